@@ -1,0 +1,321 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/api"
+	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/telemetry"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+
+type notifier struct{ n int }
+
+func (n *notifier) Notify() { n.n++ }
+
+type env struct {
+	t      *testing.T
+	srv    *httptest.Server
+	store  *store.Store
+	notify *notifier
+	keyA   string // full access, team A
+	keyB   string // full access, team B
+	teamA  uuid.UUID
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{URL: pgtest.NewDatabase(t)})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	require.NoError(t, st.Migrate(ctx))
+	n := &notifier{}
+	reg := prometheus.NewRegistry()
+	h := api.New(api.Config{
+		Store:    st,
+		Auth:     auth.NewAuthenticator(st, time.Second),
+		Submit:   submit.New(submit.Config{Store: st, Notifier: n}),
+		Metrics:  telemetry.NewMetrics(reg),
+		Gatherer: reg,
+		Ready:    []api.Check{{Name: "postgres", Check: st.Ping}},
+	})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	a, err := account.NewTeam(ctx, st, "A", "a@example.com")
+	require.NoError(t, err)
+	b, err := account.NewTeam(ctx, st, "B", "b@example.com")
+	require.NoError(t, err)
+	return &env{t: t, srv: srv, store: st, notify: n, keyA: a.APIKey, keyB: b.APIKey, teamA: uuid.MustParse(a.TeamID)}
+}
+
+type resp struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    []byte
+}
+
+func (e *env) do(method, path, key string, body any) resp {
+	e.t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = strings.NewReader(b)
+	case io.Reader:
+		r = b
+	default:
+		j, err := json.Marshal(b)
+		require.NoError(e.t, err)
+		r = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, r)
+	require.NoError(e.t, err)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	require.NoError(e.t, err)
+	out := resp{status: res.StatusCode, header: res.Header, raw: raw}
+	_ = json.Unmarshal(raw, &out.body)
+	return out
+}
+
+func requireError(t *testing.T, r resp, status int, name string) {
+	t.Helper()
+	require.Equal(t, status, r.status, string(r.raw))
+	require.Equal(t, name, r.body["name"], string(r.raw))
+	require.Equal(t, float64(status), r.body["statusCode"], string(r.raw))
+	require.NotEmpty(t, r.body["message"])
+}
+
+var sandboxSend = map[string]any{
+	"from":    "Acme <onboarding@posthaste.test>",
+	"to":      "delivered@posthaste.test",
+	"subject": "Hello",
+	"html":    "<p>Hi</p>",
+	"tags":    []map[string]string{{"name": "category", "value": "welcome"}},
+}
+
+func TestAuthErrors(t *testing.T) {
+	e := newEnv(t)
+	requireError(t, e.do("GET", "/emails", "", nil), 401, "missing_api_key")
+	requireError(t, e.do("GET", "/emails", "ph_"+strings.Repeat("x", 40), nil), 403, "invalid_api_key")
+	requireError(t, e.do("GET", "/emails", "garbage", nil), 403, "invalid_api_key")
+
+	// A sending-only key sends but cannot read.
+	token, _, err := account.NewKey(context.Background(), e.store, e.teamA, "send", store.PermissionSendingAccess)
+	require.NoError(t, err)
+	require.Equal(t, 200, e.do("POST", "/emails", token, sandboxSend).status)
+	requireError(t, e.do("GET", "/emails", token, nil), 401, "restricted_api_key")
+	requireError(t, e.do("GET", "/api-keys", token, nil), 401, "restricted_api_key")
+}
+
+func TestRoutingErrors(t *testing.T) {
+	e := newEnv(t)
+	requireError(t, e.do("GET", "/nope", e.keyA, nil), 404, "not_found")
+	requireError(t, e.do("PUT", "/emails", e.keyA, nil), 405, "method_not_allowed")
+	requireError(t, e.do("GET", "/emails/not-a-uuid", e.keyA, nil), 422, "invalid_parameter")
+	requireError(t, e.do("GET", "/emails/"+uuid.NewString(), e.keyA, nil), 404, "not_found")
+	require.Equal(t, 200, e.do("GET", "/healthz", "", nil).status)
+	require.Equal(t, 200, e.do("GET", "/readyz", "", nil).status)
+	m := e.do("GET", "/metrics", "", nil)
+	require.Equal(t, 200, m.status)
+	require.Contains(t, string(m.raw), "posthaste_http_requests_total")
+}
+
+func TestSendGetListAndIsolation(t *testing.T) {
+	e := newEnv(t)
+	r := e.do("POST", "/emails", e.keyA, sandboxSend)
+	require.Equal(t, 200, r.status, string(r.raw))
+	id, _ := r.body["id"].(string)
+	require.NoError(t, uuid.Validate(id))
+	require.Equal(t, 1, e.notify.n, "the dispatcher is told about the new outbox entry")
+
+	g := e.do("GET", "/emails/"+id, e.keyA, nil)
+	require.Equal(t, 200, g.status, string(g.raw))
+	require.Equal(t, "email", g.body["object"])
+	require.Equal(t, "Acme <onboarding@posthaste.test>", g.body["from"])
+	require.Equal(t, []any{"delivered@posthaste.test"}, g.body["to"])
+	require.Equal(t, "queued", g.body["last_event"])
+	require.Equal(t, "<p>Hi</p>", g.body["html"])
+	require.Contains(t, g.body, "text")
+	require.Nil(t, g.body["text"])
+	require.Nil(t, g.body["scheduled_at"])
+	require.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$`, g.body["created_at"])
+	require.Equal(t, []any{map[string]any{"name": "category", "value": "welcome"}}, g.body["tags"])
+	require.Equal(t, []any{map[string]any{"email": "delivered@posthaste.test", "status": "queued"}}, g.body["recipients"])
+
+	// Team B sees none of it.
+	requireError(t, e.do("GET", "/emails/"+id, e.keyB, nil), 404, "not_found")
+	lb := e.do("GET", "/emails", e.keyB, nil)
+	require.Equal(t, 200, lb.status)
+	require.Empty(t, lb.body["data"])
+
+	for range 2 {
+		require.Equal(t, 200, e.do("POST", "/emails", e.keyA, sandboxSend).status)
+	}
+	l := e.do("GET", "/emails?limit=2", e.keyA, nil)
+	require.Equal(t, 200, l.status, string(l.raw))
+	require.Equal(t, "list", l.body["object"])
+	require.Equal(t, true, l.body["has_more"])
+	data := l.body["data"].([]any)
+	require.Len(t, data, 2)
+	require.NotContains(t, data[0].(map[string]any), "html", "lists leave bodies out")
+	last := data[1].(map[string]any)["id"].(string)
+	l2 := e.do("GET", "/emails?limit=2&after="+last, e.keyA, nil)
+	require.Equal(t, false, l2.body["has_more"])
+	require.Equal(t, id, l2.body["data"].([]any)[0].(map[string]any)["id"])
+
+	requireError(t, e.do("GET", "/emails?limit=0", e.keyA, nil), 422, "validation_error")
+	requireError(t, e.do("GET", "/emails?limit=101", e.keyA, nil), 422, "validation_error")
+	requireError(t, e.do("GET", "/emails?after="+id+"&before="+id, e.keyA, nil), 422, "validation_error")
+	requireError(t, e.do("GET", "/emails?after=zzz", e.keyA, nil), 422, "validation_error")
+}
+
+func TestSendValidation(t *testing.T) {
+	e := newEnv(t)
+	with := func(k string, v any) map[string]any {
+		m := map[string]any{}
+		for kk, vv := range sandboxSend {
+			m[kk] = vv
+		}
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		return m
+	}
+	cases := []struct {
+		name   string
+		body   any
+		status int
+		errName string
+	}{
+		{"not json", "{nope", 422, "validation_error"},
+		{"missing from", with("from", nil), 422, "missing_required_field"},
+		{"bad from", with("from", "not an address"), 422, "invalid_parameter"},
+		{"missing to", with("to", nil), 422, "missing_required_field"},
+		{"missing subject", with("subject", nil), 422, "missing_required_field"},
+		{"subject with CRLF", with("subject", "a\r\nBcc: x@y.z"), 422, "validation_error"},
+		{"header with CRLF", with("headers", map[string]string{"X-A": "b\r\nc: d"}), 422, "validation_error"},
+		{"too many recipients", with("to", manyAddrs(51)), 422, "validation_error"},
+		{"bad tag", with("tags", []map[string]string{{"name": "a b", "value": "c"}}), 422, "validation_error"},
+		{"attachment without content", with("attachments", []map[string]string{{"filename": "a.txt"}}), 422, "invalid_attachment"},
+		{"unverified domain", with("from", "me@example.com"), 403, "validation_error"},
+		{"sandbox to a stranger", with("to", "stranger@example.com"), 403, "validation_error"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			requireError(t, e.do("POST", "/emails", e.keyA, c.body), c.status, c.errName)
+		})
+	}
+	l := e.do("GET", "/emails", e.keyA, nil)
+	require.Empty(t, l.body["data"], "rejected requests leave nothing behind")
+
+	// The sandbox sender may write to the team's own members.
+	require.Equal(t, 200, e.do("POST", "/emails", e.keyA, with("to", "A@example.com")).status)
+	requireError(t, e.do("POST", "/emails", e.keyB, with("to", "a@example.com")), 403, "validation_error")
+}
+
+func manyAddrs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "delivered+" + strings.Repeat("x", i%5) + string(rune('a'+i%26)) + "@posthaste.test"
+	}
+	for i := range out {
+		out[i] = strings.Replace(out[i], "delivered+", "delivered+"+uuid.NewString()[:8], 1)
+	}
+	return out
+}
+
+func TestSendAcceptsSDKShapesAndChunkedBodies(t *testing.T) {
+	e := newEnv(t)
+	body := `{"from":"onboarding@posthaste.test","to":["delivered@posthaste.test"],"cc":"complained@posthaste.test",
+		"subject":"s","text":"t","attachments":[
+		{"filename":"a.txt","content":"aGVsbG8="},
+		{"filename":"b.bin","content":{"type":"Buffer","data":[1,2,3]}},
+		{"filename":"c.bin","content":[104,105]}]}`
+	// An io.Reader of unknown length makes the client send it chunked.
+	r := e.do("POST", "/emails", e.keyA, io.MultiReader(strings.NewReader(body)))
+	require.Equal(t, 200, r.status, string(r.raw))
+	em, err := e.store.EmailForBuild(context.Background(), uuid.MustParse(r.body["id"].(string)))
+	require.NoError(t, err)
+	require.Len(t, em.Attachments, 3)
+	require.Equal(t, []byte("hello"), em.Attachments[0].Content)
+	require.Equal(t, []byte{1, 2, 3}, em.Attachments[1].Content)
+	require.Equal(t, []byte("hi"), em.Attachments[2].Content)
+	require.Len(t, em.Recipients, 2)
+}
+
+func TestBodyOverLimitIs413(t *testing.T) {
+	e := newEnv(t)
+	big := `{"from":"onboarding@posthaste.test","to":"delivered@posthaste.test","subject":"s","text":"` +
+		strings.Repeat("a", 64<<20) + `"}`
+	requireError(t, e.do("POST", "/emails", e.keyA, big), 413, "validation_error")
+}
+
+func TestAPIKeys(t *testing.T) {
+	e := newEnv(t)
+	r := e.do("POST", "/api-keys", e.keyA, map[string]any{"name": "ci"})
+	require.Equal(t, 201, r.status, string(r.raw))
+	token := r.body["token"].(string)
+	keyID := r.body["id"].(string)
+	require.True(t, strings.HasPrefix(token, "ph_"))
+	require.Equal(t, 200, e.do("GET", "/emails", token, nil).status, "the new key works")
+
+	l := e.do("GET", "/api-keys", e.keyA, nil)
+	require.Equal(t, 200, l.status)
+	names := []string{}
+	for _, k := range l.body["data"].([]any) {
+		km := k.(map[string]any)
+		names = append(names, km["name"].(string))
+		require.NotContains(t, km, "token")
+	}
+	require.ElementsMatch(t, []string{"ci", "Default"}, names)
+
+	requireError(t, e.do("POST", "/api-keys", e.keyA, map[string]any{}), 422, "missing_required_field")
+	requireError(t, e.do("POST", "/api-keys", e.keyA, map[string]any{"name": strings.Repeat("n", 51)}), 422, "validation_error")
+	requireError(t, e.do("POST", "/api-keys", e.keyA, map[string]any{"name": "x", "permission": "root"}), 422, "validation_error")
+	requireError(t, e.do("POST", "/api-keys", e.keyA, map[string]any{"name": "x", "domain_id": uuid.NewString()}), 422, "validation_error")
+
+	requireError(t, e.do("DELETE", "/api-keys/"+keyID, e.keyB, nil), 404, "not_found")
+	d := e.do("DELETE", "/api-keys/"+keyID, e.keyA, nil)
+	require.Equal(t, 200, d.status)
+	require.Equal(t, map[string]any{"object": "api_key", "id": keyID, "deleted": true}, d.body)
+	requireError(t, e.do("GET", "/emails", token, nil), 403, "invalid_api_key")
+	requireError(t, e.do("DELETE", "/api-keys/"+keyID, e.keyA, nil), 404, "not_found")
+}
+
+func TestDatabaseDownIs503WithoutInternals(t *testing.T) {
+	e := newEnv(t)
+	e.store.Close() // the database goes away
+	r := e.do("GET", "/emails", e.keyA, nil)
+	requireError(t, r, 503, "service_unavailable")
+	require.NotContains(t, string(r.raw), "pool")
+	require.Regexp(t, `error id [0-9a-f]{16}`, r.body["message"])
+}

@@ -1,0 +1,126 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+type createAPIKeyRequest struct {
+	Name       *string `json:"name"`
+	Permission string  `json:"permission"`
+	DomainID   *string `json:"domain_id"`
+}
+
+func (s *Server) createAPIKey(c *gin.Context) {
+	body, err := readBody(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	var req createAPIKeyRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameValidation,
+			"The request body must be a JSON object with a string `name`."))
+		return
+	}
+	if req.Name == nil || strings.TrimSpace(*req.Name) == "" {
+		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `name` field."))
+		return
+	}
+	if utf8.RuneCountInString(*req.Name) > 50 {
+		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameValidation,
+			"The `name` field must be at most 50 characters."))
+		return
+	}
+	switch req.Permission {
+	case "":
+		req.Permission = store.PermissionFullAccess
+	case store.PermissionFullAccess, store.PermissionSendingAccess:
+	default:
+		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameValidation,
+			"The `permission` field must be full_access or sending_access."))
+		return
+	}
+	if req.DomainID != nil {
+		if req.Permission != store.PermissionSendingAccess {
+			s.respondError(c, errorf(http.StatusUnprocessableEntity, nameValidation,
+				"The `domain_id` field can only be used with sending_access permission."))
+			return
+		}
+		if _, err := uuid.Parse(*req.DomainID); err != nil {
+			s.respondError(c, errorf(http.StatusUnprocessableEntity, nameInvalidParameter,
+				"The `domain_id` field must be a valid UUID."))
+			return
+		}
+		// No domain exists until a domain is added and verified.
+		s.respondError(c, errorf(http.StatusNotFound, nameNotFound, "Domain not found."))
+		return
+	}
+	token, prefix, hash, err := auth.NewToken()
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	k := store.APIKey{ID: id, TeamID: principal(c).TeamID, Name: strings.TrimSpace(*req.Name),
+		Prefix: prefix, Hash: hash, Permission: req.Permission}
+	if err := s.store.CreateAPIKey(c.Request.Context(), k); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, gin.H{"id": id, "token": token})
+}
+
+type apiKeyJSON struct {
+	ID         string  `json:"id"`
+	Name       string  `json:"name"`
+	Permission string  `json:"permission"`
+	CreatedAt  string  `json:"created_at"`
+	LastUsedAt *string `json:"last_used_at"`
+}
+
+func (s *Server) listAPIKeys(c *gin.Context) {
+	p, err := page(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	keys, more, err := s.store.ListAPIKeys(c.Request.Context(), principal(c).TeamID, p)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	out := make([]apiKeyJSON, len(keys))
+	for i, k := range keys {
+		out[i] = apiKeyJSON{ID: k.ID.String(), Name: k.Name, Permission: k.Permission,
+			CreatedAt: formatTime(k.CreatedAt), LastUsedAt: formatTimePtr(k.LastUsedAt)}
+	}
+	c.JSON(http.StatusOK, list(out, more))
+}
+
+func (s *Server) deleteAPIKey(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	hash, err := s.store.RevokeAPIKey(c.Request.Context(), principal(c).TeamID, id)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	s.auth.Forget(hash)
+	c.JSON(http.StatusOK, gin.H{"object": "api_key", "id": id, "deleted": true})
+}

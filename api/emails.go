@@ -1,0 +1,145 @@
+package api
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit"
+)
+
+// readBody reads a request body of at most maxBody bytes; it may be
+// chunked (no Content-Length).
+func readBody(c *gin.Context) ([]byte, error) {
+	return io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBody))
+}
+
+func (s *Server) sendEmail(c *gin.Context) {
+	body, err := readBody(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	req, err := submit.DecodeSendRequest(body)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	p := principal(c)
+	id, err := s.submit.Send(c.Request.Context(), submit.Sender{TeamID: p.TeamID, KeyID: p.KeyID, DomainID: p.DomainID}, req)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	if s.metrics != nil {
+		s.metrics.EmailsAccepted.WithLabelValues("api").Inc()
+	}
+	c.JSON(http.StatusOK, gin.H{"id": id})
+}
+
+type tagJSON struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+type recipientJSON struct {
+	Email  string `json:"email"`
+	Status string `json:"status"`
+}
+
+type emailJSON struct {
+	Object      string          `json:"object"`
+	ID          string          `json:"id"`
+	From        string          `json:"from"`
+	To          []string        `json:"to"`
+	Cc          []string        `json:"cc"`
+	Bcc         []string        `json:"bcc"`
+	ReplyTo     []string        `json:"reply_to"`
+	Subject     string          `json:"subject"`
+	HTML        *string         `json:"html,omitempty"`
+	Text        *string         `json:"text,omitempty"`
+	CreatedAt   string          `json:"created_at"`
+	ScheduledAt *string         `json:"scheduled_at"`
+	LastEvent   string          `json:"last_event"`
+	Tags        []tagJSON       `json:"tags"`
+	MessageID   *string         `json:"message_id"`
+	Recipients  []recipientJSON `json:"recipients,omitempty"`
+}
+
+func renderEmail(e store.Email, withBodies bool) emailJSON {
+	j := emailJSON{
+		Object: "email", ID: e.ID.String(), From: e.From,
+		To: nonNil(e.To), Cc: nonNil(e.Cc), Bcc: nonNil(e.Bcc), ReplyTo: nonNil(e.ReplyTo),
+		Subject: e.Subject, CreatedAt: formatTime(e.CreatedAt), ScheduledAt: formatTimePtr(e.ScheduledAt),
+		LastEvent: e.LastEvent, Tags: []tagJSON{},
+	}
+	if withBodies {
+		j.HTML, j.Text = e.HTML, e.Text
+	}
+	for _, t := range e.Tags {
+		j.Tags = append(j.Tags, tagJSON(t))
+	}
+	if e.MessageID != "" {
+		mid := "<" + e.MessageID + ">"
+		j.MessageID = &mid
+	}
+	for _, r := range e.Recipients {
+		j.Recipients = append(j.Recipients, recipientJSON{Email: r.Address, Status: r.Status})
+	}
+	return j
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func (s *Server) getEmail(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	e, err := s.store.GetEmail(c.Request.Context(), principal(c).TeamID, id)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, singleEmail{renderEmail(e, true)})
+}
+
+// singleEmail always carries the html and text keys (null when absent).
+type singleEmail struct{ emailJSON }
+
+func (s singleEmail) MarshalJSON() ([]byte, error) {
+	type plain emailJSON
+	type withBodies struct {
+		plain
+		HTML *string `json:"html"`
+		Text *string `json:"text"`
+	}
+	return json.Marshal(withBodies{plain: plain(s.emailJSON), HTML: s.HTML, Text: s.Text})
+}
+
+func (s *Server) listEmails(c *gin.Context) {
+	p, err := page(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	emails, more, err := s.store.ListEmails(c.Request.Context(), principal(c).TeamID, p)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	out := make([]emailJSON, len(emails))
+	for i, e := range emails {
+		out[i] = renderEmail(e, false)
+	}
+	c.JSON(http.StatusOK, list(out, more))
+}

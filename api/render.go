@@ -1,0 +1,84 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// timeFormat is RFC 3339 with microseconds in UTC.
+const timeFormat = "2006-01-02T15:04:05.000000Z07:00"
+
+func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
+
+func formatTimePtr(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := formatTime(*t)
+	return &s
+}
+
+type listBody[T any] struct {
+	Object  string `json:"object"`
+	HasMore bool   `json:"has_more"`
+	Data    []T    `json:"data"`
+}
+
+func list[T any](data []T, more bool) listBody[T] {
+	if data == nil {
+		data = []T{}
+	}
+	return listBody[T]{Object: "list", HasMore: more, Data: data}
+}
+
+// pathID parses the :id parameter: a malformed id is a 422, so only
+// well-formed ids reach the store (where unknown ones are a 404).
+func pathID(c *gin.Context) (uuid.UUID, error) {
+	id, err := uuid.Parse(c.Param("id"))
+	if err != nil {
+		return uuid.Nil, errorf(http.StatusUnprocessableEntity, nameInvalidParameter,
+			"The id must be a valid UUID.")
+	}
+	return id, nil
+}
+
+// page reads limit, after and before.
+func page(c *gin.Context) (store.Page, error) {
+	p := store.Page{Limit: 20}
+	if v, ok := c.GetQuery("limit"); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return p, errorf(http.StatusUnprocessableEntity, nameValidation,
+				"The `limit` parameter must be an integer between 1 and 100.")
+		}
+		p.Limit = n
+	}
+	after, hasAfter := c.GetQuery("after")
+	before, hasBefore := c.GetQuery("before")
+	if hasAfter && hasBefore {
+		return p, errorf(http.StatusUnprocessableEntity, nameValidation,
+			"The `after` and `before` parameters cannot be used together.")
+	}
+	for _, q := range []struct {
+		name, val string
+		set       bool
+		dst       **uuid.UUID
+	}{{"after", after, hasAfter, &p.After}, {"before", before, hasBefore, &p.Before}} {
+		if !q.set {
+			continue
+		}
+		id, err := uuid.Parse(q.val)
+		if err != nil {
+			return p, errorf(http.StatusUnprocessableEntity, nameValidation,
+				"The `"+q.name+"` parameter must be a valid id.")
+		}
+		*q.dst = &id
+	}
+	return p, nil
+}

@@ -1,0 +1,122 @@
+// Package auth issues and checks API keys. A key is "ph_" followed by 40
+// random URL-safe characters; only its SHA-256 hash is stored (the token has
+// 240 bits of entropy, so a slow hash adds nothing). Authenticator caches
+// hits for a short TTL, so a key revoked on another process stops working
+// within that TTL, and at once on the process that revoked it (Forget).
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// TokenPrefix starts every API key.
+const TokenPrefix = "ph_"
+
+// ErrInvalidKey means the token is malformed, unknown or revoked.
+var ErrInvalidKey = errors.New("invalid api key")
+
+// NewToken returns a fresh token, the short prefix shown in listings and
+// the hash to store.
+func NewToken() (token, prefix string, hash []byte, err error) {
+	b := make([]byte, 30)
+	if _, err := rand.Read(b); err != nil {
+		return "", "", nil, fmt.Errorf("reading random bytes: %w", err)
+	}
+	token = TokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+	return token, token[:len(TokenPrefix)+6], Hash(token), nil
+}
+
+// Hash is the stored form of a token.
+func Hash(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}
+
+// Principal is who an authenticated request acts for.
+type Principal struct {
+	TeamID     uuid.UUID
+	KeyID      uuid.UUID
+	Permission string     // store.PermissionFullAccess or store.PermissionSendingAccess
+	DomainID   *uuid.UUID // a sending key limited to one domain
+}
+
+// FullAccess reports whether the key may use every endpoint.
+func (p Principal) FullAccess() bool { return p.Permission == store.PermissionFullAccess }
+
+// KeyStore finds live keys by hash.
+type KeyStore interface {
+	UseAPIKey(ctx context.Context, hash []byte) (store.APIKey, error)
+}
+
+type entry struct {
+	p       Principal
+	expires time.Time
+}
+
+// Authenticator checks tokens. Safe for concurrent use.
+type Authenticator struct {
+	keys KeyStore
+	ttl  time.Duration
+	now  func() time.Time
+
+	mu    sync.Mutex
+	cache map[string]entry // by string(hash)
+}
+
+// NewAuthenticator returns an Authenticator whose cache keeps a key for
+// ttl (0 disables caching). Revocations reach other processes within ttl.
+func NewAuthenticator(keys KeyStore, ttl time.Duration) *Authenticator {
+	return &Authenticator{keys: keys, ttl: ttl, now: time.Now, cache: map[string]entry{}}
+}
+
+// Authenticate returns the principal of a token, or ErrInvalidKey.
+func (a *Authenticator) Authenticate(ctx context.Context, token string) (Principal, error) {
+	if !strings.HasPrefix(token, TokenPrefix) || len(token) < len(TokenPrefix)+32 || len(token) > 256 {
+		return Principal{}, ErrInvalidKey
+	}
+	hash := Hash(token)
+	now := a.now()
+	a.mu.Lock()
+	e, ok := a.cache[string(hash)]
+	a.mu.Unlock()
+	if ok && now.Before(e.expires) {
+		return e.p, nil
+	}
+	k, err := a.keys.UseAPIKey(ctx, hash)
+	if errors.Is(err, store.ErrNotFound) {
+		a.Forget(hash)
+		return Principal{}, ErrInvalidKey
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("looking up api key: %w", err)
+	}
+	p := Principal{TeamID: k.TeamID, KeyID: k.ID, Permission: k.Permission, DomainID: k.DomainID}
+	if a.ttl > 0 {
+		a.mu.Lock()
+		if len(a.cache) > 100_000 {
+			clear(a.cache)
+		}
+		a.cache[string(hash)] = entry{p: p, expires: now.Add(a.ttl)}
+		a.mu.Unlock()
+	}
+	return p, nil
+}
+
+// Forget drops a key from this process's cache.
+func (a *Authenticator) Forget(hash []byte) {
+	a.mu.Lock()
+	delete(a.cache, string(hash))
+	a.mu.Unlock()
+}

@@ -1,0 +1,235 @@
+// Package config reads Posthaste's configuration from the environment, once,
+// in main. Every variable has a default; a bad value is an error naming the
+// variable. Secrets may come from a file named by the variable plus _FILE.
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Getenv reads a variable; os.Getenv in main, a map in tests.
+type Getenv func(string) string
+
+// Config is the whole configuration, split by component.
+type Config struct {
+	DataDir   string // POSTHASTE_DATA_DIR
+	LogFormat string // POSTHASTE_LOG_FORMAT: json | text
+	LogLevel  string // POSTHASTE_LOG_LEVEL
+
+	DatabaseURL string // DATABASE_URL; empty in dev → private cluster
+
+	HTTP     HTTP
+	Temporal Temporal
+	Delivery Delivery
+	Egress   Egress
+	Admin    Admin
+}
+
+// HTTP configures the API listener.
+type HTTP struct {
+	Addr string // POSTHASTE_HTTP_ADDR
+}
+
+// Temporal configures the embedded server of `dev` and `temporal`; the
+// client of `api` and `worker` is configured by Temporal's own TEMPORAL_*
+// variables (envconfig).
+type Temporal struct {
+	Port      int    // POSTHASTE_TEMPORAL_PORT
+	UIPort    int    // POSTHASTE_TEMPORAL_UI_PORT (0 = no UI)
+	IP        string // POSTHASTE_TEMPORAL_IP
+	Namespace string // TEMPORAL_NAMESPACE (default "default")
+}
+
+// Delivery configures outbound mail.
+type Delivery struct {
+	Hostname     string        // POSTHASTE_HOSTNAME: EHLO name
+	DNSServer    string        // POSTHASTE_DNS_SERVER: host:port for every lookup
+	MXPort       int           // POSTHASTE_MX_PORT
+	SourceIP     net.IP        // POSTHASTE_SOURCE_IP
+	Relay        string        // POSTHASTE_RELAY: smtp://host:port smarthost
+	RetryInitial time.Duration // POSTHASTE_DELIVERY_RETRY_INITIAL
+	RetryMax     time.Duration // POSTHASTE_DELIVERY_RETRY_MAX
+	RetryExpire  time.Duration // POSTHASTE_DELIVERY_EXPIRE
+}
+
+// Egress configures outbound HTTP to user-supplied URLs.
+type Egress struct {
+	AllowPrivate bool // POSTHASTE_ALLOW_PRIVATE_EGRESS
+}
+
+// Admin configures the first-run account of `dev`.
+type Admin struct {
+	Email string // POSTHASTE_ADMIN_EMAIL
+}
+
+// Load reads the configuration.
+func Load(getenv Getenv) (Config, error) {
+	r := reader{getenv: getenv}
+	host, _ := os.Hostname()
+	c := Config{
+		DataDir:     r.str("POSTHASTE_DATA_DIR", ".posthaste"),
+		LogFormat:   r.oneOf("POSTHASTE_LOG_FORMAT", "json", "json", "text"),
+		LogLevel:    r.oneOf("POSTHASTE_LOG_LEVEL", "info", "debug", "info", "warn", "error"),
+		DatabaseURL: r.secret("DATABASE_URL"),
+		HTTP:        HTTP{Addr: r.str("POSTHASTE_HTTP_ADDR", ":3000")},
+		Temporal: Temporal{
+			Port:      r.port("POSTHASTE_TEMPORAL_PORT", 7233),
+			UIPort:    r.port("POSTHASTE_TEMPORAL_UI_PORT", 8233),
+			IP:        r.str("POSTHASTE_TEMPORAL_IP", "127.0.0.1"),
+			Namespace: r.str("TEMPORAL_NAMESPACE", "default"),
+		},
+		Delivery: Delivery{
+			Hostname:     r.str("POSTHASTE_HOSTNAME", host),
+			DNSServer:    r.str("POSTHASTE_DNS_SERVER", ""),
+			MXPort:       r.port("POSTHASTE_MX_PORT", 25),
+			SourceIP:     r.ip("POSTHASTE_SOURCE_IP"),
+			Relay:        r.str("POSTHASTE_RELAY", ""),
+			RetryInitial: r.duration("POSTHASTE_DELIVERY_RETRY_INITIAL", time.Minute),
+			RetryMax:     r.duration("POSTHASTE_DELIVERY_RETRY_MAX", 2*time.Hour),
+			RetryExpire:  r.duration("POSTHASTE_DELIVERY_EXPIRE", 72*time.Hour),
+		},
+		Egress: Egress{AllowPrivate: r.boolean("POSTHASTE_ALLOW_PRIVATE_EGRESS", false)},
+		Admin:  Admin{Email: strings.ToLower(r.str("POSTHASTE_ADMIN_EMAIL", "admin@posthaste.local"))},
+	}
+	if c.Delivery.Relay != "" && !strings.HasPrefix(c.Delivery.Relay, "smtp://") {
+		r.fail("POSTHASTE_RELAY", c.Delivery.Relay, "must look like smtp://host:port")
+	}
+	if c.Delivery.DNSServer != "" {
+		if _, _, err := net.SplitHostPort(c.Delivery.DNSServer); err != nil {
+			r.fail("POSTHASTE_DNS_SERVER", c.Delivery.DNSServer, "must be host:port")
+		}
+	}
+	return c, r.err
+}
+
+// LogAttrs returns the effective configuration for the startup log, with
+// secrets redacted.
+func (c Config) LogAttrs() []any {
+	db := "private cluster"
+	if c.DatabaseURL != "" {
+		db = redactURL(c.DatabaseURL)
+	}
+	return []any{
+		slog.String("data_dir", c.DataDir), slog.String("database", db),
+		slog.String("http_addr", c.HTTP.Addr), slog.Int("temporal_port", c.Temporal.Port),
+		slog.Int("temporal_ui_port", c.Temporal.UIPort), slog.String("hostname", c.Delivery.Hostname),
+		slog.String("dns_server", c.Delivery.DNSServer), slog.Int("mx_port", c.Delivery.MXPort),
+		slog.String("relay", c.Delivery.Relay), slog.Bool("allow_private_egress", c.Egress.AllowPrivate),
+	}
+}
+
+// redactURL hides the password of a URL.
+func redactURL(u string) string {
+	scheme, rest, ok := strings.Cut(u, "://")
+	if !ok {
+		return "(set)"
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return u
+	}
+	user, _, _ := strings.Cut(rest[:at], ":")
+	return scheme + "://" + user + ":xxxxx@" + rest[at+1:]
+}
+
+type reader struct {
+	getenv Getenv
+	err    error
+}
+
+func (r *reader) fail(name, val, why string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%s=%q %s", name, val, why)
+	}
+}
+
+func (r *reader) str(name, def string) string {
+	if v := strings.TrimSpace(r.getenv(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+// secret reads name, or the file named by name_FILE.
+func (r *reader) secret(name string) string {
+	if v := r.getenv(name); v != "" {
+		return v
+	}
+	if path := r.getenv(name + "_FILE"); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			r.fail(name+"_FILE", path, "cannot be read: "+err.Error())
+			return ""
+		}
+		return strings.TrimSpace(string(b))
+	}
+	return ""
+}
+
+func (r *reader) oneOf(name, def string, allowed ...string) string {
+	v := r.str(name, def)
+	for _, a := range allowed {
+		if v == a {
+			return v
+		}
+	}
+	r.fail(name, v, "must be one of "+strings.Join(allowed, ", "))
+	return def
+}
+
+func (r *reader) port(name string, def int) int {
+	v := r.getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > 65535 {
+		r.fail(name, v, "must be a port number from 0 to 65535")
+		return def
+	}
+	return n
+}
+
+func (r *reader) boolean(name string, def bool) bool {
+	v := r.getenv(name)
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		r.fail(name, v, "must be true or false")
+		return def
+	}
+	return b
+}
+
+func (r *reader) duration(name string, def time.Duration) time.Duration {
+	v := r.getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		r.fail(name, v, "must be a positive duration such as 30s or 5m")
+		return def
+	}
+	return d
+}
+
+func (r *reader) ip(name string) net.IP {
+	v := r.getenv(name)
+	if v == "" {
+		return nil
+	}
+	ip := net.ParseIP(v)
+	if ip == nil {
+		r.fail(name, v, "must be an IP address")
+	}
+	return ip
+}

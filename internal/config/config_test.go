@@ -1,0 +1,50 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func env(m map[string]string) Getenv { return func(k string) string { return m[k] } }
+
+func TestLoadDefaults(t *testing.T) {
+	c, err := Load(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, ".posthaste", c.DataDir)
+	require.Equal(t, ":3000", c.HTTP.Addr)
+	require.Equal(t, 7233, c.Temporal.Port)
+	require.Equal(t, 8233, c.Temporal.UIPort)
+	require.Equal(t, 25, c.Delivery.MXPort)
+	require.Equal(t, 72*time.Hour, c.Delivery.RetryExpire)
+	require.False(t, c.Egress.AllowPrivate)
+	require.Empty(t, c.DatabaseURL)
+}
+
+func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
+	for name, val := range map[string]string{
+		"POSTHASTE_TEMPORAL_PORT":          "70000",
+		"POSTHASTE_ALLOW_PRIVATE_EGRESS":   "sometimes",
+		"POSTHASTE_LOG_FORMAT":             "xml",
+		"POSTHASTE_DELIVERY_RETRY_INITIAL": "-1s",
+		"POSTHASTE_SOURCE_IP":              "not-an-ip",
+		"POSTHASTE_RELAY":                  "http://x",
+		"POSTHASTE_DNS_SERVER":             "127.0.0.1",
+	} {
+		_, err := Load(env(map[string]string{name: val}))
+		require.ErrorContains(t, err, name, name)
+	}
+}
+
+func TestSecretFromFileAndRedaction(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	require.NoError(t, os.WriteFile(path, []byte("postgres://app:hunter2@db:5432/posthaste\n"), 0o600))
+	c, err := Load(env(map[string]string{"DATABASE_URL_FILE": path}))
+	require.NoError(t, err)
+	require.Equal(t, "postgres://app:hunter2@db:5432/posthaste", c.DatabaseURL)
+	require.NotContains(t, redactURL(c.DatabaseURL), "hunter2")
+	require.Contains(t, redactURL(c.DatabaseURL), "db:5432")
+}

@@ -1,0 +1,322 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Email states, the values of Email.LastEvent and Recipient.Status.
+const (
+	EventScheduled       = "scheduled"
+	EventQueued          = "queued"
+	EventSent            = "sent"
+	EventDelivered       = "delivered"
+	EventDeliveryDelayed = "delivery_delayed"
+	EventBounced         = "bounced"
+	EventComplained      = "complained"
+	EventFailed          = "failed"
+	EventCanceled        = "canceled"
+	EventSuppressed      = "suppressed"
+)
+
+// Header is a custom message header.
+type Header struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Tag is a name/value label on an email.
+type Tag struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Recipient is one address of an email with its own delivery state.
+type Recipient struct {
+	Address string
+	Kind    string // to, cc, bcc
+	Domain  string // ASCII (punycode) domain
+	Status  string
+}
+
+// Attachment is a file carried by an email.
+type Attachment struct {
+	Filename    string
+	ContentType string
+	ContentID   string
+	Content     []byte
+}
+
+// Email is an accepted email.
+type Email struct {
+	ID           uuid.UUID
+	TeamID       uuid.UUID
+	From         string // display form, "Name <a@b>"
+	FromDomain   string
+	To, Cc, Bcc  []string
+	ReplyTo      []string
+	Subject      string
+	HTML         *string
+	Text         *string
+	GenerateText bool
+	Headers      []Header
+	Tags         []Tag
+	ScheduledAt  *time.Time
+	LastEvent    string
+	MessageID    string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	Recipients   []Recipient  // filled by GetEmail and EmailForBuild
+	Attachments  []Attachment // filled by EmailForBuild and on insert
+}
+
+// Event is one entry of an email's history.
+type Event struct {
+	Type      string
+	Recipient string         // "" for events of the whole email
+	Detail    map[string]any // optional, e.g. the SMTP reply of a bounce
+	CreatedAt time.Time
+}
+
+// InsertEmail durably accepts an email: the row, its recipients and
+// attachments, its first event and the outbox entry that gets its workflow
+// started, all in one implicit transaction and one round trip.
+func (s *Store) InsertEmail(ctx context.Context, e Email) error {
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO email (id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs,
+			reply_to, subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
+			created_at, updated_at)
+		VALUES (@id, @team, @from, @from_domain, @to, @cc, @bcc, @reply_to, @subject, @html, @text,
+			@generate_text, @headers, @tags, @scheduled_at, @last_event, @created_at, @created_at)`,
+		pgx.NamedArgs{"id": e.ID, "team": e.TeamID, "from": e.From, "from_domain": e.FromDomain,
+			"to": nonNil(e.To), "cc": nonNil(e.Cc), "bcc": nonNil(e.Bcc), "reply_to": nonNil(e.ReplyTo),
+			"subject": e.Subject, "html": e.HTML, "text": e.Text, "generate_text": e.GenerateText,
+			"headers": nonNil(e.Headers), "tags": nonNil(e.Tags), "scheduled_at": e.ScheduledAt,
+			"last_event": e.LastEvent, "created_at": e.CreatedAt})
+	addrs := make([]string, len(e.Recipients))
+	kinds := make([]string, len(e.Recipients))
+	domains := make([]string, len(e.Recipients))
+	for i, r := range e.Recipients {
+		addrs[i], kinds[i], domains[i] = r.Address, r.Kind, r.Domain
+	}
+	b.Queue(`INSERT INTO email_recipient (email_id, address, kind, domain, status)
+		SELECT @id, a, k, d, @status FROM unnest(@addrs::text[], @kinds::text[], @domains::text[]) AS t(a, k, d)`,
+		pgx.NamedArgs{"id": e.ID, "addrs": addrs, "kinds": kinds, "domains": domains, "status": e.LastEvent})
+	for i, a := range e.Attachments {
+		b.Queue(`INSERT INTO attachment (email_id, position, filename, content_type, content_id, content)
+			VALUES (@id, @pos, @filename, @ctype, @cid, @content)`,
+			pgx.NamedArgs{"id": e.ID, "pos": i, "filename": a.Filename, "ctype": a.ContentType,
+				"cid": a.ContentID, "content": a.Content})
+	}
+	b.Queue(`INSERT INTO email_event (email_id, type, created_at) VALUES (@id, @type, @created_at)`,
+		pgx.NamedArgs{"id": e.ID, "type": e.LastEvent, "created_at": e.CreatedAt})
+	b.Queue(`INSERT INTO outbox (kind, team_id, ref, scheduled_at) VALUES ('send_email', @team, @id, @scheduled_at)`,
+		pgx.NamedArgs{"id": e.ID, "team": e.TeamID, "scheduled_at": e.ScheduledAt})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("inserting email: %w", mapErr(err))
+	}
+	return nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+const emailColumns = `id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to,
+	subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
+	coalesce(message_id, ''), created_at, updated_at`
+
+// emailListColumns leaves the bodies out.
+const emailListColumns = `id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to,
+	subject, NULL::text, NULL::text, generate_text, headers, tags, scheduled_at, last_event,
+	coalesce(message_id, ''), created_at, updated_at`
+
+func scanEmail(row pgx.Row) (Email, error) {
+	var e Email
+	err := row.Scan(&e.ID, &e.TeamID, &e.From, &e.FromDomain, &e.To, &e.Cc, &e.Bcc, &e.ReplyTo,
+		&e.Subject, &e.HTML, &e.Text, &e.GenerateText, &e.Headers, &e.Tags, &e.ScheduledAt,
+		&e.LastEvent, &e.MessageID, &e.CreatedAt, &e.UpdatedAt)
+	return e, mapErr(err)
+}
+
+// GetEmail returns a team's email with its recipients. ErrNotFound for
+// unknown ids and for other teams' emails.
+func (s *Store) GetEmail(ctx context.Context, teamID, id uuid.UUID) (Email, error) {
+	e, err := scanEmail(s.pool.QueryRow(ctx, `SELECT `+emailColumns+` FROM email
+		WHERE id = @id AND team_id = @team`, pgx.NamedArgs{"id": id, "team": teamID}))
+	if err != nil {
+		return Email{}, err
+	}
+	e.Recipients, err = s.recipients(ctx, id)
+	return e, err
+}
+
+func (s *Store) recipients(ctx context.Context, id uuid.UUID) ([]Recipient, error) {
+	rows, err := s.pool.Query(ctx, `SELECT address, kind, domain, status FROM email_recipient
+		WHERE email_id = @id ORDER BY CASE kind WHEN 'to' THEN 0 WHEN 'cc' THEN 1 ELSE 2 END, address`,
+		pgx.NamedArgs{"id": id})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	rs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Recipient, error) {
+		var rc Recipient
+		err := r.Scan(&rc.Address, &rc.Kind, &rc.Domain, &rc.Status)
+		return rc, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading recipients: %w", mapErr(err))
+	}
+	return rs, nil
+}
+
+// ListEmails lists a team's emails, newest first, without bodies.
+func (s *Store) ListEmails(ctx context.Context, teamID uuid.UUID, p Page) ([]Email, bool, error) {
+	return listPage(ctx, s, p, `SELECT `+emailListColumns+` FROM email WHERE team_id = @team`,
+		pgx.NamedArgs{"team": teamID}, scanEmail)
+}
+
+// EmailForBuild loads everything needed to build an email's message:
+// bodies, recipients and attachments. It is not team-scoped: workflows
+// address emails by id only.
+func (s *Store) EmailForBuild(ctx context.Context, id uuid.UUID) (Email, error) {
+	e, err := scanEmail(s.pool.QueryRow(ctx, `SELECT `+emailColumns+` FROM email WHERE id = @id`,
+		pgx.NamedArgs{"id": id}))
+	if err != nil {
+		return Email{}, fmt.Errorf("loading email %s: %w", id, err)
+	}
+	if e.Recipients, err = s.recipients(ctx, id); err != nil {
+		return Email{}, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT filename, content_type, content_id, content FROM attachment
+		WHERE email_id = @id ORDER BY position`, pgx.NamedArgs{"id": id})
+	if err != nil {
+		return Email{}, mapErr(err)
+	}
+	e.Attachments, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attachment, error) {
+		var a Attachment
+		err := r.Scan(&a.Filename, &a.ContentType, &a.ContentID, &a.Content)
+		return a, err
+	})
+	if err != nil {
+		return Email{}, fmt.Errorf("reading attachments: %w", mapErr(err))
+	}
+	return e, nil
+}
+
+// SaveMessage stores the built message of an email once; a second call
+// (a retried step) keeps the first message and returns it.
+func (s *Store) SaveMessage(ctx context.Context, id uuid.UUID, messageID string, data []byte) ([]byte, error) {
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO email_message (email_id, data) VALUES (@id, @data) ON CONFLICT (email_id) DO NOTHING`,
+		pgx.NamedArgs{"id": id, "data": data})
+	b.Queue(`UPDATE email SET message_id = @mid WHERE id = @id AND message_id IS NULL`,
+		pgx.NamedArgs{"id": id, "mid": messageID})
+	var stored []byte
+	b.Queue(`SELECT data FROM email_message WHERE email_id = @id`, pgx.NamedArgs{"id": id}).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&stored) })
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("saving message of %s: %w", id, mapErr(err))
+	}
+	return stored, nil
+}
+
+// Message returns the built message of an email.
+func (s *Store) Message(ctx context.Context, id uuid.UUID) ([]byte, error) {
+	var data []byte
+	err := s.pool.QueryRow(ctx, `SELECT data FROM email_message WHERE email_id = @id`,
+		pgx.NamedArgs{"id": id}).Scan(&data)
+	return data, mapErr(err)
+}
+
+// recordEventSQL appends one event and, only when it was appended, moves
+// the state of the recipient it names (or of every recipient) and the
+// email's last_event. Outcome events (guarded) are dropped for a recipient
+// that already reached a final state, and an event that happens once per
+// recipient is never appended twice: a retried step is harmless.
+const recordEventSQL = `
+WITH ok AS (
+	SELECT 1 WHERE NOT @guarded::boolean OR @rcpt::text IS NULL OR EXISTS (
+		SELECT 1 FROM email_recipient WHERE email_id = @id AND address = @rcpt
+		AND status NOT IN ('delivered', 'bounced', 'complained', 'suppressed', 'failed', 'canceled'))
+), ins AS (
+	INSERT INTO email_event (email_id, type, recipient, detail, created_at)
+	SELECT @id, @type, @rcpt, @detail, @at FROM ok
+	ON CONFLICT (email_id, type, coalesce(recipient, '')) WHERE type NOT IN ('opened', 'clicked') DO NOTHING
+	RETURNING 1
+), rc AS (
+	UPDATE email_recipient SET status = @type, updated_at = @at
+	WHERE email_id = @id AND (@rcpt::text IS NULL OR address = @rcpt)
+	AND @state::boolean AND EXISTS (SELECT 1 FROM ins)
+)
+UPDATE email SET last_event = @type, updated_at = now()
+WHERE id = @id AND EXISTS (SELECT 1 FROM ins)`
+
+// RecordEvents appends events to an email's history in order, moving the
+// state of the recipients they name and the email's last_event (see
+// recordEventSQL for the rules that make a repeated call harmless).
+func (s *Store) RecordEvents(ctx context.Context, emailID uuid.UUID, events []Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	for _, ev := range events {
+		var rcpt *string
+		if ev.Recipient != "" {
+			rcpt = &ev.Recipient
+		}
+		at := ev.CreatedAt
+		if at.IsZero() {
+			at = time.Now()
+		}
+		b.Queue(recordEventSQL, pgx.NamedArgs{"id": emailID, "type": ev.Type, "rcpt": rcpt,
+			"detail": ev.Detail, "at": at, "guarded": guarded(ev.Type), "state": recipientState(ev.Type)})
+	}
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("recording events of %s: %w", emailID, mapErr(err))
+	}
+	return nil
+}
+
+// guarded event types are outcomes that a recipient in a final state
+// cannot have any more.
+func guarded(t string) bool {
+	switch t {
+	case EventDelivered, EventDeliveryDelayed, EventBounced, EventFailed, EventSuppressed:
+		return true
+	}
+	return false
+}
+
+func recipientState(t string) bool {
+	switch t {
+	case EventScheduled, EventQueued, EventSent, EventDelivered, EventDeliveryDelayed, EventBounced,
+		EventComplained, EventFailed, EventCanceled, EventSuppressed:
+		return true
+	}
+	return false
+}
+
+// Events returns an email's history, oldest first.
+func (s *Store) Events(ctx context.Context, emailID uuid.UUID) ([]Event, error) {
+	rows, err := s.pool.Query(ctx, `SELECT type, coalesce(recipient, ''), detail, created_at
+		FROM email_event WHERE email_id = @id ORDER BY id`, pgx.NamedArgs{"id": emailID})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+		var ev Event
+		err := r.Scan(&ev.Type, &ev.Recipient, &ev.Detail, &ev.CreatedAt)
+		return ev, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading events: %w", mapErr(err))
+	}
+	return evs, nil
+}

@@ -1,0 +1,131 @@
+// Package store is Posthaste's PostgreSQL layer: the connection pool, the
+// embedded goose migrations and every query. It returns the package's own
+// types and maps PostgreSQL errors to ErrNotFound and ErrConflict in one
+// place, so callers never inspect pgx errors.
+package store
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/jackc/puddle/v2"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
+	"github.com/pressly/goose/v3/lock"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+var (
+	// ErrNotFound means the row does not exist or belongs to another team.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means a unique constraint rejected the write.
+	ErrConflict = errors.New("conflict")
+	// ErrUnavailable means PostgreSQL could not be reached; retrying later may work.
+	ErrUnavailable = errors.New("database unavailable")
+)
+
+// Config configures the pool.
+type Config struct {
+	URL      string
+	MaxConns int32 // 0 → pgxpool's default (max(4, cores))
+	Logger   *slog.Logger
+}
+
+// Store is safe for concurrent use. Close releases the pool.
+type Store struct {
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+}
+
+// Open connects to PostgreSQL. It does not migrate; call Migrate.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	pcfg, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("parsing database url: %w", err)
+	}
+	if cfg.MaxConns > 0 {
+		pcfg.MaxConns = cfg.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("opening database pool: %w", err)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Store{pool: pool, logger: logger}, nil
+}
+
+// Close closes the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return s.pool.Ping(ctx)
+}
+
+// Migrate applies every pending migration. Concurrent callers serialise on
+// a PostgreSQL advisory lock, so every process may call it at start.
+func (s *Store) Migrate(ctx context.Context) error {
+	db := stdlib.OpenDBFromPool(s.pool)
+	defer db.Close()
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return fmt.Errorf("creating migration lock: %w", err)
+	}
+	dir, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return fmt.Errorf("loading migrations: %w", err)
+	}
+	p, err := goose.NewProvider(database.DialectPostgres, db, dir,
+		goose.WithSessionLocker(locker))
+	if err != nil {
+		return fmt.Errorf("loading migrations: %w", err)
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		return fmt.Errorf("applying migrations: %w", err)
+	}
+	for _, r := range results {
+		s.logger.Info("migration applied", "version", r.Source.Version, "duration", r.Duration)
+	}
+	return nil
+}
+
+// mapErr translates pgx errors into the package's sentinels.
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) || pgconn.Timeout(err) || errors.Is(err, puddle.ErrClosedPool) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "23505": // unique_violation
+			return fmt.Errorf("%w: %s", ErrConflict, pgErr.ConstraintName)
+		case "22P02", "23503": // a malformed uuid; a reference to a row that does not exist
+			return fmt.Errorf("%w: %s", ErrNotFound, pgErr.Message)
+		}
+	}
+	return err
+}

@@ -1,0 +1,229 @@
+package store_test
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+
+func newStore(t *testing.T) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{URL: pgtest.NewDatabase(t)})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	require.NoError(t, st.Migrate(ctx))
+	require.NoError(t, st.Migrate(ctx), "migrating twice is a no-op")
+	return st
+}
+
+func newTeam(t *testing.T, st *store.Store) uuid.UUID {
+	t.Helper()
+	id := uuid.Must(uuid.NewV7())
+	require.NoError(t, st.CreateTeam(context.Background(), store.Team{ID: id, Name: "t"}))
+	return id
+}
+
+func newEmail(team uuid.UUID, rcpts ...string) store.Email {
+	e := store.Email{
+		ID: uuid.Must(uuid.NewV7()), TeamID: team, From: "Ann <onboarding@posthaste.test>",
+		FromDomain: "posthaste.test", To: rcpts, Subject: "hi", LastEvent: store.EventQueued,
+		CreatedAt: time.Now(), Tags: []store.Tag{{Name: "k", Value: "v"}},
+		Attachments: []store.Attachment{{Filename: "a.txt", ContentType: "text/plain", Content: []byte("x")}},
+	}
+	for _, r := range rcpts {
+		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: "posthaste.test", Status: store.EventQueued})
+	}
+	html := "<p>hi</p>"
+	e.HTML = &html
+	return e
+}
+
+func TestEmailLifecycleAndTeamIsolation(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	teamA, teamB := newTeam(t, st), newTeam(t, st)
+	e := newEmail(teamA, "delivered@posthaste.test", "bounced@posthaste.test")
+	require.NoError(t, st.InsertEmail(ctx, e))
+
+	got, err := st.GetEmail(ctx, teamA, e.ID)
+	require.NoError(t, err)
+	require.Equal(t, e.Subject, got.Subject)
+	require.Equal(t, "<p>hi</p>", *got.HTML)
+	require.Nil(t, got.Text)
+	require.Equal(t, []store.Tag{{Name: "k", Value: "v"}}, got.Tags)
+	require.Len(t, got.Recipients, 2)
+
+	_, err = st.GetEmail(ctx, teamB, e.ID)
+	require.ErrorIs(t, err, store.ErrNotFound, "team B cannot read team A's email")
+
+	full, err := st.EmailForBuild(ctx, e.ID)
+	require.NoError(t, err)
+	require.Len(t, full.Attachments, 1)
+	require.Equal(t, []byte("x"), full.Attachments[0].Content)
+
+	msg, err := st.SaveMessage(ctx, e.ID, "mid@posthaste.test", []byte("first"))
+	require.NoError(t, err)
+	require.Equal(t, []byte("first"), msg)
+	msg, err = st.SaveMessage(ctx, e.ID, "mid2@posthaste.test", []byte("second"))
+	require.NoError(t, err)
+	require.Equal(t, []byte("first"), msg, "a retried build keeps the first message")
+
+	sent := []store.Event{{Type: store.EventSent}}
+	require.NoError(t, st.RecordEvents(ctx, e.ID, sent))
+	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{
+		{Type: store.EventDelivered, Recipient: "delivered@posthaste.test"},
+		{Type: store.EventBounced, Recipient: "bounced@posthaste.test", Detail: map[string]any{"type": "Permanent"}},
+	}))
+	// A retried step repeats events: nothing changes.
+	require.NoError(t, st.RecordEvents(ctx, e.ID, sent))
+	// A late transient bounce of a delivered recipient is dropped.
+	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventBounced, Recipient: "delivered@posthaste.test"}}))
+
+	got, err = st.GetEmail(ctx, teamA, e.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.EventBounced, got.LastEvent)
+	require.Equal(t, "mid@posthaste.test", got.MessageID)
+	status := map[string]string{}
+	for _, r := range got.Recipients {
+		status[r.Address] = r.Status
+	}
+	require.Equal(t, map[string]string{"delivered@posthaste.test": "delivered", "bounced@posthaste.test": "bounced"}, status)
+
+	evs, err := st.Events(ctx, e.ID)
+	require.NoError(t, err)
+	var types []string
+	for _, ev := range evs {
+		types = append(types, ev.Type+":"+ev.Recipient)
+	}
+	require.Equal(t, []string{"queued:", "sent:", "delivered:delivered@posthaste.test", "bounced:bounced@posthaste.test"}, types)
+	require.Equal(t, "Permanent", evs[3].Detail["type"])
+}
+
+func TestListEmailsPagination(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	team, other := newTeam(t, st), newTeam(t, st)
+	var ids []uuid.UUID
+	for range 5 {
+		e := newEmail(team, "delivered@posthaste.test")
+		require.NoError(t, st.InsertEmail(ctx, e))
+		ids = append(ids, e.ID)
+	}
+	require.NoError(t, st.InsertEmail(ctx, newEmail(other, "delivered@posthaste.test")))
+
+	page1, more, err := st.ListEmails(ctx, team, store.Page{Limit: 2})
+	require.NoError(t, err)
+	require.True(t, more)
+	require.Equal(t, []uuid.UUID{ids[4], ids[3]}, emailIDs(page1))
+	require.Nil(t, page1[0].HTML, "lists carry no bodies")
+
+	page2, more, err := st.ListEmails(ctx, team, store.Page{Limit: 2, After: &ids[3]})
+	require.NoError(t, err)
+	require.True(t, more)
+	require.Equal(t, []uuid.UUID{ids[2], ids[1]}, emailIDs(page2))
+
+	page3, more, err := st.ListEmails(ctx, team, store.Page{Limit: 2, After: &ids[1]})
+	require.NoError(t, err)
+	require.False(t, more)
+	require.Equal(t, []uuid.UUID{ids[0]}, emailIDs(page3))
+
+	back, more, err := st.ListEmails(ctx, team, store.Page{Limit: 2, Before: &ids[1]})
+	require.NoError(t, err)
+	require.True(t, more)
+	require.Equal(t, []uuid.UUID{ids[3], ids[2]}, emailIDs(back))
+}
+
+func emailIDs(es []store.Email) []uuid.UUID {
+	out := make([]uuid.UUID, len(es))
+	for i, e := range es {
+		out[i] = e.ID
+	}
+	return out
+}
+
+func TestDrainOutboxStartsEachEntryOnceAcrossConcurrentDrainers(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	team := newTeam(t, st)
+	const n = 60
+	for range n {
+		require.NoError(t, st.InsertEmail(ctx, newEmail(team, "delivered@posthaste.test")))
+	}
+	var mu sync.Mutex
+	started := map[uuid.UUID]int{}
+	failOnce := map[uuid.UUID]bool{}
+	start := func(_ context.Context, items []store.OutboxItem) []int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		var done []int64
+		for _, it := range items {
+			if !failOnce[it.Ref] {
+				failOnce[it.Ref] = true // first attempt fails: the entry must stay
+				continue
+			}
+			started[it.Ref]++
+			done = append(done, it.ID)
+		}
+		return done
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				left, err := st.OutboxLen(ctx)
+				require.NoError(t, err)
+				if left == 0 {
+					return
+				}
+				_, err = st.DrainOutbox(ctx, 7, start)
+				require.NoError(t, err)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Len(t, started, n)
+	for id, c := range started {
+		require.Equal(t, 1, c, "entry %s", id)
+	}
+}
+
+func TestAPIKeys(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	team, other := newTeam(t, st), newTeam(t, st)
+	k := store.APIKey{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "ci", Prefix: "ph_abc",
+		Hash: []byte("hash-1"), Permission: store.PermissionSendingAccess}
+	require.NoError(t, st.CreateAPIKey(ctx, k))
+	dup := k
+	dup.ID = uuid.Must(uuid.NewV7())
+	require.ErrorIs(t, st.CreateAPIKey(ctx, dup), store.ErrConflict)
+
+	got, err := st.UseAPIKey(ctx, []byte("hash-1"))
+	require.NoError(t, err)
+	require.Equal(t, k.ID, got.ID)
+	require.NotNil(t, got.LastUsedAt)
+
+	_, err = st.RevokeAPIKey(ctx, other, k.ID)
+	require.ErrorIs(t, err, store.ErrNotFound, "another team cannot revoke it")
+	hash, err := st.RevokeAPIKey(ctx, team, k.ID)
+	require.NoError(t, err)
+	require.Equal(t, []byte("hash-1"), hash)
+	_, err = st.UseAPIKey(ctx, []byte("hash-1"))
+	require.ErrorIs(t, err, store.ErrNotFound)
+	keys, _, err := st.ListAPIKeys(ctx, team, store.Page{Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, keys)
+}

@@ -1,0 +1,167 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Team owns keys, domains and emails.
+type Team struct {
+	ID        uuid.UUID
+	Name      string
+	CreatedAt time.Time
+}
+
+// User is a dashboard user.
+type User struct {
+	ID           uuid.UUID
+	Email        string
+	PasswordHash string
+	CreatedAt    time.Time
+}
+
+// Permission of an API key.
+const (
+	PermissionFullAccess    = "full_access"
+	PermissionSendingAccess = "sending_access"
+)
+
+// APIKey is a stored key. Only the hash of its token is kept.
+type APIKey struct {
+	ID         uuid.UUID
+	TeamID     uuid.UUID
+	Name       string
+	Prefix     string
+	Hash       []byte
+	Permission string
+	DomainID   *uuid.UUID
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
+}
+
+// CreateTeam inserts a team.
+func (s *Store) CreateTeam(ctx context.Context, t Team) error {
+	_, err := s.pool.Exec(ctx,
+		`INSERT INTO team (id, name) VALUES (@id, @name)`,
+		pgx.NamedArgs{"id": t.ID, "name": t.Name})
+	return mapErr(err)
+}
+
+// CreateUser inserts a user with a lower-cased email. ErrConflict when the
+// email is taken.
+func (s *Store) CreateUser(ctx context.Context, u User) error {
+	_, err := s.pool.Exec(ctx,
+		`INSERT INTO app_user (id, email, password_hash) VALUES (@id, @email, @hash)`,
+		pgx.NamedArgs{"id": u.ID, "email": strings.ToLower(u.Email), "hash": u.PasswordHash})
+	return mapErr(err)
+}
+
+// UserByEmail finds a user by email, case-insensitively.
+func (s *Store) UserByEmail(ctx context.Context, email string) (User, error) {
+	var u User
+	err := s.pool.QueryRow(ctx,
+		`SELECT id, email, coalesce(password_hash, ''), created_at FROM app_user WHERE email = @email`,
+		pgx.NamedArgs{"email": strings.ToLower(email)}).Scan(&u.ID, &u.Email, &u.PasswordHash, &u.CreatedAt)
+	return u, mapErr(err)
+}
+
+// AddMember makes a user a member of a team; adding twice keeps the first role.
+func (s *Store) AddMember(ctx context.Context, teamID, userID uuid.UUID, role string) error {
+	_, err := s.pool.Exec(ctx,
+		`INSERT INTO membership (team_id, user_id, role) VALUES (@team, @user, @role)
+		 ON CONFLICT (team_id, user_id) DO NOTHING`,
+		pgx.NamedArgs{"team": teamID, "user": userID, "role": role})
+	return mapErr(err)
+}
+
+// TeamMembers returns which of the given addresses belong to members of the
+// team, keyed by lower-cased address.
+func (s *Store) TeamMembers(ctx context.Context, teamID uuid.UUID, emails []string) (map[string]bool, error) {
+	lower := make([]string, len(emails))
+	for i, e := range emails {
+		lower[i] = strings.ToLower(e)
+	}
+	rows, err := s.pool.Query(ctx,
+		`SELECT u.email FROM app_user u JOIN membership m ON m.user_id = u.id
+		 WHERE m.team_id = @team AND u.email = ANY(@emails)`,
+		pgx.NamedArgs{"team": teamID, "emails": lower})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	out := make(map[string]bool, len(found))
+	for _, e := range found {
+		out[e] = true
+	}
+	return out, nil
+}
+
+// CreateAPIKey inserts a key.
+func (s *Store) CreateAPIKey(ctx context.Context, k APIKey) error {
+	_, err := s.pool.Exec(ctx,
+		`INSERT INTO api_key (id, team_id, name, prefix, hash, permission, domain_id)
+		 VALUES (@id, @team, @name, @prefix, @hash, @permission, @domain)`,
+		pgx.NamedArgs{"id": k.ID, "team": k.TeamID, "name": k.Name, "prefix": k.Prefix,
+			"hash": k.Hash, "permission": k.Permission, "domain": k.DomainID})
+	return mapErr(err)
+}
+
+const apiKeyColumns = `id, team_id, name, prefix, hash, permission, domain_id, created_at, last_used_at, revoked_at`
+
+func scanAPIKey(row pgx.Row) (APIKey, error) {
+	var k APIKey
+	err := row.Scan(&k.ID, &k.TeamID, &k.Name, &k.Prefix, &k.Hash, &k.Permission, &k.DomainID,
+		&k.CreatedAt, &k.LastUsedAt, &k.RevokedAt)
+	return k, mapErr(err)
+}
+
+// UseAPIKey finds the live (not revoked) key with this token hash and marks
+// it used. ErrNotFound for unknown or revoked keys.
+func (s *Store) UseAPIKey(ctx context.Context, hash []byte) (APIKey, error) {
+	return scanAPIKey(s.pool.QueryRow(ctx,
+		`UPDATE api_key SET last_used_at = now()
+		 WHERE hash = @hash AND revoked_at IS NULL
+		 RETURNING `+apiKeyColumns,
+		pgx.NamedArgs{"hash": hash}))
+}
+
+// ListAPIKeys lists the team's live keys, newest first.
+func (s *Store) ListAPIKeys(ctx context.Context, teamID uuid.UUID, p Page) ([]APIKey, bool, error) {
+	return listPage(ctx, s, p, `SELECT `+apiKeyColumns+` FROM api_key
+		WHERE team_id = @team AND revoked_at IS NULL`, pgx.NamedArgs{"team": teamID}, scanAPIKey)
+}
+
+// RevokeAPIKey revokes a live key of the team and returns its hash.
+// ErrNotFound when the team has no such live key.
+func (s *Store) RevokeAPIKey(ctx context.Context, teamID, id uuid.UUID) ([]byte, error) {
+	var hash []byte
+	err := s.pool.QueryRow(ctx,
+		`UPDATE api_key SET revoked_at = now()
+		 WHERE id = @id AND team_id = @team AND revoked_at IS NULL RETURNING hash`,
+		pgx.NamedArgs{"id": id, "team": teamID}).Scan(&hash)
+	return hash, mapErr(err)
+}
+
+// APIKeyRevokedSince reports the hashes of keys revoked after t, for
+// processes that cache keys.
+func (s *Store) APIKeyRevokedSince(ctx context.Context, t time.Time) ([][]byte, error) {
+	rows, err := s.pool.Query(ctx,
+		`SELECT hash FROM api_key WHERE revoked_at >= @t`, pgx.NamedArgs{"t": t})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	hashes, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		return nil, fmt.Errorf("reading revoked keys: %w", mapErr(err))
+	}
+	return hashes, nil
+}

@@ -1,0 +1,69 @@
+// Package telemetry holds Posthaste's Prometheus metrics and the process
+// logger. Metrics live in a registry passed in by main, never in the global
+// default registry.
+package telemetry
+
+import (
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are the service's own metrics. The zero value is not usable;
+// construct with NewMetrics.
+type Metrics struct {
+	HTTPRequests   *prometheus.CounterVec
+	HTTPDuration   *prometheus.HistogramVec
+	EmailsAccepted *prometheus.CounterVec
+	OutboxWait     prometheus.Histogram
+	Deliveries     *prometheus.CounterVec
+	EmailEvents    *prometheus.CounterVec
+}
+
+// NewMetrics registers the metrics (and the Go and process collectors) on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "posthaste_http_requests_total", Help: "API requests by route, method and status.",
+		}, []string{"method", "route", "status"}),
+		HTTPDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "posthaste_http_request_duration_seconds", Help: "API request latency by route.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10},
+		}, []string{"route"}),
+		EmailsAccepted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "posthaste_emails_accepted_total", Help: "Emails accepted for delivery, by source.",
+		}, []string{"source"}),
+		OutboxWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "posthaste_outbox_wait_seconds", Help: "Time from acceptance to workflow start.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}),
+		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "posthaste_deliveries_total", Help: "Per-recipient delivery outcomes.",
+		}, []string{"outcome"}),
+		EmailEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "posthaste_email_events_total", Help: "Email events recorded, by type.",
+		}, []string{"type"}),
+	}
+	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.EmailsAccepted, m.OutboxWait, m.Deliveries, m.EmailEvents,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// NewLogger returns the process logger: JSON unless format is "text",
+// at the given level ("debug", "info", "warn", "error"; "" → info).
+func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if level != "" {
+		if err := lv.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
+			return nil, err
+		}
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewJSONHandler(w, opts)), nil
+}
