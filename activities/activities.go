@@ -1,0 +1,352 @@
+// Package activities does all I/O on behalf of Posthaste's workflows:
+// building and storing messages, recording email events, and delivering
+// to MX hosts. Every activity is idempotent: a retry after a crash
+// repeats no visible effect.
+package activities
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/posthaste/posthaste/internal/mime"
+	"github.com/posthaste/posthaste/internal/mta"
+	"github.com/posthaste/posthaste/internal/sandbox"
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/telemetry"
+)
+
+// Registered activity names: renaming a Go method must not break running
+// histories.
+const (
+	PrepareName      = "Prepare"
+	RecordEventsName = "RecordEvents"
+	DeliverName      = "Deliver"
+)
+
+// ErrTypePermanent marks an application error that retrying cannot fix.
+const ErrTypePermanent = "Permanent"
+
+// Event types recorded by workflows.
+const (
+	EventSent            = store.EventSent
+	EventDelivered       = store.EventDelivered
+	EventDeliveryDelayed = store.EventDeliveryDelayed
+	EventBounced         = store.EventBounced
+	EventComplained      = store.EventComplained
+	EventSuppressed      = store.EventSuppressed
+	EventFailed          = store.EventFailed
+)
+
+// DefaultRegion is the delivery region of the sandbox and of domains that
+// name none.
+const DefaultRegion = "us-east-1"
+
+// Deliverer hands a message to the MX hosts of one domain.
+type Deliverer interface {
+	Deliver(ctx context.Context, domain string, env mta.Envelope) []mta.Result
+}
+
+// Config holds the settings activities need.
+type Config struct {
+	// Hostname names this installation in the return path of sandbox
+	// mail (POSTHASTE_HOSTNAME).
+	Hostname string
+}
+
+// Activities holds the dependencies of every activity. Construct it with New.
+type Activities struct {
+	cfg     Config
+	store   *store.Store
+	mta     Deliverer
+	metrics *telemetry.Metrics
+	logger  *slog.Logger
+	now     func() time.Time
+}
+
+// New returns the activities. d may be nil in processes that do not
+// deliver; metrics may be nil.
+func New(cfg Config, st *store.Store, d Deliverer, metrics *telemetry.Metrics, logger *slog.Logger) *Activities {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Activities{cfg: cfg, store: st, mta: d, metrics: metrics,
+		logger: logger.With("component", "activities"), now: time.Now}
+}
+
+// record stores events and counts them.
+func (a *Activities) record(ctx context.Context, id uuid.UUID, evs []store.Event) error {
+	if err := a.store.RecordEvents(ctx, id, evs); err != nil {
+		return err
+	}
+	if a.metrics != nil {
+		for _, e := range evs {
+			a.metrics.EmailEvents.WithLabelValues(e.Type).Inc()
+		}
+	}
+	return nil
+}
+
+// PrepareInput names the email to prepare.
+type PrepareInput struct{ EmailID string }
+
+// SandboxRecipient is a sandbox address and the events it simulates.
+type SandboxRecipient struct {
+	Address string
+	Events  []string
+}
+
+// DeliveryGroup is the recipients of one domain, delivered together.
+type DeliveryGroup struct {
+	Domain     string
+	Region     string
+	TLS        string
+	Recipients []string
+}
+
+// PrepareResult tells the workflow what to do next.
+type PrepareResult struct {
+	Skip    bool // canceled meanwhile: nothing to send
+	Sandbox []SandboxRecipient
+	Groups  []DeliveryGroup
+}
+
+// Prepare builds the email's MIME message, stores it once, records `sent`
+// and splits the recipients into sandbox simulations and per-domain
+// delivery groups.
+func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, error) {
+	id, err := uuid.Parse(in.EmailID)
+	if err != nil {
+		return PrepareResult{}, temporal.NewNonRetryableApplicationError("bad email id", ErrTypePermanent, err)
+	}
+	e, err := a.store.EmailForBuild(ctx, id)
+	if err != nil {
+		return PrepareResult{}, err
+	}
+	if e.LastEvent == store.EventCanceled {
+		return PrepareResult{Skip: true}, nil
+	}
+	msg, err := BuildMessage(e, a.now())
+	if err != nil {
+		return PrepareResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("building message: %v", err), ErrTypePermanent, err)
+	}
+	if _, err := a.store.SaveMessage(ctx, id, messageID(e), msg); err != nil {
+		return PrepareResult{}, err
+	}
+	if err := a.record(ctx, id, []store.Event{{Type: store.EventSent}}); err != nil {
+		return PrepareResult{}, err
+	}
+	var res PrepareResult
+	groups := map[string]int{}
+	for _, r := range e.Recipients {
+		if evs, ok := sandbox.Outcome(r.Address); ok {
+			res.Sandbox = append(res.Sandbox, SandboxRecipient{Address: r.Address, Events: evs})
+			continue
+		}
+		i, ok := groups[r.Domain]
+		if !ok {
+			i = len(res.Groups)
+			groups[r.Domain] = i
+			res.Groups = append(res.Groups, DeliveryGroup{Domain: r.Domain, Region: DefaultRegion, TLS: "opportunistic"})
+		}
+		res.Groups[i].Recipients = append(res.Groups[i].Recipients, r.Address)
+	}
+	return res, nil
+}
+
+// messageID is stable for an email so that a rebuilt message is identical.
+func messageID(e store.Email) string { return e.ID.String() + "@" + e.FromDomain }
+
+// BuildMessage renders an email as an RFC 5322 message dated at.
+func BuildMessage(e store.Email, at time.Time) ([]byte, error) {
+	from, err := mimeAddress(e.From)
+	if err != nil {
+		return nil, err
+	}
+	m := mime.Message{
+		From:         from,
+		Subject:      e.Subject,
+		GenerateText: e.GenerateText,
+		MessageID:    messageID(e),
+		Date:         at,
+	}
+	if m.To, err = mimeAddresses(e.To); err != nil {
+		return nil, err
+	}
+	if m.Cc, err = mimeAddresses(e.Cc); err != nil {
+		return nil, err
+	}
+	if m.ReplyTo, err = mimeAddresses(e.ReplyTo); err != nil {
+		return nil, err
+	}
+	if e.HTML != nil {
+		m.HTML = *e.HTML
+	}
+	if e.Text != nil {
+		m.Text = *e.Text
+	}
+	for _, h := range e.Headers {
+		m.Headers = append(m.Headers, mime.Header{Name: h.Name, Value: h.Value})
+	}
+	for _, at := range e.Attachments {
+		m.Attachments = append(m.Attachments, mime.Attachment{
+			Filename: at.Filename, ContentType: at.ContentType, ContentID: at.ContentID, Content: at.Content,
+		})
+	}
+	return mime.Build(m)
+}
+
+// RecordEventsInput appends events to an email's history.
+type RecordEventsInput struct {
+	EmailID string
+	Events  []EventInput
+}
+
+// EventInput is one event; Recipient is empty for events of the whole email.
+type EventInput struct {
+	Type      string
+	Recipient string
+	Detail    map[string]any
+}
+
+// BounceDetail is the detail of a bounced event, shaped like the `bounce`
+// object of the email.bounced webhook.
+func BounceDetail(typ, subType, message string) map[string]any {
+	return map[string]any{"type": typ, "subType": subType, "message": message}
+}
+
+// RecordEvents records events in order.
+func (a *Activities) RecordEvents(ctx context.Context, in RecordEventsInput) error {
+	id, err := uuid.Parse(in.EmailID)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError("bad email id", ErrTypePermanent, err)
+	}
+	now := a.now()
+	evs := make([]store.Event, len(in.Events))
+	for i, e := range in.Events {
+		evs[i] = store.Event{Type: e.Type, Recipient: e.Recipient, Detail: e.Detail, CreatedAt: now}
+	}
+	return a.record(ctx, id, evs)
+}
+
+// DeliverInput names the recipients of one domain to deliver to.
+type DeliverInput struct {
+	EmailID    string
+	Domain     string
+	Recipients []string
+	TLS        string
+}
+
+// Deliver hands the stored message to the domain's MX hosts and records
+// each final outcome at once: delivered, or bounced for a permanent reply.
+// Recipients whose delivery was deferred get `delivery_delayed` (recorded
+// once) and make the activity fail with a retryable error, so Temporal
+// retries them on the workflow's delivery policy; recipients that already
+// reached a final state are skipped on a retry.
+func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
+	id, err := uuid.Parse(in.EmailID)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError("bad email id", ErrTypePermanent, err)
+	}
+	if a.mta == nil {
+		return fmt.Errorf("this process does not deliver mail")
+	}
+	e, err := a.store.EmailForBuild(ctx, id)
+	if err != nil {
+		return err
+	}
+	pending := pendingRecipients(e.Recipients, in.Recipients)
+	if len(pending) == 0 {
+		return nil
+	}
+	data, err := a.store.Message(ctx, id)
+	if err != nil {
+		return fmt.Errorf("loading message of %s: %w", id, err)
+	}
+	env := mta.Envelope{
+		From: returnPath(e, a.cfg.Hostname),
+		To:   pending,
+		Data: data,
+		TLS:  mta.TLSMode(in.TLS),
+	}
+	results := a.mta.Deliver(ctx, in.Domain, env)
+	now := a.now()
+	var evs []store.Event
+	var deferred []mta.Result
+	for _, r := range results {
+		switch r.Status {
+		case mta.Delivered:
+			evs = append(evs, store.Event{Type: store.EventDelivered, Recipient: r.Rcpt, CreatedAt: now,
+				Detail: map[string]any{"remote_server": r.RemoteServer, "smtp_code": r.Code}})
+		case mta.Bounced:
+			evs = append(evs, store.Event{Type: store.EventBounced, Recipient: r.Rcpt, CreatedAt: now,
+				Detail: BounceDetail("Permanent", "General", replyText(r))})
+		default:
+			deferred = append(deferred, r)
+			evs = append(evs, store.Event{Type: store.EventDeliveryDelayed, Recipient: r.Rcpt, CreatedAt: now,
+				Detail: map[string]any{"message": replyText(r)}})
+		}
+	}
+	if err := a.record(ctx, id, evs); err != nil {
+		return err
+	}
+	if a.metrics != nil {
+		for _, r := range results {
+			a.metrics.Deliveries.WithLabelValues(r.Status.String()).Inc()
+		}
+	}
+	if len(deferred) > 0 {
+		a.logger.Info("delivery deferred", "email_id", in.EmailID, "rcpt_domain", in.Domain,
+			"attempt", activity.GetInfo(ctx).Attempt, "smtp_code", deferred[0].Code)
+		return fmt.Errorf("%d of %d recipients deferred: %s", len(deferred), len(results), replyText(deferred[0]))
+	}
+	return nil
+}
+
+func pendingRecipients(all []store.Recipient, want []string) []string {
+	status := make(map[string]string, len(all))
+	for _, r := range all {
+		status[r.Address] = r.Status
+	}
+	var out []string
+	for _, w := range want {
+		switch status[w] {
+		case store.EventDelivered, store.EventBounced, store.EventComplained, store.EventSuppressed,
+			store.EventFailed, store.EventCanceled:
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// returnPath is the VERP envelope sender that routes bounces back to the
+// email: bounces+<email id>@<sender domain>.
+func returnPath(e store.Email, hostname string) string {
+	domain := e.FromDomain
+	if sandbox.IsDomain(domain) && hostname != "" {
+		domain = hostname
+	}
+	return "bounces+" + e.ID.String() + "@" + domain
+}
+
+func replyText(r mta.Result) string {
+	parts := []string{}
+	if r.Code != 0 {
+		parts = append(parts, fmt.Sprint(r.Code))
+	}
+	if r.EnhancedCode != "" {
+		parts = append(parts, r.EnhancedCode)
+	}
+	if r.Message != "" {
+		parts = append(parts, r.Message)
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/api"
+	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/config"
+	"github.com/posthaste/posthaste/internal/egress"
+	"github.com/posthaste/posthaste/internal/mta"
+	"github.com/posthaste/posthaste/internal/outbox"
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/worker"
+	"github.com/posthaste/posthaste/workflows"
+)
+
+// shutdownBudget bounds a graceful stop.
+const shutdownBudget = 10 * time.Second
+
+// keyCacheTTL bounds how long a key revoked on another process keeps working.
+const keyCacheTTL = time.Second
+
+func openStore(ctx context.Context, url string, logger *slog.Logger) (*store.Store, error) {
+	if url == "" {
+		return nil, errors.New("DATABASE_URL is not set")
+	}
+	st, err := store.Open(ctx, store.Config{URL: url, MaxConns: 32, Logger: logger.With("component", "store")})
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Ping(ctx); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
+	}
+	return st, nil
+}
+
+// dialTemporal connects to the Temporal frontend. hostPort "" reads
+// Temporal's own TEMPORAL_* variables and config file (envconfig).
+func dialTemporal(ctx context.Context, hostPort, namespace string, logger *slog.Logger) (client.Client, error) {
+	opts := client.Options{HostPort: hostPort, Namespace: namespace}
+	if hostPort == "" {
+		var err error
+		if opts, err = envconfig.LoadDefaultClientOptions(); err != nil {
+			return nil, fmt.Errorf("reading Temporal client configuration: %w", err)
+		}
+	}
+	opts.Logger = tlog.NewStructuredLogger(logger.With("component", "temporal-sdk"))
+	c, err := client.DialContext(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, err)
+	}
+	return c, nil
+}
+
+func newDeliverer(cfg config.Delivery, logger *slog.Logger) (*mta.Client, error) {
+	var resolver *net.Resolver
+	if cfg.DNSServer != "" {
+		server := cfg.DNSServer
+		resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, server)
+		}}
+	}
+	return mta.New(mta.Config{
+		Hostname: cfg.Hostname,
+		Resolver: resolver,
+		Port:     cfg.MXPort,
+		SourceIP: cfg.SourceIP,
+		Relay:    cfg.Relay,
+		Logger:   logger.With("component", "mta"),
+	})
+}
+
+func deliveryPolicy(cfg config.Delivery) workflows.DeliveryPolicy {
+	return workflows.DeliveryPolicy{Initial: cfg.RetryInitial, Backoff: 2, Max: cfg.RetryMax, Expire: cfg.RetryExpire}
+}
+
+// frontDoor is the API with its outbox dispatcher.
+type frontDoor struct {
+	handler    http.Handler
+	dispatcher *outbox.Dispatcher
+}
+
+func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, reg *prometheus.Registry,
+	metrics *telemetry.Metrics, ready []api.Check, logger *slog.Logger) frontDoor {
+	disp := outbox.New(outbox.Config{}, st, worker.NewStarter(tc, deliveryPolicy(cfg.Delivery)), logger)
+	disp.Started = func(wait time.Duration) { metrics.OutboxWait.Observe(wait.Seconds()) }
+	sub := submit.New(submit.Config{
+		Store:    st,
+		Notifier: disp,
+		Fetcher:  egress.New(egress.Config{AllowPrivate: cfg.Egress.AllowPrivate}),
+		Logger:   logger.With("component", "submit"),
+	})
+	h := api.New(api.Config{
+		Store:    st,
+		Auth:     auth.NewAuthenticator(st, keyCacheTTL),
+		Submit:   sub,
+		Metrics:  metrics,
+		Gatherer: reg,
+		Ready:    ready,
+		Logger:   logger,
+	})
+	return frontDoor{handler: h, dispatcher: disp}
+}
+
+func readyChecks(st *store.Store, tc client.Client) []api.Check {
+	return []api.Check{
+		{Name: "postgres", Check: st.Ping},
+		{Name: "temporal", Check: func(ctx context.Context) error {
+			_, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{})
+			return err
+		}},
+	}
+}
+
+func newActivities(cfg config.Config, st *store.Store, metrics *telemetry.Metrics, logger *slog.Logger) (*activities.Activities, func(), error) {
+	d, err := newDeliverer(cfg.Delivery, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	acts := activities.New(activities.Config{Hostname: cfg.Delivery.Hostname}, st, d, metrics, logger)
+	return acts, func() { _ = d.Close() }, nil
+}
+
+// serveHTTP listens on addr and serves h until ctx ends, then shuts down
+// gracefully: requests in flight finish within the shutdown budget.
+func serveHTTP(ctx context.Context, addr string, h http.Handler, logger *slog.Logger) (net.Addr, <-chan error, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	done := make(chan error, 1)
+	go func() {
+		err := srv.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		done <- err
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	return ln.Addr(), done, nil
+}
+
+func newRegistry() (*prometheus.Registry, *telemetry.Metrics) {
+	reg := prometheus.NewRegistry()
+	return reg, telemetry.NewMetrics(reg)
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/config"
+	"github.com/posthaste/posthaste/internal/devstack"
+	"github.com/posthaste/posthaste/internal/pgcluster"
+	"github.com/posthaste/posthaste/worker"
+)
+
+// runDev runs the whole service in one process on embedded defaults.
+func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout io.Writer) error {
+	logger.Info("starting", cfg.LogAttrs()...)
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("creating data dir: %w", err)
+	}
+	// dev talks to loopback peers (local webhook receivers, test servers).
+	if !cfg.Egress.AllowPrivate {
+		cfg.Egress.AllowPrivate = true
+	}
+
+	// Things started are stopped in reverse order, each within the budget.
+	var stops []func()
+	defer func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+		logger.Info("stopped")
+	}()
+
+	dbURL := cfg.DatabaseURL
+	if dbURL == "" {
+		pg, err := pgcluster.Start(ctx, pgcluster.Config{Dir: filepath.Join(dataDir, "pg"), Logger: logger})
+		if err != nil {
+			return err
+		}
+		stops = append(stops, func() {
+			sctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
+			defer cancel()
+			if err := pg.Stop(sctx); err != nil {
+				logger.Warn("stopping PostgreSQL", "err", err)
+			}
+		})
+		dbURL = pg.URL()
+	}
+	st, err := openStore(ctx, dbURL, logger)
+	if err != nil {
+		return err
+	}
+	stops = append(stops, st.Close)
+	if err := st.Migrate(ctx); err != nil {
+		return err
+	}
+
+	tmp, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{
+		DBPath:       filepath.Join(dataDir, "temporal.db"),
+		Namespace:    cfg.Temporal.Namespace,
+		IP:           cfg.Temporal.IP,
+		FrontendPort: cfg.Temporal.Port,
+		UIPort:       cfg.Temporal.UIPort,
+		Logger:       logger,
+	})
+	if err != nil {
+		return fmt.Errorf("starting embedded Temporal: %w", err)
+	}
+	stops = append(stops, tmp.Stop)
+	tc, err := dialTemporal(ctx, tmp.FrontendAddress(), cfg.Temporal.Namespace, logger)
+	if err != nil {
+		return err
+	}
+	stops = append(stops, tc.Close)
+
+	reg, metrics := newRegistry()
+	acts, closeActs, err := newActivities(cfg, st, metrics, logger)
+	if err != nil {
+		return err
+	}
+	stops = append(stops, closeActs)
+	w, err := worker.New(tc, acts, worker.Config{Workflows: true}, logger)
+	if err != nil {
+		return err
+	}
+	if err := w.Start(); err != nil {
+		return err
+	}
+	stops = append(stops, w.Stop)
+
+	front := newFrontDoor(cfg, st, tc, reg, metrics, readyChecks(st, tc), logger)
+	dctx, stopDispatch := context.WithCancel(context.Background())
+	dispatched := make(chan struct{})
+	go func() { defer close(dispatched); _ = front.dispatcher.Run(dctx) }()
+	stops = append(stops, func() { stopDispatch(); <-dispatched })
+
+	creds, created, err := account.Bootstrap(ctx, st, filepath.Join(dataDir, "credentials.json"), cfg.Admin.Email)
+	if err != nil {
+		return fmt.Errorf("creating the first account: %w", err)
+	}
+
+	httpCtx, stopHTTP := context.WithCancel(ctx)
+	defer stopHTTP()
+	addr, served, err := serveHTTP(httpCtx, cfg.HTTP.Addr, front.handler, logger)
+	if err != nil {
+		return err
+	}
+	if created {
+		fmt.Fprintf(stdout, "\nFirst run: created a team, a dashboard user and an API key (saved in %s):\n"+
+			"  API key:  %s\n  Email:    %s\n  Password: %s\n\n",
+			filepath.Join(dataDir, "credentials.json"), creds.APIKey, creds.Email, creds.Password)
+	}
+	ui := tmp.UIAddress()
+	if ui != "" {
+		ui = "http://" + ui
+	}
+	fmt.Fprintf(stdout, "Posthaste is ready: API http://%s  Temporal %s  Temporal UI %s\n",
+		displayAddr(addr.String()), tmp.FrontendAddress(), ui)
+	logger.Info("ready", "http_addr", addr.String(), "temporal", tmp.FrontendAddress(), "temporal_ui", ui)
+
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case err = <-served:
+		if err != nil {
+			return fmt.Errorf("serving HTTP: %w", err)
+		}
+	}
+	stopHTTP()
+	select {
+	case <-served:
+	case <-time.After(shutdownBudget):
+	}
+	return nil
+}
+
+// displayAddr turns a listen address into one a browser can open.
+func displayAddr(a string) string {
+	if len(a) > 0 && a[0] == ':' {
+		return "localhost" + a
+	}
+	if len(a) > 8 && a[:8] == "0.0.0.0:" {
+		return "localhost:" + a[8:]
+	}
+	if len(a) > 5 && a[:5] == "[::]:" {
+		return "localhost:" + a[5:]
+	}
+	return a
+}

@@ -1,0 +1,472 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-message/mail"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/posthaste/posthaste/internal/dnstest"
+	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/smtptest"
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/worker"
+	"github.com/posthaste/posthaste/workflows"
+)
+
+// The test binary doubles as the posthaste binary: with POSTHASTE_E2E_ARGS
+// set it runs those arguments as the command, so the multi-process tests
+// need no second link of the embedded Temporal server.
+func TestMain(m *testing.M) {
+	if args := os.Getenv("POSTHASTE_E2E_ARGS"); args != "" {
+		main2(strings.Fields(args))
+	}
+	os.Exit(pgtest.Run(m))
+}
+
+func main2(args []string) {
+	os.Args = append([]string{"posthaste"}, args...)
+	main()
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// devProcess is `posthaste dev` run in-process.
+type devProcess struct {
+	base   string
+	cancel context.CancelFunc
+	done   chan int
+	out    *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string               { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func startDev(t *testing.T, env map[string]string) *devProcess {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	p := &devProcess{base: "http://" + env["POSTHASTE_HTTP_ADDR"], cancel: cancel, done: make(chan int, 1), out: out}
+	go func() { p.done <- run(ctx, []string{"dev"}, func(k string) string { return env[k] }, out, out) }()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		select {
+		case code := <-p.done:
+			t.Fatalf("dev exited with %d before it was ready:\n%s", code, out.String())
+		default:
+		}
+		res, err := http.Get(p.base + "/readyz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return p
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "dev not ready in time:\n%s", out.String())
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// stop sends the equivalent of SIGTERM and checks the shutdown is clean and quick.
+func (p *devProcess) stop(t *testing.T) {
+	t.Helper()
+	start := time.Now()
+	p.cancel()
+	select {
+	case code := <-p.done:
+		require.Equal(t, 0, code, p.out.String())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("dev did not stop within 20 s:\n%s", p.out.String())
+	}
+	t.Logf("dev stopped in %v", time.Since(start))
+}
+
+type apiClient struct {
+	t    *testing.T
+	base string
+	key  string
+}
+
+func (c apiClient) do(method, path string, body any) (int, map[string]any) {
+	c.t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		require.NoError(c.t, err)
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.base+path, r)
+	require.NoError(c.t, err)
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(c.t, err)
+	defer res.Body.Close()
+	var out map[string]any
+	raw, _ := io.ReadAll(res.Body)
+	_ = json.Unmarshal(raw, &out)
+	return res.StatusCode, out
+}
+
+func (c apiClient) send(body map[string]any) string {
+	c.t.Helper()
+	status, out := c.do("POST", "/emails", body)
+	require.Equal(c.t, 200, status, out)
+	return out["id"].(string)
+}
+
+// waitFor polls an email until its recipients all reach a final state.
+func (c apiClient) waitFor(id string, want map[string]string) map[string]any {
+	c.t.Helper()
+	var last map[string]any
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		status, e := c.do("GET", "/emails/"+id, nil)
+		require.Equal(c.t, 200, status, e)
+		last = e
+		got := map[string]string{}
+		for _, r := range e["recipients"].([]any) {
+			rm := r.(map[string]any)
+			got[rm["email"].(string)] = rm["status"].(string)
+		}
+		if fmt.Sprint(got) == fmt.Sprint(want) {
+			return e
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatalf("email %s did not reach %v; last: %v", id, want, last)
+	return nil
+}
+
+type credentials struct {
+	APIKey   string `json:"api_key"`
+	Email    string `json:"email"`
+	Password string `json:"password"`
+}
+
+func readCredentials(t *testing.T, dir string) credentials {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "credentials.json"))
+	require.NoError(t, err)
+	var c credentials
+	require.NoError(t, json.Unmarshal(b, &c))
+	require.NotEmpty(t, c.APIKey)
+	require.NotEmpty(t, c.Password)
+	st, err := os.Stat(filepath.Join(dir, "credentials.json"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	return c
+}
+
+// TestDev runs `posthaste dev` the way a newcomer does: no DATABASE_URL
+// (a private PostgreSQL cluster), embedded Temporal with its UI, sandbox
+// sends through the real workflow, a real SMTP delivery to a team member,
+// a clean stop, and a restart that keeps everything.
+func TestDev(t *testing.T) {
+	dns := dnstest.NewServer(t)
+	mx := smtptest.NewServer(t, smtptest.Options{STARTTLS: true})
+	dns.AddMX("member.test", "mx.member.test", 10)
+	dns.AddA("mx.member.test", "127.0.0.1")
+
+	dataDir := t.TempDir()
+	env := map[string]string{
+		"POSTHASTE_DATA_DIR":         dataDir,
+		"POSTHASTE_HTTP_ADDR":        fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"POSTHASTE_TEMPORAL_PORT":    fmt.Sprint(freePort(t)),
+		"POSTHASTE_TEMPORAL_UI_PORT": fmt.Sprint(freePort(t)),
+		"POSTHASTE_DNS_SERVER":       dns.Addr(),
+		"POSTHASTE_MX_PORT":          fmt.Sprint(mx.Port()),
+		"POSTHASTE_HOSTNAME":         "posthaste.example",
+		"POSTHASTE_ADMIN_EMAIL":      "Owner@member.test",
+		"POSTHASTE_LOG_LEVEL":        "warn",
+	}
+	t.Cleanup(func() { removeRelocatedCluster(t, dataDir) })
+	dev := startDev(t, env)
+	creds := readCredentials(t, dataDir)
+	require.Equal(t, "owner@member.test", creds.Email)
+	require.Contains(t, dev.out.String(), creds.APIKey, "first run prints the key")
+	c := apiClient{t: t, base: dev.base, key: creds.APIKey}
+
+	// The Temporal UI is served in-process.
+	res, err := http.Get("http://127.0.0.1:" + env["POSTHASTE_TEMPORAL_UI_PORT"] + "/")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, 200, res.StatusCode)
+
+	// Sandbox outcomes through the whole pipeline.
+	id := c.send(map[string]any{
+		"from":    "Acme <onboarding@posthaste.test>",
+		"to":      []string{"delivered@posthaste.test", "bounced+x@posthaste.test"},
+		"cc":      "complained@posthaste.test",
+		"bcc":     "suppressed@posthaste.test",
+		"subject": "Sandbox",
+		"html":    "<p>Hello <b>sandbox</b></p>",
+	})
+	e := c.waitFor(id, map[string]string{
+		"delivered@posthaste.test":  "delivered",
+		"bounced+x@posthaste.test":  "bounced",
+		"complained@posthaste.test": "complained",
+		"suppressed@posthaste.test": "suppressed",
+	})
+	require.Regexp(t, `^<`+id+`@posthaste.test>$`, e["message_id"])
+
+	// A team member gets a real message over SMTP, with STARTTLS.
+	mid := c.send(map[string]any{
+		"from":    "onboarding@posthaste.test",
+		"to":      "owner@member.test",
+		"subject": "Welcome ✓",
+		"html":    "<p>It works</p>",
+		"headers": map[string]string{"X-Entity-Ref-ID": "42"},
+	})
+	c.waitFor(mid, map[string]string{"owner@member.test": "delivered"})
+	msgs := mx.WaitMessages(t, 1, 10*time.Second)
+	require.Equal(t, "bounces+"+mid+"@posthaste.example", msgs[0].From)
+	require.Equal(t, []string{"owner@member.test"}, msgs[0].To)
+	require.True(t, msgs[0].TLS)
+	require.Equal(t, "posthaste.example", msgs[0].Helo)
+	mr, err := mail.CreateReader(bytes.NewReader(msgs[0].Data))
+	require.NoError(t, err)
+	subject, err := mr.Header.Subject()
+	require.NoError(t, err)
+	require.Equal(t, "Welcome ✓", subject)
+	require.Equal(t, "42", mr.Header.Get("X-Entity-Ref-ID"))
+	msgID, err := mr.Header.MessageID()
+	require.NoError(t, err)
+	require.Equal(t, mid+"@posthaste.test", msgID)
+
+	// Listing shows both, newest first.
+	status, list := c.do("GET", "/emails", nil)
+	require.Equal(t, 200, status)
+	data := list["data"].([]any)
+	require.Len(t, data, 2)
+	require.Equal(t, mid, data[0].(map[string]any)["id"])
+
+	dev.stop(t)
+
+	// A restart reuses the state: same key, same emails.
+	dev = startDev(t, env)
+	require.NotContains(t, dev.out.String(), "First run")
+	c.waitFor(id, map[string]string{
+		"delivered@posthaste.test":  "delivered",
+		"bounced+x@posthaste.test":  "bounced",
+		"complained@posthaste.test": "complained",
+		"suppressed@posthaste.test": "suppressed",
+	})
+	id2 := c.send(map[string]any{"from": "onboarding@posthaste.test", "to": "delivered@posthaste.test", "subject": "again", "text": "t"})
+	c.waitFor(id2, map[string]string{"delivered@posthaste.test": "delivered"})
+	dev.stop(t)
+}
+
+// removeRelocatedCluster deletes a private cluster that pgcluster kept
+// outside the data dir (as root, the data dir is out of postgres's reach).
+func removeRelocatedCluster(t *testing.T, dataDir string) {
+	b, err := os.ReadFile(filepath.Join(dataDir, "pg", "location"))
+	if err != nil {
+		return
+	}
+	loc := strings.TrimSpace(string(b))
+	if strings.HasPrefix(loc, "/var/lib/posthaste/") {
+		require.NoError(t, os.RemoveAll(loc))
+	}
+}
+
+// TestOutboxExactlyOnce checks the two halves of "never lost, never started
+// twice": an accepted email whose process died before its workflow started
+// is picked up by the next dev, and starting the same outbox entry again
+// does not start a second workflow run.
+func TestOutboxExactlyOnce(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{URL: dbURL})
+	require.NoError(t, err)
+	defer st.Close()
+	require.NoError(t, st.Migrate(ctx))
+	team := uuid.Must(uuid.NewV7())
+	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: "orphan"}))
+	// An email accepted by a process that died before dispatching it.
+	orphan := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: team, From: "onboarding@posthaste.test",
+		FromDomain: "posthaste.test", To: []string{"delivered@posthaste.test"}, Subject: "left behind",
+		LastEvent: store.EventQueued, CreatedAt: time.Now(),
+		Recipients: []store.Recipient{{Address: "delivered@posthaste.test", Kind: "to", Domain: "posthaste.test", Status: "queued"}}}
+	text := "t"
+	orphan.Text = &text
+	require.NoError(t, st.InsertEmail(ctx, orphan))
+
+	env := map[string]string{
+		"DATABASE_URL":               dbURL,
+		"POSTHASTE_DATA_DIR":         t.TempDir(),
+		"POSTHASTE_HTTP_ADDR":        fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"POSTHASTE_TEMPORAL_PORT":    fmt.Sprint(freePort(t)),
+		"POSTHASTE_TEMPORAL_UI_PORT": "0",
+		"POSTHASTE_LOG_LEVEL":        "warn",
+	}
+	dev := startDev(t, env)
+	defer dev.stop(t)
+	require.Eventually(t, func() bool {
+		e, err := st.GetEmail(ctx, team, orphan.ID)
+		return err == nil && e.LastEvent == store.EventDelivered
+	}, 60*time.Second, 50*time.Millisecond)
+
+	tc, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + env["POSTHASTE_TEMPORAL_PORT"]})
+	require.NoError(t, err)
+	defer tc.Close()
+	starter := worker.NewStarter(tc, workflows.DefaultDeliveryPolicy)
+	item := store.OutboxItem{Kind: "send_email", TeamID: team, Ref: orphan.ID}
+	require.NoError(t, starter.Start(ctx, item), "a repeated start is not an error")
+	require.NoError(t, starter.Start(ctx, item))
+	query := "WorkflowId = '" + workflows.EmailWorkflowID(orphan.ID.String()) + "'"
+	runs := func() []*workflowpb.WorkflowExecutionInfo {
+		res, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+		require.NoError(t, err)
+		return res.Executions
+	}
+	require.Eventually(t, func() bool {
+		r := runs()
+		return len(r) == 1 && r[0].Status == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	}, 10*time.Second, 100*time.Millisecond)
+	time.Sleep(time.Second) // a second run, had one started, would be visible by now
+	require.Len(t, runs(), 1, "one run for one email")
+
+	evs, err := st.Events(ctx, orphan.ID)
+	require.NoError(t, err)
+	var types []string
+	for _, ev := range evs {
+		types = append(types, ev.Type)
+	}
+	require.Equal(t, []string{"queued", "sent", "delivered"}, types)
+}
+
+// TestSplitTopology runs `temporal`, `api` and `worker` as three OS
+// processes against one PostgreSQL and sends an email through them.
+func TestSplitTopology(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	tport, apiPort := freePort(t), freePort(t)
+	base := map[string]string{
+		"DATABASE_URL":               dbURL,
+		"POSTHASTE_DATA_DIR":         t.TempDir(),
+		"POSTHASTE_TEMPORAL_PORT":    fmt.Sprint(tport),
+		"POSTHASTE_TEMPORAL_UI_PORT": "0",
+		"POSTHASTE_HTTP_ADDR":        fmt.Sprintf("127.0.0.1:%d", apiPort),
+		"TEMPORAL_ADDRESS":           fmt.Sprintf("127.0.0.1:%d", tport),
+		"POSTHASTE_LOG_LEVEL":        "warn",
+	}
+	out, code := runProcess(t, base, "migrate")
+	require.Equal(t, 0, code, out)
+	out, code = runProcess(t, base, "admin create-team --name Split --email split@example.com")
+	require.Equal(t, 0, code, out)
+	var creds credentials
+	require.NoError(t, json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &creds))
+
+	startProcess(t, base, "temporal", "Temporal is ready")
+	startProcess(t, base, "worker", `"msg":"ready"`)
+	startProcess(t, base, "api", `"msg":"ready"`)
+	c := apiClient{t: t, base: "http://" + base["POSTHASTE_HTTP_ADDR"], key: creds.APIKey}
+	id := c.send(map[string]any{"from": "onboarding@posthaste.test", "to": "delivered@posthaste.test", "subject": "split", "text": "t"})
+	c.waitFor(id, map[string]string{"delivered@posthaste.test": "delivered"})
+}
+
+func processEnv(env map[string]string, args string) []string {
+	out := []string{"POSTHASTE_E2E_ARGS=" + args, "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+func runProcess(t *testing.T, env map[string]string, args string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(processEnv(env, args), "POSTHASTE_LOG_LEVEL=info")
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return string(out), code
+}
+
+// startProcess starts a long-running subcommand, waits for a line that
+// contains ready, and stops it with SIGTERM at cleanup, checking it exits 0.
+func startProcess(t *testing.T, env map[string]string, args, ready string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(processEnv(env, args), "POSTHASTE_LOG_LEVEL=info")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = cmd.Stdout
+	require.NoError(t, cmd.Start())
+	lines := make(chan string, 100)
+	var logMu sync.Mutex
+	var log strings.Builder
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			logMu.Lock()
+			log.WriteString(sc.Text() + "\n")
+			logMu.Unlock()
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+		close(lines)
+	}()
+	timeout := time.After(60 * time.Second)
+	for found := false; !found; {
+		select {
+		case l, ok := <-lines:
+			require.True(t, ok, "%s exited before ready", args)
+			found = strings.Contains(l, ready)
+		case <-timeout:
+			t.Fatalf("%s not ready", args)
+		}
+	}
+	t.Cleanup(func() {
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			logMu.Lock()
+			defer logMu.Unlock()
+			require.NoError(t, err, "%s did not exit cleanly:\n%s", args, log.String())
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("%s did not stop within 15 s", args)
+		}
+	})
+}

@@ -1,0 +1,304 @@
+// Package dnstest runs an authoritative DNS server on loopback for tests.
+//
+// The server answers UDP and TCP queries on one random 127.0.0.1 port from
+// records the test adds (MX, A, AAAA, TXT). It tells a name that does not
+// exist (NXDOMAIN) from a name that exists without records of the asked type
+// (NODATA), which is what mail routing needs to fall back from MX to A.
+// Unicode names are stored in their ASCII (punycode) form.
+package dnstest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/miekg/dns"
+	"golang.org/x/net/idna"
+)
+
+// ttl is the time to live of every answer; tests change records at will, so
+// it only matters to callers that cache.
+const ttl = 60
+
+// Server is an authoritative DNS server on loopback. It is safe for
+// concurrent use; records may change while queries are answered.
+type Server struct {
+	addr string
+	udp  *dns.Server
+	tcp  *dns.Server
+
+	mu       sync.RWMutex
+	records  map[string]map[uint16][]dns.RR // canonical owner name → type → records
+	servfail map[string]bool
+}
+
+// NewServer starts a server on 127.0.0.1 (UDP and TCP on the same random
+// port). It is shut down by t.Cleanup.
+func NewServer(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{
+		records:  make(map[string]map[uint16][]dns.RR),
+		servfail: make(map[string]bool),
+	}
+
+	pc, ln, err := listen()
+	if err != nil {
+		t.Fatalf("dnstest: %v", err)
+	}
+	s.addr = pc.LocalAddr().String()
+	s.udp = &dns.Server{PacketConn: pc, Handler: s}
+	s.tcp = &dns.Server{Listener: ln, Handler: s}
+
+	for _, srv := range []*dns.Server{s.udp, s.tcp} {
+		started := make(chan struct{})
+		srv.NotifyStartedFunc = func() { close(started) }
+		errc := make(chan error, 1)
+		go func() { errc <- srv.ActivateAndServe() }()
+		select {
+		case <-started:
+		case err := <-errc:
+			t.Fatalf("dnstest: serving: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = s.udp.Shutdown()
+		_ = s.tcp.Shutdown()
+	})
+	return s
+}
+
+// listen opens a UDP socket on a random loopback port and a TCP listener on
+// the same port, retrying when another process holds the TCP side.
+func listen() (net.PacketConn, net.Listener, error) {
+	var lastErr error
+	for range 20 {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			return nil, nil, fmt.Errorf("listening on udp: %w", err)
+		}
+		ln, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			return pc, ln, nil
+		}
+		lastErr = err
+		_ = pc.Close()
+	}
+	return nil, nil, fmt.Errorf("listening on tcp: %w", lastErr)
+}
+
+// Addr returns the server's address, "127.0.0.1:port".
+func (s *Server) Addr() string { return s.addr }
+
+// Resolver returns a resolver that sends every query to this server (UDP,
+// and TCP when an answer is truncated), whatever /etc/resolv.conf says.
+func (s *Server) Resolver() *net.Resolver {
+	addr := s.addr
+	return &net.Resolver{
+		PreferGo: true,
+		Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	}
+}
+
+// AddMX adds an MX record for domain pointing at host with preference pref.
+func (s *Server) AddMX(domain, host string, pref uint16) {
+	name := canonical(domain)
+	s.add(&dns.MX{Hdr: header(name, dns.TypeMX), Preference: pref, Mx: canonical(host)})
+}
+
+// AddNullMX publishes the RFC 7505 "null MX" (preference 0, host ".") for
+// domain: the domain accepts no mail.
+func (s *Server) AddNullMX(domain string) {
+	s.add(&dns.MX{Hdr: header(canonical(domain), dns.TypeMX), Preference: 0, Mx: "."})
+}
+
+// AddA adds an A record, or an AAAA record when ip is an IPv6 address. It
+// panics on a malformed ip, which is a bug in the test.
+func (s *Server) AddA(name string, ip string) {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		panic(fmt.Sprintf("dnstest: AddA %s: %v", name, err))
+	}
+	owner := canonical(name)
+	if addr.Is4() || addr.Is4In6() {
+		s.add(&dns.A{Hdr: header(owner, dns.TypeA), A: net.IP(addr.Unmap().AsSlice())})
+		return
+	}
+	s.add(&dns.AAAA{Hdr: header(owner, dns.TypeAAAA), AAAA: net.IP(addr.AsSlice())})
+}
+
+// AddTXT adds a TXT record. A value longer than 255 bytes is split into
+// several character-strings of at most 255 bytes (RFC 1035 §3.3.14), as DNS
+// providers publish long DKIM keys; readers must join them.
+func (s *Server) AddTXT(name string, value string) {
+	var parts []string
+	for len(value) > 255 {
+		parts = append(parts, escapeTXT(value[:255]))
+		value = value[255:]
+	}
+	parts = append(parts, escapeTXT(value))
+	s.add(&dns.TXT{Hdr: header(canonical(name), dns.TypeTXT), Txt: parts})
+}
+
+// Remove deletes every record of type qtype (dns.TypeMX, dns.TypeA, ...) at
+// name. A name left without records answers NXDOMAIN again, unless it has
+// records below it.
+func (s *Server) Remove(name string, qtype uint16) {
+	owner := canonical(name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.records[owner], qtype)
+	if len(s.records[owner]) == 0 {
+		delete(s.records, owner)
+	}
+}
+
+// ServFail makes every query for name answer SERVFAIL (a temporary failure
+// to resolvers) when fail is true, and restores normal answers when false.
+func (s *Server) ServFail(name string, fail bool) {
+	owner := canonical(name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fail {
+		s.servfail[owner] = true
+	} else {
+		delete(s.servfail, owner)
+	}
+}
+
+func (s *Server) add(rr dns.RR) {
+	owner := rr.Header().Name
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	byType := s.records[owner]
+	if byType == nil {
+		byType = make(map[uint16][]dns.RR)
+		s.records[owner] = byType
+	}
+	qtype := rr.Header().Rrtype
+	byType[qtype] = append(byType[qtype], rr)
+}
+
+// ServeDNS implements dns.Handler.
+func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
+	m := new(dns.Msg)
+	m.SetReply(req)
+	m.Authoritative = true
+	// Go's resolver takes a non-authoritative empty answer without
+	// recursion for a lame referral; say both so NODATA reads as NODATA.
+	m.RecursionAvailable = true
+
+	if len(req.Question) != 1 {
+		m.Rcode = dns.RcodeFormatError
+		_ = w.WriteMsg(m)
+		return
+	}
+	q := req.Question[0]
+	s.answer(m, q)
+
+	size := dns.MaxMsgSize
+	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
+		size = dns.MinMsgSize
+	}
+	if opt := req.IsEdns0(); opt != nil {
+		if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
+			size = int(opt.UDPSize())
+		}
+		m.SetEdns0(opt.UDPSize(), false)
+	}
+	// Sets TC when the answer does not fit, so the resolver retries on TCP.
+	m.Truncate(size)
+	_ = w.WriteMsg(m)
+}
+
+func (s *Server) answer(m *dns.Msg, q dns.Question) {
+	name := canonical(q.Name)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+
+	if s.servfail[name] {
+		m.Rcode = dns.RcodeServerFailure
+		return
+	}
+	if !s.exists(name) {
+		// RFC 2308 §2.1: NXDOMAIN with the zone's SOA for negative caching.
+		m.Rcode = dns.RcodeNameError
+		m.Ns = append(m.Ns, soa(name))
+		return
+	}
+	for qtype, rrs := range s.records[name] {
+		if qtype != q.Qtype && q.Qtype != dns.TypeANY {
+			continue
+		}
+		for _, rr := range rrs {
+			c := dns.Copy(rr)
+			c.Header().Name = q.Name // echo the question's spelling
+			m.Answer = append(m.Answer, c)
+		}
+	}
+	if len(m.Answer) == 0 {
+		// RFC 2308 §2.2: NODATA is NOERROR, no answer, SOA in authority.
+		m.Ns = append(m.Ns, soa(name))
+	}
+}
+
+// exists reports whether name owns records or is an empty non-terminal (a
+// name with records below it), which RFC 8020 says is not NXDOMAIN.
+func (s *Server) exists(name string) bool {
+	if _, ok := s.records[name]; ok {
+		return true
+	}
+	suffix := "." + name
+	for owner := range s.records {
+		if strings.HasSuffix(owner, suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// soa returns a SOA record for the top-level zone of name, which this
+// server pretends to be authoritative for.
+func soa(name string) dns.RR {
+	labels := dns.SplitDomainName(name)
+	zone := "."
+	if len(labels) > 0 {
+		zone = labels[len(labels)-1] + "."
+	}
+	return &dns.SOA{
+		Hdr:     header(zone, dns.TypeSOA),
+		Ns:      "ns.dnstest.",
+		Mbox:    "hostmaster.dnstest.",
+		Serial:  1,
+		Refresh: 3600,
+		Retry:   600,
+		Expire:  86400,
+		Minttl:  ttl,
+	}
+}
+
+func header(name string, rrtype uint16) dns.RR_Header {
+	return dns.RR_Header{Name: name, Rrtype: rrtype, Class: dns.ClassINET, Ttl: ttl}
+}
+
+// canonical returns name lower-cased and fully qualified, with Unicode
+// labels converted to punycode.
+func canonical(name string) string {
+	name = strings.TrimSuffix(name, ".")
+	if a, err := idna.Lookup.ToASCII(name); err == nil {
+		name = a
+	}
+	return dns.CanonicalName(name)
+}
+
+// escapeTXT escapes s for miekg/dns, which reads TXT strings in presentation
+// format (a backslash starts an escape).
+func escapeTXT(s string) string {
+	return strings.ReplaceAll(s, `\`, `\\`)
+}

@@ -1,0 +1,471 @@
+package mta
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	// maxRcptsPerTxn is the recipient count per transaction that every
+	// server must accept (RFC 5321 §4.5.3.1.8); larger envelopes take
+	// several transactions on the same connection.
+	maxRcptsPerTxn = 100
+	// quitTimeout bounds the polite QUIT before closing a connection.
+	quitTimeout = 5 * time.Second
+	// readBufferSize bounds one reply line.
+	readBufferSize = 4096
+)
+
+// aLongTimeAgo is a deadline in the past, to interrupt blocked I/O.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// conn is one SMTP client session with a host.
+type conn struct {
+	host     string // the name (or IP) connected to; TLS names are checked against it
+	raw      net.Conn
+	nc       net.Conn // raw, or the TLS connection over it
+	br       *bufio.Reader
+	bw       *bufio.Writer
+	ext      map[string]string // EHLO keywords, upper case, to their parameters
+	tls      bool
+	verified bool // the certificate was verified for host
+	t        Timeouts
+	created  time.Time
+
+	ctx  context.Context
+	stop func() bool // stops the context.AfterFunc set by bind
+
+	wt     time.Duration // deadline for each write from now
+	broken bool          // the session cannot carry another command
+	reused bool          // the connection came from the pool
+}
+
+// hostError is a failure to open a session with one host; the next host
+// may do better.
+type hostError struct {
+	code       int    // the server's 4xx reply code, or 451
+	enhanced   string // enhanced code for the result
+	retryPlain bool   // opportunistic TLS failed in the handshake: try again without
+	err        error
+}
+
+func (e *hostError) Error() string { return e.err.Error() }
+func (e *hostError) Unwrap() error { return e.err }
+
+// hostOutcome turns the failure to open a session with host into a
+// deferral.
+func hostOutcome(host string, err error) outcome {
+	o := outcome{Deferred, 451, "4.4.1", err.Error(), host}
+	var he *hostError
+	if errors.As(err, &he) {
+		o.code, o.enhanced = he.code, he.enhanced
+	}
+	return o
+}
+
+// open connects to host and sets up a session under the TLS policy mode.
+func (c *Client) open(ctx context.Context, log *slog.Logger, host, port string, mode TLSMode) (*conn, error) {
+	cn, err := c.connect(ctx, host, port, mode, false)
+	var he *hostError
+	if errors.As(err, &he) && he.retryPlain {
+		log.Info("tls handshake failed, retrying in plaintext", "remote_server", host, "err", err)
+		cn, err = c.connect(ctx, host, port, mode, true)
+	}
+	return cn, err
+}
+
+// connect dials host, reads the greeting, says EHLO and upgrades with
+// STARTTLS unless plain is set. The returned conn is bound to ctx.
+func (c *Client) connect(ctx context.Context, host, port string, mode TLSMode, plain bool) (*conn, error) {
+	d := net.Dialer{Timeout: c.timeouts.Connect, LocalAddr: c.local, Resolver: c.resolver}
+	target := host
+	if net.ParseIP(host) == nil {
+		target += "." // absolute: no search list
+	}
+	nc, err := d.DialContext(ctx, "tcp", net.JoinHostPort(target, port))
+	if err != nil {
+		return nil, &hostError{code: 451, enhanced: "4.4.1", err: fmt.Errorf("connecting to %s: %w", host, err)}
+	}
+	cn := &conn{host: host, raw: nc, nc: nc, t: c.timeouts, created: time.Now()}
+	cn.br = bufio.NewReaderSize(nc, readBufferSize)
+	cn.bw = bufio.NewWriterSize(deadlineWriter{cn}, 32<<10)
+	cn.bind(ctx)
+
+	if err := cn.hello(c.hostname); err != nil {
+		cn.quit()
+		return nil, err
+	}
+	offered := cn.has("STARTTLS")
+	if mode == TLSEnforced && !offered {
+		cn.quit()
+		return nil, &hostError{code: 451, enhanced: "4.7.4", err: fmt.Errorf("TLS is required but %s does not offer STARTTLS", host)}
+	}
+	if !offered || plain {
+		return cn, nil
+	}
+
+	err = cn.startTLS(c.tlsConfig(host, mode), c.hostname)
+	if err == nil {
+		return cn, nil
+	}
+	var he *hostError
+	refused := errors.As(err, &he) && !cn.broken
+	if refused && mode == TLSOpportunistic {
+		// STARTTLS answered with an error reply: the plaintext session
+		// goes on (RFC 3207 §4).
+		return cn, nil
+	}
+	cn.quit()
+	switch {
+	case refused:
+		return nil, &hostError{code: 451, enhanced: "4.7.4", err: fmt.Errorf("TLS is required but %w", err)}
+	case he != nil && cn.tls:
+		return nil, err // TLS is up; EHLO over it failed
+	case mode == TLSEnforced:
+		return nil, &hostError{code: 451, enhanced: "4.7.5", err: fmt.Errorf("TLS is required but failed with %s: %w", host, err)}
+	}
+	return nil, &hostError{code: 451, enhanced: "4.7.5", retryPlain: true, err: fmt.Errorf("TLS with %s: %w", host, err)}
+}
+
+// tlsConfig returns the client TLS configuration for host under mode.
+// crypto/tls sends no SNI for an IP address and verifies it against the
+// certificate's IP addresses.
+func (c *Client) tlsConfig(host string, mode TLSMode) *tls.Config {
+	if mode == TLSEnforced {
+		return &tls.Config{ServerName: host, RootCAs: c.rootCAs, MinVersion: tls.VersionTLS12}
+	}
+	// Opportunistic TLS protects against passive eavesdropping only: any
+	// certificate and old protocol versions beat plaintext (RFC 7435 §1.3).
+	return &tls.Config{ServerName: host, InsecureSkipVerify: true, MinVersion: tls.VersionTLS10}
+}
+
+// bind ties the connection's I/O to ctx: cancellation interrupts it and the
+// context deadline caps every step's timeout.
+func (cn *conn) bind(ctx context.Context) {
+	cn.ctx = ctx
+	raw := cn.raw
+	cn.stop = context.AfterFunc(ctx, func() { _ = raw.SetDeadline(aLongTimeAgo) })
+}
+
+// unbind detaches the context; it reports false, and marks the connection
+// broken, when the context already interrupted it.
+func (cn *conn) unbind() bool {
+	if cn.stop == nil {
+		return true
+	}
+	ok := cn.stop()
+	cn.stop = nil
+	if !ok {
+		cn.broken = true
+	}
+	return ok
+}
+
+func (cn *conn) deadline(d time.Duration) time.Time {
+	t := time.Now().Add(d)
+	if dl, ok := cn.ctx.Deadline(); ok && dl.Before(t) {
+		t = dl
+	}
+	return t
+}
+
+func (cn *conn) setReadDeadline(d time.Duration) {
+	_ = cn.raw.SetReadDeadline(cn.deadline(d))
+	if cn.ctx.Err() != nil {
+		// The AfterFunc may have run before the line above undid it.
+		_ = cn.raw.SetDeadline(aLongTimeAgo)
+	}
+}
+
+func (cn *conn) setWriteDeadline(d time.Duration) {
+	_ = cn.raw.SetWriteDeadline(cn.deadline(d))
+	if cn.ctx.Err() != nil {
+		_ = cn.raw.SetDeadline(aLongTimeAgo)
+	}
+}
+
+// ioErr marks the connection broken and explains err, naming the context's
+// cause when it interrupted the I/O.
+func (cn *conn) ioErr(op string, err error) error {
+	cn.broken = true
+	if cn.ctx != nil {
+		if cn.ctx.Err() != nil {
+			return fmt.Errorf("%s: %w", op, context.Cause(cn.ctx))
+		}
+		// The read deadline may be the context's and pass just before the
+		// context notices.
+		if dl, ok := cn.ctx.Deadline(); ok && !time.Now().Before(dl) {
+			return fmt.Errorf("%s: %w", op, context.DeadlineExceeded)
+		}
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// deadlineWriter sets the write deadline before each write, so that each
+// block of message data gets its own timeout (RFC 5321 §4.5.3.2.5).
+type deadlineWriter struct{ cn *conn }
+
+func (w deadlineWriter) Write(p []byte) (int, error) {
+	w.cn.setWriteDeadline(w.cn.wt)
+	return w.cn.nc.Write(p)
+}
+
+// send buffers one command line; timeout bounds its writes.
+func (cn *conn) send(timeout time.Duration, line string) error {
+	cn.wt = timeout
+	if _, err := cn.bw.WriteString(line); err != nil {
+		return cn.ioErr("sending "+verb(line), err)
+	}
+	if _, err := cn.bw.WriteString("\r\n"); err != nil {
+		return cn.ioErr("sending "+verb(line), err)
+	}
+	return nil
+}
+
+func (cn *conn) flush() error {
+	if err := cn.bw.Flush(); err != nil {
+		return cn.ioErr("sending commands", err)
+	}
+	return nil
+}
+
+// read reads one reply within timeout. A 421 reply marks the connection
+// broken: the server is closing it (RFC 5321 §3.8).
+func (cn *conn) read(timeout time.Duration, what string) (reply, error) {
+	cn.setReadDeadline(timeout)
+	r, err := readReply(cn.br)
+	if err != nil {
+		return reply{}, cn.ioErr("reading reply to "+what, err)
+	}
+	if r.code == 421 {
+		cn.broken = true
+	}
+	return r, nil
+}
+
+// cmd sends one command and reads its reply.
+func (cn *conn) cmd(timeout time.Duration, line string) (reply, error) {
+	if err := cn.send(timeout, line); err != nil {
+		return reply{}, err
+	}
+	if err := cn.flush(); err != nil {
+		return reply{}, err
+	}
+	return cn.read(timeout, verb(line))
+}
+
+// verb returns the command word of line, for messages.
+func verb(line string) string {
+	v, _, _ := strings.Cut(line, " ")
+	if v == "MAIL" || v == "RCPT" {
+		v, _, _ = strings.Cut(line, ":")
+	}
+	return v
+}
+
+// hello reads the greeting and says EHLO, falling back to HELO when the
+// server rejects EHLO with 5xx (RFC 5321 §3.2).
+func (cn *conn) hello(name string) error {
+	r, err := cn.read(cn.t.Greeting, "connect")
+	if err != nil {
+		return &hostError{code: 451, enhanced: "4.4.2", err: fmt.Errorf("greeting from %s: %w", cn.host, err)}
+	}
+	if r.code != 220 {
+		// RFC 5321 §3.1: 554 (or RFC 7504 521) means no service here,
+		// 421 come back later; either way another host may serve.
+		return replyHostError(cn.host, "greeted with", r)
+	}
+	return cn.ehlo(name)
+}
+
+func (cn *conn) ehlo(name string) error {
+	r, err := cn.cmd(cn.t.Command, "EHLO "+name)
+	if err != nil {
+		return &hostError{code: 451, enhanced: "4.4.2", err: fmt.Errorf("EHLO to %s: %w", cn.host, err)}
+	}
+	if r.code == 500 || r.code == 501 || r.code == 502 || r.code == 504 {
+		// EHLO not understood: an old server.
+		r, err = cn.cmd(cn.t.Command, "HELO "+name)
+		if err != nil {
+			return &hostError{code: 451, enhanced: "4.4.2", err: fmt.Errorf("HELO to %s: %w", cn.host, err)}
+		}
+		if r.code != 250 {
+			return replyHostError(cn.host, "rejected HELO with", r)
+		}
+		cn.ext = map[string]string{}
+		return nil
+	}
+	if r.code != 250 {
+		return replyHostError(cn.host, "rejected EHLO with", r)
+	}
+	cn.ext = parseEHLO(r.text)
+	return nil
+}
+
+// replyHostError is a host's refusal to hold a session.
+func replyHostError(host, what string, r reply) *hostError {
+	he := &hostError{code: 451, enhanced: "4.4.0", err: fmt.Errorf("%s %s %s", host, what, r)}
+	if r.code/100 == 4 {
+		he.code = r.code
+		if r.enhanced != "" {
+			he.enhanced = r.enhanced
+		}
+	}
+	return he
+}
+
+// parseEHLO reads the service extensions from the text of an EHLO reply
+// (RFC 5321 §4.1.1.1): the first line is the greeting, each other line a
+// keyword and its parameters.
+func parseEHLO(text string) map[string]string {
+	ext := make(map[string]string)
+	lines := strings.Split(text, "\n")
+	for _, l := range lines[1:] {
+		kw, params, _ := strings.Cut(strings.TrimSpace(l), " ")
+		if kw != "" {
+			ext[strings.ToUpper(kw)] = strings.TrimSpace(params)
+		}
+	}
+	return ext
+}
+
+func (cn *conn) has(ext string) bool {
+	_, ok := cn.ext[ext]
+	return ok
+}
+
+// maxSize returns the SIZE limit the server announced (RFC 1870 §4), 0 for
+// none.
+func (cn *conn) maxSize() int {
+	v, ok := cn.ext["SIZE"]
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// startTLS upgrades the session (RFC 3207). A *hostError means the server
+// refused STARTTLS with a reply; other errors mean the connection is lost.
+func (cn *conn) startTLS(cfg *tls.Config, name string) error {
+	r, err := cn.cmd(cn.t.Command, "STARTTLS")
+	if err != nil {
+		return err
+	}
+	if r.code != 220 {
+		return replyHostError(cn.host, "refused STARTTLS with", r)
+	}
+	// Anything the server sent after its 220 was sent in plaintext and
+	// would be read as if it came over TLS (the STARTTLS command injection
+	// of CVE-2011-0411): refuse it.
+	if cn.br.Buffered() > 0 {
+		cn.broken = true
+		return errors.New("server sent data after its STARTTLS reply")
+	}
+	tc := tls.Client(cn.raw, cfg)
+	_ = cn.raw.SetDeadline(cn.deadline(cn.t.Command))
+	if err := tc.HandshakeContext(cn.ctx); err != nil {
+		cn.broken = true
+		return fmt.Errorf("handshake: %w", err)
+	}
+	_ = cn.raw.SetDeadline(time.Time{})
+	cn.nc = tc
+	cn.br.Reset(tc)
+	cn.bw.Reset(deadlineWriter{cn})
+	cn.tls = true
+	cn.verified = !cfg.InsecureSkipVerify
+	// RFC 3207 §4.2: forget what the server said before TLS and ask again.
+	cn.ext = nil
+	if err := cn.ehlo(name); err != nil {
+		cn.broken = true
+		return err
+	}
+	return nil
+}
+
+// reset sends RSET, which also tells whether a pooled connection still
+// works.
+func (cn *conn) reset() error {
+	r, err := cn.cmd(cn.t.Command, "RSET")
+	if err != nil {
+		return err
+	}
+	if r.code != 250 {
+		cn.broken = true
+		return fmt.Errorf("RSET answered with %s", r)
+	}
+	return nil
+}
+
+// quit ends the session politely when it still works, then closes it.
+func (cn *conn) quit() {
+	cn.unbind()
+	if !cn.broken {
+		ctx, cancel := context.WithTimeout(context.Background(), quitTimeout)
+		cn.bind(ctx)
+		_, _ = cn.cmd(min(quitTimeout, cn.t.Command), "QUIT")
+		cn.unbind()
+		cancel()
+	}
+	cn.close()
+}
+
+// close closes the connection at once. A working TLS session is closed
+// with close_notify; a broken one just drops, since the alert could block on
+// a peer that stopped reading.
+func (cn *conn) close() {
+	cn.unbind()
+	if cn.broken {
+		_ = cn.raw.Close()
+		return
+	}
+	cn.broken = true
+	_ = cn.nc.Close()
+}
+
+// mailCommand builds MAIL FROM with the parameters the server supports and
+// the message needs; utf8 asks for SMTPUTF8.
+func (cn *conn) mailCommand(m *message, utf8 bool) string {
+	var b strings.Builder
+	b.WriteString("MAIL FROM:<")
+	b.WriteString(m.from)
+	b.WriteByte('>')
+	if cn.has("SIZE") {
+		// RFC 1870 §6: declare the size so the server can refuse early.
+		b.WriteString(" SIZE=")
+		b.WriteString(strconv.Itoa(m.size))
+	}
+	if m.eightBit && cn.has("8BITMIME") {
+		b.WriteString(" BODY=8BITMIME") // RFC 6152 §2
+	}
+	if utf8 {
+		b.WriteString(" SMTPUTF8") // RFC 6531 §3.4
+	}
+	return b.String()
+}
+
+// writeData sends the message with dot-stuffing and CRLF line ends (RFC
+// 5321 §4.5.2), then the final dot.
+func (cn *conn) writeData(data []byte) error {
+	cn.wt = cn.t.DataBlock
+	dw := textproto.NewWriter(cn.bw).DotWriter()
+	if _, err := dw.Write(data); err != nil {
+		return cn.ioErr("sending message data", err)
+	}
+	if err := dw.Close(); err != nil {
+		return cn.ioErr("sending message data", err)
+	}
+	return nil
+}

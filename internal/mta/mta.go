@@ -1,0 +1,389 @@
+// Package mta delivers mail to recipients' MX hosts over SMTP.
+//
+// A Client resolves a recipient domain's MX hosts (RFC 5321 §5.1, with the
+// RFC 7505 null MX), connects to them in preference order from an optional
+// source address, says EHLO, upgrades with STARTTLS under the envelope's TLS
+// policy, and runs one mail transaction for all recipients of the envelope,
+// pipelined when the server offers PIPELINING (RFC 2920). It honours SIZE
+// (RFC 1870) and SMTPUTF8 (RFC 6531), keeps idle connections for reuse by
+// the next envelope to the same host, and reports one Result per recipient:
+// delivered, deferred (try again later) or bounced (permanent). It can also
+// hand every message to a relay (smarthost) instead.
+package mta
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config configures a Client. Only Hostname is required.
+type Config struct {
+	// Hostname is the name the client gives in EHLO (POSTHASTE_HOSTNAME). It
+	// should be a fully qualified name whose A record points back at the
+	// sending address.
+	Hostname string
+	// Resolver looks up MX and address records; nil means the system
+	// resolver. Point it at a test DNS server with POSTHASTE_DNS_SERVER.
+	Resolver *net.Resolver
+	// Port is the port of MX hosts; 0 means 25. Tests and local setups
+	// change it (POSTHASTE_MX_PORT). The relay has its own port.
+	Port int
+	// SourceIP, when set, is the local address connections are made from
+	// (POSTHASTE_SOURCE_IP). Only hosts of its address family are reached.
+	SourceIP net.IP
+	// Relay, when set, is a smarthost "smtp://host[:port]" (port 25 by
+	// default) that receives every message instead of the recipients' MX
+	// hosts. Envelopes' TLS modes apply to it; credentials are not
+	// supported.
+	Relay string
+	// Timeouts bounds each protocol step; zero fields take the RFC 5321
+	// §4.5.3.2 defaults.
+	Timeouts Timeouts
+	// IdleTimeout is how long a connection stays open after a delivery,
+	// waiting for the next envelope to the same host; 0 means 30 seconds,
+	// a negative value closes connections after each delivery.
+	IdleTimeout time.Duration
+	// RootCAs verifies certificates for TLSEnforced; nil means the system
+	// roots.
+	RootCAs *x509.CertPool
+	// Logger receives connection-level events; nil discards them.
+	Logger *slog.Logger
+}
+
+// Timeouts bounds the steps of an SMTP session. A step that takes longer
+// fails the connection and defers its recipients. The Deliver context's
+// deadline, when earlier, wins.
+type Timeouts struct {
+	Connect   time.Duration // TCP connect to one host, all its addresses; default 30 s
+	Greeting  time.Duration // the 220 greeting; default 5 min (RFC 5321 §4.5.3.2.1)
+	Command   time.Duration // EHLO, STARTTLS with its handshake, RSET; default 5 min
+	Mail      time.Duration // reply to MAIL FROM; default 5 min (§4.5.3.2.2)
+	Rcpt      time.Duration // reply to each RCPT TO; default 5 min (§4.5.3.2.3)
+	DataInit  time.Duration // the 354 reply to DATA; default 2 min (§4.5.3.2.4)
+	DataBlock time.Duration // each write of message data; default 3 min (§4.5.3.2.5)
+	DataFinal time.Duration // reply to the final dot; default 10 min (§4.5.3.2.6)
+}
+
+func (t Timeouts) withDefaults() Timeouts {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&t.Connect, 30*time.Second)
+	def(&t.Greeting, 5*time.Minute)
+	def(&t.Command, 5*time.Minute)
+	def(&t.Mail, 5*time.Minute)
+	def(&t.Rcpt, 5*time.Minute)
+	def(&t.DataInit, 2*time.Minute)
+	def(&t.DataBlock, 3*time.Minute)
+	def(&t.DataFinal, 10*time.Minute)
+	return t
+}
+
+// TLSMode is a domain's transport security policy.
+type TLSMode string
+
+const (
+	// TLSOpportunistic uses STARTTLS when the server offers it and accepts
+	// any certificate; without STARTTLS, or when the handshake fails, mail
+	// goes in plaintext. The empty TLSMode means TLSOpportunistic.
+	TLSOpportunistic TLSMode = "opportunistic"
+	// TLSEnforced requires STARTTLS with a certificate valid for the MX
+	// host's name under Config.RootCAs; a host that cannot provide it is
+	// skipped, and the recipients are deferred when none can.
+	TLSEnforced TLSMode = "enforced"
+)
+
+// Envelope is one message for recipients of one domain.
+type Envelope struct {
+	// From is the reverse path (MAIL FROM); empty sends the null path "<>".
+	From string
+	// To are the recipients, all routed through the domain given to
+	// Deliver.
+	To []string
+	// Data is the message, headers and body, signed and ready to send; line
+	// ends are sent as CRLF whatever they are here.
+	Data []byte
+	// TLS is the transport security policy; empty means opportunistic.
+	TLS TLSMode
+}
+
+// Status is the outcome of a delivery to one recipient.
+type Status int
+
+const (
+	// Delivered means the receiving server took responsibility (2xx).
+	Delivered Status = iota + 1
+	// Deferred means a temporary failure: a 4xx reply, a host that could
+	// not be reached or lost the connection, a temporary DNS error, a TLS
+	// policy that could not be met. Try again later.
+	Deferred
+	// Bounced means a permanent failure: a 5xx reply, a domain that does
+	// not exist or accepts no mail (null MX), a message over the server's
+	// SIZE. Do not try again.
+	Bounced
+)
+
+// String returns "delivered", "deferred" or "bounced".
+func (s Status) String() string {
+	switch s {
+	case Delivered:
+		return "delivered"
+	case Deferred:
+		return "deferred"
+	case Bounced:
+		return "bounced"
+	}
+	return "Status(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Result is the outcome for one recipient.
+type Result struct {
+	Rcpt   string // the recipient as given in Envelope.To
+	Status Status
+	// Code and EnhancedCode are the server's reply (EnhancedCode is empty
+	// when the server sent none), or codes this client chose for failures
+	// of its own, such as 556 5.1.10 for a null MX.
+	Code         int
+	EnhancedCode string
+	// Message is the server's reply text, or a description of the failure.
+	Message string
+	// RemoteServer is the name of the host that gave the reply (MX host,
+	// domain, IP literal or relay); empty when no host was reached.
+	RemoteServer string
+}
+
+// Client delivers envelopes. It is safe for concurrent use. Close releases
+// the idle connections it keeps.
+type Client struct {
+	hostname  string
+	resolver  *net.Resolver
+	port      string
+	relayHost string
+	relayPort string
+	local     net.Addr
+	timeouts  Timeouts
+	rootCAs   *x509.CertPool
+	log       *slog.Logger
+	pool      *pool
+	shuffle   func(n int, swap func(i, j int))
+}
+
+// New returns a Client for cfg.
+func New(cfg Config) (*Client, error) {
+	if cfg.Hostname == "" {
+		return nil, errors.New("hostname is required")
+	}
+	if strings.ContainsFunc(cfg.Hostname, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
+		return nil, fmt.Errorf("hostname %q: must be printable ASCII without spaces", cfg.Hostname)
+	}
+	if cfg.Port < 0 || cfg.Port > 65535 {
+		return nil, fmt.Errorf("port %d: out of range", cfg.Port)
+	}
+	c := &Client{
+		hostname: cfg.Hostname,
+		resolver: cfg.Resolver,
+		port:     "25",
+		timeouts: cfg.Timeouts.withDefaults(),
+		rootCAs:  cfg.RootCAs,
+		log:      cfg.Logger,
+		shuffle:  rand.Shuffle,
+	}
+	if c.resolver == nil {
+		c.resolver = net.DefaultResolver
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Port != 0 {
+		c.port = strconv.Itoa(cfg.Port)
+	}
+	if cfg.SourceIP != nil {
+		if cfg.SourceIP.To16() == nil {
+			return nil, fmt.Errorf("source ip %v: invalid", cfg.SourceIP)
+		}
+		c.local = &net.TCPAddr{IP: cfg.SourceIP}
+	}
+	if cfg.Relay != "" {
+		host, port, err := parseRelay(cfg.Relay)
+		if err != nil {
+			return nil, fmt.Errorf("relay %q: %w", cfg.Relay, err)
+		}
+		c.relayHost, c.relayPort = host, port
+	}
+	idle := cfg.IdleTimeout
+	if idle == 0 {
+		idle = 30 * time.Second
+	}
+	c.pool = newPool(idle)
+	return c, nil
+}
+
+func parseRelay(s string) (host, port string, err error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", "", fmt.Errorf("parsing: %w", err)
+	}
+	if u.Scheme != "smtp" {
+		return "", "", fmt.Errorf("scheme %q: only smtp is supported", u.Scheme)
+	}
+	if u.User != nil {
+		return "", "", errors.New("credentials are not supported")
+	}
+	if u.Hostname() == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return "", "", errors.New("want smtp://host[:port]")
+	}
+	port = u.Port()
+	if port == "" {
+		port = "25"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", "", fmt.Errorf("port %q: out of range", port)
+	}
+	return u.Hostname(), port, nil
+}
+
+// Close closes the idle connections. Deliver keeps working afterwards but
+// no longer keeps connections open.
+func (c *Client) Close() error {
+	c.pool.close()
+	return nil
+}
+
+// Deliver sends env to the hosts of domain (or to the relay) and returns one
+// Result per env.To, in the same order. It does not return an error: every
+// failure is a Deferred or Bounced result. A canceled ctx defers the
+// recipients not yet decided.
+func (c *Client) Deliver(ctx context.Context, domain string, env Envelope) []Result {
+	results := make([]Result, len(env.To))
+	for i, to := range env.To {
+		results[i].Rcpt = to
+	}
+	if len(env.To) == 0 {
+		return results
+	}
+	log := c.log.With("rcpt_domain", domain)
+
+	all := make([]int, len(env.To))
+	for i := range all {
+		all[i] = i
+	}
+	mode := env.TLS
+	if mode == "" {
+		mode = TLSOpportunistic
+	}
+	if mode != TLSOpportunistic && mode != TLSEnforced {
+		// A caller bug, not the recipient's fault: defer, never bounce.
+		setAll(results, all, outcome{Deferred, 451, "4.3.5", fmt.Sprintf("unknown TLS mode %q", env.TLS), ""})
+		return results
+	}
+
+	m, pending := prepare(env, results)
+	if len(pending) > 0 {
+		var hosts []string
+		port := c.port
+		if c.relayHost != "" {
+			hosts, port = []string{c.relayHost}, c.relayPort
+		} else {
+			var out *outcome
+			hosts, out = c.route(ctx, domain)
+			if out != nil {
+				setAll(results, pending, *out)
+			}
+		}
+		if len(hosts) > 0 {
+			c.deliver(ctx, log, hosts, port, mode, m, pending, results)
+		}
+	}
+
+	for _, r := range results {
+		log.Debug("delivery result", "rcpt", r.Rcpt, "status", r.Status.String(),
+			"smtp_code", r.Code, "remote_server", r.RemoteServer, "message", r.Message)
+	}
+	return results
+}
+
+// outcome is a Result without its recipient.
+type outcome struct {
+	status   Status
+	code     int
+	enhanced string
+	message  string
+	remote   string
+}
+
+func (o outcome) apply(r *Result) {
+	r.Status, r.Code, r.EnhancedCode, r.Message, r.RemoteServer = o.status, o.code, o.enhanced, o.message, o.remote
+}
+
+func setAll(results []Result, idx []int, o outcome) {
+	for _, i := range idx {
+		o.apply(&results[i])
+	}
+}
+
+// deliver tries hosts in order: first a pooled connection to any of them,
+// then fresh connections, until one host holds a session.
+func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, port string, mode TLSMode, m *message, pending []int, results []Result) {
+	for _, h := range hosts {
+		key := net.JoinHostPort(h, port)
+		cn := c.pool.get(key, mode)
+		if cn == nil {
+			continue
+		}
+		cn.bind(ctx)
+		if err := cn.reset(); err != nil {
+			// Its siblings were idle as long and are likely dead too; a
+			// fresh connection gets one more try.
+			log.Debug("pooled connection is dead", "remote_server", h, "err", err)
+			cn.close()
+			c.pool.drop(key)
+			break
+		}
+		if retry := c.deliverOn(cn, m, pending, results); retry {
+			log.Debug("pooled connection closed before MAIL", "remote_server", h)
+			cn.close()
+			c.pool.drop(key)
+			break
+		}
+		c.release(key, cn)
+		return
+	}
+
+	last := outcome{Deferred, 451, "4.4.1", "no host reachable", ""}
+	for _, h := range hosts {
+		if err := ctx.Err(); err != nil {
+			last = outcome{Deferred, 451, "4.4.7", fmt.Sprintf("delivery interrupted: %v", context.Cause(ctx)), last.remote}
+			break
+		}
+		cn, err := c.open(ctx, log, h, port, mode)
+		if err != nil {
+			log.Info("mx host failed", "remote_server", h, "err", err)
+			last = hostOutcome(h, err)
+			continue
+		}
+		c.deliverOn(cn, m, pending, results)
+		c.release(net.JoinHostPort(h, port), cn)
+		return
+	}
+	setAll(results, pending, last)
+}
+
+// release returns cn to the pool or closes it.
+func (c *Client) release(key string, cn *conn) {
+	if !cn.unbind() || cn.broken {
+		cn.close()
+		return
+	}
+	c.pool.put(key, cn)
+}
