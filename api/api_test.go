@@ -211,9 +211,9 @@ func TestSendValidation(t *testing.T) {
 		return m
 	}
 	cases := []struct {
-		name   string
-		body   any
-		status int
+		name    string
+		body    any
+		status  int
 		errName string
 	}{
 		{"not json", "{nope", 422, "validation_error"},

@@ -45,7 +45,7 @@ func New(c client.Client, acts *activities.Activities, cfg Config, logger *slog.
 	w := &Worker{}
 	if cfg.Workflows {
 		main := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
-			MaxConcurrentWorkflowTaskPollers: 4,
+			MaxConcurrentWorkflowTaskPollers:        4,
 			MaxConcurrentLocalActivityExecutionSize: 256,
 		})
 		Register(main, acts)
