@@ -22,9 +22,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/pgtest"
@@ -244,6 +246,7 @@ func TestDev(t *testing.T) {
 		"suppressed@posthaste.test": "suppressed",
 	})
 	require.Regexp(t, `^<`+id+`@posthaste.test>$`, e["message_id"])
+	saveHistory(t, "127.0.0.1:"+env["POSTHASTE_TEMPORAL_PORT"], id, "sendemail_sandbox.json")
 
 	// A team member gets a real message over SMTP, with STARTTLS.
 	mid := c.send(map[string]any{
@@ -254,6 +257,7 @@ func TestDev(t *testing.T) {
 		"headers": map[string]string{"X-Entity-Ref-ID": "42"},
 	})
 	c.waitFor(mid, map[string]string{"owner@member.test": "delivered"})
+	saveHistory(t, "127.0.0.1:"+env["POSTHASTE_TEMPORAL_PORT"], mid, "sendemail_smtp.json")
 	msgs := mx.WaitMessages(t, 1, 10*time.Second)
 	require.Equal(t, "bounces+"+mid+"@posthaste.example", msgs[0].From)
 	require.Equal(t, []string{"owner@member.test"}, msgs[0].To)
@@ -290,6 +294,33 @@ func TestDev(t *testing.T) {
 	id2 := c.send(map[string]any{"from": "onboarding@posthaste.test", "to": "delivered@posthaste.test", "subject": "again", "text": "t"})
 	c.waitFor(id2, map[string]string{"delivered@posthaste.test": "delivered"})
 	dev.stop(t)
+}
+
+// saveHistory checks the size of an email's workflow history and, when
+// POSTHASTE_WRITE_HISTORIES names a directory, writes the history there as
+// JSON for the replay tests of package workflows.
+func saveHistory(t *testing.T, hostPort, emailID, name string) {
+	t.Helper()
+	tc, err := client.Dial(client.Options{HostPort: hostPort})
+	require.NoError(t, err)
+	defer tc.Close()
+	it := tc.GetWorkflowHistory(context.Background(), workflows.EmailWorkflowID(emailID), "", false,
+		enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var h historypb.History
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		h.Events = append(h.Events, ev)
+	}
+	t.Logf("%s: %d history events", name, len(h.Events))
+	require.LessOrEqual(t, len(h.Events), 20, "a send keeps its history small")
+	dir := os.Getenv("POSTHASTE_WRITE_HISTORIES")
+	if dir == "" {
+		return
+	}
+	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
 }
 
 // removeRelocatedCluster deletes a private cluster that pgcluster kept

@@ -181,13 +181,10 @@ func (t *Temporal) UIAddress() string { return t.uiAddr }
 func (t *Temporal) Stop() {
 	t.stopOnce.Do(func() {
 		begin := time.Now()
-		// The services routinely warn about closed connections and
-		// cancelled polls while they go down one after the other.
-		t.level.Set(slog.LevelError + 100)
 		if t.ui != nil {
 			t.ui.Stop()
 		}
-		if err := t.server.Stop(); err != nil {
+		if err := t.stopServer(); err != nil {
 			t.log.Warn("stopping temporal", "err", err)
 		}
 		t.log.Info("temporal stopped", "duration", time.Since(begin).Round(time.Millisecond))
@@ -213,20 +210,36 @@ func (t *Temporal) startServer(ctx context.Context) error {
 	select {
 	case err := <-done:
 		if err != nil {
-			t.level.Set(slog.LevelError + 100)
-			_ = t.server.Stop()
+			_ = t.stopServer()
 			return fmt.Errorf("starting temporal server: %w", err)
 		}
 		return nil
 	case <-ctx.Done():
 		go func() {
 			if err := <-done; err == nil {
-				t.level.Set(slog.LevelError + 100)
-				_ = t.server.Stop()
+				_ = t.stopServer()
 			}
 		}()
 		return fmt.Errorf("starting temporal server: %w", ctx.Err())
 	}
+}
+
+// stopServer stops the server with its log lines silenced: the services
+// routinely warn about closed connections and cancelled polls while they go
+// down one after the other. A fatal log line during the stop of a server
+// that failed to start is returned as an error.
+func (t *Temporal) stopServer() (err error) {
+	t.level.Set(slog.LevelError + 100)
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(serverFailure)
+			if !ok {
+				panic(r)
+			}
+			err = f
+		}
+	}()
+	return t.server.Stop()
 }
 
 // newServer calls temporal.NewServer, turning a fatal log line of the
@@ -248,9 +261,13 @@ func newServer(opts []temporal.ServerOption) (s temporal.Server, err error) {
 // connections. The UI server exits the process when it cannot listen, so
 // StartTemporal checks the port first.
 func (t *Temporal) startUI(ctx context.Context, cfg TemporalConfig) error {
-	addr := net.JoinHostPort(cfg.IP, strconv.Itoa(cfg.UIPort))
+	// The UI server joins Host and Port with a plain colon.
+	host := cfg.IP
+	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
+		host = "[" + host + "]"
+	}
 	t.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
-		Host:                cfg.IP,
+		Host:                host,
 		Port:                cfg.UIPort,
 		TemporalGRPCAddress: t.frontend,
 		EnableUI:            true,
@@ -264,8 +281,7 @@ func (t *Temporal) startUI(ctx context.Context, cfg TemporalConfig) error {
 			t.log.Error("temporal UI stopped", "err", err)
 		}
 	}()
-	_, port, _ := net.SplitHostPort(addr)
-	reach := net.JoinHostPort(hostOf(t.frontend), port)
+	reach := net.JoinHostPort(hostOf(t.frontend), strconv.Itoa(cfg.UIPort))
 	ctx, cancel := context.WithTimeout(ctx, uiStartTimeout)
 	defer cancel()
 	var d net.Dialer

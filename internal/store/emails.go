@@ -103,8 +103,9 @@ func (s *Store) InsertEmail(ctx context.Context, e Email) error {
 	for i, r := range e.Recipients {
 		addrs[i], kinds[i], domains[i] = r.Address, r.Kind, r.Domain
 	}
-	b.Queue(`INSERT INTO email_recipient (email_id, address, kind, domain, status)
-		SELECT @id, a, k, d, @status FROM unnest(@addrs::text[], @kinds::text[], @domains::text[]) AS t(a, k, d)`,
+	b.Queue(`INSERT INTO email_recipient (email_id, address, position, kind, domain, status)
+		SELECT @id, a, p, k, d, @status
+		FROM unnest(@addrs::text[], @kinds::text[], @domains::text[]) WITH ORDINALITY AS t(a, k, d, p)`,
 		pgx.NamedArgs{"id": e.ID, "addrs": addrs, "kinds": kinds, "domains": domains, "status": e.LastEvent})
 	for i, a := range e.Attachments {
 		b.Queue(`INSERT INTO attachment (email_id, position, filename, content_type, content_id, content)
@@ -160,7 +161,7 @@ func (s *Store) GetEmail(ctx context.Context, teamID, id uuid.UUID) (Email, erro
 
 func (s *Store) recipients(ctx context.Context, id uuid.UUID) ([]Recipient, error) {
 	rows, err := s.pool.Query(ctx, `SELECT address, kind, domain, status FROM email_recipient
-		WHERE email_id = @id ORDER BY CASE kind WHEN 'to' THEN 0 WHEN 'cc' THEN 1 ELSE 2 END, address`,
+		WHERE email_id = @id ORDER BY position`,
 		pgx.NamedArgs{"id": id})
 	if err != nil {
 		return nil, mapErr(err)

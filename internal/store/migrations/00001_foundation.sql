@@ -64,6 +64,7 @@ CREATE INDEX email_team_id ON email (team_id, id DESC);
 CREATE TABLE email_recipient (
     email_id   uuid NOT NULL REFERENCES email (id) ON DELETE CASCADE,
     address    text NOT NULL,
+    position   int NOT NULL,
     kind       text NOT NULL CHECK (kind IN ('to', 'cc', 'bcc')),
     domain     text NOT NULL,
     status     text NOT NULL CHECK (status IN ('scheduled', 'queued', 'sent', 'delivered',

@@ -1,0 +1,190 @@
+package activities_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-message/mail"
+	"github.com/emersion/go-smtp"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/internal/dnstest"
+	"github.com/posthaste/posthaste/internal/mta"
+	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/smtptest"
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+
+func newStore(t *testing.T) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{URL: pgtest.NewDatabase(t)})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	require.NoError(t, st.Migrate(ctx))
+	return st
+}
+
+func insertEmail(t *testing.T, st *store.Store, rcpts ...string) store.Email {
+	t.Helper()
+	ctx := context.Background()
+	team := uuid.Must(uuid.NewV7())
+	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
+	html := "<p>Hello <a href=\"https://example.com\">there</a></p>"
+	e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: team, From: "Acme <onboarding@posthaste.test>",
+		FromDomain: "posthaste.test", To: rcpts, Subject: "Hi ✓", HTML: &html, GenerateText: true,
+		Headers:   []store.Header{{Name: "X-Entity-Ref-ID", Value: "7"}},
+		LastEvent: store.EventQueued, CreatedAt: time.Now()}
+	for _, r := range rcpts {
+		_, domain, _ := strings.Cut(r, "@")
+		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: domain, Status: store.EventQueued})
+	}
+	require.NoError(t, st.InsertEmail(ctx, e))
+	return e
+}
+
+// run executes an activity the way a worker does (with activity info).
+func run[I, O any](t *testing.T, fn any, in I) (O, error) {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(fn)
+	var out O
+	val, err := env.ExecuteActivity(fn, in)
+	if err == nil && val.HasValue() {
+		require.NoError(t, val.Get(&out))
+	}
+	return out, err
+}
+
+func TestPrepareBuildsStoresAndGroups(t *testing.T) {
+	st := newStore(t)
+	acts := activities.New(activities.Config{Hostname: "mx.example"}, st, nil, nil, nil)
+	e := insertEmail(t, st, "delivered@posthaste.test", "complained+x@posthaste.test", "a@one.test", "b@one.test", "c@two.test")
+
+	res, err := run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+	require.NoError(t, err)
+	require.False(t, res.Skip)
+	require.Equal(t, []activities.SandboxRecipient{
+		{Address: "delivered@posthaste.test", Events: []string{"delivered"}},
+		{Address: "complained+x@posthaste.test", Events: []string{"delivered", "complained"}},
+	}, res.Sandbox)
+	require.Len(t, res.Groups, 2)
+	require.Equal(t, "one.test", res.Groups[0].Domain)
+	require.Equal(t, []string{"a@one.test", "b@one.test"}, res.Groups[0].Recipients)
+	require.Equal(t, "two.test", res.Groups[1].Domain)
+
+	msg, err := st.Message(context.Background(), e.ID)
+	require.NoError(t, err)
+	mr, err := mail.CreateReader(bytes.NewReader(msg))
+	require.NoError(t, err)
+	subj, err := mr.Header.Subject()
+	require.NoError(t, err)
+	require.Equal(t, "Hi ✓", subj)
+	require.Equal(t, "7", mr.Header.Get("X-Entity-Ref-ID"))
+	mid, err := mr.Header.MessageID()
+	require.NoError(t, err)
+	require.Equal(t, e.ID.String()+"@posthaste.test", mid)
+	require.Contains(t, mr.Header.Get("Content-Type"), "multipart/alternative", "text generated from html")
+
+	// A retry keeps the first message and records `sent` once.
+	_, err = run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+	require.NoError(t, err)
+	again, err := st.Message(context.Background(), e.ID)
+	require.NoError(t, err)
+	require.Equal(t, msg, again)
+	evs, err := st.Events(context.Background(), e.ID)
+	require.NoError(t, err)
+	require.Len(t, evs, 2, "queued, sent")
+}
+
+func TestPrepareSkipsCanceled(t *testing.T) {
+	st := newStore(t)
+	acts := activities.New(activities.Config{}, st, nil, nil, nil)
+	e := insertEmail(t, st, "delivered@posthaste.test")
+	require.NoError(t, st.RecordEvents(context.Background(), e.ID, []store.Event{{Type: store.EventCanceled}}))
+	res, err := run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+	require.NoError(t, err)
+	require.True(t, res.Skip)
+}
+
+func TestDeliverRecordsOutcomesAndRetriesOnlyDeferred(t *testing.T) {
+	st := newStore(t)
+	dns := dnstest.NewServer(t)
+	mx := smtptest.NewServer(t, smtptest.Options{
+		Rcpt: func(rcpt string, n int) error {
+			switch {
+			case strings.HasPrefix(rcpt, "gone@"):
+				return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "no such user"}
+			case strings.HasPrefix(rcpt, "grey@") && n == 1:
+				return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 7, 1}, Message: "greylisted"}
+			}
+			return nil
+		},
+	})
+	dns.AddMX("dest.test", "mx.dest.test", 10)
+	dns.AddA("mx.dest.test", "127.0.0.1")
+	client, err := mta.New(mta.Config{Hostname: "out.example", Resolver: dns.Resolver(), Port: mx.Port()})
+	require.NoError(t, err)
+	defer client.Close()
+	acts := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil)
+
+	e := insertEmail(t, st, "ok@dest.test", "gone@dest.test", "grey@dest.test")
+	_, err = run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+	require.NoError(t, err)
+	in := activities.DeliverInput{EmailID: e.ID.String(), Domain: "dest.test", TLS: "opportunistic",
+		Recipients: []string{"ok@dest.test", "gone@dest.test", "grey@dest.test"}}
+
+	_, err = run[activities.DeliverInput, struct{}](t, acts.Deliver, in)
+	require.ErrorContains(t, err, "1 of 3 recipients deferred", "the greylisted recipient makes the activity retry")
+	status := recipientStatus(t, st, e)
+	require.Equal(t, map[string]string{"ok@dest.test": "delivered", "gone@dest.test": "bounced", "grey@dest.test": "delivery_delayed"}, status)
+
+	// The retry delivers only the deferred recipient.
+	_, err = run[activities.DeliverInput, struct{}](t, acts.Deliver, in)
+	require.NoError(t, err)
+	status = recipientStatus(t, st, e)
+	require.Equal(t, "delivered", status["grey@dest.test"])
+	msgs := mx.Messages()
+	require.Len(t, msgs, 2)
+	require.Equal(t, []string{"ok@dest.test"}, msgs[0].To)
+	require.Equal(t, []string{"grey@dest.test"}, msgs[1].To)
+	require.Equal(t, fmt.Sprintf("bounces+%s@out.example", e.ID), msgs[0].From, "sandbox-sender mail returns to this host")
+
+	evs, err := st.Events(context.Background(), e.ID)
+	require.NoError(t, err)
+	var types []string
+	for _, ev := range evs {
+		types = append(types, ev.Type+":"+ev.Recipient)
+	}
+	require.Equal(t, []string{"queued:", "sent:", "delivered:ok@dest.test", "bounced:gone@dest.test",
+		"delivery_delayed:grey@dest.test", "delivered:grey@dest.test"}, types)
+	require.Contains(t, fmt.Sprint(evs[3].Detail["message"]), "550")
+
+	// Everything final: a further retry sends nothing.
+	_, err = run[activities.DeliverInput, struct{}](t, acts.Deliver, in)
+	require.NoError(t, err)
+	require.Len(t, mx.Messages(), 2)
+}
+
+func recipientStatus(t *testing.T, st *store.Store, e store.Email) map[string]string {
+	t.Helper()
+	got, err := st.GetEmail(context.Background(), e.TeamID, e.ID)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, r := range got.Recipients {
+		out[r.Address] = r.Status
+	}
+	return out
+}
+
