@@ -25,3 +25,14 @@ func TestReplay(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayDetectsChange makes sure the replay test can fail: a workflow
+// that skips the first step does not replay the recorded history.
+func TestReplayDetectsChange(t *testing.T) {
+	changed := func(ctx workflow.Context, in SendEmailInput) error {
+		return workflow.Sleep(ctx, 1)
+	}
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflowWithOptions(changed, workflow.RegisterOptions{Name: SendEmailName})
+	require.Error(t, r.ReplayWorkflowHistoryFromJSONFile(nil, "testdata/sendemail_sandbox.json"))
+}
