@@ -21,19 +21,10 @@ import (
 	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/smtptest"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/storetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
-
-func newStore(t *testing.T) *store.Store {
-	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{URL: pgtest.NewDatabase(t)})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	require.NoError(t, st.Migrate(ctx))
-	return st
-}
 
 func insertEmail(t *testing.T, st *store.Store, rcpts ...string) store.Email {
 	t.Helper()
@@ -68,7 +59,7 @@ func run[I, O any](t *testing.T, fn any, in I) (O, error) {
 }
 
 func TestPrepareBuildsStoresAndGroups(t *testing.T) {
-	st := newStore(t)
+	st := storetest.New(t)
 	acts := activities.New(activities.Config{Hostname: "mx.example"}, st, nil, nil, nil)
 	e := insertEmail(t, st, "delivered@posthaste.test", "complained+x@posthaste.test", "a@one.test", "b@one.test", "c@two.test")
 
@@ -109,7 +100,7 @@ func TestPrepareBuildsStoresAndGroups(t *testing.T) {
 }
 
 func TestPrepareSkipsCanceled(t *testing.T) {
-	st := newStore(t)
+	st := storetest.New(t)
 	acts := activities.New(activities.Config{}, st, nil, nil, nil)
 	e := insertEmail(t, st, "delivered@posthaste.test")
 	require.NoError(t, st.RecordEvents(context.Background(), e.ID, []store.Event{{Type: store.EventCanceled}}))
@@ -119,7 +110,7 @@ func TestPrepareSkipsCanceled(t *testing.T) {
 }
 
 func TestDeliverRecordsOutcomesAndRetriesOnlyDeferred(t *testing.T) {
-	st := newStore(t)
+	st := storetest.New(t)
 	dns := dnstest.NewServer(t)
 	mx := smtptest.NewServer(t, smtptest.Options{
 		Rcpt: func(rcpt string, n int) error {
@@ -187,4 +178,3 @@ func recipientStatus(t *testing.T, st *store.Store, e store.Email) map[string]st
 	}
 	return out
 }
-

@@ -118,6 +118,15 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, reg *pro
 	return frontDoor{handler: h, dispatcher: disp}
 }
 
+// startDispatcher runs the outbox dispatcher until the returned stop
+// function is called; stop waits for it.
+func startDispatcher(d *outbox.Dispatcher) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	return func() { cancel(); <-done }
+}
+
 func readyChecks(st *store.Store, tc client.Client) []api.Check {
 	return []api.Check{
 		{Name: "postgres", Check: st.Ping},

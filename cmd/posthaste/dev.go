@@ -98,10 +98,7 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 	stops = append(stops, w.Stop)
 
 	front := newFrontDoor(cfg, st, tc, reg, metrics, readyChecks(st, tc), logger)
-	dctx, stopDispatch := context.WithCancel(context.Background())
-	dispatched := make(chan struct{})
-	go func() { defer close(dispatched); _ = front.dispatcher.Run(dctx) }()
-	stops = append(stops, func() { stopDispatch(); <-dispatched })
+	stops = append(stops, startDispatcher(front.dispatcher))
 
 	creds, created, err := account.Bootstrap(ctx, st, filepath.Join(dataDir, "credentials.json"), cfg.Admin.Email)
 	if err != nil {

@@ -406,7 +406,7 @@ func TestOutboxExactlyOnce(t *testing.T) {
 // processes against one PostgreSQL and sends an email through them.
 func TestSplitTopology(t *testing.T) {
 	dbURL := pgtest.NewDatabase(t)
-	tport, apiPort := freePort(t), freePort(t)
+	tport, apiPort, metricsPort := freePort(t), freePort(t), freePort(t)
 	base := map[string]string{
 		"DATABASE_URL":               dbURL,
 		"POSTHASTE_DATA_DIR":         t.TempDir(),
@@ -414,6 +414,7 @@ func TestSplitTopology(t *testing.T) {
 		"POSTHASTE_TEMPORAL_UI_PORT": "0",
 		"POSTHASTE_HTTP_ADDR":        fmt.Sprintf("127.0.0.1:%d", apiPort),
 		"TEMPORAL_ADDRESS":           fmt.Sprintf("127.0.0.1:%d", tport),
+		"POSTHASTE_METRICS_ADDR":     fmt.Sprintf("127.0.0.1:%d", metricsPort),
 		"POSTHASTE_LOG_LEVEL":        "warn",
 	}
 	out, code := runProcess(t, base, "migrate")
@@ -429,6 +430,14 @@ func TestSplitTopology(t *testing.T) {
 	c := apiClient{t: t, base: "http://" + base["POSTHASTE_HTTP_ADDR"], key: creds.APIKey}
 	id := c.send(map[string]any{"from": "onboarding@posthaste.test", "to": "delivered@posthaste.test", "subject": "split", "text": "t"})
 	c.waitFor(id, map[string]string{"delivered@posthaste.test": "delivered"})
+
+	// The worker reports what it did on its own metrics endpoint.
+	res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
+	require.NoError(t, err)
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	require.Contains(t, string(body), `posthaste_email_events_total{type="delivered"} 1`)
 }
 
 func processEnv(env map[string]string, args string) []string {

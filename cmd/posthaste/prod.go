@@ -6,35 +6,31 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.temporal.io/sdk/client"
+
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/devstack"
+	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/worker"
 )
 
 // runAPI serves the HTTP API and drains the outbox against an external
 // Temporal (TEMPORAL_* variables) and PostgreSQL (DATABASE_URL).
 func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
-	logger.Info("starting", cfg.LogAttrs()...)
-	st, err := openStore(ctx, cfg.DatabaseURL, logger)
+	st, tc, closeAll, err := connectExternal(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	tc, err := dialTemporal(ctx, "", "", logger)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
+	defer closeAll()
 	reg, metrics := newRegistry()
 	front := newFrontDoor(cfg, st, tc, reg, metrics, readyChecks(st, tc), logger)
-	dctx, stopDispatch := context.WithCancel(context.Background())
-	dispatched := make(chan struct{})
-	go func() { defer close(dispatched); _ = front.dispatcher.Run(dctx) }()
-	defer func() { stopDispatch(); <-dispatched }()
+	defer startDispatcher(front.dispatcher)()
 
 	addr, served, err := serveHTTP(ctx, cfg.HTTP.Addr, front.handler, logger)
 	if err != nil {
@@ -56,18 +52,12 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
-	logger.Info("starting", cfg.LogAttrs()...)
-	st, err := openStore(ctx, cfg.DatabaseURL, logger)
+	st, tc, closeAll, err := connectExternal(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	tc, err := dialTemporal(ctx, "", "", logger)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
-	_, metrics := newRegistry()
+	defer closeAll()
+	reg, metrics := newRegistry()
 	acts, closeActs, err := newActivities(cfg, st, metrics, logger)
 	if err != nil {
 		return err
@@ -84,10 +74,36 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 	if err := w.Start(); err != nil {
 		return err
 	}
-	logger.Info("ready", "regions", rs)
-	<-ctx.Done()
-	w.Stop()
+	defer w.Stop()
+	// The worker's own metrics (deliveries, events) and health.
+	h := http.NewServeMux()
+	h.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	h.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"status":"ok"}`)) })
+	addr, served, err := serveHTTP(ctx, cfg.MetricsAddr, h, logger)
+	if err != nil {
+		return err
+	}
+	logger.Info("ready", "regions", rs, "metrics_addr", addr.String())
+	if err := <-served; err != nil {
+		return fmt.Errorf("serving metrics: %w", err)
+	}
 	return nil
+}
+
+// connectExternal opens the store and the Temporal client of a production
+// process; closeAll releases both.
+func connectExternal(ctx context.Context, cfg config.Config, logger *slog.Logger) (*store.Store, client.Client, func(), error) {
+	logger.Info("starting", cfg.LogAttrs()...)
+	st, err := openStore(ctx, cfg.DatabaseURL, logger)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tc, err := dialTemporal(ctx, "", "", logger)
+	if err != nil {
+		st.Close()
+		return nil, nil, nil, err
+	}
+	return st, tc, func() { tc.Close(); st.Close() }, nil
 }
 
 // runTemporal runs only the embedded Temporal server and its UI.

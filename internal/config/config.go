@@ -23,6 +23,7 @@ type Config struct {
 	LogLevel  string // POSTHASTE_LOG_LEVEL
 
 	DatabaseURL string // DATABASE_URL; empty in dev → private cluster
+	MetricsAddr string // POSTHASTE_METRICS_ADDR: /metrics and /healthz of `worker`
 
 	HTTP     HTTP
 	Temporal Temporal
@@ -77,6 +78,7 @@ func Load(getenv Getenv) (Config, error) {
 		LogFormat:   r.oneOf("POSTHASTE_LOG_FORMAT", "json", "json", "text"),
 		LogLevel:    r.oneOf("POSTHASTE_LOG_LEVEL", "info", "debug", "info", "warn", "error"),
 		DatabaseURL: r.secret("DATABASE_URL"),
+		MetricsAddr: r.str("POSTHASTE_METRICS_ADDR", ":9090"),
 		HTTP:        HTTP{Addr: r.str("POSTHASTE_HTTP_ADDR", ":3000")},
 		Temporal: Temporal{
 			Port:      r.port("POSTHASTE_TEMPORAL_PORT", 7233),

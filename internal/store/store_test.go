@@ -12,18 +12,15 @@ import (
 
 	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/storetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
 func newStore(t *testing.T) *store.Store {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{URL: pgtest.NewDatabase(t)})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	require.NoError(t, st.Migrate(ctx))
-	require.NoError(t, st.Migrate(ctx), "migrating twice is a no-op")
+	st := storetest.New(t)
+	require.NoError(t, st.Migrate(context.Background()), "migrating twice is a no-op")
 	return st
 }
 
