@@ -160,6 +160,7 @@ func TestSendGetListAndIsolation(t *testing.T) {
 	require.Equal(t, []any{"delivered@posthaste.test"}, g.body["to"])
 	require.Equal(t, "queued", g.body["last_event"])
 	require.Equal(t, "<p>Hi</p>", g.body["html"])
+	require.Contains(t, string(g.raw), `"from":"Acme <onboarding@posthaste.test>"`, "no HTML escaping in JSON")
 	require.Contains(t, g.body, "text")
 	require.Nil(t, g.body["text"])
 	require.Nil(t, g.body["scheduled_at"])

@@ -80,7 +80,7 @@ func (s *Server) createAPIKey(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, gin.H{"id": id, "token": token})
+	c.PureJSON(http.StatusCreated, gin.H{"id": id, "token": token})
 }
 
 type apiKeyJSON struct {
@@ -107,7 +107,7 @@ func (s *Server) listAPIKeys(c *gin.Context) {
 		out[i] = apiKeyJSON{ID: k.ID.String(), Name: k.Name, Permission: k.Permission,
 			CreatedAt: formatTime(k.CreatedAt), LastUsedAt: formatTimePtr(k.LastUsedAt)}
 	}
-	c.JSON(http.StatusOK, list(out, more))
+	c.PureJSON(http.StatusOK, list(out, more))
 }
 
 func (s *Server) deleteAPIKey(c *gin.Context) {
@@ -122,5 +122,5 @@ func (s *Server) deleteAPIKey(c *gin.Context) {
 		return
 	}
 	s.auth.Forget(hash)
-	c.JSON(http.StatusOK, gin.H{"object": "api_key", "id": id, "deleted": true})
+	c.PureJSON(http.StatusOK, gin.H{"object": "api_key", "id": id, "deleted": true})
 }

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"io"
 	"net/http"
 
@@ -37,7 +36,7 @@ func (s *Server) sendEmail(c *gin.Context) {
 	if s.metrics != nil {
 		s.metrics.EmailsAccepted.WithLabelValues("api").Inc()
 	}
-	c.JSON(http.StatusOK, gin.H{"id": id})
+	c.PureJSON(http.StatusOK, gin.H{"id": id})
 }
 
 type tagJSON struct {
@@ -59,8 +58,6 @@ type emailJSON struct {
 	Bcc         []string        `json:"bcc"`
 	ReplyTo     []string        `json:"reply_to"`
 	Subject     string          `json:"subject"`
-	HTML        *string         `json:"html,omitempty"`
-	Text        *string         `json:"text,omitempty"`
 	CreatedAt   string          `json:"created_at"`
 	ScheduledAt *string         `json:"scheduled_at"`
 	LastEvent   string          `json:"last_event"`
@@ -69,15 +66,20 @@ type emailJSON struct {
 	Recipients  []recipientJSON `json:"recipients,omitempty"`
 }
 
-func renderEmail(e store.Email, withBodies bool) emailJSON {
+// emailDetailJSON is one email: the list form plus html and text, which
+// are always present (null when absent).
+type emailDetailJSON struct {
+	emailJSON
+	HTML *string `json:"html"`
+	Text *string `json:"text"`
+}
+
+func renderEmail(e store.Email) emailJSON {
 	j := emailJSON{
 		Object: "email", ID: e.ID.String(), From: e.From,
 		To: nonNil(e.To), Cc: nonNil(e.Cc), Bcc: nonNil(e.Bcc), ReplyTo: nonNil(e.ReplyTo),
 		Subject: e.Subject, CreatedAt: formatTime(e.CreatedAt), ScheduledAt: formatTimePtr(e.ScheduledAt),
 		LastEvent: e.LastEvent, Tags: []tagJSON{},
-	}
-	if withBodies {
-		j.HTML, j.Text = e.HTML, e.Text
 	}
 	for _, t := range e.Tags {
 		j.Tags = append(j.Tags, tagJSON(t))
@@ -110,20 +112,7 @@ func (s *Server) getEmail(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, singleEmail{renderEmail(e, true)})
-}
-
-// singleEmail always carries the html and text keys (null when absent).
-type singleEmail struct{ emailJSON }
-
-func (s singleEmail) MarshalJSON() ([]byte, error) {
-	type plain emailJSON
-	type withBodies struct {
-		plain
-		HTML *string `json:"html"`
-		Text *string `json:"text"`
-	}
-	return json.Marshal(withBodies{plain: plain(s.emailJSON), HTML: s.HTML, Text: s.Text})
+	c.PureJSON(http.StatusOK, emailDetailJSON{emailJSON: renderEmail(e), HTML: e.HTML, Text: e.Text})
 }
 
 func (s *Server) listEmails(c *gin.Context) {
@@ -139,7 +128,7 @@ func (s *Server) listEmails(c *gin.Context) {
 	}
 	out := make([]emailJSON, len(emails))
 	for i, e := range emails {
-		out[i] = renderEmail(e, false)
+		out[i] = renderEmail(e)
 	}
-	c.JSON(http.StatusOK, list(out, more))
+	c.PureJSON(http.StatusOK, list(out, more))
 }

@@ -53,7 +53,7 @@ type errorBody struct {
 // logged with the error; their text never reaches the caller.
 func (s *Server) respondError(c *gin.Context, err error) {
 	ae := s.classify(c, err)
-	c.AbortWithStatusJSON(ae.Status, errorBody{StatusCode: ae.Status, Message: ae.Message, Name: ae.Name})
+	c.AbortWithStatusPureJSON(ae.Status, errorBody{StatusCode: ae.Status, Message: ae.Message, Name: ae.Name})
 }
 
 func (s *Server) classify(c *gin.Context, err error) *apiError {

@@ -77,7 +77,7 @@ func New(cfg Config) *Server {
 			"Method "+c.Request.Method+" is not allowed on this endpoint."))
 	})
 
-	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	e.GET("/healthz", func(c *gin.Context) { c.PureJSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	if cfg.Gatherer != nil {
 		e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
@@ -133,8 +133,8 @@ func (s *Server) readyz(c *gin.Context) {
 		cancel()
 	}
 	if len(failed) > 0 {
-		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "failed": failed})
+		c.PureJSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "failed": failed})
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	c.PureJSON(http.StatusOK, gin.H{"status": "ready"})
 }
