@@ -19,6 +19,7 @@ import (
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/storetest"
@@ -42,7 +43,10 @@ type env struct {
 	teamA  uuid.UUID
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvWith(t, nil) }
+
+// newEnvWith builds the API with a fetcher for `path` attachments (nil refuses them).
+func newEnvWith(t *testing.T, fetch submit.Fetcher) *env {
 	t.Helper()
 	ctx := context.Background()
 	st := storetest.New(t)
@@ -51,7 +55,7 @@ func newEnv(t *testing.T) *env {
 	h := api.New(api.Config{
 		Store:    st,
 		Auth:     auth.NewAuthenticator(st, time.Second),
-		Submit:   submit.New(submit.Config{Store: st, Notifier: n}),
+		Submit:   submit.New(submit.Config{Store: st, Notifier: n, Fetcher: fetch}),
 		Metrics:  telemetry.NewMetrics(reg),
 		Gatherer: reg,
 		Ready:    []api.Check{{Name: "postgres", Check: st.Ping}},
@@ -317,4 +321,31 @@ func TestDatabaseDownIs503WithoutInternals(t *testing.T) {
 	requireError(t, r, 503, "service_unavailable")
 	require.NotContains(t, string(r.raw), "pool")
 	require.Regexp(t, `error id [0-9a-f]{16}`, r.body["message"])
+}
+
+func TestPathAttachmentsGoThroughTheEgressGuard(t *testing.T) {
+	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/csv")
+		_, _ = w.Write([]byte("a,b\n1,2\n"))
+	}))
+	defer files.Close()
+	body := map[string]any{
+		"from": "onboarding@posthaste.test", "to": "delivered@posthaste.test", "subject": "report", "text": "attached",
+		"attachments": []map[string]string{{"path": files.URL + "/reports/june.csv"}},
+	}
+	for _, allow := range []bool{false, true} {
+		e := newEnvWith(t, egress.New(egress.Config{AllowPrivate: allow}))
+		r := e.do("POST", "/emails", e.keyA, body)
+		if !allow {
+			requireError(t, r, 422, "invalid_attachment")
+			require.Contains(t, r.body["message"], "not allowed")
+			continue
+		}
+		require.Equal(t, 200, r.status, string(r.raw))
+		em, err := e.store.EmailForBuild(context.Background(), uuid.MustParse(r.body["id"].(string)))
+		require.NoError(t, err)
+		require.Len(t, em.Attachments, 1)
+		require.Equal(t, "june.csv", em.Attachments[0].Filename)
+		require.Equal(t, []byte("a,b\n1,2\n"), em.Attachments[0].Content)
+	}
 }
