@@ -39,7 +39,9 @@ type Config struct {
 	Metrics  *telemetry.Metrics
 	Gatherer prometheus.Gatherer // served at /metrics; nil → no /metrics
 	Ready    []Check
-	Logger   *slog.Logger
+	// Dashboard serves /dashboard/; nil leaves it out.
+	Dashboard http.Handler
+	Logger    *slog.Logger
 }
 
 // Server is the HTTP API.
@@ -81,6 +83,13 @@ func New(cfg Config) *Server {
 	e.GET("/readyz", s.readyz)
 	if cfg.Gatherer != nil {
 		e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
+	}
+
+	if cfg.Dashboard != nil {
+		toDashboard := func(c *gin.Context) { c.Redirect(http.StatusSeeOther, "/dashboard/") }
+		e.GET("/", toDashboard)
+		e.GET("/dashboard", toDashboard)
+		e.Any("/dashboard/*path", gin.WrapH(cfg.Dashboard))
 	}
 
 	sending := e.Group("/", s.authenticate(true))

@@ -18,6 +18,7 @@ import (
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/config"
+	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/outbox"
@@ -97,7 +98,7 @@ type frontDoor struct {
 }
 
 func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, reg *prometheus.Registry,
-	metrics *telemetry.Metrics, ready []api.Check, logger *slog.Logger) frontDoor {
+	metrics *telemetry.Metrics, ready []api.Check, temporalUI string, logger *slog.Logger) (frontDoor, error) {
 	disp := outbox.New(outbox.Config{}, st, worker.NewStarter(tc, deliveryPolicy(cfg.Delivery)), logger)
 	disp.Started = func(wait time.Duration) { metrics.OutboxWait.Observe(wait.Seconds()) }
 	sub := submit.New(submit.Config{
@@ -106,16 +107,23 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, reg *pro
 		Fetcher:  egress.New(egress.Config{AllowPrivate: cfg.Egress.AllowPrivate}),
 		Logger:   logger.With("component", "submit"),
 	})
+	authn := auth.NewAuthenticator(st, keyCacheTTL)
+	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: authn, TemporalUIURL: temporalUI,
+		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, Logger: logger})
+	if err != nil {
+		return frontDoor{}, fmt.Errorf("loading the dashboard: %w", err)
+	}
 	h := api.New(api.Config{
-		Store:    st,
-		Auth:     auth.NewAuthenticator(st, keyCacheTTL),
-		Submit:   sub,
-		Metrics:  metrics,
-		Gatherer: reg,
-		Ready:    ready,
-		Logger:   logger,
+		Store:     st,
+		Auth:      authn,
+		Submit:    sub,
+		Metrics:   metrics,
+		Gatherer:  reg,
+		Ready:     ready,
+		Dashboard: dash,
+		Logger:    logger,
 	})
-	return frontDoor{handler: h, dispatcher: disp}
+	return frontDoor{handler: h, dispatcher: disp}, nil
 }
 
 // startDispatcher runs the outbox dispatcher until the returned stop

@@ -97,7 +97,14 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 	}
 	stops = append(stops, w.Stop)
 
-	front := newFrontDoor(cfg, st, tc, reg, metrics, readyChecks(st, tc), logger)
+	ui := tmp.UIAddress()
+	if ui != "" {
+		ui = "http://" + displayAddr(ui)
+	}
+	front, err := newFrontDoor(cfg, st, tc, reg, metrics, readyChecks(st, tc), ui, logger)
+	if err != nil {
+		return err
+	}
 	stops = append(stops, startDispatcher(front.dispatcher))
 
 	creds, created, err := account.Bootstrap(ctx, st, filepath.Join(dataDir, "credentials.json"), cfg.Admin.Email)
@@ -116,12 +123,8 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 			"  API key:  %s\n  Email:    %s\n  Password: %s\n\n",
 			filepath.Join(dataDir, "credentials.json"), creds.APIKey, creds.Email, creds.Password)
 	}
-	ui := tmp.UIAddress()
-	if ui != "" {
-		ui = "http://" + ui
-	}
-	fmt.Fprintf(stdout, "Posthaste is ready: API http://%s  Temporal %s  Temporal UI %s\n",
-		displayAddr(addr.String()), tmp.FrontendAddress(), ui)
+	fmt.Fprintf(stdout, "Posthaste is ready: API http://%s  Dashboard http://%s/dashboard/  Temporal %s  Temporal UI %s\n",
+		displayAddr(addr.String()), displayAddr(addr.String()), tmp.FrontendAddress(), ui)
 	logger.Info("ready", "http_addr", addr.String(), "temporal", tmp.FrontendAddress(), "temporal_ui", ui)
 
 	select {

@@ -29,7 +29,10 @@ func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	}
 	defer closeAll()
 	reg, metrics := newRegistry()
-	front := newFrontDoor(cfg, st, tc, reg, metrics, readyChecks(st, tc), logger)
+	front, err := newFrontDoor(cfg, st, tc, reg, metrics, readyChecks(st, tc), cfg.Temporal.UIURL, logger)
+	if err != nil {
+		return err
+	}
 	defer startDispatcher(front.dispatcher)()
 
 	addr, served, err := serveHTTP(ctx, cfg.HTTP.Addr, front.handler, logger)

@@ -35,6 +35,9 @@ type Config struct {
 // HTTP configures the API listener.
 type HTTP struct {
 	Addr string // POSTHASTE_HTTP_ADDR
+	// SecureCookies marks dashboard cookies Secure (POSTHASTE_SECURE_COOKIES);
+	// set it when the dashboard is served over HTTPS.
+	SecureCookies bool
 }
 
 // Temporal configures the embedded server of `dev` and `temporal`; the
@@ -45,6 +48,7 @@ type Temporal struct {
 	UIPort    int    // POSTHASTE_TEMPORAL_UI_PORT (0 = no UI)
 	IP        string // POSTHASTE_TEMPORAL_IP
 	Namespace string // TEMPORAL_NAMESPACE (default "default")
+	UIURL     string // POSTHASTE_TEMPORAL_UI_URL: where `api` links workflows
 }
 
 // Delivery configures outbound mail.
@@ -79,12 +83,14 @@ func Load(getenv Getenv) (Config, error) {
 		LogLevel:    r.oneOf("POSTHASTE_LOG_LEVEL", "info", "debug", "info", "warn", "error"),
 		DatabaseURL: r.secret("DATABASE_URL"),
 		MetricsAddr: r.str("POSTHASTE_METRICS_ADDR", ":9090"),
-		HTTP:        HTTP{Addr: r.str("POSTHASTE_HTTP_ADDR", ":3000")},
+		HTTP: HTTP{Addr: r.str("POSTHASTE_HTTP_ADDR", ":3000"),
+			SecureCookies: r.boolean("POSTHASTE_SECURE_COOKIES", false)},
 		Temporal: Temporal{
 			Port:      r.port("POSTHASTE_TEMPORAL_PORT", 7233),
 			UIPort:    r.port("POSTHASTE_TEMPORAL_UI_PORT", 8233),
 			IP:        r.str("POSTHASTE_TEMPORAL_IP", "127.0.0.1"),
 			Namespace: r.str("TEMPORAL_NAMESPACE", "default"),
+			UIURL:     r.str("POSTHASTE_TEMPORAL_UI_URL", ""),
 		},
 		Delivery: Delivery{
 			Hostname:     r.str("POSTHASTE_HOSTNAME", host),

@@ -1,0 +1,151 @@
+// Package dashboard serves Posthaste's web dashboard under /dashboard/:
+// server-rendered pages (html/template, embedded assets, a little
+// progressive JavaScript for charts) behind a password login with
+// sessions stored in PostgreSQL and CSRF tokens on every form.
+package dashboard
+
+import (
+	"embed"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed assets
+var assetFS embed.FS
+
+// Config wires the dashboard.
+type Config struct {
+	Store *store.Store
+	// Auth drops revoked API keys from the key cache of this process.
+	Auth *auth.Authenticator
+	// TemporalUIURL links each email to its workflow; "" hides the link.
+	TemporalUIURL string
+	// Namespace is the Temporal namespace of the workflows.
+	Namespace string
+	// SecureCookies marks cookies Secure; set it when served over TLS.
+	SecureCookies bool
+	Logger        *slog.Logger
+}
+
+// Handler serves the dashboard. Construct with New.
+type Handler struct {
+	cfg      Config
+	store    *store.Store
+	pages    map[string]*template.Template
+	mux      *http.ServeMux
+	logger   *slog.Logger
+	throttle *throttle
+	now      func() time.Time
+}
+
+// New parses the templates and builds the routes.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = "default"
+	}
+	h := &Handler{cfg: cfg, store: cfg.Store, logger: cfg.Logger.With("component", "dashboard"),
+		throttle: newThrottle(5, 15*time.Minute), now: time.Now, pages: map[string]*template.Template{}}
+	funcs := template.FuncMap{"fmtTime": fmtTime, "badge": badge, "join": strings.Join}
+	for _, page := range []string{"login", "emails", "email", "metrics", "apikeys"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
+		if err != nil {
+			return nil, err
+		}
+		h.pages[page] = t
+	}
+	assets, err := fs.Sub(assetFS, "assets")
+	if err != nil {
+		return nil, err
+	}
+	m := http.NewServeMux()
+	m.Handle("GET /dashboard/assets/", http.StripPrefix("/dashboard/assets/", cacheable(http.FileServerFS(assets))))
+	m.HandleFunc("GET /dashboard/{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/dashboard/emails", http.StatusSeeOther)
+	})
+	m.HandleFunc("GET /dashboard/login", h.loginPage)
+	m.HandleFunc("POST /dashboard/login", h.login)
+	m.Handle("POST /dashboard/logout", h.signedIn(h.logout))
+	m.Handle("POST /dashboard/logout-everywhere", h.signedIn(h.logoutEverywhere))
+	m.Handle("GET /dashboard/emails", h.signedIn(h.emails))
+	m.Handle("GET /dashboard/emails/{id}", h.signedIn(h.email))
+	m.Handle("GET /dashboard/emails/{id}/raw", h.signedIn(h.emailRaw))
+	m.Handle("GET /dashboard/emails/{id}/preview", h.signedIn(h.emailPreview))
+	m.Handle("GET /dashboard/metrics", h.signedIn(h.metrics))
+	m.Handle("GET /dashboard/api-keys", h.signedIn(h.apiKeys))
+	m.Handle("POST /dashboard/api-keys", h.signedIn(h.createAPIKey))
+	m.Handle("POST /dashboard/api-keys/{id}/revoke", h.signedIn(h.revokeAPIKey))
+	h.mux = m
+	return h, nil
+}
+
+// ServeHTTP implements http.Handler with the dashboard's security headers.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "same-origin")
+	if !strings.HasSuffix(r.URL.Path, "/preview") {
+		hd.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-src 'self'; "+
+			"frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+		hd.Set("X-Frame-Options", "DENY")
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+func cacheable(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// render writes a page; data is the page's own value.
+func (h *Handler) render(w http.ResponseWriter, status int, page string, v view) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	if err := h.pages[page].Execute(w, v); err != nil {
+		h.logger.Error("rendering page", "page", page, "err", err)
+	}
+}
+
+// view is what every template gets.
+type view struct {
+	Title   string
+	Nav     string // active navigation entry
+	Session *store.Session
+	CSRF    string
+	Data    any
+}
+
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	h.logger.Error("dashboard request failed", "path", r.URL.Path, "err", err)
+	http.Error(w, "Something went wrong. Try again.", http.StatusInternalServerError)
+}
+
+func fmtTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
+
+// badge is the CSS class of a state badge.
+func badge(state string) string {
+	switch state {
+	case store.EventDelivered, store.EventSent:
+		return "ok"
+	case store.EventBounced, store.EventComplained, store.EventFailed, store.EventSuppressed:
+		return "bad"
+	case store.EventDeliveryDelayed, store.EventScheduled, store.EventQueued:
+		return "wait"
+	}
+	return "neutral"
+}

@@ -1,0 +1,275 @@
+package dashboard_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/api"
+	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/dashboard"
+	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/storetest"
+	"github.com/posthaste/posthaste/internal/submit"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+
+type fixture struct {
+	t     *testing.T
+	srv   *httptest.Server
+	store *store.Store
+	a, b  account.Credentials
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	st := storetest.New(t)
+	authn := auth.NewAuthenticator(st, time.Second)
+	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: authn, TemporalUIURL: "http://ui.example:8233"})
+	require.NoError(t, err)
+	srv := httptest.NewServer(api.New(api.Config{Store: st, Auth: authn,
+		Submit: submit.New(submit.Config{Store: st}), Dashboard: dash}))
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	a, err := account.NewTeam(ctx, st, "Team A", "a@example.com")
+	require.NoError(t, err)
+	b, err := account.NewTeam(ctx, st, "Team B", "b@example.com")
+	require.NoError(t, err)
+	return &fixture{t: t, srv: srv, store: st, a: a, b: b}
+}
+
+// browser is a client with a cookie jar that does not follow redirects.
+func (f *fixture) browser() *http.Client {
+	jar, err := cookiejar.New(nil)
+	require.NoError(f.t, err)
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func get(t *testing.T, c *http.Client, u string) (*http.Response, string) {
+	t.Helper()
+	res, err := c.Get(u)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return res, string(b)
+}
+
+func post(t *testing.T, c *http.Client, u string, form url.Values) (*http.Response, string) {
+	t.Helper()
+	res, err := c.PostForm(u, form)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return res, string(b)
+}
+
+var csrfRe = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func csrf(t *testing.T, page string) string {
+	t.Helper()
+	m := csrfRe.FindStringSubmatch(page)
+	require.NotNil(t, m, "page has a csrf field")
+	return m[1]
+}
+
+func (f *fixture) login(c *http.Client, email, pw string) (*http.Response, string) {
+	f.t.Helper()
+	_, page := get(f.t, c, f.srv.URL+"/dashboard/login")
+	return post(f.t, c, f.srv.URL+"/dashboard/login", url.Values{"csrf": {csrf(f.t, page)}, "email": {email}, "password": {pw}})
+}
+
+func TestLoginSessionsAndLogout(t *testing.T) {
+	f := newFixture(t)
+	c := f.browser()
+
+	res, _ := get(t, c, f.srv.URL+"/")
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	require.Equal(t, "/dashboard/", res.Header.Get("Location"))
+	res, _ = get(t, c, f.srv.URL+"/dashboard/emails")
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	require.Contains(t, res.Header.Get("Location"), "/dashboard/login")
+
+	res, page := get(t, c, f.srv.URL+"/dashboard/login")
+	require.Equal(t, 200, res.StatusCode)
+	require.Contains(t, page, `type="email"`)
+	require.Contains(t, page, `type="password"`)
+	require.Contains(t, res.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'")
+
+	// Without the form's CSRF token nothing happens.
+	res, _ = post(t, c, f.srv.URL+"/dashboard/login", url.Values{"email": {f.a.Email}, "password": {f.a.Password}})
+	require.Equal(t, http.StatusForbidden, res.StatusCode)
+
+	res, page = f.login(c, f.a.Email, "wrong")
+	require.Equal(t, http.StatusUnauthorized, res.StatusCode)
+	require.Contains(t, page, "Invalid email or password.")
+	res, page = f.login(c, "nobody@example.com", "wrong")
+	require.Equal(t, http.StatusUnauthorized, res.StatusCode)
+	require.Contains(t, page, "Invalid email or password.", "the same text for unknown users")
+
+	res, _ = f.login(c, strings.ToUpper(f.a.Email), f.a.Password)
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	var session *http.Cookie
+	for _, ck := range res.Cookies() {
+		if ck.Name == "posthaste_session" {
+			session = ck
+		}
+	}
+	require.NotNil(t, session)
+	require.True(t, session.HttpOnly)
+	require.Equal(t, http.SameSiteLaxMode, session.SameSite)
+
+	res, page = get(t, c, f.srv.URL+"/dashboard/emails")
+	require.Equal(t, 200, res.StatusCode)
+	for _, nav := range []string{">Emails<", ">Metrics<", ">API Keys<"} {
+		require.Contains(t, page, nav)
+	}
+
+	// A second browser signs in too; "sign out everywhere" ends both.
+	other := f.browser()
+	res, _ = f.login(other, f.a.Email, f.a.Password)
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	res, _ = post(t, c, f.srv.URL+"/dashboard/logout-everywhere", url.Values{"csrf": {csrf(t, page)}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	res, _ = get(t, other, f.srv.URL+"/dashboard/emails")
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, "the other session ended too")
+}
+
+func TestLoginThrottle(t *testing.T) {
+	f := newFixture(t)
+	c := f.browser()
+	for range 5 {
+		res, _ := f.login(c, f.a.Email, "wrong")
+		require.Equal(t, http.StatusUnauthorized, res.StatusCode)
+	}
+	res, page := f.login(c, f.a.Email, f.a.Password)
+	require.Equal(t, http.StatusTooManyRequests, res.StatusCode, "even the right password waits")
+	require.Contains(t, page, "Too many failed sign-in attempts")
+	res, _ = f.login(c, f.b.Email, f.b.Password)
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, "other accounts are not locked out")
+}
+
+func TestEmailsPagesShowOnlyTheTeamsEmails(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	teamA := uuid.MustParse(f.a.TeamID)
+	html := `<p>Hello <script>alert(1)</script></p>`
+	e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: teamA, From: "onboarding@posthaste.test",
+		FromDomain: "posthaste.test", To: []string{"bounced@posthaste.test"}, Subject: "Quarterly <report>",
+		HTML: &html, LastEvent: store.EventQueued, CreatedAt: time.Now(),
+		Recipients: []store.Recipient{{Address: "bounced@posthaste.test", Kind: "to", Domain: "posthaste.test", Status: "queued"}}}
+	require.NoError(t, f.store.InsertEmail(ctx, e))
+	_, err := f.store.SaveMessage(ctx, e.ID, e.ID.String()+"@posthaste.test", []byte("Subject: Quarterly\r\nX-Test: yes\r\n\r\nbody\r\n"))
+	require.NoError(t, err)
+	require.NoError(t, f.store.RecordEvents(ctx, e.ID, []store.Event{{Type: "sent"},
+		{Type: "bounced", Recipient: "bounced@posthaste.test", Detail: map[string]any{"type": "Permanent"}}}))
+
+	c := f.browser()
+	f.login(c, f.a.Email, f.a.Password)
+	_, page := get(t, c, f.srv.URL+"/dashboard/emails")
+	require.Contains(t, page, "Quarterly &lt;report&gt;", "subjects are escaped")
+	require.Contains(t, page, `class="badge bad">bounced<`)
+	_, page = get(t, c, f.srv.URL+"/dashboard/emails?status=delivered")
+	require.NotContains(t, page, "Quarterly")
+	_, page = get(t, c, f.srv.URL+"/dashboard/emails?recipient=BOUNCED")
+	require.Contains(t, page, "Quarterly")
+
+	res, page := get(t, c, f.srv.URL+"/dashboard/emails/"+e.ID.String())
+	require.Equal(t, 200, res.StatusCode)
+	require.Contains(t, page, "sandbox src=\"/dashboard/emails/"+e.ID.String()+"/preview\"")
+	require.Contains(t, page, "X-Test")
+	require.Contains(t, page, "ui.example:8233/namespaces/default/workflows?query=WorkflowId")
+	require.Regexp(t, `(?s)queued.*sent.*bounced`, page, "the event timeline in order")
+
+	res, body := get(t, c, f.srv.URL+"/dashboard/emails/"+e.ID.String()+"/preview")
+	require.Equal(t, 200, res.StatusCode)
+	require.Contains(t, res.Header.Get("Content-Security-Policy"), "sandbox")
+	require.Contains(t, res.Header.Get("Content-Security-Policy"), "default-src 'none'")
+	require.Equal(t, html, body)
+
+	res, body = get(t, c, f.srv.URL+"/dashboard/emails/"+e.ID.String()+"/raw")
+	require.Equal(t, "message/rfc822", res.Header.Get("Content-Type"))
+	require.Contains(t, body, "X-Test: yes")
+
+	// Team B sees none of it.
+	cb := f.browser()
+	f.login(cb, f.b.Email, f.b.Password)
+	_, page = get(t, cb, f.srv.URL+"/dashboard/emails")
+	require.NotContains(t, page, "Quarterly")
+	res, _ = get(t, cb, f.srv.URL+"/dashboard/emails/"+e.ID.String())
+	require.Equal(t, http.StatusNotFound, res.StatusCode)
+	res, _ = get(t, cb, f.srv.URL+"/dashboard/emails/"+e.ID.String()+"/raw")
+	require.Equal(t, http.StatusNotFound, res.StatusCode)
+
+	// Metrics count the events.
+	_, page = get(t, c, f.srv.URL+"/dashboard/metrics?range=24h")
+	require.Regexp(t, `data-type="sent"><span class="label">sent</span><span class="count">1<`, page)
+	require.Regexp(t, `data-type="bounced"><span class="label">bounced</span><span class="count">1</span><span class="rate">100.0% of sent`, page)
+	require.Contains(t, page, `"labels":[`)
+	res, _ = get(t, c, f.srv.URL+"/dashboard/assets/chart.umd.min.js")
+	require.Equal(t, 200, res.StatusCode)
+}
+
+func TestAPIKeysPage(t *testing.T) {
+	f := newFixture(t)
+	c := f.browser()
+	f.login(c, f.a.Email, f.a.Password)
+	_, page := get(t, c, f.srv.URL+"/dashboard/api-keys")
+	token := csrf(t, page)
+
+	res, _ := post(t, c, f.srv.URL+"/dashboard/api-keys", url.Values{"name": {"ci"}})
+	require.Equal(t, http.StatusForbidden, res.StatusCode, "CSRF token required")
+
+	res, page = post(t, c, f.srv.URL+"/dashboard/api-keys", url.Values{"csrf": {token}, "name": {"ci"}, "permission": {"sending_access"}})
+	require.Equal(t, http.StatusCreated, res.StatusCode)
+	m := regexp.MustCompile(`<code class="token">(ph_[A-Za-z0-9_-]+)</code>`).FindStringSubmatch(page)
+	require.NotNil(t, m, "the token is shown once")
+	newKey := m[1]
+
+	req, _ := http.NewRequest("GET", f.srv.URL+"/emails", nil)
+	req.Header.Set("Authorization", "Bearer "+newKey)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, res.StatusCode, "a sending key cannot read")
+
+	keys, _, err := f.store.ListAPIKeys(context.Background(), uuid.MustParse(f.a.TeamID), store.Page{Limit: 10})
+	require.NoError(t, err)
+	var id string
+	for _, k := range keys {
+		if k.Name == "ci" {
+			id = k.ID.String()
+		}
+	}
+	require.NotEmpty(t, id)
+	res, _ = post(t, c, f.srv.URL+"/dashboard/api-keys/"+id+"/revoke", url.Values{"csrf": {token}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	req, _ = http.NewRequest("POST", f.srv.URL+"/emails", strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+newKey)
+	res, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusForbidden, res.StatusCode, "revoked at once")
+
+	// Team B cannot revoke team A's keys.
+	cb := f.browser()
+	f.login(cb, f.b.Email, f.b.Password)
+	_, pb := get(t, cb, f.srv.URL+"/dashboard/api-keys")
+	res, _ = post(t, cb, f.srv.URL+"/dashboard/api-keys/"+keys[0].ID.String()+"/revoke", url.Values{"csrf": {csrf(t, pb)}})
+	require.Equal(t, http.StatusNotFound, res.StatusCode)
+}

@@ -1,0 +1,328 @@
+package dashboard
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/emersion/go-message/mail"
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// emailStates are the filterable values of last_event.
+var emailStates = []string{"scheduled", "queued", "sent", "delivered", "delivery_delayed", "bounced",
+	"complained", "opened", "clicked", "failed", "canceled", "suppressed"}
+
+type emailsData struct {
+	Emails       []store.Email
+	Filter       store.EmailFilter
+	Since, Until string
+	States       []string
+	Domains      []string
+	Newer, Older string // query strings of the neighbour pages, "" when none
+	FilterQuery  string
+}
+
+func (h *Handler) emails(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	q := r.URL.Query()
+	f := store.EmailFilter{Status: q.Get("status"), Recipient: strings.TrimSpace(q.Get("recipient")), Domain: q.Get("domain")}
+	d := emailsData{Filter: f, Since: q.Get("since"), Until: q.Get("until"), States: emailStates}
+	if t, err := time.Parse("2006-01-02", d.Since); err == nil {
+		f.Since = t
+	}
+	if t, err := time.Parse("2006-01-02", d.Until); err == nil {
+		f.Until = t.Add(24 * time.Hour)
+	}
+	p := store.Page{Limit: 50}
+	if id, err := uuid.Parse(q.Get("after")); err == nil {
+		p.After = &id
+	} else if id, err := uuid.Parse(q.Get("before")); err == nil {
+		p.Before = &id
+	}
+	list, more, err := h.store.ListEmailsFiltered(r.Context(), se.TeamID, f, p)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if d.Domains, err = h.store.SenderDomains(r.Context(), se.TeamID); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	d.Emails = list
+	keep := url.Values{}
+	for _, k := range []string{"status", "recipient", "domain", "since", "until"} {
+		if v := q.Get(k); v != "" {
+			keep.Set(k, v)
+		}
+	}
+	d.FilterQuery = keep.Encode()
+	if len(list) > 0 {
+		older := (p.Before != nil) || more
+		newer := p.After != nil || (p.Before != nil && more)
+		if older {
+			v := cloneValues(keep)
+			v.Set("after", list[len(list)-1].ID.String())
+			d.Older = v.Encode()
+		}
+		if newer {
+			v := cloneValues(keep)
+			v.Set("before", list[0].ID.String())
+			d.Newer = v.Encode()
+		}
+	}
+	h.render(w, http.StatusOK, "emails", view{Title: "Emails", Nav: "emails", Session: se, CSRF: se.CSRFToken, Data: d})
+}
+
+func cloneValues(v url.Values) url.Values {
+	out := url.Values{}
+	for k, vs := range v {
+		out[k] = append([]string(nil), vs...)
+	}
+	return out
+}
+
+type emailData struct {
+	Email       store.Email
+	Events      []store.Event
+	Headers     [][2]string
+	WorkflowURL string
+}
+
+func (h *Handler) loadEmail(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Email, bool) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		http.NotFound(w, r)
+		return store.Email{}, false
+	}
+	e, err := h.store.GetEmail(r.Context(), se.TeamID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		http.NotFound(w, r)
+		return store.Email{}, false
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return store.Email{}, false
+	}
+	return e, true
+}
+
+func (h *Handler) email(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	e, ok := h.loadEmail(w, r, se)
+	if !ok {
+		return
+	}
+	evs, err := h.store.Events(r.Context(), e.ID)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	d := emailData{Email: e, Events: evs}
+	if raw, err := h.store.Message(r.Context(), e.ID); err == nil {
+		if mr, err := mail.CreateReader(bytes.NewReader(raw)); err == nil {
+			fields := mr.Header.Fields()
+			for fields.Next() {
+				d.Headers = append(d.Headers, [2]string{fields.Key(), fields.Value()})
+			}
+		}
+	} else if !errors.Is(err, store.ErrNotFound) {
+		h.fail(w, r, err)
+		return
+	}
+	if h.cfg.TemporalUIURL != "" {
+		query := url.Values{"query": {fmt.Sprintf("WorkflowId=%q", "email/"+e.ID.String())}}
+		d.WorkflowURL = strings.TrimRight(h.cfg.TemporalUIURL, "/") + "/namespaces/" +
+			url.PathEscape(h.cfg.Namespace) + "/workflows?" + query.Encode()
+	}
+	h.render(w, http.StatusOK, "email", view{Title: e.Subject, Nav: "emails", Session: se, CSRF: se.CSRFToken, Data: d})
+}
+
+// emailRaw downloads the built MIME message.
+func (h *Handler) emailRaw(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	e, ok := h.loadEmail(w, r, se)
+	if !ok {
+		return
+	}
+	raw, err := h.store.Message(r.Context(), e.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		http.Error(w, "This email has not been built yet.", http.StatusNotFound)
+		return
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "message/rfc822")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+e.ID.String()+`.eml"`)
+	_, _ = w.Write(raw)
+}
+
+// emailPreview serves the HTML body for the sandboxed preview frame: no
+// scripts, no forms, no plugins, remote images allowed.
+func (h *Handler) emailPreview(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	e, ok := h.loadEmail(w, r, se)
+	if !ok {
+		return
+	}
+	w.Header().Set("Content-Security-Policy", "sandbox; default-src 'none'; img-src * data:; style-src 'unsafe-inline' *; font-src *; frame-ancestors 'self'")
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if e.HTML == nil {
+		_, _ = w.Write([]byte("<p style=\"font-family:sans-serif;color:#666\">This email has no HTML part.</p>"))
+		return
+	}
+	_, _ = w.Write([]byte(*e.HTML))
+}
+
+// metricTypes are the event types the Metrics page counts.
+var metricTypes = []string{"sent", "delivered", "delivery_delayed", "bounced", "complained", "opened", "clicked"}
+
+type metricsData struct {
+	Range   string
+	Domain  string
+	Domains []string
+	Totals  []metricTotal
+	Chart   chartData // rendered as JSON for the chart script
+}
+
+type metricTotal struct {
+	Type  string
+	Count int
+	Rate  string // share of sent, "" for sent itself
+}
+
+type chartData struct {
+	Labels   []string       `json:"labels"`
+	Datasets []chartDataset `json:"datasets"`
+}
+
+type chartDataset struct {
+	Label string `json:"label"`
+	Data  []int  `json:"data"`
+}
+
+func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	q := r.URL.Query()
+	rng := q.Get("range")
+	var span time.Duration
+	bucket, step, label := "day", 24*time.Hour, "Jan 2"
+	switch rng {
+	case "24h":
+		span, bucket, step, label = 24*time.Hour, "hour", time.Hour, "15:00"
+	case "30d":
+		span = 30 * 24 * time.Hour
+	default:
+		rng, span = "7d", 7*24*time.Hour
+	}
+	now := h.now().UTC()
+	end := now.Truncate(step).Add(step)
+	if bucket == "day" {
+		end = time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC).Add(24 * time.Hour)
+	}
+	start := end.Add(-span)
+	d := metricsData{Range: rng, Domain: q.Get("domain")}
+	counts, err := h.store.CountEvents(r.Context(), se.TeamID, start, bucket, d.Domain)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if d.Domains, err = h.store.SenderDomains(r.Context(), se.TeamID); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	n := int(span / step)
+	chart := chartData{}
+	index := map[time.Time]int{}
+	for i := 0; i < n; i++ {
+		at := start.Add(time.Duration(i) * step)
+		index[at] = i
+		chart.Labels = append(chart.Labels, at.Format(label))
+	}
+	series := map[string][]int{}
+	totals := map[string]int{}
+	for _, t := range metricTypes {
+		series[t] = make([]int, n)
+	}
+	for _, c := range counts {
+		i, ok := index[c.Bucket]
+		if s, known := series[c.Type]; known && ok {
+			s[i] += c.Count
+			totals[c.Type] += c.Count
+		}
+	}
+	for _, t := range metricTypes {
+		chart.Datasets = append(chart.Datasets, chartDataset{Label: t, Data: series[t]})
+		mt := metricTotal{Type: t, Count: totals[t]}
+		if t != "sent" && totals["sent"] > 0 {
+			mt.Rate = fmt.Sprintf("%.1f%%", 100*float64(totals[t])/float64(totals["sent"]))
+		}
+		d.Totals = append(d.Totals, mt)
+	}
+	d.Chart = chart
+	h.render(w, http.StatusOK, "metrics", view{Title: "Metrics", Nav: "metrics", Session: se, CSRF: se.CSRFToken, Data: d})
+}
+
+type apiKeysData struct {
+	Keys     []store.APIKey
+	NewToken string
+	NewName  string
+	Error    string
+}
+
+func (h *Handler) apiKeys(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	h.renderAPIKeys(w, r, se, http.StatusOK, apiKeysData{})
+}
+
+func (h *Handler) renderAPIKeys(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d apiKeysData) {
+	keys, _, err := h.store.ListAPIKeys(r.Context(), se.TeamID, store.Page{Limit: 100})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	d.Keys = keys
+	h.render(w, status, "apikeys", view{Title: "API Keys", Nav: "apikeys", Session: se, CSRF: se.CSRFToken, Data: d})
+}
+
+func (h *Handler) createAPIKey(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	name := strings.TrimSpace(r.PostFormValue("name"))
+	perm := r.PostFormValue("permission")
+	if perm != store.PermissionSendingAccess {
+		perm = store.PermissionFullAccess
+	}
+	if name == "" || len([]rune(name)) > 50 {
+		h.renderAPIKeys(w, r, se, http.StatusUnprocessableEntity, apiKeysData{Error: "Give the key a name of 1 to 50 characters."})
+		return
+	}
+	token, _, err := account.NewKey(r.Context(), h.store, se.TeamID, name, perm)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.renderAPIKeys(w, r, se, http.StatusCreated, apiKeysData{NewToken: token, NewName: name})
+}
+
+func (h *Handler) revokeAPIKey(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	hash, err := h.store.RevokeAPIKey(r.Context(), se.TeamID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		http.NotFound(w, r)
+		return
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if h.cfg.Auth != nil {
+		h.cfg.Auth.Forget(hash)
+	}
+	http.Redirect(w, r, "/dashboard/api-keys", http.StatusSeeOther)
+}

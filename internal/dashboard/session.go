@@ -1,0 +1,237 @@
+package dashboard
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/posthaste/posthaste/internal/password"
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+const (
+	sessionCookie   = "posthaste_session"
+	loginCSRFCookie = "posthaste_login_csrf"
+	sessionLifetime = 14 * 24 * time.Hour
+)
+
+type sessionKey struct{}
+
+func randomToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func tokenHash(tok string) []byte {
+	h := sha256.Sum256([]byte(tok))
+	return h[:]
+}
+
+func (h *Handler) cookie(name, value string, maxAge time.Duration) *http.Cookie {
+	return &http.Cookie{Name: name, Value: value, Path: "/dashboard/", HttpOnly: true,
+		Secure: h.cfg.SecureCookies, SameSite: http.SameSiteLaxMode, MaxAge: int(maxAge.Seconds())}
+}
+
+// signedIn requires a session; POSTs also require its CSRF token.
+func (h *Handler) signedIn(next func(http.ResponseWriter, *http.Request, *store.Session)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := r.Cookie(sessionCookie)
+		if err != nil || c.Value == "" {
+			h.toLogin(w, r)
+			return
+		}
+		se, err := h.store.SessionByHash(r.Context(), tokenHash(c.Value))
+		if errors.Is(err, store.ErrNotFound) {
+			http.SetCookie(w, h.cookie(sessionCookie, "", -time.Second))
+			h.toLogin(w, r)
+			return
+		}
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		if r.Method == http.MethodPost && !sameToken(r.PostFormValue("csrf"), se.CSRFToken) {
+			http.Error(w, "The form has expired. Go back, reload the page and try again.", http.StatusForbidden)
+			return
+		}
+		next(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, &se)), &se)
+	})
+}
+
+func sameToken(a, b string) bool {
+	return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+func (h *Handler) toLogin(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		http.Error(w, "Sign in first.", http.StatusUnauthorized)
+		return
+	}
+	http.Redirect(w, r, "/dashboard/login?next="+r.URL.EscapedPath(), http.StatusSeeOther)
+}
+
+type loginData struct {
+	Email string
+	Error string
+	Next  string
+}
+
+func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
+	h.renderLogin(w, http.StatusOK, loginData{Next: safeNext(r.URL.Query().Get("next"))})
+}
+
+func (h *Handler) renderLogin(w http.ResponseWriter, status int, d loginData) {
+	tok := randomToken()
+	http.SetCookie(w, h.cookie(loginCSRFCookie, tok, time.Hour))
+	h.render(w, status, "login", view{Title: "Sign in", CSRF: tok, Data: d})
+}
+
+// safeNext keeps redirects after login inside the dashboard.
+func safeNext(next string) string {
+	if strings.HasPrefix(next, "/dashboard/") && !strings.HasPrefix(next, "//") && !strings.Contains(next, `\`) {
+		return next
+	}
+	return "/dashboard/emails"
+}
+
+const badCredentials = "Invalid email or password."
+
+func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
+	email := strings.ToLower(strings.TrimSpace(r.PostFormValue("email")))
+	pw := r.PostFormValue("password")
+	d := loginData{Email: email, Next: safeNext(r.PostFormValue("next"))}
+	c, err := r.Cookie(loginCSRFCookie)
+	if err != nil || !sameToken(r.PostFormValue("csrf"), c.Value) {
+		d.Error = "The form has expired. Try again."
+		h.renderLogin(w, http.StatusForbidden, d)
+		return
+	}
+	key := email + "|" + clientIP(r)
+	if !h.throttle.allow(key, h.now()) {
+		d.Error = "Too many failed sign-in attempts. Wait a few minutes and try again."
+		h.renderLogin(w, http.StatusTooManyRequests, d)
+		return
+	}
+	u, err := h.store.UserByEmail(r.Context(), email)
+	ok := false
+	if err == nil && u.PasswordHash != "" {
+		ok, err = password.Verify(pw, u.PasswordHash)
+	} else if errors.Is(err, store.ErrNotFound) {
+		// Spend the same time as a real check, so timing does not tell
+		// which emails have accounts.
+		_, _ = password.Verify(pw, dummyHash)
+		err = nil
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if !ok {
+		h.throttle.fail(key, h.now())
+		d.Error = badCredentials
+		h.renderLogin(w, http.StatusUnauthorized, d)
+		return
+	}
+	h.throttle.reset(key)
+	team, err := h.store.FirstTeam(r.Context(), u.ID)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	tok := randomToken()
+	if err := h.store.CreateSession(r.Context(), store.Session{IDHash: tokenHash(tok), UserID: u.ID, TeamID: team,
+		CSRFToken: randomToken(), ExpiresAt: h.now().Add(sessionLifetime)}); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	http.SetCookie(w, h.cookie(loginCSRFCookie, "", -time.Second))
+	http.SetCookie(w, h.cookie(sessionCookie, tok, sessionLifetime))
+	http.Redirect(w, r, d.Next, http.StatusSeeOther)
+}
+
+// dummyHash is an argon2id hash of a random password, checked against
+// unknown emails.
+const dummyHash = "$argon2id$v=19$m=65536,t=3,p=2$AqHSPjAd0P5pokvZKMSSlQ$sJeOv3uPCMbLbahRyiWsfbpX6F8I/tm91A7hzw8NLr8"
+
+func (h *Handler) logout(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	if err := h.store.DeleteSession(r.Context(), se.IDHash); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	http.SetCookie(w, h.cookie(sessionCookie, "", -time.Second))
+	http.Redirect(w, r, "/dashboard/login", http.StatusSeeOther)
+}
+
+func (h *Handler) logoutEverywhere(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	if err := h.store.DeleteUserSessions(r.Context(), se.UserID); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	http.SetCookie(w, h.cookie(sessionCookie, "", -time.Second))
+	http.Redirect(w, r, "/dashboard/login", http.StatusSeeOther)
+}
+
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// throttle counts failed sign-ins per key in a fixed window.
+type throttle struct {
+	max    int
+	window time.Duration
+	mu     sync.Mutex
+	fails  map[string][]time.Time
+}
+
+func newThrottle(max int, window time.Duration) *throttle {
+	return &throttle{max: max, window: window, fails: map[string][]time.Time{}}
+}
+
+func (t *throttle) recent(key string, now time.Time) []time.Time {
+	var keep []time.Time
+	for _, at := range t.fails[key] {
+		if now.Sub(at) < t.window {
+			keep = append(keep, at)
+		}
+	}
+	if len(keep) == 0 {
+		delete(t.fails, key)
+	} else {
+		t.fails[key] = keep
+	}
+	return keep
+}
+
+func (t *throttle) allow(key string, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.recent(key, now)) < t.max
+}
+
+func (t *throttle) fail(key string, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.fails) > 100_000 {
+		clear(t.fails)
+	}
+	t.fails[key] = append(t.recent(key, now), now)
+}
+
+func (t *throttle) reset(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.fails, key)
+}

@@ -1,0 +1,150 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Session is a signed-in dashboard user acting for one team.
+type Session struct {
+	IDHash    []byte
+	UserID    uuid.UUID
+	TeamID    uuid.UUID
+	CSRFToken string
+	ExpiresAt time.Time
+	UserEmail string // filled by SessionByHash
+	TeamName  string // filled by SessionByHash
+}
+
+// CreateSession stores a session.
+func (s *Store) CreateSession(ctx context.Context, se Session) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO dashboard_session (id_hash, user_id, team_id, csrf_token, expires_at)
+		VALUES (@hash, @user, @team, @csrf, @expires)`,
+		pgx.NamedArgs{"hash": se.IDHash, "user": se.UserID, "team": se.TeamID, "csrf": se.CSRFToken, "expires": se.ExpiresAt})
+	return mapErr(err)
+}
+
+// SessionByHash returns a live session. ErrNotFound when unknown or expired.
+func (s *Store) SessionByHash(ctx context.Context, hash []byte) (Session, error) {
+	var se Session
+	err := s.pool.QueryRow(ctx, `SELECT s.id_hash, s.user_id, s.team_id, s.csrf_token, s.expires_at, u.email, t.name
+		FROM dashboard_session s JOIN app_user u ON u.id = s.user_id JOIN team t ON t.id = s.team_id
+		WHERE s.id_hash = @hash AND s.expires_at > now()`, pgx.NamedArgs{"hash": hash}).
+		Scan(&se.IDHash, &se.UserID, &se.TeamID, &se.CSRFToken, &se.ExpiresAt, &se.UserEmail, &se.TeamName)
+	return se, mapErr(err)
+}
+
+// DeleteSession ends one session.
+func (s *Store) DeleteSession(ctx context.Context, hash []byte) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM dashboard_session WHERE id_hash = @hash`, pgx.NamedArgs{"hash": hash})
+	return mapErr(err)
+}
+
+// DeleteUserSessions ends every session of a user (logout everywhere).
+func (s *Store) DeleteUserSessions(ctx context.Context, userID uuid.UUID) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM dashboard_session WHERE user_id = @user`, pgx.NamedArgs{"user": userID})
+	return mapErr(err)
+}
+
+// FirstTeam returns the team a user signs into: the oldest membership.
+func (s *Store) FirstTeam(ctx context.Context, userID uuid.UUID) (uuid.UUID, error) {
+	var id uuid.UUID
+	err := s.pool.QueryRow(ctx, `SELECT team_id FROM membership WHERE user_id = @user
+		ORDER BY created_at, team_id LIMIT 1`, pgx.NamedArgs{"user": userID}).Scan(&id)
+	return id, mapErr(err)
+}
+
+// EmailFilter narrows an email listing; zero fields do not filter.
+type EmailFilter struct {
+	Status    string // last_event
+	Recipient string // substring of any recipient address, case-insensitive
+	Domain    string // sender domain
+	Since     time.Time
+	Until     time.Time
+}
+
+// ListEmailsFiltered lists a team's emails, newest first, without bodies.
+func (s *Store) ListEmailsFiltered(ctx context.Context, teamID uuid.UUID, f EmailFilter, p Page) ([]Email, bool, error) {
+	q := `SELECT ` + emailListColumns + ` FROM email WHERE team_id = @team`
+	args := pgx.NamedArgs{"team": teamID}
+	if f.Status != "" {
+		q += ` AND last_event = @status`
+		args["status"] = f.Status
+	}
+	if f.Domain != "" {
+		q += ` AND from_domain = @domain`
+		args["domain"] = strings.ToLower(f.Domain)
+	}
+	if f.Recipient != "" {
+		q += ` AND EXISTS (SELECT 1 FROM email_recipient r WHERE r.email_id = email.id AND r.address ILIKE @rcpt)`
+		args["rcpt"] = "%" + escapeLike(f.Recipient) + "%"
+	}
+	if !f.Since.IsZero() {
+		q += ` AND created_at >= @since`
+		args["since"] = f.Since
+	}
+	if !f.Until.IsZero() {
+		q += ` AND created_at < @until`
+		args["until"] = f.Until
+	}
+	return listPage(ctx, s, p, q, args, scanEmail)
+}
+
+func escapeLike(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+// EventCount is the number of events of one type in one time bucket.
+type EventCount struct {
+	Bucket time.Time
+	Type   string
+	Count  int
+}
+
+// CountEvents counts a team's email events since a time, per bucket
+// ("hour" or "day", in UTC) and type, optionally for one sender domain.
+func (s *Store) CountEvents(ctx context.Context, teamID uuid.UUID, since time.Time, bucket, domain string) ([]EventCount, error) {
+	if bucket != "hour" && bucket != "day" {
+		return nil, fmt.Errorf("unknown bucket %q", bucket)
+	}
+	q := `SELECT date_trunc('` + bucket + `', ev.created_at AT TIME ZONE 'UTC') AS b, ev.type, count(*)
+		FROM email_event ev JOIN email e ON e.id = ev.email_id
+		WHERE e.team_id = @team AND ev.created_at >= @since`
+	args := pgx.NamedArgs{"team": teamID, "since": since}
+	if domain != "" {
+		q += ` AND e.from_domain = @domain`
+		args["domain"] = strings.ToLower(domain)
+	}
+	q += ` GROUP BY b, ev.type ORDER BY b, ev.type`
+	rows, err := s.pool.Query(ctx, q, args)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EventCount, error) {
+		var c EventCount
+		var b time.Time
+		err := r.Scan(&b, &c.Type, &c.Count)
+		c.Bucket = time.Date(b.Year(), b.Month(), b.Day(), b.Hour(), 0, 0, 0, time.UTC)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("counting events: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// SenderDomains lists the sender domains a team has used, for filters.
+func (s *Store) SenderDomains(ctx context.Context, teamID uuid.UUID) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT from_domain FROM email WHERE team_id = @team ORDER BY 1`,
+		pgx.NamedArgs{"team": teamID})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return out, mapErr(err)
+}
