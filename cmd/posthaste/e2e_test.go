@@ -9,9 +9,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -279,6 +282,27 @@ func TestDev(t *testing.T) {
 	data := list["data"].([]any)
 	require.Len(t, data, 2)
 	require.Equal(t, mid, data[0].(map[string]any)["id"])
+
+	// The dashboard shows the history with no setup: sign in with the
+	// printed credentials.
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	browser := &http.Client{Jar: jar}
+	page := func(res *http.Response, err error) string {
+		require.NoError(t, err)
+		defer res.Body.Close()
+		require.Equal(t, 200, res.StatusCode)
+		b, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		return string(b)
+	}
+	login := page(browser.Get(dev.base + "/"))
+	token := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(login)
+	require.NotNil(t, token, login)
+	emails := page(browser.PostForm(dev.base+"/dashboard/login", url.Values{
+		"csrf": {token[1]}, "email": {creds.Email}, "password": {creds.Password}}))
+	require.Contains(t, emails, "Sandbox")
+	require.Contains(t, emails, "Welcome ✓")
 
 	dev.stop(t)
 
