@@ -2,11 +2,13 @@
 # Runs every test: go vet, unit and workflow tests, store and API tests on a
 # private PostgreSQL, and the end-to-end tests of ./cmd/posthaste, which
 # link the embedded Temporal server (internal/devstack) and run without
-# -race because a race build of that server is too slow.
+# -race because a race build of that server is too slow. The browser test
+# drives Debian's Chromium and leaves screenshots in .artifacts/screenshots.
 set -euo pipefail
 cd "$(dirname "$0")"
 . scripts/setup.sh
 need_postgres
+need_browser
 
 go vet ./...
 pkgs=$(go list ./... | grep -v -e '/cmd/posthaste$' -e '/internal/devstack$')

@@ -50,4 +50,10 @@ need_postgres() {
   apt_install postgresql
 }
 
+# Debian's Chromium for the dashboard's browser tests.
+need_browser() {
+  [ -x /usr/bin/chromium ] && return 0
+  apt_install chromium
+}
+
 go mod download
