@@ -82,8 +82,12 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 	}
 	stops = append(stops, tc.Close)
 
+	keys, err := masterKey(ctx, cfg.Domains, st, filepath.Join(dataDir, "master.key"))
+	if err != nil {
+		return err
+	}
 	reg, metrics := newRegistry()
-	acts, closeActs, err := newActivities(cfg, st, metrics, logger)
+	acts, closeActs, err := newActivities(cfg, st, keys, metrics, logger)
 	if err != nil {
 		return err
 	}
@@ -97,7 +101,7 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 	}
 	stops = append(stops, w.Stop)
 
-	front := newFrontDoor(cfg, st, tc, reg, metrics, readyChecks(st, tc), logger)
+	front := newFrontDoor(cfg, st, tc, keys, reg, metrics, readyChecks(st, tc), logger)
 	dctx, stopDispatch := context.WithCancel(context.Background())
 	dispatched := make(chan struct{})
 	go func() { defer close(dispatched); _ = front.dispatcher.Run(dctx) }()

@@ -29,8 +29,12 @@ func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return err
 	}
 	defer tc.Close()
+	keys, err := masterKey(ctx, cfg.Domains, st, "")
+	if err != nil {
+		return err
+	}
 	reg, metrics := newRegistry()
-	front := newFrontDoor(cfg, st, tc, reg, metrics, readyChecks(st, tc), logger)
+	front := newFrontDoor(cfg, st, tc, keys, reg, metrics, readyChecks(st, tc), logger)
 	dctx, stopDispatch := context.WithCancel(context.Background())
 	dispatched := make(chan struct{})
 	go func() { defer close(dispatched); _ = front.dispatcher.Run(dctx) }()
@@ -67,8 +71,12 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 		return err
 	}
 	defer tc.Close()
+	keys, err := masterKey(ctx, cfg.Domains, st, "")
+	if err != nil {
+		return err
+	}
 	_, metrics := newRegistry()
-	acts, closeActs, err := newActivities(cfg, st, metrics, logger)
+	acts, closeActs, err := newActivities(cfg, st, keys, metrics, logger)
 	if err != nil {
 		return err
 	}
