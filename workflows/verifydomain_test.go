@@ -71,7 +71,9 @@ func all(found bool) map[string]bool {
 	return map[string]bool{"dkim": found, "spf_mx": found, "spf_txt": found, "dmarc": found}
 }
 
-func required() map[string]bool { return map[string]bool{"dkim": true, "spf_mx": true, "spf_txt": true} }
+func required() map[string]bool {
+	return map[string]bool{"dkim": true, "spf_mx": true, "spf_txt": true}
+}
 
 func TestVerifyDomainPendingThenVerified(t *testing.T) {
 	v := newVerifyEnv(t, func(e time.Duration) (map[string]bool, bool) {
