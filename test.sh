@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Runs every test: go vet, unit and workflow tests, store and API tests on a
-# private PostgreSQL, and the end-to-end tests of ./cmd/posthaste, which
+# private PostgreSQL, and the end-to-end tests of ./cmd/posthaste (which
+# verify DKIM and SPF with Debian's python3-dkim and python3-spf), which
 # link the embedded Temporal server (internal/devstack) and run without
 # -race because a race build of that server is too slow.
 set -euo pipefail
 cd "$(dirname "$0")"
 . scripts/setup.sh
 need_postgres
+need_python_mail
 
 go vet ./...
 pkgs=$(go list ./... | grep -v -e '/cmd/posthaste$' -e '/internal/devstack$')
