@@ -180,3 +180,36 @@ func TestVerifyDomainContinuesAsNew(t *testing.T) {
 	require.True(t, workflow.IsContinueAsNewError(err), fmt.Sprint(err))
 	require.Len(t, v.checks, 1+rechecksPerRun)
 }
+
+func TestVerifyDomainKeepsVerifiedThroughDNSOutage(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(VerifyDomain, workflow.RegisterOptions{Name: VerifyDomainName})
+	env.RegisterActivityWithOptions(a.CheckDomain, activity.RegisterOptions{Name: activities.CheckDomainName})
+	env.RegisterActivityWithOptions(a.SetDomainStatus, activity.RegisterOptions{Name: activities.SetDomainStatusName})
+	start := env.Now()
+	env.OnActivity(activities.CheckDomainName, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.CheckDomainInput) (activities.CheckDomainResult, error) {
+			e := env.Now().Sub(start)
+			if e > 4*24*time.Hour {
+				return activities.CheckDomainResult{Deleted: true}, nil
+			}
+			// On day 2 the DNS server times out for DKIM.
+			outage := e > 24*time.Hour && e < 3*24*time.Hour
+			return activities.CheckDomainResult{Records: []activities.RecordCheck{
+				{Key: "dkim", Required: true, Found: !outage, Temporary: outage},
+				{Key: "spf_mx", Required: true, Found: true},
+				{Key: "spf_txt", Required: true, Found: true},
+			}}, nil
+		})
+	var set []string
+	env.OnActivity(activities.SetDomainStatusName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.SetDomainStatusInput) error {
+			set = append(set, in.Status)
+			return nil
+		})
+	env.ExecuteWorkflow(VerifyDomainName, VerifyDomainInput{DomainID: "d1", Schedule: testSchedule})
+	require.NoError(t, env.GetWorkflowError())
+	require.NotContains(t, set, "temporary_failure", "a lookup that failed is not a missing record")
+	require.Equal(t, "verified", set[0])
+}

@@ -19,8 +19,10 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/smtptest"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/workflows"
@@ -308,4 +310,41 @@ func requireAuthenticated(t *testing.T, dns *dnstest.Server, m smtptest.Message,
 	out, err = exec.Command("testdata/spfcheck.py", dns.Addr(), host, m.From, m.Helo).CombinedOutput()
 	require.NoError(t, err, "pyspf: %s", out)
 	require.True(t, strings.HasPrefix(string(out), "pass"), string(out))
+}
+
+// TestMasterKeyRequiredOnceDomainsExist checks the startup rule of `api`
+// and `worker`: without POSTHASTE_MASTER_KEY they run only while no domain
+// (whose DKIM key it seals) exists; `dev` makes a key file instead.
+func TestMasterKeyRequiredOnceDomainsExist(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{URL: pgtest.NewDatabase(t)})
+	require.NoError(t, err)
+	defer st.Close()
+	require.NoError(t, st.Migrate(ctx))
+
+	box, err := masterKey(ctx, config.Domains{}, st, "")
+	require.NoError(t, err)
+	require.Nil(t, box, "no domains: no key needed")
+
+	team := uuid.Must(uuid.NewV7())
+	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
+	require.NoError(t, st.CreateDomain(ctx, store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "example.test",
+		Region: "us-east-1", Status: store.DomainNotStarted, ReturnPath: "send", TLS: store.TLSOpportunistic,
+		DKIMSelector: "posthaste", DKIMPublicKey: "x", DKIMPrivateKey: []byte("sealed")}))
+	_, err = masterKey(ctx, config.Domains{}, st, "")
+	require.ErrorContains(t, err, "POSTHASTE_MASTER_KEY")
+
+	key, err := seal.NewKey()
+	require.NoError(t, err)
+	box, err = masterKey(ctx, config.Domains{MasterKey: key}, st, "")
+	require.NoError(t, err)
+	require.NotNil(t, box)
+
+	file := filepath.Join(t.TempDir(), "master.key")
+	box, err = masterKey(ctx, config.Domains{}, st, file)
+	require.NoError(t, err)
+	require.NotNil(t, box)
+	info, err := os.Stat(file)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
 }
