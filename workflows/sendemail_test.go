@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,10 +95,13 @@ func TestSendEmailDeliversPerDomainAndRetries(t *testing.T) {
 			{Domain: "b.test", Region: "eu-west-1", TLS: "enforced", ReturnPath: "bounces+e1@send.shop.test",
 				Recipients: []string{"y@b.test", "z@b.test"}},
 		}}, nil)
+	var mu sync.Mutex // the two Deliver activities run concurrently
 	attempts := map[string]int{}
 	queues := map[string]string{}
 	env.OnActivity(activities.DeliverName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.DeliverInput) error {
+			mu.Lock()
+			defer mu.Unlock()
 			attempts[in.Domain]++
 			if in.Domain == "b.test" && (in.TLS != "enforced" || in.ReturnPath != "bounces+e1@send.shop.test") {
 				return errors.New("the sender domain's TLS mode and return path must reach Deliver")
@@ -109,6 +113,8 @@ func TestSendEmailDeliversPerDomainAndRetries(t *testing.T) {
 		})
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
 		if info.ActivityType.Name == activities.DeliverName {
+			mu.Lock()
+			defer mu.Unlock()
 			queues[info.ActivityID] = info.TaskQueue
 		}
 	})

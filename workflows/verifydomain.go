@@ -65,7 +65,9 @@ func VerifyDomain(ctx workflow.Context, in VerifyDomainInput) error {
 			return workflow.NewContinueAsNewError(ctx, VerifyDomainName,
 				VerifyDomainInput{DomainID: in.DomainID, Schedule: in.Schedule, Verified: true})
 		}
-		v.wait(ctx, in.Schedule.Recheck)
+		if err := v.wait(ctx, in.Schedule.Recheck); err != nil {
+			return err
+		}
 		res, err := v.check(ctx)
 		if err != nil || res.Deleted {
 			return err
@@ -126,7 +128,9 @@ func (v *verifier) poll(ctx workflow.Context, lapsed bool) (bool, error) {
 			next = min(next*2, s.MaxInterval)
 			delay = next
 		}
-		v.wait(ctx, min(delay, s.Expire-elapsed))
+		if err := v.wait(ctx, min(delay, s.Expire-elapsed)); err != nil {
+			return false, err
+		}
 	}
 }
 
@@ -144,8 +148,9 @@ func (v *verifier) set(ctx workflow.Context, status string, records map[string]s
 }
 
 // wait sleeps for d on a durable timer, or less when a verify signal
-// arrives.
-func (v *verifier) wait(ctx workflow.Context, d time.Duration) {
+// arrives. It fails only when the workflow is canceled (the domain was
+// deleted).
+func (v *verifier) wait(ctx workflow.Context, d time.Duration) error {
 	tctx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
 	sel := workflow.NewSelector(ctx)
@@ -153,6 +158,7 @@ func (v *verifier) wait(ctx workflow.Context, d time.Duration) {
 	sel.AddReceive(v.signal, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
 	sel.Select(ctx)
 	v.drain() // several nudges ask for one check
+	return ctx.Err()
 }
 
 func (v *verifier) drain() {

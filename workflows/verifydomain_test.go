@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -165,6 +166,8 @@ func TestVerifyDomainSignalChecksAtOnce(t *testing.T) {
 	v.env.RegisterDelayedCallback(func() { v.env.SignalWorkflow(VerifySignalName, nil) }, 2*time.Hour)
 	v.env.RegisterDelayedCallback(func() { v.env.CancelWorkflow() }, 3*time.Hour)
 	v.env.ExecuteWorkflow(VerifyDomainName, VerifyDomainInput{DomainID: "d1", Schedule: testSchedule})
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, v.env.GetWorkflowError(), &canceled, "canceled when the domain is deleted")
 	require.Equal(t, []statusChange{
 		{0, "pending", "pending", "pending"},
 		{30 * time.Second, "verified", "verified", "verified"},

@@ -17,7 +17,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/dnstest"
@@ -208,6 +210,8 @@ func TestDomains(t *testing.T) {
 	c.waitDomain(domainID, "verified")
 	c.waitFor(id6, map[string]string{"ok@rcpt.test": "delivered"})
 
+	writeHistory(t, "127.0.0.1:"+env["POSTHASTE_TEMPORAL_PORT"], workflows.DomainVerifyWorkflowID(domainID), "verifydomain.json")
+
 	// Deleting the domain stops new sends; one accepted before still goes.
 	id7 := c.send(map[string]any{"from": "hello@example.test", "to": "late@rcpt.test", "subject": "late", "text": "x"})
 	status, _ = c.do("DELETE", "/domains/"+domainID, nil)
@@ -215,6 +219,30 @@ func TestDomains(t *testing.T) {
 	status, e = c.do("POST", "/emails", map[string]any{"from": "hello@example.test", "to": "ok@rcpt.test", "subject": "x", "text": "x"})
 	require.Equal(t, 403, status, e)
 	c.waitFor(id7, map[string]string{"late@rcpt.test": "delivered"})
+}
+
+// writeHistory writes the history of a workflow's current run as JSON for
+// the replay tests of package workflows when POSTHASTE_WRITE_HISTORIES
+// names a directory.
+func writeHistory(t *testing.T, hostPort, workflowID, name string) {
+	t.Helper()
+	dir := os.Getenv("POSTHASTE_WRITE_HISTORIES")
+	if dir == "" {
+		return
+	}
+	tc, err := client.Dial(client.Options{HostPort: hostPort})
+	require.NoError(t, err)
+	defer tc.Close()
+	it := tc.GetWorkflowHistory(context.Background(), workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var h historypb.History
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		h.Events = append(h.Events, ev)
+	}
+	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
 }
 
 // waitDomain polls a domain until it reaches status.
