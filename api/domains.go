@@ -142,7 +142,7 @@ func (s *Server) createDomain(c *gin.Context) {
 	rp := "send"
 	if req.CustomReturnPath != nil {
 		rp = strings.ToLower(strings.TrimSpace(*req.CustomReturnPath))
-		if !dnsLabel.MatchString(rp) || rp == "_dmarc" {
+		if !dnsLabel.MatchString(rp) {
 			s.respondError(c, validation("The `custom_return_path` field must be one DNS label of letters, digits and hyphens, such as send."))
 			return
 		}

@@ -73,3 +73,25 @@ func TestTags(t *testing.T) {
 	tags := Tags("v=DKIM1; k=rsa;\t p=MIIB IjAN\r\n Bgkq ;")
 	require.Equal(t, map[string]string{"v": "DKIM1", "k": "rsa", "p": "MIIBIjANBgkq"}, tags)
 }
+
+func BenchmarkSign(b *testing.B) {
+	k, err := GenerateKey()
+	require.NoError(b, err)
+	signer, err := ParsePrivateKey(k.PrivatePKCS8)
+	require.NoError(b, err)
+	msg := []byte(message + strings.Repeat("A line of a longer body.\r\n", 2000))
+	b.SetBytes(int64(len(msg)))
+	for b.Loop() {
+		if _, err := Sign(msg, "example.test", "posthaste", signer); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkGenerateKey(b *testing.B) {
+	for b.Loop() {
+		if _, err := GenerateKey(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
