@@ -6,8 +6,10 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -15,9 +17,12 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/posthaste/posthaste/internal/dkim"
 	"github.com/posthaste/posthaste/internal/mime"
 	"github.com/posthaste/posthaste/internal/mta"
+	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/sandbox"
+	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/telemetry"
 )
@@ -25,9 +30,11 @@ import (
 // Registered activity names: renaming a Go method must not break running
 // histories.
 const (
-	PrepareName      = "Prepare"
-	RecordEventsName = "RecordEvents"
-	DeliverName      = "Deliver"
+	PrepareName         = "Prepare"
+	RecordEventsName    = "RecordEvents"
+	DeliverName         = "Deliver"
+	CheckDomainName     = "CheckDomain"
+	SetDomainStatusName = "SetDomainStatus"
 )
 
 // ErrTypePermanent marks an application error that retrying cannot fix.
@@ -58,6 +65,14 @@ type Config struct {
 	// Hostname names this installation in the return path of sandbox
 	// mail (POSTHASTE_HOSTNAME).
 	Hostname string
+	// Records is the operator's side of the domains' DNS records.
+	Records records.Config
+	// Resolver looks domain records up (POSTHASTE_DNS_SERVER); nil means
+	// the system resolver.
+	Resolver *net.Resolver
+	// Keys opens the domains' sealed DKIM keys; nil in a process without
+	// a master key, which then cannot prepare mail from a domain.
+	Keys *seal.Box
 }
 
 // Activities holds the dependencies of every activity. Construct it with New.
@@ -105,8 +120,9 @@ type SandboxRecipient struct {
 // DeliveryGroup is the recipients of one domain, delivered together.
 type DeliveryGroup struct {
 	Domain     string
-	Region     string
-	TLS        string
+	Region     string // delivery region of the sender domain: the task queue of Deliver
+	TLS        string // TLS mode of the sender domain
+	ReturnPath string // envelope sender (VERP)
 	Recipients []string
 }
 
@@ -117,9 +133,11 @@ type PrepareResult struct {
 	Groups  []DeliveryGroup
 }
 
-// Prepare builds the email's MIME message, stores it once, records `sent`
-// and splits the recipients into sandbox simulations and per-domain
-// delivery groups.
+// Prepare builds the email's MIME message, signs it with the sender
+// domain's DKIM key, stores it once, records `sent`, records `suppressed`
+// for recipients on the team's suppression list, and splits the others
+// into sandbox simulations and per-domain delivery groups carrying the
+// sender domain's region, TLS mode and return path.
 func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, error) {
 	id, err := uuid.Parse(in.EmailID)
 	if err != nil {
@@ -137,28 +155,97 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		return PrepareResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("building message: %v", err), ErrTypePermanent, err)
 	}
+	region, tls := DefaultRegion, store.TLSOpportunistic
+	rp := returnPath(e, a.cfg.Hostname)
+	if e.DomainID != nil {
+		d, err := a.store.DomainByID(ctx, *e.DomainID)
+		if err != nil {
+			return PrepareResult{}, a.classify(fmt.Errorf("loading domain of %s: %w", id, err))
+		}
+		if msg, err = a.sign(d, msg); err != nil {
+			return PrepareResult{}, a.classify(err)
+		}
+		region, tls = d.Region, d.TLS
+		rp = DomainReturnPath(e.ID, d)
+	}
 	if _, err := a.store.SaveMessage(ctx, id, messageID(e), msg); err != nil {
 		return PrepareResult{}, err
 	}
-	if err := a.record(ctx, id, []store.Event{{Type: store.EventSent}}); err != nil {
-		return PrepareResult{}, err
-	}
+
 	var res PrepareResult
+	var real []string
+	for _, r := range e.Recipients {
+		if _, ok := sandbox.Outcome(r.Address); !ok {
+			real = append(real, r.Address)
+		}
+	}
+	suppressed := map[string]bool{}
+	if len(real) > 0 {
+		if suppressed, err = a.store.Suppressed(ctx, e.TeamID, real); err != nil {
+			return PrepareResult{}, err
+		}
+	}
+	evs := []store.Event{{Type: store.EventSent}}
 	groups := map[string]int{}
 	for _, r := range e.Recipients {
 		if evs, ok := sandbox.Outcome(r.Address); ok {
 			res.Sandbox = append(res.Sandbox, SandboxRecipient{Address: r.Address, Events: evs})
 			continue
 		}
+		if suppressed[strings.ToLower(r.Address)] {
+			evs = append(evs, store.Event{Type: store.EventSuppressed, Recipient: r.Address,
+				Detail: map[string]any{"reason": "The address is on the team's suppression list."}})
+			continue
+		}
 		i, ok := groups[r.Domain]
 		if !ok {
 			i = len(res.Groups)
 			groups[r.Domain] = i
-			res.Groups = append(res.Groups, DeliveryGroup{Domain: r.Domain, Region: DefaultRegion, TLS: "opportunistic"})
+			res.Groups = append(res.Groups, DeliveryGroup{Domain: r.Domain, Region: region, TLS: tls, ReturnPath: rp})
 		}
 		res.Groups[i].Recipients = append(res.Groups[i].Recipients, r.Address)
 	}
+	if err := a.record(ctx, id, evs); err != nil {
+		return PrepareResult{}, err
+	}
 	return res, nil
+}
+
+// errNoKey marks a domain key that cannot be used: retrying cannot fix it.
+var errNoKey = errors.New("DKIM key unavailable")
+
+// sign adds the domain's DKIM signature to msg.
+func (a *Activities) sign(d store.Domain, msg []byte) ([]byte, error) {
+	if a.cfg.Keys == nil {
+		return nil, fmt.Errorf("%w: no master key (POSTHASTE_MASTER_KEY) to open the key of %s", errNoKey, d.Name)
+	}
+	der, err := a.cfg.Keys.Open(d.DKIMPrivateKey, d.ID[:])
+	if err != nil {
+		return nil, fmt.Errorf("%w: opening the key of %s: %w", errNoKey, d.Name, err)
+	}
+	key, err := dkim.ParsePrivateKey(der)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errNoKey, err)
+	}
+	return dkim.Sign(msg, d.Name, d.DKIMSelector, key)
+}
+
+// classify turns errors that retrying cannot fix (a missing domain or
+// DKIM key) into non-retryable application errors; everything else stays
+// retryable.
+func (a *Activities) classify(err error) error {
+	if errors.Is(err, errNoKey) || errors.Is(err, store.ErrNotFound) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+	}
+	return err
+}
+
+// DomainReturnPath is the VERP envelope sender of an email sent from a
+// domain: bounces+<email id>@<return path>.<domain>, so that bounces reach
+// the operator's bounce host and SPF is checked on the return-path
+// subdomain, which aligns with the From domain under relaxed DMARC.
+func DomainReturnPath(emailID uuid.UUID, d store.Domain) string {
+	return "bounces+" + emailID.String() + "@" + d.ReturnPath + "." + d.Name
 }
 
 // messageID is stable for an email so that a rebuilt message is identical.
@@ -242,6 +329,7 @@ type DeliverInput struct {
 	Domain     string
 	Recipients []string
 	TLS        string
+	ReturnPath string // "" in histories from before domains: the sandbox return path
 }
 
 // Deliver hands the stored message to the domain's MX hosts and records
@@ -270,8 +358,12 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
 	if err != nil {
 		return fmt.Errorf("loading message of %s: %w", id, err)
 	}
+	from := in.ReturnPath
+	if from == "" {
+		from = returnPath(e, a.cfg.Hostname)
+	}
 	env := mta.Envelope{
-		From: returnPath(e, a.cfg.Hostname),
+		From: from,
 		To:   pending,
 		Data: data,
 		TLS:  mta.TLSMode(in.TLS),
@@ -280,6 +372,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
 	now := a.now()
 	var evs []store.Event
 	var deferred []mta.Result
+	var bounced []string
 	for _, r := range results {
 		switch r.Status {
 		case mta.Delivered:
@@ -288,6 +381,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
 		case mta.Bounced:
 			evs = append(evs, store.Event{Type: store.EventBounced, Recipient: r.Rcpt, CreatedAt: now,
 				Detail: BounceDetail("Permanent", "General", replyText(r))})
+			bounced = append(bounced, r.Rcpt)
 		default:
 			deferred = append(deferred, r)
 			evs = append(evs, store.Event{Type: store.EventDeliveryDelayed, Recipient: r.Rcpt, CreatedAt: now,
@@ -295,6 +389,9 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
 		}
 	}
 	if err := a.record(ctx, id, evs); err != nil {
+		return err
+	}
+	if err := a.suppress(ctx, e, bounced); err != nil {
 		return err
 	}
 	if a.metrics != nil {
@@ -306,6 +403,27 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
 		a.logger.Info("delivery deferred", "email_id", in.EmailID, "rcpt_domain", in.Domain,
 			"attempt", activity.GetInfo(ctx).Attempt, "smtp_code", deferred[0].Code)
 		return fmt.Errorf("%d of %d recipients deferred: %s", len(deferred), len(results), replyText(deferred[0]))
+	}
+	return nil
+}
+
+// suppress puts permanently bounced addresses on the team's suppression
+// list, so later sends to them are not attempted. Sandbox addresses never
+// enter the list.
+func (a *Activities) suppress(ctx context.Context, e store.Email, addrs []string) error {
+	for _, addr := range addrs {
+		if _, ok := sandbox.Outcome(addr); ok {
+			continue
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return err
+		}
+		emailID := e.ID
+		if _, _, err := a.store.AddSuppression(ctx, store.Suppression{ID: id, TeamID: e.TeamID, Email: addr,
+			Reason: store.SuppressionBounce, EmailID: &emailID}); err != nil {
+			return fmt.Errorf("suppressing a bounced address of %s: %w", e.ID, err)
+		}
 	}
 	return nil
 }

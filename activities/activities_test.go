@@ -162,6 +162,16 @@ func TestDeliverRecordsOutcomesAndRetriesOnlyDeferred(t *testing.T) {
 		"delivery_delayed:grey@dest.test", "delivered:grey@dest.test"}, types)
 	require.Contains(t, fmt.Sprint(evs[3].Detail["message"]), "550")
 
+	// The permanent bounce put the address on the team's suppression list,
+	// and only it.
+	sp, err := st.SuppressionByEmail(context.Background(), e.TeamID, "Gone@dest.test")
+	require.NoError(t, err)
+	require.Equal(t, store.SuppressionBounce, sp.Reason)
+	require.Equal(t, e.ID, *sp.EmailID)
+	sup, err := st.Suppressed(context.Background(), e.TeamID, []string{"ok@dest.test", "grey@dest.test", "gone@dest.test"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{"gone@dest.test": true}, sup)
+
 	// Everything final: a further retry sends nothing.
 	_, err = run[activities.DeliverInput, struct{}](t, acts.Deliver, in)
 	require.NoError(t, err)

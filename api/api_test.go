@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,8 @@ import (
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/records"
+	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/storetest"
 	"github.com/posthaste/posthaste/internal/submit"
@@ -41,6 +44,30 @@ type env struct {
 	keyA   string // full access, team A
 	keyB   string // full access, team B
 	teamA  uuid.UUID
+	teamB  uuid.UUID
+	verify *verifier
+}
+
+// verifier records the domains the API asks to verify or forget; the real
+// one (package worker) is exercised by the end-to-end tests.
+type verifier struct {
+	mu       sync.Mutex
+	verified []string
+	forgot   []string
+}
+
+func (v *verifier) Verify(_ context.Context, id string) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.verified = append(v.verified, id)
+	return nil
+}
+
+func (v *verifier) Forget(_ context.Context, id string) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.forgot = append(v.forgot, id)
+	return nil
 }
 
 func newEnv(t *testing.T) *env { return newEnvWith(t, nil) }
@@ -51,6 +78,13 @@ func newEnvWith(t *testing.T, fetch submit.Fetcher) *env {
 	ctx := context.Background()
 	st := storetest.New(t)
 	n := &notifier{}
+	v := &verifier{}
+	mk, err := seal.NewKey()
+	require.NoError(t, err)
+	raw, err := seal.ParseKey(mk)
+	require.NoError(t, err)
+	box, err := seal.New(raw)
+	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	h := api.New(api.Config{
 		Store:    st,
@@ -59,6 +93,8 @@ func newEnvWith(t *testing.T, fetch submit.Fetcher) *env {
 		Metrics:  telemetry.NewMetrics(reg),
 		Gatherer: reg,
 		Ready:    []api.Check{{Name: "postgres", Check: st.Ping}},
+		Domains: api.DomainConfig{Verifier: v, Keys: box, DKIMSelector: "posthaste",
+			Records: records.Config{BounceHost: "bounce.posthaste.example", SPFInclude: "_spf.posthaste.example"}},
 	})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -66,7 +102,8 @@ func newEnvWith(t *testing.T, fetch submit.Fetcher) *env {
 	require.NoError(t, err)
 	b, err := account.NewTeam(ctx, st, "B", "b@example.com")
 	require.NoError(t, err)
-	return &env{t: t, srv: srv, store: st, notify: n, keyA: a.APIKey, keyB: b.APIKey, teamA: uuid.MustParse(a.TeamID)}
+	return &env{t: t, srv: srv, store: st, notify: n, keyA: a.APIKey, keyB: b.APIKey,
+		teamA: uuid.MustParse(a.TeamID), teamB: uuid.MustParse(b.TeamID), verify: v}
 }
 
 type resp struct {
@@ -305,6 +342,8 @@ func TestAPIKeys(t *testing.T) {
 	requireError(t, e.do("POST", "/api-keys", e.keyA, map[string]any{"name": strings.Repeat("n", 51)}), 422, "validation_error")
 	requireError(t, e.do("POST", "/api-keys", e.keyA, map[string]any{"name": "x", "permission": "root"}), 422, "validation_error")
 	requireError(t, e.do("POST", "/api-keys", e.keyA, map[string]any{"name": "x", "domain_id": uuid.NewString()}), 422, "validation_error")
+	requireError(t, e.do("POST", "/api-keys", e.keyA, map[string]any{"name": "x", "permission": "sending_access",
+		"domain_id": uuid.NewString()}), 404, "not_found")
 
 	requireError(t, e.do("DELETE", "/api-keys/"+keyID, e.keyB, nil), 404, "not_found")
 	d := e.do("DELETE", "/api-keys/"+keyID, e.keyA, nil)

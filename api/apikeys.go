@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -49,20 +50,27 @@ func (s *Server) createAPIKey(c *gin.Context) {
 			"The `permission` field must be full_access or sending_access."))
 		return
 	}
+	var domainID *uuid.UUID
 	if req.DomainID != nil {
 		if req.Permission != store.PermissionSendingAccess {
 			s.respondError(c, errorf(http.StatusUnprocessableEntity, nameValidation,
 				"The `domain_id` field can only be used with sending_access permission."))
 			return
 		}
-		if _, err := uuid.Parse(*req.DomainID); err != nil {
+		did, err := uuid.Parse(*req.DomainID)
+		if err != nil {
 			s.respondError(c, errorf(http.StatusUnprocessableEntity, nameInvalidParameter,
 				"The `domain_id` field must be a valid UUID."))
 			return
 		}
-		// No domain exists until a domain is added and verified.
-		s.respondError(c, errorf(http.StatusNotFound, nameNotFound, "Domain not found."))
-		return
+		if _, err := s.store.GetDomain(c.Request.Context(), principal(c).TeamID, did); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				err = errorf(http.StatusNotFound, nameNotFound, "Domain not found.")
+			}
+			s.respondError(c, err)
+			return
+		}
+		domainID = &did
 	}
 	token, prefix, hash, err := auth.NewToken()
 	if err != nil {
@@ -75,7 +83,7 @@ func (s *Server) createAPIKey(c *gin.Context) {
 		return
 	}
 	k := store.APIKey{ID: id, TeamID: principal(c).TeamID, Name: strings.TrimSpace(*req.Name),
-		Prefix: prefix, Hash: hash, Permission: req.Permission}
+		Prefix: prefix, Hash: hash, Permission: req.Permission, DomainID: domainID}
 	if err := s.store.CreateAPIKey(c.Request.Context(), k); err != nil {
 		s.respondError(c, err)
 		return

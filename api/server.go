@@ -39,6 +39,7 @@ type Config struct {
 	Metrics  *telemetry.Metrics
 	Gatherer prometheus.Gatherer // served at /metrics; nil → no /metrics
 	Ready    []Check
+	Domains  DomainConfig
 	// Dashboard serves /dashboard/; nil leaves it out.
 	Dashboard http.Handler
 	Logger    *slog.Logger
@@ -51,6 +52,7 @@ type Server struct {
 	submit  *submit.Service
 	metrics *telemetry.Metrics
 	ready   []Check
+	domains DomainConfig
 	logger  *slog.Logger
 	engine  *gin.Engine
 }
@@ -63,7 +65,7 @@ func New(cfg Config) *Server {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{store: cfg.Store, auth: cfg.Auth, submit: cfg.Submit, metrics: cfg.Metrics,
-		ready: cfg.Ready, logger: logger.With("component", "api")}
+		ready: cfg.Ready, domains: cfg.Domains, logger: logger.With("component", "api")}
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
@@ -101,6 +103,15 @@ func New(cfg Config) *Server {
 	full.POST("/api-keys", s.createAPIKey)
 	full.GET("/api-keys", s.listAPIKeys)
 	full.DELETE("/api-keys/:id", s.deleteAPIKey)
+	full.POST("/domains", s.createDomain)
+	full.GET("/domains", s.listDomains)
+	full.GET("/domains/:id", s.getDomain)
+	full.PATCH("/domains/:id", s.updateDomain)
+	full.POST("/domains/:id/verify", s.verifyDomain)
+	full.DELETE("/domains/:id", s.deleteDomain)
+	full.GET("/suppressions", s.listSuppressions)
+	full.POST("/suppressions", s.createSuppression)
+	full.DELETE("/suppressions/:id", s.deleteSuppression)
 	s.engine = e
 	return s
 }

@@ -56,4 +56,12 @@ need_browser() {
   apt_install chromium
 }
 
+# Debian's dkimpy, pyspf and dnspython: the end-to-end tests check what
+# Posthaste sends with independent DKIM and SPF verifiers. They run under
+# /usr/bin/python3 (Debian's interpreter), whatever python3 is first on PATH.
+need_python_mail() {
+  if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import dkim, spf, dns.resolver' >/dev/null 2>&1; then return 0; fi
+  apt_install python3-dkim python3-spf python3-dnspython
+}
+
 go mod download

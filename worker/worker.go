@@ -83,6 +83,50 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflowWithOptions(workflows.SendEmail, workflow.RegisterOptions{Name: workflows.SendEmailName})
 	r.RegisterActivityWithOptions(acts.Prepare, activity.RegisterOptions{Name: activities.PrepareName})
 	r.RegisterActivityWithOptions(acts.RecordEvents, activity.RegisterOptions{Name: activities.RecordEventsName})
+	r.RegisterWorkflowWithOptions(workflows.VerifyDomain, workflow.RegisterOptions{Name: workflows.VerifyDomainName})
+	r.RegisterActivityWithOptions(acts.CheckDomain, activity.RegisterOptions{Name: activities.CheckDomainName})
+	r.RegisterActivityWithOptions(acts.SetDomainStatus, activity.RegisterOptions{Name: activities.SetDomainStatusName})
+}
+
+// Verifier starts and nudges VerifyDomain workflows for the API.
+type Verifier struct {
+	client   client.Client
+	schedule workflows.VerifySchedule
+}
+
+// NewVerifier returns a Verifier whose new runs use schedule.
+func NewVerifier(c client.Client, schedule workflows.VerifySchedule) *Verifier {
+	return &Verifier{client: c, schedule: schedule}
+}
+
+// Verify makes the domain's verification check its records at once:
+// it signals the running VerifyDomain workflow, or starts one (a domain
+// never verified, or one whose verification failed) with the signal.
+func (v *Verifier) Verify(ctx context.Context, domainID string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := v.client.SignalWithStartWorkflow(ctx, workflows.DomainVerifyWorkflowID(domainID),
+		workflows.VerifySignalName, nil, client.StartWorkflowOptions{
+			TaskQueue:             workflows.TaskQueue,
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		}, workflows.VerifyDomainName, workflows.VerifyDomainInput{DomainID: domainID, Schedule: v.schedule})
+	if err != nil {
+		return fmt.Errorf("starting verification of domain %s: %w", domainID, err)
+	}
+	return nil
+}
+
+// Forget stops the verification of a deleted domain. A domain without a
+// running verification is not an error.
+func (v *Verifier) Forget(ctx context.Context, domainID string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := v.client.CancelWorkflow(ctx, workflows.DomainVerifyWorkflowID(domainID), "")
+	var nf *serviceerror.NotFound
+	if err != nil && !errors.As(err, &nf) {
+		return fmt.Errorf("stopping verification of domain %s: %w", domainID, err)
+	}
+	return nil
 }
 
 // Start starts every worker; on error the ones started are stopped.

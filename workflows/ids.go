@@ -17,3 +17,12 @@ func DeliverTaskQueue(region string) string { return "posthaste-deliver-" + regi
 
 // EmailWorkflowID is the ID of the SendEmail workflow of an email.
 func EmailWorkflowID(emailID string) string { return "email/" + emailID }
+
+// VerifyDomainName is the registered name of the VerifyDomain workflow.
+const VerifyDomainName = "VerifyDomain"
+
+// VerifySignalName is the signal that makes VerifyDomain check at once.
+const VerifySignalName = "verify"
+
+// DomainVerifyWorkflowID is the ID of the VerifyDomain workflow of a domain.
+func DomainVerifyWorkflowID(domainID string) string { return "domain-verify/" + domainID }

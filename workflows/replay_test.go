@@ -10,7 +10,7 @@ import (
 )
 
 // TestReplay replays histories recorded by the end-to-end tests
-// (POSTHASTE_WRITE_HISTORIES=$PWD/workflows/testdata go test ./cmd/posthaste/)
+// (POSTHASTE_WRITE_HISTORIES=$PWD/workflows/testdata go test -run 'TestDev|TestDomains' ./cmd/posthaste/)
 // against the current workflow code: a change that would break running
 // workflows fails here.
 func TestReplay(t *testing.T) {
@@ -21,6 +21,7 @@ func TestReplay(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflowWithOptions(SendEmail, workflow.RegisterOptions{Name: SendEmailName})
+			r.RegisterWorkflowWithOptions(VerifyDomain, workflow.RegisterOptions{Name: VerifyDomainName})
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
 		})
 	}

@@ -84,7 +84,7 @@ func SendEmail(ctx workflow.Context, in SendEmailInput) error {
 			},
 		})
 		futures[i] = workflow.ExecuteActivity(actx, a.Deliver, activities.DeliverInput{
-			EmailID: in.EmailID, Domain: g.Domain, Recipients: g.Recipients, TLS: g.TLS,
+			EmailID: in.EmailID, Domain: g.Domain, Recipients: g.Recipients, TLS: g.TLS, ReturnPath: g.ReturnPath,
 		})
 	}
 

@@ -92,7 +92,8 @@ func TestSendEmailDeliversPerDomainAndRetries(t *testing.T) {
 	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(activities.PrepareResult{
 		Groups: []activities.DeliveryGroup{
 			{Domain: "a.test", Region: "us-east-1", TLS: "opportunistic", Recipients: []string{"x@a.test"}},
-			{Domain: "b.test", Region: "eu-west-1", TLS: "opportunistic", Recipients: []string{"y@b.test", "z@b.test"}},
+			{Domain: "b.test", Region: "eu-west-1", TLS: "enforced", ReturnPath: "bounces+e1@send.shop.test",
+				Recipients: []string{"y@b.test", "z@b.test"}},
 		}}, nil)
 	var mu sync.Mutex // the two deliveries run concurrently
 	attempts := map[string]int{}
@@ -102,6 +103,9 @@ func TestSendEmailDeliversPerDomainAndRetries(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			attempts[in.Domain]++
+			if in.Domain == "b.test" && (in.TLS != "enforced" || in.ReturnPath != "bounces+e1@send.shop.test") {
+				return errors.New("the sender domain's TLS mode and return path must reach Deliver")
+			}
 			if in.Domain == "a.test" && attempts[in.Domain] < 3 {
 				return errors.New("451 4.7.1 greylisted")
 			}

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +24,8 @@ import (
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/outbox"
+	"github.com/posthaste/posthaste/internal/records"
+	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
@@ -68,18 +72,85 @@ func dialTemporal(ctx context.Context, hostPort, namespace string, logger *slog.
 	return c, nil
 }
 
+// newResolver returns the resolver of every lookup: the one DNS server of
+// POSTHASTE_DNS_SERVER, or nil for the system's.
+func newResolver(cfg config.Delivery) *net.Resolver {
+	if cfg.DNSServer == "" {
+		return nil
+	}
+	server := cfg.DNSServer
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, server)
+	}}
+}
+
+// rootCAs is the system's roots plus those of POSTHASTE_TLS_CA_FILE; nil
+// (the system's) when the variable is unset.
+func rootCAs(cfg config.Delivery) (*x509.CertPool, error) {
+	if cfg.TLSCAFile == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(cfg.TLSCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("POSTHASTE_TLS_CA_FILE: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("POSTHASTE_TLS_CA_FILE=%s holds no PEM certificate", cfg.TLSCAFile)
+	}
+	return pool, nil
+}
+
+// masterKey opens the master key that seals DKIM keys: POSTHASTE_MASTER_KEY,
+// else (dev only, devKeyFile set) a key file made on first run. Without
+// either, a process may run as long as no domain exists; domains cannot be
+// added then.
+func masterKey(ctx context.Context, cfg config.Domains, st *store.Store, devKeyFile string) (*seal.Box, error) {
+	var key []byte
+	var err error
+	switch {
+	case cfg.MasterKey != "":
+		key, err = seal.ParseKey(cfg.MasterKey)
+	case devKeyFile != "":
+		key, err = seal.LoadOrCreateKeyFile(devKeyFile)
+	default:
+		has, err := st.HasDomains(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("checking for domains: %w", err)
+		}
+		if has {
+			return nil, errors.New("POSTHASTE_MASTER_KEY (or POSTHASTE_MASTER_KEY_FILE) is required: domains exist whose DKIM keys it protects")
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("master key: %w", err)
+	}
+	return seal.New(key)
+}
+
+func verifySchedule(cfg config.VerifySchedule) workflows.VerifySchedule {
+	return workflows.VerifySchedule{Interval: cfg.Interval, FastPeriod: cfg.FastPeriod,
+		MaxInterval: cfg.MaxInterval, Expire: cfg.Expire, Recheck: cfg.Recheck}
+}
+
+func recordsConfig(cfg config.Domains) records.Config {
+	return records.Config{BounceHost: cfg.BounceHost, SPFInclude: cfg.SPFInclude}
+}
+
 func newDeliverer(cfg config.Delivery, logger *slog.Logger) (*mta.Client, error) {
-	var resolver *net.Resolver
-	if cfg.DNSServer != "" {
-		server := cfg.DNSServer
-		resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, server)
-		}}
+	roots, err := rootCAs(cfg)
+	if err != nil {
+		return nil, err
 	}
 	return mta.New(mta.Config{
 		Hostname: cfg.Hostname,
-		Resolver: resolver,
+		Resolver: newResolver(cfg),
+		RootCAs:  roots,
 		Port:     cfg.MXPort,
 		SourceIP: cfg.SourceIP,
 		Relay:    cfg.Relay,
@@ -97,7 +168,7 @@ type frontDoor struct {
 	dispatcher *outbox.Dispatcher
 }
 
-func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, reg *prometheus.Registry,
+func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, keys *seal.Box, reg *prometheus.Registry,
 	metrics *telemetry.Metrics, ready []api.Check, temporalUI string, logger *slog.Logger) (frontDoor, error) {
 	disp := outbox.New(outbox.Config{}, st, worker.NewStarter(tc, deliveryPolicy(cfg.Delivery)), logger)
 	disp.Started = func(wait time.Duration) { metrics.OutboxWait.Observe(wait.Seconds()) }
@@ -114,12 +185,18 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, reg *pro
 		return frontDoor{}, fmt.Errorf("loading the dashboard: %w", err)
 	}
 	h := api.New(api.Config{
-		Store:     st,
-		Auth:      authn,
-		Submit:    sub,
-		Metrics:   metrics,
-		Gatherer:  reg,
-		Ready:     ready,
+		Store:    st,
+		Auth:     authn,
+		Submit:   sub,
+		Metrics:  metrics,
+		Gatherer: reg,
+		Ready:    ready,
+		Domains: api.DomainConfig{
+			Verifier:     worker.NewVerifier(tc, verifySchedule(cfg.Domains.Verify)),
+			Keys:         keys,
+			DKIMSelector: cfg.Domains.DKIMSelector,
+			Records:      recordsConfig(cfg.Domains),
+		},
 		Dashboard: dash,
 		Logger:    logger,
 	})
@@ -145,12 +222,17 @@ func readyChecks(st *store.Store, tc client.Client) []api.Check {
 	}
 }
 
-func newActivities(cfg config.Config, st *store.Store, metrics *telemetry.Metrics, logger *slog.Logger) (*activities.Activities, func(), error) {
+func newActivities(cfg config.Config, st *store.Store, keys *seal.Box, metrics *telemetry.Metrics, logger *slog.Logger) (*activities.Activities, func(), error) {
 	d, err := newDeliverer(cfg.Delivery, logger)
 	if err != nil {
 		return nil, nil, err
 	}
-	acts := activities.New(activities.Config{Hostname: cfg.Delivery.Hostname}, st, d, metrics, logger)
+	acts := activities.New(activities.Config{
+		Hostname: cfg.Delivery.Hostname,
+		Records:  recordsConfig(cfg.Domains),
+		Resolver: newResolver(cfg.Delivery),
+		Keys:     keys,
+	}, st, d, metrics, logger)
 	return acts, func() { _ = d.Close() }, nil
 }
 

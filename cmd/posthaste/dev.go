@@ -82,8 +82,12 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 	}
 	stops = append(stops, tc.Close)
 
+	keys, err := masterKey(ctx, cfg.Domains, st, filepath.Join(dataDir, "master.key"))
+	if err != nil {
+		return err
+	}
 	reg, metrics := newRegistry()
-	acts, closeActs, err := newActivities(cfg, st, metrics, logger)
+	acts, closeActs, err := newActivities(cfg, st, keys, metrics, logger)
 	if err != nil {
 		return err
 	}
@@ -101,7 +105,7 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 	if ui != "" {
 		ui = "http://" + displayAddr(ui)
 	}
-	front, err := newFrontDoor(cfg, st, tc, reg, metrics, readyChecks(st, tc), ui, logger)
+	front, err := newFrontDoor(cfg, st, tc, keys, reg, metrics, readyChecks(st, tc), ui, logger)
 	if err != nil {
 		return err
 	}

@@ -28,8 +28,12 @@ func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return err
 	}
 	defer closeAll()
+	keys, err := masterKey(ctx, cfg.Domains, st, "")
+	if err != nil {
+		return err
+	}
 	reg, metrics := newRegistry()
-	front, err := newFrontDoor(cfg, st, tc, reg, metrics, readyChecks(st, tc), cfg.Temporal.UIURL, logger)
+	front, err := newFrontDoor(cfg, st, tc, keys, reg, metrics, readyChecks(st, tc), cfg.Temporal.UIURL, logger)
 	if err != nil {
 		return err
 	}
@@ -60,8 +64,12 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 		return err
 	}
 	defer closeAll()
+	keys, err := masterKey(ctx, cfg.Domains, st, "")
+	if err != nil {
+		return err
+	}
 	reg, metrics := newRegistry()
-	acts, closeActs, err := newActivities(cfg, st, metrics, logger)
+	acts, closeActs, err := newActivities(cfg, st, keys, metrics, logger)
 	if err != nil {
 		return err
 	}

@@ -8,10 +8,15 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/posthaste/posthaste/internal/seal"
 )
+
+var dnsLabel = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
 
 // Getenv reads a variable; os.Getenv in main, a map in tests.
 type Getenv func(string) string
@@ -28,6 +33,7 @@ type Config struct {
 	HTTP     HTTP
 	Temporal Temporal
 	Delivery Delivery
+	Domains  Domains
 	Egress   Egress
 	Admin    Admin
 }
@@ -61,6 +67,27 @@ type Delivery struct {
 	RetryInitial time.Duration // POSTHASTE_DELIVERY_RETRY_INITIAL
 	RetryMax     time.Duration // POSTHASTE_DELIVERY_RETRY_MAX
 	RetryExpire  time.Duration // POSTHASTE_DELIVERY_EXPIRE
+	TLSCAFile    string        // POSTHASTE_TLS_CA_FILE: extra roots for enforced TLS
+}
+
+// Domains configures sender domains: their keys, records and verification.
+type Domains struct {
+	// MasterKey seals DKIM private keys (POSTHASTE_MASTER_KEY or _FILE);
+	// empty when unset (dev then uses <data dir>/master.key).
+	MasterKey    string
+	DKIMSelector string // POSTHASTE_DKIM_SELECTOR
+	BounceHost   string // POSTHASTE_BOUNCE_HOST: MX of every return path
+	SPFInclude   string // POSTHASTE_SPF_INCLUDE: included by every return path's SPF
+	Verify       VerifySchedule
+}
+
+// VerifySchedule is when VerifyDomain looks records up.
+type VerifySchedule struct {
+	Interval    time.Duration // POSTHASTE_VERIFY_INTERVAL: first checks
+	FastPeriod  time.Duration // POSTHASTE_VERIFY_FAST_PERIOD: checks at Interval for this long
+	MaxInterval time.Duration // POSTHASTE_VERIFY_MAX_INTERVAL: then doubling up to this
+	Expire      time.Duration // POSTHASTE_VERIFY_EXPIRE: give up (failed) after this
+	Recheck     time.Duration // POSTHASTE_VERIFY_RECHECK: recheck of verified domains
 }
 
 // Egress configures outbound HTTP to user-supplied URLs.
@@ -101,12 +128,34 @@ func Load(getenv Getenv) (Config, error) {
 			RetryInitial: r.duration("POSTHASTE_DELIVERY_RETRY_INITIAL", time.Minute),
 			RetryMax:     r.duration("POSTHASTE_DELIVERY_RETRY_MAX", 2*time.Hour),
 			RetryExpire:  r.duration("POSTHASTE_DELIVERY_EXPIRE", 72*time.Hour),
+			TLSCAFile:    r.str("POSTHASTE_TLS_CA_FILE", ""),
+		},
+		Domains: Domains{
+			MasterKey:    r.secret("POSTHASTE_MASTER_KEY"),
+			DKIMSelector: r.str("POSTHASTE_DKIM_SELECTOR", "posthaste"),
+			Verify: VerifySchedule{
+				Interval:    r.duration("POSTHASTE_VERIFY_INTERVAL", time.Minute),
+				FastPeriod:  r.duration("POSTHASTE_VERIFY_FAST_PERIOD", 10*time.Minute),
+				MaxInterval: r.duration("POSTHASTE_VERIFY_MAX_INTERVAL", time.Hour),
+				Expire:      r.duration("POSTHASTE_VERIFY_EXPIRE", 72*time.Hour),
+				Recheck:     r.duration("POSTHASTE_VERIFY_RECHECK", 24*time.Hour),
+			},
 		},
 		Egress: Egress{AllowPrivate: r.boolean("POSTHASTE_ALLOW_PRIVATE_EGRESS", false)},
 		Admin:  Admin{Email: strings.ToLower(r.str("POSTHASTE_ADMIN_EMAIL", "admin@posthaste.local"))},
 	}
 	if c.Delivery.Relay != "" && !strings.HasPrefix(c.Delivery.Relay, "smtp://") {
 		r.fail("POSTHASTE_RELAY", c.Delivery.Relay, "must look like smtp://host:port")
+	}
+	c.Domains.BounceHost = strings.TrimSuffix(strings.ToLower(r.str("POSTHASTE_BOUNCE_HOST", c.Delivery.Hostname)), ".")
+	c.Domains.SPFInclude = strings.TrimSuffix(strings.ToLower(r.str("POSTHASTE_SPF_INCLUDE", "_spf."+c.Domains.BounceHost)), ".")
+	if !dnsLabel.MatchString(c.Domains.DKIMSelector) {
+		r.fail("POSTHASTE_DKIM_SELECTOR", c.Domains.DKIMSelector, "must be a DNS label (letters, digits, hyphens)")
+	}
+	if c.Domains.MasterKey != "" {
+		if _, err := seal.ParseKey(c.Domains.MasterKey); err != nil {
+			r.fail("POSTHASTE_MASTER_KEY", "(redacted)", err.Error())
+		}
 	}
 	if c.Delivery.DNSServer != "" {
 		if _, _, err := net.SplitHostPort(c.Delivery.DNSServer); err != nil {
@@ -129,6 +178,10 @@ func (c Config) LogAttrs() []any {
 		slog.Int("temporal_ui_port", c.Temporal.UIPort), slog.String("hostname", c.Delivery.Hostname),
 		slog.String("dns_server", c.Delivery.DNSServer), slog.Int("mx_port", c.Delivery.MXPort),
 		slog.String("relay", c.Delivery.Relay), slog.Bool("allow_private_egress", c.Egress.AllowPrivate),
+		slog.Bool("master_key_set", c.Domains.MasterKey != ""), slog.String("dkim_selector", c.Domains.DKIMSelector),
+		slog.String("bounce_host", c.Domains.BounceHost), slog.String("spf_include", c.Domains.SPFInclude),
+		slog.Duration("verify_interval", c.Domains.Verify.Interval), slog.Duration("verify_expire", c.Domains.Verify.Expire),
+		slog.Duration("verify_recheck", c.Domains.Verify.Recheck),
 	}
 }
 

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,6 +23,30 @@ func TestLoadDefaults(t *testing.T) {
 	require.Equal(t, 72*time.Hour, c.Delivery.RetryExpire)
 	require.False(t, c.Egress.AllowPrivate)
 	require.Empty(t, c.DatabaseURL)
+	require.Equal(t, "posthaste", c.Domains.DKIMSelector)
+	require.Equal(t, time.Minute, c.Domains.Verify.Interval)
+	require.Equal(t, 10*time.Minute, c.Domains.Verify.FastPeriod)
+	require.Equal(t, 72*time.Hour, c.Domains.Verify.Expire)
+	require.Equal(t, 24*time.Hour, c.Domains.Verify.Recheck)
+	require.Empty(t, c.Domains.MasterKey)
+}
+
+func TestLoadDomains(t *testing.T) {
+	c, err := Load(env(map[string]string{"POSTHASTE_HOSTNAME": "mta.example.com"}))
+	require.NoError(t, err)
+	require.Equal(t, "mta.example.com", c.Domains.BounceHost, "the bounce host defaults to the hostname")
+	require.Equal(t, "_spf.mta.example.com", c.Domains.SPFInclude)
+
+	key := "q6urq6urq6urq6urq6urq6urq6urq6urq6urq6urq6s="
+	path := filepath.Join(t.TempDir(), "key")
+	require.NoError(t, os.WriteFile(path, []byte(key+"\n"), 0o600))
+	c, err = Load(env(map[string]string{"POSTHASTE_MASTER_KEY_FILE": path,
+		"POSTHASTE_BOUNCE_HOST": "Bounces.Example.COM.", "POSTHASTE_SPF_INCLUDE": "spf.example.net"}))
+	require.NoError(t, err)
+	require.Equal(t, key, c.Domains.MasterKey)
+	require.Equal(t, "bounces.example.com", c.Domains.BounceHost)
+	require.Equal(t, "spf.example.net", c.Domains.SPFInclude)
+	require.NotContains(t, fmt.Sprint(c.LogAttrs()...), key, "the key is never logged")
 }
 
 func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
@@ -33,6 +58,9 @@ func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
 		"POSTHASTE_SOURCE_IP":              "not-an-ip",
 		"POSTHASTE_RELAY":                  "http://x",
 		"POSTHASTE_DNS_SERVER":             "127.0.0.1",
+		"POSTHASTE_MASTER_KEY":             "too-short",
+		"POSTHASTE_DKIM_SELECTOR":          "not a label",
+		"POSTHASTE_VERIFY_INTERVAL":        "soon",
 	} {
 		_, err := Load(env(map[string]string{name: val}))
 		require.ErrorContains(t, err, name, name)

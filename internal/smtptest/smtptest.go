@@ -17,6 +17,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -99,6 +100,8 @@ type Server struct {
 	ln   net.Listener
 	pool *x509.CertPool
 
+	certPEM []byte
+
 	mu        sync.Mutex
 	msgs      []Message
 	notify    chan struct{} // closed and replaced whenever a message arrives
@@ -141,6 +144,7 @@ func NewServer(t testing.TB, opts Options) *Server {
 		}
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
 		s.pool = pool
+		s.certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]})
 	}
 	if opts.BrokenSTARTTLS {
 		srv.TLSConfig = &tls.Config{}
@@ -166,6 +170,10 @@ func (s *Server) Port() int { return s.ln.Addr().(*net.TCPAddr).Port }
 // CertPool returns a pool trusting the server's certificate, or nil without
 // STARTTLS.
 func (s *Server) CertPool() *x509.CertPool { return s.pool }
+
+// CertPEM returns the server's certificate in PEM, for processes that
+// read trusted roots from a file, or nil without STARTTLS.
+func (s *Server) CertPEM() []byte { return s.certPEM }
 
 // Connections returns how many TCP connections the server has accepted.
 func (s *Server) Connections() int {

@@ -57,6 +57,7 @@ type Email struct {
 	TeamID       uuid.UUID
 	From         string // display form, "Name <a@b>"
 	FromDomain   string
+	DomainID     *uuid.UUID // the verified domain it is sent under; nil for the sandbox
 	To, Cc, Bcc  []string
 	ReplyTo      []string
 	Subject      string
@@ -89,14 +90,14 @@ func (s *Store) InsertEmail(ctx context.Context, e Email) error {
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO email (id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs,
 			reply_to, subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
-			created_at, updated_at)
+			created_at, updated_at, domain_id)
 		VALUES (@id, @team, @from, @from_domain, @to, @cc, @bcc, @reply_to, @subject, @html, @text,
-			@generate_text, @headers, @tags, @scheduled_at, @last_event, @created_at, @created_at)`,
+			@generate_text, @headers, @tags, @scheduled_at, @last_event, @created_at, @created_at, @domain_id)`,
 		pgx.NamedArgs{"id": e.ID, "team": e.TeamID, "from": e.From, "from_domain": e.FromDomain,
 			"to": nonNil(e.To), "cc": nonNil(e.Cc), "bcc": nonNil(e.Bcc), "reply_to": nonNil(e.ReplyTo),
 			"subject": e.Subject, "html": e.HTML, "text": e.Text, "generate_text": e.GenerateText,
 			"headers": nonNil(e.Headers), "tags": nonNil(e.Tags), "scheduled_at": e.ScheduledAt,
-			"last_event": e.LastEvent, "created_at": e.CreatedAt})
+			"last_event": e.LastEvent, "created_at": e.CreatedAt, "domain_id": e.DomainID})
 	addrs := make([]string, len(e.Recipients))
 	kinds := make([]string, len(e.Recipients))
 	domains := make([]string, len(e.Recipients))
@@ -132,18 +133,18 @@ func nonNil[T any](s []T) []T {
 
 const emailColumns = `id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to,
 	subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
-	coalesce(message_id, ''), created_at, updated_at`
+	coalesce(message_id, ''), created_at, updated_at, domain_id`
 
 // emailListColumns leaves the bodies out.
 const emailListColumns = `id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to,
 	subject, NULL::text, NULL::text, generate_text, headers, tags, scheduled_at, last_event,
-	coalesce(message_id, ''), created_at, updated_at`
+	coalesce(message_id, ''), created_at, updated_at, domain_id`
 
 func scanEmail(row pgx.Row) (Email, error) {
 	var e Email
 	err := row.Scan(&e.ID, &e.TeamID, &e.From, &e.FromDomain, &e.To, &e.Cc, &e.Bcc, &e.ReplyTo,
 		&e.Subject, &e.HTML, &e.Text, &e.GenerateText, &e.Headers, &e.Tags, &e.ScheduledAt,
-		&e.LastEvent, &e.MessageID, &e.CreatedAt, &e.UpdatedAt)
+		&e.LastEvent, &e.MessageID, &e.CreatedAt, &e.UpdatedAt, &e.DomainID)
 	return e, mapErr(err)
 }
 

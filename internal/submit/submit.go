@@ -8,6 +8,7 @@ package submit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -23,6 +24,7 @@ import (
 type Store interface {
 	InsertEmail(ctx context.Context, e store.Email) error
 	TeamMembers(ctx context.Context, teamID uuid.UUID, emails []string) (map[string]bool, error)
+	DomainByName(ctx context.Context, teamID uuid.UUID, name string) (store.Domain, error)
 }
 
 // Notifier is told when new outbox entries were committed.
@@ -73,7 +75,8 @@ func (s *Service) Send(ctx context.Context, from Sender, req SendRequest) (uuid.
 	if err != nil {
 		return uuid.Nil, err
 	}
-	if err := s.authorize(ctx, from, e); err != nil {
+	domainID, err := s.authorize(ctx, from, e)
+	if err != nil {
 		return uuid.Nil, err
 	}
 	id, err := uuid.NewV7()
@@ -81,6 +84,7 @@ func (s *Service) Send(ctx context.Context, from Sender, req SendRequest) (uuid.
 		return uuid.Nil, fmt.Errorf("making email id: %w", err)
 	}
 	row := toRow(id, from.TeamID, e, now)
+	row.DomainID = domainID
 	if err := s.store.InsertEmail(ctx, row); err != nil {
 		return uuid.Nil, fmt.Errorf("accepting email: %w", err)
 	}
@@ -91,13 +95,42 @@ func (s *Service) Send(ctx context.Context, from Sender, req SendRequest) (uuid.
 	return id, nil
 }
 
-// authorize checks that the team may send from e.From to its recipients.
-func (s *Service) authorize(ctx context.Context, from Sender, e Email) error {
-	if !sandbox.IsDomain(e.From.Domain) {
-		return Errorf(KindForbidden, "from",
+// authorize checks that the team may send from e.From to its recipients
+// and returns the id of the sender domain (nil for the sandbox). A domain
+// must be the team's, of exactly the From domain (a subdomain is its own
+// domain), and verified or in temporary failure; a key limited to a
+// domain sends only from that domain.
+func (s *Service) authorize(ctx context.Context, from Sender, e Email) (*uuid.UUID, error) {
+	if sandbox.IsDomain(e.From.Domain) {
+		if from.DomainID != nil {
+			return nil, Errorf(KindForbidden, "from",
+				"This API key can only send from its own domain, not from the sandbox domain %s.", sandbox.Domain)
+		}
+		return nil, s.authorizeSandbox(ctx, from, e)
+	}
+	d, err := s.store.DomainByName(ctx, from.TeamID, strings.ToLower(e.From.Domain))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, Errorf(KindForbidden, "from",
 			"The %s domain is not verified. Add and verify your domain, or send from %s to test.",
 			e.From.Domain, sandbox.Sender)
 	}
+	if err != nil {
+		return nil, fmt.Errorf("checking domain %s: %w", e.From.Domain, err)
+	}
+	if from.DomainID != nil && *from.DomainID != d.ID {
+		return nil, Errorf(KindForbidden, "from",
+			"This API key is restricted to another domain and cannot send from %s.", e.From.Domain)
+	}
+	if !d.Sendable() {
+		return nil, Errorf(KindForbidden, "from",
+			"The %s domain is not verified (its status is %s). Publish its DNS records and verify it.",
+			e.From.Domain, d.Status)
+	}
+	return &d.ID, nil
+}
+
+// authorizeSandbox checks a send from the sandbox domain.
+func (s *Service) authorizeSandbox(ctx context.Context, from Sender, e Email) error {
 	if !strings.EqualFold(e.From.Addr(), sandbox.Sender) {
 		return Errorf(KindForbidden, "from",
 			"The sandbox domain %s can only send from %s.", sandbox.Domain, sandbox.Sender)

@@ -1,0 +1,132 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/sandbox"
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit"
+)
+
+type suppressionJSON struct {
+	Object    string  `json:"object"`
+	ID        string  `json:"id"`
+	Email     string  `json:"email"`
+	Reason    string  `json:"reason"`
+	CreatedAt string  `json:"created_at"`
+	EmailID   *string `json:"email_id"`
+}
+
+func renderSuppression(sp store.Suppression) suppressionJSON {
+	j := suppressionJSON{Object: "suppression", ID: sp.ID.String(), Email: sp.Email, Reason: sp.Reason,
+		CreatedAt: formatTime(sp.CreatedAt)}
+	if sp.EmailID != nil {
+		id := sp.EmailID.String()
+		j.EmailID = &id
+	}
+	return j
+}
+
+func (s *Server) listSuppressions(c *gin.Context) {
+	p, err := page(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	sps, more, err := s.store.ListSuppressions(c.Request.Context(), principal(c).TeamID, p)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	out := make([]suppressionJSON, len(sps))
+	for i, sp := range sps {
+		out[i] = renderSuppression(sp)
+	}
+	c.JSON(http.StatusOK, list(out, more))
+}
+
+// suppressionAddress checks an address given to the suppression endpoints.
+func suppressionAddress(raw string) (string, error) {
+	a, err := submit.ParseAddress(raw)
+	if err != nil || a.Name != "" || strings.Contains(raw, "<") {
+		return "", validation("The `email` field must be an email address such as someone@example.com.")
+	}
+	if _, ok := sandbox.Outcome(a.Addr()); ok || sandbox.IsDomain(a.Domain) {
+		return "", validation("Sandbox addresses of %s cannot be suppressed.", sandbox.Domain)
+	}
+	return strings.ToLower(a.Addr()), nil
+}
+
+type createSuppressionRequest struct {
+	Email *string `json:"email"`
+}
+
+func (s *Server) createSuppression(c *gin.Context) {
+	var req createSuppressionRequest
+	if err := decodeJSON(c, &req); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	if req.Email == nil || strings.TrimSpace(*req.Email) == "" {
+		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `email` field."))
+		return
+	}
+	addr, err := suppressionAddress(*req.Email)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	sp, _, err := s.store.AddSuppression(c.Request.Context(), store.Suppression{ID: id, TeamID: principal(c).TeamID,
+		Email: addr, Reason: store.SuppressionManual})
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, renderSuppression(sp))
+}
+
+// deleteSuppression takes an entry's id or its address.
+func (s *Server) deleteSuppression(c *gin.Context) {
+	ref := c.Param("id")
+	var id *uuid.UUID
+	var addr string
+	if u, err := uuid.Parse(ref); err == nil {
+		id = &u
+	} else if strings.Contains(ref, "@") {
+		a, err := submit.ParseAddress(ref)
+		if err != nil {
+			s.respondError(c, errorf(http.StatusUnprocessableEntity, nameInvalidParameter,
+				"The path must end in a suppression id or an email address."))
+			return
+		}
+		addr = a.Addr()
+	} else {
+		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameInvalidParameter,
+			"The path must end in a suppression id or an email address."))
+		return
+	}
+	sp, err := s.store.DeleteSuppression(c.Request.Context(), principal(c).TeamID, id, addr)
+	if errors.Is(err, store.ErrNotFound) {
+		s.respondError(c, errorf(http.StatusNotFound, nameNotFound, "Suppression not found."))
+		return
+	}
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	j := renderSuppression(sp)
+	c.JSON(http.StatusOK, struct {
+		suppressionJSON
+		Deleted bool `json:"deleted"`
+	}{j, true})
+}

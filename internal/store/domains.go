@@ -1,0 +1,197 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Domain states, the values of Domain.Status (and of its records' states,
+// which use the same words).
+const (
+	DomainNotStarted        = "not_started"
+	DomainPending           = "pending"
+	DomainVerified          = "verified"
+	DomainPartiallyVerified = "partially_verified"
+	DomainFailed            = "failed"
+	DomainTemporaryFailure  = "temporary_failure"
+)
+
+// TLS modes of a domain.
+const (
+	TLSOpportunistic = "opportunistic"
+	TLSEnforced      = "enforced"
+)
+
+// Domain is a sender domain of a team.
+type Domain struct {
+	ID            uuid.UUID
+	TeamID        uuid.UUID
+	Name          string // lower-case ASCII (punycode)
+	Region        string
+	Status        string
+	ReturnPath    string // label of the return-path subdomain, e.g. "send"
+	OpenTracking  bool
+	ClickTracking bool
+	TLS           string
+	DKIMSelector  string
+	DKIMPublicKey string // base64 DER, the p= of the DKIM record
+	// DKIMPrivateKey is the sealed PKCS #8 private key; only activities
+	// that sign open it.
+	DKIMPrivateKey []byte
+	RecordStatus   map[string]string // record key → status
+	VerifiedAt     *time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	DeletedAt      *time.Time
+}
+
+// Sendable reports whether mail may be accepted from the domain.
+func (d Domain) Sendable() bool {
+	return d.DeletedAt == nil && (d.Status == DomainVerified || d.Status == DomainTemporaryFailure)
+}
+
+const domainColumns = `id, team_id, name, region, status, return_path, open_tracking, click_tracking,
+	tls, dkim_selector, dkim_public_key, dkim_private_key, record_status, verified_at, created_at,
+	updated_at, deleted_at`
+
+func scanDomain(row pgx.Row) (Domain, error) {
+	var d Domain
+	err := row.Scan(&d.ID, &d.TeamID, &d.Name, &d.Region, &d.Status, &d.ReturnPath, &d.OpenTracking,
+		&d.ClickTracking, &d.TLS, &d.DKIMSelector, &d.DKIMPublicKey, &d.DKIMPrivateKey, &d.RecordStatus,
+		&d.VerifiedAt, &d.CreatedAt, &d.UpdatedAt, &d.DeletedAt)
+	if d.RecordStatus == nil {
+		d.RecordStatus = map[string]string{}
+	}
+	return d, mapErr(err)
+}
+
+// CreateDomain inserts a domain. ErrConflict when the team already has a
+// live domain of that name.
+func (s *Store) CreateDomain(ctx context.Context, d Domain) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO domain (id, team_id, name, region, status, return_path,
+			open_tracking, click_tracking, tls, dkim_selector, dkim_public_key, dkim_private_key, record_status)
+		VALUES (@id, @team, @name, @region, @status, @return_path, @open, @click, @tls, @selector,
+			@public, @private, @records)`,
+		pgx.NamedArgs{"id": d.ID, "team": d.TeamID, "name": d.Name, "region": d.Region, "status": d.Status,
+			"return_path": d.ReturnPath, "open": d.OpenTracking, "click": d.ClickTracking, "tls": d.TLS,
+			"selector": d.DKIMSelector, "public": d.DKIMPublicKey, "private": d.DKIMPrivateKey,
+			"records": nonNilMap(d.RecordStatus)})
+	if err != nil {
+		return fmt.Errorf("creating domain %s: %w", d.Name, mapErr(err))
+	}
+	return nil
+}
+
+func nonNilMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+// GetDomain returns a live domain of the team. ErrNotFound for unknown,
+// deleted and other teams' domains.
+func (s *Store) GetDomain(ctx context.Context, teamID, id uuid.UUID) (Domain, error) {
+	return scanDomain(s.pool.QueryRow(ctx, `SELECT `+domainColumns+` FROM domain
+		WHERE id = @id AND team_id = @team AND deleted_at IS NULL`, pgx.NamedArgs{"id": id, "team": teamID}))
+}
+
+// DomainByName returns the team's live domain of that exact name.
+func (s *Store) DomainByName(ctx context.Context, teamID uuid.UUID, name string) (Domain, error) {
+	return scanDomain(s.pool.QueryRow(ctx, `SELECT `+domainColumns+` FROM domain
+		WHERE team_id = @team AND name = @name AND deleted_at IS NULL`, pgx.NamedArgs{"name": name, "team": teamID}))
+}
+
+// DomainByID returns a domain whatever its team, deleted ones included:
+// workflows address domains by id, and emails accepted before a domain was
+// deleted are still signed with its key.
+func (s *Store) DomainByID(ctx context.Context, id uuid.UUID) (Domain, error) {
+	return scanDomain(s.pool.QueryRow(ctx, `SELECT `+domainColumns+` FROM domain WHERE id = @id`,
+		pgx.NamedArgs{"id": id}))
+}
+
+// ListDomains lists the team's live domains, newest first.
+func (s *Store) ListDomains(ctx context.Context, teamID uuid.UUID, p Page) ([]Domain, bool, error) {
+	return listPage(ctx, s, p, `SELECT `+domainColumns+` FROM domain
+		WHERE team_id = @team AND deleted_at IS NULL`, pgx.NamedArgs{"team": teamID}, scanDomain)
+}
+
+// DomainUpdate holds the settings PATCH may change; nil fields stay.
+type DomainUpdate struct {
+	OpenTracking  *bool
+	ClickTracking *bool
+	TLS           *string
+}
+
+// UpdateDomain changes a live domain's settings. ErrNotFound when the team
+// has no such domain.
+func (s *Store) UpdateDomain(ctx context.Context, teamID, id uuid.UUID, u DomainUpdate) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE domain SET
+			open_tracking = coalesce(@open, open_tracking),
+			click_tracking = coalesce(@click, click_tracking),
+			tls = coalesce(@tls, tls),
+			updated_at = now()
+		WHERE id = @id AND team_id = @team AND deleted_at IS NULL`,
+		pgx.NamedArgs{"id": id, "team": teamID, "open": u.OpenTracking, "click": u.ClickTracking, "tls": u.TLS})
+	if err != nil {
+		return fmt.Errorf("updating domain %s: %w", id, mapErr(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// DeleteDomain marks a live domain deleted: no new email is accepted from
+// it. ErrNotFound when the team has no such domain.
+func (s *Store) DeleteDomain(ctx context.Context, teamID, id uuid.UUID) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE domain SET deleted_at = now(), updated_at = now()
+		WHERE id = @id AND team_id = @team AND deleted_at IS NULL`, pgx.NamedArgs{"id": id, "team": teamID})
+	if err != nil {
+		return fmt.Errorf("deleting domain %s: %w", id, mapErr(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// MarkDomainPending moves a live domain whose verification is not running
+// (not_started or failed) to pending, so that a check requested through
+// the API shows at once. It returns the domain as it is afterwards.
+func (s *Store) MarkDomainPending(ctx context.Context, teamID, id uuid.UUID) (Domain, error) {
+	_, err := s.pool.Exec(ctx, `UPDATE domain SET status = 'pending', updated_at = now(),
+			record_status = (SELECT coalesce(jsonb_object_agg(k, 'pending'), '{}') FROM jsonb_object_keys(record_status) k)
+		WHERE id = @id AND team_id = @team AND deleted_at IS NULL AND status IN ('not_started', 'failed')`,
+		pgx.NamedArgs{"id": id, "team": teamID})
+	if err != nil {
+		return Domain{}, fmt.Errorf("marking domain %s pending: %w", id, mapErr(err))
+	}
+	return s.GetDomain(ctx, teamID, id)
+}
+
+// SetDomainStatus records the outcome of a verification check. A deleted
+// domain is left alone. verified_at is set when the domain first becomes
+// verified.
+func (s *Store) SetDomainStatus(ctx context.Context, id uuid.UUID, status string, records map[string]string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE domain SET status = @status, record_status = @records, updated_at = now(),
+			verified_at = CASE WHEN @status = 'verified' THEN coalesce(verified_at, now()) ELSE verified_at END
+		WHERE id = @id AND deleted_at IS NULL`,
+		pgx.NamedArgs{"id": id, "status": status, "records": nonNilMap(records)})
+	if err != nil {
+		return fmt.Errorf("setting status of domain %s: %w", id, mapErr(err))
+	}
+	return nil
+}
+
+// HasDomains reports whether any domain exists (deleted ones included,
+// since their keys still sign accepted mail).
+func (s *Store) HasDomains(ctx context.Context) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM domain)`).Scan(&ok)
+	return ok, mapErr(err)
+}

@@ -1,0 +1,101 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Reasons an address is suppressed.
+const (
+	SuppressionBounce    = "bounce"
+	SuppressionComplaint = "complaint"
+	SuppressionManual    = "manual"
+)
+
+// Suppression is an address of a team's suppression list: mail to it is
+// not attempted.
+type Suppression struct {
+	ID        uuid.UUID
+	TeamID    uuid.UUID
+	Email     string // lower-cased
+	Reason    string
+	EmailID   *uuid.UUID // the email whose outcome added it; nil for manual entries
+	CreatedAt time.Time
+}
+
+const suppressionColumns = `id, team_id, email, reason, email_id, created_at`
+
+func scanSuppression(row pgx.Row) (Suppression, error) {
+	var s Suppression
+	err := row.Scan(&s.ID, &s.TeamID, &s.Email, &s.Reason, &s.EmailID, &s.CreatedAt)
+	return s, mapErr(err)
+}
+
+// AddSuppression adds an address to the team's list and returns the entry.
+// An address already listed keeps its first entry, which is returned with
+// created false.
+func (s *Store) AddSuppression(ctx context.Context, sp Suppression) (Suppression, bool, error) {
+	sp.Email = strings.ToLower(sp.Email)
+	got, err := scanSuppression(s.pool.QueryRow(ctx, `INSERT INTO suppression (id, team_id, email, reason, email_id)
+		VALUES (@id, @team, @email, @reason, @email_id)
+		ON CONFLICT (team_id, email) DO NOTHING
+		RETURNING `+suppressionColumns,
+		pgx.NamedArgs{"id": sp.ID, "team": sp.TeamID, "email": sp.Email, "reason": sp.Reason, "email_id": sp.EmailID}))
+	if err == nil {
+		return got, true, nil
+	}
+	if err != ErrNotFound {
+		return Suppression{}, false, fmt.Errorf("adding suppression: %w", err)
+	}
+	got, err = s.SuppressionByEmail(ctx, sp.TeamID, sp.Email)
+	return got, false, err
+}
+
+// SuppressionByEmail finds the team's entry for an address.
+func (s *Store) SuppressionByEmail(ctx context.Context, teamID uuid.UUID, email string) (Suppression, error) {
+	return scanSuppression(s.pool.QueryRow(ctx, `SELECT `+suppressionColumns+` FROM suppression
+		WHERE team_id = @team AND email = @email`, pgx.NamedArgs{"team": teamID, "email": strings.ToLower(email)}))
+}
+
+// ListSuppressions lists the team's entries, newest first.
+func (s *Store) ListSuppressions(ctx context.Context, teamID uuid.UUID, p Page) ([]Suppression, bool, error) {
+	return listPage(ctx, s, p, `SELECT `+suppressionColumns+` FROM suppression WHERE team_id = @team`,
+		pgx.NamedArgs{"team": teamID}, scanSuppression)
+}
+
+// DeleteSuppression removes the team's entry with this id (when id is set)
+// or for this address, and returns it. ErrNotFound when there is none.
+func (s *Store) DeleteSuppression(ctx context.Context, teamID uuid.UUID, id *uuid.UUID, email string) (Suppression, error) {
+	return scanSuppression(s.pool.QueryRow(ctx, `DELETE FROM suppression
+		WHERE team_id = @team AND ((@id::uuid IS NOT NULL AND id = @id) OR (@id::uuid IS NULL AND email = @email))
+		RETURNING `+suppressionColumns,
+		pgx.NamedArgs{"team": teamID, "id": id, "email": strings.ToLower(email)}))
+}
+
+// Suppressed returns which of the addresses are on the team's list, keyed
+// by lower-cased address.
+func (s *Store) Suppressed(ctx context.Context, teamID uuid.UUID, emails []string) (map[string]bool, error) {
+	lower := make([]string, len(emails))
+	for i, e := range emails {
+		lower[i] = strings.ToLower(e)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT email FROM suppression WHERE team_id = @team AND email = ANY(@emails)`,
+		pgx.NamedArgs{"team": teamID, "emails": lower})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("reading suppressions: %w", mapErr(err))
+	}
+	out := make(map[string]bool, len(found))
+	for _, e := range found {
+		out[e] = true
+	}
+	return out, nil
+}
