@@ -179,7 +179,9 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, keys *se
 		Logger:   logger.With("component", "submit"),
 	})
 	authn := auth.NewAuthenticator(st, keyCacheTTL)
+	verifier := worker.NewVerifier(tc, verifySchedule(cfg.Domains.Verify))
 	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: authn, TemporalUIURL: temporalUI,
+		Records: recordsConfig(cfg.Domains), Verifier: verifier,
 		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, Logger: logger})
 	if err != nil {
 		return frontDoor{}, fmt.Errorf("loading the dashboard: %w", err)
@@ -192,7 +194,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, keys *se
 		Gatherer: reg,
 		Ready:    ready,
 		Domains: api.DomainConfig{
-			Verifier:     worker.NewVerifier(tc, verifySchedule(cfg.Domains.Verify)),
+			Verifier:     verifier,
 			Keys:         keys,
 			DKIMSelector: cfg.Domains.DKIMSelector,
 			Records:      recordsConfig(cfg.Domains),

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -32,6 +33,10 @@ type Config struct {
 	TemporalUIURL string
 	// Namespace is the Temporal namespace of the workflows.
 	Namespace string
+	// Records is the operator's side of the DNS records domains publish.
+	Records records.Config
+	// Verifier starts domain verification; nil disables the verify button.
+	Verifier Verifier
 	// SecureCookies marks cookies Secure; set it when served over TLS.
 	SecureCookies bool
 	Logger        *slog.Logger
@@ -59,7 +64,7 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{cfg: cfg, store: cfg.Store, logger: cfg.Logger.With("component", "dashboard"),
 		throttle: newThrottle(5, 15*time.Minute), now: time.Now, pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{"fmtTime": fmtTime, "badge": badge, "join": strings.Join}
-	for _, page := range []string{"login", "emails", "email", "metrics", "apikeys"} {
+	for _, page := range []string{"login", "emails", "email", "metrics", "domains", "apikeys", "suppressions"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -84,6 +89,10 @@ func New(cfg Config) (*Handler, error) {
 	m.Handle("GET /dashboard/emails/{id}/raw", h.signedIn(h.emailRaw))
 	m.Handle("GET /dashboard/emails/{id}/preview", h.signedIn(h.emailPreview))
 	m.Handle("GET /dashboard/metrics", h.signedIn(h.metrics))
+	m.Handle("GET /dashboard/domains", h.signedIn(h.domains))
+	m.Handle("POST /dashboard/domains/{id}/verify", h.signedIn(h.verifyDomain))
+	m.Handle("GET /dashboard/suppressions", h.signedIn(h.suppressions))
+	m.Handle("POST /dashboard/suppressions/{id}/remove", h.signedIn(h.removeSuppression))
 	m.Handle("GET /dashboard/api-keys", h.signedIn(h.apiKeys))
 	m.Handle("POST /dashboard/api-keys", h.signedIn(h.createAPIKey))
 	m.Handle("POST /dashboard/api-keys/{id}/revoke", h.signedIn(h.revokeAPIKey))

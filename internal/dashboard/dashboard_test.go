@@ -10,6 +10,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/storetest"
 	"github.com/posthaste/posthaste/internal/submit"
@@ -29,17 +31,32 @@ import (
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
 type fixture struct {
-	t     *testing.T
-	srv   *httptest.Server
-	store *store.Store
-	a, b  account.Credentials
+	t        *testing.T
+	srv      *httptest.Server
+	store    *store.Store
+	a, b     account.Credentials
+	verifier *recordingVerifier
+}
+
+type recordingVerifier struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (v *recordingVerifier) Verify(_ context.Context, id string) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.ids = append(v.ids, id)
+	return nil
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	st := storetest.New(t)
 	authn := auth.NewAuthenticator(st, time.Second)
-	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: authn, TemporalUIURL: "http://ui.example:8233"})
+	v := &recordingVerifier{}
+	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: authn, TemporalUIURL: "http://ui.example:8233",
+		Records: records.Config{BounceHost: "bounces.posthaste.example", SPFInclude: "spf.posthaste.example"}, Verifier: v})
 	require.NoError(t, err)
 	srv := httptest.NewServer(api.New(api.Config{Store: st, Auth: authn,
 		Submit: submit.New(submit.Config{Store: st}), Dashboard: dash}))
@@ -49,7 +66,7 @@ func newFixture(t *testing.T) *fixture {
 	require.NoError(t, err)
 	b, err := account.NewTeam(ctx, st, "Team B", "b@example.com")
 	require.NoError(t, err)
-	return &fixture{t: t, srv: srv, store: st, a: a, b: b}
+	return &fixture{t: t, srv: srv, store: st, a: a, b: b, verifier: v}
 }
 
 // browser is a client with a cookie jar that does not follow redirects.
@@ -272,4 +289,51 @@ func TestAPIKeysPage(t *testing.T) {
 	_, pb := get(t, cb, f.srv.URL+"/dashboard/api-keys")
 	res, _ = post(t, cb, f.srv.URL+"/dashboard/api-keys/"+keys[0].ID.String()+"/revoke", url.Values{"csrf": {csrf(t, pb)}})
 	require.Equal(t, http.StatusNotFound, res.StatusCode)
+}
+
+func TestDomainsAndSuppressionsPages(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	teamA := uuid.MustParse(f.a.TeamID)
+	dom := store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: teamA, Name: "shop.test", Region: "eu-west-1",
+		Status: store.DomainNotStarted, ReturnPath: "send", TLS: store.TLSOpportunistic, DKIMSelector: "posthaste",
+		DKIMPublicKey: "MIIBIjANBgkq", DKIMPrivateKey: []byte("sealed"), RecordStatus: map[string]string{"dkim": "verified"}}
+	require.NoError(t, f.store.CreateDomain(ctx, dom))
+	sp, _, err := f.store.AddSuppression(ctx, store.Suppression{ID: uuid.Must(uuid.NewV7()), TeamID: teamA,
+		Email: "gone@shop.test", Reason: "bounce"})
+	require.NoError(t, err)
+
+	c := f.browser()
+	f.login(c, f.a.Email, f.a.Password)
+	_, page := get(t, c, f.srv.URL+"/dashboard/domains")
+	require.Contains(t, page, "shop.test")
+	require.Contains(t, page, `class="badge neutral">not_started<`)
+	require.Contains(t, page, "posthaste._domainkey")
+	require.Contains(t, page, "v=DKIM1; k=rsa; p=MIIBIjANBgkq")
+	require.Contains(t, page, "v=spf1 include:spf.posthaste.example ~all")
+	require.Contains(t, page, "bounces.posthaste.example")
+	require.Contains(t, page, `data-copy="send"`)
+
+	res, _ := post(t, c, f.srv.URL+"/dashboard/domains/"+dom.ID.String()+"/verify", url.Values{"csrf": {csrf(t, page)}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	require.Equal(t, []string{dom.ID.String()}, f.verifier.ids)
+	got, err := f.store.GetDomain(ctx, teamA, dom.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.DomainPending, got.Status)
+
+	_, page = get(t, c, f.srv.URL+"/dashboard/suppressions")
+	require.Contains(t, page, "gone@shop.test")
+	res, _ = post(t, c, f.srv.URL+"/dashboard/suppressions/"+sp.ID.String()+"/remove", url.Values{"csrf": {csrf(t, page)}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	_, page = get(t, c, f.srv.URL+"/dashboard/suppressions")
+	require.NotContains(t, page, "gone@shop.test")
+
+	// Team B can neither see nor touch team A's domain.
+	cb := f.browser()
+	f.login(cb, f.b.Email, f.b.Password)
+	_, pb := get(t, cb, f.srv.URL+"/dashboard/domains")
+	require.NotContains(t, pb, "shop.test")
+	res, _ = post(t, cb, f.srv.URL+"/dashboard/domains/"+dom.ID.String()+"/verify", url.Values{"csrf": {csrf(t, pb)}})
+	require.Equal(t, http.StatusNotFound, res.StatusCode)
+	require.Len(t, f.verifier.ids, 1)
 }
