@@ -11,6 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"github.com/pquerna/otp/totp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/pgtest"
@@ -147,4 +148,36 @@ func TestDashboardInBrowser(t *testing.T) {
 		`document.getElementById("chart").width > 0 && typeof Chart !== "undefined"`, &drawn)))
 	require.True(t, drawn, "Chart.js drew the chart")
 	screenshot(t, ctx, "metrics")
+
+	// Turn on TOTP in the browser, sign out, and sign in with both factors.
+	var secret string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(dev.base+"/dashboard/account"),
+		chromedp.Click(`form[action="/dashboard/account/mfa/start"] button`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#totp-secret`, chromedp.ByID),
+		chromedp.Text(`#totp-secret`, &secret, chromedp.ByID),
+	))
+	screenshot(t, ctx, "mfa-setup")
+	code, err := totp.GenerateCode(secret, time.Now())
+	require.NoError(t, err)
+	var codes string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.SendKeys(`#confirm-code`, code+kb.Enter, chromedp.ByID),
+		chromedp.WaitVisible(`ul.codes`, chromedp.ByQuery),
+		chromedp.Text(`ul.codes`, &codes, chromedp.ByQuery),
+		chromedp.Click(`form[action="/dashboard/logout"] button`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#password`, chromedp.ByID),
+		chromedp.SendKeys(`#email`, creds.Email, chromedp.ByID),
+		chromedp.SendKeys(`#password`, creds.Password+kb.Enter, chromedp.ByID),
+		chromedp.WaitVisible(`#code`, chromedp.ByID),
+	))
+	require.Len(t, strings.Fields(codes), 10, "ten recovery codes")
+	code, err = totp.GenerateCode(secret, time.Now())
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.SendKeys(`#code`, code+kb.Enter, chromedp.ByID),
+		chromedp.WaitVisible(`table.list`, chromedp.ByQuery),
+		chromedp.Location(&url),
+	))
+	require.True(t, strings.HasSuffix(url, "/dashboard/emails"), url)
 }

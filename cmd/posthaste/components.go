@@ -118,12 +118,12 @@ func masterKey(ctx context.Context, cfg config.Domains, st *store.Store, devKeyF
 	case devKeyFile != "":
 		key, err = seal.LoadOrCreateKeyFile(devKeyFile)
 	default:
-		has, err := st.HasDomains(ctx)
+		has, err := st.HasSealedSecrets(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("checking for domains: %w", err)
+			return nil, fmt.Errorf("checking for sealed secrets: %w", err)
 		}
 		if has {
-			return nil, errors.New("POSTHASTE_MASTER_KEY (or POSTHASTE_MASTER_KEY_FILE) is required: domains exist whose DKIM keys it protects")
+			return nil, errors.New("POSTHASTE_MASTER_KEY (or POSTHASTE_MASTER_KEY_FILE) is required: DKIM keys or TOTP secrets sealed with it exist")
 		}
 		return nil, nil
 	}
@@ -181,7 +181,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, keys *se
 	authn := auth.NewAuthenticator(st, keyCacheTTL)
 	verifier := worker.NewVerifier(tc, verifySchedule(cfg.Domains.Verify))
 	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: authn, TemporalUIURL: temporalUI,
-		Records: recordsConfig(cfg.Domains), Verifier: verifier,
+		Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys,
 		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, Logger: logger})
 	if err != nil {
 		return frontDoor{}, fmt.Errorf("loading the dashboard: %w", err)

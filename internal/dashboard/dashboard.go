@@ -15,6 +15,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/records"
+	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -35,6 +36,8 @@ type Config struct {
 	Namespace string
 	// Records is the operator's side of the DNS records domains publish.
 	Records records.Config
+	// Keys seals TOTP secrets; nil makes two-factor setup unavailable.
+	Keys *seal.Box
 	// Verifier starts domain verification; nil disables the verify button.
 	Verifier Verifier
 	// SecureCookies marks cookies Secure; set it when served over TLS.
@@ -64,7 +67,7 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{cfg: cfg, store: cfg.Store, logger: cfg.Logger.With("component", "dashboard"),
 		throttle: newThrottle(5, 15*time.Minute), now: time.Now, pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{"fmtTime": fmtTime, "badge": badge, "join": strings.Join}
-	for _, page := range []string{"login", "emails", "email", "metrics", "domains", "apikeys", "suppressions"} {
+	for _, page := range []string{"login", "emails", "email", "metrics", "domains", "apikeys", "suppressions", "mfa", "account"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -82,6 +85,13 @@ func New(cfg Config) (*Handler, error) {
 	})
 	m.HandleFunc("GET /dashboard/login", h.loginPage)
 	m.HandleFunc("POST /dashboard/login", h.login)
+	m.Handle("GET /dashboard/login/mfa", h.pendingMFA(h.mfaPage))
+	m.Handle("POST /dashboard/login/mfa", h.pendingMFA(h.mfa))
+	m.Handle("GET /dashboard/account", h.signedIn(h.account))
+	m.Handle("POST /dashboard/account/mfa/start", h.signedIn(h.startMFA))
+	m.Handle("POST /dashboard/account/mfa/confirm", h.signedIn(h.confirmMFA))
+	m.Handle("POST /dashboard/account/mfa/disable", h.signedIn(h.disableMFA))
+	m.Handle("POST /dashboard/account/team-mfa", h.signedIn(h.teamMFA))
 	m.Handle("POST /dashboard/logout", h.signedIn(h.logout))
 	m.Handle("POST /dashboard/logout-everywhere", h.signedIn(h.logoutEverywhere))
 	m.Handle("GET /dashboard/emails", h.signedIn(h.emails))

@@ -1,6 +1,7 @@
 package dashboard_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -15,14 +16,17 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/pquerna/otp/totp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/dashboard"
+	"github.com/posthaste/posthaste/internal/password"
 	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/records"
+	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/storetest"
 	"github.com/posthaste/posthaste/internal/submit"
@@ -55,7 +59,9 @@ func newFixture(t *testing.T) *fixture {
 	st := storetest.New(t)
 	authn := auth.NewAuthenticator(st, time.Second)
 	v := &recordingVerifier{}
-	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: authn, TemporalUIURL: "http://ui.example:8233",
+	box, err := seal.New(bytes.Repeat([]byte{7}, 32))
+	require.NoError(t, err)
+	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: authn, TemporalUIURL: "http://ui.example:8233", Keys: box,
 		Records: records.Config{BounceHost: "bounces.posthaste.example", SPFInclude: "spf.posthaste.example"}, Verifier: v})
 	require.NoError(t, err)
 	srv := httptest.NewServer(api.New(api.Config{Store: st, Auth: authn,
@@ -336,4 +342,107 @@ func TestDomainsAndSuppressionsPages(t *testing.T) {
 	res, _ = post(t, cb, f.srv.URL+"/dashboard/domains/"+dom.ID.String()+"/verify", url.Values{"csrf": {csrf(t, pb)}})
 	require.Equal(t, http.StatusNotFound, res.StatusCode)
 	require.Len(t, f.verifier.ids, 1)
+}
+
+var secretRe = regexp.MustCompile(`<code id="totp-secret">([A-Z2-7]+)</code>`)
+var codeRe = regexp.MustCompile(`<li><code>([a-z0-9]{4}-[a-z0-9]{4})</code></li>`)
+
+// enroll turns on TOTP for the signed-in browser and returns the secret
+// and the recovery codes.
+func (f *fixture) enroll(c *http.Client) (string, []string) {
+	t := f.t
+	_, page := get(t, c, f.srv.URL+"/dashboard/account")
+	require.Contains(t, page, "Set up")
+	_, page = post(t, c, f.srv.URL+"/dashboard/account/mfa/start", url.Values{"csrf": {csrf(t, page)}})
+	m := secretRe.FindStringSubmatch(page)
+	require.NotNil(t, m, page)
+	require.Contains(t, page, `src="data:image/png;base64,`)
+	res, bad := post(t, c, f.srv.URL+"/dashboard/account/mfa/confirm", url.Values{"csrf": {csrf(t, page)}, "code": {"000000"}})
+	require.Equal(t, http.StatusUnprocessableEntity, res.StatusCode)
+	code, err := totp.GenerateCode(m[1], time.Now())
+	require.NoError(t, err)
+	_, page = post(t, c, f.srv.URL+"/dashboard/account/mfa/confirm", url.Values{"csrf": {csrf(t, bad)}, "code": {code}})
+	var codes []string
+	for _, cm := range codeRe.FindAllStringSubmatch(page, -1) {
+		codes = append(codes, cm[1])
+	}
+	require.Len(t, codes, 10, page)
+	return m[1], codes
+}
+
+func TestTOTPSignIn(t *testing.T) {
+	f := newFixture(t)
+	c := f.browser()
+	f.login(c, f.a.Email, f.a.Password)
+	secret, codes := f.enroll(c)
+
+	// The secret is stored sealed, never in the clear.
+	m, err := f.store.UserMFA(context.Background(), mustUser(t, f, f.a.Email), uuid.MustParse(f.a.TeamID))
+	require.NoError(t, err)
+	require.NotContains(t, string(m.SealedSecret), secret)
+
+	// A new sign-in needs the second factor before any page.
+	c2 := f.browser()
+	res, _ := f.login(c2, f.a.Email, f.a.Password)
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	require.Contains(t, res.Header.Get("Location"), "/dashboard/login/mfa")
+	res, _ = get(t, c2, f.srv.URL+"/dashboard/emails")
+	require.Equal(t, "/dashboard/login/mfa", res.Header.Get("Location"), "pages wait for the code")
+	_, page := get(t, c2, f.srv.URL+"/dashboard/login/mfa")
+	res, page = post(t, c2, f.srv.URL+"/dashboard/login/mfa", url.Values{"csrf": {csrf(t, page)}, "code": {"123456"}})
+	require.Equal(t, http.StatusUnauthorized, res.StatusCode)
+	require.Contains(t, page, "That code is not valid.")
+	code, err := totp.GenerateCode(secret, time.Now())
+	require.NoError(t, err)
+	res, _ = post(t, c2, f.srv.URL+"/dashboard/login/mfa", url.Values{"csrf": {csrf(t, page)}, "code": {code}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	res, _ = get(t, c2, f.srv.URL+"/dashboard/emails")
+	require.Equal(t, 200, res.StatusCode)
+
+	// A recovery code works once.
+	for i, want := range []int{http.StatusSeeOther, http.StatusUnauthorized} {
+		c3 := f.browser()
+		f.login(c3, f.a.Email, f.a.Password)
+		_, page := get(t, c3, f.srv.URL+"/dashboard/login/mfa")
+		res, _ := post(t, c3, f.srv.URL+"/dashboard/login/mfa", url.Values{"csrf": {csrf(t, page)}, "code": {strings.ToUpper(codes[0])}})
+		require.Equal(t, want, res.StatusCode, "attempt %d", i)
+	}
+}
+
+func mustUser(t *testing.T, f *fixture, email string) uuid.UUID {
+	u, err := f.store.UserByEmail(context.Background(), email)
+	require.NoError(t, err)
+	return u.ID
+}
+
+func TestTeamCanRequireTOTP(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	// A second member of team A.
+	hash, err := password.Hash("member-password")
+	require.NoError(t, err)
+	member := store.User{ID: uuid.New(), Email: "member@example.com", PasswordHash: hash}
+	require.NoError(t, f.store.CreateUser(ctx, member))
+	require.NoError(t, f.store.AddMember(ctx, uuid.MustParse(f.a.TeamID), member.ID, "member"))
+
+	mc := f.browser()
+	f.login(mc, member.Email, "member-password")
+	_, page := get(t, mc, f.srv.URL+"/dashboard/account")
+	res, _ := post(t, mc, f.srv.URL+"/dashboard/account/team-mfa", url.Values{"csrf": {csrf(t, page)}, "require": {"on"}})
+	require.Equal(t, http.StatusForbidden, res.StatusCode, "only owners decide")
+
+	oc := f.browser()
+	f.login(oc, f.a.Email, f.a.Password)
+	_, page = get(t, oc, f.srv.URL+"/dashboard/account")
+	res, _ = post(t, oc, f.srv.URL+"/dashboard/account/team-mfa", url.Values{"csrf": {csrf(t, page)}, "require": {"on"}})
+	require.Equal(t, http.StatusOK, res.StatusCode)
+
+	// The member is sent to set up a second factor before anything else.
+	res, _ = get(t, mc, f.srv.URL+"/dashboard/emails")
+	require.Equal(t, "/dashboard/account", res.Header.Get("Location"))
+	_, page = get(t, mc, f.srv.URL+"/dashboard/account")
+	require.Contains(t, page, "Your team requires two-factor authentication")
+	f.enroll(mc)
+	res, _ = get(t, mc, f.srv.URL+"/dashboard/emails")
+	require.Equal(t, 200, res.StatusCode)
 }

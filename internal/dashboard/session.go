@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -41,8 +42,19 @@ func (h *Handler) cookie(name, value string, maxAge time.Duration) *http.Cookie 
 		Secure: h.cfg.SecureCookies, SameSite: http.SameSiteLaxMode, MaxAge: int(maxAge.Seconds())}
 }
 
-// signedIn requires a session; POSTs also require its CSRF token.
+// signedIn requires a session that passed every factor; POSTs also
+// require its CSRF token. A member of a team that requires a second factor
+// and has none reaches only the account page, to set one up.
 func (h *Handler) signedIn(next func(http.ResponseWriter, *http.Request, *store.Session)) http.Handler {
+	return h.session(false, next)
+}
+
+// pendingMFA requires a session waiting for its second factor.
+func (h *Handler) pendingMFA(next func(http.ResponseWriter, *http.Request, *store.Session)) http.Handler {
+	return h.session(true, next)
+}
+
+func (h *Handler) session(pending bool, next func(http.ResponseWriter, *http.Request, *store.Session)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := r.Cookie(sessionCookie)
 		if err != nil || c.Value == "" {
@@ -62,6 +74,25 @@ func (h *Handler) signedIn(next func(http.ResponseWriter, *http.Request, *store.
 		if r.Method == http.MethodPost && !sameToken(r.PostFormValue("csrf"), se.CSRFToken) {
 			http.Error(w, "The form has expired. Go back, reload the page and try again.", http.StatusForbidden)
 			return
+		}
+		if se.MFAPending != pending {
+			target := "/dashboard/emails"
+			if se.MFAPending {
+				target = "/dashboard/login/mfa"
+			}
+			http.Redirect(w, r, target, http.StatusSeeOther)
+			return
+		}
+		if !pending && !strings.HasPrefix(r.URL.Path, "/dashboard/account") {
+			m, err := h.store.UserMFA(r.Context(), se.UserID, se.TeamID)
+			if err != nil {
+				h.fail(w, r, err)
+				return
+			}
+			if m.TeamRequires && m.EnabledAt == nil {
+				http.Redirect(w, r, "/dashboard/account", http.StatusSeeOther)
+				return
+			}
 		}
 		next(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, &se)), &se)
 	})
@@ -147,14 +178,24 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	m, err := h.store.UserMFA(r.Context(), u.ID, team)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	pending := m.EnabledAt != nil
 	tok := randomToken()
 	if err := h.store.CreateSession(r.Context(), store.Session{IDHash: tokenHash(tok), UserID: u.ID, TeamID: team,
-		CSRFToken: randomToken(), ExpiresAt: h.now().Add(sessionLifetime)}); err != nil {
+		CSRFToken: randomToken(), ExpiresAt: h.now().Add(sessionLifetime), MFAPending: pending}); err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	http.SetCookie(w, h.cookie(loginCSRFCookie, "", -time.Second))
 	http.SetCookie(w, h.cookie(sessionCookie, tok, sessionLifetime))
+	if pending {
+		http.Redirect(w, r, "/dashboard/login/mfa?next="+url.QueryEscape(d.Next), http.StatusSeeOther)
+		return
+	}
 	http.Redirect(w, r, d.Next, http.StatusSeeOther)
 }
 

@@ -17,25 +17,29 @@ type Session struct {
 	TeamID    uuid.UUID
 	CSRFToken string
 	ExpiresAt time.Time
-	UserEmail string // filled by SessionByHash
-	TeamName  string // filled by SessionByHash
+	// MFAPending means the password was right but the second factor is
+	// still due; such a session reaches only the second-factor page.
+	MFAPending bool
+	UserEmail  string // filled by SessionByHash
+	TeamName   string // filled by SessionByHash
 }
 
 // CreateSession stores a session.
 func (s *Store) CreateSession(ctx context.Context, se Session) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO dashboard_session (id_hash, user_id, team_id, csrf_token, expires_at)
-		VALUES (@hash, @user, @team, @csrf, @expires)`,
-		pgx.NamedArgs{"hash": se.IDHash, "user": se.UserID, "team": se.TeamID, "csrf": se.CSRFToken, "expires": se.ExpiresAt})
+	_, err := s.pool.Exec(ctx, `INSERT INTO dashboard_session (id_hash, user_id, team_id, csrf_token, expires_at, mfa_pending)
+		VALUES (@hash, @user, @team, @csrf, @expires, @pending)`,
+		pgx.NamedArgs{"hash": se.IDHash, "user": se.UserID, "team": se.TeamID, "csrf": se.CSRFToken,
+			"expires": se.ExpiresAt, "pending": se.MFAPending})
 	return mapErr(err)
 }
 
 // SessionByHash returns a live session. ErrNotFound when unknown or expired.
 func (s *Store) SessionByHash(ctx context.Context, hash []byte) (Session, error) {
 	var se Session
-	err := s.pool.QueryRow(ctx, `SELECT s.id_hash, s.user_id, s.team_id, s.csrf_token, s.expires_at, u.email, t.name
+	err := s.pool.QueryRow(ctx, `SELECT s.id_hash, s.user_id, s.team_id, s.csrf_token, s.expires_at, s.mfa_pending, u.email, t.name
 		FROM dashboard_session s JOIN app_user u ON u.id = s.user_id JOIN team t ON t.id = s.team_id
 		WHERE s.id_hash = @hash AND s.expires_at > now()`, pgx.NamedArgs{"hash": hash}).
-		Scan(&se.IDHash, &se.UserID, &se.TeamID, &se.CSRFToken, &se.ExpiresAt, &se.UserEmail, &se.TeamName)
+		Scan(&se.IDHash, &se.UserID, &se.TeamID, &se.CSRFToken, &se.ExpiresAt, &se.MFAPending, &se.UserEmail, &se.TeamName)
 	return se, mapErr(err)
 }
 

@@ -1,0 +1,251 @@
+package dashboard
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html/template"
+	"image/png"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/pquerna/otp"
+	"github.com/pquerna/otp/totp"
+
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// recoveryCodes is how many one-time codes a user gets.
+const recoveryCodes = 10
+
+// validate checks a TOTP code (RFC 6238, 30 s steps, one step of skew).
+func validate(code, secret string, now time.Time) bool {
+	ok, err := totp.ValidateCustom(strings.TrimSpace(code), secret, now, totp.ValidateOpts{
+		Period: 30, Skew: 1, Digits: otp.DigitsSix, Algorithm: otp.AlgorithmSHA1})
+	return err == nil && ok
+}
+
+func (h *Handler) secret(se *store.Session, m store.MFA) (string, error) {
+	if h.cfg.Keys == nil || m.SealedSecret == nil {
+		return "", errors.New("no second factor is set up")
+	}
+	b, err := h.cfg.Keys.Open(m.SealedSecret, se.UserID[:])
+	if err != nil {
+		return "", fmt.Errorf("opening the totp secret: %w", err)
+	}
+	return string(b), nil
+}
+
+type mfaData struct {
+	Error string
+	Next  string
+}
+
+func (h *Handler) mfaPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	h.render(w, http.StatusOK, "mfa", view{Title: "Two-factor authentication", Session: nil, CSRF: se.CSRFToken,
+		Data: mfaData{Next: safeNext(r.URL.Query().Get("next"))}})
+}
+
+// mfa checks the second factor of a session that passed the password: a
+// code from the authenticator app or an unused recovery code.
+func (h *Handler) mfa(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	d := mfaData{Next: safeNext(r.PostFormValue("next"))}
+	key := "mfa|" + se.UserID.String()
+	if !h.throttle.allow(key, h.now()) {
+		d.Error = "Too many wrong codes. Wait a few minutes and try again."
+		h.render(w, http.StatusTooManyRequests, "mfa", view{Title: "Two-factor authentication", CSRF: se.CSRFToken, Data: d})
+		return
+	}
+	m, err := h.store.UserMFA(r.Context(), se.UserID, se.TeamID)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	secret, err := h.secret(se, m)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	code := strings.TrimSpace(r.PostFormValue("code"))
+	ok := validate(code, secret, h.now())
+	if !ok && len(code) > 6 {
+		ok, err = h.store.UseRecoveryCode(r.Context(), se.UserID, tokenHash(normalizeRecovery(code)))
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+	}
+	if !ok {
+		h.throttle.fail(key, h.now())
+		d.Error = "That code is not valid."
+		h.render(w, http.StatusUnauthorized, "mfa", view{Title: "Two-factor authentication", CSRF: se.CSRFToken, Data: d})
+		return
+	}
+	h.throttle.reset(key)
+	if err := h.store.CompleteMFA(r.Context(), se.IDHash); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	http.Redirect(w, r, d.Next, http.StatusSeeOther)
+}
+
+func normalizeRecovery(code string) string {
+	return strings.ToLower(strings.ReplaceAll(strings.TrimSpace(code), " ", ""))
+}
+
+type accountData struct {
+	Enabled       bool
+	TeamRequires  bool
+	Owner         bool
+	Available     bool   // a master key is configured, so secrets can be sealed
+	Secret        string // during setup
+	QR            template.URL // data URL of the QR code (a PNG we made), during setup
+	RecoveryCodes []string
+	Message       string
+	Error         string
+}
+
+func (h *Handler) account(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	h.renderAccount(w, r, se, http.StatusOK, accountData{})
+}
+
+func (h *Handler) renderAccount(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d accountData) {
+	m, err := h.store.UserMFA(r.Context(), se.UserID, se.TeamID)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	role, err := h.store.MemberRole(r.Context(), se.TeamID, se.UserID)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	d.Enabled, d.TeamRequires, d.Owner, d.Available = m.EnabledAt != nil, m.TeamRequires, role == "owner", h.cfg.Keys != nil
+	if d.TeamRequires && !d.Enabled && d.Message == "" && d.Secret == "" {
+		d.Message = "Your team requires two-factor authentication. Set it up to continue."
+	}
+	h.render(w, status, "account", view{Title: "Account", Nav: "account", Session: se, CSRF: se.CSRFToken, Data: d})
+}
+
+func (h *Handler) startMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	if h.cfg.Keys == nil {
+		h.renderAccount(w, r, se, http.StatusServiceUnavailable, accountData{
+			Error: "Two-factor authentication needs POSTHASTE_MASTER_KEY on this server."})
+		return
+	}
+	key, err := totp.Generate(totp.GenerateOpts{Issuer: "Posthaste", AccountName: se.UserEmail})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	sealed, err := h.cfg.Keys.Seal([]byte(key.Secret()), se.UserID[:])
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := h.store.StartTOTP(r.Context(), se.UserID, sealed); errors.Is(err, store.ErrConflict) {
+		h.renderAccount(w, r, se, http.StatusConflict, accountData{Error: "Two-factor authentication is already on."})
+		return
+	} else if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	img, err := key.Image(200, 200)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.renderAccount(w, r, se, http.StatusOK, accountData{Secret: key.Secret(),
+		QR: template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(buf.Bytes()))})
+}
+
+func (h *Handler) confirmMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	m, err := h.store.UserMFA(r.Context(), se.UserID, se.TeamID)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if m.EnabledAt != nil {
+		h.renderAccount(w, r, se, http.StatusConflict, accountData{Error: "Two-factor authentication is already on."})
+		return
+	}
+	secret, err := h.secret(se, m)
+	if err != nil {
+		h.renderAccount(w, r, se, http.StatusUnprocessableEntity, accountData{Error: "Start the setup first."})
+		return
+	}
+	if !validate(r.PostFormValue("code"), secret, h.now()) {
+		h.renderAccount(w, r, se, http.StatusUnprocessableEntity, accountData{
+			Error: "That code is not valid. Check the time on your device and try again."})
+		return
+	}
+	codes := make([]string, recoveryCodes)
+	hashes := make([][]byte, recoveryCodes)
+	for i := range codes {
+		b := make([]byte, 6)
+		_, _ = rand.Read(b)
+		c := strings.ToLower(base64.RawURLEncoding.EncodeToString(b)) // 8 characters
+		c = strings.NewReplacer("-", "x", "_", "y").Replace(c)
+		codes[i] = c[:4] + "-" + c[4:]
+		hashes[i] = tokenHash(normalizeRecovery(codes[i]))
+	}
+	if err := h.store.EnableTOTP(r.Context(), se.UserID, hashes); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.renderAccount(w, r, se, http.StatusOK, accountData{RecoveryCodes: codes,
+		Message: "Two-factor authentication is on. Keep these recovery codes somewhere safe: each works once, and they are shown only now."})
+}
+
+func (h *Handler) disableMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	m, err := h.store.UserMFA(r.Context(), se.UserID, se.TeamID)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if m.TeamRequires {
+		h.renderAccount(w, r, se, http.StatusForbidden, accountData{Error: "Your team requires two-factor authentication."})
+		return
+	}
+	secret, err := h.secret(se, m)
+	if err != nil || !validate(r.PostFormValue("code"), secret, h.now()) {
+		h.renderAccount(w, r, se, http.StatusUnprocessableEntity, accountData{Error: "Enter a current code to turn it off."})
+		return
+	}
+	if err := h.store.DisableTOTP(r.Context(), se.UserID); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.renderAccount(w, r, se, http.StatusOK, accountData{Message: "Two-factor authentication is off."})
+}
+
+// teamMFA lets an owner require a second factor of every member.
+func (h *Handler) teamMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	role, err := h.store.MemberRole(r.Context(), se.TeamID, se.UserID)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if role != "owner" {
+		h.renderAccount(w, r, se, http.StatusForbidden, accountData{Error: "Only team owners can change this."})
+		return
+	}
+	require := r.PostFormValue("require") == "on"
+	if err := h.store.SetTeamMFARequired(r.Context(), se.TeamID, require); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	msg := "Members may sign in without a second factor."
+	if require {
+		msg = "Every member now needs two-factor authentication."
+	}
+	h.renderAccount(w, r, se, http.StatusOK, accountData{Message: msg})
+}

@@ -1,0 +1,104 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// MFA is a user's second factor.
+type MFA struct {
+	SealedSecret []byte     // nil when never set up
+	EnabledAt    *time.Time // nil until the user confirmed a code
+	TeamRequires bool       // the session's team requires a second factor
+}
+
+// UserMFA reads a user's second factor and whether the team requires one.
+func (s *Store) UserMFA(ctx context.Context, userID, teamID uuid.UUID) (MFA, error) {
+	var m MFA
+	err := s.pool.QueryRow(ctx, `SELECT u.totp_secret, u.totp_enabled_at, t.mfa_required
+		FROM app_user u, team t WHERE u.id = @user AND t.id = @team`,
+		pgx.NamedArgs{"user": userID, "team": teamID}).Scan(&m.SealedSecret, &m.EnabledAt, &m.TeamRequires)
+	return m, mapErr(err)
+}
+
+// StartTOTP stores a new, not yet confirmed secret, replacing an
+// unconfirmed one. ErrConflict when a confirmed one exists.
+func (s *Store) StartTOTP(ctx context.Context, userID uuid.UUID, sealed []byte) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE app_user SET totp_secret = @secret
+		WHERE id = @user AND totp_enabled_at IS NULL`, pgx.NamedArgs{"user": userID, "secret": sealed})
+	if err != nil {
+		return mapErr(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrConflict
+	}
+	return nil
+}
+
+// EnableTOTP confirms the secret and replaces the recovery codes, in one
+// transaction.
+func (s *Store) EnableTOTP(ctx context.Context, userID uuid.UUID, codeHashes [][]byte) error {
+	b := &pgx.Batch{}
+	b.Queue(`UPDATE app_user SET totp_enabled_at = now() WHERE id = @user AND totp_secret IS NOT NULL`,
+		pgx.NamedArgs{"user": userID})
+	b.Queue(`DELETE FROM recovery_code WHERE user_id = @user`, pgx.NamedArgs{"user": userID})
+	b.Queue(`INSERT INTO recovery_code (user_id, code_hash) SELECT @user, unnest(@codes::bytea[])`,
+		pgx.NamedArgs{"user": userID, "codes": codeHashes})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("enabling totp: %w", mapErr(err))
+	}
+	return nil
+}
+
+// DisableTOTP removes the second factor and its recovery codes.
+func (s *Store) DisableTOTP(ctx context.Context, userID uuid.UUID) error {
+	b := &pgx.Batch{}
+	b.Queue(`UPDATE app_user SET totp_secret = NULL, totp_enabled_at = NULL WHERE id = @user`, pgx.NamedArgs{"user": userID})
+	b.Queue(`DELETE FROM recovery_code WHERE user_id = @user`, pgx.NamedArgs{"user": userID})
+	return mapErr(s.pool.SendBatch(ctx, b).Close())
+}
+
+// UseRecoveryCode spends an unused recovery code; false when there is none.
+func (s *Store) UseRecoveryCode(ctx context.Context, userID uuid.UUID, codeHash []byte) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE recovery_code SET used_at = now()
+		WHERE user_id = @user AND code_hash = @hash AND used_at IS NULL`,
+		pgx.NamedArgs{"user": userID, "hash": codeHash})
+	if err != nil {
+		return false, mapErr(err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// SetTeamMFARequired turns the team's second-factor requirement on or off.
+func (s *Store) SetTeamMFARequired(ctx context.Context, teamID uuid.UUID, required bool) error {
+	_, err := s.pool.Exec(ctx, `UPDATE team SET mfa_required = @req WHERE id = @team`,
+		pgx.NamedArgs{"team": teamID, "req": required})
+	return mapErr(err)
+}
+
+// CompleteMFA marks a session as having passed the second factor.
+func (s *Store) CompleteMFA(ctx context.Context, hash []byte) error {
+	_, err := s.pool.Exec(ctx, `UPDATE dashboard_session SET mfa_pending = false WHERE id_hash = @hash`,
+		pgx.NamedArgs{"hash": hash})
+	return mapErr(err)
+}
+
+// HasSealedSecrets reports whether anything sealed with the master key is
+// stored: DKIM keys of domains or TOTP secrets.
+func (s *Store) HasSealedSecrets(ctx context.Context) (bool, error) {
+	var has bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM domain) OR EXISTS (SELECT 1 FROM app_user WHERE totp_secret IS NOT NULL)`).Scan(&has)
+	return has, mapErr(err)
+}
+
+// MemberRole returns the user's role in the team ("owner" or "member").
+func (s *Store) MemberRole(ctx context.Context, teamID, userID uuid.UUID) (string, error) {
+	var role string
+	err := s.pool.QueryRow(ctx, `SELECT role FROM membership WHERE team_id = @team AND user_id = @user`,
+		pgx.NamedArgs{"team": teamID, "user": userID}).Scan(&role)
+	return role, mapErr(err)
+}
