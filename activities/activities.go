@@ -26,6 +26,7 @@ import (
 // histories.
 const (
 	PrepareName      = "Prepare"
+	LoadBatchName    = "LoadBatch"
 	RecordEventsName = "RecordEvents"
 	DeliverName      = "Deliver"
 )
@@ -112,25 +113,47 @@ type DeliveryGroup struct {
 
 // PrepareResult tells the workflow what to do next.
 type PrepareResult struct {
-	Skip    bool // canceled meanwhile: nothing to send
+	Skip bool // canceled meanwhile: nothing to send
+	// NotDue is set when the email was rescheduled to a later time: wait
+	// until then and prepare again. Nothing else is set.
+	NotDue  *time.Time
 	Sandbox []SandboxRecipient
 	Groups  []DeliveryGroup
 }
 
-// Prepare builds the email's MIME message, stores it once, records `sent`
-// and splits the recipients into sandbox simulations and per-domain
-// delivery groups.
+// claimSkew lets a workflow timer that fires slightly before the stored
+// scheduled time (clocks of the Temporal server, the worker and PostgreSQL
+// differ a little) still claim the email.
+const claimSkew = 2 * time.Second
+
+// Prepare claims the email for sending (store.ClaimForSending: the one
+// conditional update that decides races with cancel and reschedule and
+// records `sent`), builds its MIME message, stores it once and splits the
+// recipients into sandbox simulations and per-domain delivery groups. A
+// canceled email is skipped; one moved later reports its new time.
 func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, error) {
 	id, err := uuid.Parse(in.EmailID)
 	if err != nil {
 		return PrepareResult{}, temporal.NewNonRetryableApplicationError("bad email id", ErrTypePermanent, err)
 	}
-	e, err := a.store.EmailForBuild(ctx, id)
+	claim, err := a.store.ClaimForSending(ctx, id, a.now(), claimSkew)
 	if err != nil {
 		return PrepareResult{}, err
 	}
-	if e.LastEvent == store.EventCanceled {
+	switch {
+	case claim.LastEvent == store.EventCanceled:
 		return PrepareResult{Skip: true}, nil
+	case !claim.Claimed && claim.LastEvent == store.EventScheduled:
+		return PrepareResult{NotDue: claim.ScheduledAt}, nil
+	}
+	if claim.Claimed && a.metrics != nil {
+		a.metrics.EmailEvents.WithLabelValues(store.EventSent).Inc()
+	}
+	// Claimed now, or by an earlier try of this step: build and store the
+	// message (once) and hand out the recipients.
+	e, err := a.store.EmailForBuild(ctx, id)
+	if err != nil {
+		return PrepareResult{}, err
 	}
 	msg, err := BuildMessage(e, a.now())
 	if err != nil {
@@ -138,9 +161,6 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 			fmt.Sprintf("building message: %v", err), ErrTypePermanent, err)
 	}
 	if _, err := a.store.SaveMessage(ctx, id, messageID(e), msg); err != nil {
-		return PrepareResult{}, err
-	}
-	if err := a.record(ctx, id, []store.Event{{Type: store.EventSent}}); err != nil {
 		return PrepareResult{}, err
 	}
 	var res PrepareResult
@@ -349,4 +369,37 @@ func replyText(r mta.Result) string {
 		parts = append(parts, r.Message)
 	}
 	return strings.Join(parts, " ")
+}
+
+// LoadBatchInput names a batch.
+type LoadBatchInput struct{ BatchID string }
+
+// BatchEmail is one email of a batch and its scheduled time, if any.
+type BatchEmail struct {
+	EmailID     string
+	ScheduledAt *time.Time
+}
+
+// LoadBatchResult lists a batch's emails in request order.
+type LoadBatchResult struct{ Emails []BatchEmail }
+
+// LoadBatch lists the emails of a batch with their current scheduled times.
+func (a *Activities) LoadBatch(ctx context.Context, in LoadBatchInput) (LoadBatchResult, error) {
+	id, err := uuid.Parse(in.BatchID)
+	if err != nil {
+		return LoadBatchResult{}, temporal.NewNonRetryableApplicationError("bad batch id", ErrTypePermanent, err)
+	}
+	emails, err := a.store.BatchEmails(ctx, id)
+	if err != nil {
+		return LoadBatchResult{}, err
+	}
+	if len(emails) == 0 {
+		return LoadBatchResult{}, temporal.NewNonRetryableApplicationError("batch "+in.BatchID+" has no emails",
+			ErrTypePermanent, nil)
+	}
+	res := LoadBatchResult{Emails: make([]BatchEmail, len(emails))}
+	for i, e := range emails {
+		res.Emails[i] = BatchEmail{EmailID: e.ID.String(), ScheduledAt: e.ScheduledAt}
+	}
+	return res, nil
 }

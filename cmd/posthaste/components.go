@@ -104,6 +104,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, reg *pro
 		Store:    st,
 		Notifier: disp,
 		Fetcher:  egress.New(egress.Config{AllowPrivate: cfg.Egress.AllowPrivate}),
+		Waker:    worker.NewWaker(tc),
 		Logger:   logger.With("component", "submit"),
 	})
 	h := api.New(api.Config{

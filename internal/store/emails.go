@@ -53,25 +53,27 @@ type Attachment struct {
 
 // Email is an accepted email.
 type Email struct {
-	ID           uuid.UUID
-	TeamID       uuid.UUID
-	From         string // display form, "Name <a@b>"
-	FromDomain   string
-	To, Cc, Bcc  []string
-	ReplyTo      []string
-	Subject      string
-	HTML         *string
-	Text         *string
-	GenerateText bool
-	Headers      []Header
-	Tags         []Tag
-	ScheduledAt  *time.Time
-	LastEvent    string
-	MessageID    string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	Recipients   []Recipient  // filled by GetEmail and EmailForBuild
-	Attachments  []Attachment // filled by EmailForBuild and on insert
+	ID             uuid.UUID
+	TeamID         uuid.UUID
+	From           string // display form, "Name <a@b>"
+	FromDomain     string
+	To, Cc, Bcc    []string
+	ReplyTo        []string
+	Subject        string
+	HTML           *string
+	Text           *string
+	GenerateText   bool
+	Headers        []Header
+	Tags           []Tag
+	ScheduledAt    *time.Time
+	LastEvent      string
+	MessageID      string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	BatchID        *uuid.UUID   // the batch that accepted it, if any
+	IdempotencyKey *string      // the key of the request that accepted it, if any
+	Recipients     []Recipient  // filled by GetEmail and EmailForBuild
+	Attachments    []Attachment // filled by EmailForBuild and on insert
 }
 
 // Event is one entry of an email's history.
@@ -86,17 +88,98 @@ type Event struct {
 // attachments, its first event and the outbox entry that gets its workflow
 // started, all in one implicit transaction and one round trip.
 func (s *Store) InsertEmail(ctx context.Context, e Email) error {
+	_, err := s.Accept(ctx, Acceptance{Emails: []Email{e}})
+	return err
+}
+
+// Acceptance is what one accepting request writes in one transaction.
+type Acceptance struct {
+	// Emails are inserted in order. With BatchID set they all carry it and
+	// one send_batch outbox entry starts them; otherwise there is one
+	// email and a send_email entry.
+	Emails  []Email
+	BatchID *uuid.UUID
+	// Idempotency, when set, completes the caller's claim on its key with
+	// Response in the same transaction; if the claim is no longer held
+	// nothing is written and Accept returns ErrClaimLost.
+	Idempotency *IdempotencyClaim
+	Response    []byte
+}
+
+// Accept writes an Acceptance. Without an idempotency claim it is one
+// implicit transaction and one round trip; with one it is an explicit
+// transaction (begin, one batch, commit) so the claim can be checked
+// before the commit. It returns the number of rows inserted into email.
+func (s *Store) Accept(ctx context.Context, a Acceptance) (int, error) {
+	if len(a.Emails) == 0 {
+		return 0, fmt.Errorf("accepting emails: nothing to accept")
+	}
 	b := &pgx.Batch{}
+	var key *string
+	if a.Idempotency != nil {
+		key = &a.Idempotency.Key
+		b.Queue(`UPDATE idempotency_key SET state = 'completed', response = @response
+			WHERE team_id = @team AND key = @key AND token = @token AND state = 'in_flight'`,
+			pgx.NamedArgs{"team": a.Idempotency.TeamID, "key": a.Idempotency.Key,
+				"token": a.Idempotency.Token, "response": a.Response})
+	}
+	for _, e := range a.Emails {
+		e.BatchID, e.IdempotencyKey = a.BatchID, key
+		queueEmail(b, e)
+	}
+	first := a.Emails[0]
+	if a.BatchID != nil {
+		b.Queue(`INSERT INTO outbox (kind, team_id, ref, idempotency_key) VALUES ('send_batch', @team, @id, @key)`,
+			pgx.NamedArgs{"id": *a.BatchID, "team": first.TeamID, "key": key})
+	} else {
+		b.Queue(`INSERT INTO outbox (kind, team_id, ref, scheduled_at, idempotency_key)
+			VALUES ('send_email', @team, @id, @scheduled_at, @key)`,
+			pgx.NamedArgs{"id": first.ID, "team": first.TeamID, "scheduled_at": first.ScheduledAt, "key": key})
+	}
+	if a.Idempotency == nil {
+		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+			return 0, fmt.Errorf("inserting emails: %w", mapErr(err))
+		}
+		return len(a.Emails), nil
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("beginning acceptance: %w", mapErr(err))
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
+	br := tx.SendBatch(ctx, b)
+	tag, err := br.Exec()
+	if err != nil {
+		br.Close()
+		return 0, fmt.Errorf("completing idempotency key: %w", mapErr(err))
+	}
+	if tag.RowsAffected() != 1 {
+		br.Close()
+		return 0, ErrClaimLost
+	}
+	if err := br.Close(); err != nil {
+		return 0, fmt.Errorf("inserting emails: %w", mapErr(err))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("committing acceptance: %w", mapErr(err))
+	}
+	return len(a.Emails), nil
+}
+
+// queueEmail queues the inserts of one email: the row, its recipients, its
+// attachments and its first event.
+func queueEmail(b *pgx.Batch, e Email) {
 	b.Queue(`INSERT INTO email (id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs,
 			reply_to, subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
-			created_at, updated_at)
+			created_at, updated_at, batch_id, idempotency_key)
 		VALUES (@id, @team, @from, @from_domain, @to, @cc, @bcc, @reply_to, @subject, @html, @text,
-			@generate_text, @headers, @tags, @scheduled_at, @last_event, @created_at, @created_at)`,
+			@generate_text, @headers, @tags, @scheduled_at, @last_event, @created_at, @created_at,
+			@batch, @key)`,
 		pgx.NamedArgs{"id": e.ID, "team": e.TeamID, "from": e.From, "from_domain": e.FromDomain,
 			"to": nonNil(e.To), "cc": nonNil(e.Cc), "bcc": nonNil(e.Bcc), "reply_to": nonNil(e.ReplyTo),
 			"subject": e.Subject, "html": e.HTML, "text": e.Text, "generate_text": e.GenerateText,
 			"headers": nonNil(e.Headers), "tags": nonNil(e.Tags), "scheduled_at": e.ScheduledAt,
-			"last_event": e.LastEvent, "created_at": e.CreatedAt})
+			"last_event": e.LastEvent, "created_at": e.CreatedAt, "batch": e.BatchID, "key": e.IdempotencyKey})
 	addrs := make([]string, len(e.Recipients))
 	kinds := make([]string, len(e.Recipients))
 	domains := make([]string, len(e.Recipients))
@@ -115,12 +198,6 @@ func (s *Store) InsertEmail(ctx context.Context, e Email) error {
 	}
 	b.Queue(`INSERT INTO email_event (email_id, type, created_at) VALUES (@id, @type, @created_at)`,
 		pgx.NamedArgs{"id": e.ID, "type": e.LastEvent, "created_at": e.CreatedAt})
-	b.Queue(`INSERT INTO outbox (kind, team_id, ref, scheduled_at) VALUES ('send_email', @team, @id, @scheduled_at)`,
-		pgx.NamedArgs{"id": e.ID, "team": e.TeamID, "scheduled_at": e.ScheduledAt})
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("inserting email: %w", mapErr(err))
-	}
-	return nil
 }
 
 func nonNil[T any](s []T) []T {
@@ -132,18 +209,18 @@ func nonNil[T any](s []T) []T {
 
 const emailColumns = `id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to,
 	subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
-	coalesce(message_id, ''), created_at, updated_at`
+	coalesce(message_id, ''), created_at, updated_at, batch_id, idempotency_key`
 
 // emailListColumns leaves the bodies out.
 const emailListColumns = `id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to,
 	subject, NULL::text, NULL::text, generate_text, headers, tags, scheduled_at, last_event,
-	coalesce(message_id, ''), created_at, updated_at`
+	coalesce(message_id, ''), created_at, updated_at, batch_id, idempotency_key`
 
 func scanEmail(row pgx.Row) (Email, error) {
 	var e Email
 	err := row.Scan(&e.ID, &e.TeamID, &e.From, &e.FromDomain, &e.To, &e.Cc, &e.Bcc, &e.ReplyTo,
 		&e.Subject, &e.HTML, &e.Text, &e.GenerateText, &e.Headers, &e.Tags, &e.ScheduledAt,
-		&e.LastEvent, &e.MessageID, &e.CreatedAt, &e.UpdatedAt)
+		&e.LastEvent, &e.MessageID, &e.CreatedAt, &e.UpdatedAt, &e.BatchID, &e.IdempotencyKey)
 	return e, mapErr(err)
 }
 
