@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -123,9 +124,8 @@ func (s *Store) Accept(ctx context.Context, a Acceptance) (int, error) {
 			pgx.NamedArgs{"team": a.Idempotency.TeamID, "key": a.Idempotency.Key,
 				"token": a.Idempotency.Token, "response": a.Response})
 	}
-	for _, e := range a.Emails {
-		e.BatchID, e.IdempotencyKey = a.BatchID, key
-		queueEmail(b, e)
+	if err := queueEmails(b, a.Emails, a.BatchID, key); err != nil {
+		return 0, err
 	}
 	first := a.Emails[0]
 	if a.BatchID != nil {
@@ -166,38 +166,92 @@ func (s *Store) Accept(ctx context.Context, a Acceptance) (int, error) {
 	return len(a.Emails), nil
 }
 
-// queueEmail queues the inserts of one email: the row, its recipients, its
-// attachments and its first event.
-func queueEmail(b *pgx.Batch, e Email) {
+// emailRow is one email as jsonb_to_recordset reads it.
+type emailRow struct {
+	ID           uuid.UUID  `json:"id"`
+	TeamID       uuid.UUID  `json:"team_id"`
+	From         string     `json:"from_addr"`
+	FromDomain   string     `json:"from_domain"`
+	To           []string   `json:"to_addrs"`
+	Cc           []string   `json:"cc_addrs"`
+	Bcc          []string   `json:"bcc_addrs"`
+	ReplyTo      []string   `json:"reply_to"`
+	Subject      string     `json:"subject"`
+	HTML         *string    `json:"html"`
+	Text         *string    `json:"text_body"`
+	GenerateText bool       `json:"generate_text"`
+	Headers      []Header   `json:"headers"`
+	Tags         []Tag      `json:"tags"`
+	ScheduledAt  *time.Time `json:"scheduled_at"`
+	LastEvent    string     `json:"last_event"`
+	CreatedAt    time.Time  `json:"created_at"`
+}
+
+// queueEmails queues the inserts of emails as set-based statements, so a
+// batch of a hundred costs about what one email costs: the rows (passed
+// as one JSON array), their recipients and first events (as parallel
+// arrays), and their attachments.
+func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) error {
+	rows := make([]emailRow, len(emails))
+	var (
+		rcptEmail                   []uuid.UUID
+		rcptAddr, rcptKind, rcptDom []string
+		rcptStatus                  []string
+		rcptPos                     []int32
+		evEmail                     []uuid.UUID
+		evType                      []string
+		evAt                        []time.Time
+	)
+	for i, e := range emails {
+		rows[i] = emailRow{ID: e.ID, TeamID: e.TeamID, From: e.From, FromDomain: e.FromDomain,
+			To: nonNil(e.To), Cc: nonNil(e.Cc), Bcc: nonNil(e.Bcc), ReplyTo: nonNil(e.ReplyTo),
+			Subject: e.Subject, HTML: e.HTML, Text: e.Text, GenerateText: e.GenerateText,
+			Headers: nonNil(e.Headers), Tags: nonNil(e.Tags), ScheduledAt: e.ScheduledAt,
+			LastEvent: e.LastEvent, CreatedAt: e.CreatedAt}
+		for j, r := range e.Recipients {
+			rcptEmail = append(rcptEmail, e.ID)
+			rcptAddr = append(rcptAddr, r.Address)
+			rcptKind = append(rcptKind, r.Kind)
+			rcptDom = append(rcptDom, r.Domain)
+			rcptStatus = append(rcptStatus, e.LastEvent)
+			rcptPos = append(rcptPos, int32(j+1))
+		}
+		evEmail = append(evEmail, e.ID)
+		evType = append(evType, e.LastEvent)
+		evAt = append(evAt, e.CreatedAt)
+	}
+	data, err := json.Marshal(rows)
+	if err != nil {
+		return fmt.Errorf("encoding emails: %w", err)
+	}
 	b.Queue(`INSERT INTO email (id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs,
 			reply_to, subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
 			created_at, updated_at, batch_id, idempotency_key)
-		VALUES (@id, @team, @from, @from_domain, @to, @cc, @bcc, @reply_to, @subject, @html, @text,
-			@generate_text, @headers, @tags, @scheduled_at, @last_event, @created_at, @created_at,
-			@batch, @key)`,
-		pgx.NamedArgs{"id": e.ID, "team": e.TeamID, "from": e.From, "from_domain": e.FromDomain,
-			"to": nonNil(e.To), "cc": nonNil(e.Cc), "bcc": nonNil(e.Bcc), "reply_to": nonNil(e.ReplyTo),
-			"subject": e.Subject, "html": e.HTML, "text": e.Text, "generate_text": e.GenerateText,
-			"headers": nonNil(e.Headers), "tags": nonNil(e.Tags), "scheduled_at": e.ScheduledAt,
-			"last_event": e.LastEvent, "created_at": e.CreatedAt, "batch": e.BatchID, "key": e.IdempotencyKey})
-	addrs := make([]string, len(e.Recipients))
-	kinds := make([]string, len(e.Recipients))
-	domains := make([]string, len(e.Recipients))
-	for i, r := range e.Recipients {
-		addrs[i], kinds[i], domains[i] = r.Address, r.Kind, r.Domain
-	}
+		SELECT r.id, r.team_id, r.from_addr, r.from_domain,
+			r.to_addrs, r.cc_addrs, r.bcc_addrs, r.reply_to,
+			r.subject, r.html, r.text_body, r.generate_text, r.headers, r.tags, r.scheduled_at,
+			r.last_event, r.created_at, r.created_at, @batch, @key
+		FROM jsonb_to_recordset(@rows::jsonb) AS r(id uuid, team_id uuid, from_addr text, from_domain text,
+			to_addrs text[], cc_addrs text[], bcc_addrs text[], reply_to text[], subject text, html text,
+			text_body text, generate_text boolean, headers jsonb, tags jsonb, scheduled_at timestamptz,
+			last_event text, created_at timestamptz)`,
+		pgx.NamedArgs{"rows": string(data), "batch": batchID, "key": key})
 	b.Queue(`INSERT INTO email_recipient (email_id, address, position, kind, domain, status)
-		SELECT @id, a, p, k, d, @status
-		FROM unnest(@addrs::text[], @kinds::text[], @domains::text[]) WITH ORDINALITY AS t(a, k, d, p)`,
-		pgx.NamedArgs{"id": e.ID, "addrs": addrs, "kinds": kinds, "domains": domains, "status": e.LastEvent})
-	for i, a := range e.Attachments {
-		b.Queue(`INSERT INTO attachment (email_id, position, filename, content_type, content_id, content)
-			VALUES (@id, @pos, @filename, @ctype, @cid, @content)`,
-			pgx.NamedArgs{"id": e.ID, "pos": i, "filename": a.Filename, "ctype": a.ContentType,
-				"cid": a.ContentID, "content": a.Content})
+		SELECT * FROM unnest(@email::uuid[], @addr::text[], @pos::int[], @kind::text[], @domain::text[], @status::text[])`,
+		pgx.NamedArgs{"email": rcptEmail, "addr": rcptAddr, "pos": rcptPos, "kind": rcptKind,
+			"domain": rcptDom, "status": rcptStatus})
+	for _, e := range emails {
+		for i, a := range e.Attachments {
+			b.Queue(`INSERT INTO attachment (email_id, position, filename, content_type, content_id, content)
+				VALUES (@id, @pos, @filename, @ctype, @cid, @content)`,
+				pgx.NamedArgs{"id": e.ID, "pos": i, "filename": a.Filename, "ctype": a.ContentType,
+					"cid": a.ContentID, "content": a.Content})
+		}
 	}
-	b.Queue(`INSERT INTO email_event (email_id, type, created_at) VALUES (@id, @type, @created_at)`,
-		pgx.NamedArgs{"id": e.ID, "type": e.LastEvent, "created_at": e.CreatedAt})
+	b.Queue(`INSERT INTO email_event (email_id, type, created_at)
+		SELECT * FROM unnest(@email::uuid[], @type::text[], @at::timestamptz[])`,
+		pgx.NamedArgs{"email": evEmail, "type": evType, "at": evAt})
+	return nil
 }
 
 func nonNil[T any](s []T) []T {
