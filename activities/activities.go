@@ -383,7 +383,9 @@ type BatchEmail struct {
 // LoadBatchResult lists a batch's emails in request order.
 type LoadBatchResult struct{ Emails []BatchEmail }
 
-// LoadBatch lists the emails of a batch with their current scheduled times.
+// LoadBatch lists the emails of a batch that are still to be sent, with
+// their current scheduled times (none when all were canceled, or on a
+// retry after they were all sent).
 func (a *Activities) LoadBatch(ctx context.Context, in LoadBatchInput) (LoadBatchResult, error) {
 	id, err := uuid.Parse(in.BatchID)
 	if err != nil {
@@ -392,10 +394,6 @@ func (a *Activities) LoadBatch(ctx context.Context, in LoadBatchInput) (LoadBatc
 	emails, err := a.store.BatchEmails(ctx, id)
 	if err != nil {
 		return LoadBatchResult{}, err
-	}
-	if len(emails) == 0 {
-		return LoadBatchResult{}, temporal.NewNonRetryableApplicationError("batch "+in.BatchID+" has no emails",
-			ErrTypePermanent, nil)
 	}
 	res := LoadBatchResult{Emails: make([]BatchEmail, len(emails))}
 	for i, e := range emails {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // StateError means an email is not in a state that allows the change
@@ -118,11 +119,20 @@ func (s *Store) RescheduleEmail(ctx context.Context, teamID, id uuid.UUID, at ti
 }
 
 // CancelEmail cancels a scheduled email: its state, its recipients' and a
-// `canceled` event in one statement. It fails with ErrNotFound for
-// unknown emails and *StateError for emails that are not scheduled.
+// `canceled` event, in one transaction. The outbox entry of an email whose
+// workflow has not started is deleted with it (no workflow is needed any
+// more); if the dispatcher is starting it right now, the delete waits for
+// that and the email's workflow counts as started. It fails with
+// ErrNotFound for unknown emails and *StateError for emails that are not
+// scheduled. Started tells the caller whether a workflow may be waiting.
 func (s *Store) CancelEmail(ctx context.Context, teamID, id uuid.UUID) (EmailRef, error) {
 	ref := EmailRef{ID: id, TeamID: teamID}
-	err := s.pool.QueryRow(ctx, `WITH c AS (
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return ref, fmt.Errorf("beginning cancel: %w", mapErr(err))
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
+	err = tx.QueryRow(ctx, `WITH c AS (
 			UPDATE email SET last_event = 'canceled', updated_at = now()
 			WHERE id = @id AND team_id = @team AND last_event = 'scheduled'
 			RETURNING id, batch_id, idempotency_key
@@ -132,13 +142,28 @@ func (s *Store) CancelEmail(ctx context.Context, teamID, id uuid.UUID) (EmailRef
 			UPDATE email_recipient SET status = 'canceled', updated_at = now()
 			WHERE email_id IN (SELECT id FROM c)
 		)
-		SELECT batch_id, idempotency_key, NOT EXISTS (SELECT 1 FROM outbox WHERE ref = coalesce(c.batch_id, c.id))
-		FROM c`, pgx.NamedArgs{"id": id, "team": teamID}).Scan(&ref.BatchID, &ref.IdempotencyKey, &ref.Started)
+		SELECT batch_id, idempotency_key FROM c`, pgx.NamedArgs{"id": id, "team": teamID}).
+		Scan(&ref.BatchID, &ref.IdempotencyKey)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ref, s.emailStateError(ctx, s.pool, teamID, id)
+		return ref, s.emailStateError(ctx, tx, teamID, id)
 	}
 	if err != nil {
 		return ref, fmt.Errorf("canceling email %s: %w", id, mapErr(err))
+	}
+	var tag pgconn.CommandTag
+	if ref.BatchID == nil {
+		tag, err = tx.Exec(ctx, `DELETE FROM outbox WHERE kind = 'send_email' AND ref = @id`, pgx.NamedArgs{"id": id})
+	} else {
+		// The batch's other emails still need their workflow; wait for a
+		// start in progress so Started is exact.
+		tag, err = tx.Exec(ctx, `SELECT 1 FROM outbox WHERE ref = @batch FOR UPDATE`, pgx.NamedArgs{"batch": *ref.BatchID})
+	}
+	if err != nil {
+		return ref, fmt.Errorf("canceling outbox entry of %s: %w", id, mapErr(err))
+	}
+	ref.Started = tag.RowsAffected() == 0
+	if err := tx.Commit(ctx); err != nil {
+		return ref, fmt.Errorf("committing cancel: %w", mapErr(err))
 	}
 	return ref, nil
 }
@@ -164,9 +189,11 @@ type BatchEmail struct {
 	ScheduledAt *time.Time
 }
 
-// BatchEmails lists the emails of a batch in request order.
+// BatchEmails lists the emails of a batch that are still to be sent
+// (queued or scheduled; canceled ones are left out), in request order.
 func (s *Store) BatchEmails(ctx context.Context, batchID uuid.UUID) ([]BatchEmail, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, scheduled_at FROM email WHERE batch_id = @batch ORDER BY id`,
+	rows, err := s.pool.Query(ctx, `SELECT id, scheduled_at FROM email WHERE batch_id = @batch
+		AND last_event IN ('queued', 'scheduled') ORDER BY id`,
 		pgx.NamedArgs{"batch": batchID})
 	if err != nil {
 		return nil, fmt.Errorf("listing batch %s: %w", batchID, mapErr(err))

@@ -60,7 +60,7 @@ type Config struct {
 	// then takes effect at its old time).
 	Waker  Waker
 	Logger *slog.Logger
-	Now      func() time.Time // nil → time.Now
+	Now    func() time.Time // nil → time.Now
 }
 
 // Service accepts email. Safe for concurrent use.
