@@ -256,6 +256,12 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "scheduled", e.LastEvent)
 	waitEvent(t, c, moved.ID, "delivered", 30*time.Second)
+	hostPort := "127.0.0.1:" + env["POSTHASTE_TEMPORAL_PORT"]
+	require.Eventually(t, func() bool {
+		s := workflowRuns(t, tc, workflows.EmailWorkflowID(moved.ID))
+		return len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	}, 10*time.Second, 50*time.Millisecond)
+	saveHistory(t, hostPort, moved.ID, "sendemail_rescheduled.json")
 
 	// Canceled right after the POST: never sent; a workflow, if one
 	// started, ends without waiting for the hour.
@@ -291,6 +297,7 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 		return len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
 	}, 20*time.Second, 100*time.Millisecond)
 	require.Equal(t, "canceled", waitEvent(t, c, waiting.ID, "canceled", time.Second).LastEvent)
+	saveHistory(t, hostPort, waiting.ID, "sendemail_canceled.json")
 
 	_, err = c.Emails.Cancel(ctx, moved.ID)
 	require.True(t, errors.As(err, &apiErr))
@@ -306,6 +313,14 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 	_, err = c.Emails.Update(ctx, bres.Data[1].ID, &client.UpdateEmailRequest{ScheduledAt: "in 1 second"})
 	require.NoError(t, err)
 	waitEvent(t, c, bres.Data[1].ID, "delivered", 30*time.Second)
+	sbRow, err := st.EmailForBuild(ctx, uuid.MustParse(bres.Data[1].ID))
+	require.NoError(t, err)
+	sbWF := workflows.BatchWorkflowID(sbRow.BatchID.String())
+	require.Eventually(t, func() bool {
+		s := workflowRuns(t, tc, sbWF)
+		return len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	}, 10*time.Second, 50*time.Millisecond)
+	saveWorkflowHistory(t, hostPort, sbWF, "sendbatch_rescheduled.json", 40)
 
 	// A scheduled email survives a restart and leaves on time.
 	at := time.Now().Add(8 * time.Second).UTC()
