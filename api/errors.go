@@ -95,7 +95,8 @@ func (s *Server) classify(c *gin.Context, err error) *apiError {
 		return errorf(http.StatusNotFound, nameNotFound, "The requested resource was not found.")
 	}
 	id := newErrorID()
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, store.ErrUnavailable) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, store.ErrUnavailable) ||
+		errors.Is(err, submit.ErrUnavailable) {
 		s.logger.Warn("dependency unavailable", "error_id", id, "request_id", requestID(c), "err", err)
 		return errorf(http.StatusServiceUnavailable, nameServiceUnavailable,
 			"A dependency is unavailable; retry later (error id "+id+").")

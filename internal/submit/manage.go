@@ -11,6 +11,10 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 )
 
+// ErrUnavailable means a dependency other than the database (Temporal)
+// did not answer; nothing was changed and retrying later may work.
+var ErrUnavailable = errors.New("dependency unavailable")
+
 // Reschedule moves a scheduled email to the time `scheduledAt` names (the
 // forms of ParseScheduledAt). It answers once the new time is committed:
 // a GET shows it at once, and a workflow already waiting is woken so it
@@ -30,7 +34,7 @@ func (s *Service) Reschedule(ctx context.Context, from Sender, id uuid.UUID, sch
 			return nil
 		}
 		if err := s.waker.Wake(ctx, ref, &at); err != nil {
-			return fmt.Errorf("waking the workflow of email %s: %w", id, err)
+			return fmt.Errorf("%w: waking the workflow of email %s: %w", ErrUnavailable, id, err)
 		}
 		return nil
 	})
