@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,11 +31,18 @@ func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 
 var fastPolicy = DeliveryPolicy{Initial: time.Second, Backoff: 2, Max: 10 * time.Second, Expire: time.Hour}
 
-// recorded collects the events the workflow records, in order.
+// recorded collects the events the workflow records, in order. Read the
+// result after the workflow completed: SendBatch runs local activities
+// concurrently, hence the lock.
 func recorded(env *testsuite.TestWorkflowEnvironment) *[]string {
-	var out []string
+	var (
+		mu  sync.Mutex
+		out []string
+	)
 	env.OnActivity(activities.RecordEventsName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.RecordEventsInput) error {
+			mu.Lock()
+			defer mu.Unlock()
 			for _, e := range in.Events {
 				out = append(out, e.Type+":"+e.Recipient)
 			}
@@ -95,8 +103,11 @@ func TestSendEmailDeliversPerDomainAndRetries(t *testing.T) {
 		}}, nil)
 	attempts := map[string]int{}
 	queues := map[string]string{}
+	var mu sync.Mutex // the two deliveries run concurrently
 	env.OnActivity(activities.DeliverName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.DeliverInput) error {
+			mu.Lock()
+			defer mu.Unlock()
 			attempts[in.Domain]++
 			if in.Domain == "a.test" && attempts[in.Domain] < 3 {
 				return errors.New("451 4.7.1 greylisted")
@@ -105,6 +116,8 @@ func TestSendEmailDeliversPerDomainAndRetries(t *testing.T) {
 		})
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
 		if info.ActivityType.Name == activities.DeliverName {
+			mu.Lock()
+			defer mu.Unlock()
 			queues[info.ActivityID] = info.TaskQueue
 		}
 	})
