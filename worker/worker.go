@@ -20,6 +20,7 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/workflows"
 )
 
@@ -188,6 +189,8 @@ func (s *Starter) Start(ctx context.Context, it store.OutboxItem) error {
 // Waker signals the workflows of rescheduled and canceled emails
 // (submit.Waker).
 type Waker struct{ client client.Client }
+
+var _ submit.Waker = (*Waker)(nil)
 
 // NewWaker returns a Waker.
 func NewWaker(c client.Client) *Waker { return &Waker{client: c} }
