@@ -31,6 +31,7 @@ import (
 // histories.
 const (
 	PrepareName         = "Prepare"
+	LoadBatchName       = "LoadBatch"
 	RecordEventsName    = "RecordEvents"
 	DeliverName         = "Deliver"
 	CheckDomainName     = "CheckDomain"
@@ -128,27 +129,50 @@ type DeliveryGroup struct {
 
 // PrepareResult tells the workflow what to do next.
 type PrepareResult struct {
-	Skip    bool // canceled meanwhile: nothing to send
+	Skip bool // canceled meanwhile: nothing to send
+	// NotDue is set when the email was rescheduled to a later time: wait
+	// until then and prepare again. Nothing else is set.
+	NotDue  *time.Time
 	Sandbox []SandboxRecipient
 	Groups  []DeliveryGroup
 }
 
-// Prepare builds the email's MIME message, signs it with the sender
-// domain's DKIM key, stores it once, records `sent`, records `suppressed`
-// for recipients on the team's suppression list, and splits the others
-// into sandbox simulations and per-domain delivery groups carrying the
-// sender domain's region, TLS mode and return path.
+// claimSkew lets a workflow timer that fires slightly before the stored
+// scheduled time (clocks of the Temporal server, the worker and PostgreSQL
+// differ a little) still claim the email.
+const claimSkew = 2 * time.Second
+
+// Prepare claims the email for sending (store.ClaimForSending: the one
+// conditional update that decides races with cancel and reschedule and
+// records `sent`), builds its MIME message, signs it with the sender
+// domain's DKIM key, stores it once, records `suppressed` for recipients on
+// the team's suppression list, and splits the others into sandbox
+// simulations and per-domain delivery groups carrying the sender domain's
+// region, TLS mode and return path. A canceled email is skipped; one moved
+// later reports its new time.
 func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, error) {
 	id, err := uuid.Parse(in.EmailID)
 	if err != nil {
 		return PrepareResult{}, temporal.NewNonRetryableApplicationError("bad email id", ErrTypePermanent, err)
 	}
-	e, err := a.store.EmailForBuild(ctx, id)
+	claim, err := a.store.ClaimForSending(ctx, id, a.now(), claimSkew)
 	if err != nil {
 		return PrepareResult{}, err
 	}
-	if e.LastEvent == store.EventCanceled {
+	switch {
+	case claim.LastEvent == store.EventCanceled:
 		return PrepareResult{Skip: true}, nil
+	case !claim.Claimed && claim.LastEvent == store.EventScheduled:
+		return PrepareResult{NotDue: claim.ScheduledAt}, nil
+	}
+	if claim.Claimed && a.metrics != nil {
+		a.metrics.EmailEvents.WithLabelValues(store.EventSent).Inc()
+	}
+	// Claimed now, or by an earlier try of this step: build and store the
+	// message (once) and hand out the recipients.
+	e, err := a.store.EmailForBuild(ctx, id)
+	if err != nil {
+		return PrepareResult{}, err
 	}
 	msg, err := BuildMessage(e, a.now())
 	if err != nil {
@@ -171,7 +195,6 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	if _, err := a.store.SaveMessage(ctx, id, messageID(e), msg); err != nil {
 		return PrepareResult{}, err
 	}
-
 	var res PrepareResult
 	var real []string
 	for _, r := range e.Recipients {
@@ -185,11 +208,11 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 			return PrepareResult{}, err
 		}
 	}
-	evs := []store.Event{{Type: store.EventSent}}
+	var evs []store.Event // `sent` was recorded by the claim
 	groups := map[string]int{}
 	for _, r := range e.Recipients {
-		if evs, ok := sandbox.Outcome(r.Address); ok {
-			res.Sandbox = append(res.Sandbox, SandboxRecipient{Address: r.Address, Events: evs})
+		if outcome, ok := sandbox.Outcome(r.Address); ok {
+			res.Sandbox = append(res.Sandbox, SandboxRecipient{Address: r.Address, Events: outcome})
 			continue
 		}
 		if suppressed[strings.ToLower(r.Address)] {
@@ -205,8 +228,10 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		}
 		res.Groups[i].Recipients = append(res.Groups[i].Recipients, r.Address)
 	}
-	if err := a.record(ctx, id, evs); err != nil {
-		return PrepareResult{}, err
+	if len(evs) > 0 {
+		if err := a.record(ctx, id, evs); err != nil {
+			return PrepareResult{}, err
+		}
 	}
 	return res, nil
 }
@@ -467,4 +492,35 @@ func replyText(r mta.Result) string {
 		parts = append(parts, r.Message)
 	}
 	return strings.Join(parts, " ")
+}
+
+// LoadBatchInput names a batch.
+type LoadBatchInput struct{ BatchID string }
+
+// BatchEmail is one email of a batch and its scheduled time, if any.
+type BatchEmail struct {
+	EmailID     string
+	ScheduledAt *time.Time
+}
+
+// LoadBatchResult lists a batch's emails in request order.
+type LoadBatchResult struct{ Emails []BatchEmail }
+
+// LoadBatch lists the emails of a batch that are still to be sent, with
+// their current scheduled times (none when all were canceled, or on a
+// retry after they were all sent).
+func (a *Activities) LoadBatch(ctx context.Context, in LoadBatchInput) (LoadBatchResult, error) {
+	id, err := uuid.Parse(in.BatchID)
+	if err != nil {
+		return LoadBatchResult{}, temporal.NewNonRetryableApplicationError("bad batch id", ErrTypePermanent, err)
+	}
+	emails, err := a.store.BatchEmails(ctx, id)
+	if err != nil {
+		return LoadBatchResult{}, err
+	}
+	res := LoadBatchResult{Emails: make([]BatchEmail, len(emails))}
+	for i, e := range emails {
+		res.Emails[i] = BatchEmail{EmailID: e.ID.String(), ScheduledAt: e.ScheduledAt}
+	}
+	return res, nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,9 +33,9 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
-type notifier struct{ n int }
+type notifier struct{ n atomic.Int64 }
 
-func (n *notifier) Notify() { n.n++ }
+func (n *notifier) Notify() { n.n.Add(1) }
 
 type env struct {
 	t      *testing.T
@@ -115,6 +116,12 @@ type resp struct {
 
 func (e *env) do(method, path, key string, body any) resp {
 	e.t.Helper()
+	return e.doH(method, path, key, body, nil)
+}
+
+// doH is do with extra request headers.
+func (e *env) doH(method, path, key string, body any, headers map[string]string) resp {
+	e.t.Helper()
 	var r io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -133,6 +140,9 @@ func (e *env) do(method, path, key string, body any) resp {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
 	res, err := http.DefaultClient.Do(req)
 	require.NoError(e.t, err)
 	defer res.Body.Close()
@@ -192,7 +202,7 @@ func TestSendGetListAndIsolation(t *testing.T) {
 	require.Equal(t, 200, r.status, string(r.raw))
 	id, _ := r.body["id"].(string)
 	require.NoError(t, uuid.Validate(id))
-	require.Equal(t, 1, e.notify.n, "the dispatcher is told about the new outbox entry")
+	require.Equal(t, int64(1), e.notify.n.Load(), "the dispatcher is told about the new outbox entry")
 
 	g := e.do("GET", "/emails/"+id, e.keyA, nil)
 	require.Equal(t, 200, g.status, string(g.raw))

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -16,6 +18,21 @@ func readBody(c *gin.Context) ([]byte, error) {
 	return io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBody))
 }
 
+// idempotencyKey reads the Idempotency-Key header: nil when absent, and
+// the (possibly empty, then refused by submit) value when present.
+func idempotencyKey(c *gin.Context) *string {
+	vals, ok := c.Request.Header[http.CanonicalHeaderKey("Idempotency-Key")]
+	if !ok || len(vals) == 0 {
+		return nil
+	}
+	return &vals[0]
+}
+
+func (s *Server) sender(c *gin.Context) submit.Sender {
+	p := principal(c)
+	return submit.Sender{TeamID: p.TeamID, KeyID: p.KeyID, DomainID: p.DomainID}
+}
+
 func (s *Server) sendEmail(c *gin.Context) {
 	body, err := readBody(c)
 	if err != nil {
@@ -27,16 +44,107 @@ func (s *Server) sendEmail(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	p := principal(c)
-	id, err := s.submit.Send(c.Request.Context(), submit.Sender{TeamID: p.TeamID, KeyID: p.KeyID, DomainID: p.DomainID}, req)
+	res, err := s.submit.SendWithOptions(c.Request.Context(), s.sender(c), req,
+		submit.SendOptions{IdempotencyKey: idempotencyKey(c)})
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	if s.metrics != nil {
+	if s.metrics != nil && !res.Replayed {
 		s.metrics.EmailsAccepted.WithLabelValues("api").Inc()
 	}
-	c.PureJSON(http.StatusOK, gin.H{"id": id})
+	c.PureJSON(http.StatusOK, gin.H{"id": res.ID})
+}
+
+type batchErrorJSON struct {
+	Index   int    `json:"index"`
+	Message string `json:"message"`
+}
+
+type batchJSON struct {
+	Data   []gin.H           `json:"data"`
+	Errors *[]batchErrorJSON `json:"errors,omitempty"`
+}
+
+func (s *Server) sendBatch(c *gin.Context) {
+	body, err := readBody(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	items, err := submit.DecodeBatch(body)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	mode := submit.BatchMode(strings.ToLower(strings.TrimSpace(c.GetHeader("X-Batch-Validation"))))
+	res, err := s.submit.SendBatch(c.Request.Context(), s.sender(c), items,
+		submit.BatchOptions{IdempotencyKey: idempotencyKey(c), Mode: mode})
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	out := batchJSON{Data: make([]gin.H, len(res.Data))}
+	for i, r := range res.Data {
+		out.Data[i] = gin.H{"id": r.ID}
+	}
+	if mode == submit.BatchPermissive || len(res.Errors) > 0 {
+		errs := make([]batchErrorJSON, len(res.Errors))
+		for i, e := range res.Errors {
+			errs[i] = batchErrorJSON(e)
+		}
+		out.Errors = &errs
+	}
+	if s.metrics != nil && !res.Replayed {
+		s.metrics.EmailsAccepted.WithLabelValues("api").Add(float64(len(res.Data)))
+	}
+	c.PureJSON(http.StatusOK, out)
+}
+
+// updateEmail reschedules: PATCH /emails/{id} with {"scheduled_at"}. An
+// `id` in the body (the Resend SDKs send one) is ignored; the path names
+// the email.
+func (s *Server) updateEmail(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	body, err := readBody(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	var req struct {
+		ScheduledAt  *string `json:"scheduled_at"`
+		ScheduledAt2 *string `json:"scheduledAt"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameValidation,
+			"The request body must be a JSON object with a string `scheduled_at` field."))
+		return
+	}
+	if req.ScheduledAt == nil {
+		req.ScheduledAt = req.ScheduledAt2
+	}
+	if err := s.submit.Reschedule(c.Request.Context(), s.sender(c), id, req.ScheduledAt); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	c.PureJSON(http.StatusOK, gin.H{"object": "email", "id": id})
+}
+
+func (s *Server) cancelEmail(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	if err := s.submit.Cancel(c.Request.Context(), s.sender(c), id); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	c.PureJSON(http.StatusOK, gin.H{"object": "email", "id": id})
 }
 
 type tagJSON struct {

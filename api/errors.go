@@ -26,6 +26,10 @@ const (
 	nameMethodNotAllowed   = "method_not_allowed"
 	nameApplicationError   = "application_error"
 	nameServiceUnavailable = "service_unavailable"
+
+	nameInvalidIdempotencyKey     = "invalid_idempotency_key"
+	nameInvalidIdempotentRequest  = "invalid_idempotent_request"
+	nameConcurrentIdempotentRequs = "concurrent_idempotent_requests"
 )
 
 // apiError is an error with its place in the contract.
@@ -72,6 +76,12 @@ func (s *Server) classify(c *gin.Context, err error) *apiError {
 			return errorf(http.StatusUnprocessableEntity, nameInvalidAttachment, se.Message)
 		case submit.KindForbidden:
 			return errorf(http.StatusForbidden, nameValidation, se.Message)
+		case submit.KindInvalidIdempotencyKey:
+			return errorf(http.StatusBadRequest, nameInvalidIdempotencyKey, se.Message)
+		case submit.KindIdempotencyMismatch:
+			return errorf(http.StatusConflict, nameInvalidIdempotentRequest, se.Message)
+		case submit.KindIdempotencyInFlight:
+			return errorf(http.StatusConflict, nameConcurrentIdempotentRequs, se.Message)
 		default:
 			return errorf(http.StatusUnprocessableEntity, nameValidation, se.Message)
 		}
@@ -85,7 +95,8 @@ func (s *Server) classify(c *gin.Context, err error) *apiError {
 		return errorf(http.StatusNotFound, nameNotFound, "The requested resource was not found.")
 	}
 	id := newErrorID()
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, store.ErrUnavailable) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, store.ErrUnavailable) ||
+		errors.Is(err, submit.ErrUnavailable) {
 		s.logger.Warn("dependency unavailable", "error_id", id, "request_id", requestID(c), "err", err)
 		return errorf(http.StatusServiceUnavailable, nameServiceUnavailable,
 			"A dependency is unavailable; retry later (error id "+id+").")

@@ -96,10 +96,13 @@ func New(cfg Config) *Server {
 
 	sending := e.Group("/", s.authenticate(true))
 	sending.POST("/emails", s.sendEmail)
+	sending.POST("/emails/batch", s.sendBatch)
 
 	full := e.Group("/", s.authenticate(false))
 	full.GET("/emails", s.listEmails)
 	full.GET("/emails/:id", s.getEmail)
+	full.PATCH("/emails/:id", s.updateEmail)
+	full.POST("/emails/:id/cancel", s.cancelEmail)
 	full.POST("/api-keys", s.createAPIKey)
 	full.GET("/api-keys", s.listAPIKeys)
 	full.DELETE("/api-keys/:id", s.deleteAPIKey)

@@ -45,6 +45,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -163,6 +164,17 @@ func run(ctx context.Context, bin string, c counts, out, progress io.Writer) (er
 		return err
 	}
 	printSummary(p, c, res)
+
+	logf("batch accept rate")
+	br, err := BatchBench(ctx, BatchBenchConfig{BaseURL: dev.base, APIKey: dev.creds.APIKey, Concurrency: 8, Duration: 5 * time.Second})
+	if err != nil {
+		return fmt.Errorf("batch bench: %w", err)
+	}
+	var buf strings.Builder
+	br.Print(&buf)
+	for _, line := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
+		p("%s", line)
+	}
 	return nil
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/workflows"
 )
 
@@ -81,7 +82,9 @@ func validRegion(r string) bool {
 // worker (also used by replay tests).
 func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflowWithOptions(workflows.SendEmail, workflow.RegisterOptions{Name: workflows.SendEmailName})
+	r.RegisterWorkflowWithOptions(workflows.SendBatch, workflow.RegisterOptions{Name: workflows.SendBatchName})
 	r.RegisterActivityWithOptions(acts.Prepare, activity.RegisterOptions{Name: activities.PrepareName})
+	r.RegisterActivityWithOptions(acts.LoadBatch, activity.RegisterOptions{Name: activities.LoadBatchName})
 	r.RegisterActivityWithOptions(acts.RecordEvents, activity.RegisterOptions{Name: activities.RecordEventsName})
 	r.RegisterWorkflowWithOptions(workflows.VerifyDomain, workflow.RegisterOptions{Name: workflows.VerifyDomainName})
 	r.RegisterActivityWithOptions(acts.CheckDomain, activity.RegisterOptions{Name: activities.CheckDomainName})
@@ -149,7 +152,7 @@ func (w *Worker) Stop() {
 	}
 }
 
-// Starter starts SendEmail workflows for outbox entries.
+// Starter starts SendEmail and SendBatch workflows for outbox entries.
 type Starter struct {
 	client   client.Client
 	delivery workflows.DeliveryPolicy
@@ -160,31 +163,92 @@ func NewStarter(c client.Client, delivery workflows.DeliveryPolicy) *Starter {
 	return &Starter{client: c, delivery: delivery}
 }
 
+// WorkflowID is the ID of the workflow that sends an outbox entry's work:
+// `email/<id>` or `batch/<id>`, with the team and the idempotency key in
+// between when the request carried one.
+func WorkflowID(it store.OutboxItem) (string, error) {
+	ref := it.Ref.String()
+	switch it.Kind {
+	case "send_email":
+		if it.IdempotencyKey != nil {
+			return workflows.KeyedEmailWorkflowID(it.TeamID.String(), *it.IdempotencyKey, ref), nil
+		}
+		return workflows.EmailWorkflowID(ref), nil
+	case "send_batch":
+		if it.IdempotencyKey != nil {
+			return workflows.KeyedBatchWorkflowID(it.TeamID.String(), *it.IdempotencyKey, ref), nil
+		}
+		return workflows.BatchWorkflowID(ref), nil
+	}
+	return "", fmt.Errorf("unknown outbox kind %q", it.Kind)
+}
+
+// EmailWorkflowID is the ID of the workflow that sends an email: its own
+// SendEmail or the SendBatch of its batch.
+func EmailWorkflowID(ref store.EmailRef) string {
+	if ref.BatchID != nil {
+		id, _ := WorkflowID(store.OutboxItem{Kind: "send_batch", TeamID: ref.TeamID, Ref: *ref.BatchID,
+			IdempotencyKey: ref.IdempotencyKey})
+		return id
+	}
+	id, _ := WorkflowID(store.OutboxItem{Kind: "send_email", TeamID: ref.TeamID, Ref: ref.ID,
+		IdempotencyKey: ref.IdempotencyKey})
+	return id
+}
+
 // Start starts the workflow of one outbox entry. A workflow ID that was
 // already used (running or finished) is not started again and is not an
 // error: the entry's work exists.
 func (s *Starter) Start(ctx context.Context, it store.OutboxItem) error {
-	if it.Kind != "send_email" {
-		return fmt.Errorf("unknown outbox kind %q", it.Kind)
+	id, err := WorkflowID(it)
+	if err != nil {
+		return err
+	}
+	name, input := workflows.SendEmailName, any(workflows.SendEmailInput{
+		EmailID: it.Ref.String(), ScheduledAt: it.ScheduledAt, Delivery: s.delivery,
+	})
+	if it.Kind == "send_batch" {
+		name, input = workflows.SendBatchName, workflows.SendBatchInput{BatchID: it.Ref.String(), Delivery: s.delivery}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	_, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                                       workflows.EmailWorkflowID(it.Ref.String()),
+	_, err = s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                                       id,
 		TaskQueue:                                workflows.TaskQueue,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		EnableEagerStart:                         true,
-	}, workflows.SendEmailName, workflows.SendEmailInput{
-		EmailID: it.Ref.String(), ScheduledAt: it.ScheduledAt, Delivery: s.delivery,
-	})
+	}, name, input)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("starting workflow of email %s: %w", it.Ref, err)
+		return fmt.Errorf("starting workflow %s: %w", id, err)
 	}
 	return nil
+}
+
+// Waker signals the workflows of rescheduled and canceled emails
+// (submit.Waker).
+type Waker struct{ client client.Client }
+
+var _ submit.Waker = (*Waker)(nil)
+
+// NewWaker returns a Waker.
+func NewWaker(c client.Client) *Waker { return &Waker{client: c} }
+
+// Wake sends WakeSignal to the workflow that sends the email. A workflow
+// that does not exist (finished) needs no waking.
+func (w *Waker) Wake(ctx context.Context, ref store.EmailRef, at *time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := w.client.SignalWorkflow(ctx, EmailWorkflowID(ref), "", workflows.WakeSignal,
+		workflows.Wake{EmailID: ref.ID.String(), ScheduledAt: at})
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil
+	}
+	return err
 }

@@ -22,6 +22,7 @@ func TestReplay(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflowWithOptions(SendEmail, workflow.RegisterOptions{Name: SendEmailName})
 			r.RegisterWorkflowWithOptions(VerifyDomain, workflow.RegisterOptions{Name: VerifyDomainName})
+			r.RegisterWorkflowWithOptions(SendBatch, workflow.RegisterOptions{Name: SendBatchName})
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
 		})
 	}

@@ -47,47 +47,66 @@ var localOptions = workflow.LocalActivityOptions{
 	},
 }
 
+// Wake is the payload of WakeSignal.
+type Wake struct {
+	EmailID string
+	// ScheduledAt is the email's new time; nil means "look now" (the
+	// email was canceled).
+	ScheduledAt *time.Time
+}
+
 // SendEmail delivers one email: it waits for the scheduled time, builds
 // and stores the message (recording `sent`), simulates the sandbox
 // recipients, delivers to the other recipients' domains in parallel, one
 // Deliver activity per domain on the queue of the sender domain's region,
-// and records every outcome.
+// and records every outcome. PostgreSQL holds the truth about the
+// schedule: a WakeSignal cuts a wait short, and Prepare, which claims the
+// email, reports a time moved later so the wait starts again.
 func SendEmail(ctx workflow.Context, in SendEmailInput) error {
-	if in.ScheduledAt != nil {
-		if d := in.ScheduledAt.Sub(workflow.Now(ctx)); d > 0 {
-			if err := workflow.Sleep(ctx, d); err != nil {
+	return sendOne(ctx, in.EmailID, in.ScheduledAt, workflow.GetSignalChannel(ctx, WakeSignal), in.Delivery)
+}
+
+// sendOne is SendEmail's body for one email; SendBatch runs it for each of
+// its emails. wake delivers Wake values meant for this email.
+func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.ReceiveChannel, delivery DeliveryPolicy) error {
+	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
+	var prep activities.PrepareResult
+	for {
+		if at != nil {
+			if err := waitUntil(ctx, *at, wake); err != nil {
 				return err
 			}
 		}
-	}
-	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
-	var prep activities.PrepareResult
-	if err := workflow.ExecuteLocalActivity(lctx, a.Prepare, activities.PrepareInput{EmailID: in.EmailID}).
-		Get(ctx, &prep); err != nil {
-		return err
+		prep = activities.PrepareResult{}
+		if err := workflow.ExecuteLocalActivity(lctx, a.Prepare, activities.PrepareInput{EmailID: emailID}).
+			Get(ctx, &prep); err != nil {
+			return err
+		}
+		if prep.NotDue == nil {
+			break
+		}
+		at = prep.NotDue
 	}
 	if prep.Skip {
 		return nil
 	}
-
 	futures := make([]workflow.Future, len(prep.Groups))
 	for i, g := range prep.Groups {
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			TaskQueue:              DeliverTaskQueue(g.Region),
 			StartToCloseTimeout:    30 * time.Minute,
-			ScheduleToCloseTimeout: in.Delivery.Expire,
+			ScheduleToCloseTimeout: delivery.Expire,
 			RetryPolicy: &temporal.RetryPolicy{
-				InitialInterval:        in.Delivery.Initial,
-				BackoffCoefficient:     in.Delivery.Backoff,
-				MaximumInterval:        in.Delivery.Max,
+				InitialInterval:        delivery.Initial,
+				BackoffCoefficient:     delivery.Backoff,
+				MaximumInterval:        delivery.Max,
 				NonRetryableErrorTypes: []string{activities.ErrTypePermanent},
 			},
 		})
 		futures[i] = workflow.ExecuteActivity(actx, a.Deliver, activities.DeliverInput{
-			EmailID: in.EmailID, Domain: g.Domain, Recipients: g.Recipients, TLS: g.TLS, ReturnPath: g.ReturnPath,
+			EmailID: emailID, Domain: g.Domain, Recipients: g.Recipients, TLS: g.TLS, ReturnPath: g.ReturnPath,
 		})
 	}
-
 	var events []activities.EventInput
 	for _, r := range prep.Sandbox {
 		for _, t := range r.Events {
@@ -96,12 +115,11 @@ func SendEmail(ctx workflow.Context, in SendEmailInput) error {
 	}
 	if len(events) > 0 {
 		if err := workflow.ExecuteLocalActivity(lctx, a.RecordEvents, activities.RecordEventsInput{
-			EmailID: in.EmailID, Events: events,
+			EmailID: emailID, Events: events,
 		}).Get(ctx, nil); err != nil {
 			return err
 		}
 	}
-
 	// A delivery that never succeeded within its policy ends as a transient
 	// bounce of the recipients it still held.
 	var expired []activities.EventInput
@@ -123,10 +141,41 @@ func SendEmail(ctx workflow.Context, in SendEmailInput) error {
 	}
 	if len(expired) > 0 {
 		return workflow.ExecuteLocalActivity(lctx, a.RecordEvents, activities.RecordEventsInput{
-			EmailID: in.EmailID, Events: expired,
+			EmailID: emailID, Events: expired,
 		}).Get(ctx, nil)
 	}
 	return nil
+}
+
+// waitUntil sleeps on a durable timer until at. A Wake received meanwhile
+// replaces the time (nil: stop waiting now).
+func waitUntil(ctx workflow.Context, at time.Time, wake workflow.ReceiveChannel) error {
+	for {
+		d := at.Sub(workflow.Now(ctx))
+		if d <= 0 {
+			return nil
+		}
+		tctx, cancel := workflow.WithCancel(ctx)
+		timer := workflow.NewTimer(tctx, d)
+		var (
+			fired    bool
+			timerErr error
+			w        Wake
+		)
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(timer, func(f workflow.Future) { fired, timerErr = true, f.Get(ctx, nil) })
+		sel.AddReceive(wake, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &w) })
+		sel.Select(ctx)
+		if fired {
+			cancel()
+			return timerErr
+		}
+		cancel()
+		if w.ScheduledAt == nil {
+			return nil
+		}
+		at = *w.ScheduledAt
+	}
 }
 
 func sandboxEvent(rcpt, typ string) activities.EventInput {

@@ -31,11 +31,18 @@ func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 
 var fastPolicy = DeliveryPolicy{Initial: time.Second, Backoff: 2, Max: 10 * time.Second, Expire: time.Hour}
 
-// recorded collects the events the workflow records, in order.
+// recorded collects the events the workflow records, in order. Read the
+// result after the workflow completed: SendBatch runs local activities
+// concurrently, hence the lock.
 func recorded(env *testsuite.TestWorkflowEnvironment) *[]string {
-	var out []string
+	var (
+		mu  sync.Mutex
+		out []string
+	)
 	env.OnActivity(activities.RecordEventsName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.RecordEventsInput) error {
+			mu.Lock()
+			defer mu.Unlock()
 			for _, e := range in.Events {
 				out = append(out, e.Type+":"+e.Recipient)
 			}

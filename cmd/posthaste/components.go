@@ -176,6 +176,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, keys *se
 		Store:    st,
 		Notifier: disp,
 		Fetcher:  egress.New(egress.Config{AllowPrivate: cfg.Egress.AllowPrivate}),
+		Waker:    worker.NewWaker(tc),
 		Logger:   logger.With("component", "submit"),
 	})
 	authn := auth.NewAuthenticator(st, keyCacheTTL)

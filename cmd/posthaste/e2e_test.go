@@ -325,10 +325,17 @@ func TestDev(t *testing.T) {
 // JSON for the replay tests of package workflows.
 func saveHistory(t *testing.T, hostPort, emailID, name string) {
 	t.Helper()
+	saveWorkflowHistory(t, hostPort, workflows.EmailWorkflowID(emailID), name, 20)
+}
+
+// saveWorkflowHistory is saveHistory for any workflow ID, with at most
+// maxEvents history events.
+func saveWorkflowHistory(t *testing.T, hostPort, workflowID, name string, maxEvents int) {
+	t.Helper()
 	tc, err := client.Dial(client.Options{HostPort: hostPort})
 	require.NoError(t, err)
 	defer tc.Close()
-	it := tc.GetWorkflowHistory(context.Background(), workflows.EmailWorkflowID(emailID), "", false,
+	it := tc.GetWorkflowHistory(context.Background(), workflowID, "", false,
 		enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var h historypb.History
 	for it.HasNext() {
@@ -337,7 +344,7 @@ func saveHistory(t *testing.T, hostPort, emailID, name string) {
 		h.Events = append(h.Events, ev)
 	}
 	t.Logf("%s: %d history events", name, len(h.Events))
-	require.LessOrEqual(t, len(h.Events), 20, "a send keeps its history small")
+	require.LessOrEqual(t, len(h.Events), maxEvents, "a send keeps its history small")
 	dir := os.Getenv("POSTHASTE_WRITE_HISTORIES")
 	if dir == "" {
 		return

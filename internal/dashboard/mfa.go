@@ -100,8 +100,8 @@ type accountData struct {
 	Enabled       bool
 	TeamRequires  bool
 	Owner         bool
-	Available     bool   // a master key is configured, so secrets can be sealed
-	Secret        string // during setup
+	Available     bool         // a master key is configured, so secrets can be sealed
+	Secret        string       // during setup
 	QR            template.URL // data URL of the QR code (a PNG we made), during setup
 	RecoveryCodes []string
 	Message       string

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -53,26 +54,28 @@ type Attachment struct {
 
 // Email is an accepted email.
 type Email struct {
-	ID           uuid.UUID
-	TeamID       uuid.UUID
-	From         string // display form, "Name <a@b>"
-	FromDomain   string
-	DomainID     *uuid.UUID // the verified domain it is sent under; nil for the sandbox
-	To, Cc, Bcc  []string
-	ReplyTo      []string
-	Subject      string
-	HTML         *string
-	Text         *string
-	GenerateText bool
-	Headers      []Header
-	Tags         []Tag
-	ScheduledAt  *time.Time
-	LastEvent    string
-	MessageID    string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	Recipients   []Recipient  // filled by GetEmail and EmailForBuild
-	Attachments  []Attachment // filled by EmailForBuild and on insert
+	ID             uuid.UUID
+	TeamID         uuid.UUID
+	From           string // display form, "Name <a@b>"
+	FromDomain     string
+	DomainID       *uuid.UUID // the verified domain it is sent under; nil for the sandbox
+	To, Cc, Bcc    []string
+	ReplyTo        []string
+	Subject        string
+	HTML           *string
+	Text           *string
+	GenerateText   bool
+	Headers        []Header
+	Tags           []Tag
+	ScheduledAt    *time.Time
+	LastEvent      string
+	MessageID      string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	BatchID        *uuid.UUID   // the batch that accepted it, if any
+	IdempotencyKey *string      // the key of the request that accepted it, if any
+	Recipients     []Recipient  // filled by GetEmail and EmailForBuild
+	Attachments    []Attachment // filled by EmailForBuild and on insert
 }
 
 // Event is one entry of an email's history.
@@ -87,40 +90,169 @@ type Event struct {
 // attachments, its first event and the outbox entry that gets its workflow
 // started, all in one implicit transaction and one round trip.
 func (s *Store) InsertEmail(ctx context.Context, e Email) error {
+	_, err := s.Accept(ctx, Acceptance{Emails: []Email{e}})
+	return err
+}
+
+// Acceptance is what one accepting request writes in one transaction.
+type Acceptance struct {
+	// Emails are inserted in order. With BatchID set they all carry it and
+	// one send_batch outbox entry starts them; otherwise there is one
+	// email and a send_email entry.
+	Emails  []Email
+	BatchID *uuid.UUID
+	// Idempotency, when set, completes the caller's claim on its key with
+	// Response in the same transaction; if the claim is no longer held
+	// nothing is written and Accept returns ErrClaimLost.
+	Idempotency *IdempotencyClaim
+	Response    []byte
+}
+
+// Accept writes an Acceptance. Without an idempotency claim it is one
+// implicit transaction and one round trip; with one it is an explicit
+// transaction (begin, one batch, commit) so the claim can be checked
+// before the commit. It returns the number of rows inserted into email.
+func (s *Store) Accept(ctx context.Context, a Acceptance) (int, error) {
+	if len(a.Emails) == 0 {
+		return 0, fmt.Errorf("accepting emails: nothing to accept")
+	}
 	b := &pgx.Batch{}
+	var key *string
+	if a.Idempotency != nil {
+		key = &a.Idempotency.Key
+		b.Queue(`UPDATE idempotency_key SET state = 'completed', response = @response
+			WHERE team_id = @team AND key = @key AND token = @token AND state = 'in_flight'`,
+			pgx.NamedArgs{"team": a.Idempotency.TeamID, "key": a.Idempotency.Key,
+				"token": a.Idempotency.Token, "response": a.Response})
+	}
+	if err := queueEmails(b, a.Emails, a.BatchID, key); err != nil {
+		return 0, err
+	}
+	first := a.Emails[0]
+	if a.BatchID != nil {
+		b.Queue(`INSERT INTO outbox (kind, team_id, ref, idempotency_key) VALUES ('send_batch', @team, @id, @key)`,
+			pgx.NamedArgs{"id": *a.BatchID, "team": first.TeamID, "key": key})
+	} else {
+		b.Queue(`INSERT INTO outbox (kind, team_id, ref, scheduled_at, idempotency_key)
+			VALUES ('send_email', @team, @id, @scheduled_at, @key)`,
+			pgx.NamedArgs{"id": first.ID, "team": first.TeamID, "scheduled_at": first.ScheduledAt, "key": key})
+	}
+	if a.Idempotency == nil {
+		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+			return 0, fmt.Errorf("inserting emails: %w", mapErr(err))
+		}
+		return len(a.Emails), nil
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("beginning acceptance: %w", mapErr(err))
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
+	br := tx.SendBatch(ctx, b)
+	tag, err := br.Exec()
+	if err != nil {
+		br.Close()
+		return 0, fmt.Errorf("completing idempotency key: %w", mapErr(err))
+	}
+	if tag.RowsAffected() != 1 {
+		br.Close()
+		return 0, ErrClaimLost
+	}
+	if err := br.Close(); err != nil {
+		return 0, fmt.Errorf("inserting emails: %w", mapErr(err))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("committing acceptance: %w", mapErr(err))
+	}
+	return len(a.Emails), nil
+}
+
+// emailRow is one email as jsonb_to_recordset reads it.
+type emailRow struct {
+	ID           uuid.UUID  `json:"id"`
+	TeamID       uuid.UUID  `json:"team_id"`
+	From         string     `json:"from_addr"`
+	FromDomain   string     `json:"from_domain"`
+	To           []string   `json:"to_addrs"`
+	Cc           []string   `json:"cc_addrs"`
+	Bcc          []string   `json:"bcc_addrs"`
+	ReplyTo      []string   `json:"reply_to"`
+	Subject      string     `json:"subject"`
+	HTML         *string    `json:"html"`
+	Text         *string    `json:"text_body"`
+	GenerateText bool       `json:"generate_text"`
+	Headers      []Header   `json:"headers"`
+	Tags         []Tag      `json:"tags"`
+	ScheduledAt  *time.Time `json:"scheduled_at"`
+	LastEvent    string     `json:"last_event"`
+	CreatedAt    time.Time  `json:"created_at"`
+	DomainID     *uuid.UUID `json:"domain_id"`
+}
+
+// queueEmails queues the inserts of emails as set-based statements, so a
+// batch of a hundred costs about what one email costs: the rows (passed
+// as one JSON array), their recipients and first events (as parallel
+// arrays), and their attachments.
+func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) error {
+	rows := make([]emailRow, len(emails))
+	var (
+		rcptEmail                   []uuid.UUID
+		rcptAddr, rcptKind, rcptDom []string
+		rcptStatus                  []string
+		rcptPos                     []int32
+		evEmail                     []uuid.UUID
+		evType                      []string
+		evAt                        []time.Time
+	)
+	for i, e := range emails {
+		rows[i] = emailRow{ID: e.ID, TeamID: e.TeamID, From: e.From, FromDomain: e.FromDomain,
+			To: nonNil(e.To), Cc: nonNil(e.Cc), Bcc: nonNil(e.Bcc), ReplyTo: nonNil(e.ReplyTo),
+			Subject: e.Subject, HTML: e.HTML, Text: e.Text, GenerateText: e.GenerateText,
+			Headers: nonNil(e.Headers), Tags: nonNil(e.Tags), ScheduledAt: e.ScheduledAt,
+			LastEvent: e.LastEvent, CreatedAt: e.CreatedAt, DomainID: e.DomainID}
+		for j, r := range e.Recipients {
+			rcptEmail = append(rcptEmail, e.ID)
+			rcptAddr = append(rcptAddr, r.Address)
+			rcptKind = append(rcptKind, r.Kind)
+			rcptDom = append(rcptDom, r.Domain)
+			rcptStatus = append(rcptStatus, e.LastEvent)
+			rcptPos = append(rcptPos, int32(j+1))
+		}
+		evEmail = append(evEmail, e.ID)
+		evType = append(evType, e.LastEvent)
+		evAt = append(evAt, e.CreatedAt)
+	}
+	data, err := json.Marshal(rows)
+	if err != nil {
+		return fmt.Errorf("encoding emails: %w", err)
+	}
 	b.Queue(`INSERT INTO email (id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs,
 			reply_to, subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
-			created_at, updated_at, domain_id)
-		VALUES (@id, @team, @from, @from_domain, @to, @cc, @bcc, @reply_to, @subject, @html, @text,
-			@generate_text, @headers, @tags, @scheduled_at, @last_event, @created_at, @created_at, @domain_id)`,
-		pgx.NamedArgs{"id": e.ID, "team": e.TeamID, "from": e.From, "from_domain": e.FromDomain,
-			"to": nonNil(e.To), "cc": nonNil(e.Cc), "bcc": nonNil(e.Bcc), "reply_to": nonNil(e.ReplyTo),
-			"subject": e.Subject, "html": e.HTML, "text": e.Text, "generate_text": e.GenerateText,
-			"headers": nonNil(e.Headers), "tags": nonNil(e.Tags), "scheduled_at": e.ScheduledAt,
-			"last_event": e.LastEvent, "created_at": e.CreatedAt, "domain_id": e.DomainID})
-	addrs := make([]string, len(e.Recipients))
-	kinds := make([]string, len(e.Recipients))
-	domains := make([]string, len(e.Recipients))
-	for i, r := range e.Recipients {
-		addrs[i], kinds[i], domains[i] = r.Address, r.Kind, r.Domain
-	}
+			created_at, updated_at, batch_id, idempotency_key, domain_id)
+		SELECT r.id, r.team_id, r.from_addr, r.from_domain,
+			r.to_addrs, r.cc_addrs, r.bcc_addrs, r.reply_to,
+			r.subject, r.html, r.text_body, r.generate_text, r.headers, r.tags, r.scheduled_at,
+			r.last_event, r.created_at, r.created_at, @batch, @key, r.domain_id
+		FROM jsonb_to_recordset(@rows::jsonb) AS r(id uuid, team_id uuid, from_addr text, from_domain text,
+			to_addrs text[], cc_addrs text[], bcc_addrs text[], reply_to text[], subject text, html text,
+			text_body text, generate_text boolean, headers jsonb, tags jsonb, scheduled_at timestamptz,
+			last_event text, created_at timestamptz, domain_id uuid)`,
+		pgx.NamedArgs{"rows": string(data), "batch": batchID, "key": key})
 	b.Queue(`INSERT INTO email_recipient (email_id, address, position, kind, domain, status)
-		SELECT @id, a, p, k, d, @status
-		FROM unnest(@addrs::text[], @kinds::text[], @domains::text[]) WITH ORDINALITY AS t(a, k, d, p)`,
-		pgx.NamedArgs{"id": e.ID, "addrs": addrs, "kinds": kinds, "domains": domains, "status": e.LastEvent})
-	for i, a := range e.Attachments {
-		b.Queue(`INSERT INTO attachment (email_id, position, filename, content_type, content_id, content)
-			VALUES (@id, @pos, @filename, @ctype, @cid, @content)`,
-			pgx.NamedArgs{"id": e.ID, "pos": i, "filename": a.Filename, "ctype": a.ContentType,
-				"cid": a.ContentID, "content": a.Content})
+		SELECT * FROM unnest(@email::uuid[], @addr::text[], @pos::int[], @kind::text[], @domain::text[], @status::text[])`,
+		pgx.NamedArgs{"email": rcptEmail, "addr": rcptAddr, "pos": rcptPos, "kind": rcptKind,
+			"domain": rcptDom, "status": rcptStatus})
+	for _, e := range emails {
+		for i, a := range e.Attachments {
+			b.Queue(`INSERT INTO attachment (email_id, position, filename, content_type, content_id, content)
+				VALUES (@id, @pos, @filename, @ctype, @cid, @content)`,
+				pgx.NamedArgs{"id": e.ID, "pos": i, "filename": a.Filename, "ctype": a.ContentType,
+					"cid": a.ContentID, "content": a.Content})
+		}
 	}
-	b.Queue(`INSERT INTO email_event (email_id, type, created_at) VALUES (@id, @type, @created_at)`,
-		pgx.NamedArgs{"id": e.ID, "type": e.LastEvent, "created_at": e.CreatedAt})
-	b.Queue(`INSERT INTO outbox (kind, team_id, ref, scheduled_at) VALUES ('send_email', @team, @id, @scheduled_at)`,
-		pgx.NamedArgs{"id": e.ID, "team": e.TeamID, "scheduled_at": e.ScheduledAt})
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("inserting email: %w", mapErr(err))
-	}
+	b.Queue(`INSERT INTO email_event (email_id, type, created_at)
+		SELECT * FROM unnest(@email::uuid[], @type::text[], @at::timestamptz[])`,
+		pgx.NamedArgs{"email": evEmail, "type": evType, "at": evAt})
 	return nil
 }
 
@@ -133,18 +265,18 @@ func nonNil[T any](s []T) []T {
 
 const emailColumns = `id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to,
 	subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
-	coalesce(message_id, ''), created_at, updated_at, domain_id`
+	coalesce(message_id, ''), created_at, updated_at, batch_id, idempotency_key, domain_id`
 
 // emailListColumns leaves the bodies out.
 const emailListColumns = `id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to,
 	subject, NULL::text, NULL::text, generate_text, headers, tags, scheduled_at, last_event,
-	coalesce(message_id, ''), created_at, updated_at, domain_id`
+	coalesce(message_id, ''), created_at, updated_at, batch_id, idempotency_key, domain_id`
 
 func scanEmail(row pgx.Row) (Email, error) {
 	var e Email
 	err := row.Scan(&e.ID, &e.TeamID, &e.From, &e.FromDomain, &e.To, &e.Cc, &e.Bcc, &e.ReplyTo,
 		&e.Subject, &e.HTML, &e.Text, &e.GenerateText, &e.Headers, &e.Tags, &e.ScheduledAt,
-		&e.LastEvent, &e.MessageID, &e.CreatedAt, &e.UpdatedAt, &e.DomainID)
+		&e.LastEvent, &e.MessageID, &e.CreatedAt, &e.UpdatedAt, &e.BatchID, &e.IdempotencyKey, &e.DomainID)
 	return e, mapErr(err)
 }
 

@@ -16,7 +16,10 @@ type OutboxItem struct {
 	TeamID      uuid.UUID
 	Ref         uuid.UUID
 	ScheduledAt *time.Time
-	CreatedAt   time.Time
+	// IdempotencyKey is the key of the accepting request, if any; it is
+	// part of the workflow ID.
+	IdempotencyKey *string
+	CreatedAt      time.Time
 }
 
 // DrainOutbox claims up to limit outbox entries that no other process holds
@@ -30,14 +33,14 @@ func (s *Store) DrainOutbox(ctx context.Context, limit int,
 		return 0, fmt.Errorf("beginning outbox drain: %w", mapErr(err))
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
-	rows, err := tx.Query(ctx, `SELECT id, kind, team_id, ref, scheduled_at, created_at FROM outbox
+	rows, err := tx.Query(ctx, `SELECT id, kind, team_id, ref, scheduled_at, idempotency_key, created_at FROM outbox
 		ORDER BY id LIMIT @limit FOR UPDATE SKIP LOCKED`, pgx.NamedArgs{"limit": limit})
 	if err != nil {
 		return 0, fmt.Errorf("claiming outbox: %w", mapErr(err))
 	}
 	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutboxItem, error) {
 		var it OutboxItem
-		err := r.Scan(&it.ID, &it.Kind, &it.TeamID, &it.Ref, &it.ScheduledAt, &it.CreatedAt)
+		err := r.Scan(&it.ID, &it.Kind, &it.TeamID, &it.Ref, &it.ScheduledAt, &it.IdempotencyKey, &it.CreatedAt)
 		return it, err
 	})
 	if err != nil {

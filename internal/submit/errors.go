@@ -24,6 +24,15 @@ const (
 	// KindTooLarge is a request or built message over a size limit
 	// (HTTP 413 or 422 validation_error, depending on what was too large).
 	KindTooLarge
+	// KindInvalidIdempotencyKey is an idempotency key that is empty or
+	// longer than 256 characters (HTTP 400 invalid_idempotency_key).
+	KindInvalidIdempotencyKey
+	// KindIdempotencyMismatch is an idempotency key reused with another
+	// body or endpoint within its lifetime (HTTP 409 invalid_idempotent_request).
+	KindIdempotencyMismatch
+	// KindIdempotencyInFlight is an idempotency key whose first request is
+	// still in progress (HTTP 409 concurrent_idempotent_requests).
+	KindIdempotencyInFlight
 )
 
 // Error is a rejection the caller can fix. Message is safe to show to the

@@ -8,6 +8,7 @@ package submit
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,9 +23,22 @@ import (
 
 // Store is the part of the store the service uses.
 type Store interface {
-	InsertEmail(ctx context.Context, e store.Email) error
+	Accept(ctx context.Context, a store.Acceptance) (int, error)
 	TeamMembers(ctx context.Context, teamID uuid.UUID, emails []string) (map[string]bool, error)
 	DomainByName(ctx context.Context, teamID uuid.UUID, name string) (store.Domain, error)
+	ClaimIdempotencyKey(ctx context.Context, c store.IdempotencyClaim, lease, ttl time.Duration) (*store.IdempotencyRecord, error)
+	ReleaseIdempotencyKey(ctx context.Context, c store.IdempotencyClaim) error
+	RescheduleEmail(ctx context.Context, teamID, id uuid.UUID, at time.Time,
+		wake func(context.Context, store.EmailRef) error) error
+	CancelEmail(ctx context.Context, teamID, id uuid.UUID) (store.EmailRef, error)
+}
+
+// Waker wakes the workflow that sends an email (see store.EmailRef) so
+// that it reads the email's state again: at is the new scheduled time, nil
+// for "now" (after a cancel). Waking a workflow that no longer exists is
+// not an error.
+type Waker interface {
+	Wake(ctx context.Context, ref store.EmailRef, at *time.Time) error
 }
 
 // Notifier is told when new outbox entries were committed.
@@ -42,8 +56,12 @@ type Config struct {
 	Store    Store
 	Notifier Notifier // may be nil
 	Fetcher  Fetcher  // fetches `path` attachments; nil refuses them
-	Logger   *slog.Logger
-	Now      func() time.Time // nil → time.Now
+	// Waker wakes workflows of rescheduled and canceled emails; nil in
+	// processes without Temporal (moving a started email's time earlier
+	// then takes effect at its old time).
+	Waker  Waker
+	Logger *slog.Logger
+	Now    func() time.Time // nil → time.Now
 }
 
 // Service accepts email. Safe for concurrent use.
@@ -51,13 +69,15 @@ type Service struct {
 	store  Store
 	notify Notifier
 	fetch  Fetcher
+	waker  Waker
 	logger *slog.Logger
 	now    func() time.Time
 }
 
 // New returns a Service.
 func New(cfg Config) *Service {
-	s := &Service{store: cfg.Store, notify: cfg.Notifier, fetch: cfg.Fetcher, logger: cfg.Logger, now: cfg.Now}
+	s := &Service{store: cfg.Store, notify: cfg.Notifier, fetch: cfg.Fetcher, waker: cfg.Waker,
+		logger: cfg.Logger, now: cfg.Now}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -70,29 +90,91 @@ func New(cfg Config) *Service {
 // Send validates and accepts one email and returns its id. Rejections the
 // caller can fix are *Error; anything else is an internal failure.
 func (s *Service) Send(ctx context.Context, from Sender, req SendRequest) (uuid.UUID, error) {
+	res, err := s.SendWithOptions(ctx, from, req, SendOptions{})
+	return res.ID, err
+}
+
+// SendOptions modify one send.
+type SendOptions struct {
+	// IdempotencyKey, when not nil, makes the request idempotent (API.md,
+	// Idempotency): 1..256 characters, scoped to the team for 24 hours.
+	IdempotencyKey *string
+}
+
+// SendResult is the answer to an accepted send, as remembered for its
+// idempotency key.
+type SendResult struct {
+	ID uuid.UUID `json:"id"`
+	// Replayed is true when the result is the remembered answer of an
+	// earlier request with the same idempotency key: nothing was accepted.
+	Replayed bool `json:"-"`
+}
+
+// SendWithOptions validates and accepts one email. With an idempotency key
+// a repeated request returns the first result (Replayed) without side
+// effects; a key used for another request, or one still in flight, is an
+// *Error of KindIdempotencyMismatch or KindIdempotencyInFlight.
+func (s *Service) SendWithOptions(ctx context.Context, from Sender, req SendRequest, opts SendOptions) (SendResult, error) {
+	var res SendResult
+	claim, replay, err := s.claimKey(ctx, from.TeamID, opts.IdempotencyKey, EndpointEmails, hashRequest(req))
+	if err != nil {
+		return res, err
+	}
+	if replay != nil {
+		if err := json.Unmarshal(replay, &res); err != nil {
+			return res, fmt.Errorf("reading remembered response: %w", err)
+		}
+		res.Replayed = true
+		return res, nil
+	}
+	accepted := false
+	defer func() {
+		if !accepted {
+			s.release(ctx, claim)
+		}
+	}()
 	now := s.now()
 	e, err := req.Validate(ctx, ValidateOptions{Now: now, Fetch: s.fetch})
 	if err != nil {
-		return uuid.Nil, err
+		return res, err
 	}
 	domainID, err := s.authorize(ctx, from, e)
 	if err != nil {
-		return uuid.Nil, err
+		return res, err
 	}
 	id, err := uuid.NewV7()
 	if err != nil {
-		return uuid.Nil, fmt.Errorf("making email id: %w", err)
+		return res, fmt.Errorf("making email id: %w", err)
 	}
+	res.ID = id
 	row := toRow(id, from.TeamID, e, now)
 	row.DomainID = domainID
-	if err := s.store.InsertEmail(ctx, row); err != nil {
-		return uuid.Nil, fmt.Errorf("accepting email: %w", err)
+	a := store.Acceptance{Emails: []store.Email{row}, Idempotency: claim}
+	if claim != nil {
+		if a.Response, err = json.Marshal(res); err != nil {
+			return res, fmt.Errorf("encoding response: %w", err)
+		}
+	}
+	if err := s.accept(ctx, a); err != nil {
+		return SendResult{}, err
+	}
+	accepted = true
+	s.logger.Debug("email accepted", "team_id", from.TeamID, "email_id", id)
+	return res, nil
+}
+
+// accept stores an acceptance and tells the dispatcher.
+func (s *Service) accept(ctx context.Context, a store.Acceptance) error {
+	if _, err := s.store.Accept(ctx, a); err != nil {
+		if errors.Is(err, store.ErrClaimLost) {
+			return inFlight()
+		}
+		return fmt.Errorf("accepting email: %w", err)
 	}
 	if s.notify != nil {
 		s.notify.Notify()
 	}
-	s.logger.Debug("email accepted", "team_id", from.TeamID, "email_id", id)
-	return id, nil
+	return nil
 }
 
 // authorize checks that the team may send from e.From to its recipients

@@ -297,16 +297,9 @@ func checkScheduledAt(in *string, now time.Time) (*time.Time, error) {
 	if now.IsZero() {
 		now = time.Now()
 	}
-	t, ok := parseTimestamp(*in)
-	if !ok {
-		return nil, Errorf(KindValidation, "scheduled_at",
-			"Invalid `scheduled_at` field. Use an ISO 8601 timestamp with a time zone, such as `2026-11-22T10:00:00Z` or `2026-11-22T11:00:00+01:00`; natural-language times are not supported yet.")
-	}
-	if t.Before(now.Add(-scheduleSkew)) {
-		return nil, Errorf(KindValidation, "scheduled_at", "Invalid `scheduled_at` field. It must not be in the past.")
-	}
-	if t.After(now.Add(maxScheduleAhead)) {
-		return nil, Errorf(KindValidation, "scheduled_at", "Invalid `scheduled_at` field. It must be at most 30 days in the future.")
+	t, err := ParseScheduledAt("scheduled_at", *in, now)
+	if err != nil {
+		return nil, err
 	}
 	return &t, nil
 }

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/api"
+	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+
+// TestBatchBench runs BatchBench briefly against the real API on
+// PostgreSQL (acceptance needs no Temporal) and checks that batches
+// accept more emails per second than single sends.
+func TestBatchBench(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{URL: pgtest.NewDatabase(t), MaxConns: 16})
+	require.NoError(t, err)
+	defer st.Close()
+	require.NoError(t, st.Migrate(ctx))
+	srv := httptest.NewServer(api.New(api.Config{Store: st, Auth: auth.NewAuthenticator(st, time.Second),
+		Submit: submit.New(submit.Config{Store: st})}))
+	defer srv.Close()
+	team, err := account.NewTeam(ctx, st, "Bench", "bench@example.com")
+	require.NoError(t, err)
+	res, err := BatchBench(ctx, BatchBenchConfig{BaseURL: srv.URL, APIKey: team.APIKey, Concurrency: 4, Duration: time.Second})
+	require.NoError(t, err)
+	var out strings.Builder
+	res.Print(&out)
+	t.Log("\n" + out.String())
+	require.Greater(t, res.Ratio(), 1.0)
+}

@@ -1,0 +1,470 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	tclient "go.temporal.io/sdk/client"
+
+	"github.com/posthaste/posthaste/client"
+	"github.com/posthaste/posthaste/internal/dnstest"
+	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/smtptest"
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/workflows"
+)
+
+// memberMX serves member.test's MX on loopback; owner@member.test is the
+// team member the sandbox sender may write to, so what arrives there is a
+// real SMTP delivery that can be counted.
+func memberMX(t *testing.T) (*dnstest.Server, *smtptest.Server) {
+	dns := dnstest.NewServer(t)
+	mx := smtptest.NewServer(t, smtptest.Options{STARTTLS: true})
+	dns.AddMX("member.test", "mx.member.test", 10)
+	dns.AddA("mx.member.test", "127.0.0.1")
+	return dns, mx
+}
+
+func devEnv(t *testing.T, dbURL string, dns *dnstest.Server, mx *smtptest.Server) map[string]string {
+	return map[string]string{
+		"DATABASE_URL":               dbURL,
+		"POSTHASTE_DATA_DIR":         t.TempDir(),
+		"POSTHASTE_HTTP_ADDR":        fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"POSTHASTE_TEMPORAL_PORT":    fmt.Sprint(freePort(t)),
+		"POSTHASTE_TEMPORAL_UI_PORT": "0",
+		"POSTHASTE_DNS_SERVER":       dns.Addr(),
+		"POSTHASTE_MX_PORT":          fmt.Sprint(mx.Port()),
+		"POSTHASTE_HOSTNAME":         "posthaste.example",
+		"POSTHASTE_ADMIN_EMAIL":      "owner@member.test",
+		"POSTHASTE_LOG_LEVEL":        "warn",
+	}
+}
+
+func newClient(t *testing.T, base, key string) *client.Client {
+	c, err := client.New(client.Config{BaseURL: base, APIKey: key})
+	require.NoError(t, err)
+	return c
+}
+
+// waitEvent polls an email until its last_event is want.
+func waitEvent(t *testing.T, c *client.Client, id, want string, timeout time.Duration) *client.Email {
+	t.Helper()
+	var last *client.Email
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		e, err := c.Emails.Get(context.Background(), id)
+		require.NoError(t, err)
+		last = e
+		if e.LastEvent == want {
+			return e
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("email %s did not reach %s; last: %+v", id, want, last)
+	return nil
+}
+
+// waitAll polls the newest emails until n of them are delivered.
+func waitAll(t *testing.T, c *client.Client, ids []string, timeout time.Duration) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		l, err := c.Emails.List(context.Background(), &client.ListOptions{Limit: 100})
+		require.NoError(t, err)
+		n := 0
+		for _, e := range l.Data {
+			if want[e.ID] && e.LastEvent == "delivered" {
+				n++
+			}
+		}
+		if n == len(ids) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%d emails not all delivered in %v", len(ids), timeout)
+}
+
+func sandbox(subject string, to string) *client.SendEmailRequest {
+	return &client.SendEmailRequest{From: "Acme <onboarding@posthaste.test>", To: []string{to}, Subject: subject, HTML: "<p>" + subject + "</p>"}
+}
+
+func workflowRuns(t *testing.T, tc tclient.Client, id string) []enums.WorkflowExecutionStatus {
+	t.Helper()
+	res, err := tc.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+		Query: "WorkflowId = '" + id + "'"})
+	require.NoError(t, err)
+	var out []enums.WorkflowExecutionStatus
+	for _, e := range res.Executions {
+		out = append(out, e.Status)
+	}
+	return out
+}
+
+// TestDevIdempotencyBatchesAndSchedules runs `posthaste dev` and drives it
+// through the Go client: a burst of identical keyed sends, batches against
+// single sends, rescheduling and canceling right after the POST, and a
+// scheduled email that outlives a restart.
+func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
+	ctx := context.Background()
+	dns, mx := memberMX(t)
+	dbURL := pgtest.NewDatabase(t)
+	st, err := store.Open(ctx, store.Config{URL: dbURL})
+	require.NoError(t, err)
+	defer st.Close()
+	env := devEnv(t, dbURL, dns, mx)
+	dev := startDev(t, env)
+	creds := readCredentials(t, env["POSTHASTE_DATA_DIR"])
+	c := newClient(t, dev.base, creds.APIKey)
+	tc, err := tclient.Dial(tclient.Options{HostPort: "127.0.0.1:" + env["POSTHASTE_TEMPORAL_PORT"]})
+	require.NoError(t, err)
+	defer tc.Close()
+
+	// 200 identical requests with one key at once: one email, one
+	// workflow, one delivery; every answer is its id or "in flight".
+	const burst = 200
+	ids := make([]string, burst)
+	errs := make([]error, burst)
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	welcome := &client.SendEmailRequest{From: "onboarding@posthaste.test", To: []string{"owner@member.test"},
+		Subject: "Welcome once", Text: ptr("once")}
+	for i := range burst {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			res, err := c.Emails.Send(ctx, welcome, &client.SendOptions{IdempotencyKey: "welcome/owner"})
+			if err == nil {
+				ids[i] = res.ID
+			}
+			errs[i] = err
+		}()
+	}
+	close(gate)
+	wg.Wait()
+	var id string
+	concurrent := 0
+	for i := range burst {
+		if errs[i] != nil {
+			var apiErr *client.Error
+			require.True(t, errors.As(errs[i], &apiErr), "%v", errs[i])
+			require.Equal(t, client.ErrConcurrentIdempotentRequests, apiErr.Name)
+			concurrent++
+			continue
+		}
+		if id == "" {
+			id = ids[i]
+		}
+		require.Equal(t, id, ids[i])
+	}
+	t.Logf("burst of %d: %d answered the id, %d in flight", burst, burst-concurrent, concurrent)
+	require.NotEmpty(t, id)
+	waitEvent(t, c, id, "delivered", 30*time.Second)
+	row, err := st.EmailForBuild(ctx, uuid.MustParse(id))
+	require.NoError(t, err)
+	wfID := workflows.KeyedEmailWorkflowID(row.TeamID.String(), "welcome/owner", id)
+	require.Eventually(t, func() bool {
+		s := workflowRuns(t, tc, wfID)
+		return len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	}, 10*time.Second, 50*time.Millisecond, "one workflow for the key")
+	mx.WaitMessages(t, 1, 10*time.Second)
+	time.Sleep(time.Second)
+	require.Len(t, mx.Messages(), 1, "one delivery")
+	list, err := c.Emails.List(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, list.Data, 1, "one email row")
+
+	// 100 single sends against one batch of 100, each until all are delivered.
+	start := time.Now()
+	var singles []string
+	for i := range 100 {
+		res, err := c.Emails.Send(ctx, sandbox(fmt.Sprintf("single %d", i), fmt.Sprintf("delivered+s%d@posthaste.test", i)), nil)
+		require.NoError(t, err)
+		singles = append(singles, res.ID)
+	}
+	acceptedSingles := time.Since(start)
+	waitAll(t, c, singles, 60*time.Second)
+	singleTime := time.Since(start)
+
+	batch := make([]client.SendEmailRequest, 100)
+	for i := range batch {
+		batch[i] = *sandbox(fmt.Sprintf("batch %d", i), fmt.Sprintf("delivered+b%d@posthaste.test", i))
+	}
+	start = time.Now()
+	res, err := c.Emails.SendBatch(ctx, batch, &client.BatchOptions{IdempotencyKey: "digest/1"})
+	require.NoError(t, err)
+	acceptedBatch := time.Since(start)
+	require.Len(t, res.Data, 100)
+	var batchIDs []string
+	for _, d := range res.Data {
+		batchIDs = append(batchIDs, d.ID)
+	}
+	waitAll(t, c, batchIDs, 60*time.Second)
+	batchTime := time.Since(start)
+	t.Logf("100 single sends: accepted in %v, delivered in %v; one batch of 100: accepted in %v, delivered in %v",
+		acceptedSingles, singleTime, acceptedBatch, batchTime)
+	require.Less(t, batchTime, singleTime, "a batch completes faster than 100 single sends")
+	again, err := c.Emails.SendBatch(ctx, batch, &client.BatchOptions{IdempotencyKey: "digest/1"})
+	require.NoError(t, err)
+	require.Equal(t, res.Data, again.Data, "the same key gives the same batch")
+	brow, err := st.EmailForBuild(ctx, uuid.MustParse(batchIDs[0]))
+	require.NoError(t, err)
+	bwf := workflows.KeyedBatchWorkflowID(brow.TeamID.String(), "digest/1", brow.BatchID.String())
+	require.Eventually(t, func() bool {
+		s := workflowRuns(t, tc, bwf)
+		return len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	}, 10*time.Second, 50*time.Millisecond, "one SendBatch run for the batch")
+	hist := tc.GetWorkflowHistory(ctx, bwf, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	events := 0
+	for hist.HasNext() {
+		_, err := hist.Next()
+		require.NoError(t, err)
+		events++
+	}
+	t.Logf("SendBatch of 100 sandbox emails: %d history events", events)
+	require.Less(t, events, 400, "a few history events per email")
+
+	// Moved earlier right after the POST (before or just after its
+	// workflow started): it leaves at the new time.
+	req := sandbox("moved", "delivered@posthaste.test")
+	req.ScheduledAt = "in 1 hour"
+	moved, err := c.Emails.Send(ctx, req, nil)
+	require.NoError(t, err)
+	_, err = c.Emails.Update(ctx, moved.ID, &client.UpdateEmailRequest{ScheduledAt: "in 2 seconds"})
+	require.NoError(t, err)
+	e, err := c.Emails.Get(ctx, moved.ID)
+	require.NoError(t, err)
+	require.Equal(t, "scheduled", e.LastEvent)
+	waitEvent(t, c, moved.ID, "delivered", 30*time.Second)
+	hostPort := "127.0.0.1:" + env["POSTHASTE_TEMPORAL_PORT"]
+	require.Eventually(t, func() bool {
+		s := workflowRuns(t, tc, workflows.EmailWorkflowID(moved.ID))
+		return len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	}, 10*time.Second, 50*time.Millisecond)
+	saveHistory(t, hostPort, moved.ID, "sendemail_rescheduled.json")
+
+	// Canceled right after the POST: never sent; a workflow, if one
+	// started, ends without waiting for the hour.
+	req = sandbox("canceled", "delivered@posthaste.test")
+	req.ScheduledAt = "in 1 hour"
+	canceled, err := c.Emails.Send(ctx, req, nil)
+	require.NoError(t, err)
+	_, err = c.Emails.Cancel(ctx, canceled.ID)
+	require.NoError(t, err)
+	e, err = c.Emails.Get(ctx, canceled.ID)
+	require.NoError(t, err)
+	require.Equal(t, "canceled", e.LastEvent)
+	_, err = c.Emails.Update(ctx, canceled.ID, &client.UpdateEmailRequest{ScheduledAt: "in 2 hours"})
+	var apiErr *client.Error
+	require.True(t, errors.As(err, &apiErr))
+	require.Equal(t, client.ErrValidation, apiErr.Name)
+	require.Eventually(t, func() bool {
+		s := workflowRuns(t, tc, workflows.EmailWorkflowID(canceled.ID))
+		return len(s) == 0 || (len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED)
+	}, 20*time.Second, 100*time.Millisecond)
+
+	// Canceled while its workflow waits on its timer: woken, it ends.
+	waiting, err := c.Emails.Send(ctx, req, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s := workflowRuns(t, tc, workflows.EmailWorkflowID(waiting.ID))
+		return len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_RUNNING
+	}, 20*time.Second, 50*time.Millisecond)
+	_, err = c.Emails.Cancel(ctx, waiting.ID)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s := workflowRuns(t, tc, workflows.EmailWorkflowID(waiting.ID))
+		return len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	}, 20*time.Second, 100*time.Millisecond)
+	require.Equal(t, "canceled", waitEvent(t, c, waiting.ID, "canceled", time.Second).LastEvent)
+	saveHistory(t, hostPort, waiting.ID, "sendemail_canceled.json")
+
+	_, err = c.Emails.Cancel(ctx, moved.ID)
+	require.True(t, errors.As(err, &apiErr))
+	require.Equal(t, client.ErrValidation, apiErr.Name, "an email that left cannot be canceled")
+
+	// One email of a batch moved earlier: the batch's workflow routes the wake.
+	sb := []client.SendEmailRequest{*sandbox("now", "delivered@posthaste.test"), *sandbox("later", "delivered+l@posthaste.test")}
+	sb[1].ScheduledAt = "in 1 hour"
+	bres, err := c.Emails.SendBatch(ctx, sb, nil)
+	require.NoError(t, err)
+	waitEvent(t, c, bres.Data[0].ID, "delivered", 30*time.Second)
+	waitEvent(t, c, bres.Data[1].ID, "scheduled", time.Second)
+	_, err = c.Emails.Update(ctx, bres.Data[1].ID, &client.UpdateEmailRequest{ScheduledAt: "in 1 second"})
+	require.NoError(t, err)
+	waitEvent(t, c, bres.Data[1].ID, "delivered", 30*time.Second)
+	sbRow, err := st.EmailForBuild(ctx, uuid.MustParse(bres.Data[1].ID))
+	require.NoError(t, err)
+	sbWF := workflows.BatchWorkflowID(sbRow.BatchID.String())
+	require.Eventually(t, func() bool {
+		s := workflowRuns(t, tc, sbWF)
+		return len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	}, 10*time.Second, 50*time.Millisecond)
+	saveWorkflowHistory(t, hostPort, sbWF, "sendbatch_rescheduled.json", 40)
+
+	// A scheduled email survives a restart and leaves on time.
+	at := time.Now().Add(8 * time.Second).UTC()
+	req = sandbox("after restart", "delivered@posthaste.test")
+	req.ScheduledAt = at.Format(time.RFC3339Nano)
+	later, err := c.Emails.Send(ctx, req, nil)
+	require.NoError(t, err)
+	waitEvent(t, c, later.ID, "scheduled", time.Second)
+	dev.stop(t)
+	dev = startDev(t, env)
+	defer dev.stop(t)
+	waitEvent(t, c, later.ID, "delivered", 60*time.Second)
+	evs, err := st.Events(ctx, uuid.MustParse(later.ID))
+	require.NoError(t, err)
+	var types []string
+	for _, ev := range evs {
+		types = append(types, ev.Type)
+		if ev.Type == "sent" {
+			require.False(t, ev.CreatedAt.Before(at.Add(-2*time.Second)), "sent at %v, scheduled for %v", ev.CreatedAt, at)
+			require.Less(t, ev.CreatedAt.Sub(at), 10*time.Second, "sent on time")
+		}
+	}
+	require.Equal(t, []string{"scheduled", "sent", "delivered"}, types)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// scanFor reads lines until one contains s, closes found, and keeps
+// draining so the process never blocks on a full pipe.
+func scanFor(r io.Reader, s string, found chan struct{}) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if found != nil && strings.Contains(sc.Text(), s) {
+			close(found)
+			found = nil
+		}
+	}
+}
+
+// jsonTail decodes the JSON object that ends a command's output.
+func jsonTail(out string, v any) error {
+	i := strings.Index(out, "{")
+	if i < 0 {
+		return fmt.Errorf("no JSON in %q", out)
+	}
+	return json.Unmarshal([]byte(out[i:]), v)
+}
+
+// spawn starts a subcommand of the test binary, waits for a line with
+// ready and kills it at cleanup if it still runs.
+func spawn(t *testing.T, env map[string]string, args, ready string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(processEnv(env, args), "POSTHASTE_LOG_LEVEL=info")
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = cmd.Stdout
+	require.NoError(t, cmd.Start())
+	found := make(chan struct{})
+	go scanFor(out, ready, found)
+	select {
+	case <-found:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("%s not ready", args)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return cmd
+}
+
+// TestAcceptedThenKilledIsDeliveredOnce accepts a keyed email on an `api`
+// process whose dispatcher cannot reach Temporal, SIGKILLs it between the
+// commit and the workflow start, and restarts on `posthaste dev`: the
+// email is delivered exactly once, under its keyed workflow ID, and the
+// key still answers with the same id.
+func TestAcceptedThenKilledIsDeliveredOnce(t *testing.T) {
+	ctx := context.Background()
+	dns, mx := memberMX(t)
+	dbURL := pgtest.NewDatabase(t)
+	tport := freePort(t)
+	base := map[string]string{
+		"DATABASE_URL":               dbURL,
+		"POSTHASTE_DATA_DIR":         t.TempDir(),
+		"POSTHASTE_TEMPORAL_PORT":    fmt.Sprint(tport),
+		"POSTHASTE_TEMPORAL_UI_PORT": "0",
+		"POSTHASTE_HTTP_ADDR":        fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"TEMPORAL_ADDRESS":           fmt.Sprintf("127.0.0.1:%d", tport),
+		"POSTHASTE_LOG_LEVEL":        "warn",
+	}
+	out, code := runProcess(t, base, "migrate")
+	require.Equal(t, 0, code, out)
+	out, code = runProcess(t, base, "admin create-team --name Kill --email owner@member.test")
+	require.Equal(t, 0, code, out)
+	var creds credentials
+	require.NoError(t, jsonTail(out, &creds))
+
+	temporal := spawn(t, base, "temporal", "Temporal is ready")
+	api := spawn(t, base, "api", `"msg":"ready"`)
+	// Temporal goes away: the dispatcher can no longer start workflows.
+	require.NoError(t, temporal.Process.Signal(syscall.SIGKILL))
+	_ = temporal.Wait()
+
+	c := newClient(t, "http://"+base["POSTHASTE_HTTP_ADDR"], creds.APIKey)
+	req := &client.SendEmailRequest{From: "onboarding@posthaste.test", To: []string{"owner@member.test"},
+		Subject: "Exactly once", Text: ptr("once")}
+	opts := &client.SendOptions{IdempotencyKey: "order/42"}
+	res, err := c.Emails.Send(ctx, req, opts)
+	require.NoError(t, err)
+	st, err := store.Open(ctx, store.Config{URL: dbURL})
+	require.NoError(t, err)
+	defer st.Close()
+	n, err := st.OutboxLen(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "accepted, not started")
+	require.NoError(t, api.Process.Signal(syscall.SIGKILL))
+	_ = api.Wait()
+
+	env := devEnv(t, dbURL, dns, mx)
+	dev := startDev(t, env)
+	defer dev.stop(t)
+	c = newClient(t, dev.base, creds.APIKey)
+	waitEvent(t, c, res.ID, "delivered", 60*time.Second)
+	again, err := c.Emails.Send(ctx, req, opts)
+	require.NoError(t, err)
+	require.Equal(t, res.ID, again.ID, "the key still answers with the first email")
+	mx.WaitMessages(t, 1, 10*time.Second)
+	time.Sleep(time.Second)
+	require.Len(t, mx.Messages(), 1, "delivered exactly once")
+	row, err := st.EmailForBuild(ctx, uuid.MustParse(res.ID))
+	require.NoError(t, err)
+	tc, err := tclient.Dial(tclient.Options{HostPort: "127.0.0.1:" + env["POSTHASTE_TEMPORAL_PORT"]})
+	require.NoError(t, err)
+	defer tc.Close()
+	require.Eventually(t, func() bool {
+		s := workflowRuns(t, tc, workflows.KeyedEmailWorkflowID(row.TeamID.String(), "order/42", res.ID))
+		return len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	}, 10*time.Second, 50*time.Millisecond, "one workflow, under the keyed ID")
+	n, err = st.OutboxLen(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}

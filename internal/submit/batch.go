@@ -1,0 +1,203 @@
+package submit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/sandbox"
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// MaxBatch is the largest number of emails in one batch (API.md).
+const MaxBatch = 100
+
+// BatchMode is the x-batch-validation mode of a batch.
+type BatchMode string
+
+// Batch validation modes.
+const (
+	// BatchStrict accepts all emails or none; the first invalid email's
+	// error names its index.
+	BatchStrict BatchMode = "strict"
+	// BatchPermissive accepts the valid emails and reports the others.
+	BatchPermissive BatchMode = "permissive"
+)
+
+// BatchItem is one element of a batch request: the decoded send object or
+// the error that decoding it gave.
+type BatchItem struct {
+	Request SendRequest
+	Err     error
+}
+
+// DecodeBatch decodes the body of POST /emails/batch: a JSON array of send
+// objects. A body that is not an array is an *Error; an element that does
+// not decode keeps its error in its item, so that permissive batches can
+// report it by index.
+func DecodeBatch(data []byte) ([]BatchItem, error) {
+	if !json.Valid(data) {
+		return nil, Errorf(KindValidation, "", "The request body is not valid JSON.")
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(data, &raws); err != nil {
+		return nil, Errorf(KindValidation, "", "The request body must be a JSON array of emails.")
+	}
+	items := make([]BatchItem, len(raws))
+	for i, raw := range raws {
+		items[i].Request, items[i].Err = DecodeSendRequest(raw)
+	}
+	return items, nil
+}
+
+// BatchOptions modify one batch.
+type BatchOptions struct {
+	IdempotencyKey *string
+	Mode           BatchMode // "" is BatchStrict
+}
+
+// BatchError is a rejected email of a permissive batch.
+type BatchError struct {
+	Index   int    `json:"index"`
+	Message string `json:"message"`
+}
+
+// BatchResult is the answer to a batch: the ids of the accepted emails in
+// request order and, in permissive mode, the rejected ones.
+type BatchResult struct {
+	Data   []SendResult `json:"data"`
+	Errors []BatchError `json:"errors,omitempty"`
+	// Replayed: see SendResult.
+	Replayed bool `json:"-"`
+}
+
+// SendBatch validates and accepts up to MaxBatch emails as one batch: one
+// transaction writes every email row and one outbox entry, whose SendBatch
+// workflow sends them all. Attachments are refused. In strict mode any
+// invalid email rejects the batch with an *Error naming its index; in
+// permissive mode the valid emails are accepted and the others listed in
+// Errors (a batch with no valid email accepts nothing and is not
+// remembered under its idempotency key).
+func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem, opts BatchOptions) (BatchResult, error) {
+	var res BatchResult
+	mode := opts.Mode
+	if mode == "" {
+		mode = BatchStrict
+	}
+	if mode != BatchStrict && mode != BatchPermissive {
+		return res, Errorf(KindValidation, "x-batch-validation",
+			"Invalid `x-batch-validation` header. Use `strict` or `permissive`.")
+	}
+	if len(items) == 0 || len(items) > MaxBatch {
+		return res, Errorf(KindValidation, "", "A batch holds between 1 and %d emails; this one has %d.", MaxBatch, len(items))
+	}
+	for i, it := range items {
+		if it.Err == nil && len(it.Request.Attachments) > 0 {
+			return res, Errorf(KindValidation, fmt.Sprintf("[%d].attachments", i),
+				"Attachments are not supported in batch emails (the email at index %d has some). "+
+					"Send emails with attachments one at a time with POST /emails.", i)
+		}
+	}
+	hashed := make([]any, 0, len(items)+1)
+	hashed = append(hashed, mode)
+	for _, it := range items {
+		if it.Err != nil {
+			hashed = append(hashed, it.Err.Error())
+		} else {
+			hashed = append(hashed, it.Request)
+		}
+	}
+	claim, replay, err := s.claimKey(ctx, from.TeamID, opts.IdempotencyKey, EndpointBatch, hashRequest(hashed...))
+	if err != nil {
+		return res, err
+	}
+	if replay != nil {
+		if err := json.Unmarshal(replay, &res); err != nil {
+			return res, fmt.Errorf("reading remembered response: %w", err)
+		}
+		res.Replayed = true
+		return res, nil
+	}
+	accepted := false
+	defer func() {
+		if !accepted {
+			s.release(ctx, claim)
+		}
+	}()
+
+	now := s.now()
+	rows := make([]store.Email, 0, len(items))
+	// A verified domain's answer holds for every email of the batch that
+	// sends from it; sandbox sends depend on their recipients.
+	type authz struct {
+		id  *uuid.UUID
+		err error
+	}
+	domains := map[string]authz{}
+	for i, it := range items {
+		err := it.Err
+		var e Email
+		var domainID *uuid.UUID
+		if err == nil {
+			e, err = it.Request.Validate(ctx, ValidateOptions{Now: now})
+		}
+		if err == nil {
+			key := strings.ToLower(e.From.Domain)
+			if z, ok := domains[key]; ok {
+				domainID, err = z.id, z.err
+			} else {
+				domainID, err = s.authorize(ctx, from, e)
+				if !sandbox.IsDomain(key) {
+					domains[key] = authz{domainID, err}
+				}
+			}
+		}
+		if err != nil {
+			var se *Error
+			if !errors.As(err, &se) {
+				return BatchResult{}, err
+			}
+			if mode == BatchStrict {
+				return BatchResult{}, &Error{Kind: se.Kind, Field: se.Field,
+					Message: fmt.Sprintf("The email at index %d is invalid: %s", i, se.Message)}
+			}
+			res.Errors = append(res.Errors, BatchError{Index: i, Message: se.Message})
+			continue
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return BatchResult{}, fmt.Errorf("making email id: %w", err)
+		}
+		row := toRow(id, from.TeamID, e, now)
+		row.DomainID = domainID
+		rows = append(rows, row)
+		res.Data = append(res.Data, SendResult{ID: id})
+	}
+	if mode == BatchPermissive && res.Errors == nil {
+		res.Errors = []BatchError{}
+	}
+	if len(rows) == 0 {
+		res.Data = []SendResult{}
+		return res, nil
+	}
+	batchID, err := uuid.NewV7()
+	if err != nil {
+		return BatchResult{}, fmt.Errorf("making batch id: %w", err)
+	}
+	a := store.Acceptance{Emails: rows, BatchID: &batchID, Idempotency: claim}
+	if claim != nil {
+		if a.Response, err = json.Marshal(res); err != nil {
+			return BatchResult{}, fmt.Errorf("encoding response: %w", err)
+		}
+	}
+	if err := s.accept(ctx, a); err != nil {
+		return BatchResult{}, err
+	}
+	accepted = true
+	s.logger.Debug("batch accepted", "team_id", from.TeamID, "batch_id", batchID, "emails", len(rows))
+	return res, nil
+}
