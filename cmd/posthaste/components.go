@@ -182,7 +182,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, keys *se
 	authn := auth.NewAuthenticator(st, keyCacheTTL)
 	verifier := worker.NewVerifier(tc, verifySchedule(cfg.Domains.Verify))
 	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: authn, TemporalUIURL: temporalUI,
-		Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys,
+		Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys, OAuth: oauthConfig(cfg.OAuth),
 		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, Logger: logger})
 	if err != nil {
 		return frontDoor{}, fmt.Errorf("loading the dashboard: %w", err)
@@ -204,6 +204,12 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, keys *se
 		Logger:    logger,
 	})
 	return frontDoor{handler: h, dispatcher: disp}, nil
+}
+
+func oauthConfig(c config.OAuth) dashboard.OAuth {
+	return dashboard.OAuth{PublicURL: c.PublicURL, Signup: c.Signup,
+		Google: dashboard.Provider{ClientID: c.GoogleClientID, ClientSecret: c.GoogleClientSecret, Issuer: c.GoogleIssuer},
+		GitHub: dashboard.Provider{ClientID: c.GitHubClientID, ClientSecret: c.GitHubClientSecret, URL: c.GitHubURL, APIURL: c.GitHubAPIURL}}
 }
 
 // startDispatcher runs the outbox dispatcher until the returned stop

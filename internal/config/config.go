@@ -36,6 +36,7 @@ type Config struct {
 	Domains  Domains
 	Egress   Egress
 	Admin    Admin
+	OAuth    OAuth
 }
 
 // HTTP configures the API listener.
@@ -95,6 +96,19 @@ type Egress struct {
 	AllowPrivate bool // POSTHASTE_ALLOW_PRIVATE_EGRESS
 }
 
+// OAuth configures dashboard sign-in through Google and GitHub.
+type OAuth struct {
+	PublicURL          string // POSTHASTE_PUBLIC_URL
+	Signup             bool   // POSTHASTE_SIGNUP
+	GoogleClientID     string // POSTHASTE_GOOGLE_CLIENT_ID
+	GoogleClientSecret string // POSTHASTE_GOOGLE_CLIENT_SECRET
+	GoogleIssuer       string // POSTHASTE_GOOGLE_ISSUER
+	GitHubClientID     string // POSTHASTE_GITHUB_CLIENT_ID
+	GitHubClientSecret string // POSTHASTE_GITHUB_CLIENT_SECRET
+	GitHubURL          string // POSTHASTE_GITHUB_URL
+	GitHubAPIURL       string // POSTHASTE_GITHUB_API_URL
+}
+
 // Admin configures the first-run account of `dev`.
 type Admin struct {
 	Email string // POSTHASTE_ADMIN_EMAIL
@@ -143,6 +157,17 @@ func Load(getenv Getenv) (Config, error) {
 		},
 		Egress: Egress{AllowPrivate: r.boolean("POSTHASTE_ALLOW_PRIVATE_EGRESS", false)},
 		Admin:  Admin{Email: strings.ToLower(r.str("POSTHASTE_ADMIN_EMAIL", "admin@posthaste.local"))},
+		OAuth: OAuth{
+			PublicURL:          r.str("POSTHASTE_PUBLIC_URL", "http://localhost:3000"),
+			Signup:             r.boolean("POSTHASTE_SIGNUP", true),
+			GoogleClientID:     r.str("POSTHASTE_GOOGLE_CLIENT_ID", ""),
+			GoogleClientSecret: r.secret("POSTHASTE_GOOGLE_CLIENT_SECRET"),
+			GoogleIssuer:       r.str("POSTHASTE_GOOGLE_ISSUER", "https://accounts.google.com"),
+			GitHubClientID:     r.str("POSTHASTE_GITHUB_CLIENT_ID", ""),
+			GitHubClientSecret: r.secret("POSTHASTE_GITHUB_CLIENT_SECRET"),
+			GitHubURL:          r.str("POSTHASTE_GITHUB_URL", "https://github.com"),
+			GitHubAPIURL:       r.str("POSTHASTE_GITHUB_API_URL", "https://api.github.com"),
+		},
 	}
 	if c.Delivery.Relay != "" && !strings.HasPrefix(c.Delivery.Relay, "smtp://") {
 		r.fail("POSTHASTE_RELAY", c.Delivery.Relay, "must look like smtp://host:port")

@@ -40,6 +40,8 @@ type Config struct {
 	Keys *seal.Box
 	// Verifier starts domain verification; nil disables the verify button.
 	Verifier Verifier
+	// OAuth offers sign-in through Google and GitHub when configured.
+	OAuth OAuth
 	// SecureCookies marks cookies Secure; set it when served over TLS.
 	SecureCookies bool
 	Logger        *slog.Logger
@@ -53,6 +55,7 @@ type Handler struct {
 	mux      *http.ServeMux
 	logger   *slog.Logger
 	throttle *throttle
+	oidc     oidcProviders
 	now      func() time.Time
 }
 
@@ -85,6 +88,8 @@ func New(cfg Config) (*Handler, error) {
 	})
 	m.HandleFunc("GET /dashboard/login", h.loginPage)
 	m.HandleFunc("POST /dashboard/login", h.login)
+	m.HandleFunc("GET /dashboard/oauth/{provider}/start", h.oauthStart)
+	m.HandleFunc("GET /dashboard/oauth/{provider}/callback", h.oauthCallback)
 	m.Handle("GET /dashboard/login/mfa", h.pendingMFA(h.mfaPage))
 	m.Handle("POST /dashboard/login/mfa", h.pendingMFA(h.mfa))
 	m.Handle("GET /dashboard/account", h.signedIn(h.account))

@@ -32,6 +32,10 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+func base64URL(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+func base64URLDecode(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(s) }
+
 func tokenHash(tok string) []byte {
 	h := sha256.Sum256([]byte(tok))
 	return h[:]
@@ -111,9 +115,10 @@ func (h *Handler) toLogin(w http.ResponseWriter, r *http.Request) {
 }
 
 type loginData struct {
-	Email string
-	Error string
-	Next  string
+	Email     string
+	Error     string
+	Next      string
+	Providers []providerLink
 }
 
 func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
@@ -121,6 +126,10 @@ func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) renderLogin(w http.ResponseWriter, status int, d loginData) {
+	if d.Next == "" {
+		d.Next = "/dashboard/emails"
+	}
+	d.Providers = h.providersShown(d.Next)
 	tok := randomToken()
 	http.SetCookie(w, h.cookie(loginCSRFCookie, tok, time.Hour))
 	h.render(w, status, "login", view{Title: "Sign in", CSRF: tok, Data: d})
@@ -173,6 +182,12 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.throttle.reset(key)
+	h.startSession(w, r, u, d.Next)
+}
+
+// startSession signs a user in (after a password or an OAuth provider):
+// into the oldest team, waiting for the second factor when the user has one.
+func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, u store.User, next string) {
 	team, err := h.store.FirstTeam(r.Context(), u.ID)
 	if err != nil {
 		h.fail(w, r, err)
@@ -193,10 +208,10 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, h.cookie(loginCSRFCookie, "", -time.Second))
 	http.SetCookie(w, h.cookie(sessionCookie, tok, sessionLifetime))
 	if pending {
-		http.Redirect(w, r, "/dashboard/login/mfa?next="+url.QueryEscape(d.Next), http.StatusSeeOther)
+		http.Redirect(w, r, "/dashboard/login/mfa?next="+url.QueryEscape(next), http.StatusSeeOther)
 		return
 	}
-	http.Redirect(w, r, d.Next, http.StatusSeeOther)
+	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 // dummyHash is an argon2id hash of a random password, checked against

@@ -1,0 +1,314 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/google/uuid"
+	"golang.org/x/oauth2"
+
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// OAuth configures sign-in through Google (OpenID Connect) and GitHub.
+// A provider without a client id is not offered.
+type OAuth struct {
+	// PublicURL is where browsers reach the dashboard's server, e.g.
+	// https://mail.example.com; callbacks are PublicURL/dashboard/oauth/…
+	PublicURL string
+	// Signup lets a first sign-in with an unknown email create the user
+	// and a team of their own.
+	Signup bool
+	Google Provider
+	GitHub Provider
+}
+
+// Provider is one OAuth client registration.
+type Provider struct {
+	ClientID     string
+	ClientSecret string
+	// Issuer (Google) is the OpenID issuer; "" → https://accounts.google.com.
+	Issuer string
+	// URL (GitHub) is the web base for authorize and token; "" → https://github.com.
+	URL string
+	// APIURL (GitHub) is the REST API base; "" → https://api.github.com.
+	APIURL string
+}
+
+const oauthCookie = "posthaste_oauth"
+
+// oidcProviders caches discovered OpenID providers by issuer, so that a
+// provider that is down at start-up does not keep the server from starting.
+type oidcProviders struct {
+	mu sync.Mutex
+	m  map[string]*oidc.Provider
+}
+
+func (p *oidcProviders) get(ctx context.Context, issuer string) (*oidc.Provider, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pr, ok := p.m[issuer]; ok {
+		return pr, nil
+	}
+	pr, err := oidc.NewProvider(ctx, issuer)
+	if err != nil {
+		return nil, fmt.Errorf("discovering %s: %w", issuer, err)
+	}
+	if p.m == nil {
+		p.m = map[string]*oidc.Provider{}
+	}
+	p.m[issuer] = pr
+	return pr, nil
+}
+
+func (h *Handler) googleIssuer() string {
+	if h.cfg.OAuth.Google.Issuer != "" {
+		return strings.TrimRight(h.cfg.OAuth.Google.Issuer, "/")
+	}
+	return "https://accounts.google.com"
+}
+
+// oauthConfig returns the oauth2 configuration of a provider, or nil when
+// it is not configured.
+func (h *Handler) oauthConfig(ctx context.Context, provider string) (*oauth2.Config, error) {
+	o := h.cfg.OAuth
+	redirect := strings.TrimRight(o.PublicURL, "/") + "/dashboard/oauth/" + provider + "/callback"
+	switch provider {
+	case "google":
+		if o.Google.ClientID == "" {
+			return nil, nil
+		}
+		pr, err := h.oidc.get(ctx, h.googleIssuer())
+		if err != nil {
+			return nil, err
+		}
+		return &oauth2.Config{ClientID: o.Google.ClientID, ClientSecret: o.Google.ClientSecret,
+			Endpoint: pr.Endpoint(), RedirectURL: redirect, Scopes: []string{oidc.ScopeOpenID, "email"}}, nil
+	case "github":
+		if o.GitHub.ClientID == "" {
+			return nil, nil
+		}
+		base := strings.TrimRight(o.GitHub.URL, "/")
+		if base == "" {
+			base = "https://github.com"
+		}
+		return &oauth2.Config{ClientID: o.GitHub.ClientID, ClientSecret: o.GitHub.ClientSecret,
+			Endpoint:    oauth2.Endpoint{AuthURL: base + "/login/oauth/authorize", TokenURL: base + "/login/oauth/access_token"},
+			RedirectURL: redirect, Scopes: []string{"read:user", "user:email"}}, nil
+	}
+	return nil, nil
+}
+
+// oauthState travels in a short-lived HttpOnly cookie between the start
+// and the callback.
+type oauthState struct {
+	Provider string `json:"p"`
+	State    string `json:"s"`
+	Verifier string `json:"v"`
+	Nonce    string `json:"n"`
+	Next     string `json:"x"`
+}
+
+func (h *Handler) oauthStart(w http.ResponseWriter, r *http.Request) {
+	provider := r.PathValue("provider")
+	conf, err := h.oauthConfig(r.Context(), provider)
+	if err != nil {
+		h.logger.Warn("oauth provider unavailable", "provider", provider, "err", err)
+		h.renderLogin(w, http.StatusBadGateway, loginData{Error: "That sign-in provider is unavailable. Try again later."})
+		return
+	}
+	if conf == nil {
+		http.NotFound(w, r)
+		return
+	}
+	st := oauthState{Provider: provider, State: randomToken(), Verifier: oauth2.GenerateVerifier(),
+		Nonce: randomToken(), Next: safeNext(r.URL.Query().Get("next"))}
+	b, _ := json.Marshal(st)
+	http.SetCookie(w, h.cookie(oauthCookie, base64URL(b), 10*time.Minute))
+	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(st.Verifier)}
+	if provider == "google" {
+		opts = append(opts, oidc.Nonce(st.Nonce))
+	}
+	http.Redirect(w, r, conf.AuthCodeURL(st.State, opts...), http.StatusFound)
+}
+
+func (h *Handler) oauthCallback(w http.ResponseWriter, r *http.Request) {
+	provider := r.PathValue("provider")
+	fail := func(msg string) {
+		h.renderLogin(w, http.StatusUnauthorized, loginData{Error: msg})
+	}
+	c, err := r.Cookie(oauthCookie)
+	var st oauthState
+	if err == nil {
+		err = decodeCookieJSON(c.Value, &st)
+	}
+	http.SetCookie(w, h.cookie(oauthCookie, "", -time.Second))
+	if err != nil || st.Provider != provider || !sameToken(r.URL.Query().Get("state"), st.State) {
+		fail("The sign-in expired or was started elsewhere. Try again.")
+		return
+	}
+	if e := r.URL.Query().Get("error"); e != "" {
+		fail("Sign-in was canceled.")
+		return
+	}
+	conf, err := h.oauthConfig(r.Context(), provider)
+	if err != nil || conf == nil {
+		fail("That sign-in provider is unavailable. Try again later.")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+	defer cancel()
+	tok, err := conf.Exchange(ctx, r.URL.Query().Get("code"), oauth2.VerifierOption(st.Verifier))
+	if err != nil {
+		h.logger.Warn("oauth code exchange failed", "provider", provider, "err", err)
+		fail("Sign-in failed. Try again.")
+		return
+	}
+	var email string
+	switch provider {
+	case "google":
+		email, err = h.googleEmail(ctx, tok, st.Nonce)
+	case "github":
+		email, err = h.githubEmail(ctx, conf, tok)
+	}
+	if err != nil {
+		h.logger.Warn("oauth identity rejected", "provider", provider, "err", err)
+		fail("Sign-in failed: the account has no verified email address.")
+		return
+	}
+	u, err := h.store.UserByEmail(r.Context(), email)
+	if errors.Is(err, store.ErrNotFound) {
+		if !h.cfg.OAuth.Signup {
+			fail("There is no Posthaste account for " + email + ". Ask a team owner for an invitation.")
+			return
+		}
+		u, err = h.signup(r.Context(), email)
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.startSession(w, r, u, st.Next)
+}
+
+// googleEmail verifies the ID token (signature, issuer, audience, expiry,
+// nonce) and returns its verified email.
+func (h *Handler) googleEmail(ctx context.Context, tok *oauth2.Token, nonce string) (string, error) {
+	raw, _ := tok.Extra("id_token").(string)
+	if raw == "" {
+		return "", errors.New("no id_token in the token response")
+	}
+	pr, err := h.oidc.get(ctx, h.googleIssuer())
+	if err != nil {
+		return "", err
+	}
+	idt, err := pr.Verifier(&oidc.Config{ClientID: h.cfg.OAuth.Google.ClientID}).Verify(ctx, raw)
+	if err != nil {
+		return "", fmt.Errorf("verifying id token: %w", err)
+	}
+	if !sameToken(idt.Nonce, nonce) {
+		return "", errors.New("id token nonce mismatch")
+	}
+	var claims struct {
+		Email    string `json:"email"`
+		Verified bool   `json:"email_verified"`
+	}
+	if err := idt.Claims(&claims); err != nil {
+		return "", fmt.Errorf("reading id token claims: %w", err)
+	}
+	if claims.Email == "" || !claims.Verified {
+		return "", errors.New("email missing or not verified")
+	}
+	return strings.ToLower(claims.Email), nil
+}
+
+// githubEmail returns the primary verified email of the GitHub account
+// (GET /user/emails).
+func (h *Handler) githubEmail(ctx context.Context, conf *oauth2.Config, tok *oauth2.Token) (string, error) {
+	api := strings.TrimRight(h.cfg.OAuth.GitHub.APIURL, "/")
+	if api == "" {
+		api = "https://api.github.com"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, api+"/user/emails", nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Accept", "application/vnd.github+json")
+	res, err := conf.Client(ctx, tok).Do(req)
+	if err != nil {
+		return "", fmt.Errorf("reading GitHub emails: %w", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("reading GitHub emails: status %d", res.StatusCode)
+	}
+	var emails []struct {
+		Email    string `json:"email"`
+		Primary  bool   `json:"primary"`
+		Verified bool   `json:"verified"`
+	}
+	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&emails); err != nil {
+		return "", fmt.Errorf("reading GitHub emails: %w", err)
+	}
+	for _, e := range emails {
+		if e.Primary && e.Verified && e.Email != "" {
+			return strings.ToLower(e.Email), nil
+		}
+	}
+	return "", errors.New("no primary verified email")
+}
+
+// signup creates a user without a password and a team of their own.
+func (h *Handler) signup(ctx context.Context, email string) (store.User, error) {
+	teamID, err := uuid.NewV7()
+	if err != nil {
+		return store.User{}, err
+	}
+	if err := h.store.CreateTeam(ctx, store.Team{ID: teamID, Name: email}); err != nil {
+		return store.User{}, err
+	}
+	u := store.User{ID: uuid.New(), Email: email}
+	if err := h.store.CreateUser(ctx, u); err != nil {
+		return store.User{}, err
+	}
+	if err := h.store.AddMember(ctx, teamID, u.ID, "owner"); err != nil {
+		return store.User{}, err
+	}
+	h.logger.Info("user signed up", "team_id", teamID)
+	return u, nil
+}
+
+func decodeCookieJSON(v string, dst any) error {
+	b, err := base64URLDecode(v)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, dst)
+}
+
+// providersShown lists the configured providers for the login page.
+func (h *Handler) providersShown(next string) []providerLink {
+	var out []providerLink
+	q := "?next=" + url.QueryEscape(next)
+	if h.cfg.OAuth.Google.ClientID != "" {
+		out = append(out, providerLink{Name: "Google", URL: "/dashboard/oauth/google/start" + q})
+	}
+	if h.cfg.OAuth.GitHub.ClientID != "" {
+		out = append(out, providerLink{Name: "GitHub", URL: "/dashboard/oauth/github/start" + q})
+	}
+	return out
+}
+
+type providerLink struct {
+	Name string
+	URL  string
+}
