@@ -40,7 +40,8 @@ func insertEmail(t *testing.T, st *store.Store, rcpts ...string) store.Email {
 		_, domain, _ := strings.Cut(r, "@")
 		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: domain, Status: store.EventQueued})
 	}
-	require.NoError(t, st.InsertEmail(ctx, e))
+	_, err := st.InsertEmail(ctx, e)
+	require.NoError(t, err)
 	return e
 }
 

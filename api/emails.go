@@ -1,8 +1,11 @@
 package api
 
 import (
+	"errors"
 	"io"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -12,31 +15,51 @@ import (
 
 // readBody reads a request body of at most maxBody bytes; it may be
 // chunked (no Content-Length).
+// The request log records the body as read.
 func readBody(c *gin.Context) ([]byte, error) {
-	return io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBody))
+	b, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBody))
+	c.Set(requestBodyKey, b)
+	return b, err
 }
 
 func (s *Server) sendEmail(c *gin.Context) {
 	body, err := readBody(c)
 	if err != nil {
-		s.respondError(c, err)
+		s.refuseSend(c, err)
 		return
 	}
 	req, err := submit.DecodeSendRequest(body)
 	if err != nil {
-		s.respondError(c, err)
+		s.refuseSend(c, err)
 		return
 	}
 	p := principal(c)
-	id, err := s.submit.Send(c.Request.Context(), submit.Sender{TeamID: p.TeamID, KeyID: p.KeyID, DomainID: p.DomainID}, req)
+	acc, err := s.submit.Send(c.Request.Context(), submit.Sender{TeamID: p.TeamID, KeyID: p.KeyID, DomainID: p.DomainID}, req)
 	if err != nil {
-		s.respondError(c, err)
+		s.refuseSend(c, err)
 		return
 	}
+	c.Header(quotaHeader, strconv.FormatInt(acc.QuotaUsed, 10))
 	if s.metrics != nil {
 		s.metrics.EmailsAccepted.WithLabelValues("api").Inc()
 	}
-	c.PureJSON(http.StatusOK, gin.H{"id": id})
+	c.PureJSON(http.StatusOK, gin.H{"id": acc.ID})
+}
+
+// quotaHeader carries the team's usage of its monthly quota on sending
+// responses (API.md).
+const quotaHeader = "X-Posthaste-Monthly-Quota"
+
+// refuseSend answers a refused send, with the team's unchanged usage
+// of its monthly quota.
+func (s *Server) refuseSend(c *gin.Context, err error) {
+	var qe *store.QuotaExceededError
+	if errors.As(err, &qe) {
+		c.Header(quotaHeader, strconv.FormatInt(qe.Used, 10))
+	} else if used, qerr := s.store.QuotaUsed(c.Request.Context(), principal(c).TeamID, time.Now()); qerr == nil {
+		c.Header(quotaHeader, strconv.FormatInt(used, 10))
+	}
+	s.respondError(c, err)
 }
 
 type tagJSON struct {

@@ -9,7 +9,12 @@ const TaskQueue = "posthaste"
 // Registered names of workflows.
 const (
 	SendEmailName = "SendEmail"
+	RetentionName = "Retention"
 )
+
+// RetentionScheduleID is the Temporal Schedule that starts Retention
+// daily; its workflows get IDs RetentionScheduleID plus a timestamp.
+const RetentionScheduleID = "retention"
 
 // DeliverTaskQueue is the task queue of the Deliver activities of a region;
 // `posthaste worker --regions` chooses which of them a worker polls.

@@ -356,7 +356,8 @@ func TestOutboxExactlyOnce(t *testing.T) {
 		Recipients: []store.Recipient{{Address: "delivered@posthaste.test", Kind: "to", Domain: "posthaste.test", Status: "queued"}}}
 	text := "t"
 	orphan.Text = &text
-	require.NoError(t, st.InsertEmail(ctx, orphan))
+	_, err = st.InsertEmail(ctx, orphan)
+	require.NoError(t, err)
 
 	env := map[string]string{
 		"DATABASE_URL":               dbURL,

@@ -22,6 +22,18 @@ func TestLoadDefaults(t *testing.T) {
 	require.Equal(t, 72*time.Hour, c.Delivery.RetryExpire)
 	require.False(t, c.Egress.AllowPrivate)
 	require.Empty(t, c.DatabaseURL)
+	require.Equal(t, 10, c.Limits.DefaultRate)
+	require.Empty(t, c.Limits.RedisURL)
+	require.Equal(t, 30*24*time.Hour, c.Retention.Period)
+	require.Empty(t, c.HTTP.TrustedProxies)
+
+	c, err = Load(env(map[string]string{"POSTHASTE_DEFAULT_RATE_LIMIT": "25", "REDIS_URL": "redis://127.0.0.1:6379/0",
+		"POSTHASTE_RETENTION": "168h", "POSTHASTE_TRUSTED_PROXIES": "10.0.0.0/8, 127.0.0.1"}))
+	require.NoError(t, err)
+	require.Equal(t, 25, c.Limits.DefaultRate)
+	require.Equal(t, "redis://127.0.0.1:6379/0", c.Limits.RedisURL)
+	require.Equal(t, 168*time.Hour, c.Retention.Period)
+	require.Equal(t, []string{"10.0.0.0/8", "127.0.0.1"}, c.HTTP.TrustedProxies)
 }
 
 func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
@@ -33,6 +45,10 @@ func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
 		"POSTHASTE_SOURCE_IP":              "not-an-ip",
 		"POSTHASTE_RELAY":                  "http://x",
 		"POSTHASTE_DNS_SERVER":             "127.0.0.1",
+		"POSTHASTE_DEFAULT_RATE_LIMIT":     "0",
+		"POSTHASTE_RETENTION":              "thirty days",
+		"REDIS_URL":                        "localhost:6379",
+		"POSTHASTE_TRUSTED_PROXIES":        "10.0.0.0/33",
 	} {
 		_, err := Load(env(map[string]string{name: val}))
 		require.ErrorContains(t, err, name, name)

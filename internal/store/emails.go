@@ -82,11 +82,17 @@ type Event struct {
 	CreatedAt time.Time
 }
 
-// InsertEmail durably accepts an email: the row, its recipients and
-// attachments, its first event and the outbox entry that gets its workflow
-// started, all in one implicit transaction and one round trip.
-func (s *Store) InsertEmail(ctx context.Context, e Email) error {
+// InsertEmail durably accepts an email: the quota increment (one per
+// recipient, see quota_take), the row, its recipients and attachments, its
+// first event and the outbox entry that gets its workflow started, all in
+// one implicit transaction and one round trip. It returns the team's usage
+// of the month including this email. Over the plan's quota nothing is
+// written and the error is a *QuotaExceededError.
+func (s *Store) InsertEmail(ctx context.Context, e Email) (used int64, err error) {
 	b := &pgx.Batch{}
+	b.Queue(`SELECT quota_take(@team, @month, @n)`,
+		pgx.NamedArgs{"team": e.TeamID, "month": QuotaMonth(e.CreatedAt), "n": len(e.Recipients)}).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&used) })
 	b.Queue(`INSERT INTO email (id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs,
 			reply_to, subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
 			created_at, updated_at)
@@ -118,9 +124,9 @@ func (s *Store) InsertEmail(ctx context.Context, e Email) error {
 	b.Queue(`INSERT INTO outbox (kind, team_id, ref, scheduled_at) VALUES ('send_email', @team, @id, @scheduled_at)`,
 		pgx.NamedArgs{"id": e.ID, "team": e.TeamID, "scheduled_at": e.ScheduledAt})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("inserting email: %w", mapErr(err))
+		return 0, fmt.Errorf("inserting email: %w", mapErr(err))
 	}
-	return nil
+	return used, nil
 }
 
 func nonNil[T any](s []T) []T {

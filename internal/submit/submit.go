@@ -21,7 +21,7 @@ import (
 
 // Store is the part of the store the service uses.
 type Store interface {
-	InsertEmail(ctx context.Context, e store.Email) error
+	InsertEmail(ctx context.Context, e store.Email) (quotaUsed int64, err error)
 	TeamMembers(ctx context.Context, teamID uuid.UUID, emails []string) (map[string]bool, error)
 }
 
@@ -65,30 +65,42 @@ func New(cfg Config) *Service {
 	return s
 }
 
-// Send validates and accepts one email and returns its id. Rejections the
-// caller can fix are *Error; anything else is an internal failure.
-func (s *Service) Send(ctx context.Context, from Sender, req SendRequest) (uuid.UUID, error) {
+// Accepted is an email Send accepted.
+type Accepted struct {
+	ID uuid.UUID
+	// QuotaUsed is the team's usage of the month (recipients of accepted
+	// emails) including this email.
+	QuotaUsed int64
+}
+
+// Send validates and accepts one email. Rejections the caller can fix are
+// *Error; a send over the team's monthly quota is a *store.QuotaExceededError
+// (errors.Is store.ErrQuotaExceeded) and is not accepted; anything else is
+// an internal failure. Every recipient (to, cc and bcc, each address once)
+// counts against the quota.
+func (s *Service) Send(ctx context.Context, from Sender, req SendRequest) (Accepted, error) {
 	now := s.now()
 	e, err := req.Validate(ctx, ValidateOptions{Now: now, Fetch: s.fetch})
 	if err != nil {
-		return uuid.Nil, err
+		return Accepted{}, err
 	}
 	if err := s.authorize(ctx, from, e); err != nil {
-		return uuid.Nil, err
+		return Accepted{}, err
 	}
 	id, err := uuid.NewV7()
 	if err != nil {
-		return uuid.Nil, fmt.Errorf("making email id: %w", err)
+		return Accepted{}, fmt.Errorf("making email id: %w", err)
 	}
 	row := toRow(id, from.TeamID, e, now)
-	if err := s.store.InsertEmail(ctx, row); err != nil {
-		return uuid.Nil, fmt.Errorf("accepting email: %w", err)
+	used, err := s.store.InsertEmail(ctx, row)
+	if err != nil {
+		return Accepted{}, fmt.Errorf("accepting email: %w", err)
 	}
 	if s.notify != nil {
 		s.notify.Notify()
 	}
 	s.logger.Debug("email accepted", "team_id", from.TeamID, "email_id", id)
-	return id, nil
+	return Accepted{ID: id, QuotaUsed: used}, nil
 }
 
 // authorize checks that the team may send from e.From to its recipients.
