@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 . scripts/setup.sh
 need_postgres
+need_redis
 
 go vet ./...
 pkgs=$(go list ./... | grep -v -e '/cmd/posthaste$' -e '/internal/devstack$')

@@ -20,6 +20,8 @@ import (
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/ratelimit"
+	"github.com/posthaste/posthaste/internal/reqlog"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/storetest"
 	"github.com/posthaste/posthaste/internal/submit"
@@ -33,36 +35,74 @@ type notifier struct{ n int }
 func (n *notifier) Notify() { n.n++ }
 
 type env struct {
-	t      *testing.T
-	srv    *httptest.Server
-	store  *store.Store
-	notify *notifier
-	keyA   string // full access, team A
-	keyB   string // full access, team B
-	teamA  uuid.UUID
+	t       *testing.T
+	srv     *httptest.Server
+	store   *store.Store
+	notify  *notifier
+	logs    *reqlog.Writer
+	metrics *telemetry.Metrics
+	keyA    string // full access, team A
+	keyB    string // full access, team B
+	teamA   uuid.UUID
+	teamB   uuid.UUID
 }
 
-func newEnv(t *testing.T) *env {
+// envOptions vary the server of a test; the zero value is the production
+// wiring with a rate limit high enough not to matter.
+type envOptions struct {
+	rate    int            // default requests per second; 0 → 10,000
+	limiter api.Limiter    // nil → an in-process limiter
+	store   *store.Store   // nil → a new database
+	logCfg  *reqlog.Config // nil → defaults with a 100 ms interval
+}
+
+func newEnv(t *testing.T) *env { return newEnvWith(t, envOptions{}) }
+
+func newEnvWith(t *testing.T, o envOptions) *env {
 	t.Helper()
 	ctx := context.Background()
-	st := storetest.New(t)
+	st, mailA, mailB := o.store, "a@example.com", "b@example.com"
+	if st == nil {
+		st = storetest.New(t)
+	} else { // a shared database: its users must differ
+		mailA, mailB = "a-"+uuid.NewString()+"@example.com", "b-"+uuid.NewString()+"@example.com"
+	}
 	n := &notifier{}
 	reg := prometheus.NewRegistry()
-	h := api.New(api.Config{
-		Store:    st,
-		Auth:     auth.NewAuthenticator(st, time.Second),
-		Submit:   submit.New(submit.Config{Store: st, Notifier: n}),
-		Metrics:  telemetry.NewMetrics(reg),
-		Gatherer: reg,
-		Ready:    []api.Check{{Name: "postgres", Check: st.Ping}},
+	metrics := telemetry.NewMetrics(reg)
+	if o.rate == 0 {
+		o.rate = 10_000
+	}
+	if o.limiter == nil {
+		o.limiter = ratelimit.NewLocal()
+	}
+	lc := reqlog.Config{Interval: 100 * time.Millisecond}
+	if o.logCfg != nil {
+		lc = *o.logCfg
+	}
+	lc.Dropped = metrics.RequestLogDropped
+	logs := reqlog.New(lc, st)
+	t.Cleanup(func() { _ = logs.Close(context.Background()) })
+	h, err := api.New(api.Config{
+		Store:            st,
+		Auth:             auth.NewAuthenticator(st, time.Second),
+		Submit:           submit.New(submit.Config{Store: st, Notifier: n}),
+		Metrics:          metrics,
+		Gatherer:         reg,
+		Ready:            []api.Check{{Name: "postgres", Check: st.Ping}},
+		Limiter:          o.limiter,
+		DefaultRateLimit: o.rate,
+		RequestLog:       logs,
 	})
+	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	a, err := account.NewTeam(ctx, st, "A", "a@example.com")
+	a, err := account.NewTeam(ctx, st, "A", mailA)
 	require.NoError(t, err)
-	b, err := account.NewTeam(ctx, st, "B", "b@example.com")
+	b, err := account.NewTeam(ctx, st, "B", mailB)
 	require.NoError(t, err)
-	return &env{t: t, srv: srv, store: st, notify: n, keyA: a.APIKey, keyB: b.APIKey, teamA: uuid.MustParse(a.TeamID)}
+	return &env{t: t, srv: srv, store: st, notify: n, logs: logs, metrics: metrics, keyA: a.APIKey, keyB: b.APIKey,
+		teamA: uuid.MustParse(a.TeamID), teamB: uuid.MustParse(b.TeamID)}
 }
 
 type resp struct {

@@ -50,4 +50,10 @@ need_postgres() {
   apt_install postgresql
 }
 
+# redis-server: the tests start a private one to check that API processes
+# sharing Redis enforce one rate limit.
+need_redis() {
+  command -v redis-server >/dev/null 2>&1 || apt_install redis-server
+}
+
 go mod download
