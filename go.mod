@@ -21,7 +21,10 @@ require (
 	go.temporal.io/server v1.32.1
 )
 
-require github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
+require (
+	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
+	github.com/kylelemons/godebug v1.1.0 // indirect
+)
 
 require (
 	cel.dev/expr v0.25.2 // indirect

@@ -262,7 +262,7 @@ WITH ok AS (
 	WHERE email_id = @id AND (@rcpt::text IS NULL OR address = @rcpt)
 	AND @state::boolean AND EXISTS (SELECT 1 FROM ins)
 )
-UPDATE email SET last_event = @type, updated_at = now()
+UPDATE email SET last_event = @type, updated_at = greatest(updated_at, @at::timestamptz)
 WHERE id = @id AND EXISTS (SELECT 1 FROM ins)`
 
 // RecordEvents appends events to an email's history in order, moving the
