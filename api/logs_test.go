@@ -40,7 +40,7 @@ func TestRequestLog(t *testing.T) {
 	requireError(t, e.do("GET", "/emails/"+uuid.NewString(), e.keyA, nil), 404, "not_found")
 	requireError(t, e.do("POST", "/emails", e.keyA, "{nope"), 422, "validation_error")
 	requireError(t, e.do("GET", "/emails", "", nil), 401, "missing_api_key") // no team: nobody sees it
-	e.do("GET", "/healthz", "", nil)                                              // not an API request
+	e.do("GET", "/healthz", "", nil)                                         // not an API request
 
 	// Everything within 5 s, newest first: the 4 requests of team A (the
 	// GET /logs polls themselves are logged too, so filter them out).

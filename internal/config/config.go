@@ -29,9 +29,9 @@ type Config struct {
 	Limits    Limits
 	Retention Retention
 	Temporal  Temporal
-	Delivery Delivery
-	Egress   Egress
-	Admin    Admin
+	Delivery  Delivery
+	Egress    Egress
+	Admin     Admin
 }
 
 // HTTP configures the API listener.
