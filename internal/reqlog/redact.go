@@ -29,11 +29,20 @@ func secretField(name string) bool {
 // Body prepares a body for the log: a JSON body has its secret fields
 // replaced by "[redacted]" and the content of its attachments replaced by a
 // note of their size; the result is cut at MaxBody bytes. A body that is not
-// JSON is kept as text, cut at MaxBody (on a UTF-8 boundary). An empty body
+// JSON is kept as text, cut at MaxBody (on a UTF-8 boundary), unless it names
+// a secret field or is not UTF-8: then only its size is noted. An empty body
 // is nil.
 func Body(b []byte) *string {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil
+	}
+	if !mayNeedScrub(b) {
+		if !utf8.Valid(b) {
+			s := fmt.Sprintf("[%d bytes, not UTF-8 text]", len(b))
+			return &s
+		}
+		s := truncate(b)
+		return &s
 	}
 	var v any
 	d := json.NewDecoder(bytes.NewReader(b))
@@ -46,12 +55,32 @@ func Body(b []byte) *string {
 		if err := enc.Encode(v); err == nil {
 			b = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 		}
-	} else if !utf8.Valid(b) {
-		s := fmt.Sprintf("[%d bytes, not UTF-8 text]", len(b))
+	} else {
+		// Not JSON, yet it names something secret: it cannot be redacted
+		// field by field, so it is not kept.
+		s := fmt.Sprintf("[%d bytes that are not JSON and may hold secrets, not logged]", len(b))
 		return &s
 	}
 	s := truncate(b)
 	return &s
+}
+
+// scrubNeedles are the lower-cased names secretField and scrub act on; a
+// body containing none of them is logged as it is, without decoding it.
+var scrubNeedles = [][]byte{[]byte("password"), []byte("secret"), []byte("token"), []byte("authorization"),
+	[]byte("api_key"), []byte("apikey"), []byte("private_key"), []byte(`"key"`), []byte("attachments")}
+
+// mayNeedScrub reports whether b might hold a field to redact or elide.
+// It errs towards true (a needle in a value also matches); JSON escapes
+// in field names are not looked through.
+func mayNeedScrub(b []byte) bool {
+	lower := bytes.ToLower(b)
+	for _, n := range scrubNeedles {
+		if bytes.Contains(lower, n) {
+			return true
+		}
+	}
+	return false
 }
 
 func truncate(b []byte) string {

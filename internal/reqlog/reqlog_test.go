@@ -31,6 +31,8 @@ func TestBody(t *testing.T) {
 		{"array", `[{"token":"t"}]`, str(`[{"token":"[redacted]"}]`)},
 		{"numbers keep their form", `{"n":12345678901234567890}`, str(`{"n":12345678901234567890}`)},
 		{"binary", "\xff\xfe", str("[2 bytes, not UTF-8 text]")},
+		{"form with a password", "user=a&password=b", str("[17 bytes that are not JSON and may hold secrets, not logged]")},
+		{"truncated JSON with a token", `{"token":"abc`, str("[13 bytes that are not JSON and may hold secrets, not logged]")},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
