@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
@@ -80,13 +81,13 @@ func (s *Server) logRequest(c *gin.Context) {
 		return
 	}
 	e := store.RequestLog{
-		ID: id, Method: c.Request.Method, Path: c.Request.URL.Path, Status: c.Writer.Status(),
+		ID: id, Method: clip(c.Request.Method, 16), Path: clip(c.Request.URL.Path, 2048), Status: c.Writer.Status(),
 		ClientAddr: c.ClientIP(), Duration: time.Since(start), CreatedAt: start,
 	}
 	if p, ok := authenticated(c); ok {
 		e.TeamID, e.KeyID = &p.TeamID, &p.KeyID
 	}
-	if ua := c.Request.UserAgent(); ua != "" {
+	if ua := clip(c.Request.UserAgent(), 512); ua != "" {
 		e.UserAgent = &ua
 	}
 	switch b, ok := c.Get(requestBodyKey); {
@@ -109,4 +110,15 @@ func (s *Server) logRequest(c *gin.Context) {
 		}
 	}
 	s.reqlog.Log(e)
+}
+
+// clip cuts s to at most n bytes on a UTF-8 boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
