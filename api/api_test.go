@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,9 +31,10 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
-type notifier struct{ n int }
+// notifier counts Notify calls; requests call it concurrently.
+type notifier struct{ n atomic.Int64 }
 
-func (n *notifier) Notify() { n.n++ }
+func (n *notifier) Notify() { n.n.Add(1) }
 
 type env struct {
 	t       *testing.T
@@ -191,7 +193,7 @@ func TestSendGetListAndIsolation(t *testing.T) {
 	require.Equal(t, 200, r.status, string(r.raw))
 	id, _ := r.body["id"].(string)
 	require.NoError(t, uuid.Validate(id))
-	require.Equal(t, 1, e.notify.n, "the dispatcher is told about the new outbox entry")
+	require.EqualValues(t, 1, e.notify.n.Load(), "the dispatcher is told about the new outbox entry")
 
 	g := e.do("GET", "/emails/"+id, e.keyA, nil)
 	require.Equal(t, 200, g.status, string(g.raw))
