@@ -11,6 +11,7 @@ cd "$(dirname "$0")"
 need_postgres
 need_browser
 need_python_mail
+need_redis
 
 go vet ./...
 pkgs=$(go list ./... | grep -v -e '/cmd/posthaste$' -e '/internal/devstack$')

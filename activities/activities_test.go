@@ -28,6 +28,11 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
 func insertEmail(t *testing.T, st *store.Store, rcpts ...string) store.Email {
 	t.Helper()
+	return insertEmailAt(t, st, time.Now(), rcpts...)
+}
+
+func insertEmailAt(t *testing.T, st *store.Store, at time.Time, rcpts ...string) store.Email {
+	t.Helper()
 	ctx := context.Background()
 	team := uuid.Must(uuid.NewV7())
 	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
@@ -35,12 +40,13 @@ func insertEmail(t *testing.T, st *store.Store, rcpts ...string) store.Email {
 	e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: team, From: "Acme <onboarding@posthaste.test>",
 		FromDomain: "posthaste.test", To: rcpts, Subject: "Hi ✓", HTML: &html, GenerateText: true,
 		Headers:   []store.Header{{Name: "X-Entity-Ref-ID", Value: "7"}},
-		LastEvent: store.EventQueued, CreatedAt: time.Now()}
+		LastEvent: store.EventQueued, CreatedAt: at}
 	for _, r := range rcpts {
 		_, domain, _ := strings.Cut(r, "@")
 		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: domain, Status: store.EventQueued})
 	}
-	require.NoError(t, st.InsertEmail(ctx, e))
+	_, err := st.InsertEmail(ctx, e)
+	require.NoError(t, err)
 	return e
 }
 

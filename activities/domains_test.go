@@ -64,7 +64,8 @@ func domainEmail(t *testing.T, st *store.Store, d store.Domain, rcpts ...string)
 		_, dom, _ := strings.Cut(r, "@")
 		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: dom, Status: store.EventQueued})
 	}
-	require.NoError(t, st.InsertEmail(context.Background(), e))
+	_, err := st.InsertEmail(context.Background(), e)
+	require.NoError(t, err)
 	return e
 }
 

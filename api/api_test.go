@@ -23,7 +23,9 @@ import (
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/ratelimit"
 	"github.com/posthaste/posthaste/internal/records"
+	"github.com/posthaste/posthaste/internal/reqlog"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/storetest"
@@ -33,20 +35,23 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
+// notifier counts Notify calls; requests call it concurrently.
 type notifier struct{ n atomic.Int64 }
 
 func (n *notifier) Notify() { n.n.Add(1) }
 
 type env struct {
-	t      *testing.T
-	srv    *httptest.Server
-	store  *store.Store
-	notify *notifier
-	keyA   string // full access, team A
-	keyB   string // full access, team B
-	teamA  uuid.UUID
-	teamB  uuid.UUID
-	verify *verifier
+	t       *testing.T
+	srv     *httptest.Server
+	store   *store.Store
+	notify  *notifier
+	logs    *reqlog.Writer
+	metrics *telemetry.Metrics
+	keyA    string // full access, team A
+	keyB    string // full access, team B
+	teamA   uuid.UUID
+	teamB   uuid.UUID
+	verify  *verifier
 }
 
 // verifier records the domains the API asks to verify or forget; the real
@@ -71,13 +76,27 @@ func (v *verifier) Forget(_ context.Context, id string) error {
 	return nil
 }
 
-func newEnv(t *testing.T) *env { return newEnvWith(t, nil) }
+// envOptions vary the server of a test; the zero value is the production
+// wiring with a rate limit high enough not to matter.
+type envOptions struct {
+	rate    int            // default requests per second; 0 → 10,000
+	limiter api.Limiter    // nil → an in-process limiter
+	store   *store.Store   // nil → a new database
+	logCfg  *reqlog.Config // nil → defaults with a 100 ms interval
+	fetch   submit.Fetcher // fetches `path` attachments; nil refuses them
+}
 
-// newEnvWith builds the API with a fetcher for `path` attachments (nil refuses them).
-func newEnvWith(t *testing.T, fetch submit.Fetcher) *env {
+func newEnv(t *testing.T) *env { return newEnvWith(t, envOptions{}) }
+
+func newEnvWith(t *testing.T, o envOptions) *env {
 	t.Helper()
 	ctx := context.Background()
-	st := storetest.New(t)
+	st, mailA, mailB := o.store, "a@example.com", "b@example.com"
+	if st == nil {
+		st = storetest.New(t)
+	} else { // a shared database: its users must differ
+		mailA, mailB = "a-"+uuid.NewString()+"@example.com", "b-"+uuid.NewString()+"@example.com"
+	}
 	n := &notifier{}
 	v := &verifier{}
 	mk, err := seal.NewKey()
@@ -87,23 +106,41 @@ func newEnvWith(t *testing.T, fetch submit.Fetcher) *env {
 	box, err := seal.New(raw)
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
-	h := api.New(api.Config{
+	metrics := telemetry.NewMetrics(reg)
+	if o.rate == 0 {
+		o.rate = 10_000
+	}
+	if o.limiter == nil {
+		o.limiter = ratelimit.NewLocal()
+	}
+	lc := reqlog.Config{Interval: 100 * time.Millisecond}
+	if o.logCfg != nil {
+		lc = *o.logCfg
+	}
+	lc.Dropped = metrics.RequestLogDropped
+	logs := reqlog.New(lc, st)
+	t.Cleanup(func() { _ = logs.Close(context.Background()) })
+	h, err := api.New(api.Config{
 		Store:    st,
 		Auth:     auth.NewAuthenticator(st, time.Second),
-		Submit:   submit.New(submit.Config{Store: st, Notifier: n, Fetcher: fetch}),
-		Metrics:  telemetry.NewMetrics(reg),
+		Submit:   submit.New(submit.Config{Store: st, Notifier: n, Fetcher: o.fetch}),
+		Metrics:  metrics,
 		Gatherer: reg,
 		Ready:    []api.Check{{Name: "postgres", Check: st.Ping}},
 		Domains: api.DomainConfig{Verifier: v, Keys: box, DKIMSelector: "posthaste",
 			Records: records.Config{BounceHost: "bounce.posthaste.example", SPFInclude: "_spf.posthaste.example"}},
+		Limiter:          o.limiter,
+		DefaultRateLimit: o.rate,
+		RequestLog:       logs,
 	})
+	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	a, err := account.NewTeam(ctx, st, "A", "a@example.com")
+	a, err := account.NewTeam(ctx, st, "A", mailA)
 	require.NoError(t, err)
-	b, err := account.NewTeam(ctx, st, "B", "b@example.com")
+	b, err := account.NewTeam(ctx, st, "B", mailB)
 	require.NoError(t, err)
-	return &env{t: t, srv: srv, store: st, notify: n, keyA: a.APIKey, keyB: b.APIKey,
+	return &env{t: t, srv: srv, store: st, notify: n, logs: logs, metrics: metrics, keyA: a.APIKey, keyB: b.APIKey,
 		teamA: uuid.MustParse(a.TeamID), teamB: uuid.MustParse(b.TeamID), verify: v}
 }
 
@@ -202,7 +239,7 @@ func TestSendGetListAndIsolation(t *testing.T) {
 	require.Equal(t, 200, r.status, string(r.raw))
 	id, _ := r.body["id"].(string)
 	require.NoError(t, uuid.Validate(id))
-	require.Equal(t, int64(1), e.notify.n.Load(), "the dispatcher is told about the new outbox entry")
+	require.EqualValues(t, 1, e.notify.n.Load(), "the dispatcher is told about the new outbox entry")
 
 	g := e.do("GET", "/emails/"+id, e.keyA, nil)
 	require.Equal(t, 200, g.status, string(g.raw))
@@ -383,7 +420,7 @@ func TestPathAttachmentsGoThroughTheEgressGuard(t *testing.T) {
 		"attachments": []map[string]string{{"path": files.URL + "/reports/june.csv"}},
 	}
 	for _, allow := range []bool{false, true} {
-		e := newEnvWith(t, egress.New(egress.Config{AllowPrivate: allow}))
+		e := newEnvWith(t, envOptions{fetch: egress.New(egress.Config{AllowPrivate: allow})})
 		r := e.do("POST", "/emails", e.keyA, body)
 		if !allow {
 			requireError(t, r, 422, "invalid_attachment")

@@ -10,31 +10,55 @@ import (
 	"github.com/posthaste/posthaste/internal/auth"
 )
 
-const principalKey = "principal"
+const (
+	principalKey = "principal"
+	authErrKey   = "auth_error"
+)
 
-// authenticate requires a live API key. Sending-only keys pass only where
-// sending is true.
-func (s *Server) authenticate(sending bool) gin.HandlerFunc {
+// identify authenticates the request's API key, if any, before routing, so
+// the rate limiter and the request log know the team of every request,
+// including those to unknown routes. It never answers the request: the
+// routes that need a key answer with the error it found (requireKey).
+func (s *Server) identify(c *gin.Context) {
+	if s.fixed != nil {
+		c.Set(principalKey, *s.fixed)
+		return
+	}
+	h := c.GetHeader("Authorization")
+	if h == "" {
+		c.Set(authErrKey, errorf(http.StatusUnauthorized, nameMissingAPIKey,
+			"Missing API key in the authorization header. Include the header Authorization: Bearer ph_..."))
+		return
+	}
+	scheme, token, _ := strings.Cut(h, " ")
+	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+		c.Set(authErrKey, errorf(http.StatusUnauthorized, nameMissingAPIKey,
+			"The authorization header must be of the form: Bearer ph_..."))
+		return
+	}
+	p, err := s.auth.Authenticate(c.Request.Context(), strings.TrimSpace(token))
+	switch {
+	case errors.Is(err, auth.ErrInvalidKey):
+		c.Set(authErrKey, errorf(http.StatusForbidden, nameInvalidAPIKey, "API key is invalid."))
+	case err != nil:
+		c.Set(authErrKey, err)
+	default:
+		c.Set(principalKey, p)
+	}
+}
+
+// requireKey requires a live API key (found by identify). Sending-only
+// keys pass only where sending is true.
+func (s *Server) requireKey(sending bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		h := c.GetHeader("Authorization")
-		if h == "" {
-			s.respondError(c, errorf(http.StatusUnauthorized, nameMissingAPIKey,
-				"Missing API key in the authorization header. Include the header Authorization: Bearer ph_..."))
-			return
-		}
-		scheme, token, _ := strings.Cut(h, " ")
-		if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-			s.respondError(c, errorf(http.StatusUnauthorized, nameMissingAPIKey,
-				"The authorization header must be of the form: Bearer ph_..."))
-			return
-		}
-		p, err := s.auth.Authenticate(c.Request.Context(), strings.TrimSpace(token))
-		if errors.Is(err, auth.ErrInvalidKey) {
-			s.respondError(c, errorf(http.StatusForbidden, nameInvalidAPIKey, "API key is invalid."))
-			return
-		}
-		if err != nil {
-			s.respondError(c, err)
+		p, ok := authenticated(c)
+		if !ok {
+			err, _ := c.Get(authErrKey)
+			if e, ok := err.(error); ok {
+				s.respondError(c, e)
+			} else {
+				s.respondError(c, errorf(http.StatusUnauthorized, nameMissingAPIKey, "Missing API key."))
+			}
 			return
 		}
 		if !sending && !p.FullAccess() {
@@ -42,12 +66,21 @@ func (s *Server) authenticate(sending bool) gin.HandlerFunc {
 				"This API key is restricted to only send emails."))
 			return
 		}
-		c.Set(principalKey, p)
 		c.Next()
 	}
 }
 
+// authenticated returns the request's principal, if its key was valid.
+func authenticated(c *gin.Context) (auth.Principal, bool) {
+	p, ok := c.Get(principalKey)
+	if !ok {
+		return auth.Principal{}, false
+	}
+	return p.(auth.Principal), true
+}
+
+// principal is the principal of a request that passed requireKey.
 func principal(c *gin.Context) auth.Principal {
-	p, _ := c.Get(principalKey)
-	return p.(auth.Principal)
+	p, _ := authenticated(c)
+	return p
 }

@@ -2,9 +2,12 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -14,8 +17,11 @@ import (
 
 // readBody reads a request body of at most maxBody bytes; it may be
 // chunked (no Content-Length).
+// The request log records the body as read.
 func readBody(c *gin.Context) ([]byte, error) {
-	return io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBody))
+	b, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBody))
+	c.Set(requestBodyKey, b)
+	return b, err
 }
 
 // idempotencyKey reads the Idempotency-Key header: nil when absent, and
@@ -36,23 +42,24 @@ func (s *Server) sender(c *gin.Context) submit.Sender {
 func (s *Server) sendEmail(c *gin.Context) {
 	body, err := readBody(c)
 	if err != nil {
-		s.respondError(c, err)
+		s.refuseSend(c, err)
 		return
 	}
 	req, err := submit.DecodeSendRequest(body)
 	if err != nil {
-		s.respondError(c, err)
+		s.refuseSend(c, err)
 		return
 	}
 	res, err := s.submit.SendWithOptions(c.Request.Context(), s.sender(c), req,
 		submit.SendOptions{IdempotencyKey: idempotencyKey(c)})
 	if err != nil {
-		s.respondError(c, err)
+		s.refuseSend(c, err)
 		return
 	}
 	if s.metrics != nil && !res.Replayed {
 		s.metrics.EmailsAccepted.WithLabelValues("api").Inc()
 	}
+	s.quotaHeader(c, res.QuotaUsed)
 	c.PureJSON(http.StatusOK, gin.H{"id": res.ID})
 }
 
@@ -74,14 +81,14 @@ func (s *Server) sendBatch(c *gin.Context) {
 	}
 	items, err := submit.DecodeBatch(body)
 	if err != nil {
-		s.respondError(c, err)
+		s.refuseSend(c, err)
 		return
 	}
 	mode := submit.BatchMode(strings.ToLower(strings.TrimSpace(c.GetHeader("X-Batch-Validation"))))
 	res, err := s.submit.SendBatch(c.Request.Context(), s.sender(c), items,
 		submit.BatchOptions{IdempotencyKey: idempotencyKey(c), Mode: mode})
 	if err != nil {
-		s.respondError(c, err)
+		s.refuseSend(c, err)
 		return
 	}
 	out := batchJSON{Data: make([]gin.H, len(res.Data))}
@@ -98,6 +105,7 @@ func (s *Server) sendBatch(c *gin.Context) {
 	if s.metrics != nil && !res.Replayed {
 		s.metrics.EmailsAccepted.WithLabelValues("api").Add(float64(len(res.Data)))
 	}
+	s.quotaHeader(c, res.QuotaUsed)
 	c.PureJSON(http.StatusOK, out)
 }
 
@@ -145,6 +153,34 @@ func (s *Server) cancelEmail(c *gin.Context) {
 		return
 	}
 	c.PureJSON(http.StatusOK, gin.H{"object": "email", "id": id})
+}
+
+// quotaHeaderName carries the team's usage of its monthly quota on sending
+// responses (API.md).
+const quotaHeaderName = "X-Posthaste-Monthly-Quota"
+
+// quotaHeader sets the quota header; a replayed answer (used 0) reads the
+// current usage.
+func (s *Server) quotaHeader(c *gin.Context, used int64) {
+	if used == 0 {
+		var err error
+		if used, err = s.store.QuotaUsed(c.Request.Context(), principal(c).TeamID, time.Now()); err != nil {
+			return
+		}
+	}
+	c.Header(quotaHeaderName, strconv.FormatInt(used, 10))
+}
+
+// refuseSend answers a refused send, with the team's unchanged usage
+// of its monthly quota.
+func (s *Server) refuseSend(c *gin.Context, err error) {
+	var qe *store.QuotaExceededError
+	if errors.As(err, &qe) {
+		c.Header(quotaHeaderName, strconv.FormatInt(qe.Used, 10))
+	} else if used, qerr := s.store.QuotaUsed(c.Request.Context(), principal(c).TeamID, time.Now()); qerr == nil {
+		c.Header(quotaHeaderName, strconv.FormatInt(used, 10))
+	}
+	s.respondError(c, err)
 }
 
 type tagJSON struct {

@@ -24,6 +24,8 @@ const (
 	nameInvalidAttachment  = "invalid_attachment"
 	nameNotFound           = "not_found"
 	nameMethodNotAllowed   = "method_not_allowed"
+	nameRateLimitExceeded  = "rate_limit_exceeded"
+	nameQuotaExceeded      = "monthly_quota_exceeded"
 	nameApplicationError   = "application_error"
 	nameServiceUnavailable = "service_unavailable"
 
@@ -90,6 +92,10 @@ func (s *Server) classify(c *gin.Context, err error) *apiError {
 	if errors.As(err, &mbe) {
 		return errorf(http.StatusRequestEntityTooLarge, nameValidation,
 			"The request body is larger than the limit of 64 MB.")
+	}
+	if errors.Is(err, store.ErrQuotaExceeded) {
+		return errorf(http.StatusTooManyRequests, nameQuotaExceeded,
+			"You have reached your monthly email quota. Upgrade your plan to send more this month.")
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return errorf(http.StatusNotFound, nameNotFound, "The requested resource was not found.")

@@ -1,11 +1,13 @@
 // Package api is Posthaste's HTTP API: the gin router, its middleware
-// (request ids, metrics, authentication) and the handlers of the contract
+// (request ids, metrics, the request log, authentication, rate limits) and
+// the handlers of the contract
 // in API.md, which follows Resend's API so that Resend's SDKs work
 // unchanged. Every error leaves through respondError.
 package api
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -43,6 +45,21 @@ type Config struct {
 	// Dashboard serves /dashboard/; nil leaves it out.
 	Dashboard http.Handler
 	Logger    *slog.Logger
+
+	// Limiter rate-limits requests; nil turns rate limiting off.
+	Limiter Limiter
+	// DefaultRateLimit is the requests per second of teams without their
+	// own limit and of each unauthenticated client address (default 10).
+	DefaultRateLimit int
+	// RequestLog receives an entry per API request; nil logs nothing.
+	RequestLog RequestLog
+	// TrustedProxies are the addresses or CIDRs whose X-Forwarded-For
+	// names the client; empty trusts none (the client is the peer).
+	TrustedProxies []string
+	// Unauthenticated, when set, makes every request act for this
+	// principal without a key. Benchmarks only (bench compares the cost of
+	// authentication); never set by the posthaste command.
+	Unauthenticated *auth.Principal
 }
 
 // Server is the HTTP API.
@@ -55,24 +72,39 @@ type Server struct {
 	domains DomainConfig
 	logger  *slog.Logger
 	engine  *gin.Engine
+
+	limiter     Limiter
+	defaultRate int
+	reqlog      RequestLog
+	fixed       *auth.Principal
 }
 
 // New builds the API.
-func New(cfg Config) *Server {
+func New(cfg Config) (*Server, error) {
 	gin.SetMode(gin.ReleaseMode)
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{store: cfg.Store, auth: cfg.Auth, submit: cfg.Submit, metrics: cfg.Metrics,
-		ready: cfg.Ready, domains: cfg.Domains, logger: logger.With("component", "api")}
+		ready: cfg.Ready, domains: cfg.Domains, logger: logger.With("component", "api"),
+		limiter: cfg.Limiter, defaultRate: cfg.DefaultRateLimit, reqlog: cfg.RequestLog, fixed: cfg.Unauthenticated}
+	if s.defaultRate <= 0 {
+		s.defaultRate = 10
+	}
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
-	e.Use(s.observe, gin.CustomRecovery(func(c *gin.Context, rec any) {
+	if err := e.SetTrustedProxies(cfg.TrustedProxies); err != nil {
+		return nil, fmt.Errorf("trusted proxies: %w", err)
+	}
+	// Every API request (not the probes and metrics) is logged, then
+	// authenticated if it carries a key, then rate-limited per team or per
+	// client address, before routing: unknown routes count too.
+	e.Use(s.observe, s.api(s.logRequest), gin.CustomRecovery(func(c *gin.Context, rec any) {
 		s.respondError(c, errorf(http.StatusInternalServerError, nameApplicationError, "An unexpected error occurred."))
 		s.logger.Error("panic in handler", "request_id", requestID(c), "panic", rec)
-	}))
+	}), s.api(s.identify), s.api(s.limit))
 	e.NoRoute(func(c *gin.Context) {
 		s.respondError(c, errorf(http.StatusNotFound, nameNotFound, "The requested endpoint does not exist."))
 	})
@@ -94,11 +126,11 @@ func New(cfg Config) *Server {
 		e.Any("/dashboard/*path", gin.WrapH(cfg.Dashboard))
 	}
 
-	sending := e.Group("/", s.authenticate(true))
+	sending := e.Group("/", s.requireKey(true))
 	sending.POST("/emails", s.sendEmail)
 	sending.POST("/emails/batch", s.sendBatch)
 
-	full := e.Group("/", s.authenticate(false))
+	full := e.Group("/", s.requireKey(false))
 	full.GET("/emails", s.listEmails)
 	full.GET("/emails/:id", s.getEmail)
 	full.PATCH("/emails/:id", s.updateEmail)
@@ -115,8 +147,21 @@ func New(cfg Config) *Server {
 	full.GET("/suppressions", s.listSuppressions)
 	full.POST("/suppressions", s.createSuppression)
 	full.DELETE("/suppressions/:id", s.deleteSuppression)
+	full.GET("/logs", s.listLogs)
+	full.GET("/logs/:id", s.getLog)
 	s.engine = e
-	return s
+	return s, nil
+}
+
+// api runs h only for API requests, not for probes and metrics.
+func (s *Server) api(h gin.HandlerFunc) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if opsPath(c.Request.URL.Path) {
+			c.Next()
+			return
+		}
+		h(c)
+	}
 }
 
 // ServeHTTP implements http.Handler.

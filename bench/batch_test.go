@@ -29,8 +29,10 @@ func TestBatchBench(t *testing.T) {
 	require.NoError(t, err)
 	defer st.Close()
 	require.NoError(t, st.Migrate(ctx))
-	srv := httptest.NewServer(api.New(api.Config{Store: st, Auth: auth.NewAuthenticator(st, time.Second),
-		Submit: submit.New(submit.Config{Store: st})}))
+	h, err := api.New(api.Config{Store: st, Auth: auth.NewAuthenticator(st, time.Second),
+		Submit: submit.New(submit.Config{Store: st})})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 	team, err := account.NewTeam(ctx, st, "Bench", "bench@example.com")
 	require.NoError(t, err)

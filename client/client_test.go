@@ -33,11 +33,13 @@ func newAPI(t *testing.T) *client.Client {
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	require.NoError(t, st.Migrate(ctx))
-	srv := httptest.NewServer(api.New(api.Config{
+	h, err := api.New(api.Config{
 		Store:  st,
 		Auth:   auth.NewAuthenticator(st, time.Second),
 		Submit: submit.New(submit.Config{Store: st}),
-	}))
+	})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	team, err := account.NewTeam(ctx, st, "Acme", "owner@acme.test")
 	require.NoError(t, err)

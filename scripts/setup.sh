@@ -64,4 +64,10 @@ need_python_mail() {
   apt_install python3-dkim python3-spf python3-dnspython
 }
 
+# redis-server: the tests start a private one to check that API processes
+# sharing Redis enforce one rate limit.
+need_redis() {
+  command -v redis-server >/dev/null 2>&1 || apt_install redis-server
+}
+
 go mod download

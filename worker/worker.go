@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -89,6 +90,51 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflowWithOptions(workflows.VerifyDomain, workflow.RegisterOptions{Name: workflows.VerifyDomainName})
 	r.RegisterActivityWithOptions(acts.CheckDomain, activity.RegisterOptions{Name: activities.CheckDomainName})
 	r.RegisterActivityWithOptions(acts.SetDomainStatus, activity.RegisterOptions{Name: activities.SetDomainStatusName})
+	r.RegisterWorkflowWithOptions(workflows.Retention, workflow.RegisterOptions{Name: workflows.RetentionName})
+	r.RegisterActivityWithOptions(acts.PurgeEmails, activity.RegisterOptions{Name: activities.PurgeEmailsName})
+	r.RegisterActivityWithOptions(acts.PurgeRequestLogs, activity.RegisterOptions{Name: activities.PurgeRequestLogsName})
+	r.RegisterActivityWithOptions(acts.PurgeExpired, activity.RegisterOptions{Name: activities.PurgeExpiredName})
+}
+
+// RetentionCron is when the retention sweep runs: daily at 03:17 UTC.
+const RetentionCron = "17 3 * * *"
+
+// EnsureRetentionSchedule creates the Schedule that runs the Retention
+// workflow daily, or, when it exists (every worker calls this at start),
+// brings its workflow input up to date. Calling it again is harmless.
+func EnsureRetentionSchedule(ctx context.Context, c client.Client, in workflows.RetentionInput) error {
+	action := &client.ScheduleWorkflowAction{
+		ID:        workflows.RetentionScheduleID,
+		Workflow:  workflows.RetentionName,
+		Args:      []any{in},
+		TaskQueue: workflows.TaskQueue,
+	}
+	spec := client.ScheduleSpec{CronExpressions: []string{RetentionCron}, TimeZoneName: "UTC"}
+	_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
+		ID:      workflows.RetentionScheduleID,
+		Spec:    spec,
+		Action:  action,
+		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
+	})
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+		return fmt.Errorf("creating the retention schedule: %w", err)
+	}
+	h := c.ScheduleClient().GetHandle(ctx, workflows.RetentionScheduleID)
+	err = h.Update(ctx, client.ScheduleUpdateOptions{
+		DoUpdate: func(u client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+			sch := u.Description.Schedule
+			sch.Action = action
+			sch.Spec = &spec
+			return &client.ScheduleUpdate{Schedule: &sch}, nil
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("updating the retention schedule: %w", err)
+	}
+	return nil
 }
 
 // Verifier starts and nudges VerifyDomain workflows for the API.

@@ -10,11 +10,16 @@ const TaskQueue = "posthaste"
 const (
 	SendEmailName = "SendEmail"
 	SendBatchName = "SendBatch"
+	RetentionName = "Retention"
 )
 
 // WakeSignal wakes the workflow sending an email whose scheduled time was
 // moved or that was canceled; its payload is a Wake.
 const WakeSignal = "wake"
+
+// RetentionScheduleID is the Temporal Schedule that starts Retention
+// daily; its workflows get IDs RetentionScheduleID plus a timestamp.
+const RetentionScheduleID = "retention"
 
 // DeliverTaskQueue is the task queue of the Deliver activities of a region;
 // `posthaste worker --regions` chooses which of them a worker polls.

@@ -19,7 +19,9 @@ import (
 const adminUsage = `usage:
   posthaste admin create-team --name NAME --email OWNER_EMAIL
   posthaste admin create-key  --team TEAM_ID --name NAME [--sending-only]
-  posthaste admin revoke-key  --team TEAM_ID --id KEY_ID`
+  posthaste admin revoke-key  --team TEAM_ID --id KEY_ID
+  posthaste admin set-plan    --team TEAM_ID --plan free|50k|100k|200k|500k|1m|1.5m|2.5m
+  posthaste admin set-rate-limit --team TEAM_ID --rate REQUESTS_PER_SECOND (0: the default)`
 
 // runAdmin creates teams and keys; it prints tokens as JSON on stdout.
 func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args []string, stdout io.Writer) error {
@@ -33,6 +35,8 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 	team := fs.String("team", "", "team id")
 	id := fs.String("id", "", "key id")
 	sendingOnly := fs.Bool("sending-only", false, "create a sending_access key")
+	plan := fs.String("plan", "", "plan name")
+	rateLimit := fs.Int("rate", -1, "requests per second; 0 for the default")
 	if err := fs.Parse(args[1:]); err != nil {
 		return usageError{fmt.Errorf("%w\n%s", err, adminUsage)}
 	}
@@ -99,6 +103,43 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 			return fmt.Errorf("revoking key %s: %w", keyID, err)
 		}
 		return out.Encode(map[string]any{"id": keyID.String(), "deleted": true})
+	case "set-plan":
+		teamID, err := parseID(*team, "team")
+		if err != nil {
+			return err
+		}
+		plans, err := st.Plans(ctx)
+		if err != nil {
+			return err
+		}
+		var names []string
+		for _, p := range plans {
+			if p.Name == *plan {
+				if err := st.SetPlan(ctx, teamID, p.Name); err != nil {
+					return fmt.Errorf("setting the plan of team %s: %w", teamID, err)
+				}
+				return out.Encode(map[string]any{"team": teamID.String(), "plan": p.Name,
+					"monthly_emails": p.MonthlyEmails, "price_usd": p.PriceUSD})
+			}
+			names = append(names, p.Name)
+		}
+		return usageError{fmt.Errorf("--plan must be one of %s", strings.Join(names, ", "))}
+	case "set-rate-limit":
+		teamID, err := parseID(*team, "team")
+		if err != nil {
+			return err
+		}
+		if *rateLimit < 0 || *rateLimit > 1_000_000 {
+			return usageError{fmt.Errorf("--rate must be a number of requests per second from 0 (the default) to 1000000\n%s", adminUsage)}
+		}
+		if err := st.SetRateLimit(ctx, teamID, *rateLimit); err != nil {
+			return fmt.Errorf("setting the rate limit of team %s: %w", teamID, err)
+		}
+		rate := any(*rateLimit)
+		if *rateLimit == 0 {
+			rate = cfg.Limits.DefaultRate
+		}
+		return out.Encode(map[string]any{"team": teamID.String(), "rate_limit": rate, "default": *rateLimit == 0})
 	default:
 		return usageError{fmt.Errorf("unknown admin command %q\n%s", args[0], adminUsage)}
 	}

@@ -24,7 +24,9 @@ import (
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/outbox"
+	"github.com/posthaste/posthaste/internal/ratelimit"
 	"github.com/posthaste/posthaste/internal/records"
+	"github.com/posthaste/posthaste/internal/reqlog"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
@@ -162,14 +164,34 @@ func deliveryPolicy(cfg config.Delivery) workflows.DeliveryPolicy {
 	return workflows.DeliveryPolicy{Initial: cfg.RetryInitial, Backoff: 2, Max: cfg.RetryMax, Expire: cfg.RetryExpire}
 }
 
-// frontDoor is the API with its outbox dispatcher.
+// frontDoor is the API with its outbox dispatcher, its rate limiter and
+// its request log writer.
 type frontDoor struct {
 	handler    http.Handler
 	dispatcher *outbox.Dispatcher
+	// close writes the buffered request log and releases Redis; call it
+	// after the HTTP server finished its requests.
+	close func()
 }
 
-func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, keys *seal.Box, reg *prometheus.Registry,
-	metrics *telemetry.Metrics, ready []api.Check, temporalUI string, logger *slog.Logger) (frontDoor, error) {
+func newFrontDoor(ctx context.Context, cfg config.Config, st *store.Store, tc client.Client, keys *seal.Box,
+	reg *prometheus.Registry, metrics *telemetry.Metrics, ready []api.Check, temporalUI string,
+	logger *slog.Logger) (frontDoor, error) {
+	// Today's and the coming week's request log partitions; the writer
+	// and the retention sweep keep creating them ahead.
+	if err := st.EnsureRequestLogPartitions(ctx, time.Now(), 8); err != nil {
+		return frontDoor{}, err
+	}
+	var limiter api.Limiter = ratelimit.NewLocal()
+	closeRedis := func() error { return nil }
+	if cfg.Limits.RedisURL != "" {
+		rl, closeFn, err := ratelimit.NewRedis(cfg.Limits.RedisURL, logger.With("component", "ratelimit"))
+		if err != nil {
+			return frontDoor{}, err
+		}
+		limiter, closeRedis = rl, closeFn
+	}
+	logs := reqlog.New(reqlog.Config{Dropped: metrics.RequestLogDropped, Logger: logger.With("component", "reqlog")}, st)
 	disp := outbox.New(outbox.Config{}, st, worker.NewStarter(tc, deliveryPolicy(cfg.Delivery)), logger)
 	disp.Started = func(wait time.Duration) { metrics.OutboxWait.Observe(wait.Seconds()) }
 	sub := submit.New(submit.Config{
@@ -185,9 +207,11 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, keys *se
 		Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys, OAuth: oauthConfig(cfg.OAuth),
 		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, Logger: logger})
 	if err != nil {
+		_ = closeRedis()
+		_ = logs.Close(ctx)
 		return frontDoor{}, fmt.Errorf("loading the dashboard: %w", err)
 	}
-	h := api.New(api.Config{
+	h, err := api.New(api.Config{
 		Store:    st,
 		Auth:     authn,
 		Submit:   sub,
@@ -200,16 +224,37 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, keys *se
 			DKIMSelector: cfg.Domains.DKIMSelector,
 			Records:      recordsConfig(cfg.Domains),
 		},
-		Dashboard: dash,
-		Logger:    logger,
+		Dashboard:        dash,
+		Logger:           logger,
+		Limiter:          limiter,
+		DefaultRateLimit: cfg.Limits.DefaultRate,
+		RequestLog:       logs,
+		TrustedProxies:   cfg.HTTP.TrustedProxies,
 	})
-	return frontDoor{handler: h, dispatcher: disp}, nil
+	if err != nil {
+		_ = closeRedis()
+		_ = logs.Close(ctx)
+		return frontDoor{}, usageError{fmt.Errorf("POSTHASTE_TRUSTED_PROXIES: %w", err)}
+	}
+	closeAll := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
+		defer cancel()
+		if err := logs.Close(sctx); err != nil {
+			logger.Warn("request log not fully written at shutdown", "err", err)
+		}
+		_ = closeRedis()
+	}
+	return frontDoor{handler: h, dispatcher: disp, close: closeAll}, nil
 }
 
 func oauthConfig(c config.OAuth) dashboard.OAuth {
 	return dashboard.OAuth{PublicURL: c.PublicURL, Signup: c.Signup,
 		Google: dashboard.Provider{ClientID: c.GoogleClientID, ClientSecret: c.GoogleClientSecret, Issuer: c.GoogleIssuer},
 		GitHub: dashboard.Provider{ClientID: c.GitHubClientID, ClientSecret: c.GitHubClientSecret, URL: c.GitHubURL, APIURL: c.GitHubAPIURL}}
+}
+
+func retentionInput(cfg config.Retention) workflows.RetentionInput {
+	return workflows.RetentionInput{Period: cfg.Period, BatchSize: 500, Pause: 50 * time.Millisecond}
 }
 
 // startDispatcher runs the outbox dispatcher until the returned stop
@@ -246,7 +291,8 @@ func newActivities(cfg config.Config, st *store.Store, keys *seal.Box, metrics *
 }
 
 // serveHTTP listens on addr and serves h until ctx ends, then shuts down
-// gracefully: requests in flight finish within the shutdown budget.
+// gracefully: requests in flight finish within the shutdown budget. The
+// returned channel yields once they have finished (or Serve failed).
 func serveHTTP(ctx context.Context, addr string, h http.Handler, logger *slog.Logger) (net.Addr, <-chan error, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -254,9 +300,12 @@ func serveHTTP(ctx context.Context, addr string, h http.Handler, logger *slog.Lo
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	done := make(chan error, 1)
+	shutDown := make(chan struct{})
 	go func() {
 		err := srv.Serve(ln)
 		if errors.Is(err, http.ErrServerClosed) {
+			// Serve returns at once; the requests in flight finish in Shutdown.
+			<-shutDown
 			err = nil
 		}
 		done <- err
@@ -266,6 +315,7 @@ func serveHTTP(ctx context.Context, addr string, h http.Handler, logger *slog.Lo
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
+		close(shutDown)
 	}()
 	return ln.Addr(), done, nil
 }

@@ -100,15 +100,20 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 		return err
 	}
 	stops = append(stops, w.Stop)
+	if err := worker.EnsureRetentionSchedule(ctx, tc, retentionInput(cfg.Retention)); err != nil {
+		return err
+	}
 
 	ui := tmp.UIAddress()
 	if ui != "" {
 		ui = "http://" + displayAddr(ui)
 	}
-	front, err := newFrontDoor(cfg, st, tc, keys, reg, metrics, readyChecks(st, tc), ui, logger)
+	front, err := newFrontDoor(ctx, cfg, st, tc, keys, reg, metrics, readyChecks(st, tc), ui, logger)
 	if err != nil {
 		return err
 	}
+	// Runs after the HTTP server stopped (below) and before the store closes.
+	stops = append(stops, front.close)
 	stops = append(stops, startDispatcher(front.dispatcher))
 
 	creds, created, err := account.Bootstrap(ctx, st, filepath.Join(dataDir, "credentials.json"), cfg.Admin.Email)

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -135,17 +136,40 @@ func (c apiClient) do(method, path string, body any) (int, map[string]any) {
 		require.NoError(c.t, err)
 		r = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, c.base+path, r)
-	require.NoError(c.t, err)
-	req.Header.Set("Authorization", "Bearer "+c.key)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	require.NoError(c.t, err)
-	defer res.Body.Close()
+	res, raw := c.raw(method, path, r)
 	var out map[string]any
-	raw, _ := io.ReadAll(res.Body)
 	_ = json.Unmarshal(raw, &out)
 	return res.StatusCode, out
+}
+
+// raw sends a request as a well-behaved client does: a 429
+// rate_limit_exceeded is retried after its Retry-After (the tests poll
+// faster than the default 10 requests per second).
+func (c apiClient) raw(method, path string, body io.Reader) (*http.Response, []byte) {
+	c.t.Helper()
+	var b []byte
+	if body != nil {
+		var err error
+		b, err = io.ReadAll(body)
+		require.NoError(c.t, err)
+	}
+	for {
+		req, err := http.NewRequest(method, c.base+path, bytes.NewReader(b))
+		require.NoError(c.t, err)
+		req.Header.Set("Authorization", "Bearer "+c.key)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(c.t, err)
+		raw, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode == http.StatusTooManyRequests && strings.Contains(string(raw), "rate_limit_exceeded") {
+			wait, err := strconv.Atoi(res.Header.Get("Retry-After"))
+			require.NoError(c.t, err, "a 429 carries Retry-After")
+			time.Sleep(time.Duration(wait) * time.Second)
+			continue
+		}
+		return res, raw
+	}
 }
 
 func (c apiClient) send(body map[string]any) string {
@@ -304,6 +328,15 @@ func TestDev(t *testing.T) {
 	require.Contains(t, emails, "Sandbox")
 	require.Contains(t, emails, "Welcome ✓")
 
+	// The worker created the daily retention schedule.
+	requireRetentionSchedule(t, "127.0.0.1:"+env["POSTHASTE_TEMPORAL_PORT"])
+
+	// A request answered just before the stop is still buffered in the
+	// request log writer (it writes every second): the graceful stop
+	// writes it out.
+	lastPath := "/emails/" + uuid.NewString()
+	status, _ = c.do("GET", lastPath, nil)
+	require.Equal(t, 404, status)
 	dev.stop(t)
 
 	// A restart reuses the state: same key, same emails.
@@ -315,9 +348,33 @@ func TestDev(t *testing.T) {
 		"complained@posthaste.test": "complained",
 		"suppressed@posthaste.test": "suppressed",
 	})
+	status, logs := c.do("GET", "/logs?path="+lastPath, nil)
+	require.Equal(t, 200, status, logs)
+	require.Len(t, logs["data"], 1, "the request log was written out at shutdown")
+	require.EqualValues(t, 404, logs["data"].([]any)[0].(map[string]any)["response_status"])
+	requireRetentionSchedule(t, "127.0.0.1:"+env["POSTHASTE_TEMPORAL_PORT"]) // created again: harmless
 	id2 := c.send(map[string]any{"from": "onboarding@posthaste.test", "to": "delivered@posthaste.test", "subject": "again", "text": "t"})
 	c.waitFor(id2, map[string]string{"delivered@posthaste.test": "delivered"})
 	dev.stop(t)
+}
+
+// requireRetentionSchedule checks that the retention Schedule exists and
+// starts the Retention workflow daily.
+func requireRetentionSchedule(t *testing.T, hostPort string) {
+	t.Helper()
+	tc, err := client.Dial(client.Options{HostPort: hostPort})
+	require.NoError(t, err)
+	defer tc.Close()
+	d, err := tc.ScheduleClient().GetHandle(context.Background(), workflows.RetentionScheduleID).
+		Describe(context.Background())
+	require.NoError(t, err)
+	a, ok := d.Schedule.Action.(*client.ScheduleWorkflowAction)
+	require.True(t, ok)
+	require.Equal(t, workflows.RetentionName, a.Workflow)
+	require.Equal(t, workflows.TaskQueue, a.TaskQueue)
+	require.NotEmpty(t, d.Schedule.Spec.Calendars, "daily")
+	require.NotEmpty(t, d.Info.NextActionTimes)
+	require.WithinDuration(t, time.Now(), d.Info.NextActionTimes[0], 25*time.Hour)
 }
 
 // saveHistory checks the size of an email's workflow history and, when
@@ -387,7 +444,8 @@ func TestOutboxExactlyOnce(t *testing.T) {
 		Recipients: []store.Recipient{{Address: "delivered@posthaste.test", Kind: "to", Domain: "posthaste.test", Status: "queued"}}}
 	text := "t"
 	orphan.Text = &text
-	require.NoError(t, st.InsertEmail(ctx, orphan))
+	_, err = st.InsertEmail(ctx, orphan)
+	require.NoError(t, err)
 
 	env := map[string]string{
 		"DATABASE_URL":               dbURL,
@@ -455,11 +513,31 @@ func TestSplitTopology(t *testing.T) {
 	var creds credentials
 	require.NoError(t, json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &creds))
 
+	var team struct {
+		TeamID string `json:"team_id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &team))
+	out, code = runProcess(t, base, "admin set-plan --team "+team.TeamID+" --plan 50k")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, `"monthly_emails": 50000`)
+	out, code = runProcess(t, base, "admin set-plan --team "+team.TeamID+" --plan gold")
+	require.Equal(t, 2, code, out)
+	out, code = runProcess(t, base, "admin set-rate-limit --team "+team.TeamID+" --rate 4")
+	require.Equal(t, 0, code, out)
+
 	startProcess(t, base, "temporal", "Temporal is ready")
 	startProcess(t, base, "worker", `"msg":"ready"`)
 	startProcess(t, base, "api", `"msg":"ready"`)
+	requireRetentionSchedule(t, base["TEMPORAL_ADDRESS"])
 	c := apiClient{t: t, base: "http://" + base["POSTHASTE_HTTP_ADDR"], key: creds.APIKey}
-	id := c.send(map[string]any{"from": "onboarding@posthaste.test", "to": "delivered@posthaste.test", "subject": "split", "text": "t"})
+	res, _ := c.raw("POST", "/emails", strings.NewReader(
+		`{"from":"onboarding@posthaste.test","to":"delivered@posthaste.test","subject":"split","text":"t"}`))
+	require.Equal(t, 200, res.StatusCode)
+	require.Equal(t, "4", res.Header.Get("RateLimit-Limit"), "the team's own limit")
+	require.Equal(t, "1", res.Header.Get("X-Posthaste-Monthly-Quota"))
+	status, list := c.do("GET", "/emails", nil)
+	require.Equal(t, 200, status, list)
+	id := list["data"].([]any)[0].(map[string]any)["id"].(string)
 	c.waitFor(id, map[string]string{"delivered@posthaste.test": "delivered"})
 
 	// The worker reports what it did on its own metrics endpoint.

@@ -25,7 +25,7 @@ commands:
   worker    run Temporal workers (--regions chooses delivery queues)
   temporal  run only the embedded Temporal server and its UI
   migrate   apply database migrations
-  admin     create-team, create-key, revoke-key
+  admin     create-team, create-key, revoke-key, set-plan, set-rate-limit
 
 Configuration comes from the environment; see the README.
 `

@@ -33,10 +33,14 @@ func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return err
 	}
 	reg, metrics := newRegistry()
-	front, err := newFrontDoor(cfg, st, tc, keys, reg, metrics, readyChecks(st, tc), cfg.Temporal.UIURL, logger)
+	front, err := newFrontDoor(ctx, cfg, st, tc, keys, reg, metrics, readyChecks(st, tc), cfg.Temporal.UIURL, logger)
 	if err != nil {
 		return err
 	}
+	// Deferred calls run last first: the HTTP server has finished its
+	// requests, then the dispatcher stops, then the request log is written
+	// out, then the store closes (closeAll above).
+	defer front.close()
 	defer startDispatcher(front.dispatcher)()
 
 	addr, served, err := serveHTTP(ctx, cfg.HTTP.Addr, front.handler, logger)
@@ -86,6 +90,11 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 		return err
 	}
 	defer w.Stop()
+	if !*noWorkflows {
+		if err := worker.EnsureRetentionSchedule(ctx, tc, retentionInput(cfg.Retention)); err != nil {
+			return err
+		}
+	}
 	// The worker's own metrics (deliveries, events) and health.
 	h := http.NewServeMux()
 	h.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

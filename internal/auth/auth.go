@@ -50,6 +50,7 @@ type Principal struct {
 	KeyID      uuid.UUID
 	Permission string     // store.PermissionFullAccess or store.PermissionSendingAccess
 	DomainID   *uuid.UUID // a sending key limited to one domain
+	RateLimit  int        // the team's own requests per second; 0 → the default
 }
 
 // FullAccess reports whether the key may use every endpoint.
@@ -102,7 +103,8 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Princip
 	if err != nil {
 		return Principal{}, fmt.Errorf("looking up api key: %w", err)
 	}
-	p := Principal{TeamID: k.TeamID, KeyID: k.ID, Permission: k.Permission, DomainID: k.DomainID}
+	p := Principal{TeamID: k.TeamID, KeyID: k.ID, Permission: k.Permission, DomainID: k.DomainID,
+		RateLimit: k.TeamRateLimit}
 	if a.ttl > 0 {
 		a.mu.Lock()
 		if len(a.cache) > 100_000 {

@@ -30,21 +30,35 @@ type Config struct {
 	DatabaseURL string // DATABASE_URL; empty in dev → private cluster
 	MetricsAddr string // POSTHASTE_METRICS_ADDR: /metrics and /healthz of `worker`
 
-	HTTP     HTTP
-	Temporal Temporal
-	Delivery Delivery
-	Domains  Domains
-	Egress   Egress
-	Admin    Admin
-	OAuth    OAuth
+	HTTP      HTTP
+	Limits    Limits
+	Retention Retention
+	Temporal  Temporal
+	Delivery  Delivery
+	Domains   Domains
+	Egress    Egress
+	Admin     Admin
+	OAuth     OAuth
 }
 
 // HTTP configures the API listener.
 type HTTP struct {
-	Addr string // POSTHASTE_HTTP_ADDR
+	Addr           string   // POSTHASTE_HTTP_ADDR
+	TrustedProxies []string // POSTHASTE_TRUSTED_PROXIES: comma-separated addresses or CIDRs
 	// SecureCookies marks dashboard cookies Secure (POSTHASTE_SECURE_COOKIES);
 	// set it when the dashboard is served over HTTPS.
 	SecureCookies bool
+}
+
+// Limits configures the API's rate limiter.
+type Limits struct {
+	DefaultRate int    // POSTHASTE_DEFAULT_RATE_LIMIT: requests/s of teams without their own
+	RedisURL    string // REDIS_URL: share the limits between processes; empty → per process
+}
+
+// Retention configures the daily retention sweep of the worker.
+type Retention struct {
+	Period time.Duration // POSTHASTE_RETENTION: data is deleted this long after it stops changing
 }
 
 // Temporal configures the embedded server of `dev` and `temporal`; the
@@ -124,8 +138,13 @@ func Load(getenv Getenv) (Config, error) {
 		LogLevel:    r.oneOf("POSTHASTE_LOG_LEVEL", "info", "debug", "info", "warn", "error"),
 		DatabaseURL: r.secret("DATABASE_URL"),
 		MetricsAddr: r.str("POSTHASTE_METRICS_ADDR", ":9090"),
-		HTTP: HTTP{Addr: r.str("POSTHASTE_HTTP_ADDR", ":3000"),
+		HTTP: HTTP{Addr: r.str("POSTHASTE_HTTP_ADDR", ":3000"), TrustedProxies: r.list("POSTHASTE_TRUSTED_PROXIES"),
 			SecureCookies: r.boolean("POSTHASTE_SECURE_COOKIES", false)},
+		Limits: Limits{
+			DefaultRate: r.positive("POSTHASTE_DEFAULT_RATE_LIMIT", 10),
+			RedisURL:    r.secret("REDIS_URL"),
+		},
+		Retention: Retention{Period: r.duration("POSTHASTE_RETENTION", 30*24*time.Hour)},
 		Temporal: Temporal{
 			Port:      r.port("POSTHASTE_TEMPORAL_PORT", 7233),
 			UIPort:    r.port("POSTHASTE_TEMPORAL_UI_PORT", 8233),
@@ -182,6 +201,17 @@ func Load(getenv Getenv) (Config, error) {
 			r.fail("POSTHASTE_MASTER_KEY", "(redacted)", err.Error())
 		}
 	}
+	if c.Limits.RedisURL != "" && !strings.HasPrefix(c.Limits.RedisURL, "redis://") &&
+		!strings.HasPrefix(c.Limits.RedisURL, "rediss://") && !strings.HasPrefix(c.Limits.RedisURL, "unix://") {
+		r.fail("REDIS_URL", redactURL(c.Limits.RedisURL), "must look like redis://host:port/db")
+	}
+	for _, p := range c.HTTP.TrustedProxies {
+		if net.ParseIP(p) == nil {
+			if _, _, err := net.ParseCIDR(p); err != nil {
+				r.fail("POSTHASTE_TRUSTED_PROXIES", p, "must be IP addresses or CIDRs separated by commas")
+			}
+		}
+	}
 	if c.Delivery.DNSServer != "" {
 		if _, _, err := net.SplitHostPort(c.Delivery.DNSServer); err != nil {
 			r.fail("POSTHASTE_DNS_SERVER", c.Delivery.DNSServer, "must be host:port")
@@ -197,6 +227,10 @@ func (c Config) LogAttrs() []any {
 	if c.DatabaseURL != "" {
 		db = redactURL(c.DatabaseURL)
 	}
+	redis := "off (limits per process)"
+	if c.Limits.RedisURL != "" {
+		redis = redactURL(c.Limits.RedisURL)
+	}
 	return []any{
 		slog.String("data_dir", c.DataDir), slog.String("database", db),
 		slog.String("http_addr", c.HTTP.Addr), slog.Int("temporal_port", c.Temporal.Port),
@@ -207,6 +241,8 @@ func (c Config) LogAttrs() []any {
 		slog.String("bounce_host", c.Domains.BounceHost), slog.String("spf_include", c.Domains.SPFInclude),
 		slog.Duration("verify_interval", c.Domains.Verify.Interval), slog.Duration("verify_expire", c.Domains.Verify.Expire),
 		slog.Duration("verify_recheck", c.Domains.Verify.Recheck),
+		slog.Int("default_rate_limit", c.Limits.DefaultRate), slog.String("redis", redis),
+		slog.Any("trusted_proxies", c.HTTP.TrustedProxies), slog.Duration("retention", c.Retention.Period),
 	}
 }
 
@@ -280,6 +316,30 @@ func (r *reader) port(name string, def int) int {
 		return def
 	}
 	return n
+}
+
+func (r *reader) positive(name string, def int) int {
+	v := r.getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1_000_000 {
+		r.fail(name, v, "must be a whole number from 1 to 1000000")
+		return def
+	}
+	return n
+}
+
+// list reads a comma-separated list; empty items are dropped.
+func (r *reader) list(name string) []string {
+	var out []string
+	for _, p := range strings.Split(r.getenv(name), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (r *reader) boolean(name string, def bool) bool {

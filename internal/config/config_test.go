@@ -29,6 +29,10 @@ func TestLoadDefaults(t *testing.T) {
 	require.Equal(t, 72*time.Hour, c.Domains.Verify.Expire)
 	require.Equal(t, 24*time.Hour, c.Domains.Verify.Recheck)
 	require.Empty(t, c.Domains.MasterKey)
+	require.Equal(t, 10, c.Limits.DefaultRate)
+	require.Empty(t, c.Limits.RedisURL)
+	require.Equal(t, 30*24*time.Hour, c.Retention.Period)
+	require.Empty(t, c.HTTP.TrustedProxies)
 }
 
 func TestLoadDomains(t *testing.T) {
@@ -49,6 +53,16 @@ func TestLoadDomains(t *testing.T) {
 	require.NotContains(t, fmt.Sprint(c.LogAttrs()...), key, "the key is never logged")
 }
 
+func TestLoadLimits(t *testing.T) {
+	c, err := Load(env(map[string]string{"POSTHASTE_DEFAULT_RATE_LIMIT": "25", "REDIS_URL": "redis://127.0.0.1:6379/0",
+		"POSTHASTE_RETENTION": "168h", "POSTHASTE_TRUSTED_PROXIES": "10.0.0.0/8, 127.0.0.1"}))
+	require.NoError(t, err)
+	require.Equal(t, 25, c.Limits.DefaultRate)
+	require.Equal(t, "redis://127.0.0.1:6379/0", c.Limits.RedisURL)
+	require.Equal(t, 168*time.Hour, c.Retention.Period)
+	require.Equal(t, []string{"10.0.0.0/8", "127.0.0.1"}, c.HTTP.TrustedProxies)
+}
+
 func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
 	for name, val := range map[string]string{
 		"POSTHASTE_TEMPORAL_PORT":          "70000",
@@ -61,6 +75,10 @@ func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
 		"POSTHASTE_MASTER_KEY":             "too-short",
 		"POSTHASTE_DKIM_SELECTOR":          "not a label",
 		"POSTHASTE_VERIFY_INTERVAL":        "soon",
+		"POSTHASTE_DEFAULT_RATE_LIMIT":     "0",
+		"POSTHASTE_RETENTION":              "thirty days",
+		"REDIS_URL":                        "localhost:6379",
+		"POSTHASTE_TRUSTED_PROXIES":        "10.0.0.0/33",
 	} {
 		_, err := Load(env(map[string]string{name: val}))
 		require.ErrorContains(t, err, name, name)

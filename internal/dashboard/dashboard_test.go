@@ -64,8 +64,10 @@ func newFixture(t *testing.T) *fixture {
 	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: authn, TemporalUIURL: "http://ui.example:8233", Keys: box,
 		Records: records.Config{BounceHost: "bounces.posthaste.example", SPFInclude: "spf.posthaste.example"}, Verifier: v})
 	require.NoError(t, err)
-	srv := httptest.NewServer(api.New(api.Config{Store: st, Auth: authn,
-		Submit: submit.New(submit.Config{Store: st}), Dashboard: dash}))
+	h, err := api.New(api.Config{Store: st, Auth: authn,
+		Submit: submit.New(submit.Config{Store: st}), Dashboard: dash})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	ctx := context.Background()
 	a, err := account.NewTeam(ctx, st, "Team A", "a@example.com")
@@ -196,8 +198,9 @@ func TestEmailsPagesShowOnlyTheTeamsEmails(t *testing.T) {
 		FromDomain: "posthaste.test", To: []string{"bounced@posthaste.test"}, Subject: "Quarterly <report>",
 		HTML: &html, LastEvent: store.EventQueued, CreatedAt: time.Now(),
 		Recipients: []store.Recipient{{Address: "bounced@posthaste.test", Kind: "to", Domain: "posthaste.test", Status: "queued"}}}
-	require.NoError(t, f.store.InsertEmail(ctx, e))
-	_, err := f.store.SaveMessage(ctx, e.ID, e.ID.String()+"@posthaste.test", []byte("Subject: Quarterly\r\nX-Test: yes\r\n\r\nbody\r\n"))
+	_, err := f.store.InsertEmail(ctx, e)
+	require.NoError(t, err)
+	_, err = f.store.SaveMessage(ctx, e.ID, e.ID.String()+"@posthaste.test", []byte("Subject: Quarterly\r\nX-Test: yes\r\n\r\nbody\r\n"))
 	require.NoError(t, err)
 	require.NoError(t, f.store.RecordEvents(ctx, e.ID, []store.Event{{Type: "sent"},
 		{Type: "bounced", Recipient: "bounced@posthaste.test", Detail: map[string]any{"type": "Permanent"}}}))

@@ -31,7 +31,8 @@ func oauthFixture(t *testing.T, oauth func(publicURL string) dashboard.OAuth) *f
 	authn := auth.NewAuthenticator(st, time.Second)
 	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: authn, OAuth: oauth(srv.URL)})
 	require.NoError(t, err)
-	h = api.New(api.Config{Store: st, Auth: authn, Submit: submit.New(submit.Config{Store: st}), Dashboard: dash})
+	h, err = api.New(api.Config{Store: st, Auth: authn, Submit: submit.New(submit.Config{Store: st}), Dashboard: dash})
+	require.NoError(t, err)
 	a, err := account.NewTeam(context.Background(), st, "Team A", "a@example.com")
 	require.NoError(t, err)
 	return &fixture{t: t, srv: srv, store: st, a: a}

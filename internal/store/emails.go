@@ -86,12 +86,10 @@ type Event struct {
 	CreatedAt time.Time
 }
 
-// InsertEmail durably accepts an email: the row, its recipients and
-// attachments, its first event and the outbox entry that gets its workflow
-// started, all in one implicit transaction and one round trip.
-func (s *Store) InsertEmail(ctx context.Context, e Email) error {
-	_, err := s.Accept(ctx, Acceptance{Emails: []Email{e}})
-	return err
+// InsertEmail durably accepts one email (see Accept) and returns the
+// team's usage of the month including it.
+func (s *Store) InsertEmail(ctx context.Context, e Email) (used int64, err error) {
+	return s.Accept(ctx, Acceptance{Emails: []Email{e}})
 }
 
 // Acceptance is what one accepting request writes in one transaction.
@@ -108,11 +106,15 @@ type Acceptance struct {
 	Response    []byte
 }
 
-// Accept writes an Acceptance. Without an idempotency claim it is one
-// implicit transaction and one round trip; with one it is an explicit
-// transaction (begin, one batch, commit) so the claim can be checked
-// before the commit. It returns the number of rows inserted into email.
-func (s *Store) Accept(ctx context.Context, a Acceptance) (int, error) {
+// Accept writes an Acceptance: the quota increment (every recipient of
+// every email, see quota_take), the emails with their recipients,
+// attachments and first events, and the outbox entry. Without an
+// idempotency claim it is one implicit transaction and one round trip;
+// with one it is an explicit transaction (begin, one batch, commit) so the
+// claim can be checked before the commit. It returns the team's usage of
+// the month including these emails. Over the plan's quota nothing is
+// written and the error is a *QuotaExceededError.
+func (s *Store) Accept(ctx context.Context, a Acceptance) (used int64, err error) {
 	if len(a.Emails) == 0 {
 		return 0, fmt.Errorf("accepting emails: nothing to accept")
 	}
@@ -125,10 +127,17 @@ func (s *Store) Accept(ctx context.Context, a Acceptance) (int, error) {
 			pgx.NamedArgs{"team": a.Idempotency.TeamID, "key": a.Idempotency.Key,
 				"token": a.Idempotency.Token, "response": a.Response})
 	}
+	recipients := 0
+	for _, e := range a.Emails {
+		recipients += len(e.Recipients)
+	}
+	first := a.Emails[0]
+	b.Queue(`SELECT quota_take(@team, @month, @n)`,
+		pgx.NamedArgs{"team": first.TeamID, "month": QuotaMonth(first.CreatedAt), "n": recipients}).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&used) })
 	if err := queueEmails(b, a.Emails, a.BatchID, key); err != nil {
 		return 0, err
 	}
-	first := a.Emails[0]
 	if a.BatchID != nil {
 		b.Queue(`INSERT INTO outbox (kind, team_id, ref, idempotency_key) VALUES ('send_batch', @team, @id, @key)`,
 			pgx.NamedArgs{"id": *a.BatchID, "team": first.TeamID, "key": key})
@@ -141,7 +150,7 @@ func (s *Store) Accept(ctx context.Context, a Acceptance) (int, error) {
 		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 			return 0, fmt.Errorf("inserting emails: %w", mapErr(err))
 		}
-		return len(a.Emails), nil
+		return used, nil
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -164,7 +173,7 @@ func (s *Store) Accept(ctx context.Context, a Acceptance) (int, error) {
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("committing acceptance: %w", mapErr(err))
 	}
-	return len(a.Emails), nil
+	return used, nil
 }
 
 // emailRow is one email as jsonb_to_recordset reads it.
@@ -389,7 +398,7 @@ WITH ok AS (
 	WHERE email_id = @id AND (@rcpt::text IS NULL OR address = @rcpt)
 	AND @state::boolean AND EXISTS (SELECT 1 FROM ins)
 )
-UPDATE email SET last_event = @type, updated_at = now()
+UPDATE email SET last_event = @type, updated_at = greatest(updated_at, @at::timestamptz)
 WHERE id = @id AND EXISTS (SELECT 1 FROM ins)`
 
 // RecordEvents appends events to an email's history in order, moving the

@@ -95,7 +95,8 @@ func TestClaimForSendingRespectsScheduleAndCancel(t *testing.T) {
 	team := newTeam(t, st)
 	now := time.Now()
 	e := scheduledEmail(team, now.Add(time.Hour))
-	require.NoError(t, st.InsertEmail(ctx, e))
+	_, err := st.InsertEmail(ctx, e)
+	require.NoError(t, err)
 
 	c, err := st.ClaimForSending(ctx, e.ID, now, 2*time.Second)
 	require.NoError(t, err)
@@ -153,7 +154,8 @@ func TestClaimForSendingRespectsScheduleAndCancel(t *testing.T) {
 
 	// Canceled before its time: never claimed, not reschedulable.
 	e2 := scheduledEmail(team, now.Add(time.Hour))
-	require.NoError(t, st.InsertEmail(ctx, e2))
+	_, err = st.InsertEmail(ctx, e2)
+	require.NoError(t, err)
 	ref, err := st.CancelEmail(ctx, team, e2.ID)
 	require.NoError(t, err)
 	require.False(t, ref.Started, "its workflow had not started")
@@ -180,7 +182,8 @@ func TestClaimRacesCancel(t *testing.T) {
 	for range 30 {
 		now := time.Now()
 		e := scheduledEmail(team, now)
-		require.NoError(t, st.InsertEmail(ctx, e))
+		_, err := st.InsertEmail(ctx, e)
+		require.NoError(t, err)
 		var wg sync.WaitGroup
 		var claimed, canceled bool
 		wg.Add(2)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -125,6 +126,9 @@ func mapErr(err error) error {
 			return fmt.Errorf("%w: %s", ErrConflict, pgErr.ConstraintName)
 		case "22P02", "23503": // a malformed uuid; a reference to a row that does not exist
 			return fmt.Errorf("%w: %s", ErrNotFound, pgErr.Message)
+		case quotaExceededCode:
+			used, _ := strconv.ParseInt(pgErr.Detail, 10, 64)
+			return &QuotaExceededError{Used: used}
 		}
 	}
 	return err

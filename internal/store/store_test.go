@@ -51,7 +51,8 @@ func TestEmailLifecycleAndTeamIsolation(t *testing.T) {
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
 	e := newEmail(teamA, "delivered@posthaste.test", "bounced@posthaste.test")
-	require.NoError(t, st.InsertEmail(ctx, e))
+	_, err := st.InsertEmail(ctx, e)
+	require.NoError(t, err)
 
 	got, err := st.GetEmail(ctx, teamA, e.ID)
 	require.NoError(t, err)
@@ -114,10 +115,12 @@ func TestListEmailsPagination(t *testing.T) {
 	var ids []uuid.UUID
 	for range 5 {
 		e := newEmail(team, "delivered@posthaste.test")
-		require.NoError(t, st.InsertEmail(ctx, e))
+		_, err := st.InsertEmail(ctx, e)
+		require.NoError(t, err)
 		ids = append(ids, e.ID)
 	}
-	require.NoError(t, st.InsertEmail(ctx, newEmail(other, "delivered@posthaste.test")))
+	_, err := st.InsertEmail(ctx, newEmail(other, "delivered@posthaste.test"))
+	require.NoError(t, err)
 
 	page1, more, err := st.ListEmails(ctx, team, store.Page{Limit: 2})
 	require.NoError(t, err)
@@ -155,7 +158,8 @@ func TestDrainOutboxStartsEachEntryOnceAcrossConcurrentDrainers(t *testing.T) {
 	team := newTeam(t, st)
 	const n = 60
 	for range n {
-		require.NoError(t, st.InsertEmail(ctx, newEmail(team, "delivered@posthaste.test")))
+		_, err := st.InsertEmail(ctx, newEmail(team, "delivered@posthaste.test"))
+		require.NoError(t, err)
 	}
 	var mu sync.Mutex
 	started := map[uuid.UUID]int{}

@@ -43,6 +43,9 @@ type APIKey struct {
 	CreatedAt  time.Time
 	LastUsedAt *time.Time
 	RevokedAt  *time.Time
+	// TeamRateLimit is the team's own request rate; 0 for the default.
+	// Filled by UseAPIKey only.
+	TeamRateLimit int
 }
 
 // CreateTeam inserts a team.
@@ -126,12 +129,21 @@ func scanAPIKey(row pgx.Row) (APIKey, error) {
 
 // UseAPIKey finds the live (not revoked) key with this token hash and marks
 // it used. ErrNotFound for unknown or revoked keys.
+// It also returns the team's own rate limit (TeamRateLimit).
 func (s *Store) UseAPIKey(ctx context.Context, hash []byte) (APIKey, error) {
-	return scanAPIKey(s.pool.QueryRow(ctx,
-		`UPDATE api_key SET last_used_at = now()
-		 WHERE hash = @hash AND revoked_at IS NULL
-		 RETURNING `+apiKeyColumns,
-		pgx.NamedArgs{"hash": hash}))
+	var k APIKey
+	var limit *int
+	err := s.pool.QueryRow(ctx,
+		`UPDATE api_key k SET last_used_at = now() FROM team t
+		 WHERE k.hash = @hash AND k.revoked_at IS NULL AND t.id = k.team_id
+		 RETURNING k.id, k.team_id, k.name, k.prefix, k.hash, k.permission, k.domain_id,
+		 	k.created_at, k.last_used_at, k.revoked_at, t.rate_limit`,
+		pgx.NamedArgs{"hash": hash}).Scan(&k.ID, &k.TeamID, &k.Name, &k.Prefix, &k.Hash, &k.Permission,
+		&k.DomainID, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt, &limit)
+	if limit != nil {
+		k.TeamRateLimit = *limit
+	}
+	return k, mapErr(err)
 }
 
 // ListAPIKeys lists the team's live keys, newest first.

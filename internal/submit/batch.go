@@ -73,6 +73,8 @@ type BatchResult struct {
 	Errors []BatchError `json:"errors,omitempty"`
 	// Replayed: see SendResult.
 	Replayed bool `json:"-"`
+	// QuotaUsed: see SendResult.
+	QuotaUsed int64 `json:"-"`
 }
 
 // SendBatch validates and accepts up to MaxBatch emails as one batch: one
@@ -194,7 +196,7 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 			return BatchResult{}, fmt.Errorf("encoding response: %w", err)
 		}
 	}
-	if err := s.accept(ctx, a); err != nil {
+	if res.QuotaUsed, err = s.accept(ctx, a); err != nil {
 		return BatchResult{}, err
 	}
 	accepted = true

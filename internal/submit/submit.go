@@ -23,7 +23,7 @@ import (
 
 // Store is the part of the store the service uses.
 type Store interface {
-	Accept(ctx context.Context, a store.Acceptance) (int, error)
+	Accept(ctx context.Context, a store.Acceptance) (quotaUsed int64, err error)
 	TeamMembers(ctx context.Context, teamID uuid.UUID, emails []string) (map[string]bool, error)
 	DomainByName(ctx context.Context, teamID uuid.UUID, name string) (store.Domain, error)
 	ClaimIdempotencyKey(ctx context.Context, c store.IdempotencyClaim, lease, ttl time.Duration) (*store.IdempotencyRecord, error)
@@ -108,6 +108,9 @@ type SendResult struct {
 	// Replayed is true when the result is the remembered answer of an
 	// earlier request with the same idempotency key: nothing was accepted.
 	Replayed bool `json:"-"`
+	// QuotaUsed is the team's usage of the month (recipients of accepted
+	// emails) including this email; 0 for a replay.
+	QuotaUsed int64 `json:"-"`
 }
 
 // SendWithOptions validates and accepts one email. With an idempotency key
@@ -155,7 +158,7 @@ func (s *Service) SendWithOptions(ctx context.Context, from Sender, req SendRequ
 			return res, fmt.Errorf("encoding response: %w", err)
 		}
 	}
-	if err := s.accept(ctx, a); err != nil {
+	if res.QuotaUsed, err = s.accept(ctx, a); err != nil {
 		return SendResult{}, err
 	}
 	accepted = true
@@ -163,18 +166,21 @@ func (s *Service) SendWithOptions(ctx context.Context, from Sender, req SendRequ
 	return res, nil
 }
 
-// accept stores an acceptance and tells the dispatcher.
-func (s *Service) accept(ctx context.Context, a store.Acceptance) error {
-	if _, err := s.store.Accept(ctx, a); err != nil {
+// accept stores an acceptance, tells the dispatcher and returns the
+// team's quota usage. Over the quota the error is a
+// *store.QuotaExceededError and nothing was accepted.
+func (s *Service) accept(ctx context.Context, a store.Acceptance) (int64, error) {
+	used, err := s.store.Accept(ctx, a)
+	if err != nil {
 		if errors.Is(err, store.ErrClaimLost) {
-			return inFlight()
+			return 0, inFlight()
 		}
-		return fmt.Errorf("accepting email: %w", err)
+		return 0, fmt.Errorf("accepting email: %w", err)
 	}
 	if s.notify != nil {
 		s.notify.Notify()
 	}
-	return nil
+	return used, nil
 }
 
 // authorize checks that the team may send from e.From to its recipients

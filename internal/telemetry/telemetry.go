@@ -21,6 +21,9 @@ type Metrics struct {
 	OutboxWait     prometheus.Histogram
 	Deliveries     *prometheus.CounterVec
 	EmailEvents    *prometheus.CounterVec
+	// RequestLogDropped counts request log entries lost to a full buffer
+	// or a failed write.
+	RequestLogDropped prometheus.Counter
 }
 
 // NewMetrics registers the metrics (and the Go and process collectors) on reg.
@@ -46,8 +49,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		EmailEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "posthaste_email_events_total", Help: "Email events recorded, by type.",
 		}, []string{"type"}),
+		RequestLogDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "posthaste_request_log_dropped_total",
+			Help: "API request log entries lost because the buffer was full or the write failed.",
+		}),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.EmailsAccepted, m.OutboxWait, m.Deliveries, m.EmailEvents,
+		m.RequestLogDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

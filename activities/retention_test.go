@@ -1,0 +1,67 @@
+package activities_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/storetest"
+)
+
+// TestRetentionActivities runs the sweeps as a worker would, on a real
+// database: finished emails older than the cutoff go in bounded batches,
+// the rest stay; old request log days are dropped and the coming week's
+// are created.
+func TestRetentionActivities(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.New(t)
+	acts := activities.New(activities.Config{}, st, nil, nil, nil)
+	old := time.Now().AddDate(0, 0, -45)
+	var finished []store.Email
+	for range 5 {
+		e := insertEmailAt(t, st, old, "delivered@posthaste.test")
+		require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventSent, CreatedAt: old},
+			{Type: store.EventDelivered, Recipient: "delivered@posthaste.test", CreatedAt: old}}))
+		finished = append(finished, e)
+	}
+	_, err := st.DrainOutbox(ctx, 100, func(_ context.Context, items []store.OutboxItem) []int64 {
+		var ids []int64
+		for _, it := range items {
+			ids = append(ids, it.ID)
+		}
+		return ids
+	})
+	require.NoError(t, err)
+	recent := insertEmail(t, st, "delivered@posthaste.test")
+	require.NoError(t, st.RecordEvents(ctx, recent.ID, []store.Event{{Type: store.EventSent},
+		{Type: store.EventDelivered, Recipient: "delivered@posthaste.test"}}))
+
+	cutoff := time.Now().AddDate(0, 0, -30)
+	res, err := run[activities.PurgeInput, activities.PurgeResult](t, acts.PurgeEmails,
+		activities.PurgeInput{Before: cutoff, BatchSize: 2, Pause: time.Millisecond})
+	require.NoError(t, err)
+	require.Equal(t, 5, res.Deleted)
+	for _, e := range finished {
+		_, err := st.GetEmail(ctx, e.TeamID, e.ID)
+		require.ErrorIs(t, err, store.ErrNotFound)
+	}
+	_, err = st.GetEmail(ctx, recent.TeamID, recent.ID)
+	require.NoError(t, err)
+
+	require.NoError(t, st.EnsureRequestLogPartitions(ctx, old, 2))
+	res, err = run[activities.PurgeRequestLogsInput, activities.PurgeResult](t, acts.PurgeRequestLogs,
+		activities.PurgeRequestLogsInput{Before: cutoff, Now: time.Now()})
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Deleted)
+	days, err := st.RequestLogPartitions(ctx)
+	require.NoError(t, err)
+	require.Len(t, days, 8, "today and the next seven days")
+
+	_, err = run[activities.PurgeInput, activities.PurgeResult](t, acts.PurgeExpired,
+		activities.PurgeInput{Before: time.Now(), BatchSize: 0})
+	require.ErrorContains(t, err, "batch size")
+}

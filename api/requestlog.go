@@ -1,0 +1,127 @@
+package api
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/reqlog"
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// RequestLog receives an entry per API request and must not block;
+// *reqlog.Writer implements it.
+type RequestLog interface {
+	Log(e store.RequestLog) bool
+}
+
+var _ RequestLog = (*reqlog.Writer)(nil)
+
+// requestBodyKey holds the body a handler read (readBody), the one logged.
+const requestBodyKey = "request_body"
+
+// opsPath reports paths that are not API requests: probes and metrics
+// are neither logged nor rate-limited.
+func opsPath(p string) bool {
+	return p == "/healthz" || p == "/readyz" || p == "/metrics" ||
+		// Dashboard page loads are not API requests.
+		p == "/" || p == "/dashboard" || strings.HasPrefix(p, "/dashboard/")
+}
+
+// captureWriter keeps the first bytes of a response for the log.
+type captureWriter struct {
+	gin.ResponseWriter
+	buf bytes.Buffer
+	n   int
+}
+
+func (w *captureWriter) keep(p []byte) {
+	w.n += len(p)
+	if room := reqlog.MaxBody + 1 - w.buf.Len(); room > 0 {
+		w.buf.Write(p[:min(room, len(p))])
+	}
+}
+
+func (w *captureWriter) Write(p []byte) (int, error) {
+	w.keep(p)
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *captureWriter) WriteString(s string) (int, error) {
+	w.keep([]byte(s))
+	return w.ResponseWriter.WriteString(s)
+}
+
+// logRequest records every API request, whatever its outcome, in the
+// request log: after the handlers ran it hands an entry with the redacted
+// bodies to the log writer, which writes it in the background.
+func (s *Server) logRequest(c *gin.Context) {
+	if s.reqlog == nil {
+		c.Next()
+		return
+	}
+	start := time.Now()
+	// Small bodies are read here, so even a request refused before its
+	// handler read the body is logged with it. Larger ones are logged as
+	// their handler read them.
+	var early []byte
+	if n := c.Request.ContentLength; n > 0 && n <= reqlog.MaxBody {
+		early, _ = io.ReadAll(io.LimitReader(c.Request.Body, n))
+		c.Request.Body = io.NopCloser(bytes.NewReader(early))
+	}
+	cw := &captureWriter{ResponseWriter: c.Writer}
+	c.Writer = cw
+	c.Next()
+
+	id, err := uuid.NewV7()
+	if err != nil {
+		return
+	}
+	e := store.RequestLog{
+		ID: id, Method: clip(c.Request.Method, 16), Path: clip(c.Request.URL.Path, 2048), Status: c.Writer.Status(),
+		ClientAddr: c.ClientIP(), Duration: time.Since(start), CreatedAt: start,
+	}
+	if p, ok := authenticated(c); ok {
+		e.TeamID, e.KeyID = &p.TeamID, &p.KeyID
+	}
+	if ua := clip(c.Request.UserAgent(), 512); ua != "" {
+		e.UserAgent = &ua
+	}
+	switch b, ok := c.Get(requestBodyKey); {
+	case ok:
+		e.RequestBody = reqlog.Body(b.([]byte))
+	case early != nil:
+		e.RequestBody = reqlog.Body(early)
+	case c.Request.ContentLength > reqlog.MaxBody || c.Request.ContentLength < 0:
+		note := fmt.Sprintf("[body not read: the request was answered before its body was used (%d bytes declared)]",
+			c.Request.ContentLength)
+		e.RequestBody = &note
+	}
+	if cw.n > 0 {
+		if cw.n > reqlog.MaxBody {
+			// Too large to redact as JSON; only email bodies get this big.
+			s := string(cw.buf.Bytes()[:reqlog.MaxBody])
+			e.ResponseBody = &s
+		} else {
+			e.ResponseBody = reqlog.Body(cw.buf.Bytes())
+		}
+	}
+	s.reqlog.Log(e)
+}
+
+// clip cuts s to at most n bytes on a UTF-8 boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

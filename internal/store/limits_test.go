@@ -1,0 +1,212 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+func TestQuotaTakeIsExactAndAtomicWithTheInsert(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	team := newTeam(t, st)
+	plans, err := st.Plans(ctx)
+	require.NoError(t, err)
+	require.Len(t, plans, 8)
+	require.Equal(t, store.Plan{Name: "free", MonthlyEmails: 3000, PriceUSD: 0}, plans[0])
+	require.Equal(t, store.Plan{Name: "2.5m", MonthlyEmails: 2_500_000, PriceUSD: 1050}, plans[7])
+
+	rcpts := make([]string, 2995)
+	for i := range rcpts {
+		rcpts[i] = fmt.Sprintf("delivered+%d@posthaste.test", i)
+	}
+	used, err := st.InsertEmail(ctx, newEmail(team, rcpts...))
+	require.NoError(t, err)
+	require.EqualValues(t, 2995, used)
+
+	// 50 parallel single-recipient inserts against 5 left: exactly 5 pass.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok, over := 0, 0
+	for range 50 {
+		wg.Go(func() {
+			_, err := st.InsertEmail(ctx, newEmail(team, "delivered@posthaste.test"))
+			mu.Lock()
+			defer mu.Unlock()
+			var qe *store.QuotaExceededError
+			switch {
+			case err == nil:
+				ok++
+			case errors.As(err, &qe):
+				require.ErrorIs(t, err, store.ErrQuotaExceeded)
+				require.LessOrEqual(t, qe.Used, int64(3000))
+				over++
+			default:
+				t.Errorf("unexpected error: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, 5, ok)
+	require.Equal(t, 45, over)
+	used, err = st.QuotaUsed(ctx, team, time.Now())
+	require.NoError(t, err)
+	require.EqualValues(t, 3000, used)
+	list, _, err := st.ListEmails(ctx, team, store.Page{Limit: 100})
+	require.NoError(t, err)
+	require.Len(t, list, 6, "a refused insert leaves no email behind")
+
+	// A larger plan lets more through; a new month starts from zero.
+	require.NoError(t, st.SetPlan(ctx, team, "50k"))
+	used, err = st.InsertEmail(ctx, newEmail(team, "a@posthaste.test", "b@posthaste.test"))
+	require.NoError(t, err)
+	require.EqualValues(t, 3002, used)
+	next := newEmail(team, "a@posthaste.test")
+	next.CreatedAt = time.Now().AddDate(0, 1, 0)
+	used, err = st.InsertEmail(ctx, next)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, used)
+
+	require.ErrorIs(t, st.SetPlan(ctx, team, "platinum"), store.ErrNotFound)
+	require.ErrorIs(t, st.SetPlan(ctx, uuid.New(), "free"), store.ErrNotFound)
+	require.ErrorIs(t, st.SetRateLimit(ctx, uuid.New(), 5), store.ErrNotFound)
+}
+
+func TestUseAPIKeyReturnsTheTeamRateLimit(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	team := newTeam(t, st)
+	require.NoError(t, st.CreateAPIKey(ctx, store.APIKey{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "k",
+		Prefix: "ph_x", Hash: []byte("h"), Permission: store.PermissionFullAccess}))
+	k, err := st.UseAPIKey(ctx, []byte("h"))
+	require.NoError(t, err)
+	require.Zero(t, k.TeamRateLimit)
+	require.NoError(t, st.SetRateLimit(ctx, team, 25))
+	k, err = st.UseAPIKey(ctx, []byte("h"))
+	require.NoError(t, err)
+	require.Equal(t, 25, k.TeamRateLimit)
+	require.NoError(t, st.SetRateLimit(ctx, team, 0))
+	k, err = st.UseAPIKey(ctx, []byte("h"))
+	require.NoError(t, err)
+	require.Zero(t, k.TeamRateLimit)
+}
+
+func TestRequestLogPartitionsAndRetention(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	team := newTeam(t, st)
+	now := time.Now().UTC()
+	old := now.AddDate(0, 0, -40)
+	require.NoError(t, st.EnsureRequestLogPartitions(ctx, old, 3))
+	require.NoError(t, st.EnsureRequestLogPartitions(ctx, now, 2))
+	require.NoError(t, st.EnsureRequestLogPartitions(ctx, now, 2), "creating twice is harmless")
+	days, err := st.RequestLogPartitions(ctx)
+	require.NoError(t, err)
+	require.Len(t, days, 5)
+
+	entry := func(at time.Time) store.RequestLog {
+		body := `{"a":1}`
+		return store.RequestLog{ID: uuid.Must(uuid.NewV7()), TeamID: &team, Method: "GET", Path: "/emails",
+			Status: 200, ClientAddr: "127.0.0.1", Duration: 1500 * time.Microsecond, ResponseBody: &body, CreatedAt: at}
+	}
+	fresh := entry(now)
+	require.NoError(t, st.InsertRequestLogs(ctx, []store.RequestLog{entry(old), entry(old.AddDate(0, 0, 1)), fresh}))
+	got, err := st.GetRequestLog(ctx, team, fresh.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1500*time.Microsecond, got.Duration)
+	require.Equal(t, `{"a":1}`, *got.ResponseBody)
+	require.Nil(t, got.RequestBody)
+	_, err = st.GetRequestLog(ctx, newTeam(t, st), fresh.ID)
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	// A day missing its partition is refused (the writer creates them).
+	require.Error(t, st.InsertRequestLogs(ctx, []store.RequestLog{entry(now.AddDate(0, 0, 20))}))
+
+	n, err := st.DropRequestLogsBefore(ctx, now.AddDate(0, 0, -30))
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	days, err = st.RequestLogPartitions(ctx)
+	require.NoError(t, err)
+	require.Len(t, days, 2)
+	list, _, err := st.ListRequestLogs(ctx, team, store.LogFilter{}, store.Page{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, fresh.ID, list[0].ID)
+}
+
+func TestPurgeEmailsOnlyThoseThatStoppedChanging(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	team := newTeam(t, st)
+	longAgo := time.Now().AddDate(0, 0, -40)
+	cutoff := time.Now().AddDate(0, 0, -30)
+
+	insert := func(created time.Time, events ...store.Event) uuid.UUID {
+		e := newEmail(team, "delivered@posthaste.test")
+		e.CreatedAt = created
+		_, err := st.InsertEmail(ctx, e)
+		require.NoError(t, err)
+		require.NoError(t, st.RecordEvents(ctx, e.ID, events))
+		return e.ID
+	}
+	delivered := func(at time.Time) []store.Event {
+		return []store.Event{{Type: store.EventSent, CreatedAt: at},
+			{Type: store.EventDelivered, Recipient: "delivered@posthaste.test", CreatedAt: at}}
+	}
+	// Drain the outbox as the dispatcher would have.
+	drain := func() {
+		_, err := st.DrainOutbox(ctx, 1000, func(_ context.Context, items []store.OutboxItem) []int64 {
+			ids := make([]int64, len(items))
+			for i, it := range items {
+				ids[i] = it.ID
+			}
+			return ids
+		})
+		require.NoError(t, err)
+	}
+	var oldDone []uuid.UUID
+	for range 5 {
+		oldDone = append(oldDone, insert(longAgo, delivered(longAgo)...))
+	}
+	recentDone := insert(longAgo, delivered(time.Now())...) // its last event is recent
+	inFlight := insert(longAgo, store.Event{Type: store.EventSent, CreatedAt: longAgo})
+	drain()
+	neverStarted := insert(longAgo) // queued, still in the outbox
+
+	total := 0
+	for {
+		n, err := st.PurgeEmails(ctx, cutoff, 2)
+		require.NoError(t, err)
+		require.LessOrEqual(t, n, 2, "bounded batches")
+		total += n
+		if n == 0 {
+			break
+		}
+	}
+	require.Equal(t, 5, total)
+	for _, id := range oldDone {
+		_, err := st.GetEmail(ctx, team, id)
+		require.ErrorIs(t, err, store.ErrNotFound)
+		evs, err := st.Events(ctx, id)
+		require.NoError(t, err)
+		require.Empty(t, evs, "events go with the email")
+	}
+	for _, id := range []uuid.UUID{recentDone, inFlight, neverStarted} {
+		_, err := st.GetEmail(ctx, team, id)
+		require.NoError(t, err)
+	}
+
+	// Nothing to expire on this schema: idempotency records live in a
+	// table another migration adds; the sweep skips what does not exist.
+	n, err := st.PurgeExpired(ctx, time.Now(), 100)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}

@@ -1,0 +1,71 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// finalStates are the recipient states after which nothing more happens
+// to a delivery.
+const finalStates = `('delivered', 'bounced', 'complained', 'failed', 'canceled', 'suppressed')`
+
+// PurgeEmails deletes up to limit emails (with their recipients, events,
+// attachments and built message, by cascade) that stopped changing before
+// t: no event and no update since t, no recipient still waiting or being
+// delivered, not scheduled for later and not waiting in the outbox. It
+// returns how many it deleted; each call is one short transaction, so a
+// sweep of many calls never holds locks for long.
+func (s *Store) PurgeEmails(ctx context.Context, t time.Time, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM email WHERE id IN (
+		SELECT e.id FROM email e
+		WHERE e.updated_at < @t
+		AND e.last_event NOT IN ('scheduled', 'queued')
+		AND (e.scheduled_at IS NULL OR e.scheduled_at < @t)
+		AND NOT EXISTS (SELECT 1 FROM email_recipient r WHERE r.email_id = e.id
+			AND r.status NOT IN `+finalStates+`)
+		AND NOT EXISTS (SELECT 1 FROM email_event v WHERE v.email_id = e.id AND v.created_at >= @t)
+		AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.ref = e.id)
+		ORDER BY e.updated_at
+		LIMIT @limit
+		FOR UPDATE SKIP LOCKED)`, pgx.NamedArgs{"t": t, "limit": limit})
+	if err != nil {
+		return 0, fmt.Errorf("purging emails: %w", mapErr(err))
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// expiringTables are tables whose rows carry their own expiry and are
+// deleted in bounded batches once it passed. A table that does not exist
+// (yet) is skipped, so an entry can land before its migration. Add a table
+// here with the condition that marks its rows expired at @now.
+var expiringTables = []struct{ table, expired string }{
+	// Idempotency records (API.md: kept 24 hours; expires_at is set on insert).
+	{"idempotency_key", "expires_at < @now"},
+}
+
+// PurgeExpired deletes up to limit expired rows from each table of
+// expiringTables and returns how many it deleted in all.
+func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+	total := 0
+	for _, x := range expiringTables {
+		var exists bool
+		if err := s.pool.QueryRow(ctx, `SELECT to_regclass(@t) IS NOT NULL`,
+			pgx.NamedArgs{"t": x.table}).Scan(&exists); err != nil {
+			return total, fmt.Errorf("looking up %s: %w", x.table, mapErr(err))
+		}
+		if !exists {
+			continue
+		}
+		tag, err := s.pool.Exec(ctx, `DELETE FROM `+x.table+` WHERE ctid = ANY(ARRAY(
+			SELECT ctid FROM `+x.table+` WHERE `+x.expired+` LIMIT @limit FOR UPDATE SKIP LOCKED))`,
+			pgx.NamedArgs{"now": now, "limit": limit})
+		if err != nil {
+			return total, fmt.Errorf("purging %s: %w", x.table, mapErr(err))
+		}
+		total += int(tag.RowsAffected())
+	}
+	return total, nil
+}

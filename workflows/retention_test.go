@@ -1,0 +1,90 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/posthaste/posthaste/activities"
+)
+
+func newRetentionEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(Retention, workflow.RegisterOptions{Name: RetentionName})
+	env.RegisterActivityWithOptions(a.PurgeEmails, activity.RegisterOptions{Name: activities.PurgeEmailsName})
+	env.RegisterActivityWithOptions(a.PurgeRequestLogs, activity.RegisterOptions{Name: activities.PurgeRequestLogsName})
+	env.RegisterActivityWithOptions(a.PurgeExpired, activity.RegisterOptions{Name: activities.PurgeExpiredName})
+	return env
+}
+
+var retentionIn = RetentionInput{Period: 30 * 24 * time.Hour, BatchSize: 500, Pause: 50 * time.Millisecond}
+
+func TestRetentionSweepsWithTheCutoff(t *testing.T) {
+	env := newRetentionEnv(t)
+	start := time.Date(2026, 3, 10, 3, 17, 0, 0, time.UTC)
+	env.SetStartTime(start)
+	cutoff := start.Add(-30 * 24 * time.Hour)
+	env.OnActivity(activities.PurgeEmailsName, mock.Anything,
+		activities.PurgeInput{Before: cutoff, BatchSize: 500, Pause: 50 * time.Millisecond}).
+		Return(activities.PurgeResult{Deleted: 1200}, nil).Once()
+	env.OnActivity(activities.PurgeRequestLogsName, mock.Anything,
+		activities.PurgeRequestLogsInput{Before: cutoff, Now: start}).
+		Return(activities.PurgeResult{Deleted: 1}, nil).Once()
+	env.OnActivity(activities.PurgeExpiredName, mock.Anything,
+		activities.PurgeInput{Before: start, BatchSize: 500, Pause: 50 * time.Millisecond}).
+		Return(activities.PurgeResult{Deleted: 7}, nil).Once()
+	env.ExecuteWorkflow(RetentionName, retentionIn)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var res RetentionResult
+	require.NoError(t, env.GetWorkflowResult(&res))
+	require.Equal(t, RetentionResult{Emails: 1200, LogPartitions: 1, Expired: 7}, res)
+	env.AssertExpectations(t)
+}
+
+func TestRetentionRetriesAndRunsEverySweep(t *testing.T) {
+	env := newRetentionEnv(t)
+	// The email sweep fails once (the database restarted), then succeeds.
+	env.OnActivity(activities.PurgeEmailsName, mock.Anything, mock.Anything).
+		Return(activities.PurgeResult{}, errors.New("connection reset")).Once()
+	env.OnActivity(activities.PurgeEmailsName, mock.Anything, mock.Anything).
+		Return(activities.PurgeResult{Deleted: 3}, nil).Once()
+	// The log sweep fails for good: the expiry sweep still runs.
+	env.OnActivity(activities.PurgeRequestLogsName, mock.Anything, mock.Anything).
+		Return(activities.PurgeResult{}, temporal.NewNonRetryableApplicationError("broken", "Permanent", nil))
+	env.OnActivity(activities.PurgeExpiredName, mock.Anything, mock.Anything).
+		Return(activities.PurgeResult{Deleted: 2}, nil).Once()
+	env.ExecuteWorkflow(RetentionName, retentionIn)
+	require.True(t, env.IsWorkflowCompleted())
+	require.ErrorContains(t, env.GetWorkflowError(), "broken")
+	env.AssertExpectations(t)
+}
+
+// The activities run for real in activities_test; this checks the
+// workflow's activity options allow a long sweep that heartbeats.
+func TestRetentionActivityOptions(t *testing.T) {
+	env := newRetentionEnv(t)
+	env.OnActivity(activities.PurgeEmailsName, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, _ activities.PurgeInput) (activities.PurgeResult, error) {
+			info := activity.GetInfo(ctx)
+			if info.HeartbeatTimeout != 2*time.Minute {
+				return activities.PurgeResult{}, temporal.NewNonRetryableApplicationError(
+					"heartbeat timeout "+info.HeartbeatTimeout.String(), "Test", nil)
+			}
+			return activities.PurgeResult{}, nil
+		})
+	env.OnActivity(activities.PurgeRequestLogsName, mock.Anything, mock.Anything).Return(activities.PurgeResult{}, nil)
+	env.OnActivity(activities.PurgeExpiredName, mock.Anything, mock.Anything).Return(activities.PurgeResult{}, nil)
+	env.ExecuteWorkflow(RetentionName, retentionIn)
+	require.NoError(t, env.GetWorkflowError())
+}
