@@ -20,6 +20,12 @@ require (
 )
 
 require (
+	github.com/resend/resend-go/v3 v3.16.0 // indirect
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1 // indirect
+	github.com/svix/svix-webhooks v1.44.0 // indirect
+)
+
+require (
 	cel.dev/expr v0.25.2 // indirect
 	cloud.google.com/go v0.123.0 // indirect
 	cloud.google.com/go/auth v0.20.0 // indirect

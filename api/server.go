@@ -40,19 +40,21 @@ type Config struct {
 	Gatherer prometheus.Gatherer // served at /metrics; nil → no /metrics
 	Ready    []Check
 	Domains  DomainConfig
+	Webhooks WebhookConfig
 	Logger   *slog.Logger
 }
 
 // Server is the HTTP API.
 type Server struct {
-	store   *store.Store
-	auth    *auth.Authenticator
-	submit  *submit.Service
-	metrics *telemetry.Metrics
-	ready   []Check
-	domains DomainConfig
-	logger  *slog.Logger
-	engine  *gin.Engine
+	store    *store.Store
+	auth     *auth.Authenticator
+	submit   *submit.Service
+	metrics  *telemetry.Metrics
+	ready    []Check
+	domains  DomainConfig
+	webhooks WebhookConfig
+	logger   *slog.Logger
+	engine   *gin.Engine
 }
 
 // New builds the API.
@@ -63,7 +65,7 @@ func New(cfg Config) *Server {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{store: cfg.Store, auth: cfg.Auth, submit: cfg.Submit, metrics: cfg.Metrics,
-		ready: cfg.Ready, domains: cfg.Domains, logger: logger.With("component", "api")}
+		ready: cfg.Ready, domains: cfg.Domains, webhooks: cfg.Webhooks, logger: logger.With("component", "api")}
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
@@ -103,6 +105,17 @@ func New(cfg Config) *Server {
 	full.GET("/suppressions", s.listSuppressions)
 	full.POST("/suppressions", s.createSuppression)
 	full.DELETE("/suppressions/:id", s.deleteSuppression)
+	full.POST("/webhooks", s.createWebhook)
+	full.GET("/webhooks", s.listWebhooks)
+	full.GET("/webhooks/:id", s.getWebhook)
+	full.PATCH("/webhooks/:id", s.updateWebhook)
+	full.DELETE("/webhooks/:id", s.deleteWebhook)
+	full.POST("/webhooks/:id/signing-secret/rotate", s.rotateWebhookSecret)
+	full.POST("/webhooks/:id/test", s.testWebhook)
+	full.GET("/webhooks/:id/events", s.listWebhookEvents)
+	full.GET("/webhooks/:id/events/:event_id", s.getWebhookEvent)
+	full.GET("/webhooks/:id/events/:event_id/attempts", s.listWebhookAttempts)
+	full.POST("/webhooks/:id/events/:event_id/replay", s.replayWebhookEvent)
 	s.engine = e
 	return s
 }

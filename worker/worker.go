@@ -86,6 +86,35 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflowWithOptions(workflows.VerifyDomain, workflow.RegisterOptions{Name: workflows.VerifyDomainName})
 	r.RegisterActivityWithOptions(acts.CheckDomain, activity.RegisterOptions{Name: activities.CheckDomainName})
 	r.RegisterActivityWithOptions(acts.SetDomainStatus, activity.RegisterOptions{Name: activities.SetDomainStatusName})
+	r.RegisterWorkflowWithOptions(workflows.DeliverWebhook, workflow.RegisterOptions{Name: workflows.DeliverWebhookName})
+	r.RegisterActivityWithOptions(acts.DeliverWebhooks, activity.RegisterOptions{Name: activities.DeliverWebhooksName})
+}
+
+// WakeWebhook makes the endpoint's DeliverWebhook workflow look for due
+// messages: it signals the running workflow or starts one with the signal.
+func WakeWebhook(ctx context.Context, c client.Client, webhookID string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := c.SignalWithStartWorkflow(ctx, workflows.WebhookWorkflowID(webhookID),
+		workflows.WebhookWakeSignal, nil, client.StartWorkflowOptions{
+			TaskQueue:             workflows.TaskQueue,
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		}, workflows.DeliverWebhookName, workflows.DeliverWebhookInput{WebhookID: webhookID})
+	if err != nil {
+		return fmt.Errorf("waking delivery of webhook %s: %w", webhookID, err)
+	}
+	return nil
+}
+
+// Waker wakes DeliverWebhook workflows for the API.
+type Waker struct{ client client.Client }
+
+// NewWaker returns a Waker.
+func NewWaker(c client.Client) *Waker { return &Waker{client: c} }
+
+// Wake makes the endpoint's delivery look for due messages.
+func (w *Waker) Wake(ctx context.Context, webhookID string) error {
+	return WakeWebhook(ctx, w.client, webhookID)
 }
 
 // Verifier starts and nudges VerifyDomain workflows for the API.
@@ -149,7 +178,8 @@ func (w *Worker) Stop() {
 	}
 }
 
-// Starter starts SendEmail workflows for outbox entries.
+// Starter starts SendEmail workflows and wakes DeliverWebhook workflows
+// for outbox entries.
 type Starter struct {
 	client   client.Client
 	delivery workflows.DeliveryPolicy
@@ -164,6 +194,9 @@ func NewStarter(c client.Client, delivery workflows.DeliveryPolicy) *Starter {
 // already used (running or finished) is not started again and is not an
 // error: the entry's work exists.
 func (s *Starter) Start(ctx context.Context, it store.OutboxItem) error {
+	if it.Kind == store.OutboxWebhook {
+		return WakeWebhook(ctx, s.client, it.Ref.String())
+	}
 	if it.Kind != "send_email" {
 		return fmt.Errorf("unknown outbox kind %q", it.Kind)
 	}

@@ -26,3 +26,12 @@ const VerifySignalName = "verify"
 
 // DomainVerifyWorkflowID is the ID of the VerifyDomain workflow of a domain.
 func DomainVerifyWorkflowID(domainID string) string { return "domain-verify/" + domainID }
+
+// DeliverWebhookName is the registered name of the DeliverWebhook workflow.
+const DeliverWebhookName = "DeliverWebhook"
+
+// WebhookWakeSignal tells DeliverWebhook that messages may be due.
+const WebhookWakeSignal = "wake"
+
+// WebhookWorkflowID is the ID of the DeliverWebhook workflow of an endpoint.
+func WebhookWorkflowID(webhookID string) string { return "webhook/" + webhookID }

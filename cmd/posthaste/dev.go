@@ -87,7 +87,8 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 		return err
 	}
 	reg, metrics := newRegistry()
-	acts, closeActs, err := newActivities(cfg, st, keys, metrics, logger)
+	front := newFrontDoor(cfg, st, tc, keys, reg, metrics, readyChecks(st, tc), logger)
+	acts, closeActs, err := newActivities(cfg, st, keys, metrics, front.dispatcher, logger)
 	if err != nil {
 		return err
 	}
@@ -101,7 +102,6 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 	}
 	stops = append(stops, w.Stop)
 
-	front := newFrontDoor(cfg, st, tc, keys, reg, metrics, readyChecks(st, tc), logger)
 	dctx, stopDispatch := context.WithCancel(context.Background())
 	dispatched := make(chan struct{})
 	go func() { defer close(dispatched); _ = front.dispatcher.Run(dctx) }()

@@ -118,6 +118,11 @@ func (s *Store) InsertEmail(ctx context.Context, e Email) error {
 		pgx.NamedArgs{"id": e.ID, "type": e.LastEvent, "created_at": e.CreatedAt})
 	b.Queue(`INSERT INTO outbox (kind, team_id, ref, scheduled_at) VALUES ('send_email', @team, @id, @scheduled_at)`,
 		pgx.NamedArgs{"id": e.ID, "team": e.TeamID, "scheduled_at": e.ScheduledAt})
+	if e.LastEvent == EventScheduled {
+		args := pgx.NamedArgs{"id": e.ID}
+		webhookArgs(args, Event{Type: EventScheduled}, e.CreatedAt)
+		b.Queue(`WITH ins AS (SELECT 1)`+emailWebhooksCTE+` SELECT count(*) FROM wh`, args)
+	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("inserting email: %w", mapErr(err))
 	}
@@ -256,13 +261,17 @@ WITH ok AS (
 	UPDATE email_recipient SET status = @type, updated_at = @at
 	WHERE email_id = @id AND (@rcpt::text IS NULL OR address = @rcpt)
 	AND @state::boolean AND EXISTS (SELECT 1 FROM ins)
-)
+)` + emailWebhooksCTE + `
 UPDATE email SET last_event = @type, updated_at = now()
 WHERE id = @id AND EXISTS (SELECT 1 FROM ins)`
 
 // RecordEvents appends events to an email's history in order, moving the
 // state of the recipients they name and the email's last_event (see
-// recordEventSQL for the rules that make a repeated call harmless).
+// recordEventSQL for the rules that make a repeated call harmless). In the
+// same transaction, every event appended gets a webhook message for each
+// enabled endpoint of the team subscribed to its type, and an outbox entry
+// that wakes the endpoint's delivery: an event is never recorded without
+// its webhooks.
 func (s *Store) RecordEvents(ctx context.Context, emailID uuid.UUID, events []Event) error {
 	if len(events) == 0 {
 		return nil
@@ -277,8 +286,10 @@ func (s *Store) RecordEvents(ctx context.Context, emailID uuid.UUID, events []Ev
 		if at.IsZero() {
 			at = time.Now()
 		}
-		b.Queue(recordEventSQL, pgx.NamedArgs{"id": emailID, "type": ev.Type, "rcpt": rcpt,
-			"detail": ev.Detail, "at": at, "guarded": guarded(ev.Type), "state": recipientState(ev.Type)})
+		args := pgx.NamedArgs{"id": emailID, "type": ev.Type, "rcpt": rcpt,
+			"detail": ev.Detail, "at": at, "guarded": guarded(ev.Type), "state": recipientState(ev.Type)}
+		webhookArgs(args, ev, at)
+		b.Queue(recordEventSQL, args)
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("recording events of %s: %w", emailID, mapErr(err))
