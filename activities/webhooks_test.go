@@ -1,0 +1,255 @@
+package activities_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/internal/egress"
+	"github.com/posthaste/posthaste/internal/seal"
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/webhook"
+)
+
+// receiver is a loopback endpoint answering with the statuses of answer,
+// in turn (the last one repeats), and recording what it got.
+type receiver struct {
+	mu     sync.Mutex
+	answer []int
+	got    []received
+	srv    *httptest.Server
+}
+
+type received struct {
+	ID, Type string
+}
+
+func newReceiver(t *testing.T, answer ...int) *receiver {
+	r := &receiver{answer: answer}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		var p struct{ Type string }
+		_ = json.Unmarshal(b, &p)
+		r.mu.Lock()
+		r.got = append(r.got, received{req.Header.Get("webhook-id"), p.Type})
+		status := r.answer[min(len(r.got), len(r.answer))-1]
+		r.mu.Unlock()
+		w.WriteHeader(status)
+		io.WriteString(w, "answer from the receiver")
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) received() []received {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]received(nil), r.got...)
+}
+
+type noticeRecorder struct {
+	mu sync.Mutex
+	n  []activities.WebhookNotice
+}
+
+func (n *noticeRecorder) WebhookDisabled(_ context.Context, wn activities.WebhookNotice) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.n = append(n.n, wn)
+	return nil
+}
+
+type webhookEnv struct {
+	st      *store.Store
+	acts    *activities.Activities
+	email   store.Email
+	hook    store.Webhook
+	notices *noticeRecorder
+}
+
+func newWebhookEnv(t *testing.T, endpoint string, disableAfter time.Duration) *webhookEnv {
+	st := newStore(t)
+	box, err := seal.New(make([]byte, 32))
+	require.NoError(t, err)
+	e := insertEmail(t, st, "delivered@posthaste.test")
+	id := uuid.Must(uuid.NewV7())
+	sealed, err := box.Seal(webhook.NewSecret(), id[:])
+	require.NoError(t, err)
+	w := store.Webhook{ID: id, TeamID: e.TeamID, Endpoint: endpoint, Events: []string{"email.sent", "email.delivered"},
+		Status: store.WebhookEnabled, Secret: sealed}
+	require.NoError(t, st.CreateWebhook(context.Background(), w))
+	n := &noticeRecorder{}
+	acts := activities.New(activities.Config{Keys: box, Webhooks: activities.WebhookConfig{
+		Client:       webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), 2*time.Second),
+		Schedule:     []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond},
+		DisableAfter: disableAfter,
+		Notices:      n,
+	}}, st, nil, nil, nil)
+	return &webhookEnv{st: st, acts: acts, email: e, hook: w, notices: n}
+}
+
+// deliverAll runs passes the way DeliverWebhook does until nothing waits.
+func (e *webhookEnv) deliverAll(t *testing.T) activities.DeliverWebhooksResult {
+	for i := 0; i < 50; i++ {
+		res, err := run[activities.DeliverWebhooksInput, activities.DeliverWebhooksResult](t, e.acts.DeliverWebhooks,
+			activities.DeliverWebhooksInput{WebhookID: e.hook.ID.String()})
+		require.NoError(t, err)
+		if res.Stop || (!res.More && res.NextAt == nil) {
+			return res
+		}
+		if res.NextAt != nil {
+			time.Sleep(time.Until(*res.NextAt))
+		}
+	}
+	t.Fatal("messages still waiting after 50 passes")
+	return activities.DeliverWebhooksResult{}
+}
+
+func (e *webhookEnv) record(t *testing.T, types ...string) {
+	var evs []store.Event
+	for _, typ := range types {
+		evs = append(evs, store.Event{Type: typ, Recipient: "delivered@posthaste.test"})
+	}
+	require.NoError(t, e.st.RecordEvents(context.Background(), e.email.ID, evs))
+}
+
+func TestWebhookRetriesThenSucceedsInOrder(t *testing.T) {
+	r := newReceiver(t, 500, 502, 503, 200)
+	env := newWebhookEnv(t, r.srv.URL, time.Hour)
+	ctx := context.Background()
+	env.record(t, store.EventSent, store.EventDelivered)
+	env.record(t, store.EventDelivered) // a repeated step queues nothing
+
+	n, err := env.st.OutboxLen(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "the email's own entry and a wake-up per event (the dispatcher signals once per drain)")
+
+	res := env.deliverAll(t)
+	require.False(t, res.Stop)
+	got := r.received()
+	require.Len(t, got, 5)
+	for _, g := range got[:4] {
+		require.Equal(t, received{got[0].ID, "email.sent"}, g, "the same message id on every retry")
+	}
+	require.Equal(t, "email.delivered", got[4].Type, "delivered waits until sent got through")
+
+	msgs, _, err := env.st.ListWebhookMessages(ctx, env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, msgs, 2)
+	sent := msgs[1]
+	require.Equal(t, store.MessageSuccess, sent.Status)
+	require.Equal(t, webhook.MessageID(sent.ID), got[0].ID)
+	var payload map[string]any
+	require.NoError(t, json.Unmarshal(sent.Payload, &payload))
+	data := payload["data"].(map[string]any)
+	require.Equal(t, env.email.ID.String(), data["email_id"])
+	require.Equal(t, []any{"delivered@posthaste.test"}, data["to"])
+	require.Equal(t, "Hi ✓", data["subject"])
+
+	attempts, err := env.st.WebhookAttempts(ctx, env.hook.TeamID, sent.ID)
+	require.NoError(t, err)
+	require.Len(t, attempts, 4)
+	require.Equal(t, 500, *attempts[0].ResponseStatus)
+	require.Equal(t, "answer from the receiver", attempts[0].ResponseBody)
+	require.Equal(t, 200, *attempts[3].ResponseStatus)
+	_, err = env.st.WebhookAttempts(ctx, uuid.Must(uuid.NewV7()), sent.ID)
+	require.NoError(t, err)
+
+	// Replay: the same id again, a fresh attempt.
+	require.NoError(t, env.st.ReplayWebhookMessage(ctx, env.hook.TeamID, env.hook.ID, sent.ID))
+	env.deliverAll(t)
+	got = r.received()
+	require.Len(t, got, 6)
+	require.Equal(t, received{webhook.MessageID(sent.ID), "email.sent"}, got[5])
+	require.ErrorIs(t, env.st.ReplayWebhookMessage(ctx, uuid.Must(uuid.NewV7()), env.hook.ID, sent.ID), store.ErrNotFound,
+		"another team cannot replay it")
+}
+
+func TestWebhookGivesUpAfterTheLastRetry(t *testing.T) {
+	r := newReceiver(t, 500)
+	env := newWebhookEnv(t, r.srv.URL, time.Hour)
+	env.record(t, store.EventSent)
+	env.deliverAll(t)
+	require.Len(t, r.received(), 5, "the first attempt and four retries")
+	msgs, _, err := env.st.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, store.MessageFailed, msgs[0].Status)
+	w, err := env.st.WebhookByID(context.Background(), env.hook.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.WebhookEnabled, w.Status)
+	require.NotNil(t, w.FailingSince)
+}
+
+func TestWebhookGoneDisablesTheEndpoint(t *testing.T) {
+	r := newReceiver(t, 410)
+	env := newWebhookEnv(t, r.srv.URL, time.Hour)
+	env.record(t, store.EventSent, store.EventDelivered)
+	res := env.deliverAll(t)
+	require.True(t, res.Stop)
+	require.Len(t, r.received(), 1)
+	w, err := env.st.WebhookByID(context.Background(), env.hook.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.WebhookDisabled, w.Status)
+	msgs, _, err := env.st.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
+	require.NoError(t, err)
+	for _, m := range msgs {
+		require.Equal(t, store.MessageFailed, m.Status)
+	}
+	require.Len(t, env.notices.n, 1)
+
+	// A disabled endpoint gets no new messages.
+	env.record(t, store.EventBounced)
+	msgs, _, err = env.st.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, msgs, 2)
+}
+
+func TestWebhookFailingTooLongIsDisabledAndOwnersAreTold(t *testing.T) {
+	r := newReceiver(t, 500)
+	env := newWebhookEnv(t, r.srv.URL, 120*time.Millisecond)
+	env.record(t, store.EventSent)
+	res := env.deliverAll(t)
+	require.True(t, res.Stop)
+	w, err := env.st.WebhookByID(context.Background(), env.hook.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.WebhookDisabled, w.Status)
+	require.Contains(t, w.DisabledReason, "Every delivery has failed since")
+	require.Len(t, env.notices.n, 1)
+	require.Equal(t, env.hook.TeamID, env.notices.n[0].TeamID)
+}
+
+func TestWebhookRefusedDestinationIsLoggedAsAnAttempt(t *testing.T) {
+	env := newWebhookEnv(t, "https://169.254.169.254/hook", time.Hour)
+	guarded := activities.New(activities.Config{Keys: mustBox(t), Webhooks: activities.WebhookConfig{
+		Client:   webhook.NewClient(egress.New(egress.Config{}), time.Second),
+		Schedule: []time.Duration{time.Hour},
+	}}, env.st, nil, nil, nil)
+	env.acts = guarded
+	env.record(t, store.EventSent)
+	_, err := run[activities.DeliverWebhooksInput, activities.DeliverWebhooksResult](t, env.acts.DeliverWebhooks,
+		activities.DeliverWebhooksInput{WebhookID: env.hook.ID.String()})
+	require.NoError(t, err)
+	msgs, _, err := env.st.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, store.MessageAttempting, msgs[0].Status)
+	as, err := env.st.WebhookAttempts(context.Background(), env.hook.TeamID, msgs[0].ID)
+	require.NoError(t, err)
+	require.Len(t, as, 1)
+	require.Nil(t, as[0].ResponseStatus)
+	require.Equal(t, "refused by the egress guard: egress: address 169.254.169.254 is not allowed", as[0].Error)
+}
+
+func mustBox(t *testing.T) *seal.Box {
+	box, err := seal.New(make([]byte, 32))
+	require.NoError(t, err)
+	return box
+}
