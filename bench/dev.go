@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/posthaste/posthaste/internal/pgcluster"
+)
+
+const (
+	readyTimeout = 3 * time.Minute
+	stopTimeout  = 60 * time.Second
+)
+
+// buildBinary builds ./cmd/posthaste of the module the working directory is
+// in into dir and returns the binary's path.
+func buildBinary(ctx context.Context, dir string) (string, error) {
+	var gomod bytes.Buffer
+	cmd := exec.CommandContext(ctx, "go", "env", "GOMOD")
+	cmd.Env = goEnv()
+	cmd.Stdout = &gomod
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("finding the module root: %w", err)
+	}
+	mod := strings.TrimSpace(gomod.String())
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("not inside the posthaste module: run from its root or pass -bin")
+	}
+	bin := filepath.Join(dir, "posthaste")
+	cmd = exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/posthaste")
+	cmd.Dir = filepath.Dir(mod)
+	cmd.Env = goEnv()
+	cmd.Stdout = os.Stderr
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building ./cmd/posthaste: %w", err)
+	}
+	return bin, nil
+}
+
+// goEnv is the environment for the go command: the toolchain in use unless
+// the caller chose otherwise.
+func goEnv() []string {
+	env := os.Environ()
+	if os.Getenv("GOTOOLCHAIN") == "" {
+		env = append(env, "GOTOOLCHAIN=local")
+	}
+	return env
+}
+
+// credentials is <data dir>/credentials.json as `posthaste dev` writes it.
+type credentials struct {
+	APIKey   string `json:"api_key"`
+	Email    string `json:"email"`
+	Password string `json:"password"`
+	TeamID   string `json:"team_id"`
+}
+
+// devProcess is a running `posthaste dev`.
+type devProcess struct {
+	cmd      *exec.Cmd
+	exited   chan struct{} // closed when cmd has been waited for
+	waitErr  error         // valid after exited is closed
+	log      *os.File
+	logPath  string
+	dataDir  string
+	base     string // API base URL
+	temporal string // Temporal frontend host:port
+	creds    credentials
+	readyIn  time.Duration
+}
+
+// startDev starts `bin dev` with a data dir under root, on free loopback
+// ports, and returns once /readyz answers 200 and credentials.json is read.
+// Its output goes to root/dev.log. The caller stops it with stop, which also
+// removes the PostgreSQL cluster it created.
+func startDev(ctx context.Context, bin, root string, logf func(string, ...any)) (*devProcess, error) {
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	d := &devProcess{
+		exited:   make(chan struct{}),
+		logPath:  filepath.Join(root, "dev.log"),
+		dataDir:  filepath.Join(root, "data"),
+		base:     "http://127.0.0.1:" + strconv.Itoa(ports[0]),
+		temporal: "127.0.0.1:" + strconv.Itoa(ports[1]),
+	}
+	d.log, err = os.Create(d.logPath)
+	if err != nil {
+		return nil, err
+	}
+	d.cmd = exec.Command(bin, "dev")
+	d.cmd.Env = append(devEnviron(),
+		"POSTHASTE_DATA_DIR="+d.dataDir,
+		"POSTHASTE_HTTP_ADDR=127.0.0.1:"+strconv.Itoa(ports[0]),
+		"POSTHASTE_TEMPORAL_PORT="+strconv.Itoa(ports[1]),
+		"POSTHASTE_TEMPORAL_IP=127.0.0.1",
+		"POSTHASTE_TEMPORAL_UI_PORT=0",
+		"POSTHASTE_LOG_LEVEL=warn",
+	)
+	d.cmd.Stdout = d.log
+	d.cmd.Stderr = d.log
+	start := time.Now()
+	if err := d.cmd.Start(); err != nil {
+		d.log.Close()
+		return nil, fmt.Errorf("starting %s dev: %w", bin, err)
+	}
+	go func() { d.waitErr = d.cmd.Wait(); close(d.exited) }()
+
+	if err := d.waitReady(ctx); err != nil {
+		if serr := d.stop(); serr != nil {
+			logf("stopping dev: %v", serr)
+		}
+		return nil, err
+	}
+	d.readyIn = time.Since(start)
+	b, err := os.ReadFile(filepath.Join(d.dataDir, "credentials.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &d.creds)
+	}
+	if err == nil && d.creds.APIKey == "" {
+		err = errors.New("no api_key")
+	}
+	if err != nil {
+		if serr := d.stop(); serr != nil {
+			logf("stopping dev: %v", serr)
+		}
+		return nil, fmt.Errorf("reading credentials.json: %w", err)
+	}
+	return d, nil
+}
+
+// devEnviron is the bench's environment without the variables that would
+// change what dev does: the run always uses a private PostgreSQL cluster and
+// the settings startDev chooses.
+func devEnviron() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "POSTHASTE_") || strings.HasPrefix(k, "DATABASE_URL") || strings.HasPrefix(k, "TEMPORAL_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+func (d *devProcess) waitReady(ctx context.Context) error {
+	deadline := time.Now().Add(readyTimeout)
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		select {
+		case <-d.exited:
+			return fmt.Errorf("dev exited before it was ready (%v):\n%s", d.waitErr, d.tail(40))
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		if res, err := client.Get(d.base + "/readyz"); err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("dev not ready after %s:\n%s", readyTimeout, d.tail(40))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM, waits for the process (killing it after stopTimeout),
+// then removes the PostgreSQL cluster it created, including a cluster
+// relocated under /var/lib/posthaste, and the data dir.
+func (d *devProcess) stop() error {
+	var errs []error
+	select {
+	case <-d.exited:
+	default:
+		if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			errs = append(errs, fmt.Errorf("signalling dev: %w", err))
+		}
+		select {
+		case <-d.exited:
+			if d.waitErr != nil {
+				errs = append(errs, fmt.Errorf("dev exited with %v:\n%s", d.waitErr, d.tail(20)))
+			}
+		case <-time.After(stopTimeout):
+			_ = d.cmd.Process.Kill()
+			<-d.exited
+			errs = append(errs, fmt.Errorf("dev did not stop within %s after SIGTERM; killed it", stopTimeout))
+		}
+	}
+	d.log.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	if err := pgcluster.Remove(ctx, pgcluster.Config{Dir: filepath.Join(d.dataDir, "pg")}); err != nil {
+		errs = append(errs, fmt.Errorf("removing dev's PostgreSQL cluster: %w", err))
+	}
+	if err := os.RemoveAll(d.dataDir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// tail returns the last n lines of dev's output.
+func (d *devProcess) tail(n int) string {
+	b, err := os.ReadFile(d.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// freePorts returns n distinct loopback ports that were free a moment ago.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("finding a free port: %w", err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

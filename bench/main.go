@@ -1,0 +1,354 @@
+// Command bench measures Posthaste's throughput on this machine and compares
+// it with the embedded Temporal server's own rate, in one run:
+//
+//  1. It starts the real `posthaste dev` binary as a subprocess (a temporary
+//     data dir, free ports, no Temporal UI, log level warn), waits for
+//     /readyz and reads credentials.json.
+//  2. Accept rate: POST /emails (sandbox sender to delivered@posthaste.test)
+//     at concurrency 1 (500 requests), 16 (the burst, -burst requests) and
+//     64 (5,000 requests), printing accepted/s and p50, p99 and max latency.
+//     The answer only waits for the PostgreSQL commit (the outbox); the
+//     workflows run behind it.
+//  3. Drain: how long the pipeline takes to deliver that backlog, watching
+//     posthaste_email_events_total{type="delivered"} on /metrics until it
+//     equals posthaste_emails_accepted_total.
+//  4. Sandbox end-to-end rate: -e2e emails at concurrency 16, from the first
+//     request until the delivered counter has grown by that many.
+//  5. Bare Temporal reference on the same embedded server: a worker in this
+//     process on its own task queue runs a workflow with one no-op activity,
+//     then one with one no-op local activity; -bare workflows each, started
+//     by 16 concurrent starters, from the first start until the last result.
+//  6. The history of one sandbox email's workflow (email/<id>): event count
+//     and types.
+//  7. A summary table and the ratios end-to-end / bare; then dev is stopped
+//     with SIGTERM and everything it wrote is removed.
+//
+// It does not link the Temporal server: it runs the binary given by -bin, or
+// builds one from ./cmd/posthaste into a temporary directory (about a minute
+// on a warm cache). Run it from the module root:
+//
+//	GOTOOLCHAIN=local go run ./bench            # default counts, a few minutes
+//	GOTOOLCHAIN=local go run ./bench -quick     # small counts, a smoke run
+//	GOTOOLCHAIN=local go run ./bench -bin bin/posthaste -burst 2000
+//
+// Results go to stdout as plain lines; progress and errors go to stderr. The
+// numbers depend on the machine and on whatever else runs on it: compare runs
+// from the same machine only.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+)
+
+// counts are the sizes of the measured runs.
+type counts struct {
+	serial  int // accept run at concurrency 1
+	burst   int // accept run at concurrency 16
+	wide    int // accept run at concurrency 64
+	e2e     int // sandbox end-to-end run
+	bare    int // each bare Temporal run
+	warmup  int // unmeasured bare workflows before each bare run
+	conc    int // concurrency of the burst, the e2e run and the bare starters
+	maxConc int // concurrency of the widest accept run
+}
+
+func defaultCounts() counts {
+	return counts{serial: 500, burst: 10000, wide: 5000, e2e: 1000, bare: 1000, warmup: 16, conc: 16, maxConc: 64}
+}
+
+func quickCounts() counts {
+	return counts{serial: 50, burst: 300, wide: 300, e2e: 100, bare: 100, warmup: 16, conc: 16, maxConc: 64}
+}
+
+func main() {
+	bin := flag.String("bin", "", "path to a posthaste binary (default: build ./cmd/posthaste into a temporary directory)")
+	burst := flag.Int("burst", 10000, "requests of the accept burst at concurrency 16")
+	e2e := flag.Int("e2e", 1000, "emails of the sandbox end-to-end run")
+	bare := flag.Int("bare", 1000, "workflows of each bare Temporal run")
+	quick := flag.Bool("quick", false, "small counts for a smoke run (explicit -burst, -e2e, -bare still apply)")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+
+	c := defaultCounts()
+	if *quick {
+		c = quickCounts()
+	}
+	flag.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "burst":
+			c.burst = *burst
+		case "e2e":
+			c.e2e = *e2e
+		case "bare":
+			c.bare = *bare
+		}
+	})
+	for name, v := range map[string]int{"burst": c.burst, "e2e": c.e2e, "bare": c.bare} {
+		if v < 1 {
+			fmt.Fprintf(os.Stderr, "bench: -%s must be at least 1\n", name)
+			os.Exit(2)
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, *bin, c, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole benchmark; results go to out, progress to progress.
+func run(ctx context.Context, bin string, c counts, out, progress io.Writer) (err error) {
+	p := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(progress, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+	}
+
+	host, _ := os.Hostname()
+	p("posthaste bench  %s  host %s  %s %s/%s, %d CPUs",
+		time.Now().UTC().Format(time.RFC3339), host, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+
+	root, err := os.MkdirTemp("", "posthaste-bench-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if rerr := os.RemoveAll(root); rerr != nil && err == nil {
+			err = fmt.Errorf("removing %s: %w", root, rerr)
+		}
+	}()
+
+	if bin == "" {
+		logf("building ./cmd/posthaste")
+		start := time.Now()
+		bin, err = buildBinary(ctx, root)
+		if err != nil {
+			return err
+		}
+		p("binary: built ./cmd/posthaste in %s", fmtDur(time.Since(start)))
+	} else {
+		p("binary: %s", bin)
+	}
+
+	logf("starting posthaste dev")
+	dev, err := startDev(ctx, bin, root, logf)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		logf("stopping posthaste dev")
+		if serr := dev.stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	p("dev: ready in %s  API %s  Temporal %s  data dir %s", fmtDur(dev.readyIn), dev.base, dev.temporal, dev.dataDir)
+
+	api := newAPIClient(dev.base, dev.creds.APIKey)
+	res, err := measure(ctx, api, dev, c, p, logf)
+	if err != nil {
+		return err
+	}
+	if _, err := measureWebhooks(ctx, api, dev, c, res.e2e, p, logf); err != nil {
+		return err
+	}
+	printSummary(p, c, res)
+	return nil
+}
+
+// results collects the measurements for the summary.
+type results struct {
+	accept    []loadResult
+	backlog   float64       // emails accepted but not delivered when the accept runs ended
+	drain     time.Duration // from the end of the accept runs until all were delivered
+	e2e       rate
+	bareAct   rate
+	bareLocal rate
+}
+
+// rate is n things done in elapsed.
+type rate struct {
+	n       int
+	elapsed time.Duration
+}
+
+func (r rate) perSecond() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(r.n) / r.elapsed.Seconds()
+}
+
+func measure(ctx context.Context, api *apiClient, dev *devProcess, c counts, p func(string, ...any), logf func(string, ...any)) (*results, error) {
+	var res results
+	m := newScraper(api.http, dev.base)
+
+	// 2. Accept rate.
+	p("")
+	p("accept rate: POST /emails, sandbox, to delivered@posthaste.test")
+	var burstEnd time.Time
+	for _, run := range []struct{ n, conc int }{{c.serial, 1}, {c.burst, c.conc}, {c.wide, c.maxConc}} {
+		logf("accept: %d requests at concurrency %d", run.n, run.conc)
+		r, err := api.load(ctx, run.n, run.conc)
+		if err != nil {
+			return nil, err
+		}
+		res.accept = append(res.accept, r)
+		p("  %s", r)
+		if run.conc == c.conc {
+			burstEnd = time.Now()
+		}
+	}
+	acceptEnd := time.Now()
+	var sent int
+	for _, r := range res.accept {
+		sent += r.ok
+	}
+
+	// 3. Drain.
+	s, err := m.scrape(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if s.accepted != float64(sent) {
+		p("  note: /metrics counts %.0f accepted, the bench got %d answers 200", s.accepted, sent)
+	}
+	res.backlog = s.accepted - s.delivered
+	logf("drain: %.0f accepted, %.0f delivered so far", s.accepted, s.delivered)
+	done, err := m.waitDelivered(ctx, s.accepted, 200*time.Millisecond, logf)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the drain: %w", err)
+	}
+	res.drain = done.Sub(acceptEnd)
+	p("")
+	p("drain: %.0f emails accepted; %.0f still undelivered when the accept runs ended", s.accepted, res.backlog)
+	p("  all delivered %s after the accept runs ended (%.1f/s), %s after the c=%d burst ended",
+		fmtDur(res.drain), res.backlog/res.drain.Seconds(), fmtDur(done.Sub(burstEnd)), c.conc)
+
+	// 4. Sandbox end to end.
+	base, err := m.scrape(ctx)
+	if err != nil {
+		return nil, err
+	}
+	logf("e2e: %d emails at concurrency %d", c.e2e, c.conc)
+	start := time.Now()
+	r, err := api.load(ctx, c.e2e, c.conc)
+	if err != nil {
+		return nil, err
+	}
+	if r.ok != c.e2e {
+		return nil, fmt.Errorf("e2e run: %d of %d accepted: %s", r.ok, c.e2e, r)
+	}
+	done, err = m.waitDelivered(ctx, base.delivered+float64(c.e2e), 50*time.Millisecond, logf)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the e2e run: %w", err)
+	}
+	res.e2e = rate{n: c.e2e, elapsed: done.Sub(start)}
+	p("")
+	p("sandbox end to end: %d emails at c=%d, first request to last delivered event", c.e2e, c.conc)
+	p("  accept %s", r)
+	p("  %d delivered in %s: %.1f emails/s", c.e2e, fmtDur(res.e2e.elapsed), res.e2e.perSecond())
+
+	// 5. Bare Temporal on the same server.
+	tc, err := dialTemporal(ctx, dev.temporal)
+	if err != nil {
+		return nil, err
+	}
+	defer tc.Close()
+	bw, err := startBareWorker(tc)
+	if err != nil {
+		return nil, err
+	}
+	defer bw.Stop()
+	p("")
+	p("bare Temporal on the same server (worker in the bench process, task queue %s, %d concurrent starters)", bareTaskQueue, c.conc)
+	for _, kind := range []bareKind{bareActivity, bareLocalActivity} {
+		logf("bare %s: %d warm-up, then %d workflows", kind, c.warmup, c.bare)
+		if _, err := runBare(ctx, tc, kind, c.warmup, c.conc); err != nil {
+			return nil, fmt.Errorf("warming up bare %s: %w", kind, err)
+		}
+		br, err := runBare(ctx, tc, kind, c.bare, c.conc)
+		if err != nil {
+			return nil, fmt.Errorf("bare %s: %w", kind, err)
+		}
+		p("  %s", br)
+		if kind == bareActivity {
+			res.bareAct = br.rate
+		} else {
+			res.bareLocal = br.rate
+		}
+	}
+
+	// 6. One sandbox email's history.
+	if r.firstID != "" {
+		h, err := emailHistory(ctx, tc, r.firstID)
+		if err != nil {
+			return nil, err
+		}
+		p("")
+		p("history of %s: %d events", h.workflowID, len(h.types))
+		for i, t := range h.types {
+			p("  %2d %s", i+1, t)
+		}
+	} else {
+		return nil, errors.New("no email id to fetch a history for")
+	}
+	return &res, nil
+}
+
+func printSummary(p func(string, ...any), c counts, res *results) {
+	p("")
+	p("summary")
+	p("  %-40s %7s %10s %10s", "measurement", "n", "seconds", "per second")
+	row := func(name string, n float64, d time.Duration) {
+		per := 0.0
+		if d > 0 {
+			per = n / d.Seconds()
+		}
+		p("  %-40s %7.0f %10.2f %10.1f", name, n, d.Seconds(), per)
+	}
+	for _, r := range res.accept {
+		row(fmt.Sprintf("accept c=%d", r.conc), float64(r.ok), r.elapsed)
+	}
+	row("drain of the backlog after accepting", res.backlog, res.drain)
+	row(fmt.Sprintf("sandbox end to end c=%d", c.conc), float64(res.e2e.n), res.e2e.elapsed)
+	row("bare Temporal, one activity", float64(res.bareAct.n), res.bareAct.elapsed)
+	row("bare Temporal, one local activity", float64(res.bareLocal.n), res.bareLocal.elapsed)
+	p("")
+	p("ratio e2e / bare (one activity):   %.2f", ratio(res.e2e, res.bareAct))
+	p("ratio e2e / bare (local activity): %.2f", ratio(res.e2e, res.bareLocal))
+}
+
+func ratio(a, b rate) float64 {
+	if b.perSecond() == 0 {
+		return 0
+	}
+	return a.perSecond() / b.perSecond()
+}
+
+// fmtDur rounds d for printing.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(100 * time.Microsecond).String()
+	default:
+		return d.Round(time.Microsecond).String()
+	}
+}
