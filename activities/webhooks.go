@@ -221,6 +221,9 @@ func (a *Activities) attemptWebhook(ctx context.Context, w store.Webhook, keys [
 	if err != nil {
 		return false, false, err
 	}
+	if a.metrics != nil {
+		a.metrics.WebhookAttempts.WithLabelValues(at.Outcome()).Inc()
+	}
 	log := a.logger.With("team_id", w.TeamID, "webhook_id", w.ID, "message_id", m.ID, "type", m.Type,
 		"attempt", n, "status", at.Status, "duration", at.Duration)
 	if at.OK() {

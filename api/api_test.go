@@ -20,12 +20,14 @@ import (
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/webhook"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -35,6 +37,7 @@ type notifier struct{ n int }
 func (n *notifier) Notify() { n.n++ }
 
 type env struct {
+	waker  *waker
 	t      *testing.T
 	srv    *httptest.Server
 	store  *store.Store
@@ -77,6 +80,7 @@ func newEnv(t *testing.T) *env {
 	require.NoError(t, st.Migrate(ctx))
 	n := &notifier{}
 	v := &verifier{}
+	wk := &waker{}
 	mk, err := seal.NewKey()
 	require.NoError(t, err)
 	raw, err := seal.ParseKey(mk)
@@ -93,6 +97,8 @@ func newEnv(t *testing.T) *env {
 		Ready:    []api.Check{{Name: "postgres", Check: st.Ping}},
 		Domains: api.DomainConfig{Verifier: v, Keys: box, DKIMSelector: "posthaste",
 			Records: records.Config{BounceHost: "bounce.posthaste.example", SPFInclude: "_spf.posthaste.example"}},
+		Webhooks: api.WebhookConfig{Waker: wk, Keys: box, AllowHTTP: true, Outbox: n,
+			Client: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), 2*time.Second)},
 	})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -101,7 +107,7 @@ func newEnv(t *testing.T) *env {
 	b, err := account.NewTeam(ctx, st, "B", "b@example.com")
 	require.NoError(t, err)
 	return &env{t: t, srv: srv, store: st, notify: n, keyA: a.APIKey, keyB: b.APIKey,
-		teamA: uuid.MustParse(a.TeamID), teamB: uuid.MustParse(b.TeamID), verify: v}
+		teamA: uuid.MustParse(a.TeamID), teamB: uuid.MustParse(b.TeamID), verify: v, waker: wk}
 }
 
 type resp struct {

@@ -21,6 +21,9 @@ type Metrics struct {
 	OutboxWait     prometheus.Histogram
 	Deliveries     *prometheus.CounterVec
 	EmailEvents    *prometheus.CounterVec
+	// WebhookAttempts counts webhook attempts by outcome: success, failed
+	// (non-2xx), no_response, refused (egress guard).
+	WebhookAttempts *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics (and the Go and process collectors) on reg.
@@ -46,8 +49,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		EmailEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "posthaste_email_events_total", Help: "Email events recorded, by type.",
 		}, []string{"type"}),
+		WebhookAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "posthaste_webhook_attempts_total", Help: "Webhook delivery attempts, by outcome.",
+		}, []string{"outcome"}),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.EmailsAccepted, m.OutboxWait, m.Deliveries, m.EmailEvents,
+		m.WebhookAttempts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

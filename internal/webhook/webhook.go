@@ -103,6 +103,20 @@ type Attempt struct {
 // OK reports a 2xx answer, the only success.
 func (a Attempt) OK() bool { return a.Status >= 200 && a.Status <= 299 }
 
+// Outcome names the attempt's result for metrics: success, failed
+// (another status), no_response or refused.
+func (a Attempt) Outcome() string {
+	switch {
+	case a.OK():
+		return "success"
+	case a.Blocked:
+		return "refused"
+	case a.Status == 0:
+		return "no_response"
+	}
+	return "failed"
+}
+
 // Gone reports 410, which disables the endpoint.
 func (a Attempt) Gone() bool { return a.Status == http.StatusGone }
 
