@@ -18,10 +18,11 @@ type DeliverWebhookInput struct {
 // workflow continues as new.
 const passesPerRun = 200
 
-// webhookPassOptions run one delivery pass; a pass stops starting attempts
+// webhookPassOptions run one delivery pass as a local activity (no
+// round trip through the server per pass); a pass stops starting attempts
 // after 30 s and an attempt takes at most 15 s. A failing pass (the
 // database is down) is retried until it works.
-var webhookPassOptions = workflow.ActivityOptions{
+var webhookPassOptions = workflow.LocalActivityOptions{
 	StartToCloseTimeout: 2 * time.Minute,
 	RetryPolicy: &temporal.RetryPolicy{
 		InitialInterval:        time.Second,
@@ -43,11 +44,11 @@ var webhookPassOptions = workflow.ActivityOptions{
 // passesPerRun passes.
 func DeliverWebhook(ctx workflow.Context, in DeliverWebhookInput) error {
 	wake := workflow.GetSignalChannel(ctx, WebhookWakeSignal)
-	actx := workflow.WithActivityOptions(ctx, webhookPassOptions)
+	lctx := workflow.WithLocalActivityOptions(ctx, webhookPassOptions)
 	for pass := 0; ; pass++ {
 		drain(wake)
 		var res activities.DeliverWebhooksResult
-		if err := workflow.ExecuteActivity(actx, a.DeliverWebhooks,
+		if err := workflow.ExecuteLocalActivity(lctx, a.DeliverWebhooks,
 			activities.DeliverWebhooksInput{WebhookID: in.WebhookID}).Get(ctx, &res); err != nil {
 			return err
 		}

@@ -94,7 +94,16 @@ const emailWebhooksCTE = `, wh AS (
 	RETURNING webhook_id, team_id
 ), wake AS (
 	INSERT INTO outbox (kind, team_id, ref) SELECT DISTINCT 'webhook', team_id, webhook_id FROM wh
+	WHERE NOT EXISTS (` + pendingWakeSQL + `)
 )`
+
+// pendingWakeSQL finds a wake-up of the endpoint wh.webhook_id that no
+// drain holds yet, and locks it until the calling transaction commits: that
+// entry's signal will then be sent after this message is visible, so no
+// second entry is needed. An entry a drain holds is skipped, since its
+// signal may already be gone.
+const pendingWakeSQL = `SELECT 1 FROM outbox o WHERE o.kind = 'webhook' AND o.ref = wh.webhook_id
+	FOR UPDATE SKIP LOCKED`
 
 // EmailWebhookType is the webhook event type of an email event, or "" for
 // events that have none (queued, canceled).
@@ -167,6 +176,7 @@ func (s *Store) EmitEvent(ctx context.Context, teamID uuid.UUID, typ, orderKey s
 			RETURNING webhook_id, team_id
 		), wake AS (
 			INSERT INTO outbox (kind, team_id, ref) SELECT DISTINCT 'webhook', team_id, webhook_id FROM wh
+			WHERE NOT EXISTS (`+pendingWakeSQL+`)
 		) SELECT count(*) FROM wh`,
 		pgx.NamedArgs{"team": teamID, "type": typ, "key": orderKey, "payload": payload, "at": now}).Scan(&n)
 	if err != nil {

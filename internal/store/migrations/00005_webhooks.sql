@@ -55,8 +55,10 @@ CREATE INDEX webhook_attempt_message ON webhook_attempt (message_id, attempted_a
 -- New messages wake their endpoint's DeliverWebhook workflow through the outbox.
 ALTER TABLE outbox DROP CONSTRAINT outbox_kind_check;
 ALTER TABLE outbox ADD CONSTRAINT outbox_kind_check CHECK (kind IN ('send_email', 'webhook'));
+CREATE INDEX outbox_webhook ON outbox (ref) WHERE kind = 'webhook';
 
 -- +goose Down
+DROP INDEX outbox_webhook;
 DELETE FROM outbox WHERE kind = 'webhook';
 ALTER TABLE outbox DROP CONSTRAINT outbox_kind_check;
 ALTER TABLE outbox ADD CONSTRAINT outbox_kind_check CHECK (kind IN ('send_email'));
