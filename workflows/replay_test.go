@@ -21,6 +21,7 @@ func TestReplay(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflowWithOptions(SendEmail, workflow.RegisterOptions{Name: SendEmailName})
+			r.RegisterWorkflowWithOptions(DeliverWebhook, workflow.RegisterOptions{Name: DeliverWebhookName})
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
 		})
 	}

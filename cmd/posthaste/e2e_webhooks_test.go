@@ -6,13 +6,44 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/posthaste/posthaste/workflows"
 )
+
+// writeHistory checks the size of a workflow's history and, when
+// POSTHASTE_WRITE_HISTORIES names a directory, writes it there as JSON for
+// the replay tests of package workflows.
+func writeHistory(t *testing.T, tc client.Client, workflowID, name string, maxEvents int) {
+	t.Helper()
+	it := tc.GetWorkflowHistory(t.Context(), workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var h historypb.History
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		h.Events = append(h.Events, ev)
+	}
+	t.Logf("%s: %d history events", name, len(h.Events))
+	require.LessOrEqual(t, len(h.Events), maxEvents)
+	dir := os.Getenv("POSTHASTE_WRITE_HISTORIES")
+	if dir == "" {
+		return
+	}
+	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
+}
 
 // hookReceiver is a loopback endpoint that checks every signature with the
 // Standard Webhooks library and records the events in arrival order.
@@ -188,6 +219,13 @@ func TestDevWebhooks(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "the endpoint was not disabled")
 		time.Sleep(50 * time.Millisecond)
 	}
+	// Its delivery workflow has ended; its history is small and replays.
+	tc, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + env["POSTHASTE_TEMPORAL_PORT"]})
+	require.NoError(t, err)
+	defer tc.Close()
+	require.NoError(t, tc.GetWorkflow(t.Context(), workflows.WebhookWorkflowID(hookID), "").Get(t.Context(), nil))
+	writeHistory(t, tc, workflows.WebhookWorkflowID(hookID), "deliverwebhook_gone.json", 60)
+
 	for {
 		_, out = c.do("GET", "/emails", nil)
 		found := false
