@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -252,4 +253,87 @@ func mustBox(t *testing.T) *seal.Box {
 	box, err := seal.New(make([]byte, 32))
 	require.NoError(t, err)
 	return box
+}
+
+func TestWebhookHonoursRetryAfter(t *testing.T) {
+	var mu sync.Mutex
+	var at []time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		at = append(at, time.Now())
+		if len(at) == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	defer srv.Close()
+	env := newWebhookEnv(t, srv.URL, time.Hour) // schedule steps are 50 ms
+	env.record(t, store.EventSent)
+	env.deliverAll(t)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, at, 2)
+	require.GreaterOrEqual(t, at[1].Sub(at[0]), time.Second, "429 with Retry-After: 1 waits a second, not 50 ms")
+}
+
+func TestWebhookTimesOutAHangingEndpoint(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	env := newWebhookEnv(t, srv.URL, time.Hour)
+	env.acts = activities.New(activities.Config{Keys: mustBox(t), Webhooks: activities.WebhookConfig{
+		Client:   webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), 300*time.Millisecond),
+		Schedule: []time.Duration{50 * time.Millisecond},
+	}}, env.st, nil, nil, nil)
+	env.record(t, store.EventSent)
+	env.deliverAll(t)
+	msgs, _, err := env.st.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, store.MessageSuccess, msgs[0].Status)
+	as, err := env.st.WebhookAttempts(context.Background(), env.hook.TeamID, msgs[0].ID)
+	require.NoError(t, err)
+	require.Len(t, as, 2)
+	require.Equal(t, "no response within 300ms", as[0].Error)
+	require.Nil(t, as[0].ResponseStatus)
+	require.GreaterOrEqual(t, as[0].DurationMS, 300)
+	require.Equal(t, 200, *as[1].ResponseStatus)
+}
+
+// A scheduled email reports email.scheduled in the transaction that
+// accepts it.
+func TestScheduledEmailQueuesItsWebhook(t *testing.T) {
+	env := newWebhookEnv(t, "https://hooks.example/", time.Hour)
+	ctx := context.Background()
+	require.NoError(t, env.st.UpdateWebhook(ctx, env.hook.TeamID, env.hook.ID,
+		store.WebhookUpdate{Events: []string{"email.scheduled"}}))
+	at := time.Now().Add(time.Hour)
+	e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: env.hook.TeamID, From: "a@posthaste.test",
+		FromDomain: "posthaste.test", To: []string{"delivered@posthaste.test"}, Subject: "Later",
+		Tags: []store.Tag{{Name: "k", Value: "v"}}, ScheduledAt: &at, LastEvent: store.EventScheduled, CreatedAt: time.Now(),
+		Recipients: []store.Recipient{{Address: "delivered@posthaste.test", Kind: "to", Domain: "posthaste.test",
+			Status: store.EventScheduled}}}
+	require.NoError(t, env.st.InsertEmail(ctx, e))
+	msgs, _, err := env.st.ListWebhookMessages(ctx, env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	require.Equal(t, "email.scheduled", msgs[0].Type)
+	var p struct {
+		Data struct {
+			EmailID string            `json:"email_id"`
+			Tags    map[string]string `json:"tags"`
+		}
+	}
+	require.NoError(t, json.Unmarshal(msgs[0].Payload, &p))
+	require.Equal(t, e.ID.String(), p.Data.EmailID)
+	require.Equal(t, map[string]string{"k": "v"}, p.Data.Tags)
 }

@@ -128,7 +128,7 @@ func (d *Dispatcher) startAll(ctx context.Context, items []store.OutboxItem) []i
 			defer func() { <-sem; wg.Done() }()
 			if err := d.starter.Start(ctx, it); err != nil {
 				if ctx.Err() == nil {
-					d.logger.Warn("starting workflow", "email_id", it.Ref, "team_id", it.TeamID, "err", err)
+					d.logger.Warn("starting workflow", "kind", it.Kind, "ref", it.Ref, "team_id", it.TeamID, "err", err)
 				}
 				return
 			}

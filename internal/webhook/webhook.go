@@ -220,11 +220,14 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 var DefaultSchedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute,
 	2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}
 
+// MaxRetryAfter bounds how long a Retry-After may postpone a retry.
+const MaxRetryAfter = 24 * time.Hour
+
 // NextAttempt returns the delay before the next attempt after attempt
 // number n (1 for the first) failed with a, or false when the message has
 // used every retry. Delays get ±20 % jitter from jitter (in [0, 1), e.g.
-// Jitter()); a Retry-After (429, 503) replaces the step, capped at the
-// schedule's longest step.
+// Jitter()); a Retry-After (429, 503) replaces the step, up to
+// MaxRetryAfter.
 func NextAttempt(schedule []time.Duration, n int, a Attempt, jitter float64) (time.Duration, bool) {
 	if n < 1 || n > len(schedule) {
 		return 0, false
@@ -232,7 +235,7 @@ func NextAttempt(schedule []time.Duration, n int, a Attempt, jitter float64) (ti
 	d := schedule[n-1]
 	d = time.Duration(float64(d) * (0.8 + 0.4*jitter))
 	if a.RetryAfter > 0 {
-		d = min(a.RetryAfter, slices.Max(schedule))
+		d = min(a.RetryAfter, MaxRetryAfter)
 	}
 	return d, true
 }

@@ -172,7 +172,7 @@ func TestNextAttempt(t *testing.T) {
 		{"seventh after 10 h", 7, Attempt{}, 0.5, 10 * time.Hour, true},
 		{"eighth attempt failed: give up", 8, Attempt{}, 0.5, 0, false},
 		{"Retry-After replaces the step", 1, Attempt{Status: 429, RetryAfter: time.Minute}, 0.5, time.Minute, true},
-		{"Retry-After is capped", 1, Attempt{Status: 503, RetryAfter: 48 * time.Hour}, 0.5, 10 * time.Hour, true},
+		{"Retry-After is capped", 1, Attempt{Status: 503, RetryAfter: 48 * time.Hour}, 0.5, 24 * time.Hour, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, retry := NextAttempt(DefaultSchedule, tc.n, tc.a, tc.jitter)
