@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,10 +94,13 @@ func TestSendEmailDeliversPerDomainAndRetries(t *testing.T) {
 			{Domain: "a.test", Region: "us-east-1", TLS: "opportunistic", Recipients: []string{"x@a.test"}},
 			{Domain: "b.test", Region: "eu-west-1", TLS: "opportunistic", Recipients: []string{"y@b.test", "z@b.test"}},
 		}}, nil)
+	var mu sync.Mutex // the two deliveries run concurrently
 	attempts := map[string]int{}
 	queues := map[string]string{}
 	env.OnActivity(activities.DeliverName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.DeliverInput) error {
+			mu.Lock()
+			defer mu.Unlock()
 			attempts[in.Domain]++
 			if in.Domain == "a.test" && attempts[in.Domain] < 3 {
 				return errors.New("451 4.7.1 greylisted")
@@ -105,7 +109,9 @@ func TestSendEmailDeliversPerDomainAndRetries(t *testing.T) {
 		})
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
 		if info.ActivityType.Name == activities.DeliverName {
+			mu.Lock()
 			queues[info.ActivityID] = info.TaskQueue
+			mu.Unlock()
 		}
 	})
 	events := recorded(env)
