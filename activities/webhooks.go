@@ -23,8 +23,10 @@ const (
 	// DefaultWebhookDisableAfter is how long an endpoint may fail
 	// continuously before it is disabled.
 	DefaultWebhookDisableAfter = 5 * 24 * time.Hour
-	// webhookBatch bounds the messages one pass reads.
-	webhookBatch = 500
+	// webhookBatch bounds the messages one pass reads, and webhookGroups
+	// the order keys (emails, domains) they belong to.
+	webhookBatch  = 500
+	webhookGroups = 200
 	// webhookConcurrency bounds the POSTs in flight per endpoint (one per
 	// order key at a time).
 	webhookConcurrency = 16
@@ -106,7 +108,8 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, in DeliverWebhooksInpu
 	if err != nil {
 		return DeliverWebhooksResult{}, a.classify(err)
 	}
-	msgs, err := a.store.UndeliveredMessages(ctx, id, webhookBatch)
+	start := a.now()
+	msgs, err := a.store.DueMessages(ctx, id, start, webhookGroups, webhookBatch)
 	if err != nil {
 		return DeliverWebhooksResult{}, err
 	}
@@ -120,13 +123,13 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, in DeliverWebhooksInpu
 		}
 		groups[m.OrderKey] = append(groups[m.OrderKey], m)
 	}
-	start := a.now()
 	var (
-		wg       sync.WaitGroup
-		sem      = make(chan struct{}, webhookConcurrency)
-		stopped  atomic.Bool
-		errMu    sync.Mutex
-		firstErr error
+		attempted atomic.Int32
+		wg        sync.WaitGroup
+		sem       = make(chan struct{}, webhookConcurrency)
+		stopped   atomic.Bool
+		errMu     sync.Mutex
+		firstErr  error
 	)
 	for _, key := range order {
 		g := groups[key]
@@ -144,6 +147,7 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, in DeliverWebhooksInpu
 				if at := m.NextAttemptAt; at != nil && at.After(a.now()) {
 					return
 				}
+				attempted.Add(1)
 				ok, disabled, err := a.attemptWebhook(ctx, w, keys, m)
 				if err != nil {
 					errMu.Lock()
@@ -176,7 +180,16 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, in DeliverWebhooksInpu
 	if err != nil {
 		return DeliverWebhooksResult{}, err
 	}
-	more := len(msgs) == webhookBatch || (next != nil && !next.After(a.now()))
+	// Another pass at once only when this one got something done: what is
+	// due now but was not attempted (the batch or the time budget ran out)
+	// or became due meanwhile.
+	more := attempted.Load() > 0 && next != nil && !next.After(a.now())
+	if !more && next != nil && !next.After(a.now()) {
+		// Due yet not attempted (should not happen): look again in a
+		// second rather than at once, so the workflow cannot spin.
+		later := a.now().Add(time.Second)
+		next = &later
+	}
 	return DeliverWebhooksResult{More: more, NextAt: next}, nil
 }
 

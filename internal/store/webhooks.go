@@ -320,12 +320,23 @@ func scanMessage(row pgx.Row) (WebhookMessage, error) {
 	return m, mapErr(err)
 }
 
-// UndeliveredMessages returns up to limit messages of an endpoint that are
-// pending or being retried, in the order they must be delivered.
-func (s *Store) UndeliveredMessages(ctx context.Context, webhookID uuid.UUID, limit int) ([]WebhookMessage, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+messageColumns+` FROM webhook_message
+// DueMessages returns the messages of an endpoint whose turn has come, in
+// the order they must be delivered: for up to groups order keys whose
+// first undelivered message is due at now (the oldest first), that message
+// and the undelivered ones after it, at most limit in all. Keys whose first
+// message waits for a retry are left out, so they cannot crowd out the
+// others.
+func (s *Store) DueMessages(ctx context.Context, webhookID uuid.UUID, now time.Time, groups, limit int) ([]WebhookMessage, error) {
+	rows, err := s.pool.Query(ctx, `WITH heads AS (
+			SELECT DISTINCT ON (order_key) order_key, seq, next_attempt_at FROM webhook_message
+			WHERE webhook_id = @id AND status IN ('pending', 'attempting') ORDER BY order_key, seq
+		), due AS (
+			SELECT order_key FROM heads WHERE next_attempt_at IS NULL OR next_attempt_at <= @now
+			ORDER BY seq LIMIT @groups
+		)
+		SELECT `+messageColumns+` FROM webhook_message JOIN due USING (order_key)
 		WHERE webhook_id = @id AND status IN ('pending', 'attempting') ORDER BY seq LIMIT @limit`,
-		pgx.NamedArgs{"id": webhookID, "limit": limit})
+		pgx.NamedArgs{"id": webhookID, "now": now, "groups": groups, "limit": limit})
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -369,8 +380,9 @@ func (s *Store) RecordWebhookAttempt(ctx context.Context, o AttemptOutcome) (*ti
 			duration_ms, error) VALUES (@id, @msg, @team, @at, @status, @body, @ms, @err)`,
 		pgx.NamedArgs{"id": a.ID, "msg": a.MessageID, "team": o.TeamID, "at": a.AttemptedAt,
 			"status": a.ResponseStatus, "body": a.ResponseBody, "ms": a.DurationMS, "err": a.Error})
+	// A message failed meanwhile (its endpoint was disabled) stays failed.
 	b.Queue(`UPDATE webhook_message SET status = @status, attempts = attempts + 1, next_attempt_at = @next,
-			updated_at = now() WHERE id = @msg`,
+			updated_at = now() WHERE id = @msg AND status IN ('pending', 'attempting')`,
 		pgx.NamedArgs{"msg": a.MessageID, "status": o.Status, "next": o.NextAt})
 	var since *time.Time
 	b.Queue(`UPDATE webhook SET failing_since = CASE WHEN @ok::boolean THEN NULL
