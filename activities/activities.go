@@ -71,9 +71,12 @@ type Config struct {
 	// Resolver looks domain records up (POSTHASTE_DNS_SERVER); nil means
 	// the system resolver.
 	Resolver *net.Resolver
-	// Keys opens the domains' sealed DKIM keys; nil in a process without
-	// a master key, which then cannot prepare mail from a domain.
+	// Keys opens the domains' sealed DKIM keys and the webhooks' signing
+	// secrets; nil in a process without a master key, which then cannot
+	// prepare mail from a domain nor deliver webhooks.
 	Keys *seal.Box
+	// Webhooks configures webhook delivery.
+	Webhooks WebhookConfig
 }
 
 // Activities holds the dependencies of every activity. Construct it with New.
@@ -100,6 +103,10 @@ func New(cfg Config, st *store.Store, d Deliverer, metrics *telemetry.Metrics, l
 func (a *Activities) record(ctx context.Context, id uuid.UUID, evs []store.Event) error {
 	if err := a.store.RecordEvents(ctx, id, evs); err != nil {
 		return err
+	}
+	if a.cfg.Webhooks.Outbox != nil {
+		// The events may have queued webhook messages.
+		a.cfg.Webhooks.Outbox.Notify()
 	}
 	if a.metrics != nil {
 		for _, e := range evs {

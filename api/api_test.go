@@ -31,6 +31,7 @@ import (
 	"github.com/posthaste/posthaste/internal/storetest"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/webhook"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -41,6 +42,7 @@ type notifier struct{ n atomic.Int64 }
 func (n *notifier) Notify() { n.n.Add(1) }
 
 type env struct {
+	waker   *waker
 	t       *testing.T
 	srv     *httptest.Server
 	store   *store.Store
@@ -99,6 +101,7 @@ func newEnvWith(t *testing.T, o envOptions) *env {
 	}
 	n := &notifier{}
 	v := &verifier{}
+	wk := &waker{}
 	mk, err := seal.NewKey()
 	require.NoError(t, err)
 	raw, err := seal.ParseKey(mk)
@@ -132,6 +135,8 @@ func newEnvWith(t *testing.T, o envOptions) *env {
 		Limiter:          o.limiter,
 		DefaultRateLimit: o.rate,
 		RequestLog:       logs,
+		Webhooks: api.WebhookConfig{Waker: wk, Keys: box, AllowHTTP: true, Outbox: n,
+			Client: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), 2*time.Second)},
 	})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
@@ -141,7 +146,7 @@ func newEnvWith(t *testing.T, o envOptions) *env {
 	b, err := account.NewTeam(ctx, st, "B", mailB)
 	require.NoError(t, err)
 	return &env{t: t, srv: srv, store: st, notify: n, logs: logs, metrics: metrics, keyA: a.APIKey, keyB: b.APIKey,
-		teamA: uuid.MustParse(a.TeamID), teamB: uuid.MustParse(b.TeamID), verify: v}
+		teamA: uuid.MustParse(a.TeamID), teamB: uuid.MustParse(b.TeamID), verify: v, waker: wk}
 }
 
 type resp struct {

@@ -200,6 +200,7 @@ func (s *Server) createDomain(c *gin.Context) {
 		return
 	}
 	s.logger.Info("domain created", "team_id", d.TeamID, "domain", d.Name, "request_id", requestID(c))
+	s.emitDomainEvent(c, "domain.created", d)
 	c.JSON(http.StatusCreated, s.renderDomain(d, true))
 }
 
@@ -310,6 +311,9 @@ func (s *Server) updateDomain(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
+	if d, err := s.store.GetDomain(c.Request.Context(), principal(c).TeamID, id); err == nil {
+		s.emitDomainEvent(c, "domain.updated", d)
+	}
 	c.JSON(http.StatusOK, gin.H{"object": "domain", "id": id})
 }
 
@@ -339,10 +343,16 @@ func (s *Server) deleteDomain(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
+	d, err := s.store.GetDomain(c.Request.Context(), principal(c).TeamID, id)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
 	if err := s.store.DeleteDomain(c.Request.Context(), principal(c).TeamID, id); err != nil {
 		s.respondError(c, err)
 		return
 	}
+	s.emitDomainEvent(c, "domain.deleted", d)
 	// The verification also ends by itself at its next check.
 	if err := s.domains.Verifier.Forget(c.Request.Context(), id.String()); err != nil {
 		s.logger.Warn("stopping domain verification", "domain_id", id, "request_id", requestID(c), "err", err)

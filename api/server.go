@@ -42,6 +42,7 @@ type Config struct {
 	Gatherer prometheus.Gatherer // served at /metrics; nil → no /metrics
 	Ready    []Check
 	Domains  DomainConfig
+	Webhooks WebhookConfig
 	// Dashboard serves /dashboard/; nil leaves it out.
 	Dashboard http.Handler
 	Logger    *slog.Logger
@@ -64,14 +65,15 @@ type Config struct {
 
 // Server is the HTTP API.
 type Server struct {
-	store   *store.Store
-	auth    *auth.Authenticator
-	submit  *submit.Service
-	metrics *telemetry.Metrics
-	ready   []Check
-	domains DomainConfig
-	logger  *slog.Logger
-	engine  *gin.Engine
+	store    *store.Store
+	auth     *auth.Authenticator
+	submit   *submit.Service
+	metrics  *telemetry.Metrics
+	ready    []Check
+	domains  DomainConfig
+	webhooks WebhookConfig
+	logger   *slog.Logger
+	engine   *gin.Engine
 
 	limiter     Limiter
 	defaultRate int
@@ -87,7 +89,7 @@ func New(cfg Config) (*Server, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{store: cfg.Store, auth: cfg.Auth, submit: cfg.Submit, metrics: cfg.Metrics,
-		ready: cfg.Ready, domains: cfg.Domains, logger: logger.With("component", "api"),
+		ready: cfg.Ready, domains: cfg.Domains, webhooks: cfg.Webhooks, logger: logger.With("component", "api"),
 		limiter: cfg.Limiter, defaultRate: cfg.DefaultRateLimit, reqlog: cfg.RequestLog, fixed: cfg.Unauthenticated}
 	if s.defaultRate <= 0 {
 		s.defaultRate = 10
@@ -149,6 +151,17 @@ func New(cfg Config) (*Server, error) {
 	full.DELETE("/suppressions/:id", s.deleteSuppression)
 	full.GET("/logs", s.listLogs)
 	full.GET("/logs/:id", s.getLog)
+	full.POST("/webhooks", s.createWebhook)
+	full.GET("/webhooks", s.listWebhooks)
+	full.GET("/webhooks/:id", s.getWebhook)
+	full.PATCH("/webhooks/:id", s.updateWebhook)
+	full.DELETE("/webhooks/:id", s.deleteWebhook)
+	full.POST("/webhooks/:id/signing-secret/rotate", s.rotateWebhookSecret)
+	full.POST("/webhooks/:id/test", s.testWebhook)
+	full.GET("/webhooks/:id/events", s.listWebhookEvents)
+	full.GET("/webhooks/:id/events/:event_id", s.getWebhookEvent)
+	full.GET("/webhooks/:id/events/:event_id/attempts", s.listWebhookAttempts)
+	full.POST("/webhooks/:id/events/:event_id/replay", s.replayWebhookEvent)
 	s.engine = e
 	return s, nil
 }

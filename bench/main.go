@@ -163,6 +163,9 @@ func run(ctx context.Context, bin string, c counts, out, progress io.Writer) (er
 	if err != nil {
 		return err
 	}
+	if _, err := measureWebhooks(ctx, api, dev, c, res.e2e, p, logf); err != nil {
+		return err
+	}
 	printSummary(p, c, res)
 
 	logf("batch accept rate")

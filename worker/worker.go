@@ -94,6 +94,8 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterActivityWithOptions(acts.PurgeEmails, activity.RegisterOptions{Name: activities.PurgeEmailsName})
 	r.RegisterActivityWithOptions(acts.PurgeRequestLogs, activity.RegisterOptions{Name: activities.PurgeRequestLogsName})
 	r.RegisterActivityWithOptions(acts.PurgeExpired, activity.RegisterOptions{Name: activities.PurgeExpiredName})
+	r.RegisterWorkflowWithOptions(workflows.DeliverWebhook, workflow.RegisterOptions{Name: workflows.DeliverWebhookName})
+	r.RegisterActivityWithOptions(acts.DeliverWebhooks, activity.RegisterOptions{Name: activities.DeliverWebhooksName})
 }
 
 // RetentionCron is when the retention sweep runs: daily at 03:17 UTC.
@@ -135,6 +137,33 @@ func EnsureRetentionSchedule(ctx context.Context, c client.Client, in workflows.
 		return fmt.Errorf("updating the retention schedule: %w", err)
 	}
 	return nil
+}
+
+// WakeWebhook makes the endpoint's DeliverWebhook workflow look for due
+// messages: it signals the running workflow or starts one with the signal.
+func WakeWebhook(ctx context.Context, c client.Client, webhookID string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := c.SignalWithStartWorkflow(ctx, workflows.WebhookWorkflowID(webhookID),
+		workflows.WebhookWakeSignal, nil, client.StartWorkflowOptions{
+			TaskQueue:             workflows.TaskQueue,
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		}, workflows.DeliverWebhookName, workflows.DeliverWebhookInput{WebhookID: webhookID})
+	if err != nil {
+		return fmt.Errorf("waking delivery of webhook %s: %w", webhookID, err)
+	}
+	return nil
+}
+
+// WebhookWaker wakes DeliverWebhook workflows for the API.
+type WebhookWaker struct{ client client.Client }
+
+// NewWebhookWaker returns a WebhookWaker.
+func NewWebhookWaker(c client.Client) *WebhookWaker { return &WebhookWaker{client: c} }
+
+// Wake makes the endpoint's delivery look for due messages.
+func (w *WebhookWaker) Wake(ctx context.Context, webhookID string) error {
+	return WakeWebhook(ctx, w.client, webhookID)
 }
 
 // Verifier starts and nudges VerifyDomain workflows for the API.
@@ -198,7 +227,8 @@ func (w *Worker) Stop() {
 	}
 }
 
-// Starter starts SendEmail and SendBatch workflows for outbox entries.
+// Starter starts SendEmail and SendBatch workflows and wakes
+// DeliverWebhook workflows for outbox entries.
 type Starter struct {
 	client   client.Client
 	delivery workflows.DeliveryPolicy
@@ -246,6 +276,9 @@ func EmailWorkflowID(ref store.EmailRef) string {
 // already used (running or finished) is not started again and is not an
 // error: the entry's work exists.
 func (s *Starter) Start(ctx context.Context, it store.OutboxItem) error {
+	if it.Kind == store.OutboxWebhook {
+		return WakeWebhook(ctx, s.client, it.Ref.String())
+	}
 	id, err := WorkflowID(it)
 	if err != nil {
 		return err

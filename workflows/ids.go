@@ -54,3 +54,12 @@ func BatchWorkflowID(batchID string) string { return "batch/" + batchID }
 func KeyedBatchWorkflowID(teamID, key, batchID string) string {
 	return "batch/" + teamID + "/" + key + "/" + batchID
 }
+
+// DeliverWebhookName is the registered name of the DeliverWebhook workflow.
+const DeliverWebhookName = "DeliverWebhook"
+
+// WebhookWakeSignal tells DeliverWebhook that messages may be due.
+const WebhookWakeSignal = "wake"
+
+// WebhookWorkflowID is the ID of the DeliverWebhook workflow of an endpoint.
+func WebhookWorkflowID(webhookID string) string { return "webhook/" + webhookID }

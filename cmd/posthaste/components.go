@@ -31,6 +31,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/webhook"
 	"github.com/posthaste/posthaste/worker"
 	"github.com/posthaste/posthaste/workflows"
 )
@@ -224,6 +225,13 @@ func newFrontDoor(ctx context.Context, cfg config.Config, st *store.Store, tc cl
 			DKIMSelector: cfg.Domains.DKIMSelector,
 			Records:      recordsConfig(cfg.Domains),
 		},
+		Webhooks: api.WebhookConfig{
+			Waker:     worker.NewWebhookWaker(tc),
+			Client:    webhookClient(cfg),
+			Keys:      keys,
+			AllowHTTP: cfg.Egress.AllowPrivate,
+			Outbox:    disp,
+		},
 		Dashboard:        dash,
 		Logger:           logger,
 		Limiter:          limiter,
@@ -276,16 +284,44 @@ func readyChecks(st *store.Store, tc client.Client) []api.Check {
 	}
 }
 
-func newActivities(cfg config.Config, st *store.Store, keys *seal.Box, metrics *telemetry.Metrics, logger *slog.Logger) (*activities.Activities, func(), error) {
+// webhookClient posts webhooks through the egress guard with the
+// configured attempt timeout.
+func webhookClient(cfg config.Config) *webhook.Client {
+	return webhook.NewClient(egress.New(egress.Config{
+		AllowPrivate: cfg.Egress.AllowPrivate,
+		Resolver:     newResolver(cfg.Delivery),
+		Timeout:      cfg.Webhooks.Timeout,
+	}), cfg.Webhooks.Timeout)
+}
+
+// newActivities wires the activities. outbox (may be nil) is the outbox
+// dispatcher of this process, poked when events queue webhook messages.
+func newActivities(cfg config.Config, st *store.Store, keys *seal.Box, metrics *telemetry.Metrics,
+	outbox activities.Notifier, logger *slog.Logger) (*activities.Activities, func(), error) {
 	d, err := newDeliverer(cfg.Delivery, logger)
 	if err != nil {
 		return nil, nil, err
+	}
+	sub := submit.New(submit.Config{Store: st, Notifier: outbox, Logger: logger.With("component", "submit")})
+	notices, err := newOwnerNotices(cfg.Webhooks.SystemFrom, st, sub, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	wcfg := activities.WebhookConfig{
+		Client:       webhookClient(cfg),
+		Schedule:     cfg.Webhooks.Retry,
+		DisableAfter: cfg.Webhooks.DisableAfter,
+		Outbox:       outbox,
+	}
+	if notices != nil {
+		wcfg.Notices = notices
 	}
 	acts := activities.New(activities.Config{
 		Hostname: cfg.Delivery.Hostname,
 		Records:  recordsConfig(cfg.Domains),
 		Resolver: newResolver(cfg.Delivery),
 		Keys:     keys,
+		Webhooks: wcfg,
 	}, st, d, metrics, logger)
 	return acts, func() { _ = d.Close() }, nil
 }

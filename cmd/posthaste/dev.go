@@ -87,7 +87,17 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 		return err
 	}
 	reg, metrics := newRegistry()
-	acts, closeActs, err := newActivities(cfg, st, keys, metrics, logger)
+	ui := tmp.UIAddress()
+	if ui != "" {
+		ui = "http://" + displayAddr(ui)
+	}
+	front, err := newFrontDoor(ctx, cfg, st, tc, keys, reg, metrics, readyChecks(st, tc), ui, logger)
+	if err != nil {
+		return err
+	}
+	// Runs after the HTTP server stopped (below) and before the store closes.
+	stops = append(stops, front.close)
+	acts, closeActs, err := newActivities(cfg, st, keys, metrics, front.dispatcher, logger)
 	if err != nil {
 		return err
 	}
@@ -104,16 +114,6 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 		return err
 	}
 
-	ui := tmp.UIAddress()
-	if ui != "" {
-		ui = "http://" + displayAddr(ui)
-	}
-	front, err := newFrontDoor(ctx, cfg, st, tc, keys, reg, metrics, readyChecks(st, tc), ui, logger)
-	if err != nil {
-		return err
-	}
-	// Runs after the HTTP server stopped (below) and before the store closes.
-	stops = append(stops, front.close)
 	stops = append(stops, startDispatcher(front.dispatcher))
 
 	creds, created, err := account.Bootstrap(ctx, st, filepath.Join(dataDir, "credentials.json"), cfg.Admin.Email)

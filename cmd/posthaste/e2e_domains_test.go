@@ -17,9 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/dnstest"
@@ -226,23 +224,10 @@ func TestDomains(t *testing.T) {
 // names a directory.
 func writeHistory(t *testing.T, hostPort, workflowID, name string) {
 	t.Helper()
-	dir := os.Getenv("POSTHASTE_WRITE_HISTORIES")
-	if dir == "" {
-		return
-	}
 	tc, err := client.Dial(client.Options{HostPort: hostPort})
 	require.NoError(t, err)
 	defer tc.Close()
-	it := tc.GetWorkflowHistory(context.Background(), workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var h historypb.History
-	for it.HasNext() {
-		ev, err := it.Next()
-		require.NoError(t, err)
-		h.Events = append(h.Events, ev)
-	}
-	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
+	recordHistory(t, tc, workflowID, name, 1000)
 }
 
 // waitDomain polls a domain until it reaches status.

@@ -104,7 +104,7 @@ func waitAll(t *testing.T, c *client.Client, ids []string, timeout time.Duration
 	t.Fatalf("%d emails not all delivered in %v", len(ids), timeout)
 }
 
-func sandbox(subject string, to string) *client.SendEmailRequest {
+func sandboxEmail(subject string, to string) *client.SendEmailRequest {
 	return &client.SendEmailRequest{From: "Acme <onboarding@posthaste.test>", To: []string{to}, Subject: subject, HTML: "<p>" + subject + "</p>"}
 }
 
@@ -198,7 +198,7 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 	start := time.Now()
 	var singles []string
 	for i := range 100 {
-		res, err := c.Emails.Send(ctx, sandbox(fmt.Sprintf("single %d", i), fmt.Sprintf("delivered+s%d@posthaste.test", i)), nil)
+		res, err := c.Emails.Send(ctx, sandboxEmail(fmt.Sprintf("single %d", i), fmt.Sprintf("delivered+s%d@posthaste.test", i)), nil)
 		require.NoError(t, err)
 		singles = append(singles, res.ID)
 	}
@@ -208,7 +208,7 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 
 	batch := make([]client.SendEmailRequest, 100)
 	for i := range batch {
-		batch[i] = *sandbox(fmt.Sprintf("batch %d", i), fmt.Sprintf("delivered+b%d@posthaste.test", i))
+		batch[i] = *sandboxEmail(fmt.Sprintf("batch %d", i), fmt.Sprintf("delivered+b%d@posthaste.test", i))
 	}
 	start = time.Now()
 	res, err := c.Emails.SendBatch(ctx, batch, &client.BatchOptions{IdempotencyKey: "digest/1"})
@@ -246,7 +246,7 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 
 	// Moved earlier right after the POST (before or just after its
 	// workflow started): it leaves at the new time.
-	req := sandbox("moved", "delivered@posthaste.test")
+	req := sandboxEmail("moved", "delivered@posthaste.test")
 	req.ScheduledAt = "in 1 hour"
 	moved, err := c.Emails.Send(ctx, req, nil)
 	require.NoError(t, err)
@@ -265,7 +265,7 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 
 	// Canceled right after the POST: never sent; a workflow, if one
 	// started, ends without waiting for the hour.
-	req = sandbox("canceled", "delivered@posthaste.test")
+	req = sandboxEmail("canceled", "delivered@posthaste.test")
 	req.ScheduledAt = "in 1 hour"
 	canceled, err := c.Emails.Send(ctx, req, nil)
 	require.NoError(t, err)
@@ -304,7 +304,7 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 	require.Equal(t, client.ErrValidation, apiErr.Name, "an email that left cannot be canceled")
 
 	// One email of a batch moved earlier: the batch's workflow routes the wake.
-	sb := []client.SendEmailRequest{*sandbox("now", "delivered@posthaste.test"), *sandbox("later", "delivered+l@posthaste.test")}
+	sb := []client.SendEmailRequest{*sandboxEmail("now", "delivered@posthaste.test"), *sandboxEmail("later", "delivered+l@posthaste.test")}
 	sb[1].ScheduledAt = "in 1 hour"
 	bres, err := c.Emails.SendBatch(ctx, sb, nil)
 	require.NoError(t, err)
@@ -324,7 +324,7 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 
 	// A scheduled email survives a restart and leaves on time.
 	at := time.Now().Add(8 * time.Second).UTC()
-	req = sandbox("after restart", "delivered@posthaste.test")
+	req = sandboxEmail("after restart", "delivered@posthaste.test")
 	req.ScheduledAt = at.Format(time.RFC3339Nano)
 	later, err := c.Emails.Send(ctx, req, nil)
 	require.NoError(t, err)

@@ -382,7 +382,10 @@ func requireRetentionSchedule(t *testing.T, hostPort string) {
 // JSON for the replay tests of package workflows.
 func saveHistory(t *testing.T, hostPort, emailID, name string) {
 	t.Helper()
-	saveWorkflowHistory(t, hostPort, workflows.EmailWorkflowID(emailID), name, 20)
+	tc, err := client.Dial(client.Options{HostPort: hostPort})
+	require.NoError(t, err)
+	defer tc.Close()
+	recordHistory(t, tc, workflows.EmailWorkflowID(emailID), name, 20)
 }
 
 // saveWorkflowHistory is saveHistory for any workflow ID, with at most

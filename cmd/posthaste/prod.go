@@ -73,7 +73,7 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 		return err
 	}
 	reg, metrics := newRegistry()
-	acts, closeActs, err := newActivities(cfg, st, keys, metrics, logger)
+	acts, closeActs, err := newActivities(cfg, st, keys, metrics, nil, logger)
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,15 @@ type Config struct {
 	Egress    Egress
 	Admin     Admin
 	OAuth     OAuth
+	Webhooks  Webhooks
+}
+
+// Webhooks configures webhook delivery.
+type Webhooks struct {
+	Retry        []time.Duration // POSTHASTE_WEBHOOK_RETRY: delays before each retry
+	Timeout      time.Duration   // POSTHASTE_WEBHOOK_TIMEOUT: one attempt
+	DisableAfter time.Duration   // POSTHASTE_WEBHOOK_DISABLE_AFTER: failing this long disables
+	SystemFrom   string          // POSTHASTE_SYSTEM_FROM: sender of notices to owners; "" → logged only
 }
 
 // HTTP configures the API listener.
@@ -175,7 +184,13 @@ func Load(getenv Getenv) (Config, error) {
 			},
 		},
 		Egress: Egress{AllowPrivate: r.boolean("POSTHASTE_ALLOW_PRIVATE_EGRESS", false)},
-		Admin:  Admin{Email: strings.ToLower(r.str("POSTHASTE_ADMIN_EMAIL", "admin@posthaste.local"))},
+		Webhooks: Webhooks{
+			Retry:        r.durations("POSTHASTE_WEBHOOK_RETRY", "5s,5m,30m,2h,5h,10h,10h"),
+			Timeout:      r.duration("POSTHASTE_WEBHOOK_TIMEOUT", 15*time.Second),
+			DisableAfter: r.duration("POSTHASTE_WEBHOOK_DISABLE_AFTER", 5*24*time.Hour),
+			SystemFrom:   r.str("POSTHASTE_SYSTEM_FROM", ""),
+		},
+		Admin: Admin{Email: strings.ToLower(r.str("POSTHASTE_ADMIN_EMAIL", "admin@posthaste.local"))},
 		OAuth: OAuth{
 			PublicURL:          r.str("POSTHASTE_PUBLIC_URL", "http://localhost:3000"),
 			Signup:             r.boolean("POSTHASTE_SIGNUP", true),
@@ -243,6 +258,8 @@ func (c Config) LogAttrs() []any {
 		slog.Duration("verify_recheck", c.Domains.Verify.Recheck),
 		slog.Int("default_rate_limit", c.Limits.DefaultRate), slog.String("redis", redis),
 		slog.Any("trusted_proxies", c.HTTP.TrustedProxies), slog.Duration("retention", c.Retention.Period),
+		slog.Any("webhook_retry", c.Webhooks.Retry), slog.Duration("webhook_timeout", c.Webhooks.Timeout),
+		slog.Duration("webhook_disable_after", c.Webhooks.DisableAfter), slog.String("system_from", c.Webhooks.SystemFrom),
 	}
 }
 
@@ -378,4 +395,19 @@ func (r *reader) ip(name string) net.IP {
 		r.fail(name, v, "must be an IP address")
 	}
 	return ip
+}
+
+// durations reads a comma-separated list of positive durations.
+func (r *reader) durations(name, def string) []time.Duration {
+	v := r.str(name, def)
+	var out []time.Duration
+	for _, f := range strings.Split(v, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d <= 0 {
+			r.fail(name, v, "must be a comma-separated list of positive durations such as 5s,5m,30m")
+			return nil
+		}
+		out = append(out, d)
+	}
+	return out
 }

@@ -98,6 +98,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 }
 
 // startAll starts items concurrently and returns the ids that started.
+// Entries of the same kind and ref (webhook wake-ups, many per endpoint)
+// are started once: every one of them was committed before the claim, so
+// one start serves them all.
 func (d *Dispatcher) startAll(ctx context.Context, items []store.OutboxItem) []int64 {
 	var (
 		mu   sync.Mutex
@@ -105,14 +108,27 @@ func (d *Dispatcher) startAll(ctx context.Context, items []store.OutboxItem) []i
 		wg   sync.WaitGroup
 		sem  = make(chan struct{}, d.cfg.Concurrency)
 	)
+	type key struct {
+		kind string
+		ref  [16]byte
+	}
+	dups := map[key][]int64{}
+	unique := items[:0:0]
 	for _, it := range items {
+		k := key{it.Kind, it.Ref}
+		if _, ok := dups[k]; !ok {
+			unique = append(unique, it)
+		}
+		dups[k] = append(dups[k], it.ID)
+	}
+	for _, it := range unique {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			if err := d.starter.Start(ctx, it); err != nil {
 				if ctx.Err() == nil {
-					d.logger.Warn("starting workflow", "email_id", it.Ref, "team_id", it.TeamID, "err", err)
+					d.logger.Warn("starting workflow", "kind", it.Kind, "ref", it.Ref, "team_id", it.TeamID, "err", err)
 				}
 				return
 			}
@@ -120,7 +136,7 @@ func (d *Dispatcher) startAll(ctx context.Context, items []store.OutboxItem) []i
 				d.Started(time.Since(it.CreatedAt))
 			}
 			mu.Lock()
-			done = append(done, it.ID)
+			done = append(done, dups[key{it.Kind, it.Ref}]...)
 			mu.Unlock()
 		}()
 	}

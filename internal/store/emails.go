@@ -262,6 +262,14 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 	b.Queue(`INSERT INTO email_event (email_id, type, created_at)
 		SELECT * FROM unnest(@email::uuid[], @type::text[], @at::timestamptz[])`,
 		pgx.NamedArgs{"email": evEmail, "type": evType, "at": evAt})
+	// A scheduled email's first event is also a webhook event.
+	for _, e := range emails {
+		if e.LastEvent == EventScheduled {
+			args := pgx.NamedArgs{"id": e.ID}
+			webhookArgs(args, Event{Type: EventScheduled}, e.CreatedAt)
+			b.Queue(`WITH ins AS (SELECT 1)`+emailWebhooksCTE+` SELECT count(*) FROM wh`, args)
+		}
+	}
 	return nil
 }
 
@@ -397,13 +405,17 @@ WITH ok AS (
 	UPDATE email_recipient SET status = @type, updated_at = @at
 	WHERE email_id = @id AND (@rcpt::text IS NULL OR address = @rcpt)
 	AND @state::boolean AND EXISTS (SELECT 1 FROM ins)
-)
+)` + emailWebhooksCTE + `
 UPDATE email SET last_event = @type, updated_at = greatest(updated_at, @at::timestamptz)
 WHERE id = @id AND EXISTS (SELECT 1 FROM ins)`
 
 // RecordEvents appends events to an email's history in order, moving the
 // state of the recipients they name and the email's last_event (see
-// recordEventSQL for the rules that make a repeated call harmless).
+// recordEventSQL for the rules that make a repeated call harmless). In the
+// same transaction, every event appended gets a webhook message for each
+// enabled endpoint of the team subscribed to its type, and an outbox entry
+// that wakes the endpoint's delivery: an event is never recorded without
+// its webhooks.
 func (s *Store) RecordEvents(ctx context.Context, emailID uuid.UUID, events []Event) error {
 	if len(events) == 0 {
 		return nil
@@ -418,8 +430,10 @@ func (s *Store) RecordEvents(ctx context.Context, emailID uuid.UUID, events []Ev
 		if at.IsZero() {
 			at = time.Now()
 		}
-		b.Queue(recordEventSQL, pgx.NamedArgs{"id": emailID, "type": ev.Type, "rcpt": rcpt,
-			"detail": ev.Detail, "at": at, "guarded": guarded(ev.Type), "state": recipientState(ev.Type)})
+		args := pgx.NamedArgs{"id": emailID, "type": ev.Type, "rcpt": rcpt,
+			"detail": ev.Detail, "at": at, "guarded": guarded(ev.Type), "state": recipientState(ev.Type)}
+		webhookArgs(args, ev, at)
+		b.Queue(recordEventSQL, args)
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("recording events of %s: %w", emailID, mapErr(err))

@@ -24,6 +24,9 @@ type Metrics struct {
 	// RequestLogDropped counts request log entries lost to a full buffer
 	// or a failed write.
 	RequestLogDropped prometheus.Counter
+	// WebhookAttempts counts webhook attempts by outcome: success, failed
+	// (non-2xx), no_response, refused (egress guard).
+	WebhookAttempts *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics (and the Go and process collectors) on reg.
@@ -53,9 +56,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "posthaste_request_log_dropped_total",
 			Help: "API request log entries lost because the buffer was full or the write failed.",
 		}),
+		WebhookAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "posthaste_webhook_attempts_total", Help: "Webhook delivery attempts, by outcome.",
+		}, []string{"outcome"}),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.EmailsAccepted, m.OutboxWait, m.Deliveries, m.EmailEvents,
-		m.RequestLogDropped,
+		m.RequestLogDropped, m.WebhookAttempts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

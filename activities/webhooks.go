@@ -1,0 +1,294 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/webhook"
+)
+
+// DeliverWebhooksName is the registered name of DeliverWebhooks.
+const DeliverWebhooksName = "DeliverWebhooks"
+
+// Webhook delivery defaults.
+const (
+	// DefaultWebhookDisableAfter is how long an endpoint may fail
+	// continuously before it is disabled.
+	DefaultWebhookDisableAfter = 5 * 24 * time.Hour
+	// webhookBatch bounds the messages one pass reads, and webhookGroups
+	// the order keys (emails, domains) they belong to.
+	webhookBatch  = 500
+	webhookGroups = 200
+	// webhookConcurrency bounds the POSTs in flight per endpoint (one per
+	// order key at a time).
+	webhookConcurrency = 16
+	// webhookPassBudget stops a pass from starting new attempts, so the
+	// activity ends well within its timeout.
+	webhookPassBudget = 30 * time.Second
+)
+
+// WebhookNotice tells a team's owners that an endpoint was disabled.
+type WebhookNotice struct {
+	TeamID    uuid.UUID
+	WebhookID uuid.UUID
+	Endpoint  string
+	Reason    string
+}
+
+// Noticer tells a team's owners that one of their endpoints was disabled.
+type Noticer interface {
+	WebhookDisabled(ctx context.Context, n WebhookNotice) error
+}
+
+// Notifier is told when outbox entries were committed (the outbox
+// dispatcher of this process, if any).
+type Notifier interface{ Notify() }
+
+// WebhookConfig configures webhook delivery.
+type WebhookConfig struct {
+	// Client posts messages; nil in a process that delivers no webhooks.
+	Client *webhook.Client
+	// Schedule is the delay before each retry; nil → webhook.DefaultSchedule.
+	Schedule []time.Duration
+	// DisableAfter disables an endpoint failing continuously this long;
+	// 0 → DefaultWebhookDisableAfter.
+	DisableAfter time.Duration
+	// Notices tells owners about disabled endpoints; nil → logged only.
+	Notices Noticer
+	// Outbox is poked after domain events are emitted; may be nil.
+	Outbox Notifier
+}
+
+// DeliverWebhooksInput names the endpoint to deliver to.
+type DeliverWebhooksInput struct{ WebhookID string }
+
+// DeliverWebhooksResult tells DeliverWebhook what to do next.
+type DeliverWebhooksResult struct {
+	// Stop: the endpoint is disabled or deleted.
+	Stop bool
+	// More: messages are due now (a full batch, or due while delivering).
+	More bool
+	// NextAt is when the earliest waiting message is due; nil when none waits.
+	NextAt *time.Time
+}
+
+// DeliverWebhooks makes one delivery pass over an endpoint's undelivered
+// messages: every message whose turn has come is posted, signed anew, and
+// each attempt is stored with its outcome. Messages with the same order key
+// (the email or domain they are about) go one at a time in the order they
+// were recorded, and a failed one holds back those after it until it is
+// delivered or fails for good; different keys go in parallel. A failed
+// attempt schedules the next one (Schedule with jitter, or Retry-After on
+// 429/503) or fails the message when no retry is left; 410 disables the
+// endpoint, and so does failing continuously for DisableAfter.
+func (a *Activities) DeliverWebhooks(ctx context.Context, in DeliverWebhooksInput) (DeliverWebhooksResult, error) {
+	id, err := uuid.Parse(in.WebhookID)
+	if err != nil {
+		return DeliverWebhooksResult{}, temporal.NewNonRetryableApplicationError("bad webhook id", ErrTypePermanent, err)
+	}
+	if a.cfg.Webhooks.Client == nil {
+		return DeliverWebhooksResult{}, errors.New("this process does not deliver webhooks")
+	}
+	w, err := a.store.WebhookByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && w.Status != store.WebhookEnabled) {
+		return DeliverWebhooksResult{Stop: true}, nil
+	}
+	if err != nil {
+		return DeliverWebhooksResult{}, fmt.Errorf("loading webhook %s: %w", id, err)
+	}
+	keys, err := a.webhookKeys(w)
+	if err != nil {
+		return DeliverWebhooksResult{}, a.classify(err)
+	}
+	start := a.now()
+	msgs, err := a.store.DueMessages(ctx, id, start, webhookGroups, webhookBatch)
+	if err != nil {
+		return DeliverWebhooksResult{}, err
+	}
+
+	// Group by order key, keeping the order of first appearance.
+	var order []string
+	groups := map[string][]store.WebhookMessage{}
+	for _, m := range msgs {
+		if _, ok := groups[m.OrderKey]; !ok {
+			order = append(order, m.OrderKey)
+		}
+		groups[m.OrderKey] = append(groups[m.OrderKey], m)
+	}
+	var (
+		attempted atomic.Int32
+		wg        sync.WaitGroup
+		sem       = make(chan struct{}, webhookConcurrency)
+		stopped   atomic.Bool
+		errMu     sync.Mutex
+		firstErr  error
+	)
+	for _, key := range order {
+		g := groups[key]
+		if at := g[0].NextAttemptAt; at != nil && at.After(start) {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			for _, m := range g {
+				if stopped.Load() || ctx.Err() != nil || a.now().Sub(start) > webhookPassBudget {
+					return
+				}
+				if at := m.NextAttemptAt; at != nil && at.After(a.now()) {
+					return
+				}
+				attempted.Add(1)
+				ok, disabled, err := a.attemptWebhook(ctx, w, keys, m)
+				if err != nil {
+					errMu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					errMu.Unlock()
+					stopped.Store(true)
+					return
+				}
+				if disabled {
+					stopped.Store(true)
+				}
+				if !ok {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return DeliverWebhooksResult{}, firstErr
+	}
+	if stopped.Load() {
+		if w, err := a.store.WebhookByID(ctx, id); err != nil || w.Status != store.WebhookEnabled {
+			return DeliverWebhooksResult{Stop: true}, nil
+		}
+	}
+	next, err := a.store.NextWebhookAttempt(ctx, id)
+	if err != nil {
+		return DeliverWebhooksResult{}, err
+	}
+	// Another pass at once only when this one got something done: what is
+	// due now but was not attempted (the batch or the time budget ran out)
+	// or became due meanwhile.
+	more := attempted.Load() > 0 && next != nil && !next.After(a.now())
+	if !more && next != nil && !next.After(a.now()) {
+		// Due yet not attempted (should not happen): look again in a
+		// second rather than at once, so the workflow cannot spin.
+		later := a.now().Add(time.Second)
+		next = &later
+	}
+	return DeliverWebhooksResult{More: more, NextAt: next}, nil
+}
+
+// webhookKeys opens the endpoint's signing keys: the current one, and the
+// previous one while it still signs after a rotation.
+func (a *Activities) webhookKeys(w store.Webhook) ([][]byte, error) {
+	keys, err := webhook.Keys(a.cfg.Keys, w, a.now())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errNoKey, err)
+	}
+	return keys, nil
+}
+
+// attemptWebhook posts one message and stores the outcome. It reports
+// whether the message was delivered and whether the endpoint was disabled.
+func (a *Activities) attemptWebhook(ctx context.Context, w store.Webhook, keys [][]byte, m store.WebhookMessage) (ok, disabled bool, err error) {
+	at := a.cfg.Webhooks.Client.Post(ctx, w.Endpoint, webhook.MessageID(m.ID), m.Payload, keys)
+	n := m.Attempts + 1
+	o := store.AttemptOutcome{WebhookID: w.ID, TeamID: w.TeamID, Succeeded: at.OK()}
+	o.Attempt, err = webhook.AttemptRow(m.ID, at)
+	if err != nil {
+		return false, false, err
+	}
+	switch {
+	case at.OK():
+		o.Status = store.MessageSuccess
+	case at.Gone():
+		o.Status = store.MessageFailed
+	default:
+		schedule := a.cfg.Webhooks.Schedule
+		if schedule == nil {
+			schedule = webhook.DefaultSchedule
+		}
+		if d, retry := webhook.NextAttempt(schedule, n, at, webhook.Jitter()); retry {
+			next := at.At.Add(at.Duration + d)
+			o.Status, o.NextAt = store.MessageAttempting, &next
+		} else {
+			o.Status = store.MessageFailed
+		}
+	}
+	since, err := a.store.RecordWebhookAttempt(ctx, o)
+	if err != nil {
+		return false, false, err
+	}
+	if a.metrics != nil {
+		a.metrics.WebhookAttempts.WithLabelValues(at.Outcome()).Inc()
+	}
+	log := a.logger.With("team_id", w.TeamID, "webhook_id", w.ID, "message_id", m.ID, "type", m.Type,
+		"attempt", n, "status", at.Status, "duration", at.Duration)
+	if at.OK() {
+		log.Debug("webhook delivered")
+		return true, false, nil
+	}
+	log.Info("webhook attempt failed", "err", at.Err, "message_status", o.Status)
+	reason := ""
+	switch {
+	case at.Gone():
+		reason = "The endpoint answered 410 Gone."
+	case since != nil && a.now().Sub(*since) >= a.disableAfter():
+		reason = fmt.Sprintf("Every delivery has failed since %s.", since.UTC().Format(time.RFC3339))
+	default:
+		return false, false, nil
+	}
+	return false, true, a.disableWebhook(ctx, w, reason)
+}
+
+func (a *Activities) disableAfter() time.Duration {
+	if d := a.cfg.Webhooks.DisableAfter; d > 0 {
+		return d
+	}
+	return DefaultWebhookDisableAfter
+}
+
+// disableWebhook disables the endpoint and, once, tells the team's owners.
+func (a *Activities) disableWebhook(ctx context.Context, w store.Webhook, reason string) error {
+	changed, err := a.store.DisableWebhook(ctx, w.ID, reason)
+	if err != nil || !changed {
+		return err
+	}
+	a.logger.Warn("webhook disabled", "team_id", w.TeamID, "webhook_id", w.ID, "reason", reason)
+	if a.cfg.Webhooks.Notices == nil {
+		return nil
+	}
+	if err := a.cfg.Webhooks.Notices.WebhookDisabled(ctx, WebhookNotice{TeamID: w.TeamID, WebhookID: w.ID,
+		Endpoint: w.Endpoint, Reason: reason}); err != nil {
+		// The endpoint stays disabled; the notice is best effort.
+		a.logger.Warn("telling owners about a disabled webhook", "team_id", w.TeamID, "webhook_id", w.ID, "err", err)
+	}
+	return nil
+}
+
+// emitDomainEvent records a domain.* event for the team's endpoints.
+func (a *Activities) emitDomainEvent(ctx context.Context, typ string, d store.Domain) error {
+	n, err := a.store.EmitEvent(ctx, d.TeamID, typ, d.ID.String(), store.DomainPayload(d))
+	if err != nil {
+		return err
+	}
+	if n > 0 && a.cfg.Webhooks.Outbox != nil {
+		a.cfg.Webhooks.Outbox.Notify()
+	}
+	return nil
+}

@@ -1,0 +1,513 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/seal"
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/webhook"
+)
+
+// Waker wakes the delivery of an endpoint (its DeliverWebhook workflow).
+type Waker interface {
+	Wake(ctx context.Context, webhookID string) error
+}
+
+// Notifier is told when outbox entries were committed.
+type Notifier interface{ Notify() }
+
+// WebhookConfig is what the webhook endpoints need besides the store.
+type WebhookConfig struct {
+	Waker  Waker
+	Client *webhook.Client // posts test events
+	Keys   *seal.Box       // seals signing secrets; nil refuses to create webhooks
+	// AllowHTTP accepts plain http endpoints (POSTHASTE_ALLOW_PRIVATE_EGRESS).
+	AllowHTTP bool
+	// Outbox is poked after domain events are emitted; may be nil.
+	Outbox Notifier
+}
+
+// rotationOverlap is how long the previous secret keeps signing (API.md).
+const rotationOverlap = 24 * time.Hour
+
+type webhookRequest struct {
+	Endpoint *string   `json:"endpoint"`
+	Events   *[]string `json:"events"`
+	Status   *string   `json:"status"`
+}
+
+// endpointURL checks an endpoint: an absolute https URL (http where private
+// targets are allowed) with a host. Where it points is checked by the
+// egress guard at every attempt, since DNS answers change.
+func (s *Server) endpointURL(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	u, err := url.Parse(v)
+	scheme := "https"
+	if s.webhooks.AllowHTTP {
+		scheme = "https or http"
+	}
+	if err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && s.webhooks.AllowHTTP)) {
+		return "", validation("The `endpoint` field must be an absolute %s URL.", scheme)
+	}
+	return u.String(), nil
+}
+
+func eventTypes(v []string) ([]string, error) {
+	if len(v) == 0 {
+		return nil, validation("The `events` field must list at least one event type.")
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range v {
+		if !webhook.ValidType(t) {
+			return nil, validation("The `events` field holds an unknown event type %q; known types are %s.",
+				t, strings.Join(webhook.Types, ", "))
+		}
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) createWebhook(c *gin.Context) {
+	var req webhookRequest
+	if err := decodeJSON(c, &req); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	if req.Endpoint == nil {
+		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `endpoint` field."))
+		return
+	}
+	if req.Events == nil {
+		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `events` field."))
+		return
+	}
+	endpoint, err := s.endpointURL(*req.Endpoint)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	events, err := eventTypes(*req.Events)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	if s.webhooks.Keys == nil {
+		s.respondError(c, errorf(http.StatusInternalServerError, nameApplicationError,
+			"Webhooks cannot be added: the server has no master key (POSTHASTE_MASTER_KEY) to protect their secrets."))
+		return
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	key := webhook.NewSecret()
+	sealed, err := s.webhooks.Keys.Seal(key, id[:])
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	w := store.Webhook{ID: id, TeamID: principal(c).TeamID, Endpoint: endpoint, Events: events,
+		Status: store.WebhookEnabled, Secret: sealed}
+	if err := s.store.CreateWebhook(c.Request.Context(), w); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	s.logger.Info("webhook created", "team_id", w.TeamID, "webhook_id", id, "request_id", requestID(c))
+	c.JSON(http.StatusCreated, gin.H{"object": "webhook", "id": id, "signing_secret": webhook.FormatSecret(key)})
+}
+
+type webhookJSON struct {
+	Object        string   `json:"object"`
+	ID            string   `json:"id"`
+	Endpoint      string   `json:"endpoint"`
+	Events        []string `json:"events"`
+	Status        string   `json:"status"`
+	CreatedAt     string   `json:"created_at"`
+	SigningSecret string   `json:"signing_secret,omitempty"`
+}
+
+func renderWebhook(w store.Webhook) webhookJSON {
+	return webhookJSON{Object: "webhook", ID: w.ID.String(), Endpoint: w.Endpoint, Events: w.Events,
+		Status: w.Status, CreatedAt: formatTime(w.CreatedAt)}
+}
+
+func (s *Server) listWebhooks(c *gin.Context) {
+	p, err := page(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	ws, more, err := s.store.ListWebhooks(c.Request.Context(), principal(c).TeamID, p)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	out := make([]webhookJSON, len(ws))
+	for i, w := range ws {
+		out[i] = renderWebhook(w)
+	}
+	c.JSON(http.StatusOK, list(out, more))
+}
+
+// teamWebhook loads the :id webhook of the caller's team.
+func (s *Server) teamWebhook(c *gin.Context) (store.Webhook, bool) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return store.Webhook{}, false
+	}
+	w, err := s.store.GetWebhook(c.Request.Context(), principal(c).TeamID, id)
+	if err != nil {
+		s.respondError(c, err)
+		return store.Webhook{}, false
+	}
+	return w, true
+}
+
+func (s *Server) getWebhook(c *gin.Context) {
+	w, ok := s.teamWebhook(c)
+	if !ok {
+		return
+	}
+	keys, err := webhook.Keys(s.webhooks.Keys, w, time.Now())
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	j := renderWebhook(w)
+	j.SigningSecret = webhook.FormatSecret(keys[0])
+	c.JSON(http.StatusOK, j)
+}
+
+func (s *Server) updateWebhook(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	var req webhookRequest
+	if err := decodeJSON(c, &req); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	var u store.WebhookUpdate
+	if req.Endpoint != nil {
+		e, err := s.endpointURL(*req.Endpoint)
+		if err != nil {
+			s.respondError(c, err)
+			return
+		}
+		u.Endpoint = &e
+	}
+	if req.Events != nil {
+		if u.Events, err = eventTypes(*req.Events); err != nil {
+			s.respondError(c, err)
+			return
+		}
+	}
+	if req.Status != nil {
+		if *req.Status != store.WebhookEnabled && *req.Status != store.WebhookDisabled {
+			s.respondError(c, validation("The `status` field must be enabled or disabled."))
+			return
+		}
+		u.Status = req.Status
+	}
+	if err := s.store.UpdateWebhook(c.Request.Context(), principal(c).TeamID, id, u); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	if u.Status != nil {
+		// Enabling starts the delivery anew; disabling ends it at its next pass.
+		s.wake(c, id)
+	}
+	c.JSON(http.StatusOK, gin.H{"object": "webhook", "id": id})
+}
+
+// wake nudges an endpoint's delivery; a failure is logged, since the
+// delivery also wakes on the endpoint's next event.
+func (s *Server) wake(c *gin.Context, id uuid.UUID) {
+	if s.webhooks.Waker == nil {
+		return
+	}
+	if err := s.webhooks.Waker.Wake(c.Request.Context(), id.String()); err != nil {
+		s.logger.Warn("waking webhook delivery", "webhook_id", id, "request_id", requestID(c), "err", err)
+	}
+}
+
+func (s *Server) deleteWebhook(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	if err := s.store.DeleteWebhook(c.Request.Context(), principal(c).TeamID, id); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	s.wake(c, id) // its delivery ends when it finds the endpoint gone
+	c.JSON(http.StatusOK, gin.H{"object": "webhook", "id": id, "deleted": true})
+}
+
+func (s *Server) rotateWebhookSecret(c *gin.Context) {
+	w, ok := s.teamWebhook(c)
+	if !ok {
+		return
+	}
+	if s.webhooks.Keys == nil {
+		s.respondError(c, errorf(http.StatusInternalServerError, nameApplicationError,
+			"The secret cannot be rotated: the server has no master key (POSTHASTE_MASTER_KEY)."))
+		return
+	}
+	key := webhook.NewSecret()
+	sealed, err := s.webhooks.Keys.Seal(key, w.ID[:])
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	if err := s.store.RotateWebhookSecret(c.Request.Context(), w.TeamID, w.ID, sealed,
+		time.Now().Add(rotationOverlap)); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	s.logger.Info("webhook secret rotated", "team_id", w.TeamID, "webhook_id", w.ID, "request_id", requestID(c))
+	c.JSON(http.StatusOK, gin.H{"object": "webhook", "id": w.ID, "signing_secret": webhook.FormatSecret(key)})
+}
+
+type webhookEventJSON struct {
+	ID        string `json:"id"`
+	Type      string `json:"type"`
+	CreatedAt string `json:"created_at"`
+	Status    string `json:"status"`
+}
+
+func renderMessage(m store.WebhookMessage) webhookEventJSON {
+	return webhookEventJSON{ID: webhook.MessageID(m.ID), Type: m.Type, CreatedAt: formatTime(m.CreatedAt), Status: m.Status}
+}
+
+// messageID parses an event id: msg_<uuid> (or the bare uuid).
+func messageID(v string) (uuid.UUID, error) {
+	id, err := uuid.Parse(strings.TrimPrefix(v, "msg_"))
+	if err != nil {
+		return uuid.Nil, errorf(http.StatusUnprocessableEntity, nameInvalidParameter,
+			"The event id must look like msg_<uuid>.")
+	}
+	return id, nil
+}
+
+func (s *Server) listWebhookEvents(c *gin.Context) {
+	w, ok := s.teamWebhook(c)
+	if !ok {
+		return
+	}
+	// Cursors are event ids; page() parses bare ids.
+	q := c.Request.URL.Query()
+	for _, k := range []string{"after", "before"} {
+		if v := q.Get(k); v != "" {
+			q.Set(k, strings.TrimPrefix(v, "msg_"))
+		}
+	}
+	c.Request.URL.RawQuery = q.Encode()
+	p, err := page(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	ms, more, err := s.store.ListWebhookMessages(c.Request.Context(), w.TeamID, w.ID, p)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	out := make([]webhookEventJSON, len(ms))
+	for i, m := range ms {
+		out[i] = renderMessage(m)
+	}
+	c.JSON(http.StatusOK, list(out, more))
+}
+
+// teamMessage loads the :event_id message of the :id webhook of the team.
+func (s *Server) teamMessage(c *gin.Context) (store.Webhook, store.WebhookMessage, bool) {
+	w, ok := s.teamWebhook(c)
+	if !ok {
+		return w, store.WebhookMessage{}, false
+	}
+	mid, err := messageID(c.Param("event_id"))
+	if err != nil {
+		s.respondError(c, err)
+		return w, store.WebhookMessage{}, false
+	}
+	m, err := s.store.GetWebhookMessage(c.Request.Context(), w.TeamID, w.ID, mid)
+	if err != nil {
+		s.respondError(c, err)
+		return w, m, false
+	}
+	return w, m, true
+}
+
+func (s *Server) getWebhookEvent(c *gin.Context) {
+	_, m, ok := s.teamMessage(c)
+	if !ok {
+		return
+	}
+	next := formatTimePtr(m.NextAttemptAt)
+	if m.Status == store.MessageSuccess || m.Status == store.MessageFailed {
+		next = nil
+	}
+	c.JSON(http.StatusOK, struct {
+		Object string `json:"object"`
+		webhookEventJSON
+		NextAttemptAt *string         `json:"next_attempt_at"`
+		Payload       json.RawMessage `json:"payload"`
+	}{"webhook_event", renderMessage(m), next, m.Payload})
+}
+
+type attemptJSON struct {
+	Object         string  `json:"object,omitempty"`
+	ID             string  `json:"id"`
+	EventID        string  `json:"event_id,omitempty"`
+	AttemptedAt    string  `json:"attempted_at"`
+	ResponseStatus *int    `json:"response_status"`
+	ResponseBody   string  `json:"response_body"`
+	DurationMS     int     `json:"duration_ms"`
+	Error          *string `json:"error"`
+}
+
+func renderAttempt(a store.WebhookAttempt) attemptJSON {
+	j := attemptJSON{ID: a.ID.String(), AttemptedAt: formatTime(a.AttemptedAt), ResponseStatus: a.ResponseStatus,
+		ResponseBody: a.ResponseBody, DurationMS: a.DurationMS}
+	if a.Error != "" {
+		e := a.Error
+		j.Error = &e
+	}
+	return j
+}
+
+func (s *Server) listWebhookAttempts(c *gin.Context) {
+	w, m, ok := s.teamMessage(c)
+	if !ok {
+		return
+	}
+	as, err := s.store.WebhookAttempts(c.Request.Context(), w.TeamID, m.ID)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	out := make([]attemptJSON, len(as))
+	for i, a := range as {
+		out[i] = renderAttempt(a)
+	}
+	c.JSON(http.StatusOK, list(out, false))
+}
+
+func (s *Server) replayWebhookEvent(c *gin.Context) {
+	w, m, ok := s.teamMessage(c)
+	if !ok {
+		return
+	}
+	if w.Status != store.WebhookEnabled {
+		s.respondError(c, validation("The webhook is disabled; enable it before replaying events."))
+		return
+	}
+	if err := s.store.ReplayWebhookMessage(c.Request.Context(), w.TeamID, w.ID, m.ID); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	s.wake(c, w.ID)
+	c.JSON(http.StatusOK, gin.H{"object": "webhook_event", "id": webhook.MessageID(m.ID)})
+}
+
+type testEventRequest struct {
+	Type *string `json:"type"`
+}
+
+// testWebhook sends a sample event now, once, and answers with the attempt.
+func (s *Server) testWebhook(c *gin.Context) {
+	w, ok := s.teamWebhook(c)
+	if !ok {
+		return
+	}
+	var req testEventRequest
+	if err := decodeJSON(c, &req); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	typ := "email.sent"
+	if req.Type != nil {
+		if !webhook.ValidType(*req.Type) {
+			s.respondError(c, validation("The `type` field must be one of %s.", strings.Join(webhook.Types, ", ")))
+			return
+		}
+		typ = *req.Type
+	}
+	if s.webhooks.Client == nil {
+		s.respondError(c, errors.New("test events need a webhook client"))
+		return
+	}
+	keys, err := webhook.Keys(s.webhooks.Keys, w, time.Now())
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	mid, err := uuid.NewV7()
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	body, err := json.Marshal(webhook.Sample(typ, time.Now()))
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	m := store.WebhookMessage{ID: mid, TeamID: w.TeamID, WebhookID: w.ID, Type: typ, OrderKey: mid.String(),
+		Payload: body, Status: store.MessageAttempting}
+	if err := s.store.InsertWebhookMessage(ctx, m); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	at := s.webhooks.Client.Post(ctx, w.Endpoint, webhook.MessageID(mid), body, keys)
+	row, err := webhook.AttemptRow(mid, at)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	status := store.MessageFailed
+	if at.OK() {
+		status = store.MessageSuccess
+	}
+	if _, err := s.store.RecordWebhookAttempt(ctx, store.AttemptOutcome{Attempt: row, WebhookID: w.ID,
+		TeamID: w.TeamID, Status: status, Succeeded: at.OK()}); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	j := renderAttempt(row)
+	j.Object, j.EventID = "webhook_attempt", webhook.MessageID(mid)
+	c.JSON(http.StatusOK, j)
+}
+
+// emitDomainEvent records a domain.* webhook event; a failure is logged
+// (the domain change itself has been made).
+func (s *Server) emitDomainEvent(c *gin.Context, typ string, d store.Domain) {
+	n, err := s.store.EmitEvent(c.Request.Context(), d.TeamID, typ, d.ID.String(), store.DomainPayload(d))
+	if err != nil {
+		s.logger.Error("emitting domain event", "type", typ, "team_id", d.TeamID, "domain", d.Name,
+			"request_id", requestID(c), "err", err)
+		return
+	}
+	if n > 0 && s.webhooks.Outbox != nil {
+		s.webhooks.Outbox.Notify()
+	}
+}

@@ -1,0 +1,104 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/posthaste/posthaste/activities"
+)
+
+func newWebhookEnv() *testsuite.TestWorkflowEnvironment {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(DeliverWebhook, workflow.RegisterOptions{Name: DeliverWebhookName})
+	env.RegisterActivityWithOptions(a.DeliverWebhooks, activity.RegisterOptions{Name: activities.DeliverWebhooksName})
+	return env
+}
+
+// The workflow sleeps until the next retry is due, runs the pass again
+// then, and ends when the endpoint is disabled.
+func TestDeliverWebhookSleepsUntilTheNextRetry(t *testing.T) {
+	env := newWebhookEnv()
+	start := env.Now()
+	var passes []time.Duration
+	env.OnActivity(activities.DeliverWebhooksName, mock.Anything, activities.DeliverWebhooksInput{WebhookID: "w1"}).Return(
+		func(_ context.Context, _ activities.DeliverWebhooksInput) (activities.DeliverWebhooksResult, error) {
+			passes = append(passes, env.Now().Sub(start))
+			switch len(passes) {
+			case 1:
+				next := env.Now().Add(5 * time.Minute)
+				return activities.DeliverWebhooksResult{NextAt: &next}, nil
+			case 2:
+				return activities.DeliverWebhooksResult{More: true}, nil
+			}
+			return activities.DeliverWebhooksResult{Stop: true}, nil
+		})
+	env.ExecuteWorkflow(DeliverWebhookName, DeliverWebhookInput{WebhookID: "w1"})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	require.Len(t, passes, 3)
+	require.GreaterOrEqual(t, passes[1], 5*time.Minute, "the second pass waits for the retry")
+	require.Equal(t, passes[1], passes[2], "More runs the next pass at once")
+}
+
+// A wake signal ends the wait at once, long before the timer.
+func TestDeliverWebhookWakesOnSignal(t *testing.T) {
+	env := newWebhookEnv()
+	start := env.Now()
+	var passes []time.Duration
+	env.OnActivity(activities.DeliverWebhooksName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, _ activities.DeliverWebhooksInput) (activities.DeliverWebhooksResult, error) {
+			passes = append(passes, env.Now().Sub(start))
+			if len(passes) == 1 {
+				next := env.Now().Add(10 * time.Hour)
+				return activities.DeliverWebhooksResult{NextAt: &next}, nil
+			}
+			return activities.DeliverWebhooksResult{Stop: true}, nil
+		})
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(WebhookWakeSignal, nil) }, time.Minute)
+	env.ExecuteWorkflow(DeliverWebhookName, DeliverWebhookInput{WebhookID: "w1"})
+	require.NoError(t, env.GetWorkflowError())
+	require.Len(t, passes, 2)
+	require.Less(t, passes[1], 2*time.Minute)
+}
+
+// An idle endpoint waits for a signal without a timer; a failing pass is
+// retried by Temporal until it works.
+func TestDeliverWebhookRetriesAFailingPassAndIdles(t *testing.T) {
+	env := newWebhookEnv()
+	calls := 0
+	env.OnActivity(activities.DeliverWebhooksName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, _ activities.DeliverWebhooksInput) (activities.DeliverWebhooksResult, error) {
+			calls++
+			switch calls {
+			case 1:
+				return activities.DeliverWebhooksResult{}, errors.New("database unavailable")
+			case 2:
+				return activities.DeliverWebhooksResult{}, nil // nothing waits: idle
+			}
+			return activities.DeliverWebhooksResult{Stop: true}, nil
+		})
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(WebhookWakeSignal, nil) }, 48*time.Hour)
+	env.ExecuteWorkflow(DeliverWebhookName, DeliverWebhookInput{WebhookID: "w1"})
+	require.NoError(t, env.GetWorkflowError())
+	require.Equal(t, 3, calls)
+}
+
+// After passesPerRun passes the workflow continues as new with its input.
+func TestDeliverWebhookContinuesAsNew(t *testing.T) {
+	env := newWebhookEnv()
+	env.OnActivity(activities.DeliverWebhooksName, mock.Anything, mock.Anything).Return(
+		activities.DeliverWebhooksResult{More: true}, nil)
+	env.ExecuteWorkflow(DeliverWebhookName, DeliverWebhookInput{WebhookID: "w1"})
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, env.GetWorkflowError(), &can)
+	require.Equal(t, DeliverWebhookName, can.WorkflowType.Name)
+}
