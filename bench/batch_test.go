@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/google/uuid"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -36,6 +37,7 @@ func TestBatchBench(t *testing.T) {
 	defer srv.Close()
 	team, err := account.NewTeam(ctx, st, "Bench", "bench@example.com")
 	require.NoError(t, err)
+	require.NoError(t, st.SetPlan(ctx, uuid.MustParse(team.TeamID), "2.5m"), "the bench sends more than the free plan")
 	res, err := BatchBench(ctx, BatchBenchConfig{BaseURL: srv.URL, APIKey: team.APIKey, Concurrency: 4, Duration: time.Second})
 	require.NoError(t, err)
 	var out strings.Builder

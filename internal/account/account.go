@@ -89,6 +89,9 @@ func RandomPassword() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
+// DevPlan is the plan of the team `dev` creates on its first run.
+const DevPlan = "2.5m"
+
 // Bootstrap returns the first-run credentials kept at path, creating the
 // team, user and key (and the file, mode 0600) when the file does not
 // exist yet. The file is written atomically and only after the database
@@ -108,6 +111,10 @@ func Bootstrap(ctx context.Context, st *store.Store, path, email string) (creds 
 	creds, err = NewTeam(ctx, st, "My team", email)
 	if err != nil {
 		return Credentials{}, false, err
+	}
+	// The operator's own first team is not held to the free plan.
+	if err := st.SetPlan(ctx, uuid.MustParse(creds.TeamID), DevPlan); err != nil {
+		return Credentials{}, false, fmt.Errorf("setting the first team's plan: %w", err)
 	}
 	out, err := json.MarshalIndent(creds, "", "  ")
 	if err != nil {

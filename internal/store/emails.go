@@ -107,7 +107,7 @@ type Acceptance struct {
 }
 
 // Accept writes an Acceptance: the quota increment (every recipient of
-// every email, see quota_take), the emails with their recipients,
+// every email but suppressed ones, see quota_take), the emails with their recipients,
 // attachments and first events, and the outbox entry. Without an
 // idempotency claim it is one implicit transaction and one round trip;
 // with one it is an explicit transaction (begin, one batch, commit) so the
@@ -127,13 +127,20 @@ func (s *Store) Accept(ctx context.Context, a Acceptance) (used int64, err error
 			pgx.NamedArgs{"team": a.Idempotency.TeamID, "key": a.Idempotency.Key,
 				"token": a.Idempotency.Token, "response": a.Response})
 	}
-	recipients := 0
+	var addrs []string
 	for _, e := range a.Emails {
-		recipients += len(e.Recipients)
+		for _, r := range e.Recipients {
+			addrs = append(addrs, r.Address)
+		}
 	}
 	first := a.Emails[0]
-	b.Queue(`SELECT quota_take(@team, @month, @n)`,
-		pgx.NamedArgs{"team": first.TeamID, "month": QuotaMonth(first.CreatedAt), "n": recipients}).
+	// Every recipient counts once, except those on the team's suppression
+	// list and the sandbox's suppressed@ addresses: they are never sent to.
+	b.Queue(`SELECT quota_take(@team, @month, (
+			SELECT count(*) FROM unnest(@addrs::text[]) AS a(addr)
+			WHERE lower(addr) !~ '^suppressed(\+[^@]*)?@posthaste\.test$'
+			AND NOT EXISTS (SELECT 1 FROM suppression s WHERE s.team_id = @team AND s.email = lower(addr))))`,
+		pgx.NamedArgs{"team": first.TeamID, "month": QuotaMonth(first.CreatedAt), "addrs": addrs}).
 		QueryRow(func(row pgx.Row) error { return row.Scan(&used) })
 	if err := queueEmails(b, a.Emails, a.BatchID, key); err != nil {
 		return 0, err

@@ -210,3 +210,43 @@ func TestPurgeEmailsOnlyThoseThatStoppedChanging(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
+
+func TestPurgeEmailsTakesFinishedWebhookMessages(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	team := newTeam(t, st)
+	hook := store.Webhook{ID: uuid.Must(uuid.NewV7()), TeamID: team, Endpoint: "https://hooks.example/x",
+		Events: []string{"email.sent"}, Status: "enabled", Secret: []byte("sealed")}
+	require.NoError(t, st.CreateWebhook(ctx, hook))
+	msg := func(status string) uuid.UUID {
+		m := store.WebhookMessage{ID: uuid.Must(uuid.NewV7()), TeamID: team, WebhookID: hook.ID, Type: "email.sent",
+			OrderKey: uuid.NewString(), Payload: []byte(`{}`), Status: status}
+		require.NoError(t, st.InsertWebhookMessage(ctx, m))
+		return m.ID
+	}
+	done, failed, pending := msg("success"), msg("failed"), msg("pending")
+
+	// Everything finished before the cutoff goes; what still waits stays.
+	n, err := st.PurgeEmails(ctx, time.Now().Add(time.Hour), 10)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	for _, id := range []uuid.UUID{done, failed} {
+		_, err := st.GetWebhookMessage(ctx, team, hook.ID, id)
+		require.ErrorIs(t, err, store.ErrNotFound)
+	}
+	_, err = st.GetWebhookMessage(ctx, team, hook.ID, pending)
+	require.NoError(t, err)
+}
+
+func TestSuppressedRecipientsDoNotCount(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	team := newTeam(t, st)
+	_, _, err := st.AddSuppression(ctx, store.Suppression{ID: uuid.Must(uuid.NewV7()), TeamID: team,
+		Email: "gone@example.com", Reason: "bounce"})
+	require.NoError(t, err)
+	used, err := st.InsertEmail(ctx, newEmail(team, "Gone@example.com", "here@example.com",
+		"suppressed+x@posthaste.test", "delivered@posthaste.test"))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, used, "only here@ and delivered@ count")
+}

