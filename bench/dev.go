@@ -110,6 +110,8 @@ func startDev(ctx context.Context, bin, root string, logf func(string, ...any)) 
 		"POSTHASTE_TEMPORAL_IP=127.0.0.1",
 		"POSTHASTE_TEMPORAL_UI_PORT=0",
 		"POSTHASTE_LOG_LEVEL=warn",
+		// The bench measures the pipeline, not the per-team rate limit.
+		"POSTHASTE_DEFAULT_RATE_LIMIT=1000000",
 	)
 	d.cmd.Stdout = d.log
 	d.cmd.Stderr = d.log

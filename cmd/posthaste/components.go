@@ -206,7 +206,8 @@ func newFrontDoor(ctx context.Context, cfg config.Config, st *store.Store, tc cl
 	verifier := worker.NewVerifier(tc, verifySchedule(cfg.Domains.Verify))
 	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: authn, TemporalUIURL: temporalUI,
 		Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys, OAuth: oauthConfig(cfg.OAuth),
-		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, Logger: logger})
+		WebhookWaker: worker.NewWebhookWaker(tc),
+		Namespace:    cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, Logger: logger})
 	if err != nil {
 		_ = closeRedis()
 		_ = logs.Close(ctx)

@@ -38,6 +38,8 @@ type Config struct {
 	Records records.Config
 	// Keys seals TOTP secrets; nil makes two-factor setup unavailable.
 	Keys *seal.Box
+	// WebhookWaker wakes an endpoint's delivery after a replay; may be nil.
+	WebhookWaker WebhookWaker
 	// Verifier starts domain verification; nil disables the verify button.
 	Verifier Verifier
 	// OAuth offers sign-in through Google and GitHub when configured.
@@ -69,8 +71,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h := &Handler{cfg: cfg, store: cfg.Store, logger: cfg.Logger.With("component", "dashboard"),
 		throttle: newThrottle(5, 15*time.Minute), now: time.Now, pages: map[string]*template.Template{}}
-	funcs := template.FuncMap{"fmtTime": fmtTime, "badge": badge, "join": strings.Join}
-	for _, page := range []string{"login", "emails", "email", "metrics", "domains", "apikeys", "suppressions", "mfa", "account"} {
+	funcs := template.FuncMap{"fmtTime": fmtTime, "badge": badge, "join": strings.Join,
+		"deref": func(p *int) int { return *p }}
+	for _, page := range []string{"login", "emails", "email", "metrics", "domains", "apikeys", "suppressions", "mfa", "account", "webhooks", "webhook_event"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -106,6 +109,9 @@ func New(cfg Config) (*Handler, error) {
 	m.Handle("GET /dashboard/metrics", h.signedIn(h.metrics))
 	m.Handle("GET /dashboard/domains", h.signedIn(h.domains))
 	m.Handle("POST /dashboard/domains/{id}/verify", h.signedIn(h.verifyDomain))
+	m.Handle("GET /dashboard/webhooks", h.signedIn(h.webhooks))
+	m.Handle("GET /dashboard/webhooks/{id}/events/{msg}", h.signedIn(h.webhookEvent))
+	m.Handle("POST /dashboard/webhooks/{id}/events/{msg}/replay", h.signedIn(h.replayWebhookEvent))
 	m.Handle("GET /dashboard/suppressions", h.signedIn(h.suppressions))
 	m.Handle("POST /dashboard/suppressions/{id}/remove", h.signedIn(h.removeSuppression))
 	m.Handle("GET /dashboard/api-keys", h.signedIn(h.apiKeys))

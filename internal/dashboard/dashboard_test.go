@@ -40,6 +40,7 @@ type fixture struct {
 	store    *store.Store
 	a, b     account.Credentials
 	verifier *recordingVerifier
+	waker    *recordingWaker
 }
 
 type recordingVerifier struct {
@@ -59,9 +60,10 @@ func newFixture(t *testing.T) *fixture {
 	st := storetest.New(t)
 	authn := auth.NewAuthenticator(st, time.Second)
 	v := &recordingVerifier{}
+	wk := &recordingWaker{}
 	box, err := seal.New(bytes.Repeat([]byte{7}, 32))
 	require.NoError(t, err)
-	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: authn, TemporalUIURL: "http://ui.example:8233", Keys: box,
+	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: authn, TemporalUIURL: "http://ui.example:8233", Keys: box, WebhookWaker: wk,
 		Records: records.Config{BounceHost: "bounces.posthaste.example", SPFInclude: "spf.posthaste.example"}, Verifier: v})
 	require.NoError(t, err)
 	h, err := api.New(api.Config{Store: st, Auth: authn,
@@ -74,7 +76,7 @@ func newFixture(t *testing.T) *fixture {
 	require.NoError(t, err)
 	b, err := account.NewTeam(ctx, st, "Team B", "b@example.com")
 	require.NoError(t, err)
-	return &fixture{t: t, srv: srv, store: st, a: a, b: b, verifier: v}
+	return &fixture{t: t, srv: srv, store: st, a: a, b: b, verifier: v, waker: wk}
 }
 
 // browser is a client with a cookie jar that does not follow redirects.
@@ -448,4 +450,66 @@ func TestTeamCanRequireTOTP(t *testing.T) {
 	f.enroll(mc)
 	res, _ = get(t, mc, f.srv.URL+"/dashboard/emails")
 	require.Equal(t, 200, res.StatusCode)
+}
+
+type recordingWaker struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (w *recordingWaker) Wake(_ context.Context, id string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ids = append(w.ids, id)
+	return nil
+}
+
+func TestWebhooksPages(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	teamA := uuid.MustParse(f.a.TeamID)
+	live := store.Webhook{ID: uuid.Must(uuid.NewV7()), TeamID: teamA, Endpoint: "https://hooks.shop.test/live",
+		Events: []string{"email.sent", "email.bounced"}, Status: store.WebhookEnabled, Secret: []byte("sealed")}
+	gone := store.Webhook{ID: uuid.Must(uuid.NewV7()), TeamID: teamA, Endpoint: "https://hooks.shop.test/gone",
+		Events: []string{"email.sent"}, Status: store.WebhookEnabled, Secret: []byte("sealed")}
+	require.NoError(t, f.store.CreateWebhook(ctx, live))
+	require.NoError(t, f.store.CreateWebhook(ctx, gone))
+	_, err := f.store.DisableWebhook(ctx, gone.ID, "the endpoint answered 410 Gone")
+	require.NoError(t, err)
+	msg := store.WebhookMessage{ID: uuid.Must(uuid.NewV7()), TeamID: teamA, WebhookID: live.ID, Type: "email.sent",
+		OrderKey: "k", Payload: []byte(`{"type":"email.sent","data":{"subject":"<b>hi</b>"}}`), Status: "attempting"}
+	require.NoError(t, f.store.InsertWebhookMessage(ctx, msg))
+	code := 503
+	_, err = f.store.RecordWebhookAttempt(ctx, store.AttemptOutcome{WebhookID: live.ID, TeamID: teamA, Status: "failed",
+		Attempt: store.WebhookAttempt{ID: uuid.Must(uuid.NewV7()), MessageID: msg.ID, AttemptedAt: time.Now(),
+			ResponseStatus: &code, ResponseBody: "try later", DurationMS: 12}})
+	require.NoError(t, err)
+
+	c := f.browser()
+	f.login(c, f.a.Email, f.a.Password)
+	_, page := get(t, c, f.srv.URL+"/dashboard/webhooks")
+	require.Contains(t, page, "https://hooks.shop.test/live")
+	require.Contains(t, page, "email.sent, email.bounced")
+	require.Regexp(t, `(?s)https://hooks.shop.test/gone</strong> is disabled: the endpoint answered 410 Gone`, page)
+	require.Contains(t, page, "msg_"+msg.ID.String())
+
+	eventURL := f.srv.URL + "/dashboard/webhooks/" + live.ID.String() + "/events/" + msg.ID.String()
+	_, page = get(t, c, eventURL)
+	require.Contains(t, page, `class="badge bad">503<`)
+	require.Contains(t, page, "try later")
+	require.Contains(t, page, "&lt;b&gt;hi&lt;/b&gt;", "the payload is shown escaped")
+
+	res, _ := post(t, c, eventURL+"/replay", url.Values{"csrf": {csrf(t, page)}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	require.Equal(t, []string{live.ID.String()}, f.waker.ids)
+	m, err := f.store.GetWebhookMessage(ctx, teamA, live.ID, msg.ID)
+	require.NoError(t, err)
+	require.NotEqual(t, "failed", m.Status, "a replay delivers again")
+
+	cb := f.browser()
+	f.login(cb, f.b.Email, f.b.Password)
+	_, pb := get(t, cb, f.srv.URL+"/dashboard/webhooks")
+	require.NotContains(t, pb, "hooks.shop.test")
+	res, _ = get(t, cb, eventURL)
+	require.Equal(t, http.StatusNotFound, res.StatusCode)
 }

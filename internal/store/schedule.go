@@ -50,18 +50,23 @@ func (s *Store) ClaimForSending(ctx context.Context, id uuid.UUID, now time.Time
 	b := &pgx.Batch{}
 	var c SendClaim
 	args := pgx.NamedArgs{"id": id, "now": now, "due": now.Add(skew)}
+	webhookArgs(args, Event{Type: EventSent}, now)
+	// The claim also fixes the Message-ID (the one the build step writes,
+	// <email id>@<sender domain>), so the email.sent webhook carries it.
 	b.Queue(`WITH claim AS (
-			UPDATE email SET last_event = 'sent', updated_at = @now
+			UPDATE email SET last_event = 'sent', updated_at = @now,
+				message_id = coalesce(message_id, id::text || '@' || from_domain)
 			WHERE id = @id AND (last_event = 'queued'
 				OR (last_event = 'scheduled' AND (scheduled_at IS NULL OR scheduled_at <= @due)))
 			RETURNING id
-		), ev AS (
+		), ins AS (
 			INSERT INTO email_event (email_id, type, created_at) SELECT id, 'sent', @now FROM claim
 			ON CONFLICT DO NOTHING
+			RETURNING 1
 		), rc AS (
 			UPDATE email_recipient SET status = 'sent', updated_at = @now
 			WHERE email_id IN (SELECT id FROM claim)
-		)
+		)`+emailWebhooksCTE+`
 		SELECT count(*) > 0 FROM claim`, args).QueryRow(func(r pgx.Row) error { return r.Scan(&c.Claimed) })
 	b.Queue(`SELECT last_event, scheduled_at FROM email WHERE id = @id`, args).
 		QueryRow(func(r pgx.Row) error { return r.Scan(&c.LastEvent, &c.ScheduledAt) })

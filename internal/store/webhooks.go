@@ -84,7 +84,7 @@ const emailWebhooksCTE = `, wh AS (
 	SELECT gen_random_uuid(), w.team_id, w.id, @wtype::text, e.id::text,
 		jsonb_build_object('type', @wtype::text, 'created_at', @at_text::text, 'data',
 			jsonb_build_object('email_id', e.id, 'from', e.from_addr, 'to', to_jsonb(e.to_addrs),
-				'subject', e.subject, 'message_id', coalesce(e.message_id, ''),
+				'subject', e.subject, 'message_id', coalesce(e.message_id, e.id::text || '@' || e.from_domain),
 				'created_at', to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
 				'tags', (SELECT coalesce(jsonb_object_agg(t->>'name', t->>'value'), '{}'::jsonb)
 					FROM jsonb_array_elements(e.tags) t)) || @extra::jsonb),
