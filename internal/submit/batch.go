@@ -113,16 +113,10 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 			hashed = append(hashed, it.Request)
 		}
 	}
-	claim, replay, err := s.claimKey(ctx, from.TeamID, opts.IdempotencyKey, EndpointBatch, hashRequest(hashed...))
-	if err != nil {
+	claim, replayed, err := s.claimOrReplay(ctx, from.TeamID, opts.IdempotencyKey, EndpointBatch, hashRequest(hashed...), &res)
+	if err != nil || replayed {
+		res.Replayed = replayed
 		return res, err
-	}
-	if replay != nil {
-		if err := json.Unmarshal(replay, &res); err != nil {
-			return res, fmt.Errorf("reading remembered response: %w", err)
-		}
-		res.Replayed = true
-		return res, nil
 	}
 	accepted := false
 	defer func() {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -77,6 +78,21 @@ func (s *Service) claimKey(ctx context.Context, team uuid.UUID, key *string, end
 
 // release gives up a claim whose request was not accepted, so that the
 // caller can fix the request and retry with the same key.
+// claimOrReplay claims the request's key (see claimKey). When the key
+// already holds the answer of an earlier identical request, it decodes
+// that answer into res and reports replayed; nothing is claimed then.
+func (s *Service) claimOrReplay(ctx context.Context, team uuid.UUID, key *string, endpoint string, hash []byte,
+	res any) (claim *store.IdempotencyClaim, replayed bool, err error) {
+	claim, replay, err := s.claimKey(ctx, team, key, endpoint, hash)
+	if err != nil || replay == nil {
+		return claim, false, err
+	}
+	if err := json.Unmarshal(replay, res); err != nil {
+		return nil, false, fmt.Errorf("reading remembered response: %w", err)
+	}
+	return nil, true, nil
+}
+
 func (s *Service) release(ctx context.Context, c *store.IdempotencyClaim) {
 	if c == nil {
 		return

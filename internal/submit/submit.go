@@ -119,16 +119,10 @@ type SendResult struct {
 // *Error of KindIdempotencyMismatch or KindIdempotencyInFlight.
 func (s *Service) SendWithOptions(ctx context.Context, from Sender, req SendRequest, opts SendOptions) (SendResult, error) {
 	var res SendResult
-	claim, replay, err := s.claimKey(ctx, from.TeamID, opts.IdempotencyKey, EndpointEmails, hashRequest(req))
-	if err != nil {
+	claim, replayed, err := s.claimOrReplay(ctx, from.TeamID, opts.IdempotencyKey, EndpointEmails, hashRequest(req), &res)
+	if err != nil || replayed {
+		res.Replayed = replayed
 		return res, err
-	}
-	if replay != nil {
-		if err := json.Unmarshal(replay, &res); err != nil {
-			return res, fmt.Errorf("reading remembered response: %w", err)
-		}
-		res.Replayed = true
-		return res, nil
 	}
 	accepted := false
 	defer func() {
