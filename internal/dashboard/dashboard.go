@@ -73,7 +73,7 @@ func New(cfg Config) (*Handler, error) {
 		throttle: newThrottle(5, 15*time.Minute), now: time.Now, pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{"fmtTime": fmtTime, "badge": badge, "join": strings.Join,
 		"deref": func(p *int) int { return *p }}
-	for _, page := range []string{"login", "emails", "email", "metrics", "domains", "apikeys", "suppressions", "mfa", "account", "webhooks", "webhook_event"} {
+	for _, page := range []string{"login", "emails", "email", "metrics", "domains", "apikeys", "suppressions", "mfa", "account", "webhooks", "webhook_event", "logs", "log"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -112,6 +112,8 @@ func New(cfg Config) (*Handler, error) {
 	m.Handle("GET /dashboard/webhooks", h.signedIn(h.webhooks))
 	m.Handle("GET /dashboard/webhooks/{id}/events/{msg}", h.signedIn(h.webhookEvent))
 	m.Handle("POST /dashboard/webhooks/{id}/events/{msg}/replay", h.signedIn(h.replayWebhookEvent))
+	m.Handle("GET /dashboard/logs", h.signedIn(h.logs))
+	m.Handle("GET /dashboard/logs/{id}", h.signedIn(h.logEntry))
 	m.Handle("GET /dashboard/suppressions", h.signedIn(h.suppressions))
 	m.Handle("POST /dashboard/suppressions/{id}/remove", h.signedIn(h.removeSuppression))
 	m.Handle("GET /dashboard/api-keys", h.signedIn(h.apiKeys))

@@ -513,3 +513,34 @@ func TestWebhooksPages(t *testing.T) {
 	res, _ = get(t, cb, eventURL)
 	require.Equal(t, http.StatusNotFound, res.StatusCode)
 }
+
+func TestLogsPages(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	require.NoError(t, f.store.EnsureRequestLogPartitions(ctx, time.Now(), 2))
+	teamA, teamB := uuid.MustParse(f.a.TeamID), uuid.MustParse(f.b.TeamID)
+	req, resp := `{"from":"onboarding@posthaste.test"}`, `{"name":"rate_limit_exceeded"}`
+	ok := store.RequestLog{ID: uuid.Must(uuid.NewV7()), TeamID: &teamA, Method: "GET", Path: "/emails", Status: 200,
+		ClientAddr: "127.0.0.1", Duration: 3 * time.Millisecond, CreatedAt: time.Now()}
+	limited := store.RequestLog{ID: uuid.Must(uuid.NewV7()), TeamID: &teamA, Method: "POST", Path: "/emails", Status: 429,
+		ClientAddr: "127.0.0.1", Duration: time.Millisecond, RequestBody: &req, ResponseBody: &resp, CreatedAt: time.Now()}
+	other := store.RequestLog{ID: uuid.Must(uuid.NewV7()), TeamID: &teamB, Method: "GET", Path: "/domains", Status: 200,
+		ClientAddr: "127.0.0.1", CreatedAt: time.Now()}
+	require.NoError(t, f.store.InsertRequestLogs(ctx, []store.RequestLog{ok, limited, other}))
+
+	c := f.browser()
+	f.login(c, f.a.Email, f.a.Password)
+	_, page := get(t, c, f.srv.URL+"/dashboard/logs")
+	require.Contains(t, page, `class="badge wait">429<`)
+	require.Contains(t, page, `class="badge ok">200<`)
+	require.NotContains(t, page, "<code>/domains</code>", "another team's requests")
+	_, page = get(t, c, f.srv.URL+"/dashboard/logs?status=429")
+	require.NotContains(t, page, `class="badge ok">200<`)
+	require.Contains(t, page, limited.ID.String())
+
+	_, page = get(t, c, f.srv.URL+"/dashboard/logs/"+limited.ID.String())
+	require.Contains(t, page, "rate_limit_exceeded")
+	require.Contains(t, page, "onboarding@posthaste.test")
+	res, _ := get(t, c, f.srv.URL+"/dashboard/logs/"+other.ID.String())
+	require.Equal(t, http.StatusNotFound, res.StatusCode)
+}

@@ -1,0 +1,82 @@
+package dashboard
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+type logsData struct {
+	Logs         []store.RequestLog
+	Status, Path string
+	Newer, Older string // query strings of the neighbour pages
+}
+
+// logs is the team's API request log, newest first, filtered by status
+// and path.
+func (h *Handler) logs(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	q := r.URL.Query()
+	d := logsData{Status: strings.TrimSpace(q.Get("status")), Path: strings.TrimSpace(q.Get("path"))}
+	var f store.LogFilter
+	if n, err := strconv.Atoi(d.Status); err == nil {
+		f.Status = n
+	}
+	f.Path = d.Path
+	p := store.Page{Limit: 50}
+	if id, err := uuid.Parse(q.Get("after")); err == nil {
+		p.After = &id
+	} else if id, err := uuid.Parse(q.Get("before")); err == nil {
+		p.Before = &id
+	}
+	list, more, err := h.store.ListRequestLogs(r.Context(), se.TeamID, f, p)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	d.Logs = list
+	keep := url.Values{}
+	if d.Status != "" {
+		keep.Set("status", d.Status)
+	}
+	if d.Path != "" {
+		keep.Set("path", d.Path)
+	}
+	if len(list) > 0 {
+		if p.Before != nil || more {
+			v := cloneValues(keep)
+			v.Set("after", list[len(list)-1].ID.String())
+			d.Older = v.Encode()
+		}
+		if p.After != nil || (p.Before != nil && more) {
+			v := cloneValues(keep)
+			v.Set("before", list[0].ID.String())
+			d.Newer = v.Encode()
+		}
+	}
+	h.render(w, http.StatusOK, "logs", view{Title: "Logs", Nav: "logs", Session: se, CSRF: se.CSRFToken, Data: d})
+}
+
+// logEntry shows one request with both bodies (already redacted when logged).
+func (h *Handler) logEntry(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	l, err := h.store.GetRequestLog(r.Context(), se.TeamID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		http.NotFound(w, r)
+		return
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.render(w, http.StatusOK, "log", view{Title: "Request", Nav: "logs", Session: se, CSRF: se.CSRFToken, Data: l})
+}
