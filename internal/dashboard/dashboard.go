@@ -73,7 +73,7 @@ func New(cfg Config) (*Handler, error) {
 		throttle: newThrottle(5, 15*time.Minute), now: time.Now, pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{"fmtTime": fmtTime, "badge": badge, "join": strings.Join,
 		"deref": func(p *int) int { return *p }}
-	for _, page := range []string{"login", "emails", "email", "metrics", "domains", "apikeys", "suppressions", "mfa", "account", "webhooks", "webhook_event", "logs", "log"} {
+	for _, page := range []string{"login", "emails", "email", "metrics", "domains", "apikeys", "suppressions", "mfa", "account", "webhooks", "webhook_event", "logs", "log", "team"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -112,6 +112,9 @@ func New(cfg Config) (*Handler, error) {
 	m.Handle("GET /dashboard/webhooks", h.signedIn(h.webhooks))
 	m.Handle("GET /dashboard/webhooks/{id}/events/{msg}", h.signedIn(h.webhookEvent))
 	m.Handle("POST /dashboard/webhooks/{id}/events/{msg}/replay", h.signedIn(h.replayWebhookEvent))
+	m.Handle("GET /dashboard/team", h.signedIn(h.team))
+	m.Handle("POST /dashboard/team/password", h.signedIn(h.changePassword))
+	m.Handle("POST /dashboard/team/members/{id}/remove", h.signedIn(h.removeMember))
 	m.Handle("GET /dashboard/logs", h.signedIn(h.logs))
 	m.Handle("GET /dashboard/logs/{id}", h.signedIn(h.logEntry))
 	m.Handle("GET /dashboard/suppressions", h.signedIn(h.suppressions))

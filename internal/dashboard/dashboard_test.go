@@ -544,3 +544,51 @@ func TestLogsPages(t *testing.T) {
 	res, _ := get(t, c, f.srv.URL+"/dashboard/logs/"+other.ID.String())
 	require.Equal(t, http.StatusNotFound, res.StatusCode)
 }
+
+func TestTeamPage(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	teamA := uuid.MustParse(f.a.TeamID)
+	hash, err := password.Hash("member-password")
+	require.NoError(t, err)
+	member := store.User{ID: uuid.New(), Email: "member@example.com", PasswordHash: hash}
+	require.NoError(t, f.store.CreateUser(ctx, member))
+	require.NoError(t, f.store.AddMember(ctx, teamA, member.ID, "member"))
+
+	// The member sees the team but cannot remove anyone.
+	mc := f.browser()
+	f.login(mc, member.Email, "member-password")
+	_, page := get(t, mc, f.srv.URL+"/dashboard/team")
+	require.Contains(t, page, f.a.Email)
+	require.NotContains(t, page, "/remove")
+	owner := mustUser(t, f, f.a.Email)
+	res, _ := post(t, mc, f.srv.URL+"/dashboard/team/members/"+owner.String()+"/remove", url.Values{"csrf": {csrf(t, page)}})
+	require.Equal(t, http.StatusForbidden, res.StatusCode)
+
+	// Changing the password needs the current one and ends other sessions.
+	res, page = post(t, mc, f.srv.URL+"/dashboard/team/password", url.Values{"csrf": {csrf(t, page)},
+		"current": {"wrong"}, "new": {"a-new-long-password"}, "confirm": {"a-new-long-password"}})
+	require.Equal(t, http.StatusUnprocessableEntity, res.StatusCode)
+	other := f.browser()
+	f.login(other, member.Email, "member-password")
+	res, page = post(t, mc, f.srv.URL+"/dashboard/team/password", url.Values{"csrf": {csrf(t, page)},
+		"current": {"member-password"}, "new": {"a-new-long-password"}, "confirm": {"a-new-long-password"}})
+	require.Equal(t, http.StatusOK, res.StatusCode, page)
+	res, _ = get(t, other, f.srv.URL+"/dashboard/emails")
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, "the other session ended")
+	res, _ = f.login(f.browser(), member.Email, "a-new-long-password")
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, "the new password works")
+
+	// The owner removes the member, whose session of the team ends.
+	oc := f.browser()
+	f.login(oc, f.a.Email, f.a.Password)
+	_, page = get(t, oc, f.srv.URL+"/dashboard/team")
+	res, _ = post(t, oc, f.srv.URL+"/dashboard/team/members/"+owner.String()+"/remove", url.Values{"csrf": {csrf(t, page)}})
+	require.Equal(t, http.StatusConflict, res.StatusCode, "the last owner stays")
+	res, _ = post(t, oc, f.srv.URL+"/dashboard/team/members/"+member.ID.String()+"/remove", url.Values{"csrf": {csrf(t, page)}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	_, page = get(t, oc, f.srv.URL+"/dashboard/team")
+	require.NotContains(t, page, "member@example.com")
+	res, _ = get(t, mc, f.srv.URL+"/dashboard/emails")
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+}

@@ -1,0 +1,111 @@
+package dashboard
+
+import (
+	"errors"
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/password"
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// minPassword is the shortest password the dashboard accepts.
+const minPassword = 10
+
+type teamData struct {
+	Members []store.Member
+	Owner   bool
+	Self    uuid.UUID
+	Message string
+	Error   string
+}
+
+func (h *Handler) team(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	h.renderTeam(w, r, se, http.StatusOK, teamData{})
+}
+
+func (h *Handler) renderTeam(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d teamData) {
+	members, err := h.store.Members(r.Context(), se.TeamID)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	d.Members, d.Self = members, se.UserID
+	for _, m := range members {
+		if m.UserID == se.UserID && m.Role == "owner" {
+			d.Owner = true
+		}
+	}
+	h.render(w, status, "team", view{Title: "Team", Nav: "team", Session: se, CSRF: se.CSRFToken, Data: d})
+}
+
+// changePassword checks the current password (users who signed up through
+// a provider have none and may set one), stores the new one and ends the
+// user's other sessions.
+func (h *Handler) changePassword(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	current, next, confirm := r.PostFormValue("current"), r.PostFormValue("new"), r.PostFormValue("confirm")
+	hash, err := h.store.UserPasswordHash(r.Context(), se.UserID)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if hash != "" {
+		ok, err := password.Verify(current, hash)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		if !ok {
+			h.renderTeam(w, r, se, http.StatusUnprocessableEntity, teamData{Error: "The current password is wrong."})
+			return
+		}
+	}
+	if utf8.RuneCountInString(next) < minPassword {
+		h.renderTeam(w, r, se, http.StatusUnprocessableEntity, teamData{Error: "Choose a password of at least 10 characters."})
+		return
+	}
+	if next != confirm {
+		h.renderTeam(w, r, se, http.StatusUnprocessableEntity, teamData{Error: "The two new passwords differ."})
+		return
+	}
+	newHash, err := password.Hash(next)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := h.store.SetPassword(r.Context(), se.UserID, newHash, se.IDHash); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.renderTeam(w, r, se, http.StatusOK, teamData{Message: "Password changed. Your other sessions were signed out."})
+}
+
+// removeMember lets an owner take a member out of the team.
+func (h *Handler) removeMember(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	role, err := h.store.MemberRole(r.Context(), se.TeamID, se.UserID)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if role != "owner" {
+		h.renderTeam(w, r, se, http.StatusForbidden, teamData{Error: "Only team owners can remove members."})
+		return
+	}
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	switch err := h.store.RemoveMember(r.Context(), se.TeamID, id); {
+	case errors.Is(err, store.ErrNotFound):
+		http.NotFound(w, r)
+	case errors.Is(err, store.ErrConflict):
+		h.renderTeam(w, r, se, http.StatusConflict, teamData{Error: "A team keeps at least one owner."})
+	case err != nil:
+		h.fail(w, r, err)
+	default:
+		http.Redirect(w, r, "/dashboard/team", http.StatusSeeOther)
+	}
+}
