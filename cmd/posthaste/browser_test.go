@@ -127,6 +127,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	))
 	require.Equal(t, "bounced", status)
 	require.Regexp(t, `(?s)queued.*sent.*bounced`, events)
+	var text string
+	require.NoError(t, chromedp.Run(ctx, chromedp.Text(`pre.text`, &text, chromedp.ByQuery)))
+	require.Contains(t, text, "Hello from the browser test", "the text part generated from the HTML")
 	screenshot(t, ctx, "email-detail")
 
 	count := func() string {

@@ -202,7 +202,7 @@ func TestEmailsPagesShowOnlyTheTeamsEmails(t *testing.T) {
 		Recipients: []store.Recipient{{Address: "bounced@posthaste.test", Kind: "to", Domain: "posthaste.test", Status: "queued"}}}
 	_, err := f.store.InsertEmail(ctx, e)
 	require.NoError(t, err)
-	_, err = f.store.SaveMessage(ctx, e.ID, e.ID.String()+"@posthaste.test", []byte("Subject: Quarterly\r\nX-Test: yes\r\n\r\nbody\r\n"))
+	_, err = f.store.SaveMessage(ctx, e.ID, e.ID.String()+"@posthaste.test", []byte("Subject: Quarterly\r\nX-Test: yes\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nthe text part as sent\r\n"))
 	require.NoError(t, err)
 	require.NoError(t, f.store.RecordEvents(ctx, e.ID, []store.Event{{Type: "sent"},
 		{Type: "bounced", Recipient: "bounced@posthaste.test", Detail: map[string]any{"type": "Permanent"}}}))
@@ -221,6 +221,7 @@ func TestEmailsPagesShowOnlyTheTeamsEmails(t *testing.T) {
 	require.Equal(t, 200, res.StatusCode)
 	require.Contains(t, page, "sandbox src=\"/dashboard/emails/"+e.ID.String()+"/preview\"")
 	require.Contains(t, page, "X-Test")
+	require.Contains(t, page, "the text part as sent", "the text part is read from the built message")
 	require.Contains(t, page, "ui.example:8233/namespaces/default/workflows?query=WorkflowId")
 	require.Regexp(t, `(?s)queued.*sent.*bounced`, page, "the event timeline in order")
 

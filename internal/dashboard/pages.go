@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -92,7 +93,27 @@ type emailData struct {
 	Email       store.Email
 	Events      []store.Event
 	Headers     [][2]string
+	SentText    string // the text/plain part as sent (generated from the HTML when the email had no text)
 	WorkflowURL string
+}
+
+// textPart returns the first text/plain part of a message, "" when it has none.
+func textPart(mr *mail.Reader) string {
+	for {
+		p, err := mr.NextPart()
+		if err != nil {
+			return ""
+		}
+		if h, ok := p.Header.(*mail.InlineHeader); ok {
+			if ct, _, _ := h.ContentType(); ct == "text/plain" {
+				b, err := io.ReadAll(io.LimitReader(p.Body, 1<<20))
+				if err != nil {
+					return ""
+				}
+				return string(b)
+			}
+		}
+	}
 }
 
 func (h *Handler) loadEmail(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Email, bool) {
@@ -130,6 +151,7 @@ func (h *Handler) email(w http.ResponseWriter, r *http.Request, se *store.Sessio
 			for fields.Next() {
 				d.Headers = append(d.Headers, [2]string{fields.Key(), fields.Value()})
 			}
+			d.SentText = textPart(mr)
 		}
 	} else if !errors.Is(err, store.ErrNotFound) {
 		h.fail(w, r, err)
