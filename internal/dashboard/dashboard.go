@@ -6,12 +6,15 @@ package dashboard
 
 import (
 	"embed"
+	"errors"
 	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/records"
@@ -168,6 +171,31 @@ type view struct {
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	h.logger.Error("dashboard request failed", "path", r.URL.Path, "err", err)
 	http.Error(w, "Something went wrong. Try again.", http.StatusInternalServerError)
+}
+
+// byPathID runs load with the {id} path value of r. A malformed or unknown
+// id answers 404 (another team's ids are unknown), any other error 500;
+// ok is false when it answered.
+func byPathID[T any](h *Handler, w http.ResponseWriter, r *http.Request, load func(uuid.UUID) (T, error)) (v T, ok bool) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		http.NotFound(w, r)
+		return v, false
+	}
+	if v, err = load(id); err != nil {
+		h.failOr404(w, r, err)
+		return v, false
+	}
+	return v, true
+}
+
+// failOr404 answers an error of a store lookup: 404 for ErrNotFound.
+func (h *Handler) failOr404(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, store.ErrNotFound) {
+		http.NotFound(w, r)
+		return
+	}
+	h.fail(w, r, err)
 }
 
 func fmtTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }

@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"errors"
 	"net/http"
 
 	"github.com/google/uuid"
@@ -53,18 +52,10 @@ func (h *Handler) domains(w http.ResponseWriter, r *http.Request, se *store.Sess
 }
 
 func (h *Handler) verifyDomain(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	id, err := uuid.Parse(r.PathValue("id"))
-	if err != nil {
-		http.NotFound(w, r)
-		return
-	}
-	d, err := h.store.MarkDomainPending(r.Context(), se.TeamID, id)
-	if errors.Is(err, store.ErrNotFound) {
-		http.NotFound(w, r)
-		return
-	}
-	if err != nil {
-		h.fail(w, r, err)
+	d, ok := byPathID(h, w, r, func(id uuid.UUID) (store.Domain, error) {
+		return h.store.MarkDomainPending(r.Context(), se.TeamID, id)
+	})
+	if !ok {
 		return
 	}
 	if h.cfg.Verifier == nil {
@@ -93,18 +84,9 @@ func (h *Handler) suppressions(w http.ResponseWriter, r *http.Request, se *store
 }
 
 func (h *Handler) removeSuppression(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	id, err := uuid.Parse(r.PathValue("id"))
-	if err != nil {
-		http.NotFound(w, r)
-		return
-	}
-	_, err = h.store.DeleteSuppression(r.Context(), se.TeamID, &id, "")
-	if errors.Is(err, store.ErrNotFound) {
-		http.NotFound(w, r)
-		return
-	}
-	if err != nil {
-		h.fail(w, r, err)
+	if _, ok := byPathID(h, w, r, func(id uuid.UUID) (store.Suppression, error) {
+		return h.store.DeleteSuppression(r.Context(), se.TeamID, &id, "")
+	}); !ok {
 		return
 	}
 	http.Redirect(w, r, "/dashboard/suppressions", http.StatusSeeOther)

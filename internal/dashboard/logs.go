@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -64,18 +63,10 @@ func (h *Handler) logs(w http.ResponseWriter, r *http.Request, se *store.Session
 
 // logEntry shows one request with both bodies (already redacted when logged).
 func (h *Handler) logEntry(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	id, err := uuid.Parse(r.PathValue("id"))
-	if err != nil {
-		http.NotFound(w, r)
-		return
-	}
-	l, err := h.store.GetRequestLog(r.Context(), se.TeamID, id)
-	if errors.Is(err, store.ErrNotFound) {
-		http.NotFound(w, r)
-		return
-	}
-	if err != nil {
-		h.fail(w, r, err)
+	l, ok := byPathID(h, w, r, func(id uuid.UUID) (store.RequestLog, error) {
+		return h.store.GetRequestLog(r.Context(), se.TeamID, id)
+	})
+	if !ok {
 		return
 	}
 	h.render(w, http.StatusOK, "log", view{Title: "Request", Nav: "logs", Session: se, CSRF: se.CSRFToken, Data: l})

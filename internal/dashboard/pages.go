@@ -117,21 +117,9 @@ func textPart(mr *mail.Reader) string {
 }
 
 func (h *Handler) loadEmail(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Email, bool) {
-	id, err := uuid.Parse(r.PathValue("id"))
-	if err != nil {
-		http.NotFound(w, r)
-		return store.Email{}, false
-	}
-	e, err := h.store.GetEmail(r.Context(), se.TeamID, id)
-	if errors.Is(err, store.ErrNotFound) {
-		http.NotFound(w, r)
-		return store.Email{}, false
-	}
-	if err != nil {
-		h.fail(w, r, err)
-		return store.Email{}, false
-	}
-	return e, true
+	return byPathID(h, w, r, func(id uuid.UUID) (store.Email, error) {
+		return h.store.GetEmail(r.Context(), se.TeamID, id)
+	})
 }
 
 func (h *Handler) email(w http.ResponseWriter, r *http.Request, se *store.Session) {
@@ -329,18 +317,10 @@ func (h *Handler) createAPIKey(w http.ResponseWriter, r *http.Request, se *store
 }
 
 func (h *Handler) revokeAPIKey(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	id, err := uuid.Parse(r.PathValue("id"))
-	if err != nil {
-		http.NotFound(w, r)
-		return
-	}
-	hash, err := h.store.RevokeAPIKey(r.Context(), se.TeamID, id)
-	if errors.Is(err, store.ErrNotFound) {
-		http.NotFound(w, r)
-		return
-	}
-	if err != nil {
-		h.fail(w, r, err)
+	hash, ok := byPathID(h, w, r, func(id uuid.UUID) ([]byte, error) {
+		return h.store.RevokeAPIKey(r.Context(), se.TeamID, id)
+	})
+	if !ok {
 		return
 	}
 	if h.cfg.Auth != nil {

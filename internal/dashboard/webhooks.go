@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"errors"
 	"net/http"
 
 	"github.com/google/uuid"
@@ -81,11 +80,7 @@ func (h *Handler) teamMessage(w http.ResponseWriter, r *http.Request, se *store.
 			return wh, m, true
 		}
 	}
-	if errors.Is(err, store.ErrNotFound) {
-		http.NotFound(w, r)
-	} else {
-		h.fail(w, r, err)
-	}
+	h.failOr404(w, r, err)
 	return store.Webhook{}, store.WebhookMessage{}, false
 }
 
