@@ -100,22 +100,10 @@ type apiKeyJSON struct {
 }
 
 func (s *Server) listAPIKeys(c *gin.Context) {
-	p, err := page(c)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	keys, more, err := s.store.ListAPIKeys(c.Request.Context(), principal(c).TeamID, p)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	out := make([]apiKeyJSON, len(keys))
-	for i, k := range keys {
-		out[i] = apiKeyJSON{ID: k.ID.String(), Name: k.Name, Permission: k.Permission,
+	respondList(s, c, s.store.ListAPIKeys, func(k store.APIKey) apiKeyJSON {
+		return apiKeyJSON{ID: k.ID.String(), Name: k.Name, Permission: k.Permission,
 			CreatedAt: formatTime(k.CreatedAt), LastUsedAt: formatTimePtr(k.LastUsedAt)}
-	}
-	c.PureJSON(http.StatusOK, list(out, more))
+	})
 }
 
 func (s *Server) deleteAPIKey(c *gin.Context) {

@@ -267,21 +267,7 @@ func (s *Server) getDomain(c *gin.Context) {
 }
 
 func (s *Server) listDomains(c *gin.Context) {
-	p, err := page(c)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	ds, more, err := s.store.ListDomains(c.Request.Context(), principal(c).TeamID, p)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	out := make([]domainJSON, len(ds))
-	for i, d := range ds {
-		out[i] = s.renderDomain(d, false)
-	}
-	c.JSON(http.StatusOK, list(out, more))
+	respondList(s, c, s.store.ListDomains, func(d store.Domain) domainJSON { return s.renderDomain(d, false) })
 }
 
 type updateDomainRequest struct {

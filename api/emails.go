@@ -260,19 +260,5 @@ func (s *Server) getEmail(c *gin.Context) {
 }
 
 func (s *Server) listEmails(c *gin.Context) {
-	p, err := page(c)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	emails, more, err := s.store.ListEmails(c.Request.Context(), principal(c).TeamID, p)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	out := make([]emailJSON, len(emails))
-	for i, e := range emails {
-		out[i] = renderEmail(e)
-	}
-	c.PureJSON(http.StatusOK, list(out, more))
+	respondList(s, c, s.store.ListEmails, renderEmail)
 }

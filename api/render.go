@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -35,6 +36,29 @@ func list[T any](data []T, more bool) listBody[T] {
 		data = []T{}
 	}
 	return listBody[T]{Object: "list", HasMore: more, Data: data}
+}
+
+// listFunc lists one page of a team's rows.
+type listFunc[T any] func(ctx context.Context, teamID uuid.UUID, p store.Page) ([]T, bool, error)
+
+// respondList answers a list endpoint: it reads the page parameters, lists
+// that page of the caller's team with fetch and renders each row.
+func respondList[T, J any](s *Server, c *gin.Context, fetch listFunc[T], render func(T) J) {
+	p, err := page(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	rows, more, err := fetch(c.Request.Context(), principal(c).TeamID, p)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	out := make([]J, len(rows))
+	for i, r := range rows {
+		out[i] = render(r)
+	}
+	c.PureJSON(http.StatusOK, list(out, more))
 }
 
 // pathID parses the :id parameter: a malformed id is a 422, so only

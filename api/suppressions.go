@@ -33,21 +33,7 @@ func renderSuppression(sp store.Suppression) suppressionJSON {
 }
 
 func (s *Server) listSuppressions(c *gin.Context) {
-	p, err := page(c)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	sps, more, err := s.store.ListSuppressions(c.Request.Context(), principal(c).TeamID, p)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	out := make([]suppressionJSON, len(sps))
-	for i, sp := range sps {
-		out[i] = renderSuppression(sp)
-	}
-	c.JSON(http.StatusOK, list(out, more))
+	respondList(s, c, s.store.ListSuppressions, renderSuppression)
 }
 
 // suppressionAddress checks an address given to the suppression endpoints.

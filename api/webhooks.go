@@ -146,21 +146,7 @@ func renderWebhook(w store.Webhook) webhookJSON {
 }
 
 func (s *Server) listWebhooks(c *gin.Context) {
-	p, err := page(c)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	ws, more, err := s.store.ListWebhooks(c.Request.Context(), principal(c).TeamID, p)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	out := make([]webhookJSON, len(ws))
-	for i, w := range ws {
-		out[i] = renderWebhook(w)
-	}
-	c.JSON(http.StatusOK, list(out, more))
+	respondList(s, c, s.store.ListWebhooks, renderWebhook)
 }
 
 // teamWebhook loads the :id webhook of the caller's team.
