@@ -303,13 +303,19 @@ func (a *AttachmentRequest) UnmarshalJSON(data []byte) error {
 }
 
 func decodeAttachments(raw json.RawMessage) ([]AttachmentRequest, error) {
-	items, err := arrayElements("attachments", raw)
+	return decodeArray("attachments", raw, decodeAttachment)
+}
+
+// decodeArray decodes a JSON array (null → nil) element by element,
+// naming each element field[i] in errors.
+func decodeArray[T any](field string, raw json.RawMessage, decode func(string, []byte) (T, error)) ([]T, error) {
+	items, err := arrayElements(field, raw)
 	if err != nil || items == nil {
 		return nil, err
 	}
-	out := make([]AttachmentRequest, len(items))
+	out := make([]T, len(items))
 	for i, item := range items {
-		if out[i], err = decodeAttachment(fmt.Sprintf("attachments[%d]", i), item); err != nil {
+		if out[i], err = decode(fmt.Sprintf("%s[%d]", field, i), item); err != nil {
 			return nil, err
 		}
 	}
@@ -362,17 +368,7 @@ func (t *Tag) UnmarshalJSON(data []byte) error {
 }
 
 func decodeTags(raw json.RawMessage) ([]Tag, error) {
-	items, err := arrayElements("tags", raw)
-	if err != nil || items == nil {
-		return nil, err
-	}
-	out := make([]Tag, len(items))
-	for i, item := range items {
-		if out[i], err = decodeTag(fmt.Sprintf("tags[%d]", i), item); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return decodeArray("tags", raw, decodeTag)
 }
 
 func decodeTag(field string, raw []byte) (Tag, error) {
