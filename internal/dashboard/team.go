@@ -84,13 +84,9 @@ func (h *Handler) changePassword(w http.ResponseWriter, r *http.Request, se *sto
 
 // removeMember lets an owner take a member out of the team.
 func (h *Handler) removeMember(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	role, err := h.store.MemberRole(r.Context(), se.TeamID, se.UserID)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	if role != "owner" {
+	if !h.requireOwner(w, r, se, func() {
 		h.renderTeam(w, r, se, http.StatusForbidden, teamData{Error: "Only team owners can remove members."})
+	}) {
 		return
 	}
 	id, err := uuid.Parse(r.PathValue("id"))
