@@ -181,10 +181,12 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	if err != nil {
 		return PrepareResult{}, err
 	}
-	msg, err := BuildMessage(e, a.now())
-	if err != nil {
-		return PrepareResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("building message: %v", err), ErrTypePermanent, err)
+	msg := e.Source // submitted over SMTP: delivered as submitted
+	if msg == nil {
+		if msg, err = BuildMessage(e, a.now()); err != nil {
+			return PrepareResult{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("building message: %v", err), ErrTypePermanent, err)
+		}
 	}
 	region, tls := DefaultRegion, store.TLSOpportunistic
 	rp := returnPath(e, a.cfg.Hostname)
@@ -280,8 +282,14 @@ func DomainReturnPath(emailID uuid.UUID, d store.Domain) string {
 	return "bounces+" + emailID.String() + "@" + d.ReturnPath + "." + d.Name
 }
 
-// messageID is stable for an email so that a rebuilt message is identical.
-func messageID(e store.Email) string { return e.ID.String() + "@" + e.FromDomain }
+// messageID is stable for an email so that a rebuilt message is identical:
+// the one it was submitted with, else <email id>@<sender domain>.
+func messageID(e store.Email) string {
+	if e.MessageID != "" {
+		return e.MessageID
+	}
+	return e.ID.String() + "@" + e.FromDomain
+}
 
 // BuildMessage renders an email as an RFC 5322 message dated at.
 func BuildMessage(e store.Email, at time.Time) ([]byte, error) {

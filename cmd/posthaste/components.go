@@ -165,30 +165,33 @@ func deliveryPolicy(cfg config.Delivery) workflows.DeliveryPolicy {
 	return workflows.DeliveryPolicy{Initial: cfg.RetryInitial, Backoff: 2, Max: cfg.RetryMax, Expire: cfg.RetryExpire}
 }
 
-// frontDoor is the API with its outbox dispatcher, its rate limiter and
-// its request log writer.
-type frontDoor struct {
-	handler    http.Handler
+// intake is what accepts mail in a process, shared by the HTTP API and
+// the SMTP gateway: the submit service, the key authenticator, the rate
+// limiter, the request log writer and the outbox dispatcher.
+type intake struct {
+	submit     *submit.Service
+	auth       *auth.Authenticator
+	limiter    api.Limiter
+	logs       *reqlog.Writer
 	dispatcher *outbox.Dispatcher
 	// close writes the buffered request log and releases Redis; call it
-	// after the HTTP server finished its requests.
+	// after the servers finished their requests.
 	close func()
 }
 
-func newFrontDoor(ctx context.Context, cfg config.Config, st *store.Store, tc client.Client, keys *seal.Box,
-	reg *prometheus.Registry, metrics *telemetry.Metrics, ready []api.Check, temporalUI string,
-	logger *slog.Logger) (frontDoor, error) {
+func newIntake(ctx context.Context, cfg config.Config, st *store.Store, tc client.Client,
+	metrics *telemetry.Metrics, logger *slog.Logger) (*intake, error) {
 	// Today's and the coming week's request log partitions; the writer
 	// and the retention sweep keep creating them ahead.
 	if err := st.EnsureRequestLogPartitions(ctx, time.Now(), 8); err != nil {
-		return frontDoor{}, err
+		return nil, err
 	}
 	var limiter api.Limiter = ratelimit.NewLocal()
 	closeRedis := func() error { return nil }
 	if cfg.Limits.RedisURL != "" {
 		rl, closeFn, err := ratelimit.NewRedis(cfg.Limits.RedisURL, logger.With("component", "ratelimit"))
 		if err != nil {
-			return frontDoor{}, err
+			return nil, err
 		}
 		limiter, closeRedis = rl, closeFn
 	}
@@ -202,21 +205,35 @@ func newFrontDoor(ctx context.Context, cfg config.Config, st *store.Store, tc cl
 		Waker:    worker.NewWaker(tc),
 		Logger:   logger.With("component", "submit"),
 	})
-	authn := auth.NewAuthenticator(st, keyCacheTTL)
+	closeAll := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
+		defer cancel()
+		if err := logs.Close(sctx); err != nil {
+			logger.Warn("request log not fully written at shutdown", "err", err)
+		}
+		_ = closeRedis()
+	}
+	return &intake{submit: sub, auth: auth.NewAuthenticator(st, keyCacheTTL), limiter: limiter, logs: logs,
+		dispatcher: disp, close: closeAll}, nil
+}
+
+// newFrontDoor returns the HTTP handler: the API, the dashboard and the
+// operations endpoints.
+func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *intake, keys *seal.Box,
+	reg *prometheus.Registry, metrics *telemetry.Metrics, ready []api.Check, temporalUI string,
+	logger *slog.Logger) (http.Handler, error) {
 	verifier := worker.NewVerifier(tc, verifySchedule(cfg.Domains.Verify))
-	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: authn, TemporalUIURL: temporalUI,
+	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: in.auth, TemporalUIURL: temporalUI,
 		Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys, OAuth: oauthConfig(cfg.OAuth),
 		WebhookWaker: worker.NewWebhookWaker(tc),
 		Namespace:    cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, Logger: logger})
 	if err != nil {
-		_ = closeRedis()
-		_ = logs.Close(ctx)
-		return frontDoor{}, fmt.Errorf("loading the dashboard: %w", err)
+		return nil, fmt.Errorf("loading the dashboard: %w", err)
 	}
 	h, err := api.New(api.Config{
 		Store:    st,
-		Auth:     authn,
-		Submit:   sub,
+		Auth:     in.auth,
+		Submit:   in.submit,
 		Metrics:  metrics,
 		Gatherer: reg,
 		Ready:    ready,
@@ -231,29 +248,19 @@ func newFrontDoor(ctx context.Context, cfg config.Config, st *store.Store, tc cl
 			Client:    webhookClient(cfg),
 			Keys:      keys,
 			AllowHTTP: cfg.Egress.AllowPrivate,
-			Outbox:    disp,
+			Outbox:    in.dispatcher,
 		},
 		Dashboard:        dash,
 		Logger:           logger,
-		Limiter:          limiter,
+		Limiter:          in.limiter,
 		DefaultRateLimit: cfg.Limits.DefaultRate,
-		RequestLog:       logs,
+		RequestLog:       in.logs,
 		TrustedProxies:   cfg.HTTP.TrustedProxies,
 	})
 	if err != nil {
-		_ = closeRedis()
-		_ = logs.Close(ctx)
-		return frontDoor{}, usageError{fmt.Errorf("POSTHASTE_TRUSTED_PROXIES: %w", err)}
+		return nil, usageError{fmt.Errorf("POSTHASTE_TRUSTED_PROXIES: %w", err)}
 	}
-	closeAll := func() {
-		sctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
-		defer cancel()
-		if err := logs.Close(sctx); err != nil {
-			logger.Warn("request log not fully written at shutdown", "err", err)
-		}
-		_ = closeRedis()
-	}
-	return frontDoor{handler: h, dispatcher: disp, close: closeAll}, nil
+	return h, nil
 }
 
 func oauthConfig(c config.OAuth) dashboard.OAuth {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/devstack"
@@ -91,13 +92,27 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 	if ui != "" {
 		ui = "http://" + displayAddr(ui)
 	}
-	front, err := newFrontDoor(ctx, cfg, st, tc, keys, reg, metrics, readyChecks(st, tc), ui, logger)
+	in, err := newIntake(ctx, cfg, st, tc, metrics, logger)
 	if err != nil {
 		return err
 	}
-	// Runs after the HTTP server stopped (below) and before the store closes.
-	stops = append(stops, front.close)
-	acts, closeActs, err := newActivities(cfg, st, keys, metrics, front.dispatcher, logger)
+	// Runs after the HTTP and SMTP servers stopped and before the store closes.
+	stops = append(stops, in.close)
+	listeners := smtpListeners(cfg.SMTP, config.DevSMTPListen)
+	gw, err := startGateway(cfg, in, listeners, dataDir, metrics, logger)
+	if err != nil {
+		return err
+	}
+	checks := readyChecks(st, tc)
+	if gw != nil {
+		stops = append(stops, func() { stopGateway(gw, logger) })
+		checks = append(checks, api.Check{Name: "smtp", Check: gw.Ready})
+	}
+	handler, err := newFrontDoor(cfg, st, tc, in, keys, reg, metrics, checks, ui, logger)
+	if err != nil {
+		return err
+	}
+	acts, closeActs, err := newActivities(cfg, st, keys, metrics, in.dispatcher, logger)
 	if err != nil {
 		return err
 	}
@@ -114,7 +129,7 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 		return err
 	}
 
-	stops = append(stops, startDispatcher(front.dispatcher))
+	stops = append(stops, startDispatcher(in.dispatcher))
 
 	creds, created, err := account.Bootstrap(ctx, st, filepath.Join(dataDir, "credentials.json"), cfg.Admin.Email)
 	if err != nil {
@@ -123,7 +138,7 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 
 	httpCtx, stopHTTP := context.WithCancel(ctx)
 	defer stopHTTP()
-	addr, served, err := serveHTTP(httpCtx, cfg.HTTP.Addr, front.handler, logger)
+	addr, served, err := serveHTTP(httpCtx, cfg.HTTP.Addr, handler, logger)
 	if err != nil {
 		return err
 	}
@@ -132,9 +147,10 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 			"  API key:  %s\n  Email:    %s\n  Password: %s\n\n",
 			filepath.Join(dataDir, "credentials.json"), creds.APIKey, creds.Email, creds.Password)
 	}
-	fmt.Fprintf(stdout, "Posthaste is ready: API http://%s  Dashboard http://%s/dashboard/  Temporal %s  Temporal UI %s\n",
-		displayAddr(addr.String()), displayAddr(addr.String()), tmp.FrontendAddress(), ui)
-	logger.Info("ready", "http_addr", addr.String(), "temporal", tmp.FrontendAddress(), "temporal_ui", ui)
+	smtpAddrs := describeSMTP(gw, listeners)
+	fmt.Fprintf(stdout, "Posthaste is ready: API http://%s  Dashboard http://%s/dashboard/  SMTP %s  Temporal %s  Temporal UI %s\n",
+		displayAddr(addr.String()), displayAddr(addr.String()), smtpAddrs, tmp.FrontendAddress(), ui)
+	logger.Info("ready", "http_addr", addr.String(), "smtp", smtpAddrs, "temporal", tmp.FrontendAddress(), "temporal_ui", ui)
 
 	select {
 	case <-ctx.Done():

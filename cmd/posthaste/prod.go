@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
 
 	"github.com/posthaste/posthaste/internal/config"
@@ -33,17 +31,21 @@ func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return err
 	}
 	reg, metrics := newRegistry()
-	front, err := newFrontDoor(ctx, cfg, st, tc, keys, reg, metrics, readyChecks(st, tc), cfg.Temporal.UIURL, logger)
+	in, err := newIntake(ctx, cfg, st, tc, metrics, logger)
 	if err != nil {
 		return err
 	}
 	// Deferred calls run last first: the HTTP server has finished its
 	// requests, then the dispatcher stops, then the request log is written
 	// out, then the store closes (closeAll above).
-	defer front.close()
-	defer startDispatcher(front.dispatcher)()
+	defer in.close()
+	defer startDispatcher(in.dispatcher)()
+	handler, err := newFrontDoor(cfg, st, tc, in, keys, reg, metrics, readyChecks(st, tc), cfg.Temporal.UIURL, logger)
+	if err != nil {
+		return err
+	}
 
-	addr, served, err := serveHTTP(ctx, cfg.HTTP.Addr, front.handler, logger)
+	addr, served, err := serveHTTP(ctx, cfg.HTTP.Addr, handler, logger)
 	if err != nil {
 		return err
 	}
@@ -96,10 +98,7 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 		}
 	}
 	// The worker's own metrics (deliveries, events) and health.
-	h := http.NewServeMux()
-	h.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	h.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"status":"ok"}`)) })
-	addr, served, err := serveHTTP(ctx, cfg.MetricsAddr, h, logger)
+	addr, served, err := serveHTTP(ctx, cfg.MetricsAddr, opsHandler(reg, readyChecks(st, tc)), logger)
 	if err != nil {
 		return err
 	}

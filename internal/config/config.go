@@ -4,6 +4,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -40,6 +41,59 @@ type Config struct {
 	Admin     Admin
 	OAuth     OAuth
 	Webhooks  Webhooks
+	SMTP      SMTP
+}
+
+// SMTP configures the submission gateway of `smtp` and `dev`.
+type SMTP struct {
+	// Listen is POSTHASTE_SMTP_LISTEN: nil when unset (each command has
+	// its default: DefaultSMTPListen or DevSMTPListen); empty when set to
+	// "off" (no SMTP).
+	Listen        []SMTPListener
+	CertFile      string // POSTHASTE_TLS_CERT_FILE
+	KeyFile       string // POSTHASTE_TLS_KEY_FILE
+	MaxConnsPerIP int    // POSTHASTE_SMTP_MAX_CONNS_PER_IP
+}
+
+// SMTPListener is one SMTP listening address.
+type SMTPListener struct {
+	Addr        string
+	ImplicitTLS bool // tls://; starttls:// otherwise
+}
+
+// Default SMTP listeners: STARTTLS on 25, 587 and 2587 and implicit TLS on
+// 465 and 2465 in production; 2587 and 2465 in development.
+const (
+	DefaultSMTPListen = "starttls://0.0.0.0:25,starttls://0.0.0.0:587,starttls://0.0.0.0:2587," +
+		"tls://0.0.0.0:465,tls://0.0.0.0:2465"
+	DevSMTPListen = "starttls://0.0.0.0:2587,tls://0.0.0.0:2465"
+)
+
+// ParseSMTPListen reads a comma-separated list of starttls://host:port and
+// tls://host:port; "off" is no listener.
+func ParseSMTPListen(v string) ([]SMTPListener, error) {
+	if strings.TrimSpace(v) == "off" {
+		return []SMTPListener{}, nil
+	}
+	var out []SMTPListener
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		scheme, addr, ok := strings.Cut(item, "://")
+		if !ok || (scheme != "starttls" && scheme != "tls") {
+			return nil, fmt.Errorf("%q must start with starttls:// or tls://", item)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("%q must be scheme://host:port", item)
+		}
+		out = append(out, SMTPListener{Addr: addr, ImplicitTLS: scheme == "tls"})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("names no listener (use off to disable SMTP)")
+	}
+	return out, nil
 }
 
 // Webhooks configures webhook delivery.
@@ -202,6 +256,18 @@ func Load(getenv Getenv) (Config, error) {
 			GitHubURL:          r.str("POSTHASTE_GITHUB_URL", "https://github.com"),
 			GitHubAPIURL:       r.str("POSTHASTE_GITHUB_API_URL", "https://api.github.com"),
 		},
+	}
+	c.SMTP = SMTP{CertFile: r.str("POSTHASTE_TLS_CERT_FILE", ""), KeyFile: r.str("POSTHASTE_TLS_KEY_FILE", ""),
+		MaxConnsPerIP: r.positive("POSTHASTE_SMTP_MAX_CONNS_PER_IP", 20)}
+	if v := r.str("POSTHASTE_SMTP_LISTEN", ""); v != "" {
+		ls, err := ParseSMTPListen(v)
+		if err != nil {
+			r.fail("POSTHASTE_SMTP_LISTEN", v, err.Error())
+		}
+		c.SMTP.Listen = ls
+	}
+	if (c.SMTP.CertFile == "") != (c.SMTP.KeyFile == "") {
+		r.fail("POSTHASTE_TLS_CERT_FILE", c.SMTP.CertFile, "and POSTHASTE_TLS_KEY_FILE must be set together")
 	}
 	if c.Delivery.Relay != "" && !strings.HasPrefix(c.Delivery.Relay, "smtp://") {
 		r.fail("POSTHASTE_RELAY", c.Delivery.Relay, "must look like smtp://host:port")

@@ -63,6 +63,34 @@ func TestLoadLimits(t *testing.T) {
 	require.Equal(t, []string{"10.0.0.0/8", "127.0.0.1"}, c.HTTP.TrustedProxies)
 }
 
+func TestLoadSMTP(t *testing.T) {
+	c, err := Load(env(nil))
+	require.NoError(t, err)
+	require.Nil(t, c.SMTP.Listen, "unset: each command picks its default")
+	require.Equal(t, 20, c.SMTP.MaxConnsPerIP)
+
+	c, err = Load(env(map[string]string{"POSTHASTE_SMTP_LISTEN": "starttls://127.0.0.1:2587, tls://[::1]:2465",
+		"POSTHASTE_TLS_CERT_FILE": "/c.pem", "POSTHASTE_TLS_KEY_FILE": "/k.pem"}))
+	require.NoError(t, err)
+	require.Equal(t, []SMTPListener{{Addr: "127.0.0.1:2587"}, {Addr: "[::1]:2465", ImplicitTLS: true}}, c.SMTP.Listen)
+	require.Equal(t, "/c.pem", c.SMTP.CertFile)
+
+	c, err = Load(env(map[string]string{"POSTHASTE_SMTP_LISTEN": "off"}))
+	require.NoError(t, err)
+	require.NotNil(t, c.SMTP.Listen)
+	require.Empty(t, c.SMTP.Listen)
+
+	for _, def := range []string{DefaultSMTPListen, DevSMTPListen} {
+		ls, err := ParseSMTPListen(def)
+		require.NoError(t, err)
+		require.NotEmpty(t, ls)
+	}
+	for _, bad := range []string{"starttls://nohostport", ",", "tls:/x:1"} {
+		_, err := ParseSMTPListen(bad)
+		require.Error(t, err, bad)
+	}
+}
+
 func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
 	for name, val := range map[string]string{
 		"POSTHASTE_TEMPORAL_PORT":          "70000",
@@ -79,6 +107,9 @@ func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
 		"POSTHASTE_RETENTION":              "thirty days",
 		"REDIS_URL":                        "localhost:6379",
 		"POSTHASTE_TRUSTED_PROXIES":        "10.0.0.0/33",
+		"POSTHASTE_SMTP_LISTEN":            "smtp://0.0.0.0:25",
+		"POSTHASTE_TLS_CERT_FILE":          "/only/the/cert.pem",
+		"POSTHASTE_SMTP_MAX_CONNS_PER_IP":  "none",
 	} {
 		_, err := Load(env(map[string]string{name: val}))
 		require.ErrorContains(t, err, name, name)

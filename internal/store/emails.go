@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -76,6 +77,10 @@ type Email struct {
 	IdempotencyKey *string      // the key of the request that accepted it, if any
 	Recipients     []Recipient  // filled by GetEmail and EmailForBuild
 	Attachments    []Attachment // filled by EmailForBuild and on insert
+	// Source is the message as submitted over SMTP, delivered instead of
+	// one built from the fields above; nil for API emails. Filled by
+	// EmailForBuild and on insert.
+	Source []byte
 }
 
 // Event is one entry of an email's history.
@@ -203,6 +208,7 @@ type emailRow struct {
 	LastEvent    string     `json:"last_event"`
 	CreatedAt    time.Time  `json:"created_at"`
 	DomainID     *uuid.UUID `json:"domain_id"`
+	MessageID    *string    `json:"message_id"`
 }
 
 // queueEmails queues the inserts of emails as set-based statements, so a
@@ -226,6 +232,9 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 			Subject: e.Subject, HTML: e.HTML, Text: e.Text, GenerateText: e.GenerateText,
 			Headers: nonNil(e.Headers), Tags: nonNil(e.Tags), ScheduledAt: e.ScheduledAt,
 			LastEvent: e.LastEvent, CreatedAt: e.CreatedAt, DomainID: e.DomainID}
+		if e.MessageID != "" {
+			rows[i].MessageID = &e.MessageID
+		}
 		for j, r := range e.Recipients {
 			rcptEmail = append(rcptEmail, e.ID)
 			rcptAddr = append(rcptAddr, r.Address)
@@ -244,15 +253,15 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 	}
 	b.Queue(`INSERT INTO email (id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs,
 			reply_to, subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
-			created_at, updated_at, batch_id, idempotency_key, domain_id)
+			created_at, updated_at, batch_id, idempotency_key, domain_id, message_id)
 		SELECT r.id, r.team_id, r.from_addr, r.from_domain,
 			r.to_addrs, r.cc_addrs, r.bcc_addrs, r.reply_to,
 			r.subject, r.html, r.text_body, r.generate_text, r.headers, r.tags, r.scheduled_at,
-			r.last_event, r.created_at, r.created_at, @batch, @key, r.domain_id
+			r.last_event, r.created_at, r.created_at, @batch, @key, r.domain_id, r.message_id
 		FROM jsonb_to_recordset(@rows::jsonb) AS r(id uuid, team_id uuid, from_addr text, from_domain text,
 			to_addrs text[], cc_addrs text[], bcc_addrs text[], reply_to text[], subject text, html text,
 			text_body text, generate_text boolean, headers jsonb, tags jsonb, scheduled_at timestamptz,
-			last_event text, created_at timestamptz, domain_id uuid)`,
+			last_event text, created_at timestamptz, domain_id uuid, message_id text)`,
 		pgx.NamedArgs{"rows": string(data), "batch": batchID, "key": key})
 	b.Queue(`INSERT INTO email_recipient (email_id, address, position, kind, domain, status)
 		SELECT * FROM unnest(@email::uuid[], @addr::text[], @pos::int[], @kind::text[], @domain::text[], @status::text[])`,
@@ -264,6 +273,12 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 				VALUES (@id, @pos, @filename, @ctype, @cid, @content)`,
 				pgx.NamedArgs{"id": e.ID, "pos": i, "filename": a.Filename, "ctype": a.ContentType,
 					"cid": a.ContentID, "content": a.Content})
+		}
+	}
+	for _, e := range emails {
+		if e.Source != nil {
+			b.Queue(`INSERT INTO email_source (email_id, data) VALUES (@id, @data)`,
+				pgx.NamedArgs{"id": e.ID, "data": e.Source})
 		}
 	}
 	b.Queue(`INSERT INTO email_event (email_id, type, created_at)
@@ -364,6 +379,11 @@ func (s *Store) EmailForBuild(ctx context.Context, id uuid.UUID) (Email, error) 
 	})
 	if err != nil {
 		return Email{}, fmt.Errorf("reading attachments: %w", mapErr(err))
+	}
+	err = s.pool.QueryRow(ctx, `SELECT data FROM email_source WHERE email_id = @id`,
+		pgx.NamedArgs{"id": id}).Scan(&e.Source)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return Email{}, fmt.Errorf("reading submitted message: %w", mapErr(err))
 	}
 	return e, nil
 }

@@ -33,6 +33,10 @@ const (
 	// KindIdempotencyInFlight is an idempotency key whose first request is
 	// still in progress (HTTP 409 concurrent_idempotent_requests).
 	KindIdempotencyInFlight
+	// KindMalformedMessage is a message submitted as bytes (SMTP) that is
+	// not an RFC 5322 message: its header cannot be read or it has no
+	// usable From field (SMTP 554 5.6.0).
+	KindMalformedMessage
 )
 
 // Error is a rejection the caller can fix. Message is safe to show to the

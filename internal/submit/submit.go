@@ -183,40 +183,51 @@ func (s *Service) accept(ctx context.Context, a store.Acceptance) (int64, error)
 // domain), and verified or in temporary failure; a key limited to a
 // domain sends only from that domain.
 func (s *Service) authorize(ctx context.Context, from Sender, e Email) (*uuid.UUID, error) {
-	if sandbox.IsDomain(e.From.Domain) {
+	domainID, err := s.authorizeSender(ctx, from, e.From, "from")
+	if err != nil || domainID != nil {
+		return domainID, err
+	}
+	return nil, s.authorizeSandbox(ctx, from, e)
+}
+
+// authorizeSender checks that the team may send as addr (the `from` field,
+// or an SMTP envelope sender) and returns the id of its domain, nil for the
+// sandbox sender.
+func (s *Service) authorizeSender(ctx context.Context, from Sender, addr Address, field string) (*uuid.UUID, error) {
+	if sandbox.IsDomain(addr.Domain) {
 		if from.DomainID != nil {
-			return nil, Errorf(KindForbidden, "from",
+			return nil, Errorf(KindForbidden, field,
 				"This API key can only send from its own domain, not from the sandbox domain %s.", sandbox.Domain)
 		}
-		return nil, s.authorizeSandbox(ctx, from, e)
+		if !strings.EqualFold(addr.Addr(), sandbox.Sender) {
+			return nil, Errorf(KindForbidden, field,
+				"The sandbox domain %s can only send from %s.", sandbox.Domain, sandbox.Sender)
+		}
+		return nil, nil
 	}
-	d, err := s.store.DomainByName(ctx, from.TeamID, strings.ToLower(e.From.Domain))
+	d, err := s.store.DomainByName(ctx, from.TeamID, strings.ToLower(addr.Domain))
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, Errorf(KindForbidden, "from",
+		return nil, Errorf(KindForbidden, field,
 			"The %s domain is not verified. Add and verify your domain, or send from %s to test.",
-			e.From.Domain, sandbox.Sender)
+			addr.Domain, sandbox.Sender)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("checking domain %s: %w", e.From.Domain, err)
+		return nil, fmt.Errorf("checking domain %s: %w", addr.Domain, err)
 	}
 	if from.DomainID != nil && *from.DomainID != d.ID {
-		return nil, Errorf(KindForbidden, "from",
-			"This API key is restricted to another domain and cannot send from %s.", e.From.Domain)
+		return nil, Errorf(KindForbidden, field,
+			"This API key is restricted to another domain and cannot send from %s.", addr.Domain)
 	}
 	if !d.Sendable() {
-		return nil, Errorf(KindForbidden, "from",
+		return nil, Errorf(KindForbidden, field,
 			"The %s domain is not verified (its status is %s). Publish its DNS records and verify it.",
-			e.From.Domain, d.Status)
+			addr.Domain, d.Status)
 	}
 	return &d.ID, nil
 }
 
 // authorizeSandbox checks a send from the sandbox domain.
 func (s *Service) authorizeSandbox(ctx context.Context, from Sender, e Email) error {
-	if !strings.EqualFold(e.From.Addr(), sandbox.Sender) {
-		return Errorf(KindForbidden, "from",
-			"The sandbox domain %s can only send from %s.", sandbox.Domain, sandbox.Sender)
-	}
 	// The sandbox sender writes to the sandbox addresses and to the team's
 	// own members, nobody else.
 	var others []string
@@ -273,9 +284,7 @@ func toRow(id, team uuid.UUID, e Email, now time.Time) store.Email {
 	for _, h := range e.Headers {
 		row.Headers = append(row.Headers, store.Header{Name: h.Name, Value: h.Value})
 	}
-	for _, t := range e.Tags {
-		row.Tags = append(row.Tags, store.Tag{Name: t.Name, Value: t.Value})
-	}
+	row.Tags = toStoreTags(e.Tags)
 	for _, a := range e.Attachments {
 		row.Attachments = append(row.Attachments, store.Attachment{
 			Filename: a.Filename, ContentType: a.ContentType, ContentID: a.ContentID, Content: a.Content,
@@ -298,6 +307,14 @@ func toRow(id, team uuid.UUID, e Email, now time.Time) store.Email {
 		}
 	}
 	return row
+}
+
+func toStoreTags(tags []Tag) []store.Tag {
+	var out []store.Tag
+	for _, t := range tags {
+		out = append(out, store.Tag{Name: t.Name, Value: t.Value})
+	}
+	return out
 }
 
 func display(list []Address) []string {

@@ -27,6 +27,14 @@ type Metrics struct {
 	// WebhookAttempts counts webhook attempts by outcome: success, failed
 	// (non-2xx), no_response, refused (egress guard).
 	WebhookAttempts *prometheus.CounterVec
+	// SMTPConnections counts SMTP gateway connections by outcome: accepted,
+	// refused (over the per-address cap).
+	SMTPConnections *prometheus.CounterVec
+	// SMTPTransactions counts SMTP mail transactions by their final reply
+	// class: accepted (2xx), deferred (4xx), rejected (5xx).
+	SMTPTransactions *prometheus.CounterVec
+	// SMTPAuthFailures counts failed SMTP AUTH attempts.
+	SMTPAuthFailures prometheus.Counter
 }
 
 // NewMetrics registers the metrics (and the Go and process collectors) on reg.
@@ -59,9 +67,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		WebhookAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "posthaste_webhook_attempts_total", Help: "Webhook delivery attempts, by outcome.",
 		}, []string{"outcome"}),
+		SMTPConnections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "posthaste_smtp_connections_total", Help: "SMTP gateway connections, by outcome.",
+		}, []string{"outcome"}),
+		SMTPTransactions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "posthaste_smtp_transactions_total", Help: "SMTP mail transactions, by final reply.",
+		}, []string{"result"}),
+		SMTPAuthFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "posthaste_smtp_auth_failures_total", Help: "Failed SMTP AUTH attempts.",
+		}),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.EmailsAccepted, m.OutboxWait, m.Deliveries, m.EmailEvents,
-		m.RequestLogDropped, m.WebhookAttempts,
+		m.RequestLogDropped, m.WebhookAttempts, m.SMTPConnections, m.SMTPTransactions, m.SMTPAuthFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
