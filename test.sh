@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: go vet, unit and workflow tests, store and API tests on a
 # private PostgreSQL, and the end-to-end tests of ./cmd/posthaste (which
-# verify DKIM and SPF with Debian's python3-dkim and python3-spf), which
+# verify DKIM and SPF with Debian's python3-dkim and python3-spf and submit
+# over SMTP with Debian's swaks and Python's smtplib), which
 # link the embedded Temporal server (internal/devstack) and run without
 # -race because a race build of that server is too slow. The browser test
 # drives Debian's Chromium and leaves screenshots in .artifacts/screenshots.
@@ -12,6 +13,7 @@ need_postgres
 need_browser
 need_python_mail
 need_redis
+need_swaks
 
 go vet ./...
 pkgs=$(go list ./... | grep -v -e '/cmd/posthaste$' -e '/internal/devstack$')

@@ -70,4 +70,9 @@ need_redis() {
   command -v redis-server >/dev/null 2>&1 || apt_install redis-server
 }
 
+# swaks: the end-to-end tests submit through the SMTP gateway with it.
+need_swaks() {
+  command -v swaks >/dev/null 2>&1 || apt_install swaks
+}
+
 go mod download

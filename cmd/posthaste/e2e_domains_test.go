@@ -159,6 +159,7 @@ func TestDomains(t *testing.T) {
 		require.True(t, m.TLS)
 		requireAuthenticated(t, dns, m, "example.test")
 	}
+	checkSMTPDomainMail(t, c, env, mx, dns)
 
 	// The bounced address is suppressed: the next send does not try it.
 	status, sl := c.do("GET", "/suppressions", nil)

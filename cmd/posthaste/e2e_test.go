@@ -85,6 +85,7 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 
 func startDev(t *testing.T, env map[string]string) *devProcess {
 	t.Helper()
+	smtpListen(t, env)
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	p := &devProcess{base: "http://" + env["POSTHASTE_HTTP_ADDR"], cancel: cancel, done: make(chan int, 1), out: out}
@@ -328,6 +329,9 @@ func TestDev(t *testing.T) {
 	require.Contains(t, emails, "Sandbox")
 	require.Contains(t, emails, "Welcome ✓")
 
+	// SMTP clients submit through the gateway into the same pipeline.
+	checkSMTPClients(t, c, env, dataDir, mx)
+
 	// The worker created the daily retention schedule.
 	requireRetentionSchedule(t, "127.0.0.1:"+env["POSTHASTE_TEMPORAL_PORT"])
 
@@ -550,6 +554,8 @@ func TestSplitTopology(t *testing.T) {
 	body, err := io.ReadAll(res.Body)
 	require.NoError(t, err)
 	require.Contains(t, string(body), `posthaste_email_events_total{type="delivered"} 1`)
+
+	checkSMTPProcess(t, base, c)
 }
 
 func processEnv(env map[string]string, args string) []string {
