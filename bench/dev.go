@@ -78,6 +78,8 @@ type devProcess struct {
 	dataDir  string
 	base     string // API base URL
 	temporal string // Temporal frontend host:port
+	smtp     string // SMTP gateway, implicit TLS, host:port
+	smtpCert string // its self-signed certificate
 	creds    credentials
 	readyIn  time.Duration
 }
@@ -87,7 +89,7 @@ type devProcess struct {
 // Its output goes to root/dev.log. The caller stops it with stop, which also
 // removes the PostgreSQL cluster it created.
 func startDev(ctx context.Context, bin, root string, logf func(string, ...any)) (*devProcess, error) {
-	ports, err := freePorts(2)
+	ports, err := freePorts(4)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +99,9 @@ func startDev(ctx context.Context, bin, root string, logf func(string, ...any)) 
 		dataDir:  filepath.Join(root, "data"),
 		base:     "http://127.0.0.1:" + strconv.Itoa(ports[0]),
 		temporal: "127.0.0.1:" + strconv.Itoa(ports[1]),
+		smtp:     "127.0.0.1:" + strconv.Itoa(ports[2]),
 	}
+	d.smtpCert = filepath.Join(d.dataDir, "tls", "smtp.crt")
 	d.log, err = os.Create(d.logPath)
 	if err != nil {
 		return nil, err
@@ -110,6 +114,7 @@ func startDev(ctx context.Context, bin, root string, logf func(string, ...any)) 
 		"POSTHASTE_TEMPORAL_IP=127.0.0.1",
 		"POSTHASTE_TEMPORAL_UI_PORT=0",
 		"POSTHASTE_LOG_LEVEL=warn",
+		"POSTHASTE_SMTP_LISTEN=tls://"+d.smtp+",starttls://127.0.0.1:"+strconv.Itoa(ports[3]),
 		// The bench measures the pipeline, not the per-team rate limit.
 		"POSTHASTE_DEFAULT_RATE_LIMIT=1000000",
 	)

@@ -20,8 +20,13 @@
 //     by 16 concurrent starters, from the first start until the last result.
 //  6. The history of one sandbox email's workflow (email/<id>): event count
 //     and types.
-//  7. A summary table and the ratios end-to-end / bare; then dev is stopped
-//     with SIGTERM and everything it wrote is removed.
+//  7. A summary table and the ratios end-to-end / bare.
+//  8. Batch accept rate beside single sends (POST /emails/batch, 100 per call).
+//  9. SMTP accept rate: messages per second through the gateway (implicit
+//     TLS, AUTH once per connection) over 1 and over 16 connections, beside
+//     Postfix's smtp-source -> smtp-sink on this machine (Debian postfix
+//     package) in the same run, and the ratio; then dev is stopped with
+//     SIGTERM and everything it wrote is removed.
 //
 // It does not link the Temporal server: it runs the binary given by -bin, or
 // builds one from ./cmd/posthaste into a temporary directory (about a minute
@@ -58,16 +63,21 @@ type counts struct {
 	e2e     int // sandbox end-to-end run
 	bare    int // each bare Temporal run
 	warmup  int // unmeasured bare workflows before each bare run
-	conc    int // concurrency of the burst, the e2e run and the bare starters
+	conc    int // concurrency of the burst, the e2e run, the bare starters and the SMTP burst
 	maxConc int // concurrency of the widest accept run
+
+	smtpSerial int // SMTP messages over one connection
+	smtpBurst  int // SMTP messages over conc connections
 }
 
 func defaultCounts() counts {
-	return counts{serial: 500, burst: 10000, wide: 5000, e2e: 1000, bare: 1000, warmup: 16, conc: 16, maxConc: 64}
+	return counts{serial: 500, burst: 10000, wide: 5000, e2e: 1000, bare: 1000, warmup: 16, conc: 16, maxConc: 64,
+		smtpSerial: 500, smtpBurst: 3000}
 }
 
 func quickCounts() counts {
-	return counts{serial: 50, burst: 300, wide: 300, e2e: 100, bare: 100, warmup: 16, conc: 16, maxConc: 64}
+	return counts{serial: 50, burst: 300, wide: 300, e2e: 100, bare: 100, warmup: 16, conc: 16, maxConc: 64,
+		smtpSerial: 100, smtpBurst: 400}
 }
 
 func main() {
@@ -177,6 +187,11 @@ func run(ctx context.Context, bin string, c counts, out, progress io.Writer) (er
 	br.Print(&buf)
 	for _, line := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
 		p("%s", line)
+	}
+
+	logf("SMTP accept rate")
+	if _, err := measureSMTP(ctx, dev, c, p, logf); err != nil {
+		return fmt.Errorf("smtp bench: %w", err)
 	}
 	return nil
 }
