@@ -99,6 +99,13 @@ type SendOptions struct {
 	// IdempotencyKey, when not nil, makes the request idempotent (API.md,
 	// Idempotency): 1..256 characters, scoped to the team for 24 hours.
 	IdempotencyKey *string
+	// System marks Posthaste's own email (team invitations, password-reset
+	// links, notices to owners), sent by the operator's system mailer from
+	// POSTHASTE_SYSTEM_FROM: the sandbox sender may then write to addresses
+	// that are not the team's members, such as someone invited to join it.
+	// Every other check still applies. The API and the SMTP gateway never
+	// set it.
+	System bool
 }
 
 // SendResult is the answer to an accepted send, as remembered for its
@@ -135,7 +142,7 @@ func (s *Service) SendWithOptions(ctx context.Context, from Sender, req SendRequ
 	if err != nil {
 		return res, err
 	}
-	domainID, err := s.authorize(ctx, from, e)
+	domainID, err := s.authorize(ctx, from, e, opts.System)
 	if err != nil {
 		return res, err
 	}
@@ -181,14 +188,15 @@ func (s *Service) accept(ctx context.Context, a store.Acceptance) (int64, error)
 // and returns the id of the sender domain (nil for the sandbox). A domain
 // must be the team's, of exactly the From domain (a subdomain is its own
 // domain), and verified or in temporary failure; a key limited to a
-// domain sends only from that domain.
-func (s *Service) authorize(ctx context.Context, from Sender, e Email) (*uuid.UUID, error) {
+// domain sends only from that domain. System email (SendOptions.System)
+// from the sandbox sender may go to anyone.
+func (s *Service) authorize(ctx context.Context, from Sender, e Email, system bool) (*uuid.UUID, error) {
 	if sandbox.IsDomain(e.From.Domain) {
 		if from.DomainID != nil {
 			return nil, Errorf(KindForbidden, "from",
 				"This API key can only send from its own domain, not from the sandbox domain %s.", sandbox.Domain)
 		}
-		return nil, s.authorizeSandbox(ctx, from, e)
+		return nil, s.authorizeSandbox(ctx, from, e, system)
 	}
 	d, err := s.store.DomainByName(ctx, from.TeamID, strings.ToLower(e.From.Domain))
 	if errors.Is(err, store.ErrNotFound) {
@@ -212,10 +220,13 @@ func (s *Service) authorize(ctx context.Context, from Sender, e Email) (*uuid.UU
 }
 
 // authorizeSandbox checks a send from the sandbox domain.
-func (s *Service) authorizeSandbox(ctx context.Context, from Sender, e Email) error {
+func (s *Service) authorizeSandbox(ctx context.Context, from Sender, e Email, system bool) error {
 	if !strings.EqualFold(e.From.Addr(), sandbox.Sender) {
 		return Errorf(KindForbidden, "from",
 			"The sandbox domain %s can only send from %s.", sandbox.Domain, sandbox.Sender)
+	}
+	if system {
+		return nil
 	}
 	// The sandbox sender writes to the sandbox addresses and to the team's
 	// own members, nobody else.
