@@ -33,6 +33,8 @@ func TestLoadDefaults(t *testing.T) {
 	require.Empty(t, c.Limits.RedisURL)
 	require.Equal(t, 30*24*time.Hour, c.Retention.Period)
 	require.Empty(t, c.HTTP.TrustedProxies)
+	require.Empty(t, c.HTTP.PublicURL)
+	require.Empty(t, c.SystemFrom)
 }
 
 func TestLoadDomains(t *testing.T) {
@@ -79,6 +81,7 @@ func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
 		"POSTHASTE_RETENTION":              "thirty days",
 		"REDIS_URL":                        "localhost:6379",
 		"POSTHASTE_TRUSTED_PROXIES":        "10.0.0.0/33",
+		"POSTHASTE_PUBLIC_URL":             "mail.example.com",
 	} {
 		_, err := Load(env(map[string]string{name: val}))
 		require.ErrorContains(t, err, name, name)
