@@ -29,6 +29,13 @@ type Invitation struct {
 	TeamName  string // filled by InvitationByToken
 }
 
+const invitationColumns = `id, team_id, email, role, invited_by, created_at, expires_at`
+
+// fields are the scan targets of invitationColumns.
+func (i *Invitation) fields() []any {
+	return []any{&i.ID, &i.TeamID, &i.Email, &i.Role, &i.InvitedBy, &i.CreatedAt, &i.ExpiresAt}
+}
+
 // Invite stores an invitation with the hash of its token, or, when the team
 // already invited the address, gives that invitation the new token, role,
 // inviter and expiry (the old link stops working). It returns the stored
@@ -48,14 +55,14 @@ func (s *Store) Invite(ctx context.Context, inv Invitation, tokenHash []byte) (I
 // Invitations lists a team's invitations, expired ones included, newest
 // first.
 func (s *Store) Invitations(ctx context.Context, teamID uuid.UUID) ([]Invitation, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, team_id, email, role, invited_by, created_at, expires_at
+	rows, err := s.pool.Query(ctx, `SELECT `+invitationColumns+`
 		FROM invitation WHERE team_id = @team ORDER BY created_at DESC, email`, pgx.NamedArgs{"team": teamID})
 	if err != nil {
 		return nil, mapErr(err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Invitation, error) {
 		var i Invitation
-		err := r.Scan(&i.ID, &i.TeamID, &i.Email, &i.Role, &i.InvitedBy, &i.CreatedAt, &i.ExpiresAt)
+		err := r.Scan(i.fields()...)
 		return i, err
 	})
 	return out, mapErr(err)
@@ -79,10 +86,9 @@ func (s *Store) RevokeInvitation(ctx context.Context, teamID, id uuid.UUID) erro
 // its team's name. ErrNotFound when unknown, used, revoked or expired.
 func (s *Store) InvitationByToken(ctx context.Context, tokenHash []byte) (Invitation, error) {
 	var i Invitation
-	err := s.pool.QueryRow(ctx, `SELECT i.id, i.team_id, i.email, i.role, i.invited_by, i.created_at, i.expires_at, t.name
-		FROM invitation i JOIN team t ON t.id = i.team_id
-		WHERE i.token_hash = @hash AND i.expires_at > now()`, pgx.NamedArgs{"hash": tokenHash}).
-		Scan(&i.ID, &i.TeamID, &i.Email, &i.Role, &i.InvitedBy, &i.CreatedAt, &i.ExpiresAt, &i.TeamName)
+	err := s.pool.QueryRow(ctx, `SELECT `+invitationColumns+`, (SELECT name FROM team WHERE id = team_id)
+		FROM invitation WHERE token_hash = @hash AND expires_at > now()`, pgx.NamedArgs{"hash": tokenHash}).
+		Scan(append(i.fields(), &i.TeamName)...)
 	return i, mapErr(err)
 }
 
@@ -127,8 +133,7 @@ func (s *Store) acceptInvitation(ctx context.Context, tokenHash []byte,
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
 	err = tx.QueryRow(ctx, `DELETE FROM invitation WHERE token_hash = @hash AND expires_at > now()
-		RETURNING id, team_id, email, role, invited_by, created_at, expires_at`, pgx.NamedArgs{"hash": tokenHash}).
-		Scan(&inv.ID, &inv.TeamID, &inv.Email, &inv.Role, &inv.InvitedBy, &inv.CreatedAt, &inv.ExpiresAt)
+		RETURNING `+invitationColumns, pgx.NamedArgs{"hash": tokenHash}).Scan(inv.fields()...)
 	if err != nil {
 		return inv, mapErr(err)
 	}
