@@ -223,10 +223,18 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	reg *prometheus.Registry, metrics *telemetry.Metrics, ready []api.Check, temporalUI string,
 	logger *slog.Logger) (http.Handler, error) {
 	verifier := worker.NewVerifier(tc, verifySchedule(cfg.Domains.Verify))
+	mail, err := newSystemMailer(cfg.SystemFrom, st, in.submit, logger)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	var mailer dashboard.Mailer
+	if mail != nil {
+		mailer = mail
+	}
 	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: in.auth, TemporalUIURL: temporalUI,
 		Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys, OAuth: oauthConfig(cfg.OAuth),
-		WebhookWaker: worker.NewWebhookWaker(tc),
-		Namespace:    cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, Logger: logger})
+		PublicURL: cfg.HTTP.PublicURL, Mailer: mailer, WebhookWaker: worker.NewWebhookWaker(tc),
+		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("loading the dashboard: %w", err)
 	}
@@ -264,7 +272,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 }
 
 func oauthConfig(c config.OAuth) dashboard.OAuth {
-	return dashboard.OAuth{PublicURL: c.PublicURL, Signup: c.Signup,
+	return dashboard.OAuth{Signup: c.Signup,
 		Google: dashboard.Provider{ClientID: c.GoogleClientID, ClientSecret: c.GoogleClientSecret, Issuer: c.GoogleIssuer},
 		GitHub: dashboard.Provider{ClientID: c.GitHubClientID, ClientSecret: c.GitHubClientSecret, URL: c.GitHubURL, APIURL: c.GitHubAPIURL}}
 }
@@ -311,7 +319,7 @@ func newActivities(cfg config.Config, st *store.Store, keys *seal.Box, metrics *
 		return nil, nil, err
 	}
 	sub := submit.New(submit.Config{Store: st, Notifier: outbox, Logger: logger.With("component", "submit")})
-	notices, err := newOwnerNotices(cfg.Webhooks.SystemFrom, st, sub, logger)
+	notices, err := newSystemMailer(cfg.SystemFrom, st, sub, logger)
 	if err != nil {
 		return nil, nil, err
 	}

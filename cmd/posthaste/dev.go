@@ -14,11 +14,21 @@ import (
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/devstack"
 	"github.com/posthaste/posthaste/internal/pgcluster"
+	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/worker"
 )
 
 // runDev runs the whole service in one process on embedded defaults.
 func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout io.Writer) error {
+	// System email (invitations, password resets, notices) works out of
+	// the box from the sandbox sender.
+	if cfg.SystemFrom == "" {
+		cfg.SystemFrom = "Posthaste <" + sandbox.Sender + ">"
+	}
+	// Links in those emails lead to this server unless told otherwise.
+	if cfg.HTTP.PublicURL == "" {
+		cfg.HTTP.PublicURL = "http://" + displayAddr(cfg.HTTP.Addr)
+	}
 	logger.Info("starting", cfg.LogAttrs()...)
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {

@@ -30,6 +30,10 @@ type Config struct {
 
 	DatabaseURL string // DATABASE_URL; empty in dev → private cluster
 	MetricsAddr string // POSTHASTE_METRICS_ADDR: /metrics and /healthz of `worker`
+	// SystemFrom (POSTHASTE_SYSTEM_FROM) sends Posthaste's own emails:
+	// invitations, password-reset links, notices to owners. "" → none are
+	// sent (dev uses the sandbox sender).
+	SystemFrom string
 
 	HTTP      HTTP
 	Limits    Limits
@@ -101,12 +105,15 @@ type Webhooks struct {
 	Retry        []time.Duration // POSTHASTE_WEBHOOK_RETRY: delays before each retry
 	Timeout      time.Duration   // POSTHASTE_WEBHOOK_TIMEOUT: one attempt
 	DisableAfter time.Duration   // POSTHASTE_WEBHOOK_DISABLE_AFTER: failing this long disables
-	SystemFrom   string          // POSTHASTE_SYSTEM_FROM: sender of notices to owners; "" → logged only
 }
 
 // HTTP configures the API listener.
 type HTTP struct {
-	Addr           string   // POSTHASTE_HTTP_ADDR
+	Addr string // POSTHASTE_HTTP_ADDR
+	// PublicURL (POSTHASTE_PUBLIC_URL) is where browsers reach the server:
+	// the base of links in emails and of OAuth callbacks. "" → `dev`: its
+	// own address; otherwise http://localhost:3000.
+	PublicURL      string
 	TrustedProxies []string // POSTHASTE_TRUSTED_PROXIES: comma-separated addresses or CIDRs
 	// SecureCookies marks dashboard cookies Secure (POSTHASTE_SECURE_COOKIES);
 	// set it when the dashboard is served over HTTPS.
@@ -175,7 +182,6 @@ type Egress struct {
 
 // OAuth configures dashboard sign-in through Google and GitHub.
 type OAuth struct {
-	PublicURL          string // POSTHASTE_PUBLIC_URL
 	Signup             bool   // POSTHASTE_SIGNUP
 	GoogleClientID     string // POSTHASTE_GOOGLE_CLIENT_ID
 	GoogleClientSecret string // POSTHASTE_GOOGLE_CLIENT_SECRET
@@ -201,8 +207,10 @@ func Load(getenv Getenv) (Config, error) {
 		LogLevel:    r.oneOf("POSTHASTE_LOG_LEVEL", "info", "debug", "info", "warn", "error"),
 		DatabaseURL: r.secret("DATABASE_URL"),
 		MetricsAddr: r.str("POSTHASTE_METRICS_ADDR", ":9090"),
+		SystemFrom:  r.str("POSTHASTE_SYSTEM_FROM", ""),
 		HTTP: HTTP{Addr: r.str("POSTHASTE_HTTP_ADDR", ":3000"), TrustedProxies: r.list("POSTHASTE_TRUSTED_PROXIES"),
-			SecureCookies: r.boolean("POSTHASTE_SECURE_COOKIES", false)},
+			SecureCookies: r.boolean("POSTHASTE_SECURE_COOKIES", false),
+			PublicURL:     strings.TrimRight(r.str("POSTHASTE_PUBLIC_URL", ""), "/")},
 		Limits: Limits{
 			DefaultRate: r.positive("POSTHASTE_DEFAULT_RATE_LIMIT", 10),
 			RedisURL:    r.secret("REDIS_URL"),
@@ -242,11 +250,9 @@ func Load(getenv Getenv) (Config, error) {
 			Retry:        r.durations("POSTHASTE_WEBHOOK_RETRY", "5s,5m,30m,2h,5h,10h,10h"),
 			Timeout:      r.duration("POSTHASTE_WEBHOOK_TIMEOUT", 15*time.Second),
 			DisableAfter: r.duration("POSTHASTE_WEBHOOK_DISABLE_AFTER", 5*24*time.Hour),
-			SystemFrom:   r.str("POSTHASTE_SYSTEM_FROM", ""),
 		},
 		Admin: Admin{Email: strings.ToLower(r.str("POSTHASTE_ADMIN_EMAIL", "admin@posthaste.local"))},
 		OAuth: OAuth{
-			PublicURL:          r.str("POSTHASTE_PUBLIC_URL", "http://localhost:3000"),
 			Signup:             r.boolean("POSTHASTE_SIGNUP", true),
 			GoogleClientID:     r.str("POSTHASTE_GOOGLE_CLIENT_ID", ""),
 			GoogleClientSecret: r.secret("POSTHASTE_GOOGLE_CLIENT_SECRET"),
@@ -268,6 +274,9 @@ func Load(getenv Getenv) (Config, error) {
 	}
 	if (c.SMTP.CertFile == "") != (c.SMTP.KeyFile == "") {
 		r.fail("POSTHASTE_TLS_CERT_FILE", c.SMTP.CertFile, "and POSTHASTE_TLS_KEY_FILE must be set together")
+	}
+	if u := c.HTTP.PublicURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		r.fail("POSTHASTE_PUBLIC_URL", c.HTTP.PublicURL, "must look like https://mail.example.com")
 	}
 	if c.Delivery.Relay != "" && !strings.HasPrefix(c.Delivery.Relay, "smtp://") {
 		r.fail("POSTHASTE_RELAY", c.Delivery.Relay, "must look like smtp://host:port")
@@ -325,7 +334,8 @@ func (c Config) LogAttrs() []any {
 		slog.Int("default_rate_limit", c.Limits.DefaultRate), slog.String("redis", redis),
 		slog.Any("trusted_proxies", c.HTTP.TrustedProxies), slog.Duration("retention", c.Retention.Period),
 		slog.Any("webhook_retry", c.Webhooks.Retry), slog.Duration("webhook_timeout", c.Webhooks.Timeout),
-		slog.Duration("webhook_disable_after", c.Webhooks.DisableAfter), slog.String("system_from", c.Webhooks.SystemFrom),
+		slog.Duration("webhook_disable_after", c.Webhooks.DisableAfter), slog.String("system_from", c.SystemFrom),
+		slog.String("public_url", c.HTTP.PublicURL),
 	}
 }
 

@@ -33,6 +33,8 @@ func TestLoadDefaults(t *testing.T) {
 	require.Empty(t, c.Limits.RedisURL)
 	require.Equal(t, 30*24*time.Hour, c.Retention.Period)
 	require.Empty(t, c.HTTP.TrustedProxies)
+	require.Empty(t, c.HTTP.PublicURL)
+	require.Empty(t, c.SystemFrom)
 }
 
 func TestLoadDomains(t *testing.T) {
@@ -110,6 +112,7 @@ func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
 		"POSTHASTE_SMTP_LISTEN":            "smtp://0.0.0.0:25",
 		"POSTHASTE_TLS_CERT_FILE":          "/only/the/cert.pem",
 		"POSTHASTE_SMTP_MAX_CONNS_PER_IP":  "none",
+		"POSTHASTE_PUBLIC_URL":             "mail.example.com",
 	} {
 		_, err := Load(env(map[string]string{name: val}))
 		require.ErrorContains(t, err, name, name)

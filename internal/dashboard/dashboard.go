@@ -5,6 +5,7 @@
 package dashboard
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"html/template"
@@ -12,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -47,9 +49,30 @@ type Config struct {
 	Verifier Verifier
 	// OAuth offers sign-in through Google and GitHub when configured.
 	OAuth OAuth
+	// PublicURL is where browsers reach the dashboard's server, e.g.
+	// https://mail.example.com: the base of the links in emails and of the
+	// OAuth callbacks (PublicURL/dashboard/oauth/…). "" → http://localhost:3000.
+	PublicURL string
+	// Mailer sends invitations and password-reset links; nil shows owners
+	// the invitation link to pass on and makes password reset unavailable.
+	Mailer Mailer
 	// SecureCookies marks cookies Secure; set it when served over TLS.
 	SecureCookies bool
 	Logger        *slog.Logger
+}
+
+// Mailer sends the dashboard's own emails through Posthaste. They carry
+// secret links, so an implementation must send them where no team's members
+// can read them back.
+type Mailer interface {
+	SendMail(ctx context.Context, m Mail) error
+}
+
+// Mail is one plain-text email to one address.
+type Mail struct {
+	To      string
+	Subject string
+	Text    string
 }
 
 // Handler serves the dashboard. Construct with New.
@@ -62,6 +85,8 @@ type Handler struct {
 	throttle *throttle
 	oidc     oidcProviders
 	now      func() time.Time
+	// background counts the password-reset emails being sent.
+	background sync.WaitGroup
 }
 
 // New parses the templates and builds the routes.
@@ -72,11 +97,15 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Namespace == "" {
 		cfg.Namespace = "default"
 	}
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = "http://localhost:3000"
+	}
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	h := &Handler{cfg: cfg, store: cfg.Store, logger: cfg.Logger.With("component", "dashboard"),
 		throttle: newThrottle(5, 15*time.Minute), now: time.Now, pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{"fmtTime": fmtTime, "badge": badge, "join": strings.Join,
 		"deref": func(p *int) int { return *p }}
-	for _, page := range []string{"login", "emails", "email", "metrics", "domains", "apikeys", "suppressions", "mfa", "account", "webhooks", "webhook_event", "logs", "log", "team"} {
+	for _, page := range []string{"login", "emails", "email", "metrics", "domains", "apikeys", "suppressions", "mfa", "account", "webhooks", "webhook_event", "logs", "log", "team", "invite", "forgot", "reset"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -94,6 +123,13 @@ func New(cfg Config) (*Handler, error) {
 	})
 	m.HandleFunc("GET /dashboard/login", h.loginPage)
 	m.HandleFunc("POST /dashboard/login", h.login)
+	m.HandleFunc("GET /dashboard/forgot", h.forgotPage)
+	m.HandleFunc("POST /dashboard/forgot", h.forgot)
+	m.HandleFunc("GET /dashboard/reset/{token}", h.resetPage)
+	m.HandleFunc("POST /dashboard/reset/{token}", h.reset)
+	m.HandleFunc("GET /dashboard/invite/{token}", h.invitationPage)
+	m.HandleFunc("POST /dashboard/invite/{token}", h.joinAsNewUser)
+	m.Handle("POST /dashboard/invite/{token}/accept", h.signedIn(h.acceptInvitation))
 	m.HandleFunc("GET /dashboard/oauth/{provider}/start", h.oauthStart)
 	m.HandleFunc("GET /dashboard/oauth/{provider}/callback", h.oauthCallback)
 	m.Handle("GET /dashboard/login/mfa", h.pendingMFA(h.mfaPage))
@@ -118,6 +154,8 @@ func New(cfg Config) (*Handler, error) {
 	m.Handle("GET /dashboard/team", h.signedIn(h.team))
 	m.Handle("POST /dashboard/team/password", h.signedIn(h.changePassword))
 	m.Handle("POST /dashboard/team/members/{id}/remove", h.signedIn(h.removeMember))
+	m.Handle("POST /dashboard/team/invitations", h.signedIn(h.invite))
+	m.Handle("POST /dashboard/team/invitations/{id}/revoke", h.signedIn(h.revokeInvitation))
 	m.Handle("GET /dashboard/logs", h.signedIn(h.logs))
 	m.Handle("GET /dashboard/logs/{id}", h.signedIn(h.logEntry))
 	m.Handle("GET /dashboard/suppressions", h.signedIn(h.suppressions))
@@ -197,6 +235,9 @@ func (h *Handler) failOr404(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	h.fail(w, r, err)
 }
+
+// link is the absolute URL of a dashboard path, for emails.
+func (h *Handler) link(path string) string { return h.cfg.PublicURL + path }
 
 func fmtTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
 

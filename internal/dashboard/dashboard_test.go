@@ -38,10 +38,38 @@ type fixture struct {
 	t        *testing.T
 	srv      *httptest.Server
 	store    *store.Store
+	dash     *dashboard.Handler
 	a, b     account.Credentials
 	verifier *recordingVerifier
 	waker    *recordingWaker
+	mailer   *fakeMailer
 }
+
+// fakeMailer records the dashboard's emails; err makes sending fail.
+type fakeMailer struct {
+	mu   sync.Mutex
+	sent []dashboard.Mail
+	err  error
+}
+
+func (m *fakeMailer) SendMail(_ context.Context, mail dashboard.Mail) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err != nil {
+		return m.err
+	}
+	m.sent = append(m.sent, mail)
+	return nil
+}
+
+func (m *fakeMailer) mails() []dashboard.Mail {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]dashboard.Mail(nil), m.sent...)
+}
+
+// publicURL is the fixture's POSTHASTE_PUBLIC_URL, the base of links in emails.
+const publicURL = "https://mail.example.test"
 
 type recordingVerifier struct {
 	mu  sync.Mutex
@@ -55,7 +83,9 @@ func (v *recordingVerifier) Verify(_ context.Context, id string) error {
 	return nil
 }
 
-func newFixture(t *testing.T) *fixture {
+// newFixture runs the dashboard with a fake mailer; opts change its
+// configuration.
+func newFixture(t *testing.T, opts ...func(*dashboard.Config)) *fixture {
 	t.Helper()
 	st := storetest.New(t)
 	authn := auth.NewAuthenticator(st, time.Second)
@@ -63,8 +93,14 @@ func newFixture(t *testing.T) *fixture {
 	wk := &recordingWaker{}
 	box, err := seal.New(bytes.Repeat([]byte{7}, 32))
 	require.NoError(t, err)
-	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: authn, TemporalUIURL: "http://ui.example:8233", Keys: box, WebhookWaker: wk,
-		Records: records.Config{BounceHost: "bounces.posthaste.example", SPFInclude: "spf.posthaste.example"}, Verifier: v})
+	mailer := &fakeMailer{}
+	cfg := dashboard.Config{Store: st, Auth: authn, TemporalUIURL: "http://ui.example:8233", Keys: box, WebhookWaker: wk,
+		Records: records.Config{BounceHost: "bounces.posthaste.example", SPFInclude: "spf.posthaste.example"}, Verifier: v,
+		Mailer: mailer, PublicURL: publicURL + "/"}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	dash, err := dashboard.New(cfg)
 	require.NoError(t, err)
 	h, err := api.New(api.Config{Store: st, Auth: authn,
 		Submit: submit.New(submit.Config{Store: st}), Dashboard: dash})
@@ -76,7 +112,7 @@ func newFixture(t *testing.T) *fixture {
 	require.NoError(t, err)
 	b, err := account.NewTeam(ctx, st, "Team B", "b@example.com")
 	require.NoError(t, err)
-	return &fixture{t: t, srv: srv, store: st, a: a, b: b, verifier: v, waker: wk}
+	return &fixture{t: t, srv: srv, store: st, dash: dash, a: a, b: b, verifier: v, waker: wk, mailer: mailer}
 }
 
 // browser is a client with a cookie jar that does not follow redirects.

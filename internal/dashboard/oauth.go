@@ -21,10 +21,8 @@ import (
 
 // OAuth configures sign-in through Google (OpenID Connect) and GitHub.
 // A provider without a client id is not offered.
+// Callbacks are Config.PublicURL/dashboard/oauth/<provider>/callback.
 type OAuth struct {
-	// PublicURL is where browsers reach the dashboard's server, e.g.
-	// https://mail.example.com; callbacks are PublicURL/dashboard/oauth/…
-	PublicURL string
 	// Signup lets a first sign-in with an unknown email create the user
 	// and a team of their own.
 	Signup bool
@@ -81,7 +79,7 @@ func (h *Handler) googleIssuer() string {
 // it is not configured.
 func (h *Handler) oauthConfig(ctx context.Context, provider string) (*oauth2.Config, error) {
 	o := h.cfg.OAuth
-	redirect := strings.TrimRight(o.PublicURL, "/") + "/dashboard/oauth/" + provider + "/callback"
+	redirect := h.link("/dashboard/oauth/" + provider + "/callback")
 	switch provider {
 	case "google":
 		if o.Google.ClientID == "" {

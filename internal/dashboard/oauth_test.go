@@ -22,14 +22,14 @@ import (
 )
 
 // oauthFixture is a dashboard whose OAuth settings point at test providers.
-func oauthFixture(t *testing.T, oauth func(publicURL string) dashboard.OAuth) *fixture {
+func oauthFixture(t *testing.T, oauth func() dashboard.OAuth) *fixture {
 	t.Helper()
 	st := storetest.New(t)
 	var h http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
 	t.Cleanup(srv.Close)
 	authn := auth.NewAuthenticator(st, time.Second)
-	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: authn, OAuth: oauth(srv.URL)})
+	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: authn, PublicURL: srv.URL, OAuth: oauth()})
 	require.NoError(t, err)
 	h, err = api.New(api.Config{Store: st, Auth: authn, Submit: submit.New(submit.Config{Store: st}), Dashboard: dash})
 	require.NoError(t, err)
@@ -59,8 +59,8 @@ func TestGoogleSignIn(t *testing.T) {
 	defer func() { _ = m.Shutdown() }()
 	mc := m.Config()
 	signup := true
-	f := oauthFixture(t, func(public string) dashboard.OAuth {
-		return dashboard.OAuth{PublicURL: public, Signup: signup,
+	f := oauthFixture(t, func() dashboard.OAuth {
+		return dashboard.OAuth{Signup: signup,
 			Google: dashboard.Provider{ClientID: mc.ClientID, ClientSecret: mc.ClientSecret, Issuer: m.Issuer()}}
 	})
 	_, page := get(t, f.browser(), f.srv.URL+"/dashboard/login")
@@ -98,8 +98,8 @@ func TestGoogleSignIn(t *testing.T) {
 
 	// With sign-up off, unknown emails get no account.
 	signup = false
-	f2 := oauthFixture(t, func(public string) dashboard.OAuth {
-		return dashboard.OAuth{PublicURL: public, Signup: false,
+	f2 := oauthFixture(t, func() dashboard.OAuth {
+		return dashboard.OAuth{Signup: false,
 			Google: dashboard.Provider{ClientID: mc.ClientID, ClientSecret: mc.ClientSecret, Issuer: m.Issuer()}}
 	})
 	m.QueueUser(&mockoidc.MockUser{Subject: "g-4", Email: "stranger@example.com", EmailVerified: true})
@@ -152,8 +152,8 @@ func newFakeGitHub(t *testing.T) *fakeGitHub {
 
 func TestGitHubSignIn(t *testing.T) {
 	gh := newFakeGitHub(t)
-	f := oauthFixture(t, func(public string) dashboard.OAuth {
-		return dashboard.OAuth{PublicURL: public, Signup: true,
+	f := oauthFixture(t, func() dashboard.OAuth {
+		return dashboard.OAuth{Signup: true,
 			GitHub: dashboard.Provider{ClientID: "gh-client", ClientSecret: "gh-secret", URL: gh.srv.URL, APIURL: gh.srv.URL}}
 	})
 	_, page := get(t, f.browser(), f.srv.URL+"/dashboard/login")

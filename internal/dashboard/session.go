@@ -19,8 +19,10 @@ import (
 )
 
 const (
-	sessionCookie   = "posthaste_session"
-	loginCSRFCookie = "posthaste_login_csrf"
+	sessionCookie = "posthaste_session"
+	// formCSRFCookie holds the CSRF token of the forms shown before sign-in
+	// (sign-in, password reset, joining by invitation).
+	formCSRFCookie  = "posthaste_login_csrf"
 	sessionLifetime = 14 * 24 * time.Hour
 )
 
@@ -58,21 +60,33 @@ func (h *Handler) pendingMFA(next func(http.ResponseWriter, *http.Request, *stor
 	return h.session(true, next)
 }
 
+// cookieSession returns the live session of the request's cookie, nil when
+// there is none (dropping a stale cookie).
+func (h *Handler) cookieSession(w http.ResponseWriter, r *http.Request) (*store.Session, error) {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil || c.Value == "" {
+		return nil, nil
+	}
+	se, err := h.store.SessionByHash(r.Context(), tokenHash(c.Value))
+	if errors.Is(err, store.ErrNotFound) {
+		http.SetCookie(w, h.cookie(sessionCookie, "", -time.Second))
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &se, nil
+}
+
 func (h *Handler) session(pending bool, next func(http.ResponseWriter, *http.Request, *store.Session)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := r.Cookie(sessionCookie)
-		if err != nil || c.Value == "" {
-			h.toLogin(w, r)
-			return
-		}
-		se, err := h.store.SessionByHash(r.Context(), tokenHash(c.Value))
-		if errors.Is(err, store.ErrNotFound) {
-			http.SetCookie(w, h.cookie(sessionCookie, "", -time.Second))
-			h.toLogin(w, r)
-			return
-		}
+		se, err := h.cookieSession(w, r)
 		if err != nil {
 			h.fail(w, r, err)
+			return
+		}
+		if se == nil {
+			h.toLogin(w, r)
 			return
 		}
 		if r.Method == http.MethodPost && !sameToken(r.PostFormValue("csrf"), se.CSRFToken) {
@@ -98,7 +112,7 @@ func (h *Handler) session(pending bool, next func(http.ResponseWriter, *http.Req
 				return
 			}
 		}
-		next(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, &se)), &se)
+		next(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, se)), se)
 	})
 }
 
@@ -130,10 +144,26 @@ func (h *Handler) renderLogin(w http.ResponseWriter, status int, d loginData) {
 		d.Next = "/dashboard/emails"
 	}
 	d.Providers = h.providersShown(d.Next)
-	tok := randomToken()
-	http.SetCookie(w, h.cookie(loginCSRFCookie, tok, time.Hour))
-	h.render(w, status, "login", view{Title: "Sign in", CSRF: tok, Data: d})
+	h.render(w, status, "login", view{Title: "Sign in", CSRF: h.formToken(w), Data: d})
 }
+
+// formToken sets the CSRF cookie of a form shown before sign-in and
+// returns the token for the form's csrf field.
+func (h *Handler) formToken(w http.ResponseWriter) string {
+	tok := randomToken()
+	http.SetCookie(w, h.cookie(formCSRFCookie, tok, time.Hour))
+	return tok
+}
+
+// formTokenOK checks the CSRF token of a form posted before sign-in
+// (double submit: the field must match the cookie).
+func formTokenOK(r *http.Request) bool {
+	c, err := r.Cookie(formCSRFCookie)
+	return err == nil && sameToken(r.PostFormValue("csrf"), c.Value)
+}
+
+// formExpired answers a form posted before sign-in without its CSRF token.
+const formExpired = "The form has expired. Try again."
 
 // safeNext keeps redirects after login inside the dashboard.
 func safeNext(next string) string {
@@ -149,9 +179,8 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	email := strings.ToLower(strings.TrimSpace(r.PostFormValue("email")))
 	pw := r.PostFormValue("password")
 	d := loginData{Email: email, Next: safeNext(r.PostFormValue("next"))}
-	c, err := r.Cookie(loginCSRFCookie)
-	if err != nil || !sameToken(r.PostFormValue("csrf"), c.Value) {
-		d.Error = "The form has expired. Try again."
+	if !formTokenOK(r) {
+		d.Error = formExpired
 		h.renderLogin(w, http.StatusForbidden, d)
 		return
 	}
@@ -205,7 +234,7 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, u store.U
 		h.fail(w, r, err)
 		return
 	}
-	http.SetCookie(w, h.cookie(loginCSRFCookie, "", -time.Second))
+	http.SetCookie(w, h.cookie(formCSRFCookie, "", -time.Second))
 	http.SetCookie(w, h.cookie(sessionCookie, tok, sessionLifetime))
 	if pending {
 		http.Redirect(w, r, "/dashboard/login/mfa?next="+url.QueryEscape(next), http.StatusSeeOther)

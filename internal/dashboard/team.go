@@ -3,6 +3,7 @@ package dashboard
 import (
 	"errors"
 	"net/http"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -15,11 +16,15 @@ import (
 const minPassword = 10
 
 type teamData struct {
-	Members []store.Member
-	Owner   bool
-	Self    uuid.UUID
-	Message string
-	Error   string
+	Members     []store.Member
+	Invitations []store.Invitation // owners only
+	Owner       bool
+	Self        uuid.UUID
+	Now         time.Time // marks expired invitations
+	// InviteLink is a new invitation's link, shown when no email took it.
+	InviteLink string
+	Message    string
+	Error      string
 }
 
 func (h *Handler) team(w http.ResponseWriter, r *http.Request, se *store.Session) {
@@ -32,13 +37,39 @@ func (h *Handler) renderTeam(w http.ResponseWriter, r *http.Request, se *store.S
 		h.fail(w, r, err)
 		return
 	}
-	d.Members, d.Self = members, se.UserID
+	d.Members, d.Self, d.Now = members, se.UserID, h.now()
 	for _, m := range members {
 		if m.UserID == se.UserID && m.Role == "owner" {
 			d.Owner = true
 		}
 	}
+	if d.Owner {
+		if d.Invitations, err = h.store.Invitations(r.Context(), se.TeamID); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+	}
 	h.render(w, status, "team", view{Title: "Team", Nav: "team", Session: se, CSRF: se.CSRFToken, Data: d})
+}
+
+// newPassword checks a new password and its repetition and returns its
+// hash. When they are unfit it answers with refuse, given what to fix (or
+// with a failure), and returns false.
+func (h *Handler) newPassword(w http.ResponseWriter, r *http.Request, pw, confirm string, refuse func(problem string)) (string, bool) {
+	switch {
+	case utf8.RuneCountInString(pw) < minPassword:
+		refuse("Choose a password of at least 10 characters.")
+		return "", false
+	case pw != confirm:
+		refuse("The two new passwords differ.")
+		return "", false
+	}
+	hash, err := password.Hash(pw)
+	if err != nil {
+		h.fail(w, r, err)
+		return "", false
+	}
+	return hash, true
 }
 
 // changePassword checks the current password (users who signed up through
@@ -62,17 +93,10 @@ func (h *Handler) changePassword(w http.ResponseWriter, r *http.Request, se *sto
 			return
 		}
 	}
-	if utf8.RuneCountInString(next) < minPassword {
-		h.renderTeam(w, r, se, http.StatusUnprocessableEntity, teamData{Error: "Choose a password of at least 10 characters."})
-		return
-	}
-	if next != confirm {
-		h.renderTeam(w, r, se, http.StatusUnprocessableEntity, teamData{Error: "The two new passwords differ."})
-		return
-	}
-	newHash, err := password.Hash(next)
-	if err != nil {
-		h.fail(w, r, err)
+	newHash, ok := h.newPassword(w, r, next, confirm, func(problem string) {
+		h.renderTeam(w, r, se, http.StatusUnprocessableEntity, teamData{Error: problem})
+	})
+	if !ok {
 		return
 	}
 	if err := h.store.SetPassword(r.Context(), se.UserID, newHash, se.IDHash); err != nil {

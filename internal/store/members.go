@@ -12,13 +12,14 @@ import (
 type Member struct {
 	UserID   uuid.UUID
 	Email    string
+	Name     string
 	Role     string
 	JoinedAt time.Time
 }
 
 // Members lists a team's members, owners first.
 func (s *Store) Members(ctx context.Context, teamID uuid.UUID) ([]Member, error) {
-	rows, err := s.pool.Query(ctx, `SELECT u.id, u.email, m.role, m.created_at
+	rows, err := s.pool.Query(ctx, `SELECT u.id, u.email, u.name, m.role, m.created_at
 		FROM membership m JOIN app_user u ON u.id = m.user_id
 		WHERE m.team_id = @team ORDER BY m.role = 'owner' DESC, u.email`, pgx.NamedArgs{"team": teamID})
 	if err != nil {
@@ -26,7 +27,7 @@ func (s *Store) Members(ctx context.Context, teamID uuid.UUID) ([]Member, error)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Member, error) {
 		var m Member
-		err := r.Scan(&m.UserID, &m.Email, &m.Role, &m.JoinedAt)
+		err := r.Scan(&m.UserID, &m.Email, &m.Name, &m.Role, &m.JoinedAt)
 		return m, err
 	})
 	return out, mapErr(err)

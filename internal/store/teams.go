@@ -21,6 +21,7 @@ type Team struct {
 type User struct {
 	ID           uuid.UUID
 	Email        string
+	Name         string // optional display name
 	PasswordHash string
 	CreatedAt    time.Time
 }
@@ -60,8 +61,8 @@ func (s *Store) CreateTeam(ctx context.Context, t Team) error {
 // email is taken.
 func (s *Store) CreateUser(ctx context.Context, u User) error {
 	_, err := s.pool.Exec(ctx,
-		`INSERT INTO app_user (id, email, password_hash) VALUES (@id, @email, @hash)`,
-		pgx.NamedArgs{"id": u.ID, "email": strings.ToLower(u.Email), "hash": u.PasswordHash})
+		`INSERT INTO app_user (id, email, name, password_hash) VALUES (@id, @email, @name, @hash)`,
+		pgx.NamedArgs{"id": u.ID, "email": strings.ToLower(u.Email), "name": u.Name, "hash": u.PasswordHash})
 	return mapErr(err)
 }
 
@@ -69,8 +70,8 @@ func (s *Store) CreateUser(ctx context.Context, u User) error {
 func (s *Store) UserByEmail(ctx context.Context, email string) (User, error) {
 	var u User
 	err := s.pool.QueryRow(ctx,
-		`SELECT id, email, coalesce(password_hash, ''), created_at FROM app_user WHERE email = @email`,
-		pgx.NamedArgs{"email": strings.ToLower(email)}).Scan(&u.ID, &u.Email, &u.PasswordHash, &u.CreatedAt)
+		`SELECT id, email, name, coalesce(password_hash, ''), created_at FROM app_user WHERE email = @email`,
+		pgx.NamedArgs{"email": strings.ToLower(email)}).Scan(&u.ID, &u.Email, &u.Name, &u.PasswordHash, &u.CreatedAt)
 	return u, mapErr(err)
 }
 

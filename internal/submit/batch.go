@@ -146,7 +146,7 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 			if z, ok := domains[key]; ok {
 				domainID, err = z.id, z.err
 			} else {
-				domainID, err = s.authorize(ctx, from, e)
+				domainID, err = s.authorize(ctx, from, e, false)
 				if !sandbox.IsDomain(key) {
 					domains[key] = authz{domainID, err}
 				}

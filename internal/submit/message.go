@@ -100,7 +100,7 @@ func (s *Service) SendMessage(ctx context.Context, from Sender, m Message) (Send
 	if _, err := s.authorizeSender(ctx, from, env, "MAIL FROM"); err != nil {
 		return res, err
 	}
-	domainID, err := s.authorize(ctx, from, e)
+	domainID, err := s.authorize(ctx, from, e, false)
 	if err != nil {
 		return res, err
 	}

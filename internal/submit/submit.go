@@ -99,6 +99,13 @@ type SendOptions struct {
 	// IdempotencyKey, when not nil, makes the request idempotent (API.md,
 	// Idempotency): 1..256 characters, scoped to the team for 24 hours.
 	IdempotencyKey *string
+	// System marks Posthaste's own email (team invitations, password-reset
+	// links, notices to owners), sent by the operator's system mailer from
+	// POSTHASTE_SYSTEM_FROM: the sandbox sender may then write to addresses
+	// that are not the team's members, such as someone invited to join it.
+	// Every other check still applies. The API and the SMTP gateway never
+	// set it.
+	System bool
 }
 
 // SendResult is the answer to an accepted send, as remembered for its
@@ -135,7 +142,7 @@ func (s *Service) SendWithOptions(ctx context.Context, from Sender, req SendRequ
 	if err != nil {
 		return res, err
 	}
-	domainID, err := s.authorize(ctx, from, e)
+	domainID, err := s.authorize(ctx, from, e, opts.System)
 	if err != nil {
 		return res, err
 	}
@@ -181,13 +188,14 @@ func (s *Service) accept(ctx context.Context, a store.Acceptance) (int64, error)
 // and returns the id of the sender domain (nil for the sandbox). A domain
 // must be the team's, of exactly the From domain (a subdomain is its own
 // domain), and verified or in temporary failure; a key limited to a
-// domain sends only from that domain.
-func (s *Service) authorize(ctx context.Context, from Sender, e Email) (*uuid.UUID, error) {
+// domain sends only from that domain. System email (SendOptions.System)
+// from the sandbox sender may go to anyone.
+func (s *Service) authorize(ctx context.Context, from Sender, e Email, system bool) (*uuid.UUID, error) {
 	domainID, err := s.authorizeSender(ctx, from, e.From, "from")
 	if err != nil || domainID != nil {
 		return domainID, err
 	}
-	return nil, s.authorizeSandbox(ctx, from, e)
+	return nil, s.authorizeSandbox(ctx, from, e, system)
 }
 
 // authorizeSender checks that the team may send as addr (the `from` field,
@@ -226,8 +234,12 @@ func (s *Service) authorizeSender(ctx context.Context, from Sender, addr Address
 	return &d.ID, nil
 }
 
-// authorizeSandbox checks a send from the sandbox domain.
-func (s *Service) authorizeSandbox(ctx context.Context, from Sender, e Email) error {
+// authorizeSandbox checks the recipients of a send from the sandbox
+// sender; system email may go to anyone.
+func (s *Service) authorizeSandbox(ctx context.Context, from Sender, e Email, system bool) error {
+	if system {
+		return nil
+	}
 	// The sandbox sender writes to the sandbox addresses and to the team's
 	// own members, nobody else.
 	var others []string

@@ -1,0 +1,226 @@
+package dashboard
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/mail"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// invitationLifetime is how long an invitation link works.
+const invitationLifetime = 7 * 24 * time.Hour
+
+// invite lets an owner invite an address to the team: it stores the
+// invitation (replacing an earlier one for the address) and emails its link,
+// or shows the link when no email can take it.
+func (h *Handler) invite(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	if !h.requireOwner(w, r, se, func() {
+		h.renderTeam(w, r, se, http.StatusForbidden, teamData{Error: "Only team owners can invite members."})
+	}) {
+		return
+	}
+	email := strings.ToLower(strings.TrimSpace(r.PostFormValue("email")))
+	role := r.PostFormValue("role")
+	if role != "owner" {
+		role = "member"
+	}
+	if a, err := mail.ParseAddress(email); err != nil || a.Address != email || len(email) > 254 {
+		h.renderTeam(w, r, se, http.StatusUnprocessableEntity, teamData{Error: "Enter the email address to invite."})
+		return
+	}
+	members, err := h.store.TeamMembers(r.Context(), se.TeamID, []string{email})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if members[email] {
+		h.renderTeam(w, r, se, http.StatusConflict, teamData{Error: email + " is already a member of the team."})
+		return
+	}
+	tok := randomToken()
+	inv, err := h.store.Invite(r.Context(), store.Invitation{ID: uuid.New(), TeamID: se.TeamID, Email: email, Role: role,
+		InvitedBy: &se.UserID, ExpiresAt: h.now().Add(invitationLifetime)}, tokenHash(tok))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	link := h.link("/dashboard/invite/" + tok)
+	d := teamData{Message: "Invitation sent to " + email + "."}
+	if h.cfg.Mailer == nil {
+		d = teamData{InviteLink: link, Message: "Email is not set up on this server (POSTHASTE_SYSTEM_FROM), so no invitation " +
+			"was sent. Send " + email + " this link yourself: it works once, for 7 days."}
+	} else if err := h.cfg.Mailer.SendMail(r.Context(), Mail{To: email, Subject: "Join " + se.TeamName + " on Posthaste",
+		Text: invitationText(se.UserEmail, se.TeamName, role, link, inv.ExpiresAt)}); err != nil {
+		h.logger.Error("sending an invitation", "team_id", se.TeamID, "err", err)
+		d = teamData{InviteLink: link, Error: "The invitation email could not be sent. Send " + email +
+			" this link yourself: it works once, for 7 days."}
+	}
+	h.logger.Info("member invited", "team_id", se.TeamID)
+	h.renderTeam(w, r, se, http.StatusCreated, d)
+}
+
+func invitationText(inviter, team, role, link string, expires time.Time) string {
+	return fmt.Sprintf("%s invited you to join the team %q on Posthaste as %s.\n\n"+
+		"Accept the invitation:\n%s\n\n"+
+		"The link works once and expires on %s. If you did not expect this invitation, ignore this email.\n",
+		inviter, team, map[string]string{"owner": "an owner", "member": "a member"}[role], link, fmtTime(expires))
+}
+
+// revokeInvitation lets an owner withdraw an invitation of the team.
+func (h *Handler) revokeInvitation(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	if !h.requireOwner(w, r, se, func() {
+		h.renderTeam(w, r, se, http.StatusForbidden, teamData{Error: "Only team owners can revoke invitations."})
+	}) {
+		return
+	}
+	if _, ok := byPathID(h, w, r, func(id uuid.UUID) (struct{}, error) {
+		return struct{}{}, h.store.RevokeInvitation(r.Context(), se.TeamID, id)
+	}); ok {
+		http.Redirect(w, r, "/dashboard/team", http.StatusSeeOther)
+	}
+}
+
+// What the page of an invitation link shows.
+const (
+	inviteInvalid = "invalid" // unknown, used, revoked or expired
+	inviteNewUser = "new"     // no user has the address: choose a password
+	inviteSignIn  = "signin"  // the user exists: sign in first
+	inviteAccept  = "accept"  // signed in as the invited user
+	inviteOther   = "other"   // signed in as someone else
+)
+
+type inviteData struct {
+	State      string
+	Invitation store.Invitation
+	Token      string
+	SignedInAs string
+	SignInURL  string
+	Name       string
+	Error      string
+}
+
+// invitationPage shows an invitation link: a form to join as a new user,
+// or, when the address has a user, a way to sign in and accept.
+func (h *Handler) invitationPage(w http.ResponseWriter, r *http.Request) {
+	if d, ok := h.liveInvitation(w, r); ok {
+		h.showInvitation(w, r, http.StatusOK, d)
+	}
+}
+
+// liveInvitation reads the invitation of the link's token. When it is not
+// live it answers (see invalidInvitation) and returns false.
+func (h *Handler) liveInvitation(w http.ResponseWriter, r *http.Request) (inviteData, bool) {
+	tok := r.PathValue("token")
+	inv, err := h.store.InvitationByToken(r.Context(), tokenHash(tok))
+	if err != nil {
+		h.invalidInvitation(w, r, err)
+		return inviteData{}, false
+	}
+	return inviteData{Invitation: inv, Token: tok}, true
+}
+
+// invalidInvitation answers a link that does not lead to a live invitation
+// with the same page whatever the reason.
+func (h *Handler) invalidInvitation(w http.ResponseWriter, r *http.Request, err error) {
+	if !errors.Is(err, store.ErrNotFound) {
+		h.fail(w, r, err)
+		return
+	}
+	h.render(w, http.StatusNotFound, "invite", view{Title: "Invitation", Data: inviteData{State: inviteInvalid}})
+}
+
+func (h *Handler) showInvitation(w http.ResponseWriter, r *http.Request, status int, d inviteData) {
+	u, err := h.store.UserByEmail(r.Context(), d.Invitation.Email)
+	if errors.Is(err, store.ErrNotFound) {
+		d.State = inviteNewUser
+		h.render(w, status, "invite", view{Title: "Join " + d.Invitation.TeamName, CSRF: h.formToken(w), Data: d})
+		return
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	se, err := h.cookieSession(w, r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	v := view{Title: "Join " + d.Invitation.TeamName}
+	switch {
+	case se == nil || se.MFAPending:
+		d.State = inviteSignIn
+		d.SignInURL = "/dashboard/login?next=" + url.QueryEscape("/dashboard/invite/"+d.Token)
+	case se.UserID != u.ID:
+		d.State, d.SignedInAs, v.Session, v.CSRF = inviteOther, se.UserEmail, se, se.CSRFToken
+	default:
+		d.State, v.Session, v.CSRF = inviteAccept, se, se.CSRFToken
+	}
+	v.Data = d
+	h.render(w, status, "invite", v)
+}
+
+// joinAsNewUser creates the invited address's user with the chosen
+// password as a member of the team, spends the invitation and signs in.
+func (h *Handler) joinAsNewUser(w http.ResponseWriter, r *http.Request) {
+	d, ok := h.liveInvitation(w, r)
+	if !ok {
+		return
+	}
+	d.Name = strings.TrimSpace(r.PostFormValue("name"))
+	if !formTokenOK(r) {
+		d.Error = formExpired
+		h.showInvitation(w, r, http.StatusForbidden, d)
+		return
+	}
+	if utf8.RuneCountInString(d.Name) > 100 {
+		d.Error = "Keep the name under 100 characters."
+		h.showInvitation(w, r, http.StatusUnprocessableEntity, d)
+		return
+	}
+	hash, ok := h.newPassword(w, r, r.PostFormValue("password"), r.PostFormValue("confirm"), func(problem string) {
+		d.Error = problem
+		h.showInvitation(w, r, http.StatusUnprocessableEntity, d)
+	})
+	if !ok {
+		return
+	}
+	u := store.User{ID: uuid.New(), Name: d.Name, PasswordHash: hash}
+	inv, err := h.store.AcceptInvitationAsNewUser(r.Context(), tokenHash(d.Token), u)
+	if errors.Is(err, store.ErrConflict) {
+		// The address got a user meanwhile: that user signs in to accept.
+		h.showInvitation(w, r, http.StatusConflict, d)
+		return
+	}
+	if err != nil {
+		h.invalidInvitation(w, r, err)
+		return
+	}
+	u.Email = inv.Email
+	h.logger.Info("invitation accepted by a new user", "team_id", inv.TeamID)
+	h.startSession(w, r, u, "/dashboard/team")
+}
+
+// acceptInvitation makes the signed-in user, who has the invited address,
+// a member of the team, spends the invitation and switches the session to
+// that team.
+func (h *Handler) acceptInvitation(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	inv, err := h.store.AcceptInvitation(r.Context(), tokenHash(r.PathValue("token")), se.UserID)
+	if err != nil {
+		h.invalidInvitation(w, r, err)
+		return
+	}
+	if err := h.store.SetSessionTeam(r.Context(), se.IDHash, inv.TeamID); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.logger.Info("invitation accepted", "team_id", inv.TeamID)
+	http.Redirect(w, r, "/dashboard/team", http.StatusSeeOther)
+}

@@ -1,0 +1,173 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+const (
+	// resetLifetime is how long a password-reset link works.
+	resetLifetime = time.Hour
+	// resetSendTimeout bounds the sending of one reset email.
+	resetSendTimeout = 30 * time.Second
+)
+
+type forgotData struct {
+	Email       string
+	Sent        bool
+	Unavailable bool // no mailer: links cannot be sent
+	Error       string
+}
+
+func (h *Handler) renderForgot(w http.ResponseWriter, status int, d forgotData) {
+	d.Unavailable = h.cfg.Mailer == nil
+	h.render(w, status, "forgot", view{Title: "Reset your password", CSRF: h.formToken(w), Data: d})
+}
+
+func (h *Handler) forgotPage(w http.ResponseWriter, _ *http.Request) {
+	h.renderForgot(w, http.StatusOK, forgotData{})
+}
+
+// forgot emails a password-reset link to the address if a user has it. The
+// answer is the same either way, and the email is sent after answering, so
+// neither the text nor the time tells which addresses have accounts. Each
+// address and each client address may ask a few times per throttle window.
+func (h *Handler) forgot(w http.ResponseWriter, r *http.Request) {
+	d := forgotData{Email: strings.ToLower(strings.TrimSpace(r.PostFormValue("email")))}
+	if h.cfg.Mailer == nil {
+		h.renderForgot(w, http.StatusServiceUnavailable, d)
+		return
+	}
+	if !formTokenOK(r) {
+		d.Error = formExpired
+		h.renderForgot(w, http.StatusForbidden, d)
+		return
+	}
+	if d.Email == "" {
+		d.Error = "Enter the email address you sign in with."
+		h.renderForgot(w, http.StatusUnprocessableEntity, d)
+		return
+	}
+	now := h.now()
+	keys := []string{"reset|" + d.Email, "reset-ip|" + clientIP(r)}
+	for _, k := range keys {
+		if !h.throttle.allow(k, now) {
+			d.Error = "Too many reset requests. Wait a few minutes and try again."
+			h.renderForgot(w, http.StatusTooManyRequests, d)
+			return
+		}
+	}
+	for _, k := range keys {
+		h.throttle.fail(k, now)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), resetSendTimeout)
+	h.background.Add(1)
+	go func() {
+		defer h.background.Done()
+		defer cancel()
+		if err := h.sendReset(ctx, d.Email); err != nil {
+			h.logger.Error("sending a password-reset link", "err", err)
+		}
+	}()
+	d.Sent = true
+	h.renderForgot(w, http.StatusOK, d)
+}
+
+// sendReset stores a new reset token for the user with this address, if
+// any (the user's older link stops working), and emails its link.
+func (h *Handler) sendReset(ctx context.Context, email string) error {
+	u, err := h.store.UserByEmail(ctx, email)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("finding the user: %w", err)
+	}
+	tok := randomToken()
+	expires := h.now().Add(resetLifetime)
+	if err := h.store.RequestPasswordReset(ctx, u.ID, tokenHash(tok), expires); err != nil {
+		return fmt.Errorf("storing the reset token: %w", err)
+	}
+	text := fmt.Sprintf("Someone asked to reset the password of your Posthaste account %s.\n\n"+
+		"Choose a new password:\n%s\n\n"+
+		"The link works once and expires at %s. Setting a new password signs you out everywhere; "+
+		"two-factor authentication stays on. If you did not ask for this, ignore this email: your password stays as it is.\n",
+		u.Email, h.link("/dashboard/reset/"+tok), fmtTime(expires))
+	if err := h.cfg.Mailer.SendMail(ctx, Mail{To: u.Email, Subject: "Reset your Posthaste password", Text: text}); err != nil {
+		return err
+	}
+	h.logger.Info("password-reset link sent")
+	return nil
+}
+
+type resetData struct {
+	Invalid bool // the link is unknown, used, replaced or expired
+	Done    bool
+	Token   string
+	Error   string
+}
+
+func (h *Handler) renderReset(w http.ResponseWriter, status int, d resetData) {
+	v := view{Title: "Choose a new password", Data: d}
+	if !d.Invalid && !d.Done {
+		v.CSRF = h.formToken(w)
+	}
+	h.render(w, status, "reset", v)
+}
+
+// resetLink checks the token of a reset link; when it is not live it
+// answers (the same page whatever the reason) and returns false.
+func (h *Handler) resetLink(w http.ResponseWriter, r *http.Request) bool {
+	_, err := h.store.PasswordResetUser(r.Context(), tokenHash(r.PathValue("token")))
+	if errors.Is(err, store.ErrNotFound) {
+		h.renderReset(w, http.StatusNotFound, resetData{Invalid: true})
+		return false
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return false
+	}
+	return true
+}
+
+func (h *Handler) resetPage(w http.ResponseWriter, r *http.Request) {
+	if h.resetLink(w, r) {
+		h.renderReset(w, http.StatusOK, resetData{Token: r.PathValue("token")})
+	}
+}
+
+// reset sets a new password with a reset link, spends the link and ends
+// every session of the user, who then signs in as usual (with the second
+// factor, when they have one).
+func (h *Handler) reset(w http.ResponseWriter, r *http.Request) {
+	if !h.resetLink(w, r) {
+		return
+	}
+	tok := r.PathValue("token")
+	if !formTokenOK(r) {
+		h.renderReset(w, http.StatusForbidden, resetData{Token: tok, Error: formExpired})
+		return
+	}
+	hash, ok := h.newPassword(w, r, r.PostFormValue("password"), r.PostFormValue("confirm"), func(problem string) {
+		h.renderReset(w, http.StatusUnprocessableEntity, resetData{Token: tok, Error: problem})
+	})
+	if !ok {
+		return
+	}
+	if _, err := h.store.ResetPassword(r.Context(), tokenHash(tok), hash); errors.Is(err, store.ErrNotFound) {
+		h.renderReset(w, http.StatusNotFound, resetData{Invalid: true})
+		return
+	} else if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.logger.Info("password reset")
+	http.SetCookie(w, h.cookie(sessionCookie, "", -time.Second))
+	h.renderReset(w, http.StatusOK, resetData{Done: true})
+}

@@ -1,0 +1,208 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// SystemTeamID is Posthaste's own team (migration 00008). It has no members,
+// so nobody reads its email log: the system mailer sends the emails that
+// carry secret links (invitations, password resets) from the sandbox sender
+// as this team.
+var SystemTeamID = uuid.MustParse("00000000-0000-0000-0000-000000000001")
+
+// Invitation is an invitation to join a team. Only the hash of its token is
+// stored.
+type Invitation struct {
+	ID        uuid.UUID
+	TeamID    uuid.UUID
+	Email     string // lower case
+	Role      string // "owner" or "member"
+	InvitedBy *uuid.UUID
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	TeamName  string // filled by InvitationByToken
+}
+
+const invitationColumns = `id, team_id, email, role, invited_by, created_at, expires_at`
+
+// fields are the scan targets of invitationColumns.
+func (i *Invitation) fields() []any {
+	return []any{&i.ID, &i.TeamID, &i.Email, &i.Role, &i.InvitedBy, &i.CreatedAt, &i.ExpiresAt}
+}
+
+// Invite stores an invitation with the hash of its token, or, when the team
+// already invited the address, gives that invitation the new token, role,
+// inviter and expiry (the old link stops working). It returns the stored
+// invitation, whose ID is the first invitation's.
+func (s *Store) Invite(ctx context.Context, inv Invitation, tokenHash []byte) (Invitation, error) {
+	err := s.pool.QueryRow(ctx, `INSERT INTO invitation AS i (id, team_id, email, role, token_hash, invited_by, expires_at)
+		VALUES (@id, @team, @email, @role, @hash, @by, @expires)
+		ON CONFLICT (team_id, email) DO UPDATE SET role = excluded.role, token_hash = excluded.token_hash,
+			invited_by = excluded.invited_by, created_at = now(), expires_at = excluded.expires_at
+		RETURNING i.id, i.created_at`,
+		pgx.NamedArgs{"id": inv.ID, "team": inv.TeamID, "email": strings.ToLower(inv.Email), "role": inv.Role,
+			"hash": tokenHash, "by": inv.InvitedBy, "expires": inv.ExpiresAt}).Scan(&inv.ID, &inv.CreatedAt)
+	inv.Email = strings.ToLower(inv.Email)
+	return inv, mapErr(err)
+}
+
+// Invitations lists a team's invitations, expired ones included, newest
+// first.
+func (s *Store) Invitations(ctx context.Context, teamID uuid.UUID) ([]Invitation, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+invitationColumns+`
+		FROM invitation WHERE team_id = @team ORDER BY created_at DESC, email`, pgx.NamedArgs{"team": teamID})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Invitation, error) {
+		var i Invitation
+		err := r.Scan(i.fields()...)
+		return i, err
+	})
+	return out, mapErr(err)
+}
+
+// RevokeInvitation deletes one of the team's invitations. ErrNotFound when
+// the team has no such invitation.
+func (s *Store) RevokeInvitation(ctx context.Context, teamID, id uuid.UUID) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM invitation WHERE id = @id AND team_id = @team`,
+		pgx.NamedArgs{"id": id, "team": teamID})
+	if err != nil {
+		return mapErr(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// InvitationByToken returns the live invitation with this token hash and
+// its team's name. ErrNotFound when unknown, used, revoked or expired.
+func (s *Store) InvitationByToken(ctx context.Context, tokenHash []byte) (Invitation, error) {
+	var i Invitation
+	err := s.pool.QueryRow(ctx, `SELECT `+invitationColumns+`, (SELECT name FROM team WHERE id = team_id)
+		FROM invitation WHERE token_hash = @hash AND expires_at > now()`, pgx.NamedArgs{"hash": tokenHash}).
+		Scan(append(i.fields(), &i.TeamName)...)
+	return i, mapErr(err)
+}
+
+// AcceptInvitation spends the live invitation with this token hash and
+// makes the user, who must have the invited address, a member of its team
+// (a member already keeps their role). ErrNotFound when the invitation is
+// not live or is for another address.
+func (s *Store) AcceptInvitation(ctx context.Context, tokenHash []byte, userID uuid.UUID) (Invitation, error) {
+	return s.acceptInvitation(ctx, tokenHash, func(tx pgx.Tx, inv Invitation) (uuid.UUID, error) {
+		var email string
+		err := tx.QueryRow(ctx, `SELECT email FROM app_user WHERE id = @user`, pgx.NamedArgs{"user": userID}).Scan(&email)
+		if err != nil {
+			return uuid.Nil, err
+		}
+		if email != inv.Email {
+			return uuid.Nil, fmt.Errorf("%w: the invitation is for another address", ErrNotFound)
+		}
+		return userID, nil
+	})
+}
+
+// AcceptInvitationAsNewUser spends the live invitation with this token hash
+// and creates its user (u's ID, name and password hash, the invited
+// address) as a member of its team. ErrNotFound when the invitation is not
+// live; ErrConflict when a user with that address exists.
+func (s *Store) AcceptInvitationAsNewUser(ctx context.Context, tokenHash []byte, u User) (Invitation, error) {
+	return s.acceptInvitation(ctx, tokenHash, func(tx pgx.Tx, inv Invitation) (uuid.UUID, error) {
+		_, err := tx.Exec(ctx, `INSERT INTO app_user (id, email, name, password_hash) VALUES (@id, @email, @name, @hash)`,
+			pgx.NamedArgs{"id": u.ID, "email": inv.Email, "name": u.Name, "hash": u.PasswordHash})
+		return u.ID, err
+	})
+}
+
+// acceptInvitation deletes the live invitation and adds the user that
+// member returns to its team, in one transaction.
+func (s *Store) acceptInvitation(ctx context.Context, tokenHash []byte,
+	member func(pgx.Tx, Invitation) (uuid.UUID, error)) (Invitation, error) {
+	var inv Invitation
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return inv, mapErr(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
+	err = tx.QueryRow(ctx, `DELETE FROM invitation WHERE token_hash = @hash AND expires_at > now()
+		RETURNING `+invitationColumns, pgx.NamedArgs{"hash": tokenHash}).Scan(inv.fields()...)
+	if err != nil {
+		return inv, mapErr(err)
+	}
+	userID, err := member(tx, inv)
+	if err != nil {
+		return inv, mapErr(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO membership (team_id, user_id, role) VALUES (@team, @user, @role)
+		ON CONFLICT (team_id, user_id) DO NOTHING`,
+		pgx.NamedArgs{"team": inv.TeamID, "user": userID, "role": inv.Role}); err != nil {
+		return inv, mapErr(err)
+	}
+	return inv, mapErr(tx.Commit(ctx))
+}
+
+// SetSessionTeam moves a session to another team of its user. ErrNotFound
+// when the user is not a member of that team.
+func (s *Store) SetSessionTeam(ctx context.Context, hash []byte, teamID uuid.UUID) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE dashboard_session s SET team_id = @team
+		WHERE s.id_hash = @hash AND EXISTS (SELECT 1 FROM membership m WHERE m.team_id = @team AND m.user_id = s.user_id)`,
+		pgx.NamedArgs{"hash": hash, "team": teamID})
+	if err != nil {
+		return mapErr(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// RequestPasswordReset stores the hash of a user's password-reset token,
+// replacing any earlier one, which stops working.
+func (s *Store) RequestPasswordReset(ctx context.Context, userID uuid.UUID, tokenHash []byte, expires time.Time) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO password_reset (user_id, token_hash, expires_at) VALUES (@user, @hash, @expires)
+		ON CONFLICT (user_id) DO UPDATE SET token_hash = excluded.token_hash, created_at = now(), expires_at = excluded.expires_at`,
+		pgx.NamedArgs{"user": userID, "hash": tokenHash, "expires": expires})
+	return mapErr(err)
+}
+
+// PasswordResetUser returns the user of a live password-reset token.
+// ErrNotFound when it is unknown, used, replaced or expired.
+func (s *Store) PasswordResetUser(ctx context.Context, tokenHash []byte) (uuid.UUID, error) {
+	var id uuid.UUID
+	err := s.pool.QueryRow(ctx, `SELECT user_id FROM password_reset WHERE token_hash = @hash AND expires_at > now()`,
+		pgx.NamedArgs{"hash": tokenHash}).Scan(&id)
+	return id, mapErr(err)
+}
+
+// ResetPassword spends a live password-reset token: it sets the user's
+// password hash and ends every session of the user, in one transaction,
+// and returns the user. ErrNotFound when the token is not live. The second
+// factor is left as it is.
+func (s *Store) ResetPassword(ctx context.Context, tokenHash []byte, passwordHash string) (uuid.UUID, error) {
+	var id uuid.UUID
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return id, mapErr(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
+	err = tx.QueryRow(ctx, `DELETE FROM password_reset WHERE token_hash = @hash AND expires_at > now() RETURNING user_id`,
+		pgx.NamedArgs{"hash": tokenHash}).Scan(&id)
+	if err != nil {
+		return id, mapErr(err)
+	}
+	b := &pgx.Batch{}
+	b.Queue(`UPDATE app_user SET password_hash = @hash WHERE id = @user`, pgx.NamedArgs{"user": id, "hash": passwordHash})
+	b.Queue(`DELETE FROM dashboard_session WHERE user_id = @user`, pgx.NamedArgs{"user": id})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return id, fmt.Errorf("resetting the password: %w", mapErr(err))
+	}
+	return id, mapErr(tx.Commit(ctx))
+}

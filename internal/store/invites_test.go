@@ -1,0 +1,179 @@
+package store_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+func hashOf(tok string) []byte {
+	h := sha256.Sum256([]byte(tok))
+	return h[:]
+}
+
+func newUser(t *testing.T, st *store.Store, email string) uuid.UUID {
+	t.Helper()
+	u := store.User{ID: uuid.New(), Email: email, PasswordHash: "hash"}
+	require.NoError(t, st.CreateUser(context.Background(), u))
+	return u.ID
+}
+
+func TestInvitations(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	teamA, teamB := newTeam(t, st), newTeam(t, st)
+	owner := newUser(t, st, "owner@example.com")
+	week := time.Now().Add(7 * 24 * time.Hour)
+
+	inv, err := st.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: teamA, Email: "New@Example.com", Role: "member",
+		InvitedBy: &owner, ExpiresAt: week}, hashOf("first"))
+	require.NoError(t, err)
+	require.Equal(t, "new@example.com", inv.Email)
+
+	// Inviting the address again replaces the token and the role: one
+	// invitation per team and address, and the first link stops working.
+	again, err := st.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: teamA, Email: "new@example.com", Role: "owner",
+		ExpiresAt: week}, hashOf("second"))
+	require.NoError(t, err)
+	require.Equal(t, inv.ID, again.ID)
+	_, err = st.InvitationByToken(ctx, hashOf("first"))
+	require.ErrorIs(t, err, store.ErrNotFound)
+	got, err := st.InvitationByToken(ctx, hashOf("second"))
+	require.NoError(t, err)
+	require.Equal(t, "owner", got.Role)
+	require.Equal(t, "t", got.TeamName)
+	list, err := st.Invitations(ctx, teamA)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Nil(t, list[0].InvitedBy)
+
+	// Team B has its own invitation for the same address, and cannot
+	// revoke team A's.
+	_, err = st.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: teamB, Email: "new@example.com", Role: "member",
+		ExpiresAt: week}, hashOf("b"))
+	require.NoError(t, err)
+	require.ErrorIs(t, st.RevokeInvitation(ctx, teamB, inv.ID), store.ErrNotFound)
+	list, err = st.Invitations(ctx, teamB)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+
+	// A new user accepts: created with the invited address, a member with
+	// the invited role; the invitation is spent.
+	u := store.User{ID: uuid.New(), Name: "New Person", PasswordHash: "pw"}
+	accepted, err := st.AcceptInvitationAsNewUser(ctx, hashOf("second"), u)
+	require.NoError(t, err)
+	require.Equal(t, teamA, accepted.TeamID)
+	role, err := st.MemberRole(ctx, teamA, u.ID)
+	require.NoError(t, err)
+	require.Equal(t, "owner", role)
+	members, err := st.Members(ctx, teamA)
+	require.NoError(t, err)
+	require.Equal(t, "New Person", members[0].Name)
+	_, err = st.AcceptInvitationAsNewUser(ctx, hashOf("second"), store.User{ID: uuid.New(), PasswordHash: "pw"})
+	require.ErrorIs(t, err, store.ErrNotFound, "single use")
+
+	// Team B's invitation is for an address that now has a user: a new
+	// user cannot take it, another user cannot accept it, the user can.
+	_, err = st.AcceptInvitationAsNewUser(ctx, hashOf("b"), store.User{ID: uuid.New(), PasswordHash: "pw"})
+	require.ErrorIs(t, err, store.ErrConflict)
+	_, err = st.AcceptInvitation(ctx, hashOf("b"), owner)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = st.AcceptInvitation(ctx, hashOf("b"), u.ID)
+	require.NoError(t, err)
+	role, err = st.MemberRole(ctx, teamB, u.ID)
+	require.NoError(t, err)
+	require.Equal(t, "member", role)
+	list, err = st.Invitations(ctx, teamB)
+	require.NoError(t, err)
+	require.Empty(t, list)
+
+	// Expired invitations are listed but cannot be used; revoking deletes.
+	old, err := st.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: teamA, Email: "late@example.com", Role: "member",
+		ExpiresAt: time.Now().Add(-time.Minute)}, hashOf("late"))
+	require.NoError(t, err)
+	_, err = st.InvitationByToken(ctx, hashOf("late"))
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = st.AcceptInvitationAsNewUser(ctx, hashOf("late"), store.User{ID: uuid.New(), PasswordHash: "pw"})
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.NoError(t, st.RevokeInvitation(ctx, teamA, old.ID))
+	require.ErrorIs(t, st.RevokeInvitation(ctx, teamA, old.ID), store.ErrNotFound)
+}
+
+func TestSetSessionTeam(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	teamA, teamB := newTeam(t, st), newTeam(t, st)
+	u := newUser(t, st, "u@example.com")
+	require.NoError(t, st.AddMember(ctx, teamA, u, "member"))
+	hash := hashOf("session")
+	require.NoError(t, st.CreateSession(ctx, store.Session{IDHash: hash, UserID: u, TeamID: teamA, CSRFToken: "c",
+		ExpiresAt: time.Now().Add(time.Hour)}))
+	require.ErrorIs(t, st.SetSessionTeam(ctx, hash, teamB), store.ErrNotFound, "not a member of team B")
+	require.NoError(t, st.AddMember(ctx, teamB, u, "member"))
+	require.NoError(t, st.SetSessionTeam(ctx, hash, teamB))
+	se, err := st.SessionByHash(ctx, hash)
+	require.NoError(t, err)
+	require.Equal(t, teamB, se.TeamID)
+}
+
+func TestPasswordReset(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	team := newTeam(t, st)
+	u := newUser(t, st, "u@example.com")
+	other := newUser(t, st, "other@example.com")
+	for _, id := range []uuid.UUID{u, other} {
+		require.NoError(t, st.AddMember(ctx, team, id, "member"))
+		require.NoError(t, st.CreateSession(ctx, store.Session{IDHash: hashOf(id.String()), UserID: id, TeamID: team,
+			CSRFToken: "c", ExpiresAt: time.Now().Add(time.Hour)}))
+	}
+	hour := time.Now().Add(time.Hour)
+
+	require.NoError(t, st.RequestPasswordReset(ctx, u, hashOf("one"), hour))
+	require.NoError(t, st.RequestPasswordReset(ctx, u, hashOf("two"), hour))
+	_, err := st.PasswordResetUser(ctx, hashOf("one"))
+	require.ErrorIs(t, err, store.ErrNotFound, "a new request replaces the old token")
+	_, err = st.ResetPassword(ctx, hashOf("one"), "new")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	id, err := st.PasswordResetUser(ctx, hashOf("two"))
+	require.NoError(t, err)
+	require.Equal(t, u, id)
+
+	id, err = st.ResetPassword(ctx, hashOf("two"), "new-hash")
+	require.NoError(t, err)
+	require.Equal(t, u, id)
+	h, err := st.UserPasswordHash(ctx, u)
+	require.NoError(t, err)
+	require.Equal(t, "new-hash", h)
+	_, err = st.SessionByHash(ctx, hashOf(u.String()))
+	require.ErrorIs(t, err, store.ErrNotFound, "the user's sessions ended")
+	_, err = st.SessionByHash(ctx, hashOf(other.String()))
+	require.NoError(t, err, "other users stay signed in")
+	_, err = st.ResetPassword(ctx, hashOf("two"), "again")
+	require.ErrorIs(t, err, store.ErrNotFound, "single use")
+
+	require.NoError(t, st.RequestPasswordReset(ctx, other, hashOf("late"), time.Now().Add(-time.Second)))
+	_, err = st.PasswordResetUser(ctx, hashOf("late"))
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = st.ResetPassword(ctx, hashOf("late"), "x")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	h, err = st.UserPasswordHash(ctx, other)
+	require.NoError(t, err)
+	require.Equal(t, "hash", h)
+}
+
+func TestSystemTeamExists(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	_, err := st.InsertEmail(ctx, newEmail(store.SystemTeamID, "delivered@posthaste.test"))
+	require.NoError(t, err, "the system team exists")
+	members, err := st.Members(ctx, store.SystemTeamID)
+	require.NoError(t, err)
+	require.Empty(t, members, "nobody reads the system team's emails")
+}
