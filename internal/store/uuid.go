@@ -1,0 +1,31 @@
+package store
+
+import (
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// registerUUID makes m encode uuid.UUID (alone, behind a pointer or in a
+// slice) as the 16 bytes it is. Otherwise pgx falls back on its
+// driver.Valuer: it formats the id as a string, tries to encode that as
+// a binary uuid, builds the error, parses the string back and encodes
+// the result, for every id of every row of an acceptance.
+func registerUUID(m *pgtype.Map) {
+	m.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{tryWrapUUID}, m.TryWrapEncodePlanFuncs...)
+}
+
+func tryWrapUUID(value any) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
+	if u, ok := value.(uuid.UUID); ok {
+		return &uuidEncodePlan{}, [16]byte(u), true
+	}
+	return nil, nil, false
+}
+
+// uuidEncodePlan hands the bytes of a uuid.UUID to pgx's uuid codec.
+type uuidEncodePlan struct{ next pgtype.EncodePlan }
+
+func (p *uuidEncodePlan) SetNext(next pgtype.EncodePlan) { p.next = next }
+
+func (p *uuidEncodePlan) Encode(value any, buf []byte) ([]byte, error) {
+	return p.next.Encode([16]byte(value.(uuid.UUID)), buf)
+}

@@ -1,0 +1,62 @@
+package store
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/pgtest"
+)
+
+// TestUUIDEncoding sends ids in every shape the store uses, through the
+// store's pool, and reads them back as PostgreSQL saw them.
+func TestUUIDEncoding(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, Config{URL: pgtest.NewDatabase(t)})
+	require.NoError(t, err)
+	defer s.Close()
+	id, other := uuid.Must(uuid.NewV7()), uuid.New()
+	var none *uuid.UUID
+	var got struct {
+		One, Ptr string
+		Null     *string
+		Many     []string
+	}
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT @one::uuid::text, @ptr::uuid::text, @null::uuid::text,
+		@many::uuid[]::text[]`, pgx.NamedArgs{"one": id, "ptr": &other, "null": none, "many": []uuid.UUID{id, other}}).
+		Scan(&got.One, &got.Ptr, &got.Null, &got.Many))
+	require.Equal(t, id.String(), got.One)
+	require.Equal(t, other.String(), got.Ptr)
+	require.Nil(t, got.Null)
+	require.Equal(t, []string{id.String(), other.String()}, got.Many)
+}
+
+// BenchmarkUUIDArrayEncoding encodes the ids of a batch's recipients.
+func BenchmarkUUIDArrayEncoding(b *testing.B) {
+	ids := make([]uuid.UUID, 100)
+	for i := range ids {
+		ids[i] = uuid.Must(uuid.NewV7())
+	}
+	for _, bc := range []struct {
+		name     string
+		register bool
+	}{{"valuer", false}, {"registered", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			m := pgtype.NewMap()
+			if bc.register {
+				registerUUID(m)
+			}
+			var buf []byte
+			for b.Loop() {
+				var err error
+				if buf, err = m.Encode(pgtype.UUIDArrayOID, pgtype.BinaryFormatCode, ids, buf[:0]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
