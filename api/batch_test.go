@@ -180,6 +180,35 @@ func TestBatch(t *testing.T) {
 	require.NotNil(t, g.body["scheduled_at"])
 }
 
+// TestBatchScheduledEmailsQueueTheirWebhooks: every scheduled email of a
+// batch gets its email.scheduled webhook in the accepting transaction,
+// the others none.
+func TestBatchScheduledEmailsQueueTheirWebhooks(t *testing.T) {
+	e := newEnv(t)
+	hook := e.do("POST", "/webhooks", e.keyA, map[string]any{"endpoint": "https://hooks.example/",
+		"events": []string{"email.scheduled", "email.sent"}})
+	require.Equal(t, 201, hook.status, string(hook.raw))
+	batch := []any{sandboxTo(0), sandboxTo(1), sandboxTo(2), sandboxTo(3)}
+	for _, i := range []int{0, 2, 3} {
+		batch[i].(map[string]any)["scheduled_at"] = "in 1 hour"
+	}
+	res := e.do("POST", "/emails/batch", e.keyA, batch)
+	require.Equal(t, 200, res.status, string(res.raw))
+	var want []string
+	for _, i := range []int{0, 2, 3} {
+		want = append(want, res.body["data"].([]any)[i].(map[string]any)["id"].(string))
+	}
+	events := e.do("GET", "/webhooks/"+hook.body["id"].(string)+"/events", e.keyA, nil)
+	require.Equal(t, 200, events.status, string(events.raw))
+	var got []string
+	for _, m := range events.body["data"].([]any) {
+		one := e.do("GET", "/webhooks/"+hook.body["id"].(string)+"/events/"+m.(map[string]any)["id"].(string), e.keyA, nil)
+		require.Equal(t, "email.scheduled", one.body["type"])
+		got = append(got, one.body["payload"].(map[string]any)["data"].(map[string]any)["email_id"].(string))
+	}
+	require.ElementsMatch(t, want, got)
+}
+
 // TestBatchAcceptanceCost compares accepting 100 emails in one batch with
 // accepting one email, through HTTP, the real gin engine and PostgreSQL.
 func TestBatchAcceptanceCost(t *testing.T) {

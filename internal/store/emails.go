@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -183,108 +184,151 @@ func (s *Store) Accept(ctx context.Context, a Acceptance) (used int64, err error
 	return used, nil
 }
 
-// emailRow is one email as jsonb_to_recordset reads it.
-type emailRow struct {
-	ID           uuid.UUID  `json:"id"`
-	TeamID       uuid.UUID  `json:"team_id"`
-	From         string     `json:"from_addr"`
-	FromDomain   string     `json:"from_domain"`
-	To           []string   `json:"to_addrs"`
-	Cc           []string   `json:"cc_addrs"`
-	Bcc          []string   `json:"bcc_addrs"`
-	ReplyTo      []string   `json:"reply_to"`
-	Subject      string     `json:"subject"`
-	HTML         *string    `json:"html"`
-	Text         *string    `json:"text_body"`
-	GenerateText bool       `json:"generate_text"`
-	Headers      []Header   `json:"headers"`
-	Tags         []Tag      `json:"tags"`
-	ScheduledAt  *time.Time `json:"scheduled_at"`
-	LastEvent    string     `json:"last_event"`
-	CreatedAt    time.Time  `json:"created_at"`
-	DomainID     *uuid.UUID `json:"domain_id"`
-}
-
-// queueEmails queues the inserts of emails as set-based statements, so a
-// batch of a hundred costs about what one email costs: the rows (passed
-// as one JSON array), their recipients and first events (as parallel
-// arrays), and their attachments.
+// queueEmails queues the inserts of emails as set-based statements, each
+// column passed as one array and read with unnest, so that a batch of a
+// hundred costs a few statements like one email does: the email rows,
+// their recipients, their attachments, their first events and the
+// webhooks of scheduled ones.
 func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) error {
-	rows := make([]emailRow, len(emails))
+	n := len(emails)
 	var (
-		rcptEmail                   []uuid.UUID
-		rcptAddr, rcptKind, rcptDom []string
-		rcptStatus                  []string
-		rcptPos                     []int32
-		evEmail                     []uuid.UUID
-		evType                      []string
-		evAt                        []time.Time
+		id, team, domain          = make([]uuid.UUID, n), make([]uuid.UUID, n), make([]*uuid.UUID, n)
+		from, fromDomain, subject = make([]string, n), make([]string, n), make([]string, n)
+		to, cc, bcc, replyTo      = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		html, text                = make([]*string, n), make([]*string, n)
+		generateText              = make([]bool, n)
+		headers, tags             = make([]string, n), make([]string, n)
+		scheduledAt               = make([]*time.Time, n)
+		lastEvent                 = make([]string, n)
+		createdAt                 = make([]time.Time, n)
+		rcptEmail                 []uuid.UUID
+		rcptAddr, rcptKind        []string
+		rcptDomain, rcptStatus    []string
+		rcptPos                   []int32
+		attEmail                  []uuid.UUID
+		attPos                    []int32
+		attName, attType, attCID  []string
+		attContent                [][]byte
 	)
 	for i, e := range emails {
-		rows[i] = emailRow{ID: e.ID, TeamID: e.TeamID, From: e.From, FromDomain: e.FromDomain,
-			To: nonNil(e.To), Cc: nonNil(e.Cc), Bcc: nonNil(e.Bcc), ReplyTo: nonNil(e.ReplyTo),
-			Subject: e.Subject, HTML: e.HTML, Text: e.Text, GenerateText: e.GenerateText,
-			Headers: nonNil(e.Headers), Tags: nonNil(e.Tags), ScheduledAt: e.ScheduledAt,
-			LastEvent: e.LastEvent, CreatedAt: e.CreatedAt, DomainID: e.DomainID}
+		id[i], team[i], domain[i] = e.ID, e.TeamID, e.DomainID
+		from[i], fromDomain[i], subject[i] = e.From, e.FromDomain, e.Subject
+		to[i], cc[i], bcc[i], replyTo[i] = arrayLiteral(e.To), arrayLiteral(e.Cc), arrayLiteral(e.Bcc), arrayLiteral(e.ReplyTo)
+		html[i], text[i], generateText[i] = e.HTML, e.Text, e.GenerateText
+		var err error
+		if headers[i], err = jsonList(e.Headers); err != nil {
+			return fmt.Errorf("encoding headers: %w", err)
+		}
+		if tags[i], err = jsonList(e.Tags); err != nil {
+			return fmt.Errorf("encoding tags: %w", err)
+		}
+		scheduledAt[i], lastEvent[i], createdAt[i] = e.ScheduledAt, e.LastEvent, e.CreatedAt
 		for j, r := range e.Recipients {
 			rcptEmail = append(rcptEmail, e.ID)
 			rcptAddr = append(rcptAddr, r.Address)
 			rcptKind = append(rcptKind, r.Kind)
-			rcptDom = append(rcptDom, r.Domain)
+			rcptDomain = append(rcptDomain, r.Domain)
 			rcptStatus = append(rcptStatus, e.LastEvent)
 			rcptPos = append(rcptPos, int32(j+1))
 		}
-		evEmail = append(evEmail, e.ID)
-		evType = append(evType, e.LastEvent)
-		evAt = append(evAt, e.CreatedAt)
-	}
-	data, err := json.Marshal(rows)
-	if err != nil {
-		return fmt.Errorf("encoding emails: %w", err)
+		for j, a := range e.Attachments {
+			attEmail = append(attEmail, e.ID)
+			attPos = append(attPos, int32(j))
+			attName = append(attName, a.Filename)
+			attType = append(attType, a.ContentType)
+			attCID = append(attCID, a.ContentID)
+			attContent = append(attContent, a.Content)
+		}
 	}
 	b.Queue(`INSERT INTO email (id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs,
 			reply_to, subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
 			created_at, updated_at, batch_id, idempotency_key, domain_id)
 		SELECT r.id, r.team_id, r.from_addr, r.from_domain,
-			r.to_addrs, r.cc_addrs, r.bcc_addrs, r.reply_to,
-			r.subject, r.html, r.text_body, r.generate_text, r.headers, r.tags, r.scheduled_at,
+			r.to_addrs::text[], r.cc_addrs::text[], r.bcc_addrs::text[], r.reply_to::text[],
+			r.subject, r.html, r.text_body, r.generate_text, r.headers::jsonb, r.tags::jsonb, r.scheduled_at,
 			r.last_event, r.created_at, r.created_at, @batch, @key, r.domain_id
-		FROM jsonb_to_recordset(@rows::jsonb) AS r(id uuid, team_id uuid, from_addr text, from_domain text,
-			to_addrs text[], cc_addrs text[], bcc_addrs text[], reply_to text[], subject text, html text,
-			text_body text, generate_text boolean, headers jsonb, tags jsonb, scheduled_at timestamptz,
-			last_event text, created_at timestamptz, domain_id uuid)`,
-		pgx.NamedArgs{"rows": string(data), "batch": batchID, "key": key})
+		FROM unnest(@id::uuid[], @team::uuid[], @from::text[], @from_domain::text[],
+			@to::text[], @cc::text[], @bcc::text[], @reply_to::text[],
+			@subject::text[], @html::text[], @text::text[], @generate_text::boolean[], @headers::text[], @tags::text[],
+			@scheduled_at::timestamptz[], @last_event::text[], @created_at::timestamptz[], @domain::uuid[])
+		AS r(id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to, subject, html,
+			text_body, generate_text, headers, tags, scheduled_at, last_event, created_at, domain_id)`,
+		pgx.NamedArgs{"id": id, "team": team, "from": from, "from_domain": fromDomain,
+			"to": to, "cc": cc, "bcc": bcc, "reply_to": replyTo,
+			"subject": subject, "html": html, "text": text, "generate_text": generateText,
+			"headers": headers, "tags": tags, "scheduled_at": scheduledAt, "last_event": lastEvent,
+			"created_at": createdAt, "domain": domain, "batch": batchID, "key": key})
 	b.Queue(`INSERT INTO email_recipient (email_id, address, position, kind, domain, status)
 		SELECT * FROM unnest(@email::uuid[], @addr::text[], @pos::int[], @kind::text[], @domain::text[], @status::text[])`,
 		pgx.NamedArgs{"email": rcptEmail, "addr": rcptAddr, "pos": rcptPos, "kind": rcptKind,
-			"domain": rcptDom, "status": rcptStatus})
-	for _, e := range emails {
-		for i, a := range e.Attachments {
-			b.Queue(`INSERT INTO attachment (email_id, position, filename, content_type, content_id, content)
-				VALUES (@id, @pos, @filename, @ctype, @cid, @content)`,
-				pgx.NamedArgs{"id": e.ID, "pos": i, "filename": a.Filename, "ctype": a.ContentType,
-					"cid": a.ContentID, "content": a.Content})
-		}
+			"domain": rcptDomain, "status": rcptStatus})
+	if len(attEmail) > 0 {
+		b.Queue(`INSERT INTO attachment (email_id, position, filename, content_type, content_id, content)
+			SELECT * FROM unnest(@email::uuid[], @pos::int[], @filename::text[], @ctype::text[], @cid::text[],
+				@content::bytea[])`,
+			pgx.NamedArgs{"email": attEmail, "pos": attPos, "filename": attName, "ctype": attType,
+				"cid": attCID, "content": attContent})
 	}
 	b.Queue(`INSERT INTO email_event (email_id, type, created_at)
 		SELECT * FROM unnest(@email::uuid[], @type::text[], @at::timestamptz[])`,
-		pgx.NamedArgs{"email": evEmail, "type": evType, "at": evAt})
-	// A scheduled email's first event is also a webhook event.
-	for _, e := range emails {
-		if e.LastEvent == EventScheduled {
-			args := pgx.NamedArgs{"id": e.ID}
-			webhookArgs(args, Event{Type: EventScheduled}, e.CreatedAt)
-			b.Queue(`WITH ins AS (SELECT 1)`+emailWebhooksCTE+` SELECT count(*) FROM wh`, args)
-		}
-	}
+		pgx.NamedArgs{"email": id, "type": lastEvent, "at": createdAt})
+	queueScheduledWebhooks(b, emails)
 	return nil
 }
 
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
+// queueScheduledWebhooks queues the webhooks of the first event of the
+// scheduled emails, whose time is the email's creation time: one
+// statement per run of emails created at the same time, and a batch is
+// one run.
+func queueScheduledWebhooks(b *pgx.Batch, emails []Email) {
+	for len(emails) > 0 {
+		at := emails[0].CreatedAt
+		var ids []uuid.UUID
+		for len(emails) > 0 && emails[0].CreatedAt.Equal(at) {
+			if emails[0].LastEvent == EventScheduled {
+				ids = append(ids, emails[0].ID)
+			}
+			emails = emails[1:]
+		}
+		if len(ids) > 0 {
+			args := pgx.NamedArgs{"ids": ids}
+			webhookArgs(args, Event{Type: EventScheduled}, at)
+			b.Queue(`WITH ins AS (SELECT unnest(@ids::uuid[]) AS email_id)`+emailWebhooksCTE+` SELECT count(*) FROM wh`, args)
+		}
 	}
-	return s
+}
+
+// arrayLiteral formats list as a PostgreSQL array literal that a cast to
+// text[] reads back element for element: every element double-quoted,
+// with its double quotes and backslashes escaped (PostgreSQL manual,
+// §8.15.6 Array Input and Output Syntax).
+func arrayLiteral(list []string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, s := range list {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		for j := 0; j < len(s); j++ {
+			if s[j] == '"' || s[j] == '\\' {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(s[j])
+		}
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// jsonList encodes a list as a JSON array, nil as [].
+func jsonList[T any](list []T) (string, error) {
+	if len(list) == 0 {
+		return "[]", nil
+	}
+	data, err := json.Marshal(list)
+	return string(data), err
 }
 
 const emailColumns = `id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to,
@@ -407,7 +451,7 @@ WITH ok AS (
 	INSERT INTO email_event (email_id, type, recipient, detail, created_at)
 	SELECT @id, @type, @rcpt, @detail, @at FROM ok
 	ON CONFLICT (email_id, type, coalesce(recipient, '')) WHERE type NOT IN ('opened', 'clicked') DO NOTHING
-	RETURNING 1
+	RETURNING email_id
 ), rc AS (
 	UPDATE email_recipient SET status = @type, updated_at = @at
 	WHERE email_id = @id AND (@rcpt::text IS NULL OR address = @rcpt)

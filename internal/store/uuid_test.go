@@ -25,14 +25,17 @@ func TestUUIDEncoding(t *testing.T) {
 		One, Ptr string
 		Null     *string
 		Many     []string
+		Ptrs     []*string
 	}
 	require.NoError(t, s.pool.QueryRow(ctx, `SELECT @one::uuid::text, @ptr::uuid::text, @null::uuid::text,
-		@many::uuid[]::text[]`, pgx.NamedArgs{"one": id, "ptr": &other, "null": none, "many": []uuid.UUID{id, other}}).
-		Scan(&got.One, &got.Ptr, &got.Null, &got.Many))
+		@many::uuid[]::text[], @ptrs::uuid[]::text[]`, pgx.NamedArgs{"one": id, "ptr": &other, "null": none,
+		"many": []uuid.UUID{id, other}, "ptrs": []*uuid.UUID{nil, &id}}).
+		Scan(&got.One, &got.Ptr, &got.Null, &got.Many, &got.Ptrs))
 	require.Equal(t, id.String(), got.One)
 	require.Equal(t, other.String(), got.Ptr)
 	require.Nil(t, got.Null)
 	require.Equal(t, []string{id.String(), other.String()}, got.Many)
+	require.Equal(t, []*string{nil, &got.One}, got.Ptrs)
 }
 
 // BenchmarkUUIDArrayEncoding encodes the ids of a batch's recipients.
