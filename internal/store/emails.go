@@ -107,14 +107,14 @@ type Acceptance struct {
 	Response    []byte
 }
 
-// Accept writes an Acceptance: the quota increment (every recipient of
-// every email but suppressed ones, see quota_take), the emails with their recipients,
-// attachments and first events, and the outbox entry. Without an
-// idempotency claim it is one implicit transaction and one round trip;
-// with one it is an explicit transaction (begin, one batch, commit) so the
-// claim can be checked before the commit. It returns the team's usage of
-// the month including these emails. Over the plan's quota nothing is
-// written and the error is a *QuotaExceededError.
+// Accept writes an Acceptance: the emails with their recipients,
+// attachments and first events, the outbox entry and the quota increment
+// (every recipient of every email but suppressed ones, see quota_take).
+// Without an idempotency claim it is one implicit transaction and one
+// round trip; with one it is an explicit transaction (begin, one batch,
+// commit) so the claim can be checked before the commit. It returns the
+// team's usage of the month including these emails. Over the plan's quota
+// nothing is written and the error is a *QuotaExceededError.
 func (s *Store) Accept(ctx context.Context, a Acceptance) (used int64, err error) {
 	if len(a.Emails) == 0 {
 		return 0, fmt.Errorf("accepting emails: nothing to accept")
@@ -128,24 +128,10 @@ func (s *Store) Accept(ctx context.Context, a Acceptance) (used int64, err error
 			pgx.NamedArgs{"team": a.Idempotency.TeamID, "key": a.Idempotency.Key,
 				"token": a.Idempotency.Token, "response": a.Response})
 	}
-	var addrs []string
-	for _, e := range a.Emails {
-		for _, r := range e.Recipients {
-			addrs = append(addrs, r.Address)
-		}
-	}
-	first := a.Emails[0]
-	// Every recipient counts once, except those on the team's suppression
-	// list and the sandbox's suppressed@ addresses: they are never sent to.
-	b.Queue(`SELECT quota_take(@team, @month, (
-			SELECT count(*) FROM unnest(@addrs::text[]) AS a(addr)
-			WHERE lower(addr) !~ '^suppressed(\+[^@]*)?@posthaste\.test$'
-			AND NOT EXISTS (SELECT 1 FROM suppression s WHERE s.team_id = @team AND s.email = lower(addr))))`,
-		pgx.NamedArgs{"team": first.TeamID, "month": QuotaMonth(first.CreatedAt), "addrs": addrs}).
-		QueryRow(func(row pgx.Row) error { return row.Scan(&used) })
 	if err := queueEmails(b, a.Emails, a.BatchID, key); err != nil {
 		return 0, err
 	}
+	first := a.Emails[0]
 	if a.BatchID != nil {
 		b.Queue(`INSERT INTO outbox (kind, team_id, ref, idempotency_key) VALUES ('send_batch', @team, @id, @key)`,
 			pgx.NamedArgs{"id": *a.BatchID, "team": first.TeamID, "key": key})
@@ -154,6 +140,24 @@ func (s *Store) Accept(ctx context.Context, a Acceptance) (used int64, err error
 			VALUES ('send_email', @team, @id, @scheduled_at, @key)`,
 			pgx.NamedArgs{"id": first.ID, "team": first.TeamID, "scheduled_at": first.ScheduledAt, "key": key})
 	}
+	var addrs []string
+	for _, e := range a.Emails {
+		for _, r := range e.Recipients {
+			addrs = append(addrs, r.Address)
+		}
+	}
+	// Every recipient counts once, except those on the team's suppression
+	// list and the sandbox's suppressed@ addresses: they are never sent to.
+	// The quota is taken last: quota_take locks the team's usage row until
+	// the commit, and concurrent acceptances of the team wait for it, so
+	// they wait only for the commit and not for the inserts too. Over the
+	// quota its error aborts the transaction, inserts included.
+	b.Queue(`SELECT quota_take(@team, @month, (
+			SELECT count(*) FROM unnest(@addrs::text[]) AS a(addr)
+			WHERE lower(addr) !~ '^suppressed(\+[^@]*)?@posthaste\.test$'
+			AND NOT EXISTS (SELECT 1 FROM suppression s WHERE s.team_id = @team AND s.email = lower(addr))))`,
+		pgx.NamedArgs{"team": first.TeamID, "month": QuotaMonth(first.CreatedAt), "addrs": addrs}).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&used) })
 	if a.Idempotency == nil {
 		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 			return 0, fmt.Errorf("inserting emails: %w", mapErr(err))
