@@ -104,16 +104,17 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 					"Send emails with attachments one at a time with POST /emails.", i)
 		}
 	}
-	hashed := make([]any, 0, len(items)+1)
-	hashed = append(hashed, mode)
+	// The request as its idempotency key remembers it.
+	request := make([]any, 0, len(items)+1)
+	request = append(request, mode)
 	for _, it := range items {
 		if it.Err != nil {
-			hashed = append(hashed, it.Err.Error())
+			request = append(request, it.Err.Error())
 		} else {
-			hashed = append(hashed, it.Request)
+			request = append(request, it.Request)
 		}
 	}
-	claim, replayed, err := s.claimOrReplay(ctx, from.TeamID, opts.IdempotencyKey, EndpointBatch, hashRequest(hashed...), &res)
+	claim, replayed, err := s.claimOrReplay(ctx, from.TeamID, opts.IdempotencyKey, EndpointBatch, request, &res)
 	if err != nil || replayed {
 		res.Replayed = replayed
 		return res, err
