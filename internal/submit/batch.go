@@ -40,16 +40,22 @@ type BatchItem struct {
 // not decode keeps its error in its item, so that permissive batches can
 // report it by index.
 func DecodeBatch(data []byte) ([]BatchItem, error) {
+	// Validated once here; the splitting below relies on it.
 	if !json.Valid(data) {
 		return nil, Errorf(KindValidation, "", "The request body is not valid JSON.")
 	}
-	var raws []json.RawMessage
-	if err := json.Unmarshal(data, &raws); err != nil {
+	raws, err := arrayElements("", data)
+	if err != nil {
 		return nil, Errorf(KindValidation, "", "The request body must be a JSON array of emails.")
 	}
 	items := make([]BatchItem, len(raws))
 	for i, raw := range raws {
-		items[i].Request, items[i].Err = DecodeSendRequest(raw)
+		var r SendRequest
+		if err := r.decodeValid(raw); err != nil {
+			items[i].Err = err
+		} else {
+			items[i].Request = r
+		}
 	}
 	return items, nil
 }
