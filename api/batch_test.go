@@ -144,6 +144,11 @@ func TestBatch(t *testing.T) {
 	require.Equal(t, 5, countEmails(t, e, e.keyA))
 	res = e.doH("POST", "/emails/batch", e.keyA, []any{sandboxTo(0)}, map[string]string{"x-batch-validation": "permissive"})
 	require.Equal(t, []any{}, res.body["errors"], "permissive mode always lists errors")
+	res = e.doH("POST", "/emails/batch", e.keyA, []any{"not an object"}, map[string]string{"x-batch-validation": "permissive"})
+	require.Equal(t, 200, res.status, string(res.raw))
+	require.Equal(t, []any{}, res.body["data"], "a batch without a valid email accepts none")
+	require.Len(t, res.body["errors"], 1)
+	require.Equal(t, 6, countEmails(t, e, e.keyA))
 
 	withAttachment := sandboxTo(1)
 	withAttachment["attachments"] = []any{map[string]any{"filename": "a.txt", "content": "aGk="}}

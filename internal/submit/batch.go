@@ -110,14 +110,16 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 					"Send emails with attachments one at a time with POST /emails.", i)
 		}
 	}
-	// The request as its idempotency key remembers it.
-	request := make([]any, 0, len(items)+1)
-	request = append(request, mode)
-	for _, it := range items {
-		if it.Err != nil {
-			request = append(request, it.Err.Error())
-		} else {
-			request = append(request, it.Request)
+	// The request as its idempotency key remembers it, if it has one.
+	var request []any
+	if opts.IdempotencyKey != nil {
+		request = append(make([]any, 0, len(items)+1), mode)
+		for _, it := range items {
+			if it.Err != nil {
+				request = append(request, it.Err.Error())
+			} else {
+				request = append(request, it.Request)
+			}
 		}
 	}
 	claim, replayed, err := s.claimOrReplay(ctx, from.TeamID, opts.IdempotencyKey, EndpointBatch, request, &res)
@@ -134,6 +136,7 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 
 	now := s.now()
 	rows := make([]store.Email, 0, len(items))
+	res.Data = make([]SendResult, 0, len(items))
 	// A verified domain's answer holds for every email of the batch that
 	// sends from it; sandbox sends depend on their recipients.
 	type authz struct {
@@ -184,7 +187,6 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 		res.Errors = []BatchError{}
 	}
 	if len(rows) == 0 {
-		res.Data = []SendResult{}
 		return res, nil
 	}
 	batchID, err := uuid.NewV7()
