@@ -38,28 +38,36 @@ func TestUUIDEncoding(t *testing.T) {
 	require.Equal(t, []*string{nil, &got.One}, got.Ptrs)
 }
 
-// BenchmarkUUIDArrayEncoding encodes the ids of a batch's recipients.
+// BenchmarkUUIDArrayEncoding encodes the ids of a batch's emails and
+// their domains (pointers: nil for the sandbox).
 func BenchmarkUUIDArrayEncoding(b *testing.B) {
 	ids := make([]uuid.UUID, 100)
+	ptrs := make([]*uuid.UUID, 100)
 	for i := range ids {
 		ids[i] = uuid.Must(uuid.NewV7())
+		ptrs[i] = &ids[i]
 	}
 	for _, bc := range []struct {
 		name     string
 		register bool
 	}{{"valuer", false}, {"registered", true}} {
-		b.Run(bc.name, func(b *testing.B) {
-			m := pgtype.NewMap()
-			if bc.register {
-				registerUUID(m)
-			}
-			var buf []byte
-			for b.Loop() {
-				var err error
-				if buf, err = m.Encode(pgtype.UUIDArrayOID, pgtype.BinaryFormatCode, ids, buf[:0]); err != nil {
-					b.Fatal(err)
+		for _, arg := range []struct {
+			name  string
+			value any
+		}{{"ids", ids}, {"pointers", ptrs}} {
+			b.Run(bc.name+"/"+arg.name, func(b *testing.B) {
+				m := pgtype.NewMap()
+				if bc.register {
+					registerUUID(m)
 				}
-			}
-		})
+				var buf []byte
+				for b.Loop() {
+					var err error
+					if buf, err = m.Encode(pgtype.UUIDArrayOID, pgtype.BinaryFormatCode, arg.value, buf[:0]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
