@@ -302,6 +302,10 @@ func queueScheduledWebhooks(b *pgx.Batch, emails []Email) {
 	}
 }
 
+// arrayElementEscaper escapes the element of an array literal that goes
+// between double quotes.
+var arrayElementEscaper = strings.NewReplacer(`"`, `\"`, `\`, `\\`)
+
 // arrayLiteral formats list as a PostgreSQL array literal that a cast to
 // text[] reads back element for element: every element double-quoted,
 // with its double quotes and backslashes escaped (PostgreSQL manual,
@@ -314,12 +318,7 @@ func arrayLiteral(list []string) string {
 			b.WriteByte(',')
 		}
 		b.WriteByte('"')
-		for j := 0; j < len(s); j++ {
-			if s[j] == '"' || s[j] == '\\' {
-				b.WriteByte('\\')
-			}
-			b.WriteByte(s[j])
-		}
+		_, _ = arrayElementEscaper.WriteString(&b, s) // a strings.Builder does not fail
 		b.WriteByte('"')
 	}
 	b.WriteByte('}')
