@@ -189,10 +189,9 @@ func (s *Store) Accept(ctx context.Context, a Acceptance) (used int64, err error
 }
 
 // queueEmails queues the inserts of emails as set-based statements, each
-// column passed as one array and read with unnest, so that a batch of a
-// hundred costs a few statements like one email does: the email rows,
-// their recipients, their attachments, their first events and the
-// webhooks of scheduled ones.
+// column passed as one array, so that a batch of a hundred costs a few
+// statements like one email does: the email rows, their recipients, their
+// attachments, their first events and the webhooks of scheduled ones.
 func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) error {
 	n := len(emails)
 	var (
@@ -244,37 +243,42 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 			attContent = append(attContent, a.Content)
 		}
 	}
+	// Row i of each insert takes element i of every array. One
+	// generate_subscripts, rather than an unnest of all the arrays: that
+	// would copy every array into a tuplestore of its own, which costs a
+	// single email's acceptance about a fifth more.
 	b.Queue(`INSERT INTO email (id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs,
 			reply_to, subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
 			created_at, updated_at, batch_id, idempotency_key, domain_id)
-		SELECT r.id, r.team_id, r.from_addr, r.from_domain,
-			r.to_addrs::text[], r.cc_addrs::text[], r.bcc_addrs::text[], r.reply_to::text[],
-			r.subject, r.html, r.text_body, r.generate_text, r.headers::jsonb, r.tags::jsonb, r.scheduled_at,
-			r.last_event, r.created_at, r.created_at, @batch, @key, r.domain_id
-		FROM unnest(@id::uuid[], @team::uuid[], @from::text[], @from_domain::text[],
-			@to::text[], @cc::text[], @bcc::text[], @reply_to::text[],
-			@subject::text[], @html::text[], @text::text[], @generate_text::boolean[], @headers::text[], @tags::text[],
-			@scheduled_at::timestamptz[], @last_event::text[], @created_at::timestamptz[], @domain::uuid[])
-		AS r(id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to, subject, html,
-			text_body, generate_text, headers, tags, scheduled_at, last_event, created_at, domain_id)`,
+		SELECT (@id::uuid[])[i], (@team::uuid[])[i], (@from::text[])[i], (@from_domain::text[])[i],
+			(@to::text[])[i]::text[], (@cc::text[])[i]::text[], (@bcc::text[])[i]::text[], (@reply_to::text[])[i]::text[],
+			(@subject::text[])[i], (@html::text[])[i], (@text::text[])[i], (@generate_text::boolean[])[i],
+			(@headers::text[])[i]::jsonb, (@tags::text[])[i]::jsonb, (@scheduled_at::timestamptz[])[i],
+			(@last_event::text[])[i], (@created_at::timestamptz[])[i], (@created_at::timestamptz[])[i],
+			@batch, @key, (@domain::uuid[])[i]
+		FROM generate_subscripts(@id::uuid[], 1) AS i`,
 		pgx.NamedArgs{"id": id, "team": team, "from": from, "from_domain": fromDomain,
 			"to": to, "cc": cc, "bcc": bcc, "reply_to": replyTo,
 			"subject": subject, "html": html, "text": text, "generate_text": generateText,
 			"headers": headers, "tags": tags, "scheduled_at": scheduledAt, "last_event": lastEvent,
 			"created_at": createdAt, "domain": domain, "batch": batchID, "key": key})
 	b.Queue(`INSERT INTO email_recipient (email_id, address, position, kind, domain, status)
-		SELECT * FROM unnest(@email::uuid[], @addr::text[], @pos::int[], @kind::text[], @domain::text[], @status::text[])`,
+		SELECT (@email::uuid[])[i], (@addr::text[])[i], (@pos::int[])[i], (@kind::text[])[i],
+			(@domain::text[])[i], (@status::text[])[i]
+		FROM generate_subscripts(@email::uuid[], 1) AS i`,
 		pgx.NamedArgs{"email": rcptEmail, "addr": rcptAddr, "pos": rcptPos, "kind": rcptKind,
 			"domain": rcptDomain, "status": rcptStatus})
 	if len(attEmail) > 0 {
 		b.Queue(`INSERT INTO attachment (email_id, position, filename, content_type, content_id, content)
-			SELECT * FROM unnest(@email::uuid[], @pos::int[], @filename::text[], @ctype::text[], @cid::text[],
-				@content::bytea[])`,
+			SELECT (@email::uuid[])[i], (@pos::int[])[i], (@filename::text[])[i], (@ctype::text[])[i],
+				(@cid::text[])[i], (@content::bytea[])[i]
+			FROM generate_subscripts(@email::uuid[], 1) AS i`,
 			pgx.NamedArgs{"email": attEmail, "pos": attPos, "filename": attName, "ctype": attType,
 				"cid": attCID, "content": attContent})
 	}
 	b.Queue(`INSERT INTO email_event (email_id, type, created_at)
-		SELECT * FROM unnest(@email::uuid[], @type::text[], @at::timestamptz[])`,
+		SELECT (@email::uuid[])[i], (@type::text[])[i], (@at::timestamptz[])[i]
+		FROM generate_subscripts(@email::uuid[], 1) AS i`,
 		pgx.NamedArgs{"email": id, "type": lastEvent, "at": createdAt})
 	queueScheduledWebhooks(b, emails)
 	return nil
