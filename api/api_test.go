@@ -43,7 +43,7 @@ func (n *notifier) Notify() { n.n.Add(1) }
 
 type env struct {
 	waker   *waker
-	t       *testing.T
+	t       testing.TB
 	srv     *httptest.Server
 	store   *store.Store
 	notify  *notifier
@@ -88,9 +88,9 @@ type envOptions struct {
 	fetch   submit.Fetcher // fetches `path` attachments; nil refuses them
 }
 
-func newEnv(t *testing.T) *env { return newEnvWith(t, envOptions{}) }
+func newEnv(t testing.TB) *env { return newEnvWith(t, envOptions{}) }
 
-func newEnvWith(t *testing.T, o envOptions) *env {
+func newEnvWith(t testing.TB, o envOptions) *env {
 	t.Helper()
 	ctx := context.Background()
 	st, mailA, mailB := o.store, "a@example.com", "b@example.com"

@@ -144,6 +144,11 @@ func TestBatch(t *testing.T) {
 	require.Equal(t, 5, countEmails(t, e, e.keyA))
 	res = e.doH("POST", "/emails/batch", e.keyA, []any{sandboxTo(0)}, map[string]string{"x-batch-validation": "permissive"})
 	require.Equal(t, []any{}, res.body["errors"], "permissive mode always lists errors")
+	res = e.doH("POST", "/emails/batch", e.keyA, []any{"not an object"}, map[string]string{"x-batch-validation": "permissive"})
+	require.Equal(t, 200, res.status, string(res.raw))
+	require.Equal(t, []any{}, res.body["data"], "a batch without a valid email accepts none")
+	require.Len(t, res.body["errors"], 1)
+	require.Equal(t, 6, countEmails(t, e, e.keyA))
 
 	withAttachment := sandboxTo(1)
 	withAttachment["attachments"] = []any{map[string]any{"filename": "a.txt", "content": "aGk="}}
@@ -180,6 +185,35 @@ func TestBatch(t *testing.T) {
 	require.NotNil(t, g.body["scheduled_at"])
 }
 
+// TestBatchScheduledEmailsQueueTheirWebhooks: every scheduled email of a
+// batch gets its email.scheduled webhook in the accepting transaction,
+// the others none.
+func TestBatchScheduledEmailsQueueTheirWebhooks(t *testing.T) {
+	e := newEnv(t)
+	hook := e.do("POST", "/webhooks", e.keyA, map[string]any{"endpoint": "https://hooks.example/",
+		"events": []string{"email.scheduled", "email.sent"}})
+	require.Equal(t, 201, hook.status, string(hook.raw))
+	batch := []any{sandboxTo(0), sandboxTo(1), sandboxTo(2), sandboxTo(3)}
+	for _, i := range []int{0, 2, 3} {
+		batch[i].(map[string]any)["scheduled_at"] = "in 1 hour"
+	}
+	res := e.do("POST", "/emails/batch", e.keyA, batch)
+	require.Equal(t, 200, res.status, string(res.raw))
+	var want []string
+	for _, i := range []int{0, 2, 3} {
+		want = append(want, res.body["data"].([]any)[i].(map[string]any)["id"].(string))
+	}
+	events := e.do("GET", "/webhooks/"+hook.body["id"].(string)+"/events", e.keyA, nil)
+	require.Equal(t, 200, events.status, string(events.raw))
+	var got []string
+	for _, m := range events.body["data"].([]any) {
+		one := e.do("GET", "/webhooks/"+hook.body["id"].(string)+"/events/"+m.(map[string]any)["id"].(string), e.keyA, nil)
+		require.Equal(t, "email.scheduled", one.body["type"])
+		got = append(got, one.body["payload"].(map[string]any)["data"].(map[string]any)["email_id"].(string))
+	}
+	require.ElementsMatch(t, want, got)
+}
+
 // TestBatchAcceptanceCost compares accepting 100 emails in one batch with
 // accepting one email, through HTTP, the real gin engine and PostgreSQL.
 func TestBatchAcceptanceCost(t *testing.T) {
@@ -204,10 +238,12 @@ func TestBatchAcceptanceCost(t *testing.T) {
 	}
 	one, hundred = one/rounds, hundred/rounds
 	t.Logf("accept latency: 1 email %v, batch of 100 %v (%.1fx)", one, hundred, float64(hundred)/float64(one))
-	// The goal is 5x; on a loaded 2-core machine PostgreSQL spends about
-	// 25 µs per inserted row (300 rows for 100 emails), which puts the
-	// ratio between 5x and 8x. The bound below only catches regressions
-	// such as one round trip per email.
+	// The goal is 5x. On the tests' cluster, whose commits wait for no
+	// flush, PostgreSQL spends about 28 µs per email (three rows, their
+	// index entries and three foreign-key checks) against about 0.5 ms for
+	// a whole single send, which puts the ratio near 8x (BenchmarkBatchAccept
+	// measures it properly, also with flushed commits). The bound below only
+	// catches regressions such as one round trip per email.
 	require.Less(t, hundred, 12*one+2*time.Millisecond, "a batch of 100 costs about as much as a few single sends")
 }
 

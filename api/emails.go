@@ -10,15 +10,19 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 )
 
 // readBody reads a request body of at most maxBody bytes; it may be
-// chunked (no Content-Length).
-// The request log records the body as read.
+// chunked (no Content-Length). A body the request log already read is
+// not read again. The request log records the body as read.
 func readBody(c *gin.Context) ([]byte, error) {
+	if b, ok := c.Get(requestBodyKey); ok {
+		return b.([]byte), nil
+	}
 	b, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBody))
 	c.Set(requestBodyKey, b)
 	return b, err
@@ -68,8 +72,12 @@ type batchErrorJSON struct {
 	Message string `json:"message"`
 }
 
+type idJSON struct {
+	ID uuid.UUID `json:"id"`
+}
+
 type batchJSON struct {
-	Data   []gin.H           `json:"data"`
+	Data   []idJSON          `json:"data"`
 	Errors *[]batchErrorJSON `json:"errors,omitempty"`
 }
 
@@ -91,9 +99,9 @@ func (s *Server) sendBatch(c *gin.Context) {
 		s.refuseSend(c, err)
 		return
 	}
-	out := batchJSON{Data: make([]gin.H, len(res.Data))}
+	out := batchJSON{Data: make([]idJSON, len(res.Data))}
 	for i, r := range res.Data {
-		out.Data[i] = gin.H{"id": r.ID}
+		out.Data[i] = idJSON{r.ID}
 	}
 	if mode == submit.BatchPermissive || len(res.Errors) > 0 {
 		errs := make([]batchErrorJSON, len(res.Errors))

@@ -23,7 +23,8 @@ type RequestLog interface {
 
 var _ RequestLog = (*reqlog.Writer)(nil)
 
-// requestBodyKey holds the body a handler read (readBody), the one logged.
+// requestBodyKey holds the body as read, by logRequest or by a handler
+// (readBody): the one logged.
 const requestBodyKey = "request_body"
 
 // opsPath reports paths that are not API requests: probes and metrics
@@ -68,12 +69,14 @@ func (s *Server) logRequest(c *gin.Context) {
 	}
 	start := time.Now()
 	// Small bodies are read here, so even a request refused before its
-	// handler read the body is logged with it. Larger ones are logged as
-	// their handler read them.
-	var early []byte
+	// handler read the body is logged with it; readBody hands the handler
+	// the same bytes. Larger ones are logged as their handler read them.
 	if n := c.Request.ContentLength; n > 0 && n <= reqlog.MaxBody {
-		early, _ = io.ReadAll(io.LimitReader(c.Request.Body, n))
+		early := make([]byte, n)
+		read, _ := io.ReadFull(c.Request.Body, early)
+		early = early[:read]
 		c.Request.Body = io.NopCloser(bytes.NewReader(early))
+		c.Set(requestBodyKey, early)
 	}
 	cw := &captureWriter{ResponseWriter: c.Writer}
 	c.Writer = cw
@@ -96,8 +99,6 @@ func (s *Server) logRequest(c *gin.Context) {
 	switch b, ok := c.Get(requestBodyKey); {
 	case ok:
 		e.RequestBody = reqlog.Body(b.([]byte))
-	case early != nil:
-		e.RequestBody = reqlog.Body(early)
 	case c.Request.ContentLength > reqlog.MaxBody || c.Request.ContentLength < 0:
 		note := fmt.Sprintf("[body not read: the request was answered before its body was used (%d bytes declared)]",
 			c.Request.ContentLength)

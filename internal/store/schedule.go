@@ -62,7 +62,7 @@ func (s *Store) ClaimForSending(ctx context.Context, id uuid.UUID, now time.Time
 		), ins AS (
 			INSERT INTO email_event (email_id, type, created_at) SELECT id, 'sent', @now FROM claim
 			ON CONFLICT DO NOTHING
-			RETURNING 1
+			RETURNING email_id
 		), rc AS (
 			UPDATE email_recipient SET status = 'sent', updated_at = @now
 			WHERE email_id IN (SELECT id FROM claim)

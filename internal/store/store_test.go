@@ -108,6 +108,71 @@ func TestEmailLifecycleAndTeamIsolation(t *testing.T) {
 	require.Equal(t, "Permanent", evs[3].Detail["type"])
 }
 
+// TestAcceptStoresEveryFieldAsGiven reads back what a batch stored,
+// with values that need quoting in PostgreSQL's array and JSON syntax.
+func TestAcceptStoresEveryFieldAsGiven(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	team := newTeam(t, st)
+	at := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+	text := ""
+	plain := newEmail(team, "delivered@posthaste.test")
+	plain.Attachments = nil
+	odd := newEmail(team, "bounced@posthaste.test", "delivered@posthaste.test")
+	odd.To = []string{`"Ann \"Q\" Smith, Jr." <bounced@posthaste.test>`, `{NULL} \ ,"<delivered@posthaste.test>`}
+	odd.Cc = []string{"NULL", ""}
+	odd.ReplyTo = []string{"Zoë <zoe@example.com>"}
+	odd.Subject = `quotes " and \ backslash`
+	odd.HTML, odd.Text, odd.GenerateText = nil, &text, false
+	odd.Headers = []store.Header{{Name: "X-Entity-Ref-ID", Value: `a"b\c`}}
+	odd.Tags = []store.Tag{{Name: "a", Value: "1"}, {Name: "b", Value: "2"}}
+	odd.ScheduledAt, odd.LastEvent = &at, store.EventScheduled
+	for i := range odd.Recipients {
+		odd.Recipients[i].Status = store.EventScheduled
+	}
+	odd.Attachments = []store.Attachment{
+		{Filename: "a.txt", ContentType: "text/plain", Content: []byte("first")},
+		{ContentType: "image/png", ContentID: "logo", Content: []byte{0, 1, 2, 255}},
+	}
+	batch := uuid.Must(uuid.NewV7())
+	_, err := st.Accept(ctx, store.Acceptance{Emails: []store.Email{plain, odd}, BatchID: &batch})
+	require.NoError(t, err)
+
+	got, err := st.EmailForBuild(ctx, odd.ID)
+	require.NoError(t, err)
+	require.Equal(t, odd.To, got.To)
+	require.Equal(t, odd.Cc, got.Cc)
+	require.Empty(t, got.Bcc)
+	require.Equal(t, odd.ReplyTo, got.ReplyTo)
+	require.Equal(t, odd.Subject, got.Subject)
+	require.Nil(t, got.HTML)
+	require.Equal(t, &text, got.Text)
+	require.False(t, got.GenerateText)
+	require.Equal(t, odd.Headers, got.Headers)
+	require.Equal(t, odd.Tags, got.Tags)
+	require.True(t, at.Equal(*got.ScheduledAt))
+	require.Equal(t, store.EventScheduled, got.LastEvent)
+	require.Equal(t, &batch, got.BatchID)
+	require.Equal(t, odd.Recipients, got.Recipients)
+	require.Equal(t, odd.Attachments, got.Attachments)
+
+	got, err = st.EmailForBuild(ctx, plain.ID)
+	require.NoError(t, err)
+	require.Equal(t, plain.To, got.To)
+	require.Equal(t, plain.HTML, got.HTML)
+	require.Nil(t, got.Text)
+	require.Empty(t, got.Headers)
+	require.Equal(t, plain.Tags, got.Tags)
+	require.Nil(t, got.ScheduledAt)
+	require.Empty(t, got.Attachments)
+	for _, e := range []store.Email{plain, odd} {
+		evs, err := st.Events(ctx, e.ID)
+		require.NoError(t, err)
+		require.Len(t, evs, 1)
+		require.Equal(t, e.LastEvent, evs[0].Type)
+	}
+}
+
 func TestListEmailsPagination(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)

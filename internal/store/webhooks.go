@@ -74,11 +74,12 @@ type WebhookAttempt struct {
 // webhookTime formats timestamps in payloads: RFC 3339, UTC, microseconds.
 const webhookTime = "2006-01-02T15:04:05.000000Z"
 
-// emailWebhooksCTE continues a WITH clause that has a CTE named ins: when
-// ins has a row, it inserts a message with the email's payload for every
-// enabled endpoint of the email's team subscribed to @wtype, and an outbox
-// entry per endpoint. Arguments: @id (email), @wtype (nil for events
-// without a webhook type), @at, @at_text, @extra (jsonb merged into data).
+// emailWebhooksCTE continues a WITH clause that has a CTE named ins whose
+// email_id column lists the emails the event was recorded for, once each:
+// for every one of them it inserts a message with the email's payload for
+// every enabled endpoint of the email's team subscribed to @wtype, and an
+// outbox entry per endpoint. Arguments: @wtype (nil for events without a
+// webhook type), @at, @at_text, @extra (jsonb merged into data).
 const emailWebhooksCTE = `, wh AS (
 	INSERT INTO webhook_message (id, team_id, webhook_id, type, order_key, payload, status, next_attempt_at, created_at)
 	SELECT gen_random_uuid(), w.team_id, w.id, @wtype::text, e.id::text,
@@ -89,8 +90,8 @@ const emailWebhooksCTE = `, wh AS (
 				'tags', (SELECT coalesce(jsonb_object_agg(t->>'name', t->>'value'), '{}'::jsonb)
 					FROM jsonb_array_elements(e.tags) t)) || @extra::jsonb),
 		'pending', @at, @at
-	FROM email e JOIN webhook w ON w.team_id = e.team_id
-	WHERE e.id = @id AND EXISTS (SELECT 1 FROM ins) AND w.status = 'enabled' AND @wtype::text = ANY (w.events)
+	FROM ins JOIN email e ON e.id = ins.email_id JOIN webhook w ON w.team_id = e.team_id
+	WHERE w.status = 'enabled' AND @wtype::text = ANY (w.events)
 	RETURNING webhook_id, team_id
 ), wake AS (
 	INSERT INTO outbox (kind, team_id, ref) SELECT DISTINCT 'webhook', team_id, webhook_id FROM wh

@@ -40,16 +40,22 @@ type BatchItem struct {
 // not decode keeps its error in its item, so that permissive batches can
 // report it by index.
 func DecodeBatch(data []byte) ([]BatchItem, error) {
+	// Validated once here; the splitting below relies on it.
 	if !json.Valid(data) {
 		return nil, Errorf(KindValidation, "", "The request body is not valid JSON.")
 	}
-	var raws []json.RawMessage
-	if err := json.Unmarshal(data, &raws); err != nil {
+	raws, err := arrayElements("", data)
+	if err != nil {
 		return nil, Errorf(KindValidation, "", "The request body must be a JSON array of emails.")
 	}
 	items := make([]BatchItem, len(raws))
 	for i, raw := range raws {
-		items[i].Request, items[i].Err = DecodeSendRequest(raw)
+		var r SendRequest
+		if err := r.decodeValid(raw); err != nil {
+			items[i].Err = err
+		} else {
+			items[i].Request = r
+		}
 	}
 	return items, nil
 }
@@ -104,16 +110,19 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 					"Send emails with attachments one at a time with POST /emails.", i)
 		}
 	}
-	hashed := make([]any, 0, len(items)+1)
-	hashed = append(hashed, mode)
-	for _, it := range items {
-		if it.Err != nil {
-			hashed = append(hashed, it.Err.Error())
-		} else {
-			hashed = append(hashed, it.Request)
+	// The request as its idempotency key remembers it, if it has one.
+	var request []any
+	if opts.IdempotencyKey != nil {
+		request = append(make([]any, 0, len(items)+1), mode)
+		for _, it := range items {
+			if it.Err != nil {
+				request = append(request, it.Err.Error())
+			} else {
+				request = append(request, it.Request)
+			}
 		}
 	}
-	claim, replayed, err := s.claimOrReplay(ctx, from.TeamID, opts.IdempotencyKey, EndpointBatch, hashRequest(hashed...), &res)
+	claim, replayed, err := s.claimOrReplay(ctx, from.TeamID, opts.IdempotencyKey, EndpointBatch, request, &res)
 	if err != nil || replayed {
 		res.Replayed = replayed
 		return res, err
@@ -127,6 +136,7 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 
 	now := s.now()
 	rows := make([]store.Email, 0, len(items))
+	res.Data = make([]SendResult, 0, len(items))
 	// A verified domain's answer holds for every email of the batch that
 	// sends from it; sandbox sends depend on their recipients.
 	type authz struct {
@@ -177,7 +187,6 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 		res.Errors = []BatchError{}
 	}
 	if len(rows) == 0 {
-		res.Data = []SendResult{}
 		return res, nil
 	}
 	batchID, err := uuid.NewV7()

@@ -46,10 +46,11 @@ func inFlight() error {
 		"Another request with the same `Idempotency-Key` is still in progress. Retry once it has finished.")
 }
 
-// claimKey claims an idempotency key for a request. It returns a nil claim
+// claimKey claims an idempotency key for a request, given as the parts
+// hashRequest hashes (only when there is a key). It returns a nil claim
 // and nil replay when there is no key, the claim when the request is the
 // key's first, or the remembered response of an earlier identical request.
-func (s *Service) claimKey(ctx context.Context, team uuid.UUID, key *string, endpoint string, hash []byte) (
+func (s *Service) claimKey(ctx context.Context, team uuid.UUID, key *string, endpoint string, request []any) (
 	*store.IdempotencyClaim, []byte, error) {
 	if key == nil {
 		return nil, nil, nil
@@ -57,6 +58,7 @@ func (s *Service) claimKey(ctx context.Context, team uuid.UUID, key *string, end
 	if err := checkIdempotencyKey(*key); err != nil {
 		return nil, nil, err
 	}
+	hash := hashRequest(request...)
 	c := store.IdempotencyClaim{TeamID: team, Key: *key, Endpoint: endpoint, Hash: hash, Token: uuid.New()}
 	rec, err := s.store.ClaimIdempotencyKey(ctx, c, idempotencyLease, idempotencyTTL)
 	if err != nil {
@@ -76,14 +78,12 @@ func (s *Service) claimKey(ctx context.Context, team uuid.UUID, key *string, end
 	return nil, rec.Response, nil
 }
 
-// release gives up a claim whose request was not accepted, so that the
-// caller can fix the request and retry with the same key.
 // claimOrReplay claims the request's key (see claimKey). When the key
 // already holds the answer of an earlier identical request, it decodes
 // that answer into res and reports replayed; nothing is claimed then.
-func (s *Service) claimOrReplay(ctx context.Context, team uuid.UUID, key *string, endpoint string, hash []byte,
+func (s *Service) claimOrReplay(ctx context.Context, team uuid.UUID, key *string, endpoint string, request []any,
 	res any) (claim *store.IdempotencyClaim, replayed bool, err error) {
-	claim, replay, err := s.claimKey(ctx, team, key, endpoint, hash)
+	claim, replay, err := s.claimKey(ctx, team, key, endpoint, request)
 	if err != nil || replay == nil {
 		return claim, false, err
 	}
@@ -93,6 +93,8 @@ func (s *Service) claimOrReplay(ctx context.Context, team uuid.UUID, key *string
 	return nil, true, nil
 }
 
+// release gives up a claim whose request was not accepted, so that the
+// caller can fix the request and retry with the same key.
 func (s *Service) release(ctx context.Context, c *store.IdempotencyClaim) {
 	if c == nil {
 		return

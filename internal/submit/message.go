@@ -76,13 +76,16 @@ func (s *Service) SendMessage(ctx context.Context, from Sender, m Message) (Send
 	if err != nil {
 		return res, Errorf(KindMalformedMessage, "DATA", "%s", strings.TrimPrefix(err.Error(), mime.ErrMalformed.Error()+": "))
 	}
-	sum := sha256.Sum256(m.Data)
-	rcpts := make([]string, len(m.Recipients))
-	for i, r := range m.Recipients {
-		rcpts[i] = strings.ToLower(r)
+	var request []any // what the idempotency key's hash covers
+	if parsed.IdempotencyKey != nil {
+		sum := sha256.Sum256(m.Data)
+		rcpts := make([]string, len(m.Recipients))
+		for i, r := range m.Recipients {
+			rcpts[i] = strings.ToLower(r)
+		}
+		request = []any{m.EnvelopeFrom, rcpts, sum[:]}
 	}
-	claim, replayed, err := s.claimOrReplay(ctx, from.TeamID, parsed.IdempotencyKey, EndpointSMTP,
-		hashRequest(m.EnvelopeFrom, rcpts, sum[:]), &res)
+	claim, replayed, err := s.claimOrReplay(ctx, from.TeamID, parsed.IdempotencyKey, EndpointSMTP, request, &res)
 	if err != nil || replayed {
 		res.Replayed = replayed
 		return res, err

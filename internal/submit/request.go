@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // SendRequest is the JSON body of POST /emails (one element of a batch). It
@@ -80,10 +81,16 @@ func (r *SendRequest) UnmarshalJSON(data []byte) error {
 }
 
 func (r *SendRequest) decode(data []byte) error {
-	// Validated once here; the splitting below relies on it.
+	// Validated once here; the splitting in decodeValid relies on it.
 	if !json.Valid(data) {
 		return Errorf(KindValidation, "", "The request body is not valid JSON.")
 	}
+	return r.decodeValid(data)
+}
+
+// decodeValid decodes data, which must be valid JSON, into r, which must
+// be zero.
+func (r *SendRequest) decodeValid(data []byte) error {
 	fields, err := objectFields(data)
 	if err != nil {
 		return Errorf(KindValidation, "", "The request body must be a JSON object.")
@@ -146,32 +153,31 @@ func (l *AddressList) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// parseAddressList decodes raw, which must be valid JSON.
 func parseAddressList(raw []byte) (AddressList, error) {
 	raw = bytes.TrimSpace(raw)
 	switch firstByte(raw) {
 	case 'n':
 		return nil, nil
 	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		s, err := unquote(raw)
+		if err != nil || s == "" {
 			return nil, err
-		}
-		if s == "" {
-			return nil, nil
 		}
 		return AddressList{s}, nil
 	case '[':
-		// Pointers, because encoding/json decodes a null element as "".
-		var elems []*string
-		if err := json.Unmarshal(raw, &elems); err != nil {
+		elems, err := arrayElements("", raw)
+		if err != nil {
 			return nil, err
 		}
 		list := make(AddressList, len(elems))
 		for i, e := range elems {
-			if e == nil {
-				return nil, errors.New("null in address list")
+			if firstByte(e) != '"' {
+				return nil, errors.New("not a string in address list")
 			}
-			list[i] = *e
+			if list[i], err = unquote(e); err != nil {
+				return nil, err
+			}
 		}
 		return list, nil
 	}
@@ -406,7 +412,7 @@ func objectFields(raw []byte) (map[string]json.RawMessage, error) {
 			break
 		}
 		end := skipString(raw, i)
-		key, err := unquoteKey(raw[i:end])
+		key, err := unquote(raw[i:end])
 		if err != nil {
 			return nil, err
 		}
@@ -524,19 +530,19 @@ func skipString(raw []byte, i int) int {
 	}
 }
 
-// unquoteKey decodes a JSON string holding an object key.
-func unquoteKey(quoted []byte) (string, error) {
-	if len(quoted) < 2 {
-		return "", errors.New("malformed key")
+// unquote decodes a JSON string, quotes included, taken from valid JSON.
+// Without escapes, valid UTF-8 is its own content; anything else goes
+// through encoding/json, which also turns invalid UTF-8 into U+FFFD.
+func unquote(quoted []byte) (string, error) {
+	if len(quoted) < 2 || quoted[0] != '"' || quoted[len(quoted)-1] != '"' {
+		return "", errors.New("not a JSON string")
 	}
-	if bytes.IndexByte(quoted, '\\') < 0 {
-		return string(quoted[1 : len(quoted)-1]), nil
+	if inner := quoted[1 : len(quoted)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), nil
 	}
-	var key string
-	if err := json.Unmarshal(quoted, &key); err != nil {
-		return "", err
-	}
-	return key, nil
+	var s string
+	err := json.Unmarshal(quoted, &s)
+	return s, err
 }
 
 // pick returns the first of names present in fields, and that name; when
@@ -564,8 +570,8 @@ func optionalString(field string, raw json.RawMessage) (*string, error) {
 	if raw == nil || isNull(raw) {
 		return nil, nil
 	}
-	var s string
-	if firstByte(raw) != '"' || json.Unmarshal(raw, &s) != nil {
+	s, err := unquote(bytes.TrimSpace(raw))
+	if err != nil {
 		return nil, Errorf(KindValidation, field, "Invalid `%s` field. Expected a string.", field)
 	}
 	return &s, nil

@@ -297,3 +297,32 @@ func TestObjectFields(t *testing.T) {
 		require.Error(t, err, bad)
 	}
 }
+
+// TestDecodeStringsLikeEncodingJSON: strings decode as encoding/json
+// decodes them, escapes and invalid UTF-8 included, whether they take
+// the path without escapes or not.
+func TestDecodeStringsLikeEncodingJSON(t *testing.T) {
+	for _, lit := range []string{`"plain"`, `""`, `"caf\u00e9"`, `"a\"b\\c"`, `"tab\there"`, "\"bad \xff utf-8\"",
+		"\"caf\xc3\xa9\"", `"\ud83d\ude00"`, `"\ud800 lone"`, `"<p>\/</p>"`} {
+		var want string
+		require.NoError(t, json.Unmarshal([]byte(lit), &want), lit)
+		body := `{"from":` + lit + `,"subject":` + lit + `,"to":` + lit + `,"cc":[` + lit + `,"x@y.z"],"tags":[{"name":` + lit + `,"value":"v"}]}`
+		r, err := DecodeSendRequest([]byte(body))
+		require.NoError(t, err, lit)
+		require.Equal(t, want, r.From, lit)
+		require.Equal(t, &want, r.Subject, lit)
+		if want == "" {
+			require.Empty(t, r.To, "an empty to is no address")
+		} else {
+			require.Equal(t, AddressList{want}, r.To, lit)
+		}
+		require.Equal(t, AddressList{want, "x@y.z"}, r.Cc, lit)
+		require.Equal(t, want, r.Tags[0].Name, lit)
+	}
+	for _, to := range []string{`[null]`, `["a@b.c", 5]`, `[["a@b.c"]]`, `5`, `{"a":"b"}`} {
+		_, err := DecodeSendRequest([]byte(`{"to":` + to + `}`))
+		var e *Error
+		require.True(t, errors.As(err, &e), to)
+		require.Equal(t, "to", e.Field, to)
+	}
+}

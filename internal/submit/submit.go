@@ -126,7 +126,7 @@ type SendResult struct {
 // *Error of KindIdempotencyMismatch or KindIdempotencyInFlight.
 func (s *Service) SendWithOptions(ctx context.Context, from Sender, req SendRequest, opts SendOptions) (SendResult, error) {
 	var res SendResult
-	claim, replayed, err := s.claimOrReplay(ctx, from.TeamID, opts.IdempotencyKey, EndpointEmails, hashRequest(req), &res)
+	claim, replayed, err := s.claimOrReplay(ctx, from.TeamID, opts.IdempotencyKey, EndpointEmails, []any{req}, &res)
 	if err != nil || replayed {
 		res.Replayed = replayed
 		return res, err

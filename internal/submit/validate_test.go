@@ -504,10 +504,25 @@ func FuzzDecodeSendRequest(f *testing.F) {
 			require.Equal(t, len(want), len(got))
 			for k, v := range want {
 				require.Equal(t, string(v), string(got[k]), "member %q", k)
+				// Strings decode as encoding/json decodes them.
+				var ws string
+				if firstByte(v) == '"' && json.Unmarshal(v, &ws) == nil {
+					gs, err := unquote(got[k])
+					require.NoError(t, err)
+					require.Equal(t, ws, gs, "member %q", k)
+				}
 			}
 		}
 
 		r, err := DecodeSendRequest(data)
+		// As an element of a batch it decodes the same.
+		if json.Valid(data) {
+			items, berr := DecodeBatch(append(append([]byte("["), data...), ']'))
+			require.NoError(t, berr)
+			require.Len(t, items, 1)
+			require.Equal(t, r, items[0].Request)
+			require.Equal(t, err, items[0].Err)
+		}
 		if err != nil {
 			var e *Error
 			require.True(t, errors.As(err, &e), "decode error %T is not *Error", err)
