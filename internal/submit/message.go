@@ -3,7 +3,6 @@ package submit
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -122,17 +121,10 @@ func (s *Service) SendMessage(ctx context.Context, from Sender, m Message) (Send
 	if len(row.Source) > MaxMessageSize {
 		return res, Errorf(KindTooLarge, "DATA", "The message is larger than %d bytes.", MaxMessageSize)
 	}
-	a := store.Acceptance{Emails: []store.Email{row}, Idempotency: claim}
-	if claim != nil {
-		if a.Response, err = json.Marshal(res); err != nil {
-			return res, fmt.Errorf("encoding response: %w", err)
-		}
-	}
-	if res.QuotaUsed, err = s.accept(ctx, a); err != nil {
-		return SendResult{}, err
+	if res, err = s.acceptOne(ctx, row, claim); err != nil {
+		return res, err
 	}
 	accepted = true
-	s.logger.Debug("message accepted", "team_id", from.TeamID, "email_id", id)
 	return res, nil
 }
 

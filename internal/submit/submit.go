@@ -153,17 +153,30 @@ func (s *Service) SendWithOptions(ctx context.Context, from Sender, req SendRequ
 	res.ID = id
 	row := toRow(id, from.TeamID, e, now)
 	row.DomainID = domainID
-	a := store.Acceptance{Emails: []store.Email{row}, Idempotency: claim}
-	if claim != nil {
-		if a.Response, err = json.Marshal(res); err != nil {
-			return res, fmt.Errorf("encoding response: %w", err)
-		}
-	}
-	if res.QuotaUsed, err = s.accept(ctx, a); err != nil {
-		return SendResult{}, err
+	if res, err = s.acceptOne(ctx, row, claim); err != nil {
+		return res, err
 	}
 	accepted = true
-	s.logger.Debug("email accepted", "team_id", from.TeamID, "email_id", id)
+	return res, nil
+}
+
+// acceptOne stores one email with the answer remembered for its claim,
+// if any, and returns that answer.
+func (s *Service) acceptOne(ctx context.Context, row store.Email, claim *store.IdempotencyClaim) (SendResult, error) {
+	res := SendResult{ID: row.ID}
+	a := store.Acceptance{Emails: []store.Email{row}, Idempotency: claim}
+	if claim != nil {
+		var err error
+		if a.Response, err = json.Marshal(res); err != nil {
+			return SendResult{}, fmt.Errorf("encoding response: %w", err)
+		}
+	}
+	used, err := s.accept(ctx, a)
+	if err != nil {
+		return SendResult{}, err
+	}
+	res.QuotaUsed = used
+	s.logger.Debug("email accepted", "team_id", row.TeamID, "email_id", row.ID)
 	return res, nil
 }
 
