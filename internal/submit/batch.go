@@ -128,11 +128,7 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 		return res, err
 	}
 	accepted := false
-	defer func() {
-		if !accepted {
-			s.release(ctx, claim)
-		}
-	}()
+	defer s.releaseUnless(ctx, claim, &accepted)
 
 	now := s.now()
 	rows := make([]store.Email, 0, len(items))

@@ -95,6 +95,14 @@ func (s *Service) claimOrReplay(ctx context.Context, team uuid.UUID, key *string
 
 // release gives up a claim whose request was not accepted, so that the
 // caller can fix the request and retry with the same key.
+// releaseUnless releases c unless *accepted; callers defer it right
+// after claiming and set accepted once the request's rows are committed.
+func (s *Service) releaseUnless(ctx context.Context, c *store.IdempotencyClaim, accepted *bool) {
+	if !*accepted {
+		s.release(ctx, c)
+	}
+}
+
 func (s *Service) release(ctx context.Context, c *store.IdempotencyClaim) {
 	if c == nil {
 		return

@@ -90,11 +90,7 @@ func (s *Service) SendMessage(ctx context.Context, from Sender, m Message) (Send
 		return res, err
 	}
 	accepted := false
-	defer func() {
-		if !accepted {
-			s.release(ctx, claim)
-		}
-	}()
+	defer s.releaseUnless(ctx, claim, &accepted)
 	e, env, err := checkMessage(parsed, m)
 	if err != nil {
 		return res, err

@@ -132,11 +132,7 @@ func (s *Service) SendWithOptions(ctx context.Context, from Sender, req SendRequ
 		return res, err
 	}
 	accepted := false
-	defer func() {
-		if !accepted {
-			s.release(ctx, claim)
-		}
-	}()
+	defer s.releaseUnless(ctx, claim, &accepted)
 	now := s.now()
 	e, err := req.Validate(ctx, ValidateOptions{Now: now, Fetch: s.fetch})
 	if err != nil {
