@@ -205,17 +205,23 @@ func (s *Server) observe(c *gin.Context) {
 }
 
 func (s *Server) readyz(c *gin.Context) {
-	failed := map[string]string{}
-	for _, ch := range s.ready {
-		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
-		if err := ch.Check(ctx); err != nil {
-			failed[ch.Name] = err.Error()
-		}
-		cancel()
-	}
-	if len(failed) > 0 {
+	if failed := RunChecks(c.Request.Context(), s.ready); len(failed) > 0 {
 		c.PureJSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "failed": failed})
 		return
 	}
 	c.PureJSON(http.StatusOK, gin.H{"status": "ready"})
+}
+
+// RunChecks runs readiness checks, each within 2 seconds, and returns the
+// failed ones by name with their errors; empty when all pass.
+func RunChecks(ctx context.Context, checks []Check) map[string]string {
+	failed := map[string]string{}
+	for _, ch := range checks {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if err := ch.Check(cctx); err != nil {
+			failed[ch.Name] = err.Error()
+		}
+		cancel()
+	}
+	return failed
 }

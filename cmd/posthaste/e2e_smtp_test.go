@@ -101,7 +101,7 @@ func checkSMTPClients(t *testing.T, c apiClient, env map[string]string, dataDir 
 	pyOut := runPythonSubmit(t, implicit, ca, c.key, "From: onboarding@posthaste.test\r\n"+
 		"To: delivered@posthaste.test\r\nSubject: smtplib\r\nIdempotency-Key: py-1\r\n\r\nHello\r\n")
 	require.Contains(t, pyOut, "auth refused 535")
-	pyIDs := regexp.MustCompile(`250 2\.0\.0 Ok: queued as ([0-9a-f-]{36})`).FindAllStringSubmatch(pyOut, -1)
+	pyIDs := queuedAs.FindAllStringSubmatch(pyOut, -1)
 	require.Len(t, pyIDs, 2, pyOut)
 	require.Equal(t, pyIDs[0][1], pyIDs[1][1], "one email for one idempotency key")
 	c.waitFor(pyIDs[0][1], map[string]string{"delivered@posthaste.test": "delivered"})

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -160,21 +159,14 @@ func opsHandler(reg *prometheus.Registry, checks []api.Check) http.Handler {
 	h.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	h.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"status":"ok"}`)) })
 	h.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		failed := map[string]string{}
-		for _, c := range checks {
-			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-			if err := c.Check(ctx); err != nil {
-				failed[c.Name] = err.Error()
-			}
-			cancel()
-		}
+		failed := api.RunChecks(r.Context(), checks)
 		w.Header().Set("Content-Type", "application/json")
 		if len(failed) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_ = json.NewEncoder(w).Encode(map[string]any{"status": "unavailable", "failed": failed})
 			return
 		}
-		_, _ = w.Write([]byte(`{"status":"ok"}`))
+		_, _ = w.Write([]byte(`{"status":"ready"}`))
 	})
 	return h
 }
