@@ -85,7 +85,7 @@ func (s *Store) ListEmailsFiltered(ctx context.Context, teamID uuid.UUID, f Emai
 		args["domain"] = strings.ToLower(f.Domain)
 	}
 	if f.Recipient != "" {
-		q += ` AND EXISTS (SELECT 1 FROM email_recipient r WHERE r.email_id = email.id AND r.address ILIKE @rcpt)`
+		q += ` AND EXISTS (SELECT 1 FROM unnest(rcpt_addrs) AS r(address) WHERE r.address ILIKE @rcpt)`
 		args["rcpt"] = "%" + escapeLike(f.Recipient) + "%"
 	}
 	if !f.Since.IsZero() {
@@ -116,15 +116,20 @@ func (s *Store) CountEvents(ctx context.Context, teamID uuid.UUID, since time.Ti
 	if bucket != "hour" && bucket != "day" {
 		return nil, fmt.Errorf("unknown bucket %q", bucket)
 	}
-	q := `SELECT date_trunc('` + bucket + `', ev.created_at AT TIME ZONE 'UTC') AS b, ev.type, count(*)
-		FROM email_event ev JOIN email e ON e.id = ev.email_id
-		WHERE e.team_id = @team AND ev.created_at >= @since`
+	// The first event of each email is its acceptance (see Events).
+	filter := ``
 	args := pgx.NamedArgs{"team": teamID, "since": since}
 	if domain != "" {
-		q += ` AND e.from_domain = @domain`
+		filter = ` AND e.from_domain = @domain`
 		args["domain"] = strings.ToLower(domain)
 	}
-	q += ` GROUP BY b, ev.type ORDER BY b, ev.type`
+	q := `SELECT date_trunc('` + bucket + `', ev.created_at AT TIME ZONE 'UTC') AS b, ev.type, count(*) FROM (
+			SELECT ev.type, ev.created_at FROM email_event ev JOIN email e ON e.id = ev.email_id
+			WHERE e.team_id = @team AND ev.created_at >= @since` + filter + `
+			UNION ALL
+			SELECT ` + firstEventType + `, e.created_at FROM email e
+			WHERE e.team_id = @team AND e.created_at >= @since` + filter + `
+		) ev GROUP BY b, ev.type ORDER BY b, ev.type`
 	rows, err := s.pool.Query(ctx, q, args)
 	if err != nil {
 		return nil, mapErr(err)

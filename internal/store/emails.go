@@ -76,7 +76,7 @@ type Email struct {
 	UpdatedAt      time.Time
 	BatchID        *uuid.UUID   // the batch that accepted it, if any
 	IdempotencyKey *string      // the key of the request that accepted it, if any
-	Recipients     []Recipient  // filled by GetEmail and EmailForBuild
+	Recipients     []Recipient  // in submission order
 	Attachments    []Attachment // filled by EmailForBuild and on insert
 	// Source is the message as submitted over SMTP, delivered instead of
 	// one built from the fields above; nil for API emails. Filled by
@@ -112,8 +112,9 @@ type Acceptance struct {
 	Response    []byte
 }
 
-// Accept writes an Acceptance: the emails with their recipients,
-// attachments and first events, the outbox entry and the quota increment
+// Accept writes an Acceptance: the email rows (which hold their
+// recipients and, implicitly, their first event) with their attachments,
+// the outbox entry and the quota increment
 // (every recipient of every email but suppressed ones, see quota_take).
 // Without an idempotency claim it is one implicit transaction and one
 // round trip; with one it is an explicit transaction (begin, one batch,
@@ -195,8 +196,9 @@ func (s *Store) Accept(ctx context.Context, a Acceptance) (used int64, err error
 
 // queueEmails queues the inserts of emails as set-based statements, each
 // column passed as one array, so that a batch of a hundred costs a few
-// statements like one email does: the email rows, their recipients, their
-// attachments, their first events and the webhooks of scheduled ones.
+// statements like one email does: the email rows, their attachments and
+// the webhooks of scheduled ones. An email is one row: its recipients are
+// arrays in it, and its first event is read from it (see Events).
 func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) error {
 	n := len(emails)
 	var (
@@ -210,10 +212,8 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 		lastEvent                 = make([]string, n)
 		createdAt                 = make([]time.Time, n)
 		messageID                 = make([]*string, n)
-		rcptEmail                 []uuid.UUID
-		rcptAddr, rcptKind        []string
-		rcptDomain, rcptStatus    []string
-		rcptPos                   []int32
+		rcptAddr, rcptKind        = make([]string, n), make([]string, n)
+		rcptDomain, rcptStatus    = make([]string, n), make([]string, n)
 		attEmail                  []uuid.UUID
 		attPos                    []int32
 		attName, attType, attCID  []string
@@ -235,14 +235,7 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 		if e.MessageID != "" {
 			messageID[i] = &e.MessageID
 		}
-		for j, r := range e.Recipients {
-			rcptEmail = append(rcptEmail, e.ID)
-			rcptAddr = append(rcptAddr, r.Address)
-			rcptKind = append(rcptKind, r.Kind)
-			rcptDomain = append(rcptDomain, r.Domain)
-			rcptStatus = append(rcptStatus, e.LastEvent)
-			rcptPos = append(rcptPos, int32(j+1))
-		}
+		rcptAddr[i], rcptKind[i], rcptDomain[i], rcptStatus[i] = recipientArrays(e)
 		for j, a := range e.Attachments {
 			attEmail = append(attEmail, e.ID)
 			attPos = append(attPos, int32(j))
@@ -258,25 +251,23 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 	// single email's acceptance about a fifth more.
 	b.Queue(`INSERT INTO email (id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs,
 			reply_to, subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
-			created_at, updated_at, batch_id, idempotency_key, domain_id, message_id)
+			created_at, updated_at, batch_id, idempotency_key, domain_id, message_id,
+			rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status)
 		SELECT (@id::uuid[])[i], (@team::uuid[])[i], (@from::text[])[i], (@from_domain::text[])[i],
 			(@to::text[])[i]::text[], (@cc::text[])[i]::text[], (@bcc::text[])[i]::text[], (@reply_to::text[])[i]::text[],
 			(@subject::text[])[i], (@html::text[])[i], (@text::text[])[i], (@generate_text::boolean[])[i],
 			(@headers::text[])[i]::jsonb, (@tags::text[])[i]::jsonb, (@scheduled_at::timestamptz[])[i],
 			(@last_event::text[])[i], (@created_at::timestamptz[])[i], (@created_at::timestamptz[])[i],
-			@batch, @key, (@domain::uuid[])[i], (@message_id::text[])[i]
+			@batch, @key, (@domain::uuid[])[i], (@message_id::text[])[i],
+			(@rcpt_addrs::text[])[i]::text[], (@rcpt_kinds::text[])[i]::text[],
+			(@rcpt_domains::text[])[i]::text[], (@rcpt_status::text[])[i]::text[]
 		FROM generate_subscripts(@id::uuid[], 1) AS i`,
 		pgx.NamedArgs{"id": id, "team": team, "from": from, "from_domain": fromDomain,
 			"to": to, "cc": cc, "bcc": bcc, "reply_to": replyTo,
 			"subject": subject, "html": html, "text": text, "generate_text": generateText,
 			"headers": headers, "tags": tags, "scheduled_at": scheduledAt, "last_event": lastEvent,
-			"created_at": createdAt, "domain": domain, "message_id": messageID, "batch": batchID, "key": key})
-	b.Queue(`INSERT INTO email_recipient (email_id, address, position, kind, domain, status)
-		SELECT (@email::uuid[])[i], (@addr::text[])[i], (@pos::int[])[i], (@kind::text[])[i],
-			(@domain::text[])[i], (@status::text[])[i]
-		FROM generate_subscripts(@email::uuid[], 1) AS i`,
-		pgx.NamedArgs{"email": rcptEmail, "addr": rcptAddr, "pos": rcptPos, "kind": rcptKind,
-			"domain": rcptDomain, "status": rcptStatus})
+			"created_at": createdAt, "domain": domain, "message_id": messageID, "batch": batchID, "key": key,
+			"rcpt_addrs": rcptAddr, "rcpt_kinds": rcptKind, "rcpt_domains": rcptDomain, "rcpt_status": rcptStatus})
 	if len(attEmail) > 0 {
 		b.Queue(`INSERT INTO attachment (email_id, position, filename, content_type, content_id, content)
 			SELECT (@email::uuid[])[i], (@pos::int[])[i], (@filename::text[])[i], (@ctype::text[])[i],
@@ -291,12 +282,19 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 				pgx.NamedArgs{"id": e.ID, "data": e.Source})
 		}
 	}
-	b.Queue(`INSERT INTO email_event (email_id, type, created_at)
-		SELECT (@email::uuid[])[i], (@type::text[])[i], (@at::timestamptz[])[i]
-		FROM generate_subscripts(@email::uuid[], 1) AS i`,
-		pgx.NamedArgs{"email": id, "type": lastEvent, "at": createdAt})
 	queueScheduledWebhooks(b, emails)
 	return nil
+}
+
+// recipientArrays returns the recipients of e as the array literals of the
+// rcpt_* columns; every recipient starts in the email's state.
+func recipientArrays(e Email) (addrs, kinds, domains, status string) {
+	n := len(e.Recipients)
+	a, k, d, st := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	for i, r := range e.Recipients {
+		a[i], k[i], d[i], st[i] = r.Address, r.Kind, r.Domain, e.LastEvent
+	}
+	return arrayLiteral(a), arrayLiteral(k), arrayLiteral(d), arrayLiteral(st)
 }
 
 // queueScheduledWebhooks queues the webhooks of the first event of the
@@ -355,49 +353,38 @@ func jsonList[T any](list []T) (string, error) {
 
 const emailColumns = `id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to,
 	subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
-	coalesce(message_id, ''), created_at, updated_at, batch_id, idempotency_key, domain_id`
+	coalesce(message_id, ''), created_at, updated_at, batch_id, idempotency_key, domain_id,
+	rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status`
 
 // emailListColumns leaves the bodies out.
 const emailListColumns = `id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to,
 	subject, NULL::text, NULL::text, generate_text, headers, tags, scheduled_at, last_event,
-	coalesce(message_id, ''), created_at, updated_at, batch_id, idempotency_key, domain_id`
+	coalesce(message_id, ''), created_at, updated_at, batch_id, idempotency_key, domain_id,
+	rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status`
 
 func scanEmail(row pgx.Row) (Email, error) {
 	var e Email
+	var addrs, kinds, domains, status []string
 	err := row.Scan(&e.ID, &e.TeamID, &e.From, &e.FromDomain, &e.To, &e.Cc, &e.Bcc, &e.ReplyTo,
 		&e.Subject, &e.HTML, &e.Text, &e.GenerateText, &e.Headers, &e.Tags, &e.ScheduledAt,
-		&e.LastEvent, &e.MessageID, &e.CreatedAt, &e.UpdatedAt, &e.BatchID, &e.IdempotencyKey, &e.DomainID)
-	return e, mapErr(err)
+		&e.LastEvent, &e.MessageID, &e.CreatedAt, &e.UpdatedAt, &e.BatchID, &e.IdempotencyKey, &e.DomainID,
+		&addrs, &kinds, &domains, &status)
+	if err != nil {
+		return Email{}, mapErr(err)
+	}
+	// The email_rcpt_shape constraint keeps the four arrays equally long.
+	e.Recipients = make([]Recipient, len(addrs))
+	for i := range addrs {
+		e.Recipients[i] = Recipient{Address: addrs[i], Kind: kinds[i], Domain: domains[i], Status: status[i]}
+	}
+	return e, nil
 }
 
 // GetEmail returns a team's email with its recipients. ErrNotFound for
 // unknown ids and for other teams' emails.
 func (s *Store) GetEmail(ctx context.Context, teamID, id uuid.UUID) (Email, error) {
-	e, err := scanEmail(s.pool.QueryRow(ctx, `SELECT `+emailColumns+` FROM email
+	return scanEmail(s.pool.QueryRow(ctx, `SELECT `+emailColumns+` FROM email
 		WHERE id = @id AND team_id = @team`, pgx.NamedArgs{"id": id, "team": teamID}))
-	if err != nil {
-		return Email{}, err
-	}
-	e.Recipients, err = s.recipients(ctx, id)
-	return e, err
-}
-
-func (s *Store) recipients(ctx context.Context, id uuid.UUID) ([]Recipient, error) {
-	rows, err := s.pool.Query(ctx, `SELECT address, kind, domain, status FROM email_recipient
-		WHERE email_id = @id ORDER BY position`,
-		pgx.NamedArgs{"id": id})
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	rs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Recipient, error) {
-		var rc Recipient
-		err := r.Scan(&rc.Address, &rc.Kind, &rc.Domain, &rc.Status)
-		return rc, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading recipients: %w", mapErr(err))
-	}
-	return rs, nil
 }
 
 // ListEmails lists a team's emails, newest first, without bodies.
@@ -414,9 +401,6 @@ func (s *Store) EmailForBuild(ctx context.Context, id uuid.UUID) (Email, error) 
 		pgx.NamedArgs{"id": id}))
 	if err != nil {
 		return Email{}, fmt.Errorf("loading email %s: %w", id, err)
-	}
-	if e.Recipients, err = s.recipients(ctx, id); err != nil {
-		return Email{}, err
 	}
 	rows, err := s.pool.Query(ctx, `SELECT filename, content_type, content_id, content FROM attachment
 		WHERE email_id = @id ORDER BY position`, pgx.NamedArgs{"id": id})
@@ -469,23 +453,30 @@ func (s *Store) Message(ctx context.Context, id uuid.UUID) ([]byte, error) {
 // email's last_event. Outcome events (guarded) are dropped for a recipient
 // that already reached a final state, and an event that happens once per
 // recipient is never appended twice: a retried step is harmless.
-const recordEventSQL = `
+var recordEventSQL = `
 WITH ok AS (
 	SELECT 1 WHERE NOT @guarded::boolean OR @rcpt::text IS NULL OR EXISTS (
-		SELECT 1 FROM email_recipient WHERE email_id = @id AND address = @rcpt
-		AND status NOT IN ('delivered', 'bounced', 'complained', 'suppressed', 'failed', 'canceled'))
+		SELECT 1 FROM email WHERE id = @id
+		AND rcpt_status[array_position(rcpt_addrs, @rcpt::text)] <> ALL (` + finalStatesArray + `))
 ), ins AS (
 	INSERT INTO email_event (email_id, type, recipient, detail, created_at)
 	SELECT @id, @type, @rcpt, @detail, @at FROM ok
 	ON CONFLICT (email_id, type, coalesce(recipient, '')) WHERE type NOT IN ('opened', 'clicked') DO NOTHING
 	RETURNING email_id
-), rc AS (
-	UPDATE email_recipient SET status = @type, updated_at = @at
-	WHERE email_id = @id AND (@rcpt::text IS NULL OR address = @rcpt)
-	AND @state::boolean AND EXISTS (SELECT 1 FROM ins)
 )` + emailWebhooksCTE + `
-UPDATE email SET last_event = @type, updated_at = greatest(updated_at, @at::timestamptz)
+UPDATE email SET last_event = @type, updated_at = greatest(updated_at, @at::timestamptz),
+	rcpt_status = CASE
+		WHEN NOT @state::boolean THEN rcpt_status
+		WHEN @rcpt::text IS NULL THEN ` + allRecipients("@type::text") + `
+		ELSE (SELECT array_agg(CASE WHEN a = @rcpt::text THEN @type::text ELSE st END ORDER BY n)
+			FROM unnest(rcpt_addrs, rcpt_status) WITH ORDINALITY AS r(a, st, n)) END
 WHERE id = @id AND EXISTS (SELECT 1 FROM ins)`
+
+// allRecipients is the rcpt_status of an email (in an UPDATE of it) whose
+// recipients are all in the state state, an SQL expression.
+func allRecipients(state string) string {
+	return `array_fill(` + state + `, ARRAY[cardinality(rcpt_addrs)])`
+}
 
 // RecordEvents appends events to an email's history in order, moving the
 // state of the recipients they name and the email's last_event (see
@@ -538,10 +529,21 @@ func recipientState(t string) bool {
 	return false
 }
 
-// Events returns an email's history, oldest first.
+// firstEventType is the type of an email's first event, its acceptance,
+// an SQL expression on the email row: `scheduled` when it was accepted
+// with a time to leave (scheduled_at is never cleared afterwards), `queued`
+// otherwise. That event is not stored: its time is the email's created_at.
+const firstEventType = `CASE WHEN scheduled_at IS NULL THEN 'queued' ELSE 'scheduled' END`
+
+// Events returns an email's history, oldest first: its acceptance, then
+// the recorded events.
 func (s *Store) Events(ctx context.Context, emailID uuid.UUID) ([]Event, error) {
-	rows, err := s.pool.Query(ctx, `SELECT type, coalesce(recipient, ''), detail, created_at
-		FROM email_event WHERE email_id = @id ORDER BY id`, pgx.NamedArgs{"id": emailID})
+	rows, err := s.pool.Query(ctx, `SELECT type, recipient, detail, created_at FROM (
+			SELECT 0 AS id, `+firstEventType+` AS type, '' AS recipient, NULL::jsonb AS detail, created_at
+			FROM email WHERE id = @id
+			UNION ALL
+			SELECT id, type, coalesce(recipient, ''), detail, created_at FROM email_event WHERE email_id = @id
+		) ev ORDER BY id`, pgx.NamedArgs{"id": emailID})
 	if err != nil {
 		return nil, mapErr(err)
 	}

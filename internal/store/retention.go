@@ -12,8 +12,11 @@ import (
 // to a delivery.
 const finalStates = `('delivered', 'bounced', 'complained', 'failed', 'canceled', 'suppressed')`
 
-// PurgeEmails deletes up to limit emails (with their recipients, events,
-// attachments and built message, by cascade) and up to limit finished
+// finalStatesArray is finalStates as a text[] literal.
+const finalStatesArray = `ARRAY['delivered', 'bounced', 'complained', 'failed', 'canceled', 'suppressed']`
+
+// PurgeEmails deletes up to limit emails (with their events, attachments
+// and built message, by cascade) and up to limit finished
 // webhook messages (with their attempts) that stopped changing before t.
 // An email qualifies when it has had no event and no update since t, no
 // recipient still waiting or being delivered, is not scheduled for later
@@ -26,8 +29,7 @@ func (s *Store) PurgeEmails(ctx context.Context, t time.Time, limit int) (int, e
 		WHERE e.updated_at < @t
 		AND e.last_event NOT IN ('scheduled', 'queued')
 		AND (e.scheduled_at IS NULL OR e.scheduled_at < @t)
-		AND NOT EXISTS (SELECT 1 FROM email_recipient r WHERE r.email_id = e.id
-			AND r.status NOT IN `+finalStates+`)
+		AND e.rcpt_status <@ `+finalStatesArray+`
 		AND NOT EXISTS (SELECT 1 FROM email_event v WHERE v.email_id = e.id AND v.created_at >= @t)
 		AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.ref = e.id)
 		ORDER BY e.updated_at

@@ -54,7 +54,7 @@ func (s *Store) ClaimForSending(ctx context.Context, id uuid.UUID, now time.Time
 	// The claim also fixes the Message-ID (the one the build step writes,
 	// <email id>@<sender domain>), so the email.sent webhook carries it.
 	b.Queue(`WITH claim AS (
-			UPDATE email SET last_event = 'sent', updated_at = @now,
+			UPDATE email SET last_event = 'sent', updated_at = @now, rcpt_status = `+allRecipients("'sent'::text")+`,
 				message_id = coalesce(message_id, id::text || '@' || from_domain)
 			WHERE id = @id AND (last_event = 'queued'
 				OR (last_event = 'scheduled' AND (scheduled_at IS NULL OR scheduled_at <= @due)))
@@ -63,9 +63,6 @@ func (s *Store) ClaimForSending(ctx context.Context, id uuid.UUID, now time.Time
 			INSERT INTO email_event (email_id, type, created_at) SELECT id, 'sent', @now FROM claim
 			ON CONFLICT DO NOTHING
 			RETURNING email_id
-		), rc AS (
-			UPDATE email_recipient SET status = 'sent', updated_at = @now
-			WHERE email_id IN (SELECT id FROM claim)
 		)`+emailWebhooksCTE+`
 		SELECT count(*) > 0 FROM claim`, args).QueryRow(func(r pgx.Row) error { return r.Scan(&c.Claimed) })
 	b.Queue(`SELECT last_event, scheduled_at FROM email WHERE id = @id`, args).
@@ -138,14 +135,11 @@ func (s *Store) CancelEmail(ctx context.Context, teamID, id uuid.UUID) (EmailRef
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
 	err = tx.QueryRow(ctx, `WITH c AS (
-			UPDATE email SET last_event = 'canceled', updated_at = now()
+			UPDATE email SET last_event = 'canceled', updated_at = now(), rcpt_status = `+allRecipients("'canceled'::text")+`
 			WHERE id = @id AND team_id = @team AND last_event = 'scheduled'
 			RETURNING id, batch_id, idempotency_key
 		), ev AS (
 			INSERT INTO email_event (email_id, type) SELECT id, 'canceled' FROM c ON CONFLICT DO NOTHING
-		), rc AS (
-			UPDATE email_recipient SET status = 'canceled', updated_at = now()
-			WHERE email_id IN (SELECT id FROM c)
 		)
 		SELECT batch_id, idempotency_key FROM c`, pgx.NamedArgs{"id": id, "team": teamID}).
 		Scan(&ref.BatchID, &ref.IdempotencyKey)

@@ -6,6 +6,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
@@ -88,18 +89,9 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Migrate(ctx context.Context) error {
 	db := stdlib.OpenDBFromPool(s.pool)
 	defer db.Close()
-	locker, err := lock.NewPostgresSessionLocker()
+	p, err := migrator(db)
 	if err != nil {
-		return fmt.Errorf("creating migration lock: %w", err)
-	}
-	dir, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		return fmt.Errorf("loading migrations: %w", err)
-	}
-	p, err := goose.NewProvider(database.DialectPostgres, db, dir,
-		goose.WithSessionLocker(locker))
-	if err != nil {
-		return fmt.Errorf("loading migrations: %w", err)
+		return err
 	}
 	results, err := p.Up(ctx)
 	if err != nil {
@@ -109,6 +101,23 @@ func (s *Store) Migrate(ctx context.Context) error {
 		s.logger.Info("migration applied", "version", r.Source.Version, "duration", r.Duration)
 	}
 	return nil
+}
+
+// migrator returns the goose provider of the embedded migrations on db.
+func migrator(db *sql.DB) (*goose.Provider, error) {
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return nil, fmt.Errorf("creating migration lock: %w", err)
+	}
+	dir, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return nil, fmt.Errorf("loading migrations: %w", err)
+	}
+	p, err := goose.NewProvider(database.DialectPostgres, db, dir, goose.WithSessionLocker(locker))
+	if err != nil {
+		return nil, fmt.Errorf("loading migrations: %w", err)
+	}
+	return p, nil
 }
 
 // mapErr translates pgx errors into the package's sentinels.

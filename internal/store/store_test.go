@@ -106,6 +106,22 @@ func TestEmailLifecycleAndTeamIsolation(t *testing.T) {
 	}
 	require.Equal(t, []string{"queued:", "sent:", "delivered:delivered@posthaste.test", "bounced:bounced@posthaste.test"}, types)
 	require.Equal(t, "Permanent", evs[3].Detail["type"])
+
+	// The counts of the metrics include the first event, which is the
+	// email row itself.
+	counts := func(team uuid.UUID, domain string) map[string]int {
+		cs, err := st.CountEvents(ctx, team, time.Now().Add(-time.Hour), "day", domain)
+		require.NoError(t, err)
+		out := map[string]int{}
+		for _, c := range cs {
+			out[c.Type] += c.Count
+		}
+		return out
+	}
+	require.Equal(t, map[string]int{"queued": 1, "sent": 1, "delivered": 1, "bounced": 1}, counts(teamA, ""))
+	require.Equal(t, map[string]int{"queued": 1, "sent": 1, "delivered": 1, "bounced": 1}, counts(teamA, "POSTHASTE.test"))
+	require.Empty(t, counts(teamA, "example.com"))
+	require.Empty(t, counts(teamB, ""))
 }
 
 // TestAcceptStoresEveryFieldAsGiven reads back what a batch stored,
@@ -127,6 +143,8 @@ func TestAcceptStoresEveryFieldAsGiven(t *testing.T) {
 	odd.Headers = []store.Header{{Name: "X-Entity-Ref-ID", Value: `a"b\c`}}
 	odd.Tags = []store.Tag{{Name: "a", Value: "1"}, {Name: "b", Value: "2"}}
 	odd.ScheduledAt, odd.LastEvent = &at, store.EventScheduled
+	odd.Recipients = append(odd.Recipients, store.Recipient{Address: `"a\"b, {NULL}"@example.com`, Kind: "bcc",
+		Domain: "example.com"})
 	for i := range odd.Recipients {
 		odd.Recipients[i].Status = store.EventScheduled
 	}

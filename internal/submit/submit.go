@@ -1,7 +1,7 @@
 // Package submit is the one "accept mail" use case shared by the HTTP API
 // and the SMTP gateway: it decodes and validates a send request, checks that
 // the team may use the sender and recipients, and durably accepts the email
-// in one transaction (the email row, its recipients, its first event and an
+// in one transaction (the email row, which holds its recipients, and an
 // outbox entry). The workflow that delivers it is started afterwards by the
 // outbox dispatcher, so acceptance never waits on Temporal.
 package submit
