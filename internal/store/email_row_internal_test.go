@@ -2,11 +2,13 @@ package store
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
@@ -72,7 +74,7 @@ func TestEmailRowMigration(t *testing.T) {
 	err := st.pool.SendBatch(ctx, b).Close()
 	require.NoError(t, err)
 
-	migrateTo(t, st, 11, false)
+	migrateTo(t, st, 12, false)
 	got, err := st.GetEmail(ctx, team, queued)
 	require.NoError(t, err)
 	require.Equal(t, []Recipient{
@@ -118,4 +120,91 @@ func TestEmailRowMigration(t *testing.T) {
 		WHERE (email_id = @queued AND type = 'queued') OR (email_id = @scheduled AND type = 'scheduled')`,
 		pgx.NamedArgs{"queued": queued, "scheduled": scheduled}).Scan(&firsts))
 	require.Equal(t, 2, firsts, "the first events are stored again")
+}
+
+// TestEmailTeamReference checks that email.team_id keeps the guarantees of
+// a foreign key with ON DELETE CASCADE.
+func TestEmailTeamReference(t *testing.T) {
+	ctx := context.Background()
+	st := openUnmigrated(t)
+	require.NoError(t, st.Migrate(ctx))
+	team := uuid.Must(uuid.NewV7())
+	require.NoError(t, st.CreateTeam(ctx, Team{ID: team, Name: "t"}))
+	email := func(team uuid.UUID) Email {
+		return Email{ID: uuid.Must(uuid.NewV7()), TeamID: team, From: "onboarding@posthaste.test",
+			FromDomain: "posthaste.test", To: []string{"delivered@posthaste.test"}, LastEvent: EventQueued,
+			CreatedAt: time.Now(), Recipients: []Recipient{{Address: "delivered@posthaste.test", Kind: "to",
+				Domain: "posthaste.test"}}}
+	}
+	count := func(q string, args ...any) int {
+		var n int
+		require.NoError(t, st.pool.QueryRow(ctx, q, args...).Scan(&n))
+		return n
+	}
+
+	// A team that does not exist: nothing is written, whatever the others.
+	batch := uuid.Must(uuid.NewV7())
+	_, err := st.Accept(ctx, Acceptance{Emails: []Email{email(team), email(uuid.New())}, BatchID: &batch})
+	require.ErrorIs(t, err, ErrNotFound)
+	require.Zero(t, count(`SELECT count(*) FROM email`))
+
+	kept := email(team)
+	_, err = st.Accept(ctx, Acceptance{Emails: []Email{kept}})
+	require.NoError(t, err)
+	require.NoError(t, st.RecordEvents(ctx, kept.ID, []Event{{Type: EventSent}}))
+
+	var pgErr *pgconn.PgError
+	_, err = st.pool.Exec(ctx, `UPDATE email SET team_id = @other WHERE id = @id`,
+		pgx.NamedArgs{"other": uuid.New(), "id": kept.ID})
+	require.True(t, errors.As(err, &pgErr), "%v", err)
+	require.Equal(t, "23503", pgErr.Code, "an email cannot change team")
+	_, err = st.pool.Exec(ctx, `UPDATE team SET id = @other WHERE id = @id`, pgx.NamedArgs{"other": uuid.New(), "id": team})
+	require.True(t, errors.As(err, &pgErr), "%v", err)
+	require.Equal(t, "23503", pgErr.Code, "a team cannot change id")
+
+	// An acceptance in flight holds the team: its deletion waits for the
+	// commit, then takes the new email with the others.
+	tx, err := st.pool.Begin(ctx)
+	require.NoError(t, err)
+	late := email(team)
+	_, err = tx.Exec(ctx, `INSERT INTO email (id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs,
+			reply_to, subject, last_event, rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status)
+		VALUES (@id, @team, 'a@posthaste.test', 'posthaste.test', '{}', '{}', '{}', '{}', 's', 'queued', '{}', '{}', '{}', '{}')`,
+		pgx.NamedArgs{"id": late.ID, "team": team})
+	require.NoError(t, err)
+	deleted := make(chan error, 1)
+	go func() {
+		_, err := st.pool.Exec(ctx, `DELETE FROM team WHERE id = @id`, pgx.NamedArgs{"id": team})
+		deleted <- err
+	}()
+	select {
+	case err := <-deleted:
+		t.Fatalf("the team was deleted under an acceptance in flight: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, <-deleted)
+	require.Zero(t, count(`SELECT count(*) FROM email`), "deleting a team deletes its emails")
+	require.Zero(t, count(`SELECT count(*) FROM email_event`), "and their events")
+
+	// A deletion in flight: the acceptance waits for it, then fails.
+	second := uuid.Must(uuid.NewV7())
+	require.NoError(t, st.CreateTeam(ctx, Team{ID: second, Name: "u"}))
+	tx, err = st.pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `DELETE FROM team WHERE id = @id`, pgx.NamedArgs{"id": second})
+	require.NoError(t, err)
+	accepted := make(chan error, 1)
+	go func() {
+		_, err := st.Accept(ctx, Acceptance{Emails: []Email{email(second)}})
+		accepted <- err
+	}()
+	select {
+	case err := <-accepted:
+		t.Fatalf("an email was accepted for a team being deleted: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, tx.Commit(ctx))
+	require.ErrorIs(t, <-accepted, ErrNotFound)
+	require.Zero(t, count(`SELECT count(*) FROM email`))
 }
