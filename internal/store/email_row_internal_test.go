@@ -208,3 +208,42 @@ func TestEmailTeamReference(t *testing.T) {
 	require.ErrorIs(t, <-accepted, ErrNotFound)
 	require.Zero(t, count(`SELECT count(*) FROM email`))
 }
+
+// TestAcceptanceIsSetBased checks that accepting a hundred emails takes as
+// many statements (one round trip) as accepting one: no statement, and so
+// no round trip or per-statement overhead, per email.
+func TestAcceptanceIsSetBased(t *testing.T) {
+	team := uuid.Must(uuid.NewV7())
+	accept := func(n int, scheduled bool, claim bool) int {
+		a := Acceptance{}
+		if n > 1 {
+			batch := uuid.Must(uuid.NewV7())
+			a.BatchID = &batch
+		}
+		if claim {
+			a.Idempotency = &IdempotencyClaim{TeamID: team, Key: "k", Token: uuid.New()}
+		}
+		now := time.Now()
+		for range n {
+			e := Email{ID: uuid.Must(uuid.NewV7()), TeamID: team, From: "onboarding@posthaste.test",
+				FromDomain: "posthaste.test", To: []string{"a@x.test", "b@x.test"}, LastEvent: EventQueued,
+				CreatedAt: now, Tags: []Tag{{Name: "k", Value: "v"}},
+				Recipients: []Recipient{{Address: "a@x.test", Kind: "to", Domain: "x.test"},
+					{Address: "b@x.test", Kind: "to", Domain: "x.test"}}}
+			if scheduled {
+				at := now.Add(time.Hour)
+				e.ScheduledAt, e.LastEvent = &at, EventScheduled
+			}
+			a.Emails = append(a.Emails, e)
+		}
+		var used int64
+		b, err := acceptance(a, &used)
+		require.NoError(t, err)
+		return b.Len()
+	}
+	for _, c := range []struct{ scheduled, claim bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		require.Equal(t, accept(1, c.scheduled, c.claim), accept(100, c.scheduled, c.claim),
+			"scheduled %v, idempotency key %v", c.scheduled, c.claim)
+	}
+	require.Equal(t, 3, accept(100, false, false), "the email rows, the outbox entry, the quota")
+}

@@ -122,48 +122,10 @@ type Acceptance struct {
 // team's usage of the month including these emails. Over the plan's quota
 // nothing is written and the error is a *QuotaExceededError.
 func (s *Store) Accept(ctx context.Context, a Acceptance) (used int64, err error) {
-	if len(a.Emails) == 0 {
-		return 0, fmt.Errorf("accepting emails: nothing to accept")
-	}
-	b := &pgx.Batch{}
-	var key *string
-	if a.Idempotency != nil {
-		key = &a.Idempotency.Key
-		b.Queue(`UPDATE idempotency_key SET state = 'completed', response = @response
-			WHERE team_id = @team AND key = @key AND token = @token AND state = 'in_flight'`,
-			pgx.NamedArgs{"team": a.Idempotency.TeamID, "key": a.Idempotency.Key,
-				"token": a.Idempotency.Token, "response": a.Response})
-	}
-	if err := queueEmails(b, a.Emails, a.BatchID, key); err != nil {
+	b, err := acceptance(a, &used)
+	if err != nil {
 		return 0, err
 	}
-	first := a.Emails[0]
-	if a.BatchID != nil {
-		b.Queue(`INSERT INTO outbox (kind, team_id, ref, idempotency_key) VALUES ('send_batch', @team, @id, @key)`,
-			pgx.NamedArgs{"id": *a.BatchID, "team": first.TeamID, "key": key})
-	} else {
-		b.Queue(`INSERT INTO outbox (kind, team_id, ref, scheduled_at, idempotency_key)
-			VALUES ('send_email', @team, @id, @scheduled_at, @key)`,
-			pgx.NamedArgs{"id": first.ID, "team": first.TeamID, "scheduled_at": first.ScheduledAt, "key": key})
-	}
-	var addrs []string
-	for _, e := range a.Emails {
-		for _, r := range e.Recipients {
-			addrs = append(addrs, r.Address)
-		}
-	}
-	// Every recipient counts once, except those on the team's suppression
-	// list and the sandbox's suppressed@ addresses: they are never sent to.
-	// The quota is taken last: quota_take locks the team's usage row until
-	// the commit, and concurrent acceptances of the team wait for it, so
-	// they wait only for the commit and not for the inserts too. Over the
-	// quota its error aborts the transaction, inserts included.
-	b.Queue(`SELECT quota_take(@team, @month, (
-			SELECT count(*) FROM unnest(@addrs::text[]) AS a(addr)
-			WHERE lower(addr) !~ '^suppressed(\+[^@]*)?@posthaste\.test$'
-			AND NOT EXISTS (SELECT 1 FROM suppression s WHERE s.team_id = @team AND s.email = lower(addr))))`,
-		pgx.NamedArgs{"team": first.TeamID, "month": QuotaMonth(first.CreatedAt), "addrs": addrs}).
-		QueryRow(func(row pgx.Row) error { return row.Scan(&used) })
 	if a.Idempotency == nil {
 		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 			return 0, fmt.Errorf("inserting emails: %w", mapErr(err))
@@ -192,6 +154,55 @@ func (s *Store) Accept(ctx context.Context, a Acceptance) (used int64, err error
 		return 0, fmt.Errorf("committing acceptance: %w", mapErr(err))
 	}
 	return used, nil
+}
+
+// acceptance queues the statements of an Acceptance, as many for a
+// hundred emails as for one; the quota statement scans the team's usage
+// into used. With an idempotency claim the first statement completes it.
+func acceptance(a Acceptance, used *int64) (*pgx.Batch, error) {
+	if len(a.Emails) == 0 {
+		return nil, fmt.Errorf("accepting emails: nothing to accept")
+	}
+	b := &pgx.Batch{}
+	var key *string
+	if a.Idempotency != nil {
+		key = &a.Idempotency.Key
+		b.Queue(`UPDATE idempotency_key SET state = 'completed', response = @response
+			WHERE team_id = @team AND key = @key AND token = @token AND state = 'in_flight'`,
+			pgx.NamedArgs{"team": a.Idempotency.TeamID, "key": a.Idempotency.Key,
+				"token": a.Idempotency.Token, "response": a.Response})
+	}
+	if err := queueEmails(b, a.Emails, a.BatchID, key); err != nil {
+		return nil, err
+	}
+	first := a.Emails[0]
+	if a.BatchID != nil {
+		b.Queue(`INSERT INTO outbox (kind, team_id, ref, idempotency_key) VALUES ('send_batch', @team, @id, @key)`,
+			pgx.NamedArgs{"id": *a.BatchID, "team": first.TeamID, "key": key})
+	} else {
+		b.Queue(`INSERT INTO outbox (kind, team_id, ref, scheduled_at, idempotency_key)
+			VALUES ('send_email', @team, @id, @scheduled_at, @key)`,
+			pgx.NamedArgs{"id": first.ID, "team": first.TeamID, "scheduled_at": first.ScheduledAt, "key": key})
+	}
+	var addrs []string
+	for _, e := range a.Emails {
+		for _, r := range e.Recipients {
+			addrs = append(addrs, r.Address)
+		}
+	}
+	// Every recipient counts once, except those on the team's suppression
+	// list and the sandbox's suppressed@ addresses: they are never sent to.
+	// The quota is taken last: quota_take locks the team's usage row until
+	// the commit, and concurrent acceptances of the team wait for it, so
+	// they wait only for the commit and not for the inserts too. Over the
+	// quota its error aborts the transaction, inserts included.
+	b.Queue(`SELECT quota_take(@team, @month, (
+			SELECT count(*) FROM unnest(@addrs::text[]) AS a(addr)
+			WHERE lower(addr) !~ '^suppressed(\+[^@]*)?@posthaste\.test$'
+			AND NOT EXISTS (SELECT 1 FROM suppression s WHERE s.team_id = @team AND s.email = lower(addr))))`,
+		pgx.NamedArgs{"team": first.TeamID, "month": QuotaMonth(first.CreatedAt), "addrs": addrs}).
+		QueryRow(func(row pgx.Row) error { return row.Scan(used) })
+	return b, nil
 }
 
 // queueEmails queues the inserts of emails as set-based statements, each
