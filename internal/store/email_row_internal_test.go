@@ -122,6 +122,35 @@ func TestEmailRowMigration(t *testing.T) {
 	require.Equal(t, 2, firsts, "the first events are stored again")
 }
 
+// email is a queued sandbox email of team.
+func email(team uuid.UUID) Email {
+	return Email{ID: uuid.Must(uuid.NewV7()), TeamID: team, From: "onboarding@posthaste.test",
+		FromDomain: "posthaste.test", To: []string{"delivered@posthaste.test"}, LastEvent: EventQueued,
+		CreatedAt: time.Now(), Recipients: []Recipient{{Address: "delivered@posthaste.test", Kind: "to",
+			Domain: "posthaste.test"}}}
+}
+
+// TestEmailRecipientsNamedOnce checks that an email lists each recipient
+// address once, as the primary key of the former recipient table did.
+func TestEmailRecipientsNamedOnce(t *testing.T) {
+	ctx := context.Background()
+	st := openUnmigrated(t)
+	require.NoError(t, st.Migrate(ctx))
+	team := uuid.Must(uuid.NewV7())
+	require.NoError(t, st.CreateTeam(ctx, Team{ID: team, Name: "t"}))
+	twice := email(team)
+	twice.Recipients = append(twice.Recipients, twice.Recipients[0])
+	_, err := st.Accept(ctx, Acceptance{Emails: []Email{twice}})
+	var check *pgconn.PgError
+	require.True(t, errors.As(err, &check), "%v", err)
+	require.Equal(t, "email_rcpt_shape", check.ConstraintName)
+	once := email(team)
+	once.Recipients = append(once.Recipients, Recipient{Address: "Delivered@posthaste.test", Kind: "cc",
+		Domain: "posthaste.test"})
+	_, err = st.Accept(ctx, Acceptance{Emails: []Email{once}})
+	require.NoError(t, err, "addresses are compared as written, as the key did")
+}
+
 // TestEmailTeamReference checks that email.team_id keeps the guarantees of
 // a foreign key with ON DELETE CASCADE.
 func TestEmailTeamReference(t *testing.T) {
@@ -130,12 +159,6 @@ func TestEmailTeamReference(t *testing.T) {
 	require.NoError(t, st.Migrate(ctx))
 	team := uuid.Must(uuid.NewV7())
 	require.NoError(t, st.CreateTeam(ctx, Team{ID: team, Name: "t"}))
-	email := func(team uuid.UUID) Email {
-		return Email{ID: uuid.Must(uuid.NewV7()), TeamID: team, From: "onboarding@posthaste.test",
-			FromDomain: "posthaste.test", To: []string{"delivered@posthaste.test"}, LastEvent: EventQueued,
-			CreatedAt: time.Now(), Recipients: []Recipient{{Address: "delivered@posthaste.test", Kind: "to",
-				Domain: "posthaste.test"}}}
-	}
 	count := func(q string, args ...any) int {
 		var n int
 		require.NoError(t, st.pool.QueryRow(ctx, q, args...).Scan(&n))

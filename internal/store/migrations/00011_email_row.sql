@@ -25,6 +25,15 @@ FROM (SELECT email_id, array_agg(address ORDER BY position) AS addrs, array_agg(
     FROM email_recipient GROUP BY email_id) r
 WHERE r.email_id = e.id;
 
+-- distinct_elements reports whether no element of a occurs twice.
+-- +goose StatementBegin
+CREATE FUNCTION distinct_elements(a text[]) RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN (SELECT count(DISTINCT x) = count(*) FROM unnest(a) AS x);
+-- +goose StatementEnd
+
+-- The four arrays are equally long and name each address once, as the
+-- primary key of email_recipient did (most emails have one recipient and
+-- skip the function call).
 ALTER TABLE email
     ALTER COLUMN rcpt_addrs DROP DEFAULT,
     ALTER COLUMN rcpt_kinds DROP DEFAULT,
@@ -34,7 +43,8 @@ ALTER TABLE email
         cardinality(rcpt_kinds) = cardinality(rcpt_addrs)
         AND cardinality(rcpt_domains) = cardinality(rcpt_addrs)
         AND cardinality(rcpt_status) = cardinality(rcpt_addrs)
-        AND array_position(rcpt_addrs, NULL) IS NULL),
+        AND array_position(rcpt_addrs, NULL) IS NULL
+        AND (cardinality(rcpt_addrs) < 2 OR distinct_elements(rcpt_addrs))),
     ADD CONSTRAINT email_rcpt_kinds CHECK (rcpt_kinds <@ ARRAY['to', 'cc', 'bcc']),
     ADD CONSTRAINT email_rcpt_status CHECK (rcpt_status <@ ARRAY['scheduled', 'queued', 'sent', 'delivered',
         'delivery_delayed', 'bounced', 'complained', 'failed', 'canceled', 'suppressed']);
@@ -78,3 +88,4 @@ FROM email e, unnest(e.rcpt_addrs, e.rcpt_kinds, e.rcpt_domains, e.rcpt_status)
 
 ALTER TABLE email DROP CONSTRAINT email_rcpt_shape, DROP CONSTRAINT email_rcpt_kinds, DROP CONSTRAINT email_rcpt_status,
     DROP COLUMN rcpt_addrs, DROP COLUMN rcpt_kinds, DROP COLUMN rcpt_domains, DROP COLUMN rcpt_status;
+DROP FUNCTION distinct_elements(text[]);
