@@ -195,16 +195,10 @@ func TestEmailTeamReference(t *testing.T) {
 		VALUES (@id, @team, 'a@posthaste.test', 'posthaste.test', '{}', '{}', '{}', '{}', 's', 'queued', '{}', '{}', '{}', '{}')`,
 		pgx.NamedArgs{"id": late.ID, "team": team})
 	require.NoError(t, err)
-	deleted := make(chan error, 1)
-	go func() {
+	deleted := startBlocked(t, st, "deleting the team", func() error {
 		_, err := st.pool.Exec(ctx, `DELETE FROM team WHERE id = @id`, pgx.NamedArgs{"id": team})
-		deleted <- err
-	}()
-	select {
-	case err := <-deleted:
-		t.Fatalf("the team was deleted under an acceptance in flight: %v", err)
-	case <-time.After(300 * time.Millisecond):
-	}
+		return err
+	})
 	require.NoError(t, tx.Commit(ctx))
 	require.NoError(t, <-deleted)
 	require.Zero(t, count(`SELECT count(*) FROM email`), "deleting a team deletes its emails")
@@ -217,19 +211,36 @@ func TestEmailTeamReference(t *testing.T) {
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx, `DELETE FROM team WHERE id = @id`, pgx.NamedArgs{"id": second})
 	require.NoError(t, err)
-	accepted := make(chan error, 1)
-	go func() {
+	accepted := startBlocked(t, st, "accepting an email", func() error {
 		_, err := st.Accept(ctx, Acceptance{Emails: []Email{email(second)}})
-		accepted <- err
-	}()
-	select {
-	case err := <-accepted:
-		t.Fatalf("an email was accepted for a team being deleted: %v", err)
-	case <-time.After(300 * time.Millisecond):
-	}
+		return err
+	})
 	require.NoError(t, tx.Commit(ctx))
 	require.ErrorIs(t, <-accepted, ErrNotFound)
 	require.Zero(t, count(`SELECT count(*) FROM email`))
+}
+
+// startBlocked runs f, which must come to wait for a lock another
+// transaction holds, and returns its outcome once it waits.
+func startBlocked(t *testing.T, st *Store, what string, f func() error) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			t.Fatalf("%s did not wait for the other transaction: %v", what, err)
+		case <-time.After(10 * time.Millisecond):
+		}
+		var waiting bool
+		require.NoError(t, st.pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting))
+		if waiting {
+			return done
+		}
+		require.True(t, time.Now().Before(deadline), "%s is neither done nor waiting for a lock", what)
+	}
 }
 
 // TestAcceptanceIsSetBased checks that accepting a hundred emails takes as
