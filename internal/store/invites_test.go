@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"testing"
 	"time"
 
@@ -176,4 +177,49 @@ func TestSystemTeamExists(t *testing.T) {
 	members, err := st.Members(ctx, store.SystemTeamID)
 	require.NoError(t, err)
 	require.Empty(t, members, "nobody reads the system team's emails")
+}
+
+// TestPurgeExpiredSweepsSessionsAndLinks checks that the retention sweep
+// deletes dashboard sessions and password-reset links that expired, and
+// invitations 30 days after they expired, and nothing that still works.
+func TestPurgeExpiredSweepsSessionsAndLinks(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	team := newTeam(t, st)
+	ann, bob := newUser(t, st, "ann@example.com"), newUser(t, st, "bob@example.com")
+	now := time.Now()
+	for _, s := range []store.Session{
+		{IDHash: hashOf("old session"), UserID: ann, TeamID: team, CSRFToken: "c", ExpiresAt: now.Add(-time.Minute)},
+		{IDHash: hashOf("live session"), UserID: ann, TeamID: team, CSRFToken: "c", ExpiresAt: now.Add(time.Hour)},
+	} {
+		require.NoError(t, st.CreateSession(ctx, s))
+	}
+	require.NoError(t, st.RequestPasswordReset(ctx, ann, hashOf("old reset"), now.Add(-time.Minute)))
+	require.NoError(t, st.RequestPasswordReset(ctx, bob, hashOf("live reset"), now.Add(time.Hour)))
+	for i, expires := range []time.Time{now.Add(-31 * 24 * time.Hour), now.Add(-24 * time.Hour), now.Add(time.Hour)} {
+		_, err := st.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: team, Email: fmt.Sprintf("i%d@example.com", i),
+			Role: "member", ExpiresAt: expires}, hashOf(fmt.Sprintf("invite %d", i)))
+		require.NoError(t, err)
+	}
+
+	n, err := st.PurgeExpired(ctx, now, 100)
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "the old session, the old reset link and the month-old invitation")
+	n, err = st.PurgeExpired(ctx, now, 100)
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	_, err = st.SessionByHash(ctx, hashOf("live session"))
+	require.NoError(t, err)
+	user, err := st.PasswordResetUser(ctx, hashOf("live reset"))
+	require.NoError(t, err)
+	require.Equal(t, bob, user)
+	list, err := st.Invitations(ctx, team)
+	require.NoError(t, err)
+	var emails []string
+	for _, inv := range list {
+		emails = append(emails, inv.Email)
+	}
+	require.ElementsMatch(t, []string{"i1@example.com", "i2@example.com"}, emails,
+		"an invitation that expired yesterday is still listed")
 }

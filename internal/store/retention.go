@@ -59,6 +59,12 @@ func (s *Store) PurgeEmails(ctx context.Context, t time.Time, limit int) (int, e
 var expiringTables = []struct{ table, expired string }{
 	// Idempotency records (API.md: kept 24 hours; expires_at is set on insert).
 	{"idempotency_key", "expires_at < @now"},
+	// Dashboard sessions and password-reset links, once they no longer work.
+	{"dashboard_session", "expires_at < @now"},
+	{"password_reset", "expires_at < @now"},
+	// Invitations stay listed as expired on the Team page, where an owner
+	// can send them again, for 30 days after they stopped working.
+	{"invitation", "expires_at < @now::timestamptz - interval '30 days'"},
 }
 
 // PurgeExpired deletes up to limit expired rows from each table of
