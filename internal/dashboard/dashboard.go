@@ -139,6 +139,7 @@ func New(cfg Config) (*Handler, error) {
 	m.Handle("POST /dashboard/account/mfa/confirm", h.signedIn(h.confirmMFA))
 	m.Handle("POST /dashboard/account/mfa/disable", h.signedIn(h.disableMFA))
 	m.Handle("POST /dashboard/account/team-mfa", h.signedIn(h.teamMFA))
+	m.Handle("POST /dashboard/account/team", h.signedIn(h.switchTeam))
 	m.Handle("POST /dashboard/logout", h.signedIn(h.logout))
 	m.Handle("POST /dashboard/logout-everywhere", h.signedIn(h.logoutEverywhere))
 	m.Handle("GET /dashboard/emails", h.signedIn(h.emails))

@@ -247,3 +247,48 @@ func TestInviteWithoutEmail(t *testing.T) {
 		})
 	}
 }
+
+// TestSwitchTeam: a member of two teams switches between them on the
+// Account page; nobody switches into a team they are not a member of.
+func TestSwitchTeam(t *testing.T) {
+	f := newFixture(t)
+	oc := f.browser()
+	f.login(oc, f.a.Email, f.a.Password)
+	_, page := get(t, oc, f.srv.URL+"/dashboard/account")
+	require.NotContains(t, page, "Your teams", "a member of one team has nothing to switch to")
+	link := f.inviteFrom(oc, f.b.Email, "member")
+
+	c := f.browser()
+	f.login(c, f.b.Email, f.b.Password)
+	_, page = get(t, c, f.srv.URL+link)
+	res, _ := post(t, c, f.srv.URL+link+"/accept", url.Values{"csrf": {csrf(t, page)}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+
+	_, page = get(t, c, f.srv.URL+"/dashboard/account")
+	require.Contains(t, page, "Your teams")
+	require.Regexp(t, `Team A\s*<span class="muted">\(current\)</span>`, page)
+	require.Contains(t, page, "Switch to Team B")
+	token := csrf(t, page)
+
+	res, _ = post(t, c, f.srv.URL+"/dashboard/account/team", url.Values{"team": {f.b.TeamID}})
+	require.Equal(t, http.StatusForbidden, res.StatusCode, "CSRF token required")
+	for _, team := range []string{uuid.NewString(), "nope", ""} {
+		res, _ = post(t, c, f.srv.URL+"/dashboard/account/team", url.Values{"csrf": {token}, "team": {team}})
+		require.Equal(t, http.StatusNotFound, res.StatusCode, "team %q", team)
+	}
+	_, page = get(t, c, f.srv.URL+"/dashboard/team")
+	require.Contains(t, page, f.a.Email, "still in team A")
+
+	res, _ = post(t, c, f.srv.URL+"/dashboard/account/team", url.Values{"csrf": {token}, "team": {f.b.TeamID}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	require.Equal(t, "/dashboard/emails", res.Header.Get("Location"))
+	_, page = get(t, c, f.srv.URL+"/dashboard/team")
+	require.NotContains(t, page, f.a.Email, "now in team B, where A is not a member")
+	_, page = get(t, c, f.srv.URL+"/dashboard/account")
+	require.Regexp(t, `Team B\s*<span class="muted">\(current\)</span>`, page)
+
+	// A owner cannot switch into team B, of which they are not a member.
+	_, page = get(t, oc, f.srv.URL+"/dashboard/account")
+	res, _ = post(t, oc, f.srv.URL+"/dashboard/account/team", url.Values{"csrf": {csrf(t, page)}, "team": {f.b.TeamID}})
+	require.Equal(t, http.StatusNotFound, res.StatusCode)
+}

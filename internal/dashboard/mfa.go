@@ -104,6 +104,7 @@ type accountData struct {
 	Secret        string       // during setup
 	QR            template.URL // data URL of the QR code (a PNG we made), during setup
 	RecoveryCodes []string
+	Teams         []store.Team // the user's teams, to switch between
 	Message       string
 	Error         string
 }
@@ -124,6 +125,10 @@ func (h *Handler) renderAccount(w http.ResponseWriter, r *http.Request, se *stor
 		return
 	}
 	d.Enabled, d.TeamRequires, d.Owner, d.Available = m.EnabledAt != nil, m.TeamRequires, role == "owner", h.cfg.Keys != nil
+	if d.Teams, err = h.store.UserTeams(r.Context(), se.UserID); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	if d.TeamRequires && !d.Enabled && d.Message == "" && d.Secret == "" {
 		d.Message = "Your team requires two-factor authentication. Set it up to continue."
 	}

@@ -129,3 +129,26 @@ func (h *Handler) removeMember(w http.ResponseWriter, r *http.Request, se *store
 		http.Redirect(w, r, "/dashboard/team", http.StatusSeeOther)
 	}
 }
+
+// switchTeam moves the session to another team of the user's (POST
+// /dashboard/account/team with `team`). A team the user is not a member
+// of, or no team id at all, is a 404 like any other team's page. A team
+// that requires two-factor authentication the user has not set up sends
+// them to the Account page, as signing in would.
+func (h *Handler) switchTeam(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	id, err := uuid.Parse(r.PostFormValue("team"))
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	switch err := h.store.SetSessionTeam(r.Context(), se.IDHash, id); {
+	case errors.Is(err, store.ErrNotFound):
+		http.NotFound(w, r)
+		return
+	case err != nil:
+		h.fail(w, r, err)
+		return
+	}
+	h.logger.Info("team switched", "team_id", id)
+	http.Redirect(w, r, "/dashboard/emails", http.StatusSeeOther)
+}

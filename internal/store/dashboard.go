@@ -63,6 +63,21 @@ func (s *Store) FirstTeam(ctx context.Context, userID uuid.UUID) (uuid.UUID, err
 	return id, mapErr(err)
 }
 
+// UserTeams lists the teams a user is a member of, in the order they
+// joined (the first is the one FirstTeam returns).
+func (s *Store) UserTeams(ctx context.Context, userID uuid.UUID) ([]Team, error) {
+	rows, err := s.pool.Query(ctx, `SELECT t.id, t.name, t.created_at FROM membership m JOIN team t ON t.id = m.team_id
+		WHERE m.user_id = @user ORDER BY m.created_at, m.team_id`, pgx.NamedArgs{"user": userID})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	teams, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Team])
+	if err != nil {
+		return nil, fmt.Errorf("listing teams: %w", mapErr(err))
+	}
+	return teams, nil
+}
+
 // EmailFilter narrows an email listing; zero fields do not filter.
 type EmailFilter struct {
 	Status    string // last_event
