@@ -122,6 +122,16 @@ func TestEmailRowMigration(t *testing.T) {
 	require.Equal(t, 2, firsts, "the first events are stored again")
 }
 
+// migratedWithTeam returns a store on a new, migrated database with one team.
+func migratedWithTeam(t *testing.T) (*Store, uuid.UUID) {
+	t.Helper()
+	st := openUnmigrated(t)
+	require.NoError(t, st.Migrate(context.Background()))
+	team := uuid.Must(uuid.NewV7())
+	require.NoError(t, st.CreateTeam(context.Background(), Team{ID: team, Name: "t"}))
+	return st, team
+}
+
 // email is a queued sandbox email of team.
 func email(team uuid.UUID) Email {
 	return Email{ID: uuid.Must(uuid.NewV7()), TeamID: team, From: "onboarding@posthaste.test",
@@ -134,10 +144,7 @@ func email(team uuid.UUID) Email {
 // address once, as the primary key of the former recipient table did.
 func TestEmailRecipientsNamedOnce(t *testing.T) {
 	ctx := context.Background()
-	st := openUnmigrated(t)
-	require.NoError(t, st.Migrate(ctx))
-	team := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.CreateTeam(ctx, Team{ID: team, Name: "t"}))
+	st, team := migratedWithTeam(t)
 	twice := email(team)
 	twice.Recipients = append(twice.Recipients, twice.Recipients[0])
 	_, err := st.Accept(ctx, Acceptance{Emails: []Email{twice}})
@@ -155,10 +162,7 @@ func TestEmailRecipientsNamedOnce(t *testing.T) {
 // a foreign key with ON DELETE CASCADE.
 func TestEmailTeamReference(t *testing.T) {
 	ctx := context.Background()
-	st := openUnmigrated(t)
-	require.NoError(t, st.Migrate(ctx))
-	team := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.CreateTeam(ctx, Team{ID: team, Name: "t"}))
+	st, team := migratedWithTeam(t)
 	count := func(q string, args ...any) int {
 		var n int
 		require.NoError(t, st.pool.QueryRow(ctx, q, args...).Scan(&n))
