@@ -1,22 +1,16 @@
 package smtpgw
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/posthaste/posthaste/internal/selfsigned"
 )
 
 // reloadCheck is how often the certificate files are looked at.
@@ -94,7 +88,7 @@ func (r *CertReloader) TLSConfig() *tls.Config {
 }
 
 // EnsureSelfSigned writes a self-signed certificate (ECDSA P-256, valid
-// for ten years) for hosts (names and IP addresses) and its key, unless
+// for about ten years) for hosts (names and IP addresses) and its key, unless
 // both files exist. It reports whether it wrote them.
 func EnsureSelfSigned(certFile, keyFile string, hosts []string) (bool, error) {
 	_, errC := os.Stat(certFile)
@@ -105,36 +99,12 @@ func EnsureSelfSigned(certFile, keyFile string, hosts []string) (bool, error) {
 	if !errors.Is(errC, os.ErrNotExist) && errC != nil {
 		return false, errC
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, err := selfsigned.New(selfsigned.Options{Hosts: hosts, Organization: "Posthaste (self-signed)",
+		Validity: 10 * 365 * 24 * time.Hour})
 	if err != nil {
 		return false, err
 	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return false, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: hosts[0], Organization: []string{"Posthaste (self-signed)"}},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.AddDate(10, 0, 0),
-		KeyUsage:              x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return false, err
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	certPEM, keyPEM, err := selfsigned.PEM(c)
 	if err != nil {
 		return false, err
 	}
@@ -144,10 +114,10 @@ func EnsureSelfSigned(certFile, keyFile string, hosts []string) (bool, error) {
 	if err := os.MkdirAll(filepath.Dir(keyFile), 0o700); err != nil {
 		return false, err
 	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
 		return false, err
 	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+	if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
 		return false, err
 	}
 	return true, nil

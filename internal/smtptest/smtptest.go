@@ -11,18 +11,12 @@ package smtptest
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"fmt"
 	"io"
 	"log"
-	"math/big"
 	"net"
 	"strconv"
 	"strings"
@@ -31,6 +25,8 @@ import (
 	"time"
 
 	"github.com/emersion/go-smtp"
+
+	"github.com/posthaste/posthaste/internal/selfsigned"
 )
 
 // Options configures a Server. The zero value is a plaintext server that
@@ -386,41 +382,16 @@ func (c *conn) Close() error {
 	return c.Conn.Close()
 }
 
-// selfSigned makes a self-signed ECDSA certificate valid for hosts and a
-// pool that trusts it.
+// selfSigned makes a self-signed certificate valid for hosts and a pool
+// that trusts it.
 func selfSigned(hosts []string) (tls.Certificate, *x509.CertPool, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, err := selfsigned.New(selfsigned.Options{Hosts: hosts, Organization: "smtptest", Validity: 24 * time.Hour, CA: true})
 	if err != nil {
-		return tls.Certificate{}, nil, fmt.Errorf("generating key: %w", err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(time.Now().UnixNano()),
-		Subject:               pkix.Name{CommonName: hosts[0], Organization: []string{"smtptest"}},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else if h != "" {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return tls.Certificate{}, nil, fmt.Errorf("creating certificate: %w", err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		return tls.Certificate{}, nil, fmt.Errorf("parsing certificate: %w", err)
+		return tls.Certificate{}, nil, err
 	}
 	pool := x509.NewCertPool()
-	pool.AddCert(leaf)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool, nil
+	pool.AddCert(c.Leaf)
+	return c, pool, nil
 }
 
 // Reply builds a reply for the hooks from a code and a text that may start
