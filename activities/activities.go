@@ -475,12 +475,9 @@ func pendingRecipients(all []store.Recipient, want []string) []string {
 	}
 	var out []string
 	for _, w := range want {
-		switch status[w] {
-		case store.EventDelivered, store.EventBounced, store.EventComplained, store.EventSuppressed,
-			store.EventFailed, store.EventCanceled:
-			continue
+		if !store.IsFinal(status[w]) {
+			out = append(out, w)
 		}
-		out = append(out, w)
 	}
 	return out
 }

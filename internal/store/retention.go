@@ -3,17 +3,27 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// finalStates are the recipient states after which nothing more happens
-// to a delivery.
-const finalStates = `('delivered', 'bounced', 'complained', 'failed', 'canceled', 'suppressed')`
+// finalStates is FinalStates as an SQL list, for IN.
+var finalStates = "(" + sqlStrings(FinalStates) + ")"
 
-// finalStatesArray is finalStates as a text[] literal.
-const finalStatesArray = `ARRAY['delivered', 'bounced', 'complained', 'failed', 'canceled', 'suppressed']`
+// finalStatesArray is FinalStates as a text[] literal.
+var finalStatesArray = "ARRAY[" + sqlStrings(FinalStates) + "]"
+
+// sqlStrings quotes constant strings (no quotes in them) as SQL literals
+// separated by commas.
+func sqlStrings(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = "'" + s + "'"
+	}
+	return strings.Join(q, ", ")
+}
 
 // PurgeEmails deletes up to limit emails (with their events, attachments
 // and built message, by cascade) and up to limit finished
