@@ -87,6 +87,7 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterActivityWithOptions(acts.Prepare, activity.RegisterOptions{Name: activities.PrepareName})
 	r.RegisterActivityWithOptions(acts.LoadBatch, activity.RegisterOptions{Name: activities.LoadBatchName})
 	r.RegisterActivityWithOptions(acts.RecordEvents, activity.RegisterOptions{Name: activities.RecordEventsName})
+	r.RegisterActivityWithOptions(acts.FailEmail, activity.RegisterOptions{Name: activities.FailEmailName})
 	r.RegisterWorkflowWithOptions(workflows.VerifyDomain, workflow.RegisterOptions{Name: workflows.VerifyDomainName})
 	r.RegisterActivityWithOptions(acts.CheckDomain, activity.RegisterOptions{Name: activities.CheckDomainName})
 	r.RegisterActivityWithOptions(acts.SetDomainStatus, activity.RegisterOptions{Name: activities.SetDomainStatusName})
@@ -140,15 +141,16 @@ func EnsureRetentionSchedule(ctx context.Context, c client.Client, in workflows.
 }
 
 // WakeWebhook makes the endpoint's DeliverWebhook workflow look for due
-// messages: it signals the running workflow or starts one with the signal.
-func WakeWebhook(ctx context.Context, c client.Client, webhookID string) error {
+// messages: it signals the running workflow or starts one with the signal,
+// whose failing passes retry on steps.
+func WakeWebhook(ctx context.Context, c client.Client, webhookID string, steps workflows.StepPolicy) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	_, err := c.SignalWithStartWorkflow(ctx, workflows.WebhookWorkflowID(webhookID),
 		workflows.WebhookWakeSignal, nil, client.StartWorkflowOptions{
 			TaskQueue:             workflows.TaskQueue,
 			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		}, workflows.DeliverWebhookName, workflows.DeliverWebhookInput{WebhookID: webhookID})
+		}, workflows.DeliverWebhookName, workflows.DeliverWebhookInput{WebhookID: webhookID, Steps: steps})
 	if err != nil {
 		return fmt.Errorf("waking delivery of webhook %s: %w", webhookID, err)
 	}
@@ -156,14 +158,20 @@ func WakeWebhook(ctx context.Context, c client.Client, webhookID string) error {
 }
 
 // WebhookWaker wakes DeliverWebhook workflows for the API.
-type WebhookWaker struct{ client client.Client }
+type WebhookWaker struct {
+	client client.Client
+	steps  workflows.StepPolicy
+}
 
-// NewWebhookWaker returns a WebhookWaker.
-func NewWebhookWaker(c client.Client) *WebhookWaker { return &WebhookWaker{client: c} }
+// NewWebhookWaker returns a WebhookWaker whose new workflows retry failing
+// passes on steps.
+func NewWebhookWaker(c client.Client, steps workflows.StepPolicy) *WebhookWaker {
+	return &WebhookWaker{client: c, steps: steps}
+}
 
 // Wake makes the endpoint's delivery look for due messages.
 func (w *WebhookWaker) Wake(ctx context.Context, webhookID string) error {
-	return WakeWebhook(ctx, w.client, webhookID)
+	return WakeWebhook(ctx, w.client, webhookID, w.steps)
 }
 
 // Verifier starts and nudges VerifyDomain workflows for the API.
@@ -277,7 +285,7 @@ func EmailWorkflowID(ref store.EmailRef) string {
 // error: the entry's work exists.
 func (s *Starter) Start(ctx context.Context, it store.OutboxItem) error {
 	if it.Kind == store.OutboxWebhook {
-		return WakeWebhook(ctx, s.client, it.Ref.String())
+		return WakeWebhook(ctx, s.client, it.Ref.String(), s.delivery.Steps)
 	}
 	id, err := WorkflowID(it)
 	if err != nil {

@@ -3,7 +3,6 @@ package workflows
 import (
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/posthaste/posthaste/activities"
@@ -12,25 +11,20 @@ import (
 // DeliverWebhookInput starts (or continues) the delivery of an endpoint.
 type DeliverWebhookInput struct {
 	WebhookID string
+	// Steps is the retry window of a delivery pass that fails (the
+	// database is down).
+	Steps StepPolicy
 }
 
 // passesPerRun bounds a run's history: after this many delivery passes the
 // workflow continues as new.
 const passesPerRun = 200
 
-// webhookPassOptions run one delivery pass as a local activity (no
-// round trip through the server per pass); a pass stops starting attempts
-// after 30 s and an attempt takes at most 15 s. A failing pass (the
-// database is down) is retried until it works.
-var webhookPassOptions = workflow.LocalActivityOptions{
-	StartToCloseTimeout: 2 * time.Minute,
-	RetryPolicy: &temporal.RetryPolicy{
-		InitialInterval:        time.Second,
-		BackoffCoefficient:     2,
-		MaximumInterval:        time.Minute,
-		NonRetryableErrorTypes: []string{activities.ErrTypePermanent},
-	},
-}
+// webhookPassAttempt bounds one delivery pass, run as a local activity
+// (no round trip through the server per pass): a pass stops starting
+// attempts after 30 s and an attempt takes at most 15 s. A failing pass
+// (the database is down) is retried on the input's StepPolicy.
+const webhookPassAttempt = 2 * time.Minute
 
 // DeliverWebhook delivers an endpoint's webhook messages, one workflow per
 // endpoint (ID webhook/<id>), so an email costs its endpoints no workflow
@@ -44,7 +38,7 @@ var webhookPassOptions = workflow.LocalActivityOptions{
 // passesPerRun passes.
 func DeliverWebhook(ctx workflow.Context, in DeliverWebhookInput) error {
 	wake := workflow.GetSignalChannel(ctx, WebhookWakeSignal)
-	lctx := workflow.WithLocalActivityOptions(ctx, webhookPassOptions)
+	lctx := workflow.WithLocalActivityOptions(ctx, in.Steps.localOptions(webhookPassAttempt))
 	for pass := 0; ; pass++ {
 		drain(wake)
 		var res activities.DeliverWebhooksResult

@@ -22,7 +22,7 @@ type SendBatchInput struct {
 // WakeSignal names the email it is for. An email whose steps fail does
 // not stop the others; the workflow then fails with the first error.
 func SendBatch(ctx workflow.Context, in SendBatchInput) error {
-	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
+	lctx := workflow.WithLocalActivityOptions(ctx, in.Delivery.Steps.localOptions(stepAttempt))
 	var batch activities.LoadBatchResult
 	if err := workflow.ExecuteLocalActivity(lctx, a.LoadBatch, activities.LoadBatchInput{BatchID: in.BatchID}).
 		Get(ctx, &batch); err != nil {

@@ -13,15 +13,16 @@ import (
 // a gives compile-checked activity signatures; it is never dereferenced.
 var a *activities.Activities
 
-// DeliveryPolicy is the retry schedule of MX delivery: retries start after
-// Initial, grow by Backoff up to Max, and stop Expire after the first try.
-// It travels in the workflow input so a run keeps the schedule it started
-// with.
+// DeliveryPolicy is the retry schedule of a send: MX delivery retries
+// start after Initial, grow by Backoff up to Max, and stop Expire after the
+// first try; Steps is the retry window of its database steps. It travels
+// in the workflow input so a run keeps the schedule it started with.
 type DeliveryPolicy struct {
 	Initial time.Duration
 	Backoff float64
 	Max     time.Duration
 	Expire  time.Duration
+	Steps   StepPolicy
 }
 
 // DefaultDeliveryPolicy retries within minutes at first and gives up after
@@ -35,16 +36,6 @@ type SendEmailInput struct {
 	EmailID     string
 	ScheduledAt *time.Time
 	Delivery    DeliveryPolicy
-}
-
-// localOptions are for short, idempotent database steps.
-var localOptions = workflow.LocalActivityOptions{
-	StartToCloseTimeout: 30 * time.Second,
-	RetryPolicy: &temporal.RetryPolicy{
-		InitialInterval:    time.Second,
-		BackoffCoefficient: 2,
-		MaximumInterval:    time.Minute,
-	},
 }
 
 // Wake is the payload of WakeSignal.
@@ -69,7 +60,7 @@ func SendEmail(ctx workflow.Context, in SendEmailInput) error {
 // sendOne is SendEmail's body for one email; SendBatch runs it for each of
 // its emails. wake delivers Wake values meant for this email.
 func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.ReceiveChannel, delivery DeliveryPolicy) error {
-	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
+	lctx := workflow.WithLocalActivityOptions(ctx, delivery.Steps.localOptions(stepAttempt))
 	var prep activities.PrepareResult
 	for {
 		if at != nil {
@@ -80,7 +71,7 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 		prep = activities.PrepareResult{}
 		if err := workflow.ExecuteLocalActivity(lctx, a.Prepare, activities.PrepareInput{EmailID: emailID}).
 			Get(ctx, &prep); err != nil {
-			return err
+			return failIfPermanent(lctx, emailID, err)
 		}
 		if prep.NotDue == nil {
 			break
@@ -121,7 +112,9 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 		}
 	}
 	// A delivery that never succeeded within its policy ends as a transient
-	// bounce of the recipients it still held.
+	// bounce of the recipients it still held; one that failed permanently
+	// (not through the MX's answer, which Deliver records itself) ends
+	// them failed. Recipients with an outcome keep it.
 	var expired []activities.EventInput
 	for i, f := range futures {
 		err := f.Get(ctx, nil)
@@ -131,6 +124,14 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 		var canceled *temporal.CanceledError
 		if errors.As(err, &canceled) {
 			return err
+		}
+		if reason, ok := activities.PermanentReason(err); ok {
+			for _, rcpt := range prep.Groups[i].Recipients {
+				expired = append(expired, activities.EventInput{
+					Type: activities.EventFailed, Recipient: rcpt, Detail: map[string]any{"reason": reason},
+				})
+			}
+			continue
 		}
 		for _, rcpt := range prep.Groups[i].Recipients {
 			expired = append(expired, activities.EventInput{
@@ -145,6 +146,20 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 		}).Get(ctx, nil)
 	}
 	return nil
+}
+
+// failIfPermanent ends the email `failed` when err is permanent (the
+// message cannot be built or signed, its domain or key is gone): retrying
+// cannot send it, and an accepted email must reach an outcome. The
+// workflow then completes. Any other error is returned.
+func failIfPermanent(lctx workflow.Context, emailID string, err error) error {
+	reason, ok := activities.PermanentReason(err)
+	if !ok {
+		return err
+	}
+	return workflow.ExecuteLocalActivity(lctx, a.FailEmail, activities.FailEmailInput{
+		EmailID: emailID, Reason: reason,
+	}).Get(lctx, nil)
 }
 
 // waitUntil sleeps on a durable timer until at. A Wake received meanwhile

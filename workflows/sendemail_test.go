@@ -26,6 +26,7 @@ func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	env.RegisterActivityWithOptions(a.Prepare, activity.RegisterOptions{Name: activities.PrepareName})
 	env.RegisterActivityWithOptions(a.RecordEvents, activity.RegisterOptions{Name: activities.RecordEventsName})
 	env.RegisterActivityWithOptions(a.Deliver, activity.RegisterOptions{Name: activities.DeliverName})
+	env.RegisterActivityWithOptions(a.FailEmail, activity.RegisterOptions{Name: activities.FailEmailName})
 	return env
 }
 
@@ -138,23 +139,113 @@ func TestSendEmailDeliversPerDomainAndRetries(t *testing.T) {
 	require.ElementsMatch(t, []string{DeliverTaskQueue("us-east-1"), DeliverTaskQueue("eu-west-1")}, qs)
 }
 
-func TestSendEmailBouncesRecipientsWhenDeliveryExpiresOrFailsPermanently(t *testing.T) {
+func TestSendEmailBouncesRecipientsWhenDeliveryExpires(t *testing.T) {
 	env := newEnv(t)
 	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(activities.PrepareResult{
 		Groups: []activities.DeliveryGroup{{Domain: "a.test", Region: "us-east-1", Recipients: []string{"x@a.test"}}},
 	}, nil)
+	env.OnActivity(activities.DeliverName, mock.Anything, mock.Anything).Return(errors.New("451 4.7.1 try later"))
+	var details []map[string]any
+	env.OnActivity(activities.RecordEventsName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.RecordEventsInput) error {
+			for _, e := range in.Events {
+				require.Equal(t, "bounced:x@a.test", e.Type+":"+e.Recipient)
+				details = append(details, e.Detail)
+			}
+			return nil
+		})
+	env.ExecuteWorkflow(SendEmailName, SendEmailInput{EmailID: "e1", Delivery: fastPolicy})
+	require.NoError(t, env.GetWorkflowError())
+	require.Len(t, details, 1)
+	require.Equal(t, "Transient", details[0]["type"])
+}
+
+// A permanent error of Deliver itself (not an MX's answer, which Deliver
+// records) ends the recipients it held failed, not bounced.
+func TestSendEmailFailsRecipientsWhenDeliverFailsPermanently(t *testing.T) {
+	env := newEnv(t)
+	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(activities.PrepareResult{
+		Groups: []activities.DeliveryGroup{
+			{Domain: "a.test", Region: "us-east-1", Recipients: []string{"x@a.test"}},
+			{Domain: "b.test", Region: "us-east-1", Recipients: []string{"y@b.test"}},
+		},
+	}, nil)
 	env.OnActivity(activities.DeliverName, mock.Anything, mock.Anything).Return(
-		temporal.NewNonRetryableApplicationError("null MX", activities.ErrTypePermanent, nil))
+		func(_ context.Context, in activities.DeliverInput) error {
+			if in.Domain == "a.test" {
+				return temporal.NewNonRetryableApplicationError("the message is gone", activities.ErrTypePermanent, nil)
+			}
+			return nil
+		})
 	events := recorded(env)
 	env.ExecuteWorkflow(SendEmailName, SendEmailInput{EmailID: "e1", Delivery: fastPolicy})
 	require.NoError(t, env.GetWorkflowError())
-	require.Equal(t, []string{"bounced:x@a.test"}, *events)
+	require.Equal(t, []string{"failed:x@a.test"}, *events)
 }
 
+// A message that cannot be built or signed ends the email failed, with
+// the reason, and the workflow completes: nothing is left in `sent`.
 func TestSendEmailFailsWhenPrepareFailsPermanently(t *testing.T) {
 	env := newEnv(t)
 	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(activities.PrepareResult{},
-		temporal.NewNonRetryableApplicationError("bad", activities.ErrTypePermanent, nil))
+		temporal.NewNonRetryableApplicationError("building message: bad header", activities.ErrTypePermanent, nil))
+	var failed []activities.FailEmailInput
+	env.OnActivity(activities.FailEmailName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.FailEmailInput) error {
+			failed = append(failed, in)
+			return nil
+		})
 	env.ExecuteWorkflow(SendEmailName, SendEmailInput{EmailID: "e1", Delivery: fastPolicy})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	require.Equal(t, []activities.FailEmailInput{{EmailID: "e1", Reason: "building message: bad header"}}, failed)
+	env.AssertNotCalled(t, activities.DeliverName, mock.Anything, mock.Anything)
+}
+
+// A database outage longer than one attempt's timeout (the old retry
+// window) is outlasted: Prepare keeps retrying, with capped backoff, until
+// the database is back, and the email is then sent.
+func TestSendEmailStepsOutlastADatabaseOutage(t *testing.T) {
+	env := newEnv(t)
+	start := env.Now()
+	outage := 3 * time.Hour
+	tries := 0
+	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, _ activities.PrepareInput) (activities.PrepareResult, error) {
+			tries++
+			if env.Now().Sub(start) < outage {
+				return activities.PrepareResult{}, errors.New("dial tcp 127.0.0.1:5432: connection refused")
+			}
+			return activities.PrepareResult{Sandbox: []activities.SandboxRecipient{
+				{Address: "delivered@posthaste.test", Events: []string{"delivered"}}}}, nil
+		})
+	events := recorded(env)
+	policy := fastPolicy
+	policy.Steps = StepPolicy{Window: 6 * time.Hour, MaxInterval: 5 * time.Minute}
+	env.ExecuteWorkflow(SendEmailName, SendEmailInput{EmailID: "e1", Delivery: policy})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	require.Equal(t, []string{"delivered:delivered@posthaste.test"}, *events)
+	// Backoff doubles from a second and is capped at five minutes: about
+	// 10 quick tries, then one every five minutes for the rest.
+	require.Greater(t, tries, 30)
+	require.Less(t, tries, 60)
+}
+
+// Past its window a step gives up and the workflow fails, leaving the
+// email to the reconciler; the zero policy is the default day.
+func TestSendEmailStepsGiveUpAfterTheWindow(t *testing.T) {
+	env := newEnv(t)
+	start := env.Now()
+	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(
+		activities.PrepareResult{}, errors.New("connection refused"))
+	policy := fastPolicy
+	policy.Steps = StepPolicy{Window: time.Hour, MaxInterval: time.Minute}
+	env.ExecuteWorkflow(SendEmailName, SendEmailInput{EmailID: "e1", Delivery: policy})
+	require.True(t, env.IsWorkflowCompleted())
 	require.Error(t, env.GetWorkflowError())
+	took := env.Now().Sub(start)
+	require.GreaterOrEqual(t, took, 59*time.Minute)
+	require.LessOrEqual(t, took, 61*time.Minute)
+	require.Equal(t, 24*time.Hour, StepPolicy{}.localOptions(time.Second).ScheduleToCloseTimeout)
 }

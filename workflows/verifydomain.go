@@ -19,6 +19,8 @@ type VerifySchedule struct {
 	MaxInterval time.Duration
 	Expire      time.Duration
 	Recheck     time.Duration
+	// Steps is the retry window of the lookups and status updates.
+	Steps StepPolicy
 }
 
 // DefaultVerifySchedule checks every minute for 10 minutes, then at
@@ -52,7 +54,7 @@ const rechecksPerRun = 30
 // a domain.
 func VerifyDomain(ctx workflow.Context, in VerifyDomainInput) error {
 	v := verifier{in: in, signal: workflow.GetSignalChannel(ctx, VerifySignalName),
-		lctx: workflow.WithLocalActivityOptions(ctx, localOptions)}
+		lctx: workflow.WithLocalActivityOptions(ctx, in.Schedule.Steps.localOptions(stepAttempt))}
 	if !in.Verified {
 		ok, err := v.poll(ctx, false)
 		if err != nil || !ok {

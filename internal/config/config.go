@@ -46,6 +46,15 @@ type Config struct {
 	OAuth     OAuth
 	Webhooks  Webhooks
 	SMTP      SMTP
+	Steps     Steps
+}
+
+// Steps is how long workflows retry their short database steps (Prepare,
+// recording events, webhook passes, domain checks) before giving up: long
+// enough to outlast a database outage.
+type Steps struct {
+	Window      time.Duration // POSTHASTE_STEP_RETRY_WINDOW
+	MaxInterval time.Duration // POSTHASTE_STEP_RETRY_MAX: longest wait between tries
 }
 
 // SMTP configures the submission gateway of `smtp` and `dev`.
@@ -263,6 +272,8 @@ func Load(getenv Getenv) (Config, error) {
 			GitHubAPIURL:       r.str("POSTHASTE_GITHUB_API_URL", "https://api.github.com"),
 		},
 	}
+	c.Steps = Steps{Window: r.duration("POSTHASTE_STEP_RETRY_WINDOW", 24*time.Hour),
+		MaxInterval: r.duration("POSTHASTE_STEP_RETRY_MAX", time.Minute)}
 	c.SMTP = SMTP{CertFile: r.str("POSTHASTE_TLS_CERT_FILE", ""), KeyFile: r.str("POSTHASTE_TLS_KEY_FILE", ""),
 		MaxConnsPerIP: r.positive("POSTHASTE_SMTP_MAX_CONNS_PER_IP", 20)}
 	if v := r.str("POSTHASTE_SMTP_LISTEN", ""); v != "" {
@@ -331,6 +342,7 @@ func (c Config) LogAttrs() []any {
 		slog.String("bounce_host", c.Domains.BounceHost), slog.String("spf_include", c.Domains.SPFInclude),
 		slog.Duration("verify_interval", c.Domains.Verify.Interval), slog.Duration("verify_expire", c.Domains.Verify.Expire),
 		slog.Duration("verify_recheck", c.Domains.Verify.Recheck),
+		slog.Duration("step_retry_window", c.Steps.Window), slog.Duration("step_retry_max", c.Steps.MaxInterval),
 		slog.Int("default_rate_limit", c.Limits.DefaultRate), slog.String("redis", redis),
 		slog.Any("trusted_proxies", c.HTTP.TrustedProxies), slog.Duration("retention", c.Retention.Period),
 		slog.Any("webhook_retry", c.Webhooks.Retry), slog.Duration("webhook_timeout", c.Webhooks.Timeout),

@@ -190,7 +190,7 @@ func (h *Handler) emailPreview(w http.ResponseWriter, r *http.Request, se *store
 }
 
 // metricTypes are the event types the Metrics page counts.
-var metricTypes = []string{"sent", "delivered", "delivery_delayed", "bounced", "complained", "opened", "clicked"}
+var metricTypes = []string{"sent", "delivered", "delivery_delayed", "bounced", "complained", "opened", "clicked", "failed"}
 
 type metricsData struct {
 	Range   string
