@@ -136,9 +136,14 @@ func masterKey(ctx context.Context, cfg config.Domains, st *store.Store, devKeyF
 	return seal.New(key)
 }
 
-func verifySchedule(cfg config.VerifySchedule) workflows.VerifySchedule {
-	return workflows.VerifySchedule{Interval: cfg.Interval, FastPeriod: cfg.FastPeriod,
-		MaxInterval: cfg.MaxInterval, Expire: cfg.Expire, Recheck: cfg.Recheck}
+func verifySchedule(cfg config.Config) workflows.VerifySchedule {
+	v := cfg.Domains.Verify
+	return workflows.VerifySchedule{Interval: v.Interval, FastPeriod: v.FastPeriod,
+		MaxInterval: v.MaxInterval, Expire: v.Expire, Recheck: v.Recheck, Steps: stepPolicy(cfg.Steps)}
+}
+
+func stepPolicy(cfg config.Steps) workflows.StepPolicy {
+	return workflows.StepPolicy{Window: cfg.Window, MaxInterval: cfg.MaxInterval}
 }
 
 func recordsConfig(cfg config.Domains) records.Config {
@@ -161,8 +166,10 @@ func newDeliverer(cfg config.Delivery, logger *slog.Logger) (*mta.Client, error)
 	})
 }
 
-func deliveryPolicy(cfg config.Delivery) workflows.DeliveryPolicy {
-	return workflows.DeliveryPolicy{Initial: cfg.RetryInitial, Backoff: 2, Max: cfg.RetryMax, Expire: cfg.RetryExpire}
+func deliveryPolicy(cfg config.Config) workflows.DeliveryPolicy {
+	d := cfg.Delivery
+	return workflows.DeliveryPolicy{Initial: d.RetryInitial, Backoff: 2, Max: d.RetryMax, Expire: d.RetryExpire,
+		Steps: stepPolicy(cfg.Steps)}
 }
 
 // intake is what accepts mail in a process, shared by the HTTP API and
@@ -196,7 +203,7 @@ func newIntake(ctx context.Context, cfg config.Config, st *store.Store, tc clien
 		limiter, closeRedis = rl, closeFn
 	}
 	logs := reqlog.New(reqlog.Config{Dropped: metrics.RequestLogDropped, Logger: logger.With("component", "reqlog")}, st)
-	disp := outbox.New(outbox.Config{}, st, worker.NewStarter(tc, deliveryPolicy(cfg.Delivery)), logger)
+	disp := outbox.New(outbox.Config{}, st, worker.NewStarter(tc, deliveryPolicy(cfg)), logger)
 	disp.Started = func(wait time.Duration) { metrics.OutboxWait.Observe(wait.Seconds()) }
 	sub := submit.New(submit.Config{
 		Store:    st,
@@ -222,7 +229,7 @@ func newIntake(ctx context.Context, cfg config.Config, st *store.Store, tc clien
 func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *intake, keys *seal.Box,
 	reg *prometheus.Registry, metrics *telemetry.Metrics, ready []api.Check, temporalUI string,
 	logger *slog.Logger) (http.Handler, error) {
-	verifier := worker.NewVerifier(tc, verifySchedule(cfg.Domains.Verify))
+	verifier := worker.NewVerifier(tc, verifySchedule(cfg))
 	mail, err := newSystemMailer(cfg.SystemFrom, st, in.submit, logger)
 	if err != nil {
 		return nil, usageError{err}
@@ -233,7 +240,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	}
 	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: in.auth, TemporalUIURL: temporalUI,
 		Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys, OAuth: oauthConfig(cfg.OAuth),
-		PublicURL: cfg.HTTP.PublicURL, Mailer: mailer, WebhookWaker: worker.NewWebhookWaker(tc),
+		PublicURL: cfg.HTTP.PublicURL, Mailer: mailer, WebhookWaker: worker.NewWebhookWaker(tc, stepPolicy(cfg.Steps)),
 		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("loading the dashboard: %w", err)
@@ -252,7 +259,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 			Records:      recordsConfig(cfg.Domains),
 		},
 		Webhooks: api.WebhookConfig{
-			Waker:     worker.NewWebhookWaker(tc),
+			Waker:     worker.NewWebhookWaker(tc, stepPolicy(cfg.Steps)),
 			Client:    webhookClient(cfg),
 			Keys:      keys,
 			AllowHTTP: cfg.Egress.AllowPrivate,

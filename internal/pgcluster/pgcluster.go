@@ -78,6 +78,10 @@ type Config struct {
 	// initdb skips its final sync and the server runs with fsync=off. Never
 	// set it for data that must survive a crash.
 	NoSync bool
+	// Port is the port to listen on; 0 picks a free one. A fixed port
+	// lets a test stop a cluster and start it again where its clients
+	// look for it.
+	Port int
 	// Logger receives progress lines; nil discards them.
 	Logger *slog.Logger
 }
@@ -155,7 +159,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := c.stopLeftover(ctx); err != nil {
 		return nil, err
 	}
-	if err := c.start(ctx, cfg.NoSync); err != nil {
+	if err := c.start(ctx, cfg.NoSync, cfg.Port); err != nil {
 		return nil, err
 	}
 	if err := c.ensureDatabase(ctx); err != nil {
@@ -534,12 +538,15 @@ func (c *Cluster) stopLeftover(ctx context.Context) error {
 
 // start runs the postmaster on a free port, retrying with another port when
 // the chosen one was taken in the meantime.
-func (c *Cluster) start(ctx context.Context, noSync bool) error {
+func (c *Cluster) start(ctx context.Context, noSync bool, port int) error {
 	begin := time.Now()
 	var err error
 	for range startAttempts {
-		if c.port, err = freePort(); err != nil {
-			return err
+		c.port = port
+		if port == 0 {
+			if c.port, err = freePort(); err != nil {
+				return err
+			}
 		}
 		var logTail string
 		if logTail, err = c.pgctlStart(ctx, noSync); err == nil {
@@ -548,7 +555,7 @@ func (c *Cluster) start(ctx context.Context, noSync bool) error {
 			return nil
 		}
 		err = fmt.Errorf("starting postgres: %w\n%s", err, logTail)
-		if !strings.Contains(logTail, "could not bind") && !strings.Contains(logTail, "could not create listen socket") {
+		if port != 0 || !strings.Contains(logTail, "could not bind") && !strings.Contains(logTail, "could not create listen socket") {
 			return err
 		}
 		c.log.Warn("port taken, retrying", "port", c.port)
