@@ -236,14 +236,14 @@ func (c apiClient) waitDomain(id, want string) map[string]any {
 	c.t.Helper()
 	var last map[string]any
 	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	for i := 0; time.Now().Before(deadline); i++ {
 		status, d := c.do("GET", "/domains/"+id, nil)
 		require.Equal(c.t, 200, status, d)
 		last = d
 		if d["status"] == want {
 			return d
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(pollPause(i))
 	}
 	c.t.Fatalf("domain %s did not become %s; last: %v", id, want, last)
 	return nil

@@ -139,8 +139,14 @@ except smtplib.SMTPAuthenticationError as e:
 with smtplib.SMTP_SSL(host, port, context=ctx) as s:
     s.login("posthaste", key)
     for _ in range(2):
-        s.mail("onboarding@posthaste.test")
-        s.rcpt("delivered@posthaste.test")
+        # smtplib returns refused MAIL and RCPT replies instead of raising:
+        # check them, or a refusal surfaces later as "503 Missing RCPT TO".
+        code, reply = s.mail("onboarding@posthaste.test")
+        if code != 250:
+            sys.exit("MAIL FROM refused: %d %s" % (code, reply.decode()))
+        code, reply = s.rcpt("delivered@posthaste.test")
+        if code not in (250, 251):
+            sys.exit("RCPT TO refused: %d %s" % (code, reply.decode()))
         code, reply = s.data(msg.encode())
         print(code, reply.decode())
 `
