@@ -11,9 +11,9 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"fmt"
-	"net/textproto"
 	"strings"
 
+	"github.com/emersion/go-message/textproto"
 	msgdkim "github.com/emersion/go-msgauth/dkim"
 )
 
@@ -72,10 +72,11 @@ var signedHeaders = []string{"From", "To", "Cc", "Subject", "Date", "Message-ID"
 
 // HeaderKeys returns the h= list for a message: every header of
 // signedHeaders that the message has, as many times as it has it, and From
-// once more.
+// once more. The header is read by RFC 5322 rules (go-message), not HTTP's
+// (net/textproto), which would refuse field names such as "X-Tag[1]" and
+// values with octets the message builder and the SMTP gateway accept.
 func HeaderKeys(msg []byte) ([]string, error) {
-	r := textproto.NewReader(bufio.NewReader(bytes.NewReader(msg)))
-	h, err := r.ReadMIMEHeader()
+	h, err := textproto.ReadHeader(bufio.NewReader(bytes.NewReader(msg)))
 	if err != nil {
 		return nil, fmt.Errorf("reading message header: %w", err)
 	}

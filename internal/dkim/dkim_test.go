@@ -69,6 +69,31 @@ func TestSignVerifies(t *testing.T) {
 	}
 }
 
+// RFC 5322 §3.6.8 allows any printable ASCII but colon in a field name and
+// §4.5.3 (obsolete syntax) control characters in values; HTTP's header rules
+// (net/textproto) refuse both. Such messages, which the builder and the SMTP
+// gateway accept, must still be signed.
+func TestSignRFC5322Fields(t *testing.T) {
+	k, err := GenerateKey()
+	require.NoError(t, err)
+	signer, err := ParsePrivateKey(k.PrivatePKCS8)
+	require.NoError(t, err)
+	msg := strings.Replace(message, "To: b@rcpt.test\r\n",
+		"To: b@rcpt.test\r\nX-Tag[1]: (a)\r\nX-Ctl: a\x01b \xe9\r\nSubject : spaced\r\n", 1)
+	keys, err := HeaderKeys([]byte(msg))
+	require.NoError(t, err)
+	require.Equal(t, []string{"From", "To", "Subject", "Subject", "Date", "Message-ID", "MIME-Version",
+		"Content-Type", "List-Unsubscribe", "From"}, keys)
+	signed, err := Sign([]byte(msg), "example.test", "posthaste", signer)
+	require.NoError(t, err)
+	verifs, err := msgdkim.VerifyWithOptions(bytes.NewReader(signed), &msgdkim.VerifyOptions{
+		LookupTXT: func(string) ([]string, error) { return []string{RecordValue(k.PublicBase64)}, nil },
+	})
+	require.NoError(t, err)
+	require.Len(t, verifs, 1)
+	require.NoError(t, verifs[0].Err)
+}
+
 func TestTags(t *testing.T) {
 	tags := Tags("v=DKIM1; k=rsa;\t p=MIIB IjAN\r\n Bgkq ;")
 	require.Equal(t, map[string]string{"v": "DKIM1", "k": "rsa", "p": "MIIBIjANBgkq"}, tags)

@@ -7,8 +7,9 @@
 //
 // Every line of a built message ends in CRLF and is at most 998 octets long
 // (RFC 5322 §2.1.1); bodies are 7-bit (quoted-printable text, base64
-// attachments), so only UTF-8 addresses, written raw as RFC 6532 allows, can
-// make a message 8-bit. NeedsSMTPUTF8 reports when that is the case.
+// attachments) except attached messages, which go in as they are and may be
+// 8-bit (RFC 6152 8BITMIME). In the header only UTF-8 addresses, written raw
+// as RFC 6532 allows, are 8-bit; NeedsSMTPUTF8 reports when that is the case.
 package mime
 
 import (
@@ -16,7 +17,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	stdmime "mime"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -32,15 +32,17 @@ type Address struct {
 	Name, Addr string
 }
 
-// Header is a custom header field added after the standard ones. The caller
-// validates it (no CR or LF, not a field Build writes itself); Build still
-// refuses fields it would otherwise duplicate. Non-ASCII values are written
-// as RFC 2047 encoded-words, which suits unstructured fields.
+// Header is a custom header field added after the standard ones. Build
+// refuses one that CheckField refuses (a reserved name, a line break or
+// other control character in the value), so callers validate with the same
+// function. Non-ASCII values are written as RFC 2047 encoded-words, which
+// suits unstructured fields.
 type Header struct {
 	Name, Value string
 }
 
-// Attachment is a file carried by the message, always base64-encoded.
+// Attachment is a file carried by the message, base64-encoded unless it is
+// a message (see below).
 //
 // With ContentID set (and an HTML body) the attachment becomes an inline part
 // of a multipart/related entity (RFC 2387) with "Content-Disposition: inline"
@@ -48,9 +50,18 @@ type Header struct {
 // (RFC 2392). Without an HTML body there is nothing to reference it, so it is
 // carried as a regular attachment that keeps its Content-ID.
 //
-// ContentType defaults to application/octet-stream; composite types
-// (multipart/*, message/*) are refused because RFC 2046 §5.1 and §5.2.1 do not
-// allow them to be base64-encoded. Filename may be empty or any UTF-8 text.
+// ContentType defaults to application/octet-stream. A message/rfc822 or
+// message/global attachment (an .eml forward) is attached as the message it
+// is, as a mail program does: RFC 2046 §5.2.1 forbids base64 for
+// message/rfc822, so its content goes in unencoded (7bit or 8bit, line ends
+// made CRLF) when it is a readable message whose lines fit the 998-octet
+// limit; other message/* types go in unencoded when they are 7-bit text
+// (RFC 2046 §5.2.2 and §5.2.3 allow nothing else for some of them). Content
+// that cannot be carried that way is attached base64-encoded as
+// application/octet-stream (message/global keeps its type: RFC 6532 §3.5
+// allows base64), so it still arrives as the file it was. multipart/* is
+// refused (see CheckAttachmentType). Filename may be empty or any UTF-8
+// text.
 type Attachment struct {
 	Filename, ContentType, ContentID string
 	Content                          []byte
@@ -90,14 +101,17 @@ type Message struct {
 // Date, Message-ID, MIME-Version, the custom headers, then the content fields.
 // Display names and the subject are RFC 2047 encoded when not ASCII; UTF-8
 // addresses are written raw (RFC 6532 §3.2). Text parts are UTF-8 and
-// quoted-printable, attachments base64, non-ASCII filenames RFC 2231 encoded.
+// quoted-printable, attachments base64 (attached messages unencoded, see
+// Attachment), non-ASCII filenames RFC 2231 encoded.
 //
 // Boundaries are derived from a SHA-256 hash of MessageID and the nesting
 // level, so Build is deterministic. Uniqueness against the content does not
 // depend on the hash: every boundary starts with "=_", which neither
 // quoted-printable (it writes "=" as "=3D") nor base64 can produce, following
-// RFC 2045 §6.7. The hash keeps boundaries distinct between messages,
-// which matters when one message is later attached to another.
+// RFC 2045 §6.7. An attached message, which goes in unencoded, may hold any
+// line: a boundary it spells out is replaced by one derived from a counter
+// too. The hash keeps boundaries distinct between messages, which matters
+// when one message is later attached to another.
 //
 // An error always means the Message is invalid; it names the offending field.
 func Build(m Message) ([]byte, error) {
@@ -151,18 +165,6 @@ func NeedsSMTPUTF8(m Message) bool {
 	return false
 }
 
-// reserved reports whether a custom header field would duplicate one Build
-// writes itself (RFC 5322 §3.6 allows most of them once) or is Bcc, which
-// must never reach the header. Content-* fields are reserved as a group.
-func reserved(name string) bool {
-	switch k := strings.ToLower(name); k {
-	case "from", "to", "cc", "bcc", "reply-to", "subject", "date", "message-id", "mime-version":
-		return true
-	default:
-		return strings.HasPrefix(k, "content-")
-	}
-}
-
 func topFields(m Message) (fieldList, error) {
 	if m.From.Addr == "" {
 		return nil, fmt.Errorf("missing from address")
@@ -181,14 +183,16 @@ func topFields(m Message) (fieldList, error) {
 		{"Cc", m.Cc},
 		{"Reply-To", m.ReplyTo},
 	} {
-		list := make([]*mail.Address, len(l.addrs))
+		list := make([]string, len(l.addrs))
 		for i, a := range l.addrs {
 			if err := checkAddr(a.Addr); err != nil {
 				return nil, fmt.Errorf("%s address %q: %w", strings.ToLower(l.key), a.Addr, err)
 			}
-			list[i] = &mail.Address{Name: validUTF8(a.Name), Address: a.Addr}
+			list[i] = formatAddress(mail.Address{Name: validUTF8(a.Name), Address: a.Addr})
 		}
-		h.SetAddressList(l.key, list)
+		if len(list) > 0 {
+			h.Set(l.key, strings.Join(list, ", "))
+		}
 	}
 	h.SetSubject(validUTF8(m.Subject))
 	// RFC 5322 §3.3 date-time, in the zone of m.Date.
@@ -214,17 +218,11 @@ func topFields(m Message) (fieldList, error) {
 	fl = append(fl, field{"MIME-Version", "1.0"})
 
 	for _, c := range m.Headers {
-		if c.Name == "" {
-			return nil, fmt.Errorf("empty header name")
-		}
-		if reserved(c.Name) {
-			return nil, fmt.Errorf("header %q is reserved", c.Name)
-		}
-		if strings.ContainsAny(c.Value, "\r\n") {
-			return nil, fmt.Errorf("header %s: value contains CR or LF", c.Name)
+		if err := CheckField(c.Name, c.Value); err != nil {
+			return nil, err
 		}
 		var ch message.Header
-		ch.SetText(c.Name, validUTF8(c.Value))
+		ch.SetText(c.Name, c.Value)
 		fl = append(fl, field{c.Name, ch.Get(c.Name)})
 	}
 	return fl, nil
@@ -266,16 +264,6 @@ func structure(m Message) (*node, error) {
 		text = TextFromHTML(m.HTML)
 	}
 
-	var body *node
-	switch {
-	case text != "" && m.HTML != "":
-		body = multipart("alternative", m.MessageID, nil, textPart("plain", text), textPart("html", m.HTML))
-	case m.HTML != "":
-		body = textPart("html", m.HTML)
-	default:
-		body = textPart("plain", text)
-	}
-
 	var inline, attached []*node
 	for i, a := range m.Attachments {
 		n, err := attachmentPart(a, m.HTML != "")
@@ -287,6 +275,16 @@ func structure(m Message) (*node, error) {
 		} else {
 			attached = append(attached, n)
 		}
+	}
+
+	var body *node
+	switch {
+	case text != "" && m.HTML != "":
+		body = multipart("alternative", m.MessageID, nil, textPart("plain", text), textPart("html", m.HTML))
+	case m.HTML != "":
+		body = textPart("html", m.HTML)
+	default:
+		body = textPart("plain", text)
 	}
 	if len(inline) > 0 {
 		// RFC 2387 §3.1: the type parameter names the root part's type.
@@ -314,65 +312,20 @@ func textPart(subtype, s string) *node {
 	}
 }
 
-func attachmentPart(a Attachment, html bool) (*node, error) {
-	ct := a.ContentType
-	if ct == "" {
-		ct = "application/octet-stream"
-	}
-	mediaType, ctParams, err := stdmime.ParseMediaType(ct)
-	if err != nil {
-		return nil, fmt.Errorf("invalid content type %q: %w", a.ContentType, err)
-	}
-	if strings.HasPrefix(mediaType, "multipart/") || strings.HasPrefix(mediaType, "message/") {
-		return nil, fmt.Errorf("content type %q cannot be base64-encoded", mediaType)
-	}
-	delete(ctParams, "name")
-	params := sortedParams(ctParams)
-	var dispParams []param
-	if a.Filename != "" {
-		name := validUTF8(a.Filename)
-		// The name parameter of Content-Type is obsolete but still read by
-		// some clients; filename (RFC 2183 §2.3) is the standard one.
-		params = append(params, param{"name", name})
-		dispParams = []param{{"filename", name}}
-	}
-
-	disposition := "attachment"
-	if a.ContentID != "" && html {
-		disposition = "inline"
-	}
-	n := &node{
-		fields: fieldList{
-			{"Content-Type", formatMediaType(mediaType, params)},
-			{"Content-Transfer-Encoding", "base64"},
-			{"Content-Disposition", formatMediaType(disposition, dispParams)},
-		},
-		body: a.Content,
-	}
-	if a.ContentID != "" {
-		id := strings.TrimSuffix(strings.TrimPrefix(a.ContentID, "<"), ">")
-		for _, r := range id {
-			if r <= ' ' || r >= 0x7f || r == '<' || r == '>' {
-				return nil, fmt.Errorf("invalid content id %q", a.ContentID)
-			}
-		}
-		if id == "" {
-			return nil, fmt.Errorf("invalid content id %q", a.ContentID)
-		}
-		// RFC 2045 §7 and RFC 2392 §2: Content-ID is a msg-id in brackets.
-		n.fields = append(n.fields, field{"Content-ID", "<" + id + ">"})
-	}
-	return n, nil
-}
-
 func multipart(subtype, seed string, params []param, parts ...*node) *node {
-	return &node{
-		fields: fieldList{{
-			"Content-Type",
-			formatMediaType("multipart/"+subtype, append(params, param{"boundary", boundary(subtype, seed)})),
-		}},
-		parts: parts,
+	n := &node{parts: parts}
+	b := boundary(subtype, seed)
+	// Unencoded parts (attached messages) may hold any line, even one that
+	// spells out the delimiter: derive another boundary until none does
+	// (RFC 2046 §5.1.1: the boundary must not appear in the parts).
+	for i := 1; n.spells("--" + b); i++ {
+		b = boundary(subtype, fmt.Sprintf("%s\x00%d", seed, i))
 	}
+	n.fields = fieldList{{
+		"Content-Type",
+		formatMediaType("multipart/"+subtype, append(params, param{"boundary", b})),
+	}}
+	return n
 }
 
 // boundary returns the boundary of the multipart/subtype entity. Subtypes
@@ -388,6 +341,24 @@ type node struct {
 	fields fieldList
 	body   []byte
 	parts  []*node
+	// raw is set on a leaf whose body is written unencoded (7bit or 8bit),
+	// so that any text can appear in it.
+	raw bool
+}
+
+// spells reports whether s occurs in an unencoded body within n.
+// Quoted-printable and base64 bodies cannot hold a delimiter: every
+// boundary starts with "=_".
+func (n *node) spells(s string) bool {
+	if n.raw && bytes.Contains(n.body, []byte(s)) {
+		return true
+	}
+	for _, p := range n.parts {
+		if p.spells(s) {
+			return true
+		}
+	}
+	return false
 }
 
 // size estimates the encoded size of the entity, to size the output buffer.

@@ -448,7 +448,11 @@ func TestBuildErrors(t *testing.T) {
 		{"message id with brackets", func(m *Message) { m.MessageID = "<a@b>" }, "invalid message id"},
 		{"message id without at", func(m *Message) { m.MessageID = "abc" }, "invalid message id"},
 		{"bad content type", func(m *Message) { m.Attachments = []Attachment{{ContentType: "image/"}} }, "attachment 0: invalid content type"},
-		{"composite content type", func(m *Message) { m.Attachments = []Attachment{{ContentType: "message/rfc822"}} }, "cannot be base64-encoded"},
+		{"multipart content type", func(m *Message) { m.Attachments = []Attachment{{ContentType: "multipart/mixed; boundary=x"}} }, "not a file type"},
+		{"header value with control", func(m *Message) { m.Headers = []Header{{"X-A", "a\x01b"}} }, "control character U+0001"},
+		{"header value not utf-8", func(m *Message) { m.Headers = []Header{{"X-A", "a\xffb"}} }, "not valid UTF-8"},
+		{"content-disposition header", func(m *Message) { m.Headers = []Header{{"Content-Disposition", "attachment"}} }, "reserved"},
+		{"dkim-signature header", func(m *Message) { m.Headers = []Header{{"DKIM-Signature", "v=1"}} }, "reserved"},
 		{"bad content id", func(m *Message) { m.Attachments = []Attachment{{ContentID: "a b"}} }, "invalid content id"},
 		{"empty content id", func(m *Message) { m.Attachments = []Attachment{{ContentID: "<>"}} }, "invalid content id"},
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/emersion/go-message"
 	// Registers the common charsets, so that bodies in ISO-8859-1,
@@ -64,7 +65,10 @@ type Submission struct {
 
 // ParseSubmission reads a submitted message. Line endings are normalized to
 // CRLF. The header must be readable and hold exactly one From field with at
-// least one mailbox; an address field that cannot be parsed is an error too.
+// least one mailbox; an address field that cannot be parsed is an error too,
+// and so is a field holding an ASCII control character other than tab, by
+// the rule Build applies to custom fields (see CheckFieldValue); octets
+// above 127 are left alone, since they need not be UTF-8 here.
 // The body is not required to be valid MIME: a message whose MIME structure
 // cannot be read is still accepted (and delivered as is), only without
 // Text and HTML. Errors wrap ErrMalformed.
@@ -78,6 +82,14 @@ func ParseSubmission(raw []byte) (*Submission, error) {
 	body, _ := io.ReadAll(br) // reading from memory cannot fail
 	if h.Len() == 0 {
 		return nil, fmt.Errorf("%w: the message has no header", ErrMalformed)
+	}
+	for f := h.Fields(); f.Next(); {
+		v := f.Value()
+		for i := 0; i < len(v); i++ {
+			if v[i] < utf8.RuneSelf && isControl(rune(v[i])) {
+				return nil, fmt.Errorf("%w: the %s field contains the control character %U", ErrMalformed, f.Key(), v[i])
+			}
+		}
 	}
 	s := &Submission{header: h, body: body, hasDate: h.Has("Date")}
 	mh := mail.Header{Header: message.Header{Header: h}}

@@ -1,15 +1,21 @@
 package submit
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"mime"
+	stdmime "mime"
 	"net/url"
 	"path"
 	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/mime"
+	"github.com/posthaste/posthaste/internal/store"
 )
 
 // Limits of a send request (API.md, "Emails").
@@ -58,6 +64,13 @@ type Email struct {
 	Attachments []Attachment
 	Tags        []Tag
 	ScheduledAt *time.Time // UTC; nil to send now
+}
+
+// Row is the email row that accepting e stores, without the sender
+// domain (which authorization decides): what the message builder
+// (activities.BuildMessage) reads back when the email is sent.
+func (e Email) Row(id, team uuid.UUID, now time.Time) store.Email {
+	return toRow(id, team, e, now)
 }
 
 // Fetcher fetches an attachment `path`. It returns at most limit bytes of
@@ -192,22 +205,23 @@ func checkHeaderText(field, s string) error {
 	return nil
 }
 
-// reservedHeader reports whether Posthaste writes the header field named
-// lower (lower-case) itself, and which send-object field sets it, if any.
-func reservedHeader(lower string) (field string, reserved bool) {
+// headerField names the send-object field that sets the header field named
+// lower (lower-case), if there is one.
+func headerField(lower string) string {
 	switch lower {
 	case "from", "to", "cc", "bcc", "subject":
-		return lower, true
+		return lower
 	case "reply-to":
-		return "reply_to", true
-	case "date", "message-id", "mime-version", "content-type", "content-transfer-encoding",
-		"return-path", "dkim-signature", "received", "sender":
-		return "", true
+		return "reply_to"
+	case "sender":
+		return "from"
 	}
-	return "", false
+	return ""
 }
 
-// checkHeaders checks custom headers and returns them sorted by name.
+// checkHeaders checks custom headers by the rules the message builder
+// applies (mime.ValidFieldName, mime.ReservedField, mime.CheckFieldValue)
+// and returns them sorted by name.
 func checkHeaders(in map[string]string) ([]Header, error) {
 	if len(in) == 0 {
 		return nil, nil
@@ -215,19 +229,19 @@ func checkHeaders(in map[string]string) ([]Header, error) {
 	out := make([]Header, 0, len(in))
 	size := 0
 	for name, value := range in {
-		if !isFieldName(name) {
+		if !mime.ValidFieldName(name) {
 			return nil, Errorf(KindValidation, "headers",
 				"Invalid `headers` field. %q is not a valid header name: use printable ASCII characters other than `:` and space.", truncate(name, 100))
 		}
-		if field, ok := reservedHeader(strings.ToLower(name)); ok {
-			if field != "" {
+		if mime.ReservedField(name) {
+			if field := headerField(strings.ToLower(name)); field != "" {
 				return nil, Errorf(KindValidation, "headers",
 					"Invalid `headers` field. Use the `%s` field instead of a `%s` header.", field, name)
 			}
 			return nil, Errorf(KindValidation, "headers",
 				"Invalid `headers` field. Posthaste sets the `%s` header itself.", name)
 		}
-		if err := checkHeaderText("headers", value); err != nil {
+		if err := mime.CheckFieldValue(value); err != nil {
 			return nil, Errorf(KindValidation, "headers",
 				"Invalid `headers` field. The value of `%s` must be valid UTF-8 without line breaks or control characters.", name)
 		}
@@ -240,20 +254,6 @@ func checkHeaders(in map[string]string) ([]Header, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
-}
-
-// isFieldName reports whether s is an RFC 5322 §3.6.8 field-name: printable
-// US-ASCII other than colon.
-func isFieldName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 33 || c > 126 || c == ':' {
-			return false
-		}
-	}
-	return true
 }
 
 func checkTags(in []Tag) ([]Tag, error) {
@@ -379,8 +379,13 @@ func checkAttachments(ctx context.Context, in []AttachmentRequest, e *Email, fet
 			if out.ContentType, err = normalizeMediaType(a.ContentType); err != nil {
 				return Errorf(KindInvalidAttachment, field+".content_type", "Invalid `%s.content_type` field. Expected a media type such as `application/pdf`.", field)
 			}
+			if err := mime.CheckAttachmentType(out.ContentType); err != nil {
+				return Errorf(KindInvalidAttachment, field+".content_type",
+					"Invalid `%s.content_type` field. %s is MIME structure, not the type of a file: give the file's own type, or application/octet-stream.",
+					field, truncate(out.ContentType, 100))
+			}
 		} else if out.Filename != "" {
-			out.ContentType = mime.TypeByExtension(path.Ext(out.Filename))
+			out.ContentType = fileType(out.Filename)
 		}
 	}
 	if err := checkSize(e); err != nil {
@@ -402,7 +407,9 @@ func checkAttachments(ctx context.Context, in []AttachmentRequest, e *Email, fet
 			out.Content = body
 			if out.ContentType == "" {
 				// Better than nothing when the name has no known extension.
-				out.ContentType, _ = normalizeMediaType(ctype)
+				if ct, err := normalizeMediaType(ctype); err == nil && mime.CheckAttachmentType(ct) == nil {
+					out.ContentType = ct
+				}
 			}
 			if err := checkSize(e); err != nil {
 				return err
@@ -444,16 +451,31 @@ func checkContentID(field, cid string) (string, error) {
 	return cid, nil
 }
 
+// fileType is the content type of a file named name by its extension, or
+// "" when unknown. The system's table (mime.types) names a few multipart
+// types (.vpm, .bmed), which no attachment can have (mime.CheckAttachmentType):
+// those files are unknown too.
+func fileType(name string) string {
+	if name == "" {
+		return ""
+	}
+	ct := stdmime.TypeByExtension(path.Ext(name))
+	if ct == "" || mime.CheckAttachmentType(ct) != nil {
+		return ""
+	}
+	return ct
+}
+
 // normalizeMediaType parses a Content-Type value and formats it canonically.
 func normalizeMediaType(s string) (string, error) {
-	mt, params, err := mime.ParseMediaType(s)
+	mt, params, err := stdmime.ParseMediaType(s)
 	if err != nil {
 		return "", err
 	}
 	if !strings.Contains(mt, "/") {
 		return "", fmt.Errorf("media type %q has no subtype", mt)
 	}
-	out := mime.FormatMediaType(mt, params)
+	out := stdmime.FormatMediaType(mt, params)
 	if out == "" {
 		return "", fmt.Errorf("media type %q cannot be formatted", mt)
 	}
@@ -495,7 +517,19 @@ func estimateSize(e *Email) int64 {
 		n += partOverhead + encodedLen(len(e.HTML))
 	}
 	for _, a := range e.Attachments {
-		n += partOverhead + 2*int64(len(a.Filename)) + int64(len(a.ContentType)+len(a.ContentID)) + encodedLen(len(a.Content))
+		n += partOverhead + 2*int64(len(a.Filename)) + int64(len(a.ContentType)+len(a.ContentID)) + attachmentLen(a)
+	}
+	return n
+}
+
+// attachmentLen bounds the encoded size of an attachment's content: base64,
+// or for an attached message (carried unencoded, see mime.Attachment) the
+// content with every line end made CRLF, whichever is larger.
+func attachmentLen(a Attachment) int64 {
+	n := encodedLen(len(a.Content))
+	if strings.HasPrefix(a.ContentType, "message/") {
+		raw := int64(len(a.Content) + bytes.Count(a.Content, []byte("\n")) + bytes.Count(a.Content, []byte("\r")))
+		n = max(n, raw)
 	}
 	return n
 }

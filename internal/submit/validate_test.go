@@ -132,10 +132,12 @@ func TestValidate(t *testing.T) {
 		{
 			name: "headers sorted",
 			edit: func(r *SendRequest) {
-				r.Headers = map[string]string{"X-B": "2", "List-Unsubscribe": "<https://x.com/u>", "X-A": "1 ünicode", "X-Empty": ""}
+				r.Headers = map[string]string{"X-B": "2", "List-Unsubscribe": "<https://x.com/u>", "X-A": "1 ünicode", "X-Empty": "",
+					"Content-Language": "en"}
 			},
 			check: func(t *testing.T, e Email) {
-				require.Equal(t, []Header{{"List-Unsubscribe", "<https://x.com/u>"}, {"X-A", "1 ünicode"}, {"X-B", "2"}, {"X-Empty", ""}}, e.Headers)
+				require.Equal(t, []Header{{"Content-Language", "en"}, {"List-Unsubscribe", "<https://x.com/u>"}, {"X-A", "1 ünicode"},
+					{"X-B", "2"}, {"X-Empty", ""}}, e.Headers)
 			},
 		},
 		{
@@ -192,6 +194,10 @@ func TestValidate(t *testing.T) {
 					{Content: Bytes{2}, Filename: "x", ContentType: "Text/Plain; Charset=UTF-8"},
 					{Content: Bytes{3}, ContentID: "<logo>", ContentType: "image/png"},
 					{Content: Bytes{4}, ContentID: "logo@acme", Filename: "logo.png"},
+					{Content: Bytes("From: a@x.com\r\n\r\nhi"), Filename: "fwd.eml", ContentType: "message/rfc822"},
+					// mime.types says multipart/voice-message, which no
+					// attachment can be.
+					{Content: Bytes{5}, Filename: "voice.vpm"},
 				}
 			},
 			check: func(t *testing.T, e Email) {
@@ -201,6 +207,8 @@ func TestValidate(t *testing.T) {
 					{Filename: "x", ContentType: "text/plain; charset=UTF-8", Content: []byte{2}},
 					{ContentID: "logo", ContentType: "image/png", Content: []byte{3}},
 					{Filename: "logo.png", ContentID: "logo@acme", ContentType: "image/png", Content: []byte{4}},
+					{Filename: "fwd.eml", ContentType: "message/rfc822", Content: []byte("From: a@x.com\r\n\r\nhi")},
+					{Filename: "voice.vpm", ContentType: "application/octet-stream", Content: []byte{5}},
 				}, e.Attachments)
 			},
 		},
@@ -266,6 +274,9 @@ func TestValidateErrors(t *testing.T) {
 		{"header Message-ID", func(r *SendRequest) { r.Headers = map[string]string{"Message-ID": "<x@y>"} }, KindValidation, "headers", "Posthaste sets the `Message-ID` header itself."},
 		{"header DKIM-Signature", func(r *SendRequest) { r.Headers = map[string]string{"dkim-signature": "v=1"} }, KindValidation, "headers", "Posthaste sets the `dkim-signature` header itself."},
 		{"header Content-Type", func(r *SendRequest) { r.Headers = map[string]string{"Content-Type": "text/plain"} }, KindValidation, "headers", "Posthaste sets"},
+		{"header Content-Disposition", func(r *SendRequest) { r.Headers = map[string]string{"Content-Disposition": "attachment"} }, KindValidation, "headers", "Posthaste sets the `Content-Disposition` header itself."},
+		{"header Sender", func(r *SendRequest) { r.Headers = map[string]string{"Sender": "x@y.com"} }, KindValidation, "headers", "Use the `from` field instead of a `Sender` header."},
+		{"header value control", func(r *SendRequest) { r.Headers = map[string]string{"X-A": "a\x01b"} }, KindValidation, "headers", "without line breaks or control characters"},
 		{"headers too big", func(r *SendRequest) {
 			r.Headers = map[string]string{"X-A": strings.Repeat("a", 4096), "X-B": strings.Repeat("b", 4096)}
 		}, KindValidation, "headers", "at most 8192 bytes"},
@@ -304,6 +315,9 @@ func TestValidateErrors(t *testing.T) {
 		{"attachment content type injection", func(r *SendRequest) {
 			r.Attachments = []AttachmentRequest{{Content: Bytes{1}, Filename: "a", ContentType: "text/plain\r\nX-A: b"}}
 		}, KindInvalidAttachment, "attachments[0].content_type", "media type"},
+		{"attachment multipart content type", func(r *SendRequest) {
+			r.Attachments = []AttachmentRequest{{Content: Bytes{1}, Filename: "a", ContentType: "Multipart/Mixed; boundary=x"}}
+		}, KindInvalidAttachment, "attachments[0].content_type", "multipart/mixed; boundary=x is MIME structure, not the type of a file"},
 		{"attachment bad content id", func(r *SendRequest) {
 			r.Attachments = []AttachmentRequest{{Content: Bytes{1}, ContentID: "a b"}}
 		}, KindInvalidAttachment, "attachments[0].content_id", "printable ASCII"},
@@ -371,6 +385,15 @@ func TestValidateFetch(t *testing.T) {
 			bodies: map[string]fakeBody{"https://x.com/download": {body: pdf, contentType: "application/pdf; name=x"}},
 			want:   []Attachment{{Filename: "download", ContentType: "application/pdf; name=x", Content: pdf}},
 			calls:  []string{"https://x.com/download"},
+		},
+		{
+			// A server's multipart type (a stream, say) is not the file's:
+			// no attachment can be multipart (mime.CheckAttachmentType).
+			name:   "fetched multipart type is not used",
+			atts:   []AttachmentRequest{{Path: "https://x.com/stream"}},
+			bodies: map[string]fakeBody{"https://x.com/stream": {body: pdf, contentType: "multipart/x-mixed-replace; boundary=f"}},
+			want:   []Attachment{{Filename: "stream", ContentType: "application/octet-stream", Content: pdf}},
+			calls:  []string{"https://x.com/stream"},
 		},
 		{
 			name:   "inline by path without a name",
