@@ -17,8 +17,9 @@ const (
 )
 
 // ErrClaimLost means an idempotency claim was no longer held when its
-// request tried to complete it (its lease ran out and another request took
-// the key over); nothing was written.
+// request tried to complete or renew it (its lease ran out and another
+// request took the key over, or the claim was completed or released);
+// nothing was written.
 var ErrClaimLost = errors.New("idempotency claim lost")
 
 // IdempotencyClaim is one request's hold on an idempotency key. Token
@@ -42,8 +43,10 @@ type IdempotencyRecord struct {
 // ClaimIdempotencyKey claims a key for a request. It returns nil when the
 // claim is the caller's (a new key, an expired record, or an in-flight
 // claim whose lease ran out), and otherwise the record that holds the key.
-// lease bounds how long an unfinished claim blocks the key; ttl is the
-// lifetime of the record.
+// lease bounds how long an unfinished claim blocks the key unless its
+// holder renews it (RenewIdempotencyClaim); ttl is the lifetime of the
+// record. Leases are measured on the database's clock, so the processes
+// sharing a database need not agree on the time.
 func (s *Store) ClaimIdempotencyKey(ctx context.Context, c IdempotencyClaim, lease, ttl time.Duration) (*IdempotencyRecord, error) {
 	args := pgx.NamedArgs{"team": c.TeamID, "key": c.Key, "endpoint": c.Endpoint, "hash": c.Hash,
 		"token": c.Token, "lease": lease.Seconds(), "ttl": ttl.Seconds()}
@@ -77,6 +80,23 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, c IdempotencyClaim, lea
 		return &r, nil
 	}
 	return nil, fmt.Errorf("claiming idempotency key: the key keeps changing hands")
+}
+
+// RenewIdempotencyClaim extends the lease of a claim that is still in
+// flight to lease from now. It returns ErrClaimLost when c no longer holds
+// the key: another request took it over after the lease ran out, or the
+// claim was completed or released.
+func (s *Store) RenewIdempotencyClaim(ctx context.Context, c IdempotencyClaim, lease time.Duration) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE idempotency_key SET locked_until = now() + make_interval(secs => @lease)
+		WHERE team_id = @team AND key = @key AND token = @token AND state = 'in_flight'`,
+		pgx.NamedArgs{"team": c.TeamID, "key": c.Key, "token": c.Token, "lease": lease.Seconds()})
+	if err != nil {
+		return fmt.Errorf("renewing idempotency claim: %w", mapErr(err))
+	}
+	if tag.RowsAffected() != 1 {
+		return ErrClaimLost
+	}
+	return nil
 }
 
 // ReleaseIdempotencyKey gives up a claim that did not lead to an

@@ -128,7 +128,7 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 		return res, err
 	}
 	accepted := false
-	defer s.releaseUnless(ctx, claim, &accepted)
+	defer s.finish(ctx, claim, &accepted)
 
 	now := s.now()
 	rows := make([]store.Email, 0, len(items))
@@ -189,7 +189,7 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 	if err != nil {
 		return BatchResult{}, fmt.Errorf("making batch id: %w", err)
 	}
-	a := store.Acceptance{Emails: rows, BatchID: &batchID, Idempotency: claim}
+	a := store.Acceptance{Emails: rows, BatchID: &batchID, Idempotency: claim.stored()}
 	if claim != nil {
 		if a.Response, err = json.Marshal(res); err != nil {
 			return BatchResult{}, fmt.Errorf("encoding response: %w", err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,11 +26,40 @@ const (
 	maxIdempotencyKey = 256
 	// idempotencyTTL is how long a key and its response are remembered.
 	idempotencyTTL = 24 * time.Hour
-	// idempotencyLease bounds how long the claim of a request that died
-	// blocks its key (answering 409 concurrent_idempotent_requests). It is
-	// longer than any request may take: attachment fetches time out after
-	// 10 s each.
-	idempotencyLease = 2 * time.Minute
+)
+
+// Idempotency claims are leases renewed by a heartbeat. A request holds its
+// key with a short lease (DefaultIdempotencyLease) that a goroutine renews
+// every DefaultIdempotencyHeartbeat for as long as the request runs, however
+// long that is (attachment fetches may take 10 s each), and stops renewing
+// when the request ends. A process that dies under a request stops renewing
+// with it, so its key frees at most one lease later and a client retrying
+// after the crash is served instead of answered 409
+// concurrent_idempotent_requests for minutes.
+//
+// The alternative, a claim held by a session advisory lock or an open
+// transaction on a dedicated connection, frees the key only when PostgreSQL
+// notices the connection is gone: at once for a killed process on a live
+// host, but only after TCP keepalives time out when the host or the network
+// dies, and not at all behind a transaction-pooling proxy. It would also
+// pin a pooled connection for the whole request, so slow requests would
+// starve fast ones. A lease needs one short UPDATE per heartbeat, only for
+// requests that outlive a heartbeat interval.
+//
+// Renewing keeps the guarantees: while its holder renews, a claim is never
+// taken over, so a second request with the key gets 409 (or, once the
+// first completed, its response); a holder that could not renew in time
+// (its database unreachable for a lease) may lose the key to another
+// request, and then the token check of the accepting transaction
+// (store.ErrClaimLost) keeps it from writing: it answers 409 and never
+// accepts a second time. Leases run on the database's clock.
+const (
+	// DefaultIdempotencyLease bounds how long the claim of a request
+	// whose process died blocks its key.
+	DefaultIdempotencyLease = 4 * time.Second
+	// DefaultIdempotencyHeartbeat is how often a running request renews
+	// its claim: three renewals may fail or be late before it is lost.
+	DefaultIdempotencyHeartbeat = DefaultIdempotencyLease / 4
 )
 
 // checkIdempotencyKey enforces 1..256 characters.
@@ -46,12 +76,29 @@ func inFlight() error {
 		"Another request with the same `Idempotency-Key` is still in progress. Retry once it has finished.")
 }
 
+// heldClaim is a request's claim on its idempotency key, renewed by a
+// heartbeat until the request ends (see finish).
+type heldClaim struct {
+	claim store.IdempotencyClaim
+	stop  func() // stops the heartbeat and waits for it
+}
+
+// stored is the claim to complete in the accepting transaction; nil for
+// a request without a key.
+func (h *heldClaim) stored() *store.IdempotencyClaim {
+	if h == nil {
+		return nil
+	}
+	return &h.claim
+}
+
 // claimKey claims an idempotency key for a request, given as the parts
 // hashRequest hashes (only when there is a key). It returns a nil claim
 // and nil replay when there is no key, the claim when the request is the
 // key's first, or the remembered response of an earlier identical request.
+// A returned claim is renewed until finish is called.
 func (s *Service) claimKey(ctx context.Context, team uuid.UUID, key *string, endpoint string, request []any) (
-	*store.IdempotencyClaim, []byte, error) {
+	*heldClaim, []byte, error) {
 	if key == nil {
 		return nil, nil, nil
 	}
@@ -60,12 +107,12 @@ func (s *Service) claimKey(ctx context.Context, team uuid.UUID, key *string, end
 	}
 	hash := hashRequest(request...)
 	c := store.IdempotencyClaim{TeamID: team, Key: *key, Endpoint: endpoint, Hash: hash, Token: uuid.New()}
-	rec, err := s.store.ClaimIdempotencyKey(ctx, c, idempotencyLease, idempotencyTTL)
+	rec, err := s.store.ClaimIdempotencyKey(ctx, c, s.lease, idempotencyTTL)
 	if err != nil {
 		return nil, nil, err
 	}
 	if rec == nil {
-		return &c, nil, nil
+		return &heldClaim{claim: c, stop: s.heartbeat(ctx, c)}, nil, nil
 	}
 	if rec.Endpoint != endpoint || !bytes.Equal(rec.Hash, hash) {
 		return nil, nil, Errorf(KindIdempotencyMismatch, "Idempotency-Key",
@@ -78,11 +125,51 @@ func (s *Service) claimKey(ctx context.Context, team uuid.UUID, key *string, end
 	return nil, rec.Response, nil
 }
 
+// heartbeat renews c every heartbeat interval until the returned function
+// is called; that function cancels a renewal under way and returns once
+// the goroutine has ended. A renewal that fails is retried at the next
+// tick; a claim found lost is not renewed again (the accepting transaction
+// then reports it).
+func (s *Service) heartbeat(ctx context.Context, c store.IdempotencyClaim) (stop func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(s.beat)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			rctx, rcancel := context.WithTimeout(ctx, s.lease)
+			err := s.store.RenewIdempotencyClaim(rctx, c, s.lease)
+			rcancel()
+			switch {
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, store.ErrClaimLost):
+				// Completed as the request ended, or taken over after
+				// renewals failed for a whole lease.
+				s.logger.Debug("idempotency claim no longer held", "team_id", c.TeamID)
+				return
+			case err != nil:
+				s.logger.Warn("renewing idempotency claim", "team_id", c.TeamID, "err", err)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // claimOrReplay claims the request's key (see claimKey). When the key
 // already holds the answer of an earlier identical request, it decodes
 // that answer into res and reports replayed; nothing is claimed then.
 func (s *Service) claimOrReplay(ctx context.Context, team uuid.UUID, key *string, endpoint string, request []any,
-	res any) (claim *store.IdempotencyClaim, replayed bool, err error) {
+	res any) (claim *heldClaim, replayed bool, err error) {
 	claim, replay, err := s.claimKey(ctx, team, key, endpoint, request)
 	if err != nil || replay == nil {
 		return claim, false, err
@@ -93,25 +180,24 @@ func (s *Service) claimOrReplay(ctx context.Context, team uuid.UUID, key *string
 	return nil, true, nil
 }
 
-// release gives up a claim whose request was not accepted, so that the
-// caller can fix the request and retry with the same key.
-// releaseUnless releases c unless *accepted; callers defer it right
-// after claiming and set accepted once the request's rows are committed.
-func (s *Service) releaseUnless(ctx context.Context, c *store.IdempotencyClaim, accepted *bool) {
-	if !*accepted {
-		s.release(ctx, c)
-	}
-}
-
-func (s *Service) release(ctx context.Context, c *store.IdempotencyClaim) {
+// finish ends a request's claim: it stops renewing it and, unless
+// *accepted (the claim was completed in the accepting transaction),
+// releases it so that the caller can fix the request and retry with the
+// same key. Callers defer it right after claiming and set accepted once
+// the request's rows are committed.
+func (s *Service) finish(ctx context.Context, c *heldClaim, accepted *bool) {
 	if c == nil {
+		return
+	}
+	c.stop()
+	if *accepted {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := s.store.ReleaseIdempotencyKey(ctx, *c); err != nil {
-		// The claim's lease frees the key later.
-		s.logger.Warn("releasing idempotency key", "team_id", c.TeamID, "err", err)
+	if err := s.store.ReleaseIdempotencyKey(ctx, c.claim); err != nil {
+		// The lease frees the key soon: it is no longer renewed.
+		s.logger.Warn("releasing idempotency key", "team_id", c.claim.TeamID, "err", err)
 	}
 }
 

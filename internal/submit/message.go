@@ -90,7 +90,7 @@ func (s *Service) SendMessage(ctx context.Context, from Sender, m Message) (Send
 		return res, err
 	}
 	accepted := false
-	defer s.releaseUnless(ctx, claim, &accepted)
+	defer s.finish(ctx, claim, &accepted)
 	e, env, err := checkMessage(parsed, m)
 	if err != nil {
 		return res, err
@@ -117,7 +117,7 @@ func (s *Service) SendMessage(ctx context.Context, from Sender, m Message) (Send
 	if len(row.Source) > MaxMessageSize {
 		return res, Errorf(KindTooLarge, "DATA", "The message is larger than %d bytes.", MaxMessageSize)
 	}
-	if res, err = s.acceptOne(ctx, row, claim); err != nil {
+	if res, err = s.acceptOne(ctx, row, claim.stored()); err != nil {
 		return res, err
 	}
 	accepted = true

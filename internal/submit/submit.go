@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -27,6 +28,7 @@ type Store interface {
 	TeamMembers(ctx context.Context, teamID uuid.UUID, emails []string) (map[string]bool, error)
 	DomainByName(ctx context.Context, teamID uuid.UUID, name string) (store.Domain, error)
 	ClaimIdempotencyKey(ctx context.Context, c store.IdempotencyClaim, lease, ttl time.Duration) (*store.IdempotencyRecord, error)
+	RenewIdempotencyClaim(ctx context.Context, c store.IdempotencyClaim, lease time.Duration) error
 	ReleaseIdempotencyKey(ctx context.Context, c store.IdempotencyClaim) error
 	RescheduleEmail(ctx context.Context, teamID, id uuid.UUID, at time.Time,
 		wake func(context.Context, store.EmailRef) error) error
@@ -62,6 +64,16 @@ type Config struct {
 	Waker  Waker
 	Logger *slog.Logger
 	Now    func() time.Time // nil → time.Now
+	// IdempotencyLease is how long the claim on an idempotency key of a
+	// request whose process died keeps blocking the key (see
+	// DefaultIdempotencyLease); 0 → the default.
+	IdempotencyLease time.Duration
+	// IdempotencyHeartbeat is how often a running request renews its
+	// claim; 0, or not shorter than the lease → a quarter of the lease.
+	IdempotencyHeartbeat time.Duration
+	// Crash, when set, kills the process right after an acceptance
+	// committed (faults.AfterAccept); nil in any real deployment.
+	Crash *faults.Crasher
 }
 
 // Service accepts email. Safe for concurrent use.
@@ -72,17 +84,27 @@ type Service struct {
 	waker  Waker
 	logger *slog.Logger
 	now    func() time.Time
+	lease  time.Duration // of idempotency claims
+	beat   time.Duration // idempotency claims' heartbeat interval
+	crash  *faults.Crasher
 }
 
 // New returns a Service.
 func New(cfg Config) *Service {
 	s := &Service{store: cfg.Store, notify: cfg.Notifier, fetch: cfg.Fetcher, waker: cfg.Waker,
-		logger: cfg.Logger, now: cfg.Now}
+		logger: cfg.Logger, now: cfg.Now, crash: cfg.Crash}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	s.lease, s.beat = cfg.IdempotencyLease, cfg.IdempotencyHeartbeat
+	if s.lease <= 0 {
+		s.lease = DefaultIdempotencyLease
+	}
+	if s.beat <= 0 || s.beat >= s.lease {
+		s.beat = s.lease / 4
 	}
 	return s
 }
@@ -132,7 +154,7 @@ func (s *Service) SendWithOptions(ctx context.Context, from Sender, req SendRequ
 		return res, err
 	}
 	accepted := false
-	defer s.releaseUnless(ctx, claim, &accepted)
+	defer s.finish(ctx, claim, &accepted)
 	now := s.now()
 	e, err := req.Validate(ctx, ValidateOptions{Now: now, Fetch: s.fetch})
 	if err != nil {
@@ -149,7 +171,7 @@ func (s *Service) SendWithOptions(ctx context.Context, from Sender, req SendRequ
 	res.ID = id
 	row := toRow(id, from.TeamID, e, now)
 	row.DomainID = domainID
-	if res, err = s.acceptOne(ctx, row, claim); err != nil {
+	if res, err = s.acceptOne(ctx, row, claim.stored()); err != nil {
 		return res, err
 	}
 	accepted = true
@@ -187,6 +209,7 @@ func (s *Service) accept(ctx context.Context, a store.Acceptance) (int64, error)
 		}
 		return 0, fmt.Errorf("accepting email: %w", err)
 	}
+	s.crash.At(faults.AfterAccept)
 	if s.notify != nil {
 		s.notify.Notify()
 	}

@@ -1,0 +1,10 @@
+package submit
+
+import (
+	"os"
+	"testing"
+
+	"github.com/posthaste/posthaste/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
