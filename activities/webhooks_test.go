@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/internal/clocktest"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
@@ -72,6 +73,7 @@ func (n *noticeRecorder) WebhookDisabled(_ context.Context, wn activities.Webhoo
 
 type webhookEnv struct {
 	st      *store.Store
+	clock   *clocktest.Clock // the activities' and the webhook client's
 	acts    *activities.Activities
 	email   store.Email
 	hook    store.Webhook
@@ -90,16 +92,19 @@ func newWebhookEnv(t *testing.T, endpoint string, disableAfter time.Duration) *w
 		Status: store.WebhookEnabled, Secret: sealed}
 	require.NoError(t, st.CreateWebhook(context.Background(), w))
 	n := &noticeRecorder{}
-	acts := activities.New(activities.Config{Keys: box, Webhooks: activities.WebhookConfig{
-		Client:       webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), 2*time.Second),
+	clock := clocktest.New(time.Now())
+	acts := activities.New(activities.Config{Keys: box, Now: clock.Now, Webhooks: activities.WebhookConfig{
+		Client: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}),
+			webhook.ClientConfig{Timeout: 2 * time.Second, Now: clock.Now}),
 		Schedule:     []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond},
 		DisableAfter: disableAfter,
 		Notices:      n,
 	}}, st, nil, nil, nil)
-	return &webhookEnv{st: st, acts: acts, email: e, hook: w, notices: n}
+	return &webhookEnv{st: st, clock: clock, acts: acts, email: e, hook: w, notices: n}
 }
 
-// deliverAll runs passes the way DeliverWebhook does until nothing waits.
+// deliverAll runs passes the way DeliverWebhook does until nothing waits,
+// moving the clock to each pass's NextAt as the workflow's timer would.
 func (e *webhookEnv) deliverAll(t *testing.T) activities.DeliverWebhooksResult {
 	for i := 0; i < 50; i++ {
 		res, err := run[activities.DeliverWebhooksInput, activities.DeliverWebhooksResult](t, e.acts.DeliverWebhooks,
@@ -109,17 +114,19 @@ func (e *webhookEnv) deliverAll(t *testing.T) activities.DeliverWebhooksResult {
 			return res
 		}
 		if res.NextAt != nil {
-			time.Sleep(time.Until(*res.NextAt))
+			e.clock.AdvanceTo(*res.NextAt)
 		}
 	}
 	t.Fatal("messages still waiting after 50 passes")
 	return activities.DeliverWebhooksResult{}
 }
 
+// record records events stamped by the env's clock, as the activities
+// stamp theirs: their webhook messages are due from then.
 func (e *webhookEnv) record(t *testing.T, types ...string) {
 	var evs []store.Event
 	for _, typ := range types {
-		evs = append(evs, store.Event{Type: typ, Recipient: "delivered@posthaste.test"})
+		evs = append(evs, store.Event{Type: typ, Recipient: "delivered@posthaste.test", CreatedAt: e.clock.Now()})
 	}
 	require.NoError(t, e.st.RecordEvents(context.Background(), e.email.ID, evs))
 }
@@ -231,8 +238,8 @@ func TestWebhookFailingTooLongIsDisabledAndOwnersAreTold(t *testing.T) {
 
 func TestWebhookRefusedDestinationIsLoggedAsAnAttempt(t *testing.T) {
 	env := newWebhookEnv(t, "https://169.254.169.254/hook", time.Hour)
-	guarded := activities.New(activities.Config{Keys: mustBox(t), Webhooks: activities.WebhookConfig{
-		Client:   webhook.NewClient(egress.New(egress.Config{}), time.Second),
+	guarded := activities.New(activities.Config{Keys: mustBox(t), Now: env.clock.Now, Webhooks: activities.WebhookConfig{
+		Client:   webhook.NewClient(egress.New(egress.Config{}), webhook.ClientConfig{Timeout: time.Second, Now: env.clock.Now}),
 		Schedule: []time.Duration{time.Hour},
 	}}, env.st, nil, nil, nil)
 	env.acts = guarded
@@ -257,13 +264,9 @@ func mustBox(t *testing.T) *seal.Box {
 }
 
 func TestWebhookHonoursRetryAfter(t *testing.T) {
-	var mu sync.Mutex
-	var at []time.Time
+	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		at = append(at, time.Now())
-		if len(at) == 1 {
+		if calls.Add(1) == 1 {
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(http.StatusTooManyRequests)
 		}
@@ -272,10 +275,15 @@ func TestWebhookHonoursRetryAfter(t *testing.T) {
 	env := newWebhookEnv(t, srv.URL, time.Hour) // schedule steps are 50 ms
 	env.record(t, store.EventSent)
 	env.deliverAll(t)
-	mu.Lock()
-	defer mu.Unlock()
-	require.Len(t, at, 2)
-	require.GreaterOrEqual(t, at[1].Sub(at[0]), time.Second, "429 with Retry-After: 1 waits a second, not 50 ms")
+	msgs, _, err := env.st.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
+	require.NoError(t, err)
+	as, err := env.st.WebhookAttempts(context.Background(), env.hook.TeamID, msgs[0].ID)
+	require.NoError(t, err)
+	require.Len(t, as, 2)
+	require.Equal(t, 429, *as[0].ResponseStatus)
+	require.Equal(t, 200, *as[1].ResponseStatus)
+	require.Equal(t, time.Second, as[1].AttemptedAt.Sub(as[0].AttemptedAt),
+		"429 with Retry-After: 1 waits a second, not 50 ms")
 }
 
 func TestWebhookTimesOutAHangingEndpoint(t *testing.T) {
@@ -292,8 +300,11 @@ func TestWebhookTimesOutAHangingEndpoint(t *testing.T) {
 	defer srv.Close()
 	defer close(release)
 	env := newWebhookEnv(t, srv.URL, time.Hour)
-	env.acts = activities.New(activities.Config{Keys: mustBox(t), Webhooks: activities.WebhookConfig{
-		Client:   webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), 300*time.Millisecond),
+	// The client keeps the real clock: the timeout and the attempt's
+	// duration are real; the activities' clock decides when the retry is due.
+	env.acts = activities.New(activities.Config{Keys: mustBox(t), Now: env.clock.Now, Webhooks: activities.WebhookConfig{
+		Client: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}),
+			webhook.ClientConfig{Timeout: 300 * time.Millisecond}),
 		Schedule: []time.Duration{50 * time.Millisecond},
 	}}, env.st, nil, nil, nil)
 	env.record(t, store.EventSent)

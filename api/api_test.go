@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/clocktest"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/ratelimit"
@@ -81,11 +83,15 @@ func (v *verifier) Forget(_ context.Context, id string) error {
 // envOptions vary the server of a test; the zero value is the production
 // wiring with a rate limit high enough not to matter.
 type envOptions struct {
-	rate    int            // default requests per second; 0 → 10,000
-	limiter api.Limiter    // nil → an in-process limiter
-	store   *store.Store   // nil → a new database
-	logCfg  *reqlog.Config // nil → defaults with a 100 ms interval
-	fetch   submit.Fetcher // fetches `path` attachments; nil refuses them
+	rate    int              // default requests per second; 0 → 10,000
+	limiter api.Limiter      // nil → an in-process limiter
+	clock   *clocktest.Clock // clocks the in-process limiter; nil → time.Now
+	store   *store.Store     // nil → a new database
+	logCfg  *reqlog.Config   // nil → defaults with a 100 ms interval
+	fetch   submit.Fetcher   // fetches `path` attachments; nil refuses them
+	// keyCache is how long a key's team (and its rate limit) is cached;
+	// 0 → 1 s, negative → not cached.
+	keyCache time.Duration
 }
 
 func newEnv(t testing.TB) *env { return newEnvWith(t, envOptions{}) }
@@ -114,7 +120,17 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 		o.rate = 10_000
 	}
 	if o.limiter == nil {
-		o.limiter = ratelimit.NewLocal()
+		var cfg ratelimit.LocalConfig
+		if o.clock != nil {
+			cfg.Now = o.clock.Now
+		}
+		o.limiter = ratelimit.NewLocal(cfg)
+	}
+	switch {
+	case o.keyCache == 0:
+		o.keyCache = time.Second
+	case o.keyCache < 0:
+		o.keyCache = 0
 	}
 	lc := reqlog.Config{Interval: 100 * time.Millisecond}
 	if o.logCfg != nil {
@@ -125,7 +141,7 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 	t.Cleanup(func() { _ = logs.Close(context.Background()) })
 	h, err := api.New(api.Config{
 		Store:    st,
-		Auth:     auth.NewAuthenticator(st, time.Second),
+		Auth:     auth.NewAuthenticator(st, o.keyCache),
 		Submit:   submit.New(submit.Config{Store: st, Notifier: n, Fetcher: o.fetch}),
 		Metrics:  metrics,
 		Gatherer: reg,
@@ -136,7 +152,7 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 		DefaultRateLimit: o.rate,
 		RequestLog:       logs,
 		Webhooks: api.WebhookConfig{Waker: wk, Keys: box, AllowHTTP: true, Outbox: n,
-			Client: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), 2*time.Second)},
+			Client: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), webhook.ClientConfig{Timeout: 2 * time.Second})},
 	})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
@@ -164,6 +180,14 @@ func (e *env) do(method, path, key string, body any) resp {
 // doH is do with extra request headers.
 func (e *env) doH(method, path, key string, body any, headers map[string]string) resp {
 	e.t.Helper()
+	r, err := e.try(method, path, key, body, headers)
+	require.NoError(e.t, err)
+	return r
+}
+
+// try is doH for goroutines the test starts: it returns its error, for
+// the test's goroutine to check, instead of failing the test.
+func (e *env) try(method, path, key string, body any, headers map[string]string) (resp, error) {
 	var r io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -173,11 +197,15 @@ func (e *env) doH(method, path, key string, body any, headers map[string]string)
 		r = b
 	default:
 		j, err := json.Marshal(b)
-		require.NoError(e.t, err)
+		if err != nil {
+			return resp{}, fmt.Errorf("encoding the request body: %w", err)
+		}
 		r = bytes.NewReader(j)
 	}
 	req, err := http.NewRequest(method, e.srv.URL+path, r)
-	require.NoError(e.t, err)
+	if err != nil {
+		return resp{}, err
+	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
@@ -186,13 +214,17 @@ func (e *env) doH(method, path, key string, body any, headers map[string]string)
 		req.Header.Set(k, v)
 	}
 	res, err := http.DefaultClient.Do(req)
-	require.NoError(e.t, err)
+	if err != nil {
+		return resp{}, err
+	}
 	defer res.Body.Close()
 	raw, err := io.ReadAll(res.Body)
-	require.NoError(e.t, err)
+	if err != nil {
+		return resp{}, fmt.Errorf("reading the response to %s %s: %w", method, path, err)
+	}
 	out := resp{status: res.StatusCode, header: res.Header, raw: raw}
 	_ = json.Unmarshal(raw, &out.body)
-	return out
+	return out, nil
 }
 
 func requireError(t *testing.T, r resp, status int, name string) {

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -74,6 +75,7 @@ func TestIdempotentConcurrentSends(t *testing.T) {
 	key := map[string]string{"Idempotency-Key": "burst"}
 	const n = 100
 	results := make([]resp, n)
+	errs := make([]error, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
@@ -81,11 +83,12 @@ func TestIdempotentConcurrentSends(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			results[i] = e.doH("POST", "/emails", e.keyA, sandboxSend, key)
+			results[i], errs[i] = e.try("POST", "/emails", e.keyA, sandboxSend, key)
 		}()
 	}
 	close(start)
 	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
 	ids := map[any]int{}
 	concurrent := 0
 	for _, r := range results {

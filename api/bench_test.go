@@ -66,9 +66,9 @@ func BenchmarkMiddlewareCost(b *testing.B) {
 	variants := []variant{
 		{"off", func(c *api.Config) { c.Unauthenticated = &p }},
 		{"auth", func(c *api.Config) {}},
-		{"auth+limiter", func(c *api.Config) { c.Limiter = ratelimit.NewLocal() }},
+		{"auth+limiter", func(c *api.Config) { c.Limiter = ratelimit.NewLocal(ratelimit.LocalConfig{}) }},
 		{"on", func(c *api.Config) {
-			c.Limiter = ratelimit.NewLocal()
+			c.Limiter = ratelimit.NewLocal(ratelimit.LocalConfig{})
 			c.RequestLog = newBenchLog(b, st)
 		}},
 	}

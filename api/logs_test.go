@@ -11,20 +11,39 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/clocktest"
 	"github.com/posthaste/posthaste/internal/reqlog"
 	"github.com/posthaste/posthaste/internal/store"
 )
+
+// eventually calls cond every tick until it reports true, and fails the
+// test when timeout passes first. Unlike require.Eventually it calls cond
+// on the test's goroutine, so cond may use require.
+func eventually(t testing.TB, timeout, tick time.Duration, cond func() bool, msgAndArgs ...any) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			require.Fail(t, fmt.Sprintf("condition not met within %s", timeout), msgAndArgs...)
+		case <-ticker.C:
+		}
+	}
+}
 
 // waitLogs polls GET /logs until it lists n entries of the query.
 func (e *env) waitLogs(key, query string, n int) []any {
 	e.t.Helper()
 	var data []any
-	require.Eventually(e.t, func() bool {
+	eventually(e.t, 5*time.Second, 50*time.Millisecond, func() bool {
 		r := e.do("GET", "/logs?limit=100"+query, key, nil)
 		require.Equal(e.t, 200, r.status, string(r.raw))
 		data, _ = r.body["data"].([]any)
 		return len(data) >= n
-	}, 5*time.Second, 50*time.Millisecond, "the log did not show %d entries within 5 s", n)
+	}, "the log did not show %d entries", n)
 	return data
 }
 
@@ -45,7 +64,7 @@ func TestRequestLog(t *testing.T) {
 	// Everything within 5 s, newest first: the 4 requests of team A (the
 	// GET /logs polls themselves are logged too, so filter them out).
 	var entries []map[string]any
-	require.Eventually(t, func() bool {
+	eventually(t, 5*time.Second, 50*time.Millisecond, func() bool {
 		entries = entries[:0]
 		for _, d := range e.waitLogs(e.keyA, "", 1) {
 			m := d.(map[string]any)
@@ -54,7 +73,7 @@ func TestRequestLog(t *testing.T) {
 			}
 		}
 		return len(entries) == 4
-	}, 5*time.Second, 50*time.Millisecond)
+	})
 	got := []string{}
 	for _, m := range entries {
 		require.Equal(t, "log", m["object"])
@@ -143,27 +162,26 @@ func normalise(lines []string) []string {
 }
 
 // TestRequestLogRateLimitedAndLargeBodies: a 429 lands in the team's log,
-// and bodies are cut at 64 KB.
+// and bodies are cut at 64 KB. The limit is one request a second, by a
+// clock the test moves a second before each of its requests.
 func TestRequestLogRateLimitedAndLargeBodies(t *testing.T) {
-	e := newEnvWith(t, envOptions{rate: 1})
+	clock := clocktest.New(time.Now())
+	e := newEnvWith(t, envOptions{rate: 1, clock: clock})
 	big := map[string]any{"from": "onboarding@posthaste.test", "to": "delivered@posthaste.test",
 		"subject": "s", "text": strings.Repeat("x", 100<<10)}
 	require.Equal(t, 200, e.do("POST", "/emails", e.keyA, big).status)
 	requireError(t, e.do("GET", "/emails", e.keyA, nil), 429, "rate_limit_exceeded")
-	time.Sleep(1100 * time.Millisecond)
 	var entries []any
-	require.Eventually(t, func() bool {
+	eventually(t, 10*time.Second, 100*time.Millisecond, func() bool {
+		clock.Advance(time.Second)
 		r := e.do("GET", "/logs?status=429", e.keyA, nil)
-		if r.status == 429 {
-			time.Sleep(time.Second)
-			return false
-		}
+		require.Equal(t, 200, r.status, string(r.raw))
 		entries, _ = r.body["data"].([]any)
 		return len(entries) > 0
-	}, 10*time.Second, 100*time.Millisecond)
+	})
 	require.Equal(t, "/emails", entries[0].(map[string]any)["endpoint"])
 
-	time.Sleep(1100 * time.Millisecond)
+	clock.Advance(time.Second)
 	r := e.do("GET", "/logs?status=200&path=/emails", e.keyA, nil)
 	require.Equal(t, 200, r.status, string(r.raw))
 	var post string
@@ -173,7 +191,7 @@ func TestRequestLogRateLimitedAndLargeBodies(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, post)
-	time.Sleep(1100 * time.Millisecond)
+	clock.Advance(time.Second)
 	d := e.do("GET", "/logs/"+post, e.keyA, nil)
 	require.Equal(t, 200, d.status, string(d.raw))
 	body, ok := d.body["request_body"].(string)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/api"
@@ -129,11 +130,12 @@ func TestDomains(t *testing.T) {
 	}
 	var calls []call
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		require.Equal(t, "Bearer ph_key", r.Header.Get("Authorization"))
+		// assert, not require: handlers run on the server's goroutines.
+		assert.Equal(t, "Bearer ph_key", r.Header.Get("Authorization"))
 		cl := call{method: r.Method, path: r.URL.RequestURI()}
 		if b, _ := io.ReadAll(r.Body); len(b) > 0 {
-			require.Equal(t, "application/json", r.Header.Get("Content-Type"))
-			require.NoError(t, json.Unmarshal(b, &cl.body))
+			assert.Equal(t, "application/json", r.Header.Get("Content-Type"))
+			assert.NoError(t, json.Unmarshal(b, &cl.body))
 		}
 		calls = append(calls, cl)
 		w.Header().Set("Content-Type", "application/json")

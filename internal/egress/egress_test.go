@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/dnstest"
@@ -163,7 +164,7 @@ func TestFetchAllowedHost(t *testing.T) {
 	env := newTestEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/a.pdf":
-			require.Equal(t, "files.example.com", r.Host)
+			assert.Equal(t, "files.example.com", r.Host) // on the server's goroutine
 			w.Header().Set("Content-Type", "application/pdf")
 			fmt.Fprint(w, "%PDF-1.7")
 		case "/moved":

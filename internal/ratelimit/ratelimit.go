@@ -1,8 +1,8 @@
 // Package ratelimit limits request rates per key (a team, or a client
 // address) with a token bucket whose burst equals the per-second rate.
 // Local keeps the buckets in this process (golang.org/x/time/rate); Redis
-// shares them between processes through Redis with GCRA
-// (github.com/go-redis/redis_rate), so several API processes enforce one
+// shares them between processes through Redis with GCRA (the generic cell
+// rate algorithm, one Lua script), so several API processes enforce one
 // limit between them.
 package ratelimit
 
@@ -52,8 +52,20 @@ type Local struct {
 	buckets map[string]*rate.Limiter
 }
 
+// LocalConfig configures a Local limiter; the zero value is production's.
+type LocalConfig struct {
+	// Now is the clock the buckets refill by; nil means time.Now. Tests
+	// pass a settable clock instead of sleeping.
+	Now func() time.Time
+}
+
 // NewLocal returns an empty Local limiter.
-func NewLocal() *Local { return &Local{now: time.Now, buckets: map[string]*rate.Limiter{}} }
+func NewLocal(cfg LocalConfig) *Local {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Local{now: cfg.Now, buckets: map[string]*rate.Limiter{}}
+}
 
 // Allow takes one request from key's bucket of limit requests per second.
 func (l *Local) Allow(_ context.Context, key string, limit int) (Result, error) {

@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/clocktest"
+	"github.com/posthaste/posthaste/internal/redistest"
 )
 
 func TestLocalBurstRefillAndReset(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	l := NewLocal()
-	l.now = func() time.Time { return now }
+	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	l := NewLocal(LocalConfig{Now: clock.Now})
 	ctx := context.Background()
 	for i := range 4 {
 		r, err := l.Allow(ctx, "team:a", 4)
@@ -31,7 +33,7 @@ func TestLocalBurstRefillAndReset(t *testing.T) {
 	other, _ := l.Allow(ctx, "team:b", 4)
 	require.True(t, other.Allowed, "keys have their own buckets")
 
-	now = now.Add(250 * time.Millisecond) // one token back
+	clock.Advance(250 * time.Millisecond) // one token back
 	r, _ = l.Allow(ctx, "team:a", 4)
 	require.True(t, r.Allowed)
 	require.Equal(t, 0, r.Remaining)
@@ -43,13 +45,105 @@ func TestLocalBurstRefillAndReset(t *testing.T) {
 }
 
 func TestLocalDropsIdleBuckets(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	l := NewLocal()
-	l.now = func() time.Time { return now }
+	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	l := NewLocal(LocalConfig{Now: clock.Now})
 	for i := range maxIdleBuckets {
 		_, _ = l.Allow(context.Background(), fmt.Sprint(i), 10)
 	}
-	now = now.Add(2 * time.Second)
+	clock.Advance(2 * time.Second)
 	_, _ = l.Allow(context.Background(), "new", 10)
 	require.Len(t, l.buckets, 1, "full buckets were dropped")
+}
+
+// TestRedisBurstRefillAndReset runs the GCRA script on a real Redis with
+// an injected clock: two limiters (two processes) share one bucket, which
+// refills by the clock, not by the time the test takes; its answers match
+// Local's.
+func TestRedisBurstRefillAndReset(t *testing.T) {
+	url := redistest.Start(t)
+	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	newRedis := func() *Redis {
+		r, closeFn, err := NewRedis(RedisConfig{URL: url, Now: clock.Now}, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = closeFn() })
+		return r
+	}
+	one, two := newRedis(), newRedis()
+	ctx := context.Background()
+	for i := range 3 {
+		r, err := one.Allow(ctx, "team:a", 3)
+		require.NoError(t, err)
+		require.Equal(t, roundResult(Result{Allowed: true, Limit: 3, Remaining: 2 - i,
+			Reset: time.Duration(i+1) * time.Second / 3}), roundResult(r), i)
+		require.Equal(t, 1, r.ResetSeconds())
+	}
+	r, err := two.Allow(ctx, "team:a", 3)
+	require.NoError(t, err)
+	require.False(t, r.Allowed, "the other process sees the same bucket")
+	require.Equal(t, 0, r.Remaining)
+	require.Equal(t, (time.Second / 3).Round(time.Millisecond), roundResult(r).RetryAfter)
+	require.Equal(t, 1, r.RetryAfterSeconds())
+	r, err = two.Allow(ctx, "team:b", 3)
+	require.NoError(t, err)
+	require.True(t, r.Allowed, "keys have their own buckets")
+
+	clock.Advance(time.Second / 3) // one token back
+	r, err = two.Allow(ctx, "team:a", 3)
+	require.NoError(t, err)
+	require.True(t, r.Allowed)
+	require.Equal(t, 0, r.Remaining)
+	r, err = one.Allow(ctx, "team:a", 3)
+	require.NoError(t, err)
+	require.False(t, r.Allowed, "only one token came back")
+
+	clock.Advance(time.Minute) // long idle: a full bucket, not more
+	for i := range 3 {
+		r, err = one.Allow(ctx, "team:a", 3)
+		require.NoError(t, err)
+		require.True(t, r.Allowed, i)
+	}
+	r, err = one.Allow(ctx, "team:a", 3)
+	require.NoError(t, err)
+	require.False(t, r.Allowed)
+
+	// The burst of a rate whose interval has a fraction of a microsecond
+	// (1/6 s) is allowed whole: rounding never costs a request.
+	clock.Advance(time.Second)
+	for i := range 6 {
+		r, err = one.Allow(ctx, "team:c", 6)
+		require.NoError(t, err)
+		require.True(t, r.Allowed, i)
+		require.Equal(t, 5-i, r.Remaining, i)
+	}
+	r, err = one.Allow(ctx, "team:c", 6)
+	require.NoError(t, err)
+	require.False(t, r.Allowed)
+}
+
+// roundResult rounds r's durations to milliseconds: the script counts
+// whole microseconds.
+func roundResult(r Result) Result {
+	r.Reset, r.RetryAfter = r.Reset.Round(time.Millisecond), r.RetryAfter.Round(time.Millisecond)
+	return r
+}
+
+// TestRedisFallsBackWhenRedisIsDown: with Redis gone, each process limits
+// on its own.
+func TestRedisFallsBackWhenRedisIsDown(t *testing.T) {
+	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	r, closeFn, err := NewRedis(RedisConfig{URL: "redis://127.0.0.1:1/0", Now: clock.Now}, nil)
+	require.NoError(t, err)
+	defer closeFn()
+	for i := range 2 {
+		res, err := r.Allow(context.Background(), "team:a", 2)
+		require.NoError(t, err)
+		require.True(t, res.Allowed, i)
+	}
+	res, err := r.Allow(context.Background(), "team:a", 2)
+	require.NoError(t, err)
+	require.False(t, res.Allowed)
+	clock.Advance(time.Second / 2)
+	res, err = r.Allow(context.Background(), "team:a", 2)
+	require.NoError(t, err)
+	require.True(t, res.Allowed, "the fallback refills by the same clock")
 }

@@ -127,13 +127,25 @@ type Client struct {
 	now     func() time.Time
 }
 
+// ClientConfig configures a Client; the zero value is production's.
+type ClientConfig struct {
+	// Timeout bounds one attempt; 0 means DefaultTimeout.
+	Timeout time.Duration
+	// Now stamps and signs attempts and reads Retry-After dates; nil
+	// means time.Now. Tests pass a settable clock instead of sleeping.
+	Now func() time.Time
+}
+
 // NewClient returns a Client posting through the egress guard (which does
-// not follow redirects); timeout 0 means DefaultTimeout.
-func NewClient(g *egress.Client, timeout time.Duration) *Client {
-	if timeout <= 0 {
-		timeout = DefaultTimeout
+// not follow redirects).
+func NewClient(g *egress.Client, cfg ClientConfig) *Client {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
 	}
-	return &Client{http: g.HTTPClient(), timeout: timeout, now: time.Now}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Client{http: g.HTTPClient(), timeout: cfg.Timeout, now: cfg.Now}
 }
 
 // Post sends body to endpoint, signed now with every key, and reports the
