@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/posthaste/posthaste/internal/dkim"
+	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/mime"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/records"
@@ -77,6 +77,15 @@ type Config struct {
 	Keys *seal.Box
 	// Webhooks configures webhook delivery.
 	Webhooks WebhookConfig
+	// Workflows tells Reconcile whether emails' workflows run and
+	// restarts them; nil in a process that does not reconcile.
+	Workflows EmailWorkflows
+	// Now is the activities' clock; nil means time.Now. Tests pass a
+	// settable clock instead of sleeping.
+	Now func() time.Time
+	// Crash, when set, kills the process at a point of Prepare or
+	// Deliver (package faults); nil in any real deployment.
+	Crash *faults.Crasher
 }
 
 // Activities holds the dependencies of every activity. Construct it with New.
@@ -95,8 +104,12 @@ func New(cfg Config, st *store.Store, d Deliverer, metrics *telemetry.Metrics, l
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
 	return &Activities{cfg: cfg, store: st, mta: d, metrics: metrics,
-		logger: logger.With("component", "activities"), now: time.Now}
+		logger: logger.With("component", "activities"), now: now}
 }
 
 // record stores events and counts them.
@@ -172,6 +185,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	case !claim.Claimed && claim.LastEvent == store.EventScheduled:
 		return PrepareResult{NotDue: claim.ScheduledAt}, nil
 	}
+	a.cfg.Crash.At(faults.InPrepare)
 	if claim.Claimed && a.metrics != nil {
 		a.metrics.EmailEvents.WithLabelValues(store.EventSent).Inc()
 	}
@@ -343,12 +357,6 @@ type EventInput struct {
 	Detail    map[string]any
 }
 
-// BounceDetail is the detail of a bounced event, shaped like the `bounce`
-// object of the email.bounced webhook.
-func BounceDetail(typ, subType, message string) map[string]any {
-	return map[string]any{"type": typ, "subType": subType, "message": message}
-}
-
 // RecordEvents records events in order.
 func (a *Activities) RecordEvents(ctx context.Context, in RecordEventsInput) error {
 	id, err := uuid.Parse(in.EmailID)
@@ -363,125 +371,6 @@ func (a *Activities) RecordEvents(ctx context.Context, in RecordEventsInput) err
 	return a.record(ctx, id, evs)
 }
 
-// DeliverInput names the recipients of one domain to deliver to.
-type DeliverInput struct {
-	EmailID    string
-	Domain     string
-	Recipients []string
-	TLS        string
-	ReturnPath string // "" in histories from before domains: the sandbox return path
-}
-
-// Deliver hands the stored message to the domain's MX hosts and records
-// each final outcome at once: delivered, or bounced for a permanent reply.
-// Recipients whose delivery was deferred get `delivery_delayed` (recorded
-// once) and make the activity fail with a retryable error, so Temporal
-// retries them on the workflow's delivery policy; recipients that already
-// reached a final state are skipped on a retry.
-func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
-	id, err := uuid.Parse(in.EmailID)
-	if err != nil {
-		return temporal.NewNonRetryableApplicationError("bad email id", ErrTypePermanent, err)
-	}
-	if a.mta == nil {
-		return fmt.Errorf("this process does not deliver mail")
-	}
-	e, err := a.store.EmailForBuild(ctx, id)
-	if err != nil {
-		return err
-	}
-	pending := pendingRecipients(e.Recipients, in.Recipients)
-	if len(pending) == 0 {
-		return nil
-	}
-	data, err := a.store.Message(ctx, id)
-	if err != nil {
-		return fmt.Errorf("loading message of %s: %w", id, err)
-	}
-	from := in.ReturnPath
-	if from == "" {
-		from = returnPath(e, a.cfg.Hostname)
-	}
-	env := mta.Envelope{
-		From: from,
-		To:   pending,
-		Data: data,
-		TLS:  mta.TLSMode(in.TLS),
-	}
-	results := a.mta.Deliver(ctx, in.Domain, env)
-	now := a.now()
-	var evs []store.Event
-	var deferred []mta.Result
-	var bounced []string
-	for _, r := range results {
-		switch r.Status {
-		case mta.Delivered:
-			evs = append(evs, store.Event{Type: store.EventDelivered, Recipient: r.Rcpt, CreatedAt: now,
-				Detail: map[string]any{"remote_server": r.RemoteServer, "smtp_code": r.Code}})
-		case mta.Bounced:
-			evs = append(evs, store.Event{Type: store.EventBounced, Recipient: r.Rcpt, CreatedAt: now,
-				Detail: BounceDetail("Permanent", "General", replyText(r))})
-			bounced = append(bounced, r.Rcpt)
-		default:
-			deferred = append(deferred, r)
-			evs = append(evs, store.Event{Type: store.EventDeliveryDelayed, Recipient: r.Rcpt, CreatedAt: now,
-				Detail: map[string]any{"message": replyText(r)}})
-		}
-	}
-	if err := a.record(ctx, id, evs); err != nil {
-		return err
-	}
-	if err := a.suppress(ctx, e, bounced); err != nil {
-		return err
-	}
-	if a.metrics != nil {
-		for _, r := range results {
-			a.metrics.Deliveries.WithLabelValues(r.Status.String()).Inc()
-		}
-	}
-	if len(deferred) > 0 {
-		a.logger.Info("delivery deferred", "email_id", in.EmailID, "rcpt_domain", in.Domain,
-			"attempt", activity.GetInfo(ctx).Attempt, "smtp_code", deferred[0].Code)
-		return fmt.Errorf("%d of %d recipients deferred: %s", len(deferred), len(results), replyText(deferred[0]))
-	}
-	return nil
-}
-
-// suppress puts permanently bounced addresses on the team's suppression
-// list, so later sends to them are not attempted. Sandbox addresses never
-// enter the list.
-func (a *Activities) suppress(ctx context.Context, e store.Email, addrs []string) error {
-	for _, addr := range addrs {
-		if _, ok := sandbox.Outcome(addr); ok {
-			continue
-		}
-		id, err := uuid.NewV7()
-		if err != nil {
-			return err
-		}
-		emailID := e.ID
-		if _, _, err := a.store.AddSuppression(ctx, store.Suppression{ID: id, TeamID: e.TeamID, Email: addr,
-			Reason: store.SuppressionBounce, EmailID: &emailID}); err != nil {
-			return fmt.Errorf("suppressing a bounced address of %s: %w", e.ID, err)
-		}
-	}
-	return nil
-}
-
-func pendingRecipients(all []store.Recipient, want []string) []string {
-	status := make(map[string]string, len(all))
-	for _, r := range all {
-		status[r.Address] = r.Status
-	}
-	var out []string
-	for _, w := range want {
-		if !store.IsFinal(status[w]) {
-			out = append(out, w)
-		}
-	}
-	return out
-}
-
 // returnPath is the VERP envelope sender that routes bounces back to the
 // email: bounces+<email id>@<sender domain>.
 func returnPath(e store.Email, hostname string) string {
@@ -490,20 +379,6 @@ func returnPath(e store.Email, hostname string) string {
 		domain = hostname
 	}
 	return "bounces+" + e.ID.String() + "@" + domain
-}
-
-func replyText(r mta.Result) string {
-	parts := []string{}
-	if r.Code != 0 {
-		parts = append(parts, fmt.Sprint(r.Code))
-	}
-	if r.EnhancedCode != "" {
-		parts = append(parts, r.EnhancedCode)
-	}
-	if r.Message != "" {
-		parts = append(parts, r.Message)
-	}
-	return strings.Join(parts, " ")
 }
 
 // LoadBatchInput names a batch.

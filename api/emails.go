@@ -196,9 +196,20 @@ type tagJSON struct {
 	Value string `json:"value"`
 }
 
+// recipientJSON is one recipient's state (our extension); a bounced
+// recipient carries Resend's bounce object, as the email.bounced webhook
+// does.
 type recipientJSON struct {
-	Email  string `json:"email"`
-	Status string `json:"status"`
+	Email  string      `json:"email"`
+	Status string      `json:"status"`
+	Bounce *bounceJSON `json:"bounce,omitempty"`
+}
+
+type bounceJSON struct {
+	Type           string   `json:"type"`
+	SubType        string   `json:"subType"`
+	Message        string   `json:"message"`
+	DiagnosticCode []string `json:"diagnosticCode"`
 }
 
 type emailJSON struct {
@@ -264,7 +275,35 @@ func (s *Server) getEmail(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	c.PureJSON(http.StatusOK, emailDetailJSON{emailJSON: renderEmail(e), HTML: e.HTML, Text: e.Text})
+	j := renderEmail(e)
+	if err := s.addBounces(c, e, j.Recipients); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	c.PureJSON(http.StatusOK, emailDetailJSON{emailJSON: j, HTML: e.HTML, Text: e.Text})
+}
+
+// addBounces gives the bounced recipients of e (rendered as rcpts) their
+// bounce objects.
+func (s *Server) addBounces(c *gin.Context, e store.Email, rcpts []recipientJSON) error {
+	bounced := false
+	for _, r := range rcpts {
+		bounced = bounced || r.Status == store.EventBounced
+	}
+	if !bounced {
+		return nil
+	}
+	bounces, err := s.store.Bounces(c.Request.Context(), e.TeamID, e.ID)
+	if err != nil {
+		return err
+	}
+	for i, r := range rcpts {
+		if b, ok := bounces[r.Email]; ok && r.Status == store.EventBounced {
+			bj := bounceJSON(b)
+			rcpts[i].Bounce = &bj
+		}
+	}
+	return nil
 }
 
 func (s *Server) listEmails(c *gin.Context) {

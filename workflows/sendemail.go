@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"time"
 
@@ -23,7 +24,14 @@ type DeliveryPolicy struct {
 	Max     time.Duration
 	Expire  time.Duration
 	Steps   StepPolicy
+	// Heartbeat is Deliver's heartbeat timeout: the attempt of a worker
+	// that died is retried this long after its last heartbeat. 0 means
+	// DefaultDeliverHeartbeat (histories from before it existed).
+	Heartbeat time.Duration
 }
+
+// DefaultDeliverHeartbeat retries a dead worker's delivery after a minute.
+const DefaultDeliverHeartbeat = time.Minute
 
 // DefaultDeliveryPolicy retries within minutes at first and gives up after
 // 72 hours.
@@ -87,6 +95,10 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 			TaskQueue:              DeliverTaskQueue(g.Region),
 			StartToCloseTimeout:    30 * time.Minute,
 			ScheduleToCloseTimeout: delivery.Expire,
+			// Deliver heartbeats through long deliveries (see
+			// activities.Deliver): the attempt of a worker that died is
+			// retried after a minute, not after thirty.
+			HeartbeatTimeout: cmp.Or(delivery.Heartbeat, DefaultDeliverHeartbeat),
 			RetryPolicy: &temporal.RetryPolicy{
 				InitialInterval:        delivery.Initial,
 				BackoffCoefficient:     delivery.Backoff,
@@ -136,7 +148,7 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 		for _, rcpt := range prep.Groups[i].Recipients {
 			expired = append(expired, activities.EventInput{
 				Type: activities.EventBounced, Recipient: rcpt,
-				Detail: activities.BounceDetail("Transient", "General", err.Error()),
+				Detail: activities.BounceDetail("Transient", "General", expiredMessage(err), nil),
 			})
 		}
 	}
@@ -197,12 +209,27 @@ func sandboxEvent(rcpt, typ string) activities.EventInput {
 	ev := activities.EventInput{Type: typ, Recipient: rcpt}
 	switch typ {
 	case activities.EventBounced:
+		// As SES's mailbox simulator reports its bounce address. Sandbox
+		// addresses never enter the suppression list.
+		const reply = "550 5.1.1 The sandbox address bounced@" + "posthaste.test always bounces."
 		ev.Detail = activities.BounceDetail("Permanent", "General",
-			"550 5.1.1 The sandbox address bounced@"+"posthaste.test always bounces.")
+			"The recipient's address does not exist: "+reply, []string{"smtp; " + reply})
 	case activities.EventComplained:
 		ev.Detail = map[string]any{"feedback_type": "abuse"}
 	case activities.EventSuppressed:
 		ev.Detail = map[string]any{"reason": "The sandbox address suppressed@posthaste.test is always on the suppression list."}
 	}
 	return ev
+}
+
+// expiredMessage says why a delivery that never succeeded within its
+// policy ended: the last error's message, without the activity error's
+// framing.
+func expiredMessage(err error) string {
+	msg := err.Error()
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		msg = app.Message()
+	}
+	return "Delivery did not succeed before the retry period ended: " + msg
 }

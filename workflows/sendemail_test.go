@@ -20,8 +20,7 @@ import (
 
 func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := testEnv()
 	env.RegisterWorkflowWithOptions(SendEmail, workflow.RegisterOptions{Name: SendEmailName})
 	env.RegisterActivityWithOptions(a.Prepare, activity.RegisterOptions{Name: activities.PrepareName})
 	env.RegisterActivityWithOptions(a.RecordEvents, activity.RegisterOptions{Name: activities.RecordEventsName})
@@ -157,7 +156,17 @@ func TestSendEmailBouncesRecipientsWhenDeliveryExpires(t *testing.T) {
 	env.ExecuteWorkflow(SendEmailName, SendEmailInput{EmailID: "e1", Delivery: fastPolicy})
 	require.NoError(t, env.GetWorkflowError())
 	require.Len(t, details, 1)
-	require.Equal(t, "Transient", details[0]["type"])
+	require.Equal(t, map[string]any{"type": "Transient", "subType": "General",
+		"message":        "Delivery did not succeed before the retry period ended: 451 4.7.1 try later",
+		"diagnosticCode": []string{}}, details[0], "Resend's bounce object, without the activity error's framing")
+}
+
+func TestSandboxBounceIsANoSuchUserReply(t *testing.T) {
+	ev := sandboxEvent("bounced+x@posthaste.test", activities.EventBounced)
+	require.Equal(t, activities.EventInput{Type: activities.EventBounced, Recipient: "bounced+x@posthaste.test",
+		Detail: map[string]any{"type": "Permanent", "subType": "General",
+			"message":        "The recipient's address does not exist: 550 5.1.1 The sandbox address bounced@posthaste.test always bounces.",
+			"diagnosticCode": []string{"smtp; 550 5.1.1 The sandbox address bounced@posthaste.test always bounces."}}}, ev)
 }
 
 // A permanent error of Deliver itself (not an MX's answer, which Deliver

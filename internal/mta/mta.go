@@ -8,7 +8,9 @@
 // (RFC 1870) and SMTPUTF8 (RFC 6531), keeps idle connections for reuse by
 // the next envelope to the same host, and reports one Result per recipient:
 // delivered, deferred (try again later) or bounced (permanent). It can also
-// hand every message to a relay (smarthost) instead.
+// hand every message to a relay (smarthost) instead. ClassifyBounce reads a
+// failure reply (RFC 3463 enhanced code, text) as an Amazon SES bounce type
+// and says whether the address itself is bad.
 package mta
 
 import (

@@ -24,10 +24,6 @@ const (
 	MessageFailed     = "failed"
 )
 
-// OutboxWebhook is the outbox kind that wakes a webhook's delivery; the
-// entry's Ref is the webhook id.
-const OutboxWebhook = "webhook"
-
 // Webhook is a team's endpoint.
 type Webhook struct {
 	ID       uuid.UUID
@@ -94,7 +90,7 @@ const emailWebhooksCTE = `, wh AS (
 	WHERE w.status = 'enabled' AND @wtype::text = ANY (w.events)
 	RETURNING webhook_id, team_id
 ), wake AS (
-	INSERT INTO outbox (kind, team_id, ref) SELECT DISTINCT 'webhook', team_id, webhook_id FROM wh
+	INSERT INTO outbox (kind, team_id, ref) SELECT DISTINCT '` + OutboxWebhook + `', team_id, webhook_id FROM wh
 	WHERE NOT EXISTS (` + pendingWakeSQL + `)
 )`
 
@@ -103,7 +99,7 @@ const emailWebhooksCTE = `, wh AS (
 // entry's signal will then be sent after this message is visible, so no
 // second entry is needed. An entry a drain holds is skipped, since its
 // signal may already be gone.
-const pendingWakeSQL = `SELECT 1 FROM outbox o WHERE o.kind = 'webhook' AND o.ref = wh.webhook_id
+const pendingWakeSQL = `SELECT 1 FROM outbox o WHERE o.kind = '` + OutboxWebhook + `' AND o.ref = wh.webhook_id
 	FOR UPDATE SKIP LOCKED`
 
 // EmailWebhookType is the webhook event type of an email event, or "" for
@@ -136,15 +132,7 @@ func webhookExtra(ev Event) map[string]any {
 	str := func(k string) string { s, _ := ev.Detail[k].(string); return s }
 	switch ev.Type {
 	case EventBounced:
-		typ, sub, msg := str("type"), str("subType"), str("message")
-		if typ == "" {
-			typ = "Undetermined"
-		}
-		diag := []string{}
-		if msg != "" {
-			diag = append(diag, msg)
-		}
-		extra["bounce"] = map[string]any{"type": typ, "subType": sub, "message": msg, "diagnosticCode": diag}
+		extra["bounce"] = BounceOf(ev.Detail)
 	case EventFailed:
 		reason := str("reason")
 		if reason == "" {
@@ -176,7 +164,7 @@ func (s *Store) EmitEvent(ctx context.Context, teamID uuid.UUID, typ, orderKey s
 			WHERE team_id = @team AND status = 'enabled' AND @type = ANY (events)
 			RETURNING webhook_id, team_id
 		), wake AS (
-			INSERT INTO outbox (kind, team_id, ref) SELECT DISTINCT 'webhook', team_id, webhook_id FROM wh
+			INSERT INTO outbox (kind, team_id, ref) SELECT DISTINCT '`+OutboxWebhook+`', team_id, webhook_id FROM wh
 			WHERE NOT EXISTS (`+pendingWakeSQL+`)
 		) SELECT count(*) FROM wh`,
 		pgx.NamedArgs{"team": teamID, "type": typ, "key": orderKey, "payload": payload, "at": now}).Scan(&n)

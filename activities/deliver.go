@@ -1,0 +1,394 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/posthaste/posthaste/internal/faults"
+	"github.com/posthaste/posthaste/internal/mta"
+	"github.com/posthaste/posthaste/internal/sandbox"
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// DeliverInput names the recipients of one domain to deliver to.
+type DeliverInput struct {
+	EmailID    string
+	Domain     string
+	Recipients []string
+	TLS        string
+	ReturnPath string // "" in histories from before domains: the sandbox return path
+}
+
+// DeliverProgress is Deliver's heartbeat details: the final outcomes
+// (delivered, bounced) that MX hosts gave in this and earlier attempts.
+// They reach the Temporal server as soon as the MX answers, before
+// PostgreSQL records them, so that the retry of an attempt that crashed or
+// met a database outage in between records them instead of sending again.
+type DeliverProgress struct {
+	Outcomes []DeliverOutcome
+}
+
+// DeliverOutcome is one recipient's final outcome: an mta.Result and when
+// it came.
+type DeliverOutcome struct {
+	Rcpt         string
+	Status       string // mta.Status.String(): "delivered" or "bounced"
+	Code         int
+	EnhancedCode string
+	Message      string
+	RemoteServer string
+	At           time.Time
+}
+
+func outcomeOf(r mta.Result, at time.Time) DeliverOutcome {
+	return DeliverOutcome{Rcpt: r.Rcpt, Status: r.Status.String(), Code: r.Code, EnhancedCode: r.EnhancedCode,
+		Message: r.Message, RemoteServer: r.RemoteServer, At: at}
+}
+
+func (o DeliverOutcome) result() mta.Result {
+	r := mta.Result{Rcpt: o.Rcpt, Status: mta.Deferred, Code: o.Code, EnhancedCode: o.EnhancedCode,
+		Message: o.Message, RemoteServer: o.RemoteServer}
+	switch o.Status {
+	case mta.Delivered.String():
+		r.Status = mta.Delivered
+	case mta.Bounced.String():
+		r.Status = mta.Bounced
+	}
+	return r
+}
+
+// Deliver hands the stored message to the domain's MX hosts and records
+// each outcome at once: delivered; bounced, classified by
+// mta.ClassifyBounce, for a permanent reply, which puts the address on
+// the team's suppression list only when the reply says the address itself
+// is bad; delivery_delayed (recorded once) for a deferral. Deferred
+// recipients make the activity fail with a retryable error, so Temporal
+// retries them on the workflow's delivery policy; recipients that already
+// reached a final state are skipped on a retry.
+//
+// Final outcomes are first recorded in the activity's heartbeat details
+// (DeliverProgress), then in PostgreSQL; a retry records the outcomes it
+// finds there and does not send to those recipients again. With a
+// heartbeat timeout, Deliver also heartbeats while a delivery runs long, so
+// that a crashed worker's attempt is retried within that timeout.
+func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
+	id, err := uuid.Parse(in.EmailID)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError("bad email id", ErrTypePermanent, err)
+	}
+	if a.mta == nil {
+		return fmt.Errorf("this process does not deliver mail")
+	}
+	var prog DeliverProgress
+	if activity.HasHeartbeatDetails(ctx) {
+		if err := activity.GetHeartbeatDetails(ctx, &prog); err != nil {
+			a.logger.Warn("unreadable heartbeat details: delivering to every pending recipient",
+				"email_id", in.EmailID, "rcpt_domain", in.Domain, "err", err)
+			prog = DeliverProgress{}
+		}
+	}
+	e, err := a.store.EmailForBuild(ctx, id)
+	if err != nil {
+		return err
+	}
+	answered := make(map[string]bool, len(prog.Outcomes))
+	if len(prog.Outcomes) > 0 {
+		// An earlier attempt got these answers and may not have recorded
+		// them; recording is idempotent.
+		if err := a.recordOutcomes(ctx, e, prog.Outcomes); err != nil {
+			return err
+		}
+		for _, o := range prog.Outcomes {
+			answered[o.Rcpt] = true
+		}
+	}
+	var pending []string
+	for _, r := range pendingRecipients(e.Recipients, in.Recipients) {
+		if !answered[r] {
+			pending = append(pending, r)
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	data, err := a.store.Message(ctx, id)
+	if err != nil {
+		return fmt.Errorf("loading message of %s: %w", id, err)
+	}
+	from := in.ReturnPath
+	if from == "" {
+		from = returnPath(e, a.cfg.Hostname)
+	}
+	env := mta.Envelope{
+		From: from,
+		To:   pending,
+		Data: data,
+		TLS:  mta.TLSMode(in.TLS),
+	}
+	hb := newHeartbeats(ctx, activity.GetInfo(ctx).HeartbeatTimeout, prog)
+	stop := hb.keepAlive()
+	a.cfg.Crash.At(faults.BeforeData)
+	results := a.mta.Deliver(ctx, in.Domain, env)
+	stop()
+
+	now := a.now()
+	outcomes := make([]DeliverOutcome, len(results))
+	var deferred []mta.Result
+	final := false
+	for i, r := range results {
+		outcomes[i] = outcomeOf(r, now)
+		if r.Status == mta.Deferred {
+			deferred = append(deferred, r)
+			continue
+		}
+		prog.Outcomes = append(prog.Outcomes, outcomes[i])
+		final = true
+	}
+	if a.metrics != nil {
+		for _, r := range results {
+			a.metrics.Deliveries.WithLabelValues(r.Status.String()).Inc()
+		}
+	}
+	if final {
+		// The resend window closes here, before PostgreSQL is written.
+		if err := hb.record(prog); err != nil {
+			return err
+		}
+	}
+	a.cfg.Crash.At(faults.AfterData)
+	if err := a.recordOutcomes(ctx, e, outcomes); err != nil {
+		return err
+	}
+	if len(deferred) > 0 {
+		a.logger.Info("delivery deferred", "email_id", in.EmailID, "rcpt_domain", in.Domain,
+			"attempt", activity.GetInfo(ctx).Attempt, "smtp_code", deferred[0].Code)
+		return fmt.Errorf("%d of %d recipients deferred: %s", len(deferred), len(results), replyText(deferred[0]))
+	}
+	return nil
+}
+
+// recordOutcomes records the events of outcomes and suppresses the
+// addresses whose bounce says so.
+func (a *Activities) recordOutcomes(ctx context.Context, e store.Email, outcomes []DeliverOutcome) error {
+	evs := make([]store.Event, 0, len(outcomes))
+	var suppress []string
+	for _, o := range outcomes {
+		r := o.result()
+		switch r.Status {
+		case mta.Delivered:
+			evs = append(evs, store.Event{Type: store.EventDelivered, Recipient: r.Rcpt, CreatedAt: o.At,
+				Detail: map[string]any{"remote_server": r.RemoteServer, "smtp_code": r.Code}})
+		case mta.Bounced:
+			class := r.Bounce()
+			evs = append(evs, store.Event{Type: store.EventBounced, Recipient: r.Rcpt, CreatedAt: o.At,
+				Detail: BounceDetail(class.Type, class.SubType, bounceMessage(class, r), r.Diagnostic())})
+			if class.Suppress {
+				suppress = append(suppress, r.Rcpt)
+			}
+		default:
+			evs = append(evs, store.Event{Type: store.EventDeliveryDelayed, Recipient: r.Rcpt, CreatedAt: o.At,
+				Detail: map[string]any{"message": replyText(r)}})
+		}
+	}
+	if err := a.record(ctx, e.ID, evs); err != nil {
+		return err
+	}
+	return a.suppress(ctx, e, suppress)
+}
+
+// heartbeats sends one Deliver attempt's heartbeats.
+//
+// The SDK sends a heartbeat to the server at once only when none went out
+// within its throttle interval, which is at most 0.8 × the heartbeat
+// timeout (or 30 s to a minute without one); a heartbeat recorded inside
+// the interval waits for its end, and a worker that crashes meanwhile
+// loses it. The outcome heartbeat must not wait: without a heartbeat
+// timeout, and in deliveries quicker than half of it, it is the attempt's
+// first heartbeat and goes out at once; after a long delivery, for which
+// keepAlive heartbeats every half timeout, record waits until the
+// interval that the last of those opened has surely ended, by which time
+// the SDK has sent the outcome.
+type heartbeats struct {
+	timeout time.Duration // the activity's heartbeat timeout; 0 when it has none
+	// send records a heartbeat; now and sleep are the clock. Tests replace
+	// them.
+	send  func(details DeliverProgress)
+	now   func() time.Time
+	sleep func(d time.Duration) error
+
+	mu   sync.Mutex
+	prog DeliverProgress // what liveness heartbeats carry
+	last time.Time       // when a heartbeat was last recorded; zero before
+}
+
+func newHeartbeats(ctx context.Context, timeout time.Duration, prog DeliverProgress) *heartbeats {
+	return &heartbeats{
+		timeout: timeout,
+		send:    func(p DeliverProgress) { activity.RecordHeartbeat(ctx, p) },
+		now:     time.Now,
+		sleep: func(d time.Duration) error {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return nil
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for the outcome heartbeat to go out: %w", context.Cause(ctx))
+			}
+		},
+		prog: prog,
+	}
+}
+
+// keepAlive heartbeats every half timeout, carrying the progress known so
+// far, until the returned function is called; that function returns once
+// no further heartbeat can come from it. Without a heartbeat timeout it
+// does nothing.
+func (h *heartbeats) keepAlive() (stop func()) {
+	if h.timeout <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(h.timeout / 2)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				h.mu.Lock()
+				h.send(h.prog)
+				h.last = h.now()
+				h.mu.Unlock()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+	}
+}
+
+// record heartbeats prog and returns once the SDK has sent it (see
+// heartbeats), or with the context's error.
+func (h *heartbeats) record(prog DeliverProgress) error {
+	h.mu.Lock()
+	h.send(prog)
+	now := h.now()
+	wait := throttleWait(h.last, now, h.timeout)
+	h.prog, h.last = prog, now
+	h.mu.Unlock()
+	if wait <= 0 {
+		return nil
+	}
+	return h.sleep(wait)
+}
+
+// throttleWait is how long after now a heartbeat recorded now may still
+// be held back by the SDK's throttling, when the previous one was recorded
+// at last (zero: none) under heartbeat timeout timeout: the throttle
+// interval the previous one opened ends at most 0.8 × timeout after it; a
+// twentieth of the timeout more covers the SDK's send.
+func throttleWait(last, now time.Time, timeout time.Duration) time.Duration {
+	if timeout <= 0 || last.IsZero() {
+		return 0
+	}
+	end := last.Add(timeout*8/10 + timeout/20)
+	if !now.Before(end) {
+		return 0
+	}
+	return end.Sub(now)
+}
+
+// suppress puts addresses whose bounce said the address itself is bad on
+// the team's suppression list, so later sends to them are not attempted.
+// Sandbox addresses never enter the list.
+func (a *Activities) suppress(ctx context.Context, e store.Email, addrs []string) error {
+	for _, addr := range addrs {
+		if _, ok := sandbox.Outcome(addr); ok {
+			continue
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return err
+		}
+		emailID := e.ID
+		if _, _, err := a.store.AddSuppression(ctx, store.Suppression{ID: id, TeamID: e.TeamID, Email: addr,
+			Reason: store.SuppressionBounce, EmailID: &emailID}); err != nil {
+			return fmt.Errorf("suppressing a bounced address of %s: %w", e.ID, err)
+		}
+	}
+	return nil
+}
+
+func pendingRecipients(all []store.Recipient, want []string) []string {
+	status := make(map[string]string, len(all))
+	for _, r := range all {
+		status[r.Address] = r.Status
+	}
+	var out []string
+	for _, w := range want {
+		if !store.IsFinal(status[w]) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// BounceDetail is the detail of a bounced event: Resend's bounce object
+// (store.Bounce) with an SES bounce type and subtype (mta.Bounce*,
+// mta.SubType*), a message for people and the RFC 3464 diagnostic lines of
+// the reply ("smtp; 550 5.1.1 ..."; none when no server replied).
+func BounceDetail(typ, subType, message string, diagnostic []string) map[string]any {
+	if diagnostic == nil {
+		diagnostic = []string{}
+	}
+	return map[string]any{"type": typ, "subType": subType, "message": message, "diagnosticCode": diagnostic}
+}
+
+// bounceMessage says in words why r bounced, followed by the reply.
+func bounceMessage(c mta.BounceClass, r mta.Result) string {
+	var why string
+	switch c.SubType {
+	case mta.SubTypeNoEmail:
+		why = "The recipient's address does not exist or accepts no mail"
+	case mta.SubTypeMailboxFull:
+		why = "The recipient's mailbox is full"
+	case mta.SubTypeMessageTooLarge:
+		why = "The message is larger than the recipient's mail server accepts"
+	case mta.SubTypeContentRejected:
+		why = "The recipient's mail server rejected the message for its content or by policy"
+	case mta.SubTypeAttachmentRejected:
+		why = "The recipient's mail server rejected an attachment of the message"
+	default:
+		why = "The recipient's mail server rejected the message"
+	}
+	if reply := replyText(r); reply != "" {
+		return why + ": " + reply
+	}
+	return why + "."
+}
+
+func replyText(r mta.Result) string {
+	parts := []string{}
+	if r.Code != 0 {
+		parts = append(parts, fmt.Sprint(r.Code))
+	}
+	if r.EnhancedCode != "" {
+		parts = append(parts, r.EnhancedCode)
+	}
+	if r.Message != "" {
+		parts = append(parts, r.Message)
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,177 @@
+package activities_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/emersion/go-smtp"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/internal/dnstest"
+	"github.com/posthaste/posthaste/internal/mta"
+	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/smtptest"
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/storetest"
+)
+
+// destMX starts a loopback MX for dest.test with opts and a client that
+// delivers to it.
+func destMX(t *testing.T, opts smtptest.Options) (*smtptest.Server, *mta.Client) {
+	t.Helper()
+	dns := dnstest.NewServer(t)
+	mx := smtptest.NewServer(t, opts)
+	dns.AddMX("dest.test", "mx.dest.test", 10)
+	dns.AddA("mx.dest.test", "127.0.0.1")
+	client, err := mta.New(mta.Config{Hostname: "out.example", Resolver: dns.Resolver(), Port: mx.Port()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	return mx, client
+}
+
+func TestDeliverClassifiesBouncesAndSuppressesOnlyBadAddresses(t *testing.T) {
+	st := storetest.New(t)
+	_, client := destMX(t, smtptest.Options{
+		Rcpt: func(rcpt string, n int) error {
+			switch {
+			case strings.HasPrefix(rcpt, "gone@"):
+				return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "user unknown"}
+			case strings.HasPrefix(rcpt, "off@"):
+				return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 2, 1}, Message: "mailbox disabled"}
+			case strings.HasPrefix(rcpt, "spam@"):
+				return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "rejected by policy"}
+			case strings.HasPrefix(rcpt, "plain@"):
+				return &smtp.SMTPError{Code: 554, EnhancedCode: smtp.NoEnhancedCode, Message: "message content rejected"}
+			}
+			return nil
+		},
+	})
+	acts := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil)
+	rcpts := []string{"gone@dest.test", "off@dest.test", "spam@dest.test", "plain@dest.test", "ok@dest.test"}
+	e := insertEmail(t, st, rcpts...)
+	_, err := run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+	require.NoError(t, err)
+
+	_, err = run[activities.DeliverInput, struct{}](t, acts.Deliver, activities.DeliverInput{
+		EmailID: e.ID.String(), Domain: "dest.test", TLS: "opportunistic", Recipients: rcpts})
+	require.NoError(t, err, "bounces are final: nothing to retry")
+
+	ctx := context.Background()
+	bounces, err := st.Bounces(ctx, e.TeamID, e.ID)
+	require.NoError(t, err)
+	require.Len(t, bounces, 4)
+	require.Equal(t, store.Bounce{Type: "Permanent", SubType: "NoEmail",
+		Message:        "The recipient's address does not exist or accepts no mail: 550 5.1.1 user unknown",
+		DiagnosticCode: []string{"smtp; 550 5.1.1 user unknown"}}, bounces["gone@dest.test"])
+	require.Equal(t, "NoEmail", bounces["off@dest.test"].SubType)
+	require.Equal(t, store.Bounce{Type: "Transient", SubType: "ContentRejected",
+		Message:        "The recipient's mail server rejected the message for its content or by policy: 550 5.7.1 rejected by policy",
+		DiagnosticCode: []string{"smtp; 550 5.7.1 rejected by policy"}}, bounces["spam@dest.test"])
+	require.Equal(t, []string{"smtp; 554 message content rejected"}, bounces["plain@dest.test"].DiagnosticCode)
+	require.Equal(t, "ContentRejected", bounces["plain@dest.test"].SubType)
+
+	// Only the addresses that do not work are suppressed; policy and
+	// content rejections say nothing about the address.
+	sup, err := st.Suppressed(ctx, e.TeamID, rcpts)
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{"gone@dest.test": true, "off@dest.test": true}, sup)
+	require.Equal(t, map[string]string{"gone@dest.test": "bounced", "off@dest.test": "bounced",
+		"spam@dest.test": "bounced", "plain@dest.test": "bounced", "ok@dest.test": "delivered"}, recipientStatus(t, st, e))
+}
+
+// TestDeliverRetryRecordsHeartbeatOutcomesInsteadOfResending covers the
+// resend window: the database goes away after the MX accepted the message
+// and before the outcome is recorded; the retry, which carries the first
+// attempt's heartbeat details, records the outcomes without sending again.
+func TestDeliverRetryRecordsHeartbeatOutcomesInsteadOfResending(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	open := func() *store.Store {
+		st, err := store.Open(ctx, store.Config{URL: url})
+		require.NoError(t, err)
+		t.Cleanup(st.Close)
+		return st
+	}
+	st := open()
+	require.NoError(t, st.Migrate(ctx))
+	lost := open() // the first attempt's database, lost while the MX answers
+
+	mx, client := destMX(t, smtptest.Options{
+		Rcpt: func(rcpt string, n int) error {
+			if strings.HasPrefix(rcpt, "gone@") {
+				return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "user unknown"}
+			}
+			return nil
+		},
+		Data: func(rcpts []string, n int) error {
+			lost.Close() // no connection is in use: Deliver loaded all it needs
+			return nil
+		},
+	})
+	rcpts := []string{"a@dest.test", "b@dest.test", "gone@dest.test"}
+	e := insertEmail(t, st, rcpts...)
+	acts := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil)
+	_, err := run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+	require.NoError(t, err)
+	in := activities.DeliverInput{EmailID: e.ID.String(), Domain: "dest.test", TLS: "opportunistic", Recipients: rcpts}
+
+	var s testsuite.WorkflowTestSuite
+	first := s.NewTestActivityEnvironment()
+	var (
+		mu   sync.Mutex
+		beat converter.EncodedValues
+	)
+	first.SetOnActivityHeartbeatListener(func(_ *activity.Info, d converter.EncodedValues) {
+		mu.Lock()
+		defer mu.Unlock()
+		beat = d
+	})
+	firstActs := activities.New(activities.Config{Hostname: "out.example"}, lost, client, nil, nil)
+	first.RegisterActivity(firstActs.Deliver)
+	_, err = first.ExecuteActivity(firstActs.Deliver, in)
+	require.ErrorContains(t, err, "closed pool", "the outcome could not be recorded")
+	require.Len(t, mx.Messages(), 1)
+	require.Equal(t, map[string]string{"a@dest.test": "sent", "b@dest.test": "sent", "gone@dest.test": "sent"},
+		recipientStatus(t, st, e), "nothing recorded")
+
+	mu.Lock()
+	require.NotNil(t, beat, "the outcome went out as a heartbeat")
+	var prog activities.DeliverProgress
+	require.NoError(t, beat.Get(&prog))
+	mu.Unlock()
+	got := map[string]string{}
+	for _, o := range prog.Outcomes {
+		got[o.Rcpt] = o.Status
+	}
+	require.Equal(t, map[string]string{"a@dest.test": "delivered", "b@dest.test": "delivered", "gone@dest.test": "bounced"}, got)
+
+	// The retry, on a working database, with the first attempt's details.
+	retry := s.NewTestActivityEnvironment()
+	retry.SetHeartbeatDetails(prog)
+	retry.RegisterActivity(acts.Deliver)
+	_, err = retry.ExecuteActivity(acts.Deliver, in)
+	require.NoError(t, err)
+	require.Len(t, mx.Messages(), 1, "the MX received the message once")
+	require.Equal(t, map[string]string{"a@dest.test": "delivered", "b@dest.test": "delivered", "gone@dest.test": "bounced"},
+		recipientStatus(t, st, e))
+	sp, err := st.SuppressionByEmail(ctx, e.TeamID, "gone@dest.test")
+	require.NoError(t, err)
+	require.Equal(t, e.ID, *sp.EmailID)
+	bounces, err := st.Bounces(ctx, e.TeamID, e.ID)
+	require.NoError(t, err)
+	require.Equal(t, []string{"smtp; 550 5.1.1 user unknown"}, bounces["gone@dest.test"].DiagnosticCode)
+
+	// Yet another retry finds everything final and sends nothing.
+	again := s.NewTestActivityEnvironment()
+	again.SetHeartbeatDetails(prog)
+	again.RegisterActivity(acts.Deliver)
+	_, err = again.ExecuteActivity(acts.Deliver, in)
+	require.NoError(t, err)
+	require.Len(t, mx.Messages(), 1)
+}
