@@ -28,12 +28,12 @@ func TestRetentionActivities(t *testing.T) {
 			{Type: store.EventDelivered, Recipient: "delivered@posthaste.test", CreatedAt: old}}))
 		finished = append(finished, e)
 	}
-	_, err := st.DrainOutbox(ctx, 100, func(_ context.Context, items []store.OutboxItem) []int64 {
-		var ids []int64
+	_, err := st.DrainOutbox(ctx, 100, func(_ context.Context, items []store.OutboxItem) []store.OutboxResult {
+		var done []store.OutboxResult
 		for _, it := range items {
-			ids = append(ids, it.ID)
+			done = append(done, store.OutboxResult{ID: it.ID, Done: true})
 		}
-		return ids
+		return done
 	})
 	require.NoError(t, err)
 	recent := insertEmail(t, st, "delivered@posthaste.test")

@@ -1,7 +1,8 @@
 // Package worker registers Posthaste's workflows and activities on their
 // task queues and runs the Temporal workers. It also starts workflows for
-// the outbox dispatcher (Starter), since it owns the start options that
-// make a repeated start harmless.
+// the outbox dispatcher and the reconciler (Starter), since it owns the
+// start options that make a repeated start harmless, and keeps the
+// retention and reconcile Schedules.
 package worker
 
 import (
@@ -20,6 +21,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/internal/outbox"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/workflows"
@@ -97,6 +99,8 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterActivityWithOptions(acts.PurgeExpired, activity.RegisterOptions{Name: activities.PurgeExpiredName})
 	r.RegisterWorkflowWithOptions(workflows.DeliverWebhook, workflow.RegisterOptions{Name: workflows.DeliverWebhookName})
 	r.RegisterActivityWithOptions(acts.DeliverWebhooks, activity.RegisterOptions{Name: activities.DeliverWebhooksName})
+	r.RegisterWorkflowWithOptions(workflows.Reconcile, workflow.RegisterOptions{Name: workflows.ReconcileName})
+	r.RegisterActivityWithOptions(acts.ReconcileEmails, activity.RegisterOptions{Name: activities.ReconcileEmailsName})
 }
 
 // RetentionCron is when the retention sweep runs: daily at 03:17 UTC.
@@ -106,15 +110,22 @@ const RetentionCron = "17 3 * * *"
 // workflow daily, or, when it exists (every worker calls this at start),
 // brings its workflow input up to date. Calling it again is harmless.
 func EnsureRetentionSchedule(ctx context.Context, c client.Client, in workflows.RetentionInput) error {
-	action := &client.ScheduleWorkflowAction{
-		ID:        workflows.RetentionScheduleID,
-		Workflow:  workflows.RetentionName,
-		Args:      []any{in},
-		TaskQueue: workflows.TaskQueue,
-	}
-	spec := client.ScheduleSpec{CronExpressions: []string{RetentionCron}, TimeZoneName: "UTC"}
+	return ensureSchedule(ctx, c, "retention", client.ScheduleSpec{CronExpressions: []string{RetentionCron}, TimeZoneName: "UTC"},
+		&client.ScheduleWorkflowAction{
+			ID:        workflows.RetentionScheduleID,
+			Workflow:  workflows.RetentionName,
+			Args:      []any{in},
+			TaskQueue: workflows.TaskQueue,
+		})
+}
+
+// ensureSchedule creates the Schedule whose ID is action.ID, or, when it
+// exists, brings its spec and action up to date. Overlapping runs are
+// skipped. what names the schedule in errors.
+func ensureSchedule(ctx context.Context, c client.Client, what string, spec client.ScheduleSpec,
+	action *client.ScheduleWorkflowAction) error {
 	_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
-		ID:      workflows.RetentionScheduleID,
+		ID:      action.ID,
 		Spec:    spec,
 		Action:  action,
 		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
@@ -123,9 +134,9 @@ func EnsureRetentionSchedule(ctx context.Context, c client.Client, in workflows.
 		return nil
 	}
 	if !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
-		return fmt.Errorf("creating the retention schedule: %w", err)
+		return fmt.Errorf("creating the %s schedule: %w", what, err)
 	}
-	h := c.ScheduleClient().GetHandle(ctx, workflows.RetentionScheduleID)
+	h := c.ScheduleClient().GetHandle(ctx, action.ID)
 	err = h.Update(ctx, client.ScheduleUpdateOptions{
 		DoUpdate: func(u client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
 			sch := u.Description.Schedule
@@ -135,7 +146,7 @@ func EnsureRetentionSchedule(ctx context.Context, c client.Client, in workflows.
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("updating the retention schedule: %w", err)
+		return fmt.Errorf("updating the %s schedule: %w", what, err)
 	}
 	return nil
 }
@@ -248,41 +259,48 @@ func NewStarter(c client.Client, delivery workflows.DeliveryPolicy) *Starter {
 }
 
 // WorkflowID is the ID of the workflow that sends an outbox entry's work:
-// `email/<id>` or `batch/<id>`, with the team and the idempotency key in
-// between when the request carried one.
+// `email/<id>` or `batch/<id>`, with the team and the idempotency key (as
+// workflows.KeyInID shows it) in between when the request carried one. An
+// unknown kind is an error wrapping outbox.ErrUnstartable.
 func WorkflowID(it store.OutboxItem) (string, error) {
 	ref := it.Ref.String()
 	switch it.Kind {
-	case "send_email":
+	case store.OutboxSendEmail:
 		if it.IdempotencyKey != nil {
 			return workflows.KeyedEmailWorkflowID(it.TeamID.String(), *it.IdempotencyKey, ref), nil
 		}
 		return workflows.EmailWorkflowID(ref), nil
-	case "send_batch":
+	case store.OutboxSendBatch:
 		if it.IdempotencyKey != nil {
 			return workflows.KeyedBatchWorkflowID(it.TeamID.String(), *it.IdempotencyKey, ref), nil
 		}
 		return workflows.BatchWorkflowID(ref), nil
 	}
-	return "", fmt.Errorf("unknown outbox kind %q", it.Kind)
+	return "", fmt.Errorf("%w: unknown outbox kind %q", outbox.ErrUnstartable, it.Kind)
 }
 
 // EmailWorkflowID is the ID of the workflow that sends an email: its own
-// SendEmail or the SendBatch of its batch.
+// SendEmail, the SendBatch of its batch, or, once the reconciler restarted
+// it, its latest restart.
 func EmailWorkflowID(ref store.EmailRef) string {
+	if ref.Restarts > 0 {
+		return workflows.RestartEmailWorkflowID(ref.ID.String(), ref.Restarts)
+	}
 	if ref.BatchID != nil {
-		id, _ := WorkflowID(store.OutboxItem{Kind: "send_batch", TeamID: ref.TeamID, Ref: *ref.BatchID,
+		id, _ := WorkflowID(store.OutboxItem{Kind: store.OutboxSendBatch, TeamID: ref.TeamID, Ref: *ref.BatchID,
 			IdempotencyKey: ref.IdempotencyKey})
 		return id
 	}
-	id, _ := WorkflowID(store.OutboxItem{Kind: "send_email", TeamID: ref.TeamID, Ref: ref.ID,
+	id, _ := WorkflowID(store.OutboxItem{Kind: store.OutboxSendEmail, TeamID: ref.TeamID, Ref: ref.ID,
 		IdempotencyKey: ref.IdempotencyKey})
 	return id
 }
 
 // Start starts the workflow of one outbox entry. A workflow ID that was
 // already used (running or finished) is not started again and is not an
-// error: the entry's work exists.
+// error: the entry's work exists. A start Temporal refuses as invalid (the
+// ID or the input) can never succeed: its error wraps
+// outbox.ErrUnstartable.
 func (s *Starter) Start(ctx context.Context, it store.OutboxItem) error {
 	if it.Kind == store.OutboxWebhook {
 		return WakeWebhook(ctx, s.client, it.Ref.String(), s.delivery.Steps)
@@ -294,12 +312,18 @@ func (s *Starter) Start(ctx context.Context, it store.OutboxItem) error {
 	name, input := workflows.SendEmailName, any(workflows.SendEmailInput{
 		EmailID: it.Ref.String(), ScheduledAt: it.ScheduledAt, Delivery: s.delivery,
 	})
-	if it.Kind == "send_batch" {
+	if it.Kind == store.OutboxSendBatch {
 		name, input = workflows.SendBatchName, workflows.SendBatchInput{BatchID: it.Ref.String(), Delivery: s.delivery}
 	}
+	return s.startOnce(ctx, id, name, input)
+}
+
+// startOnce starts a workflow under an ID that was never used; an ID
+// already used is not an error.
+func (s *Starter) startOnce(ctx context.Context, id, name string, input any) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	_, err = s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	_, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                                       id,
 		TaskQueue:                                workflows.TaskQueue,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
@@ -310,6 +334,10 @@ func (s *Starter) Start(ctx context.Context, it store.OutboxItem) error {
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
 		return nil
+	}
+	var invalid *serviceerror.InvalidArgument
+	if errors.As(err, &invalid) {
+		return fmt.Errorf("starting workflow %s: %w: %w", id, outbox.ErrUnstartable, err)
 	}
 	if err != nil {
 		return fmt.Errorf("starting workflow %s: %w", id, err)

@@ -1,5 +1,11 @@
 package workflows
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+)
+
 // Task queues, workflow IDs and signal names. Every name a running history
 // depends on is defined here, once.
 
@@ -11,6 +17,7 @@ const (
 	SendEmailName = "SendEmail"
 	SendBatchName = "SendBatch"
 	RetentionName = "Retention"
+	ReconcileName = "Reconcile"
 )
 
 // WakeSignal wakes the workflow sending an email whose scheduled time was
@@ -20,6 +27,10 @@ const WakeSignal = "wake"
 // RetentionScheduleID is the Temporal Schedule that starts Retention
 // daily; its workflows get IDs RetentionScheduleID plus a timestamp.
 const RetentionScheduleID = "retention"
+
+// ReconcileScheduleID is the Temporal Schedule that starts Reconcile every
+// few minutes.
+const ReconcileScheduleID = "reconcile"
 
 // DeliverTaskQueue is the task queue of the Deliver activities of a region;
 // `posthaste worker --regions` chooses which of them a worker polls.
@@ -38,11 +49,50 @@ const VerifySignalName = "verify"
 // DomainVerifyWorkflowID is the ID of the VerifyDomain workflow of a domain.
 func DomainVerifyWorkflowID(domainID string) string { return "domain-verify/" + domainID }
 
+// RestartEmailWorkflowID is the ID of the n-th restart (n ≥ 1) of the
+// SendEmail workflow of an email whose first workflow ended without
+// sending it (see Reconcile). A restart never reuses the first ID: the
+// starter rejects IDs already used.
+func RestartEmailWorkflowID(emailID string, n int) string {
+	return "email/" + emailID + "/retry-" + strconv.Itoa(n)
+}
+
 // KeyedEmailWorkflowID is the ID of the SendEmail workflow of an email
 // accepted with an idempotency key. The email id keeps a key reused after
-// its 24 hours from colliding with a workflow that still runs.
+// its 24 hours from colliding with a workflow that still runs. The key
+// appears as KeyInID shows it.
 func KeyedEmailWorkflowID(teamID, key, emailID string) string {
-	return "email/" + teamID + "/" + key + "/" + emailID
+	return "email/" + teamID + "/" + KeyInID(key) + "/" + emailID
+}
+
+// MaxKeyInID is the longest idempotency key that appears in a workflow ID
+// as it is. The keyed IDs then stay within 80 + 160 = 240 bytes: Temporal
+// refuses IDs over 1,000 bytes by default, and its SQL persistence keeps
+// workflow IDs in 255-character columns.
+const MaxKeyInID = 160
+
+// KeyInID is an idempotency key as it appears in a workflow ID: as it is
+// when it is at most MaxKeyInID bytes of printable ASCII (such keys went
+// into IDs as they are before any key was hashed, so the workflows started
+// then are still found), otherwise "h-" and the first 128 bits of its
+// SHA-256 in hex. The email or batch id that follows the key in the ID
+// keeps two keys from ever sharing an ID, hashed or not. The key itself
+// stays in the email row.
+func KeyInID(key string) string {
+	if len(key) <= MaxKeyInID && printableASCII(key) {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "h-" + hex.EncodeToString(sum[:16])
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // BatchWorkflowID is the ID of the SendBatch workflow of a batch accepted
@@ -50,9 +100,9 @@ func KeyedEmailWorkflowID(teamID, key, emailID string) string {
 func BatchWorkflowID(batchID string) string { return "batch/" + batchID }
 
 // KeyedBatchWorkflowID is the ID of the SendBatch workflow of a batch
-// accepted with an idempotency key.
+// accepted with an idempotency key; the key appears as KeyInID shows it.
 func KeyedBatchWorkflowID(teamID, key, batchID string) string {
-	return "batch/" + teamID + "/" + key + "/" + batchID
+	return "batch/" + teamID + "/" + KeyInID(key) + "/" + batchID
 }
 
 // DeliverWebhookName is the registered name of the DeliverWebhook workflow.

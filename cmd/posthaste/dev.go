@@ -122,7 +122,7 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 	if err != nil {
 		return err
 	}
-	acts, closeActs, err := newActivities(cfg, st, keys, metrics, in.dispatcher, logger)
+	acts, closeActs, err := newActivities(cfg, st, tc, keys, metrics, in.dispatcher, logger)
 	if err != nil {
 		return err
 	}
@@ -136,6 +136,9 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 	}
 	stops = append(stops, w.Stop)
 	if err := worker.EnsureRetentionSchedule(ctx, tc, retentionInput(cfg.Retention)); err != nil {
+		return err
+	}
+	if err := worker.EnsureReconcileSchedule(ctx, tc, cfg.Dispatch.ReconcileInterval, reconcileInput(cfg)); err != nil {
 		return err
 	}
 

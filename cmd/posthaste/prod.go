@@ -75,7 +75,7 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 		return err
 	}
 	reg, metrics := newRegistry()
-	acts, closeActs, err := newActivities(cfg, st, keys, metrics, nil, logger)
+	acts, closeActs, err := newActivities(cfg, st, tc, keys, metrics, nil, logger)
 	if err != nil {
 		return err
 	}
@@ -94,6 +94,9 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 	defer w.Stop()
 	if !*noWorkflows {
 		if err := worker.EnsureRetentionSchedule(ctx, tc, retentionInput(cfg.Retention)); err != nil {
+			return err
+		}
+		if err := worker.EnsureReconcileSchedule(ctx, tc, cfg.Dispatch.ReconcileInterval, reconcileInput(cfg)); err != nil {
 			return err
 		}
 	}

@@ -128,3 +128,20 @@ func TestSecretFromFileAndRedaction(t *testing.T) {
 	require.NotContains(t, redactURL(c.DatabaseURL), "hunter2")
 	require.Contains(t, redactURL(c.DatabaseURL), "db:5432")
 }
+
+func TestLoadDispatch(t *testing.T) {
+	c, err := Load(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, Dispatch{RetryMax: 5 * time.Minute, GiveUp: 24 * time.Hour, ReconcileInterval: 5 * time.Minute,
+		ReconcileQueuedAfter: 15 * time.Minute, ReconcileMargin: time.Hour, ReconcileMaxRestarts: 3}, c.Dispatch)
+	c, err = Load(env(map[string]string{"POSTHASTE_OUTBOX_RETRY_MAX": "30s", "POSTHASTE_OUTBOX_GIVE_UP": "2h",
+		"POSTHASTE_RECONCILE_INTERVAL": "1s", "POSTHASTE_RECONCILE_QUEUED_AFTER": "1m",
+		"POSTHASTE_RECONCILE_MARGIN": "5m", "POSTHASTE_RECONCILE_MAX_RESTARTS": "1"}))
+	require.NoError(t, err)
+	require.Equal(t, Dispatch{RetryMax: 30 * time.Second, GiveUp: 2 * time.Hour, ReconcileInterval: time.Second,
+		ReconcileQueuedAfter: time.Minute, ReconcileMargin: 5 * time.Minute, ReconcileMaxRestarts: 1}, c.Dispatch)
+	_, err = Load(env(map[string]string{"POSTHASTE_RECONCILE_INTERVAL": "soon"}))
+	require.ErrorContains(t, err, "POSTHASTE_RECONCILE_INTERVAL")
+	_, err = Load(env(map[string]string{"POSTHASTE_RECONCILE_MAX_RESTARTS": "0"}))
+	require.ErrorContains(t, err, "POSTHASTE_RECONCILE_MAX_RESTARTS")
+}

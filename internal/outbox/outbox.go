@@ -4,26 +4,42 @@
 // deterministic and duplicate starts are rejected by Temporal, so an entry
 // started twice (a crash between the start and the delete) starts one
 // workflow. Entries left behind by a crash are found by the next drain.
+//
+// Each entry backs off on its own: a failed start makes the entry due
+// again later and later (RetryInitial doubling up to RetryMax), so entries
+// that cannot start never hold back the others. An entry that can never
+// start (ErrUnstartable, or its email is gone) or that kept failing for
+// GiveUpAfter is ended: its emails become `failed` and the entry is
+// deleted.
 package outbox
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/posthaste/posthaste/internal/store"
 )
 
+// ErrUnstartable marks a start error that retrying cannot fix: Temporal
+// refused the workflow's ID or input, or the entry's kind is unknown. A
+// Starter wraps it into the error it returns.
+var ErrUnstartable = errors.New("the workflow can never start")
+
 // Starter starts the workflow of an outbox entry. Starting a workflow that
-// was already started must return nil.
+// was already started must return nil; an error that retrying cannot fix
+// wraps ErrUnstartable.
 type Starter interface {
 	Start(ctx context.Context, item store.OutboxItem) error
 }
 
 // Drainer is the part of the store the dispatcher uses.
 type Drainer interface {
-	DrainOutbox(ctx context.Context, limit int, start func(context.Context, []store.OutboxItem) []int64) (int, error)
+	DrainOutbox(ctx context.Context, limit int, start func(context.Context, []store.OutboxItem) []store.OutboxResult) (int, error)
+	FailOutboxWork(ctx context.Context, item store.OutboxItem, reason string) (int, error)
 }
 
 // Config tunes a Dispatcher.
@@ -31,7 +47,33 @@ type Config struct {
 	Batch       int           // entries claimed per drain; 0 → 128
 	Concurrency int           // workflow starts in flight; 0 → 32
 	Poll        time.Duration // drain at least this often; 0 → 1 s
+	// RetryInitial is the wait after an entry's first failed start; each
+	// further failure doubles it, up to RetryMax. 0 → 1 s and 5 min.
+	RetryInitial time.Duration
+	RetryMax     time.Duration
+	// An entry whose start failed GiveUpAttempts times and that is older
+	// than GiveUpAfter is ended (POSTHASTE_OUTBOX_GIVE_UP). 0 → 10 and 24 h.
+	GiveUpAttempts int
+	GiveUpAfter    time.Duration
+	// Now is the clock entries are aged with; nil → time.Now.
+	Now func() time.Time
 }
+
+// Reasons an entry ends, as Ended reports them.
+const (
+	EndUnstartable = "unstartable" // the start failed with ErrUnstartable
+	EndGaveUp      = "gave_up"     // the start kept failing for GiveUpAfter
+	EndMissing     = "missing"     // the entry's email or batch no longer exists
+)
+
+// The reasons ended emails fail with, as the API and webhooks show them.
+const (
+	reasonUnstartable = "Sending this email could not be started."
+	reasonGaveUp      = "Sending this email could not be started in time."
+)
+
+// maxLastError bounds the error text kept with an entry.
+const maxLastError = 1000
 
 // Dispatcher drains the outbox. Construct with New, run with Run.
 type Dispatcher struct {
@@ -42,6 +84,9 @@ type Dispatcher struct {
 	poke    chan struct{}
 	// Started is called with the time each started entry waited, for metrics. May be nil.
 	Started func(wait time.Duration)
+	// Ended is called with the kind and the End* reason of each entry
+	// ended without a start, for metrics. May be nil.
+	Ended func(kind, reason string)
 }
 
 // New returns a Dispatcher.
@@ -54,6 +99,21 @@ func New(cfg Config, st Drainer, starter Starter, logger *slog.Logger) *Dispatch
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second
+	}
+	if cfg.RetryInitial <= 0 {
+		cfg.RetryInitial = time.Second
+	}
+	if cfg.RetryMax <= 0 {
+		cfg.RetryMax = 5 * time.Minute
+	}
+	if cfg.GiveUpAttempts <= 0 {
+		cfg.GiveUpAttempts = 10
+	}
+	if cfg.GiveUpAfter <= 0 {
+		cfg.GiveUpAfter = 24 * time.Hour
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -76,7 +136,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		for {
-			n, err := d.store.DrainOutbox(ctx, d.cfg.Batch, d.startAll)
+			n, err := d.Drain(ctx)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -97,16 +157,22 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 }
 
-// startAll starts items concurrently and returns the ids that started.
+// Drain claims up to Batch due entries once and starts them; it returns
+// how many it claimed. Run calls it; tests may call it directly.
+func (d *Dispatcher) Drain(ctx context.Context) (int, error) {
+	return d.store.DrainOutbox(ctx, d.cfg.Batch, d.startAll)
+}
+
+// startAll starts items concurrently and returns what became of each.
 // Entries of the same kind and ref (webhook wake-ups, many per endpoint)
 // are started once: every one of them was committed before the claim, so
 // one start serves them all.
-func (d *Dispatcher) startAll(ctx context.Context, items []store.OutboxItem) []int64 {
+func (d *Dispatcher) startAll(ctx context.Context, items []store.OutboxItem) []store.OutboxResult {
 	var (
-		mu   sync.Mutex
-		done = make([]int64, 0, len(items))
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, d.cfg.Concurrency)
+		mu  sync.Mutex
+		res = make([]store.OutboxResult, 0, len(items))
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, d.cfg.Concurrency)
 	)
 	type key struct {
 		kind string
@@ -126,20 +192,93 @@ func (d *Dispatcher) startAll(ctx context.Context, items []store.OutboxItem) []i
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if err := d.starter.Start(ctx, it); err != nil {
-				if ctx.Err() == nil {
-					d.logger.Warn("starting workflow", "kind", it.Kind, "ref", it.Ref, "team_id", it.TeamID, "err", err)
-				}
+			r, ok := d.start(ctx, it)
+			if !ok {
 				return
 			}
-			if d.Started != nil {
-				d.Started(time.Since(it.CreatedAt))
-			}
 			mu.Lock()
-			done = append(done, dups[key{it.Kind, it.Ref}]...)
-			mu.Unlock()
+			defer mu.Unlock()
+			for _, id := range dups[key{it.Kind, it.Ref}] {
+				r.ID = id
+				res = append(res, r)
+			}
 		}()
 	}
 	wg.Wait()
-	return done
+	return res
+}
+
+// start starts one entry and says what became of it; ok is false when ctx
+// ended first (the entry stays as it was).
+func (d *Dispatcher) start(ctx context.Context, it store.OutboxItem) (r store.OutboxResult, ok bool) {
+	log := d.logger.With("kind", it.Kind, "ref", it.Ref, "team_id", it.TeamID, "attempt", it.Attempts+1)
+	if it.Missing {
+		log.Warn("dropping outbox entry: its emails no longer exist")
+		d.ended(it, EndMissing)
+		return store.OutboxResult{Done: true}, true
+	}
+	err := d.starter.Start(ctx, it)
+	if err == nil {
+		if d.Started != nil {
+			d.Started(d.cfg.Now().Sub(it.CreatedAt))
+		}
+		return store.OutboxResult{Done: true}, true
+	}
+	if ctx.Err() != nil {
+		return store.OutboxResult{}, false
+	}
+	switch {
+	case errors.Is(err, ErrUnstartable):
+		return d.end(ctx, log, it, EndUnstartable, reasonUnstartable, err), true
+	case it.Attempts+1 >= d.cfg.GiveUpAttempts && d.cfg.Now().Sub(it.CreatedAt) >= d.cfg.GiveUpAfter:
+		return d.end(ctx, log, it, EndGaveUp, reasonGaveUp, err), true
+	}
+	wait := d.backoff(it.Attempts)
+	log.Warn("starting workflow failed; retrying", "retry_in", wait, "err", err)
+	return d.retry(wait, err), true
+}
+
+// end fails the entry's emails and deletes it; if the emails cannot be
+// failed now, the entry is tried again later.
+func (d *Dispatcher) end(ctx context.Context, log *slog.Logger, it store.OutboxItem, why, reason string, cause error) store.OutboxResult {
+	failed := 0
+	if it.Kind != store.OutboxWebhook { // a webhook wake-up has no emails to fail
+		n, err := d.store.FailOutboxWork(ctx, it, reason)
+		if err != nil {
+			log.Error("failing the emails of an outbox entry that cannot start", "err", err, "cause", cause)
+			return d.retry(d.backoff(it.Attempts), cause)
+		}
+		failed = n
+	}
+	log.Error("ending outbox entry that cannot start", "why", why, "failed_recipients", failed, "err", cause)
+	d.ended(it, why)
+	return store.OutboxResult{Done: true}
+}
+
+func (d *Dispatcher) ended(it store.OutboxItem, why string) {
+	if d.Ended != nil {
+		d.Ended(it.Kind, why)
+	}
+}
+
+func (d *Dispatcher) retry(wait time.Duration, err error) store.OutboxResult {
+	msg := err.Error()
+	if len(msg) > maxLastError {
+		msg = strings.ToValidUTF8(msg[:maxLastError], "") // PostgreSQL text is valid UTF-8
+	}
+	return store.OutboxResult{RetryIn: wait, Error: msg}
+}
+
+// backoff is the wait after an entry's failed start when attempts starts
+// had failed before it: RetryInitial doubled attempts times, at most
+// RetryMax.
+func (d *Dispatcher) backoff(attempts int) time.Duration {
+	wait := d.cfg.RetryInitial
+	for range attempts {
+		if wait >= d.cfg.RetryMax/2 {
+			return d.cfg.RetryMax
+		}
+		wait *= 2
+	}
+	return min(wait, d.cfg.RetryMax)
 }

@@ -177,12 +177,12 @@ func acceptance(a Acceptance, used *int64) (*pgx.Batch, error) {
 	}
 	first := a.Emails[0]
 	if a.BatchID != nil {
-		b.Queue(`INSERT INTO outbox (kind, team_id, ref, idempotency_key) VALUES ('send_batch', @team, @id, @key)`,
-			pgx.NamedArgs{"id": *a.BatchID, "team": first.TeamID, "key": key})
+		b.Queue(`INSERT INTO outbox (kind, team_id, ref, idempotency_key) VALUES (@kind, @team, @id, @key)`,
+			pgx.NamedArgs{"kind": OutboxSendBatch, "id": *a.BatchID, "team": first.TeamID, "key": key})
 	} else {
 		b.Queue(`INSERT INTO outbox (kind, team_id, ref, scheduled_at, idempotency_key)
-			VALUES ('send_email', @team, @id, @scheduled_at, @key)`,
-			pgx.NamedArgs{"id": first.ID, "team": first.TeamID, "scheduled_at": first.ScheduledAt, "key": key})
+			VALUES (@kind, @team, @id, @scheduled_at, @key)`,
+			pgx.NamedArgs{"kind": OutboxSendEmail, "id": first.ID, "team": first.TeamID, "scheduled_at": first.ScheduledAt, "key": key})
 	}
 	var addrs []string
 	for _, e := range a.Emails {

@@ -2,11 +2,25 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+)
+
+// Outbox kinds: what the workflow started for an entry does. The
+// migrations' CHECK on outbox.kind lists the same values.
+const (
+	// OutboxSendEmail starts the SendEmail workflow of one email; Ref is
+	// the email id.
+	OutboxSendEmail = "send_email"
+	// OutboxSendBatch starts the SendBatch workflow of a batch; Ref is the
+	// batch id.
+	OutboxSendBatch = "send_batch"
+	// OutboxWebhook wakes a webhook's delivery; Ref is the webhook id.
+	OutboxWebhook = "webhook"
 )
 
 // OutboxItem is accepted work whose workflow has not been started yet.
@@ -20,27 +34,56 @@ type OutboxItem struct {
 	// part of the workflow ID.
 	IdempotencyKey *string
 	CreatedAt      time.Time
+	// Attempts counts the starts of the entry that failed so far.
+	Attempts int
+	// Missing: the email (send_email) or every email of the batch
+	// (send_batch) no longer exists, so there is nothing to start.
+	Missing bool
 }
 
-// DrainOutbox claims up to limit outbox entries that no other process holds
-// (FOR UPDATE SKIP LOCKED), passes them to start and deletes those whose ids
-// start returns, all in one transaction. Entries start did not return stay
-// for a later drain. It returns how many entries it claimed.
+// OutboxResult is what became of a claimed outbox entry.
+type OutboxResult struct {
+	ID int64
+	// Done deletes the entry: its workflow started, or it was ended.
+	Done bool
+	// Otherwise the start failed: the entry's attempts grow by one and it
+	// is due again RetryIn from now, with Error kept as its last_error.
+	RetryIn time.Duration
+	Error   string
+}
+
+// claimOutboxSQL claims the due entries (through the index outbox_due)
+// and finds out whether their emails still exist.
+const claimOutboxSQL = `SELECT o.id, o.kind, o.team_id, o.ref, o.scheduled_at, o.idempotency_key,
+		o.created_at, o.attempts, CASE o.kind
+			WHEN @send_email THEN NOT EXISTS (SELECT 1 FROM email e WHERE e.id = o.ref)
+			WHEN @send_batch THEN NOT EXISTS (SELECT 1 FROM email e WHERE e.batch_id = o.ref)
+			ELSE false END
+	FROM outbox o WHERE o.next_attempt_at <= now()
+	ORDER BY o.next_attempt_at, o.id LIMIT @limit FOR UPDATE OF o SKIP LOCKED`
+
+// DrainOutbox claims up to limit due outbox entries that no other process
+// holds (FOR UPDATE SKIP LOCKED), in the order they became due, passes
+// them to start and applies the results start returns, all in one
+// transaction: entries done are deleted, failed ones wait for their next
+// attempt. Entries without a result stay as they were. It returns how many
+// entries it claimed.
 func (s *Store) DrainOutbox(ctx context.Context, limit int,
-	start func(context.Context, []OutboxItem) []int64) (int, error) {
+	start func(context.Context, []OutboxItem) []OutboxResult) (int, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("beginning outbox drain: %w", mapErr(err))
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
-	rows, err := tx.Query(ctx, `SELECT id, kind, team_id, ref, scheduled_at, idempotency_key, created_at FROM outbox
-		ORDER BY id LIMIT @limit FOR UPDATE SKIP LOCKED`, pgx.NamedArgs{"limit": limit})
+	rows, err := tx.Query(ctx, claimOutboxSQL,
+		pgx.NamedArgs{"limit": limit, "send_email": OutboxSendEmail, "send_batch": OutboxSendBatch})
 	if err != nil {
 		return 0, fmt.Errorf("claiming outbox: %w", mapErr(err))
 	}
 	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutboxItem, error) {
 		var it OutboxItem
-		err := r.Scan(&it.ID, &it.Kind, &it.TeamID, &it.Ref, &it.ScheduledAt, &it.IdempotencyKey, &it.CreatedAt)
+		err := r.Scan(&it.ID, &it.Kind, &it.TeamID, &it.Ref, &it.ScheduledAt, &it.IdempotencyKey, &it.CreatedAt,
+			&it.Attempts, &it.Missing)
 		return it, err
 	})
 	if err != nil {
@@ -49,17 +92,71 @@ func (s *Store) DrainOutbox(ctx context.Context, limit int,
 	if len(items) == 0 {
 		return 0, nil
 	}
-	done := start(ctx, items)
+	var (
+		done    []int64
+		retry   []int64
+		delays  []int64 // milliseconds
+		reasons []string
+	)
+	for _, r := range start(ctx, items) {
+		if r.Done {
+			done = append(done, r.ID)
+			continue
+		}
+		retry, delays, reasons = append(retry, r.ID), append(delays, r.RetryIn.Milliseconds()), append(reasons, r.Error)
+	}
 	if len(done) > 0 {
 		if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY(@ids)`,
 			pgx.NamedArgs{"ids": done}); err != nil {
 			return 0, fmt.Errorf("deleting started outbox entries: %w", mapErr(err))
 		}
 	}
+	if len(retry) > 0 {
+		if _, err := tx.Exec(ctx, `UPDATE outbox o SET attempts = o.attempts + 1,
+				next_attempt_at = now() + r.delay * interval '1 millisecond', last_error = r.error
+			FROM unnest(@ids::bigint[], @delays::bigint[], @errors::text[]) AS r(id, delay, error)
+			WHERE o.id = r.id`,
+			pgx.NamedArgs{"ids": retry, "delays": delays, "errors": reasons}); err != nil {
+			return 0, fmt.Errorf("postponing outbox entries: %w", mapErr(err))
+		}
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("committing outbox drain: %w", mapErr(err))
 	}
 	return len(items), nil
+}
+
+// FailOutboxWork ends the emails of an outbox entry that can never start
+// as `failed` with reason (see FailEmail): the email of a send_email
+// entry, every email of a send_batch entry. Emails already gone and
+// webhook entries fail nothing. It returns how many recipients it failed.
+func (s *Store) FailOutboxWork(ctx context.Context, it OutboxItem, reason string) (int, error) {
+	var ids []uuid.UUID
+	switch it.Kind {
+	case OutboxSendEmail:
+		ids = []uuid.UUID{it.Ref}
+	case OutboxSendBatch:
+		rows, err := s.pool.Query(ctx, `SELECT id FROM email WHERE batch_id = @batch ORDER BY id`,
+			pgx.NamedArgs{"batch": it.Ref})
+		if err != nil {
+			return 0, fmt.Errorf("listing batch %s: %w", it.Ref, mapErr(err))
+		}
+		if ids, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID]); err != nil {
+			return 0, fmt.Errorf("listing batch %s: %w", it.Ref, mapErr(err))
+		}
+	}
+	failed := 0
+	for _, id := range ids {
+		n, err := s.FailEmail(ctx, id, reason)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return failed, err
+		}
+		failed += n
+	}
+	return failed, nil
 }
 
 // OutboxLen counts entries waiting to be started.

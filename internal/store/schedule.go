@@ -25,6 +25,10 @@ type EmailRef struct {
 	TeamID         uuid.UUID
 	BatchID        *uuid.UUID
 	IdempotencyKey *string
+	// Restarts counts the times the reconciler restarted the email's
+	// workflow; after the first, the email has a SendEmail workflow of
+	// its own, whatever its batch.
+	Restarts int
 	// Started is false while the outbox entry that starts the workflow is
 	// still waiting.
 	Started bool
@@ -91,8 +95,8 @@ func (s *Store) RescheduleEmail(ctx context.Context, teamID, id uuid.UUID, at ti
 	ref := EmailRef{ID: id, TeamID: teamID}
 	err = tx.QueryRow(ctx, `UPDATE email SET scheduled_at = @at, updated_at = now()
 		WHERE id = @id AND team_id = @team AND last_event = 'scheduled'
-		RETURNING batch_id, idempotency_key`, pgx.NamedArgs{"id": id, "team": teamID, "at": at}).
-		Scan(&ref.BatchID, &ref.IdempotencyKey)
+		RETURNING batch_id, idempotency_key, restarts`, pgx.NamedArgs{"id": id, "team": teamID, "at": at}).
+		Scan(&ref.BatchID, &ref.IdempotencyKey, &ref.Restarts)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s.emailStateError(ctx, tx, teamID, id)
 	}
@@ -103,8 +107,8 @@ func (s *Store) RescheduleEmail(ctx context.Context, teamID, id uuid.UUID, at ti
 	if ref.BatchID != nil {
 		outboxRef = *ref.BatchID
 	}
-	tag, err := tx.Exec(ctx, `UPDATE outbox SET scheduled_at = CASE WHEN kind = 'send_email' THEN @at ELSE scheduled_at END
-		WHERE ref = @ref`, pgx.NamedArgs{"ref": outboxRef, "at": at})
+	tag, err := tx.Exec(ctx, `UPDATE outbox SET scheduled_at = CASE WHEN kind = @kind THEN @at ELSE scheduled_at END
+		WHERE ref = @ref`, pgx.NamedArgs{"ref": outboxRef, "at": at, "kind": OutboxSendEmail})
 	if err != nil {
 		return fmt.Errorf("rescheduling outbox entry of %s: %w", id, mapErr(err))
 	}
@@ -137,12 +141,12 @@ func (s *Store) CancelEmail(ctx context.Context, teamID, id uuid.UUID) (EmailRef
 	err = tx.QueryRow(ctx, `WITH c AS (
 			UPDATE email SET last_event = 'canceled', updated_at = now(), rcpt_status = `+allRecipients("'canceled'::text")+`
 			WHERE id = @id AND team_id = @team AND last_event = 'scheduled'
-			RETURNING id, batch_id, idempotency_key
+			RETURNING id, batch_id, idempotency_key, restarts
 		), ev AS (
 			INSERT INTO email_event (email_id, type) SELECT id, 'canceled' FROM c ON CONFLICT DO NOTHING
 		)
-		SELECT batch_id, idempotency_key FROM c`, pgx.NamedArgs{"id": id, "team": teamID}).
-		Scan(&ref.BatchID, &ref.IdempotencyKey)
+		SELECT batch_id, idempotency_key, restarts FROM c`, pgx.NamedArgs{"id": id, "team": teamID}).
+		Scan(&ref.BatchID, &ref.IdempotencyKey, &ref.Restarts)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ref, s.emailStateError(ctx, tx, teamID, id)
 	}
@@ -151,7 +155,8 @@ func (s *Store) CancelEmail(ctx context.Context, teamID, id uuid.UUID) (EmailRef
 	}
 	var tag pgconn.CommandTag
 	if ref.BatchID == nil {
-		tag, err = tx.Exec(ctx, `DELETE FROM outbox WHERE kind = 'send_email' AND ref = @id`, pgx.NamedArgs{"id": id})
+		tag, err = tx.Exec(ctx, `DELETE FROM outbox WHERE kind = @kind AND ref = @id`,
+			pgx.NamedArgs{"id": id, "kind": OutboxSendEmail})
 	} else {
 		// The batch's other emails still need their workflow; wait for a
 		// start in progress so Started is exact.

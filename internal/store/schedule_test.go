@@ -106,10 +106,10 @@ func TestClaimForSendingRespectsScheduleAndCancel(t *testing.T) {
 
 	// Rescheduled earlier: the workflow has started (no outbox entry), so
 	// it is woken inside the transaction.
-	_, err = st.DrainOutbox(ctx, 100, func(_ context.Context, items []store.OutboxItem) []int64 {
-		ids := make([]int64, len(items))
+	_, err = st.DrainOutbox(ctx, 100, func(_ context.Context, items []store.OutboxItem) []store.OutboxResult {
+		ids := make([]store.OutboxResult, len(items))
 		for i, it := range items {
-			ids[i] = it.ID
+			ids[i] = store.OutboxResult{ID: it.ID, Done: true}
 		}
 		return ids
 	})
@@ -186,11 +186,12 @@ func TestClaimRacesCancel(t *testing.T) {
 		require.NoError(t, err)
 		var wg sync.WaitGroup
 		var claimed, canceled bool
+		var claimErr error
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			c, err := st.ClaimForSending(ctx, e.ID, now, time.Second)
-			require.NoError(t, err)
+			var c store.SendClaim
+			c, claimErr = st.ClaimForSending(ctx, e.ID, now, time.Second)
 			claimed = c.Claimed
 		}()
 		go func() {
@@ -199,6 +200,7 @@ func TestClaimRacesCancel(t *testing.T) {
 			canceled = err == nil
 		}()
 		wg.Wait()
+		require.NoError(t, claimErr)
 		require.True(t, claimed != canceled, "claimed %v, canceled %v", claimed, canceled)
 		evs, err := st.Events(ctx, e.ID)
 		require.NoError(t, err)

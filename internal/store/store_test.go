@@ -247,37 +247,48 @@ func TestDrainOutboxStartsEachEntryOnceAcrossConcurrentDrainers(t *testing.T) {
 	var mu sync.Mutex
 	started := map[uuid.UUID]int{}
 	failOnce := map[uuid.UUID]bool{}
-	start := func(_ context.Context, items []store.OutboxItem) []int64 {
+	start := func(_ context.Context, items []store.OutboxItem) []store.OutboxResult {
 		mu.Lock()
 		defer mu.Unlock()
-		var done []int64
+		var res []store.OutboxResult
 		for _, it := range items {
 			if !failOnce[it.Ref] {
-				failOnce[it.Ref] = true // first attempt fails: the entry must stay
+				// The first attempt fails: the entry must stay, due again at once.
+				failOnce[it.Ref] = true
+				res = append(res, store.OutboxResult{ID: it.ID, Error: "unavailable"})
 				continue
 			}
 			started[it.Ref]++
-			done = append(done, it.ID)
+			res = append(res, store.OutboxResult{ID: it.ID, Done: true})
 		}
-		return done
+		return res
 	}
 	var wg sync.WaitGroup
+	errs := make(chan error, 4) // the drainers' first errors, checked here
 	for range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
 				left, err := st.OutboxLen(ctx)
-				require.NoError(t, err)
-				if left == 0 {
+				if err == nil && left == 0 {
 					return
 				}
-				_, err = st.DrainOutbox(ctx, 7, start)
-				require.NoError(t, err)
+				if err == nil {
+					_, err = st.DrainOutbox(ctx, 7, start)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
 			}
 		}()
 	}
 	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
 	require.Len(t, started, n)
 	for id, c := range started {
 		require.Equal(t, 1, c, "entry %s", id)

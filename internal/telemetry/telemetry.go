@@ -35,6 +35,12 @@ type Metrics struct {
 	SMTPTransactions *prometheus.CounterVec
 	// SMTPAuthFailures counts failed SMTP AUTH attempts.
 	SMTPAuthFailures prometheus.Counter
+	// Reconciled counts the emails the reconciler found without an
+	// outcome and without a running workflow, by action: restarted, failed.
+	Reconciled *prometheus.CounterVec
+	// OutboxEnded counts outbox entries ended without a start, by kind and
+	// reason: unstartable, gave_up, missing.
+	OutboxEnded *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics (and the Go and process collectors) on reg.
@@ -76,9 +82,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		SMTPAuthFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "posthaste_smtp_auth_failures_total", Help: "Failed SMTP AUTH attempts.",
 		}),
+		Reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "posthaste_reconciled_emails_total",
+			Help: "Emails found without an outcome and without a running workflow, by action.",
+		}, []string{"action"}),
+		OutboxEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "posthaste_outbox_ended_total",
+			Help: "Outbox entries ended without starting their workflow, by kind and reason.",
+		}, []string{"kind", "reason"}),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.EmailsAccepted, m.OutboxWait, m.Deliveries, m.EmailEvents,
 		m.RequestLogDropped, m.WebhookAttempts, m.SMTPConnections, m.SMTPTransactions, m.SMTPAuthFailures,
+		m.Reconciled, m.OutboxEnded,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -1,0 +1,164 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// ReconcileEmailsName is the registered name of the ReconcileEmails activity.
+const ReconcileEmailsName = "ReconcileEmails"
+
+// EmailWorkflows is the part of Temporal the reconciler asks and acts on;
+// worker.Starter implements it.
+type EmailWorkflows interface {
+	// Running reports whether the workflow that sends the email (its
+	// own, its batch's, or its latest restart, see worker.EmailWorkflowID)
+	// has a run that is still open.
+	Running(ctx context.Context, ref store.EmailRef) (bool, error)
+	// Restart starts a SendEmail workflow for the email under the ID of
+	// restart number ref.Restarts. An ID that was already used is not an
+	// error: that restart exists.
+	Restart(ctx context.Context, ref store.EmailRef, scheduledAt *time.Time) error
+}
+
+// Reasons the reconciler ends emails with, as the API, the dashboard and
+// the email.failed webhook show them.
+const (
+	ReasonNoOutcome  = "No outcome within the delivery window."
+	ReasonNotStarted = "Sending this email stopped before it was sent."
+)
+
+// Actions of the reconciler, as posthaste_reconciled_emails_total labels them.
+const (
+	ReconcileRestarted = "restarted"
+	ReconcileFailed    = "failed"
+)
+
+// reconcilePage is how many emails one query lists.
+const reconcilePage = 100
+
+// ReconcileInput bounds one reconciliation (see store.StalledEmails).
+type ReconcileInput struct {
+	// QueuedBefore: emails that never left the queue, were due before
+	// this and have no outbox entry are restarted.
+	QueuedBefore time.Time
+	// SentBefore: emails sent (claimed) and due before this that still
+	// have recipients without an outcome are ended `failed`.
+	SentBefore time.Time
+	// MaxRestarts bounds the restarts of an email; one that needs more is
+	// ended `failed`.
+	MaxRestarts int
+	// Limit bounds the emails examined in one run.
+	Limit int
+}
+
+// ReconcileResult counts what a reconciliation did.
+type ReconcileResult struct {
+	Examined  int // emails listed
+	Running   int // left alone: their workflow still runs
+	Restarted int
+	Failed    int // emails ended `failed`
+	Errors    int // emails skipped after an error (logged); the next run sees them again
+}
+
+// ReconcileEmails finds the emails that have no outcome long after they
+// should (store.StalledEmails) and whose workflow does not run, and either
+// restarts them (never sent, fewer than MaxRestarts restarts) or ends
+// their recipients without an outcome as `failed`. Emails whose workflow
+// runs are left alone. It is idempotent: a retry restarts nothing twice
+// (restart IDs are numbered and never reused) and fails nothing twice.
+func (a *Activities) ReconcileEmails(ctx context.Context, in ReconcileInput) (ReconcileResult, error) {
+	var res ReconcileResult
+	if a.cfg.Workflows == nil {
+		return res, temporal.NewNonRetryableApplicationError("this worker has no Temporal client to reconcile with",
+			ErrTypePermanent, nil)
+	}
+	if in.Limit <= 0 {
+		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("limit %d must be positive", in.Limit),
+			ErrTypePermanent, nil)
+	}
+	var after *store.StalledEmail
+	for res.Examined < in.Limit {
+		limit := min(reconcilePage, in.Limit-res.Examined)
+		list, err := a.store.StalledEmails(ctx, store.StalledQuery{QueuedBefore: in.QueuedBefore,
+			SentBefore: in.SentBefore, After: after, Limit: limit})
+		if err != nil {
+			return res, err
+		}
+		for _, e := range list {
+			a.reconcile(ctx, e, in.MaxRestarts, &res)
+		}
+		res.Examined += len(list)
+		activity.RecordHeartbeat(ctx, res.Examined)
+		if len(list) < limit {
+			break
+		}
+		after = &list[len(list)-1]
+	}
+	return res, nil
+}
+
+// reconcile restarts or ends one email whose workflow does not run.
+func (a *Activities) reconcile(ctx context.Context, e store.StalledEmail, maxRestarts int, res *ReconcileResult) {
+	log := a.logger.With("email_id", e.ID, "team_id", e.TeamID, "restarts", e.Restarts)
+	running, err := a.cfg.Workflows.Running(ctx, e.EmailRef)
+	if err != nil {
+		log.Warn("reconciling: asking for the email's workflow", "err", err)
+		res.Errors++
+		return
+	}
+	if running {
+		res.Running++
+		return
+	}
+	reason := ReasonNoOutcome
+	if !e.Sent {
+		if e.Restarts < maxRestarts {
+			next := e.EmailRef
+			next.Restarts++
+			if err := a.restart(ctx, next, e.ScheduledAt); err != nil {
+				log.Warn("reconciling: restarting the email's workflow", "err", err)
+				res.Errors++
+				return
+			}
+			log.Warn("reconciling: restarted the workflow of an email left queued", "attempt", next.Restarts)
+			res.Restarted++
+			a.countReconciled(ReconcileRestarted)
+			return
+		}
+		reason = ReasonNotStarted
+	}
+	n, err := a.store.FailEmail(ctx, e.ID, reason)
+	if err != nil {
+		log.Warn("reconciling: failing the email", "err", err)
+		res.Errors++
+		return
+	}
+	if n > 0 {
+		log.Warn("reconciling: failed an email without an outcome", "reason", reason, "recipients", n)
+		res.Failed++
+		a.countReconciled(ReconcileFailed)
+	}
+}
+
+// restart starts the workflow of restart number ref.Restarts, then
+// records it: a crash between the two starts the same ID again, which is
+// harmless.
+func (a *Activities) restart(ctx context.Context, ref store.EmailRef, at *time.Time) error {
+	if err := a.cfg.Workflows.Restart(ctx, ref, at); err != nil {
+		return err
+	}
+	return a.store.RecordRestart(ctx, ref.ID, ref.Restarts)
+}
+
+func (a *Activities) countReconciled(action string) {
+	if a.metrics != nil {
+		a.metrics.Reconciled.WithLabelValues(action).Inc()
+	}
+}
