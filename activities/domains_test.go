@@ -125,7 +125,19 @@ func TestPrepareWithoutKeyIsPermanent(t *testing.T) {
 		require.ErrorAs(t, err, &ae, name)
 		require.True(t, ae.NonRetryable(), name)
 		require.Contains(t, ae.Error(), "DKIM key", name)
+		reason, ok := activities.PermanentReason(err)
+		require.True(t, ok, name)
+		require.Contains(t, reason, "DKIM key", name)
 	}
+
+	// The workflow then ends the email failed, with that reason.
+	acts := activities.New(activities.Config{}, st, nil, nil, nil)
+	_, err := run[activities.FailEmailInput, struct{}](t, acts.FailEmail,
+		activities.FailEmailInput{EmailID: e.ID.String(), Reason: "DKIM key unavailable"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"a@dest.test": "failed"}, recipientStatus(t, st, e))
+	require.False(t, func() bool { _, ok := activities.PermanentReason(errors.New("connection refused")); return ok }(),
+		"a plain error is not permanent")
 }
 
 func TestCheckDomain(t *testing.T) {

@@ -16,8 +16,7 @@ import (
 )
 
 func newWebhookEnv() *testsuite.TestWorkflowEnvironment {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := testEnv()
 	env.RegisterWorkflowWithOptions(DeliverWebhook, workflow.RegisterOptions{Name: DeliverWebhookName})
 	env.RegisterActivityWithOptions(a.DeliverWebhooks, activity.RegisterOptions{Name: activities.DeliverWebhooksName})
 	return env

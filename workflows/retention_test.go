@@ -18,8 +18,7 @@ import (
 
 func newRetentionEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := testEnv()
 	env.RegisterWorkflowWithOptions(Retention, workflow.RegisterOptions{Name: RetentionName})
 	env.RegisterActivityWithOptions(a.PurgeEmails, activity.RegisterOptions{Name: activities.PurgeEmailsName})
 	env.RegisterActivityWithOptions(a.PurgeRequestLogs, activity.RegisterOptions{Name: activities.PurgeRequestLogsName})

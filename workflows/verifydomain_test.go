@@ -36,8 +36,7 @@ type verifyEnv struct {
 }
 
 func newVerifyEnv(t *testing.T, published func(elapsed time.Duration) (found map[string]bool, deleted bool)) *verifyEnv {
-	var s testsuite.WorkflowTestSuite
-	v := &verifyEnv{env: s.NewTestWorkflowEnvironment()}
+	v := &verifyEnv{env: testEnv()}
 	v.start = v.env.Now()
 	v.env.RegisterWorkflowWithOptions(VerifyDomain, workflow.RegisterOptions{Name: VerifyDomainName})
 	v.env.RegisterActivityWithOptions(a.CheckDomain, activity.RegisterOptions{Name: activities.CheckDomainName})
@@ -185,8 +184,7 @@ func TestVerifyDomainContinuesAsNew(t *testing.T) {
 }
 
 func TestVerifyDomainKeepsVerifiedThroughDNSOutage(t *testing.T) {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := testEnv()
 	env.RegisterWorkflowWithOptions(VerifyDomain, workflow.RegisterOptions{Name: VerifyDomainName})
 	env.RegisterActivityWithOptions(a.CheckDomain, activity.RegisterOptions{Name: activities.CheckDomainName})
 	env.RegisterActivityWithOptions(a.SetDomainStatus, activity.RegisterOptions{Name: activities.SetDomainStatusName})

@@ -22,6 +22,7 @@ import (
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/egress"
+	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/outbox"
 	"github.com/posthaste/posthaste/internal/ratelimit"
@@ -142,6 +143,13 @@ func verifySchedule(cfg config.Config) workflows.VerifySchedule {
 		MaxInterval: v.MaxInterval, Expire: v.Expire, Recheck: v.Recheck, Steps: stepPolicy(cfg.Steps)}
 }
 
+// crasher is the crash point of POSTHASTE_TEST_CRASH_AT (config.Load
+// checked it), nil when unset.
+func crasher(cfg config.Config) *faults.Crasher {
+	c, _ := faults.Parse(cfg.CrashAt)
+	return c
+}
+
 func stepPolicy(cfg config.Steps) workflows.StepPolicy {
 	return workflows.StepPolicy{Window: cfg.Window, MaxInterval: cfg.MaxInterval}
 }
@@ -169,7 +177,7 @@ func newDeliverer(cfg config.Delivery, logger *slog.Logger) (*mta.Client, error)
 func deliveryPolicy(cfg config.Config) workflows.DeliveryPolicy {
 	d := cfg.Delivery
 	return workflows.DeliveryPolicy{Initial: d.RetryInitial, Backoff: 2, Max: d.RetryMax, Expire: d.RetryExpire,
-		Steps: stepPolicy(cfg.Steps)}
+		Steps: stepPolicy(cfg.Steps), Heartbeat: d.Heartbeat}
 }
 
 // intake is what accepts mail in a process, shared by the HTTP API and
@@ -193,24 +201,27 @@ func newIntake(ctx context.Context, cfg config.Config, st *store.Store, tc clien
 	if err := st.EnsureRequestLogPartitions(ctx, time.Now(), 8); err != nil {
 		return nil, err
 	}
-	var limiter api.Limiter = ratelimit.NewLocal()
+	var limiter api.Limiter = ratelimit.NewLocal(ratelimit.LocalConfig{})
 	closeRedis := func() error { return nil }
 	if cfg.Limits.RedisURL != "" {
-		rl, closeFn, err := ratelimit.NewRedis(cfg.Limits.RedisURL, logger.With("component", "ratelimit"))
+		rl, closeFn, err := ratelimit.NewRedis(ratelimit.RedisConfig{URL: cfg.Limits.RedisURL}, logger.With("component", "ratelimit"))
 		if err != nil {
 			return nil, err
 		}
 		limiter, closeRedis = rl, closeFn
 	}
 	logs := reqlog.New(reqlog.Config{Dropped: metrics.RequestLogDropped, Logger: logger.With("component", "reqlog")}, st)
-	disp := outbox.New(outbox.Config{}, st, worker.NewStarter(tc, deliveryPolicy(cfg)), logger)
+	disp := outbox.New(outbox.Config{RetryMax: cfg.Dispatch.RetryMax, GiveUpAfter: cfg.Dispatch.GiveUp},
+		st, worker.NewStarter(tc, deliveryPolicy(cfg)), logger)
 	disp.Started = func(wait time.Duration) { metrics.OutboxWait.Observe(wait.Seconds()) }
+	disp.Ended = func(kind, reason string) { metrics.OutboxEnded.WithLabelValues(kind, reason).Inc() }
 	sub := submit.New(submit.Config{
 		Store:    st,
 		Notifier: disp,
 		Fetcher:  egress.New(egress.Config{AllowPrivate: cfg.Egress.AllowPrivate}),
 		Waker:    worker.NewWaker(tc),
 		Logger:   logger.With("component", "submit"),
+		Crash:    crasher(cfg),
 	})
 	closeAll := func() {
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
@@ -284,6 +295,14 @@ func oauthConfig(c config.OAuth) dashboard.OAuth {
 		GitHub: dashboard.Provider{ClientID: c.GitHubClientID, ClientSecret: c.GitHubClientSecret, URL: c.GitHubURL, APIURL: c.GitHubAPIURL}}
 }
 
+// reconcileInput is the input of the reconciler's runs: emails sent are
+// given the delivery window plus a margin to reach an outcome.
+func reconcileInput(cfg config.Config) workflows.ReconcileInput {
+	return workflows.ReconcileInput{QueuedAfter: cfg.Dispatch.ReconcileQueuedAfter,
+		DeliveryWindow: cfg.Delivery.RetryExpire + cfg.Dispatch.ReconcileMargin,
+		MaxRestarts:    cfg.Dispatch.ReconcileMaxRestarts, Limit: 500}
+}
+
 func retentionInput(cfg config.Retention) workflows.RetentionInput {
 	return workflows.RetentionInput{Period: cfg.Period, BatchSize: 500, Pause: 50 * time.Millisecond}
 }
@@ -314,12 +333,14 @@ func webhookClient(cfg config.Config) *webhook.Client {
 		AllowPrivate: cfg.Egress.AllowPrivate,
 		Resolver:     newResolver(cfg.Delivery),
 		Timeout:      cfg.Webhooks.Timeout,
-	}), cfg.Webhooks.Timeout)
+	}), webhook.ClientConfig{Timeout: cfg.Webhooks.Timeout})
 }
 
 // newActivities wires the activities. outbox (may be nil) is the outbox
-// dispatcher of this process, poked when events queue webhook messages.
-func newActivities(cfg config.Config, st *store.Store, keys *seal.Box, metrics *telemetry.Metrics,
+// dispatcher of this process, poked when events queue webhook messages;
+// tc is the Temporal client the reconciler asks about and restarts
+// workflows with.
+func newActivities(cfg config.Config, st *store.Store, tc client.Client, keys *seal.Box, metrics *telemetry.Metrics,
 	outbox activities.Notifier, logger *slog.Logger) (*activities.Activities, func(), error) {
 	d, err := newDeliverer(cfg.Delivery, logger)
 	if err != nil {
@@ -340,11 +361,13 @@ func newActivities(cfg config.Config, st *store.Store, keys *seal.Box, metrics *
 		wcfg.Notices = notices
 	}
 	acts := activities.New(activities.Config{
-		Hostname: cfg.Delivery.Hostname,
-		Records:  recordsConfig(cfg.Domains),
-		Resolver: newResolver(cfg.Delivery),
-		Keys:     keys,
-		Webhooks: wcfg,
+		Hostname:  cfg.Delivery.Hostname,
+		Records:   recordsConfig(cfg.Domains),
+		Resolver:  newResolver(cfg.Delivery),
+		Keys:      keys,
+		Webhooks:  wcfg,
+		Crash:     crasher(cfg),
+		Workflows: worker.NewStarter(tc, deliveryPolicy(cfg)),
 	}, st, d, metrics, logger)
 	return acts, func() { _ = d.Close() }, nil
 }

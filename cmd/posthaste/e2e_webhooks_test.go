@@ -210,14 +210,14 @@ func TestDevWebhooks(t *testing.T) {
 	c.send(map[string]any{"from": "Acme <onboarding@posthaste.test>", "to": "delivered@posthaste.test",
 		"subject": "Gone", "text": "hi"})
 	deadline := time.Now().Add(30 * time.Second)
-	for {
+	for i := 0; ; i++ {
 		status, out = c.do("GET", "/webhooks/"+hookID, nil)
 		require.Equal(t, 200, status)
 		if out["status"] == "disabled" {
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "the endpoint was not disabled")
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(pollPause(i))
 	}
 	// Its delivery workflow has ended; its history is small and replays.
 	tc, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + env["POSTHASTE_TEMPORAL_PORT"]})
@@ -226,7 +226,7 @@ func TestDevWebhooks(t *testing.T) {
 	require.NoError(t, tc.GetWorkflow(t.Context(), workflows.WebhookWorkflowID(hookID), "").Get(t.Context(), nil))
 	recordHistory(t, tc, workflows.WebhookWorkflowID(hookID), "deliverwebhook_gone.json", 60)
 
-	for {
+	for i := 0; ; i++ {
 		_, out = c.do("GET", "/emails", nil)
 		found := false
 		for _, e := range out["data"].([]any) {
@@ -238,6 +238,6 @@ func TestDevWebhooks(t *testing.T) {
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "no notice email: %v", out)
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(pollPause(i))
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/seal"
 )
 
@@ -47,6 +48,12 @@ type Config struct {
 	Webhooks  Webhooks
 	SMTP      SMTP
 	Steps     Steps
+	Dispatch  Dispatch
+
+	// CrashAt (POSTHASTE_TEST_CRASH_AT) makes the process SIGKILL itself
+	// at a point of the send path, for crash tests and the chaos
+	// benchmark (see package faults); "" in any real deployment.
+	CrashAt string
 }
 
 // Steps is how long workflows retry their short database steps (Prepare,
@@ -135,6 +142,32 @@ type Limits struct {
 	RedisURL    string // REDIS_URL: share the limits between processes; empty → per process
 }
 
+// Dispatch configures the outbox dispatcher, which starts the workflows of
+// accepted mail, and the reconciler, which finds the mail they left
+// without an outcome.
+type Dispatch struct {
+	// RetryMax is the longest wait between two starts of an outbox entry
+	// (POSTHASTE_OUTBOX_RETRY_MAX); the first retry waits a second.
+	RetryMax time.Duration
+	// GiveUp (POSTHASTE_OUTBOX_GIVE_UP): an entry whose start failed ten
+	// times and for this long ends, its emails failed.
+	GiveUp time.Duration
+	// ReconcileInterval is how often the reconciler runs
+	// (POSTHASTE_RECONCILE_INTERVAL).
+	ReconcileInterval time.Duration
+	// ReconcileQueuedAfter (POSTHASTE_RECONCILE_QUEUED_AFTER): an email
+	// still queued this long after it was due, with no outbox entry and no
+	// running workflow, is restarted.
+	ReconcileQueuedAfter time.Duration
+	// ReconcileMargin (POSTHASTE_RECONCILE_MARGIN): an email sent longer
+	// ago than POSTHASTE_DELIVERY_EXPIRE plus this, with recipients
+	// without an outcome and no running workflow, is ended failed.
+	ReconcileMargin time.Duration
+	// ReconcileMaxRestarts bounds the restarts of one email
+	// (POSTHASTE_RECONCILE_MAX_RESTARTS); then it is ended failed.
+	ReconcileMaxRestarts int
+}
+
 // Retention configures the daily retention sweep of the worker.
 type Retention struct {
 	Period time.Duration // POSTHASTE_RETENTION: data is deleted this long after it stops changing
@@ -161,6 +194,7 @@ type Delivery struct {
 	RetryInitial time.Duration // POSTHASTE_DELIVERY_RETRY_INITIAL
 	RetryMax     time.Duration // POSTHASTE_DELIVERY_RETRY_MAX
 	RetryExpire  time.Duration // POSTHASTE_DELIVERY_EXPIRE
+	Heartbeat    time.Duration // POSTHASTE_DELIVERY_HEARTBEAT: a dead worker's delivery is retried after this
 	TLSCAFile    string        // POSTHASTE_TLS_CA_FILE: extra roots for enforced TLS
 }
 
@@ -241,6 +275,7 @@ func Load(getenv Getenv) (Config, error) {
 			RetryInitial: r.duration("POSTHASTE_DELIVERY_RETRY_INITIAL", time.Minute),
 			RetryMax:     r.duration("POSTHASTE_DELIVERY_RETRY_MAX", 2*time.Hour),
 			RetryExpire:  r.duration("POSTHASTE_DELIVERY_EXPIRE", 72*time.Hour),
+			Heartbeat:    r.duration("POSTHASTE_DELIVERY_HEARTBEAT", time.Minute),
 			TLSCAFile:    r.str("POSTHASTE_TLS_CA_FILE", ""),
 		},
 		Domains: Domains{
@@ -271,6 +306,18 @@ func Load(getenv Getenv) (Config, error) {
 			GitHubURL:          r.str("POSTHASTE_GITHUB_URL", "https://github.com"),
 			GitHubAPIURL:       r.str("POSTHASTE_GITHUB_API_URL", "https://api.github.com"),
 		},
+	}
+	c.CrashAt = r.str("POSTHASTE_TEST_CRASH_AT", "")
+	if _, err := faults.Parse(c.CrashAt); err != nil {
+		r.fail("POSTHASTE_TEST_CRASH_AT", c.CrashAt, err.Error())
+	}
+	c.Dispatch = Dispatch{
+		RetryMax:             r.duration("POSTHASTE_OUTBOX_RETRY_MAX", 5*time.Minute),
+		GiveUp:               r.duration("POSTHASTE_OUTBOX_GIVE_UP", 24*time.Hour),
+		ReconcileInterval:    r.duration("POSTHASTE_RECONCILE_INTERVAL", 5*time.Minute),
+		ReconcileQueuedAfter: r.duration("POSTHASTE_RECONCILE_QUEUED_AFTER", 15*time.Minute),
+		ReconcileMargin:      r.duration("POSTHASTE_RECONCILE_MARGIN", time.Hour),
+		ReconcileMaxRestarts: r.positive("POSTHASTE_RECONCILE_MAX_RESTARTS", 3),
 	}
 	c.Steps = Steps{Window: r.duration("POSTHASTE_STEP_RETRY_WINDOW", 24*time.Hour),
 		MaxInterval: r.duration("POSTHASTE_STEP_RETRY_MAX", time.Minute)}
@@ -348,6 +395,11 @@ func (c Config) LogAttrs() []any {
 		slog.Any("webhook_retry", c.Webhooks.Retry), slog.Duration("webhook_timeout", c.Webhooks.Timeout),
 		slog.Duration("webhook_disable_after", c.Webhooks.DisableAfter), slog.String("system_from", c.SystemFrom),
 		slog.String("public_url", c.HTTP.PublicURL),
+		slog.Duration("outbox_retry_max", c.Dispatch.RetryMax), slog.Duration("outbox_give_up", c.Dispatch.GiveUp),
+		slog.Duration("reconcile_interval", c.Dispatch.ReconcileInterval),
+		slog.Duration("reconcile_queued_after", c.Dispatch.ReconcileQueuedAfter),
+		slog.Duration("reconcile_margin", c.Dispatch.ReconcileMargin),
+		slog.Int("reconcile_max_restarts", c.Dispatch.ReconcileMaxRestarts),
 	}
 }
 
