@@ -26,7 +26,7 @@ import (
 
 // What the API accepts, Prepare must be able to build and sign: an email
 // that fails there has already been answered 200, charged to the quota and
-// announced as sent (issue 13).
+// announced as sent.
 
 var acceptedAt = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 

@@ -553,7 +553,7 @@ func TestMalformedMessages(t *testing.T) {
 		"To: a@dest.test\r\nSubject: no From\r\n\r\nBody\r\n",
 		"this is not a header\r\n\r\nBody\r\n",
 		"From: a@example.test, b@example.test\r\n\r\nBody\r\n",
-		// Issue 13: refused now, not accepted and then never signed.
+		// Refused now, not accepted and then never signed.
 		"From: news@example.test\r\nX-Note: a\x01b\r\n\r\nBody\r\n",
 	} {
 		d.cmd(250, "MAIL FROM:<news@example.test>")

@@ -22,8 +22,8 @@ import (
 	"github.com/posthaste/posthaste/workflows"
 )
 
-// TestDevDispatchAndReconcile is issue 13's points 4 and 5 through `posthaste
-// dev`: 200 outbox entries that cannot start (their emails are gone) and 20
+// TestDevDispatchAndReconcile checks dispatch and reconciliation through
+// `posthaste dev`: 200 outbox entries that cannot start (their emails are gone) and 20
 // whose keys of 256 emoji once made workflow IDs Temporal refused sit ahead
 // of a normal send, which is still delivered; the keyed ones are delivered
 // too. The reconciler restarts an email left queued without an outbox entry

@@ -99,7 +99,7 @@ func (e *endings) record(kind, reason string) {
 }
 
 // TestUnstartableEntriesDoNotHoldTheQueue queues 200 entries that cannot
-// start ahead of a normal one (issue 13: 128 of them at the head stopped
+// start ahead of a normal one (128 of them at the head once stopped
 // dispatch for every team). The normal entry starts within two drains;
 // the others end failed when the server refuses them for good, or wait
 // for their next attempt when the failure may pass.

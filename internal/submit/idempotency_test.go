@@ -46,7 +46,7 @@ func TestIdempotencyLeaseConfig(t *testing.T) {
 			require.Equal(t, tt.wantBeat, s.beat)
 		})
 	}
-	// Issue 13: a dead process's claims free within 5 seconds.
+	// A dead process's claims free within 5 seconds.
 	require.LessOrEqual(t, DefaultIdempotencyLease, 5*time.Second)
 	require.Less(t, DefaultIdempotencyHeartbeat, DefaultIdempotencyLease)
 }

@@ -75,7 +75,7 @@ func (s smtpSigner) acceptAndSign(raw []byte) (signed []byte, accepted bool, err
 }
 
 // Over SMTP a header field with a control character was accepted and then
-// failed to sign forever (issue 13); it is refused at once now, and field
+// failed to sign forever; it is refused at once now, and field
 // names that RFC 5322 allows but HTTP does not are signed.
 func TestSubmittedMessagesSignOrAreRefused(t *testing.T) {
 	s := newSMTPSigner(t)
