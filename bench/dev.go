@@ -68,6 +68,17 @@ type credentials struct {
 	TeamID   string `json:"team_id"`
 }
 
+// devSpec is how to run `posthaste dev`: a process restarted from the same
+// spec finds its data and listens where its clients look.
+type devSpec struct {
+	bin          string
+	dataDir      string
+	logPath      string // output of every process started from the spec, appended
+	httpPort     int
+	temporalPort int
+	env          []string // more variables, after the ones the spec sets
+}
+
 // devProcess is a running `posthaste dev`.
 type devProcess struct {
 	cmd      *exec.Cmd
@@ -81,7 +92,8 @@ type devProcess struct {
 	smtp     string // SMTP gateway, implicit TLS, host:port
 	smtpCert string // its self-signed certificate
 	creds    credentials
-	readyIn  time.Duration
+	started  time.Time
+	readyIn  time.Duration // from start until /readyz answered, set by waitReady
 }
 
 // startDev starts `bin dev` with a data dir under root, on free loopback
@@ -93,47 +105,83 @@ func startDev(ctx context.Context, bin, root string, logf func(string, ...any)) 
 	if err != nil {
 		return nil, err
 	}
-	d := &devProcess{
-		exited:   make(chan struct{}),
-		logPath:  filepath.Join(root, "dev.log"),
-		dataDir:  filepath.Join(root, "data"),
-		base:     "http://127.0.0.1:" + strconv.Itoa(ports[0]),
-		temporal: "127.0.0.1:" + strconv.Itoa(ports[1]),
-		smtp:     "127.0.0.1:" + strconv.Itoa(ports[2]),
+	smtp := "127.0.0.1:" + strconv.Itoa(ports[2])
+	spec := devSpec{
+		bin:          bin,
+		dataDir:      filepath.Join(root, "data"),
+		logPath:      filepath.Join(root, "dev.log"),
+		httpPort:     ports[0],
+		temporalPort: ports[1],
+		env: []string{
+			"POSTHASTE_SMTP_LISTEN=tls://" + smtp + ",starttls://127.0.0.1:" + strconv.Itoa(ports[3]),
+			// The bench measures the pipeline, not the per-team rate limit.
+			"POSTHASTE_DEFAULT_RATE_LIMIT=1000000",
+		},
 	}
-	d.smtpCert = filepath.Join(d.dataDir, "tls", "smtp.crt")
-	d.log, err = os.Create(d.logPath)
+	d, err := launchDev(spec)
 	if err != nil {
 		return nil, err
 	}
-	d.cmd = exec.Command(bin, "dev")
-	d.cmd.Env = append(devEnviron(),
-		"POSTHASTE_DATA_DIR="+d.dataDir,
-		"POSTHASTE_HTTP_ADDR=127.0.0.1:"+strconv.Itoa(ports[0]),
-		"POSTHASTE_TEMPORAL_PORT="+strconv.Itoa(ports[1]),
-		"POSTHASTE_TEMPORAL_IP=127.0.0.1",
-		"POSTHASTE_TEMPORAL_UI_PORT=0",
-		"POSTHASTE_LOG_LEVEL=warn",
-		"POSTHASTE_SMTP_LISTEN=tls://"+d.smtp+",starttls://127.0.0.1:"+strconv.Itoa(ports[3]),
-		// The bench measures the pipeline, not the per-team rate limit.
-		"POSTHASTE_DEFAULT_RATE_LIMIT=1000000",
-	)
-	d.cmd.Stdout = d.log
-	d.cmd.Stderr = d.log
-	start := time.Now()
-	if err := d.cmd.Start(); err != nil {
-		d.log.Close()
-		return nil, fmt.Errorf("starting %s dev: %w", bin, err)
-	}
-	go func() { d.waitErr = d.cmd.Wait(); close(d.exited) }()
-
+	d.smtp = smtp
+	d.smtpCert = filepath.Join(d.dataDir, "tls", "smtp.crt")
 	if err := d.waitReady(ctx); err != nil {
 		if serr := d.stop(); serr != nil {
 			logf("stopping dev: %v", serr)
 		}
 		return nil, err
 	}
-	d.readyIn = time.Since(start)
+	if err := d.readCredentials(); err != nil {
+		if serr := d.stop(); serr != nil {
+			logf("stopping dev: %v", serr)
+		}
+		return nil, err
+	}
+	return d, nil
+}
+
+// launchDev starts `bin dev` as spec says, with the variables of extra
+// last, and returns without waiting for it to be ready (see waitReady).
+func launchDev(spec devSpec, extra ...string) (*devProcess, error) {
+	d := &devProcess{
+		exited:   make(chan struct{}),
+		logPath:  spec.logPath,
+		dataDir:  spec.dataDir,
+		base:     "http://127.0.0.1:" + strconv.Itoa(spec.httpPort),
+		temporal: "127.0.0.1:" + strconv.Itoa(spec.temporalPort),
+	}
+	var err error
+	d.log, err = os.OpenFile(d.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	d.cmd = exec.Command(spec.bin, "dev")
+	d.cmd.Env = append(devEnviron(),
+		"POSTHASTE_DATA_DIR="+d.dataDir,
+		"POSTHASTE_HTTP_ADDR=127.0.0.1:"+strconv.Itoa(spec.httpPort),
+		"POSTHASTE_TEMPORAL_PORT="+strconv.Itoa(spec.temporalPort),
+		"POSTHASTE_TEMPORAL_IP=127.0.0.1",
+		"POSTHASTE_TEMPORAL_UI_PORT=0",
+		"POSTHASTE_LOG_LEVEL=warn",
+	)
+	d.cmd.Env = append(append(d.cmd.Env, spec.env...), extra...)
+	d.cmd.Stdout = d.log
+	d.cmd.Stderr = d.log
+	if err := d.cmd.Start(); err != nil {
+		d.log.Close()
+		return nil, fmt.Errorf("starting %s dev: %w", spec.bin, err)
+	}
+	d.started = time.Now()
+	go func() {
+		d.waitErr = d.cmd.Wait()
+		d.log.Close() // the child wrote to the file itself
+		close(d.exited)
+	}()
+	return d, nil
+}
+
+// readCredentials reads <data dir>/credentials.json, which dev writes on
+// its first start.
+func (d *devProcess) readCredentials() error {
 	b, err := os.ReadFile(filepath.Join(d.dataDir, "credentials.json"))
 	if err == nil {
 		err = json.Unmarshal(b, &d.creds)
@@ -142,17 +190,14 @@ func startDev(ctx context.Context, bin, root string, logf func(string, ...any)) 
 		err = errors.New("no api_key")
 	}
 	if err != nil {
-		if serr := d.stop(); serr != nil {
-			logf("stopping dev: %v", serr)
-		}
-		return nil, fmt.Errorf("reading credentials.json: %w", err)
+		return fmt.Errorf("reading credentials.json: %w", err)
 	}
-	return d, nil
+	return nil
 }
 
 // devEnviron is the bench's environment without the variables that would
-// change what dev does: the run always uses a private PostgreSQL cluster and
-// the settings startDev chooses.
+// change what dev does: the run uses the settings the bench chooses, a
+// private PostgreSQL cluster unless it sets DATABASE_URL itself.
 func devEnviron() []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -179,6 +224,7 @@ func (d *devProcess) waitReady(ctx context.Context) error {
 		if res, err := client.Get(d.base + "/readyz"); err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
+				d.readyIn = time.Since(d.started)
 				return nil
 			}
 		}
@@ -189,29 +235,14 @@ func (d *devProcess) waitReady(ctx context.Context) error {
 	}
 }
 
-// stop sends SIGTERM, waits for the process (killing it after stopTimeout),
-// then removes the PostgreSQL cluster it created, including a cluster
-// relocated under /var/lib/posthaste, and the data dir.
+// stop terminates the process, then removes the PostgreSQL cluster it
+// created, including a cluster relocated under /var/lib/posthaste, and the
+// data dir.
 func (d *devProcess) stop() error {
 	var errs []error
-	select {
-	case <-d.exited:
-	default:
-		if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			errs = append(errs, fmt.Errorf("signalling dev: %w", err))
-		}
-		select {
-		case <-d.exited:
-			if d.waitErr != nil {
-				errs = append(errs, fmt.Errorf("dev exited with %v:\n%s", d.waitErr, d.tail(20)))
-			}
-		case <-time.After(stopTimeout):
-			_ = d.cmd.Process.Kill()
-			<-d.exited
-			errs = append(errs, fmt.Errorf("dev did not stop within %s after SIGTERM; killed it", stopTimeout))
-		}
+	if err := d.terminate(); err != nil {
+		errs = append(errs, err)
 	}
-	d.log.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
 	if err := pgcluster.Remove(ctx, pgcluster.Config{Dir: filepath.Join(d.dataDir, "pg")}); err != nil {
@@ -221,6 +252,36 @@ func (d *devProcess) stop() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// terminate sends SIGTERM and waits for the process, killing it after
+// stopTimeout; an unclean exit is an error. A process that has already
+// exited is left as it is.
+func (d *devProcess) terminate() error {
+	select {
+	case <-d.exited:
+		return nil
+	default:
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("signalling dev: %w", err)
+	}
+	select {
+	case <-d.exited:
+		if d.waitErr != nil {
+			return fmt.Errorf("dev exited with %v:\n%s", d.waitErr, d.tail(20))
+		}
+		return nil
+	case <-time.After(stopTimeout):
+		d.kill()
+		return fmt.Errorf("dev did not stop within %s after SIGTERM; killed it", stopTimeout)
+	}
+}
+
+// kill SIGKILLs the process, as a power cut would, and waits for it.
+func (d *devProcess) kill() {
+	_ = d.cmd.Process.Kill()
+	<-d.exited
 }
 
 // tail returns the last n lines of dev's output.

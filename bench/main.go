@@ -28,6 +28,26 @@
 //     package) in the same run, and the ratio; then dev is stopped with
 //     SIGTERM and everything it wrote is removed.
 //
+// With -chaos N it runs only the chaos mode instead (chaos*.go): a loopback
+// DNS server and two in-process MX hosts (a.test; b.test, which answers 451
+// to RCPT for its first minute) count what they receive per email and
+// recipient; dev runs on a PostgreSQL cluster of the bench's own, with a
+// fixed data dir and ports, and sends from a domain it verifies at the
+// start. Sixteen clients send N emails keyed chaos/<i> to both domains,
+// retrying each request with its key after no answer, a 5xx, 409
+// concurrent_idempotent_requests or 429. Meanwhile a fixed number of rounds
+// either restart dev with POSTHASTE_TEST_CRASH_AT=<random point>:<random n>
+// (package faults) and wait until it SIGKILLs itself (or kill it after 30 s,
+// a crash at a random moment), or stop PostgreSQL for 5 to 20 s under a
+// running dev and restart that dev with SIGTERM in the next round. A last dev without a
+// crash point then runs until every recipient has a final state (GET
+// /emails). It prints the emails accepted, lost (no final state, or
+// recorded delivered but never at the MX), duplicated (a recipient that got
+// one key's email more than once, counted at the MX), crashes by point,
+// the clients' retries and how long they waited (p50, p99, max), and the
+// total time; it exits 1 when an email was lost, duplicated or never
+// accepted. -seed repeats a run's random choices.
+//
 // It does not link the Temporal server: it runs the binary given by -bin, or
 // builds one from ./cmd/posthaste into a temporary directory (about a minute
 // on a warm cache). Run it from the module root:
@@ -35,6 +55,7 @@
 //	GOTOOLCHAIN=local go run ./bench            # default counts, a few minutes
 //	GOTOOLCHAIN=local go run ./bench -quick     # small counts, a smoke run
 //	GOTOOLCHAIN=local go run ./bench -bin bin/posthaste -burst 2000
+//	GOTOOLCHAIN=local go run ./bench -chaos 10000  # the chaos mode only
 //
 // Results go to stdout as plain lines; progress and errors go to stderr. The
 // numbers depend on the machine and on whatever else runs on it: compare runs
@@ -86,10 +107,30 @@ func main() {
 	e2e := flag.Int("e2e", 1000, "emails of the sandbox end-to-end run")
 	bare := flag.Int("bare", 1000, "workflows of each bare Temporal run")
 	quick := flag.Bool("quick", false, "small counts for a smoke run (explicit -burst, -e2e, -bare still apply)")
+	chaos := flag.Int("chaos", 0, "run only the chaos mode with this many keyed emails (0: off)")
+	seed := flag.Uint64("seed", 0, "seed of the chaos mode's random choices (0: from the clock)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
 		os.Exit(2)
+	}
+	if *chaos < 0 {
+		fmt.Fprintln(os.Stderr, "bench: -chaos must not be negative")
+		os.Exit(2)
+	}
+	if *chaos > 0 {
+		s := *seed
+		if s == 0 {
+			s = uint64(time.Now().UnixNano())
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := runChaos(ctx, *bin, defaultChaosConfig(*chaos, s), os.Stdout, os.Stderr)
+		stop()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			os.Exit(1)
+		}
+		return
 	}
 
 	c := defaultCounts()

@@ -1,4 +1,5 @@
-// Package dnstest runs an authoritative DNS server on loopback for tests.
+// Package dnstest runs an authoritative DNS server on loopback for tests and
+// benchmarks.
 //
 // The server answers UDP and TCP queries on one random 127.0.0.1 port from
 // records the test adds (MX, A, AAAA, TXT). It tells a name that does not
@@ -40,6 +41,18 @@ type Server struct {
 // port). It is shut down by t.Cleanup.
 func NewServer(t testing.TB) *Server {
 	t.Helper()
+	s, err := Start()
+	if err != nil {
+		t.Fatalf("dnstest: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Start starts a server on 127.0.0.1 (UDP and TCP on the same random port)
+// for programs that are not tests, such as the chaos benchmark. The caller
+// shuts it down with Close.
+func Start() (*Server, error) {
 	s := &Server{
 		records:  make(map[string]map[uint16][]dns.RR),
 		servfail: make(map[string]bool),
@@ -47,7 +60,7 @@ func NewServer(t testing.TB) *Server {
 
 	pc, ln, err := listen()
 	if err != nil {
-		t.Fatalf("dnstest: %v", err)
+		return nil, err
 	}
 	s.addr = pc.LocalAddr().String()
 	s.udp = &dns.Server{PacketConn: pc, Handler: s}
@@ -61,14 +74,18 @@ func NewServer(t testing.TB) *Server {
 		select {
 		case <-started:
 		case err := <-errc:
-			t.Fatalf("dnstest: serving: %v", err)
+			_ = pc.Close() // ends the UDP server if it was running
+			_ = ln.Close()
+			return nil, fmt.Errorf("serving: %w", err)
 		}
 	}
-	t.Cleanup(func() {
-		_ = s.udp.Shutdown()
-		_ = s.tcp.Shutdown()
-	})
-	return s
+	return s, nil
+}
+
+// Close shuts the server down.
+func (s *Server) Close() {
+	_ = s.udp.Shutdown()
+	_ = s.tcp.Shutdown()
 }
 
 // listen opens a UDP socket on a random loopback port and a TCP listener on
