@@ -10,9 +10,12 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -120,6 +123,27 @@ func migrator(db *sql.DB) (*goose.Provider, error) {
 	return p, nil
 }
 
+// unavailable reports whether err means the server could not be reached
+// or went away, so that retrying later may work: a failed connect, a
+// timeout, a closed pool, a connection lost mid-statement, or the
+// server's own word that it is shutting down, starting, out of
+// connections or has lost the connection (SQLSTATE classes 08, 53 and
+// 57P, PostgreSQL Appendix A).
+func unavailable(err error) bool {
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) || pgconn.Timeout(err) || errors.Is(err, puddle.ErrClosedPool) ||
+		errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "53") ||
+			strings.HasPrefix(pgErr.Code, "57P")
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr)
+}
+
 // mapErr translates pgx errors into the package's sentinels.
 func mapErr(err error) error {
 	if err == nil {
@@ -128,8 +152,7 @@ func mapErr(err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
 	}
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) || pgconn.Timeout(err) || errors.Is(err, puddle.ErrClosedPool) {
+	if unavailable(err) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	var pgErr *pgconn.PgError
