@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -37,7 +38,16 @@ type Config struct {
 	// Workflows makes the worker run workflows and local activities
 	// (the main task queue). Delivery-only workers leave it false.
 	Workflows bool
+	// StopTimeout is how long Stop lets running activities finish before
+	// it cancels them; 0 → DefaultStopTimeout.
+	StopTimeout time.Duration
 }
+
+// DefaultStopTimeout lets a delivery that is under way when the process
+// is asked to stop read the MX's answer and record it: canceled between
+// the end of its data and the answer, it could not know the message had
+// been accepted, and its retry would send it again.
+const DefaultStopTimeout = 8 * time.Second
 
 // Worker is a set of Temporal workers sharing one client.
 type Worker struct {
@@ -47,10 +57,15 @@ type Worker struct {
 // New registers everything on its queues. The client stays owned by the caller.
 func New(c client.Client, acts *activities.Activities, cfg Config, logger *slog.Logger) (*Worker, error) {
 	w := &Worker{}
+	stop := cfg.StopTimeout
+	if stop <= 0 {
+		stop = DefaultStopTimeout
+	}
 	if cfg.Workflows {
 		main := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
 			MaxConcurrentWorkflowTaskPollers:        4,
 			MaxConcurrentLocalActivityExecutionSize: 256,
+			WorkerStopTimeout:                       stop,
 		})
 		Register(main, acts)
 		w.workers = append(w.workers, main)
@@ -65,6 +80,7 @@ func New(c client.Client, acts *activities.Activities, cfg Config, logger *slog.
 		}
 		dw := sdkworker.New(c, workflows.DeliverTaskQueue(r), sdkworker.Options{
 			MaxConcurrentActivityExecutionSize: 64,
+			WorkerStopTimeout:                  stop,
 		})
 		dw.RegisterActivityWithOptions(acts.Deliver, activity.RegisterOptions{Name: activities.DeliverName})
 		w.workers = append(w.workers, dw)
@@ -239,11 +255,14 @@ func (w *Worker) Start() error {
 	return nil
 }
 
-// Stop stops every worker, waiting for running tasks.
+// Stop stops every worker at once, each letting its running activities
+// finish within the stop timeout.
 func (w *Worker) Stop() {
+	var wg sync.WaitGroup
 	for _, x := range w.workers {
-		x.Stop()
+		wg.Go(x.Stop)
 	}
+	wg.Wait()
 }
 
 // Starter starts SendEmail and SendBatch workflows and wakes
