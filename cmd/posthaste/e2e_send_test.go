@@ -223,9 +223,11 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 	}
 	waitAll(t, c, batchIDs, 60*time.Second)
 	batchTime := time.Since(start)
+	// Timings are reported, not asserted (go run ./bench measures them):
+	// what makes a batch cheaper is checked below, one workflow and a few
+	// history events per email.
 	t.Logf("100 single sends: accepted in %v, delivered in %v; one batch of 100: accepted in %v, delivered in %v",
 		acceptedSingles, singleTime, acceptedBatch, batchTime)
-	require.Less(t, batchTime, singleTime, "a batch completes faster than 100 single sends")
 	again, err := c.Emails.SendBatch(ctx, batch, &client.BatchOptions{IdempotencyKey: "digest/1"})
 	require.NoError(t, err)
 	require.Equal(t, res.Data, again.Data, "the same key gives the same batch")
