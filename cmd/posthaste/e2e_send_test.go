@@ -375,7 +375,8 @@ func jsonTail(out string, v any) error {
 }
 
 // spawn starts a subcommand of the test binary, waits for a line with
-// ready and kills it at cleanup if it still runs.
+// ready and kills it at cleanup if it still runs. Its output is kept and
+// shown when it does not get ready.
 func spawn(t *testing.T, env map[string]string, args, ready string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
@@ -385,12 +386,22 @@ func spawn(t *testing.T, env map[string]string, args, ready string) *exec.Cmd {
 	cmd.Stderr = cmd.Stdout
 	require.NoError(t, cmd.Start())
 	found := make(chan struct{})
-	go scanFor(out, ready, found)
+	closed := make(chan struct{}) // the output ended: the process exited
+	log := &syncBuffer{}
+	go func() { scanFor(io.TeeReader(out, log), ready, found); close(closed) }()
 	select {
 	case <-found:
+	case <-closed:
+		select {
+		case <-found: // ready, then gone: the caller checks how it ended
+			return cmd
+		default:
+		}
+		_ = cmd.Wait()
+		t.Fatalf("%s exited before it was ready (%v):\n%s", args, cmd.ProcessState, lastLines(log.String(), 40))
 	case <-time.After(60 * time.Second):
 		_ = cmd.Process.Kill()
-		t.Fatalf("%s not ready", args)
+		t.Fatalf("%s not ready:\n%s", args, lastLines(log.String(), 40))
 	}
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
@@ -399,6 +410,12 @@ func spawn(t *testing.T, env map[string]string, args, ready string) *exec.Cmd {
 		}
 	})
 	return cmd
+}
+
+// lastLines is the end of a log, n lines at most.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // TestAcceptedThenKilledIsDeliveredOnce accepts a keyed email on an `api`

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -54,12 +55,40 @@ func main2(args []string) {
 	main()
 }
 
+// freePort returns a port of 127.0.0.1 that nothing listens on, below the
+// kernel's ephemeral range (32768 and up on Linux). A process restarted by
+// a test binds its ports again; an ephemeral port could meanwhile have
+// become the local end of some outgoing connection, and the restart would
+// fail with "address already in use". Ports are handed out once per test
+// binary.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	ports.mu.Lock()
+	defer ports.mu.Unlock()
+	if ports.given == nil {
+		ports.given = map[int]bool{}
+	}
+	for range 1000 {
+		p := 20000 + rand.IntN(12000)
+		if ports.given[p] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		ports.given[p] = true
+		return p
+	}
+	t.Fatal("no free port below the ephemeral range")
+	return 0
+}
+
+// ports are the ports freePort handed out.
+var ports struct {
+	mu    sync.Mutex
+	given map[int]bool
 }
 
 // devProcess is `posthaste dev` run in-process.
