@@ -102,11 +102,7 @@ func runChaos(ctx context.Context, bin string, cfg chaosConfig, out, progress io
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if rerr := os.RemoveAll(root); rerr != nil && err == nil {
-			err = fmt.Errorf("removing %s: %w", root, rerr)
-		}
-	}()
+	defer removeAllInto(root, &err)
 	if bin == "" {
 		logf("building ./cmd/posthaste")
 		if bin, err = buildBinary(ctx, root); err != nil {

@@ -76,6 +76,14 @@ import (
 	"time"
 )
 
+// removeAllInto removes dir, reporting a failure through *err unless it
+// already holds an error; for defer.
+func removeAllInto(dir string, err *error) {
+	if rerr := os.RemoveAll(dir); rerr != nil && *err == nil {
+		*err = fmt.Errorf("removing %s: %w", dir, rerr)
+	}
+}
+
 // counts are the sizes of the measured runs.
 type counts struct {
 	serial  int // accept run at concurrency 1
@@ -178,11 +186,7 @@ func run(ctx context.Context, bin string, c counts, out, progress io.Writer) (er
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if rerr := os.RemoveAll(root); rerr != nil && err == nil {
-			err = fmt.Errorf("removing %s: %w", root, rerr)
-		}
-	}()
+	defer removeAllInto(root, &err)
 
 	if bin == "" {
 		logf("building ./cmd/posthaste")
