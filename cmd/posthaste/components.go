@@ -303,6 +303,18 @@ func reconcileInput(cfg config.Config) workflows.ReconcileInput {
 		MaxRestarts:    cfg.Dispatch.ReconcileMaxRestarts, Limit: 500}
 }
 
+// keepSchedules makes sure the retention and reconcile Schedules exist
+// and are up to date (worker.KeepSchedules); call the result to stop.
+func keepSchedules(cfg config.Config, tc client.Client, logger *slog.Logger) (stop func()) {
+	return worker.KeepSchedules(logger.With("component", "schedules"),
+		func(ctx context.Context) error {
+			return worker.EnsureRetentionSchedule(ctx, tc, retentionInput(cfg.Retention))
+		},
+		func(ctx context.Context) error {
+			return worker.EnsureReconcileSchedule(ctx, tc, cfg.Dispatch.ReconcileInterval, reconcileInput(cfg))
+		})
+}
+
 func retentionInput(cfg config.Retention) workflows.RetentionInput {
 	return workflows.RetentionInput{Period: cfg.Period, BatchSize: 500, Pause: 50 * time.Millisecond}
 }

@@ -135,12 +135,7 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 		return err
 	}
 	stops = append(stops, w.Stop)
-	if err := worker.EnsureRetentionSchedule(ctx, tc, retentionInput(cfg.Retention)); err != nil {
-		return err
-	}
-	if err := worker.EnsureReconcileSchedule(ctx, tc, cfg.Dispatch.ReconcileInterval, reconcileInput(cfg)); err != nil {
-		return err
-	}
+	stops = append(stops, keepSchedules(cfg, tc, logger))
 
 	stops = append(stops, startDispatcher(in.dispatcher))
 

@@ -93,12 +93,7 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 	}
 	defer w.Stop()
 	if !*noWorkflows {
-		if err := worker.EnsureRetentionSchedule(ctx, tc, retentionInput(cfg.Retention)); err != nil {
-			return err
-		}
-		if err := worker.EnsureReconcileSchedule(ctx, tc, cfg.Dispatch.ReconcileInterval, reconcileInput(cfg)); err != nil {
-			return err
-		}
+		defer keepSchedules(cfg, tc, logger)()
 	}
 	// The worker's own metrics (deliveries, events) and health.
 	addr, served, err := serveHTTP(ctx, cfg.MetricsAddr, opsHandler(reg, readyChecks(st, tc)), logger)
