@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -76,15 +75,8 @@ func TestDevDispatchAndReconcile(t *testing.T) {
 	_, err = pool.Exec(ctx, `DELETE FROM outbox WHERE ref = ANY(@ids)`, pgx.NamedArgs{"ids": []uuid.UUID{stalled, lost}})
 	require.NoError(t, err)
 
-	env := map[string]string{
-		"DATABASE_URL":                 dbURL,
-		"POSTHASTE_DATA_DIR":           t.TempDir(),
-		"POSTHASTE_HTTP_ADDR":          fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"POSTHASTE_TEMPORAL_PORT":      fmt.Sprint(freePort(t)),
-		"POSTHASTE_TEMPORAL_UI_PORT":   "0",
-		"POSTHASTE_LOG_LEVEL":          "warn",
-		"POSTHASTE_RECONCILE_INTERVAL": "2s",
-	}
+	env := dbDevEnv(t, dbURL)
+	env["POSTHASTE_RECONCILE_INTERVAL"] = "2s"
 	dev := startDev(t, env)
 	defer dev.stop(t)
 	c := apiClient{t: t, base: dev.base, key: readCredentials(t, env["POSTHASTE_DATA_DIR"]).APIKey}

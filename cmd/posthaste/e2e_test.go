@@ -91,6 +91,19 @@ var ports struct {
 	given map[int]bool
 }
 
+// dbDevEnv is the environment of a `posthaste dev` on the database dbURL,
+// with a data dir and ports of its own, no Temporal UI and warnings only.
+func dbDevEnv(t *testing.T, dbURL string) map[string]string {
+	return map[string]string{
+		"DATABASE_URL":               dbURL,
+		"POSTHASTE_DATA_DIR":         t.TempDir(),
+		"POSTHASTE_HTTP_ADDR":        fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"POSTHASTE_TEMPORAL_PORT":    fmt.Sprint(freePort(t)),
+		"POSTHASTE_TEMPORAL_UI_PORT": "0",
+		"POSTHASTE_LOG_LEVEL":        "warn",
+	}
+}
+
 // devProcess is `posthaste dev` run in-process.
 type devProcess struct {
 	base   string
@@ -495,14 +508,7 @@ func TestOutboxExactlyOnce(t *testing.T) {
 	_, err = st.InsertEmail(ctx, orphan)
 	require.NoError(t, err)
 
-	env := map[string]string{
-		"DATABASE_URL":               dbURL,
-		"POSTHASTE_DATA_DIR":         t.TempDir(),
-		"POSTHASTE_HTTP_ADDR":        fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"POSTHASTE_TEMPORAL_PORT":    fmt.Sprint(freePort(t)),
-		"POSTHASTE_TEMPORAL_UI_PORT": "0",
-		"POSTHASTE_LOG_LEVEL":        "warn",
-	}
+	env := dbDevEnv(t, dbURL)
 	dev := startDev(t, env)
 	defer dev.stop(t)
 	require.Eventually(t, func() bool {
