@@ -278,11 +278,23 @@ func (a *Activities) sign(d store.Domain, msg []byte) ([]byte, error) {
 	return dkim.Sign(msg, d.Name, d.DKIMSelector, key)
 }
 
+// errEgressRefused is matched by a *refusedError.
+var errEgressRefused = errors.New("refused by the egress policy")
+
+// refusedError is a delivery the egress policy refused: every MX host of
+// the domain has only addresses Posthaste may not connect to
+// (mta.Refused). Retrying cannot fix it. Its text is the reason shown.
+type refusedError struct{ reason string }
+
+func (e *refusedError) Error() string        { return e.reason }
+func (e *refusedError) Is(target error) bool { return target == errEgressRefused }
+
 // classify turns errors that retrying cannot fix (a missing domain or
-// DKIM key) into non-retryable application errors; everything else stays
-// retryable.
+// DKIM key, MX hosts the egress policy refuses) into non-retryable
+// application errors of type ErrTypePermanent, whose message is the reason
+// shown for the failure; everything else stays retryable.
 func (a *Activities) classify(err error) error {
-	if errors.Is(err, errNoKey) || errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, errNoKey) || errors.Is(err, store.ErrNotFound) || errors.Is(err, errEgressRefused) {
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
 	}
 	return err

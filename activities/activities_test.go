@@ -131,7 +131,7 @@ func TestDeliverRecordsOutcomesAndRetriesOnlyDeferred(t *testing.T) {
 	})
 	dns.AddMX("dest.test", "mx.dest.test", 10)
 	dns.AddA("mx.dest.test", "127.0.0.1")
-	client, err := mta.New(mta.Config{Hostname: "out.example", Resolver: dns.Resolver(), Port: mx.Port()})
+	client, err := mta.New(mta.Config{Hostname: "out.example", Resolver: dns.Resolver(), Port: mx.Port(), Egress: loopback})
 	require.NoError(t, err)
 	defer client.Close()
 	acts := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil)

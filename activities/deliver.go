@@ -71,7 +71,9 @@ func (o DeliverOutcome) result() mta.Result {
 // is bad; delivery_delayed (recorded once) for a deferral. Deferred
 // recipients make the activity fail with a retryable error, so Temporal
 // retries them on the workflow's delivery policy; recipients that already
-// reached a final state are skipped on a retry.
+// reached a final state are skipped on a retry. A domain whose MX hosts
+// the egress policy refuses (mta.Refused) makes it fail with a permanent
+// error, which the workflow records as `failed` with the reason.
 //
 // Final outcomes are first recorded in the activity's heartbeat details
 // (DeliverProgress), then in PostgreSQL; a retry records the outcomes it
@@ -139,17 +141,22 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
 	stop()
 
 	now := a.now()
-	outcomes := make([]DeliverOutcome, len(results))
-	var deferred []mta.Result
+	outcomes := make([]DeliverOutcome, 0, len(results))
+	var deferred, refused []mta.Result
 	final := false
-	for i, r := range results {
-		outcomes[i] = outcomeOf(r, now)
-		if r.Status == mta.Deferred {
-			deferred = append(deferred, r)
+	for _, r := range results {
+		switch r.Status {
+		case mta.Refused:
+			// Nothing was sent: the email fails below, no event here.
+			refused = append(refused, r)
 			continue
+		case mta.Deferred:
+			deferred = append(deferred, r)
+		default:
+			prog.Outcomes = append(prog.Outcomes, outcomeOf(r, now))
+			final = true
 		}
-		prog.Outcomes = append(prog.Outcomes, outcomes[i])
-		final = true
+		outcomes = append(outcomes, outcomeOf(r, now))
 	}
 	if a.metrics != nil {
 		for _, r := range results {
@@ -170,6 +177,11 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
 		a.logger.Info("delivery deferred", "email_id", in.EmailID, "rcpt_domain", in.Domain,
 			"attempt", activity.GetInfo(ctx).Attempt, "smtp_code", deferred[0].Code)
 		return fmt.Errorf("%d of %d recipients deferred: %s", len(deferred), len(results), replyText(deferred[0]))
+	}
+	if len(refused) > 0 {
+		// Every recipient of a domain takes the same route: they are all
+		// refused. The workflow ends them failed with this reason.
+		return a.classify(&refusedError{refused[0].Message})
 	}
 	return nil
 }

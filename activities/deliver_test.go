@@ -2,23 +2,29 @@ package activities_test
 
 import (
 	"context"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/emersion/go-smtp"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/dnstest"
+	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/smtptest"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/storetest"
+	"github.com/posthaste/posthaste/workflows"
 )
 
 // destMX starts a loopback MX for dest.test with opts and a client that
@@ -29,11 +35,15 @@ func destMX(t *testing.T, opts smtptest.Options) (*smtptest.Server, *mta.Client)
 	mx := smtptest.NewServer(t, opts)
 	dns.AddMX("dest.test", "mx.dest.test", 10)
 	dns.AddA("mx.dest.test", "127.0.0.1")
-	client, err := mta.New(mta.Config{Hostname: "out.example", Resolver: dns.Resolver(), Port: mx.Port()})
+	client, err := mta.New(mta.Config{Hostname: "out.example", Resolver: dns.Resolver(), Port: mx.Port(), Egress: loopback})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
 	return mx, client
 }
+
+// loopback is the egress policy of tests whose MX hosts are on loopback,
+// which the policy refuses unless it is listed.
+var loopback = egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 
 func TestDeliverClassifiesBouncesAndSuppressesOnlyBadAddresses(t *testing.T) {
 	st := storetest.New(t)
@@ -174,4 +184,58 @@ func TestDeliverRetryRecordsHeartbeatOutcomesInsteadOfResending(t *testing.T) {
 	_, err = again.ExecuteActivity(acts.Deliver, in)
 	require.NoError(t, err)
 	require.Len(t, mx.Messages(), 1)
+}
+
+// An MX on a private address is never connected to: through the real
+// workflow, the email's recipients end `failed` with the reason, at the
+// first attempt, and the MX hears nothing.
+func TestDeliverToPrivateMXFailsTheEmail(t *testing.T) {
+	st := storetest.New(t)
+	dns := dnstest.NewServer(t)
+	mx := smtptest.NewServer(t, smtptest.Options{})
+	dns.AddMX("dest.test", "mx.dest.test", 10)
+	dns.AddA("mx.dest.test", "127.0.0.1")
+	// The production default: no private targets, nothing listed.
+	client, err := mta.New(mta.Config{Hostname: "out.example", Resolver: dns.Resolver(), Port: mx.Port()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	acts := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil)
+	e := insertEmail(t, st, "a@dest.test", "b@dest.test", "delivered@posthaste.test")
+
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
+	env.RegisterWorkflowWithOptions(workflows.SendEmail, workflow.RegisterOptions{Name: workflows.SendEmailName})
+	for name, fn := range map[string]any{
+		activities.PrepareName: acts.Prepare, activities.RecordEventsName: acts.RecordEvents,
+		activities.DeliverName: acts.Deliver, activities.FailEmailName: acts.FailEmail,
+	} {
+		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+	var attempts int
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == activities.DeliverName {
+			attempts++
+		}
+	})
+	env.ExecuteWorkflow(workflows.SendEmailName, workflows.SendEmailInput{EmailID: e.ID.String(),
+		Delivery: workflows.DeliveryPolicy{Initial: time.Second, Backoff: 2, Max: time.Minute, Expire: time.Hour}})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	require.Equal(t, 1, attempts, "a refusal is not retried")
+	require.Zero(t, mx.Connections())
+
+	const reason = "MX host mx.dest.test resolves only to loopback, private, link-local or cloud metadata addresses, " +
+		"which the egress policy refuses"
+	require.Equal(t, map[string]string{"a@dest.test": "failed", "b@dest.test": "failed",
+		"delivered@posthaste.test": "delivered"}, recipientStatus(t, st, e))
+	evs, err := st.Events(context.Background(), e.ID)
+	require.NoError(t, err)
+	failed := map[string]any{}
+	for _, ev := range evs {
+		if ev.Type == store.EventFailed {
+			failed[ev.Recipient] = ev.Detail["reason"]
+		}
+	}
+	require.Equal(t, map[string]any{"a@dest.test": reason, "b@dest.test": reason}, failed)
 }

@@ -2,8 +2,11 @@ package api
 
 import (
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -18,7 +21,10 @@ const (
 // identify authenticates the request's API key, if any, before routing, so
 // the rate limiter and the request log know the team of every request,
 // including those to unknown routes. It never answers the request: the
-// routes that need a key answer with the error it found (requireKey).
+// routes that need a key answer with the error it found (requireKey). A
+// key this process has not cached is looked up in PostgreSQL only within
+// the client address's budget of lookups (lookupBudget); past it, the
+// error is a 429 and the database is not asked.
 func (s *Server) identify(c *gin.Context) {
 	if s.fixed != nil {
 		c.Set(principalKey, *s.fixed)
@@ -36,7 +42,30 @@ func (s *Server) identify(c *gin.Context) {
 			"The authorization header must be of the form: Bearer ph_..."))
 		return
 	}
-	p, err := s.auth.Authenticate(c.Request.Context(), strings.TrimSpace(token))
+	token = strings.TrimSpace(token)
+	if p, ok := s.auth.Cached(token); ok {
+		c.Set(principalKey, p)
+		return
+	}
+	var done func(live bool)
+	if auth.WellFormed(token) && s.lookups != nil {
+		var wait time.Duration
+		var ok bool
+		if done, wait, ok = s.lookups.begin(c.Request.Context(), c.ClientIP()); !ok {
+			// RFC 9110 §10.2.3: Retry-After in delay-seconds.
+			retry := strconv.Itoa(max(1, int(math.Ceil(wait.Seconds()))))
+			c.Header("Retry-After", retry)
+			c.Set(authErrKey, errorf(http.StatusTooManyRequests, nameRateLimitExceeded,
+				"Too many requests with unknown API keys from this address. Retry after "+retry+" s."))
+			return
+		}
+	}
+	p, err := s.auth.Authenticate(c.Request.Context(), token)
+	if done != nil {
+		// Only a key that matched nothing spends the budget (a failing
+		// database does not).
+		done(!errors.Is(err, auth.ErrInvalidKey))
+	}
 	switch {
 	case errors.Is(err, auth.ErrInvalidKey):
 		c.Set(authErrKey, errorf(http.StatusForbidden, nameInvalidAPIKey, "API key is invalid."))

@@ -5,10 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 )
@@ -67,6 +69,13 @@ func (s *Server) classify(c *gin.Context, err error) *apiError {
 	if errors.As(err, &ae) {
 		return ae
 	}
+	var ie *invalid.Error
+	if errors.As(err, &ie) {
+		if ie.Missing {
+			return errorf(http.StatusUnprocessableEntity, nameMissingField, ie.Message)
+		}
+		return errorf(http.StatusUnprocessableEntity, nameValidation, ie.Message)
+	}
 	var se *submit.Error
 	if errors.As(err, &se) {
 		switch se.Kind {
@@ -99,6 +108,11 @@ func (s *Server) classify(c *gin.Context, err error) *apiError {
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return errorf(http.StatusNotFound, nameNotFound, "The requested resource was not found.")
+	}
+	var le *store.LimitError
+	if errors.As(err, &le) {
+		return errorf(http.StatusForbidden, nameValidation,
+			fmt.Sprintf("This team already has %d %s, the most allowed. Delete one before adding another.", le.Max, le.What))
 	}
 	id := newErrorID()
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, store.ErrUnavailable) ||

@@ -60,8 +60,10 @@ func (w *captureWriter) WriteString(s string) (int, error) {
 }
 
 // logRequest records every API request, whatever its outcome, in the
-// request log: after the handlers ran it hands an entry with the redacted
-// bodies to the log writer, which writes it in the background.
+// request log: after the handlers ran it hands an entry to the log writer,
+// which writes it in the background. The entry of a request with a valid
+// key keeps both bodies, redacted; one without keeps none, so anonymous
+// clients cannot fill the log with what they send.
 func (s *Server) logRequest(c *gin.Context) {
 	if s.reqlog == nil {
 		c.Next()
@@ -90,12 +92,15 @@ func (s *Server) logRequest(c *gin.Context) {
 		ID: id, Method: clip(c.Request.Method, 16), Path: clip(c.Request.URL.Path, 2048), Status: c.Writer.Status(),
 		ClientAddr: c.ClientIP(), Duration: time.Since(start), CreatedAt: start,
 	}
-	if p, ok := authenticated(c); ok {
-		e.TeamID, e.KeyID = &p.TeamID, &p.KeyID
-	}
 	if ua := clip(c.Request.UserAgent(), 512); ua != "" {
 		e.UserAgent = &ua
 	}
+	p, ok := authenticated(c)
+	if !ok {
+		s.reqlog.Log(e)
+		return
+	}
+	e.TeamID, e.KeyID = &p.TeamID, &p.KeyID
 	switch b, ok := c.Get(requestBodyKey); {
 	case ok:
 		e.RequestBody = reqlog.Body(b.([]byte))
@@ -106,9 +111,8 @@ func (s *Server) logRequest(c *gin.Context) {
 	}
 	if cw.n > 0 {
 		if cw.n > reqlog.MaxBody {
-			// Too large to redact as JSON; only email bodies get this big.
-			s := string(cw.buf.Bytes()[:reqlog.MaxBody])
-			e.ResponseBody = &s
+			// Only the first bytes were kept: redacted as far as they go.
+			e.ResponseBody = reqlog.Prefix(cw.buf.Bytes(), cw.n)
 		} else {
 			e.ResponseBody = reqlog.Body(cw.buf.Bytes())
 		}

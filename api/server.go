@@ -7,10 +7,14 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -19,9 +23,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/webhook"
 )
 
 // maxBody is the largest request body accepted (API.md).
@@ -40,9 +46,13 @@ type Config struct {
 	Submit   *submit.Service
 	Metrics  *telemetry.Metrics
 	Gatherer prometheus.Gatherer // served at /metrics; nil → no /metrics
-	Ready    []Check
-	Domains  DomainConfig
-	Webhooks WebhookConfig
+	// MetricsToken, when set, is the bearer token /metrics requires and
+	// that makes /readyz name its failed checks; without it /readyz
+	// answers only ready or not.
+	MetricsToken string
+	Ready        []Check
+	Domains      DomainConfig
+	Webhooks     WebhookConfig
 	// Dashboard serves /dashboard/; nil leaves it out.
 	Dashboard http.Handler
 	Logger    *slog.Logger
@@ -57,6 +67,16 @@ type Config struct {
 	// TrustedProxies are the addresses or CIDRs whose X-Forwarded-For
 	// names the client; empty trusts none (the client is the peer).
 	TrustedProxies []string
+	// KeyLookupRate is how many API keys that match no live key a client
+	// address may present per second (burst the same) before its keys
+	// that are not cached are refused with 429 without a database lookup
+	// (default 10).
+	KeyLookupRate int
+	// Now is the clock of that budget; nil means time.Now.
+	Now func() time.Time
+	// HSTS sends Strict-Transport-Security on every response: set it when
+	// browsers reach the server over https (RFC 6797).
+	HSTS bool
 	// Unauthenticated, when set, makes every request act for this
 	// principal without a key. Benchmarks only (bench compares the cost of
 	// authentication); never set by the posthaste command.
@@ -72,13 +92,19 @@ type Server struct {
 	ready    []Check
 	domains  DomainConfig
 	webhooks WebhookConfig
-	logger   *slog.Logger
-	engine   *gin.Engine
+	// domainSvc and endpoints are the use cases shared with the dashboard.
+	domainSvc *domains.Service
+	endpoints *webhook.Endpoints
+	logger    *slog.Logger
+	engine    *gin.Engine
 
 	limiter     Limiter
 	defaultRate int
 	reqlog      RequestLog
 	fixed       *auth.Principal
+	lookups     *lookupBudget
+	opsToken    string
+	hsts        bool
 }
 
 // New builds the API.
@@ -90,10 +116,19 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{store: cfg.Store, auth: cfg.Auth, submit: cfg.Submit, metrics: cfg.Metrics,
 		ready: cfg.Ready, domains: cfg.Domains, webhooks: cfg.Webhooks, logger: logger.With("component", "api"),
-		limiter: cfg.Limiter, defaultRate: cfg.DefaultRateLimit, reqlog: cfg.RequestLog, fixed: cfg.Unauthenticated}
+		limiter: cfg.Limiter, defaultRate: cfg.DefaultRateLimit, reqlog: cfg.RequestLog, fixed: cfg.Unauthenticated,
+		opsToken: cfg.MetricsToken, hsts: cfg.HSTS}
 	if s.defaultRate <= 0 {
 		s.defaultRate = 10
 	}
+	if cfg.KeyLookupRate <= 0 {
+		cfg.KeyLookupRate = 10
+	}
+	s.lookups = newLookupBudget(cfg.KeyLookupRate, cfg.Now)
+	s.domainSvc = domains.New(domains.Config{Keys: cfg.Domains.Keys, DKIMSelector: cfg.Domains.DKIMSelector,
+		Verifier: cfg.Domains.Verifier, Outbox: cfg.Webhooks.Outbox, Logger: logger}, cfg.Store)
+	s.endpoints = webhook.NewEndpoints(webhook.EndpointsConfig{Keys: cfg.Webhooks.Keys, Client: cfg.Webhooks.Client,
+		Waker: cfg.Webhooks.Waker, AllowHTTP: cfg.Webhooks.AllowHTTP, Logger: logger}, cfg.Store)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
@@ -103,9 +138,13 @@ func New(cfg Config) (*Server, error) {
 	// Every API request (not the probes and metrics) is logged, then
 	// authenticated if it carries a key, then rate-limited per team or per
 	// client address, before routing: unknown routes count too.
-	e.Use(s.observe, s.api(s.logRequest), gin.CustomRecovery(func(c *gin.Context, rec any) {
+	// The recovery writes nothing of its own: gin's would dump the request
+	// (its path may hold an invitation or reset token, its cookies a
+	// session) to stderr; the route and the stack are logged instead.
+	e.Use(s.observe, s.api(s.logRequest), gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, rec any) {
 		s.respondError(c, errorf(http.StatusInternalServerError, nameApplicationError, "An unexpected error occurred."))
-		s.logger.Error("panic in handler", "request_id", requestID(c), "panic", rec)
+		s.logger.Error("panic in handler", "request_id", requestID(c), "route", routeLabel(c), "panic", rec,
+			"stack", string(debug.Stack()))
 	}), s.api(s.identify), s.api(s.limit))
 	e.NoRoute(func(c *gin.Context) {
 		s.respondError(c, errorf(http.StatusNotFound, nameNotFound, "The requested endpoint does not exist."))
@@ -118,7 +157,7 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/healthz", func(c *gin.Context) { c.PureJSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	if cfg.Gatherer != nil {
-		e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
+		e.GET("/metrics", gin.WrapH(MetricsHandler(cfg.Gatherer, cfg.MetricsToken)))
 	}
 
 	if cfg.Dashboard != nil {
@@ -184,32 +223,88 @@ const requestIDKey = "request_id"
 
 func requestID(c *gin.Context) string { return c.GetString(requestIDKey) }
 
+// hstsValue is the Strict-Transport-Security of a server reached over
+// https: a year, this host only (RFC 6797 §6.1; subdomains may serve
+// other things).
+const hstsValue = "max-age=31536000"
+
 // observe gives every request an id and counts it.
 func (s *Server) observe(c *gin.Context) {
 	start := time.Now()
 	id := uuid.NewString()
 	c.Set(requestIDKey, id)
 	c.Header("X-Request-Id", id)
-	c.Next()
-	route := c.FullPath()
-	if route == "" {
-		route = "unmatched"
+	if s.hsts {
+		c.Header("Strict-Transport-Security", hstsValue)
 	}
+	c.Next()
+	route := routeLabel(c)
 	status := c.Writer.Status()
+	// Labels come from bounded sets only (telemetry.MethodLabel, the
+	// routes, the status codes), so clients cannot grow the metrics.
+	method := telemetry.MethodLabel(c.Request.Method)
 	if s.metrics != nil {
-		s.metrics.HTTPRequests.WithLabelValues(c.Request.Method, route, strconv.Itoa(status)).Inc()
+		s.metrics.HTTPRequests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
 		s.metrics.HTTPDuration.WithLabelValues(route).Observe(time.Since(start).Seconds())
 	}
-	s.logger.Debug("request", "request_id", id, "method", c.Request.Method, "route", route,
+	s.logger.Debug("request", "request_id", id, "method", method, "route", route,
 		"status", status, "duration", time.Since(start))
 }
 
+// routeLabel is the request's route pattern (never its path, which may
+// hold a token), "unmatched" when no route matched.
+func routeLabel(c *gin.Context) string {
+	if r := c.FullPath(); r != "" {
+		return r
+	}
+	return "unmatched"
+}
+
+// readyz answers 200 or 503. Which checks failed, with their errors (which
+// may name internal hosts), only a caller with the metrics token learns;
+// the failures are logged either way.
 func (s *Server) readyz(c *gin.Context) {
-	if failed := RunChecks(c.Request.Context(), s.ready); len(failed) > 0 {
-		c.PureJSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "failed": failed})
+	failed := RunChecks(c.Request.Context(), s.ready)
+	if len(failed) == 0 {
+		c.PureJSON(http.StatusOK, gin.H{"status": "ready"})
 		return
 	}
-	c.PureJSON(http.StatusOK, gin.H{"status": "ready"})
+	s.logger.Warn("readiness checks failed", "failed", failed)
+	body := gin.H{"status": "unavailable"}
+	if s.opsToken != "" && BearerIs(c.Request, s.opsToken) {
+		body["failed"] = failed
+	}
+	c.PureJSON(http.StatusServiceUnavailable, body)
+}
+
+// MetricsHandler serves g's metrics; with a token, only to requests that
+// carry it as a bearer token (RFC 6750 §2.1), others get 401.
+func MetricsHandler(g prometheus.Gatherer, token string) http.Handler {
+	h := promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+	if token == "" {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !BearerIs(r, token) {
+			// RFC 6750 §3: the challenge of a protected resource.
+			w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
+			http.Error(w, "A bearer token is required.", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// BearerIs reports whether r carries token as its bearer token, comparing
+// in constant time.
+func BearerIs(r *http.Request, token string) bool {
+	scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	want := sha256.Sum256([]byte(token))
+	have := sha256.Sum256([]byte(strings.TrimSpace(got)))
+	return subtle.ConstantTimeCompare(want[:], have[:]) == 1
 }
 
 // RunChecks runs readiness checks, each within 2 seconds, and returns the

@@ -1,13 +1,10 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/url"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
@@ -18,9 +15,7 @@ import (
 )
 
 // Waker wakes the delivery of an endpoint (its DeliverWebhook workflow).
-type Waker interface {
-	Wake(ctx context.Context, webhookID string) error
-}
+type Waker = webhook.Waker
 
 // Notifier is told when outbox entries were committed.
 type Notifier interface{ Notify() }
@@ -36,48 +31,10 @@ type WebhookConfig struct {
 	Outbox Notifier
 }
 
-// rotationOverlap is how long the previous secret keeps signing (API.md).
-const rotationOverlap = 24 * time.Hour
-
 type webhookRequest struct {
 	Endpoint *string   `json:"endpoint"`
 	Events   *[]string `json:"events"`
 	Status   *string   `json:"status"`
-}
-
-// endpointURL checks an endpoint: an absolute https URL (http where private
-// targets are allowed) with a host. Where it points is checked by the
-// egress guard at every attempt, since DNS answers change.
-func (s *Server) endpointURL(v string) (string, error) {
-	v = strings.TrimSpace(v)
-	u, err := url.Parse(v)
-	scheme := "https"
-	if s.webhooks.AllowHTTP {
-		scheme = "https or http"
-	}
-	if err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && s.webhooks.AllowHTTP)) {
-		return "", validation("The `endpoint` field must be an absolute %s URL.", scheme)
-	}
-	return u.String(), nil
-}
-
-func eventTypes(v []string) ([]string, error) {
-	if len(v) == 0 {
-		return nil, validation("The `events` field must list at least one event type.")
-	}
-	var out []string
-	seen := map[string]bool{}
-	for _, t := range v {
-		if !webhook.ValidType(t) {
-			return nil, validation("The `events` field holds an unknown event type %q; known types are %s.",
-				t, strings.Join(webhook.Types, ", "))
-		}
-		if !seen[t] {
-			seen[t] = true
-			out = append(out, t)
-		}
-	}
-	return out, nil
 }
 
 func (s *Server) createWebhook(c *gin.Context) {
@@ -94,40 +51,17 @@ func (s *Server) createWebhook(c *gin.Context) {
 		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `events` field."))
 		return
 	}
-	endpoint, err := s.endpointURL(*req.Endpoint)
+	w, secret, err := s.endpoints.Create(c.Request.Context(), principal(c).TeamID, *req.Endpoint, *req.Events)
+	if errors.Is(err, webhook.ErrNoMasterKey) {
+		err = errorf(http.StatusInternalServerError, nameApplicationError,
+			"Webhooks cannot be added: the server has no master key (POSTHASTE_MASTER_KEY) to protect their secrets.")
+	}
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	events, err := eventTypes(*req.Events)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	if s.webhooks.Keys == nil {
-		s.respondError(c, errorf(http.StatusInternalServerError, nameApplicationError,
-			"Webhooks cannot be added: the server has no master key (POSTHASTE_MASTER_KEY) to protect their secrets."))
-		return
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	key := webhook.NewSecret()
-	sealed, err := s.webhooks.Keys.Seal(key, id[:])
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	w := store.Webhook{ID: id, TeamID: principal(c).TeamID, Endpoint: endpoint, Events: events,
-		Status: store.WebhookEnabled, Secret: sealed}
-	if err := s.store.CreateWebhook(c.Request.Context(), w); err != nil {
-		s.respondError(c, err)
-		return
-	}
-	s.logger.Info("webhook created", "team_id", w.TeamID, "webhook_id", id, "request_id", requestID(c))
-	c.JSON(http.StatusCreated, gin.H{"object": "webhook", "id": id, "signing_secret": webhook.FormatSecret(key)})
+	s.logger.Info("webhook created", "team_id", w.TeamID, "webhook_id", w.ID, "request_id", requestID(c))
+	c.JSON(http.StatusCreated, gin.H{"object": "webhook", "id": w.ID, "signing_secret": secret})
 }
 
 type webhookJSON struct {
@@ -169,13 +103,13 @@ func (s *Server) getWebhook(c *gin.Context) {
 	if !ok {
 		return
 	}
-	keys, err := webhook.Keys(s.webhooks.Keys, w, time.Now())
+	secret, err := s.endpoints.Secret(w)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
 	j := renderWebhook(w)
-	j.SigningSecret = webhook.FormatSecret(keys[0])
+	j.SigningSecret = secret
 	c.JSON(http.StatusOK, j)
 }
 
@@ -190,35 +124,10 @@ func (s *Server) updateWebhook(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	var u store.WebhookUpdate
-	if req.Endpoint != nil {
-		e, err := s.endpointURL(*req.Endpoint)
-		if err != nil {
-			s.respondError(c, err)
-			return
-		}
-		u.Endpoint = &e
-	}
-	if req.Events != nil {
-		if u.Events, err = eventTypes(*req.Events); err != nil {
-			s.respondError(c, err)
-			return
-		}
-	}
-	if req.Status != nil {
-		if *req.Status != store.WebhookEnabled && *req.Status != store.WebhookDisabled {
-			s.respondError(c, validation("The `status` field must be enabled or disabled."))
-			return
-		}
-		u.Status = req.Status
-	}
-	if err := s.store.UpdateWebhook(c.Request.Context(), principal(c).TeamID, id, u); err != nil {
+	if err := s.endpoints.Update(c.Request.Context(), principal(c).TeamID, id, webhook.Change{
+		Endpoint: req.Endpoint, Events: req.Events, Status: req.Status}); err != nil {
 		s.respondError(c, err)
 		return
-	}
-	if u.Status != nil {
-		// Enabling starts the delivery anew; disabling ends it at its next pass.
-		s.wake(c, id)
 	}
 	c.JSON(http.StatusOK, gin.H{"object": "webhook", "id": id})
 }
@@ -240,11 +149,10 @@ func (s *Server) deleteWebhook(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	if err := s.store.DeleteWebhook(c.Request.Context(), principal(c).TeamID, id); err != nil {
+	if err := s.endpoints.Delete(c.Request.Context(), principal(c).TeamID, id); err != nil {
 		s.respondError(c, err)
 		return
 	}
-	s.wake(c, id) // its delivery ends when it finds the endpoint gone
 	c.JSON(http.StatusOK, gin.H{"object": "webhook", "id": id, "deleted": true})
 }
 
@@ -253,24 +161,17 @@ func (s *Server) rotateWebhookSecret(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if s.webhooks.Keys == nil {
-		s.respondError(c, errorf(http.StatusInternalServerError, nameApplicationError,
-			"The secret cannot be rotated: the server has no master key (POSTHASTE_MASTER_KEY)."))
-		return
+	secret, err := s.endpoints.Rotate(c.Request.Context(), w)
+	if errors.Is(err, webhook.ErrNoMasterKey) {
+		err = errorf(http.StatusInternalServerError, nameApplicationError,
+			"The secret cannot be rotated: the server has no master key (POSTHASTE_MASTER_KEY).")
 	}
-	key := webhook.NewSecret()
-	sealed, err := s.webhooks.Keys.Seal(key, w.ID[:])
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	if err := s.store.RotateWebhookSecret(c.Request.Context(), w.TeamID, w.ID, sealed,
-		time.Now().Add(rotationOverlap)); err != nil {
-		s.respondError(c, err)
-		return
-	}
 	s.logger.Info("webhook secret rotated", "team_id", w.TeamID, "webhook_id", w.ID, "request_id", requestID(c))
-	c.JSON(http.StatusOK, gin.H{"object": "webhook", "id": w.ID, "signing_secret": webhook.FormatSecret(key)})
+	c.JSON(http.StatusOK, gin.H{"object": "webhook", "id": w.ID, "signing_secret": secret})
 }
 
 type webhookEventJSON struct {
@@ -430,70 +331,20 @@ func (s *Server) testWebhook(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	typ := "email.sent"
+	typ := ""
 	if req.Type != nil {
-		if !webhook.ValidType(*req.Type) {
+		if *req.Type == "" {
 			s.respondError(c, validation("The `type` field must be one of %s.", strings.Join(webhook.Types, ", ")))
 			return
 		}
 		typ = *req.Type
 	}
-	if s.webhooks.Client == nil {
-		s.respondError(c, errors.New("test events need a webhook client"))
-		return
-	}
-	keys, err := webhook.Keys(s.webhooks.Keys, w, time.Now())
+	row, err := s.endpoints.Test(c.Request.Context(), w, typ)
 	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	mid, err := uuid.NewV7()
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	body, err := json.Marshal(webhook.Sample(typ, time.Now()))
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	ctx := c.Request.Context()
-	m := store.WebhookMessage{ID: mid, TeamID: w.TeamID, WebhookID: w.ID, Type: typ, OrderKey: mid.String(),
-		Payload: body, Status: store.MessageAttempting}
-	if err := s.store.InsertWebhookMessage(ctx, m); err != nil {
-		s.respondError(c, err)
-		return
-	}
-	at := s.webhooks.Client.Post(ctx, w.Endpoint, webhook.MessageID(mid), body, keys)
-	row, err := webhook.AttemptRow(mid, at)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	status := store.MessageFailed
-	if at.OK() {
-		status = store.MessageSuccess
-	}
-	if _, err := s.store.RecordWebhookAttempt(ctx, store.AttemptOutcome{Attempt: row, WebhookID: w.ID,
-		TeamID: w.TeamID, Status: status, Succeeded: at.OK()}); err != nil {
 		s.respondError(c, err)
 		return
 	}
 	j := renderAttempt(row)
-	j.Object, j.EventID = "webhook_attempt", webhook.MessageID(mid)
+	j.Object, j.EventID = "webhook_attempt", webhook.MessageID(row.MessageID)
 	c.JSON(http.StatusOK, j)
-}
-
-// emitDomainEvent records a domain.* webhook event; a failure is logged
-// (the domain change itself has been made).
-func (s *Server) emitDomainEvent(c *gin.Context, typ string, d store.Domain) {
-	n, err := s.store.EmitEvent(c.Request.Context(), d.TeamID, typ, d.ID.String(), store.DomainPayload(d))
-	if err != nil {
-		s.logger.Error("emitting domain event", "type", typ, "team_id", d.TeamID, "domain", d.Name,
-			"request_id", requestID(c), "err", err)
-		return
-	}
-	if n > 0 && s.webhooks.Outbox != nil {
-		s.webhooks.Outbox.Notify()
-	}
 }

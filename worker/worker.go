@@ -22,14 +22,12 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/outbox"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/workflows"
 )
-
-// Regions are the delivery regions a domain can choose.
-var Regions = []string{"us-east-1", "eu-west-1", "sa-east-1", "ap-northeast-1"}
 
 // Config chooses what a Worker runs.
 type Config struct {
@@ -72,11 +70,11 @@ func New(c client.Client, acts *activities.Activities, cfg Config, logger *slog.
 	}
 	regions := cfg.Regions
 	if len(regions) == 0 {
-		regions = Regions
+		regions = domains.Regions
 	}
 	for _, r := range regions {
-		if !validRegion(r) {
-			return nil, fmt.Errorf("unknown region %q (known: %v)", r, Regions)
+		if !domains.ValidRegion(r) {
+			return nil, fmt.Errorf("unknown region %q (known: %v)", r, domains.Regions)
 		}
 		dw := sdkworker.New(c, workflows.DeliverTaskQueue(r), sdkworker.Options{
 			MaxConcurrentActivityExecutionSize: 64,
@@ -86,15 +84,6 @@ func New(c client.Client, acts *activities.Activities, cfg Config, logger *slog.
 		w.workers = append(w.workers, dw)
 	}
 	return w, nil
-}
-
-func validRegion(r string) bool {
-	for _, k := range Regions {
-		if k == r {
-			return true
-		}
-	}
-	return false
 }
 
 // Register puts the workflows and the activities they run locally on a

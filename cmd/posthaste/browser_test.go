@@ -3,12 +3,19 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/pquerna/otp/totp"
@@ -33,6 +40,12 @@ func artifactsDir(t *testing.T) string {
 
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
+	return newBrowserFor(t, 90*time.Second)
+}
+
+// newBrowserFor starts Chromium for at most timeout.
+func newBrowserFor(t *testing.T, timeout time.Duration) context.Context {
+	t.Helper()
 	_, err := os.Stat(chromium)
 	require.NoError(t, err, "browser tests need Chromium: apt-get install chromium")
 	// Chromium's helper processes may still write to the profile for a
@@ -56,7 +69,7 @@ func newBrowser(t *testing.T) context.Context {
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
 	t.Cleanup(func() {
 		cancelTimeout()
 		cancelCtx()
@@ -72,6 +85,19 @@ func newBrowser(t *testing.T) context.Context {
 	return ctx
 }
 
+// browserDevEnv is the environment of a `posthaste dev` for a browser
+// test, on a database of its own.
+func browserDevEnv(t *testing.T) map[string]string {
+	return map[string]string{
+		"DATABASE_URL":               pgtest.NewDatabase(t),
+		"POSTHASTE_DATA_DIR":         t.TempDir(),
+		"POSTHASTE_HTTP_ADDR":        fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"POSTHASTE_TEMPORAL_PORT":    fmt.Sprint(freePort(t)),
+		"POSTHASTE_TEMPORAL_UI_PORT": fmt.Sprint(freePort(t)),
+		"POSTHASTE_LOG_LEVEL":        "warn",
+	}
+}
+
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	var png []byte
@@ -85,14 +111,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // sends through the API, sees the email on the Emails page with its final
 // status, opens its detail and watches the Metrics counts move.
 func TestDashboardInBrowser(t *testing.T) {
-	env := map[string]string{
-		"DATABASE_URL":               pgtest.NewDatabase(t),
-		"POSTHASTE_DATA_DIR":         t.TempDir(),
-		"POSTHASTE_HTTP_ADDR":        fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"POSTHASTE_TEMPORAL_PORT":    fmt.Sprint(freePort(t)),
-		"POSTHASTE_TEMPORAL_UI_PORT": fmt.Sprint(freePort(t)),
-		"POSTHASTE_LOG_LEVEL":        "warn",
-	}
+	env := browserDevEnv(t)
 	dev := startDev(t, env)
 	defer dev.stop(t)
 	creds := readCredentials(t, env["POSTHASTE_DATA_DIR"])
@@ -175,7 +194,8 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.WaitVisible(`#code`, chromedp.ByID),
 	))
 	require.Len(t, strings.Fields(codes), 10, "ten recovery codes")
-	code, err = totp.GenerateCode(secret, time.Now())
+	// The app's next code: the current one was spent on the setup.
+	code, err = totp.GenerateCode(secret, time.Now().Add(30*time.Second))
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.SendKeys(`#code`, code+kb.Enter, chromedp.ByID),
@@ -183,4 +203,262 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.Location(&url),
 	))
 	require.True(t, strings.HasSuffix(url, "/dashboard/emails"), url)
+}
+
+// tourProblems collects what the browser reports while the tour runs:
+// console errors, uncaught exceptions, failed loads and 4xx/5xx answers.
+// Chromium reports them on its own goroutine, hence the lock.
+type tourProblems struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (p *tourProblems) add(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.list = append(p.list, fmt.Sprintf(format, args...))
+}
+
+// take returns the problems reported since the last call.
+func (p *tourProblems) take() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.list
+	p.list = nil
+	return l
+}
+
+// listen records the problems of the browser tab of ctx.
+func (p *tourProblems) listen(ctx context.Context) {
+	chromedp.ListenTarget(ctx, func(ev any) {
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.APITypeError || ev.Type == runtime.APITypeAssert {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, string(a.Value)+a.Description)
+				}
+				p.add("console.%s: %s", ev.Type, strings.Join(args, " "))
+			}
+		case *runtime.EventExceptionThrown:
+			p.add("uncaught exception: %s", ev.ExceptionDetails.Error())
+		case *cdplog.EventEntryAdded:
+			if ev.Entry.Level == cdplog.LevelError {
+				p.add("console error (%s): %s %s", ev.Entry.Source, ev.Entry.Text, ev.Entry.URL)
+			}
+		case *network.EventResponseReceived:
+			if ev.Response.Status >= 400 {
+				p.add("HTTP %d for %s", ev.Response.Status, ev.Response.URL)
+			}
+		case *network.EventLoadingFailed:
+			if !ev.Canceled {
+				p.add("loading failed (%s): %s %s", ev.Type, ev.ErrorText, ev.BlockedReason)
+			}
+		}
+	})
+}
+
+// pageCheck runs in each page of the tour and returns what is wrong with
+// it: a horizontal scrollbar (with the elements that stick out), no title,
+// Go values printed raw (struct dumps, slices of words, <nil>, map[, fmt's
+// %! errors, time.Time's monotonic clock and default format, pointers;
+// JSON, whose strings are quoted, passes), form fields without a label,
+// clickable things that are not buttons or links, badges without text.
+const pageCheck = `(() => {
+  const problems = [];
+  const de = document.documentElement;
+  if (de.scrollWidth > de.clientWidth) {
+    const wide = [...document.querySelectorAll("body *")]
+      .filter(e => e.getBoundingClientRect().right > de.clientWidth + 1 || e.scrollWidth > e.clientWidth + 1)
+      .slice(0, 6)
+      .map(e => e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") +
+        (typeof e.className === "string" && e.className.trim() ? "." + e.className.trim().split(/\s+/).join(".") : ""));
+    problems.push("horizontal scrollbar: scrollWidth " + de.scrollWidth + " > clientWidth " + de.clientWidth + " (" + wide.join(", ") + ")");
+  }
+  const title = document.title.trim();
+  if (!title || title.startsWith("·")) problems.push("missing page title: " + JSON.stringify(title));
+  const text = document.body.innerText;
+  const goValues = [/<nil>/, /map\[/, /%!/, /\{[^{}"\n]+\}/, /\[[\w.@-]+( [\w.@-]+)+\]/, / m=[+-]\d/,
+    /\d{2}:\d{2}:\d{2}\.\d+ [+-]\d{4}/, /\b0x[0-9a-f]{6,}\b/];
+  for (const re of goValues) {
+    const m = text.match(re);
+    if (m) problems.push("raw Go value in the text: " + JSON.stringify(m[0]));
+  }
+  for (const el of document.querySelectorAll("input:not([type=hidden]), select, textarea")) {
+    if (el.labels.length === 0 && !el.getAttribute("aria-label") && !el.getAttribute("aria-labelledby")) {
+      problems.push("form field without a label: " + el.outerHTML.slice(0, 120));
+    }
+  }
+  for (const el of document.querySelectorAll("[onclick], [role=button]:not(button), a:not([href])")) {
+    problems.push("clickable element that is not a button or link: " + el.outerHTML.slice(0, 120));
+  }
+  for (const el of document.querySelectorAll(".badge")) {
+    if (!el.textContent.trim()) problems.push("badge without text: " + el.outerHTML.slice(0, 120));
+  }
+  return problems;
+})()`
+
+// focusCheck presses Tab on a fresh page: the first stop (the skip link)
+// must show a focus outline.
+const focusCheck = `(() => {
+  const el = document.activeElement;
+  if (!el || el === document.body) return "Tab focused nothing";
+  const s = getComputedStyle(el);
+  if (s.outlineStyle === "none" || parseFloat(s.outlineWidth) === 0) return "no visible focus on " + el.outerHTML.slice(0, 80);
+  return "";
+})()`
+
+// TestDashboardTour signs in to `posthaste dev` in Chromium and visits
+// every page reachable from the navigation plus the detail views of an
+// email, a domain, a webhook endpoint and its test event, at 1280×900 and
+// at 390×844 (a phone). It fails on a horizontal scrollbar, a console
+// error, a 4xx or 5xx answer, raw Go values in the text, a missing title,
+// unlabeled fields and focus that cannot be seen. On the way it uses the
+// forms a new user uses: the quick start's API key (then sends with it),
+// adding a domain, adding a webhook and sending it a test event.
+// Screenshots of every page go to the artifacts directory.
+//
+// A page added to the navigation joins the tour by itself; detail views
+// are listed below.
+func TestDashboardTour(t *testing.T) {
+	env := browserDevEnv(t)
+	dev := startDev(t, env)
+	defer dev.stop(t)
+	creds := readCredentials(t, env["POSTHASTE_DATA_DIR"])
+	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte("ok"))
+	}))
+	defer hooks.Close()
+
+	ctx := newBrowserFor(t, 4*time.Minute)
+	require.NoError(t, chromedp.Run(ctx)) // opens the tab
+	problems := &tourProblems{}
+	problems.listen(ctx)
+	require.NoError(t, chromedp.Run(ctx, network.Enable(), cdplog.Enable(), runtime.Enable()))
+
+	type viewport struct {
+		name string
+		w, h int64
+	}
+	viewports := []viewport{{"desktop", 1280, 900}, {"phone", 390, 844}}
+	// check looks at the page the browser shows now, as name.
+	check := func(vp viewport, name string) {
+		t.Helper()
+		var found []string
+		require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(pageCheck, &found)))
+		screenshot(t, ctx, "tour-"+vp.name+"-"+name)
+		var focus string
+		require.NoError(t, chromedp.Run(ctx, chromedp.KeyEvent(kb.Tab), chromedp.Evaluate(focusCheck, &focus)))
+		if focus != "" {
+			found = append(found, focus)
+		}
+		found = append(found, problems.take()...)
+		for _, p := range found {
+			t.Errorf("%s at %dx%d: %s", name, vp.w, vp.h, p)
+		}
+	}
+	visit := func(vp viewport, name, path string) {
+		t.Helper()
+		require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(dev.base+path), chromedp.WaitReady("body")))
+		check(vp, name)
+	}
+
+	// Signed out: the sign-in page at both sizes.
+	for _, vp := range viewports {
+		require.NoError(t, chromedp.Run(ctx, chromedp.EmulateViewport(vp.w, vp.h)))
+		visit(vp, "login", "/dashboard/login")
+	}
+	desktop := viewports[0]
+	require.NoError(t, chromedp.Run(ctx, chromedp.EmulateViewport(desktop.w, desktop.h),
+		chromedp.Navigate(dev.base+"/"),
+		chromedp.WaitVisible(`#email`, chromedp.ByID),
+		chromedp.SendKeys(`#email`, creds.Email, chromedp.ByID),
+		chromedp.SendKeys(`#password`, creds.Password+kb.Enter, chromedp.ByID),
+		chromedp.WaitVisible(`#step-key`, chromedp.ByID),
+	))
+	// A new team starts with the quick start: make a key there.
+	check(desktop, "quickstart")
+	var key, curl string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Click(`form[action="/dashboard/getting-started/key"] button`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#new-key`, chromedp.ByID),
+		chromedp.Text(`#new-key`, &key, chromedp.ByID),
+		chromedp.Text(`#curl-example`, &curl, chromedp.ByID),
+	))
+	require.True(t, strings.HasPrefix(key, "ph_"), key)
+	require.Contains(t, curl, "Bearer "+key, "the example carries the new key")
+	require.Contains(t, curl, dev.base+"/emails")
+	check(desktop, "quickstart-key")
+
+	// The key sends, as the example says.
+	sender := apiClient{t: t, base: dev.base, key: key}
+	id := sender.send(map[string]any{"from": "Acme <onboarding@posthaste.test>", "to": "delivered@posthaste.test",
+		"subject": "Hello from Posthaste", "html": "<p>It works!</p>"})
+	apiClient{t: t, base: dev.base, key: creds.APIKey}.waitFor(id, map[string]string{"delivered@posthaste.test": "delivered"})
+
+	// Add a domain and an endpoint through the forms; test the endpoint.
+	var domainURL, webhookURL, eventURL, secret string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(dev.base+"/dashboard/domains"),
+		chromedp.SendKeys(`#domain-name`, "tour.example.com", chromedp.ByID),
+		chromedp.Click(`form[action="/dashboard/domains"] button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`table.records`, chromedp.ByQuery),
+		chromedp.Location(&domainURL),
+		chromedp.Navigate(dev.base+"/dashboard/webhooks"),
+		chromedp.SendKeys(`#webhook-endpoint`, hooks.URL+"/posthaste", chromedp.ByID),
+		chromedp.Click(`input[name=events][value="email.sent"]`, chromedp.ByQuery),
+		chromedp.Click(`input[name=events][value="email.delivered"]`, chromedp.ByQuery),
+		chromedp.Click(`form[action="/dashboard/webhooks"] button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#secret`, chromedp.ByID),
+		chromedp.Location(&webhookURL),
+		chromedp.Click(`form[action$="/secret"] button`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#signing-secret`, chromedp.ByID),
+		chromedp.Text(`#signing-secret`, &secret, chromedp.ByID),
+		chromedp.Click(`form[action$="/test"] button`, chromedp.ByQuery),
+		chromedp.WaitVisible(`pre.text`, chromedp.ByQuery),
+		chromedp.Location(&eventURL),
+	))
+	require.Contains(t, domainURL, "/dashboard/domains/")
+	require.Contains(t, webhookURL, "/dashboard/webhooks/")
+	require.True(t, strings.HasPrefix(secret, "whsec_"), secret)
+	require.Contains(t, eventURL, "/events/")
+	var answer string
+	require.NoError(t, chromedp.Run(ctx, chromedp.Text(`table.list .badge`, &answer, chromedp.ByQuery)))
+	require.Equal(t, "200", answer, "the test event reached the endpoint")
+	problems.take() // the pages of the forms are checked in the tour below
+
+	// The navigation, as a signed-in page shows it.
+	var nav []string
+	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(
+		`[...document.querySelectorAll('header.top nav a, header.top .who a')].map(a => a.getAttribute("href"))`, &nav)))
+	require.GreaterOrEqual(t, len(nav), 8, nav)
+	path := func(u string) string { return strings.TrimPrefix(u, dev.base) }
+	details := [][2]string{
+		{"email", "/dashboard/emails/" + id},
+		{"domain", path(domainURL)},
+		{"domain-delete", strings.TrimSuffix(path(domainURL), "?done=added") + "/delete"},
+		{"webhook", path(webhookURL)},
+		{"webhook-delete", strings.TrimSuffix(path(webhookURL), "?done=added") + "/delete"},
+		{"webhook-event", path(eventURL)},
+		{"getting-started", "/dashboard/getting-started"},
+	}
+	for _, vp := range viewports {
+		require.NoError(t, chromedp.Run(ctx, chromedp.EmulateViewport(vp.w, vp.h)))
+		for _, href := range nav {
+			visit(vp, strings.ReplaceAll(strings.Trim(strings.TrimPrefix(href, "/dashboard"), "/"), "/", "-"), href)
+		}
+		for _, d := range details {
+			visit(vp, d[0], d[1])
+		}
+		// A request of the log, which exists now.
+		var logHref string
+		require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(dev.base+"/dashboard/logs"),
+			chromedp.AttributeValue(`table.list a`, "href", &logHref, nil, chromedp.ByQuery)))
+		problems.take()
+		visit(vp, "log-entry", logHref)
+	}
+	for _, p := range problems.take() {
+		t.Errorf("after the tour: %s", p)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +34,7 @@ import (
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
 	"github.com/posthaste/posthaste/internal/webhook"
+	"github.com/posthaste/posthaste/smtpgw"
 	"github.com/posthaste/posthaste/worker"
 	"github.com/posthaste/posthaste/workflows"
 )
@@ -158,7 +160,10 @@ func recordsConfig(cfg config.Domains) records.Config {
 	return records.Config{BounceHost: cfg.BounceHost, SPFInclude: cfg.SPFInclude}
 }
 
-func newDeliverer(cfg config.Delivery, logger *slog.Logger) (*mta.Client, error) {
+// newDeliverer returns the MTA client: MX hosts are reached under the
+// egress policy (POSTHASTE_ALLOW_PRIVATE_EGRESS, POSTHASTE_EGRESS_ALLOW),
+// the relay whatever its address.
+func newDeliverer(cfg config.Delivery, eg config.Egress, logger *slog.Logger) (*mta.Client, error) {
 	roots, err := rootCAs(cfg)
 	if err != nil {
 		return nil, err
@@ -170,6 +175,7 @@ func newDeliverer(cfg config.Delivery, logger *slog.Logger) (*mta.Client, error)
 		Port:     cfg.MXPort,
 		SourceIP: cfg.SourceIP,
 		Relay:    cfg.Relay,
+		Egress:   egress.Policy{AllowPrivate: eg.AllowPrivate, Allow: eg.Allow},
 		Logger:   logger.With("component", "mta"),
 	})
 }
@@ -218,7 +224,7 @@ func newIntake(ctx context.Context, cfg config.Config, st *store.Store, tc clien
 	sub := submit.New(submit.Config{
 		Store:    st,
 		Notifier: disp,
-		Fetcher:  egress.New(egress.Config{AllowPrivate: cfg.Egress.AllowPrivate}),
+		Fetcher:  egress.New(egress.Config{AllowPrivate: cfg.Egress.AllowPrivate, Allow: cfg.Egress.Allow}),
 		Waker:    worker.NewWaker(tc),
 		Logger:   logger.With("component", "submit"),
 		Crash:    crasher(cfg),
@@ -252,7 +258,10 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: in.auth, TemporalUIURL: temporalUI,
 		Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys, OAuth: oauthConfig(cfg.OAuth),
 		PublicURL: cfg.HTTP.PublicURL, Mailer: mailer, WebhookWaker: worker.NewWebhookWaker(tc, stepPolicy(cfg.Steps)),
-		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, Logger: logger})
+		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies,
+		DKIMSelector: cfg.Domains.DKIMSelector, WebhookClient: webhookClient(cfg), AllowHTTPWebhooks: cfg.Egress.AllowPrivate,
+		Outbox: in.dispatcher, SMTP: dashboardSMTP(smtpListeners(cfg.SMTP, config.DefaultSMTPListen)),
+		TrustedProxies: cfg.HTTP.TrustedProxies, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("loading the dashboard: %w", err)
 	}
@@ -282,11 +291,37 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		DefaultRateLimit: cfg.Limits.DefaultRate,
 		RequestLog:       in.logs,
 		TrustedProxies:   cfg.HTTP.TrustedProxies,
+		KeyLookupRate:    cfg.HTTP.KeyLookupRate,
+		MetricsToken:     cfg.MetricsToken,
+		HSTS:             cfg.HTTP.HSTS(),
 	})
 	if err != nil {
 		return nil, usageError{fmt.Errorf("POSTHASTE_TRUSTED_PROXIES: %w", err)}
 	}
 	return h, nil
+}
+
+// dashboardSMTP is what the dashboard's quick start tells mail clients:
+// the ports of the SMTP gateway's listeners (POSTHASTE_SMTP_LISTEN) and
+// the user name; the dashboard shows the public URL's host.
+func dashboardSMTP(listeners []config.SMTPListener) dashboard.SMTPSettings {
+	s := dashboard.SMTPSettings{Username: smtpgw.Username}
+	for _, l := range listeners {
+		_, p, err := net.SplitHostPort(l.Addr)
+		if err != nil {
+			continue
+		}
+		port, err := strconv.Atoi(p)
+		if err != nil || port == 0 {
+			continue
+		}
+		if l.ImplicitTLS {
+			s.TLSPorts = append(s.TLSPorts, port)
+		} else {
+			s.STARTTLSPorts = append(s.STARTTLSPorts, port)
+		}
+	}
+	return s
 }
 
 func oauthConfig(c config.OAuth) dashboard.OAuth {
@@ -343,6 +378,7 @@ func readyChecks(st *store.Store, tc client.Client) []api.Check {
 func webhookClient(cfg config.Config) *webhook.Client {
 	return webhook.NewClient(egress.New(egress.Config{
 		AllowPrivate: cfg.Egress.AllowPrivate,
+		Allow:        cfg.Egress.Allow,
 		Resolver:     newResolver(cfg.Delivery),
 		Timeout:      cfg.Webhooks.Timeout,
 	}), webhook.ClientConfig{Timeout: cfg.Webhooks.Timeout})
@@ -354,7 +390,7 @@ func webhookClient(cfg config.Config) *webhook.Client {
 // workflows with.
 func newActivities(cfg config.Config, st *store.Store, tc client.Client, keys *seal.Box, metrics *telemetry.Metrics,
 	outbox activities.Notifier, logger *slog.Logger) (*activities.Activities, func(), error) {
-	d, err := newDeliverer(cfg.Delivery, logger)
+	d, err := newDeliverer(cfg.Delivery, cfg.Egress, logger)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -387,12 +423,12 @@ func newActivities(cfg config.Config, st *store.Store, tc client.Client, keys *s
 // serveHTTP listens on addr and serves h until ctx ends, then shuts down
 // gracefully: requests in flight finish within the shutdown budget. The
 // returned channel yields once they have finished (or Serve failed).
-func serveHTTP(ctx context.Context, addr string, h http.Handler, logger *slog.Logger) (net.Addr, <-chan error, error) {
+func serveHTTP(ctx context.Context, addr string, h http.Handler, limits config.HTTP, logger *slog.Logger) (net.Addr, <-chan error, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listening on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	srv := newHTTPServer(h, limits, logger)
 	done := make(chan error, 1)
 	shutDown := make(chan struct{})
 	go func() {
@@ -412,6 +448,17 @@ func serveHTTP(ctx context.Context, addr string, h http.Handler, logger *slog.Lo
 		close(shutDown)
 	}()
 	return ln.Addr(), done, nil
+}
+
+// newHTTPServer is the http.Server of every listener: a client gets
+// config.ReadHeaderTimeout for its headers, the read timeout for the whole
+// request (a body trickled in cannot hold a connection and its buffers),
+// the write timeout from its headers to the end of the answer, and idle
+// keep-alive connections close after the idle timeout.
+func newHTTPServer(h http.Handler, limits config.HTTP, logger *slog.Logger) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: config.ReadHeaderTimeout, ReadTimeout: limits.ReadTimeout,
+		WriteTimeout: limits.WriteTimeout, IdleTimeout: limits.IdleTimeout,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 }
 
 func newRegistry() (*prometheus.Registry, *telemetry.Metrics) {

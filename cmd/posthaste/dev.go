@@ -37,7 +37,8 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return fmt.Errorf("creating data dir: %w", err)
 	}
-	// dev talks to loopback peers (local webhook receivers, test servers).
+	// dev talks to loopback peers (local webhook receivers, test MX hosts
+	// and servers).
 	if !cfg.Egress.AllowPrivate {
 		cfg.Egress.AllowPrivate = true
 	}
@@ -109,6 +110,7 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 	// Runs after the HTTP and SMTP servers stopped and before the store closes.
 	stops = append(stops, in.close)
 	listeners := smtpListeners(cfg.SMTP, config.DevSMTPListen)
+	cfg.SMTP.Listen = listeners // what the dashboard's quick start shows
 	gw, err := startGateway(cfg, in, listeners, dataDir, metrics, logger)
 	if err != nil {
 		return err
@@ -146,7 +148,7 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 
 	httpCtx, stopHTTP := context.WithCancel(ctx)
 	defer stopHTTP()
-	addr, served, err := serveHTTP(httpCtx, cfg.HTTP.Addr, handler, logger)
+	addr, served, err := serveHTTP(httpCtx, cfg.HTTP.Addr, handler, cfg.HTTP, logger)
 	if err != nil {
 		return err
 	}

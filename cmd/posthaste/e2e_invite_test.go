@@ -98,4 +98,5 @@ func TestDevInvitation(t *testing.T) {
 	require.Equal(t, 200, status, page)
 	require.Contains(t, page, "Invited Person")
 	require.Contains(t, page, creds.Email, "on the team page of the owner's team")
+	require.NotContains(t, page, "is not confirmed", "the emailed link proved the invitee's address")
 }

@@ -45,7 +45,7 @@ func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return err
 	}
 
-	addr, served, err := serveHTTP(ctx, cfg.HTTP.Addr, handler, logger)
+	addr, served, err := serveHTTP(ctx, cfg.HTTP.Addr, handler, cfg.HTTP, logger)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 		defer keepSchedules(cfg, tc, logger)()
 	}
 	// The worker's own metrics (deliveries, events) and health.
-	addr, served, err := serveHTTP(ctx, cfg.MetricsAddr, opsHandler(reg, readyChecks(st, tc)), logger)
+	addr, served, err := serveHTTP(ctx, cfg.MetricsAddr, opsHandler(reg, readyChecks(st, tc), cfg.MetricsToken), cfg.HTTP, logger)
 	if err != nil {
 		return err
 	}

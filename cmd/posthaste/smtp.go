@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/config"
@@ -141,7 +140,7 @@ func runSMTP(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 	}
 	defer stopGateway(gw, logger)
 	checks := append(readyChecks(st, tc), api.Check{Name: "smtp", Check: gw.Ready})
-	addr, served, err := serveHTTP(ctx, cfg.MetricsAddr, opsHandler(reg, checks), logger)
+	addr, served, err := serveHTTP(ctx, cfg.MetricsAddr, opsHandler(reg, checks, cfg.MetricsToken), cfg.HTTP, logger)
 	if err != nil {
 		return err
 	}
@@ -153,17 +152,24 @@ func runSMTP(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 }
 
 // opsHandler serves /metrics, /healthz and /readyz (every check passes)
-// for processes without the API.
-func opsHandler(reg *prometheus.Registry, checks []api.Check) http.Handler {
+// for processes without the API, on their own listener
+// (POSTHASTE_METRICS_ADDR, the operator's to keep private). When token is
+// set, /metrics requires it and /readyz names the failed checks only to
+// requests that carry it; otherwise both are open there.
+func opsHandler(reg *prometheus.Registry, checks []api.Check, token string) http.Handler {
 	h := http.NewServeMux()
-	h.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	h.Handle("/metrics", api.MetricsHandler(reg, token))
 	h.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"status":"ok"}`)) })
 	h.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		failed := api.RunChecks(r.Context(), checks)
 		w.Header().Set("Content-Type", "application/json")
 		if len(failed) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_ = json.NewEncoder(w).Encode(map[string]any{"status": "unavailable", "failed": failed})
+			body := map[string]any{"status": "unavailable"}
+			if token == "" || api.BearerIs(r, token) {
+				body["failed"] = failed
+			}
+			_ = json.NewEncoder(w).Encode(body)
 			return
 		}
 		_, _ = w.Write([]byte(`{"status":"ready"}`))

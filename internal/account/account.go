@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -29,7 +30,10 @@ type Credentials struct {
 
 // NewTeam creates a team, its owner (a new user, or an existing one with
 // that email) and a full-access API key named "Default". Password is empty
-// when the user already existed.
+// when the user already existed. A new user's address counts as proven
+// (store.User.EmailVerifiedAt): the operator created the account, so OAuth
+// sign-in with a provider's verified email for it enters it; an existing
+// user's is left as it is.
 func NewTeam(ctx context.Context, st *store.Store, teamName, email string) (Credentials, error) {
 	teamID, err := uuid.NewV7()
 	if err != nil {
@@ -49,7 +53,8 @@ func NewTeam(ctx context.Context, st *store.Store, teamName, email string) (Cred
 		if err != nil {
 			return Credentials{}, err
 		}
-		u = store.User{ID: uuid.New(), Email: email, PasswordHash: hash}
+		now := time.Now()
+		u = store.User{ID: uuid.New(), Email: email, PasswordHash: hash, EmailVerifiedAt: &now}
 		if err := st.CreateUser(ctx, u); err != nil {
 			return Credentials{}, fmt.Errorf("creating user: %w", err)
 		}

@@ -84,3 +84,26 @@ func TestAuthenticateRejectsMalformedWithoutLookup(t *testing.T) {
 	}
 	require.Zero(t, keys.lookups)
 }
+
+func TestCachedNeverLooksUp(t *testing.T) {
+	tok, _, hash, err := NewToken()
+	require.NoError(t, err)
+	keys := &fakeKeys{keys: map[string]store.APIKey{string(hash): {ID: uuid.New(), TeamID: uuid.New()}}}
+	a := NewAuthenticator(keys, time.Second)
+	now := time.Unix(1000, 0)
+	a.now = func() time.Time { return now }
+	_, ok := a.Cached(tok)
+	require.False(t, ok)
+	require.Zero(t, keys.lookups)
+	p, err := a.Authenticate(context.Background(), tok)
+	require.NoError(t, err)
+	got, ok := a.Cached(tok)
+	require.True(t, ok)
+	require.Equal(t, p, got)
+	now = now.Add(time.Second)
+	_, ok = a.Cached(tok)
+	require.False(t, ok, "an expired entry is not served")
+	require.Equal(t, 1, keys.lookups)
+	require.True(t, WellFormed(tok))
+	require.False(t, WellFormed("ph_short"))
+}

@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/seal"
 )
@@ -31,6 +34,11 @@ type Config struct {
 
 	DatabaseURL string // DATABASE_URL; empty in dev → private cluster
 	MetricsAddr string // POSTHASTE_METRICS_ADDR: /metrics and /healthz of `worker`
+	// MetricsToken (POSTHASTE_METRICS_TOKEN or _FILE), when set, is the
+	// bearer token /metrics requires on every listener and that unlocks
+	// the failed checks of /readyz on the API listener; "" leaves /metrics
+	// open and shows /readyz's details only on the ops listeners.
+	MetricsToken string
 	// SystemFrom (POSTHASTE_SYSTEM_FROM) sends Posthaste's own emails:
 	// invitations, password-reset links, notices to owners. "" → none are
 	// sent (dev uses the sandbox sender).
@@ -132,9 +140,31 @@ type HTTP struct {
 	PublicURL      string
 	TrustedProxies []string // POSTHASTE_TRUSTED_PROXIES: comma-separated addresses or CIDRs
 	// SecureCookies marks dashboard cookies Secure (POSTHASTE_SECURE_COOKIES);
-	// set it when the dashboard is served over HTTPS.
+	// the default is true when PublicURL is https.
 	SecureCookies bool
+	// ReadTimeout (POSTHASTE_HTTP_READ_TIMEOUT) bounds reading a whole
+	// request, body included; the headers alone have ReadHeaderTimeout.
+	ReadTimeout time.Duration
+	// WriteTimeout (POSTHASTE_HTTP_WRITE_TIMEOUT) bounds a request from the
+	// end of its headers to the end of its response: reading the body,
+	// the handler and writing the answer. At least ReadTimeout.
+	WriteTimeout time.Duration
+	// IdleTimeout (POSTHASTE_HTTP_IDLE_TIMEOUT) closes a keep-alive
+	// connection idle this long.
+	IdleTimeout time.Duration
+	// KeyLookupRate (POSTHASTE_KEY_LOOKUP_RATE) is how many API keys that
+	// match no live key a client address may present per second (burst
+	// the same) before its keys that are not cached are refused with 429
+	// without a database lookup.
+	KeyLookupRate int
 }
+
+// ReadHeaderTimeout bounds reading a request's headers (slowloris).
+const ReadHeaderTimeout = 10 * time.Second
+
+// HSTS reports whether responses carry Strict-Transport-Security: when
+// browsers reach the server over https (RFC 6797).
+func (h HTTP) HSTS() bool { return strings.HasPrefix(h.PublicURL, "https://") }
 
 // Limits configures the API's rate limiter.
 type Limits struct {
@@ -218,9 +248,14 @@ type VerifySchedule struct {
 	Recheck     time.Duration // POSTHASTE_VERIFY_RECHECK: recheck of verified domains
 }
 
-// Egress configures outbound HTTP to user-supplied URLs.
+// Egress configures the connections made on users' behalf: HTTP to the
+// URLs they give (webhooks, attachment paths) and SMTP to the MX hosts of
+// their recipients (not to POSTHASTE_RELAY, which the operator chose).
 type Egress struct {
-	AllowPrivate bool // POSTHASTE_ALLOW_PRIVATE_EGRESS
+	AllowPrivate bool // POSTHASTE_ALLOW_PRIVATE_EGRESS: every address, and plain http
+	// Allow (POSTHASTE_EGRESS_ALLOW) lists addresses and CIDR prefixes
+	// that may be reached although they are private, loopback...
+	Allow []netip.Prefix
 }
 
 // OAuth configures dashboard sign-in through Google and GitHub.
@@ -245,15 +280,19 @@ func Load(getenv Getenv) (Config, error) {
 	r := reader{getenv: getenv}
 	host, _ := os.Hostname()
 	c := Config{
-		DataDir:     r.str("POSTHASTE_DATA_DIR", ".posthaste"),
-		LogFormat:   r.oneOf("POSTHASTE_LOG_FORMAT", "json", "json", "text"),
-		LogLevel:    r.oneOf("POSTHASTE_LOG_LEVEL", "info", "debug", "info", "warn", "error"),
-		DatabaseURL: r.secret("DATABASE_URL"),
-		MetricsAddr: r.str("POSTHASTE_METRICS_ADDR", ":9090"),
-		SystemFrom:  r.str("POSTHASTE_SYSTEM_FROM", ""),
+		DataDir:      r.str("POSTHASTE_DATA_DIR", ".posthaste"),
+		LogFormat:    r.oneOf("POSTHASTE_LOG_FORMAT", "json", "json", "text"),
+		LogLevel:     r.oneOf("POSTHASTE_LOG_LEVEL", "info", "debug", "info", "warn", "error"),
+		DatabaseURL:  r.secret("DATABASE_URL"),
+		MetricsAddr:  r.str("POSTHASTE_METRICS_ADDR", ":9090"),
+		MetricsToken: r.secret("POSTHASTE_METRICS_TOKEN"),
+		SystemFrom:   r.str("POSTHASTE_SYSTEM_FROM", ""),
 		HTTP: HTTP{Addr: r.str("POSTHASTE_HTTP_ADDR", ":3000"), TrustedProxies: r.list("POSTHASTE_TRUSTED_PROXIES"),
-			SecureCookies: r.boolean("POSTHASTE_SECURE_COOKIES", false),
-			PublicURL:     strings.TrimRight(r.str("POSTHASTE_PUBLIC_URL", ""), "/")},
+			PublicURL:     strings.TrimRight(r.str("POSTHASTE_PUBLIC_URL", ""), "/"),
+			ReadTimeout:   r.duration("POSTHASTE_HTTP_READ_TIMEOUT", 2*time.Minute),
+			WriteTimeout:  r.duration("POSTHASTE_HTTP_WRITE_TIMEOUT", 3*time.Minute),
+			IdleTimeout:   r.duration("POSTHASTE_HTTP_IDLE_TIMEOUT", 2*time.Minute),
+			KeyLookupRate: r.positive("POSTHASTE_KEY_LOOKUP_RATE", 10)},
 		Limits: Limits{
 			DefaultRate: r.positive("POSTHASTE_DEFAULT_RATE_LIMIT", 10),
 			RedisURL:    r.secret("REDIS_URL"),
@@ -289,7 +328,8 @@ func Load(getenv Getenv) (Config, error) {
 				Recheck:     r.duration("POSTHASTE_VERIFY_RECHECK", 24*time.Hour),
 			},
 		},
-		Egress: Egress{AllowPrivate: r.boolean("POSTHASTE_ALLOW_PRIVATE_EGRESS", false)},
+		Egress: Egress{AllowPrivate: r.boolean("POSTHASTE_ALLOW_PRIVATE_EGRESS", false),
+			Allow: r.prefixes("POSTHASTE_EGRESS_ALLOW")},
 		Webhooks: Webhooks{
 			Retry:        r.durations("POSTHASTE_WEBHOOK_RETRY", "5s,5m,30m,2h,5h,10h,10h"),
 			Timeout:      r.duration("POSTHASTE_WEBHOOK_TIMEOUT", 15*time.Second),
@@ -306,6 +346,13 @@ func Load(getenv Getenv) (Config, error) {
 			GitHubURL:          r.str("POSTHASTE_GITHUB_URL", "https://github.com"),
 			GitHubAPIURL:       r.str("POSTHASTE_GITHUB_API_URL", "https://api.github.com"),
 		},
+	}
+	// Cookies of a dashboard reached over https are Secure unless told
+	// otherwise (RFC 6265 §4.1.2.5).
+	c.HTTP.SecureCookies = r.boolean("POSTHASTE_SECURE_COOKIES", c.HTTP.HSTS())
+	if c.HTTP.WriteTimeout < c.HTTP.ReadTimeout {
+		r.fail("POSTHASTE_HTTP_WRITE_TIMEOUT", c.HTTP.WriteTimeout.String(),
+			"must be at least POSTHASTE_HTTP_READ_TIMEOUT: it also runs while the body is read")
 	}
 	c.CrashAt = r.str("POSTHASTE_TEST_CRASH_AT", "")
 	if _, err := faults.Parse(c.CrashAt); err != nil {
@@ -385,6 +432,7 @@ func (c Config) LogAttrs() []any {
 		slog.Int("temporal_ui_port", c.Temporal.UIPort), slog.String("hostname", c.Delivery.Hostname),
 		slog.String("dns_server", c.Delivery.DNSServer), slog.Int("mx_port", c.Delivery.MXPort),
 		slog.String("relay", c.Delivery.Relay), slog.Bool("allow_private_egress", c.Egress.AllowPrivate),
+		slog.Any("egress_allow", c.Egress.Allow),
 		slog.Bool("master_key_set", c.Domains.MasterKey != ""), slog.String("dkim_selector", c.Domains.DKIMSelector),
 		slog.String("bounce_host", c.Domains.BounceHost), slog.String("spf_include", c.Domains.SPFInclude),
 		slog.Duration("verify_interval", c.Domains.Verify.Interval), slog.Duration("verify_expire", c.Domains.Verify.Expire),
@@ -394,7 +442,10 @@ func (c Config) LogAttrs() []any {
 		slog.Any("trusted_proxies", c.HTTP.TrustedProxies), slog.Duration("retention", c.Retention.Period),
 		slog.Any("webhook_retry", c.Webhooks.Retry), slog.Duration("webhook_timeout", c.Webhooks.Timeout),
 		slog.Duration("webhook_disable_after", c.Webhooks.DisableAfter), slog.String("system_from", c.SystemFrom),
-		slog.String("public_url", c.HTTP.PublicURL),
+		slog.String("public_url", c.HTTP.PublicURL), slog.Bool("secure_cookies", c.HTTP.SecureCookies),
+		slog.Bool("hsts", c.HTTP.HSTS()), slog.Duration("http_read_timeout", c.HTTP.ReadTimeout),
+		slog.Duration("http_write_timeout", c.HTTP.WriteTimeout), slog.Duration("http_idle_timeout", c.HTTP.IdleTimeout),
+		slog.Int("key_lookup_rate", c.HTTP.KeyLookupRate), slog.Bool("metrics_token_set", c.MetricsToken != ""),
 		slog.Duration("outbox_retry_max", c.Dispatch.RetryMax), slog.Duration("outbox_give_up", c.Dispatch.GiveUp),
 		slog.Duration("reconcile_interval", c.Dispatch.ReconcileInterval),
 		slog.Duration("reconcile_queued_after", c.Dispatch.ReconcileQueuedAfter),
@@ -403,18 +454,34 @@ func (c Config) LogAttrs() []any {
 	}
 }
 
-// redactURL hides the password of a URL.
-func redactURL(u string) string {
-	scheme, rest, ok := strings.Cut(u, "://")
-	if !ok {
+// redactURL hides the secrets of a URL: the password of its user
+// information and the value of every query parameter named like a password,
+// secret or token (libpq reads password= and sslpassword= from the query).
+// What does not parse as a URL (a key=value connection string) is not shown.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" || u.Opaque != "" {
 		return "(set)"
 	}
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return u
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
 	}
-	user, _, _ := strings.Cut(rest[:at], ":")
-	return scheme + "://" + user + ":xxxxx@" + rest[at+1:]
+	if u.RawQuery != "" {
+		q, err := url.ParseQuery(u.RawQuery)
+		if err != nil {
+			u.RawQuery = "(redacted)"
+		} else {
+			for k := range q {
+				if n := strings.ToLower(k); strings.Contains(n, "pass") || strings.Contains(n, "secret") ||
+					strings.Contains(n, "token") {
+					q[k] = []string{"xxxxx"}
+				}
+			}
+			u.RawQuery = q.Encode()
+		}
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
 }
 
 type reader struct {
@@ -495,6 +562,16 @@ func (r *reader) list(name string) []string {
 		if p = strings.TrimSpace(p); p != "" {
 			out = append(out, p)
 		}
+	}
+	return out
+}
+
+// prefixes reads a comma-separated list of IP addresses and CIDR prefixes.
+func (r *reader) prefixes(name string) []netip.Prefix {
+	v := r.getenv(name)
+	out, err := egress.ParseAllowList(v)
+	if err != nil {
+		r.fail(name, v, "must be IP addresses or CIDR prefixes separated by commas: "+err.Error())
 	}
 	return out
 }

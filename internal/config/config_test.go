@@ -145,3 +145,79 @@ func TestLoadDispatch(t *testing.T) {
 	_, err = Load(env(map[string]string{"POSTHASTE_RECONCILE_MAX_RESTARTS": "0"}))
 	require.ErrorContains(t, err, "POSTHASTE_RECONCILE_MAX_RESTARTS")
 }
+
+// TestDatabasePasswordInTheQueryIsRedacted: libpq and pgx read password=
+// (and sslpassword=) from the URL's query; the startup log never shows it.
+func TestDatabasePasswordInTheQueryIsRedacted(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://app@db:5432/posthaste?password=hunter2&sslmode=disable": "postgres://app@db:5432/posthaste?password=xxxxx&sslmode=disable",
+		"postgres://app:hunter2@db/posthaste?sslpassword=hunter2":           "postgres://app:xxxxx@db/posthaste?sslpassword=xxxxx",
+		"postgres://app:hunter2@h1:5432,h2:5432/posthaste":                  "postgres://app:xxxxx@h1:5432,h2:5432/posthaste",
+		"postgres://app:p%40ss@db/posthaste#hunter2":                        "postgres://app:xxxxx@db/posthaste",
+		"postgres:///posthaste?host=/run/pg&PASSWORD=hunter2":               "postgres:///posthaste?PASSWORD=xxxxx&host=%2Frun%2Fpg",
+		"host=db user=app password=hunter2":                                 "(set)",
+		"redis://:hunter2@cache:6379/0":                                     "redis://:xxxxx@cache:6379/0",
+		"redis://cache:6379/0?password=hunter2;x":                           "redis://cache:6379/0?(redacted)",
+	} {
+		require.Equal(t, want, redactURL(in), in)
+	}
+	c, err := Load(env(map[string]string{"DATABASE_URL": "postgres://app@db/posthaste?password=hunter2",
+		"REDIS_URL": "redis://cache:6379/0?password=hunter2"}))
+	require.NoError(t, err)
+	require.NotContains(t, fmt.Sprint(c.LogAttrs()...), "hunter2")
+}
+
+// TestHTTPSPublicURLMeansSecureCookiesAndHSTS: a dashboard reached over
+// https sets Secure cookies and sends HSTS unless told otherwise.
+func TestHTTPSPublicURLMeansSecureCookiesAndHSTS(t *testing.T) {
+	c, err := Load(env(nil))
+	require.NoError(t, err)
+	require.False(t, c.HTTP.SecureCookies)
+	require.False(t, c.HTTP.HSTS())
+	c, err = Load(env(map[string]string{"POSTHASTE_PUBLIC_URL": "http://localhost:3000"}))
+	require.NoError(t, err)
+	require.False(t, c.HTTP.SecureCookies)
+	require.False(t, c.HTTP.HSTS())
+	c, err = Load(env(map[string]string{"POSTHASTE_PUBLIC_URL": "https://mail.example.com/"}))
+	require.NoError(t, err)
+	require.True(t, c.HTTP.SecureCookies)
+	require.True(t, c.HTTP.HSTS())
+	c, err = Load(env(map[string]string{"POSTHASTE_PUBLIC_URL": "https://mail.example.com", "POSTHASTE_SECURE_COOKIES": "false"}))
+	require.NoError(t, err)
+	require.False(t, c.HTTP.SecureCookies, "an explicit setting wins")
+	c, err = Load(env(map[string]string{"POSTHASTE_SECURE_COOKIES": "true"}))
+	require.NoError(t, err)
+	require.True(t, c.HTTP.SecureCookies)
+}
+
+func TestLoadHTTPLimits(t *testing.T) {
+	c, err := Load(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Minute, c.HTTP.ReadTimeout)
+	require.Equal(t, 3*time.Minute, c.HTTP.WriteTimeout)
+	require.Equal(t, 2*time.Minute, c.HTTP.IdleTimeout)
+	require.Equal(t, 10, c.HTTP.KeyLookupRate)
+	require.Empty(t, c.MetricsToken)
+
+	path := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(path, []byte("s3cret-scrape\n"), 0o600))
+	c, err = Load(env(map[string]string{"POSTHASTE_HTTP_READ_TIMEOUT": "30s", "POSTHASTE_HTTP_WRITE_TIMEOUT": "45s",
+		"POSTHASTE_HTTP_IDLE_TIMEOUT": "1m", "POSTHASTE_KEY_LOOKUP_RATE": "3", "POSTHASTE_METRICS_TOKEN_FILE": path}))
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Second, c.HTTP.ReadTimeout)
+	require.Equal(t, 45*time.Second, c.HTTP.WriteTimeout)
+	require.Equal(t, time.Minute, c.HTTP.IdleTimeout)
+	require.Equal(t, 3, c.HTTP.KeyLookupRate)
+	require.Equal(t, "s3cret-scrape", c.MetricsToken)
+	require.NotContains(t, fmt.Sprint(c.LogAttrs()...), "s3cret-scrape")
+
+	for name, val := range map[string]string{
+		"POSTHASTE_HTTP_READ_TIMEOUT":  "forever",
+		"POSTHASTE_HTTP_WRITE_TIMEOUT": "1m", // shorter than the read timeout
+		"POSTHASTE_HTTP_IDLE_TIMEOUT":  "0s",
+		"POSTHASTE_KEY_LOOKUP_RATE":    "0",
+	} {
+		_, err := Load(env(map[string]string{name: val}))
+		require.ErrorContains(t, err, name, name)
+	}
+}

@@ -1,17 +1,23 @@
 // Package dashboard serves Posthaste's web dashboard under /dashboard/:
 // server-rendered pages (html/template, embedded assets, a little
-// progressive JavaScript for charts) behind a password login with
-// sessions stored in PostgreSQL and CSRF tokens on every form.
+// progressive JavaScript for charts and copy buttons; every form works
+// without it) behind a password login with sessions stored in PostgreSQL
+// and CSRF tokens on every form. Domains and webhook endpoints are managed
+// through the same use cases as the API (internal/domains,
+// webhook.Endpoints).
 package dashboard
 
 import (
 	"context"
 	"embed"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,9 +25,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/domains"
+	"github.com/posthaste/posthaste/internal/password"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/webhook"
 )
 
 //go:embed templates/*.html
@@ -41,12 +50,28 @@ type Config struct {
 	Namespace string
 	// Records is the operator's side of the DNS records domains publish.
 	Records records.Config
-	// Keys seals TOTP secrets; nil makes two-factor setup unavailable.
+	// Keys seals TOTP secrets, new domains' DKIM keys and webhook signing
+	// secrets; nil makes two-factor setup, adding domains and webhooks
+	// unavailable.
 	Keys *seal.Box
-	// WebhookWaker wakes an endpoint's delivery after a replay; may be nil.
+	// DKIMSelector is the selector of the DKIM keys of domains added here.
+	DKIMSelector string
+	// WebhookWaker wakes an endpoint's delivery after a change or a
+	// replay; may be nil.
 	WebhookWaker WebhookWaker
-	// Verifier starts domain verification; nil disables the verify button.
+	// WebhookClient posts the test events sent from an endpoint's page;
+	// nil hides the test button.
+	WebhookClient *webhook.Client
+	// AllowHTTPWebhooks accepts plain http endpoints
+	// (POSTHASTE_ALLOW_PRIVATE_EGRESS).
+	AllowHTTPWebhooks bool
+	// Outbox is poked after domain events are emitted; may be nil.
+	Outbox domains.Notifier
+	// Verifier starts and stops domain verification; nil disables the
+	// verify button.
 	Verifier Verifier
+	// SMTP is what the quick-start page tells mail clients.
+	SMTP SMTPSettings
 	// OAuth offers sign-in through Google and GitHub when configured.
 	OAuth OAuth
 	// PublicURL is where browsers reach the dashboard's server, e.g.
@@ -56,9 +81,18 @@ type Config struct {
 	// Mailer sends invitations and password-reset links; nil shows owners
 	// the invitation link to pass on and makes password reset unavailable.
 	Mailer Mailer
+	// MailLimits bound the invitation and password-reset emails per team
+	// and per address; zero fields take the defaults.
+	MailLimits MailLimits
 	// SecureCookies marks cookies Secure; set it when served over TLS.
 	SecureCookies bool
-	Logger        *slog.Logger
+	// TrustedProxies are the addresses or CIDRs of reverse proxies whose
+	// X-Forwarded-For names the client (POSTHASTE_TRUSTED_PROXIES), for
+	// the throttles of sign-in and the other forms shown before it.
+	TrustedProxies []string
+	// Passwords hashes and checks passwords; nil → password.Shared().
+	Passwords *password.Pool
+	Logger    *slog.Logger
 }
 
 // Mailer sends the dashboard's own emails through Posthaste. They carry
@@ -83,8 +117,14 @@ type Handler struct {
 	mux      *http.ServeMux
 	logger   *slog.Logger
 	throttle *throttle
-	oidc     oidcProviders
-	now      func() time.Time
+	// domainSvc and endpoints are the use cases shared with the API.
+	domainSvc *domains.Service
+	endpoints *webhook.Endpoints
+	// proxies are the parsed Config.TrustedProxies.
+	proxies   []netip.Prefix
+	passwords *password.Pool
+	oidc      oidcProviders
+	now       func() time.Time
 	// background counts the password-reset emails being sent.
 	background sync.WaitGroup
 }
@@ -102,11 +142,23 @@ func New(cfg Config) (*Handler, error) {
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	h := &Handler{cfg: cfg, store: cfg.Store, logger: cfg.Logger.With("component", "dashboard"),
-		throttle: newThrottle(5, 15*time.Minute), now: time.Now, pages: map[string]*template.Template{}}
+		throttle: newThrottle(), passwords: cfg.Passwords, now: time.Now, pages: map[string]*template.Template{}}
+	if h.passwords == nil {
+		h.passwords = password.Shared()
+	}
+	var err error
+	if h.proxies, err = parseProxies(cfg.TrustedProxies); err != nil {
+		return nil, fmt.Errorf("trusted proxies: %w", err)
+	}
+	h.domainSvc = domains.New(domains.Config{Keys: cfg.Keys, DKIMSelector: cfg.DKIMSelector,
+		Verifier: cfg.Verifier, Outbox: cfg.Outbox, Logger: cfg.Logger}, cfg.Store)
+	h.endpoints = webhook.NewEndpoints(webhook.EndpointsConfig{Keys: cfg.Keys, Client: cfg.WebhookClient,
+		Waker: cfg.WebhookWaker, AllowHTTP: cfg.AllowHTTPWebhooks, Logger: cfg.Logger}, cfg.Store)
 	funcs := template.FuncMap{"fmtTime": fmtTime, "badge": badge, "join": strings.Join,
-		"deref": func(p *int) int { return *p }}
-	for _, page := range []string{"login", "emails", "email", "metrics", "domains", "apikeys", "suppressions", "mfa", "account", "webhooks", "webhook_event", "logs", "log", "team", "invite", "forgot", "reset"} {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
+		"deref": func(p *int) int { return *p }, "prose": prose, "has": slices.Contains[[]string]}
+	for _, page := range []string{"login", "emails", "email", "metrics", "domains", "apikeys", "suppressions", "mfa", "account", "webhooks", "webhook_event", "logs", "log", "team", "invite", "forgot", "reset",
+		"domain", "domain_delete", "webhook", "webhook_delete", "quickstart"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
 		}
@@ -148,12 +200,27 @@ func New(cfg Config) (*Handler, error) {
 	m.Handle("GET /dashboard/emails/{id}/preview", h.signedIn(h.emailPreview))
 	m.Handle("GET /dashboard/metrics", h.signedIn(h.metrics))
 	m.Handle("GET /dashboard/domains", h.signedIn(h.domains))
+	m.Handle("POST /dashboard/domains", h.signedIn(h.addDomain))
+	m.Handle("GET /dashboard/domains/{id}", h.signedIn(h.domain))
 	m.Handle("POST /dashboard/domains/{id}/verify", h.signedIn(h.verifyDomain))
+	m.Handle("POST /dashboard/domains/{id}/settings", h.signedIn(h.domainSettings))
+	m.Handle("GET /dashboard/domains/{id}/delete", h.signedIn(h.deleteDomainPage))
+	m.Handle("POST /dashboard/domains/{id}/delete", h.signedIn(h.deleteDomain))
 	m.Handle("GET /dashboard/webhooks", h.signedIn(h.webhooks))
+	m.Handle("POST /dashboard/webhooks", h.signedIn(h.addWebhook))
+	m.Handle("GET /dashboard/webhooks/{id}", h.signedIn(h.webhook))
+	m.Handle("POST /dashboard/webhooks/{id}", h.signedIn(h.editWebhook))
+	m.Handle("POST /dashboard/webhooks/{id}/status", h.signedIn(h.webhookStatus))
+	m.Handle("POST /dashboard/webhooks/{id}/secret", h.signedIn(h.revealWebhookSecret))
+	m.Handle("POST /dashboard/webhooks/{id}/rotate", h.signedIn(h.rotateWebhookSecret))
+	m.Handle("POST /dashboard/webhooks/{id}/test", h.signedIn(h.testWebhook))
+	m.Handle("GET /dashboard/webhooks/{id}/delete", h.signedIn(h.deleteWebhookPage))
+	m.Handle("POST /dashboard/webhooks/{id}/delete", h.signedIn(h.deleteWebhook))
 	m.Handle("GET /dashboard/webhooks/{id}/events/{msg}", h.signedIn(h.webhookEvent))
 	m.Handle("POST /dashboard/webhooks/{id}/events/{msg}/replay", h.signedIn(h.replayWebhookEvent))
 	m.Handle("GET /dashboard/team", h.signedIn(h.team))
 	m.Handle("POST /dashboard/team/password", h.signedIn(h.changePassword))
+	m.Handle("POST /dashboard/team/confirm-address", h.signedIn(h.confirmAddress))
 	m.Handle("POST /dashboard/team/members/{id}/remove", h.signedIn(h.removeMember))
 	m.Handle("POST /dashboard/team/invitations", h.signedIn(h.invite))
 	m.Handle("POST /dashboard/team/invitations/{id}/revoke", h.signedIn(h.revokeInvitation))
@@ -161,6 +228,8 @@ func New(cfg Config) (*Handler, error) {
 	m.Handle("GET /dashboard/logs/{id}", h.signedIn(h.logEntry))
 	m.Handle("GET /dashboard/suppressions", h.signedIn(h.suppressions))
 	m.Handle("POST /dashboard/suppressions/{id}/remove", h.signedIn(h.removeSuppression))
+	m.Handle("GET /dashboard/getting-started", h.signedIn(h.quickstart))
+	m.Handle("POST /dashboard/getting-started/key", h.signedIn(h.quickstartKey))
 	m.Handle("GET /dashboard/api-keys", h.signedIn(h.apiKeys))
 	m.Handle("POST /dashboard/api-keys", h.signedIn(h.createAPIKey))
 	m.Handle("POST /dashboard/api-keys/{id}/revoke", h.signedIn(h.revokeAPIKey))
@@ -178,7 +247,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 		hd.Set("X-Frame-Options", "DENY")
 	}
-	h.mux.ServeHTTP(w, r)
+	h.mux.ServeHTTP(w, h.withClient(r))
 }
 
 func cacheable(next http.Handler) http.Handler {
@@ -207,8 +276,17 @@ type view struct {
 	Data    any
 }
 
+// fail answers an error: 503 with Retry-After when the password pool is
+// saturated or the client left (not logged: it is what a flood looks
+// like); otherwise 500, logging err with the route's pattern, never the
+// path: the paths of invitation and reset links hold their tokens.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	h.logger.Error("dashboard request failed", "path", r.URL.Path, "err", err)
+	if busy(err) {
+		retryAfter(w, busyRetry)
+		http.Error(w, serverBusy, http.StatusServiceUnavailable)
+		return
+	}
+	h.logger.Error("dashboard request failed", "route", r.Pattern, "err", err)
 	http.Error(w, "Something went wrong. Try again.", http.StatusInternalServerError)
 }
 
@@ -242,14 +320,32 @@ func (h *Handler) link(path string) string { return h.cfg.PublicURL + path }
 
 func fmtTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
 
+// prose shows a message of the API's vocabulary to a person: `field`
+// quotes become <code> elements, everything else is escaped.
+func prose(msg string) template.HTML {
+	parts := strings.Split(msg, "`")
+	var b strings.Builder
+	for i, p := range parts {
+		p = template.HTMLEscapeString(p)
+		if i%2 == 1 && i < len(parts)-1 {
+			p = "<code>" + p + "</code>"
+		} else if i%2 == 1 {
+			p = "`" + p // an unmatched quote stays as it was
+		}
+		b.WriteString(p)
+	}
+	return template.HTML(b.String()) //nolint:gosec // every part is escaped above
+}
+
 // badge is the CSS class of a state badge.
 func badge(state string) string {
 	switch state {
-	case store.EventDelivered, store.EventSent:
+	case store.EventDelivered, store.EventSent, store.DomainVerified, store.WebhookEnabled, store.MessageSuccess:
 		return "ok"
-	case store.EventBounced, store.EventComplained, store.EventFailed, store.EventSuppressed:
+	case store.EventBounced, store.EventComplained, store.EventFailed, store.EventSuppressed, store.WebhookDisabled:
 		return "bad"
-	case store.EventDeliveryDelayed, store.EventScheduled, store.EventQueued:
+	case store.EventDeliveryDelayed, store.EventScheduled, store.EventQueued, store.DomainPending,
+		store.DomainTemporaryFailure, store.MessageAttempting:
 		return "wait"
 	}
 	return "neutral"

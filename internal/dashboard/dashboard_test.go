@@ -23,6 +23,7 @@ import (
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/dashboard"
+	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/password"
 	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/records"
@@ -30,6 +31,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/storetest"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/webhook"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -72,8 +74,16 @@ func (m *fakeMailer) mails() []dashboard.Mail {
 const publicURL = "https://mail.example.test"
 
 type recordingVerifier struct {
-	mu  sync.Mutex
-	ids []string
+	mu        sync.Mutex
+	ids       []string
+	forgotten []string
+}
+
+func (v *recordingVerifier) Forget(_ context.Context, id string) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.forgotten = append(v.forgotten, id)
+	return nil
 }
 
 func (v *recordingVerifier) Verify(_ context.Context, id string) error {
@@ -96,7 +106,8 @@ func newFixture(t *testing.T, opts ...func(*dashboard.Config)) *fixture {
 	mailer := &fakeMailer{}
 	cfg := dashboard.Config{Store: st, Auth: authn, TemporalUIURL: "http://ui.example:8233", Keys: box, WebhookWaker: wk,
 		Records: records.Config{BounceHost: "bounces.posthaste.example", SPFInclude: "spf.posthaste.example"}, Verifier: v,
-		Mailer: mailer, PublicURL: publicURL + "/"}
+		Mailer: mailer, PublicURL: publicURL + "/", DKIMSelector: "posthaste", AllowHTTPWebhooks: true,
+		WebhookClient: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), webhook.ClientConfig{})}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -354,8 +365,9 @@ func TestDomainsAndSuppressionsPages(t *testing.T) {
 	c := f.browser()
 	f.login(c, f.a.Email, f.a.Password)
 	_, page := get(t, c, f.srv.URL+"/dashboard/domains")
-	require.Contains(t, page, "shop.test")
+	require.Contains(t, page, `<a href="/dashboard/domains/`+dom.ID.String()+`">shop.test</a>`)
 	require.Contains(t, page, `class="badge neutral">not_started<`)
+	_, page = get(t, c, f.srv.URL+"/dashboard/domains/"+dom.ID.String())
 	require.Contains(t, page, "posthaste._domainkey")
 	require.Contains(t, page, "v=DKIM1; k=rsa; p=MIIBIjANBgkq")
 	require.Contains(t, page, "v=spf1 include:spf.posthaste.example ~all")
@@ -434,7 +446,8 @@ func TestTOTPSignIn(t *testing.T) {
 	res, page = post(t, c2, f.srv.URL+"/dashboard/login/mfa", url.Values{"csrf": {csrf(t, page)}, "code": {"123456"}})
 	require.Equal(t, http.StatusUnauthorized, res.StatusCode)
 	require.Contains(t, page, "That code is not valid.")
-	code, err := totp.GenerateCode(secret, time.Now())
+	// The app's next code: the current one was spent on the setup.
+	code, err := totp.GenerateCode(secret, time.Now().Add(30*time.Second))
 	require.NoError(t, err)
 	res, _ = post(t, c2, f.srv.URL+"/dashboard/login/mfa", url.Values{"csrf": {csrf(t, page)}, "code": {code}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
@@ -527,7 +540,8 @@ func TestWebhooksPages(t *testing.T) {
 	_, page := get(t, c, f.srv.URL+"/dashboard/webhooks")
 	require.Contains(t, page, "https://hooks.shop.test/live")
 	require.Contains(t, page, "email.sent, email.bounced")
-	require.Regexp(t, `(?s)https://hooks.shop.test/gone</strong> is disabled: the endpoint answered 410 Gone`, page)
+	require.Regexp(t, `(?s)https://hooks.shop.test/gone</a> is disabled \(the endpoint answered 410 Gone\)`, page)
+	_, page = get(t, c, f.srv.URL+"/dashboard/webhooks/"+live.ID.String())
 	require.Contains(t, page, "msg_"+msg.ID.String())
 
 	eventURL := f.srv.URL + "/dashboard/webhooks/" + live.ID.String() + "/events/" + msg.ID.String()

@@ -1,71 +1,209 @@
 package dashboard
 
 import (
-	"context"
+	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/records"
+	"github.com/posthaste/posthaste/internal/domains"
+	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/webhook"
 )
 
-// Verifier makes a domain's verification check its records at once.
-type Verifier interface {
-	Verify(ctx context.Context, domainID string) error
-}
+// Verifier starts and stops the verification of domains.
+type Verifier = domains.Verifier
 
-type domainView struct {
-	Domain  store.Domain
-	Records []recordView
-}
-
-type recordView struct {
-	records.Record
-	Status string
+// domainForm is what the Add a domain form holds, kept when it is shown
+// again with an error.
+type domainForm struct {
+	Name, Region, ReturnPath string
 }
 
 type domainsData struct {
-	Domains []domainView
+	Domains []store.Domain
+	Regions []string
+	Form    domainForm
+	Error   formError
+}
+
+// formError is a problem with a form's input, shown above the form.
+type formError struct {
+	Message string
+	Field   string // the API name of the offending field, "" when none
+}
+
+// asFormError returns the form error of err, false when err is neither
+// one a person can fix by changing the form nor a limit of the server
+// they should read next to it.
+func asFormError(err error) (formError, bool) {
+	var ie *invalid.Error
+	var le *store.LimitError
+	switch {
+	case errors.As(err, &ie):
+		return formError{Message: ie.Message, Field: ie.Field}, true
+	case errors.As(err, &le):
+		return formError{Message: fmt.Sprintf("Your team already has %d %s, the most allowed: delete one first.", le.Max, le.What)}, true
+	case errors.Is(err, domains.ErrNoMasterKey), errors.Is(err, webhook.ErrNoMasterKey):
+		return formError{Message: "This server has no master key (POSTHASTE_MASTER_KEY) to protect the DKIM keys and " +
+			"signing secrets it would make. Ask its operator to set one."}, true
+	}
+	return formError{}, false
 }
 
 func (h *Handler) domains(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	h.renderDomains(w, r, se, http.StatusOK, domainsData{Form: domainForm{ReturnPath: domains.DefaultReturnPath}})
+}
+
+func (h *Handler) renderDomains(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d domainsData) {
 	list, _, err := h.store.ListDomains(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	var d domainsData
-	for _, dom := range list {
-		v := domainView{Domain: dom}
-		for _, rec := range records.For(h.cfg.Records, records.Domain{Name: dom.Name, ReturnPath: dom.ReturnPath,
-			DKIMSelector: dom.DKIMSelector, DKIMPublicKey: dom.DKIMPublicKey}) {
-			status := dom.RecordStatus[rec.Key]
-			if status == "" {
-				status = store.DomainNotStarted
-			}
-			v.Records = append(v.Records, recordView{Record: rec, Status: status})
-		}
-		d.Domains = append(d.Domains, v)
-	}
-	h.render(w, http.StatusOK, "domains", view{Title: "Domains", Nav: "domains", Session: se, CSRF: se.CSRFToken, Data: d})
+	d.Domains, d.Regions = list, domains.Regions
+	h.render(w, status, "domains", view{Title: "Domains", Nav: "domains", Session: se, CSRF: se.CSRFToken, Data: d})
 }
 
-func (h *Handler) verifyDomain(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	d, ok := byPathID(h, w, r, func(id uuid.UUID) (store.Domain, error) {
-		return h.store.MarkDomainPending(r.Context(), se.TeamID, id)
-	})
-	if !ok {
+// addDomain adds a domain and opens its page with the records to publish.
+func (h *Handler) addDomain(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	f := domainForm{Name: strings.TrimSpace(r.PostFormValue("name")), Region: r.PostFormValue("region"),
+		ReturnPath: strings.TrimSpace(r.PostFormValue("custom_return_path"))}
+	req := domains.Request{Name: f.Name, Region: &f.Region, ReturnPath: &f.ReturnPath}
+	if f.Region == "" {
+		req.Region = nil
+	}
+	if f.ReturnPath == "" {
+		req.ReturnPath = nil
+	}
+	d, err := h.domainSvc.Add(r.Context(), se.TeamID, req)
+	if fe, ok := asFormError(err); ok {
+		h.renderDomains(w, r, se, http.StatusUnprocessableEntity, domainsData{Form: f, Error: fe})
 		return
 	}
-	if h.cfg.Verifier == nil {
-		http.Error(w, "Domain verification is not available on this server.", http.StatusServiceUnavailable)
-		return
-	}
-	if err := h.cfg.Verifier.Verify(r.Context(), d.ID.String()); err != nil {
+	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
+	h.logger.Info("domain created", "team_id", se.TeamID, "domain", d.Name)
+	http.Redirect(w, r, "/dashboard/domains/"+d.ID.String()+"?done=added", http.StatusSeeOther)
+}
+
+type domainData struct {
+	Domain   store.Domain
+	Records  []domains.Record
+	TLSModes []string
+	Notice   string
+	Error    formError
+	Confirm  string // what was typed on the delete page
+	// CanVerify is false when the server cannot start verifications.
+	CanVerify bool
+}
+
+// loadDomain loads the {id} domain of the session's team.
+func (h *Handler) loadDomain(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Domain, bool) {
+	return byPathID(h, w, r, func(id uuid.UUID) (store.Domain, error) {
+		return h.store.GetDomain(r.Context(), se.TeamID, id)
+	})
+}
+
+// domainNotices are the messages a redirect back to a domain's page may ask for.
+var domainNotices = map[string]string{
+	"added":    "Domain added. Publish the records below at your DNS provider, then verify.",
+	"verify":   "Checking the records now; the statuses below update as the checks finish. DNS changes can take a while to be visible.",
+	"settings": "Settings saved.",
+}
+
+// domain shows a domain: its records to publish with their statuses, its
+// settings, and the way to verify and delete it.
+func (h *Handler) domain(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	d, ok := h.loadDomain(w, r, se)
+	if !ok {
+		return
+	}
+	h.renderDomain(w, se, http.StatusOK, "domain", domainData{Domain: d, Notice: domainNotices[r.URL.Query().Get("done")]})
+}
+
+func (h *Handler) renderDomain(w http.ResponseWriter, se *store.Session, status int, page string, d domainData) {
+	d.Records = domains.Records(h.cfg.Records, d.Domain)
+	d.TLSModes = domains.TLSModes
+	d.CanVerify = h.cfg.Verifier != nil
+	title := d.Domain.Name
+	if page == "domain_delete" {
+		title = "Delete " + title
+	}
+	h.render(w, status, page, view{Title: title, Nav: "domains", Session: se, CSRF: se.CSRFToken, Data: d})
+}
+
+func (h *Handler) verifyDomain(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	d, err := h.domainSvc.Verify(r.Context(), se.TeamID, id)
+	if errors.Is(err, domains.ErrVerificationUnavailable) {
+		h.logger.Warn("starting domain verification", "team_id", se.TeamID, "domain", d.Name, "err", err)
+		h.renderDomain(w, se, http.StatusServiceUnavailable, "domain", domainData{Domain: d,
+			Error: formError{Message: "The verification could not be started. Try again in a minute."}})
+		return
+	}
+	if err != nil {
+		h.failOr404(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/dashboard/domains/"+id.String()+"?done=verify", http.StatusSeeOther)
+}
+
+// domainSettings changes a domain's tracking and TLS settings. The form
+// sends every setting: an unchecked box is off.
+func (h *Handler) domainSettings(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	d, ok := h.loadDomain(w, r, se)
+	if !ok {
+		return
+	}
+	open, click := r.PostFormValue("open_tracking") == "on", r.PostFormValue("click_tracking") == "on"
+	tls := r.PostFormValue("tls")
+	_, err := h.domainSvc.Update(r.Context(), se.TeamID, d.ID, domains.Settings{OpenTracking: &open, ClickTracking: &click, TLS: &tls})
+	if fe, ok := asFormError(err); ok {
+		h.renderDomain(w, se, http.StatusUnprocessableEntity, "domain", domainData{Domain: d, Error: fe})
+		return
+	}
+	if err != nil {
+		h.failOr404(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/dashboard/domains/"+d.ID.String()+"?done=settings", http.StatusSeeOther)
+}
+
+// deleteDomainPage asks to confirm a deletion by typing the domain's name.
+func (h *Handler) deleteDomainPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	d, ok := h.loadDomain(w, r, se)
+	if !ok {
+		return
+	}
+	h.renderDomain(w, se, http.StatusOK, "domain_delete", domainData{Domain: d})
+}
+
+func (h *Handler) deleteDomain(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	d, ok := h.loadDomain(w, r, se)
+	if !ok {
+		return
+	}
+	typed := strings.TrimSpace(r.PostFormValue("confirm"))
+	if !strings.EqualFold(strings.TrimSuffix(typed, "."), d.Name) {
+		h.renderDomain(w, se, http.StatusUnprocessableEntity, "domain_delete", domainData{Domain: d, Confirm: typed,
+			Error: formError{Field: "confirm", Message: "Type the domain name, " + d.Name + ", to confirm."}})
+		return
+	}
+	if _, err := h.domainSvc.Delete(r.Context(), se.TeamID, d.ID); err != nil {
+		h.failOr404(w, r, err)
+		return
+	}
+	h.logger.Info("domain deleted", "team_id", se.TeamID, "domain", d.Name)
 	http.Redirect(w, r, "/dashboard/domains", http.StatusSeeOther)
 }
 

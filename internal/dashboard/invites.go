@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -18,9 +19,45 @@ import (
 // invitationLifetime is how long an invitation link works.
 const invitationLifetime = 7 * 24 * time.Hour
 
+// MailLimits bound the emails the dashboard sends through Config.Mailer, so
+// that neither a team nor anyone asking for password resets can drain the
+// system sender's quota or flood an address. The counts are kept in
+// PostgreSQL (store.ReserveSystemMail), shared by every process, over the
+// last hour. Zero fields take the defaults.
+type MailLimits struct {
+	// TeamInvitations is how many invitation emails one team sends per
+	// hour (default 20).
+	TeamInvitations int
+	// PerAddress is how many invitation and password-reset emails, from
+	// every team, one address receives per hour (default 5).
+	PerAddress int
+}
+
+// Defaults of MailLimits.
+const (
+	defaultTeamInvitations = 20
+	defaultMailsPerAddress = 5
+	mailLimitWindow        = time.Hour
+)
+
+func (h *Handler) mailLimits() store.SystemMailLimits {
+	l := store.SystemMailLimits{Window: mailLimitWindow, PerTeam: h.cfg.MailLimits.TeamInvitations,
+		PerAddress: h.cfg.MailLimits.PerAddress}
+	if l.PerTeam <= 0 {
+		l.PerTeam = defaultTeamInvitations
+	}
+	if l.PerAddress <= 0 {
+		l.PerAddress = defaultMailsPerAddress
+	}
+	return l
+}
+
 // invite lets an owner invite an address to the team: it stores the
 // invitation (replacing an earlier one for the address) and emails its link,
-// or shows the link when no email can take it.
+// or shows the link when no email can take it. Emailed invitations count
+// against the team's and the address's hourly limits (MailLimits); past
+// them the owner gets an error and nothing is stored. Only an emailed link
+// proves the address of whoever joins with it (store.Invitation.EmailedAt).
 func (h *Handler) invite(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if !h.requireOwner(w, r, se, func() {
 		h.renderTeam(w, r, se, http.StatusForbidden, teamData{Error: "Only team owners can invite members."})
@@ -45,6 +82,26 @@ func (h *Handler) invite(w http.ResponseWriter, r *http.Request, se *store.Sessi
 		h.renderTeam(w, r, se, http.StatusConflict, teamData{Error: email + " is already a member of the team."})
 		return
 	}
+	if h.cfg.Mailer != nil {
+		lim := h.mailLimits()
+		err := h.store.ReserveSystemMail(r.Context(), store.SystemMail{Kind: store.SystemMailInvitation, TeamID: se.TeamID,
+			Email: email}, lim, h.now())
+		switch {
+		case errors.Is(err, store.ErrTeamMailLimit):
+			h.logger.Warn("invitation refused: the team's hourly invitation limit is reached", "team_id", se.TeamID)
+			h.renderTeam(w, r, se, http.StatusTooManyRequests, teamData{Error: fmt.Sprintf("This team has sent %d invitation "+
+				"emails in the last hour, the most it may. Try again later.", lim.PerTeam)})
+			return
+		case errors.Is(err, store.ErrAddressMailLimit):
+			h.logger.Warn("invitation refused: the address's hourly email limit is reached", "team_id", se.TeamID)
+			h.renderTeam(w, r, se, http.StatusTooManyRequests, teamData{Error: email + " has been sent too many emails " +
+				"by this server in the last hour. Try again later."})
+			return
+		case err != nil:
+			h.fail(w, r, err)
+			return
+		}
+	}
 	tok := randomToken()
 	inv, err := h.store.Invite(r.Context(), store.Invitation{ID: uuid.New(), TeamID: se.TeamID, Email: email, Role: role,
 		InvitedBy: &se.UserID, ExpiresAt: h.now().Add(invitationLifetime)}, tokenHash(tok))
@@ -62,6 +119,10 @@ func (h *Handler) invite(w http.ResponseWriter, r *http.Request, se *store.Sessi
 		h.logger.Error("sending an invitation", "team_id", se.TeamID, "err", err)
 		d = teamData{InviteLink: link, Error: "The invitation email could not be sent. Send " + email +
 			" this link yourself: it works once, for 7 days."}
+	} else if err := h.store.MarkInvitationEmailed(r.Context(), tokenHash(tok)); err != nil {
+		// The link still works; joining with it just does not prove the
+		// address.
+		h.logger.Error("recording that an invitation was emailed", "team_id", se.TeamID, "err", err)
 	}
 	h.logger.Info("member invited", "team_id", se.TeamID)
 	h.renderTeam(w, r, se, http.StatusCreated, d)
@@ -170,6 +231,9 @@ func (h *Handler) showInvitation(w http.ResponseWriter, r *http.Request, status 
 // joinAsNewUser creates the invited address's user with the chosen
 // password as a member of the team, spends the invitation and signs in.
 func (h *Handler) joinAsNewUser(w http.ResponseWriter, r *http.Request) {
+	if !h.anonymousAttempt(w, r) {
+		return
+	}
 	d, ok := h.liveInvitation(w, r)
 	if !ok {
 		return
@@ -223,4 +287,25 @@ func (h *Handler) acceptInvitation(w http.ResponseWriter, r *http.Request, se *s
 	}
 	h.logger.Info("invitation accepted", "team_id", inv.TeamID)
 	http.Redirect(w, r, "/dashboard/team", http.StatusSeeOther)
+}
+
+// addressData tells a user whether their address is proven and, when it
+// is not, how they can prove it (Team page).
+type addressData struct {
+	Email      string
+	Unproven   bool
+	ByEmail    bool           // a mailer can send a confirmation link
+	ByProvider []providerLink // configured OAuth providers
+}
+
+func (h *Handler) addressState(ctx context.Context, userID uuid.UUID) (addressData, error) {
+	u, err := h.store.UserByID(ctx, userID)
+	if err != nil {
+		return addressData{}, fmt.Errorf("reading the user: %w", err)
+	}
+	d := addressData{Email: u.Email, Unproven: u.EmailVerifiedAt == nil}
+	if d.Unproven {
+		d.ByEmail, d.ByProvider = h.cfg.Mailer != nil, h.providersConfirming()
+	}
+	return d, nil
 }

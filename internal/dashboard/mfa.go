@@ -2,7 +2,9 @@ package dashboard
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/pquerna/otp"
 	"github.com/pquerna/otp/totp"
 
@@ -21,11 +24,48 @@ import (
 // recoveryCodes is how many one-time codes a user gets.
 const recoveryCodes = 10
 
-// validate checks a TOTP code (RFC 6238, 30 s steps, one step of skew).
-func validate(code, secret string, now time.Time) bool {
-	ok, err := totp.ValidateCustom(strings.TrimSpace(code), secret, now, totp.ValidateOpts{
-		Period: 30, Skew: 1, Digits: otp.DigitsSix, Algorithm: otp.AlgorithmSHA1})
-	return err == nil && ok
+// totpOpts are the parameters of the codes: RFC 6238 with 30 s steps,
+// six digits, HMAC-SHA-1 (what authenticator apps assume).
+var totpOpts = totp.ValidateOpts{Period: 30, Digits: otp.DigitsSix, Algorithm: otp.AlgorithmSHA1}
+
+// totpSteps returns the time steps (RFC 6238 §4.2: 30 s periods since
+// the Unix epoch) whose code is code, among the current one and one on
+// either side, the network delay §5.2 allows.
+func totpSteps(code, secret string, now time.Time) []int64 {
+	code = strings.TrimSpace(code)
+	if len(code) != 6 {
+		return nil
+	}
+	var steps []int64
+	current := now.Unix() / 30
+	for _, step := range []int64{current - 1, current, current + 1} {
+		want, err := totp.GenerateCodeCustom(secret, time.Unix(step*30, 0), totpOpts)
+		if err == nil && subtle.ConstantTimeCompare([]byte(code), []byte(want)) == 1 {
+			steps = append(steps, step)
+		}
+	}
+	return steps
+}
+
+// errTOTPReplayed means a right code was used before.
+var errTOTPReplayed = errors.New("the code was already used")
+
+// checkTOTP accepts a code of the user's authenticator once: RFC 6238
+// §5.2, a verifier must not accept an OTP again after it validated it.
+// It returns errTOTPReplayed for a right code already used (or older than
+// the last one used), nil for a wrong one.
+func (h *Handler) checkTOTP(ctx context.Context, userID uuid.UUID, secret, code string) (bool, error) {
+	steps := totpSteps(code, secret, h.now())
+	for _, step := range steps {
+		ok, err := h.store.UseTOTPStep(ctx, userID, step)
+		if err != nil || ok {
+			return ok, err
+		}
+	}
+	if len(steps) > 0 {
+		return false, errTOTPReplayed
+	}
+	return false, nil
 }
 
 func (h *Handler) secret(se *store.Session, m store.MFA) (string, error) {
@@ -50,46 +90,69 @@ func (h *Handler) mfaPage(w http.ResponseWriter, r *http.Request, se *store.Sess
 }
 
 // mfa checks the second factor of a session that passed the password: a
-// code from the authenticator app or an unused recovery code.
+// code from the authenticator app, accepted once, or an unused recovery
+// code. Each attempt is charged to the user and to the client address
+// before it is checked, so parallel guesses count as they start. Passing
+// gives the session a new id and its full lifetime.
 func (h *Handler) mfa(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	d := mfaData{Next: safeNext(r.PostFormValue("next"))}
-	key := "mfa|" + se.UserID.String()
-	if !h.throttle.allow(key, h.now()) {
-		d.Error = "Too many wrong codes. Wait a few minutes and try again."
-		h.render(w, http.StatusTooManyRequests, "mfa", view{Title: "Two-factor authentication", CSRF: se.CSRFToken, Data: d})
+	refuse := func(status int, msg string) {
+		d.Error = msg
+		h.render(w, status, "mfa", view{Title: "Two-factor authentication", CSRF: se.CSRFToken, Data: d})
+	}
+	now := h.now()
+	user := throttleKey{"mfa|" + se.UserID.String(), pairLimit}
+	address := throttleKey{"addr|" + clientIP(r), addressLimit}
+	if ok, wait := h.throttle.take(now, user, address); !ok {
+		retryAfter(w, wait)
+		refuse(http.StatusTooManyRequests, "Too many wrong codes. Wait a few minutes and try again.")
 		return
 	}
-	m, err := h.store.UserMFA(r.Context(), se.UserID, se.TeamID)
+	ok, err := h.secondFactor(r, se)
+	if errors.Is(err, errTOTPReplayed) {
+		refuse(http.StatusUnauthorized, "That code was already used. Enter the next one your app shows.")
+		return
+	}
 	if err != nil {
+		h.throttle.refund(h.now(), user, address)
 		h.fail(w, r, err)
 		return
+	}
+	if !ok {
+		refuse(http.StatusUnauthorized, "That code is not valid.")
+		return
+	}
+	h.throttle.reset(user.name)
+	h.throttle.refund(h.now(), address)
+	tok := randomToken()
+	if err := h.store.CompleteMFA(r.Context(), se.IDHash, tokenHash(tok), h.now().Add(sessionLifetime)); errors.Is(err, store.ErrNotFound) {
+		// Expired, or passed by a parallel request meanwhile.
+		h.toLogin(w, r)
+		return
+	} else if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	http.SetCookie(w, h.cookie(sessionCookie, tok, sessionLifetime))
+	http.Redirect(w, r, d.Next, http.StatusSeeOther)
+}
+
+// secondFactor checks the posted code: the authenticator's, or else a
+// recovery code (longer), which it spends.
+func (h *Handler) secondFactor(r *http.Request, se *store.Session) (bool, error) {
+	m, err := h.store.UserMFA(r.Context(), se.UserID, se.TeamID)
+	if err != nil {
+		return false, err
 	}
 	secret, err := h.secret(se, m)
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return false, err
 	}
 	code := strings.TrimSpace(r.PostFormValue("code"))
-	ok := validate(code, secret, h.now())
-	if !ok && len(code) > 6 {
-		ok, err = h.store.UseRecoveryCode(r.Context(), se.UserID, tokenHash(normalizeRecovery(code)))
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
+	if len(code) > 6 {
+		return h.store.UseRecoveryCode(r.Context(), se.UserID, tokenHash(normalizeRecovery(code)))
 	}
-	if !ok {
-		h.throttle.fail(key, h.now())
-		d.Error = "That code is not valid."
-		h.render(w, http.StatusUnauthorized, "mfa", view{Title: "Two-factor authentication", CSRF: se.CSRFToken, Data: d})
-		return
-	}
-	h.throttle.reset(key)
-	if err := h.store.CompleteMFA(r.Context(), se.IDHash); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	http.Redirect(w, r, d.Next, http.StatusSeeOther)
+	return h.checkTOTP(r.Context(), se.UserID, secret, code)
 }
 
 func normalizeRecovery(code string) string {
@@ -187,7 +250,14 @@ func (h *Handler) confirmMFA(w http.ResponseWriter, r *http.Request, se *store.S
 		h.renderAccount(w, r, se, http.StatusUnprocessableEntity, accountData{Error: "Start the setup first."})
 		return
 	}
-	if !validate(r.PostFormValue("code"), secret, h.now()) {
+	if ok, err := h.checkTOTP(r.Context(), se.UserID, secret, r.PostFormValue("code")); errors.Is(err, errTOTPReplayed) {
+		h.renderAccount(w, r, se, http.StatusUnprocessableEntity, accountData{
+			Error: "That code was already used. Enter the next one your app shows."})
+		return
+	} else if err != nil {
+		h.fail(w, r, err)
+		return
+	} else if !ok {
 		h.renderAccount(w, r, se, http.StatusUnprocessableEntity, accountData{
 			Error: "That code is not valid. Check the time on your device and try again."})
 		return
@@ -221,7 +291,14 @@ func (h *Handler) disableMFA(w http.ResponseWriter, r *http.Request, se *store.S
 		return
 	}
 	secret, err := h.secret(se, m)
-	if err != nil || !validate(r.PostFormValue("code"), secret, h.now()) {
+	if err != nil {
+		h.renderAccount(w, r, se, http.StatusUnprocessableEntity, accountData{Error: "Enter a current code to turn it off."})
+		return
+	}
+	if ok, err := h.checkTOTP(r.Context(), se.UserID, secret, r.PostFormValue("code")); err != nil && !errors.Is(err, errTOTPReplayed) {
+		h.fail(w, r, err)
+		return
+	} else if !ok {
 		h.renderAccount(w, r, se, http.StatusUnprocessableEntity, accountData{Error: "Enter a current code to turn it off."})
 		return
 	}

@@ -22,6 +22,16 @@ import (
 // OAuth configures sign-in through Google (OpenID Connect) and GitHub.
 // A provider without a client id is not offered.
 // Callbacks are Config.PublicURL/dashboard/oauth/<provider>/callback.
+//
+// Only a provider's verified email signs in, and only into an account whose
+// address is proven (store.User.EmailVerifiedAt): one created from an
+// invitation link that was shown to a team owner rather than emailed could
+// have been set up by someone who does not own the address, and signing its
+// real owner into it would hand them an account another person holds the
+// password to (account pre-hijacking). Such a sign-in is refused; the
+// account's user proves the address by signing in with the password and
+// confirming with the provider from the Team page, or by an emailed reset
+// link.
 type OAuth struct {
 	// Signup lets a first sign-in with an unknown email create the user
 	// and a team of their own.
@@ -114,9 +124,15 @@ type oauthState struct {
 	Verifier string `json:"v"`
 	Nonce    string `json:"n"`
 	Next     string `json:"x"`
+	// Confirm: the signed-in user proves their address with the provider
+	// instead of signing in.
+	Confirm bool `json:"c,omitempty"`
 }
 
 func (h *Handler) oauthStart(w http.ResponseWriter, r *http.Request) {
+	if !h.anonymousAttempt(w, r) {
+		return
+	}
 	provider := r.PathValue("provider")
 	conf, err := h.oauthConfig(r.Context(), provider)
 	if err != nil {
@@ -129,7 +145,10 @@ func (h *Handler) oauthStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := oauthState{Provider: provider, State: randomToken(), Verifier: oauth2.GenerateVerifier(),
-		Nonce: randomToken(), Next: safeNext(r.URL.Query().Get("next"))}
+		Nonce: randomToken(), Next: safeNext(r.URL.Query().Get("next")), Confirm: r.URL.Query().Get("confirm") == "1"}
+	if st.Confirm {
+		st.Next = "/dashboard/team"
+	}
 	b, _ := json.Marshal(st)
 	http.SetCookie(w, h.cookie(oauthCookie, base64URL(b), 10*time.Minute))
 	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(st.Verifier)}
@@ -140,6 +159,9 @@ func (h *Handler) oauthStart(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) oauthCallback(w http.ResponseWriter, r *http.Request) {
+	if !h.anonymousAttempt(w, r) {
+		return
+	}
 	provider := r.PathValue("provider")
 	fail := func(msg string) {
 		h.renderLogin(w, http.StatusUnauthorized, loginData{Error: msg})
@@ -183,6 +205,10 @@ func (h *Handler) oauthCallback(w http.ResponseWriter, r *http.Request) {
 		fail("Sign-in failed: the account has no verified email address.")
 		return
 	}
+	if st.Confirm {
+		h.confirmWithProvider(w, r, provider, email)
+		return
+	}
 	u, err := h.store.UserByEmail(r.Context(), email)
 	if errors.Is(err, store.ErrNotFound) {
 		if !h.cfg.OAuth.Signup {
@@ -195,7 +221,58 @@ func (h *Handler) oauthCallback(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	if u.EmailVerifiedAt == nil {
+		// The account was set up through a link that did not prove the
+		// address: whoever chose its password may not own the address.
+		h.logger.Warn("oauth sign-in refused: the account's address is not proven", "provider", provider)
+		msg := "The Posthaste account for " + email + " was set up through an invitation link that was not emailed to that address, " +
+			"so its address is not confirmed and " + providerName(provider) + " cannot sign into it. " +
+			"If the account is yours, sign in with its password and confirm the address on the Team page."
+		if h.cfg.Mailer != nil {
+			msg += " If it is not, choose \"Forgot password?\": the link we email to the address lets you take the account over."
+		}
+		h.renderLogin(w, http.StatusForbidden, loginData{Error: msg, Next: st.Next})
+		return
+	}
 	h.startSession(w, r, u, st.Next)
+}
+
+// confirmWithProvider proves the address of the signed-in user with the
+// verified email a provider gave: it must be the user's own address.
+func (h *Handler) confirmWithProvider(w http.ResponseWriter, r *http.Request, provider, email string) {
+	se, err := h.cookieSession(w, r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if se == nil || se.MFAPending {
+		h.renderLogin(w, http.StatusUnauthorized, loginData{Error: "Sign in first, then confirm your address on the Team page.",
+			Next: "/dashboard/team"})
+		return
+	}
+	if email != se.UserEmail {
+		h.renderTeam(w, r, se, http.StatusConflict, teamData{Error: providerName(provider) + " vouched for " + email +
+			", not for " + se.UserEmail + ", so your address is still not confirmed. Sign in to " + providerName(provider) +
+			" with the account that has your address and try again."})
+		return
+	}
+	if err := h.store.VerifyUserEmail(r.Context(), se.UserID); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.logger.Info("address proven by an identity provider", "provider", provider)
+	h.renderTeam(w, r, se, http.StatusOK, teamData{Message: "Your address is confirmed: you can now also sign in with " +
+		providerName(provider) + "."})
+}
+
+func providerName(provider string) string {
+	switch provider {
+	case "google":
+		return "Google"
+	case "github":
+		return "GitHub"
+	}
+	return provider
 }
 
 // googleEmail verifies the ID token (signature, issuer, audience, expiry,
@@ -265,7 +342,8 @@ func (h *Handler) githubEmail(ctx context.Context, conf *oauth2.Config, tok *oau
 	return "", errors.New("no primary verified email")
 }
 
-// signup creates a user without a password and a team of their own.
+// signup creates a user without a password, whose address the provider
+// verified, and a team of their own.
 func (h *Handler) signup(ctx context.Context, email string) (store.User, error) {
 	teamID, err := uuid.NewV7()
 	if err != nil {
@@ -274,7 +352,8 @@ func (h *Handler) signup(ctx context.Context, email string) (store.User, error) 
 	if err := h.store.CreateTeam(ctx, store.Team{ID: teamID, Name: email}); err != nil {
 		return store.User{}, err
 	}
-	u := store.User{ID: uuid.New(), Email: email}
+	now := h.now()
+	u := store.User{ID: uuid.New(), Email: email, EmailVerifiedAt: &now}
 	if err := h.store.CreateUser(ctx, u); err != nil {
 		return store.User{}, err
 	}
@@ -295,13 +374,22 @@ func decodeCookieJSON(v string, dst any) error {
 
 // providersShown lists the configured providers for the login page.
 func (h *Handler) providersShown(next string) []providerLink {
+	return h.providerLinks("?next=" + url.QueryEscape(next))
+}
+
+// providersConfirming lists the configured providers for confirming the
+// signed-in user's address (Team page).
+func (h *Handler) providersConfirming() []providerLink {
+	return h.providerLinks("?confirm=1")
+}
+
+func (h *Handler) providerLinks(query string) []providerLink {
 	var out []providerLink
-	q := "?next=" + url.QueryEscape(next)
 	if h.cfg.OAuth.Google.ClientID != "" {
-		out = append(out, providerLink{Name: "Google", URL: "/dashboard/oauth/google/start" + q})
+		out = append(out, providerLink{Name: "Google", URL: "/dashboard/oauth/google/start" + query})
 	}
 	if h.cfg.OAuth.GitHub.ClientID != "" {
-		out = append(out, providerLink{Name: "GitHub", URL: "/dashboard/oauth/github/start" + q})
+		out = append(out, providerLink{Name: "GitHub", URL: "/dashboard/oauth/github/start" + query})
 	}
 	return out
 }

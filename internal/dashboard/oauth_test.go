@@ -21,21 +21,28 @@ import (
 	"github.com/posthaste/posthaste/internal/submit"
 )
 
-// oauthFixture is a dashboard whose OAuth settings point at test providers.
-func oauthFixture(t *testing.T, oauth func() dashboard.OAuth) *fixture {
+// oauthFixture is a dashboard whose OAuth settings point at test providers;
+// opts change its configuration (it has no mailer unless one sets a
+// *fakeMailer, which becomes the fixture's mailer).
+func oauthFixture(t *testing.T, oauth func() dashboard.OAuth, opts ...func(*dashboard.Config)) *fixture {
 	t.Helper()
 	st := storetest.New(t)
 	var h http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
 	t.Cleanup(srv.Close)
 	authn := auth.NewAuthenticator(st, time.Second)
-	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: authn, PublicURL: srv.URL, OAuth: oauth()})
+	cfg := dashboard.Config{Store: st, Auth: authn, PublicURL: srv.URL, OAuth: oauth()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	dash, err := dashboard.New(cfg)
 	require.NoError(t, err)
 	h, err = api.New(api.Config{Store: st, Auth: authn, Submit: submit.New(submit.Config{Store: st}), Dashboard: dash})
 	require.NoError(t, err)
 	a, err := account.NewTeam(context.Background(), st, "Team A", "a@example.com")
 	require.NoError(t, err)
-	return &fixture{t: t, srv: srv, store: st, a: a}
+	mailer, _ := cfg.Mailer.(*fakeMailer)
+	return &fixture{t: t, srv: srv, store: st, dash: dash, a: a, mailer: mailer}
 }
 
 // follow walks a sign-in through the provider: our start, the provider's
@@ -78,6 +85,7 @@ func TestGoogleSignIn(t *testing.T) {
 	u, err := f.store.UserByEmail(context.Background(), "new.user@example.com")
 	require.NoError(t, err)
 	require.Empty(t, u.PasswordHash)
+	require.NotNil(t, u.EmailVerifiedAt, "the provider verified the address")
 
 	// A known email signs into that user.
 	m.QueueUser(&mockoidc.MockUser{Subject: "g-2", Email: f.a.Email, EmailVerified: true})

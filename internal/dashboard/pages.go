@@ -56,6 +56,11 @@ func (h *Handler) emails(w http.ResponseWriter, r *http.Request, se *store.Sessi
 		h.fail(w, r, err)
 		return
 	}
+	if len(list) == 0 && q.Encode() == "" {
+		// A team that has sent nothing yet starts with the quick start.
+		h.quickstart(w, r, se)
+		return
+	}
 	d.Emails = list
 	keep := url.Values{}
 	for _, k := range []string{"status", "recipient", "domain", "since", "until"} {
@@ -174,13 +179,15 @@ func (h *Handler) emailRaw(w http.ResponseWriter, r *http.Request, se *store.Ses
 }
 
 // emailPreview serves the HTML body for the sandboxed preview frame: no
-// scripts, no forms, no plugins, remote images allowed.
+// scripts, no forms, no plugins, and nothing remote (tracking pixels,
+// stylesheets, fonts) unless the viewer asked for it (?remote=1, see
+// previewPolicy).
 func (h *Handler) emailPreview(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	e, ok := h.loadEmail(w, r, se)
 	if !ok {
 		return
 	}
-	w.Header().Set("Content-Security-Policy", "sandbox; default-src 'none'; img-src * data:; style-src 'unsafe-inline' *; font-src *; frame-ancestors 'self'")
+	previewHeaders(w.Header(), r.URL.Query().Get("remote") == "1")
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if e.HTML == nil {
 		_, _ = w.Write([]byte("<p style=\"font-family:sans-serif;color:#666\">This email has no HTML part.</p>"))

@@ -109,7 +109,8 @@ func TestPasswordResetByEmail(t *testing.T) {
 	res, _ = get(t, nc, f.srv.URL+"/dashboard/emails")
 	require.Equal(t, "/dashboard/login/mfa", res.Header.Get("Location"), "not past the second factor")
 	_, page = get(t, nc, f.srv.URL+"/dashboard/login/mfa")
-	code, err := totp.GenerateCode(secret, time.Now())
+	// The app's next code: the current one was spent on the setup.
+	code, err := totp.GenerateCode(secret, time.Now().Add(30*time.Second))
 	require.NoError(t, err)
 	res, _ = post(t, nc, f.srv.URL+"/dashboard/login/mfa", url.Values{"csrf": {csrf(t, page)}, "code": {code}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)

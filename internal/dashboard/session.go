@@ -7,11 +7,9 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/posthaste/posthaste/internal/password"
@@ -24,6 +22,9 @@ const (
 	// (sign-in, password reset, joining by invitation).
 	formCSRFCookie  = "posthaste_login_csrf"
 	sessionLifetime = 14 * 24 * time.Hour
+	// pendingLifetime is how long a session that passed the password waits
+	// for its second factor.
+	pendingLifetime = 10 * time.Minute
 )
 
 type sessionKey struct{}
@@ -173,8 +174,29 @@ func safeNext(next string) string {
 	return "/dashboard/emails"
 }
 
-const badCredentials = "Invalid email or password."
+const (
+	badCredentials = "Invalid email or password."
+	tooManySignIns = "Too many failed sign-in attempts. Wait a few minutes and try again."
+	serverBusy     = "The server is busy. Try again in a few seconds."
+)
 
+// busyRetry is the Retry-After of an answer to ErrOverloaded: about the
+// time a queue of hashes takes to drain.
+const busyRetry = 2 * time.Second
+
+// signInKeys are the throttle keys of a sign-in: the account with the
+// client address, the client address, and the account.
+func signInKeys(email, addr string) (pair, address, account throttleKey) {
+	return throttleKey{"signin|" + email + "|" + addr, pairLimit},
+		throttleKey{"addr|" + addr, addressLimit},
+		throttleKey{"account|" + email, accountLimit}
+}
+
+// login checks a password. The attempt is charged to the throttles before
+// the hash, so parallel attempts count as they start; the hash waits its
+// turn in the password pool, ranked by the client address's outstanding
+// attempts, so that an address that is not flooding gets ahead of those
+// that are. Unknown accounts cost the same hash and the same throttles.
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	email := strings.ToLower(strings.TrimSpace(r.PostFormValue("email")))
 	pw := r.PostFormValue("password")
@@ -184,33 +206,54 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		h.renderLogin(w, http.StatusForbidden, d)
 		return
 	}
-	key := email + "|" + clientIP(r)
-	if !h.throttle.allow(key, h.now()) {
-		d.Error = "Too many failed sign-in attempts. Wait a few minutes and try again."
+	if len(email) > 254 { // RFC 5321 §4.5.3.1.3 path limit: no account has it
+		d.Email, d.Error = "", badCredentials
+		h.renderLogin(w, http.StatusUnauthorized, d)
+		return
+	}
+	now := h.now()
+	pair, address, account := signInKeys(email, clientIP(r))
+	rank := h.throttle.count(address, now)
+	if ok, wait := h.throttle.take(now, pair, address, account); !ok {
+		retryAfter(w, wait)
+		d.Error = tooManySignIns
 		h.renderLogin(w, http.StatusTooManyRequests, d)
 		return
 	}
 	u, err := h.store.UserByEmail(r.Context(), email)
-	ok := false
+	hash := dummyHash
 	if err == nil && u.PasswordHash != "" {
-		ok, err = password.Verify(pw, u.PasswordHash)
-	} else if errors.Is(err, store.ErrNotFound) {
-		// Spend the same time as a real check, so timing does not tell
-		// which emails have accounts.
-		_, _ = password.Verify(pw, dummyHash)
-		err = nil
+		hash = u.PasswordHash
+	} else if err == nil || errors.Is(err, store.ErrNotFound) {
+		// Unknown, or signs in through a provider only: spend the same
+		// time as a real check, so timing does not tell which.
+		err, u = nil, store.User{}
+	}
+	ok := false
+	if err == nil {
+		ok, err = h.passwords.Verify(password.WithRank(r.Context(), rank), pw, hash)
+		ok = ok && hash != dummyHash
 	}
 	if err != nil {
+		// The attempt did not run: it counts for nothing.
+		h.throttle.refund(h.now(), pair, address, account)
+		if busy(err) {
+			retryAfter(w, busyRetry)
+			d.Error = serverBusy
+			h.renderLogin(w, http.StatusServiceUnavailable, d)
+			return
+		}
 		h.fail(w, r, err)
 		return
 	}
 	if !ok {
-		h.throttle.fail(key, h.now())
 		d.Error = badCredentials
 		h.renderLogin(w, http.StatusUnauthorized, d)
 		return
 	}
-	h.throttle.reset(key)
+	// The failures of others stay charged to the account and the address.
+	h.throttle.refund(h.now(), address, account)
+	h.throttle.reset(pair.name)
 	h.startSession(w, r, u, d.Next)
 }
 
@@ -228,14 +271,18 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, u store.U
 		return
 	}
 	pending := m.EnabledAt != nil
+	lifetime := sessionLifetime
+	if pending {
+		lifetime = pendingLifetime
+	}
 	tok := randomToken()
 	if err := h.store.CreateSession(r.Context(), store.Session{IDHash: tokenHash(tok), UserID: u.ID, TeamID: team,
-		CSRFToken: randomToken(), ExpiresAt: h.now().Add(sessionLifetime), MFAPending: pending}); err != nil {
+		CSRFToken: randomToken(), ExpiresAt: h.now().Add(lifetime), MFAPending: pending}); err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	http.SetCookie(w, h.cookie(formCSRFCookie, "", -time.Second))
-	http.SetCookie(w, h.cookie(sessionCookie, tok, sessionLifetime))
+	http.SetCookie(w, h.cookie(sessionCookie, tok, lifetime))
 	if pending {
 		http.Redirect(w, r, "/dashboard/login/mfa?next="+url.QueryEscape(next), http.StatusSeeOther)
 		return
@@ -263,60 +310,4 @@ func (h *Handler) logoutEverywhere(w http.ResponseWriter, r *http.Request, se *s
 	}
 	http.SetCookie(w, h.cookie(sessionCookie, "", -time.Second))
 	http.Redirect(w, r, "/dashboard/login", http.StatusSeeOther)
-}
-
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
-// throttle counts failed sign-ins per key in a fixed window.
-type throttle struct {
-	max    int
-	window time.Duration
-	mu     sync.Mutex
-	fails  map[string][]time.Time
-}
-
-func newThrottle(max int, window time.Duration) *throttle {
-	return &throttle{max: max, window: window, fails: map[string][]time.Time{}}
-}
-
-func (t *throttle) recent(key string, now time.Time) []time.Time {
-	var keep []time.Time
-	for _, at := range t.fails[key] {
-		if now.Sub(at) < t.window {
-			keep = append(keep, at)
-		}
-	}
-	if len(keep) == 0 {
-		delete(t.fails, key)
-	} else {
-		t.fails[key] = keep
-	}
-	return keep
-}
-
-func (t *throttle) allow(key string, now time.Time) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.recent(key, now)) < t.max
-}
-
-func (t *throttle) fail(key string, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.fails) > 100_000 {
-		clear(t.fails)
-	}
-	t.fails[key] = append(t.recent(key, now), now)
-}
-
-func (t *throttle) reset(key string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.fails, key)
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/password"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -23,8 +22,11 @@ type teamData struct {
 	Now         time.Time // marks expired invitations
 	// InviteLink is a new invitation's link, shown when no email took it.
 	InviteLink string
-	Message    string
-	Error      string
+	// Address is the signed-in user's, with how to confirm it when it is
+	// unproven.
+	Address addressData
+	Message string
+	Error   string
 }
 
 func (h *Handler) team(w http.ResponseWriter, r *http.Request, se *store.Session) {
@@ -38,6 +40,10 @@ func (h *Handler) renderTeam(w http.ResponseWriter, r *http.Request, se *store.S
 		return
 	}
 	d.Members, d.Self, d.Now = members, se.UserID, h.now()
+	if d.Address, err = h.addressState(r.Context(), se.UserID); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	for _, m := range members {
 		if m.UserID == se.UserID && m.Role == "owner" {
 			d.Owner = true
@@ -64,7 +70,7 @@ func (h *Handler) newPassword(w http.ResponseWriter, r *http.Request, pw, confir
 		refuse("The two new passwords differ.")
 		return "", false
 	}
-	hash, err := password.Hash(pw)
+	hash, err := h.passwords.Hash(r.Context(), pw)
 	if err != nil {
 		h.fail(w, r, err)
 		return "", false
@@ -83,7 +89,7 @@ func (h *Handler) changePassword(w http.ResponseWriter, r *http.Request, se *sto
 		return
 	}
 	if hash != "" {
-		ok, err := password.Verify(current, hash)
+		ok, err := h.passwords.Verify(r.Context(), current, hash)
 		if err != nil {
 			h.fail(w, r, err)
 			return

@@ -3,8 +3,9 @@
 // to an IP address checked after name resolution, and the checked address
 // is the one dialed, so a DNS answer cannot change between check and
 // connect. Loopback, private, link-local, metadata and other special-purpose
-// addresses are refused unless the operator allows private targets, and so
-// is plain http.
+// addresses are refused unless the operator allows private targets or lists
+// them (Policy), and so is plain http unless private targets are allowed.
+// Policy is also the rule package mta applies to the MX hosts it connects to.
 package egress
 
 import (
@@ -26,6 +27,16 @@ import (
 // or URL scheme the guard does not allow.
 var ErrBlocked = errors.New("egress: destination is not allowed")
 
+// ErrTooLarge is matched (errors.Is) by Fetch's error for a body over its
+// limit.
+var ErrTooLarge = errors.New("egress: body is too large")
+
+// tooLarge is an error that Is ErrTooLarge.
+type tooLarge struct{ msg string }
+
+func (t *tooLarge) Error() string        { return t.msg }
+func (t *tooLarge) Is(target error) bool { return target == ErrTooLarge }
+
 // refusal is an error that Is ErrBlocked.
 type refusal struct{ msg string }
 
@@ -42,6 +53,9 @@ type Config struct {
 	// AllowPrivate turns the guard off for addresses and allows plain http:
 	// for development, and operators whose webhooks live on their network.
 	AllowPrivate bool
+	// Allow lists prefixes that may be reached although they are private
+	// (Policy.Allow); it does not allow plain http.
+	Allow []netip.Prefix
 	// Resolver resolves host names; nil uses net.DefaultResolver.
 	Resolver *net.Resolver
 	// Timeout bounds a whole request, redirects and body included;
@@ -53,6 +67,7 @@ type Config struct {
 // use.
 type Client struct {
 	allowPrivate bool
+	policy       Policy
 	resolver     *net.Resolver
 	timeout      time.Duration
 
@@ -65,7 +80,8 @@ type Client struct {
 
 // New returns a Client.
 func New(cfg Config) *Client {
-	c := &Client{allowPrivate: cfg.AllowPrivate, resolver: cfg.Resolver, timeout: cfg.Timeout}
+	c := &Client{allowPrivate: cfg.AllowPrivate, policy: Policy{AllowPrivate: cfg.AllowPrivate, Allow: cfg.Allow},
+		resolver: cfg.Resolver, timeout: cfg.Timeout}
 	if c.resolver == nil {
 		c.resolver = net.DefaultResolver
 	}
@@ -117,7 +133,9 @@ func (c *Client) HTTPClient() *http.Client { return c.plain }
 // body over limit bytes (limit must be positive) and any refusal are
 // errors; their text names the URL without its query or credentials and
 // never includes response data, so it may be shown to the user who gave the
-// URL. Refusals match ErrBlocked.
+// URL. Refusals match ErrBlocked, a body over limit ErrTooLarge. It holds
+// at most about limit bytes of body, and 1.5 × limit while a body of
+// unknown length grows.
 func (c *Client) Fetch(ctx context.Context, rawURL string, limit int64) ([]byte, string, error) {
 	if limit <= 0 {
 		return nil, "", errors.New("egress: fetch limit must be positive")
@@ -147,17 +165,57 @@ func (c *Client) Fetch(ctx context.Context, rawURL string, limit int64) ([]byte,
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, "", fmt.Errorf("egress: GET %s: unexpected status %d", shown, resp.StatusCode)
 	}
+	tooBig := &tooLarge{fmt.Sprintf("egress: GET %s: body is larger than %d bytes", shown, limit)}
 	if resp.ContentLength > limit {
-		return nil, "", fmt.Errorf("egress: GET %s: body is larger than %d bytes", shown, limit)
+		return nil, "", tooBig
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, min(limit, math.MaxInt64-1)+1))
+	body, err := readLimited(resp.Body, limit, resp.ContentLength)
+	if errors.Is(err, ErrTooLarge) {
+		return nil, "", tooBig
+	}
 	if err != nil {
 		return nil, "", requestError(shown, err)
 	}
-	if int64(len(body)) > limit {
-		return nil, "", fmt.Errorf("egress: GET %s: body is larger than %d bytes", shown, limit)
-	}
 	return body, resp.Header.Get("Content-Type"), nil
+}
+
+// readLimited reads r to its end, at most limit bytes; more is an error
+// matching ErrTooLarge. size is the announced length, -1 when unknown: the
+// buffer is sized for it at once; otherwise it grows by half, never past
+// limit+1, so that reading holds at most about 1.5 × limit bytes (io.ReadAll
+// doubles, and could hold twice the limit).
+func readLimited(r io.Reader, limit, size int64) ([]byte, error) {
+	const first = 64 << 10
+	limit = min(limit, math.MaxInt64-1)
+	capacity := min(limit, math.MaxInt32-1) + 1 // one byte more tells a body over limit
+	if size >= 0 {
+		capacity = min(capacity, size+1)
+	} else {
+		capacity = min(capacity, first)
+	}
+	buf := make([]byte, 0, capacity)
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) > limit {
+				return nil, ErrTooLarge
+			}
+			grown := int64(cap(buf)) + max(int64(cap(buf))/2, first)
+			next := make([]byte, len(buf), min(grown, limit+1))
+			copy(next, buf)
+			buf = next
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return nil, ErrTooLarge
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // requestError reduces an error from http.Client to its cause: a refusal as
@@ -245,7 +303,7 @@ func (c *Client) dialContext(ctx context.Context, network, address string) (net.
 	}
 	if !c.allowPrivate {
 		for _, ip := range ips {
-			if !Blocked(ip) {
+			if c.policy.Allows(ip) {
 				continue
 			}
 			if literal {
@@ -279,7 +337,7 @@ func (c *Client) control(_, address string, _ syscall.RawConn) error {
 		return nil
 	}
 	ap, err := netip.ParseAddrPort(address)
-	if err != nil || Blocked(ap.Addr()) {
+	if err != nil || !c.policy.Allows(ap.Addr()) {
 		return &refusal{fmt.Sprintf("egress: address %s is not allowed", address)}
 	}
 	return nil

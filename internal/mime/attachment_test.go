@@ -136,11 +136,13 @@ func TestCustomFields(t *testing.T) {
 	}
 
 	for _, name := range []string{"content-type", "Content-Transfer-Encoding", "Content-Disposition", "Content-MD5",
-		"Content-Length", "BCC", "Sender", "Return-Path", "Received", "DKIM-Signature", "Message-ID"} {
+		"Content-Length", "BCC", "Sender", "Return-Path", "Received", "DKIM-Signature", "Message-ID",
+		"Authentication-Results", "ARC-Seal", "arc-message-signature", "ARC-Authentication-Results"} {
 		require.True(t, ReservedField(name), name)
 		require.ErrorContains(t, CheckField(name, "x"), "reserved", name)
 	}
-	for _, name := range []string{"Content-Language", "Content-ID", "List-Unsubscribe", "X-Entity-Ref-ID", "Resent-From"} {
+	for _, name := range []string{"Content-Language", "Content-ID", "List-Unsubscribe", "X-Entity-Ref-ID", "Resent-From",
+		"Archive", "X-Authentication-Results"} {
 		require.False(t, ReservedField(name), name)
 	}
 	for value, want := range map[string]string{

@@ -34,20 +34,38 @@ func ValidFieldName(name string) bool {
 // allows most of them once), Bcc (which must never reach the header), the
 // MIME fields that describe the body Build makes (RFC 2045 §5, §6, RFC 2183,
 // RFC 1864), and the fields that only the signer (DKIM-Signature) or
-// relaying MTAs (Received, Return-Path: RFC 5321 §4.4) add. Sender is
-// reserved too: a message from Posthaste has one author, in From.
+// relaying and receiving MTAs add: Received, Return-Path (RFC 5321 §4.4),
+// Authentication-Results (RFC 8601 §5: a receiver trusts the ones its own
+// domain added, and a forged one may pass for them) and the ARC-* sets
+// (RFC 8617 §4.1: ARC-Seal, ARC-Message-Signature and
+// ARC-Authentication-Results, which intermediaries add). Sender is reserved
+// too: a message from Posthaste has one author, in From.
 //
 // Other Content-* fields, such as Content-Language (RFC 3282) or
 // Content-Description, describe the message as a whole and are sent as
 // given.
 func ReservedField(name string) bool {
-	switch strings.ToLower(name) {
+	name = strings.ToLower(name)
+	switch name {
 	case "from", "to", "cc", "bcc", "reply-to", "subject", "date", "message-id", "mime-version",
 		"content-type", "content-transfer-encoding", "content-disposition", "content-md5", "content-length",
-		"sender", "return-path", "received", "dkim-signature":
+		"sender", "return-path", "received", "dkim-signature", "authentication-results":
 		return true
 	}
-	return false
+	return TraceField(name)
+}
+
+// TraceField reports whether name is a field that mail servers add on the
+// way and no sender may set: Received, Return-Path, Authentication-Results
+// or any ARC-* field (see ReservedField). DKIM-Signature, which Posthaste's
+// signer adds, is not one of them.
+func TraceField(name string) bool {
+	name = strings.ToLower(name)
+	switch name {
+	case "received", "return-path", "authentication-results":
+		return true
+	}
+	return strings.HasPrefix(name, "arc-")
 }
 
 // CheckFieldValue checks the value of a custom header field: valid UTF-8

@@ -35,6 +35,19 @@ const (
 // is kept whole.
 const maxPartScan = 8 << 20
 
+// MaxNesting bounds how deep the multipart bodies of a submitted message
+// may nest. Each level costs a reader, and reading a part costs a copy per
+// level above it, to whoever walks the structure (ParseSubmission, the
+// dashboard, the recipients' servers): without a bound, a few hundred
+// kilobytes nested thousands deep take seconds and hundreds of megabytes
+// to read. Real messages nest fewer than ten deep; Postfix's
+// mime_nesting_limit is 100.
+const MaxNesting = 50
+
+// ErrTooDeep is wrapped by ParseSubmission's error for a message whose
+// multipart bodies nest more than MaxNesting deep.
+var ErrTooDeep = fmt.Errorf("multipart bodies nest more than %d deep", MaxNesting)
+
 // Submission is a message received as bytes (over SMTP), parsed only as far
 // as Posthaste needs: the addresses and subject it shows and checks, the
 // instruction fields, and the text and HTML bodies for display. The message
@@ -46,6 +59,10 @@ type Submission struct {
 	Bcc     []Address // read from the Bcc field, which Bytes removes
 	ReplyTo []Address
 	Subject string // decoded (RFC 2047)
+	// ResentFrom and ResentSender are the addresses of every Resent-From
+	// and Resent-Sender field (RFC 5322 §3.6.6: a message resent several
+	// times has a block of them per resending).
+	ResentFrom, ResentSender []Address
 	// MessageID is the Message-ID without angle brackets; "" when the
 	// message has none (Bytes then adds one).
 	MessageID string
@@ -71,7 +88,9 @@ type Submission struct {
 // above 127 are left alone, since they need not be UTF-8 here.
 // The body is not required to be valid MIME: a message whose MIME structure
 // cannot be read is still accepted (and delivered as is), only without
-// Text and HTML. Errors wrap ErrMalformed.
+// Text and HTML. But as far as it can be read, its multipart bodies must
+// not nest more than MaxNesting deep. Errors wrap ErrMalformed, or
+// ErrTooDeep.
 func ParseSubmission(raw []byte) (*Submission, error) {
 	raw = normalizeCRLF(raw)
 	br := bufio.NewReader(bytes.NewReader(raw))
@@ -118,6 +137,20 @@ func ParseSubmission(raw []byte) (*Submission, error) {
 		}
 		s.Sender = &Address{Name: list[0].Name, Addr: list[0].Address}
 	}
+	for _, f := range []struct {
+		name string
+		dst  *[]Address
+	}{{"Resent-From", &s.ResentFrom}, {"Resent-Sender", &s.ResentSender}} {
+		for _, v := range h.Values(f.name) {
+			list, err := mail.ParseAddressList(v)
+			if err != nil || len(list) == 0 {
+				return nil, fmt.Errorf("%w: the %s field cannot be parsed", ErrMalformed, f.name)
+			}
+			for _, a := range list {
+				*f.dst = append(*f.dst, Address{Name: a.Name, Addr: a.Address})
+			}
+		}
+	}
 	if s.Subject, err = mh.Subject(); err != nil {
 		s.Subject = h.Get("Subject") // undecodable words stay as written
 	}
@@ -138,7 +171,9 @@ func ParseSubmission(raw []byte) (*Submission, error) {
 	if s.MessageID == "" {
 		s.header.Del("Message-Id") // present but unreadable: replaced by Bytes
 	}
-	s.Text, s.HTML = bodies(raw)
+	if s.Text, s.HTML, err = walk(raw); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -161,18 +196,27 @@ func (s *Submission) Bytes(messageID string, date time.Time) []byte {
 	return b.Bytes()
 }
 
-// bodies finds the first inline text/plain and text/html parts.
-func bodies(raw []byte) (text, html *string) {
-	if len(raw) > maxPartScan {
-		return nil, nil
-	}
+// walk reads the MIME structure of raw as far as it can be read: an error
+// wrapping ErrTooDeep when it nests more than MaxNesting deep, else the
+// first inline text/plain and text/html parts (of messages up to
+// maxPartScan).
+func walk(raw []byte) (text, html *string, err error) {
 	e, err := message.Read(bytes.NewReader(raw))
 	if err != nil && !message.IsUnknownCharset(err) && !message.IsUnknownEncoding(err) {
-		return nil, nil
+		return nil, nil, nil
 	}
-	_ = e.Walk(func(_ []int, part *message.Entity, err error) error {
+	collect := len(raw) <= maxPartScan
+	err = e.Walk(func(path []int, part *message.Entity, err error) error {
+		// Walk makes a reader for a multipart part after this returns:
+		// refusing here keeps at most MaxNesting of them.
+		if len(path) > MaxNesting {
+			return ErrTooDeep
+		}
 		if err != nil && !message.IsUnknownCharset(err) {
 			return err
+		}
+		if !collect {
+			return nil
 		}
 		if disp, _, _ := part.Header.ContentDisposition(); disp == "attachment" {
 			return nil
@@ -198,7 +242,15 @@ func bodies(raw []byte) (text, html *string) {
 		*dst = &str
 		return nil
 	})
-	return text, html
+	if errors.Is(err, ErrTooDeep) {
+		return nil, nil, err
+	}
+	// Any other error: the structure cannot be read past it, and the
+	// message is delivered as it is.
+	if !collect {
+		return nil, nil, nil
+	}
+	return text, html, nil
 }
 
 // normalizeCRLF turns bare LF and bare CR line ends into CRLF.

@@ -8,10 +8,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/textproto"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
+
+	"github.com/posthaste/posthaste/internal/egress"
 )
 
 const (
@@ -55,6 +60,7 @@ type hostError struct {
 	code       int    // the server's 4xx reply code, or 451
 	enhanced   string // enhanced code for the result
 	retryPlain bool   // opportunistic TLS failed in the handshake: try again without
+	refused    bool   // the egress policy refused every address of the host
 	err        error
 }
 
@@ -72,6 +78,41 @@ func hostOutcome(host string, err error) outcome {
 	return o
 }
 
+// dialGuard checks each address a dial is about to connect to against the
+// egress policy, just before connect(2): the address checked is the one
+// connected to, whatever DNS answers later. A host with a refused and an
+// allowed address is reached at the allowed one.
+type dialGuard struct {
+	policy egress.Policy
+
+	mu      sync.Mutex // the dialer may try two address families at once
+	refused int        // addresses refused
+	allowed bool       // an address was allowed
+}
+
+// errRefusedAddr is returned to the dialer for a refused address.
+var errRefusedAddr = errors.New("address refused by the egress policy")
+
+func (g *dialGuard) control(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err != nil || !g.policy.Allows(ap.Addr()) {
+		g.refused++
+		return fmt.Errorf("%w: %s", errRefusedAddr, address)
+	}
+	g.allowed = true
+	return nil
+}
+
+// refusedAll reports whether the policy refused every address the dial
+// tried, and there was at least one.
+func (g *dialGuard) refusedAll() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.refused > 0 && !g.allowed
+}
+
 // open connects to host and sets up a session under the TLS policy mode.
 func (c *Client) open(ctx context.Context, log *slog.Logger, host, port string, mode TLSMode) (*conn, error) {
 	cn, err := c.connect(ctx, host, port, mode, false)
@@ -87,13 +128,20 @@ func (c *Client) open(ctx context.Context, log *slog.Logger, host, port string, 
 // STARTTLS unless plain is set. The returned conn is bound to ctx.
 func (c *Client) connect(ctx context.Context, host, port string, mode TLSMode, plain bool) (*conn, error) {
 	d := net.Dialer{Timeout: c.timeouts.Connect, LocalAddr: c.local, Resolver: c.resolver}
+	var guard *dialGuard
+	if c.relayHost == "" {
+		guard = &dialGuard{policy: c.egress}
+		d.Control = guard.control
+	}
 	target := host
 	if net.ParseIP(host) == nil {
 		target += "." // absolute: no search list
 	}
 	nc, err := d.DialContext(ctx, "tcp", net.JoinHostPort(target, port))
 	if err != nil {
-		return nil, &hostError{code: 451, enhanced: "4.4.1", err: fmt.Errorf("connecting to %s: %w", host, err)}
+		he := &hostError{code: 451, enhanced: "4.4.1", err: fmt.Errorf("connecting to %s: %w", host, err)}
+		he.refused = guard != nil && guard.refusedAll() && ctx.Err() == nil
+		return nil, he
 	}
 	cn := &conn{host: host, raw: nc, nc: nc, t: c.timeouts, created: time.Now()}
 	cn.br = bufio.NewReaderSize(nc, readBufferSize)

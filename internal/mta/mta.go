@@ -7,10 +7,14 @@
 // pipelined when the server offers PIPELINING (RFC 2920). It honours SIZE
 // (RFC 1870) and SMTPUTF8 (RFC 6531), keeps idle connections for reuse by
 // the next envelope to the same host, and reports one Result per recipient:
-// delivered, deferred (try again later) or bounced (permanent). It can also
-// hand every message to a relay (smarthost) instead. ClassifyBounce reads a
-// failure reply (RFC 3463 enhanced code, text) as an Amazon SES bounce type
-// and says whether the address itself is bad.
+// delivered, deferred (try again later), bounced (permanent) or refused:
+// MX hosts are reached only at addresses the egress policy allows (package
+// egress: no loopback, private, link-local or metadata address unless the
+// operator allows it), checked at every connect so that a DNS answer cannot
+// change between check and use. It can also hand every message to a relay
+// (smarthost) instead, which the operator chose and which is not checked.
+// ClassifyBounce reads a failure reply (RFC 3463 enhanced code, text) as an
+// Amazon SES bounce type and says whether the address itself is bad.
 package mta
 
 import (
@@ -25,6 +29,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/posthaste/posthaste/internal/egress"
 )
 
 // Config configures a Client. Only Hostname is required.
@@ -45,8 +51,13 @@ type Config struct {
 	// Relay, when set, is a smarthost "smtp://host[:port]" (port 25 by
 	// default) that receives every message instead of the recipients' MX
 	// hosts. Envelopes' TLS modes apply to it; credentials are not
-	// supported.
+	// supported. The egress policy does not apply to it.
 	Relay string
+	// Egress is the policy every MX host address is checked against just
+	// before it is connected to (POSTHASTE_ALLOW_PRIVATE_EGRESS,
+	// POSTHASTE_EGRESS_ALLOW); the zero Policy refuses loopback, private,
+	// link-local, metadata and other special-purpose addresses.
+	Egress egress.Policy
 	// Timeouts bounds each protocol step; zero fields take the RFC 5321
 	// §4.5.3.2 defaults.
 	Timeouts Timeouts
@@ -134,9 +145,14 @@ const (
 	// not exist or accepts no mail (null MX), a message over the server's
 	// SIZE. Do not try again.
 	Bounced
+	// Refused means no connection was made because every MX host of the
+	// domain has only addresses that the egress policy refuses. Nothing
+	// reached the recipient's side, and trying again cannot help: a
+	// permanent failure of the sending side, not a bounce.
+	Refused
 )
 
-// String returns "delivered", "deferred" or "bounced".
+// String returns "delivered", "deferred", "bounced" or "refused".
 func (s Status) String() string {
 	switch s {
 	case Delivered:
@@ -145,6 +161,8 @@ func (s Status) String() string {
 		return "deferred"
 	case Bounced:
 		return "bounced"
+	case Refused:
+		return "refused"
 	}
 	return "Status(" + strconv.Itoa(int(s)) + ")"
 }
@@ -176,6 +194,7 @@ type Client struct {
 	local     net.Addr
 	timeouts  Timeouts
 	rootCAs   *x509.CertPool
+	egress    egress.Policy
 	log       *slog.Logger
 	pool      *pool
 	shuffle   func(n int, swap func(i, j int))
@@ -198,6 +217,7 @@ func New(cfg Config) (*Client, error) {
 		port:     "25",
 		timeouts: cfg.Timeouts.withDefaults(),
 		rootCAs:  cfg.RootCAs,
+		egress:   cfg.Egress,
 		log:      cfg.Logger,
 		shuffle:  rand.Shuffle,
 	}
@@ -363,22 +383,56 @@ func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, 
 	}
 
 	last := outcome{Deferred, 451, "4.4.1", "no host reachable", ""}
+	var refused []string // hosts whose every address the egress policy refused
+	tried := false       // a host failed for another reason: a deferral
 	for _, h := range hosts {
 		if err := ctx.Err(); err != nil {
 			last = outcome{Deferred, 451, "4.4.7", fmt.Sprintf("delivery interrupted: %v", context.Cause(ctx)), last.remote}
+			tried = true
 			break
 		}
 		cn, err := c.open(ctx, log, h, port, mode)
+		var he *hostError
+		if errors.As(err, &he) && he.refused {
+			// The operator's log names the address; the outcome, which
+			// the sender sees, does not (it would tell what a name
+			// resolves to inside this network).
+			log.Warn("mx host refused by the egress policy", "remote_server", h, "err", err)
+			refused = append(refused, h)
+			continue
+		}
 		if err != nil {
 			log.Info("mx host failed", "remote_server", h, "err", err)
 			last = hostOutcome(h, err)
+			tried = true
 			continue
 		}
 		c.deliverOn(cn, m, pending, results)
 		c.release(net.JoinHostPort(h, port), cn)
 		return
 	}
+	if len(refused) > 0 && !tried {
+		setAll(results, pending, refusedOutcome(refused))
+		return
+	}
 	setAll(results, pending, last)
+}
+
+// refusedOutcome is the outcome when every host (MX hosts, or the address
+// of an address literal) was refused by the egress policy. RFC 3463 X.7.1:
+// delivery is not authorized, here by local policy.
+func refusedOutcome(hosts []string) outcome {
+	const kinds = "loopback, private, link-local or cloud metadata"
+	var msg string
+	switch {
+	case len(hosts) == 1 && net.ParseIP(hosts[0]) != nil:
+		msg = fmt.Sprintf("address %s is a %s address", hosts[0], kinds)
+	case len(hosts) == 1:
+		msg = fmt.Sprintf("MX host %s resolves only to %s addresses", hosts[0], kinds)
+	default:
+		msg = fmt.Sprintf("MX hosts %s resolve only to %s addresses", strings.Join(hosts, ", "), kinds)
+	}
+	return outcome{Refused, 550, "5.7.1", msg + ", which the egress policy refuses", ""}
 }
 
 // release returns cn to the pool or closes it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/dnstest"
+	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/smtptest"
 )
 
@@ -49,6 +51,9 @@ func newClient(t *testing.T, d *dnstest.Server, port int, edit func(*Config)) *C
 		Hostname: hostname,
 		Resolver: d.Resolver(),
 		Port:     port,
+		// The test MX hosts live on loopback, which the egress policy
+		// refuses unless it is listed.
+		Egress:   egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
 		Timeouts: testTimeouts(),
 		Logger:   slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
@@ -603,6 +608,9 @@ func TestRelay(t *testing.T) {
 	c := newClient(t, d, 0, func(cfg *Config) {
 		cfg.Relay = "smtp://" + relay.Addr()
 		cfg.RootCAs = relay.CertPool()
+		// The operator chose the relay: the egress policy, which refuses
+		// its loopback address, does not apply to it.
+		cfg.Egress = egress.Policy{}
 	})
 
 	to := []string{"a@example.test", "b@elsewhere.test"}

@@ -1,8 +1,11 @@
 // Package password hashes dashboard passwords with argon2id (RFC 9106) in
-// the PHC string format.
+// the PHC string format. Each hash holds 64 MiB while it runs, so hashes
+// run in a Pool that bounds how many run at once and how many callers may
+// wait for one; Hash and Verify share one Pool with the whole process.
 package password
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -24,43 +27,90 @@ const (
 // ErrMalformed means a stored hash cannot be read.
 var ErrMalformed = errors.New("malformed password hash")
 
+// shared is the Pool of Hash and Verify. It is the one piece of package
+// state: what it bounds, memory, belongs to the process, and a pool per
+// caller would multiply the bound.
+var shared = NewPool(PoolConfig{})
+
+// Shared returns the Pool that Hash and Verify use.
+func Shared() *Pool { return shared }
+
+// Hash returns the PHC string of an argon2id hash of pw with a random salt,
+// computed in the shared Pool (ErrOverloaded when it is saturated).
+func Hash(pw string) (string, error) { return shared.Hash(context.Background(), pw) }
+
+// Verify reports whether pw matches the PHC string hash, in constant time,
+// computed in the shared Pool (ErrOverloaded when it is saturated).
+func Verify(pw, hash string) (bool, error) {
+	return shared.Verify(context.Background(), pw, hash)
+}
+
 // Hash returns the PHC string of an argon2id hash of pw with a random salt.
-func Hash(pw string) (string, error) {
+// It waits for a slot as the Pool's documentation says.
+func (p *Pool) Hash(ctx context.Context, pw string) (string, error) {
 	salt := make([]byte, 16)
 	if _, err := rand.Read(salt); err != nil {
 		return "", fmt.Errorf("reading salt: %w", err)
 	}
-	key := argon2.IDKey([]byte(pw), salt, passes, memory, threads, keyLen)
+	if err := p.acquire(ctx); err != nil {
+		return "", err
+	}
+	defer p.release()
+	key := p.key([]byte(pw), salt, passes, memory, threads, keyLen)
 	enc := base64.RawStdEncoding
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, memory, passes, threads,
 		enc.EncodeToString(salt), enc.EncodeToString(key)), nil
 }
 
 // Verify reports whether pw matches the PHC string hash, in constant time.
-func Verify(pw, hash string) (bool, error) {
+// It waits for a slot as the Pool's documentation says; a malformed hash
+// fails at once. Hashes asking for more memory than Hash uses are
+// malformed too: the Pool's bound assumes Hash's parameters.
+func (p *Pool) Verify(ctx context.Context, pw, hash string) (bool, error) {
+	ph, err := parse(hash)
+	if err != nil {
+		return false, err
+	}
+	if err := p.acquire(ctx); err != nil {
+		return false, err
+	}
+	defer p.release()
+	got := p.key([]byte(pw), ph.salt, ph.t, ph.m, ph.p, uint32(len(ph.key)))
+	return subtle.ConstantTimeCompare(got, ph.key) == 1, nil
+}
+
+// phc is a parsed argon2id PHC string.
+type phc struct {
+	m, t      uint32
+	p         uint8
+	salt, key []byte
+}
+
+func parse(hash string) (phc, error) {
+	var h phc
 	parts := strings.Split(hash, "$")
 	if len(parts) != 6 || parts[1] != "argon2id" {
-		return false, ErrMalformed
+		return h, ErrMalformed
 	}
 	var version int
-	var m uint32
-	var t uint32
-	var p uint8
 	if _, err := fmt.Sscanf(parts[2], "v=%d", &version); err != nil || version != argon2.Version {
-		return false, ErrMalformed
+		return h, ErrMalformed
 	}
-	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &m, &t, &p); err != nil {
-		return false, ErrMalformed
+	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &h.m, &h.t, &h.p); err != nil {
+		return h, ErrMalformed
+	}
+	// RFC 9106 §3.1: at least one lane, at least 8 KiB per lane, at least
+	// one pass (argon2 panics below these).
+	if h.p < 1 || h.t < 1 || h.m < 8*uint32(h.p) || h.m > memory || h.t > 4*passes {
+		return h, ErrMalformed
 	}
 	enc := base64.RawStdEncoding
-	salt, err := enc.DecodeString(parts[4])
-	if err != nil {
-		return false, ErrMalformed
+	var err error
+	if h.salt, err = enc.DecodeString(parts[4]); err != nil {
+		return h, ErrMalformed
 	}
-	want, err := enc.DecodeString(parts[5])
-	if err != nil || len(want) == 0 {
-		return false, ErrMalformed
+	if h.key, err = enc.DecodeString(parts[5]); err != nil || len(h.key) == 0 {
+		return h, ErrMalformed
 	}
-	got := argon2.IDKey([]byte(pw), salt, t, m, p, uint32(len(want)))
-	return subtle.ConstantTimeCompare(got, want) == 1, nil
+	return h, nil
 }

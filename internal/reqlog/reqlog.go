@@ -3,7 +3,8 @@
 // PostgreSQL in batches (COPY) at least once a second, so an entry is
 // readable within a few seconds. Close writes everything still buffered.
 // When the buffer is full an entry is dropped and counted, so a slow
-// database never slows requests down.
+// database never slows requests down. Body and Prefix redact the bodies an
+// entry keeps: secrets never reach the log, whole or cut.
 package reqlog
 
 import (

@@ -26,30 +26,45 @@ type Invitation struct {
 	InvitedBy *uuid.UUID
 	CreatedAt time.Time
 	ExpiresAt time.Time
+	// EmailedAt is when the link was emailed to the address; nil when it
+	// was shown to the inviting owner instead. Only an emailed link proves
+	// that whoever uses it controls the address.
+	EmailedAt *time.Time
 	TeamName  string // filled by InvitationByToken
 }
 
-const invitationColumns = `id, team_id, email, role, invited_by, created_at, expires_at`
+const invitationColumns = `id, team_id, email, role, invited_by, created_at, expires_at, emailed_at`
 
 // fields are the scan targets of invitationColumns.
 func (i *Invitation) fields() []any {
-	return []any{&i.ID, &i.TeamID, &i.Email, &i.Role, &i.InvitedBy, &i.CreatedAt, &i.ExpiresAt}
+	return []any{&i.ID, &i.TeamID, &i.Email, &i.Role, &i.InvitedBy, &i.CreatedAt, &i.ExpiresAt, &i.EmailedAt}
 }
 
 // Invite stores an invitation with the hash of its token, or, when the team
 // already invited the address, gives that invitation the new token, role,
 // inviter and expiry (the old link stops working). It returns the stored
-// invitation, whose ID is the first invitation's.
+// invitation, whose ID is the first invitation's. The new link counts as
+// not emailed (inv.EmailedAt is ignored) until MarkInvitationEmailed.
 func (s *Store) Invite(ctx context.Context, inv Invitation, tokenHash []byte) (Invitation, error) {
 	err := s.pool.QueryRow(ctx, `INSERT INTO invitation AS i (id, team_id, email, role, token_hash, invited_by, expires_at)
 		VALUES (@id, @team, @email, @role, @hash, @by, @expires)
 		ON CONFLICT (team_id, email) DO UPDATE SET role = excluded.role, token_hash = excluded.token_hash,
-			invited_by = excluded.invited_by, created_at = now(), expires_at = excluded.expires_at
+			invited_by = excluded.invited_by, created_at = now(), expires_at = excluded.expires_at, emailed_at = NULL
 		RETURNING i.id, i.created_at`,
 		pgx.NamedArgs{"id": inv.ID, "team": inv.TeamID, "email": strings.ToLower(inv.Email), "role": inv.Role,
 			"hash": tokenHash, "by": inv.InvitedBy, "expires": inv.ExpiresAt}).Scan(&inv.ID, &inv.CreatedAt)
 	inv.Email = strings.ToLower(inv.Email)
+	inv.EmailedAt = nil
 	return inv, mapErr(err)
+}
+
+// MarkInvitationEmailed records that the link with this token hash was
+// emailed to the invited address, so that using it proves the address. An
+// invitation whose token was replaced meanwhile is left as it is.
+func (s *Store) MarkInvitationEmailed(ctx context.Context, tokenHash []byte) error {
+	_, err := s.pool.Exec(ctx, `UPDATE invitation SET emailed_at = now() WHERE token_hash = @hash`,
+		pgx.NamedArgs{"hash": tokenHash})
+	return mapErr(err)
 }
 
 // Invitations lists a team's invitations, expired ones included, newest
@@ -94,17 +109,24 @@ func (s *Store) InvitationByToken(ctx context.Context, tokenHash []byte) (Invita
 
 // AcceptInvitation spends the live invitation with this token hash and
 // makes the user, who must have the invited address, a member of its team
-// (a member already keeps their role). ErrNotFound when the invitation is
-// not live or is for another address.
+// (a member already keeps their role). An emailed invitation also proves the
+// user's address: they hold both the account and the emailed link.
+// ErrNotFound when the invitation is not live or is for another address.
 func (s *Store) AcceptInvitation(ctx context.Context, tokenHash []byte, userID uuid.UUID) (Invitation, error) {
 	return s.acceptInvitation(ctx, tokenHash, func(tx pgx.Tx, inv Invitation) (uuid.UUID, error) {
 		var email string
-		err := tx.QueryRow(ctx, `SELECT email FROM app_user WHERE id = @user`, pgx.NamedArgs{"user": userID}).Scan(&email)
+		err := tx.QueryRow(ctx, `SELECT email FROM app_user WHERE id = @user FOR UPDATE`, pgx.NamedArgs{"user": userID}).Scan(&email)
 		if err != nil {
 			return uuid.Nil, err
 		}
 		if email != inv.Email {
 			return uuid.Nil, fmt.Errorf("%w: the invitation is for another address", ErrNotFound)
+		}
+		if inv.EmailedAt != nil {
+			if _, err := tx.Exec(ctx, `UPDATE app_user SET email_verified_at = coalesce(email_verified_at, now()) WHERE id = @user`,
+				pgx.NamedArgs{"user": userID}); err != nil {
+				return uuid.Nil, err
+			}
 		}
 		return userID, nil
 	})
@@ -112,12 +134,15 @@ func (s *Store) AcceptInvitation(ctx context.Context, tokenHash []byte, userID u
 
 // AcceptInvitationAsNewUser spends the live invitation with this token hash
 // and creates its user (u's ID, name and password hash, the invited
-// address) as a member of its team. ErrNotFound when the invitation is not
-// live; ErrConflict when a user with that address exists.
+// address) as a member of its team. The user's address counts as proven
+// only when the invitation was emailed (Invitation.EmailedAt); a link shown
+// to the inviting owner proves nothing. ErrNotFound when the invitation is
+// not live; ErrConflict when a user with that address exists.
 func (s *Store) AcceptInvitationAsNewUser(ctx context.Context, tokenHash []byte, u User) (Invitation, error) {
 	return s.acceptInvitation(ctx, tokenHash, func(tx pgx.Tx, inv Invitation) (uuid.UUID, error) {
-		_, err := tx.Exec(ctx, `INSERT INTO app_user (id, email, name, password_hash) VALUES (@id, @email, @name, @hash)`,
-			pgx.NamedArgs{"id": u.ID, "email": inv.Email, "name": u.Name, "hash": u.PasswordHash})
+		_, err := tx.Exec(ctx, `INSERT INTO app_user (id, email, name, password_hash, email_verified_at)
+			VALUES (@id, @email, @name, @hash, CASE WHEN @emailed::boolean THEN now() END)`,
+			pgx.NamedArgs{"id": u.ID, "email": inv.Email, "name": u.Name, "hash": u.PasswordHash, "emailed": inv.EmailedAt != nil})
 		return u.ID, err
 	})
 }
@@ -182,27 +207,49 @@ func (s *Store) PasswordResetUser(ctx context.Context, tokenHash []byte) (uuid.U
 	return id, mapErr(err)
 }
 
+// PasswordReset is what ResetPassword did.
+type PasswordReset struct {
+	UserID uuid.UUID
+	// ProvedAddress means the user's address was unproven until this
+	// reset: whoever set the old password and second factor may not have
+	// controlled it, so the second factor was removed too.
+	ProvedAddress bool
+}
+
 // ResetPassword spends a live password-reset token: it sets the user's
-// password hash and ends every session of the user, in one transaction,
-// and returns the user. ErrNotFound when the token is not live. The second
-// factor is left as it is.
-func (s *Store) ResetPassword(ctx context.Context, tokenHash []byte, passwordHash string) (uuid.UUID, error) {
-	var id uuid.UUID
+// password hash, ends every session of the user and marks the address
+// proven (the link was emailed to it), in one transaction. The second
+// factor is kept when the address was already proven and removed, with its
+// recovery codes, when it was not (PasswordReset.ProvedAddress): the
+// address's owner takes over an account someone else may have set up.
+// ErrNotFound when the token is not live.
+func (s *Store) ResetPassword(ctx context.Context, tokenHash []byte, passwordHash string) (PasswordReset, error) {
+	var pr PasswordReset
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return id, mapErr(err)
+		return pr, mapErr(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
 	err = tx.QueryRow(ctx, `DELETE FROM password_reset WHERE token_hash = @hash AND expires_at > now() RETURNING user_id`,
-		pgx.NamedArgs{"hash": tokenHash}).Scan(&id)
+		pgx.NamedArgs{"hash": tokenHash}).Scan(&pr.UserID)
 	if err != nil {
-		return id, mapErr(err)
+		return pr, mapErr(err)
+	}
+	err = tx.QueryRow(ctx, `SELECT email_verified_at IS NULL FROM app_user WHERE id = @user FOR UPDATE`,
+		pgx.NamedArgs{"user": pr.UserID}).Scan(&pr.ProvedAddress)
+	if err != nil {
+		return pr, fmt.Errorf("reading the user: %w", mapErr(err))
 	}
 	b := &pgx.Batch{}
-	b.Queue(`UPDATE app_user SET password_hash = @hash WHERE id = @user`, pgx.NamedArgs{"user": id, "hash": passwordHash})
-	b.Queue(`DELETE FROM dashboard_session WHERE user_id = @user`, pgx.NamedArgs{"user": id})
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return id, fmt.Errorf("resetting the password: %w", mapErr(err))
+	b.Queue(`UPDATE app_user SET password_hash = @hash, email_verified_at = coalesce(email_verified_at, now()) WHERE id = @user`,
+		pgx.NamedArgs{"user": pr.UserID, "hash": passwordHash})
+	b.Queue(`DELETE FROM dashboard_session WHERE user_id = @user`, pgx.NamedArgs{"user": pr.UserID})
+	if pr.ProvedAddress {
+		b.Queue(`UPDATE app_user SET totp_secret = NULL, totp_enabled_at = NULL WHERE id = @user`, pgx.NamedArgs{"user": pr.UserID})
+		b.Queue(`DELETE FROM recovery_code WHERE user_id = @user`, pgx.NamedArgs{"user": pr.UserID})
 	}
-	return id, mapErr(tx.Commit(ctx))
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return pr, fmt.Errorf("resetting the password: %w", mapErr(err))
+	}
+	return pr, mapErr(tx.Commit(ctx))
 }

@@ -146,9 +146,9 @@ func TestPasswordReset(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, u, id)
 
-	id, err = st.ResetPassword(ctx, hashOf("two"), "new-hash")
+	pr, err := st.ResetPassword(ctx, hashOf("two"), "new-hash")
 	require.NoError(t, err)
-	require.Equal(t, u, id)
+	require.Equal(t, u, pr.UserID)
 	h, err := st.UserPasswordHash(ctx, u)
 	require.NoError(t, err)
 	require.Equal(t, "new-hash", h)
@@ -222,4 +222,112 @@ func TestPurgeExpiredSweepsSessionsAndLinks(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"i1@example.com", "i2@example.com"}, emails,
 		"an invitation that expired yesterday is still listed")
+}
+
+// TestInvitationsProveAddresses: a user who joins through an emailed
+// invitation has a proven address; one who joins through a link shown to
+// the inviting owner does not (issue 14, account pre-hijacking). Inviting
+// again makes the new link count as not emailed until it is.
+func TestInvitationsProveAddresses(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	team := newTeam(t, st)
+	week := time.Now().Add(7 * 24 * time.Hour)
+	invite := func(email, tok string) {
+		t.Helper()
+		_, err := st.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: team, Email: email, Role: "member", ExpiresAt: week},
+			hashOf(tok))
+		require.NoError(t, err)
+	}
+
+	invite("shown@example.com", "shown")
+	invite("mailed@example.com", "mailed")
+	require.NoError(t, st.MarkInvitationEmailed(ctx, hashOf("mailed")))
+	got, err := st.InvitationByToken(ctx, hashOf("mailed"))
+	require.NoError(t, err)
+	require.NotNil(t, got.EmailedAt)
+	got, err = st.InvitationByToken(ctx, hashOf("shown"))
+	require.NoError(t, err)
+	require.Nil(t, got.EmailedAt)
+
+	// Inviting again replaces the emailed link by one not emailed yet.
+	invite("again@example.com", "again-1")
+	require.NoError(t, st.MarkInvitationEmailed(ctx, hashOf("again-1")))
+	invite("again@example.com", "again-2")
+	require.NoError(t, st.MarkInvitationEmailed(ctx, hashOf("again-1")), "a replaced token marks nothing")
+	got, err = st.InvitationByToken(ctx, hashOf("again-2"))
+	require.NoError(t, err)
+	require.Nil(t, got.EmailedAt)
+
+	for tok, proven := range map[string]bool{"shown": false, "mailed": true, "again-2": false} {
+		inv, err := st.AcceptInvitationAsNewUser(ctx, hashOf(tok), store.User{ID: uuid.New(), PasswordHash: "pw"})
+		require.NoError(t, err)
+		u, err := st.UserByEmail(ctx, inv.Email)
+		require.NoError(t, err)
+		require.Equal(t, proven, u.EmailVerifiedAt != nil, tok)
+	}
+
+	// An existing user who accepts an emailed invitation proves the
+	// address; accepting a shown one proves nothing.
+	other := newTeam(t, st)
+	for _, emailed := range []bool{false, true} {
+		_, err := st.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: other, Email: "shown@example.com", Role: "member",
+			ExpiresAt: week}, hashOf("existing"))
+		require.NoError(t, err)
+		if emailed {
+			require.NoError(t, st.MarkInvitationEmailed(ctx, hashOf("existing")))
+		}
+		u, err := st.UserByEmail(ctx, "shown@example.com")
+		require.NoError(t, err)
+		_, err = st.AcceptInvitation(ctx, hashOf("existing"), u.ID)
+		require.NoError(t, err)
+		u, err = st.UserByID(ctx, u.ID)
+		require.NoError(t, err)
+		require.Equal(t, emailed, u.EmailVerifiedAt != nil, "emailed %v", emailed)
+	}
+}
+
+// TestPasswordResetProvesTheAddress: a reset link was emailed, so using it
+// proves the address. When the address was unproven, whoever set up the
+// account may not own it: the second factor they may have set goes too.
+func TestPasswordResetProvesTheAddress(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	now := time.Now()
+	unproven := newUser(t, st, "unproven@example.com")
+	proven := store.User{ID: uuid.New(), Email: "proven@example.com", PasswordHash: "hash", EmailVerifiedAt: &now}
+	require.NoError(t, st.CreateUser(ctx, proven))
+	for _, id := range []uuid.UUID{unproven, proven.ID} {
+		require.NoError(t, st.StartTOTP(ctx, id, []byte("sealed")))
+		require.NoError(t, st.EnableTOTP(ctx, id, [][]byte{hashOf("recovery")}))
+	}
+	team := newTeam(t, st)
+
+	for _, tt := range []struct {
+		id     uuid.UUID
+		proves bool
+	}{{unproven, true}, {proven.ID, false}} {
+		require.NoError(t, st.RequestPasswordReset(ctx, tt.id, hashOf(tt.id.String()), now.Add(time.Hour)))
+		pr, err := st.ResetPassword(ctx, hashOf(tt.id.String()), "new-hash")
+		require.NoError(t, err)
+		require.Equal(t, tt.id, pr.UserID)
+		require.Equal(t, tt.proves, pr.ProvedAddress)
+		u, err := st.UserByID(ctx, tt.id)
+		require.NoError(t, err)
+		require.NotNil(t, u.EmailVerifiedAt, "the address is proven now")
+		m, err := st.UserMFA(ctx, tt.id, team)
+		require.NoError(t, err)
+		require.Equal(t, tt.proves, m.EnabledAt == nil, "the second factor goes only with an unproven address")
+		ok, err := st.UseRecoveryCode(ctx, tt.id, hashOf("recovery"))
+		require.NoError(t, err)
+		require.Equal(t, !tt.proves, ok, "recovery codes go with the second factor")
+	}
+	u, err := st.UserByID(ctx, proven.ID)
+	require.NoError(t, err)
+	require.WithinDuration(t, now, *u.EmailVerifiedAt, time.Second, "the first proof's time is kept")
+
+	require.NoError(t, st.VerifyUserEmail(ctx, unproven))
+	require.ErrorIs(t, st.VerifyUserEmail(ctx, uuid.New()), store.ErrNotFound)
+	_, err = st.UserByID(ctx, uuid.New())
+	require.ErrorIs(t, err, store.ErrNotFound)
 }

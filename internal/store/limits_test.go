@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -250,4 +252,125 @@ func TestSuppressedRecipientsDoNotCount(t *testing.T) {
 		"suppressed+x@posthaste.test", "delivered@posthaste.test"))
 	require.NoError(t, err)
 	require.EqualValues(t, 2, used, "only here@ and delivered@ count")
+}
+
+// A team has at most MaxWebhooksPerTeam endpoints, disabled ones included,
+// even when creations race: the team's row is locked while they are
+// counted. Other teams are not affected, and deleting one makes room.
+func TestWebhookEndpointsPerTeamAreCapped(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	team, other := newTeam(t, st), newTeam(t, st)
+	hook := func(team uuid.UUID, status string) store.Webhook {
+		return store.Webhook{ID: uuid.Must(uuid.NewV7()), TeamID: team, Endpoint: "https://hooks.example/x",
+			Events: []string{"email.sent"}, Status: status, Secret: []byte("sealed")}
+	}
+	var last uuid.UUID
+	for i := range store.MaxWebhooksPerTeam - 3 {
+		status := store.WebhookEnabled
+		if i%2 == 1 {
+			status = store.WebhookDisabled
+		}
+		w := hook(team, status)
+		require.NoError(t, st.CreateWebhook(ctx, w))
+		last = w.ID
+	}
+
+	// 20 parallel creations against 3 places: exactly 3 pass.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok, over := 0, 0
+	for range 20 {
+		wg.Go(func() {
+			err := st.CreateWebhook(ctx, hook(team, store.WebhookEnabled))
+			mu.Lock()
+			defer mu.Unlock()
+			var le *store.LimitError
+			switch {
+			case err == nil:
+				ok++
+			case errors.As(err, &le): // assert, not require: this is not the test's goroutine
+				assert.ErrorIs(t, err, store.ErrLimitReached)
+				assert.Equal(t, store.LimitError{What: "webhook endpoints", Max: store.MaxWebhooksPerTeam}, *le)
+				over++
+			default:
+				t.Errorf("unexpected error: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, 3, ok)
+	require.Equal(t, 17, over)
+	list, _, err := st.ListWebhooks(ctx, team, store.Page{Limit: 100})
+	require.NoError(t, err)
+	require.Len(t, list, store.MaxWebhooksPerTeam)
+
+	require.NoError(t, st.CreateWebhook(ctx, hook(other, store.WebhookEnabled)), "another team has its own count")
+	require.NoError(t, st.DeleteWebhook(ctx, team, last))
+	require.NoError(t, st.CreateWebhook(ctx, hook(team, store.WebhookEnabled)), "a deletion makes room")
+	require.ErrorIs(t, st.CreateWebhook(ctx, hook(team, store.WebhookEnabled)), store.ErrLimitReached)
+}
+
+// The count and the insert of CreateWebhook are serialised per team: a
+// creation that starts while another transaction holds the team and adds
+// the last allowed endpoints waits for it, then sees them and is refused.
+// (Counting without the team's lock would see 17 and make a 21st.)
+func TestWebhookCapSerialisesCreations(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	st, err := store.Open(ctx, store.Config{URL: url})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	require.NoError(t, st.Migrate(ctx))
+	team := newTeam(t, st)
+	hook := func() store.Webhook {
+		return store.Webhook{ID: uuid.Must(uuid.NewV7()), TeamID: team, Endpoint: "https://hooks.example/x",
+			Events: []string{"email.sent"}, Status: store.WebhookEnabled, Secret: []byte("sealed")}
+	}
+	for range store.MaxWebhooksPerTeam - 3 {
+		require.NoError(t, st.CreateWebhook(ctx, hook()))
+	}
+
+	// Another creation in progress: it holds the team and adds the last 3.
+	holder, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer holder.Close(ctx)
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // after commit a no-op
+	_, err = tx.Exec(ctx, `SELECT 1 FROM team WHERE id = $1 FOR NO KEY UPDATE`, team)
+	require.NoError(t, err)
+	for range 3 {
+		_, err = tx.Exec(ctx, `INSERT INTO webhook (id, team_id, endpoint, events, status, secret)
+			VALUES ($1, $2, 'https://hooks.example/y', '{email.sent}', 'enabled', 'x')`, uuid.Must(uuid.NewV7()), team)
+		require.NoError(t, err)
+	}
+
+	observer, err := pgx.Connect(ctx, url) // outside any transaction: fresh activity each time
+	require.NoError(t, err)
+	defer observer.Close(ctx)
+	done := make(chan error, 1)
+	go func() { done <- st.CreateWebhook(ctx, hook()) }()
+	// Wait until the creation either finished (it did not wait for the
+	// team) or waits for the holder's lock.
+	var early error
+	finished := false
+	require.Eventually(t, func() bool {
+		select {
+		case early = <-done:
+			finished = true
+			return true
+		default:
+		}
+		var waiting int
+		err := observer.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+		return err == nil && waiting > 0
+	}, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, tx.Commit(ctx))
+	if !finished {
+		early = <-done
+	}
+	require.False(t, finished && early == nil, "the creation did not wait for the team and made a 21st endpoint")
+	require.ErrorIs(t, early, store.ErrLimitReached)
 }

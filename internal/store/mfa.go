@@ -28,7 +28,7 @@ func (s *Store) UserMFA(ctx context.Context, userID, teamID uuid.UUID) (MFA, err
 // StartTOTP stores a new, not yet confirmed secret, replacing an
 // unconfirmed one. ErrConflict when a confirmed one exists.
 func (s *Store) StartTOTP(ctx context.Context, userID uuid.UUID, sealed []byte) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE app_user SET totp_secret = @secret
+	tag, err := s.pool.Exec(ctx, `UPDATE app_user SET totp_secret = @secret, totp_last_step = NULL
 		WHERE id = @user AND totp_enabled_at IS NULL`, pgx.NamedArgs{"user": userID, "secret": sealed})
 	if err != nil {
 		return mapErr(err)
@@ -57,9 +57,24 @@ func (s *Store) EnableTOTP(ctx context.Context, userID uuid.UUID, codeHashes [][
 // DisableTOTP removes the second factor and its recovery codes.
 func (s *Store) DisableTOTP(ctx context.Context, userID uuid.UUID) error {
 	b := &pgx.Batch{}
-	b.Queue(`UPDATE app_user SET totp_secret = NULL, totp_enabled_at = NULL WHERE id = @user`, pgx.NamedArgs{"user": userID})
+	b.Queue(`UPDATE app_user SET totp_secret = NULL, totp_enabled_at = NULL, totp_last_step = NULL WHERE id = @user`,
+		pgx.NamedArgs{"user": userID})
 	b.Queue(`DELETE FROM recovery_code WHERE user_id = @user`, pgx.NamedArgs{"user": userID})
 	return mapErr(s.pool.SendBatch(ctx, b).Close())
+}
+
+// UseTOTPStep records that a TOTP code of time step step (RFC 6238 §4.2)
+// was accepted for the user; false when a code of this step or a later one
+// already was: RFC 6238 §5.2, a code is accepted once. Concurrent uses of
+// one step are decided by the row lock: one wins.
+func (s *Store) UseTOTPStep(ctx context.Context, userID uuid.UUID, step int64) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE app_user SET totp_last_step = @step
+		WHERE id = @user AND totp_secret IS NOT NULL AND (totp_last_step IS NULL OR totp_last_step < @step)`,
+		pgx.NamedArgs{"user": userID, "step": step})
+	if err != nil {
+		return false, mapErr(err)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // UseRecoveryCode spends an unused recovery code; false when there is none.
@@ -80,11 +95,20 @@ func (s *Store) SetTeamMFARequired(ctx context.Context, teamID uuid.UUID, requir
 	return mapErr(err)
 }
 
-// CompleteMFA marks a session as having passed the second factor.
-func (s *Store) CompleteMFA(ctx context.Context, hash []byte) error {
-	_, err := s.pool.Exec(ctx, `UPDATE dashboard_session SET mfa_pending = false WHERE id_hash = @hash`,
-		pgx.NamedArgs{"hash": hash})
-	return mapErr(err)
+// CompleteMFA marks a session waiting for its second factor as having
+// passed it, under a new id (the hash of a new cookie value) and until
+// expires. ErrNotFound when no such session waits.
+func (s *Store) CompleteMFA(ctx context.Context, hash, newHash []byte, expires time.Time) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE dashboard_session SET mfa_pending = false, id_hash = @new, expires_at = @expires
+		WHERE id_hash = @hash AND mfa_pending AND expires_at > now()`,
+		pgx.NamedArgs{"hash": hash, "new": newHash, "expires": expires})
+	if err != nil {
+		return mapErr(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
 }
 
 // HasSealedSecrets reports whether anything sealed with the master key is

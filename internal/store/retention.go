@@ -75,6 +75,9 @@ var expiringTables = []struct{ table, expired string }{
 	// Invitations stay listed as expired on the Team page, where an owner
 	// can send them again, for 30 days after they stopped working.
 	{"invitation", "expires_at < @now::timestamptz - interval '30 days'"},
+	// The record of system emails only counts the last hour (see
+	// ReserveSystemMail); a day is plenty.
+	{"system_mail", "created_at < @now::timestamptz - interval '1 day'"},
 }
 
 // PurgeExpired deletes up to limit expired rows from each table of

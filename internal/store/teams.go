@@ -24,6 +24,11 @@ type User struct {
 	Name         string // optional display name
 	PasswordHash string
 	CreatedAt    time.Time
+	// EmailVerifiedAt is when the address was proven to be the user's (an
+	// emailed link was used, an identity provider vouched for it, or the
+	// operator created the user); nil while it is unproven. OAuth sign-in
+	// never enters an account whose address is unproven.
+	EmailVerifiedAt *time.Time
 }
 
 // Permission of an API key.
@@ -57,22 +62,51 @@ func (s *Store) CreateTeam(ctx context.Context, t Team) error {
 	return mapErr(err)
 }
 
-// CreateUser inserts a user with a lower-cased email. ErrConflict when the
-// email is taken.
+// CreateUser inserts a user with a lower-cased email (and its
+// EmailVerifiedAt). ErrConflict when the email is taken.
 func (s *Store) CreateUser(ctx context.Context, u User) error {
 	_, err := s.pool.Exec(ctx,
-		`INSERT INTO app_user (id, email, name, password_hash) VALUES (@id, @email, @name, @hash)`,
-		pgx.NamedArgs{"id": u.ID, "email": strings.ToLower(u.Email), "name": u.Name, "hash": u.PasswordHash})
+		`INSERT INTO app_user (id, email, name, password_hash, email_verified_at) VALUES (@id, @email, @name, @hash, @verified)`,
+		pgx.NamedArgs{"id": u.ID, "email": strings.ToLower(u.Email), "name": u.Name, "hash": u.PasswordHash,
+			"verified": u.EmailVerifiedAt})
 	return mapErr(err)
+}
+
+const userColumns = `id, email, name, coalesce(password_hash, ''), created_at, email_verified_at`
+
+// fields are the scan targets of userColumns.
+func (u *User) fields() []any {
+	return []any{&u.ID, &u.Email, &u.Name, &u.PasswordHash, &u.CreatedAt, &u.EmailVerifiedAt}
 }
 
 // UserByEmail finds a user by email, case-insensitively.
 func (s *Store) UserByEmail(ctx context.Context, email string) (User, error) {
 	var u User
-	err := s.pool.QueryRow(ctx,
-		`SELECT id, email, name, coalesce(password_hash, ''), created_at FROM app_user WHERE email = @email`,
-		pgx.NamedArgs{"email": strings.ToLower(email)}).Scan(&u.ID, &u.Email, &u.Name, &u.PasswordHash, &u.CreatedAt)
+	err := s.pool.QueryRow(ctx, `SELECT `+userColumns+` FROM app_user WHERE email = @email`,
+		pgx.NamedArgs{"email": strings.ToLower(email)}).Scan(u.fields()...)
 	return u, mapErr(err)
+}
+
+// UserByID finds a user by id. ErrNotFound when there is none.
+func (s *Store) UserByID(ctx context.Context, id uuid.UUID) (User, error) {
+	var u User
+	err := s.pool.QueryRow(ctx, `SELECT `+userColumns+` FROM app_user WHERE id = @id`,
+		pgx.NamedArgs{"id": id}).Scan(u.fields()...)
+	return u, mapErr(err)
+}
+
+// VerifyUserEmail records that the user's address is proven, keeping the
+// first time it was. ErrNotFound when there is no such user.
+func (s *Store) VerifyUserEmail(ctx context.Context, id uuid.UUID) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE app_user SET email_verified_at = coalesce(email_verified_at, now()) WHERE id = @id`,
+		pgx.NamedArgs{"id": id})
+	if err != nil {
+		return mapErr(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
 }
 
 // AddMember makes a user a member of a team; adding twice keeps the first role.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -184,13 +185,59 @@ func scanWebhook(row pgx.Row) (Webhook, error) {
 	return w, mapErr(err)
 }
 
-// CreateWebhook inserts an endpoint.
+// MaxWebhooksPerTeam bounds a team's endpoints, enabled or not: every
+// email event is fanned out to each of them.
+const MaxWebhooksPerTeam = 20
+
+// ErrLimitReached matches a *LimitError with errors.Is.
+var ErrLimitReached = errors.New("limit reached")
+
+// LimitError means a team already has as many of something as it may
+// have; nothing was written.
+type LimitError struct {
+	What string // what is counted, plural: "webhook endpoints"
+	Max  int
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("the team already has %d %s, the most allowed", e.Max, e.What)
+}
+
+// Is makes errors.Is(err, ErrLimitReached) true.
+func (e *LimitError) Is(target error) bool { return target == ErrLimitReached }
+
+// CreateWebhook inserts an endpoint; a *LimitError when the team already
+// has MaxWebhooksPerTeam. The team's row is locked while its endpoints are
+// counted, so concurrent creations cannot pass the limit together.
 func (s *Store) CreateWebhook(ctx context.Context, w Webhook) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO webhook (id, team_id, endpoint, events, status, secret)
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("creating webhook: %w", mapErr(err))
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
+	// The count runs in a statement of its own: under READ COMMITTED it
+	// sees the endpoints committed by whoever held the lock before. NO KEY
+	// UPDATE does not hold up the foreign-key checks of other inserts
+	// (emails) that reference the team.
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM team WHERE id = @team FOR NO KEY UPDATE`,
+		pgx.NamedArgs{"team": w.TeamID}); err != nil {
+		return fmt.Errorf("creating webhook: %w", mapErr(err))
+	}
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM webhook WHERE team_id = @team`,
+		pgx.NamedArgs{"team": w.TeamID}).Scan(&n); err != nil {
+		return fmt.Errorf("creating webhook: %w", mapErr(err))
+	}
+	if n >= MaxWebhooksPerTeam {
+		return &LimitError{What: "webhook endpoints", Max: MaxWebhooksPerTeam}
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO webhook (id, team_id, endpoint, events, status, secret)
 		VALUES (@id, @team, @endpoint, @events, @status, @secret)`,
 		pgx.NamedArgs{"id": w.ID, "team": w.TeamID, "endpoint": w.Endpoint, "events": w.Events,
-			"status": w.Status, "secret": w.Secret})
-	if err != nil {
+			"status": w.Status, "secret": w.Secret}); err != nil {
+		return fmt.Errorf("creating webhook: %w", mapErr(err))
+	}
+	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("creating webhook: %w", mapErr(err))
 	}
 	return nil
@@ -229,7 +276,7 @@ func (s *Store) UpdateWebhook(ctx context.Context, teamID, id uuid.UUID, u Webho
 			events = coalesce(@events, events),
 			failing_since = CASE WHEN @status::text = 'enabled' THEN NULL ELSE failing_since END,
 			disabled_reason = CASE WHEN @status::text = 'enabled' THEN NULL
-				WHEN @status::text = 'disabled' AND status = 'enabled' THEN 'Disabled through the API.'
+				WHEN @status::text = 'disabled' AND status = 'enabled' THEN 'Disabled by a team member.'
 				ELSE disabled_reason END,
 			status = coalesce(@status, status),
 			updated_at = now()

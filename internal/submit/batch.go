@@ -16,6 +16,10 @@ import (
 // MaxBatch is the largest number of emails in one batch (API.md).
 const MaxBatch = 100
 
+func tooManyEmails(n int) error {
+	return Errorf(KindValidation, "", "A batch holds between 1 and %d emails; this one has %d.", MaxBatch, n)
+}
+
 // BatchMode is the x-batch-validation mode of a batch.
 type BatchMode string
 
@@ -44,7 +48,11 @@ func DecodeBatch(data []byte) ([]BatchItem, error) {
 	if !json.Valid(data) {
 		return nil, Errorf(KindValidation, "", "The request body is not valid JSON.")
 	}
-	raws, err := arrayElements("", data)
+	raws, err := arrayElements("", data, MaxBatch)
+	var tm *tooMany
+	if errors.As(err, &tm) {
+		return nil, tooManyEmails(tm.N)
+	}
 	if err != nil {
 		return nil, Errorf(KindValidation, "", "The request body must be a JSON array of emails.")
 	}
@@ -101,7 +109,7 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 			"Invalid `x-batch-validation` header. Use `strict` or `permissive`.")
 	}
 	if len(items) == 0 || len(items) > MaxBatch {
-		return res, Errorf(KindValidation, "", "A batch holds between 1 and %d emails; this one has %d.", MaxBatch, len(items))
+		return res, tooManyEmails(len(items))
 	}
 	for i, it := range items {
 		if it.Err == nil && len(it.Request.Attachments) > 0 {

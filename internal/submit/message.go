@@ -72,6 +72,9 @@ func (s *Service) SendMessage(ctx context.Context, from Sender, m Message) (Send
 		return res, Errorf(KindTooLarge, "DATA", "The message is larger than %d bytes.", MaxMessageSize)
 	}
 	parsed, err := mime.ParseSubmission(m.Data)
+	if errors.Is(err, mime.ErrTooDeep) {
+		return res, Errorf(KindValidation, "DATA", "The message's multipart bodies nest more than %d deep.", mime.MaxNesting)
+	}
 	if err != nil {
 		return res, Errorf(KindMalformedMessage, "DATA", "%s", strings.TrimPrefix(err.Error(), mime.ErrMalformed.Error()+": "))
 	}
@@ -102,6 +105,9 @@ func (s *Service) SendMessage(ctx context.Context, from Sender, m Message) (Send
 	if err != nil {
 		return res, err
 	}
+	if err := s.authorizeAuthors(ctx, from, parsed); err != nil {
+		return res, err
+	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return res, fmt.Errorf("making email id: %w", err)
@@ -122,6 +128,38 @@ func (s *Service) SendMessage(ctx context.Context, from Sender, m Message) (Send
 	}
 	accepted = true
 	return res, nil
+}
+
+// authorizeAuthors checks the other fields that name who a message is
+// from by the rules of From: Sender (RFC 5322 §3.6.2), and every
+// Resent-From and Resent-Sender (§3.6.6). Receivers show them as the
+// author or the sender ("on behalf of"), and DMARC does not look at
+// them, so an unchecked one would let a team sign mail as anyone.
+func (s *Service) authorizeAuthors(ctx context.Context, from Sender, p *mime.Submission) error {
+	type author struct {
+		field string
+		addr  mime.Address
+	}
+	var authors []author
+	if p.Sender != nil {
+		authors = append(authors, author{"Sender", *p.Sender})
+	}
+	for _, a := range p.ResentFrom {
+		authors = append(authors, author{"Resent-From", a})
+	}
+	for _, a := range p.ResentSender {
+		authors = append(authors, author{"Resent-Sender", a})
+	}
+	for _, au := range authors {
+		a, err := ParseAddress(au.addr.Addr)
+		if err != nil {
+			return Errorf(KindInvalidParameter, au.field, "The %s address %q is not valid.", au.field, truncate(au.addr.Addr, 100))
+		}
+		if _, err := s.authorizeSender(ctx, from, a, au.field); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkMessage validates a parsed submission and its envelope. The Email

@@ -111,7 +111,13 @@ func (r *SendRequest) decodeValid(data []byte) error {
 		if raw == nil {
 			continue
 		}
-		if *f.dst, err = parseAddressList(raw); err != nil {
+		*f.dst, err = parseAddressList(raw)
+		var tm *tooMany
+		if errors.As(err, &tm) {
+			return Errorf(KindValidation, name, "Invalid `%s` field. It holds %d addresses; an email may have at most %d recipients.",
+				name, tm.N, maxRecipients)
+		}
+		if err != nil {
 			return Errorf(KindValidation, name, "Invalid `%s` field. Expected a string or an array of strings.", name)
 		}
 	}
@@ -166,7 +172,7 @@ func parseAddressList(raw []byte) (AddressList, error) {
 		}
 		return AddressList{s}, nil
 	case '[':
-		elems, err := arrayElements("", raw)
+		elems, err := arrayElements("", raw, maxListElements)
 		if err != nil {
 			return nil, err
 		}
@@ -309,13 +315,22 @@ func (a *AttachmentRequest) UnmarshalJSON(data []byte) error {
 }
 
 func decodeAttachments(raw json.RawMessage) ([]AttachmentRequest, error) {
-	return decodeArray("attachments", raw, decodeAttachment)
+	return decodeArray("attachments", raw, MaxAttachments, decodeAttachment, func(n int) error {
+		return Errorf(KindValidation, "attachments",
+			"Invalid `attachments` field. An email may have at most %d attachments; this request has %d.", MaxAttachments, n)
+	})
 }
 
 // decodeArray decodes a JSON array (null → nil) element by element,
-// naming each element field[i] in errors.
-func decodeArray[T any](field string, raw json.RawMessage, decode func(string, []byte) (T, error)) ([]T, error) {
-	items, err := arrayElements(field, raw)
+// naming each element field[i] in errors. An array of more than max
+// elements is refused with tooMany(n) before any element is decoded.
+func decodeArray[T any](field string, raw json.RawMessage, max int, decode func(string, []byte) (T, error),
+	tooManyErr func(n int) error) ([]T, error) {
+	items, err := arrayElements(field, raw, max)
+	var tm *tooMany
+	if errors.As(err, &tm) {
+		return nil, tooManyErr(tm.N)
+	}
 	if err != nil || items == nil {
 		return nil, err
 	}
@@ -374,7 +389,7 @@ func (t *Tag) UnmarshalJSON(data []byte) error {
 }
 
 func decodeTags(raw json.RawMessage) ([]Tag, error) {
-	return decodeArray("tags", raw, decodeTag)
+	return decodeArray("tags", raw, maxTags, decodeTag, tooManyTags)
 }
 
 func decodeTag(field string, raw []byte) (Tag, error) {
@@ -442,9 +457,21 @@ func objectFields(raw []byte) (map[string]json.RawMessage, error) {
 	return nil, errors.New("malformed object")
 }
 
+// tooMany is the error of arrayElements for an array of more elements
+// than allowed; N counts them all.
+type tooMany struct{ N int }
+
+func (e *tooMany) Error() string { return fmt.Sprintf("%d elements", e.N) }
+
+// maxListElements bounds the address lists before they are checked, so
+// that a request body of tiny elements cannot make millions of them; the
+// limits on recipients are far lower.
+const maxListElements = 1000
+
 // arrayElements splits a JSON array field; null or absent is nil. The
-// elements alias raw, which must be valid JSON.
-func arrayElements(field string, raw json.RawMessage) ([]json.RawMessage, error) {
+// elements alias raw, which must be valid JSON. An array of more than max
+// elements is a *tooMany: the elements past max are counted, not kept.
+func arrayElements(field string, raw json.RawMessage, max int) ([]json.RawMessage, error) {
 	if raw == nil || isNull(raw) {
 		return nil, nil
 	}
@@ -458,9 +485,12 @@ func arrayElements(field string, raw json.RawMessage) ([]json.RawMessage, error)
 	if i < len(raw) && raw[i] == ']' {
 		return items, nil
 	}
+	n := 0
 	for i < len(raw) {
 		end := skipValue(raw, i)
-		items = append(items, raw[i:end:end])
+		if n++; n <= max {
+			items = append(items, raw[i:end:end])
+		}
 		i = skipSpace(raw, end)
 		if i >= len(raw) {
 			break
@@ -470,6 +500,9 @@ func arrayElements(field string, raw json.RawMessage) ([]json.RawMessage, error)
 			i = skipSpace(raw, i+1)
 			continue
 		case ']':
+			if n > max {
+				return nil, &tooMany{N: n}
+			}
 			return items, nil
 		}
 		break

@@ -2,7 +2,9 @@ package submit
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	stdmime "mime"
 	"net/url"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/mime"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -23,6 +26,12 @@ const (
 	// MaxMessageSize bounds the built message: MIME structure, bodies and
 	// base64-encoded attachments.
 	MaxMessageSize = 40 << 20
+	// MaxAttachments bounds the attachments of one email, given by content
+	// or by path.
+	MaxAttachments = 100
+	// MaxFetchTime bounds fetching all the `path` attachments of one
+	// request; each fetch has its own, shorter timeout too.
+	MaxFetchTime = 30 * time.Second
 
 	maxRecipients    = 50 // to, cc and bcc together
 	maxReplyTo       = 50
@@ -74,7 +83,8 @@ func (e Email) Row(id, team uuid.UUID, now time.Time) store.Email {
 }
 
 // Fetcher fetches an attachment `path`. It returns at most limit bytes of
-// body, or an error whose text may be shown to the caller.
+// body, or an error whose text may be shown to the caller; a body over
+// limit is an error matching egress.ErrTooLarge.
 type Fetcher interface {
 	Fetch(ctx context.Context, url string, limit int64) (body []byte, contentType string, err error)
 }
@@ -85,6 +95,9 @@ type ValidateOptions struct {
 	Now time.Time
 	// Fetch fetches attachments given by path; nil rejects them.
 	Fetch Fetcher
+	// FetchTime bounds fetching all attachments given by path; 0 means
+	// MaxFetchTime.
+	FetchTime time.Duration
 }
 
 // Validate checks r and returns the Email to build. Rejections are *Error
@@ -161,7 +174,7 @@ func (r SendRequest) Validate(ctx context.Context, opts ValidateOptions) (Email,
 	if e.ScheduledAt, err = checkScheduledAt(r.ScheduledAt, opts.Now); err != nil {
 		return Email{}, err
 	}
-	if err := checkAttachments(ctx, r.Attachments, &e, opts.Fetch); err != nil {
+	if err := checkAttachments(ctx, r.Attachments, &e, opts.Fetch, cmp.Or(opts.FetchTime, MaxFetchTime)); err != nil {
 		return Email{}, err
 	}
 	return e, nil
@@ -238,6 +251,10 @@ func checkHeaders(in map[string]string) ([]Header, error) {
 				return nil, Errorf(KindValidation, "headers",
 					"Invalid `headers` field. Use the `%s` field instead of a `%s` header.", field, name)
 			}
+			if mime.TraceField(name) {
+				return nil, Errorf(KindValidation, "headers",
+					"Invalid `headers` field. `%s` is added by the mail servers a message passes through, not by its sender.", name)
+			}
 			return nil, Errorf(KindValidation, "headers",
 				"Invalid `headers` field. Posthaste sets the `%s` header itself.", name)
 		}
@@ -256,12 +273,16 @@ func checkHeaders(in map[string]string) ([]Header, error) {
 	return out, nil
 }
 
+func tooManyTags(n int) error {
+	return Errorf(KindValidation, "tags", "Invalid `tags` field. At most %d tags are allowed; this request has %d.", maxTags, n)
+}
+
 func checkTags(in []Tag) ([]Tag, error) {
 	if len(in) == 0 {
 		return nil, nil
 	}
 	if len(in) > maxTags {
-		return nil, Errorf(KindValidation, "tags", "Invalid `tags` field. At most %d tags are allowed; this request has %d.", maxTags, len(in))
+		return nil, tooManyTags(len(in))
 	}
 	out := make([]Tag, len(in))
 	for i, t := range in {
@@ -329,10 +350,19 @@ func parseTimestamp(s string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// fetchLimit bounds one fetched attachment.
-const fetchLimit = MaxMessageSize
+func tooManyAttachments(n int) error {
+	return Errorf(KindValidation, "attachments",
+		"Invalid `attachments` field. An email may have at most %d attachments; this request has %d.", MaxAttachments, n)
+}
 
-func checkAttachments(ctx context.Context, in []AttachmentRequest, e *Email, fetch Fetcher) error {
+// checkAttachments checks the attachments, then fetches those given by
+// path, in order, within fetchTime. Each fetch may return only as many
+// bytes as the message still has room for, so that what a request holds
+// stays within about MaxMessageSize however many paths it gives.
+func checkAttachments(ctx context.Context, in []AttachmentRequest, e *Email, fetch Fetcher, fetchTime time.Duration) error {
+	if len(in) > MaxAttachments {
+		return tooManyAttachments(len(in))
+	}
 	if len(in) > 0 {
 		e.Attachments = make([]Attachment, len(in))
 	}
@@ -393,15 +423,27 @@ func checkAttachments(ctx context.Context, in []AttachmentRequest, e *Email, fet
 	}
 	// Second pass: fetch attachments given by path, in order, stopping as
 	// soon as the message would be too large.
+	fctx, cancel := context.WithTimeout(ctx, fetchTime)
+	defer cancel()
 	for i, a := range in {
 		out := &e.Attachments[i]
 		if a.Path != "" {
 			field := fmt.Sprintf("attachments[%d].path", i)
-			body, ctype, err := fetch.Fetch(ctx, a.Path, fetchLimit)
-			if err != nil {
-				if ctx.Err() != nil {
-					return fmt.Errorf("fetching attachment %d: %w", i, ctx.Err())
-				}
+			room := decodedRoom(MaxMessageSize - estimateSize(e))
+			body, ctype, err := fetch.Fetch(fctx, a.Path, max(room, 1))
+			switch {
+			case err == nil:
+			case ctx.Err() != nil:
+				return fmt.Errorf("fetching attachment %d: %w", i, ctx.Err())
+			case fctx.Err() != nil:
+				return Errorf(KindInvalidAttachment, field,
+					"Invalid `%s` field. Fetching the attachments of one email may take at most %s in all; this one took longer.",
+					field, fetchTime)
+			case errors.Is(err, egress.ErrTooLarge):
+				return Errorf(KindTooLarge, "attachments",
+					"The email is too large: `%s` is larger than the %.1f MB left of the %d MB limit. Send fewer or smaller attachments.",
+					field, float64(room)/(1<<20), MaxMessageSize>>20)
+			default:
 				return Errorf(KindInvalidAttachment, field, "Invalid `%s` field. Fetching it failed: %s.", field, err)
 			}
 			out.Content = body
@@ -532,6 +574,20 @@ func attachmentLen(a Attachment) int64 {
 		n = max(n, raw)
 	}
 	return n
+}
+
+// decodedRoom is the largest content that fits in room bytes once
+// base64-encoded by encodedLen, 0 when none does.
+func decodedRoom(room int64) int64 {
+	if room <= 0 {
+		return 0
+	}
+	lines, rest := room/78, room%78 // 76 characters and CRLF per line
+	chars := lines * 76
+	if rest > 2 {
+		chars += rest - 2 // a last, shorter line
+	}
+	return chars / 4 * 3
 }
 
 // encodedLen is the size of n bytes in base64 with CRLF after every 76

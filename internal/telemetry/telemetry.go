@@ -6,6 +6,7 @@ package telemetry
 import (
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,7 +48,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "posthaste_http_requests_total", Help: "API requests by route, method and status.",
+			Name: "posthaste_http_requests_total", Help: "API requests by route, method (MethodLabel) and status.",
 		}, []string{"method", "route", "status"}),
 		HTTPDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "posthaste_http_request_duration_seconds", Help: "API request latency by route.",
@@ -96,6 +97,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.Reconciled, m.OutboxEnded,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// MethodLabel is the method label of an HTTP request: one of the methods
+// of RFC 9110 §9 and RFC 5789 (PATCH), or "OTHER" for any other token a
+// client sends, so the label's values stay a fixed set.
+func MethodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m
+	}
+	return "OTHER"
 }
 
 // NewLogger returns the process logger: JSON unless format is "text",

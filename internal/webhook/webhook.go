@@ -1,7 +1,9 @@
 // Package webhook implements the sending side of Posthaste's webhooks:
 // Standard Webhooks signing (compatible with Svix verifiers), one signed
 // POST of a message through the egress guard with its outcome, the retry
-// schedule, and the event types with sample payloads for test events.
+// schedule, and the event types with sample payloads for test events; and
+// the management of a team's endpoints (Endpoints) shared by the HTTP API
+// and the dashboard.
 package webhook
 
 import (

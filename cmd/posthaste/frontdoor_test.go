@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/config"
+	"github.com/posthaste/posthaste/internal/storetest"
+)
+
+// TestHTTPServerLimits: every listener has read, write and idle timeouts
+// besides the header timeout. A body trickled in, an answer nobody reads
+// and an idle keep-alive connection each end when their limit passes.
+func TestHTTPServerLimits(t *testing.T) {
+	cfg, err := config.Load(func(string) string { return "" })
+	require.NoError(t, err)
+	srv := newHTTPServer(http.NotFoundHandler(), cfg.HTTP, slog.New(slog.DiscardHandler))
+	require.Equal(t, config.ReadHeaderTimeout, srv.ReadHeaderTimeout)
+	require.Equal(t, 2*time.Minute, srv.ReadTimeout)
+	require.Equal(t, 3*time.Minute, srv.WriteTimeout)
+	require.Equal(t, 2*time.Minute, srv.IdleTimeout)
+
+	limits := config.HTTP{ReadTimeout: 300 * time.Millisecond, WriteTimeout: 600 * time.Millisecond,
+		IdleTimeout: 300 * time.Millisecond}
+	handlerErr := make(chan error, 4)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/upload":
+			_, err := io.ReadAll(r.Body)
+			handlerErr <- err
+		case "/download":
+			chunk := make([]byte, 64<<10)
+			for {
+				if _, err := w.Write(chunk); err != nil {
+					handlerErr <- err
+					return
+				}
+			}
+		default:
+			_, _ = w.Write([]byte("ok"))
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	addr, served, err := serveHTTP(ctx, "127.0.0.1:0", h, limits, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	t.Cleanup(func() { cancel(); <-served })
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr.String())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		// A generous bound on every read: the server must act long before.
+		require.NoError(t, c.SetDeadline(time.Now().Add(30*time.Second)))
+		return c
+	}
+	wantHandlerErr := func(what string) {
+		t.Helper()
+		select {
+		case err := <-handlerErr:
+			require.Error(t, err, what)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: the server never gave up", what)
+		}
+	}
+
+	// A body that stops coming: the handler's read fails.
+	up := dial()
+	_, err = fmt.Fprintf(up, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\npartial")
+	require.NoError(t, err)
+	wantHandlerErr("a stalled body")
+
+	// An answer the client does not read: the handler's write fails.
+	down := dial()
+	_, err = fmt.Fprintf(down, "GET /download HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	wantHandlerErr("an unread answer")
+
+	// An idle keep-alive connection: closed by the server.
+	idle := dial()
+	_, err = fmt.Fprintf(idle, "GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	br := bufio.NewReader(idle)
+	res, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, res.Body)
+	require.Equal(t, 200, res.StatusCode)
+	_, err = br.ReadByte()
+	require.ErrorIs(t, err, io.EOF, "the server closed the idle connection")
+}
+
+// TestHTTPSFrontDoorSecureCookiesAndHSTS: with an https public URL the
+// real wiring sends HSTS and marks the dashboard's cookies Secure; with an
+// http one it does neither.
+func TestHTTPSFrontDoorSecureCookiesAndHSTS(t *testing.T) {
+	st := storetest.New(t)
+	for _, c := range []struct {
+		publicURL string
+		secure    bool
+	}{{"https://mail.example.com", true}, {"http://localhost:3000", false}} {
+		cfg, err := config.Load(func(k string) string {
+			if k == "POSTHASTE_PUBLIC_URL" {
+				return c.publicURL
+			}
+			return ""
+		})
+		require.NoError(t, err)
+		logger := slog.New(slog.DiscardHandler)
+		reg, metrics := newRegistry()
+		in, err := newIntake(context.Background(), cfg, st, nil, metrics, logger)
+		require.NoError(t, err)
+		t.Cleanup(in.close)
+		h, err := newFrontDoor(cfg, st, nil, in, nil, reg, metrics, nil, "", logger)
+		require.NoError(t, err)
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+
+		res, err := http.Get(srv.URL + "/dashboard/login")
+		require.NoError(t, err)
+		_ = res.Body.Close()
+		require.Equal(t, 200, res.StatusCode)
+		require.NotEmpty(t, res.Cookies(), "the sign-in form sets its CSRF cookie")
+		for _, ck := range res.Cookies() {
+			require.Equal(t, c.secure, ck.Secure, "%s: cookie %s", c.publicURL, ck.Name)
+		}
+		hsts := res.Header.Get("Strict-Transport-Security")
+		if c.secure {
+			require.Equal(t, "max-age=31536000", hsts)
+		} else {
+			require.Empty(t, hsts)
+		}
+		res, err = http.Get(srv.URL + "/healthz")
+		require.NoError(t, err)
+		_ = res.Body.Close()
+		require.Equal(t, c.secure, strings.HasPrefix(res.Header.Get("Strict-Transport-Security"), "max-age="))
+	}
+}

@@ -1,0 +1,296 @@
+// Package domains is the one "manage sender domains" use case shared by
+// the HTTP API and the dashboard: adding a domain (its name, region and
+// return path checked, a DKIM key made and sealed), changing its tracking
+// and TLS settings, starting its verification and deleting it, each change
+// emitting its domain.* webhook event. It also holds the list of delivery
+// regions and the DNS records of a domain with their statuses.
+package domains
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/dkim"
+	"github.com/posthaste/posthaste/internal/invalid"
+	"github.com/posthaste/posthaste/internal/records"
+	"github.com/posthaste/posthaste/internal/sandbox"
+	"github.com/posthaste/posthaste/internal/seal"
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit"
+)
+
+// Regions are the delivery regions a domain can choose, the default
+// first. Each has its own delivery task queue
+// (workflows.DeliverTaskQueue); migration 00002 lists them in a CHECK.
+var Regions = []string{"us-east-1", "eu-west-1", "sa-east-1", "ap-northeast-1"}
+
+// ValidRegion reports whether r is one of Regions.
+func ValidRegion(r string) bool { return slices.Contains(Regions, r) }
+
+// DefaultReturnPath is the label of the return-path subdomain of a domain
+// added without custom_return_path.
+const DefaultReturnPath = "send"
+
+// TLSModes are the values of a domain's tls setting.
+var TLSModes = []string{store.TLSOpportunistic, store.TLSEnforced}
+
+// ErrNoMasterKey refuses to add a domain on a server without a master key
+// to seal its DKIM key.
+var ErrNoMasterKey = errors.New("domains cannot be added: the server has no master key (POSTHASTE_MASTER_KEY) to protect their DKIM keys")
+
+// ErrVerificationUnavailable wraps the error of a verification that could
+// not be started; the domain was marked pending and may be verified later.
+var ErrVerificationUnavailable = errors.New("domain verification is unavailable")
+
+// Verifier starts and stops the verification of domains.
+type Verifier interface {
+	// Verify makes the domain's verification check its records at once,
+	// starting the verification when none is running.
+	Verify(ctx context.Context, domainID string) error
+	// Forget stops the verification of a deleted domain.
+	Forget(ctx context.Context, domainID string) error
+}
+
+// Notifier is told when outbox entries were committed.
+type Notifier interface{ Notify() }
+
+// Config is what a Service needs besides the store.
+type Config struct {
+	// Keys seals new DKIM keys; nil makes Add fail with ErrNoMasterKey.
+	Keys *seal.Box
+	// DKIMSelector is the selector of new domains' DKIM keys.
+	DKIMSelector string
+	// Verifier may be nil: Verify then fails with ErrVerificationUnavailable.
+	Verifier Verifier
+	// Outbox is poked after domain events are emitted; may be nil.
+	Outbox Notifier
+	Logger *slog.Logger
+}
+
+// Service adds, changes, verifies and deletes teams' domains. Every
+// method takes the team of the caller and answers store.ErrNotFound for
+// another team's domain.
+type Service struct {
+	cfg    Config
+	store  *store.Store
+	logger *slog.Logger
+}
+
+// New returns a Service on st.
+func New(cfg Config, st *store.Store) *Service {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{cfg: cfg, store: st, logger: cfg.Logger.With("component", "domains")}
+}
+
+// Request is a domain to add. Nil fields take their defaults: the first
+// region, the return path "send", tracking off, opportunistic TLS.
+type Request struct {
+	Name          string
+	Region        *string
+	ReturnPath    *string // custom_return_path
+	OpenTracking  *bool
+	ClickTracking *bool
+	TLS           *string
+}
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// Name checks and normalizes a domain name: lower-case ASCII (punycode
+// for internationalized names), at least two labels, not the sandbox.
+func Name(name string) (string, error) {
+	name = strings.TrimSuffix(strings.TrimSpace(name), ".")
+	if name == "" {
+		return "", invalid.Missing("name")
+	}
+	bad := invalid.Errorf("name", "The `name` field must be a domain name such as example.com, not %q.", name)
+	if strings.ContainsAny(name, "@<>\" \t,;") {
+		return "", bad
+	}
+	a, err := submit.ParseAddress("postmaster@" + name)
+	if err != nil || !strings.Contains(a.Domain, ".") || strings.HasPrefix(a.Domain, "[") {
+		return "", bad
+	}
+	if sandbox.IsDomain(a.Domain) {
+		return "", invalid.Errorf("name", "The `name` field cannot be the sandbox domain %s, which works without verification.", sandbox.Domain)
+	}
+	return a.Domain, nil
+}
+
+// checkTLS accepts nil (unchanged) and the TLSModes.
+func checkTLS(v *string) error {
+	if v != nil && !slices.Contains(TLSModes, *v) {
+		return invalid.Errorf("tls", "The `tls` field must be opportunistic or enforced.")
+	}
+	return nil
+}
+
+// Add checks req and adds the domain to the team, with a new DKIM key and
+// every record not started. A name the team already has is an
+// *invalid.Error.
+func (s *Service) Add(ctx context.Context, teamID uuid.UUID, req Request) (store.Domain, error) {
+	name, err := Name(req.Name)
+	if err != nil {
+		return store.Domain{}, err
+	}
+	region := Regions[0]
+	if req.Region != nil {
+		if !ValidRegion(*req.Region) {
+			return store.Domain{}, invalid.Errorf("region", "The `region` field must be one of %s.", strings.Join(Regions, ", "))
+		}
+		region = *req.Region
+	}
+	rp := DefaultReturnPath
+	if req.ReturnPath != nil {
+		rp = strings.ToLower(strings.TrimSpace(*req.ReturnPath))
+		if !dnsLabel.MatchString(rp) {
+			return store.Domain{}, invalid.Errorf("custom_return_path",
+				"The `custom_return_path` field must be one DNS label of letters, digits and hyphens, such as send.")
+		}
+	}
+	if err := checkTLS(req.TLS); err != nil {
+		return store.Domain{}, err
+	}
+	if s.cfg.Keys == nil {
+		return store.Domain{}, ErrNoMasterKey
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return store.Domain{}, err
+	}
+	key, err := dkim.GenerateKey()
+	if err != nil {
+		return store.Domain{}, fmt.Errorf("making the DKIM key of %s: %w", name, err)
+	}
+	sealed, err := s.cfg.Keys.Seal(key.PrivatePKCS8, id[:])
+	if err != nil {
+		return store.Domain{}, fmt.Errorf("sealing the DKIM key of %s: %w", name, err)
+	}
+	d := store.Domain{ID: id, TeamID: teamID, Name: name, Region: region,
+		Status: store.DomainNotStarted, ReturnPath: rp, TLS: store.TLSOpportunistic,
+		DKIMSelector: s.cfg.DKIMSelector, DKIMPublicKey: key.PublicBase64, DKIMPrivateKey: sealed,
+		RecordStatus: map[string]string{}}
+	if req.OpenTracking != nil {
+		d.OpenTracking = *req.OpenTracking
+	}
+	if req.ClickTracking != nil {
+		d.ClickTracking = *req.ClickTracking
+	}
+	if req.TLS != nil {
+		d.TLS = *req.TLS
+	}
+	for _, k := range records.Keys {
+		d.RecordStatus[k] = store.DomainNotStarted
+	}
+	if err := s.store.CreateDomain(ctx, d); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return store.Domain{}, invalid.Errorf("name", "The domain %s has already been added.", name)
+		}
+		return store.Domain{}, err
+	}
+	if d, err = s.store.GetDomain(ctx, teamID, id); err != nil {
+		return store.Domain{}, err
+	}
+	s.emit(ctx, "domain.created", d)
+	return d, nil
+}
+
+// Settings are the settings Update may change; nil fields stay.
+type Settings = store.DomainUpdate
+
+// Update changes a domain's tracking and TLS settings.
+func (s *Service) Update(ctx context.Context, teamID, id uuid.UUID, u Settings) (store.Domain, error) {
+	if err := checkTLS(u.TLS); err != nil {
+		return store.Domain{}, err
+	}
+	if err := s.store.UpdateDomain(ctx, teamID, id, u); err != nil {
+		return store.Domain{}, err
+	}
+	d, err := s.store.GetDomain(ctx, teamID, id)
+	if err != nil {
+		return store.Domain{}, err
+	}
+	s.emit(ctx, "domain.updated", d)
+	return d, nil
+}
+
+// Verify marks a domain whose verification is not running pending and
+// makes its verification check the records at once. It returns the domain
+// as marked; a verification that cannot be started is
+// ErrVerificationUnavailable.
+func (s *Service) Verify(ctx context.Context, teamID, id uuid.UUID) (store.Domain, error) {
+	d, err := s.store.MarkDomainPending(ctx, teamID, id)
+	if err != nil {
+		return store.Domain{}, err
+	}
+	if s.cfg.Verifier == nil {
+		return d, ErrVerificationUnavailable
+	}
+	if err := s.cfg.Verifier.Verify(ctx, d.ID.String()); err != nil {
+		return d, fmt.Errorf("%w: %w", ErrVerificationUnavailable, err)
+	}
+	return d, nil
+}
+
+// Delete deletes a domain: no new email is accepted from it, its
+// verification stops. It returns the domain as it was.
+func (s *Service) Delete(ctx context.Context, teamID, id uuid.UUID) (store.Domain, error) {
+	d, err := s.store.GetDomain(ctx, teamID, id)
+	if err != nil {
+		return store.Domain{}, err
+	}
+	if err := s.store.DeleteDomain(ctx, teamID, id); err != nil {
+		return store.Domain{}, err
+	}
+	s.emit(ctx, "domain.deleted", d)
+	// The verification also ends by itself at its next check.
+	if s.cfg.Verifier != nil {
+		if err := s.cfg.Verifier.Forget(ctx, id.String()); err != nil {
+			s.logger.Warn("stopping domain verification", "team_id", teamID, "domain", d.Name, "err", err)
+		}
+	}
+	return d, nil
+}
+
+// emit records a domain.* webhook event; a failure is logged, since the
+// change itself has been made.
+func (s *Service) emit(ctx context.Context, typ string, d store.Domain) {
+	n, err := s.store.EmitEvent(ctx, d.TeamID, typ, d.ID.String(), store.DomainPayload(d))
+	if err != nil {
+		s.logger.Error("emitting domain event", "type", typ, "team_id", d.TeamID, "domain", d.Name, "err", err)
+		return
+	}
+	if n > 0 && s.cfg.Outbox != nil {
+		s.cfg.Outbox.Notify()
+	}
+}
+
+// Record is a DNS record of a domain with the status of its last check.
+type Record struct {
+	records.Record
+	Status string
+}
+
+// Records returns the records of d in display order with their statuses;
+// a record never checked is not_started.
+func Records(cfg records.Config, d store.Domain) []Record {
+	rs := records.For(cfg, records.Domain{Name: d.Name, ReturnPath: d.ReturnPath,
+		DKIMSelector: d.DKIMSelector, DKIMPublicKey: d.DKIMPublicKey})
+	out := make([]Record, len(rs))
+	for i, r := range rs {
+		status := d.RecordStatus[r.Key]
+		if status == "" {
+			status = store.DomainNotStarted
+		}
+		out[i] = Record{Record: r, Status: status}
+	}
+	return out
+}

@@ -1,0 +1,274 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/invalid"
+	"github.com/posthaste/posthaste/internal/seal"
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// RotationOverlap is how long the previous secret keeps signing after a
+// rotation (API.md).
+const RotationOverlap = 24 * time.Hour
+
+// ErrNoMasterKey refuses to create endpoints and to open or rotate their
+// secrets on a server without a master key.
+var ErrNoMasterKey = errors.New("webhook secrets need the master key (POSTHASTE_MASTER_KEY)")
+
+// Waker wakes the delivery of an endpoint (its DeliverWebhook workflow).
+type Waker interface {
+	Wake(ctx context.Context, webhookID string) error
+}
+
+// EndpointsConfig is what Endpoints needs besides the store.
+type EndpointsConfig struct {
+	// Keys seals and opens signing secrets; nil makes Create, Secret and
+	// Rotate fail with ErrNoMasterKey.
+	Keys *seal.Box
+	// Client posts test events; nil makes Test fail.
+	Client *Client
+	// Waker wakes an endpoint's delivery after a change; may be nil.
+	Waker Waker
+	// AllowHTTP accepts plain http endpoints (POSTHASTE_ALLOW_PRIVATE_EGRESS).
+	AllowHTTP bool
+	// Now stamps rotations; nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Endpoints is the one "manage webhook endpoints" use case shared by the
+// HTTP API and the dashboard: creating, changing and deleting a team's
+// endpoints, showing and rotating their signing secrets and sending them a
+// test event. Every method that takes a team answers store.ErrNotFound for
+// another team's endpoint.
+type Endpoints struct {
+	cfg    EndpointsConfig
+	store  *store.Store
+	logger *slog.Logger
+}
+
+// NewEndpoints returns Endpoints on st.
+func NewEndpoints(cfg EndpointsConfig, st *store.Store) *Endpoints {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Endpoints{cfg: cfg, store: st, logger: cfg.Logger.With("component", "webhooks")}
+}
+
+// AllowHTTP reports whether plain http endpoints are accepted.
+func (e *Endpoints) AllowHTTP() bool { return e.cfg.AllowHTTP }
+
+// ParseEndpoint checks an endpoint URL: absolute https (http too where
+// private targets are allowed) with a host. Where it points is checked by
+// the egress guard at every attempt, since DNS answers change.
+func (e *Endpoints) ParseEndpoint(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	u, err := url.Parse(v)
+	scheme := "https"
+	if e.cfg.AllowHTTP {
+		scheme = "https or http"
+	}
+	if err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && e.cfg.AllowHTTP)) {
+		return "", invalid.Errorf("endpoint", "The `endpoint` field must be an absolute %s URL.", scheme)
+	}
+	return u.String(), nil
+}
+
+// ParseTypes checks the event types of a subscription: at least one, each
+// one of Types; duplicates are dropped.
+func ParseTypes(v []string) ([]string, error) {
+	if len(v) == 0 {
+		return nil, invalid.Errorf("events", "The `events` field must list at least one event type.")
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range v {
+		if !ValidType(t) {
+			return nil, invalid.Errorf("events", "The `events` field holds an unknown event type %q; known types are %s.",
+				t, strings.Join(Types, ", "))
+		}
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// Create checks and adds an enabled endpoint to the team. It returns the
+// endpoint and its signing secret (whsec_…).
+func (e *Endpoints) Create(ctx context.Context, teamID uuid.UUID, endpoint string, events []string) (store.Webhook, string, error) {
+	endpoint, err := e.ParseEndpoint(endpoint)
+	if err != nil {
+		return store.Webhook{}, "", err
+	}
+	if events, err = ParseTypes(events); err != nil {
+		return store.Webhook{}, "", err
+	}
+	if e.cfg.Keys == nil {
+		return store.Webhook{}, "", ErrNoMasterKey
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return store.Webhook{}, "", err
+	}
+	key := NewSecret()
+	sealed, err := e.cfg.Keys.Seal(key, id[:])
+	if err != nil {
+		return store.Webhook{}, "", fmt.Errorf("sealing the secret of webhook %s: %w", id, err)
+	}
+	w := store.Webhook{ID: id, TeamID: teamID, Endpoint: endpoint, Events: events,
+		Status: store.WebhookEnabled, Secret: sealed}
+	if err := e.store.CreateWebhook(ctx, w); err != nil {
+		return store.Webhook{}, "", err
+	}
+	return w, FormatSecret(key), nil
+}
+
+// Change is what Update changes; nil fields stay.
+type Change struct {
+	Endpoint *string
+	Events   *[]string
+	Status   *string // enabled or disabled
+}
+
+// Update checks and applies a change to a team's endpoint. Enabling it
+// starts its delivery anew; disabling ends it at its next pass.
+func (e *Endpoints) Update(ctx context.Context, teamID, id uuid.UUID, c Change) error {
+	var u store.WebhookUpdate
+	if c.Endpoint != nil {
+		v, err := e.ParseEndpoint(*c.Endpoint)
+		if err != nil {
+			return err
+		}
+		u.Endpoint = &v
+	}
+	if c.Events != nil {
+		var err error
+		if u.Events, err = ParseTypes(*c.Events); err != nil {
+			return err
+		}
+	}
+	if c.Status != nil {
+		if *c.Status != store.WebhookEnabled && *c.Status != store.WebhookDisabled {
+			return invalid.Errorf("status", "The `status` field must be enabled or disabled.")
+		}
+		u.Status = c.Status
+	}
+	if err := e.store.UpdateWebhook(ctx, teamID, id, u); err != nil {
+		return err
+	}
+	if u.Status != nil {
+		e.wake(ctx, id)
+	}
+	return nil
+}
+
+// Delete deletes a team's endpoint with its events and attempts.
+func (e *Endpoints) Delete(ctx context.Context, teamID, id uuid.UUID) error {
+	if err := e.store.DeleteWebhook(ctx, teamID, id); err != nil {
+		return err
+	}
+	e.wake(ctx, id) // its delivery ends when it finds the endpoint gone
+	return nil
+}
+
+// wake nudges an endpoint's delivery; a failure is logged, since the
+// delivery also wakes on the endpoint's next event.
+func (e *Endpoints) wake(ctx context.Context, id uuid.UUID) {
+	if e.cfg.Waker == nil {
+		return
+	}
+	if err := e.cfg.Waker.Wake(ctx, id.String()); err != nil {
+		e.logger.Warn("waking webhook delivery", "webhook_id", id, "err", err)
+	}
+}
+
+// Secret returns the current signing secret of w (whsec_…).
+func (e *Endpoints) Secret(w store.Webhook) (string, error) {
+	if e.cfg.Keys == nil {
+		return "", ErrNoMasterKey
+	}
+	keys, err := Keys(e.cfg.Keys, w, e.cfg.Now())
+	if err != nil {
+		return "", err
+	}
+	return FormatSecret(keys[0]), nil
+}
+
+// Rotate gives w a new signing secret and returns it; the old one keeps
+// signing for RotationOverlap, so receivers can switch without losing
+// events.
+func (e *Endpoints) Rotate(ctx context.Context, w store.Webhook) (string, error) {
+	if e.cfg.Keys == nil {
+		return "", ErrNoMasterKey
+	}
+	key := NewSecret()
+	sealed, err := e.cfg.Keys.Seal(key, w.ID[:])
+	if err != nil {
+		return "", fmt.Errorf("sealing the secret of webhook %s: %w", w.ID, err)
+	}
+	if err := e.store.RotateWebhookSecret(ctx, w.TeamID, w.ID, sealed, e.cfg.Now().Add(RotationOverlap)); err != nil {
+		return "", err
+	}
+	return FormatSecret(key), nil
+}
+
+// Test sends w a sample event of type typ (email.sent when ""), now and
+// once, signed like any event, and records it with its attempt so it
+// shows among the endpoint's events. An unknown type is an *invalid.Error.
+func (e *Endpoints) Test(ctx context.Context, w store.Webhook, typ string) (store.WebhookAttempt, error) {
+	if typ == "" {
+		typ = "email.sent"
+	}
+	if !ValidType(typ) {
+		return store.WebhookAttempt{}, invalid.Errorf("type", "The `type` field must be one of %s.", strings.Join(Types, ", "))
+	}
+	if e.cfg.Client == nil {
+		return store.WebhookAttempt{}, errors.New("test events need a webhook client")
+	}
+	keys, err := Keys(e.cfg.Keys, w, e.cfg.Now())
+	if err != nil {
+		return store.WebhookAttempt{}, err
+	}
+	mid, err := uuid.NewV7()
+	if err != nil {
+		return store.WebhookAttempt{}, err
+	}
+	body, err := json.Marshal(Sample(typ, e.cfg.Now()))
+	if err != nil {
+		return store.WebhookAttempt{}, err
+	}
+	m := store.WebhookMessage{ID: mid, TeamID: w.TeamID, WebhookID: w.ID, Type: typ, OrderKey: mid.String(),
+		Payload: body, Status: store.MessageAttempting}
+	if err := e.store.InsertWebhookMessage(ctx, m); err != nil {
+		return store.WebhookAttempt{}, err
+	}
+	at := e.cfg.Client.Post(ctx, w.Endpoint, MessageID(mid), body, keys)
+	row, err := AttemptRow(mid, at)
+	if err != nil {
+		return store.WebhookAttempt{}, err
+	}
+	status := store.MessageFailed
+	if at.OK() {
+		status = store.MessageSuccess
+	}
+	if _, err := e.store.RecordWebhookAttempt(ctx, store.AttemptOutcome{Attempt: row, WebhookID: w.ID,
+		TeamID: w.TeamID, Status: status, Succeeded: at.OK()}); err != nil {
+		return store.WebhookAttempt{}, err
+	}
+	return row, nil
+}
