@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -13,9 +12,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,51 +28,12 @@ type devChild struct {
 	base string
 }
 
-// startDevChild starts `posthaste dev` as a child process, waits until it
-// is ready and stops it with SIGTERM at cleanup.
+// startDevChild starts `posthaste dev` as a child process and waits until
+// it is ready; spawn kills it at cleanup.
 func startDevChild(t *testing.T, env map[string]string) *devChild {
 	t.Helper()
 	smtpListen(t, env)
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = processEnv(env, "dev")
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	cmd.Stderr = cmd.Stdout
-	require.NoError(t, cmd.Start())
-	var mu sync.Mutex
-	var log strings.Builder
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			mu.Lock()
-			log.WriteString(sc.Text() + "\n")
-			mu.Unlock()
-			if strings.HasPrefix(sc.Text(), "Posthaste is ready") {
-				close(ready)
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Errorf("dev did not stop within 20 s")
-		}
-	})
-	select {
-	case <-ready:
-	case <-time.After(90 * time.Second):
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("dev not ready:\n%s", log.String())
-	}
-	return &devChild{cmd: cmd, base: "http://" + env["POSTHASTE_HTTP_ADDR"]}
+	return &devChild{cmd: spawn(t, env, "dev", `"msg":"ready"`), base: "http://" + env["POSTHASTE_HTTP_ADDR"]}
 }
 
 // memory reads a size field of /proc/<pid>/status (VmRSS, VmHWM) in bytes.

@@ -184,6 +184,12 @@ const (
 // time a queue of hashes takes to drain.
 const busyRetry = 2 * time.Second
 
+// rankKey counts the sign-ins of a client address for the password pool's
+// ranking; unlike address, it is never refunded.
+func rankKey(address throttleKey) throttleKey {
+	return throttleKey{"rank|" + address.name, address.limit}
+}
+
 // signInKeys are the throttle keys of a sign-in: the account with the
 // client address, the client address, and the account.
 func signInKeys(email, addr string) (pair, address, account throttleKey) {
@@ -194,9 +200,9 @@ func signInKeys(email, addr string) (pair, address, account throttleKey) {
 
 // login checks a password. The attempt is charged to the throttles before
 // the hash, so parallel attempts count as they start; the hash waits its
-// turn in the password pool, ranked by the client address's outstanding
-// attempts, so that an address that is not flooding gets ahead of those
-// that are. Unknown accounts cost the same hash and the same throttles.
+// turn in the password pool, ranked by the client address's recent
+// attempts (refunds do not lower the rank), so that an address that is not
+// flooding gets ahead of those that are. Unknown accounts cost the same hash and the same throttles.
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	email := strings.ToLower(strings.TrimSpace(r.PostFormValue("email")))
 	pw := r.PostFormValue("password")
@@ -213,7 +219,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	}
 	now := h.now()
 	pair, address, account := signInKeys(email, clientIP(r))
-	rank := h.throttle.count(address, now)
+	rank := h.throttle.note(rankKey(address), now)
 	if ok, wait := h.throttle.take(now, pair, address, account); !ok {
 		retryAfter(w, wait)
 		d.Error = tooManySignIns

@@ -96,6 +96,19 @@ func (t *throttle) count(k throttleKey, now time.Time) int {
 	return outstanding(t.keys[digest(k.name)], k.limit, now)
 }
 
+// note charges k one attempt whatever its limit says and returns how many
+// of its attempts counted before. Nothing refunds it: it ranks sign-ins in
+// the password pool by how much their address tried lately, including the
+// attempts the pool turned away.
+func (t *throttle) note(k throttleKey, now time.Time) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	key := digest(k.name)
+	n := outstanding(t.keys[key], k.limit, now)
+	t.add(key, k.limit, now)
+	return n
+}
+
 // take charges an attempt to every key, or to none when one of them is at
 // its limit; then it returns how long until that key may try again.
 func (t *throttle) take(now time.Time, keys ...throttleKey) (bool, time.Duration) {
