@@ -86,6 +86,8 @@ type Config struct {
 	MailLimits MailLimits
 	// SecureCookies marks cookies Secure; set it when served over TLS.
 	SecureCookies bool
+	// Now is the dashboard's clock (throttles, sessions, links); nil → time.Now.
+	Now func() time.Time
 	// TrustedProxies are the addresses or CIDRs of reverse proxies whose
 	// X-Forwarded-For names the client (POSTHASTE_TRUSTED_PROXIES), for
 	// the throttles of sign-in and the other forms shown before it.
@@ -134,6 +136,9 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = "default"
 	}
@@ -142,7 +147,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	h := &Handler{cfg: cfg, store: cfg.Store, logger: cfg.Logger.With("component", "dashboard"),
-		throttle: newThrottle(), passwords: cfg.Passwords, now: time.Now, pages: map[string]*template.Template{}}
+		throttle: newThrottle(), passwords: cfg.Passwords, now: cfg.Now, pages: map[string]*template.Template{}}
 	if h.passwords == nil {
 		h.passwords = password.Shared()
 	}

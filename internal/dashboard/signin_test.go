@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/clocktest"
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/password"
 )
@@ -162,13 +164,22 @@ func clientFrom(t *testing.T, source string) *http.Client {
 // sign-in from an address that is not part of it goes ahead of the
 // flood's queue and gets through, while the flood is refused with 503.
 func TestSignInGetsThroughAFlood(t *testing.T) {
-	f := newFixture(t, withPasswords(password.PoolConfig{Concurrency: 1, Queue: 4, Wait: time.Minute}))
+	// The clock stands still, so that no attempt of the flood stops
+	// counting however slowly the machine hashes.
+	clock := clocktest.New(time.Now())
+	f := newFixture(t, withPasswords(password.PoolConfig{Concurrency: 1, Queue: 4, Wait: time.Minute}),
+		func(c *dashboard.Config) { c.Now = clock.Now })
 	const attempts, addresses = 200, 40
 	clients := make([]*http.Client, addresses)
 	forms := make([]url.Values, addresses)
+	// The flood brings its own CSRF token (field and cookie agree) and
+	// keeps no cookies: a busy page sets a fresh token, which would turn
+	// the address's later attempts into 403s before they reach the pool.
+	flood := map[string]string{"Cookie": "posthaste_login_csrf=flood"}
 	for i := range clients {
 		clients[i] = clientFrom(t, fmt.Sprintf("127.0.0.%d", 2+i))
-		forms[i] = f.signInForm(clients[i], fmt.Sprintf("guess-%d@example.com", i), "wrong")
+		clients[i].Jar = nil
+		forms[i] = url.Values{"csrf": {"flood"}, "email": {fmt.Sprintf("guess-%d@example.com", i)}, "password": {"wrong"}}
 	}
 	owner := clientFrom(t, "127.0.1.1")
 	ownerForm := f.signInForm(owner, f.a.Email, f.a.Password)
@@ -176,20 +187,26 @@ func TestSignInGetsThroughAFlood(t *testing.T) {
 	answers := make(chan attempt, attempts)
 	for i := range attempts {
 		go func() {
-			answers <- postRaw(clients[i%addresses], f.srv.URL+"/dashboard/login", forms[i%addresses], nil)
+			answers <- postRaw(clients[i%addresses], f.srv.URL+"/dashboard/login", forms[i%addresses], flood)
 		}()
 	}
 	// The owner comes once every attempt of the flood has reached the
 	// server, while the first ones still wait for the pool: a flood that
 	// is still arriving could only be of first attempts (rank 0).
-	require.Eventually(t, func() bool {
+	ranks := func() []int {
+		var r []int
 		for i := range addresses {
-			if f.dash.SignInRank(fmt.Sprintf("127.0.0.%d", 2+i)) < attempts/addresses {
-				return false
-			}
+			r = append(r, f.dash.SignInRank(fmt.Sprintf("127.0.0.%d", 2+i)))
 		}
-		return true
-	}, time.Minute, 5*time.Millisecond, "the flood reached the server")
+		return r
+	}
+	deadline := time.Now().Add(time.Minute)
+	for slices.ContainsFunc(ranks(), func(n int) bool { return n < attempts/addresses }) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the flood did not reach the server: ranks %v, %d answered", ranks(), len(answers))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	ownerAnswer := make(chan attempt, 1)
 	go func() { ownerAnswer <- postRaw(owner, f.srv.URL+"/dashboard/login", ownerForm, nil) }()
 	counts := map[int]int{}
