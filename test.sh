@@ -6,6 +6,8 @@
 # link the embedded Temporal server (internal/devstack) and run without
 # -race because a race build of that server is too slow. The browser test
 # drives Debian's Chromium and leaves screenshots in .artifacts/screenshots.
+# The API's SDK test runs Resend's Node SDK, installed with npm ci into
+# api/testdata/resend-node.
 set -euo pipefail
 cd "$(dirname "$0")"
 . scripts/setup.sh
@@ -14,6 +16,7 @@ need_browser
 need_python_mail
 need_redis
 need_swaks
+need_node_resend
 
 go vet ./...
 pkgs=$(go list ./... | grep -v -e '/cmd/posthaste$' -e '/internal/devstack$')

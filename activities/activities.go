@@ -166,7 +166,8 @@ const claimSkew = 2 * time.Second
 // conditional update that decides races with cancel and reschedule and
 // records `sent`), builds its MIME message, signs it with the sender
 // domain's DKIM key, stores it once, records `suppressed` for recipients on
-// the team's suppression list, and splits the others into sandbox
+// the team's suppression list or outside the email's topic (see
+// store.TopicBlocked), and splits the others into sandbox
 // simulations and per-domain delivery groups carrying the sender domain's
 // region, TLS mode and return path. A canceled email is skipped; one moved
 // later reports its new time.
@@ -226,9 +227,19 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		}
 	}
 	suppressed := map[string]bool{}
+	offTopic := map[string]bool{} // not subscribed to the email's topic
 	if len(real) > 0 {
 		if suppressed, err = a.store.Suppressed(ctx, e.TeamID, real); err != nil {
 			return PrepareResult{}, err
+		}
+		if e.TopicID != nil {
+			offTopic, err = a.store.TopicBlocked(ctx, e.TeamID, *e.TopicID, real)
+			if errors.Is(err, store.ErrNotFound) { // deleted since: no longer scoped
+				offTopic, err = map[string]bool{}, nil
+			}
+			if err != nil {
+				return PrepareResult{}, err
+			}
 		}
 	}
 	var evs []store.Event // `sent` was recorded by the claim
@@ -241,6 +252,12 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		if suppressed[strings.ToLower(r.Address)] {
 			evs = append(evs, store.Event{Type: store.EventSuppressed, Recipient: r.Address,
 				Detail: map[string]any{"reason": "The address is on the team's suppression list."}})
+			continue
+		}
+		if offTopic[store.NormalizeAddress(r.Address)] {
+			evs = append(evs, store.Event{Type: store.EventSuppressed, Recipient: r.Address,
+				Detail: map[string]any{"reason": "The contact is not subscribed to the email's topic.",
+					"topic_id": e.TopicID.String()}})
 			continue
 		}
 		i, ok := groups[r.Domain]

@@ -30,6 +30,9 @@ const (
 	nameQuotaExceeded      = "monthly_quota_exceeded"
 	nameApplicationError   = "application_error"
 	nameServiceUnavailable = "service_unavailable"
+	// nameConflict: the resource already exists (a contact's address, a
+	// contact property's key); Posthaste's, Resend documents none.
+	nameConflict = "conflict"
 
 	nameInvalidIdempotencyKey     = "invalid_idempotency_key"
 	nameInvalidIdempotentRequest  = "invalid_idempotent_request"

@@ -77,4 +77,14 @@ need_swaks() {
   apt_install swaks libnet-ssleay-perl
 }
 
+# Node and Resend's official Node SDK (pinned in api/testdata/resend-node)
+# for the API's SDK compatibility test.
+need_node_resend() {
+  command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || apt_install nodejs npm
+  local dir
+  dir="$(dirname "${BASH_SOURCE[0]}")/../api/testdata/resend-node"
+  [ -d "$dir/node_modules/resend" ] && return 0
+  npm ci --prefix "$dir" --no-audit --no-fund >/dev/null
+}
+
 go mod download

@@ -82,6 +82,10 @@ type Email struct {
 	// one built from the fields above; nil for API emails. Filled by
 	// EmailForBuild and on insert.
 	Source []byte
+	// TopicID is the team's topic the email was sent with (`topic_id`):
+	// recipients it may not reach are suppressed at send time
+	// (TopicBlocked). nil when none, or when the topic was deleted since.
+	TopicID *uuid.UUID
 }
 
 // Event is one entry of an email's history.
@@ -214,6 +218,7 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 	n := len(emails)
 	var (
 		id, team, domain          = make([]uuid.UUID, n), make([]uuid.UUID, n), make([]*uuid.UUID, n)
+		topic                     = make([]*uuid.UUID, n)
 		from, fromDomain, subject = make([]string, n), make([]string, n), make([]string, n)
 		to, cc, bcc, replyTo      = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		html, text                = make([]*string, n), make([]*string, n)
@@ -231,7 +236,7 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 		attContent                [][]byte
 	)
 	for i, e := range emails {
-		id[i], team[i], domain[i] = e.ID, e.TeamID, e.DomainID
+		id[i], team[i], domain[i], topic[i] = e.ID, e.TeamID, e.DomainID, e.TopicID
 		from[i], fromDomain[i], subject[i] = e.From, e.FromDomain, e.Subject
 		to[i], cc[i], bcc[i], replyTo[i] = arrayLiteral(e.To), arrayLiteral(e.Cc), arrayLiteral(e.Bcc), arrayLiteral(e.ReplyTo)
 		html[i], text[i], generateText[i] = e.HTML, e.Text, e.GenerateText
@@ -263,7 +268,7 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 	b.Queue(`INSERT INTO email (id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs,
 			reply_to, subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
 			created_at, updated_at, batch_id, idempotency_key, domain_id, message_id,
-			rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status)
+			rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id)
 		SELECT (@id::uuid[])[i], (@team::uuid[])[i], (@from::text[])[i], (@from_domain::text[])[i],
 			(@to::text[])[i]::text[], (@cc::text[])[i]::text[], (@bcc::text[])[i]::text[], (@reply_to::text[])[i]::text[],
 			(@subject::text[])[i], (@html::text[])[i], (@text::text[])[i], (@generate_text::boolean[])[i],
@@ -271,14 +276,15 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 			(@last_event::text[])[i], (@created_at::timestamptz[])[i], (@created_at::timestamptz[])[i],
 			@batch, @key, (@domain::uuid[])[i], (@message_id::text[])[i],
 			(@rcpt_addrs::text[])[i]::text[], (@rcpt_kinds::text[])[i]::text[],
-			(@rcpt_domains::text[])[i]::text[], (@rcpt_status::text[])[i]::text[]
+			(@rcpt_domains::text[])[i]::text[], (@rcpt_status::text[])[i]::text[], (@topic::uuid[])[i]
 		FROM generate_subscripts(@id::uuid[], 1) AS i`,
 		pgx.NamedArgs{"id": id, "team": team, "from": from, "from_domain": fromDomain,
 			"to": to, "cc": cc, "bcc": bcc, "reply_to": replyTo,
 			"subject": subject, "html": html, "text": text, "generate_text": generateText,
 			"headers": headers, "tags": tags, "scheduled_at": scheduledAt, "last_event": lastEvent,
 			"created_at": createdAt, "domain": domain, "message_id": messageID, "batch": batchID, "key": key,
-			"rcpt_addrs": rcptAddr, "rcpt_kinds": rcptKind, "rcpt_domains": rcptDomain, "rcpt_status": rcptStatus})
+			"rcpt_addrs": rcptAddr, "rcpt_kinds": rcptKind, "rcpt_domains": rcptDomain, "rcpt_status": rcptStatus,
+			"topic": topic})
 	if len(attEmail) > 0 {
 		b.Queue(`INSERT INTO attachment (email_id, position, filename, content_type, content_id, content)
 			SELECT (@email::uuid[])[i], (@pos::int[])[i], (@filename::text[])[i], (@ctype::text[])[i],
@@ -365,13 +371,13 @@ func jsonList[T any](list []T) (string, error) {
 const emailColumns = `id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to,
 	subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
 	coalesce(message_id, ''), created_at, updated_at, batch_id, idempotency_key, domain_id,
-	rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status`
+	rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id`
 
 // emailListColumns leaves the bodies out.
 const emailListColumns = `id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to,
 	subject, NULL::text, NULL::text, generate_text, headers, tags, scheduled_at, last_event,
 	coalesce(message_id, ''), created_at, updated_at, batch_id, idempotency_key, domain_id,
-	rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status`
+	rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id`
 
 func scanEmail(row pgx.Row) (Email, error) {
 	var e Email
@@ -379,7 +385,7 @@ func scanEmail(row pgx.Row) (Email, error) {
 	err := row.Scan(&e.ID, &e.TeamID, &e.From, &e.FromDomain, &e.To, &e.Cc, &e.Bcc, &e.ReplyTo,
 		&e.Subject, &e.HTML, &e.Text, &e.GenerateText, &e.Headers, &e.Tags, &e.ScheduledAt,
 		&e.LastEvent, &e.MessageID, &e.CreatedAt, &e.UpdatedAt, &e.BatchID, &e.IdempotencyKey, &e.DomainID,
-		&addrs, &kinds, &domains, &status)
+		&addrs, &kinds, &domains, &status, &e.TopicID)
 	if err != nil {
 		return Email{}, mapErr(err)
 	}

@@ -36,11 +36,15 @@ func scanSuppression(row pgx.Row) (Suppression, error) {
 	return s, mapErr(err)
 }
 
+// NormalizeAddress is how the suppression list, and every other per-team
+// list of addresses (contacts), compares addresses: lower-cased whole.
+func NormalizeAddress(addr string) string { return strings.ToLower(addr) }
+
 // AddSuppression adds an address to the team's list and returns the entry.
 // An address already listed keeps its first entry, which is returned with
 // created false.
 func (s *Store) AddSuppression(ctx context.Context, sp Suppression) (Suppression, bool, error) {
-	sp.Email = strings.ToLower(sp.Email)
+	sp.Email = NormalizeAddress(sp.Email)
 	got, err := scanSuppression(s.pool.QueryRow(ctx, `INSERT INTO suppression (id, team_id, email, reason, email_id)
 		VALUES (@id, @team, @email, @reason, @email_id)
 		ON CONFLICT (team_id, email) DO NOTHING
@@ -59,7 +63,7 @@ func (s *Store) AddSuppression(ctx context.Context, sp Suppression) (Suppression
 // SuppressionByEmail finds the team's entry for an address.
 func (s *Store) SuppressionByEmail(ctx context.Context, teamID uuid.UUID, email string) (Suppression, error) {
 	return scanSuppression(s.pool.QueryRow(ctx, `SELECT `+suppressionColumns+` FROM suppression
-		WHERE team_id = @team AND email = @email`, pgx.NamedArgs{"team": teamID, "email": strings.ToLower(email)}))
+		WHERE team_id = @team AND email = @email`, pgx.NamedArgs{"team": teamID, "email": NormalizeAddress(email)}))
 }
 
 // ListSuppressions lists the team's entries, newest first.
@@ -74,7 +78,7 @@ func (s *Store) DeleteSuppression(ctx context.Context, teamID uuid.UUID, id *uui
 	return scanSuppression(s.pool.QueryRow(ctx, `DELETE FROM suppression
 		WHERE team_id = @team AND ((@id::uuid IS NOT NULL AND id = @id) OR (@id::uuid IS NULL AND email = @email))
 		RETURNING `+suppressionColumns,
-		pgx.NamedArgs{"team": teamID, "id": id, "email": strings.ToLower(email)}))
+		pgx.NamedArgs{"team": teamID, "id": id, "email": NormalizeAddress(email)}))
 }
 
 // Suppressed returns which of the addresses are on the team's list, keyed
@@ -82,7 +86,7 @@ func (s *Store) DeleteSuppression(ctx context.Context, teamID uuid.UUID, id *uui
 func (s *Store) Suppressed(ctx context.Context, teamID uuid.UUID, emails []string) (map[string]bool, error) {
 	lower := make([]string, len(emails))
 	for i, e := range emails {
-		lower[i] = strings.ToLower(e)
+		lower[i] = NormalizeAddress(e)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT email FROM suppression WHERE team_id = @team AND email = ANY(@emails)`,
 		pgx.NamedArgs{"team": teamID, "emails": lower})

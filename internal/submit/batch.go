@@ -148,12 +148,18 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 		err error
 	}
 	domains := map[string]authz{}
+	templates := map[string]store.Template{}
+	topics := map[uuid.UUID]bool{}
 	for i, it := range items {
 		err := it.Err
 		var e Email
 		var domainID *uuid.UUID
+		req := it.Request
 		if err == nil {
-			e, err = it.Request.Validate(ctx, ValidateOptions{Now: now})
+			req, err = s.applyTemplate(ctx, from.TeamID, req, templates)
+		}
+		if err == nil {
+			e, err = req.Validate(ctx, ValidateOptions{Now: now})
 		}
 		if err == nil {
 			key := strings.ToLower(e.From.Domain)
@@ -165,6 +171,9 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 					domains[key] = authz{domainID, err}
 				}
 			}
+		}
+		if err == nil {
+			err = s.checkTopic(ctx, from.TeamID, e.TopicID, topics)
 		}
 		if err != nil {
 			var se *Error

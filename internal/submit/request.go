@@ -28,6 +28,22 @@ type SendRequest struct {
 	Attachments []AttachmentRequest `json:"attachments"`
 	Tags        []Tag               `json:"tags"`
 	ScheduledAt *string             `json:"scheduled_at"`
+	// TopicID scopes the email to one of the team's topics: recipients
+	// whose subscription excludes them are suppressed when it is sent.
+	// `topicId` is read too.
+	TopicID *string `json:"topic_id,omitempty"`
+	// Template, when set, renders subject, html and text from a published
+	// template (see Service.applyTemplate); html and text must then be
+	// absent.
+	Template *TemplateRequest `json:"template,omitempty"`
+}
+
+// TemplateRequest is the `template` object of a send: the id or alias of
+// one of the team's published templates, and the values of its variables,
+// each a JSON string or number (kept as its JSON text).
+type TemplateRequest struct {
+	ID        string                     `json:"id"`
+	Variables map[string]json.RawMessage `json:"variables,omitempty"`
 }
 
 // AddressList is a list of address strings that decodes from a JSON string
@@ -129,6 +145,7 @@ func (r *SendRequest) decodeValid(data []byte) error {
 		{&r.HTML, []string{"html"}},
 		{&r.Text, []string{"text"}},
 		{&r.ScheduledAt, []string{"scheduled_at", "scheduledAt"}},
+		{&r.TopicID, []string{"topic_id", "topicId"}},
 	} {
 		raw, name := pick(fields, f.names...)
 		if *f.dst, err = optionalString(name, raw); err != nil {
@@ -146,7 +163,52 @@ func (r *SendRequest) decodeValid(data []byte) error {
 	if r.Tags, err = decodeTags(fields["tags"]); err != nil {
 		return err
 	}
+	if r.Template, err = decodeTemplate(fields["template"]); err != nil {
+		return err
+	}
 	return nil
+}
+
+// maxTemplateVariables bounds the variables of one send (Resend allows 50
+// per template; the reserved ones come on top).
+const maxTemplateVariables = 100
+
+// decodeTemplate decodes the `template` object; absent or null is nil.
+func decodeTemplate(raw json.RawMessage) (*TemplateRequest, error) {
+	if raw == nil || isNull(raw) {
+		return nil, nil
+	}
+	fields, err := objectFields(raw)
+	if err != nil {
+		return nil, Errorf(KindValidation, "template", "Invalid `template` field. Expected an object with `id` and `variables`.")
+	}
+	t := &TemplateRequest{}
+	if t.ID, err = stringField(fields, "id"); err != nil {
+		return nil, Errorf(KindValidation, "template.id", "Invalid `template.id` field. Expected a string.")
+	}
+	vars := fields["variables"]
+	if vars == nil || isNull(vars) {
+		return t, nil
+	}
+	members, err := objectFields(vars)
+	if err != nil {
+		return nil, Errorf(KindValidation, "template.variables",
+			"Invalid `template.variables` field. Expected an object of strings and numbers.")
+	}
+	if len(members) > maxTemplateVariables {
+		return nil, Errorf(KindValidation, "template.variables",
+			"Invalid `template.variables` field. At most %d variables are allowed.", maxTemplateVariables)
+	}
+	t.Variables = make(map[string]json.RawMessage, len(members))
+	for k, v := range members {
+		v = bytes.TrimSpace(v)
+		if c := firstByte(v); c != '"' && c != '-' && (c < '0' || c > '9') {
+			return nil, Errorf(KindValidation, "template.variables."+k,
+				"Invalid `template.variables.%s` field. Expected a string or a number.", k)
+		}
+		t.Variables[k] = v
+	}
+	return t, nil
 }
 
 // UnmarshalJSON decodes a JSON string, an array of strings or null.

@@ -1,5 +1,6 @@
 // Package submit is the one "accept mail" use case shared by the HTTP API
-// and the SMTP gateway: it decodes and validates a send request, checks that
+// and the SMTP gateway: it decodes a send request, renders the template it
+// names (if any; see WithTemplate), validates it, checks that
 // the team may use the sender and recipients, and durably accepts the email
 // in one transaction (the email row, which holds its recipients, and an
 // outbox entry). The workflow that delivers it is started afterwards by the
@@ -33,6 +34,7 @@ type Store interface {
 	RescheduleEmail(ctx context.Context, teamID, id uuid.UUID, at time.Time,
 		wake func(context.Context, store.EmailRef) error) error
 	CancelEmail(ctx context.Context, teamID, id uuid.UUID) (store.EmailRef, error)
+	Topic(ctx context.Context, teamID, id uuid.UUID) (store.Topic, error)
 }
 
 // Waker wakes the workflow that sends an email (see store.EmailRef) so
@@ -74,6 +76,10 @@ type Config struct {
 	// Crash, when set, kills the process right after an acceptance
 	// committed (faults.AfterAccept); nil in any real deployment.
 	Crash *faults.Crasher
+	// Templates finds the templates of sends with `template`; nil → Store,
+	// when it is a TemplateSource (as *store.Store is), else such sends are
+	// refused.
+	Templates TemplateSource
 }
 
 // Service accepts email. Safe for concurrent use.
@@ -87,12 +93,17 @@ type Service struct {
 	lease  time.Duration // of idempotency claims
 	beat   time.Duration // idempotency claims' heartbeat interval
 	crash  *faults.Crasher
+	// templates may be nil: sends with a template are then refused.
+	templates TemplateSource
 }
 
 // New returns a Service.
 func New(cfg Config) *Service {
 	s := &Service{store: cfg.Store, notify: cfg.Notifier, fetch: cfg.Fetcher, waker: cfg.Waker,
-		logger: cfg.Logger, now: cfg.Now, crash: cfg.Crash}
+		logger: cfg.Logger, now: cfg.Now, crash: cfg.Crash, templates: cfg.Templates}
+	if ts, ok := cfg.Store.(TemplateSource); ok && s.templates == nil {
+		s.templates = ts
+	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -156,12 +167,18 @@ func (s *Service) SendWithOptions(ctx context.Context, from Sender, req SendRequ
 	accepted := false
 	defer s.finish(ctx, claim, &accepted)
 	now := s.now()
+	if req, err = s.applyTemplate(ctx, from.TeamID, req, nil); err != nil {
+		return res, err
+	}
 	e, err := req.Validate(ctx, ValidateOptions{Now: now, Fetch: s.fetch})
 	if err != nil {
 		return res, err
 	}
 	domainID, err := s.authorize(ctx, from, e, opts.System)
 	if err != nil {
+		return res, err
+	}
+	if err := s.checkTopic(ctx, from.TeamID, e.TopicID, nil); err != nil {
 		return res, err
 	}
 	id, err := uuid.NewV7()
@@ -300,6 +317,23 @@ func (s *Service) authorizeSandbox(ctx context.Context, from Sender, e Email, sy
 	return nil
 }
 
+// checkTopic checks that the team has the topic an email is scoped to (nil
+// is none). known caches the topics a batch already found; nil for none.
+func (s *Service) checkTopic(ctx context.Context, team uuid.UUID, topic *uuid.UUID, known map[uuid.UUID]bool) error {
+	if topic == nil || known[*topic] {
+		return nil
+	}
+	if _, err := s.store.Topic(ctx, team, *topic); errors.Is(err, store.ErrNotFound) {
+		return Errorf(KindValidation, "topic_id", "Invalid `topic_id` field. There is no topic %s.", *topic)
+	} else if err != nil {
+		return fmt.Errorf("loading topic %s: %w", *topic, err)
+	}
+	if known != nil {
+		known[*topic] = true
+	}
+	return nil
+}
+
 func toRow(id, team uuid.UUID, e Email, now time.Time) store.Email {
 	row := store.Email{
 		ID:           id,
@@ -313,6 +347,7 @@ func toRow(id, team uuid.UUID, e Email, now time.Time) store.Email {
 		Subject:      e.Subject,
 		GenerateText: e.GenerateText,
 		ScheduledAt:  e.ScheduledAt,
+		TopicID:      e.TopicID,
 		LastEvent:    store.EventQueued,
 		CreatedAt:    now.UTC(),
 	}

@@ -73,6 +73,9 @@ type Email struct {
 	Attachments []Attachment
 	Tags        []Tag
 	ScheduledAt *time.Time // UTC; nil to send now
+	// TopicID is the topic the email is scoped to; nil for none. Validate
+	// checks its form only: the sender checks that the team has it.
+	TopicID *uuid.UUID
 }
 
 // Row is the email row that accepting e stores, without the sender
@@ -107,6 +110,11 @@ func (r SendRequest) Validate(ctx context.Context, opts ValidateOptions) (Email,
 	var e Email
 	var err error
 
+	if r.Template != nil {
+		// Service.applyTemplate renders templates before validation; a
+		// request still holding one was not rendered.
+		return Email{}, Errorf(KindValidation, "template", "Invalid `template` field. Templates are not supported here.")
+	}
 	if strings.TrimSpace(r.From) == "" {
 		return Email{}, Errorf(KindMissingField, "from", "Missing `from` field.")
 	}
@@ -173,6 +181,13 @@ func (r SendRequest) Validate(ctx context.Context, opts ValidateOptions) (Email,
 	}
 	if e.ScheduledAt, err = checkScheduledAt(r.ScheduledAt, opts.Now); err != nil {
 		return Email{}, err
+	}
+	if r.TopicID != nil && *r.TopicID != "" {
+		id, err := uuid.Parse(*r.TopicID)
+		if err != nil {
+			return Email{}, Errorf(KindValidation, "topic_id", "Invalid `topic_id` field. Expected the id of a topic.")
+		}
+		e.TopicID = &id
 	}
 	if err := checkAttachments(ctx, r.Attachments, &e, opts.Fetch, cmp.Or(opts.FetchTime, MaxFetchTime)); err != nil {
 		return Email{}, err

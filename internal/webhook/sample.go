@@ -16,7 +16,15 @@ func Sample(typ string, now time.Time) map[string]any {
 			"status": "not_started", "region": "us-east-1", "created_at": at}
 	case strings.HasPrefix(typ, "contact."):
 		data = map[string]any{"id": "00000000-0000-7000-8000-000000000000", "email": "steve@example.com",
-			"first_name": "Steve", "last_name": "Wozniak", "unsubscribed": false, "created_at": at}
+			"first_name": "Steve", "last_name": "Wozniak", "unsubscribed": false, "segment_ids": []string{},
+			"created_at": at, "updated_at": at}
+		if typ == "contact.topics.updated" {
+			data["topics"] = []map[string]string{{"id": "00000000-0000-7000-8000-000000000001", "subscription": "opt_out"}}
+		}
+	case strings.HasPrefix(typ, "topic."):
+		data = map[string]any{"id": "00000000-0000-7000-8000-000000000000", "name": "Product updates",
+			"description": "News about the product", "default_subscription": "opt_in", "visibility": "public",
+			"created_at": at, "updated_at": at}
 	default:
 		data = map[string]any{"email_id": "00000000-0000-7000-8000-000000000000", "created_at": at,
 			"from": "Acme <onboarding@posthaste.test>", "to": []string{"delivered@posthaste.test"},

@@ -33,13 +33,15 @@ import (
 )
 
 // Types are the event types an endpoint may subscribe to (API.md).
-// email.opened and email.clicked are emitted once tracking exists;
-// contact.* once contacts exist.
+// email.opened and email.clicked are emitted once tracking exists.
+// contact.topics.updated and topic.* are Posthaste's: Resend documents
+// only contact.created, contact.updated and contact.deleted.
 var Types = []string{
 	"email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.complained",
 	"email.opened", "email.clicked", "email.failed", "email.scheduled", "email.suppressed",
 	"domain.created", "domain.updated", "domain.deleted",
-	"contact.created", "contact.updated", "contact.deleted",
+	"contact.created", "contact.updated", "contact.deleted", "contact.topics.updated",
+	"topic.created", "topic.updated", "topic.deleted",
 }
 
 // ValidType reports whether t is one of Types.

@@ -1,0 +1,72 @@
+package activities_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/storetest"
+)
+
+// TestPrepareSuppressesRecipientsOutsideTopic: an email sent with a topic
+// is not sent to contacts who opted out of it, nor (for a topic contacts
+// must opt in to) to addresses that never opted in; they end `suppressed`
+// with a reason, like addresses of the suppression list.
+func TestPrepareSuppressesRecipientsOutsideTopic(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.New(t)
+	box := newBox(t)
+	d, _ := insertDomain(t, st, box, "shop.test")
+	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, nil, nil, nil)
+	topic := func(def string) store.Topic {
+		tp, err := st.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, Name: def,
+			DefaultSubscription: def, Visibility: "private"})
+		require.NoError(t, err)
+		return tp
+	}
+	news, deals := topic(store.TopicOptIn), topic(store.TopicOptOut)
+	contact := func(email string, choices ...store.TopicChoice) {
+		_, err := st.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, Email: email}, nil, choices)
+		require.NoError(t, err)
+	}
+	contact("left@dest.test", store.TopicChoice{TopicID: news.ID, Subscription: store.TopicOptOut})
+	contact("joined@dest.test", store.TopicChoice{TopicID: deals.ID, Subscription: store.TopicOptIn})
+	contact("member@dest.test")
+
+	send := func(tp store.Topic, rcpts ...string) map[string]string {
+		text := "Hi"
+		e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, DomainID: &d.ID, TopicID: &tp.ID,
+			From: "Shop <hello@shop.test>", FromDomain: "shop.test", To: rcpts, Subject: "Topic", Text: &text,
+			LastEvent: store.EventQueued, CreatedAt: time.Now()}
+		for _, r := range rcpts {
+			_, dom, _ := strings.Cut(r, "@")
+			e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: dom, Status: store.EventQueued})
+		}
+		_, err := st.InsertEmail(ctx, e)
+		require.NoError(t, err)
+		_, err = run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+		require.NoError(t, err)
+		evs, err := st.Events(ctx, e.ID)
+		require.NoError(t, err)
+		for _, ev := range evs {
+			if ev.Type == store.EventSuppressed {
+				require.Equal(t, "The contact is not subscribed to the email's topic.", ev.Detail["reason"])
+				require.Equal(t, tp.ID.String(), ev.Detail["topic_id"])
+			}
+		}
+		return recipientStatus(t, st, e)
+	}
+
+	// Subscribed by default: only the contact who opted out is skipped.
+	require.Equal(t, map[string]string{"Left@dest.test": "suppressed", "member@dest.test": "sent",
+		"stranger@dest.test": "sent"}, send(news, "Left@dest.test", "member@dest.test", "stranger@dest.test"))
+	// Opt-in only: only the contact who opted in is sent to.
+	require.Equal(t, map[string]string{"joined@dest.test": "sent", "member@dest.test": "suppressed",
+		"stranger@dest.test": "suppressed"}, send(deals, "joined@dest.test", "member@dest.test", "stranger@dest.test"))
+}

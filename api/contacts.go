@@ -1,0 +1,514 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit"
+)
+
+// Contact webhook event types (webhook.Types).
+const (
+	eventContactCreated       = "contact.created"
+	eventContactUpdated       = "contact.updated"
+	eventContactDeleted       = "contact.deleted"
+	eventContactTopicsUpdated = "contact.topics.updated"
+)
+
+// maxNameLength bounds first_name and last_name (Resend documents none).
+const maxNameLength = 256
+
+type contactJSON struct {
+	Object       string         `json:"object"`
+	ID           string         `json:"id"`
+	Email        string         `json:"email"`
+	FirstName    string         `json:"first_name"`
+	LastName     string         `json:"last_name"`
+	CreatedAt    string         `json:"created_at"`
+	Unsubscribed bool           `json:"unsubscribed"`
+	Properties   map[string]any `json:"properties"`
+}
+
+func renderContact(ct store.Contact) contactJSON {
+	return contactJSON{Object: "contact", ID: ct.ID.String(), Email: ct.Email, FirstName: ct.FirstName,
+		LastName: ct.LastName, CreatedAt: formatTime(ct.CreatedAt), Unsubscribed: ct.Unsubscribed,
+		Properties: ct.Properties}
+}
+
+// topicChoiceJSON is one entry of a contact's `topics`.
+type topicChoiceJSON struct {
+	ID           string `json:"id"`
+	Subscription string `json:"subscription"`
+}
+
+// contactRequest is the body of create and update. Segments are ids, as
+// Resend's reference documents, or `{"id"}` objects, as its SDKs send.
+type contactRequest struct {
+	Email        *string           `json:"email"`
+	FirstName    *string           `json:"first_name"`
+	LastName     *string           `json:"last_name"`
+	Unsubscribed *bool             `json:"unsubscribed"`
+	Properties   map[string]any    `json:"properties"`
+	Segments     []json.RawMessage `json:"segments"`
+	Topics       []topicChoiceJSON `json:"topics"`
+}
+
+// contactAddress checks a contact's address and normalises it the way the
+// suppression list does.
+func contactAddress(raw string) (string, error) {
+	a, err := submit.ParseAddress(strings.TrimSpace(raw))
+	if err != nil || a.Name != "" || strings.Contains(raw, "<") {
+		return "", validation("The `email` field must be an email address such as someone@example.com.")
+	}
+	return store.NormalizeAddress(a.Addr()), nil
+}
+
+// contactRef reads a path parameter that is a contact's id or address.
+func contactRef(c *gin.Context) (store.ContactRef, error) {
+	ref := c.Param("id")
+	if id, err := uuid.Parse(ref); err == nil {
+		return store.ContactRef{ID: &id}, nil
+	}
+	if strings.Contains(ref, "@") {
+		if addr, err := contactAddress(ref); err == nil {
+			return store.ContactRef{Email: addr}, nil
+		}
+	}
+	return store.ContactRef{}, errorf(http.StatusUnprocessableEntity, nameInvalidParameter,
+		"The path must name a contact by its id or its email address.")
+}
+
+// segmentIDs reads `segments`: ids or {"id"} objects.
+func segmentIDs(raw []json.RawMessage) ([]uuid.UUID, error) {
+	out := make([]uuid.UUID, 0, len(raw))
+	for _, r := range raw {
+		var s string
+		if err := json.Unmarshal(r, &s); err != nil {
+			var obj struct {
+				ID string `json:"id"`
+			}
+			if err := json.Unmarshal(r, &obj); err != nil {
+				return nil, validation("The `segments` field must be a list of segment ids.")
+			}
+			s = obj.ID
+		}
+		id, err := uuid.Parse(s)
+		if err != nil {
+			return nil, validation("The `segments` field must be a list of segment ids; %q is not one.", s)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// topicChoices reads `topics`: {"id","subscription"} entries.
+func topicChoices(in []topicChoiceJSON) ([]store.TopicChoice, error) {
+	out := make([]store.TopicChoice, 0, len(in))
+	for _, t := range in {
+		id, err := uuid.Parse(t.ID)
+		if err != nil {
+			return nil, validation("Each entry of `topics` must have the `id` of a topic; %q is not one.", t.ID)
+		}
+		if t.Subscription != store.TopicOptIn && t.Subscription != store.TopicOptOut {
+			return nil, validation("The `subscription` of topic %s must be `opt_in` or `opt_out`.", t.ID)
+		}
+		out = append(out, store.TopicChoice{TopicID: id, Subscription: t.Subscription})
+	}
+	return out, nil
+}
+
+// checkNames validates first_name and last_name.
+func checkNames(first, last *string) error {
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"first_name", first}, {"last_name", last}} {
+		if f.v != nil && len(*f.v) > maxNameLength {
+			return validation("The `%s` field must be at most %d characters.", f.name, maxNameLength)
+		}
+	}
+	return nil
+}
+
+// refError turns a *store.RefError (a segment or topic of the body that
+// the team does not have) into a 404 naming it.
+func refError(err error) error {
+	var re *store.RefError
+	if errors.As(err, &re) {
+		what := strings.ToUpper(re.What[:1]) + re.What[1:]
+		return errorf(http.StatusNotFound, nameNotFound, what+" "+re.ID.String()+" not found.")
+	}
+	return err
+}
+
+// contactProperties loads the team's definitions and checks values
+// against them; an empty map needs no lookup.
+func (s *Server) contactProperties(ctx context.Context, team uuid.UUID, in map[string]any) (map[string]any, []string, error) {
+	if len(in) == 0 {
+		return nil, nil, nil
+	}
+	defs, err := s.store.ContactPropertiesByKey(ctx, team)
+	if err != nil {
+		return nil, nil, err
+	}
+	return checkProperties(defs, in)
+}
+
+// emit records a webhook event for the team's endpoints and wakes the
+// outbox, as domain events do; a failure is logged, not returned: the
+// change it reports has been made.
+func (s *Server) emit(ctx context.Context, team uuid.UUID, typ, orderKey string, data map[string]any) {
+	n, err := s.store.EmitEvent(ctx, team, typ, orderKey, data)
+	if err != nil {
+		s.logger.Error("emitting event", "type", typ, "team_id", team, "err", err)
+		return
+	}
+	if n > 0 && s.webhooks.Outbox != nil {
+		s.webhooks.Outbox.Notify()
+	}
+}
+
+func (s *Server) createContact(c *gin.Context) {
+	var req contactRequest
+	if err := decodeJSON(c, &req); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	if req.Email == nil || strings.TrimSpace(*req.Email) == "" {
+		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `email` field."))
+		return
+	}
+	addr, err := contactAddress(*req.Email)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	if err := checkNames(req.FirstName, req.LastName); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	segments, err := segmentIDs(req.Segments)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	topics, err := topicChoices(req.Topics)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	ctx, team := c.Request.Context(), principal(c).TeamID
+	props, _, err := s.contactProperties(ctx, team, req.Properties)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	ct := store.Contact{ID: id, TeamID: team, Email: addr, Properties: props}
+	if req.FirstName != nil {
+		ct.FirstName = *req.FirstName
+	}
+	if req.LastName != nil {
+		ct.LastName = *req.LastName
+	}
+	if req.Unsubscribed != nil {
+		ct.Unsubscribed = *req.Unsubscribed
+	}
+	ct, err = s.store.CreateContact(ctx, ct, segments, topics)
+	if errors.Is(err, store.ErrConflict) {
+		s.respondError(c, errorf(http.StatusConflict, nameConflict, "A contact with email "+addr+" already exists."))
+		return
+	}
+	if err != nil {
+		s.respondError(c, refError(err))
+		return
+	}
+	s.emit(ctx, team, eventContactCreated, ct.ID.String(), store.ContactPayload(ct))
+	c.JSON(http.StatusCreated, gin.H{"object": "contact", "id": ct.ID.String()})
+}
+
+// listContacts lists the team's contacts; `segment_id` narrows to one
+// segment and `search` (a Posthaste extension) to contacts whose address
+// or name contains it.
+func (s *Server) listContacts(c *gin.Context) {
+	var f store.ContactFilter
+	f.Search = c.Query("search")
+	if v, ok := c.GetQuery("segment_id"); ok {
+		id, err := uuid.Parse(v)
+		if err != nil {
+			s.respondError(c, validation("The `segment_id` parameter must be a valid id."))
+			return
+		}
+		f.SegmentID = &id
+	}
+	s.respondContacts(c, f)
+}
+
+// listSegmentContacts lists the contacts of one of the team's segments.
+func (s *Server) listSegmentContacts(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	if _, err := s.store.Segment(c.Request.Context(), principal(c).TeamID, id); err != nil {
+		s.respondError(c, notFound(err, "Segment not found."))
+		return
+	}
+	s.respondContacts(c, store.ContactFilter{Search: c.Query("search"), SegmentID: &id})
+}
+
+func (s *Server) respondContacts(c *gin.Context, f store.ContactFilter) {
+	respondList(s, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.Contact, bool, error) {
+		return s.store.ListContacts(ctx, team, f, p)
+	}, renderContact)
+}
+
+func (s *Server) getContact(c *gin.Context) {
+	ref, err := contactRef(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	ct, err := s.store.Contact(c.Request.Context(), principal(c).TeamID, ref)
+	if err != nil {
+		s.respondError(c, notFound(err, "Contact not found."))
+		return
+	}
+	c.PureJSON(http.StatusOK, renderContact(ct))
+}
+
+func (s *Server) updateContact(c *gin.Context) {
+	ref, err := contactRef(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	var req contactRequest
+	if err := decodeJSON(c, &req); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	if err := checkNames(req.FirstName, req.LastName); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	u := store.ContactUpdate{FirstName: req.FirstName, LastName: req.LastName, Unsubscribed: req.Unsubscribed}
+	if req.Email != nil {
+		addr, err := contactAddress(*req.Email)
+		if err != nil {
+			s.respondError(c, err)
+			return
+		}
+		u.Email = &addr
+	}
+	ctx, team := c.Request.Context(), principal(c).TeamID
+	if u.SetProperties, u.RemoveProperties, err = s.contactProperties(ctx, team, req.Properties); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	ct, err := s.store.UpdateContact(ctx, team, ref, u)
+	if errors.Is(err, store.ErrConflict) {
+		s.respondError(c, errorf(http.StatusConflict, nameConflict, "Another contact has email "+*u.Email+"."))
+		return
+	}
+	if err != nil {
+		s.respondError(c, notFound(err, "Contact not found."))
+		return
+	}
+	s.emit(ctx, team, eventContactUpdated, ct.ID.String(), store.ContactPayload(ct))
+	c.JSON(http.StatusOK, gin.H{"object": "contact", "id": ct.ID.String()})
+}
+
+func (s *Server) deleteContact(c *gin.Context) {
+	ref, err := contactRef(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	ctx, team := c.Request.Context(), principal(c).TeamID
+	ct, err := s.store.DeleteContact(ctx, team, ref)
+	if err != nil {
+		s.respondError(c, notFound(err, "Contact not found."))
+		return
+	}
+	s.emit(ctx, team, eventContactDeleted, ct.ID.String(), store.ContactPayload(ct))
+	// `contact` is what Resend's older SDKs read; `id` what the reference documents.
+	c.JSON(http.StatusOK, gin.H{"object": "contact", "id": ct.ID.String(), "contact": ct.ID.String(), "deleted": true})
+}
+
+// contactByRef resolves the :id of a contact sub-resource route.
+func (s *Server) contactByRef(c *gin.Context) (store.Contact, bool) {
+	ref, err := contactRef(c)
+	if err != nil {
+		s.respondError(c, err)
+		return store.Contact{}, false
+	}
+	ct, err := s.store.Contact(c.Request.Context(), principal(c).TeamID, ref)
+	if err != nil {
+		s.respondError(c, notFound(err, "Contact not found."))
+		return store.Contact{}, false
+	}
+	return ct, true
+}
+
+type contactSegmentJSON struct {
+	ID        string `json:"id"`
+	Object    string `json:"object"`
+	Name      string `json:"name"`
+	CreatedAt string `json:"created_at"`
+}
+
+func (s *Server) listContactSegments(c *gin.Context) {
+	ct, ok := s.contactByRef(c)
+	if !ok {
+		return
+	}
+	respondList(s, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactSegment, bool, error) {
+		return s.store.ContactSegments(ctx, team, ct.ID, p)
+	}, func(cs store.ContactSegment) contactSegmentJSON {
+		return contactSegmentJSON{ID: cs.ID.String(), Object: "segment", Name: cs.Name, CreatedAt: formatTime(cs.AddedAt)}
+	})
+}
+
+// segmentParam parses :segment_id.
+func segmentParam(c *gin.Context) (uuid.UUID, error) {
+	id, err := uuid.Parse(c.Param("segment_id"))
+	if err != nil {
+		return uuid.Nil, errorf(http.StatusUnprocessableEntity, nameInvalidParameter, "The segment id must be a valid UUID.")
+	}
+	return id, nil
+}
+
+func (s *Server) addContactSegment(c *gin.Context) {
+	segment, err := segmentParam(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	ct, ok := s.contactByRef(c)
+	if !ok {
+		return
+	}
+	ctx, team := c.Request.Context(), principal(c).TeamID
+	if err := s.store.AddContactToSegment(ctx, team, ct.ID, segment); err != nil {
+		s.respondError(c, refError(err))
+		return
+	}
+	s.emitContactChange(ctx, team, ct.ID)
+	c.JSON(http.StatusOK, gin.H{"object": "contact_segment", "id": segment.String(), "contact_id": ct.ID.String(),
+		"segment_id": segment.String()})
+}
+
+func (s *Server) removeContactSegment(c *gin.Context) {
+	segment, err := segmentParam(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	ct, ok := s.contactByRef(c)
+	if !ok {
+		return
+	}
+	ctx, team := c.Request.Context(), principal(c).TeamID
+	if err := s.store.RemoveContactFromSegment(ctx, team, ct.ID, segment); err != nil {
+		s.respondError(c, notFound(err, "The contact is not in segment "+segment.String()+"."))
+		return
+	}
+	s.emitContactChange(ctx, team, ct.ID)
+	c.JSON(http.StatusOK, gin.H{"object": "contact_segment", "id": segment.String(), "contact_id": ct.ID.String(),
+		"segment_id": segment.String(), "deleted": true})
+}
+
+// emitContactChange reports a change of a contact's memberships as
+// contact.updated (its segment_ids changed).
+func (s *Server) emitContactChange(ctx context.Context, team, id uuid.UUID) {
+	ct, err := s.store.Contact(ctx, team, store.ContactRef{ID: &id})
+	if err != nil {
+		s.logger.Error("loading contact for its event", "team_id", team, "err", err)
+		return
+	}
+	s.emit(ctx, team, eventContactUpdated, ct.ID.String(), store.ContactPayload(ct))
+}
+
+type contactTopicJSON struct {
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	Description  string `json:"description"`
+	Subscription string `json:"subscription"`
+}
+
+func renderContactTopic(ct store.ContactTopic) contactTopicJSON {
+	return contactTopicJSON{ID: ct.ID.String(), Name: ct.Name, Description: ct.Description, Subscription: ct.Subscription}
+}
+
+// listContactTopics lists every topic of the team with the contact's
+// subscription to it (its choice, else the topic's default).
+func (s *Server) listContactTopics(c *gin.Context) {
+	ct, ok := s.contactByRef(c)
+	if !ok {
+		return
+	}
+	respondList(s, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactTopic, bool, error) {
+		return s.store.ContactTopics(ctx, team, ct.ID, p)
+	}, renderContactTopic)
+}
+
+// updateContactTopics takes `[{"id","subscription"}]` (what Resend's SDKs
+// send) or `{"topics": [...]}` (what its reference documents).
+func (s *Server) updateContactTopics(c *gin.Context) {
+	ct, ok := s.contactByRef(c)
+	if !ok {
+		return
+	}
+	body, err := readBody(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	var entries []topicChoiceJSON
+	if err := json.Unmarshal(body, &entries); err != nil {
+		var wrapped struct {
+			Topics *[]topicChoiceJSON `json:"topics"`
+		}
+		if err := json.Unmarshal(body, &wrapped); err != nil {
+			s.respondError(c, validation("The body must be a list of `{\"id\", \"subscription\"}` or an object with `topics`."))
+			return
+		}
+		if wrapped.Topics == nil {
+			s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `topics` field."))
+			return
+		}
+		entries = *wrapped.Topics
+	}
+	choices, err := topicChoices(entries)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	ctx, team := c.Request.Context(), principal(c).TeamID
+	if err := s.store.UpdateContactTopics(ctx, team, ct.ID, choices); err != nil {
+		s.respondError(c, refError(err))
+		return
+	}
+	topics := make([]topicChoiceJSON, len(choices))
+	for i, ch := range choices {
+		topics[i] = topicChoiceJSON{ID: ch.TopicID.String(), Subscription: ch.Subscription}
+	}
+	data := store.ContactPayload(ct)
+	data["topics"] = topics
+	s.emit(ctx, team, eventContactTopicsUpdated, ct.ID.String(), data)
+	c.JSON(http.StatusOK, gin.H{"object": "contact_topics", "id": ct.ID.String(), "contact_id": ct.ID.String(),
+		"topics": topics})
+}

@@ -1,0 +1,118 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// maxSegmentName bounds a segment's name (Resend documents none).
+const maxSegmentName = 256
+
+type segmentJSON struct {
+	Object    string `json:"object"`
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	CreatedAt string `json:"created_at"`
+}
+
+func renderSegment(sg store.Segment) segmentJSON {
+	return segmentJSON{Object: "segment", ID: sg.ID.String(), Name: sg.Name, CreatedAt: formatTime(sg.CreatedAt)}
+}
+
+type segmentRequest struct {
+	Name *string `json:"name"`
+}
+
+// segmentName checks the name of a create (required) or rename.
+func segmentName(name *string) (string, error) {
+	if name == nil || strings.TrimSpace(*name) == "" {
+		return "", errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `name` field.")
+	}
+	if len(*name) > maxSegmentName {
+		return "", validation("The `name` field must be at most %d characters.", maxSegmentName)
+	}
+	return strings.TrimSpace(*name), nil
+}
+
+func (s *Server) createSegment(c *gin.Context) {
+	var req segmentRequest
+	if err := decodeJSON(c, &req); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	name, err := segmentName(req.Name)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	sg, err := s.store.CreateSegment(c.Request.Context(), store.Segment{ID: id, TeamID: principal(c).TeamID, Name: name})
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, gin.H{"object": "segment", "id": sg.ID.String(), "name": sg.Name})
+}
+
+func (s *Server) listSegments(c *gin.Context) { respondList(s, c, s.store.ListSegments, renderSegment) }
+
+func (s *Server) getSegment(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	sg, err := s.store.Segment(c.Request.Context(), principal(c).TeamID, id)
+	if err != nil {
+		s.respondError(c, notFound(err, "Segment not found."))
+		return
+	}
+	c.PureJSON(http.StatusOK, renderSegment(sg))
+}
+
+// updateSegment renames a segment (Resend's Node SDK has segments.update).
+func (s *Server) updateSegment(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	var req segmentRequest
+	if err := decodeJSON(c, &req); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	name, err := segmentName(req.Name)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	sg, err := s.store.RenameSegment(c.Request.Context(), principal(c).TeamID, id, name)
+	if err != nil {
+		s.respondError(c, notFound(err, "Segment not found."))
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"object": "segment", "id": sg.ID.String()})
+}
+
+func (s *Server) deleteSegment(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	if _, err := s.store.DeleteSegment(c.Request.Context(), principal(c).TeamID, id); err != nil {
+		s.respondError(c, notFound(err, "Segment not found."))
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"object": "segment", "id": id.String(), "deleted": true})
+}

@@ -1,0 +1,178 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// Topic webhook event types (webhook.Types).
+const (
+	eventTopicCreated = "topic.created"
+	eventTopicUpdated = "topic.updated"
+	eventTopicDeleted = "topic.deleted"
+)
+
+// Resend's limits on a topic's name and description, in characters.
+const (
+	maxTopicName        = 50
+	maxTopicDescription = 200
+)
+
+type topicJSON struct {
+	Object              string `json:"object"`
+	ID                  string `json:"id"`
+	Name                string `json:"name"`
+	Description         string `json:"description"`
+	DefaultSubscription string `json:"default_subscription"`
+	Visibility          string `json:"visibility"`
+	CreatedAt           string `json:"created_at"`
+}
+
+func renderTopic(t store.Topic) topicJSON {
+	return topicJSON{Object: "topic", ID: t.ID.String(), Name: t.Name, Description: t.Description,
+		DefaultSubscription: t.DefaultSubscription, Visibility: t.Visibility, CreatedAt: formatTime(t.CreatedAt)}
+}
+
+type topicRequest struct {
+	Name                *string `json:"name"`
+	DefaultSubscription *string `json:"default_subscription"`
+	Description         *string `json:"description"`
+	Visibility          *string `json:"visibility"`
+}
+
+// check validates the fields common to create and update.
+func (r topicRequest) check() error {
+	if r.Name != nil && (strings.TrimSpace(*r.Name) == "" || utf8.RuneCountInString(*r.Name) > maxTopicName) {
+		return validation("The `name` field must be 1 to %d characters.", maxTopicName)
+	}
+	if r.Description != nil && utf8.RuneCountInString(*r.Description) > maxTopicDescription {
+		return validation("The `description` field must be at most %d characters.", maxTopicDescription)
+	}
+	if r.Visibility != nil && *r.Visibility != "public" && *r.Visibility != "private" {
+		return validation("The `visibility` field must be `public` or `private`.")
+	}
+	return nil
+}
+
+func (s *Server) createTopic(c *gin.Context) {
+	var req topicRequest
+	if err := decodeJSON(c, &req); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	switch {
+	case req.Name == nil:
+		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `name` field."))
+		return
+	case req.DefaultSubscription == nil:
+		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `default_subscription` field."))
+		return
+	case *req.DefaultSubscription != store.TopicOptIn && *req.DefaultSubscription != store.TopicOptOut:
+		s.respondError(c, validation("The `default_subscription` field must be `opt_in` or `opt_out`."))
+		return
+	}
+	if err := req.check(); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	t := store.Topic{ID: id, TeamID: principal(c).TeamID, Name: strings.TrimSpace(*req.Name),
+		DefaultSubscription: *req.DefaultSubscription, Visibility: "private"}
+	if req.Description != nil {
+		t.Description = *req.Description
+	}
+	if req.Visibility != nil {
+		t.Visibility = *req.Visibility
+	}
+	ctx := c.Request.Context()
+	t, err = s.store.CreateTopic(ctx, t)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	s.emit(ctx, t.TeamID, eventTopicCreated, t.ID.String(), store.TopicPayload(t))
+	c.JSON(http.StatusCreated, gin.H{"object": "topic", "id": t.ID.String()})
+}
+
+func (s *Server) listTopics(c *gin.Context) { respondList(s, c, s.store.ListTopics, renderTopic) }
+
+func (s *Server) getTopic(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	t, err := s.store.Topic(c.Request.Context(), principal(c).TeamID, id)
+	if err != nil {
+		s.respondError(c, notFound(err, "Topic not found."))
+		return
+	}
+	c.PureJSON(http.StatusOK, renderTopic(t))
+}
+
+func (s *Server) updateTopic(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	var req topicRequest
+	if err := decodeJSON(c, &req); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	if err := req.check(); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	ctx, team := c.Request.Context(), principal(c).TeamID
+	if req.DefaultSubscription != nil {
+		cur, err := s.store.Topic(ctx, team, id)
+		if err != nil {
+			s.respondError(c, notFound(err, "Topic not found."))
+			return
+		}
+		if cur.DefaultSubscription != *req.DefaultSubscription {
+			s.respondError(c, validation("The `default_subscription` of a topic cannot be changed after creation."))
+			return
+		}
+	}
+	if req.Name != nil {
+		n := strings.TrimSpace(*req.Name)
+		req.Name = &n
+	}
+	t, err := s.store.UpdateTopic(ctx, team, id, store.TopicUpdate{Name: req.Name, Description: req.Description,
+		Visibility: req.Visibility})
+	if err != nil {
+		s.respondError(c, notFound(err, "Topic not found."))
+		return
+	}
+	s.emit(ctx, team, eventTopicUpdated, t.ID.String(), store.TopicPayload(t))
+	c.JSON(http.StatusOK, gin.H{"object": "topic", "id": t.ID.String()})
+}
+
+func (s *Server) deleteTopic(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	ctx, team := c.Request.Context(), principal(c).TeamID
+	t, err := s.store.DeleteTopic(ctx, team, id)
+	if err != nil {
+		s.respondError(c, notFound(err, "Topic not found."))
+		return
+	}
+	s.emit(ctx, team, eventTopicDeleted, t.ID.String(), store.TopicPayload(t))
+	c.JSON(http.StatusOK, gin.H{"object": "topic", "id": t.ID.String(), "deleted": true})
+}

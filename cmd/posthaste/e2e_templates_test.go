@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-message/mail"
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/dnstest"
+	"github.com/posthaste/posthaste/internal/smtptest"
+)
+
+// TestDevTemplateSend: a published template sent through the public API
+// arrives at the recipient's MX rendered (the values escaped in the HTML
+// part, as given in the text part and subject), rendered once at
+// acceptance: republishing after the send does not change what arrives.
+func TestDevTemplateSend(t *testing.T) {
+	dns := dnstest.NewServer(t)
+	mx := smtptest.NewServer(t, smtptest.Options{})
+	dns.AddMX("member.test", "mx.member.test", 10)
+	dns.AddA("mx.member.test", "127.0.0.1")
+	dataDir := t.TempDir()
+	env := map[string]string{
+		"POSTHASTE_DATA_DIR":         dataDir,
+		"POSTHASTE_HTTP_ADDR":        fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"POSTHASTE_TEMPORAL_PORT":    fmt.Sprint(freePort(t)),
+		"POSTHASTE_TEMPORAL_UI_PORT": fmt.Sprint(freePort(t)),
+		"POSTHASTE_DNS_SERVER":       dns.Addr(),
+		"POSTHASTE_MX_PORT":          fmt.Sprint(mx.Port()),
+		"POSTHASTE_HOSTNAME":         "posthaste.example",
+		"POSTHASTE_ADMIN_EMAIL":      "owner@member.test",
+		"POSTHASTE_LOG_LEVEL":        "warn",
+	}
+	t.Cleanup(func() { removeRelocatedCluster(t, dataDir) })
+	dev := startDev(t, env)
+	c := apiClient{t: t, base: dev.base, key: readCredentials(t, dataDir).APIKey}
+
+	status, created := c.do("POST", "/templates", map[string]any{
+		"name":    "Receipt",
+		"alias":   "receipt",
+		"from":    "Shop <onboarding@posthaste.test>",
+		"subject": "Receipt for {{{PRODUCT}}}",
+		"html":    "<p>{{{PRODUCT}}} costs {{{PRICE}}} ({{{EMAIL}}})</p>",
+		"text":    "{{{PRODUCT}}} costs {{{PRICE}}}",
+		"variables": []map[string]any{
+			{"key": "PRODUCT", "type": "string"},
+			{"key": "PRICE", "type": "number", "fallback_value": 1},
+		},
+	})
+	require.Equal(t, 201, status, created)
+	status, body := c.do("POST", "/templates/receipt/publish", nil)
+	require.Equal(t, 200, status, body)
+
+	id := c.send(map[string]any{"to": "owner@member.test",
+		"template": map[string]any{"id": "receipt", "variables": map[string]any{"PRODUCT": "Fish & <Chips>", "PRICE": 9.5}}})
+	status, body = c.do("PATCH", "/templates/receipt", map[string]any{"html": "<p>changed</p>", "text": "changed"})
+	require.Equal(t, 200, status, body)
+	status, body = c.do("POST", "/templates/receipt/publish", nil)
+	require.Equal(t, 200, status, body)
+	c.waitFor(id, map[string]string{"owner@member.test": "delivered"})
+
+	msgs := mx.WaitMessages(t, 1, 30*time.Second)
+	mr, err := mail.CreateReader(bytes.NewReader(msgs[0].Data))
+	require.NoError(t, err)
+	subject, err := mr.Header.Subject()
+	require.NoError(t, err)
+	require.Equal(t, "Receipt for Fish & <Chips>", subject)
+	parts := map[string]string{}
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		ct, _, _ := p.Header.(*mail.InlineHeader).ContentType()
+		b, err := io.ReadAll(p.Body)
+		require.NoError(t, err)
+		parts[ct] = string(b)
+	}
+	require.Contains(t, parts["text/html"], "<p>Fish &amp; &lt;Chips&gt; costs 9.5 (owner@member.test)</p>")
+	require.Contains(t, parts["text/plain"], "Fish & <Chips> costs 9.5")
+}

@@ -1,0 +1,94 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Subscriptions to a topic, and topics' default_subscription: with
+// TopicOptIn a contact receives the topic's mail until it opts out; with
+// TopicOptOut only after it opts in.
+const (
+	TopicOptIn  = "opt_in"
+	TopicOptOut = "opt_out"
+)
+
+// Topic is a kind of mail a team's contacts may subscribe to.
+type Topic struct {
+	ID                  uuid.UUID
+	TeamID              uuid.UUID
+	Name                string
+	Description         string
+	DefaultSubscription string // TopicOptIn or TopicOptOut; fixed at creation
+	Visibility          string // "public" or "private"
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+}
+
+const topicColumns = `id, team_id, name, description, default_subscription, visibility, created_at, updated_at`
+
+func scanTopic(row pgx.Row) (Topic, error) {
+	var t Topic
+	err := row.Scan(&t.ID, &t.TeamID, &t.Name, &t.Description, &t.DefaultSubscription, &t.Visibility,
+		&t.CreatedAt, &t.UpdatedAt)
+	return t, mapErr(err)
+}
+
+// CreateTopic adds a topic and returns it.
+func (s *Store) CreateTopic(ctx context.Context, t Topic) (Topic, error) {
+	got, err := scanTopic(s.pool.QueryRow(ctx, `INSERT INTO topic (id, team_id, name, description, default_subscription, visibility)
+		VALUES (@id, @team, @name, @description, @default, @visibility) RETURNING `+topicColumns,
+		pgx.NamedArgs{"id": t.ID, "team": t.TeamID, "name": t.Name, "description": t.Description,
+			"default": t.DefaultSubscription, "visibility": t.Visibility}))
+	if err != nil {
+		return Topic{}, fmt.Errorf("creating topic: %w", err)
+	}
+	return got, nil
+}
+
+// Topic finds one of the team's topics.
+func (s *Store) Topic(ctx context.Context, teamID, id uuid.UUID) (Topic, error) {
+	return scanTopic(s.pool.QueryRow(ctx, `SELECT `+topicColumns+` FROM topic WHERE team_id = @team AND id = @id`,
+		pgx.NamedArgs{"team": teamID, "id": id}))
+}
+
+// ListTopics lists the team's topics, newest first.
+func (s *Store) ListTopics(ctx context.Context, teamID uuid.UUID, p Page) ([]Topic, bool, error) {
+	return listPage(ctx, s, p, `SELECT `+topicColumns+` FROM topic WHERE team_id = @team`,
+		pgx.NamedArgs{"team": teamID}, scanTopic)
+}
+
+// TopicUpdate holds what PATCH may change; nil fields stay. The default
+// subscription cannot change.
+type TopicUpdate struct {
+	Name        *string
+	Description *string
+	Visibility  *string
+}
+
+// UpdateTopic changes one of the team's topics and returns it.
+func (s *Store) UpdateTopic(ctx context.Context, teamID, id uuid.UUID, u TopicUpdate) (Topic, error) {
+	return scanTopic(s.pool.QueryRow(ctx, `UPDATE topic SET name = coalesce(@name, name),
+			description = coalesce(@description, description), visibility = coalesce(@visibility, visibility),
+			updated_at = now()
+		WHERE team_id = @team AND id = @id RETURNING `+topicColumns,
+		pgx.NamedArgs{"team": teamID, "id": id, "name": u.Name, "description": u.Description, "visibility": u.Visibility}))
+}
+
+// DeleteTopic removes one of the team's topics with its contacts' choices.
+// ErrNotFound when there is none.
+func (s *Store) DeleteTopic(ctx context.Context, teamID, id uuid.UUID) (Topic, error) {
+	return scanTopic(s.pool.QueryRow(ctx, `DELETE FROM topic WHERE team_id = @team AND id = @id RETURNING `+topicColumns,
+		pgx.NamedArgs{"team": teamID, "id": id}))
+}
+
+// TopicPayload is the data of topic.* webhook events.
+func TopicPayload(t Topic) map[string]any {
+	return map[string]any{"id": t.ID.String(), "name": t.Name, "description": t.Description,
+		"default_subscription": t.DefaultSubscription, "visibility": t.Visibility,
+		"created_at": t.CreatedAt.UTC().Format(webhookTime), "updated_at": t.UpdatedAt.UTC().Format(webhookTime)}
+}

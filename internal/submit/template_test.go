@@ -1,0 +1,232 @@
+package submit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+func TestDecodeTemplate(t *testing.T) {
+	r, err := DecodeSendRequest([]byte(`{"to":"a@b.test","template":{"id":"welcome","variables":{"A":"x","B":1.5,"C":-2}}}`))
+	require.NoError(t, err)
+	require.Equal(t, &TemplateRequest{ID: "welcome", Variables: map[string]json.RawMessage{
+		"A": json.RawMessage(`"x"`), "B": json.RawMessage(`1.5`), "C": json.RawMessage(`-2`)}}, r.Template)
+
+	r, err = DecodeSendRequest([]byte(`{"template":null}`))
+	require.NoError(t, err)
+	require.Nil(t, r.Template)
+
+	for body, field := range map[string]string{
+		`{"template":"welcome"}`:                         "template",
+		`{"template":{"id":5}}`:                          "template.id",
+		`{"template":{"id":"x","variables":[1]}}`:        "template.variables",
+		`{"template":{"id":"x","variables":{"A":true}}}`: "template.variables.A",
+		`{"template":{"id":"x","variables":{"A":{}}}}`:   "template.variables.A",
+		`{"template":{"id":"x","variables":{"A":null}}}`: "template.variables.A",
+	} {
+		_, err := DecodeSendRequest([]byte(body))
+		var se *Error
+		require.True(t, errors.As(err, &se), "%s: %v", body, err)
+		require.Equal(t, field, se.Field, body)
+	}
+}
+
+func TestSendRequestWithTemplateMarshalRoundTrip(t *testing.T) {
+	in := SendRequest{From: "a@acme.com", To: AddressList{"b@x.com"},
+		Template: &TemplateRequest{ID: "t", Variables: map[string]json.RawMessage{"A": json.RawMessage(`"x"`), "N": json.RawMessage(`3`)}}}
+	data, err := json.Marshal(in)
+	require.NoError(t, err)
+	out, err := DecodeSendRequest(data)
+	require.NoError(t, err)
+	require.Equal(t, in, out)
+	// A request without a template encodes as it did before templates,
+	// so idempotency keys stored earlier keep matching.
+	data, err = json.Marshal(SendRequest{From: "a@acme.com"})
+	require.NoError(t, err)
+	require.NotContains(t, string(data), "template")
+}
+
+func content() store.TemplateContent {
+	return store.TemplateContent{
+		From:    ptr("Acme <onboarding@posthaste.test>"),
+		Subject: ptr("Hi {{{NAME}}}"),
+		ReplyTo: []string{"help@acme.test"},
+		HTML:    `<a href="{{{RESEND_UNSUBSCRIBE_URL}}}">{{{NAME}}}</a> {{{N}}} {{{EMAIL}}}`,
+		Text:    ptr("{{{NAME}}} {{{N|none}}}"),
+		Variables: []store.TemplateVariable{
+			{Key: "NAME", Type: "string", Fallback: json.RawMessage(`"you"`)},
+			{Key: "N", Type: "number"},
+		},
+	}
+}
+
+func TestWithTemplate(t *testing.T) {
+	vars := func(kv ...string) *TemplateRequest {
+		m := map[string]json.RawMessage{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = json.RawMessage(kv[i+1])
+		}
+		return &TemplateRequest{ID: "t", Variables: m}
+	}
+	r := SendRequest{To: AddressList{"Bob <bob@x.test>"},
+		Template: vars("NAME", `"<b>\"Bob\"</b>"`, "N", "42", "UNSUBSCRIBE_URL", `"https://u.test/?a=1&b=2"`)}
+	out, err := r.WithTemplate(content())
+	require.NoError(t, err)
+	require.Nil(t, out.Template)
+	require.Equal(t, "Acme <onboarding@posthaste.test>", out.From)
+	require.Equal(t, AddressList{"help@acme.test"}, out.ReplyTo)
+	require.Equal(t, `Hi <b>"Bob"</b>`, *out.Subject)
+	require.Equal(t, `<a href="https://u.test/?a=1&amp;b=2">&lt;b&gt;&#34;Bob&#34;&lt;/b&gt;</a> 42 bob@x.test`, *out.HTML)
+	require.Equal(t, `<b>"Bob"</b> 42`, *out.Text)
+
+	// The payload's from, subject and reply_to win.
+	r = SendRequest{From: "me@x.test", Subject: ptr("Mine {{{NAME}}}"), ReplyTo: AddressList{"r@x.test"},
+		To: AddressList{"a@x.test", "b@x.test"}, Template: vars("N", "1", "EMAIL", `"e@x.test"`, "RESEND_UNSUBSCRIBE_URL", `"u"`)}
+	out, err = r.WithTemplate(content())
+	require.NoError(t, err)
+	require.Equal(t, "me@x.test", out.From)
+	require.Equal(t, "Mine {{{NAME}}}", *out.Subject, "the payload's subject is not a template")
+	require.Equal(t, AddressList{"r@x.test"}, out.ReplyTo)
+	require.Equal(t, `<a href="u">you</a> 1 e@x.test`, *out.HTML)
+
+	for name, tc := range map[string]struct {
+		req   *TemplateRequest
+		to    AddressList
+		field string
+	}{
+		"missing without fallback":  {vars("RESEND_UNSUBSCRIBE_URL", `"u"`), AddressList{"a@x.test"}, "template.variables.N"},
+		"missing reserved":          {vars("N", "1"), AddressList{"a@x.test"}, "template.variables.RESEND_UNSUBSCRIBE_URL"},
+		"email with two recipients": {vars("N", "1", "UNSUBSCRIBE_URL", `"u"`), AddressList{"a@x.test", "b@x.test"}, "template.variables.EMAIL"},
+		"number given a string":     {vars("N", `"1"`, "UNSUBSCRIBE_URL", `"u"`), AddressList{"a@x.test"}, "template.variables.N"},
+	} {
+		_, err := SendRequest{To: tc.to, Template: tc.req}.WithTemplate(content())
+		var se *Error
+		require.True(t, errors.As(err, &se), "%s: %v", name, err)
+		require.Equal(t, tc.field, se.Field, name)
+		require.Equal(t, KindValidation, se.Kind, name)
+	}
+}
+
+// TestWithTemplateBoundsTheRenderedSize: a template that repeats a
+// reference to a large value is refused before it is built in memory.
+func TestWithTemplateBoundsTheRenderedSize(t *testing.T) {
+	c := store.TemplateContent{HTML: strings.Repeat("{{{A}}}", 1000),
+		Variables: []store.TemplateVariable{{Key: "A", Type: "string"}}}
+	big, err := json.Marshal(strings.Repeat("x", 64<<10))
+	require.NoError(t, err)
+	_, err = SendRequest{To: AddressList{"a@x.test"},
+		Template: &TemplateRequest{ID: "t", Variables: map[string]json.RawMessage{"A": big}}}.WithTemplate(c)
+	var se *Error
+	require.True(t, errors.As(err, &se), "%v", err)
+	require.Equal(t, KindTooLarge, se.Kind)
+}
+
+// templates is a TemplateSource holding templates by id and alias.
+type templates map[string]store.Template
+
+func (ts templates) TemplateByRef(_ context.Context, _ uuid.UUID, ref string) (store.Template, error) {
+	t, ok := ts[ref]
+	if !ok {
+		return store.Template{}, store.ErrNotFound
+	}
+	return t, nil
+}
+
+// TestTemplateIsRenderedAtAcceptance: the accepted row holds the
+// rendered subject, html and text, so the workflow that builds the
+// message never renders; drafts, unknown templates, missing variables and
+// html given with a template accept nothing.
+func TestTemplateIsRenderedAtAcceptance(t *testing.T) {
+	c := content()
+	c.HTML = "<p>{{{NAME}}} {{{N}}}</p>"
+	published := store.Template{ID: uuid.New(), Content: c, Published: &c}
+	st := &memberStore{}
+	s := New(Config{Store: st, Templates: templates{"pub": published, "draft": {ID: uuid.New(), Content: c}},
+		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }})
+	send := func(r SendRequest) error {
+		_, err := s.SendWithOptions(context.Background(), Sender{TeamID: uuid.New()}, r, SendOptions{})
+		return err
+	}
+	tpl := func(id string, kv ...string) *TemplateRequest {
+		m := map[string]json.RawMessage{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = json.RawMessage(kv[i+1])
+		}
+		return &TemplateRequest{ID: id, Variables: m}
+	}
+	to := AddressList{"member@example.com"}
+
+	require.NoError(t, send(SendRequest{To: to, Template: tpl("pub", "NAME", `"A&B"`, "N", "7")}))
+	require.Len(t, st.accepted, 1)
+	row := st.accepted[0]
+	require.Equal(t, "Hi A&B", row.Subject)
+	require.Equal(t, "<p>A&amp;B 7</p>", *row.HTML)
+	require.Equal(t, "A&B 7", *row.Text)
+	require.Equal(t, "Acme <onboarding@posthaste.test>", row.From)
+
+	for name, r := range map[string]SendRequest{
+		"draft":        {To: to, Template: tpl("draft", "N", "1")},
+		"unknown":      {To: to, Template: tpl("nope", "N", "1")},
+		"missing":      {To: to, Template: tpl("pub")},
+		"html as well": {To: to, HTML: ptr("<p>x</p>"), Template: tpl("pub", "N", "1")},
+		"no id":        {To: to, Template: tpl("", "N", "1")},
+	} {
+		err := send(r)
+		var se *Error
+		require.True(t, errors.As(err, &se), "%s: %v", name, err)
+	}
+	require.Len(t, st.accepted, 1, "nothing more was accepted")
+
+	noTemplates := New(Config{Store: st})
+	_, err := noTemplates.Send(context.Background(), Sender{TeamID: uuid.New()}, SendRequest{To: to, Template: tpl("pub", "N", "1")})
+	var se *Error
+	require.True(t, errors.As(err, &se), "%v", err)
+}
+
+// FuzzWithTemplate renders arbitrary template bodies and values: the
+// result is a rejection naming a field, or a request that Validate
+// accepts or rejects with an *Error; a value with markup never reaches
+// the html unescaped.
+func FuzzWithTemplate(f *testing.F) {
+	f.Add("Hi {{{NAME}}}", "<p>{{{NAME}}} {{{N|0}}}</p>", "<b>x</b>", true)
+	f.Add("{{{X}}}", "{{{", "v", false)
+	f.Add("s\r\nBcc: x", "{{{NAME}}}", "\x00", true)
+	f.Fuzz(func(t *testing.T, subject, html, value string, give bool) {
+		c := store.TemplateContent{From: ptr("a@shop.test"), Subject: &subject, HTML: html,
+			Variables: []store.TemplateVariable{{Key: "NAME", Type: "string"}}}
+		raw, err := json.Marshal(value)
+		require.NoError(t, err)
+		tr := &TemplateRequest{ID: "t", Variables: map[string]json.RawMessage{}}
+		if give {
+			tr.Variables["NAME"] = raw
+		}
+		out, err := SendRequest{To: AddressList{"b@dest.test"}, Template: tr}.WithTemplate(c)
+		if err != nil {
+			var se *Error
+			if !errors.As(err, &se) || !strings.HasPrefix(se.Field, "template") {
+				t.Fatalf("WithTemplate: %v", err)
+			}
+			return
+		}
+		if out.Template != nil || out.HTML == nil {
+			t.Fatalf("rendered request still has a template or no html: %+v", out)
+		}
+		if strings.Contains(value, "<") && strings.Count(*out.HTML, "<") > strings.Count(html, "<") {
+			t.Fatalf("unescaped value in html: %q", *out.HTML)
+		}
+		if _, err := out.Validate(context.Background(), ValidateOptions{}); err != nil {
+			var se *Error
+			if !errors.As(err, &se) {
+				t.Fatalf("Validate: %v", err)
+			}
+		}
+	})
+}
