@@ -152,17 +152,7 @@ func (s *Server) listContactProperties(c *gin.Context) {
 }
 
 func (s *Server) getContactProperty(c *gin.Context) {
-	id, err := pathID(c)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	p, err := s.store.ContactProperty(c.Request.Context(), principal(c).TeamID, id)
-	if err != nil {
-		s.respondError(c, notFound(err, "Contact property not found."))
-		return
-	}
-	c.PureJSON(http.StatusOK, renderContactProperty(p))
+	respondOne(s, c, s.store.ContactProperty, "Contact property not found.", renderContactProperty)
 }
 
 // updateContactProperty changes the fallback value; key and type are

@@ -61,6 +61,25 @@ func respondList[T, J any](s *Server, c *gin.Context, fetch listFunc[T], render 
 	c.PureJSON(http.StatusOK, list(out, more))
 }
 
+// getFunc loads one row of a team by id.
+type getFunc[T any] func(ctx context.Context, team, id uuid.UUID) (T, error)
+
+// respondOne answers GET /<things>/:id: the team's row rendered, a 404
+// with missing when the team has no such row.
+func respondOne[T, J any](s *Server, c *gin.Context, get getFunc[T], missing string, render func(T) J) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	row, err := get(c.Request.Context(), principal(c).TeamID, id)
+	if err != nil {
+		s.respondError(c, notFound(err, missing))
+		return
+	}
+	c.PureJSON(http.StatusOK, render(row))
+}
+
 // pathID parses the :id parameter: a malformed id is a 422, so only
 // well-formed ids reach the store (where unknown ones are a 404).
 func pathID(c *gin.Context) (uuid.UUID, error) {

@@ -66,17 +66,7 @@ func (s *Server) createSegment(c *gin.Context) {
 func (s *Server) listSegments(c *gin.Context) { respondList(s, c, s.store.ListSegments, renderSegment) }
 
 func (s *Server) getSegment(c *gin.Context) {
-	id, err := pathID(c)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	sg, err := s.store.Segment(c.Request.Context(), principal(c).TeamID, id)
-	if err != nil {
-		s.respondError(c, notFound(err, "Segment not found."))
-		return
-	}
-	c.PureJSON(http.StatusOK, renderSegment(sg))
+	respondOne(s, c, s.store.Segment, "Segment not found.", renderSegment)
 }
 
 // updateSegment renames a segment (Resend's Node SDK has segments.update).

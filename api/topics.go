@@ -107,17 +107,7 @@ func (s *Server) createTopic(c *gin.Context) {
 func (s *Server) listTopics(c *gin.Context) { respondList(s, c, s.store.ListTopics, renderTopic) }
 
 func (s *Server) getTopic(c *gin.Context) {
-	id, err := pathID(c)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	t, err := s.store.Topic(c.Request.Context(), principal(c).TeamID, id)
-	if err != nil {
-		s.respondError(c, notFound(err, "Topic not found."))
-		return
-	}
-	c.PureJSON(http.StatusOK, renderTopic(t))
+	respondOne(s, c, s.store.Topic, "Topic not found.", renderTopic)
 }
 
 func (s *Server) updateTopic(c *gin.Context) {
