@@ -181,8 +181,8 @@ func (s *Server) createContact(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	if req.Email == nil || strings.TrimSpace(*req.Email) == "" {
-		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `email` field."))
+	if err := requireEmail(req.Email); err != nil {
+		s.respondError(c, err)
 		return
 	}
 	addr, err := contactAddress(*req.Email)

@@ -48,6 +48,14 @@ func suppressionAddress(raw string) (string, error) {
 	return strings.ToLower(a.Addr()), nil
 }
 
+// requireEmail is the 422 of a request body whose `email` is absent or blank.
+func requireEmail(email *string) error {
+	if email == nil || strings.TrimSpace(*email) == "" {
+		return errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `email` field.")
+	}
+	return nil
+}
+
 type createSuppressionRequest struct {
 	Email *string `json:"email"`
 }
@@ -58,8 +66,8 @@ func (s *Server) createSuppression(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	if req.Email == nil || strings.TrimSpace(*req.Email) == "" {
-		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `email` field."))
+	if err := requireEmail(req.Email); err != nil {
+		s.respondError(c, err)
 		return
 	}
 	addr, err := suppressionAddress(*req.Email)

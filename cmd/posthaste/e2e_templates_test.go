@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -10,8 +9,7 @@ import (
 	"github.com/emersion/go-message/mail"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/dnstest"
-	"github.com/posthaste/posthaste/internal/smtptest"
+	"github.com/posthaste/posthaste/internal/pgtest"
 )
 
 // TestDevTemplateSend: a published template sent through the public API
@@ -19,23 +17,9 @@ import (
 // part, as given in the text part and subject), rendered once at
 // acceptance: republishing after the send does not change what arrives.
 func TestDevTemplateSend(t *testing.T) {
-	dns := dnstest.NewServer(t)
-	mx := smtptest.NewServer(t, smtptest.Options{})
-	dns.AddMX("member.test", "mx.member.test", 10)
-	dns.AddA("mx.member.test", "127.0.0.1")
-	dataDir := t.TempDir()
-	env := map[string]string{
-		"POSTHASTE_DATA_DIR":         dataDir,
-		"POSTHASTE_HTTP_ADDR":        fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"POSTHASTE_TEMPORAL_PORT":    fmt.Sprint(freePort(t)),
-		"POSTHASTE_TEMPORAL_UI_PORT": fmt.Sprint(freePort(t)),
-		"POSTHASTE_DNS_SERVER":       dns.Addr(),
-		"POSTHASTE_MX_PORT":          fmt.Sprint(mx.Port()),
-		"POSTHASTE_HOSTNAME":         "posthaste.example",
-		"POSTHASTE_ADMIN_EMAIL":      "owner@member.test",
-		"POSTHASTE_LOG_LEVEL":        "warn",
-	}
-	t.Cleanup(func() { removeRelocatedCluster(t, dataDir) })
+	dns, mx := memberMX(t)
+	env := devEnv(t, pgtest.NewDatabase(t), dns, mx)
+	dataDir := env["POSTHASTE_DATA_DIR"]
 	dev := startDev(t, env)
 	c := apiClient{t: t, base: dev.base, key: readCredentials(t, dataDir).APIKey}
 
