@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 
@@ -12,11 +13,15 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 )
 
-// TemplateSource finds a team's templates for sends.
+// TemplateSource finds a team's templates for sends, and the contact a
+// template's reserved name variables come from.
 type TemplateSource interface {
 	// TemplateByRef returns the team's template with this id or alias,
 	// store.ErrNotFound when there is none.
 	TemplateByRef(ctx context.Context, teamID uuid.UUID, ref string) (store.Template, error)
+	// Contact returns the team's contact, store.ErrNotFound when there is
+	// none.
+	Contact(ctx context.Context, teamID uuid.UUID, ref store.ContactRef) (store.Contact, error)
 }
 
 // applyTemplate returns r with its template rendered in: the published
@@ -64,7 +69,85 @@ func (s *Service) applyTemplate(ctx context.Context, teamID uuid.UUID, r SendReq
 		return r, Errorf(KindValidation, "template.id",
 			"Invalid `template.id` field. Template %q is a draft: publish it before sending with it.", truncate(tr.ID, 100))
 	}
+	r, err := s.withContactNames(ctx, teamID, r, *tpl.Published)
+	if err != nil {
+		return r, err
+	}
 	return r.WithTemplate(*tpl.Published)
+}
+
+// withContactNames gives the reserved variables FIRST_NAME and LAST_NAME
+// the names of the team's contact with the one `to` address, when the
+// template uses them and the request does not give them. A contact
+// without a name, or no contact, leaves them to the fallbacks: a missing
+// name without fallback is then the usual 422 naming the variable.
+func (s *Service) withContactNames(ctx context.Context, teamID uuid.UUID, r SendRequest,
+	v store.TemplateContent) (SendRequest, error) {
+	given := r.Template.Variables
+	var want []string
+	for _, name := range []string{merge.FirstName, merge.LastName} {
+		if _, ok := given[name]; !ok && templateUses(v, name) {
+			want = append(want, name)
+		}
+	}
+	if len(want) == 0 || len(r.To) != 1 {
+		return r, nil
+	}
+	to, err := ParseAddress(r.To[0])
+	if err != nil {
+		return r, nil // the address is refused with its own error
+	}
+	ct, err := s.templates.Contact(ctx, teamID, store.ContactRef{Email: to.Addr()})
+	if errors.Is(err, store.ErrNotFound) {
+		return r, nil
+	}
+	if err != nil {
+		return r, fmt.Errorf("reading contact: %w", err)
+	}
+	vars := make(map[string]json.RawMessage, len(given)+len(want))
+	for k, val := range given {
+		vars[k] = val
+	}
+	for _, name := range want {
+		val := ct.FirstName
+		if name == merge.LastName {
+			val = ct.LastName
+		}
+		if val == "" {
+			continue
+		}
+		raw, err := json.Marshal(val)
+		if err != nil {
+			return r, fmt.Errorf("encoding contact name: %w", err)
+		}
+		vars[name] = raw
+	}
+	tr := *r.Template
+	tr.Variables = vars
+	r.Template = &tr
+	return r, nil
+}
+
+// templateUses reports whether the subject, html or text of v refers to
+// the variable name.
+func templateUses(v store.TemplateContent, name string) bool {
+	srcs := []string{v.HTML}
+	if v.Subject != nil {
+		srcs = append(srcs, *v.Subject)
+	}
+	if v.Text != nil {
+		srcs = append(srcs, *v.Text)
+	}
+	for _, src := range srcs {
+		t, err := merge.Parse(src)
+		if err != nil {
+			continue // reported when rendering
+		}
+		if slices.Contains(t.Names(), name) {
+			return true
+		}
+	}
+	return false
 }
 
 // WithTemplate returns r rendered with the template version v: v's

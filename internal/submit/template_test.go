@@ -140,6 +140,91 @@ func (ts templates) TemplateByRef(_ context.Context, _ uuid.UUID, ref string) (s
 	return t, nil
 }
 
+func (ts templates) Contact(context.Context, uuid.UUID, store.ContactRef) (store.Contact, error) {
+	return store.Contact{}, store.ErrNotFound
+}
+
+// withContacts is a TemplateSource whose team has contacts by address.
+type withContacts struct {
+	templates
+	contacts map[string]store.Contact
+}
+
+func (w withContacts) Contact(_ context.Context, _ uuid.UUID, ref store.ContactRef) (store.Contact, error) {
+	c, ok := w.contacts[store.NormalizeAddress(ref.Email)] // as the store compares
+	if !ok {
+		return store.Contact{}, store.ErrNotFound
+	}
+	return c, nil
+}
+
+// everyoneStore is a memberStore whose team has every address as member,
+// so the sandbox sender may write to any of them.
+type everyoneStore struct{ memberStore }
+
+func (m *everyoneStore) TeamMembers(_ context.Context, _ uuid.UUID, emails []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, e := range emails {
+		out[strings.ToLower(e)] = true
+	}
+	return out, nil
+}
+
+// TestTemplateNamesComeFromTheContact: FIRST_NAME and LAST_NAME are the
+// names of the contact with the one `to` address; a variable given in
+// the request wins; no contact, an unnamed contact or several recipients
+// leave them to the fallbacks, and without a fallback the send is refused
+// naming the variable.
+func TestTemplateNamesComeFromTheContact(t *testing.T) {
+	c := content()
+	c.Subject = ptr("Hi {{{FIRST_NAME|there}}}")
+	c.HTML = "<p>{{{FIRST_NAME|there}}} {{{LAST_NAME}}}</p>"
+	c.Text = nil
+	c.Variables = nil
+	published := store.Template{ID: uuid.New(), Content: c, Published: &c}
+	st := &everyoneStore{}
+	s := New(Config{Store: st, Templates: withContacts{
+		templates: templates{"pub": published},
+		contacts: map[string]store.Contact{
+			"ada@example.com":  {FirstName: "Ada", LastName: "<Lovelace>"},
+			"anon@example.com": {LastName: "Nobody"},
+		},
+	}})
+	send := func(to AddressList, vars map[string]json.RawMessage) (store.Email, error) {
+		n := len(st.accepted)
+		_, err := s.SendWithOptions(context.Background(), Sender{TeamID: uuid.New()},
+			SendRequest{To: to, Template: &TemplateRequest{ID: "pub", Variables: vars}}, SendOptions{})
+		if err != nil {
+			return store.Email{}, err
+		}
+		require.Len(t, st.accepted, n+1)
+		return st.accepted[n], nil
+	}
+
+	row, err := send(AddressList{"Ada <Ada@Example.com>"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, "Hi Ada", row.Subject)
+	require.Equal(t, "<p>Ada &lt;Lovelace&gt;</p>", *row.HTML)
+
+	row, err = send(AddressList{"ada@example.com"}, map[string]json.RawMessage{"FIRST_NAME": json.RawMessage(`"Countess"`)})
+	require.NoError(t, err)
+	require.Equal(t, "<p>Countess &lt;Lovelace&gt;</p>", *row.HTML, "the request's value wins")
+
+	row, err = send(AddressList{"anon@example.com"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, "<p>there Nobody</p>", *row.HTML, "an unnamed contact leaves the fallback")
+
+	for name, to := range map[string]AddressList{
+		"no contact":         {"stranger@example.com"},
+		"several recipients": {"ada@example.com", "anon@example.com"},
+	} {
+		_, err := send(to, nil)
+		var se *Error
+		require.True(t, errors.As(err, &se), "%s: %v", name, err)
+		require.Equal(t, "template.variables.LAST_NAME", se.Field, name)
+	}
+}
+
 // TestTemplateIsRenderedAtAcceptance: the accepted row holds the
 // rendered subject, html and text, so the workflow that builds the
 // message never renders; drafts, unknown templates, missing variables and
