@@ -15,8 +15,8 @@ import (
 	"strings"
 )
 
-// Reserved variable names: filled from the recipient (the contact, once
-// contacts exist, or the one `to` address) and the unsubscribe link, never
+// Reserved variable names: filled from the recipient (its contact's
+// names, the one `to` address) and the unsubscribe link, never
 // declared by a template. UnsubscribeURL is Resend's spelling in its
 // broadcast documentation; UnsubscribeURLAlias is accepted as the same
 // variable.
