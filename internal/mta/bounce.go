@@ -47,6 +47,27 @@ type BounceClass struct {
 	Suppress bool
 }
 
+// Reason words the class for people, as the `message` of a bounce: what
+// went wrong, without the reply, which callers append.
+func (c BounceClass) Reason() string {
+	if c.Type == BounceUndetermined {
+		return "The recipient's mail server reported a failure without saying why"
+	}
+	switch c.SubType {
+	case SubTypeNoEmail:
+		return "The recipient's address does not exist or accepts no mail"
+	case SubTypeMailboxFull:
+		return "The recipient's mailbox is full"
+	case SubTypeMessageTooLarge:
+		return "The message is larger than the recipient's mail server accepts"
+	case SubTypeContentRejected:
+		return "The recipient's mail server rejected the message for its content or by policy"
+	case SubTypeAttachmentRejected:
+		return "The recipient's mail server rejected an attachment of the message"
+	}
+	return "The recipient's mail server rejected the message"
+}
+
 // Bounce classifies the reply in r (see ClassifyBounce).
 func (r Result) Bounce() BounceClass {
 	return ClassifyBounce(r.Code, r.EnhancedCode, r.Message)

@@ -72,7 +72,7 @@ func (r Recipient) Bounce() (b Bounce, ok bool) {
 	if r.DiagnosticCode != "" {
 		b.DiagnosticCode = append(b.DiagnosticCode, r.DiagnosticCode)
 	}
-	b.Message = bounceReason(c)
+	b.Message = c.Reason()
 	// The reply as the server gave it; the status when it gave none.
 	if diagCode == 0 && enhanced == "" {
 		enhanced = r.Status
@@ -104,26 +104,6 @@ func nonEmpty(s ...string) []string {
 		}
 	}
 	return out
-}
-
-// bounceReason words a bounce class as the synchronous bounced events do.
-func bounceReason(c mta.BounceClass) string {
-	if c.Type == mta.BounceUndetermined {
-		return "The recipient's mail server reported a failure without saying why"
-	}
-	switch c.SubType {
-	case mta.SubTypeNoEmail:
-		return "The recipient's address does not exist or accepts no mail"
-	case mta.SubTypeMailboxFull:
-		return "The recipient's mailbox is full"
-	case mta.SubTypeMessageTooLarge:
-		return "The message is larger than the recipient's mail server accepts"
-	case mta.SubTypeContentRejected:
-		return "The recipient's mail server rejected the message for its content or by policy"
-	case mta.SubTypeAttachmentRejected:
-		return "The recipient's mail server rejected an attachment of the message"
-	}
-	return "The recipient's mail server rejected the message"
 }
 
 // replyRE finds an SMTP reply in a diagnostic text: a 4xx or 5xx basic
