@@ -3,6 +3,7 @@ module github.com/posthaste/posthaste
 go 1.26.8
 
 require (
+	blitiri.com.ar/go/spf v1.6.0
 	github.com/chromedp/chromedp v0.14.2
 	github.com/emersion/go-message v0.18.2
 	github.com/emersion/go-msgauth v0.7.0

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/connlimit"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 )
@@ -29,7 +30,7 @@ const commandTimeout = 30 * time.Second
 type session struct {
 	g       *Gateway
 	conn    *smtp.Conn
-	tracked *trackedConn
+	tracked *connlimit.Conn
 	ip      string
 	helo    string
 
@@ -108,7 +109,7 @@ func (s *session) Mail(from string, _ *smtp.MailOptions) error {
 	if s.principal == nil {
 		return errAuthRequired
 	}
-	if !s.g.setBusy(s.tracked, true) {
+	if !s.g.conns.SetBusy(s.tracked, true) {
 		return errShuttingDown
 	}
 	s.started = time.Now()
@@ -197,7 +198,7 @@ func (s *session) Data(r io.Reader) error {
 // refuse ends a transaction refused at MAIL FROM.
 func (s *session) refuse(cmd, from string, r *smtp.SMTPError) error {
 	s.log(cmd, from, nil, 0, nil, r)
-	s.g.setBusy(s.tracked, false)
+	s.g.conns.SetBusy(s.tracked, false)
 	return r
 }
 
@@ -209,11 +210,11 @@ func (s *session) finish(size int, data []byte, r *smtp.SMTPError) error {
 
 func (s *session) Reset() {
 	s.from, s.rcpts = "", nil
-	s.g.setBusy(s.tracked, false)
+	s.g.conns.SetBusy(s.tracked, false)
 }
 
 func (s *session) Logout() error {
-	s.g.setBusy(s.tracked, false)
+	s.g.conns.SetBusy(s.tracked, false)
 	return nil
 }
 

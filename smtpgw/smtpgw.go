@@ -25,6 +25,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/connlimit"
 	"github.com/posthaste/posthaste/internal/ratelimit"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
@@ -105,13 +106,12 @@ type Gateway struct {
 	logger *slog.Logger
 	thr    *Throttle
 
-	mu       sync.Mutex
-	perIP    map[string]int
-	conns    map[*trackedConn]struct{}
-	draining bool
-	addrs    []net.Addr
-	serving  int // listeners whose Serve loop runs
-	served   sync.WaitGroup
+	conns *connlimit.Limiter // the per-address cap; tracks connections for Shutdown
+
+	mu      sync.Mutex
+	addrs   []net.Addr
+	serving int // listeners whose Serve loop runs
+	served  sync.WaitGroup
 }
 
 // New returns a Gateway; Start opens its listeners.
@@ -138,7 +138,7 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{cfg: cfg, logger: cfg.Logger.With("component", "smtp"), thr: cfg.Throttle,
-		perIP: map[string]int{}, conns: map[*trackedConn]struct{}{}}
+		conns: connlimit.New(0, cfg.MaxConnsPerIP)}
 	if g.thr == nil {
 		g.thr = NewThrottle(ThrottleConfig{})
 	}
@@ -167,7 +167,7 @@ func (g *Gateway) Start() error {
 			}
 			return fmt.Errorf("smtp: listening on %s: %w", l.Addr, err)
 		}
-		var ln net.Listener = &admission{Listener: raw, g: g, tls: l.ImplicitTLS}
+		ln := g.conns.Listener(raw, g.hooks(l.ImplicitTLS))
 		if l.ImplicitTLS {
 			ln = tls.NewListener(ln, g.cfg.TLS)
 		}
@@ -205,7 +205,7 @@ func (g *Gateway) Ready(context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
-	case g.draining:
+	case g.conns.Draining():
 		return errors.New("shutting down")
 	case len(g.addrs) == 0 || g.serving < len(g.addrs):
 		return errors.New("SMTP listeners are not accepting connections")
@@ -218,15 +218,13 @@ func (g *Gateway) Ready(context.Context) error {
 // finish; a connection is closed as soon as its transaction ends. When ctx
 // ends first, the remaining connections are cut.
 func (g *Gateway) Shutdown(ctx context.Context) error {
-	g.mu.Lock()
-	g.draining = true
-	g.mu.Unlock()
+	g.conns.Drain()
 	done := make(chan error, 1)
 	go func() { done <- g.srv.Shutdown(context.Background()) }()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		g.closeIdle()
+		g.conns.CloseIdle()
 		select {
 		case err := <-done:
 			g.served.Wait()
@@ -243,45 +241,12 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	}
 }
 
-func (g *Gateway) closeIdle() {
-	g.mu.Lock()
-	var idle []*trackedConn
-	for c := range g.conns {
-		if !c.busy {
-			idle = append(idle, c)
-		}
-	}
-	g.mu.Unlock()
-	for _, c := range idle {
-		_ = c.Close()
-	}
-}
-
-// setBusy marks a connection inside a mail transaction. It refuses to
-// start one while shutting down.
-func (g *Gateway) setBusy(c *trackedConn, busy bool) bool {
-	if c == nil {
-		return true
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if busy && g.draining {
-		return false
-	}
-	c.busy = busy
-	return true
-}
-
 // NewSession implements smtp.Backend; it is called at EHLO/HELO.
 func (g *Gateway) NewSession(c *smtp.Conn) (smtp.Session, error) {
-	nc := c.Conn()
-	if t, ok := nc.(*tls.Conn); ok {
-		nc = t.NetConn()
-	}
-	tc, _ := nc.(*trackedConn)
+	tc := connlimit.Of(c.Conn())
 	s := &session{g: g, conn: c, tracked: tc, helo: c.Hostname()}
 	if tc != nil {
-		s.ip = tc.ip
+		s.ip = tc.IP.String()
 	}
 	return s, nil
 }

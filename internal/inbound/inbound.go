@@ -1,0 +1,302 @@
+// Package inbound is Posthaste's inbound MX: the SMTP listener (RFC 5321)
+// that receives mail addressed to Posthaste, bounces and replies to the
+// return paths of the emails it sent, and mail for the domains whose
+// receiving is enabled. It is built on github.com/emersion/go-smtp.
+//
+// The inbound MX is its own listener and process role, separate from the
+// submission gateway (package smtpgw): it offers no AUTH at all, and the
+// gateway keeps its submission ports (587, 465). Run them on different
+// ports or hosts; the MX conventionally listens on port 25.
+//
+// The listener never relays. Every recipient is normalized
+// (NormalizeRecipient refuses "%" and "!" hacks, quoted local parts that
+// hide an "@", address literals, trailing dots; 550 5.1.3) and then routed
+// by a Router; one that is not ours is refused at RCPT with 550 5.1.1.
+// Source routes are ignored (RFC 5321 §4.1.1.3): <@a:user@x> is user@x,
+// accepted only when user@x is ours. A message is read
+// under a hard size cap (552 5.3.4 over it, nothing kept), authenticated
+// (SPF, DKIM and DMARC results are recorded, never used to refuse), given
+// a Received header (RFC 5321 §4.4) and handed to an Acceptor; the 250
+// reply to DATA is sent only once the Acceptor has committed it. Internal
+// failures become a generic 451 whose text never carries the error.
+//
+// A cap on connections in total and per client address (421 over it),
+// read and write timeouts, a recipient cap per transaction (452 over it)
+// and a graceful shutdown that lets transactions in progress finish
+// protect the service.
+//
+// Memory: a message is held once, as one []byte of exactly its size plus
+// the Received header; while it is read, up to spoolMemory bytes are kept
+// in memory and the rest is spooled to a temporary file, so the peak per
+// connection stays about one message. With the defaults the worst case is
+// MaxConns × MaxMessageBytes.
+package inbound
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/emersion/go-smtp"
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/connlimit"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxMessageBytes is 40 MiB, the largest message Posthaste
+	// promises to receive, plus 4 MiB of headroom for the header fields
+	// relays add on the way (Received, DKIM-Signature, ARC sets).
+	DefaultMaxMessageBytes = 44 << 20
+	DefaultMaxRecipients   = 100
+	DefaultMaxConns        = 200
+	DefaultMaxConnsPerIP   = 10
+	// DefaultReadTimeout is RFC 5321 §4.5.3.2's server timeout (5 minutes).
+	DefaultReadTimeout  = 5 * time.Minute
+	DefaultWriteTimeout = time.Minute
+	// DefaultAuthTimeout bounds the SPF, DKIM and DMARC lookups of a message.
+	DefaultAuthTimeout = 20 * time.Second
+	// DefaultCommandTimeout bounds a Route or an Accept call.
+	DefaultCommandTimeout = time.Minute
+)
+
+// ErrNotOurs is what a Router returns (possibly wrapped) for a recipient
+// Posthaste is not responsible for; the listener refuses it at RCPT with
+// 550 5.1.1. Any other Router error is a temporary failure (451 4.3.0).
+var ErrNotOurs = errors.New("recipient is not ours")
+
+// RouteKind says why a recipient is ours.
+type RouteKind string
+
+// Route kinds.
+const (
+	// RouteReturnPath is the return path (VERP address) of an email we
+	// sent: what arrives is a bounce or an auto-reply to it.
+	RouteReturnPath RouteKind = "return_path"
+	// RouteReceiving is an address at a domain with receiving enabled.
+	RouteReceiving RouteKind = "receiving"
+)
+
+// Route says who is responsible for a recipient.
+type Route struct {
+	Kind     RouteKind
+	TeamID   uuid.UUID
+	DomainID uuid.UUID
+	EmailID  uuid.UUID // the email of a RouteReturnPath; uuid.Nil otherwise
+}
+
+// Router routes a recipient address, in the form NormalizeRecipient
+// returns (lower-case, ASCII domain). It returns ErrNotOurs for an address
+// that is not ours, another error for a temporary failure.
+type Router interface {
+	Route(ctx context.Context, rcpt string) (Route, error)
+}
+
+// Recipient is an accepted recipient.
+type Recipient struct {
+	Address string // normalized
+	Route   Route
+}
+
+// Message is a received message, handed to an Acceptor.
+type Message struct {
+	// ID names the message in its Received header; the Acceptor should
+	// keep it as the message's id (a UUIDv7).
+	ID uuid.UUID
+	// MailFrom is the envelope sender as given; "" for the null reverse
+	// path <> of delivery status notifications.
+	MailFrom   string
+	Recipients []Recipient
+	ClientIP   netip.Addr
+	Helo       string // the EHLO/HELO name, as given
+	TLS        bool   // STARTTLS was used
+	ReceivedAt time.Time
+	// Data is the message with the listener's Received header prepended.
+	Data []byte
+	// Auth holds the SPF, DKIM and DMARC results; AuthHeader is them as an
+	// Authentication-Results value (RFC 8601) for Config.Hostname.
+	Auth       Results
+	AuthHeader string
+}
+
+// Acceptor commits a received message (to PostgreSQL). Returning nil
+// means it is committed: the client is told 250 and the message must not
+// be lost. An error makes the client retry later (451) and must leave
+// nothing half-accepted.
+type Acceptor interface {
+	Accept(ctx context.Context, m Message) error
+}
+
+// Config configures a Server.
+type Config struct {
+	// Hostname is the name in the greeting, the Received header and the
+	// Authentication-Results header; required.
+	Hostname string
+	// TLS, when set, makes the listener offer STARTTLS (RFC 3207).
+	TLS *tls.Config
+	// MaxMessageBytes caps a message (DefaultMaxMessageBytes); it is
+	// advertised as SIZE (RFC 1870). go-smtp counts it exclusively: a
+	// message must be smaller.
+	MaxMessageBytes int64
+	// MaxRecipients caps the recipients of one transaction
+	// (DefaultMaxRecipients).
+	MaxRecipients int
+	// MaxConns and MaxConnsPerIP cap simultaneous connections in total and
+	// per client address (DefaultMaxConns, DefaultMaxConnsPerIP).
+	MaxConns, MaxConnsPerIP int
+	// ReadTimeout and WriteTimeout bound each command and reply
+	// (DefaultReadTimeout, DefaultWriteTimeout).
+	ReadTimeout, WriteTimeout time.Duration
+	// AuthTimeout bounds the authentication lookups of one message
+	// (DefaultAuthTimeout); CommandTimeout a Route or Accept call
+	// (DefaultCommandTimeout).
+	AuthTimeout, CommandTimeout time.Duration
+	// Resolver answers the SPF, DKIM and DMARC lookups; nil is
+	// net.DefaultResolver.
+	Resolver *net.Resolver
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// TempDir holds the spool files of large messages while they are read
+	// (os.TempDir() when "").
+	TempDir string
+	// Logger may be nil; Metrics may be nil.
+	Logger  *slog.Logger
+	Metrics *Metrics
+}
+
+// Server is an inbound MX. Serve it on one or more listeners; Shutdown
+// stops it.
+type Server struct {
+	cfg    Config
+	router Router
+	accept Acceptor
+	srv    *smtp.Server
+	logger *slog.Logger
+	auth   checker
+	conns  *connlimit.Limiter
+}
+
+// New returns a Server; router and acceptor are required.
+func New(cfg Config, router Router, acceptor Acceptor) (*Server, error) {
+	if router == nil || acceptor == nil {
+		return nil, errors.New("inbound: a Router and an Acceptor are required")
+	}
+	if cfg.Hostname == "" {
+		return nil, errors.New("inbound: a host name is required")
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if cfg.MaxRecipients <= 0 {
+		cfg.MaxRecipients = DefaultMaxRecipients
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.MaxConnsPerIP <= 0 {
+		cfg.MaxConnsPerIP = DefaultMaxConnsPerIP
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.AuthTimeout <= 0 {
+		cfg.AuthTimeout = DefaultAuthTimeout
+	}
+	if cfg.CommandTimeout <= 0 {
+		cfg.CommandTimeout = DefaultCommandTimeout
+	}
+	if cfg.Resolver == nil {
+		cfg.Resolver = net.DefaultResolver
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, router: router, accept: acceptor, logger: cfg.Logger.With("component", "inbound"),
+		auth: checker{resolver: cfg.Resolver}, conns: connlimit.New(cfg.MaxConns, cfg.MaxConnsPerIP)}
+	srv := smtp.NewServer(s)
+	srv.Domain = cfg.Hostname
+	srv.TLSConfig = cfg.TLS // nil: STARTTLS is not advertised
+	srv.MaxMessageBytes = cfg.MaxMessageBytes
+	srv.MaxRecipients = cfg.MaxRecipients
+	srv.ReadTimeout, srv.WriteTimeout = cfg.ReadTimeout, cfg.WriteTimeout
+	srv.EnableSMTPUTF8 = true
+	// No AUTH exists here: the session is not an smtp.AuthSession, so
+	// AUTH is never advertised and is answered 504 5.7.4 (no such
+	// mechanism) whether or not TLS is on; without this, go-smtp would
+	// answer 523 "TLS is required" before TLS, as if AUTH existed after.
+	srv.AllowInsecureAuth = true
+	srv.ErrorLog = slogLogger{s.logger}
+	s.srv = srv
+	return s, nil
+}
+
+// Serve accepts connections on l until Shutdown; it closes l. It returns
+// nil after Shutdown.
+func (s *Server) Serve(l net.Listener) error {
+	if s.conns.Draining() {
+		_ = l.Close()
+		return nil
+	}
+	err := s.srv.Serve(s.conns.Listener(l, s.hooks()))
+	if errors.Is(err, smtp.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("inbound: serving %s: %w", l.Addr(), err)
+	}
+	return nil
+}
+
+// Shutdown stops accepting connections, closes idle ones at once and lets
+// each transaction in progress (MAIL FROM through the reply to DATA)
+// finish; a connection is closed as soon as its transaction ends. When ctx
+// ends first, the remaining connections are cut and ctx's error returned.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.conns.Drain()
+	done := make(chan error, 1)
+	go func() { done <- s.srv.Shutdown(context.Background()) }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s.conns.CloseIdle()
+		select {
+		case err := <-done:
+			if errors.Is(err, smtp.ErrServerClosed) {
+				err = nil
+			}
+			return err
+		case <-ctx.Done():
+			_ = s.srv.Close()
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// NewSession implements smtp.Backend; go-smtp calls it at EHLO/HELO.
+func (s *Server) NewSession(c *smtp.Conn) (smtp.Session, error) {
+	tc := connlimit.Of(c.Conn())
+	ss := &session{s: s, conn: c, tracked: tc, helo: c.Hostname()}
+	if tc != nil {
+		ss.ip = tc.IP
+	}
+	return ss, nil
+}
+
+// slogLogger routes go-smtp's own log lines (connection errors) to slog.
+type slogLogger struct{ l *slog.Logger }
+
+func (s slogLogger) Printf(format string, v ...any) { s.l.Debug(fmt.Sprintf(format, v...)) }
+func (s slogLogger) Println(v ...any)               { s.l.Debug(fmt.Sprint(v...)) }
