@@ -60,19 +60,29 @@ func defaultChaosConfig(n int, seed uint64) chaosConfig {
 }
 
 // chaosEnv is what every dev process of the run is told beside its
-// ports and data dir: short retries, so that the run ends in minutes,
-// and verification fast enough to set the sender domain up at once.
+// ports and data dir: the recipients' side (deliveryEnv), and short
+// retries, so that the run ends in minutes.
 func chaosEnv(dbURL, dnsAddr string, mxPort int) []string {
-	return []string{
+	return append([]string{
 		"DATABASE_URL=" + dbURL,
 		"POSTHASTE_SMTP_LISTEN=off",
 		"POSTHASTE_DEFAULT_RATE_LIMIT=1000000",
-		"POSTHASTE_DNS_SERVER=" + dnsAddr,
-		"POSTHASTE_MX_PORT=" + strconv.Itoa(mxPort),
-		"POSTHASTE_HOSTNAME=posthaste.bench.test",
 		"POSTHASTE_DELIVERY_RETRY_INITIAL=1s",
 		"POSTHASTE_DELIVERY_RETRY_MAX=5s",
 		"POSTHASTE_STEP_RETRY_MAX=1s",
+	}, deliveryEnv(dnsAddr, mxPort)...)
+}
+
+// deliveryEnv points dev at the bench's DNS server and MX port, for the
+// chaos mode and the real delivery step: every lookup goes to dnsAddr,
+// every MX is dialled on mxPort, its own host name is the one whose SPF
+// record setupSenderDomain publishes, and domain verification checks
+// often enough to verify the sender domain within a second or two.
+func deliveryEnv(dnsAddr string, mxPort int) []string {
+	return []string{
+		"POSTHASTE_DNS_SERVER=" + dnsAddr,
+		"POSTHASTE_MX_PORT=" + strconv.Itoa(mxPort),
+		"POSTHASTE_HOSTNAME=posthaste.bench.test",
 		"POSTHASTE_VERIFY_INTERVAL=200ms",
 		"POSTHASTE_VERIFY_FAST_PERIOD=2m",
 		"POSTHASTE_VERIFY_MAX_INTERVAL=5s",

@@ -107,6 +107,9 @@ type mxSink struct {
 
 	deferFor time.Duration
 	now      func() time.Time
+	// inspect, when not nil, sees every message the sink counts, just
+	// before it is counted; it must be safe for concurrent use.
+	inspect func(msg []byte)
 
 	mu       sync.Mutex
 	first    time.Time // of the first RCPT
@@ -115,11 +118,17 @@ type mxSink struct {
 
 // startMXSink listens on addr ("ip:port") and serves until close.
 func startMXSink(name, addr string, deferFor time.Duration, counts *mxCounts) (*mxSink, error) {
+	return startInspectingMXSink(name, addr, deferFor, counts, nil)
+}
+
+// startInspectingMXSink is startMXSink with an inspect function (nil for
+// none).
+func startInspectingMXSink(name, addr string, deferFor time.Duration, counts *mxCounts, inspect func([]byte)) (*mxSink, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listening for MX %s: %w", name, err)
 	}
-	s := &mxSink{name: name, counts: counts, ln: ln, deferFor: deferFor, now: time.Now}
+	s := &mxSink{name: name, counts: counts, ln: ln, deferFor: deferFor, now: time.Now, inspect: inspect}
 	s.srv = smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) {
 		return &sinkSession{s: s}, nil
 	}))
@@ -183,6 +192,9 @@ func (ss *sinkSession) Data(r io.Reader) error {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return err
+	}
+	if ss.s.inspect != nil {
+		ss.s.inspect(data)
 	}
 	id, key := chaosHeaders(data)
 	ss.s.counts.record(ss.s.name, id, key, ss.to, ss.s.now())

@@ -98,9 +98,10 @@ type devProcess struct {
 
 // startDev starts `bin dev` with a data dir under root, on free loopback
 // ports, and returns once /readyz answers 200 and credentials.json is read.
-// Its output goes to root/dev.log. The caller stops it with stop, which also
-// removes the PostgreSQL cluster it created.
-func startDev(ctx context.Context, bin, root string, logf func(string, ...any)) (*devProcess, error) {
+// Its output goes to root/dev.log; extra are more environment variables.
+// The caller stops it with stop, which also removes the PostgreSQL cluster
+// it created.
+func startDev(ctx context.Context, bin, root string, logf func(string, ...any), extra ...string) (*devProcess, error) {
 	ports, err := freePorts(4)
 	if err != nil {
 		return nil, err
@@ -118,6 +119,7 @@ func startDev(ctx context.Context, bin, root string, logf func(string, ...any)) 
 			"POSTHASTE_DEFAULT_RATE_LIMIT=1000000",
 		},
 	}
+	spec.env = append(spec.env, extra...)
 	d, err := launchDev(spec)
 	if err != nil {
 		return nil, err

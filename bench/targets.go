@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"time"
+)
+
+// The performance targets the default run shows (issue 20): each as a
+// ratio or a latency measured in the same run, with whether it is met.
+
+const (
+	targetRealOverBare   = 2.0                   // real delivery / bare one-activity workflows
+	targetSMTPBurst      = 0.8                   // SMTP over c connections / durable Postfix over as many
+	targetSMTPSerial     = 0.5                   // SMTP over one connection / durable Postfix over one
+	targetAcceptP99Burst = 50 * time.Millisecond // POST /emails p99 at c clients
+)
+
+// target is one row of the table.
+type target struct {
+	name     string // with the bound, e.g. "real delivery / bare one activity >= 2.00"
+	measured string // "" when skipped
+	skipped  string // why it could not be measured
+	met      bool
+}
+
+func (t target) verdict() string {
+	switch {
+	case t.skipped != "":
+		return "skipped: " + t.skipped
+	case t.met:
+		return "met"
+	default:
+		return "not met"
+	}
+}
+
+// targets evaluates the targets from the run's results; real, smtp and
+// accept may be missing (their targets are then skipped).
+func targets(c counts, res *results, smtp smtpResult) []target {
+	var out []target
+
+	rt := target{name: fmt.Sprintf("real delivery / bare one activity >= %.2f", targetRealOverBare)}
+	switch {
+	case res.real.n == 0:
+		rt.skipped = "no real delivery run"
+	case res.bareAct.perSecond() == 0:
+		rt.skipped = "no bare run"
+	default:
+		r := ratio(res.real, res.bareAct)
+		rt.measured = fmt.Sprintf("%.2f (%.1f vs %.1f emails/s)", r, res.real.perSecond(), res.bareAct.perSecond())
+		rt.met = r >= targetRealOverBare
+	}
+	out = append(out, rt)
+
+	for _, want := range []struct {
+		conns int
+		bound float64
+	}{{c.conc, targetSMTPBurst}, {1, targetSMTPSerial}} {
+		t := target{name: fmt.Sprintf("smtp c=%d / postfix durable c=%d >= %.2f", want.conns, want.conns, want.bound)}
+		var run *smtpRun
+		for i := range smtp.runs {
+			if smtp.runs[i].conns == want.conns {
+				run = &smtp.runs[i]
+			}
+		}
+		switch {
+		case run == nil || run.ours.n == 0:
+			t.skipped = "no SMTP run"
+		case run.durable.n == 0:
+			t.skipped = "no durable Postfix reference"
+			if smtp.durableSkip != "" {
+				t.skipped += ": " + smtp.durableSkip
+			}
+		default:
+			r := ratio(run.ours, run.durable)
+			t.measured = fmt.Sprintf("%.2f (%.1f vs %.1f msg/s)", r, run.ours.perSecond(), run.durable.perSecond())
+			t.met = r >= want.bound
+		}
+		out = append(out, t)
+	}
+
+	p99 := target{name: fmt.Sprintf("api accept p99 at c=%d < %s", c.conc, targetAcceptP99Burst)}
+	p99.skipped = fmt.Sprintf("no accept run at c=%d", c.conc)
+	for _, r := range res.accept {
+		if r.conc == c.conc && len(r.latencies) > 0 {
+			v := r.percentile(0.99)
+			p99.skipped, p99.measured, p99.met = "", fmtDur(v), v < targetAcceptP99Burst
+		}
+	}
+	return append(out, p99)
+}
+
+// printTargets prints the table of targets.
+func printTargets(p func(string, ...any), ts []target) {
+	p("")
+	p("targets (measured in this run, on this machine)")
+	p("  %-46s %-36s %s", "target", "measured", "verdict")
+	for _, t := range ts {
+		m := t.measured
+		if m == "" {
+			m = "-"
+		}
+		p("  %-46s %-36s %s", t.name, m, t.verdict())
+	}
+}
