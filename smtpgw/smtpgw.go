@@ -218,27 +218,12 @@ func (g *Gateway) Ready(context.Context) error {
 // finish; a connection is closed as soon as its transaction ends. When ctx
 // ends first, the remaining connections are cut.
 func (g *Gateway) Shutdown(ctx context.Context) error {
-	g.conns.Drain()
-	done := make(chan error, 1)
-	go func() { done <- g.srv.Shutdown(context.Background()) }()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		g.conns.CloseIdle()
-		select {
-		case err := <-done:
-			g.served.Wait()
-			if errors.Is(err, smtp.ErrServerClosed) {
-				err = nil
-			}
-			return err
-		case <-ctx.Done():
-			_ = g.srv.Close()
-			g.served.Wait()
-			return ctx.Err()
-		case <-tick.C:
-		}
+	err := g.conns.Shutdown(ctx, func() error { return g.srv.Shutdown(context.Background()) }, g.srv.Close)
+	g.served.Wait()
+	if errors.Is(err, smtp.ErrServerClosed) {
+		err = nil
 	}
+	return err
 }
 
 // NewSession implements smtp.Backend; it is called at EHLO/HELO.

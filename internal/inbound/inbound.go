@@ -264,25 +264,11 @@ func (s *Server) Serve(l net.Listener) error {
 // finish; a connection is closed as soon as its transaction ends. When ctx
 // ends first, the remaining connections are cut and ctx's error returned.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.conns.Drain()
-	done := make(chan error, 1)
-	go func() { done <- s.srv.Shutdown(context.Background()) }()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		s.conns.CloseIdle()
-		select {
-		case err := <-done:
-			if errors.Is(err, smtp.ErrServerClosed) {
-				err = nil
-			}
-			return err
-		case <-ctx.Done():
-			_ = s.srv.Close()
-			return ctx.Err()
-		case <-tick.C:
-		}
+	err := s.conns.Shutdown(ctx, func() error { return s.srv.Shutdown(context.Background()) }, s.srv.Close)
+	if errors.Is(err, smtp.ErrServerClosed) {
+		err = nil
 	}
+	return err
 }
 
 // NewSession implements smtp.Backend; go-smtp calls it at EHLO/HELO.
