@@ -5,11 +5,11 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
-	"slices"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -40,20 +40,8 @@ type contactPropertyRequest struct {
 }
 
 // propertyValue checks that v (decoded JSON) is a value of a property of
-// type typ; what names the value in the message.
-func propertyValue(typ string, v any, what string) error {
-	switch typ {
-	case store.PropertyString:
-		if _, ok := v.(string); !ok {
-			return validation("%s must be a string.", what)
-		}
-	case store.PropertyNumber:
-		if _, ok := v.(float64); !ok {
-			return validation("%s must be a number.", what)
-		}
-	}
-	return nil
-}
+// type typ (audience.PropertyValue).
+func propertyValue(typ string, v any, what string) error { return audience.PropertyValue(typ, v, what) }
 
 // fallbackValue decodes a fallback_value for a property of type typ; null
 // or absent is nil.
@@ -72,36 +60,6 @@ func fallbackValue(typ string, raw json.RawMessage) (any, error) {
 		return nil, err
 	}
 	return v, nil
-}
-
-// checkProperties validates a contact's property values against the
-// team's definitions: every key must be defined and every value of the
-// definition's type. A null value removes the property. It returns the
-// values to set and the keys to remove.
-func checkProperties(defs map[string]store.ContactProperty, in map[string]any) (map[string]any, []string, error) {
-	keys := make([]string, 0, len(in))
-	for k := range in {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys) // the first bad key is reported, the same one every time
-	set := map[string]any{}
-	var remove []string
-	for _, k := range keys {
-		def, ok := defs[k]
-		if !ok {
-			return nil, nil, validation("Unknown contact property `%s`: create it with POST /contact-properties first.", k)
-		}
-		v := in[k]
-		if v == nil {
-			remove = append(remove, k)
-			continue
-		}
-		if err := propertyValue(def.Type, v, "The contact property `"+k+"`"); err != nil {
-			return nil, nil, err
-		}
-		set[k] = v
-	}
-	return set, remove, nil
 }
 
 func (s *Server) createContactProperty(c *gin.Context) {

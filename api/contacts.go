@@ -10,20 +10,17 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/submit"
 )
 
 // Contact webhook event types (webhook.Types).
 const (
-	eventContactCreated       = "contact.created"
-	eventContactUpdated       = "contact.updated"
-	eventContactDeleted       = "contact.deleted"
-	eventContactTopicsUpdated = "contact.topics.updated"
+	eventContactCreated       = audience.EventContactCreated
+	eventContactUpdated       = audience.EventContactUpdated
+	eventContactDeleted       = audience.EventContactDeleted
+	eventContactTopicsUpdated = audience.EventContactTopicsUpdated
 )
-
-// maxNameLength bounds first_name and last_name (Resend documents none).
-const maxNameLength = 256
 
 type contactJSON struct {
 	Object       string         `json:"object"`
@@ -60,15 +57,9 @@ type contactRequest struct {
 	Topics       []topicChoiceJSON `json:"topics"`
 }
 
-// contactAddress checks a contact's address and normalises it the way the
-// suppression list does.
-func contactAddress(raw string) (string, error) {
-	a, err := submit.ParseAddress(strings.TrimSpace(raw))
-	if err != nil || a.Name != "" || strings.Contains(raw, "<") {
-		return "", validation("The `email` field must be an email address such as someone@example.com.")
-	}
-	return store.NormalizeAddress(a.Addr()), nil
-}
+// contactAddress checks a contact's address and normalises it
+// (audience.ContactAddress).
+func contactAddress(raw string) (string, error) { return audience.ContactAddress(raw) }
 
 // contactRef reads a path parameter that is a contact's id or address.
 func contactRef(c *gin.Context) (store.ContactRef, error) {
@@ -116,26 +107,16 @@ func topicChoices(in []topicChoiceJSON) ([]store.TopicChoice, error) {
 		if err != nil {
 			return nil, validation("Each entry of `topics` must have the `id` of a topic; %q is not one.", t.ID)
 		}
-		if t.Subscription != store.TopicOptIn && t.Subscription != store.TopicOptOut {
-			return nil, validation("The `subscription` of topic %s must be `opt_in` or `opt_out`.", t.ID)
+		if err := audience.Subscription(t.ID, t.Subscription); err != nil {
+			return nil, err
 		}
 		out = append(out, store.TopicChoice{TopicID: id, Subscription: t.Subscription})
 	}
 	return out, nil
 }
 
-// checkNames validates first_name and last_name.
-func checkNames(first, last *string) error {
-	for _, f := range []struct {
-		name string
-		v    *string
-	}{{"first_name", first}, {"last_name", last}} {
-		if f.v != nil && len(*f.v) > maxNameLength {
-			return validation("The `%s` field must be at most %d characters.", f.name, maxNameLength)
-		}
-	}
-	return nil
-}
+// checkNames validates first_name and last_name (audience.CheckNames).
+func checkNames(first, last *string) error { return audience.CheckNames(first, last) }
 
 // refError turns a *store.RefError (a segment or topic of the body that
 // the team does not have) into a 404 naming it.
@@ -158,7 +139,7 @@ func (s *Server) contactProperties(ctx context.Context, team uuid.UUID, in map[s
 	if err != nil {
 		return nil, nil, err
 	}
-	return checkProperties(defs, in)
+	return audience.CheckProperties(defs, in)
 }
 
 // emit records a webhook event for the team's endpoints and wakes the

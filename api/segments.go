@@ -2,16 +2,13 @@ package api
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/store"
 )
-
-// maxSegmentName bounds a segment's name (Resend documents none).
-const maxSegmentName = 256
 
 type segmentJSON struct {
 	Object    string `json:"object"`
@@ -28,16 +25,9 @@ type segmentRequest struct {
 	Name *string `json:"name"`
 }
 
-// segmentName checks the name of a create (required) or rename.
-func segmentName(name *string) (string, error) {
-	if name == nil || strings.TrimSpace(*name) == "" {
-		return "", errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `name` field.")
-	}
-	if len(*name) > maxSegmentName {
-		return "", validation("The `name` field must be at most %d characters.", maxSegmentName)
-	}
-	return strings.TrimSpace(*name), nil
-}
+// segmentName checks the name of a create (required) or rename
+// (audience.SegmentName).
+func segmentName(name *string) (string, error) { return audience.SegmentName(name) }
 
 func (s *Server) createSegment(c *gin.Context) {
 	var req segmentRequest

@@ -1,27 +1,16 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/components"
-	"github.com/posthaste/posthaste/internal/merge"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
-)
-
-// Limits of a template (Resend allows 50 variables per template).
-const (
-	maxTemplateVariables = 50
-	maxTemplateName      = 256
-	maxTemplateAlias     = 128
-	maxTemplateBody      = 4 << 20 // html or text
+	"github.com/posthaste/posthaste/internal/templates"
 )
 
 type templateVariableJSON struct {
@@ -116,182 +105,19 @@ type templateVariableIn struct {
 }
 
 // apply writes the request's fields into t; create says whether t is new
-// (name and html are then required).
+// (name and html are then required). The checks are templates.Edit's,
+// shared with the dashboard's editor.
 func (r templateRequest) apply(t *store.Template, create bool) error {
-	if r.Name != nil && (*r.Name != "" || create) {
-		name := strings.TrimSpace(*r.Name)
-		if name == "" || len(name) > maxTemplateName {
-			return validation("The `name` field must be 1 to %d characters.", maxTemplateName)
-		}
-		t.Name = name
-	} else if create {
-		return errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `name` field.")
-	}
-	if r.Alias != nil {
-		if *r.Alias == "" {
-			t.Alias = nil
-		} else {
-			if err := checkTemplateAlias(*r.Alias); err != nil {
-				return err
-			}
-			t.Alias = r.Alias
-		}
-	}
-	c := &t.Content
-	if r.From != nil {
-		c.From = nonEmpty(*r.From)
-		if c.From != nil {
-			if _, err := submit.ParseAddress(*c.From); err != nil {
-				return validation("Invalid `from` field. The email address needs to follow the `email@example.com` or `Name <email@example.com>` format.")
-			}
-		}
-	}
-	if r.Subject != nil {
-		c.Subject = nonEmpty(*r.Subject)
-	}
-	if r.ReplyTo != nil {
-		for _, a := range r.ReplyTo {
-			if _, err := submit.ParseAddress(a); err != nil {
-				return validation("Invalid `reply_to` field: %q is not an email address.", a)
-			}
-		}
-		c.ReplyTo = []string(r.ReplyTo)
-		if len(c.ReplyTo) == 0 {
-			c.ReplyTo = nil
-		}
-	}
-	hasHTML := r.HTML != nil && *r.HTML != ""
-	if doc := bytes.TrimSpace(r.Components); len(doc) > 0 && string(doc) != "null" {
-		if hasHTML || r.Text != nil {
-			return validation("Give either `components` or `html` and `text`, not both.")
-		}
-		d, err := components.Parse(doc)
-		if err != nil {
-			return validation("Invalid `components` field: %s.", err)
-		}
-		html, text, err := components.Render(d)
-		if err != nil {
-			return validation("Invalid `components` field: %s.", err)
-		}
-		c.HTML, c.Text, c.Components = html, &text, append(json.RawMessage(nil), doc...)
-	} else {
-		if hasHTML {
-			c.HTML, c.Components = *r.HTML, nil
-		} else if create {
-			return errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `html` field.")
-		}
-		if r.Text != nil {
-			c.Text, c.Components = r.Text, nil
-		}
-	}
+	e := templates.Edit{Name: r.Name, Alias: r.Alias, From: r.From, Subject: r.Subject, HTML: r.HTML, Text: r.Text,
+		ReplyTo: []string(r.ReplyTo), Components: r.Components}
 	if r.Variables != nil {
-		vars, err := checkTemplateVariables(*r.Variables)
-		if err != nil {
-			return err
+		vars := make([]templates.Variable, len(*r.Variables))
+		for i, v := range *r.Variables {
+			vars[i] = templates.Variable{Key: v.Key, Type: v.Type, Fallback: v.FallbackValue}
 		}
-		c.Variables = vars
+		e.Variables = &vars
 	}
-	if c.Variables == nil {
-		c.Variables = []store.TemplateVariable{}
-	}
-	return checkTemplateContent(*c)
-}
-
-func nonEmpty(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-// checkTemplateAlias allows 1 to maxTemplateAlias letters, digits, '-',
-// '_' and '.'; an alias may not be a UUID, so that a path names a
-// template unambiguously.
-func checkTemplateAlias(a string) error {
-	bad := a == "" || len(a) > maxTemplateAlias
-	for i := 0; i < len(a) && !bad; i++ {
-		c := a[i]
-		bad = !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.')
-	}
-	if _, err := uuid.Parse(a); err == nil {
-		bad = true
-	}
-	if bad {
-		return validation("Invalid `alias` field. Use 1 to %d letters, digits, `-`, `_` or `.`, and not a UUID.", maxTemplateAlias)
-	}
-	return nil
-}
-
-// checkTemplateVariables checks declared variables: a valid name that is
-// not reserved, declared once, of type string or number, with a fallback
-// of that type or none.
-func checkTemplateVariables(in []templateVariableIn) ([]store.TemplateVariable, error) {
-	if len(in) > maxTemplateVariables {
-		return nil, validation("Invalid `variables` field. A template may declare at most %d variables.", maxTemplateVariables)
-	}
-	out := make([]store.TemplateVariable, 0, len(in))
-	seen := map[string]bool{}
-	for _, v := range in {
-		switch {
-		case !merge.ValidName(v.Key):
-			return nil, validation("Invalid variable key %q. Use letters, digits and underscores.", v.Key)
-		case merge.IsReserved(v.Key):
-			return nil, validation("The variable name %s is reserved and cannot be declared.", v.Key)
-		case seen[v.Key]:
-			return nil, validation("The variable %s is declared twice.", v.Key)
-		case v.Type != "string" && v.Type != "number":
-			return nil, validation("Invalid type for variable %s. Use `string` or `number`.", v.Key)
-		}
-		seen[v.Key] = true
-		fb := bytes.TrimSpace(v.FallbackValue)
-		if len(fb) == 0 || string(fb) == "null" {
-			fb = nil
-		} else {
-			var s string
-			var n json.Number
-			isString := json.Unmarshal(fb, &s) == nil
-			isNumber := !isString && json.Unmarshal(fb, &n) == nil
-			if (v.Type == "string" && !isString) || (v.Type == "number" && !isNumber) {
-				return nil, validation("Invalid fallback_value for variable %s. Expected a %s.", v.Key, v.Type)
-			}
-		}
-		var stored json.RawMessage
-		if fb != nil {
-			stored = append(stored, fb...)
-		}
-		out = append(out, store.TemplateVariable{Key: v.Key, Type: v.Type, Fallback: stored})
-	}
-	return out, nil
-}
-
-// checkTemplateContent parses subject, html and text, and requires every
-// variable they use to be declared or reserved (as Resend does).
-func checkTemplateContent(c store.TemplateContent) error {
-	if len(c.HTML) > maxTemplateBody || (c.Text != nil && len(*c.Text) > maxTemplateBody) {
-		return validation("The template's `html` and `text` may be at most %d MB each.", maxTemplateBody>>20)
-	}
-	declared := map[string]bool{}
-	for _, v := range c.Variables {
-		declared[v.Key] = true
-	}
-	for _, f := range []struct {
-		name string
-		src  *string
-	}{{"subject", c.Subject}, {"html", &c.HTML}, {"text", c.Text}} {
-		if f.src == nil {
-			continue
-		}
-		tpl, err := merge.Parse(*f.src)
-		if err != nil {
-			return validation("Invalid `%s` field: %s.", f.name, err)
-		}
-		for _, n := range tpl.Names() {
-			if !declared[n] && !merge.IsReserved(n) && !tpl.HasInlineFallback(n) {
-				return validation("Variable '%s' is used in the template's %s but not defined in the variables list.", n, f.name)
-			}
-		}
-	}
-	return nil
+	return e.Apply(t, create)
 }
 
 // templateError turns an alias conflict into a 422 and a missing template

@@ -3,25 +3,19 @@ package api
 import (
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
 // Topic webhook event types (webhook.Types).
 const (
-	eventTopicCreated = "topic.created"
-	eventTopicUpdated = "topic.updated"
-	eventTopicDeleted = "topic.deleted"
-)
-
-// Resend's limits on a topic's name and description, in characters.
-const (
-	maxTopicName        = 50
-	maxTopicDescription = 200
+	eventTopicCreated = audience.EventTopicCreated
+	eventTopicUpdated = audience.EventTopicUpdated
+	eventTopicDeleted = audience.EventTopicDeleted
 )
 
 type topicJSON struct {
@@ -47,18 +41,7 @@ type topicRequest struct {
 }
 
 // check validates the fields common to create and update.
-func (r topicRequest) check() error {
-	if r.Name != nil && (strings.TrimSpace(*r.Name) == "" || utf8.RuneCountInString(*r.Name) > maxTopicName) {
-		return validation("The `name` field must be 1 to %d characters.", maxTopicName)
-	}
-	if r.Description != nil && utf8.RuneCountInString(*r.Description) > maxTopicDescription {
-		return validation("The `description` field must be at most %d characters.", maxTopicDescription)
-	}
-	if r.Visibility != nil && *r.Visibility != "public" && *r.Visibility != "private" {
-		return validation("The `visibility` field must be `public` or `private`.")
-	}
-	return nil
-}
+func (r topicRequest) check() error { return audience.CheckTopic(r.Name, r.Description, r.Visibility) }
 
 func (s *Server) createTopic(c *gin.Context) {
 	var req topicRequest
@@ -70,11 +53,9 @@ func (s *Server) createTopic(c *gin.Context) {
 	case req.Name == nil:
 		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `name` field."))
 		return
-	case req.DefaultSubscription == nil:
-		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `default_subscription` field."))
-		return
-	case *req.DefaultSubscription != store.TopicOptIn && *req.DefaultSubscription != store.TopicOptOut:
-		s.respondError(c, validation("The `default_subscription` field must be `opt_in` or `opt_out`."))
+	}
+	if err := audience.DefaultSubscription(req.DefaultSubscription); err != nil {
+		s.respondError(c, err)
 		return
 	}
 	if err := req.check(); err != nil {
