@@ -6,6 +6,7 @@ package activities
 
 import (
 	"context"
+	"crypto"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,6 +26,7 @@ import (
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/unsubscribe"
 )
 
 // Registered activity names: renaming a Go method must not break running
@@ -86,6 +88,11 @@ type Config struct {
 	// Crash, when set, kills the process at a point of Prepare or
 	// Deliver (package faults); nil in any real deployment.
 	Crash *faults.Crasher
+	// Unsubscribe makes the unsubscribe links of emails sent with a topic,
+	// which are built per recipient (see BuildForRecipient); nil in a
+	// process without POSTHASTE_PUBLIC_URL or master key, which then fails
+	// such emails.
+	Unsubscribe *unsubscribe.Links
 }
 
 // Activities holds the dependencies of every activity. Construct it with New.
@@ -170,7 +177,9 @@ const claimSkew = 2 * time.Second
 // store.TopicBlocked), and splits the others into sandbox
 // simulations and per-domain delivery groups carrying the sender domain's
 // region, TLS mode and return path. A canceled email is skipped; one moved
-// later reports its new time.
+// later reports its new time. An email sent with a topic is built again
+// per recipient by Deliver (see BuildForRecipient); without unsubscribe
+// links (Config.Unsubscribe) it fails permanently here.
 func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, error) {
 	id, err := uuid.Parse(in.EmailID)
 	if err != nil {
@@ -195,6 +204,9 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	e, err := a.store.EmailForBuild(ctx, id)
 	if err != nil {
 		return PrepareResult{}, err
+	}
+	if perRecipient(e) && a.cfg.Unsubscribe == nil {
+		return PrepareResult{}, temporal.NewNonRetryableApplicationError(errNoLinks.Error(), ErrTypePermanent, errNoLinks)
 	}
 	msg := e.Source // submitted over SMTP: delivered as submitted
 	if msg == nil {
@@ -281,6 +293,15 @@ var errNoKey = errors.New("DKIM key unavailable")
 
 // sign adds the domain's DKIM signature to msg.
 func (a *Activities) sign(d store.Domain, msg []byte) ([]byte, error) {
+	key, err := a.domainKey(d)
+	if err != nil {
+		return nil, err
+	}
+	return signWith(d, key, msg)
+}
+
+// domainKey opens the domain's DKIM private key.
+func (a *Activities) domainKey(d store.Domain) (crypto.Signer, error) {
 	if a.cfg.Keys == nil {
 		return nil, fmt.Errorf("%w: no master key (POSTHASTE_MASTER_KEY) to open the key of %s", errNoKey, d.Name)
 	}
@@ -292,6 +313,10 @@ func (a *Activities) sign(d store.Domain, msg []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errNoKey, err)
 	}
+	return key, nil
+}
+
+func signWith(d store.Domain, key crypto.Signer, msg []byte) ([]byte, error) {
 	return dkim.Sign(msg, d.Name, d.DKIMSelector, key)
 }
 

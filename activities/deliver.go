@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,7 +65,9 @@ func (o DeliverOutcome) result() mta.Result {
 	return r
 }
 
-// Deliver hands the stored message to the domain's MX hosts and records
+// Deliver hands the stored message to the domain's MX hosts (mail sent
+// with a topic: each recipient's own message, see BuildForRecipient, in a
+// transaction of its own) and records
 // each outcome at once: delivered; bounced, classified by
 // mta.ClassifyBounce, for a permanent reply, which puts the address on
 // the team's suppression list only when the reply says the address itself
@@ -134,10 +137,31 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
 		Data: data,
 		TLS:  mta.TLSMode(in.TLS),
 	}
+	var msgs map[string][]byte // per recipient, for mail sent with a topic
+	if perRecipient(e) {
+		if msgs, err = a.recipientMessages(ctx, e, data, pending); err != nil {
+			return err
+		}
+	}
 	hb := newHeartbeats(ctx, activity.GetInfo(ctx).HeartbeatTimeout, prog)
 	stop := hb.keepAlive()
 	a.cfg.Crash.At(faults.BeforeData)
-	results := a.mta.Deliver(ctx, in.Domain, env)
+	var results []mta.Result
+	if msgs != nil {
+		results = a.deliverEach(ctx, in.Domain, env, msgs, func(r mta.Result) {
+			o := outcomeOf(r, a.now())
+			hb.progress(o)
+			// Recorded at once, not after the last recipient: a retry
+			// after a crash skips the recipients that have their
+			// outcome. Recording again below is harmless.
+			if err := a.recordOutcomes(ctx, e, []DeliverOutcome{o}); err != nil {
+				a.logger.Warn("recording an outcome: kept for the end of the attempt",
+					"email_id", in.EmailID, "rcpt_domain", in.Domain, "err", err)
+			}
+		})
+	} else {
+		results = a.mta.Deliver(ctx, in.Domain, env)
+	}
 	stop()
 
 	now := a.now()
@@ -291,6 +315,17 @@ func (h *heartbeats) keepAlive() (stop func()) {
 	}
 }
 
+// progress adds a final outcome to what the liveness heartbeats carry,
+// without sending a heartbeat: a recipient delivered in its own
+// transaction (mail built per recipient), whose outcome Deliver also
+// records in PostgreSQL at once, is then known to a retry after the next
+// liveness heartbeat even when that recording failed.
+func (h *heartbeats) progress(o DeliverOutcome) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.prog.Outcomes = append(slices.Clip(h.prog.Outcomes), o)
+}
+
 // record heartbeats prog and returns once the SDK has sent it (see
 // heartbeats), or with the context's error.
 func (h *heartbeats) record(prog DeliverProgress) error {
@@ -370,25 +405,10 @@ func BounceDetail(typ, subType, message string, diagnostic []string) map[string]
 
 // bounceMessage says in words why r bounced, followed by the reply.
 func bounceMessage(c mta.BounceClass, r mta.Result) string {
-	var why string
-	switch c.SubType {
-	case mta.SubTypeNoEmail:
-		why = "The recipient's address does not exist or accepts no mail"
-	case mta.SubTypeMailboxFull:
-		why = "The recipient's mailbox is full"
-	case mta.SubTypeMessageTooLarge:
-		why = "The message is larger than the recipient's mail server accepts"
-	case mta.SubTypeContentRejected:
-		why = "The recipient's mail server rejected the message for its content or by policy"
-	case mta.SubTypeAttachmentRejected:
-		why = "The recipient's mail server rejected an attachment of the message"
-	default:
-		why = "The recipient's mail server rejected the message"
-	}
 	if reply := replyText(r); reply != "" {
-		return why + ": " + reply
+		return c.Reason() + ": " + reply
 	}
-	return why + "."
+	return c.Reason() + "."
 }
 
 func replyText(r mta.Result) string {

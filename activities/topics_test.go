@@ -23,7 +23,7 @@ func TestPrepareSuppressesRecipientsOutsideTopic(t *testing.T) {
 	st := storetest.New(t)
 	box := newBox(t)
 	d, _ := insertDomain(t, st, box, "shop.test")
-	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, nil, nil, nil)
+	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box, Unsubscribe: testLinks(t)}, st, nil, nil, nil)
 	topic := func(def string) store.Topic {
 		tp, err := st.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, Name: def,
 			DefaultSubscription: def, Visibility: "private"})

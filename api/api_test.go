@@ -142,7 +142,7 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 	h, err := api.New(api.Config{
 		Store:    st,
 		Auth:     auth.NewAuthenticator(st, o.keyCache),
-		Submit:   submit.New(submit.Config{Store: st, Notifier: n, Fetcher: o.fetch}),
+		Submit:   submit.New(submit.Config{Store: st, Notifier: n, Fetcher: o.fetch, PublicURL: "https://posthaste.example"}),
 		Metrics:  metrics,
 		Gatherer: reg,
 		Ready:    []api.Check{{Name: "postgres", Check: st.Ping}},

@@ -31,8 +31,9 @@ const requestBodyKey = "request_body"
 // are neither logged nor rate-limited.
 func opsPath(p string) bool {
 	return p == "/healthz" || p == "/readyz" || p == "/metrics" ||
-		// Dashboard page loads are not API requests.
-		p == "/" || p == "/dashboard" || strings.HasPrefix(p, "/dashboard/")
+		// Dashboard page loads are not API requests, nor are the
+		// unsubscribe endpoints, whose paths hold tokens.
+		p == "/" || p == "/dashboard" || strings.HasPrefix(p, "/dashboard/") || strings.HasPrefix(p, "/unsubscribe/")
 }
 
 // captureWriter keeps the first bytes of a response for the log.

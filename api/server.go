@@ -24,6 +24,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/domains"
+	"github.com/posthaste/posthaste/internal/imports"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
@@ -57,6 +58,14 @@ type Config struct {
 	Dashboard http.Handler
 	Logger    *slog.Logger
 
+	// Unsubscribe serves /unsubscribe/<token> (GET and POST): the
+	// anonymous one-click unsubscribe and preferences page that the
+	// List-Unsubscribe links of mail sent with a topic lead to; nil leaves
+	// it out. Like the dashboard's pages, these requests are neither in
+	// the request log (the path holds a token) nor under the API's rate
+	// limits (the handler keeps its own per client).
+	Unsubscribe UnsubscribeHandler
+
 	// Limiter rate-limits requests; nil turns rate limiting off.
 	Limiter Limiter
 	// DefaultRateLimit is the requests per second of teams without their
@@ -83,6 +92,13 @@ type Config struct {
 	Unauthenticated *auth.Principal
 }
 
+// UnsubscribeHandler serves the unsubscribe endpoints; client is the
+// request's client address (gin's, which honours the trusted proxies).
+// *unsubscribe.Handler implements it.
+type UnsubscribeHandler interface {
+	ServeUnsubscribe(w http.ResponseWriter, r *http.Request, client string)
+}
+
 // Server is the HTTP API.
 type Server struct {
 	store    *store.Store
@@ -95,6 +111,7 @@ type Server struct {
 	// domainSvc and endpoints are the use cases shared with the dashboard.
 	domainSvc *domains.Service
 	endpoints *webhook.Endpoints
+	imports   *imports.Service
 	logger    *slog.Logger
 	engine    *gin.Engine
 
@@ -129,6 +146,7 @@ func New(cfg Config) (*Server, error) {
 		Verifier: cfg.Domains.Verifier, Outbox: cfg.Webhooks.Outbox, Logger: logger}, cfg.Store)
 	s.endpoints = webhook.NewEndpoints(webhook.EndpointsConfig{Keys: cfg.Webhooks.Keys, Client: cfg.Webhooks.Client,
 		Waker: cfg.Webhooks.Waker, AllowHTTP: cfg.Webhooks.AllowHTTP, Logger: logger}, cfg.Store)
+	s.imports = imports.New(imports.Config{Outbox: cfg.Webhooks.Outbox}, cfg.Store)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
@@ -165,6 +183,12 @@ func New(cfg Config) (*Server, error) {
 		e.GET("/", toDashboard)
 		e.GET("/dashboard", toDashboard)
 		e.Any("/dashboard/*path", gin.WrapH(cfg.Dashboard))
+	}
+
+	if cfg.Unsubscribe != nil {
+		serve := func(c *gin.Context) { cfg.Unsubscribe.ServeUnsubscribe(c.Writer, c.Request, c.ClientIP()) }
+		e.GET("/unsubscribe/:token", serve)
+		e.POST("/unsubscribe/:token", serve)
 	}
 
 	sending := e.Group("/", s.requireKey(true))
@@ -208,6 +232,9 @@ func New(cfg Config) (*Server, error) {
 	full.GET("/webhooks/:id/events/:event_id", s.getWebhookEvent)
 	full.GET("/webhooks/:id/events/:event_id/attempts", s.listWebhookAttempts)
 	full.POST("/webhooks/:id/events/:event_id/replay", s.replayWebhookEvent)
+	full.POST("/contacts/imports", s.createContactImport)
+	full.GET("/contacts/imports", s.listContactImports)
+	full.GET("/contacts/imports/:id", s.getContactImport)
 	full.POST("/contacts", s.createContact)
 	full.GET("/contacts", s.listContacts)
 	full.GET("/contacts/:id", s.getContact)

@@ -106,6 +106,10 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterActivityWithOptions(acts.DeliverWebhooks, activity.RegisterOptions{Name: activities.DeliverWebhooksName})
 	r.RegisterWorkflowWithOptions(workflows.Reconcile, workflow.RegisterOptions{Name: workflows.ReconcileName})
 	r.RegisterActivityWithOptions(acts.ReconcileEmails, activity.RegisterOptions{Name: activities.ReconcileEmailsName})
+	r.RegisterWorkflowWithOptions(workflows.ContactImport, workflow.RegisterOptions{Name: workflows.ContactImportName})
+	r.RegisterActivityWithOptions(acts.StartContactImport, activity.RegisterOptions{Name: activities.StartContactImportName})
+	r.RegisterActivityWithOptions(acts.ApplyImportChunk, activity.RegisterOptions{Name: activities.ApplyImportChunkName})
+	r.RegisterActivityWithOptions(acts.FinishContactImport, activity.RegisterOptions{Name: activities.FinishContactImportName})
 }
 
 // RetentionCron is when the retention sweep runs: daily at 03:17 UTC.
@@ -254,8 +258,8 @@ func (w *Worker) Stop() {
 	wg.Wait()
 }
 
-// Starter starts SendEmail and SendBatch workflows and wakes
-// DeliverWebhook workflows for outbox entries.
+// Starter starts SendEmail, SendBatch and ContactImport
+// workflows and wakes DeliverWebhook workflows for outbox entries.
 type Starter struct {
 	client   client.Client
 	delivery workflows.DeliveryPolicy
@@ -283,6 +287,8 @@ func WorkflowID(it store.OutboxItem) (string, error) {
 			return workflows.KeyedBatchWorkflowID(it.TeamID.String(), *it.IdempotencyKey, ref), nil
 		}
 		return workflows.BatchWorkflowID(ref), nil
+	case store.OutboxContactImport:
+		return workflows.ContactImportWorkflowID(ref), nil
 	}
 	return "", fmt.Errorf("%w: unknown outbox kind %q", outbox.ErrUnstartable, it.Kind)
 }
@@ -320,8 +326,11 @@ func (s *Starter) Start(ctx context.Context, it store.OutboxItem) error {
 	name, input := workflows.SendEmailName, any(workflows.SendEmailInput{
 		EmailID: it.Ref.String(), ScheduledAt: it.ScheduledAt, Delivery: s.delivery,
 	})
-	if it.Kind == store.OutboxSendBatch {
+	switch it.Kind {
+	case store.OutboxSendBatch:
 		name, input = workflows.SendBatchName, workflows.SendBatchInput{BatchID: it.Ref.String(), Delivery: s.delivery}
+	case store.OutboxContactImport:
+		name, input = workflows.ContactImportName, workflows.ContactImportInput{ImportID: it.Ref, Steps: s.delivery.Steps}
 	}
 	return s.startOnce(ctx, id, name, input)
 }

@@ -113,3 +113,10 @@ const WebhookWakeSignal = "wake"
 
 // WebhookWorkflowID is the ID of the DeliverWebhook workflow of an endpoint.
 func WebhookWorkflowID(webhookID string) string { return "webhook/" + webhookID }
+
+// ContactImportName is the registered name of the ContactImport workflow.
+const ContactImportName = "ContactImport"
+
+// ContactImportWorkflowID is the ID of the ContactImport workflow of an
+// import.
+func ContactImportWorkflowID(importID string) string { return "contact-import/" + importID }

@@ -310,7 +310,8 @@ const focusCheck = `(() => {
 
 // TestDashboardTour signs in to `posthaste dev` in Chromium and visits
 // every page reachable from the navigation plus the detail views of an
-// email, a domain, a webhook endpoint and its test event, at 1280×900 and
+// email, a domain, a webhook endpoint and its test event, a contact, a
+// segment, a topic, a template and a contact import, at 1280×900 and
 // at 390×844 (a phone). It fails on a horizontal scrollbar, a console
 // error, a 4xx or 5xx answer, raw Go values in the text, a missing title,
 // unlabeled fields and focus that cannot be seen. On the way it uses the
@@ -428,11 +429,28 @@ func TestDashboardTour(t *testing.T) {
 	require.Equal(t, "200", answer, "the test event reached the endpoint")
 	problems.take() // the pages of the forms are checked in the tour below
 
+	// Contacts, segments, topics, templates and an import, through the API.
+	seed := apiClient{t: t, base: dev.base, key: creds.APIKey}
+	created := func(path string, body map[string]any) string {
+		t.Helper()
+		status, out := seed.do("POST", path, body)
+		require.Equal(t, http.StatusCreated, status, out)
+		return out["id"].(string)
+	}
+	segmentID := created("/segments", map[string]any{"name": "Tour customers"})
+	topicID := created("/topics", map[string]any{"name": "Tour news", "description": "Monthly news", "default_subscription": "opt_in"})
+	contactID := created("/contacts", map[string]any{"email": "tour.contact@example.com", "first_name": "Tour",
+		"last_name": "Contact", "segments": []string{segmentID}})
+	templateID := created("/templates", map[string]any{"name": "Tour welcome", "subject": "Hi {{{FIRST_NAME|there}}}",
+		"html": "<h1>Welcome, {{{FIRST_NAME|there}}}</h1><p>Thanks for joining.</p>"})
+	importID := seed.uploadImport("email,first_name\nimported@example.com,Imp\nnot-an-address,Bad\n", nil)
+	seed.waitImport(importID)
+
 	// The navigation, as a signed-in page shows it.
 	var nav []string
 	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(
 		`[...document.querySelectorAll('header.top nav a, header.top .who a')].map(a => a.getAttribute("href"))`, &nav)))
-	require.GreaterOrEqual(t, len(nav), 8, nav)
+	require.GreaterOrEqual(t, len(nav), 12, nav)
 	path := func(u string) string { return strings.TrimPrefix(u, dev.base) }
 	details := [][2]string{
 		{"email", "/dashboard/emails/" + id},
@@ -442,6 +460,16 @@ func TestDashboardTour(t *testing.T) {
 		{"webhook-delete", strings.TrimSuffix(path(webhookURL), "?done=added") + "/delete"},
 		{"webhook-event", path(eventURL)},
 		{"getting-started", "/dashboard/getting-started"},
+		{"contact", "/dashboard/contacts/" + contactID},
+		{"contact-delete", "/dashboard/contacts/" + contactID + "/delete"},
+		{"contact-imports", "/dashboard/contact-imports"},
+		{"contact-import", "/dashboard/contact-imports/" + importID},
+		{"segment", "/dashboard/segments/" + segmentID},
+		{"segment-delete", "/dashboard/segments/" + segmentID + "/delete"},
+		{"topic", "/dashboard/topics/" + topicID},
+		{"topic-delete", "/dashboard/topics/" + topicID + "/delete"},
+		{"template", "/dashboard/templates/" + templateID},
+		{"template-delete", "/dashboard/templates/" + templateID + "/delete"},
 	}
 	for _, vp := range viewports {
 		require.NoError(t, chromedp.Run(ctx, chromedp.EmulateViewport(vp.w, vp.h)))

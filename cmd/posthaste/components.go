@@ -24,6 +24,7 @@ import (
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/faults"
+	"github.com/posthaste/posthaste/internal/imports"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/outbox"
 	"github.com/posthaste/posthaste/internal/ratelimit"
@@ -33,6 +34,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/unsubscribe"
 	"github.com/posthaste/posthaste/internal/webhook"
 	"github.com/posthaste/posthaste/smtpgw"
 	"github.com/posthaste/posthaste/worker"
@@ -139,6 +141,17 @@ func masterKey(ctx context.Context, cfg config.Domains, st *store.Store, devKeyF
 	return seal.New(key)
 }
 
+// unsubscribeKey is the key of unsubscribe tokens, derived from the
+// master key for that purpose only; nil without a master key.
+func unsubscribeKey(keys *seal.Box) []byte {
+	if keys == nil {
+		return nil
+	}
+	return keys.DeriveKey(unsubscribe.KeyPurpose)
+}
+
+var _ api.UnsubscribeHandler = (*unsubscribe.Handler)(nil)
+
 func verifySchedule(cfg config.Config) workflows.VerifySchedule {
 	v := cfg.Domains.Verify
 	return workflows.VerifySchedule{Interval: v.Interval, FastPeriod: v.FastPeriod,
@@ -228,6 +241,8 @@ func newIntake(ctx context.Context, cfg config.Config, st *store.Store, tc clien
 		Waker:    worker.NewWaker(tc),
 		Logger:   logger.With("component", "submit"),
 		Crash:    crasher(cfg),
+		// Unsubscribe links of sends with a topic lead here.
+		PublicURL: cfg.HTTP.PublicURL,
 	})
 	closeAll := func() {
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
@@ -261,9 +276,23 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies,
 		DKIMSelector: cfg.Domains.DKIMSelector, WebhookClient: webhookClient(cfg), AllowHTTPWebhooks: cfg.Egress.AllowPrivate,
 		Outbox: in.dispatcher, SMTP: dashboardSMTP(smtpListeners(cfg.SMTP, config.DefaultSMTPListen)),
-		TrustedProxies: cfg.HTTP.TrustedProxies, Logger: logger})
+		TrustedProxies: cfg.HTTP.TrustedProxies, Logger: logger,
+		Imports: imports.New(imports.Config{Outbox: in.dispatcher}, st)})
 	if err != nil {
 		return nil, fmt.Errorf("loading the dashboard: %w", err)
+	}
+	var unsub api.UnsubscribeHandler
+	if keys != nil {
+		sealer, err := unsubscribe.NewSealer(unsubscribeKey(keys))
+		if err != nil {
+			return nil, err
+		}
+		uh, err := unsubscribe.NewHandler(unsubscribe.Config{Sealer: sealer, PublicURL: cfg.HTTP.PublicURL,
+			Limiter: in.limiter, Outbox: in.dispatcher, Logger: logger}, st)
+		if err != nil {
+			return nil, err
+		}
+		unsub = uh
 	}
 	h, err := api.New(api.Config{
 		Store:    st,
@@ -286,6 +315,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 			Outbox:    in.dispatcher,
 		},
 		Dashboard:        dash,
+		Unsubscribe:      unsub,
 		Logger:           logger,
 		Limiter:          in.limiter,
 		DefaultRateLimit: cfg.Limits.DefaultRate,
@@ -408,6 +438,10 @@ func newActivities(cfg config.Config, st *store.Store, tc client.Client, keys *s
 	if notices != nil {
 		wcfg.Notices = notices
 	}
+	links, err := unsubscribe.NewLinks(cfg.HTTP.PublicURL, unsubscribeKey(keys))
+	if err != nil {
+		return nil, nil, err
+	}
 	acts := activities.New(activities.Config{
 		Hostname:  cfg.Delivery.Hostname,
 		Records:   recordsConfig(cfg.Domains),
@@ -416,6 +450,8 @@ func newActivities(cfg config.Config, st *store.Store, tc client.Client, keys *s
 		Webhooks:  wcfg,
 		Crash:     crasher(cfg),
 		Workflows: worker.NewStarter(tc, deliveryPolicy(cfg)),
+
+		Unsubscribe: links,
 	}, st, d, metrics, logger)
 	return acts, func() { _ = d.Close() }, nil
 }

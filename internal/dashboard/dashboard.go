@@ -4,7 +4,9 @@
 // without it) behind a password login with sessions stored in PostgreSQL
 // and CSRF tokens on every form. Domains and webhook endpoints are managed
 // through the same use cases as the API (internal/domains,
-// webhook.Endpoints).
+// webhook.Endpoints); contacts, segments, topics and email templates with
+// the API's checks (internal/audience, internal/templates) and events, and
+// contact imports through internal/imports.
 package dashboard
 
 import (
@@ -92,6 +94,9 @@ type Config struct {
 	// X-Forwarded-For names the client (POSTHASTE_TRUSTED_PROXIES), for
 	// the throttles of sign-in and the other forms shown before it.
 	TrustedProxies []string
+	// Imports queues the contact imports uploaded on the Contacts pages;
+	// nil makes importing unavailable.
+	Imports Importer
 	// Passwords hashes and checks passwords; nil → password.Shared().
 	Passwords *password.Pool
 	Logger    *slog.Logger
@@ -162,8 +167,11 @@ func New(cfg Config) (*Handler, error) {
 	funcs := template.FuncMap{"fmtTime": fmtTime, "badge": badge, "join": strings.Join,
 		"deref": func(p *int) int { return *p }, "prose": prose, "has": slices.Contains[[]string]}
 	for _, page := range []string{"login", "emails", "email", "metrics", "domains", "apikeys", "suppressions", "mfa", "account", "webhooks", "webhook_event", "logs", "log", "team", "invite", "forgot", "reset",
-		"domain", "domain_delete", "webhook", "webhook_delete", "quickstart"} {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/"+page+".html")
+		"domain", "domain_delete", "webhook", "webhook_delete", "quickstart",
+		// Contacts, segments, topics and templates (audience.go and friends).
+		"contacts", "contact", "contact_delete", "segments", "segment", "segment_delete", "topics", "topic", "topic_delete",
+		"email_templates", "email_template", "email_template_delete", "contact_imports", "contact_import"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials*.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
 		}
@@ -238,6 +246,7 @@ func New(cfg Config) (*Handler, error) {
 	m.Handle("GET /dashboard/api-keys", h.signedIn(h.apiKeys))
 	m.Handle("POST /dashboard/api-keys", h.signedIn(h.createAPIKey))
 	m.Handle("POST /dashboard/api-keys/{id}/revoke", h.signedIn(h.revokeAPIKey))
+	h.audienceRoutes(m)
 	h.mux = m
 	return h, nil
 }

@@ -14,7 +14,7 @@ import (
 type logsData struct {
 	Logs         []store.RequestLog
 	Status, Path string
-	Newer, Older string // query strings of the neighbour pages
+	Pager        pager
 }
 
 // logs is the team's API request log, newest first, filtered by status
@@ -27,12 +27,7 @@ func (h *Handler) logs(w http.ResponseWriter, r *http.Request, se *store.Session
 		f.Status = n
 	}
 	f.Path = d.Path
-	p := store.Page{Limit: 50}
-	if id, err := uuid.Parse(q.Get("after")); err == nil {
-		p.After = &id
-	} else if id, err := uuid.Parse(q.Get("before")); err == nil {
-		p.Before = &id
-	}
+	p := pageOf(q, 50)
 	list, more, err := h.store.ListRequestLogs(r.Context(), se.TeamID, f, p)
 	if err != nil {
 		h.fail(w, r, err)
@@ -47,16 +42,7 @@ func (h *Handler) logs(w http.ResponseWriter, r *http.Request, se *store.Session
 		keep.Set("path", d.Path)
 	}
 	if len(list) > 0 {
-		if p.Before != nil || more {
-			v := cloneValues(keep)
-			v.Set("after", list[len(list)-1].ID.String())
-			d.Older = v.Encode()
-		}
-		if p.After != nil || (p.Before != nil && more) {
-			v := cloneValues(keep)
-			v.Set("before", list[0].ID.String())
-			d.Newer = v.Encode()
-		}
+		d.Pager = pagerOf(keep, p, more, list[0].ID, list[len(list)-1].ID, len(list))
 	}
 	h.render(w, http.StatusOK, "logs", view{Title: "Logs", Nav: "logs", Session: se, CSRF: se.CSRFToken, Data: d})
 }

@@ -27,7 +27,7 @@ type emailsData struct {
 	Since, Until string
 	States       []string
 	Domains      []string
-	Newer, Older string // query strings of the neighbour pages, "" when none
+	Pager        pager
 	FilterQuery  string
 }
 
@@ -41,12 +41,7 @@ func (h *Handler) emails(w http.ResponseWriter, r *http.Request, se *store.Sessi
 	if t, err := time.Parse("2006-01-02", d.Until); err == nil {
 		f.Until = t.Add(24 * time.Hour)
 	}
-	p := store.Page{Limit: 50}
-	if id, err := uuid.Parse(q.Get("after")); err == nil {
-		p.After = &id
-	} else if id, err := uuid.Parse(q.Get("before")); err == nil {
-		p.Before = &id
-	}
+	p := pageOf(q, 50)
 	list, more, err := h.store.ListEmailsFiltered(r.Context(), se.TeamID, f, p)
 	if err != nil {
 		h.fail(w, r, err)
@@ -70,18 +65,7 @@ func (h *Handler) emails(w http.ResponseWriter, r *http.Request, se *store.Sessi
 	}
 	d.FilterQuery = keep.Encode()
 	if len(list) > 0 {
-		older := (p.Before != nil) || more
-		newer := p.After != nil || (p.Before != nil && more)
-		if older {
-			v := cloneValues(keep)
-			v.Set("after", list[len(list)-1].ID.String())
-			d.Older = v.Encode()
-		}
-		if newer {
-			v := cloneValues(keep)
-			v.Set("before", list[0].ID.String())
-			d.Newer = v.Encode()
-		}
+		d.Pager = pagerOf(keep, p, more, list[0].ID, list[len(list)-1].ID, len(list))
 	}
 	h.render(w, http.StatusOK, "emails", view{Title: "Emails", Nav: "emails", Session: se, CSRF: se.CSRFToken, Data: d})
 }

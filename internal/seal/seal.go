@@ -9,7 +9,9 @@ package seal
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -31,7 +33,10 @@ var ErrOpen = errors.New("sealed value cannot be opened with this master key")
 
 // Box seals and opens values with one master key. It is safe for
 // concurrent use.
-type Box struct{ aead cipher.AEAD }
+type Box struct {
+	aead cipher.AEAD
+	key  []byte // the master key, for DeriveKey
+}
 
 // New returns a Box for a 32-byte key.
 func New(key []byte) (*Box, error) {
@@ -46,7 +51,19 @@ func New(key []byte) (*Box, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Box{aead: aead}, nil
+	return &Box{aead: aead, key: append([]byte(nil), key...)}, nil
+}
+
+// DeriveKey returns a 32-byte key for one purpose, derived from the master
+// key with HKDF-SHA256 (RFC 5869) with purpose as the info string, so that
+// other uses of the master key (unsubscribe tokens) never share key
+// material with the values it seals. The same purpose gives the same key.
+func (b *Box) DeriveKey(purpose string) []byte {
+	k, err := hkdf.Key(sha256.New, b.key, nil, purpose, KeySize)
+	if err != nil { // only for lengths HKDF cannot produce
+		panic(fmt.Sprintf("deriving a key: %v", err))
+	}
+	return k
 }
 
 // ParseKey decodes a master key written as base64 (standard or URL

@@ -21,6 +21,9 @@ const (
 	OutboxSendBatch = "send_batch"
 	// OutboxWebhook wakes a webhook's delivery; Ref is the webhook id.
 	OutboxWebhook = "webhook"
+	// OutboxContactImport starts the ContactImport workflow of an import;
+	// Ref is the import id.
+	OutboxContactImport = "contact_import"
 )
 
 // OutboxItem is accepted work whose workflow has not been started yet.
@@ -58,6 +61,7 @@ const claimOutboxSQL = `SELECT o.id, o.kind, o.team_id, o.ref, o.scheduled_at, o
 		o.created_at, o.attempts, CASE o.kind
 			WHEN @send_email THEN NOT EXISTS (SELECT 1 FROM email e WHERE e.id = o.ref)
 			WHEN @send_batch THEN NOT EXISTS (SELECT 1 FROM email e WHERE e.batch_id = o.ref)
+			WHEN @contact_import THEN NOT EXISTS (SELECT 1 FROM contact_import i WHERE i.id = o.ref)
 			ELSE false END
 	FROM outbox o WHERE o.next_attempt_at <= now()
 	ORDER BY o.next_attempt_at, o.id LIMIT @limit FOR UPDATE OF o SKIP LOCKED`
@@ -76,7 +80,8 @@ func (s *Store) DrainOutbox(ctx context.Context, limit int,
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
 	rows, err := tx.Query(ctx, claimOutboxSQL,
-		pgx.NamedArgs{"limit": limit, "send_email": OutboxSendEmail, "send_batch": OutboxSendBatch})
+		pgx.NamedArgs{"limit": limit, "send_email": OutboxSendEmail, "send_batch": OutboxSendBatch,
+			"contact_import": OutboxContactImport})
 	if err != nil {
 		return 0, fmt.Errorf("claiming outbox: %w", mapErr(err))
 	}
@@ -130,9 +135,16 @@ func (s *Store) DrainOutbox(ctx context.Context, limit int,
 // as `failed` with reason (see FailEmail): the email of a send_email
 // entry, every email of a send_batch entry. Emails already gone and
 // webhook entries fail nothing. It returns how many recipients it failed.
+// The import of a contact_import entry ends `failed`; it counts as none.
 func (s *Store) FailOutboxWork(ctx context.Context, it OutboxItem, reason string) (int, error) {
 	var ids []uuid.UUID
 	switch it.Kind {
+	case OutboxContactImport:
+		_, err := s.FinishContactImport(ctx, it.Ref, "The import could not be started.")
+		if errors.Is(err, ErrNotFound) {
+			err = nil
+		}
+		return 0, err
 	case OutboxSendEmail:
 		ids = []uuid.UUID{it.Ref}
 	case OutboxSendBatch:

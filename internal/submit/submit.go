@@ -76,6 +76,10 @@ type Config struct {
 	// Crash, when set, kills the process right after an acceptance
 	// committed (faults.AfterAccept); nil in any real deployment.
 	Crash *faults.Crasher
+	// PublicURL is where the unsubscribe links of emails sent with a
+	// topic lead (POSTHASTE_PUBLIC_URL); "" refuses sends with `topic_id`
+	// (422), since their links could not be built.
+	PublicURL string
 	// Templates finds the templates of sends with `template`; nil → Store,
 	// when it is a TemplateSource (as *store.Store is), else such sends are
 	// refused.
@@ -95,12 +99,13 @@ type Service struct {
 	crash  *faults.Crasher
 	// templates may be nil: sends with a template are then refused.
 	templates TemplateSource
+	publicURL string // "" refuses sends with a topic
 }
 
 // New returns a Service.
 func New(cfg Config) *Service {
 	s := &Service{store: cfg.Store, notify: cfg.Notifier, fetch: cfg.Fetcher, waker: cfg.Waker,
-		logger: cfg.Logger, now: cfg.Now, crash: cfg.Crash, templates: cfg.Templates}
+		logger: cfg.Logger, now: cfg.Now, crash: cfg.Crash, templates: cfg.Templates, publicURL: cfg.PublicURL}
 	if ts, ok := cfg.Store.(TemplateSource); ok && s.templates == nil {
 		s.templates = ts
 	}
@@ -318,8 +323,14 @@ func (s *Service) authorizeSandbox(ctx context.Context, from Sender, e Email, sy
 }
 
 // checkTopic checks that the team has the topic an email is scoped to (nil
-// is none). known caches the topics a batch already found; nil for none.
+// is none) and that its unsubscribe links can be built (Config.PublicURL).
+// known caches the topics a batch already found; nil for none.
 func (s *Service) checkTopic(ctx context.Context, team uuid.UUID, topic *uuid.UUID, known map[uuid.UUID]bool) error {
+	if topic != nil && s.publicURL == "" {
+		return Errorf(KindValidation, "topic_id", "Invalid `topic_id` field. An email sent with a topic carries "+
+			"an unsubscribe link to this server, and this server has no public URL (POSTHASTE_PUBLIC_URL) to build "+
+			"it with: its operator must set one before emails can be sent with a topic.")
+	}
 	if topic == nil || known[*topic] {
 		return nil
 	}

@@ -152,7 +152,11 @@ func templateUses(v store.TemplateContent, name string) bool {
 
 // WithTemplate returns r rendered with the template version v: v's
 // subject, html and text with r.Template's variables merged in, and v's
-// from and reply_to where r has none. It is pure; the rejections are
+// from and reply_to where r has none. When r has a topic_id, the reserved
+// RESEND_UNSUBSCRIBE_URL and UNSUBSCRIBE_URL render as
+// unsubscribePlaceholder, which each recipient's link replaces when its
+// copy is built; without one they need a value or a fallback like any
+// variable. It is pure; the rejections are
 // *Error naming the field (a variable without value or fallback names
 // that variable), and the result has no Template. r.Template must not be
 // nil.
@@ -160,6 +164,15 @@ func (r SendRequest) WithTemplate(v store.TemplateContent) (SendRequest, error) 
 	data, err := templateData(v, r.Template.Variables, r.To)
 	if err != nil {
 		return r, err
+	}
+	if r.TopicID != nil && *r.TopicID != "" {
+		// Each recipient's unsubscribe link is only known when its copy is
+		// built: the placeholder stays in the stored body until then.
+		for _, name := range []string{merge.UnsubscribeURL, merge.UnsubscribeURLAlias} {
+			if _, ok := data.Values[name]; !ok {
+				data.Values[name] = unsubscribePlaceholder
+			}
+		}
 	}
 	out := r
 	out.Template = nil
@@ -228,6 +241,11 @@ func templateData(v store.TemplateContent, given map[string]json.RawMessage, to 
 	}
 	return d, nil
 }
+
+// unsubscribePlaceholder stands for each recipient's unsubscribe link in
+// the stored body of an email sent with a topic (unsubscribe.Placeholder,
+// which this package cannot import).
+const unsubscribePlaceholder = "{{{" + merge.UnsubscribeURL + "}}}"
 
 // jsonScalar returns a JSON string's content or a number's text.
 func jsonScalar(raw json.RawMessage) (string, bool) {

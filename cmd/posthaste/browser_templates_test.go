@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+	"github.com/stretchr/testify/require"
+)
+
+// previewFrame reads the editor's preview frame. Chromium isolates
+// sandboxed frames in a process of their own (an out-of-process iframe,
+// its own DevTools target), so the frame is read through a context
+// attached to that target.
+type previewFrame struct {
+	page  context.Context
+	frame context.Context
+}
+
+// text is the text of the frame's body, "" while there is none.
+func (p *previewFrame) text() (string, error) {
+	if p.frame == nil {
+		targets, err := chromedp.Targets(p.page)
+		if err != nil {
+			return "", err
+		}
+		for _, ti := range targets {
+			if ti.Type == "iframe" && strings.Contains(ti.URL, "/preview") {
+				// Cancelled with the browser: cancelling it would close the frame.
+				p.frame, _ = chromedp.NewContext(p.page, chromedp.WithTargetID(ti.TargetID))
+			}
+		}
+		if p.frame == nil {
+			return "", nil
+		}
+	}
+	var text string
+	qctx, cancel := context.WithTimeout(p.frame, 2*time.Second)
+	defer cancel()
+	if err := chromedp.Run(qctx, chromedp.Text("body", &text, chromedp.ByQuery)); err != nil {
+		// The frame is loading its next document, perhaps in a new
+		// target: look for it again.
+		p.frame = nil
+		return "", nil
+	}
+	return text, nil
+}
+
+// wait waits until the preview frame shows want.
+func (p *previewFrame) wait(t *testing.T, want string) {
+	t.Helper()
+	var last string
+	for i, deadline := 0, time.Now().Add(20*time.Second); time.Now().Before(deadline); i++ {
+		text, err := p.text()
+		require.NoError(t, err)
+		if strings.Contains(text, want) {
+			return
+		}
+		last = text
+		time.Sleep(pollPause(i))
+	}
+	t.Fatalf("the preview never showed %q; last: %q", want, last)
+}
+
+// TestTemplateEditorPreview creates a template in Chromium, types its HTML
+// with a variable and a sample value, watches the sandboxed preview follow
+// (the fallback, then the sample, HTML-escaped), sees a missing variable
+// named inline, and publishes it.
+func TestTemplateEditorPreview(t *testing.T) {
+	env := browserDevEnv(t)
+	dev := startDev(t, env)
+	defer dev.stop(t)
+	creds := readCredentials(t, env["POSTHASTE_DATA_DIR"])
+
+	ctx := newBrowser(t)
+	problems := &tourProblems{}
+	require.NoError(t, chromedp.Run(ctx))
+	problems.listen(ctx)
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(dev.base+"/dashboard/templates"),
+		chromedp.WaitVisible(`#email`, chromedp.ByID),
+		chromedp.SendKeys(`#email`, creds.Email, chromedp.ByID),
+		chromedp.SendKeys(`#password`, creds.Password+kb.Enter, chromedp.ByID),
+		chromedp.WaitVisible(`#template-name`, chromedp.ByID),
+		chromedp.SendKeys(`#template-name`, "Welcome"+kb.Enter, chromedp.ByID),
+		chromedp.WaitVisible(`#template-form`, chromedp.ByID),
+	))
+	preview := &previewFrame{page: ctx}
+	preview.wait(t, "Hello there,") // the starter body, with its fallback
+
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Clear(`#tpl-html`, chromedp.ByID),
+		chromedp.SendKeys(`#tpl-html`, "<p>Hello {{{NAME|friend}}}, welcome to {{{COMPANY}}}</p>", chromedp.ByID),
+	))
+	var message string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.WaitVisible(`#preview-error`, chromedp.ByID),
+		chromedp.Text(`#preview-error`, &message, chromedp.ByID),
+	))
+	require.Contains(t, message, "COMPANY", "the undeclared variable is named")
+	screenshot(t, ctx, "template-editor-error")
+
+	// Declare COMPANY with a fallback; the preview renders.
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.SendKeys(`input[name="var_key"]`, "COMPANY", chromedp.ByQuery),
+		chromedp.SendKeys(`input[name="var_fallback"]`, "Acme", chromedp.ByQuery),
+		chromedp.WaitNotVisible(`#preview-error`, chromedp.ByID),
+	))
+	preview.wait(t, "Hello friend, welcome to Acme")
+
+	// A sample value replaces the fallback, escaped as HTML.
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.WaitVisible(`#sample-NAME`, chromedp.ByID),
+		chromedp.SendKeys(`#sample-NAME`, "<b>Ada</b>", chromedp.ByID),
+	))
+	preview.wait(t, "Hello <b>Ada</b>, welcome to Acme")
+	var text string
+	require.NoError(t, chromedp.Run(ctx, chromedp.Text(`#preview-text`, &text, chromedp.ByID)))
+	require.Contains(t, text, "Hello <b>Ada</b>, welcome to Acme", "the text part, generated from the HTML")
+	screenshot(t, ctx, "template-editor-preview")
+
+	// Publish.
+	var status string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Click(`button[name="action"][value="publish"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`p.notice`, chromedp.ByQuery),
+		chromedp.Text(`#template-status`, &status, chromedp.ByID),
+	))
+	require.Equal(t, "published", strings.TrimSpace(status))
+	var html string
+	require.NoError(t, chromedp.Run(ctx, chromedp.Value(`#tpl-html`, &html, chromedp.ByID)))
+	require.Equal(t, "<p>Hello {{{NAME|friend}}}, welcome to {{{COMPANY}}}</p>", html)
+	preview.wait(t, "Hello friend, welcome to Acme")
+	for _, p := range problems.take() {
+		t.Errorf("browser: %s", p)
+	}
+}

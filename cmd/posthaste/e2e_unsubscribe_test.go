@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-message/mail"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/dnstest"
+	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/smtptest"
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// TestDevUnsubscribe goes through one-click unsubscribe (RFC 8058) with
+// the real binary's wiring: a verified domain sends a template with the
+// unsubscribe link to two contacts with a topic; each copy arrives at the
+// MX with its own List-Unsubscribe link in the header and the body, DKIM
+// signed over both List-Unsubscribe fields; a POST of
+// List-Unsubscribe=One-Click to one link unsubscribes that contact from
+// the topic (the API shows opt_out, a contact.topics.updated webhook
+// arrives), the link's page lists the topic, a tampered link is 404, and
+// the next send with the topic skips that contact as `suppressed`.
+func TestDevUnsubscribe(t *testing.T) {
+	ctx := context.Background()
+	dns := dnstest.NewServer(t)
+	mx := smtptest.NewServer(t, smtptest.Options{})
+	dns.AddMX("rcpt.test", "mx.rcpt.test", 10)
+	dns.AddA("mx.rcpt.test", "127.0.0.1")
+	dns.AddTXT("_spf.posthaste.example", "v=spf1 ip4:127.0.0.0/8 -all")
+	dns.AddA("posthaste.example", "127.0.0.1")
+	dbURL := pgtest.NewDatabase(t)
+	dataDir := t.TempDir()
+	env := map[string]string{
+		"DATABASE_URL":                  dbURL,
+		"POSTHASTE_DATA_DIR":            dataDir,
+		"POSTHASTE_HTTP_ADDR":           fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"POSTHASTE_TEMPORAL_PORT":       fmt.Sprint(freePort(t)),
+		"POSTHASTE_TEMPORAL_UI_PORT":    "0",
+		"POSTHASTE_DNS_SERVER":          dns.Addr(),
+		"POSTHASTE_MX_PORT":             fmt.Sprint(mx.Port()),
+		"POSTHASTE_HOSTNAME":            "posthaste.example",
+		"POSTHASTE_BOUNCE_HOST":         "bounces.posthaste.example",
+		"POSTHASTE_SPF_INCLUDE":         "_spf.posthaste.example",
+		"POSTHASTE_VERIFY_INTERVAL":     "200ms",
+		"POSTHASTE_VERIFY_FAST_PERIOD":  "2s",
+		"POSTHASTE_VERIFY_MAX_INTERVAL": "1s",
+		"POSTHASTE_LOG_LEVEL":           "warn",
+	}
+	dev := startDev(t, env)
+	defer dev.stop(t)
+	st, err := store.Open(ctx, store.Config{URL: dbURL})
+	require.NoError(t, err)
+	defer st.Close()
+	c := apiClient{t: t, base: dev.base, key: readCredentials(t, dataDir).APIKey}
+
+	// A verified domain.
+	status, d := c.do("POST", "/domains", map[string]any{"name": "example.test"})
+	require.Equal(t, 201, status, d)
+	domainID := d["id"].(string)
+	for _, r := range d["records"].([]any) {
+		rm := r.(map[string]any)
+		name := rm["name"].(string) + ".example.test"
+		switch rm["type"] {
+		case "TXT":
+			dns.AddTXT(name, rm["value"].(string))
+		case "MX":
+			dns.AddMX(name, rm["value"].(string), 10)
+		}
+	}
+	status, _ = c.do("POST", "/domains/"+domainID+"/verify", nil)
+	require.Equal(t, 200, status)
+	c.waitDomain(domainID, "verified")
+
+	// A webhook endpoint for contact events.
+	recv := newHookReceiver(t)
+	status, hook := c.do("POST", "/webhooks", map[string]any{"endpoint": recv.srv.URL,
+		"events": []string{"contact.updated", "contact.topics.updated", "contact.created"}})
+	require.Equal(t, 201, status, hook)
+	recv.mu.Lock()
+	recv.secret = hook["signing_secret"].(string)
+	recv.mu.Unlock()
+
+	// A topic everyone receives until they opt out, and two contacts.
+	status, topic := c.do("POST", "/topics", map[string]any{"name": "Product news", "default_subscription": "opt_in",
+		"visibility": "public"})
+	require.Equal(t, 201, status, topic)
+	topicID := topic["id"].(string)
+	contacts := map[string]string{}
+	for _, addr := range []string{"ann@rcpt.test", "bob@rcpt.test"} {
+		status, ct := c.do("POST", "/contacts", map[string]any{"email": addr})
+		require.Equal(t, 201, status, ct)
+		contacts[addr] = ct["id"].(string)
+	}
+	require.Len(t, recv.waitFor(2), 2, "contact.created twice")
+
+	// A template with the unsubscribe link; without topic_id it cannot
+	// be sent (the variable has no value).
+	status, tpl := c.do("POST", "/templates", map[string]any{"name": "News", "alias": "news",
+		"from": "Shop <hello@example.test>", "subject": "News",
+		"html": `<p>News</p><p><a href="{{{RESEND_UNSUBSCRIBE_URL}}}">Unsubscribe</a></p>`,
+		"text": "News\nUnsubscribe: {{{UNSUBSCRIBE_URL}}}"})
+	require.Equal(t, 201, status, tpl)
+	status, body := c.do("POST", "/templates/news/publish", nil)
+	require.Equal(t, 200, status, body)
+	status, body = c.do("POST", "/emails", map[string]any{"to": "ann@rcpt.test", "template": map[string]any{"id": "news"}})
+	require.Equal(t, 422, status, body)
+	require.Contains(t, body["message"], "RESEND_UNSUBSCRIBE_URL")
+
+	id := c.send(map[string]any{"to": []string{"ann@rcpt.test", "bob@rcpt.test"}, "topic_id": topicID,
+		"template": map[string]any{"id": "news"}})
+	c.waitFor(id, map[string]string{"ann@rcpt.test": "delivered", "bob@rcpt.test": "delivered"})
+	msgs := mx.Messages()
+	require.Len(t, msgs, 2, "one message per recipient")
+	links := map[string]string{}
+	for _, m := range msgs {
+		require.Len(t, m.To, 1)
+		requireAuthenticated(t, dns, m, "example.test")
+		mr, err := mail.CreateReader(bytes.NewReader(m.Data))
+		require.NoError(t, err)
+		require.Equal(t, "List-Unsubscribe=One-Click", mr.Header.Get("List-Unsubscribe-Post"))
+		lu := mr.Header.Get("List-Unsubscribe")
+		require.True(t, strings.HasPrefix(lu, "<"+dev.base+"/unsubscribe/"), lu)
+		link := strings.Trim(lu, "<>")
+		sig := mr.Header.Get("DKIM-Signature")
+		compact := strings.Join(strings.Fields(strings.ToLower(sig)), "")
+		require.Contains(t, compact, "list-unsubscribe:list-unsubscribe-post", "RFC 8058 §3.1: both fields signed")
+		var text, html string
+		for {
+			p, err := mr.NextPart()
+			if err == io.EOF {
+				break
+			}
+			require.NoError(t, err)
+			b, err := io.ReadAll(p.Body)
+			require.NoError(t, err)
+			if ct, _, _ := p.Header.(*mail.InlineHeader).ContentType(); ct == "text/html" {
+				html = string(b)
+			} else {
+				text = string(b)
+			}
+		}
+		require.Contains(t, html, `<a href="`+link+`">Unsubscribe</a>`)
+		require.Contains(t, text, "Unsubscribe: "+link)
+		links[m.To[0]] = link
+	}
+	require.NotEqual(t, links["ann@rcpt.test"], links["bob@rcpt.test"])
+	stored, err := st.Message(ctx, uuid.MustParse(id))
+	require.NoError(t, err)
+	require.NotContains(t, string(stored), "/unsubscribe/", "the stored copy shows nobody's link")
+
+	// One click, as a mailbox provider makes it: no cookies, no key.
+	annLink := links["ann@rcpt.test"]
+	res, err := http.Post(annLink, "application/x-www-form-urlencoded", strings.NewReader("List-Unsubscribe=One-Click"))
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, 200, res.StatusCode)
+	status, tl := c.do("GET", "/contacts/"+contacts["ann@rcpt.test"]+"/topics", nil)
+	require.Equal(t, 200, status, tl)
+	subs := map[string]string{}
+	for _, x := range tl["data"].([]any) {
+		xm := x.(map[string]any)
+		subs[xm["id"].(string)] = xm["subscription"].(string)
+	}
+	require.Equal(t, map[string]string{topicID: "opt_out"}, subs)
+	got := recv.waitFor(3)
+	require.Equal(t, "contact.topics.updated", got[2].Type)
+
+	// The page of the link lists the topic; a tampered link is 404.
+	res, err = http.Get(annLink)
+	require.NoError(t, err)
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, 200, res.StatusCode)
+	require.Contains(t, string(page), "Product news")
+	require.Contains(t, string(page), "ann@rcpt.test")
+	u, err := url.Parse(annLink)
+	require.NoError(t, err)
+	tok := strings.TrimPrefix(u.Path, "/unsubscribe/")
+	flipped := "A"
+	if tok[20] == 'A' {
+		flipped = "B"
+	}
+	for _, bad := range []string{tok[:20] + flipped + tok[21:], tok[:len(tok)-3]} {
+		res, err = http.Post(dev.base+"/unsubscribe/"+bad, "application/x-www-form-urlencoded",
+			strings.NewReader("List-Unsubscribe=One-Click"))
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, 404, res.StatusCode)
+	}
+	require.NotContains(t, dev.out.String(), tok, "tokens are never logged")
+	// Nor are they in the request log: once a later API request's entry
+	// is written, none of the unsubscribe requests has one.
+	status, _ = c.do("GET", "/topics/"+topicID, nil)
+	require.Equal(t, 200, status)
+	db, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer db.Close(ctx)
+	count := func(q string) int {
+		var n int
+		require.NoError(t, db.QueryRow(ctx, q).Scan(&n))
+		return n
+	}
+	for i := 0; count(`SELECT count(*) FROM request_log WHERE path = '/topics/`+topicID+`'`) == 0; i++ {
+		require.Less(t, i, 200, "the request log was not written")
+		time.Sleep(pollPause(i))
+	}
+	require.Zero(t, count(`SELECT count(*) FROM request_log WHERE path LIKE '/unsubscribe/%'`))
+
+	// The next send with the topic skips Ann.
+	id2 := c.send(map[string]any{"from": "Shop <hello@example.test>", "to": []string{"ann@rcpt.test", "bob@rcpt.test"},
+		"subject": "More news", "html": `<a href="{{{RESEND_UNSUBSCRIBE_URL}}}">Unsubscribe</a>`, "topic_id": topicID})
+	c.waitFor(id2, map[string]string{"ann@rcpt.test": "suppressed", "bob@rcpt.test": "delivered"})
+	evs, err := st.Events(ctx, uuid.MustParse(id2))
+	require.NoError(t, err)
+	var reason any
+	for _, ev := range evs {
+		if ev.Type == store.EventSuppressed && ev.Recipient == "ann@rcpt.test" {
+			reason = ev.Detail["reason"]
+		}
+	}
+	require.Equal(t, "The contact is not subscribed to the email's topic.", reason)
+	require.Len(t, mx.Messages(), 3)
+	last := mx.Messages()[2]
+	require.Equal(t, []string{"bob@rcpt.test"}, last.To)
+	requireAuthenticated(t, dns, last, "example.test")
+
+}

@@ -1,0 +1,41 @@
+package dashboard
+
+import "net/http"
+
+// audienceRoutes adds the pages of contacts, segments, topics and email
+// templates. Every write goes through signedIn (session and CSRF token)
+// and the checks the API uses (internal/audience, internal/templates).
+func (h *Handler) audienceRoutes(m *http.ServeMux) {
+	m.Handle("GET /dashboard/contacts", h.signedIn(h.contacts))
+	m.Handle("POST /dashboard/contacts", h.signedIn(h.addContact))
+	m.Handle("GET /dashboard/contact-imports", h.signedIn(h.contactImports))
+	m.Handle("POST /dashboard/contact-imports", h.signedInUpload(h.uploadImport))
+	m.Handle("GET /dashboard/contact-imports/{id}", h.signedIn(h.contactImport))
+	m.Handle("GET /dashboard/contact-imports/{id}/progress", h.signedIn(h.contactImportJSON))
+	m.Handle("GET /dashboard/contacts/{id}", h.signedIn(h.contact))
+	m.Handle("POST /dashboard/contacts/{id}", h.signedIn(h.editContact))
+	m.Handle("POST /dashboard/contacts/{id}/unsubscribe", h.signedIn(h.unsubscribeContact))
+	m.Handle("GET /dashboard/contacts/{id}/delete", h.signedIn(h.deleteContactPage))
+	m.Handle("POST /dashboard/contacts/{id}/delete", h.signedIn(h.deleteContact))
+	m.Handle("GET /dashboard/segments", h.signedIn(h.segments))
+	m.Handle("POST /dashboard/segments", h.signedIn(h.addSegment))
+	m.Handle("GET /dashboard/segments/{id}", h.signedIn(h.segment))
+	m.Handle("GET /dashboard/segments/{id}/delete", h.signedIn(h.deleteSegmentPage))
+	m.Handle("POST /dashboard/segments/{id}/delete", h.signedIn(h.deleteSegment))
+	m.Handle("GET /dashboard/topics", h.signedIn(h.topics))
+	m.Handle("POST /dashboard/topics", h.signedIn(h.addTopic))
+	m.Handle("GET /dashboard/topics/{id}", h.signedIn(h.topic))
+	m.Handle("POST /dashboard/topics/{id}", h.signedIn(h.editTopic))
+	m.Handle("GET /dashboard/topics/{id}/delete", h.signedIn(h.deleteTopicPage))
+	m.Handle("POST /dashboard/topics/{id}/delete", h.signedIn(h.deleteTopic))
+	m.Handle("GET /dashboard/templates", h.signedIn(h.templates))
+	m.Handle("POST /dashboard/templates", h.signedIn(h.addTemplate))
+	m.Handle("GET /dashboard/templates/{id}", h.signedIn(h.emailTemplate))
+	m.Handle("POST /dashboard/templates/{id}", h.signedIn(h.saveTemplate))
+	m.Handle("POST /dashboard/templates/{id}/duplicate", h.signedIn(h.duplicateTemplate))
+	m.Handle("POST /dashboard/templates/{id}/render", h.signedIn(h.previewTemplateJSON))
+	m.Handle("GET /dashboard/templates/{id}/preview", h.signedIn(h.previewTemplateFrame))
+	m.Handle("POST /dashboard/templates/{id}/preview", h.signedIn(h.previewTemplateFrame))
+	m.Handle("GET /dashboard/templates/{id}/delete", h.signedIn(h.deleteTemplatePage))
+	m.Handle("POST /dashboard/templates/{id}/delete", h.signedIn(h.deleteTemplate))
+}

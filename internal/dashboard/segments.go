@@ -1,0 +1,109 @@
+package dashboard
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/audience"
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+type segmentsData struct {
+	Segments []store.Segment
+	Name     string // typed into the New segment form
+	Error    formError
+}
+
+func (h *Handler) segments(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	h.renderSegments(w, r, se, http.StatusOK, segmentsData{})
+}
+
+func (h *Handler) renderSegments(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d segmentsData) {
+	list, _, err := h.store.ListSegments(r.Context(), se.TeamID, store.Page{Limit: 100})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	d.Segments = list
+	h.render(w, status, "segments", view{Title: "Segments", Nav: "segments", Session: se, CSRF: se.CSRFToken, Data: d})
+}
+
+func (h *Handler) addSegment(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	typed := r.PostFormValue("name")
+	name, err := audience.SegmentName(&typed)
+	if err != nil {
+		h.renderSegments(w, r, se, http.StatusUnprocessableEntity, segmentsData{Name: typed, Error: formErrorOf(err)})
+		return
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	sg, err := h.store.CreateSegment(r.Context(), store.Segment{ID: id, TeamID: se.TeamID, Name: name})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/dashboard/segments/"+sg.ID.String(), http.StatusSeeOther)
+}
+
+type segmentData struct {
+	Segment  store.Segment
+	Contacts []store.Contact
+	Query    string
+	Pager    pager
+}
+
+func (h *Handler) loadSegment(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Segment, bool) {
+	return byPathID(h, w, r, func(id uuid.UUID) (store.Segment, error) {
+		return h.store.Segment(r.Context(), se.TeamID, id)
+	})
+}
+
+// segment shows a segment's contacts, searchable and paged like the
+// Contacts page.
+func (h *Handler) segment(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	sg, ok := h.loadSegment(w, r, se)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	d := segmentData{Segment: sg, Query: strings.TrimSpace(q.Get("q"))}
+	p := pageOf(q, 50)
+	list, more, err := h.store.ListContacts(r.Context(), se.TeamID, store.ContactFilter{Search: d.Query, SegmentID: &sg.ID}, p)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	d.Contacts = list
+	if len(list) > 0 {
+		keep := url.Values{}
+		if d.Query != "" {
+			keep.Set("q", d.Query)
+		}
+		d.Pager = pagerOf(keep, p, more, list[0].ID, list[len(list)-1].ID, len(list))
+	}
+	h.render(w, http.StatusOK, "segment", view{Title: sg.Name, Nav: "segments", Session: se, CSRF: se.CSRFToken, Data: d})
+}
+
+func (h *Handler) deleteSegmentPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	sg, ok := h.loadSegment(w, r, se)
+	if !ok {
+		return
+	}
+	h.render(w, http.StatusOK, "segment_delete", view{Title: "Delete " + sg.Name, Nav: "segments", Session: se,
+		CSRF: se.CSRFToken, Data: segmentData{Segment: sg}})
+}
+
+func (h *Handler) deleteSegment(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	if _, ok := byPathID(h, w, r, func(id uuid.UUID) (store.Segment, error) {
+		return h.store.DeleteSegment(r.Context(), se.TeamID, id)
+	}); !ok {
+		return
+	}
+	http.Redirect(w, r, "/dashboard/segments", http.StatusSeeOther)
+}
