@@ -2,7 +2,8 @@
 # Runs every test: go vet, unit and workflow tests, store and API tests on a
 # private PostgreSQL, and the end-to-end tests of ./cmd/posthaste (which
 # verify DKIM and SPF with Debian's python3-dkim and python3-spf and submit
-# over SMTP with Debian's swaks and Python's smtplib), which
+# over SMTP with Debian's swaks and Python's smtplib, and run a throwaway
+# Postfix as a recipient's MX that bounces to our return path), which
 # link the embedded Temporal server (internal/devstack) and run without
 # -race because a race build of that server is too slow. The browser test
 # drives Debian's Chromium and leaves screenshots in .artifacts/screenshots.
@@ -16,6 +17,7 @@ need_browser
 need_python_mail
 need_redis
 need_swaks
+need_postfix
 need_node_resend
 
 go vet ./...

@@ -22,6 +22,7 @@ import (
 	"github.com/posthaste/posthaste/internal/mime"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/records"
+	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
@@ -93,7 +94,18 @@ type Config struct {
 	// process without POSTHASTE_PUBLIC_URL or master key, which then fails
 	// such emails.
 	Unsubscribe *unsubscribe.Links
+	// VERPKey signs the return paths of emails sent from a domain
+	// (reports.SignedReturnPath), so that only a report about an email we
+	// sent reaches the inbound MX; derived from the master key
+	// (VERPKeyPurpose). Nil in a process without a master key, which then
+	// cannot prepare mail from a domain anyway. When it is nil and Keys is
+	// set, New derives it from Keys.
+	VERPKey []byte
 }
+
+// VERPKeyPurpose derives Config.VERPKey from the master key
+// (seal.Box.DeriveKey).
+const VERPKeyPurpose = "posthaste verp return path"
 
 // Activities holds the dependencies of every activity. Construct it with New.
 type Activities struct {
@@ -114,6 +126,9 @@ func New(cfg Config, st *store.Store, d Deliverer, metrics *telemetry.Metrics, l
 	now := cfg.Now
 	if now == nil {
 		now = time.Now
+	}
+	if cfg.VERPKey == nil && cfg.Keys != nil {
+		cfg.VERPKey = cfg.Keys.DeriveKey(VERPKeyPurpose)
 	}
 	return &Activities{cfg: cfg, store: st, mta: d, metrics: metrics,
 		logger: logger.With("component", "activities"), now: now}
@@ -226,7 +241,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 			return PrepareResult{}, a.classify(err)
 		}
 		region, tls = d.Region, d.TLS
-		rp = DomainReturnPath(e.ID, d)
+		rp = DomainReturnPath(a.cfg.VERPKey, e.ID, d)
 	}
 	if _, err := a.store.SaveMessage(ctx, id, messageID(e), msg); err != nil {
 		return PrepareResult{}, err
@@ -343,11 +358,19 @@ func (a *Activities) classify(err error) error {
 }
 
 // DomainReturnPath is the VERP envelope sender of an email sent from a
-// domain: bounces+<email id>@<return path>.<domain>, so that bounces reach
-// the operator's bounce host and SPF is checked on the return-path
-// subdomain, which aligns with the From domain under relaxed DMARC.
-func DomainReturnPath(emailID uuid.UUID, d store.Domain) string {
-	return "bounces+" + emailID.String() + "@" + d.ReturnPath + "." + d.Name
+// domain: bounces+<email id>-<signature>@<return path>.<domain>
+// (reports.SignedReturnPath under key), so that bounces reach the
+// operator's bounce host, SPF is checked on the return-path subdomain,
+// which aligns with the From domain under relaxed DMARC, and only the
+// holder of key can make a return path the inbound MX routes. Without a
+// key it is the unsigned bounces+<email id>@<host>, which the inbound MX
+// routes only for emails from before signing.
+func DomainReturnPath(key []byte, emailID uuid.UUID, d store.Domain) string {
+	host := d.ReturnPath + "." + d.Name
+	if len(key) == 0 {
+		return reports.VERPPrefix + emailID.String() + "@" + host
+	}
+	return reports.SignedReturnPath(key, emailID, host)
 }
 
 // messageID is stable for an email so that a rebuilt message is identical:

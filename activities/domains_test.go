@@ -17,6 +17,7 @@ import (
 	"github.com/posthaste/posthaste/internal/dkim"
 	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/records"
+	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/storetest"
@@ -83,7 +84,11 @@ func TestPrepareSignsAndSkipsSuppressed(t *testing.T) {
 	res, err := run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.Equal(t, []activities.DeliveryGroup{{Domain: "dest.test", Region: "eu-west-1", TLS: "enforced",
-		ReturnPath: "bounces+" + e.ID.String() + "@bounce.shop.test", Recipients: []string{"a@dest.test"}}}, res.Groups)
+		ReturnPath: reports.SignedReturnPath(box.DeriveKey(activities.VERPKeyPurpose), e.ID, "bounce.shop.test"),
+		Recipients: []string{"a@dest.test"}}}, res.Groups)
+	v, ok := reports.ParseVERP(res.Groups[0].ReturnPath)
+	require.True(t, ok)
+	require.True(t, v.Verify(box.DeriveKey(activities.VERPKeyPurpose)), "the return path is signed")
 	require.Len(t, res.Sandbox, 1)
 	require.Equal(t, map[string]string{"a@dest.test": "sent", "Gone@dest.test": "suppressed",
 		"delivered@posthaste.test": "sent"}, recipientStatus(t, st, e))

@@ -66,6 +66,7 @@ func chaosEnv(dbURL, dnsAddr string, mxPort int) []string {
 	return append([]string{
 		"DATABASE_URL=" + dbURL,
 		"POSTHASTE_SMTP_LISTEN=off",
+		"POSTHASTE_INBOUND_LISTEN=off",
 		"POSTHASTE_DEFAULT_RATE_LIMIT=1000000",
 		"POSTHASTE_DELIVERY_RETRY_INITIAL=1s",
 		"POSTHASTE_DELIVERY_RETRY_MAX=5s",

@@ -117,6 +117,9 @@ func startDev(ctx context.Context, bin, root string, logf func(string, ...any), 
 			"POSTHASTE_SMTP_LISTEN=tls://" + smtp + ",starttls://127.0.0.1:" + strconv.Itoa(ports[3]),
 			// The bench measures the pipeline, not the per-team rate limit.
 			"POSTHASTE_DEFAULT_RATE_LIMIT=1000000",
+			// dev's inbound MX would take its fixed default port, which a
+			// second bench (or a dev) on this machine may hold.
+			"POSTHASTE_INBOUND_LISTEN=off",
 		},
 	}
 	spec.env = append(spec.env, extra...)

@@ -77,6 +77,14 @@ need_swaks() {
   apt_install swaks libnet-ssleay-perl
 }
 
+# Postfix: the inbound end-to-end test runs a throwaway instance as the
+# recipient's MX that bounces to our return path, and the bench compares
+# with one accepting into its durable queue. Neither starts the system's
+# Postfix.
+need_postfix() {
+  command -v postfix >/dev/null 2>&1 || [ -x /usr/sbin/postfix ] || apt_install postfix
+}
+
 # Node and Resend's official Node SDK (pinned in api/testdata/resend-node)
 # for the API's SDK compatibility test.
 need_node_resend() {

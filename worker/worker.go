@@ -110,6 +110,8 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterActivityWithOptions(acts.StartContactImport, activity.RegisterOptions{Name: activities.StartContactImportName})
 	r.RegisterActivityWithOptions(acts.ApplyImportChunk, activity.RegisterOptions{Name: activities.ApplyImportChunkName})
 	r.RegisterActivityWithOptions(acts.FinishContactImport, activity.RegisterOptions{Name: activities.FinishContactImportName})
+	r.RegisterWorkflowWithOptions(workflows.ProcessInbound, workflow.RegisterOptions{Name: workflows.ProcessInboundName})
+	r.RegisterActivityWithOptions(acts.ProcessInboundMessage, activity.RegisterOptions{Name: activities.ProcessInboundMessageName})
 }
 
 // RetentionCron is when the retention sweep runs: daily at 03:17 UTC.
@@ -258,7 +260,7 @@ func (w *Worker) Stop() {
 	wg.Wait()
 }
 
-// Starter starts SendEmail, SendBatch and ContactImport
+// Starter starts SendEmail, SendBatch, ContactImport and ProcessInbound
 // workflows and wakes DeliverWebhook workflows for outbox entries.
 type Starter struct {
 	client   client.Client
@@ -289,6 +291,8 @@ func WorkflowID(it store.OutboxItem) (string, error) {
 		return workflows.BatchWorkflowID(ref), nil
 	case store.OutboxContactImport:
 		return workflows.ContactImportWorkflowID(ref), nil
+	case store.OutboxInbound:
+		return workflows.InboundWorkflowID(ref), nil
 	}
 	return "", fmt.Errorf("%w: unknown outbox kind %q", outbox.ErrUnstartable, it.Kind)
 }
@@ -331,6 +335,8 @@ func (s *Starter) Start(ctx context.Context, it store.OutboxItem) error {
 		name, input = workflows.SendBatchName, workflows.SendBatchInput{BatchID: it.Ref.String(), Delivery: s.delivery}
 	case store.OutboxContactImport:
 		name, input = workflows.ContactImportName, workflows.ContactImportInput{ImportID: it.Ref, Steps: s.delivery.Steps}
+	case store.OutboxInbound:
+		name, input = workflows.ProcessInboundName, workflows.ProcessInboundInput{InboundID: it.Ref, Steps: s.delivery.Steps}
 	}
 	return s.startOnce(ctx, id, name, input)
 }

@@ -120,3 +120,10 @@ const ContactImportName = "ContactImport"
 // ContactImportWorkflowID is the ID of the ContactImport workflow of an
 // import.
 func ContactImportWorkflowID(importID string) string { return "contact-import/" + importID }
+
+// ProcessInboundName is the registered name of the ProcessInbound workflow.
+const ProcessInboundName = "ProcessInbound"
+
+// InboundWorkflowID is the ID of the ProcessInbound workflow of a message
+// the inbound MX accepted (an inbound_message id).
+func InboundWorkflowID(inboundID string) string { return "inbound/" + inboundID }

@@ -25,6 +25,7 @@ func TestReplay(t *testing.T) {
 			r.RegisterWorkflowWithOptions(SendBatch, workflow.RegisterOptions{Name: SendBatchName})
 			r.RegisterWorkflowWithOptions(DeliverWebhook, workflow.RegisterOptions{Name: DeliverWebhookName})
 			r.RegisterWorkflowWithOptions(ContactImport, workflow.RegisterOptions{Name: ContactImportName})
+			r.RegisterWorkflowWithOptions(ProcessInbound, workflow.RegisterOptions{Name: ProcessInboundName})
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
 		})
 	}

@@ -141,6 +141,15 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 
 	stops = append(stops, startDispatcher(in.dispatcher))
 
+	// The inbound MX: bounces and complaints to the return paths.
+	var mx *mxServer
+	if addr := inboundListen(cfg.Inbound, config.DevInboundListen); addr != "" {
+		if mx, err = startMX(cfg, st, keys, in.dispatcher.Notify, addr, dataDir, reg, logger); err != nil {
+			return err
+		}
+		stops = append(stops, func() { mx.stop(logger) })
+	}
+
 	creds, created, err := account.Bootstrap(ctx, st, filepath.Join(dataDir, "credentials.json"), cfg.Admin.Email)
 	if err != nil {
 		return fmt.Errorf("creating the first account: %w", err)
@@ -158,9 +167,14 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 			filepath.Join(dataDir, "credentials.json"), creds.APIKey, creds.Email, creds.Password)
 	}
 	smtpAddrs := describeSMTP(gw, listeners)
-	fmt.Fprintf(stdout, "Posthaste is ready: API http://%s  Dashboard http://%s/dashboard/  SMTP %s  Temporal %s  Temporal UI %s\n",
-		displayAddr(addr.String()), displayAddr(addr.String()), smtpAddrs, tmp.FrontendAddress(), ui)
-	logger.Info("ready", "http_addr", addr.String(), "smtp", smtpAddrs, "temporal", tmp.FrontendAddress(), "temporal_ui", ui)
+	mxAddr := "off"
+	if mx != nil {
+		mxAddr = displayAddr(mx.addr.String())
+	}
+	fmt.Fprintf(stdout, "Posthaste is ready: API http://%s  Dashboard http://%s/dashboard/  SMTP %s  Inbound MX %s  Temporal %s  Temporal UI %s\n",
+		displayAddr(addr.String()), displayAddr(addr.String()), smtpAddrs, mxAddr, tmp.FrontendAddress(), ui)
+	logger.Info("ready", "http_addr", addr.String(), "smtp", smtpAddrs, "inbound", mxAddr,
+		"temporal", tmp.FrontendAddress(), "temporal_ui", ui)
 
 	select {
 	case <-ctx.Done():

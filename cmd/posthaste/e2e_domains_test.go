@@ -22,6 +22,7 @@ import (
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/smtptest"
 	"github.com/posthaste/posthaste/internal/store"
@@ -155,7 +156,11 @@ func TestDomains(t *testing.T) {
 	msgs := mx.Messages()
 	require.Len(t, msgs, 2)
 	for _, m := range msgs {
-		require.Equal(t, "bounces+"+id+"@send.example.test", m.From)
+		v, ok := reports.ParseVERP(m.From)
+		require.True(t, ok, m.From)
+		require.Equal(t, reports.SignedReturnPath(devVERPKey(t, dataDir), v.EmailID, "send.example.test"), m.From,
+			"the return path is signed")
+		require.Equal(t, id, v.EmailID.String())
 		require.True(t, m.TLS)
 		requireAuthenticated(t, dns, m, "example.test")
 	}

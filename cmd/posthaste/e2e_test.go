@@ -605,6 +605,7 @@ func TestSplitTopology(t *testing.T) {
 	require.Contains(t, string(body), `posthaste_email_events_total{type="delivered"} 1`)
 
 	checkSMTPProcess(t, base, c)
+	checkMXProcess(t, base, team.TeamID)
 }
 
 func processEnv(env map[string]string, args string) []string {

@@ -1,6 +1,6 @@
 // Command posthaste runs Posthaste, self-hosted email delivery for
 // developers. Subcommands: dev (everything in one process on embedded
-// defaults), api, smtp, worker, temporal, migrate and admin.
+// defaults), api, smtp, mx, worker, temporal, migrate and admin.
 package main
 
 import (
@@ -23,6 +23,7 @@ commands:
             a private PostgreSQL (unless DATABASE_URL is set), API, worker
   api       run the HTTP API and the outbox dispatcher
   smtp      run the SMTP submission gateway and the outbox dispatcher
+  mx        run the inbound MX (bounces and complaints) and the outbox dispatcher
   worker    run Temporal workers (--regions chooses delivery queues)
   temporal  run only the embedded Temporal server and its UI
   migrate   apply database migrations
@@ -65,6 +66,8 @@ func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 		err = runAPI(ctx, cfg, logger)
 	case "smtp":
 		err = runSMTP(ctx, cfg, logger)
+	case "mx":
+		err = runMX(ctx, cfg, logger)
 	case "worker":
 		err = runWorker(ctx, cfg, logger, rest)
 	case "temporal":

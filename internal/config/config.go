@@ -55,6 +55,7 @@ type Config struct {
 	OAuth     OAuth
 	Webhooks  Webhooks
 	SMTP      SMTP
+	Inbound   Inbound
 	Steps     Steps
 	Dispatch  Dispatch
 
@@ -82,6 +83,29 @@ type SMTP struct {
 	KeyFile       string // POSTHASTE_TLS_KEY_FILE
 	MaxConnsPerIP int    // POSTHASTE_SMTP_MAX_CONNS_PER_IP
 }
+
+// Inbound configures the inbound MX (`mx` and `dev`): bounces and
+// complaints to the return paths of sent mail.
+type Inbound struct {
+	// Listen is POSTHASTE_INBOUND_LISTEN, one host:port: "" when unset
+	// (each command has its default: DefaultInboundListen or
+	// DevInboundListen); "off" disables the MX of `dev`.
+	Listen string
+	// Hostname is POSTHASTE_INBOUND_HOSTNAME (POSTHASTE_HOSTNAME when
+	// unset): the name in the greeting and the Received header.
+	Hostname        string
+	MaxMessageBytes int64 // POSTHASTE_INBOUND_MAX_MESSAGE_BYTES
+	MaxRecipients   int   // POSTHASTE_INBOUND_MAX_RECIPIENTS
+	MaxConns        int   // POSTHASTE_INBOUND_MAX_CONNS
+	MaxConnsPerIP   int   // POSTHASTE_INBOUND_MAX_CONNS_PER_IP
+}
+
+// Default inbound MX listeners: port 25 in production, a loopback port in
+// development.
+const (
+	DefaultInboundListen = ":25"
+	DevInboundListen     = "127.0.0.1:2525"
+)
 
 // SMTPListener is one SMTP listening address.
 type SMTPListener struct {
@@ -377,6 +401,17 @@ func Load(getenv Getenv) (Config, error) {
 		}
 		c.SMTP.Listen = ls
 	}
+	c.Inbound = Inbound{Listen: r.str("POSTHASTE_INBOUND_LISTEN", ""),
+		Hostname:        r.str("POSTHASTE_INBOUND_HOSTNAME", c.Delivery.Hostname),
+		MaxMessageBytes: int64(r.positive("POSTHASTE_INBOUND_MAX_MESSAGE_BYTES", 46137344)),
+		MaxRecipients:   r.positive("POSTHASTE_INBOUND_MAX_RECIPIENTS", 100),
+		MaxConns:        r.positive("POSTHASTE_INBOUND_MAX_CONNS", 200),
+		MaxConnsPerIP:   r.positive("POSTHASTE_INBOUND_MAX_CONNS_PER_IP", 10)}
+	if v := c.Inbound.Listen; v != "" && v != "off" {
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			r.fail("POSTHASTE_INBOUND_LISTEN", v, "must be host:port (like :25) or off")
+		}
+	}
 	if (c.SMTP.CertFile == "") != (c.SMTP.KeyFile == "") {
 		r.fail("POSTHASTE_TLS_CERT_FILE", c.SMTP.CertFile, "and POSTHASTE_TLS_KEY_FILE must be set together")
 	}
@@ -451,6 +486,10 @@ func (c Config) LogAttrs() []any {
 		slog.Duration("reconcile_queued_after", c.Dispatch.ReconcileQueuedAfter),
 		slog.Duration("reconcile_margin", c.Dispatch.ReconcileMargin),
 		slog.Int("reconcile_max_restarts", c.Dispatch.ReconcileMaxRestarts),
+		slog.String("inbound_listen", c.Inbound.Listen), slog.String("inbound_hostname", c.Inbound.Hostname),
+		slog.Int64("inbound_max_message_bytes", c.Inbound.MaxMessageBytes),
+		slog.Int("inbound_max_recipients", c.Inbound.MaxRecipients), slog.Int("inbound_max_conns", c.Inbound.MaxConns),
+		slog.Int("inbound_max_conns_per_ip", c.Inbound.MaxConnsPerIP),
 	}
 }
 

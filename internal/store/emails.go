@@ -94,6 +94,11 @@ type Event struct {
 	Recipient string         // "" for events of the whole email
 	Detail    map[string]any // optional, e.g. the SMTP reply of a bounce
 	CreatedAt time.Time
+	// Async marks an outcome reported after the fact, by a delivery
+	// status notification to the return path: a `bounced` so marked may
+	// follow `delivered` (the receiving server accepted the message, then
+	// failed to deliver it).
+	Async bool
 }
 
 // InsertEmail durably accepts one email (see Accept) and returns the
@@ -468,13 +473,17 @@ func (s *Store) Message(ctx context.Context, id uuid.UUID) ([]byte, error) {
 // recordEventSQL appends one event and, only when it was appended, moves
 // the state of the recipient it names (or of every recipient) and the
 // email's last_event. Outcome events (guarded) are dropped for a recipient
-// that already reached a final state, and an event that happens once per
-// recipient is never appended twice: a retried step is harmless.
+// that already reached a final state, except one: an asynchronous
+// `bounced` (Event.Async: a delivery status notification from a server
+// that accepted the message first) after `delivered`. An event that
+// happens once per recipient is never appended twice: a retried step is
+// harmless.
 var recordEventSQL = `
 WITH ok AS (
 	SELECT 1 WHERE NOT @guarded::boolean OR @rcpt::text IS NULL OR EXISTS (
 		SELECT 1 FROM email WHERE id = @id
-		AND rcpt_status[array_position(rcpt_addrs, @rcpt::text)] <> ALL (` + finalStatesArray + `))
+		AND (rcpt_status[array_position(rcpt_addrs, @rcpt::text)] <> ALL (` + finalStatesArray + `)
+			OR (@late::boolean AND rcpt_status[array_position(rcpt_addrs, @rcpt::text)] = '` + EventDelivered + `')))
 ), ins AS (
 	INSERT INTO email_event (email_id, type, recipient, detail, created_at)
 	SELECT @id, @type, @rcpt, @detail, @at FROM ok
@@ -517,7 +526,8 @@ func (s *Store) RecordEvents(ctx context.Context, emailID uuid.UUID, events []Ev
 			at = time.Now()
 		}
 		args := pgx.NamedArgs{"id": emailID, "type": ev.Type, "rcpt": rcpt,
-			"detail": ev.Detail, "at": at, "guarded": guarded(ev.Type), "state": recipientState(ev.Type)}
+			"detail": ev.Detail, "at": at, "guarded": guarded(ev.Type), "state": recipientState(ev.Type),
+			"late": ev.Async && ev.Type == EventBounced}
 		webhookArgs(args, ev, at)
 		b.Queue(recordEventSQL, args)
 	}

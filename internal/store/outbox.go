@@ -24,6 +24,9 @@ const (
 	// OutboxContactImport starts the ContactImport workflow of an import;
 	// Ref is the import id.
 	OutboxContactImport = "contact_import"
+	// OutboxInbound starts the ProcessInbound workflow of a message the
+	// inbound MX accepted; Ref is the inbound_message id.
+	OutboxInbound = "inbound"
 )
 
 // OutboxItem is accepted work whose workflow has not been started yet.

@@ -78,6 +78,9 @@ var expiringTables = []struct{ table, expired string }{
 	// The record of system emails only counts the last hour (see
 	// ReserveSystemMail); a day is plenty.
 	{"system_mail", "created_at < @now::timestamptz - interval '1 day'"},
+	// Inbound messages (bounces, complaints) are kept 30 days like sent
+	// mail, processed or not.
+	{"inbound_message", "created_at < @now::timestamptz - interval '30 days'"},
 }
 
 // PurgeExpired deletes up to limit expired rows from each table of

@@ -1,0 +1,243 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/reports"
+	"github.com/posthaste/posthaste/internal/sandbox"
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// ProcessInboundMessageName is the registered name of ProcessInboundMessage.
+const ProcessInboundMessageName = "ProcessInboundMessage"
+
+// ProcessInboundInput names a message the inbound MX accepted (an
+// inbound_message row).
+type ProcessInboundInput struct {
+	InboundID uuid.UUID
+}
+
+// ProcessInboundResult says what a message was and what it changed.
+type ProcessInboundResult struct {
+	// Kind is the reports.Kind of the message ("" when the row is gone).
+	Kind string
+	// EmailID is the email the report was matched to; uuid.Nil when none.
+	EmailID uuid.UUID
+	// Events counts the events recorded (bounced, delivery_delayed,
+	// complained; one already recorded, by an earlier copy of the report,
+	// counts but changes nothing), Suppressed the addresses put on the
+	// suppression list (likewise).
+	Events, Suppressed int
+}
+
+// ProcessInboundMessage reads a message the inbound MX accepted and acts
+// on it, then marks it processed:
+//
+//   - a delivery status notification (RFC 3464) or non-standard bounce:
+//     each failed recipient that belongs to the email it is about becomes
+//     `bounced` with Resend's bounce object, even after `delivered`, and
+//     a permanent recipient failure suppresses the address; a delayed
+//     recipient gets one `delivery_delayed` (while it is not final);
+//   - a complaint (RFC 5965 ARF, Microsoft JMRP): each complaining
+//     recipient of the email becomes `complained` and is suppressed with
+//     reason `complaint`;
+//   - anything else (auto-replies, RFC 3834; human replies; reports about
+//     emails we do not know): nothing is recorded.
+//
+// The email is the one the route of the return path names, else the one
+// the report's VERP address names (its signature verified), else the one
+// with the report's original Message-ID, always within the message's
+// team. An address the report names that is not a recipient of that
+// email is ignored. Everything is idempotent (events happen once per
+// recipient, suppressions once per address), so a retry repeats nothing;
+// a message already processed, or gone, is left alone.
+func (a *Activities) ProcessInboundMessage(ctx context.Context, in ProcessInboundInput) (ProcessInboundResult, error) {
+	m, err := a.store.InboundByID(ctx, in.InboundID)
+	if errors.Is(err, store.ErrNotFound) {
+		return ProcessInboundResult{}, nil // purged: nothing to do
+	}
+	if err != nil {
+		return ProcessInboundResult{}, err
+	}
+	if m.Status == store.InboundProcessed {
+		return ProcessInboundResult{Kind: m.Result}, nil
+	}
+	rep, err := reports.Parse(bytes.NewReader(m.Raw), reports.Limits{})
+	if err != nil && !errors.Is(err, reports.ErrNotMessage) {
+		return ProcessInboundResult{}, fmt.Errorf("parsing inbound message %s: %w", m.ID, err)
+	}
+	res := ProcessInboundResult{Kind: string(rep.Kind)}
+	logger := a.logger.With("team_id", m.TeamID, "inbound_id", m.ID, "kind", rep.Kind)
+	switch {
+	case (rep.Kind == reports.KindDSN || rep.Kind == reports.KindBounce) && rep.DSN != nil:
+		e, ok, err := a.reportEmail(ctx, m, &rep, append([]string{rep.Original.MessageID}, rep.DSN.OriginalMessageID))
+		if err != nil {
+			return ProcessInboundResult{}, err
+		}
+		if ok {
+			res.EmailID = e.ID
+			if res.Events, res.Suppressed, err = a.recordBounces(ctx, e, rep.DSN); err != nil {
+				return ProcessInboundResult{}, err
+			}
+		}
+	case rep.Kind == reports.KindFeedback && rep.Feedback != nil && rep.Feedback.Complaint():
+		e, ok, err := a.reportEmail(ctx, m, &rep, []string{rep.Original.MessageID})
+		if err != nil {
+			return ProcessInboundResult{}, err
+		}
+		if ok {
+			res.EmailID = e.ID
+			if res.Events, res.Suppressed, err = a.recordComplaints(ctx, e, rep.Feedback); err != nil {
+				return ProcessInboundResult{}, err
+			}
+		}
+	}
+	if err := a.store.MarkInboundProcessed(ctx, m.TeamID, m.ID, res.Kind); err != nil {
+		return ProcessInboundResult{}, err
+	}
+	logger.Info("inbound message processed", "email_id", res.EmailID, "events", res.Events,
+		"suppressed", res.Suppressed)
+	return res, nil
+}
+
+// reportEmail finds the email a report is about, within the message's
+// team; ok is false when there is none.
+func (a *Activities) reportEmail(ctx context.Context, m store.InboundMessage, rep *reports.Report,
+	messageIDs []string) (store.Email, bool, error) {
+	try := func(e store.Email, err error) (store.Email, bool, error) {
+		if errors.Is(err, store.ErrNotFound) {
+			return store.Email{}, false, nil
+		}
+		return e, err == nil, err
+	}
+	for _, r := range m.Recipients {
+		if r.EmailID == nil {
+			continue
+		}
+		if e, ok, err := try(a.store.GetEmail(ctx, m.TeamID, *r.EmailID)); ok || err != nil {
+			return e, ok, err
+		}
+	}
+	if v, found := rep.VERP(); found {
+		var keys [][]byte
+		if len(a.cfg.VERPKey) > 0 {
+			keys = [][]byte{a.cfg.VERPKey}
+		}
+		if e, ok, err := try(a.store.EmailByVERP(ctx, m.TeamID, v, keys)); ok || err != nil {
+			return e, ok, err
+		}
+	}
+	for _, mid := range messageIDs {
+		if mid == "" {
+			continue
+		}
+		if e, ok, err := try(a.store.EmailByMessageID(ctx, m.TeamID, mid)); ok || err != nil {
+			return e, ok, err
+		}
+	}
+	return store.Email{}, false, nil
+}
+
+// emailRecipient returns the recipient of e whose address is addr (compared
+// case-insensitively), as e stores it.
+func emailRecipient(e store.Email, addr string) (string, bool) {
+	addr = strings.TrimSpace(addr)
+	if addr == "" {
+		return "", false
+	}
+	for _, r := range e.Recipients {
+		if strings.EqualFold(r.Address, addr) {
+			return r.Address, true
+		}
+	}
+	return "", false
+}
+
+// recordBounces records the final failures and delays of a DSN's
+// recipients that belong to e, and suppresses the permanent ones.
+func (a *Activities) recordBounces(ctx context.Context, e store.Email, dsn *reports.DSN) (events, suppressed int, err error) {
+	now := a.now()
+	var (
+		evs      []store.Event
+		suppress []string
+	)
+	for _, r := range dsn.Recipients {
+		addr, ok := emailRecipient(e, r.Address())
+		if !ok {
+			continue // not a recipient of this email: a confused or forged report
+		}
+		switch {
+		case r.Failed():
+			b, ok := r.Bounce()
+			if !ok {
+				continue
+			}
+			evs = append(evs, store.Event{Type: store.EventBounced, Recipient: addr, CreatedAt: now, Async: true,
+				Detail: BounceDetail(b.Type, b.SubType, b.Message, b.DiagnosticCode)})
+			if b.Suppress {
+				suppress = append(suppress, addr)
+			}
+		case r.Action == reports.ActionDelayed:
+			msg := r.DiagnosticCode
+			if msg == "" {
+				msg = r.Status
+			}
+			evs = append(evs, store.Event{Type: store.EventDeliveryDelayed, Recipient: addr, CreatedAt: now,
+				Detail: map[string]any{"message": msg}})
+		}
+	}
+	if err := a.record(ctx, e.ID, evs); err != nil {
+		return 0, 0, err
+	}
+	if err := a.suppress(ctx, e, suppress); err != nil {
+		return 0, 0, err
+	}
+	return len(evs), len(suppress), nil
+}
+
+// recordComplaints marks the complaining recipients of e `complained` and
+// suppresses them with reason complaint. A report that names no recipient
+// of e (Yahoo redacts them) counts against the email's only recipient; an
+// email with several is left alone rather than suppress the innocent.
+func (a *Activities) recordComplaints(ctx context.Context, e store.Email, f *reports.Feedback) (events, suppressed int, err error) {
+	var addrs []string
+	for _, r := range f.Recipients() {
+		if addr, ok := emailRecipient(e, r); ok && !slices.Contains(addrs, addr) {
+			addrs = append(addrs, addr)
+		}
+	}
+	if len(f.Recipients()) == 0 && len(e.Recipients) == 1 {
+		addrs = []string{e.Recipients[0].Address}
+	}
+	now := a.now()
+	evs := make([]store.Event, 0, len(addrs))
+	for _, addr := range addrs {
+		evs = append(evs, store.Event{Type: store.EventComplained, Recipient: addr, CreatedAt: now})
+	}
+	if err := a.record(ctx, e.ID, evs); err != nil {
+		return 0, 0, err
+	}
+	for _, addr := range addrs {
+		if _, ok := sandbox.Outcome(addr); ok {
+			continue
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return 0, 0, err
+		}
+		emailID := e.ID
+		if _, _, err := a.store.AddSuppression(ctx, store.Suppression{ID: id, TeamID: e.TeamID, Email: addr,
+			Reason: store.SuppressionComplaint, EmailID: &emailID}); err != nil {
+			return 0, 0, fmt.Errorf("suppressing a complaining address of %s: %w", e.ID, err)
+		}
+		suppressed++
+	}
+	return len(evs), suppressed, nil
+}

@@ -1,0 +1,307 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/reports"
+)
+
+// Inbound message statuses.
+const (
+	InboundAccepted  = "accepted"
+	InboundProcessed = "processed"
+)
+
+// Inbound routes and commits the mail the inbound MX receives: it is the
+// listener's inbound.Router and inbound.Acceptor. Construct it with
+// NewInbound.
+type Inbound struct {
+	store *Store
+	keys  [][]byte
+	// committed is called after each commit (to wake the outbox
+	// dispatcher); may be nil.
+	committed func()
+}
+
+var (
+	_ inbound.Router   = (*Inbound)(nil)
+	_ inbound.Acceptor = (*Inbound)(nil)
+)
+
+// NewInbound returns the Router and Acceptor of the inbound MX. verpKey
+// verifies the signatures of return paths (reports.SignedReturnPath); it
+// may be nil in a process without a master key, which then routes only
+// the unsigned return paths of emails from before signing (see
+// RouteReturnPath). committed, which may be nil, is called after every
+// message committed.
+func NewInbound(s *Store, verpKey []byte, committed func()) *Inbound {
+	in := &Inbound{store: s, committed: committed}
+	if len(verpKey) > 0 {
+		in.keys = [][]byte{verpKey}
+	}
+	return in
+}
+
+// Route says whose a recipient is. Only the return paths of our emails
+// are routed today (RouteReturnPath); every other address is
+// inbound.ErrNotOurs.
+func (in *Inbound) Route(ctx context.Context, rcpt string) (inbound.Route, error) {
+	if v, ok := reports.ParseVERP(rcpt); ok {
+		return in.store.RouteReturnPath(ctx, v, in.keys)
+	}
+	// Receiving domains (issue 16 point 4) route here once they exist: an
+	// address at a domain with receiving enabled becomes an
+	// inbound.RouteReceiving route of that domain's team.
+	return inbound.Route{}, inbound.ErrNotOurs
+}
+
+// RouteReturnPath routes the VERP return path v of an email: the email
+// must exist, v's host must be its domain's return-path host
+// (<return_path>.<domain name>), and v must carry a signature valid under
+// one of keys. An unsigned return path is routed only for an email
+// created before return paths were signed (return_path_signing, set by
+// migration 00021): those emails went out unsigned, and any later one
+// went out signed, so an unsigned address for it is forged. Anything else
+// is inbound.ErrNotOurs; a database failure is another error.
+func (s *Store) RouteReturnPath(ctx context.Context, v reports.VERP, keys [][]byte) (inbound.Route, error) {
+	var (
+		r      inbound.Route
+		name   string
+		label  string
+		legacy bool
+	)
+	err := s.pool.QueryRow(ctx, `SELECT e.team_id, d.id, d.name, d.return_path,
+			e.created_at < coalesce((SELECT signed_since FROM return_path_signing), '-infinity')
+		FROM email e JOIN domain d ON d.id = e.domain_id AND d.team_id = e.team_id
+		WHERE e.id = @id`, pgx.NamedArgs{"id": v.EmailID}).Scan(&r.TeamID, &r.DomainID, &name, &label, &legacy)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return inbound.Route{}, inbound.ErrNotOurs
+	}
+	if err != nil {
+		return inbound.Route{}, fmt.Errorf("routing return path of %s: %w", v.EmailID, mapErr(err))
+	}
+	if !strings.EqualFold(v.Host, label+"."+name) {
+		return inbound.Route{}, inbound.ErrNotOurs
+	}
+	ok := false
+	if v.Signature == "" {
+		ok = legacy
+	} else {
+		for _, k := range keys {
+			ok = ok || v.Verify(k)
+		}
+	}
+	if !ok {
+		return inbound.Route{}, inbound.ErrNotOurs
+	}
+	r.Kind, r.EmailID = inbound.RouteReturnPath, v.EmailID
+	return r, nil
+}
+
+// InboundRecipient is a recipient of an inbound message with its route.
+type InboundRecipient struct {
+	Address  string            `json:"address"`
+	Kind     inbound.RouteKind `json:"kind"`
+	DomainID uuid.UUID         `json:"domain_id"`
+	EmailID  *uuid.UUID        `json:"email_id,omitempty"`
+}
+
+// InboundMessage is a message the inbound MX accepted, as one team sees
+// it: only its recipients of that team.
+type InboundMessage struct {
+	ID         uuid.UUID
+	TeamID     uuid.UUID
+	MessageID  uuid.UUID // the listener's id of the whole message
+	Kinds      []string
+	MailFrom   string
+	Recipients []InboundRecipient
+	ClientIP   *netip.Addr
+	Helo       string
+	TLS        bool
+	Auth       inbound.Results
+	AuthHeader string
+	Raw        []byte
+	ReceivedAt time.Time
+	Status     string
+	Result     string
+	CreatedAt  time.Time
+}
+
+// Accept commits a received message: one inbound_message row per team its
+// recipients belong to, each with an outbox entry that starts its
+// workflow, in one transaction. nil means all of it is committed.
+func (in *Inbound) Accept(ctx context.Context, m inbound.Message) error {
+	var teams []uuid.UUID
+	byTeam := map[uuid.UUID][]InboundRecipient{}
+	for _, r := range m.Recipients {
+		t := r.Route.TeamID
+		if _, ok := byTeam[t]; !ok {
+			teams = append(teams, t)
+		}
+		ir := InboundRecipient{Address: r.Address, Kind: r.Route.Kind, DomainID: r.Route.DomainID}
+		if r.Route.EmailID != uuid.Nil {
+			id := r.Route.EmailID
+			ir.EmailID = &id
+		}
+		byTeam[t] = append(byTeam[t], ir)
+	}
+	if len(teams) == 0 {
+		return errors.New("accepting inbound message: no recipients")
+	}
+	auth, err := json.Marshal(m.Auth)
+	if err != nil {
+		return fmt.Errorf("encoding authentication results: %w", err)
+	}
+	var ip *netip.Addr
+	if m.ClientIP.IsValid() {
+		a := m.ClientIP.Unmap()
+		ip = &a
+	}
+	b := &pgx.Batch{}
+	for _, t := range teams {
+		rcpts := byTeam[t]
+		var kinds []string
+		for _, r := range rcpts {
+			if !slices.Contains(kinds, string(r.Kind)) {
+				kinds = append(kinds, string(r.Kind))
+			}
+		}
+		rj, err := json.Marshal(rcpts)
+		if err != nil {
+			return fmt.Errorf("encoding recipients: %w", err)
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return err
+		}
+		b.Queue(`INSERT INTO inbound_message (id, team_id, message_id, kinds, mail_from, recipients, client_ip,
+				helo, tls, auth, auth_header, raw, size, received_at)
+			VALUES (@id, @team, @mid, @kinds, @from, @rcpts, @ip, @helo, @tls, @auth, @auth_header, @raw, @size, @at)`,
+			pgx.NamedArgs{"id": id, "team": t, "mid": m.ID, "kinds": kinds, "from": m.MailFrom, "rcpts": string(rj),
+				"ip": ip, "helo": m.Helo, "tls": m.TLS, "auth": string(auth), "auth_header": m.AuthHeader,
+				"raw": m.Data, "size": len(m.Data), "at": m.ReceivedAt})
+		b.Queue(`INSERT INTO outbox (kind, team_id, ref) VALUES (@kind, @team, @id)`,
+			pgx.NamedArgs{"kind": OutboxInbound, "team": t, "id": id})
+	}
+	tx, err := in.store.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("beginning inbound accept: %w", mapErr(err))
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("inserting inbound message %s: %w", m.ID, mapErr(err))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("committing inbound message %s: %w", m.ID, mapErr(err))
+	}
+	if in.committed != nil {
+		in.committed()
+	}
+	return nil
+}
+
+const inboundColumns = `id, team_id, message_id, kinds, mail_from, recipients, client_ip, helo, tls, auth,
+	auth_header, raw, received_at, status, coalesce(result, ''), created_at`
+
+func scanInbound(row pgx.Row) (InboundMessage, error) {
+	var (
+		m     InboundMessage
+		rcpts []byte
+		auth  []byte
+	)
+	err := row.Scan(&m.ID, &m.TeamID, &m.MessageID, &m.Kinds, &m.MailFrom, &rcpts, &m.ClientIP, &m.Helo, &m.TLS,
+		&auth, &m.AuthHeader, &m.Raw, &m.ReceivedAt, &m.Status, &m.Result, &m.CreatedAt)
+	if err != nil {
+		return InboundMessage{}, mapErr(err)
+	}
+	if err := json.Unmarshal(rcpts, &m.Recipients); err != nil {
+		return InboundMessage{}, fmt.Errorf("decoding recipients of %s: %w", m.ID, err)
+	}
+	if err := json.Unmarshal(auth, &m.Auth); err != nil {
+		return InboundMessage{}, fmt.Errorf("decoding authentication results of %s: %w", m.ID, err)
+	}
+	return m, nil
+}
+
+// InboundByID loads an inbound message by id. It is not team-scoped:
+// workflows address it by id only, and everything they do with it is
+// scoped to its TeamID. ErrNotFound when it does not exist (any more).
+func (s *Store) InboundByID(ctx context.Context, id uuid.UUID) (InboundMessage, error) {
+	m, err := scanInbound(s.pool.QueryRow(ctx, `SELECT `+inboundColumns+` FROM inbound_message WHERE id = @id`,
+		pgx.NamedArgs{"id": id}))
+	if err != nil {
+		return InboundMessage{}, fmt.Errorf("loading inbound message %s: %w", id, err)
+	}
+	return m, nil
+}
+
+// InboundMessages lists a team's inbound messages, newest first, at most
+// limit of them.
+func (s *Store) InboundMessages(ctx context.Context, teamID uuid.UUID, limit int) ([]InboundMessage, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+inboundColumns+` FROM inbound_message WHERE team_id = @team
+		ORDER BY id DESC LIMIT @limit`, pgx.NamedArgs{"team": teamID, "limit": limit})
+	if err != nil {
+		return nil, fmt.Errorf("listing inbound messages: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []InboundMessage
+	for rows.Next() {
+		m, err := scanInbound(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, mapErr(rows.Err())
+}
+
+// MarkInboundProcessed marks a team's inbound message processed with what
+// processing found; marking it again changes nothing.
+func (s *Store) MarkInboundProcessed(ctx context.Context, teamID, id uuid.UUID, result string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE inbound_message SET status = @processed, result = @result, processed_at = now()
+		WHERE id = @id AND team_id = @team AND status <> @processed`,
+		pgx.NamedArgs{"id": id, "team": teamID, "processed": InboundProcessed, "result": result})
+	if err != nil {
+		return fmt.Errorf("marking inbound message %s processed: %w", id, mapErr(err))
+	}
+	return nil
+}
+
+// EmailByVERP finds the team's email a VERP return path names, under the
+// rules of RouteReturnPath (host, signature, or unsigned only for emails
+// from before signing); ErrNotFound otherwise, also for other teams'
+// emails.
+func (s *Store) EmailByVERP(ctx context.Context, teamID uuid.UUID, v reports.VERP, keys [][]byte) (Email, error) {
+	r, err := s.RouteReturnPath(ctx, v, keys)
+	if errors.Is(err, inbound.ErrNotOurs) || (err == nil && r.TeamID != teamID) {
+		return Email{}, ErrNotFound
+	}
+	if err != nil {
+		return Email{}, err
+	}
+	return s.GetEmail(ctx, teamID, v.EmailID)
+}
+
+// EmailByMessageID finds the team's email whose Message-ID is mid (with
+// or without angle brackets); ErrNotFound when there is none, also for
+// other teams' emails.
+func (s *Store) EmailByMessageID(ctx context.Context, teamID uuid.UUID, mid string) (Email, error) {
+	mid = strings.Trim(strings.TrimSpace(mid), "<>")
+	if mid == "" {
+		return Email{}, ErrNotFound
+	}
+	return scanEmail(s.pool.QueryRow(ctx, `SELECT `+emailColumns+` FROM email
+		WHERE team_id = @team AND message_id IN (@mid, '<' || @mid || '>') ORDER BY id LIMIT 1`,
+		pgx.NamedArgs{"team": teamID, "mid": mid}))
+}

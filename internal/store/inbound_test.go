@@ -1,0 +1,215 @@
+package store_test
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/reports"
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+var verpKey = []byte("0123456789abcdef0123456789abcdef")
+
+// domainEmail inserts an email of team sent from a new domain name.
+func domainEmail(t *testing.T, st *store.Store, team uuid.UUID, name string, created time.Time,
+	rcpts ...string) (store.Email, store.Domain) {
+	t.Helper()
+	d := newDomain(team, name)
+	require.NoError(t, st.CreateDomain(context.Background(), d))
+	e := newEmail(team, rcpts...)
+	e.DomainID, e.FromDomain, e.CreatedAt = &d.ID, name, created
+	_, err := st.InsertEmail(context.Background(), e)
+	require.NoError(t, err)
+	return e, d
+}
+
+func TestInboundRouteReturnPath(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	team := newTeam(t, st)
+	in := store.NewInbound(st, verpKey, nil)
+	e, _ := domainEmail(t, st, team, "shop.test", time.Now(), "a@dest.test")
+	old, _ := domainEmail(t, st, team, "old.test", time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), "a@dest.test")
+
+	signed := reports.SignedReturnPath(verpKey, e.ID, "send.shop.test")
+	r, err := in.Route(ctx, signed)
+	require.NoError(t, err)
+	require.Equal(t, inbound.Route{Kind: inbound.RouteReturnPath, TeamID: team, DomainID: *e.DomainID, EmailID: e.ID}, r)
+
+	oldUnsigned := "bounces+" + old.ID.String() + "@send.old.test"
+	r, err = in.Route(ctx, oldUnsigned)
+	require.NoError(t, err, "an email from before signing went out unsigned: its return path still routes")
+	require.Equal(t, old.ID, r.EmailID)
+
+	for name, rcpt := range map[string]string{
+		"unsigned for a new email":  "bounces+" + e.ID.String() + "@send.shop.test",
+		"signature of another key":  reports.SignedReturnPath([]byte("another key, 32 bytes long......"), e.ID, "send.shop.test"),
+		"signature of another id":   "bounces+" + e.ID.String() + "-" + reports.Sign(verpKey, old.ID) + "@send.shop.test",
+		"another domain's host":     reports.SignedReturnPath(verpKey, e.ID, "send.old.test"),
+		"the domain, not its label": reports.SignedReturnPath(verpKey, e.ID, "shop.test"),
+		"unknown email":             reports.SignedReturnPath(verpKey, uuid.Must(uuid.NewV7()), "send.shop.test"),
+		"not a return path":         "postmaster@send.shop.test",
+		"a foreign domain":          "user@elsewhere.test",
+	} {
+		_, err := in.Route(ctx, rcpt)
+		require.ErrorIs(t, err, inbound.ErrNotOurs, name)
+	}
+
+	// Without a key only the unsigned addresses of old emails route.
+	nokey := store.NewInbound(st, nil, nil)
+	_, err = nokey.Route(ctx, signed)
+	require.ErrorIs(t, err, inbound.ErrNotOurs)
+	_, err = nokey.Route(ctx, oldUnsigned)
+	require.NoError(t, err)
+}
+
+func TestInboundAcceptSplitsPerTeam(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	teamA, teamB := newTeam(t, st), newTeam(t, st)
+	commits := 0
+	in := store.NewInbound(st, verpKey, func() { commits++ })
+	ea, da := domainEmail(t, st, teamA, "a.test", time.Now(), "x@dest.test")
+	eb, db := domainEmail(t, st, teamB, "b.test", time.Now(), "y@dest.test")
+	var rcpts []inbound.Recipient
+	for _, x := range []struct {
+		e store.Email
+		d store.Domain
+	}{{ea, da}, {eb, db}} {
+		addr := reports.SignedReturnPath(verpKey, x.e.ID, "send."+x.d.Name)
+		r, err := in.Route(ctx, addr)
+		require.NoError(t, err)
+		rcpts = append(rcpts, inbound.Recipient{Address: addr, Route: r})
+	}
+	m := inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "", Recipients: rcpts,
+		ClientIP: netip.MustParseAddr("192.0.2.7"), Helo: "mx.dest.test", TLS: true, ReceivedAt: time.Now(),
+		Data: []byte("Subject: x\r\n\r\nbody\r\n"), Auth: inbound.Results{SPF: inbound.SPFResult{Result: "pass"}},
+		AuthHeader: "mx.test; spf=pass"}
+	require.NoError(t, in.Accept(ctx, m))
+	require.Equal(t, 1, commits)
+
+	la, err := st.InboundMessages(ctx, teamA, 10)
+	require.NoError(t, err)
+	require.Len(t, la, 1)
+	lb, err := st.InboundMessages(ctx, teamB, 10)
+	require.NoError(t, err)
+	require.Len(t, lb, 1)
+	a := la[0]
+	require.Equal(t, m.ID, a.MessageID)
+	require.NotEqual(t, a.ID, lb[0].ID)
+	require.Equal(t, []store.InboundRecipient{{Address: rcpts[0].Address, Kind: inbound.RouteReturnPath,
+		DomainID: da.ID, EmailID: &ea.ID}}, a.Recipients, "team A sees only its own recipient")
+	require.Equal(t, eb.ID, *lb[0].Recipients[0].EmailID)
+	require.Equal(t, []string{"return_path"}, a.Kinds)
+	require.Equal(t, "192.0.2.7", a.ClientIP.String())
+	require.Equal(t, "pass", a.Auth.SPF.Result)
+	require.Equal(t, m.Data, a.Raw)
+	require.Equal(t, store.InboundAccepted, a.Status)
+
+	var kinds []string
+	_, err = st.DrainOutbox(ctx, 10, func(_ context.Context, items []store.OutboxItem) []store.OutboxResult {
+		for _, it := range items {
+			if it.Kind == store.OutboxInbound {
+				kinds = append(kinds, it.TeamID.String()+"/"+it.Ref.String())
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{teamA.String() + "/" + a.ID.String(), teamB.String() + "/" + lb[0].ID.String()}, kinds,
+		"one outbox entry per team row")
+
+	// Processed once, for its own team only.
+	require.NoError(t, st.MarkInboundProcessed(ctx, teamB, a.ID, "dsn"))
+	got, err := st.InboundByID(ctx, a.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.InboundAccepted, got.Status, "team B cannot mark team A's message")
+	require.NoError(t, st.MarkInboundProcessed(ctx, teamA, a.ID, "dsn"))
+	require.NoError(t, st.MarkInboundProcessed(ctx, teamA, a.ID, "unknown"))
+	got, err = st.InboundByID(ctx, a.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.InboundProcessed, got.Status)
+	require.Equal(t, "dsn", got.Result, "marking again changes nothing")
+
+	// Lookups by VERP and Message-ID stay within the team.
+	v, _ := reports.ParseVERP(rcpts[0].Address)
+	_, err = st.EmailByVERP(ctx, teamB, v, [][]byte{verpKey})
+	require.ErrorIs(t, err, store.ErrNotFound)
+	found, err := st.EmailByVERP(ctx, teamA, v, [][]byte{verpKey})
+	require.NoError(t, err)
+	require.Equal(t, ea.ID, found.ID)
+	_, err = st.SaveMessage(ctx, ea.ID, ea.ID.String()+"@a.test", []byte("m"))
+	require.NoError(t, err)
+	found, err = st.EmailByMessageID(ctx, teamA, "<"+ea.ID.String()+"@a.test>")
+	require.NoError(t, err)
+	require.Equal(t, ea.ID, found.ID)
+	_, err = st.EmailByMessageID(ctx, teamB, ea.ID.String()+"@a.test")
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	// Retention: 30 days after arrival.
+	n, err := st.PurgeExpired(ctx, time.Now().Add(29*24*time.Hour), 100)
+	require.NoError(t, err)
+	_, err = st.InboundByID(ctx, a.ID)
+	require.NoError(t, err, "kept for 30 days (purged %d)", n)
+	_, err = st.PurgeExpired(ctx, time.Now().Add(31*24*time.Hour), 100)
+	require.NoError(t, err)
+	_, err = st.InboundByID(ctx, a.ID)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func TestBouncedAfterDeliveredIsTheOnlyLateOutcome(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	team := newTeam(t, st)
+	e := newEmail(team, "a@dest.test", "b@dest.test")
+	_, err := st.InsertEmail(ctx, e)
+	require.NoError(t, err)
+	bounce := map[string]any{"type": "Permanent", "subType": "General", "message": "async",
+		"diagnosticCode": []string{"smtp; 550 5.1.1 no"}}
+	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{
+		{Type: store.EventDelivered, Recipient: "a@dest.test"},
+		{Type: store.EventFailed, Recipient: "b@dest.test"},
+	}))
+	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{
+		{Type: store.EventDeliveryDelayed, Recipient: "a@dest.test"},
+		{Type: store.EventFailed, Recipient: "a@dest.test"},
+		{Type: store.EventDeliveryDelayed, Recipient: "a@dest.test", Async: true},
+		{Type: store.EventBounced, Recipient: "b@dest.test", Detail: bounce, Async: true},
+	}))
+	got, err := st.GetEmail(ctx, team, e.ID)
+	require.NoError(t, err)
+	require.Equal(t, []string{store.EventDelivered, store.EventFailed},
+		[]string{got.Recipients[0].Status, got.Recipients[1].Status}, "no other outcome after a final state")
+
+	// A synchronous bounce cannot follow delivered; an asynchronous one
+	// can, once.
+	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{
+		{Type: store.EventBounced, Recipient: "a@dest.test", Detail: bounce}}))
+	got, err = st.GetEmail(ctx, team, e.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.EventDelivered, got.Recipients[0].Status)
+	for range 2 { // a repeat is harmless
+		require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{
+			{Type: store.EventBounced, Recipient: "a@dest.test", Detail: bounce, Async: true}}))
+	}
+	got, err = st.GetEmail(ctx, team, e.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.EventBounced, got.Recipients[0].Status)
+	require.Equal(t, store.EventBounced, got.LastEvent)
+	evs, err := st.Events(ctx, e.ID)
+	require.NoError(t, err)
+	var types []string
+	for _, ev := range evs {
+		types = append(types, ev.Type+":"+ev.Recipient)
+	}
+	require.Equal(t, []string{"queued:", "delivered:a@dest.test", "failed:b@dest.test", "bounced:a@dest.test"}, types)
+	bs, err := st.Bounces(ctx, team, e.ID)
+	require.NoError(t, err)
+	require.Equal(t, []string{"smtp; 550 5.1.1 no"}, bs["a@dest.test"].DiagnosticCode)
+}
