@@ -236,6 +236,29 @@ func writeHistory(t *testing.T, hostPort, workflowID, name string) {
 	recordHistory(t, tc, workflowID, name, 1000)
 }
 
+// verifiedDomain adds the domain name, publishes its TXT and MX records
+// on dns and waits until it is verified; it returns the domain's id.
+func (c apiClient) verifiedDomain(dns *dnstest.Server, name string) string {
+	c.t.Helper()
+	status, d := c.do("POST", "/domains", map[string]any{"name": name})
+	require.Equal(c.t, 201, status, d)
+	id := d["id"].(string)
+	for _, r := range d["records"].([]any) {
+		rm := r.(map[string]any)
+		host := rm["name"].(string) + "." + name
+		switch rm["type"] {
+		case "TXT":
+			dns.AddTXT(host, rm["value"].(string))
+		case "MX":
+			dns.AddMX(host, rm["value"].(string), 10)
+		}
+	}
+	status, _ = c.do("POST", "/domains/"+id+"/verify", nil)
+	require.Equal(c.t, 200, status)
+	c.waitDomain(id, "verified")
+	return id
+}
+
 // waitDomain polls a domain until it reaches status.
 func (c apiClient) waitDomain(id, want string) map[string]any {
 	c.t.Helper()

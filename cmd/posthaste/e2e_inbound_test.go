@@ -154,22 +154,7 @@ func TestDevInbound(t *testing.T) {
 	c := apiClient{t: t, base: dev.base, key: readCredentials(t, dataDir).APIKey}
 
 	// A verified domain.
-	status, d := c.do("POST", "/domains", map[string]any{"name": "example.test"})
-	require.Equal(t, 201, status, d)
-	domainID := d["id"].(string)
-	for _, r := range d["records"].([]any) {
-		rm := r.(map[string]any)
-		name := rm["name"].(string) + ".example.test"
-		switch rm["type"] {
-		case "TXT":
-			dns.AddTXT(name, rm["value"].(string))
-		case "MX":
-			dns.AddMX(name, rm["value"].(string), 10)
-		}
-	}
-	status, _ = c.do("POST", "/domains/"+domainID+"/verify", nil)
-	require.Equal(t, 200, status)
-	c.waitDomain(domainID, "verified")
+	c.verifiedDomain(dns, "example.test")
 
 	recv := newHookReceiver(t)
 	status, hook := c.do("POST", "/webhooks", map[string]any{"endpoint": recv.srv.URL,
