@@ -66,35 +66,20 @@ func TestDomains(t *testing.T) {
 		dns.AddMX(domain, "mx."+domain, 10)
 		dns.AddA("mx."+domain, ip)
 	}
-	// The operator's SPF record, which every return path includes.
-	dns.AddTXT("_spf.posthaste.example", "v=spf1 ip4:127.0.0.0/8 -all")
-	dns.AddA("posthaste.example", "127.0.0.1")
-
 	caFile := filepath.Join(t.TempDir(), "mx-ca.pem")
 	require.NoError(t, os.WriteFile(caFile, mx.CertPEM(), 0o600))
 	dbURL := pgtest.NewDatabase(t)
-	dataDir := t.TempDir()
-	env := map[string]string{
-		"DATABASE_URL":                     dbURL,
-		"POSTHASTE_DATA_DIR":               dataDir,
-		"POSTHASTE_HTTP_ADDR":              fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"POSTHASTE_TEMPORAL_PORT":          fmt.Sprint(freePort(t)),
-		"POSTHASTE_TEMPORAL_UI_PORT":       "0",
-		"POSTHASTE_DNS_SERVER":             dns.Addr(),
-		"POSTHASTE_MX_PORT":                fmt.Sprint(port),
-		"POSTHASTE_HOSTNAME":               "posthaste.example",
-		"POSTHASTE_BOUNCE_HOST":            "bounces.posthaste.example",
-		"POSTHASTE_SPF_INCLUDE":            "_spf.posthaste.example",
+	env := domainDevEnv(t, dbURL, dns, port)
+	dataDir := env["POSTHASTE_DATA_DIR"]
+	for k, v := range map[string]string{
 		"POSTHASTE_TLS_CA_FILE":            caFile,
-		"POSTHASTE_VERIFY_INTERVAL":        "200ms",
-		"POSTHASTE_VERIFY_FAST_PERIOD":     "2s",
-		"POSTHASTE_VERIFY_MAX_INTERVAL":    "1s",
 		"POSTHASTE_VERIFY_EXPIRE":          "2m",
 		"POSTHASTE_VERIFY_RECHECK":         "1s",
 		"POSTHASTE_DELIVERY_RETRY_INITIAL": "300ms",
 		"POSTHASTE_DELIVERY_RETRY_MAX":     "1s",
 		"POSTHASTE_DELIVERY_EXPIRE":        "6s",
-		"POSTHASTE_LOG_LEVEL":              "warn",
+	} {
+		env[k] = v
 	}
 	dev := startDev(t, env)
 	defer dev.stop(t)
@@ -234,6 +219,33 @@ func writeHistory(t *testing.T, hostPort, workflowID, name string) {
 	require.NoError(t, err)
 	defer tc.Close()
 	recordHistory(t, tc, workflowID, name, 1000)
+}
+
+// domainDevEnv is the environment of a `posthaste dev` that sends from
+// verified domains: a private database, free ports, lookups on dns (which
+// gets the operator's SPF record, included by every return path, and the
+// A record of its host name), every MX dialled on mxPort, and domain
+// verification every 200 ms.
+func domainDevEnv(t *testing.T, dbURL string, dns *dnstest.Server, mxPort int) map[string]string {
+	t.Helper()
+	dns.AddTXT("_spf.posthaste.example", "v=spf1 ip4:127.0.0.0/8 -all")
+	dns.AddA("posthaste.example", "127.0.0.1")
+	return map[string]string{
+		"DATABASE_URL":                  dbURL,
+		"POSTHASTE_DATA_DIR":            t.TempDir(),
+		"POSTHASTE_HTTP_ADDR":           fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"POSTHASTE_TEMPORAL_PORT":       fmt.Sprint(freePort(t)),
+		"POSTHASTE_TEMPORAL_UI_PORT":    "0",
+		"POSTHASTE_DNS_SERVER":          dns.Addr(),
+		"POSTHASTE_MX_PORT":             fmt.Sprint(mxPort),
+		"POSTHASTE_HOSTNAME":            "posthaste.example",
+		"POSTHASTE_BOUNCE_HOST":         "bounces.posthaste.example",
+		"POSTHASTE_SPF_INCLUDE":         "_spf.posthaste.example",
+		"POSTHASTE_VERIFY_INTERVAL":     "200ms",
+		"POSTHASTE_VERIFY_FAST_PERIOD":  "2s",
+		"POSTHASTE_VERIFY_MAX_INTERVAL": "1s",
+		"POSTHASTE_LOG_LEVEL":           "warn",
+	}
 }
 
 // verifiedDomain adds the domain name, publishes its TXT and MX records

@@ -124,28 +124,11 @@ func TestDevInbound(t *testing.T) {
 	// Postfix, the MX of pfx.test, on the same port at another address.
 	dns.AddMX("pfx.test", "mx.pfx.test", 10)
 	dns.AddA("mx.pfx.test", "127.0.0.4")
-	dns.AddTXT("_spf.posthaste.example", "v=spf1 ip4:127.0.0.0/8 -all")
-	dns.AddA("posthaste.example", "127.0.0.1")
 	dbURL := pgtest.NewDatabase(t)
-	dataDir := t.TempDir()
+	env := domainDevEnv(t, dbURL, dns, mx.Port())
+	dataDir := env["POSTHASTE_DATA_DIR"]
 	inboundAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	env := map[string]string{
-		"DATABASE_URL":                  dbURL,
-		"POSTHASTE_DATA_DIR":            dataDir,
-		"POSTHASTE_HTTP_ADDR":           fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"POSTHASTE_TEMPORAL_PORT":       fmt.Sprint(freePort(t)),
-		"POSTHASTE_TEMPORAL_UI_PORT":    "0",
-		"POSTHASTE_DNS_SERVER":          dns.Addr(),
-		"POSTHASTE_MX_PORT":             fmt.Sprint(mx.Port()),
-		"POSTHASTE_HOSTNAME":            "posthaste.example",
-		"POSTHASTE_BOUNCE_HOST":         "bounces.posthaste.example",
-		"POSTHASTE_SPF_INCLUDE":         "_spf.posthaste.example",
-		"POSTHASTE_VERIFY_INTERVAL":     "200ms",
-		"POSTHASTE_VERIFY_FAST_PERIOD":  "2s",
-		"POSTHASTE_VERIFY_MAX_INTERVAL": "1s",
-		"POSTHASTE_INBOUND_LISTEN":      inboundAddr,
-		"POSTHASTE_LOG_LEVEL":           "warn",
-	}
+	env["POSTHASTE_INBOUND_LISTEN"] = inboundAddr
 	dev := startDev(t, env)
 	defer dev.stop(t)
 	st, err := store.Open(ctx, store.Config{URL: dbURL})

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -37,26 +36,9 @@ func TestDevUnsubscribe(t *testing.T) {
 	mx := smtptest.NewServer(t, smtptest.Options{})
 	dns.AddMX("rcpt.test", "mx.rcpt.test", 10)
 	dns.AddA("mx.rcpt.test", "127.0.0.1")
-	dns.AddTXT("_spf.posthaste.example", "v=spf1 ip4:127.0.0.0/8 -all")
-	dns.AddA("posthaste.example", "127.0.0.1")
 	dbURL := pgtest.NewDatabase(t)
-	dataDir := t.TempDir()
-	env := map[string]string{
-		"DATABASE_URL":                  dbURL,
-		"POSTHASTE_DATA_DIR":            dataDir,
-		"POSTHASTE_HTTP_ADDR":           fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"POSTHASTE_TEMPORAL_PORT":       fmt.Sprint(freePort(t)),
-		"POSTHASTE_TEMPORAL_UI_PORT":    "0",
-		"POSTHASTE_DNS_SERVER":          dns.Addr(),
-		"POSTHASTE_MX_PORT":             fmt.Sprint(mx.Port()),
-		"POSTHASTE_HOSTNAME":            "posthaste.example",
-		"POSTHASTE_BOUNCE_HOST":         "bounces.posthaste.example",
-		"POSTHASTE_SPF_INCLUDE":         "_spf.posthaste.example",
-		"POSTHASTE_VERIFY_INTERVAL":     "200ms",
-		"POSTHASTE_VERIFY_FAST_PERIOD":  "2s",
-		"POSTHASTE_VERIFY_MAX_INTERVAL": "1s",
-		"POSTHASTE_LOG_LEVEL":           "warn",
-	}
+	env := domainDevEnv(t, dbURL, dns, mx.Port())
+	dataDir := env["POSTHASTE_DATA_DIR"]
 	dev := startDev(t, env)
 	defer dev.stop(t)
 	st, err := store.Open(ctx, store.Config{URL: dbURL})
