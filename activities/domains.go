@@ -55,6 +55,7 @@ func (a *Activities) CheckDomain(ctx context.Context, in CheckDomainInput) (Chec
 	}
 	rs := records.Check(ctx, a.cfg.Resolver, a.cfg.Records, records.Domain{
 		Name: d.Name, ReturnPath: d.ReturnPath, DKIMSelector: d.DKIMSelector, DKIMPublicKey: d.DKIMPublicKey,
+		Receiving: d.Receiving == store.ReceivingEnabled,
 	})
 	out := CheckDomainResult{}
 	for _, r := range rs {

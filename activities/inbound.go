@@ -35,6 +35,9 @@ type ProcessInboundResult struct {
 	// counts but changes nothing), Suppressed the addresses put on the
 	// suppression list (likewise).
 	Events, Suppressed int
+	// Received counts the received emails stored for receiving domains
+	// (issue 16 point 4); 0 when they already were.
+	Received int
 }
 
 // ProcessInboundMessage reads a message the inbound MX accepted and acts
@@ -50,6 +53,10 @@ type ProcessInboundResult struct {
 //     reason `complaint`;
 //   - anything else (auto-replies, RFC 3834; human replies; reports about
 //     emails we do not know): nothing is recorded.
+//
+// Whatever it is, a message with recipients at receiving domains is also
+// stored, parsed, once per such domain, with an email.received event
+// (receive).
 //
 // The email is the one the route of the return path names, else the one
 // the report's VERP address names (its signature verified), else the one
@@ -99,11 +106,16 @@ func (a *Activities) ProcessInboundMessage(ctx context.Context, in ProcessInboun
 			}
 		}
 	}
+	// Receiving domains (issue 16 point 4): the message is stored for
+	// each and announced with email.received.
+	if res.Received, err = a.receive(ctx, m); err != nil {
+		return ProcessInboundResult{}, err
+	}
 	if err := a.store.MarkInboundProcessed(ctx, m.TeamID, m.ID, res.Kind); err != nil {
 		return ProcessInboundResult{}, err
 	}
 	logger.Info("inbound message processed", "email_id", res.EmailID, "events", res.Events,
-		"suppressed", res.Suppressed)
+		"suppressed", res.Suppressed, "received", res.Received)
 	return res, nil
 }
 

@@ -27,12 +27,32 @@ type DomainConfig struct {
 }
 
 type createDomainRequest struct {
-	Name             *string `json:"name"`
-	Region           *string `json:"region"`
-	CustomReturnPath *string `json:"custom_return_path"`
-	OpenTracking     *bool   `json:"open_tracking"`
-	ClickTracking    *bool   `json:"click_tracking"`
-	TLS              *string `json:"tls"`
+	Name             *string              `json:"name"`
+	Region           *string              `json:"region"`
+	CustomReturnPath *string              `json:"custom_return_path"`
+	OpenTracking     *bool                `json:"open_tracking"`
+	ClickTracking    *bool                `json:"click_tracking"`
+	TLS              *string              `json:"tls"`
+	Capabilities     *capabilitiesRequest `json:"capabilities"`
+}
+
+// capabilitiesRequest is Resend's capabilities object of a domain
+// request; sending can only be enabled.
+type capabilitiesRequest struct {
+	Sending   *string `json:"sending"`
+	Receiving *string `json:"receiving"`
+}
+
+// receiving checks c and returns its receiving capability (nil when
+// unchanged); the domains service checks the value.
+func (c *capabilitiesRequest) receiving() (*string, error) {
+	if c == nil {
+		return nil, nil
+	}
+	if c.Sending != nil && *c.Sending != "enabled" {
+		return nil, validation("The `capabilities.sending` field must be enabled: sending cannot be disabled.")
+	}
+	return c.Receiving, nil
 }
 
 // decodeJSON reads the body into v; a body that is not a JSON object, or a
@@ -80,9 +100,14 @@ func (s *Server) createDomain(c *gin.Context) {
 		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `name` field."))
 		return
 	}
+	receiving, err := req.Capabilities.receiving()
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
 	d, err := s.domainSvc.Add(c.Request.Context(), principal(c).TeamID, domains.Request{Name: *req.Name,
 		Region: req.Region, ReturnPath: req.CustomReturnPath, OpenTracking: req.OpenTracking,
-		ClickTracking: req.ClickTracking, TLS: req.TLS})
+		ClickTracking: req.ClickTracking, TLS: req.TLS, Receiving: receiving})
 	if errors.Is(err, domains.ErrNoMasterKey) {
 		err = errorf(http.StatusInternalServerError, nameApplicationError,
 			"Domains cannot be added: the server has no master key (POSTHASTE_MASTER_KEY) to protect their DKIM keys.")
@@ -116,13 +141,25 @@ type domainJSON struct {
 	OpenTracking     bool         `json:"open_tracking"`
 	ClickTracking    bool         `json:"click_tracking"`
 	TLS              string       `json:"tls"`
+	Capabilities     capabilities `json:"capabilities"`
 	Records          []recordJSON `json:"records,omitempty"`
+}
+
+// capabilities are Resend's capabilities of a domain: sending is always
+// enabled in Posthaste; receiving is the domain's (issue 16 point 4).
+type capabilities struct {
+	Sending   string `json:"sending"`
+	Receiving string `json:"receiving"`
 }
 
 func (s *Server) renderDomain(d store.Domain, withRecords bool) domainJSON {
 	j := domainJSON{Object: "domain", ID: d.ID.String(), Name: d.Name, Status: d.Status,
 		CreatedAt: formatTime(d.CreatedAt), Region: d.Region, CustomReturnPath: d.ReturnPath,
-		OpenTracking: d.OpenTracking, ClickTracking: d.ClickTracking, TLS: d.TLS}
+		OpenTracking: d.OpenTracking, ClickTracking: d.ClickTracking, TLS: d.TLS,
+		Capabilities: capabilities{Sending: "enabled", Receiving: d.Receiving}}
+	if j.Capabilities.Receiving == "" {
+		j.Capabilities.Receiving = store.ReceivingDisabled
+	}
 	if !withRecords {
 		return j
 	}
@@ -157,9 +194,10 @@ func (s *Server) listDomains(c *gin.Context) {
 }
 
 type updateDomainRequest struct {
-	OpenTracking  *bool   `json:"open_tracking"`
-	ClickTracking *bool   `json:"click_tracking"`
-	TLS           *string `json:"tls"`
+	OpenTracking  *bool                `json:"open_tracking"`
+	ClickTracking *bool                `json:"click_tracking"`
+	TLS           *string              `json:"tls"`
+	Capabilities  *capabilitiesRequest `json:"capabilities"`
 }
 
 func (s *Server) updateDomain(c *gin.Context) {
@@ -173,8 +211,13 @@ func (s *Server) updateDomain(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
+	receiving, err := req.Capabilities.receiving()
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
 	if _, err := s.domainSvc.Update(c.Request.Context(), principal(c).TeamID, id, domains.Settings{
-		OpenTracking: req.OpenTracking, ClickTracking: req.ClickTracking, TLS: req.TLS,
+		OpenTracking: req.OpenTracking, ClickTracking: req.ClickTracking, TLS: req.TLS, Receiving: receiving,
 	}); err != nil {
 		s.respondError(c, err)
 		return

@@ -86,6 +86,10 @@ type Config struct {
 	// HSTS sends Strict-Transport-Security on every response: set it when
 	// browsers reach the server over https (RFC 6797).
 	HSTS bool
+	// PublicURL (POSTHASTE_PUBLIC_URL) is where clients reach the server:
+	// the base of the download URLs of received emails; empty uses the
+	// scheme and host of each request.
+	PublicURL string
 	// Unauthenticated, when set, makes every request act for this
 	// principal without a key. Benchmarks only (bench compares the cost of
 	// authentication); never set by the posthaste command.
@@ -122,6 +126,7 @@ type Server struct {
 	lookups     *lookupBudget
 	opsToken    string
 	hsts        bool
+	publicURL   string
 }
 
 // New builds the API.
@@ -134,7 +139,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{store: cfg.Store, auth: cfg.Auth, submit: cfg.Submit, metrics: cfg.Metrics,
 		ready: cfg.Ready, domains: cfg.Domains, webhooks: cfg.Webhooks, logger: logger.With("component", "api"),
 		limiter: cfg.Limiter, defaultRate: cfg.DefaultRateLimit, reqlog: cfg.RequestLog, fixed: cfg.Unauthenticated,
-		opsToken: cfg.MetricsToken, hsts: cfg.HSTS}
+		opsToken: cfg.MetricsToken, hsts: cfg.HSTS, publicURL: strings.TrimRight(cfg.PublicURL, "/")}
 	if s.defaultRate <= 0 {
 		s.defaultRate = 10
 	}
@@ -195,7 +200,16 @@ func New(cfg Config) (*Server, error) {
 	sending.POST("/emails", s.sendEmail)
 	sending.POST("/emails/batch", s.sendBatch)
 
+	// Downloads of received emails are authorized by their signed URL,
+	// not a key (receiving.go).
+	e.GET("/emails/receiving/:id/raw", s.downloadReceivedRaw)
+	e.GET("/emails/receiving/:id/attachments/:attachment_id/download", s.downloadReceivedAttachment)
+
 	full := e.Group("/", s.requireKey(false))
+	full.GET("/emails/receiving", s.listReceivedEmails)
+	full.GET("/emails/receiving/:id", s.getReceivedEmail)
+	full.GET("/emails/receiving/:id/attachments", s.listReceivedAttachments)
+	full.GET("/emails/receiving/:id/attachments/:attachment_id", s.getReceivedAttachment)
 	full.GET("/emails", s.listEmails)
 	full.GET("/emails/:id", s.getEmail)
 	full.PATCH("/emails/:id", s.updateEmail)

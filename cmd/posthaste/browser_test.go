@@ -445,6 +445,8 @@ func TestDashboardTour(t *testing.T) {
 		"html": "<h1>Welcome, {{{FIRST_NAME|there}}}</h1><p>Thanks for joining.</p>"})
 	importID := seed.uploadImport("email,first_name\nimported@example.com,Imp\nnot-an-address,Bad\n", nil)
 	seed.waitImport(importID)
+	// A received email, through the dev inbound MX (e2e_receiving_test.go).
+	receivedID := seedReceived(t, env, seed, dashboardID(domainURL))
 
 	// The navigation, as a signed-in page shows it.
 	var nav []string
@@ -470,6 +472,7 @@ func TestDashboardTour(t *testing.T) {
 		{"topic-delete", "/dashboard/topics/" + topicID + "/delete"},
 		{"template", "/dashboard/templates/" + templateID},
 		{"template-delete", "/dashboard/templates/" + templateID + "/delete"},
+		{"received", "/dashboard/receiving/" + receivedID},
 	}
 	for _, vp := range viewports {
 		require.NoError(t, chromedp.Run(ctx, chromedp.EmulateViewport(vp.w, vp.h)))

@@ -301,6 +301,8 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		Metrics:  metrics,
 		Gatherer: reg,
 		Ready:    ready,
+		// The base of the download URLs of received emails.
+		PublicURL: cfg.HTTP.PublicURL,
 		Domains: api.DomainConfig{
 			Verifier:     verifier,
 			Keys:         keys,

@@ -170,7 +170,9 @@ func New(cfg Config) (*Handler, error) {
 		"domain", "domain_delete", "webhook", "webhook_delete", "quickstart",
 		// Contacts, segments, topics and templates (audience.go and friends).
 		"contacts", "contact", "contact_delete", "segments", "segment", "segment_delete", "topics", "topic", "topic_delete",
-		"email_templates", "email_template", "email_template_delete", "contact_imports", "contact_import"} {
+		"email_templates", "email_template", "email_template_delete", "contact_imports", "contact_import",
+		// Received emails (receiving.go).
+		"receiving", "received"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials*.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -211,6 +213,11 @@ func New(cfg Config) (*Handler, error) {
 	m.Handle("GET /dashboard/emails/{id}", h.signedIn(h.email))
 	m.Handle("GET /dashboard/emails/{id}/raw", h.signedIn(h.emailRaw))
 	m.Handle("GET /dashboard/emails/{id}/preview", h.signedIn(h.emailPreview))
+	m.Handle("GET /dashboard/receiving", h.signedIn(h.receiving))
+	m.Handle("GET /dashboard/receiving/{id}", h.signedIn(h.received))
+	m.Handle("GET /dashboard/receiving/{id}/raw", h.signedIn(h.receivedRaw))
+	m.Handle("GET /dashboard/receiving/{id}/preview", h.signedIn(h.receivedPreview))
+	m.Handle("GET /dashboard/receiving/{id}/attachments/{attachment}", h.signedIn(h.receivedAttachment))
 	m.Handle("GET /dashboard/metrics", h.signedIn(h.metrics))
 	m.Handle("GET /dashboard/domains", h.signedIn(h.domains))
 	m.Handle("POST /dashboard/domains", h.signedIn(h.addDomain))

@@ -100,6 +100,9 @@ type Request struct {
 	OpenTracking  *bool
 	ClickTracking *bool
 	TLS           *string
+	// Receiving is capabilities.receiving: store.ReceivingEnabled or
+	// store.ReceivingDisabled (the default).
+	Receiving *string
 }
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
@@ -133,6 +136,14 @@ func checkTLS(v *string) error {
 	return nil
 }
 
+// checkReceiving accepts nil (unchanged) and the receiving capabilities.
+func checkReceiving(v *string) error {
+	if v != nil && *v != store.ReceivingEnabled && *v != store.ReceivingDisabled {
+		return invalid.Errorf("capabilities.receiving", "The `capabilities.receiving` field must be enabled or disabled.")
+	}
+	return nil
+}
+
 // Add checks req and adds the domain to the team, with a new DKIM key and
 // every record not started. A name the team already has is an
 // *invalid.Error.
@@ -159,6 +170,9 @@ func (s *Service) Add(ctx context.Context, teamID uuid.UUID, req Request) (store
 	if err := checkTLS(req.TLS); err != nil {
 		return store.Domain{}, err
 	}
+	if err := checkReceiving(req.Receiving); err != nil {
+		return store.Domain{}, err
+	}
 	if s.cfg.Keys == nil {
 		return store.Domain{}, ErrNoMasterKey
 	}
@@ -177,7 +191,10 @@ func (s *Service) Add(ctx context.Context, teamID uuid.UUID, req Request) (store
 	d := store.Domain{ID: id, TeamID: teamID, Name: name, Region: region,
 		Status: store.DomainNotStarted, ReturnPath: rp, TLS: store.TLSOpportunistic,
 		DKIMSelector: s.cfg.DKIMSelector, DKIMPublicKey: key.PublicBase64, DKIMPrivateKey: sealed,
-		RecordStatus: map[string]string{}}
+		RecordStatus: map[string]string{}, Receiving: store.ReceivingDisabled}
+	if req.Receiving != nil {
+		d.Receiving = *req.Receiving
+	}
 	if req.OpenTracking != nil {
 		d.OpenTracking = *req.OpenTracking
 	}
@@ -206,9 +223,12 @@ func (s *Service) Add(ctx context.Context, teamID uuid.UUID, req Request) (store
 // Settings are the settings Update may change; nil fields stay.
 type Settings = store.DomainUpdate
 
-// Update changes a domain's tracking and TLS settings.
+// Update changes a domain's tracking, TLS and receiving settings.
 func (s *Service) Update(ctx context.Context, teamID, id uuid.UUID, u Settings) (store.Domain, error) {
 	if err := checkTLS(u.TLS); err != nil {
+		return store.Domain{}, err
+	}
+	if err := checkReceiving(u.Receiving); err != nil {
 		return store.Domain{}, err
 	}
 	if err := s.store.UpdateDomain(ctx, teamID, id, u); err != nil {
@@ -283,7 +303,7 @@ type Record struct {
 // a record never checked is not_started.
 func Records(cfg records.Config, d store.Domain) []Record {
 	rs := records.For(cfg, records.Domain{Name: d.Name, ReturnPath: d.ReturnPath,
-		DKIMSelector: d.DKIMSelector, DKIMPublicKey: d.DKIMPublicKey})
+		DKIMSelector: d.DKIMSelector, DKIMPublicKey: d.DKIMPublicKey, Receiving: d.Receiving == store.ReceivingEnabled})
 	out := make([]Record, len(rs))
 	for i, r := range rs {
 		status := d.RecordStatus[r.Key]

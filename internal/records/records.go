@@ -18,14 +18,19 @@ const (
 	KeySPFMX  = "spf_mx"
 	KeySPFTXT = "spf_txt"
 	KeyDMARC  = "dmarc"
+	// KeyReceivingMX is the MX of a domain with receiving enabled: its
+	// mail goes to the operator's inbound MX (issue 16 point 4).
+	KeyReceivingMX = "receiving_mx"
 )
 
 // Keys lists every record key in the order records are shown.
-var Keys = []string{KeyDKIM, KeySPFMX, KeySPFTXT, KeyDMARC}
+var Keys = []string{KeyDKIM, KeySPFMX, KeySPFTXT, KeyDMARC, KeyReceivingMX}
 
 // Required reports whether a record must be found for the domain to be
-// verified: DKIM and SPF are enforced, DMARC is only recommended.
-func Required(key string) bool { return key != KeyDMARC }
+// verified: DKIM and SPF are enforced, DMARC is only recommended. The
+// receiving MX is not required either: it has its own status, and a
+// domain's sending does not depend on it.
+func Required(key string) bool { return key != KeyDMARC && key != KeyReceivingMX }
 
 // Config is the operator's side of the records.
 type Config struct {
@@ -43,12 +48,15 @@ type Domain struct {
 	ReturnPath    string // label, e.g. "send"
 	DKIMSelector  string
 	DKIMPublicKey string // base64, the p= value
+	// Receiving adds the MX record that sends the domain's mail to the
+	// inbound MX (BounceHost).
+	Receiving bool
 }
 
 // Record is one DNS record the domain owner publishes.
 type Record struct {
 	Key      string
-	Record   string // DKIM, SPF or DMARC
+	Record   string // DKIM, SPF, DMARC or Receiving
 	Type     string // TXT or MX
 	Name     string // relative to the domain, as DNS providers want it
 	FQDN     string
@@ -60,7 +68,7 @@ type Record struct {
 func For(cfg Config, d Domain) []Record {
 	rp := d.ReturnPath + "." + d.Name
 	dkimName := d.DKIMSelector + "._domainkey"
-	return []Record{
+	rs := []Record{
 		{Key: KeyDKIM, Record: "DKIM", Type: "TXT", Name: dkimName, FQDN: dkimName + "." + d.Name,
 			Value: dkim.RecordValue(d.DKIMPublicKey)},
 		{Key: KeySPFMX, Record: "SPF", Type: "MX", Name: d.ReturnPath, FQDN: rp, Value: cfg.BounceHost, Priority: 10},
@@ -68,6 +76,12 @@ func For(cfg Config, d Domain) []Record {
 		{Key: KeyDMARC, Record: "DMARC", Type: "TXT", Name: "_dmarc", FQDN: "_dmarc." + d.Name,
 			Value: "v=DMARC1; p=none;"},
 	}
+	if d.Receiving {
+		// Resend's "Receiving" record: an MX at the domain itself.
+		rs = append(rs, Record{Key: KeyReceivingMX, Record: "Receiving", Type: "MX", Name: "@", FQDN: d.Name,
+			Value: cfg.BounceHost, Priority: 10})
+	}
+	return rs
 }
 
 // SPFValue is the SPF policy of every return path: the operator's
@@ -104,6 +118,8 @@ func Check(ctx context.Context, r *net.Resolver, cfg Config, d Domain) []Result 
 			err = checkSPF(ctx, r, rec.FQDN, cfg.SPFInclude)
 		case KeyDMARC:
 			err = checkTXT(ctx, r, rec.FQDN, func(v string) bool { return hasVersion(v, "v=DMARC1") })
+		case KeyReceivingMX:
+			err = checkMX(ctx, r, rec.FQDN, cfg.BounceHost)
 		}
 		res.Found = err == nil
 		if err != nil {

@@ -43,10 +43,13 @@ type Domain struct {
 	// that sign open it.
 	DKIMPrivateKey []byte
 	RecordStatus   map[string]string // record key → status
-	VerifiedAt     *time.Time
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	DeletedAt      *time.Time
+	// Receiving is the receiving capability, ReceivingEnabled or
+	// ReceivingDisabled (migration 00022).
+	Receiving  string
+	VerifiedAt *time.Time
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	DeletedAt  *time.Time
 }
 
 // Sendable reports whether mail may be accepted from the domain.
@@ -56,13 +59,13 @@ func (d Domain) Sendable() bool {
 
 const domainColumns = `id, team_id, name, region, status, return_path, open_tracking, click_tracking,
 	tls, dkim_selector, dkim_public_key, dkim_private_key, record_status, verified_at, created_at,
-	updated_at, deleted_at`
+	updated_at, deleted_at, receiving`
 
 func scanDomain(row pgx.Row) (Domain, error) {
 	var d Domain
 	err := row.Scan(&d.ID, &d.TeamID, &d.Name, &d.Region, &d.Status, &d.ReturnPath, &d.OpenTracking,
 		&d.ClickTracking, &d.TLS, &d.DKIMSelector, &d.DKIMPublicKey, &d.DKIMPrivateKey, &d.RecordStatus,
-		&d.VerifiedAt, &d.CreatedAt, &d.UpdatedAt, &d.DeletedAt)
+		&d.VerifiedAt, &d.CreatedAt, &d.UpdatedAt, &d.DeletedAt, &d.Receiving)
 	if d.RecordStatus == nil {
 		d.RecordStatus = map[string]string{}
 	}
@@ -73,13 +76,14 @@ func scanDomain(row pgx.Row) (Domain, error) {
 // live domain of that name.
 func (s *Store) CreateDomain(ctx context.Context, d Domain) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO domain (id, team_id, name, region, status, return_path,
-			open_tracking, click_tracking, tls, dkim_selector, dkim_public_key, dkim_private_key, record_status)
+			open_tracking, click_tracking, tls, dkim_selector, dkim_public_key, dkim_private_key, record_status,
+			receiving)
 		VALUES (@id, @team, @name, @region, @status, @return_path, @open, @click, @tls, @selector,
-			@public, @private, @records)`,
+			@public, @private, @records, coalesce(nullif(@receiving, ''), 'disabled'))`,
 		pgx.NamedArgs{"id": d.ID, "team": d.TeamID, "name": d.Name, "region": d.Region, "status": d.Status,
 			"return_path": d.ReturnPath, "open": d.OpenTracking, "click": d.ClickTracking, "tls": d.TLS,
 			"selector": d.DKIMSelector, "public": d.DKIMPublicKey, "private": d.DKIMPrivateKey,
-			"records": nonNilMap(d.RecordStatus)})
+			"records": nonNilMap(d.RecordStatus), "receiving": d.Receiving})
 	if err != nil {
 		return fmt.Errorf("creating domain %s: %w", d.Name, mapErr(err))
 	}
@@ -125,6 +129,8 @@ type DomainUpdate struct {
 	OpenTracking  *bool
 	ClickTracking *bool
 	TLS           *string
+	// Receiving is ReceivingEnabled or ReceivingDisabled.
+	Receiving *string
 }
 
 // UpdateDomain changes a live domain's settings. ErrNotFound when the team
@@ -134,9 +140,11 @@ func (s *Store) UpdateDomain(ctx context.Context, teamID, id uuid.UUID, u Domain
 			open_tracking = coalesce(@open, open_tracking),
 			click_tracking = coalesce(@click, click_tracking),
 			tls = coalesce(@tls, tls),
+			receiving = coalesce(@receiving, receiving),
 			updated_at = now()
 		WHERE id = @id AND team_id = @team AND deleted_at IS NULL`,
-		pgx.NamedArgs{"id": id, "team": teamID, "open": u.OpenTracking, "click": u.ClickTracking, "tls": u.TLS})
+		pgx.NamedArgs{"id": id, "team": teamID, "open": u.OpenTracking, "click": u.ClickTracking, "tls": u.TLS,
+			"receiving": u.Receiving})
 	if err != nil {
 		return fmt.Errorf("updating domain %s: %w", id, mapErr(err))
 	}

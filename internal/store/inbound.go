@@ -53,17 +53,18 @@ func NewInbound(s *Store, verpKey []byte, committed func()) *Inbound {
 	return in
 }
 
-// Route says whose a recipient is. Only the return paths of our emails
-// are routed today (RouteReturnPath); every other address is
-// inbound.ErrNotOurs.
+// Route says whose a recipient is: the return paths of our emails
+// (RouteReturnPath) and the addresses at verified domains with receiving
+// enabled (RouteReceiving); every other address is inbound.ErrNotOurs.
 func (in *Inbound) Route(ctx context.Context, rcpt string) (inbound.Route, error) {
 	if v, ok := reports.ParseVERP(rcpt); ok {
-		return in.store.RouteReturnPath(ctx, v, in.keys)
+		if r, err := in.store.RouteReturnPath(ctx, v, in.keys); !errors.Is(err, inbound.ErrNotOurs) {
+			return r, err
+		}
 	}
-	// Receiving domains (issue 16 point 4) route here once they exist: an
-	// address at a domain with receiving enabled becomes an
-	// inbound.RouteReceiving route of that domain's team.
-	return inbound.Route{}, inbound.ErrNotOurs
+	// An address at a verified domain with receiving enabled is an
+	// inbound.RouteReceiving route of that domain's team (RouteReceiving).
+	return in.store.RouteReceiving(ctx, rcpt)
 }
 
 // RouteReturnPath routes the VERP return path v of an email: the email

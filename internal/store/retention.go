@@ -78,8 +78,10 @@ var expiringTables = []struct{ table, expired string }{
 	// The record of system emails only counts the last hour (see
 	// ReserveSystemMail); a day is plenty.
 	{"system_mail", "created_at < @now::timestamptz - interval '1 day'"},
-	// Inbound messages (bounces, complaints) are kept 30 days like sent
-	// mail, processed or not.
+	// Inbound messages (bounces, complaints, received mail) are kept 30
+	// days like sent mail, processed or not; the received emails parsed
+	// from them (received_email, received_attachment) go with them by
+	// cascade.
 	{"inbound_message", "created_at < @now::timestamptz - interval '30 days'"},
 }
 

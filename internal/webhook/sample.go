@@ -25,6 +25,16 @@ func Sample(typ string, now time.Time) map[string]any {
 		data = map[string]any{"id": "00000000-0000-7000-8000-000000000000", "name": "Product updates",
 			"description": "News about the product", "default_subscription": "opt_in", "visibility": "public",
 			"created_at": at, "updated_at": at}
+	case typ == "email.received":
+		// Resend's metadata-only payload: the bodies and attachments are
+		// fetched through GET /emails/receiving/{id}.
+		data = map[string]any{"email_id": "00000000-0000-7000-8000-000000000000", "created_at": at,
+			"from": "Steve <steve@example.org>", "to": []string{"support@example.com"}, "cc": []string{},
+			"bcc": []string{}, "received_for": []string{"support@example.com"},
+			"message_id": "<111-222-333@mail.example.org>", "subject": "Test event",
+			"attachments": []map[string]any{{"id": "00000000-0000-7000-8000-000000000001",
+				"filename": "invoice.pdf", "content_type": "application/pdf",
+				"content_disposition": "attachment", "content_id": nil}}}
 	default:
 		data = map[string]any{"email_id": "00000000-0000-7000-8000-000000000000", "created_at": at,
 			"from": "Acme <onboarding@posthaste.test>", "to": []string{"delivered@posthaste.test"},

@@ -38,7 +38,7 @@ import (
 // only contact.created, contact.updated and contact.deleted.
 var Types = []string{
 	"email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.complained",
-	"email.opened", "email.clicked", "email.failed", "email.scheduled", "email.suppressed",
+	"email.opened", "email.clicked", "email.failed", "email.scheduled", "email.suppressed", "email.received",
 	"domain.created", "domain.updated", "domain.deleted",
 	"contact.created", "contact.updated", "contact.deleted", "contact.topics.updated",
 	"topic.created", "topic.updated", "topic.deleted",

@@ -1,0 +1,358 @@
+package api
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// Received emails (issue 16 point 4), as Resend serves them:
+// GET /emails/receiving, GET /emails/receiving/{id} and the attachments
+// of one, GET /emails/receiving/{id}/attachments[/{attachment_id}]. The
+// contents (each attachment, and the raw message) are fetched from the
+// download_url these return: a URL signed for one team's one object
+// (HMAC-SHA256 under a key derived from the master key) that expires
+// after downloadTTL, so it works without the API key, like Resend's, yet
+// cannot be guessed or reused for long. The signature travels in the
+// query string, which the request log does not record.
+
+// downloadTTL is how long a download URL works.
+const downloadTTL = time.Hour
+
+// downloadKeyPurpose derives the key of download URLs from the master key.
+const downloadKeyPurpose = "posthaste received downloads v1"
+
+type receivedAttachmentJSON struct {
+	ID                 string  `json:"id"`
+	Filename           *string `json:"filename"`
+	Size               int     `json:"size"`
+	ContentType        string  `json:"content_type"`
+	ContentID          *string `json:"content_id"`
+	ContentDisposition *string `json:"content_disposition"`
+}
+
+type receivedListJSON struct {
+	ID          string                   `json:"id"`
+	To          []string                 `json:"to"`
+	From        string                   `json:"from"`
+	CreatedAt   string                   `json:"created_at"`
+	Subject     string                   `json:"subject"`
+	Bcc         []string                 `json:"bcc"`
+	Cc          []string                 `json:"cc"`
+	ReplyTo     []string                 `json:"reply_to"`
+	ReceivedFor []string                 `json:"received_for"`
+	MessageID   string                   `json:"message_id"`
+	Attachments []receivedAttachmentJSON `json:"attachments"`
+}
+
+type downloadJSON struct {
+	DownloadURL string `json:"download_url"`
+	ExpiresAt   string `json:"expires_at"`
+}
+
+type receivedJSON struct {
+	Object string `json:"object"`
+	receivedListJSON
+	HTML    *string           `json:"html"`
+	Text    *string           `json:"text"`
+	Headers map[string]string `json:"headers"`
+	Raw     *downloadJSON     `json:"raw"`
+}
+
+type attachmentDataJSON struct {
+	Object             string  `json:"object,omitempty"`
+	ID                 string  `json:"id"`
+	Filename           *string `json:"filename,omitempty"`
+	Size               int     `json:"size"`
+	ContentType        string  `json:"content_type"`
+	ContentDisposition string  `json:"content_disposition"`
+	ContentID          *string `json:"content_id,omitempty"`
+	DownloadURL        string  `json:"download_url"`
+	ExpiresAt          string  `json:"expires_at"`
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func renderReceivedList(e store.ReceivedEmail) receivedListJSON {
+	j := receivedListJSON{ID: e.ID.String(), To: e.To, From: e.From, CreatedAt: formatTime(e.CreatedAt),
+		Subject: e.Subject, Bcc: e.Bcc, Cc: e.Cc, ReplyTo: e.ReplyTo, ReceivedFor: e.ReceivedFor,
+		MessageID: e.MessageID, Attachments: []receivedAttachmentJSON{}}
+	for _, a := range e.Attachments {
+		j.Attachments = append(j.Attachments, receivedAttachmentJSON{ID: a.ID.String(), Filename: optional(a.Filename),
+			Size: a.Size, ContentType: a.ContentType, ContentID: optional(a.ContentID),
+			ContentDisposition: optional(a.ContentDisposition)})
+	}
+	return j
+}
+
+func (s *Server) listReceivedEmails(c *gin.Context) {
+	respondList(s, c, s.store.ListReceivedEmails, renderReceivedList)
+}
+
+// receivedPath loads the team's received email of the :id parameter; it
+// has answered the request when ok is false.
+func (s *Server) receivedPath(c *gin.Context) (store.ReceivedEmail, bool) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return store.ReceivedEmail{}, false
+	}
+	e, err := s.store.GetReceivedEmail(c.Request.Context(), principal(c).TeamID, id)
+	if err != nil {
+		s.respondError(c, notFound(err, "Email not found."))
+		return store.ReceivedEmail{}, false
+	}
+	return e, true
+}
+
+func (s *Server) getReceivedEmail(c *gin.Context) {
+	format := c.DefaultQuery("html_format", "data_uri")
+	if format != "data_uri" && format != "cid" {
+		s.respondError(c, validation("The `html_format` parameter must be `data_uri` or `cid`."))
+		return
+	}
+	e, ok := s.receivedPath(c)
+	if !ok {
+		return
+	}
+	j := receivedJSON{Object: "email", receivedListJSON: renderReceivedList(e), HTML: e.HTML, Text: e.Text,
+		Headers: e.Headers}
+	if format == "data_uri" && e.HTML != nil {
+		html, err := s.inlineImages(c, e)
+		if err != nil {
+			s.respondError(c, err)
+			return
+		}
+		j.HTML = &html
+	}
+	if u, exp, ok := s.downloadURL(c, "raw", e.TeamID, e.ID, uuid.Nil); ok {
+		j.Raw = &downloadJSON{DownloadURL: u, ExpiresAt: formatTime(exp)}
+	}
+	c.PureJSON(http.StatusOK, j)
+}
+
+// maxInlineBytes bounds the inline images one response embeds as data
+// URIs; larger ones keep their cid: reference.
+const maxInlineBytes = 10 << 20
+
+// inlineImages replaces the cid: references of e's HTML to its inline
+// attachments with data: URIs (Resend's default html_format).
+func (s *Server) inlineImages(c *gin.Context, e store.ReceivedEmail) (string, error) {
+	html := *e.HTML
+	budget := maxInlineBytes
+	for _, a := range e.Attachments {
+		if a.ContentID == "" || a.Size > budget || !strings.Contains(html, "cid:"+a.ContentID) {
+			continue
+		}
+		full, err := s.store.ReceivedAttachmentContent(c.Request.Context(), e.TeamID, e.ID, a.ID)
+		if err != nil {
+			return "", err
+		}
+		budget -= a.Size
+		html = strings.ReplaceAll(html, "cid:"+a.ContentID,
+			"data:"+a.ContentType+";base64,"+base64.StdEncoding.EncodeToString(full.Content))
+	}
+	return html, nil
+}
+
+func (s *Server) renderAttachmentData(c *gin.Context, e store.ReceivedEmail, a store.ReceivedAttachment) (attachmentDataJSON, bool) {
+	u, exp, ok := s.downloadURL(c, "attachment", e.TeamID, e.ID, a.ID)
+	if !ok {
+		return attachmentDataJSON{}, false
+	}
+	disp := a.ContentDisposition
+	if disp != "inline" {
+		disp = "attachment"
+	}
+	return attachmentDataJSON{ID: a.ID.String(), Filename: optional(a.Filename), Size: a.Size,
+		ContentType: a.ContentType, ContentDisposition: disp, ContentID: optional(a.ContentID),
+		DownloadURL: u, ExpiresAt: formatTime(exp)}, true
+}
+
+func (s *Server) noDownloads(c *gin.Context) {
+	s.respondError(c, errorf(http.StatusInternalServerError, nameApplicationError,
+		"Downloads are unavailable: the server has no master key (POSTHASTE_MASTER_KEY)."))
+}
+
+func (s *Server) listReceivedAttachments(c *gin.Context) {
+	e, ok := s.receivedPath(c)
+	if !ok {
+		return
+	}
+	out := make([]attachmentDataJSON, 0, len(e.Attachments))
+	for _, a := range e.Attachments {
+		j, ok := s.renderAttachmentData(c, e, a)
+		if !ok {
+			s.noDownloads(c)
+			return
+		}
+		out = append(out, j)
+	}
+	c.PureJSON(http.StatusOK, list(out, false))
+}
+
+func (s *Server) getReceivedAttachment(c *gin.Context) {
+	aid, err := uuid.Parse(c.Param("attachment_id"))
+	if err != nil {
+		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameInvalidParameter, "The id must be a valid UUID."))
+		return
+	}
+	e, ok := s.receivedPath(c)
+	if !ok {
+		return
+	}
+	for _, a := range e.Attachments {
+		if a.ID != aid {
+			continue
+		}
+		j, ok := s.renderAttachmentData(c, e, a)
+		if !ok {
+			s.noDownloads(c)
+			return
+		}
+		j.Object = "attachment"
+		c.PureJSON(http.StatusOK, j)
+		return
+	}
+	s.respondError(c, errorf(http.StatusNotFound, nameNotFound, "Attachment not found."))
+}
+
+// downloadKey is the key of download URLs; nil without a master key.
+func (s *Server) downloadKey() []byte {
+	if s.domains.Keys == nil {
+		return nil
+	}
+	return s.domains.Keys.DeriveKey(downloadKeyPurpose)
+}
+
+// downloadSignature signs one object of one team until expires.
+func downloadSignature(key []byte, kind string, team, email, att uuid.UUID, expires int64) string {
+	m := hmac.New(sha256.New, key)
+	fmt.Fprintf(m, "%s\x00%s\x00%s\x00%s\x00%d", kind, team, email, att, expires)
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// downloadURL is the signed URL of a received email's raw message (kind
+// "raw") or attachment, on the public URL when configured, else on the
+// host the request came to; ok is false without a master key.
+func (s *Server) downloadURL(c *gin.Context, kind string, team, email, att uuid.UUID) (string, time.Time, bool) {
+	key := s.downloadKey()
+	if key == nil {
+		return "", time.Time{}, false
+	}
+	exp := time.Now().Add(downloadTTL).Truncate(time.Second)
+	base := s.publicURL
+	if base == "" {
+		scheme := "http"
+		if c.Request.TLS != nil {
+			scheme = "https"
+		}
+		base = scheme + "://" + c.Request.Host
+	}
+	path := "/emails/receiving/" + email.String() + "/raw"
+	if kind == "attachment" {
+		path = "/emails/receiving/" + email.String() + "/attachments/" + att.String() + "/download"
+	}
+	q := url.Values{"team": {team.String()}, "expires": {strconv.FormatInt(exp.Unix(), 10)},
+		"signature": {downloadSignature(key, kind, team, email, att, exp.Unix())}}
+	return base + path + "?" + q.Encode(), exp, true
+}
+
+// checkDownload verifies the signed query of a download URL; it has
+// answered the request when ok is false. An expired, altered or foreign
+// URL is a 404 like an unknown object, so it says nothing of what exists.
+func (s *Server) checkDownload(c *gin.Context, kind string, email, att uuid.UUID) (uuid.UUID, bool) {
+	gone := func() (uuid.UUID, bool) {
+		s.respondError(c, errorf(http.StatusNotFound, nameNotFound,
+			"The download link is invalid or has expired; fetch a new one from the API."))
+		return uuid.Nil, false
+	}
+	key := s.downloadKey()
+	team, err := uuid.Parse(c.Query("team"))
+	if key == nil || err != nil {
+		return gone()
+	}
+	exp, err := strconv.ParseInt(c.Query("expires"), 10, 64)
+	if err != nil || time.Now().Unix() > exp {
+		return gone()
+	}
+	want := downloadSignature(key, kind, team, email, att, exp)
+	if !hmac.Equal([]byte(want), []byte(c.Query("signature"))) {
+		return gone()
+	}
+	return team, true
+}
+
+// serveDownload sends content so that no browser renders it on our origin
+// (it comes from strangers): as an attachment, sniffing off, sandboxed.
+func serveDownload(c *gin.Context, contentType, filename string, content []byte) {
+	h := c.Writer.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "sandbox; default-src 'none'")
+	h.Set("Cache-Control", "private, no-store")
+	disp := "attachment"
+	if filename != "" {
+		if v := mime.FormatMediaType("attachment", map[string]string{"filename": filename}); v != "" {
+			disp = v
+		}
+	}
+	h.Set("Content-Disposition", disp)
+	if _, _, err := mime.ParseMediaType(contentType); err != nil || contentType == "" {
+		contentType = "application/octet-stream"
+	}
+	c.Data(http.StatusOK, contentType, content)
+}
+
+func (s *Server) downloadReceivedAttachment(c *gin.Context) {
+	email, err1 := uuid.Parse(c.Param("id"))
+	aid, err2 := uuid.Parse(c.Param("attachment_id"))
+	if err1 != nil || err2 != nil {
+		s.respondError(c, errorf(http.StatusNotFound, nameNotFound, "The requested resource was not found."))
+		return
+	}
+	team, ok := s.checkDownload(c, "attachment", email, aid)
+	if !ok {
+		return
+	}
+	a, err := s.store.ReceivedAttachmentContent(c.Request.Context(), team, email, aid)
+	if err != nil {
+		s.respondError(c, notFound(err, "Attachment not found."))
+		return
+	}
+	serveDownload(c, a.ContentType, a.Filename, a.Content)
+}
+
+func (s *Server) downloadReceivedRaw(c *gin.Context) {
+	email, err := uuid.Parse(c.Param("id"))
+	if err != nil {
+		s.respondError(c, errorf(http.StatusNotFound, nameNotFound, "The requested resource was not found."))
+		return
+	}
+	team, ok := s.checkDownload(c, "raw", email, uuid.Nil)
+	if !ok {
+		return
+	}
+	raw, err := s.store.ReceivedRaw(c.Request.Context(), team, email)
+	if err != nil {
+		s.respondError(c, notFound(err, "Email not found."))
+		return
+	}
+	serveDownload(c, "message/rfc822", email.String()+".eml", raw)
+}

@@ -1,0 +1,150 @@
+package dashboard
+
+import (
+	"encoding/base64"
+	"mime"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// The Receiving pages (issue 16 point 4): the emails the team's receiving
+// domains received, newest first, and one with its bodies, header fields
+// and attachments. Everything in them comes from strangers: the HTML is
+// shown in the sandboxed preview frame of sent emails (previewHeaders),
+// and attachments and the raw message are only ever downloaded, never
+// rendered on the dashboard's origin.
+
+type receivingData struct {
+	Emails []store.ReceivedEmail
+	Pager  pager
+}
+
+func (h *Handler) receiving(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	q := r.URL.Query()
+	p := pageOf(q, 50)
+	list, more, err := h.store.ListReceivedEmails(r.Context(), se.TeamID, p)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	d := receivingData{Emails: list}
+	if len(list) > 0 {
+		d.Pager = pagerOf(url.Values{}, p, more, list[0].ID, list[len(list)-1].ID, len(list))
+	}
+	h.render(w, http.StatusOK, "receiving", view{Title: "Receiving", Nav: "receiving", Session: se, CSRF: se.CSRFToken, Data: d})
+}
+
+type receivedData struct {
+	Email   store.ReceivedEmail
+	Headers [][2]string
+}
+
+func (h *Handler) loadReceived(w http.ResponseWriter, r *http.Request, se *store.Session) (store.ReceivedEmail, bool) {
+	return byPathID(h, w, r, func(id uuid.UUID) (store.ReceivedEmail, error) {
+		return h.store.GetReceivedEmail(r.Context(), se.TeamID, id)
+	})
+}
+
+func (h *Handler) received(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	e, ok := h.loadReceived(w, r, se)
+	if !ok {
+		return
+	}
+	d := receivedData{Email: e}
+	for k, v := range e.Headers {
+		d.Headers = append(d.Headers, [2]string{k, v})
+	}
+	sort.Slice(d.Headers, func(i, j int) bool { return d.Headers[i][0] < d.Headers[j][0] })
+	title := e.Subject
+	if title == "" {
+		title = "(no subject)"
+	}
+	h.render(w, http.StatusOK, "received", view{Title: title, Nav: "receiving", Session: se, CSRF: se.CSRFToken, Data: d})
+}
+
+// download sends content as an attachment that no browser renders here.
+func download(w http.ResponseWriter, contentType, filename string, content []byte) {
+	hd := w.Header()
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Content-Security-Policy", "sandbox; default-src 'none'")
+	if _, _, err := mime.ParseMediaType(contentType); err != nil || contentType == "" {
+		contentType = "application/octet-stream"
+	}
+	hd.Set("Content-Type", contentType)
+	disp := "attachment"
+	if filename != "" {
+		if v := mime.FormatMediaType("attachment", map[string]string{"filename": filename}); v != "" {
+			disp = v
+		}
+	}
+	hd.Set("Content-Disposition", disp)
+	_, _ = w.Write(content)
+}
+
+func (h *Handler) receivedRaw(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	e, ok := h.loadReceived(w, r, se)
+	if !ok {
+		return
+	}
+	raw, err := h.store.ReceivedRaw(r.Context(), se.TeamID, e.ID)
+	if err != nil {
+		h.failOr404(w, r, err)
+		return
+	}
+	download(w, "message/rfc822", e.ID.String()+".eml", raw)
+}
+
+func (h *Handler) receivedAttachment(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	id, err1 := uuid.Parse(r.PathValue("id"))
+	aid, err2 := uuid.Parse(r.PathValue("attachment"))
+	if err1 != nil || err2 != nil {
+		http.NotFound(w, r)
+		return
+	}
+	a, err := h.store.ReceivedAttachmentContent(r.Context(), se.TeamID, id, aid)
+	if err != nil {
+		h.failOr404(w, r, err)
+		return
+	}
+	download(w, a.ContentType, a.Filename, a.Content)
+}
+
+// maxPreviewInline bounds the inline images a preview embeds.
+const maxPreviewInline = 10 << 20
+
+// receivedPreview serves the HTML body for the sandboxed preview frame,
+// its inline images (cid: references) embedded as data: URIs.
+func (h *Handler) receivedPreview(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	e, ok := h.loadReceived(w, r, se)
+	if !ok {
+		return
+	}
+	previewHeaders(w.Header(), r.URL.Query().Get("remote") == "1")
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if e.HTML == nil {
+		_, _ = w.Write([]byte("<p style=\"font-family:sans-serif;color:#666\">This email has no HTML part.</p>"))
+		return
+	}
+	html, budget := *e.HTML, maxPreviewInline
+	for _, a := range e.Attachments {
+		if a.ContentID == "" || a.Size > budget || !strings.HasPrefix(a.ContentType, "image/") ||
+			!strings.Contains(html, "cid:"+a.ContentID) {
+			continue
+		}
+		full, err := h.store.ReceivedAttachmentContent(r.Context(), se.TeamID, e.ID, a.ID)
+		if err != nil {
+			h.failOr404(w, r, err)
+			return
+		}
+		budget -= a.Size
+		html = strings.ReplaceAll(html, "cid:"+a.ContentID,
+			"data:"+a.ContentType+";base64,"+base64.StdEncoding.EncodeToString(full.Content))
+	}
+	_, _ = w.Write([]byte(html))
+}
