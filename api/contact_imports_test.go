@@ -5,9 +5,6 @@ import (
 	"context"
 	"io"
 	"mime/multipart"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -122,19 +119,8 @@ func TestContactImportsAPIRejectsBadUploads(t *testing.T) {
 // TestResendNodeSDKContactImports runs testdata/resend-node/imports.cjs:
 // Resend's official Node SDK creates, gets and lists a contact import.
 func TestResendNodeSDKContactImports(t *testing.T) {
-	dir, err := filepath.Abs("testdata/resend-node")
-	require.NoError(t, err)
-	node, err := exec.LookPath("node")
-	require.NoError(t, err, "the Node SDK test needs node: apt-get install nodejs npm")
-	_, err = os.Stat(filepath.Join(dir, "node_modules", "resend"))
-	require.NoError(t, err, "the Node SDK test needs the SDK: npm ci --prefix api/testdata/resend-node")
-
 	e := newEnv(t)
-	cmd := exec.Command(node, filepath.Join(dir, "imports.cjs"))
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "RESEND_BASE_URL="+e.srv.URL, "RESEND_API_KEY="+e.keyA)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	out := runResendNode(t, "imports.cjs", "RESEND_BASE_URL="+e.srv.URL, "RESEND_API_KEY="+e.keyA)
 	require.Contains(t, string(out), "ok")
 }
 

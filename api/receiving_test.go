@@ -5,9 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -238,21 +235,10 @@ func TestReceivedEmails(t *testing.T) {
 // drives domain capabilities and received emails with Resend's official
 // Node SDK (6.x, installed by scripts/setup.sh with npm ci).
 func TestResendNodeSDKReceiving(t *testing.T) {
-	dir, err := filepath.Abs("testdata/resend-node")
-	require.NoError(t, err)
-	node, err := exec.LookPath("node")
-	require.NoError(t, err, "the Node SDK test needs node: apt-get install nodejs npm")
-	_, err = os.Stat(filepath.Join(dir, "node_modules", "resend"))
-	require.NoError(t, err, "the Node SDK test needs the SDK: npm ci --prefix api/testdata/resend-node")
-
 	e := newEnv(t)
 	d := e.enableReceiving("sdk.example.test")
 	re := e.receivedEmail("sdk.example.test")
-	cmd := exec.Command(node, filepath.Join(dir, "receiving.cjs"))
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "RESEND_BASE_URL="+e.srv.URL, "RESEND_API_KEY="+e.keyA,
+	out := runResendNode(t, "receiving.cjs", "RESEND_BASE_URL="+e.srv.URL, "RESEND_API_KEY="+e.keyA,
 		"DOMAIN_ID="+d["id"].(string), "DOMAIN_NAME=sdk.example.test", "EMAIL_ID="+re.ID.String())
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "ok")
 }

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"net/url"
 	"os"
@@ -89,18 +90,29 @@ func TestResendGoSDKContacts(t *testing.T) {
 // drives contacts, contact properties, segments and topics with Resend's
 // official Node SDK (6.x, installed by scripts/setup.sh with npm ci).
 func TestResendNodeSDKContacts(t *testing.T) {
+	e := newEnv(t)
+	out := runResendNode(t, "contacts.cjs", "RESEND_BASE_URL="+e.srv.URL, "RESEND_API_KEY="+e.keyA)
+	require.Contains(t, string(out), "ok")
+}
+
+// runResendNode runs script of testdata/resend-node with Resend's
+// official Node SDK (6.x, installed by scripts/setup.sh with npm ci) and
+// the environment env added; it fails the test when node or the SDK is
+// missing or the script fails, and returns its standard output.
+func runResendNode(t *testing.T, script string, env ...string) []byte {
+	t.Helper()
 	dir, err := filepath.Abs("testdata/resend-node")
 	require.NoError(t, err)
 	node, err := exec.LookPath("node")
 	require.NoError(t, err, "the Node SDK test needs node: apt-get install nodejs npm")
 	_, err = os.Stat(filepath.Join(dir, "node_modules", "resend"))
 	require.NoError(t, err, "the Node SDK test needs the SDK: npm ci --prefix api/testdata/resend-node")
-
-	e := newEnv(t)
-	cmd := exec.Command(node, filepath.Join(dir, "contacts.cjs"))
+	cmd := exec.Command(node, filepath.Join(dir, script))
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "RESEND_BASE_URL="+e.srv.URL, "RESEND_API_KEY="+e.keyA)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "ok")
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "%s\n%s", out, stderr.String())
+	return out
 }

@@ -1,13 +1,9 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/uuid"
@@ -314,21 +310,8 @@ func TestResendGoSDKTemplates(t *testing.T) {
 // SDK (6.x, installed by scripts/setup.sh with npm ci, as for
 // TestResendNodeSDKContacts).
 func TestResendNodeSDKTemplates(t *testing.T) {
-	dir, err := filepath.Abs("testdata/resend-node")
-	require.NoError(t, err)
-	node, err := exec.LookPath("node")
-	require.NoError(t, err, "the Node SDK test needs node: apt-get install nodejs npm")
-	_, err = os.Stat(filepath.Join(dir, "node_modules", "resend"))
-	require.NoError(t, err, "the Node SDK test needs the SDK: npm ci --prefix api/testdata/resend-node")
-
 	e := newEnv(t)
-	cmd := exec.Command(node, filepath.Join(dir, "templates.cjs"))
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "RESEND_BASE_URL="+e.srv.URL, "RESEND_API_KEY="+e.keyA)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, stderr.String())
+	out := runResendNode(t, "templates.cjs", "RESEND_BASE_URL="+e.srv.URL, "RESEND_API_KEY="+e.keyA)
 	var res struct {
 		Created    struct{ ID, Object string }
 		DraftError *struct{ Name, Message string } `json:"draftError"`
