@@ -28,6 +28,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/telemetry"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
+	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
 )
 
 // Registered activity names: renaming a Go method must not break running
@@ -101,6 +102,12 @@ type Config struct {
 	// cannot prepare mail from a domain anyway. When it is nil and Keys is
 	// set, New derives it from Keys.
 	VERPKey []byte
+	// UnsubscribeMailtoKey makes the mailto unsubscribe addresses of
+	// emails sent with a topic from a domain (mailto.Make), derived from
+	// the master key (mailto.KeyPurpose); the inbound MX verifies them
+	// with the same key. When it is nil and Keys is set, New derives it
+	// from Keys; with neither, those emails name only the URL.
+	UnsubscribeMailtoKey []byte
 }
 
 // VERPKeyPurpose derives Config.VERPKey from the master key
@@ -129,6 +136,9 @@ func New(cfg Config, st *store.Store, d Deliverer, metrics *telemetry.Metrics, l
 	}
 	if cfg.VERPKey == nil && cfg.Keys != nil {
 		cfg.VERPKey = cfg.Keys.DeriveKey(VERPKeyPurpose)
+	}
+	if cfg.UnsubscribeMailtoKey == nil && cfg.Keys != nil {
+		cfg.UnsubscribeMailtoKey = cfg.Keys.DeriveKey(mailto.KeyPurpose)
 	}
 	return &Activities{cfg: cfg, store: st, mta: d, metrics: metrics,
 		logger: logger.With("component", "activities"), now: now}

@@ -10,9 +10,12 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/inbound"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/unsubscribe"
+	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
 )
 
 // ProcessInboundMessageName is the registered name of ProcessInboundMessage.
@@ -38,6 +41,10 @@ type ProcessInboundResult struct {
 	// Received counts the received emails stored for receiving domains
 	// (issue 16 point 4); 0 when they already were.
 	Received int
+	// Unsubscribed counts the recipients unsubscribed through their
+	// mailto unsubscribe addresses (unsubscribeMailto); one unsubscribed
+	// already counts but changes nothing.
+	Unsubscribed int
 }
 
 // ProcessInboundMessage reads a message the inbound MX accepted and acts
@@ -106,6 +113,10 @@ func (a *Activities) ProcessInboundMessage(ctx context.Context, in ProcessInboun
 			}
 		}
 	}
+	// Mailto unsubscribe addresses (RFC 2369): whatever the message says.
+	if res.Unsubscribed, err = a.unsubscribeMailto(ctx, m); err != nil {
+		return ProcessInboundResult{}, err
+	}
 	// Receiving domains (issue 16 point 4): the message is stored for
 	// each and announced with email.received.
 	if res.Received, err = a.receive(ctx, m); err != nil {
@@ -115,8 +126,46 @@ func (a *Activities) ProcessInboundMessage(ctx context.Context, in ProcessInboun
 		return ProcessInboundResult{}, err
 	}
 	logger.Info("inbound message processed", "email_id", res.EmailID, "events", res.Events,
-		"suppressed", res.Suppressed, "received", res.Received)
+		"suppressed", res.Suppressed, "received", res.Received, "unsubscribed", res.Unsubscribed)
 	return res, nil
+}
+
+// unsubscribeMailto unsubscribes the recipient that each of m's mailto
+// unsubscribe addresses names (mailto.Make) from the email's topic, or
+// from everything when it has none, as the one-click POST of its link does
+// (unsubscribe.Unsubscribe: the contact created if needed, the same
+// webhook events). RFC 2369 §3.2: sending any message to the address is
+// the request, so the message's content does not matter. An address whose
+// email is gone (purged) is skipped; so is one whose code does not verify,
+// which the MX would not have accepted.
+func (a *Activities) unsubscribeMailto(ctx context.Context, m store.InboundMessage) (int, error) {
+	n := 0
+	for _, r := range m.Recipients {
+		if r.Kind != inbound.RouteUnsubscribe || r.EmailID == nil {
+			continue
+		}
+		addr, ok := mailto.Parse(r.Address)
+		if !ok || addr.EmailID != *r.EmailID || !addr.Verify(a.cfg.UnsubscribeMailtoKey) {
+			a.logger.Warn("skipping an unsubscribe address that does not verify", "team_id", m.TeamID, "inbound_id", m.ID)
+			continue
+		}
+		e, err := a.store.GetEmail(ctx, m.TeamID, addr.EmailID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return n, fmt.Errorf("loading email of unsubscribe address: %w", err)
+		}
+		if addr.Index >= len(e.Recipients) {
+			continue
+		}
+		tok := unsubscribe.Token{TeamID: e.TeamID, EmailID: e.ID, TopicID: e.TopicID, Email: e.Recipients[addr.Index].Address}
+		if err := unsubscribe.Unsubscribe(ctx, a.store, a.cfg.Webhooks.Outbox, a.logger, tok); err != nil {
+			return n, fmt.Errorf("unsubscribing recipient %d of %s: %w", addr.Index, e.ID, err)
+		}
+		n++
+	}
+	return n, nil
 }
 
 // reportEmail finds the email a report is about, within the message's
@@ -130,8 +179,8 @@ func (a *Activities) reportEmail(ctx context.Context, m store.InboundMessage, re
 		return e, err == nil, err
 	}
 	for _, r := range m.Recipients {
-		if r.EmailID == nil {
-			continue
+		if r.EmailID == nil || r.Kind != inbound.RouteReturnPath {
+			continue // a report comes to a return path, not to an unsubscribe address
 		}
 		if e, ok, err := try(a.store.GetEmail(ctx, m.TeamID, *r.EmailID)); ok || err != nil {
 			return e, ok, err

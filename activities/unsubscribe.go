@@ -17,6 +17,7 @@ import (
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
+	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
 )
 
 // Mail sent with a topic carries each recipient's own unsubscribe link
@@ -44,8 +45,10 @@ func perRecipient(e store.Email) bool {
 // the body's and subject's unsubscribe placeholders replaced by url, and
 // List-Unsubscribe: <url> with List-Unsubscribe-Post:
 // List-Unsubscribe=One-Click (RFC 8058 §3.1; dkim.Sign signs both) in
-// place of any the sender set itself.
-func BuildForRecipient(e store.Email, at time.Time, url string) ([]byte, error) {
+// place of any the sender set itself. A non-empty mailtoAddr (the
+// recipient's mailto unsubscribe address, mailto.Make) is the field's
+// second entry: <url>, <mailto:mailtoAddr> (RFC 2369 §3.2).
+func BuildForRecipient(e store.Email, at time.Time, url, mailtoAddr string) ([]byte, error) {
 	e.Subject = unsubscribe.ReplacePlaceholders(e.Subject, url)
 	if e.HTML != nil {
 		html := unsubscribe.ReplacePlaceholders(*e.HTML, url)
@@ -62,8 +65,12 @@ func BuildForRecipient(e store.Email, at time.Time, url string) ([]byte, error) 
 		}
 		headers = append(headers, h)
 	}
+	list := "<" + url + ">"
+	if mailtoAddr != "" {
+		list += ", <mailto:" + mailtoAddr + ">"
+	}
 	e.Headers = append(headers,
-		store.Header{Name: "List-Unsubscribe", Value: "<" + url + ">"},
+		store.Header{Name: "List-Unsubscribe", Value: list},
 		store.Header{Name: "List-Unsubscribe-Post", Value: "List-Unsubscribe=One-Click"})
 	return BuildMessage(e, at)
 }
@@ -109,6 +116,10 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, store
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
 	}
 	sign := func(msg []byte) ([]byte, error) { return msg, nil } // the sandbox sender does not sign
+	// Mail from a domain also names a mailto unsubscribe address at its
+	// return-path host, which the inbound MX receives; the sandbox sender
+	// has no such host.
+	mailtoHost := ""
 	if e.DomainID != nil {
 		d, err := a.store.DomainByID(ctx, *e.DomainID)
 		if err != nil {
@@ -116,6 +127,15 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, store
 		}
 		if sign, err = a.signerFor(d); err != nil {
 			return nil, a.classify(err)
+		}
+		if len(a.cfg.UnsubscribeMailtoKey) > 0 {
+			mailtoHost = d.ReturnPath + "." + d.Name
+		}
+	}
+	index := make(map[string]int, len(e.Recipients))
+	for i, r := range e.Recipients {
+		if _, dup := index[r.Address]; !dup {
+			index[r.Address] = i
 		}
 	}
 	out := make(map[string][]byte, len(rcpts))
@@ -125,7 +145,14 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, store
 			return nil, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("making the unsubscribe link: %v", err), ErrTypePermanent, err)
 		}
-		msg, err := BuildForRecipient(e, at, url)
+		mailtoAddr := ""
+		if i, ok := index[r]; ok && mailtoHost != "" {
+			if mailtoAddr, err = mailto.Make(a.cfg.UnsubscribeMailtoKey, e.ID, i, mailtoHost); err != nil {
+				return nil, temporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("making the mailto unsubscribe address: %v", err), ErrTypePermanent, err)
+			}
+		}
+		msg, err := BuildForRecipient(e, at, url, mailtoAddr)
 		if err != nil {
 			return nil, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("building message: %v", err), ErrTypePermanent, err)

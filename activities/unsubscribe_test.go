@@ -16,11 +16,13 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/dkim"
+	"github.com/posthaste/posthaste/internal/inbound"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/smtptest"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/storetest"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
+	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
 )
 
 const unsubBase = "https://mail.posthaste.example"
@@ -66,9 +68,9 @@ func TestBuildForRecipient(t *testing.T) {
 		Headers: []store.Header{{Name: "list-unsubscribe", Value: "<mailto:u@shop.test>"}, {Name: "X-Ref", Value: "1"}}}
 	at := time.Date(2026, 11, 24, 10, 0, 0, 0, time.FixedZone("", 3600))
 	const url = unsubBase + "/unsubscribe/TOKEN_a-1"
-	msg, err := activities.BuildForRecipient(e, at, url)
+	msg, err := activities.BuildForRecipient(e, at, url, "")
 	require.NoError(t, err)
-	again, err := activities.BuildForRecipient(e, at, url)
+	again, err := activities.BuildForRecipient(e, at, url, "")
 	require.NoError(t, err)
 	require.Equal(t, stripBoundaries(t, msg), stripBoundaries(t, again), "a rebuild is the same message")
 	require.Equal(t, `<p>News</p><a href="{{{RESEND_UNSUBSCRIBE_URL}}}">Unsubscribe</a> <a href="{{{UNSUBSCRIBE_URL}}}">x</a>`,
@@ -95,6 +97,13 @@ func TestBuildForRecipient(t *testing.T) {
 	keys := verifyDKIM(t, signed, "shop.test", key)
 	require.Contains(t, keys, "list-unsubscribe")
 	require.Contains(t, keys, "list-unsubscribe-post", "RFC 8058 §3.1: both fields are signed")
+
+	// With a mailto address, it is the second entry (RFC 2369 §3.2).
+	const addr = "unsubscribe+code@send.shop.test"
+	withMailto, err := activities.BuildForRecipient(e, at, url, addr)
+	require.NoError(t, err)
+	wh := header(t, withMailto)
+	require.Equal(t, []string{"<" + url + ">, <mailto:" + addr + ">"}, wh.Values("List-Unsubscribe"))
 }
 
 // stripBoundaries removes the random MIME boundaries, the only part of a
@@ -175,8 +184,19 @@ func TestDeliverTopicEmailPerRecipient(t *testing.T) {
 		h := header(t, m.Data)
 		require.Equal(t, "List-Unsubscribe=One-Click", h.Get("List-Unsubscribe-Post"))
 		lu := h.Get("List-Unsubscribe")
-		require.True(t, strings.HasPrefix(lu, "<"+unsubBase+"/unsubscribe/") && strings.HasSuffix(lu, ">"), lu)
-		url := strings.Trim(lu, "<>")
+		httpEntry, mailtoEntry, found := strings.Cut(lu, ", ")
+		require.True(t, found, "two entries: %s", lu)
+		require.True(t, strings.HasPrefix(httpEntry, "<"+unsubBase+"/unsubscribe/") && strings.HasSuffix(httpEntry, ">"), lu)
+		url := strings.Trim(httpEntry, "<>")
+		// The mailto entry names this recipient of this email, at the
+		// domain's return-path host, under the mailto key.
+		require.True(t, strings.HasPrefix(mailtoEntry, "<mailto:") && strings.HasSuffix(mailtoEntry, ">"), lu)
+		ma, ok := mailto.Parse(strings.TrimSuffix(strings.TrimPrefix(mailtoEntry, "<mailto:"), ">"))
+		require.True(t, ok, lu)
+		require.True(t, ma.Verify(box.DeriveKey(mailto.KeyPurpose)))
+		require.Equal(t, e.ID, ma.EmailID)
+		require.Equal(t, rcpt, e.Recipients[ma.Index].Address)
+		require.Equal(t, d.ReturnPath+"."+d.Name, ma.Host)
 		require.False(t, seen[url], "each recipient has its own link")
 		seen[url] = true
 		require.Contains(t, string(m.Data), url, "the body's link is the recipient's")
@@ -221,6 +241,7 @@ func TestDeliverTopicEmailFromTheSandbox(t *testing.T) {
 	h := header(t, msgs[0].Data)
 	require.Empty(t, h.Get("DKIM-Signature"))
 	require.True(t, strings.HasPrefix(h.Get("List-Unsubscribe"), "<"+unsubBase+"/unsubscribe/"))
+	require.NotContains(t, h.Get("List-Unsubscribe"), "mailto:", "the sandbox has no return-path host to receive it")
 	require.NotContains(t, string(msgs[0].Data), "{{{")
 }
 
@@ -283,4 +304,83 @@ func TestDeliverTopicEmailRecordsEachRecipientAtOnce(t *testing.T) {
 	require.Len(t, msgs, 2, "the retry sent only to the other recipient")
 	require.ElementsMatch(t, rcpts, []string{msgs[0].To[0], msgs[1].To[0]})
 	require.Equal(t, map[string]string{"a@dest.test": "delivered", "b@dest.test": "delivered"}, recipientStatus(t, st, e))
+}
+
+// TestProcessInboundMailtoUnsubscribe: a message to a recipient's mailto
+// unsubscribe address, whatever it says, opts that recipient (and only
+// it) out of the email's topic, creating its contact, as the one-click
+// POST does; again changes nothing; an email without a topic unsubscribes
+// from everything.
+func TestProcessInboundMailtoUnsubscribe(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.New(t)
+	box := newBox(t)
+	key := box.DeriveKey(mailto.KeyPurpose)
+	d, _ := insertDomain(t, st, box, "shop.test")
+	tp, err := st.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, Name: "News",
+		DefaultSubscription: store.TopicOptIn, Visibility: "public"})
+	require.NoError(t, err)
+	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, nil, nil, nil)
+	host := d.ReturnPath + "." + d.Name
+	deliverTo := func(addr string) activities.ProcessInboundResult {
+		t.Helper()
+		in := store.NewInbound(st, nil, nil)
+		in.SetUnsubscribeKey(key)
+		r, err := in.Route(ctx, addr)
+		require.NoError(t, err)
+		require.Equal(t, inbound.RouteUnsubscribe, r.Kind)
+		m := inbound.Message{ID: uuid.Must(uuid.NewV7()), Recipients: []inbound.Recipient{{Address: addr, Route: r}},
+			ReceivedAt: time.Now(), Data: []byte("Subject: whatever\r\n\r\nplease stop\r\n")}
+		require.NoError(t, in.Accept(ctx, m))
+		list, err := st.InboundMessages(ctx, r.TeamID, 1)
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+		res, err := run[activities.ProcessInboundInput, activities.ProcessInboundResult](t,
+			acts.ProcessInboundMessage, activities.ProcessInboundInput{InboundID: list[0].ID})
+		require.NoError(t, err)
+		return res
+	}
+	subscription := func(addr string, topic uuid.UUID) string {
+		t.Helper()
+		c, err := st.Contact(ctx, d.TeamID, store.ContactRef{Email: addr})
+		if errors.Is(err, store.ErrNotFound) {
+			return "no contact"
+		}
+		require.NoError(t, err)
+		list, _, err := st.ContactTopics(ctx, d.TeamID, c.ID, store.Page{Limit: 100})
+		require.NoError(t, err)
+		for _, ct := range list {
+			if ct.ID == topic {
+				return ct.Subscription
+			}
+		}
+		return "none"
+	}
+
+	text := "News"
+	e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, DomainID: &d.ID, TopicID: &tp.ID,
+		From: "Shop <hello@shop.test>", FromDomain: "shop.test", To: []string{"a@dest.test", "B@dest.test"},
+		Subject: "News", Text: &text, LastEvent: store.EventQueued, CreatedAt: time.Now()}
+	for _, r := range e.To {
+		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: "dest.test", Status: store.EventQueued})
+	}
+	_, err = st.InsertEmail(ctx, e)
+	require.NoError(t, err)
+	addr, err := mailto.Make(key, e.ID, 1, host)
+	require.NoError(t, err)
+	res := deliverTo(strings.ToUpper(addr)) // some MTAs change the case of local parts
+	require.Equal(t, 1, res.Unsubscribed)
+	require.Equal(t, store.TopicOptOut, subscription("B@dest.test", tp.ID))
+	require.Equal(t, "no contact", subscription("a@dest.test", tp.ID), "only the address's own recipient")
+	require.Equal(t, 1, deliverTo(addr).Unsubscribed, "again: counted, nothing changes")
+	require.Equal(t, store.TopicOptOut, subscription("B@dest.test", tp.ID))
+
+	// Without a topic: unsubscribed from everything.
+	plain := domainEmail(t, st, d, "c@dest.test")
+	addr, err = mailto.Make(key, plain.ID, 0, host)
+	require.NoError(t, err)
+	require.Equal(t, 1, deliverTo(addr).Unsubscribed)
+	c, err := st.Contact(ctx, d.TeamID, store.ContactRef{Email: "c@dest.test"})
+	require.NoError(t, err)
+	require.True(t, c.Unsubscribed)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/smtp"
 	"net/url"
 	"strings"
 	"testing"
@@ -29,7 +30,11 @@ import (
 // List-Unsubscribe=One-Click to one link unsubscribes that contact from
 // the topic (the API shows opt_out, a contact.topics.updated webhook
 // arrives), the link's page lists the topic, a tampered link is 404, and
-// the next send with the topic skips that contact as `suppressed`.
+// the next send with the topic skips that contact as `suppressed`. Each
+// copy's List-Unsubscribe also names a mailto address at the domain's
+// return-path host (RFC 2369): a message to the other contact's, sent to
+// the dev inbound MX, opts that contact out of the topic too, with its
+// webhook; a forged mailto address is refused at RCPT.
 func TestDevUnsubscribe(t *testing.T) {
 	ctx := context.Background()
 	dns := dnstest.NewServer(t)
@@ -39,6 +44,7 @@ func TestDevUnsubscribe(t *testing.T) {
 	dbURL := pgtest.NewDatabase(t)
 	env := domainDevEnv(t, dbURL, dns, mx.Port())
 	dataDir := env["POSTHASTE_DATA_DIR"]
+	inboundListenEnv(t, env)
 	dev := startDev(t, env)
 	defer dev.stop(t)
 	st, err := store.Open(ctx, store.Config{URL: dbURL})
@@ -90,6 +96,7 @@ func TestDevUnsubscribe(t *testing.T) {
 	msgs := mx.Messages()
 	require.Len(t, msgs, 2, "one message per recipient")
 	links := map[string]string{}
+	mailtos := map[string]string{}
 	for _, m := range msgs {
 		require.Len(t, m.To, 1)
 		requireAuthenticated(t, dns, m, "example.test")
@@ -97,8 +104,13 @@ func TestDevUnsubscribe(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "List-Unsubscribe=One-Click", mr.Header.Get("List-Unsubscribe-Post"))
 		lu := mr.Header.Get("List-Unsubscribe")
-		require.True(t, strings.HasPrefix(lu, "<"+dev.base+"/unsubscribe/"), lu)
-		link := strings.Trim(lu, "<>")
+		httpEntry, mailtoEntry, found := strings.Cut(lu, ", ")
+		require.True(t, found, "the URL and a mailto: %s", lu)
+		require.True(t, strings.HasPrefix(httpEntry, "<"+dev.base+"/unsubscribe/"), lu)
+		link := strings.Trim(httpEntry, "<>")
+		require.True(t, strings.HasPrefix(mailtoEntry, "<mailto:unsubscribe+") &&
+			strings.HasSuffix(mailtoEntry, "@send.example.test>"), lu)
+		mailtos[m.To[0]] = strings.TrimSuffix(strings.TrimPrefix(mailtoEntry, "<mailto:"), ">")
 		sig := mr.Header.Get("DKIM-Signature")
 		compact := strings.Join(strings.Fields(strings.ToLower(sig)), "")
 		require.Contains(t, compact, "list-unsubscribe:list-unsubscribe-post", "RFC 8058 §3.1: both fields signed")
@@ -201,5 +213,58 @@ func TestDevUnsubscribe(t *testing.T) {
 	last := mx.Messages()[2]
 	require.Equal(t, []string{"bob@rcpt.test"}, last.To)
 	requireAuthenticated(t, dns, last, "example.test")
+
+	// Bob unsubscribes by mail (RFC 2369 mailto): any message from any
+	// sender to his address at the inbound MX.
+	inboundAddr := env["POSTHASTE_INBOUND_LISTEN"]
+	bobMailto := mailtos["bob@rcpt.test"]
+	require.NotEqual(t, mailtos["ann@rcpt.test"], bobMailto)
+	mailUnsubscribe := func(rcpt string) error {
+		sc, err := smtp.Dial(inboundAddr)
+		require.NoError(t, err)
+		defer sc.Close()
+		require.NoError(t, sc.Hello("mail.rcpt.test"))
+		require.NoError(t, sc.Mail("bob@rcpt.test"))
+		if err := sc.Rcpt(rcpt); err != nil {
+			return err
+		}
+		w, err := sc.Data()
+		require.NoError(t, err)
+		_, err = io.WriteString(w, "From: bob@rcpt.test\r\nTo: "+rcpt+"\r\nSubject: unsubscribe\r\n\r\nPlease stop.\r\n")
+		require.NoError(t, err)
+		if err := w.Close(); err != nil {
+			return err
+		}
+		return sc.Quit()
+	}
+	code := strings.TrimSuffix(strings.TrimPrefix(bobMailto, "unsubscribe+"), "@send.example.test")
+	forgedChar := "a"
+	if code[30] == 'a' {
+		forgedChar = "c"
+	}
+	forged := "unsubscribe+" + code[:30] + forgedChar + code[31:] + "@send.example.test"
+	requireCode(t, mailUnsubscribe(forged), 550)
+	requireCode(t, mailUnsubscribe(strings.Replace(bobMailto, "@send.example.test", "@example.test", 1)), 550)
+	require.NoError(t, mailUnsubscribe(bobMailto))
+	bobTopic := func() string {
+		status, tl := c.do("GET", "/contacts/"+contacts["bob@rcpt.test"]+"/topics", nil)
+		require.Equal(t, 200, status, tl)
+		for _, x := range tl["data"].([]any) {
+			if xm := x.(map[string]any); xm["id"] == topicID {
+				return xm["subscription"].(string)
+			}
+		}
+		return ""
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for i := 0; bobTopic() != "opt_out"; i++ {
+		require.True(t, time.Now().Before(deadline), "bob's mailto unsubscribe was not applied")
+		time.Sleep(pollPause(i))
+	}
+	got = recv.waitFor(4)
+	require.Equal(t, "contact.topics.updated", got[3].Type, "the webhook the one-click fires")
+	status, annTopics := c.do("GET", "/contacts/"+contacts["ann@rcpt.test"]+"/topics", nil)
+	require.Equal(t, 200, status)
+	require.Len(t, annTopics["data"], 1)
 
 }

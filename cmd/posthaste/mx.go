@@ -21,6 +21,7 @@ import (
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
 	"github.com/posthaste/posthaste/smtpgw"
 	"github.com/posthaste/posthaste/worker"
 )
@@ -70,6 +71,11 @@ func startMX(cfg config.Config, st *store.Store, keys *seal.Box, notify func(), 
 		logger.Warn("the inbound MX offers no STARTTLS: POSTHASTE_TLS_CERT_FILE is unset")
 	}
 	acc := store.NewInbound(st, verpKey(keys), notify)
+	if keys != nil {
+		// The mailto unsubscribe addresses of our emails (the activities
+		// derive the same key to make them).
+		acc.SetUnsubscribeKey(keys.DeriveKey(mailto.KeyPurpose))
+	}
 	srv, err := inbound.New(inbound.Config{
 		Hostname:        cfg.Inbound.Hostname,
 		TLS:             tlsConf,

@@ -81,6 +81,10 @@ const (
 	RouteReturnPath RouteKind = "return_path"
 	// RouteReceiving is an address at a domain with receiving enabled.
 	RouteReceiving RouteKind = "receiving"
+	// RouteUnsubscribe is the mailto unsubscribe address of a recipient
+	// of an email we sent (RFC 2369 List-Unsubscribe): whatever arrives
+	// unsubscribes that recipient.
+	RouteUnsubscribe RouteKind = "unsubscribe"
 )
 
 // Route says who is responsible for a recipient.
@@ -88,7 +92,7 @@ type Route struct {
 	Kind     RouteKind
 	TeamID   uuid.UUID
 	DomainID uuid.UUID
-	EmailID  uuid.UUID // the email of a RouteReturnPath; uuid.Nil otherwise
+	EmailID  uuid.UUID // the email of a RouteReturnPath or RouteUnsubscribe; uuid.Nil otherwise
 }
 
 // Router routes a recipient address, in the form NormalizeRecipient

@@ -15,6 +15,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/inbound"
 	"github.com/posthaste/posthaste/internal/reports"
+	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
 )
 
 // Inbound message statuses.
@@ -29,6 +30,8 @@ const (
 type Inbound struct {
 	store *Store
 	keys  [][]byte
+	// unsubKeys verify mailto unsubscribe addresses (SetUnsubscribeKey).
+	unsubKeys [][]byte
 	// committed is called after each commit (to wake the outbox
 	// dispatcher); may be nil.
 	committed func()
@@ -53,10 +56,26 @@ func NewInbound(s *Store, verpKey []byte, committed func()) *Inbound {
 	return in
 }
 
+// SetUnsubscribeKey sets the key that verifies the mailto unsubscribe
+// addresses of our emails (mailto.Make; derived from the master key with
+// mailto.KeyPurpose). Without it, none is routed. Call it before serving.
+func (in *Inbound) SetUnsubscribeKey(key []byte) {
+	in.unsubKeys = nil
+	if len(key) > 0 {
+		in.unsubKeys = [][]byte{key}
+	}
+}
+
 // Route says whose a recipient is: the return paths of our emails
-// (RouteReturnPath) and the addresses at verified domains with receiving
+// (RouteReturnPath), their mailto unsubscribe addresses
+// (RouteUnsubscribe) and the addresses at verified domains with receiving
 // enabled (RouteReceiving); every other address is inbound.ErrNotOurs.
 func (in *Inbound) Route(ctx context.Context, rcpt string) (inbound.Route, error) {
+	if a, ok := mailto.Parse(rcpt); ok {
+		if r, err := in.store.RouteUnsubscribe(ctx, a, in.unsubKeys); !errors.Is(err, inbound.ErrNotOurs) {
+			return r, err
+		}
+	}
 	if v, ok := reports.ParseVERP(rcpt); ok {
 		if r, err := in.store.RouteReturnPath(ctx, v, in.keys); !errors.Is(err, inbound.ErrNotOurs) {
 			return r, err
@@ -107,6 +126,42 @@ func (s *Store) RouteReturnPath(ctx context.Context, v reports.VERP, keys [][]by
 		return inbound.Route{}, inbound.ErrNotOurs
 	}
 	r.Kind, r.EmailID = inbound.RouteReturnPath, v.EmailID
+	return r, nil
+}
+
+// RouteUnsubscribe routes the mailto unsubscribe address a of a
+// recipient of an email (mailto.Make): a's code must verify under one of
+// keys, the email must exist and have a recipient at a's index, and a's
+// host must be the return-path host of the email's domain
+// (<return_path>.<domain name>). Anything else is inbound.ErrNotOurs; a
+// database failure is another error.
+func (s *Store) RouteUnsubscribe(ctx context.Context, a mailto.Address, keys [][]byte) (inbound.Route, error) {
+	ok := false
+	for _, k := range keys {
+		ok = ok || a.Verify(k)
+	}
+	if !ok {
+		return inbound.Route{}, inbound.ErrNotOurs
+	}
+	var (
+		r     inbound.Route
+		name  string
+		label string
+		n     int
+	)
+	err := s.pool.QueryRow(ctx, `SELECT e.team_id, d.id, d.name, d.return_path, cardinality(e.rcpt_addrs)
+		FROM email e JOIN domain d ON d.id = e.domain_id AND d.team_id = e.team_id
+		WHERE e.id = @id`, pgx.NamedArgs{"id": a.EmailID}).Scan(&r.TeamID, &r.DomainID, &name, &label, &n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return inbound.Route{}, inbound.ErrNotOurs
+	}
+	if err != nil {
+		return inbound.Route{}, fmt.Errorf("routing unsubscribe address of %s: %w", a.EmailID, mapErr(err))
+	}
+	if !strings.EqualFold(a.Host, label+"."+name) || a.Index >= n {
+		return inbound.Route{}, inbound.ErrNotOurs
+	}
+	r.Kind, r.EmailID = inbound.RouteUnsubscribe, a.EmailID
 	return r, nil
 }
 

@@ -283,6 +283,19 @@ func (h *Handler) subscriptions(ctx context.Context, tok Token) (*store.Contact,
 	return ct, out, nil
 }
 
+// Unsubscribe does for tok what its one-click POST does (oneClick), for
+// callers other than the endpoints (the inbound MX's mailto unsubscribe
+// addresses): the same changes through st, the same webhook events, outbox
+// (may be nil) told of them, failures to emit logged to logger (may be
+// nil). Doing it again changes nothing.
+func Unsubscribe(ctx context.Context, st Store, outbox Notifier, logger *slog.Logger, tok Token) error {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Handler{cfg: Config{Outbox: outbox}, store: st, logger: logger.With("component", "unsubscribe")}
+	return h.oneClick(ctx, tok)
+}
+
 // oneClick unsubscribes the token's address from its topic, or from
 // everything when the token has none, creating the contact if the team
 // has none for the address. Doing it again changes nothing.
