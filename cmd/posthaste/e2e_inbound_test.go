@@ -113,8 +113,10 @@ func requireCode(t *testing.T, err error, code int) {
 // `delivered`, suppresses the address and fires email.bounced; an ARF
 // complaint makes the other recipient `complained`, suppressed with
 // reason complaint, and fires email.complained. The MX refuses at RCPT a
-// foreign domain (no open relay), a return path of an unknown email, a
-// forged signature and the unsigned form of a new email.
+// foreign domain (no open relay), an unsigned return path of an unknown
+// email, a forged signature and the unsigned form of a new email; a DSN
+// to the signed return path of an email no longer kept is accepted and
+// ignored.
 func TestDevInbound(t *testing.T) {
 	ctx := context.Background()
 	dns := dnstest.NewServer(t)
@@ -166,7 +168,7 @@ func TestDevInbound(t *testing.T) {
 	for name, rcpt := range map[string]string{
 		"a foreign domain":           "someone@elsewhere.test",
 		"our domain, not a VERP":     "postmaster@example.test",
-		"an unknown email":           reports.SignedReturnPath(key, uuid.Must(uuid.NewV7()), "send.example.test"),
+		"an unknown email, unsigned": reports.VERPPrefix + uuid.Must(uuid.NewV7()).String() + "@send.example.test",
 		"a forged signature":         reports.SignedReturnPath([]byte("not the key, but 32 bytes long.."), v.EmailID, "send.example.test"),
 		"the unsigned form":          reports.VERPPrefix + id + "@send.example.test",
 		"another host for the email": reports.SignedReturnPath(key, v.EmailID, "send.other.test"),
@@ -175,6 +177,10 @@ func TestDevInbound(t *testing.T) {
 		require.Error(t, err, name)
 		requireCode(t, err, 550)
 	}
+	// A DSN for an email we signed for but no longer keep is accepted and
+	// ignored.
+	require.NoError(t, sendInbound(t, inboundAddr,
+		reports.SignedReturnPath(key, uuid.Must(uuid.NewV7()), "send.example.test"), dsn))
 	e := c.waitFor(id, map[string]string{"ann@rcpt.test": "delivered", "bob@rcpt.test": "delivered"})
 	require.Equal(t, "delivered", e["last_event"])
 

@@ -85,6 +85,11 @@ const (
 	// of an email we sent (RFC 2369 List-Unsubscribe): whatever arrives
 	// unsubscribes that recipient.
 	RouteUnsubscribe RouteKind = "unsubscribe"
+	// RouteDiscard is a recipient we answer for whose mail is dropped
+	// unread once accepted: the validly signed return path of an email no
+	// longer kept. A late report about it concerns nobody now, and
+	// refusing it would only make its sender's MTA report the refusal.
+	RouteDiscard RouteKind = "discard"
 )
 
 // Route says who is responsible for a recipient.

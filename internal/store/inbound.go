@@ -106,6 +106,13 @@ func (s *Store) RouteReturnPath(ctx context.Context, v reports.VERP, keys [][]by
 		FROM email e JOIN domain d ON d.id = e.domain_id AND d.team_id = e.team_id
 		WHERE e.id = @id`, pgx.NamedArgs{"id": v.EmailID}).Scan(&r.TeamID, &r.DomainID, &name, &label, &legacy)
 	if errors.Is(err, pgx.ErrNoRows) {
+		// Signed by us for an email no longer kept (or whose domain is
+		// gone): ours, and dropped unread.
+		for _, k := range keys {
+			if v.Signature != "" && v.Verify(k) {
+				return inbound.Route{Kind: inbound.RouteDiscard}, nil
+			}
+		}
 		return inbound.Route{}, inbound.ErrNotOurs
 	}
 	if err != nil {
@@ -197,10 +204,15 @@ type InboundMessage struct {
 // Accept commits a received message: one inbound_message row per team its
 // recipients belong to, each with an outbox entry that starts its
 // workflow, in one transaction. nil means all of it is committed.
+// Recipients routed inbound.RouteDiscard are left out; a message for
+// them only is accepted and dropped.
 func (in *Inbound) Accept(ctx context.Context, m inbound.Message) error {
 	var teams []uuid.UUID
 	byTeam := map[uuid.UUID][]InboundRecipient{}
 	for _, r := range m.Recipients {
+		if r.Route.Kind == inbound.RouteDiscard {
+			continue
+		}
 		t := r.Route.TeamID
 		if _, ok := byTeam[t]; !ok {
 			teams = append(teams, t)
@@ -213,6 +225,9 @@ func (in *Inbound) Accept(ctx context.Context, m inbound.Message) error {
 		byTeam[t] = append(byTeam[t], ir)
 	}
 	if len(teams) == 0 {
+		if len(m.Recipients) > 0 {
+			return nil // every recipient's mail is dropped (RouteDiscard)
+		}
 		return errors.New("accepting inbound message: no recipients")
 	}
 	auth, err := json.Marshal(m.Auth)

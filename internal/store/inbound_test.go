@@ -53,13 +53,26 @@ func TestInboundRouteReturnPath(t *testing.T) {
 		"signature of another id":   "bounces+" + e.ID.String() + "-" + reports.Sign(verpKey, old.ID) + "@send.shop.test",
 		"another domain's host":     reports.SignedReturnPath(verpKey, e.ID, "send.old.test"),
 		"the domain, not its label": reports.SignedReturnPath(verpKey, e.ID, "shop.test"),
-		"unknown email":             reports.SignedReturnPath(verpKey, uuid.Must(uuid.NewV7()), "send.shop.test"),
+		"unknown email, unsigned":   "bounces+" + uuid.Must(uuid.NewV7()).String() + "@send.shop.test",
+		"unknown email, forged":     reports.SignedReturnPath([]byte("another key, 32 bytes long......"), uuid.Must(uuid.NewV7()), "send.shop.test"),
 		"not a return path":         "postmaster@send.shop.test",
 		"a foreign domain":          "user@elsewhere.test",
 	} {
 		_, err := in.Route(ctx, rcpt)
 		require.ErrorIs(t, err, inbound.ErrNotOurs, name)
 	}
+
+	// A report about an email we signed for but no longer keep is ours,
+	// and dropped: a message for it alone is accepted, stored nowhere.
+	gone := reports.SignedReturnPath(verpKey, uuid.Must(uuid.NewV7()), "send.shop.test")
+	r, err = in.Route(ctx, gone)
+	require.NoError(t, err)
+	require.Equal(t, inbound.Route{Kind: inbound.RouteDiscard}, r)
+	require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), Data: []byte("Subject: x\r\n\r\nx\r\n"),
+		Recipients: []inbound.Recipient{{Address: gone, Route: r}}}))
+	msgs, err := st.InboundMessages(ctx, team, 10)
+	require.NoError(t, err)
+	require.Empty(t, msgs, "nothing stored")
 
 	// Without a key only the unsigned addresses of old emails route.
 	nokey := store.NewInbound(st, nil, nil)
