@@ -158,8 +158,8 @@ func (h *Handler) verifyDomain(w http.ResponseWriter, r *http.Request, se *store
 	http.Redirect(w, r, "/dashboard/domains/"+id.String()+"?done=verify", http.StatusSeeOther)
 }
 
-// domainSettings changes a domain's tracking and TLS settings. The form
-// sends every setting: an unchecked box is off.
+// domainSettings changes a domain's tracking, TLS and receiving
+// settings. The form sends every setting: an unchecked box is off.
 func (h *Handler) domainSettings(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	d, ok := h.loadDomain(w, r, se)
 	if !ok {
@@ -167,7 +167,12 @@ func (h *Handler) domainSettings(w http.ResponseWriter, r *http.Request, se *sto
 	}
 	open, click := r.PostFormValue("open_tracking") == "on", r.PostFormValue("click_tracking") == "on"
 	tls := r.PostFormValue("tls")
-	_, err := h.domainSvc.Update(r.Context(), se.TeamID, d.ID, domains.Settings{OpenTracking: &open, ClickTracking: &click, TLS: &tls})
+	receiving := store.ReceivingDisabled
+	if r.PostFormValue("receiving") == "on" {
+		receiving = store.ReceivingEnabled
+	}
+	_, err := h.domainSvc.Update(r.Context(), se.TeamID, d.ID, domains.Settings{OpenTracking: &open, ClickTracking: &click,
+		TLS: &tls, Receiving: &receiving})
 	if fe, ok := asFormError(err); ok {
 		h.renderDomain(w, se, http.StatusUnprocessableEntity, "domain", domainData{Domain: d, Error: fe})
 		return

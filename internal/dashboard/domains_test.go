@@ -141,9 +141,22 @@ func TestDomainSettingsVerifyAndDelete(t *testing.T) {
 	require.True(t, d.OpenTracking)
 	require.False(t, d.ClickTracking, "an unchecked box is off")
 	require.Equal(t, store.TLSEnforced, d.TLS)
+	require.Equal(t, store.ReceivingDisabled, d.Receiving, "an unchecked box is off")
 	p = page()
 	require.Contains(t, p, `<option value="enforced" selected>`)
 	require.Regexp(t, `name="open_tracking" checked`, p)
+	require.NotRegexp(t, `name="receiving" checked`, p)
+
+	// Receiving on: the domain shows its Receiving MX record.
+	res, _ = post(t, c, f.srv.URL+"/dashboard/domains/"+id.String()+"/settings", url.Values{"csrf": {csrf(t, p)},
+		"open_tracking": {"on"}, "tls": {"enforced"}, "receiving": {"on"}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	d, err = f.store.GetDomain(ctx, teamA, id)
+	require.NoError(t, err)
+	require.Equal(t, store.ReceivingEnabled, d.Receiving)
+	p = page()
+	require.Regexp(t, `name="receiving" checked`, p)
+	require.Contains(t, p, `aria-label="Copy the value of the Receiving MX record"`, "the Receiving MX record is listed")
 
 	res, p = post(t, c, f.srv.URL+"/dashboard/domains/"+id.String()+"/settings", url.Values{"csrf": {csrf(t, p)},
 		"tls": {"sometimes"}})
