@@ -91,6 +91,7 @@ type devProcess struct {
 	temporal string // Temporal frontend host:port
 	smtp     string // SMTP gateway, implicit TLS, host:port
 	smtpCert string // its self-signed certificate
+	inbound  string // inbound MX, plain SMTP, host:port ("" when off)
 	creds    credentials
 	started  time.Time
 	readyIn  time.Duration // from start until /readyz answered, set by waitReady
@@ -102,11 +103,12 @@ type devProcess struct {
 // The caller stops it with stop, which also removes the PostgreSQL cluster
 // it created.
 func startDev(ctx context.Context, bin, root string, logf func(string, ...any), extra ...string) (*devProcess, error) {
-	ports, err := freePorts(4)
+	ports, err := freePorts(5)
 	if err != nil {
 		return nil, err
 	}
 	smtp := "127.0.0.1:" + strconv.Itoa(ports[2])
+	inbound := "127.0.0.1:" + strconv.Itoa(ports[4])
 	spec := devSpec{
 		bin:          bin,
 		dataDir:      filepath.Join(root, "data"),
@@ -117,9 +119,13 @@ func startDev(ctx context.Context, bin, root string, logf func(string, ...any), 
 			"POSTHASTE_SMTP_LISTEN=tls://" + smtp + ",starttls://127.0.0.1:" + strconv.Itoa(ports[3]),
 			// The bench measures the pipeline, not the per-team rate limit.
 			"POSTHASTE_DEFAULT_RATE_LIMIT=1000000",
-			// dev's inbound MX would take its fixed default port, which a
-			// second bench (or a dev) on this machine may hold.
-			"POSTHASTE_INBOUND_LISTEN=off",
+			// dev's inbound MX on a free port rather than its fixed
+			// default, which a second bench (or a dev) on this machine may
+			// hold; the inbound step (inbound.go) measures it.
+			"POSTHASTE_INBOUND_LISTEN=" + inbound,
+			// Its clients all come from loopback: room for the inbound
+			// step's 16 connections above the per-address limit (10).
+			"POSTHASTE_INBOUND_MAX_CONNS_PER_IP=64",
 		},
 	}
 	spec.env = append(spec.env, extra...)
@@ -128,6 +134,7 @@ func startDev(ctx context.Context, bin, root string, logf func(string, ...any), 
 		return nil, err
 	}
 	d.smtp = smtp
+	d.inbound = inbound
 	d.smtpCert = filepath.Join(d.dataDir, "tls", "smtp.crt")
 	if err := d.waitReady(ctx); err != nil {
 		if serr := d.stop(); serr != nil {

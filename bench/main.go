@@ -42,10 +42,18 @@
 //     and smtp-source into smtp-sink, which stores nothing. Without the
 //     Debian postfix package (or as another user than root) the references
 //     are skipped and the output says why.
-//  12. The targets, each beside what this run measured and whether it is
+//  12. Inbound accept (inbound.go): dev's inbound MX, on a free loopback
+//     port, with receiving enabled on sender.test; smtp-source (the same
+//     tool and 1 KB payload as the durable reference) sends the SMTP
+//     step's counts over 1 and over 16 connections to inbound@sender.test,
+//     every message checked accepted on dev's /metrics
+//     (posthaste_inbound_messages_total{result="accepted"}), printed
+//     beside the durable Postfix rates of step 11 as ratios.
+//  13. The targets, each beside what this run measured and whether it is
 //     met: real delivery / bare one activity >= 2, SMTP over 16 connections
-//     / durable Postfix over 16 >= 0.8, over one connection >= 0.5, accept
-//     p99 at 16 clients < 50 ms. Once every step has run, dev is stopped
+//     / durable Postfix over 16 >= 0.8, over one connection >= 0.5, inbound
+//     over 16 connections / durable Postfix over 16 >= 0.5, accept p99 at
+//     16 clients < 50 ms. Once every step has run, dev is stopped
 //     with SIGTERM and everything it wrote is removed.
 //
 // With -chaos N it runs only the chaos mode instead (chaos*.go): a loopback
@@ -290,7 +298,12 @@ func run(ctx context.Context, bin string, c counts, out, progress io.Writer) (er
 	if err != nil {
 		return fmt.Errorf("smtp bench: %w", err)
 	}
-	printTargets(p, targets(c, res, sr))
+	logf("inbound accept rate")
+	ir, err := measureInbound(ctx, dev, sr, p, logf)
+	if err != nil {
+		return fmt.Errorf("inbound bench: %w", err)
+	}
+	printTargets(p, targets(c, res, sr, ir))
 	logf("contacts: import and template rendering")
 	if err := measureContacts(ctx, dev, defaultContactRows, p, logf); err != nil {
 		return fmt.Errorf("contacts: %w", err)

@@ -14,6 +14,7 @@ import (
 const (
 	acceptedMetric = "posthaste_emails_accepted_total"
 	eventsMetric   = "posthaste_email_events_total"
+	inboundMetric  = "posthaste_inbound_messages_total"
 	// stallTimeout bounds a wait in which the delivered counter stops moving.
 	stallTimeout = 2 * time.Minute
 )
@@ -32,6 +33,9 @@ func newScraper(c *http.Client, base string) *scraper {
 type sample struct {
 	accepted  float64 // posthaste_emails_accepted_total, summed over its labels
 	delivered float64 // posthaste_email_events_total{type="delivered"}
+	// inboundAccepted is posthaste_inbound_messages_total{result="accepted"}
+	// (the MX's 250 after DATA), inboundOther its other results.
+	inboundAccepted, inboundOther float64
 }
 
 func (s *scraper) scrape(ctx context.Context) (sample, error) {
@@ -57,6 +61,8 @@ func (s *scraper) scrape(ctx context.Context) (sample, error) {
 	var out sample
 	out.accepted = sumCounter(fams[acceptedMetric], nil)
 	out.delivered = sumCounter(fams[eventsMetric], map[string]string{"type": "delivered"})
+	out.inboundAccepted = sumCounter(fams[inboundMetric], map[string]string{"result": "accepted"})
+	out.inboundOther = sumCounter(fams[inboundMetric], nil) - out.inboundAccepted
 	return out, nil
 }
 

@@ -12,6 +12,7 @@ const (
 	targetRealOverBare   = 2.0                   // real delivery / bare one-activity workflows
 	targetSMTPBurst      = 0.8                   // SMTP over c connections / durable Postfix over as many
 	targetSMTPSerial     = 0.5                   // SMTP over one connection / durable Postfix over one
+	targetInboundBurst   = 0.5                   // inbound MX over c connections / durable Postfix over as many
 	targetAcceptP99Burst = 50 * time.Millisecond // POST /emails p99 at c clients
 )
 
@@ -34,9 +35,9 @@ func (t target) verdict() string {
 	}
 }
 
-// targets evaluates the targets from the run's results; real, smtp and
-// accept may be missing (their targets are then skipped).
-func targets(c counts, res *results, smtp smtpResult) []target {
+// targets evaluates the targets from the run's results; real, smtp,
+// inbound and accept may be missing (their targets are then skipped).
+func targets(c counts, res *results, smtp smtpResult, in inboundResult) []target {
 	var out []target
 
 	rt := target{name: fmt.Sprintf("real delivery / bare one activity >= %.2f", targetRealOverBare)}
@@ -78,6 +79,31 @@ func targets(c counts, res *results, smtp smtpResult) []target {
 		}
 		out = append(out, t)
 	}
+
+	it := target{name: fmt.Sprintf("inbound c=%d / postfix durable c=%d >= %.2f", c.conc, c.conc, targetInboundBurst)}
+	var irun *inboundRun
+	for i := range in.runs {
+		if in.runs[i].conns == c.conc {
+			irun = &in.runs[i]
+		}
+	}
+	switch {
+	case irun == nil || irun.ours.n == 0:
+		it.skipped = "no inbound run"
+		if in.skip != "" {
+			it.skipped += ": " + in.skip
+		}
+	case irun.durable.n == 0:
+		it.skipped = "no durable Postfix reference"
+		if smtp.durableSkip != "" {
+			it.skipped += ": " + smtp.durableSkip
+		}
+	default:
+		r := ratio(irun.ours, irun.durable)
+		it.measured = fmt.Sprintf("%.2f (%.1f vs %.1f msg/s)", r, irun.ours.perSecond(), irun.durable.perSecond())
+		it.met = r >= targetInboundBurst
+	}
+	out = append(out, it)
 
 	p99 := target{name: fmt.Sprintf("api accept p99 at c=%d < %s", c.conc, targetAcceptP99Burst)}
 	p99.skipped = fmt.Sprintf("no accept run at c=%d", c.conc)

@@ -22,8 +22,12 @@ func TestTargets(t *testing.T) {
 		{conns: 1, ours: rate{n: 100, elapsed: time.Second}, durable: rate{n: 100, elapsed: 500 * time.Millisecond}},
 		{conns: 16, ours: rate{n: 100, elapsed: time.Second}, durable: rate{n: 100, elapsed: time.Second}},
 	}}
-	got := targets(c, res, sr)
-	require.Len(t, got, 4)
+	ir := inboundResult{runs: []inboundRun{
+		{conns: 1, ours: rate{n: 100, elapsed: time.Second}, durable: rate{n: 100, elapsed: 500 * time.Millisecond}},
+		{conns: 16, ours: rate{n: 100, elapsed: 2 * time.Second}, durable: rate{n: 100, elapsed: time.Second}},
+	}}
+	got := targets(c, res, sr, ir)
+	require.Len(t, got, 5)
 	require.Equal(t, "real delivery / bare one activity >= 2.00", got[0].name)
 	require.Equal(t, "2.00 (100.0 vs 50.0 emails/s)", got[0].measured)
 	require.Equal(t, "met", got[0].verdict(), "the bound is inclusive")
@@ -32,8 +36,16 @@ func TestTargets(t *testing.T) {
 	require.Equal(t, "smtp c=1 / postfix durable c=1 >= 0.50", got[2].name)
 	require.Equal(t, "0.50 (100.0 vs 200.0 msg/s)", got[2].measured)
 	require.Equal(t, "met", got[2].verdict())
-	require.Equal(t, "api accept p99 at c=16 < 50ms", got[3].name)
-	require.Equal(t, "99ms", got[3].measured)
+	require.Equal(t, "inbound c=16 / postfix durable c=16 >= 0.50", got[3].name)
+	require.Equal(t, "0.50 (50.0 vs 100.0 msg/s)", got[3].measured)
+	require.Equal(t, "met", got[3].verdict(), "the bound is inclusive")
+	require.Equal(t, "api accept p99 at c=16 < 50ms", got[4].name)
+	require.Equal(t, "99ms", got[4].measured)
+	require.Equal(t, "not met", got[4].verdict())
+
+	ir.runs[1].ours = rate{n: 100, elapsed: 3 * time.Second}
+	got = targets(c, res, sr, ir)
+	require.Equal(t, "0.33 (33.3 vs 100.0 msg/s)", got[3].measured)
 	require.Equal(t, "not met", got[3].verdict())
 
 	// Slower real delivery, no Postfix.
@@ -42,13 +54,18 @@ func TestTargets(t *testing.T) {
 	for i := range sr.runs {
 		sr.runs[i].durable = rate{}
 	}
-	got = targets(c, res, sr)
+	for i := range ir.runs {
+		ir.runs[i].durable = rate{}
+	}
+	got = targets(c, res, sr, ir)
 	require.Equal(t, "not met", got[0].verdict())
 	require.Equal(t, "skipped: no durable Postfix reference: postfix not found", got[1].verdict())
 	require.Equal(t, "skipped: no durable Postfix reference: postfix not found", got[2].verdict())
 	require.Empty(t, got[1].measured)
+	require.Equal(t, "skipped: no durable Postfix reference: postfix not found", got[3].verdict())
 
-	got = targets(c, &results{}, smtpResult{})
+	got = targets(c, &results{}, smtpResult{}, inboundResult{skip: "dev runs no inbound MX"})
+	require.Equal(t, "skipped: no inbound run: dev runs no inbound MX", got[3].verdict())
 	for _, tg := range got {
 		require.Contains(t, tg.verdict(), "skipped: ", tg.name)
 	}
