@@ -6,22 +6,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-)
 
-// needPostfix skips the test when this machine cannot run a throwaway
-// Postfix instance, saying what is missing; the bench skips its Postfix
-// reference for the same reason.
-func needPostfix(t *testing.T) {
-	t.Helper()
-	if why := postfixUnavailable(); why != "" {
-		t.Skip(why)
-	}
-}
+	"github.com/posthaste/posthaste/internal/postfixtest"
+)
 
 // TestDurableReference runs the bench's reference with small counts: each
 // run gets a rate only when the instance logged all its messages.
 func TestDurableReference(t *testing.T) {
-	needPostfix(t)
+	postfixtest.Require(t, "smtp-source")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	runs := []smtpRun{{conns: 1, messages: 5}, {conns: 4, messages: 20}}

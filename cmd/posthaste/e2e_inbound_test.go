@@ -21,6 +21,7 @@ import (
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/postfixtest"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/smtptest"
@@ -253,9 +254,7 @@ func TestDevInbound(t *testing.T) {
 	// A real peer: Postfix accepts the message (delivered), then fails
 	// the mailbox and sends its own DSN to our return path.
 	t.Run("Postfix bounces after accepting", func(t *testing.T) {
-		if why := postfixPeerUnavailable(); why != "" {
-			t.Skip(why)
-		}
+		postfixtest.Require(t)
 		pf := startPostfixPeer(t, fmt.Sprintf("127.0.0.4:%d", mx.Port()), "pfx.test", inboundAddr)
 		id := c.send(map[string]any{"from": "Shop <hello@example.test>", "to": "gone@pfx.test",
 			"subject": "Welcome", "text": "Hello."})

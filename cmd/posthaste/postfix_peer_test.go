@@ -19,10 +19,6 @@ type postfixPeer struct {
 	*postfixtest.Instance
 }
 
-// postfixPeerUnavailable says why Postfix cannot play the peer here, or
-// returns "".
-func postfixPeerUnavailable() string { return postfixtest.Unavailable() }
-
 // startPostfixPeer starts the peer on addr, as the MX of domain whose
 // hostname is mx.<domain>, relaying what it sends to relay, and stops it
 // when the test ends.

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -81,6 +82,17 @@ type Instance struct {
 
 	stopOnce sync.Once
 	stopErr  error
+}
+
+// Require fails t, saying exactly what to install, when this machine
+// cannot run a throwaway Postfix with programs: ./test.sh installs
+// Postfix (scripts/setup.sh, need_postfix), so a missing one is a broken
+// setup, never a reason to skip.
+func Require(t testing.TB, programs ...string) {
+	t.Helper()
+	if why := Unavailable(programs...); why != "" {
+		t.Fatal(why + " (./test.sh installs Postfix)")
+	}
 }
 
 // Unavailable says why a throwaway Postfix cannot run here, or returns ""

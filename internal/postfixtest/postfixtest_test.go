@@ -18,13 +18,11 @@ import (
 
 // start starts an instance for postfixtest.test that discards all its
 // mail, after edit changes its configuration, and stops it when the test
-// ends. It skips the test when this machine cannot run a throwaway
+// ends. It fails the test when this machine cannot run a throwaway
 // Postfix, saying what is missing.
 func start(t *testing.T, edit func(*Config)) *Instance {
 	t.Helper()
-	if why := Unavailable(); why != "" {
-		t.Skip(why)
-	}
+	Require(t)
 	cfg := Config{
 		Domain: "postfixtest.test",
 		Main: map[string]string{
