@@ -152,16 +152,9 @@ func (s *Server) updateContactProperty(c *gin.Context) {
 }
 
 func (s *Server) deleteContactProperty(c *gin.Context) {
-	id, err := pathID(c)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	if _, err := s.store.DeleteContactProperty(c.Request.Context(), principal(c).TeamID, id); err != nil {
-		s.respondError(c, notFound(err, "Contact property not found."))
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"object": "contact_property", "id": id.String(), "deleted": true})
+	respondOne(s, c, s.store.DeleteContactProperty, "Contact property not found.", func(p store.ContactProperty) gin.H {
+		return gin.H{"object": "contact_property", "id": p.ID.String(), "deleted": true}
+	})
 }
 
 // notFound gives ErrNotFound a message naming the resource; other errors

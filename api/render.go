@@ -61,11 +61,11 @@ func respondList[T, J any](s *Server, c *gin.Context, fetch listFunc[T], render 
 	c.PureJSON(http.StatusOK, list(out, more))
 }
 
-// getFunc loads one row of a team by id.
+// getFunc loads (or deletes and returns) one row of a team by id.
 type getFunc[T any] func(ctx context.Context, team, id uuid.UUID) (T, error)
 
-// respondOne answers GET /<things>/:id: the team's row rendered, a 404
-// with missing when the team has no such row.
+// respondOne answers GET /<things>/:id, or a DELETE whose get deletes: the
+// team's row rendered, a 404 with missing when the team has no such row.
 func respondOne[T, J any](s *Server, c *gin.Context, get getFunc[T], missing string, render func(T) J) {
 	id, err := pathID(c)
 	if err != nil {

@@ -85,14 +85,7 @@ func (s *Server) updateSegment(c *gin.Context) {
 }
 
 func (s *Server) deleteSegment(c *gin.Context) {
-	id, err := pathID(c)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	if _, err := s.store.DeleteSegment(c.Request.Context(), principal(c).TeamID, id); err != nil {
-		s.respondError(c, notFound(err, "Segment not found."))
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"object": "segment", "id": id.String(), "deleted": true})
+	respondOne(s, c, s.store.DeleteSegment, "Segment not found.", func(sg store.Segment) gin.H {
+		return gin.H{"object": "segment", "id": sg.ID.String(), "deleted": true}
+	})
 }
