@@ -108,6 +108,9 @@ type Config struct {
 	// with the same key. When it is nil and Keys is set, New derives it
 	// from Keys; with neither, those emails name only the URL.
 	UnsubscribeMailtoKey []byte
+	// BroadcastRate is the emails a second each team's broadcasts hand to
+	// the send path (POSTHASTE_BROADCAST_RATE); 0 → DefaultBroadcastRate.
+	BroadcastRate float64
 }
 
 // VERPKeyPurpose derives Config.VERPKey from the master key

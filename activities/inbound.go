@@ -159,7 +159,7 @@ func (a *Activities) unsubscribeMailto(ctx context.Context, m store.InboundMessa
 		if addr.Index >= len(e.Recipients) {
 			continue
 		}
-		tok := unsubscribe.Token{TeamID: e.TeamID, EmailID: e.ID, TopicID: e.TopicID, Email: e.Recipients[addr.Index].Address}
+		tok := unsubscribe.Token{TeamID: e.TeamID, EmailID: e.ID, TopicID: e.TopicID, BroadcastID: e.BroadcastID, Email: e.Recipients[addr.Index].Address}
 		if err := unsubscribe.Unsubscribe(ctx, a.store, a.cfg.Webhooks.Outbox, a.logger, tok); err != nil {
 			return n, fmt.Errorf("unsubscribing recipient %d of %s: %w", addr.Index, e.ID, err)
 		}

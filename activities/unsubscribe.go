@@ -36,9 +36,10 @@ var errNoLinks = errors.New("this email was sent with a topic, so each recipient
 	"and unsubscribe links need POSTHASTE_PUBLIC_URL and a master key (POSTHASTE_MASTER_KEY), which this worker lacks")
 
 // perRecipient reports whether e is built per recipient: an API email
-// sent with a topic. Mail submitted over SMTP is delivered as submitted.
+// sent with a topic, or a broadcast's email. Mail submitted over SMTP is
+// delivered as submitted.
 func perRecipient(e store.Email) bool {
-	return e.TopicID != nil && e.Source == nil
+	return (e.TopicID != nil || e.BroadcastID != nil) && e.Source == nil
 }
 
 // BuildForRecipient renders e as the message for one recipient, dated at:
@@ -140,7 +141,7 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, store
 	}
 	out := make(map[string][]byte, len(rcpts))
 	for _, r := range rcpts {
-		url, err := links.URL(unsubscribe.Token{TeamID: e.TeamID, EmailID: e.ID, TopicID: e.TopicID, Email: r})
+		url, err := links.URL(unsubscribe.Token{TeamID: e.TeamID, EmailID: e.ID, TopicID: e.TopicID, BroadcastID: e.BroadcastID, Email: r})
 		if err != nil {
 			return nil, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("making the unsubscribe link: %v", err), ErrTypePermanent, err)

@@ -230,11 +230,13 @@ type emailJSON struct {
 }
 
 // emailDetailJSON is one email: the list form plus html and text, which
-// are always present (null when absent).
+// are always present (null when absent), and broadcast_id (our
+// extension): the broadcast the email belongs to, null for others.
 type emailDetailJSON struct {
 	emailJSON
-	HTML *string `json:"html"`
-	Text *string `json:"text"`
+	HTML        *string `json:"html"`
+	Text        *string `json:"text"`
+	BroadcastID *string `json:"broadcast_id"`
 }
 
 func renderEmail(e store.Email) emailJSON {
@@ -280,7 +282,7 @@ func (s *Server) getEmail(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	c.PureJSON(http.StatusOK, emailDetailJSON{emailJSON: j, HTML: e.HTML, Text: e.Text})
+	c.PureJSON(http.StatusOK, emailDetailJSON{emailJSON: j, HTML: e.HTML, Text: e.Text, BroadcastID: uuidPtr(e.BroadcastID)})
 }
 
 // addBounces gives the bounced recipients of e (rendered as rcpts) their

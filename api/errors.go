@@ -112,6 +112,10 @@ func (s *Server) classify(c *gin.Context, err error) *apiError {
 	if errors.Is(err, store.ErrNotFound) {
 		return errorf(http.StatusNotFound, nameNotFound, "The requested resource was not found.")
 	}
+	var bse *store.BroadcastStateError
+	if errors.As(err, &bse) {
+		return errorf(http.StatusUnprocessableEntity, nameValidation, broadcastStateMessage(bse))
+	}
 	var le *store.LimitError
 	if errors.As(err, &le) {
 		return errorf(http.StatusForbidden, nameValidation,

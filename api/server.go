@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/imports"
 	"github.com/posthaste/posthaste/internal/store"
@@ -42,11 +43,13 @@ type Check struct {
 
 // Config wires a Server.
 type Config struct {
-	Store    *store.Store
-	Auth     *auth.Authenticator
-	Submit   *submit.Service
-	Metrics  *telemetry.Metrics
-	Gatherer prometheus.Gatherer // served at /metrics; nil → no /metrics
+	Store  *store.Store
+	Auth   *auth.Authenticator
+	Submit *submit.Service
+	// Broadcasts serves /broadcasts; nil answers them 404.
+	Broadcasts *broadcast.Service
+	Metrics    *telemetry.Metrics
+	Gatherer   prometheus.Gatherer // served at /metrics; nil → no /metrics
 	// MetricsToken, when set, is the bearer token /metrics requires and
 	// that makes /readyz name its failed checks; without it /readyz
 	// answers only ready or not.
@@ -116,8 +119,10 @@ type Server struct {
 	domainSvc *domains.Service
 	endpoints *webhook.Endpoints
 	imports   *imports.Service
-	logger    *slog.Logger
-	engine    *gin.Engine
+	// broadcasts serves /broadcasts; nil leaves those routes out.
+	broadcasts *broadcast.Service
+	logger     *slog.Logger
+	engine     *gin.Engine
 
 	limiter     Limiter
 	defaultRate int
@@ -152,6 +157,7 @@ func New(cfg Config) (*Server, error) {
 	s.endpoints = webhook.NewEndpoints(webhook.EndpointsConfig{Keys: cfg.Webhooks.Keys, Client: cfg.Webhooks.Client,
 		Waker: cfg.Webhooks.Waker, AllowHTTP: cfg.Webhooks.AllowHTTP, Logger: logger}, cfg.Store)
 	s.imports = imports.New(imports.Config{Outbox: cfg.Webhooks.Outbox}, cfg.Store)
+	s.broadcasts = cfg.Broadcasts
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
@@ -275,6 +281,17 @@ func New(cfg Config) (*Server, error) {
 	full.GET("/topics/:id", s.getTopic)
 	full.PATCH("/topics/:id", s.updateTopic)
 	full.DELETE("/topics/:id", s.deleteTopic)
+	if s.broadcasts != nil {
+		full.POST("/broadcasts", s.createBroadcast)
+		full.GET("/broadcasts", s.listBroadcasts)
+		full.GET("/broadcasts/:id", s.getBroadcast)
+		full.PATCH("/broadcasts/:id", s.updateBroadcast)
+		full.DELETE("/broadcasts/:id", s.deleteBroadcast)
+		full.POST("/broadcasts/:id/duplicate", s.duplicateBroadcast)
+		full.POST("/broadcasts/:id/send", s.sendBroadcast)
+		full.POST("/broadcasts/:id/cancel", s.cancelBroadcast)
+		full.GET("/broadcasts/:id/recipients", s.listBroadcastRecipients)
+	}
 	s.engine = e
 	return s, nil
 }

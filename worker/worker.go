@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/google/uuid"
 	"log/slog"
 	"sync"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/outbox"
 	"github.com/posthaste/posthaste/internal/store"
@@ -110,6 +112,11 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterActivityWithOptions(acts.StartContactImport, activity.RegisterOptions{Name: activities.StartContactImportName})
 	r.RegisterActivityWithOptions(acts.ApplyImportChunk, activity.RegisterOptions{Name: activities.ApplyImportChunkName})
 	r.RegisterActivityWithOptions(acts.FinishContactImport, activity.RegisterOptions{Name: activities.FinishContactImportName})
+	r.RegisterWorkflowWithOptions(workflows.Broadcast, workflow.RegisterOptions{Name: workflows.BroadcastName})
+	r.RegisterActivityWithOptions(acts.StartBroadcast, activity.RegisterOptions{Name: activities.StartBroadcastName})
+	r.RegisterActivityWithOptions(acts.ReserveBroadcastPace, activity.RegisterOptions{Name: activities.ReserveBroadcastPaceName})
+	r.RegisterActivityWithOptions(acts.HandOffBroadcastChunk, activity.RegisterOptions{Name: activities.HandOffBroadcastChunkName})
+	r.RegisterActivityWithOptions(acts.FinishBroadcast, activity.RegisterOptions{Name: activities.FinishBroadcastName})
 	r.RegisterWorkflowWithOptions(workflows.ProcessInbound, workflow.RegisterOptions{Name: workflows.ProcessInboundName})
 	r.RegisterActivityWithOptions(acts.ProcessInboundMessage, activity.RegisterOptions{Name: activities.ProcessInboundMessageName})
 }
@@ -260,11 +267,14 @@ func (w *Worker) Stop() {
 	wg.Wait()
 }
 
-// Starter starts SendEmail, SendBatch, ContactImport and ProcessInbound
+// Starter starts SendEmail, SendBatch, ContactImport, ProcessInbound and Broadcast
 // workflows and wakes DeliverWebhook workflows for outbox entries.
 type Starter struct {
 	client   client.Client
 	delivery workflows.DeliveryPolicy
+	// BroadcastRecheck is how often a paused broadcast looks whether it
+	// may go on (workflows.BroadcastInput.PauseRecheck); 0 → the default.
+	BroadcastRecheck time.Duration
 }
 
 // NewStarter returns a Starter using the given delivery retry policy.
@@ -293,6 +303,8 @@ func WorkflowID(it store.OutboxItem) (string, error) {
 		return workflows.ContactImportWorkflowID(ref), nil
 	case store.OutboxInbound:
 		return workflows.InboundWorkflowID(ref), nil
+	case store.OutboxBroadcast:
+		return workflows.BroadcastWorkflowID(ref), nil
 	}
 	return "", fmt.Errorf("%w: unknown outbox kind %q", outbox.ErrUnstartable, it.Kind)
 }
@@ -337,6 +349,9 @@ func (s *Starter) Start(ctx context.Context, it store.OutboxItem) error {
 		name, input = workflows.ContactImportName, workflows.ContactImportInput{ImportID: it.Ref, Steps: s.delivery.Steps}
 	case store.OutboxInbound:
 		name, input = workflows.ProcessInboundName, workflows.ProcessInboundInput{InboundID: it.Ref, Steps: s.delivery.Steps}
+	case store.OutboxBroadcast:
+		name, input = workflows.BroadcastName, workflows.BroadcastInput{BroadcastID: it.Ref, Steps: s.delivery.Steps,
+			PauseRecheck: s.BroadcastRecheck}
 	}
 	return s.startOnce(ctx, id, name, input)
 }
@@ -376,6 +391,28 @@ var _ submit.Waker = (*Waker)(nil)
 
 // NewWaker returns a Waker.
 func NewWaker(c client.Client) *Waker { return &Waker{client: c} }
+
+// BroadcastWaker wakes Broadcast workflows (broadcast.Waker).
+type BroadcastWaker struct{ client client.Client }
+
+var _ broadcast.Waker = (*BroadcastWaker)(nil)
+
+// NewBroadcastWaker returns a BroadcastWaker.
+func NewBroadcastWaker(c client.Client) *BroadcastWaker { return &BroadcastWaker{client: c} }
+
+// WakeBroadcast sends WakeSignal to the broadcast's workflow, which then
+// looks at the broadcast's status at once. A workflow that does not exist
+// (not started yet, or finished) needs no waking.
+func (w *BroadcastWaker) WakeBroadcast(ctx context.Context, id uuid.UUID) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := w.client.SignalWorkflow(ctx, workflows.BroadcastWorkflowID(id.String()), "", workflows.WakeSignal, nil)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil
+	}
+	return err
+}
 
 // Wake sends WakeSignal to the workflow that sends the email. A workflow
 // that does not exist (finished) needs no waking.

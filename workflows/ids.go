@@ -114,6 +114,13 @@ const WebhookWakeSignal = "wake"
 // WebhookWorkflowID is the ID of the DeliverWebhook workflow of an endpoint.
 func WebhookWorkflowID(webhookID string) string { return "webhook/" + webhookID }
 
+// BroadcastName is the registered name of the Broadcast workflow.
+const BroadcastName = "Broadcast"
+
+// BroadcastWorkflowID is the ID of the Broadcast workflow of a broadcast;
+// WakeSignal makes it look at the broadcast's status at once.
+func BroadcastWorkflowID(broadcastID string) string { return "broadcast/" + broadcastID }
+
 // ContactImportName is the registered name of the ContactImport workflow.
 const ContactImportName = "ContactImport"
 

@@ -20,6 +20,7 @@ import (
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/egress"
@@ -230,8 +231,10 @@ func newIntake(ctx context.Context, cfg config.Config, st *store.Store, tc clien
 		limiter, closeRedis = rl, closeFn
 	}
 	logs := reqlog.New(reqlog.Config{Dropped: metrics.RequestLogDropped, Logger: logger.With("component", "reqlog")}, st)
+	starter := worker.NewStarter(tc, deliveryPolicy(cfg))
+	starter.BroadcastRecheck = cfg.Delivery.BroadcastRecheck
 	disp := outbox.New(outbox.Config{RetryMax: cfg.Dispatch.RetryMax, GiveUpAfter: cfg.Dispatch.GiveUp},
-		st, worker.NewStarter(tc, deliveryPolicy(cfg)), logger)
+		st, starter, logger)
 	disp.Started = func(wait time.Duration) { metrics.OutboxWait.Observe(wait.Seconds()) }
 	disp.Ended = func(kind, reason string) { metrics.OutboxEnded.WithLabelValues(kind, reason).Inc() }
 	sub := submit.New(submit.Config{
@@ -270,7 +273,9 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	if mail != nil {
 		mailer = mail
 	}
-	dash, err := dashboard.New(dashboard.Config{Store: st, Auth: in.auth, TemporalUIURL: temporalUI,
+	broadcasts := broadcast.NewService(broadcast.Config{Store: st, Submit: in.submit, Waker: worker.NewBroadcastWaker(tc),
+		Outbox: in.dispatcher, Logger: logger})
+	dash, err := dashboard.New(dashboard.Config{Store: st, Broadcasts: broadcasts, Auth: in.auth, TemporalUIURL: temporalUI,
 		Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys, OAuth: oauthConfig(cfg.OAuth),
 		PublicURL: cfg.HTTP.PublicURL, Mailer: mailer, WebhookWaker: worker.NewWebhookWaker(tc, stepPolicy(cfg.Steps)),
 		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies,
@@ -295,12 +300,13 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		unsub = uh
 	}
 	h, err := api.New(api.Config{
-		Store:    st,
-		Auth:     in.auth,
-		Submit:   in.submit,
-		Metrics:  metrics,
-		Gatherer: reg,
-		Ready:    ready,
+		Store:      st,
+		Auth:       in.auth,
+		Submit:     in.submit,
+		Broadcasts: broadcasts,
+		Metrics:    metrics,
+		Gatherer:   reg,
+		Ready:      ready,
 		// The base of the download URLs of received emails.
 		PublicURL: cfg.HTTP.PublicURL,
 		Domains: api.DomainConfig{
@@ -453,7 +459,8 @@ func newActivities(cfg config.Config, st *store.Store, tc client.Client, keys *s
 		Crash:     crasher(cfg),
 		Workflows: worker.NewStarter(tc, deliveryPolicy(cfg)),
 
-		Unsubscribe: links,
+		Unsubscribe:   links,
+		BroadcastRate: float64(cfg.Delivery.BroadcastRate),
 	}, st, d, metrics, logger)
 	return acts, func() { _ = d.Close() }, nil
 }

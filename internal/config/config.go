@@ -250,6 +250,14 @@ type Delivery struct {
 	RetryExpire  time.Duration // POSTHASTE_DELIVERY_EXPIRE
 	Heartbeat    time.Duration // POSTHASTE_DELIVERY_HEARTBEAT: a dead worker's delivery is retried after this
 	TLSCAFile    string        // POSTHASTE_TLS_CA_FILE: extra roots for enforced TLS
+	// BroadcastRate (POSTHASTE_BROADCAST_RATE) is the emails a second each
+	// team's broadcasts hand to the send path, shared by all its
+	// broadcasts and all workers.
+	BroadcastRate int
+	// BroadcastRecheck (POSTHASTE_BROADCAST_RECHECK) is how often a paused
+	// broadcast (quota used up, sender domain not verified) looks whether
+	// it may go on.
+	BroadcastRecheck time.Duration
 }
 
 // Domains configures sender domains: their keys, records and verification.
@@ -340,6 +348,10 @@ func Load(getenv Getenv) (Config, error) {
 			RetryExpire:  r.duration("POSTHASTE_DELIVERY_EXPIRE", 72*time.Hour),
 			Heartbeat:    r.duration("POSTHASTE_DELIVERY_HEARTBEAT", time.Minute),
 			TLSCAFile:    r.str("POSTHASTE_TLS_CA_FILE", ""),
+			// A broadcast to a big audience is paced so that it does not
+			// crowd out a team's transactional mail for long.
+			BroadcastRate:    r.positive("POSTHASTE_BROADCAST_RATE", 100),
+			BroadcastRecheck: r.duration("POSTHASTE_BROADCAST_RECHECK", time.Hour),
 		},
 		Domains: Domains{
 			MasterKey:    r.secret("POSTHASTE_MASTER_KEY"),

@@ -27,6 +27,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/password"
 	"github.com/posthaste/posthaste/internal/records"
@@ -44,6 +45,9 @@ var assetFS embed.FS
 // Config wires the dashboard.
 type Config struct {
 	Store *store.Store
+	// Broadcasts creates, edits, tests and sends broadcasts; nil hides the
+	// Broadcasts page.
+	Broadcasts *broadcast.Service
 	// Auth drops revoked API keys from the key cache of this process.
 	Auth *auth.Authenticator
 	// TemporalUIURL links each email to its workflow; "" hides the link.

@@ -33,8 +33,15 @@ const (
 	AfterData Point = "deliver-after-data"
 )
 
-// Points lists every crash point.
+// Points lists every crash point of the send path.
 var Points = []Point{AfterAccept, InPrepare, BeforeData, AfterData}
+
+// AfterBroadcastChunk: a broadcast's chunk was handed to the send path
+// (its transaction committed), the workflow does not know yet.
+const AfterBroadcastChunk Point = "after-broadcast-chunk"
+
+// known lists every point Parse accepts.
+var known = append(slices.Clone(Points), AfterBroadcastChunk)
 
 // Crasher kills its process the nth time execution passes its point. A
 // nil *Crasher never crashes; methods are safe for concurrent use.
@@ -53,8 +60,8 @@ func Parse(spec string) (*Crasher, error) {
 	}
 	name, count, hasCount := strings.Cut(spec, ":")
 	p := Point(name)
-	if !slices.Contains(Points, p) {
-		return nil, fmt.Errorf("unknown crash point %q (known: %v)", name, Points)
+	if !slices.Contains(known, p) {
+		return nil, fmt.Errorf("unknown crash point %q (known: %v)", name, known)
 	}
 	nth := int64(1)
 	if hasCount {

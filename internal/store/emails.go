@@ -86,6 +86,11 @@ type Email struct {
 	// recipients it may not reach are suppressed at send time
 	// (TopicBlocked). nil when none, or when the topic was deleted since.
 	TopicID *uuid.UUID
+	// BroadcastID and ContactID name the broadcast an email belongs to and
+	// the contact it went to; nil for other emails. A contact gets a
+	// broadcast at most once (the email_broadcast_contact index).
+	BroadcastID *uuid.UUID
+	ContactID   *uuid.UUID
 }
 
 // Event is one entry of an email's history.
@@ -205,25 +210,39 @@ func acceptance(a Acceptance, used *int64) (*pgx.Batch, error) {
 	// the commit, and concurrent acceptances of the team wait for it, so
 	// they wait only for the commit and not for the inserts too. Over the
 	// quota its error aborts the transaction, inserts included.
-	b.Queue(`SELECT quota_take(@team, @month, (
-			SELECT count(*) FROM unnest(@addrs::text[]) AS a(addr)
-			WHERE lower(addr) !~ '^suppressed(\+[^@]*)?@posthaste\.test$'
-			AND NOT EXISTS (SELECT 1 FROM suppression s WHERE s.team_id = @team AND s.email = lower(addr))))`,
+	b.Queue(quotaTakeSQL,
 		pgx.NamedArgs{"team": first.TeamID, "month": QuotaMonth(first.CreatedAt), "addrs": addrs}).
 		QueryRow(func(row pgx.Row) error { return row.Scan(used) })
 	return b, nil
 }
+
+// quotaTakeSQL takes the quota of the addresses @addrs of team @team in
+// month @month: every address counts once, except those on the team's
+// suppression list and the sandbox's suppressed@ addresses, which are
+// never sent to. It returns the team's usage of the month.
+const quotaTakeSQL = `SELECT quota_take(@team, @month, (
+	SELECT count(*) FROM unnest(@addrs::text[]) AS a(addr)
+	WHERE lower(addr) !~ '^suppressed(\+[^@]*)?@posthaste\.test$'
+	AND NOT EXISTS (SELECT 1 FROM suppression s WHERE s.team_id = @team AND s.email = lower(addr))))`
 
 // queueEmails queues the inserts of emails as set-based statements, each
 // column passed as one array, so that a batch of a hundred costs a few
 // statements like one email does: the email rows, their attachments and
 // the webhooks of scheduled ones. An email is one row: its recipients are
 // arrays in it, and its first event is read from it (see Events).
+//
+// A broadcast's email for a contact that already has one is not inserted
+// (see HandOffBroadcastChunk, the only writer of broadcast emails).
 func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) error {
+	onConflict := ""
+	if len(emails) > 0 && emails[0].BroadcastID != nil {
+		onConflict = ` ON CONFLICT (broadcast_id, contact_id) WHERE broadcast_id IS NOT NULL DO NOTHING`
+	}
 	n := len(emails)
 	var (
 		id, team, domain          = make([]uuid.UUID, n), make([]uuid.UUID, n), make([]*uuid.UUID, n)
 		topic                     = make([]*uuid.UUID, n)
+		broadcast, contact        = make([]*uuid.UUID, n), make([]*uuid.UUID, n)
 		from, fromDomain, subject = make([]string, n), make([]string, n), make([]string, n)
 		to, cc, bcc, replyTo      = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		html, text                = make([]*string, n), make([]*string, n)
@@ -242,6 +261,7 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 	)
 	for i, e := range emails {
 		id[i], team[i], domain[i], topic[i] = e.ID, e.TeamID, e.DomainID, e.TopicID
+		broadcast[i], contact[i] = e.BroadcastID, e.ContactID
 		from[i], fromDomain[i], subject[i] = e.From, e.FromDomain, e.Subject
 		to[i], cc[i], bcc[i], replyTo[i] = arrayLiteral(e.To), arrayLiteral(e.Cc), arrayLiteral(e.Bcc), arrayLiteral(e.ReplyTo)
 		html[i], text[i], generateText[i] = e.HTML, e.Text, e.GenerateText
@@ -273,7 +293,7 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 	b.Queue(`INSERT INTO email (id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs,
 			reply_to, subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
 			created_at, updated_at, batch_id, idempotency_key, domain_id, message_id,
-			rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id)
+			rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id, broadcast_id, contact_id)
 		SELECT (@id::uuid[])[i], (@team::uuid[])[i], (@from::text[])[i], (@from_domain::text[])[i],
 			(@to::text[])[i]::text[], (@cc::text[])[i]::text[], (@bcc::text[])[i]::text[], (@reply_to::text[])[i]::text[],
 			(@subject::text[])[i], (@html::text[])[i], (@text::text[])[i], (@generate_text::boolean[])[i],
@@ -281,15 +301,16 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 			(@last_event::text[])[i], (@created_at::timestamptz[])[i], (@created_at::timestamptz[])[i],
 			@batch, @key, (@domain::uuid[])[i], (@message_id::text[])[i],
 			(@rcpt_addrs::text[])[i]::text[], (@rcpt_kinds::text[])[i]::text[],
-			(@rcpt_domains::text[])[i]::text[], (@rcpt_status::text[])[i]::text[], (@topic::uuid[])[i]
-		FROM generate_subscripts(@id::uuid[], 1) AS i`,
+			(@rcpt_domains::text[])[i]::text[], (@rcpt_status::text[])[i]::text[], (@topic::uuid[])[i],
+			(@broadcast::uuid[])[i], (@contact::uuid[])[i]
+		FROM generate_subscripts(@id::uuid[], 1) AS i`+onConflict,
 		pgx.NamedArgs{"id": id, "team": team, "from": from, "from_domain": fromDomain,
 			"to": to, "cc": cc, "bcc": bcc, "reply_to": replyTo,
 			"subject": subject, "html": html, "text": text, "generate_text": generateText,
 			"headers": headers, "tags": tags, "scheduled_at": scheduledAt, "last_event": lastEvent,
 			"created_at": createdAt, "domain": domain, "message_id": messageID, "batch": batchID, "key": key,
 			"rcpt_addrs": rcptAddr, "rcpt_kinds": rcptKind, "rcpt_domains": rcptDomain, "rcpt_status": rcptStatus,
-			"topic": topic})
+			"topic": topic, "broadcast": broadcast, "contact": contact})
 	if len(attEmail) > 0 {
 		b.Queue(`INSERT INTO attachment (email_id, position, filename, content_type, content_id, content)
 			SELECT (@email::uuid[])[i], (@pos::int[])[i], (@filename::text[])[i], (@ctype::text[])[i],
@@ -376,13 +397,13 @@ func jsonList[T any](list []T) (string, error) {
 const emailColumns = `id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to,
 	subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
 	coalesce(message_id, ''), created_at, updated_at, batch_id, idempotency_key, domain_id,
-	rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id`
+	rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id, broadcast_id, contact_id`
 
 // emailListColumns leaves the bodies out.
 const emailListColumns = `id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to,
 	subject, NULL::text, NULL::text, generate_text, headers, tags, scheduled_at, last_event,
 	coalesce(message_id, ''), created_at, updated_at, batch_id, idempotency_key, domain_id,
-	rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id`
+	rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id, broadcast_id, contact_id`
 
 func scanEmail(row pgx.Row) (Email, error) {
 	var e Email
@@ -390,7 +411,7 @@ func scanEmail(row pgx.Row) (Email, error) {
 	err := row.Scan(&e.ID, &e.TeamID, &e.From, &e.FromDomain, &e.To, &e.Cc, &e.Bcc, &e.ReplyTo,
 		&e.Subject, &e.HTML, &e.Text, &e.GenerateText, &e.Headers, &e.Tags, &e.ScheduledAt,
 		&e.LastEvent, &e.MessageID, &e.CreatedAt, &e.UpdatedAt, &e.BatchID, &e.IdempotencyKey, &e.DomainID,
-		&addrs, &kinds, &domains, &status, &e.TopicID)
+		&addrs, &kinds, &domains, &status, &e.TopicID, &e.BroadcastID, &e.ContactID)
 	if err != nil {
 		return Email{}, mapErr(err)
 	}
@@ -516,6 +537,15 @@ func (s *Store) RecordEvents(ctx context.Context, emailID uuid.UUID, events []Ev
 		return nil
 	}
 	b := &pgx.Batch{}
+	queueEvents(b, emailID, events)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("recording events of %s: %w", emailID, mapErr(err))
+	}
+	return nil
+}
+
+// queueEvents queues the statements of RecordEvents.
+func queueEvents(b *pgx.Batch, emailID uuid.UUID, events []Event) {
 	for _, ev := range events {
 		var rcpt *string
 		if ev.Recipient != "" {
@@ -531,10 +561,6 @@ func (s *Store) RecordEvents(ctx context.Context, emailID uuid.UUID, events []Ev
 		webhookArgs(args, ev, at)
 		b.Queue(recordEventSQL, args)
 	}
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("recording events of %s: %w", emailID, mapErr(err))
-	}
-	return nil
 }
 
 // guarded event types are outcomes that a recipient in a final state

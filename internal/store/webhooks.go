@@ -75,8 +75,10 @@ const webhookTime = "2006-01-02T15:04:05.000000Z"
 // email_id column lists the emails the event was recorded for, once each:
 // for every one of them it inserts a message with the email's payload for
 // every enabled endpoint of the email's team subscribed to @wtype, and an
-// outbox entry per endpoint. Arguments: @wtype (nil for events without a
-// webhook type), @at, @at_text, @extra (jsonb merged into data).
+// outbox entry per endpoint. The data names the email's broadcast
+// (broadcast_id) when it belongs to one, as Resend's does. Arguments:
+// @wtype (nil for events without a webhook type), @at, @at_text, @extra
+// (jsonb merged into data).
 const emailWebhooksCTE = `, wh AS (
 	INSERT INTO webhook_message (id, team_id, webhook_id, type, order_key, payload, status, next_attempt_at, created_at)
 	SELECT gen_random_uuid(), w.team_id, w.id, @wtype::text, e.id::text,
@@ -85,7 +87,8 @@ const emailWebhooksCTE = `, wh AS (
 				'subject', e.subject, 'message_id', coalesce(e.message_id, e.id::text || '@' || e.from_domain),
 				'created_at', to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
 				'tags', (SELECT coalesce(jsonb_object_agg(t->>'name', t->>'value'), '{}'::jsonb)
-					FROM jsonb_array_elements(e.tags) t)) || @extra::jsonb),
+					FROM jsonb_array_elements(e.tags) t))
+				|| jsonb_strip_nulls(jsonb_build_object('broadcast_id', e.broadcast_id)) || @extra::jsonb),
 		'pending', @at, @at
 	FROM ins JOIN email e ON e.id = ins.email_id JOIN webhook w ON w.team_id = e.team_id
 	WHERE w.status = 'enabled' AND @wtype::text = ANY (w.events)

@@ -288,6 +288,23 @@ func (s *Service) authorizeSender(ctx context.Context, from Sender, addr Address
 	return &d.ID, nil
 }
 
+// AuthorizeSender checks that the team may send as addr (a broadcast's
+// `from`: "Name <a@b>" or a bare address; field names it in errors) and
+// returns its domain and the domain's id (nil for the sandbox sender). The
+// errors are *Error, like a send's.
+func (s *Service) AuthorizeSender(ctx context.Context, from Sender, addr, field string) (string, *uuid.UUID, error) {
+	a, err := ParseAddress(addr)
+	if err != nil {
+		return "", nil, Errorf(KindInvalidParameter, field, "Invalid `%s` field. The email address needs to follow "+
+			"the `email@example.com` or `Name <email@example.com>` format.", field)
+	}
+	id, err := s.authorizeSender(ctx, from, a, field)
+	if err != nil {
+		return "", nil, err
+	}
+	return strings.ToLower(a.Domain), id, nil
+}
+
 // authorizeSandbox checks the recipients of a send from the sandbox
 // sender; system email may go to anyone.
 func (s *Service) authorizeSandbox(ctx context.Context, from Sender, e Email, system bool) error {

@@ -32,6 +32,7 @@ type Store interface {
 	ContactTopics(ctx context.Context, teamID, contactID uuid.UUID, p store.Page) ([]store.ContactTopic, bool, error)
 	ListTopics(ctx context.Context, teamID uuid.UUID, p store.Page) ([]store.Topic, bool, error)
 	EmitEvent(ctx context.Context, teamID uuid.UUID, typ, orderKey string, data map[string]any) (int, error)
+	RecordBroadcastUnsubscribe(ctx context.Context, teamID, broadcastID, emailID uuid.UUID, email string) error
 }
 
 // Limiter rate-limits requests per key; *ratelimit.Local and
@@ -352,6 +353,25 @@ func (h *Handler) savePreferences(ctx context.Context, tok Token, form url.Value
 // apply makes the changes, creating the contact when there is none, and
 // emits the webhook events the API's contact changes emit.
 func (h *Handler) apply(ctx context.Context, tok Token, ct *store.Contact, changes []store.TopicChoice, unsubscribed bool) error {
+	if err := h.applyChanges(ctx, tok, ct, changes, unsubscribed); err != nil {
+		return err
+	}
+	if tok.BroadcastID == nil {
+		return nil
+	}
+	left := unsubscribed && (ct == nil || !ct.Unsubscribed)
+	for _, c := range changes {
+		left = left || (c.Subscription == store.TopicOptOut && tok.TopicID != nil && c.TopicID == *tok.TopicID)
+	}
+	if !left {
+		return nil
+	}
+	// The broadcast's report counts who left through its email.
+	return h.store.RecordBroadcastUnsubscribe(ctx, tok.TeamID, *tok.BroadcastID, tok.EmailID, tok.Email)
+}
+
+// applyChanges makes the changes of apply.
+func (h *Handler) applyChanges(ctx context.Context, tok Token, ct *store.Contact, changes []store.TopicChoice, unsubscribed bool) error {
 	if ct == nil {
 		if len(changes) == 0 && !unsubscribed {
 			return nil // nothing to remember
@@ -368,7 +388,7 @@ func (h *Handler) apply(ctx context.Context, tok Token, ct *store.Contact, chang
 			if err != nil {
 				return fmt.Errorf("loading contact: %w", err)
 			}
-			return h.apply(ctx, tok, &existing, changes, unsubscribed)
+			return h.applyChanges(ctx, tok, &existing, changes, unsubscribed)
 		}
 		if err != nil {
 			return err

@@ -270,3 +270,52 @@ func TestRateLimitPerClient(t *testing.T) {
 	f.h.ServeUnsubscribe(w, r, "192.0.2.2")
 	require.Equal(t, http.StatusOK, w.Code)
 }
+
+// An unsubscribe through a broadcast's email counts in the broadcast's
+// report, once however often it is clicked; the same click on an email of
+// another broadcast, or a click that changes nothing, counts nowhere.
+func TestOneClickOfABroadcastCountsInItsReport(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, nil)
+	seg, err := f.st.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: f.team, Name: "all"})
+	require.NoError(t, err)
+	ct, err := f.st.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: f.team, Email: "reader@x.test"},
+		[]uuid.UUID{seg.ID}, nil)
+	require.NoError(t, err)
+	html := "<p>hi</p>"
+	b, err := f.st.CreateBroadcast(ctx, store.Broadcast{ID: uuid.Must(uuid.NewV7()), TeamID: f.team, SegmentID: &seg.ID,
+		TopicID: &f.news.ID, From: "onboarding@posthaste.test", Subject: "s", HTML: &html})
+	require.NoError(t, err)
+	_, err = f.st.SendBroadcast(ctx, f.team, b.ID, nil, nil)
+	require.NoError(t, err)
+	_, err = f.st.HandOffBroadcastChunk(ctx, store.BroadcastChunk{BroadcastID: b.ID, Size: 10, FromDomain: "posthaste.test",
+		Now: time.Now()}, func(b store.Broadcast, c store.BroadcastContact) (store.RenderedBroadcast, error) {
+		return store.RenderedBroadcast{Subject: b.Subject, HTML: b.HTML}, nil
+	})
+	require.NoError(t, err)
+	rs, _, err := f.st.BroadcastRecipients(ctx, f.team, b.ID, "", "", store.Page{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, rs, 1)
+	tok, err := f.sealer.Seal(Token{TeamID: f.team, EmailID: rs[0].EmailID, TopicID: &f.news.ID, BroadcastID: &b.ID,
+		Email: ct.Email})
+	require.NoError(t, err)
+	for range 2 {
+		require.Equal(t, http.StatusOK, f.oneClick(tok).Code)
+	}
+	require.True(t, f.blocked(f.news.ID, ct.Email))
+	counts, err := f.st.BroadcastCounts(ctx, f.team, b.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), counts.Unsubscribed)
+	unsub, _, err := f.st.BroadcastRecipients(ctx, f.team, b.ID, "unsubscribed", "", store.Page{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, unsub, 1)
+	require.Equal(t, ct.Email, unsub[0].Email)
+
+	// A token naming an email that is not this broadcast's counts nowhere.
+	other, err := f.sealer.Seal(Token{TeamID: f.team, EmailID: uuid.New(), BroadcastID: &b.ID, Email: "someone@x.test"})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, f.oneClick(other).Code)
+	counts, err = f.st.BroadcastCounts(ctx, f.team, b.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), counts.Unsubscribed)
+}

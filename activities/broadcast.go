@@ -1,0 +1,242 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/broadcast"
+	"github.com/posthaste/posthaste/internal/faults"
+	"github.com/posthaste/posthaste/internal/sandbox"
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit"
+)
+
+// Registered names of the broadcast activities.
+const (
+	StartBroadcastName        = "StartBroadcast"
+	ReserveBroadcastPaceName  = "ReserveBroadcastPace"
+	HandOffBroadcastChunkName = "HandOffBroadcastChunk"
+	FinishBroadcastName       = "FinishBroadcast"
+)
+
+// DefaultBroadcastRate is the emails a second a team's broadcasts hand to
+// the send path when POSTHASTE_BROADCAST_RATE is not set.
+const DefaultBroadcastRate = 100
+
+// BroadcastInput names a broadcast.
+type BroadcastInput struct {
+	BroadcastID uuid.UUID
+}
+
+// What the Broadcast workflow does next with its broadcast
+// (BroadcastState.Next).
+const (
+	// BroadcastWait: it is scheduled; wait until ScheduledAt.
+	BroadcastWait = "wait"
+	// BroadcastSend: hand its contacts over.
+	BroadcastSend = "send"
+	// BroadcastEnd: nothing is left to do (gone, canceled, sent, or a
+	// draft).
+	BroadcastEnd = "end"
+)
+
+// BroadcastState is what the Broadcast workflow needs to know of its
+// broadcast before sending: whether there is anything to do, and when.
+type BroadcastState struct {
+	TeamID      uuid.UUID
+	Next        string // BroadcastWait, BroadcastSend or BroadcastEnd
+	ScheduledAt *time.Time
+}
+
+// BroadcastChunkResult is what handing over a chunk did
+// (store.HandOffBroadcastChunk).
+type BroadcastChunkResult = store.BroadcastChunkResult
+
+// StartBroadcast reads the broadcast; once its scheduled time has come it
+// moves it from scheduled to queued.
+func (a *Activities) StartBroadcast(ctx context.Context, in BroadcastInput) (BroadcastState, error) {
+	b, err := a.store.BroadcastByID(ctx, in.BroadcastID)
+	if errors.Is(err, store.ErrNotFound) {
+		return BroadcastState{Next: BroadcastEnd}, nil
+	}
+	if err != nil {
+		return BroadcastState{}, a.classify(err)
+	}
+	status := b.Status
+	if status == store.BroadcastScheduled && (b.ScheduledAt == nil || !b.ScheduledAt.After(a.now())) {
+		if status, err = a.store.MoveBroadcast(ctx, b.ID, []string{store.BroadcastScheduled},
+			store.BroadcastQueued, nil); err != nil {
+			return BroadcastState{}, a.classify(err)
+		}
+	}
+	st := BroadcastState{TeamID: b.TeamID, Next: BroadcastEnd, ScheduledAt: b.ScheduledAt}
+	switch status {
+	case store.BroadcastScheduled:
+		st.Next = BroadcastWait
+	case store.BroadcastQueued, store.BroadcastSending, store.BroadcastPaused:
+		st.Next = BroadcastSend
+	}
+	return st, nil
+}
+
+// PaceInput asks for N emails of a team's broadcast pace.
+type PaceInput struct {
+	TeamID uuid.UUID
+	N      int
+}
+
+// PaceResult says how long to wait before handing the reserved emails
+// over (0: now).
+type PaceResult struct {
+	Wait time.Duration
+}
+
+// ReserveBroadcastPace reserves N emails of the team's pace
+// (Config.BroadcastRate a second, shared by all its broadcasts and all
+// processes; store.ReserveBroadcastPace).
+func (a *Activities) ReserveBroadcastPace(ctx context.Context, in PaceInput) (PaceResult, error) {
+	rate := a.cfg.BroadcastRate
+	if rate == 0 {
+		rate = DefaultBroadcastRate
+	}
+	wait, err := a.store.ReserveBroadcastPace(ctx, in.TeamID, in.N, rate)
+	if err != nil {
+		return PaceResult{}, a.classify(err)
+	}
+	return PaceResult{Wait: wait}, nil
+}
+
+// BroadcastChunkInput asks for chunk Seq of a broadcast: up to Size
+// contacts after After (nil: from the first).
+type BroadcastChunkInput struct {
+	BroadcastID uuid.UUID
+	Seq         int
+	After       *uuid.UUID
+	Size        int
+}
+
+// HandOffBroadcastChunk hands one chunk of the broadcast's contacts to
+// the send path (store.HandOffBroadcastChunk): each contact's email
+// rendered (broadcast.Render), accepted as one batch whose SendBatch the
+// outbox starts. A contact whose email cannot be rendered, or whom the
+// sandbox sender may not write to, gets an email recorded failed with the
+// reason. A sender domain that is no longer verified pauses the broadcast
+// with the reason, like a used-up quota. Handing the same chunk over again
+// does nothing new.
+func (a *Activities) HandOffBroadcastChunk(ctx context.Context, in BroadcastChunkInput) (BroadcastChunkResult, error) {
+	b, err := a.store.BroadcastByID(ctx, in.BroadcastID)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.BroadcastChunkResult{Canceled: true}, nil
+	}
+	if err != nil {
+		return store.BroadcastChunkResult{}, a.classify(err)
+	}
+	domain, domainID, reason, err := a.broadcastSender(ctx, b)
+	if err != nil {
+		return store.BroadcastChunkResult{}, a.classify(err)
+	}
+	if reason != "" {
+		return a.pauseBroadcast(ctx, b.ID, reason)
+	}
+	props, err := broadcast.Properties(ctx, a.store, b.TeamID)
+	if err != nil {
+		return store.BroadcastChunkResult{}, a.classify(err)
+	}
+	var members map[string]bool
+	if domainID == nil {
+		if members, err = a.memberAddresses(ctx, b.TeamID); err != nil {
+			return store.BroadcastChunkResult{}, a.classify(err)
+		}
+	}
+	render := func(b store.Broadcast, c store.BroadcastContact) (store.RenderedBroadcast, error) {
+		if members != nil && !members[c.Email] {
+			if _, ok := sandbox.Outcome(c.Email); !ok {
+				return store.RenderedBroadcast{}, fmt.Errorf("the sandbox sender %s writes only to the team's "+
+					"members and the sandbox addresses; verify a domain to send to this contact", sandbox.Sender)
+			}
+		}
+		return broadcast.Render(b, c, props)
+	}
+	res, err := a.store.HandOffBroadcastChunk(ctx, store.BroadcastChunk{BroadcastID: b.ID, Seq: in.Seq,
+		After: in.After, Size: in.Size, FromDomain: domain, DomainID: domainID, Now: a.now()}, render)
+	if err != nil {
+		return store.BroadcastChunkResult{}, a.classify(err)
+	}
+	a.cfg.Crash.At(faults.AfterBroadcastChunk)
+	if (res.BatchID != nil || res.Failed > 0) && a.cfg.Webhooks.Outbox != nil {
+		// The batch waits in the outbox; failed emails may have queued
+		// webhook messages.
+		a.cfg.Webhooks.Outbox.Notify()
+	}
+	return res, nil
+}
+
+// broadcastSender checks that the broadcast's team may still send from its
+// address and returns its domain and the domain's id (nil for the
+// sandbox), or why not (reason) when it may not.
+func (a *Activities) broadcastSender(ctx context.Context, b store.Broadcast) (string, *uuid.UUID, string, error) {
+	addr, err := submit.ParseAddress(b.From)
+	if err != nil {
+		return "", nil, fmt.Sprintf("The sender %q is not a valid address.", b.From), nil
+	}
+	domain := strings.ToLower(addr.Domain)
+	if sandbox.IsDomain(domain) {
+		if !strings.EqualFold(addr.Addr(), sandbox.Sender) {
+			return "", nil, fmt.Sprintf("The sandbox domain %s can only send from %s.", sandbox.Domain, sandbox.Sender), nil
+		}
+		return domain, nil, "", nil
+	}
+	d, err := a.store.DomainByName(ctx, b.TeamID, domain)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil, fmt.Sprintf("The sender domain %s was removed. Add and verify it again, or cancel the broadcast.", domain), nil
+	}
+	if err != nil {
+		return "", nil, "", err
+	}
+	if !d.Sendable() {
+		return "", nil, fmt.Sprintf("The sender domain %s is not verified (its status is %s). Sending resumes once it verifies again, unless the broadcast is canceled.", domain, d.Status), nil
+	}
+	return domain, &d.ID, "", nil
+}
+
+// pauseBroadcast pauses a queued or sending broadcast with reason.
+func (a *Activities) pauseBroadcast(ctx context.Context, id uuid.UUID, reason string) (store.BroadcastChunkResult, error) {
+	status, err := a.store.MoveBroadcast(ctx, id, []string{store.BroadcastQueued, store.BroadcastSending,
+		store.BroadcastPaused}, store.BroadcastPaused, &reason)
+	if err != nil {
+		return store.BroadcastChunkResult{}, a.classify(err)
+	}
+	if status == store.BroadcastCanceled {
+		return store.BroadcastChunkResult{Canceled: true}, nil
+	}
+	return store.BroadcastChunkResult{Paused: true, Reason: reason}, nil
+}
+
+// memberAddresses returns the addresses of the team's members, lower-cased.
+func (a *Activities) memberAddresses(ctx context.Context, teamID uuid.UUID) (map[string]bool, error) {
+	members, err := a.store.Members(ctx, teamID)
+	if err != nil {
+		return nil, fmt.Errorf("listing members: %w", err)
+	}
+	out := make(map[string]bool, len(members))
+	for _, m := range members {
+		out[strings.ToLower(m.Email)] = true
+	}
+	return out, nil
+}
+
+// FinishBroadcast marks a broadcast sent once every contact was handed
+// over; a canceled one stays canceled.
+func (a *Activities) FinishBroadcast(ctx context.Context, in BroadcastInput) error {
+	_, err := a.store.MoveBroadcast(ctx, in.BroadcastID,
+		[]string{store.BroadcastQueued, store.BroadcastSending, store.BroadcastPaused}, store.BroadcastSent, nil)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return a.classify(err)
+}

@@ -1,0 +1,422 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/broadcast"
+	"github.com/posthaste/posthaste/internal/invalid"
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit"
+)
+
+// broadcastRequest is the body of POST /broadcasts and PATCH
+// /broadcasts/:id. Absent (or null) fields are left as they are by an
+// update, which is what Resend's Node SDK sends for the fields it was not
+// given; an empty segment_id or topic_id clears it. Components (a
+// component document, internal/components) and template_id (one of the
+// team's published templates, by id or alias) are Posthaste's
+// extensions; send and scheduled_at apply to a create only.
+type broadcastRequest struct {
+	Name        *string         `json:"name"`
+	SegmentID   *string         `json:"segment_id"`
+	AudienceID  *string         `json:"audience_id"`
+	TopicID     *string         `json:"topic_id"`
+	From        *string         `json:"from"`
+	Subject     *string         `json:"subject"`
+	ReplyTo     json.RawMessage `json:"reply_to"`
+	PreviewText *string         `json:"preview_text"`
+	HTML        *string         `json:"html"`
+	Text        *string         `json:"text"`
+	Components  json.RawMessage `json:"components"`
+	TemplateID  *string         `json:"template_id"`
+	Send        bool            `json:"send"`
+	ScheduledAt *string         `json:"scheduled_at"`
+}
+
+// broadcastEdit turns the request into a broadcast.Edit, the template it names
+// copied in.
+func (s *Server) broadcastEdit(c *gin.Context, r broadcastRequest) (broadcast.Edit, error) {
+	e := broadcast.Edit{Name: r.Name, From: r.From, Subject: r.Subject, PreviewText: r.PreviewText, HTML: r.HTML,
+		Text: r.Text, TopicID: r.TopicID, SegmentID: r.SegmentID, Components: r.Components}
+	if e.SegmentID == nil {
+		e.SegmentID = r.AudienceID // Resend's deprecated name
+	}
+	if raw := bytes.TrimSpace(r.ReplyTo); len(raw) > 0 && string(raw) != "null" {
+		var list submit.AddressList
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return e, validation("The `reply_to` field must be an email address or a list of them.")
+		}
+		e.ReplyTo = append([]string{}, list...)
+	}
+	if r.TemplateID != nil {
+		if err := s.applyTemplate(c, &e, *r.TemplateID); err != nil {
+			return e, err
+		}
+	}
+	return e, nil
+}
+
+// applyTemplate copies the published version of the team's template ref
+// into e, on a create as on an update: its subject when the request gives
+// none, and its body (html and text, or its component document). The
+// broadcast keeps a copy: later edits of the template do not change it.
+func (s *Server) applyTemplate(c *gin.Context, e *broadcast.Edit, ref string) error {
+	doc := bytes.TrimSpace(e.Components)
+	if e.HTML != nil || e.Text != nil || (len(doc) > 0 && string(doc) != "null") {
+		return invalid.Errorf("template_id", "Give either `template_id` or `html`, `text` and `components`, not both.")
+	}
+	t, err := s.store.TemplateByRef(c.Request.Context(), principal(c).TeamID, ref)
+	if errors.Is(err, store.ErrNotFound) {
+		return invalid.Errorf("template_id", "Invalid `template_id` field: the team has no template %q.", ref)
+	}
+	if err != nil {
+		return err
+	}
+	if t.Published == nil {
+		return invalid.Errorf("template_id",
+			"Invalid `template_id` field: the template %q is not published. Publish it first.", ref)
+	}
+	p := t.Published
+	if (e.Subject == nil || *e.Subject == "") && p.Subject != nil {
+		subject := *p.Subject
+		e.Subject = &subject
+	}
+	if len(p.Components) > 0 {
+		e.Components = append(json.RawMessage(nil), p.Components...)
+		return nil
+	}
+	html, text := p.HTML, ""
+	if p.Text != nil {
+		text = *p.Text
+	}
+	e.HTML, e.Text = &html, &text
+	return nil
+}
+
+// broadcastError names a segment or topic of the body that the team does
+// not have, and a missing broadcast; other errors pass unchanged.
+func broadcastError(err error) error {
+	var re *store.RefError
+	if errors.As(err, &re) {
+		return refError(err)
+	}
+	return notFound(err, "Broadcast not found.")
+}
+
+// broadcastStateMessage explains a *store.BroadcastStateError.
+func broadcastStateMessage(e *store.BroadcastStateError) string {
+	msg := "The broadcast is " + e.Status + " and cannot be " + e.Action + ": "
+	if e.Action == "canceled" {
+		return msg + "only a scheduled broadcast or one being sent can be canceled."
+	}
+	return msg + "only a draft can be " + e.Action + "."
+}
+
+func (s *Server) createBroadcast(c *gin.Context) {
+	var req broadcastRequest
+	if err := decodeJSON(c, &req); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	e, err := s.broadcastEdit(c, req)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	scheduledAt := ""
+	if req.ScheduledAt != nil {
+		scheduledAt = *req.ScheduledAt
+	}
+	b, err := s.broadcasts.Create(c.Request.Context(), s.sender(c), e, req.Send, scheduledAt)
+	if err != nil {
+		s.respondError(c, broadcastError(err))
+		return
+	}
+	c.PureJSON(http.StatusCreated, gin.H{"id": b.ID.String(), "object": "broadcast"})
+}
+
+type broadcastListItemJSON struct {
+	ID          string  `json:"id"`
+	Name        string  `json:"name"`
+	AudienceID  *string `json:"audience_id"`
+	SegmentID   *string `json:"segment_id"`
+	Status      string  `json:"status"`
+	CreatedAt   string  `json:"created_at"`
+	ScheduledAt *string `json:"scheduled_at"`
+	SentAt      *string `json:"sent_at"`
+	TopicID     *string `json:"topic_id"`
+}
+
+func uuidPtr(id *uuid.UUID) *string {
+	if id == nil {
+		return nil
+	}
+	s := id.String()
+	return &s
+}
+
+func renderBroadcastListItem(b store.Broadcast) broadcastListItemJSON {
+	return broadcastListItemJSON{ID: b.ID.String(), Name: b.Name, AudienceID: uuidPtr(b.SegmentID),
+		SegmentID: uuidPtr(b.SegmentID), Status: b.Status, CreatedAt: formatTime(b.CreatedAt),
+		ScheduledAt: formatTimePtr(b.ScheduledAt), SentAt: formatTimePtr(b.SentAt), TopicID: uuidPtr(b.TopicID)}
+}
+
+// broadcastCountsJSON is store.BroadcastCounts (our extension).
+type broadcastCountsJSON struct {
+	Recipients      int64 `json:"recipients"`
+	Queued          int64 `json:"queued"`
+	Sent            int64 `json:"sent"`
+	Delivered       int64 `json:"delivered"`
+	DeliveryDelayed int64 `json:"delivery_delayed"`
+	Bounced         int64 `json:"bounced"`
+	Complained      int64 `json:"complained"`
+	Suppressed      int64 `json:"suppressed"`
+	Failed          int64 `json:"failed"`
+	Canceled        int64 `json:"canceled"`
+	Opened          int64 `json:"opened"`
+	Clicked         int64 `json:"clicked"`
+	Unsubscribed    int64 `json:"unsubscribed"`
+}
+
+// broadcastJSON is Resend's broadcast object plus status_reason,
+// components and counts. Empty from, subject and preview_text are null,
+// as Resend's SDK types allow for a draft.
+type broadcastJSON struct {
+	Object       string              `json:"object"`
+	ID           string              `json:"id"`
+	Name         string              `json:"name"`
+	AudienceID   *string             `json:"audience_id"`
+	SegmentID    *string             `json:"segment_id"`
+	TopicID      *string             `json:"topic_id"`
+	From         *string             `json:"from"`
+	Subject      *string             `json:"subject"`
+	ReplyTo      []string            `json:"reply_to"`
+	PreviewText  *string             `json:"preview_text"`
+	Status       string              `json:"status"`
+	StatusReason *string             `json:"status_reason"`
+	CreatedAt    string              `json:"created_at"`
+	ScheduledAt  *string             `json:"scheduled_at"`
+	SentAt       *string             `json:"sent_at"`
+	HTML         *string             `json:"html"`
+	Text         *string             `json:"text"`
+	Components   json.RawMessage     `json:"components"`
+	Counts       broadcastCountsJSON `json:"counts"`
+}
+
+func orNull(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func renderBroadcast(b store.Broadcast, n store.BroadcastCounts) broadcastJSON {
+	doc := b.Components
+	if len(doc) == 0 {
+		doc = json.RawMessage("null")
+	}
+	var replyTo []string
+	if len(b.ReplyTo) > 0 {
+		replyTo = b.ReplyTo
+	}
+	return broadcastJSON{Object: "broadcast", ID: b.ID.String(), Name: b.Name, AudienceID: uuidPtr(b.SegmentID),
+		SegmentID: uuidPtr(b.SegmentID), TopicID: uuidPtr(b.TopicID), From: orNull(b.From),
+		Subject: orNull(b.Subject), ReplyTo: replyTo, PreviewText: orNull(b.PreviewText), Status: b.Status,
+		StatusReason: b.StatusReason, CreatedAt: formatTime(b.CreatedAt), ScheduledAt: formatTimePtr(b.ScheduledAt),
+		SentAt: formatTimePtr(b.SentAt), HTML: b.HTML, Text: b.Text, Components: doc,
+		Counts: broadcastCountsJSON{Recipients: n.Total, Queued: n.Queued, Sent: n.Sent, Delivered: n.Delivered,
+			DeliveryDelayed: n.DeliveryDelayed, Bounced: n.Bounced, Complained: n.Complained,
+			Suppressed: n.Suppressed, Failed: n.Failed, Canceled: n.Canceled, Opened: n.Opened, Clicked: n.Clicked,
+			Unsubscribed: n.Unsubscribed}}
+}
+
+func (s *Server) listBroadcasts(c *gin.Context) {
+	respondList(s, c, s.store.ListBroadcasts, renderBroadcastListItem)
+}
+
+func (s *Server) getBroadcast(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	ctx, team := c.Request.Context(), principal(c).TeamID
+	b, err := s.store.Broadcast(ctx, team, id)
+	if err != nil {
+		s.respondError(c, broadcastError(err))
+		return
+	}
+	n, err := s.store.BroadcastCounts(ctx, team, id)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	c.PureJSON(http.StatusOK, renderBroadcast(b, n))
+}
+
+// updateBroadcast edits a draft; send and scheduled_at are ignored (POST
+// /broadcasts/:id/send sends).
+func (s *Server) updateBroadcast(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	var req broadcastRequest
+	if err := decodeJSON(c, &req); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	e, err := s.broadcastEdit(c, req)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	b, err := s.broadcasts.Update(c.Request.Context(), principal(c).TeamID, id, e)
+	if err != nil {
+		s.respondError(c, broadcastError(err))
+		return
+	}
+	c.PureJSON(http.StatusOK, gin.H{"id": b.ID.String(), "object": "broadcast"})
+}
+
+func (s *Server) deleteBroadcast(c *gin.Context) {
+	respondOne(s, c, s.store.DeleteBroadcast, "Broadcast not found.", func(b store.Broadcast) gin.H {
+		return gin.H{"id": b.ID.String(), "object": "broadcast", "deleted": true}
+	})
+}
+
+// copyName is the name of a duplicate of a broadcast named name, cut to
+// broadcast.MaxName bytes on a character boundary.
+func copyName(name string) string {
+	if strings.TrimSpace(name) == "" {
+		name = "untitled broadcast"
+	}
+	out := strings.TrimSpace("Copy of " + name)
+	for len(out) > broadcast.MaxName {
+		_, size := utf8.DecodeLastRuneInString(out)
+		out = out[:len(out)-size]
+	}
+	return out
+}
+
+// duplicateBroadcast copies a broadcast, whatever its status, into a new
+// draft named "Copy of …".
+func (s *Server) duplicateBroadcast(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	ctx, team := c.Request.Context(), principal(c).TeamID
+	b, err := s.store.Broadcast(ctx, team, id)
+	if err != nil {
+		s.respondError(c, broadcastError(err))
+		return
+	}
+	newID, err := uuid.NewV7()
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	d, err := s.store.DuplicateBroadcast(ctx, team, id, newID, copyName(b.Name))
+	if err != nil {
+		s.respondError(c, broadcastError(err))
+		return
+	}
+	c.PureJSON(http.StatusCreated, gin.H{"id": d.ID.String(), "object": "broadcast"})
+}
+
+type sendBroadcastRequest struct {
+	ScheduledAt *string `json:"scheduled_at"`
+}
+
+// sendBroadcast sends a draft now or at scheduled_at. A sender the team
+// may not use is refused as POST /emails refuses it.
+func (s *Server) sendBroadcast(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	var req sendBroadcastRequest
+	if err := decodeJSON(c, &req); err != nil {
+		s.respondError(c, err)
+		return
+	}
+	at := ""
+	if req.ScheduledAt != nil {
+		at = *req.ScheduledAt
+	}
+	b, err := s.broadcasts.Send(c.Request.Context(), s.sender(c), id, at)
+	if err != nil {
+		s.respondError(c, broadcastError(err))
+		return
+	}
+	c.PureJSON(http.StatusOK, gin.H{"id": b.ID.String()})
+}
+
+func (s *Server) cancelBroadcast(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	b, err := s.broadcasts.Cancel(c.Request.Context(), principal(c).TeamID, id)
+	if err != nil {
+		s.respondError(c, broadcastError(err))
+		return
+	}
+	c.PureJSON(http.StatusOK, gin.H{"id": b.ID.String(), "object": "broadcast"})
+}
+
+type broadcastRecipientJSON struct {
+	ID        string  `json:"id"`
+	Object    string  `json:"object"`
+	ContactID *string `json:"contact_id"`
+	Email     string  `json:"email"`
+	Status    string  `json:"status"`
+	CreatedAt string  `json:"created_at"`
+}
+
+func renderBroadcastRecipient(r store.BroadcastRecipient) broadcastRecipientJSON {
+	return broadcastRecipientJSON{ID: r.EmailID.String(), Object: "broadcast_recipient",
+		ContactID: uuidPtr(r.ContactID), Email: r.Email, Status: r.Status, CreatedAt: formatTime(r.CreatedAt)}
+}
+
+// listBroadcastRecipients lists a broadcast's recipients, each by the id
+// of its email (the cursor of after and before): all of them, or those of
+// one `type` (store.BroadcastRecipientKinds), optionally only `email`.
+// Resend's bounce_type filter is not supported: it is ignored, like any
+// unknown parameter.
+func (s *Server) listBroadcastRecipients(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	kind := c.Query("type")
+	if kind != "" && !slices.Contains(store.BroadcastRecipientKinds(), kind) {
+		s.respondError(c, validation("The `type` parameter must be one of %s.",
+			strings.Join(store.BroadcastRecipientKinds(), ", ")))
+		return
+	}
+	if _, err := s.store.Broadcast(c.Request.Context(), principal(c).TeamID, id); err != nil {
+		s.respondError(c, broadcastError(err))
+		return
+	}
+	email := strings.TrimSpace(c.Query("email"))
+	respondList(s, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.BroadcastRecipient, bool, error) {
+		return s.store.BroadcastRecipients(ctx, team, id, kind, email, p)
+	}, renderBroadcastRecipient)
+}
