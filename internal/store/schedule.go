@@ -193,11 +193,18 @@ type BatchEmail struct {
 	ScheduledAt *time.Time
 }
 
-// BatchEmails lists the emails of a batch that are still to be sent
-// (queued or scheduled; canceled ones are left out), in request order.
+// BatchEmails lists the emails of a batch that have a recipient without
+// an outcome (queued, scheduled, or claimed by Prepare and not yet
+// delivered: sent, delivery_delayed), in request order; emails whose every
+// recipient reached a final state (canceled ones included) are left out.
+// The claimed ones matter when the listing runs again: a SendBatch whose
+// first workflow task died with its worker (local activities are recorded
+// only when the task completes) lists its batch anew after Prepare claimed
+// some emails, and only it will ever finish them. Their steps are
+// idempotent, so taking them up again sends nothing twice.
 func (s *Store) BatchEmails(ctx context.Context, batchID uuid.UUID) ([]BatchEmail, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, scheduled_at FROM email WHERE batch_id = @batch
-		AND last_event IN ('queued', 'scheduled') ORDER BY id`,
+		AND rcpt_status && ARRAY['scheduled', 'queued', 'sent', 'delivery_delayed'] ORDER BY id`,
 		pgx.NamedArgs{"batch": batchID})
 	if err != nil {
 		return nil, fmt.Errorf("listing batch %s: %w", batchID, mapErr(err))

@@ -242,6 +242,23 @@ func TestBatchAcceptance(t *testing.T) {
 	for i := range got {
 		require.Equal(t, emails[i].ID, got[i].ID, "request order")
 	}
+	// Listed again after some emails were claimed (a SendBatch whose first
+	// task died), the claimed and delayed ones are still its to finish;
+	// those with an outcome are not.
+	_, err = st.ClaimForSending(ctx, emails[0].ID, time.Now(), 0)
+	require.NoError(t, err)
+	_, err = st.ClaimForSending(ctx, emails[1].ID, time.Now(), 0)
+	require.NoError(t, err)
+	require.NoError(t, st.RecordEvents(ctx, emails[1].ID, []store.Event{{Type: store.EventDeliveryDelayed,
+		Recipient: "delivered@posthaste.test"}}))
+	_, err = st.ClaimForSending(ctx, emails[2].ID, time.Now(), 0)
+	require.NoError(t, err)
+	require.NoError(t, st.RecordEvents(ctx, emails[2].ID, []store.Event{{Type: store.EventDelivered,
+		Recipient: "delivered@posthaste.test"}}))
+	got, err = st.BatchEmails(ctx, batch)
+	require.NoError(t, err)
+	require.Len(t, got, 99)
+	require.Equal(t, []uuid.UUID{emails[0].ID, emails[1].ID, emails[3].ID}, []uuid.UUID{got[0].ID, got[1].ID, got[2].ID})
 	l, err := st.OutboxLen(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 12, l, "one outbox entry per batch")
