@@ -150,6 +150,19 @@ func formOfTemplate(t store.Template) templateForm {
 	return f
 }
 
+// VariableKeys is the JSON array of the keys of the declared variables,
+// the block editor's data-variables (assets/blocks-editor.js).
+func (f templateForm) VariableKeys() string {
+	keys := []string{}
+	for _, row := range f.Variables {
+		if row.Key != "" {
+			keys = append(keys, row.Key)
+		}
+	}
+	b, _ := json.Marshal(keys)
+	return string(b)
+}
+
 // templateFormOf reads the editor's form.
 func templateFormOf(r *http.Request) templateForm {
 	f := templateForm{Name: r.PostFormValue("name"), Alias: strings.TrimSpace(r.PostFormValue("alias")),
@@ -334,6 +347,10 @@ type renderedTemplate struct {
 	Field         string `json:"field,omitempty"`
 }
 
+// previewUnsubscribeURL is the unsubscribe link of a preview without a
+// sample value for it.
+const previewUnsubscribeURL = "https://unsubscribe.example/preview"
+
 // maxSampleValues bounds the sample values of a preview.
 const maxSampleValues = 100
 
@@ -366,6 +383,13 @@ func renderDraft(r *http.Request, t store.Template) renderedTemplate {
 			continue
 		}
 		vars[name], _ = json.Marshal(vs[0])
+	}
+	// A send fills the unsubscribe link (a component footer always has
+	// one); the preview shows a stand-in unless a sample is given.
+	if _, ok := vars[merge.UnsubscribeURL]; !ok {
+		if _, ok := vars[merge.UnsubscribeURLAlias]; !ok {
+			vars[merge.UnsubscribeURL], _ = json.Marshal(previewUnsubscribeURL)
+		}
 	}
 	out, err := submit.SendRequest{Template: &submit.TemplateRequest{Variables: vars}}.WithTemplate(draft.Content)
 	var se *submit.Error
