@@ -5,8 +5,9 @@
 // and CSRF tokens on every form. Domains and webhook endpoints are managed
 // through the same use cases as the API (internal/domains,
 // webhook.Endpoints); contacts, segments, topics and email templates with
-// the API's checks (internal/audience, internal/templates) and events, and
-// contact imports through internal/imports.
+// the API's checks (internal/audience, internal/templates) and events,
+// contact imports through internal/imports, and broadcasts through
+// broadcast.Service.
 package dashboard
 
 import (
@@ -169,14 +170,17 @@ func New(cfg Config) (*Handler, error) {
 	h.endpoints = webhook.NewEndpoints(webhook.EndpointsConfig{Keys: cfg.Keys, Client: cfg.WebhookClient,
 		Waker: cfg.WebhookWaker, AllowHTTP: cfg.AllowHTTPWebhooks, Logger: cfg.Logger}, cfg.Store)
 	funcs := template.FuncMap{"fmtTime": fmtTime, "badge": badge, "join": strings.Join,
-		"deref": func(p *int) int { return *p }, "prose": prose, "has": slices.Contains[[]string]}
+		"deref": func(p *int) int { return *p }, "prose": prose, "has": slices.Contains[[]string],
+		"broadcastsOn": func() bool { return cfg.Broadcasts != nil }}
 	for _, page := range []string{"login", "emails", "email", "metrics", "domains", "apikeys", "suppressions", "mfa", "account", "webhooks", "webhook_event", "logs", "log", "team", "invite", "forgot", "reset",
 		"domain", "domain_delete", "webhook", "webhook_delete", "quickstart",
 		// Contacts, segments, topics and templates (audience.go and friends).
 		"contacts", "contact", "contact_delete", "segments", "segment", "segment_delete", "topics", "topic", "topic_delete",
 		"email_templates", "email_template", "email_template_delete", "contact_imports", "contact_import",
 		// Received emails (receiving.go).
-		"receiving", "received"} {
+		"receiving", "received",
+		// Broadcasts (broadcasts.go).
+		"broadcasts", "broadcast"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials*.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -258,6 +262,7 @@ func New(cfg Config) (*Handler, error) {
 	m.Handle("POST /dashboard/api-keys", h.signedIn(h.createAPIKey))
 	m.Handle("POST /dashboard/api-keys/{id}/revoke", h.signedIn(h.revokeAPIKey))
 	h.audienceRoutes(m)
+	h.broadcastRoutes(m)
 	h.mux = m
 	return h, nil
 }
