@@ -37,8 +37,9 @@ const (
 	// /emails/batch, whose limit is 100 emails.
 	DefaultBroadcastChunk = 100
 	// DefaultBroadcastChunksPerRun keeps a run's history at a few
-	// hundred events: 100 chunks, 10,000 contacts.
-	DefaultBroadcastChunksPerRun = 100
+	// thousand events at most (about 4 a chunk, 7 when the pace makes it
+	// wait): 250 chunks, 25,000 contacts.
+	DefaultBroadcastChunksPerRun = 250
 	// DefaultBroadcastPauseRecheck: a paused broadcast looks again hourly
 	// (and at once when woken).
 	DefaultBroadcastPauseRecheck = time.Hour
