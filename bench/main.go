@@ -76,6 +76,12 @@
 // total time; it exits 1 when an email was lost, duplicated or never
 // accepted. -seed repeats a run's random choices.
 //
+// Before the targets it runs the broadcast step (broadcast.go): a broadcast
+// to 1,000 and to 10,000 sandbox contacts, each on a fresh dev, with its
+// emails/s beside the sandbox end-to-end rate, its workflow starts per 100
+// emails and the ratio of the two devs' peak memory; -broadcast runs only
+// that step.
+//
 // After the targets it runs the contacts step (contacts.go): a 100,000-row
 // CSV import with its contacts/s and the importer's memory, and template
 // renders/s. -contacts runs only that step.
@@ -153,6 +159,7 @@ func main() {
 	seed := flag.Uint64("seed", 0, "seed of the chaos mode's random choices (0: from the clock)")
 	contacts := flag.Bool("contacts", false, "run only the contacts step: a CSV import and template rendering (contacts.go)")
 	contactRows := flag.Int("contact-rows", defaultContactRows, "rows of the contacts step's CSV")
+	broadcastOnly := flag.Bool("broadcast", false, "run only the broadcast step (broadcast.go), with a sandbox end-to-end run (-e2e) to compare it with")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
@@ -211,7 +218,12 @@ func main() {
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, *bin, c, os.Stdout, os.Stderr)
+	var err error
+	if *broadcastOnly {
+		err = runBroadcastOnly(ctx, *bin, c, os.Stdout, os.Stderr)
+	} else {
+		err = run(ctx, *bin, c, os.Stdout, os.Stderr)
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
@@ -303,7 +315,15 @@ func run(ctx context.Context, bin string, c counts, out, progress io.Writer) (er
 	if err != nil {
 		return fmt.Errorf("inbound bench: %w", err)
 	}
-	printTargets(p, targets(c, res, sr, ir))
+	// Fresh devs of its own, while this one idles; compared with res.e2e.
+	logf("broadcast: %d and %d contacts", broadcastSizes[0], broadcastSizes[1])
+	bc, err := measureBroadcasts(ctx, bin, root, nil, p, logf)
+	if err != nil {
+		return fmt.Errorf("broadcast: %w", err)
+	}
+	bc.e2e, bc.e2eFrom = res.e2e, "this run's, above"
+	printBroadcast(p, bc)
+	printTargets(p, append(targets(c, res, sr, ir), broadcastTargets(bc)...))
 	logf("contacts: import and template rendering")
 	if err := measureContacts(ctx, dev, defaultContactRows, p, logf); err != nil {
 		return fmt.Errorf("contacts: %w", err)
@@ -382,28 +402,11 @@ func measure(ctx context.Context, api *apiClient, dev *devProcess, c counts, p f
 		fmtDur(res.drain), res.backlog/res.drain.Seconds(), fmtDur(done.Sub(burstEnd)), c.conc)
 
 	// 4. Sandbox end to end.
-	base, err := m.scrape(ctx)
+	var r loadResult
+	res.e2e, r, err = measureE2E(ctx, api, m, c, p, logf)
 	if err != nil {
 		return nil, err
 	}
-	logf("e2e: %d emails at concurrency %d", c.e2e, c.conc)
-	start := time.Now()
-	r, err := api.load(ctx, c.e2e, c.conc)
-	if err != nil {
-		return nil, err
-	}
-	if r.ok != c.e2e {
-		return nil, fmt.Errorf("e2e run: %d of %d accepted: %s", r.ok, c.e2e, r)
-	}
-	done, err = m.waitDelivered(ctx, base.delivered+float64(c.e2e), 50*time.Millisecond, logf)
-	if err != nil {
-		return nil, fmt.Errorf("waiting for the e2e run: %w", err)
-	}
-	res.e2e = rate{n: c.e2e, elapsed: done.Sub(start)}
-	p("")
-	p("sandbox end to end: %d emails at c=%d, first request to last delivered event", c.e2e, c.conc)
-	p("  accept %s", r)
-	p("  %d delivered in %s: %.1f emails/s", c.e2e, fmtDur(res.e2e.elapsed), res.e2e.perSecond())
 
 	// 5. Bare Temporal on the same server.
 	tc, err := dialTemporal(ctx, dev.temporal)
@@ -450,6 +453,36 @@ func measure(ctx context.Context, api *apiClient, dev *devProcess, c counts, p f
 		return nil, errors.New("no email id to fetch a history for")
 	}
 	return &res, nil
+}
+
+// measureE2E is the sandbox end-to-end run: c.e2e emails at concurrency
+// c.conc, from the first request until the delivered counter has grown by
+// that many. It returns the rate and the accept run.
+func measureE2E(ctx context.Context, api *apiClient, m *scraper, c counts, p func(string, ...any),
+	logf func(string, ...any)) (rate, loadResult, error) {
+	base, err := m.scrape(ctx)
+	if err != nil {
+		return rate{}, loadResult{}, err
+	}
+	logf("e2e: %d emails at concurrency %d", c.e2e, c.conc)
+	start := time.Now()
+	r, err := api.load(ctx, c.e2e, c.conc)
+	if err != nil {
+		return rate{}, r, err
+	}
+	if r.ok != c.e2e {
+		return rate{}, r, fmt.Errorf("e2e run: %d of %d accepted: %s", r.ok, c.e2e, r)
+	}
+	done, err := m.waitDelivered(ctx, base.delivered+float64(c.e2e), 50*time.Millisecond, logf)
+	if err != nil {
+		return rate{}, r, fmt.Errorf("waiting for the e2e run: %w", err)
+	}
+	e2e := rate{n: c.e2e, elapsed: done.Sub(start)}
+	p("")
+	p("sandbox end to end: %d emails at c=%d, first request to last delivered event", c.e2e, c.conc)
+	p("  accept %s", r)
+	p("  %d delivered in %s: %.1f emails/s", c.e2e, fmtDur(e2e.elapsed), e2e.perSecond())
+	return e2e, r, nil
 }
 
 func printSummary(p func(string, ...any), c counts, res *results) {
