@@ -40,7 +40,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -104,27 +103,15 @@ func (b broadcastResult) memoryRatio() float64 {
 // runBroadcastOnly runs only the broadcast step, the single-send sandbox
 // end-to-end rate it is compared with measured on its larger dev.
 func runBroadcastOnly(ctx context.Context, bin string, c counts, out, progress io.Writer) (err error) {
-	p := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(progress, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
-	}
-	host, _ := os.Hostname()
-	p("posthaste bench -broadcast  %s  host %s  %s %s/%s, %d CPUs",
-		time.Now().UTC().Format(time.RFC3339), host, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	p, logf := printers(out, progress)
+	p("posthaste bench -broadcast  %s", machine())
 	root, err := os.MkdirTemp("", "posthaste-bench-")
 	if err != nil {
 		return err
 	}
 	defer removeAllInto(root, &err)
-	if bin == "" {
-		logf("building ./cmd/posthaste")
-		start := time.Now()
-		if bin, err = buildBinary(ctx, root); err != nil {
-			return err
-		}
-		p("binary: built ./cmd/posthaste in %s", fmtDur(time.Since(start)))
-	} else {
-		p("binary: %s", bin)
+	if bin, err = binaryIn(ctx, bin, root, p, logf); err != nil {
+		return err
 	}
 	res, err := measureBroadcasts(ctx, bin, root, &c, p, logf)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -100,27 +99,17 @@ var errChaosFailed = errors.New("chaos run failed: see the results")
 func runChaos(ctx context.Context, bin string, cfg chaosConfig, out, progress io.Writer) (err error) {
 	ctx, cancel := context.WithCancel(ctx) // ends the clients on an early return
 	defer cancel()
-	p := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(progress, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
-	}
-	host, _ := os.Hostname()
-	p("posthaste bench -chaos %d  %s  host %s  %s %s/%s, %d CPUs  seed %d",
-		cfg.n, time.Now().UTC().Format(time.RFC3339), host, runtime.Version(), runtime.GOOS, runtime.GOARCH,
-		runtime.NumCPU(), cfg.seed)
+	p, logf := printers(out, progress)
+	p("posthaste bench -chaos %d  %s  seed %d", cfg.n, machine(), cfg.seed)
 
 	root, err := os.MkdirTemp("", "posthaste-chaos-")
 	if err != nil {
 		return err
 	}
 	defer removeAllInto(root, &err)
-	if bin == "" {
-		logf("building ./cmd/posthaste")
-		if bin, err = buildBinary(ctx, root); err != nil {
-			return err
-		}
+	if bin, err = binaryIn(ctx, bin, root, p, logf); err != nil {
+		return err
 	}
-	p("binary: %s", bin)
 
 	rs, err := startRecipientSide(cfg.deferB)
 	if err != nil {

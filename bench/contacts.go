@@ -46,20 +46,14 @@ const (
 
 // runContacts runs only the contacts step on a dev of its own.
 func runContacts(ctx context.Context, bin string, rows int, out, progress io.Writer) (err error) {
-	p := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(progress, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
-	}
+	p, logf := printers(out, progress)
 	root, err := os.MkdirTemp("", "posthaste-bench-")
 	if err != nil {
 		return err
 	}
 	defer removeAllInto(root, &err)
-	if bin == "" {
-		logf("building ./cmd/posthaste")
-		if bin, err = buildBinary(ctx, root); err != nil {
-			return err
-		}
+	if bin, err = binaryIn(ctx, bin, root, p, logf); err != nil {
+		return err
 	}
 	logf("starting posthaste dev")
 	dev, err := startDev(ctx, bin, root, logf)

@@ -231,33 +231,52 @@ func main() {
 	}
 }
 
-// run is the whole benchmark; results go to out, progress to progress.
-func run(ctx context.Context, bin string, c counts, out, progress io.Writer) (err error) {
-	p := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
-	logf := func(format string, args ...any) {
+// printers returns how every step writes: p prints a line of results to
+// out, logf a timestamped line of progress to progress.
+func printers(out, progress io.Writer) (p, logf func(string, ...any)) {
+	p = func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	logf = func(format string, args ...any) {
 		fmt.Fprintf(progress, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 	}
+	return p, logf
+}
 
+// machine describes the run for the first line of the results: the time,
+// the host, Go and the CPUs.
+func machine() string {
 	host, _ := os.Hostname()
-	p("posthaste bench  %s  host %s  %s %s/%s, %d CPUs",
-		time.Now().UTC().Format(time.RFC3339), host, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	return fmt.Sprintf("%s  host %s  %s %s/%s, %d CPUs", time.Now().UTC().Format(time.RFC3339), host,
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+}
 
+// binaryIn returns bin, or when it is "" builds ./cmd/posthaste into root
+// and returns that; it prints which binary the run uses.
+func binaryIn(ctx context.Context, bin, root string, p, logf func(string, ...any)) (string, error) {
+	if bin != "" {
+		p("binary: %s", bin)
+		return bin, nil
+	}
+	logf("building ./cmd/posthaste")
+	start := time.Now()
+	bin, err := buildBinary(ctx, root)
+	if err != nil {
+		return "", err
+	}
+	p("binary: built ./cmd/posthaste in %s", fmtDur(time.Since(start)))
+	return bin, nil
+}
+
+// run is the whole benchmark; results go to out, progress to progress.
+func run(ctx context.Context, bin string, c counts, out, progress io.Writer) (err error) {
+	p, logf := printers(out, progress)
+	p("posthaste bench  %s", machine())
 	root, err := os.MkdirTemp("", "posthaste-bench-")
 	if err != nil {
 		return err
 	}
 	defer removeAllInto(root, &err)
-
-	if bin == "" {
-		logf("building ./cmd/posthaste")
-		start := time.Now()
-		bin, err = buildBinary(ctx, root)
-		if err != nil {
-			return err
-		}
-		p("binary: built ./cmd/posthaste in %s", fmtDur(time.Since(start)))
-	} else {
-		p("binary: %s", bin)
+	if bin, err = binaryIn(ctx, bin, root, p, logf); err != nil {
+		return err
 	}
 
 	side, err := startDeliverySide()

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -109,17 +107,7 @@ func TestDevBroadcast(t *testing.T) {
 	require.Equal(t, 201, status, b)
 	id := b["id"].(string)
 
-	exited := make(chan error, 1)
-	go func() { exited <- dev.Wait() }()
-	select {
-	case err := <-exited:
-		var exit *exec.ExitError
-		require.ErrorAs(t, err, &exit)
-		ws, ok := exit.Sys().(syscall.WaitStatus)
-		require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "dev died by SIGKILL: %v", err)
-	case <-time.After(2 * time.Minute):
-		t.Fatal("dev did not reach the third chunk")
-	}
+	requireKilled(t, dev, 2*time.Minute, crashing["POSTHASTE_TEST_CRASH_AT"])
 	spawn(t, env, "dev", `"msg":"ready"`)
 
 	want := n - 2 // all but the unsubscribed and the opted-out contact

@@ -228,17 +228,7 @@ func crashAt(t *testing.T, point faults.Point) {
 		sent <- out
 	}()
 
-	exited := make(chan error, 1)
-	go func() { exited <- dev.Wait() }()
-	select {
-	case err := <-exited:
-		var exit *exec.ExitError
-		require.ErrorAs(t, err, &exit)
-		status, ok := exit.Sys().(syscall.WaitStatus)
-		require.True(t, ok && status.Signaled() && status.Signal() == syscall.SIGKILL, "dev died by SIGKILL: %v", err)
-	case <-time.After(90 * time.Second):
-		t.Fatalf("dev did not reach the crash point %s", point)
-	}
+	requireKilled(t, dev, 90*time.Second, string(point))
 	spawn(t, env, "dev", `"msg":"ready"`)
 
 	var ids []string
@@ -251,6 +241,24 @@ func crashAt(t *testing.T, point faults.Point) {
 	require.Len(t, ids, n)
 	t.Logf("crash at %s: the longest a client retried was %v", point, waited.Round(time.Millisecond))
 	requireDeliveredOnce(t, mx, ids)
+}
+
+// requireKilled waits up to timeout for a process started with a crash
+// point (POSTHASTE_TEST_CRASH_AT) to SIGKILL itself there, and fails the
+// test if it does not, or ends otherwise.
+func requireKilled(t *testing.T, p *exec.Cmd, timeout time.Duration, point string) {
+	t.Helper()
+	exited := make(chan error, 1)
+	go func() { exited <- p.Wait() }()
+	select {
+	case err := <-exited:
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit)
+		status, ok := exit.Sys().(syscall.WaitStatus)
+		require.True(t, ok && status.Signaled() && status.Signal() == syscall.SIGKILL, "dev died by SIGKILL: %v", err)
+	case <-time.After(timeout):
+		t.Fatalf("dev did not reach the crash point %s", point)
+	}
 }
 
 // retriedSend is what a retrying client ends with.

@@ -159,10 +159,33 @@ func (s *Store) ListBroadcasts(ctx context.Context, teamID uuid.UUID, p Page) ([
 		pgx.NamedArgs{"team": teamID}, scanBroadcast)
 }
 
-// lockBroadcast reads the team's broadcast for update in tx.
-func lockBroadcast(ctx context.Context, tx pgx.Tx, teamID, id uuid.UUID) (Broadcast, error) {
-	return scanBroadcast(tx.QueryRow(ctx, `SELECT `+broadcastColumns+` FROM broadcast
-		WHERE team_id = @team AND id = @id FOR UPDATE`, pgx.NamedArgs{"team": teamID, "id": id}))
+// changeBroadcast runs change on the team's broadcast id, read for update,
+// in one transaction, and returns what change returns; what names the
+// change in errors ("updating", "sending", …).
+func (s *Store) changeBroadcast(ctx context.Context, teamID, id uuid.UUID, what string,
+	change func(tx pgx.Tx, b Broadcast) (Broadcast, error)) (Broadcast, error) {
+	var got Broadcast
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		b, err := scanBroadcast(tx.QueryRow(ctx, `SELECT `+broadcastColumns+` FROM broadcast
+			WHERE team_id = @team AND id = @id FOR UPDATE`, pgx.NamedArgs{"team": teamID, "id": id}))
+		if err != nil {
+			return err
+		}
+		got, err = change(tx, b)
+		return err
+	})
+	if err != nil {
+		return Broadcast{}, fmt.Errorf("%s broadcast %s: %w", what, id, mapErr(err))
+	}
+	return got, nil
+}
+
+// draftOnly refuses a broadcast that is no longer a draft.
+func draftOnly(b Broadcast, action string) error {
+	if b.Status != BroadcastDraft {
+		return &BroadcastStateError{Status: b.Status, Action: action}
+	}
+	return nil
 }
 
 // UpdateBroadcast applies edit to one of the team's drafts and stores the
@@ -170,55 +193,35 @@ func lockBroadcast(ctx context.Context, tx pgx.Tx, teamID, id uuid.UUID) (Broadc
 // and nothing is written. A broadcast that is no longer a draft is a
 // *BroadcastStateError; a segment or topic not the team's a *RefError.
 func (s *Store) UpdateBroadcast(ctx context.Context, teamID, id uuid.UUID, edit func(*Broadcast) error) (Broadcast, error) {
-	var got Broadcast
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		b, err := lockBroadcast(ctx, tx, teamID, id)
-		if err != nil {
-			return err
-		}
-		if b.Status != BroadcastDraft {
-			return &BroadcastStateError{Status: b.Status, Action: "updated"}
+	return s.changeBroadcast(ctx, teamID, id, "updating", func(tx pgx.Tx, b Broadcast) (Broadcast, error) {
+		if err := draftOnly(b, "updated"); err != nil {
+			return Broadcast{}, err
 		}
 		if err := edit(&b); err != nil {
-			return err
+			return Broadcast{}, err
 		}
 		b.ID, b.TeamID = id, teamID
 		if err := checkBroadcastRefs(ctx, tx, b); err != nil {
-			return err
+			return Broadcast{}, err
 		}
-		got, err = scanBroadcast(tx.QueryRow(ctx, `UPDATE broadcast SET name = @name, segment_id = @segment,
+		return scanBroadcast(tx.QueryRow(ctx, `UPDATE broadcast SET name = @name, segment_id = @segment,
 				topic_id = @topic, from_addr = @from, subject = @subject, reply_to = @reply_to,
 				preview_text = @preview_text, html = @html, text_body = @text, components = @components::jsonb,
 				updated_at = now()
 			WHERE team_id = @team AND id = @id RETURNING `+broadcastColumns, broadcastArgs(b)))
-		return err
 	})
-	if err != nil {
-		return Broadcast{}, fmt.Errorf("updating broadcast %s: %w", id, mapErr(err))
-	}
-	return got, nil
 }
 
 // DeleteBroadcast deletes one of the team's drafts and returns it; a
 // broadcast that is no longer a draft is a *BroadcastStateError.
 func (s *Store) DeleteBroadcast(ctx context.Context, teamID, id uuid.UUID) (Broadcast, error) {
-	var got Broadcast
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		b, err := lockBroadcast(ctx, tx, teamID, id)
-		if err != nil {
-			return err
+	return s.changeBroadcast(ctx, teamID, id, "deleting", func(tx pgx.Tx, b Broadcast) (Broadcast, error) {
+		if err := draftOnly(b, "deleted"); err != nil {
+			return Broadcast{}, err
 		}
-		if b.Status != BroadcastDraft {
-			return &BroadcastStateError{Status: b.Status, Action: "deleted"}
-		}
-		_, err = tx.Exec(ctx, `DELETE FROM broadcast WHERE id = @id`, pgx.NamedArgs{"id": id})
-		got = b
-		return err
+		_, err := tx.Exec(ctx, `DELETE FROM broadcast WHERE id = @id`, pgx.NamedArgs{"id": id})
+		return b, err
 	})
-	if err != nil {
-		return Broadcast{}, fmt.Errorf("deleting broadcast %s: %w", id, mapErr(err))
-	}
-	return got, nil
 }
 
 // DuplicateBroadcast copies one of the team's broadcasts, whatever its
@@ -243,18 +246,13 @@ func (s *Store) DuplicateBroadcast(ctx context.Context, teamID, id, newID uuid.U
 // A broadcast that is no longer a draft is a *BroadcastStateError.
 func (s *Store) SendBroadcast(ctx context.Context, teamID, id uuid.UUID, at *time.Time,
 	check func(Broadcast) error) (Broadcast, error) {
-	var got Broadcast
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		b, err := lockBroadcast(ctx, tx, teamID, id)
-		if err != nil {
-			return err
-		}
-		if b.Status != BroadcastDraft {
-			return &BroadcastStateError{Status: b.Status, Action: "sent"}
+	return s.changeBroadcast(ctx, teamID, id, "sending", func(tx pgx.Tx, b Broadcast) (Broadcast, error) {
+		if err := draftOnly(b, "sent"); err != nil {
+			return Broadcast{}, err
 		}
 		if check != nil {
 			if err := check(b); err != nil {
-				return err
+				return Broadcast{}, err
 			}
 		}
 		status := BroadcastQueued
@@ -263,20 +261,16 @@ func (s *Store) SendBroadcast(ctx context.Context, teamID, id uuid.UUID, at *tim
 		} else {
 			at = nil
 		}
-		got, err = scanBroadcast(tx.QueryRow(ctx, `UPDATE broadcast SET status = @status, scheduled_at = @at,
+		got, err := scanBroadcast(tx.QueryRow(ctx, `UPDATE broadcast SET status = @status, scheduled_at = @at,
 				status_reason = NULL, updated_at = now()
 			WHERE id = @id RETURNING `+broadcastColumns, pgx.NamedArgs{"id": id, "status": status, "at": at}))
 		if err != nil {
-			return err
+			return Broadcast{}, err
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO outbox (kind, team_id, ref) VALUES (@kind, @team, @id)`,
 			pgx.NamedArgs{"kind": OutboxBroadcast, "team": teamID, "id": id})
-		return err
+		return got, err
 	})
-	if err != nil {
-		return Broadcast{}, fmt.Errorf("sending broadcast %s: %w", id, mapErr(err))
-	}
-	return got, nil
 }
 
 // CancelBroadcast cancels one of the team's broadcasts that is scheduled
@@ -285,28 +279,17 @@ func (s *Store) SendBroadcast(ctx context.Context, teamID, id uuid.UUID, at *tim
 // go on. Canceling a canceled broadcast returns it as it is; a draft or a
 // sent broadcast is a *BroadcastStateError.
 func (s *Store) CancelBroadcast(ctx context.Context, teamID, id uuid.UUID) (Broadcast, error) {
-	var got Broadcast
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		b, err := lockBroadcast(ctx, tx, teamID, id)
-		if err != nil {
-			return err
-		}
+	return s.changeBroadcast(ctx, teamID, id, "canceling", func(tx pgx.Tx, b Broadcast) (Broadcast, error) {
 		switch b.Status {
 		case BroadcastCanceled:
-			got = b
-			return nil
+			return b, nil
 		case BroadcastDraft, BroadcastSent:
-			return &BroadcastStateError{Status: b.Status, Action: "canceled"}
+			return Broadcast{}, &BroadcastStateError{Status: b.Status, Action: "canceled"}
 		}
-		got, err = scanBroadcast(tx.QueryRow(ctx, `UPDATE broadcast SET status = @status, status_reason = NULL,
+		return scanBroadcast(tx.QueryRow(ctx, `UPDATE broadcast SET status = @status, status_reason = NULL,
 				updated_at = now()
 			WHERE id = @id RETURNING `+broadcastColumns, pgx.NamedArgs{"id": id, "status": BroadcastCanceled}))
-		return err
 	})
-	if err != nil {
-		return Broadcast{}, fmt.Errorf("canceling broadcast %s: %w", id, mapErr(err))
-	}
-	return got, nil
 }
 
 // MoveBroadcast moves a broadcast from one of the statuses from to status
