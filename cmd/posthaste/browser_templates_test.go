@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/require"
@@ -14,46 +15,56 @@ import (
 // previewFrame reads the editor's preview frame. Chromium isolates
 // sandboxed frames in a process of their own (an out-of-process iframe,
 // its own DevTools target), so the frame is read through a context
-// attached to that target.
+// attached to that target. When the page reloads, the old frame's target
+// may linger in the browser's list for a while beside the new one, so
+// every preview frame target is read.
 type previewFrame struct {
-	page  context.Context
-	frame context.Context
+	page context.Context
+	// frames holds a context attached to each frame target that answered
+	// last time. They are never cancelled, which would close their frame;
+	// they end with the browser.
+	frames map[target.ID]context.Context
 }
 
-// text is the text of the frame's body, "" while there is none.
+// text is the text of the bodies of the preview frames there are, ""
+// while there is none.
 func (p *previewFrame) text() (string, error) {
-	if p.frame == nil {
-		targets, err := chromedp.Targets(p.page)
-		if err != nil {
-			return "", err
-		}
-		for _, ti := range targets {
-			if ti.Type == "iframe" && strings.Contains(ti.URL, "/preview") {
-				// Cancelled with the browser: cancelling it would close the frame.
-				p.frame, _ = chromedp.NewContext(p.page, chromedp.WithTargetID(ti.TargetID))
-			}
-		}
-		if p.frame == nil {
-			return "", nil
-		}
+	targets, err := chromedp.Targets(p.page)
+	if err != nil {
+		return "", err
 	}
-	var text string
-	qctx, cancel := context.WithTimeout(p.frame, 2*time.Second)
-	defer cancel()
-	if err := chromedp.Run(qctx, chromedp.Text("body", &text, chromedp.ByQuery)); err != nil {
-		// The frame is loading its next document, perhaps in a new
-		// target: look for it again.
-		p.frame = nil
-		return "", nil
+	if p.frames == nil {
+		p.frames = map[target.ID]context.Context{}
 	}
-	return text, nil
+	var texts []string
+	for _, ti := range targets {
+		if ti.Type != "iframe" || !strings.Contains(ti.URL, "/preview") {
+			continue
+		}
+		frame, ok := p.frames[ti.TargetID]
+		if !ok {
+			frame, _ = chromedp.NewContext(p.page, chromedp.WithTargetID(ti.TargetID))
+			p.frames[ti.TargetID] = frame
+		}
+		var text string
+		qctx, cancel := context.WithTimeout(frame, 2*time.Second)
+		if chromedp.Run(qctx, chromedp.Text("body", &text, chromedp.ByQuery)) == nil {
+			texts = append(texts, text)
+		} else {
+			// The frame is loading its next document, perhaps in a new
+			// target, or is gone: attach afresh next time.
+			delete(p.frames, ti.TargetID)
+		}
+		cancel()
+	}
+	return strings.Join(texts, "\n"), nil
 }
 
-// wait waits until the preview frame shows want.
+// wait waits until a preview frame shows want.
 func (p *previewFrame) wait(t *testing.T, want string) {
 	t.Helper()
 	var last string
-	for i, deadline := 0, time.Now().Add(20*time.Second); time.Now().Before(deadline); i++ {
+	for i, deadline := 0, time.Now().Add(60*time.Second); time.Now().Before(deadline); i++ {
 		text, err := p.text()
 		require.NoError(t, err)
 		if strings.Contains(text, want) {
