@@ -17,6 +17,7 @@ need_browser
 need_python_mail
 need_redis
 need_swaks
+need_spamassassin
 need_postfix
 need_node_resend
 

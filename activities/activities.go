@@ -27,6 +27,7 @@ import (
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/tracking"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
 	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
 )
@@ -108,6 +109,12 @@ type Config struct {
 	// with the same key. When it is nil and Keys is set, New derives it
 	// from Keys; with neither, those emails name only the URL.
 	UnsubscribeMailtoKey []byte
+	// TrackingKey seals the tokens of tracked links and open pixels
+	// (tracking.Sealer), derived from the master key
+	// (tracking.KeyPurpose); the tracking endpoints open them with the
+	// same key. When it is nil and Keys is set, New derives it from Keys;
+	// with neither, no mail is tracked.
+	TrackingKey []byte
 	// BroadcastRate is the emails a second each team's broadcasts hand to
 	// the send path (POSTHASTE_BROADCAST_RATE); 0 → DefaultBroadcastRate.
 	BroadcastRate float64
@@ -142,6 +149,9 @@ func New(cfg Config, st *store.Store, d Deliverer, metrics *telemetry.Metrics, l
 	}
 	if cfg.UnsubscribeMailtoKey == nil && cfg.Keys != nil {
 		cfg.UnsubscribeMailtoKey = cfg.Keys.DeriveKey(mailto.KeyPurpose)
+	}
+	if cfg.TrackingKey == nil && cfg.Keys != nil {
+		cfg.TrackingKey = cfg.Keys.DeriveKey(tracking.KeyPurpose)
 	}
 	return &Activities{cfg: cfg, store: st, mta: d, metrics: metrics,
 		logger: logger.With("component", "activities"), now: now}

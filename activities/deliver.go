@@ -137,11 +137,13 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
 		Data: data,
 		TLS:  mta.TLSMode(in.TLS),
 	}
-	var msgs map[string][]byte // per recipient, for mail sent with a topic
+	var msgs map[string][]byte // per recipient, for mail sent with a topic or tracked
 	if perRecipient(e) {
 		if msgs, err = a.recipientMessages(ctx, e, data, pending); err != nil {
 			return err
 		}
+	} else if msgs, err = a.trackedMessages(ctx, e, data, pending); err != nil {
+		return err
 	}
 	hb := newHeartbeats(ctx, activity.GetInfo(ctx).HeartbeatTimeout, prog)
 	stop := hb.keepAlive()

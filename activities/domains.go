@@ -56,6 +56,7 @@ func (a *Activities) CheckDomain(ctx context.Context, in CheckDomainInput) (Chec
 	rs := records.Check(ctx, a.cfg.Resolver, a.cfg.Records, records.Domain{
 		Name: d.Name, ReturnPath: d.ReturnPath, DKIMSelector: d.DKIMSelector, DKIMPublicKey: d.DKIMPublicKey,
 		Receiving: d.Receiving == store.ReceivingEnabled,
+		Tracking:  d.OpenTracking || d.ClickTracking, TrackingSubdomain: d.TrackingSubdomain,
 	})
 	out := CheckDomainResult{}
 	for _, r := range rs {
@@ -63,6 +64,13 @@ func (a *Activities) CheckDomain(ctx context.Context, in CheckDomainInput) (Chec
 			Found: r.Found, Temporary: r.Temporary})
 		if !r.Found {
 			a.logger.Debug("domain record not found", "domain", d.Name, "record", r.Key, "err", r.Error)
+		}
+		// Acceptance reads the DMARC policy for its insights (issue 19):
+		// kept unless the lookup failed.
+		if r.Key == records.KeyDMARC && !r.Temporary {
+			if err := a.store.SetDomainDMARCPolicy(ctx, id, r.Policy); err != nil {
+				return CheckDomainResult{}, err
+			}
 		}
 	}
 	return out, nil

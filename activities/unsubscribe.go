@@ -117,6 +117,8 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, store
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
 	}
 	sign := func(msg []byte) ([]byte, error) { return msg, nil } // the sandbox sender does not sign
+
+	var track trackFunc // nil: not tracked
 	// Mail from a domain also names a mailto unsubscribe address at its
 	// return-path host, which the inbound MX receives; the sandbox sender
 	// has no such host.
@@ -129,16 +131,14 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, store
 		if sign, err = a.signerFor(d); err != nil {
 			return nil, a.classify(err)
 		}
+		if track, err = a.tracker(d, e); err != nil {
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+		}
 		if len(a.cfg.UnsubscribeMailtoKey) > 0 {
 			mailtoHost = d.ReturnPath + "." + d.Name
 		}
 	}
-	index := make(map[string]int, len(e.Recipients))
-	for i, r := range e.Recipients {
-		if _, dup := index[r.Address]; !dup {
-			index[r.Address] = i
-		}
-	}
+	index := recipientIndex(e)
 	out := make(map[string][]byte, len(rcpts))
 	for _, r := range rcpts {
 		url, err := links.URL(unsubscribe.Token{TeamID: e.TeamID, EmailID: e.ID, TopicID: e.TopicID, BroadcastID: e.BroadcastID, Email: r})
@@ -153,7 +153,15 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, store
 					fmt.Sprintf("making the mailto unsubscribe address: %v", err), ErrTypePermanent, err)
 			}
 		}
-		msg, err := BuildForRecipient(e, at, url, mailtoAddr)
+		te := e
+		if track != nil {
+			// Before the placeholders are filled: the unsubscribe links
+			// are not tracked.
+			if te, err = track(e, index[r]); err != nil {
+				return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+			}
+		}
+		msg, err := BuildForRecipient(te, at, url, mailtoAddr)
 		if err != nil {
 			return nil, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("building message: %v", err), ErrTypePermanent, err)

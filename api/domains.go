@@ -34,6 +34,8 @@ type createDomainRequest struct {
 	ClickTracking    *bool                `json:"click_tracking"`
 	TLS              *string              `json:"tls"`
 	Capabilities     *capabilitiesRequest `json:"capabilities"`
+	// TrackingSubdomain labels the domain's tracking subdomain (issue 19).
+	TrackingSubdomain *string `json:"tracking_subdomain"`
 }
 
 // capabilitiesRequest is Resend's capabilities object of a domain
@@ -107,7 +109,8 @@ func (s *Server) createDomain(c *gin.Context) {
 	}
 	d, err := s.domainSvc.Add(c.Request.Context(), principal(c).TeamID, domains.Request{Name: *req.Name,
 		Region: req.Region, ReturnPath: req.CustomReturnPath, OpenTracking: req.OpenTracking,
-		ClickTracking: req.ClickTracking, TLS: req.TLS, Receiving: receiving})
+		ClickTracking: req.ClickTracking, TLS: req.TLS, Receiving: receiving,
+		TrackingSubdomain: req.TrackingSubdomain})
 	if errors.Is(err, domains.ErrNoMasterKey) {
 		err = errorf(http.StatusInternalServerError, nameApplicationError,
 			"Domains cannot be added: the server has no master key (POSTHASTE_MASTER_KEY) to protect their DKIM keys.")
@@ -131,18 +134,19 @@ type recordJSON struct {
 }
 
 type domainJSON struct {
-	Object           string       `json:"object"`
-	ID               string       `json:"id"`
-	Name             string       `json:"name"`
-	Status           string       `json:"status"`
-	CreatedAt        string       `json:"created_at"`
-	Region           string       `json:"region"`
-	CustomReturnPath string       `json:"custom_return_path"`
-	OpenTracking     bool         `json:"open_tracking"`
-	ClickTracking    bool         `json:"click_tracking"`
-	TLS              string       `json:"tls"`
-	Capabilities     capabilities `json:"capabilities"`
-	Records          []recordJSON `json:"records,omitempty"`
+	Object            string       `json:"object"`
+	ID                string       `json:"id"`
+	Name              string       `json:"name"`
+	Status            string       `json:"status"`
+	CreatedAt         string       `json:"created_at"`
+	Region            string       `json:"region"`
+	CustomReturnPath  string       `json:"custom_return_path"`
+	OpenTracking      bool         `json:"open_tracking"`
+	ClickTracking     bool         `json:"click_tracking"`
+	TrackingSubdomain string       `json:"tracking_subdomain"`
+	TLS               string       `json:"tls"`
+	Capabilities      capabilities `json:"capabilities"`
+	Records           []recordJSON `json:"records,omitempty"`
 }
 
 // capabilities are Resend's capabilities of a domain: sending is always
@@ -155,8 +159,8 @@ type capabilities struct {
 func (s *Server) renderDomain(d store.Domain, withRecords bool) domainJSON {
 	j := domainJSON{Object: "domain", ID: d.ID.String(), Name: d.Name, Status: d.Status,
 		CreatedAt: formatTime(d.CreatedAt), Region: d.Region, CustomReturnPath: d.ReturnPath,
-		OpenTracking: d.OpenTracking, ClickTracking: d.ClickTracking, TLS: d.TLS,
-		Capabilities: capabilities{Sending: "enabled", Receiving: d.Receiving}}
+		OpenTracking: d.OpenTracking, ClickTracking: d.ClickTracking, TrackingSubdomain: d.TrackingSubdomain,
+		TLS: d.TLS, Capabilities: capabilities{Sending: "enabled", Receiving: d.Receiving}}
 	if j.Capabilities.Receiving == "" {
 		j.Capabilities.Receiving = store.ReceivingDisabled
 	}
@@ -198,6 +202,8 @@ type updateDomainRequest struct {
 	ClickTracking *bool                `json:"click_tracking"`
 	TLS           *string              `json:"tls"`
 	Capabilities  *capabilitiesRequest `json:"capabilities"`
+	// TrackingSubdomain labels the domain's tracking subdomain (issue 19).
+	TrackingSubdomain *string `json:"tracking_subdomain"`
 }
 
 func (s *Server) updateDomain(c *gin.Context) {
@@ -218,6 +224,7 @@ func (s *Server) updateDomain(c *gin.Context) {
 	}
 	if _, err := s.domainSvc.Update(c.Request.Context(), principal(c).TeamID, id, domains.Settings{
 		OpenTracking: req.OpenTracking, ClickTracking: req.ClickTracking, TLS: req.TLS, Receiving: receiving,
+		TrackingSubdomain: req.TrackingSubdomain,
 	}); err != nil {
 		s.respondError(c, err)
 		return

@@ -42,7 +42,7 @@ func TestDomainCreateAndRecords(t *testing.T) {
 	require.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$`, d["created_at"])
 
 	recs := d["records"].([]any)
-	require.Len(t, recs, 4)
+	require.Len(t, recs, 5, "click tracking adds the Tracking record")
 	dkimRec := recs[0].(map[string]any)
 	require.Equal(t, "DKIM", dkimRec["record"])
 	require.Equal(t, "TXT", dkimRec["type"])
@@ -63,6 +63,9 @@ func TestDomainCreateAndRecords(t *testing.T) {
 		"status": "not_started", "value": "v=spf1 include:_spf.posthaste.example ~all"}, recs[2])
 	require.Equal(t, map[string]any{"record": "DMARC", "type": "TXT", "name": "_dmarc", "ttl": "Auto",
 		"status": "not_started", "value": "v=DMARC1; p=none;"}, recs[3])
+	require.Equal(t, map[string]any{"record": "Tracking", "type": "CNAME", "name": "links", "ttl": "Auto",
+		"status": "not_started", "value": "track.posthaste.example"}, recs[4])
+	require.Equal(t, "links", d["tracking_subdomain"])
 
 	// The private key is sealed at rest.
 	row, err := e.store.GetDomain(context.Background(), e.teamA, uuid.MustParse(d["id"].(string)))

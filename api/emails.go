@@ -231,12 +231,15 @@ type emailJSON struct {
 
 // emailDetailJSON is one email: the list form plus html and text, which
 // are always present (null when absent), and broadcast_id (our
-// extension): the broadcast the email belongs to, null for others.
+// extension): the broadcast the email belongs to, null for others; and
+// insights, the deliverability findings computed at acceptance (an empty
+// array when there are none).
 type emailDetailJSON struct {
 	emailJSON
-	HTML        *string `json:"html"`
-	Text        *string `json:"text"`
-	BroadcastID *string `json:"broadcast_id"`
+	HTML        *string         `json:"html"`
+	Text        *string         `json:"text"`
+	BroadcastID *string         `json:"broadcast_id"`
+	Insights    []store.Insight `json:"insights"`
 }
 
 func renderEmail(e store.Email) emailJSON {
@@ -282,7 +285,12 @@ func (s *Server) getEmail(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	c.PureJSON(http.StatusOK, emailDetailJSON{emailJSON: j, HTML: e.HTML, Text: e.Text, BroadcastID: uuidPtr(e.BroadcastID)})
+	insights := e.Insights
+	if insights == nil {
+		insights = []store.Insight{}
+	}
+	c.PureJSON(http.StatusOK, emailDetailJSON{emailJSON: j, HTML: e.HTML, Text: e.Text, BroadcastID: uuidPtr(e.BroadcastID),
+		Insights: insights})
 }
 
 // addBounces gives the bounced recipients of e (rendered as rcpts) their

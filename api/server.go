@@ -68,6 +68,11 @@ type Config struct {
 	// the request log (the path holds a token) nor under the API's rate
 	// limits (the handler keeps its own per client).
 	Unsubscribe UnsubscribeHandler
+	// Tracking serves the open and click tracking endpoints to requests
+	// whose Host is TrackingHost (POSTHASTE_TRACKING_HOST) or a domain's
+	// tracking host (api/tracking.go); nil leaves them out.
+	Tracking     TrackingHandler
+	TrackingHost string
 
 	// Limiter rate-limits requests; nil turns rate limiting off.
 	Limiter Limiter
@@ -132,6 +137,7 @@ type Server struct {
 	opsToken    string
 	hsts        bool
 	publicURL   string
+	tracking    *trackingRoutes
 }
 
 // New builds the API.
@@ -158,6 +164,11 @@ func New(cfg Config) (*Server, error) {
 		Waker: cfg.Webhooks.Waker, AllowHTTP: cfg.Webhooks.AllowHTTP, Logger: logger}, cfg.Store)
 	s.imports = imports.New(imports.Config{Outbox: cfg.Webhooks.Outbox}, cfg.Store)
 	s.broadcasts = cfg.Broadcasts
+	tr, err := newTrackingRoutes(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("tracking routes: %w", err)
+	}
+	s.tracking = tr
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
@@ -217,6 +228,8 @@ func New(cfg Config) (*Server, error) {
 	full.GET("/emails/receiving/:id/attachments", s.listReceivedAttachments)
 	full.GET("/emails/receiving/:id/attachments/:attachment_id", s.getReceivedAttachment)
 	full.GET("/emails", s.listEmails)
+	// gin matches the static segment before the :id parameter.
+	full.GET("/emails/metrics", s.emailMetrics)
 	full.GET("/emails/:id", s.getEmail)
 	full.PATCH("/emails/:id", s.updateEmail)
 	full.POST("/emails/:id/cancel", s.cancelEmail)
@@ -308,7 +321,13 @@ func (s *Server) api(h gin.HandlerFunc) gin.HandlerFunc {
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.tracking.match(r) {
+		s.tracking.engine.ServeHTTP(w, r)
+		return
+	}
+	s.engine.ServeHTTP(w, r)
+}
 
 const requestIDKey = "request_id"
 

@@ -77,6 +77,12 @@ need_swaks() {
   apt_install swaks libnet-ssleay-perl
 }
 
+# SpamAssassin: the deliverability insights test (internal/insights) prints
+# its local-rules score of each fixture beside our findings.
+need_spamassassin() {
+  command -v spamassassin >/dev/null 2>&1 || apt_install spamassassin
+}
+
 # Postfix: the inbound end-to-end test runs a throwaway instance as the
 # recipient's MX that bounces to our return path, and the bench compares
 # with one accepting into its durable queue. Neither starts the system's

@@ -21,7 +21,8 @@ const adminUsage = `usage:
   posthaste admin create-key  --team TEAM_ID --name NAME [--sending-only]
   posthaste admin revoke-key  --team TEAM_ID --id KEY_ID
   posthaste admin set-plan    --team TEAM_ID --plan free|50k|100k|200k|500k|1m|1.5m|2.5m
-  posthaste admin set-rate-limit --team TEAM_ID --rate REQUESTS_PER_SECOND (0: the default)`
+  posthaste admin set-rate-limit --team TEAM_ID --rate REQUESTS_PER_SECOND (0: the default)
+  posthaste admin health      --team TEAM_ID [--resume]`
 
 // runAdmin creates teams and keys; it prints tokens as JSON on stdout.
 func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args []string, stdout io.Writer) error {
@@ -37,6 +38,7 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 	sendingOnly := fs.Bool("sending-only", false, "create a sending_access key")
 	plan := fs.String("plan", "", "plan name")
 	rateLimit := fs.Int("rate", -1, "requests per second; 0 for the default")
+	resume := fs.Bool("resume", false, "lift the account-health pause of the team's sending")
 	if err := fs.Parse(args[1:]); err != nil {
 		return usageError{fmt.Errorf("%w\n%s", err, adminUsage)}
 	}
@@ -140,6 +142,12 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 			rate = cfg.Limits.DefaultRate
 		}
 		return out.Encode(map[string]any{"team": teamID.String(), "rate_limit": rate, "default": *rateLimit == 0})
+	case "health":
+		teamID, err := parseID(*team, "team")
+		if err != nil {
+			return err
+		}
+		return adminHealth(ctx, st, cfg.Health, teamID, *resume, stdout)
 	default:
 		return usageError{fmt.Errorf("unknown admin command %q\n%s", args[0], adminUsage)}
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/tracking"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
 	"github.com/posthaste/posthaste/internal/webhook"
 	"github.com/posthaste/posthaste/smtpgw"
@@ -171,7 +172,7 @@ func stepPolicy(cfg config.Steps) workflows.StepPolicy {
 }
 
 func recordsConfig(cfg config.Domains) records.Config {
-	return records.Config{BounceHost: cfg.BounceHost, SPFInclude: cfg.SPFInclude}
+	return records.Config{BounceHost: cfg.BounceHost, SPFInclude: cfg.SPFInclude, TrackingHost: cfg.TrackingHost}
 }
 
 // newDeliverer returns the MTA client: MX hosts are reached under the
@@ -246,6 +247,8 @@ func newIntake(ctx context.Context, cfg config.Config, st *store.Store, tc clien
 		Crash:    crasher(cfg),
 		// Unsubscribe links of sends with a topic lead here.
 		PublicURL: cfg.HTTP.PublicURL,
+		// Teams paused for their account health are refused.
+		Health: st,
 	})
 	closeAll := func() {
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
@@ -299,6 +302,19 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		}
 		unsub = uh
 	}
+	var track api.TrackingHandler
+	if keys != nil {
+		sealer, err := tracking.NewSealer(keys.DeriveKey(tracking.KeyPurpose))
+		if err != nil {
+			return nil, err
+		}
+		th, err := tracking.NewHandler(tracking.Config{Sealer: sealer, Limiter: in.limiter, Outbox: in.dispatcher,
+			Logger: logger}, st)
+		if err != nil {
+			return nil, err
+		}
+		track = th
+	}
 	h, err := api.New(api.Config{
 		Store:      st,
 		Auth:       in.auth,
@@ -324,6 +340,8 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		},
 		Dashboard:        dash,
 		Unsubscribe:      unsub,
+		Tracking:         track,
+		TrackingHost:     cfg.Domains.TrackingHost,
 		Logger:           logger,
 		Limiter:          in.limiter,
 		DefaultRateLimit: cfg.Limits.DefaultRate,

@@ -138,6 +138,11 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 	}
 	stops = append(stops, w.Stop)
 	stops = append(stops, keepSchedules(cfg, tc, logger))
+	stopHealth, err := startHealthMonitor(cfg, st, in.dispatcher, logger)
+	if err != nil {
+		return err
+	}
+	stops = append(stops, stopHealth)
 
 	stops = append(stops, startDispatcher(in.dispatcher))
 

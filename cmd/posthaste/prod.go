@@ -94,6 +94,11 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 	defer w.Stop()
 	if !*noWorkflows {
 		defer keepSchedules(cfg, tc, logger)()
+		stopHealth, err := startHealthMonitor(cfg, st, nil, logger)
+		if err != nil {
+			return err
+		}
+		defer stopHealth()
 	}
 	// The worker's own metrics (deliveries, events) and health.
 	addr, served, err := serveHTTP(ctx, cfg.MetricsAddr, opsHandler(reg, readyChecks(st, tc), cfg.MetricsToken), cfg.HTTP, logger)

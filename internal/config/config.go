@@ -47,6 +47,7 @@ type Config struct {
 	HTTP      HTTP
 	Limits    Limits
 	Retention Retention
+	Health    Health
 	Temporal  Temporal
 	Delivery  Delivery
 	Domains   Domains
@@ -222,6 +223,21 @@ type Dispatch struct {
 	ReconcileMaxRestarts int
 }
 
+// Health configures account health: each team's bounce and complaint
+// rates, evaluated by the worker (see package health).
+type Health struct {
+	// Window (POSTHASTE_HEALTH_WINDOW) is the rolling window the rates
+	// cover; at most the retention period, which deletes older email (the
+	// default, 30 days, is shortened to a shorter retention).
+	Window time.Duration
+	// Interval (POSTHASTE_HEALTH_INTERVAL) is how often the rates are
+	// evaluated.
+	Interval time.Duration
+	// Pause (POSTHASTE_HEALTH_PAUSE) pauses a team's sending when a rate
+	// crosses its threshold, until an operator resumes it.
+	Pause bool
+}
+
 // Retention configures the daily retention sweep of the worker.
 type Retention struct {
 	Period time.Duration // POSTHASTE_RETENTION: data is deleted this long after it stops changing
@@ -268,6 +284,10 @@ type Domains struct {
 	DKIMSelector string // POSTHASTE_DKIM_SELECTOR
 	BounceHost   string // POSTHASTE_BOUNCE_HOST: MX of every return path
 	SPFInclude   string // POSTHASTE_SPF_INCLUDE: included by every return path's SPF
+	// TrackingHost (POSTHASTE_TRACKING_HOST) is where every domain's
+	// tracking subdomain points (a CNAME): the host that serves tracked
+	// links and open pixels; default the host of POSTHASTE_PUBLIC_URL.
+	TrackingHost string
 	Verify       VerifySchedule
 }
 
@@ -330,6 +350,8 @@ func Load(getenv Getenv) (Config, error) {
 			RedisURL:    r.secret("REDIS_URL"),
 		},
 		Retention: Retention{Period: r.duration("POSTHASTE_RETENTION", 30*24*time.Hour)},
+		Health: Health{Window: r.duration("POSTHASTE_HEALTH_WINDOW", 30*24*time.Hour),
+			Interval: r.duration("POSTHASTE_HEALTH_INTERVAL", 5*time.Minute), Pause: r.boolean("POSTHASTE_HEALTH_PAUSE", false)},
 		Temporal: Temporal{
 			Port:      r.port("POSTHASTE_TEMPORAL_PORT", 7233),
 			UIPort:    r.port("POSTHASTE_TEMPORAL_UI_PORT", 8233),
@@ -424,6 +446,12 @@ func Load(getenv Getenv) (Config, error) {
 			r.fail("POSTHASTE_INBOUND_LISTEN", v, "must be host:port (like :25) or off")
 		}
 	}
+	if c.Health.Window > c.Retention.Period {
+		if v := r.getenv("POSTHASTE_HEALTH_WINDOW"); v != "" {
+			r.fail("POSTHASTE_HEALTH_WINDOW", v, "must not be longer than POSTHASTE_RETENTION, which deletes older email")
+		}
+		c.Health.Window = c.Retention.Period // the default, 30 days, shortened to what is kept
+	}
 	if (c.SMTP.CertFile == "") != (c.SMTP.KeyFile == "") {
 		r.fail("POSTHASTE_TLS_CERT_FILE", c.SMTP.CertFile, "and POSTHASTE_TLS_KEY_FILE must be set together")
 	}
@@ -435,6 +463,14 @@ func Load(getenv Getenv) (Config, error) {
 	}
 	c.Domains.BounceHost = strings.TrimSuffix(strings.ToLower(r.str("POSTHASTE_BOUNCE_HOST", c.Delivery.Hostname)), ".")
 	c.Domains.SPFInclude = strings.TrimSuffix(strings.ToLower(r.str("POSTHASTE_SPF_INCLUDE", "_spf."+c.Domains.BounceHost)), ".")
+	var publicHost string
+	if u, err := url.Parse(c.HTTP.PublicURL); err == nil {
+		publicHost = u.Hostname()
+	}
+	c.Domains.TrackingHost = strings.TrimSuffix(strings.ToLower(r.str("POSTHASTE_TRACKING_HOST", publicHost)), ".")
+	if h := c.Domains.TrackingHost; h != "" && h != publicHost && (strings.ContainsAny(h, ":/ ") || !strings.Contains(h, ".")) {
+		r.fail("POSTHASTE_TRACKING_HOST", h, "must be a host name such as track.example.com")
+	}
 	if !dnsLabel.MatchString(c.Domains.DKIMSelector) {
 		r.fail("POSTHASTE_DKIM_SELECTOR", c.Domains.DKIMSelector, "must be a DNS label (letters, digits, hyphens)")
 	}
@@ -482,11 +518,14 @@ func (c Config) LogAttrs() []any {
 		slog.Any("egress_allow", c.Egress.Allow),
 		slog.Bool("master_key_set", c.Domains.MasterKey != ""), slog.String("dkim_selector", c.Domains.DKIMSelector),
 		slog.String("bounce_host", c.Domains.BounceHost), slog.String("spf_include", c.Domains.SPFInclude),
+		slog.String("tracking_host", c.Domains.TrackingHost),
 		slog.Duration("verify_interval", c.Domains.Verify.Interval), slog.Duration("verify_expire", c.Domains.Verify.Expire),
 		slog.Duration("verify_recheck", c.Domains.Verify.Recheck),
 		slog.Duration("step_retry_window", c.Steps.Window), slog.Duration("step_retry_max", c.Steps.MaxInterval),
 		slog.Int("default_rate_limit", c.Limits.DefaultRate), slog.String("redis", redis),
 		slog.Any("trusted_proxies", c.HTTP.TrustedProxies), slog.Duration("retention", c.Retention.Period),
+		slog.Duration("health_window", c.Health.Window), slog.Duration("health_interval", c.Health.Interval),
+		slog.Bool("health_pause", c.Health.Pause),
 		slog.Any("webhook_retry", c.Webhooks.Retry), slog.Duration("webhook_timeout", c.Webhooks.Timeout),
 		slog.Duration("webhook_disable_after", c.Webhooks.DisableAfter), slog.String("system_from", c.SystemFrom),
 		slog.String("public_url", c.HTTP.PublicURL), slog.Bool("secure_cookies", c.HTTP.SecureCookies),

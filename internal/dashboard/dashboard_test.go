@@ -292,11 +292,23 @@ func TestEmailsPagesShowOnlyTheTeamsEmails(t *testing.T) {
 	res, _ = get(t, cb, f.srv.URL+"/dashboard/emails/"+e.ID.String()+"/raw")
 	require.Equal(t, http.StatusNotFound, res.StatusCode)
 
-	// Metrics count the events.
+	// Metrics count the events (store.EmailMetrics, as GET /emails/metrics
+	// does): opens and clicks by people, each also once per recipient.
+	require.NoError(t, f.store.RecordEvents(ctx, e.ID, []store.Event{
+		{Type: "opened", Recipient: "bounced@posthaste.test"}, {Type: "opened", Recipient: "bounced@posthaste.test"},
+		{Type: "opened", Recipient: "bounced@posthaste.test", Detail: map[string]any{"machine": true}},
+		{Type: "clicked", Recipient: "bounced@posthaste.test", Detail: map[string]any{"link": "https://example.com"}}}))
 	_, page = get(t, c, f.srv.URL+"/dashboard/metrics?range=24h")
 	require.Regexp(t, `data-type="sent"><span class="label">sent</span><span class="count">1<`, page)
-	require.Regexp(t, `data-type="bounced"><span class="label">bounced</span><span class="count">1</span><span class="rate">100.0% of sent`, page)
+	require.Regexp(t, `data-type="bounced"><span class="label">bounced</span><span class="count">1</span><span class="rate">100% of sent`, page)
+	require.Regexp(t, `data-type="opened"><span class="label">opened</span><span class="count">2</span><span class="unique">1 unique</span><`, page)
+	require.Regexp(t, `data-type="clicked"><span class="label">clicked</span><span class="count">1</span><span class="unique">1 unique</span><`, page)
 	require.Contains(t, page, `"labels":[`)
+	require.Regexp(t, `"label":"opened","data":\[(0,){23}2\]`, page, "the opens in the last hour of the chart")
+	_, page = get(t, c, f.srv.URL+"/dashboard/metrics?range=24h&domain="+uuid.NewString())
+	require.Regexp(t, `data-type="sent"><span class="label">sent</span><span class="count">0<`, page, "filtered to a domain the email is not of")
+	_, page = get(t, cb, f.srv.URL+"/dashboard/metrics?range=24h")
+	require.Regexp(t, `data-type="opened"><span class="label">opened</span><span class="count">0</span><span class="unique">0 unique`, page, "team B sees none of team A's numbers")
 	res, _ = get(t, c, f.srv.URL+"/dashboard/assets/chart.umd.min.js")
 	require.Equal(t, 200, res.StatusCode)
 }

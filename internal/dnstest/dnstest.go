@@ -163,6 +163,13 @@ func (s *Server) AddTXT(name string, value string) {
 	s.add(&dns.TXT{Hdr: header(canonical(name), dns.TypeTXT), Txt: parts})
 }
 
+// AddCNAME makes name an alias of target. Queries for other types at name
+// answer the CNAME, followed by target's records of the type when this
+// server has them, as a recursive resolver does.
+func (s *Server) AddCNAME(name, target string) {
+	s.add(&dns.CNAME{Hdr: header(canonical(name), dns.TypeCNAME), Target: canonical(target)})
+}
+
 // Remove deletes every record of type qtype (dns.TypeMX, dns.TypeA, ...) at
 // name. A name left without records answers NXDOMAIN again, unless it has
 // records below it.
@@ -257,6 +264,15 @@ func (s *Server) answer(m *dns.Msg, q dns.Question) {
 			c := dns.Copy(rr)
 			c.Header().Name = q.Name // echo the question's spelling
 			m.Answer = append(m.Answer, c)
+		}
+	}
+	if cnames := s.records[name][dns.TypeCNAME]; len(m.Answer) == 0 && len(cnames) > 0 {
+		c := dns.Copy(cnames[0])
+		c.Header().Name = q.Name
+		m.Answer = append(m.Answer, c)
+		target := cnames[0].(*dns.CNAME).Target
+		for _, rr := range s.records[target][q.Qtype] {
+			m.Answer = append(m.Answer, dns.Copy(rr))
 		}
 	}
 	if len(m.Answer) == 0 {

@@ -103,6 +103,23 @@ type Request struct {
 	// Receiving is capabilities.receiving: store.ReceivingEnabled or
 	// store.ReceivingDisabled (the default).
 	Receiving *string
+	// TrackingSubdomain is tracking_subdomain, a DNS label (default
+	// store.DefaultTrackingSubdomain).
+	TrackingSubdomain *string
+}
+
+// trackingSubdomain checks and normalizes a tracking_subdomain: one DNS
+// label. nil stays nil.
+func trackingSubdomain(v *string) (*string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	label := strings.ToLower(strings.TrimSpace(*v))
+	if !dnsLabel.MatchString(label) {
+		return nil, invalid.Errorf("tracking_subdomain",
+			"The `tracking_subdomain` field must be one DNS label of letters, digits and hyphens, such as links.")
+	}
+	return &label, nil
 }
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
@@ -167,6 +184,10 @@ func (s *Service) Add(ctx context.Context, teamID uuid.UUID, req Request) (store
 				"The `custom_return_path` field must be one DNS label of letters, digits and hyphens, such as send.")
 		}
 	}
+	tracking, err := trackingSubdomain(req.TrackingSubdomain)
+	if err != nil {
+		return store.Domain{}, err
+	}
 	if err := checkTLS(req.TLS); err != nil {
 		return store.Domain{}, err
 	}
@@ -191,7 +212,11 @@ func (s *Service) Add(ctx context.Context, teamID uuid.UUID, req Request) (store
 	d := store.Domain{ID: id, TeamID: teamID, Name: name, Region: region,
 		Status: store.DomainNotStarted, ReturnPath: rp, TLS: store.TLSOpportunistic,
 		DKIMSelector: s.cfg.DKIMSelector, DKIMPublicKey: key.PublicBase64, DKIMPrivateKey: sealed,
-		RecordStatus: map[string]string{}, Receiving: store.ReceivingDisabled}
+		RecordStatus: map[string]string{}, Receiving: store.ReceivingDisabled,
+		TrackingSubdomain: store.DefaultTrackingSubdomain}
+	if tracking != nil {
+		d.TrackingSubdomain = *tracking
+	}
 	if req.Receiving != nil {
 		d.Receiving = *req.Receiving
 	}
@@ -228,6 +253,11 @@ func (s *Service) Update(ctx context.Context, teamID, id uuid.UUID, u Settings) 
 	if err := checkTLS(u.TLS); err != nil {
 		return store.Domain{}, err
 	}
+	label, err := trackingSubdomain(u.TrackingSubdomain)
+	if err != nil {
+		return store.Domain{}, err
+	}
+	u.TrackingSubdomain = label
 	if err := checkReceiving(u.Receiving); err != nil {
 		return store.Domain{}, err
 	}
@@ -299,11 +329,17 @@ type Record struct {
 	Status string
 }
 
+// RecordsDomain is what the records of d depend on.
+func RecordsDomain(d store.Domain) records.Domain {
+	return records.Domain{Name: d.Name, ReturnPath: d.ReturnPath, DKIMSelector: d.DKIMSelector,
+		DKIMPublicKey: d.DKIMPublicKey, Receiving: d.Receiving == store.ReceivingEnabled,
+		Tracking: d.OpenTracking || d.ClickTracking, TrackingSubdomain: d.TrackingSubdomain}
+}
+
 // Records returns the records of d in display order with their statuses;
 // a record never checked is not_started.
 func Records(cfg records.Config, d store.Domain) []Record {
-	rs := records.For(cfg, records.Domain{Name: d.Name, ReturnPath: d.ReturnPath,
-		DKIMSelector: d.DKIMSelector, DKIMPublicKey: d.DKIMPublicKey, Receiving: d.Receiving == store.ReceivingEnabled})
+	rs := records.For(cfg, RecordsDomain(d))
 	out := make([]Record, len(rs))
 	for i, r := range rs {
 		status := d.RecordStatus[r.Key]

@@ -21,16 +21,21 @@ const (
 	// KeyReceivingMX is the MX of a domain with receiving enabled: its
 	// mail goes to the operator's inbound MX (issue 16 point 4).
 	KeyReceivingMX = "receiving_mx"
+	// KeyTracking is the CNAME of a domain's tracking subdomain, whose
+	// tracked links and open pixels lead to the operator's tracking host
+	// (issue 19).
+	KeyTracking = "tracking"
 )
 
 // Keys lists every record key in the order records are shown.
-var Keys = []string{KeyDKIM, KeySPFMX, KeySPFTXT, KeyDMARC, KeyReceivingMX}
+var Keys = []string{KeyDKIM, KeySPFMX, KeySPFTXT, KeyDMARC, KeyReceivingMX, KeyTracking}
 
 // Required reports whether a record must be found for the domain to be
 // verified: DKIM and SPF are enforced, DMARC is only recommended. The
 // receiving MX is not required either: it has its own status, and a
-// domain's sending does not depend on it.
-func Required(key string) bool { return key != KeyDMARC && key != KeyReceivingMX }
+// domain's sending does not depend on it. Nor is the tracking CNAME:
+// tracking is applied only while it is found.
+func Required(key string) bool { return key != KeyDMARC && key != KeyReceivingMX && key != KeyTracking }
 
 // Config is the operator's side of the records.
 type Config struct {
@@ -40,6 +45,10 @@ type Config struct {
 	// SPFInclude is the domain whose SPF record lists the operator's
 	// sending addresses; return paths include it (POSTHASTE_SPF_INCLUDE).
 	SPFInclude string
+	// TrackingHost serves the tracked links and open pixels of every
+	// domain: the target of the tracking CNAME (POSTHASTE_TRACKING_HOST).
+	// "" publishes no tracking record.
+	TrackingHost string
 }
 
 // Domain is what records depend on.
@@ -51,13 +60,17 @@ type Domain struct {
 	// Receiving adds the MX record that sends the domain's mail to the
 	// inbound MX (BounceHost).
 	Receiving bool
+	// Tracking (open or click tracking on) adds the CNAME of
+	// TrackingSubdomain (a label, e.g. "links") to the tracking host.
+	Tracking          bool
+	TrackingSubdomain string
 }
 
 // Record is one DNS record the domain owner publishes.
 type Record struct {
 	Key      string
 	Record   string // DKIM, SPF, DMARC or Receiving
-	Type     string // TXT or MX
+	Type     string // TXT, MX or CNAME
 	Name     string // relative to the domain, as DNS providers want it
 	FQDN     string
 	Value    string // whole and unquoted
@@ -81,6 +94,11 @@ func For(cfg Config, d Domain) []Record {
 		rs = append(rs, Record{Key: KeyReceivingMX, Record: "Receiving", Type: "MX", Name: "@", FQDN: d.Name,
 			Value: cfg.BounceHost, Priority: 10})
 	}
+	if d.Tracking && d.TrackingSubdomain != "" && cfg.TrackingHost != "" {
+		// Resend's "Tracking" record.
+		rs = append(rs, Record{Key: KeyTracking, Record: "Tracking", Type: "CNAME", Name: d.TrackingSubdomain,
+			FQDN: d.TrackingSubdomain + "." + d.Name, Value: cfg.TrackingHost})
+	}
 	return rs
 }
 
@@ -96,6 +114,9 @@ type Result struct {
 	// than answering that the record is absent.
 	Temporary bool
 	Error     string // what was wrong, for logs; "" when found
+	// Policy is the p= value (lower case) of the DMARC record found; ""
+	// for other records, and when the record has no p= tag.
+	Policy string
 }
 
 // Check looks every record of d up through r (nil: the system resolver)
@@ -117,9 +138,11 @@ func Check(ctx context.Context, r *net.Resolver, cfg Config, d Domain) []Result 
 		case KeySPFTXT:
 			err = checkSPF(ctx, r, rec.FQDN, cfg.SPFInclude)
 		case KeyDMARC:
-			err = checkTXT(ctx, r, rec.FQDN, func(v string) bool { return hasVersion(v, "v=DMARC1") })
+			res.Policy, err = checkDMARC(ctx, r, rec.FQDN)
 		case KeyReceivingMX:
 			err = checkMX(ctx, r, rec.FQDN, cfg.BounceHost)
+		case KeyTracking:
+			err = checkCNAME(ctx, r, rec.FQDN, cfg.TrackingHost)
 		}
 		res.Found = err == nil
 		if err != nil {
@@ -132,6 +155,18 @@ func Check(ctx context.Context, r *net.Resolver, cfg Config, d Domain) []Result 
 }
 
 var errMismatch = errors.New("no record with the expected value")
+
+// checkCNAME finds the CNAME of name, which must lead to target.
+func checkCNAME(ctx context.Context, r *net.Resolver, name, target string) error {
+	cname, err := r.LookupCNAME(ctx, name+".")
+	if err != nil {
+		return err
+	}
+	if !strings.EqualFold(strings.TrimSuffix(cname, "."), strings.TrimSuffix(target, ".")) {
+		return errMismatch
+	}
+	return nil
+}
 
 func temporary(err error) bool {
 	var de *net.DNSError
@@ -154,6 +189,32 @@ func checkTXT(ctx context.Context, r *net.Resolver, name string, ok func(string)
 		}
 	}
 	return errMismatch
+}
+
+// checkDMARC finds the domain's DMARC record and returns its policy, the
+// p= tag (RFC 7489 §6.3), in lower case.
+func checkDMARC(ctx context.Context, r *net.Resolver, name string) (string, error) {
+	var policy string
+	err := checkTXT(ctx, r, name, func(v string) bool {
+		if !hasVersion(v, "v=DMARC1") {
+			return false
+		}
+		policy = DMARCPolicy(v)
+		return true
+	})
+	return policy, err
+}
+
+// DMARCPolicy returns the p= tag of a DMARC record in lower case; "" when
+// it has none.
+func DMARCPolicy(record string) string {
+	for _, tag := range strings.Split(record, ";") {
+		k, v, ok := strings.Cut(tag, "=")
+		if ok && strings.EqualFold(strings.TrimSpace(k), "p") {
+			return strings.ToLower(strings.TrimSpace(v))
+		}
+	}
+	return ""
 }
 
 func dkimMatches(v, public string) bool {

@@ -100,3 +100,27 @@ func TestCheck(t *testing.T) {
 		require.True(t, strings.Contains(rs[0].Error, "posthaste._domainkey"), rs[0].Error)
 	})
 }
+
+func TestCheckKeepsDMARCPolicy(t *testing.T) {
+	ctx := context.Background()
+	d := testDomain(t)
+	recs := For(cfg, d)
+	for _, tc := range []struct{ record, want string }{
+		{"v=DMARC1; p=reject; rua=mailto:d@example.test", "reject"},
+		{"v=DMARC1;p=None", "none"},
+		{"v=DMARC1; rua=mailto:d@example.test; p = Quarantine ;", "quarantine"},
+		{"v=DMARC1", ""},
+	} {
+		s := dnstest.NewServer(t)
+		s.AddTXT(recs[3].FQDN, tc.record)
+		var got *Result
+		for _, r := range Check(ctx, s.Resolver(), cfg, d) {
+			if r.Key == KeyDMARC {
+				got = &r
+			}
+		}
+		require.NotNil(t, got)
+		require.True(t, got.Found, tc.record)
+		require.Equal(t, tc.want, got.Policy, tc.record)
+	}
+}

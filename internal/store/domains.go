@@ -50,7 +50,20 @@ type Domain struct {
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	DeletedAt  *time.Time
+
+	// DMARCPolicy is the p= value of the DMARC record the last
+	// verification found, lower case; "" when it found none; nil until a
+	// verification looked (migration 00025).
+	DMARCPolicy *string
+
+	// TrackingSubdomain is the label of the domain's tracking subdomain
+	// (migration 00024); "" on create means DefaultTrackingSubdomain.
+	TrackingSubdomain string
 }
+
+// DefaultTrackingSubdomain is the tracking subdomain of a domain created
+// without one, as Resend's.
+const DefaultTrackingSubdomain = "links"
 
 // Sendable reports whether mail may be accepted from the domain.
 func (d Domain) Sendable() bool {
@@ -59,13 +72,14 @@ func (d Domain) Sendable() bool {
 
 const domainColumns = `id, team_id, name, region, status, return_path, open_tracking, click_tracking,
 	tls, dkim_selector, dkim_public_key, dkim_private_key, record_status, verified_at, created_at,
-	updated_at, deleted_at, receiving`
+	updated_at, deleted_at, receiving, dmarc_policy, tracking_subdomain`
 
 func scanDomain(row pgx.Row) (Domain, error) {
 	var d Domain
 	err := row.Scan(&d.ID, &d.TeamID, &d.Name, &d.Region, &d.Status, &d.ReturnPath, &d.OpenTracking,
 		&d.ClickTracking, &d.TLS, &d.DKIMSelector, &d.DKIMPublicKey, &d.DKIMPrivateKey, &d.RecordStatus,
-		&d.VerifiedAt, &d.CreatedAt, &d.UpdatedAt, &d.DeletedAt, &d.Receiving)
+		&d.VerifiedAt, &d.CreatedAt, &d.UpdatedAt, &d.DeletedAt, &d.Receiving, &d.DMARCPolicy,
+		&d.TrackingSubdomain)
 	if d.RecordStatus == nil {
 		d.RecordStatus = map[string]string{}
 	}
@@ -77,13 +91,15 @@ func scanDomain(row pgx.Row) (Domain, error) {
 func (s *Store) CreateDomain(ctx context.Context, d Domain) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO domain (id, team_id, name, region, status, return_path,
 			open_tracking, click_tracking, tls, dkim_selector, dkim_public_key, dkim_private_key, record_status,
-			receiving)
+			receiving, tracking_subdomain)
 		VALUES (@id, @team, @name, @region, @status, @return_path, @open, @click, @tls, @selector,
-			@public, @private, @records, coalesce(nullif(@receiving, ''), 'disabled'))`,
+			@public, @private, @records, coalesce(nullif(@receiving, ''), 'disabled'),
+			coalesce(nullif(@tracking_subdomain, ''), '`+DefaultTrackingSubdomain+`'))`,
 		pgx.NamedArgs{"id": d.ID, "team": d.TeamID, "name": d.Name, "region": d.Region, "status": d.Status,
 			"return_path": d.ReturnPath, "open": d.OpenTracking, "click": d.ClickTracking, "tls": d.TLS,
 			"selector": d.DKIMSelector, "public": d.DKIMPublicKey, "private": d.DKIMPrivateKey,
-			"records": nonNilMap(d.RecordStatus), "receiving": d.Receiving})
+			"records": nonNilMap(d.RecordStatus), "receiving": d.Receiving,
+			"tracking_subdomain": d.TrackingSubdomain})
 	if err != nil {
 		return fmt.Errorf("creating domain %s: %w", d.Name, mapErr(err))
 	}
@@ -131,6 +147,8 @@ type DomainUpdate struct {
 	TLS           *string
 	// Receiving is ReceivingEnabled or ReceivingDisabled.
 	Receiving *string
+	// TrackingSubdomain is a DNS label.
+	TrackingSubdomain *string
 }
 
 // UpdateDomain changes a live domain's settings. ErrNotFound when the team
@@ -141,10 +159,11 @@ func (s *Store) UpdateDomain(ctx context.Context, teamID, id uuid.UUID, u Domain
 			click_tracking = coalesce(@click, click_tracking),
 			tls = coalesce(@tls, tls),
 			receiving = coalesce(@receiving, receiving),
+			tracking_subdomain = coalesce(@tracking_subdomain, tracking_subdomain),
 			updated_at = now()
 		WHERE id = @id AND team_id = @team AND deleted_at IS NULL`,
 		pgx.NamedArgs{"id": id, "team": teamID, "open": u.OpenTracking, "click": u.ClickTracking, "tls": u.TLS,
-			"receiving": u.Receiving})
+			"receiving": u.Receiving, "tracking_subdomain": u.TrackingSubdomain})
 	if err != nil {
 		return fmt.Errorf("updating domain %s: %w", id, mapErr(err))
 	}
@@ -192,6 +211,18 @@ func (s *Store) SetDomainStatus(ctx context.Context, id uuid.UUID, status string
 		pgx.NamedArgs{"id": id, "status": status, "records": nonNilMap(records)})
 	if err != nil {
 		return fmt.Errorf("setting status of domain %s: %w", id, mapErr(err))
+	}
+	return nil
+}
+
+// SetDomainDMARCPolicy stores the DMARC policy a verification check
+// found (see Domain.DMARCPolicy): "" when the domain publishes no DMARC
+// record. A deleted domain is left alone.
+func (s *Store) SetDomainDMARCPolicy(ctx context.Context, id uuid.UUID, policy string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE domain SET dmarc_policy = @policy WHERE id = @id AND deleted_at IS NULL
+		AND dmarc_policy IS DISTINCT FROM @policy::text`, pgx.NamedArgs{"id": id, "policy": policy})
+	if err != nil {
+		return fmt.Errorf("setting dmarc policy of domain %s: %w", id, mapErr(err))
 	}
 	return nil
 }

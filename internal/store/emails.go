@@ -91,6 +91,17 @@ type Email struct {
 	// broadcast at most once (the email_broadcast_contact index).
 	BroadcastID *uuid.UUID
 	ContactID   *uuid.UUID
+	// Insights are the deliverability findings computed when the email
+	// was accepted (migration 00025); empty in lists.
+	Insights []Insight
+}
+
+// Insight is one deliverability finding of an email (internal/insights).
+type Insight struct {
+	Code     string `json:"code"`
+	Severity string `json:"severity"`
+	Message  string `json:"message"`
+	Fix      string `json:"fix"`
 }
 
 // Event is one entry of an email's history.
@@ -248,6 +259,7 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 		html, text                = make([]*string, n), make([]*string, n)
 		generateText              = make([]bool, n)
 		headers, tags             = make([]string, n), make([]string, n)
+		insights                  = make([]string, n)
 		scheduledAt               = make([]*time.Time, n)
 		lastEvent                 = make([]string, n)
 		createdAt                 = make([]time.Time, n)
@@ -272,6 +284,9 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 		if tags[i], err = jsonList(e.Tags); err != nil {
 			return fmt.Errorf("encoding tags: %w", err)
 		}
+		if insights[i], err = jsonList(e.Insights); err != nil {
+			return fmt.Errorf("encoding insights: %w", err)
+		}
 		scheduledAt[i], lastEvent[i], createdAt[i] = e.ScheduledAt, e.LastEvent, e.CreatedAt
 		if e.MessageID != "" {
 			messageID[i] = &e.MessageID
@@ -293,7 +308,7 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 	b.Queue(`INSERT INTO email (id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs,
 			reply_to, subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
 			created_at, updated_at, batch_id, idempotency_key, domain_id, message_id,
-			rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id, broadcast_id, contact_id)
+			rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id, broadcast_id, contact_id, insights)
 		SELECT (@id::uuid[])[i], (@team::uuid[])[i], (@from::text[])[i], (@from_domain::text[])[i],
 			(@to::text[])[i]::text[], (@cc::text[])[i]::text[], (@bcc::text[])[i]::text[], (@reply_to::text[])[i]::text[],
 			(@subject::text[])[i], (@html::text[])[i], (@text::text[])[i], (@generate_text::boolean[])[i],
@@ -302,7 +317,7 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 			@batch, @key, (@domain::uuid[])[i], (@message_id::text[])[i],
 			(@rcpt_addrs::text[])[i]::text[], (@rcpt_kinds::text[])[i]::text[],
 			(@rcpt_domains::text[])[i]::text[], (@rcpt_status::text[])[i]::text[], (@topic::uuid[])[i],
-			(@broadcast::uuid[])[i], (@contact::uuid[])[i]
+			(@broadcast::uuid[])[i], (@contact::uuid[])[i], (@insights::text[])[i]::jsonb
 		FROM generate_subscripts(@id::uuid[], 1) AS i`+onConflict,
 		pgx.NamedArgs{"id": id, "team": team, "from": from, "from_domain": fromDomain,
 			"to": to, "cc": cc, "bcc": bcc, "reply_to": replyTo,
@@ -310,7 +325,7 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 			"headers": headers, "tags": tags, "scheduled_at": scheduledAt, "last_event": lastEvent,
 			"created_at": createdAt, "domain": domain, "message_id": messageID, "batch": batchID, "key": key,
 			"rcpt_addrs": rcptAddr, "rcpt_kinds": rcptKind, "rcpt_domains": rcptDomain, "rcpt_status": rcptStatus,
-			"topic": topic, "broadcast": broadcast, "contact": contact})
+			"topic": topic, "broadcast": broadcast, "contact": contact, "insights": insights})
 	if len(attEmail) > 0 {
 		b.Queue(`INSERT INTO attachment (email_id, position, filename, content_type, content_id, content)
 			SELECT (@email::uuid[])[i], (@pos::int[])[i], (@filename::text[])[i], (@ctype::text[])[i],
@@ -397,13 +412,13 @@ func jsonList[T any](list []T) (string, error) {
 const emailColumns = `id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to,
 	subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
 	coalesce(message_id, ''), created_at, updated_at, batch_id, idempotency_key, domain_id,
-	rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id, broadcast_id, contact_id`
+	rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id, broadcast_id, contact_id, insights`
 
-// emailListColumns leaves the bodies out.
+// emailListColumns leaves the bodies (and insights) out.
 const emailListColumns = `id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to,
 	subject, NULL::text, NULL::text, generate_text, headers, tags, scheduled_at, last_event,
 	coalesce(message_id, ''), created_at, updated_at, batch_id, idempotency_key, domain_id,
-	rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id, broadcast_id, contact_id`
+	rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id, broadcast_id, contact_id, '[]'::jsonb`
 
 func scanEmail(row pgx.Row) (Email, error) {
 	var e Email
@@ -411,7 +426,7 @@ func scanEmail(row pgx.Row) (Email, error) {
 	err := row.Scan(&e.ID, &e.TeamID, &e.From, &e.FromDomain, &e.To, &e.Cc, &e.Bcc, &e.ReplyTo,
 		&e.Subject, &e.HTML, &e.Text, &e.GenerateText, &e.Headers, &e.Tags, &e.ScheduledAt,
 		&e.LastEvent, &e.MessageID, &e.CreatedAt, &e.UpdatedAt, &e.BatchID, &e.IdempotencyKey, &e.DomainID,
-		&addrs, &kinds, &domains, &status, &e.TopicID, &e.BroadcastID, &e.ContactID)
+		&addrs, &kinds, &domains, &status, &e.TopicID, &e.BroadcastID, &e.ContactID, &e.Insights)
 	if err != nil {
 		return Email{}, mapErr(err)
 	}

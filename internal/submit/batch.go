@@ -137,6 +137,9 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 	}
 	accepted := false
 	defer s.finish(ctx, claim, &accepted)
+	if err := s.checkPaused(ctx, from.TeamID); err != nil {
+		return res, err
+	}
 
 	now := s.now()
 	rows := make([]store.Email, 0, len(items))

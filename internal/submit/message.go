@@ -33,6 +33,9 @@ func (s *Service) CheckEnvelopeSender(ctx context.Context, from Sender, addr str
 	if err != nil {
 		return err
 	}
+	if err := s.checkPaused(ctx, from.TeamID); err != nil {
+		return err
+	}
 	_, err = s.authorizeSender(ctx, from, a, "MAIL FROM")
 	return err
 }
@@ -94,6 +97,9 @@ func (s *Service) SendMessage(ctx context.Context, from Sender, m Message) (Send
 	}
 	accepted := false
 	defer s.finish(ctx, claim, &accepted)
+	if err := s.checkPaused(ctx, from.TeamID); err != nil {
+		return res, err
+	}
 	e, env, err := checkMessage(parsed, m)
 	if err != nil {
 		return res, err

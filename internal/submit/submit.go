@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/faults"
+	"github.com/posthaste/posthaste/internal/health"
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -84,6 +85,15 @@ type Config struct {
 	// when it is a TemplateSource (as *store.Store is), else such sends are
 	// refused.
 	Templates TemplateSource
+	// Health, when set, refuses the sends of a team whose sending is paused
+	// for its account health (POSTHASTE_HEALTH_PAUSE); nil never refuses.
+	Health HealthGate
+}
+
+// HealthGate tells whether a team's sending is paused: nil when it is not.
+// It runs on every send, so it must be cheap (*store.Store reads one row).
+type HealthGate interface {
+	SendingPause(ctx context.Context, teamID uuid.UUID) (*health.Pause, error)
 }
 
 // Service accepts email. Safe for concurrent use.
@@ -99,13 +109,15 @@ type Service struct {
 	crash  *faults.Crasher
 	// templates may be nil: sends with a template are then refused.
 	templates TemplateSource
-	publicURL string // "" refuses sends with a topic
+	publicURL string     // "" refuses sends with a topic
+	health    HealthGate // may be nil
 }
 
 // New returns a Service.
 func New(cfg Config) *Service {
 	s := &Service{store: cfg.Store, notify: cfg.Notifier, fetch: cfg.Fetcher, waker: cfg.Waker,
-		logger: cfg.Logger, now: cfg.Now, crash: cfg.Crash, templates: cfg.Templates, publicURL: cfg.PublicURL}
+		logger: cfg.Logger, now: cfg.Now, crash: cfg.Crash, templates: cfg.Templates, publicURL: cfg.PublicURL,
+		health: cfg.Health}
 	if ts, ok := cfg.Store.(TemplateSource); ok && s.templates == nil {
 		s.templates = ts
 	}
@@ -171,6 +183,11 @@ func (s *Service) SendWithOptions(ctx context.Context, from Sender, req SendRequ
 	}
 	accepted := false
 	defer s.finish(ctx, claim, &accepted)
+	if !opts.System {
+		if err := s.checkPaused(ctx, from.TeamID); err != nil {
+			return res, err
+		}
+	}
 	now := s.now()
 	if req, err = s.applyTemplate(ctx, from.TeamID, req, nil); err != nil {
 		return res, err
@@ -224,6 +241,9 @@ func (s *Service) acceptOne(ctx context.Context, row store.Email, claim *store.I
 // team's quota usage. Over the quota the error is a
 // *store.QuotaExceededError and nothing was accepted.
 func (s *Service) accept(ctx context.Context, a store.Acceptance) (int64, error) {
+	if err := s.attachInsights(ctx, a.Emails); err != nil {
+		return 0, err
+	}
 	used, err := s.store.Accept(ctx, a)
 	if err != nil {
 		if errors.Is(err, store.ErrClaimLost) {
@@ -293,6 +313,9 @@ func (s *Service) authorizeSender(ctx context.Context, from Sender, addr Address
 // returns its domain and the domain's id (nil for the sandbox sender). The
 // errors are *Error, like a send's.
 func (s *Service) AuthorizeSender(ctx context.Context, from Sender, addr, field string) (string, *uuid.UUID, error) {
+	if err := s.checkPaused(ctx, from.TeamID); err != nil {
+		return "", nil, err
+	}
 	a, err := ParseAddress(addr)
 	if err != nil {
 		return "", nil, Errorf(KindInvalidParameter, field, "Invalid `%s` field. The email address needs to follow "+
@@ -303,6 +326,23 @@ func (s *Service) AuthorizeSender(ctx context.Context, from Sender, addr, field 
 		return "", nil, err
 	}
 	return strings.ToLower(a.Domain), id, nil
+}
+
+// checkPaused refuses (KindForbidden: 403 validation_error, SMTP 550
+// 5.7.1) the sends of a team whose sending is paused for its account
+// health, naming the rate and its threshold.
+func (s *Service) checkPaused(ctx context.Context, team uuid.UUID) error {
+	if s.health == nil {
+		return nil
+	}
+	p, err := s.health.SendingPause(ctx, team)
+	if err != nil {
+		return fmt.Errorf("checking account health: %w", err)
+	}
+	if p != nil {
+		return Errorf(KindForbidden, "", "%s", p.Message())
+	}
+	return nil
 }
 
 // authorizeSandbox checks the recipients of a send from the sandbox

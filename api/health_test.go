@@ -1,0 +1,120 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/api"
+	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/broadcast"
+	"github.com/posthaste/posthaste/internal/health"
+	"github.com/posthaste/posthaste/internal/ratelimit"
+	"github.com/posthaste/posthaste/internal/reqlog"
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/storetest"
+	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/telemetry"
+)
+
+// newHealthEnv is an API whose send path checks account health, as
+// production wires it (submit.Config.Health).
+func newHealthEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	st := storetest.New(t)
+	reg := prometheus.NewRegistry()
+	metrics := telemetry.NewMetrics(reg)
+	logs := reqlog.New(reqlog.Config{Interval: 100 * time.Millisecond, Dropped: metrics.RequestLogDropped}, st)
+	t.Cleanup(func() { _ = logs.Close(context.Background()) })
+	n := &notifier{}
+	sub := submit.New(submit.Config{Store: st, Notifier: n, Health: st})
+	h, err := api.New(api.Config{
+		Store:            st,
+		Auth:             auth.NewAuthenticator(st, time.Second),
+		Submit:           sub,
+		Broadcasts:       broadcast.NewService(broadcast.Config{Store: st, Submit: sub, Waker: &broadcastWaker{}}),
+		Metrics:          metrics,
+		Gatherer:         reg,
+		Limiter:          ratelimit.NewLocal(ratelimit.LocalConfig{}),
+		DefaultRateLimit: 10_000,
+		RequestLog:       logs,
+	})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	a, err := account.NewTeam(ctx, st, "A", "a@example.com")
+	require.NoError(t, err)
+	b, err := account.NewTeam(ctx, st, "B", "b@example.com")
+	require.NoError(t, err)
+	return &env{t: t, srv: srv, store: st, notify: n, logs: logs, metrics: metrics, keyA: a.APIKey, keyB: b.APIKey,
+		teamA: uuid.MustParse(a.TeamID), teamB: uuid.MustParse(b.TeamID)}
+}
+
+// bounceUntilPaused stores 100 of the team's recipients, 10 bounced, and
+// evaluates health with POSTHASTE_HEALTH_PAUSE on: the team is paused.
+func bounceUntilPaused(t *testing.T, st *store.Store, team uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, st.SetPlan(ctx, team, "50k"))
+	for i, status := range []string{"delivered", "delivered", "delivered", "bounced"} {
+		n := 30
+		if status == "bounced" {
+			n = 10
+		}
+		e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: team, From: "onboarding@posthaste.test",
+			FromDomain: "posthaste.test", Subject: "hi", LastEvent: status, CreatedAt: time.Now().Add(-time.Hour)}
+		for j := range n {
+			addr := fmt.Sprintf("r%d-%d@dest.test", i, j)
+			e.To = append(e.To, addr)
+			e.Recipients = append(e.Recipients, store.Recipient{Address: addr, Kind: "to", Domain: "dest.test", Status: status})
+		}
+		text := "hi"
+		e.Text = &text
+		_, err := st.Accept(ctx, store.Acceptance{Emails: []store.Email{e}})
+		require.NoError(t, err)
+	}
+	notices, err := st.EvaluateHealth(ctx, time.Now(), health.DefaultWindow, true)
+	require.NoError(t, err)
+	require.Len(t, notices, 1)
+	require.True(t, notices[0].Crossing.Paused)
+}
+
+// TestPausedTeamIsRefused: with POSTHASTE_HEALTH_PAUSE, a team whose
+// bounce rate crossed 4 % gets 403 validation_error naming the rate and the
+// threshold on POST /emails, POST /emails/batch and a broadcast's send,
+// other teams send, and an operator's resume lets it send again (issue 19,
+// point 5).
+func TestPausedTeamIsRefused(t *testing.T) {
+	e := newHealthEnv(t)
+	require.Equal(t, 200, e.do("POST", "/emails", e.keyA, sandboxSend).status)
+	draft := e.newBroadcast(e.keyA, draftBody(e.newSegment(e.keyA, "All")))
+	bounceUntilPaused(t, e.store, e.teamA)
+
+	r := e.do("POST", "/emails", e.keyA, sandboxSend)
+	requireError(t, r, 403, "validation_error")
+	require.Equal(t, "Sending is paused for this team: its bounce rate over the last 30 days was 10.00 %, above the "+
+		"4.00 % threshold. Clean the addresses that bounced from your lists, then ask the operator of this server to "+
+		"resume sending.", r.body["message"])
+	requireError(t, e.do("POST", "/emails/batch", e.keyA, []any{sandboxSend, sandboxSend}), 403, "validation_error")
+	requireError(t, e.doH("POST", "/emails/batch", e.keyA, []any{sandboxSend}, map[string]string{
+		"x-batch-validation": "permissive"}), 403, "validation_error")
+	r = e.do("POST", "/broadcasts/"+draft+"/send", e.keyA, nil)
+	requireError(t, r, 403, "validation_error")
+	require.Contains(t, r.body["message"], "Sending is paused for this team")
+	require.Equal(t, 200, e.do("POST", "/emails", e.keyB, sandboxSend).status, "another team sends")
+
+	resumed, err := e.store.ResumeSending(context.Background(), e.teamA, time.Now())
+	require.NoError(t, err)
+	require.True(t, resumed)
+	require.Equal(t, 200, e.do("POST", "/emails", e.keyA, sandboxSend).status)
+	require.Equal(t, 200, e.do("POST", "/emails/batch", e.keyA, []any{sandboxSend}).status)
+	require.Equal(t, 200, e.do("POST", "/broadcasts/"+draft+"/send", e.keyA, nil).status)
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// TestDevAccountHealthPause: in `posthaste dev` with
+// POSTHASTE_HEALTH_PAUSE=true, a team whose sandbox sends bounce for 10 %
+// of their recipients is paused by the health monitor: its owner gets one
+// notice (through the system mailer, at the MX), POST /emails answers 403
+// validation_error and SMTP 550 5.7.1 naming the rate and the threshold,
+// and `admin health --resume` lets it send again (issue 19, point 5).
+func TestDevAccountHealthPause(t *testing.T) {
+	ctx := context.Background()
+	dns, mx := memberMX(t)
+	env := devEnv(t, pgtest.NewDatabase(t), dns, mx)
+	env["POSTHASTE_HEALTH_PAUSE"] = "true"
+	env["POSTHASTE_HEALTH_INTERVAL"] = "1s"
+	dev := startDev(t, env)
+	defer dev.stop(t)
+	creds := readCredentials(t, env["POSTHASTE_DATA_DIR"])
+	c := apiClient{t: t, base: dev.base, key: creds.APIKey}
+	st, err := openStore(ctx, env["DATABASE_URL"], slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer st.Close()
+	u, err := st.UserByEmail(ctx, creds.Email)
+	require.NoError(t, err)
+	teams, err := st.UserTeams(ctx, u.ID)
+	require.NoError(t, err)
+	require.Len(t, teams, 1)
+	team := teams[0].ID
+
+	for e := range 2 {
+		want := map[string]string{}
+		var to []string
+		for i := range 50 {
+			addr, status := fmt.Sprintf("delivered+%d-%d@posthaste.test", e, i), "delivered"
+			if i < 5 {
+				addr, status = fmt.Sprintf("bounced+%d-%d@posthaste.test", e, i), "bounced"
+			}
+			to, want[addr] = append(to, addr), status
+		}
+		id := c.send(map[string]any{"from": "onboarding@posthaste.test", "to": to, "subject": "list", "text": "hi"})
+		c.waitFor(id, want)
+	}
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p, err := st.SendingPause(ctx, team)
+		require.NoError(t, err)
+		if p != nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the team was not paused:\n%s", dev.out.String())
+		time.Sleep(100 * time.Millisecond)
+	}
+	const reason = "Sending is paused for this team: its bounce rate over the last 30 days was 10.00 %, above the 4.00 % threshold."
+	status, body := c.do("POST", "/emails", map[string]any{"from": "onboarding@posthaste.test",
+		"to": "delivered@posthaste.test", "subject": "more", "text": "hi"})
+	require.Equal(t, 403, status, body)
+	require.Equal(t, "validation_error", body["name"])
+	require.True(t, strings.HasPrefix(body["message"].(string), reason), body["message"])
+
+	_, implicit := smtpPorts(t, env)
+	out, ids := swaks(t, "--server", implicit, "--tls-on-connect", "--auth", "PLAIN", "--auth-user", "posthaste",
+		"--auth-password", creds.APIKey, "--from", "onboarding@posthaste.test", "--to", "delivered@posthaste.test",
+		"--header", "Subject: paused smtp")
+	require.Empty(t, ids, out)
+	require.Contains(t, out, "550 5.7.1 "+reason)
+
+	msgs := mx.WaitMessages(t, 1, 30*time.Second)
+	require.Equal(t, []string{"owner@member.test"}, msgs[0].To)
+	require.Contains(t, string(msgs[0].Data), "Subject: Sending paused: your bounce rate is above 4.00 %")
+	require.Contains(t, string(msgs[0].Data), "bounce rate over the last 30 days is 10.00 % (10 of 100 emails")
+
+	// Evaluations go on (each second) without a second notice.
+	h, err := st.TeamHealth(ctx, team)
+	require.NoError(t, err)
+	pausedAt := h.State.Paused.At
+	for {
+		h, err = st.TeamHealth(ctx, team)
+		require.NoError(t, err)
+		if h.EvaluatedAt.After(pausedAt.Add(2500 * time.Millisecond)) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline.Add(30*time.Second)), "no evaluation after the pause")
+		time.Sleep(100 * time.Millisecond)
+	}
+	list, _, err := st.ListEmails(ctx, team, store.Page{Limit: 100})
+	require.NoError(t, err)
+	notices := 0
+	for _, e := range list {
+		if strings.HasPrefix(e.Subject, "Sending paused") {
+			notices++
+		}
+	}
+	require.Equal(t, 1, notices, "one notice per crossing")
+
+	var admin bytes.Buffer
+	code := run(ctx, []string{"admin", "health", "--team", team.String(), "--resume"},
+		func(k string) string { return env[k] }, &admin, &admin)
+	require.Equal(t, 0, code, admin.String())
+	var shown map[string]any
+	require.NoError(t, json.Unmarshal(admin.Bytes(), &shown), admin.String())
+	require.Equal(t, true, shown["resumed"])
+	require.Equal(t, false, shown["paused"])
+	c.send(map[string]any{"from": "onboarding@posthaste.test", "to": "delivered@posthaste.test", "subject": "again", "text": "hi"})
+}

@@ -1,0 +1,243 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/posthaste/posthaste/internal/health"
+)
+
+// TeamHealth is a team's account health as the last evaluation found it.
+type TeamHealth struct {
+	TeamID      uuid.UUID
+	EvaluatedAt time.Time
+	Window      time.Duration
+	Counts      health.Counts
+	State       health.State
+	// ResumedAt is when an operator last lifted a pause; nil if never.
+	ResumedAt *time.Time
+}
+
+// HealthNotice is a crossing found by EvaluateHealth, for the team's owners.
+type HealthNotice struct {
+	TeamID   uuid.UUID
+	Window   time.Duration
+	Counts   health.Counts
+	Crossing health.Crossing
+}
+
+// HealthCounts counts the outcomes of the recipients of the team's emails
+// created in the window that ends at now (see health.Counts).
+func (s *Store) HealthCounts(ctx context.Context, teamID uuid.UUID, now time.Time, window time.Duration) (health.Counts, error) {
+	all, err := s.healthCounts(ctx, s.pool, &teamID, now, window)
+	if err != nil {
+		return health.Counts{}, err
+	}
+	return all[teamID], nil
+}
+
+type queryer interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// healthCounts counts per team (one team, or every team with email in
+// the window when team is nil). A recipient's state is the one its
+// delivery reached; opened and clicked imply delivered.
+func (s *Store) healthCounts(ctx context.Context, q queryer, team *uuid.UUID, now time.Time, window time.Duration) (
+	map[uuid.UUID]health.Counts, error) {
+	rows, err := q.Query(ctx, `SELECT e.team_id,
+			count(*) FILTER (WHERE r.status IN ('delivered', 'complained', 'opened', 'clicked')),
+			count(*) FILTER (WHERE r.status = 'bounced'),
+			count(*) FILTER (WHERE r.status = 'complained')
+		FROM email e, unnest(e.rcpt_status) AS r(status)
+		WHERE e.created_at > @since AND e.created_at <= @now AND (@team::uuid IS NULL OR e.team_id = @team)
+			AND r.status IN ('delivered', 'complained', 'opened', 'clicked', 'bounced')
+		GROUP BY e.team_id`,
+		pgx.NamedArgs{"since": now.Add(-window), "now": now, "team": team})
+	if err != nil {
+		return nil, fmt.Errorf("counting outcomes: %w", mapErr(err))
+	}
+	out := map[uuid.UUID]health.Counts{}
+	for rows.Next() {
+		var id uuid.UUID
+		var c health.Counts
+		if err := rows.Scan(&id, &c.Delivered, &c.Bounced, &c.Complained); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("counting outcomes: %w", mapErr(err))
+		}
+		out[id] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("counting outcomes: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+const teamHealthColumns = `team_id, evaluated_at, window_seconds, delivered, bounced, complained,
+	bounce_warned_at, complaint_warned_at, paused_at, paused_metric, paused_rate, paused_threshold,
+	paused_window_seconds, resumed_at`
+
+func scanTeamHealth(row pgx.Row) (TeamHealth, error) {
+	var h TeamHealth
+	var windowS int64
+	var bounceAt, complaintAt, pausedAt *time.Time
+	var metric *string
+	var rate, threshold *float64
+	var pausedWindow *int64
+	if err := row.Scan(&h.TeamID, &h.EvaluatedAt, &windowS, &h.Counts.Delivered, &h.Counts.Bounced, &h.Counts.Complained,
+		&bounceAt, &complaintAt, &pausedAt, &metric, &rate, &threshold, &pausedWindow, &h.ResumedAt); err != nil {
+		return TeamHealth{}, mapErr(err)
+	}
+	h.Window = time.Duration(windowS) * time.Second
+	h.State.Warned = map[health.Metric]time.Time{}
+	if bounceAt != nil {
+		h.State.Warned[health.Bounce] = *bounceAt
+	}
+	if complaintAt != nil {
+		h.State.Warned[health.Complaint] = *complaintAt
+	}
+	if pausedAt != nil {
+		h.State.Paused = &health.Pause{Metric: health.Metric(*metric), Rate: *rate, Threshold: *threshold,
+			Window: time.Duration(*pausedWindow) * time.Second, At: pausedAt.UTC()}
+	}
+	return h, nil
+}
+
+// TeamHealth returns the team's health as last evaluated; ErrNotFound
+// before its first evaluation.
+func (s *Store) TeamHealth(ctx context.Context, teamID uuid.UUID) (TeamHealth, error) {
+	h, err := scanTeamHealth(s.pool.QueryRow(ctx, `SELECT `+teamHealthColumns+` FROM team_health WHERE team_id = @team`,
+		pgx.NamedArgs{"team": teamID}))
+	if err != nil {
+		return TeamHealth{}, fmt.Errorf("loading the health of team %s: %w", teamID, err)
+	}
+	return h, nil
+}
+
+// SendingPause returns why the team's sending is paused, nil when it is
+// not. It reads one row by primary key: it runs on every send.
+func (s *Store) SendingPause(ctx context.Context, teamID uuid.UUID) (*health.Pause, error) {
+	var p health.Pause
+	var windowS int64
+	err := s.pool.QueryRow(ctx, `SELECT paused_metric, paused_rate, paused_threshold, paused_window_seconds, paused_at
+		FROM team_health WHERE team_id = @team AND paused_at IS NOT NULL`, pgx.NamedArgs{"team": teamID}).
+		Scan(&p.Metric, &p.Rate, &p.Threshold, &windowS, &p.At)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checking whether team %s is paused: %w", teamID, mapErr(err))
+	}
+	p.Window, p.At = time.Duration(windowS)*time.Second, p.At.UTC()
+	return &p, nil
+}
+
+// EvaluateHealth counts the outcomes of every team over the window that
+// ends at now, applies health.Evaluate to each team with email in the
+// window or a stored state, stores the new states and returns the
+// crossings found, to be told to the teams' owners. Evaluations serialise
+// on an advisory lock, so several processes may run them and each
+// crossing is returned by exactly one of them.
+func (s *Store) EvaluateHealth(ctx context.Context, now time.Time, window time.Duration, pause bool) ([]HealthNotice, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("evaluating account health: %w", mapErr(err))
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('team_health evaluation', 0))`); err != nil {
+		return nil, fmt.Errorf("locking the health evaluation: %w", mapErr(err))
+	}
+	counts, err := s.healthCounts(ctx, tx, nil, now, window)
+	if err != nil {
+		return nil, err
+	}
+	prev := map[uuid.UUID]TeamHealth{}
+	rows, err := tx.Query(ctx, `SELECT `+teamHealthColumns+` FROM team_health FOR UPDATE`)
+	if err != nil {
+		return nil, fmt.Errorf("loading team health: %w", mapErr(err))
+	}
+	for rows.Next() {
+		h, err := scanTeamHealth(rows)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("loading team health: %w", err)
+		}
+		prev[h.TeamID] = h
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("loading team health: %w", mapErr(err))
+	}
+	teams := map[uuid.UUID]bool{}
+	for id := range counts {
+		teams[id] = true
+	}
+	for id := range prev {
+		teams[id] = true
+	}
+	var notices []HealthNotice
+	for id := range teams {
+		c := counts[id]
+		next, crossed := health.Evaluate(prev[id].State, c, now, window, pause)
+		if err := upsertTeamHealth(ctx, tx, id, now, window, c, next); err != nil {
+			return nil, err
+		}
+		for _, x := range crossed {
+			notices = append(notices, HealthNotice{TeamID: id, Window: window, Counts: c, Crossing: x})
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("storing team health: %w", mapErr(err))
+	}
+	return notices, nil
+}
+
+func upsertTeamHealth(ctx context.Context, tx pgx.Tx, team uuid.UUID, now time.Time, window time.Duration,
+	c health.Counts, st health.State) error {
+	args := pgx.NamedArgs{"team": team, "now": now, "window": int64(window / time.Second),
+		"delivered": c.Delivered, "bounced": c.Bounced, "complained": c.Complained,
+		"bounce_at": warnedAt(st, health.Bounce), "complaint_at": warnedAt(st, health.Complaint),
+		"paused_at": nil, "metric": nil, "rate": nil, "threshold": nil, "paused_window": nil}
+	if p := st.Paused; p != nil {
+		args["paused_at"], args["metric"], args["rate"], args["threshold"] = p.At, string(p.Metric), p.Rate, p.Threshold
+		args["paused_window"] = int64(p.Window / time.Second)
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO team_health (team_id, evaluated_at, window_seconds, delivered, bounced, complained,
+			bounce_warned_at, complaint_warned_at, paused_at, paused_metric, paused_rate, paused_threshold, paused_window_seconds)
+		VALUES (@team, @now, @window, @delivered, @bounced, @complained, @bounce_at, @complaint_at,
+			@paused_at, @metric, @rate, @threshold, @paused_window)
+		ON CONFLICT (team_id) DO UPDATE SET evaluated_at = EXCLUDED.evaluated_at, window_seconds = EXCLUDED.window_seconds,
+			delivered = EXCLUDED.delivered, bounced = EXCLUDED.bounced, complained = EXCLUDED.complained,
+			bounce_warned_at = EXCLUDED.bounce_warned_at, complaint_warned_at = EXCLUDED.complaint_warned_at,
+			paused_at = EXCLUDED.paused_at, paused_metric = EXCLUDED.paused_metric, paused_rate = EXCLUDED.paused_rate,
+			paused_threshold = EXCLUDED.paused_threshold, paused_window_seconds = EXCLUDED.paused_window_seconds`, args)
+	if err != nil {
+		return fmt.Errorf("storing the health of team %s: %w", team, mapErr(err))
+	}
+	return nil
+}
+
+func warnedAt(st health.State, m health.Metric) *time.Time {
+	if t, ok := st.Warned[m]; ok {
+		return &t
+	}
+	return nil
+}
+
+// ResumeSending lifts the pause of the team's sending (an operator's
+// decision) and reports whether it was paused. Its warnings stay as they
+// are: a rate still above its threshold does not pause the team again
+// until it has gone under it and crossed anew.
+func (s *Store) ResumeSending(ctx context.Context, teamID uuid.UUID, now time.Time) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE team_health SET paused_at = NULL, paused_metric = NULL, paused_rate = NULL,
+			paused_threshold = NULL, paused_window_seconds = NULL, resumed_at = @now
+		WHERE team_id = @team AND paused_at IS NOT NULL`, pgx.NamedArgs{"team": teamID, "now": now})
+	if err != nil {
+		return false, fmt.Errorf("resuming the sending of team %s: %w", teamID, mapErr(err))
+	}
+	return tag.RowsAffected() == 1, nil
+}

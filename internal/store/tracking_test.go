@@ -1,0 +1,115 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+func TestTrackedRecipientAndClickEvents(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	team := newTeam(t, st)
+	hook := store.Webhook{ID: uuid.Must(uuid.NewV7()), TeamID: team, Endpoint: "https://hooks.example/x",
+		Events: []string{"email.opened", "email.clicked"}, Status: "enabled", Secret: []byte("sealed")}
+	require.NoError(t, st.CreateWebhook(ctx, hook))
+	e := newEmail(team, "ann@posthaste.test", "bob@posthaste.test")
+	_, err := st.InsertEmail(ctx, e)
+	require.NoError(t, err)
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{
+		{Type: store.EventSent, Recipient: "ann@posthaste.test"},
+		{Type: store.EventDelivered, Recipient: "ann@posthaste.test", CreatedAt: at},
+		{Type: store.EventBounced, Recipient: "bob@posthaste.test"},
+	}))
+
+	ann, err := st.TrackedRecipient(ctx, team, e.ID, 0)
+	require.NoError(t, err)
+	require.Equal(t, "ann@posthaste.test", ann.Address)
+	require.Equal(t, store.EventDelivered, ann.Status)
+	require.True(t, ann.DeliveredAt.Equal(at), "%v != %v", ann.DeliveredAt, at)
+	require.True(t, store.Trackable(ann.Status))
+
+	bob, err := st.TrackedRecipient(ctx, team, e.ID, 1)
+	require.NoError(t, err)
+	require.Equal(t, store.TrackedRecipient{Address: "bob@posthaste.test", Status: store.EventBounced}, bob)
+	require.False(t, store.Trackable(bob.Status))
+	for _, status := range []string{store.EventQueued, store.EventSent, store.EventDeliveryDelayed, store.EventComplained,
+		store.EventFailed, store.EventSuppressed, store.EventCanceled} {
+		require.False(t, store.Trackable(status), status)
+	}
+
+	for name, f := range map[string]func() error{
+		"past the recipients": func() error { _, err := st.TrackedRecipient(ctx, team, e.ID, 2); return err },
+		"negative":            func() error { _, err := st.TrackedRecipient(ctx, team, e.ID, -1); return err },
+		"another team":        func() error { _, err := st.TrackedRecipient(ctx, newTeam(t, st), e.ID, 0); return err },
+		"no such email":       func() error { _, err := st.TrackedRecipient(ctx, team, uuid.New(), 0); return err },
+	} {
+		require.ErrorIs(t, f(), store.ErrNotFound, name)
+	}
+
+	// As the tracking endpoints record them: opens and clicks repeat, and
+	// move no recipient's state.
+	click := func(link string, machine bool) store.Event {
+		return store.Event{Type: "clicked", Recipient: "ann@posthaste.test", Detail: map[string]any{
+			"link": link, "linkIndex": 0, "ipAddress": "203.0.113.9", "userAgent": "UA",
+			"timestamp": "2026-11-25T02:00:00.000Z", "machine": machine}}
+	}
+	open := store.Event{Type: "opened", Recipient: "ann@posthaste.test", Detail: map[string]any{"machine": false}}
+	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{open, open, click("https://shop.test/a", false),
+		click("https://shop.test/a", true)}))
+	got, err := st.GetEmail(ctx, team, e.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.EventDelivered, got.Recipients[0].Status)
+	evs, err := st.Events(ctx, e.ID)
+	require.NoError(t, err)
+	var opens, clicks int
+	for _, ev := range evs {
+		switch ev.Type {
+		case "opened":
+			opens++
+		case "clicked":
+			clicks++
+			require.Equal(t, "ann@posthaste.test", ev.Recipient)
+			require.Contains(t, ev.Detail, "machine")
+		}
+	}
+	require.Equal(t, 2, opens)
+	require.Equal(t, 2, clicks)
+
+	msgs, _, err := st.ListWebhookMessages(ctx, team, hook.ID, store.Page{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, msgs, 4)
+	var sawClick bool
+	for _, m := range msgs {
+		var p struct {
+			Type string
+			Data struct {
+				EmailID string `json:"email_id"`
+				Click   *struct {
+					Link, IPAddress, UserAgent, Timestamp string
+				} `json:"click"`
+			}
+		}
+		require.NoError(t, json.Unmarshal(m.Payload, &p))
+		require.Equal(t, e.ID.String(), p.Data.EmailID)
+		if p.Type == "email.clicked" {
+			sawClick = true
+			require.NotNil(t, p.Data.Click)
+			require.Equal(t, "https://shop.test/a", p.Data.Click.Link)
+			require.Equal(t, "203.0.113.9", p.Data.Click.IPAddress)
+			require.Equal(t, "UA", p.Data.Click.UserAgent)
+			require.Equal(t, "2026-11-25T02:00:00.000Z", p.Data.Click.Timestamp)
+		} else {
+			require.Equal(t, "email.opened", p.Type)
+			require.Nil(t, p.Data.Click)
+		}
+	}
+	require.True(t, sawClick)
+}

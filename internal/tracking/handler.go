@@ -1,0 +1,195 @@
+package tracking
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/ratelimit"
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// Event types of the email history that the endpoints record. They may
+// repeat for a recipient and move no state.
+const (
+	EventOpened  = "opened"
+	EventClicked = "clicked"
+)
+
+// Store is the part of the store the endpoints use.
+type Store interface {
+	TrackedRecipient(ctx context.Context, teamID, emailID uuid.UUID, index int) (store.TrackedRecipient, error)
+	RecordEvents(ctx context.Context, emailID uuid.UUID, events []store.Event) error
+}
+
+// Limiter rate-limits requests per key; *ratelimit.Local and
+// *ratelimit.Redis implement it.
+type Limiter interface {
+	Allow(ctx context.Context, key string, limit int) (ratelimit.Result, error)
+}
+
+// Notifier is told when webhook messages were queued (the outbox
+// dispatcher).
+type Notifier interface{ Notify() }
+
+// DefaultRate is the requests per second a client address may make to
+// the endpoints. Image proxies fetch the pixels of many users from few
+// addresses, so it is not small.
+const DefaultRate = 50
+
+// Config wires a Handler.
+type Config struct {
+	Sealer *Sealer // opens the tokens; required
+	// Limiter bounds the requests of each client address (Rate per
+	// second, burst the same); nil turns the limit off.
+	Limiter Limiter
+	Rate    int // default DefaultRate
+	Outbox  Notifier
+	Logger  *slog.Logger
+	Now     func() time.Time // default time.Now
+}
+
+// Handler serves the tracking endpoints: OpenPath<token>, the open pixel,
+// and ClickPath<token>, a redirect to the link's URL. Each hit is recorded
+// in the recipient's history (an `opened` or `clicked` event with the
+// client's address and user agent, and whether Classify takes it for a
+// machine's), which queues the email.opened or email.clicked webhooks.
+// Anything but a valid token of the path's kind is 404. Tokens are never
+// logged.
+type Handler struct {
+	cfg    Config
+	store  Store
+	logger *slog.Logger
+}
+
+// NewHandler returns the endpoints.
+func NewHandler(cfg Config, st Store) (*Handler, error) {
+	if cfg.Sealer == nil {
+		return nil, errors.New("tracking: no sealer")
+	}
+	if cfg.Rate <= 0 {
+		cfg.Rate = DefaultRate
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Handler{cfg: cfg, store: st, logger: cfg.Logger.With("component", "tracking")}, nil
+}
+
+// Pixel is the open pixel: a transparent 1×1 GIF.
+var Pixel = []byte{
+	'G', 'I', 'F', '8', '9', 'a', 1, 0, 1, 0, 0x80, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff,
+	'!', 0xf9, 4, 1, 0, 0, 0, 0, ',', 0, 0, 0, 0, 1, 0, 1, 0, 0, 2, 2, 'D', 1, 0, ';',
+}
+
+// ServeTracking answers GET (and HEAD) on OpenPath<token> and
+// ClickPath<token>; client is the request's client address (behind
+// trusted proxies, the one they name), which the rate limit is kept by.
+func (h *Handler) ServeTracking(w http.ResponseWriter, r *http.Request, client string) {
+	hd := w.Header()
+	hd.Set("Cache-Control", "no-store, max-age=0")
+	hd.Set("Referrer-Policy", "no-referrer") // the path holds the token
+	hd.Set("X-Content-Type-Options", "nosniff")
+	if h.cfg.Limiter != nil {
+		res, err := h.cfg.Limiter.Allow(r.Context(), "tracking:"+client, h.cfg.Rate)
+		if err != nil {
+			// Fail open: the links in delivered mail must keep working.
+			h.logger.Warn("rate limiter unavailable", "err", err)
+		} else if !res.Allowed {
+			hd.Set("Retry-After", fmt.Sprint(res.RetryAfterSeconds()))
+			plain(w, http.StatusTooManyRequests, "Too many requests: try again later.")
+			return
+		}
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		hd.Set("Allow", "GET, HEAD")
+		plain(w, http.StatusMethodNotAllowed, "Method not allowed.")
+		return
+	}
+	kind, text := Open, ""
+	if t, ok := strings.CutPrefix(r.URL.Path, OpenPath); ok {
+		text = t
+	} else if t, ok := strings.CutPrefix(r.URL.Path, ClickPath); ok {
+		kind, text = Click, t
+	}
+	tok, err := h.cfg.Sealer.Open(text) // "" and over-long texts too are ErrInvalid
+	if err != nil || tok.Kind != kind {
+		plain(w, http.StatusNotFound, "Not found.")
+		return
+	}
+	h.record(r, client, tok)
+	if kind == Open {
+		hd.Set("Content-Type", "image/gif")
+		hd.Set("Content-Length", fmt.Sprint(len(Pixel)))
+		w.WriteHeader(http.StatusOK)
+		if r.Method == http.MethodGet {
+			_, _ = w.Write(Pixel)
+		}
+		return
+	}
+	// The URL was sealed in the token: it is the link as it was sent.
+	hd.Set("Location", tok.URL)
+	w.WriteHeader(http.StatusFound)
+}
+
+// record records the hit in the recipient's history. A failure is logged,
+// not answered: the pixel and the link are served all the same.
+func (h *Handler) record(r *http.Request, client string, tok Token) {
+	ctx := r.Context()
+	rcpt, err := h.store.TrackedRecipient(ctx, tok.TeamID, tok.EmailID, tok.Recipient)
+	if errors.Is(err, store.ErrNotFound) {
+		return // the email was deleted
+	}
+	if err != nil {
+		h.logger.Warn("looking up a tracked recipient", "email", tok.EmailID, "err", err)
+		return
+	}
+	if !store.Trackable(rcpt.Status) {
+		return
+	}
+	now := h.cfg.Now()
+	ip, _ := netip.ParseAddr(client)
+	ua := r.UserAgent()
+	machine, reason := Classify(Hit{Kind: tok.Kind, Method: r.Method, UserAgent: ua, IP: ip, At: now,
+		Delivered: rcpt.DeliveredAt})
+	detail := map[string]any{
+		"ipAddress": client,
+		"userAgent": ua,
+		"timestamp": now.UTC().Format("2006-01-02T15:04:05.000Z"),
+		"machine":   machine,
+	}
+	if machine {
+		detail["machineReason"] = reason
+	}
+	typ := EventOpened
+	if tok.Kind == Click {
+		typ = EventClicked
+		detail["link"] = tok.URL
+		detail["linkIndex"] = tok.Link
+	}
+	ev := store.Event{Type: typ, Recipient: rcpt.Address, Detail: detail, CreatedAt: now}
+	if err := h.store.RecordEvents(ctx, tok.EmailID, []store.Event{ev}); err != nil {
+		h.logger.Warn("recording a tracked "+tok.Kind.String(), "email", tok.EmailID, "err", err)
+		return
+	}
+	if h.cfg.Outbox != nil {
+		h.cfg.Outbox.Notify()
+	}
+}
+
+func plain(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, msg+"\n")
+}

@@ -1,0 +1,222 @@
+// Package tracking implements open and click tracking of outgoing mail:
+// the authenticated tokens that tracked links and the open pixel carry,
+// the rewriting of an HTML body for one recipient, and the classification
+// of a hit as a person's or a machine's (mail scanners, image proxies that
+// prefetch).
+//
+// A token names the team, the email, the recipient's index among the
+// email's recipients and what was hit: the open pixel, or link n of the
+// body together with that link's original URL. It is sealed with
+// AES-256-GCM under a key derived from the installation's master key for
+// this purpose only (seal.Box.DeriveKey with KeyPurpose), with a random
+// nonce. The URL a click redirects to is therefore authenticated: a token
+// cannot be altered to lead anywhere else (no open redirect), and any
+// token that does not open is refused.
+package tracking
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+)
+
+// KeyPurpose is the purpose the token key is derived from the master key
+// for (seal.Box.DeriveKey).
+const KeyPurpose = "posthaste tracking token v1"
+
+// Paths of the tracking endpoints on a tracking host:
+// https://<host>/o/<token> (the open pixel) and https://<host>/c/<token>
+// (a click, redirected to the link's URL).
+const (
+	OpenPath  = "/o/"
+	ClickPath = "/c/"
+)
+
+// MaxURLLength bounds the URL of a link that is tracked: a longer link is
+// left as it is.
+const MaxURLLength = 2048
+
+// MaxLinks bounds the links of one body that are tracked: links past it
+// are left as they are.
+const MaxLinks = 1000
+
+// MaxRecipients bounds the recipient index a token carries.
+const MaxRecipients = 1 << 16
+
+// Kind says what a token was hit through.
+type Kind byte
+
+// The kinds of token.
+const (
+	Open  Kind = 1 // the open pixel
+	Click Kind = 2 // a link
+)
+
+// String returns "open" or "click".
+func (k Kind) String() string {
+	switch k {
+	case Open:
+		return "open"
+	case Click:
+		return "click"
+	}
+	return fmt.Sprintf("kind(%d)", byte(k))
+}
+
+// Token is what a tracked URL names.
+type Token struct {
+	Kind      Kind
+	TeamID    uuid.UUID
+	EmailID   uuid.UUID
+	Recipient int // index of the recipient in the email's recipients
+	// Link is the index of the link in the body (0 for Open), and URL its
+	// original URL ("" for Open).
+	Link int
+	URL  string
+}
+
+// Wire format, before base64url without padding:
+//
+//	version (1) | nonce (12) | AES-256-GCM(plaintext) with its tag (16)
+//
+// with the version byte as associated data, and the plaintext
+//
+//	kind (1) | team id (16) | email id (16) | recipient (2) | link (2) | url
+//
+// where url is empty for Open.
+const (
+	version1     = 1
+	nonceLen     = 12
+	tagLen       = 16
+	idLen        = 16
+	wireOverhead = 1 + nonceLen + tagLen
+	plainFixed   = 1 + 2*idLen + 2 + 2
+)
+
+// MaxTokenLength bounds the text of a token: a longer one is refused
+// before it is decoded.
+const MaxTokenLength = (wireOverhead+plainFixed+MaxURLLength)*4/3 + 4
+
+// ErrInvalid is any token that cannot be opened: altered, cut, sealed with
+// another key, or not a token at all.
+var ErrInvalid = errors.New("invalid tracking token")
+
+// Sealer seals and opens tokens. Safe for concurrent use.
+type Sealer struct{ aead cipher.AEAD }
+
+// NewSealer returns a Sealer for a 32-byte key, which must be used for
+// nothing else: seal.Box.DeriveKey(KeyPurpose).
+func NewSealer(key []byte) (*Sealer, error) {
+	if len(key) != 32 {
+		return nil, fmt.Errorf("tracking key must be 32 bytes, not %d", len(key))
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("tracking key: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("tracking key: %w", err)
+	}
+	return &Sealer{aead: aead}, nil
+}
+
+// check says whether t can be sealed.
+func (t Token) check() error {
+	switch {
+	case t.Recipient < 0 || t.Recipient >= MaxRecipients:
+		return fmt.Errorf("recipient index %d out of range", t.Recipient)
+	case t.Kind == Open && (t.Link != 0 || t.URL != ""):
+		return errors.New("an open token names no link")
+	case t.Kind == Click && (t.Link < 0 || t.Link >= MaxLinks):
+		return fmt.Errorf("link index %d out of range", t.Link)
+	case t.Kind == Click && (t.URL == "" || len(t.URL) > MaxURLLength):
+		return fmt.Errorf("link URL of %d bytes", len(t.URL))
+	case t.Kind != Open && t.Kind != Click:
+		return fmt.Errorf("unknown kind %d", byte(t.Kind))
+	}
+	return nil
+}
+
+// Seal returns the token's text: URL-safe, without padding.
+func (s *Sealer) Seal(t Token) (string, error) {
+	if err := t.check(); err != nil {
+		return "", fmt.Errorf("sealing tracking token: %w", err)
+	}
+	plain := make([]byte, 0, plainFixed+len(t.URL))
+	plain = append(plain, byte(t.Kind))
+	plain = append(plain, t.TeamID[:]...)
+	plain = append(plain, t.EmailID[:]...)
+	plain = binary.BigEndian.AppendUint16(plain, uint16(t.Recipient))
+	plain = binary.BigEndian.AppendUint16(plain, uint16(t.Link))
+	plain = append(plain, t.URL...)
+
+	out := make([]byte, 1+nonceLen, wireOverhead+len(plain))
+	out[0] = version1
+	if _, err := rand.Read(out[1:]); err != nil {
+		return "", fmt.Errorf("making nonce: %w", err)
+	}
+	out = s.aead.Seal(out, out[1:1+nonceLen], plain, out[:1])
+	return base64.RawURLEncoding.EncodeToString(out), nil
+}
+
+// Open returns the token sealed in text. Anything but a token this
+// Sealer's key sealed, unaltered, is ErrInvalid.
+func (s *Sealer) Open(text string) (Token, error) {
+	if len(text) > MaxTokenLength {
+		return Token{}, ErrInvalid
+	}
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(text)
+	if err != nil || len(raw) < wireOverhead+plainFixed || raw[0] != version1 {
+		return Token{}, ErrInvalid
+	}
+	plain, err := s.aead.Open(nil, raw[1:1+nonceLen], raw[1+nonceLen:], raw[:1])
+	if err != nil || len(plain) < plainFixed {
+		return Token{}, ErrInvalid
+	}
+	// Authenticated: what follows was written by Seal, yet it is checked
+	// again.
+	var t Token
+	t.Kind = Kind(plain[0])
+	copy(t.TeamID[:], plain[1:])
+	copy(t.EmailID[:], plain[1+idLen:])
+	t.Recipient = int(binary.BigEndian.Uint16(plain[1+2*idLen:]))
+	t.Link = int(binary.BigEndian.Uint16(plain[3+2*idLen:]))
+	t.URL = string(plain[plainFixed:])
+	if t.check() != nil {
+		return Token{}, ErrInvalid
+	}
+	return t, nil
+}
+
+// Links makes the tracked URLs of one tracking host.
+type Links struct {
+	Host   string // the domain's tracking host, e.g. links.example.com
+	Sealer *Sealer
+}
+
+// OpenURL returns the URL of the open pixel of one recipient of an email.
+func (l Links) OpenURL(teamID, emailID uuid.UUID, recipient int) (string, error) {
+	tok, err := l.Sealer.Seal(Token{Kind: Open, TeamID: teamID, EmailID: emailID, Recipient: recipient})
+	if err != nil {
+		return "", err
+	}
+	return "https://" + l.Host + OpenPath + tok, nil
+}
+
+// ClickURL returns the tracked URL of link number link (whose original
+// URL is target) for one recipient of an email.
+func (l Links) ClickURL(teamID, emailID uuid.UUID, recipient, link int, target string) (string, error) {
+	tok, err := l.Sealer.Seal(Token{Kind: Click, TeamID: teamID, EmailID: emailID, Recipient: recipient,
+		Link: link, URL: target})
+	if err != nil {
+		return "", err
+	}
+	return "https://" + l.Host + ClickPath + tok, nil
+}

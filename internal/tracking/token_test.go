@@ -1,0 +1,135 @@
+package tracking
+
+import (
+	"bytes"
+	"encoding/base64"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+)
+
+func testSealer(t testing.TB, b byte) *Sealer {
+	t.Helper()
+	s, err := NewSealer(bytes.Repeat([]byte{b}, 32))
+	require.NoError(t, err)
+	return s
+}
+
+func TestTokenRoundTrip(t *testing.T) {
+	s := testSealer(t, 1)
+	team, email := uuid.New(), uuid.New()
+	long := "https://example.test/" + strings.Repeat("p", MaxURLLength-len("https://example.test/"))
+	for _, tc := range []struct {
+		name string
+		tok  Token
+	}{
+		{"open", Token{Kind: Open, TeamID: team, EmailID: email, Recipient: 3}},
+		{"click", Token{Kind: Click, TeamID: team, EmailID: email, Recipient: 0, Link: 7,
+			URL: "https://example.test/a?b=c&d=é#frag"}},
+		{"longest url", Token{Kind: Click, TeamID: team, EmailID: email, Recipient: MaxRecipients - 1,
+			Link: MaxLinks - 1, URL: long}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			text, err := s.Seal(tc.tok)
+			require.NoError(t, err)
+			require.Regexp(t, regexp.MustCompile(`^[A-Za-z0-9_-]+$`), text, "URL-safe, unpadded")
+			require.LessOrEqual(t, len(text), MaxTokenLength)
+			got, err := s.Open(text)
+			require.NoError(t, err)
+			require.Equal(t, tc.tok, got)
+			again, err := s.Seal(tc.tok)
+			require.NoError(t, err)
+			require.NotEqual(t, text, again, "a random nonce")
+		})
+	}
+}
+
+func TestTokenOpenIsCompact(t *testing.T) {
+	text, err := testSealer(t, 1).Seal(Token{Kind: Open, TeamID: uuid.New(), EmailID: uuid.New()})
+	require.NoError(t, err)
+	require.Equal(t, base64.RawURLEncoding.EncodedLen(1+12+16+37), len(text))
+}
+
+func TestTokenSealRefuses(t *testing.T) {
+	s := testSealer(t, 1)
+	for name, tok := range map[string]Token{
+		"no kind":           {TeamID: uuid.New()},
+		"open with a link":  {Kind: Open, Link: 1},
+		"open with a url":   {Kind: Open, URL: "https://x.test/"},
+		"click without url": {Kind: Click},
+		"url too long":      {Kind: Click, URL: "https://x.test/" + strings.Repeat("a", MaxURLLength)},
+		"link too far":      {Kind: Click, Link: MaxLinks, URL: "https://x.test/"},
+		"recipient too far": {Kind: Open, Recipient: MaxRecipients},
+		"negative":          {Kind: Open, Recipient: -1},
+	} {
+		_, err := s.Seal(tok)
+		require.Error(t, err, name)
+	}
+}
+
+func TestTokenTamperedIsInvalid(t *testing.T) {
+	s := testSealer(t, 1)
+	text, err := s.Seal(Token{Kind: Click, TeamID: uuid.New(), EmailID: uuid.New(), Link: 2,
+		URL: "https://example.test/landing"})
+	require.NoError(t, err)
+	raw, err := base64.RawURLEncoding.DecodeString(text)
+	require.NoError(t, err)
+	// Every bit of the token is authenticated.
+	for i := range raw {
+		for bit := 0; bit < 8; bit++ {
+			bad := bytes.Clone(raw)
+			bad[i] ^= 1 << bit
+			_, err := s.Open(base64.RawURLEncoding.EncodeToString(bad))
+			require.ErrorIs(t, err, ErrInvalid, "byte %d bit %d", i, bit)
+		}
+	}
+	for name, bad := range map[string]string{
+		"empty":         "",
+		"cut":           text[:len(text)-1],
+		"cut short":     text[:20],
+		"padded":        text + "=",
+		"not base64":    strings.Replace(text, text[5:6], "*", 1),
+		"extended":      text + "AAAA",
+		"too long":      strings.Repeat("A", MaxTokenLength+1),
+		"other key":     mustSeal(t, testSealer(t, 2), Token{Kind: Open}),
+		"only overhead": base64.RawURLEncoding.EncodeToString(append([]byte{version1}, make([]byte, 40)...)),
+	} {
+		_, err := s.Open(bad)
+		require.ErrorIs(t, err, ErrInvalid, name)
+	}
+}
+
+func mustSeal(t *testing.T, s *Sealer, tok Token) string {
+	t.Helper()
+	text, err := s.Seal(tok)
+	require.NoError(t, err)
+	return text
+}
+
+func TestNewSealerKeyLength(t *testing.T) {
+	_, err := NewSealer(make([]byte, 16))
+	require.Error(t, err)
+}
+
+func TestLinksURLs(t *testing.T) {
+	s := testSealer(t, 1)
+	l := Links{Host: "links.example.test", Sealer: s}
+	team, email := uuid.New(), uuid.New()
+	o, err := l.OpenURL(team, email, 1)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(o, "https://links.example.test/o/"), o)
+	tok, err := s.Open(strings.TrimPrefix(o, "https://links.example.test/o/"))
+	require.NoError(t, err)
+	require.Equal(t, Token{Kind: Open, TeamID: team, EmailID: email, Recipient: 1}, tok)
+
+	c, err := l.ClickURL(team, email, 1, 4, "https://shop.test/x")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(c, "https://links.example.test/c/"), c)
+	tok, err = s.Open(strings.TrimPrefix(c, "https://links.example.test/c/"))
+	require.NoError(t, err)
+	require.Equal(t, Token{Kind: Click, TeamID: team, EmailID: email, Recipient: 1, Link: 4,
+		URL: "https://shop.test/x"}, tok)
+}

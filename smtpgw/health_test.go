@@ -1,0 +1,70 @@
+package smtpgw_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/health"
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/smtpgw"
+)
+
+// lateStore is the harness's store, known once the harness exists.
+type lateStore struct{ *store.Store }
+
+// TestPausedTeamIsRefusedOverSMTP: a team paused for its account health
+// is refused at MAIL FROM, and at the end of DATA when the pause came
+// during the transaction, with 550 5.7.1 and the reason (issue 19,
+// point 5).
+func TestPausedTeamIsRefusedOverSMTP(t *testing.T) {
+	ctx := context.Background()
+	late := &lateStore{}
+	h := newHarness(t, options{submit: func(smtpgw.Submitter) smtpgw.Submitter {
+		return submit.New(submit.Config{Store: late, Health: late})
+	}})
+	late.Store = h.st
+
+	d := h.login(h.implicit)
+	d.cmd(250, "MAIL FROM:<bounces@example.test>")
+	d.cmd(250, "RCPT TO:<a@dest.test>")
+	require.NoError(t, h.st.SetPlan(ctx, h.team, "50k"))
+	for i, status := range []string{"delivered", "delivered", "delivered", "bounced"} {
+		n := 30
+		if status == "bounced" {
+			n = 10
+		}
+		e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: h.team, From: "news@example.test",
+			FromDomain: "example.test", Subject: "hi", LastEvent: status, CreatedAt: time.Now().Add(-time.Hour)}
+		for j := range n {
+			addr := fmt.Sprintf("r%d-%d@dest.test", i, j)
+			e.To = append(e.To, addr)
+			e.Recipients = append(e.Recipients, store.Recipient{Address: addr, Kind: "to", Domain: "dest.test", Status: status})
+		}
+		text := "hi"
+		e.Text = &text
+		_, err := h.st.Accept(ctx, store.Acceptance{Emails: []store.Email{e}})
+		require.NoError(t, err)
+	}
+	_, err := h.st.EvaluateHealth(ctx, time.Now(), health.DefaultWindow, true)
+	require.NoError(t, err)
+
+	msg := d.data(550, domainMsg)
+	require.Equal(t, "5.7.1 Sending is paused for this team: its bounce rate over the last 30 days was 10.00 %, "+
+		"above the 4.00 % threshold. Clean the addresses that bounced from your lists, then ask the operator of "+
+		"this server to resume sending.", msg)
+	msg = d.cmd(550, "MAIL FROM:<bounces@example.test>")
+	require.Contains(t, msg, "5.7.1 Sending is paused for this team: its bounce rate")
+
+	resumed, err := h.st.ResumeSending(ctx, h.team, time.Now())
+	require.NoError(t, err)
+	require.True(t, resumed)
+	d.cmd(250, "MAIL FROM:<bounces@example.test>")
+	d.cmd(250, "RCPT TO:<a@dest.test>")
+	emailID(t, d.data(250, domainMsg))
+}
