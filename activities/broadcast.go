@@ -126,7 +126,8 @@ type BroadcastChunkInput struct {
 // outbox starts. A contact whose email cannot be rendered, or whom the
 // sandbox sender may not write to, gets an email recorded failed with the
 // reason. A sender domain that is no longer verified pauses the broadcast
-// with the reason, like a used-up quota. Handing the same chunk over again
+// with the reason, like a used-up quota, and so does a team whose sending
+// is paused for its account health. Handing the same chunk over again
 // does nothing new.
 func (a *Activities) HandOffBroadcastChunk(ctx context.Context, in BroadcastChunkInput) (BroadcastChunkResult, error) {
 	b, err := a.store.BroadcastByID(ctx, in.BroadcastID)
@@ -139,6 +140,18 @@ func (a *Activities) HandOffBroadcastChunk(ctx context.Context, in BroadcastChun
 	domain, domainID, reason, err := a.broadcastSender(ctx, b)
 	if err != nil {
 		return store.BroadcastChunkResult{}, a.classify(err)
+	}
+	if reason == "" {
+		// A team whose sending is paused for its account health (bounce
+		// or complaint rate) hands no more of its broadcasts over until an
+		// operator resumes it; the broadcast then goes on by itself.
+		p, err := a.store.SendingPause(ctx, b.TeamID)
+		if err != nil {
+			return store.BroadcastChunkResult{}, a.classify(err)
+		}
+		if p != nil {
+			reason = p.Message()
+		}
 	}
 	if reason != "" {
 		return a.pauseBroadcast(ctx, b.ID, reason)

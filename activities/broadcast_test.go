@@ -1,0 +1,96 @@
+package activities_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/internal/health"
+	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/storetest"
+)
+
+// TestHandOffBroadcastChunk hands a broadcast's contacts over through the
+// activity: the sandbox sender's broadcast reaches sandbox addresses and
+// fails, with the reason, for a contact it may not write to; a team whose
+// sending is paused for its account health pauses its broadcast with the
+// pause's reason, which goes on once an operator resumes the team.
+func TestHandOffBroadcastChunk(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.New(t)
+	team := uuid.Must(uuid.NewV7())
+	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
+	require.NoError(t, st.SetPlan(ctx, team, "50k"))
+	acts := activities.New(activities.Config{}, st, nil, nil, nil)
+
+	seg, err := st.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "all"})
+	require.NoError(t, err)
+	for _, addr := range []string{"delivered+1@posthaste.test", "delivered+2@posthaste.test", "stranger@example.com"} {
+		_, err := st.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: team, Email: addr},
+			[]uuid.UUID{seg.ID}, nil)
+		require.NoError(t, err)
+	}
+	newBroadcast := func() store.Broadcast {
+		html := "<p>Hi {{{FIRST_NAME|there}}}</p>"
+		b, err := st.CreateBroadcast(ctx, store.Broadcast{ID: uuid.Must(uuid.NewV7()), TeamID: team, SegmentID: &seg.ID,
+			From: "onboarding@posthaste.test", Subject: "News", HTML: &html})
+		require.NoError(t, err)
+		_, err = st.SendBroadcast(ctx, team, b.ID, nil, nil)
+		require.NoError(t, err)
+		return b
+	}
+	handOff := func(b store.Broadcast) activities.BroadcastChunkResult {
+		res, err := run[activities.BroadcastChunkInput, activities.BroadcastChunkResult](t, acts.HandOffBroadcastChunk,
+			activities.BroadcastChunkInput{BroadcastID: b.ID, Size: 100})
+		require.NoError(t, err)
+		return res
+	}
+
+	res := handOff(newBroadcast())
+	require.Equal(t, 2, res.Emails)
+	require.Equal(t, 1, res.Failed, "the sandbox sender may not write to stranger@example.com")
+
+	// 10 bounces in 100 recipients: above 4 %, and the operator pauses.
+	for i := range 100 {
+		status := store.EventDelivered
+		if i < 10 {
+			status = store.EventBounced
+		}
+		addr := fmt.Sprintf("r%d@example.com", i)
+		e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: team, From: "onboarding@posthaste.test",
+			FromDomain: "posthaste.test", To: []string{addr}, Subject: "s", LastEvent: status, CreatedAt: time.Now(),
+			Recipients: []store.Recipient{{Address: addr, Kind: "to", Domain: "example.com", Status: status}}}
+		_, err := st.InsertEmail(ctx, e)
+		require.NoError(t, err)
+	}
+	_, err = st.EvaluateHealth(ctx, time.Now(), health.DefaultWindow, true)
+	require.NoError(t, err)
+	pause, err := st.SendingPause(ctx, team)
+	require.NoError(t, err)
+	require.NotNil(t, pause)
+
+	b := newBroadcast()
+	res = handOff(b)
+	require.True(t, res.Paused)
+	require.Equal(t, pause.Message(), res.Reason)
+	got, err := st.Broadcast(ctx, team, b.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.BroadcastPaused, got.Status)
+	counts, err := st.BroadcastCounts(ctx, team, b.ID)
+	require.NoError(t, err)
+	require.Zero(t, counts.Total, "nothing is handed over while the team is paused")
+
+	resumed, err := st.ResumeSending(ctx, team, time.Now())
+	require.NoError(t, err)
+	require.True(t, resumed)
+	res = handOff(b)
+	require.Equal(t, 2, res.Emails)
+	got, err = st.Broadcast(ctx, team, b.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.BroadcastSending, got.Status)
+}
