@@ -167,13 +167,15 @@ func (a *Activities) HandOffBroadcastChunk(ctx context.Context, in BroadcastChun
 		}
 	}
 	render := func(b store.Broadcast, c store.BroadcastContact) (store.RenderedBroadcast, error) {
-		if members != nil && !members[c.Email] {
+		r, err := broadcast.Render(b, c, props)
+		if err == nil && members != nil && !members[c.Email] {
 			if _, ok := sandbox.Outcome(c.Email); !ok {
-				return store.RenderedBroadcast{}, fmt.Errorf("the sandbox sender %s writes only to the team's "+
+				// Rendered all the same, so the failed email reads as it would have.
+				err = fmt.Errorf("the sandbox sender %s writes only to the team's "+
 					"members and the sandbox addresses; verify a domain to send to this contact", sandbox.Sender)
 			}
 		}
-		return broadcast.Render(b, c, props)
+		return r, err
 	}
 	res, err := a.store.HandOffBroadcastChunk(ctx, store.BroadcastChunk{BroadcastID: b.ID, Seq: in.Seq,
 		After: in.After, Size: in.Size, FromDomain: domain, DomainID: domainID, Now: a.now()}, render)

@@ -38,7 +38,7 @@ func TestHandOffBroadcastChunk(t *testing.T) {
 	newBroadcast := func() store.Broadcast {
 		html := "<p>Hi {{{FIRST_NAME|there}}}</p>"
 		b, err := st.CreateBroadcast(ctx, store.Broadcast{ID: uuid.Must(uuid.NewV7()), TeamID: team, SegmentID: &seg.ID,
-			From: "onboarding@posthaste.test", Subject: "News", HTML: &html})
+			From: "onboarding@posthaste.test", Subject: "News for {{{FIRST_NAME|you}}}", HTML: &html})
 		require.NoError(t, err)
 		_, err = st.SendBroadcast(ctx, team, b.ID, nil, nil)
 		require.NoError(t, err)
@@ -51,9 +51,16 @@ func TestHandOffBroadcastChunk(t *testing.T) {
 		return res
 	}
 
-	res := handOff(newBroadcast())
+	first := newBroadcast()
+	res := handOff(first)
 	require.Equal(t, 2, res.Emails)
 	require.Equal(t, 1, res.Failed, "the sandbox sender may not write to stranger@example.com")
+	failed, _, err := st.BroadcastRecipients(ctx, team, first.ID, "failed", "", store.Page{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, failed, 1)
+	e, err := st.GetEmail(ctx, team, failed[0].EmailID)
+	require.NoError(t, err)
+	require.Equal(t, "News for you", e.Subject, "the failed email reads as it would have, placeholders filled")
 
 	// 10 bounces in 100 recipients: above 4 %, and the operator pauses.
 	for i := range 100 {

@@ -445,6 +445,19 @@ func TestDashboardTour(t *testing.T) {
 		"html": "<h1>Welcome, {{{FIRST_NAME|there}}}</h1><p>Thanks for joining.</p>"})
 	importID := seed.uploadImport("email,first_name\nimported@example.com,Imp\nnot-an-address,Bad\n", nil)
 	seed.waitImport(importID)
+	// A template written with the block editor, a draft broadcast (its
+	// editor) and a sent one (its report).
+	blocksID := created("/templates", map[string]any{"name": "Tour blocks", "components": map[string]any{
+		"blocks": []any{map[string]any{"type": "heading", "level": 1, "text": "Hi {{{FIRST_NAME|there}}}"},
+			map[string]any{"type": "text", "runs": []any{map[string]any{"text": "News", "bold": true}}},
+			map[string]any{"type": "footer", "address": []string{"Tour Inc."}}}}})
+	broadcast := map[string]any{"name": "Tour news", "segment_id": segmentID, "from": "Acme <onboarding@posthaste.test>",
+		"subject": "News for {{{FIRST_NAME|you}}}", "components": map[string]any{"blocks": []any{
+			map[string]any{"type": "heading", "level": 1, "text": "Hello {{{FIRST_NAME|there}}}"},
+			map[string]any{"type": "footer", "address": []string{"Tour Inc."}}}}}
+	draftID := created("/broadcasts", broadcast)
+	broadcast["send"] = true
+	sentID := created("/broadcasts", broadcast)
 	// A received email, through the dev inbound MX (e2e_receiving_test.go).
 	receivedID := seedReceived(t, env, seed, dashboardID(domainURL))
 
@@ -473,6 +486,9 @@ func TestDashboardTour(t *testing.T) {
 		{"template", "/dashboard/templates/" + templateID},
 		{"template-delete", "/dashboard/templates/" + templateID + "/delete"},
 		{"received", "/dashboard/receiving/" + receivedID},
+		{"template-blocks", "/dashboard/templates/" + blocksID},
+		{"broadcast-draft", "/dashboard/broadcasts/" + draftID},
+		{"broadcast-sent", "/dashboard/broadcasts/" + sentID},
 	}
 	for _, vp := range viewports {
 		require.NoError(t, chromedp.Run(ctx, chromedp.EmulateViewport(vp.w, vp.h)))

@@ -309,7 +309,8 @@ func propertyText(v any) string {
 // text as a hidden preheader, unless the component document carries its
 // own) and text. An error names what could not be rendered, such as a
 // variable without a value or fallback; it becomes the reason the
-// contact's email failed.
+// contact's email failed. The subject is returned with the error when it
+// rendered, so that the failed email shows it.
 func Render(b store.Broadcast, c store.BroadcastContact, props []Property) (store.RenderedBroadcast, error) {
 	d := Values(c, props)
 	var out store.RenderedBroadcast
@@ -324,14 +325,14 @@ func Render(b store.Broadcast, c store.BroadcastContact, props []Property) (stor
 		}
 		h, err := render("html", src, d, merge.HTML)
 		if err != nil {
-			return store.RenderedBroadcast{}, err
+			return store.RenderedBroadcast{Subject: out.Subject}, err
 		}
 		out.HTML = &h
 	}
 	if b.Text != nil {
 		t, err := render("text", *b.Text, d, merge.Text)
 		if err != nil {
-			return store.RenderedBroadcast{}, err
+			return store.RenderedBroadcast{Subject: out.Subject}, err
 		}
 		out.Text = &t
 	}

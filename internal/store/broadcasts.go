@@ -556,7 +556,8 @@ type BroadcastChunkResult struct {
 // it), renders each contact's email with render, and accepts the emails
 // as one batch (rows, outbox entry, quota) like POST /emails/batch does.
 // A contact render refuses gets an email recorded `failed` with the error
-// as its reason. The chunk's row makes the call idempotent: the same Seq
+// as its reason, and the subject render returned with it, if any (else
+// the broadcast's as written). The chunk's row makes the call idempotent: the same Seq
 // again returns what the first call did. The broadcast's row is locked
 // throughout, so a cancel that committed stops every later chunk. Over the
 // monthly quota the chunk is cut to what the quota allows; with nothing
@@ -724,6 +725,10 @@ func queueChunk(batch *pgx.Batch, b Broadcast, in BroadcastChunk, contacts []Bro
 		}
 		r, err := render(b, c)
 		if err != nil {
+			if r.Subject != "" {
+				// What rendered before the part that failed, or all of it.
+				e.Subject, e.HTML, e.Text = r.Subject, r.HTML, r.Text
+			}
 			failed = append(failed, e)
 			reasons = append(reasons, err.Error())
 			continue
