@@ -15,15 +15,13 @@
 package tracking
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/seal"
 )
 
 // KeyPurpose is the purpose the token key is derived from the master key
@@ -91,40 +89,30 @@ type Token struct {
 //
 // where url is empty for Open.
 const (
-	version1     = 1
-	nonceLen     = 12
-	tagLen       = 16
-	idLen        = 16
-	wireOverhead = 1 + nonceLen + tagLen
-	plainFixed   = 1 + 2*idLen + 2 + 2
+	idLen      = 16
+	plainFixed = 1 + 2*idLen + 2 + 2
 )
 
 // MaxTokenLength bounds the text of a token: a longer one is refused
 // before it is decoded.
-const MaxTokenLength = (wireOverhead+plainFixed+MaxURLLength)*4/3 + 4
+const MaxTokenLength = (seal.TokenOverhead+plainFixed+MaxURLLength)*4/3 + 4
 
 // ErrInvalid is any token that cannot be opened: altered, cut, sealed with
 // another key, or not a token at all.
 var ErrInvalid = errors.New("invalid tracking token")
 
-// Sealer seals and opens tokens. Safe for concurrent use.
-type Sealer struct{ aead cipher.AEAD }
+// Sealer seals and opens tokens (in a seal.Tokens envelope). Safe for
+// concurrent use.
+type Sealer struct{ tokens *seal.Tokens }
 
 // NewSealer returns a Sealer for a 32-byte key, which must be used for
 // nothing else: seal.Box.DeriveKey(KeyPurpose).
 func NewSealer(key []byte) (*Sealer, error) {
-	if len(key) != 32 {
-		return nil, fmt.Errorf("tracking key must be 32 bytes, not %d", len(key))
-	}
-	block, err := aes.NewCipher(key)
+	t, err := seal.NewTokens(key, "tracking")
 	if err != nil {
-		return nil, fmt.Errorf("tracking key: %w", err)
+		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, fmt.Errorf("tracking key: %w", err)
-	}
-	return &Sealer{aead: aead}, nil
+	return &Sealer{tokens: t}, nil
 }
 
 // check says whether t can be sealed.
@@ -157,26 +145,13 @@ func (s *Sealer) Seal(t Token) (string, error) {
 	plain = binary.BigEndian.AppendUint16(plain, uint16(t.Link))
 	plain = append(plain, t.URL...)
 
-	out := make([]byte, 1+nonceLen, wireOverhead+len(plain))
-	out[0] = version1
-	if _, err := rand.Read(out[1:]); err != nil {
-		return "", fmt.Errorf("making nonce: %w", err)
-	}
-	out = s.aead.Seal(out, out[1:1+nonceLen], plain, out[:1])
-	return base64.RawURLEncoding.EncodeToString(out), nil
+	return s.tokens.Seal(plain)
 }
 
 // Open returns the token sealed in text. Anything but a token this
 // Sealer's key sealed, unaltered, is ErrInvalid.
 func (s *Sealer) Open(text string) (Token, error) {
-	if len(text) > MaxTokenLength {
-		return Token{}, ErrInvalid
-	}
-	raw, err := base64.RawURLEncoding.Strict().DecodeString(text)
-	if err != nil || len(raw) < wireOverhead+plainFixed || raw[0] != version1 {
-		return Token{}, ErrInvalid
-	}
-	plain, err := s.aead.Open(nil, raw[1:1+nonceLen], raw[1+nonceLen:], raw[:1])
+	plain, err := s.tokens.Open(text, plainFixed, MaxTokenLength)
 	if err != nil || len(plain) < plainFixed {
 		return Token{}, ErrInvalid
 	}

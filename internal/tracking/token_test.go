@@ -95,7 +95,7 @@ func TestTokenTamperedIsInvalid(t *testing.T) {
 		"extended":      text + "AAAA",
 		"too long":      strings.Repeat("A", MaxTokenLength+1),
 		"other key":     mustSeal(t, testSealer(t, 2), Token{Kind: Open}),
-		"only overhead": base64.RawURLEncoding.EncodeToString(append([]byte{version1}, make([]byte, 40)...)),
+		"only overhead": base64.RawURLEncoding.EncodeToString(append([]byte{1}, make([]byte, 40)...)),
 	} {
 		_, err := s.Open(bad)
 		require.ErrorIs(t, err, ErrInvalid, name)

@@ -12,15 +12,13 @@
 package unsubscribe
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/seal"
 
 	"github.com/posthaste/posthaste/internal/merge"
 )
@@ -48,7 +46,7 @@ const MaxAddressLength = 320
 
 // MaxTokenLength bounds the text of a token: a longer one is refused
 // before it is decoded.
-const MaxTokenLength = 2 * (wireOverhead + plainFixed + 2*idLen + MaxAddressLength)
+const MaxTokenLength = 2 * (seal.TokenOverhead + plainFixed + 2*idLen + MaxAddressLength)
 
 // ErrInvalid is any token that cannot be opened: altered, cut, sealed with
 // another key, or not a token at all.
@@ -78,34 +76,24 @@ type Token struct {
 //
 // where flag bit 0 says a topic id follows and bit 1 a broadcast id.
 const (
-	version1     = 1
-	nonceLen     = 12
-	tagLen       = 16
-	idLen        = 16
-	wireOverhead = 1 + nonceLen + tagLen
-	plainFixed   = 1 + 2*idLen
-	flagTopic    = 1 << 0
-	flagBcast    = 1 << 1
+	idLen      = 16
+	plainFixed = 1 + 2*idLen
+	flagTopic  = 1 << 0
+	flagBcast  = 1 << 1
 )
 
-// Sealer seals and opens tokens. Safe for concurrent use.
-type Sealer struct{ aead cipher.AEAD }
+// Sealer seals and opens tokens (in a seal.Tokens envelope). Safe for
+// concurrent use.
+type Sealer struct{ tokens *seal.Tokens }
 
 // NewSealer returns a Sealer for a 32-byte key, which must be used for
 // nothing else: seal.Box.DeriveKey(KeyPurpose).
 func NewSealer(key []byte) (*Sealer, error) {
-	if len(key) != 32 {
-		return nil, fmt.Errorf("unsubscribe key must be 32 bytes, not %d", len(key))
-	}
-	block, err := aes.NewCipher(key)
+	t, err := seal.NewTokens(key, "unsubscribe")
 	if err != nil {
-		return nil, fmt.Errorf("unsubscribe key: %w", err)
+		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, fmt.Errorf("unsubscribe key: %w", err)
-	}
-	return &Sealer{aead: aead}, nil
+	return &Sealer{tokens: t}, nil
 }
 
 // Seal returns the token's text: URL-safe, without padding.
@@ -132,26 +120,13 @@ func (s *Sealer) Seal(t Token) (string, error) {
 	}
 	plain = append(plain, t.Email...)
 
-	out := make([]byte, 1+nonceLen, wireOverhead+len(plain))
-	out[0] = version1
-	if _, err := rand.Read(out[1:]); err != nil {
-		return "", fmt.Errorf("making nonce: %w", err)
-	}
-	out = s.aead.Seal(out, out[1:1+nonceLen], plain, out[:1])
-	return base64.RawURLEncoding.EncodeToString(out), nil
+	return s.tokens.Seal(plain)
 }
 
 // Open returns the token sealed in text. Anything but a token this
 // Sealer's key sealed, unaltered, is ErrInvalid.
 func (s *Sealer) Open(text string) (Token, error) {
-	if len(text) > MaxTokenLength {
-		return Token{}, ErrInvalid
-	}
-	raw, err := base64.RawURLEncoding.Strict().DecodeString(text)
-	if err != nil || len(raw) < wireOverhead+plainFixed+1 || raw[0] != version1 {
-		return Token{}, ErrInvalid
-	}
-	plain, err := s.aead.Open(nil, raw[1:1+nonceLen], raw[1+nonceLen:], raw[:1])
+	plain, err := s.tokens.Open(text, plainFixed+1, MaxTokenLength)
 	if err != nil {
 		return Token{}, ErrInvalid
 	}
