@@ -113,6 +113,16 @@ func broadcastError(err error) error {
 	return notFound(err, "Broadcast not found.")
 }
 
+// respondBroadcastRef answers a change of a broadcast with Resend's
+// reference to it ({"id", "object"}) and status, or with err.
+func (s *Server) respondBroadcastRef(c *gin.Context, status int, b store.Broadcast, err error) {
+	if err != nil {
+		s.respondError(c, broadcastError(err))
+		return
+	}
+	c.PureJSON(status, gin.H{"id": b.ID.String(), "object": "broadcast"})
+}
+
 // broadcastStateMessage explains a *store.BroadcastStateError.
 func broadcastStateMessage(e *store.BroadcastStateError) string {
 	msg := "The broadcast is " + e.Status + " and cannot be " + e.Action + ": "
@@ -138,11 +148,7 @@ func (s *Server) createBroadcast(c *gin.Context) {
 		scheduledAt = *req.ScheduledAt
 	}
 	b, err := s.broadcasts.Create(c.Request.Context(), s.sender(c), e, req.Send, scheduledAt)
-	if err != nil {
-		s.respondError(c, broadcastError(err))
-		return
-	}
-	c.PureJSON(http.StatusCreated, gin.H{"id": b.ID.String(), "object": "broadcast"})
+	s.respondBroadcastRef(c, http.StatusCreated, b, err)
 }
 
 type broadcastListItemJSON struct {
@@ -283,11 +289,7 @@ func (s *Server) updateBroadcast(c *gin.Context) {
 		return
 	}
 	b, err := s.broadcasts.Update(c.Request.Context(), principal(c).TeamID, id, e)
-	if err != nil {
-		s.respondError(c, broadcastError(err))
-		return
-	}
-	c.PureJSON(http.StatusOK, gin.H{"id": b.ID.String(), "object": "broadcast"})
+	s.respondBroadcastRef(c, http.StatusOK, b, err)
 }
 
 func (s *Server) deleteBroadcast(c *gin.Context) {
@@ -330,11 +332,7 @@ func (s *Server) duplicateBroadcast(c *gin.Context) {
 		return
 	}
 	d, err := s.store.DuplicateBroadcast(ctx, team, id, newID, copyName(b.Name))
-	if err != nil {
-		s.respondError(c, broadcastError(err))
-		return
-	}
-	c.PureJSON(http.StatusCreated, gin.H{"id": d.ID.String(), "object": "broadcast"})
+	s.respondBroadcastRef(c, http.StatusCreated, d, err)
 }
 
 type sendBroadcastRequest struct {
@@ -373,11 +371,7 @@ func (s *Server) cancelBroadcast(c *gin.Context) {
 		return
 	}
 	b, err := s.broadcasts.Cancel(c.Request.Context(), principal(c).TeamID, id)
-	if err != nil {
-		s.respondError(c, broadcastError(err))
-		return
-	}
-	c.PureJSON(http.StatusOK, gin.H{"id": b.ID.String(), "object": "broadcast"})
+	s.respondBroadcastRef(c, http.StatusOK, b, err)
 }
 
 type broadcastRecipientJSON struct {
