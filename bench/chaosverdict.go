@@ -145,7 +145,7 @@ func tallyChaos(sends []keyedSend, listed []listedEmail, mx mxSnapshot) chaosTal
 			switch {
 			case !store.IsFinal(rc.Status):
 				noOutcome = true
-			case rc.Status == store.EventDelivered:
+			case rc.Status == store.EventDelivered || rc.Status == store.EventOpened || rc.Status == store.EventClicked:
 				t.delivered++
 				if got == 0 {
 					notAtMX = true

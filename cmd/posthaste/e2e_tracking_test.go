@@ -160,7 +160,10 @@ func TestDevTracking(t *testing.T) {
 	require.Equal(t, "ann@rcpt.test", opened[0].Recipient)
 	row, err := st.EmailForBuild(ctx, uuid.MustParse(id))
 	require.NoError(t, err)
-	require.Equal(t, "delivered", row.Recipients[0].Status, "opens and clicks move no state")
+	require.Equal(t, "clicked", row.Recipients[0].Status, "the open then the click moved the recipient on")
+	status, e = c.do("GET", "/emails/"+id, nil)
+	require.Equal(t, 200, status, e)
+	require.Equal(t, "clicked", e["last_event"])
 
 	hooks := recv.waitFor(2)
 	var types []string

@@ -370,7 +370,8 @@ func prose(msg string) template.HTML {
 // badge is the CSS class of a state badge.
 func badge(state string) string {
 	switch state {
-	case store.EventDelivered, store.EventSent, store.DomainVerified, store.WebhookEnabled, store.MessageSuccess:
+	case store.EventDelivered, store.EventOpened, store.EventClicked, store.EventSent, store.DomainVerified,
+		store.WebhookEnabled, store.MessageSuccess:
 		return "ok"
 	case store.EventBounced, store.EventComplained, store.EventFailed, store.EventSuppressed, store.WebhookDisabled:
 		return "bad"

@@ -24,6 +24,12 @@ const (
 	EventFailed          = "failed"
 	EventCanceled        = "canceled"
 	EventSuppressed      = "suppressed"
+	// EventOpened and EventClicked are engagement: a delivered recipient
+	// opened the email or clicked one of its links (open and click
+	// tracking). They may repeat in the history; the recipient's state
+	// only moves forward, delivered → opened → clicked.
+	EventOpened  = "opened"
+	EventClicked = "clicked"
 )
 
 // Header is a custom message header.
@@ -530,9 +536,17 @@ UPDATE email SET last_event = @type, updated_at = greatest(updated_at, @at::time
 	rcpt_status = CASE
 		WHEN NOT @state::boolean THEN rcpt_status
 		WHEN @rcpt::text IS NULL THEN ` + allRecipients("@type::text") + `
-		ELSE (SELECT array_agg(CASE WHEN a = @rcpt::text THEN @type::text ELSE st END ORDER BY n)
+		ELSE (SELECT array_agg(CASE WHEN a = @rcpt::text AND (NOT @engagement::boolean OR ` + engagementMoves + `)
+				THEN @type::text ELSE st END ORDER BY n)
 			FROM unnest(rcpt_addrs, rcpt_status) WITH ORDINALITY AS r(a, st, n)) END
 WHERE id = @id AND EXISTS (SELECT 1 FROM ins)`
+
+// engagementMoves says, in recordEventSQL, whether an engagement event
+// (@type, opened or clicked) moves the recipient state st: only forward
+// from delivered, delivered → opened → clicked, so a second open after a
+// click leaves the recipient clicked, and a recipient that bounced late or
+// complained keeps that state.
+const engagementMoves = `(st = '` + EventDelivered + `' OR (st = '` + EventOpened + `' AND @type::text = '` + EventClicked + `'))`
 
 // allRecipients is the rcpt_status of an email (in an UPDATE of it) whose
 // recipients are all in the state state, an SQL expression.
@@ -572,7 +586,7 @@ func queueEvents(b *pgx.Batch, emailID uuid.UUID, events []Event) {
 		}
 		args := pgx.NamedArgs{"id": emailID, "type": ev.Type, "rcpt": rcpt,
 			"detail": ev.Detail, "at": at, "guarded": guarded(ev.Type), "state": recipientState(ev.Type),
-			"late": ev.Async && ev.Type == EventBounced}
+			"late": ev.Async && ev.Type == EventBounced, "engagement": engagement(ev.Type)}
 		webhookArgs(args, ev, at)
 		b.Queue(recordEventSQL, args)
 	}
@@ -588,14 +602,19 @@ func guarded(t string) bool {
 	return false
 }
 
+// recipientState event types move the state of the recipient they name
+// (engagement ones only forward: engagementMoves).
 func recipientState(t string) bool {
 	switch t {
 	case EventScheduled, EventQueued, EventSent, EventDelivered, EventDeliveryDelayed, EventBounced,
-		EventComplained, EventFailed, EventCanceled, EventSuppressed:
+		EventComplained, EventFailed, EventCanceled, EventSuppressed, EventOpened, EventClicked:
 		return true
 	}
 	return false
 }
+
+// engagement event types are a delivered recipient's opens and clicks.
+func engagement(t string) bool { return t == EventOpened || t == EventClicked }
 
 // firstEventType is the type of an email's first event, its acceptance,
 // an SQL expression on the email row: `scheduled` when it was accepted

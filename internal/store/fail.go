@@ -10,9 +10,11 @@ import (
 )
 
 // FinalStates are the recipient states that end a delivery: nothing moves
-// a recipient out of them but feedback (complained after delivered). Do
-// not modify.
-var FinalStates = []string{EventDelivered, EventBounced, EventComplained, EventFailed, EventCanceled, EventSuppressed}
+// a recipient out of them but feedback (opened, clicked or complained
+// after delivered; a late bounce). Opened and clicked are delivered mail
+// that the recipient engaged with. Do not modify.
+var FinalStates = []string{EventDelivered, EventBounced, EventComplained, EventFailed, EventCanceled, EventSuppressed,
+	EventOpened, EventClicked}
 
 // IsFinal reports whether a recipient state ends its delivery.
 func IsFinal(state string) bool { return slices.Contains(FinalStates, state) }

@@ -21,10 +21,13 @@ type TrackedRecipient struct {
 }
 
 // Trackable says whether opens and clicks are recorded for a recipient in
-// state status: only once it was delivered, and never over a later state
-// (a bounce reported after delivery, a complaint), so that the email's
-// last_event moves to opened or clicked only from delivered.
-func Trackable(status string) bool { return status == EventDelivered }
+// state status: only once it was delivered (and maybe already opened or
+// clicked), never over a later state (a bounce reported after delivery, a
+// complaint), so that the email's last_event moves to opened or clicked
+// only from delivered mail.
+func Trackable(status string) bool {
+	return status == EventDelivered || status == EventOpened || status == EventClicked
+}
 
 // TrackedRecipient returns recipient number index (from 0, in the order of
 // the email's recipients) of an email of team teamID; ErrNotFound when the

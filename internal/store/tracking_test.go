@@ -40,6 +40,8 @@ func TestTrackedRecipientAndClickEvents(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.TrackedRecipient{Address: "bob@posthaste.test", Status: store.EventBounced}, bob)
 	require.False(t, store.Trackable(bob.Status))
+	require.True(t, store.Trackable(store.EventOpened))
+	require.True(t, store.Trackable(store.EventClicked))
 	for _, status := range []string{store.EventQueued, store.EventSent, store.EventDeliveryDelayed, store.EventComplained,
 		store.EventFailed, store.EventSuppressed, store.EventCanceled} {
 		require.False(t, store.Trackable(status), status)
@@ -55,18 +57,45 @@ func TestTrackedRecipientAndClickEvents(t *testing.T) {
 	}
 
 	// As the tracking endpoints record them: opens and clicks repeat, and
-	// move no recipient's state.
+	// move the recipient's state forward only: delivered → opened →
+	// clicked, never back.
 	click := func(link string, machine bool) store.Event {
 		return store.Event{Type: "clicked", Recipient: "ann@posthaste.test", Detail: map[string]any{
 			"link": link, "linkIndex": 0, "ipAddress": "203.0.113.9", "userAgent": "UA",
 			"timestamp": "2026-11-25T02:00:00.000Z", "machine": machine}}
 	}
 	open := store.Event{Type: "opened", Recipient: "ann@posthaste.test", Detail: map[string]any{"machine": false}}
-	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{open, open, click("https://shop.test/a", false),
+	state := func() (string, string, string) {
+		got, err := st.GetEmail(ctx, team, e.ID)
+		require.NoError(t, err)
+		return got.Recipients[0].Status, got.Recipients[1].Status, got.LastEvent
+	}
+	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{open, open}))
+	ann1, bob1, last := state()
+	require.Equal(t, []string{store.EventOpened, store.EventBounced, store.EventOpened}, []string{ann1, bob1, last})
+	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{click("https://shop.test/a", false),
 		click("https://shop.test/a", true)}))
-	got, err := st.GetEmail(ctx, team, e.ID)
-	require.NoError(t, err)
-	require.Equal(t, store.EventDelivered, got.Recipients[0].Status)
+	ann1, bob1, last = state()
+	require.Equal(t, []string{store.EventClicked, store.EventBounced, store.EventClicked}, []string{ann1, bob1, last})
+	// A later open is recorded (and counted) but leaves the recipient
+	// clicked; outcome events replayed by a retried delivery step do not
+	// move an engaged recipient back.
+	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{open,
+		{Type: store.EventDelivered, Recipient: "ann@posthaste.test"},
+		{Type: store.EventBounced, Recipient: "ann@posthaste.test"}}))
+	ann1, _, _ = state()
+	require.Equal(t, store.EventClicked, ann1)
+	require.True(t, store.IsFinal(ann1))
+	require.True(t, store.IsFinal(store.EventOpened))
+	// A recipient whose delivery ended otherwise (bob bounced) does not
+	// move to opened even if an open is recorded for it.
+	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{{Type: "opened", Recipient: "bob@posthaste.test"}}))
+	_, bob1, _ = state()
+	require.Equal(t, store.EventBounced, bob1)
+	// A complaint after a click still moves the recipient to complained.
+	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventComplained, Recipient: "ann@posthaste.test"}}))
+	ann1, _, _ = state()
+	require.Equal(t, store.EventComplained, ann1)
 	evs, err := st.Events(ctx, e.ID)
 	require.NoError(t, err)
 	var opens, clicks int
@@ -80,12 +109,12 @@ func TestTrackedRecipientAndClickEvents(t *testing.T) {
 			require.Contains(t, ev.Detail, "machine")
 		}
 	}
-	require.Equal(t, 2, opens)
+	require.Equal(t, 4, opens)
 	require.Equal(t, 2, clicks)
 
 	msgs, _, err := st.ListWebhookMessages(ctx, team, hook.ID, store.Page{Limit: 10})
 	require.NoError(t, err)
-	require.Len(t, msgs, 4)
+	require.Len(t, msgs, 6)
 	var sawClick bool
 	for _, m := range msgs {
 		var p struct {

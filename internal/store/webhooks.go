@@ -111,7 +111,7 @@ const pendingWakeSQL = `SELECT 1 FROM outbox o WHERE o.kind = '` + OutboxWebhook
 func EmailWebhookType(eventType string) string {
 	switch eventType {
 	case EventSent, EventDelivered, EventDeliveryDelayed, EventBounced, EventComplained, EventFailed,
-		EventScheduled, EventSuppressed, "opened", "clicked":
+		EventScheduled, EventSuppressed, EventOpened, EventClicked:
 		return "email." + eventType
 	}
 	return ""

@@ -17,11 +17,12 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 )
 
-// Event types of the email history that the endpoints record. They may
-// repeat for a recipient and move no state.
+// Event types of the email history that the endpoints record (the
+// store's: they may repeat for a recipient, and move its state forward
+// only).
 const (
-	EventOpened  = "opened"
-	EventClicked = "clicked"
+	EventOpened  = store.EventOpened
+	EventClicked = store.EventClicked
 )
 
 // Store is the part of the store the endpoints use.
