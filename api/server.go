@@ -68,11 +68,10 @@ type Config struct {
 	// the request log (the path holds a token) nor under the API's rate
 	// limits (the handler keeps its own per client).
 	Unsubscribe UnsubscribeHandler
-	// Tracking serves the open and click tracking endpoints to requests
-	// whose Host is TrackingHost (POSTHASTE_TRACKING_HOST) or a domain's
-	// tracking host (api/tracking.go); nil leaves them out.
-	Tracking     TrackingHandler
-	TrackingHost string
+	// Tracking serves the open and click tracking endpoints (/o/<token>,
+	// /c/<token>) on any syntactically valid Host; the handler itself
+	// answers only tracking hosts (api/tracking.go). nil leaves them out.
+	Tracking TrackingHandler
 
 	// Limiter rate-limits requests; nil turns rate limiting off.
 	Limiter Limiter

@@ -1,12 +1,12 @@
 package api
 
 import (
-	"context"
-	"net"
 	"net/http"
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/posthaste/posthaste/internal/tracking"
 )
 
 // TrackingHandler serves the open and click tracking endpoints
@@ -17,13 +17,12 @@ type TrackingHandler interface {
 	ServeTracking(w http.ResponseWriter, r *http.Request, client string)
 }
 
-// trackingRoutes answers the requests whose Host is a tracking host: the
-// operator's (TrackingHost) or a domain's tracking subdomain. They are
-// neither logged nor rate-limited per team: the handler keeps its own
-// limit per client.
+// trackingRoutes answers the requests for the tracking paths, whatever
+// their Host: the handler checks the host itself (tracking.Config.KnownHost),
+// after its rate limit and the token, so that an anonymous request with a
+// made-up Host costs no database query. They are neither logged nor
+// rate-limited per team: the handler keeps its own limit per client.
 type trackingRoutes struct {
-	host   string // the operator's tracking host, lower case; "" for none
-	known  func(ctx context.Context, host string) (bool, error)
 	engine *gin.Engine
 }
 
@@ -45,15 +44,12 @@ func newTrackingRoutes(cfg Config) (*trackingRoutes, error) {
 	e.Any("/o/:token", serve)
 	e.Any("/c/:token", serve)
 	e.NoRoute(func(c *gin.Context) { c.String(http.StatusNotFound, "Not found.\n") })
-	r := &trackingRoutes{host: strings.ToLower(cfg.TrackingHost), engine: e}
-	if cfg.Store != nil {
-		r.known = cfg.Store.IsTrackingHost
-	}
-	return r, nil
+	return &trackingRoutes{engine: e}, nil
 }
 
-// match reports whether r goes to the tracking endpoints: a tracking
-// path on a tracking host.
+// match reports whether r goes to the tracking endpoints: a tracking path
+// (no API route starts with one) on a host that could be a tracking host.
+// It does no I/O.
 func (t *trackingRoutes) match(r *http.Request) bool {
 	if t == nil {
 		return false
@@ -62,20 +58,6 @@ func (t *trackingRoutes) match(r *http.Request) bool {
 	if !strings.HasPrefix(p, "/o/") && !strings.HasPrefix(p, "/c/") {
 		return false
 	}
-	host := r.Host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	if host == "" || len(host) > 253 {
-		return false
-	}
-	if host == t.host {
-		return true
-	}
-	if t.known == nil {
-		return false
-	}
-	ok, err := t.known(r.Context(), host)
-	return err == nil && ok
+	_, ok := tracking.NormalizeHost(r.Host)
+	return ok
 }

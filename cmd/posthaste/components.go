@@ -309,6 +309,14 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 			return nil, err
 		}
 		th, err := tracking.NewHandler(tracking.Config{Sealer: sealer, Limiter: in.limiter, Outbox: in.dispatcher,
+			KnownHost: func(ctx context.Context, host string) (bool, error) {
+				// The operator's host (normalised by config.Load) needs
+				// no query; a domain's tracking subdomain does.
+				if host == cfg.Domains.TrackingHost {
+					return true, nil
+				}
+				return st.IsTrackingHost(ctx, host)
+			},
 			Logger: logger}, st)
 		if err != nil {
 			return nil, err
@@ -341,7 +349,6 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		Dashboard:        dash,
 		Unsubscribe:      unsub,
 		Tracking:         track,
-		TrackingHost:     cfg.Domains.TrackingHost,
 		Logger:           logger,
 		Limiter:          in.limiter,
 		DefaultRateLimit: cfg.Limits.DefaultRate,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -54,8 +55,14 @@ type Config struct {
 	Limiter Limiter
 	Rate    int // default DefaultRate
 	Outbox  Notifier
-	Logger  *slog.Logger
-	Now     func() time.Time // default time.Now
+	// KnownHost reports whether host, a request's normalised host (see
+	// NormalizeHost), is a tracking host: the operator's or a domain's
+	// tracking subdomain. It may query the database, so it is called only
+	// for requests that passed the rate limit and carry a valid token;
+	// nil accepts every host.
+	KnownHost func(ctx context.Context, host string) (bool, error)
+	Logger    *slog.Logger
+	Now       func() time.Time // default time.Now
 }
 
 // Handler serves the tracking endpoints: OpenPath<token>, the open pixel,
@@ -63,8 +70,8 @@ type Config struct {
 // in the recipient's history (an `opened` or `clicked` event with the
 // client's address and user agent, and whether Classify takes it for a
 // machine's), which queues the email.opened or email.clicked webhooks.
-// Anything but a valid token of the path's kind is 404. Tokens are never
-// logged.
+// Anything but a valid token of the path's kind, on a tracking host
+// (Config.KnownHost), is 404. Tokens are never logged.
 type Handler struct {
 	cfg    Config
 	store  Store
@@ -97,6 +104,9 @@ var Pixel = []byte{
 // ServeTracking answers GET (and HEAD) on OpenPath<token> and
 // ClickPath<token>; client is the request's client address (behind
 // trusted proxies, the one they name), which the rate limit is kept by.
+// The checks run cheapest first so that what an anonymous client can
+// make the server do is bounded: the rate limit, then the token (no I/O),
+// then the host (KnownHost, a query), then the recording.
 func (h *Handler) ServeTracking(w http.ResponseWriter, r *http.Request, client string) {
 	hd := w.Header()
 	hd.Set("Cache-Control", "no-store, max-age=0")
@@ -125,7 +135,7 @@ func (h *Handler) ServeTracking(w http.ResponseWriter, r *http.Request, client s
 		kind, text = Click, t
 	}
 	tok, err := h.cfg.Sealer.Open(text) // "" and over-long texts too are ErrInvalid
-	if err != nil || tok.Kind != kind {
+	if err != nil || tok.Kind != kind || !h.knownHost(r) {
 		plain(w, http.StatusNotFound, "Not found.")
 		return
 	}
@@ -142,6 +152,52 @@ func (h *Handler) ServeTracking(w http.ResponseWriter, r *http.Request, client s
 	// The URL was sealed in the token: it is the link as it was sent.
 	hd.Set("Location", tok.URL)
 	w.WriteHeader(http.StatusFound)
+}
+
+// knownHost reports whether r came for a tracking host. A failed lookup
+// counts as known: like the limiter, the check fails open, for the links
+// in delivered mail must keep working while the database is unwell (the
+// recording fails then too, and is only logged).
+func (h *Handler) knownHost(r *http.Request) bool {
+	host, ok := NormalizeHost(r.Host)
+	if !ok {
+		return false
+	}
+	if h.cfg.KnownHost == nil {
+		return true
+	}
+	known, err := h.cfg.KnownHost(r.Context(), host)
+	if err != nil {
+		h.logger.Warn("looking up a tracking host", "host", host, "err", err)
+		return true
+	}
+	return known
+}
+
+// NormalizeHost returns the host of hostport, a request's Host, as
+// tracking hosts are compared: lower case, without the port, the brackets
+// of an IPv6 literal or a trailing dot. ok is false when the host is empty,
+// longer than a DNS name (253 octets, RFC 1035 §2.3.4), or holds a
+// character that neither a host name nor an IP literal has.
+func NormalizeHost(hostport string) (host string, ok bool) {
+	host = hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "" || len(host) > 253 {
+		return "", false
+	}
+	for _, c := range []byte(host) {
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '.', c == '_', c == ':':
+		default:
+			return "", false
+		}
+	}
+	return host, true
 }
 
 // record records the hit in the recipient's history. A failure is logged,

@@ -3,6 +3,8 @@ package tracking
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"image/gif"
 	"net/http"
 	"net/http/httptest"
@@ -170,4 +172,146 @@ func TestHandlerRateLimit(t *testing.T) {
 	w := httptest.NewRecorder()
 	h.ServeTracking(w, httptest.NewRequest("GET", open, nil), "198.51.100.2")
 	require.Equal(t, http.StatusOK, w.Code, "another client has its own budget")
+}
+
+// hostLookup is a KnownHost that counts its calls: each one stands for a
+// database query.
+type hostLookup struct {
+	mu    sync.Mutex
+	known map[string]bool
+	err   error
+	asked []string
+}
+
+func (l *hostLookup) KnownHost(_ context.Context, host string) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.asked = append(l.asked, host)
+	return l.known[host], l.err
+}
+
+func (l *hostLookup) calls() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.asked...)
+}
+
+// TestHandlerKnownHost checks that the host is looked up only for requests
+// that passed the rate limit and carry a valid token, so that made-up
+// Hosts and tokens cost an anonymous client's victim no query, and that
+// only tracking hosts are served.
+func TestHandlerKnownHost(t *testing.T) {
+	s := testSealer(t, 1)
+	team, email := uuid.New(), uuid.New()
+	st := &fakeStore{team: team, rcpt: map[uuid.UUID]store.TrackedRecipient{
+		email: {Address: "ann@rcpt.test", Status: store.EventDelivered},
+	}}
+	at := time.Date(2026, 11, 25, 1, 0, 0, 0, time.UTC)
+	lim := ratelimit.NewLocal(ratelimit.LocalConfig{Now: func() time.Time { return at }})
+	hosts := &hostLookup{known: map[string]bool{"links.example.test": true}}
+	h, err := NewHandler(Config{Sealer: s, Limiter: lim, Rate: 100, KnownHost: hosts.KnownHost}, st)
+	require.NoError(t, err)
+	l := Links{Host: "links.example.test", Sealer: s}
+	open, err := l.OpenURL(team, email, 0)
+	require.NoError(t, err)
+	click, err := l.ClickURL(team, email, 0, 0, "https://shop.test/")
+	require.NoError(t, err)
+	serve := func(u, host, client string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", u, nil)
+		r.Host = host
+		w := httptest.NewRecorder()
+		h.ServeTracking(w, r, client)
+		return w
+	}
+
+	// Invalid tokens on unknown hosts: 404 without a lookup.
+	for i := range 20 {
+		w := serve(ClickPath+"not-a-token", fmt.Sprintf("random-%d.example", i), "198.51.100.1")
+		require.Equal(t, http.StatusNotFound, w.Code)
+	}
+	w := serve(strings.Replace(click, ClickPath, OpenPath, 1), "other.example", "198.51.100.1")
+	require.Equal(t, http.StatusNotFound, w.Code, "a token of the other kind")
+	require.Empty(t, hosts.calls(), "no lookup for an invalid token")
+
+	// A valid token on an unknown host: 404, one lookup of the normalised
+	// host, nothing recorded.
+	w = serve(click, "Links.Other.TEST.:8443", "198.51.100.1")
+	require.Equal(t, http.StatusNotFound, w.Code)
+	require.Empty(t, w.Header().Get("Location"))
+	require.Equal(t, []string{"links.other.test"}, hosts.calls())
+	require.Empty(t, st.recorded())
+
+	// A valid token on a known host (any case, port or trailing dot):
+	// served and recorded.
+	w = serve(open, "LINKS.example.test.", "198.51.100.1")
+	require.Equal(t, http.StatusOK, w.Code)
+	w = serve(click, "links.example.test:443", "198.51.100.1")
+	require.Equal(t, http.StatusFound, w.Code)
+	require.Equal(t, "https://shop.test/", w.Header().Get("Location"))
+	evs := st.recorded()
+	require.Len(t, evs, 2)
+	require.Equal(t, EventOpened, evs[0].Type)
+	require.Equal(t, EventClicked, evs[1].Type)
+	require.Equal(t, []string{"links.other.test", "links.example.test", "links.example.test"}, hosts.calls())
+
+	// A rate-limited client makes no lookup, whatever its token and host.
+	asked := len(hosts.calls())
+	codes := map[int]int{}
+	for i := range 150 {
+		codes[serve(click, fmt.Sprintf("random-%d.example", i), "198.51.100.2").Code]++
+	}
+	require.Equal(t, 100, codes[http.StatusNotFound], "within the budget: unknown hosts")
+	require.Equal(t, 50, codes[http.StatusTooManyRequests])
+	require.Len(t, hosts.calls(), asked+100, "no lookup once limited")
+}
+
+// TestHandlerKnownHostFailsOpen checks that a failed host lookup serves the
+// pixel and the link all the same: the links in delivered mail must keep
+// working while the database is unwell.
+func TestHandlerKnownHostFailsOpen(t *testing.T) {
+	s := testSealer(t, 1)
+	team, email := uuid.New(), uuid.New()
+	st := &fakeStore{team: team, rcpt: map[uuid.UUID]store.TrackedRecipient{
+		email: {Address: "ann@rcpt.test", Status: store.EventDelivered},
+	}}
+	hosts := &hostLookup{err: errors.New("database unavailable")}
+	h, err := NewHandler(Config{Sealer: s, KnownHost: hosts.KnownHost}, st)
+	require.NoError(t, err)
+	click, err := Links{Host: "links.example.test", Sealer: s}.ClickURL(team, email, 0, 0, "https://shop.test/")
+	require.NoError(t, err)
+	w := httptest.NewRecorder()
+	h.ServeTracking(w, httptest.NewRequest("GET", click, nil), "198.51.100.1")
+	require.Equal(t, http.StatusFound, w.Code)
+	require.Equal(t, "https://shop.test/", w.Header().Get("Location"))
+	require.Len(t, hosts.calls(), 1)
+}
+
+func TestNormalizeHost(t *testing.T) {
+	for in, want := range map[string]string{
+		"links.example.test":      "links.example.test",
+		"Links.Example.TEST":      "links.example.test",
+		"links.example.test.":     "links.example.test",
+		"links.example.test:8443": "links.example.test",
+		"LINKS.example.test.:80":  "links.example.test",
+		"localhost:8080":          "localhost",
+		"127.0.0.1:8080":          "127.0.0.1",
+		"[::1]:8080":              "::1",
+		"[::1]":                   "::1",
+		"under_score.test":        "under_score.test",
+		"":                        "",
+		":80":                     "",
+		".":                       "",
+		"a b.test":                "",
+		"a/b.test":                "",
+		"a%2f.test":               "",
+		"é.test":                  "",
+		strings.Repeat("a", 254):  "",
+	} {
+		got, ok := NormalizeHost(in)
+		require.Equal(t, want, got, in)
+		require.Equal(t, want != "", ok, in)
+	}
+	got, ok := NormalizeHost(strings.Repeat("a", 253))
+	require.True(t, ok)
+	require.Len(t, got, 253)
 }
