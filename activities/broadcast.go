@@ -137,7 +137,7 @@ func (a *Activities) HandOffBroadcastChunk(ctx context.Context, in BroadcastChun
 	if err != nil {
 		return store.BroadcastChunkResult{}, a.classify(err)
 	}
-	domain, domainID, reason, err := a.broadcastSender(ctx, b)
+	domain, d, reason, err := a.broadcastSender(ctx, b)
 	if err != nil {
 		return store.BroadcastChunkResult{}, a.classify(err)
 	}
@@ -161,7 +161,10 @@ func (a *Activities) HandOffBroadcastChunk(ctx context.Context, in BroadcastChun
 		return store.BroadcastChunkResult{}, a.classify(err)
 	}
 	var members map[string]bool
-	if domainID == nil {
+	var domainID *uuid.UUID
+	if d != nil {
+		domainID = &d.ID
+	} else {
 		if members, err = a.memberAddresses(ctx, b.TeamID); err != nil {
 			return store.BroadcastChunkResult{}, a.classify(err)
 		}
@@ -178,7 +181,10 @@ func (a *Activities) HandOffBroadcastChunk(ctx context.Context, in BroadcastChun
 		return r, err
 	}
 	res, err := a.store.HandOffBroadcastChunk(ctx, store.BroadcastChunk{BroadcastID: b.ID, Seq: in.Seq,
-		After: in.After, Size: in.Size, FromDomain: domain, DomainID: domainID, Now: a.now()}, render)
+		After: in.After, Size: in.Size, FromDomain: domain, DomainID: domainID, Now: a.now(),
+		// The insights an API email with the same content would get,
+		// read from the domain row authorising the sender loaded.
+		Insights: func(e store.Email) []store.Insight { return submit.EmailInsights(e, d) }}, render)
 	if err != nil {
 		return store.BroadcastChunkResult{}, a.classify(err)
 	}
@@ -192,9 +198,9 @@ func (a *Activities) HandOffBroadcastChunk(ctx context.Context, in BroadcastChun
 }
 
 // broadcastSender checks that the broadcast's team may still send from its
-// address and returns its domain and the domain's id (nil for the
+// address and returns its domain's name and the domain (nil for the
 // sandbox), or why not (reason) when it may not.
-func (a *Activities) broadcastSender(ctx context.Context, b store.Broadcast) (string, *uuid.UUID, string, error) {
+func (a *Activities) broadcastSender(ctx context.Context, b store.Broadcast) (string, *store.Domain, string, error) {
 	addr, err := submit.ParseAddress(b.From)
 	if err != nil {
 		return "", nil, fmt.Sprintf("The sender %q is not a valid address.", b.From), nil
@@ -216,7 +222,7 @@ func (a *Activities) broadcastSender(ctx context.Context, b store.Broadcast) (st
 	if !d.Sendable() {
 		return "", nil, fmt.Sprintf("The sender domain %s is not verified (its status is %s). Sending resumes once it verifies again, unless the broadcast is canceled.", domain, d.Status), nil
 	}
-	return domain, &d.ID, "", nil
+	return domain, &d, "", nil
 }
 
 // pauseBroadcast pauses a queued or sending broadcast with reason.

@@ -11,8 +11,10 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/health"
+	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/storetest"
+	"github.com/posthaste/posthaste/internal/submit"
 )
 
 // TestHandOffBroadcastChunk hands a broadcast's contacts over through the
@@ -100,4 +102,71 @@ func TestHandOffBroadcastChunk(t *testing.T) {
 	got, err = st.Broadcast(ctx, team, b.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.BroadcastSending, got.Status)
+}
+
+// TestBroadcastEmailInsights checks that a broadcast's emails are stored
+// with the insights an API email of the same content gets (rendered
+// subject and HTML, the text part derived from the HTML), from the sandbox sender and from a
+// verified domain whose DMARC record its verification found missing.
+func TestBroadcastEmailInsights(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.New(t)
+	team := uuid.Must(uuid.NewV7())
+	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
+	require.NoError(t, st.SetPlan(ctx, team, "50k"))
+	require.NoError(t, st.CreateDomain(ctx, store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "shop.test",
+		Region: "eu-west-1", Status: store.DomainVerified, ReturnPath: "bounce", TLS: store.TLSEnforced,
+		DKIMSelector: "sel", DKIMPublicKey: "unused", DKIMPrivateKey: []byte("unused"),
+		RecordStatus: map[string]string{records.KeyDMARC: store.DomainFailed}}))
+	acts := activities.New(activities.Config{}, st, nil, nil, nil)
+	api := submit.New(submit.Config{Store: st})
+	seg, err := st.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "all"})
+	require.NoError(t, err)
+	_, err = st.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: team,
+		Email: "delivered@posthaste.test"}, []uuid.UUID{seg.ID}, nil)
+	require.NoError(t, err)
+
+	codes := func(is []store.Insight) []string {
+		out := []string{}
+		for _, i := range is {
+			out = append(out, i.Code)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name, from string
+		want       []string
+	}{
+		{"sandbox sender", "onboarding@posthaste.test", []string{"all_caps_subject"}},
+		{"verified domain", "Shop <news@shop.test>", []string{"dmarc_missing", "all_caps_subject"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			html := "<p>Hi {{{FIRST_NAME|there}}}, here is our news about tea and coffee.</p>"
+			b, err := st.CreateBroadcast(ctx, store.Broadcast{ID: uuid.Must(uuid.NewV7()), TeamID: team,
+				SegmentID: &seg.ID, From: tt.from, Subject: "NEWS FOR {{{FIRST_NAME|YOU}}}", HTML: &html})
+			require.NoError(t, err)
+			_, err = st.SendBroadcast(ctx, team, b.ID, nil, nil)
+			require.NoError(t, err)
+			res, err := run[activities.BroadcastChunkInput, activities.BroadcastChunkResult](t,
+				acts.HandOffBroadcastChunk, activities.BroadcastChunkInput{BroadcastID: b.ID, Size: 100})
+			require.NoError(t, err)
+			require.Equal(t, 1, res.Emails)
+			queued, _, err := st.BroadcastRecipients(ctx, team, b.ID, "queued", "", store.Page{Limit: 10})
+			require.NoError(t, err)
+			require.Len(t, queued, 1)
+			got, err := st.GetEmail(ctx, team, queued[0].EmailID)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, codes(got.Insights))
+			require.True(t, got.GenerateText, "a text part is derived from the HTML")
+
+			// The same email sent through the API, HTML only.
+			subject, apiHTML := "NEWS FOR YOU", "<p>Hi there, here is our news about tea and coffee.</p>"
+			id, err := api.Send(ctx, submit.Sender{TeamID: team}, submit.SendRequest{From: tt.from,
+				To: []string{"delivered@posthaste.test"}, Subject: &subject, HTML: &apiHTML})
+			require.NoError(t, err)
+			want, err := st.GetEmail(ctx, team, id)
+			require.NoError(t, err)
+			require.Equal(t, want.Insights, got.Insights)
+		})
+	}
 }

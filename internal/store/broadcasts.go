@@ -527,6 +527,10 @@ type BroadcastChunk struct {
 	DomainID   *uuid.UUID
 	// Now dates the emails.
 	Now time.Time
+	// Insights, when set, computes the deliverability insights of each
+	// sendable email once it is rendered (submit.EmailInsights, which the
+	// store cannot import); nil stores none.
+	Insights func(Email) []Insight
 }
 
 // BroadcastChunkResult is what a chunk did. Exactly one of Canceled,
@@ -734,6 +738,12 @@ func queueChunk(batch *pgx.Batch, b Broadcast, in BroadcastChunk, contacts []Bro
 			continue
 		}
 		e.Subject, e.HTML, e.Text = r.Subject, r.HTML, r.Text
+		// HTML without text gets a text part derived from it when built,
+		// as an API email does: mail without one scores worse.
+		e.GenerateText = e.Text == nil && e.HTML != nil
+		if in.Insights != nil {
+			e.Insights = in.Insights(e)
+		}
 		sendable = append(sendable, e)
 		addrs = append(addrs, c.Email)
 	}

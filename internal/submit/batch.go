@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -144,19 +142,15 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 	now := s.now()
 	rows := make([]store.Email, 0, len(items))
 	res.Data = make([]SendResult, 0, len(items))
-	// A verified domain's answer holds for every email of the batch that
-	// sends from it; sandbox sends depend on their recipients.
-	type authz struct {
-		id  *uuid.UUID
-		err error
-	}
-	domains := map[string]authz{}
+	// Each sender domain is loaded once for the whole batch, and its
+	// insights read it from there.
+	known := senderDomains{}
 	templates := map[string]store.Template{}
 	topics := map[uuid.UUID]bool{}
 	for i, it := range items {
 		err := it.Err
 		var e Email
-		var domainID *uuid.UUID
+		var d *store.Domain
 		req := it.Request
 		if err == nil {
 			req, err = s.applyTemplate(ctx, from.TeamID, req, templates)
@@ -165,15 +159,7 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 			e, err = req.Validate(ctx, ValidateOptions{Now: now})
 		}
 		if err == nil {
-			key := strings.ToLower(e.From.Domain)
-			if z, ok := domains[key]; ok {
-				domainID, err = z.id, z.err
-			} else {
-				domainID, err = s.authorize(ctx, from, e, false)
-				if !sandbox.IsDomain(key) {
-					domains[key] = authz{domainID, err}
-				}
-			}
+			d, err = s.authorize(ctx, from, e, false, known)
 		}
 		if err == nil {
 			err = s.checkTopic(ctx, from.TeamID, e.TopicID, topics)
@@ -195,7 +181,7 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 			return BatchResult{}, fmt.Errorf("making email id: %w", err)
 		}
 		row := toRow(id, from.TeamID, e, now)
-		row.DomainID = domainID
+		row.DomainID = domainID(d)
 		rows = append(rows, row)
 		res.Data = append(res.Data, SendResult{ID: id})
 	}
@@ -215,7 +201,7 @@ func (s *Service) SendBatch(ctx context.Context, from Sender, items []BatchItem,
 			return BatchResult{}, fmt.Errorf("encoding response: %w", err)
 		}
 	}
-	if res.QuotaUsed, err = s.accept(ctx, a); err != nil {
+	if res.QuotaUsed, err = s.accept(ctx, a, known); err != nil {
 		return BatchResult{}, err
 	}
 	accepted = true

@@ -1,11 +1,7 @@
 package submit
 
 import (
-	"context"
 	"fmt"
-	"strings"
-
-	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/insights"
 	"github.com/posthaste/posthaste/internal/records"
@@ -13,33 +9,37 @@ import (
 )
 
 // attachInsights computes the deliverability insights of emails being
-// accepted (internal/insights) from what is stored: the rows themselves
-// and their sender domains' stored settings and verification results,
-// loaded once per domain. No DNS lookup happens here.
-func (s *Service) attachInsights(ctx context.Context, emails []store.Email) error {
-	type key struct {
-		team uuid.UUID
-		name string
-	}
-	domains := map[key]*insights.Domain{}
+// accepted (internal/insights; EmailInsights) from what is stored: the rows
+// themselves and their sender domains' stored settings and verification
+// results, as authorising the emails loaded them (known). No query and no
+// DNS lookup happens here.
+func attachInsights(emails []store.Email, known senderDomains) error {
 	for i := range emails {
 		e := &emails[i]
-		var d *insights.Domain
+		var d *store.Domain
 		if e.DomainID != nil {
-			k := key{e.TeamID, strings.ToLower(e.FromDomain)}
-			var ok bool
-			if d, ok = domains[k]; !ok {
-				sd, err := s.store.DomainByName(ctx, k.team, k.name)
-				if err != nil {
-					return fmt.Errorf("loading domain %s for insights: %w", k.name, err)
-				}
-				d = insightsDomain(sd)
-				domains[k] = d
+			// Every path that accepts an email authorises its sender
+			// through known first; a row without its domain there is a bug.
+			if d = known.byID(*e.DomainID); d == nil {
+				return fmt.Errorf("computing insights: sender domain %s of email %s was not loaded", e.FromDomain, e.ID)
 			}
 		}
-		e.Insights = toInsights(insights.Check(insightsMessage(*e, d)))
+		e.Insights = EmailInsights(*e, d)
 	}
 	return nil
+}
+
+// EmailInsights returns the deliverability insights of an email about to
+// be stored, sent from the sender domain d (nil for the sandbox sender).
+// It is pure, so that emails accepted elsewhere than here (a broadcast's,
+// handed over by activities.HandOffBroadcastChunk) get the findings an
+// API email with the same content would.
+func EmailInsights(e store.Email, d *store.Domain) []store.Insight {
+	var id *insights.Domain
+	if d != nil {
+		id = insightsDomain(*d)
+	}
+	return toInsights(insights.Check(insightsMessage(e, id)))
 }
 
 // insightsDomain is what the insights read of a sender domain. A domain

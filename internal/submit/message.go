@@ -36,7 +36,7 @@ func (s *Service) CheckEnvelopeSender(ctx context.Context, from Sender, addr str
 	if err := s.checkPaused(ctx, from.TeamID); err != nil {
 		return err
 	}
-	_, err = s.authorizeSender(ctx, from, a, "MAIL FROM")
+	_, err = s.authorizeSender(ctx, from, a, "MAIL FROM", nil)
 	return err
 }
 
@@ -104,14 +104,17 @@ func (s *Service) SendMessage(ctx context.Context, from Sender, m Message) (Send
 	if err != nil {
 		return res, err
 	}
-	if _, err := s.authorizeSender(ctx, from, env, "MAIL FROM"); err != nil {
+	// The envelope sender, From and the other author fields usually share
+	// a domain: it is loaded once (known), and the insights read it too.
+	known := senderDomains{}
+	if _, err := s.authorizeSender(ctx, from, env, "MAIL FROM", known); err != nil {
 		return res, err
 	}
-	domainID, err := s.authorize(ctx, from, e, false)
+	d, err := s.authorize(ctx, from, e, false, known)
 	if err != nil {
 		return res, err
 	}
-	if err := s.authorizeAuthors(ctx, from, parsed); err != nil {
+	if err := s.authorizeAuthors(ctx, from, parsed, known); err != nil {
 		return res, err
 	}
 	id, err := uuid.NewV7()
@@ -121,7 +124,7 @@ func (s *Service) SendMessage(ctx context.Context, from Sender, m Message) (Send
 	res.ID = id
 	now := s.now()
 	row := messageRow(id, from.TeamID, e, parsed, now)
-	row.DomainID = domainID
+	row.DomainID = domainID(d)
 	if row.MessageID == "" {
 		row.MessageID = id.String() + "@" + e.From.Domain
 	}
@@ -129,7 +132,7 @@ func (s *Service) SendMessage(ctx context.Context, from Sender, m Message) (Send
 	if len(row.Source) > MaxMessageSize {
 		return res, Errorf(KindTooLarge, "DATA", "The message is larger than %d bytes.", MaxMessageSize)
 	}
-	if res, err = s.acceptOne(ctx, row, claim.stored()); err != nil {
+	if res, err = s.acceptOne(ctx, row, claim.stored(), known); err != nil {
 		return res, err
 	}
 	accepted = true
@@ -140,8 +143,9 @@ func (s *Service) SendMessage(ctx context.Context, from Sender, m Message) (Send
 // from by the rules of From: Sender (RFC 5322 §3.6.2), and every
 // Resent-From and Resent-Sender (§3.6.6). Receivers show them as the
 // author or the sender ("on behalf of"), and DMARC does not look at
-// them, so an unchecked one would let a team sign mail as anyone.
-func (s *Service) authorizeAuthors(ctx context.Context, from Sender, p *mime.Submission) error {
+// them, so an unchecked one would let a team sign mail as anyone. known
+// caches the domains the message's checks loaded.
+func (s *Service) authorizeAuthors(ctx context.Context, from Sender, p *mime.Submission, known senderDomains) error {
 	type author struct {
 		field string
 		addr  mime.Address
@@ -161,7 +165,7 @@ func (s *Service) authorizeAuthors(ctx context.Context, from Sender, p *mime.Sub
 		if err != nil {
 			return Errorf(KindInvalidParameter, au.field, "The %s address %q is not valid.", au.field, truncate(au.addr.Addr, 100))
 		}
-		if _, err := s.authorizeSender(ctx, from, a, au.field); err != nil {
+		if _, err := s.authorizeSender(ctx, from, a, au.field, known); err != nil {
 			return err
 		}
 	}

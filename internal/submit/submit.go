@@ -196,7 +196,8 @@ func (s *Service) SendWithOptions(ctx context.Context, from Sender, req SendRequ
 	if err != nil {
 		return res, err
 	}
-	domainID, err := s.authorize(ctx, from, e, opts.System)
+	known := senderDomains{}
+	d, err := s.authorize(ctx, from, e, opts.System, known)
 	if err != nil {
 		return res, err
 	}
@@ -209,8 +210,8 @@ func (s *Service) SendWithOptions(ctx context.Context, from Sender, req SendRequ
 	}
 	res.ID = id
 	row := toRow(id, from.TeamID, e, now)
-	row.DomainID = domainID
-	if res, err = s.acceptOne(ctx, row, claim.stored()); err != nil {
+	row.DomainID = domainID(d)
+	if res, err = s.acceptOne(ctx, row, claim.stored(), known); err != nil {
 		return res, err
 	}
 	accepted = true
@@ -218,8 +219,10 @@ func (s *Service) SendWithOptions(ctx context.Context, from Sender, req SendRequ
 }
 
 // acceptOne stores one email with the answer remembered for its claim,
-// if any, and returns that answer.
-func (s *Service) acceptOne(ctx context.Context, row store.Email, claim *store.IdempotencyClaim) (SendResult, error) {
+// if any, and returns that answer. known holds its sender domain, as
+// authorising it loaded it.
+func (s *Service) acceptOne(ctx context.Context, row store.Email, claim *store.IdempotencyClaim,
+	known senderDomains) (SendResult, error) {
 	res := SendResult{ID: row.ID}
 	a := store.Acceptance{Emails: []store.Email{row}, Idempotency: claim}
 	if claim != nil {
@@ -228,7 +231,7 @@ func (s *Service) acceptOne(ctx context.Context, row store.Email, claim *store.I
 			return SendResult{}, fmt.Errorf("encoding response: %w", err)
 		}
 	}
-	used, err := s.accept(ctx, a)
+	used, err := s.accept(ctx, a, known)
 	if err != nil {
 		return SendResult{}, err
 	}
@@ -238,10 +241,11 @@ func (s *Service) acceptOne(ctx context.Context, row store.Email, claim *store.I
 }
 
 // accept stores an acceptance, tells the dispatcher and returns the
-// team's quota usage. Over the quota the error is a
-// *store.QuotaExceededError and nothing was accepted.
-func (s *Service) accept(ctx context.Context, a store.Acceptance) (int64, error) {
-	if err := s.attachInsights(ctx, a.Emails); err != nil {
+// team's quota usage. known holds the sender domains of its emails, as
+// authorising them loaded them, so their insights need no lookup. Over the
+// quota the error is a *store.QuotaExceededError and nothing was accepted.
+func (s *Service) accept(ctx context.Context, a store.Acceptance, known senderDomains) (int64, error) {
+	if err := attachInsights(a.Emails, known); err != nil {
 		return 0, err
 	}
 	used, err := s.store.Accept(ctx, a)
@@ -258,24 +262,53 @@ func (s *Service) accept(ctx context.Context, a store.Acceptance) (int64, error)
 	return used, nil
 }
 
+// senderDomains holds the sender domains one request loaded while
+// authorising it, by lower-case name (nil: the team has no such domain),
+// so that a batch, or a message whose envelope sender, From and Sender
+// share a domain, loads it once, and its insights (attachInsights) read
+// the same row again without a query.
+type senderDomains map[string]*store.Domain
+
+// byID returns the loaded domain with that id, nil when none was loaded.
+func (k senderDomains) byID(id uuid.UUID) *store.Domain {
+	for _, d := range k {
+		if d != nil && d.ID == id {
+			return d
+		}
+	}
+	return nil
+}
+
+// domainID is the id of a sender domain, nil for the sandbox (nil d).
+func domainID(d *store.Domain) *uuid.UUID {
+	if d == nil {
+		return nil
+	}
+	id := d.ID
+	return &id
+}
+
 // authorize checks that the team may send from e.From to its recipients
-// and returns the id of the sender domain (nil for the sandbox). A domain
-// must be the team's, of exactly the From domain (a subdomain is its own
-// domain), and verified or in temporary failure; a key limited to a
-// domain sends only from that domain. System email (SendOptions.System)
-// from the sandbox sender may go to anyone.
-func (s *Service) authorize(ctx context.Context, from Sender, e Email, system bool) (*uuid.UUID, error) {
-	domainID, err := s.authorizeSender(ctx, from, e.From, "from")
-	if err != nil || domainID != nil {
-		return domainID, err
+// and returns the sender domain (nil for the sandbox). A domain must be
+// the team's, of exactly the From domain (a subdomain is its own domain),
+// and verified or in temporary failure; a key limited to a domain sends
+// only from that domain. System email (SendOptions.System) from the
+// sandbox sender may go to anyone. known caches the domains the request
+// loaded (see authorizeSender).
+func (s *Service) authorize(ctx context.Context, from Sender, e Email, system bool, known senderDomains) (*store.Domain, error) {
+	d, err := s.authorizeSender(ctx, from, e.From, "from", known)
+	if err != nil || d != nil {
+		return d, err
 	}
 	return nil, s.authorizeSandbox(ctx, from, e, system)
 }
 
 // authorizeSender checks that the team may send as addr (the `from` field,
-// or an SMTP envelope sender) and returns the id of its domain, nil for the
-// sandbox sender.
-func (s *Service) authorizeSender(ctx context.Context, from Sender, addr Address, field string) (*uuid.UUID, error) {
+// or an SMTP envelope sender) and returns its domain, nil for the sandbox
+// sender. The domain is looked up in known first and stored there once
+// loaded; known may be nil (no cache).
+func (s *Service) authorizeSender(ctx context.Context, from Sender, addr Address, field string,
+	known senderDomains) (*store.Domain, error) {
 	if sandbox.IsDomain(addr.Domain) {
 		if from.DomainID != nil {
 			return nil, Errorf(KindForbidden, field,
@@ -287,14 +320,24 @@ func (s *Service) authorizeSender(ctx context.Context, from Sender, addr Address
 		}
 		return nil, nil
 	}
-	d, err := s.store.DomainByName(ctx, from.TeamID, strings.ToLower(addr.Domain))
-	if errors.Is(err, store.ErrNotFound) {
+	name := strings.ToLower(addr.Domain)
+	d, ok := known[name]
+	if !ok {
+		loaded, err := s.store.DomainByName(ctx, from.TeamID, name)
+		switch {
+		case err == nil:
+			d = &loaded
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, fmt.Errorf("checking domain %s: %w", addr.Domain, err)
+		}
+		if known != nil {
+			known[name] = d
+		}
+	}
+	if d == nil {
 		return nil, Errorf(KindForbidden, field,
 			"The %s domain is not verified. Add and verify your domain, or send from %s to test.",
 			addr.Domain, sandbox.Sender)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("checking domain %s: %w", addr.Domain, err)
 	}
 	if from.DomainID != nil && *from.DomainID != d.ID {
 		return nil, Errorf(KindForbidden, field,
@@ -305,7 +348,7 @@ func (s *Service) authorizeSender(ctx context.Context, from Sender, addr Address
 			"The %s domain is not verified (its status is %s). Publish its DNS records and verify it.",
 			addr.Domain, d.Status)
 	}
-	return &d.ID, nil
+	return d, nil
 }
 
 // AuthorizeSender checks that the team may send as addr (a broadcast's
@@ -321,11 +364,11 @@ func (s *Service) AuthorizeSender(ctx context.Context, from Sender, addr, field 
 		return "", nil, Errorf(KindInvalidParameter, field, "Invalid `%s` field. The email address needs to follow "+
 			"the `email@example.com` or `Name <email@example.com>` format.", field)
 	}
-	id, err := s.authorizeSender(ctx, from, a, field)
+	d, err := s.authorizeSender(ctx, from, a, field, nil)
 	if err != nil {
 		return "", nil, err
 	}
-	return strings.ToLower(a.Domain), id, nil
+	return strings.ToLower(a.Domain), domainID(d), nil
 }
 
 // checkPaused refuses (KindForbidden: 403 validation_error, SMTP 550
