@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"fmt"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -63,24 +62,7 @@ func newHealthEnv(t *testing.T) *env {
 func bounceUntilPaused(t *testing.T, st *store.Store, team uuid.UUID) {
 	t.Helper()
 	ctx := context.Background()
-	require.NoError(t, st.SetPlan(ctx, team, "50k"))
-	for i, status := range []string{"delivered", "delivered", "delivered", "bounced"} {
-		n := 30
-		if status == "bounced" {
-			n = 10
-		}
-		e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: team, From: "onboarding@posthaste.test",
-			FromDomain: "posthaste.test", Subject: "hi", LastEvent: status, CreatedAt: time.Now().Add(-time.Hour)}
-		for j := range n {
-			addr := fmt.Sprintf("r%d-%d@dest.test", i, j)
-			e.To = append(e.To, addr)
-			e.Recipients = append(e.Recipients, store.Recipient{Address: addr, Kind: "to", Domain: "dest.test", Status: status})
-		}
-		text := "hi"
-		e.Text = &text
-		_, err := st.Accept(ctx, store.Acceptance{Emails: []store.Email{e}})
-		require.NoError(t, err)
-	}
+	storetest.SeedOutcomes(t, st, team, map[string]int{"delivered": 90, "bounced": 10})
 	notices, err := st.EvaluateHealth(ctx, time.Now(), health.DefaultWindow, true)
 	require.NoError(t, err)
 	require.Len(t, notices, 1)

@@ -2,15 +2,14 @@ package smtpgw_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/health"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/storetest"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/smtpgw"
 )
@@ -33,24 +32,7 @@ func TestPausedTeamIsRefusedOverSMTP(t *testing.T) {
 	d := h.login(h.implicit)
 	d.cmd(250, "MAIL FROM:<bounces@example.test>")
 	d.cmd(250, "RCPT TO:<a@dest.test>")
-	require.NoError(t, h.st.SetPlan(ctx, h.team, "50k"))
-	for i, status := range []string{"delivered", "delivered", "delivered", "bounced"} {
-		n := 30
-		if status == "bounced" {
-			n = 10
-		}
-		e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: h.team, From: "news@example.test",
-			FromDomain: "example.test", Subject: "hi", LastEvent: status, CreatedAt: time.Now().Add(-time.Hour)}
-		for j := range n {
-			addr := fmt.Sprintf("r%d-%d@dest.test", i, j)
-			e.To = append(e.To, addr)
-			e.Recipients = append(e.Recipients, store.Recipient{Address: addr, Kind: "to", Domain: "dest.test", Status: status})
-		}
-		text := "hi"
-		e.Text = &text
-		_, err := h.st.Accept(ctx, store.Acceptance{Emails: []store.Email{e}})
-		require.NoError(t, err)
-	}
+	storetest.SeedOutcomes(t, h.st, h.team, map[string]int{"delivered": 90, "bounced": 10})
 	_, err := h.st.EvaluateHealth(ctx, time.Now(), health.DefaultWindow, true)
 	require.NoError(t, err)
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,8 +18,10 @@ import (
 )
 
 // healthMonitor evaluates every team's account health each interval
-// (store.EvaluateHealth) and tells the owners of a team whose rate crossed
-// its threshold, once per crossing, through the system mailer.
+// (store.EvaluateHealth, which stores a notice per crossing with the new
+// state) and then sends every pending notice to its team's owners through
+// the system mailer, so each crossing is told exactly once even when a
+// process dies or a send fails between the evaluation and the email.
 type healthMonitor struct {
 	cfg    config.Health
 	store  *store.Store
@@ -69,33 +72,89 @@ func (m *healthMonitor) run(ctx context.Context) {
 	}
 }
 
-// check evaluates once and sends the notices of the crossings found. A
-// notice that cannot be sent is logged, not retried: the crossing is
-// recorded and shown on the Metrics page either way.
+// pendingNoticeBatch bounds the notices one check sends; more wait for
+// the next interval.
+const pendingNoticeBatch = 100
+
+// check evaluates once, then sends every pending notice: those of this
+// evaluation and any left by an earlier check whose send failed or whose
+// process died before marking it sent. A notice that cannot be sent is
+// logged and stays pending for the next check.
 func (m *healthMonitor) check(ctx context.Context) error {
-	notices, err := m.store.EvaluateHealth(ctx, m.now(), m.cfg.Window, m.cfg.Pause)
+	crossed, err := m.store.EvaluateHealth(ctx, m.now(), m.cfg.Window, m.cfg.Pause)
 	if err != nil {
 		return err
 	}
-	for _, n := range notices {
+	for _, n := range crossed {
 		m.logger.Warn("account health threshold crossed", "team_id", n.TeamID, "metric", n.Crossing.Metric,
 			"rate", n.Crossing.Rate, "threshold", n.Crossing.Threshold, "paused", n.Crossing.Paused)
-		if m.mail == nil {
-			continue
-		}
-		if err := m.mail.HealthNotice(ctx, n); err != nil {
-			m.logger.Error("sending an account health notice", "team_id", n.TeamID, "err", err)
+	}
+	pending, err := m.store.PendingHealthNotices(ctx, pendingNoticeBatch)
+	if err != nil {
+		return err
+	}
+	for _, n := range pending {
+		if err := m.deliver(ctx, n); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			m.logger.Error("sending an account health notice", "team_id", n.TeamID, "notice_id", n.ID, "err", err)
 		}
 	}
 	return nil
 }
 
+// deliver sends one pending notice and marks it sent. Sending is
+// idempotent (the key is the notice's id), so a notice sent by a process
+// that died before marking it, or sent at the same time by another
+// process, is replayed instead of sent twice; marking twice is harmless.
+// Without a system mailer the notice is only logged (by check, when found)
+// and marked sent with no email.
+func (m *healthMonitor) deliver(ctx context.Context, n store.HealthNotice) error {
+	var emailID *uuid.UUID
+	if m.mail != nil {
+		id, err := m.mail.HealthNotice(ctx, n)
+		var serr *submit.Error
+		switch {
+		case errors.As(err, &serr) && serr.Kind == submit.KindIdempotencyInFlight:
+			// Another process is sending it now and will mark it.
+			m.logger.Debug("account health notice being sent by another process", "team_id", n.TeamID,
+				"notice_id", n.ID)
+			return nil
+		case errors.As(err, &serr) && serr.Kind == submit.KindIdempotencyMismatch:
+			// The key holds an email accepted (or, rarely, being accepted by
+			// another process) for this notice by an earlier attempt, before
+			// the owners or the system sender changed: the notice was sent.
+			// Left pending it would fail so until the key expires after 24
+			// hours and then go out twice.
+			m.logger.Warn("account health notice already sent with other recipients", "team_id", n.TeamID,
+				"notice_id", n.ID)
+		case err != nil:
+			return err
+		default:
+			emailID = id
+		}
+	}
+	return m.store.MarkHealthNoticeSent(ctx, n.ID, emailID)
+}
+
+// healthNoticeKey is the idempotency key of the email of a notice.
+func healthNoticeKey(id uuid.UUID) string {
+	return "health-notice/" + id.String()
+}
+
 // HealthNotice tells the team's owners that one of its rates crossed its
-// threshold, and whether its sending is now paused.
-func (m *systemMailer) HealthNotice(ctx context.Context, n store.HealthNotice) error {
+// threshold, and whether its sending is now paused, and returns the id of
+// the email; nil, and no error, when the team has no owners. The email is
+// sent with an idempotency key derived from n.ID and is built only from n
+// and the owners, so sending the same notice again within 24 hours returns
+// the first email instead of accepting another (a submit.Error of
+// KindIdempotencyMismatch if the owners changed in between, or
+// KindIdempotencyInFlight while another process is sending it).
+func (m *systemMailer) HealthNotice(ctx context.Context, n store.HealthNotice) (*uuid.UUID, error) {
 	owners, err := m.store.TeamOwners(ctx, n.TeamID)
 	if err != nil || len(owners) == 0 {
-		return err
+		return nil, err
 	}
 	x := n.Crossing
 	subject := fmt.Sprintf("Your %s rate is above %s", x.Metric, health.Percent(x.Threshold))
@@ -114,12 +173,13 @@ func (m *systemMailer) HealthNotice(ctx context.Context, n store.HealthNotice) e
 	} else {
 		text += "Remove addresses that bounce or complain from your lists, and send only to people who asked for your mail.\n"
 	}
-	id, err := m.send(ctx, n.TeamID, owners, subject, text)
+	key := healthNoticeKey(n.ID)
+	res, err := m.sendKeyed(ctx, n.TeamID, owners, subject, text, &key)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	m.logger.Info("account health notice sent", "team_id", n.TeamID, "email_id", id)
-	return nil
+	m.logger.Info("account health notice sent", "team_id", n.TeamID, "email_id", res.ID, "replayed", res.Replayed)
+	return &res.ID, nil
 }
 
 // adminHealth prints a team's account health; with resume it first lifts

@@ -51,19 +51,29 @@ func newSystemMailer(from string, st *store.Store, sub *submit.Service, logger *
 // send accepts one plain-text email; sandboxTeam is the team it is sent as
 // when the sender is the sandbox's.
 func (m *systemMailer) send(ctx context.Context, sandboxTeam uuid.UUID, to []string, subject, text string) (uuid.UUID, error) {
+	res, err := m.sendKeyed(ctx, sandboxTeam, to, subject, text, nil)
+	return res.ID, err
+}
+
+// sendKeyed is send with an idempotency key (nil: none): sending the same
+// email again with the key within 24 hours returns the first result,
+// Replayed, instead of accepting a second email.
+func (m *systemMailer) sendKeyed(ctx context.Context, sandboxTeam uuid.UUID, to []string, subject, text string,
+	key *string) (submit.SendResult, error) {
 	team := sandboxTeam
 	if !sandbox.IsDomain(m.domain) {
 		var err error
 		if team, err = m.store.SendableDomainTeam(ctx, m.domain); err != nil {
-			return uuid.Nil, fmt.Errorf("finding the verified domain of POSTHASTE_SYSTEM_FROM: %w", err)
+			return submit.SendResult{}, fmt.Errorf("finding the verified domain of POSTHASTE_SYSTEM_FROM: %w", err)
 		}
 	}
 	req := submit.SendRequest{From: m.from, To: to, Subject: &subject, Text: &text}
-	res, err := m.submit.SendWithOptions(ctx, submit.Sender{TeamID: team, KeyID: uuid.Nil}, req, submit.SendOptions{System: true})
+	res, err := m.submit.SendWithOptions(ctx, submit.Sender{TeamID: team, KeyID: uuid.Nil}, req,
+		submit.SendOptions{System: true, IdempotencyKey: key})
 	if err != nil {
-		return uuid.Nil, fmt.Errorf("sending %q: %w", subject, err)
+		return submit.SendResult{}, fmt.Errorf("sending %q: %w", subject, err)
 	}
-	return res.ID, nil
+	return res, nil
 }
 
 // SendMail implements dashboard.Mailer.

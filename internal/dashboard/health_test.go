@@ -2,7 +2,6 @@ package dashboard_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -10,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/health"
-	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/storetest"
 )
 
 // TestMetricsPageShowsAccountHealth: the Metrics page shows the team's
@@ -29,24 +28,7 @@ func TestMetricsPageShowsAccountHealth(t *testing.T) {
 	require.NotContains(t, page, `data-health-warning`)
 	require.NotContains(t, page, `id="health-paused"`)
 
-	require.NoError(t, f.store.SetPlan(ctx, team, "50k"))
-	for i, status := range []string{"delivered", "delivered", "delivered", "bounced"} {
-		n := 30
-		if status == "bounced" {
-			n = 10
-		}
-		e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: team, From: "onboarding@posthaste.test",
-			FromDomain: "posthaste.test", Subject: "hi", LastEvent: status, CreatedAt: time.Now().Add(-time.Hour)}
-		for j := range n {
-			addr := fmt.Sprintf("r%d-%d@dest.test", i, j)
-			e.To = append(e.To, addr)
-			e.Recipients = append(e.Recipients, store.Recipient{Address: addr, Kind: "to", Domain: "dest.test", Status: status})
-		}
-		text := "hi"
-		e.Text = &text
-		_, err := f.store.Accept(ctx, store.Acceptance{Emails: []store.Email{e}})
-		require.NoError(t, err)
-	}
+	storetest.SeedOutcomes(t, f.store, team, map[string]int{"delivered": 90, "bounced": 10})
 	_, page = get(t, c, f.srv.URL+"/dashboard/metrics")
 	require.Contains(t, page, `data-health-warning="bounce"`)
 	require.Contains(t, page, "Your bounce rate (10.00 %) is above the 4.00 % threshold.")

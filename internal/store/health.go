@@ -23,12 +23,18 @@ type TeamHealth struct {
 	ResumedAt *time.Time
 }
 
-// HealthNotice is a crossing found by EvaluateHealth, for the team's owners.
+// HealthNotice is a crossing found by EvaluateHealth, for the team's
+// owners. It is stored (table health_notice) with the state that records
+// the crossing and stays pending until MarkHealthNoticeSent.
 type HealthNotice struct {
-	TeamID   uuid.UUID
-	Window   time.Duration
-	Counts   health.Counts
-	Crossing health.Crossing
+	// ID names the notice; the monitor derives the idempotency key of its
+	// email from it, so a re-send replays the first email.
+	ID        uuid.UUID
+	TeamID    uuid.UUID
+	Window    time.Duration
+	Counts    health.Counts
+	Crossing  health.Crossing
+	CreatedAt time.Time // the evaluation that found the crossing
 }
 
 // HealthCounts counts the outcomes of the recipients of the team's emails
@@ -139,10 +145,12 @@ func (s *Store) SendingPause(ctx context.Context, teamID uuid.UUID) (*health.Pau
 
 // EvaluateHealth counts the outcomes of every team over the window that
 // ends at now, applies health.Evaluate to each team with email in the
-// window or a stored state, stores the new states and returns the
-// crossings found, to be told to the teams' owners. Evaluations serialise
-// on an advisory lock, so several processes may run them and each
-// crossing is returned by exactly one of them.
+// window or a stored state, and stores the new states together with one
+// pending notice per crossing found, in one transaction: a crossing is
+// never recorded without its notice, and the notice survives a crash
+// before it is sent (see PendingHealthNotices). It returns the notices it
+// stored. Evaluations serialise on an advisory lock, so several processes
+// may run them and each crossing is stored by exactly one of them.
 func (s *Store) EvaluateHealth(ctx context.Context, now time.Time, window time.Duration, pause bool) ([]HealthNotice, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -187,13 +195,80 @@ func (s *Store) EvaluateHealth(ctx context.Context, now time.Time, window time.D
 			return nil, err
 		}
 		for _, x := range crossed {
-			notices = append(notices, HealthNotice{TeamID: id, Window: window, Counts: c, Crossing: x})
+			n, err := insertHealthNotice(ctx, tx, HealthNotice{TeamID: id, Window: window, Counts: c, Crossing: x,
+				CreatedAt: now})
+			if err != nil {
+				return nil, err
+			}
+			notices = append(notices, n)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("storing team health: %w", mapErr(err))
 	}
 	return notices, nil
+}
+
+// insertHealthNotice stores n as pending with a new id and returns it as
+// stored.
+func insertHealthNotice(ctx context.Context, tx pgx.Tx, n HealthNotice) (HealthNotice, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return HealthNotice{}, fmt.Errorf("making health notice id: %w", err)
+	}
+	n.ID = id
+	x := n.Crossing
+	err = tx.QueryRow(ctx, `INSERT INTO health_notice (id, team_id, metric, rate, threshold, paused, window_seconds,
+			delivered, bounced, complained, created_at)
+		VALUES (@id, @team, @metric, @rate, @threshold, @paused, @window, @delivered, @bounced, @complained, @now)
+		RETURNING created_at`,
+		pgx.NamedArgs{"id": n.ID, "team": n.TeamID, "metric": string(x.Metric), "rate": x.Rate, "threshold": x.Threshold,
+			"paused": x.Paused, "window": int64(n.Window / time.Second), "delivered": n.Counts.Delivered,
+			"bounced": n.Counts.Bounced, "complained": n.Counts.Complained, "now": n.CreatedAt}).Scan(&n.CreatedAt)
+	if err != nil {
+		return HealthNotice{}, fmt.Errorf("storing a health notice for team %s: %w", n.TeamID, mapErr(err))
+	}
+	n.CreatedAt = n.CreatedAt.UTC()
+	return n, nil
+}
+
+// PendingHealthNotices returns up to limit notices not yet marked sent,
+// oldest first, of every team. Several processes may read the same ones:
+// senders make sending one idempotent (its id gives the key) and marking
+// it twice is harmless.
+func (s *Store) PendingHealthNotices(ctx context.Context, limit int) ([]HealthNotice, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, team_id, metric, rate, threshold, paused, window_seconds,
+			delivered, bounced, complained, created_at
+		FROM health_notice WHERE sent_at IS NULL ORDER BY created_at, id LIMIT @limit`, pgx.NamedArgs{"limit": limit})
+	if err != nil {
+		return nil, fmt.Errorf("loading pending health notices: %w", mapErr(err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (HealthNotice, error) {
+		var n HealthNotice
+		var windowS int64
+		err := row.Scan(&n.ID, &n.TeamID, &n.Crossing.Metric, &n.Crossing.Rate, &n.Crossing.Threshold,
+			&n.Crossing.Paused, &windowS, &n.Counts.Delivered, &n.Counts.Bounced, &n.Counts.Complained, &n.CreatedAt)
+		n.Window, n.CreatedAt = time.Duration(windowS)*time.Second, n.CreatedAt.UTC()
+		return n, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("loading pending health notices: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// MarkHealthNoticeSent records that the notice was sent as the email
+// emailID (nil: none was, e.g. the team has no owners) so that it is no
+// longer pending. Marking a notice already marked (by another process
+// that sent it too, under the same idempotency key) or deleted with its
+// team changes nothing and is not an error; the first mark is kept.
+func (s *Store) MarkHealthNoticeSent(ctx context.Context, id uuid.UUID, emailID *uuid.UUID) error {
+	_, err := s.pool.Exec(ctx, `UPDATE health_notice SET sent_at = now(), email_id = @email
+		WHERE id = @id AND sent_at IS NULL`, pgx.NamedArgs{"id": id, "email": emailID})
+	if err != nil {
+		return fmt.Errorf("marking health notice %s sent: %w", id, mapErr(err))
+	}
+	return nil
 }
 
 func upsertTeamHealth(ctx context.Context, tx pgx.Tx, team uuid.UUID, now time.Time, window time.Duration,

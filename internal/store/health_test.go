@@ -58,6 +58,14 @@ func TestEvaluateHealth(t *testing.T) {
 
 	notices, err := st.EvaluateHealth(ctx, now, health.DefaultWindow, false)
 	require.NoError(t, err)
+	pending, err := st.PendingHealthNotices(ctx, 100)
+	require.NoError(t, err)
+	require.ElementsMatch(t, notices, pending, "each crossing is stored as a pending notice")
+	for i, n := range notices {
+		require.NotEqual(t, uuid.Nil, n.ID)
+		require.Equal(t, now, n.CreatedAt)
+		notices[i].ID, notices[i].CreatedAt = uuid.Nil, time.Time{}
+	}
 	require.ElementsMatch(t, []store.HealthNotice{
 		{TeamID: bouncy, Window: health.DefaultWindow, Counts: health.Counts{Delivered: 95, Bounced: 5},
 			Crossing: health.Crossing{Metric: health.Bounce, Rate: 0.05, Threshold: 0.04}},
@@ -93,6 +101,10 @@ func TestEvaluateHealth(t *testing.T) {
 	require.Len(t, notices, 1)
 	require.Equal(t, bouncy, notices[0].TeamID)
 	require.True(t, notices[0].Crossing.Paused)
+	pending, err = st.PendingHealthNotices(ctx, 100)
+	require.NoError(t, err)
+	require.Len(t, pending, 3, "nothing marked the first two sent")
+	require.Equal(t, notices[0], pending[2], "oldest first")
 	p, err = st.SendingPause(ctx, bouncy)
 	require.NoError(t, err)
 	require.Equal(t, &health.Pause{Metric: health.Bounce, Rate: 25.0 / 220, Threshold: 0.04, Window: health.DefaultWindow,
@@ -130,4 +142,56 @@ func TestEvaluateHealth(t *testing.T) {
 
 	_, err = st.TeamHealth(ctx, uuid.New())
 	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// TestHealthNoticePending: notices stay pending, across evaluations,
+// until marked sent; marking again, or an unknown notice, is harmless;
+// retention drops them 30 days after their crossing, sent or not.
+func TestHealthNoticePending(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	a, b := newTeam(t, st), newTeam(t, st)
+	for _, team := range []uuid.UUID{a, b} {
+		require.NoError(t, st.SetPlan(ctx, team, "50k"))
+		sendOutcomes(t, st, team, now.Add(-time.Hour), map[string]int{"delivered": 90, "bounced": 10})
+	}
+	notices, err := st.EvaluateHealth(ctx, now, health.DefaultWindow, true)
+	require.NoError(t, err)
+	require.Len(t, notices, 2)
+	_, err = st.EvaluateHealth(ctx, now.Add(time.Minute), health.DefaultWindow, true)
+	require.NoError(t, err)
+
+	pending, err := st.PendingHealthNotices(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, pending, 1, "limit")
+	pending, err = st.PendingHealthNotices(ctx, 10)
+	require.NoError(t, err)
+	require.ElementsMatch(t, notices, pending, "a later evaluation adds no notice and leaves the pending ones")
+	for _, n := range pending {
+		require.True(t, n.Crossing.Paused)
+		require.Equal(t, health.Counts{Delivered: 90, Bounced: 10}, n.Counts)
+		require.Equal(t, health.DefaultWindow, n.Window)
+	}
+
+	emailID := uuid.Must(uuid.NewV7())
+	require.NoError(t, st.MarkHealthNoticeSent(ctx, pending[0].ID, &emailID))
+	require.NoError(t, st.MarkHealthNoticeSent(ctx, pending[0].ID, nil), "marking twice is harmless")
+	require.NoError(t, st.MarkHealthNoticeSent(ctx, uuid.New(), nil), "an unknown notice is not an error")
+	left, err := st.PendingHealthNotices(ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, []store.HealthNotice{pending[1]}, left)
+
+	// Retention: kept 30 days after the crossing, then dropped sent or
+	// not (the other one is still pending).
+	_, err = st.PurgeExpired(ctx, now.Add(29*24*time.Hour), 100)
+	require.NoError(t, err)
+	left, err = st.PendingHealthNotices(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+	_, err = st.PurgeExpired(ctx, now.Add(31*24*time.Hour), 100)
+	require.NoError(t, err)
+	left, err = st.PendingHealthNotices(ctx, 10)
+	require.NoError(t, err)
+	require.Empty(t, left)
 }
