@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -630,55 +629,83 @@ func runProcess(t *testing.T, env map[string]string, args string) (string, int) 
 	return string(out), code
 }
 
-// startProcess starts a long-running subcommand, waits for a line that
-// contains ready, and stops it with SIGTERM at cleanup, checking it exits 0.
-func startProcess(t *testing.T, env map[string]string, args, ready string) {
+// testProcess is a long-running subcommand started by startProcess; the
+// test may stop it before its end.
+type testProcess struct {
+	args  string
+	env   map[string]string
+	cmd   *exec.Cmd
+	out   *readyWriter
+	done  chan error // Wait's result, once
+	ended bool
+}
+
+// startProcess starts args with env, waits for an output line that
+// contains ready, and stops the process at cleanup unless the test did.
+func startProcess(t *testing.T, env map[string]string, args, ready string) *testProcess {
 	t.Helper()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(processEnv(env, args), "POSTHASTE_LOG_LEVEL=info")
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	cmd.Stderr = cmd.Stdout
-	require.NoError(t, cmd.Start())
-	lines := make(chan string, 100)
-	var logMu sync.Mutex
-	var log strings.Builder
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			logMu.Lock()
-			log.WriteString(sc.Text() + "\n")
-			logMu.Unlock()
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-		close(lines)
-	}()
-	timeout := time.After(60 * time.Second)
-	for found := false; !found; {
-		select {
-		case l, ok := <-lines:
-			require.True(t, ok, "%s exited before ready", args)
-			found = strings.Contains(l, ready)
-		case <-timeout:
-			t.Fatalf("%s not ready", args)
-		}
+	p := &testProcess{args: args, env: env, out: &readyWriter{want: ready, ready: make(chan struct{})},
+		done: make(chan error, 1)}
+	p.cmd = exec.Command(os.Args[0])
+	p.cmd.Env = append(processEnv(env, args), "POSTHASTE_LOG_LEVEL=info")
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	require.NoError(t, p.cmd.Start())
+	go func() { p.done <- p.cmd.Wait() }()
+	select {
+	case <-p.out.ready:
+	case err := <-p.done:
+		t.Fatalf("%s exited before it was ready (%v):\n%s", args, err, p.out.String())
+	case <-time.After(60 * time.Second):
+		_ = p.cmd.Process.Kill()
+		t.Fatalf("%s not ready within 60 s:\n%s", args, p.out.String())
 	}
-	t.Cleanup(func() {
-		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			logMu.Lock()
-			defer logMu.Unlock()
-			require.NoError(t, err, "%s did not exit cleanly:\n%s", args, log.String())
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Errorf("%s did not stop within 15 s", args)
-		}
-	})
+	t.Cleanup(func() { p.stop(t) })
+	return p
+}
+
+// stop sends SIGTERM and checks that the process exits 0 within 15 s.
+// Stopping a stopped process does nothing.
+func (p *testProcess) stop(t *testing.T) {
+	t.Helper()
+	if p.ended {
+		return
+	}
+	p.ended = true
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-p.done:
+		require.NoError(t, err, "%s did not exit cleanly:\n%s", p.args, p.out.String())
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		t.Fatalf("%s did not stop within 15 s:\n%s", p.args, p.out.String())
+	}
+}
+
+// readyWriter keeps a process's output and closes ready once the output
+// contains want.
+type readyWriter struct {
+	mu    sync.Mutex
+	b     strings.Builder
+	want  string
+	ready chan struct{}
+	seen  bool
+}
+
+var _ io.Writer = (*readyWriter)(nil)
+
+func (w *readyWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b.Write(p)
+	if !w.seen && strings.Contains(w.b.String(), w.want) {
+		w.seen = true
+		close(w.ready)
+	}
+	return len(p), nil
+}
+
+func (w *readyWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
