@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,6 +40,7 @@ const (
 	LoadBatchName       = "LoadBatch"
 	RecordEventsName    = "RecordEvents"
 	DeliverName         = "Deliver"
+	DeliverLocalName    = "DeliverLocal"
 	CheckDomainName     = "CheckDomain"
 	SetDomainStatusName = "SetDomainStatus"
 )
@@ -115,6 +117,11 @@ type Config struct {
 	// same key. When it is nil and Keys is set, New derives it from Keys;
 	// with neither, no mail is tracked.
 	TrackingKey []byte
+	// LocalRegions are the delivery regions whose queues the workflow
+	// worker running these activities also serves: Prepare lets the
+	// workflow make the first delivery attempt of their groups a local
+	// activity (DeliveryGroup.Local). Set by WithLocalDelivery.
+	LocalRegions []string
 	// BroadcastRate is the emails a second each team's broadcasts hand to
 	// the send path (POSTHASTE_BROADCAST_RATE); 0 → DefaultBroadcastRate.
 	BroadcastRate float64
@@ -157,6 +164,22 @@ func New(cfg Config, st *store.Store, d Deliverer, metrics *telemetry.Metrics, l
 		logger: logger.With("component", "activities"), now: now}
 }
 
+// WithLocalDelivery returns activities that differ from a only in that
+// Prepare lets the first delivery attempt of groups of the given regions
+// run as a local activity (Config.LocalRegions). A worker that runs
+// workflows and serves those regions' delivery queues registers them on
+// its workflow queue; a process that does not deliver (no Deliverer)
+// never delivers locally.
+func (a *Activities) WithLocalDelivery(regions []string) *Activities {
+	b := *a
+	if a.mta != nil {
+		b.cfg.LocalRegions = slices.Clone(regions)
+	} else {
+		b.cfg.LocalRegions = nil
+	}
+	return &b
+}
+
 // record stores events and counts them.
 func (a *Activities) record(ctx context.Context, id uuid.UUID, evs []store.Event) error {
 	if err := a.store.RecordEvents(ctx, id, evs); err != nil {
@@ -185,8 +208,12 @@ type SandboxRecipient struct {
 
 // DeliveryGroup is the recipients of one domain, delivered together.
 type DeliveryGroup struct {
-	Domain     string
-	Region     string // delivery region of the sender domain: the task queue of Deliver
+	Domain string
+	Region string // delivery region of the sender domain: the task queue of Deliver
+	// Local: the workflow's worker serves Region's delivery queue, so the
+	// first delivery attempt may run as a local activity (DeliverLocal).
+	// False in histories from before it.
+	Local      bool   `json:",omitempty"`
 	TLS        string // TLS mode of the sender domain
 	ReturnPath string // envelope sender (VERP)
 	Recipients []string
@@ -314,7 +341,8 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		if !ok {
 			i = len(res.Groups)
 			groups[r.Domain] = i
-			res.Groups = append(res.Groups, DeliveryGroup{Domain: r.Domain, Region: region, TLS: tls, ReturnPath: rp})
+			res.Groups = append(res.Groups, DeliveryGroup{Domain: r.Domain, Region: region, TLS: tls, ReturnPath: rp,
+				Local: slices.Contains(a.cfg.LocalRegions, region)})
 		}
 		res.Groups[i].Recipients = append(res.Groups[i].Recipients, r.Address)
 	}

@@ -25,6 +25,16 @@ type DeliverInput struct {
 	Recipients []string
 	TLS        string
 	ReturnPath string // "" in histories from before domains: the sandbox return path
+	// Region is the sender domain's delivery region (DeliveryGroup.Region);
+	// DeliverLocal delivers only when its worker serves it. "" in histories
+	// from before DeliverLocal.
+	Region string `json:",omitempty"`
+	// Answered are final outcomes that an earlier attempt run as a local
+	// activity (DeliverLocal) got from the MX but could not record: Deliver
+	// records them and does not send to those recipients again, as it
+	// does with its heartbeat details. Nil in histories from before
+	// DeliverLocal.
+	Answered []DeliverOutcome `json:",omitempty"`
 }
 
 // DeliverProgress is Deliver's heartbeat details: the final outcomes
@@ -88,9 +98,6 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("bad email id", ErrTypePermanent, err)
 	}
-	if a.mta == nil {
-		return fmt.Errorf("this process does not deliver mail")
-	}
 	var prog DeliverProgress
 	if activity.HasHeartbeatDetails(ctx) {
 		if err := activity.GetHeartbeatDetails(ctx, &prog); err != nil {
@@ -99,16 +106,46 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
 			prog = DeliverProgress{}
 		}
 	}
+	// The heartbeat details of a later attempt carry the answers given to
+	// the local attempt again (they started the first attempt's progress).
+	prog.Outcomes = mergeOutcomes(prog.Outcomes, in.Answered)
+	_, err = a.deliver(ctx, id, in, prog)
+	return err
+}
+
+// mergeOutcomes adds to outcomes those of more whose recipient has none
+// there.
+func mergeOutcomes(outcomes, more []DeliverOutcome) []DeliverOutcome {
+	have := make(map[string]bool, len(outcomes))
+	for _, o := range outcomes {
+		have[o.Rcpt] = true
+	}
+	for _, o := range more {
+		if !have[o.Rcpt] {
+			outcomes = append(slices.Clip(outcomes), o)
+			have[o.Rcpt] = true
+		}
+	}
+	return outcomes
+}
+
+// deliver is one attempt of Deliver or DeliverLocal, starting from the
+// final outcomes of earlier attempts (prog). It returns prog with the
+// final outcomes this attempt got added, recorded in PostgreSQL or not.
+func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in DeliverInput, prog DeliverProgress) (DeliverProgress, error) {
+	if a.mta == nil {
+		return prog, fmt.Errorf("this process does not deliver mail")
+	}
 	e, err := a.store.EmailForBuild(ctx, id)
 	if err != nil {
-		return err
+		return prog, err
 	}
 	answered := make(map[string]bool, len(prog.Outcomes))
 	if len(prog.Outcomes) > 0 {
 		// An earlier attempt got these answers and may not have recorded
 		// them; recording is idempotent.
 		if err := a.recordOutcomes(ctx, e, prog.Outcomes); err != nil {
-			return err
+			return prog, err
 		}
 		for _, o := range prog.Outcomes {
 			answered[o.Rcpt] = true
@@ -121,11 +158,11 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
 		}
 	}
 	if len(pending) == 0 {
-		return nil
+		return prog, nil
 	}
 	data, err := a.store.Message(ctx, id)
 	if err != nil {
-		return fmt.Errorf("loading message of %s: %w", id, err)
+		return prog, fmt.Errorf("loading message of %s: %w", id, err)
 	}
 	from := in.ReturnPath
 	if from == "" {
@@ -140,10 +177,10 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
 	var msgs map[string][]byte // per recipient, for mail sent with a topic or tracked
 	if perRecipient(e) {
 		if msgs, err = a.recipientMessages(ctx, e, data, pending); err != nil {
-			return err
+			return prog, err
 		}
 	} else if msgs, err = a.trackedMessages(ctx, e, data, pending); err != nil {
-		return err
+		return prog, err
 	}
 	hb := newHeartbeats(ctx, activity.GetInfo(ctx).HeartbeatTimeout, prog)
 	stop := hb.keepAlive()
@@ -192,24 +229,86 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
 	if final {
 		// The resend window closes here, before PostgreSQL is written.
 		if err := hb.record(prog); err != nil {
-			return err
+			return prog, err
 		}
 	}
-	a.cfg.Crash.At(faults.AfterData)
+	// A local attempt has no heartbeat: PostgreSQL is the first place
+	// that holds its answers, so its crash point comes after it.
+	local := activity.GetInfo(ctx).IsLocalActivity
+	if !local {
+		a.cfg.Crash.At(faults.AfterData)
+	}
 	if err := a.recordOutcomes(ctx, e, outcomes); err != nil {
-		return err
+		return prog, err
+	}
+	if local {
+		a.cfg.Crash.At(faults.AfterData)
 	}
 	if len(deferred) > 0 {
 		a.logger.Info("delivery deferred", "email_id", in.EmailID, "rcpt_domain", in.Domain,
 			"attempt", activity.GetInfo(ctx).Attempt, "smtp_code", deferred[0].Code)
-		return fmt.Errorf("%d of %d recipients deferred: %s", len(deferred), len(results), replyText(deferred[0]))
+		return prog, fmt.Errorf("%d of %d recipients deferred: %s", len(deferred), len(results), replyText(deferred[0]))
 	}
 	if len(refused) > 0 {
 		// Every recipient of a domain takes the same route: they are all
 		// refused. The workflow ends them failed with this reason.
-		return a.classify(&refusedError{refused[0].Message})
+		return prog, a.classify(&refusedError{refused[0].Message})
 	}
-	return nil
+	return prog, nil
+}
+
+// DeliverLocalResult is the result of DeliverLocal.
+type DeliverLocalResult struct {
+	// Done: every recipient of the group has its final outcome recorded.
+	Done bool
+	// Retry says why the attempt did not finish, when it did not.
+	Retry string
+	// Answered are the final outcomes the attempt got from the MX, for
+	// the regular Deliver that takes over to record without sending again
+	// (DeliverInput.Answered); set when the attempt did not finish.
+	Answered []DeliverOutcome
+}
+
+// localMargin is how long before its timeout DeliverLocal stops delivering.
+const localMargin = 20 * time.Second
+
+// DeliverLocal is the first attempt of a delivery, run as a local activity
+// by a workflow worker that also serves the sender domain's region (see
+// DeliveryGroup.Local): it saves the regular activity's round trip through
+// the Temporal server. It delivers as Deliver does, except that a local
+// activity has no heartbeat (the SDK drops RecordHeartbeat and offers no
+// details): the MX's final answers first reach PostgreSQL, and when an
+// attempt cannot finish (a deferral, a database error) they come back in
+// the result, which the workflow records in its history and hands to the
+// regular Deliver that retries the group. Only a permanent error is
+// returned as an error; the workflow then handles it as Deliver's.
+func (a *Activities) DeliverLocal(ctx context.Context, in DeliverInput) (DeliverLocalResult, error) {
+	id, err := uuid.Parse(in.EmailID)
+	if err != nil {
+		return DeliverLocalResult{}, temporal.NewNonRetryableApplicationError("bad email id", ErrTypePermanent, err)
+	}
+	if !slices.Contains(a.cfg.LocalRegions, in.Region) {
+		// Prepare ran on a worker that serves the region, and this one,
+		// which took the workflow over, does not: the regular Deliver
+		// delivers on the region's queue.
+		return DeliverLocalResult{Retry: fmt.Sprintf("this worker does not serve region %q", in.Region)}, nil
+	}
+	// The attempt ends localMargin before its timeout, so that answers it
+	// got come back in its result: an attempt that times out returns only
+	// the timeout.
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl.Add(-localMargin))
+		defer cancel()
+	}
+	prog, err := a.deliver(ctx, id, in, DeliverProgress{Outcomes: in.Answered})
+	if err == nil {
+		return DeliverLocalResult{Done: true}, nil
+	}
+	if _, ok := PermanentReason(err); ok {
+		return DeliverLocalResult{}, err
+	}
+	return DeliverLocalResult{Retry: err.Error(), Answered: prog.Outcomes}, nil
 }
 
 // recordOutcomes records the events of outcomes and suppresses the

@@ -239,3 +239,142 @@ func TestDeliverToPrivateMXFailsTheEmail(t *testing.T) {
 	}
 	require.Equal(t, map[string]any{"a@dest.test": reason, "b@dest.test": reason}, failed)
 }
+
+// TestDeliverLocalHandsUnrecordedAnswersToTheFallback covers the resend
+// window of local-first delivery through the real SendEmail workflow: the
+// local first attempt (DeliverLocal), which has no heartbeat, loses its
+// database after the MX accepted the message; its result carries the MX's
+// answers, and the regular Deliver that takes over on the region's queue
+// records them without sending again.
+func TestDeliverLocalHandsUnrecordedAnswersToTheFallback(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	open := func() *store.Store {
+		st, err := store.Open(ctx, store.Config{URL: url})
+		require.NoError(t, err)
+		t.Cleanup(st.Close)
+		return st
+	}
+	st := open()
+	require.NoError(t, st.Migrate(ctx))
+	lost := open() // the local attempt's database, lost while the MX answers
+
+	mx, client := destMX(t, smtptest.Options{
+		Rcpt: func(rcpt string, n int) error {
+			if strings.HasPrefix(rcpt, "gone@") {
+				return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "user unknown"}
+			}
+			return nil
+		},
+		Data: func(rcpts []string, n int) error {
+			lost.Close()
+			return nil
+		},
+	})
+	rcpts := []string{"a@dest.test", "b@dest.test", "gone@dest.test"}
+	e := insertEmail(t, st, rcpts...)
+	regions := []string{activities.DefaultRegion}
+	acts := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil).WithLocalDelivery(regions)
+	lostActs := activities.New(activities.Config{Hostname: "out.example"}, lost, client, nil, nil).WithLocalDelivery(regions)
+
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
+	env.RegisterWorkflowWithOptions(workflows.SendEmail, workflow.RegisterOptions{Name: workflows.SendEmailName})
+	for name, fn := range map[string]any{
+		activities.PrepareName: acts.Prepare, activities.RecordEventsName: acts.RecordEvents,
+		activities.DeliverName: acts.Deliver, activities.FailEmailName: acts.FailEmail,
+		activities.DeliverLocalName: lostActs.DeliverLocal,
+	} {
+		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+	var (
+		mu       sync.Mutex
+		started  []string
+		answered []activities.DeliverOutcome
+	)
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+		if info.ActivityType.Name != activities.DeliverName {
+			return
+		}
+		var in activities.DeliverInput
+		require.NoError(t, args.Get(&in))
+		mu.Lock()
+		defer mu.Unlock()
+		started = append(started, info.ActivityType.Name)
+		answered = in.Answered
+	})
+	var localRuns int
+	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+		if info.ActivityType.Name == activities.DeliverLocalName {
+			mu.Lock()
+			defer mu.Unlock()
+			localRuns++
+		}
+	})
+	env.ExecuteWorkflow(workflows.SendEmailName, workflows.SendEmailInput{EmailID: e.ID.String(),
+		Delivery: workflows.DeliveryPolicy{Initial: time.Second, Backoff: 2, Max: time.Minute, Expire: time.Hour}})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 1, localRuns, "one local attempt")
+	require.Equal(t, []string{activities.DeliverName}, started, "one regular attempt took over")
+	got := map[string]string{}
+	for _, o := range answered {
+		got[o.Rcpt] = o.Status
+	}
+	require.Equal(t, map[string]string{"a@dest.test": "delivered", "b@dest.test": "delivered", "gone@dest.test": "bounced"},
+		got, "the local attempt's answers reached the regular Deliver")
+	require.Len(t, mx.Messages(), 1, "the MX received the message once")
+	require.Equal(t, map[string]string{"a@dest.test": "delivered", "b@dest.test": "delivered", "gone@dest.test": "bounced"},
+		recipientStatus(t, st, e))
+	sp, err := st.SuppressionByEmail(ctx, e.TeamID, "gone@dest.test")
+	require.NoError(t, err)
+	require.Equal(t, e.ID, *sp.EmailID)
+}
+
+// TestDeliverLocalDeliversOnlyForServedRegions: Prepare marks a group
+// local only when the worker serves the sender domain's region, and
+// DeliverLocal of a worker that does not serve it (one that took a
+// workflow over from another) sends nothing and hands the group to the
+// regular Deliver. Without a Deliverer nothing is ever local.
+func TestDeliverLocalDeliversOnlyForServedRegions(t *testing.T) {
+	st := storetest.New(t)
+	mx, client := destMX(t, smtptest.Options{})
+	e := insertEmail(t, st, "a@dest.test")
+	base := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil)
+
+	res, err := run[activities.PrepareInput, activities.PrepareResult](t, base.WithLocalDelivery([]string{"eu-west-1"}).Prepare,
+		activities.PrepareInput{EmailID: e.ID.String()})
+	require.NoError(t, err)
+	require.Len(t, res.Groups, 1)
+	require.Equal(t, activities.DefaultRegion, res.Groups[0].Region)
+	require.False(t, res.Groups[0].Local, "the worker does not serve the group's region")
+
+	res, err = run[activities.PrepareInput, activities.PrepareResult](t,
+		activities.New(activities.Config{Hostname: "out.example"}, st, nil, nil, nil).WithLocalDelivery([]string{activities.DefaultRegion}).Prepare,
+		activities.PrepareInput{EmailID: e.ID.String()})
+	require.NoError(t, err)
+	require.False(t, res.Groups[0].Local, "a process that does not deliver")
+
+	res, err = run[activities.PrepareInput, activities.PrepareResult](t, base.WithLocalDelivery([]string{activities.DefaultRegion}).Prepare,
+		activities.PrepareInput{EmailID: e.ID.String()})
+	require.NoError(t, err)
+	require.True(t, res.Groups[0].Local)
+
+	in := activities.DeliverInput{EmailID: e.ID.String(), Domain: "dest.test", Region: activities.DefaultRegion,
+		TLS: "opportunistic", Recipients: []string{"a@dest.test"}}
+	out, err := run[activities.DeliverInput, activities.DeliverLocalResult](t, base.WithLocalDelivery([]string{"eu-west-1"}).DeliverLocal, in)
+	require.NoError(t, err)
+	require.False(t, out.Done)
+	require.Contains(t, out.Retry, "does not serve region")
+	require.Zero(t, mx.Connections())
+
+	out, err = run[activities.DeliverInput, activities.DeliverLocalResult](t, base.WithLocalDelivery([]string{activities.DefaultRegion}).DeliverLocal, in)
+	require.NoError(t, err)
+	require.True(t, out.Done)
+	require.Len(t, mx.Messages(), 1)
+	require.Equal(t, map[string]string{"a@dest.test": "delivered"}, recipientStatus(t, st, e))
+}

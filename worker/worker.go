@@ -61,15 +61,6 @@ func New(c client.Client, acts *activities.Activities, cfg Config, logger *slog.
 	if stop <= 0 {
 		stop = DefaultStopTimeout
 	}
-	if cfg.Workflows {
-		main := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
-			MaxConcurrentWorkflowTaskPollers:        4,
-			MaxConcurrentLocalActivityExecutionSize: 256,
-			WorkerStopTimeout:                       stop,
-		})
-		Register(main, acts)
-		w.workers = append(w.workers, main)
-	}
 	regions := cfg.Regions
 	if len(regions) == 0 {
 		regions = domains.Regions
@@ -78,6 +69,20 @@ func New(c client.Client, acts *activities.Activities, cfg Config, logger *slog.
 		if !domains.ValidRegion(r) {
 			return nil, fmt.Errorf("unknown region %q (known: %v)", r, domains.Regions)
 		}
+	}
+	if cfg.Workflows {
+		main := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
+			MaxConcurrentWorkflowTaskPollers:        4,
+			MaxConcurrentLocalActivityExecutionSize: 256,
+			WorkerStopTimeout:                       stop,
+		})
+		// This worker serves the delivery queues of regions too: its
+		// workflows make the first delivery attempt of those regions'
+		// groups a local activity (activities.DeliverLocal).
+		Register(main, acts.WithLocalDelivery(regions))
+		w.workers = append(w.workers, main)
+	}
+	for _, r := range regions {
 		dw := sdkworker.New(c, workflows.DeliverTaskQueue(r), sdkworker.Options{
 			MaxConcurrentActivityExecutionSize: 64,
 			WorkerStopTimeout:                  stop,
@@ -97,6 +102,7 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterActivityWithOptions(acts.LoadBatch, activity.RegisterOptions{Name: activities.LoadBatchName})
 	r.RegisterActivityWithOptions(acts.RecordEvents, activity.RegisterOptions{Name: activities.RecordEventsName})
 	r.RegisterActivityWithOptions(acts.FailEmail, activity.RegisterOptions{Name: activities.FailEmailName})
+	r.RegisterActivityWithOptions(acts.DeliverLocal, activity.RegisterOptions{Name: activities.DeliverLocalName})
 	r.RegisterWorkflowWithOptions(workflows.VerifyDomain, workflow.RegisterOptions{Name: workflows.VerifyDomainName})
 	r.RegisterActivityWithOptions(acts.CheckDomain, activity.RegisterOptions{Name: activities.CheckDomainName})
 	r.RegisterActivityWithOptions(acts.SetDomainStatus, activity.RegisterOptions{Name: activities.SetDomainStatusName})

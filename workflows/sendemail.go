@@ -3,6 +3,7 @@ package workflows
 import (
 	"cmp"
 	"errors"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -58,7 +59,9 @@ type Wake struct {
 // and stores the message (recording `sent`), simulates the sandbox
 // recipients, delivers to the other recipients' domains in parallel, one
 // Deliver activity per domain on the queue of the sender domain's region,
-// and records every outcome. PostgreSQL holds the truth about the
+// and records every outcome. When this workflow's worker serves that
+// region itself, the first attempt of a domain runs as a local activity
+// instead (see deliverLocalFirst). PostgreSQL holds the truth about the
 // schedule: a WakeSignal cuts a wait short, and Prepare, which claims the
 // email, reports a time moved later so the wait starts again.
 func SendEmail(ctx workflow.Context, in SendEmailInput) error {
@@ -89,9 +92,15 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 	if prep.Skip {
 		return nil
 	}
+	local := workflow.DefaultVersion
+	if slices.ContainsFunc(prep.Groups, func(g activities.DeliveryGroup) bool { return g.Local }) {
+		// Histories recorded before local-first delivery have no group
+		// with Local set, and no marker: they never reach this call.
+		local = workflow.GetVersion(ctx, localDeliverChange, workflow.DefaultVersion, localDeliverVersion)
+	}
 	futures := make([]workflow.Future, len(prep.Groups))
 	for i, g := range prep.Groups {
-		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		opts := workflow.ActivityOptions{
 			TaskQueue:              DeliverTaskQueue(g.Region),
 			StartToCloseTimeout:    30 * time.Minute,
 			ScheduleToCloseTimeout: delivery.Expire,
@@ -105,10 +114,16 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 				MaximumInterval:        delivery.Max,
 				NonRetryableErrorTypes: []string{activities.ErrTypePermanent},
 			},
-		})
-		futures[i] = workflow.ExecuteActivity(actx, a.Deliver, activities.DeliverInput{
+		}
+		in := activities.DeliverInput{
 			EmailID: emailID, Domain: g.Domain, Recipients: g.Recipients, TLS: g.TLS, ReturnPath: g.ReturnPath,
-		})
+		}
+		if local == localDeliverVersion && g.Local {
+			in.Region = g.Region
+			futures[i] = deliverLocalFirst(ctx, in, opts, delivery.Initial)
+			continue
+		}
+		futures[i] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.Deliver, in)
 	}
 	var events []activities.EventInput
 	for _, r := range prep.Sandbox {
@@ -158,6 +173,69 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 		}).Get(ctx, nil)
 	}
 	return nil
+}
+
+// localDeliverChange is the workflow.GetVersion change id of local-first
+// delivery; localDeliverVersion is the version that makes it.
+const (
+	localDeliverChange  = "local-first-deliver"
+	localDeliverVersion = workflow.Version(1)
+)
+
+// LocalDeliverTimeout bounds the local first attempt of a delivery. Nearly
+// every delivery takes seconds; while a local activity runs the SDK keeps
+// the workflow task alive by completing it and asking for a new one every
+// few seconds (a few history events each time), so a few minutes bound that
+// cost, while an MX slow enough to need the RFC 5321 timeouts (up to ten
+// minutes a step) is left to the regular Deliver and its thirty minutes.
+// The attempt itself stops delivering 20 s earlier (see
+// activities.DeliverLocal) so that the MX's answers reach the result.
+const LocalDeliverTimeout = 5 * time.Minute
+
+// deliverLocalFirst delivers one group with a first attempt run as a local
+// activity in this workflow's worker, which serves the group's region
+// (DeliveryGroup.Local), instead of a regular activity and its round trip
+// through the Temporal server. When that attempt succeeds or fails
+// permanently, so does the returned future. When it fails otherwise (a
+// deferral, a database error, its timeout), the regular Deliver takes over
+// on the region's queue with opts (the policy of a delivery without a local
+// attempt), after a durable timer of initial so that a deferral is not
+// retried at once, as its retry would not be; the MX answers the local
+// attempt got and could not record reach it in DeliverInput.Answered, so it
+// records them and does not send to those recipients again.
+func deliverLocalFirst(ctx workflow.Context, in activities.DeliverInput, opts workflow.ActivityOptions, initial time.Duration) workflow.Future {
+	f, settle := workflow.NewFuture(ctx)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		start := workflow.Now(ctx)
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout:    LocalDeliverTimeout,
+			ScheduleToCloseTimeout: LocalDeliverTimeout,
+			// One attempt: the retries are the regular activity's.
+			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+		})
+		var res activities.DeliverLocalResult
+		err := workflow.ExecuteLocalActivity(lctx, a.DeliverLocal, in).Get(ctx, &res)
+		if err == nil && res.Done {
+			settle.Set(nil, nil)
+			return
+		}
+		var canceled *temporal.CanceledError
+		if _, permanent := activities.PermanentReason(err); permanent || errors.As(err, &canceled) {
+			settle.Set(nil, err)
+			return
+		}
+		if err := workflow.Sleep(ctx, initial); err != nil {
+			settle.Set(nil, err)
+			return
+		}
+		in.Answered = res.Answered
+		if opts.ScheduleToCloseTimeout > 0 {
+			// The delivery's retry period started with the local attempt.
+			opts.ScheduleToCloseTimeout = max(opts.ScheduleToCloseTimeout-workflow.Now(ctx).Sub(start), time.Second)
+		}
+		settle.Set(nil, workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.Deliver, in).Get(ctx, nil))
+	})
+	return f
 }
 
 // failIfPermanent ends the email `failed` when err is permanent (the

@@ -26,6 +26,7 @@ func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	env.RegisterActivityWithOptions(a.RecordEvents, activity.RegisterOptions{Name: activities.RecordEventsName})
 	env.RegisterActivityWithOptions(a.Deliver, activity.RegisterOptions{Name: activities.DeliverName})
 	env.RegisterActivityWithOptions(a.FailEmail, activity.RegisterOptions{Name: activities.FailEmailName})
+	env.RegisterActivityWithOptions(a.DeliverLocal, activity.RegisterOptions{Name: activities.DeliverLocalName})
 	return env
 }
 
@@ -257,4 +258,121 @@ func TestSendEmailStepsGiveUpAfterTheWindow(t *testing.T) {
 	require.GreaterOrEqual(t, took, 59*time.Minute)
 	require.LessOrEqual(t, took, 61*time.Minute)
 	require.Equal(t, 24*time.Hour, StepPolicy{}.localOptions(time.Second).ScheduleToCloseTimeout)
+}
+
+// A group whose region the workflow's worker serves (Local) is delivered
+// by a local first attempt, and no regular activity runs for it; a group
+// of another region goes to that region's queue and is never delivered
+// locally.
+func TestSendEmailDeliversLocallyOnlyForServedRegions(t *testing.T) {
+	env := newEnv(t)
+	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(activities.PrepareResult{
+		Groups: []activities.DeliveryGroup{
+			{Domain: "a.test", Region: "us-east-1", Local: true, Recipients: []string{"x@a.test"}},
+			{Domain: "b.test", Region: "eu-west-1", Recipients: []string{"y@b.test"}},
+		}}, nil)
+	var (
+		mu      sync.Mutex
+		local   []string
+		regular []string
+	)
+	env.OnActivity(activities.DeliverLocalName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.DeliverInput) (activities.DeliverLocalResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			local = append(local, in.Domain+"@"+in.Region)
+			return activities.DeliverLocalResult{Done: true}, nil
+		})
+	env.OnActivity(activities.DeliverName, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.DeliverInput) error {
+			mu.Lock()
+			defer mu.Unlock()
+			regular = append(regular, in.Domain+"@"+activity.GetInfo(ctx).TaskQueue)
+			return nil
+		})
+	events := recorded(env)
+	env.ExecuteWorkflow(SendEmailName, SendEmailInput{EmailID: "e1", Delivery: fastPolicy})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	require.Equal(t, []string{"a.test@us-east-1"}, local)
+	require.Equal(t, []string{"b.test@" + DeliverTaskQueue("eu-west-1")}, regular)
+	require.Empty(t, *events)
+}
+
+// A local attempt that does not finish (here a deferral, after the MX
+// answered some recipients) hands the group to the regular Deliver on the
+// region's queue, after the policy's first interval, with the answers it
+// got; the regular activity then retries on the delivery policy.
+func TestSendEmailLocalDeferralFallsBackToTheRegionQueue(t *testing.T) {
+	env := newEnv(t)
+	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(activities.PrepareResult{
+		Groups: []activities.DeliveryGroup{
+			{Domain: "a.test", Region: "us-east-1", Local: true, Recipients: []string{"x@a.test", "y@a.test"}},
+		}}, nil)
+	answered := []activities.DeliverOutcome{{Rcpt: "x@a.test", Status: "delivered", Code: 250}}
+	var localAt time.Time
+	env.OnActivity(activities.DeliverLocalName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.DeliverInput) (activities.DeliverLocalResult, error) {
+			localAt = env.Now()
+			require.Equal(t, "us-east-1", in.Region)
+			return activities.DeliverLocalResult{Retry: "1 of 2 recipients deferred: 451 4.7.1 greylisted",
+				Answered: answered}, nil
+		})
+	var (
+		attempts []time.Time
+		inputs   []activities.DeliverInput
+		queue    string
+	)
+	env.OnActivity(activities.DeliverName, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.DeliverInput) error {
+			attempts = append(attempts, env.Now())
+			inputs = append(inputs, in)
+			queue = activity.GetInfo(ctx).TaskQueue
+			if len(attempts) < 2 {
+				return errors.New("1 of 1 recipients deferred: 451 4.7.1 greylisted")
+			}
+			return nil
+		})
+	env.ExecuteWorkflow(SendEmailName, SendEmailInput{EmailID: "e1", Delivery: fastPolicy})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	require.Len(t, attempts, 2, "the regular Deliver retried on the delivery policy")
+	require.GreaterOrEqual(t, attempts[0].Sub(localAt), fastPolicy.Initial, "a deferral is not retried at once")
+	require.Equal(t, DeliverTaskQueue("us-east-1"), queue)
+	for _, in := range inputs {
+		require.Equal(t, answered, in.Answered, "the local attempt's answers reach every regular attempt")
+		require.Equal(t, []string{"x@a.test", "y@a.test"}, in.Recipients)
+	}
+}
+
+// A local attempt that fails permanently ends its recipients failed, as
+// Deliver's permanent error does, and no regular attempt follows; one that
+// errs otherwise (its timeout) falls back to the regular Deliver.
+func TestSendEmailLocalAttemptErrors(t *testing.T) {
+	env := newEnv(t)
+	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(activities.PrepareResult{
+		Groups: []activities.DeliveryGroup{
+			{Domain: "a.test", Region: "us-east-1", Local: true, Recipients: []string{"x@a.test"}},
+			{Domain: "b.test", Region: "us-east-1", Local: true, Recipients: []string{"y@b.test"}},
+		}}, nil)
+	env.OnActivity(activities.DeliverLocalName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.DeliverInput) (activities.DeliverLocalResult, error) {
+			if in.Domain == "a.test" {
+				return activities.DeliverLocalResult{},
+					temporal.NewNonRetryableApplicationError("MX refused by the egress policy", activities.ErrTypePermanent, nil)
+			}
+			return activities.DeliverLocalResult{}, errors.New("context deadline exceeded")
+		})
+	var regular []string
+	env.OnActivity(activities.DeliverName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.DeliverInput) error {
+			regular = append(regular, in.Domain)
+			return nil
+		})
+	events := recorded(env)
+	env.ExecuteWorkflow(SendEmailName, SendEmailInput{EmailID: "e1", Delivery: fastPolicy})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	require.Equal(t, []string{"failed:x@a.test"}, *events)
+	require.Equal(t, []string{"b.test"}, regular)
 }
