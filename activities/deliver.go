@@ -90,7 +90,8 @@ func (o DeliverOutcome) result() mta.Result {
 //
 // Final outcomes are first recorded in the activity's heartbeat details
 // (DeliverProgress), then in PostgreSQL; a retry records the outcomes it
-// finds there and does not send to those recipients again. With a
+// finds there, and those a local first attempt passed on
+// (DeliverInput.Answered), and does not send to those recipients again. With a
 // heartbeat timeout, Deliver also heartbeats while a delivery runs long, so
 // that a crashed worker's attempt is retried within that timeout.
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
