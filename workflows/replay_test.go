@@ -12,7 +12,10 @@ import (
 // TestReplay replays histories recorded by the end-to-end tests
 // (POSTHASTE_WRITE_HISTORIES=$PWD/workflows/testdata go test -run 'TestDev|TestDomains' ./cmd/posthaste/)
 // against the current workflow code: a change that would break running
-// workflows fails here.
+// workflows fails here. sendemail_smtp.json was recorded before local-first
+// delivery (a regular Deliver activity); sendemail_smtp_local.json is the
+// same send recorded after it (TestDev's sendemail_smtp.json, renamed):
+// a GetVersion marker and a DeliverLocal marker.
 func TestReplay(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.json")
 	require.NoError(t, err)
