@@ -95,11 +95,12 @@ func TestDeliverClassifiesBouncesAndSuppressesOnlyBadAddresses(t *testing.T) {
 		"spam@dest.test": "bounced", "plain@dest.test": "bounced", "ok@dest.test": "delivered"}, recipientStatus(t, st, e))
 }
 
-// TestDeliverRetryRecordsHeartbeatOutcomesInsteadOfResending covers the
-// resend window: the database goes away after the MX accepted the message
-// and before the outcome is recorded; the retry, which carries the first
-// attempt's heartbeat details, records the outcomes without sending again.
-func TestDeliverRetryRecordsHeartbeatOutcomesInsteadOfResending(t *testing.T) {
+// resendWindow is the fixture of the resend-window tests: a migrated store
+// st, a second store lost on the same database that the MX closes while it
+// accepts the message's data (the attempt's database goes away after the
+// MX answered), and that MX, which refuses gone@ with 550 5.1.1.
+func resendWindow(t *testing.T) (st, lost *store.Store, mx *smtptest.Server, client *mta.Client) {
+	t.Helper()
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
 	open := func() *store.Store {
@@ -108,11 +109,10 @@ func TestDeliverRetryRecordsHeartbeatOutcomesInsteadOfResending(t *testing.T) {
 		t.Cleanup(st.Close)
 		return st
 	}
-	st := open()
+	st = open()
 	require.NoError(t, st.Migrate(ctx))
-	lost := open() // the first attempt's database, lost while the MX answers
-
-	mx, client := destMX(t, smtptest.Options{
+	lost = open()
+	mx, client = destMX(t, smtptest.Options{
 		Rcpt: func(rcpt string, n int) error {
 			if strings.HasPrefix(rcpt, "gone@") {
 				return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "user unknown"}
@@ -124,6 +124,16 @@ func TestDeliverRetryRecordsHeartbeatOutcomesInsteadOfResending(t *testing.T) {
 			return nil
 		},
 	})
+	return st, lost, mx, client
+}
+
+// TestDeliverRetryRecordsHeartbeatOutcomesInsteadOfResending covers the
+// resend window: the database goes away after the MX accepted the message
+// and before the outcome is recorded; the retry, which carries the first
+// attempt's heartbeat details, records the outcomes without sending again.
+func TestDeliverRetryRecordsHeartbeatOutcomesInsteadOfResending(t *testing.T) {
+	ctx := context.Background()
+	st, lost, mx, client := resendWindow(t)
 	rcpts := []string{"a@dest.test", "b@dest.test", "gone@dest.test"}
 	e := insertEmail(t, st, rcpts...)
 	acts := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil)
@@ -248,29 +258,7 @@ func TestDeliverToPrivateMXFailsTheEmail(t *testing.T) {
 // records them without sending again.
 func TestDeliverLocalHandsUnrecordedAnswersToTheFallback(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	open := func() *store.Store {
-		st, err := store.Open(ctx, store.Config{URL: url})
-		require.NoError(t, err)
-		t.Cleanup(st.Close)
-		return st
-	}
-	st := open()
-	require.NoError(t, st.Migrate(ctx))
-	lost := open() // the local attempt's database, lost while the MX answers
-
-	mx, client := destMX(t, smtptest.Options{
-		Rcpt: func(rcpt string, n int) error {
-			if strings.HasPrefix(rcpt, "gone@") {
-				return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "user unknown"}
-			}
-			return nil
-		},
-		Data: func(rcpts []string, n int) error {
-			lost.Close()
-			return nil
-		},
-	})
+	st, lost, mx, client := resendWindow(t)
 	rcpts := []string{"a@dest.test", "b@dest.test", "gone@dest.test"}
 	e := insertEmail(t, st, rcpts...)
 	regions := []string{activities.DefaultRegion}
