@@ -61,11 +61,30 @@ func (f *fixture) signInForm(c *http.Client, email, pw string) url.Values {
 }
 
 // parallel posts form n times at once from c and counts the statuses.
+// Every attempt carries the cookies c holds when it starts: an answer that
+// renews a cookie (each render of the sign-in page renews its form's CSRF
+// cookie) must not reach the attempts still being sent, or they would
+// fail on a token that no longer matches instead of testing the throttle.
 func (f *fixture) parallel(n int, c *http.Client, path string, form url.Values, headers map[string]string) map[int]int {
 	f.t.Helper()
+	u, err := url.Parse(f.srv.URL + path)
+	require.NoError(f.t, err)
+	hdr := map[string]string{}
+	for k, v := range headers {
+		hdr[k] = v
+	}
+	if c.Jar != nil {
+		var cookies []string
+		for _, ck := range c.Jar.Cookies(u) {
+			cookies = append(cookies, ck.Name+"="+ck.Value)
+		}
+		hdr["Cookie"] = strings.Join(cookies, "; ")
+	}
+	fixed := *c
+	fixed.Jar = nil
 	answers := make(chan attempt, n)
 	for range n {
-		go func() { answers <- postRaw(c, f.srv.URL+path, form, headers) }()
+		go func() { answers <- postRaw(&fixed, u.String(), form, hdr) }()
 	}
 	counts := map[int]int{}
 	for range n {
