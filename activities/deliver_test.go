@@ -196,6 +196,27 @@ func TestDeliverRetryRecordsHeartbeatOutcomesInsteadOfResending(t *testing.T) {
 	require.Len(t, mx.Messages(), 1)
 }
 
+// sendEmailEnv is a test environment running the real SendEmail workflow
+// with acts' Prepare, RecordEvents, Deliver and FailEmail, and the
+// activities of more (by name), which add to or replace those.
+func sendEmailEnv(acts *activities.Activities, more map[string]any) *testsuite.TestWorkflowEnvironment {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
+	env.RegisterWorkflowWithOptions(workflows.SendEmail, workflow.RegisterOptions{Name: workflows.SendEmailName})
+	fns := map[string]any{
+		activities.PrepareName: acts.Prepare, activities.RecordEventsName: acts.RecordEvents,
+		activities.DeliverName: acts.Deliver, activities.FailEmailName: acts.FailEmail,
+	}
+	for name, fn := range more {
+		fns[name] = fn
+	}
+	for name, fn := range fns {
+		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+	return env
+}
+
 // An MX on a private address is never connected to: through the real
 // workflow, the email's recipients end `failed` with the reason, at the
 // first attempt, and the MX hears nothing.
@@ -212,16 +233,7 @@ func TestDeliverToPrivateMXFailsTheEmail(t *testing.T) {
 	acts := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil)
 	e := insertEmail(t, st, "a@dest.test", "b@dest.test", "delivered@posthaste.test")
 
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
-	env.RegisterWorkflowWithOptions(workflows.SendEmail, workflow.RegisterOptions{Name: workflows.SendEmailName})
-	for name, fn := range map[string]any{
-		activities.PrepareName: acts.Prepare, activities.RecordEventsName: acts.RecordEvents,
-		activities.DeliverName: acts.Deliver, activities.FailEmailName: acts.FailEmail,
-	} {
-		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
-	}
+	env := sendEmailEnv(acts, nil)
 	var attempts int
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
 		if info.ActivityType.Name == activities.DeliverName {
@@ -265,17 +277,7 @@ func TestDeliverLocalHandsUnrecordedAnswersToTheFallback(t *testing.T) {
 	acts := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil).WithLocalDelivery(regions)
 	lostActs := activities.New(activities.Config{Hostname: "out.example"}, lost, client, nil, nil).WithLocalDelivery(regions)
 
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
-	env.RegisterWorkflowWithOptions(workflows.SendEmail, workflow.RegisterOptions{Name: workflows.SendEmailName})
-	for name, fn := range map[string]any{
-		activities.PrepareName: acts.Prepare, activities.RecordEventsName: acts.RecordEvents,
-		activities.DeliverName: acts.Deliver, activities.FailEmailName: acts.FailEmail,
-		activities.DeliverLocalName: lostActs.DeliverLocal,
-	} {
-		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
-	}
+	env := sendEmailEnv(acts, map[string]any{activities.DeliverLocalName: lostActs.DeliverLocal})
 	var (
 		mu       sync.Mutex
 		started  []string
