@@ -139,6 +139,7 @@ type Activities struct {
 	metrics *telemetry.Metrics
 	logger  *slog.Logger
 	now     func() time.Time
+	signers *signerCache
 }
 
 // New returns the activities. d may be nil in processes that do not
@@ -161,7 +162,7 @@ func New(cfg Config, st *store.Store, d Deliverer, metrics *telemetry.Metrics, l
 		cfg.TrackingKey = cfg.Keys.DeriveKey(tracking.KeyPurpose)
 	}
 	return &Activities{cfg: cfg, store: st, mta: d, metrics: metrics,
-		logger: logger.With("component", "activities"), now: now}
+		logger: logger.With("component", "activities"), now: now, signers: newSignerCache()}
 }
 
 // WithLocalDelivery returns activities that differ from a only in that
@@ -366,8 +367,13 @@ func (a *Activities) sign(d store.Domain, msg []byte) ([]byte, error) {
 	return signWith(d, key, msg)
 }
 
-// domainKey opens the domain's DKIM private key.
+// domainKey opens the domain's DKIM private key, once per key and process.
 func (a *Activities) domainKey(d store.Domain) (crypto.Signer, error) {
+	return a.signers.get(d.ID, d.DKIMPrivateKey, func() (crypto.Signer, error) { return a.openKey(d) })
+}
+
+// openKey unseals and parses the domain's DKIM private key.
+func (a *Activities) openKey(d store.Domain) (crypto.Signer, error) {
 	if a.cfg.Keys == nil {
 		return nil, fmt.Errorf("%w: no master key (POSTHASTE_MASTER_KEY) to open the key of %s", errNoKey, d.Name)
 	}
