@@ -461,28 +461,39 @@ func (s *Store) ListEmails(ctx context.Context, teamID uuid.UUID, p Page) ([]Ema
 // bodies, recipients and attachments. It is not team-scoped: workflows
 // address emails by id only.
 func (s *Store) EmailForBuild(ctx context.Context, id uuid.UUID) (Email, error) {
-	e, err := scanEmail(s.pool.QueryRow(ctx, `SELECT `+emailColumns+` FROM email WHERE id = @id`,
-		pgx.NamedArgs{"id": id}))
-	if err != nil {
-		return Email{}, fmt.Errorf("loading email %s: %w", id, err)
-	}
-	rows, err := s.pool.Query(ctx, `SELECT filename, content_type, content_id, content FROM attachment
-		WHERE email_id = @id ORDER BY position`, pgx.NamedArgs{"id": id})
-	if err != nil {
-		return Email{}, mapErr(err)
-	}
-	e.Attachments, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attachment, error) {
-		var a Attachment
-		err := r.Scan(&a.Filename, &a.ContentType, &a.ContentID, &a.Content)
-		return a, err
+	// One round trip: the email, its attachments and its submitted source
+	// are read in one pipelined batch.
+	var e Email
+	args := pgx.NamedArgs{"id": id}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT `+emailColumns+` FROM email WHERE id = @id`, args).QueryRow(func(row pgx.Row) error {
+		var err error
+		if e, err = scanEmail(row); err != nil {
+			return fmt.Errorf("loading email %s: %w", id, err)
+		}
+		return nil
 	})
-	if err != nil {
-		return Email{}, fmt.Errorf("reading attachments: %w", mapErr(err))
-	}
-	err = s.pool.QueryRow(ctx, `SELECT data FROM email_source WHERE email_id = @id`,
-		pgx.NamedArgs{"id": id}).Scan(&e.Source)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return Email{}, fmt.Errorf("reading submitted message: %w", mapErr(err))
+	b.Queue(`SELECT filename, content_type, content_id, content FROM attachment
+		WHERE email_id = @id ORDER BY position`, args).Query(func(rows pgx.Rows) error {
+		var err error
+		e.Attachments, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attachment, error) {
+			var a Attachment
+			err := r.Scan(&a.Filename, &a.ContentType, &a.ContentID, &a.Content)
+			return a, err
+		})
+		if err != nil {
+			return fmt.Errorf("reading attachments: %w", mapErr(err))
+		}
+		return nil
+	})
+	b.Queue(`SELECT data FROM email_source WHERE email_id = @id`, args).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&e.Source); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("reading submitted message: %w", mapErr(err))
+		}
+		return nil
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return Email{}, err
 	}
 	return e, nil
 }
