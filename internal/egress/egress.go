@@ -10,6 +10,8 @@ package egress
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -61,6 +63,8 @@ type Config struct {
 	// Timeout bounds a whole request, redirects and body included;
 	// 0 means 10 seconds.
 	Timeout time.Duration
+	// RootCAs verifies servers' certificates; nil means the system roots.
+	RootCAs *x509.CertPool
 }
 
 // Client makes guarded outbound HTTP requests. It is safe for concurrent
@@ -100,6 +104,9 @@ func New(cfg Config) *Client {
 		ResponseHeaderTimeout:  c.timeout,
 		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: 64 << 10,
+	}
+	if cfg.RootCAs != nil {
+		c.transport.TLSClientConfig = &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12}
 	}
 	rt := &guardedTransport{c: c}
 	c.plain = &http.Client{
