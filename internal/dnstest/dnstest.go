@@ -2,14 +2,17 @@
 // benchmarks.
 //
 // The server answers UDP and TCP queries on one random 127.0.0.1 port from
-// records the test adds (MX, A, AAAA, TXT). It tells a name that does not
+// records the test adds (MX, A, AAAA, TXT, CNAME, TLSA). It tells a name that does not
 // exist (NXDOMAIN) from a name that exists without records of the asked type
 // (NODATA), which is what mail routing needs to fall back from MX to A.
-// Unicode names are stored in their ASCII (punycode) form.
+// Unicode names are stored in their ASCII (punycode) form. Zones marked
+// secure get the AD bit on their answers, as from a validating resolver, so
+// that DNSSEC-dependent code (DANE) can be tested without signing anything.
 package dnstest
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/netip"
@@ -35,6 +38,7 @@ type Server struct {
 	mu       sync.RWMutex
 	records  map[string]map[uint16][]dns.RR // canonical owner name → type → records
 	servfail map[string]bool
+	secure   map[string]bool // canonical zone names whose answers carry AD
 }
 
 // NewServer starts a server on 127.0.0.1 (UDP and TCP on the same random
@@ -56,6 +60,7 @@ func Start() (*Server, error) {
 	s := &Server{
 		records:  make(map[string]map[uint16][]dns.RR),
 		servfail: make(map[string]bool),
+		secure:   make(map[string]bool),
 	}
 
 	pc, ln, err := listen()
@@ -170,6 +175,40 @@ func (s *Server) AddCNAME(name, target string) {
 	s.add(&dns.CNAME{Hdr: header(canonical(name), dns.TypeCNAME), Target: canonical(target)})
 }
 
+// AddTLSA adds a TLSA record (RFC 6698) at name, such as
+// "_25._tcp.mx.example.test"; data is the certificate association data.
+func (s *Server) AddTLSA(name string, usage, selector, matchingType uint8, data []byte) {
+	s.add(&dns.TLSA{Hdr: header(canonical(name), dns.TypeTLSA), Usage: usage, Selector: selector,
+		MatchingType: matchingType, Certificate: hex.EncodeToString(data)})
+}
+
+// SetSecure makes answers for zone and every name below it carry the AD
+// (authenticated data) bit when secure is true, as a validating resolver
+// answers for a DNSSEC-signed zone, and drops it again when false. As RFC
+// 6840 §5.7 and §5.8 have it, AD is only set for queries that ask with AD
+// or the EDNS0 DO bit, and never on SERVFAIL.
+func (s *Server) SetSecure(zone string, secure bool) {
+	z := canonical(zone)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if secure {
+		s.secure[z] = true
+	} else {
+		delete(s.secure, z)
+	}
+}
+
+// isSecure reports whether name is at or below a secure zone; s.mu is
+// held.
+func (s *Server) isSecure(name string) bool {
+	for z := range s.secure {
+		if dns.IsSubDomain(z, name) {
+			return true
+		}
+	}
+	return false
+}
+
 // Remove deletes every record of type qtype (dns.TypeMX, dns.TypeA, ...) at
 // name. A name left without records answers NXDOMAIN again, unless it has
 // records below it.
@@ -225,16 +264,22 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	}
 	q := req.Question[0]
 	s.answer(m, q)
+	opt := req.IsEdns0()
+	if req.AuthenticatedData || opt != nil && opt.Do() {
+		s.mu.RLock()
+		m.AuthenticatedData = m.Rcode != dns.RcodeServerFailure && s.isSecure(canonical(q.Name))
+		s.mu.RUnlock()
+	}
 
 	size := dns.MaxMsgSize
 	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
 		size = dns.MinMsgSize
 	}
-	if opt := req.IsEdns0(); opt != nil {
+	if opt != nil {
 		if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
 			size = int(opt.UDPSize())
 		}
-		m.SetEdns0(opt.UDPSize(), false)
+		m.SetEdns0(opt.UDPSize(), opt.Do())
 	}
 	// Sets TC when the answer does not fit, so the resolver retries on TCP.
 	m.Truncate(size)

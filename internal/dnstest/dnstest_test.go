@@ -130,3 +130,43 @@ func TestTXTEscaping(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{`a\b"c`}, txt)
 }
+
+// Secure zones answer with AD, only to queries that ask with DO or AD (RFC
+// 6840 §5.7, §5.8), and never with SERVFAIL.
+func TestSecureZonesAndTLSA(t *testing.T) {
+	s := NewServer(t)
+	s.AddTLSA("_25._tcp.mx.example.test", 3, 1, 1, []byte{0xde, 0xad})
+	s.AddA("mx.other.test", "127.0.0.1")
+	s.SetSecure("example.test", true)
+
+	ask := func(name string, qtype uint16, do bool) *dns.Msg {
+		t.Helper()
+		m := new(dns.Msg)
+		m.SetQuestion(name, qtype)
+		if do {
+			m.SetEdns0(1232, true)
+		}
+		resp, err := dns.ExchangeContext(t.Context(), m, s.Addr())
+		require.NoError(t, err)
+		return resp
+	}
+	resp := ask("_25._tcp.mx.example.test.", dns.TypeTLSA, true)
+	require.True(t, resp.AuthenticatedData)
+	require.Len(t, resp.Answer, 1)
+	tlsa := resp.Answer[0].(*dns.TLSA)
+	require.Equal(t, []uint8{3, 1, 1}, []uint8{tlsa.Usage, tlsa.Selector, tlsa.MatchingType})
+	require.Equal(t, "dead", tlsa.Certificate)
+
+	require.False(t, ask("_25._tcp.mx.example.test.", dns.TypeTLSA, false).AuthenticatedData, "no DO, no AD")
+	require.True(t, ask("nothing.example.test.", dns.TypeTLSA, true).AuthenticatedData, "secure denial")
+	require.False(t, ask("mx.other.test.", dns.TypeA, true).AuthenticatedData, "insecure zone")
+
+	s.ServFail("_25._tcp.mx.example.test", true)
+	resp = ask("_25._tcp.mx.example.test.", dns.TypeTLSA, true)
+	require.Equal(t, dns.RcodeServerFailure, resp.Rcode)
+	require.False(t, resp.AuthenticatedData)
+
+	s.SetSecure("example.test", false)
+	s.ServFail("_25._tcp.mx.example.test", false)
+	require.False(t, ask("_25._tcp.mx.example.test.", dns.TypeTLSA, true).AuthenticatedData)
+}

@@ -1,0 +1,294 @@
+// Package dane authenticates SMTP servers with DNSSEC-validated TLSA
+// records (DANE for SMTP, RFC 7672; TLSA records, RFC 6698 and RFC 7671).
+//
+// A Resolver asks a validating resolver (the configured DNS server) with the
+// EDNS0 DO bit set, and trusts an answer only when the resolver marks it
+// authenticated (the AD bit): this package validates no signatures itself,
+// so the path to that resolver must be trusted (loopback, or a private
+// network). SecureMX tells whether a domain's MX answer is validated, which
+// RFC 7672 §2.2 requires before its hosts' TLSA records are looked up;
+// Lookup returns the validated TLSA records of an MX host; Verify checks a
+// server's certificate chain against them.
+package dane
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/sha512"
+	"crypto/subtle"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// RFC 6698 §2.1 and RFC 7218 names of TLSA fields.
+const (
+	UsagePKIXTA uint8 = 0 // unusable for SMTP (RFC 7672 §3.1.3)
+	UsagePKIXEE uint8 = 1 // unusable for SMTP (RFC 7672 §3.1.3)
+	UsageDANETA uint8 = 2 // a trust anchor of the server's chain
+	UsageDANEEE uint8 = 3 // the server's own certificate or key
+
+	SelectorCert uint8 = 0 // the whole certificate
+	SelectorSPKI uint8 = 1 // its SubjectPublicKeyInfo
+
+	MatchFull   uint8 = 0 // the selected data itself
+	MatchSHA256 uint8 = 1
+	MatchSHA512 uint8 = 2
+)
+
+// TLSA is one TLSA record.
+type TLSA struct {
+	Usage, Selector, MatchingType uint8
+	Data                          []byte // certificate association data
+}
+
+// Usable reports whether an SMTP client can use the record: usage DANE-TA
+// or DANE-EE, a known selector and matching type (RFC 7672 §3.1).
+func (t TLSA) Usable() bool {
+	return (t.Usage == UsageDANETA || t.Usage == UsageDANEEE) &&
+		t.Selector <= SelectorSPKI && t.MatchingType <= MatchSHA512
+}
+
+func (t TLSA) String() string {
+	return fmt.Sprintf("%d %d %d %s", t.Usage, t.Selector, t.MatchingType, hex.EncodeToString(t.Data))
+}
+
+// Config configures a Resolver.
+type Config struct {
+	// Servers are the validating resolvers, "host:port", tried in order
+	// (POSTHASTE_DNS_SERVER, else the nameservers of /etc/resolv.conf).
+	Servers []string
+	// Timeout bounds each query to one server; 0 means 5 seconds.
+	Timeout time.Duration
+}
+
+// Resolver looks up DNSSEC-validated records. It is safe for concurrent
+// use.
+type Resolver struct {
+	servers []string
+	udp     *dns.Client
+	tcp     *dns.Client
+}
+
+// New returns a Resolver.
+func New(cfg Config) (*Resolver, error) {
+	if len(cfg.Servers) == 0 {
+		return nil, errors.New("dane: no DNS server")
+	}
+	for _, s := range cfg.Servers {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return nil, fmt.Errorf("dane: server %q: want host:port", s)
+		}
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	return &Resolver{
+		servers: cfg.Servers,
+		udp:     &dns.Client{Net: "udp", Timeout: timeout, UDPSize: 1232},
+		tcp:     &dns.Client{Net: "tcp", Timeout: timeout},
+	}, nil
+}
+
+// ServersFromResolvConf returns the nameservers of a resolv.conf file as
+// host:port, for New when no DNS server is configured.
+func ServersFromResolvConf(path string) ([]string, error) {
+	cc, err := dns.ClientConfigFromFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	out := make([]string, 0, len(cc.Servers))
+	for _, s := range cc.Servers {
+		out = append(out, net.JoinHostPort(s, cc.Port))
+	}
+	return out, nil
+}
+
+// query asks the servers in turn for name and qtype with DO set (and AD,
+// RFC 6840 §5.7), over TCP when the UDP answer is truncated. It returns the
+// first answer that is not SERVFAIL or a network error.
+func (r *Resolver) query(ctx context.Context, name string, qtype uint16) (*dns.Msg, error) {
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), qtype)
+	m.RecursionDesired = true
+	m.AuthenticatedData = true
+	m.SetEdns0(1232, true)
+	var lastErr error
+	for _, s := range r.servers {
+		resp, _, err := r.udp.ExchangeContext(ctx, m, s)
+		if err == nil && resp.Truncated {
+			resp, _, err = r.tcp.ExchangeContext(ctx, m, s)
+		}
+		if err != nil {
+			lastErr = err
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		if resp.Rcode == dns.RcodeServerFailure {
+			// A validating resolver answers SERVFAIL for bogus data.
+			lastErr = errors.New("SERVFAIL")
+			continue
+		}
+		return resp, nil
+	}
+	return nil, fmt.Errorf("looking up %s %s: %w", dns.TypeToString[qtype], name, lastErr)
+}
+
+// SecureMX reports whether the MX answer for domain (records, or their
+// denial: an implicit MX) is DNSSEC-validated. Only then do DANE TLSA
+// records of its hosts apply (RFC 7672 §2.2.1): an MX host name an
+// attacker could have forged says nothing about which TLSA records to
+// trust.
+func (r *Resolver) SecureMX(ctx context.Context, domain string) (bool, error) {
+	resp, err := r.query(ctx, domain, dns.TypeMX)
+	if err != nil {
+		return false, err
+	}
+	return resp.AuthenticatedData && (resp.Rcode == dns.RcodeSuccess || resp.Rcode == dns.RcodeNameError), nil
+}
+
+// Lookup returns the TLSA records of host's SMTP service on port, at
+// "_<port>._tcp.<host>" (RFC 7672 §2.2.3: port 25 for MX hosts), usable or
+// not. It returns none when the answer is not validated (AD clear) or
+// securely empty: DANE does not apply. An error (the lookup failed, or the
+// resolver found the answer bogus) means the host cannot be used securely
+// and must be skipped (RFC 7672 §2.2).
+func (r *Resolver) Lookup(ctx context.Context, host string, port int) ([]TLSA, error) {
+	name := "_" + strconv.Itoa(port) + "._tcp." + strings.TrimSuffix(host, ".")
+	resp, err := r.query(ctx, name, dns.TypeTLSA)
+	if err != nil {
+		return nil, err
+	}
+	if !resp.AuthenticatedData {
+		return nil, nil
+	}
+	switch resp.Rcode {
+	case dns.RcodeSuccess, dns.RcodeNameError:
+	default:
+		return nil, fmt.Errorf("looking up TLSA %s: %s", name, dns.RcodeToString[resp.Rcode])
+	}
+	var out []TLSA
+	for _, rr := range resp.Answer {
+		t, ok := rr.(*dns.TLSA)
+		if !ok {
+			continue // the CNAMEs leading to them
+		}
+		data, err := hex.DecodeString(t.Certificate)
+		if err != nil {
+			// Malformed data matches nothing; keep the record so that it
+			// counts as published.
+			data = nil
+		}
+		out = append(out, TLSA{Usage: t.Usage, Selector: t.Selector, MatchingType: t.MatchingType, Data: data})
+	}
+	return out, nil
+}
+
+// ErrNoMatch is matched (errors.Is) by Verify's error when no usable
+// record matches the chain.
+var ErrNoMatch = errors.New("certificate matches no TLSA record")
+
+// Verify checks the certificate chain a server presented (leaf first)
+// against records, for the server name host (RFC 7672 §3.1): a DANE-EE(3)
+// record must match the leaf, its names and validity period not checked
+// (§3.1.1); a DANE-TA(2) record must match a certificate of the chain
+// that then issues, through the chain, a leaf valid now for host (§3.1.2,
+// §3.2.2). One matching record suffices; unusable records are ignored.
+func Verify(records []TLSA, chain []*x509.Certificate, host string) error {
+	if len(chain) == 0 {
+		return errors.New("no certificate")
+	}
+	leaf := chain[0]
+	var taErr error
+	for _, t := range records {
+		if !t.Usable() {
+			continue
+		}
+		switch t.Usage {
+		case UsageDANEEE:
+			if matches(t, leaf) {
+				return nil
+			}
+		case UsageDANETA:
+			// RFC 7672 §3.1.2: the server sends its trust anchor, so
+			// only certificates of the chain need matching.
+			for i, ca := range chain {
+				if !matches(t, ca) {
+					continue
+				}
+				err := verifyTA(chain[:i], ca, host)
+				if err == nil {
+					return nil
+				}
+				taErr = err
+			}
+		}
+	}
+	if taErr != nil {
+		return fmt.Errorf("%w: trust anchor matches, but %v", ErrNoMatch, taErr)
+	}
+	return ErrNoMatch
+}
+
+// verifyTA verifies that ta issues, through below (leaf first), a leaf
+// valid for host. A trust anchor that is the leaf itself is a self-issued
+// certificate: only its name and validity are checked.
+func verifyTA(below []*x509.Certificate, ta *x509.Certificate, host string) error {
+	if len(below) == 0 {
+		if err := ta.VerifyHostname(host); err != nil {
+			return err
+		}
+		now := time.Now()
+		if now.Before(ta.NotBefore) || now.After(ta.NotAfter) {
+			return errors.New("certificate has expired or is not yet valid")
+		}
+		return nil
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ta)
+	inter := x509.NewCertPool()
+	for _, c := range below[1:] {
+		inter.AddCert(c)
+	}
+	_, err := below[0].Verify(x509.VerifyOptions{DNSName: host, Roots: roots, Intermediates: inter,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	return err
+}
+
+// matches reports whether the record's data matches cert under its
+// selector and matching type (RFC 6698 §2.1.2, §2.1.3).
+func matches(t TLSA, cert *x509.Certificate) bool {
+	var selected []byte
+	switch t.Selector {
+	case SelectorCert:
+		selected = cert.Raw
+	case SelectorSPKI:
+		selected = cert.RawSubjectPublicKeyInfo
+	default:
+		return false
+	}
+	var digest []byte
+	switch t.MatchingType {
+	case MatchFull:
+		digest = selected
+	case MatchSHA256:
+		d := sha256.Sum256(selected)
+		digest = d[:]
+	case MatchSHA512:
+		d := sha512.Sum512(selected)
+		digest = d[:]
+	default:
+		return false
+	}
+	return len(t.Data) > 0 && subtle.ConstantTimeCompare(digest, t.Data) == 1
+}
