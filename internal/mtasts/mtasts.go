@@ -126,11 +126,24 @@ func New(cfg Config) (*Cache, error) {
 // when there is none: no valid _mta-sts record and nothing cached, or a
 // policy that could not be fetched and nothing cached (RFC 8461 §3.3). A
 // policy in mode none is returned as such. Failures are logged, not
-// returned: they never stop delivery by themselves.
+// returned: they never stop delivery by themselves. When ctx is canceled
+// first, Lookup returns nil at once.
 func (c *Cache) Lookup(ctx context.Context, domain string) *Policy {
 	domain = strings.ToLower(strings.TrimSuffix(domain, "."))
-	v, _, _ := c.group.Do(domain, func() (any, error) { return c.lookup(ctx, domain), nil })
-	return v.(*Policy)
+	// Concurrent lookups of a domain share one; it runs apart from the
+	// first caller's cancellation, which must not leave the others
+	// without the policy.
+	ch := c.group.DoChan(domain, func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*c.timeout)
+		defer cancel()
+		return c.lookup(ctx, domain), nil
+	})
+	select {
+	case r := <-ch:
+		return r.Val.(*Policy)
+	case <-ctx.Done():
+		return nil // the caller is canceled: it delivers nothing
+	}
 }
 
 func (c *Cache) lookup(ctx context.Context, domain string) *Policy {
