@@ -22,11 +22,13 @@ import (
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/config"
+	"github.com/posthaste/posthaste/internal/dane"
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/imports"
 	"github.com/posthaste/posthaste/internal/mta"
+	"github.com/posthaste/posthaste/internal/mtasts"
 	"github.com/posthaste/posthaste/internal/outbox"
 	"github.com/posthaste/posthaste/internal/ratelimit"
 	"github.com/posthaste/posthaste/internal/records"
@@ -177,13 +179,15 @@ func recordsConfig(cfg config.Domains) records.Config {
 
 // newDeliverer returns the MTA client: MX hosts are reached under the
 // egress policy (POSTHASTE_ALLOW_PRIVATE_EGRESS, POSTHASTE_EGRESS_ALLOW),
-// the relay whatever its address.
+// the relay whatever its address; recipient domains' MTA-STS policies are
+// fetched through the egress guard (POSTHASTE_MTA_STS) and their MX hosts'
+// TLSA records looked up (POSTHASTE_DANE).
 func newDeliverer(cfg config.Delivery, eg config.Egress, logger *slog.Logger) (*mta.Client, error) {
 	roots, err := rootCAs(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return mta.New(mta.Config{
+	mcfg := mta.Config{
 		Hostname: cfg.Hostname,
 		Resolver: newResolver(cfg),
 		RootCAs:  roots,
@@ -192,7 +196,31 @@ func newDeliverer(cfg config.Delivery, eg config.Egress, logger *slog.Logger) (*
 		Relay:    cfg.Relay,
 		Egress:   egress.Policy{AllowPrivate: eg.AllowPrivate, Allow: eg.Allow},
 		Logger:   logger.With("component", "mta"),
-	})
+	}
+	if cfg.MTASTS {
+		fetch := egress.New(egress.Config{AllowPrivate: eg.AllowPrivate, Allow: eg.Allow,
+			Resolver: newResolver(cfg), RootCAs: roots, Timeout: 30 * time.Second})
+		mcfg.STS, err = mtasts.New(mtasts.Config{Resolver: newResolver(cfg), HTTP: fetch.HTTPClient(),
+			Port: cfg.MTASTSPort, Logger: logger.With("component", "mta-sts")})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if cfg.DANE {
+		servers := []string{cfg.DNSServer}
+		if cfg.DNSServer == "" {
+			servers, err = dane.ServersFromResolvConf("/etc/resolv.conf")
+		}
+		if err == nil {
+			mcfg.DANE, err = dane.New(dane.Config{Servers: servers})
+		}
+		if err != nil {
+			// Without a resolver to ask, DANE cannot apply; delivery
+			// goes on under the other policies.
+			logger.Warn("DANE is off: no DNS server to ask", "err", err)
+		}
+	}
+	return mta.New(mcfg)
 }
 
 func deliveryPolicy(cfg config.Config) workflows.DeliveryPolicy {

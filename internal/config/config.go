@@ -265,7 +265,16 @@ type Delivery struct {
 	RetryMax     time.Duration // POSTHASTE_DELIVERY_RETRY_MAX
 	RetryExpire  time.Duration // POSTHASTE_DELIVERY_EXPIRE
 	Heartbeat    time.Duration // POSTHASTE_DELIVERY_HEARTBEAT: a dead worker's delivery is retried after this
-	TLSCAFile    string        // POSTHASTE_TLS_CA_FILE: extra roots for enforced TLS
+	TLSCAFile    string        // POSTHASTE_TLS_CA_FILE: extra roots for enforced TLS and MTA-STS
+	// MTASTS (POSTHASTE_MTA_STS) applies recipient domains' MTA-STS
+	// policies (RFC 8461); MTASTSPort (POSTHASTE_MTA_STS_PORT) is the port
+	// their policies are fetched from, 443 but in tests.
+	MTASTS     bool
+	MTASTSPort int
+	// DANE (POSTHASTE_DANE) checks MX hosts' DNSSEC-validated TLSA records
+	// (RFC 7672), trusting the AD bit of POSTHASTE_DNS_SERVER (else of the
+	// system's resolvers), which must then validate DNSSEC.
+	DANE bool
 	// BroadcastRate (POSTHASTE_BROADCAST_RATE) is the emails a second each
 	// team's broadcasts hand to the send path, shared by all its
 	// broadcasts and all workers.
@@ -370,6 +379,9 @@ func Load(getenv Getenv) (Config, error) {
 			RetryExpire:  r.duration("POSTHASTE_DELIVERY_EXPIRE", 72*time.Hour),
 			Heartbeat:    r.duration("POSTHASTE_DELIVERY_HEARTBEAT", time.Minute),
 			TLSCAFile:    r.str("POSTHASTE_TLS_CA_FILE", ""),
+			MTASTS:       r.boolean("POSTHASTE_MTA_STS", true),
+			MTASTSPort:   r.port("POSTHASTE_MTA_STS_PORT", 443),
+			DANE:         r.boolean("POSTHASTE_DANE", true),
 			// A broadcast to a big audience is paced so that it does not
 			// crowd out a team's transactional mail for long.
 			BroadcastRate:    r.positive("POSTHASTE_BROADCAST_RATE", 100),
@@ -514,7 +526,9 @@ func (c Config) LogAttrs() []any {
 		slog.String("http_addr", c.HTTP.Addr), slog.Int("temporal_port", c.Temporal.Port),
 		slog.Int("temporal_ui_port", c.Temporal.UIPort), slog.String("hostname", c.Delivery.Hostname),
 		slog.String("dns_server", c.Delivery.DNSServer), slog.Int("mx_port", c.Delivery.MXPort),
-		slog.String("relay", c.Delivery.Relay), slog.Bool("allow_private_egress", c.Egress.AllowPrivate),
+		slog.String("relay", c.Delivery.Relay), slog.Bool("mta_sts", c.Delivery.MTASTS),
+		slog.Int("mta_sts_port", c.Delivery.MTASTSPort), slog.Bool("dane", c.Delivery.DANE),
+		slog.Bool("allow_private_egress", c.Egress.AllowPrivate),
 		slog.Any("egress_allow", c.Egress.Allow),
 		slog.Bool("master_key_set", c.Domains.MasterKey != ""), slog.String("dkim_selector", c.Domains.DKIMSelector),
 		slog.String("bounce_host", c.Domains.BounceHost), slog.String("spf_include", c.Domains.SPFInclude),

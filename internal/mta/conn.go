@@ -42,7 +42,9 @@ type conn struct {
 	bw       *bufio.Writer
 	ext      map[string]string // EHLO keywords, upper case, to their parameters
 	tls      bool
-	verified bool // the certificate was verified for host
+	state    *tls.ConnectionState // of the TLS session; nil in plaintext
+	pkixDone bool                 // pkixErr is known
+	pkixErr  error                // the certificate's PKIX verification for host (verifyPKIX)
 	t        Timeouts
 	created  time.Time
 
@@ -61,6 +63,7 @@ type hostError struct {
 	enhanced   string // enhanced code for the result
 	retryPlain bool   // opportunistic TLS failed in the handshake: try again without
 	refused    bool   // the egress policy refused every address of the host
+	policy     bool   // a TLS policy (MTA-STS, DANE, TLSEnforced) refused the host
 	err        error
 }
 
@@ -113,20 +116,20 @@ func (g *dialGuard) refusedAll() bool {
 	return g.refused > 0 && !g.allowed
 }
 
-// open connects to host and sets up a session under the TLS policy mode.
-func (c *Client) open(ctx context.Context, log *slog.Logger, host, port string, mode TLSMode) (*conn, error) {
-	cn, err := c.connect(ctx, host, port, mode, false)
+// open connects to host and sets up a session under the TLS policy p.
+func (c *Client) open(ctx context.Context, log *slog.Logger, host, port string, p *tlsPolicy) (*conn, error) {
+	cn, err := c.connect(ctx, host, port, p, false)
 	var he *hostError
 	if errors.As(err, &he) && he.retryPlain {
 		log.Info("tls handshake failed, retrying in plaintext", "remote_server", host, "err", err)
-		cn, err = c.connect(ctx, host, port, mode, true)
+		cn, err = c.connect(ctx, host, port, p, true)
 	}
 	return cn, err
 }
 
 // connect dials host, reads the greeting, says EHLO and upgrades with
 // STARTTLS unless plain is set. The returned conn is bound to ctx.
-func (c *Client) connect(ctx context.Context, host, port string, mode TLSMode, plain bool) (*conn, error) {
+func (c *Client) connect(ctx context.Context, host, port string, p *tlsPolicy, plain bool) (*conn, error) {
 	d := net.Dialer{Timeout: c.timeouts.Connect, LocalAddr: c.local, Resolver: c.resolver}
 	var guard *dialGuard
 	if c.relayHost == "" {
@@ -153,21 +156,23 @@ func (c *Client) connect(ctx context.Context, host, port string, mode TLSMode, p
 		return nil, err
 	}
 	offered := cn.has("STARTTLS")
-	if mode == TLSEnforced && !offered {
+	required := p.requiresTLS()
+	if required && !offered {
 		cn.quit()
-		return nil, &hostError{code: 451, enhanced: "4.7.4", err: fmt.Errorf("TLS is required but %s does not offer STARTTLS", host)}
+		return nil, &hostError{code: 451, enhanced: "4.7.4", policy: true,
+			err: fmt.Errorf("%s requires TLS but %s does not offer STARTTLS", p.who(), host)}
 	}
 	if !offered || plain {
 		return cn, nil
 	}
 
-	err = cn.startTLS(c.tlsConfig(host, mode), c.hostname)
+	err = cn.startTLS(c.tlsConfig(cn, p), c.hostname)
 	if err == nil {
 		return cn, nil
 	}
 	var he *hostError
 	refused := errors.As(err, &he) && !cn.broken
-	if refused && mode == TLSOpportunistic {
+	if refused && !required {
 		// STARTTLS answered with an error reply: the plaintext session
 		// goes on (RFC 3207 §4).
 		return cn, nil
@@ -175,25 +180,35 @@ func (c *Client) connect(ctx context.Context, host, port string, mode TLSMode, p
 	cn.quit()
 	switch {
 	case refused:
-		return nil, &hostError{code: 451, enhanced: "4.7.4", err: fmt.Errorf("TLS is required but %w", err)}
-	case he != nil && cn.tls:
-		return nil, err // TLS is up; EHLO over it failed
-	case mode == TLSEnforced:
-		return nil, &hostError{code: 451, enhanced: "4.7.5", err: fmt.Errorf("TLS is required but failed with %s: %w", host, err)}
+		return nil, &hostError{code: 451, enhanced: "4.7.4", policy: true, err: fmt.Errorf("%s requires TLS but %w", p.who(), err)}
+	case he != nil && (he.policy || cn.tls):
+		return nil, he // the certificate failed the policy, or TLS is up and EHLO over it failed
+	case required:
+		return nil, &hostError{code: 451, enhanced: "4.7.5", policy: true,
+			err: fmt.Errorf("%s requires TLS but it failed with %s: %w", p.who(), host, err)}
 	}
 	return nil, &hostError{code: 451, enhanced: "4.7.5", retryPlain: true, err: fmt.Errorf("TLS with %s: %w", host, err)}
 }
 
-// tlsConfig returns the client TLS configuration for host under mode.
-// crypto/tls sends no SNI for an IP address and verifies it against the
-// certificate's IP addresses.
-func (c *Client) tlsConfig(host string, mode TLSMode) *tls.Config {
-	if mode == TLSEnforced {
-		return &tls.Config{ServerName: host, RootCAs: c.rootCAs, MinVersion: tls.VersionTLS12}
+// tlsConfig returns the client TLS configuration for cn under p. The
+// certificate is checked by judge, the same check that decides whether a
+// pooled session may serve another domain. crypto/tls sends no SNI for an
+// IP address.
+func (c *Client) tlsConfig(cn *conn, p *tlsPolicy) *tls.Config {
+	cfg := &tls.Config{ServerName: cn.host, InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}
+	if !p.checksCertificate() {
+		// Opportunistic TLS protects against passive eavesdropping only:
+		// any certificate and old protocol versions beat plaintext (RFC
+		// 7435 §1.3).
+		cfg.MinVersion = tls.VersionTLS10
+		return cfg
 	}
-	// Opportunistic TLS protects against passive eavesdropping only: any
-	// certificate and old protocol versions beat plaintext (RFC 7435 §1.3).
-	return &tls.Config{ServerName: host, InsecureSkipVerify: true, MinVersion: tls.VersionTLS10}
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		cn.state = &cs
+		_, err := c.judge(cn, p)
+		return err
+	}
+	return cfg
 }
 
 // bind ties the connection's I/O to ctx: cancellation interrupts it and the
@@ -426,6 +441,7 @@ func (cn *conn) startTLS(cfg *tls.Config, name string) error {
 	_ = cn.raw.SetDeadline(cn.deadline(cn.t.Command))
 	if err := tc.HandshakeContext(cn.ctx); err != nil {
 		cn.broken = true
+		cn.state = nil
 		return fmt.Errorf("handshake: %w", err)
 	}
 	_ = cn.raw.SetDeadline(time.Time{})
@@ -433,7 +449,8 @@ func (cn *conn) startTLS(cfg *tls.Config, name string) error {
 	cn.br.Reset(tc)
 	cn.bw.Reset(deadlineWriter{cn})
 	cn.tls = true
-	cn.verified = !cfg.InsecureSkipVerify
+	st := tc.ConnectionState()
+	cn.state = &st
 	// RFC 3207 §4.2: forget what the server said before TLS and ask again.
 	cn.ext = nil
 	if err := cn.ehlo(name); err != nil {

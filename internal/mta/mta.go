@@ -11,8 +11,18 @@
 // MX hosts are reached only at addresses the egress policy allows (package
 // egress: no loopback, private, link-local or metadata address unless the
 // operator allows it), checked at every connect so that a DNS answer cannot
-// change between check and use. It can also hand every message to a relay
-// (smarthost) instead, which the operator chose and which is not checked.
+// change between check and use. Transport security follows the strictest
+// policy that applies: the envelope's TLS mode, the recipient domain's
+// MTA-STS policy (RFC 8461, package mtasts: under enforce only listed MX
+// hosts are tried, over TLS with a certificate valid for their name; under
+// testing failures are logged and told in the result, and mail goes) and,
+// when the domain's MX answer is DNSSEC-validated, its hosts' DANE TLSA
+// records (RFC 7672, package dane), which take precedence over MTA-STS. A
+// host that fails a policy is skipped; when none is left the recipients
+// are deferred, with a message naming the policy. An idle session serves
+// another envelope only if it meets that envelope's policy. It can also
+// hand every message to a relay (smarthost) instead, which the operator
+// chose and which is not checked; MTA-STS and DANE do not apply to it.
 // ClassifyBounce reads a failure reply (RFC 3463 enhanced code, text) as an
 // Amazon SES bounce type and says whether the address itself is bad.
 package mta
@@ -30,7 +40,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/posthaste/posthaste/internal/dane"
 	"github.com/posthaste/posthaste/internal/egress"
+	"github.com/posthaste/posthaste/internal/mtasts"
 )
 
 // Config configures a Client. Only Hostname is required.
@@ -65,9 +77,15 @@ type Config struct {
 	// waiting for the next envelope to the same host; 0 means 30 seconds,
 	// a negative value closes connections after each delivery.
 	IdleTimeout time.Duration
-	// RootCAs verifies certificates for TLSEnforced; nil means the system
-	// roots.
+	// RootCAs verifies certificates for TLSEnforced and MTA-STS; nil
+	// means the system roots.
 	RootCAs *x509.CertPool
+	// STS looks up recipient domains' MTA-STS policies (RFC 8461); nil
+	// applies none. Policies do not apply to the relay.
+	STS *mtasts.Cache
+	// DANE looks up MX hosts' TLSA records through a validating resolver
+	// (RFC 7672); nil applies none. DANE does not apply to the relay.
+	DANE *dane.Resolver
 	// Logger receives connection-level events; nil discards them.
 	Logger *slog.Logger
 }
@@ -112,8 +130,9 @@ const (
 	// goes in plaintext. The empty TLSMode means TLSOpportunistic.
 	TLSOpportunistic TLSMode = "opportunistic"
 	// TLSEnforced requires STARTTLS with a certificate valid for the MX
-	// host's name under Config.RootCAs; a host that cannot provide it is
-	// skipped, and the recipients are deferred when none can.
+	// host's name under Config.RootCAs (or, for a host with DANE TLSA
+	// records, matching them); a host that cannot provide it is skipped,
+	// and the recipients are deferred when none can.
 	TLSEnforced TLSMode = "enforced"
 )
 
@@ -139,7 +158,9 @@ const (
 	Delivered Status = iota + 1
 	// Deferred means a temporary failure: a 4xx reply, a host that could
 	// not be reached or lost the connection, a temporary DNS error, a TLS
-	// policy that could not be met. Try again later.
+	// policy (TLSEnforced, MTA-STS, DANE) that could not be met. Try again
+	// later; the caller turns deferrals past its delivery window into
+	// bounces.
 	Deferred
 	// Bounced means a permanent failure: a 5xx reply, a domain that does
 	// not exist or accepts no mail (null MX), a message over the server's
@@ -194,6 +215,8 @@ type Client struct {
 	local     net.Addr
 	timeouts  Timeouts
 	rootCAs   *x509.CertPool
+	sts       *mtasts.Cache
+	dane      *dane.Resolver
 	egress    egress.Policy
 	log       *slog.Logger
 	pool      *pool
@@ -217,6 +240,8 @@ func New(cfg Config) (*Client, error) {
 		port:     "25",
 		timeouts: cfg.Timeouts.withDefaults(),
 		rootCAs:  cfg.RootCAs,
+		sts:      cfg.STS,
+		dane:     cfg.DANE,
 		egress:   cfg.Egress,
 		log:      cfg.Logger,
 		shuffle:  rand.Shuffle,
@@ -324,7 +349,12 @@ func (c *Client) Deliver(ctx context.Context, domain string, env Envelope) []Res
 			}
 		}
 		if len(hosts) > 0 {
-			c.deliver(ctx, log, hosts, port, mode, m, pending, results)
+			dp, out := c.resolvePolicy(ctx, log, domain, mode, port)
+			if out != nil {
+				setAll(results, pending, *out)
+			} else {
+				c.deliver(ctx, log, hosts, port, dp, m, pending, results)
+			}
 		}
 	}
 
@@ -354,12 +384,34 @@ func setAll(results []Result, idx []int, o outcome) {
 	}
 }
 
-// deliver tries hosts in order: first a pooled connection to any of them,
-// then fresh connections, until one host holds a session.
-func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, port string, mode TLSMode, m *message, pending []int, results []Result) {
+// deliver tries hosts in order: first a pooled connection to any of them
+// that meets its policy, then fresh connections, until one host holds a
+// session.
+func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, port string, dp *domainPolicy, m *message, pending []int, results []Result) {
+	last := outcome{Deferred, 451, "4.4.1", "no host reachable", ""}
+	var refused []string // hosts whose every address the egress policy refused
+	tried := false       // a host failed for another reason: a deferral
+	policies := make(map[string]*tlsPolicy, len(hosts))
 	for _, h := range hosts {
+		p, err := c.forHost(ctx, dp, h)
+		if err != nil {
+			log.Info("mx host refused by the TLS policy", "remote_server", h, "err", err)
+			last, tried = hostOutcome(h, err), true
+			continue
+		}
+		policies[h] = p
+	}
+
+	for _, h := range hosts {
+		p := policies[h]
+		if p == nil {
+			continue
+		}
 		key := net.JoinHostPort(h, port)
-		cn := c.pool.get(key, mode)
+		cn := c.pool.get(key, func(cn *conn) bool {
+			_, err := c.judge(cn, p)
+			return err == nil
+		})
 		if cn == nil {
 			continue
 		}
@@ -372,7 +424,7 @@ func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, 
 			c.pool.drop(key)
 			break
 		}
-		if retry := c.deliverOn(cn, m, pending, results); retry {
+		if retry := c.deliverOver(log, cn, p, m, pending, results); retry {
 			log.Debug("pooled connection closed before MAIL", "remote_server", h)
 			cn.close()
 			c.pool.drop(key)
@@ -382,16 +434,17 @@ func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, 
 		return
 	}
 
-	last := outcome{Deferred, 451, "4.4.1", "no host reachable", ""}
-	var refused []string // hosts whose every address the egress policy refused
-	tried := false       // a host failed for another reason: a deferral
 	for _, h := range hosts {
+		p := policies[h]
+		if p == nil {
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			last = outcome{Deferred, 451, "4.4.7", fmt.Sprintf("delivery interrupted: %v", context.Cause(ctx)), last.remote}
 			tried = true
 			break
 		}
-		cn, err := c.open(ctx, log, h, port, mode)
+		cn, err := c.open(ctx, log, h, port, p)
 		var he *hostError
 		if errors.As(err, &he) && he.refused {
 			// The operator's log names the address; the outcome, which
@@ -401,13 +454,18 @@ func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, 
 			refused = append(refused, h)
 			continue
 		}
+		if err == nil {
+			if _, err = c.judge(cn, p); err != nil {
+				cn.quit() // a plaintext session where the policy wants TLS
+			}
+		}
 		if err != nil {
 			log.Info("mx host failed", "remote_server", h, "err", err)
 			last = hostOutcome(h, err)
 			tried = true
 			continue
 		}
-		c.deliverOn(cn, m, pending, results)
+		c.deliverOver(log, cn, p, m, pending, results)
 		c.release(net.JoinHostPort(h, port), cn)
 		return
 	}
@@ -416,6 +474,22 @@ func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, 
 		return
 	}
 	setAll(results, pending, last)
+}
+
+// deliverOver runs deliverOn over a session that meets p. What an MTA-STS
+// policy in mode testing would have refused is logged and told in the
+// message of each recipient delivered (RFC 8461 §5: report, deliver).
+func (c *Client) deliverOver(log *slog.Logger, cn *conn, p *tlsPolicy, m *message, pending []int, results []Result) (retry bool) {
+	retry = c.deliverOn(cn, m, pending, results)
+	if note, _ := c.judge(cn, p); note != "" && !retry {
+		log.Warn("MTA-STS policy in mode testing not met: delivering anyway", "remote_server", cn.host, "err", note)
+		for _, i := range pending {
+			if results[i].Status == Delivered {
+				results[i].Message += " (" + note + "; delivered since the policy is in mode testing)"
+			}
+		}
+	}
+	return retry
 }
 
 // refusedOutcome is the outcome when every host (MX hosts, or the address

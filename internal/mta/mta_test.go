@@ -571,17 +571,27 @@ func TestNoReuse(t *testing.T) {
 	require.Eventually(t, func() bool { return mx.OpenConnections() == 0 }, 5*time.Second, 10*time.Millisecond)
 }
 
+// A pooled session serves a stricter policy only when it meets it: an
+// opportunistic session with a certificate that does not verify is not
+// reused under TLSEnforced; one whose certificate verifies is.
 func TestEnforcedTLSReusesOnlyVerifiedConnections(t *testing.T) {
 	d, mx := newMX(t, smtptest.Options{STARTTLS: true})
-	c := newClient(t, d, mx.Port(), func(cfg *Config) { cfg.RootCAs = mx.CertPool() })
 	env := Envelope{From: sender, To: []string{"b@example.test"}, Data: []byte(body)}
 
-	requireResults(t, c.Deliver(testContext(t), "example.test", env), env.To, delivered)
-	env.TLS = TLSEnforced
-	requireResults(t, c.Deliver(testContext(t), "example.test", env), env.To, delivered)
-	require.Equal(t, 2, mx.Connections(), "the opportunistic session was not verified")
-	requireResults(t, c.Deliver(testContext(t), "example.test", env), env.To, delivered)
-	require.Equal(t, 2, mx.Connections(), "the verified session was reused")
+	untrusted := newClient(t, d, mx.Port(), nil) // system roots: the test certificate does not verify
+	requireResults(t, untrusted.Deliver(testContext(t), "example.test", env), env.To, delivered)
+	enforced := env
+	enforced.TLS = TLSEnforced
+	got := untrusted.Deliver(testContext(t), "example.test", enforced)
+	requireResults(t, got, env.To, want{Deferred, 451, "4.7.5"})
+	require.Contains(t, got[0].Message, "certificate of mx.example.test is not valid")
+	require.Equal(t, 2, mx.Connections(), "the unverified session was not reused")
+
+	trusted := newClient(t, d, mx.Port(), func(cfg *Config) { cfg.RootCAs = mx.CertPool() })
+	requireResults(t, trusted.Deliver(testContext(t), "example.test", env), env.To, delivered)
+	requireResults(t, trusted.Deliver(testContext(t), "example.test", enforced), env.To, delivered)
+	requireResults(t, trusted.Deliver(testContext(t), "example.test", enforced), env.To, delivered)
+	require.Equal(t, 3, mx.Connections(), "the session whose certificate verifies was reused")
 }
 
 func TestManyRecipientsTakeSeveralTransactions(t *testing.T) {

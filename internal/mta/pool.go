@@ -32,16 +32,17 @@ func newPool(idleTimeout time.Duration) *pool {
 	return &pool{idleTimeout: idleTimeout, idle: make(map[string][]*idleConn)}
 }
 
-// get takes the most recently used idle connection to key that meets mode:
-// TLSEnforced needs a verified TLS session. It returns nil when there is
-// none; the caller owns the connection.
-func (p *pool) get(key string, mode TLSMode) *conn {
+// get takes the most recently used idle connection to key that accept
+// takes (a session must meet the TLS policy of the envelope at hand, which
+// may be stricter than the one it was opened under). It returns nil when
+// there is none; the caller owns the connection.
+func (p *pool) get(key string, accept func(*conn) bool) *conn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	list := p.idle[key]
 	for i := len(list) - 1; i >= 0; i-- {
 		ic := list[i]
-		if mode == TLSEnforced && !ic.cn.verified {
+		if !accept(ic.cn) {
 			continue
 		}
 		p.idle[key] = append(list[:i:i], list[i+1:]...)
