@@ -1,5 +1,6 @@
 // Package egress is the one guard for outbound HTTP requests to URLs that
-// users supply (attachment paths, webhook endpoints). Every connection goes
+// users supply (attachment paths, webhook endpoints) or that recipient
+// domains name (MTA-STS policies). Every connection goes
 // to an IP address checked after name resolution, and the checked address
 // is the one dialed, so a DNS answer cannot change between check and
 // connect. Loopback, private, link-local, metadata and other special-purpose

@@ -196,11 +196,13 @@ func (c *Client) connect(ctx context.Context, host, port string, p *tlsPolicy, p
 // IP address.
 func (c *Client) tlsConfig(cn *conn, p *tlsPolicy) *tls.Config {
 	cfg := &tls.Config{ServerName: cn.host, InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}
-	if !p.checksCertificate() {
+	if !p.strict() {
 		// Opportunistic TLS protects against passive eavesdropping only:
 		// any certificate and old protocol versions beat plaintext (RFC
-		// 7435 §1.3).
+		// 7435 §1.3). An MTA-STS policy in mode testing only reports.
 		cfg.MinVersion = tls.VersionTLS10
+	}
+	if !p.checksCertificate() {
 		return cfg
 	}
 	cfg.VerifyConnection = func(cs tls.ConnectionState) error {

@@ -47,10 +47,17 @@ func (p *tlsPolicy) requiresTLS() bool {
 	return p.enforced || len(p.tlsa) > 0 || p.daneTLS || p.sts != nil && p.sts.Mode == mtasts.Enforce
 }
 
-// checksCertificate reports whether the server's certificate is checked
-// (and only TLS 1.2 or later accepted).
+// strict reports whether the session must be authenticated, over TLS 1.2
+// or later.
+func (p *tlsPolicy) strict() bool {
+	return p.enforced || len(p.tlsa) > 0 || p.sts != nil && p.sts.Mode == mtasts.Enforce
+}
+
+// checksCertificate reports whether the server's certificate is checked:
+// under a strict policy, or to report under an MTA-STS policy in mode
+// testing.
 func (p *tlsPolicy) checksCertificate() bool {
-	return p.enforced || len(p.tlsa) > 0 || p.sts != nil
+	return p.strict() || p.sts != nil
 }
 
 // who names the policy that requires TLS, for messages.
@@ -144,10 +151,16 @@ func (c *Client) judge(cn *conn, p *tlsPolicy) (note string, err error) {
 		}
 		return "", nil
 	}
-	if p.checksCertificate() && cn.state.Version < tls.VersionTLS12 {
-		// A pooled session opened opportunistically may be older.
-		return "", &hostError{code: 451, enhanced: "4.7.5", policy: true,
-			err: fmt.Errorf("%s requires TLS 1.2 or later, which the session with %s does not use", p.who(), host)}
+	var old string
+	if cn.state.Version < tls.VersionTLS12 {
+		if p.strict() {
+			// A pooled session opened opportunistically may be older.
+			return "", &hostError{code: 451, enhanced: "4.7.5", policy: true,
+				err: fmt.Errorf("%s requires TLS 1.2 or later, which the session with %s does not use", p.who(), host)}
+		}
+		if p.sts != nil {
+			old = fmt.Sprintf("MTA-STS policy of %s in mode testing: %s%s uses TLS older than 1.2", p.domain, unlisted(p, host), host)
+		}
 	}
 	if len(p.tlsa) > 0 {
 		if err := dane.Verify(p.tlsa, cn.state.PeerCertificates, host); err != nil {
@@ -158,6 +171,9 @@ func (c *Client) judge(cn *conn, p *tlsPolicy) (note string, err error) {
 	}
 	if !p.enforced && p.sts == nil {
 		return "", nil
+	}
+	if old != "" {
+		return old, nil
 	}
 	err = cn.verifyPKIX(c.rootCAs)
 	switch {
