@@ -584,7 +584,7 @@ func TestEnforcedTLSReusesOnlyVerifiedConnections(t *testing.T) {
 	enforced.TLS = TLSEnforced
 	got := untrusted.Deliver(testContext(t), "example.test", enforced)
 	requireResults(t, got, env.To, want{Deferred, 451, "4.7.5"})
-	require.Contains(t, got[0].Message, "certificate of mx.example.test is not valid")
+	require.Contains(t, got[0].Message, "the sender domain's TLS setting (enforced): certificate of mx.example.test not valid")
 	require.Equal(t, 2, mx.Connections(), "the unverified session was not reused")
 
 	trusted := newClient(t, d, mx.Port(), func(cfg *Config) { cfg.RootCAs = mx.CertPool() })

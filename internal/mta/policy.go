@@ -66,7 +66,7 @@ func (p *tlsPolicy) who() string {
 	case len(p.tlsa) > 0 || p.daneTLS:
 		return "DANE"
 	case p.enforced:
-		return "the domain's TLS policy"
+		return "the sender domain's TLS setting (enforced)"
 	}
 	return "MTA-STS policy of " + p.domain
 }
@@ -177,12 +177,9 @@ func (c *Client) judge(cn *conn, p *tlsPolicy) (note string, err error) {
 	}
 	err = cn.verifyPKIX(c.rootCAs)
 	switch {
-	case err != nil && p.enforced:
+	case err != nil && p.strict():
 		return "", &hostError{code: 451, enhanced: "4.7.5", policy: true,
-			err: fmt.Errorf("TLS is required but the certificate of %s is not valid: %w", host, err)}
-	case err != nil && p.sts.Mode == mtasts.Enforce:
-		return "", &hostError{code: 451, enhanced: "4.7.5", policy: true,
-			err: fmt.Errorf("MTA-STS policy of %s: certificate of %s not valid: %w", p.domain, host, err)}
+			err: fmt.Errorf("%s: certificate of %s not valid: %w", p.who(), host, err)}
 	case err != nil:
 		return fmt.Sprintf("MTA-STS policy of %s in mode testing: %scertificate of %s not valid: %v", p.domain, unlisted(p, host), host, err), nil
 	case p.sts != nil && !p.listed:
