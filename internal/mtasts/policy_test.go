@@ -151,3 +151,20 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseRecord checks that parseRecord never panics and returns only
+// ids of the RFC 8461 §3.1 form.
+func FuzzParseRecord(f *testing.F) {
+	for _, s := range []string{"v=STSv1; id=20160831085700Z;", "v=STSv1;id=a;id=b", "v=STSv1; =; id=x", ";;;"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, txt string) {
+		id, err := parseRecord(txt)
+		if err != nil {
+			return
+		}
+		if id == "" || len(id) > 32 || strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") != "" {
+			t.Fatalf("id %q from %q", id, txt)
+		}
+	})
+}
