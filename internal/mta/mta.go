@@ -202,6 +202,10 @@ type Result struct {
 	// RemoteServer is the name of the host that gave the reply (MX host,
 	// domain, IP literal or relay); empty when no host was reached.
 	RemoteServer string
+	// SourceIP is the local address of the connection that carried the
+	// transaction (Config.SourceIP when set); empty when no session was
+	// held.
+	SourceIP string
 }
 
 // Client delivers envelopes. It is safe for concurrent use. Close releases
@@ -407,7 +411,7 @@ func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, 
 		if p == nil {
 			continue
 		}
-		key := net.JoinHostPort(h, port)
+		key := c.poolKey(h, port)
 		cn := c.pool.get(key, func(cn *conn) bool {
 			_, err := c.judge(cn, p)
 			return err == nil
@@ -430,6 +434,7 @@ func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, 
 			c.pool.drop(key)
 			break
 		}
+		setSource(results, pending, cn)
 		c.release(key, cn)
 		return
 	}
@@ -466,7 +471,8 @@ func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, 
 			continue
 		}
 		c.deliverOver(log, cn, p, m, pending, results)
-		c.release(net.JoinHostPort(h, port), cn)
+		setSource(results, pending, cn)
+		c.release(c.poolKey(h, port), cn)
 		return
 	}
 	if len(refused) > 0 && !tried {
@@ -507,6 +513,35 @@ func refusedOutcome(hosts []string) outcome {
 		msg = fmt.Sprintf("MX hosts %s resolve only to %s addresses", strings.Join(hosts, ", "), kinds)
 	}
 	return outcome{Refused, 550, "5.7.1", msg + ", which the egress policy refuses", ""}
+}
+
+// poolKey is the key of idle connections to host:port: the source
+// address is part of it, so that a connection opened from one source
+// address (one IP pool's) never carries mail meant to leave from another.
+func (c *Client) poolKey(host, port string) string {
+	src := ""
+	if c.local != nil {
+		src = c.local.String()
+	}
+	return src + ">" + net.JoinHostPort(host, port)
+}
+
+// setSource names the local address of cn in the results of pending that
+// a server answered.
+func setSource(results []Result, pending []int, cn *conn) {
+	if cn.raw == nil {
+		return
+	}
+	src := cn.raw.LocalAddr()
+	ta, ok := src.(*net.TCPAddr)
+	if !ok {
+		return
+	}
+	for _, i := range pending {
+		if results[i].RemoteServer != "" {
+			results[i].SourceIP = ta.IP.String()
+		}
+	}
 }
 
 // release returns cn to the pool or closes it.

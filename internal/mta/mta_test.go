@@ -372,7 +372,7 @@ func TestRemoteServerAndMessage(t *testing.T) {
 	d, mx := newMX(t, smtptest.Options{Rcpt: rejectRcpt("gone@example.test", smtptest.Reply(550, "5.1.1 no such user"))})
 	c := newClient(t, d, mx.Port(), nil)
 	got := c.Deliver(testContext(t), "example.test", Envelope{From: sender, To: []string{"gone@example.test", "b@example.test"}, Data: []byte(body)})
-	require.Equal(t, Result{Rcpt: "gone@example.test", Status: Bounced, Code: 550, EnhancedCode: "5.1.1", Message: "no such user", RemoteServer: "mx.example.test"}, got[0])
+	require.Equal(t, Result{Rcpt: "gone@example.test", Status: Bounced, Code: 550, EnhancedCode: "5.1.1", Message: "no such user", RemoteServer: "mx.example.test", SourceIP: "127.0.0.1"}, got[0])
 	require.Equal(t, "mx.example.test", got[1].RemoteServer)
 	require.Equal(t, "OK: queued", got[1].Message)
 }
@@ -645,6 +645,12 @@ func TestSourceIP(t *testing.T) {
 	host, _, err := net.SplitHostPort(mx.Messages()[0].RemoteAddr)
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.5", host)
+	require.Equal(t, "127.0.0.5", got[0].SourceIP, "the result names the source address")
+
+	// Idle connections are kept per source address: one opened from an
+	// address never carries mail meant to leave from another.
+	other := newClient(t, d, mx.Port(), func(cfg *Config) { cfg.SourceIP = net.ParseIP("127.0.0.6") })
+	require.NotEqual(t, c.poolKey("mx.example.test", "25"), other.poolKey("mx.example.test", "25"))
 }
 
 func TestTimeouts(t *testing.T) {

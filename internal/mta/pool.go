@@ -14,7 +14,8 @@ const (
 	maxConnAge = 5 * time.Minute
 )
 
-// pool keeps idle sessions per "host:port" for the next envelope.
+// pool keeps idle sessions per key (Client.poolKey: source address and
+// "host:port") for the next envelope.
 type pool struct {
 	idleTimeout time.Duration // <= 0: no pooling
 
