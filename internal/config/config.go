@@ -18,6 +18,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/faults"
+	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/seal"
 )
 
@@ -260,6 +261,14 @@ type Delivery struct {
 	DNSServer    string        // POSTHASTE_DNS_SERVER: host:port for every lookup
 	MXPort       int           // POSTHASTE_MX_PORT
 	SourceIP     net.IP        // POSTHASTE_SOURCE_IP
+	// Pools (POSTHASTE_IP_POOLS) are the IP pools to deliver from, synced
+	// into the database at startup; nil when unset, the default pool
+	// then being POSTHASTE_SOURCE_IP (or the system's choice) with
+	// POSTHASTE_HOSTNAME.
+	Pools []ippool.Pool
+	// DefaultPool is the pool of teams and domains assigned none:
+	// ippool.Default, or the first of Pools when none is named so.
+	DefaultPool string
 	Relay        string        // POSTHASTE_RELAY: smtp://host:port smarthost
 	RetryInitial time.Duration // POSTHASTE_DELIVERY_RETRY_INITIAL
 	RetryMax     time.Duration // POSTHASTE_DELIVERY_RETRY_MAX
@@ -470,6 +479,14 @@ func Load(getenv Getenv) (Config, error) {
 	if u := c.HTTP.PublicURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 		r.fail("POSTHASTE_PUBLIC_URL", c.HTTP.PublicURL, "must look like https://mail.example.com")
 	}
+	if v := r.getenv("POSTHASTE_IP_POOLS"); v != "" {
+		pools, err := ippool.Parse(v)
+		if err != nil {
+			r.fail("POSTHASTE_IP_POOLS", v, "must look like shared=203.0.113.5@mta1.example.com;acme=203.0.113.9@mta9.example.com: "+err.Error())
+		}
+		c.Delivery.Pools = pools
+	}
+	c.Delivery.DefaultPool = ippool.DefaultName(c.Delivery.Pools)
 	if c.Delivery.Relay != "" && !strings.HasPrefix(c.Delivery.Relay, "smtp://") {
 		r.fail("POSTHASTE_RELAY", c.Delivery.Relay, "must look like smtp://host:port")
 	}
@@ -529,6 +546,7 @@ func (c Config) LogAttrs() []any {
 		slog.String("relay", c.Delivery.Relay), slog.Bool("mta_sts", c.Delivery.MTASTS),
 		slog.Int("mta_sts_port", c.Delivery.MTASTSPort), slog.Bool("dane", c.Delivery.DANE),
 		slog.Bool("allow_private_egress", c.Egress.AllowPrivate),
+		slog.Any("ip_pools", poolsAttr(c.Delivery.Pools)), slog.String("default_pool", c.Delivery.DefaultPool),
 		slog.Any("egress_allow", c.Egress.Allow),
 		slog.Bool("master_key_set", c.Domains.MasterKey != ""), slog.String("dkim_selector", c.Domains.DKIMSelector),
 		slog.String("bounce_host", c.Domains.BounceHost), slog.String("spf_include", c.Domains.SPFInclude),
@@ -556,6 +574,19 @@ func (c Config) LogAttrs() []any {
 		slog.Int("inbound_max_recipients", c.Inbound.MaxRecipients), slog.Int("inbound_max_conns", c.Inbound.MaxConns),
 		slog.Int("inbound_max_conns_per_ip", c.Inbound.MaxConnsPerIP),
 	}
+}
+
+// poolsAttr shows pools as POSTHASTE_IP_POOLS spells them.
+func poolsAttr(pools []ippool.Pool) []string {
+	out := make([]string, 0, len(pools))
+	for _, p := range pools {
+		as := make([]string, len(p.Addresses))
+		for i, a := range p.Addresses {
+			as[i] = a.String()
+		}
+		out = append(out, p.Name+"="+strings.Join(as, ","))
+	}
+	return out
 }
 
 // redactURL hides the secrets of a URL: the password of its user
