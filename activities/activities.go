@@ -68,6 +68,21 @@ type Deliverer interface {
 	Deliver(ctx context.Context, domain string, env mta.Envelope) []mta.Result
 }
 
+// Senders are the Deliverers of the IP pools a process delivers from.
+type Senders interface {
+	// Sender returns the Deliverer of a pool ("" the default pool), or
+	// false when this process does not deliver from it.
+	Sender(pool string) (Deliverer, bool)
+}
+
+// OnePool is the Senders of a process that delivers from the default
+// pool only, with d.
+func OnePool(d Deliverer) Senders { return onePool{d} }
+
+type onePool struct{ d Deliverer }
+
+func (o onePool) Sender(pool string) (Deliverer, bool) { return o.d, pool == "" }
+
 // Config holds the settings activities need.
 type Config struct {
 	// Hostname names this installation in the return path of sandbox
@@ -118,10 +133,15 @@ type Config struct {
 	// with neither, no mail is tracked.
 	TrackingKey []byte
 	// LocalRegions are the delivery regions whose queues the workflow
-	// worker running these activities also serves: Prepare lets the
-	// workflow make the first delivery attempt of their groups a local
-	// activity (DeliveryGroup.Local). Set by WithLocalDelivery.
+	// worker running these activities also serves, for the IP pools it
+	// has Senders for: Prepare lets the workflow make the first delivery
+	// attempt of their groups a local activity (DeliveryGroup.Local). Set
+	// by WithLocalDelivery.
 	LocalRegions []string
+	// DefaultPool is the name of the default IP pool
+	// (POSTHASTE_IP_POOLS): Prepare gives groups of teams or domains
+	// assigned it the pool "", whose queues are the default ones.
+	DefaultPool string
 	// BroadcastRate is the emails a second each team's broadcasts hand to
 	// the send path (POSTHASTE_BROADCAST_RATE); 0 → DefaultBroadcastRate.
 	BroadcastRate float64
@@ -135,16 +155,28 @@ const VERPKeyPurpose = "posthaste verp return path"
 type Activities struct {
 	cfg     Config
 	store   *store.Store
-	mta     Deliverer
+	mta     Senders // nil in processes that do not deliver
 	metrics *telemetry.Metrics
 	logger  *slog.Logger
 	now     func() time.Time
 	signers *signerCache
 }
 
-// New returns the activities. d may be nil in processes that do not
-// deliver; metrics may be nil.
+// New returns the activities, delivering from the default pool with d
+// (see NewWithSenders). d may be nil in processes that do not deliver;
+// metrics may be nil.
 func New(cfg Config, st *store.Store, d Deliverer, metrics *telemetry.Metrics, logger *slog.Logger) *Activities {
+	var senders Senders
+	if d != nil {
+		senders = OnePool(d)
+	}
+	return NewWithSenders(cfg, st, senders, metrics, logger)
+}
+
+// NewWithSenders returns the activities of a process that delivers from
+// the IP pools of senders; senders may be nil in processes that do not
+// deliver, metrics may be nil.
+func NewWithSenders(cfg Config, st *store.Store, senders Senders, metrics *telemetry.Metrics, logger *slog.Logger) *Activities {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -161,16 +193,17 @@ func New(cfg Config, st *store.Store, d Deliverer, metrics *telemetry.Metrics, l
 	if cfg.TrackingKey == nil && cfg.Keys != nil {
 		cfg.TrackingKey = cfg.Keys.DeriveKey(tracking.KeyPurpose)
 	}
-	return &Activities{cfg: cfg, store: st, mta: d, metrics: metrics,
+	return &Activities{cfg: cfg, store: st, mta: senders, metrics: metrics,
 		logger: logger.With("component", "activities"), now: now, signers: newSignerCache()}
 }
 
 // WithLocalDelivery returns activities that differ from a only in that
-// Prepare lets the first delivery attempt of groups of the given regions
-// run as a local activity (Config.LocalRegions). A worker that runs
-// workflows and serves those regions' delivery queues registers them on
-// its workflow queue; a process that does not deliver (no Deliverer)
-// never delivers locally.
+// Prepare lets the first delivery attempt of groups of the given regions,
+// from the IP pools a has Senders for, run as a local activity
+// (Config.LocalRegions). A worker that runs workflows and serves those
+// regions' and pools' delivery queues registers them on its workflow
+// queue; a process that does not deliver (no Senders) never delivers
+// locally.
 func (a *Activities) WithLocalDelivery(regions []string) *Activities {
 	b := *a
 	if a.mta != nil {
@@ -179,6 +212,15 @@ func (a *Activities) WithLocalDelivery(regions []string) *Activities {
 		b.cfg.LocalRegions = nil
 	}
 	return &b
+}
+
+// sends reports whether this process delivers from pool.
+func (a *Activities) sends(pool string) bool {
+	if a.mta == nil {
+		return false
+	}
+	_, ok := a.mta.Sender(pool)
+	return ok
 }
 
 // record stores events and counts them.
@@ -211,9 +253,14 @@ type SandboxRecipient struct {
 type DeliveryGroup struct {
 	Domain string
 	Region string // delivery region of the sender domain: the task queue of Deliver
-	// Local: the workflow's worker serves Region's delivery queue, so the
-	// first delivery attempt may run as a local activity (DeliverLocal).
-	// False in histories from before it.
+	// Pool is the IP pool the mail leaves from (the domain's, else the
+	// team's), which with Region names Deliver's task queue
+	// (workflows.DeliverTaskQueue); "" is the default pool, and in
+	// histories from before pools.
+	Pool string `json:",omitempty"`
+	// Local: the workflow's worker serves the delivery queue of Region
+	// and Pool, so the first delivery attempt may run as a local activity
+	// (DeliverLocal). False in histories from before it.
 	Local      bool   `json:",omitempty"`
 	TLS        string // TLS mode of the sender domain
 	ReturnPath string // envelope sender (VERP)
@@ -294,6 +341,14 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		region, tls = d.Region, d.TLS
 		rp = DomainReturnPath(a.cfg.VERPKey, e.ID, d)
 	}
+	pool, err := a.store.SendingIPPool(ctx, e.TeamID, e.DomainID)
+	if err != nil {
+		return PrepareResult{}, fmt.Errorf("choosing the IP pool of %s: %w", id, err)
+	}
+	if pool == a.cfg.DefaultPool {
+		pool = "" // the default queues
+	}
+	local := slices.Contains(a.cfg.LocalRegions, region) && a.sends(pool)
 	if _, err := a.store.SaveMessage(ctx, id, messageID(e), msg); err != nil {
 		return PrepareResult{}, err
 	}
@@ -342,8 +397,8 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		if !ok {
 			i = len(res.Groups)
 			groups[r.Domain] = i
-			res.Groups = append(res.Groups, DeliveryGroup{Domain: r.Domain, Region: region, TLS: tls, ReturnPath: rp,
-				Local: slices.Contains(a.cfg.LocalRegions, region)})
+			res.Groups = append(res.Groups, DeliveryGroup{Domain: r.Domain, Region: region, Pool: pool, TLS: tls,
+				ReturnPath: rp, Local: local})
 		}
 		res.Groups[i].Recipients = append(res.Groups[i].Recipients, r.Address)
 	}

@@ -29,6 +29,9 @@ type DeliverInput struct {
 	// DeliverLocal delivers only when its worker serves it. "" in histories
 	// from before DeliverLocal.
 	Region string `json:",omitempty"`
+	// Pool is the IP pool to deliver from (DeliveryGroup.Pool): "" the
+	// default pool, and in histories from before pools.
+	Pool string `json:",omitempty"`
 	// Answered are final outcomes that an earlier attempt run as a local
 	// activity (DeliverLocal) got from the MX but could not record: Deliver
 	// records them and does not send to those recipients again, as it
@@ -55,17 +58,20 @@ type DeliverOutcome struct {
 	EnhancedCode string
 	Message      string
 	RemoteServer string
-	At           time.Time
+	// SourceIP is the address the delivery left from (mta.Result); empty
+	// in histories from before pools.
+	SourceIP string `json:",omitempty"`
+	At       time.Time
 }
 
 func outcomeOf(r mta.Result, at time.Time) DeliverOutcome {
 	return DeliverOutcome{Rcpt: r.Rcpt, Status: r.Status.String(), Code: r.Code, EnhancedCode: r.EnhancedCode,
-		Message: r.Message, RemoteServer: r.RemoteServer, At: at}
+		Message: r.Message, RemoteServer: r.RemoteServer, SourceIP: r.SourceIP, At: at}
 }
 
 func (o DeliverOutcome) result() mta.Result {
 	r := mta.Result{Rcpt: o.Rcpt, Status: mta.Deferred, Code: o.Code, EnhancedCode: o.EnhancedCode,
-		Message: o.Message, RemoteServer: o.RemoteServer}
+		Message: o.Message, RemoteServer: o.RemoteServer, SourceIP: o.SourceIP}
 	switch o.Status {
 	case mta.Delivered.String():
 		r.Status = mta.Delivered
@@ -137,6 +143,12 @@ func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in DeliverInput,
 	if a.mta == nil {
 		return prog, fmt.Errorf("this process does not deliver mail")
 	}
+	sender, ok := a.mta.Sender(in.Pool)
+	if !ok {
+		// Only workers that own the pool poll its queue: a worker whose
+		// pools changed since. Another may take the retry.
+		return prog, fmt.Errorf("this worker does not deliver from IP pool %q", in.Pool)
+	}
 	e, err := a.store.EmailForBuild(ctx, id)
 	if err != nil {
 		return prog, err
@@ -188,7 +200,7 @@ func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in DeliverInput,
 	a.cfg.Crash.At(faults.BeforeData)
 	var results []mta.Result
 	if msgs != nil {
-		results = a.deliverEach(ctx, in.Domain, env, msgs, func(r mta.Result) {
+		results = a.deliverEach(ctx, sender, in.Domain, env, msgs, func(r mta.Result) {
 			o := outcomeOf(r, a.now())
 			hb.progress(o)
 			// Recorded at once, not after the last recipient: a retry
@@ -200,7 +212,7 @@ func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in DeliverInput,
 			}
 		})
 	} else {
-		results = a.mta.Deliver(ctx, in.Domain, env)
+		results = sender.Deliver(ctx, in.Domain, env)
 	}
 	stop()
 
@@ -294,6 +306,9 @@ func (a *Activities) DeliverLocal(ctx context.Context, in DeliverInput) (Deliver
 		// delivers on the region's queue.
 		return DeliverLocalResult{Retry: fmt.Sprintf("this worker does not serve region %q", in.Region)}, nil
 	}
+	if !a.sends(in.Pool) {
+		return DeliverLocalResult{Retry: fmt.Sprintf("this worker does not deliver from IP pool %q", in.Pool)}, nil
+	}
 	// The attempt ends localMargin before its timeout, so that answers it
 	// got come back in its result: an attempt that times out returns only
 	// the timeout.
@@ -321,8 +336,12 @@ func (a *Activities) recordOutcomes(ctx context.Context, e store.Email, outcomes
 		r := o.result()
 		switch r.Status {
 		case mta.Delivered:
+			detail := map[string]any{"remote_server": r.RemoteServer, "smtp_code": r.Code}
+			if o.SourceIP != "" {
+				detail["source_ip"] = o.SourceIP
+			}
 			evs = append(evs, store.Event{Type: store.EventDelivered, Recipient: r.Rcpt, CreatedAt: o.At,
-				Detail: map[string]any{"remote_server": r.RemoteServer, "smtp_code": r.Code}})
+				Detail: detail})
 		case mta.Bounced:
 			class := r.Bounce()
 			evs = append(evs, store.Event{Type: store.EventBounced, Recipient: r.Rcpt, CreatedAt: o.At,

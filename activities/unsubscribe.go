@@ -178,13 +178,13 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, store
 // them), and returns the results in the order of env.To. progress is
 // called with each final outcome as it comes, so the liveness heartbeats
 // carry it.
-func (a *Activities) deliverEach(ctx context.Context, domain string, env mta.Envelope, msgs map[string][]byte,
+func (a *Activities) deliverEach(ctx context.Context, d Deliverer, domain string, env mta.Envelope, msgs map[string][]byte,
 	progress func(mta.Result)) []mta.Result {
 	results := make([]mta.Result, 0, len(env.To))
 	for _, r := range env.To {
 		one := env
 		one.To, one.Data = []string{r}, msgs[r]
-		res := a.mta.Deliver(ctx, domain, one)
+		res := d.Deliver(ctx, domain, one)
 		for _, x := range res {
 			if x.Status == mta.Delivered || x.Status == mta.Bounced {
 				progress(x)

@@ -25,6 +25,7 @@ import (
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/domains"
+	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/outbox"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
@@ -35,6 +36,11 @@ import (
 type Config struct {
 	// Regions whose delivery queues this worker polls; empty → all.
 	Regions []string
+	// Pools are the IP pools whose delivery queues this worker polls in
+	// each of Regions, "" standing for the default pool; empty → the
+	// default pool only. The activities must have a Sender for each
+	// (activities.NewWithSenders).
+	Pools []string
 	// Workflows makes the worker run workflows and local activities
 	// (the main task queue). Delivery-only workers leave it false.
 	Workflows bool
@@ -70,25 +76,40 @@ func New(c client.Client, acts *activities.Activities, cfg Config, logger *slog.
 			return nil, fmt.Errorf("unknown region %q (known: %v)", r, domains.Regions)
 		}
 	}
+	pools := cfg.Pools
+	if len(pools) == 0 {
+		pools = []string{""}
+	}
+	for _, p := range pools {
+		if p == "" {
+			continue
+		}
+		if err := ippool.ValidName(p); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Workflows {
 		main := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
 			MaxConcurrentWorkflowTaskPollers:        4,
 			MaxConcurrentLocalActivityExecutionSize: 256,
 			WorkerStopTimeout:                       stop,
 		})
-		// This worker serves the delivery queues of regions too: its
-		// workflows make the first delivery attempt of those regions'
-		// groups a local activity (activities.DeliverLocal).
+		// This worker serves the delivery queues of regions and pools
+		// too: its workflows make the first delivery attempt of those
+		// regions' groups, from those pools, a local activity
+		// (activities.DeliverLocal).
 		Register(main, acts.WithLocalDelivery(regions))
 		w.workers = append(w.workers, main)
 	}
 	for _, r := range regions {
-		dw := sdkworker.New(c, workflows.DeliverTaskQueue(r), sdkworker.Options{
-			MaxConcurrentActivityExecutionSize: 64,
-			WorkerStopTimeout:                  stop,
-		})
-		dw.RegisterActivityWithOptions(acts.Deliver, activity.RegisterOptions{Name: activities.DeliverName})
-		w.workers = append(w.workers, dw)
+		for _, p := range pools {
+			dw := sdkworker.New(c, workflows.DeliverTaskQueue(r, p), sdkworker.Options{
+				MaxConcurrentActivityExecutionSize: 64,
+				WorkerStopTimeout:                  stop,
+			})
+			dw.RegisterActivityWithOptions(acts.Deliver, activity.RegisterOptions{Name: activities.DeliverName})
+			w.workers = append(w.workers, dw)
+		}
 	}
 	return w, nil
 }

@@ -32,9 +32,18 @@ const RetentionScheduleID = "retention"
 // few minutes.
 const ReconcileScheduleID = "reconcile"
 
-// DeliverTaskQueue is the task queue of the Deliver activities of a region;
-// `posthaste worker --regions` chooses which of them a worker polls.
-func DeliverTaskQueue(region string) string { return "posthaste-deliver-" + region }
+// DeliverTaskQueue is the task queue of the Deliver activities of a region
+// and an IP pool: only workers that own the pool's addresses poll it.
+// pool is "" for the default pool, whose queues keep the names they had
+// before pools (running histories name them). `posthaste worker --regions
+// --pools` chooses which queues a worker polls.
+func DeliverTaskQueue(region, pool string) string {
+	if pool == "" {
+		return "posthaste-deliver-" + region
+	}
+	// Neither region nor pool names contain "/" (ippool.ValidName).
+	return "posthaste-deliver-" + region + "/" + pool
+}
 
 // EmailWorkflowID is the ID of the SendEmail workflow of an email accepted
 // without an idempotency key.

@@ -101,7 +101,7 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 	futures := make([]workflow.Future, len(prep.Groups))
 	for i, g := range prep.Groups {
 		opts := workflow.ActivityOptions{
-			TaskQueue:              DeliverTaskQueue(g.Region),
+			TaskQueue:              DeliverTaskQueue(g.Region, g.Pool),
 			StartToCloseTimeout:    30 * time.Minute,
 			ScheduleToCloseTimeout: delivery.Expire,
 			// Deliver heartbeats through long deliveries (see
@@ -117,6 +117,7 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 		}
 		in := activities.DeliverInput{
 			EmailID: emailID, Domain: g.Domain, Recipients: g.Recipients, TLS: g.TLS, ReturnPath: g.ReturnPath,
+			Pool: g.Pool,
 		}
 		if local == localDeliverVersion && g.Local {
 			in.Region = g.Region

@@ -136,7 +136,7 @@ func TestSendEmailDeliversPerDomainAndRetries(t *testing.T) {
 	for _, q := range queues {
 		qs = append(qs, q)
 	}
-	require.ElementsMatch(t, []string{DeliverTaskQueue("us-east-1"), DeliverTaskQueue("eu-west-1")}, qs)
+	require.ElementsMatch(t, []string{DeliverTaskQueue("us-east-1", ""), DeliverTaskQueue("eu-west-1", "")}, qs)
 }
 
 func TestSendEmailBouncesRecipientsWhenDeliveryExpires(t *testing.T) {
@@ -295,8 +295,52 @@ func TestSendEmailDeliversLocallyOnlyForServedRegions(t *testing.T) {
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	require.Equal(t, []string{"a.test@us-east-1"}, local)
-	require.Equal(t, []string{"b.test@" + DeliverTaskQueue("eu-west-1")}, regular)
+	require.Equal(t, []string{"b.test@" + DeliverTaskQueue("eu-west-1", "")}, regular)
 	require.Empty(t, *events)
+}
+
+// A group that leaves from an IP pool other than the default goes to that
+// pool's queue in its region, carrying the pool; one of the default pool
+// keeps the region's queue of before pools. A local first attempt
+// carries the pool too, and its fallback goes to the pool's queue.
+func TestSendEmailDeliversOnThePoolsQueue(t *testing.T) {
+	env := newEnv(t)
+	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(activities.PrepareResult{
+		Groups: []activities.DeliveryGroup{
+			{Domain: "a.test", Region: "us-east-1", Pool: "acme", Recipients: []string{"x@a.test"}},
+			{Domain: "b.test", Region: "eu-west-1", Recipients: []string{"y@b.test"}},
+			{Domain: "c.test", Region: "us-east-1", Pool: "acme", Local: true, Recipients: []string{"z@c.test"}},
+		}}, nil)
+	var (
+		mu      sync.Mutex
+		local   []string
+		regular []string
+	)
+	env.OnActivity(activities.DeliverLocalName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.DeliverInput) (activities.DeliverLocalResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			local = append(local, in.Domain+" from "+in.Pool)
+			return activities.DeliverLocalResult{Retry: "deferred"}, nil
+		})
+	env.OnActivity(activities.DeliverName, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.DeliverInput) error {
+			mu.Lock()
+			defer mu.Unlock()
+			regular = append(regular, in.Domain+" from "+in.Pool+" on "+activity.GetInfo(ctx).TaskQueue)
+			return nil
+		})
+	env.ExecuteWorkflow(SendEmailName, SendEmailInput{EmailID: "e1", Delivery: fastPolicy})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	require.Equal(t, []string{"c.test from acme"}, local)
+	require.ElementsMatch(t, []string{
+		"a.test from acme on posthaste-deliver-us-east-1/acme",
+		"b.test from  on posthaste-deliver-eu-west-1",
+		"c.test from acme on posthaste-deliver-us-east-1/acme",
+	}, regular)
+	require.Equal(t, "posthaste-deliver-us-east-1", DeliverTaskQueue("us-east-1", ""),
+		"the default pool's queues keep their names: running histories name them")
 }
 
 // A local attempt that does not finish (here a deferral, after the MX
@@ -338,7 +382,7 @@ func TestSendEmailLocalDeferralFallsBackToTheRegionQueue(t *testing.T) {
 	require.NoError(t, env.GetWorkflowError())
 	require.Len(t, attempts, 2, "the regular Deliver retried on the delivery policy")
 	require.GreaterOrEqual(t, attempts[0].Sub(localAt), fastPolicy.Initial, "a deferral is not retried at once")
-	require.Equal(t, DeliverTaskQueue("us-east-1"), queue)
+	require.Equal(t, DeliverTaskQueue("us-east-1", ""), queue)
 	for _, in := range inputs {
 		require.Equal(t, answered, in.Answered, "the local attempt's answers reach every regular attempt")
 		require.Equal(t, []string{"x@a.test", "y@a.test"}, in.Recipients)

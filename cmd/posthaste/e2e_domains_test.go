@@ -319,7 +319,7 @@ func requireRegion(t *testing.T, temporalPort, emailID, region string) {
 	}
 	require.NotEmpty(t, queues)
 	for _, q := range queues {
-		require.Equal(t, workflows.DeliverTaskQueue(region), q)
+		require.Equal(t, workflows.DeliverTaskQueue(region, ""), q)
 	}
 }
 
