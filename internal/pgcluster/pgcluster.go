@@ -201,6 +201,62 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	return nil
 }
 
+// ErrNotRunning is returned (wrapped) by RunningURL when no server runs
+// on the cluster.
+var ErrNotRunning = errors.New("no PostgreSQL server runs on the cluster")
+
+// RunningURL returns the URL of the application database of the cluster
+// in dir that another process started and still runs (`posthaste dev`),
+// read from its password file and the port its postmaster.pid records;
+// the error wraps ErrNotRunning when no live server runs on it.
+func RunningURL(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("resolving %s: %w", dir, err)
+	}
+	home := dir
+	loc := filepath.Join(dir, locationFile)
+	switch b, err := os.ReadFile(loc); {
+	case err == nil:
+		if home = strings.TrimSpace(string(b)); !filepath.IsAbs(home) {
+			return "", fmt.Errorf("reading %s: %q is not an absolute path", loc, home)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("reading %s: %w", loc, err)
+	}
+	pidPath := filepath.Join(home, dataDir, "postmaster.pid")
+	b, err := os.ReadFile(pidPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("%w: %s has no postmaster.pid", ErrNotRunning, dir)
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", pidPath, err)
+	}
+	// postmaster.pid: the pid, the data directory, the start time, the
+	// port, ... (PostgreSQL's miscadmin.h, LOCK_FILE_LINE_*).
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 4 {
+		return "", fmt.Errorf("%w: %s is incomplete", ErrNotRunning, pidPath)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(lines[0]))
+	if err != nil || pid <= 0 {
+		return "", fmt.Errorf("%w: %s names no process", ErrNotRunning, pidPath)
+	}
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return "", fmt.Errorf("%w: postmaster %d has exited", ErrNotRunning, pid)
+	}
+	port, err := strconv.Atoi(strings.TrimSpace(lines[3]))
+	if err != nil || port <= 0 || port > 65535 {
+		return "", fmt.Errorf("%w: %s names no port", ErrNotRunning, pidPath)
+	}
+	pw, err := loadPassword(filepath.Join(dir, passwordFile), false)
+	if err != nil {
+		return "", err
+	}
+	c := &Cluster{password: pw, port: port}
+	return c.URL(), nil
+}
+
 // Remove deletes the cluster in cfg.Dir: it stops a server still running on
 // it (one whose Cluster was never stopped, or that a dead process left
 // behind), then removes cfg.Dir and, when the cluster was kept elsewhere,

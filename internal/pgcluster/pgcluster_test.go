@@ -175,3 +175,28 @@ func passwordOf(t *testing.T, connURL string) string {
 	require.NotEmpty(t, cfg.Password)
 	return cfg.Password
 }
+
+// Another process finds a running cluster by its directory (as `posthaste
+// admin` finds the cluster of `posthaste dev`); once stopped, it is not
+// found.
+func TestRunningURL(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "pg")
+	removeRelocated(t, dir)
+	_, err := pgcluster.RunningURL(dir)
+	require.ErrorIs(t, err, pgcluster.ErrNotRunning, "no cluster yet")
+
+	c, err := pgcluster.Start(ctx, pgcluster.Config{Dir: dir, NoSync: true})
+	require.NoError(t, err)
+	got, err := pgcluster.RunningURL(dir)
+	require.NoError(t, err)
+	require.Equal(t, c.URL(), got)
+	conn, err := pgx.Connect(ctx, got)
+	require.NoError(t, err)
+	require.NoError(t, conn.Ping(ctx))
+	require.NoError(t, conn.Close(ctx))
+
+	require.NoError(t, c.Stop(ctx))
+	_, err = pgcluster.RunningURL(dir)
+	require.ErrorIs(t, err, pgcluster.ErrNotRunning, "stopped")
+}
