@@ -3,16 +3,20 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/config"
+	"github.com/posthaste/posthaste/internal/ippool"
+	"github.com/posthaste/posthaste/internal/pgcluster"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -22,9 +26,17 @@ const adminUsage = `usage:
   posthaste admin revoke-key  --team TEAM_ID --id KEY_ID
   posthaste admin set-plan    --team TEAM_ID --plan free|50k|100k|200k|500k|1m|1.5m|2.5m
   posthaste admin set-rate-limit --team TEAM_ID --rate REQUESTS_PER_SECOND (0: the default)
-  posthaste admin health      --team TEAM_ID [--resume]`
+  posthaste admin health      --team TEAM_ID [--resume]
+  posthaste admin list-teams
+  posthaste admin create-pool --name NAME --address IP@EHLO_NAME[,IP@EHLO_NAME...]
+  posthaste admin list-pools
+  posthaste admin assign-pool --team TEAM_ID|--domain DOMAIN_ID --pool NAME|--default
 
-// runAdmin creates teams and keys; it prints tokens as JSON on stdout.
+Without DATABASE_URL, admin uses the private PostgreSQL of the posthaste dev
+running on POSTHASTE_DATA_DIR.`
+
+// runAdmin creates teams and keys and manages IP pools; it prints its
+// results (tokens among them) as JSON on stdout.
 func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		return usageError{fmt.Errorf("missing admin command\n%s", adminUsage)}
@@ -39,6 +51,10 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 	plan := fs.String("plan", "", "plan name")
 	rateLimit := fs.Int("rate", -1, "requests per second; 0 for the default")
 	resume := fs.Bool("resume", false, "lift the account-health pause of the team's sending")
+	domain := fs.String("domain", "", "domain id")
+	pool := fs.String("pool", "", "IP pool name")
+	toDefault := fs.Bool("default", false, "send from the default IP pool")
+	address := fs.String("address", "", "comma-separated IP@EHLO_NAME source addresses")
 	if err := fs.Parse(args[1:]); err != nil {
 		return usageError{fmt.Errorf("%w\n%s", err, adminUsage)}
 	}
@@ -55,7 +71,11 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 		}
 		return u, nil
 	}
-	st, err := openStore(ctx, cfg.DatabaseURL, logger)
+	dbURL, err := adminDatabaseURL(cfg)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, dbURL, logger)
 	if err != nil {
 		return err
 	}
@@ -148,7 +168,127 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 			return err
 		}
 		return adminHealth(ctx, st, cfg.Health, teamID, *resume, stdout)
+	case "list-teams":
+		teams, err := st.ListTeams(ctx)
+		if err != nil {
+			return err
+		}
+		list := make([]map[string]any, len(teams))
+		for i, t := range teams {
+			list[i] = map[string]any{"id": t.ID.String(), "name": t.Name, "created_at": t.CreatedAt,
+				"ip_pool": poolOrDefault(t.IPPool, cfg.Delivery.DefaultPool)}
+		}
+		return out.Encode(list)
+	case "create-pool":
+		if err := need(name, "name"); err != nil {
+			return err
+		}
+		if err := need(address, "address"); err != nil {
+			return err
+		}
+		p, err := ippool.Parse(*name + "=" + *address)
+		if err != nil || len(p) != 1 {
+			return usageError{fmt.Errorf("--name and --address: %v\n%s", err, adminUsage)}
+		}
+		stored, err := st.AddIPPool(ctx, storePool(p[0]))
+		if err != nil {
+			return fmt.Errorf("creating IP pool %s: %w", *name, err)
+		}
+		return out.Encode(poolJSON(stored, cfg.Delivery.DefaultPool))
+	case "list-pools":
+		pools, err := st.IPPools(ctx)
+		if err != nil {
+			return err
+		}
+		list := make([]map[string]any, len(pools))
+		for i, p := range pools {
+			list[i] = poolJSON(p, cfg.Delivery.DefaultPool)
+		}
+		return out.Encode(list)
+	case "assign-pool":
+		return adminAssignPool(ctx, st, cfg.Delivery.DefaultPool, *team, *domain, *pool, *toDefault, out)
 	default:
 		return usageError{fmt.Errorf("unknown admin command %q\n%s", args[0], adminUsage)}
 	}
+}
+
+// adminDatabaseURL is DATABASE_URL, else the URL of the private cluster of
+// the `posthaste dev` running on POSTHASTE_DATA_DIR.
+func adminDatabaseURL(cfg config.Config) (string, error) {
+	if cfg.DatabaseURL != "" {
+		return cfg.DatabaseURL, nil
+	}
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return "", err
+	}
+	u, err := pgcluster.RunningURL(devClusterDir(dataDir))
+	if err != nil {
+		return "", fmt.Errorf("DATABASE_URL is not set and no posthaste dev runs on POSTHASTE_DATA_DIR=%s: %w", dataDir, err)
+	}
+	return u, nil
+}
+
+// adminAssignPool gives a team or a domain its IP pool (or the default).
+func adminAssignPool(ctx context.Context, st *store.Store, defaultPool, team, domain, pool string, toDefault bool,
+	out *json.Encoder) error {
+	if (team == "") == (domain == "") {
+		return usageError{fmt.Errorf("give one of --team and --domain\n%s", adminUsage)}
+	}
+	if (pool == "") == !toDefault {
+		return usageError{fmt.Errorf("give one of --pool and --default\n%s", adminUsage)}
+	}
+	if pool != "" {
+		if err := ippool.ValidName(pool); err != nil {
+			return usageError{err}
+		}
+	}
+	what, idText, set := "team", team, st.SetTeamIPPool
+	if domain != "" {
+		what, idText, set = "domain", domain, st.SetDomainIPPool
+	}
+	id, err := uuid.Parse(idText)
+	if err != nil {
+		return usageError{fmt.Errorf("--%s must be a UUID", what)}
+	}
+	err = set(ctx, id, pool)
+	if errors.Is(err, store.ErrUnknownPool) {
+		pools, lerr := st.IPPools(ctx)
+		if lerr != nil {
+			return lerr
+		}
+		names := make([]string, len(pools))
+		for i, p := range pools {
+			names[i] = p.Name
+		}
+		return usageError{fmt.Errorf("unknown IP pool %q (known: %s; create it with create-pool or POSTHASTE_IP_POOLS)",
+			pool, strings.Join(names, ", "))}
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("no %s %s", what, id)
+	}
+	if err != nil {
+		return fmt.Errorf("assigning the IP pool of %s %s: %w", what, id, err)
+	}
+	shown := poolOrDefault(pool, defaultPool)
+	if pool == "" && what == "domain" {
+		shown = "(the team's)"
+	}
+	return out.Encode(map[string]any{what: id.String(), "ip_pool": shown})
+}
+
+// poolOrDefault names the pool of a team: the default pool's name for "".
+func poolOrDefault(pool, defaultPool string) string {
+	if pool == "" {
+		return defaultPool
+	}
+	return pool
+}
+
+func poolJSON(p store.IPPool, defaultPool string) map[string]any {
+	addrs := make([]map[string]string, len(p.Addresses))
+	for i, a := range p.Addresses {
+		addrs[i] = map[string]string{"id": a.ID.String(), "address": a.IP.String(), "ehlo_name": a.EHLOName}
+	}
+	return map[string]any{"id": p.ID.String(), "name": p.Name, "default": p.Name == defaultPool, "addresses": addrs}
 }

@@ -177,15 +177,16 @@ func recordsConfig(cfg config.Domains) records.Config {
 	return records.Config{BounceHost: cfg.BounceHost, SPFInclude: cfg.SPFInclude, TrackingHost: cfg.TrackingHost}
 }
 
-// newDeliverer returns the MTA client: MX hosts are reached under the
+// mtaConfig is what the MTA clients of every IP pool share (each gets its
+// address's source IP and EHLO name): MX hosts are reached under the
 // egress policy (POSTHASTE_ALLOW_PRIVATE_EGRESS, POSTHASTE_EGRESS_ALLOW),
 // the relay whatever its address; recipient domains' MTA-STS policies are
 // fetched through the egress guard (POSTHASTE_MTA_STS) and their MX hosts'
-// TLSA records looked up (POSTHASTE_DANE).
-func newDeliverer(cfg config.Delivery, eg config.Egress, logger *slog.Logger) (*mta.Client, error) {
+// TLSA records looked up (POSTHASTE_DANE), with one policy cache for all.
+func mtaConfig(cfg config.Delivery, eg config.Egress, logger *slog.Logger) (mta.Config, error) {
 	roots, err := rootCAs(cfg)
 	if err != nil {
-		return nil, err
+		return mta.Config{}, err
 	}
 	mcfg := mta.Config{
 		Hostname: cfg.Hostname,
@@ -203,7 +204,7 @@ func newDeliverer(cfg config.Delivery, eg config.Egress, logger *slog.Logger) (*
 		mcfg.STS, err = mtasts.New(mtasts.Config{Resolver: newResolver(cfg), HTTP: fetch.HTTPClient(),
 			Port: cfg.MTASTSPort, Logger: logger.With("component", "mta-sts")})
 		if err != nil {
-			return nil, err
+			return mta.Config{}, err
 		}
 	}
 	if cfg.DANE {
@@ -220,7 +221,7 @@ func newDeliverer(cfg config.Delivery, eg config.Egress, logger *slog.Logger) (*
 			logger.Warn("DANE is off: no DNS server to ask", "err", err)
 		}
 	}
-	return mta.New(mcfg)
+	return mcfg, nil
 }
 
 func deliveryPolicy(cfg config.Config) workflows.DeliveryPolicy {
@@ -478,17 +479,28 @@ func webhookClient(cfg config.Config) *webhook.Client {
 // newActivities wires the activities. outbox (may be nil) is the outbox
 // dispatcher of this process, poked when events queue webhook messages;
 // tc is the Temporal client the reconciler asks about and restarts
-// workflows with.
-func newActivities(cfg config.Config, st *store.Store, tc client.Client, keys *seal.Box, metrics *telemetry.Metrics,
-	outbox activities.Notifier, logger *slog.Logger) (*activities.Activities, func(), error) {
-	d, err := newDeliverer(cfg.Delivery, cfg.Egress, logger)
+// workflows with. POSTHASTE_IP_POOLS is synced into the database first;
+// the activities deliver from the IP pools named in pools (nil: all, see
+// newSenders), which it returns as worker.Config.Pools names them.
+func newActivities(ctx context.Context, cfg config.Config, st *store.Store, tc client.Client, keys *seal.Box,
+	metrics *telemetry.Metrics, outbox activities.Notifier, pools []string, logger *slog.Logger) (*activities.Activities,
+	[]string, func(), error) {
+	if err := syncPools(ctx, st, cfg.Delivery.Pools); err != nil {
+		return nil, nil, nil, err
+	}
+	base, err := mtaConfig(cfg.Delivery, cfg.Egress, logger)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	d, err := newSenders(ctx, cfg.Delivery, base, st, pools, logger)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	sub := submit.New(submit.Config{Store: st, Notifier: outbox, Logger: logger.With("component", "submit")})
 	notices, err := newSystemMailer(cfg.SystemFrom, st, sub, logger)
 	if err != nil {
-		return nil, nil, err
+		d.Close()
+		return nil, nil, nil, err
 	}
 	wcfg := activities.WebhookConfig{
 		Client:       webhookClient(cfg),
@@ -501,9 +513,10 @@ func newActivities(cfg config.Config, st *store.Store, tc client.Client, keys *s
 	}
 	links, err := unsubscribe.NewLinks(cfg.HTTP.PublicURL, unsubscribeKey(keys))
 	if err != nil {
-		return nil, nil, err
+		d.Close()
+		return nil, nil, nil, err
 	}
-	acts := activities.New(activities.Config{
+	acts := activities.NewWithSenders(activities.Config{
 		Hostname:  cfg.Delivery.Hostname,
 		Records:   recordsConfig(cfg.Domains),
 		Resolver:  newResolver(cfg.Delivery),
@@ -514,8 +527,9 @@ func newActivities(cfg config.Config, st *store.Store, tc client.Client, keys *s
 
 		Unsubscribe:   links,
 		BroadcastRate: float64(cfg.Delivery.BroadcastRate),
+		DefaultPool:   cfg.Delivery.DefaultPool,
 	}, st, d, metrics, logger)
-	return acts, func() { _ = d.Close() }, nil
+	return acts, d.queues, d.Close, nil
 }
 
 // serveHTTP listens on addr and serves h until ctx ends, then shuts down

@@ -36,7 +36,9 @@ func TestDelivererObeysEgressConfig(t *testing.T) {
 		{"relay", viaRelay, config.Egress{}, mta.Delivered},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := newDeliverer(tc.delivery, tc.egress, slog.New(slog.DiscardHandler))
+			cfg, err := mtaConfig(tc.delivery, tc.egress, slog.New(slog.DiscardHandler))
+			require.NoError(t, err)
+			d, err := mta.New(cfg)
 			require.NoError(t, err)
 			defer d.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

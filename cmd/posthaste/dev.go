@@ -54,7 +54,7 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 
 	dbURL := cfg.DatabaseURL
 	if dbURL == "" {
-		pg, err := pgcluster.Start(ctx, pgcluster.Config{Dir: filepath.Join(dataDir, "pg"), Logger: logger})
+		pg, err := pgcluster.Start(ctx, pgcluster.Config{Dir: devClusterDir(dataDir), Logger: logger})
 		if err != nil {
 			return err
 		}
@@ -124,12 +124,12 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 	if err != nil {
 		return err
 	}
-	acts, closeActs, err := newActivities(cfg, st, tc, keys, metrics, in.dispatcher, logger)
+	acts, pools, closeActs, err := newActivities(ctx, cfg, st, tc, keys, metrics, in.dispatcher, nil, logger)
 	if err != nil {
 		return err
 	}
 	stops = append(stops, closeActs)
-	w, err := worker.New(tc, acts, worker.Config{Workflows: true}, logger)
+	w, err := worker.New(tc, acts, worker.Config{Workflows: true, Pools: pools}, logger)
 	if err != nil {
 		return err
 	}
@@ -196,6 +196,10 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 	}
 	return nil
 }
+
+// devClusterDir is where dev keeps its private PostgreSQL cluster; admin
+// commands find it there (adminDatabaseURL).
+func devClusterDir(dataDir string) string { return filepath.Join(dataDir, "pg") }
 
 // displayAddr turns a listen address into one a browser can open.
 func displayAddr(a string) string {

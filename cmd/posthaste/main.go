@@ -24,10 +24,11 @@ commands:
   api       run the HTTP API and the outbox dispatcher
   smtp      run the SMTP submission gateway and the outbox dispatcher
   mx        run the inbound MX (bounces and complaints) and the outbox dispatcher
-  worker    run Temporal workers (--regions chooses delivery queues)
+  worker    run Temporal workers (--regions and --pools choose delivery queues)
   temporal  run only the embedded Temporal server and its UI
   migrate   apply database migrations
-  admin     create-team, create-key, revoke-key, set-plan, set-rate-limit
+  admin     create-team, create-key, revoke-key, set-plan, set-rate-limit,
+            health, list-teams, create-pool, list-pools, assign-pool
 
 Configuration comes from the environment; see the README.
 `

@@ -56,11 +56,13 @@ func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	return nil
 }
 
-// runWorker runs the workflows and the delivery activities of the chosen regions.
+// runWorker runs the workflows and the delivery activities of the chosen
+// regions and IP pools.
 func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args []string) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	regions := fs.String("regions", "", "comma-separated delivery regions to serve (default: all)")
+	poolList := fs.String("pools", "", "comma-separated IP pools to deliver from (default: all)")
 	noWorkflows := fs.Bool("delivery-only", false, "serve only delivery queues, not workflows")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
@@ -75,7 +77,13 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 		return err
 	}
 	reg, metrics := newRegistry()
-	acts, closeActs, err := newActivities(cfg, st, tc, keys, metrics, nil, logger)
+	var want []string
+	if *poolList != "" {
+		for _, p := range strings.Split(*poolList, ",") {
+			want = append(want, strings.TrimSpace(p))
+		}
+	}
+	acts, pools, closeActs, err := newActivities(ctx, cfg, st, tc, keys, metrics, nil, want, logger)
 	if err != nil {
 		return err
 	}
@@ -84,7 +92,7 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 	if *regions != "" {
 		rs = strings.Split(*regions, ",")
 	}
-	w, err := worker.New(tc, acts, worker.Config{Regions: rs, Workflows: !*noWorkflows}, logger)
+	w, err := worker.New(tc, acts, worker.Config{Regions: rs, Pools: pools, Workflows: !*noWorkflows}, logger)
 	if err != nil {
 		return usageError{err}
 	}
@@ -105,7 +113,7 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 	if err != nil {
 		return err
 	}
-	logger.Info("ready", "regions", rs, "metrics_addr", addr.String())
+	logger.Info("ready", "regions", rs, "pools", pools, "metrics_addr", addr.String())
 	if err := <-served; err != nil {
 		return fmt.Errorf("serving metrics: %w", err)
 	}
