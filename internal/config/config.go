@@ -261,14 +261,6 @@ type Delivery struct {
 	DNSServer    string        // POSTHASTE_DNS_SERVER: host:port for every lookup
 	MXPort       int           // POSTHASTE_MX_PORT
 	SourceIP     net.IP        // POSTHASTE_SOURCE_IP
-	// Pools (POSTHASTE_IP_POOLS) are the IP pools to deliver from, synced
-	// into the database at startup; nil when unset, the default pool
-	// then being POSTHASTE_SOURCE_IP (or the system's choice) with
-	// POSTHASTE_HOSTNAME.
-	Pools []ippool.Pool
-	// DefaultPool is the pool of teams and domains assigned none:
-	// ippool.Default, or the first of Pools when none is named so.
-	DefaultPool string
 	Relay        string        // POSTHASTE_RELAY: smtp://host:port smarthost
 	RetryInitial time.Duration // POSTHASTE_DELIVERY_RETRY_INITIAL
 	RetryMax     time.Duration // POSTHASTE_DELIVERY_RETRY_MAX
@@ -292,6 +284,14 @@ type Delivery struct {
 	// broadcast (quota used up, sender domain not verified) looks whether
 	// it may go on.
 	BroadcastRecheck time.Duration
+	// Pools (POSTHASTE_IP_POOLS) are the IP pools to deliver from, synced
+	// into the database at startup; nil when unset, the default pool
+	// then being POSTHASTE_SOURCE_IP (or the system's choice) with
+	// POSTHASTE_HOSTNAME.
+	Pools []ippool.Pool
+	// DefaultPool is the pool of teams and domains assigned none:
+	// ippool.Default, or the first of Pools when none is named so.
+	DefaultPool string
 }
 
 // Domains configures sender domains: their keys, records and verification.
