@@ -50,9 +50,19 @@ func TestIPPools(t *testing.T) {
 	}
 	require.Equal(t, "shared", pools[acme.TeamID], "a new team sends from the default pool")
 
+	out, code = runProcess(t, admin, "admin create-pool --name bulk --address 127.0.0.10@mta10")
+	require.Equal(t, 2, code, out)
+	require.Contains(t, out, "fully qualified host name")
+	out, code = runProcess(t, admin, "admin create-pool --name bulk --address 127.0.0.10@mta10.test")
+	require.Equal(t, 0, code, out)
+	out, code = runProcess(t, admin, "admin list-pools")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, `"ehlo_name": "mta9.test"`, "the pools of POSTHASTE_IP_POOLS were synced")
+	require.Contains(t, out, `"ehlo_name": "mta10.test"`)
+
 	out, code = runProcess(t, admin, "admin assign-pool --team "+acme.TeamID+" --pool nope")
 	require.Equal(t, 2, code, out)
-	require.Contains(t, out, `unknown IP pool "nope" (known: shared, acme`)
+	require.Contains(t, out, `unknown IP pool "nope" (known: shared, acme, bulk`)
 	out, code = runProcess(t, admin, "admin assign-pool --team "+acme.TeamID+" --pool acme")
 	require.Equal(t, 0, code, out)
 

@@ -42,7 +42,7 @@ func (a Address) String() string { return a.IP.String() + "@" + a.Hostname }
 var nameRE = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
 
 // ValidName checks a pool name: 1 to 32 lower-case letters, digits and
-// hyphens.
+// hyphens (migration 00030 checks the same in ip_pool).
 func ValidName(name string) error {
 	if !nameRE.MatchString(name) {
 		return fmt.Errorf("pool name %q must be 1 to 32 lower-case letters, digits and hyphens", name)
