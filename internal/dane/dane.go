@@ -23,6 +23,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -67,14 +68,35 @@ type Config struct {
 	Servers []string
 	// Timeout bounds each query to one server; 0 means 5 seconds.
 	Timeout time.Duration
+	// MaxCache caps how long an answer is kept: for its records' TTL (a
+	// negative answer: its SOA's, RFC 2308) up to MaxCache. 0 means 5
+	// minutes; a negative value keeps nothing.
+	MaxCache time.Duration
 }
+
+// maxCachedAnswers bounds the answers a Resolver keeps; a full cache
+// starts again empty.
+const maxCachedAnswers = 10_000
 
 // Resolver looks up DNSSEC-validated records. It is safe for concurrent
 // use.
 type Resolver struct {
-	servers []string
-	udp     *dns.Client
-	tcp     *dns.Client
+	servers  []string
+	udp      *dns.Client
+	tcp      *dns.Client
+	maxCache time.Duration
+	now      func() time.Time
+
+	// answers keeps answers for their TTL: every delivery asks whether
+	// its domain's MX answer is validated, and a resolver on another host
+	// would be asked again each time.
+	mu      sync.Mutex
+	answers map[dns.Question]cachedAnswer
+}
+
+type cachedAnswer struct {
+	msg   *dns.Msg
+	until time.Time
 }
 
 // New returns a Resolver.
@@ -91,10 +113,17 @@ func New(cfg Config) (*Resolver, error) {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
+	maxCache := cfg.MaxCache
+	if maxCache == 0 {
+		maxCache = 5 * time.Minute
+	}
 	return &Resolver{
-		servers: cfg.Servers,
-		udp:     &dns.Client{Net: "udp", Timeout: timeout, UDPSize: 1232},
-		tcp:     &dns.Client{Net: "tcp", Timeout: timeout},
+		servers:  cfg.Servers,
+		udp:      &dns.Client{Net: "udp", Timeout: timeout, UDPSize: 1232},
+		tcp:      &dns.Client{Net: "tcp", Timeout: timeout},
+		maxCache: maxCache,
+		now:      time.Now,
+		answers:  map[dns.Question]cachedAnswer{},
 	}, nil
 }
 
@@ -116,6 +145,59 @@ func ServersFromResolvConf(path string) ([]string, error) {
 // RFC 6840 §5.7), over TCP when the UDP answer is truncated. It returns the
 // first answer that is not SERVFAIL or a network error.
 func (r *Resolver) query(ctx context.Context, name string, qtype uint16) (*dns.Msg, error) {
+	q := dns.Question{Name: strings.ToLower(dns.Fqdn(name)), Qtype: qtype, Qclass: dns.ClassINET}
+	now := r.now()
+	r.mu.Lock()
+	c, ok := r.answers[q]
+	r.mu.Unlock()
+	if ok && now.Before(c.until) {
+		return c.msg, nil
+	}
+	resp, err := r.exchange(ctx, name, qtype)
+	if err != nil {
+		return nil, err
+	}
+	if ttl := r.cacheFor(resp); ttl > 0 {
+		r.mu.Lock()
+		if len(r.answers) >= maxCachedAnswers {
+			clear(r.answers)
+		}
+		r.answers[q] = cachedAnswer{msg: resp, until: now.Add(ttl)}
+		r.mu.Unlock()
+	}
+	return resp, nil
+}
+
+// cacheFor is how long resp may be kept: the smallest TTL of its answer
+// records or, for an answer without them, of its SOA record and the SOA's
+// minimum (RFC 2308 §5), capped at maxCache; 0 when it says nothing.
+func (r *Resolver) cacheFor(resp *dns.Msg) time.Duration {
+	if r.maxCache < 0 {
+		return 0
+	}
+	ttl := uint32(0)
+	found := false
+	take := func(t uint32) {
+		if !found || t < ttl {
+			ttl, found = t, true
+		}
+	}
+	for _, rr := range resp.Answer {
+		take(rr.Header().Ttl)
+	}
+	if len(resp.Answer) == 0 {
+		for _, rr := range resp.Ns {
+			if soa, ok := rr.(*dns.SOA); ok {
+				take(soa.Hdr.Ttl)
+				take(soa.Minttl)
+			}
+		}
+	}
+	return min(time.Duration(ttl)*time.Second, r.maxCache)
+}
+
+// exchange asks the servers; see query.
+func (r *Resolver) exchange(ctx context.Context, name string, qtype uint16) (*dns.Msg, error) {
 	m := new(dns.Msg)
 	m.SetQuestion(dns.Fqdn(name), qtype)
 	m.RecursionDesired = true

@@ -114,7 +114,8 @@ func TestLookup(t *testing.T) {
 	d.AddA("mx.example.test", "127.0.0.1")
 	d.AddTLSA("_25._tcp.mx.example.test", 3, 1, 1, []byte{1, 2, 3})
 	d.AddTLSA("_25._tcp.mx.example.test", 1, 1, 1, []byte{4, 5, 6})
-	r, err := New(Config{Servers: []string{d.Addr()}})
+	// The records change below: nothing is kept (TestAnswersAreKept).
+	r, err := New(Config{Servers: []string{d.Addr()}, MaxCache: -1})
 	require.NoError(t, err)
 	ctx := t.Context()
 
@@ -149,4 +150,51 @@ func TestNew(t *testing.T) {
 	require.Error(t, err)
 	_, err = New(Config{Servers: []string{"127.0.0.1"}})
 	require.ErrorContains(t, err, "want host:port")
+}
+
+// TestAnswersAreKept: an answer is kept for its TTL (the test server's is
+// 60 s), capped by MaxCache; a failure is not kept.
+func TestAnswersAreKept(t *testing.T) {
+	d := dnstest.NewServer(t)
+	d.AddMX("example.test", "mx.example.test", 10)
+	for _, tc := range []struct {
+		name     string
+		maxCache time.Duration
+		kept     time.Duration
+	}{
+		{"the records' TTL", 0, 60 * time.Second},
+		{"capped", 20 * time.Second, 20 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d.SetSecure("example.test", false)
+			r, err := New(Config{Servers: []string{d.Addr()}, MaxCache: tc.maxCache})
+			require.NoError(t, err)
+			now := time.Now()
+			r.now = func() time.Time { return now }
+			ctx := t.Context()
+			secure, err := r.SecureMX(ctx, "example.test")
+			require.NoError(t, err)
+			require.False(t, secure)
+
+			d.SetSecure("example.test", true)
+			now = now.Add(tc.kept - time.Second)
+			secure, err = r.SecureMX(ctx, "EXAMPLE.test.")
+			require.NoError(t, err)
+			require.False(t, secure, "the kept answer, whatever the name's case")
+			now = now.Add(time.Second)
+			secure, err = r.SecureMX(ctx, "example.test")
+			require.NoError(t, err)
+			require.True(t, secure, "asked again after %v", tc.kept)
+		})
+	}
+	t.Run("failures", func(t *testing.T) {
+		r, err := New(Config{Servers: []string{d.Addr()}})
+		require.NoError(t, err)
+		d.ServFail("example.test", true)
+		_, err = r.SecureMX(t.Context(), "example.test")
+		require.ErrorContains(t, err, "SERVFAIL")
+		d.ServFail("example.test", false)
+		_, err = r.SecureMX(t.Context(), "example.test")
+		require.NoError(t, err, "a failure is not kept")
+	})
 }

@@ -80,6 +80,20 @@ type Cache struct {
 
 	mu      sync.Mutex
 	entries map[string]*entry // domain → its policy or last failure
+	// records keeps each domain's _mta-sts answer (an id, or none) for
+	// recordTTL: every delivery asks, and the system resolver keeps
+	// nothing.
+	records map[string]recordAnswer
+}
+
+// recordTTL is how long a domain's _mta-sts answer is kept: a new policy
+// id is seen within it.
+const recordTTL = time.Minute
+
+type recordAnswer struct {
+	id    string
+	none  bool // errNoRecord
+	until time.Time
 }
 
 // entry is what the cache knows of a domain.
@@ -100,7 +114,8 @@ func New(cfg Config) (*Cache, error) {
 		return nil, fmt.Errorf("mtasts: port %d: out of range", cfg.Port)
 	}
 	c := &Cache{resolver: cfg.Resolver, http: cfg.HTTP, port: cfg.Port, timeout: cfg.Timeout,
-		max: cfg.MaxPolicies, now: cfg.Now, log: cfg.Logger, entries: make(map[string]*entry)}
+		max: cfg.MaxPolicies, now: cfg.Now, log: cfg.Logger, entries: make(map[string]*entry),
+		records: make(map[string]recordAnswer)}
 	if c.resolver == nil {
 		c.resolver = net.DefaultResolver
 	}
@@ -162,7 +177,7 @@ func (c *Cache) lookup(ctx context.Context, domain string) *Policy {
 	}
 	c.mu.Unlock()
 
-	id, err := c.recordID(ctx, domain)
+	id, err := c.keptRecordID(ctx, domain, now)
 	if err != nil {
 		// No live record: a cached policy stays in force (RFC 8461 §3.3;
 		// a domain withdraws its policy by publishing mode none).
@@ -223,6 +238,31 @@ func (c *Cache) evict(now time.Time) {
 	if len(c.entries) >= c.max && first != "" {
 		delete(c.entries, first)
 	}
+}
+
+// keptRecordID is recordID, answered from records while the answer is
+// kept. Lookup failures are not kept.
+func (c *Cache) keptRecordID(ctx context.Context, domain string, now time.Time) (string, error) {
+	c.mu.Lock()
+	r, ok := c.records[domain]
+	c.mu.Unlock()
+	if ok && now.Before(r.until) {
+		if r.none {
+			return "", errNoRecord
+		}
+		return r.id, nil
+	}
+	id, err := c.recordID(ctx, domain)
+	if err != nil && !errors.Is(err, errNoRecord) {
+		return "", err
+	}
+	c.mu.Lock()
+	if len(c.records) >= c.max {
+		clear(c.records)
+	}
+	c.records[domain] = recordAnswer{id: id, none: err != nil, until: now.Add(recordTTL)}
+	c.mu.Unlock()
+	return id, err
 }
 
 // errNoRecord means the domain publishes no valid _mta-sts record.

@@ -52,6 +52,10 @@ func newEnv(t *testing.T, edit func(*Config, *egress.Config)) *env {
 	return e
 }
 
+// dnsChanged lets the kept _mta-sts answers expire, as after a change of
+// the records a test just made.
+func (e *env) dnsChanged() { e.clock.Advance(recordTTL) }
+
 func (e *env) lookup(t *testing.T, domain string) *Policy {
 	return e.cache.Lookup(t.Context(), domain)
 }
@@ -63,20 +67,24 @@ func TestLookupFetchesAndCaches(t *testing.T) {
 
 	e.dns.AddTXT("_mta-sts.example.test", "v=STSv1; id=one;")
 	e.srv.SetPolicy("example.test", enforce)
+	require.Nil(t, e.lookup(t, "example.test"), "the answer \"no record\" is kept for a while")
+	e.dnsChanged()
 	p := e.lookup(t, "Example.Test.")
 	require.NotNil(t, p)
 	require.Equal(t, &Policy{Mode: Enforce, MX: []string{"mx.example.test"}, MaxAge: time.Hour, ID: "one"}, p)
 	require.Equal(t, 1, e.srv.Requests("example.test"))
 
 	// Within max_age and under the same id, the cached policy serves.
-	e.clock.Advance(59 * time.Minute)
+	e.clock.Advance(58 * time.Minute)
 	require.Same(t, p, e.lookup(t, "example.test"))
 	require.Equal(t, 1, e.srv.Requests("example.test"))
 
-	// A new id is fetched at once.
+	// A new id is fetched once the kept record answer expires.
 	e.dns.Remove("_mta-sts.example.test", 16)
 	e.dns.AddTXT("_mta-sts.example.test", "v=STSv1; id=two")
 	e.srv.SetPolicy("example.test", strings.Replace(enforce, "enforce", "testing", 1))
+	require.Same(t, p, e.lookup(t, "example.test"))
+	e.dnsChanged()
 	p = e.lookup(t, "example.test")
 	require.Equal(t, Testing, p.Mode)
 	require.Equal(t, "two", p.ID)
@@ -99,6 +107,7 @@ func TestFetchFailureKeepsCachedPolicy(t *testing.T) {
 
 	e.dns.Remove("_mta-sts.example.test", 16)
 	e.dns.AddTXT("_mta-sts.example.test", "v=STSv1; id=two;")
+	e.dnsChanged()
 	e.srv.SetResponse("example.test", ststest.Response{Status: http.StatusInternalServerError})
 	require.Same(t, p, e.lookup(t, "example.test"), "the cached policy stays in force")
 	require.Equal(t, 2, e.srv.Requests("example.test"))
@@ -107,12 +116,14 @@ func TestFetchFailureKeepsCachedPolicy(t *testing.T) {
 
 	// The record disappearing does not withdraw the cached policy either.
 	e.dns.Remove("_mta-sts.example.test", 16)
+	e.dnsChanged()
 	require.Same(t, p, e.lookup(t, "example.test"))
 
 	// Once it expires, nothing is left.
 	e.clock.Advance(time.Hour)
 	require.Nil(t, e.lookup(t, "example.test"))
 	e.dns.AddTXT("_mta-sts.example.test", "v=STSv1; id=two;")
+	e.dnsChanged()
 	require.Nil(t, e.lookup(t, "example.test"))
 	require.Equal(t, 3, e.srv.Requests("example.test"), "the failure backoff has passed")
 }
