@@ -313,11 +313,13 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		a.metrics.EmailEvents.WithLabelValues(store.EventSent).Inc()
 	}
 	// Claimed now, or by an earlier try of this step: build and store the
-	// message (once) and hand out the recipients.
-	e, err := a.store.EmailForBuild(ctx, id)
+	// message (once) and hand out the recipients. The email, its domain
+	// and its IP pool come in one round trip.
+	load, err := a.store.EmailForSending(ctx, id)
 	if err != nil {
 		return PrepareResult{}, err
 	}
+	e := load.Email
 	if perRecipient(e) && a.cfg.Unsubscribe == nil {
 		return PrepareResult{}, temporal.NewNonRetryableApplicationError(errNoLinks.Error(), ErrTypePermanent, errNoLinks)
 	}
@@ -331,20 +333,17 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	region, tls := DefaultRegion, store.TLSOpportunistic
 	rp := returnPath(e, a.cfg.Hostname)
 	if e.DomainID != nil {
-		d, err := a.store.DomainByID(ctx, *e.DomainID)
-		if err != nil {
-			return PrepareResult{}, a.classify(fmt.Errorf("loading domain of %s: %w", id, err))
+		d := load.Domain
+		if d == nil {
+			return PrepareResult{}, a.classify(fmt.Errorf("loading domain of %s: %w", id, store.ErrNotFound))
 		}
-		if msg, err = a.sign(d, msg); err != nil {
+		if msg, err = a.sign(*d, msg); err != nil {
 			return PrepareResult{}, a.classify(err)
 		}
 		region, tls = d.Region, d.TLS
-		rp = DomainReturnPath(a.cfg.VERPKey, e.ID, d)
+		rp = DomainReturnPath(a.cfg.VERPKey, e.ID, *d)
 	}
-	pool, err := a.store.SendingIPPool(ctx, e.TeamID, e.DomainID)
-	if err != nil {
-		return PrepareResult{}, fmt.Errorf("choosing the IP pool of %s: %w", id, err)
-	}
+	pool := load.IPPool
 	if pool == a.cfg.DefaultPool {
 		pool = "" // the default queues
 	}

@@ -464,11 +464,61 @@ func (s *Store) EmailForBuild(ctx context.Context, id uuid.UUID) (Email, error) 
 	// One round trip: the email, its attachments and its submitted source
 	// are read in one pipelined batch.
 	var e Email
+	b := &pgx.Batch{}
+	queueEmailForBuild(b, id, &e)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return Email{}, err
+	}
+	return e, nil
+}
+
+// EmailToSend is what preparing an email for delivery reads: the email as
+// EmailForBuild loads it, its sender domain (nil for the sandbox sender,
+// or a domain since removed from the table) and the name of its IP pool
+// ("" for the default: the domain's pool, else the team's).
+type EmailToSend struct {
+	Email  Email
+	Domain *Domain
+	IPPool string
+}
+
+// EmailForSending loads an EmailToSend in one round trip.
+func (s *Store) EmailForSending(ctx context.Context, id uuid.UUID) (EmailToSend, error) {
+	var out EmailToSend
 	args := pgx.NamedArgs{"id": id}
 	b := &pgx.Batch{}
+	queueEmailForBuild(b, id, &out.Email)
+	b.Queue(`SELECT `+domainColumns+` FROM domain WHERE id = (SELECT domain_id FROM email WHERE id = @id)`, args).
+		QueryRow(func(row pgx.Row) error {
+			d, err := scanDomain(row)
+			if errors.Is(err, ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("loading domain of email %s: %w", id, err)
+			}
+			out.Domain = &d
+			return nil
+		})
+	b.Queue(sendingIPPoolSQL(`(SELECT team_id FROM email WHERE id = @id)`, `(SELECT domain_id FROM email WHERE id = @id)`),
+		args).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&out.IPPool); err != nil {
+			return fmt.Errorf("choosing the IP pool of email %s: %w", id, mapErr(err))
+		}
+		return nil
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return EmailToSend{}, err
+	}
+	return out, nil
+}
+
+// queueEmailForBuild queues the statements of EmailForBuild, which fill e.
+func queueEmailForBuild(b *pgx.Batch, id uuid.UUID, e *Email) {
+	args := pgx.NamedArgs{"id": id}
 	b.Queue(`SELECT `+emailColumns+` FROM email WHERE id = @id`, args).QueryRow(func(row pgx.Row) error {
 		var err error
-		if e, err = scanEmail(row); err != nil {
+		if *e, err = scanEmail(row); err != nil {
 			return fmt.Errorf("loading email %s: %w", id, err)
 		}
 		return nil
@@ -492,10 +542,6 @@ func (s *Store) EmailForBuild(ctx context.Context, id uuid.UUID) (Email, error) 
 		}
 		return nil
 	})
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return Email{}, err
-	}
-	return e, nil
 }
 
 // SaveMessage stores the built message of an email once; a second call

@@ -201,16 +201,14 @@ func (s *Store) setIPPool(ctx context.Context, update string, id uuid.UUID, pool
 	return nil
 }
 
-// SendingIPPool is the name of the pool an email of the team from the
-// domain (nil: the sandbox sender) leaves from: the domain's pool, else
-// the team's, else "" for the default pool.
-func (s *Store) SendingIPPool(ctx context.Context, teamID uuid.UUID, domainID *uuid.UUID) (string, error) {
-	var name string
-	err := s.pool.QueryRow(ctx, `SELECT coalesce(
-			(SELECT p.name FROM domain d JOIN ip_pool p ON p.id = d.ip_pool_id WHERE d.id = @domain AND d.team_id = @team),
-			(SELECT p.name FROM team t JOIN ip_pool p ON p.id = t.ip_pool_id WHERE t.id = @team),
-			'')`, pgx.NamedArgs{"team": teamID, "domain": domainID}).Scan(&name)
-	return name, mapErr(err)
+// sendingIPPoolSQL selects the name of the IP pool that mail from the
+// domain and team the two SQL expressions give leaves from: the domain's,
+// else the team's, else "" (the default pool). EmailForSending runs it.
+func sendingIPPoolSQL(team, domain string) string {
+	return `SELECT coalesce(
+			(SELECT p.name FROM domain d JOIN ip_pool p ON p.id = d.ip_pool_id WHERE d.id = ` + domain + ` AND d.team_id = ` + team + `),
+			(SELECT p.name FROM team t JOIN ip_pool p ON p.id = t.ip_pool_id WHERE t.id = ` + team + `),
+			'')`
 }
 
 // TeamSummary is a team as `posthaste admin list-teams` shows it.
