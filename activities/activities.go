@@ -313,22 +313,16 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		a.metrics.EmailEvents.WithLabelValues(store.EventSent).Inc()
 	}
 	// Claimed now, or by an earlier try of this step: build and store the
-	// message (once) and hand out the recipients. The email, its domain
-	// and its IP pool come in one round trip.
-	load, err := a.store.EmailForSending(ctx, id)
+	// message (once) and hand out the recipients. The email, its domain,
+	// its IP pool and the message an earlier try stored come in one round
+	// trip.
+	load, err := a.store.EmailForSending(ctx, id, true)
 	if err != nil {
 		return PrepareResult{}, err
 	}
 	e := load.Email
 	if perRecipient(e) && a.cfg.Unsubscribe == nil {
 		return PrepareResult{}, temporal.NewNonRetryableApplicationError(errNoLinks.Error(), ErrTypePermanent, errNoLinks)
-	}
-	msg := e.Source // submitted over SMTP: delivered as submitted
-	if msg == nil {
-		if msg, err = BuildMessage(e, a.now()); err != nil {
-			return PrepareResult{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("building message: %v", err), ErrTypePermanent, err)
-		}
 	}
 	region, tls := DefaultRegion, store.TLSOpportunistic
 	rp := returnPath(e, a.cfg.Hostname)
@@ -337,20 +331,19 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		if d == nil {
 			return PrepareResult{}, a.classify(fmt.Errorf("loading domain of %s: %w", id, store.ErrNotFound))
 		}
-		if msg, err = a.sign(*d, msg); err != nil {
-			return PrepareResult{}, a.classify(err)
-		}
 		region, tls = d.Region, d.TLS
 		rp = DomainReturnPath(a.cfg.VERPKey, e.ID, *d)
+	}
+	if load.Message == nil { // not built by an earlier try
+		if err := a.buildAndSave(ctx, e, load.Domain); err != nil {
+			return PrepareResult{}, err
+		}
 	}
 	pool := load.IPPool
 	if pool == a.cfg.DefaultPool {
 		pool = "" // the default queues
 	}
 	local := slices.Contains(a.cfg.LocalRegions, region) && a.sends(pool)
-	if _, err := a.store.SaveMessage(ctx, id, messageID(e), msg); err != nil {
-		return PrepareResult{}, err
-	}
 	var res PrepareResult
 	var real []string
 	for _, r := range e.Recipients {
@@ -407,6 +400,28 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		}
 	}
 	return res, nil
+}
+
+// buildAndSave builds the message of e (or takes the source submitted
+// over SMTP), signs it with the key of d (nil: the sandbox sender) and
+// stores it once.
+func (a *Activities) buildAndSave(ctx context.Context, e store.Email, d *store.Domain) error {
+	msg := e.Source // submitted over SMTP: delivered as submitted
+	if msg == nil {
+		var err error
+		if msg, err = BuildMessage(e, a.now()); err != nil {
+			return temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("building message: %v", err), ErrTypePermanent, err)
+		}
+	}
+	if d != nil {
+		var err error
+		if msg, err = a.sign(*d, msg); err != nil {
+			return a.classify(err)
+		}
+	}
+	_, err := a.store.SaveMessage(ctx, e.ID, messageID(e), msg)
+	return err
 }
 
 // errNoKey marks a domain key that cannot be used: retrying cannot fix it.

@@ -149,10 +149,14 @@ func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in DeliverInput,
 		// pools changed since. Another may take the retry.
 		return prog, fmt.Errorf("this worker does not deliver from IP pool %q", in.Pool)
 	}
-	e, err := a.store.EmailForBuild(ctx, id)
+	// One round trip: the email without its attachments, its domain and
+	// the message Prepare stored. Attachments are read only to build a
+	// message per recipient.
+	load, err := a.store.EmailForSending(ctx, id, false)
 	if err != nil {
 		return prog, err
 	}
+	e := load.Email
 	answered := make(map[string]bool, len(prog.Outcomes))
 	if len(prog.Outcomes) > 0 {
 		// An earlier attempt got these answers and may not have recorded
@@ -173,9 +177,12 @@ func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in DeliverInput,
 	if len(pending) == 0 {
 		return prog, nil
 	}
-	data, err := a.store.Message(ctx, id)
-	if err != nil {
-		return prog, fmt.Errorf("loading message of %s: %w", id, err)
+	data := load.Message
+	if data == nil {
+		return prog, fmt.Errorf("loading message of %s: %w", id, store.ErrNotFound)
+	}
+	if e.DomainID != nil && load.Domain == nil {
+		return prog, a.classify(fmt.Errorf("loading domain of %s: %w", id, store.ErrNotFound))
 	}
 	from := in.ReturnPath
 	if from == "" {
@@ -189,10 +196,10 @@ func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in DeliverInput,
 	}
 	var msgs map[string][]byte // per recipient, for mail sent with a topic or tracked
 	if perRecipient(e) {
-		if msgs, err = a.recipientMessages(ctx, e, data, pending); err != nil {
+		if msgs, err = a.recipientMessages(ctx, e, load.Domain, data, pending); err != nil {
 			return prog, err
 		}
-	} else if msgs, err = a.trackedMessages(ctx, e, data, pending); err != nil {
+	} else if msgs, err = a.trackedMessages(ctx, e, load.Domain, data, pending); err != nil {
 		return prog, err
 	}
 	hb := newHeartbeats(ctx, activity.GetInfo(ctx).HeartbeatTimeout, prog)

@@ -96,15 +96,14 @@ func recipientIndex(e store.Email) map[string]int {
 // of an email that is not otherwise built per recipient, dated like
 // stored; nil when e is not tracked. Errors that retrying cannot fix are
 // classified permanent.
-func (a *Activities) trackedMessages(ctx context.Context, e store.Email, stored []byte, rcpts []string) (map[string][]byte, error) {
+func (a *Activities) trackedMessages(ctx context.Context, e store.Email, d *store.Domain, stored []byte, rcpts []string) (map[string][]byte, error) {
 	if e.DomainID == nil || (e.Source == nil && e.HTML == nil) || len(a.cfg.TrackingKey) == 0 {
 		return nil, nil
 	}
-	d, err := a.store.DomainByID(ctx, *e.DomainID)
-	if err != nil {
-		return nil, a.classify(fmt.Errorf("loading domain of %s: %w", e.ID, err))
+	if d == nil {
+		return nil, a.classify(fmt.Errorf("loading domain of %s: %w", e.ID, store.ErrNotFound))
 	}
-	track, err := a.tracker(d, e)
+	track, err := a.tracker(*d, e)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
 	}
@@ -116,8 +115,12 @@ func (a *Activities) trackedMessages(ctx context.Context, e store.Email, stored 
 		if at, err = messageDate(stored); err != nil {
 			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
 		}
+		// Built again for each recipient: with its attachments.
+		if e.Attachments, err = a.store.Attachments(ctx, e.ID); err != nil {
+			return nil, err
+		}
 	}
-	sign, err := a.signerFor(d)
+	sign, err := a.signerFor(*d)
 	if err != nil {
 		return nil, a.classify(err)
 	}

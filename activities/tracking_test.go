@@ -42,6 +42,10 @@ func TestDeliverTrackedEmail(t *testing.T) {
 		e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, DomainID: &d.ID,
 			From: "Shop <hello@shop.test>", FromDomain: "shop.test", To: rcpts, Subject: "Sale", HTML: &html,
 			LastEvent: store.EventQueued, CreatedAt: time.Now(), Source: source}
+		if source == nil {
+			e.Attachments = []store.Attachment{{Filename: "price-list.txt", ContentType: "text/plain",
+				Content: []byte("prices")}}
+		}
 		for _, r := range rcpts {
 			e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: "dest.test",
 				Status: store.EventQueued})
@@ -74,6 +78,7 @@ func TestDeliverTrackedEmail(t *testing.T) {
 	msgs := mx.Messages()
 	require.Len(t, msgs, 1)
 	require.NotContains(t, string(msgs[0].Data), "links.shop.test")
+	require.Contains(t, string(msgs[0].Data), "price-list.txt")
 
 	require.NoError(t, st.SetDomainStatus(ctx, d.ID, store.DomainVerified, map[string]string{
 		records.KeyDKIM: store.DomainVerified, records.KeyTracking: store.DomainVerified}))
@@ -82,6 +87,9 @@ func TestDeliverTrackedEmail(t *testing.T) {
 	e := send(nil)
 	deliver(e)
 	checkTracked(t, mx.Messages()[1:], e, d, key, sealer)
+	for _, m := range mx.Messages()[1:] {
+		require.Contains(t, string(m.Data), "price-list.txt", "built again per recipient with the attachments")
+	}
 
 	// Mail submitted over SMTP: its HTML part is tracked alike.
 	source := strings.ReplaceAll("From: Shop <hello@shop.test>\nTo: a@dest.test, b@dest.test\nSubject: Sale\n"+

@@ -107,7 +107,7 @@ func (a *Activities) signerFor(d store.Domain) (func([]byte) ([]byte, error), er
 // recipientMessages builds and signs the message of each of rcpts (see
 // BuildForRecipient), dated like stored, the copy Prepare stored. Errors
 // that retrying cannot fix are classified permanent.
-func (a *Activities) recipientMessages(ctx context.Context, e store.Email, stored []byte, rcpts []string) (map[string][]byte, error) {
+func (a *Activities) recipientMessages(ctx context.Context, e store.Email, d *store.Domain, stored []byte, rcpts []string) (map[string][]byte, error) {
 	links := a.cfg.Unsubscribe
 	if links == nil {
 		return nil, temporal.NewNonRetryableApplicationError(errNoLinks.Error(), ErrTypePermanent, errNoLinks)
@@ -115,6 +115,10 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, store
 	at, err := messageDate(stored)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+	}
+	// Built again for each recipient: with its attachments.
+	if e.Attachments, err = a.store.Attachments(ctx, e.ID); err != nil {
+		return nil, err
 	}
 	sign := func(msg []byte) ([]byte, error) { return msg, nil } // the sandbox sender does not sign
 
@@ -124,14 +128,14 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, store
 	// has no such host.
 	mailtoHost := ""
 	if e.DomainID != nil {
-		d, err := a.store.DomainByID(ctx, *e.DomainID)
-		if err != nil {
-			return nil, a.classify(fmt.Errorf("loading domain of %s: %w", e.ID, err))
+		if d == nil {
+			return nil, a.classify(fmt.Errorf("loading domain of %s: %w", e.ID, store.ErrNotFound))
 		}
-		if sign, err = a.signerFor(d); err != nil {
+		var err error
+		if sign, err = a.signerFor(*d); err != nil {
 			return nil, a.classify(err)
 		}
-		if track, err = a.tracker(d, e); err != nil {
+		if track, err = a.tracker(*d, e); err != nil {
 			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
 		}
 		if len(a.cfg.UnsubscribeMailtoKey) > 0 {

@@ -134,7 +134,8 @@ func TestDeliverTopicEmailPerRecipient(t *testing.T) {
 	rcpts := []string{"a@dest.test", "B@dest.test"}
 	e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, DomainID: &d.ID, TopicID: &tp.ID,
 		From: "Shop <hello@shop.test>", FromDomain: "shop.test", To: rcpts, Subject: "News", HTML: &html,
-		GenerateText: true, LastEvent: store.EventQueued, CreatedAt: time.Now()}
+		GenerateText: true, LastEvent: store.EventQueued, CreatedAt: time.Now(),
+		Attachments: []store.Attachment{{Filename: "agenda.txt", ContentType: "text/plain", Content: []byte("agenda")}}}
 	for _, r := range rcpts {
 		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: "dest.test", Status: store.EventQueued})
 	}
@@ -201,6 +202,7 @@ func TestDeliverTopicEmailPerRecipient(t *testing.T) {
 		seen[url] = true
 		require.Contains(t, string(m.Data), url, "the body's link is the recipient's")
 		require.NotContains(t, string(m.Data), "{{{")
+		require.Contains(t, string(m.Data), "agenda.txt", "built per recipient with the attachments")
 		tok, err := links.Sealer.Open(strings.TrimPrefix(url, unsubBase+"/unsubscribe/"))
 		require.NoError(t, err)
 		require.Equal(t, unsubscribe.Token{TeamID: d.TeamID, EmailID: e.ID, TopicID: &tp.ID, Email: rcpt}, tok)

@@ -472,22 +472,37 @@ func (s *Store) EmailForBuild(ctx context.Context, id uuid.UUID) (Email, error) 
 	return e, nil
 }
 
-// EmailToSend is what preparing an email for delivery reads: the email as
-// EmailForBuild loads it, its sender domain (nil for the sandbox sender,
-// or a domain since removed from the table) and the name of its IP pool
-// ("" for the default: the domain's pool, else the team's).
+// EmailToSend is what preparing and delivering an email read: the email
+// as EmailForBuild loads it (its attachments only when asked for), its
+// sender domain (nil for the sandbox sender, or a domain since removed
+// from the table), the name of its IP pool ("" for the default: the
+// domain's pool, else the team's) and its built message (nil until
+// SaveMessage stored it).
 type EmailToSend struct {
-	Email  Email
-	Domain *Domain
-	IPPool string
+	Email   Email
+	Domain  *Domain
+	IPPool  string
+	Message []byte
 }
 
-// EmailForSending loads an EmailToSend in one round trip.
-func (s *Store) EmailForSending(ctx context.Context, id uuid.UUID) (EmailToSend, error) {
+// EmailForSending loads an EmailToSend in one round trip. Attachments are
+// read only when attachments is set: a delivery of the stored message
+// needs none.
+func (s *Store) EmailForSending(ctx context.Context, id uuid.UUID, attachments bool) (EmailToSend, error) {
 	var out EmailToSend
 	args := pgx.NamedArgs{"id": id}
 	b := &pgx.Batch{}
-	queueEmailForBuild(b, id, &out.Email)
+	queueEmail(b, id, &out.Email)
+	if attachments {
+		queueAttachments(b, id, &out.Email)
+	}
+	queueSource(b, id, &out.Email)
+	b.Queue(`SELECT data FROM email_message WHERE email_id = @id`, args).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&out.Message); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("loading message of %s: %w", id, mapErr(err))
+		}
+		return nil
+	})
 	b.Queue(`SELECT `+domainColumns+` FROM domain WHERE id = (SELECT domain_id FROM email WHERE id = @id)`, args).
 		QueryRow(func(row pgx.Row) error {
 			d, err := scanDomain(row)
@@ -513,18 +528,40 @@ func (s *Store) EmailForSending(ctx context.Context, id uuid.UUID) (EmailToSend,
 	return out, nil
 }
 
+// Attachments returns the attachments of an email, in order.
+func (s *Store) Attachments(ctx context.Context, id uuid.UUID) ([]Attachment, error) {
+	var e Email
+	b := &pgx.Batch{}
+	queueAttachments(b, id, &e)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	return e.Attachments, nil
+}
+
 // queueEmailForBuild queues the statements of EmailForBuild, which fill e.
 func queueEmailForBuild(b *pgx.Batch, id uuid.UUID, e *Email) {
-	args := pgx.NamedArgs{"id": id}
-	b.Queue(`SELECT `+emailColumns+` FROM email WHERE id = @id`, args).QueryRow(func(row pgx.Row) error {
+	queueEmail(b, id, e)
+	queueAttachments(b, id, e)
+	queueSource(b, id, e)
+}
+
+// queueEmail queues the read of the email row into e. It must be queued
+// before queueAttachments and queueSource, which fill fields of e.
+func queueEmail(b *pgx.Batch, id uuid.UUID, e *Email) {
+	b.Queue(`SELECT `+emailColumns+` FROM email WHERE id = @id`, pgx.NamedArgs{"id": id}).QueryRow(func(row pgx.Row) error {
 		var err error
 		if *e, err = scanEmail(row); err != nil {
 			return fmt.Errorf("loading email %s: %w", id, err)
 		}
 		return nil
 	})
+}
+
+// queueAttachments queues the read of the email's attachments into e.
+func queueAttachments(b *pgx.Batch, id uuid.UUID, e *Email) {
 	b.Queue(`SELECT filename, content_type, content_id, content FROM attachment
-		WHERE email_id = @id ORDER BY position`, args).Query(func(rows pgx.Rows) error {
+		WHERE email_id = @id ORDER BY position`, pgx.NamedArgs{"id": id}).Query(func(rows pgx.Rows) error {
 		var err error
 		e.Attachments, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attachment, error) {
 			var a Attachment
@@ -536,7 +573,11 @@ func queueEmailForBuild(b *pgx.Batch, id uuid.UUID, e *Email) {
 		}
 		return nil
 	})
-	b.Queue(`SELECT data FROM email_source WHERE email_id = @id`, args).QueryRow(func(row pgx.Row) error {
+}
+
+// queueSource queues the read of the email's submitted source into e.
+func queueSource(b *pgx.Batch, id uuid.UUID, e *Email) {
+	b.Queue(`SELECT data FROM email_source WHERE email_id = @id`, pgx.NamedArgs{"id": id}).QueryRow(func(row pgx.Row) error {
 		if err := row.Scan(&e.Source); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("reading submitted message: %w", mapErr(err))
 		}

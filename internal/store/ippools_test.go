@@ -109,7 +109,7 @@ func TestSendingIPPoolDomainThenTeamThenDefault(t *testing.T) {
 		e.DomainID = domain
 		_, err := st.InsertEmail(ctx, e)
 		require.NoError(t, err)
-		got, err := st.EmailForSending(ctx, e.ID)
+		got, err := st.EmailForSending(ctx, e.ID, true)
 		require.NoError(t, err)
 		require.Equal(t, e.ID, got.Email.ID)
 		require.Len(t, got.Email.Attachments, 1)

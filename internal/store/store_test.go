@@ -322,3 +322,34 @@ func TestAPIKeys(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, keys)
 }
+
+// TestEmailForSending: one read gives the email, its stored message once
+// saved, and its attachments only when asked for.
+func TestEmailForSending(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	team := newTeam(t, st)
+	e := newEmail(team, "delivered@posthaste.test")
+	_, err := st.InsertEmail(ctx, e)
+	require.NoError(t, err)
+
+	got, err := st.EmailForSending(ctx, e.ID, false)
+	require.NoError(t, err)
+	require.Equal(t, e.ID, got.Email.ID)
+	require.Empty(t, got.Email.Attachments, "not asked for")
+	require.Nil(t, got.Message, "not built yet")
+	require.Nil(t, got.Domain, "the sandbox sender")
+
+	_, err = st.SaveMessage(ctx, e.ID, "m@x", []byte("built"))
+	require.NoError(t, err)
+	got, err = st.EmailForSending(ctx, e.ID, true)
+	require.NoError(t, err)
+	require.Equal(t, []byte("built"), got.Message)
+	require.Len(t, got.Email.Attachments, 1)
+	atts, err := st.Attachments(ctx, e.ID)
+	require.NoError(t, err)
+	require.Equal(t, got.Email.Attachments, atts)
+
+	_, err = st.EmailForSending(ctx, uuid.Must(uuid.NewV7()), false)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
