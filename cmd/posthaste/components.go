@@ -26,6 +26,7 @@ import (
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/faults"
+	"github.com/posthaste/posthaste/internal/health"
 	"github.com/posthaste/posthaste/internal/imports"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/mtasts"
@@ -48,7 +49,9 @@ import (
 // shutdownBudget bounds a graceful stop.
 const shutdownBudget = 10 * time.Second
 
-// keyCacheTTL bounds how long a key revoked on another process keeps working.
+// keyCacheTTL bounds how long a key revoked on another process keeps
+// working, and how long a team's sending pause (or its lifting) takes to
+// reach this process.
 const keyCacheTTL = time.Second
 
 func openStore(ctx context.Context, url string, logger *slog.Logger) (*store.Store, error) {
@@ -276,8 +279,9 @@ func newIntake(ctx context.Context, cfg config.Config, st *store.Store, tc clien
 		Crash:    crasher(cfg),
 		// Unsubscribe links of sends with a topic lead here.
 		PublicURL: cfg.HTTP.PublicURL,
-		// Teams paused for their account health are refused.
-		Health: st,
+		// Teams paused for their account health are refused; a pause, or
+		// its lifting, reaches this process within a second.
+		Health: health.NewPauseCache(st, keyCacheTTL),
 	})
 	closeAll := func() {
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
