@@ -8,6 +8,7 @@ package ststest
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -29,8 +30,9 @@ type Response struct {
 
 // Server is a policy server. It is safe for concurrent use.
 type Server struct {
-	srv  *httptest.Server
-	pool *x509.CertPool
+	srv     *httptest.Server
+	pool    *x509.CertPool
+	certPEM []byte
 
 	mu        sync.Mutex
 	responses map[string]Response // domain → answer
@@ -51,6 +53,7 @@ func NewServer(t testing.TB, domains ...string) *Server {
 	}
 	s := &Server{pool: x509.NewCertPool(), responses: make(map[string]Response), requests: make(map[string]int)}
 	s.pool.AddCert(cert.Leaf)
+	s.certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Leaf.Raw})
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	s.srv.StartTLS()
@@ -63,6 +66,10 @@ func (s *Server) Port() int { return s.srv.Listener.Addr().(*net.TCPAddr).Port }
 
 // CertPool returns a pool that trusts the server's certificate.
 func (s *Server) CertPool() *x509.CertPool { return s.pool }
+
+// CertPEM returns the server's certificate in PEM, for processes that
+// read trusted roots from a file (POSTHASTE_TLS_CA_FILE).
+func (s *Server) CertPEM() []byte { return s.certPEM }
 
 // SetPolicy serves body as domain's policy.
 func (s *Server) SetPolicy(domain, body string) { s.SetResponse(domain, Response{Body: body}) }
