@@ -81,6 +81,7 @@ type devSpec struct {
 
 // devProcess is a running `posthaste dev`.
 type devProcess struct {
+	bin      string // the posthaste binary
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed when cmd has been waited for
 	waitErr  error         // valid after exited is closed
@@ -155,6 +156,7 @@ func startDev(ctx context.Context, bin, root string, logf func(string, ...any), 
 // last, and returns without waiting for it to be ready (see waitReady).
 func launchDev(spec devSpec, extra ...string) (*devProcess, error) {
 	d := &devProcess{
+		bin:      spec.bin,
 		exited:   make(chan struct{}),
 		logPath:  spec.logPath,
 		dataDir:  spec.dataDir,

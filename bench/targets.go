@@ -69,7 +69,7 @@ func targets(c counts, res *results, smtp smtpResult, in inboundResult) []target
 			}
 		}
 		switch {
-		case run == nil || run.ours.n == 0:
+		case run == nil || run.judged().n == 0:
 			t.skipped = "no SMTP run"
 		case run.durable.n == 0:
 			t.skipped = "no durable Postfix reference"
@@ -77,8 +77,8 @@ func targets(c counts, res *results, smtp smtpResult, in inboundResult) []target
 				t.skipped += ": " + smtp.durableSkip
 			}
 		default:
-			r := ratio(run.ours, run.durable)
-			t.measured = fmt.Sprintf("%.2f (%.1f vs %.1f msg/s)", r, run.ours.perSecond(), run.durable.perSecond())
+			r := ratio(run.judged(), run.durable)
+			t.measured = fmt.Sprintf("%.2f (%.1f vs %.1f msg/s)", r, run.judged().perSecond(), run.durable.perSecond())
 			t.met = r >= want.bound
 		}
 		out = append(out, t)

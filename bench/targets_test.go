@@ -86,3 +86,22 @@ func TestDKIMDomainSigned(t *testing.T) {
 		require.Equal(t, tc.want, dkimDomainSigned([]byte(tc.msg), "sender.test"), tc.msg)
 	}
 }
+
+// TestSMTPTargetsJudgeTheStandaloneGateway: when `posthaste smtp` ran, its
+// rate is the one judged, not that of the gateway inside dev.
+func TestSMTPTargetsJudgeTheStandaloneGateway(t *testing.T) {
+	c := counts{conc: 16}
+	sr := smtpResult{runs: []smtpRun{
+		{conns: 1, ours: rate{n: 100, elapsed: 4 * time.Second}, standalone: rate{n: 100, elapsed: time.Second},
+			durable: rate{n: 100, elapsed: time.Second}},
+		{conns: 16, ours: rate{n: 100, elapsed: time.Second}, standalone: rate{n: 100, elapsed: 2 * time.Second},
+			durable: rate{n: 100, elapsed: time.Second}},
+	}}
+	got := targets(c, &results{}, sr, inboundResult{})
+	require.Equal(t, "smtp c=16 / postfix durable c=16 >= 0.80", got[1].name)
+	require.Equal(t, "0.50 (50.0 vs 100.0 msg/s)", got[1].measured)
+	require.Equal(t, "not met", got[1].verdict())
+	require.Equal(t, "smtp c=1 / postfix durable c=1 >= 0.50", got[2].name)
+	require.Equal(t, "1.00 (100.0 vs 100.0 msg/s)", got[2].measured)
+	require.Equal(t, "met", got[2].verdict())
+}
