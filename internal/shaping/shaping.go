@@ -1,0 +1,470 @@
+// Package shaping limits outbound SMTP traffic per destination provider
+// and source address, as large mailbox providers expect of senders.
+//
+// MX hosts are grouped into providers by name suffix (ProviderOf: Gmail,
+// Outlook, Yahoo, and Default for every other host). For each provider and
+// source address a Shaper bounds the connections open at once (idle
+// pooled ones included), the messages per connection, and the messages
+// per second and per hour (Limits, POSTHASTE_SHAPING). With Redis
+// (REDIS_URL) the limits hold across every process that shares it:
+// connections are leases in a sorted set that expire unless renewed (a
+// crashed process frees its slots within a couple of minutes), rates are
+// GCRA buckets, all updated by Lua scripts on Redis's clock. Without Redis
+// they hold within the process, which is right for `posthaste dev` (one
+// process) and for a single worker; deployments with several delivering
+// workers set REDIS_URL. When Redis stops answering, each process falls
+// back to its own state and delivery goes on.
+//
+// Shaping is adaptive: a reply that asks to slow down (SlowDown: any 421,
+// or a 4.7.x reply whose text speaks of rates, too many messages or
+// trying later) pauses the provider for that source address, in every
+// process, for Limits.Backoff, doubling on each further request up to
+// Limits.BackoffMax; the pause ends by itself and each later success
+// lowers the next one again.
+//
+// A caller that finds no room waits up to Config.MaxWait, then gets a
+// *HeldError: package mta defers the recipients with it, and the
+// delivery workflow's retry policy tries again later, so that a held
+// delivery never keeps a worker's slot for long.
+package shaping
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	// leaseTTL is how long a connection lease lives without renewal; the
+	// Shaper renews its live leases every third of it.
+	leaseTTL = 2 * time.Minute
+	// pollInterval is how often a caller waiting for a connection slot
+	// looks again.
+	pollInterval = 50 * time.Millisecond
+)
+
+// Config configures a Shaper.
+type Config struct {
+	// Rules are the limits per provider; providers missing from it have
+	// none. Use DefaultRules or ParseRules.
+	Rules Rules
+	// RedisURL, when set, shares the limits between processes
+	// (REDIS_URL); empty keeps them in this process.
+	RedisURL string
+	// MaxWait is how long Open and Send wait for room before they give up
+	// with a *HeldError (POSTHASTE_SHAPING_WAIT); 0 gives up at once.
+	MaxWait time.Duration
+	// Now is the clock of the limits; nil means Redis's clock with Redis,
+	// else time.Now. Tests pass a settable clock with MaxWait 0: waits
+	// run on real timers.
+	Now func() time.Time
+	// Metrics, when set, receives the counts; any field may be nil.
+	Metrics Metrics
+	// Logger receives back-off events; nil discards them.
+	Logger *slog.Logger
+}
+
+// Metrics are the Prometheus vectors a Shaper updates, all labelled by
+// provider and source (the source address, or "default").
+type Metrics struct {
+	// Connections is the connections this process holds open.
+	Connections *prometheus.GaugeVec
+	// Messages counts messages let through by Send.
+	Messages *prometheus.CounterVec
+	// Held counts deliveries held back, with a third label, reason:
+	// connections, rate or backoff.
+	Held *prometheus.CounterVec
+	// Backoffs counts replies that asked to slow down.
+	Backoffs *prometheus.CounterVec
+}
+
+// Shaper applies Rules. It is safe for concurrent use; Close stops it.
+type Shaper struct {
+	rules   Rules
+	be      backend
+	now     func() time.Time
+	maxWait time.Duration
+	metrics Metrics
+	log     *slog.Logger
+	closeFn func() error
+
+	mu     sync.Mutex
+	leases map[*Lease]struct{}
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+// New returns a Shaper for cfg.
+func New(cfg Config) (*Shaper, error) {
+	s := &Shaper{rules: cfg.Rules, now: cfg.Now, maxWait: cfg.MaxWait, metrics: cfg.Metrics, log: cfg.Logger,
+		closeFn: func() error { return nil }, leases: map[*Lease]struct{}{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.RedisURL != "" {
+		opts, err := redis.ParseURL(cfg.RedisURL)
+		if err != nil {
+			return nil, fmt.Errorf("parsing REDIS_URL: %w", err)
+		}
+		rdb := redis.NewClient(opts)
+		s.be = &redisBackend{rdb: rdb, clock: cfg.Now != nil, fallback: newLocal(), logger: s.log,
+			timeout: 500 * time.Millisecond}
+		s.closeFn = rdb.Close
+	} else {
+		s.be = newLocal()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	go s.renewLoop()
+	return s, nil
+}
+
+// Close stops renewing leases and releases Redis. Leases still held
+// expire by themselves.
+func (s *Shaper) Close() error {
+	close(s.stop)
+	<-s.done
+	return s.closeFn()
+}
+
+// Limits returns the limits of provider.
+func (s *Shaper) Limits(provider string) Limits { return s.rules[provider] }
+
+func key(kind, provider, source string) string { return kind + ":" + provider + ":" + source }
+
+// HeldError says that a delivery was held back. Reason is "connections",
+// "rate" or "backoff"; RetryAfter, when not zero, is when room is
+// expected.
+type HeldError struct {
+	Provider, Source string
+	Reason           string
+	RetryAfter       time.Duration
+	detail           string
+}
+
+func (e *HeldError) Error() string {
+	msg := fmt.Sprintf("traffic shaping holds mail to %s from %s: %s", e.Provider, e.Source, e.detail)
+	if e.RetryAfter > 0 {
+		msg += fmt.Sprintf("; room expected in %v", e.RetryAfter.Round(time.Millisecond))
+	}
+	return msg
+}
+
+func (s *Shaper) held(provider, source, reason string, retry time.Duration, detail string) *HeldError {
+	if s.metrics.Held != nil {
+		s.metrics.Held.WithLabelValues(provider, source, reason).Inc()
+	}
+	return &HeldError{Provider: provider, Source: source, Reason: reason, RetryAfter: retry, detail: detail}
+}
+
+// sleep waits d unless that would end past deadline or ctx ends first; it
+// reports whether it waited.
+func sleep(ctx context.Context, deadline time.Time, d time.Duration) bool {
+	if d <= 0 {
+		d = time.Millisecond
+	}
+	if time.Now().Add(d).After(deadline) {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// pausedFor returns how long provider is paused for source, 0 when it is
+// not.
+func (s *Shaper) pausedFor(ctx context.Context, provider, source string) time.Duration {
+	now := s.now()
+	until, err := s.be.paused(ctx, key("backoff", provider, source), now)
+	if err != nil {
+		s.log.Warn("reading a traffic shaping pause", "provider", provider, "source", source, "err", err)
+		return 0
+	}
+	if until.IsZero() {
+		return 0
+	}
+	return until.Sub(now)
+}
+
+// Open waits, up to Config.MaxWait, until a connection from source to
+// provider may open: no pause runs and a connection slot is free. The
+// caller releases the returned Lease when the connection closes. The
+// error is a *HeldError, or the context's.
+func (s *Shaper) Open(ctx context.Context, provider, source string) (*Lease, error) {
+	lim := s.rules[provider]
+	deadline := time.Now().Add(s.maxWait)
+	k := key("conns", provider, source)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if p := s.pausedFor(ctx, provider, source); p > 0 {
+			if !sleep(ctx, deadline, p) {
+				return nil, s.held(provider, source, "backoff", p, fmt.Sprintf("%s asked to slow down", provider))
+			}
+			continue
+		}
+		l := &Lease{s: s, key: k, provider: provider, source: source, perConn: lim.PerConnection}
+		if lim.Connections <= 0 {
+			s.track(l)
+			return l, nil
+		}
+		l.id = leaseID()
+		now := s.now()
+		ok, err := s.be.acquire(ctx, k, l.id, lim.Connections, now, now.Add(leaseTTL))
+		if err != nil {
+			s.log.Warn("taking a connection slot: not limiting", "provider", provider, "source", source, "err", err)
+			ok = true
+		}
+		if ok {
+			s.track(l)
+			return l, nil
+		}
+		if !sleep(ctx, deadline, pollInterval) {
+			return nil, s.held(provider, source, "connections", 0,
+				fmt.Sprintf("all %d connections allowed are open", lim.Connections))
+		}
+	}
+}
+
+func leaseID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Send waits, up to Config.MaxWait, until one more message may go from
+// source to provider: no pause runs and the rate buckets have room; then
+// it takes that room. The error is a *HeldError, or the context's.
+func (s *Shaper) Send(ctx context.Context, provider, source string) error {
+	lim := s.rules[provider]
+	var bs []bucket
+	if lim.PerSecond > 0 {
+		bs = append(bs, bucket{key("sec", provider, source), lim.PerSecond, time.Second})
+	}
+	if lim.PerHour > 0 {
+		bs = append(bs, bucket{key("hour", provider, source), lim.PerHour, time.Hour})
+	}
+	deadline := time.Now().Add(s.maxWait)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if p := s.pausedFor(ctx, provider, source); p > 0 {
+			if !sleep(ctx, deadline, p) {
+				return s.held(provider, source, "backoff", p, fmt.Sprintf("%s asked to slow down", provider))
+			}
+			continue
+		}
+		var wait time.Duration
+		if len(bs) > 0 {
+			var err error
+			if wait, err = s.be.take(ctx, bs, s.now()); err != nil {
+				s.log.Warn("taking a message from the rate limits: not limiting", "provider", provider, "source", source, "err", err)
+				wait = 0
+			}
+		}
+		if wait == 0 {
+			if s.metrics.Messages != nil {
+				s.metrics.Messages.WithLabelValues(provider, source).Inc()
+			}
+			return nil
+		}
+		if !sleep(ctx, deadline, wait) {
+			return s.held(provider, source, "rate", wait,
+				fmt.Sprintf("at its limit of %d messages a second and %d an hour (0: none)", lim.PerSecond, lim.PerHour))
+		}
+	}
+}
+
+// Observe learns from a server's reply to mail from source: a reply that
+// asks to slow down (SlowDown) pauses provider for source, a success (2xx)
+// lowers the next pause.
+func (s *Shaper) Observe(ctx context.Context, provider, source string, code int, enhanced, text string) {
+	k := key("backoff", provider, source)
+	switch {
+	case code/100 == 2:
+		if err := s.be.relax(ctx, k, s.now()); err != nil {
+			s.log.Warn("relaxing a traffic shaping pause", "provider", provider, "source", source, "err", err)
+		}
+	case SlowDown(code, enhanced, text):
+		lim := s.rules[provider]
+		initial, longest := lim.Backoff, lim.BackoffMax
+		if initial <= 0 {
+			initial = time.Minute
+		}
+		longest = max(longest, initial)
+		now := s.now()
+		until, err := s.be.backoff(ctx, k, now, initial, longest)
+		if err != nil {
+			s.log.Warn("starting a traffic shaping pause", "provider", provider, "source", source, "err", err)
+			return
+		}
+		if s.metrics.Backoffs != nil {
+			s.metrics.Backoffs.WithLabelValues(provider, source).Inc()
+		}
+		s.log.Warn("provider asked to slow down: pausing", "provider", provider, "source", source,
+			"smtp_code", code, "reply", strings.TrimSpace(enhanced+" "+text), "pause", until.Sub(now).Round(time.Second))
+	}
+}
+
+// slowText matches reply texts that speak of sending too fast.
+var slowText = regexp.MustCompile(`(?i)\brate\b|rate[- ]?limit|too many|try again later|throttl|unexpected volume|server busy|temporarily deferred`)
+
+// SlowDown reports whether a reply asks the sender to slow down: any 421
+// (the server closes the channel, RFC 5321 §3.8, which busy providers
+// send when a source connects or sends too much), or a 4xx with an RFC
+// 3463 X.7.x code (security or policy status) whose text speaks of rates,
+// too many connections or messages, or trying again later.
+func SlowDown(code int, enhanced, text string) bool {
+	if code == 421 {
+		return true
+	}
+	return code/100 == 4 && strings.HasPrefix(enhanced, "4.7.") && slowText.MatchString(text)
+}
+
+// Usage is the shared state of one provider and source.
+type Usage struct {
+	// Connections is the connections open, in every process sharing the
+	// limits.
+	Connections int
+	// PausedFor is how long the provider stays paused; 0 when it is not.
+	PausedFor time.Duration
+}
+
+// Usage reads the state of provider and source, for benchmarks and
+// operators.
+func (s *Shaper) Usage(ctx context.Context, provider, source string) (Usage, error) {
+	n, err := s.be.live(ctx, key("conns", provider, source), s.now())
+	if err != nil {
+		return Usage{}, fmt.Errorf("counting connections: %w", err)
+	}
+	return Usage{Connections: n, PausedFor: s.pausedFor(ctx, provider, source)}, nil
+}
+
+// Lease is one open connection's slot. Its methods are safe on a nil
+// Lease (no shaping), which never runs out.
+type Lease struct {
+	s                *Shaper
+	key, id          string // id empty: no connection limit, nothing to release
+	provider, source string
+	perConn          int
+	mu               sync.Mutex
+	sent             int
+	released         bool
+}
+
+func (s *Shaper) track(l *Lease) {
+	s.mu.Lock()
+	s.leases[l] = struct{}{}
+	s.mu.Unlock()
+	if s.metrics.Connections != nil {
+		s.metrics.Connections.WithLabelValues(l.provider, l.source).Inc()
+	}
+}
+
+// Provider returns the lease's provider.
+func (l *Lease) Provider() string {
+	if l == nil {
+		return ""
+	}
+	return l.provider
+}
+
+// Sent counts one more message over the connection.
+func (l *Lease) Sent() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.sent++
+	l.mu.Unlock()
+}
+
+// Spent reports whether the connection carried the messages its
+// provider allows per connection and must close.
+func (l *Lease) Spent() bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.perConn > 0 && l.sent >= l.perConn
+}
+
+// Release frees the slot; later calls do nothing.
+func (l *Lease) Release() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	done := l.released
+	l.released = true
+	l.mu.Unlock()
+	if done {
+		return
+	}
+	s := l.s
+	s.mu.Lock()
+	delete(s.leases, l)
+	s.mu.Unlock()
+	if s.metrics.Connections != nil {
+		s.metrics.Connections.WithLabelValues(l.provider, l.source).Dec()
+	}
+	if l.id == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := s.be.release(ctx, l.key, l.id); err != nil {
+		s.log.Warn("releasing a connection slot: it expires by itself", "provider", l.provider, "source", l.source, "err", err)
+	}
+}
+
+// renewLoop renews the live leases every third of their time to live.
+func (s *Shaper) renewLoop() {
+	defer close(s.done)
+	t := time.NewTicker(leaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		live := make([]*Lease, 0, len(s.leases))
+		for l := range s.leases {
+			if l.id != "" {
+				live = append(live, l)
+			}
+		}
+		s.mu.Unlock()
+		for _, l := range live {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			now := s.now()
+			err := s.be.renew(ctx, l.key, l.id, now, now.Add(leaseTTL))
+			cancel()
+			if err != nil && !errors.Is(err, context.Canceled) {
+				s.log.Warn("renewing a connection slot", "provider", l.provider, "source", l.source, "err", err)
+			}
+		}
+	}
+}
