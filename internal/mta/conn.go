@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/posthaste/posthaste/internal/egress"
+	"github.com/posthaste/posthaste/internal/shaping"
 )
 
 const (
@@ -50,6 +51,8 @@ type conn struct {
 
 	ctx  context.Context
 	stop func() bool // stops the context.AfterFunc set by bind
+
+	lease *shaping.Lease // the connection's traffic shaping slot, released on close; nil without shaping
 
 	wt     time.Duration // deadline for each write from now
 	broken bool          // the session cannot carry another command
@@ -494,6 +497,7 @@ func (cn *conn) quit() {
 // a peer that stopped reading.
 func (cn *conn) close() {
 	cn.unbind()
+	cn.lease.Release()
 	if cn.broken {
 		_ = cn.raw.Close()
 		return

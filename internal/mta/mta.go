@@ -43,6 +43,7 @@ import (
 	"github.com/posthaste/posthaste/internal/dane"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/mtasts"
+	"github.com/posthaste/posthaste/internal/shaping"
 )
 
 // Config configures a Client. Only Hostname is required.
@@ -86,6 +87,12 @@ type Config struct {
 	// DANE looks up MX hosts' TLSA records through a validating resolver
 	// (RFC 7672); nil applies none. DANE does not apply to the relay.
 	DANE *dane.Resolver
+	// Shaping limits connections and messages per destination provider
+	// and this client's source address, and backs off a provider that
+	// asks to slow down (package shaping); nil applies no limits. Clients
+	// of several source addresses share one. It does not apply to the
+	// relay.
+	Shaping *shaping.Shaper
 	// Logger receives connection-level events; nil discards them.
 	Logger *slog.Logger
 }
@@ -221,6 +228,7 @@ type Client struct {
 	rootCAs   *x509.CertPool
 	sts       *mtasts.Cache
 	dane      *dane.Resolver
+	shaper    *shaping.Shaper
 	egress    egress.Policy
 	log       *slog.Logger
 	pool      *pool
@@ -246,6 +254,7 @@ func New(cfg Config) (*Client, error) {
 		rootCAs:  cfg.RootCAs,
 		sts:      cfg.STS,
 		dane:     cfg.DANE,
+		shaper:   cfg.Shaping,
 		egress:   cfg.Egress,
 		log:      cfg.Logger,
 		shuffle:  rand.Shuffle,
@@ -419,6 +428,11 @@ func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, 
 		if cn == nil {
 			continue
 		}
+		if out := c.sendSlot(ctx, cn); out != nil {
+			c.pool.put(key, cn)
+			setAll(results, pending, *out)
+			return
+		}
 		cn.bind(ctx)
 		if err := cn.reset(); err != nil {
 			// Its siblings were idle as long and are likely dead too; a
@@ -435,6 +449,7 @@ func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, 
 			break
 		}
 		setSource(results, pending, cn)
+		c.observeResults(ctx, h, pending, results)
 		c.release(key, cn)
 		return
 	}
@@ -449,7 +464,19 @@ func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, 
 			tried = true
 			break
 		}
+		lease, held := c.openSlot(ctx, h)
+		if held != nil {
+			// The next hosts are most likely the same provider's: do
+			// not wait for each of them again.
+			last, tried = *held, true
+			break
+		}
 		cn, err := c.open(ctx, log, h, port, p)
+		if err != nil {
+			lease.Release()
+		} else {
+			cn.lease = lease
+		}
 		var he *hostError
 		if errors.As(err, &he) && he.refused {
 			// The operator's log names the address; the outcome, which
@@ -468,10 +495,17 @@ func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, 
 			log.Info("mx host failed", "remote_server", h, "err", err)
 			last = hostOutcome(h, err)
 			tried = true
+			c.observe(ctx, h, last)
 			continue
+		}
+		if out := c.sendSlot(ctx, cn); out != nil {
+			c.release(c.poolKey(h, port), cn)
+			setAll(results, pending, *out)
+			return
 		}
 		c.deliverOver(log, cn, p, m, pending, results)
 		setSource(results, pending, cn)
+		c.observeResults(ctx, h, pending, results)
 		c.release(c.poolKey(h, port), cn)
 		return
 	}
@@ -548,6 +582,11 @@ func setSource(results []Result, pending []int, cn *conn) {
 func (c *Client) release(key string, cn *conn) {
 	if !cn.unbind() || cn.broken {
 		cn.close()
+		return
+	}
+	if cn.lease.Spent() {
+		// The provider's messages per connection (package shaping).
+		cn.quit()
 		return
 	}
 	c.pool.put(key, cn)

@@ -102,6 +102,7 @@ type Server struct {
 	msgs      []Message
 	notify    chan struct{} // closed and replaced whenever a message arrives
 	conns     map[net.Conn]struct{}
+	maxOpen   int // most connections open at once
 	accepted  int
 	mails     int
 	rcpts     map[string]int
@@ -183,6 +184,16 @@ func (s *Server) OpenConnections() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.conns)
+}
+
+// MaxOpenConnections returns the most client connections that were open
+// at once. The server sees a client's close when it reads it, so a
+// client that closes one connection and opens another may briefly count
+// for two.
+func (s *Server) MaxOpenConnections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxOpen
 }
 
 // MailCommands returns how many MAIL FROM commands the server has received,
@@ -354,6 +365,7 @@ func (l *listener) Accept() (net.Conn, error) {
 	l.s.mu.Lock()
 	l.s.accepted++
 	l.s.conns[tc] = struct{}{}
+	l.s.maxOpen = max(l.s.maxOpen, len(l.s.conns))
 	l.s.mu.Unlock()
 	return tc, nil
 }

@@ -1,0 +1,299 @@
+package shaping
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/clocktest"
+	"github.com/posthaste/posthaste/internal/redistest"
+)
+
+func TestProviderOf(t *testing.T) {
+	for host, want := range map[string]string{
+		"gmail-smtp-in.l.google.com.":             Gmail,
+		"ALT1.ASPMX.L.GOOGLE.COM":                 Gmail,
+		"gmr-smtp-in.l.googlemail.com":            Gmail,
+		"hotmail-com.olc.protection.outlook.com.": Outlook,
+		"example-com.mail.protection.outlook.com": Outlook,
+		"example-com.o-v1.mx.microsoft":           Outlook,
+		"mx1.hotmail.com":                         Outlook,
+		"mta5.am0.yahoodns.net.":                  Yahoo,
+		"mx.example.test":                         Default,
+		"smtp.google.com":                         Gmail,
+		"notgoogle.com":                           Default,
+		"mx.google.com.evil.test":                 Default,
+		"":                                        Default,
+	} {
+		require.Equal(t, want, ProviderOf(host), host)
+	}
+}
+
+func TestSlowDown(t *testing.T) {
+	for _, tc := range []struct {
+		code     int
+		enhanced string
+		text     string
+		want     bool
+	}{
+		{421, "4.7.0", "Try again later, closing connection.", true},
+		{421, "", "Service not available", true},
+		{421, "4.7.28", "Our system has detected an unusual rate of unsolicited mail", true},
+		{451, "4.7.500", "Server busy. Please try again later from [192.0.2.1]", true},
+		{421, "4.7.0", "[TSS04] Messages from 192.0.2.1 temporarily deferred due to unexpected volume", true},
+		{450, "4.7.1", "Client host rejected: too many connections", true},
+		{451, "4.7.1", "Throttled: slow down", true},
+		{450, "4.7.1", "You have been rate-limited", true},
+		{451, "4.7.1", "Please try again later", true},
+		{450, "4.2.1", "The user you are trying to contact is receiving mail at a rate that prevents additional messages", false},
+		{451, "4.7.1", "Greylisted, see https://example.test", false},
+		{451, "4.4.1", "connection refused, try again later", false},
+		{550, "5.7.1", "rate limited", false},
+		{452, "4.5.3", "Too many recipients", false},
+		{250, "2.0.0", "OK", false},
+	} {
+		require.Equal(t, tc.want, SlowDown(tc.code, tc.enhanced, tc.text), "%d %s %s", tc.code, tc.enhanced, tc.text)
+	}
+}
+
+func TestParseRules(t *testing.T) {
+	def := DefaultRules()
+	require.Equal(t, 5, def[Gmail].Connections)
+	require.Equal(t, 50, def[Outlook].PerConnection)
+	require.Equal(t, 20, def[Yahoo].PerConnection)
+	require.Equal(t, 100, def[Default].PerSecond)
+
+	got, err := ParseRules("")
+	require.NoError(t, err)
+	require.Equal(t, def, got)
+	got, err = ParseRules("off")
+	require.NoError(t, err)
+	require.Nil(t, got)
+
+	got, err = ParseRules(" gmail: conns=3, per_conn=20 ; default:per_sec=0,per_hour=20000,backoff=10s,backoff_max=5m;")
+	require.NoError(t, err)
+	want := DefaultRules()
+	g := want[Gmail]
+	g.Connections, g.PerConnection = 3, 20
+	want[Gmail] = g
+	d := want[Default]
+	d.PerSecond, d.PerHour, d.Backoff, d.BackoffMax = 0, 20000, 10*time.Second, 5*time.Minute
+	want[Default] = d
+	require.Equal(t, want, got)
+	again, err := ParseRules(got.String())
+	require.NoError(t, err)
+	require.Equal(t, got, again, "String reads back")
+
+	for _, bad := range []string{
+		"gmail",                  // no keys
+		"aol:conns=1",            // unknown provider
+		"gmail:conns",            // no value
+		"gmail:conns=-1",         // negative
+		"gmail:conns=x",          // not a number
+		"gmail:speed=1",          // unknown key
+		"gmail:backoff=0s",       // not positive
+		"gmail:backoff=2h",       // longer than backoff_max (1h)
+		"yahoo:per_sec=1e3",      // not a whole number
+		"outlook:backoff_max=1s", // shorter than backoff
+	} {
+		_, err := ParseRules(bad)
+		require.Error(t, err, bad)
+	}
+}
+
+func FuzzParseRules(f *testing.F) {
+	for _, s := range []string{"", "off", "gmail:conns=3", "default:per_sec=0,per_hour=20000;yahoo:backoff=5m",
+		"gmail:;", "outlook:backoff_max=2h,backoff=1m"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseRules(s)
+		if err != nil || r == nil {
+			return
+		}
+		again, err := ParseRules(r.String())
+		if err != nil {
+			t.Fatalf("String of %q does not parse: %v", s, err)
+		}
+		require.Equal(t, r, again)
+	})
+}
+
+// shapers returns two Shapers on clock as two processes would have them:
+// sharing one Redis, or, for "local", the same in-process Shaper twice.
+func shapers(t *testing.T, kind string, rules Rules, clock *clocktest.Clock) (*Shaper, *Shaper) {
+	t.Helper()
+	url := ""
+	if kind == "redis" {
+		url = redistest.Start(t)
+	}
+	newShaper := func() *Shaper {
+		s, err := New(Config{Rules: rules, RedisURL: url, Now: clock.Now})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, s.Close()) })
+		return s
+	}
+	one := newShaper()
+	if kind == "local" {
+		return one, one
+	}
+	return one, newShaper()
+}
+
+// ms rounds d to milliseconds: Redis keeps times in microseconds.
+func ms(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+
+func requireHeld(t *testing.T, err error, reason string) *HeldError {
+	t.Helper()
+	var he *HeldError
+	require.True(t, errors.As(err, &he), "want a HeldError, got %v", err)
+	require.Equal(t, reason, he.Reason, he.Error())
+	return he
+}
+
+// TestLimitsHoldBetweenProcesses: two Shapers sharing Redis (two
+// processes) keep one connection limit, one message rate and one back-off
+// per provider and source address; an in-process Shaper keeps the same
+// within itself.
+func TestLimitsHoldBetweenProcesses(t *testing.T) {
+	for _, kind := range []string{"redis", "local"} {
+		t.Run(kind, func(t *testing.T) {
+			clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			rules := Rules{Gmail: {Connections: 2, PerSecond: 3, PerHour: 5, Backoff: time.Minute, BackoffMax: 3 * time.Minute}}
+			a, b := shapers(t, kind, rules, clock)
+			ctx := context.Background()
+			const src = "192.0.2.1"
+
+			// Connections.
+			l1, err := a.Open(ctx, Gmail, src)
+			require.NoError(t, err)
+			l2, err := b.Open(ctx, Gmail, src)
+			require.NoError(t, err)
+			_, err = a.Open(ctx, Gmail, src)
+			requireHeld(t, err, "connections")
+			u, err := b.Usage(ctx, Gmail, src)
+			require.NoError(t, err)
+			require.Equal(t, Usage{Connections: 2}, u)
+			other, err := b.Open(ctx, Gmail, "192.0.2.2")
+			require.NoError(t, err, "each source address has its own slots")
+			other.Release()
+			unlimited, err := b.Open(ctx, Default, src)
+			require.NoError(t, err, "providers without rules are not limited")
+			unlimited.Release()
+			l1.Release()
+			l1.Release() // idempotent
+			l3, err := b.Open(ctx, Gmail, src)
+			require.NoError(t, err, "a released slot is free again")
+			_, err = a.Open(ctx, Gmail, src)
+			requireHeld(t, err, "connections")
+			l2.Release()
+			l3.Release()
+
+			// Messages per second, then per hour.
+			require.NoError(t, a.Send(ctx, Gmail, src))
+			require.NoError(t, b.Send(ctx, Gmail, src))
+			require.NoError(t, a.Send(ctx, Gmail, src))
+			he := requireHeld(t, b.Send(ctx, Gmail, src), "rate")
+			require.InDelta(t, float64(time.Second/3), float64(he.RetryAfter), float64(time.Millisecond))
+			require.NoError(t, a.Send(ctx, "outlook", src), "another provider has its own buckets")
+			clock.Advance(time.Second / 3)
+			require.NoError(t, b.Send(ctx, Gmail, src), "one message a third of a second")
+			requireHeld(t, a.Send(ctx, Gmail, src), "rate")
+			clock.Advance(time.Second)
+			require.NoError(t, a.Send(ctx, Gmail, src), "the fifth message this hour")
+			he = requireHeld(t, b.Send(ctx, Gmail, src), "rate")
+			require.Greater(t, he.RetryAfter, 10*time.Minute, "the hourly bucket is empty")
+			clock.Advance(time.Hour)
+
+			// Back-off: a slow-down reply pauses the provider for the
+			// source in both processes, until it ends by itself.
+			b.Observe(ctx, Gmail, src, 421, "4.7.0", "Try again later, closing connection.")
+			he = requireHeld(t, a.Send(ctx, Gmail, src), "backoff")
+			require.Equal(t, time.Minute, ms(he.RetryAfter))
+			_, err = a.Open(ctx, Gmail, src)
+			requireHeld(t, err, "backoff")
+			require.NoError(t, a.Send(ctx, Gmail, "192.0.2.2"), "other source addresses go on")
+			a.Observe(ctx, Gmail, src, 421, "4.7.0", "Try again later")
+			u, err = a.Usage(ctx, Gmail, src)
+			require.NoError(t, err)
+			require.Equal(t, time.Minute, ms(u.PausedFor), "a slow-down during a pause does not lengthen it")
+			clock.Advance(time.Minute)
+			require.NoError(t, b.Send(ctx, Gmail, src), "the pause ended by itself")
+
+			// Another slow-down doubles the pause, up to the maximum.
+			a.Observe(ctx, Gmail, src, 451, "4.7.500", "Server busy. Please try again later")
+			u, _ = b.Usage(ctx, Gmail, src)
+			require.Equal(t, 2*time.Minute, ms(u.PausedFor))
+			clock.Advance(2 * time.Minute)
+			a.Observe(ctx, Gmail, src, 421, "", "busy")
+			u, _ = b.Usage(ctx, Gmail, src)
+			require.Equal(t, 3*time.Minute, ms(u.PausedFor), "capped at BackoffMax")
+			clock.Advance(3 * time.Minute)
+
+			// Successes relax it: after three, the next pause is the
+			// first again.
+			for range 3 {
+				b.Observe(ctx, Gmail, src, 250, "2.0.0", "OK")
+			}
+			a.Observe(ctx, Gmail, src, 421, "", "closing")
+			u, _ = b.Usage(ctx, Gmail, src)
+			require.Equal(t, time.Minute, ms(u.PausedFor))
+
+			// A reply that does not ask to slow down changes nothing.
+			clock.Advance(time.Minute)
+			a.Observe(ctx, Gmail, src, 450, "4.2.1", "mailbox busy")
+			u, _ = b.Usage(ctx, Gmail, src)
+			require.Zero(t, ms(u.PausedFor))
+		})
+	}
+}
+
+// TestWaitsWithinMaxWait: with a MaxWait, Open waits for a slot that a
+// release frees, and gives up after MaxWait when none does.
+func TestWaitsWithinMaxWait(t *testing.T) {
+	s, err := New(Config{Rules: Rules{Gmail: {Connections: 1}}, MaxWait: time.Minute})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := context.Background()
+	l, err := s.Open(ctx, Gmail, "default")
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		l2, err := s.Open(ctx, Gmail, "default")
+		if err == nil {
+			l2.Release()
+		}
+		got <- err
+	}()
+	l.Release()
+	require.NoError(t, <-got, "the waiting Open took the released slot")
+
+	short, err := New(Config{Rules: Rules{Gmail: {Connections: 1}}, MaxWait: 100 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = short.Close() })
+	l, err = short.Open(ctx, Gmail, "default")
+	require.NoError(t, err)
+	defer l.Release()
+	_, err = short.Open(ctx, Gmail, "default")
+	requireHeld(t, err, "connections")
+}
+
+// TestRedisDownFallsBackToProcess: with Redis gone, each process limits
+// on its own and delivery goes on.
+func TestRedisDownFallsBackToProcess(t *testing.T) {
+	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s, err := New(Config{Rules: Rules{Gmail: {Connections: 1, PerSecond: 1}}, RedisURL: "redis://127.0.0.1:1/0", Now: clock.Now})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := context.Background()
+	l, err := s.Open(ctx, Gmail, "default")
+	require.NoError(t, err)
+	_, err = s.Open(ctx, Gmail, "default")
+	requireHeld(t, err, "connections")
+	l.Release()
+	require.NoError(t, s.Send(ctx, Gmail, "default"))
+	requireHeld(t, s.Send(ctx, Gmail, "default"), "rate")
+}
