@@ -23,6 +23,12 @@
 // another envelope only if it meets that envelope's policy. It can also
 // hand every message to a relay (smarthost) instead, which the operator
 // chose and which is not checked; MTA-STS and DANE do not apply to it.
+// Traffic to MX hosts is shaped per provider and source address
+// (Config.Shaping, package shaping): a connection opens only with a free
+// slot, each message waits for room in the provider's rates, a connection
+// closes after the provider's messages per connection, and a reply that
+// asks to slow down pauses the provider; what finds no room in time is
+// deferred (451 4.4.5) without connecting.
 // ClassifyBounce reads a failure reply (RFC 3463 enhanced code, text) as an
 // Amazon SES bounce type and says whether the address itself is bad.
 package mta
