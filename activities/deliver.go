@@ -94,6 +94,13 @@ func (o DeliverOutcome) result() mta.Result {
 // the egress policy refuses (mta.Refused) makes it fail with a permanent
 // error, which the workflow records as `failed` with the reason.
 //
+// Traffic shaping (package shaping, applied by the mta client) holds a
+// delivery to a provider that is at its limits for at most
+// POSTHASTE_SHAPING_WAIT, then defers its recipients (451 4.4.5, no host
+// reached) like any other deferral: the attempt ends and the workflow's
+// retry policy tries again later, so a held delivery never keeps the
+// worker's activity slot for long.
+//
 // Final outcomes are first recorded in the activity's heartbeat details
 // (DeliverProgress), then in PostgreSQL; a retry records the outcomes it
 // finds there, and those a local first attempt passed on

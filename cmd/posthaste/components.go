@@ -35,6 +35,7 @@ import (
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/reqlog"
 	"github.com/posthaste/posthaste/internal/seal"
+	"github.com/posthaste/posthaste/internal/shaping"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
@@ -185,8 +186,9 @@ func recordsConfig(cfg config.Domains) records.Config {
 // egress policy (POSTHASTE_ALLOW_PRIVATE_EGRESS, POSTHASTE_EGRESS_ALLOW),
 // the relay whatever its address; recipient domains' MTA-STS policies are
 // fetched through the egress guard (POSTHASTE_MTA_STS) and their MX hosts'
-// TLSA records looked up (POSTHASTE_DANE), with one policy cache for all.
-func mtaConfig(cfg config.Delivery, eg config.Egress, logger *slog.Logger) (mta.Config, error) {
+// TLSA records looked up (POSTHASTE_DANE), with one policy cache for all;
+// traffic to them is shaped by sh (nil: not shaped), shared by all.
+func mtaConfig(cfg config.Delivery, eg config.Egress, sh *shaping.Shaper, logger *slog.Logger) (mta.Config, error) {
 	roots, err := rootCAs(cfg)
 	if err != nil {
 		return mta.Config{}, err
@@ -199,6 +201,7 @@ func mtaConfig(cfg config.Delivery, eg config.Egress, logger *slog.Logger) (mta.
 		SourceIP: cfg.SourceIP,
 		Relay:    cfg.Relay,
 		Egress:   egress.Policy{AllowPrivate: eg.AllowPrivate, Allow: eg.Allow},
+		Shaping:  sh,
 		Logger:   logger.With("component", "mta"),
 	}
 	if cfg.MTASTS {
@@ -492,18 +495,25 @@ func newActivities(ctx context.Context, cfg config.Config, st *store.Store, tc c
 	if err := syncPools(ctx, st, cfg.Delivery.Pools); err != nil {
 		return nil, nil, nil, err
 	}
-	base, err := mtaConfig(cfg.Delivery, cfg.Egress, logger)
+	sh, err := newShaper(cfg, metrics, logger)
 	if err != nil {
+		return nil, nil, nil, err
+	}
+	base, err := mtaConfig(cfg.Delivery, cfg.Egress, sh, logger)
+	if err != nil {
+		closeShaper(sh)
 		return nil, nil, nil, err
 	}
 	d, err := newSenders(ctx, cfg.Delivery, base, st, pools, logger)
 	if err != nil {
+		closeShaper(sh)
 		return nil, nil, nil, err
 	}
 	sub := submit.New(submit.Config{Store: st, Notifier: outbox, Logger: logger.With("component", "submit")})
 	notices, err := newSystemMailer(cfg.SystemFrom, st, sub, logger)
 	if err != nil {
 		d.Close()
+		closeShaper(sh)
 		return nil, nil, nil, err
 	}
 	wcfg := activities.WebhookConfig{
@@ -518,6 +528,7 @@ func newActivities(ctx context.Context, cfg config.Config, st *store.Store, tc c
 	links, err := unsubscribe.NewLinks(cfg.HTTP.PublicURL, unsubscribeKey(keys))
 	if err != nil {
 		d.Close()
+		closeShaper(sh)
 		return nil, nil, nil, err
 	}
 	acts := activities.NewWithSenders(activities.Config{
@@ -533,7 +544,7 @@ func newActivities(ctx context.Context, cfg config.Config, st *store.Store, tc c
 		BroadcastRate: float64(cfg.Delivery.BroadcastRate),
 		DefaultPool:   cfg.Delivery.DefaultPool,
 	}, st, d, metrics, logger)
-	return acts, d.queues, d.Close, nil
+	return acts, d.queues, func() { d.Close(); closeShaper(sh) }, nil
 }
 
 // serveHTTP listens on addr and serves h until ctx ends, then shuts down

@@ -36,7 +36,7 @@ func TestDelivererObeysEgressConfig(t *testing.T) {
 		{"relay", viaRelay, config.Egress{}, mta.Delivered},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := mtaConfig(tc.delivery, tc.egress, slog.New(slog.DiscardHandler))
+			cfg, err := mtaConfig(tc.delivery, tc.egress, nil, slog.New(slog.DiscardHandler))
 			require.NoError(t, err)
 			d, err := mta.New(cfg)
 			require.NoError(t, err)

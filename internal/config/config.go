@@ -20,6 +20,7 @@ import (
 	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/seal"
+	"github.com/posthaste/posthaste/internal/shaping"
 )
 
 var dnsLabel = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
@@ -292,6 +293,14 @@ type Delivery struct {
 	// DefaultPool is the pool of teams and domains assigned none:
 	// ippool.Default, or the first of Pools when none is named so.
 	DefaultPool string
+	// Shaping (POSTHASTE_SHAPING) are the traffic shaping limits per
+	// destination provider and source address (package shaping); nil when
+	// "off". They are shared through REDIS_URL when it is set.
+	Shaping shaping.Rules
+	// ShapingWait (POSTHASTE_SHAPING_WAIT) is how long a delivery waits
+	// for room under them before its recipients are deferred; 0 defers
+	// at once.
+	ShapingWait time.Duration
 }
 
 // Domains configures sender domains: their keys, records and verification.
@@ -395,6 +404,8 @@ func Load(getenv Getenv) (Config, error) {
 			// crowd out a team's transactional mail for long.
 			BroadcastRate:    r.positive("POSTHASTE_BROADCAST_RATE", 100),
 			BroadcastRecheck: r.duration("POSTHASTE_BROADCAST_RECHECK", time.Hour),
+			Shaping:          r.shaping("POSTHASTE_SHAPING"),
+			ShapingWait:      r.wait("POSTHASTE_SHAPING_WAIT", 5*time.Second),
 		},
 		Domains: Domains{
 			MasterKey:    r.secret("POSTHASTE_MASTER_KEY"),
@@ -545,6 +556,7 @@ func (c Config) LogAttrs() []any {
 		slog.String("dns_server", c.Delivery.DNSServer), slog.Int("mx_port", c.Delivery.MXPort),
 		slog.String("relay", c.Delivery.Relay), slog.Bool("mta_sts", c.Delivery.MTASTS),
 		slog.Int("mta_sts_port", c.Delivery.MTASTSPort), slog.Bool("dane", c.Delivery.DANE),
+		slog.String("shaping", c.Delivery.Shaping.String()), slog.Duration("shaping_wait", c.Delivery.ShapingWait),
 		slog.Bool("allow_private_egress", c.Egress.AllowPrivate),
 		slog.Any("ip_pools", poolsAttr(c.Delivery.Pools)), slog.String("default_pool", c.Delivery.DefaultPool),
 		slog.Any("egress_allow", c.Egress.Allow),
@@ -735,6 +747,31 @@ func (r *reader) duration(name string, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// wait reads a duration that may be 0.
+func (r *reader) wait(name string, def time.Duration) time.Duration {
+	v := r.getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		r.fail(name, v, "must be a duration such as 5s, or 0")
+		return def
+	}
+	return d
+}
+
+// shaping reads traffic shaping rules (shaping.ParseRules).
+func (r *reader) shaping(name string) shaping.Rules {
+	v := r.getenv(name)
+	rules, err := shaping.ParseRules(v)
+	if err != nil {
+		r.fail(name, v, err.Error())
+		return shaping.DefaultRules()
+	}
+	return rules
 }
 
 func (r *reader) ip(name string) net.IP {

@@ -42,6 +42,19 @@ type Metrics struct {
 	// OutboxEnded counts outbox entries ended without a start, by kind and
 	// reason: unstartable, gave_up, missing.
 	OutboxEnded *prometheus.CounterVec
+	// MTAConnections is the outbound SMTP connections this process holds
+	// open (idle pooled ones included), by destination provider and
+	// source address: the traffic shaping slots in use (package shaping).
+	MTAConnections *prometheus.GaugeVec
+	// MTAMessages counts the messages traffic shaping let through to MX
+	// hosts, by provider and source address.
+	MTAMessages *prometheus.CounterVec
+	// MTAShapingHeld counts deliveries traffic shaping held back, by
+	// provider, source address and reason: connections, rate, backoff.
+	MTAShapingHeld *prometheus.CounterVec
+	// MTABackoffs counts replies that asked to slow down, by provider and
+	// source address.
+	MTABackoffs *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics (and the Go and process collectors) on reg.
@@ -91,10 +104,26 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "posthaste_outbox_ended_total",
 			Help: "Outbox entries ended without starting their workflow, by kind and reason.",
 		}, []string{"kind", "reason"}),
+		MTAConnections: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "posthaste_mta_connections",
+			Help: "Outbound SMTP connections open in this process, idle ones included, by provider and source address.",
+		}, []string{"provider", "source"}),
+		MTAMessages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "posthaste_mta_messages_total",
+			Help: "Messages sent to MX hosts under traffic shaping, by provider and source address.",
+		}, []string{"provider", "source"}),
+		MTAShapingHeld: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "posthaste_mta_shaping_held_total",
+			Help: "Deliveries traffic shaping held back, by provider, source address and reason.",
+		}, []string{"provider", "source", "reason"}),
+		MTABackoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "posthaste_mta_backoffs_total",
+			Help: "MX replies that asked to slow down, by provider and source address.",
+		}, []string{"provider", "source"}),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.EmailsAccepted, m.OutboxWait, m.Deliveries, m.EmailEvents,
 		m.RequestLogDropped, m.WebhookAttempts, m.SMTPConnections, m.SMTPTransactions, m.SMTPAuthFailures,
-		m.Reconciled, m.OutboxEnded,
+		m.Reconciled, m.OutboxEnded, m.MTAConnections, m.MTAMessages, m.MTAShapingHeld, m.MTABackoffs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
