@@ -427,37 +427,14 @@ func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, 
 			continue
 		}
 		key := c.poolKey(h, port)
-		cn := c.pool.get(key, func(cn *conn) bool {
-			_, err := c.judge(cn, p)
-			return err == nil
-		})
+		cn := c.pool.get(key, c.accepts(p))
 		if cn == nil {
 			continue
 		}
-		if out := c.sendSlot(ctx, cn); out != nil {
-			c.pool.put(key, cn)
-			setAll(results, pending, *out)
+		if c.deliverIdle(ctx, log, key, cn, p, m, pending, results) {
 			return
 		}
-		cn.bind(ctx)
-		if err := cn.reset(); err != nil {
-			// Its siblings were idle as long and are likely dead too; a
-			// fresh connection gets one more try.
-			log.Debug("pooled connection is dead", "remote_server", h, "err", err)
-			cn.close()
-			c.pool.drop(key)
-			break
-		}
-		if retry := c.deliverOver(log, cn, p, m, pending, results); retry {
-			log.Debug("pooled connection closed before MAIL", "remote_server", h)
-			cn.close()
-			c.pool.drop(key)
-			break
-		}
-		setSource(results, pending, cn)
-		c.observeResults(ctx, h, pending, results)
-		c.release(key, cn)
-		return
+		break
 	}
 
 	for _, h := range hosts {
@@ -470,7 +447,22 @@ func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, 
 			tried = true
 			break
 		}
-		lease, held := c.openSlot(ctx, h)
+		var (
+			lease *shaping.Lease
+			held  *outcome
+		)
+		for {
+			// While it waits for a shaping slot, a connection to h that
+			// another delivery left idle (holding its slot) may serve.
+			var idle *conn
+			lease, idle, held = c.openSlot(ctx, h, net.JoinHostPort(h, port), p)
+			if idle == nil {
+				break
+			}
+			if c.deliverIdle(ctx, log, net.JoinHostPort(h, port), idle, p, m, pending, results) {
+				return
+			}
+		}
 		if held != nil {
 			// The next hosts are most likely the same provider's: do
 			// not wait for each of them again.
@@ -520,6 +512,43 @@ func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, 
 		return
 	}
 	setAll(results, pending, last)
+}
+
+// accepts returns the test of idle connections for the TLS policy p.
+func (c *Client) accepts(p *tlsPolicy) func(*conn) bool {
+	return func(cn *conn) bool {
+		_, err := c.judge(cn, p)
+		return err == nil
+	}
+}
+
+// deliverIdle delivers over cn, an idle connection to key that meets p.
+// It reports false, having sent nothing, when cn turned out dead: its
+// siblings, idle as long, are closed too and a fresh connection gets one
+// more try.
+func (c *Client) deliverIdle(ctx context.Context, log *slog.Logger, key string, cn *conn, p *tlsPolicy, m *message, pending []int, results []Result) bool {
+	if out := c.sendSlot(ctx, cn); out != nil {
+		c.pool.put(key, cn)
+		setAll(results, pending, *out)
+		return true
+	}
+	cn.bind(ctx)
+	if err := cn.reset(); err != nil {
+		log.Debug("pooled connection is dead", "remote_server", cn.host, "err", err)
+		cn.close()
+		c.pool.drop(key)
+		return false
+	}
+	if retry := c.deliverOver(log, cn, p, m, pending, results); retry {
+		log.Debug("pooled connection closed before MAIL", "remote_server", cn.host)
+		cn.close()
+		c.pool.drop(key)
+		return false
+	}
+	setSource(results, pending, cn)
+	c.observeResults(ctx, cn.host, pending, results)
+	c.release(key, cn)
+	return true
 }
 
 // deliverOver runs deliverOn over a session that meets p. What an MTA-STS

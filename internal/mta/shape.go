@@ -27,17 +27,28 @@ func (c *Client) shapingSource() string {
 func (c *Client) shaped() bool { return c.shaper != nil && c.relayHost == "" }
 
 // openSlot waits for room to open a connection to host and returns its
-// lease (nil without shaping), or the outcome that defers the recipients.
-func (c *Client) openSlot(ctx context.Context, host string) (*shaping.Lease, *outcome) {
+// lease (nil without shaping), or the outcome that defers the
+// recipients. While it waits, a connection to key meeting p that another
+// delivery leaves idle is taken and returned instead: it holds a slot
+// already.
+func (c *Client) openSlot(ctx context.Context, host, key string, p *tlsPolicy) (*shaping.Lease, *conn, *outcome) {
 	if !c.shaped() {
-		return nil, nil
+		return nil, nil, nil
 	}
-	l, err := c.shaper.Open(ctx, shaping.ProviderOf(host), c.shapingSource())
+	var idle *conn
+	ready := func() bool {
+		idle = c.pool.get(key, c.accepts(p))
+		return idle != nil
+	}
+	l, err := c.shaper.Open(ctx, shaping.ProviderOf(host), c.shapingSource(), ready)
+	if idle != nil {
+		return nil, idle, nil
+	}
 	if err != nil {
 		o := heldOutcome(err)
-		return nil, &o
+		return nil, nil, &o
 	}
-	return l, nil
+	return l, nil, nil
 }
 
 // sendSlot waits for room to send one more message over cn; it returns

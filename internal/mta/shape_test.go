@@ -196,3 +196,25 @@ func TestShapingBacksOffAndResumes(t *testing.T) {
 	require.Equal(t, Delivered, r.Status, "delivery resumes after the pause: %s", r.Message)
 	require.True(t, strings.HasPrefix(mx.Messages()[len(mx.Messages())-1].RemoteAddr, "127.0.0.1:"))
 }
+
+// TestShapingWaitTakesIdleConnection: deliveries waiting for the one
+// connection slot take over the connection another delivery leaves idle
+// (it keeps the slot) instead of waiting for a slot that stays taken.
+func TestShapingWaitTakesIdleConnection(t *testing.T) {
+	d, mx := newGmailMX(t, smtptest.Options{})
+	sh, err := shaping.New(shaping.Config{Rules: shaping.Rules{shaping.Gmail: {Connections: 1}}, MaxWait: 20 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, sh.Close()) })
+	c := newClient(t, d, mx.Port(), func(c *Config) { c.Shaping = sh })
+	ctx := testContext(t)
+	const n = 4
+	results := make(chan Result, n)
+	for i := range n {
+		go func() { results <- c.Deliver(ctx, "gmail.test", gmailEnvelope(i))[0] }()
+	}
+	for range n {
+		r := <-results
+		require.Equal(t, Delivered, r.Status, r.Message)
+	}
+	require.Equal(t, 1, mx.Connections())
+}

@@ -206,8 +206,11 @@ func (s *Shaper) pausedFor(ctx context.Context, provider, source string) time.Du
 // Open waits, up to Config.MaxWait, until a connection from source to
 // provider may open: no pause runs and a connection slot is free. The
 // caller releases the returned Lease when the connection closes. The
-// error is a *HeldError, or the context's.
-func (s *Shaper) Open(ctx context.Context, provider, source string) (*Lease, error) {
+// error is a *HeldError, or the context's. ready, when not nil, is asked
+// each time Open finds every slot taken: when it reports true (the caller
+// found an idle connection of its own, which holds a slot already) Open
+// returns a nil Lease and a nil error at once.
+func (s *Shaper) Open(ctx context.Context, provider, source string, ready func() bool) (*Lease, error) {
 	lim := s.rules[provider]
 	deadline := time.Now().Add(s.maxWait)
 	k := key("conns", provider, source)
@@ -236,6 +239,9 @@ func (s *Shaper) Open(ctx context.Context, provider, source string) (*Lease, err
 		if ok {
 			s.track(l)
 			return l, nil
+		}
+		if ready != nil && ready() {
+			return nil, nil
 		}
 		if !sleep(ctx, deadline, pollInterval) {
 			return nil, s.held(provider, source, "connections", 0,
