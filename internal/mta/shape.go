@@ -9,8 +9,9 @@ import (
 )
 
 // This file is the delivery code's hook into traffic shaping (package
-// shaping, Config.Shaping): the limits of each MX host's provider for this
-// client's source address, taken before a connection opens and before
+// shaping, Config.Shaping): the limits of each MX host's provider (or of
+// the host itself, outside the big providers) for this client's source
+// address, taken before a connection opens and before
 // each message, and the replies that tell the provider's mood. The relay
 // is not shaped: the operator chose it and sets its own limits.
 
@@ -40,7 +41,7 @@ func (c *Client) openSlot(ctx context.Context, host, key string, p *tlsPolicy) (
 		idle = c.pool.get(key, c.accepts(p))
 		return idle != nil
 	}
-	l, err := c.shaper.Open(ctx, shaping.ProviderOf(host), c.shapingSource(), ready)
+	l, err := c.shaper.Open(ctx, host, c.shapingSource(), ready)
 	if idle != nil {
 		return nil, idle, nil
 	}
@@ -57,7 +58,7 @@ func (c *Client) sendSlot(ctx context.Context, cn *conn) *outcome {
 	if !c.shaped() || cn.lease == nil {
 		return nil
 	}
-	if err := c.shaper.Send(ctx, cn.lease.Provider(), c.shapingSource()); err != nil {
+	if err := c.shaper.Send(ctx, cn.host, c.shapingSource()); err != nil {
 		o := heldOutcome(err)
 		return &o
 	}
@@ -106,5 +107,5 @@ func (c *Client) observe(ctx context.Context, host string, o outcome) {
 	if !c.shaped() || o.remote == "" {
 		return
 	}
-	c.shaper.Observe(ctx, shaping.ProviderOf(host), c.shapingSource(), o.code, o.enhanced, o.message)
+	c.shaper.Observe(ctx, host, c.shapingSource(), o.code, o.enhanced, o.message)
 }

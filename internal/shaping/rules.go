@@ -45,9 +45,9 @@ func ProviderOf(host string) string {
 	return Default
 }
 
-// Limits are the limits of one provider, each per source address and
-// shared by every process (through Redis when configured). Zero means no
-// limit.
+// Limits are the limits of one provider, each per source address (and,
+// for Default, per MX host) and shared by every process (through Redis
+// when configured). Zero means no limit.
 type Limits struct {
 	// Connections bounds the connections open at once, idle pooled ones
 	// included (key "conns").

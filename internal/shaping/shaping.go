@@ -2,8 +2,9 @@
 // and source address, as large mailbox providers expect of senders.
 //
 // MX hosts are grouped into providers by name suffix (ProviderOf: Gmail,
-// Outlook, Yahoo, and Default for every other host). For each provider and
-// source address a Shaper bounds the connections open at once (idle
+// Outlook, Yahoo, and Default for every other host). For each provider
+// (each host of Default on its own: it is a catch-all, not one receiver)
+// and source address a Shaper bounds the connections open at once (idle
 // pooled ones included), the messages per connection, and the messages
 // per second and per hour (Limits, POSTHASTE_SHAPING). With Redis
 // (REDIS_URL) the limits hold across every process that shares it:
@@ -12,8 +13,11 @@
 // GCRA buckets, all updated by Lua scripts on Redis's clock. Without Redis
 // they hold within the process, which is right for `posthaste dev` (one
 // process) and for a single worker; deployments with several delivering
-// workers set REDIS_URL. When Redis stops answering, each process falls
-// back to its own state and delivery goes on.
+// workers set REDIS_URL. PostgreSQL is not used instead: every message
+// and connection would cost a write to the database that acceptance and
+// outcomes already load, and Redis is where the API's rate limits are
+// shared already. When Redis stops answering, each process falls back to
+// its own state and delivery goes on.
 //
 // Shaping is adaptive: a reply that asks to slow down (SlowDown: any 421,
 // or a 4.7.x reply whose text speaks of rates, too many messages or
@@ -142,31 +146,49 @@ func (s *Shaper) Close() error {
 // Limits returns the limits of provider.
 func (s *Shaper) Limits(provider string) Limits { return s.rules[provider] }
 
-func key(kind, provider, source string) string { return kind + ":" + provider + ":" + source }
+// dest is where limits are kept: a provider, or for Default each MX host
+// on its own.
+type dest struct {
+	provider string // for Limits and metrics
+	name     string // for keys and messages: the provider, or the host
+}
 
-// HeldError says that a delivery was held back. Reason is "connections",
-// "rate" or "backoff"; RetryAfter, when not zero, is when room is
-// expected.
+func destOf(host string) dest {
+	p := ProviderOf(host)
+	if p == Default {
+		return dest{p, Default + "/" + strings.ToLower(strings.TrimSuffix(host, "."))}
+	}
+	return dest{p, p}
+}
+
+// display names d in messages: the provider, or the host.
+func (d dest) display() string { return strings.TrimPrefix(d.name, Default+"/") }
+
+func key(kind string, d dest, source string) string { return kind + ":" + d.name + ":" + source }
+
+// HeldError says that a delivery was held back. Destination is the
+// provider, or for Default the MX host. Reason is "connections", "rate"
+// or "backoff"; RetryAfter, when not zero, is when room is expected.
 type HeldError struct {
-	Provider, Source string
-	Reason           string
-	RetryAfter       time.Duration
-	detail           string
+	Destination, Source string
+	Reason              string
+	RetryAfter          time.Duration
+	detail              string
 }
 
 func (e *HeldError) Error() string {
-	msg := fmt.Sprintf("traffic shaping holds mail to %s from %s: %s", e.Provider, e.Source, e.detail)
+	msg := fmt.Sprintf("traffic shaping holds mail to %s from %s: %s", strings.TrimPrefix(e.Destination, Default+"/"), e.Source, e.detail)
 	if e.RetryAfter > 0 {
 		msg += fmt.Sprintf("; room expected in %v", e.RetryAfter.Round(time.Millisecond))
 	}
 	return msg
 }
 
-func (s *Shaper) held(provider, source, reason string, retry time.Duration, detail string) *HeldError {
+func (s *Shaper) held(d dest, source, reason string, retry time.Duration, detail string) *HeldError {
 	if s.metrics.Held != nil {
-		s.metrics.Held.WithLabelValues(provider, source, reason).Inc()
+		s.metrics.Held.WithLabelValues(d.provider, source, reason).Inc()
 	}
-	return &HeldError{Provider: provider, Source: source, Reason: reason, RetryAfter: retry, detail: detail}
+	return &HeldError{Destination: d.name, Source: source, Reason: reason, RetryAfter: retry, detail: detail}
 }
 
 // sleep waits d unless that would end past deadline or ctx ends first; it
@@ -188,13 +210,12 @@ func sleep(ctx context.Context, deadline time.Time, d time.Duration) bool {
 	}
 }
 
-// pausedFor returns how long provider is paused for source, 0 when it is
-// not.
-func (s *Shaper) pausedFor(ctx context.Context, provider, source string) time.Duration {
+// pausedFor returns how long d is paused for source, 0 when it is not.
+func (s *Shaper) pausedFor(ctx context.Context, d dest, source string) time.Duration {
 	now := s.now()
-	until, err := s.be.paused(ctx, key("backoff", provider, source), now)
+	until, err := s.be.paused(ctx, key("backoff", d, source), now)
 	if err != nil {
-		s.log.Warn("reading a traffic shaping pause", "provider", provider, "source", source, "err", err)
+		s.log.Warn("reading a traffic shaping pause", "destination", d.name, "source_ip", source, "err", err)
 		return 0
 	}
 	if until.IsZero() {
@@ -204,27 +225,28 @@ func (s *Shaper) pausedFor(ctx context.Context, provider, source string) time.Du
 }
 
 // Open waits, up to Config.MaxWait, until a connection from source to
-// provider may open: no pause runs and a connection slot is free. The
+// the MX host may open: no pause runs and a connection slot is free. The
 // caller releases the returned Lease when the connection closes. The
 // error is a *HeldError, or the context's. ready, when not nil, is asked
 // each time Open finds every slot taken: when it reports true (the caller
 // found an idle connection of its own, which holds a slot already) Open
 // returns a nil Lease and a nil error at once.
-func (s *Shaper) Open(ctx context.Context, provider, source string, ready func() bool) (*Lease, error) {
-	lim := s.rules[provider]
+func (s *Shaper) Open(ctx context.Context, host, source string, ready func() bool) (*Lease, error) {
+	d := destOf(host)
+	lim := s.rules[d.provider]
 	deadline := time.Now().Add(s.maxWait)
-	k := key("conns", provider, source)
+	k := key("conns", d, source)
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if p := s.pausedFor(ctx, provider, source); p > 0 {
+		if p := s.pausedFor(ctx, d, source); p > 0 {
 			if !sleep(ctx, deadline, p) {
-				return nil, s.held(provider, source, "backoff", p, fmt.Sprintf("%s asked to slow down", provider))
+				return nil, s.held(d, source, "backoff", p, d.display()+" asked to slow down")
 			}
 			continue
 		}
-		l := &Lease{s: s, key: k, provider: provider, source: source, perConn: lim.PerConnection}
+		l := &Lease{s: s, key: k, dest: d, source: source, perConn: lim.PerConnection}
 		if lim.Connections <= 0 {
 			s.track(l)
 			return l, nil
@@ -233,7 +255,7 @@ func (s *Shaper) Open(ctx context.Context, provider, source string, ready func()
 		now := s.now()
 		ok, err := s.be.acquire(ctx, k, l.id, lim.Connections, now, now.Add(leaseTTL))
 		if err != nil {
-			s.log.Warn("taking a connection slot: not limiting", "provider", provider, "source", source, "err", err)
+			s.log.Warn("taking a connection slot: not limiting", "destination", d.name, "source_ip", source, "err", err)
 			ok = true
 		}
 		if ok {
@@ -244,7 +266,7 @@ func (s *Shaper) Open(ctx context.Context, provider, source string, ready func()
 			return nil, nil
 		}
 		if !sleep(ctx, deadline, pollInterval) {
-			return nil, s.held(provider, source, "connections", 0,
+			return nil, s.held(d, source, "connections", 0,
 				fmt.Sprintf("all %d connections allowed are open", lim.Connections))
 		}
 	}
@@ -257,25 +279,26 @@ func leaseID() string {
 }
 
 // Send waits, up to Config.MaxWait, until one more message may go from
-// source to provider: no pause runs and the rate buckets have room; then
+// source to the MX host: no pause runs and the rate buckets have room; then
 // it takes that room. The error is a *HeldError, or the context's.
-func (s *Shaper) Send(ctx context.Context, provider, source string) error {
-	lim := s.rules[provider]
+func (s *Shaper) Send(ctx context.Context, host, source string) error {
+	d := destOf(host)
+	lim := s.rules[d.provider]
 	var bs []bucket
 	if lim.PerSecond > 0 {
-		bs = append(bs, bucket{key("sec", provider, source), lim.PerSecond, time.Second})
+		bs = append(bs, bucket{key("sec", d, source), lim.PerSecond, time.Second})
 	}
 	if lim.PerHour > 0 {
-		bs = append(bs, bucket{key("hour", provider, source), lim.PerHour, time.Hour})
+		bs = append(bs, bucket{key("hour", d, source), lim.PerHour, time.Hour})
 	}
 	deadline := time.Now().Add(s.maxWait)
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if p := s.pausedFor(ctx, provider, source); p > 0 {
+		if p := s.pausedFor(ctx, d, source); p > 0 {
 			if !sleep(ctx, deadline, p) {
-				return s.held(provider, source, "backoff", p, fmt.Sprintf("%s asked to slow down", provider))
+				return s.held(d, source, "backoff", p, d.display()+" asked to slow down")
 			}
 			continue
 		}
@@ -283,35 +306,36 @@ func (s *Shaper) Send(ctx context.Context, provider, source string) error {
 		if len(bs) > 0 {
 			var err error
 			if wait, err = s.be.take(ctx, bs, s.now()); err != nil {
-				s.log.Warn("taking a message from the rate limits: not limiting", "provider", provider, "source", source, "err", err)
+				s.log.Warn("taking a message from the rate limits: not limiting", "destination", d.name, "source_ip", source, "err", err)
 				wait = 0
 			}
 		}
 		if wait == 0 {
 			if s.metrics.Messages != nil {
-				s.metrics.Messages.WithLabelValues(provider, source).Inc()
+				s.metrics.Messages.WithLabelValues(d.provider, source).Inc()
 			}
 			return nil
 		}
 		if !sleep(ctx, deadline, wait) {
-			return s.held(provider, source, "rate", wait,
+			return s.held(d, source, "rate", wait,
 				fmt.Sprintf("at its limit of %d messages a second and %d an hour (0: none)", lim.PerSecond, lim.PerHour))
 		}
 	}
 }
 
-// Observe learns from a server's reply to mail from source: a reply that
-// asks to slow down (SlowDown) pauses provider for source, a success (2xx)
-// lowers the next pause.
-func (s *Shaper) Observe(ctx context.Context, provider, source string, code int, enhanced, text string) {
-	k := key("backoff", provider, source)
+// Observe learns from an MX host's reply to mail from source: a reply
+// that asks to slow down (SlowDown) pauses the host's provider (for
+// Default, the host) for source, a success (2xx) lowers the next pause.
+func (s *Shaper) Observe(ctx context.Context, host, source string, code int, enhanced, text string) {
+	d := destOf(host)
+	k := key("backoff", d, source)
 	switch {
 	case code/100 == 2:
 		if err := s.be.relax(ctx, k, s.now()); err != nil {
-			s.log.Warn("relaxing a traffic shaping pause", "provider", provider, "source", source, "err", err)
+			s.log.Warn("relaxing a traffic shaping pause", "destination", d.name, "source_ip", source, "err", err)
 		}
 	case SlowDown(code, enhanced, text):
-		lim := s.rules[provider]
+		lim := s.rules[d.provider]
 		initial, longest := lim.Backoff, lim.BackoffMax
 		if initial <= 0 {
 			initial = time.Minute
@@ -320,13 +344,13 @@ func (s *Shaper) Observe(ctx context.Context, provider, source string, code int,
 		now := s.now()
 		until, err := s.be.backoff(ctx, k, now, initial, longest)
 		if err != nil {
-			s.log.Warn("starting a traffic shaping pause", "provider", provider, "source", source, "err", err)
+			s.log.Warn("starting a traffic shaping pause", "destination", d.name, "source_ip", source, "err", err)
 			return
 		}
 		if s.metrics.Backoffs != nil {
-			s.metrics.Backoffs.WithLabelValues(provider, source).Inc()
+			s.metrics.Backoffs.WithLabelValues(d.provider, source).Inc()
 		}
-		s.log.Warn("provider asked to slow down: pausing", "provider", provider, "source", source,
+		s.log.Warn("asked to slow down: pausing", "destination", d.name, "remote_server", host, "source_ip", source,
 			"smtp_code", code, "reply", strings.TrimSpace(enhanced+" "+text), "pause", until.Sub(now).Round(time.Second))
 	}
 }
@@ -346,7 +370,7 @@ func SlowDown(code int, enhanced, text string) bool {
 	return code/100 == 4 && strings.HasPrefix(enhanced, "4.7.") && slowText.MatchString(text)
 }
 
-// Usage is the shared state of one provider and source.
+// Usage is the shared state of one destination and source.
 type Usage struct {
 	// Connections is the connections open, in every process sharing the
 	// limits.
@@ -355,26 +379,28 @@ type Usage struct {
 	PausedFor time.Duration
 }
 
-// Usage reads the state of provider and source, for benchmarks and
-// operators.
-func (s *Shaper) Usage(ctx context.Context, provider, source string) (Usage, error) {
-	n, err := s.be.live(ctx, key("conns", provider, source), s.now())
+// Usage reads the state of the MX host's provider (for Default, of the
+// host) and source, for benchmarks and operators.
+func (s *Shaper) Usage(ctx context.Context, host, source string) (Usage, error) {
+	d := destOf(host)
+	n, err := s.be.live(ctx, key("conns", d, source), s.now())
 	if err != nil {
 		return Usage{}, fmt.Errorf("counting connections: %w", err)
 	}
-	return Usage{Connections: n, PausedFor: s.pausedFor(ctx, provider, source)}, nil
+	return Usage{Connections: n, PausedFor: s.pausedFor(ctx, d, source)}, nil
 }
 
 // Lease is one open connection's slot. Its methods are safe on a nil
 // Lease (no shaping), which never runs out.
 type Lease struct {
-	s                *Shaper
-	key, id          string // id empty: no connection limit, nothing to release
-	provider, source string
-	perConn          int
-	mu               sync.Mutex
-	sent             int
-	released         bool
+	s        *Shaper
+	key, id  string // id empty: no connection limit, nothing to release
+	dest     dest
+	source   string
+	perConn  int
+	mu       sync.Mutex
+	sent     int
+	released bool
 }
 
 func (s *Shaper) track(l *Lease) {
@@ -382,16 +408,8 @@ func (s *Shaper) track(l *Lease) {
 	s.leases[l] = struct{}{}
 	s.mu.Unlock()
 	if s.metrics.Connections != nil {
-		s.metrics.Connections.WithLabelValues(l.provider, l.source).Inc()
+		s.metrics.Connections.WithLabelValues(l.dest.provider, l.source).Inc()
 	}
-}
-
-// Provider returns the lease's provider.
-func (l *Lease) Provider() string {
-	if l == nil {
-		return ""
-	}
-	return l.provider
 }
 
 // Sent counts one more message over the connection.
@@ -432,7 +450,7 @@ func (l *Lease) Release() {
 	delete(s.leases, l)
 	s.mu.Unlock()
 	if s.metrics.Connections != nil {
-		s.metrics.Connections.WithLabelValues(l.provider, l.source).Dec()
+		s.metrics.Connections.WithLabelValues(l.dest.provider, l.source).Dec()
 	}
 	if l.id == "" {
 		return
@@ -440,7 +458,7 @@ func (l *Lease) Release() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := s.be.release(ctx, l.key, l.id); err != nil {
-		s.log.Warn("releasing a connection slot: it expires by itself", "provider", l.provider, "source", l.source, "err", err)
+		s.log.Warn("releasing a connection slot: it expires by itself", "destination", l.dest.name, "source_ip", l.source, "err", err)
 	}
 }
 
@@ -469,7 +487,7 @@ func (s *Shaper) renewLoop() {
 			err := s.be.renew(ctx, l.key, l.id, now, now.Add(leaseTTL))
 			cancel()
 			if err != nil && !errors.Is(err, context.Canceled) {
-				s.log.Warn("renewing a connection slot", "provider", l.provider, "source", l.source, "err", err)
+				s.log.Warn("renewing a connection slot", "destination", l.dest.name, "source_ip", l.source, "err", err)
 			}
 		}
 	}

@@ -12,6 +12,9 @@ import (
 	"github.com/posthaste/posthaste/internal/redistest"
 )
 
+// gmailHost is an MX host of the Gmail provider.
+const gmailHost = "gmail-smtp-in.l.google.com."
+
 func TestProviderOf(t *testing.T) {
 	for host, want := range map[string]string{
 		"gmail-smtp-in.l.google.com.":             Gmail,
@@ -168,84 +171,84 @@ func TestLimitsHoldBetweenProcesses(t *testing.T) {
 			const src = "192.0.2.1"
 
 			// Connections.
-			l1, err := a.Open(ctx, Gmail, src, nil)
+			l1, err := a.Open(ctx, gmailHost, src, nil)
 			require.NoError(t, err)
-			l2, err := b.Open(ctx, Gmail, src, nil)
+			l2, err := b.Open(ctx, gmailHost, src, nil)
 			require.NoError(t, err)
-			_, err = a.Open(ctx, Gmail, src, nil)
+			_, err = a.Open(ctx, gmailHost, src, nil)
 			requireHeld(t, err, "connections")
-			u, err := b.Usage(ctx, Gmail, src)
+			u, err := b.Usage(ctx, gmailHost, src)
 			require.NoError(t, err)
 			require.Equal(t, Usage{Connections: 2}, u)
-			other, err := b.Open(ctx, Gmail, "192.0.2.2", nil)
+			other, err := b.Open(ctx, gmailHost, "192.0.2.2", nil)
 			require.NoError(t, err, "each source address has its own slots")
 			other.Release()
-			unlimited, err := b.Open(ctx, Default, src, nil)
+			unlimited, err := b.Open(ctx, "mx.example.test", src, nil)
 			require.NoError(t, err, "providers without rules are not limited")
 			unlimited.Release()
 			l1.Release()
 			l1.Release() // idempotent
-			l3, err := b.Open(ctx, Gmail, src, nil)
+			l3, err := b.Open(ctx, gmailHost, src, nil)
 			require.NoError(t, err, "a released slot is free again")
-			_, err = a.Open(ctx, Gmail, src, nil)
+			_, err = a.Open(ctx, gmailHost, src, nil)
 			requireHeld(t, err, "connections")
 			l2.Release()
 			l3.Release()
 
 			// Messages per second, then per hour.
-			require.NoError(t, a.Send(ctx, Gmail, src))
-			require.NoError(t, b.Send(ctx, Gmail, src))
-			require.NoError(t, a.Send(ctx, Gmail, src))
-			he := requireHeld(t, b.Send(ctx, Gmail, src), "rate")
+			require.NoError(t, a.Send(ctx, gmailHost, src))
+			require.NoError(t, b.Send(ctx, gmailHost, src))
+			require.NoError(t, a.Send(ctx, gmailHost, src))
+			he := requireHeld(t, b.Send(ctx, gmailHost, src), "rate")
 			require.InDelta(t, float64(time.Second/3), float64(he.RetryAfter), float64(time.Millisecond))
-			require.NoError(t, a.Send(ctx, "outlook", src), "another provider has its own buckets")
+			require.NoError(t, a.Send(ctx, "outlook-com.olc.protection.outlook.com", src), "another provider has its own buckets")
 			clock.Advance(time.Second / 3)
-			require.NoError(t, b.Send(ctx, Gmail, src), "one message a third of a second")
-			requireHeld(t, a.Send(ctx, Gmail, src), "rate")
+			require.NoError(t, b.Send(ctx, gmailHost, src), "one message a third of a second")
+			requireHeld(t, a.Send(ctx, gmailHost, src), "rate")
 			clock.Advance(time.Second)
-			require.NoError(t, a.Send(ctx, Gmail, src), "the fifth message this hour")
-			he = requireHeld(t, b.Send(ctx, Gmail, src), "rate")
+			require.NoError(t, a.Send(ctx, gmailHost, src), "the fifth message this hour")
+			he = requireHeld(t, b.Send(ctx, gmailHost, src), "rate")
 			require.Greater(t, he.RetryAfter, 10*time.Minute, "the hourly bucket is empty")
 			clock.Advance(time.Hour)
 
 			// Back-off: a slow-down reply pauses the provider for the
 			// source in both processes, until it ends by itself.
-			b.Observe(ctx, Gmail, src, 421, "4.7.0", "Try again later, closing connection.")
-			he = requireHeld(t, a.Send(ctx, Gmail, src), "backoff")
+			b.Observe(ctx, gmailHost, src, 421, "4.7.0", "Try again later, closing connection.")
+			he = requireHeld(t, a.Send(ctx, gmailHost, src), "backoff")
 			require.Equal(t, time.Minute, ms(he.RetryAfter))
-			_, err = a.Open(ctx, Gmail, src, nil)
+			_, err = a.Open(ctx, gmailHost, src, nil)
 			requireHeld(t, err, "backoff")
-			require.NoError(t, a.Send(ctx, Gmail, "192.0.2.2"), "other source addresses go on")
-			a.Observe(ctx, Gmail, src, 421, "4.7.0", "Try again later")
-			u, err = a.Usage(ctx, Gmail, src)
+			require.NoError(t, a.Send(ctx, gmailHost, "192.0.2.2"), "other source addresses go on")
+			a.Observe(ctx, gmailHost, src, 421, "4.7.0", "Try again later")
+			u, err = a.Usage(ctx, gmailHost, src)
 			require.NoError(t, err)
 			require.Equal(t, time.Minute, ms(u.PausedFor), "a slow-down during a pause does not lengthen it")
 			clock.Advance(time.Minute)
-			require.NoError(t, b.Send(ctx, Gmail, src), "the pause ended by itself")
+			require.NoError(t, b.Send(ctx, gmailHost, src), "the pause ended by itself")
 
 			// Another slow-down doubles the pause, up to the maximum.
-			a.Observe(ctx, Gmail, src, 451, "4.7.500", "Server busy. Please try again later")
-			u, _ = b.Usage(ctx, Gmail, src)
+			a.Observe(ctx, gmailHost, src, 451, "4.7.500", "Server busy. Please try again later")
+			u, _ = b.Usage(ctx, gmailHost, src)
 			require.Equal(t, 2*time.Minute, ms(u.PausedFor))
 			clock.Advance(2 * time.Minute)
-			a.Observe(ctx, Gmail, src, 421, "", "busy")
-			u, _ = b.Usage(ctx, Gmail, src)
+			a.Observe(ctx, gmailHost, src, 421, "", "busy")
+			u, _ = b.Usage(ctx, gmailHost, src)
 			require.Equal(t, 3*time.Minute, ms(u.PausedFor), "capped at BackoffMax")
 			clock.Advance(3 * time.Minute)
 
 			// Successes relax it: after three, the next pause is the
 			// first again.
 			for range 3 {
-				b.Observe(ctx, Gmail, src, 250, "2.0.0", "OK")
+				b.Observe(ctx, gmailHost, src, 250, "2.0.0", "OK")
 			}
-			a.Observe(ctx, Gmail, src, 421, "", "closing")
-			u, _ = b.Usage(ctx, Gmail, src)
+			a.Observe(ctx, gmailHost, src, 421, "", "closing")
+			u, _ = b.Usage(ctx, gmailHost, src)
 			require.Equal(t, time.Minute, ms(u.PausedFor))
 
 			// A reply that does not ask to slow down changes nothing.
 			clock.Advance(time.Minute)
-			a.Observe(ctx, Gmail, src, 450, "4.2.1", "mailbox busy")
-			u, _ = b.Usage(ctx, Gmail, src)
+			a.Observe(ctx, gmailHost, src, 450, "4.2.1", "mailbox busy")
+			u, _ = b.Usage(ctx, gmailHost, src)
 			require.Zero(t, ms(u.PausedFor))
 		})
 	}
@@ -258,11 +261,11 @@ func TestWaitsWithinMaxWait(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	ctx := context.Background()
-	l, err := s.Open(ctx, Gmail, "default", nil)
+	l, err := s.Open(ctx, gmailHost, "default", nil)
 	require.NoError(t, err)
 	got := make(chan error, 1)
 	go func() {
-		l2, err := s.Open(ctx, Gmail, "default", nil)
+		l2, err := s.Open(ctx, gmailHost, "default", nil)
 		if err == nil {
 			l2.Release()
 		}
@@ -274,10 +277,10 @@ func TestWaitsWithinMaxWait(t *testing.T) {
 	short, err := New(Config{Rules: Rules{Gmail: {Connections: 1}}, MaxWait: 100 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = short.Close() })
-	l, err = short.Open(ctx, Gmail, "default", nil)
+	l, err = short.Open(ctx, gmailHost, "default", nil)
 	require.NoError(t, err)
 	defer l.Release()
-	_, err = short.Open(ctx, Gmail, "default", nil)
+	_, err = short.Open(ctx, gmailHost, "default", nil)
 	requireHeld(t, err, "connections")
 }
 
@@ -289,11 +292,41 @@ func TestRedisDownFallsBackToProcess(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	ctx := context.Background()
-	l, err := s.Open(ctx, Gmail, "default", nil)
+	l, err := s.Open(ctx, gmailHost, "default", nil)
 	require.NoError(t, err)
-	_, err = s.Open(ctx, Gmail, "default", nil)
+	_, err = s.Open(ctx, gmailHost, "default", nil)
 	requireHeld(t, err, "connections")
 	l.Release()
-	require.NoError(t, s.Send(ctx, Gmail, "default"))
-	requireHeld(t, s.Send(ctx, Gmail, "default"), "rate")
+	require.NoError(t, s.Send(ctx, gmailHost, "default"))
+	requireHeld(t, s.Send(ctx, gmailHost, "default"), "rate")
+}
+
+// TestDefaultIsPerHost: hosts of no known provider each have their own
+// limits and pauses; a known provider's hosts share theirs.
+func TestDefaultIsPerHost(t *testing.T) {
+	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s, err := New(Config{Rules: Rules{Default: {Connections: 1, Backoff: time.Minute, BackoffMax: time.Hour},
+		Gmail: {Connections: 1}}, Now: clock.Now})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := context.Background()
+	a, err := s.Open(ctx, "mx.a.test", "default", nil)
+	require.NoError(t, err)
+	defer a.Release()
+	b, err := s.Open(ctx, "MX.B.test.", "default", nil)
+	require.NoError(t, err, "another host of Default has its own slot")
+	defer b.Release()
+	_, err = s.Open(ctx, "mx.a.test.", "default", nil)
+	he := requireHeld(t, err, "connections")
+	require.Contains(t, he.Error(), "holds mail to mx.a.test from default")
+
+	g, err := s.Open(ctx, "gmail-smtp-in.l.google.com", "default", nil)
+	require.NoError(t, err)
+	defer g.Release()
+	_, err = s.Open(ctx, "alt1.gmail-smtp-in.l.google.com", "default", nil)
+	requireHeld(t, err, "connections")
+
+	s.Observe(ctx, "mx.a.test", "default", 421, "4.7.0", "Try again later")
+	requireHeld(t, s.Send(ctx, "mx.a.test", "default"), "backoff")
+	require.NoError(t, s.Send(ctx, "mx.b.test", "default"), "one small server's 421 does not pause the others")
 }
