@@ -1,6 +1,7 @@
 package mta
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strings"
@@ -217,4 +218,20 @@ func TestShapingWaitTakesIdleConnection(t *testing.T) {
 		require.Equal(t, Delivered, r.Status, r.Message)
 	}
 	require.Equal(t, 1, mx.Connections())
+}
+
+// TestHeldOutcome: what traffic shaping refuses becomes a deferral that
+// names no host.
+func TestHeldOutcome(t *testing.T) {
+	held := &shaping.HeldError{Destination: shaping.Gmail, Source: "192.0.2.1", Reason: "rate"}
+	for _, tc := range []struct {
+		err  error
+		want outcome
+	}{
+		{held, outcome{Deferred, 451, "4.4.5", held.Error(), ""}},
+		{fmt.Errorf("wrapped: %w", held), outcome{Deferred, 451, "4.4.5", held.Error(), ""}},
+		{context.Canceled, outcome{Deferred, 451, "4.4.7", "delivery interrupted: context canceled", ""}},
+	} {
+		require.Equal(t, tc.want, heldOutcome(tc.err), tc.err.Error())
+	}
 }

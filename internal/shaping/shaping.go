@@ -472,23 +472,28 @@ func (s *Shaper) renewLoop() {
 		case <-s.stop:
 			return
 		case <-t.C:
+			s.renewAll()
 		}
-		s.mu.Lock()
-		live := make([]*Lease, 0, len(s.leases))
-		for l := range s.leases {
-			if l.id != "" {
-				live = append(live, l)
-			}
+	}
+}
+
+// renewAll renews the live leases of this process.
+func (s *Shaper) renewAll() {
+	s.mu.Lock()
+	live := make([]*Lease, 0, len(s.leases))
+	for l := range s.leases {
+		if l.id != "" {
+			live = append(live, l)
 		}
-		s.mu.Unlock()
-		for _, l := range live {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			now := s.now()
-			err := s.be.renew(ctx, l.key, l.id, now, now.Add(leaseTTL))
-			cancel()
-			if err != nil && !errors.Is(err, context.Canceled) {
-				s.log.Warn("renewing a connection slot", "destination", l.dest.name, "source_ip", l.source, "err", err)
-			}
+	}
+	s.mu.Unlock()
+	for _, l := range live {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		now := s.now()
+		err := s.be.renew(ctx, l.key, l.id, now, now.Add(leaseTTL))
+		cancel()
+		if err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Warn("renewing a connection slot", "destination", l.dest.name, "source_ip", l.source, "err", err)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/clocktest"
@@ -329,4 +331,78 @@ func TestDefaultIsPerHost(t *testing.T) {
 	s.Observe(ctx, "mx.a.test", "default", 421, "4.7.0", "Try again later")
 	requireHeld(t, s.Send(ctx, "mx.a.test", "default"), "backoff")
 	require.NoError(t, s.Send(ctx, "mx.b.test", "default"), "one small server's 421 does not pause the others")
+}
+
+// TestLeasesOfACrashedProcessExpire: a process that dies holding
+// connection slots stops renewing them, and they free themselves after
+// the lease's time to live; a live process's renewed slots do not.
+func TestLeasesOfACrashedProcessExpire(t *testing.T) {
+	for _, kind := range []string{"redis", "local"} {
+		t.Run(kind, func(t *testing.T) {
+			clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			live, crashed := shapers(t, kind, Rules{Gmail: {Connections: 2}}, clock)
+			ctx := context.Background()
+			kept, err := live.Open(ctx, gmailHost, "default", nil)
+			require.NoError(t, err)
+			defer kept.Release()
+			lost, err := crashed.Open(ctx, gmailHost, "default", nil)
+			require.NoError(t, err)
+			if kind == "local" {
+				// One process: forget the lease as a crash would.
+				crashed.mu.Lock()
+				delete(crashed.leases, lost)
+				crashed.mu.Unlock()
+			}
+			_, err = live.Open(ctx, gmailHost, "default", nil)
+			requireHeld(t, err, "connections")
+
+			clock.Advance(leaseTTL / 2)
+			live.renewAll()
+			if kind == "redis" {
+				// The crashed process renews nothing.
+				crashed.mu.Lock()
+				delete(crashed.leases, lost)
+				crashed.mu.Unlock()
+				crashed.renewAll()
+			}
+			clock.Advance(leaseTTL/2 + time.Second)
+			u, err := live.Usage(ctx, gmailHost, "default")
+			require.NoError(t, err)
+			require.Equal(t, 1, u.Connections, "the renewed lease lives, the other expired")
+			l, err := live.Open(ctx, gmailHost, "default", nil)
+			require.NoError(t, err, "the crashed process's slot is free again")
+			l.Release()
+		})
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	m := Metrics{
+		Connections: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "c"}, []string{"provider", "source"}),
+		Messages:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "m"}, []string{"provider", "source"}),
+		Held:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "h"}, []string{"provider", "source", "reason"}),
+		Backoffs:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "b"}, []string{"provider", "source"}),
+	}
+	s, err := New(Config{Rules: Rules{Gmail: {Connections: 1, PerSecond: 1}, Default: {}}, Metrics: m})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := context.Background()
+	l, err := s.Open(ctx, gmailHost, "192.0.2.1", nil)
+	require.NoError(t, err)
+	_, err = s.Open(ctx, gmailHost, "192.0.2.1", nil)
+	requireHeld(t, err, "connections")
+	d, err := s.Open(ctx, "mx.example.test", "192.0.2.1", nil)
+	require.NoError(t, err)
+	require.Equal(t, 1.0, testutil.ToFloat64(m.Connections.WithLabelValues(Gmail, "192.0.2.1")))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.Connections.WithLabelValues(Default, "192.0.2.1")))
+	require.NoError(t, s.Send(ctx, gmailHost, "192.0.2.1"))
+	requireHeld(t, s.Send(ctx, gmailHost, "192.0.2.1"), "rate")
+	s.Observe(ctx, gmailHost, "192.0.2.1", 421, "", "closing")
+	l.Release()
+	d.Release()
+	require.Equal(t, 0.0, testutil.ToFloat64(m.Connections.WithLabelValues(Gmail, "192.0.2.1")))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.Messages.WithLabelValues(Gmail, "192.0.2.1")))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.Held.WithLabelValues(Gmail, "192.0.2.1", "connections")))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.Held.WithLabelValues(Gmail, "192.0.2.1", "rate")))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.Backoffs.WithLabelValues(Gmail, "192.0.2.1")))
 }
