@@ -447,6 +447,7 @@ func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, 
 			tried = true
 			break
 		}
+		key := c.poolKey(h, port)
 		var (
 			lease *shaping.Lease
 			held  *outcome
@@ -455,11 +456,11 @@ func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, 
 			// While it waits for a shaping slot, a connection to h that
 			// another delivery left idle (holding its slot) may serve.
 			var idle *conn
-			lease, idle, held = c.openSlot(ctx, h, net.JoinHostPort(h, port), p)
+			lease, idle, held = c.openSlot(ctx, h, key, p)
 			if idle == nil {
 				break
 			}
-			if c.deliverIdle(ctx, log, net.JoinHostPort(h, port), idle, p, m, pending, results) {
+			if c.deliverIdle(ctx, log, key, idle, p, m, pending, results) {
 				return
 			}
 		}
@@ -497,14 +498,14 @@ func (c *Client) deliver(ctx context.Context, log *slog.Logger, hosts []string, 
 			continue
 		}
 		if out := c.sendSlot(ctx, cn); out != nil {
-			c.release(c.poolKey(h, port), cn)
+			c.release(key, cn)
 			setAll(results, pending, *out)
 			return
 		}
 		c.deliverOver(log, cn, p, m, pending, results)
 		setSource(results, pending, cn)
 		c.observeResults(ctx, h, pending, results)
-		c.release(c.poolKey(h, port), cn)
+		c.release(key, cn)
 		return
 	}
 	if len(refused) > 0 && !tried {

@@ -20,8 +20,8 @@
 // its own state and delivery goes on.
 //
 // Shaping is adaptive: a reply that asks to slow down (SlowDown: any 421,
-// or a 4.7.x reply whose text speaks of rates, too many messages or
-// trying later) pauses the provider for that source address, in every
+// or a 4.7.x reply whose text speaks of rates, too many connections or
+// messages, throttling or a busy server) pauses the provider for that source address, in every
 // process, for Limits.Backoff, doubling on each further request up to
 // Limits.BackoffMax; the pause ends by itself and each later success
 // lowers the next one again.
@@ -355,19 +355,29 @@ func (s *Shaper) Observe(ctx context.Context, host, source string, code int, enh
 	}
 }
 
-// slowText matches reply texts that speak of sending too fast.
-var slowText = regexp.MustCompile(`(?i)\brate\b|rate[- ]?limit|too many|try again later|throttl|unexpected volume|server busy|temporarily deferred`)
+// slowText matches reply texts that speak of sending too fast or too
+// much; greyText those of greylisting, which defers one sender and
+// recipient pair, not the source.
+var (
+	slowText = regexp.MustCompile(`(?i)\brate\b|rate[- ]?limit|too many|throttl|unexpected volume|server busy|temporarily deferred`)
+	greyText = regexp.MustCompile(`(?i)gr[ae]y[- ]?list`)
+)
 
 // SlowDown reports whether a reply asks the sender to slow down: any 421
 // (the server closes the channel, RFC 5321 §3.8, which busy providers
-// send when a source connects or sends too much), or a 4xx with an RFC
-// 3463 X.7.x code (security or policy status) whose text speaks of rates,
-// too many connections or messages, or trying again later.
+// send when a source connects or sends too much: Gmail's "421 4.7.0 Try
+// again later, closing connection", Yahoo's "421 4.7.0 [TSS04]"), or a
+// 4xx with an RFC 3463 X.7.x code (security or policy status) whose text
+// speaks of rates, too many connections or messages, throttling or a busy
+// server (Microsoft's "451 4.7.500 Server busy"). "Try again later" alone
+// does not count outside a 421: greylisting ("451 4.7.1 Greylisted, try
+// again later") and other passing refusals say it too, and pausing a
+// whole provider for them would delay all of its mail.
 func SlowDown(code int, enhanced, text string) bool {
 	if code == 421 {
 		return true
 	}
-	return code/100 == 4 && strings.HasPrefix(enhanced, "4.7.") && slowText.MatchString(text)
+	return code/100 == 4 && strings.HasPrefix(enhanced, "4.7.") && slowText.MatchString(text) && !greyText.MatchString(text)
 }
 
 // Usage is the shared state of one destination and source.
