@@ -143,9 +143,6 @@ func (s *Shaper) Close() error {
 	return s.closeFn()
 }
 
-// Limits returns the limits of provider.
-func (s *Shaper) Limits(provider string) Limits { return s.rules[provider] }
-
 // dest is where limits are kept: a provider, or for Default each MX host
 // on its own.
 type dest struct {
@@ -177,7 +174,7 @@ type HeldError struct {
 }
 
 func (e *HeldError) Error() string {
-	msg := fmt.Sprintf("traffic shaping holds mail to %s from %s: %s", strings.TrimPrefix(e.Destination, Default+"/"), e.Source, e.detail)
+	msg := fmt.Sprintf("traffic shaping holds mail to %s from %s: %s", e.Destination, e.Source, e.detail)
 	if e.RetryAfter > 0 {
 		msg += fmt.Sprintf("; room expected in %v", e.RetryAfter.Round(time.Millisecond))
 	}
@@ -188,7 +185,7 @@ func (s *Shaper) held(d dest, source, reason string, retry time.Duration, detail
 	if s.metrics.Held != nil {
 		s.metrics.Held.WithLabelValues(d.provider, source, reason).Inc()
 	}
-	return &HeldError{Destination: d.name, Source: source, Reason: reason, RetryAfter: retry, detail: detail}
+	return &HeldError{Destination: d.display(), Source: source, Reason: reason, RetryAfter: retry, detail: detail}
 }
 
 // sleep waits d unless that would end past deadline or ctx ends first; it
@@ -317,10 +314,21 @@ func (s *Shaper) Send(ctx context.Context, host, source string) error {
 			return nil
 		}
 		if !sleep(ctx, deadline, wait) {
-			return s.held(d, source, "rate", wait,
-				fmt.Sprintf("at its limit of %d messages a second and %d an hour (0: none)", lim.PerSecond, lim.PerHour))
+			return s.held(d, source, "rate", wait, "at its limit of "+rateText(lim))
 		}
 	}
+}
+
+// rateText says lim's message rates in words.
+func rateText(lim Limits) string {
+	var parts []string
+	if lim.PerSecond > 0 {
+		parts = append(parts, fmt.Sprintf("%d messages a second", lim.PerSecond))
+	}
+	if lim.PerHour > 0 {
+		parts = append(parts, fmt.Sprintf("%d messages an hour", lim.PerHour))
+	}
+	return strings.Join(parts, " and ")
 }
 
 // Observe learns from an MX host's reply to mail from source: a reply
