@@ -30,8 +30,9 @@ type backend interface {
 	backoff(ctx context.Context, key string, now time.Time, initial, max time.Duration) (time.Time, error)
 	// relax lowers key's level by one once its pause is over.
 	relax(ctx context.Context, key string, now time.Time) error
-	// paused returns when key's pause ends, or the zero time without one.
-	paused(ctx context.Context, key string, now time.Time) (time.Time, error)
+	// paused returns when key's pause ends, or the zero time without one,
+	// and its level (0: nothing to relax).
+	paused(ctx context.Context, key string, now time.Time) (time.Time, int, error)
 }
 
 // bucket is one rate limit: limit messages per period, a burst of limit.
@@ -155,6 +156,13 @@ func (l *local) backoff(_ context.Context, key string, now time.Time, initial, m
 		p = nil
 	}
 	if p == nil {
+		if len(l.pauses) > 10_000 {
+			for k, q := range l.pauses {
+				if !q.forget.After(now) {
+					delete(l.pauses, k)
+				}
+			}
+		}
 		p = &pause{}
 		l.pauses[key] = p
 	}
@@ -191,11 +199,15 @@ func (l *local) relax(_ context.Context, key string, now time.Time) error {
 	return nil
 }
 
-func (l *local) paused(_ context.Context, key string, now time.Time) (time.Time, error) {
+func (l *local) paused(_ context.Context, key string, now time.Time) (time.Time, int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if p := l.pauses[key]; p != nil && p.until.After(now) {
-		return p.until, nil
+	p := l.pauses[key]
+	if p == nil || !p.forget.After(now) {
+		return time.Time{}, 0, nil
 	}
-	return time.Time{}, nil
+	if p.until.After(now) {
+		return p.until, p.level, nil
+	}
+	return time.Time{}, p.level, nil
 }

@@ -130,13 +130,15 @@ redis.call("HINCRBY", KEYS[1], "level", -1)
 return level - 1
 `)
 
-// pausedLua returns the end of the pause of KEYS[1] in µs, 0 without one.
+// pausedLua returns the end of the pause of KEYS[1] in µs (0 without
+// one) and its level.
 var pausedLua = redis.NewScript(clockLua + `
+local level = tonumber(redis.call("HGET", KEYS[1], "level")) or 0
 local untilv = tonumber(redis.call("HGET", KEYS[1], "until")) or 0
 if untilv > now then
-  return string.format("%.0f", untilv)
+  return {string.format("%.0f", untilv), level}
 end
-return "0"
+return {"0", level}
 `)
 
 // redisBackend keeps the state in Redis, shared by every process using
@@ -244,12 +246,18 @@ func (r *redisBackend) relax(ctx context.Context, key string, now time.Time) err
 	return nil
 }
 
-func (r *redisBackend) paused(ctx context.Context, key string, now time.Time) (time.Time, error) {
+func (r *redisBackend) paused(ctx context.Context, key string, now time.Time) (time.Time, int, error) {
 	v, err := r.run(ctx, pausedLua, []string{key}, now)
 	if err != nil {
 		return r.fallback.paused(ctx, key, now)
 	}
-	return microTime(v)
+	a, ok := v.([]any)
+	if !ok || len(a) != 2 {
+		return time.Time{}, 0, fmt.Errorf("pause script returned %v", v)
+	}
+	until, err := microTime(a[0])
+	level, _ := a[1].(int64)
+	return until, int(level), err
 }
 
 // microTime reads a script's time in µs since the epoch; "0" is the zero

@@ -102,6 +102,10 @@ type Shaper struct {
 	log     *slog.Logger
 	closeFn func() error
 
+	// levels caches the back-off levels above 0 last read per key, so
+	// that a success relaxes only where there is something to relax.
+	levels sync.Map
+
 	mu     sync.Mutex
 	leases map[*Lease]struct{}
 	stop   chan struct{}
@@ -210,10 +214,16 @@ func sleep(ctx context.Context, deadline time.Time, d time.Duration) bool {
 // pausedFor returns how long d is paused for source, 0 when it is not.
 func (s *Shaper) pausedFor(ctx context.Context, d dest, source string) time.Duration {
 	now := s.now()
-	until, err := s.be.paused(ctx, key("backoff", d, source), now)
+	k := key("backoff", d, source)
+	until, level, err := s.be.paused(ctx, k, now)
 	if err != nil {
 		s.log.Warn("reading a traffic shaping pause", "destination", d.name, "source_ip", source, "err", err)
 		return 0
+	}
+	if level > 0 {
+		s.levels.Store(k, level)
+	} else {
+		s.levels.Delete(k)
 	}
 	if until.IsZero() {
 		return 0
@@ -339,8 +349,18 @@ func (s *Shaper) Observe(ctx context.Context, host, source string, code int, enh
 	k := key("backoff", d, source)
 	switch {
 	case code/100 == 2:
+		// Only when the last look (before the message) found a level:
+		// most successes then cost no round trip.
+		if lv, ok := s.levels.Load(k); !ok || lv.(int) <= 0 {
+			return
+		}
 		if err := s.be.relax(ctx, k, s.now()); err != nil {
 			s.log.Warn("relaxing a traffic shaping pause", "destination", d.name, "source_ip", source, "err", err)
+		}
+		if lv, ok := s.levels.Load(k); ok && lv.(int) > 1 {
+			s.levels.Store(k, lv.(int)-1)
+		} else {
+			s.levels.Delete(k)
 		}
 	case SlowDown(code, enhanced, text):
 		lim := s.rules[d.provider]
