@@ -45,7 +45,7 @@ func TestPrepareAndDeliverFromTheTeamsPool(t *testing.T) {
 	require.NoError(t, err)
 	defer shared.Close()
 	acme, err := ippool.NewDeliverer(mta.Config{Resolver: dns.Resolver(), Port: mx.Port(), Egress: loopback},
-		[]ippool.Address{{IP: netip.MustParseAddr("127.0.0.9"), Hostname: "mta9.test"}})
+		[]ippool.Address{{IP: netip.MustParseAddr("127.0.0.9"), Hostname: "mta9.test"}}, ippool.Warmup{})
 	require.NoError(t, err)
 	defer acme.Close()
 	for _, name := range []string{"shared", "acme"} {

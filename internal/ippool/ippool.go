@@ -2,7 +2,11 @@
 // which mail is delivered, each address with the EHLO name its PTR record
 // gives. It holds the one definition of a valid pool name and EHLO name,
 // parses POSTHASTE_IP_POOLS, names the default pool, and spreads the
-// deliveries of a pool over its addresses (Deliverer).
+// deliveries of a pool over its addresses (Deliverer). It also defines the
+// warm-up of new addresses: the daily schedule (Schedule, parsed from
+// POSTHASTE_WARMUP_SCHEDULE) and how a Deliverer keeps to the allowances
+// a Gate grants, deferring or spilling to another pool what is left over
+// (Warmup); the counters themselves live in the database.
 //
 // Teams and domains are assigned pools in the database; the default pool
 // sends everything else. Each pool has its own delivery task queues

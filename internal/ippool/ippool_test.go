@@ -133,7 +133,7 @@ func TestDelivererBindsEachAddress(t *testing.T) {
 	dns.AddA("mx.example.test", "127.0.0.1")
 	d, err := ippool.NewDeliverer(mta.Config{Resolver: dns.Resolver(), Port: mx.Port(),
 		Egress: egress.Policy{AllowPrivate: true}},
-		[]ippool.Address{addr("127.0.0.2", "mta2.test"), addr("127.0.0.3", "mta3.test")})
+		[]ippool.Address{addr("127.0.0.2", "mta2.test"), addr("127.0.0.3", "mta3.test")}, ippool.Warmup{})
 	require.NoError(t, err)
 	defer d.Close()
 
@@ -159,6 +159,6 @@ func TestDelivererBindsEachAddress(t *testing.T) {
 }
 
 func TestNewDelivererNeedsAnAddress(t *testing.T) {
-	_, err := ippool.NewDeliverer(mta.Config{}, nil)
+	_, err := ippool.NewDeliverer(mta.Config{}, nil, ippool.Warmup{})
 	require.Error(t, err)
 }
