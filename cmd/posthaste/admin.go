@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -31,6 +32,7 @@ const adminUsage = `usage:
   posthaste admin create-pool --name NAME --address IP@EHLO_NAME[,IP@EHLO_NAME...]
   posthaste admin list-pools
   posthaste admin assign-pool --team TEAM_ID|--domain DOMAIN_ID --pool NAME|--default
+  posthaste admin warmup      --ip IP --start|--done
 
 Without DATABASE_URL, admin uses the private PostgreSQL of the posthaste dev
 running on POSTHASTE_DATA_DIR.`
@@ -55,6 +57,9 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 	pool := fs.String("pool", "", "IP pool name")
 	toDefault := fs.Bool("default", false, "send from the default IP pool")
 	address := fs.String("address", "", "comma-separated IP@EHLO_NAME source addresses")
+	ip := fs.String("ip", "", "source address of an IP pool")
+	warmStart := fs.Bool("start", false, "start (or restart) the address's warm-up today")
+	warmDone := fs.Bool("done", false, "end the address's warm-up: it sends without limit")
 	if err := fs.Parse(args[1:]); err != nil {
 		return usageError{fmt.Errorf("%w\n%s", err, adminUsage)}
 	}
@@ -207,6 +212,8 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 		return out.Encode(list)
 	case "assign-pool":
 		return adminAssignPool(ctx, st, cfg.Delivery.DefaultPool, *team, *domain, *pool, *toDefault, out)
+	case "warmup":
+		return adminWarmup(ctx, st, cfg.Delivery.Warmup, *ip, *warmStart, *warmDone, out)
 	default:
 		return usageError{fmt.Errorf("unknown admin command %q\n%s", args[0], adminUsage)}
 	}
@@ -275,6 +282,40 @@ func adminAssignPool(ctx context.Context, st *store.Store, defaultPool, team, do
 		shown = "(the team's)"
 	}
 	return out.Encode(map[string]any{what: id.String(), "ip_pool": shown})
+}
+
+// adminWarmup starts an address's warm-up again today (start) or ends it
+// (done).
+func adminWarmup(ctx context.Context, st *store.Store, schedule ippool.Schedule, ipText string, start, done bool,
+	out *json.Encoder) error {
+	if start == done {
+		return usageError{fmt.Errorf("give one of --start and --done\n%s", adminUsage)}
+	}
+	ip, err := ippool.ParseIP(strings.TrimSpace(ipText))
+	if err != nil {
+		return usageError{fmt.Errorf("--ip: %w", err)}
+	}
+	var at *time.Time
+	if start {
+		now := time.Now()
+		at = &now
+	}
+	err = st.SetWarmup(ctx, ip, at)
+	if errors.Is(err, store.ErrNotFound) {
+		return usageError{fmt.Errorf("no IP pool has the address %s (see list-pools)", ip)}
+	}
+	if err != nil {
+		return fmt.Errorf("setting the warm-up of %s: %w", ip, err)
+	}
+	if done {
+		return out.Encode(map[string]any{"address": ip.String(), "warmup": "done"})
+	}
+	if len(schedule) == 0 {
+		return out.Encode(map[string]any{"address": ip.String(), "warmup": "warming", "started_at": at,
+			"note": "POSTHASTE_WARMUP_SCHEDULE is off: the workers set no limit"})
+	}
+	return out.Encode(map[string]any{"address": ip.String(), "warmup": "warming", "started_at": at,
+		"schedule": schedule.String()})
 }
 
 // poolOrDefault names the pool of a team: the default pool's name for "".

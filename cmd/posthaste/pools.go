@@ -68,6 +68,10 @@ func storePool(p ippool.Pool) store.IPPool {
 // or changed later is served after a restart. The default pool without
 // addresses in the database (POSTHASTE_IP_POOLS unset) sends from
 // POSTHASTE_SOURCE_IP, or the system's choice, as POSTHASTE_HOSTNAME.
+// Every address keeps to the warm-up schedule (POSTHASTE_WARMUP_SCHEDULE),
+// counted in the database; what a pool has no allowance left for waits,
+// or spills to the default pool when POSTHASTE_WARMUP_OVERFLOW is spill
+// and this process delivers from it.
 func newSenders(ctx context.Context, cfg config.Delivery, base mta.Config, st *store.Store, want []string,
 	logger *slog.Logger) (*senders, error) {
 	stored, err := st.IPPools(ctx)
@@ -86,7 +90,8 @@ func newSenders(ctx context.Context, cfg config.Delivery, base mta.Config, st *s
 			logger.Warn("IP pool without addresses: its mail waits until a worker serves it", "pool", p.Name)
 		}
 	}
-	if len(addrs[cfg.DefaultPool]) == 0 {
+	implicitDefault := len(addrs[cfg.DefaultPool]) == 0
+	if implicitDefault {
 		implicit := ippool.Address{Hostname: cfg.Hostname}
 		if cfg.SourceIP != nil {
 			ip, err := ippool.ParseIP(cfg.SourceIP.String())
@@ -100,6 +105,15 @@ func newSenders(ctx context.Context, cfg config.Delivery, base mta.Config, st *s
 	names := want
 	if names == nil {
 		names = append([]string{cfg.DefaultPool}, all...)
+	}
+	// The default pool comes first, so that the others can spill to it.
+	names = slices.Clone(names)
+	if i := slices.Index(names, cfg.DefaultPool); i > 0 {
+		names = slices.Insert(slices.Delete(names, i, i+1), 0, cfg.DefaultPool)
+	}
+	var warmup ippool.Warmup
+	if len(cfg.Warmup) > 0 {
+		warmup.Gate = activities.NewWarmupGate(st, cfg.Warmup, nil)
 	}
 	s := &senders{byPool: map[string]*ippool.Deliverer{}}
 	for _, name := range names {
@@ -119,14 +133,22 @@ func newSenders(ctx context.Context, cfg config.Delivery, base mta.Config, st *s
 			return nil, usageError{fmt.Errorf("IP pool %q has no addresses (known pools with addresses: %v)", name,
 				slices.Concat([]string{cfg.DefaultPool}, all))}
 		}
-		d, err := ippool.NewDeliverer(base, addrs[name])
+		w := warmup
+		if key == "" && implicitDefault {
+			w.Gate = nil // an address of the configuration, not of the database: no warm-up
+		}
+		if key != "" && cfg.WarmupOverflow == config.WarmupSpill {
+			w.Spill = s.byPool[""] // nil when this process does not deliver from the default pool: wait
+		}
+		d, err := ippool.NewDeliverer(base, addrs[name], w)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("IP pool %s: %w", name, err)
 		}
 		s.byPool[key] = d
 		s.queues = append(s.queues, key)
-		logger.Info("delivering from IP pool", "pool", name, "default", key == "", "addresses", addrStrings(addrs[name]))
+		logger.Info("delivering from IP pool", "pool", name, "default", key == "", "addresses", addrStrings(addrs[name]),
+			"warmup_spill", w.Spill != nil)
 	}
 	return s, nil
 }

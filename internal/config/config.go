@@ -301,7 +301,22 @@ type Delivery struct {
 	// for room under them before its recipients are deferred; 0 defers
 	// at once.
 	ShapingWait time.Duration
+	// Warmup (POSTHASTE_WARMUP_SCHEDULE) is the daily volume schedule of
+	// new pool addresses (ippool.ParseSchedule); empty: no warm-up.
+	Warmup ippool.Schedule
+	// WarmupOverflow (POSTHASTE_WARMUP_OVERFLOW) is what becomes of mail
+	// for which no address of its pool has allowance left:
+	// WarmupWait or WarmupSpill.
+	WarmupOverflow string
 }
+
+// POSTHASTE_WARMUP_OVERFLOW values: mail over a pool's warm-up allowance
+// waits for the next UTC day (deferred, retried by the workflow), or
+// spills to the default pool when the worker delivers from it.
+const (
+	WarmupWait  = "wait"
+	WarmupSpill = "spill"
+)
 
 // Domains configures sender domains: their keys, records and verification.
 type Domains struct {
@@ -406,6 +421,7 @@ func Load(getenv Getenv) (Config, error) {
 			BroadcastRecheck: r.duration("POSTHASTE_BROADCAST_RECHECK", time.Hour),
 			Shaping:          r.shaping("POSTHASTE_SHAPING"),
 			ShapingWait:      r.wait("POSTHASTE_SHAPING_WAIT", 5*time.Second),
+			WarmupOverflow:   r.oneOf("POSTHASTE_WARMUP_OVERFLOW", WarmupWait, WarmupWait, WarmupSpill),
 		},
 		Domains: Domains{
 			MasterKey:    r.secret("POSTHASTE_MASTER_KEY"),
@@ -498,6 +514,13 @@ func Load(getenv Getenv) (Config, error) {
 		c.Delivery.Pools = pools
 	}
 	c.Delivery.DefaultPool = ippool.DefaultName(c.Delivery.Pools)
+	warmup := r.str("POSTHASTE_WARMUP_SCHEDULE", ippool.DefaultScheduleSpec)
+	if sched, err := ippool.ParseSchedule(warmup); err != nil {
+		r.fail("POSTHASTE_WARMUP_SCHEDULE", warmup, "must be off, a list of daily allowances such as 50,100,200 or START*FACTOR..CAP such as "+
+			ippool.DefaultScheduleSpec+": "+err.Error())
+	} else {
+		c.Delivery.Warmup = sched
+	}
 	if c.Delivery.Relay != "" && !strings.HasPrefix(c.Delivery.Relay, "smtp://") {
 		r.fail("POSTHASTE_RELAY", c.Delivery.Relay, "must look like smtp://host:port")
 	}
@@ -559,6 +582,7 @@ func (c Config) LogAttrs() []any {
 		slog.String("shaping", c.Delivery.Shaping.String()), slog.Duration("shaping_wait", c.Delivery.ShapingWait),
 		slog.Bool("allow_private_egress", c.Egress.AllowPrivate),
 		slog.Any("ip_pools", poolsAttr(c.Delivery.Pools)), slog.String("default_pool", c.Delivery.DefaultPool),
+		slog.String("warmup_schedule", c.Delivery.Warmup.String()), slog.String("warmup_overflow", c.Delivery.WarmupOverflow),
 		slog.Any("egress_allow", c.Egress.Allow),
 		slog.Bool("master_key_set", c.Domains.MasterKey != ""), slog.String("dkim_selector", c.Domains.DKIMSelector),
 		slog.String("bounce_host", c.Domains.BounceHost), slog.String("spf_include", c.Domains.SPFInclude),

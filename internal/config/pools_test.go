@@ -87,3 +87,24 @@ func FuzzLoadIPPools(f *testing.F) {
 		}
 	})
 }
+
+func TestLoadWarmup(t *testing.T) {
+	c, err := Load(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, ippool.Schedule{50, 100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 51200}, c.Delivery.Warmup)
+	require.Equal(t, WarmupWait, c.Delivery.WarmupOverflow)
+
+	c, err = Load(env(map[string]string{"POSTHASTE_WARMUP_SCHEDULE": "off", "POSTHASTE_WARMUP_OVERFLOW": "spill"}))
+	require.NoError(t, err)
+	require.Empty(t, c.Delivery.Warmup)
+	require.Equal(t, WarmupSpill, c.Delivery.WarmupOverflow)
+
+	c, err = Load(env(map[string]string{"POSTHASTE_WARMUP_SCHEDULE": "5,10"}))
+	require.NoError(t, err)
+	require.Equal(t, ippool.Schedule{5, 10}, c.Delivery.Warmup)
+
+	_, err = Load(env(map[string]string{"POSTHASTE_WARMUP_SCHEDULE": "50*2"}))
+	require.ErrorContains(t, err, "POSTHASTE_WARMUP_SCHEDULE")
+	_, err = Load(env(map[string]string{"POSTHASTE_WARMUP_OVERFLOW": "drop"}))
+	require.ErrorContains(t, err, "POSTHASTE_WARMUP_OVERFLOW")
+}

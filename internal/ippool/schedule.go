@@ -132,4 +132,3 @@ func (s Schedule) Allowance(day int) (n int64, limited bool) {
 	}
 	return s[day-1], true
 }
-
