@@ -7,7 +7,8 @@
 // webhook.Endpoints); contacts, segments, topics and email templates with
 // the API's checks (internal/audience, internal/templates) and events,
 // contact imports through internal/imports, and broadcasts through
-// broadcast.Service.
+// broadcast.Service. Team owners also see the installation's IP pools and
+// the warm-up of their addresses.
 package dashboard
 
 import (
@@ -30,6 +31,7 @@ import (
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/domains"
+	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/password"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/seal"
@@ -104,6 +106,13 @@ type Config struct {
 	Imports Importer
 	// Passwords hashes and checks passwords; nil → password.Shared().
 	Passwords *password.Pool
+	// Warmup is the warm-up schedule of pool addresses
+	// (POSTHASTE_WARMUP_SCHEDULE) and WarmupOverflow what becomes of mail
+	// over it (POSTHASTE_WARMUP_OVERFLOW), which the IP pools page shows;
+	// DefaultPool names the default pool.
+	Warmup         ippool.Schedule
+	WarmupOverflow string
+	DefaultPool    string
 	Logger    *slog.Logger
 }
 
@@ -180,7 +189,9 @@ func New(cfg Config) (*Handler, error) {
 		// Received emails (receiving.go).
 		"receiving", "received",
 		// Broadcasts (broadcasts.go).
-		"broadcasts", "broadcast"} {
+		"broadcasts", "broadcast",
+		// IP pools and their warm-up (ippools.go).
+		"ippools"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials*.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -252,6 +263,7 @@ func New(cfg Config) (*Handler, error) {
 	m.Handle("POST /dashboard/team/members/{id}/remove", h.signedIn(h.removeMember))
 	m.Handle("POST /dashboard/team/invitations", h.signedIn(h.invite))
 	m.Handle("POST /dashboard/team/invitations/{id}/revoke", h.signedIn(h.revokeInvitation))
+	m.Handle("GET /dashboard/ip-pools", h.signedIn(h.ipPools))
 	m.Handle("GET /dashboard/logs", h.signedIn(h.logs))
 	m.Handle("GET /dashboard/logs/{id}", h.signedIn(h.logEntry))
 	m.Handle("GET /dashboard/suppressions", h.signedIn(h.suppressions))

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Schedule is an IP warm-up schedule: Schedule[d-1] is the most messages
@@ -131,4 +132,21 @@ func (s Schedule) Allowance(day int) (n int64, limited bool) {
 		return 0, false
 	}
 	return s[day-1], true
+}
+
+// WarmupDay is the day of a warm-up started at start, as of now: 1 on
+// start's UTC calendar day, 2 on the next, and so on (the store counts
+// days the same way in its SQL: store.TakeWarmup).
+func WarmupDay(start, now time.Time) int {
+	return int(utcDays(now)-utcDays(start)) + 1
+}
+
+// utcDays is the number of UTC calendar days from 1970-01-01 to t's.
+func utcDays(t time.Time) int64 {
+	s := t.Unix()
+	d := s / 86400
+	if s%86400 < 0 {
+		d--
+	}
+	return d
 }

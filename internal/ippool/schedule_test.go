@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -116,5 +117,23 @@ func TestDelivererDefersWhenTheGateFails(t *testing.T) {
 		require.Equal(t, 451, r.Code)
 		require.Equal(t, "4.3.0", r.EnhancedCode)
 		require.NotContains(t, r.Message, "database")
+	}
+}
+
+func TestWarmupDay(t *testing.T) {
+	start := time.Date(2026, 3, 1, 23, 59, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		now  time.Time
+		want int
+	}{
+		{start, 1},
+		{time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), 1},
+		{time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), 2},
+		{time.Date(2026, 3, 2, 0, 30, 0, 0, time.FixedZone("CET", 3600)), 1}, // 23:30 UTC on 1 March
+		{time.Date(2026, 3, 11, 12, 0, 0, 0, time.UTC), 11},
+		{time.Date(2026, 2, 28, 12, 0, 0, 0, time.UTC), 0},
+		{time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC), -24165},
+	} {
+		require.Equal(t, tc.want, ippool.WarmupDay(start, tc.now), "%s", tc.now)
 	}
 }
