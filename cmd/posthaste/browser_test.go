@@ -323,6 +323,8 @@ const focusCheck = `(() => {
 // are listed below.
 func TestDashboardTour(t *testing.T) {
 	env := browserDevEnv(t)
+	// Two IP pools, so that the IP pools page lists addresses warming up.
+	env["POSTHASTE_IP_POOLS"] = "shared=127.0.0.1@mta1.tour.test;bulk=127.0.0.2@mta2.tour.test"
 	dev := startDev(t, env)
 	defer dev.stop(t)
 	creds := readCredentials(t, env["POSTHASTE_DATA_DIR"])

@@ -321,7 +321,8 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		DKIMSelector: cfg.Domains.DKIMSelector, WebhookClient: webhookClient(cfg), AllowHTTPWebhooks: cfg.Egress.AllowPrivate,
 		Outbox: in.dispatcher, SMTP: dashboardSMTP(smtpListeners(cfg.SMTP, config.DefaultSMTPListen)),
 		TrustedProxies: cfg.HTTP.TrustedProxies, Logger: logger,
-		Imports: imports.New(imports.Config{Outbox: in.dispatcher}, st)})
+		Imports: imports.New(imports.Config{Outbox: in.dispatcher}, st),
+		Warmup:  cfg.Delivery.Warmup, WarmupOverflow: cfg.Delivery.WarmupOverflow, DefaultPool: cfg.Delivery.DefaultPool})
 	if err != nil {
 		return nil, fmt.Errorf("loading the dashboard: %w", err)
 	}

@@ -113,7 +113,7 @@ type Config struct {
 	Warmup         ippool.Schedule
 	WarmupOverflow string
 	DefaultPool    string
-	Logger    *slog.Logger
+	Logger         *slog.Logger
 }
 
 // Mailer sends the dashboard's own emails through Posthaste. They carry
