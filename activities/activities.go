@@ -1,7 +1,8 @@
 // Package activities does all I/O on behalf of Posthaste's workflows:
 // building and storing messages, recording email events, and delivering
-// to MX hosts. Every activity is idempotent: a retry after a crash
-// repeats no visible effect.
+// to MX hosts, within the warm-up allowances of the source addresses that
+// WarmupGate counts in PostgreSQL. Every activity is idempotent: a retry
+// after a crash repeats no visible effect.
 package activities
 
 import (
