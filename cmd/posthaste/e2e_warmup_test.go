@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,30 +43,7 @@ func TestIPWarmup(t *testing.T) {
 		ids[i] = c.send(map[string]any{"from": "onboarding@posthaste.test", "to": "owner@member.test",
 			"subject": fmt.Sprintf("Warm-up %d", i), "text": "hi"})
 	}
-	// lastEvents polls until the emails' last events, sorted, are want.
-	lastEvents := func(want []string) map[string]string {
-		t.Helper()
-		var got []string
-		byID := map[string]string{}
-		deadline := time.Now().Add(60 * time.Second)
-		for i := 0; time.Now().Before(deadline); i++ {
-			got = got[:0]
-			for _, id := range ids {
-				status, e := c.do("GET", "/emails/"+id, nil)
-				require.Equal(t, 200, status, e)
-				got = append(got, e["last_event"].(string))
-				byID[id] = e["last_event"].(string)
-			}
-			sort.Strings(got)
-			if fmt.Sprint(got) == fmt.Sprint(want) {
-				return byID
-			}
-			time.Sleep(pollPause(i))
-		}
-		t.Fatalf("last events %v, want %v", got, want)
-		return nil
-	}
-	byID := lastEvents([]string{"delivered", "delivered", "delivered", "delivered", "delivery_delayed"})
+	byID := waitEvents(t, c, ids, "delivered", "delivered", "delivered", "delivered", "delivery_delayed")
 	var late string
 	for id, ev := range byID {
 		if ev == "delivery_delayed" {
@@ -94,6 +73,87 @@ func TestIPWarmup(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, `"warmup": "done"`)
 
-	lastEvents([]string{"delivered", "delivered", "delivered", "delivered", "delivered"})
+	waitEvents(t, c, ids, "delivered", "delivered", "delivered", "delivered", "delivered")
 	require.Equal(t, map[string]int{"127.0.0.21 mta21.test": 3, "127.0.0.22 mta22.test": 2}, sources())
+}
+
+// TestIPWarmupSpill runs `posthaste dev` with POSTHASTE_WARMUP_OVERFLOW=spill
+// and a warm-up of two a day: a team of the pool bulk sends three emails,
+// two leave from bulk's address and the third from the default pool's;
+// of two more, one takes the default pool's last message of the day and
+// the other waits.
+func TestIPWarmupSpill(t *testing.T) {
+	for _, ip := range []string{"127.0.0.24", "127.0.0.25"} {
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+		require.NoError(t, err, "this test needs %s on loopback", ip)
+		_ = ln.Close()
+	}
+	dns, mx := memberMX(t)
+	dbURL := pgtest.NewDatabase(t)
+	env := devEnv(t, dbURL, dns, mx)
+	env["POSTHASTE_IP_POOLS"] = "shared=127.0.0.24@mta24.test;bulk=127.0.0.25@mta25.test"
+	env["POSTHASTE_WARMUP_SCHEDULE"] = "2"
+	env["POSTHASTE_WARMUP_OVERFLOW"] = "spill"
+	dev := startDev(t, env)
+	defer dev.stop(t)
+
+	admin := map[string]string{"DATABASE_URL": dbURL}
+	out, code := runProcess(t, admin, "admin create-team --name Bulk --email bulk@member.test")
+	require.Equal(t, 0, code, out)
+	var team struct {
+		APIKey string `json:"api_key"`
+		TeamID string `json:"team_id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &team))
+	out, code = runProcess(t, admin, "admin assign-pool --team "+team.TeamID+" --pool bulk")
+	require.Equal(t, 0, code, out)
+	c := apiClient{t: t, base: dev.base, key: team.APIKey}
+
+	send := func(n int) []string {
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = c.send(map[string]any{"from": "onboarding@posthaste.test", "to": "bulk@member.test",
+				"subject": fmt.Sprintf("Bulk %d", i), "text": "hi"})
+		}
+		return ids
+	}
+	sources := func() map[string]int {
+		out := map[string]int{}
+		for _, m := range mx.Messages() {
+			host, _, err := net.SplitHostPort(m.RemoteAddr)
+			require.NoError(t, err)
+			out[host+" "+m.Helo]++
+		}
+		return out
+	}
+	waitEvents(t, c, send(3), "delivered", "delivered", "delivered")
+	require.Equal(t, map[string]int{"127.0.0.25 mta25.test": 2, "127.0.0.24 mta24.test": 1}, sources(),
+		"the third spilled to the default pool")
+	waitEvents(t, c, send(2), "delivered", "delivery_delayed")
+	require.Equal(t, map[string]int{"127.0.0.25 mta25.test": 2, "127.0.0.24 mta24.test": 2}, sources())
+}
+
+// waitEvents polls the emails until their last events, sorted, are want,
+// and returns each email's.
+func waitEvents(t *testing.T, c apiClient, ids []string, want ...string) map[string]string {
+	t.Helper()
+	var got []string
+	byID := map[string]string{}
+	deadline := time.Now().Add(60 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		got = got[:0]
+		for _, id := range ids {
+			status, e := c.do("GET", "/emails/"+id, nil)
+			require.Equal(t, 200, status, e)
+			got = append(got, e["last_event"].(string))
+			byID[id] = e["last_event"].(string)
+		}
+		sort.Strings(got)
+		if fmt.Sprint(got) == fmt.Sprint(want) {
+			return byID
+		}
+		time.Sleep(pollPause(i))
+	}
+	t.Fatalf("last events %v, want %v", got, want)
+	return nil
 }
