@@ -40,7 +40,8 @@ type ipAddressView struct {
 // ipPools is the IP pools page, for the team's owners: every pool of the
 // installation (the operator's, shared by its teams), each address with
 // its EHLO name and where its warm-up stands today (UTC): its day of the
-// schedule, today's allowance and the messages that took it so far.
+// schedule, today's allowance and the messages that took it so far. A
+// pool that never had an address is not listed.
 func (h *Handler) ipPools(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	d := ipPoolsData{Schedule: scheduleText(h.cfg.Warmup), Overflow: h.cfg.WarmupOverflow}
 	members, err := h.store.Members(r.Context(), se.TeamID)

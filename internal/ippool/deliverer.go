@@ -26,8 +26,8 @@ type Warmup struct {
 	// Spill delivers the recipients for whom no address of the pool has
 	// allowance left (POSTHASTE_WARMUP_OVERFLOW=spill: the default pool's
 	// Deliverer, limited by its own allowances); nil: they are deferred
-	// with a 451 4.7.0 reply of the warm-up's own, so that the delivery is retried
-	// later (the next UTC day renews the allowances).
+	// with a 451 4.7.0 reply of the warm-up's own, so that the delivery
+	// is retried later (the next UTC day renews the allowances).
 	Spill *Deliverer
 }
 
