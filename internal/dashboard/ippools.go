@@ -37,11 +37,13 @@ type ipAddressView struct {
 	Sent         int64  // messages that took the address today (UTC)
 }
 
-// ipPools is the IP pools page, for the team's owners: every pool of the
-// installation (the operator's, shared by its teams), each address with
-// its EHLO name and where its warm-up stands today (UTC): its day of the
-// schedule, today's allowance and the messages that took it so far. A
-// pool that never had an address is not listed.
+// ipPools is the IP pools page, for the team's owners: the pools its mail
+// can leave from (the default pool, shared by every team, and the pools
+// assigned to the team or its domains; another team's dedicated pool is
+// never shown), each address with its EHLO name and where its warm-up
+// stands today (UTC): its day of the schedule, today's allowance and the
+// messages that took it so far. A pool that never had an address is not
+// listed.
 func (h *Handler) ipPools(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	d := ipPoolsData{Schedule: scheduleText(h.cfg.Warmup), Overflow: h.cfg.WarmupOverflow}
 	members, err := h.store.Members(r.Context(), se.TeamID)
@@ -59,7 +61,19 @@ func (h *Handler) ipPools(w http.ResponseWriter, r *http.Request, se *store.Sess
 			h.fail(w, r, err)
 			return
 		}
+		own, err := h.store.TeamIPPools(r.Context(), se.TeamID)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		shown := map[string]bool{h.cfg.DefaultPool: true}
+		for _, name := range own {
+			shown[name] = true
+		}
 		for _, a := range addrs {
+			if !shown[a.Pool] {
+				continue
+			}
 			if n := len(d.Pools); n == 0 || d.Pools[n-1].Name != a.Pool {
 				d.Pools = append(d.Pools, ipPoolView{Name: a.Pool, Default: a.Pool == h.cfg.DefaultPool})
 			}

@@ -17,10 +17,11 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 )
 
-// The IP pools page shows an owner every pool with its addresses, EHLO
-// names and warm-up: day and today's allowance by the schedule, today's
-// count from the database, done and retired addresses; a member sees
-// none of it.
+// The IP pools page shows an owner the pools the team's mail can leave
+// from (the default pool and its own, not another team's) with their
+// addresses, EHLO names and warm-up: day and today's allowance by the
+// schedule, today's count from the database, done and retired addresses;
+// a member sees none of it.
 func TestIPPoolsPageShowsTheWarmup(t *testing.T) {
 	now := time.Now() // the dashboard's clock: sessions expire by the database's
 	sched := ippool.Schedule{50, 100, 200}
@@ -34,7 +35,10 @@ func TestIPPoolsPageShowsTheWarmup(t *testing.T) {
 	require.NoError(t, f.store.SyncIPPools(ctx, []store.IPPool{
 		{Name: "shared", Addresses: []store.IPAddress{addr("203.0.113.5", "mta5.example.com"), addr("203.0.113.6", "mta6.example.com")}},
 		{Name: "acme", Addresses: []store.IPAddress{addr("203.0.113.9", "mta9.example.com")}},
+		{Name: "beta", Addresses: []store.IPAddress{addr("203.0.113.77", "mta77.example.com")}},
 	}))
+	require.NoError(t, f.store.SetTeamIPPool(ctx, uuid.MustParse(f.a.TeamID), "acme"))
+	require.NoError(t, f.store.SetTeamIPPool(ctx, uuid.MustParse(f.b.TeamID), "beta"))
 	require.NoError(t, f.store.SyncIPPools(ctx, []store.IPPool{{Name: "shared", Addresses: []store.IPAddress{
 		addr("203.0.113.5", "mta5.example.com")}}}), "203.0.113.6 retires")
 	day1 := now.Add(-48 * time.Hour) // today is day 3
@@ -62,6 +66,8 @@ func TestIPPoolsPageShowsTheWarmup(t *testing.T) {
 	require.Contains(t, row("203.0.113.6"), `retired`)
 	require.Contains(t, page, `shared <span class="badge neutral">default</span>`)
 	require.Less(t, strings.Index(page, `id="pool-shared"`), strings.Index(page, `id="pool-acme"`), "pools in the order created")
+	require.NotContains(t, page, "203.0.113.77", "another team's pool is not shown")
+	require.NotContains(t, page, `id="pool-beta"`)
 
 	// Started a day earlier, the warm-up is over.
 	day0 := day1.Add(-24 * time.Hour)

@@ -201,6 +201,21 @@ func (s *Store) setIPPool(ctx context.Context, update string, id uuid.UUID, pool
 	return nil
 }
 
+// TeamIPPools returns the names of the IP pools assigned to the team or
+// to one of its live domains, in no order: with the default pool, those
+// its mail can leave from.
+func (s *Store) TeamIPPools(ctx context.Context, teamID uuid.UUID) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT p.name FROM ip_pool p WHERE
+		p.id = (SELECT ip_pool_id FROM team WHERE id = @team) OR
+		p.id IN (SELECT ip_pool_id FROM domain WHERE team_id = @team AND deleted_at IS NULL)`,
+		pgx.NamedArgs{"team": teamID})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return names, mapErr(err)
+}
+
 // sendingIPPoolSQL selects the name of the IP pool that mail from the
 // domain and team the two SQL expressions give leaves from: the domain's,
 // else the team's, else "" (the default pool). EmailForSending runs it.
