@@ -86,6 +86,11 @@ func deliveryEnv(dnsAddr string, mxPort int) []string {
 		"POSTHASTE_VERIFY_INTERVAL=200ms",
 		"POSTHASTE_VERIFY_FAST_PERIOD=2m",
 		"POSTHASTE_VERIFY_MAX_INTERVAL=5s",
+		// The bench's MX is not a provider to protect: the default
+		// provider's shaping limits (10 connections, 100 messages each
+		// and per second per MX host) would measure the policy, not the
+		// pipeline.
+		"POSTHASTE_SHAPING=default:conns=64,per_conn=0,per_sec=0",
 	}
 }
 
