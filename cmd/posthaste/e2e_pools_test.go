@@ -16,11 +16,7 @@ import (
 // the recipient MX sees acme's address and EHLO name; another team's mail
 // leaves from the shared pool.
 func TestIPPools(t *testing.T) {
-	for _, ip := range []string{"127.0.0.8", "127.0.0.9"} {
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-		require.NoError(t, err, "this test needs %s on loopback", ip)
-		_ = ln.Close()
-	}
+	requireLoopback(t, "127.0.0.8", "127.0.0.9")
 	dns, mx := memberMX(t)
 	env := devEnv(t, "", dns, mx)
 	delete(env, "DATABASE_URL") // a private cluster, which admin finds
@@ -85,4 +81,16 @@ func TestIPPools(t *testing.T) {
 		"acme@member.test":  "127.0.0.9 mta9.test",
 		"owner@member.test": "127.0.0.8 mta8.test",
 	}, seen)
+}
+
+// requireLoopback fails the test unless this machine can bind to each of
+// the loopback addresses, which stand in for the public addresses of IP
+// pools (Linux routes all of 127.0.0.0/8 to lo).
+func requireLoopback(t *testing.T, ips ...string) {
+	t.Helper()
+	for _, ip := range ips {
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+		require.NoError(t, err, "this test needs %s on loopback", ip)
+		_ = ln.Close()
+	}
 }

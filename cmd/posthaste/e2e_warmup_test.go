@@ -21,11 +21,7 @@ import (
 // address (another process, on the same database) lets the retry leave
 // from it.
 func TestIPWarmup(t *testing.T) {
-	for _, ip := range []string{"127.0.0.21", "127.0.0.22"} {
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-		require.NoError(t, err, "this test needs %s on loopback", ip)
-		_ = ln.Close()
-	}
+	requireLoopback(t, "127.0.0.21", "127.0.0.22")
 	dns, mx := memberMX(t)
 	dbURL := pgtest.NewDatabase(t)
 	env := devEnv(t, dbURL, dns, mx)
@@ -83,11 +79,7 @@ func TestIPWarmup(t *testing.T) {
 // of two more, one takes the default pool's last message of the day and
 // the other waits.
 func TestIPWarmupSpill(t *testing.T) {
-	for _, ip := range []string{"127.0.0.24", "127.0.0.25"} {
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-		require.NoError(t, err, "this test needs %s on loopback", ip)
-		_ = ln.Close()
-	}
+	requireLoopback(t, "127.0.0.24", "127.0.0.25")
 	dns, mx := memberMX(t)
 	dbURL := pgtest.NewDatabase(t)
 	env := devEnv(t, dbURL, dns, mx)
