@@ -234,10 +234,22 @@ func deliverLocalFirst(ctx workflow.Context, in activities.DeliverInput, opts wo
 			// The delivery's retry period started with the local attempt.
 			opts.ScheduleToCloseTimeout = max(opts.ScheduleToCloseTimeout-workflow.Now(ctx).Sub(start), time.Second)
 		}
-		settle.Set(nil, workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.Deliver, in).Get(ctx, nil))
+		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.Deliver, in).Get(ctx, nil)
+		var app *temporal.ApplicationError
+		if err != nil && res.Retry != "" && !errors.As(err, &app) && !errors.As(err, &canceled) {
+			// No regular attempt ended before the retry period did (it
+			// timed out): the local attempt's reason is the last known,
+			// and the bounce names it.
+			err = temporal.NewApplicationErrorWithCause(res.Retry, errTypeLocalAttempt, err)
+		}
+		settle.Set(nil, err)
 	})
 	return f
 }
+
+// errTypeLocalAttempt is the type of the error that carries a local
+// attempt's reason when no regular attempt ended with one.
+const errTypeLocalAttempt = "LocalAttempt"
 
 // failIfPermanent ends the email `failed` when err is permanent (the
 // message cannot be built or signed, its domain or key is gone): retrying

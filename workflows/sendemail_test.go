@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -419,4 +420,31 @@ func TestSendEmailLocalAttemptErrors(t *testing.T) {
 	require.NoError(t, env.GetWorkflowError())
 	require.Equal(t, []string{"failed:x@a.test"}, *events)
 	require.Equal(t, []string{"b.test"}, regular)
+}
+
+// When the retry period ends before any regular attempt did (a timeout,
+// no reply of an MX), the bounce names the local attempt's reason.
+func TestSendEmailExpiryAfterALocalAttemptNamesItsReason(t *testing.T) {
+	env := newEnv(t)
+	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(activities.PrepareResult{
+		Groups: []activities.DeliveryGroup{
+			{Domain: "a.test", Region: "us-east-1", Local: true, Recipients: []string{"x@a.test"}},
+		}}, nil)
+	const reason = "1 of 1 recipients deferred: 451 4.7.5 MTA-STS policy of a.test: certificate of mx.a.test not valid"
+	env.OnActivity(activities.DeliverLocalName, mock.Anything, mock.Anything).Return(
+		activities.DeliverLocalResult{Retry: reason}, nil)
+	env.OnActivity(activities.DeliverName, mock.Anything, mock.Anything).Return(
+		temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE, nil))
+	var details []map[string]any
+	env.OnActivity(activities.RecordEventsName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.RecordEventsInput) error {
+			for _, e := range in.Events {
+				details = append(details, e.Detail)
+			}
+			return nil
+		})
+	env.ExecuteWorkflow(SendEmailName, SendEmailInput{EmailID: "e1", Delivery: fastPolicy})
+	require.NoError(t, env.GetWorkflowError())
+	require.Len(t, details, 1)
+	require.Equal(t, "Delivery did not succeed before the retry period ended: "+reason, details[0]["message"])
 }
