@@ -24,6 +24,11 @@ func newShaper(cfg config.Config, metrics *telemetry.Metrics, logger *slog.Logge
 		MaxWait:  cfg.Delivery.ShapingWait,
 		Logger:   logger.With("component", "shaping"),
 	}
+	if scfg.RedisURL == "" {
+		// Right for one process (dev); several workers each apply the
+		// whole limit.
+		logger.Info("traffic shaping limits are kept in this process: set REDIS_URL to share them between workers")
+	}
 	if metrics != nil {
 		scfg.Metrics = shaping.Metrics{Connections: metrics.MTAConnections, Messages: metrics.MTAMessages,
 			Held: metrics.MTAShapingHeld, Backoffs: metrics.MTABackoffs}
