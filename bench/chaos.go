@@ -76,7 +76,7 @@ func chaosEnv(dbURL, dnsAddr string, mxPort int) []string {
 // deliveryEnv points dev at the bench's DNS server and MX port, for the
 // chaos mode and the real delivery step: every lookup goes to dnsAddr,
 // every MX is dialled on mxPort, its own host name is the one whose SPF
-// record setupSenderDomain publishes, and domain verification checks
+// record setupSenderDomains publishes, and domain verification checks
 // often enough to verify the sender domain within a second or two.
 func deliveryEnv(dnsAddr string, mxPort int) []string {
 	return []string{
@@ -168,7 +168,7 @@ func runChaos(ctx context.Context, bin string, cfg chaosConfig, out, progress io
 	}
 	c := newChaosClient(r.cur.base, r.cur.creds.APIKey)
 	logf("verifying %s", chaosSenderDomain)
-	if err := setupSenderDomain(ctx, c, rs.dns); err != nil {
+	if _, err := setupSenderDomains(ctx, c, rs.dns, chaosSenderDomain); err != nil {
 		return err
 	}
 	p("sending %d emails keyed chaos/0..chaos/%d from %s to %s and %s, %d retrying clients",
@@ -225,15 +225,58 @@ func runChaos(ctx context.Context, bin string, cfg chaosConfig, out, progress io
 	return nil
 }
 
-// setupSenderDomain adds chaosSenderDomain, publishes its records in dns
-// and waits until it is verified.
-func setupSenderDomain(ctx context.Context, c *chaosClient, dns *dnstest.Server) error {
-	a, err := c.do(ctx, http.MethodPost, "/domains", map[string]any{"name": chaosSenderDomain}, nil)
+// setupSenderDomains adds each domain of names, publishes their records
+// and the operator's SPF record in dns, asks for their verification and
+// waits until every one is verified; it returns their ids, in the order
+// of names.
+func setupSenderDomains(ctx context.Context, c *chaosClient, dns *dnstest.Server, names ...string) ([]string, error) {
+	ids := make([]string, len(names))
+	for i, name := range names {
+		id, err := addSenderDomain(ctx, c, dns, name)
+		if err != nil {
+			return nil, err
+		}
+		ids[i] = id
+	}
+	// The operator's SPF record, which the return path's SPF includes.
+	dns.AddTXT("_spf.posthaste.bench.test", "v=spf1 ip4:127.0.0.0/8 -all")
+	for i, id := range ids {
+		if a, err := c.do(ctx, http.MethodPost, "/domains/"+id+"/verify", nil, nil); err != nil || a.status != http.StatusOK {
+			return nil, fmt.Errorf("verifying %s: status %d: %.300s (%v)", names[i], a.status, a.body, err)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for i, id := range ids {
+		for {
+			var got struct {
+				Status string `json:"status"`
+			}
+			if err := c.getRetrying(ctx, "/domains/"+id, &got); err != nil {
+				return nil, err
+			}
+			if got.Status == "verified" {
+				break
+			}
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("%s still %s after 2m", names[i], got.Status)
+			}
+			if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return ids, nil
+}
+
+// addSenderDomain adds the domain name and publishes its records in dns;
+// it returns the domain's id.
+func addSenderDomain(ctx context.Context, c *chaosClient, dns *dnstest.Server, name string) (string, error) {
+	a, err := c.do(ctx, http.MethodPost, "/domains", map[string]any{"name": name}, nil)
 	if err != nil {
-		return fmt.Errorf("adding %s: %w", chaosSenderDomain, err)
+		return "", fmt.Errorf("adding %s: %w", name, err)
 	}
 	if a.status != http.StatusCreated {
-		return fmt.Errorf("adding %s: status %d: %.300s", chaosSenderDomain, a.status, a.body)
+		return "", fmt.Errorf("adding %s: status %d: %.300s", name, a.status, a.body)
 	}
 	var d struct {
 		ID      string `json:"id"`
@@ -245,46 +288,24 @@ func setupSenderDomain(ctx context.Context, c *chaosClient, dns *dnstest.Server)
 		} `json:"records"`
 	}
 	if err := json.Unmarshal(a.body, &d); err != nil {
-		return fmt.Errorf("reading the domain: %w", err)
+		return "", fmt.Errorf("reading the domain %s: %w", name, err)
 	}
 	for _, rec := range d.Records {
-		name := rec.Name + "." + chaosSenderDomain
+		owner := rec.Name + "." + name
 		switch rec.Type {
 		case "TXT":
-			dns.AddTXT(name, rec.Value)
+			dns.AddTXT(owner, rec.Value)
 		case "MX":
 			pref := 10
 			if rec.Priority != nil {
 				pref = *rec.Priority
 			}
-			dns.AddMX(name, rec.Value, uint16(pref))
+			dns.AddMX(owner, rec.Value, uint16(pref))
 		default:
-			return fmt.Errorf("domain record of unknown type %q", rec.Type)
+			return "", fmt.Errorf("domain record of unknown type %q", rec.Type)
 		}
 	}
-	// The operator's SPF record, which the return path's SPF includes.
-	dns.AddTXT("_spf.posthaste.bench.test", "v=spf1 ip4:127.0.0.0/8 -all")
-	if a, err := c.do(ctx, http.MethodPost, "/domains/"+d.ID+"/verify", nil, nil); err != nil || a.status != http.StatusOK {
-		return fmt.Errorf("verifying %s: status %d: %.300s (%v)", chaosSenderDomain, a.status, a.body, err)
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		var got struct {
-			Status string `json:"status"`
-		}
-		if err := c.getRetrying(ctx, "/domains/"+d.ID, &got); err != nil {
-			return err
-		}
-		if got.Status == "verified" {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s still %s after 2m", chaosSenderDomain, got.Status)
-		}
-		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
-			return err
-		}
-	}
+	return d.ID, nil
 }
 
 // chaosRunner restarts dev and PostgreSQL through the rounds.

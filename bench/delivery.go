@@ -116,7 +116,7 @@ func measureRealDelivery(ctx context.Context, api *apiClient, dev *devProcess, s
 	var res realResult
 	logf("real delivery: verifying %s", chaosSenderDomain)
 	began := time.Now()
-	if err := setupSenderDomain(ctx, newChaosClient(dev.base, dev.creds.APIKey), side.dns); err != nil {
+	if _, err := setupSenderDomains(ctx, newChaosClient(dev.base, dev.creds.APIKey), side.dns, chaosSenderDomain); err != nil {
 		return res, err
 	}
 	verifiedIn := time.Since(began)
