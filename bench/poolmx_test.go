@@ -1,6 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"net"
+	"net/smtp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -32,7 +36,7 @@ func TestMaxInWindow(t *testing.T) {
 	require.Equal(t, 0, maxInWindow(nil, time.Second))
 	require.Equal(t, 1, maxInWindow(at(0), time.Second))
 	require.Equal(t, 2, maxInWindow(at(0, 999, 1000, 1999), time.Second), "the window is half open")
-	require.Equal(t, 3, maxInWindow(at(0, 500, 600, 700, 2000), time.Second))
+	require.Equal(t, 3, maxInWindow(at(0, 900, 1100, 1200, 2500), time.Second), "the window may start at any message")
 }
 
 func TestMeanRate(t *testing.T) {
@@ -118,4 +122,68 @@ func TestIsQuit(t *testing.T) {
 	} {
 		require.Equal(t, want, isQuit([]byte(in)), "%q", in)
 	}
+}
+
+// TestShapeMXCounts drives the MX over loopback with Go's SMTP client
+// from two source addresses: connections open at once end with their
+// QUIT, messages are counted per connection and per (source, host), and
+// the sender domain is checked against its pool.
+func TestShapeMXCounts(t *testing.T) {
+	rec := newShapeRecorder(map[string]string{"127.0.0.2": "shared", "127.0.0.3": "acme"},
+		map[string]string{"pool-shared.test": "shared", "pool-acme.test": "acme"})
+	mx, err := startShapeMX(map[string]string{"gmail-smtp-in.l.google.com": "127.0.0.11"}, rec)
+	require.NoError(t, err)
+	t.Cleanup(mx.close)
+
+	dial := func(src string) *smtp.Client {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		nc, err := d.Dial("tcp", net.JoinHostPort("127.0.0.11", strconv.Itoa(mx.port)))
+		require.NoError(t, err)
+		c, err := smtp.NewClient(nc, "gmail-smtp-in.l.google.com")
+		require.NoError(t, err)
+		return c
+	}
+	send := func(c *smtp.Client, id, domain string) {
+		require.NoError(t, c.Mail("bench@"+domain))
+		require.NoError(t, c.Rcpt("u@gm.test"))
+		w, err := c.Data()
+		require.NoError(t, err)
+		_, err = fmt.Fprintf(w, "From: <bench@%s>\r\nMessage-ID: <%s@%s>\r\n\r\nbody\r\n", domain, id, domain)
+		require.NoError(t, err)
+		require.NoError(t, w.Close())
+	}
+
+	a, b := dial("127.0.0.2"), dial("127.0.0.2")
+	send(a, "e1", "pool-shared.test")
+	send(a, "e2", "pool-shared.test")
+	send(b, "e3", "pool-acme.test") // from the wrong pool
+	require.NoError(t, a.Quit())
+	require.NoError(t, b.Quit())
+	// Both ended with QUIT, answered only after the MX counted them
+	// closed: a third connection is the only one open.
+	c := dial("127.0.0.2")
+	send(c, "e4", "pool-shared.test")
+	require.NoError(t, c.Quit())
+	d := dial("127.0.0.3")
+	send(d, "e1", "pool-acme.test") // e1 again: a duplicate
+	require.NoError(t, d.Quit())
+
+	total, distinct := rec.received()
+	require.Equal(t, 5, total)
+	require.Equal(t, 4, distinct)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.Equal(t, 1, rec.misrouted)
+	require.Equal(t, 2, rec.byID["e1"])
+	shared := rec.tracks[shapeKey{source: "127.0.0.2", host: "gmail-smtp-in.l.google.com"}]
+	require.NotNil(t, shared)
+	require.Equal(t, 2, shared.maxOpen)
+	require.Equal(t, 3, shared.conns)
+	require.Equal(t, 2, shared.maxPerConn)
+	require.Len(t, shared.starts, 4)
+	acme := rec.tracks[shapeKey{source: "127.0.0.3", host: "gmail-smtp-in.l.google.com"}]
+	require.NotNil(t, acme)
+	require.Equal(t, 1, acme.maxOpen)
+	require.Equal(t, 0, acme.open)
+	require.Equal(t, map[string]int{"shared": 4, "acme": 1}, rec.perPool)
 }

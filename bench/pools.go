@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -170,7 +171,7 @@ func runPools(ctx context.Context, bin string, n int, out, progress io.Writer) (
 	total := n * len(poolsSpecs)
 	logf("sending %d emails at concurrency 16", total)
 	start := time.Now()
-	failed, err := sendPoolEmails(ctx, c, n, 16)
+	failed, err := sendPoolEmails(ctx, c, n, 16, logf)
 	if err != nil {
 		return err
 	}
@@ -199,7 +200,7 @@ func assignPool(ctx context.Context, dev *devProcess, id, pool string) error {
 // interleaved: email i comes from domain i mod pools and goes to the
 // recipient domain (i / pools) mod 2. It returns how many were not
 // accepted.
-func sendPoolEmails(ctx context.Context, c *chaosClient, n, conc int) (int, error) {
+func sendPoolEmails(ctx context.Context, c *chaosClient, n, conc int, logf func(string, ...any)) (int, error) {
 	total := n * len(poolsSpecs)
 	var next, failed atomic.Int64
 	var wg sync.WaitGroup
@@ -239,7 +240,7 @@ func sendPoolEmails(ctx context.Context, c *chaosClient, n, conc int) (int, erro
 		return 0, err
 	}
 	if firstErr != nil {
-		fmt.Fprintf(os.Stderr, "first failed request: %v\n", firstErr)
+		logf("first failed request: %v", firstErr)
 	}
 	return int(failed.Load()), nil
 }
@@ -293,7 +294,7 @@ func printPools(p func(string, ...any), rec *shapeRecorder, rules shaping.Rules,
 		once = once && n == 1
 	}
 	misrouted, received, distinct := rec.misrouted, rec.total, len(rec.byID)
-	lastAt, perPool := rec.lastAt, rec.perPool
+	lastAt, perPool := maps.Clone(rec.lastAt), maps.Clone(rec.perPool)
 	rec.mu.Unlock()
 
 	p("  all %d accepted in %s", total, fmtDur(accepted))
