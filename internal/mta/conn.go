@@ -497,7 +497,9 @@ func (cn *conn) quit() {
 // a peer that stopped reading.
 func (cn *conn) close() {
 	cn.unbind()
-	cn.lease.Release()
+	// The shaping slot is freed once the socket is closed, so that a new
+	// connection never overlaps this one at the receiver.
+	defer cn.lease.Release()
 	if cn.broken {
 		_ = cn.raw.Close()
 		return
