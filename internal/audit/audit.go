@@ -1,0 +1,237 @@
+// Package audit defines Posthaste's audit log: the closed list of audited
+// actions, the entry recorded for each state-changing action by a dashboard
+// user, an API key or `posthaste admin`, and the hash chain that makes the
+// log tamper-evident.
+//
+// There is one chain for the whole installation, not one per team: entries
+// of installation-level admin actions belong to no team, and one linear
+// chain is verified by one walk. Each entry's Hash is SHA-256 over a
+// canonical encoding of its fields and the previous entry's Hash
+// (PrevHash); changing, removing or reordering an entry breaks the link at
+// that entry. Package store appends entries under a lock on the chain head
+// so the chain stays linear across processes, and its retention sweep
+// removes whole old prefixes only, keeping the hash of the last removed
+// entry as the anchor the remaining chain starts from.
+//
+// Entries carry ids, never email addresses or names, so erasing a person
+// never requires rewriting (and so breaking) the chain.
+package audit
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// ActorType says who acted.
+type ActorType string
+
+const (
+	ActorUser   ActorType = "user"    // a dashboard user; ActorID is the user id
+	ActorAPIKey ActorType = "api_key" // an API key; ActorID is the key id
+	ActorAdmin  ActorType = "admin"   // `posthaste admin` on the server; no ActorID
+	ActorSystem ActorType = "system"  // Posthaste itself
+	// ActorUnknown is a failed sign-in of nobody known.
+	ActorUnknown ActorType = "unknown"
+)
+
+// Outcome says whether the action took effect.
+type Outcome string
+
+const (
+	Success Outcome = "success"
+	Failure Outcome = "failure"
+)
+
+// Action is one audited action. The constants below are the closed list;
+// the database's CHECK on audit_entry.action does not repeat it, so adding
+// an action needs no migration.
+type Action string
+
+const (
+	APIKeyCreate Action = "api_key.create"
+	APIKeyRevoke Action = "api_key.revoke"
+
+	SignIn        Action = "user.sign_in"
+	SignOut       Action = "user.sign_out"
+	MFAEnable     Action = "user.mfa_enable"
+	MFADisable    Action = "user.mfa_disable"
+	PasswordReset Action = "user.password_reset"
+
+	MemberRemove     Action = "member.remove"
+	MemberRoleChange Action = "member.role_change"
+	InviteCreate     Action = "invitation.create"
+	InviteRevoke     Action = "invitation.revoke"
+	InviteAccept     Action = "invitation.accept"
+
+	DomainCreate Action = "domain.create"
+	DomainUpdate Action = "domain.update"
+	DomainVerify Action = "domain.verify"
+	DomainDelete Action = "domain.delete"
+
+	WebhookCreate       Action = "webhook.create"
+	WebhookUpdate       Action = "webhook.update"
+	WebhookDelete       Action = "webhook.delete"
+	WebhookRotateSecret Action = "webhook.rotate_secret"
+
+	SuppressionCreate Action = "suppression.create"
+	SuppressionDelete Action = "suppression.delete"
+
+	TeamCreate       Action = "team.create"
+	TeamSetPlan      Action = "team.set_plan"
+	TeamSetRateLimit Action = "team.set_rate_limit"
+	TeamHealthResume Action = "team.health_resume"
+	SettingsUpdate   Action = "team.settings_update"
+
+	PoolCreate Action = "ip_pool.create"
+	PoolAssign Action = "ip_pool.assign"
+	IPWarmup   Action = "ip_address.warmup"
+
+	DataExport Action = "data.export"
+	DataErase  Action = "data.erase"
+)
+
+// Actions lists every action, in the order shown in filters.
+var actions = []Action{
+	APIKeyCreate, APIKeyRevoke,
+	SignIn, SignOut, MFAEnable, MFADisable, PasswordReset,
+	MemberRemove, MemberRoleChange, InviteCreate, InviteRevoke, InviteAccept,
+	DomainCreate, DomainUpdate, DomainVerify, DomainDelete,
+	WebhookCreate, WebhookUpdate, WebhookDelete, WebhookRotateSecret,
+	SuppressionCreate, SuppressionDelete,
+	TeamCreate, TeamSetPlan, TeamSetRateLimit, TeamHealthResume, SettingsUpdate,
+	PoolCreate, PoolAssign, IPWarmup,
+	DataExport, DataErase,
+}
+
+// Actions returns the closed list of actions (a copy).
+func Actions() []Action { return append([]Action(nil), actions...) }
+
+// Valid reports whether a is one of the listed actions.
+func (a Action) Valid() bool {
+	for _, x := range actions {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}
+
+// Entry is one audit log entry. TeamID is nil for installation-level
+// actions; ActorID is nil for admin and unknown actors. Detail is a small
+// JSON object without personal data ("" is stored as "{}").
+type Entry struct {
+	Seq        int64 // position in the chain, from 1; set by the store
+	ID         uuid.UUID
+	TeamID     *uuid.UUID
+	ActorType  ActorType
+	ActorID    *uuid.UUID
+	Action     Action
+	TargetType string
+	TargetID   string
+	ClientAddr string
+	UserAgent  string
+	Outcome    Outcome
+	Detail     string
+	CreatedAt  time.Time // stored with microsecond precision
+	PrevHash   []byte
+	Hash       []byte
+}
+
+// Genesis is the PrevHash of the first entry ever appended.
+var Genesis = make([]byte, sha256.Size)
+
+// ComputeHash returns SHA-256 over the canonical encoding of e's fields
+// (everything but Hash) and PrevHash. The encoding is a version tag and
+// then each field as a 4-byte big-endian length and its bytes; times as
+// Unix microseconds in decimal; nil ids as empty strings.
+func (e Entry) ComputeHash() []byte {
+	var b bytes.Buffer
+	field := func(s string) {
+		var n [4]byte
+		binary.BigEndian.PutUint32(n[:], uint32(len(s)))
+		b.Write(n[:])
+		b.WriteString(s)
+	}
+	field("posthaste-audit-v1")
+	field(strconv.FormatInt(e.Seq, 10))
+	field(e.ID.String())
+	field(idString(e.TeamID))
+	field(string(e.ActorType))
+	field(idString(e.ActorID))
+	field(string(e.Action))
+	field(e.TargetType)
+	field(e.TargetID)
+	field(e.ClientAddr)
+	field(e.UserAgent)
+	field(string(e.Outcome))
+	field(e.Detail)
+	field(strconv.FormatInt(e.CreatedAt.UnixMicro(), 10))
+	field(string(e.PrevHash))
+	sum := sha256.Sum256(b.Bytes())
+	return sum[:]
+}
+
+func idString(id *uuid.UUID) string {
+	if id == nil {
+		return ""
+	}
+	return id.String()
+}
+
+// Verifier checks entries in chain order, starting from an anchor: the
+// hash the first entry's PrevHash must equal (Genesis, or the hash of the
+// last entry the retention sweep removed).
+type Verifier struct {
+	prev    []byte
+	nextSeq int64 // 0: not known yet
+	checked int64
+}
+
+// NewVerifier starts a walk after the entry with sequence number anchorSeq
+// (0 for the start of the chain) whose hash was anchor.
+func NewVerifier(anchorSeq int64, anchor []byte) *Verifier {
+	return &Verifier{prev: anchor, nextSeq: anchorSeq + 1}
+}
+
+// BrokenError reports the first entry whose link does not hold.
+type BrokenError struct {
+	Seq    int64
+	ID     uuid.UUID
+	Reason string
+}
+
+func (e *BrokenError) Error() string {
+	return fmt.Sprintf("audit chain broken at entry %d (%s): %s", e.Seq, e.ID, e.Reason)
+}
+
+// Check verifies the next entry of the chain; it returns a *BrokenError
+// when e does not follow the entries checked before it.
+func (v *Verifier) Check(e Entry) error {
+	switch {
+	case e.Seq != v.nextSeq:
+		return &BrokenError{Seq: e.Seq, ID: e.ID,
+			Reason: fmt.Sprintf("expected entry %d: entries are missing", v.nextSeq)}
+	case !bytes.Equal(e.PrevHash, v.prev):
+		return &BrokenError{Seq: e.Seq, ID: e.ID, Reason: fmt.Sprintf(
+			"previous hash %s does not match %s", hex.EncodeToString(e.PrevHash), hex.EncodeToString(v.prev))}
+	case !bytes.Equal(e.ComputeHash(), e.Hash):
+		return &BrokenError{Seq: e.Seq, ID: e.ID, Reason: "the entry's content does not match its hash"}
+	}
+	v.prev = e.Hash
+	v.nextSeq++
+	v.checked++
+	return nil
+}
+
+// Checked returns how many entries passed.
+func (v *Verifier) Checked() int64 { return v.checked }
+
+// Head returns the hash and sequence number the chain ends with so far.
+func (v *Verifier) Head() (int64, []byte) { return v.nextSeq - 1, v.prev }
