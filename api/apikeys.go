@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -88,6 +89,9 @@ func (s *Server) createAPIKey(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
+	if !s.audited(c, audit.APIKeyCreate, "api_key", id.String(), map[string]any{"permission": req.Permission}) {
+		return
+	}
 	c.PureJSON(http.StatusCreated, gin.H{"id": id, "token": token})
 }
 
@@ -118,5 +122,8 @@ func (s *Server) deleteAPIKey(c *gin.Context) {
 		return
 	}
 	s.auth.Forget(hash)
+	if !s.audited(c, audit.APIKeyRevoke, "api_key", id.String(), nil) {
+		return
+	}
 	c.PureJSON(http.StatusOK, gin.H{"object": "api_key", "id": id, "deleted": true})
 }

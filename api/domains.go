@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/seal"
@@ -120,6 +121,9 @@ func (s *Server) createDomain(c *gin.Context) {
 		return
 	}
 	s.logger.Info("domain created", "team_id", d.TeamID, "domain", d.Name, "request_id", requestID(c))
+	if !s.audited(c, audit.DomainCreate, "domain", d.ID.String(), map[string]any{"name": d.Name}) {
+		return
+	}
 	c.JSON(http.StatusCreated, s.renderDomain(d, true))
 }
 
@@ -229,6 +233,9 @@ func (s *Server) updateDomain(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
+	if !s.audited(c, audit.DomainUpdate, "domain", id.String(), nil) {
+		return
+	}
 	c.JSON(http.StatusOK, gin.H{"object": "domain", "id": id})
 }
 
@@ -249,6 +256,9 @@ func (s *Server) verifyDomain(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
+	if !s.audited(c, audit.DomainVerify, "domain", id.String(), nil) {
+		return
+	}
 	c.JSON(http.StatusOK, gin.H{"object": "domain", "id": id})
 }
 
@@ -260,6 +270,9 @@ func (s *Server) deleteDomain(c *gin.Context) {
 	}
 	if _, err := s.domainSvc.Delete(c.Request.Context(), principal(c).TeamID, id); err != nil {
 		s.respondError(c, err)
+		return
+	}
+	if !s.audited(c, audit.DomainDelete, "domain", id.String(), nil) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"object": "domain", "id": id, "deleted": true})

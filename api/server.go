@@ -252,6 +252,7 @@ func New(cfg Config) (*Server, error) {
 	full.POST("/templates/:id/publish", s.publishTemplate)
 	full.POST("/templates/:id/duplicate", s.duplicateTemplate)
 	full.GET("/logs", s.listLogs)
+	full.GET("/audit-log", s.listAuditLog)
 	full.GET("/logs/:id", s.getLog)
 	full.POST("/webhooks", s.createWebhook)
 	full.GET("/webhooks", s.listWebhooks)

@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
@@ -86,6 +87,9 @@ func (s *Server) createSuppression(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
+	if !s.audited(c, audit.SuppressionCreate, "suppression", sp.ID.String(), nil) {
+		return
+	}
 	c.JSON(http.StatusCreated, renderSuppression(sp))
 }
 
@@ -116,6 +120,9 @@ func (s *Server) deleteSuppression(c *gin.Context) {
 	}
 	if err != nil {
 		s.respondError(c, err)
+		return
+	}
+	if !s.audited(c, audit.SuppressionDelete, "suppression", sp.ID.String(), nil) {
 		return
 	}
 	j := renderSuppression(sp)

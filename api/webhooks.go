@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/webhook"
@@ -61,6 +62,9 @@ func (s *Server) createWebhook(c *gin.Context) {
 		return
 	}
 	s.logger.Info("webhook created", "team_id", w.TeamID, "webhook_id", w.ID, "request_id", requestID(c))
+	if !s.audited(c, audit.WebhookCreate, "webhook", w.ID.String(), nil) {
+		return
+	}
 	c.JSON(http.StatusCreated, gin.H{"object": "webhook", "id": w.ID, "signing_secret": secret})
 }
 
@@ -129,6 +133,9 @@ func (s *Server) updateWebhook(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
+	if !s.audited(c, audit.WebhookUpdate, "webhook", id.String(), nil) {
+		return
+	}
 	c.JSON(http.StatusOK, gin.H{"object": "webhook", "id": id})
 }
 
@@ -153,6 +160,9 @@ func (s *Server) deleteWebhook(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
+	if !s.audited(c, audit.WebhookDelete, "webhook", id.String(), nil) {
+		return
+	}
 	c.JSON(http.StatusOK, gin.H{"object": "webhook", "id": id, "deleted": true})
 }
 
@@ -171,6 +181,9 @@ func (s *Server) rotateWebhookSecret(c *gin.Context) {
 		return
 	}
 	s.logger.Info("webhook secret rotated", "team_id", w.TeamID, "webhook_id", w.ID, "request_id", requestID(c))
+	if !s.audited(c, audit.WebhookRotateSecret, "webhook", w.ID.String(), nil) {
+		return
+	}
 	c.JSON(http.StatusOK, gin.H{"object": "webhook", "id": w.ID, "signing_secret": secret})
 }
 
