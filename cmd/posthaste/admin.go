@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/pgcluster"
@@ -33,6 +34,7 @@ const adminUsage = `usage:
   posthaste admin list-pools
   posthaste admin assign-pool --team TEAM_ID|--domain DOMAIN_ID --pool NAME|--default
   posthaste admin warmup      --ip IP --start|--done
+  posthaste admin audit verify
 
 Without DATABASE_URL, admin uses the private PostgreSQL of the posthaste dev
 running on POSTHASTE_DATA_DIR.`
@@ -99,6 +101,10 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 		if err != nil {
 			return err
 		}
+		teamID := uuid.MustParse(creds.TeamID)
+		if err := adminAudit(ctx, st, &teamID, audit.TeamCreate, "team", creds.TeamID, nil); err != nil {
+			return err
+		}
 		return out.Encode(creds)
 	case "create-key":
 		if err := need(name, "name"); err != nil {
@@ -116,6 +122,10 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 		if err != nil {
 			return err
 		}
+		if err := adminAudit(ctx, st, &teamID, audit.APIKeyCreate, "api_key", keyID.String(),
+			map[string]any{"permission": perm}); err != nil {
+			return err
+		}
 		return out.Encode(map[string]string{"id": keyID.String(), "token": token})
 	case "revoke-key":
 		teamID, err := parseID(*team, "team")
@@ -128,6 +138,9 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 		}
 		if _, err := st.RevokeAPIKey(ctx, teamID, keyID); err != nil {
 			return fmt.Errorf("revoking key %s: %w", keyID, err)
+		}
+		if err := adminAudit(ctx, st, &teamID, audit.APIKeyRevoke, "api_key", keyID.String(), nil); err != nil {
+			return err
 		}
 		return out.Encode(map[string]any{"id": keyID.String(), "deleted": true})
 	case "set-plan":
@@ -145,6 +158,10 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 				if err := st.SetPlan(ctx, teamID, p.Name); err != nil {
 					return fmt.Errorf("setting the plan of team %s: %w", teamID, err)
 				}
+				if err := adminAudit(ctx, st, &teamID, audit.TeamSetPlan, "team", teamID.String(),
+					map[string]any{"plan": p.Name}); err != nil {
+					return err
+				}
 				return out.Encode(map[string]any{"team": teamID.String(), "plan": p.Name,
 					"monthly_emails": p.MonthlyEmails, "price_usd": p.PriceUSD})
 			}
@@ -161,6 +178,10 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 		}
 		if err := st.SetRateLimit(ctx, teamID, *rateLimit); err != nil {
 			return fmt.Errorf("setting the rate limit of team %s: %w", teamID, err)
+		}
+		if err := adminAudit(ctx, st, &teamID, audit.TeamSetRateLimit, "team", teamID.String(),
+			map[string]any{"rate_limit": *rateLimit}); err != nil {
+			return err
 		}
 		rate := any(*rateLimit)
 		if *rateLimit == 0 {
@@ -199,6 +220,9 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 		if err != nil {
 			return fmt.Errorf("creating IP pool %s: %w", *name, err)
 		}
+		if err := adminAudit(ctx, st, nil, audit.PoolCreate, "ip_pool", stored.Name, nil); err != nil {
+			return err
+		}
 		return out.Encode(poolJSON(stored, cfg.Delivery.DefaultPool))
 	case "list-pools":
 		pools, err := st.IPPools(ctx)
@@ -214,6 +238,15 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 		return adminAssignPool(ctx, st, cfg.Delivery.DefaultPool, *team, *domain, *pool, *toDefault, out)
 	case "warmup":
 		return adminWarmup(ctx, st, cfg.Delivery.Warmup, *ip, *warmStart, *warmDone, out)
+	case "audit":
+		if fs.Arg(0) != "verify" || fs.NArg() != 1 {
+			return usageError{fmt.Errorf("unknown audit command %q\n%s", strings.Join(fs.Args(), " "), adminUsage)}
+		}
+		n, err := st.VerifyAudit(ctx)
+		if err != nil {
+			return err
+		}
+		return out.Encode(map[string]any{"verified": true, "entries": n})
 	default:
 		return usageError{fmt.Errorf("unknown admin command %q\n%s", args[0], adminUsage)}
 	}
@@ -277,6 +310,14 @@ func adminAssignPool(ctx context.Context, st *store.Store, defaultPool, team, do
 	if err != nil {
 		return fmt.Errorf("assigning the IP pool of %s %s: %w", what, id, err)
 	}
+	var teamID *uuid.UUID
+	if what == "team" {
+		teamID = &id
+	}
+	if err := adminAudit(ctx, st, teamID, audit.PoolAssign, what, id.String(),
+		map[string]any{"ip_pool": pool}); err != nil {
+		return err
+	}
 	shown := poolOrDefault(pool, defaultPool)
 	if pool == "" && what == "domain" {
 		shown = "(the team's)"
@@ -307,6 +348,10 @@ func adminWarmup(ctx context.Context, st *store.Store, schedule ippool.Schedule,
 	if err != nil {
 		return fmt.Errorf("setting the warm-up of %s: %w", ip, err)
 	}
+	if err := adminAudit(ctx, st, nil, audit.IPWarmup, "ip_address", ip.String(),
+		map[string]any{"start": start}); err != nil {
+		return err
+	}
 	if done {
 		return out.Encode(map[string]any{"address": ip.String(), "warmup": "done"})
 	}
@@ -332,4 +377,24 @@ func poolJSON(p store.IPPool, defaultPool string) map[string]any {
 		addrs[i] = map[string]string{"id": a.ID.String(), "address": a.IP.String(), "ehlo_name": a.EHLOName}
 	}
 	return map[string]any{"id": p.ID.String(), "name": p.Name, "default": p.Name == defaultPool, "addresses": addrs}
+}
+
+// adminAudit records a successful admin action in the audit log; team is
+// nil for installation-level actions. The action has already taken effect
+// when this fails, and the error says so.
+func adminAudit(ctx context.Context, st *store.Store, team *uuid.UUID, action audit.Action, targetType, targetID string,
+	detail map[string]any) error {
+	e := audit.Entry{TeamID: team, ActorType: audit.ActorAdmin, Action: action, TargetType: targetType,
+		TargetID: targetID, UserAgent: "posthaste admin", Outcome: audit.Success}
+	if detail != nil {
+		b, err := json.Marshal(detail)
+		if err != nil {
+			return err
+		}
+		e.Detail = string(b)
+	}
+	if _, err := st.AppendAudit(ctx, e); err != nil {
+		return fmt.Errorf("done, but not recorded in the audit log: %w", err)
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/health"
 	"github.com/posthaste/posthaste/internal/store"
@@ -190,6 +191,11 @@ func adminHealth(ctx context.Context, st *store.Store, cfg config.Health, team u
 		var err error
 		if resumed, err = st.ResumeSending(ctx, team, time.Now()); err != nil {
 			return err
+		}
+		if resumed {
+			if err := adminAudit(ctx, st, &team, audit.TeamHealthResume, "team", team.String(), nil); err != nil {
+				return err
+			}
 		}
 	}
 	now := time.Now()

@@ -22,8 +22,8 @@ func TestEveryFieldIsHashed(t *testing.T) {
 		"target type": func(e *Entry) { e.TargetType = "x" }, "target": func(e *Entry) { e.TargetID = "x" },
 		"addr": func(e *Entry) { e.ClientAddr = "x" }, "ua": func(e *Entry) { e.UserAgent = "x" },
 		"outcome": func(e *Entry) { e.Outcome = Failure }, "detail": func(e *Entry) { e.Detail = `{"a":1}` },
-		"time":   func(e *Entry) { e.CreatedAt = e.CreatedAt.Add(time.Microsecond) },
-		"prev":   func(e *Entry) { e.PrevHash = bytes.Repeat([]byte{1}, 32) },
+		"time": func(e *Entry) { e.CreatedAt = e.CreatedAt.Add(time.Microsecond) },
+		"prev": func(e *Entry) { e.PrevHash = bytes.Repeat([]byte{1}, 32) },
 		// Length prefixes keep field boundaries: moving a byte across them differs.
 		"boundary": func(e *Entry) { e.TargetType, e.TargetID = "api_keyk", "" },
 	} {
