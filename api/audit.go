@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
@@ -70,45 +69,11 @@ func renderAudit(e audit.Entry) auditEntryJSON {
 		Detail: detail}
 }
 
-// AuditFilter reads the audit log filters of a query (action, actor_id,
-// target_id, from, to); the message of a bad one names it. The dashboard
-// uses the same parser.
-func AuditFilter(get func(string) string) (store.AuditFilter, string) {
-	var f store.AuditFilter
-	if v := get("action"); v != "" {
-		if !audit.Action(v).Valid() {
-			return f, "The `action` parameter must be one of the audited actions."
-		}
-		f.Action = audit.Action(v)
-	}
-	if v := get("actor_id"); v != "" {
-		id, err := uuid.Parse(v)
-		if err != nil {
-			return f, "The `actor_id` parameter must be a valid id."
-		}
-		f.ActorID = &id
-	}
-	f.TargetID = get("target_id")
-	for _, q := range []struct {
-		name string
-		dst  **time.Time
-	}{{"from", &f.From}, {"to", &f.To}} {
-		if v := get(q.name); v != "" {
-			t, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				return f, "The `" + q.name + "` parameter must be an RFC 3339 time."
-			}
-			*q.dst = &t
-		}
-	}
-	return f, ""
-}
-
 // listAuditLog answers GET /audit-log: the team's entries, newest first.
 func (s *Server) listAuditLog(c *gin.Context) {
-	f, msg := AuditFilter(c.Query)
-	if msg != "" {
-		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameValidation, msg))
+	f, err := audit.ParseFilter(c.Query)
+	if err != nil {
+		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameValidation, err.Error()))
 		return
 	}
 	respondList(s, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]audit.Entry, bool, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -46,7 +47,7 @@ func TestAdminActionsAreAuditedAndVerified(t *testing.T) {
 	st, err := store.Open(ctx, store.Config{URL: url})
 	require.NoError(t, err)
 	defer st.Close()
-	rows, _, err := st.ListAudit(ctx, uuid.MustParse(teamID), store.AuditFilter{}, store.Page{Limit: 10})
+	rows, _, err := st.ListAudit(ctx, uuid.MustParse(teamID), audit.Filter{}, store.Page{Limit: 10})
 	require.NoError(t, err)
 	var got []string
 	for _, e := range rows {

@@ -235,3 +235,56 @@ func (v *Verifier) Checked() int64 { return v.checked }
 
 // Head returns the hash and sequence number the chain ends with so far.
 func (v *Verifier) Head() (int64, []byte) { return v.nextSeq - 1, v.prev }
+
+// Filter narrows a listing of entries; zero fields do not filter. From is
+// inclusive, To exclusive.
+type Filter struct {
+	Action   Action
+	ActorID  *uuid.UUID
+	TargetID string
+	From, To *time.Time
+}
+
+// FilterError is a filter parameter that does not parse; its message names
+// the parameter in the API's vocabulary (`name` in backquotes).
+type FilterError struct{ Message string }
+
+func (e *FilterError) Error() string { return e.Message }
+
+// ParseFilter reads the filters of a query, as both the API (GET
+// /audit-log) and the dashboard's Audit page take them: action, actor_id,
+// target_id, from and to (RFC 3339 times, or dates: the start of that
+// UTC day). get returns "" for an absent one.
+func ParseFilter(get func(string) string) (Filter, error) {
+	var f Filter
+	if v := get("action"); v != "" {
+		if !Action(v).Valid() {
+			return f, &FilterError{"The `action` parameter must be one of the audited actions."}
+		}
+		f.Action = Action(v)
+	}
+	if v := get("actor_id"); v != "" {
+		id, err := uuid.Parse(v)
+		if err != nil {
+			return f, &FilterError{"The `actor_id` parameter must be a valid id."}
+		}
+		f.ActorID = &id
+	}
+	f.TargetID = get("target_id")
+	for _, q := range []struct {
+		name string
+		dst  **time.Time
+	}{{"from", &f.From}, {"to", &f.To}} {
+		if v := get(q.name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				// A date alone is the start of that UTC day.
+				if t, err = time.Parse(time.DateOnly, v); err != nil {
+					return f, &FilterError{"The `" + q.name + "` parameter must be an RFC 3339 time or a date."}
+				}
+			}
+			*q.dst = &t
+		}
+	}
+	return f, nil
+}

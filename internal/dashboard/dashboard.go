@@ -191,7 +191,9 @@ func New(cfg Config) (*Handler, error) {
 		// Broadcasts (broadcasts.go).
 		"broadcasts", "broadcast",
 		// IP pools and their warm-up (ippools.go).
-		"ippools"} {
+		"ippools",
+		// The audit log (audit.go).
+		"audit"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials*.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -265,6 +267,7 @@ func New(cfg Config) (*Handler, error) {
 	m.Handle("POST /dashboard/team/invitations/{id}/revoke", h.signedIn(h.revokeInvitation))
 	m.Handle("GET /dashboard/ip-pools", h.signedIn(h.ipPools))
 	m.Handle("GET /dashboard/logs", h.signedIn(h.logs))
+	m.Handle("GET /dashboard/audit", h.signedIn(h.auditLog))
 	m.Handle("GET /dashboard/logs/{id}", h.signedIn(h.logEntry))
 	m.Handle("GET /dashboard/suppressions", h.signedIn(h.suppressions))
 	m.Handle("POST /dashboard/suppressions/{id}/remove", h.signedIn(h.removeSuppression))

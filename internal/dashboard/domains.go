@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/store"
@@ -88,6 +89,9 @@ func (h *Handler) addDomain(w http.ResponseWriter, r *http.Request, se *store.Se
 		h.fail(w, r, err)
 		return
 	}
+	if !h.audited(w, r, se, audit.DomainCreate, "domain", d.ID.String(), map[string]any{"name": d.Name}) {
+		return
+	}
 	h.logger.Info("domain created", "team_id", se.TeamID, "domain", d.Name)
 	http.Redirect(w, r, "/dashboard/domains/"+d.ID.String()+"?done=added", http.StatusSeeOther)
 }
@@ -155,6 +159,9 @@ func (h *Handler) verifyDomain(w http.ResponseWriter, r *http.Request, se *store
 		h.failOr404(w, r, err)
 		return
 	}
+	if !h.audited(w, r, se, audit.DomainVerify, "domain", id.String(), nil) {
+		return
+	}
 	http.Redirect(w, r, "/dashboard/domains/"+id.String()+"?done=verify", http.StatusSeeOther)
 }
 
@@ -179,6 +186,9 @@ func (h *Handler) domainSettings(w http.ResponseWriter, r *http.Request, se *sto
 	}
 	if err != nil {
 		h.failOr404(w, r, err)
+		return
+	}
+	if !h.audited(w, r, se, audit.DomainUpdate, "domain", d.ID.String(), nil) {
 		return
 	}
 	http.Redirect(w, r, "/dashboard/domains/"+d.ID.String()+"?done=settings", http.StatusSeeOther)
@@ -209,6 +219,9 @@ func (h *Handler) deleteDomain(w http.ResponseWriter, r *http.Request, se *store
 		return
 	}
 	h.logger.Info("domain deleted", "team_id", se.TeamID, "domain", d.Name)
+	if !h.audited(w, r, se, audit.DomainDelete, "domain", d.ID.String(), nil) {
+		return
+	}
 	http.Redirect(w, r, "/dashboard/domains", http.StatusSeeOther)
 }
 
@@ -230,6 +243,9 @@ func (h *Handler) removeSuppression(w http.ResponseWriter, r *http.Request, se *
 	if _, ok := byPathID(h, w, r, func(id uuid.UUID) (store.Suppression, error) {
 		return h.store.DeleteSuppression(r.Context(), se.TeamID, &id, "")
 	}); !ok {
+		return
+	}
+	if !h.audited(w, r, se, audit.SuppressionDelete, "suppression", r.PathValue("id"), nil) {
 		return
 	}
 	http.Redirect(w, r, "/dashboard/suppressions", http.StatusSeeOther)

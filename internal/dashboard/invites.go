@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -109,6 +110,9 @@ func (h *Handler) invite(w http.ResponseWriter, r *http.Request, se *store.Sessi
 		h.fail(w, r, err)
 		return
 	}
+	if !h.audited(w, r, se, audit.InviteCreate, "invitation", inv.ID.String(), map[string]any{"role": role}) {
+		return
+	}
 	link := h.link("/dashboard/invite/" + tok)
 	d := teamData{Message: "Invitation sent to " + email + "."}
 	if h.cfg.Mailer == nil {
@@ -144,7 +148,7 @@ func (h *Handler) revokeInvitation(w http.ResponseWriter, r *http.Request, se *s
 	}
 	if _, ok := byPathID(h, w, r, func(id uuid.UUID) (struct{}, error) {
 		return struct{}{}, h.store.RevokeInvitation(r.Context(), se.TeamID, id)
-	}); ok {
+	}); ok && h.audited(w, r, se, audit.InviteRevoke, "invitation", r.PathValue("id"), nil) {
 		http.Redirect(w, r, "/dashboard/team", http.StatusSeeOther)
 	}
 }
@@ -282,6 +286,11 @@ func (h *Handler) acceptInvitation(w http.ResponseWriter, r *http.Request, se *s
 		return
 	}
 	if err := h.store.SetSessionTeam(r.Context(), se.IDHash, inv.TeamID); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := h.record(r, audit.Entry{TeamID: &inv.TeamID, ActorType: audit.ActorUser, ActorID: &se.UserID,
+		Action: audit.InviteAccept, TargetType: "invitation", TargetID: inv.ID.String(), Outcome: audit.Success}, nil); err != nil {
 		h.fail(w, r, err)
 		return
 	}

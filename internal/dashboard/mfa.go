@@ -18,6 +18,7 @@ import (
 	"github.com/pquerna/otp"
 	"github.com/pquerna/otp/totp"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -119,6 +120,7 @@ func (h *Handler) mfa(w http.ResponseWriter, r *http.Request, se *store.Session)
 		return
 	}
 	if !ok {
+		h.signInFailed(r, se.UserID, map[string]any{"factor": "second"})
 		refuse(http.StatusUnauthorized, "That code is not valid.")
 		return
 	}
@@ -133,6 +135,7 @@ func (h *Handler) mfa(w http.ResponseWriter, r *http.Request, se *store.Session)
 		h.fail(w, r, err)
 		return
 	}
+	h.recordSignIn(r, se.UserID, &se.TeamID, true, map[string]any{"factor": "second"})
 	http.SetCookie(w, h.cookie(sessionCookie, tok, sessionLifetime))
 	http.Redirect(w, r, d.Next, http.StatusSeeOther)
 }
@@ -276,6 +279,9 @@ func (h *Handler) confirmMFA(w http.ResponseWriter, r *http.Request, se *store.S
 		h.fail(w, r, err)
 		return
 	}
+	if !h.audited(w, r, se, audit.MFAEnable, "user", se.UserID.String(), nil) {
+		return
+	}
 	h.renderAccount(w, r, se, http.StatusOK, accountData{RecoveryCodes: codes,
 		Message: "Two-factor authentication is on. Keep these recovery codes somewhere safe: each works once, and they are shown only now."})
 }
@@ -306,6 +312,9 @@ func (h *Handler) disableMFA(w http.ResponseWriter, r *http.Request, se *store.S
 		h.fail(w, r, err)
 		return
 	}
+	if !h.audited(w, r, se, audit.MFADisable, "user", se.UserID.String(), nil) {
+		return
+	}
 	h.renderAccount(w, r, se, http.StatusOK, accountData{Message: "Two-factor authentication is off."})
 }
 
@@ -334,6 +343,9 @@ func (h *Handler) teamMFA(w http.ResponseWriter, r *http.Request, se *store.Sess
 	require := r.PostFormValue("require") == "on"
 	if err := h.store.SetTeamMFARequired(r.Context(), se.TeamID, require); err != nil {
 		h.fail(w, r, err)
+		return
+	}
+	if !h.audited(w, r, se, audit.SettingsUpdate, "team", se.TeamID.String(), map[string]any{"mfa_required": require}) {
 		return
 	}
 	msg := "Members may sign in without a second factor."

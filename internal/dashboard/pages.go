@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -211,9 +212,12 @@ func (h *Handler) createAPIKey(w http.ResponseWriter, r *http.Request, se *store
 		h.renderAPIKeys(w, r, se, http.StatusUnprocessableEntity, apiKeysData{Error: "Give the key a name of 1 to 50 characters."})
 		return
 	}
-	token, _, err := account.NewKey(r.Context(), h.store, se.TeamID, name, perm)
+	token, keyID, err := account.NewKey(r.Context(), h.store, se.TeamID, name, perm)
 	if err != nil {
 		h.fail(w, r, err)
+		return
+	}
+	if !h.audited(w, r, se, audit.APIKeyCreate, "api_key", keyID.String(), map[string]any{"permission": perm}) {
 		return
 	}
 	h.renderAPIKeys(w, r, se, http.StatusCreated, apiKeysData{NewToken: token, NewName: name})
@@ -224,6 +228,9 @@ func (h *Handler) revokeAPIKey(w http.ResponseWriter, r *http.Request, se *store
 		return h.store.RevokeAPIKey(r.Context(), se.TeamID, id)
 	})
 	if !ok {
+		return
+	}
+	if !h.audited(w, r, se, audit.APIKeyRevoke, "api_key", r.PathValue("id"), nil) {
 		return
 	}
 	if h.cfg.Auth != nil {

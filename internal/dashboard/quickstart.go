@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -83,9 +84,13 @@ func (h *Handler) quickstartKey(w http.ResponseWriter, r *http.Request, se *stor
 			Error: "Give the key a name of 1 to 50 characters."})
 		return
 	}
-	token, _, err := account.NewKey(r.Context(), h.store, se.TeamID, name, store.PermissionSendingAccess)
+	token, keyID, err := account.NewKey(r.Context(), h.store, se.TeamID, name, store.PermissionSendingAccess)
 	if err != nil {
 		h.fail(w, r, err)
+		return
+	}
+	if !h.audited(w, r, se, audit.APIKeyCreate, "api_key", keyID.String(),
+		map[string]any{"permission": store.PermissionSendingAccess}) {
 		return
 	}
 	h.logger.Info("api key created", "team_id", se.TeamID)

@@ -253,6 +253,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !ok {
+		h.signInFailed(r, u.ID, map[string]any{"factor": "password"})
 		d.Error = badCredentials
 		h.renderLogin(w, http.StatusUnauthorized, d)
 		return
@@ -287,6 +288,7 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, u store.U
 		h.fail(w, r, err)
 		return
 	}
+	h.recordSignIn(r, u.ID, &team, true, map[string]any{"second_factor_due": pending})
 	http.SetCookie(w, h.cookie(formCSRFCookie, "", -time.Second))
 	http.SetCookie(w, h.cookie(sessionCookie, tok, lifetime))
 	if pending {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -132,7 +133,9 @@ func (h *Handler) removeMember(w http.ResponseWriter, r *http.Request, se *store
 	case err != nil:
 		h.fail(w, r, err)
 	default:
-		http.Redirect(w, r, "/dashboard/team", http.StatusSeeOther)
+		if h.audited(w, r, se, audit.MemberRemove, "user", id.String(), nil) {
+			http.Redirect(w, r, "/dashboard/team", http.StatusSeeOther)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
@@ -94,6 +95,9 @@ func (h *Handler) addWebhook(w http.ResponseWriter, r *http.Request, se *store.S
 		h.fail(w, r, err)
 		return
 	}
+	if !h.audited(w, r, se, audit.WebhookCreate, "webhook", wh.ID.String(), nil) {
+		return
+	}
 	h.logger.Info("webhook created", "team_id", se.TeamID, "webhook_id", wh.ID)
 	http.Redirect(w, r, "/dashboard/webhooks/"+wh.ID.String()+"?done=added", http.StatusSeeOther)
 }
@@ -174,6 +178,9 @@ func (h *Handler) editWebhook(w http.ResponseWriter, r *http.Request, se *store.
 		h.failOr404(w, r, err)
 		return
 	}
+	if !h.audited(w, r, se, audit.WebhookUpdate, "webhook", wh.ID.String(), nil) {
+		return
+	}
 	http.Redirect(w, r, "/dashboard/webhooks/"+wh.ID.String()+"?done=saved", http.StatusSeeOther)
 }
 
@@ -191,6 +198,9 @@ func (h *Handler) webhookStatus(w http.ResponseWriter, r *http.Request, se *stor
 	}
 	if err != nil {
 		h.failOr404(w, r, err)
+		return
+	}
+	if !h.audited(w, r, se, audit.WebhookUpdate, "webhook", wh.ID.String(), map[string]any{"status": status}) {
 		return
 	}
 	http.Redirect(w, r, "/dashboard/webhooks/"+wh.ID.String()+"?done="+status, http.StatusSeeOther)
@@ -220,6 +230,9 @@ func (h *Handler) rotateWebhookSecret(w http.ResponseWriter, r *http.Request, se
 	secret, err := h.endpoints.Rotate(r.Context(), wh)
 	if err != nil {
 		h.failOr404(w, r, err)
+		return
+	}
+	if !h.audited(w, r, se, audit.WebhookRotateSecret, "webhook", wh.ID.String(), nil) {
 		return
 	}
 	h.logger.Info("webhook secret rotated", "team_id", se.TeamID, "webhook_id", wh.ID)
@@ -263,6 +276,9 @@ func (h *Handler) deleteWebhook(w http.ResponseWriter, r *http.Request, se *stor
 	}
 	if err := h.endpoints.Delete(r.Context(), se.TeamID, wh.ID); err != nil {
 		h.failOr404(w, r, err)
+		return
+	}
+	if !h.audited(w, r, se, audit.WebhookDelete, "webhook", wh.ID.String(), nil) {
 		return
 	}
 	h.logger.Info("webhook deleted", "team_id", se.TeamID, "webhook_id", wh.ID)

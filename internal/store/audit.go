@@ -87,17 +87,8 @@ func scanAudit(row pgx.Row) (audit.Entry, error) {
 	return e, nil
 }
 
-// AuditFilter narrows ListAudit; zero fields do not filter. From is
-// inclusive, To exclusive.
-type AuditFilter struct {
-	Action   audit.Action
-	ActorID  *uuid.UUID
-	TargetID string
-	From, To *time.Time
-}
-
 // ListAudit lists a team's audit entries, newest first.
-func (s *Store) ListAudit(ctx context.Context, teamID uuid.UUID, f AuditFilter, p Page) ([]audit.Entry, bool, error) {
+func (s *Store) ListAudit(ctx context.Context, teamID uuid.UUID, f audit.Filter, p Page) ([]audit.Entry, bool, error) {
 	q := `SELECT ` + auditColumns + ` FROM audit_entry WHERE team_id = @team_id`
 	args := pgx.NamedArgs{"team_id": teamID}
 	if f.Action != "" {

@@ -162,15 +162,15 @@ func TestListAuditFiltersAndIsolatesTeams(t *testing.T) {
 	}
 	_, err := st.AppendAudit(ctx, keyEntry(b, 9))
 	require.NoError(t, err)
-	rows, more, err := st.ListAudit(ctx, a, store.AuditFilter{}, store.Page{Limit: 2})
+	rows, more, err := st.ListAudit(ctx, a, audit.Filter{}, store.Page{Limit: 2})
 	require.NoError(t, err)
 	require.True(t, more)
 	require.Len(t, rows, 2)
-	rows, _, err = st.ListAudit(ctx, a, store.AuditFilter{TargetID: first.TargetID}, store.Page{Limit: 10})
+	rows, _, err = st.ListAudit(ctx, a, audit.Filter{TargetID: first.TargetID}, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	require.Equal(t, first.ID, rows[0].ID)
-	rows, _, err = st.ListAudit(ctx, b, store.AuditFilter{ActorID: first.ActorID}, store.Page{Limit: 10})
+	rows, _, err = st.ListAudit(ctx, b, audit.Filter{ActorID: first.ActorID}, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, rows)
 }

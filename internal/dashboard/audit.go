@@ -1,0 +1,121 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/audit"
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// record appends e to the audit log with the request's client address
+// and user agent, synchronously. detail is a small object without
+// personal data, or nil.
+func (h *Handler) record(r *http.Request, e audit.Entry, detail map[string]any) error {
+	e.ClientAddr, e.UserAgent = clientIP(r), r.UserAgent()
+	if detail != nil {
+		b, err := json.Marshal(detail)
+		if err != nil {
+			return err
+		}
+		e.Detail = string(b)
+	}
+	_, err := h.store.AppendAudit(r.Context(), e)
+	return err
+}
+
+// audited records a successful action of the session's user on its team.
+// When the entry cannot be written it answers 500 (the action has taken
+// effect; the error is logged) and returns false, so an action that could
+// not be audited is never shown as a plain success.
+func (h *Handler) audited(w http.ResponseWriter, r *http.Request, se *store.Session, action audit.Action,
+	targetType, targetID string, detail map[string]any) bool {
+	err := h.record(r, audit.Entry{TeamID: &se.TeamID, ActorType: audit.ActorUser, ActorID: &se.UserID,
+		Action: action, TargetType: targetType, TargetID: targetID, Outcome: audit.Success}, detail)
+	if err != nil {
+		h.fail(w, r, err)
+		return false
+	}
+	return true
+}
+
+// recordSignIn records a sign-in attempt of user (uuid.Nil when nobody has
+// the address given: no address is stored) into team (nil when unknown).
+// A success is the user's own action; a failure's actor is unknown and its
+// target the user, when there is one. A failure to record is logged and
+// does not change the answer: signing in must not depend on the audit log.
+func (h *Handler) recordSignIn(r *http.Request, user uuid.UUID, team *uuid.UUID, ok bool, detail map[string]any) {
+	e := audit.Entry{TeamID: team, ActorType: audit.ActorUnknown, Action: audit.SignIn, TargetType: "user",
+		Outcome: audit.Failure}
+	if user != uuid.Nil {
+		e.TargetID = user.String()
+		if ok {
+			e.ActorType, e.ActorID, e.Outcome = audit.ActorUser, &user, audit.Success
+		}
+	}
+	if err := h.record(r, e, detail); err != nil {
+		h.logger.Error("recording a sign-in in the audit log", "outcome", e.Outcome, "err", err)
+	}
+}
+
+// signInFailed records a wrong password or second factor of user
+// (uuid.Nil: nobody known), under the user's first team.
+func (h *Handler) signInFailed(r *http.Request, user uuid.UUID, detail map[string]any) {
+	var team *uuid.UUID
+	if user != uuid.Nil {
+		if t, err := h.store.FirstTeam(r.Context(), user); err == nil {
+			team = &t
+		}
+	}
+	h.recordSignIn(r, user, team, false, detail)
+}
+
+type auditData struct {
+	Entries                             []audit.Entry
+	Actions                             []audit.Action
+	Action, ActorID, TargetID, From, To string
+	Error                               string
+	Pager                               pager
+}
+
+// auditLog is the team's audit log, newest first, for owners, with the
+// filters of GET /audit-log.
+func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	if !h.requireOwner(w, r, se, func() {
+		http.Error(w, "Only team owners can see the audit log.", http.StatusForbidden)
+	}) {
+		return
+	}
+	q := r.URL.Query()
+	get := func(k string) string { return strings.TrimSpace(q.Get(k)) }
+	d := auditData{Actions: audit.Actions(), Action: get("action"), ActorID: get("actor_id"),
+		TargetID: get("target_id"), From: get("from"), To: get("to")}
+	keep := url.Values{}
+	for k, v := range map[string]string{"action": d.Action, "actor_id": d.ActorID, "target_id": d.TargetID,
+		"from": d.From, "to": d.To} {
+		if v != "" {
+			keep.Set(k, v)
+		}
+	}
+	status := http.StatusOK
+	f, err := audit.ParseFilter(get)
+	if err != nil {
+		d.Error, status = err.Error(), http.StatusUnprocessableEntity
+	} else {
+		p := pageOf(q, 50)
+		list, more, err := h.store.ListAudit(r.Context(), se.TeamID, f, p)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		d.Entries = list
+		if len(list) > 0 {
+			d.Pager = pagerOf(keep, p, more, list[0].ID, list[len(list)-1].ID, len(list))
+		}
+	}
+	h.render(w, status, "audit", view{Title: "Audit log", Nav: "audit", Session: se, CSRF: se.CSRFToken, Data: d})
+}
