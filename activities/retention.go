@@ -13,6 +13,7 @@ const (
 	PurgeEmailsName      = "PurgeEmails"
 	PurgeRequestLogsName = "PurgeRequestLogs"
 	PurgeExpiredName     = "PurgeExpired"
+	PurgeAuditName       = "PurgeAudit"
 )
 
 // PurgeInput bounds one sweep: rows older than Before (or, for
@@ -45,6 +46,16 @@ func (a *Activities) PurgeEmails(ctx context.Context, in PurgeInput) (PurgeResul
 func (a *Activities) PurgeExpired(ctx context.Context, in PurgeInput) (PurgeResult, error) {
 	return a.sweep(ctx, in, func(ctx context.Context) (int, error) {
 		return a.store.PurgeExpired(ctx, in.Before, in.BatchSize)
+	})
+}
+
+// PurgeAudit deletes, batch by batch, the oldest audit log entries
+// created before in.Before, as whole prefixes of the chain (store.PurgeAudit
+// keeps the last deleted entry's hash as the anchor, so the rest still
+// verifies).
+func (a *Activities) PurgeAudit(ctx context.Context, in PurgeInput) (PurgeResult, error) {
+	return a.sweep(ctx, in, func(ctx context.Context) (int, error) {
+		return a.store.PurgeAudit(ctx, in.Before, in.BatchSize)
 	})
 }
 

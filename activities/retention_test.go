@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/storetest"
 )
@@ -64,4 +65,30 @@ func TestRetentionActivities(t *testing.T) {
 	_, err = run[activities.PurgeInput, activities.PurgeResult](t, acts.PurgeExpired,
 		activities.PurgeInput{Before: time.Now(), BatchSize: 0})
 	require.ErrorContains(t, err, "batch size")
+}
+
+// TestPurgeAuditKeepsTheChainVerifiable sweeps the whole audit log in
+// batches and checks that the chain still verifies, also after new entries.
+func TestPurgeAuditKeepsTheChainVerifiable(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.New(t)
+	acts := activities.New(activities.Config{}, st, nil, nil, nil)
+	entry := audit.Entry{ActorType: audit.ActorAdmin, Action: audit.PoolCreate, TargetType: "ip_pool",
+		TargetID: "bulk", Outcome: audit.Success}
+	for range 5 {
+		_, err := st.AppendAudit(ctx, entry)
+		require.NoError(t, err)
+	}
+	res, err := run[activities.PurgeInput, activities.PurgeResult](t, acts.PurgeAudit,
+		activities.PurgeInput{Before: time.Now().Add(time.Hour), BatchSize: 2, Pause: time.Millisecond})
+	require.NoError(t, err)
+	require.Equal(t, 5, res.Deleted)
+	n, err := st.VerifyAudit(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	_, err = st.AppendAudit(ctx, entry)
+	require.NoError(t, err)
+	n, err = st.VerifyAudit(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
 }

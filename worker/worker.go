@@ -130,6 +130,7 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflowWithOptions(workflows.Retention, workflow.RegisterOptions{Name: workflows.RetentionName})
 	r.RegisterActivityWithOptions(acts.PurgeEmails, activity.RegisterOptions{Name: activities.PurgeEmailsName})
 	r.RegisterActivityWithOptions(acts.PurgeRequestLogs, activity.RegisterOptions{Name: activities.PurgeRequestLogsName})
+	r.RegisterActivityWithOptions(acts.PurgeAudit, activity.RegisterOptions{Name: activities.PurgeAuditName})
 	r.RegisterActivityWithOptions(acts.PurgeExpired, activity.RegisterOptions{Name: activities.PurgeExpiredName})
 	r.RegisterWorkflowWithOptions(workflows.DeliverWebhook, workflow.RegisterOptions{Name: workflows.DeliverWebhookName})
 	r.RegisterActivityWithOptions(acts.DeliverWebhooks, activity.RegisterOptions{Name: activities.DeliverWebhooksName})

@@ -23,10 +23,12 @@ func newRetentionEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	env.RegisterActivityWithOptions(a.PurgeEmails, activity.RegisterOptions{Name: activities.PurgeEmailsName})
 	env.RegisterActivityWithOptions(a.PurgeRequestLogs, activity.RegisterOptions{Name: activities.PurgeRequestLogsName})
 	env.RegisterActivityWithOptions(a.PurgeExpired, activity.RegisterOptions{Name: activities.PurgeExpiredName})
+	env.RegisterActivityWithOptions(a.PurgeAudit, activity.RegisterOptions{Name: activities.PurgeAuditName})
 	return env
 }
 
-var retentionIn = RetentionInput{Period: 30 * 24 * time.Hour, BatchSize: 500, Pause: 50 * time.Millisecond}
+var retentionIn = RetentionInput{Period: 30 * 24 * time.Hour, AuditPeriod: 365 * 24 * time.Hour,
+	BatchSize: 500, Pause: 50 * time.Millisecond}
 
 func TestRetentionSweepsWithTheCutoff(t *testing.T) {
 	env := newRetentionEnv(t)
@@ -42,12 +44,15 @@ func TestRetentionSweepsWithTheCutoff(t *testing.T) {
 	env.OnActivity(activities.PurgeExpiredName, mock.Anything,
 		activities.PurgeInput{Before: start, BatchSize: 500, Pause: 50 * time.Millisecond}).
 		Return(activities.PurgeResult{Deleted: 7}, nil).Once()
+	env.OnActivity(activities.PurgeAuditName, mock.Anything,
+		activities.PurgeInput{Before: start.Add(-365 * 24 * time.Hour), BatchSize: 500, Pause: 50 * time.Millisecond}).
+		Return(activities.PurgeResult{Deleted: 4}, nil).Once()
 	env.ExecuteWorkflow(RetentionName, retentionIn)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	var res RetentionResult
 	require.NoError(t, env.GetWorkflowResult(&res))
-	require.Equal(t, RetentionResult{Emails: 1200, LogPartitions: 1, Expired: 7}, res)
+	require.Equal(t, RetentionResult{Emails: 1200, LogPartitions: 1, Expired: 7, Audit: 4}, res)
 	env.AssertExpectations(t)
 }
 
@@ -63,6 +68,8 @@ func TestRetentionRetriesAndRunsEverySweep(t *testing.T) {
 		Return(activities.PurgeResult{}, temporal.NewNonRetryableApplicationError("broken", "Permanent", nil))
 	env.OnActivity(activities.PurgeExpiredName, mock.Anything, mock.Anything).
 		Return(activities.PurgeResult{Deleted: 2}, nil).Once()
+	env.OnActivity(activities.PurgeAuditName, mock.Anything, mock.Anything).
+		Return(activities.PurgeResult{Deleted: 1}, nil).Once()
 	env.ExecuteWorkflow(RetentionName, retentionIn)
 	require.True(t, env.IsWorkflowCompleted())
 	require.ErrorContains(t, env.GetWorkflowError(), "broken")
@@ -84,6 +91,21 @@ func TestRetentionActivityOptions(t *testing.T) {
 		})
 	env.OnActivity(activities.PurgeRequestLogsName, mock.Anything, mock.Anything).Return(activities.PurgeResult{}, nil)
 	env.OnActivity(activities.PurgeExpiredName, mock.Anything, mock.Anything).Return(activities.PurgeResult{}, nil)
+	env.OnActivity(activities.PurgeAuditName, mock.Anything, mock.Anything).Return(activities.PurgeResult{}, nil)
 	env.ExecuteWorkflow(RetentionName, retentionIn)
 	require.NoError(t, env.GetWorkflowError())
+}
+
+// A schedule made before the audit log passes no AuditPeriod: its sweeps
+// delete no audit entries.
+func TestRetentionWithoutAuditPeriodKeepsTheAuditLog(t *testing.T) {
+	env := newRetentionEnv(t)
+	env.OnActivity(activities.PurgeEmailsName, mock.Anything, mock.Anything).Return(activities.PurgeResult{}, nil)
+	env.OnActivity(activities.PurgeRequestLogsName, mock.Anything, mock.Anything).Return(activities.PurgeResult{}, nil)
+	env.OnActivity(activities.PurgeExpiredName, mock.Anything, mock.Anything).Return(activities.PurgeResult{}, nil)
+	in := retentionIn
+	in.AuditPeriod = 0
+	env.ExecuteWorkflow(RetentionName, in)
+	require.NoError(t, env.GetWorkflowError())
+	env.AssertNotCalled(t, activities.PurgeAuditName, mock.Anything, mock.Anything)
 }

@@ -451,7 +451,7 @@ func keepSchedules(cfg config.Config, tc client.Client, logger *slog.Logger) (st
 }
 
 func retentionInput(cfg config.Retention) workflows.RetentionInput {
-	return workflows.RetentionInput{Period: cfg.Period, BatchSize: 500, Pause: 50 * time.Millisecond}
+	return workflows.RetentionInput{Period: cfg.Period, AuditPeriod: cfg.Audit, BatchSize: 500, Pause: 50 * time.Millisecond}
 }
 
 // startDispatcher runs the outbox dispatcher until the returned stop

@@ -243,6 +243,9 @@ type Health struct {
 // Retention configures the daily retention sweep of the worker.
 type Retention struct {
 	Period time.Duration // POSTHASTE_RETENTION: data is deleted this long after it stops changing
+	// Audit (POSTHASTE_AUDIT_RETENTION): audit log entries are deleted
+	// this long after they were written.
+	Audit time.Duration
 }
 
 // Temporal configures the embedded server of `dev` and `temporal`; the
@@ -391,7 +394,8 @@ func Load(getenv Getenv) (Config, error) {
 			DefaultRate: r.positive("POSTHASTE_DEFAULT_RATE_LIMIT", 10),
 			RedisURL:    r.secret("REDIS_URL"),
 		},
-		Retention: Retention{Period: r.duration("POSTHASTE_RETENTION", 30*24*time.Hour)},
+		Retention: Retention{Period: r.duration("POSTHASTE_RETENTION", 30*24*time.Hour),
+			Audit: r.duration("POSTHASTE_AUDIT_RETENTION", 365*24*time.Hour)},
 		Health: Health{Window: r.duration("POSTHASTE_HEALTH_WINDOW", 30*24*time.Hour),
 			Interval: r.duration("POSTHASTE_HEALTH_INTERVAL", 5*time.Minute), Pause: r.boolean("POSTHASTE_HEALTH_PAUSE", false)},
 		Temporal: Temporal{
@@ -592,6 +596,7 @@ func (c Config) LogAttrs() []any {
 		slog.Duration("step_retry_window", c.Steps.Window), slog.Duration("step_retry_max", c.Steps.MaxInterval),
 		slog.Int("default_rate_limit", c.Limits.DefaultRate), slog.String("redis", redis),
 		slog.Any("trusted_proxies", c.HTTP.TrustedProxies), slog.Duration("retention", c.Retention.Period),
+		slog.Duration("audit_retention", c.Retention.Audit),
 		slog.Duration("health_window", c.Health.Window), slog.Duration("health_interval", c.Health.Interval),
 		slog.Bool("health_pause", c.Health.Pause),
 		slog.Any("webhook_retry", c.Webhooks.Retry), slog.Duration("webhook_timeout", c.Webhooks.Timeout),

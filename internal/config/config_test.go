@@ -62,7 +62,11 @@ func TestLoadLimits(t *testing.T) {
 	require.Equal(t, 25, c.Limits.DefaultRate)
 	require.Equal(t, "redis://127.0.0.1:6379/0", c.Limits.RedisURL)
 	require.Equal(t, 168*time.Hour, c.Retention.Period)
+	require.Equal(t, 365*24*time.Hour, c.Retention.Audit, "the audit log outlives the 30-day retention")
 	require.Equal(t, []string{"10.0.0.0/8", "127.0.0.1"}, c.HTTP.TrustedProxies)
+	c, err = Load(env(map[string]string{"POSTHASTE_AUDIT_RETENTION": "17520h"}))
+	require.NoError(t, err)
+	require.Equal(t, 2*365*24*time.Hour, c.Retention.Audit)
 }
 
 func TestLoadSMTP(t *testing.T) {
@@ -107,6 +111,7 @@ func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
 		"POSTHASTE_VERIFY_INTERVAL":        "soon",
 		"POSTHASTE_DEFAULT_RATE_LIMIT":     "0",
 		"POSTHASTE_RETENTION":              "thirty days",
+		"POSTHASTE_AUDIT_RETENTION":        "0s",
 		"REDIS_URL":                        "localhost:6379",
 		"POSTHASTE_TRUSTED_PROXIES":        "10.0.0.0/33",
 		"POSTHASTE_SMTP_LISTEN":            "smtp://0.0.0.0:25",
