@@ -468,6 +468,7 @@ func TestDashboardTour(t *testing.T) {
 	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(
 		`[...document.querySelectorAll('header.top nav a, header.top .who a')].map(a => a.getAttribute("href"))`, &nav)))
 	require.GreaterOrEqual(t, len(nav), 12, nav)
+	require.Contains(t, nav, "/dashboard/audit", "the Audit page is in the navigation")
 	path := func(u string) string { return strings.TrimPrefix(u, dev.base) }
 	details := [][2]string{
 		{"email", "/dashboard/emails/" + id},
@@ -491,6 +492,8 @@ func TestDashboardTour(t *testing.T) {
 		{"template-blocks", "/dashboard/templates/" + blocksID},
 		{"broadcast-draft", "/dashboard/broadcasts/" + draftID},
 		{"broadcast-sent", "/dashboard/broadcasts/" + sentID},
+		// The audit log, filtered to the quick start's key.
+		{"audit-filtered", "/dashboard/audit?action=api_key.create"},
 	}
 	for _, vp := range viewports {
 		require.NoError(t, chromedp.Run(ctx, chromedp.EmulateViewport(vp.w, vp.h)))
