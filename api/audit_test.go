@@ -1,10 +1,15 @@
 package api_test
 
 import (
+	"context"
 	"net/url"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/store"
 )
 
 func auditIDs(t *testing.T, r resp) []string {
@@ -82,4 +87,23 @@ func TestAuditLogCoversAPIChanges(t *testing.T) {
 	require.Equal(t, []string{spID + " suppression.delete", spID + " suppression.create", wid + " webhook.delete",
 		wid + " webhook.rotate_secret", wid + " webhook.create"}, auditIDs(t, r))
 	require.NotContains(t, string(r.raw), "gone@example.com", "no addresses in the audit log")
+}
+
+// An action whose audit entry cannot be written is not answered as a
+// success: the caller sees a 500 with an error id, and the failure is
+// logged.
+func TestAuditWriteFailureIsNotASilentSuccess(t *testing.T) {
+	ctx := context.Background()
+	dbURL := pgtest.NewDatabase(t)
+	st, err := store.Open(ctx, store.Config{URL: dbURL})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	require.NoError(t, st.Migrate(ctx))
+	e := newEnvWith(t, envOptions{store: st})
+	conn, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `ALTER TABLE audit_chain RENAME TO audit_chain_gone`)
+	require.NoError(t, err)
+	requireError(t, e.do("POST", "/api-keys", e.keyA, map[string]any{"name": "ci"}), 500, "application_error")
 }

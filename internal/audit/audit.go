@@ -58,17 +58,17 @@ const (
 	APIKeyCreate Action = "api_key.create"
 	APIKeyRevoke Action = "api_key.revoke"
 
-	SignIn        Action = "user.sign_in"
-	SignOut       Action = "user.sign_out"
-	MFAEnable     Action = "user.mfa_enable"
-	MFADisable    Action = "user.mfa_disable"
-	PasswordReset Action = "user.password_reset"
+	SignIn         Action = "user.sign_in"
+	SignOut        Action = "user.sign_out"
+	MFAEnable      Action = "user.mfa_enable"
+	MFADisable     Action = "user.mfa_disable"
+	PasswordChange Action = "user.password_change"
+	PasswordReset  Action = "user.password_reset"
 
-	MemberRemove     Action = "member.remove"
-	MemberRoleChange Action = "member.role_change"
-	InviteCreate     Action = "invitation.create"
-	InviteRevoke     Action = "invitation.revoke"
-	InviteAccept     Action = "invitation.accept"
+	MemberRemove Action = "member.remove"
+	InviteCreate Action = "invitation.create"
+	InviteRevoke Action = "invitation.revoke"
+	InviteAccept Action = "invitation.accept"
 
 	DomainCreate Action = "domain.create"
 	DomainUpdate Action = "domain.update"
@@ -92,22 +92,18 @@ const (
 	PoolCreate Action = "ip_pool.create"
 	PoolAssign Action = "ip_pool.assign"
 	IPWarmup   Action = "ip_address.warmup"
-
-	DataExport Action = "data.export"
-	DataErase  Action = "data.erase"
 )
 
-// Actions lists every action, in the order shown in filters.
+// actions lists every action, in the order shown in filters.
 var actions = []Action{
 	APIKeyCreate, APIKeyRevoke,
-	SignIn, SignOut, MFAEnable, MFADisable, PasswordReset,
-	MemberRemove, MemberRoleChange, InviteCreate, InviteRevoke, InviteAccept,
+	SignIn, SignOut, MFAEnable, MFADisable, PasswordChange, PasswordReset,
+	MemberRemove, InviteCreate, InviteRevoke, InviteAccept,
 	DomainCreate, DomainUpdate, DomainVerify, DomainDelete,
 	WebhookCreate, WebhookUpdate, WebhookDelete, WebhookRotateSecret,
 	SuppressionCreate, SuppressionDelete,
 	TeamCreate, TeamSetPlan, TeamSetRateLimit, TeamHealthResume, SettingsUpdate,
 	PoolCreate, PoolAssign, IPWarmup,
-	DataExport, DataErase,
 }
 
 // Actions returns the closed list of actions (a copy).

@@ -107,4 +107,14 @@ func TestDashboardActionsAreAudited(t *testing.T) {
 	res, page = get(t, mc, f.srv.URL+"/dashboard/audit")
 	require.Equal(t, http.StatusForbidden, res.StatusCode)
 	require.False(t, strings.Contains(page, keyID.String()))
+
+	// Signing out is recorded too.
+	_, page = get(t, c, f.srv.URL+"/dashboard/api-keys")
+	res, _ = post(t, c, f.srv.URL+"/dashboard/logout", url.Values{"csrf": {csrf(t, page)}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	out := teamAudit(t, f.store, teamA, audit.Filter{Action: audit.SignOut})
+	require.Len(t, out, 1)
+	require.Equal(t, owner, *out[0].ActorID)
+	_, err = f.store.VerifyAudit(ctx)
+	require.NoError(t, err)
 }

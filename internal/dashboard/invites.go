@@ -273,6 +273,12 @@ func (h *Handler) joinAsNewUser(w http.ResponseWriter, r *http.Request) {
 	}
 	u.Email = inv.Email
 	h.logger.Info("invitation accepted by a new user", "team_id", inv.TeamID)
+	if err := h.record(r, audit.Entry{TeamID: &inv.TeamID, ActorType: audit.ActorUser, ActorID: &u.ID,
+		Action: audit.InviteAccept, TargetType: "invitation", TargetID: inv.ID.String(), Outcome: audit.Success},
+		map[string]any{"new_user": true}); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	h.startSession(w, r, u, "/dashboard/team")
 }
 

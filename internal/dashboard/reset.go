@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -247,6 +248,12 @@ func (h *Handler) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.logger.Info("password reset", "proved_address", pr.ProvedAddress)
+	if err := h.record(r, audit.Entry{ActorType: audit.ActorUser, ActorID: &pr.UserID, Action: audit.PasswordReset,
+		TargetType: "user", TargetID: pr.UserID.String(), Outcome: audit.Success},
+		map[string]any{"proved_address": pr.ProvedAddress}); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	http.SetCookie(w, h.cookie(sessionCookie, "", -time.Second))
 	h.renderReset(w, http.StatusOK, resetData{Done: true, ProvedAddress: pr.ProvedAddress})
 }

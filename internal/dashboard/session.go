@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/password"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -307,6 +308,9 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request, se *store.Sessi
 		h.fail(w, r, err)
 		return
 	}
+	if !h.audited(w, r, se, audit.SignOut, "user", se.UserID.String(), nil) {
+		return
+	}
 	http.SetCookie(w, h.cookie(sessionCookie, "", -time.Second))
 	http.Redirect(w, r, "/dashboard/login", http.StatusSeeOther)
 }
@@ -314,6 +318,9 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request, se *store.Sessi
 func (h *Handler) logoutEverywhere(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if err := h.store.DeleteUserSessions(r.Context(), se.UserID); err != nil {
 		h.fail(w, r, err)
+		return
+	}
+	if !h.audited(w, r, se, audit.SignOut, "user", se.UserID.String(), map[string]any{"everywhere": true}) {
 		return
 	}
 	http.SetCookie(w, h.cookie(sessionCookie, "", -time.Second))

@@ -110,6 +110,9 @@ func (h *Handler) changePassword(w http.ResponseWriter, r *http.Request, se *sto
 		h.fail(w, r, err)
 		return
 	}
+	if !h.audited(w, r, se, audit.PasswordChange, "user", se.UserID.String(), nil) {
+		return
+	}
 	h.renderTeam(w, r, se, http.StatusOK, teamData{Message: "Password changed. Your other sessions were signed out."})
 }
 
