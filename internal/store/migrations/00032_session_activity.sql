@@ -1,0 +1,14 @@
+-- +goose Up
+-- Dashboard sessions remember where they were started and when they were
+-- last used: the account page lists them, and an idle timeout ends one
+-- unused for too long. last_used_at is refreshed at most once a minute.
+ALTER TABLE dashboard_session
+    ADD COLUMN client_addr  text NOT NULL DEFAULT '',
+    ADD COLUMN user_agent   text NOT NULL DEFAULT '',
+    ADD COLUMN last_used_at timestamptz NOT NULL DEFAULT now();
+
+-- +goose Down
+ALTER TABLE dashboard_session
+    DROP COLUMN client_addr,
+    DROP COLUMN user_agent,
+    DROP COLUMN last_used_at;
