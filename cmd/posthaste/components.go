@@ -317,7 +317,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	dash, err := dashboard.New(dashboard.Config{Store: st, Broadcasts: broadcasts, Auth: in.auth, TemporalUIURL: temporalUI,
 		Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys, OAuth: oauthConfig(cfg.OAuth),
 		PublicURL: cfg.HTTP.PublicURL, Mailer: mailer, WebhookWaker: worker.NewWebhookWaker(tc, stepPolicy(cfg.Steps)),
-		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies,
+		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, SessionIdleTimeout: cfg.HTTP.SessionIdleTimeout,
 		DKIMSelector: cfg.Domains.DKIMSelector, WebhookClient: webhookClient(cfg), AllowHTTPWebhooks: cfg.Egress.AllowPrivate,
 		Outbox: in.dispatcher, SMTP: dashboardSMTP(smtpListeners(cfg.SMTP, config.DefaultSMTPListen)),
 		TrustedProxies: cfg.HTTP.TrustedProxies, Logger: logger,

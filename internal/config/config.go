@@ -184,6 +184,9 @@ type HTTP struct {
 	// the same) before its keys that are not cached are refused with 429
 	// without a database lookup.
 	KeyLookupRate int
+	// SessionIdleTimeout (POSTHASTE_SESSION_IDLE_TIMEOUT) ends a dashboard
+	// session unused this long, before its 14-day lifetime.
+	SessionIdleTimeout time.Duration
 }
 
 // ReadHeaderTimeout bounds reading a request's headers (slowloris).
@@ -385,11 +388,12 @@ func Load(getenv Getenv) (Config, error) {
 		MetricsToken: r.secret("POSTHASTE_METRICS_TOKEN"),
 		SystemFrom:   r.str("POSTHASTE_SYSTEM_FROM", ""),
 		HTTP: HTTP{Addr: r.str("POSTHASTE_HTTP_ADDR", ":3000"), TrustedProxies: r.list("POSTHASTE_TRUSTED_PROXIES"),
-			PublicURL:     strings.TrimRight(r.str("POSTHASTE_PUBLIC_URL", ""), "/"),
-			ReadTimeout:   r.duration("POSTHASTE_HTTP_READ_TIMEOUT", 2*time.Minute),
-			WriteTimeout:  r.duration("POSTHASTE_HTTP_WRITE_TIMEOUT", 3*time.Minute),
-			IdleTimeout:   r.duration("POSTHASTE_HTTP_IDLE_TIMEOUT", 2*time.Minute),
-			KeyLookupRate: r.positive("POSTHASTE_KEY_LOOKUP_RATE", 10)},
+			PublicURL:          strings.TrimRight(r.str("POSTHASTE_PUBLIC_URL", ""), "/"),
+			ReadTimeout:        r.duration("POSTHASTE_HTTP_READ_TIMEOUT", 2*time.Minute),
+			WriteTimeout:       r.duration("POSTHASTE_HTTP_WRITE_TIMEOUT", 3*time.Minute),
+			IdleTimeout:        r.duration("POSTHASTE_HTTP_IDLE_TIMEOUT", 2*time.Minute),
+			KeyLookupRate:      r.positive("POSTHASTE_KEY_LOOKUP_RATE", 10),
+			SessionIdleTimeout: r.duration("POSTHASTE_SESSION_IDLE_TIMEOUT", 12*time.Hour)},
 		Limits: Limits{
 			DefaultRate: r.positive("POSTHASTE_DEFAULT_RATE_LIMIT", 10),
 			RedisURL:    r.secret("REDIS_URL"),
@@ -604,6 +608,7 @@ func (c Config) LogAttrs() []any {
 		slog.String("public_url", c.HTTP.PublicURL), slog.Bool("secure_cookies", c.HTTP.SecureCookies),
 		slog.Bool("hsts", c.HTTP.HSTS()), slog.Duration("http_read_timeout", c.HTTP.ReadTimeout),
 		slog.Duration("http_write_timeout", c.HTTP.WriteTimeout), slog.Duration("http_idle_timeout", c.HTTP.IdleTimeout),
+		slog.Duration("session_idle_timeout", c.HTTP.SessionIdleTimeout),
 		slog.Int("key_lookup_rate", c.HTTP.KeyLookupRate), slog.Bool("metrics_token_set", c.MetricsToken != ""),
 		slog.Duration("outbox_retry_max", c.Dispatch.RetryMax), slog.Duration("outbox_give_up", c.Dispatch.GiveUp),
 		slog.Duration("reconcile_interval", c.Dispatch.ReconcileInterval),

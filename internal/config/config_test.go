@@ -202,17 +202,20 @@ func TestLoadHTTPLimits(t *testing.T) {
 	require.Equal(t, 3*time.Minute, c.HTTP.WriteTimeout)
 	require.Equal(t, 2*time.Minute, c.HTTP.IdleTimeout)
 	require.Equal(t, 10, c.HTTP.KeyLookupRate)
+	require.Equal(t, 12*time.Hour, c.HTTP.SessionIdleTimeout)
 	require.Empty(t, c.MetricsToken)
 
 	path := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(path, []byte("s3cret-scrape\n"), 0o600))
 	c, err = Load(env(map[string]string{"POSTHASTE_HTTP_READ_TIMEOUT": "30s", "POSTHASTE_HTTP_WRITE_TIMEOUT": "45s",
-		"POSTHASTE_HTTP_IDLE_TIMEOUT": "1m", "POSTHASTE_KEY_LOOKUP_RATE": "3", "POSTHASTE_METRICS_TOKEN_FILE": path}))
+		"POSTHASTE_HTTP_IDLE_TIMEOUT": "1m", "POSTHASTE_KEY_LOOKUP_RATE": "3", "POSTHASTE_METRICS_TOKEN_FILE": path,
+		"POSTHASTE_SESSION_IDLE_TIMEOUT": "30m"}))
 	require.NoError(t, err)
 	require.Equal(t, 30*time.Second, c.HTTP.ReadTimeout)
 	require.Equal(t, 45*time.Second, c.HTTP.WriteTimeout)
 	require.Equal(t, time.Minute, c.HTTP.IdleTimeout)
 	require.Equal(t, 3, c.HTTP.KeyLookupRate)
+	require.Equal(t, 30*time.Minute, c.HTTP.SessionIdleTimeout)
 	require.Equal(t, "s3cret-scrape", c.MetricsToken)
 	require.NotContains(t, fmt.Sprint(c.LogAttrs()...), "s3cret-scrape")
 

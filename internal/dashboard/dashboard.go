@@ -95,6 +95,9 @@ type Config struct {
 	MailLimits MailLimits
 	// SecureCookies marks cookies Secure; set it when served over TLS.
 	SecureCookies bool
+	// SessionIdleTimeout ends a session unused this long
+	// (POSTHASTE_SESSION_IDLE_TIMEOUT); 0 → only the absolute lifetime.
+	SessionIdleTimeout time.Duration
 	// Now is the dashboard's clock (throttles, sessions, links); nil → time.Now.
 	Now func() time.Time
 	// TrustedProxies are the addresses or CIDRs of reverse proxies whose
@@ -228,6 +231,8 @@ func New(cfg Config) (*Handler, error) {
 	m.Handle("POST /dashboard/account/mfa/disable", h.signedIn(h.disableMFA))
 	m.Handle("POST /dashboard/account/team-mfa", h.signedIn(h.teamMFA))
 	m.Handle("POST /dashboard/account/team", h.signedIn(h.switchTeam))
+	m.Handle("POST /dashboard/account/sessions/revoke", h.signedIn(h.revokeSession))
+	m.Handle("POST /dashboard/account/sessions/revoke-others", h.signedIn(h.revokeOtherSessions))
 	m.Handle("POST /dashboard/logout", h.signedIn(h.logout))
 	m.Handle("POST /dashboard/logout-everywhere", h.signedIn(h.logoutEverywhere))
 	m.Handle("GET /dashboard/emails", h.signedIn(h.emails))

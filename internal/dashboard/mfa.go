@@ -171,6 +171,7 @@ type accountData struct {
 	QR            template.URL // data URL of the QR code (a PNG we made), during setup
 	RecoveryCodes []string
 	Teams         []store.Team // the user's teams, to switch between
+	Sessions      []sessionRow // the user's live sessions
 	Message       string
 	Error         string
 }
@@ -192,6 +193,10 @@ func (h *Handler) renderAccount(w http.ResponseWriter, r *http.Request, se *stor
 	}
 	d.Enabled, d.TeamRequires, d.Owner, d.Available = m.EnabledAt != nil, m.TeamRequires, role == "owner", h.cfg.Keys != nil
 	if d.Teams, err = h.store.UserTeams(r.Context(), se.UserID); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if d.Sessions, err = h.userSessions(r, se); err != nil {
 		h.fail(w, r, err)
 		return
 	}

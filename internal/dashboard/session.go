@@ -69,7 +69,7 @@ func (h *Handler) cookieSession(w http.ResponseWriter, r *http.Request) (*store.
 	if err != nil || c.Value == "" {
 		return nil, nil
 	}
-	se, err := h.store.SessionByHash(r.Context(), tokenHash(c.Value))
+	se, err := h.store.UseSession(r.Context(), tokenHash(c.Value), h.now(), h.cfg.SessionIdleTimeout)
 	if errors.Is(err, store.ErrNotFound) {
 		http.SetCookie(w, h.cookie(sessionCookie, "", -time.Second))
 		return nil, nil
@@ -285,7 +285,8 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, u store.U
 	}
 	tok := randomToken()
 	if err := h.store.CreateSession(r.Context(), store.Session{IDHash: tokenHash(tok), UserID: u.ID, TeamID: team,
-		CSRFToken: randomToken(), ExpiresAt: h.now().Add(lifetime), MFAPending: pending}); err != nil {
+		CSRFToken: randomToken(), ExpiresAt: h.now().Add(lifetime), MFAPending: pending,
+		ClientAddr: clientAddrOf(r), UserAgent: clipUserAgent(r.UserAgent()), LastUsedAt: h.now()}); err != nil {
 		h.fail(w, r, err)
 		return
 	}

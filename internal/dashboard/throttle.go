@@ -331,6 +331,16 @@ func (h *Handler) trusted(a netip.Addr) bool {
 	return false
 }
 
+// clientAddrOf is the client's address as withClient found it, "" when
+// unknown.
+func clientAddrOf(r *http.Request) string {
+	a, ok := r.Context().Value(clientKey{}).(netip.Addr)
+	if !ok || !a.IsValid() {
+		return ""
+	}
+	return a.String()
+}
+
 // clientIP is the client's address as throttles key it: an IPv4 address,
 // or the /64 of an IPv6 address, since one client easily has a whole /64.
 func clientIP(r *http.Request) string {

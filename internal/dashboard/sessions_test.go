@@ -1,0 +1,117 @@
+package dashboard_test
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/clocktest"
+	"github.com/posthaste/posthaste/internal/dashboard"
+)
+
+// sessionFrom returns the base64url id the account page gives the session
+// of user that was started from addr.
+func (f *fixture) sessionFrom(user string, addr string) string {
+	f.t.Helper()
+	list, err := f.store.UserSessions(context.Background(), mustUser(f.t, f, user), time.Now(), 0)
+	require.NoError(f.t, err)
+	for _, s := range list {
+		if s.ClientAddr == addr {
+			return base64.RawURLEncoding.EncodeToString(s.IDHash)
+		}
+	}
+	f.t.Fatalf("%s has no session from %s", user, addr)
+	return ""
+}
+
+func (f *fixture) signedInFrom(addr, email, pw string) *http.Client {
+	f.t.Helper()
+	c := clientFrom(f.t, addr)
+	res, _ := f.login(c, email, pw)
+	require.Equal(f.t, http.StatusSeeOther, res.StatusCode)
+	return c
+}
+
+// TestAccountListsAndRevokesSessions checks that the account page lists
+// the user's own sessions with their client address, that each can be
+// ended at once, that another user's session cannot be, and that "end all
+// other sessions" keeps only the current one.
+func TestAccountListsAndRevokesSessions(t *testing.T) {
+	f := newFixture(t)
+	ann := f.signedInFrom("127.0.0.2", f.a.Email, f.a.Password)
+	annPhone := f.signedInFrom("127.0.0.3", f.a.Email, f.a.Password)
+	bob := f.signedInFrom("127.0.0.4", f.b.Email, f.b.Password)
+
+	res, page := get(t, ann, f.srv.URL+"/dashboard/account")
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Contains(t, page, "<code>127.0.0.2</code>")
+	require.Contains(t, page, "<code>127.0.0.3</code>")
+	require.NotContains(t, page, "127.0.0.4", "bob's session is not ann's")
+	require.Equal(t, 1, strings.Count(page, "this session"))
+	require.Equal(t, 2, strings.Count(page, `action="/dashboard/account/sessions/revoke"`))
+	tok := csrf(t, page)
+
+	res, _ = post(t, ann, f.srv.URL+"/dashboard/account/sessions/revoke",
+		url.Values{"csrf": {tok}, "session": {f.sessionFrom(f.b.Email, "127.0.0.4")}})
+	require.Equal(t, http.StatusNotFound, res.StatusCode, "another user's session")
+	res, _ = get(t, bob, f.srv.URL+"/dashboard/emails")
+	require.Equal(t, http.StatusOK, res.StatusCode, "bob is still signed in")
+	res, _ = post(t, ann, f.srv.URL+"/dashboard/account/sessions/revoke", url.Values{"csrf": {tok}, "session": {"%%%"}})
+	require.Equal(t, http.StatusNotFound, res.StatusCode)
+	res, _ = post(t, ann, f.srv.URL+"/dashboard/account/sessions/revoke",
+		url.Values{"session": {f.sessionFrom(f.a.Email, "127.0.0.3")}})
+	require.Equal(t, http.StatusForbidden, res.StatusCode, "no CSRF token")
+
+	res, _ = post(t, ann, f.srv.URL+"/dashboard/account/sessions/revoke",
+		url.Values{"csrf": {tok}, "session": {f.sessionFrom(f.a.Email, "127.0.0.3")}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	res, _ = get(t, annPhone, f.srv.URL+"/dashboard/emails")
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	require.Contains(t, res.Header.Get("Location"), "/dashboard/login", "the revoked session ends at once")
+
+	laptop := f.signedInFrom("127.0.0.5", f.a.Email, f.a.Password)
+	res, _ = post(t, ann, f.srv.URL+"/dashboard/account/sessions/revoke-others", url.Values{"csrf": {tok}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	res, _ = get(t, laptop, f.srv.URL+"/dashboard/emails")
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, "the other sessions ended")
+	res, page = get(t, ann, f.srv.URL+"/dashboard/account")
+	require.Equal(t, http.StatusOK, res.StatusCode, "the current one did not")
+	require.Equal(t, 1, strings.Count(page, `action="/dashboard/account/sessions/revoke"`))
+	res, _ = get(t, bob, f.srv.URL+"/dashboard/emails")
+	require.Equal(t, http.StatusOK, res.StatusCode, "nor did bob's")
+
+	res, _ = post(t, ann, f.srv.URL+"/dashboard/account/sessions/revoke",
+		url.Values{"csrf": {tok}, "session": {f.sessionFrom(f.a.Email, "127.0.0.2")}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	require.Equal(t, "/dashboard/login", res.Header.Get("Location"), "ending the current session signs out")
+	res, _ = get(t, ann, f.srv.URL+"/dashboard/emails")
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+}
+
+// TestSessionIdleTimeout checks that a session unused for the idle
+// timeout sends the browser to sign-in, while one in use lives on.
+func TestSessionIdleTimeout(t *testing.T) {
+	clock := clocktest.New(time.Now())
+	f := newFixture(t, func(c *dashboard.Config) { c.Now, c.SessionIdleTimeout = clock.Now, time.Hour })
+	c := f.browser()
+	res, _ := f.login(c, f.a.Email, f.a.Password)
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	for range 3 { // used every 50 minutes: alive well past the first hour
+		clock.Advance(50 * time.Minute)
+		res, _ = get(t, c, f.srv.URL+"/dashboard/emails")
+		require.Equal(t, http.StatusOK, res.StatusCode)
+	}
+	clock.Advance(time.Hour)
+	res, _ = get(t, c, f.srv.URL+"/dashboard/emails")
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	require.Contains(t, res.Header.Get("Location"), "/dashboard/login", "idle for an hour")
+	list, err := f.store.UserSessions(context.Background(), mustUser(t, f, f.a.Email), clock.Now(), time.Hour)
+	require.NoError(t, err)
+	require.Empty(t, list, "nor is it listed")
+}
