@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/netip"
 	"strings"
 	"unicode/utf8"
 
@@ -19,6 +20,9 @@ type createAPIKeyRequest struct {
 	Name       *string `json:"name"`
 	Permission string  `json:"permission"`
 	DomainID   *string `json:"domain_id"`
+	// AllowedIPs is a Posthaste extension: the client address ranges the
+	// key may be used from.
+	AllowedIPs []string `json:"allowed_ips"`
 }
 
 func (s *Server) createAPIKey(c *gin.Context) {
@@ -73,6 +77,12 @@ func (s *Server) createAPIKey(c *gin.Context) {
 		}
 		domainID = &did
 	}
+	allowed, err := auth.ParseAllowedIPs(req.AllowedIPs)
+	if err != nil {
+		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameValidation,
+			"The `allowed_ips` field: "+err.Error()+"."))
+		return
+	}
 	token, prefix, hash, err := auth.NewToken()
 	if err != nil {
 		s.respondError(c, err)
@@ -84,7 +94,7 @@ func (s *Server) createAPIKey(c *gin.Context) {
 		return
 	}
 	k := store.APIKey{ID: id, TeamID: principal(c).TeamID, Name: strings.TrimSpace(*req.Name),
-		Prefix: prefix, Hash: hash, Permission: req.Permission, DomainID: domainID}
+		Prefix: prefix, Hash: hash, Permission: req.Permission, DomainID: domainID, AllowedIPs: allowed}
 	if err := s.store.CreateAPIKey(c.Request.Context(), k); err != nil {
 		s.respondError(c, err)
 		return
@@ -96,17 +106,18 @@ func (s *Server) createAPIKey(c *gin.Context) {
 }
 
 type apiKeyJSON struct {
-	ID         string  `json:"id"`
-	Name       string  `json:"name"`
-	Permission string  `json:"permission"`
-	CreatedAt  string  `json:"created_at"`
-	LastUsedAt *string `json:"last_used_at"`
+	ID         string   `json:"id"`
+	Name       string   `json:"name"`
+	Permission string   `json:"permission"`
+	CreatedAt  string   `json:"created_at"`
+	LastUsedAt *string  `json:"last_used_at"`
+	AllowedIPs []string `json:"allowed_ips,omitempty"` // Posthaste extension
 }
 
 func (s *Server) listAPIKeys(c *gin.Context) {
 	respondList(s, c, s.store.ListAPIKeys, func(k store.APIKey) apiKeyJSON {
 		return apiKeyJSON{ID: k.ID.String(), Name: k.Name, Permission: k.Permission,
-			CreatedAt: formatTime(k.CreatedAt), LastUsedAt: formatTimePtr(k.LastUsedAt)}
+			CreatedAt: formatTime(k.CreatedAt), LastUsedAt: formatTimePtr(k.LastUsedAt), AllowedIPs: prefixStrings(k.AllowedIPs)}
 	})
 }
 
@@ -126,4 +137,12 @@ func (s *Server) deleteAPIKey(c *gin.Context) {
 		return
 	}
 	c.PureJSON(http.StatusOK, gin.H{"object": "api_key", "id": id, "deleted": true})
+}
+
+func prefixStrings(ps []netip.Prefix) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.String())
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -44,7 +45,7 @@ func (s *Server) identify(c *gin.Context) {
 	}
 	token = strings.TrimSpace(token)
 	if p, ok := s.auth.Cached(token); ok {
-		c.Set(principalKey, p)
+		acceptFrom(c, p)
 		return
 	}
 	var done func(live bool)
@@ -72,8 +73,22 @@ func (s *Server) identify(c *gin.Context) {
 	case err != nil:
 		c.Set(authErrKey, err)
 	default:
-		c.Set(principalKey, p)
+		acceptFrom(c, p)
 	}
+}
+
+// acceptFrom makes p the request's principal when the client's address is
+// within the key's allowed_ips. Outside them the key is refused with 403
+// invalid_api_key: API.md's only 403 for a key (restricted_api_key is a
+// 401 about permissions), with a message that says why.
+func acceptFrom(c *gin.Context, p auth.Principal) {
+	addr, _ := netip.ParseAddr(c.ClientIP())
+	if !p.AllowsAddr(addr) {
+		c.Set(authErrKey, errorf(http.StatusForbidden, nameInvalidAPIKey,
+			"This API key may not be used from "+c.ClientIP()+": the address is outside the key's allowed_ips."))
+		return
+	}
+	c.Set(principalKey, p)
 }
 
 // requireKey requires a live API key (found by identify). Sending-only

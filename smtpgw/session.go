@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -85,9 +86,19 @@ func (s *session) authenticate(username, password string) error {
 		s.g.logger.Error("checking an API key", "client_addr", s.ip, "err", err)
 		return reply(454, 4, 7, 0, "Temporary authentication failure, try again later")
 	}
+	if !s.allowed(p) {
+		return s.authFailed("client address outside the key's allowed_ips")
+	}
 	s.g.thr.Succeed(s.ip)
 	s.token, s.principal = password, &p
 	return nil
+}
+
+// allowed reports whether the key of p may be used from the client's
+// address (its allowed_ips), as the API checks it.
+func (s *session) allowed(p auth.Principal) bool {
+	addr, _ := netip.ParseAddr(s.ip)
+	return p.AllowsAddr(addr)
 }
 
 func (s *session) authFailed(why string) error {

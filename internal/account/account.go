@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -69,7 +70,10 @@ func NewTeam(ctx context.Context, st *store.Store, teamName, email string) (Cred
 }
 
 // NewKey creates an API key for a team and returns its token, shown once.
-func NewKey(ctx context.Context, st *store.Store, teamID uuid.UUID, name, permission string) (string, uuid.UUID, error) {
+// allowed, when given, are the client address ranges the key may be used
+// from (masked prefixes, as auth.ParseAllowedIPs returns them).
+func NewKey(ctx context.Context, st *store.Store, teamID uuid.UUID, name, permission string,
+	allowed ...netip.Prefix) (string, uuid.UUID, error) {
 	token, prefix, hash, err := auth.NewToken()
 	if err != nil {
 		return "", uuid.Nil, err
@@ -79,7 +83,7 @@ func NewKey(ctx context.Context, st *store.Store, teamID uuid.UUID, name, permis
 		return "", uuid.Nil, err
 	}
 	if err := st.CreateAPIKey(ctx, store.APIKey{ID: id, TeamID: teamID, Name: name, Prefix: prefix,
-		Hash: hash, Permission: permission}); err != nil {
+		Hash: hash, Permission: permission, AllowedIPs: allowed}); err != nil {
 		return "", uuid.Nil, fmt.Errorf("creating api key: %w", err)
 	}
 	return token, id, nil

@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -57,6 +58,63 @@ type Principal struct {
 	Permission string     // store.PermissionFullAccess or store.PermissionSendingAccess
 	DomainID   *uuid.UUID // a sending key limited to one domain
 	RateLimit  int        // the team's own requests per second; 0 → the default
+	// AllowedIPs are the client address ranges the key may be used
+	// from; empty: any address.
+	AllowedIPs []netip.Prefix
+}
+
+// AllowsAddr reports whether the key may be used from the client address
+// a (an IPv4-mapped IPv6 address counts as IPv4). An invalid address is
+// allowed only when the key has no ranges.
+func (p Principal) AllowsAddr(a netip.Addr) bool {
+	if len(p.AllowedIPs) == 0 {
+		return true
+	}
+	a = a.Unmap()
+	for _, r := range p.AllowedIPs {
+		if r.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// MaxAllowedIPs bounds the address ranges of one key.
+const MaxAllowedIPs = 50
+
+// ParseAllowedIPs parses a key's address ranges: CIDR prefixes or single
+// addresses (a host prefix), masked, without duplicates. The error names
+// the first invalid entry.
+func ParseAllowedIPs(items []string) ([]netip.Prefix, error) {
+	if len(items) > MaxAllowedIPs {
+		return nil, fmt.Errorf("at most %d address ranges", MaxAllowedIPs)
+	}
+	out := make([]netip.Prefix, 0, len(items))
+	seen := map[netip.Prefix]bool{}
+	for _, it := range items {
+		it = strings.TrimSpace(it)
+		var p netip.Prefix
+		var err error
+		if strings.Contains(it, "/") {
+			p, err = netip.ParsePrefix(it)
+		} else {
+			var a netip.Addr
+			if a, err = netip.ParseAddr(it); err == nil && a.Zone() == "" {
+				p = netip.PrefixFrom(a, a.BitLen())
+			}
+		}
+		if err != nil || !p.IsValid() {
+			return nil, fmt.Errorf("%q is not an IP address or CIDR range such as 203.0.113.0/24 or 2001:db8::/32", it)
+		}
+		if p.Addr().Is4In6() {
+			p = netip.PrefixFrom(p.Addr().Unmap(), max(0, p.Bits()-96))
+		}
+		if p = p.Masked(); !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // FullAccess reports whether the key may use every endpoint.
@@ -110,7 +168,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Princip
 		return Principal{}, fmt.Errorf("looking up api key: %w", err)
 	}
 	p := Principal{TeamID: k.TeamID, KeyID: k.ID, Permission: k.Permission, DomainID: k.DomainID,
-		RateLimit: k.TeamRateLimit}
+		RateLimit: k.TeamRateLimit, AllowedIPs: k.AllowedIPs}
 	if a.ttl > 0 {
 		a.mu.Lock()
 		if len(a.cache) > 100_000 {

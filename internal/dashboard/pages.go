@@ -9,12 +9,14 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/emersion/go-message/mail"
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/audit"
+	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -212,7 +214,14 @@ func (h *Handler) createAPIKey(w http.ResponseWriter, r *http.Request, se *store
 		h.renderAPIKeys(w, r, se, http.StatusUnprocessableEntity, apiKeysData{Error: "Give the key a name of 1 to 50 characters."})
 		return
 	}
-	token, keyID, err := account.NewKey(r.Context(), h.store, se.TeamID, name, perm)
+	allowed, err := auth.ParseAllowedIPs(strings.FieldsFunc(r.PostFormValue("allowed_ips"), func(c rune) bool {
+		return c == ',' || unicode.IsSpace(c)
+	}))
+	if err != nil {
+		h.renderAPIKeys(w, r, se, http.StatusUnprocessableEntity, apiKeysData{Error: "Allowed addresses: " + err.Error() + "."})
+		return
+	}
+	token, keyID, err := account.NewKey(r.Context(), h.store, se.TeamID, name, perm, allowed...)
 	if err != nil {
 		h.fail(w, r, err)
 		return

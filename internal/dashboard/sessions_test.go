@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -114,4 +115,46 @@ func TestSessionIdleTimeout(t *testing.T) {
 	list, err := f.store.UserSessions(context.Background(), mustUser(t, f, f.a.Email), clock.Now(), time.Hour)
 	require.NoError(t, err)
 	require.Empty(t, list, "nor is it listed")
+}
+
+// TestAPIKeysPageSetsAllowedIPs checks that a key created on the API Keys
+// page with allowed addresses works only from them, and that an invalid
+// range is refused with the reason.
+func TestAPIKeysPageSetsAllowedIPs(t *testing.T) {
+	f := newFixture(t)
+	c := f.browser()
+	f.login(c, f.a.Email, f.a.Password)
+	_, page := get(t, c, f.srv.URL+"/dashboard/api-keys")
+	tok := csrf(t, page)
+
+	res, page := post(t, c, f.srv.URL+"/dashboard/api-keys",
+		url.Values{"csrf": {tok}, "name": {"office"}, "allowed_ips": {"10.0.0.0/8"}})
+	require.Equal(t, http.StatusCreated, res.StatusCode)
+	m := regexp.MustCompile(`<code class="token">(ph_[A-Za-z0-9_-]+)</code>`).FindStringSubmatch(page)
+	require.NotNil(t, m)
+	require.Contains(t, page, "only from <code>10.0.0.0/8</code>")
+	require.Equal(t, http.StatusForbidden, apiStatus(t, f, m[1]), "the test client is 127.0.0.1, outside 10.0.0.0/8")
+
+	res, page = post(t, c, f.srv.URL+"/dashboard/api-keys",
+		url.Values{"csrf": {tok}, "name": {"loopback"}, "allowed_ips": {"2001:db8::/32, 127.0.0.0/8"}})
+	require.Equal(t, http.StatusCreated, res.StatusCode)
+	m = regexp.MustCompile(`<code class="token">(ph_[A-Za-z0-9_-]+)</code>`).FindStringSubmatch(page)
+	require.NotNil(t, m)
+	require.Equal(t, http.StatusOK, apiStatus(t, f, m[1]))
+
+	res, page = post(t, c, f.srv.URL+"/dashboard/api-keys",
+		url.Values{"csrf": {tok}, "name": {"bad"}, "allowed_ips": {"10.0.0.0/40"}})
+	require.Equal(t, http.StatusUnprocessableEntity, res.StatusCode)
+	require.Contains(t, page, "10.0.0.0/40")
+}
+
+func apiStatus(t *testing.T, f *fixture, key string) int {
+	t.Helper()
+	req, err := http.NewRequest("GET", f.srv.URL+"/emails", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	return res.StatusCode
 }

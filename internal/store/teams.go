@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -49,6 +50,9 @@ type APIKey struct {
 	CreatedAt  time.Time
 	LastUsedAt *time.Time
 	RevokedAt  *time.Time
+	// AllowedIPs are the client address ranges the key may be used from,
+	// as masked prefixes; empty: any address.
+	AllowedIPs []netip.Prefix
 	// TeamRateLimit is the team's own request rate; 0 for the default.
 	// Filled by UseAPIKey only.
 	TeamRateLimit int
@@ -146,19 +150,27 @@ func (s *Store) TeamMembers(ctx context.Context, teamID uuid.UUID, emails []stri
 // CreateAPIKey inserts a key.
 func (s *Store) CreateAPIKey(ctx context.Context, k APIKey) error {
 	_, err := s.pool.Exec(ctx,
-		`INSERT INTO api_key (id, team_id, name, prefix, hash, permission, domain_id)
-		 VALUES (@id, @team, @name, @prefix, @hash, @permission, @domain)`,
+		`INSERT INTO api_key (id, team_id, name, prefix, hash, permission, domain_id, allowed_ips)
+		 VALUES (@id, @team, @name, @prefix, @hash, @permission, @domain, @allowed)`,
 		pgx.NamedArgs{"id": k.ID, "team": k.TeamID, "name": k.Name, "prefix": k.Prefix,
-			"hash": k.Hash, "permission": k.Permission, "domain": k.DomainID})
+			"hash": k.Hash, "permission": k.Permission, "domain": k.DomainID, "allowed": allowedIPs(k.AllowedIPs)})
 	return mapErr(err)
 }
 
-const apiKeyColumns = `id, team_id, name, prefix, hash, permission, domain_id, created_at, last_used_at, revoked_at`
+// allowedIPs is the allowed_ips value of prefixes: never NULL.
+func allowedIPs(p []netip.Prefix) []netip.Prefix {
+	if p == nil {
+		return []netip.Prefix{}
+	}
+	return p
+}
+
+const apiKeyColumns = `id, team_id, name, prefix, hash, permission, domain_id, created_at, last_used_at, revoked_at, allowed_ips`
 
 func scanAPIKey(row pgx.Row) (APIKey, error) {
 	var k APIKey
 	err := row.Scan(&k.ID, &k.TeamID, &k.Name, &k.Prefix, &k.Hash, &k.Permission, &k.DomainID,
-		&k.CreatedAt, &k.LastUsedAt, &k.RevokedAt)
+		&k.CreatedAt, &k.LastUsedAt, &k.RevokedAt, &k.AllowedIPs)
 	return k, mapErr(err)
 }
 
@@ -172,9 +184,9 @@ func (s *Store) UseAPIKey(ctx context.Context, hash []byte) (APIKey, error) {
 		`UPDATE api_key k SET last_used_at = now() FROM team t
 		 WHERE k.hash = @hash AND k.revoked_at IS NULL AND t.id = k.team_id
 		 RETURNING k.id, k.team_id, k.name, k.prefix, k.hash, k.permission, k.domain_id,
-		 	k.created_at, k.last_used_at, k.revoked_at, t.rate_limit`,
+		 	k.created_at, k.last_used_at, k.revoked_at, k.allowed_ips, t.rate_limit`,
 		pgx.NamedArgs{"hash": hash}).Scan(&k.ID, &k.TeamID, &k.Name, &k.Prefix, &k.Hash, &k.Permission,
-		&k.DomainID, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt, &limit)
+		&k.DomainID, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt, &k.AllowedIPs, &limit)
 	if limit != nil {
 		k.TeamRateLimit = *limit
 	}

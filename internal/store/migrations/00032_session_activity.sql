@@ -7,7 +7,12 @@ ALTER TABLE dashboard_session
     ADD COLUMN user_agent   text NOT NULL DEFAULT '',
     ADD COLUMN last_used_at timestamptz NOT NULL DEFAULT now();
 
+-- An API key may be limited to client address ranges (a Posthaste
+-- extension to Resend's API); empty: any address.
+ALTER TABLE api_key ADD COLUMN allowed_ips cidr[] NOT NULL DEFAULT '{}';
+
 -- +goose Down
+ALTER TABLE api_key DROP COLUMN allowed_ips;
 ALTER TABLE dashboard_session
     DROP COLUMN client_addr,
     DROP COLUMN user_agent,
