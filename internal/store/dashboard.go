@@ -60,10 +60,10 @@ func (s *Store) UseSession(ctx context.Context, hash []byte, now time.Time, idle
 			SELECT s.id_hash, s.user_id, s.team_id, s.csrf_token, s.expires_at, s.mfa_pending, s.client_addr, s.user_agent,
 				s.created_at, s.last_used_at
 			FROM dashboard_session s
-			WHERE s.id_hash = @hash AND s.expires_at > @now AND (@idle <= 0 OR s.last_used_at > @now - make_interval(secs => @idle))
+			WHERE s.id_hash = @hash AND s.expires_at > @now AND (@idle::float8 <= 0 OR s.last_used_at > @now - make_interval(secs => @idle::float8))
 		), touched AS (
 			UPDATE dashboard_session d SET last_used_at = @now FROM live
-			WHERE d.id_hash = live.id_hash AND d.last_used_at <= @now - make_interval(secs => @touch)
+			WHERE d.id_hash = live.id_hash AND d.last_used_at <= @now - make_interval(secs => @touch::float8)
 			RETURNING d.last_used_at
 		)
 		SELECT l.id_hash, l.user_id, l.team_id, l.csrf_token, l.expires_at, l.mfa_pending, l.client_addr, l.user_agent,
@@ -81,7 +81,7 @@ func (s *Store) UserSessions(ctx context.Context, userID uuid.UUID, now time.Tim
 	rows, err := s.pool.Query(ctx, `SELECT id_hash, user_id, team_id, expires_at, mfa_pending, client_addr, user_agent,
 			created_at, last_used_at
 		FROM dashboard_session
-		WHERE user_id = @user AND expires_at > @now AND (@idle <= 0 OR last_used_at > @now - make_interval(secs => @idle))
+		WHERE user_id = @user AND expires_at > @now AND (@idle::float8 <= 0 OR last_used_at > @now - make_interval(secs => @idle::float8))
 		ORDER BY last_used_at DESC, created_at DESC, id_hash`,
 		pgx.NamedArgs{"user": userID, "now": now, "idle": idle.Seconds()})
 	if err != nil {

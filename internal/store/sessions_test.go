@@ -64,6 +64,8 @@ func TestUseSessionIdleTimeout(t *testing.T) {
 	}
 	_, err := st.UseSession(ctx, hashOf("idle"), start.Add(idle), idle)
 	require.ErrorIs(t, err, store.ErrNotFound, "unused for the idle timeout")
+	_, err = st.UseSession(ctx, hashOf("idle"), start.Add(idle), idle+1500*time.Millisecond)
+	require.NoError(t, err, "a fractional timeout")
 	_, err = st.UseSession(ctx, hashOf("idle"), start.Add(idle), 0)
 	require.NoError(t, err, "no idle timeout configured")
 	list, err := st.UserSessions(ctx, u, start.Add(4*time.Hour), idle)
