@@ -64,6 +64,7 @@ const (
 	MFADisable     Action = "user.mfa_disable"
 	PasswordChange Action = "user.password_change"
 	PasswordReset  Action = "user.password_reset"
+	SessionRevoke  Action = "user.session_revoke"
 
 	MemberRemove Action = "member.remove"
 	InviteCreate Action = "invitation.create"
@@ -97,7 +98,7 @@ const (
 // actions lists every action, in the order shown in filters.
 var actions = []Action{
 	APIKeyCreate, APIKeyRevoke,
-	SignIn, SignOut, MFAEnable, MFADisable, PasswordChange, PasswordReset,
+	SignIn, SignOut, MFAEnable, MFADisable, PasswordChange, PasswordReset, SessionRevoke,
 	MemberRemove, InviteCreate, InviteRevoke, InviteAccept,
 	DomainCreate, DomainUpdate, DomainVerify, DomainDelete,
 	WebhookCreate, WebhookUpdate, WebhookDelete, WebhookRotateSecret,

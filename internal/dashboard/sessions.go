@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -48,6 +49,10 @@ func (h *Handler) revokeSession(w http.ResponseWriter, r *http.Request, se *stor
 		h.fail(w, r, err)
 		return
 	}
+	if !h.audited(w, r, se, audit.SessionRevoke, "user", se.UserID.String(),
+		map[string]any{"current": string(hash) == string(se.IDHash)}) {
+		return
+	}
 	if string(hash) == string(se.IDHash) {
 		http.SetCookie(w, h.cookie(sessionCookie, "", -time.Second))
 		http.Redirect(w, r, "/dashboard/login", http.StatusSeeOther)
@@ -58,8 +63,12 @@ func (h *Handler) revokeSession(w http.ResponseWriter, r *http.Request, se *stor
 
 // revokeOtherSessions ends every session of the user but this one.
 func (h *Handler) revokeOtherSessions(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	if _, err := h.store.RevokeOtherSessions(r.Context(), se.UserID, se.IDHash); err != nil {
+	n, err := h.store.RevokeOtherSessions(r.Context(), se.UserID, se.IDHash)
+	if err != nil {
 		h.fail(w, r, err)
+		return
+	}
+	if !h.audited(w, r, se, audit.SessionRevoke, "user", se.UserID.String(), map[string]any{"others": n}) {
 		return
 	}
 	http.Redirect(w, r, "/dashboard/account#sessions", http.StatusSeeOther)

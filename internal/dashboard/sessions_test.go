@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/clocktest"
 	"github.com/posthaste/posthaste/internal/dashboard"
 )
@@ -93,6 +95,14 @@ func TestAccountListsAndRevokesSessions(t *testing.T) {
 	require.Equal(t, "/dashboard/login", res.Header.Get("Location"), "ending the current session signs out")
 	res, _ = get(t, ann, f.srv.URL+"/dashboard/emails")
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+
+	// Each ending is in the audit log, as ann's action on herself.
+	ended := teamAudit(t, f.store, uuid.MustParse(f.a.TeamID), audit.Filter{Action: audit.SessionRevoke})
+	require.Len(t, ended, 3, "one session, the others, the current one")
+	for _, e := range ended {
+		require.Equal(t, audit.ActorUser, e.ActorType)
+		require.Equal(t, e.ActorID.String(), e.TargetID)
+	}
 }
 
 // TestSessionIdleTimeout checks that a session unused for the idle
