@@ -146,6 +146,8 @@ type Config struct {
 	// BroadcastRate is the emails a second each team's broadcasts hand to
 	// the send path (POSTHASTE_BROADCAST_RATE); 0 → DefaultBroadcastRate.
 	BroadcastRate float64
+	// DataRequests configures the activities of data subject requests.
+	DataRequests DataRequestConfig
 }
 
 // VERPKeyPurpose derives Config.VERPKey from the master key
@@ -270,7 +272,11 @@ type DeliveryGroup struct {
 
 // PrepareResult tells the workflow what to do next.
 type PrepareResult struct {
-	Skip bool // canceled meanwhile: nothing to send
+	// TeamID owns the email: the workflow passes it on to Deliver and
+	// RecordEvents, whose inputs carry addresses (codec.PersonalData).
+	// uuid.Nil in histories from before it.
+	TeamID uuid.UUID `json:",omitzero"`
+	Skip   bool      // canceled meanwhile: nothing to send
 	// NotDue is set when the email was rescheduled to a later time: wait
 	// until then and prepare again. Nothing else is set.
 	NotDue  *time.Time
@@ -300,6 +306,10 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		return PrepareResult{}, temporal.NewNonRetryableApplicationError("bad email id", ErrTypePermanent, err)
 	}
 	claim, err := a.store.ClaimForSending(ctx, id, a.now(), claimSkew)
+	if errors.Is(err, store.ErrNotFound) {
+		// Erased by a data request after it was canceled: nothing to send.
+		return PrepareResult{Skip: true}, nil
+	}
 	if err != nil {
 		return PrepareResult{}, err
 	}
@@ -345,7 +355,13 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		pool = "" // the default queues
 	}
 	local := slices.Contains(a.cfg.LocalRegions, region) && a.sends(pool)
-	var res PrepareResult
+	res := PrepareResult{TeamID: e.TeamID}
+	// Recipients with an outcome are done: a restarted workflow (after a
+	// crash, or an erasure that canceled a recipient) neither sends to
+	// them again nor names them in its history.
+	e.Recipients = slices.DeleteFunc(slices.Clone(e.Recipients), func(r store.Recipient) bool {
+		return store.IsFinal(r.Status)
+	})
 	var real []string
 	for _, r := range e.Recipients {
 		if _, ok := sandbox.Outcome(r.Address); !ok {
@@ -411,8 +427,14 @@ func (a *Activities) buildAndSave(ctx context.Context, e store.Email, d *store.D
 	if msg == nil {
 		var err error
 		if msg, err = BuildMessage(e, a.now()); err != nil {
-			return temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("building message: %v", err), ErrTypePermanent, err)
+			// The failure reaches the history in the clear, and a
+			// parse error quotes the address it could not parse.
+			var rcpts []string
+			for _, r := range e.Recipients {
+				rcpts = append(rcpts, r.Address)
+			}
+			why := withoutAddresses(err.Error(), rcpts)
+			return temporal.NewNonRetryableApplicationError("building message: "+why, ErrTypePermanent, errors.New(why))
 		}
 	}
 	if d != nil {
@@ -421,7 +443,7 @@ func (a *Activities) buildAndSave(ctx context.Context, e store.Email, d *store.D
 			return a.classify(err)
 		}
 	}
-	_, err := a.store.SaveMessage(ctx, e.ID, messageID(e), msg)
+	_, err := a.store.SaveMessage(ctx, e.TeamID, e.ID, messageID(e), msg)
 	return err
 }
 
@@ -551,7 +573,10 @@ func BuildMessage(e store.Email, at time.Time) ([]byte, error) {
 // RecordEventsInput appends events to an email's history.
 type RecordEventsInput struct {
 	EmailID string
-	Events  []EventInput
+	// TeamID owns the email (PrepareResult.TeamID); uuid.Nil in histories
+	// from before it, whose inputs stay unencrypted.
+	TeamID uuid.UUID `json:",omitzero"`
+	Events []EventInput
 }
 
 // EventInput is one event; Recipient is empty for events of the whole email.
@@ -572,7 +597,14 @@ func (a *Activities) RecordEvents(ctx context.Context, in RecordEventsInput) err
 	for i, e := range in.Events {
 		evs[i] = store.Event{Type: e.Type, Recipient: e.Recipient, Detail: e.Detail, CreatedAt: now}
 	}
-	return a.record(ctx, id, evs)
+	err = a.record(ctx, id, evs)
+	if errors.Is(err, store.ErrNotFound) {
+		// Erased by a data request while it was being sent: there is
+		// nothing left to record the events on.
+		a.logger.Info("events of an email that no longer exists dropped", "email_id", id)
+		return nil
+	}
+	return err
 }
 
 // returnPath is the VERP envelope sender that routes bounces back to the

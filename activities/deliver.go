@@ -20,7 +20,10 @@ import (
 
 // DeliverInput names the recipients of one domain to deliver to.
 type DeliverInput struct {
-	EmailID    string
+	EmailID string
+	// TeamID owns the email (PrepareResult.TeamID); uuid.Nil in histories
+	// from before it, whose inputs stay unencrypted.
+	TeamID     uuid.UUID `json:",omitzero"`
 	Domain     string
 	Recipients []string
 	TLS        string
@@ -46,6 +49,8 @@ type DeliverInput struct {
 // PostgreSQL records them, so that the retry of an attempt that crashed or
 // met a database outage in between records them instead of sending again.
 type DeliverProgress struct {
+	// TeamID is DeliverInput.TeamID, which encrypts the details.
+	TeamID   uuid.UUID `json:",omitzero"`
 	Outcomes []DeliverOutcome
 }
 
@@ -123,6 +128,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
 	// The heartbeat details of a later attempt carry the answers given to
 	// the local attempt again (they started the first attempt's progress).
 	prog.Outcomes = mergeOutcomes(prog.Outcomes, in.Answered)
+	prog.TeamID = in.TeamID
 	_, err = a.deliver(ctx, id, in, prog)
 	return err
 }
@@ -274,7 +280,11 @@ func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in DeliverInput,
 	if len(deferred) > 0 {
 		a.logger.Info("delivery deferred", "email_id", in.EmailID, "rcpt_domain", in.Domain,
 			"attempt", activity.GetInfo(ctx).Attempt, "smtp_code", deferred[0].Code)
-		return prog, fmt.Errorf("%d of %d recipients deferred: %s", len(deferred), len(results), replyText(deferred[0]))
+		// The error reaches the history in the clear (a failure's
+		// message is not a payload the codec encrypts): the MX's reply
+		// names the recipient without the address.
+		return prog, fmt.Errorf("%d of %d recipients deferred: %s", len(deferred), len(results),
+			withoutAddresses(replyText(deferred[0]), in.Recipients))
 	}
 	if len(refused) > 0 {
 		// Every recipient of a domain takes the same route: they are all
@@ -294,6 +304,10 @@ type DeliverLocalResult struct {
 	// the regular Deliver that takes over to record without sending again
 	// (DeliverInput.Answered); set when the attempt did not finish.
 	Answered []DeliverOutcome
+	// TeamID is DeliverInput.TeamID; with rcpts (the group's recipients,
+	// which Retry may quote) it encrypts the result in the history.
+	TeamID uuid.UUID `json:",omitzero"`
+	rcpts  []string
 }
 
 // localMargin is how long before its timeout DeliverLocal stops delivering.
@@ -331,14 +345,14 @@ func (a *Activities) DeliverLocal(ctx context.Context, in DeliverInput) (Deliver
 		ctx, cancel = context.WithDeadline(ctx, dl.Add(-localMargin))
 		defer cancel()
 	}
-	prog, err := a.deliver(ctx, id, in, DeliverProgress{Outcomes: in.Answered})
+	prog, err := a.deliver(ctx, id, in, DeliverProgress{TeamID: in.TeamID, Outcomes: in.Answered})
 	if err == nil {
 		return DeliverLocalResult{Done: true}, nil
 	}
 	if _, ok := PermanentReason(err); ok {
 		return DeliverLocalResult{}, err
 	}
-	return DeliverLocalResult{Retry: err.Error(), Answered: prog.Outcomes}, nil
+	return DeliverLocalResult{Retry: err.Error(), Answered: prog.Outcomes, TeamID: in.TeamID, rcpts: in.Recipients}, nil
 }
 
 // recordOutcomes records the events of outcomes and suppresses the

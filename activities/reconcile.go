@@ -14,8 +14,8 @@ import (
 // ReconcileEmailsName is the registered name of the ReconcileEmails activity.
 const ReconcileEmailsName = "ReconcileEmails"
 
-// EmailWorkflows is the part of Temporal the reconciler asks and acts on;
-// worker.Starter implements it.
+// EmailWorkflows is the part of Temporal the reconciler and erasures ask
+// and act on; worker.Starter implements it.
 type EmailWorkflows interface {
 	// Running reports whether the workflow that sends the email (its
 	// own, its batch's, or its latest restart, see worker.EmailWorkflowID)
@@ -25,6 +25,10 @@ type EmailWorkflows interface {
 	// restart number ref.Restarts. An ID that was already used is not an
 	// error: that restart exists.
 	Restart(ctx context.Context, ref store.EmailRef, scheduledAt *time.Time) error
+	// Terminate ends the open run of the workflow that sends the email,
+	// recording reason (no personal data) in its history. A workflow that
+	// does not run is not an error.
+	Terminate(ctx context.Context, ref store.EmailRef, reason string) error
 }
 
 // Reasons the reconciler ends emails with, as the API, the dashboard and

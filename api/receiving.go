@@ -31,8 +31,8 @@ import (
 // downloadTTL is how long a download URL works.
 const downloadTTL = time.Hour
 
-// downloadKeyPurpose derives the key of download URLs from the master key.
-const downloadKeyPurpose = "posthaste received downloads v1"
+// DownloadKeyPurpose derives the key of download URLs from the master key.
+const DownloadKeyPurpose = "posthaste received downloads v1"
 
 type receivedAttachmentJSON struct {
 	ID                 string  `json:"id"`
@@ -239,7 +239,7 @@ func (s *Server) downloadKey() []byte {
 	if s.domains.Keys == nil {
 		return nil
 	}
-	return s.domains.Keys.DeriveKey(downloadKeyPurpose)
+	return s.domains.Keys.DeriveKey(DownloadKeyPurpose)
 }
 
 // downloadSignature signs one object of one team until expires.
@@ -253,26 +253,26 @@ func downloadSignature(key []byte, kind string, team, email, att uuid.UUID, expi
 // "raw") or attachment, on the public URL when configured, else on the
 // host the request came to; ok is false without a master key.
 func (s *Server) downloadURL(c *gin.Context, kind string, team, email, att uuid.UUID) (string, time.Time, bool) {
-	key := s.downloadKey()
-	if key == nil {
-		return "", time.Time{}, false
-	}
 	exp := time.Now().Add(downloadTTL).Truncate(time.Second)
-	base := s.publicURL
-	if base == "" {
-		scheme := "http"
-		if c.Request.TLS != nil {
-			scheme = "https"
-		}
-		base = scheme + "://" + c.Request.Host
-	}
 	path := "/emails/receiving/" + email.String() + "/raw"
 	if kind == "attachment" {
 		path = "/emails/receiving/" + email.String() + "/attachments/" + att.String() + "/download"
 	}
+	u, ok := s.signedDownloadURL(s.baseURL(c)+path, kind, team, email, att, exp)
+	return u, exp, ok
+}
+
+// signedDownloadURL is u with the signed query (team, expiry, signature)
+// of a download of kind that checkDownload accepts until exp; ok is false
+// without a master key.
+func (s *Server) signedDownloadURL(u, kind string, team, object, att uuid.UUID, exp time.Time) (string, bool) {
+	key := s.downloadKey()
+	if key == nil {
+		return "", false
+	}
 	q := url.Values{"team": {team.String()}, "expires": {strconv.FormatInt(exp.Unix(), 10)},
-		"signature": {downloadSignature(key, kind, team, email, att, exp.Unix())}}
-	return base + path + "?" + q.Encode(), exp, true
+		"signature": {downloadSignature(key, kind, team, object, att, exp.Unix())}}
+	return u + "?" + q.Encode(), true
 }
 
 // checkDownload verifies the signed query of a download URL; it has

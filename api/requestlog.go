@@ -33,8 +33,12 @@ func opsPath(p string) bool {
 	return p == "/healthz" || p == "/readyz" || p == "/metrics" ||
 		// Dashboard page loads are not API requests, nor are the
 		// unsubscribe endpoints, whose paths hold tokens.
-		p == "/" || p == "/dashboard" || strings.HasPrefix(p, "/dashboard/") || strings.HasPrefix(p, "/unsubscribe/")
+		p == "/" || p == "/dashboard" || strings.HasPrefix(p, "/dashboard/") || strings.HasPrefix(p, "/unsubscribe/") ||
+		strings.HasPrefix(p, CodecPath)
 }
+
+// CodecPath is where the Temporal codec endpoint is served (Config.Codec).
+const CodecPath = "/temporal-codec/"
 
 // captureWriter keeps the first bytes of a response for the log.
 type captureWriter struct {
@@ -103,6 +107,11 @@ func (s *Server) logRequest(c *gin.Context) {
 	}
 	e.TeamID, e.KeyID = &p.TeamID, &p.KeyID
 	switch b, ok := c.Get(requestBodyKey); {
+	case strings.HasPrefix(e.Path, "/data-requests"):
+		// The body of a data subject request names the person; the log
+		// must not keep the address that an erasure is about to remove.
+		note := "[not logged: a data subject request]"
+		e.RequestBody = &note
 	case ok:
 		e.RequestBody = reqlog.Body(b.([]byte))
 	case c.Request.ContentLength > reqlog.MaxBody || c.Request.ContentLength < 0:

@@ -24,6 +24,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/broadcast"
+	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/imports"
 	"github.com/posthaste/posthaste/internal/store"
@@ -72,6 +73,11 @@ type Config struct {
 	// /c/<token>) on any syntactically valid Host; the handler itself
 	// answers only tracking hosts (api/tracking.go). nil leaves them out.
 	Tracking TrackingHandler
+	// Codec serves the Temporal codec endpoint under /temporal-codec/
+	// (codec.Handler, guarded by its own operator token); nil leaves it
+	// out (404). Its requests are neither logged nor rate-limited: the
+	// path may hold the token.
+	Codec http.Handler
 
 	// Limiter rate-limits requests; nil turns rate limiting off.
 	Limiter Limiter
@@ -123,6 +129,8 @@ type Server struct {
 	domainSvc *domains.Service
 	endpoints *webhook.Endpoints
 	imports   *imports.Service
+	// dataRequests serves /data-requests.
+	dataRequests *datareq.Service
 	// broadcasts serves /broadcasts; nil leaves those routes out.
 	broadcasts *broadcast.Service
 	logger     *slog.Logger
@@ -162,6 +170,11 @@ func New(cfg Config) (*Server, error) {
 	s.endpoints = webhook.NewEndpoints(webhook.EndpointsConfig{Keys: cfg.Webhooks.Keys, Client: cfg.Webhooks.Client,
 		Waker: cfg.Webhooks.Waker, AllowHTTP: cfg.Webhooks.AllowHTTP, Logger: logger}, cfg.Store)
 	s.imports = imports.New(imports.Config{Outbox: cfg.Webhooks.Outbox}, cfg.Store)
+	var outbox datareq.Notifier
+	if cfg.Webhooks.Outbox != nil {
+		outbox = cfg.Webhooks.Outbox
+	}
+	s.dataRequests = datareq.New(datareq.Config{Keys: cfg.Domains.Keys, Outbox: outbox}, cfg.Store)
 	s.broadcasts = cfg.Broadcasts
 	tr, err := newTrackingRoutes(cfg)
 	if err != nil {
@@ -212,6 +225,10 @@ func New(cfg Config) (*Server, error) {
 		e.POST("/unsubscribe/:token", serve)
 	}
 
+	if cfg.Codec != nil {
+		e.Any(CodecPath+"*path", gin.WrapH(cfg.Codec))
+	}
+
 	sending := e.Group("/", s.requireKey(true))
 	sending.POST("/emails", s.sendEmail)
 	sending.POST("/emails/batch", s.sendBatch)
@@ -220,6 +237,7 @@ func New(cfg Config) (*Server, error) {
 	// not a key (receiving.go).
 	e.GET("/emails/receiving/:id/raw", s.downloadReceivedRaw)
 	e.GET("/emails/receiving/:id/attachments/:attachment_id/download", s.downloadReceivedAttachment)
+	e.GET("/data-requests/:id/download", s.downloadDataRequest)
 
 	full := e.Group("/", s.requireKey(false))
 	full.GET("/emails/receiving", s.listReceivedEmails)
@@ -253,6 +271,9 @@ func New(cfg Config) (*Server, error) {
 	full.POST("/templates/:id/duplicate", s.duplicateTemplate)
 	full.GET("/logs", s.listLogs)
 	full.GET("/audit-log", s.listAuditLog)
+	full.POST("/data-requests", s.createDataRequest)
+	full.GET("/data-requests", s.listDataRequests)
+	full.GET("/data-requests/:id", s.getDataRequest)
 	full.GET("/logs/:id", s.getLog)
 	full.POST("/webhooks", s.createWebhook)
 	full.GET("/webhooks", s.listWebhooks)

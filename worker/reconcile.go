@@ -48,6 +48,24 @@ func (s *Starter) Restart(ctx context.Context, ref store.EmailRef, scheduledAt *
 		workflows.SendEmailInput{EmailID: ref.ID.String(), ScheduledAt: scheduledAt, Delivery: s.delivery})
 }
 
+// Terminate terminates the open run of the workflow that sends the email
+// (EmailWorkflowID) with reason. A workflow that is not open, or that
+// Temporal does not know, is not an error.
+func (s *Starter) Terminate(ctx context.Context, ref store.EmailRef, reason string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	id := EmailWorkflowID(ref)
+	err := s.client.TerminateWorkflow(ctx, id, "", reason)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("terminating workflow %s: %w", id, err)
+	}
+	return nil
+}
+
 // EnsureReconcileSchedule creates the Schedule that runs the Reconcile
 // workflow every interval, or, when it exists (every worker calls this at
 // start), brings its interval and input up to date. Calling it again is

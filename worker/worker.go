@@ -145,6 +145,12 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterActivityWithOptions(acts.ReserveBroadcastPace, activity.RegisterOptions{Name: activities.ReserveBroadcastPaceName})
 	r.RegisterActivityWithOptions(acts.HandOffBroadcastChunk, activity.RegisterOptions{Name: activities.HandOffBroadcastChunkName})
 	r.RegisterActivityWithOptions(acts.FinishBroadcast, activity.RegisterOptions{Name: activities.FinishBroadcastName})
+	r.RegisterWorkflowWithOptions(workflows.DataRequest, workflow.RegisterOptions{Name: workflows.DataRequestName})
+	r.RegisterActivityWithOptions(acts.StartDataRequest, activity.RegisterOptions{Name: activities.StartDataRequestName})
+	r.RegisterActivityWithOptions(acts.ExportDataRequest, activity.RegisterOptions{Name: activities.ExportDataRequestName})
+	r.RegisterActivityWithOptions(acts.EraseDataRequest, activity.RegisterOptions{Name: activities.EraseDataRequestName})
+	r.RegisterActivityWithOptions(acts.EraseSubjectHistory, activity.RegisterOptions{Name: activities.EraseSubjectHistoryName})
+	r.RegisterActivityWithOptions(acts.FinishDataRequest, activity.RegisterOptions{Name: activities.FinishDataRequestName})
 	r.RegisterWorkflowWithOptions(workflows.ProcessInbound, workflow.RegisterOptions{Name: workflows.ProcessInboundName})
 	r.RegisterActivityWithOptions(acts.ProcessInboundMessage, activity.RegisterOptions{Name: activities.ProcessInboundMessageName})
 }
@@ -295,14 +301,17 @@ func (w *Worker) Stop() {
 	wg.Wait()
 }
 
-// Starter starts SendEmail, SendBatch, ContactImport, ProcessInbound and Broadcast
-// workflows and wakes DeliverWebhook workflows for outbox entries.
+// Starter starts SendEmail, SendBatch, ContactImport, ProcessInbound,
+// Broadcast and DataRequest workflows and wakes DeliverWebhook workflows for outbox entries.
 type Starter struct {
 	client   client.Client
 	delivery workflows.DeliveryPolicy
 	// BroadcastRecheck is how often a paused broadcast looks whether it
 	// may go on (workflows.BroadcastInput.PauseRecheck); 0 → the default.
 	BroadcastRecheck time.Duration
+	// EraseWait is how long an erasure waits out the payload codec's key
+	// cache (workflows.DataRequestInput.EraseWait); 0 → the default.
+	EraseWait time.Duration
 }
 
 // NewStarter returns a Starter using the given delivery retry policy.
@@ -333,6 +342,8 @@ func WorkflowID(it store.OutboxItem) (string, error) {
 		return workflows.InboundWorkflowID(ref), nil
 	case store.OutboxBroadcast:
 		return workflows.BroadcastWorkflowID(ref), nil
+	case store.OutboxDataRequest:
+		return workflows.DataRequestWorkflowID(ref), nil
 	}
 	return "", fmt.Errorf("%w: unknown outbox kind %q", outbox.ErrUnstartable, it.Kind)
 }
@@ -380,6 +391,9 @@ func (s *Starter) Start(ctx context.Context, it store.OutboxItem) error {
 	case store.OutboxBroadcast:
 		name, input = workflows.BroadcastName, workflows.BroadcastInput{BroadcastID: it.Ref, Steps: s.delivery.Steps,
 			PauseRecheck: s.BroadcastRecheck}
+	case store.OutboxDataRequest:
+		name, input = workflows.DataRequestName, workflows.DataRequestInput{RequestID: it.Ref, Steps: s.delivery.Steps,
+			EraseWait: s.EraseWait}
 	}
 	return s.startOnce(ctx, id, name, input)
 }

@@ -143,3 +143,10 @@ const ProcessInboundName = "ProcessInbound"
 // InboundWorkflowID is the ID of the ProcessInbound workflow of a message
 // the inbound MX accepted (an inbound_message id).
 func InboundWorkflowID(inboundID string) string { return "inbound/" + inboundID }
+
+// DataRequestName is the registered name of the DataRequest workflow.
+const DataRequestName = "DataRequest"
+
+// DataRequestWorkflowID is the ID of the DataRequest workflow of a data
+// subject request.
+func DataRequestWorkflowID(requestID string) string { return "data-request/" + requestID }

@@ -30,6 +30,7 @@ func TestReplay(t *testing.T) {
 			r.RegisterWorkflowWithOptions(ContactImport, workflow.RegisterOptions{Name: ContactImportName})
 			r.RegisterWorkflowWithOptions(ProcessInbound, workflow.RegisterOptions{Name: ProcessInboundName})
 			r.RegisterWorkflowWithOptions(Broadcast, workflow.RegisterOptions{Name: BroadcastName})
+			r.RegisterWorkflowWithOptions(DataRequest, workflow.RegisterOptions{Name: DataRequestName})
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
 		})
 	}

@@ -116,7 +116,7 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 			},
 		}
 		in := activities.DeliverInput{
-			EmailID: emailID, Domain: g.Domain, Recipients: g.Recipients, TLS: g.TLS, ReturnPath: g.ReturnPath,
+			EmailID: emailID, TeamID: prep.TeamID, Domain: g.Domain, Recipients: g.Recipients, TLS: g.TLS, ReturnPath: g.ReturnPath,
 			Pool: g.Pool,
 		}
 		if local == localDeliverVersion && g.Local {
@@ -134,7 +134,7 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 	}
 	if len(events) > 0 {
 		if err := workflow.ExecuteLocalActivity(lctx, a.RecordEvents, activities.RecordEventsInput{
-			EmailID: emailID, Events: events,
+			EmailID: emailID, TeamID: prep.TeamID, Events: events,
 		}).Get(ctx, nil); err != nil {
 			return err
 		}
@@ -170,7 +170,7 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 	}
 	if len(expired) > 0 {
 		return workflow.ExecuteLocalActivity(lctx, a.RecordEvents, activities.RecordEventsInput{
-			EmailID: emailID, Events: expired,
+			EmailID: emailID, TeamID: prep.TeamID, Events: expired,
 		}).Get(ctx, nil)
 	}
 	return nil

@@ -35,6 +35,7 @@ const adminUsage = `usage:
   posthaste admin assign-pool --team TEAM_ID|--domain DOMAIN_ID --pool NAME|--default
   posthaste admin warmup      --ip IP --start|--done
   posthaste admin audit verify
+  posthaste admin rotate-master-key [--check|--generate|--drop-previous] [--batch-size N]
 
 Without DATABASE_URL, admin uses the private PostgreSQL of the posthaste dev
 running on POSTHASTE_DATA_DIR.`
@@ -44,6 +45,9 @@ running on POSTHASTE_DATA_DIR.`
 func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		return usageError{fmt.Errorf("missing admin command\n%s", adminUsage)}
+	}
+	if args[0] == "rotate-master-key" {
+		return runRotateMasterKey(ctx, cfg, logger, args[1:], stdout)
 	}
 	fs := flag.NewFlagSet("admin "+args[0], flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -78,11 +82,7 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 		}
 		return u, nil
 	}
-	dbURL, err := adminDatabaseURL(cfg)
-	if err != nil {
-		return err
-	}
-	st, err := openStore(ctx, dbURL, logger)
+	st, err := openAdminStore(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
@@ -250,6 +250,16 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 	default:
 		return usageError{fmt.Errorf("unknown admin command %q\n%s", args[0], adminUsage)}
 	}
+}
+
+// openAdminStore opens the store of an admin command, on
+// adminDatabaseURL.
+func openAdminStore(ctx context.Context, cfg config.Config, logger *slog.Logger) (*store.Store, error) {
+	dbURL, err := adminDatabaseURL(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return openStore(ctx, dbURL, logger)
 }
 
 // adminDatabaseURL is DATABASE_URL, else the URL of the private cluster of

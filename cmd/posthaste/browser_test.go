@@ -462,6 +462,9 @@ func TestDashboardTour(t *testing.T) {
 	sentID := created("/broadcasts", broadcast)
 	// A received email, through the dev inbound MX (e2e_receiving_test.go).
 	receivedID := seedReceived(t, env, seed, dashboardID(domainURL))
+	// A finished data export, so the Data requests page lists one with
+	// its download link.
+	seed.waitDataRequest(seed.dataRequest("tour.contact@example.com", "export"))
 
 	// The navigation, as a signed-in page shows it.
 	var nav []string
@@ -469,6 +472,7 @@ func TestDashboardTour(t *testing.T) {
 		`[...document.querySelectorAll('header.top nav a, header.top .who a')].map(a => a.getAttribute("href"))`, &nav)))
 	require.GreaterOrEqual(t, len(nav), 12, nav)
 	require.Contains(t, nav, "/dashboard/audit", "the Audit page is in the navigation")
+	require.Contains(t, nav, "/dashboard/data-requests", "the Data requests page is in the navigation")
 	path := func(u string) string { return strings.TrimPrefix(u, dev.base) }
 	details := [][2]string{
 		{"email", "/dashboard/emails/" + id},

@@ -21,13 +21,16 @@ import (
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/broadcast"
+	"github.com/posthaste/posthaste/internal/codec"
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/dane"
 	"github.com/posthaste/posthaste/internal/dashboard"
+	"github.com/posthaste/posthaste/internal/datakey"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/health"
 	"github.com/posthaste/posthaste/internal/imports"
+	"github.com/posthaste/posthaste/internal/keyring"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/mtasts"
 	"github.com/posthaste/posthaste/internal/outbox"
@@ -41,6 +44,7 @@ import (
 	"github.com/posthaste/posthaste/internal/telemetry"
 	"github.com/posthaste/posthaste/internal/tracking"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
+	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
 	"github.com/posthaste/posthaste/internal/webhook"
 	"github.com/posthaste/posthaste/smtpgw"
 	"github.com/posthaste/posthaste/worker"
@@ -71,14 +75,19 @@ func openStore(ctx context.Context, url string, logger *slog.Logger) (*store.Sto
 }
 
 // dialTemporal connects to the Temporal frontend. hostPort "" reads
-// Temporal's own TEMPORAL_* variables and config file (envconfig).
-func dialTemporal(ctx context.Context, hostPort, namespace string, logger *slog.Logger) (client.Client, error) {
+// Temporal's own TEMPORAL_* variables and config file (envconfig). pc,
+// when not nil, encrypts the personal data of every payload the client
+// writes (codec.NewDataConverter).
+func dialTemporal(ctx context.Context, hostPort, namespace string, pc *codec.Codec, logger *slog.Logger) (client.Client, error) {
 	opts := client.Options{HostPort: hostPort, Namespace: namespace}
 	if hostPort == "" {
 		var err error
 		if opts, err = envconfig.LoadDefaultClientOptions(); err != nil {
 			return nil, fmt.Errorf("reading Temporal client configuration: %w", err)
 		}
+	}
+	if pc != nil {
+		opts.DataConverter = codec.NewDataConverter(opts.DataConverter, pc)
 	}
 	opts.Logger = tlog.NewStructuredLogger(logger.With("component", "temporal-sdk"))
 	c, err := client.DialContext(ctx, opts)
@@ -121,32 +130,112 @@ func rootCAs(cfg config.Delivery) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// masterKey opens the master key that seals DKIM keys: POSTHASTE_MASTER_KEY,
-// else (dev only, devKeyFile set) a key file made on first run. Without
+// masterKey opens the master keyring that seals DKIM keys, webhook and
+// TOTP secrets: POSTHASTE_MASTER_KEY (the current key) and
+// POSTHASTE_MASTER_KEY_PREVIOUS, else (dev only, devKeyFile set) a key
+// file made on first run, whose first line is the current key. Without
 // either, a process may run as long as no domain exists; domains cannot be
-// added then.
+// added then. The box it returns derives the installation's stored token
+// keys (tokenKeyPurposes), which a rotation of the master key leaves as
+// they are.
 func masterKey(ctx context.Context, cfg config.Domains, st *store.Store, devKeyFile string) (*seal.Box, error) {
-	var key []byte
-	var err error
-	switch {
-	case cfg.MasterKey != "":
-		key, err = seal.ParseKey(cfg.MasterKey)
-	case devKeyFile != "":
-		key, err = seal.LoadOrCreateKeyFile(devKeyFile)
-	default:
+	box, err := masterRing(cfg, devKeyFile, true)
+	if err != nil {
+		return nil, err
+	}
+	if box == nil {
 		has, err := st.HasSealedSecrets(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("checking for sealed secrets: %w", err)
 		}
 		if has {
-			return nil, errors.New("POSTHASTE_MASTER_KEY (or POSTHASTE_MASTER_KEY_FILE) is required: DKIM keys or TOTP secrets sealed with it exist")
+			return nil, errors.New("POSTHASTE_MASTER_KEY (or POSTHASTE_MASTER_KEY_FILE) is required: DKIM keys, TOTP secrets, data keys or subject keys sealed with it exist")
 		}
 		return nil, nil
 	}
+	return keyring.Pin(ctx, st, box, tokenKeyPurposes())
+}
+
+// masterRing is the keyring of the configuration, else of the dev key
+// file (made when create is set and it does not exist), else nil.
+func masterRing(cfg config.Domains, devKeyFile string, create bool) (*seal.Box, error) {
+	var keys [][]byte
+	switch {
+	case cfg.MasterKey != "":
+		for _, text := range append([]string{cfg.MasterKey}, cfg.PreviousMasterKeys...) {
+			k, err := seal.ParseKey(text) // config.Load checked them
+			if err != nil {
+				return nil, fmt.Errorf("master key: %w", err)
+			}
+			keys = append(keys, k)
+		}
+	case devKeyFile != "":
+		var err error
+		if create {
+			keys, err = seal.LoadOrCreateKeyFile(devKeyFile)
+		} else {
+			keys, err = seal.ReadKeyFile(devKeyFile)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("master key: %w", err)
+		}
+	default:
+		return nil, nil
+	}
+	box, err := seal.NewRing(keys[0], keys[1:]...)
 	if err != nil {
 		return nil, fmt.Errorf("master key: %w", err)
 	}
-	return seal.New(key)
+	return box, nil
+}
+
+// tokenKeyPurposes are the purposes of every key derived from the master
+// key (seal.Box.DeriveKey): each is stored once, sealed, and then kept
+// across rotations of the master key, because what it signs or seals is
+// in mail already sent. A new purpose must be listed here.
+func tokenKeyPurposes() []string {
+	return []string{unsubscribe.KeyPurpose, mailto.KeyPurpose, tracking.KeyPurpose,
+		activities.VERPKeyPurpose, api.DownloadKeyPurpose, codec.SubjectIDPurpose}
+}
+
+// sealingStore returns st sealing mail content at rest (bodies, built and
+// submitted messages, attachments, inbound and received mail) with each
+// team's data key, sealed in turn with the master key. Without a master
+// key (production before any domain exists) content is stored as it is,
+// and a warning says so once at startup.
+func sealingStore(st *store.Store, keys *seal.Box, logger *slog.Logger) *store.Store {
+	if keys == nil {
+		logger.Warn("no master key (POSTHASTE_MASTER_KEY): message bodies, attachments and received mail are stored unencrypted")
+		return st
+	}
+	return st.WithSealer(datakey.New(keys, st, datakey.Config{}))
+}
+
+// payloadCodec is the codec that encrypts the personal data in Temporal
+// payloads under subject keys sealed with the master key; nil (payloads
+// in the clear, with a warning) without a master key.
+func payloadCodec(cfg config.Codec, keys *seal.Box, st *store.Store, logger *slog.Logger) (*codec.Codec, error) {
+	if keys == nil {
+		if cfg.Token != "" {
+			return nil, usageError{errors.New("POSTHASTE_CODEC_TOKEN needs a master key (POSTHASTE_MASTER_KEY)")}
+		}
+		logger.Warn("no master key: recipient addresses in Temporal histories are not encrypted")
+		return nil, nil
+	}
+	k, err := codec.NewKeys(codec.Config{CacheTTL: cfg.CacheTTL}, keys, st)
+	if err != nil {
+		return nil, err
+	}
+	return codec.New(k), nil
+}
+
+// codecHandler is the Temporal codec endpoint: nil (off) without
+// POSTHASTE_CODEC_TOKEN or a codec.
+func codecHandler(cfg config.Codec, pc *codec.Codec) http.Handler {
+	if cfg.Token == "" || pc == nil {
+		return nil
+	}
+	return codec.Handler(codec.HandlerConfig{Token: cfg.Token, Origins: cfg.Origins}, pc)
 }
 
 // unsubscribeKey is the key of unsubscribe tokens, derived from the
@@ -267,8 +356,7 @@ func newIntake(ctx context.Context, cfg config.Config, st *store.Store, tc clien
 		limiter, closeRedis = rl, closeFn
 	}
 	logs := reqlog.New(reqlog.Config{Dropped: metrics.RequestLogDropped, Logger: logger.With("component", "reqlog")}, st)
-	starter := worker.NewStarter(tc, deliveryPolicy(cfg))
-	starter.BroadcastRecheck = cfg.Delivery.BroadcastRecheck
+	starter := newStarter(cfg, tc)
 	disp := outbox.New(outbox.Config{RetryMax: cfg.Dispatch.RetryMax, GiveUpAfter: cfg.Dispatch.GiveUp},
 		st, starter, logger)
 	disp.Started = func(wait time.Duration) { metrics.OutboxWait.Observe(wait.Seconds()) }
@@ -300,7 +388,7 @@ func newIntake(ctx context.Context, cfg config.Config, st *store.Store, tc clien
 
 // newFrontDoor returns the HTTP handler: the API, the dashboard and the
 // operations endpoints.
-func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *intake, keys *seal.Box,
+func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *intake, keys *seal.Box, pc *codec.Codec,
 	reg *prometheus.Registry, metrics *telemetry.Metrics, ready []api.Check, temporalUI string,
 	logger *slog.Logger) (http.Handler, error) {
 	verifier := worker.NewVerifier(tc, verifySchedule(cfg))
@@ -386,6 +474,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		Dashboard:        dash,
 		Unsubscribe:      unsub,
 		Tracking:         track,
+		Codec:            codecHandler(cfg.Codec, pc),
 		Logger:           logger,
 		Limiter:          in.limiter,
 		DefaultRateLimit: cfg.Limits.DefaultRate,
@@ -491,8 +580,8 @@ func webhookClient(cfg config.Config) *webhook.Client {
 // the activities deliver from the IP pools named in pools (nil: all, see
 // newSenders), which it returns as worker.Config.Pools names them.
 func newActivities(ctx context.Context, cfg config.Config, st *store.Store, tc client.Client, keys *seal.Box,
-	metrics *telemetry.Metrics, outbox activities.Notifier, pools []string, logger *slog.Logger) (*activities.Activities,
-	[]string, func(), error) {
+	pc *codec.Codec, metrics *telemetry.Metrics, outbox activities.Notifier, pools []string,
+	logger *slog.Logger) (*activities.Activities, []string, func(), error) {
 	if err := syncPools(ctx, st, cfg.Delivery.Pools); err != nil {
 		return nil, nil, nil, err
 	}
@@ -544,8 +633,36 @@ func newActivities(ctx context.Context, cfg config.Config, st *store.Store, tc c
 		Unsubscribe:   links,
 		BroadcastRate: float64(cfg.Delivery.BroadcastRate),
 		DefaultPool:   cfg.Delivery.DefaultPool,
+		DataRequests: activities.DataRequestConfig{Eraser: subjectEraser(pc), Waker: worker.NewWaker(tc),
+			ArchiveTTL: cfg.Delivery.DataExportTTL, RestartDelay: cfg.Delivery.Heartbeat},
 	}, st, d, metrics, logger)
 	return acts, d.queues, func() { d.Close(); closeShaper(sh) }, nil
+}
+
+// subjectEraser is what erases an address from Temporal histories: the
+// payload codec's keys; nil (nothing to erase, payloads are in the clear)
+// without a codec.
+func subjectEraser(pc *codec.Codec) activities.SubjectEraser {
+	if pc == nil {
+		return nil
+	}
+	return pc.Keys()
+}
+
+// eraseWait is how long an erasure waits after destroying the address's
+// key before it completes: the codec's key-cache bound, after which no
+// process can decode the address any more, plus a margin that also
+// covers the request log's write interval (a second).
+func eraseWait(cfg config.Config) time.Duration { return cfg.Codec.CacheTTL + 5*time.Second }
+
+// newStarter is the outbox's workflow starter with the configured
+// workflow settings; every dispatcher (api, mx) uses one, since any of
+// them may start any entry.
+func newStarter(cfg config.Config, tc client.Client) *worker.Starter {
+	starter := worker.NewStarter(tc, deliveryPolicy(cfg))
+	starter.BroadcastRecheck = cfg.Delivery.BroadcastRecheck
+	starter.EraseWait = eraseWait(cfg)
+	return starter
 }
 
 // serveHTTP listens on addr and serves h until ctx ends, then shuts down

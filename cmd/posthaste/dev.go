@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/posthaste/posthaste/api"
@@ -82,22 +85,36 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 		IP:           cfg.Temporal.IP,
 		FrontendPort: cfg.Temporal.Port,
 		UIPort:       cfg.Temporal.UIPort,
-		Logger:       logger,
+		// With a codec token, the embedded UI decodes payloads through
+		// this process's codec endpoint (the token in its path).
+		CodecEndpoint: devCodecEndpoint(cfg),
+		Logger:        logger,
 	})
 	if err != nil {
 		return fmt.Errorf("starting embedded Temporal: %w", err)
 	}
 	stops = append(stops, tmp.Stop)
-	tc, err := dialTemporal(ctx, tmp.FrontendAddress(), cfg.Temporal.Namespace, logger)
-	if err != nil {
-		return err
-	}
-	stops = append(stops, tc.Close)
-
 	keys, err := masterKey(ctx, cfg.Domains, st, filepath.Join(dataDir, "master.key"))
 	if err != nil {
 		return err
 	}
+	st = sealingStore(st, keys, logger)
+	if cfg.Codec.Token != "" && len(cfg.Codec.Origins) == 0 && tmp.UIAddress() != "" {
+		// The embedded Temporal UI may call the codec endpoint.
+		cfg.Codec.Origins = []string{"http://" + displayAddr(tmp.UIAddress())}
+		if _, port, err := net.SplitHostPort(tmp.UIAddress()); err == nil {
+			cfg.Codec.Origins = append(cfg.Codec.Origins, "http://localhost:"+port)
+		}
+	}
+	pc, err := payloadCodec(cfg.Codec, keys, st, logger)
+	if err != nil {
+		return err
+	}
+	tc, err := dialTemporal(ctx, tmp.FrontendAddress(), cfg.Temporal.Namespace, pc, logger)
+	if err != nil {
+		return err
+	}
+	stops = append(stops, tc.Close)
 	reg, metrics := newRegistry()
 	ui := tmp.UIAddress()
 	if ui != "" {
@@ -120,11 +137,11 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 		stops = append(stops, func() { stopGateway(gw, logger) })
 		checks = append(checks, api.Check{Name: "smtp", Check: gw.Ready})
 	}
-	handler, err := newFrontDoor(cfg, st, tc, in, keys, reg, metrics, checks, ui, logger)
+	handler, err := newFrontDoor(cfg, st, tc, in, keys, pc, reg, metrics, checks, ui, logger)
 	if err != nil {
 		return err
 	}
-	acts, pools, closeActs, err := newActivities(ctx, cfg, st, tc, keys, metrics, in.dispatcher, nil, logger)
+	acts, pools, closeActs, err := newActivities(ctx, cfg, st, tc, keys, pc, metrics, in.dispatcher, nil, logger)
 	if err != nil {
 		return err
 	}
@@ -195,6 +212,18 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 	case <-time.After(shutdownBudget):
 	}
 	return nil
+}
+
+// devCodecEndpoint is the codec endpoint dev's Temporal UI is pointed at:
+// "" without POSTHASTE_CODEC_TOKEN or a fixed HTTP port. Anyone who can
+// load dev's UI (on loopback by default) can read it, as they can the
+// workflows themselves.
+func devCodecEndpoint(cfg config.Config) string {
+	_, port, err := net.SplitHostPort(cfg.HTTP.Addr)
+	if cfg.Codec.Token == "" || err != nil || port == "0" || port == "" {
+		return ""
+	}
+	return "http://" + displayAddr(cfg.HTTP.Addr) + strings.TrimSuffix(api.CodecPath, "/") + "/" + url.PathEscape(cfg.Codec.Token)
 }
 
 // devClusterDir is where dev keeps its private PostgreSQL cluster; admin

@@ -122,6 +122,7 @@ func TestDevBroadcast(t *testing.T) {
 	st, err := store.Open(ctx, store.Config{URL: dbURL})
 	require.NoError(t, err)
 	defer st.Close()
+	st = devSealing(t, st, env["POSTHASTE_DATA_DIR"])
 	seen := map[string]bool{}
 	for after := ""; ; {
 		status, page := c.do("GET", "/broadcasts/"+id+"/recipients?limit=100"+after, nil)

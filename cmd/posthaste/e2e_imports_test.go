@@ -53,18 +53,25 @@ func (c apiClient) uploadImport(csv string, fields map[string]string) string {
 // waitImport polls an import until it ends and returns it.
 func (c apiClient) waitImport(id string) map[string]any {
 	c.t.Helper()
+	return c.waitEnded("/contacts/imports/"+id, "import "+id)
+}
+
+// waitEnded polls the object at path until its status is completed or
+// failed and returns it; what names it in the failure.
+func (c apiClient) waitEnded(path, what string) map[string]any {
+	c.t.Helper()
 	var last map[string]any
 	deadline := time.Now().Add(90 * time.Second)
 	for i := 0; time.Now().Before(deadline); i++ {
-		status, imp := c.do("GET", "/contacts/imports/"+id, nil)
-		require.Equal(c.t, 200, status, imp)
-		last = imp
-		if imp["status"] == "completed" || imp["status"] == "failed" {
-			return imp
+		status, r := c.do("GET", path, nil)
+		require.Equal(c.t, 200, status, r)
+		last = r
+		if r["status"] == "completed" || r["status"] == "failed" {
+			return r
 		}
 		time.Sleep(pollPause(i))
 	}
-	c.t.Fatalf("import %s did not end; last: %v", id, last)
+	c.t.Fatalf("%s did not end; last: %v", what, last)
 	return nil
 }
 

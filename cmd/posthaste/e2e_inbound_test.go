@@ -24,7 +24,6 @@ import (
 	"github.com/posthaste/posthaste/internal/postfixtest"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/seal"
-	"github.com/posthaste/posthaste/internal/smtptest"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/smtpgw"
 	"github.com/posthaste/posthaste/workflows"
@@ -121,9 +120,7 @@ func requireCode(t *testing.T, err error, code int) {
 func TestDevInbound(t *testing.T) {
 	ctx := context.Background()
 	dns := dnstest.NewServer(t)
-	mx := smtptest.NewServer(t, smtptest.Options{})
-	dns.AddMX("rcpt.test", "mx.rcpt.test", 10)
-	dns.AddA("mx.rcpt.test", "127.0.0.1")
+	mx := recipientMX(t, dns)
 	// Postfix, the MX of pfx.test, on the same port at another address.
 	dns.AddMX("pfx.test", "mx.pfx.test", 10)
 	dns.AddA("mx.pfx.test", "127.0.0.4")
@@ -137,6 +134,7 @@ func TestDevInbound(t *testing.T) {
 	st, err := store.Open(ctx, store.Config{URL: dbURL})
 	require.NoError(t, err)
 	defer st.Close()
+	st = devSealing(t, st, dataDir)
 	c := apiClient{t: t, base: dev.base, key: readCredentials(t, dataDir).APIKey}
 
 	// A verified domain.
@@ -353,9 +351,11 @@ func checkMXProcess(t *testing.T, base map[string]string, team string) {
 	_, err := smtpgw.EnsureSelfSigned(env["POSTHASTE_TLS_CERT_FILE"], env["POSTHASTE_TLS_KEY_FILE"],
 		[]string{"mx.posthaste.example"})
 	require.NoError(t, err)
-	master, err := seal.NewKey()
-	require.NoError(t, err)
-	env["POSTHASTE_MASTER_KEY"] = master
+	master := env["POSTHASTE_MASTER_KEY"]
+	if master == "" {
+		master = newMasterKey(t)
+		env["POSTHASTE_MASTER_KEY"] = master
+	}
 	raw, err := seal.ParseKey(master)
 	require.NoError(t, err)
 	box, err := seal.New(raw)

@@ -190,6 +190,12 @@ func TestDevReceiving(t *testing.T) {
 	code, _ = download(strings.Replace(a["download_url"].(string), "signature=", "signature=x", 1))
 	require.Equal(t, 404, code)
 	require.Len(t, recv.events(), 1)
+
+	// What was received is sealed at rest: the raw message, the bodies and
+	// the attachment are nowhere in plaintext.
+	counts := requireNoPlaintext(t, dbURL, []string{"inbound_message", "received_email", "received_attachment"},
+		"order 42 has not arrived", "% receipt")
+	require.Equal(t, map[string]int{"inbound_message": 1, "received_email": 1, "received_attachment": 1}, counts)
 }
 
 // receivedSample is a message with a text and an HTML part and a PDF
@@ -202,13 +208,22 @@ const receivedSample = "From: Ann Customer <ann@customer.test>\r\nTo: support@%s
 	"--b\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; filename=receipt.pdf\r\n" +
 	"Content-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQK\r\n--b--\r\n"
 
-// seedReceived gives the team of its domain domainID, in the dev process
-// of env, a verified domain with receiving enabled (inserted in the
-// database: the dashboard tour has no DNS to verify one through, and no
-// verification workflow runs for it), sends a message to support@ it at
-// the dev inbound MX and returns the id of the received email once the
-// API lists it.
+// seedReceived gives the team of domainID, besides the domains of env, a
+// verified domain with receiving enabled (see receiveAt) and has it
+// receive a sample message; it returns the received email's id.
 func seedReceived(t *testing.T, env map[string]string, c apiClient, domainID string) string {
+	t.Helper()
+	return receiveAt(t, env, c, domainID, "inbox.tour.test", func(domain string) []byte {
+		return []byte(fmt.Sprintf(receivedSample, domain))
+	})
+}
+
+// receiveAt inserts for the team of domainID a verified domain named name
+// with receiving enabled (in the database: the dashboard tour has no DNS
+// to verify one through, and no verification workflow runs for it), sends
+// msg(name) to support@name at the dev inbound MX and returns the id of
+// the received email once the API lists it.
+func receiveAt(t *testing.T, env map[string]string, c apiClient, domainID, name string, msg func(domain string) []byte) string {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Config{URL: env["DATABASE_URL"]})
@@ -216,21 +231,20 @@ func seedReceived(t *testing.T, env map[string]string, c apiClient, domainID str
 	defer st.Close()
 	team, err := st.DomainByID(ctx, uuid.MustParse(domainID))
 	require.NoError(t, err)
-	d := store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team.TeamID, Name: "inbox.tour.test", Region: "us-east-1",
+	d := store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team.TeamID, Name: name, Region: "us-east-1",
 		Status: store.DomainVerified, ReturnPath: "send", TLS: store.TLSOpportunistic, DKIMSelector: "posthaste",
 		DKIMPublicKey: "cHVibGlj", DKIMPrivateKey: []byte("sealed"), Receiving: store.ReceivingEnabled}
 	require.NoError(t, st.CreateDomain(ctx, d))
-	require.NoError(t, sendInbound(t, env["POSTHASTE_INBOUND_LISTEN"], "support@"+d.Name,
-		[]byte(fmt.Sprintf(receivedSample, d.Name))))
+	require.NoError(t, sendInbound(t, env["POSTHASTE_INBOUND_LISTEN"], "support@"+d.Name, msg(d.Name)))
 	deadline := time.Now().Add(30 * time.Second)
-	for {
+	for i := 0; ; i++ {
 		status, list := c.do("GET", "/emails/receiving", nil)
 		require.Equal(t, 200, status, list)
 		if data := list["data"].([]any); len(data) > 0 {
 			return data[0].(map[string]any)["id"].(string)
 		}
 		require.True(t, time.Now().Before(deadline), "the received email never appeared")
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(pollPause(i))
 	}
 }
 

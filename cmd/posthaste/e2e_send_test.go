@@ -134,6 +134,7 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 	require.NoError(t, err)
 	defer st.Close()
 	env := devEnv(t, dbURL, dns, mx)
+	st = devSealing(t, st, env["POSTHASTE_DATA_DIR"])
 	dev := startDev(t, env)
 	creds := readCredentials(t, env["POSTHASTE_DATA_DIR"])
 	c := newClient(t, dev.base, creds.APIKey)
@@ -466,6 +467,7 @@ func TestAcceptedThenKilledIsDeliveredOnce(t *testing.T) {
 	_ = api.Wait()
 
 	env := devEnv(t, dbURL, dns, mx)
+	st = devSealing(t, st, env["POSTHASTE_DATA_DIR"])
 	dev := startDev(t, env)
 	defer dev.stop(t)
 	c = newClient(t, dev.base, creds.APIKey)

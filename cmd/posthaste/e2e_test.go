@@ -466,6 +466,7 @@ func saveWorkflowHistory(t *testing.T, hostPort, workflowID, name string, maxEve
 	if dir == "" {
 		return
 	}
+	requireReplayable(t, &h)
 	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
@@ -560,6 +561,9 @@ func TestSplitTopology(t *testing.T) {
 		"TEMPORAL_ADDRESS":           fmt.Sprintf("127.0.0.1:%d", tport),
 		"POSTHASTE_METRICS_ADDR":     fmt.Sprintf("127.0.0.1:%d", metricsPort),
 		"POSTHASTE_LOG_LEVEL":        "warn",
+		// Every process of an installation shares the master key: the mx
+		// seals what it receives, the worker opens it.
+		"POSTHASTE_MASTER_KEY": newMasterKey(t),
 	}
 	out, code := runProcess(t, base, "migrate")
 	require.Equal(t, 0, code, out)

@@ -17,7 +17,6 @@ import (
 
 	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/pgtest"
-	"github.com/posthaste/posthaste/internal/smtptest"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -32,9 +31,7 @@ import (
 func TestDevTracking(t *testing.T) {
 	ctx := context.Background()
 	dns := dnstest.NewServer(t)
-	mx := smtptest.NewServer(t, smtptest.Options{})
-	dns.AddMX("rcpt.test", "mx.rcpt.test", 10)
-	dns.AddA("mx.rcpt.test", "127.0.0.1")
+	mx := recipientMX(t, dns)
 	dbURL := pgtest.NewDatabase(t)
 	env := domainDevEnv(t, dbURL, dns, mx.Port())
 	env["POSTHASTE_TRACKING_HOST"] = "track.posthaste.example"
@@ -43,6 +40,7 @@ func TestDevTracking(t *testing.T) {
 	st, err := store.Open(ctx, store.Config{URL: dbURL})
 	require.NoError(t, err)
 	defer st.Close()
+	st = devSealing(t, st, env["POSTHASTE_DATA_DIR"])
 	c := apiClient{t: t, base: dev.base, key: readCredentials(t, env["POSTHASTE_DATA_DIR"]).APIKey}
 
 	recv := newHookReceiver(t)

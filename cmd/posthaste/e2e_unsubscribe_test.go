@@ -18,7 +18,6 @@ import (
 
 	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/pgtest"
-	"github.com/posthaste/posthaste/internal/smtptest"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -38,9 +37,7 @@ import (
 func TestDevUnsubscribe(t *testing.T) {
 	ctx := context.Background()
 	dns := dnstest.NewServer(t)
-	mx := smtptest.NewServer(t, smtptest.Options{})
-	dns.AddMX("rcpt.test", "mx.rcpt.test", 10)
-	dns.AddA("mx.rcpt.test", "127.0.0.1")
+	mx := recipientMX(t, dns)
 	dbURL := pgtest.NewDatabase(t)
 	env := domainDevEnv(t, dbURL, dns, mx.Port())
 	dataDir := env["POSTHASTE_DATA_DIR"]
@@ -50,6 +47,7 @@ func TestDevUnsubscribe(t *testing.T) {
 	st, err := store.Open(ctx, store.Config{URL: dbURL})
 	require.NoError(t, err)
 	defer st.Close()
+	st = devSealing(t, st, dataDir)
 	c := apiClient{t: t, base: dev.base, key: readCredentials(t, dataDir).APIKey}
 
 	// A verified domain.

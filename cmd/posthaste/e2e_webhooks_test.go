@@ -40,6 +40,7 @@ func recordHistory(t *testing.T, tc client.Client, workflowID, name string, maxE
 	if dir == "" {
 		return
 	}
+	requireReplayable(t, &h)
 	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/config"
+	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/storetest"
 )
 
@@ -119,7 +120,7 @@ func TestHTTPSFrontDoorSecureCookiesAndHSTS(t *testing.T) {
 		in, err := newIntake(context.Background(), cfg, st, nil, metrics, logger)
 		require.NoError(t, err)
 		t.Cleanup(in.close)
-		h, err := newFrontDoor(cfg, st, nil, in, nil, reg, metrics, nil, "", logger)
+		h, err := newFrontDoor(cfg, st, nil, in, nil, nil, reg, metrics, nil, "", logger)
 		require.NoError(t, err)
 		srv := httptest.NewServer(h)
 		t.Cleanup(srv.Close)
@@ -143,4 +144,57 @@ func TestHTTPSFrontDoorSecureCookiesAndHSTS(t *testing.T) {
 		_ = res.Body.Close()
 		require.Equal(t, c.secure, strings.HasPrefix(res.Header.Get("Strict-Transport-Security"), "max-age="))
 	}
+}
+
+// TestCodecEndpointNeedsItsToken: /temporal-codec/ is off (404) unless
+// POSTHASTE_CODEC_TOKEN is set, and then answers only that token; the
+// token needs the master key.
+func TestCodecEndpointNeedsItsToken(t *testing.T) {
+	st := storetest.New(t)
+	logger := slog.New(slog.DiscardHandler)
+	box, err := seal.New(make([]byte, seal.KeySize))
+	require.NoError(t, err)
+	for _, token := range []string{"", "tok"} {
+		cfg, err := config.Load(func(k string) string {
+			if k == "POSTHASTE_CODEC_TOKEN" {
+				return token
+			}
+			return ""
+		})
+		require.NoError(t, err)
+		pc, err := payloadCodec(cfg.Codec, box, st, logger)
+		require.NoError(t, err)
+		reg, metrics := newRegistry()
+		in, err := newIntake(context.Background(), cfg, st, nil, metrics, logger)
+		require.NoError(t, err)
+		t.Cleanup(in.close)
+		h, err := newFrontDoor(cfg, st, nil, in, box, pc, reg, metrics, nil, "", logger)
+		require.NoError(t, err)
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		for auth, want := range map[string]int{"": 401, "Bearer nope": 401, "Bearer tok": 200} {
+			if token == "" {
+				want = 404
+			}
+			req, err := http.NewRequest(http.MethodPost, srv.URL+"/temporal-codec/decode",
+				strings.NewReader(`{"payloads":[]}`))
+			require.NoError(t, err)
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			res, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			_ = res.Body.Close()
+			require.Equal(t, want, res.StatusCode, "token %q, auth %q", token, auth)
+		}
+	}
+	cfg, err := config.Load(func(k string) string {
+		if k == "POSTHASTE_CODEC_TOKEN" {
+			return "tok"
+		}
+		return ""
+	})
+	require.NoError(t, err)
+	_, err = payloadCodec(cfg.Codec, nil, st, logger)
+	require.ErrorContains(t, err, "master key")
 }

@@ -28,7 +28,8 @@ commands:
   temporal  run only the embedded Temporal server and its UI
   migrate   apply database migrations
   admin     create-team, create-key, revoke-key, set-plan, set-rate-limit,
-            health, list-teams, create-pool, list-pools, assign-pool
+            health, list-teams, create-pool, list-pools, assign-pool,
+            warmup, audit verify, rotate-master-key
 
 Configuration comes from the environment; see the README.
 `

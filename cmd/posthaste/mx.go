@@ -23,7 +23,6 @@ import (
 	"github.com/posthaste/posthaste/internal/telemetry"
 	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
 	"github.com/posthaste/posthaste/smtpgw"
-	"github.com/posthaste/posthaste/worker"
 )
 
 // mxServer is a running inbound MX.
@@ -131,7 +130,7 @@ func inboundListen(cfg config.Inbound, def string) string {
 func newDispatcher(cfg config.Config, st *store.Store, tc client.Client, metrics *telemetry.Metrics,
 	logger *slog.Logger) *outbox.Dispatcher {
 	disp := outbox.New(outbox.Config{RetryMax: cfg.Dispatch.RetryMax, GiveUpAfter: cfg.Dispatch.GiveUp},
-		st, worker.NewStarter(tc, deliveryPolicy(cfg)), logger)
+		st, newStarter(cfg, tc), logger)
 	disp.Started = func(wait time.Duration) { metrics.OutboxWait.Observe(wait.Seconds()) }
 	disp.Ended = func(kind, reason string) { metrics.OutboxEnded.WithLabelValues(kind, reason).Inc() }
 	return disp
@@ -147,15 +146,12 @@ func runMX(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	if addr == "" {
 		return usageError{errors.New("POSTHASTE_INBOUND_LISTEN=off leaves the mx command nothing to do")}
 	}
-	st, tc, closeAll, err := connectExternal(ctx, cfg, logger)
+	st, tc, keys, _, closeAll, err := connectExternal(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer closeAll()
-	keys, err := masterKey(ctx, cfg.Domains, st, "")
-	if err != nil {
-		return err
-	}
+	st = sealingStore(st, keys, logger)
 	reg, metrics := newRegistry()
 	disp := newDispatcher(cfg, st, tc, metrics, logger)
 	defer startDispatcher(disp)()

@@ -12,8 +12,10 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/posthaste/posthaste/internal/codec"
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/devstack"
+	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/worker"
 )
@@ -21,15 +23,12 @@ import (
 // runAPI serves the HTTP API and drains the outbox against an external
 // Temporal (TEMPORAL_* variables) and PostgreSQL (DATABASE_URL).
 func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
-	st, tc, closeAll, err := connectExternal(ctx, cfg, logger)
+	st, tc, keys, pc, closeAll, err := connectExternal(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer closeAll()
-	keys, err := masterKey(ctx, cfg.Domains, st, "")
-	if err != nil {
-		return err
-	}
+	st = sealingStore(st, keys, logger)
 	reg, metrics := newRegistry()
 	in, err := newIntake(ctx, cfg, st, tc, metrics, logger)
 	if err != nil {
@@ -40,7 +39,7 @@ func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	// out, then the store closes (closeAll above).
 	defer in.close()
 	defer startDispatcher(in.dispatcher)()
-	handler, err := newFrontDoor(cfg, st, tc, in, keys, reg, metrics, readyChecks(st, tc), cfg.Temporal.UIURL, logger)
+	handler, err := newFrontDoor(cfg, st, tc, in, keys, pc, reg, metrics, readyChecks(st, tc), cfg.Temporal.UIURL, logger)
 	if err != nil {
 		return err
 	}
@@ -67,15 +66,12 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
-	st, tc, closeAll, err := connectExternal(ctx, cfg, logger)
+	st, tc, keys, pc, closeAll, err := connectExternal(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer closeAll()
-	keys, err := masterKey(ctx, cfg.Domains, st, "")
-	if err != nil {
-		return err
-	}
+	st = sealingStore(st, keys, logger)
 	reg, metrics := newRegistry()
 	var want []string
 	if *poolList != "" {
@@ -83,7 +79,7 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 			want = append(want, strings.TrimSpace(p))
 		}
 	}
-	acts, pools, closeActs, err := newActivities(ctx, cfg, st, tc, keys, metrics, nil, want, logger)
+	acts, pools, closeActs, err := newActivities(ctx, cfg, st, tc, keys, pc, metrics, nil, want, logger)
 	if err != nil {
 		return err
 	}
@@ -120,20 +116,33 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 	return nil
 }
 
-// connectExternal opens the store and the Temporal client of a production
-// process; closeAll releases both.
-func connectExternal(ctx context.Context, cfg config.Config, logger *slog.Logger) (*store.Store, client.Client, func(), error) {
+// connectExternal opens the store, the master key (nil without one) and
+// the Temporal client of a production process, whose payloads the
+// returned codec encrypts (nil without a master key); closeAll releases
+// the store and the client.
+func connectExternal(ctx context.Context, cfg config.Config, logger *slog.Logger) (*store.Store, client.Client,
+	*seal.Box, *codec.Codec, func(), error) {
 	logger.Info("starting", cfg.LogAttrs()...)
 	st, err := openStore(ctx, cfg.DatabaseURL, logger)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, nil, err
 	}
-	tc, err := dialTemporal(ctx, "", "", logger)
+	keys, err := masterKey(ctx, cfg.Domains, st, "")
 	if err != nil {
 		st.Close()
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, nil, err
 	}
-	return st, tc, func() { tc.Close(); st.Close() }, nil
+	pc, err := payloadCodec(cfg.Codec, keys, st, logger)
+	if err != nil {
+		st.Close()
+		return nil, nil, nil, nil, nil, err
+	}
+	tc, err := dialTemporal(ctx, "", "", pc, logger)
+	if err != nil {
+		st.Close()
+		return nil, nil, nil, nil, nil, err
+	}
+	return st, tc, keys, pc, func() { tc.Close(); st.Close() }, nil
 }
 
 // runTemporal runs only the embedded Temporal server and its UI.

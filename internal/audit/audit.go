@@ -90,9 +90,17 @@ const (
 	TeamHealthResume Action = "team.health_resume"
 	SettingsUpdate   Action = "team.settings_update"
 
+	// Data subject requests: the actor who asked, then the system when
+	// the request's workflow ends it. Entries carry the request id only.
+	DataRequestCreate   Action = "data_request.create"
+	DataRequestComplete Action = "data_request.complete"
+	DataRequestFail     Action = "data_request.fail"
+
 	PoolCreate Action = "ip_pool.create"
 	PoolAssign Action = "ip_pool.assign"
 	IPWarmup   Action = "ip_address.warmup"
+
+	MasterKeyRotate Action = "master_key.rotate"
 )
 
 // actions lists every action, in the order shown in filters.
@@ -104,7 +112,9 @@ var actions = []Action{
 	WebhookCreate, WebhookUpdate, WebhookDelete, WebhookRotateSecret,
 	SuppressionCreate, SuppressionDelete,
 	TeamCreate, TeamSetPlan, TeamSetRateLimit, TeamHealthResume, SettingsUpdate,
+	DataRequestCreate, DataRequestComplete, DataRequestFail,
 	PoolCreate, PoolAssign, IPWarmup,
+	MasterKeyRotate,
 }
 
 // Actions returns the closed list of actions (a copy).

@@ -57,6 +57,7 @@ type Config struct {
 	Admin     Admin
 	OAuth     OAuth
 	Webhooks  Webhooks
+	Codec     Codec
 	SMTP      SMTP
 	Inbound   Inbound
 	Steps     Steps
@@ -156,6 +157,21 @@ type Webhooks struct {
 	Retry        []time.Duration // POSTHASTE_WEBHOOK_RETRY: delays before each retry
 	Timeout      time.Duration   // POSTHASTE_WEBHOOK_TIMEOUT: one attempt
 	DisableAfter time.Duration   // POSTHASTE_WEBHOOK_DISABLE_AFTER: failing this long disables
+}
+
+// Codec configures the Temporal payload codec (package codec) and its
+// endpoint for the Temporal UI.
+type Codec struct {
+	// Token (POSTHASTE_CODEC_TOKEN or _FILE) is the operators' token of
+	// /temporal-codec/; "" leaves the endpoint off.
+	Token string
+	// Origins (POSTHASTE_CODEC_ORIGINS) are the Temporal UI origins the
+	// endpoint answers from browsers (CORS).
+	Origins []string
+	// CacheTTL (POSTHASTE_CODEC_CACHE_TTL) is how long a process keeps an
+	// unsealed subject key: the bound within which an erasure reaches
+	// every process.
+	CacheTTL time.Duration
 }
 
 // HTTP configures the API listener.
@@ -291,6 +307,9 @@ type Delivery struct {
 	// broadcast (quota used up, sender domain not verified) looks whether
 	// it may go on.
 	BroadcastRecheck time.Duration
+	// DataExportTTL (POSTHASTE_DATA_EXPORT_TTL) is how long the archive of
+	// a data export can be downloaded.
+	DataExportTTL time.Duration
 	// Pools (POSTHASTE_IP_POOLS) are the IP pools to deliver from, synced
 	// into the database at startup; nil when unset, the default pool
 	// then being POSTHASTE_SOURCE_IP (or the system's choice) with
@@ -326,12 +345,17 @@ const (
 
 // Domains configures sender domains: their keys, records and verification.
 type Domains struct {
-	// MasterKey seals DKIM private keys (POSTHASTE_MASTER_KEY or _FILE);
-	// empty when unset (dev then uses <data dir>/master.key).
-	MasterKey    string
-	DKIMSelector string // POSTHASTE_DKIM_SELECTOR
-	BounceHost   string // POSTHASTE_BOUNCE_HOST: MX of every return path
-	SPFInclude   string // POSTHASTE_SPF_INCLUDE: included by every return path's SPF
+	// MasterKey is the current master key, which seals secrets at rest
+	// (POSTHASTE_MASTER_KEY or _FILE; of a value of several lines, the
+	// first); empty when unset (dev then uses <data dir>/master.key).
+	MasterKey string
+	// PreviousMasterKeys still open what they sealed during a rotation:
+	// POSTHASTE_MASTER_KEY_PREVIOUS (or _FILE), comma- or line-separated,
+	// after the further lines of POSTHASTE_MASTER_KEY.
+	PreviousMasterKeys []string
+	DKIMSelector       string // POSTHASTE_DKIM_SELECTOR
+	BounceHost         string // POSTHASTE_BOUNCE_HOST: MX of every return path
+	SPFInclude         string // POSTHASTE_SPF_INCLUDE: included by every return path's SPF
 	// TrackingHost (POSTHASTE_TRACKING_HOST) is where every domain's
 	// tracking subdomain points (a CNAME): the host that serves tracked
 	// links and open pixels; default the host of POSTHASTE_PUBLIC_URL.
@@ -427,6 +451,7 @@ func Load(getenv Getenv) (Config, error) {
 			// crowd out a team's transactional mail for long.
 			BroadcastRate:    r.positive("POSTHASTE_BROADCAST_RATE", 100),
 			BroadcastRecheck: r.duration("POSTHASTE_BROADCAST_RECHECK", time.Hour),
+			DataExportTTL:    r.duration("POSTHASTE_DATA_EXPORT_TTL", 7*24*time.Hour),
 			Shaping:          r.shaping("POSTHASTE_SHAPING"),
 			ShapingWait:      r.wait("POSTHASTE_SHAPING_WAIT", 5*time.Second),
 			WarmupOverflow:   r.oneOf("POSTHASTE_WARMUP_OVERFLOW", WarmupWait, WarmupWait, WarmupSpill),
@@ -444,6 +469,8 @@ func Load(getenv Getenv) (Config, error) {
 		},
 		Egress: Egress{AllowPrivate: r.boolean("POSTHASTE_ALLOW_PRIVATE_EGRESS", false),
 			Allow: r.prefixes("POSTHASTE_EGRESS_ALLOW")},
+		Codec: Codec{Token: r.secret("POSTHASTE_CODEC_TOKEN"), Origins: r.list("POSTHASTE_CODEC_ORIGINS"),
+			CacheTTL: r.duration("POSTHASTE_CODEC_CACHE_TTL", 30*time.Second)},
 		Webhooks: Webhooks{
 			Retry:        r.durations("POSTHASTE_WEBHOOK_RETRY", "5s,5m,30m,2h,5h,10h,10h"),
 			Timeout:      r.duration("POSTHASTE_WEBHOOK_TIMEOUT", 15*time.Second),
@@ -545,11 +572,7 @@ func Load(getenv Getenv) (Config, error) {
 	if !dnsLabel.MatchString(c.Domains.DKIMSelector) {
 		r.fail("POSTHASTE_DKIM_SELECTOR", c.Domains.DKIMSelector, "must be a DNS label (letters, digits, hyphens)")
 	}
-	if c.Domains.MasterKey != "" {
-		if _, err := seal.ParseKey(c.Domains.MasterKey); err != nil {
-			r.fail("POSTHASTE_MASTER_KEY", "(redacted)", err.Error())
-		}
-	}
+	c.Domains.MasterKey, c.Domains.PreviousMasterKeys = masterKeys(&r, c.Domains.MasterKey)
 	if c.Limits.RedisURL != "" && !strings.HasPrefix(c.Limits.RedisURL, "redis://") &&
 		!strings.HasPrefix(c.Limits.RedisURL, "rediss://") && !strings.HasPrefix(c.Limits.RedisURL, "unix://") {
 		r.fail("REDIS_URL", redactURL(c.Limits.RedisURL), "must look like redis://host:port/db")
@@ -592,7 +615,8 @@ func (c Config) LogAttrs() []any {
 		slog.Any("ip_pools", poolsAttr(c.Delivery.Pools)), slog.String("default_pool", c.Delivery.DefaultPool),
 		slog.String("warmup_schedule", c.Delivery.Warmup.String()), slog.String("warmup_overflow", c.Delivery.WarmupOverflow),
 		slog.Any("egress_allow", c.Egress.Allow),
-		slog.Bool("master_key_set", c.Domains.MasterKey != ""), slog.String("dkim_selector", c.Domains.DKIMSelector),
+		slog.Bool("master_key_set", c.Domains.MasterKey != ""), slog.Int("previous_master_keys", len(c.Domains.PreviousMasterKeys)),
+		slog.String("dkim_selector", c.Domains.DKIMSelector),
 		slog.String("bounce_host", c.Domains.BounceHost), slog.String("spf_include", c.Domains.SPFInclude),
 		slog.String("tracking_host", c.Domains.TrackingHost),
 		slog.Duration("verify_interval", c.Domains.Verify.Interval), slog.Duration("verify_expire", c.Domains.Verify.Expire),
@@ -610,6 +634,8 @@ func (c Config) LogAttrs() []any {
 		slog.Duration("http_write_timeout", c.HTTP.WriteTimeout), slog.Duration("http_idle_timeout", c.HTTP.IdleTimeout),
 		slog.Duration("session_idle_timeout", c.HTTP.SessionIdleTimeout),
 		slog.Int("key_lookup_rate", c.HTTP.KeyLookupRate), slog.Bool("metrics_token_set", c.MetricsToken != ""),
+		slog.Bool("codec_token_set", c.Codec.Token != ""), slog.Any("codec_origins", c.Codec.Origins),
+		slog.Duration("codec_cache_ttl", c.Codec.CacheTTL),
 		slog.Duration("outbox_retry_max", c.Dispatch.RetryMax), slog.Duration("outbox_give_up", c.Dispatch.GiveUp),
 		slog.Duration("reconcile_interval", c.Dispatch.ReconcileInterval),
 		slog.Duration("reconcile_queued_after", c.Dispatch.ReconcileQueuedAfter),
@@ -684,6 +710,39 @@ func (r *reader) str(name, def string) string {
 }
 
 // secret reads name, or the file named by name_FILE.
+// masterKeys splits the text of POSTHASTE_MASTER_KEY into the current key
+// (its first line) and the previous keys (its further lines, then
+// POSTHASTE_MASTER_KEY_PREVIOUS), checking that each one parses.
+func masterKeys(r *reader, text string) (current string, previous []string) {
+	split := func(s string) []string {
+		var out []string
+		for _, f := range strings.FieldsFunc(s, func(c rune) bool { return c == ',' || c == '\n' }) {
+			if f = strings.TrimSpace(f); f != "" && !strings.HasPrefix(f, "#") {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	keys := split(text)
+	prev := split(r.secret("POSTHASTE_MASTER_KEY_PREVIOUS"))
+	for i, k := range append(append([]string(nil), keys...), prev...) {
+		name := "POSTHASTE_MASTER_KEY"
+		if i >= len(keys) {
+			name += "_PREVIOUS"
+		}
+		if _, err := seal.ParseKey(k); err != nil {
+			r.fail(name, "(redacted)", err.Error())
+		}
+	}
+	if len(keys) == 0 {
+		if len(prev) > 0 {
+			r.fail("POSTHASTE_MASTER_KEY_PREVIOUS", "(redacted)", "needs POSTHASTE_MASTER_KEY, the current key")
+		}
+		return "", nil
+	}
+	return keys[0], append(keys[1:], prev...)
+}
+
 func (r *reader) secret(name string) string {
 	if v := r.getenv(name); v != "" {
 		return v

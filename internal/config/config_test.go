@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +36,7 @@ func TestLoadDefaults(t *testing.T) {
 	require.Empty(t, c.HTTP.TrustedProxies)
 	require.Empty(t, c.HTTP.PublicURL)
 	require.Empty(t, c.SystemFrom)
+	require.Equal(t, 7*24*time.Hour, c.Delivery.DataExportTTL)
 }
 
 func TestLoadDomains(t *testing.T) {
@@ -53,6 +55,24 @@ func TestLoadDomains(t *testing.T) {
 	require.Equal(t, "bounces.example.com", c.Domains.BounceHost)
 	require.Equal(t, "spf.example.net", c.Domains.SPFInclude)
 	require.NotContains(t, fmt.Sprint(c.LogAttrs()...), key, "the key is never logged")
+	require.Empty(t, c.Domains.PreviousMasterKeys)
+
+	// A rotation: the new key current, older ones previous, from the
+	// further lines of the file and from POSTHASTE_MASTER_KEY_PREVIOUS.
+	k2, k3 := strings.Repeat("ab", 32), strings.Repeat("cd", 32)
+	require.NoError(t, os.WriteFile(path, []byte(k2+"\n"+key+"\n"), 0o600))
+	c, err = Load(env(map[string]string{"POSTHASTE_MASTER_KEY_FILE": path, "POSTHASTE_MASTER_KEY_PREVIOUS": " " + k3 + " "}))
+	require.NoError(t, err)
+	require.Equal(t, k2, c.Domains.MasterKey)
+	require.Equal(t, []string{key, k3}, c.Domains.PreviousMasterKeys)
+	require.NotContains(t, fmt.Sprint(c.LogAttrs()...), k3)
+	c, err = Load(env(map[string]string{"POSTHASTE_MASTER_KEY": k2, "POSTHASTE_MASTER_KEY_PREVIOUS": key + "," + k3}))
+	require.NoError(t, err)
+	require.Equal(t, []string{key, k3}, c.Domains.PreviousMasterKeys)
+	_, err = Load(env(map[string]string{"POSTHASTE_MASTER_KEY": k2, "POSTHASTE_MASTER_KEY_PREVIOUS": key + ",short"}))
+	require.ErrorContains(t, err, "POSTHASTE_MASTER_KEY_PREVIOUS")
+	_, err = Load(env(map[string]string{"POSTHASTE_MASTER_KEY_PREVIOUS": key}))
+	require.ErrorContains(t, err, "needs POSTHASTE_MASTER_KEY")
 }
 
 func TestLoadLimits(t *testing.T) {
@@ -118,6 +138,7 @@ func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
 		"POSTHASTE_TLS_CERT_FILE":          "/only/the/cert.pem",
 		"POSTHASTE_SMTP_MAX_CONNS_PER_IP":  "none",
 		"POSTHASTE_PUBLIC_URL":             "mail.example.com",
+		"POSTHASTE_DATA_EXPORT_TTL":        "a week",
 	} {
 		_, err := Load(env(map[string]string{name: val}))
 		require.ErrorContains(t, err, name, name)

@@ -30,6 +30,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/broadcast"
+	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/password"
@@ -144,6 +145,8 @@ type Handler struct {
 	// domainSvc and endpoints are the use cases shared with the API.
 	domainSvc *domains.Service
 	endpoints *webhook.Endpoints
+	// dataReqs serves the Data requests page.
+	dataReqs *datareq.Service
 	// proxies are the parsed Config.TrustedProxies.
 	proxies   []netip.Prefix
 	passwords *password.Pool
@@ -181,6 +184,11 @@ func New(cfg Config) (*Handler, error) {
 		Verifier: cfg.Verifier, Outbox: cfg.Outbox, Logger: cfg.Logger}, cfg.Store)
 	h.endpoints = webhook.NewEndpoints(webhook.EndpointsConfig{Keys: cfg.Keys, Client: cfg.WebhookClient,
 		Waker: cfg.WebhookWaker, AllowHTTP: cfg.AllowHTTPWebhooks, Logger: cfg.Logger}, cfg.Store)
+	var outbox datareq.Notifier
+	if cfg.Outbox != nil {
+		outbox = cfg.Outbox
+	}
+	h.dataReqs = datareq.New(datareq.Config{Keys: cfg.Keys, Outbox: outbox}, cfg.Store)
 	funcs := template.FuncMap{"fmtTime": fmtTime, "badge": badge, "join": strings.Join,
 		"deref": func(p *int) int { return *p }, "prose": prose, "has": slices.Contains[[]string],
 		"broadcastsOn": func() bool { return cfg.Broadcasts != nil }}
@@ -196,7 +204,9 @@ func New(cfg Config) (*Handler, error) {
 		// IP pools and their warm-up (ippools.go).
 		"ippools",
 		// The audit log (audit.go).
-		"audit"} {
+		"audit",
+		// Data subject requests (datarequests.go).
+		"data_requests"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials*.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -273,6 +283,9 @@ func New(cfg Config) (*Handler, error) {
 	m.Handle("GET /dashboard/ip-pools", h.signedIn(h.ipPools))
 	m.Handle("GET /dashboard/logs", h.signedIn(h.logs))
 	m.Handle("GET /dashboard/audit", h.signedIn(h.auditLog))
+	m.Handle("GET /dashboard/data-requests", h.signedIn(h.dataRequests))
+	m.Handle("POST /dashboard/data-requests", h.signedIn(h.createDataRequest))
+	m.Handle("GET /dashboard/data-requests/{id}/download", h.signedIn(h.downloadDataRequest))
 	m.Handle("GET /dashboard/logs/{id}", h.signedIn(h.logEntry))
 	m.Handle("GET /dashboard/suppressions", h.signedIn(h.suppressions))
 	m.Handle("POST /dashboard/suppressions/{id}/remove", h.signedIn(h.removeSuppression))

@@ -249,7 +249,7 @@ func TestEmailsPagesShowOnlyTheTeamsEmails(t *testing.T) {
 		Recipients: []store.Recipient{{Address: "bounced@posthaste.test", Kind: "to", Domain: "posthaste.test", Status: "queued"}}}
 	_, err := f.store.InsertEmail(ctx, e)
 	require.NoError(t, err)
-	_, err = f.store.SaveMessage(ctx, e.ID, e.ID.String()+"@posthaste.test", []byte("Subject: Quarterly\r\nX-Test: yes\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nthe text part as sent\r\n"))
+	_, err = f.store.SaveMessage(ctx, e.TeamID, e.ID, e.ID.String()+"@posthaste.test", []byte("Subject: Quarterly\r\nX-Test: yes\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nthe text part as sent\r\n"))
 	require.NoError(t, err)
 	require.NoError(t, f.store.RecordEvents(ctx, e.ID, []store.Event{{Type: "sent"},
 		{Type: "bounced", Recipient: "bounced@posthaste.test", Detail: map[string]any{"type": "Permanent"}}}))

@@ -70,6 +70,10 @@ type TemporalConfig struct {
 	FrontendPort int
 	// UIPort is the port of the Web UI; 0 means no UI.
 	UIPort int
+	// CodecEndpoint is the codec server the Web UI decodes payloads
+	// with (Temporal's codec-server protocol); "" means none. The UI
+	// hands it to every browser that loads it.
+	CodecEndpoint string
 	// Logger receives the server's warnings and errors and devstack's own
 	// lines; nil discards them.
 	Logger *slog.Logger
@@ -275,6 +279,7 @@ func (t *Temporal) startUI(ctx context.Context, cfg TemporalConfig) error {
 		CORS:                uiconfig.CORS{CookieInsecure: true},
 		HideLogs:            true,
 		DisableNewsFetch:    true,
+		Codec:               uiconfig.Codec{Endpoint: cfg.CodecEndpoint},
 	}))
 	go func() {
 		if err := t.ui.Start(); err != nil {

@@ -83,6 +83,8 @@ func TestLoadOrCreateKeyFile(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, k1, k2, "the second run reads the first key")
 
+	require.Len(t, k1, 1)
+
 	require.NoError(t, os.WriteFile(path, []byte("garbage"), 0o600))
 	_, err = LoadOrCreateKeyFile(path)
 	require.Error(t, err)

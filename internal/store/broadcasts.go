@@ -655,7 +655,7 @@ func (s *Store) handOff(ctx context.Context, in BroadcastChunk,
 	if len(contacts) == 0 {
 		res = BroadcastChunkResult{Done: true, Last: in.After}
 	} else {
-		res, err = queueChunk(batch, b, in, contacts, render)
+		res, err = s.queueChunk(ctx, batch, b, in, contacts, render)
 		if err != nil {
 			return BroadcastChunkResult{}, err
 		}
@@ -709,7 +709,7 @@ func chunkContacts(ctx context.Context, tx pgx.Tx, b Broadcast, after *uuid.UUID
 // queueChunk renders the contacts' emails and queues their acceptance:
 // the sendable ones as one batch with its outbox entry and quota, the
 // ones render refused recorded failed.
-func queueChunk(batch *pgx.Batch, b Broadcast, in BroadcastChunk, contacts []BroadcastContact,
+func (s *Store) queueChunk(ctx context.Context, batch *pgx.Batch, b Broadcast, in BroadcastChunk, contacts []BroadcastContact,
 	render func(Broadcast, BroadcastContact) (RenderedBroadcast, error)) (BroadcastChunkResult, error) {
 	var sendable, failed []Email
 	var reasons []string
@@ -755,6 +755,9 @@ func queueChunk(batch *pgx.Batch, b Broadcast, in BroadcastChunk, contacts []Bro
 			return BroadcastChunkResult{}, err
 		}
 		res.BatchID = &batchID
+		if sendable, err = s.sealEmails(ctx, sendable); err != nil {
+			return BroadcastChunkResult{}, err
+		}
 		if err := queueEmails(batch, sendable, &batchID, nil); err != nil {
 			return BroadcastChunkResult{}, err
 		}
@@ -763,6 +766,10 @@ func queueChunk(batch *pgx.Batch, b Broadcast, in BroadcastChunk, contacts []Bro
 		batch.Queue(quotaTakeSQL, pgx.NamedArgs{"team": b.TeamID, "month": QuotaMonth(in.Now), "addrs": addrs})
 	}
 	if len(failed) > 0 {
+		var err error
+		if failed, err = s.sealEmails(ctx, failed); err != nil {
+			return BroadcastChunkResult{}, err
+		}
 		if err := queueEmails(batch, failed, nil, nil); err != nil {
 			return BroadcastChunkResult{}, err
 		}

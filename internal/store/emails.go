@@ -58,6 +58,8 @@ type Attachment struct {
 	ContentType string
 	ContentID   string
 	Content     []byte
+
+	sealed bool // Content is sealed (as stored, before openEmail)
 }
 
 // Email is an accepted email.
@@ -100,6 +102,11 @@ type Email struct {
 	// Insights are the deliverability findings computed when the email
 	// was accepted (migration 00025); empty in lists.
 	Insights []Insight
+
+	// The sealed bodies and whether Source is sealed, as stored (see
+	// sealEmails and openEmail).
+	htmlSealed, textSealed []byte
+	sourceSealed           bool
 }
 
 // Insight is one deliverability finding of an email (internal/insights).
@@ -153,6 +160,9 @@ type Acceptance struct {
 // team's usage of the month including these emails. Over the plan's quota
 // nothing is written and the error is a *QuotaExceededError.
 func (s *Store) Accept(ctx context.Context, a Acceptance) (used int64, err error) {
+	if a.Emails, err = s.sealEmails(ctx, a.Emails); err != nil {
+		return 0, err
+	}
 	b, err := acceptance(a, &used)
 	if err != nil {
 		return 0, err
@@ -263,6 +273,7 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 		from, fromDomain, subject = make([]string, n), make([]string, n), make([]string, n)
 		to, cc, bcc, replyTo      = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		html, text                = make([]*string, n), make([]*string, n)
+		htmlSealed, textSealed    = make([][]byte, n), make([][]byte, n)
 		generateText              = make([]bool, n)
 		headers, tags             = make([]string, n), make([]string, n)
 		insights                  = make([]string, n)
@@ -276,6 +287,7 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 		attPos                    []int32
 		attName, attType, attCID  []string
 		attContent                [][]byte
+		attSealed                 []bool
 	)
 	for i, e := range emails {
 		id[i], team[i], domain[i], topic[i] = e.ID, e.TeamID, e.DomainID, e.TopicID
@@ -283,6 +295,7 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 		from[i], fromDomain[i], subject[i] = e.From, e.FromDomain, e.Subject
 		to[i], cc[i], bcc[i], replyTo[i] = arrayLiteral(e.To), arrayLiteral(e.Cc), arrayLiteral(e.Bcc), arrayLiteral(e.ReplyTo)
 		html[i], text[i], generateText[i] = e.HTML, e.Text, e.GenerateText
+		htmlSealed[i], textSealed[i] = e.htmlSealed, e.textSealed
 		var err error
 		if headers[i], err = jsonList(e.Headers); err != nil {
 			return fmt.Errorf("encoding headers: %w", err)
@@ -305,6 +318,7 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 			attType = append(attType, a.ContentType)
 			attCID = append(attCID, a.ContentID)
 			attContent = append(attContent, a.Content)
+			attSealed = append(attSealed, a.sealed)
 		}
 	}
 	// Row i of each insert takes element i of every array. One
@@ -314,7 +328,8 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 	b.Queue(`INSERT INTO email (id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs,
 			reply_to, subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
 			created_at, updated_at, batch_id, idempotency_key, domain_id, message_id,
-			rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id, broadcast_id, contact_id, insights)
+			rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id, broadcast_id, contact_id, insights,
+			html_sealed, text_sealed)
 		SELECT (@id::uuid[])[i], (@team::uuid[])[i], (@from::text[])[i], (@from_domain::text[])[i],
 			(@to::text[])[i]::text[], (@cc::text[])[i]::text[], (@bcc::text[])[i]::text[], (@reply_to::text[])[i]::text[],
 			(@subject::text[])[i], (@html::text[])[i], (@text::text[])[i], (@generate_text::boolean[])[i],
@@ -323,7 +338,8 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 			@batch, @key, (@domain::uuid[])[i], (@message_id::text[])[i],
 			(@rcpt_addrs::text[])[i]::text[], (@rcpt_kinds::text[])[i]::text[],
 			(@rcpt_domains::text[])[i]::text[], (@rcpt_status::text[])[i]::text[], (@topic::uuid[])[i],
-			(@broadcast::uuid[])[i], (@contact::uuid[])[i], (@insights::text[])[i]::jsonb
+			(@broadcast::uuid[])[i], (@contact::uuid[])[i], (@insights::text[])[i]::jsonb,
+			(@html_sealed::bytea[])[i], (@text_sealed::bytea[])[i]
 		FROM generate_subscripts(@id::uuid[], 1) AS i`+onConflict,
 		pgx.NamedArgs{"id": id, "team": team, "from": from, "from_domain": fromDomain,
 			"to": to, "cc": cc, "bcc": bcc, "reply_to": replyTo,
@@ -331,19 +347,20 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 			"headers": headers, "tags": tags, "scheduled_at": scheduledAt, "last_event": lastEvent,
 			"created_at": createdAt, "domain": domain, "message_id": messageID, "batch": batchID, "key": key,
 			"rcpt_addrs": rcptAddr, "rcpt_kinds": rcptKind, "rcpt_domains": rcptDomain, "rcpt_status": rcptStatus,
-			"topic": topic, "broadcast": broadcast, "contact": contact, "insights": insights})
+			"topic": topic, "broadcast": broadcast, "contact": contact, "insights": insights,
+			"html_sealed": htmlSealed, "text_sealed": textSealed})
 	if len(attEmail) > 0 {
-		b.Queue(`INSERT INTO attachment (email_id, position, filename, content_type, content_id, content)
+		b.Queue(`INSERT INTO attachment (email_id, position, filename, content_type, content_id, content, sealed)
 			SELECT (@email::uuid[])[i], (@pos::int[])[i], (@filename::text[])[i], (@ctype::text[])[i],
-				(@cid::text[])[i], (@content::bytea[])[i]
+				(@cid::text[])[i], (@content::bytea[])[i], (@sealed::boolean[])[i]
 			FROM generate_subscripts(@email::uuid[], 1) AS i`,
 			pgx.NamedArgs{"email": attEmail, "pos": attPos, "filename": attName, "ctype": attType,
-				"cid": attCID, "content": attContent})
+				"cid": attCID, "content": attContent, "sealed": attSealed})
 	}
 	for _, e := range emails {
 		if e.Source != nil {
-			b.Queue(`INSERT INTO email_source (email_id, data) VALUES (@id, @data)`,
-				pgx.NamedArgs{"id": e.ID, "data": e.Source})
+			b.Queue(`INSERT INTO email_source (email_id, data, sealed) VALUES (@id, @data, @sealed)`,
+				pgx.NamedArgs{"id": e.ID, "data": e.Source, "sealed": e.sourceSealed})
 		}
 	}
 	queueScheduledWebhooks(b, emails)
@@ -418,13 +435,15 @@ func jsonList[T any](list []T) (string, error) {
 const emailColumns = `id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to,
 	subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
 	coalesce(message_id, ''), created_at, updated_at, batch_id, idempotency_key, domain_id,
-	rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id, broadcast_id, contact_id, insights`
+	rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id, broadcast_id, contact_id, insights,
+	html_sealed, text_sealed`
 
 // emailListColumns leaves the bodies (and insights) out.
 const emailListColumns = `id, team_id, from_addr, from_domain, to_addrs, cc_addrs, bcc_addrs, reply_to,
 	subject, NULL::text, NULL::text, generate_text, headers, tags, scheduled_at, last_event,
 	coalesce(message_id, ''), created_at, updated_at, batch_id, idempotency_key, domain_id,
-	rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id, broadcast_id, contact_id, '[]'::jsonb`
+	rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id, broadcast_id, contact_id, '[]'::jsonb,
+	NULL::bytea, NULL::bytea`
 
 func scanEmail(row pgx.Row) (Email, error) {
 	var e Email
@@ -432,7 +451,8 @@ func scanEmail(row pgx.Row) (Email, error) {
 	err := row.Scan(&e.ID, &e.TeamID, &e.From, &e.FromDomain, &e.To, &e.Cc, &e.Bcc, &e.ReplyTo,
 		&e.Subject, &e.HTML, &e.Text, &e.GenerateText, &e.Headers, &e.Tags, &e.ScheduledAt,
 		&e.LastEvent, &e.MessageID, &e.CreatedAt, &e.UpdatedAt, &e.BatchID, &e.IdempotencyKey, &e.DomainID,
-		&addrs, &kinds, &domains, &status, &e.TopicID, &e.BroadcastID, &e.ContactID, &e.Insights)
+		&addrs, &kinds, &domains, &status, &e.TopicID, &e.BroadcastID, &e.ContactID, &e.Insights,
+		&e.htmlSealed, &e.textSealed)
 	if err != nil {
 		return Email{}, mapErr(err)
 	}
@@ -447,8 +467,20 @@ func scanEmail(row pgx.Row) (Email, error) {
 // GetEmail returns a team's email with its recipients. ErrNotFound for
 // unknown ids and for other teams' emails.
 func (s *Store) GetEmail(ctx context.Context, teamID, id uuid.UUID) (Email, error) {
-	return scanEmail(s.pool.QueryRow(ctx, `SELECT `+emailColumns+` FROM email
+	e, err := scanEmail(s.pool.QueryRow(ctx, `SELECT `+emailColumns+` FROM email
 		WHERE id = @id AND team_id = @team`, pgx.NamedArgs{"id": id, "team": teamID}))
+	return s.openedEmail(ctx, e, err)
+}
+
+// openedEmail opens the sealed content of an email just read.
+func (s *Store) openedEmail(ctx context.Context, e Email, err error) (Email, error) {
+	if err != nil {
+		return Email{}, err
+	}
+	if err := s.openEmail(ctx, &e); err != nil {
+		return Email{}, err
+	}
+	return e, nil
 }
 
 // ListEmails lists a team's emails, newest first, without bodies.
@@ -469,7 +501,7 @@ func (s *Store) EmailForBuild(ctx context.Context, id uuid.UUID) (Email, error) 
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return Email{}, err
 	}
-	return e, nil
+	return s.openedEmail(ctx, e, nil)
 }
 
 // EmailToSend is what preparing and delivering an email read: the email
@@ -497,8 +529,9 @@ func (s *Store) EmailForSending(ctx context.Context, id uuid.UUID, attachments b
 		queueAttachments(b, id, &out.Email)
 	}
 	queueSource(b, id, &out.Email)
-	b.Queue(`SELECT data FROM email_message WHERE email_id = @id`, args).QueryRow(func(row pgx.Row) error {
-		if err := row.Scan(&out.Message); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	var messageSealed bool
+	b.Queue(`SELECT data, sealed FROM email_message WHERE email_id = @id`, args).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&out.Message, &messageSealed); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("loading message of %s: %w", id, mapErr(err))
 		}
 		return nil
@@ -525,15 +558,31 @@ func (s *Store) EmailForSending(ctx context.Context, id uuid.UUID, attachments b
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return EmailToSend{}, err
 	}
+	if err := s.openEmail(ctx, &out.Email); err != nil {
+		return EmailToSend{}, err
+	}
+	var err error
+	if out.Message, err = s.openBytes(ctx, out.Email.TeamID, out.Message, messageSealed, adMessage(id)); err != nil {
+		return EmailToSend{}, fmt.Errorf("message of email %s: %w", id, err)
+	}
 	return out, nil
 }
 
 // Attachments returns the attachments of an email, in order.
 func (s *Store) Attachments(ctx context.Context, id uuid.UUID) ([]Attachment, error) {
-	var e Email
+	e := Email{ID: id}
 	b := &pgx.Batch{}
+	b.Queue(`SELECT team_id FROM email WHERE id = @id`, pgx.NamedArgs{"id": id}).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&e.TeamID); err != nil {
+			return fmt.Errorf("loading email %s: %w", id, mapErr(err))
+		}
+		return nil
+	})
 	queueAttachments(b, id, &e)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	if err := s.openEmail(ctx, &e); err != nil {
 		return nil, err
 	}
 	return e.Attachments, nil
@@ -560,12 +609,12 @@ func queueEmail(b *pgx.Batch, id uuid.UUID, e *Email) {
 
 // queueAttachments queues the read of the email's attachments into e.
 func queueAttachments(b *pgx.Batch, id uuid.UUID, e *Email) {
-	b.Queue(`SELECT filename, content_type, content_id, content FROM attachment
+	b.Queue(`SELECT filename, content_type, content_id, content, sealed FROM attachment
 		WHERE email_id = @id ORDER BY position`, pgx.NamedArgs{"id": id}).Query(func(rows pgx.Rows) error {
 		var err error
 		e.Attachments, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attachment, error) {
 			var a Attachment
-			err := r.Scan(&a.Filename, &a.ContentType, &a.ContentID, &a.Content)
+			err := r.Scan(&a.Filename, &a.ContentType, &a.ContentID, &a.Content, &a.sealed)
 			return a, err
 		})
 		if err != nil {
@@ -577,27 +626,37 @@ func queueAttachments(b *pgx.Batch, id uuid.UUID, e *Email) {
 
 // queueSource queues the read of the email's submitted source into e.
 func queueSource(b *pgx.Batch, id uuid.UUID, e *Email) {
-	b.Queue(`SELECT data FROM email_source WHERE email_id = @id`, pgx.NamedArgs{"id": id}).QueryRow(func(row pgx.Row) error {
-		if err := row.Scan(&e.Source); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	b.Queue(`SELECT data, sealed FROM email_source WHERE email_id = @id`, pgx.NamedArgs{"id": id}).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&e.Source, &e.sourceSealed); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("reading submitted message: %w", mapErr(err))
 		}
 		return nil
 	})
 }
 
-// SaveMessage stores the built message of an email once; a second call
-// (a retried step) keeps the first message and returns it.
-func (s *Store) SaveMessage(ctx context.Context, id uuid.UUID, messageID string, data []byte) ([]byte, error) {
+// SaveMessage stores the built message of the team's email once; a
+// second call (a retried step) keeps the first message and returns it.
+func (s *Store) SaveMessage(ctx context.Context, teamID, id uuid.UUID, messageID string, data []byte) ([]byte, error) {
+	sealedData, sealed, err := s.sealBytes(ctx, teamID, data, adMessage(id))
+	if err != nil {
+		return nil, fmt.Errorf("sealing message of %s: %w", id, err)
+	}
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO email_message (email_id, data) VALUES (@id, @data) ON CONFLICT (email_id) DO NOTHING`,
-		pgx.NamedArgs{"id": id, "data": data})
-	b.Queue(`UPDATE email SET message_id = @mid WHERE id = @id AND message_id IS NULL`,
-		pgx.NamedArgs{"id": id, "mid": messageID})
+	b.Queue(`INSERT INTO email_message (email_id, data, sealed)
+		SELECT @id, @data, @sealed WHERE EXISTS (SELECT 1 FROM email WHERE id = @id AND team_id = @team)
+		ON CONFLICT (email_id) DO NOTHING`,
+		pgx.NamedArgs{"id": id, "team": teamID, "data": sealedData, "sealed": sealed})
+	b.Queue(`UPDATE email SET message_id = @mid WHERE id = @id AND team_id = @team AND message_id IS NULL`,
+		pgx.NamedArgs{"id": id, "team": teamID, "mid": messageID})
 	var stored []byte
-	b.Queue(`SELECT data FROM email_message WHERE email_id = @id`, pgx.NamedArgs{"id": id}).
-		QueryRow(func(row pgx.Row) error { return row.Scan(&stored) })
+	var storedSealed bool
+	b.Queue(`SELECT data, sealed FROM email_message WHERE email_id = @id`, pgx.NamedArgs{"id": id}).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&stored, &storedSealed) })
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("saving message of %s: %w", id, mapErr(err))
+	}
+	if stored, err = s.openBytes(ctx, teamID, stored, storedSealed, adMessage(id)); err != nil {
+		return nil, fmt.Errorf("message of %s: %w", id, err)
 	}
 	return stored, nil
 }
@@ -605,9 +664,17 @@ func (s *Store) SaveMessage(ctx context.Context, id uuid.UUID, messageID string,
 // Message returns the built message of an email.
 func (s *Store) Message(ctx context.Context, id uuid.UUID) ([]byte, error) {
 	var data []byte
-	err := s.pool.QueryRow(ctx, `SELECT data FROM email_message WHERE email_id = @id`,
-		pgx.NamedArgs{"id": id}).Scan(&data)
-	return data, mapErr(err)
+	var sealed bool
+	var team uuid.UUID
+	err := s.pool.QueryRow(ctx, `SELECT m.data, m.sealed, e.team_id FROM email_message m JOIN email e ON e.id = m.email_id
+		WHERE m.email_id = @id`, pgx.NamedArgs{"id": id}).Scan(&data, &sealed, &team)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	if data, err = s.openBytes(ctx, team, data, sealed, adMessage(id)); err != nil {
+		return nil, fmt.Errorf("message of %s: %w", id, err)
+	}
+	return data, nil
 }
 
 // recordEventSQL appends one event and, only when it was appended, moves

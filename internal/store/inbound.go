@@ -256,12 +256,17 @@ func (in *Inbound) Accept(ctx context.Context, m inbound.Message) error {
 		if err != nil {
 			return err
 		}
+		raw, sealed, err := in.store.sealBytes(ctx, t, m.Data, adInbound(id))
+		if err != nil {
+			return fmt.Errorf("sealing inbound message %s: %w", m.ID, err)
+		}
 		b.Queue(`INSERT INTO inbound_message (id, team_id, message_id, kinds, mail_from, recipients, client_ip,
-				helo, tls, auth, auth_header, raw, size, received_at)
-			VALUES (@id, @team, @mid, @kinds, @from, @rcpts, @ip, @helo, @tls, @auth, @auth_header, @raw, @size, @at)`,
+				helo, tls, auth, auth_header, raw, size, received_at, sealed)
+			VALUES (@id, @team, @mid, @kinds, @from, @rcpts, @ip, @helo, @tls, @auth, @auth_header, @raw, @size, @at,
+				@sealed)`,
 			pgx.NamedArgs{"id": id, "team": t, "mid": m.ID, "kinds": kinds, "from": m.MailFrom, "rcpts": string(rj),
 				"ip": ip, "helo": m.Helo, "tls": m.TLS, "auth": string(auth), "auth_header": m.AuthHeader,
-				"raw": m.Data, "size": len(m.Data), "at": m.ReceivedAt})
+				"raw": raw, "size": len(m.Data), "at": m.ReceivedAt, "sealed": sealed})
 		b.Queue(`INSERT INTO outbox (kind, team_id, ref) VALUES (@kind, @team, @id)`,
 			pgx.NamedArgs{"kind": OutboxInbound, "team": t, "id": id})
 	}
@@ -283,18 +288,23 @@ func (in *Inbound) Accept(ctx context.Context, m inbound.Message) error {
 }
 
 const inboundColumns = `id, team_id, message_id, kinds, mail_from, recipients, client_ip, helo, tls, auth,
-	auth_header, raw, received_at, status, coalesce(result, ''), created_at`
+	auth_header, raw, received_at, status, coalesce(result, ''), created_at, sealed`
 
-func scanInbound(row pgx.Row) (InboundMessage, error) {
+// scanInbound reads an inbound message and opens its raw message.
+func (s *Store) scanInbound(ctx context.Context, row pgx.Row) (InboundMessage, error) {
 	var (
-		m     InboundMessage
-		rcpts []byte
-		auth  []byte
+		m      InboundMessage
+		rcpts  []byte
+		auth   []byte
+		sealed bool
 	)
 	err := row.Scan(&m.ID, &m.TeamID, &m.MessageID, &m.Kinds, &m.MailFrom, &rcpts, &m.ClientIP, &m.Helo, &m.TLS,
-		&auth, &m.AuthHeader, &m.Raw, &m.ReceivedAt, &m.Status, &m.Result, &m.CreatedAt)
+		&auth, &m.AuthHeader, &m.Raw, &m.ReceivedAt, &m.Status, &m.Result, &m.CreatedAt, &sealed)
 	if err != nil {
 		return InboundMessage{}, mapErr(err)
+	}
+	if m.Raw, err = s.openBytes(ctx, m.TeamID, m.Raw, sealed, adInbound(m.ID)); err != nil {
+		return InboundMessage{}, fmt.Errorf("raw message of %s: %w", m.ID, err)
 	}
 	if err := json.Unmarshal(rcpts, &m.Recipients); err != nil {
 		return InboundMessage{}, fmt.Errorf("decoding recipients of %s: %w", m.ID, err)
@@ -309,7 +319,7 @@ func scanInbound(row pgx.Row) (InboundMessage, error) {
 // workflows address it by id only, and everything they do with it is
 // scoped to its TeamID. ErrNotFound when it does not exist (any more).
 func (s *Store) InboundByID(ctx context.Context, id uuid.UUID) (InboundMessage, error) {
-	m, err := scanInbound(s.pool.QueryRow(ctx, `SELECT `+inboundColumns+` FROM inbound_message WHERE id = @id`,
+	m, err := s.scanInbound(ctx, s.pool.QueryRow(ctx, `SELECT `+inboundColumns+` FROM inbound_message WHERE id = @id`,
 		pgx.NamedArgs{"id": id}))
 	if err != nil {
 		return InboundMessage{}, fmt.Errorf("loading inbound message %s: %w", id, err)
@@ -328,7 +338,7 @@ func (s *Store) InboundMessages(ctx context.Context, teamID uuid.UUID, limit int
 	defer rows.Close()
 	var out []InboundMessage
 	for rows.Next() {
-		m, err := scanInbound(rows)
+		m, err := s.scanInbound(ctx, rows)
 		if err != nil {
 			return nil, err
 		}
@@ -372,7 +382,8 @@ func (s *Store) EmailByMessageID(ctx context.Context, teamID uuid.UUID, mid stri
 	if mid == "" {
 		return Email{}, ErrNotFound
 	}
-	return scanEmail(s.pool.QueryRow(ctx, `SELECT `+emailColumns+` FROM email
+	e, err := scanEmail(s.pool.QueryRow(ctx, `SELECT `+emailColumns+` FROM email
 		WHERE team_id = @team AND message_id IN (@mid, '<' || @mid || '>') ORDER BY id LIMIT 1`,
 		pgx.NamedArgs{"team": teamID, "mid": mid}))
+	return s.openedEmail(ctx, e, err)
 }

@@ -157,7 +157,7 @@ func TestInboundAcceptSplitsPerTeam(t *testing.T) {
 	found, err := st.EmailByVERP(ctx, teamA, v, [][]byte{verpKey})
 	require.NoError(t, err)
 	require.Equal(t, ea.ID, found.ID)
-	_, err = st.SaveMessage(ctx, ea.ID, ea.ID.String()+"@a.test", []byte("m"))
+	_, err = st.SaveMessage(ctx, ea.TeamID, ea.ID, ea.ID.String()+"@a.test", []byte("m"))
 	require.NoError(t, err)
 	found, err = st.EmailByMessageID(ctx, teamA, "<"+ea.ID.String()+"@a.test>")
 	require.NoError(t, err)

@@ -112,10 +112,13 @@ func (s *Store) CompleteMFA(ctx context.Context, hash, newHash []byte, expires t
 }
 
 // HasSealedSecrets reports whether anything sealed with the master key is
-// stored: DKIM keys of domains or TOTP secrets.
+// stored: DKIM keys of domains, TOTP secrets, teams' data keys (which
+// seal mail content) or subject keys (which encrypt addresses in Temporal
+// histories).
 func (s *Store) HasSealedSecrets(ctx context.Context) (bool, error) {
 	var has bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM domain) OR EXISTS (SELECT 1 FROM app_user WHERE totp_secret IS NOT NULL)`).Scan(&has)
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM domain) OR EXISTS (SELECT 1 FROM app_user WHERE totp_secret IS NOT NULL)
+		OR EXISTS (SELECT 1 FROM team_data_key) OR EXISTS (SELECT 1 FROM subject_key)`).Scan(&has)
 	return has, mapErr(err)
 }
 

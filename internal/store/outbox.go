@@ -30,6 +30,9 @@ const (
 	// OutboxBroadcast starts the Broadcast workflow of a broadcast that was
 	// sent; Ref is the broadcast id.
 	OutboxBroadcast = "broadcast"
+	// OutboxDataRequest starts the DataRequest workflow of a data request;
+	// Ref is the request id.
+	OutboxDataRequest = "data_request"
 )
 
 // OutboxItem is accepted work whose workflow has not been started yet.
@@ -69,6 +72,7 @@ const claimOutboxSQL = `SELECT o.id, o.kind, o.team_id, o.ref, o.scheduled_at, o
 			WHEN @send_batch THEN NOT EXISTS (SELECT 1 FROM email e WHERE e.batch_id = o.ref)
 			WHEN @contact_import THEN NOT EXISTS (SELECT 1 FROM contact_import i WHERE i.id = o.ref)
 			WHEN @broadcast THEN NOT EXISTS (SELECT 1 FROM broadcast b WHERE b.id = o.ref)
+			WHEN @data_request THEN NOT EXISTS (SELECT 1 FROM data_request d WHERE d.id = o.ref)
 			ELSE false END
 	FROM outbox o WHERE o.next_attempt_at <= now()
 	ORDER BY o.next_attempt_at, o.id LIMIT @limit FOR UPDATE OF o SKIP LOCKED`
@@ -88,7 +92,8 @@ func (s *Store) DrainOutbox(ctx context.Context, limit int,
 	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
 	rows, err := tx.Query(ctx, claimOutboxSQL,
 		pgx.NamedArgs{"limit": limit, "send_email": OutboxSendEmail, "send_batch": OutboxSendBatch,
-			"contact_import": OutboxContactImport, "broadcast": OutboxBroadcast})
+			"contact_import": OutboxContactImport, "broadcast": OutboxBroadcast,
+			"data_request": OutboxDataRequest})
 	if err != nil {
 		return 0, fmt.Errorf("claiming outbox: %w", mapErr(err))
 	}
@@ -142,7 +147,8 @@ func (s *Store) DrainOutbox(ctx context.Context, limit int,
 // as `failed` with reason (see FailEmail): the email of a send_email
 // entry, every email of a send_batch entry. Emails already gone and
 // webhook entries fail nothing. It returns how many recipients it failed.
-// The import of a contact_import entry ends `failed`, and the broadcast of
+// The import of a contact_import entry and the request of a data_request
+// entry end `failed`, and the broadcast of
 // a broadcast entry ends canceled with reason; they count as none.
 func (s *Store) FailOutboxWork(ctx context.Context, it OutboxItem, reason string) (int, error) {
 	var ids []uuid.UUID
@@ -152,6 +158,10 @@ func (s *Store) FailOutboxWork(ctx context.Context, it OutboxItem, reason string
 		if errors.Is(err, ErrNotFound) {
 			err = nil
 		}
+		return 0, err
+	case OutboxDataRequest:
+		_, err := s.FinishDataRequest(ctx, it.Ref, DataRequestOutcome{Failed: true,
+			Reason: "The request could not be started."})
 		return 0, err
 	case OutboxContactImport:
 		_, err := s.FinishContactImport(ctx, it.Ref, "The import could not be started.")

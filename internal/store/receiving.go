@@ -118,15 +118,29 @@ func (s *Store) InsertReceivedEmail(ctx context.Context, e ReceivedEmail) (id uu
 	if headers == nil {
 		headers = map[string]string{}
 	}
+	text, html := e.Text, e.HTML
+	textSealed, err := s.sealText(ctx, e.TeamID, text, adReceivedText(e.ID))
+	if err != nil {
+		return uuid.Nil, false, fmt.Errorf("sealing text of received email %s: %w", e.ID, err)
+	}
+	htmlSealed, err := s.sealText(ctx, e.TeamID, html, adReceivedHTML(e.ID))
+	if err != nil {
+		return uuid.Nil, false, fmt.Errorf("sealing html of received email %s: %w", e.ID, err)
+	}
+	if s.sealer != nil {
+		text, html = nil, nil
+	}
 	err = tx.QueryRow(ctx, `INSERT INTO received_email (id, team_id, domain_id, inbound_id, from_addr, to_addrs,
-			cc, bcc, reply_to, received_for, subject, message_id, text_body, html_body, headers, created_at)
+			cc, bcc, reply_to, received_for, subject, message_id, text_body, html_body, headers, created_at,
+			text_sealed, html_sealed)
 		VALUES (@id, @team, @domain, @inbound, @from, @to, @cc, @bcc, @reply_to, @for, @subject, @mid,
-			@text, @html, @headers, @at)
+			@text, @html, @headers, @at, @text_sealed, @html_sealed)
 		ON CONFLICT (inbound_id, domain_id) DO NOTHING RETURNING id`,
 		pgx.NamedArgs{"id": e.ID, "team": e.TeamID, "domain": e.DomainID, "inbound": e.InboundID, "from": e.From,
 			"to": nonNil(e.To), "cc": nonNil(e.Cc), "bcc": nonNil(e.Bcc), "reply_to": nonNil(e.ReplyTo),
-			"for": nonNil(e.ReceivedFor), "subject": e.Subject, "mid": e.MessageID, "text": e.Text,
-			"html": e.HTML, "headers": headers, "at": e.CreatedAt}).Scan(&id)
+			"for": nonNil(e.ReceivedFor), "subject": e.Subject, "mid": e.MessageID, "text": text,
+			"html": html, "headers": headers, "at": e.CreatedAt,
+			"text_sealed": textSealed, "html_sealed": htmlSealed}).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = tx.QueryRow(ctx, `SELECT id FROM received_email WHERE inbound_id = @inbound AND domain_id = @domain`,
 			pgx.NamedArgs{"inbound": e.InboundID, "domain": e.DomainID}).Scan(&id)
@@ -140,12 +154,16 @@ func (s *Store) InsertReceivedEmail(ctx context.Context, e ReceivedEmail) (id uu
 	}
 	b := &pgx.Batch{}
 	for i, a := range e.Attachments {
+		content, sealed, err := s.sealBytes(ctx, e.TeamID, a.Content, adReceivedAtt(a.ID))
+		if err != nil {
+			return uuid.Nil, false, fmt.Errorf("sealing attachment %d of received email %s: %w", i, e.ID, err)
+		}
 		b.Queue(`INSERT INTO received_attachment (id, received_email_id, team_id, position, filename, content_type,
-				content_disposition, content_id, size, content)
-			VALUES (@id, @email, @team, @pos, @filename, @ct, @disp, @cid, @size, @content)`,
+				content_disposition, content_id, size, content, sealed)
+			VALUES (@id, @email, @team, @pos, @filename, @ct, @disp, @cid, @size, @content, @sealed)`,
 			pgx.NamedArgs{"id": a.ID, "email": e.ID, "team": e.TeamID, "pos": i, "filename": nullString(a.Filename),
 				"ct": a.ContentType, "disp": nullString(a.ContentDisposition), "cid": nullString(a.ContentID),
-				"size": len(a.Content), "content": a.Content})
+				"size": len(a.Content), "content": content, "sealed": sealed})
 	}
 	payload := map[string]any{"type": EventReceived, "created_at": time.Now().UTC().Format(webhookTime),
 		"data": ReceivedPayload(e)}
@@ -175,13 +193,36 @@ func nonNil(ss []string) []string {
 }
 
 const receivedColumns = `id, team_id, domain_id, inbound_id, from_addr, to_addrs, cc, bcc, reply_to, received_for,
-	subject, message_id, text_body, html_body, headers, created_at`
+	subject, message_id, text_body, html_body, headers, created_at, text_sealed, html_sealed`
 
-func scanReceived(row pgx.Row) (ReceivedEmail, error) {
-	var e ReceivedEmail
+// scanReceived reads a received email; its bodies may still be sealed
+// (openReceived opens them).
+func scanReceived(row pgx.Row) (receivedRow, error) {
+	var r receivedRow
+	e := &r.ReceivedEmail
 	err := row.Scan(&e.ID, &e.TeamID, &e.DomainID, &e.InboundID, &e.From, &e.To, &e.Cc, &e.Bcc, &e.ReplyTo,
-		&e.ReceivedFor, &e.Subject, &e.MessageID, &e.Text, &e.HTML, &e.Headers, &e.CreatedAt)
-	return e, mapErr(err)
+		&e.ReceivedFor, &e.Subject, &e.MessageID, &e.Text, &e.HTML, &e.Headers, &e.CreatedAt,
+		&r.textSealed, &r.htmlSealed)
+	return r, mapErr(err)
+}
+
+// receivedRow is a received email as stored, with its sealed bodies.
+type receivedRow struct {
+	ReceivedEmail
+	textSealed, htmlSealed []byte
+}
+
+// openReceived returns the received email of r with its bodies opened.
+func (s *Store) openReceived(ctx context.Context, r receivedRow) (ReceivedEmail, error) {
+	e := r.ReceivedEmail
+	var err error
+	if e.Text, err = s.openText(ctx, e.TeamID, e.Text, r.textSealed, adReceivedText(e.ID)); err != nil {
+		return ReceivedEmail{}, fmt.Errorf("text of received email %s: %w", e.ID, err)
+	}
+	if e.HTML, err = s.openText(ctx, e.TeamID, e.HTML, r.htmlSealed, adReceivedHTML(e.ID)); err != nil {
+		return ReceivedEmail{}, fmt.Errorf("html of received email %s: %w", e.ID, err)
+	}
+	return e, nil
 }
 
 // attachmentsOf loads the attachments (without content) of the team's
@@ -213,8 +254,12 @@ func (s *Store) attachmentsOf(ctx context.Context, teamID uuid.UUID, ids []uuid.
 // GetReceivedEmail returns the team's received email with its attachments
 // (without their content). ErrNotFound for unknown and other teams' ones.
 func (s *Store) GetReceivedEmail(ctx context.Context, teamID, id uuid.UUID) (ReceivedEmail, error) {
-	e, err := scanReceived(s.pool.QueryRow(ctx, `SELECT `+receivedColumns+` FROM received_email
+	r, err := scanReceived(s.pool.QueryRow(ctx, `SELECT `+receivedColumns+` FROM received_email
 		WHERE id = @id AND team_id = @team`, pgx.NamedArgs{"id": id, "team": teamID}))
+	if err != nil {
+		return ReceivedEmail{}, err
+	}
+	e, err := s.openReceived(ctx, r)
 	if err != nil {
 		return ReceivedEmail{}, err
 	}
@@ -229,14 +274,18 @@ func (s *Store) GetReceivedEmail(ctx context.Context, teamID, id uuid.UUID) (Rec
 // ListReceivedEmails lists the team's received emails, newest first, with
 // their attachments (without content).
 func (s *Store) ListReceivedEmails(ctx context.Context, teamID uuid.UUID, p Page) ([]ReceivedEmail, bool, error) {
-	es, more, err := listPage(ctx, s, p, `SELECT `+receivedColumns+` FROM received_email WHERE team_id = @team`,
+	rs, more, err := listPage(ctx, s, p, `SELECT `+receivedColumns+` FROM received_email WHERE team_id = @team`,
 		pgx.NamedArgs{"team": teamID}, scanReceived)
 	if err != nil {
 		return nil, false, fmt.Errorf("listing received emails: %w", err)
 	}
-	ids := make([]uuid.UUID, len(es))
-	for i, e := range es {
-		ids[i] = e.ID
+	es := make([]ReceivedEmail, len(rs))
+	ids := make([]uuid.UUID, len(rs))
+	for i, r := range rs {
+		if es[i], err = s.openReceived(ctx, r); err != nil {
+			return nil, false, err
+		}
+		ids[i] = r.ID
 	}
 	atts, err := s.attachmentsOf(ctx, teamID, ids)
 	if err != nil {
@@ -252,13 +301,17 @@ func (s *Store) ListReceivedEmails(ctx context.Context, teamID uuid.UUID, p Page
 // email with its content. ErrNotFound for unknown and other teams' ones.
 func (s *Store) ReceivedAttachmentContent(ctx context.Context, teamID, emailID, id uuid.UUID) (ReceivedAttachment, error) {
 	var a ReceivedAttachment
+	var sealed bool
 	err := s.pool.QueryRow(ctx, `SELECT id, received_email_id, coalesce(filename, ''), content_type,
-			coalesce(content_disposition, ''), coalesce(content_id, ''), size, content
+			coalesce(content_disposition, ''), coalesce(content_id, ''), size, content, sealed
 		FROM received_attachment WHERE team_id = @team AND received_email_id = @email AND id = @id`,
 		pgx.NamedArgs{"team": teamID, "email": emailID, "id": id}).Scan(&a.ID, &a.EmailID, &a.Filename,
-		&a.ContentType, &a.ContentDisposition, &a.ContentID, &a.Size, &a.Content)
+		&a.ContentType, &a.ContentDisposition, &a.ContentID, &a.Size, &a.Content, &sealed)
 	if err != nil {
 		return ReceivedAttachment{}, mapErr(err)
+	}
+	if a.Content, err = s.openBytes(ctx, teamID, a.Content, sealed, adReceivedAtt(a.ID)); err != nil {
+		return ReceivedAttachment{}, fmt.Errorf("received attachment %s: %w", a.ID, err)
 	}
 	return a, nil
 }
@@ -268,11 +321,16 @@ func (s *Store) ReceivedAttachmentContent(ctx context.Context, teamID, emailID, 
 // ones.
 func (s *Store) ReceivedRaw(ctx context.Context, teamID, id uuid.UUID) ([]byte, error) {
 	var raw []byte
-	err := s.pool.QueryRow(ctx, `SELECT m.raw FROM received_email e JOIN inbound_message m ON m.id = e.inbound_id
+	var inboundID uuid.UUID
+	var sealed bool
+	err := s.pool.QueryRow(ctx, `SELECT m.raw, m.id, m.sealed FROM received_email e JOIN inbound_message m ON m.id = e.inbound_id
 		WHERE e.id = @id AND e.team_id = @team AND m.team_id = @team`,
-		pgx.NamedArgs{"id": id, "team": teamID}).Scan(&raw)
+		pgx.NamedArgs{"id": id, "team": teamID}).Scan(&raw, &inboundID, &sealed)
 	if err != nil {
 		return nil, mapErr(err)
+	}
+	if raw, err = s.openBytes(ctx, teamID, raw, sealed, adInbound(inboundID)); err != nil {
+		return nil, fmt.Errorf("raw message of received email %s: %w", id, err)
 	}
 	return raw, nil
 }

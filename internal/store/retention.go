@@ -86,10 +86,14 @@ var expiringTables = []struct{ table, expired string }{
 	// Account health notices, 30 days after their crossing: by then the
 	// window they describe has passed, and one never sent is stale.
 	{"health_notice", "created_at < @now::timestamptz - interval '30 days'"},
+	// Export archives of data requests, once their download expired.
+	{"data_request_archive", "expires_at < @now"},
 }
 
 // PurgeExpired deletes up to limit expired rows from each table of
-// expiringTables and returns how many it deleted in all.
+// expiringTables, makes up to limit completed exports whose archive
+// expired forget their address, and returns how many rows it changed in
+// all.
 func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error) {
 	total := 0
 	for _, x := range expiringTables {
@@ -109,5 +113,15 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int
 		}
 		total += int(tag.RowsAffected())
 	}
-	return total, nil
+	// A completed export needs its sealed address only while its archive
+	// can be downloaded: once that expired, it forgets the address (as a
+	// completed erasure does at once) and keeps its counts.
+	tag, err := s.pool.Exec(ctx, `UPDATE data_request SET address = NULL WHERE id = ANY(ARRAY(
+		SELECT id FROM data_request WHERE type = '`+DataRequestExport+`' AND status = '`+DataRequestCompleted+`'
+		AND address IS NOT NULL AND expires_at < @now LIMIT @limit FOR UPDATE SKIP LOCKED))`,
+		pgx.NamedArgs{"now": now, "limit": limit})
+	if err != nil {
+		return total, fmt.Errorf("forgetting the addresses of expired exports: %w", mapErr(err))
+	}
+	return total + int(tag.RowsAffected()), nil
 }

@@ -55,10 +55,12 @@ func (s *Store) ClaimForSending(ctx context.Context, id uuid.UUID, now time.Time
 	var c SendClaim
 	args := pgx.NamedArgs{"id": id, "now": now, "due": now.Add(skew)}
 	webhookArgs(args, Event{Type: EventSent}, now)
-	// The claim also fixes the Message-ID (the one the build step writes,
+	// Recipients with an outcome (an erasure canceled one before the
+	// claim) keep it. The claim also fixes the Message-ID (the one the build step writes,
 	// <email id>@<sender domain>), so the email.sent webhook carries it.
 	b.Queue(`WITH claim AS (
-			UPDATE email SET last_event = 'sent', updated_at = @now, rcpt_status = `+allRecipients("'sent'::text")+`,
+			UPDATE email SET last_event = 'sent', updated_at = @now, rcpt_status = coalesce((SELECT array_agg(CASE WHEN st = ANY (`+finalStatesArray+`) THEN st ELSE 'sent' END
+					ORDER BY n) FROM unnest(rcpt_status) WITH ORDINALITY r(st, n)), rcpt_status),
 				message_id = coalesce(message_id, id::text || '@' || from_domain)
 			WHERE id = @id AND (last_event = 'queued'
 				OR (last_event = 'scheduled' AND (scheduled_at IS NULL OR scheduled_at <= @due)))

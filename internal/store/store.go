@@ -51,6 +51,7 @@ type Config struct {
 type Store struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
+	sealer Sealer // nil: content is stored unsealed (see WithSealer)
 }
 
 // Open connects to PostgreSQL. It does not migrate; call Migrate.

@@ -70,10 +70,10 @@ func TestEmailLifecycleAndTeamIsolation(t *testing.T) {
 	require.Len(t, full.Attachments, 1)
 	require.Equal(t, []byte("x"), full.Attachments[0].Content)
 
-	msg, err := st.SaveMessage(ctx, e.ID, "mid@posthaste.test", []byte("first"))
+	msg, err := st.SaveMessage(ctx, e.TeamID, e.ID, "mid@posthaste.test", []byte("first"))
 	require.NoError(t, err)
 	require.Equal(t, []byte("first"), msg)
-	msg, err = st.SaveMessage(ctx, e.ID, "mid2@posthaste.test", []byte("second"))
+	msg, err = st.SaveMessage(ctx, e.TeamID, e.ID, "mid2@posthaste.test", []byte("second"))
 	require.NoError(t, err)
 	require.Equal(t, []byte("first"), msg, "a retried build keeps the first message")
 
@@ -340,7 +340,7 @@ func TestEmailForSending(t *testing.T) {
 	require.Nil(t, got.Message, "not built yet")
 	require.Nil(t, got.Domain, "the sandbox sender")
 
-	_, err = st.SaveMessage(ctx, e.ID, "m@x", []byte("built"))
+	_, err = st.SaveMessage(ctx, e.TeamID, e.ID, "m@x", []byte("built"))
 	require.NoError(t, err)
 	got, err = st.EmailForSending(ctx, e.ID, true)
 	require.NoError(t, err)

@@ -1,0 +1,44 @@
+package activities
+
+import (
+	"testing"
+
+	"github.com/google/uuid"
+)
+
+func TestWithoutAddresses(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"451 4.7.1 <Bob@Example.test>: greylisted", "451 4.7.1 <recipient>: greylisted"},
+		{"452 too many recipients", "452 too many recipients"},
+		{"550 bob@example.test and amy+x@example.test unknown", "550 recipient and recipient unknown"},
+	} {
+		if got := withoutAddresses(c.in, []string{"bob@example.test", "amy+x@example.test", ""}); got != c.want {
+			t.Errorf("withoutAddresses(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestPersonalDataDeclared: every value of the send path that carries
+// addresses declares all of them with its team.
+func TestPersonalDataDeclared(t *testing.T) {
+	team := uuid.New()
+	out := []DeliverOutcome{{Rcpt: "a@x.test"}}
+	checks := []struct {
+		name string
+		v    interface{ PersonalData() (uuid.UUID, []string) }
+		want int
+	}{
+		{"prepare", PrepareResult{TeamID: team, Sandbox: []SandboxRecipient{{Address: "s@posthaste.test"}},
+			Groups: []DeliveryGroup{{Recipients: []string{"a@x.test", "b@x.test"}}}}, 3},
+		{"deliver input", DeliverInput{TeamID: team, Recipients: []string{"a@x.test", "b@x.test"}, Answered: out}, 3},
+		{"progress", DeliverProgress{TeamID: team, Outcomes: out}, 1},
+		{"local result", DeliverLocalResult{TeamID: team, Answered: out, rcpts: []string{"a@x.test"}}, 2},
+		{"events", RecordEventsInput{TeamID: team, Events: []EventInput{{Recipient: "a@x.test"}, {Type: "sent"}}}, 1},
+	}
+	for _, c := range checks {
+		got, addrs := c.v.PersonalData()
+		if got != team || len(addrs) != c.want {
+			t.Errorf("%s: %v %v", c.name, got, addrs)
+		}
+	}
+}
