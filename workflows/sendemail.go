@@ -3,7 +3,6 @@ package workflows
 import (
 	"cmp"
 	"errors"
-	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -92,12 +91,14 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 	if prep.Skip {
 		return nil
 	}
-	local := workflow.DefaultVersion
-	if slices.ContainsFunc(prep.Groups, func(g activities.DeliveryGroup) bool { return g.Local }) {
-		// Histories recorded before local-first delivery have no group
-		// with Local set, and no marker: they never reach this call.
-		local = workflow.GetVersion(ctx, localDeliverChange, workflow.DefaultVersion, localDeliverVersion)
-	}
+	// Whether a group's first attempt runs locally is decided by Prepare's
+	// result (DeliveryGroup.Local), which its marker records: histories
+	// from before local-first delivery replay without Local and so without
+	// it. No GetVersion is needed, and none is called: its marker and the
+	// search-attribute upsert that goes with it cost two history events
+	// and a visibility write per email. Histories recorded with that
+	// marker still replay (the SDK skips version markers without a
+	// matching call, and their upsert).
 	futures := make([]workflow.Future, len(prep.Groups))
 	for i, g := range prep.Groups {
 		opts := workflow.ActivityOptions{
@@ -119,7 +120,7 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 			EmailID: emailID, TeamID: prep.TeamID, Domain: g.Domain, Recipients: g.Recipients, TLS: g.TLS, ReturnPath: g.ReturnPath,
 			Pool: g.Pool,
 		}
-		if local == localDeliverVersion && g.Local {
+		if g.Local {
 			in.Region = g.Region
 			futures[i] = deliverLocalFirst(ctx, in, opts, delivery.Initial)
 			continue
@@ -175,13 +176,6 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 	}
 	return nil
 }
-
-// localDeliverChange is the workflow.GetVersion change id of local-first
-// delivery; localDeliverVersion is the version that makes it.
-const (
-	localDeliverChange  = "local-first-deliver"
-	localDeliverVersion = workflow.Version(1)
-)
 
 // LocalDeliverTimeout bounds the local first attempt of a delivery. Nearly
 // every delivery takes seconds; while a local activity runs the SDK keeps

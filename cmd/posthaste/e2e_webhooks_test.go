@@ -22,10 +22,10 @@ import (
 	"github.com/posthaste/posthaste/workflows"
 )
 
-// writeHistory checks the size of a workflow's history and, when
+// recordHistory checks the size of a workflow's history and, when
 // POSTHASTE_WRITE_HISTORIES names a directory, writes it there as JSON for
-// the replay tests of package workflows.
-func recordHistory(t *testing.T, tc client.Client, workflowID, name string, maxEvents int) {
+// the replay tests of package workflows. It returns the history.
+func recordHistory(t *testing.T, tc client.Client, workflowID, name string, maxEvents int) *historypb.History {
 	t.Helper()
 	it := tc.GetWorkflowHistory(t.Context(), workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var h historypb.History
@@ -35,15 +35,16 @@ func recordHistory(t *testing.T, tc client.Client, workflowID, name string, maxE
 		h.Events = append(h.Events, ev)
 	}
 	t.Logf("%s: %d history events", name, len(h.Events))
-	require.LessOrEqual(t, len(h.Events), maxEvents)
+	require.LessOrEqual(t, len(h.Events), maxEvents, "a workflow keeps its history small")
 	dir := os.Getenv("POSTHASTE_WRITE_HISTORIES")
 	if dir == "" {
-		return
+		return &h
 	}
 	requireReplayable(t, &h)
 	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
+	return &h
 }
 
 // hookReceiver is a loopback endpoint that checks every signature with the
