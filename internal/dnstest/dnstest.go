@@ -2,7 +2,9 @@
 // benchmarks.
 //
 // The server answers UDP and TCP queries on one random 127.0.0.1 port from
-// records the test adds (MX, A, AAAA, TXT, CNAME, TLSA). It tells a name that does not
+// records the test adds (MX, A, AAAA, TXT, CNAME, TLSA), with one TTL for
+// every record and negative answer (SetTTL), and counts the queries it
+// gets (Queries), so that caching resolvers can be tested. It tells a name that does not
 // exist (NXDOMAIN) from a name that exists without records of the asked type
 // (NODATA), which is what mail routing needs to fall back from MX to A.
 // Unicode names are stored in their ASCII (punycode) form. Zones marked
@@ -19,14 +21,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 	"golang.org/x/net/idna"
 )
 
-// ttl is the time to live of every answer; tests change records at will, so
-// it only matters to callers that cache.
-const ttl = 60
+// defaultTTL is the time to live of every answer until SetTTL; tests change
+// records at will, so it only matters to callers that cache.
+const defaultTTL = 60
 
 // Server is an authoritative DNS server on loopback. It is safe for
 // concurrent use; records may change while queries are answered.
@@ -39,6 +42,15 @@ type Server struct {
 	records  map[string]map[uint16][]dns.RR // canonical owner name → type → records
 	servfail map[string]bool
 	secure   map[string]bool // canonical zone names whose answers carry AD
+	ttl      uint32          // of answers: their records, and SOA TTL and MINIMUM
+	queries  map[queryKey]int
+}
+
+// queryKey counts queries by name, type and transport.
+type queryKey struct {
+	name  string
+	qtype uint16
+	tcp   bool
 }
 
 // NewServer starts a server on 127.0.0.1 (UDP and TCP on the same random
@@ -61,6 +73,8 @@ func Start() (*Server, error) {
 		records:  make(map[string]map[uint16][]dns.RR),
 		servfail: make(map[string]bool),
 		secure:   make(map[string]bool),
+		ttl:      defaultTTL,
+		queries:  make(map[queryKey]int),
 	}
 
 	pc, ln, err := listen()
@@ -126,6 +140,31 @@ func (s *Server) Resolver() *net.Resolver {
 			return d.DialContext(ctx, network, addr)
 		},
 	}
+}
+
+// SetTTL sets the TTL, in whole seconds, of every answer from now on: its
+// records, and the TTL and MINIMUM of the SOA of negative answers (RFC
+// 2308). It is 60 seconds until set.
+func (s *Server) SetTTL(ttl time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ttl = uint32(ttl / time.Second)
+}
+
+// Queries returns how many queries for name and qtype (dns.TypeMX, ...)
+// the server has answered, over UDP and TCP.
+func (s *Server) Queries(name string, qtype uint16) int {
+	return s.count(name, qtype, false) + s.count(name, qtype, true)
+}
+
+// TCPQueries returns how many queries for name and qtype came over TCP,
+// as a resolver retries a truncated UDP answer.
+func (s *Server) TCPQueries(name string, qtype uint16) int { return s.count(name, qtype, true) }
+
+func (s *Server) count(name string, qtype uint16, tcp bool) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.queries[queryKey{canonical(name), qtype, tcp}]
 }
 
 // AddMX adds an MX record for domain pointing at host with preference pref.
@@ -263,6 +302,10 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		return
 	}
 	q := req.Question[0]
+	_, udp := w.RemoteAddr().(*net.UDPAddr)
+	s.mu.Lock()
+	s.queries[queryKey{canonical(q.Name), q.Qtype, !udp}]++
+	s.mu.Unlock()
 	s.answer(m, q)
 	opt := req.IsEdns0()
 	if req.AuthenticatedData || opt != nil && opt.Do() {
@@ -272,11 +315,11 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	}
 
 	size := dns.MaxMsgSize
-	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
+	if udp {
 		size = dns.MinMsgSize
 	}
 	if opt != nil {
-		if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
+		if udp {
 			size = int(opt.UDPSize())
 		}
 		m.SetEdns0(opt.UDPSize(), opt.Do())
@@ -298,7 +341,7 @@ func (s *Server) answer(m *dns.Msg, q dns.Question) {
 	if !s.exists(name) {
 		// RFC 2308 §2.1: NXDOMAIN with the zone's SOA for negative caching.
 		m.Rcode = dns.RcodeNameError
-		m.Ns = append(m.Ns, soa(name))
+		m.Ns = append(m.Ns, soa(name, s.ttl))
 		return
 	}
 	for qtype, rrs := range s.records[name] {
@@ -308,21 +351,25 @@ func (s *Server) answer(m *dns.Msg, q dns.Question) {
 		for _, rr := range rrs {
 			c := dns.Copy(rr)
 			c.Header().Name = q.Name // echo the question's spelling
+			c.Header().Ttl = s.ttl
 			m.Answer = append(m.Answer, c)
 		}
 	}
 	if cnames := s.records[name][dns.TypeCNAME]; len(m.Answer) == 0 && len(cnames) > 0 {
 		c := dns.Copy(cnames[0])
 		c.Header().Name = q.Name
+		c.Header().Ttl = s.ttl
 		m.Answer = append(m.Answer, c)
 		target := cnames[0].(*dns.CNAME).Target
 		for _, rr := range s.records[target][q.Qtype] {
-			m.Answer = append(m.Answer, dns.Copy(rr))
+			c := dns.Copy(rr)
+			c.Header().Ttl = s.ttl
+			m.Answer = append(m.Answer, c)
 		}
 	}
 	if len(m.Answer) == 0 {
 		// RFC 2308 §2.2: NODATA is NOERROR, no answer, SOA in authority.
-		m.Ns = append(m.Ns, soa(name))
+		m.Ns = append(m.Ns, soa(name, s.ttl))
 	}
 }
 
@@ -342,15 +389,18 @@ func (s *Server) exists(name string) bool {
 }
 
 // soa returns a SOA record for the top-level zone of name, which this
-// server pretends to be authoritative for.
-func soa(name string) dns.RR {
+// server pretends to be authoritative for, with ttl as its TTL and
+// MINIMUM.
+func soa(name string, ttl uint32) dns.RR {
 	labels := dns.SplitDomainName(name)
 	zone := "."
 	if len(labels) > 0 {
 		zone = labels[len(labels)-1] + "."
 	}
+	h := header(zone, dns.TypeSOA)
+	h.Ttl = ttl
 	return &dns.SOA{
-		Hdr:     header(zone, dns.TypeSOA),
+		Hdr:     h,
 		Ns:      "ns.dnstest.",
 		Mbox:    "hostmaster.dnstest.",
 		Serial:  1,
@@ -362,7 +412,7 @@ func soa(name string) dns.RR {
 }
 
 func header(name string, rrtype uint16) dns.RR_Header {
-	return dns.RR_Header{Name: name, Rrtype: rrtype, Class: dns.ClassINET, Ttl: ttl}
+	return dns.RR_Header{Name: name, Rrtype: rrtype, Class: dns.ClassINET, Ttl: defaultTTL}
 }
 
 // canonical returns name lower-cased and fully qualified, with Unicode
