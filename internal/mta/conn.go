@@ -119,6 +119,96 @@ func (g *dialGuard) refusedAll() bool {
 	return g.refused > 0 && !g.allowed
 }
 
+// dial resolves host and connects to its addresses in turn, IPv4 first,
+// each with a share of the connect timeout as net.Dialer shares it, until
+// one answers. Only addresses of the source address's family are tried.
+// guard, when not nil, checks each address just before connect(2). MX
+// hosts are resolved through the client's resolver (which may keep answers
+// for their TTL); the relay, which the operator names, by the system's,
+// hosts file included.
+func (c *Client) dial(ctx context.Context, host, port string, guard *dialGuard) (net.Conn, error) {
+	var r Resolver = c.resolver
+	if c.relayHost != "" {
+		r = net.DefaultResolver
+	}
+	addrs, err := r.LookupNetIP(ctx, "ip", absolute(host))
+	if err != nil {
+		return nil, err
+	}
+	addrs = c.reachable(addrs)
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("%s has no address of the source address's family", host)
+	}
+	d := net.Dialer{LocalAddr: c.local}
+	if guard != nil {
+		d.Control = guard.control
+	}
+	deadline := time.Now().Add(c.timeouts.Connect)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	var firstErr error
+	for i, a := range addrs {
+		d.Deadline = partialDeadline(time.Now(), deadline, len(addrs)-i)
+		nc, err := d.DialContext(ctx, "tcp", net.JoinHostPort(a.String(), port))
+		if err == nil {
+			return nc, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+		if ctx.Err() != nil || !time.Now().Before(deadline) {
+			break
+		}
+	}
+	return nil, firstErr
+}
+
+// absolute returns host with a trailing dot, which keeps the resolver's
+// search list out of it, unless it is an IP address.
+func absolute(host string) string {
+	if _, err := netip.ParseAddr(host); err == nil || strings.HasSuffix(host, ".") {
+		return host
+	}
+	return host + "."
+}
+
+// reachable returns the addresses of addrs a connection from the source
+// address can reach (all without one), IPv4 before IPv6, in their order
+// otherwise.
+func (c *Client) reachable(addrs []netip.Addr) []netip.Addr {
+	var v4, v6 []netip.Addr
+	for _, a := range addrs {
+		a = a.Unmap()
+		if a.Is4() {
+			v4 = append(v4, a)
+		} else {
+			v6 = append(v6, a)
+		}
+	}
+	if c.local != nil {
+		if c.local.(*net.TCPAddr).IP.To4() != nil {
+			return v4
+		}
+		return v6
+	}
+	return append(v4, v6...)
+}
+
+// partialDeadline returns the deadline of one connection attempt when
+// addrsRemaining addresses share the time until deadline: an equal share,
+// but at least 2 seconds when there is that much left (as net.Dialer
+// shares it).
+func partialDeadline(now, deadline time.Time, addrsRemaining int) time.Time {
+	remaining := deadline.Sub(now)
+	share := remaining / time.Duration(addrsRemaining)
+	const saneMinimum = 2 * time.Second
+	if share < saneMinimum {
+		share = min(remaining, saneMinimum)
+	}
+	return now.Add(share)
+}
+
 // open connects to host and sets up a session under the TLS policy p.
 func (c *Client) open(ctx context.Context, log *slog.Logger, host, port string, p *tlsPolicy) (*conn, error) {
 	cn, err := c.connect(ctx, host, port, p, false)
@@ -133,17 +223,11 @@ func (c *Client) open(ctx context.Context, log *slog.Logger, host, port string, 
 // connect dials host, reads the greeting, says EHLO and upgrades with
 // STARTTLS unless plain is set. The returned conn is bound to ctx.
 func (c *Client) connect(ctx context.Context, host, port string, p *tlsPolicy, plain bool) (*conn, error) {
-	d := net.Dialer{Timeout: c.timeouts.Connect, LocalAddr: c.local, Resolver: c.resolver}
 	var guard *dialGuard
 	if c.relayHost == "" {
 		guard = &dialGuard{policy: c.egress}
-		d.Control = guard.control
 	}
-	target := host
-	if net.ParseIP(host) == nil {
-		target += "." // absolute: no search list
-	}
-	nc, err := d.DialContext(ctx, "tcp", net.JoinHostPort(target, port))
+	nc, err := c.dial(ctx, host, port, guard)
 	if err != nil {
 		he := &hostError{code: 451, enhanced: "4.4.1", err: fmt.Errorf("connecting to %s: %w", host, err)}
 		he.refused = guard != nil && guard.refusedAll() && ctx.Err() == nil

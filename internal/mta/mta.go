@@ -1,8 +1,10 @@
 // Package mta delivers mail to recipients' MX hosts over SMTP.
 //
 // A Client resolves a recipient domain's MX hosts (RFC 5321 §5.1, with the
-// RFC 7505 null MX), connects to them in preference order from an optional
-// source address, says EHLO, upgrades with STARTTLS under the envelope's TLS
+// RFC 7505 null MX) and their addresses through Config.Resolver (in the
+// program package dnscache, which keeps answers for their TTL), connects
+// to them in preference order from an optional source address (a host's
+// addresses in turn, IPv4 first), says EHLO, upgrades with STARTTLS under the envelope's TLS
 // policy, and runs one mail transaction for all recipients of the envelope,
 // pipelined when the server offers PIPELINING (RFC 2920). It honours SIZE
 // (RFC 1870) and SMTPUTF8 (RFC 6531), keeps idle connections for reuse by
@@ -41,12 +43,14 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/posthaste/posthaste/internal/dane"
+	"github.com/posthaste/posthaste/internal/dnscache"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/mtasts"
 	"github.com/posthaste/posthaste/internal/shaping"
@@ -58,9 +62,11 @@ type Config struct {
 	// should be a fully qualified name whose A record points back at the
 	// sending address.
 	Hostname string
-	// Resolver looks up MX and address records; nil means the system
-	// resolver. Point it at a test DNS server with POSTHASTE_DNS_SERVER.
-	Resolver *net.Resolver
+	// Resolver looks up MX records and the addresses of MX hosts (the
+	// relay's name is resolved by the system resolver); nil means net.DefaultResolver, which keeps no answers. The
+	// program gives a *dnscache.Resolver, which keeps them for their TTL
+	// (POSTHASTE_DNS_SERVER points it at a test DNS server).
+	Resolver Resolver
 	// Port is the port of MX hosts; 0 means 25. Tests and local setups
 	// change it (POSTHASTE_MX_PORT). The relay has its own port.
 	Port int
@@ -103,11 +109,25 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Resolver answers the DNS questions of delivery, with net.Resolver's
+// error semantics: a *net.DNSError with IsNotFound set when the name does
+// not exist or has no records of the type. *net.Resolver and
+// *dnscache.Resolver implement it.
+type Resolver interface {
+	LookupMX(ctx context.Context, name string) ([]*net.MX, error)
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+var (
+	_ Resolver = (*net.Resolver)(nil)
+	_ Resolver = (*dnscache.Resolver)(nil)
+)
+
 // Timeouts bounds the steps of an SMTP session. A step that takes longer
 // fails the connection and defers its recipients. The Deliver context's
 // deadline, when earlier, wins.
 type Timeouts struct {
-	Connect   time.Duration // TCP connect to one host, all its addresses; default 30 s
+	Connect   time.Duration // TCP connect to one host, shared by its addresses; default 30 s
 	Greeting  time.Duration // the 220 greeting; default 5 min (RFC 5321 §4.5.3.2.1)
 	Command   time.Duration // EHLO, STARTTLS with its handshake, RSET; default 5 min
 	Mail      time.Duration // reply to MAIL FROM; default 5 min (§4.5.3.2.2)
@@ -225,7 +245,7 @@ type Result struct {
 // the idle connections it keeps.
 type Client struct {
 	hostname  string
-	resolver  *net.Resolver
+	resolver  Resolver
 	port      string
 	relayHost string
 	relayPort string

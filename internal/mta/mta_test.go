@@ -15,6 +15,8 @@ import (
 	"github.com/miekg/dns"
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/clocktest"
+	"github.com/posthaste/posthaste/internal/dnscache"
 	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/smtptest"
@@ -49,7 +51,7 @@ func newClient(t *testing.T, d *dnstest.Server, port int, edit func(*Config)) *C
 	t.Helper()
 	cfg := Config{
 		Hostname: hostname,
-		Resolver: d.Resolver(),
+		Resolver: cachingResolver(t, d, nil),
 		Port:     port,
 		// The test MX hosts live on loopback, which the egress policy
 		// refuses unless it is listed.
@@ -64,6 +66,15 @@ func newClient(t *testing.T, d *dnstest.Server, port int, edit func(*Config)) *C
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
 	return c
+}
+
+// cachingResolver is the resolver the program gives the client: answers
+// from d, kept for their TTL as read from now (nil: time.Now).
+func cachingResolver(t *testing.T, d *dnstest.Server, now func() time.Time) *dnscache.Resolver {
+	t.Helper()
+	r, err := dnscache.New(dnscache.Config{Servers: []string{d.Addr()}, Timeout: 5 * time.Second, Now: now})
+	require.NoError(t, err)
+	return r
 }
 
 func testContext(t *testing.T) context.Context {
@@ -482,7 +493,8 @@ func TestMXPreferenceFirstHostDown(t *testing.T) {
 	d.AddA("mx1.example.test", "127.0.0.2")
 	d.AddA("mx2.example.test", "127.0.0.1")
 	d.AddA("mx3.example.test", "127.0.0.3")
-	c := newClient(t, d, primary.Port(), nil)
+	clock := clocktest.New(time.Now())
+	c := newClient(t, d, primary.Port(), func(cfg *Config) { cfg.Resolver = cachingResolver(t, d, clock.Now) })
 
 	got := c.Deliver(testContext(t), "example.test", Envelope{From: sender, To: []string{"b@example.test"}, Data: []byte(body)})
 	requireResults(t, got, []string{"b@example.test"}, delivered)
@@ -495,6 +507,7 @@ func TestMXPreferenceFirstHostDown(t *testing.T) {
 	d.Remove("mx3.example.test", dns.TypeA)
 	d.AddA("mx2.example.test", "127.0.0.2")
 	d.AddA("mx3.example.test", "127.0.0.2")
+	clock.Advance(time.Minute)    // the old addresses expire
 	require.NoError(t, c.Close()) // forget the pooled connection
 	got = c.Deliver(testContext(t), "example.test", Envelope{From: sender, To: []string{"b@example.test"}, Data: []byte(body)})
 	requireResults(t, got, []string{"b@example.test"}, want{Deferred, 451, "4.4.1"})
@@ -569,6 +582,36 @@ func TestNoReuse(t *testing.T) {
 	}
 	require.Equal(t, 2, mx.Connections())
 	require.Eventually(t, func() bool { return mx.OpenConnections() == 0 }, 5*time.Second, 10*time.Millisecond)
+}
+
+// Deliveries to a domain ask DNS once while the answers live: each new
+// connection resolves its MX host from the cache, and asks again after
+// the TTL (60 seconds from dnstest).
+func TestDNSAnswersAreKept(t *testing.T) {
+	d, mx := newMX(t, smtptest.Options{})
+	d.AddA("bare.test", "127.0.0.1") // implicit MX
+	clock := clocktest.New(time.Now())
+	c := newClient(t, d, mx.Port(), func(cfg *Config) {
+		cfg.IdleTimeout = -1 // every delivery connects
+		cfg.Resolver = cachingResolver(t, d, clock.Now)
+	})
+	for _, domain := range []string{"example.test", "bare.test"} {
+		env := Envelope{From: sender, To: []string{"b@" + domain}, Data: []byte(body)}
+		for range 3 {
+			requireResults(t, c.Deliver(testContext(t), domain, env), env.To, delivered)
+		}
+	}
+	require.Equal(t, 6, mx.Connections())
+	require.Equal(t, 1, d.Queries("example.test", dns.TypeMX))
+	require.Equal(t, 1, d.Queries("mx.example.test", dns.TypeA))
+	require.Equal(t, 1, d.Queries("bare.test", dns.TypeMX), "the NODATA answer is kept too")
+	require.Equal(t, 1, d.Queries("bare.test", dns.TypeA))
+
+	clock.Advance(time.Minute)
+	env := Envelope{From: sender, To: []string{"b@example.test"}, Data: []byte(body)}
+	requireResults(t, c.Deliver(testContext(t), "example.test", env), env.To, delivered)
+	require.Equal(t, 2, d.Queries("example.test", dns.TypeMX))
+	require.Equal(t, 2, d.Queries("mx.example.test", dns.TypeA))
 }
 
 // A pooled session serves a stricter policy only when it meets it: an
