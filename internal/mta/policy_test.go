@@ -36,7 +36,7 @@ func withSTS(t *testing.T, d *dnstest.Server, policy string) func(*Config) {
 	d.AddTXT("_mta-sts.example.test", "v=STSv1; id=1")
 	eg := egress.New(egress.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 		Resolver: d.Resolver(), RootCAs: srv.CertPool(), Timeout: 5 * time.Second})
-	sts, err := mtasts.New(mtasts.Config{Resolver: d.Resolver(), HTTP: eg.HTTPClient(), Port: srv.Port(),
+	sts, err := mtasts.New(mtasts.Config{Resolver: cachingResolver(t, d, nil), HTTP: eg.HTTPClient(), Port: srv.Port(),
 		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	require.NoError(t, err)
 	return func(cfg *Config) { cfg.STS = sts }

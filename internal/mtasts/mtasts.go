@@ -1,7 +1,9 @@
 // Package mtasts finds the SMTP MTA Strict Transport Security policies
 // (RFC 8461) of recipient domains for outbound delivery.
 //
-// A Cache looks up a domain's "_mta-sts" TXT record, fetches the policy it
+// A Cache looks up a domain's "_mta-sts" TXT record (through the resolver
+// it is given, which keeps answers for their TTL: package dnscache),
+// fetches the policy it
 // announces from https://mta-sts.<domain>/.well-known/mta-sts.txt (through
 // the HTTP client it is given, which the caller guards: package egress),
 // parses it, and keeps it for its max_age, fetching again when the record's
@@ -26,6 +28,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+
+	"github.com/posthaste/posthaste/internal/dnscache"
 )
 
 const (
@@ -42,11 +46,25 @@ const (
 	failureBackoff = 5 * time.Minute
 )
 
+// TXTResolver looks up TXT records with net.Resolver's error semantics
+// (a *net.DNSError with IsNotFound when there are none).
+// *dnscache.Resolver, which keeps answers for their TTL, and *net.Resolver
+// implement it.
+type TXTResolver interface {
+	LookupTXT(ctx context.Context, name string) ([]string, error)
+}
+
+var (
+	_ TXTResolver = (*net.Resolver)(nil)
+	_ TXTResolver = (*dnscache.Resolver)(nil)
+)
+
 // Config configures a Cache.
 type Config struct {
-	// Resolver looks up _mta-sts TXT records; nil means the system
-	// resolver.
-	Resolver *net.Resolver
+	// Resolver looks up _mta-sts TXT records, every Lookup: it should keep
+	// answers for their TTL (*dnscache.Resolver). nil means
+	// net.DefaultResolver, which keeps nothing.
+	Resolver TXTResolver
 	// HTTP fetches policies; required. It must verify certificates (its
 	// RootCAs are the trusted roots) and should be the egress guard's
 	// client (egress.Client.HTTPClient), which refuses private addresses
@@ -69,7 +87,7 @@ type Config struct {
 // Cache looks up and keeps domains' policies. It is safe for concurrent
 // use.
 type Cache struct {
-	resolver *net.Resolver
+	resolver TXTResolver
 	http     *http.Client
 	port     int
 	timeout  time.Duration
@@ -80,20 +98,6 @@ type Cache struct {
 
 	mu      sync.Mutex
 	entries map[string]*entry // domain → its policy or last failure
-	// records keeps each domain's _mta-sts answer (an id, or none) for
-	// recordTTL: every delivery asks, and the system resolver keeps
-	// nothing.
-	records map[string]recordAnswer
-}
-
-// recordTTL is how long a domain's _mta-sts answer is kept: a new policy
-// id is seen within it.
-const recordTTL = time.Minute
-
-type recordAnswer struct {
-	id    string
-	none  bool // errNoRecord
-	until time.Time
 }
 
 // entry is what the cache knows of a domain.
@@ -114,8 +118,7 @@ func New(cfg Config) (*Cache, error) {
 		return nil, fmt.Errorf("mtasts: port %d: out of range", cfg.Port)
 	}
 	c := &Cache{resolver: cfg.Resolver, http: cfg.HTTP, port: cfg.Port, timeout: cfg.Timeout,
-		max: cfg.MaxPolicies, now: cfg.Now, log: cfg.Logger, entries: make(map[string]*entry),
-		records: make(map[string]recordAnswer)}
+		max: cfg.MaxPolicies, now: cfg.Now, log: cfg.Logger, entries: make(map[string]*entry)}
 	if c.resolver == nil {
 		c.resolver = net.DefaultResolver
 	}
@@ -177,7 +180,9 @@ func (c *Cache) lookup(ctx context.Context, domain string) *Policy {
 	}
 	c.mu.Unlock()
 
-	id, err := c.keptRecordID(ctx, domain, now)
+	// Every lookup asks for the record; the resolver keeps it for its
+	// TTL, so a new policy id is seen when that runs out.
+	id, err := c.recordID(ctx, domain)
 	if err != nil {
 		// No live record: a cached policy stays in force (RFC 8461 §3.3;
 		// a domain withdraws its policy by publishing mode none).
@@ -238,31 +243,6 @@ func (c *Cache) evict(now time.Time) {
 	if len(c.entries) >= c.max && first != "" {
 		delete(c.entries, first)
 	}
-}
-
-// keptRecordID is recordID, answered from records while the answer is
-// kept. Lookup failures are not kept.
-func (c *Cache) keptRecordID(ctx context.Context, domain string, now time.Time) (string, error) {
-	c.mu.Lock()
-	r, ok := c.records[domain]
-	c.mu.Unlock()
-	if ok && now.Before(r.until) {
-		if r.none {
-			return "", errNoRecord
-		}
-		return r.id, nil
-	}
-	id, err := c.recordID(ctx, domain)
-	if err != nil && !errors.Is(err, errNoRecord) {
-		return "", err
-	}
-	c.mu.Lock()
-	if len(c.records) >= c.max {
-		clear(c.records)
-	}
-	c.records[domain] = recordAnswer{id: id, none: err != nil, until: now.Add(recordTTL)}
-	c.mu.Unlock()
-	return id, err
 }
 
 // errNoRecord means the domain publishes no valid _mta-sts record.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/clocktest"
+	"github.com/posthaste/posthaste/internal/dnscache"
 	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/ststest"
@@ -38,7 +39,11 @@ func newEnv(t *testing.T, edit func(*Config, *egress.Config)) *env {
 	}
 	ecfg := egress.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Resolver: e.dns.Resolver(),
 		RootCAs: e.srv.CertPool(), Timeout: 5 * time.Second}
-	cfg := Config{Resolver: e.dns.Resolver(), Port: e.srv.Port(), Now: e.clock.Now,
+	// The resolver the program gives: it keeps answers for their TTL, by
+	// the test's clock.
+	r, err := dnscache.New(dnscache.Config{Servers: []string{e.dns.Addr()}, Timeout: 5 * time.Second, Now: e.clock.Now})
+	require.NoError(t, err)
+	cfg := Config{Resolver: r, Port: e.srv.Port(), Now: e.clock.Now,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}
 	if edit != nil {
 		edit(&cfg, &ecfg)
@@ -52,9 +57,9 @@ func newEnv(t *testing.T, edit func(*Config, *egress.Config)) *env {
 	return e
 }
 
-// dnsChanged lets the kept _mta-sts answers expire, as after a change of
-// the records a test just made.
-func (e *env) dnsChanged() { e.clock.Advance(recordTTL) }
+// dnsChanged lets the resolver's kept answers expire (dnstest's TTL is
+// 60 seconds), as after a change of the records a test just made.
+func (e *env) dnsChanged() { e.clock.Advance(time.Minute) }
 
 func (e *env) lookup(t *testing.T, domain string) *Policy {
 	return e.cache.Lookup(t.Context(), domain)
@@ -94,6 +99,24 @@ func TestLookupFetchesAndCaches(t *testing.T) {
 	e.clock.Advance(time.Hour)
 	require.Equal(t, Testing, e.lookup(t, "example.test").Mode)
 	require.Equal(t, 3, e.srv.Requests("example.test"))
+}
+
+// The _mta-sts record is kept for its TTL, not a fixed time: a new id is
+// seen as soon as the old answer expires.
+func TestRecordKeptForItsTTL(t *testing.T) {
+	e := newEnv(t, nil)
+	e.dns.SetTTL(10 * time.Second)
+	e.dns.AddTXT("_mta-sts.example.test", "v=STSv1; id=one;")
+	e.srv.SetPolicy("example.test", enforce)
+	require.Equal(t, "one", e.lookup(t, "example.test").ID)
+
+	e.dns.Remove("_mta-sts.example.test", 16)
+	e.dns.AddTXT("_mta-sts.example.test", "v=STSv1; id=two")
+	e.clock.Advance(9 * time.Second)
+	require.Equal(t, "one", e.lookup(t, "example.test").ID)
+	e.clock.Advance(time.Second)
+	require.Equal(t, "two", e.lookup(t, "example.test").ID)
+	require.Equal(t, 2, e.dns.Queries("_mta-sts.example.test", 16))
 }
 
 // RFC 8461 §3.3: a policy that cannot be fetched leaves a cached,
