@@ -26,6 +26,7 @@ import (
 	"github.com/posthaste/posthaste/internal/dane"
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/datakey"
+	"github.com/posthaste/posthaste/internal/dnscache"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/health"
@@ -97,8 +98,10 @@ func dialTemporal(ctx context.Context, hostPort, namespace string, pc *codec.Cod
 	return c, nil
 }
 
-// newResolver returns the resolver of every lookup: the one DNS server of
-// POSTHASTE_DNS_SERVER, or nil for the system's.
+// newResolver returns the resolver of lookups that keep nothing (domain
+// verification, webhook and policy hosts): the one DNS server of
+// POSTHASTE_DNS_SERVER, or nil for the system's. Delivery has its own,
+// which keeps answers for their TTL (deliveryResolver).
 func newResolver(cfg config.Delivery) *net.Resolver {
 	if cfg.DNSServer == "" {
 		return nil
@@ -108,6 +111,31 @@ func newResolver(cfg config.Delivery) *net.Resolver {
 		var d net.Dialer
 		return d.DialContext(ctx, network, server)
 	}}
+}
+
+// dnsServers returns the DNS servers delivery asks: the one of
+// POSTHASTE_DNS_SERVER, else the nameservers of /etc/resolv.conf.
+func dnsServers(cfg config.Delivery) ([]string, error) {
+	if cfg.DNSServer != "" {
+		return []string{cfg.DNSServer}, nil
+	}
+	servers, err := dnscache.ServersFromResolvConf("/etc/resolv.conf")
+	if err == nil && len(servers) == 0 {
+		err = errors.New("/etc/resolv.conf lists no nameserver")
+	}
+	return servers, err
+}
+
+// deliveryResolver returns the caching resolver of outbound delivery (MX
+// records, MX hosts' addresses, _mta-sts records), asking servers; without
+// any (no usable /etc/resolv.conf) it asks a resolver on localhost, as Go's
+// and the C library's do.
+func deliveryResolver(servers []string, serversErr error, logger *slog.Logger) (*dnscache.Resolver, error) {
+	if serversErr != nil {
+		servers = []string{"127.0.0.1:53", "[::1]:53"}
+		logger.Warn("no DNS server configured, asking localhost", "err", serversErr)
+	}
+	return dnscache.New(dnscache.Config{Servers: servers})
 }
 
 // rootCAs is the system's roots plus those of POSTHASTE_TLS_CA_FILE; nil
@@ -277,14 +305,22 @@ func recordsConfig(cfg config.Domains) records.Config {
 // fetched through the egress guard (POSTHASTE_MTA_STS) and their MX hosts'
 // TLSA records looked up (POSTHASTE_DANE), with one policy cache for all;
 // traffic to them is shaped by sh (nil: not shaped), shared by all.
+//
+// One resolver, which keeps answers for their TTL (package dnscache),
+// answers the lookups of delivery.
 func mtaConfig(cfg config.Delivery, eg config.Egress, sh *shaping.Shaper, logger *slog.Logger) (mta.Config, error) {
 	roots, err := rootCAs(cfg)
 	if err != nil {
 		return mta.Config{}, err
 	}
+	servers, serversErr := dnsServers(cfg)
+	resolver, err := deliveryResolver(servers, serversErr, logger)
+	if err != nil {
+		return mta.Config{}, err
+	}
 	mcfg := mta.Config{
 		Hostname: cfg.Hostname,
-		Resolver: newResolver(cfg),
+		Resolver: resolver,
 		RootCAs:  roots,
 		Port:     cfg.MXPort,
 		SourceIP: cfg.SourceIP,
@@ -296,17 +332,14 @@ func mtaConfig(cfg config.Delivery, eg config.Egress, sh *shaping.Shaper, logger
 	if cfg.MTASTS {
 		fetch := egress.New(egress.Config{AllowPrivate: eg.AllowPrivate, Allow: eg.Allow,
 			Resolver: newResolver(cfg), RootCAs: roots, Timeout: 30 * time.Second})
-		mcfg.STS, err = mtasts.New(mtasts.Config{Resolver: newResolver(cfg), HTTP: fetch.HTTPClient(),
+		mcfg.STS, err = mtasts.New(mtasts.Config{Resolver: resolver, HTTP: fetch.HTTPClient(),
 			Port: cfg.MTASTSPort, Logger: logger.With("component", "mta-sts")})
 		if err != nil {
 			return mta.Config{}, err
 		}
 	}
 	if cfg.DANE {
-		servers := []string{cfg.DNSServer}
-		if cfg.DNSServer == "" {
-			servers, err = dane.ServersFromResolvConf("/etc/resolv.conf")
-		}
+		err := serversErr
 		if err == nil {
 			mcfg.DANE, err = dane.New(dane.Config{Servers: servers})
 		}

@@ -1,7 +1,8 @@
 // Package dane authenticates SMTP servers with DNSSEC-validated TLSA
 // records (DANE for SMTP, RFC 7672; TLSA records, RFC 6698 and RFC 7671).
 //
-// A Resolver asks a validating resolver (the configured DNS server) with the
+// A Resolver asks a validating resolver (the configured DNS server, see
+// dnscache.ServersFromResolvConf) with the
 // EDNS0 DO bit set, and trusts an answer only when the resolver marks it
 // authenticated (the AD bit): this package validates no signatures itself,
 // so the path to that resolver must be trusted (loopback, or a private
@@ -23,10 +24,11 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/posthaste/posthaste/internal/ttlcache"
 )
 
 // RFC 6698 §2.1 and RFC 7218 names of TLSA fields.
@@ -72,10 +74,12 @@ type Config struct {
 	// negative answer: its SOA's, RFC 2308) up to MaxCache. 0 means 5
 	// minutes; a negative value keeps nothing.
 	MaxCache time.Duration
+	// Now returns the time; nil means time.Now. A seam for tests.
+	Now func() time.Time
 }
 
 // maxCachedAnswers bounds the answers a Resolver keeps; a full cache
-// starts again empty.
+// drops expired answers, then the oldest.
 const maxCachedAnswers = 10_000
 
 // Resolver looks up DNSSEC-validated records. It is safe for concurrent
@@ -85,18 +89,12 @@ type Resolver struct {
 	udp      *dns.Client
 	tcp      *dns.Client
 	maxCache time.Duration
-	now      func() time.Time
 
 	// answers keeps answers for their TTL: every delivery asks whether
 	// its domain's MX answer is validated, and a resolver on another host
-	// would be asked again each time.
-	mu      sync.Mutex
-	answers map[dns.Question]cachedAnswer
-}
-
-type cachedAnswer struct {
-	msg   *dns.Msg
-	until time.Time
+	// would be asked again each time. Concurrent identical questions share
+	// one query.
+	answers *ttlcache.Cache[dns.Question, *dns.Msg]
 }
 
 // New returns a Resolver.
@@ -122,23 +120,8 @@ func New(cfg Config) (*Resolver, error) {
 		udp:      &dns.Client{Net: "udp", Timeout: timeout, UDPSize: 1232},
 		tcp:      &dns.Client{Net: "tcp", Timeout: timeout},
 		maxCache: maxCache,
-		now:      time.Now,
-		answers:  map[dns.Question]cachedAnswer{},
+		answers:  ttlcache.New[dns.Question, *dns.Msg](ttlcache.Config{MaxEntries: maxCachedAnswers, Now: cfg.Now}),
 	}, nil
-}
-
-// ServersFromResolvConf returns the nameservers of a resolv.conf file as
-// host:port, for New when no DNS server is configured.
-func ServersFromResolvConf(path string) ([]string, error) {
-	cc, err := dns.ClientConfigFromFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	out := make([]string, 0, len(cc.Servers))
-	for _, s := range cc.Servers {
-		out = append(out, net.JoinHostPort(s, cc.Port))
-	}
-	return out, nil
 }
 
 // query asks the servers in turn for name and qtype with DO set (and AD,
@@ -146,26 +129,13 @@ func ServersFromResolvConf(path string) ([]string, error) {
 // first answer that is not SERVFAIL or a network error.
 func (r *Resolver) query(ctx context.Context, name string, qtype uint16) (*dns.Msg, error) {
 	q := dns.Question{Name: strings.ToLower(dns.Fqdn(name)), Qtype: qtype, Qclass: dns.ClassINET}
-	now := r.now()
-	r.mu.Lock()
-	c, ok := r.answers[q]
-	r.mu.Unlock()
-	if ok && now.Before(c.until) {
-		return c.msg, nil
-	}
-	resp, err := r.exchange(ctx, name, qtype)
-	if err != nil {
-		return nil, err
-	}
-	if ttl := r.cacheFor(resp); ttl > 0 {
-		r.mu.Lock()
-		if len(r.answers) >= maxCachedAnswers {
-			clear(r.answers)
+	return r.answers.Load(ctx, q, func(ctx context.Context) (*dns.Msg, time.Duration, error) {
+		resp, err := r.exchange(ctx, name, qtype)
+		if err != nil {
+			return nil, 0, err
 		}
-		r.answers[q] = cachedAnswer{msg: resp, until: now.Add(ttl)}
-		r.mu.Unlock()
-	}
-	return resp, nil
+		return resp, r.cacheFor(resp), nil
+	})
 }
 
 // cacheFor is how long resp may be kept: the smallest TTL of its answer

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/clocktest"
 	"github.com/posthaste/posthaste/internal/dnstest"
 )
 
@@ -167,21 +168,20 @@ func TestAnswersAreKept(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d.SetSecure("example.test", false)
-			r, err := New(Config{Servers: []string{d.Addr()}, MaxCache: tc.maxCache})
+			clock := clocktest.New(time.Now())
+			r, err := New(Config{Servers: []string{d.Addr()}, MaxCache: tc.maxCache, Now: clock.Now})
 			require.NoError(t, err)
-			now := time.Now()
-			r.now = func() time.Time { return now }
 			ctx := t.Context()
 			secure, err := r.SecureMX(ctx, "example.test")
 			require.NoError(t, err)
 			require.False(t, secure)
 
 			d.SetSecure("example.test", true)
-			now = now.Add(tc.kept - time.Second)
+			clock.Advance(tc.kept - time.Second)
 			secure, err = r.SecureMX(ctx, "EXAMPLE.test.")
 			require.NoError(t, err)
 			require.False(t, secure, "the kept answer, whatever the name's case")
-			now = now.Add(time.Second)
+			clock.Advance(time.Second)
 			secure, err = r.SecureMX(ctx, "example.test")
 			require.NoError(t, err)
 			require.True(t, secure, "asked again after %v", tc.kept)
