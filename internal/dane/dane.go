@@ -21,13 +21,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/miekg/dns"
 
+	"github.com/posthaste/posthaste/internal/dnscache"
 	"github.com/posthaste/posthaste/internal/ttlcache"
 )
 
@@ -85,9 +85,7 @@ const maxCachedAnswers = 10_000
 // Resolver looks up DNSSEC-validated records. It is safe for concurrent
 // use.
 type Resolver struct {
-	servers  []string
-	udp      *dns.Client
-	tcp      *dns.Client
+	client   *dnscache.Client
 	maxCache time.Duration
 
 	// answers keeps answers for their TTL: every delivery asks whether
@@ -99,26 +97,16 @@ type Resolver struct {
 
 // New returns a Resolver.
 func New(cfg Config) (*Resolver, error) {
-	if len(cfg.Servers) == 0 {
-		return nil, errors.New("dane: no DNS server")
-	}
-	for _, s := range cfg.Servers {
-		if _, _, err := net.SplitHostPort(s); err != nil {
-			return nil, fmt.Errorf("dane: server %q: want host:port", s)
-		}
-	}
-	timeout := cfg.Timeout
-	if timeout <= 0 {
-		timeout = 5 * time.Second
+	client, err := dnscache.NewClient(cfg.Servers, cfg.Timeout)
+	if err != nil {
+		return nil, fmt.Errorf("dane: %w", err)
 	}
 	maxCache := cfg.MaxCache
 	if maxCache == 0 {
 		maxCache = 5 * time.Minute
 	}
 	return &Resolver{
-		servers:  cfg.Servers,
-		udp:      &dns.Client{Net: "udp", Timeout: timeout, UDPSize: 1232},
-		tcp:      &dns.Client{Net: "tcp", Timeout: timeout},
+		client:   client,
 		maxCache: maxCache,
 		answers:  ttlcache.New[dns.Question, *dns.Msg](ttlcache.Config{MaxEntries: maxCachedAnswers, Now: cfg.Now}),
 	}, nil
@@ -166,34 +154,20 @@ func (r *Resolver) cacheFor(resp *dns.Msg) time.Duration {
 	return min(time.Duration(ttl)*time.Second, r.maxCache)
 }
 
-// exchange asks the servers; see query.
+// exchange asks the servers (dnscache.Client: UDP, TCP when truncated;
+// a SERVFAIL, which a validating resolver answers for bogus data, moves on
+// to the next); see query.
 func (r *Resolver) exchange(ctx context.Context, name string, qtype uint16) (*dns.Msg, error) {
 	m := new(dns.Msg)
 	m.SetQuestion(dns.Fqdn(name), qtype)
 	m.RecursionDesired = true
 	m.AuthenticatedData = true
-	m.SetEdns0(1232, true)
-	var lastErr error
-	for _, s := range r.servers {
-		resp, _, err := r.udp.ExchangeContext(ctx, m, s)
-		if err == nil && resp.Truncated {
-			resp, _, err = r.tcp.ExchangeContext(ctx, m, s)
-		}
-		if err != nil {
-			lastErr = err
-			if ctx.Err() != nil {
-				break
-			}
-			continue
-		}
-		if resp.Rcode == dns.RcodeServerFailure {
-			// A validating resolver answers SERVFAIL for bogus data.
-			lastErr = errors.New("SERVFAIL")
-			continue
-		}
-		return resp, nil
+	m.SetEdns0(dnscache.EDNSSize, true)
+	resp, _, err := r.client.Exchange(ctx, m)
+	if err != nil {
+		return nil, fmt.Errorf("looking up %s %s: %w", dns.TypeToString[qtype], name, err)
 	}
-	return nil, fmt.Errorf("looking up %s %s: %w", dns.TypeToString[qtype], name, lastErr)
+	return resp, nil
 }
 
 // SecureMX reports whether the MX answer for domain (records, or their

@@ -18,6 +18,9 @@
 // name that does not exist or has no records of the type is a
 // *net.DNSError with IsNotFound set; a failure that may pass is one with
 // IsTemporary set.
+//
+// Client is the transport under it, without a cache, which package dane
+// shares to ask its validating resolver.
 package dnscache
 
 import (
@@ -55,9 +58,7 @@ type Config struct {
 
 // Resolver answers and caches lookups. It is safe for concurrent use.
 type Resolver struct {
-	servers   []string
-	udp       *dns.Client
-	tcp       *dns.Client
+	client    *Client
 	maxTTL    time.Duration
 	maxNegTTL time.Duration
 	cache     *ttlcache.Cache[question, answer]
@@ -80,28 +81,14 @@ type answer struct {
 // maxCNAMEs bounds a CNAME chain, as resolvers do against loops.
 const maxCNAMEs = 8
 
-// ednsSize is the EDNS0 UDP payload size asked for, which avoids IP
-// fragmentation (DNS Flag Day 2020).
-const ednsSize = 1232
-
 // New returns a Resolver.
 func New(cfg Config) (*Resolver, error) {
-	if len(cfg.Servers) == 0 {
-		return nil, errors.New("dnscache: no DNS server")
-	}
-	for _, s := range cfg.Servers {
-		if _, _, err := net.SplitHostPort(s); err != nil {
-			return nil, fmt.Errorf("dnscache: server %q: want host:port", s)
-		}
-	}
-	timeout := cfg.Timeout
-	if timeout <= 0 {
-		timeout = 5 * time.Second
+	client, err := NewClient(cfg.Servers, cfg.Timeout)
+	if err != nil {
+		return nil, err
 	}
 	r := &Resolver{
-		servers:   cfg.Servers,
-		udp:       &dns.Client{Net: "udp", Timeout: timeout, UDPSize: ednsSize},
-		tcp:       &dns.Client{Net: "tcp", Timeout: timeout},
+		client:    client,
 		maxTTL:    cfg.MaxTTL,
 		maxNegTTL: cfg.MaxNegativeTTL,
 		cache:     ttlcache.New[question, answer](ttlcache.Config{MaxEntries: cfg.MaxEntries, Now: cfg.Now}),
@@ -353,39 +340,14 @@ func capTTL(ttl, limit time.Duration) time.Duration {
 	return min(ttl, limit)
 }
 
-// exchange asks the servers in turn for name and qtype, over TCP when the
-// UDP answer is truncated, and returns the first answer that is NOERROR or
-// NXDOMAIN, with the server that gave it. Its errors are *net.DNSError:
-// temporary for SERVFAIL, timeouts and network errors.
+// exchange asks for name and qtype, recursion desired; see
+// Client.Exchange.
 func (r *Resolver) exchange(ctx context.Context, name string, qtype uint16) (*dns.Msg, string, error) {
 	m := new(dns.Msg)
 	m.SetQuestion(name, qtype)
 	m.RecursionDesired = true
-	m.SetEdns0(ednsSize, false)
-	var last *net.DNSError
-	for _, s := range r.servers {
-		resp, _, err := r.udp.ExchangeContext(ctx, m, s)
-		if err == nil && resp.Truncated {
-			resp, _, err = r.tcp.ExchangeContext(ctx, m, s)
-		}
-		switch {
-		case err != nil:
-			last = &net.DNSError{Err: err.Error(), Name: name, Server: s, UnwrapErr: err, IsTemporary: true}
-			var ne net.Error
-			last.IsTimeout = errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded)
-			if ctx.Err() != nil {
-				return nil, "", last
-			}
-		case resp.Rcode == dns.RcodeSuccess || resp.Rcode == dns.RcodeNameError:
-			return resp, s, nil
-		case resp.Rcode == dns.RcodeServerFailure:
-			last = &net.DNSError{Err: "server misbehaving", Name: name, Server: s, IsTemporary: true}
-		default:
-			// REFUSED, NOTIMP, FORMERR: this server will not answer.
-			last = &net.DNSError{Err: "server misbehaving: " + dns.RcodeToString[resp.Rcode], Name: name, Server: s}
-		}
-	}
-	return nil, "", last
+	m.SetEdns0(EDNSSize, false)
+	return r.client.Exchange(ctx, m)
 }
 
 // unescapeTXT undoes miekg/dns's presentation escapes of a TXT
