@@ -449,6 +449,18 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
 		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
 
+		// A history queue forgets its completed tasks only at a
+		// checkpoint (30 s by default), and every batch of new tasks
+		// walks all the tasks it still tracks (executableTracker.split):
+		// at a few hundred tasks a second that walk took a quarter of
+		// dev's CPU after a few minutes of load. A checkpoint a second
+		// keeps the walk short for the price of one shard write a second
+		// per queue.
+		dynamicconfig.TransferProcessorUpdateAckInterval.Key():   time.Second,
+		dynamicconfig.VisibilityProcessorUpdateAckInterval.Key(): time.Second,
+		dynamicconfig.TimerProcessorUpdateAckInterval.Key():      time.Second,
+		dynamicconfig.OutboundProcessorUpdateAckInterval.Key():   time.Second,
+
 		// The CLI development server's settings: a smaller mutable state
 		// cache, more visibility RPS, immediate visibility of new search
 		// attributes and Nexus endpoints (with persistence QPS raised to
