@@ -8,12 +8,17 @@ package ttlcache
 import (
 	"container/list"
 	"context"
+	"math"
 	"sync"
 	"time"
 )
 
 // DefaultMaxEntries is the bound of a Cache whose Config gives none.
 const DefaultMaxEntries = 10_000
+
+// NoExpiry is a time to live for values that never go stale: they stay
+// until evicted from a full cache or deleted.
+const NoExpiry = time.Duration(math.MaxInt64)
 
 // Config configures a Cache.
 type Config struct {
@@ -127,6 +132,16 @@ func (c *Cache[K, V]) evict(now time.Time) {
 	}
 	if len(c.entries) >= c.max {
 		c.remove(c.order.Front())
+	}
+}
+
+// Delete removes key. A Load of key already under way still stores what
+// it loads.
+func (c *Cache[K, V]) Delete(key K) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[key]; ok {
+		c.remove(el)
 	}
 }
 

@@ -20,6 +20,7 @@ func TestExpiry(t *testing.T) {
 		advance time.Duration
 		set     string        // key to set, with val and ttl
 		ttl     time.Duration // for set
+		del     string        // key to delete
 		get     string        // key to get
 		want    int           // expected value of get; 0 means a miss
 	}
@@ -50,6 +51,18 @@ func TestExpiry(t *testing.T) {
 			{advance: 50 * time.Second, get: "a", want: 1},
 		}},
 		{"unknown key", []step{{get: "b"}}},
+		{"delete removes", []step{
+			{set: "a", ttl: time.Minute},
+			{del: "a", get: "a"},
+		}},
+		{"delete keeps other keys", []step{
+			{set: "a", ttl: time.Minute},
+			{del: "b", get: "a", want: 1},
+		}},
+		{"no expiry outlives any clock", []step{
+			{set: "a", ttl: NoExpiry},
+			{advance: 200 * 365 * 24 * time.Hour, get: "a", want: 1},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,6 +72,9 @@ func TestExpiry(t *testing.T) {
 				clock.Advance(s.advance)
 				if s.set != "" {
 					c.Set(s.set, 1, s.ttl)
+				}
+				if s.del != "" {
+					c.Delete(s.del)
 				}
 				if s.get != "" {
 					v, ok := c.Get(s.get)
@@ -82,6 +98,7 @@ func TestEviction(t *testing.T) {
 		{"oldest goes", []time.Duration{time.Hour, time.Minute, time.Hour}, 0, []int{1, 2, 3}},
 		{"expired go first", []time.Duration{time.Hour, time.Minute, time.Hour}, time.Minute, []int{0, 2, 3}},
 		{"all expired", []time.Duration{time.Minute, time.Minute, time.Minute}, time.Hour, []int{3}},
+		{"without expiry, oldest goes", []time.Duration{NoExpiry, NoExpiry, NoExpiry}, time.Hour, []int{1, 2, 3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -196,4 +213,23 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// A deleted key is loaded again; Delete frees its room in a full cache.
+func TestDelete(t *testing.T) {
+	c := New[int, int](Config{MaxEntries: 2})
+	c.Set(1, 1, time.Minute)
+	c.Set(2, 2, time.Minute)
+	c.Delete(1)
+	require.Equal(t, 1, c.Len())
+	c.Set(3, 3, time.Minute)
+	_, ok := c.Get(2)
+	require.True(t, ok, "room was made by the delete, not by evicting 2")
+	v, err := c.Load(t.Context(), 2, func(context.Context) (int, time.Duration, error) { return 20, time.Minute, nil })
+	require.NoError(t, err)
+	require.Equal(t, 2, v)
+	c.Delete(2)
+	v, err = c.Load(t.Context(), 2, func(context.Context) (int, time.Duration, error) { return 20, time.Minute, nil })
+	require.NoError(t, err)
+	require.Equal(t, 20, v, "loaded again after the delete")
 }
