@@ -14,12 +14,12 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/ttlcache"
 )
 
 // TokenPrefix starts every API key.
@@ -125,25 +125,24 @@ type KeyStore interface {
 	UseAPIKey(ctx context.Context, hash []byte) (store.APIKey, error)
 }
 
-type entry struct {
-	p       Principal
-	expires time.Time
-}
+// maxCachedKeys bounds an Authenticator's cache.
+const maxCachedKeys = 100_000
 
 // Authenticator checks tokens. Safe for concurrent use.
 type Authenticator struct {
-	keys KeyStore
-	ttl  time.Duration
-	now  func() time.Time
-
-	mu    sync.Mutex
-	cache map[string]entry // by string(hash)
+	keys  KeyStore
+	ttl   time.Duration
+	now   func() time.Time
+	cache *ttlcache.Cache[string, Principal] // by string(hash)
 }
 
 // NewAuthenticator returns an Authenticator whose cache keeps a key for
 // ttl (0 disables caching). Revocations reach other processes within ttl.
 func NewAuthenticator(keys KeyStore, ttl time.Duration) *Authenticator {
-	return &Authenticator{keys: keys, ttl: ttl, now: time.Now, cache: map[string]entry{}}
+	a := &Authenticator{keys: keys, ttl: ttl, now: time.Now}
+	a.cache = ttlcache.New[string, Principal](ttlcache.Config{MaxEntries: maxCachedKeys,
+		Now: func() time.Time { return a.now() }})
+	return a
 }
 
 // Authenticate returns the principal of a token, or ErrInvalidKey.
@@ -152,13 +151,10 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Princip
 		return Principal{}, ErrInvalidKey
 	}
 	hash := Hash(token)
-	now := a.now()
-	a.mu.Lock()
-	e, ok := a.cache[string(hash)]
-	a.mu.Unlock()
-	if ok && now.Before(e.expires) {
-		return e.p, nil
+	if p, ok := a.cache.Get(string(hash)); ok {
+		return p, nil
 	}
+	start := a.now()
 	k, err := a.keys.UseAPIKey(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
 		a.Forget(hash)
@@ -169,33 +165,19 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Princip
 	}
 	p := Principal{TeamID: k.TeamID, KeyID: k.ID, Permission: k.Permission, DomainID: k.DomainID,
 		RateLimit: k.TeamRateLimit, AllowedIPs: k.AllowedIPs}
-	if a.ttl > 0 {
-		a.mu.Lock()
-		if len(a.cache) > 100_000 {
-			clear(a.cache)
-		}
-		a.cache[string(hash)] = entry{p: p, expires: now.Add(a.ttl)}
-		a.mu.Unlock()
-	}
+	// Kept for ttl from before the lookup, so that a revocation after
+	// it is seen within ttl; a ttl of 0 keeps nothing.
+	a.cache.Set(string(hash), p, a.ttl-a.now().Sub(start))
 	return p, nil
 }
 
 // Cached returns the principal of a token when this process's cache holds
 // it, without a database lookup: callers throttle the lookups that miss.
 func (a *Authenticator) Cached(token string) (Principal, bool) {
-	hash := Hash(token)
-	a.mu.Lock()
-	e, ok := a.cache[string(hash)]
-	a.mu.Unlock()
-	if !ok || !a.now().Before(e.expires) {
-		return Principal{}, false
-	}
-	return e.p, true
+	return a.cache.Get(string(Hash(token)))
 }
 
 // Forget drops a key from this process's cache.
 func (a *Authenticator) Forget(hash []byte) {
-	a.mu.Lock()
-	delete(a.cache, string(hash))
-	a.mu.Unlock()
+	a.cache.Delete(string(hash))
 }
