@@ -2,10 +2,11 @@ package health
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/ttlcache"
 )
 
 // PauseSource says whether a team's sending is paused (*store.Store reads
@@ -14,7 +15,8 @@ type PauseSource interface {
 	SendingPause(ctx context.Context, teamID uuid.UUID) (*Pause, error)
 }
 
-// maxCachedPauses bounds a PauseCache; a full cache starts again empty.
+// maxCachedPauses bounds a PauseCache; a full cache drops expired answers,
+// then the oldest.
 const maxCachedPauses = 100_000
 
 // PauseCache answers SendingPause from what it read for the team within
@@ -23,43 +25,33 @@ const maxCachedPauses = 100_000
 // pause, or its lifting, therefore reaches a process within ttl. Errors
 // are not kept. It is safe for concurrent use.
 type PauseCache struct {
-	src PauseSource
-	ttl time.Duration
-	now func() time.Time
-
-	mu    sync.Mutex
-	teams map[uuid.UUID]cachedPause
-}
-
-type cachedPause struct {
-	pause *Pause
-	until time.Time
+	src   PauseSource
+	ttl   time.Duration
+	now   func() time.Time
+	teams *ttlcache.Cache[uuid.UUID, *Pause]
 }
 
 // NewPauseCache returns a PauseCache over src keeping answers for ttl.
 func NewPauseCache(src PauseSource, ttl time.Duration) *PauseCache {
-	return &PauseCache{src: src, ttl: ttl, now: time.Now, teams: map[uuid.UUID]cachedPause{}}
+	c := &PauseCache{src: src, ttl: ttl, now: time.Now}
+	c.teams = ttlcache.New[uuid.UUID, *Pause](ttlcache.Config{MaxEntries: maxCachedPauses,
+		Now: func() time.Time { return c.now() }})
+	return c
 }
 
 // SendingPause returns why the team's sending is paused, nil when it is
 // not, as read at most ttl ago.
 func (c *PauseCache) SendingPause(ctx context.Context, teamID uuid.UUID) (*Pause, error) {
-	now := c.now()
-	c.mu.Lock()
-	e, ok := c.teams[teamID]
-	c.mu.Unlock()
-	if ok && now.Before(e.until) {
-		return e.pause, nil
+	if p, ok := c.teams.Get(teamID); ok {
+		return p, nil
 	}
+	start := c.now()
 	p, err := c.src.SendingPause(ctx, teamID)
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	if len(c.teams) >= maxCachedPauses {
-		clear(c.teams)
-	}
-	c.teams[teamID] = cachedPause{pause: p, until: now.Add(c.ttl)}
-	c.mu.Unlock()
+	// Kept for ttl from before the read, so that "read at most ttl ago"
+	// holds however long the read took.
+	c.teams.Set(teamID, p, c.ttl-c.now().Sub(start))
 	return p, nil
 }
