@@ -67,7 +67,7 @@ func TestSignerCacheIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := len(c.keys); n > maxCachedSigners {
+	if n := c.keys.Len(); n > maxCachedSigners {
 		t.Fatalf("%d cached signers, want at most %d", n, maxCachedSigners)
 	}
 }
