@@ -14,7 +14,6 @@
 package codec
 
 import (
-	"container/list"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -23,13 +22,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/ttlcache"
 )
 
 // PersonalData is implemented by the values passed through Temporal that
@@ -92,22 +91,12 @@ type Keys struct {
 	idKey []byte
 	store KeyStore
 	cfg   Config
-	now   func() time.Time
-
-	mu    sync.Mutex
-	cache map[cacheKey]*list.Element
-	lru   *list.List // of *cacheEntry, most recently used first
+	cache *ttlcache.Cache[cacheKey, []byte] // unsealed keys
 }
 
 type cacheKey struct {
 	team    uuid.UUID
 	subject string // raw HMAC bytes
-}
-
-type cacheEntry struct {
-	k       cacheKey
-	key     []byte
-	expires time.Time
 }
 
 // NewKeys returns the subject keys sealed with box (the master key ring,
@@ -125,8 +114,8 @@ func NewKeys(cfg Config, box *seal.Box, st KeyStore) (*Keys, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
 	}
-	return &Keys{box: box, idKey: box.DeriveKey(SubjectIDPurpose), store: st, cfg: cfg, now: time.Now,
-		cache: make(map[cacheKey]*list.Element), lru: list.New()}, nil
+	return &Keys{box: box, idKey: box.DeriveKey(SubjectIDPurpose), store: st, cfg: cfg,
+		cache: ttlcache.New[cacheKey, []byte](ttlcache.Config{MaxEntries: cfg.CacheSize})}, nil
 }
 
 // Normalize is the form of an address its subject id is computed from:
@@ -156,7 +145,7 @@ func (k *Keys) keys(ctx context.Context, team uuid.UUID, subjects [][]byte, crea
 	out := make([][]byte, len(subjects))
 	var missing [][]byte
 	for i, sub := range subjects {
-		if key, ok := k.cached(cacheKey{team, string(sub)}); ok {
+		if key, ok := k.cache.Get(cacheKey{team, string(sub)}); ok {
 			out[i] = key
 		} else {
 			missing = append(missing, sub)
@@ -199,41 +188,10 @@ func (k *Keys) keys(ctx context.Context, team uuid.UUID, subjects [][]byte, crea
 		if err != nil {
 			return nil, fmt.Errorf("opening subject key: %w", err)
 		}
-		k.put(cacheKey{team, string(sub)}, key)
+		k.cache.Set(cacheKey{team, string(sub)}, key, k.cfg.CacheTTL)
 		out[i] = key
 	}
 	return out, nil
-}
-
-func (k *Keys) cached(ck cacheKey) ([]byte, bool) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	el, ok := k.cache[ck]
-	if !ok {
-		return nil, false
-	}
-	e := el.Value.(*cacheEntry)
-	if !k.now().Before(e.expires) {
-		k.lru.Remove(el)
-		delete(k.cache, ck)
-		return nil, false
-	}
-	k.lru.MoveToFront(el)
-	return e.key, true
-}
-
-func (k *Keys) put(ck cacheKey, key []byte) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if el, ok := k.cache[ck]; ok {
-		k.lru.Remove(el)
-	}
-	k.cache[ck] = k.lru.PushFront(&cacheEntry{k: ck, key: key, expires: k.now().Add(k.cfg.CacheTTL)})
-	for k.lru.Len() > k.cfg.CacheSize {
-		last := k.lru.Back()
-		k.lru.Remove(last)
-		delete(k.cache, last.Value.(*cacheEntry).k)
-	}
 }
 
 // CacheTTL is the bound within which an erasure on another process takes
@@ -250,12 +208,6 @@ func (k *Keys) Erase(ctx context.Context, teamID uuid.UUID, address string) erro
 	if err := k.store.DeleteSubjectKey(ctx, teamID, subject); err != nil {
 		return fmt.Errorf("erasing subject key: %w", err)
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	ck := cacheKey{teamID, string(subject)}
-	if el, ok := k.cache[ck]; ok {
-		k.lru.Remove(el)
-		delete(k.cache, ck)
-	}
+	k.cache.Delete(cacheKey{teamID, string(subject)})
 	return nil
 }
