@@ -1,0 +1,28 @@
+package devstack
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/server/common/dynamicconfig"
+)
+
+// The settings measured to matter for throughput stay set: queue
+// checkpoints every second, one task-queue partition, and no cluster
+// metadata read on every search-attribute lookup.
+func TestDynamicConfigKeepsMeasuredSettings(t *testing.T) {
+	dc := dynamicConfig()
+	for _, k := range []dynamicconfig.Key{
+		dynamicconfig.TransferProcessorUpdateAckInterval.Key(),
+		dynamicconfig.VisibilityProcessorUpdateAckInterval.Key(),
+		dynamicconfig.TimerProcessorUpdateAckInterval.Key(),
+		dynamicconfig.OutboundProcessorUpdateAckInterval.Key(),
+	} {
+		require.Equal(t, time.Second, dc[k], "%s", k)
+	}
+	require.Equal(t, 1, dc[dynamicconfig.MatchingNumTaskqueueReadPartitions.Key()])
+	require.Equal(t, 1, dc[dynamicconfig.MatchingNumTaskqueueWritePartitions.Key()])
+	_, forced := dc[dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key()]
+	require.False(t, forced, "search attributes are read from the cache")
+}
