@@ -220,3 +220,18 @@ func emailHistory(ctx context.Context, c client.Client, emailID string) (history
 	}
 	return h, nil
 }
+
+// runBareWarm runs warmup unmeasured workflows of kind, then the measured
+// run of n, each with conc concurrent starters.
+func runBareWarm(ctx context.Context, c client.Client, kind bareKind, warmup, n, conc int,
+	logf func(string, ...any)) (bareResult, error) {
+	logf("bare %s: %d warm-up, then %d workflows", kind, warmup, n)
+	if _, err := runBare(ctx, c, kind, warmup, conc); err != nil {
+		return bareResult{}, fmt.Errorf("warming up bare %s: %w", kind, err)
+	}
+	br, err := runBare(ctx, c, kind, n, conc)
+	if err != nil {
+		return bareResult{}, fmt.Errorf("bare %s: %w", kind, err)
+	}
+	return br, nil
+}

@@ -97,7 +97,7 @@ func dkimDomainSigned(msg []byte, domain string) bool {
 	return false
 }
 
-// realResult is the real delivery step.
+// realResult is one real delivery run.
 type realResult struct {
 	rate          rate // emails, first request until the MX had them all and dev counted them delivered
 	accept        loadResult
@@ -106,71 +106,31 @@ type realResult struct {
 	historyEvents int
 }
 
-// measureRealDelivery verifies chaosSenderDomain, then sends n emails from
-// it, one recipient each, with conc clients, and times them from the first
-// request until the MX has received all n and dev's delivered counter has
-// grown by n. It prints the rate, what the MX received and the history of
-// one email's workflow.
+// deliveryRound returns the recipient and the key of the real delivery
+// run of pair round (from 1): the first run's are deliveryRcpt and
+// deliveryKey, each later run's its own, so that the MX tells one run's
+// emails from another's.
+func deliveryRound(round int) (rcpt, key string) {
+	if round <= 1 {
+		return deliveryRcpt, deliveryKey
+	}
+	return fmt.Sprintf("bench-%d@%s", round, deliveryRcptDomain), fmt.Sprintf("%s/%d", deliveryKey, round)
+}
+
+// measureRealDelivery verifies chaosSenderDomain, then makes the first
+// real delivery run (realDeliveryRun, round 1) and prints the history of
+// one of its emails' workflow.
 func measureRealDelivery(ctx context.Context, api *apiClient, dev *devProcess, side *deliverySide, n, conc int,
 	p func(string, ...any), logf func(string, ...any)) (realResult, error) {
-	var res realResult
 	logf("real delivery: verifying %s", chaosSenderDomain)
 	began := time.Now()
 	if _, err := setupSenderDomains(ctx, newChaosClient(dev.base, dev.creds.APIKey), side.dns, chaosSenderDomain); err != nil {
-		return res, err
+		return realResult{}, err
 	}
-	verifiedIn := time.Since(began)
-
-	body, err := json.Marshal(map[string]any{
-		"from":    "Bench <bench@" + chaosSenderDomain + ">",
-		"to":      deliveryRcpt,
-		"subject": "posthaste bench, real delivery",
-		"text":    "An email delivered by go run ./bench to a loopback MX.",
-		"headers": map[string]string{chaosKeyHeader: deliveryKey},
-	})
+	res, err := realDeliveryRun(ctx, api, dev, side, 1, n, conc, "verified in "+fmtDur(time.Since(began)), p, logf)
 	if err != nil {
 		return res, err
 	}
-	rc := *api
-	rc.body = body
-	m := newScraper(api.http, dev.base)
-	base, err := m.scrape(ctx)
-	if err != nil {
-		return res, err
-	}
-	mxBase := side.counts.total()
-
-	logf("real delivery: %d emails at concurrency %d", n, conc)
-	start := time.Now()
-	res.accept, err = rc.load(ctx, n, conc)
-	if err != nil {
-		return res, err
-	}
-	if res.accept.ok != n {
-		return res, fmt.Errorf("real delivery: %d of %d accepted: %s", res.accept.ok, n, res.accept)
-	}
-	done, err := waitReal(ctx, m, side, base.delivered+float64(n), mxBase+n, logf)
-	if err != nil {
-		return res, err
-	}
-	res.rate = rate{n: n, elapsed: done.Sub(start)}
-
-	snap := side.counts.snapshot()
-	res.signed = int(side.signed.Load())
-	res.once = len(snap.byID) == n && snap.unknown == 0 && side.counts.total() == mxBase+n
-	for k, c := range snap.byID {
-		if c != 1 || !strings.HasSuffix(k, " "+deliveryRcpt) {
-			res.once = false
-		}
-	}
-	p("")
-	p("real delivery: %d emails from %s (verified in %s, DKIM) to %s, c=%d, through the bench's DNS server",
-		n, chaosSenderDomain, fmtDur(verifiedIn), deliveryRcpt, conc)
-	p("  to an in-process MX on %s; first request until the MX had them all and dev counted them delivered", side.mx.ln.Addr())
-	p("  accept %s", res.accept)
-	p("  %d delivered in %s: %.1f emails/s", n, fmtDur(res.rate.elapsed), res.rate.perSecond())
-	p("  at the MX: %d messages, %d distinct emails, %d DKIM-signed d=%s, each email exactly once: %s",
-		side.counts.total()-mxBase, len(snap.byID), res.signed, chaosSenderDomain, yesNo(res.once))
 
 	tc, err := dialTemporal(ctx, dev.temporal)
 	if err != nil {
@@ -187,6 +147,76 @@ func measureRealDelivery(ctx context.Context, api *apiClient, dev *devProcess, s
 	for i, t := range h.types {
 		p("  %2d %s", i+1, t)
 	}
+	return res, nil
+}
+
+// realDeliveryRun sends n emails from the verified chaosSenderDomain to
+// the recipient of round (deliveryRound), one recipient each, with conc
+// clients, and times them from the first request until the MX has
+// received all n and dev's delivered counter has grown by n. It prints the
+// rate and what the MX received in this run; verified says when the
+// sender domain was verified.
+func realDeliveryRun(ctx context.Context, api *apiClient, dev *devProcess, side *deliverySide, round, n, conc int,
+	verified string, p func(string, ...any), logf func(string, ...any)) (realResult, error) {
+	var res realResult
+	rcpt, key := deliveryRound(round)
+	body, err := json.Marshal(map[string]any{
+		"from":    "Bench <bench@" + chaosSenderDomain + ">",
+		"to":      rcpt,
+		"subject": "posthaste bench, real delivery",
+		"text":    "An email delivered by go run ./bench to a loopback MX.",
+		"headers": map[string]string{chaosKeyHeader: key},
+	})
+	if err != nil {
+		return res, err
+	}
+	rc := *api
+	rc.body = body
+	m := newScraper(api.http, dev.base)
+	base, err := m.scrape(ctx)
+	if err != nil {
+		return res, err
+	}
+	mxBase, snapBase, signedBase := side.counts.total(), side.counts.snapshot(), side.signed.Load()
+
+	logf("real delivery: %d emails to %s at concurrency %d", n, rcpt, conc)
+	start := time.Now()
+	res.accept, err = rc.load(ctx, n, conc)
+	if err != nil {
+		return res, err
+	}
+	if res.accept.ok != n {
+		return res, fmt.Errorf("real delivery: %d of %d accepted: %s", res.accept.ok, n, res.accept)
+	}
+	done, err := waitReal(ctx, m, side, base.delivered+float64(n), mxBase+n, logf)
+	if err != nil {
+		return res, err
+	}
+	res.rate = rate{n: n, elapsed: done.Sub(start)}
+
+	// This run's emails are the (id, recipient) pairs new since snapBase:
+	// each to rcpt, once, and nothing else arrived meanwhile.
+	snap := side.counts.snapshot()
+	res.signed = int(side.signed.Load() - signedBase)
+	fresh := 0
+	res.once = snap.unknown == snapBase.unknown && side.counts.total() == mxBase+n
+	for k, c := range snap.byID {
+		if old, ok := snapBase.byID[k]; ok {
+			res.once = res.once && c == old
+			continue
+		}
+		fresh++
+		res.once = res.once && c == 1 && strings.HasSuffix(k, " "+rcpt)
+	}
+	res.once = res.once && fresh == n
+	p("")
+	p("real delivery: %d emails from %s (%s, DKIM) to %s, c=%d, through the bench's DNS server",
+		n, chaosSenderDomain, verified, rcpt, conc)
+	p("  to an in-process MX on %s; first request until the MX had them all and dev counted them delivered", side.mx.ln.Addr())
+	p("  accept %s", res.accept)
+	p("  %d delivered in %s: %.1f emails/s", n, fmtDur(res.rate.elapsed), res.rate.perSecond())
+	p("  at the MX: %d messages, %d distinct emails, %d DKIM-signed d=%s, each email exactly once: %s",
+		side.counts.total()-mxBase, fresh, res.signed, chaosSenderDomain, yesNo(res.once))
 	return res, nil
 }
 

@@ -18,8 +18,10 @@
 //     request until the delivered counter has grown by that many.
 //  5. Bare Temporal reference on the same embedded server: a worker in this
 //     process on its own task queue runs a workflow with one no-op activity,
-//     then one with one no-op local activity; -bare workflows each, started
-//     by 16 concurrent starters, from the first start until the last result.
+//     then one with one no-op local activity; -bare workflows each (after 16
+//     unmeasured ones), started by 16 concurrent starters, from the first
+//     start until the last result. The one-activity run is the first of
+//     step 7's pairs.
 //  6. The history of one sandbox email's workflow (email/<id>): event count
 //     and types.
 //  7. Real delivery: dev verifies sender.test (its records published in the
@@ -27,11 +29,19 @@
 //     each, DKIM-signed, at concurrency 16 go to the in-process MX of
 //     rcpt.test, from the first request until the MX has them all and the
 //     delivered counter has grown by that many; the MX checks that each
-//     email arrived once and signed. Then the history of one of them.
+//     email arrived once and signed. Then the history of one of them. With
+//     step 5's one-activity run this is the first of -rounds pairs (3;
+//     pairs.go): each further pair, measured back to back, is a bare
+//     one-activity run with its warm-up, then a real delivery run of -real
+//     emails to a recipient and with a key of its own (bench-<pair>@rcpt.test,
+//     so the MX checks each run's emails apart from earlier runs'). It
+//     prints each pair's bare rate, real rate and ratio real / bare, and
+//     the median of the ratios.
 //  8. Webhooks: the sandbox end-to-end run again with one endpoint on a
 //     local receiver subscribed to email.sent and email.delivered.
-//  9. A summary table and the ratios end-to-end / bare and real delivery /
-//     bare.
+//  9. A summary table, with the median real delivery and bare one-activity
+//     rates of the pairs, and the ratios end-to-end / median bare and the
+//     median of the pairs' real delivery / bare.
 //  10. SMTP accept rate: messages per second through the gateway (implicit
 //     TLS, AUTH once per connection) over 1 and over 16 connections, first
 //     the gateway inside dev, then `posthaste smtp` as its own process
@@ -52,7 +62,8 @@
 //     (posthaste_inbound_messages_total{result="accepted"}), printed
 //     beside the durable Postfix rates of step 10 as ratios.
 //  12. The targets, each beside what this run measured and whether it is
-//     met: real delivery / bare one activity >= 2, SMTP over 16 connections
+//     met: real delivery / bare one activity >= 2 (the median of step 7's
+//     pair ratios), SMTP over 16 connections
 //     / durable Postfix over 16 >= 0.8, over one connection >= 0.5, inbound
 //     over 16 connections / durable Postfix over 16 >= 0.5, accept p99 at
 //     16 clients < 50 ms. Once every step has run, dev is stopped
@@ -164,17 +175,18 @@ type counts struct {
 
 	smtpSerial int // SMTP messages over one connection
 	smtpBurst  int // SMTP messages over conc connections
-	real       int // emails of the real delivery run, at concurrency conc
+	real       int // emails of each real delivery run, at concurrency conc
+	rounds     int // pairs of a bare one-activity run and a real delivery run (pairs.go)
 }
 
 func defaultCounts() counts {
 	return counts{serial: 500, burst: 10000, wide: 5000, e2e: 1000, bare: 1000, warmup: 16, conc: 16, maxConc: 64,
-		smtpSerial: 500, smtpBurst: 3000, real: 2000}
+		smtpSerial: 500, smtpBurst: 3000, real: 2000, rounds: 3}
 }
 
 func quickCounts() counts {
 	return counts{serial: 50, burst: 300, wide: 300, e2e: 100, bare: 100, warmup: 16, conc: 16, maxConc: 64,
-		smtpSerial: 100, smtpBurst: 400, real: 200}
+		smtpSerial: 100, smtpBurst: 400, real: 200, rounds: 3}
 }
 
 func main() {
@@ -182,8 +194,9 @@ func main() {
 	burst := flag.Int("burst", 10000, "requests of the accept burst at concurrency 16")
 	e2e := flag.Int("e2e", 1000, "emails of the sandbox end-to-end run")
 	bare := flag.Int("bare", 1000, "workflows of each bare Temporal run")
-	realN := flag.Int("real", 2000, "emails of the real delivery run")
-	quick := flag.Bool("quick", false, "small counts for a smoke run (explicit -burst, -e2e, -bare still apply)")
+	realN := flag.Int("real", 2000, "emails of each real delivery run")
+	rounds := flag.Int("rounds", 3, "pairs of a bare one-activity run and a real delivery run, each measured back to back; the real delivery target is judged on the median of their ratios")
+	quick := flag.Bool("quick", false, "small counts for a smoke run (explicit -burst, -e2e, -bare, -real, -rounds still apply)")
 	chaos := flag.Int("chaos", 0, "run only the chaos mode with this many keyed emails (0: off)")
 	seed := flag.Uint64("seed", 0, "seed of the chaos mode's random choices (0: from the clock)")
 	contacts := flag.Bool("contacts", false, "run only the contacts step: a CSV import and template rendering (contacts.go)")
@@ -248,9 +261,11 @@ func main() {
 			c.bare = *bare
 		case "real":
 			c.real = *realN
+		case "rounds":
+			c.rounds = *rounds
 		}
 	})
-	for name, v := range map[string]int{"burst": c.burst, "e2e": c.e2e, "bare": c.bare, "real": c.real} {
+	for name, v := range map[string]int{"burst": c.burst, "e2e": c.e2e, "bare": c.bare, "real": c.real, "rounds": c.rounds} {
 		if v < 1 {
 			fmt.Fprintf(os.Stderr, "bench: -%s must be at least 1\n", name)
 			os.Exit(2)
@@ -347,7 +362,14 @@ func run(ctx context.Context, bin string, c counts, out, progress io.Writer) (er
 	if err != nil {
 		return fmt.Errorf("real delivery: %w", err)
 	}
-	res.real = rr.rate
+	res.pairs[0].real = rr.rate
+	// The other pairs, also before the webhooks step.
+	more, err := measurePairs(ctx, api, dev, side, c, p, logf)
+	if err != nil {
+		return err
+	}
+	res.pairs = append(res.pairs, more...)
+	printPairs(p, res.pairs)
 	if _, err := measureWebhooks(ctx, api, dev, c, res.e2e, p, logf); err != nil {
 		return err
 	}
@@ -397,9 +419,11 @@ type results struct {
 	backlog   float64       // emails accepted but not delivered when the accept runs ended
 	drain     time.Duration // from the end of the accept runs until all were delivered
 	e2e       rate
-	bareAct   rate
 	bareLocal rate
-	real      rate // real delivery through the loopback MX
+	// pairs are the bare one-activity runs, each with the real delivery
+	// run (through the loopback MX) after it; the first pair's bare run is
+	// the Temporal step's.
+	pairs []pair
 }
 
 // rate is n things done in elapsed.
@@ -482,17 +506,13 @@ func measure(ctx context.Context, api *apiClient, dev *devProcess, c counts, p f
 	p("")
 	p("bare Temporal on the same server (worker in the bench process, task queue %s, %d concurrent starters)", bareTaskQueue, c.conc)
 	for _, kind := range []bareKind{bareActivity, bareLocalActivity} {
-		logf("bare %s: %d warm-up, then %d workflows", kind, c.warmup, c.bare)
-		if _, err := runBare(ctx, tc, kind, c.warmup, c.conc); err != nil {
-			return nil, fmt.Errorf("warming up bare %s: %w", kind, err)
-		}
-		br, err := runBare(ctx, tc, kind, c.bare, c.conc)
+		br, err := runBareWarm(ctx, tc, kind, c.warmup, c.bare, c.conc, logf)
 		if err != nil {
-			return nil, fmt.Errorf("bare %s: %w", kind, err)
+			return nil, err
 		}
 		p("  %s", br)
 		if kind == bareActivity {
-			res.bareAct = br.rate
+			res.pairs = []pair{{bare: br.rate}}
 		} else {
 			res.bareLocal = br.rate
 		}
@@ -561,13 +581,14 @@ func printSummary(p func(string, ...any), c counts, res *results) {
 	}
 	row("drain of the backlog after accepting", res.backlog, res.drain)
 	row(fmt.Sprintf("sandbox end to end c=%d", c.conc), float64(res.e2e.n), res.e2e.elapsed)
-	row(fmt.Sprintf("real delivery c=%d (loopback MX)", c.conc), float64(res.real.n), res.real.elapsed)
-	row("bare Temporal, one activity", float64(res.bareAct.n), res.bareAct.elapsed)
+	bare, real := medianRates(res.pairs)
+	row(fmt.Sprintf("real delivery c=%d, median of %d runs", c.conc, len(res.pairs)), float64(real.n), real.elapsed)
+	row(fmt.Sprintf("bare Temporal, one activity, median of %d", len(res.pairs)), float64(bare.n), bare.elapsed)
 	row("bare Temporal, one local activity", float64(res.bareLocal.n), res.bareLocal.elapsed)
 	p("")
-	p("ratio e2e / bare (one activity):   %.2f", ratio(res.e2e, res.bareAct))
-	p("ratio e2e / bare (local activity): %.2f", ratio(res.e2e, res.bareLocal))
-	p("ratio real delivery / bare (one activity): %.2f", ratio(res.real, res.bareAct))
+	p("ratio e2e / median bare (one activity): %.2f", ratio(res.e2e, bare))
+	p("ratio e2e / bare (local activity):      %.2f", ratio(res.e2e, res.bareLocal))
+	p("ratio real delivery / bare (one activity), median of %d pairs: %.2f", len(res.pairs), medianPairRatio(res.pairs))
 }
 
 func ratio(a, b rate) float64 {
