@@ -631,7 +631,7 @@ func (s *Store) handOff(ctx context.Context, in BroadcastChunk,
 	}
 	size := in.Size
 	var left int64
-	err = tx.QueryRow(ctx, `SELECT p.monthly_emails - coalesce((SELECT q.used FROM quota_usage q
+	err = tx.QueryRow(ctx, `SELECT p.monthly_emails - coalesce((SELECT sum(q.used) FROM quota_usage q
 			WHERE q.team_id = t.id AND q.month = @month), 0)
 		FROM team t JOIN plan p ON p.name = t.plan WHERE t.id = @team`,
 		pgx.NamedArgs{"team": b.TeamID, "month": QuotaMonth(in.Now)}).Scan(&left)
@@ -763,7 +763,8 @@ func (s *Store) queueChunk(ctx context.Context, batch *pgx.Batch, b Broadcast, i
 		}
 		batch.Queue(`INSERT INTO outbox (kind, team_id, ref) VALUES (@kind, @team, @id)`,
 			pgx.NamedArgs{"kind": OutboxSendBatch, "id": batchID, "team": b.TeamID})
-		batch.Queue(quotaTakeSQL, pgx.NamedArgs{"team": b.TeamID, "month": QuotaMonth(in.Now), "addrs": addrs})
+		// Exactly: a chunk's transaction is not retried.
+		batch.Queue(quotaTakeSQL, pgx.NamedArgs{"team": b.TeamID, "month": QuotaMonth(in.Now), "addrs": addrs, "exact": true})
 	}
 	if len(failed) > 0 {
 		var err error

@@ -277,7 +277,7 @@ func TestAcceptanceIsSetBased(t *testing.T) {
 			a.Emails = append(a.Emails, e)
 		}
 		var used int64
-		b, err := acceptance(a, &used)
+		b, err := acceptance(a, false, &used)
 		require.NoError(t, err)
 		return b.Len()
 	}

@@ -163,7 +163,19 @@ func (s *Store) Accept(ctx context.Context, a Acceptance) (used int64, err error
 	if a.Emails, err = s.sealEmails(ctx, a.Emails); err != nil {
 		return 0, err
 	}
-	b, err := acceptance(a, &used)
+	used, err = s.accept(ctx, a, false)
+	if errors.Is(err, errQuotaTakeExactly) {
+		// Rare: the team neared its limit while this take was on the
+		// fast path; nothing was written.
+		used, err = s.accept(ctx, a, true)
+	}
+	return used, err
+}
+
+// accept writes a sealed Acceptance once, taking the quota exactly when
+// exact is set (see quota_take).
+func (s *Store) accept(ctx context.Context, a Acceptance, exact bool) (used int64, err error) {
+	b, err := acceptance(a, exact, &used)
 	if err != nil {
 		return 0, err
 	}
@@ -199,8 +211,9 @@ func (s *Store) Accept(ctx context.Context, a Acceptance) (used int64, err error
 
 // acceptance queues the statements of an Acceptance, as many for a
 // hundred emails as for one; the quota statement scans the team's usage
-// into used. With an idempotency claim the first statement completes it.
-func acceptance(a Acceptance, used *int64) (*pgx.Batch, error) {
+// into used, exactly when exact is set. With an idempotency claim the
+// first statement completes it.
+func acceptance(a Acceptance, exact bool, used *int64) (*pgx.Batch, error) {
 	if len(a.Emails) == 0 {
 		return nil, fmt.Errorf("accepting emails: nothing to accept")
 	}
@@ -233,12 +246,13 @@ func acceptance(a Acceptance, used *int64) (*pgx.Batch, error) {
 	}
 	// Every recipient counts once, except those on the team's suppression
 	// list and the sandbox's suppressed@ addresses: they are never sent to.
-	// The quota is taken last: quota_take locks the team's usage row until
-	// the commit, and concurrent acceptances of the team wait for it, so
-	// they wait only for the commit and not for the inserts too. Over the
-	// quota its error aborts the transaction, inserts included.
+	// The quota is taken last: quota_take locks a slot of the team's usage
+	// (all of them when exact) until the commit, and acceptances that need
+	// the same slot wait for it, so they wait only for the commit and not
+	// for the inserts too. Over the quota its error aborts the
+	// transaction, inserts included.
 	b.Queue(quotaTakeSQL,
-		pgx.NamedArgs{"team": first.TeamID, "month": QuotaMonth(first.CreatedAt), "addrs": addrs}).
+		pgx.NamedArgs{"team": first.TeamID, "month": QuotaMonth(first.CreatedAt), "addrs": addrs, "exact": exact}).
 		QueryRow(func(row pgx.Row) error { return row.Scan(used) })
 	return b, nil
 }
@@ -246,11 +260,14 @@ func acceptance(a Acceptance, used *int64) (*pgx.Batch, error) {
 // quotaTakeSQL takes the quota of the addresses @addrs of team @team in
 // month @month: every address counts once, except those on the team's
 // suppression list and the sandbox's suppressed@ addresses, which are
-// never sent to. It returns the team's usage of the month.
+// never sent to. It returns the team's usage of the month. With @exact
+// false a small take far from the limit takes one slot of the usage and
+// may fail with errQuotaTakeExactly (migration 00038), after which the
+// caller retries the transaction with @exact true.
 const quotaTakeSQL = `SELECT quota_take(@team, @month, (
 	SELECT count(*) FROM unnest(@addrs::text[]) AS a(addr)
 	WHERE lower(addr) !~ '^suppressed(\+[^@]*)?@posthaste\.test$'
-	AND NOT EXISTS (SELECT 1 FROM suppression s WHERE s.team_id = @team AND s.email = lower(addr))))`
+	AND NOT EXISTS (SELECT 1 FROM suppression s WHERE s.team_id = @team AND s.email = lower(addr))), @exact)`
 
 // queueEmails queues the inserts of emails as set-based statements, each
 // column passed as one array, so that a batch of a hundred costs a few

@@ -374,3 +374,117 @@ func TestWebhookCapSerialisesCreations(t *testing.T) {
 	require.False(t, finished && early == nil, "the creation did not wait for the team and made a 21st endpoint")
 	require.ErrorIs(t, early, store.ErrLimitReached)
 }
+
+// Acceptances of one team far from its limit take different slots of its
+// usage and do not wait for each other's commits; near the limit a take
+// that can no longer prove it fits is retried exactly, and exact takes
+// wait for every take still uncommitted.
+func TestQuotaTakesSpreadOverSlotsAndStayExact(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	st, err := store.Open(ctx, store.Config{URL: url})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	require.NoError(t, st.Migrate(ctx))
+	team := newTeam(t, st)
+	require.NoError(t, st.SetPlan(ctx, team, "50k"))
+	month := store.QuotaMonth(time.Now())
+	admin, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	_, err = admin.Exec(ctx, `INSERT INTO quota_usage (team_id, month, slot, used) VALUES ($1, $2, 7, 42000)`, team, month)
+	require.NoError(t, err)
+
+	// One uncommitted take of 500 on each of the 16 slots (a connection per
+	// backend pid mod 16). None waits for another: with one usage row per
+	// team the second would wait for the first's commit.
+	holders := map[int]pgx.Tx{}
+	for len(holders) < 16 {
+		c, err := pgx.Connect(ctx, url)
+		require.NoError(t, err)
+		defer c.Close(ctx)
+		var pid int
+		require.NoError(t, c.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+		if _, taken := holders[pid%16]; taken {
+			continue
+		}
+		tx, err := c.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx) //nolint:errcheck // after commit a no-op
+		_, err = tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`)
+		require.NoError(t, err)
+		var used int64
+		require.NoError(t, tx.QueryRow(ctx, `SELECT quota_take($1, $2, 500, false)`, team, month).Scan(&used))
+		require.EqualValues(t, 42500, used, "the committed usage and this take")
+		holders[pid%16] = tx
+	}
+
+	// An exact take waits for the uncommitted ones.
+	_, err = admin.Exec(ctx, `SET lock_timeout = '10ms'`)
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, `SELECT quota_take($1, $2, 1, true)`, team, month)
+	require.ErrorContains(t, err, "lock timeout")
+	_, err = admin.Exec(ctx, `SET lock_timeout = 0`)
+	require.NoError(t, err)
+
+	// An acceptance of one recipient fits by the committed usage, so it
+	// starts on the fast path and waits for its slot's holder. Once all
+	// 16 commit, the usage is at the limit: its fast take fails, it is
+	// retried exactly and refused with the exact usage.
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.InsertEmail(ctx, newEmail(team, "delivered@posthaste.test"))
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		var waiting bool
+		require.NoError(t, admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%quota_take%')`).Scan(&waiting))
+		return waiting
+	}, time.Minute, 10*time.Millisecond, "the acceptance waits for its slot")
+	for _, tx := range holders {
+		require.NoError(t, tx.Commit(ctx))
+	}
+	err = <-done
+	var qe *store.QuotaExceededError
+	require.ErrorAs(t, err, &qe)
+	require.EqualValues(t, 50000, qe.Used)
+	used, err := st.QuotaUsed(ctx, team, time.Now())
+	require.NoError(t, err)
+	require.EqualValues(t, 50000, used)
+
+	// Across the boundary under concurrency: 7,510 left, 200 acceptances
+	// of 40 recipients each; takes start fast and end exact, and exactly
+	// 187 fit.
+	require.NoError(t, st.SetPlan(ctx, team, "100k"))
+	_, err = admin.Exec(ctx, `UPDATE quota_usage SET used = used + 100000 - 7510 - 50000 WHERE team_id = $1 AND slot = 7`, team)
+	require.NoError(t, err)
+	rcpts := make([]string, 40)
+	for i := range rcpts {
+		rcpts[i] = fmt.Sprintf("delivered+%d@posthaste.test", i)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok, over := 0, 0
+	for range 200 {
+		wg.Go(func() {
+			_, err := st.InsertEmail(ctx, newEmail(team, rcpts...))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, store.ErrQuotaExceeded):
+				over++
+			default:
+				t.Errorf("unexpected error: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, 187, ok)
+	require.Equal(t, 13, over)
+	used, err = st.QuotaUsed(ctx, team, time.Now())
+	require.NoError(t, err)
+	require.EqualValues(t, 100000-7510+187*40, used)
+}

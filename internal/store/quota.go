@@ -10,8 +10,17 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// quotaExceededCode is the SQLSTATE raised by quota_take (migration 00004).
-const quotaExceededCode = "PH429"
+// SQLSTATEs raised by quota_take (migrations 00004 and 00038): over the
+// quota; a fast take that could not prove it fits.
+const (
+	quotaExceededCode  = "PH429"
+	quotaTakeExactCode = "PH430"
+)
+
+// errQuotaTakeExactly means a quota take on the fast path found the team
+// near its limit: the transaction was aborted and is to be retried with
+// an exact take.
+var errQuotaTakeExactly = errors.New("quota near its limit: retry the take exactly")
 
 // ErrQuotaExceeded matches a *QuotaExceededError with errors.Is.
 var ErrQuotaExceeded = errors.New("monthly quota exceeded")
@@ -39,8 +48,8 @@ func QuotaMonth(t time.Time) time.Time {
 // month of t.
 func (s *Store) QuotaUsed(ctx context.Context, teamID uuid.UUID, t time.Time) (int64, error) {
 	var used int64
-	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT used FROM quota_usage
-		WHERE team_id = @team AND month = @month), 0)`,
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(used), 0)::bigint FROM quota_usage
+		WHERE team_id = @team AND month = @month`,
 		pgx.NamedArgs{"team": teamID, "month": QuotaMonth(t)}).Scan(&used)
 	return used, mapErr(err)
 }

@@ -166,6 +166,8 @@ func mapErr(err error) error {
 		case quotaExceededCode:
 			used, _ := strconv.ParseInt(pgErr.Detail, 10, 64)
 			return &QuotaExceededError{Used: used}
+		case quotaTakeExactCode:
+			return errQuotaTakeExactly
 		}
 	}
 	return err
