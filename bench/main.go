@@ -46,11 +46,13 @@
 //     TLS, AUTH once per connection) over 1 and over 16 connections, first
 //     the gateway inside dev, then `posthaste smtp` as its own process
 //     against dev's PostgreSQL and Temporal (gateway.go; the gateway as
-//     deployed, which the targets judge), beside two Postfix references in
-//     the same run: smtp-source into a throwaway Postfix instance of the
-//     bench's own that queues every message durably (fsync) and discards
-//     it (postfix.go, the reference of the targets), and smtp-source into
-//     smtp-sink, which stores nothing. Each run starts once dev has
+//     deployed, which the targets judge), then that process again with
+//     dev stopped (SIGSTOP) for the run so that nothing is processed
+//     meanwhile (the gateway's own rate, not judged), beside two Postfix
+//     references in the same run: smtp-source into a throwaway Postfix
+//     instance of the bench's own that queues every message durably
+//     (fsync) and discards it (postfix.go, the reference of the targets),
+//     and smtp-source into smtp-sink, which stores nothing. Each run starts once dev has
 //     delivered everything accepted before it. Without the Debian postfix
 //     package (or as another user than root) the references are skipped
 //     and the output says why.

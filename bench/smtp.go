@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -28,9 +29,13 @@ type smtpRun struct {
 	messages int
 	// ours is the gateway inside the dev process; standalone is a
 	// `posthaste smtp` process beside it (gateway.go), the gateway as it
-	// is deployed, which the targets judge (zero when it did not run).
+	// is deployed, which the targets judge (zero when it did not run);
+	// alone is that process again while dev is stopped (SIGSTOP), so
+	// that nothing is processed meanwhile: what the gateway itself can
+	// do on this machine, not judged.
 	ours       rate
 	standalone rate
+	alone      rate
 	// durable is a throwaway Postfix accepting into its fsynced queue
 	// (postfix.go), the reference of the targets; zero when skipped.
 	durable rate
@@ -143,6 +148,19 @@ func measureSMTP(ctx context.Context, dev *devProcess, c counts, p func(string, 
 		}
 		standaloneAccepted += r.messages
 	}
+	for i := range res.runs {
+		r := &res.runs[i]
+		if err := drain(); err != nil {
+			return res, err
+		}
+		logf("SMTP submissions to posthaste smtp with dev stopped, %d messages over %d connections", r.messages, r.conns)
+		if r.alone, err = submitWhileStopped(ctx, dev, func() (rate, error) {
+			return submitSMTP(ctx, gw.smtp, dev.creds.APIKey, roots, r.messages, r.conns)
+		}); err != nil {
+			return res, err
+		}
+		standaloneAccepted += r.messages
+	}
 	// The next step starts on a quiet dev too.
 	if err := drain(); err != nil {
 		return res, err
@@ -152,7 +170,8 @@ func measureSMTP(ctx context.Context, dev *devProcess, c counts, p func(string, 
 	p("  messages) beside Postfix on this machine fed by smtp-source (plain text, no AUTH, 1 KB bodies);")
 	p("  each run starts once dev has delivered everything accepted before it; the mail a run accepts is")
 	p("  processed by dev meanwhile. \"posthaste smtp\" is the gateway as deployed, its own process against")
-	p("  dev's PostgreSQL and Temporal; the targets judge it")
+	p("  dev's PostgreSQL and Temporal; the targets judge it. \"dev stopped\" is that process again with dev")
+	p("  stopped (SIGSTOP) for the run, so that nothing is processed meanwhile: the gateway's own rate")
 	if res.durableSkip != "" {
 		p("  postfix durable queue: skipped: %s", res.durableSkip)
 	}
@@ -163,6 +182,13 @@ func measureSMTP(ctx context.Context, dev *devProcess, c counts, p func(string, 
 		p("  c=%-2d %6d msgs  gateway inside dev          %8.1f msg/s", r.conns, r.messages, r.ours.perSecond())
 		if r.standalone.n > 0 {
 			p("  c=%-2d %6d msgs  posthaste smtp (own process)%8.1f msg/s", r.conns, r.messages, r.standalone.perSecond())
+		}
+		if r.alone.n > 0 {
+			line := fmt.Sprintf("  c=%-2d %6d msgs  posthaste smtp, dev stopped %8.1f msg/s", r.conns, r.messages, r.alone.perSecond())
+			if r.durable.n > 0 {
+				line += fmt.Sprintf("   ratio %.3f  (not judged)", ratio(r.alone, r.durable))
+			}
+			p("%s", line)
 		}
 		judged := r.judged()
 		if r.durable.n > 0 {
@@ -175,6 +201,20 @@ func measureSMTP(ctx context.Context, dev *devProcess, c counts, p func(string, 
 		}
 	}
 	return res, nil
+}
+
+// submitWhileStopped runs submit while dev is stopped with SIGSTOP (its
+// PostgreSQL, a process of its own, keeps running), and continues dev
+// afterwards whatever happened.
+func submitWhileStopped(ctx context.Context, dev *devProcess, submit func() (rate, error)) (rate, error) {
+	if err := dev.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return rate{}, fmt.Errorf("stopping dev: %w", err)
+	}
+	r, err := submit()
+	if cerr := dev.cmd.Process.Signal(syscall.SIGCONT); cerr != nil {
+		return rate{}, errors.Join(err, fmt.Errorf("continuing dev: %w", cerr))
+	}
+	return r, err
 }
 
 // submitSMTP sends n messages over conns authenticated connections.
