@@ -106,6 +106,21 @@ func startBareWorker(c client.Client) (worker.Worker, error) {
 	return w, nil
 }
 
+// connectBare dials dev's Temporal and starts a bare worker on it (see
+// startBareWorker); stop stops the worker and closes the client.
+func connectBare(ctx context.Context, hostPort string) (c client.Client, stop func(), err error) {
+	c, err = dialTemporal(ctx, hostPort)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := startBareWorker(c)
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return c, func() { w.Stop(); c.Close() }, nil
+}
+
 // bareResult is one bare run.
 type bareResult struct {
 	kind      bareKind

@@ -495,16 +495,11 @@ func measure(ctx context.Context, api *apiClient, dev *devProcess, c counts, p f
 	}
 
 	// 5. Bare Temporal on the same server.
-	tc, err := dialTemporal(ctx, dev.temporal)
+	tc, stop, err := connectBare(ctx, dev.temporal)
 	if err != nil {
 		return nil, err
 	}
-	defer tc.Close()
-	bw, err := startBareWorker(tc)
-	if err != nil {
-		return nil, err
-	}
-	defer bw.Stop()
+	defer stop()
 	p("")
 	p("bare Temporal on the same server (worker in the bench process, task queue %s, %d concurrent starters)", bareTaskQueue, c.conc)
 	for _, kind := range []bareKind{bareActivity, bareLocalActivity} {

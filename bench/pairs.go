@@ -83,16 +83,11 @@ func measurePairs(ctx context.Context, api *apiClient, dev *devProcess, side *de
 	if c.rounds < 2 {
 		return nil, nil
 	}
-	tc, err := dialTemporal(ctx, dev.temporal)
+	tc, stop, err := connectBare(ctx, dev.temporal)
 	if err != nil {
 		return nil, err
 	}
-	defer tc.Close()
-	bw, err := startBareWorker(tc)
-	if err != nil {
-		return nil, err
-	}
-	defer bw.Stop()
+	defer stop()
 	var out []pair
 	for round := 2; round <= c.rounds; round++ {
 		p("")

@@ -36,28 +36,7 @@ func TestQuotaTakeIsExactAndAtomicWithTheInsert(t *testing.T) {
 	require.EqualValues(t, 2995, used)
 
 	// 50 parallel single-recipient inserts against 5 left: exactly 5 pass.
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	ok, over := 0, 0
-	for range 50 {
-		wg.Go(func() {
-			_, err := st.InsertEmail(ctx, newEmail(team, "delivered@posthaste.test"))
-			mu.Lock()
-			defer mu.Unlock()
-			var qe *store.QuotaExceededError
-			switch {
-			case err == nil:
-				ok++
-			case errors.As(err, &qe): // assert, not require: this is not the test's goroutine
-				assert.ErrorIs(t, err, store.ErrQuotaExceeded)
-				assert.LessOrEqual(t, qe.Used, int64(3000))
-				over++
-			default:
-				t.Errorf("unexpected error: %v", err)
-			}
-		})
-	}
-	wg.Wait()
+	ok, over := insertConcurrently(t, st, 50, 3000, func() store.Email { return newEmail(team, "delivered@posthaste.test") })
 	require.Equal(t, 5, ok)
 	require.Equal(t, 45, over)
 	used, err = st.QuotaUsed(ctx, team, time.Now())
@@ -463,18 +442,33 @@ func TestQuotaTakesSpreadOverSlotsAndStayExact(t *testing.T) {
 	for i := range rcpts {
 		rcpts[i] = fmt.Sprintf("delivered+%d@posthaste.test", i)
 	}
+	ok, over := insertConcurrently(t, st, 200, 100000, func() store.Email { return newEmail(team, rcpts...) })
+	require.Equal(t, 187, ok)
+	require.Equal(t, 13, over)
+	used, err = st.QuotaUsed(ctx, team, time.Now())
+	require.NoError(t, err)
+	require.EqualValues(t, 100000-7510+187*40, used)
+}
+
+// insertConcurrently inserts n emails made by email in parallel and
+// counts those accepted and those refused over the quota, whose reported
+// usage must not pass limit; any other error fails the test.
+func insertConcurrently(t *testing.T, st *store.Store, n int, limit int64, email func() store.Email) (ok, over int) {
+	t.Helper()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	ok, over := 0, 0
-	for range 200 {
+	for range n {
 		wg.Go(func() {
-			_, err := st.InsertEmail(ctx, newEmail(team, rcpts...))
+			_, err := st.InsertEmail(context.Background(), email())
 			mu.Lock()
 			defer mu.Unlock()
+			var qe *store.QuotaExceededError
 			switch {
 			case err == nil:
 				ok++
-			case errors.Is(err, store.ErrQuotaExceeded):
+			case errors.As(err, &qe): // assert, not require: this is not the test's goroutine
+				assert.ErrorIs(t, err, store.ErrQuotaExceeded)
+				assert.LessOrEqual(t, qe.Used, limit)
 				over++
 			default:
 				t.Errorf("unexpected error: %v", err)
@@ -482,9 +476,5 @@ func TestQuotaTakesSpreadOverSlotsAndStayExact(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	require.Equal(t, 187, ok)
-	require.Equal(t, 13, over)
-	used, err = st.QuotaUsed(ctx, team, time.Now())
-	require.NoError(t, err)
-	require.EqualValues(t, 100000-7510+187*40, used)
+	return ok, over
 }
