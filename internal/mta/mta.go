@@ -4,12 +4,12 @@
 // RFC 7505 null MX) and their addresses through Config.Resolver (in the
 // program package dnscache, which keeps answers for their TTL), connects
 // to them in preference order from an optional source address (a host's
-// addresses in turn, IPv4 first), says EHLO, upgrades with STARTTLS under the envelope's TLS
-// policy, and runs one mail transaction for all recipients of the envelope,
-// pipelined when the server offers PIPELINING (RFC 2920). It honours SIZE
-// (RFC 1870) and SMTPUTF8 (RFC 6531), keeps idle connections for reuse by
-// the next envelope to the same host, and reports one Result per recipient:
-// delivered, deferred (try again later), bounced (permanent) or refused:
+// addresses in turn, IPv4 first), says EHLO, upgrades with STARTTLS under
+// the envelope's TLS policy, and runs one mail transaction for all
+// recipients of the envelope, pipelined when the server offers PIPELINING
+// (RFC 2920). It honours SIZE (RFC 1870) and SMTPUTF8 (RFC 6531), keeps
+// idle connections for reuse by the next envelope to the same host, and
+// reports one Result per recipient: delivered, deferred (try again later), bounced (permanent) or refused:
 // MX hosts are reached only at addresses the egress policy allows (package
 // egress: no loopback, private, link-local or metadata address unless the
 // operator allows it), checked at every connect so that a DNS answer cannot
@@ -50,7 +50,6 @@ import (
 	"time"
 
 	"github.com/posthaste/posthaste/internal/dane"
-	"github.com/posthaste/posthaste/internal/dnscache"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/mtasts"
 	"github.com/posthaste/posthaste/internal/shaping"
@@ -63,8 +62,8 @@ type Config struct {
 	// sending address.
 	Hostname string
 	// Resolver looks up MX records and the addresses of MX hosts (the
-	// relay's name is resolved by the system resolver); nil means net.DefaultResolver, which keeps no answers. The
-	// program gives a *dnscache.Resolver, which keeps them for their TTL
+	// relay's name is resolved by the system resolver); nil means
+	// net.DefaultResolver, which keeps no answers. The program gives a *dnscache.Resolver, which keeps them for their TTL
 	// (POSTHASTE_DNS_SERVER points it at a test DNS server).
 	Resolver Resolver
 	// Port is the port of MX hosts; 0 means 25. Tests and local setups
@@ -118,10 +117,7 @@ type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
-var (
-	_ Resolver = (*net.Resolver)(nil)
-	_ Resolver = (*dnscache.Resolver)(nil)
-)
+var _ Resolver = (*net.Resolver)(nil)
 
 // Timeouts bounds the steps of an SMTP session. A step that takes longer
 // fails the connection and defers its recipients. The Deliver context's
