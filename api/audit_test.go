@@ -8,8 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/pgtest"
-	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/storetest"
 )
 
 func auditIDs(t *testing.T, r resp) []string {
@@ -94,11 +93,7 @@ func TestAuditLogCoversAPIChanges(t *testing.T) {
 // logged.
 func TestAuditWriteFailureIsNotASilentSuccess(t *testing.T) {
 	ctx := context.Background()
-	dbURL := pgtest.NewDatabase(t)
-	st, err := store.Open(ctx, store.Config{URL: dbURL})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	require.NoError(t, st.Migrate(ctx))
+	st, dbURL := storetest.NewWithURL(t)
 	e := newEnvWith(t, envOptions{store: st})
 	conn, err := pgx.Connect(ctx, dbURL)
 	require.NoError(t, err)

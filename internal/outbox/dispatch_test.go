@@ -16,6 +16,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/storetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -25,11 +26,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 func pgOutbox(t *testing.T) (*store.Store, *pgxpool.Pool, uuid.UUID) {
 	t.Helper()
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	st, err := store.Open(ctx, store.Config{URL: url})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	require.NoError(t, st.Migrate(ctx))
+	st, url := storetest.NewWithURL(t)
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)

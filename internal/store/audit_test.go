@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/audit"
-	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/storetest"
 )
 
 // auditDB is a migrated store with a raw connection to the same database,
@@ -22,11 +22,7 @@ import (
 func auditDB(t *testing.T) (*store.Store, *pgx.Conn) {
 	t.Helper()
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	st, err := store.Open(ctx, store.Config{URL: url})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	require.NoError(t, st.Migrate(ctx))
+	st, url := storetest.NewWithURL(t)
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close(context.Background()) })

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/storetest"
 )
 
 func TestQuotaTakeIsExactAndAtomicWithTheInsert(t *testing.T) {
@@ -296,11 +296,7 @@ func TestWebhookEndpointsPerTeamAreCapped(t *testing.T) {
 // (Counting without the team's lock would see 17 and make a 21st.)
 func TestWebhookCapSerialisesCreations(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	st, err := store.Open(ctx, store.Config{URL: url})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	require.NoError(t, st.Migrate(ctx))
+	st, url := storetest.NewWithURL(t)
 	team := newTeam(t, st)
 	hook := func() store.Webhook {
 		return store.Webhook{ID: uuid.Must(uuid.NewV7()), TeamID: team, Endpoint: "https://hooks.example/x",
@@ -360,11 +356,7 @@ func TestWebhookCapSerialisesCreations(t *testing.T) {
 // wait for every take still uncommitted.
 func TestQuotaTakesSpreadOverSlotsAndStayExact(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	st, err := store.Open(ctx, store.Config{URL: url})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	require.NoError(t, st.Migrate(ctx))
+	st, url := storetest.NewWithURL(t)
 	team := newTeam(t, st)
 	require.NoError(t, st.SetPlan(ctx, team, "50k"))
 	month := store.QuotaMonth(time.Now())

@@ -19,6 +19,7 @@ import (
 	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/storetest"
 )
 
 // sealedStore returns a store that seals content with a fresh master key,
@@ -27,11 +28,7 @@ import (
 func sealedStore(t *testing.T) (sealed, plain *store.Store, db *pgx.Conn) {
 	t.Helper()
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	plain, err := store.Open(ctx, store.Config{URL: url})
-	require.NoError(t, err)
-	t.Cleanup(plain.Close)
-	require.NoError(t, plain.Migrate(ctx))
+	plain, url := storetest.NewWithURL(t)
 	key, err := seal.NewKey()
 	require.NoError(t, err)
 	raw, err := seal.ParseKey(key)

@@ -17,8 +17,17 @@ import (
 // New returns a store on a new, migrated database, closed at cleanup.
 func New(t testing.TB) *store.Store {
 	t.Helper()
+	st, _ := NewWithURL(t)
+	return st
+}
+
+// NewWithURL is New, and also returns the database's URL for tests that
+// open connections of their own beside the store.
+func NewWithURL(t testing.TB) (*store.Store, string) {
+	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{URL: pgtest.NewDatabase(t)})
+	url := pgtest.NewDatabase(t)
+	st, err := store.Open(ctx, store.Config{URL: url})
 	if err != nil {
 		t.Fatalf("opening store: %v", err)
 	}
@@ -26,7 +35,7 @@ func New(t testing.TB) *store.Store {
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatalf("migrating: %v", err)
 	}
-	return st
+	return st, url
 }
 
 // SeedOutcomes stores, for each state in outcomes, one email of the team
