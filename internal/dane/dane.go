@@ -2,14 +2,14 @@
 // records (DANE for SMTP, RFC 7672; TLSA records, RFC 6698 and RFC 7671).
 //
 // A Resolver asks a validating resolver (the configured DNS server, see
-// dnscache.ServersFromResolvConf) with the
-// EDNS0 DO bit set, and trusts an answer only when the resolver marks it
-// authenticated (the AD bit): this package validates no signatures itself,
-// so the path to that resolver must be trusted (loopback, or a private
-// network). SecureMX tells whether a domain's MX answer is validated, which
-// RFC 7672 §2.2 requires before its hosts' TLSA records are looked up;
-// Lookup returns the validated TLSA records of an MX host; Verify checks a
-// server's certificate chain against them.
+// dnscache.ServersFromResolvConf) with the EDNS0 DO bit set, and trusts an
+// answer only when the resolver marks it authenticated (the AD bit): this
+// package validates no signatures itself, so the path to that resolver must
+// be trusted (loopback, or a private network). SecureMX tells whether a
+// domain's MX answer is validated, which RFC 7672 §2.2 requires before its
+// hosts' TLSA records are looked up; Lookup returns the validated TLSA
+// records of an MX host; Verify checks a server's certificate chain against
+// them.
 package dane
 
 import (
