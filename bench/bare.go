@@ -131,8 +131,12 @@ type bareResult struct {
 }
 
 func (r bareResult) String() string {
-	return fmt.Sprintf("%-18s n=%-6d %8.1f workflows/s  in %s  (all started in %s; StartWorkflowExecution p50 %s p99 %s)",
+	s := fmt.Sprintf("%-18s n=%-6d %8.1f workflows/s  in %s  (all started in %s; StartWorkflowExecution p50 %s p99 %s)",
 		r.kind, r.rate.n, r.rate.perSecond(), fmtDur(r.rate.elapsed), fmtDur(r.startedIn), fmtDur(r.startP50), fmtDur(r.startP99))
+	if t := r.rate.cpuText("workflow"); t != "" {
+		s += "; " + t
+	}
+	return s
 }
 
 // runBare starts n workflows of kind with conc concurrent starters, then
@@ -148,7 +152,7 @@ func runBare(ctx context.Context, c client.Client, kind bareKind, n, conc int) (
 		firstErr error
 	)
 	fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
-	start := time.Now()
+	start, cpu := time.Now(), startCPU()
 	for range conc {
 		wg.Go(func() {
 			for {
@@ -201,7 +205,7 @@ func runBare(ctx context.Context, c client.Client, kind bareKind, n, conc int) (
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, busy := time.Since(start), cpu.used()
 	if firstErr != nil {
 		return bareResult{}, firstErr
 	}
@@ -211,7 +215,7 @@ func runBare(ctx context.Context, c client.Client, kind bareKind, n, conc int) (
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	lr := loadResult{latencies: lat}
 	return bareResult{
-		kind: kind, rate: rate{n: n, elapsed: elapsed}, startedIn: startedIn,
+		kind: kind, rate: rate{n: n, elapsed: elapsed, busy: busy}, startedIn: startedIn,
 		startP50: lr.percentile(0.50), startP99: lr.percentile(0.99),
 	}, nil
 }

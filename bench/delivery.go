@@ -180,7 +180,7 @@ func realDeliveryRun(ctx context.Context, api *apiClient, dev *devProcess, side 
 	mxBase, snapBase, signedBase := side.counts.total(), side.counts.snapshot(), side.signed.Load()
 
 	logf("real delivery: %d emails to %s at concurrency %d", n, rcpt, conc)
-	start := time.Now()
+	start, cpu := time.Now(), startCPU()
 	res.accept, err = rc.load(ctx, n, conc)
 	if err != nil {
 		return res, err
@@ -192,7 +192,7 @@ func realDeliveryRun(ctx context.Context, api *apiClient, dev *devProcess, side 
 	if err != nil {
 		return res, err
 	}
-	res.rate = rate{n: n, elapsed: done.Sub(start)}
+	res.rate = rate{n: n, elapsed: done.Sub(start), busy: cpu.used()}
 
 	// This run's emails are the (id, recipient) pairs new since snapBase:
 	// each to rcpt, once, and nothing else arrived meanwhile.
@@ -215,6 +215,9 @@ func realDeliveryRun(ctx context.Context, api *apiClient, dev *devProcess, side 
 	p("  to an in-process MX on %s; first request until the MX had them all and dev counted them delivered", side.mx.ln.Addr())
 	p("  accept %s", res.accept)
 	p("  %d delivered in %s: %.1f emails/s", n, fmtDur(res.rate.elapsed), res.rate.perSecond())
+	if t := res.rate.cpuText("email"); t != "" {
+		p("  %s", t)
+	}
 	p("  at the MX: %d messages, %d distinct emails, %d DKIM-signed d=%s, each email exactly once: %s",
 		side.counts.total()-mxBase, fresh, res.signed, chaosSenderDomain, yesNo(res.once))
 	return res, nil

@@ -396,6 +396,7 @@ func run(ctx context.Context, bin string, c counts, out, progress io.Writer) (er
 	bc.e2e, bc.e2eFrom = res.e2e, "this run's, above"
 	printBroadcast(p, bc)
 	printTargets(p, append(targets(c, res, sr, ir), broadcastTargets(bc)...))
+	printBudget(p, budgetRows(c, res, sr), runtime.NumCPU())
 	logf("contacts: import and template rendering")
 	if err := measureContacts(ctx, dev, defaultContactRows, p, logf); err != nil {
 		return fmt.Errorf("contacts: %w", err)
@@ -432,6 +433,7 @@ type results struct {
 type rate struct {
 	n       int
 	elapsed time.Duration
+	busy    time.Duration // the machine's busy CPU time during the run (cpu.go); 0 when not measured
 }
 
 func (r rate) perSecond() float64 {
@@ -542,7 +544,7 @@ func measureE2E(ctx context.Context, api *apiClient, m *scraper, c counts, p fun
 		return rate{}, loadResult{}, err
 	}
 	logf("e2e: %d emails at concurrency %d", c.e2e, c.conc)
-	start := time.Now()
+	start, cpu := time.Now(), startCPU()
 	r, err := api.load(ctx, c.e2e, c.conc)
 	if err != nil {
 		return rate{}, r, err
@@ -554,11 +556,14 @@ func measureE2E(ctx context.Context, api *apiClient, m *scraper, c counts, p fun
 	if err != nil {
 		return rate{}, r, fmt.Errorf("waiting for the e2e run: %w", err)
 	}
-	e2e := rate{n: c.e2e, elapsed: done.Sub(start)}
+	e2e := rate{n: c.e2e, elapsed: done.Sub(start), busy: cpu.used()}
 	p("")
 	p("sandbox end to end: %d emails at c=%d, first request to last delivered event", c.e2e, c.conc)
 	p("  accept %s", r)
 	p("  %d delivered in %s: %.1f emails/s", c.e2e, fmtDur(e2e.elapsed), e2e.perSecond())
+	if t := e2e.cpuText("email"); t != "" {
+		p("  %s", t)
+	}
 	return e2e, r, nil
 }
 

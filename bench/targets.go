@@ -63,17 +63,9 @@ func targets(c counts, res *results, smtp smtpResult, in inboundResult) []target
 	}
 	out = append(out, rt)
 
-	for _, want := range []struct {
-		conns int
-		bound float64
-	}{{c.conc, targetSMTPBurst}, {1, targetSMTPSerial}} {
+	for _, want := range smtpTargets(c) {
 		t := target{name: fmt.Sprintf("smtp c=%d / postfix durable c=%d >= %.2f", want.conns, want.conns, want.bound)}
-		var run *smtpRun
-		for i := range smtp.runs {
-			if smtp.runs[i].conns == want.conns {
-				run = &smtp.runs[i]
-			}
-		}
+		run := smtp.over(want.conns)
 		switch {
 		case run == nil || run.judged().n == 0:
 			t.skipped = "no SMTP run"
@@ -124,6 +116,62 @@ func targets(c counts, res *results, smtp smtpResult, in inboundResult) []target
 		}
 	}
 	return append(out, p99)
+}
+
+// smtpTargets are the SMTP targets: a connection count and its bound.
+func smtpTargets(c counts) []struct {
+	conns int
+	bound float64
+} {
+	return []struct {
+		conns int
+		bound float64
+	}{{c.conc, targetSMTPBurst}, {1, targetSMTPSerial}}
+}
+
+// over returns the run over conns connections, nil when there is none.
+func (s smtpResult) over(conns int) *smtpRun {
+	for i := range s.runs {
+		if s.runs[i].conns == conns {
+			return &s.runs[i]
+		}
+	}
+	return nil
+}
+
+// budgetRows prices the rates the real delivery, SMTP and API targets ask
+// for at the machine CPU per email this run measured (printBudget): real
+// delivery at the real runs' median cost, the sandbox mail of the SMTP
+// runs and the API burst at the sandbox end-to-end run's.
+func budgetRows(c counts, res *results, smtp smtpResult) []budgetRow {
+	bare, _ := medianRates(res.pairs)
+	costs := make([]float64, 0, len(res.pairs))
+	for _, pr := range res.pairs {
+		costs = append(costs, pr.real.perItem().Seconds())
+	}
+	real := time.Duration(median(costs) * float64(time.Second))
+	rows := []budgetRow{{
+		name: fmt.Sprintf("real delivery at %.2f x median bare", targetRealOverBare),
+		rate: targetRealOverBare * bare.perSecond(), perItem: real, costOf: "real delivery",
+	}}
+	sandbox := res.e2e.perItem()
+	for _, want := range smtpTargets(c) {
+		if run := smtp.over(want.conns); run != nil && run.durable.n > 0 {
+			rows = append(rows, budgetRow{
+				name: fmt.Sprintf("smtp c=%d at %.2f x postfix durable", want.conns, want.bound),
+				rate: want.bound * run.durable.perSecond(), perItem: sandbox, costOf: "sandbox e2e",
+			})
+		}
+	}
+	for _, r := range res.accept {
+		if r.conc == c.conc && r.elapsed > 0 {
+			rows = append(rows, budgetRow{
+				name: fmt.Sprintf("api accept c=%d, at the rate it ran", c.conc),
+				rate: float64(r.ok) / r.elapsed.Seconds(), perItem: sandbox, costOf: "sandbox e2e",
+			})
+		}
+	}
+	return rows
 }
 
 // broadcastTargets evaluates the broadcast step's targets (broadcast.go):
