@@ -207,50 +207,6 @@ func escapeLike(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }
 
-// EventCount is the number of events of one type in one time bucket.
-type EventCount struct {
-	Bucket time.Time
-	Type   string
-	Count  int
-}
-
-// CountEvents counts a team's email events since a time, per bucket
-// ("hour" or "day", in UTC) and type, optionally for one sender domain.
-func (s *Store) CountEvents(ctx context.Context, teamID uuid.UUID, since time.Time, bucket, domain string) ([]EventCount, error) {
-	if bucket != "hour" && bucket != "day" {
-		return nil, fmt.Errorf("unknown bucket %q", bucket)
-	}
-	// The first event of each email is its acceptance (see Events).
-	filter := ``
-	args := pgx.NamedArgs{"team": teamID, "since": since}
-	if domain != "" {
-		filter = ` AND e.from_domain = @domain`
-		args["domain"] = strings.ToLower(domain)
-	}
-	q := `SELECT date_trunc('` + bucket + `', ev.created_at AT TIME ZONE 'UTC') AS b, ev.type, count(*) FROM (
-			SELECT ev.type, ev.created_at FROM email_event ev JOIN email e ON e.id = ev.email_id
-			WHERE e.team_id = @team AND ev.created_at >= @since` + filter + `
-			UNION ALL
-			SELECT ` + firstEventType + `, e.created_at FROM email e
-			WHERE e.team_id = @team AND e.created_at >= @since` + filter + `
-		) ev GROUP BY b, ev.type ORDER BY b, ev.type`
-	rows, err := s.pool.Query(ctx, q, args)
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EventCount, error) {
-		var c EventCount
-		var b time.Time
-		err := r.Scan(&b, &c.Type, &c.Count)
-		c.Bucket = time.Date(b.Year(), b.Month(), b.Day(), b.Hour(), 0, 0, 0, time.UTC)
-		return c, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("counting events: %w", mapErr(err))
-	}
-	return out, nil
-}
-
 // SenderDomains lists the sender domains a team has used, for filters.
 func (s *Store) SenderDomains(ctx context.Context, teamID uuid.UUID) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT DISTINCT from_domain FROM email WHERE team_id = @team ORDER BY 1`,
