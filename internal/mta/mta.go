@@ -9,11 +9,12 @@
 // recipients of the envelope, pipelined when the server offers PIPELINING
 // (RFC 2920). It honours SIZE (RFC 1870) and SMTPUTF8 (RFC 6531), keeps
 // idle connections for reuse by the next envelope to the same host, and
-// reports one Result per recipient: delivered, deferred (try again later), bounced (permanent) or refused:
-// MX hosts are reached only at addresses the egress policy allows (package
-// egress: no loopback, private, link-local or metadata address unless the
-// operator allows it), checked at every connect so that a DNS answer cannot
-// change between check and use. Transport security follows the strictest
+// reports one Result per recipient: delivered, deferred (try again later),
+// bounced (permanent) or refused: MX hosts are reached only at addresses
+// the egress policy allows (package egress: no loopback, private,
+// link-local or metadata address unless the operator allows it), checked
+// at every connect so that a DNS answer cannot change between check and
+// use. Transport security follows the strictest
 // policy that applies: the envelope's TLS mode, the recipient domain's
 // MTA-STS policy (RFC 8461, package mtasts: under enforce only listed MX
 // hosts are tried, over TLS with a certificate valid for their name; under
@@ -31,6 +32,7 @@
 // closes after the provider's messages per connection, and a reply that
 // asks to slow down pauses the provider; what finds no room in time is
 // deferred (451 4.4.5) without connecting.
+//
 // ClassifyBounce reads a failure reply (RFC 3463 enhanced code, text) as an
 // Amazon SES bounce type and says whether the address itself is bad.
 package mta
@@ -63,7 +65,8 @@ type Config struct {
 	Hostname string
 	// Resolver looks up MX records and the addresses of MX hosts (the
 	// relay's name is resolved by the system resolver); nil means
-	// net.DefaultResolver, which keeps no answers. The program gives a *dnscache.Resolver, which keeps them for their TTL
+	// net.DefaultResolver, which keeps no answers. The program gives a
+	// *dnscache.Resolver, which keeps them for their TTL
 	// (POSTHASTE_DNS_SERVER points it at a test DNS server).
 	Resolver Resolver
 	// Port is the port of MX hosts; 0 means 25. Tests and local setups
