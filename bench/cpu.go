@@ -105,13 +105,13 @@ func (r rate) cpuText(unit string) string {
 // budgetRow is a rate a target asks for and the machine time per email
 // that rate is priced at.
 type budgetRow struct {
-	name    string        // e.g. "smtp c=16 at 0.80 x durable postfix"
+	name    string        // e.g. "smtp c=16 at 0.80 x postfix durable"
 	rate    float64       // per second
 	perItem time.Duration // machine CPU per email, measured in this run
 	costOf  string        // which run perItem is from
 }
 
-// budget prints how many cores each row's rate needs at its measured cost
+// printBudget prints how many cores each row's rate needs at its measured cost
 // beside the cores the machine has: a target whose rate needs more than
 // the machine has cannot be met while the same machine processes the mail
 // it accepts at that cost.

@@ -118,15 +118,15 @@ func targets(c counts, res *results, smtp smtpResult, in inboundResult) []target
 	return append(out, p99)
 }
 
-// smtpTargets are the SMTP targets: a connection count and its bound.
-func smtpTargets(c counts) []struct {
+// smtpTarget is an SMTP target: a connection count and its bound.
+type smtpTarget struct {
 	conns int
 	bound float64
-} {
-	return []struct {
-		conns int
-		bound float64
-	}{{c.conc, targetSMTPBurst}, {1, targetSMTPSerial}}
+}
+
+// smtpTargets are the SMTP targets of a run with c's concurrency.
+func smtpTargets(c counts) []smtpTarget {
+	return []smtpTarget{{c.conc, targetSMTPBurst}, {1, targetSMTPSerial}}
 }
 
 // over returns the run over conns connections, nil when there is none.
