@@ -115,8 +115,9 @@ func checkTracked(t *testing.T, msgs []smtptest.Message, e store.Email, d store.
 		found := trackedLink.FindAllStringSubmatch(body, -1)
 		require.Len(t, found, 2, body)
 		want := map[string]tracking.Token{
-			"c": {Kind: tracking.Click, TeamID: d.TeamID, EmailID: e.ID, URL: "https://shop.example/sale"},
-			"o": {Kind: tracking.Open, TeamID: d.TeamID, EmailID: e.ID},
+			"c": {Kind: tracking.Click, TeamID: d.TeamID, EmailID: e.ID, URL: "https://shop.example/sale",
+				Host: "links.shop.test"},
+			"o": {Kind: tracking.Open, TeamID: d.TeamID, EmailID: e.ID, Host: "links.shop.test"},
 		}
 		for _, f := range found {
 			tok, err := sealer.Open(f[2])

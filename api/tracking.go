@@ -18,9 +18,10 @@ type TrackingHandler interface {
 }
 
 // trackingRoutes answers the requests for the tracking paths, whatever
-// their Host: the handler checks the host itself (tracking.Config.KnownHost),
-// after its rate limit and the token, so that an anonymous request with a
-// made-up Host costs no database query. They are neither logged nor
+// their Host: the handler checks the host itself (against the host the
+// token is bound to, then tracking.Config.TeamHost), after its rate limit
+// and the token, so that an anonymous request with a made-up Host costs no
+// database query. They are neither logged nor
 // rate-limited per team: the handler keeps its own limit per client.
 type trackingRoutes struct {
 	engine *gin.Engine

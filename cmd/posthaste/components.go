@@ -466,16 +466,9 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		if err != nil {
 			return nil, err
 		}
+		// The operator's host is normalised by config.Load.
 		th, err := tracking.NewHandler(tracking.Config{Sealer: sealer, Limiter: in.limiter, Outbox: in.dispatcher,
-			KnownHost: func(ctx context.Context, host string) (bool, error) {
-				// The operator's host (normalised by config.Load) needs
-				// no query; a domain's tracking subdomain does.
-				if host == cfg.Domains.TrackingHost {
-					return true, nil
-				}
-				return st.IsTrackingHost(ctx, host)
-			},
-			Logger: logger}, st)
+			SharedHost: cfg.Domains.TrackingHost, TeamHost: st.IsTeamTrackingHost, Logger: logger}, st)
 		if err != nil {
 			return nil, err
 		}

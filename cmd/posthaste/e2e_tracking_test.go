@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,7 +18,9 @@ import (
 
 	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/tracking"
 )
 
 // TestDevTracking sends from a verified domain with open and click
@@ -27,7 +30,10 @@ import (
 // stored copy is not rewritten, and fetching the pixel and a link with
 // the tracking Host header records opened and clicked, redirects to the
 // original URL, and sends email.clicked with the link; a tampered token
-// is 404.
+// is 404, and so is the token on another team's tracking host (issue 33:
+// no open redirect under another tenant's domain), while it is served on
+// the operator's shared tracking host; a token of the first format (no
+// host) is served only on a tracking host of its team.
 func TestDevTracking(t *testing.T) {
 	ctx := context.Background()
 	dns := dnstest.NewServer(t)
@@ -103,11 +109,11 @@ func TestDevTracking(t *testing.T) {
 	require.Equal(t, html, e["html"], "the stored copy is not rewritten")
 
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	get := func(path string) *http.Response {
+	getOn := func(host, path string) *http.Response {
 		t.Helper()
 		req, err := http.NewRequest("GET", dev.base+path, nil)
 		require.NoError(t, err)
-		req.Host = "links.track.test"
+		req.Host = host
 		req.Header.Set("User-Agent", "Mozilla/5.0 (X11; Linux x86_64) Firefox/120.0")
 		res, err := noRedirect.Do(req)
 		require.NoError(t, err)
@@ -115,6 +121,37 @@ func TestDevTracking(t *testing.T) {
 		require.NoError(t, res.Body.Close())
 		return res
 	}
+	get := func(path string) *http.Response { t.Helper(); return getOn("links.track.test", path) }
+
+	// Another team, with tracking on its own domain: its tracking host
+	// (which CNAMEs to the same shared host) does not serve this team's
+	// tokens, before anything was recorded.
+	rival := uuid.Must(uuid.NewV7())
+	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: rival, Name: "rival"}))
+	require.NoError(t, st.CreateDomain(ctx, store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: rival, Name: "rival.test",
+		Region: "us-east-1", Status: store.DomainVerified, ReturnPath: "send", TLS: store.TLSOpportunistic,
+		DKIMSelector: "posthaste", DKIMPublicKey: "cHVibGlj", DKIMPrivateKey: []byte("unused"),
+		RecordStatus: map[string]string{}, OpenTracking: true, ClickTracking: true}))
+	for _, p := range []string{click[1], open[1]} {
+		res := getOn("links.rival.test", p)
+		require.Equal(t, 404, res.StatusCode, p)
+		require.Empty(t, res.Header.Get("Location"))
+	}
+	// A token of the first format, as delivered before tokens named their
+	// host: not on the other team's tracking host either.
+	keys, err := seal.LoadOrCreateKeyFile(filepath.Join(env["POSTHASTE_DATA_DIR"], "master.key"))
+	require.NoError(t, err)
+	box, err := seal.NewRing(keys[0], keys[1:]...)
+	require.NoError(t, err)
+	sealer, err := tracking.NewSealer(box.DeriveKey(tracking.KeyPurpose))
+	require.NoError(t, err)
+	row, err := st.EmailForBuild(ctx, uuid.MustParse(id))
+	require.NoError(t, err)
+	legacy, err := sealer.Seal(tracking.Token{Kind: tracking.Click, TeamID: row.TeamID, EmailID: row.ID,
+		Link: 0, URL: "https://shop.example/sale?x=1&y=2"})
+	require.NoError(t, err)
+	require.Equal(t, 404, getOn("links.rival.test", tracking.ClickPath+legacy).StatusCode)
+
 	res := get(open[1])
 	require.Equal(t, 200, res.StatusCode)
 	require.Equal(t, "image/gif", res.Header.Get("Content-Type"))
@@ -156,7 +193,7 @@ func TestDevTracking(t *testing.T) {
 	require.Equal(t, "https://shop.example/sale?x=1&y=2", clicked[0].Detail["link"])
 	require.Contains(t, clicked[0].Detail, "machine")
 	require.Equal(t, "ann@rcpt.test", opened[0].Recipient)
-	row, err := st.EmailForBuild(ctx, uuid.MustParse(id))
+	row, err = st.EmailForBuild(ctx, uuid.MustParse(id))
 	require.NoError(t, err)
 	require.Equal(t, "clicked", row.Recipients[0].Status, "the open then the click moved the recipient on")
 	status, e = c.do("GET", "/emails/"+id, nil)
@@ -186,6 +223,15 @@ func TestDevTracking(t *testing.T) {
 		}
 	}
 	require.Equal(t, "https://shop.example/sale?x=1&y=2", link)
+
+	// The operator's shared tracking host serves the token; the first
+	// format is served on the team's own tracking host.
+	res = getOn("track.posthaste.example", click[1])
+	require.Equal(t, 302, res.StatusCode)
+	require.Equal(t, "https://shop.example/sale?x=1&y=2", res.Header.Get("Location"))
+	res = get(tracking.ClickPath + legacy)
+	require.Equal(t, 302, res.StatusCode)
+	require.Equal(t, "https://shop.example/sale?x=1&y=2", res.Header.Get("Location"))
 }
 
 // htmlPart returns the decoded text/html part of a message.

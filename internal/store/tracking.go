@@ -49,18 +49,18 @@ func (s *Store) TrackedRecipient(ctx context.Context, teamID, emailID uuid.UUID,
 	return r, nil
 }
 
-// IsTrackingHost reports whether host (lower case, without port) is the
-// tracking host <tracking_subdomain>.<name> of a live domain with open or
-// click tracking on.
-func (s *Store) IsTrackingHost(ctx context.Context, host string) (bool, error) {
+// IsTeamTrackingHost reports whether host (lower case, without port) is
+// the tracking host <tracking_subdomain>.<name> of a live domain of team
+// teamID with open or click tracking on.
+func (s *Store) IsTeamTrackingHost(ctx context.Context, teamID uuid.UUID, host string) (bool, error) {
 	sub, name, ok := strings.Cut(host, ".")
 	if !ok || sub == "" || name == "" {
 		return false, nil
 	}
 	var found bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM domain WHERE name = @name
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM domain WHERE team_id = @team AND name = @name
 		AND tracking_subdomain = @sub AND deleted_at IS NULL AND (open_tracking OR click_tracking))`,
-		pgx.NamedArgs{"name": name, "sub": sub}).Scan(&found)
+		pgx.NamedArgs{"team": teamID, "name": name, "sub": sub}).Scan(&found)
 	if err != nil {
 		return false, fmt.Errorf("looking up tracking host: %w", mapErr(err))
 	}

@@ -142,3 +142,50 @@ func TestTrackedRecipientAndClickEvents(t *testing.T) {
 	}
 	require.True(t, sawClick)
 }
+
+// TestIsTeamTrackingHost checks that a host is a tracking host of a team
+// only through a live domain of that team with tracking on: the same
+// domain name added by another team is not its.
+func TestIsTeamTrackingHost(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	teamA, teamB := newTeam(t, st), newTeam(t, st)
+	a := newDomain(teamA, "a.test")
+	a.OpenTracking = true
+	require.NoError(t, st.CreateDomain(ctx, a))
+	b := newDomain(teamB, "b.test")
+	b.ClickTracking, b.TrackingSubdomain = true, "go"
+	require.NoError(t, st.CreateDomain(ctx, b))
+	untracked := newDomain(teamB, "a.test") // the same name, tracking off
+	require.NoError(t, st.CreateDomain(ctx, untracked))
+
+	for _, tc := range []struct {
+		team uuid.UUID
+		host string
+		want bool
+	}{
+		{teamA, "links.a.test", true},
+		{teamB, "links.a.test", false},
+		{teamB, "go.b.test", true},
+		{teamA, "go.b.test", false},
+		{teamB, "links.b.test", false},
+		{teamA, "a.test", false},
+		{teamA, "test", false},
+		{teamA, ".a.test", false},
+		{newTeam(t, st), "links.a.test", false},
+	} {
+		got, err := st.IsTeamTrackingHost(ctx, tc.team, tc.host)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, got, "%s of team %s", tc.host, tc.team)
+	}
+
+	off := false
+	require.NoError(t, st.UpdateDomain(ctx, teamB, b.ID, store.DomainUpdate{ClickTracking: &off}))
+	got, err := st.IsTeamTrackingHost(ctx, teamB, "go.b.test")
+	require.NoError(t, err)
+	require.False(t, got, "tracking turned off")
+	require.NoError(t, st.DeleteDomain(ctx, teamA, a.ID))
+	got, err = st.IsTeamTrackingHost(ctx, teamA, "links.a.test")
+	require.NoError(t, err)
+	require.False(t, got, "the domain was deleted")
+}

@@ -55,14 +55,18 @@ type Config struct {
 	Limiter Limiter
 	Rate    int // default DefaultRate
 	Outbox  Notifier
-	// KnownHost reports whether host, a request's normalised host (see
-	// NormalizeHost), is a tracking host: the operator's or a domain's
-	// tracking subdomain. It may query the database, so it is called only
-	// for requests that passed the rate limit and carry a valid token;
-	// nil accepts every host.
-	KnownHost func(ctx context.Context, host string) (bool, error)
-	Logger    *slog.Logger
-	Now       func() time.Time // default time.Now
+	// SharedHost is the operator's tracking host (POSTHASTE_TRACKING_HOST,
+	// normalised; see NormalizeHost), the CNAME target of every domain's
+	// tracking host: a token bound to a host is served on it too.
+	SharedHost string
+	// TeamHost reports whether host, a request's normalised host, is the
+	// tracking host of a live domain of team teamID with tracking on. It
+	// may query the database, so it is called only for requests that
+	// passed the rate limit and carry a valid token that may be served on
+	// host; nil takes every such host for one.
+	TeamHost func(ctx context.Context, teamID uuid.UUID, host string) (bool, error)
+	Logger   *slog.Logger
+	Now      func() time.Time // default time.Now
 }
 
 // Handler serves the tracking endpoints: OpenPath<token>, the open pixel,
@@ -70,8 +74,8 @@ type Config struct {
 // in the recipient's history (an `opened` or `clicked` event with the
 // client's address and user agent, and whether Classify takes it for a
 // machine's), which queues the email.opened or email.clicked webhooks.
-// Anything but a valid token of the path's kind, on a tracking host
-// (Config.KnownHost), is 404. Tokens are never logged.
+// Anything but a valid token of the path's kind, on a host it may be
+// served on (see allowed), is 404. Tokens are never logged.
 type Handler struct {
 	cfg    Config
 	store  Store
@@ -105,8 +109,9 @@ var Pixel = []byte{
 // ClickPath<token>; client is the request's client address (behind
 // trusted proxies, the one they name), which the rate limit is kept by.
 // The checks run cheapest first so that what an anonymous client can
-// make the server do is bounded: the rate limit, then the token (no I/O),
-// then the host (KnownHost, a query), then the recording.
+// make the server do is bounded: the rate limit, then the token and the
+// host it is bound to (no I/O), then the host's domain (TeamHost, a
+// query), then the recording.
 func (h *Handler) ServeTracking(w http.ResponseWriter, r *http.Request, client string) {
 	hd := w.Header()
 	hd.Set("Cache-Control", "no-store, max-age=0")
@@ -135,8 +140,17 @@ func (h *Handler) ServeTracking(w http.ResponseWriter, r *http.Request, client s
 		kind, text = Click, t
 	}
 	tok, err := h.cfg.Sealer.Open(text) // "" and over-long texts too are ErrInvalid
-	if err != nil || tok.Kind != kind || !h.knownHost(r) {
+	if err != nil || tok.Kind != kind {
 		plain(w, http.StatusNotFound, "Not found.")
+		return
+	}
+	switch h.allowed(r, tok) {
+	case refused:
+		plain(w, http.StatusNotFound, "Not found.")
+		return
+	case unknown:
+		hd.Set("Retry-After", "60")
+		plain(w, http.StatusServiceUnavailable, "Service unavailable: try again later.")
 		return
 	}
 	h.record(r, client, tok)
@@ -154,24 +168,53 @@ func (h *Handler) ServeTracking(w http.ResponseWriter, r *http.Request, client s
 	w.WriteHeader(http.StatusFound)
 }
 
-// knownHost reports whether r came for a tracking host. A failed lookup
-// counts as known: like the limiter, the check fails open, for the links
-// in delivered mail must keep working while the database is unwell (the
-// recording fails then too, and is only logged).
-func (h *Handler) knownHost(r *http.Request) bool {
+// The answers of allowed.
+const (
+	served  = iota // the token may be served on the request's host
+	refused        // it may not
+	unknown        // it cannot be told now
+)
+
+// allowed says whether tok may be served on r's host, so that a token of
+// one team never redirects, nor is recorded, under another team's domain
+// (and certificate). A token bound to a host (Token.Host) is served on the
+// operator's shared tracking host, and on the host it was issued for while
+// that is a tracking host of the token's team (TeamHost: the domain may
+// have been deleted, or gone to another team). A failed lookup counts as
+// one: like the limiter, the check fails open, for the links in delivered
+// mail must keep working while the database is unwell (the recording fails
+// then too, and is only logged), and the host was checked against the
+// token already. A token of the first format, which names no host, is
+// served only on a tracking host of its team; as nothing but the lookup
+// vouches for the host, a failed one is unknown (503).
+func (h *Handler) allowed(r *http.Request, tok Token) int {
 	host, ok := NormalizeHost(r.Host)
 	if !ok {
-		return false
+		return refused
 	}
-	if h.cfg.KnownHost == nil {
-		return true
+	if tok.Host != "" {
+		if host == h.cfg.SharedHost {
+			return served
+		}
+		if host != tok.Host {
+			return refused
+		}
 	}
-	known, err := h.cfg.KnownHost(r.Context(), host)
-	if err != nil {
+	if h.cfg.TeamHost == nil {
+		return served
+	}
+	known, err := h.cfg.TeamHost(r.Context(), tok.TeamID, host)
+	switch {
+	case err != nil && tok.Host != "":
 		h.logger.Warn("looking up a tracking host", "host", host, "err", err)
-		return true
+		return served
+	case err != nil:
+		h.logger.Warn("looking up a tracking host", "host", host, "err", err)
+		return unknown
+	case known:
+		return served
 	}
-	return known
+	return refused
 }
 
 // NormalizeHost returns the host of hostport, a request's Host, as

@@ -8,6 +8,7 @@ import (
 	"image/gif"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -174,20 +175,20 @@ func TestHandlerRateLimit(t *testing.T) {
 	require.Equal(t, http.StatusOK, w.Code, "another client has its own budget")
 }
 
-// hostLookup is a KnownHost that counts its calls: each one stands for a
+// hostLookup is a TeamHost that counts its calls: each one stands for a
 // database query.
 type hostLookup struct {
 	mu    sync.Mutex
-	known map[string]bool
+	hosts map[uuid.UUID][]string // the tracking hosts of each team
 	err   error
 	asked []string
 }
 
-func (l *hostLookup) KnownHost(_ context.Context, host string) (bool, error) {
+func (l *hostLookup) TeamHost(_ context.Context, team uuid.UUID, host string) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.asked = append(l.asked, host)
-	return l.known[host], l.err
+	return slices.Contains(l.hosts[team], host), l.err
 }
 
 func (l *hostLookup) calls() []string {
@@ -197,9 +198,9 @@ func (l *hostLookup) calls() []string {
 }
 
 // TestHandlerKnownHost checks that the host is looked up only for requests
-// that passed the rate limit and carry a valid token, so that made-up
-// Hosts and tokens cost an anonymous client's victim no query, and that
-// only tracking hosts are served.
+// that passed the rate limit and carry a valid token that may be served on
+// the host, so that made-up Hosts and tokens cost an anonymous client's
+// victim no query, and that only tracking hosts are served.
 func TestHandlerKnownHost(t *testing.T) {
 	s := testSealer(t, 1)
 	team, email := uuid.New(), uuid.New()
@@ -208,14 +209,16 @@ func TestHandlerKnownHost(t *testing.T) {
 	}}
 	at := time.Date(2026, 11, 25, 1, 0, 0, 0, time.UTC)
 	lim := ratelimit.NewLocal(ratelimit.LocalConfig{Now: func() time.Time { return at }})
-	hosts := &hostLookup{known: map[string]bool{"links.example.test": true}}
-	h, err := NewHandler(Config{Sealer: s, Limiter: lim, Rate: 100, KnownHost: hosts.KnownHost}, st)
+	hosts := &hostLookup{hosts: map[uuid.UUID][]string{team: {"links.example.test"}}}
+	h, err := NewHandler(Config{Sealer: s, Limiter: lim, Rate: 100, TeamHost: hosts.TeamHost}, st)
 	require.NoError(t, err)
 	l := Links{Host: "links.example.test", Sealer: s}
 	open, err := l.OpenURL(team, email, 0)
 	require.NoError(t, err)
 	click, err := l.ClickURL(team, email, 0, 0, "https://shop.test/")
 	require.NoError(t, err)
+	// A token of the first format, bound to no host.
+	legacy := ClickPath + mustSeal(t, s, Token{Kind: Click, TeamID: team, EmailID: email, URL: "https://shop.test/"})
 	serve := func(u, host, client string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest("GET", u, nil)
 		r.Host = host
@@ -233,16 +236,16 @@ func TestHandlerKnownHost(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, w.Code, "a token of the other kind")
 	require.Empty(t, hosts.calls(), "no lookup for an invalid token")
 
-	// A valid token on an unknown host: 404, one lookup of the normalised
-	// host, nothing recorded.
+	// A valid token on another host than its own: 404 without a lookup,
+	// nothing recorded.
 	w = serve(click, "Links.Other.TEST.:8443", "198.51.100.1")
 	require.Equal(t, http.StatusNotFound, w.Code)
 	require.Empty(t, w.Header().Get("Location"))
-	require.Equal(t, []string{"links.other.test"}, hosts.calls())
+	require.Empty(t, hosts.calls())
 	require.Empty(t, st.recorded())
 
-	// A valid token on a known host (any case, port or trailing dot):
-	// served and recorded.
+	// A valid token on its host (any case, port or trailing dot): one
+	// lookup of the normalised host, served and recorded.
 	w = serve(open, "LINKS.example.test.", "198.51.100.1")
 	require.Equal(t, http.StatusOK, w.Code)
 	w = serve(click, "links.example.test:443", "198.51.100.1")
@@ -252,38 +255,81 @@ func TestHandlerKnownHost(t *testing.T) {
 	require.Len(t, evs, 2)
 	require.Equal(t, EventOpened, evs[0].Type)
 	require.Equal(t, EventClicked, evs[1].Type)
-	require.Equal(t, []string{"links.other.test", "links.example.test", "links.example.test"}, hosts.calls())
+	require.Equal(t, []string{"links.example.test", "links.example.test"}, hosts.calls())
 
 	// A rate-limited client makes no lookup, whatever its token and host.
 	asked := len(hosts.calls())
 	codes := map[int]int{}
 	for i := range 150 {
-		codes[serve(click, fmt.Sprintf("random-%d.example", i), "198.51.100.2").Code]++
+		codes[serve(legacy, fmt.Sprintf("random-%d.example", i), "198.51.100.2").Code]++
 	}
 	require.Equal(t, 100, codes[http.StatusNotFound], "within the budget: unknown hosts")
 	require.Equal(t, 50, codes[http.StatusTooManyRequests])
 	require.Len(t, hosts.calls(), asked+100, "no lookup once limited")
 }
 
-// TestHandlerKnownHostFailsOpen checks that a failed host lookup serves the
-// pixel and the link all the same: the links in delivered mail must keep
-// working while the database is unwell.
-func TestHandlerKnownHostFailsOpen(t *testing.T) {
+// TestHandlerHostBinding checks that a token is served only on the host
+// of the domain that issued it, while that is a tracking host of the
+// token's team, or on the operator's shared tracking host, and a token of
+// the first format only on a tracking host of its team: a token of team A
+// requested with the Host of team B's tracking host is 404, not a redirect
+// under B's domain.
+func TestHandlerHostBinding(t *testing.T) {
+	const (
+		hostA  = "links.a.test"
+		hostB  = "links.b.test"
+		shared = "track.posthaste.test"
+	)
 	s := testSealer(t, 1)
-	team, email := uuid.New(), uuid.New()
-	st := &fakeStore{team: team, rcpt: map[uuid.UUID]store.TrackedRecipient{
-		email: {Address: "ann@rcpt.test", Status: store.EventDelivered},
-	}}
-	hosts := &hostLookup{err: errors.New("database unavailable")}
-	h, err := NewHandler(Config{Sealer: s, KnownHost: hosts.KnownHost}, st)
+	teamA, teamB, email := uuid.New(), uuid.New(), uuid.New()
+	mint := func(team uuid.UUID, host string) string {
+		return ClickPath + mustSeal(t, s, Token{Kind: Click, TeamID: team, EmailID: email,
+			URL: "https://shop.test/", Host: host})
+	}
+	tokA, legacyA := mint(teamA, hostA), mint(teamA, "")
+	openA, err := Links{Host: hostA, Sealer: s}.OpenURL(teamA, email, 0)
 	require.NoError(t, err)
-	click, err := Links{Host: "links.example.test", Sealer: s}.ClickURL(team, email, 0, 0, "https://shop.test/")
-	require.NoError(t, err)
-	w := httptest.NewRecorder()
-	h.ServeTracking(w, httptest.NewRequest("GET", click, nil), "198.51.100.1")
-	require.Equal(t, http.StatusFound, w.Code)
-	require.Equal(t, "https://shop.test/", w.Header().Get("Location"))
-	require.Len(t, hosts.calls(), 1)
+	lostA := mint(teamA, "links.gone.test") // A's domain was deleted: another team's now
+
+	for _, tc := range []struct {
+		name, url, host string
+		err             error // of the lookup
+		code            int
+		lookups         int
+	}{
+		{"A's token on A's host", tokA, hostA, nil, http.StatusFound, 1},
+		{"A's token on B's host", tokA, hostB, nil, http.StatusNotFound, 0},
+		{"A's token on the shared host", tokA, shared, nil, http.StatusFound, 0},
+		{"A's token on the shared host, any case and port", tokA, "Track.Posthaste.TEST:443", nil, http.StatusFound, 0},
+		{"A's token on an unknown host", tokA, "links.c.test", nil, http.StatusNotFound, 0},
+		{"A's pixel on A's host", openA, hostA, nil, http.StatusOK, 1},
+		{"A's pixel on B's host", openA, hostB, nil, http.StatusNotFound, 0},
+		{"A's token on a host no longer A's", lostA, "links.gone.test", nil, http.StatusNotFound, 1},
+		{"A's token on its host, lookup failed", tokA, hostA, errors.New("database down"), http.StatusFound, 1},
+		{"A's token on B's host, lookup failed", tokA, hostB, errors.New("database down"), http.StatusNotFound, 0},
+		{"A's first-format token on A's host", legacyA, hostA, nil, http.StatusFound, 1},
+		{"A's first-format token on B's host", legacyA, hostB, nil, http.StatusNotFound, 1},
+		{"A's first-format token on the shared host", legacyA, shared, nil, http.StatusNotFound, 1},
+		{"A's first-format token, lookup failed", legacyA, hostB, errors.New("database down"),
+			http.StatusServiceUnavailable, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hosts := &hostLookup{err: tc.err, hosts: map[uuid.UUID][]string{teamA: {hostA}, teamB: {hostB, "links.gone.test"}}}
+			h, err := NewHandler(Config{Sealer: s, SharedHost: shared, TeamHost: hosts.TeamHost}, &fakeStore{})
+			require.NoError(t, err)
+			r := httptest.NewRequest("GET", tc.url, nil)
+			r.Host = tc.host
+			w := httptest.NewRecorder()
+			h.ServeTracking(w, r, "198.51.100.1")
+			require.Equal(t, tc.code, w.Code)
+			if tc.code == http.StatusFound {
+				require.Equal(t, "https://shop.test/", w.Header().Get("Location"))
+			} else {
+				require.Empty(t, w.Header().Get("Location"))
+			}
+			require.Len(t, hosts.calls(), tc.lookups)
+		})
+	}
 }
 
 func TestNormalizeHost(t *testing.T) {

@@ -153,11 +153,12 @@ func TestLinksTrack(t *testing.T) {
 	require.Equal(t, "https://unsub.test/u", hrefs[1])
 	tok, err := s.Open(strings.TrimPrefix(hrefs[0], "https://links.example.test"+ClickPath))
 	require.NoError(t, err)
-	require.Equal(t, Token{Kind: Click, TeamID: team, EmailID: email, Recipient: 2, URL: "https://shop.test/x"}, tok)
+	require.Equal(t, Token{Kind: Click, TeamID: team, EmailID: email, Recipient: 2, URL: "https://shop.test/x",
+		Host: "links.example.test"}, tok)
 	require.Len(t, imgs, 1)
 	tok, err = s.Open(strings.TrimPrefix(imgs[0], "https://links.example.test"+OpenPath))
 	require.NoError(t, err)
-	require.Equal(t, Token{Kind: Open, TeamID: team, EmailID: email, Recipient: 2}, tok)
+	require.Equal(t, Token{Kind: Open, TeamID: team, EmailID: email, Recipient: 2, Host: "links.example.test"}, tok)
 
 	got, links, err = l.Track(body, team, email, 0, true, false, keep)
 	require.NoError(t, err)

@@ -31,6 +31,12 @@ func TestTokenRoundTrip(t *testing.T) {
 			URL: "https://example.test/a?b=c&d=é#frag"}},
 		{"longest url", Token{Kind: Click, TeamID: team, EmailID: email, Recipient: MaxRecipients - 1,
 			Link: MaxLinks - 1, URL: long}},
+		{"open bound to a host", Token{Kind: Open, TeamID: team, EmailID: email, Recipient: 3,
+			Host: "links.example.test"}},
+		{"click bound to a host", Token{Kind: Click, TeamID: team, EmailID: email, Link: 7,
+			URL: "https://example.test/a", Host: "links.example.test"}},
+		{"longest url and host", Token{Kind: Click, TeamID: team, EmailID: email, Recipient: MaxRecipients - 1,
+			Link: MaxLinks - 1, URL: long, Host: strings.Repeat("h", 253)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			text, err := s.Seal(tc.tok)
@@ -51,6 +57,23 @@ func TestTokenOpenIsCompact(t *testing.T) {
 	text, err := testSealer(t, 1).Seal(Token{Kind: Open, TeamID: uuid.New(), EmailID: uuid.New()})
 	require.NoError(t, err)
 	require.Equal(t, base64.RawURLEncoding.EncodedLen(1+12+16+37), len(text))
+	text, err = testSealer(t, 1).Seal(Token{Kind: Open, TeamID: uuid.New(), EmailID: uuid.New(),
+		Host: "links.example.test"})
+	require.NoError(t, err)
+	require.Equal(t, base64.RawURLEncoding.EncodedLen(1+12+16+37+1+len("links.example.test")), len(text))
+}
+
+// TestTokenFirstFormat checks that a token sealed before tokens were bound
+// to their host (by the code of issue 19, with the key of testSealer(t, 1))
+// still opens, as a token without a host: links already delivered keep
+// working.
+func TestTokenFirstFormat(t *testing.T) {
+	const text = "AZsArfDmhUbPmOSMbVyRRq5dgRIOv0Syr4iqHwh58vr4FDF6w1U2HAzb40pp4ncVrh_yKIHZdFVoOAgmqCipFFSuKmSgiHN4eWQrx5l4M3rGIniLpQ"
+	tok, err := testSealer(t, 1).Open(text)
+	require.NoError(t, err)
+	require.Equal(t, Token{Kind: Click, TeamID: uuid.MustParse("0b1c2d3e-0000-4000-8000-00000000000a"),
+		EmailID: uuid.MustParse("0b1c2d3e-0000-4000-8000-00000000000e"), Recipient: 1, Link: 2,
+		URL: "https://shop.test/x"}, tok)
 }
 
 func TestTokenSealRefuses(t *testing.T) {
@@ -64,6 +87,11 @@ func TestTokenSealRefuses(t *testing.T) {
 		"link too far":      {Kind: Click, Link: MaxLinks, URL: "https://x.test/"},
 		"recipient too far": {Kind: Open, Recipient: MaxRecipients},
 		"negative":          {Kind: Open, Recipient: -1},
+		"host in capitals":  {Kind: Open, Host: "Links.example.test"},
+		"host with a port":  {Kind: Open, Host: "links.example.test:443"},
+		"host with a dot":   {Kind: Open, Host: "links.example.test."},
+		"host too long":     {Kind: Open, Host: strings.Repeat("h", 254)},
+		"not a host":        {Kind: Open, Host: "a/b"},
 	} {
 		_, err := s.Seal(tok)
 		require.Error(t, err, name)
@@ -73,7 +101,7 @@ func TestTokenSealRefuses(t *testing.T) {
 func TestTokenTamperedIsInvalid(t *testing.T) {
 	s := testSealer(t, 1)
 	text, err := s.Seal(Token{Kind: Click, TeamID: uuid.New(), EmailID: uuid.New(), Link: 2,
-		URL: "https://example.test/landing"})
+		URL: "https://example.test/landing", Host: "links.example.test"})
 	require.NoError(t, err)
 	raw, err := base64.RawURLEncoding.DecodeString(text)
 	require.NoError(t, err)
@@ -123,7 +151,7 @@ func TestLinksURLs(t *testing.T) {
 	require.True(t, strings.HasPrefix(o, "https://links.example.test/o/"), o)
 	tok, err := s.Open(strings.TrimPrefix(o, "https://links.example.test/o/"))
 	require.NoError(t, err)
-	require.Equal(t, Token{Kind: Open, TeamID: team, EmailID: email, Recipient: 1}, tok)
+	require.Equal(t, Token{Kind: Open, TeamID: team, EmailID: email, Recipient: 1, Host: "links.example.test"}, tok)
 
 	c, err := l.ClickURL(team, email, 1, 4, "https://shop.test/x")
 	require.NoError(t, err)
@@ -131,5 +159,19 @@ func TestLinksURLs(t *testing.T) {
 	tok, err = s.Open(strings.TrimPrefix(c, "https://links.example.test/c/"))
 	require.NoError(t, err)
 	require.Equal(t, Token{Kind: Click, TeamID: team, EmailID: email, Recipient: 1, Link: 4,
-		URL: "https://shop.test/x"}, tok)
+		URL: "https://shop.test/x", Host: "links.example.test"}, tok)
+
+	// The host the tokens are bound to is normalised; a Links without a
+	// host name makes no URL (rather than tokens bound to no host).
+	o, err = Links{Host: "Links.Example.TEST.", Sealer: s}.OpenURL(team, email, 0)
+	require.NoError(t, err)
+	tok, err = s.Open(o[strings.LastIndex(o, "/")+1:])
+	require.NoError(t, err)
+	require.Equal(t, "links.example.test", tok.Host)
+	for _, host := range []string{"", "a b.test"} {
+		_, err = Links{Host: host, Sealer: s}.OpenURL(team, email, 0)
+		require.Error(t, err, host)
+		_, err = Links{Host: host, Sealer: s}.ClickURL(team, email, 0, 0, "https://shop.test/")
+		require.Error(t, err, host)
+	}
 }
