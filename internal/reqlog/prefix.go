@@ -149,6 +149,10 @@ func (w *prefixWriter) token(d *json.Decoder, tok json.Token) bool {
 		w.attachmentsNext = false
 		w.out.WriteString(t.String())
 		w.valueDone()
+	case string:
+		w.attachmentsNext = false
+		w.writeJSON(redactURL(t))
+		w.valueDone()
 	default:
 		w.attachmentsNext = false
 		w.writeJSON(t)

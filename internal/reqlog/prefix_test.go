@@ -31,6 +31,9 @@ func TestPrefixRedactsACutBody(t *testing.T) {
 		{"JSON gone wrong", `{"token":"a"} nope`, str("[100 bytes that are not JSON and may hold secrets, not logged]")},
 		{"binary", "\xff\xfe\xfd\xfc", str("[100 bytes, not UTF-8 text]")},
 		{"split rune", "abc\xc3", str("abc")},
+		{"signed URL", `{"download_url":"https://api.test/e/raw?expires=1&signature=c2ln&team=t","expires_at":"2026`,
+			str(`{"download_url":"https://api.test/e/raw?expires=1&signature=[redacted]&team=t","expires_at":`)},
+		{"signed URL cut", `{"id":"e","download_url":"https://api.test/e/raw?expires=1&signature=c2ln`, str(`{"id":"e","download_url":`)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"unicode/utf8"
 )
@@ -26,9 +27,44 @@ func secretField(name string) bool {
 	return false
 }
 
+// secretParam reports whether a URL query parameter is a secret: the
+// signature of a signed download URL (data exports, received emails and
+// their attachments), or a parameter named like a secret field.
+func secretParam(name string) bool {
+	n := strings.ToLower(name)
+	return n == "signature" || n == "sig" || secretField(n)
+}
+
+// redactURL returns s, a JSON string value, with the values of the
+// secret query parameters (secretParam) of the URL it may be replaced by
+// "[redacted]": a signed URL is as good as a key until it expires.
+func redactURL(s string) string {
+	q := strings.IndexByte(s, '?')
+	if q < 0 {
+		return s
+	}
+	query, frag := s[q+1:], ""
+	if i := strings.IndexByte(query, '#'); i >= 0 {
+		query, frag = query[:i], query[i:]
+	}
+	params := strings.Split(query, "&")
+	changed := false
+	for i, p := range params {
+		k, _, _ := strings.Cut(p, "=")
+		if name, err := url.QueryUnescape(k); err == nil && secretParam(name) {
+			params[i], changed = k+"="+redacted, true
+		}
+	}
+	if !changed {
+		return s
+	}
+	return s[:q+1] + strings.Join(params, "&") + frag
+}
+
 // Body prepares a body for the log: a JSON body has its secret fields
-// replaced by "[redacted]" and the content of its attachments replaced by a
-// note of their size; the result is cut at MaxBody bytes. A body that is not
+// replaced by "[redacted]", the signatures of the signed URLs it holds too
+// (redactURL), and the content of its attachments replaced by a note of
+// their size; the result is cut at MaxBody bytes. A body that is not
 // JSON is kept as text, cut at MaxBody (on a UTF-8 boundary), unless it names
 // a secret field or is not UTF-8: then only its size is noted. An empty body
 // is nil.
@@ -68,7 +104,8 @@ func Body(b []byte) *string {
 // scrubNeedles are the lower-cased names secretField and scrub act on; a
 // body containing none of them is logged as it is, without decoding it.
 var scrubNeedles = [][]byte{[]byte("password"), []byte("secret"), []byte("token"), []byte("authorization"),
-	[]byte("api_key"), []byte("apikey"), []byte("private_key"), []byte(`"key"`), []byte("attachments")}
+	[]byte("api_key"), []byte("apikey"), []byte("private_key"), []byte(`"key"`), []byte("attachments"),
+	[]byte("signature"), []byte("sig="), []byte("key=")}
 
 // mayNeedScrub reports whether b might hold a field to redact or elide.
 // It errs towards true (a needle in a value also matches); JSON escapes
@@ -115,6 +152,8 @@ func scrub(v any, inAttachments bool) any {
 			t[i] = scrub(t[i], inAttachments)
 		}
 		return t
+	case string:
+		return redactURL(t)
 	}
 	return v
 }

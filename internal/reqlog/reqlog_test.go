@@ -33,6 +33,19 @@ func TestBody(t *testing.T) {
 		{"binary", "\xff\xfe", str("[2 bytes, not UTF-8 text]")},
 		{"form with a password", "user=a&password=b", str("[17 bytes that are not JSON and may hold secrets, not logged]")},
 		{"truncated JSON with a token", `{"token":"abc`, str("[13 bytes that are not JSON and may hold secrets, not logged]")},
+		// Signed download URLs (received emails, attachments, data
+		// exports): the signature is redacted, the rest kept.
+		{"raw download", `{"raw":{"download_url":"https://api.test/emails/receiving/e1/raw?expires=1700000000&signature=c2lnbmVk&team=t1","expires_at":"x"}}`,
+			str(`{"raw":{"download_url":"https://api.test/emails/receiving/e1/raw?expires=1700000000&signature=[redacted]&team=t1","expires_at":"x"}}`)},
+		{"attachment downloads", `{"data":[{"download_url":"https://api.test/emails/receiving/e1/attachments/a1/download?expires=1&signature=AAA"},{"download_url":"https://api.test/x?Signature=B#frag"}]}`,
+			str(`{"data":[{"download_url":"https://api.test/emails/receiving/e1/attachments/a1/download?expires=1&signature=[redacted]"},{"download_url":"https://api.test/x?Signature=[redacted]#frag"}]}`)},
+		{"export download", `{"download_url":"https://api.test/data-requests/d1/download?expires=1&signature=%2Fx%3D&team=t1"}`,
+			str(`{"download_url":"https://api.test/data-requests/d1/download?expires=1&signature=[redacted]&team=t1"}`)},
+		{"other secret parameters", `{"u":"https://x.test/?a=1&sig=s&api_key=k&access_token=t&key=z&b=2"}`,
+			str(`{"u":"https://x.test/?a=1&sig=[redacted]&api_key=[redacted]&access_token=[redacted]&key=[redacted]&b=2"}`)},
+		{"URLs without secrets are kept", `{"signature_version":"https://x.test/?a=1&signed=2"}`,
+			str(`{"signature_version":"https://x.test/?a=1&signed=2"}`)},
+		{"text naming a signature", "download?signature=abc", str("[22 bytes that are not JSON and may hold secrets, not logged]")},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
