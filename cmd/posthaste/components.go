@@ -421,8 +421,19 @@ func newIntake(ctx context.Context, cfg config.Config, st *store.Store, tc clien
 
 // newFrontDoor returns the HTTP handler: the API, the dashboard and the
 // operations endpoints.
+// publicMetrics is what the public HTTP listener serves at /metrics: in
+// `dev` the registry, open as before; in `api`, whose port faces every
+// client, the registry only when POSTHASTE_METRICS_TOKEN is set (then
+// /metrics requires it), and no /metrics otherwise (404).
+func publicMetrics(reg *prometheus.Registry, token string, dev bool) prometheus.Gatherer {
+	if !dev && token == "" {
+		return nil
+	}
+	return reg
+}
+
 func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *intake, keys *seal.Box, pc *codec.Codec,
-	reg *prometheus.Registry, metrics *telemetry.Metrics, ready []api.Check, temporalUI string,
+	gatherer prometheus.Gatherer, metrics *telemetry.Metrics, ready []api.Check, temporalUI string,
 	logger *slog.Logger) (http.Handler, error) {
 	verifier := worker.NewVerifier(tc, verifySchedule(cfg))
 	mail, err := newSystemMailer(cfg.SystemFrom, st, in.submit, logger)
@@ -480,7 +491,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		Submit:     in.submit,
 		Broadcasts: broadcasts,
 		Metrics:    metrics,
-		Gatherer:   reg,
+		Gatherer:   gatherer,
 		Ready:      ready,
 		// The base of the download URLs of received emails.
 		PublicURL: cfg.HTTP.PublicURL,

@@ -137,7 +137,8 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 		stops = append(stops, func() { stopGateway(gw, logger) })
 		checks = append(checks, api.Check{Name: "smtp", Check: gw.Ready})
 	}
-	handler, err := newFrontDoor(cfg, st, tc, in, keys, pc, reg, metrics, checks, ui, logger)
+	handler, err := newFrontDoor(cfg, st, tc, in, keys, pc, publicMetrics(reg, cfg.MetricsToken, true), metrics,
+		checks, ui, logger)
 	if err != nil {
 		return err
 	}

@@ -586,6 +586,11 @@ func TestSplitTopology(t *testing.T) {
 	id := list["data"].([]any)[0].(map[string]any)["id"].(string)
 	c.waitFor(id, map[string]string{"delivered@posthaste.test": "delivered"})
 
+	// The API's public port serves no /metrics without
+	// POSTHASTE_METRICS_TOKEN.
+	res, _ = c.raw("GET", "/metrics", nil)
+	require.Equal(t, 404, res.StatusCode)
+
 	// The worker reports what it did on its own metrics endpoint.
 	res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
 	require.NoError(t, err)

@@ -198,3 +198,52 @@ func TestCodecEndpointNeedsItsToken(t *testing.T) {
 	_, err = payloadCodec(cfg.Codec, nil, st, logger)
 	require.ErrorContains(t, err, "master key")
 }
+
+// TestFrontDoorMetrics: the public listener of `api` serves /metrics only
+// with POSTHASTE_METRICS_TOKEN set, and then only to requests that carry
+// it (the port faces every client; `worker`, `smtp` and `mx` serve theirs
+// on POSTHASTE_METRICS_ADDR); `dev` keeps it open.
+func TestFrontDoorMetrics(t *testing.T) {
+	st := storetest.New(t)
+	cfg, err := config.Load(func(string) string { return "" })
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name, token string
+		dev         bool
+		bearer      string
+		want        int
+	}{
+		{"api without a token", "", false, "", http.StatusNotFound},
+		{"api without a token, any bearer", "", false, "x", http.StatusNotFound},
+		{"api with a token, none sent", "scrape-me", false, "", http.StatusUnauthorized},
+		{"api with a token, a wrong one sent", "scrape-me", false, "wrong", http.StatusUnauthorized},
+		{"api with a token, sent", "scrape-me", false, "scrape-me", http.StatusOK},
+		{"dev without a token", "", true, "", http.StatusOK},
+		{"dev with a token, none sent", "scrape-me", true, "", http.StatusUnauthorized},
+		{"dev with a token, sent", "scrape-me", true, "scrape-me", http.StatusOK},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := cfg
+			cfg.MetricsToken = c.token
+			logger := slog.New(slog.DiscardHandler)
+			reg, metrics := newRegistry()
+			in, err := newIntake(context.Background(), cfg, st, nil, metrics, logger)
+			require.NoError(t, err)
+			t.Cleanup(in.close)
+			h, err := newFrontDoor(cfg, st, nil, in, nil, nil, publicMetrics(reg, c.token, c.dev), metrics, nil, "", logger)
+			require.NoError(t, err)
+			r := httptest.NewRequest("GET", "/metrics", nil)
+			if c.bearer != "" {
+				r.Header.Set("Authorization", "Bearer "+c.bearer)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			require.Equal(t, c.want, w.Code, w.Body.String())
+			if c.want == http.StatusOK {
+				require.Contains(t, w.Body.String(), "# TYPE ")
+			} else {
+				require.NotContains(t, w.Body.String(), "# TYPE ")
+			}
+		})
+	}
+}

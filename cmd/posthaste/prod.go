@@ -39,7 +39,8 @@ func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	// out, then the store closes (closeAll above).
 	defer in.close()
 	defer startDispatcher(in.dispatcher)()
-	handler, err := newFrontDoor(cfg, st, tc, in, keys, pc, reg, metrics, readyChecks(st, tc), cfg.Temporal.UIURL, logger)
+	handler, err := newFrontDoor(cfg, st, tc, in, keys, pc, publicMetrics(reg, cfg.MetricsToken, false), metrics,
+		readyChecks(st, tc), cfg.Temporal.UIURL, logger)
 	if err != nil {
 		return err
 	}
