@@ -242,3 +242,77 @@ func TestResendNodeSDKReceiving(t *testing.T) {
 		"DOMAIN_ID="+d["id"].(string), "DOMAIN_NAME=sdk.example.test", "EMAIL_ID="+re.ID.String())
 	require.Contains(t, string(out), "ok")
 }
+
+// TestRequestLogRedactsDownloadURLs: the signed download URLs of a
+// received email's raw message, of its attachments and of a data export
+// are as good as a key until they expire, so the request log keeps none of
+// their signatures: neither in the response bodies that hand them out nor
+// in the logged path of a request that fetches them.
+func TestRequestLogRedactsDownloadURLs(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.enableReceiving("in.example.test")
+	re := e.receivedEmail("in.example.test")
+	id := re.ID.String()
+
+	var urls []string
+	r := e.do("GET", "/emails/receiving/"+id, e.keyA, nil)
+	require.Equal(t, 200, r.status, string(r.raw))
+	urls = append(urls, r.body["raw"].(map[string]any)["download_url"].(string))
+	r = e.do("GET", "/emails/receiving/"+id+"/attachments", e.keyA, nil)
+	require.Equal(t, 200, r.status, string(r.raw))
+	for _, a := range r.body["data"].([]any) {
+		urls = append(urls, a.(map[string]any)["download_url"].(string))
+	}
+	r = e.do("GET", "/emails/receiving/"+id+"/attachments/"+re.Attachments[0].ID.String(), e.keyA, nil)
+	require.Equal(t, 200, r.status, string(r.raw))
+	urls = append(urls, r.body["download_url"].(string))
+
+	r = e.do("POST", "/data-requests", e.keyA, map[string]any{"email": "dana@example.org", "type": "export"})
+	require.Equal(t, 201, r.status, string(r.raw))
+	dr := uuid.MustParse(r.body["id"].(string))
+	expires := time.Now().Add(time.Hour)
+	_, err := e.store.FinishDataRequest(ctx, dr, store.DataRequestOutcome{ExpiresAt: &expires})
+	require.NoError(t, err)
+	r = e.do("GET", "/data-requests/"+dr.String(), e.keyA, nil)
+	require.Equal(t, 200, r.status, string(r.raw))
+	urls = append(urls, r.body["download_url"].(string))
+
+	// Each kind, fetched (with the key too, so that the entry is the
+	// team's to read).
+	var signatures []string
+	for _, u := range urls {
+		p, err := url.Parse(u)
+		require.NoError(t, err)
+		sig := p.Query().Get("signature")
+		require.NotEmpty(t, sig, u)
+		signatures = append(signatures, sig)
+		e.do("GET", strings.TrimPrefix(u, e.srv.URL), e.keyA, nil)
+	}
+
+	require.NoError(t, e.logs.Close(ctx))
+	logs, _, err := e.store.ListRequestLogs(ctx, e.teamA, store.LogFilter{}, store.Page{Limit: 100})
+	require.NoError(t, err)
+	var redacted, fetched int
+	for _, l := range logs {
+		full, err := e.store.GetRequestLog(ctx, e.teamA, l.ID)
+		require.NoError(t, err)
+		logged := full.Path
+		if full.RequestBody != nil {
+			logged += *full.RequestBody
+		}
+		if full.ResponseBody != nil {
+			logged += *full.ResponseBody
+			redacted += strings.Count(*full.ResponseBody, "signature=[redacted]")
+		}
+		for _, sig := range signatures {
+			require.NotContains(t, logged, sig, full.Path)
+		}
+		require.NotContains(t, full.Path, "?", "the path is logged without its query")
+		if strings.HasSuffix(full.Path, "/raw") || strings.HasSuffix(full.Path, "/download") {
+			fetched++
+		}
+	}
+	require.Equal(t, len(urls), fetched, "every fetch is logged")
+	require.Equal(t, len(urls), redacted, "every URL handed out is logged, its signature redacted")
+}
