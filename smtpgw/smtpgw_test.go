@@ -56,8 +56,10 @@ type harness struct {
 
 type options struct {
 	maxConns int
-	limiter  smtpgw.Limiter
-	submit   func(smtpgw.Submitter) smtpgw.Submitter
+	// readTimeout is the gateway's ReadTimeout (its default when 0).
+	readTimeout time.Duration
+	limiter     smtpgw.Limiter
+	submit      func(smtpgw.Submitter) smtpgw.Submitter
 }
 
 type sleepRecorder struct {
@@ -122,6 +124,7 @@ func newHarness(t *testing.T, o options) *harness {
 		RequestLog:    logs,
 		Metrics:       telemetry.NewMetrics(prometheus.NewRegistry()),
 		MaxConnsPerIP: o.maxConns,
+		ReadTimeout:   o.readTimeout,
 		Throttle:      smtpgw.NewThrottle(smtpgw.ThrottleConfig{Sleep: rec.sleep}),
 	})
 	require.NoError(t, err)
