@@ -138,7 +138,7 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{cfg: cfg, logger: cfg.Logger.With("component", "smtp"), thr: cfg.Throttle,
-		conns: connlimit.New(0, cfg.MaxConnsPerIP)}
+		conns: connlimit.New(connlimit.Limits{PerIP: cfg.MaxConnsPerIP})}
 	if g.thr == nil {
 		g.thr = NewThrottle(ThrottleConfig{})
 	}

@@ -128,8 +128,8 @@ type options struct {
 	maxConns, maxConnsPerIP, maxRcpts int
 	maxBytes                          int64
 	noTLS                             bool
-	// readTimeout is the server's ReadTimeout (DefaultReadTimeout when 0).
-	readTimeout time.Duration
+	// tune, when set, changes the Config before New.
+	tune func(*Config)
 }
 
 func newHarness(t *testing.T, o options) *harness {
@@ -149,8 +149,11 @@ func newHarness(t *testing.T, o options) *harness {
 	metrics := NewMetrics(prometheus.NewRegistry())
 	cfg := Config{Hostname: "mx.posthaste.test", MaxConns: o.maxConns, MaxConnsPerIP: o.maxConnsPerIP,
 		MaxRecipients: o.maxRcpts, MaxMessageBytes: o.maxBytes, Resolver: dns.Resolver(), Metrics: metrics,
-		TempDir: filepath.Join(t.TempDir(), "spool"), ReadTimeout: o.readTimeout}
+		TempDir: filepath.Join(t.TempDir(), "spool")}
 	require.NoError(t, os.Mkdir(cfg.TempDir, 0o700))
+	if o.tune != nil {
+		o.tune(&cfg)
+	}
 	if !o.noTLS {
 		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
