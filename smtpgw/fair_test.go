@@ -38,3 +38,31 @@ func TestBareCRBeforeTheEndOfData(t *testing.T) {
 		require.True(t, strings.Contains(src, "last line"), src)
 	}
 }
+
+// A session ends with 421 at its deadline and after a run of commands
+// outside a transaction, on both listeners (through TLS).
+func TestSessionDeadlineAndCommandCap(t *testing.T) {
+	t.Run("deadline", func(t *testing.T) {
+		h := newHarness(t, options{sessionTimeout: 3 * time.Second})
+		for _, addr := range []string{h.starttls, h.implicit} {
+			d := h.dial(addr)
+			d.cmd(250, "EHLO client.test")
+			// Silent, the client is told 421 at the session's end, not
+			// after the 5 minute read timeout.
+			require.True(t, strings.HasPrefix(d.expect(421), "4.4.2 "))
+		}
+	})
+	t.Run("commands outside a transaction", func(t *testing.T) {
+		h := newHarness(t, options{maxIdleCommands: 6})
+		for _, addr := range []string{h.starttls, h.implicit} {
+			d := h.login(addr) // EHLO, STARTTLS, EHLO, AUTH: 4 (implicit TLS: the handshake, EHLO, AUTH: 3)
+			d.cmd(250, "MAIL FROM:<onboarding@posthaste.test>")
+			d.cmd(250, "RCPT TO:<delivered@posthaste.test>")
+			d.data(250, sandboxMsg)
+			for range 6 {
+				d.cmd(250, "NOOP")
+			}
+			d.cmd(421, "NOOP")
+		}
+	})
+}
