@@ -92,7 +92,8 @@ type Limits struct {
 	IdleCommands int
 }
 
-// Hooks are called by a Limiter's listener. Both may be nil.
+// Hooks are called by a Limiter's listener and its connections. Any may
+// be nil.
 type Hooks struct {
 	// Admitted is called for each admitted connection.
 	Admitted func(c *Conn)
@@ -100,9 +101,9 @@ type Hooks struct {
 	// that was not admitted; the Limiter closes it after Refused returns
 	// (Refused may write a reply first, under a deadline it sets).
 	Refused func(c net.Conn, ip netip.Addr, why Refusal)
-	// Cut, which may be nil, is called in a goroutine of its own the
-	// first time a connection is refused a read: err is ErrSessionOver or
-	// ErrTooManyCommands.
+	// Cut is called, in a goroutine of its own, once for a connection
+	// the session deadline or the command cap ends: err is ErrSessionOver
+	// or ErrTooManyCommands.
 	Cut func(c *Conn, err error)
 }
 
