@@ -23,6 +23,7 @@ need_postfix
 need_node_resend
 
 go vet ./...
+(cd third_party/go-smtp && go test -count=1 ./) # the patched go-smtp copy
 pkgs=$(go list ./... | grep -v -e '/cmd/posthaste$' -e '/internal/devstack$')
 go test -race -count=1 -timeout 15m $pkgs
 go test -count=1 -timeout 20m ./cmd/posthaste/ ./internal/devstack/

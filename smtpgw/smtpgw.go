@@ -94,6 +94,12 @@ type Config struct {
 	// ReadTimeout and WriteTimeout bound each command and reply (defaults
 	// 5 and 1 minutes, RFC 5321 §4.5.3.2).
 	ReadTimeout, WriteTimeout time.Duration
+	// SessionTimeout bounds a connection's life (default 30 minutes);
+	// MaxIdleCommands caps the commands it reads in a row outside a
+	// transaction (default 50). Past either, the client is answered 421
+	// and the connection closed.
+	SessionTimeout  time.Duration
+	MaxIdleCommands int
 	// Throttle delays AUTH attempts from an address after failures; nil
 	// uses NewThrottle's defaults.
 	Throttle *Throttle
@@ -131,6 +137,12 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = time.Minute
 	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = 30 * time.Minute
+	}
+	if cfg.MaxIdleCommands <= 0 {
+		cfg.MaxIdleCommands = 50
+	}
 	if cfg.Hostname == "" {
 		cfg.Hostname = "localhost"
 	}
@@ -138,7 +150,8 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{cfg: cfg, logger: cfg.Logger.With("component", "smtp"), thr: cfg.Throttle,
-		conns: connlimit.New(0, cfg.MaxConnsPerIP)}
+		conns: connlimit.New(connlimit.Limits{PerIP: cfg.MaxConnsPerIP, Session: cfg.SessionTimeout,
+			IdleCommands: cfg.MaxIdleCommands})}
 	if g.thr == nil {
 		g.thr = NewThrottle(ThrottleConfig{})
 	}

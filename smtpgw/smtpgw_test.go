@@ -56,8 +56,12 @@ type harness struct {
 
 type options struct {
 	maxConns int
-	limiter  smtpgw.Limiter
-	submit   func(smtpgw.Submitter) smtpgw.Submitter
+	// readTimeout, sessionTimeout and maxIdleCommands are the gateway's
+	// (its defaults when 0).
+	readTimeout, sessionTimeout time.Duration
+	maxIdleCommands             int
+	limiter                     smtpgw.Limiter
+	submit                      func(smtpgw.Submitter) smtpgw.Submitter
 }
 
 type sleepRecorder struct {
@@ -112,17 +116,20 @@ func newHarness(t *testing.T, o options) *harness {
 	}
 	rec := &sleepRecorder{}
 	gw, err := smtpgw.New(smtpgw.Config{
-		Listeners:     []smtpgw.Listener{{Addr: "127.0.0.1:0"}, {Addr: "127.0.0.1:0", ImplicitTLS: true}},
-		TLS:           certs.TLSConfig(),
-		Hostname:      "smtp.posthaste.test",
-		Auth:          auth.NewAuthenticator(st, 0),
-		Submit:        sub,
-		Limiter:       limiter,
-		DefaultRate:   10_000,
-		RequestLog:    logs,
-		Metrics:       telemetry.NewMetrics(prometheus.NewRegistry()),
-		MaxConnsPerIP: o.maxConns,
-		Throttle:      smtpgw.NewThrottle(smtpgw.ThrottleConfig{Sleep: rec.sleep}),
+		Listeners:       []smtpgw.Listener{{Addr: "127.0.0.1:0"}, {Addr: "127.0.0.1:0", ImplicitTLS: true}},
+		TLS:             certs.TLSConfig(),
+		Hostname:        "smtp.posthaste.test",
+		Auth:            auth.NewAuthenticator(st, 0),
+		Submit:          sub,
+		Limiter:         limiter,
+		DefaultRate:     10_000,
+		RequestLog:      logs,
+		Metrics:         telemetry.NewMetrics(prometheus.NewRegistry()),
+		MaxConnsPerIP:   o.maxConns,
+		ReadTimeout:     o.readTimeout,
+		SessionTimeout:  o.sessionTimeout,
+		MaxIdleCommands: o.maxIdleCommands,
+		Throttle:        smtpgw.NewThrottle(smtpgw.ThrottleConfig{Sleep: rec.sleep}),
 	})
 	require.NoError(t, err)
 	require.Error(t, gw.Ready(ctx), "not ready before Start")

@@ -76,16 +76,20 @@ func startMX(cfg config.Config, st *store.Store, keys *seal.Box, notify func(), 
 		acc.SetUnsubscribeKey(keys.DeriveKey(mailto.KeyPurpose))
 	}
 	srv, err := inbound.New(inbound.Config{
-		Hostname:        cfg.Inbound.Hostname,
-		TLS:             tlsConf,
-		MaxMessageBytes: cfg.Inbound.MaxMessageBytes,
-		MaxRecipients:   cfg.Inbound.MaxRecipients,
-		MaxConns:        cfg.Inbound.MaxConns,
-		MaxConnsPerIP:   cfg.Inbound.MaxConnsPerIP,
-		TempDir:         os.TempDir(),
-		Resolver:        newResolver(cfg.Delivery),
-		Logger:          logger,
-		Metrics:         inbound.NewMetrics(reg),
+		Hostname:           cfg.Inbound.Hostname,
+		TLS:                tlsConf,
+		MaxMessageBytes:    cfg.Inbound.MaxMessageBytes,
+		MaxRecipients:      cfg.Inbound.MaxRecipients,
+		MaxConns:           cfg.Inbound.MaxConns,
+		MaxConnsPerIP:      cfg.Inbound.MaxConnsPerIP,
+		MaxConnsPerNet:     cfg.Inbound.MaxConnsPerNet,
+		ConnReservePercent: cfg.Inbound.ConnReservePercent,
+		SessionTimeout:     cfg.Inbound.SessionTimeout,
+		MaxIdleCommands:    cfg.Inbound.MaxIdleCommands,
+		TempDir:            os.TempDir(),
+		Resolver:           newResolver(cfg.Delivery),
+		Logger:             logger,
+		Metrics:            inbound.NewMetrics(reg),
 	}, acc, acc)
 	if err != nil {
 		return nil, err

@@ -102,6 +102,11 @@ type Inbound struct {
 	MaxRecipients   int   // POSTHASTE_INBOUND_MAX_RECIPIENTS
 	MaxConns        int   // POSTHASTE_INBOUND_MAX_CONNS
 	MaxConnsPerIP   int   // POSTHASTE_INBOUND_MAX_CONNS_PER_IP
+	MaxConnsPerNet  int   // POSTHASTE_INBOUND_MAX_CONNS_PER_NET
+	// ConnReservePercent is POSTHASTE_INBOUND_CONN_RESERVE_PERCENT.
+	ConnReservePercent int
+	SessionTimeout     time.Duration // POSTHASTE_INBOUND_SESSION_TIMEOUT
+	MaxIdleCommands    int           // POSTHASTE_INBOUND_MAX_IDLE_COMMANDS
 }
 
 // Default inbound MX listeners: port 25 in production, a loopback port in
@@ -519,11 +524,18 @@ func Load(getenv Getenv) (Config, error) {
 		c.SMTP.Listen = ls
 	}
 	c.Inbound = Inbound{Listen: r.str("POSTHASTE_INBOUND_LISTEN", ""),
-		Hostname:        r.str("POSTHASTE_INBOUND_HOSTNAME", c.Delivery.Hostname),
-		MaxMessageBytes: int64(r.positive("POSTHASTE_INBOUND_MAX_MESSAGE_BYTES", 46137344)),
-		MaxRecipients:   r.positive("POSTHASTE_INBOUND_MAX_RECIPIENTS", 100),
-		MaxConns:        r.positive("POSTHASTE_INBOUND_MAX_CONNS", 200),
-		MaxConnsPerIP:   r.positive("POSTHASTE_INBOUND_MAX_CONNS_PER_IP", 10)}
+		Hostname:           r.str("POSTHASTE_INBOUND_HOSTNAME", c.Delivery.Hostname),
+		MaxMessageBytes:    int64(r.positive("POSTHASTE_INBOUND_MAX_MESSAGE_BYTES", 46137344)),
+		MaxRecipients:      r.positive("POSTHASTE_INBOUND_MAX_RECIPIENTS", 100),
+		MaxConns:           r.positive("POSTHASTE_INBOUND_MAX_CONNS", 200),
+		MaxConnsPerIP:      r.positive("POSTHASTE_INBOUND_MAX_CONNS_PER_IP", 10),
+		MaxConnsPerNet:     r.positive("POSTHASTE_INBOUND_MAX_CONNS_PER_NET", 40),
+		ConnReservePercent: r.positive("POSTHASTE_INBOUND_CONN_RESERVE_PERCENT", 20),
+		SessionTimeout:     r.duration("POSTHASTE_INBOUND_SESSION_TIMEOUT", 20*time.Minute),
+		MaxIdleCommands:    r.positive("POSTHASTE_INBOUND_MAX_IDLE_COMMANDS", 30)}
+	if p := c.Inbound.ConnReservePercent; p > 90 {
+		r.fail("POSTHASTE_INBOUND_CONN_RESERVE_PERCENT", strconv.Itoa(p), "must be from 1 to 90")
+	}
 	if v := c.Inbound.Listen; v != "" && v != "off" {
 		if _, _, err := net.SplitHostPort(v); err != nil {
 			r.fail("POSTHASTE_INBOUND_LISTEN", v, "must be host:port (like :25) or off")

@@ -55,7 +55,7 @@ func recv[T any](t *testing.T, ch chan T) T {
 }
 
 func TestCaps(t *testing.T) {
-	l := New(3, 2)
+	l := New(Limits{Total: 3, PerIP: 2})
 	refused := make(chan Refusal, 16)
 	addr, admitted := serve(t, l, refused)
 
@@ -85,7 +85,7 @@ func TestCaps(t *testing.T) {
 }
 
 func TestDrainAndCloseIdle(t *testing.T) {
-	l := New(0, 0)
+	l := New(Limits{})
 	refused := make(chan Refusal, 16)
 	addr, admitted := serve(t, l, refused)
 	idleClient := dialFrom(t, addr, "127.0.0.1")
@@ -113,4 +113,107 @@ func TestDrainAndCloseIdle(t *testing.T) {
 	dialFrom(t, addr, "127.0.0.1")
 	require.Equal(t, Draining, recv(t, refused))
 	require.True(t, l.SetBusy(nil, true))
+}
+
+func TestAdmission(t *testing.T) {
+	type step struct {
+		ip    string // admit a connection from ip; "close N": close the one admitted at step N
+		want  Refusal
+		close int
+	}
+	admit := func(ip string, want Refusal) step { return step{ip: ip, want: want, close: -1} }
+	closeStep := func(n int) step { return step{close: n} }
+	for _, tc := range []struct {
+		name  string
+		lim   Limits
+		steps []step
+	}{
+		{"IPv4 per address and per /24", Limits{PerIP: 2, PerNet: 3}, []step{
+			admit("10.0.1.1", 0), admit("10.0.1.1", 0), admit("10.0.1.1", OverPerIP),
+			admit("10.0.1.2", 0), admit("10.0.1.3", OverPerNet), admit("10.0.2.1", 0),
+			closeStep(0), admit("10.0.1.3", 0), admit("10.0.1.4", OverPerNet),
+		}},
+		{"IPv6 per /64 and per /48", Limits{PerIP: 2, PerNet: 3}, []step{
+			admit("2001:db8:0:1::1", 0), admit("2001:db8:0:1::2", 0), admit("2001:db8:0:1:ffff::9", OverPerIP),
+			admit("2001:db8:0:2::1", 0), admit("2001:db8:0:3::1", OverPerNet), admit("2001:db8:1::1", 0),
+		}},
+		{"IPv4-mapped IPv6 is IPv4", Limits{PerIP: 1}, []step{
+			admit("10.0.1.1", 0), admit("::ffff:10.0.1.1", OverPerIP), admit("::ffff:10.0.1.2", 0),
+		}},
+		{"the reserve is for networks holding none", Limits{Total: 5, Reserve: 2}, []step{
+			admit("10.0.1.1", 0), admit("10.0.1.2", 0), admit("10.0.1.3", 0), admit("10.0.1.4", OverReserve),
+			admit("10.0.2.1", 0), admit("10.0.2.2", OverReserve), admit("10.0.3.1", 0), admit("10.0.4.1", OverTotal),
+			closeStep(4), admit("10.0.1.4", OverReserve), admit("10.0.5.1", 0),
+		}},
+		{"one network at its cap cannot take the reserve", Limits{Total: 10, PerIP: 3, PerNet: 9, Reserve: 2},
+			[]step{
+				admit("10.0.1.1", 0), admit("10.0.1.1", 0), admit("10.0.1.1", 0), admit("10.0.1.2", 0),
+				admit("10.0.1.2", 0), admit("10.0.1.2", 0), admit("10.0.1.3", 0), admit("10.0.1.3", 0),
+				admit("10.0.1.3", OverReserve), admit("10.0.1.4", OverReserve), admit("10.0.2.1", 0),
+				admit("10.0.3.1", 0), admit("10.0.4.1", OverTotal),
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := New(tc.lim)
+			conns := map[int]*Conn{}
+			for i, s := range tc.steps {
+				if s.ip == "" {
+					l.release(conns[s.close])
+					continue
+				}
+				c := &Conn{IP: netip.MustParseAddr(s.ip).Unmap(), l: l}
+				require.Equal(t, s.want, l.admit(c), "step %d: %s", i, s.ip)
+				if s.want == 0 {
+					conns[i] = c
+				}
+			}
+		})
+	}
+}
+
+// A session deadline makes reads time out at the session's end and then
+// refuses them; the command cap refuses a read after IdleCommands in a
+// row outside a transaction.
+func TestSessionDeadlineAndCommandCap(t *testing.T) {
+	t.Run("session deadline", func(t *testing.T) {
+		l := New(Limits{Session: 500 * time.Millisecond})
+		refused := make(chan Refusal, 1)
+		addr, admitted := serve(t, l, refused)
+		dialFrom(t, addr, "127.0.0.1")
+		c := recv(t, admitted)
+		cuts := make(chan error, 2)
+		c.cut = func(_ *Conn, err error) { cuts <- err }
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Hour)))
+		done := make(chan error, 1)
+		go func() { _, err := c.Read(make([]byte, 1)); done <- err }()
+		err := recv(t, done)
+		var ne net.Error
+		require.ErrorAs(t, err, &ne, "the read ends at the session's end, not an hour later")
+		require.True(t, ne.Timeout())
+		require.ErrorIs(t, c.SetReadDeadline(time.Now().Add(time.Hour)), ErrSessionOver)
+		require.ErrorIs(t, c.SetReadDeadline(time.Time{}), ErrSessionOver)
+		require.ErrorIs(t, recv(t, cuts), ErrSessionOver)
+	})
+
+	t.Run("commands outside a transaction", func(t *testing.T) {
+		l := New(Limits{IdleCommands: 3})
+		refused := make(chan Refusal, 1)
+		addr, admitted := serve(t, l, refused)
+		dialFrom(t, addr, "127.0.0.1")
+		c := recv(t, admitted)
+		next := func() error { return c.SetReadDeadline(time.Now().Add(time.Minute)) }
+		for range 3 {
+			require.NoError(t, next())
+		}
+		require.True(t, l.SetBusy(c, true), "a transaction starts the count again")
+		for range 10 {
+			require.NoError(t, next(), "commands inside a transaction are not counted")
+		}
+		require.True(t, l.SetBusy(c, false))
+		for range 3 {
+			require.NoError(t, next())
+		}
+		require.ErrorIs(t, next(), ErrTooManyCommands)
+		require.ErrorIs(t, next(), ErrTooManyCommands)
+	})
 }

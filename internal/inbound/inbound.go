@@ -20,10 +20,13 @@
 // reply to DATA is sent only once the Acceptor has committed it. Internal
 // failures become a generic 451 whose text never carries the error.
 //
-// A cap on connections in total and per client address (421 over it),
-// read and write timeouts, a recipient cap per transaction (452 over it)
-// and a graceful shutdown that lets transactions in progress finish
-// protect the service.
+// Caps on connections in total, per client (an IPv4 address, an IPv6
+// /64) and per network (an IPv4 /24, an IPv6 /48), with a part of the
+// total kept for networks holding none (421 over them), read and write
+// timeouts, a deadline per session and a cap on the commands read outside
+// a transaction (421 and close past them), a recipient cap per
+// transaction (452 over it) and a graceful shutdown that lets transactions
+// in progress finish protect the service.
 //
 // Memory: a message is held once, as one []byte of exactly its size plus
 // the Received header; while it is read, up to spoolMemory bytes are kept
@@ -57,6 +60,16 @@ const (
 	DefaultMaxRecipients   = 100
 	DefaultMaxConns        = 200
 	DefaultMaxConnsPerIP   = 10
+	DefaultMaxConnsPerNet  = 40
+	// DefaultConnReservePercent of MaxConns is kept for networks that
+	// hold no connection.
+	DefaultConnReservePercent = 20
+	// DefaultSessionTimeout bounds a connection's life: two DATA
+	// timeouts of RFC 5321 §4.5.3.2 (10 minutes each).
+	DefaultSessionTimeout = 20 * time.Minute
+	// DefaultMaxIdleCommands caps the commands read in a row outside a
+	// transaction (NOOP, RSET, VRFY, HELP, EHLO...).
+	DefaultMaxIdleCommands = 30
 	// DefaultReadTimeout is RFC 5321 §4.5.3.2's server timeout (5 minutes).
 	DefaultReadTimeout  = 5 * time.Minute
 	DefaultWriteTimeout = time.Minute
@@ -156,9 +169,20 @@ type Config struct {
 	// MaxRecipients caps the recipients of one transaction
 	// (DefaultMaxRecipients).
 	MaxRecipients int
-	// MaxConns and MaxConnsPerIP cap simultaneous connections in total and
-	// per client address (DefaultMaxConns, DefaultMaxConnsPerIP).
-	MaxConns, MaxConnsPerIP int
+	// MaxConns, MaxConnsPerIP and MaxConnsPerNet cap simultaneous
+	// connections in total, per client (an IPv4 address or an IPv6 /64)
+	// and per network (an IPv4 /24 or an IPv6 /48) (DefaultMaxConns,
+	// DefaultMaxConnsPerIP, DefaultMaxConnsPerNet).
+	MaxConns, MaxConnsPerIP, MaxConnsPerNet int
+	// ConnReservePercent of MaxConns is kept for networks holding no
+	// connection (DefaultConnReservePercent; negative: none).
+	ConnReservePercent int
+	// SessionTimeout bounds a connection's life (DefaultSessionTimeout);
+	// MaxIdleCommands caps the commands it reads in a row outside a
+	// transaction (DefaultMaxIdleCommands). Past either, the client is
+	// answered 421 and the connection closed.
+	SessionTimeout  time.Duration
+	MaxIdleCommands int
 	// ReadTimeout and WriteTimeout bound each command and reply
 	// (DefaultReadTimeout, DefaultWriteTimeout).
 	ReadTimeout, WriteTimeout time.Duration
@@ -211,6 +235,18 @@ func New(cfg Config, router Router, acceptor Acceptor) (*Server, error) {
 	if cfg.MaxConnsPerIP <= 0 {
 		cfg.MaxConnsPerIP = DefaultMaxConnsPerIP
 	}
+	if cfg.MaxConnsPerNet <= 0 {
+		cfg.MaxConnsPerNet = DefaultMaxConnsPerNet
+	}
+	if cfg.ConnReservePercent == 0 {
+		cfg.ConnReservePercent = DefaultConnReservePercent
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = DefaultSessionTimeout
+	}
+	if cfg.MaxIdleCommands <= 0 {
+		cfg.MaxIdleCommands = DefaultMaxIdleCommands
+	}
 	if cfg.ReadTimeout <= 0 {
 		cfg.ReadTimeout = DefaultReadTimeout
 	}
@@ -233,7 +269,9 @@ func New(cfg Config, router Router, acceptor Acceptor) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, router: router, accept: acceptor, logger: cfg.Logger.With("component", "inbound"),
-		auth: checker{resolver: cfg.Resolver}, conns: connlimit.New(cfg.MaxConns, cfg.MaxConnsPerIP)}
+		auth: checker{resolver: cfg.Resolver}, conns: connlimit.New(connlimit.Limits{Total: cfg.MaxConns,
+			PerIP: cfg.MaxConnsPerIP, PerNet: cfg.MaxConnsPerNet, Reserve: cfg.MaxConns * max(cfg.ConnReservePercent, 0) / 100,
+			Session: cfg.SessionTimeout, IdleCommands: cfg.MaxIdleCommands})}
 	srv := smtp.NewServer(s)
 	srv.Domain = cfg.Hostname
 	srv.TLSConfig = cfg.TLS // nil: STARTTLS is not advertised

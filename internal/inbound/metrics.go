@@ -6,7 +6,8 @@ import "github.com/prometheus/client_golang/prometheus"
 // nothing.
 type Metrics struct {
 	// Connections counts connections by outcome: accepted, refused (over
-	// a connection cap).
+	// a connection cap), cut (closed at the session deadline or the cap on
+	// commands outside a transaction).
 	Connections *prometheus.CounterVec
 	// Recipients counts RCPT commands by outcome: accepted, refused (not
 	// ours or not an address we accept), deferred (routing failed).

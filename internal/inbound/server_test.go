@@ -128,6 +128,8 @@ type options struct {
 	maxConns, maxConnsPerIP, maxRcpts int
 	maxBytes                          int64
 	noTLS                             bool
+	// tune, when set, changes the Config before New.
+	tune func(*Config)
 }
 
 func newHarness(t *testing.T, o options) *harness {
@@ -149,6 +151,9 @@ func newHarness(t *testing.T, o options) *harness {
 		MaxRecipients: o.maxRcpts, MaxMessageBytes: o.maxBytes, Resolver: dns.Resolver(), Metrics: metrics,
 		TempDir: filepath.Join(t.TempDir(), "spool")}
 	require.NoError(t, os.Mkdir(cfg.TempDir, 0o700))
+	if o.tune != nil {
+		o.tune(&cfg)
+	}
 	if !o.noTLS {
 		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
