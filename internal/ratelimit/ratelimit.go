@@ -19,7 +19,7 @@ import (
 // headers report.
 type Result struct {
 	Allowed   bool
-	Limit     int           // requests per second, also the burst
+	Limit     int           // requests per second (per period for AllowPer), also the burst
 	Remaining int           // requests that would be allowed right now
 	Reset     time.Duration // until the bucket is full again
 	// RetryAfter is how long to wait before a request is allowed again;
