@@ -127,6 +127,14 @@ func startDev(ctx context.Context, bin, root string, logf func(string, ...any), 
 			// Its clients all come from loopback: room for the inbound
 			// step's 16 connections above the per-address limit (10).
 			"POSTHASTE_INBOUND_MAX_CONNS_PER_IP=64",
+			// The inbound step sends thousands of messages from 127.0.0.1
+			// to one team: no message rates or budget, so its figures
+			// measure accepting, as before the limits existed.
+			"POSTHASTE_INBOUND_RATE_PER_ADDRESS=0",
+			"POSTHASTE_INBOUND_RATE_PER_NETWORK=0",
+			"POSTHASTE_INBOUND_RATE_RETURN_PATH=0",
+			"POSTHASTE_INBOUND_DAILY_MESSAGES=0",
+			"POSTHASTE_INBOUND_STORAGE_BYTES=0",
 		},
 	}
 	spec.env = append(spec.env, extra...)

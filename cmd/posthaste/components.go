@@ -28,6 +28,7 @@ import (
 	"github.com/posthaste/posthaste/internal/datakey"
 	"github.com/posthaste/posthaste/internal/dnscache"
 	"github.com/posthaste/posthaste/internal/egress"
+	"github.com/posthaste/posthaste/internal/inbound"
 	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/health"
 	"github.com/posthaste/posthaste/internal/imports"
@@ -446,7 +447,10 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	}
 	broadcasts := broadcast.NewService(broadcast.Config{Store: st, Submit: in.submit, Waker: worker.NewBroadcastWaker(tc),
 		Outbox: in.dispatcher, Logger: logger})
-	dash, err := dashboard.New(dashboard.Config{Store: st, Broadcasts: broadcasts, Auth: in.auth, TemporalUIURL: temporalUI,
+	// The default inbound budget, which the Receiving page shows nearly spent
+	// (the MX enforces it: mx.go).
+	inboundBudget := inbound.Budget{DailyMessages: cfg.Inbound.DailyMessages, StorageBytes: cfg.Inbound.StorageBytes}
+	dash, err := dashboard.New(dashboard.Config{Store: st, InboundBudget: inboundBudget, Broadcasts: broadcasts, Auth: in.auth, TemporalUIURL: temporalUI,
 		Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys, OAuth: oauthConfig(cfg.OAuth),
 		PublicURL: cfg.HTTP.PublicURL, Mailer: mailer, WebhookWaker: worker.NewWebhookWaker(tc, stepPolicy(cfg.Steps)),
 		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, SessionIdleTimeout: cfg.HTTP.SessionIdleTimeout,

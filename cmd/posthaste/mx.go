@@ -18,6 +18,7 @@ import (
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/inbound"
 	"github.com/posthaste/posthaste/internal/outbox"
+	"github.com/posthaste/posthaste/internal/ratelimit"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/telemetry"
@@ -31,6 +32,8 @@ type mxServer struct {
 	addr net.Addr
 	done chan struct{} // closed when Serve returned, with err set
 	err  error
+	// closeLimiter releases the Redis of the rates (a no-op without).
+	closeLimiter func() error
 }
 
 // verpKey is the key of return-path signatures, derived from the master
@@ -75,6 +78,22 @@ func startMX(cfg config.Config, st *store.Store, keys *seal.Box, notify func(), 
 		// derive the same key to make them).
 		acc.SetUnsubscribeKey(keys.DeriveKey(mailto.KeyPurpose))
 	}
+	// The rates and budget of inbound mail: the budget counted in
+	// PostgreSQL, the rates in this process or, with REDIS_URL, shared by
+	// the MX replicas.
+	budget := inbound.Budget{DailyMessages: cfg.Inbound.DailyMessages, StorageBytes: cfg.Inbound.StorageBytes,
+		Usage: st}
+	acc.SetBudget(budget)
+	var limiter inbound.RateLimiter = ratelimit.NewLocal(ratelimit.LocalConfig{})
+	closeLimiter := func() error { return nil }
+	if cfg.Limits.RedisURL != "" {
+		rl, closeFn, err := ratelimit.NewRedis(ratelimit.RedisConfig{URL: cfg.Limits.RedisURL},
+			logger.With("component", "ratelimit"))
+		if err != nil {
+			return nil, err
+		}
+		limiter, closeLimiter = rl, closeFn
+	}
 	srv, err := inbound.New(inbound.Config{
 		Hostname:           cfg.Inbound.Hostname,
 		TLS:                tlsConf,
@@ -86,19 +105,24 @@ func startMX(cfg config.Config, st *store.Store, keys *seal.Box, notify func(), 
 		ConnReservePercent: cfg.Inbound.ConnReservePercent,
 		SessionTimeout:     cfg.Inbound.SessionTimeout,
 		MaxIdleCommands:    cfg.Inbound.MaxIdleCommands,
-		TempDir:            os.TempDir(),
-		Resolver:           newResolver(cfg.Delivery),
-		Logger:             logger,
-		Metrics:            inbound.NewMetrics(reg),
+		Limits: inbound.Limits{PerAddress: cfg.Inbound.RatePerAddress, PerNetwork: cfg.Inbound.RatePerNetwork,
+			ReturnPath: cfg.Inbound.RateReturnPath, Limiter: limiter},
+		Budget:   budget,
+		TempDir:  os.TempDir(),
+		Resolver: newResolver(cfg.Delivery),
+		Logger:   logger,
+		Metrics:  inbound.NewMetrics(reg),
 	}, acc, acc)
 	if err != nil {
+		_ = closeLimiter()
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		_ = closeLimiter()
 		return nil, fmt.Errorf("inbound MX: %w", err)
 	}
-	m := &mxServer{srv: srv, addr: ln.Addr(), done: make(chan struct{})}
+	m := &mxServer{srv: srv, addr: ln.Addr(), done: make(chan struct{}), closeLimiter: closeLimiter}
 	go func() { defer close(m.done); m.err = srv.Serve(ln) }()
 	return m, nil
 }
@@ -115,6 +139,7 @@ func (m *mxServer) stop(logger *slog.Logger) {
 	case <-m.done:
 	case <-time.After(shutdownBudget):
 	}
+	_ = m.closeLimiter()
 }
 
 // inboundListen is the MX's address: POSTHASTE_INBOUND_LISTEN, or def

@@ -107,6 +107,16 @@ type Inbound struct {
 	ConnReservePercent int
 	SessionTimeout     time.Duration // POSTHASTE_INBOUND_SESSION_TIMEOUT
 	MaxIdleCommands    int           // POSTHASTE_INBOUND_MAX_IDLE_COMMANDS
+	// Message rates per minute (0: none): from one client address
+	// (POSTHASTE_INBOUND_RATE_PER_ADDRESS), from its IPv4 /24 or IPv6 /64
+	// (POSTHASTE_INBOUND_RATE_PER_NETWORK), and recipients at one team's
+	// return paths and unsubscribe addresses
+	// (POSTHASTE_INBOUND_RATE_RETURN_PATH).
+	RatePerAddress, RatePerNetwork, RateReturnPath int
+	// A team's default budget of received mail (0: none): messages per
+	// UTC day (POSTHASTE_INBOUND_DAILY_MESSAGES) and bytes received in the
+	// last 30 days (POSTHASTE_INBOUND_STORAGE_BYTES).
+	DailyMessages, StorageBytes int64
 }
 
 // Default inbound MX listeners: port 25 in production, a loopback port in
@@ -532,7 +542,12 @@ func Load(getenv Getenv) (Config, error) {
 		MaxConnsPerNet:     r.positive("POSTHASTE_INBOUND_MAX_CONNS_PER_NET", 40),
 		ConnReservePercent: r.positive("POSTHASTE_INBOUND_CONN_RESERVE_PERCENT", 20),
 		SessionTimeout:     r.duration("POSTHASTE_INBOUND_SESSION_TIMEOUT", 20*time.Minute),
-		MaxIdleCommands:    r.positive("POSTHASTE_INBOUND_MAX_IDLE_COMMANDS", 30)}
+		MaxIdleCommands:    r.positive("POSTHASTE_INBOUND_MAX_IDLE_COMMANDS", 30),
+		RatePerAddress:     int(r.count("POSTHASTE_INBOUND_RATE_PER_ADDRESS", 30, 1_000_000)),
+		RatePerNetwork:     int(r.count("POSTHASTE_INBOUND_RATE_PER_NETWORK", 120, 1_000_000)),
+		RateReturnPath:     int(r.count("POSTHASTE_INBOUND_RATE_RETURN_PATH", 60, 1_000_000)),
+		DailyMessages:      r.count("POSTHASTE_INBOUND_DAILY_MESSAGES", 10_000, 1_000_000_000),
+		StorageBytes:       r.count("POSTHASTE_INBOUND_STORAGE_BYTES", 1<<30, 1<<50)}
 	if p := c.Inbound.ConnReservePercent; p > 90 {
 		r.fail("POSTHASTE_INBOUND_CONN_RESERVE_PERCENT", strconv.Itoa(p), "must be from 1 to 90")
 	}
@@ -657,6 +672,11 @@ func (c Config) LogAttrs() []any {
 		slog.Int64("inbound_max_message_bytes", c.Inbound.MaxMessageBytes),
 		slog.Int("inbound_max_recipients", c.Inbound.MaxRecipients), slog.Int("inbound_max_conns", c.Inbound.MaxConns),
 		slog.Int("inbound_max_conns_per_ip", c.Inbound.MaxConnsPerIP),
+		slog.Int("inbound_rate_per_address", c.Inbound.RatePerAddress),
+		slog.Int("inbound_rate_per_network", c.Inbound.RatePerNetwork),
+		slog.Int("inbound_rate_return_path", c.Inbound.RateReturnPath),
+		slog.Int64("inbound_daily_messages", c.Inbound.DailyMessages),
+		slog.Int64("inbound_storage_bytes", c.Inbound.StorageBytes),
 	}
 }
 
@@ -802,6 +822,20 @@ func (r *reader) positive(name string, def int) int {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > 1_000_000 {
 		r.fail(name, v, "must be a whole number from 1 to 1000000")
+		return def
+	}
+	return n
+}
+
+// count reads a whole number from 0 (none, for a limit) to most.
+func (r *reader) count(name string, def, most int64) int64 {
+	v := r.getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > most {
+		r.fail(name, v, fmt.Sprintf("must be a whole number from 0 (no limit) to %d", most))
 		return def
 	}
 	return n

@@ -23,6 +23,7 @@ import (
 type receivingData struct {
 	Emails []store.ReceivedEmail
 	Pager  pager
+	Budget *budgetNotice // inbound_budget.go
 }
 
 func (h *Handler) receiving(w http.ResponseWriter, r *http.Request, se *store.Session) {
@@ -34,6 +35,10 @@ func (h *Handler) receiving(w http.ResponseWriter, r *http.Request, se *store.Se
 		return
 	}
 	d := receivingData{Emails: list}
+	if d.Budget, err = h.inboundBudget(r.Context(), se.TeamID); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	if len(list) > 0 {
 		d.Pager = pagerOf(url.Values{}, p, more, list[0].ID, list[len(list)-1].ID, len(list))
 	}

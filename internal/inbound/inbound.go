@@ -20,6 +20,9 @@
 // reply to DATA is sent only once the Acceptor has committed it. Internal
 // failures become a generic 451 whose text never carries the error.
 //
+// Rates of messages per client address and network, a rate of mail to
+// each team's return paths and a budget of each team's received mail
+// bound what strangers can make it keep (limits.go; 4xx over them).
 // Caps on connections in total, per client (an IPv4 address, an IPv6
 // /64) and per network (an IPv4 /24, an IPv6 /48), with a part of the
 // total kept for networks holding none (421 over them), read and write
@@ -49,6 +52,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/connlimit"
+	"github.com/posthaste/posthaste/internal/ratelimit"
 )
 
 // Defaults of Config.
@@ -198,6 +202,10 @@ type Config struct {
 	// TempDir holds the spool files of large messages while they are read
 	// (os.TempDir() when "").
 	TempDir string
+	// Limits are the message rates (none when zero); Budget the default
+	// budget of each team's receiving domains (see limits.go).
+	Limits Limits
+	Budget Budget
 	// Logger may be nil; Metrics may be nil.
 	Logger  *slog.Logger
 	Metrics *Metrics
@@ -267,6 +275,9 @@ func New(cfg Config, router Router, acceptor Acceptor) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Limits.Limiter == nil {
+		cfg.Limits.Limiter = ratelimit.NewLocal(ratelimit.LocalConfig{Now: cfg.Now})
 	}
 	s := &Server{cfg: cfg, router: router, accept: acceptor, logger: cfg.Logger.With("component", "inbound"),
 		auth: checker{resolver: cfg.Resolver}, conns: connlimit.New(connlimit.Limits{Total: cfg.MaxConns,

@@ -10,10 +10,12 @@ type Metrics struct {
 	// commands outside a transaction).
 	Connections *prometheus.CounterVec
 	// Recipients counts RCPT commands by outcome: accepted, refused (not
-	// ours or not an address we accept), deferred (routing failed).
+	// ours or not an address we accept), deferred (routing failed, or over
+	// the return-path rate or the team's budget).
 	Recipients *prometheus.CounterVec
 	// Messages counts DATA replies by result: accepted, deferred,
-	// rejected (over the size cap).
+	// rejected (over the size cap); deferred also counts the transactions
+	// refused at MAIL FROM by the client rates.
 	Messages *prometheus.CounterVec
 }
 

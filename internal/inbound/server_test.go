@@ -128,6 +128,8 @@ type options struct {
 	maxConns, maxConnsPerIP, maxRcpts int
 	maxBytes                          int64
 	noTLS                             bool
+	limits                            Limits
+	budget                            Budget
 	// tune, when set, changes the Config before New.
 	tune func(*Config)
 }
@@ -149,7 +151,7 @@ func newHarness(t *testing.T, o options) *harness {
 	metrics := NewMetrics(prometheus.NewRegistry())
 	cfg := Config{Hostname: "mx.posthaste.test", MaxConns: o.maxConns, MaxConnsPerIP: o.maxConnsPerIP,
 		MaxRecipients: o.maxRcpts, MaxMessageBytes: o.maxBytes, Resolver: dns.Resolver(), Metrics: metrics,
-		TempDir: filepath.Join(t.TempDir(), "spool")}
+		TempDir: filepath.Join(t.TempDir(), "spool"), Limits: o.limits, Budget: o.budget}
 	require.NoError(t, os.Mkdir(cfg.TempDir, 0o700))
 	if o.tune != nil {
 		o.tune(&cfg)

@@ -57,6 +57,11 @@ func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
 	if ss.inTx {
 		return errNestedMail
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), ss.s.cfg.CommandTimeout)
+	defer cancel()
+	if err := ss.s.allowClient(ctx, ss.ip); err != nil {
+		return ss.refuseMail(err)
+	}
 	if !ss.s.conns.SetBusy(ss.tracked, true) {
 		return errShuttingDown
 	}
@@ -88,12 +93,24 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 			"err", err)
 		return errInternal
 	}
-	ss.s.cfg.Metrics.recipient("accepted")
 	for _, r := range ss.rcpts {
 		if r.Address == addr {
+			ss.s.cfg.Metrics.recipient("accepted")
 			return nil // the same mailbox twice: one copy
 		}
 	}
+	if err := ss.s.admit(ctx, route); err != nil {
+		ss.s.cfg.Metrics.recipient("deferred")
+		var se *smtp.SMTPError
+		if errors.As(err, &se) {
+			ss.s.logger.Info("recipient deferred", "client_addr", ss.ip.String(), "rcpt_domain", domainOf(addr),
+				"team_id", route.TeamID.String(), "reason", se.Message)
+			return se
+		}
+		ss.s.logger.Error("checking an inbound limit", "client_addr", ss.ip.String(), "err", err)
+		return errInternal
+	}
+	ss.s.cfg.Metrics.recipient("accepted")
 	ss.rcpts = append(ss.rcpts, Recipient{Address: addr, Route: route})
 	return nil
 }
@@ -152,6 +169,11 @@ func (ss *session) Data(r io.Reader) error {
 	defer cancel()
 	if err := ss.s.accept.Accept(ctx, m); err != nil {
 		ss.s.cfg.Metrics.message("deferred")
+		if errors.Is(err, ErrOverBudget) {
+			ss.s.logger.Info("message deferred: a team is over its inbound budget", "client_addr", ss.ip.String(),
+				"inbound_id", id.String())
+			return errOverBudget
+		}
 		ss.s.logger.Error("accepting an inbound message", "client_addr", ss.ip.String(), "inbound_id", id.String(),
 			"err", err)
 		return errInternal
@@ -161,6 +183,18 @@ func (ss *session) Data(r io.Reader) error {
 		"size", len(data)-len(received), "recipients", len(ss.rcpts), "spf", res.SPF.Result,
 		"dmarc", res.DMARC.Result)
 	return reply(250, 2, 0, 0, "Ok: queued as "+id.String())
+}
+
+// refuseMail answers a MAIL FROM the rates refuse (or could not check).
+func (ss *session) refuseMail(err error) error {
+	ss.s.cfg.Metrics.message("deferred")
+	var se *smtp.SMTPError
+	if errors.As(err, &se) {
+		ss.s.logger.Info("transaction deferred", "client_addr", ss.ip.String(), "reason", se.Message)
+		return se
+	}
+	ss.s.logger.Error("checking an inbound rate", "client_addr", ss.ip.String(), "err", err)
+	return errInternal
 }
 
 // Reset ends a transaction (RSET, the end of DATA, a new MAIL).

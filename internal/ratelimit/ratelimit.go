@@ -19,7 +19,7 @@ import (
 // headers report.
 type Result struct {
 	Allowed   bool
-	Limit     int           // requests per second, also the burst
+	Limit     int           // requests per second (per period for AllowPer), also the burst
 	Remaining int           // requests that would be allowed right now
 	Reset     time.Duration // until the bucket is full again
 	// RetryAfter is how long to wait before a request is allowed again;
@@ -41,7 +41,7 @@ func ceilSeconds(d time.Duration) int {
 }
 
 // maxIdleBuckets bounds the buckets Local keeps; beyond it, full buckets
-// (keys idle for at least a second) are dropped.
+// (keys idle for at least their period) are dropped.
 const maxIdleBuckets = 10_000
 
 // Local is an in-process Limiter. Safe for concurrent use.
@@ -68,29 +68,36 @@ func NewLocal(cfg LocalConfig) *Local {
 }
 
 // Allow takes one request from key's bucket of limit requests per second.
-func (l *Local) Allow(_ context.Context, key string, limit int) (Result, error) {
+func (l *Local) Allow(ctx context.Context, key string, limit int) (Result, error) {
+	return l.AllowPer(ctx, key, limit, time.Second)
+}
+
+// AllowPer takes one request from key's bucket of limit requests per
+// period, the burst being limit too. Result.Limit is then per period.
+func (l *Local) AllowPer(_ context.Context, key string, limit int, period time.Duration) (Result, error) {
 	now := l.now()
+	perSecond := float64(limit) / period.Seconds()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.buckets[key]
-	if b == nil || b.Burst() != limit {
+	if b == nil || b.Burst() != limit || b.Limit() != rate.Limit(perSecond) {
 		if len(l.buckets) >= maxIdleBuckets {
 			l.sweep(now)
 		}
-		b = rate.NewLimiter(rate.Limit(limit), limit)
+		b = rate.NewLimiter(rate.Limit(perSecond), limit)
 		l.buckets[key] = b
 	}
 	res := Result{Limit: limit}
 	if b.AllowN(now, 1) {
 		res.Allowed = true
 	} else {
-		// One token arrives every 1/limit s.
+		// One token arrives every period/limit.
 		missing := 1 - b.TokensAt(now)
-		res.RetryAfter = time.Duration(missing / float64(limit) * float64(time.Second))
+		res.RetryAfter = time.Duration(missing / perSecond * float64(time.Second))
 	}
 	tokens := b.TokensAt(now)
 	res.Remaining = max(0, int(math.Floor(tokens)))
-	res.Reset = time.Duration((float64(limit) - tokens) / float64(limit) * float64(time.Second))
+	res.Reset = time.Duration((float64(limit) - tokens) / perSecond * float64(time.Second))
 	return res, nil
 }
 

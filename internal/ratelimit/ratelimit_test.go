@@ -147,3 +147,48 @@ func TestRedisFallsBackWhenRedisIsDown(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.Allowed, "the fallback refills by the same clock")
 }
+
+// TestAllowPer checks buckets whose period is not a second (the inbound
+// MX's messages per minute), in process and on a real Redis: limit
+// requests at once, then one every period/limit.
+func TestAllowPer(t *testing.T) {
+	type allowPer interface {
+		AllowPer(ctx context.Context, key string, limit int, period time.Duration) (Result, error)
+	}
+	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	for _, tc := range []struct {
+		name string
+		l    func(t *testing.T) allowPer
+	}{
+		{"local", func(*testing.T) allowPer { return NewLocal(LocalConfig{Now: clock.Now}) }},
+		{"redis", func(t *testing.T) allowPer {
+			r, closeFn, err := NewRedis(RedisConfig{URL: redistest.Start(t), Now: clock.Now}, nil)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = closeFn() })
+			return r
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, ctx := tc.l(t), context.Background()
+			for i := range 6 {
+				r, err := l.AllowPer(ctx, "mx:ip:192.0.2.1", 6, time.Minute)
+				require.NoError(t, err)
+				require.True(t, r.Allowed, i)
+				require.Equal(t, 5-i, r.Remaining, i)
+			}
+			r, err := l.AllowPer(ctx, "mx:ip:192.0.2.1", 6, time.Minute)
+			require.NoError(t, err)
+			require.False(t, r.Allowed, "the seventh within the minute")
+			require.Equal(t, 10*time.Second, r.RetryAfter.Round(time.Millisecond))
+			clock.Advance(9 * time.Second)
+			r, _ = l.AllowPer(ctx, "mx:ip:192.0.2.1", 6, time.Minute)
+			require.False(t, r.Allowed, "9 s: no token back yet")
+			clock.Advance(time.Second)
+			r, _ = l.AllowPer(ctx, "mx:ip:192.0.2.1", 6, time.Minute)
+			require.True(t, r.Allowed, "10 s: one token back")
+			r, _ = l.AllowPer(ctx, "mx:ip:192.0.2.1", 6, time.Minute)
+			require.False(t, r.Allowed)
+			clock.Advance(time.Minute) // full again for the next subtest
+		})
+	}
+}

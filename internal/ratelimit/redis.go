@@ -17,15 +17,16 @@ const keyPrefix = "posthaste:"
 // gcra takes one request from a bucket with GCRA, the generic cell rate
 // algorithm: the key holds the bucket's theoretical arrival time (TAT), in
 // microseconds since the Unix epoch, and a request is allowed when the TAT
-// it would leave is no more than one second (the burst) ahead of now.
+// it would leave is no more than one period (the burst) ahead of now.
 // Arithmetic happens on the distance to now, small enough for a Lua
 // number to keep fractions of a microsecond; the stored TAT is rounded
 // down, which errs by less than a microsecond per request in the
 // requester's favour.
 //
-// KEYS[1] is the bucket. ARGV[1] is the rate in requests per second (also
+// KEYS[1] is the bucket. ARGV[1] is the rate in requests per period (also
 // the burst). ARGV[2] is now in microseconds since the epoch, or empty to
-// read Redis's clock, which every process then shares.
+// read Redis's clock, which every process then shares. ARGV[3] is the
+// period in microseconds (one second when absent).
 //
 // It returns {allowed (0 or 1), remaining, retry after µs, reset µs}.
 var gcra = redis.NewScript(`
@@ -36,14 +37,15 @@ if not now then
   local t = redis.call("TIME")
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local interval = 1000000 / rate
+local period = tonumber(ARGV[3]) or 1000000
+local interval = period / rate
 local ahead = 0
 local tat = tonumber(redis.call("GET", KEYS[1]))
 if tat and tat > now then
   ahead = tat - now
 end
 local after = ahead + interval
-local room = 1000000 - after
+local room = period - after
 if room < 0 then
   return {0, 0, math.ceil(-room), math.ceil(ahead)}
 end
@@ -93,13 +95,19 @@ func NewRedis(cfg RedisConfig, logger *slog.Logger) (*Redis, func() error, error
 
 // Allow takes one request from key's shared bucket of limit requests per second.
 func (r *Redis) Allow(ctx context.Context, key string, limit int) (Result, error) {
+	return r.AllowPer(ctx, key, limit, time.Second)
+}
+
+// AllowPer takes one request from key's shared bucket of limit requests
+// per period, the burst being limit too.
+func (r *Redis) AllowPer(ctx context.Context, key string, limit int, period time.Duration) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	at := "" // Redis's clock
 	if r.now != nil {
 		at = strconv.FormatInt(r.now().UnixMicro(), 10)
 	}
-	v, err := gcra.Run(ctx, r.rdb, []string{keyPrefix + key}, limit, at).Int64Slice()
+	v, err := gcra.Run(ctx, r.rdb, []string{keyPrefix + key}, limit, at, period.Microseconds()).Int64Slice()
 	if err == nil && len(v) != 4 {
 		err = fmt.Errorf("rate limit script returned %d values, want 4", len(v))
 	}
@@ -108,7 +116,7 @@ func (r *Redis) Allow(ctx context.Context, key string, limit int) (Result, error
 		if last := r.lastWarn.Load(); t-last > int64(time.Minute) && r.lastWarn.CompareAndSwap(last, t) {
 			r.logger.Warn("redis rate limiter unavailable, limiting per process", "err", err)
 		}
-		return r.fallback.Allow(ctx, key, limit)
+		return r.fallback.AllowPer(ctx, key, limit, period)
 	}
 	return Result{Allowed: v[0] == 1, Limit: limit, Remaining: int(v[1]),
 		RetryAfter: time.Duration(v[2]) * time.Microsecond, Reset: time.Duration(v[3]) * time.Microsecond}, nil

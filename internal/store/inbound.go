@@ -35,6 +35,8 @@ type Inbound struct {
 	// committed is called after each commit (to wake the outbox
 	// dispatcher); may be nil.
 	committed func()
+	// budget is enforced as each message is counted (SetBudget).
+	budget inbound.Budget
 }
 
 var (
@@ -205,7 +207,9 @@ type InboundMessage struct {
 // recipients belong to, each with an outbox entry that starts its
 // workflow, in one transaction. nil means all of it is committed.
 // Recipients routed inbound.RouteDiscard are left out; a message for
-// them only is accepted and dropped.
+// them only is accepted and dropped. The message is counted against the
+// inbound budget of each team it has a receiving recipient of
+// (countUsage), and refused with inbound.ErrOverBudget over it.
 func (in *Inbound) Accept(ctx context.Context, m inbound.Message) error {
 	var teams []uuid.UUID
 	byTeam := map[uuid.UUID][]InboundRecipient{}
@@ -277,6 +281,9 @@ func (in *Inbound) Accept(ctx context.Context, m inbound.Message) error {
 	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("inserting inbound message %s: %w", m.ID, mapErr(err))
+	}
+	if err := in.countUsage(ctx, tx, m); err != nil { // inbound_usage.go
+		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("committing inbound message %s: %w", m.ID, mapErr(err))

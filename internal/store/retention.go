@@ -83,6 +83,8 @@ var expiringTables = []struct{ table, expired string }{
 	// from them (received_email, received_attachment) go with them by
 	// cascade.
 	{"inbound_message", "created_at < @now::timestamptz - interval '30 days'"},
+	// The inbound budget's day counters, once outside its 30-day window.
+	{"inbound_usage", "day < (@now::timestamptz - interval '31 days')::date"},
 	// Account health notices, 30 days after their crossing: by then the
 	// window they describe has passed, and one never sent is stale.
 	{"health_notice", "created_at < @now::timestamptz - interval '30 days'"},

@@ -1,0 +1,217 @@
+package inbound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/internal/ratelimit"
+)
+
+// Inbound volume (issue 33 point 1). The MX answers the whole internet
+// without authentication, and what it accepts is kept 30 days, so it
+// bounds what one client and one team can make it keep:
+//
+//   - Rates: messages per minute from one client address and from its
+//     network (IPv4 /24, IPv6 /64), taken at MAIL FROM, so that a
+//     transaction beyond them is refused (450 4.7.1) before anything is
+//     read; and a separate, small rate of recipients per minute at one
+//     team's return paths and unsubscribe addresses (450 4.7.1 at RCPT),
+//     mail that does not count against the team's receiving budget.
+//   - A budget per team of the mail its receiving domains get: messages
+//     per UTC day and bytes kept (received in the last 30 days, which is
+//     what retention keeps). A recipient of a team at or over it is
+//     refused at RCPT (452 4.2.2); the acceptor counts each message in
+//     the transaction that stores it and refuses it (ErrOverBudget) when
+//     it would go over, so racing transactions cannot overshoot.
+
+// RatePeriod is the period of Limits' rates.
+const RatePeriod = time.Minute
+
+// RateLimiter takes one from key's bucket of limit per period (burst
+// limit); *ratelimit.Local and *ratelimit.Redis implement it.
+type RateLimiter interface {
+	AllowPer(ctx context.Context, key string, limit int, period time.Duration) (ratelimit.Result, error)
+}
+
+var (
+	_ RateLimiter = (*ratelimit.Local)(nil)
+	_ RateLimiter = (*ratelimit.Redis)(nil)
+)
+
+// Limits are the MX's message rates, per RatePeriod; zero is no limit.
+type Limits struct {
+	// PerAddress caps the transactions (MAIL FROM) of one client address;
+	// PerNetwork those of its IPv4 /24 or IPv6 /64.
+	PerAddress, PerNetwork int
+	// ReturnPath caps the recipients at one team's return paths and
+	// mailto unsubscribe addresses.
+	ReturnPath int
+	// Limiter keeps the buckets; nil is one of this process
+	// (ratelimit.NewLocal).
+	Limiter RateLimiter
+}
+
+// networkOf is the network a client address is limited with: its /24
+// for IPv4, its /64 for IPv6 (one host often holds a whole /64).
+func networkOf(ip netip.Addr) netip.Prefix {
+	ip = ip.Unmap()
+	bits := 64
+	if ip.Is4() {
+		bits = 24
+	}
+	p, err := ip.Prefix(bits)
+	if err != nil {
+		return netip.Prefix{} // an invalid address: all of them share one bucket
+	}
+	return p
+}
+
+// Refusals of the limits.
+var (
+	errRateAddress = reply(450, 4, 7, 1, "Too many messages from your address, try again later")
+	errRateNetwork = reply(450, 4, 7, 1, "Too many messages from your network, try again later")
+	errRateReports = reply(450, 4, 7, 1, "Too many messages for this sender's return paths, try again later")
+	errOverBudget  = reply(452, 4, 2, 2, "Recipient's inbound quota exceeded, try again later")
+)
+
+// allowClient takes one message from the client address's and its
+// network's buckets; nil when both allow it.
+func (s *Server) allowClient(ctx context.Context, ip netip.Addr) error {
+	l := s.cfg.Limits
+	if l.PerAddress > 0 {
+		r, err := l.Limiter.AllowPer(ctx, "mx:addr:"+ip.Unmap().String(), l.PerAddress, RatePeriod)
+		if err != nil {
+			return fmt.Errorf("rate of the client address: %w", err)
+		}
+		if !r.Allowed {
+			return errRateAddress
+		}
+	}
+	if l.PerNetwork > 0 {
+		r, err := l.Limiter.AllowPer(ctx, "mx:net:"+networkOf(ip).String(), l.PerNetwork, RatePeriod)
+		if err != nil {
+			return fmt.Errorf("rate of the client network: %w", err)
+		}
+		if !r.Allowed {
+			return errRateNetwork
+		}
+	}
+	return nil
+}
+
+// allowReport takes one recipient from the bucket of the team's return
+// paths; nil when it allows it.
+func (s *Server) allowReport(ctx context.Context, team uuid.UUID) error {
+	l := s.cfg.Limits
+	if l.ReturnPath <= 0 {
+		return nil
+	}
+	r, err := l.Limiter.AllowPer(ctx, "mx:reports:"+team.String(), l.ReturnPath, RatePeriod)
+	if err != nil {
+		return fmt.Errorf("rate of return paths: %w", err)
+	}
+	if !r.Allowed {
+		return errRateReports
+	}
+	return nil
+}
+
+// ErrOverBudget is what an Acceptor returns (possibly wrapped) when a
+// message would take a team over its Budget; the listener answers 452
+// 4.2.2, and the client retries later.
+var ErrOverBudget = errors.New("team over its inbound budget")
+
+// Usage is what a team's receiving domains received, counted when each
+// message was accepted, with the team's own limits.
+type Usage struct {
+	// Messages is today's count (UTC); Bytes the bytes received in the
+	// last 30 days, which retention keeps.
+	Messages, Bytes int64
+	// MaxMessages and MaxBytes are the team's own limits; zero when it
+	// has none (the Budget's apply).
+	MaxMessages, MaxBytes int64
+}
+
+// UsageReader reads a team's Usage at now.
+type UsageReader interface {
+	InboundUsage(ctx context.Context, team uuid.UUID, now time.Time) (Usage, error)
+}
+
+// Budget is the default inbound budget of a team's receiving domains; a
+// zero limit is none. Mail to return paths does not count (Limits.ReturnPath
+// caps it instead).
+type Budget struct {
+	// DailyMessages caps the messages of one UTC day.
+	DailyMessages int64
+	// StorageBytes caps the bytes received in the last 30 days.
+	StorageBytes int64
+	// Usage reads a team's counters; without it the budget is not
+	// checked at RCPT (the acceptor still enforces it).
+	Usage UsageReader
+}
+
+// Limits are the limits that apply to u: the team's own, else b's.
+func (b Budget) Limits(u Usage) (messages, bytes int64) {
+	messages, bytes = b.DailyMessages, b.StorageBytes
+	if u.MaxMessages > 0 {
+		messages = u.MaxMessages
+	}
+	if u.MaxBytes > 0 {
+		bytes = u.MaxBytes
+	}
+	return messages, bytes
+}
+
+// Full says whether u leaves no room for another message: at or over a
+// limit.
+func (b Budget) Full(u Usage) bool {
+	m, n := b.Limits(u)
+	return (m > 0 && u.Messages >= m) || (n > 0 && u.Bytes >= n)
+}
+
+// Over says whether u, which counts a message just taken, is over a
+// limit; the acceptor refuses that message.
+func (b Budget) Over(u Usage) bool {
+	m, n := b.Limits(u)
+	return (m > 0 && u.Messages > m) || (n > 0 && u.Bytes > n)
+}
+
+// Near says whether u has used at least 80% of a limit (the dashboard
+// warns then).
+func (b Budget) Near(u Usage) bool {
+	m, n := b.Limits(u)
+	return (m > 0 && u.Messages*5 >= m*4) || (n > 0 && u.Bytes*5 >= n*4)
+}
+
+// checkBudget refuses a recipient of a team whose budget is full.
+func (s *Server) checkBudget(ctx context.Context, team uuid.UUID) error {
+	b := s.cfg.Budget
+	if b.Usage == nil {
+		return nil
+	}
+	u, err := b.Usage.InboundUsage(ctx, team, s.cfg.Now())
+	if err != nil {
+		return fmt.Errorf("reading inbound usage: %w", err)
+	}
+	if b.Full(u) {
+		return errOverBudget
+	}
+	return nil
+}
+
+// admit applies the per-team limits to a routed recipient: the rate of
+// return-path mail, or the receiving budget.
+func (s *Server) admit(ctx context.Context, r Route) error {
+	switch r.Kind {
+	case RouteReturnPath, RouteUnsubscribe:
+		return s.allowReport(ctx, r.TeamID)
+	case RouteReceiving:
+		return s.checkBudget(ctx, r.TeamID)
+	}
+	return nil // RouteDiscard: dropped unread, kept nowhere
+}

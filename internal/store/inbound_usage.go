@@ -1,0 +1,98 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/posthaste/posthaste/internal/inbound"
+)
+
+// The inbound budget's counters (migration 00039): per team and UTC day,
+// the messages its receiving domains received and their bytes. The
+// budget itself (inbound.Budget) is the inbound MX's; the store only
+// counts.
+
+// inboundUsageDays is the window of the storage count: inbound messages
+// are kept 30 days (expiringTables), so the bytes of the last 30 days are
+// what is kept, give or take the day retention is part-way through.
+const inboundUsageDays = 30
+
+// usageQuery reads a team's inbound.Usage at @day.
+const usageQuery = `SELECT
+		coalesce((SELECT messages FROM inbound_usage WHERE team_id = @team AND day = @day), 0),
+		coalesce((SELECT sum(bytes) FROM inbound_usage WHERE team_id = @team
+			AND day > @day::date - @days::int), 0)::bigint,
+		coalesce(t.inbound_daily_messages, 0), coalesce(t.inbound_storage_bytes, 0)
+	FROM team t WHERE t.id = @team`
+
+func usageDay(now time.Time) time.Time {
+	y, m, d := now.UTC().Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+}
+
+// InboundUsage is what team's receiving domains received at now: today's
+// messages (UTC) and the bytes of the last 30 days, with the team's own
+// limits. A team that does not exist has none.
+func (s *Store) InboundUsage(ctx context.Context, team uuid.UUID, now time.Time) (inbound.Usage, error) {
+	var u inbound.Usage
+	err := s.pool.QueryRow(ctx, usageQuery, pgx.NamedArgs{"team": team, "day": usageDay(now), "days": inboundUsageDays}).
+		Scan(&u.Messages, &u.Bytes, &u.MaxMessages, &u.MaxBytes)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return inbound.Usage{}, fmt.Errorf("reading inbound usage: %w", mapErr(err))
+	}
+	return u, nil
+}
+
+// SetInboundBudget sets team's own inbound budget; zero is the default.
+func (s *Store) SetInboundBudget(ctx context.Context, team uuid.UUID, dailyMessages, storageBytes int64) error {
+	_, err := s.pool.Exec(ctx, `UPDATE team SET inbound_daily_messages = nullif(@m, 0),
+		inbound_storage_bytes = nullif(@b, 0) WHERE id = @team`,
+		pgx.NamedArgs{"team": team, "m": dailyMessages, "b": storageBytes})
+	if err != nil {
+		return fmt.Errorf("setting inbound budget: %w", mapErr(err))
+	}
+	return nil
+}
+
+// SetBudget makes Accept count each message for a receiving domain in the
+// transaction that stores it and refuse it (inbound.ErrOverBudget) when
+// it takes its team over b. Call it before serving.
+func (in *Inbound) SetBudget(b inbound.Budget) { in.budget = b }
+
+// countUsage counts m for each team with a recipient at a receiving
+// domain, in tx, and fails with inbound.ErrOverBudget when that takes the
+// team over its budget. The row lock of the team's day serializes racing
+// accepts, so the check sees every message committed before.
+func (in *Inbound) countUsage(ctx context.Context, tx pgx.Tx, m inbound.Message) error {
+	day := usageDay(m.ReceivedAt)
+	var counted []uuid.UUID
+	for _, r := range m.Recipients {
+		t := r.Route.TeamID
+		if r.Route.Kind != inbound.RouteReceiving || slices.Contains(counted, t) {
+			continue
+		}
+		counted = append(counted, t)
+		if _, err := tx.Exec(ctx, `INSERT INTO inbound_usage (team_id, day, messages, bytes)
+			VALUES (@team, @day, 1, @size)
+			ON CONFLICT (team_id, day) DO UPDATE SET messages = inbound_usage.messages + 1,
+				bytes = inbound_usage.bytes + excluded.bytes`,
+			pgx.NamedArgs{"team": t, "day": day, "size": len(m.Data)}); err != nil {
+			return fmt.Errorf("counting inbound usage: %w", mapErr(err))
+		}
+		var u inbound.Usage
+		if err := tx.QueryRow(ctx, usageQuery, pgx.NamedArgs{"team": t, "day": day, "days": inboundUsageDays}).
+			Scan(&u.Messages, &u.Bytes, &u.MaxMessages, &u.MaxBytes); err != nil {
+			return fmt.Errorf("reading inbound usage: %w", mapErr(err))
+		}
+		if in.budget.Over(u) {
+			return fmt.Errorf("accepting for team %s: %w", t, inbound.ErrOverBudget)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/smtp"
+	"net/textproto"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/store"
+)
+
+// receivingDomain creates a verified domain of team with receiving on.
+func receivingDomain(t *testing.T, st *store.Store, team uuid.UUID, name string) store.Domain {
+	t.Helper()
+	d := newDomain(team, name)
+	d.Status, d.Receiving = store.DomainVerified, store.ReceivingEnabled
+	require.NoError(t, st.CreateDomain(context.Background(), d))
+	return d
+}
+
+func receivedMessage(d store.Domain, at time.Time, body string) inbound.Message {
+	return inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "x@sender.test", ReceivedAt: at,
+		Recipients: []inbound.Recipient{{Address: "support@" + d.Name,
+			Route: inbound.Route{Kind: inbound.RouteReceiving, TeamID: d.TeamID, DomainID: d.ID}}},
+		Data: []byte("Subject: hi\r\n\r\n" + body)}
+}
+
+func TestInboundUsageCountsReceivedMail(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	teamA, teamB := newTeam(t, st), newTeam(t, st)
+	a, b := receivingDomain(t, st, teamA, "a.test"), receivingDomain(t, st, teamB, "b.test")
+	in := store.NewInbound(st, nil, nil)
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+
+	for _, m := range []inbound.Message{
+		receivedMessage(a, now, "today"),                        // 20 bytes
+		receivedMessage(a, now.Add(-time.Hour), "earlier"),      // 22
+		receivedMessage(a, now.Add(-13*time.Hour), "yesterday"), // 24, another UTC day
+		receivedMessage(a, now.AddDate(0, 0, -29), "kept"),      // 19, still kept
+		receivedMessage(a, now.AddDate(0, 0, -30), "purged"),    // 21, retention deleted it
+		receivedMessage(b, now, "team b"),
+	} {
+		require.NoError(t, in.Accept(ctx, m))
+	}
+	// A bounce to a return path of team A: not the receiving budget's.
+	e, d := domainEmail(t, st, teamA, "shop.test", now, "a@dest.test")
+	require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: now,
+		Recipients: []inbound.Recipient{{Address: "bounces+x@send.shop.test",
+			Route: inbound.Route{Kind: inbound.RouteReturnPath, TeamID: teamA, DomainID: d.ID, EmailID: e.ID}}},
+		Data: []byte(strings.Repeat("x", 1000))}))
+
+	u, err := st.InboundUsage(ctx, teamA, now)
+	require.NoError(t, err)
+	require.Equal(t, inbound.Usage{Messages: 2, Bytes: 20 + 22 + 24 + 19}, u)
+	u, err = st.InboundUsage(ctx, teamB, now)
+	require.NoError(t, err)
+	require.Equal(t, inbound.Usage{Messages: 1, Bytes: 21}, u)
+
+	// A team's own budget comes with its usage.
+	require.NoError(t, st.SetInboundBudget(ctx, teamB, 5, 1<<20))
+	u, err = st.InboundUsage(ctx, teamB, now)
+	require.NoError(t, err)
+	require.Equal(t, inbound.Usage{Messages: 1, Bytes: 21, MaxMessages: 5, MaxBytes: 1 << 20}, u)
+
+	// The counters outlive nothing: purged once outside the window.
+	_, err = st.PurgeExpired(ctx, now.AddDate(0, 0, 40), 1000)
+	require.NoError(t, err)
+	u, err = st.InboundUsage(ctx, teamA, now)
+	require.NoError(t, err)
+	require.Equal(t, inbound.Usage{}, u)
+}
+
+func TestInboundAcceptRefusesOverBudget(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	teamA, teamB := newTeam(t, st), newTeam(t, st)
+	a, b := receivingDomain(t, st, teamA, "a.test"), receivingDomain(t, st, teamB, "b.test")
+	in := store.NewInbound(st, nil, nil)
+	in.SetBudget(inbound.Budget{DailyMessages: 3, StorageBytes: 1 << 20})
+	now := time.Now()
+
+	// Racing accepts for team A: the budget's 3 are taken, no more.
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		ok, over int
+	)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := in.Accept(ctx, receivedMessage(a, now, "race"))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, inbound.ErrOverBudget):
+				over++
+			default:
+				t.Errorf("accept: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, 3, ok)
+	require.Equal(t, 5, over)
+	msgs, err := st.InboundMessages(ctx, teamA, 100)
+	require.NoError(t, err)
+	require.Len(t, msgs, 3, "nothing of a refused message is kept")
+	u, err := st.InboundUsage(ctx, teamA, now)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), u.Messages, "nor counted")
+
+	// Team B still receives; and a team's own budget replaces the default.
+	require.NoError(t, in.Accept(ctx, receivedMessage(b, now, "b")))
+	require.NoError(t, st.SetInboundBudget(ctx, teamA, 4, 0))
+	require.NoError(t, in.Accept(ctx, receivedMessage(a, now, "a")))
+	require.ErrorIs(t, in.Accept(ctx, receivedMessage(a, now, "a")), inbound.ErrOverBudget)
+
+	// Bytes: a message that would go over the storage budget is refused.
+	require.NoError(t, st.SetInboundBudget(ctx, teamB, 100, 200))
+	require.ErrorIs(t, in.Accept(ctx, receivedMessage(b, now, strings.Repeat("x", 200))), inbound.ErrOverBudget)
+	require.NoError(t, in.Accept(ctx, receivedMessage(b, now, strings.Repeat("x", 100))))
+}
+
+// TestInboundBudgetAtTheMX runs the inbound MX on loopback on the store:
+// once a team's receiving domains took their day's budget, a recipient of
+// that team is refused at RCPT with a 4xx, while another team still
+// receives.
+func TestInboundBudgetAtTheMX(t *testing.T) {
+	st := newStore(t)
+	teamA, teamB := newTeam(t, st), newTeam(t, st)
+	receivingDomain(t, st, teamA, "a.test")
+	receivingDomain(t, st, teamB, "b.test")
+	in := store.NewInbound(st, nil, nil)
+	budget := inbound.Budget{DailyMessages: 2, StorageBytes: 1 << 30, Usage: st}
+	in.SetBudget(budget)
+	srv, err := inbound.New(inbound.Config{Hostname: "mx.test", Budget: budget, Resolver: &net.Resolver{
+		PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+			return nil, errors.New("no DNS in this test")
+		}}}, in, in)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+
+	c, err := smtp.Dial(ln.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.Hello("client.test"))
+	send := func(rcpt string) error {
+		if err := c.Mail("x@sender.test"); err != nil {
+			return err
+		}
+		if err := c.Rcpt(rcpt); err != nil {
+			_ = c.Reset()
+			return err
+		}
+		w, err := c.Data()
+		if err != nil {
+			return err
+		}
+		_, _ = w.Write([]byte("Subject: hi\r\n\r\nhello\r\n"))
+		return w.Close()
+	}
+	require.NoError(t, send("support@a.test"))
+	require.NoError(t, send("sales@a.test"))
+	err = send("support@a.test")
+	var te *textproto.Error
+	require.ErrorAs(t, err, &te, "the third of team A's day")
+	require.Equal(t, 452, te.Code, te.Msg)
+	require.NoError(t, send("support@b.test"), "team B still receives")
+
+	msgs, err := st.InboundMessages(context.Background(), teamA, 10)
+	require.NoError(t, err)
+	require.Len(t, msgs, 2)
+}
