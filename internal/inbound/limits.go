@@ -9,10 +9,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/connlimit"
 	"github.com/posthaste/posthaste/internal/ratelimit"
 )
 
-// Inbound volume (issue 33 point 1). The MX answers the whole internet
+// Inbound volume. The MX answers the whole internet
 // without authentication, and what it accepts is kept 30 days, so it
 // bounds what one client and one team can make it keep:
 //
@@ -84,7 +85,10 @@ var (
 func (s *Server) allowClient(ctx context.Context, ip netip.Addr) error {
 	l := s.cfg.Limits
 	if l.PerAddress > 0 {
-		r, err := l.Limiter.AllowPer(ctx, "mx:addr:"+ip.Unmap().String(), l.PerAddress, RatePeriod)
+		// A client is an IPv4 address or an IPv6 /64, as for the
+		// connection caps: an IPv6 host has a /64 to rotate addresses in.
+		client, _ := connlimit.Keys(ip)
+		r, err := l.Limiter.AllowPer(ctx, "mx:addr:"+client.String(), l.PerAddress, RatePeriod)
 		if err != nil {
 			return fmt.Errorf("rate of the client address: %w", err)
 		}
