@@ -251,7 +251,7 @@ func TestAuthErrors(t *testing.T) {
 	requireError(t, e.do("GET", "/emails", "garbage", nil), 403, "invalid_api_key")
 
 	// A sending-only key sends but cannot read.
-	token, _, err := account.NewKey(context.Background(), e.store, e.teamA, "send", store.PermissionSendingAccess)
+	token, _, err := account.NewKey(context.Background(), e.store, e.teamA, nil, "send", store.PermissionSendingAccess)
 	require.NoError(t, err)
 	require.Equal(t, 200, e.do("POST", "/emails", token, sandboxSend).status)
 	requireError(t, e.do("GET", "/emails", token, nil), 401, "restricted_api_key")

@@ -94,8 +94,15 @@ func (s *Server) createAPIKey(c *gin.Context) {
 		return
 	}
 	k := store.APIKey{ID: id, TeamID: principal(c).TeamID, Name: strings.TrimSpace(*req.Name),
-		Prefix: prefix, Hash: hash, Permission: req.Permission, DomainID: domainID, AllowedIPs: allowed}
+		Prefix: prefix, Hash: hash, Permission: req.Permission, DomainID: domainID, AllowedIPs: allowed,
+		CreatedBy: principal(c).CreatedBy}
+	// The new key is its maker's: a full_access key only when the calling
+	// key's creator owns the team (store.CreateAPIKey keeps the rule).
 	if err := s.store.CreateAPIKey(c.Request.Context(), k); err != nil {
+		if errors.Is(err, store.ErrOwnersOnly) {
+			err = errorf(http.StatusForbidden, nameValidation,
+				"Only keys created by a team owner can create full_access keys; create a sending_access key instead.")
+		}
 		s.respondError(c, err)
 		return
 	}

@@ -114,6 +114,23 @@ func (s *Server) requireKey(sending bool) gin.HandlerFunc {
 	}
 }
 
+// requireOwnerKey keeps the routes the dashboard keeps for owners (the
+// audit log, data requests, domain deletion) to keys whose creator owns
+// the team now (auth.Principal.ByOwner): a key a member made is refused
+// with 403 validation_error, API.md's 403 for a key that may not do this.
+// It follows requireKey(false).
+func (s *Server) requireOwnerKey(c *gin.Context) {
+	if !principal(c).ByOwner {
+		s.respondError(c, errOwnersOnly)
+		return
+	}
+	c.Next()
+}
+
+// errOwnersOnly answers a member's key on an owner-only route.
+var errOwnersOnly = errorf(http.StatusForbidden, nameValidation,
+	"This API key was created by a team member who is not an owner; only keys created by a team owner can use this endpoint.")
+
 // authenticated returns the request's principal, if its key was valid.
 func authenticated(c *gin.Context) (auth.Principal, bool) {
 	p, ok := c.Get(principalKey)

@@ -268,7 +268,8 @@ func (s *Server) deleteDomain(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	if _, err := s.domainSvc.Delete(c.Request.Context(), principal(c).TeamID, id); err != nil {
+	p := principal(c)
+	if _, err := s.domainSvc.Delete(c.Request.Context(), p.TeamID, p.CreatedBy, id); err != nil {
 		s.respondError(c, err)
 		return
 	}

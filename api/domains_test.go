@@ -168,7 +168,7 @@ func TestDomainReadUpdateVerifyDeleteAndIsolation(t *testing.T) {
 	requireError(t, e.do("DELETE", "/domains/"+id, e.keyA, nil), 404, "not_found")
 
 	// Sending-only keys cannot manage domains.
-	token, _, err := account.NewKey(context.Background(), e.store, e.teamA, "send", store.PermissionSendingAccess)
+	token, _, err := account.NewKey(context.Background(), e.store, e.teamA, nil, "send", store.PermissionSendingAccess)
 	require.NoError(t, err)
 	requireError(t, e.do("GET", "/domains", token, nil), 401, "restricted_api_key")
 	requireError(t, e.do("POST", "/domains", token, map[string]any{"name": "x.test"}), 401, "restricted_api_key")

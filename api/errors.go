@@ -112,6 +112,9 @@ func (s *Server) classify(c *gin.Context, err error) *apiError {
 	if errors.Is(err, store.ErrNotFound) {
 		return errorf(http.StatusNotFound, nameNotFound, "The requested resource was not found.")
 	}
+	if errors.Is(err, store.ErrOwnersOnly) {
+		return errOwnersOnly
+	}
 	var bse *store.BroadcastStateError
 	if errors.As(err, &bse) {
 		return errorf(http.StatusUnprocessableEntity, nameValidation, broadcastStateMessage(bse))

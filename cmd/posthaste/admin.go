@@ -118,7 +118,19 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 		if *sendingOnly {
 			perm = store.PermissionSendingAccess
 		}
-		token, keyID, err := account.NewKey(ctx, st, teamID, *name, perm)
+		// The operator makes keys for the team's first owner, whose they
+		// are (removing that owner revokes them).
+		var owner *uuid.UUID
+		switch id, err := st.FirstOwner(ctx, teamID); {
+		case err == nil:
+			owner = &id
+		case !errors.Is(err, store.ErrNotFound):
+			return fmt.Errorf("finding the owner of team %s: %w", teamID, err)
+		}
+		token, keyID, err := account.NewKey(ctx, st, teamID, owner, *name, perm)
+		if errors.Is(err, store.ErrOwnersOnly) {
+			return fmt.Errorf("team %s has no owner to hold a full_access key; use --sending-only", teamID)
+		}
 		if err != nil {
 			return err
 		}

@@ -67,6 +67,14 @@ func TestAdminActionsAreAuditedAndVerified(t *testing.T) {
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
+	// The operator's keys, like the team's Default key, are the owner's.
+	owner, err := st.UserByEmail(ctx, "owner@example.com")
+	require.NoError(t, err)
+	var keys, owners int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE created_by = $2) FROM api_key
+		WHERE team_id = $1`, teamID, owner.ID).Scan(&keys, &owners))
+	require.Equal(t, 2, keys)
+	require.Equal(t, 2, owners)
 	_, err = conn.Exec(ctx, `UPDATE audit_entry SET detail = '{"plan":"free"}' WHERE action = 'team.set_plan'`)
 	require.NoError(t, err)
 	code, _ = admin("admin", "audit", "verify")

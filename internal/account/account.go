@@ -65,14 +65,16 @@ func NewTeam(ctx context.Context, st *store.Store, teamName, email string) (Cred
 	if err := st.AddMember(ctx, teamID, u.ID, "owner"); err != nil {
 		return Credentials{}, fmt.Errorf("adding owner: %w", err)
 	}
-	creds.APIKey, _, err = NewKey(ctx, st, teamID, "Default", store.PermissionFullAccess)
+	creds.APIKey, _, err = NewKey(ctx, st, teamID, &u.ID, "Default", store.PermissionFullAccess)
 	return creds, err
 }
 
-// NewKey creates an API key for a team and returns its token, shown once.
-// allowed, when given, are the client address ranges the key may be used
-// from (masked prefixes, as auth.ParseAllowedIPs returns them).
-func NewKey(ctx context.Context, st *store.Store, teamID uuid.UUID, name, permission string,
+// NewKey creates an API key for a team, made by the user createdBy, and
+// returns its token, shown once. allowed, when given, are the client
+// address ranges the key may be used from (masked prefixes, as
+// auth.ParseAllowedIPs returns them). A full_access key needs an owner as
+// createdBy: store.ErrOwnersOnly otherwise (store.CreateAPIKey).
+func NewKey(ctx context.Context, st *store.Store, teamID uuid.UUID, createdBy *uuid.UUID, name, permission string,
 	allowed ...netip.Prefix) (string, uuid.UUID, error) {
 	token, prefix, hash, err := auth.NewToken()
 	if err != nil {
@@ -83,7 +85,7 @@ func NewKey(ctx context.Context, st *store.Store, teamID uuid.UUID, name, permis
 		return "", uuid.Nil, err
 	}
 	if err := st.CreateAPIKey(ctx, store.APIKey{ID: id, TeamID: teamID, Name: name, Prefix: prefix,
-		Hash: hash, Permission: permission, AllowedIPs: allowed}); err != nil {
+		Hash: hash, Permission: permission, AllowedIPs: allowed, CreatedBy: createdBy}); err != nil {
 		return "", uuid.Nil, fmt.Errorf("creating api key: %w", err)
 	}
 	return token, id, nil

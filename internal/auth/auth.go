@@ -61,6 +61,12 @@ type Principal struct {
 	// AllowedIPs are the client address ranges the key may be used
 	// from; empty: any address.
 	AllowedIPs []netip.Prefix
+	// CreatedBy is the user who made the key (store.APIKey.CreatedBy);
+	// keys the key creates are theirs too.
+	CreatedBy *uuid.UUID
+	// ByOwner reports whether CreatedBy owned the team when the key was
+	// looked up: only such keys reach the API's owner-only routes.
+	ByOwner bool
 }
 
 // AllowsAddr reports whether the key may be used from the client address
@@ -164,7 +170,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Princip
 		return Principal{}, fmt.Errorf("looking up api key: %w", err)
 	}
 	p := Principal{TeamID: k.TeamID, KeyID: k.ID, Permission: k.Permission, DomainID: k.DomainID,
-		RateLimit: k.TeamRateLimit, AllowedIPs: k.AllowedIPs}
+		RateLimit: k.TeamRateLimit, AllowedIPs: k.AllowedIPs, CreatedBy: k.CreatedBy, ByOwner: k.ByOwner}
 	// Kept for ttl from before the lookup, so that a revocation after
 	// it is seen within ttl; a ttl of 0 keeps nothing.
 	a.cache.Set(string(hash), p, a.ttl-a.now().Sub(start))

@@ -214,7 +214,12 @@ func (h *Handler) deleteDomain(w http.ResponseWriter, r *http.Request, se *store
 			Error: formError{Field: "confirm", Message: "Type the domain name, " + d.Name + ", to confirm."}})
 		return
 	}
-	if _, err := h.domainSvc.Delete(r.Context(), se.TeamID, d.ID); err != nil {
+	if _, err := h.domainSvc.Delete(r.Context(), se.TeamID, &se.UserID, d.ID); err != nil {
+		if errors.Is(err, store.ErrOwnersOnly) {
+			h.renderDomain(w, se, http.StatusForbidden, "domain_delete", domainData{Domain: d, Confirm: typed,
+				Error: formError{Message: "Only team owners can delete domains."}})
+			return
+		}
 		h.failOr404(w, r, err)
 		return
 	}

@@ -184,7 +184,10 @@ func (h *Handler) emailPreview(w http.ResponseWriter, r *http.Request, se *store
 }
 
 type apiKeysData struct {
-	Keys     []store.APIKey
+	Keys []store.APIKey
+	// Owner: the signed-in user owns the team and may create full_access
+	// keys; members create sending_access keys only.
+	Owner    bool
 	NewToken string
 	NewName  string
 	Error    string
@@ -201,6 +204,12 @@ func (h *Handler) renderAPIKeys(w http.ResponseWriter, r *http.Request, se *stor
 		return
 	}
 	d.Keys = keys
+	role, err := h.store.MemberRole(r.Context(), se.TeamID, se.UserID)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	d.Owner = role == "owner"
 	h.render(w, status, "apikeys", view{Title: "API Keys", Nav: "apikeys", Session: se, CSRF: se.CSRFToken, Data: d})
 }
 
@@ -221,7 +230,12 @@ func (h *Handler) createAPIKey(w http.ResponseWriter, r *http.Request, se *store
 		h.renderAPIKeys(w, r, se, http.StatusUnprocessableEntity, apiKeysData{Error: "Allowed addresses: " + err.Error() + "."})
 		return
 	}
-	token, keyID, err := account.NewKey(r.Context(), h.store, se.TeamID, name, perm, allowed...)
+	token, keyID, err := account.NewKey(r.Context(), h.store, se.TeamID, &se.UserID, name, perm, allowed...)
+	if errors.Is(err, store.ErrOwnersOnly) {
+		h.renderAPIKeys(w, r, se, http.StatusForbidden, apiKeysData{
+			Error: "Only team owners can create full access keys. Create a sending access key instead."})
+		return
+	}
 	if err != nil {
 		h.fail(w, r, err)
 		return

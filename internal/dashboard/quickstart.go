@@ -84,7 +84,7 @@ func (h *Handler) quickstartKey(w http.ResponseWriter, r *http.Request, se *stor
 			Error: "Give the key a name of 1 to 50 characters."})
 		return
 	}
-	token, keyID, err := account.NewKey(r.Context(), h.store, se.TeamID, name, store.PermissionSendingAccess)
+	token, keyID, err := account.NewKey(r.Context(), h.store, se.TeamID, &se.UserID, name, store.PermissionSendingAccess)
 	if err != nil {
 		h.fail(w, r, err)
 		return

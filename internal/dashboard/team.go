@@ -128,18 +128,35 @@ func (h *Handler) removeMember(w http.ResponseWriter, r *http.Request, se *store
 		http.NotFound(w, r)
 		return
 	}
-	switch err := h.store.RemoveMember(r.Context(), se.TeamID, id); {
+	revoked, err := h.store.RemoveMember(r.Context(), se.TeamID, id)
+	switch {
 	case errors.Is(err, store.ErrNotFound):
 		http.NotFound(w, r)
+		return
 	case errors.Is(err, store.ErrConflict):
 		h.renderTeam(w, r, se, http.StatusConflict, teamData{Error: "A team keeps at least one owner."})
+		return
 	case err != nil:
 		h.fail(w, r, err)
-	default:
-		if h.audited(w, r, se, audit.MemberRemove, "user", id.String(), nil) {
-			http.Redirect(w, r, "/dashboard/team", http.StatusSeeOther)
+		return
+	}
+	// The keys the member made went with them; this process stops
+	// accepting them at once, the others within their cache's TTL.
+	for _, k := range revoked {
+		if h.cfg.Auth != nil {
+			h.cfg.Auth.Forget(k.Hash)
 		}
 	}
+	if !h.audited(w, r, se, audit.MemberRemove, "user", id.String(), nil) {
+		return
+	}
+	for _, k := range revoked {
+		if !h.audited(w, r, se, audit.APIKeyRevoke, "api_key", k.ID.String(),
+			map[string]any{"reason": "member_removed", "member": id.String()}) {
+			return
+		}
+	}
+	http.Redirect(w, r, "/dashboard/team", http.StatusSeeOther)
 }
 
 // switchTeam moves the session to another team of the user's (POST

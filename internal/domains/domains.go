@@ -290,9 +290,24 @@ func (s *Service) Verify(ctx context.Context, teamID, id uuid.UUID) (store.Domai
 	return d, nil
 }
 
-// Delete deletes a domain: no new email is accepted from it, its
-// verification stops. It returns the domain as it was.
-func (s *Service) Delete(ctx context.Context, teamID, id uuid.UUID) (store.Domain, error) {
+// Delete deletes a domain for the user by: no new email is accepted from
+// it, its verification stops. It returns the domain as it was. Only the
+// team's owners delete domains (SECURITY.md), whether in the dashboard
+// (by is the signed-in user) or through the API (by is the user who made
+// the calling key): store.ErrOwnersOnly for anyone else, checked before
+// the domain is looked up so that a member learns nothing more.
+func (s *Service) Delete(ctx context.Context, teamID uuid.UUID, by *uuid.UUID, id uuid.UUID) (store.Domain, error) {
+	if by == nil {
+		return store.Domain{}, store.ErrOwnersOnly
+	}
+	switch role, err := s.store.MemberRole(ctx, teamID, *by); {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Domain{}, store.ErrOwnersOnly
+	case err != nil:
+		return store.Domain{}, fmt.Errorf("checking the role: %w", err)
+	case role != "owner":
+		return store.Domain{}, store.ErrOwnersOnly
+	}
 	d, err := s.store.GetDomain(ctx, teamID, id)
 	if err != nil {
 		return store.Domain{}, err

@@ -67,7 +67,7 @@ func TestUseAPIKeyReturnsTheTeamRateLimit(t *testing.T) {
 	st := newStore(t)
 	team := newTeam(t, st)
 	require.NoError(t, st.CreateAPIKey(ctx, store.APIKey{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "k",
-		Prefix: "ph_x", Hash: []byte("h"), Permission: store.PermissionFullAccess}))
+		Prefix: "ph_x", Hash: []byte("h"), Permission: store.PermissionSendingAccess}))
 	k, err := st.UseAPIKey(ctx, []byte("h"))
 	require.NoError(t, err)
 	require.Zero(t, k.TeamRateLimit)

@@ -33,40 +33,73 @@ func (s *Store) Members(ctx context.Context, teamID uuid.UUID) ([]Member, error)
 	return out, mapErr(err)
 }
 
-// RemoveMember takes a user out of a team and ends their sessions of it.
-// ErrNotFound when the user is not a member; ErrConflict when they are the
-// team's last owner.
-func (s *Store) RemoveMember(ctx context.Context, teamID, userID uuid.UUID) error {
+// RevokedKey is a key revoked with its creator's membership.
+type RevokedKey struct {
+	ID   uuid.UUID
+	Hash []byte
+}
+
+// RemoveMember takes a user out of a team, ends their sessions of it and
+// revokes the team's live API keys they created, all in one transaction,
+// and returns those keys (for the caller to audit and drop from its key
+// cache). ErrNotFound when the user is not a member; ErrConflict when they
+// are the team's last owner.
+func (s *Store) RemoveMember(ctx context.Context, teamID, userID uuid.UUID) ([]RevokedKey, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return mapErr(err)
+		return nil, mapErr(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
+	keys, err := removeMember(ctx, tx, teamID, userID)
+	if err != nil {
+		return nil, err
+	}
+	return keys, mapErr(tx.Commit(ctx))
+}
+
+// removeMember is RemoveMember within tx. It first locks the team's owner
+// rows, in one order, so that two owners removing each other at once
+// (or leaving) cannot both see another owner left: the second waits for
+// the first to commit, then counts the owners that remain.
+func removeMember(ctx context.Context, tx pgx.Tx, teamID, userID uuid.UUID) ([]RevokedKey, error) {
+	rows, err := tx.Query(ctx, `SELECT user_id FROM membership WHERE team_id = @team AND role = 'owner'
+		ORDER BY user_id FOR UPDATE`, pgx.NamedArgs{"team": teamID})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	owners, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, mapErr(err)
+	}
 	var role string
 	err = tx.QueryRow(ctx, `SELECT role FROM membership WHERE team_id = @team AND user_id = @user FOR UPDATE`,
 		pgx.NamedArgs{"team": teamID, "user": userID}).Scan(&role)
 	if err != nil {
-		return mapErr(err)
+		return nil, mapErr(err)
 	}
-	if role == "owner" {
-		var owners int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM membership WHERE team_id = @team AND role = 'owner'`,
-			pgx.NamedArgs{"team": teamID}).Scan(&owners); err != nil {
-			return mapErr(err)
-		}
-		if owners <= 1 {
-			return ErrConflict
-		}
+	if role == "owner" && len(owners) <= 1 {
+		return nil, ErrConflict
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM membership WHERE team_id = @team AND user_id = @user`,
 		pgx.NamedArgs{"team": teamID, "user": userID}); err != nil {
-		return mapErr(err)
+		return nil, mapErr(err)
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM dashboard_session WHERE team_id = @team AND user_id = @user`,
 		pgx.NamedArgs{"team": teamID, "user": userID}); err != nil {
-		return mapErr(err)
+		return nil, mapErr(err)
 	}
-	return mapErr(tx.Commit(ctx))
+	rows, err = tx.Query(ctx, `UPDATE api_key SET revoked_at = now()
+		WHERE team_id = @team AND created_by = @user AND revoked_at IS NULL RETURNING id, hash`,
+		pgx.NamedArgs{"team": teamID, "user": userID})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RevokedKey, error) {
+		var k RevokedKey
+		err := r.Scan(&k.ID, &k.Hash)
+		return k, err
+	})
+	return keys, mapErr(err)
 }
 
 // SetPassword replaces a user's password hash and ends every other session

@@ -38,6 +38,8 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrUnavailable means PostgreSQL could not be reached; retrying later may work.
 	ErrUnavailable = errors.New("database unavailable")
+	// ErrOwnersOnly means only an owner of the team may do this.
+	ErrOwnersOnly = errors.New("only team owners may do this")
 )
 
 // Config configures the pool.

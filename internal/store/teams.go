@@ -53,9 +53,17 @@ type APIKey struct {
 	// AllowedIPs are the client address ranges the key may be used from,
 	// as masked prefixes; empty: any address.
 	AllowedIPs []netip.Prefix
+	// CreatedBy is the user the key was made by: the dashboard user, the
+	// creator of the key that made it through the API, the team's first
+	// owner for `posthaste admin` and the bootstrap key. Nil only when
+	// that user was deleted.
+	CreatedBy *uuid.UUID
 	// TeamRateLimit is the team's own request rate; 0 for the default.
 	// Filled by UseAPIKey only.
 	TeamRateLimit int
+	// ByOwner reports whether CreatedBy owns the team now. Filled by
+	// UseAPIKey only.
+	ByOwner bool
 }
 
 // CreateTeam inserts a team.
@@ -147,14 +155,39 @@ func (s *Store) TeamMembers(ctx context.Context, teamID uuid.UUID, emails []stri
 	return out, nil
 }
 
-// CreateAPIKey inserts a key.
+// CreateAPIKey inserts a key made by k.CreatedBy. This is where the rule
+// "full_access keys only by owners" is kept, in the insert itself so that
+// no role change slips between check and write: a full_access key needs
+// a CreatedBy who owns the team, any other key one who is a member
+// (or none, for keys no user made). ErrOwnersOnly otherwise.
 func (s *Store) CreateAPIKey(ctx context.Context, k APIKey) error {
-	_, err := s.pool.Exec(ctx,
-		`INSERT INTO api_key (id, team_id, name, prefix, hash, permission, domain_id, allowed_ips)
-		 VALUES (@id, @team, @name, @prefix, @hash, @permission, @domain, @allowed)`,
+	tag, err := s.pool.Exec(ctx,
+		`INSERT INTO api_key (id, team_id, name, prefix, hash, permission, domain_id, allowed_ips, created_by)
+		 SELECT @id::uuid, @team::uuid, @name::text, @prefix::text, @hash::bytea, @permission::text,
+		 	@domain::uuid, @allowed::cidr[], @by::uuid
+		 WHERE CASE WHEN @permission::text = 'full_access' THEN EXISTS (SELECT 1 FROM membership
+		 		WHERE team_id = @team::uuid AND user_id = @by::uuid AND role = 'owner')
+		 	WHEN @by::uuid IS NULL THEN true
+		 	ELSE EXISTS (SELECT 1 FROM membership WHERE team_id = @team::uuid AND user_id = @by::uuid) END`,
 		pgx.NamedArgs{"id": k.ID, "team": k.TeamID, "name": k.Name, "prefix": k.Prefix,
-			"hash": k.Hash, "permission": k.Permission, "domain": k.DomainID, "allowed": allowedIPs(k.AllowedIPs)})
-	return mapErr(err)
+			"hash": k.Hash, "permission": k.Permission, "domain": k.DomainID, "allowed": allowedIPs(k.AllowedIPs),
+			"by": k.CreatedBy})
+	if err != nil {
+		return mapErr(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrOwnersOnly
+	}
+	return nil
+}
+
+// FirstOwner returns the team's earliest owner, who holds the keys no
+// user made (`posthaste admin`). ErrNotFound when the team has none.
+func (s *Store) FirstOwner(ctx context.Context, teamID uuid.UUID) (uuid.UUID, error) {
+	var id uuid.UUID
+	err := s.pool.QueryRow(ctx, `SELECT user_id FROM membership WHERE team_id = @team AND role = 'owner'
+		ORDER BY created_at, user_id LIMIT 1`, pgx.NamedArgs{"team": teamID}).Scan(&id)
+	return id, mapErr(err)
 }
 
 // allowedIPs is the allowed_ips value of prefixes: never NULL.
@@ -165,18 +198,19 @@ func allowedIPs(p []netip.Prefix) []netip.Prefix {
 	return p
 }
 
-const apiKeyColumns = `id, team_id, name, prefix, hash, permission, domain_id, created_at, last_used_at, revoked_at, allowed_ips`
+const apiKeyColumns = `id, team_id, name, prefix, hash, permission, domain_id, created_at, last_used_at, revoked_at, allowed_ips, created_by`
 
 func scanAPIKey(row pgx.Row) (APIKey, error) {
 	var k APIKey
 	err := row.Scan(&k.ID, &k.TeamID, &k.Name, &k.Prefix, &k.Hash, &k.Permission, &k.DomainID,
-		&k.CreatedAt, &k.LastUsedAt, &k.RevokedAt, &k.AllowedIPs)
+		&k.CreatedAt, &k.LastUsedAt, &k.RevokedAt, &k.AllowedIPs, &k.CreatedBy)
 	return k, mapErr(err)
 }
 
 // UseAPIKey finds the live (not revoked) key with this token hash and marks
 // it used. ErrNotFound for unknown or revoked keys.
-// It also returns the team's own rate limit (TeamRateLimit).
+// It also returns the team's own rate limit (TeamRateLimit) and whether
+// the key's creator owns the team now (ByOwner).
 func (s *Store) UseAPIKey(ctx context.Context, hash []byte) (APIKey, error) {
 	var k APIKey
 	var limit *int
@@ -184,9 +218,11 @@ func (s *Store) UseAPIKey(ctx context.Context, hash []byte) (APIKey, error) {
 		`UPDATE api_key k SET last_used_at = now() FROM team t
 		 WHERE k.hash = @hash AND k.revoked_at IS NULL AND t.id = k.team_id
 		 RETURNING k.id, k.team_id, k.name, k.prefix, k.hash, k.permission, k.domain_id,
-		 	k.created_at, k.last_used_at, k.revoked_at, k.allowed_ips, t.rate_limit`,
+		 	k.created_at, k.last_used_at, k.revoked_at, k.allowed_ips, t.rate_limit, k.created_by,
+		 	EXISTS (SELECT 1 FROM membership m WHERE m.team_id = k.team_id AND m.user_id = k.created_by
+		 		AND m.role = 'owner')`,
 		pgx.NamedArgs{"hash": hash}).Scan(&k.ID, &k.TeamID, &k.Name, &k.Prefix, &k.Hash, &k.Permission,
-		&k.DomainID, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt, &k.AllowedIPs, &limit)
+		&k.DomainID, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt, &k.AllowedIPs, &limit, &k.CreatedBy, &k.ByOwner)
 	if limit != nil {
 		k.TeamRateLimit = *limit
 	}
