@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/storetest"
@@ -70,7 +71,7 @@ func TestOwnerOnlyRoutesRefuseMembersKeys(t *testing.T) {
 	second := o.body["token"].(string)
 	require.Equal(t, 200, e.do("GET", "/audit-log", second, nil).status, "an owner's key makes owners' keys")
 
-	revoked, err := st.RemoveMember(ctx, e.teamA, member.ID)
+	revoked, err := st.RemoveMember(ctx, e.teamA, member.ID, audit.Entry{ActorType: audit.ActorSystem})
 	require.NoError(t, err)
 	require.Len(t, revoked, 2)
 	requireError(t, e.do("GET", "/emails", token, nil), 403, "invalid_api_key")

@@ -128,7 +128,8 @@ func (h *Handler) removeMember(w http.ResponseWriter, r *http.Request, se *store
 		http.NotFound(w, r)
 		return
 	}
-	revoked, err := h.store.RemoveMember(r.Context(), se.TeamID, id)
+	revoked, err := h.store.RemoveMember(r.Context(), se.TeamID, id, audit.Entry{ActorType: audit.ActorUser,
+		ActorID: &se.UserID, ClientAddr: clientIP(r), UserAgent: r.UserAgent()})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		http.NotFound(w, r)
@@ -145,15 +146,6 @@ func (h *Handler) removeMember(w http.ResponseWriter, r *http.Request, se *store
 	for _, k := range revoked {
 		if h.cfg.Auth != nil {
 			h.cfg.Auth.Forget(k.Hash)
-		}
-	}
-	if !h.audited(w, r, se, audit.MemberRemove, "user", id.String(), nil) {
-		return
-	}
-	for _, k := range revoked {
-		if !h.audited(w, r, se, audit.APIKeyRevoke, "api_key", k.ID.String(),
-			map[string]any{"reason": "member_removed", "member": id.String()}) {
-			return
 		}
 	}
 	http.Redirect(w, r, "/dashboard/team", http.StatusSeeOther)

@@ -2,10 +2,14 @@ package store
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/posthaste/posthaste/internal/audit"
 )
 
 // Member is a user of a team.
@@ -40,11 +44,14 @@ type RevokedKey struct {
 }
 
 // RemoveMember takes a user out of a team, ends their sessions of it and
-// revokes the team's live API keys they created, all in one transaction,
-// and returns those keys (for the caller to audit and drop from its key
-// cache). ErrNotFound when the user is not a member; ErrConflict when they
-// are the team's last owner.
-func (s *Store) RemoveMember(ctx context.Context, teamID, userID uuid.UUID) ([]RevokedKey, error) {
+// revokes the team's live API keys they created, and writes the audit
+// entries of it all (member.remove, and api_key.revoke for each key, with
+// reason member_removed), in one transaction. by is the audit entry of the
+// action's actor (actor, client address, user agent); its action, target
+// and detail are set here. It returns the revoked keys, for the caller to
+// drop from its key cache. ErrNotFound when the user is not a member;
+// ErrConflict when they are the team's last owner.
+func (s *Store) RemoveMember(ctx context.Context, teamID, userID uuid.UUID, by audit.Entry) ([]RevokedKey, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, mapErr(err)
@@ -53,6 +60,23 @@ func (s *Store) RemoveMember(ctx context.Context, teamID, userID uuid.UUID) ([]R
 	keys, err := removeMember(ctx, tx, teamID, userID)
 	if err != nil {
 		return nil, err
+	}
+	by.TeamID, by.Outcome = &teamID, audit.Success
+	e := by
+	e.Action, e.TargetType, e.TargetID, e.Detail = audit.MemberRemove, "user", userID.String(), ""
+	if _, err := appendAudit(ctx, tx, e); err != nil {
+		return nil, fmt.Errorf("removing member %s: %w", userID, mapErr(err))
+	}
+	detail, err := json.Marshal(map[string]string{"reason": "member_removed", "member": userID.String()})
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		e := by
+		e.Action, e.TargetType, e.TargetID, e.Detail = audit.APIKeyRevoke, "api_key", k.ID.String(), string(detail)
+		if _, err := appendAudit(ctx, tx, e); err != nil {
+			return nil, fmt.Errorf("removing member %s: %w", userID, mapErr(err))
+		}
 	}
 	return keys, mapErr(tx.Commit(ctx))
 }

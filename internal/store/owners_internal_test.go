@@ -36,7 +36,7 @@ func TestOwnersRemovingEachOtherKeepOne(t *testing.T) {
 	// B removes A meanwhile.
 	done := make(chan error, 1)
 	go func() {
-		_, err := st.RemoveMember(ctx, team, a)
+		_, err := st.RemoveMember(ctx, team, a, audit.Entry{ActorType: audit.ActorSystem})
 		done <- err
 	}()
 	// It waits on a lock, not on anything else.
@@ -210,7 +210,7 @@ func TestAPIKeyCreatorRules(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, k.ByOwner)
 
-	revoked, err := st.RemoveMember(ctx, team, member)
+	revoked, err := st.RemoveMember(ctx, team, member, audit.Entry{ActorType: audit.ActorSystem})
 	require.NoError(t, err)
 	require.Len(t, revoked, 2, "the member's two sending keys")
 	ids := []uuid.UUID{revoked[0].ID, revoked[1].ID}
@@ -223,4 +223,17 @@ func TestAPIKeyCreatorRules(t *testing.T) {
 		require.NotEqual(t, &member, k.CreatedBy)
 	}
 	require.Len(t, live, 4, "the owner's three keys and the one no user made")
+
+	// The removal and each revocation are audited in its transaction.
+	removed, _, err := st.ListAudit(ctx, team, audit.Filter{Action: audit.MemberRemove}, Page{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, removed, 1)
+	require.Equal(t, member.String(), removed[0].TargetID)
+	revokes, _, err := st.ListAudit(ctx, team, audit.Filter{Action: audit.APIKeyRevoke}, Page{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, revokes, 2)
+	for _, e := range revokes {
+		require.Contains(t, ids, uuid.MustParse(e.TargetID))
+		require.JSONEq(t, `{"reason":"member_removed","member":"`+member.String()+`"}`, e.Detail)
+	}
 }
