@@ -102,6 +102,10 @@ type Inbound struct {
 	MaxRecipients   int   // POSTHASTE_INBOUND_MAX_RECIPIENTS
 	MaxConns        int   // POSTHASTE_INBOUND_MAX_CONNS
 	MaxConnsPerIP   int   // POSTHASTE_INBOUND_MAX_CONNS_PER_IP
+	// FBLDomains is POSTHASTE_FBL_DOMAINS, lower-cased: the sender
+	// domains of the feedback loops whose complaints are acted on when
+	// authenticated (activities.Config.FBLDomains); nil acts on none.
+	FBLDomains []string
 }
 
 // Default inbound MX listeners: port 25 in production, a loopback port in
@@ -524,6 +528,9 @@ func Load(getenv Getenv) (Config, error) {
 		MaxRecipients:   r.positive("POSTHASTE_INBOUND_MAX_RECIPIENTS", 100),
 		MaxConns:        r.positive("POSTHASTE_INBOUND_MAX_CONNS", 200),
 		MaxConnsPerIP:   r.positive("POSTHASTE_INBOUND_MAX_CONNS_PER_IP", 10)}
+	for _, d := range r.list("POSTHASTE_FBL_DOMAINS") {
+		c.Inbound.FBLDomains = append(c.Inbound.FBLDomains, strings.ToLower(strings.Trim(d, ".")))
+	}
 	if v := c.Inbound.Listen; v != "" && v != "off" {
 		if _, _, err := net.SplitHostPort(v); err != nil {
 			r.fail("POSTHASTE_INBOUND_LISTEN", v, "must be host:port (like :25) or off")
