@@ -114,9 +114,9 @@ type Config struct {
 	// process without POSTHASTE_PUBLIC_URL or master key, which then fails
 	// such emails.
 	Unsubscribe *unsubscribe.Links
-	// VERPKey signs the return paths of emails sent from a domain
-	// (reports.SignedReturnPath), so that only a report about an email we
-	// sent reaches the inbound MX; derived from the master key
+	// VERPKey signs the return paths of emails sent from a domain, one
+	// per recipient (reports.RecipientReturnPath), so that only a report
+	// about a recipient of an email we sent reaches the inbound MX; derived from the master key
 	// (VERPKeyPurpose). Nil in a process without a master key, which then
 	// cannot prepare mail from a domain anyway. When it is nil and Keys is
 	// set, New derives it from Keys.
