@@ -114,13 +114,19 @@ type Config struct {
 	// process without POSTHASTE_PUBLIC_URL or master key, which then fails
 	// such emails.
 	Unsubscribe *unsubscribe.Links
-	// VERPKey signs the return paths of emails sent from a domain
-	// (reports.SignedReturnPath), so that only a report about an email we
-	// sent reaches the inbound MX; derived from the master key
+	// VERPKey signs the return paths of emails sent from a domain, one
+	// per recipient (reports.RecipientReturnPath), so that only a report
+	// about a recipient of an email we sent reaches the inbound MX; derived from the master key
 	// (VERPKeyPurpose). Nil in a process without a master key, which then
 	// cannot prepare mail from a domain anyway. When it is nil and Keys is
 	// set, New derives it from Keys.
 	VERPKey []byte
+	// FBLDomains are the sender domains of the feedback loops whose
+	// complaints (ARF) are acted on (POSTHASTE_FBL_DOMAINS), when
+	// authenticated by the domain (fromFeedbackLoop); any other
+	// complaint is kept as received mail and acts on nobody. Empty: none
+	// is acted on.
+	FBLDomains []string
 	// UnsubscribeMailtoKey makes the mailto unsubscribe addresses of
 	// emails sent with a topic from a domain (mailto.Make), derived from
 	// the master key (mailto.KeyPurpose); the inbound MX verifies them
@@ -506,14 +512,14 @@ func (a *Activities) classify(err error) error {
 	return err
 }
 
-// DomainReturnPath is the VERP envelope sender of an email sent from a
-// domain: bounces+<email id>-<signature>@<return path>.<domain>
-// (reports.SignedReturnPath under key), so that bounces reach the
-// operator's bounce host, SPF is checked on the return-path subdomain,
-// which aligns with the From domain under relaxed DMARC, and only the
-// holder of key can make a return path the inbound MX routes. Without a
-// key it is the unsigned bounces+<email id>@<host>, which the inbound MX
-// routes only for emails from before signing.
+// DomainReturnPath is the per-email VERP envelope sender of an email sent
+// from a domain, bounces+<email id>-<signature>@<return path>.<domain>
+// (reports.SignedReturnPath under key), which Prepare still hands the
+// delivery groups: Deliver sends each recipient's copy with its own
+// return path instead (recipientReturnPaths), as it has since migration
+// 00040. Without a key it is the unsigned bounces+<email id>@<host>,
+// which Deliver sends as it is and the inbound MX routes only for emails
+// from before signing.
 func DomainReturnPath(key []byte, emailID uuid.UUID, d store.Domain) string {
 	host := d.ReturnPath + "." + d.Name
 	if len(key) == 0 {

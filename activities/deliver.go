@@ -86,9 +86,10 @@ func (o DeliverOutcome) result() mta.Result {
 	return r
 }
 
-// Deliver hands the stored message to the domain's MX hosts (mail sent
-// with a topic: each recipient's own message, see BuildForRecipient, in a
-// transaction of its own) and records
+// Deliver hands the stored message to the domain's MX hosts, one
+// transaction per recipient, each with the recipient's own return path
+// (recipientReturnPaths; mail sent with a topic or tracked: each
+// recipient's own message, see BuildForRecipient), and records
 // each outcome at once: delivered; bounced, classified by
 // mta.ClassifyBounce, for a permanent reply, which puts the address on
 // the team's suppression list only when the reply says the address itself
@@ -215,12 +216,16 @@ func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in DeliverInput,
 	} else if msgs, err = a.trackedMessages(ctx, e, load.Domain, data, pending); err != nil {
 		return prog, err
 	}
+	froms, err := a.recipientReturnPaths(e, load.Domain, pending)
+	if err != nil {
+		return prog, err
+	}
 	hb := newHeartbeats(ctx, activity.GetInfo(ctx).HeartbeatTimeout, prog)
 	stop := hb.keepAlive()
 	a.cfg.Crash.At(faults.BeforeData)
 	var results []mta.Result
-	if msgs != nil {
-		results = a.deliverEach(ctx, sender, in.Domain, env, msgs, func(r mta.Result) {
+	if msgs != nil || froms != nil {
+		results = a.deliverEach(ctx, sender, in.Domain, env, msgs, froms, func(r mta.Result) {
 			o := outcomeOf(r, a.now())
 			hb.progress(o)
 			// Recorded at once, not after the last recipient: a retry

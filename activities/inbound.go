@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -51,13 +50,15 @@ type ProcessInboundResult struct {
 // on it, then marks it processed:
 //
 //   - a delivery status notification (RFC 3464) or non-standard bounce:
-//     each failed recipient that belongs to the email it is about becomes
+//     each failed recipient it may act on (see below) becomes
 //     `bounced` with Resend's bounce object, even after `delivered`, and
 //     a permanent recipient failure suppresses the address; a delayed
 //     recipient gets one `delivery_delayed` (while it is not final);
-//   - a complaint (RFC 5965 ARF, Microsoft JMRP): each complaining
-//     recipient of the email becomes `complained` and is suppressed with
-//     reason `complaint`;
+//   - a complaint (RFC 5965 ARF, Microsoft JMRP) from a trusted feedback
+//     loop (fromFeedbackLoop: authenticated, from Config.FBLDomains): the
+//     complaining recipient it may act on becomes `complained` and is
+//     suppressed with reason `complaint`; any other complaint is kept as
+//     received mail and acts on nobody;
 //   - anything else (auto-replies, RFC 3834; human replies; reports about
 //     emails we do not know): nothing is recorded.
 //
@@ -65,11 +66,14 @@ type ProcessInboundResult struct {
 // stored, parsed, once per such domain, with an email.received event
 // (receive).
 //
-// The email is the one the route of the return path names, else the one
-// the report's VERP address names (its signature verified), else the one
-// with the report's original Message-ID, always within the message's
-// team. An address the report names that is not a recipient of that
-// email is ignored. Everything is idempotent (events happen once per
+// The email and recipient are the ones the return path the message was
+// sent to names, else the ones the report's VERP address names (verified),
+// always within the message's team; never the email with the report's
+// original Message-ID alone (see reportTarget). A report acts on the
+// recipient a per-recipient return path names, and only when it names
+// that recipient; for an email from before per-recipient return paths,
+// on the single recipient of the email it names (none when it names
+// several). Other addresses the report names are ignored. Everything is idempotent (events happen once per
 // recipient, suppressions once per address), so a retry repeats nothing;
 // a message already processed, or gone, is left alone.
 func (a *Activities) ProcessInboundMessage(ctx context.Context, in ProcessInboundInput) (ProcessInboundResult, error) {
@@ -91,24 +95,32 @@ func (a *Activities) ProcessInboundMessage(ctx context.Context, in ProcessInboun
 	logger := a.logger.With("team_id", m.TeamID, "inbound_id", m.ID, "kind", rep.Kind)
 	switch {
 	case (rep.Kind == reports.KindDSN || rep.Kind == reports.KindBounce) && rep.DSN != nil:
-		e, ok, err := a.reportEmail(ctx, m, &rep, append([]string{rep.Original.MessageID}, rep.DSN.OriginalMessageID))
+		t, ok, err := a.reportTarget(ctx, m, &rep)
 		if err != nil {
 			return ProcessInboundResult{}, err
 		}
 		if ok {
-			res.EmailID = e.ID
-			if res.Events, res.Suppressed, err = a.recordBounces(ctx, e, rep.DSN); err != nil {
-				return ProcessInboundResult{}, err
+			res.EmailID = t.email.ID
+			if dsn := t.bounceReport(rep.DSN); dsn != nil {
+				if res.Events, res.Suppressed, err = a.recordBounces(ctx, t.email, dsn); err != nil {
+					return ProcessInboundResult{}, err
+				}
 			}
 		}
 	case rep.Kind == reports.KindFeedback && rep.Feedback != nil && rep.Feedback.Complaint():
-		e, ok, err := a.reportEmail(ctx, m, &rep, []string{rep.Original.MessageID})
+		if !fromFeedbackLoop(m.Auth, rep.From, a.cfg.FBLDomains) {
+			// Kept as received mail (the inbound message), acting on
+			// nobody: anyone can write an ARF report.
+			logger.Info("complaint not from a trusted feedback loop: not acted on")
+			break
+		}
+		t, ok, err := a.reportTarget(ctx, m, &rep)
 		if err != nil {
 			return ProcessInboundResult{}, err
 		}
 		if ok {
-			res.EmailID = e.ID
-			if res.Events, res.Suppressed, err = a.recordComplaints(ctx, e, rep.Feedback); err != nil {
+			res.EmailID = t.email.ID
+			if res.Events, res.Suppressed, err = a.recordComplaints(ctx, t.email, t.complainants(rep.Feedback)); err != nil {
 				return ProcessInboundResult{}, err
 			}
 		}
@@ -168,44 +180,6 @@ func (a *Activities) unsubscribeMailto(ctx context.Context, m store.InboundMessa
 	return n, nil
 }
 
-// reportEmail finds the email a report is about, within the message's
-// team; ok is false when there is none.
-func (a *Activities) reportEmail(ctx context.Context, m store.InboundMessage, rep *reports.Report,
-	messageIDs []string) (store.Email, bool, error) {
-	try := func(e store.Email, err error) (store.Email, bool, error) {
-		if errors.Is(err, store.ErrNotFound) {
-			return store.Email{}, false, nil
-		}
-		return e, err == nil, err
-	}
-	for _, r := range m.Recipients {
-		if r.EmailID == nil || r.Kind != inbound.RouteReturnPath {
-			continue // a report comes to a return path, not to an unsubscribe address
-		}
-		if e, ok, err := try(a.store.GetEmail(ctx, m.TeamID, *r.EmailID)); ok || err != nil {
-			return e, ok, err
-		}
-	}
-	if v, found := rep.VERP(); found {
-		var keys [][]byte
-		if len(a.cfg.VERPKey) > 0 {
-			keys = [][]byte{a.cfg.VERPKey}
-		}
-		if e, ok, err := try(a.store.EmailByVERP(ctx, m.TeamID, v, keys)); ok || err != nil {
-			return e, ok, err
-		}
-	}
-	for _, mid := range messageIDs {
-		if mid == "" {
-			continue
-		}
-		if e, ok, err := try(a.store.EmailByMessageID(ctx, m.TeamID, mid)); ok || err != nil {
-			return e, ok, err
-		}
-	}
-	return store.Email{}, false, nil
-}
-
 // emailRecipient returns the recipient of e whose address is addr (compared
 // case-insensitively), as e stores it.
 func emailRecipient(e store.Email, addr string) (string, bool) {
@@ -263,20 +237,9 @@ func (a *Activities) recordBounces(ctx context.Context, e store.Email, dsn *repo
 	return len(evs), len(suppress), nil
 }
 
-// recordComplaints marks the complaining recipients of e `complained` and
-// suppresses them with reason complaint. A report that names no recipient
-// of e (Yahoo redacts them) counts against the email's only recipient; an
-// email with several is left alone rather than suppress the innocent.
-func (a *Activities) recordComplaints(ctx context.Context, e store.Email, f *reports.Feedback) (events, suppressed int, err error) {
-	var addrs []string
-	for _, r := range f.Recipients() {
-		if addr, ok := emailRecipient(e, r); ok && !slices.Contains(addrs, addr) {
-			addrs = append(addrs, addr)
-		}
-	}
-	if len(f.Recipients()) == 0 && len(e.Recipients) == 1 {
-		addrs = []string{e.Recipients[0].Address}
-	}
+// recordComplaints marks addrs, recipients of e, `complained` and
+// suppresses them with reason complaint (see reportTarget.complainants).
+func (a *Activities) recordComplaints(ctx context.Context, e store.Email, addrs []string) (events, suppressed int, err error) {
 	now := a.now()
 	evs := make([]store.Event, 0, len(addrs))
 	for _, addr := range addrs {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/storetest"
 )
@@ -43,12 +44,35 @@ func reportFixture(t *testing.T, name string, id uuid.UUID, rp string, rcpts map
 // the id of the stored row.
 func receive(t *testing.T, st *store.Store, key []byte, rp string, raw []byte) uuid.UUID {
 	t.Helper()
+	return receiveAuth(t, st, key, rp, raw, inbound.Results{})
+}
+
+// fblAuth are the authentication results of a report that a feedback
+// loop at domain sent: a DKIM signature of domain that passed.
+func fblAuth(domain string) inbound.Results {
+	return inbound.Results{DKIM: []inbound.DKIMResult{{Result: "pass", Domain: domain}},
+		DMARC: inbound.DMARCResult{Result: "pass", FromDomain: domain, DKIMAligned: true}}
+}
+
+// rcptPath is the return path of recipient i of e, sent from d.
+func rcptPath(t *testing.T, key []byte, e store.Email, i int, d store.Domain) string {
+	t.Helper()
+	rp, err := reports.RecipientReturnPath(key, e.ID, i, d.ReturnPath+"."+d.Name)
+	require.NoError(t, err)
+	return rp
+}
+
+// receiveAuth is receive with the MX's authentication results of the
+// message.
+func receiveAuth(t *testing.T, st *store.Store, key []byte, rp string, raw []byte, auth inbound.Results) uuid.UUID {
+	t.Helper()
 	ctx := context.Background()
 	in := store.NewInbound(st, key, nil)
 	r, err := in.Route(ctx, rp)
 	require.NoError(t, err)
 	m := inbound.Message{ID: uuid.Must(uuid.NewV7()), Recipients: []inbound.Recipient{{Address: rp, Route: r}},
-		ClientIP: netip.MustParseAddr("192.0.2.9"), Helo: "mail.example.net", ReceivedAt: time.Now(), Data: raw}
+		ClientIP: netip.MustParseAddr("192.0.2.9"), Helo: "mail.example.net", ReceivedAt: time.Now(), Data: raw,
+		Auth: auth}
 	require.NoError(t, in.Accept(ctx, m))
 	list, err := st.InboundMessages(ctx, r.TeamID, 1)
 	require.NoError(t, err)
@@ -62,7 +86,8 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 	box := newBox(t)
 	key := box.DeriveKey(activities.VERPKeyPurpose)
 	d, _ := insertDomain(t, st, box, "shop.test")
-	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, nil, nil, nil)
+	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box,
+		FBLDomains: []string{"example.com", "yahoo.com"}}, st, nil, nil, nil)
 	process := func(id uuid.UUID) activities.ProcessInboundResult {
 		t.Helper()
 		res, err := run[activities.ProcessInboundInput, activities.ProcessInboundResult](t,
@@ -84,7 +109,7 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 		require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{
 			{Type: store.EventDelivered, Recipient: "Nobody@dest.test"},
 			{Type: store.EventDelivered, Recipient: "other@dest.test"}}))
-		rp := activities.DomainReturnPath(key, e.ID, d)
+		rp := rcptPath(t, key, e, 0, d)
 		id := receive(t, st, key, rp, reportFixture(t, "postfix-failed.eml", e.ID, rp,
 			map[string]string{"nobody@example.org": "nobody@dest.test"}))
 		res := process(id)
@@ -110,7 +135,7 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 
 	t.Run("DSN naming an address the email did not have", func(t *testing.T) {
 		e := domainEmail(t, st, d, "real@dest.test")
-		rp := activities.DomainReturnPath(key, e.ID, d)
+		rp := rcptPath(t, key, e, 0, d)
 		id := receive(t, st, key, rp, reportFixture(t, "postfix-failed.eml", e.ID, rp,
 			map[string]string{"nobody@example.org": "victim@dest.test"}))
 		res := process(id)
@@ -125,7 +150,7 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 	t.Run("delayed DSN", func(t *testing.T) {
 		e := domainEmail(t, st, d, "slow@dest.test")
 		require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventSent}}))
-		rp := activities.DomainReturnPath(key, e.ID, d)
+		rp := rcptPath(t, key, e, 0, d)
 		raw := reportFixture(t, "postfix-delayed.eml", e.ID, rp, map[string]string{"slow@example.org": "slow@dest.test"})
 		res := process(receive(t, st, key, rp, raw))
 		require.Equal(t, 1, res.Events)
@@ -148,9 +173,9 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 		require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{
 			{Type: store.EventDelivered, Recipient: "user@dest.test"},
 			{Type: store.EventDelivered, Recipient: "quiet@dest.test"}}))
-		rp := activities.DomainReturnPath(key, e.ID, d)
-		res := process(receive(t, st, key, rp, reportFixture(t, "rfc5965-arf.eml", e.ID, rp,
-			map[string]string{"user@example.com": "user@dest.test"})))
+		rp := rcptPath(t, key, e, 0, d)
+		res := process(receiveAuth(t, st, key, rp, reportFixture(t, "rfc5965-arf.eml", e.ID, rp,
+			map[string]string{"user@example.com": "user@dest.test"}), fblAuth("example.com")))
 		require.Equal(t, activities.ProcessInboundResult{Kind: "feedback", EmailID: e.ID, Events: 1, Suppressed: 1}, res)
 		require.Equal(t, map[string]string{"user@dest.test": "complained", "quiet@dest.test": "delivered"}, status(e))
 		require.Equal(t, store.SuppressionComplaint, suppression("user@dest.test"))
@@ -159,22 +184,24 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 
 	t.Run("Yahoo complaint without a recipient", func(t *testing.T) {
 		e := domainEmail(t, st, d, "only@dest.test")
-		rp := activities.DomainReturnPath(key, e.ID, d)
-		res := process(receive(t, st, key, rp, reportFixture(t, "yahoo-arf.eml", e.ID, rp, nil)))
+		rp := rcptPath(t, key, e, 0, d)
+		res := process(receiveAuth(t, st, key, rp, reportFixture(t, "yahoo-arf.eml", e.ID, rp, nil), fblAuth("yahoo.com")))
 		require.Equal(t, 1, res.Events)
 		require.Equal(t, map[string]string{"only@dest.test": "complained"}, status(e))
 		require.Equal(t, store.SuppressionComplaint, suppression("only@dest.test"))
 
+		// The return path names the recipient the report does not.
 		two := domainEmail(t, st, d, "one@dest.test", "two@dest.test")
-		rp = activities.DomainReturnPath(key, two.ID, d)
-		res = process(receive(t, st, key, rp, reportFixture(t, "yahoo-arf.eml", two.ID, rp, nil)))
-		require.Zero(t, res.Events, "no recipient named, several possible: nobody is blamed")
+		rp = rcptPath(t, key, two, 1, d)
+		res = process(receiveAuth(t, st, key, rp, reportFixture(t, "yahoo-arf.eml", two.ID, rp, nil), fblAuth("yahoo.com")))
+		require.Equal(t, 1, res.Events)
+		require.Equal(t, map[string]string{"one@dest.test": "queued", "two@dest.test": "complained"}, status(two))
 	})
 
 	t.Run("auto-reply", func(t *testing.T) {
 		e := domainEmail(t, st, d, "away@dest.test")
 		require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventDelivered, Recipient: "away@dest.test"}}))
-		rp := activities.DomainReturnPath(key, e.ID, d)
+		rp := rcptPath(t, key, e, 0, d)
 		raw := []byte("From: away@dest.test\r\nTo: " + rp + "\r\nSubject: Out of Office: hi\r\n" +
 			"Auto-Submitted: auto-replied\r\n\r\nI am away.\r\n")
 		res := process(receive(t, st, key, rp, raw))
@@ -184,7 +211,7 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 
 	t.Run("report about an email that is gone", func(t *testing.T) {
 		e := domainEmail(t, st, d, "gone@dest.test")
-		rp := activities.DomainReturnPath(key, e.ID, d)
+		rp := rcptPath(t, key, e, 0, d)
 		id := receive(t, st, key, rp, reportFixture(t, "postfix-failed.eml", e.ID, rp,
 			map[string]string{"nobody@example.org": "gone@dest.test"}))
 		require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventFailed, Recipient: "gone@dest.test"}}))

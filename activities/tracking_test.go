@@ -73,10 +73,12 @@ func TestDeliverTrackedEmail(t *testing.T) {
 		require.NotContains(t, string(stored), "links.shop.test", "the stored copy is not rewritten")
 	}
 
-	// The Tracking record is not verified: one message, untracked.
+	// The Tracking record is not verified: untracked (one transaction
+	// per recipient, each from its own return path, all one message).
 	deliver(send(nil))
 	msgs := mx.Messages()
-	require.Len(t, msgs, 1)
+	require.Len(t, msgs, 2)
+	require.Equal(t, msgs[0].Data, msgs[1].Data)
 	require.NotContains(t, string(msgs[0].Data), "links.shop.test")
 	require.Contains(t, string(msgs[0].Data), "price-list.txt")
 
@@ -86,8 +88,8 @@ func TestDeliverTrackedEmail(t *testing.T) {
 	require.NoError(t, err)
 	e := send(nil)
 	deliver(e)
-	checkTracked(t, mx.Messages()[1:], e, d, key, sealer)
-	for _, m := range mx.Messages()[1:] {
+	checkTracked(t, mx.Messages()[2:], e, d, key, sealer)
+	for _, m := range mx.Messages()[2:] {
 		require.Contains(t, string(m.Data), "price-list.txt", "built again per recipient with the attachments")
 	}
 
@@ -97,7 +99,7 @@ func TestDeliverTrackedEmail(t *testing.T) {
 		"--b\nContent-Type: text/html; charset=utf-8\n\n"+html+"\n--b--\n", "\n", "\r\n")
 	e = send([]byte(source))
 	deliver(e)
-	checkTracked(t, mx.Messages()[3:], e, d, key, sealer)
+	checkTracked(t, mx.Messages()[4:], e, d, key, sealer)
 }
 
 // checkTracked checks the messages of e's two recipients: each signed,

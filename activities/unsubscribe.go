@@ -177,17 +177,24 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, d *st
 	return out, nil
 }
 
-// deliverEach hands each recipient its own message, one transaction per
+// deliverEach hands each recipient its own copy, one transaction per
 // recipient (the MTA client reuses its connection to the MX between
 // them), and returns the results in the order of env.To. progress is
 // called with each final outcome as it comes, so the liveness heartbeats
-// carry it.
+// carry it. Each copy is its own message (msgs[r]; env.Data when msgs is
+// nil) from its own return path (froms[r]; env.From when froms is nil).
 func (a *Activities) deliverEach(ctx context.Context, d Deliverer, domain string, env mta.Envelope, msgs map[string][]byte,
-	progress func(mta.Result)) []mta.Result {
+	froms map[string]string, progress func(mta.Result)) []mta.Result {
 	results := make([]mta.Result, 0, len(env.To))
 	for _, r := range env.To {
 		one := env
-		one.To, one.Data = []string{r}, msgs[r]
+		one.To = []string{r}
+		if msgs != nil {
+			one.Data = msgs[r]
+		}
+		if froms != nil {
+			one.From = froms[r]
+		}
 		res := d.Deliver(ctx, domain, one)
 		for _, x := range res {
 			if x.Status == mta.Delivered || x.Status == mta.Bounced {

@@ -672,6 +672,7 @@ func newActivities(ctx context.Context, cfg config.Config, st *store.Store, tc c
 		Workflows: worker.NewStarter(tc, deliveryPolicy(cfg)),
 
 		Unsubscribe:   links,
+		FBLDomains:    cfg.Inbound.FBLDomains,
 		BroadcastRate: float64(cfg.Delivery.BroadcastRate),
 		DefaultPool:   cfg.Delivery.DefaultPool,
 		DataRequests: activities.DataRequestConfig{Eraser: subjectEraser(pc), Waker: worker.NewWaker(tc),

@@ -143,8 +143,11 @@ func TestDomains(t *testing.T) {
 	for _, m := range msgs {
 		v, ok := reports.ParseVERP(m.From)
 		require.True(t, ok, m.From)
-		require.Equal(t, reports.SignedReturnPath(devVERPKey(t, dataDir), v.EmailID, "send.example.test"), m.From,
+		require.True(t, v.PerRecipient, m.From)
+		require.Equal(t, mustRecipientPath(t, devVERPKey(t, dataDir), v.EmailID, v.Index, "send.example.test"), m.From,
 			"the return path is signed")
+		require.Equal(t, m.To, []string{[]string{"ok@rcpt.test", "grey@rcpt.test", "gone@rcpt.test"}[v.Index]},
+			"and names the recipient")
 		require.Equal(t, id, v.EmailID.String())
 		require.True(t, m.TLS)
 		requireAuthenticated(t, dns, m, "example.test")

@@ -129,6 +129,10 @@ func TestDevInbound(t *testing.T) {
 	dataDir := env["POSTHASTE_DATA_DIR"]
 	inboundAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	env["POSTHASTE_INBOUND_LISTEN"] = inboundAddr
+	// The feedback loop of example.net, whose reports pass SPF for the
+	// HELO name sendInbound gives.
+	env["POSTHASTE_FBL_DOMAINS"] = "example.net"
+	dns.AddTXT("mail.example.net", "v=spf1 ip4:127.0.0.1 -all")
 	dev := startDev(t, env)
 	defer dev.stop(t)
 	st, err := store.Open(ctx, store.Config{URL: dbURL})
@@ -148,19 +152,26 @@ func TestDevInbound(t *testing.T) {
 	recv.secret = hook["signing_secret"].(string)
 	recv.mu.Unlock()
 
-	// Sent and delivered, with a signed return path.
+	// Sent and delivered, each recipient's copy in its own transaction
+	// from its own signed return path.
 	id := c.send(map[string]any{"from": "Shop <hello@example.test>", "to": []string{"ann@rcpt.test", "bob@rcpt.test"},
 		"subject": "Your order", "text": "Thanks."})
 	c.waitFor(id, map[string]string{"ann@rcpt.test": "delivered", "bob@rcpt.test": "delivered"})
 	msgs := mx.Messages()
-	require.Len(t, msgs, 1)
-	rp := msgs[0].From
-	v, ok := reports.ParseVERP(rp)
-	require.True(t, ok, rp)
-	require.Equal(t, id, v.EmailID.String())
-	require.Equal(t, "send.example.test", v.Host)
+	require.Len(t, msgs, 2)
 	key := devVERPKey(t, dataDir)
-	require.True(t, v.Verify(key), "the return path carries a valid signature: %s", rp)
+	paths := map[string]string{}
+	for i, m := range msgs {
+		v, ok := reports.ParseVERP(m.From)
+		require.True(t, ok, m.From)
+		require.Equal(t, id, v.EmailID.String())
+		require.Equal(t, "send.example.test", v.Host)
+		require.True(t, v.PerRecipient && v.Index == i && v.Verify(key), "the return path names its recipient: %s", m.From)
+		require.Len(t, m.To, 1)
+		paths[m.To[0]] = m.From
+	}
+	rp, bobRP := paths["ann@rcpt.test"], paths["bob@rcpt.test"]
+	v, _ := reports.ParseVERP(rp)
 
 	// Refused at RCPT: not an open relay, nothing forged.
 	dsn := reportFixture(t, "postfix-failed.eml", id, rp, map[string]string{"nobody@example.org": "ann@rcpt.test"})
@@ -170,7 +181,10 @@ func TestDevInbound(t *testing.T) {
 		"an unknown email, unsigned": reports.VERPPrefix + uuid.Must(uuid.NewV7()).String() + "@send.example.test",
 		"a forged signature":         reports.SignedReturnPath([]byte("not the key, but 32 bytes long.."), v.EmailID, "send.example.test"),
 		"the unsigned form":          reports.VERPPrefix + id + "@send.example.test",
-		"another host for the email": reports.SignedReturnPath(key, v.EmailID, "send.other.test"),
+		"the per-email form":         reports.SignedReturnPath(key, v.EmailID, "send.example.test"),
+		"a recipient it lacks":       mustRecipientPath(t, key, v.EmailID, 2, "send.example.test"),
+		"a forged code":              mustRecipientPath(t, []byte("not the key, but 32 bytes long.."), v.EmailID, 0, "send.example.test"),
+		"another host for the email": mustRecipientPath(t, key, v.EmailID, 0, "send.other.test"),
 	} {
 		err := sendInbound(t, inboundAddr, rcpt, dsn)
 		require.Error(t, err, name)
@@ -181,6 +195,36 @@ func TestDevInbound(t *testing.T) {
 	require.NoError(t, sendInbound(t, inboundAddr,
 		reports.SignedReturnPath(key, uuid.Must(uuid.NewV7()), "send.example.test"), dsn))
 	e := c.waitFor(id, map[string]string{"ann@rcpt.test": "delivered", "bob@rcpt.test": "delivered"})
+	require.Equal(t, "delivered", e["last_event"])
+
+	team := mustTeam(t, st, id)
+	// waitProcessed waits until the team has n inbound messages, all
+	// processed, and returns them, newest first.
+	waitProcessed := func(n int) []store.InboundMessage {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			rows, err := st.InboundMessages(ctx, team, 10)
+			require.NoError(t, err)
+			done := 0
+			for _, r := range rows {
+				if r.Status == store.InboundProcessed {
+					done++
+				}
+			}
+			if len(rows) == n && done == n {
+				return rows
+			}
+			require.True(t, time.Now().Before(deadline), "inbound messages not processed: %+v", rows)
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	// The reproduced attack (issue 33): bob sends a DSN naming ann to
+	// his own return path. Processed, it changes nothing for ann.
+	require.NoError(t, sendInbound(t, inboundAddr, bobRP, dsn))
+	waitProcessed(1)
+	e = c.waitFor(id, map[string]string{"ann@rcpt.test": "delivered", "bob@rcpt.test": "delivered"})
 	require.Equal(t, "delivered", e["last_event"])
 
 	// A DSN: bounced after delivered, suppressed, email.bounced.
@@ -215,38 +259,32 @@ func TestDevInbound(t *testing.T) {
 	out, accepted := swaks(t, "--server", inboundAddr, "--tls", "--from", "", "--to", rp, "--data", dsnFile)
 	require.Len(t, accepted, 1, out)
 
-	// An ARF complaint about bob.
-	arf := reportFixture(t, "rfc5965-arf.eml", id, rp, map[string]string{"user@example.com": "bob@rcpt.test"})
-	require.NoError(t, sendInbound(t, inboundAddr, rp, arf))
+	// An ARF complaint about bob from a domain that is not a trusted
+	// feedback loop: kept, acting on nobody.
+	arf := reportFixture(t, "rfc5965-arf.eml", id, bobRP, map[string]string{"user@example.com": "bob@rcpt.test"})
+	require.NoError(t, sendInbound(t, inboundAddr, bobRP, arf))
+	waitProcessed(4)
+	c.waitFor(id, map[string]string{"ann@rcpt.test": "bounced", "bob@rcpt.test": "delivered"})
+	// The same from the feedback loop of example.net (SPF pass).
+	arf = reportFixture(t, "rfc5965-arf.eml", id, bobRP, map[string]string{"user@example.com": "bob@rcpt.test",
+		"abusedesk@example.com": "fbl@example.net"})
+	require.NoError(t, sendInbound(t, inboundAddr, bobRP, arf))
 	c.waitFor(id, map[string]string{"ann@rcpt.test": "bounced", "bob@rcpt.test": "complained"})
 	got = recv.waitFor(2)
 	require.Equal(t, hookEvent{got[1].ID, "email.complained", id}, got[1])
 	requireSuppressed(t, c, "bob@rcpt.test", "complaint", id)
 
 	// Every accepted message was processed by its workflow.
-	team := mustTeam(t, st, id)
-	var rows []store.InboundMessage
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		rows, err = st.InboundMessages(ctx, team, 10)
-		require.NoError(t, err)
-		done := 0
-		for _, r := range rows {
-			if r.Status == store.InboundProcessed {
-				done++
-			}
-		}
-		if len(rows) == 3 && done == 3 {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "inbound messages not processed: %+v", rows)
-		time.Sleep(50 * time.Millisecond)
+	rows := waitProcessed(5)
+	var results []string
+	for _, r := range rows {
+		results = append(results, r.Result)
 	}
-	require.Equal(t, []string{"feedback", "dsn", "dsn"}, []string{rows[0].Result, rows[1].Result, rows[2].Result})
-	require.Equal(t, "", rows[2].MailFrom, "the null sender")
-	require.Contains(t, string(rows[2].Raw), "Received: from mail.example.net", "stored with our Received header")
-	require.Len(t, recv.events(), 2, "the repeated DSN fired nothing")
-	writeHistory(t, "127.0.0.1:"+env["POSTHASTE_TEMPORAL_PORT"], workflows.InboundWorkflowID(rows[2].ID.String()),
+	require.Equal(t, []string{"feedback", "feedback", "dsn", "dsn", "dsn"}, results)
+	require.Equal(t, "", rows[3].MailFrom, "the null sender")
+	require.Contains(t, string(rows[3].Raw), "Received: from mail.example.net", "stored with our Received header")
+	require.Len(t, recv.events(), 2, "the attack, the repeated DSN and the untrusted complaint fired nothing")
+	writeHistory(t, "127.0.0.1:"+env["POSTHASTE_TEMPORAL_PORT"], workflows.InboundWorkflowID(rows[3].ID.String()),
 		"processinbound_dsn.json")
 
 	// A real peer: Postfix accepts the message (delivered), then fails
@@ -387,7 +425,7 @@ func checkMXProcess(t *testing.T, base map[string]string, team string) {
 	res.Body.Close()
 	require.Equal(t, 200, res.StatusCode)
 
-	rp := reports.SignedReturnPath(box.DeriveKey(activities.VERPKeyPurpose), e.ID, "send.split.test")
+	rp := mustRecipientPath(t, box.DeriveKey(activities.VERPKeyPurpose), e.ID, 0, "send.split.test")
 	dsn := reportFixture(t, "postfix-failed.eml", e.ID.String(), rp, map[string]string{"nobody@example.org": "gone@rcpt.test"})
 	requireCode(t, sendInbound(t, addr, "user@elsewhere.test", dsn), 550)
 	require.NoError(t, sendInbound(t, addr, rp, dsn))
@@ -411,4 +449,12 @@ func checkMXProcess(t *testing.T, base map[string]string, team string) {
 	body, err := io.ReadAll(res.Body)
 	require.NoError(t, err)
 	require.Contains(t, string(body), "posthaste_inbound_")
+}
+
+// mustRecipientPath is reports.RecipientReturnPath.
+func mustRecipientPath(t *testing.T, key []byte, emailID uuid.UUID, index int, host string) string {
+	t.Helper()
+	rp, err := reports.RecipientReturnPath(key, emailID, index, host)
+	require.NoError(t, err)
+	return rp
 }

@@ -192,8 +192,9 @@ const smtpDomainMessage = "From: Shop <hello@example.test>\r\nTo: ok3@rcpt.test\
 	"Content-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQKJcfsj6IKMSAwIG9iago8PC9UeXBlL0NhdGFsb2c+PgplbmRvYmoK\r\n--=_b1--\r\n"
 
 // checkSMTPDomainMail submits a message from a verified domain over SMTP
-// and checks that every envelope recipient gets it DKIM-signed, SPF- and
-// DMARC-aligned, byte for byte as submitted below the header, without Bcc.
+// and checks that every envelope recipient gets it, in a transaction of
+// its own, DKIM-signed, SPF- and DMARC-aligned, byte for byte as
+// submitted below the header, without Bcc.
 func checkSMTPDomainMail(t *testing.T, c apiClient, env map[string]string, mx *smtptest.Server, dns *dnstest.Server) {
 	t.Helper()
 	starttls, _ := smtpPorts(t, env)
@@ -206,15 +207,21 @@ func checkSMTPDomainMail(t *testing.T, c apiClient, env map[string]string, mx *s
 	e := c.waitFor(ids[0], map[string]string{"ok3@rcpt.test": "delivered", "hidden@rcpt.test": "delivered"})
 	require.Equal(t, "Invoice 1042", e["subject"])
 	require.Equal(t, []any{"hidden@rcpt.test"}, e["bcc"])
-	msgs := mx.WaitMessages(t, before+1, 10*time.Second)
-	m := msgs[len(msgs)-1]
-	require.ElementsMatch(t, []string{"ok3@rcpt.test", "hidden@rcpt.test"}, m.To)
-	got := string(m.Data)
-	require.NotContains(t, got, "Bcc")
-	require.NotContains(t, got, "X-Posthaste-Tags")
-	body := smtpDomainMessage[strings.Index(smtpDomainMessage, "\r\n\r\n"):]
-	require.Contains(t, got, body, "the body as submitted")
-	requireAuthenticated(t, dns, m, "example.test")
+	// One transaction per recipient, each from its own return path.
+	msgs := mx.WaitMessages(t, before+2, 10*time.Second)
+	var to []string
+	for _, m := range msgs[len(msgs)-2:] {
+		require.Len(t, m.To, 1)
+		to = append(to, m.To[0])
+		got := string(m.Data)
+		require.NotContains(t, got, "Bcc")
+		require.NotContains(t, got, "X-Posthaste-Tags")
+		body := smtpDomainMessage[strings.Index(smtpDomainMessage, "\r\n\r\n"):]
+		require.Contains(t, got, body, "the body as submitted")
+		requireAuthenticated(t, dns, m, "example.test")
+	}
+	require.ElementsMatch(t, []string{"ok3@rcpt.test", "hidden@rcpt.test"}, to)
+	require.NotEqual(t, msgs[len(msgs)-1].From, msgs[len(msgs)-2].From)
 }
 
 // checkSMTPProcess runs `posthaste smtp` as its own process beside the

@@ -117,6 +117,10 @@ type Inbound struct {
 	// UTC day (POSTHASTE_INBOUND_DAILY_MESSAGES) and bytes received in the
 	// last 30 days (POSTHASTE_INBOUND_STORAGE_BYTES).
 	DailyMessages, StorageBytes int64
+	// FBLDomains is POSTHASTE_FBL_DOMAINS, lower-cased: the sender
+	// domains of the feedback loops whose complaints are acted on when
+	// authenticated (activities.Config.FBLDomains); nil acts on none.
+	FBLDomains []string
 }
 
 // Default inbound MX listeners: port 25 in production, a loopback port in
@@ -550,6 +554,9 @@ func Load(getenv Getenv) (Config, error) {
 		StorageBytes:       r.count("POSTHASTE_INBOUND_STORAGE_BYTES", 1<<30, 1<<50)}
 	if p := c.Inbound.ConnReservePercent; p > 90 {
 		r.fail("POSTHASTE_INBOUND_CONN_RESERVE_PERCENT", strconv.Itoa(p), "must be from 1 to 90")
+	}
+	for _, d := range r.list("POSTHASTE_FBL_DOMAINS") {
+		c.Inbound.FBLDomains = append(c.Inbound.FBLDomains, strings.ToLower(strings.Trim(d, ".")))
 	}
 	if v := c.Inbound.Listen; v != "" && v != "off" {
 		if _, _, err := net.SplitHostPort(v); err != nil {

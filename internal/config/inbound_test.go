@@ -37,3 +37,9 @@ func TestLoadInbound(t *testing.T) {
 		require.ErrorContains(t, err, k)
 	}
 }
+
+func TestLoadFBLDomains(t *testing.T) {
+	c, err := Load(env(map[string]string{"POSTHASTE_FBL_DOMAINS": " Yahoo.com, hotmail.com.,,"}))
+	require.NoError(t, err)
+	require.Equal(t, []string{"yahoo.com", "hotmail.com"}, c.Inbound.FBLDomains)
+}

@@ -10,9 +10,10 @@
 // input and never panics on malformed mail. Bounce turns a failed DSN
 // recipient into Resend's bounce object with the same classification as
 // synchronous SMTP failures (mta.ClassifyBounce). ParseVERP and
-// SignedReturnPath read and write the VERP return path
-// bounces+<email id>[-<signature>]@<host> that matches a report to the
-// email it is about.
+// RecipientReturnPath read and write the VERP return path
+// bounces+<code>@<host> that matches a report to the email and the
+// recipient it is about (SignedReturnPath: the per-email form of emails
+// sent before, bounces+<email id>[-<signature>]@<host>).
 package reports
 
 import (

@@ -45,10 +45,10 @@ var (
 )
 
 // NewInbound returns the Router and Acceptor of the inbound MX. verpKey
-// verifies the signatures of return paths (reports.SignedReturnPath); it
-// may be nil in a process without a master key, which then routes only
-// the unsigned return paths of emails from before signing (see
-// RouteReturnPath). committed, which may be nil, is called after every
+// verifies the signatures of return paths (reports.RecipientReturnPath,
+// reports.SignedReturnPath); it may be nil in a process without a master
+// key, which then routes only the unsigned return paths of emails from
+// before signing (see RouteReturnPath). committed, which may be nil, is called after every
 // message committed.
 func NewInbound(s *Store, verpKey []byte, committed func()) *Inbound {
 	in := &Inbound{store: s, committed: committed}
@@ -89,31 +89,45 @@ func (in *Inbound) Route(ctx context.Context, rcpt string) (inbound.Route, error
 }
 
 // RouteReturnPath routes the VERP return path v of an email: the email
-// must exist, v's host must be its domain's return-path host
-// (<return_path>.<domain name>), and v must carry a signature valid under
-// one of keys. An unsigned return path is routed only for an email
-// created before return paths were signed (return_path_signing, set by
-// migration 00021): those emails went out unsigned, and any later one
-// went out signed, so an unsigned address for it is forged. Anything else
-// is inbound.ErrNotOurs; a database failure is another error.
+// must exist and v's host must be its domain's return-path host
+// (<return_path>.<domain name>). A per-recipient return path
+// (reports.RecipientReturnPath) must verify under one of keys and name a
+// recipient the email has. The per-email forms every recipient of an
+// email shared are routed only for an email created before return paths
+// were per recipient (return_path_recipient, set by migration 00040):
+// signed, verifying under one of keys, or unsigned for an email created
+// before return paths were signed (return_path_signing, migration
+// 00021). Any later email went out with per-recipient return paths, so a
+// per-email one for it is forged. Anything else is inbound.ErrNotOurs; a
+// database failure is another error.
 func (s *Store) RouteReturnPath(ctx context.Context, v reports.VERP, keys [][]byte) (inbound.Route, error) {
+	verified := false
+	for _, k := range keys {
+		verified = verified || v.Verify(k) // an unsigned path never verifies
+	}
+	if v.PerRecipient && !verified {
+		return inbound.Route{}, inbound.ErrNotOurs // no database round trip for a forged code
+	}
 	var (
-		r      inbound.Route
-		name   string
-		label  string
-		legacy bool
+		r         inbound.Route
+		name      string
+		label     string
+		unsigned  bool // created before return paths were signed
+		perEmail  bool // created before return paths were per recipient
+		rcptCount int
 	)
 	err := s.pool.QueryRow(ctx, `SELECT e.team_id, d.id, d.name, d.return_path,
-			e.created_at < coalesce((SELECT signed_since FROM return_path_signing), '-infinity')
+			e.created_at < coalesce((SELECT signed_since FROM return_path_signing), '-infinity'),
+			e.created_at < coalesce((SELECT per_recipient_since FROM return_path_recipient), '-infinity'),
+			cardinality(e.rcpt_addrs)
 		FROM email e JOIN domain d ON d.id = e.domain_id AND d.team_id = e.team_id
-		WHERE e.id = @id`, pgx.NamedArgs{"id": v.EmailID}).Scan(&r.TeamID, &r.DomainID, &name, &label, &legacy)
+		WHERE e.id = @id`, pgx.NamedArgs{"id": v.EmailID}).Scan(&r.TeamID, &r.DomainID, &name, &label,
+		&unsigned, &perEmail, &rcptCount)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Signed by us for an email no longer kept (or whose domain is
 		// gone): ours, and dropped unread.
-		for _, k := range keys {
-			if v.Signature != "" && v.Verify(k) {
-				return inbound.Route{Kind: inbound.RouteDiscard}, nil
-			}
+		if verified {
+			return inbound.Route{Kind: inbound.RouteDiscard}, nil
 		}
 		return inbound.Route{}, inbound.ErrNotOurs
 	}
@@ -123,13 +137,14 @@ func (s *Store) RouteReturnPath(ctx context.Context, v reports.VERP, keys [][]by
 	if !strings.EqualFold(v.Host, label+"."+name) {
 		return inbound.Route{}, inbound.ErrNotOurs
 	}
-	ok := false
-	if v.Signature == "" {
-		ok = legacy
-	} else {
-		for _, k := range keys {
-			ok = ok || v.Verify(k)
-		}
+	var ok bool
+	switch {
+	case v.PerRecipient:
+		ok = v.Index < rcptCount
+	case v.Signature == "":
+		ok = unsigned && perEmail
+	default:
+		ok = verified && perEmail
 	}
 	if !ok {
 		return inbound.Route{}, inbound.ErrNotOurs
@@ -367,9 +382,11 @@ func (s *Store) MarkInboundProcessed(ctx context.Context, teamID, id uuid.UUID, 
 }
 
 // EmailByVERP finds the team's email a VERP return path names, under the
-// rules of RouteReturnPath (host, signature, or unsigned only for emails
-// from before signing); ErrNotFound otherwise, also for other teams'
-// emails.
+// rules of RouteReturnPath (host, signature and recipient; the per-email
+// forms only for emails from before per-recipient return paths);
+// ErrNotFound otherwise, also for other teams' emails. A report is never
+// matched by its Message-ID alone, which every recipient of the email
+// sees: only a return path names the recipient a report may be about.
 func (s *Store) EmailByVERP(ctx context.Context, teamID uuid.UUID, v reports.VERP, keys [][]byte) (Email, error) {
 	r, err := s.RouteReturnPath(ctx, v, keys)
 	if errors.Is(err, inbound.ErrNotOurs) || (err == nil && r.TeamID != teamID) {
@@ -379,18 +396,4 @@ func (s *Store) EmailByVERP(ctx context.Context, teamID uuid.UUID, v reports.VER
 		return Email{}, err
 	}
 	return s.GetEmail(ctx, teamID, v.EmailID)
-}
-
-// EmailByMessageID finds the team's email whose Message-ID is mid (with
-// or without angle brackets); ErrNotFound when there is none, also for
-// other teams' emails.
-func (s *Store) EmailByMessageID(ctx context.Context, teamID uuid.UUID, mid string) (Email, error) {
-	mid = strings.Trim(strings.TrimSpace(mid), "<>")
-	if mid == "" {
-		return Email{}, ErrNotFound
-	}
-	e, err := scanEmail(s.pool.QueryRow(ctx, `SELECT `+emailColumns+` FROM email
-		WHERE team_id = @team AND message_id IN (@mid, '<' || @mid || '>') ORDER BY id LIMIT 1`,
-		pgx.NamedArgs{"team": teamID, "mid": mid}))
-	return s.openedEmail(ctx, e, err)
 }

@@ -34,29 +34,44 @@ func TestInboundRouteReturnPath(t *testing.T) {
 	st := newStore(t)
 	team := newTeam(t, st)
 	in := store.NewInbound(st, verpKey, nil)
-	e, _ := domainEmail(t, st, team, "shop.test", time.Now(), "a@dest.test")
+	e, _ := domainEmail(t, st, team, "shop.test", time.Now(), "a@dest.test", "b@dest.test")
 	old, _ := domainEmail(t, st, team, "old.test", time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), "a@dest.test")
+	rcptPath := func(key []byte, id uuid.UUID, i int, host string) string {
+		t.Helper()
+		a, err := reports.RecipientReturnPath(key, id, i, host)
+		require.NoError(t, err)
+		return a
+	}
 
-	signed := reports.SignedReturnPath(verpKey, e.ID, "send.shop.test")
-	r, err := in.Route(ctx, signed)
+	second := rcptPath(verpKey, e.ID, 1, "send.shop.test")
+	r, err := in.Route(ctx, second)
 	require.NoError(t, err)
 	require.Equal(t, inbound.Route{Kind: inbound.RouteReturnPath, TeamID: team, DomainID: *e.DomainID, EmailID: e.ID}, r)
 
+	// Emails from before per-recipient return paths (migration 00040)
+	// went out with the per-email forms: they still route.
+	oldSigned := reports.SignedReturnPath(verpKey, old.ID, "send.old.test")
+	r, err = in.Route(ctx, oldSigned)
+	require.NoError(t, err, "an email from before per-recipient return paths: its signed return path still routes")
+	require.Equal(t, old.ID, r.EmailID)
 	oldUnsigned := "bounces+" + old.ID.String() + "@send.old.test"
 	r, err = in.Route(ctx, oldUnsigned)
 	require.NoError(t, err, "an email from before signing went out unsigned: its return path still routes")
 	require.Equal(t, old.ID, r.EmailID)
 
 	for name, rcpt := range map[string]string{
-		"unsigned for a new email":  "bounces+" + e.ID.String() + "@send.shop.test",
-		"signature of another key":  reports.SignedReturnPath([]byte("another key, 32 bytes long......"), e.ID, "send.shop.test"),
-		"signature of another id":   "bounces+" + e.ID.String() + "-" + reports.Sign(verpKey, old.ID) + "@send.shop.test",
-		"another domain's host":     reports.SignedReturnPath(verpKey, e.ID, "send.old.test"),
-		"the domain, not its label": reports.SignedReturnPath(verpKey, e.ID, "shop.test"),
-		"unknown email, unsigned":   "bounces+" + uuid.Must(uuid.NewV7()).String() + "@send.shop.test",
-		"unknown email, forged":     reports.SignedReturnPath([]byte("another key, 32 bytes long......"), uuid.Must(uuid.NewV7()), "send.shop.test"),
-		"not a return path":         "postmaster@send.shop.test",
-		"a foreign domain":          "user@elsewhere.test",
+		"per email, signed, for a new email": reports.SignedReturnPath(verpKey, e.ID, "send.shop.test"),
+		"unsigned for a new email":           "bounces+" + e.ID.String() + "@send.shop.test",
+		"signature of another key":           rcptPath([]byte("another key, 32 bytes long......"), e.ID, 0, "send.shop.test"),
+		"a recipient the email lacks":        rcptPath(verpKey, e.ID, 2, "send.shop.test"),
+		"per email, another key":             reports.SignedReturnPath([]byte("another key, 32 bytes long......"), old.ID, "send.old.test"),
+		"per email, signature of another id": "bounces+" + old.ID.String() + "-" + reports.Sign(verpKey, e.ID) + "@send.old.test",
+		"another domain's host":              rcptPath(verpKey, e.ID, 0, "send.old.test"),
+		"the domain, not its label":          rcptPath(verpKey, e.ID, 0, "shop.test"),
+		"unknown email, unsigned":            "bounces+" + uuid.Must(uuid.NewV7()).String() + "@send.shop.test",
+		"unknown email, forged":              rcptPath([]byte("another key, 32 bytes long......"), uuid.Must(uuid.NewV7()), 0, "send.shop.test"),
+		"not a return path":                  "postmaster@send.shop.test",
+		"a foreign domain":                   "user@elsewhere.test",
 	} {
 		_, err := in.Route(ctx, rcpt)
 		require.ErrorIs(t, err, inbound.ErrNotOurs, name)
@@ -64,20 +79,24 @@ func TestInboundRouteReturnPath(t *testing.T) {
 
 	// A report about an email we signed for but no longer keep is ours,
 	// and dropped: a message for it alone is accepted, stored nowhere.
-	gone := reports.SignedReturnPath(verpKey, uuid.Must(uuid.NewV7()), "send.shop.test")
-	r, err = in.Route(ctx, gone)
-	require.NoError(t, err)
-	require.Equal(t, inbound.Route{Kind: inbound.RouteDiscard}, r)
-	require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), Data: []byte("Subject: x\r\n\r\nx\r\n"),
-		Recipients: []inbound.Recipient{{Address: gone, Route: r}}}))
+	for _, gone := range []string{rcptPath(verpKey, uuid.Must(uuid.NewV7()), 3, "send.shop.test"),
+		reports.SignedReturnPath(verpKey, uuid.Must(uuid.NewV7()), "send.shop.test")} {
+		r, err = in.Route(ctx, gone)
+		require.NoError(t, err)
+		require.Equal(t, inbound.Route{Kind: inbound.RouteDiscard}, r)
+		require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), Data: []byte("Subject: x\r\n\r\nx\r\n"),
+			Recipients: []inbound.Recipient{{Address: gone, Route: r}}}))
+	}
 	msgs, err := st.InboundMessages(ctx, team, 10)
 	require.NoError(t, err)
 	require.Empty(t, msgs, "nothing stored")
 
 	// Without a key only the unsigned addresses of old emails route.
 	nokey := store.NewInbound(st, nil, nil)
-	_, err = nokey.Route(ctx, signed)
-	require.ErrorIs(t, err, inbound.ErrNotOurs)
+	for _, signed := range []string{second, oldSigned} {
+		_, err = nokey.Route(ctx, signed)
+		require.ErrorIs(t, err, inbound.ErrNotOurs)
+	}
 	_, err = nokey.Route(ctx, oldUnsigned)
 	require.NoError(t, err)
 }
@@ -95,7 +114,8 @@ func TestInboundAcceptSplitsPerTeam(t *testing.T) {
 		e store.Email
 		d store.Domain
 	}{{ea, da}, {eb, db}} {
-		addr := reports.SignedReturnPath(verpKey, x.e.ID, "send."+x.d.Name)
+		addr, err := reports.RecipientReturnPath(verpKey, x.e.ID, 0, "send."+x.d.Name)
+		require.NoError(t, err)
 		r, err := in.Route(ctx, addr)
 		require.NoError(t, err)
 		rcpts = append(rcpts, inbound.Recipient{Address: addr, Route: r})
@@ -150,20 +170,13 @@ func TestInboundAcceptSplitsPerTeam(t *testing.T) {
 	require.Equal(t, store.InboundProcessed, got.Status)
 	require.Equal(t, "dsn", got.Result, "marking again changes nothing")
 
-	// Lookups by VERP and Message-ID stay within the team.
+	// Lookups by VERP stay within the team.
 	v, _ := reports.ParseVERP(rcpts[0].Address)
 	_, err = st.EmailByVERP(ctx, teamB, v, [][]byte{verpKey})
 	require.ErrorIs(t, err, store.ErrNotFound)
 	found, err := st.EmailByVERP(ctx, teamA, v, [][]byte{verpKey})
 	require.NoError(t, err)
 	require.Equal(t, ea.ID, found.ID)
-	_, err = st.SaveMessage(ctx, ea.TeamID, ea.ID, ea.ID.String()+"@a.test", []byte("m"))
-	require.NoError(t, err)
-	found, err = st.EmailByMessageID(ctx, teamA, "<"+ea.ID.String()+"@a.test>")
-	require.NoError(t, err)
-	require.Equal(t, ea.ID, found.ID)
-	_, err = st.EmailByMessageID(ctx, teamB, ea.ID.String()+"@a.test")
-	require.ErrorIs(t, err, store.ErrNotFound)
 
 	// Retention: 30 days after arrival.
 	n, err := st.PurgeExpired(ctx, time.Now().Add(29*24*time.Hour), 100)

@@ -1,6 +1,7 @@
 package mailto
 
 import (
+	"encoding/base32"
 	"strings"
 	"testing"
 
@@ -87,10 +88,11 @@ func mustCode(t *testing.T, key []byte, id uuid.UUID, i int) string {
 // swapIndex returns code with the recipient index changed and the MAC
 // kept.
 func swapIndex(t *testing.T, code string, i int) string {
-	raw, err := encoding.DecodeString(code)
+	enc := base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+	raw, err := enc.DecodeString(code)
 	require.NoError(t, err)
-	raw[idLen], raw[idLen+1] = byte(i>>8), byte(i)
-	return encoding.EncodeToString(raw)
+	raw[16], raw[17] = byte(i>>8), byte(i) // after the email id
+	return enc.EncodeToString(raw)
 }
 
 func flip(c byte) string {
@@ -118,8 +120,8 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, _ := Parse(Prefix + c + "@" + a.Host)
-		if a.Verify(testKey) != (string(got.mac) == string(a.mac)) {
+		local, _, _ := strings.Cut(strings.ToLower(strings.Trim(strings.TrimSpace(s), "<>")), "@")
+		if a.Verify(testKey) != (local == Prefix+c) {
 			t.Fatalf("Verify disagrees with the made code for %q", s)
 		}
 	})
