@@ -51,8 +51,8 @@ func (s *Store) InboundUsage(ctx context.Context, team uuid.UUID, now time.Time)
 
 // SetInboundBudget sets team's own inbound budget; zero is the default.
 func (s *Store) SetInboundBudget(ctx context.Context, team uuid.UUID, dailyMessages, storageBytes int64) error {
-	_, err := s.pool.Exec(ctx, `UPDATE team SET inbound_daily_messages = nullif(@m, 0),
-		inbound_storage_bytes = nullif(@b, 0) WHERE id = @team`,
+	_, err := s.pool.Exec(ctx, `UPDATE team SET inbound_daily_messages = nullif(@m::integer, 0),
+		inbound_storage_bytes = nullif(@b::bigint, 0) WHERE id = @team`,
 		pgx.NamedArgs{"team": team, "m": dailyMessages, "b": storageBytes})
 	if err != nil {
 		return fmt.Errorf("setting inbound budget: %w", mapErr(err))

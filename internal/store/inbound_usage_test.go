@@ -71,6 +71,11 @@ func TestInboundUsageCountsReceivedMail(t *testing.T) {
 	u, err = st.InboundUsage(ctx, teamB, now)
 	require.NoError(t, err)
 	require.Equal(t, inbound.Usage{Messages: 1, Bytes: 21, MaxMessages: 5, MaxBytes: 1 << 20}, u)
+	// A storage budget beyond 2 GiB (a bigint, not an integer).
+	require.NoError(t, st.SetInboundBudget(ctx, teamB, 5, 5<<30))
+	u, err = st.InboundUsage(ctx, teamB, now)
+	require.NoError(t, err)
+	require.Equal(t, inbound.Usage{Messages: 1, Bytes: 21, MaxMessages: 5, MaxBytes: 5 << 30}, u)
 
 	// The counters outlive nothing: purged once outside the window.
 	_, err = st.PurgeExpired(ctx, now.AddDate(0, 0, 40), 1000)
