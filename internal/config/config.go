@@ -108,7 +108,7 @@ type Inbound struct {
 	SessionTimeout     time.Duration // POSTHASTE_INBOUND_SESSION_TIMEOUT
 	MaxIdleCommands    int           // POSTHASTE_INBOUND_MAX_IDLE_COMMANDS
 	// Message rates per minute (0: none): from one client address
-	// (POSTHASTE_INBOUND_RATE_PER_ADDRESS), from its IPv4 /24 or IPv6 /64
+	// (POSTHASTE_INBOUND_RATE_PER_ADDRESS), from its IPv4 /24 or IPv6 /48
 	// (POSTHASTE_INBOUND_RATE_PER_NETWORK), and recipients at one team's
 	// return paths and unsubscribe addresses
 	// (POSTHASTE_INBOUND_RATE_RETURN_PATH).

@@ -17,8 +17,9 @@ import (
 // without authentication, and what it accepts is kept 30 days, so it
 // bounds what one client and one team can make it keep:
 //
-//   - Rates: messages per minute from one client address and from its
-//     network (IPv4 /24, IPv6 /64), taken at MAIL FROM, so that a
+//   - Rates: messages per minute from one client (an IPv4 address, an
+//     IPv6 /64) and from its network (IPv4 /24, IPv6 /48), taken at MAIL
+//     FROM, so that a
 //     transaction beyond them is refused (450 4.7.1) before anything is
 //     read; and a separate, small rate of recipients per minute at one
 //     team's return paths and unsubscribe addresses (450 4.7.1 at RCPT),
@@ -46,8 +47,8 @@ var (
 
 // Limits are the MX's message rates, per RatePeriod; zero is no limit.
 type Limits struct {
-	// PerAddress caps the transactions (MAIL FROM) of one client address;
-	// PerNetwork those of its IPv4 /24 or IPv6 /64.
+	// PerAddress caps the transactions (MAIL FROM) of one client (an IPv4
+	// address, an IPv6 /64); PerNetwork those of its IPv4 /24 or IPv6 /48.
 	PerAddress, PerNetwork int
 	// ReturnPath caps the recipients at one team's return paths and
 	// mailto unsubscribe addresses.
@@ -55,21 +56,6 @@ type Limits struct {
 	// Limiter keeps the buckets; nil is one of this process
 	// (ratelimit.NewLocal).
 	Limiter RateLimiter
-}
-
-// networkOf is the network a client address is limited with: its /24
-// for IPv4, its /64 for IPv6 (one host often holds a whole /64).
-func networkOf(ip netip.Addr) netip.Prefix {
-	ip = ip.Unmap()
-	bits := 64
-	if ip.Is4() {
-		bits = 24
-	}
-	p, err := ip.Prefix(bits)
-	if err != nil {
-		return netip.Prefix{} // an invalid address: all of them share one bucket
-	}
-	return p
 }
 
 // Refusals of the limits.
@@ -84,10 +70,11 @@ var (
 // network's buckets; nil when both allow it.
 func (s *Server) allowClient(ctx context.Context, ip netip.Addr) error {
 	l := s.cfg.Limits
+	// A client is an IPv4 address or an IPv6 /64, a network an IPv4 /24
+	// or an IPv6 /48, as for the connection caps: an IPv6 host has a /64
+	// to rotate addresses in, so a network of /64s would be the client.
+	client, network := connlimit.Keys(ip)
 	if l.PerAddress > 0 {
-		// A client is an IPv4 address or an IPv6 /64, as for the
-		// connection caps: an IPv6 host has a /64 to rotate addresses in.
-		client, _ := connlimit.Keys(ip)
 		r, err := l.Limiter.AllowPer(ctx, "mx:addr:"+client.String(), l.PerAddress, RatePeriod)
 		if err != nil {
 			return fmt.Errorf("rate of the client address: %w", err)
@@ -97,7 +84,7 @@ func (s *Server) allowClient(ctx context.Context, ip netip.Addr) error {
 		}
 	}
 	if l.PerNetwork > 0 {
-		r, err := l.Limiter.AllowPer(ctx, "mx:net:"+networkOf(ip).String(), l.PerNetwork, RatePeriod)
+		r, err := l.Limiter.AllowPer(ctx, "mx:net:"+network.String(), l.PerNetwork, RatePeriod)
 		if err != nil {
 			return fmt.Errorf("rate of the client network: %w", err)
 		}

@@ -18,14 +18,35 @@ import (
 	"github.com/posthaste/posthaste/internal/ratelimit"
 )
 
-func TestNetworkOf(t *testing.T) {
-	for _, tc := range []struct{ ip, want string }{
-		{"192.0.2.77", "192.0.2.0/24"},
-		{"::ffff:192.0.2.77", "192.0.2.0/24"},
-		{"2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"},
-		{"::1", "::/64"},
+// TestClientRates: the rates take a client as an IPv4 address or an IPv6
+// /64 and a network as an IPv4 /24 or an IPv6 /48, so that IPv6 clients
+// spread over the /64s of one /48 still share its network's rate.
+func TestClientRates(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		from    []string
+		refused int // index of the first address refused
+	}{
+		{"one IPv6 /64", []string{"2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2:ffff::3"}, 2},
+		{"the /64s of one /48", []string{"2001:db8:1:2::1", "2001:db8:1:3::1", "2001:db8:1:4::1", "2001:db8:1:5::1"}, 3},
+		{"IPv6 /48s apart", []string{"2001:db8:1::1", "2001:db8:2::1", "2001:db8:3::1", "2001:db8:4::1"}, -1},
+		{"one IPv4 address, mapped or not", []string{"192.0.2.7", "::ffff:192.0.2.7", "192.0.2.7"}, 2},
+		{"one IPv4 /24", []string{"192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"}, 3},
 	} {
-		require.Equal(t, tc.want, networkOf(netip.MustParseAddr(tc.ip)).String(), tc.ip)
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Server{cfg: Config{Limits: Limits{PerAddress: 2, PerNetwork: 3,
+				Limiter: ratelimit.NewLocal(ratelimit.LocalConfig{Now: clocktest.New(time.Now()).Now})}}}
+			for i, a := range tc.from {
+				err := s.allowClient(context.Background(), netip.MustParseAddr(a))
+				if tc.refused < 0 || i < tc.refused {
+					require.NoError(t, err, "%d: %s", i, a)
+					continue
+				}
+				require.Error(t, err, "%d: %s", i, a)
+				return
+			}
+			require.Negative(t, tc.refused, "nothing refused")
+		})
 	}
 }
 

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -51,8 +52,8 @@ func (s *Store) InboundUsage(ctx context.Context, team uuid.UUID, now time.Time)
 
 // SetInboundBudget sets team's own inbound budget; zero is the default.
 func (s *Store) SetInboundBudget(ctx context.Context, team uuid.UUID, dailyMessages, storageBytes int64) error {
-	_, err := s.pool.Exec(ctx, `UPDATE team SET inbound_daily_messages = nullif(@m, 0),
-		inbound_storage_bytes = nullif(@b, 0) WHERE id = @team`,
+	_, err := s.pool.Exec(ctx, `UPDATE team SET inbound_daily_messages = nullif(@m::integer, 0),
+		inbound_storage_bytes = nullif(@b::bigint, 0) WHERE id = @team`,
 		pgx.NamedArgs{"team": team, "m": dailyMessages, "b": storageBytes})
 	if err != nil {
 		return fmt.Errorf("setting inbound budget: %w", mapErr(err))
@@ -68,16 +69,19 @@ func (in *Inbound) SetBudget(b inbound.Budget) { in.budget = b }
 // countUsage counts m for each team with a recipient at a receiving
 // domain, in tx, and fails with inbound.ErrOverBudget when that takes the
 // team over its budget. The row lock of the team's day serializes racing
-// accepts, so the check sees every message committed before.
+// accepts, so the check sees every message committed before. The rows
+// are locked in the order of their team ids, so that two messages for the
+// same teams, their recipients in another order, cannot deadlock.
 func (in *Inbound) countUsage(ctx context.Context, tx pgx.Tx, m inbound.Message) error {
 	day := usageDay(m.ReceivedAt)
-	var counted []uuid.UUID
+	var teams []uuid.UUID
 	for _, r := range m.Recipients {
-		t := r.Route.TeamID
-		if r.Route.Kind != inbound.RouteReceiving || slices.Contains(counted, t) {
-			continue
+		if t := r.Route.TeamID; r.Route.Kind == inbound.RouteReceiving && !slices.Contains(teams, t) {
+			teams = append(teams, t)
 		}
-		counted = append(counted, t)
+	}
+	slices.SortFunc(teams, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	for _, t := range teams {
 		if _, err := tx.Exec(ctx, `INSERT INTO inbound_usage (team_id, day, messages, bytes)
 			VALUES (@team, @day, 1, @size)
 			ON CONFLICT (team_id, day) DO UPDATE SET messages = inbound_usage.messages + 1,

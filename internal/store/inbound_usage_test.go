@@ -71,6 +71,11 @@ func TestInboundUsageCountsReceivedMail(t *testing.T) {
 	u, err = st.InboundUsage(ctx, teamB, now)
 	require.NoError(t, err)
 	require.Equal(t, inbound.Usage{Messages: 1, Bytes: 21, MaxMessages: 5, MaxBytes: 1 << 20}, u)
+	// A storage budget beyond 2 GiB (a bigint, not an integer).
+	require.NoError(t, st.SetInboundBudget(ctx, teamB, 5, 5<<30))
+	u, err = st.InboundUsage(ctx, teamB, now)
+	require.NoError(t, err)
+	require.Equal(t, inbound.Usage{Messages: 1, Bytes: 21, MaxMessages: 5, MaxBytes: 5 << 30}, u)
 
 	// The counters outlive nothing: purged once outside the window.
 	_, err = st.PurgeExpired(ctx, now.AddDate(0, 0, 40), 1000)
@@ -190,4 +195,34 @@ func TestInboundBudgetAtTheMX(t *testing.T) {
 	msgs, err := st.InboundMessages(context.Background(), teamA, 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 2)
+}
+
+// Messages for the same two teams, their recipients in either order,
+// accepted at once: each is counted for both teams, and none fails on a
+// deadlock of the teams' day counters.
+func TestInboundUsageOfTwoTeamsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	teamA, teamB := newTeam(t, st), newTeam(t, st)
+	a, b := receivingDomain(t, st, teamA, "a.test"), receivingDomain(t, st, teamB, "b.test")
+	in := store.NewInbound(st, nil, nil)
+	now := time.Now()
+	const n = 24
+	errs := make(chan error, n)
+	for i := range n {
+		m := receivedMessage(a, now, "both")
+		m.Recipients = append(m.Recipients, receivedMessage(b, now, "").Recipients...)
+		if i%2 == 1 {
+			m.Recipients[0], m.Recipients[1] = m.Recipients[1], m.Recipients[0]
+		}
+		go func() { errs <- in.Accept(ctx, m) }()
+	}
+	for range n {
+		require.NoError(t, <-errs)
+	}
+	for _, team := range []uuid.UUID{teamA, teamB} {
+		u, err := st.InboundUsage(ctx, team, now)
+		require.NoError(t, err)
+		require.Equal(t, int64(n), u.Messages)
+	}
 }
