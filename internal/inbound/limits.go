@@ -51,7 +51,8 @@ type Limits struct {
 	// address, an IPv6 /64); PerNetwork those of its IPv4 /24 or IPv6 /48.
 	PerAddress, PerNetwork int
 	// ReturnPath caps the recipients at one team's return paths and
-	// mailto unsubscribe addresses.
+	// mailto unsubscribe addresses from one network; from all networks
+	// together the team takes ReturnPathTeamFactor times as many.
 	ReturnPath int
 	// Limiter keeps the buckets; nil is one of this process
 	// (ratelimit.NewLocal).
@@ -95,19 +96,35 @@ func (s *Server) allowClient(ctx context.Context, ip netip.Addr) error {
 	return nil
 }
 
+// ReturnPathTeamFactor is how many times Limits.ReturnPath one team's
+// return paths take in all, from every network together; one network
+// takes at most Limits.ReturnPath of them, so a stranger who fills its own
+// bucket cannot hold back the reports that mailbox providers send the team.
+const ReturnPathTeamFactor = 10
+
 // allowReport takes one recipient from the bucket of the team's return
-// paths; nil when it allows it.
-func (s *Server) allowReport(ctx context.Context, team uuid.UUID) error {
+// paths for the client's network (an IPv4 /24, an IPv6 /48), then from the
+// team's bucket of all networks; nil when both allow it.
+func (s *Server) allowReport(ctx context.Context, team uuid.UUID, ip netip.Addr) error {
 	l := s.cfg.Limits
 	if l.ReturnPath <= 0 {
 		return nil
 	}
-	r, err := l.Limiter.AllowPer(ctx, "mx:reports:"+team.String(), l.ReturnPath, RatePeriod)
-	if err != nil {
-		return fmt.Errorf("rate of return paths: %w", err)
-	}
-	if !r.Allowed {
-		return errRateReports
+	_, network := connlimit.Keys(ip)
+	for _, b := range []struct {
+		key   string
+		limit int
+	}{
+		{"mx:reports:" + team.String() + ":" + network.String(), l.ReturnPath},
+		{"mx:reports:" + team.String(), l.ReturnPath * ReturnPathTeamFactor},
+	} {
+		r, err := l.Limiter.AllowPer(ctx, b.key, b.limit, RatePeriod)
+		if err != nil {
+			return fmt.Errorf("rate of return paths: %w", err)
+		}
+		if !r.Allowed {
+			return errRateReports
+		}
 	}
 	return nil
 }
@@ -197,10 +214,10 @@ func (s *Server) checkBudget(ctx context.Context, team uuid.UUID) error {
 
 // admit applies the per-team limits to a routed recipient: the rate of
 // return-path mail, or the receiving budget.
-func (s *Server) admit(ctx context.Context, r Route) error {
+func (s *Server) admit(ctx context.Context, r Route, ip netip.Addr) error {
 	switch r.Kind {
 	case RouteReturnPath, RouteUnsubscribe:
-		return s.allowReport(ctx, r.TeamID)
+		return s.allowReport(ctx, r.TeamID, ip)
 	case RouteReceiving:
 		return s.checkBudget(ctx, r.TeamID)
 	}

@@ -158,6 +158,23 @@ func TestReturnPathRate(t *testing.T) {
 	require.Len(t, got, 3)
 	require.Equal(t, receiving, got[2].Recipients[0].Address, "only the receiving recipient")
 	require.Len(t, got[2].Recipients, 1)
+
+	// One network's use does not hold back another's reports: each of
+	// nine more /24s takes its two, and then the team's ceiling of ten
+	// times the rate (2 already taken by 127.0.0.0/24) is reached.
+	for n := 1; n <= 9; n++ {
+		d := h.dialFrom(&net.TCPAddr{IP: net.ParseIP(fmt.Sprintf("127.0.%d.1", n))}, 220)
+		d.cmd(250, "EHLO client.example")
+		for range 2 {
+			d.cmd(250, "MAIL FROM:<>")
+			d.cmd(250, "RCPT TO:<%s>", returnPath)
+			d.cmd(250, "RSET")
+		}
+	}
+	d = h.dialFrom(&net.TCPAddr{IP: net.ParseIP("127.0.10.1")}, 220)
+	d.cmd(250, "EHLO client.example")
+	d.cmd(250, "MAIL FROM:<>")
+	require.True(t, strings.HasPrefix(d.cmd(450, "RCPT TO:<%s>", returnPath), "4.7.1 "), "the team's ceiling")
 }
 
 // fakeUsage reports fixed usage per team.

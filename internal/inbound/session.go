@@ -99,7 +99,7 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 			return nil // the same mailbox twice: one copy
 		}
 	}
-	if err := ss.s.admit(ctx, route); err != nil {
+	if err := ss.s.admit(ctx, route, ss.ip); err != nil {
 		ss.s.cfg.Metrics.recipient("deferred")
 		var se *smtp.SMTPError
 		if errors.As(err, &se) {
