@@ -102,6 +102,10 @@ type Inbound struct {
 	MaxRecipients   int   // POSTHASTE_INBOUND_MAX_RECIPIENTS
 	MaxConns        int   // POSTHASTE_INBOUND_MAX_CONNS
 	MaxConnsPerIP   int   // POSTHASTE_INBOUND_MAX_CONNS_PER_IP
+	// WorkerSlots is POSTHASTE_INBOUND_WORKER_SLOTS: how many received
+	// messages a worker (`dev`, `worker`) processes at once, on a task
+	// queue of their own.
+	WorkerSlots int
 }
 
 // Default inbound MX listeners: port 25 in production, a loopback port in
@@ -524,6 +528,7 @@ func Load(getenv Getenv) (Config, error) {
 		MaxRecipients:   r.positive("POSTHASTE_INBOUND_MAX_RECIPIENTS", 100),
 		MaxConns:        r.positive("POSTHASTE_INBOUND_MAX_CONNS", 200),
 		MaxConnsPerIP:   r.positive("POSTHASTE_INBOUND_MAX_CONNS_PER_IP", 10)}
+	c.Inbound.WorkerSlots = r.positive("POSTHASTE_INBOUND_WORKER_SLOTS", 4)
 	if v := c.Inbound.Listen; v != "" && v != "off" {
 		if _, _, err := net.SplitHostPort(v); err != nil {
 			r.fail("POSTHASTE_INBOUND_LISTEN", v, "must be host:port (like :25) or off")
