@@ -36,7 +36,17 @@ type Inbound struct {
 	// committed is called after each commit (to wake the outbox
 	// dispatcher); may be nil.
 	committed func()
+	// accepts holds a token per Accept writing to the database: at most
+	// DefaultInboundAccepts at once.
+	accepts chan struct{}
 }
+
+// DefaultInboundAccepts is how many messages Accept writes at once, each
+// holding a connection of the store's pool while it streams the message
+// in: a flood of large messages waits for these (its clients waiting for
+// their reply, the messages in their spool files), and never takes the
+// rest of the pool from sending.
+const DefaultInboundAccepts = 4
 
 var (
 	_ inbound.Router   = (*Inbound)(nil)
@@ -50,7 +60,7 @@ var (
 // RouteReturnPath). committed, which may be nil, is called after every
 // message committed.
 func NewInbound(s *Store, verpKey []byte, committed func()) *Inbound {
-	in := &Inbound{store: s, committed: committed}
+	in := &Inbound{store: s, committed: committed, accepts: make(chan struct{}, DefaultInboundAccepts)}
 	if len(verpKey) > 0 {
 		in.keys = [][]byte{verpKey}
 	}
@@ -239,6 +249,12 @@ func (in *Inbound) Accept(ctx context.Context, m inbound.Message) error {
 	if m.ClientIP.IsValid() {
 		a := m.ClientIP.Unmap()
 		ip = &a
+	}
+	select {
+	case in.accepts <- struct{}{}:
+		defer func() { <-in.accepts }()
+	case <-ctx.Done():
+		return fmt.Errorf("waiting to accept inbound message %s: %w", m.ID, ctx.Err())
 	}
 	tx, err := in.store.pool.Begin(ctx)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"testing"
 	"time"
 
@@ -214,4 +215,72 @@ func TestInboundAcceptMemory(t *testing.T) {
 	// Not one more copy (before: 7.4× the message, one sealed copy per
 	// team plus the batch carrying them).
 	require.Less(t, growth, int64(size), "peak heap growth %d bytes for a %d-byte message", growth, size)
+}
+
+// stallingSpool is a spooled message of x's whose first read signals
+// started and waits for release.
+type stallingSpool struct {
+	once    sync.Once
+	started chan<- struct{}
+	release <-chan struct{}
+}
+
+func (s *stallingSpool) ReadAt(p []byte, _ int64) (int, error) {
+	s.once.Do(func() {
+		s.started <- struct{}{}
+		<-s.release
+	})
+	for i := range p {
+		p[i] = 'x'
+	}
+	return len(p), nil
+}
+
+// TestInboundAcceptsBounded: at most DefaultInboundAccepts messages are
+// written at once, each holding a pool connection while it streams in; the
+// next waits (and gives up with its context), and the pool still serves
+// everyone else.
+func TestInboundAcceptsBounded(t *testing.T) {
+	ctx := context.Background()
+	_, url := storetest.NewWithURL(t)
+	// A pool larger than the bound, as the processes' (32).
+	st, err := store.Open(ctx, store.Config{URL: url, MaxConns: 2 * store.DefaultInboundAccepts})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	db, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close(context.Background()) })
+	team, r := receivingRoute(t, st, db, "bounded.recv.test")
+	in := store.NewInbound(st, verpKey, nil)
+	started, release := make(chan struct{}), make(chan struct{})
+	releaseAll := sync.OnceFunc(func() { close(release) })
+	defer releaseAll() // also when an assertion fails first
+	errs := make(chan error, store.DefaultInboundAccepts)
+	for range store.DefaultInboundAccepts {
+		go func() {
+			errs <- in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(),
+				Recipients: []inbound.Recipient{r}, Spool: &stallingSpool{started: started, release: release}, Size: 1 << 20})
+		}()
+	}
+	for range store.DefaultInboundAccepts {
+		<-started
+	}
+	small := inbound.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(), Recipients: []inbound.Recipient{r},
+		Data: []byte("Subject: waits\r\n\r\nx\r\n")}
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err = in.Accept(wctx, small)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a message over the bound waits for a slot")
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	_, err = st.InboundMessages(qctx, team, 1)
+	cancel()
+	require.NoError(t, err, "the pool serves others meanwhile")
+	releaseAll()
+	for range store.DefaultInboundAccepts {
+		require.NoError(t, <-errs)
+	}
+	require.NoError(t, in.Accept(ctx, small), "accepted once a slot is free")
+	ms, err := st.InboundMessages(ctx, team, 10)
+	require.NoError(t, err)
+	require.Len(t, ms, store.DefaultInboundAccepts+1)
 }
