@@ -26,6 +26,45 @@ import (
 	"github.com/posthaste/posthaste/workflows"
 )
 
+// requireInboundQueue checks that the ProcessInbound workflow of the
+// inbound message id ran on workflows.InboundTaskQueue.
+func requireInboundQueue(t *testing.T, temporalPort string, id uuid.UUID) {
+	t.Helper()
+	tc, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + temporalPort})
+	require.NoError(t, err)
+	defer tc.Close()
+	desc, err := tc.DescribeWorkflowExecution(context.Background(), workflows.InboundWorkflowID(id.String()), "")
+	require.NoError(t, err)
+	require.Equal(t, workflows.InboundTaskQueue, desc.GetExecutionConfig().GetTaskQueue().GetName(),
+		"received mail is processed on its own task queue")
+}
+
+// TestDevInboundTaskQueue: a received message is processed by a
+// ProcessInbound workflow on the inbound task queue, not the main one.
+func TestDevInboundTaskQueue(t *testing.T) {
+	dns := dnstest.NewServer(t)
+	dbURL := pgtest.NewDatabase(t)
+	env := domainDevEnv(t, dbURL, dns, freePort(t))
+	env["POSTHASTE_INBOUND_LISTEN"] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	dev := startDev(t, env)
+	defer dev.stop(t)
+	c := apiClient{t: t, base: dev.base, key: readCredentials(t, env["POSTHASTE_DATA_DIR"]).APIKey}
+	id := c.verifiedDomain(dns, "queue.test")
+	status, body := c.do("PATCH", "/domains/"+id, map[string]any{"capabilities": map[string]any{"receiving": "enabled"}})
+	require.Equal(t, 200, status, body)
+	require.NoError(t, sendInbound(t, env["POSTHASTE_INBOUND_LISTEN"], "support@queue.test",
+		[]byte("From: ann@customer.test\r\nTo: support@queue.test\r\nSubject: Queue\r\n\r\nHello\r\n")))
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer db.Close(ctx)
+	var inboundID uuid.UUID
+	require.Eventually(t, func() bool {
+		return db.QueryRow(ctx, `SELECT id FROM inbound_message WHERE status = 'processed'`).Scan(&inboundID) == nil
+	}, time.Minute, 50*time.Millisecond, "the message was never processed")
+	requireInboundQueue(t, env["POSTHASTE_TEMPORAL_PORT"], inboundID)
+}
+
 // Bounds of the flood (issue 33 point 1).
 const (
 	floodConns        = 200
@@ -228,13 +267,7 @@ func TestDevInboundFlood(t *testing.T) {
 	hwm := procStatus(t, "VmHWM")
 	var inboundID uuid.UUID
 	require.NoError(t, db.QueryRow(ctx, `SELECT id FROM inbound_message LIMIT 1`).Scan(&inboundID))
-	tc, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + env["POSTHASTE_TEMPORAL_PORT"]})
-	require.NoError(t, err)
-	defer tc.Close()
-	desc, err := tc.DescribeWorkflowExecution(ctx, workflows.InboundWorkflowID(inboundID.String()), "")
-	require.NoError(t, err)
-	require.Equal(t, workflows.InboundTaskQueue, desc.GetExecutionConfig().GetTaskQueue().GetName(),
-		"received mail is processed on its own task queue")
+	requireInboundQueue(t, env["POSTHASTE_TEMPORAL_PORT"], inboundID)
 
 	t.Logf("flood: %d connections from %d addresses, %d messages of %d bytes (%d MiB) accepted in %v "+
 		"(%d before the email was sent), all processed after %v; sandbox email delivered %v after it was sent; "+
