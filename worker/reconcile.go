@@ -44,7 +44,8 @@ func (s *Starter) Restart(ctx context.Context, ref store.EmailRef, scheduledAt *
 	if ref.Restarts < 1 {
 		return fmt.Errorf("restarting email %s: restart number %d must be at least 1", ref.ID, ref.Restarts)
 	}
-	return s.startOnce(ctx, workflows.RestartEmailWorkflowID(ref.ID.String(), ref.Restarts), workflows.SendEmailName,
+	return s.startOnce(ctx, workflows.RestartEmailWorkflowID(ref.ID.String(), ref.Restarts), workflows.TaskQueue,
+		workflows.SendEmailName,
 		workflows.SendEmailInput{EmailID: ref.ID.String(), ScheduledAt: scheduledAt, Delivery: s.delivery})
 }
 

@@ -47,7 +47,14 @@ type Config struct {
 	// StopTimeout is how long Stop lets running activities finish before
 	// it cancels them; 0 → DefaultStopTimeout.
 	StopTimeout time.Duration
+	// InboundSlots bounds how many received messages a worker that runs
+	// workflows processes at once (workflows.InboundTaskQueue); 0 →
+	// DefaultInboundSlots.
+	InboundSlots int
 }
+
+// DefaultInboundSlots is Config.InboundSlots when unset.
+const DefaultInboundSlots = 4
 
 // DefaultStopTimeout lets a delivery that is under way when the process
 // is asked to stop read the MX's answer and record it: canceled between
@@ -100,6 +107,24 @@ func New(c client.Client, acts *activities.Activities, cfg Config, logger *slog.
 		// (activities.DeliverLocal).
 		Register(main, acts.WithLocalDelivery(regions))
 		w.workers = append(w.workers, main)
+
+		// Received mail is processed on a queue and slots of its own
+		// (issue 33 point 1): the messages of a flood wait there, each
+		// loaded whole by its local activity, at most InboundSlots at
+		// a time, while the main queue serves sending as usual.
+		slots := cfg.InboundSlots
+		if slots <= 0 {
+			slots = DefaultInboundSlots
+		}
+		iw := sdkworker.New(c, workflows.InboundTaskQueue, sdkworker.Options{
+			MaxConcurrentWorkflowTaskExecutionSize:  max(slots, 2),
+			MaxConcurrentLocalActivityExecutionSize: slots,
+			MaxConcurrentActivityExecutionSize:      slots,
+			MaxConcurrentWorkflowTaskPollers:        2,
+			WorkerStopTimeout:                       stop,
+		})
+		RegisterInbound(iw, acts)
+		w.workers = append(w.workers, iw)
 	}
 	for _, r := range regions {
 		for _, p := range pools {
@@ -151,6 +176,14 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterActivityWithOptions(acts.EraseDataRequest, activity.RegisterOptions{Name: activities.EraseDataRequestName})
 	r.RegisterActivityWithOptions(acts.EraseSubjectHistory, activity.RegisterOptions{Name: activities.EraseSubjectHistoryName})
 	r.RegisterActivityWithOptions(acts.FinishDataRequest, activity.RegisterOptions{Name: activities.FinishDataRequestName})
+	// ProcessInbound runs on workflows.InboundTaskQueue (RegisterInbound);
+	// it stays here for the workflows started on this queue before.
+	RegisterInbound(r, acts)
+}
+
+// RegisterInbound puts the ProcessInbound workflow and its local activity
+// on a worker.
+func RegisterInbound(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflowWithOptions(workflows.ProcessInbound, workflow.RegisterOptions{Name: workflows.ProcessInboundName})
 	r.RegisterActivityWithOptions(acts.ProcessInboundMessage, activity.RegisterOptions{Name: activities.ProcessInboundMessageName})
 }
@@ -395,17 +428,21 @@ func (s *Starter) Start(ctx context.Context, it store.OutboxItem) error {
 		name, input = workflows.DataRequestName, workflows.DataRequestInput{RequestID: it.Ref, Steps: s.delivery.Steps,
 			EraseWait: s.EraseWait}
 	}
-	return s.startOnce(ctx, id, name, input)
+	queue := workflows.TaskQueue
+	if it.Kind == store.OutboxInbound {
+		queue = workflows.InboundTaskQueue
+	}
+	return s.startOnce(ctx, id, queue, name, input)
 }
 
-// startOnce starts a workflow under an ID that was never used; an ID
-// already used is not an error.
-func (s *Starter) startOnce(ctx context.Context, id, name string, input any) error {
+// startOnce starts a workflow on a task queue under an ID that was never
+// used; an ID already used is not an error.
+func (s *Starter) startOnce(ctx context.Context, id, queue, name string, input any) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	_, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                                       id,
-		TaskQueue:                                workflows.TaskQueue,
+		TaskQueue:                                queue,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,

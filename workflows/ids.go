@@ -9,8 +9,16 @@ import (
 // Task queues, workflow IDs and signal names. Every name a running history
 // depends on is defined here, once.
 
-// TaskQueue carries every workflow and its local activities.
+// TaskQueue carries every workflow and its local activities, but for
+// ProcessInbound.
 const TaskQueue = "posthaste"
+
+// InboundTaskQueue carries the ProcessInbound workflows of received mail
+// and their local activities, polled by a worker with slots of its own:
+// a flood of received mail waits there and cannot take the slots of
+// anyone's sending. ProcessInbound workflows started before it existed
+// finish on TaskQueue, where the workflow stays registered.
+const InboundTaskQueue = "posthaste-inbound"
 
 // Registered names of workflows.
 const (

@@ -147,7 +147,7 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 		return err
 	}
 	stops = append(stops, closeActs)
-	w, err := worker.New(tc, acts, worker.Config{Workflows: true, Pools: pools}, logger)
+	w, err := worker.New(tc, acts, worker.Config{Workflows: true, Pools: pools, InboundSlots: cfg.Inbound.WorkerSlots}, logger)
 	if err != nil {
 		return err
 	}

@@ -193,9 +193,10 @@ func TestDevReceiving(t *testing.T) {
 
 	// What was received is sealed at rest: the raw message, the bodies and
 	// the attachment are nowhere in plaintext.
-	counts := requireNoPlaintext(t, dbURL, []string{"inbound_message", "received_email", "received_attachment"},
-		"order 42 has not arrived", "% receipt")
-	require.Equal(t, map[string]int{"inbound_message": 1, "received_email": 1, "received_attachment": 1}, counts)
+	counts := requireNoPlaintext(t, dbURL, []string{"inbound_message", "inbound_message_chunk", "received_email",
+		"received_attachment"}, "order 42 has not arrived", "% receipt")
+	require.Equal(t, map[string]int{"inbound_message": 1, "inbound_message_chunk": 1, "received_email": 1,
+		"received_attachment": 1}, counts)
 }
 
 // receivedSample is a message with a text and an HTML part and a PDF

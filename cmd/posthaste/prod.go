@@ -89,7 +89,8 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 	if *regions != "" {
 		rs = strings.Split(*regions, ",")
 	}
-	w, err := worker.New(tc, acts, worker.Config{Regions: rs, Pools: pools, Workflows: !*noWorkflows}, logger)
+	w, err := worker.New(tc, acts, worker.Config{Regions: rs, Pools: pools, Workflows: !*noWorkflows,
+		InboundSlots: cfg.Inbound.WorkerSlots}, logger)
 	if err != nil {
 		return usageError{err}
 	}

@@ -121,6 +121,10 @@ type Inbound struct {
 	// domains of the feedback loops whose complaints are acted on when
 	// authenticated (activities.Config.FBLDomains); nil acts on none.
 	FBLDomains []string
+	// WorkerSlots is POSTHASTE_INBOUND_WORKER_SLOTS: how many received
+	// messages a worker (`dev`, `worker`) processes at once, on a task
+	// queue of their own.
+	WorkerSlots int
 }
 
 // Default inbound MX listeners: port 25 in production, a loopback port in
@@ -558,6 +562,7 @@ func Load(getenv Getenv) (Config, error) {
 	for _, d := range r.list("POSTHASTE_FBL_DOMAINS") {
 		c.Inbound.FBLDomains = append(c.Inbound.FBLDomains, strings.ToLower(strings.Trim(d, ".")))
 	}
+	c.Inbound.WorkerSlots = r.positive("POSTHASTE_INBOUND_WORKER_SLOTS", 4)
 	if v := c.Inbound.Listen; v != "" && v != "off" {
 		if _, _, err := net.SplitHostPort(v); err != nil {
 			r.fail("POSTHASTE_INBOUND_LISTEN", v, "must be host:port (like :25) or off")

@@ -2,9 +2,9 @@ package inbound
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/mail"
 	"strings"
@@ -103,11 +103,13 @@ type checker struct {
 // check authenticates a message received from ip with the given HELO name
 // and MAIL FROM ("" for the null sender). ctx bounds every lookup; SPF's
 // own limits (10 lookups, 2 void lookups, RFC 7208 §4.6.4) apply too.
-func (c checker) check(ctx context.Context, ip net.IP, helo, mailFrom string, msg []byte) Results {
+// msg returns a new reader of the message each time it is called, so that
+// a message spooled to disk is streamed, not held in memory.
+func (c checker) check(ctx context.Context, ip net.IP, helo, mailFrom string, msg func() io.Reader) Results {
 	var r Results
 	r.SPF = c.checkSPF(ctx, ip, helo, mailFrom)
-	r.DKIM = c.checkDKIM(ctx, msg)
-	r.DMARC = c.checkDMARC(ctx, msg, r.SPF, r.DKIM)
+	r.DKIM = c.checkDKIM(ctx, msg())
+	r.DMARC = c.checkDMARC(ctx, msg(), r.SPF, r.DKIM)
 	return r
 }
 
@@ -130,8 +132,8 @@ func (c checker) checkSPF(ctx context.Context, ip net.IP, helo, mailFrom string)
 	return res
 }
 
-func (c checker) checkDKIM(ctx context.Context, msg []byte) []DKIMResult {
-	verifs, err := dkim.VerifyWithOptions(bytes.NewReader(msg), &dkim.VerifyOptions{
+func (c checker) checkDKIM(ctx context.Context, msg io.Reader) []DKIMResult {
+	verifs, err := dkim.VerifyWithOptions(msg, &dkim.VerifyOptions{
 		LookupTXT:        func(name string) ([]string, error) { return c.resolver.LookupTXT(ctx, name) },
 		MaxVerifications: maxDKIMSignatures,
 	})
@@ -155,7 +157,7 @@ func (c checker) checkDKIM(ctx context.Context, msg []byte) []DKIMResult {
 	return out
 }
 
-func (c checker) checkDMARC(ctx context.Context, msg []byte, s SPFResult, ds []DKIMResult) DMARCResult {
+func (c checker) checkDMARC(ctx context.Context, msg io.Reader, s SPFResult, ds []DKIMResult) DMARCResult {
 	from, ok := fromDomain(msg)
 	if !ok {
 		// RFC 7489 §6.6.1: no single RFC5322.From domain to evaluate.
@@ -256,8 +258,8 @@ func orgDomain(d string) string {
 
 // fromDomain returns the domain of the message's single RFC5322.From
 // address.
-func fromDomain(msg []byte) (string, bool) {
-	h, err := textproto.ReadHeader(bufio.NewReader(bytes.NewReader(msg)))
+func fromDomain(msg io.Reader) (string, bool) {
+	h, err := textproto.ReadHeader(bufio.NewReader(msg))
 	if err != nil {
 		return "", false
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -119,7 +120,7 @@ func TestAuthenticationResults(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			r := c.check(ctx, tc.ip, tc.helo, tc.mailFrom, tc.msg)
+			r := c.check(ctx, tc.ip, tc.helo, tc.mailFrom, func() io.Reader { return bytes.NewReader(tc.msg) })
 			require.Equal(t, tc.spf, r.SPF.Result, "SPF")
 			require.Equal(t, tc.spfDomain, r.SPF.Domain, "SPF domain")
 			var got []string

@@ -39,10 +39,12 @@
 package inbound
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -143,12 +145,36 @@ type Message struct {
 	Helo       string // the EHLO/HELO name, as given
 	TLS        bool   // STARTTLS was used
 	ReceivedAt time.Time
-	// Data is the message with the listener's Received header prepended.
+	// Data is the message with the listener's Received header prepended,
+	// when it is held in memory; nil when it is in Spool instead.
 	Data []byte
+	// Spool holds a large message (the listener spools any over 1 MiB to
+	// a temporary file) as Data would, Size bytes of it. It is readable
+	// only during Accept: the file is removed once Accept returns. Use
+	// Reader and Len, which cover both.
+	Spool io.ReaderAt
+	Size  int64
 	// Auth holds the SPF, DKIM and DMARC results; AuthHeader is them as an
 	// Authentication-Results value (RFC 8601) for Config.Hostname.
 	Auth       Results
 	AuthHeader string
+}
+
+// Len is the size of the message (with its Received header).
+func (m Message) Len() int64 {
+	if m.Spool != nil {
+		return m.Size
+	}
+	return int64(len(m.Data))
+}
+
+// Reader reads the message (with its Received header) from its start,
+// from Data or from Spool; each call returns a new reader.
+func (m Message) Reader() io.Reader {
+	if m.Spool != nil {
+		return io.NewSectionReader(m.Spool, 0, m.Size)
+	}
+	return bytes.NewReader(m.Data)
 }
 
 // Acceptor commits a received message (to PostgreSQL). Returning nil

@@ -134,7 +134,7 @@ func (ss *session) Data(r io.Reader) error {
 		tlsState = &state
 	}
 	received := receivedHeader(ss.helo, ss.ip, ss.s.cfg.Hostname, id, tlsState, ss.rcpts, now)
-	data, err := readMessage(r, ss.s.cfg.MaxMessageBytes, received, ss.s.cfg.TempDir)
+	sp, err := readMessage(r, ss.s.cfg.MaxMessageBytes, received, ss.s.cfg.TempDir)
 	if err != nil {
 		if errors.Is(err, errTooLarge) {
 			ss.s.cfg.Metrics.message("rejected")
@@ -159,12 +159,18 @@ func (ss *session) Data(r io.Reader) error {
 		return errInternal
 	}
 
+	defer sp.close()
+
 	actx, acancel := context.WithTimeout(context.Background(), ss.s.cfg.AuthTimeout)
-	res := ss.s.auth.check(actx, ss.ip.AsSlice(), ss.helo, ss.from, data[len(received):])
+	res := ss.s.auth.check(actx, ss.ip.AsSlice(), ss.helo, ss.from,
+		func() io.Reader { return sp.reader(int64(len(received))) })
 	acancel()
 
 	m := Message{ID: id, MailFrom: ss.from, Recipients: ss.rcpts, ClientIP: ss.ip, Helo: ss.helo, TLS: isTLS,
-		ReceivedAt: now, Data: data, Auth: res, AuthHeader: res.Header(ss.s.cfg.Hostname)}
+		ReceivedAt: now, Data: sp.data, Auth: res, AuthHeader: res.Header(ss.s.cfg.Hostname)}
+	if sp.f != nil {
+		m.Spool, m.Size = sp.f, sp.size
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), ss.s.cfg.CommandTimeout)
 	defer cancel()
 	if err := ss.s.accept.Accept(ctx, m); err != nil {
@@ -180,7 +186,7 @@ func (ss *session) Data(r io.Reader) error {
 	}
 	ss.s.cfg.Metrics.message("accepted")
 	ss.s.logger.Info("inbound message accepted", "client_addr", ss.ip.String(), "inbound_id", id.String(),
-		"size", len(data)-len(received), "recipients", len(ss.rcpts), "spf", res.SPF.Result,
+		"size", sp.size-int64(len(received)), "recipients", len(ss.rcpts), "spf", res.SPF.Result,
 		"dmarc", res.DMARC.Result)
 	return reply(250, 2, 0, 0, "Ok: queued as "+id.String())
 }

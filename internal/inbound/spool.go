@@ -18,14 +18,40 @@ const spoolMemory = 1 << 20
 // exceeds administrative limit).
 var errTooLarge = smtp.ErrDataTooLarge
 
+// spooled is a message as read: in memory when it is at most spoolMemory
+// bytes, else in a temporary file that close removes. Either way it is
+// held once: a large message is never read back into memory whole, but
+// streamed from the file by whoever needs it (the checks, the Acceptor).
+type spooled struct {
+	data []byte   // the message, when in memory
+	f    *os.File // the message, when spooled
+	size int64
+}
+
+// reader reads the message from offset off.
+func (s *spooled) reader(off int64) io.Reader {
+	if s.f != nil {
+		return io.NewSectionReader(s.f, off, s.size-off)
+	}
+	return bytes.NewReader(s.data[off:])
+}
+
+// close removes the spool file, if any.
+func (s *spooled) close() {
+	if s.f != nil {
+		_ = s.f.Close()
+		_ = os.Remove(s.f.Name())
+		s.f = nil
+	}
+}
+
 // readMessage reads a message of at most limit bytes from r and returns
-// prefix followed by it, in one slice of exactly that size once the
-// message is larger than spoolMemory. A message over limit returns
-// errTooLarge, having read no more than limit+1 bytes of it (the caller,
-// go-smtp, discards the rest without keeping it). Large messages are
-// spooled to a temporary file in dir while they are read, so that memory
-// holds one copy at the end, not a growing buffer and its copies.
-func readMessage(r io.Reader, limit int64, prefix []byte, dir string) ([]byte, error) {
+// prefix followed by it. A message over limit returns errTooLarge, having
+// read no more than limit+1 bytes of it (the caller, go-smtp, discards the
+// rest without keeping it). A message larger than spoolMemory is spooled
+// to a temporary file in dir while it is read and stays there (the
+// caller closes it): memory holds no copy of it, only a buffer.
+func readMessage(r io.Reader, limit int64, prefix []byte, dir string) (*spooled, error) {
 	lr := &io.LimitedReader{R: r, N: limit + 1}
 	buf := bytes.NewBuffer(make([]byte, 0, len(prefix)+64<<10))
 	buf.Write(prefix)
@@ -37,38 +63,38 @@ func readMessage(r io.Reader, limit int64, prefix []byte, dir string) ([]byte, e
 		if n > limit {
 			return nil, errTooLarge
 		}
-		return buf.Bytes(), nil
+		return &spooled{data: buf.Bytes(), size: int64(buf.Len())}, nil
 	}
 
 	f, err := os.CreateTemp(dir, "posthaste-inbound-*")
 	if err != nil {
 		return nil, fmt.Errorf("creating a spool file: %w", err)
 	}
+	sp := &spooled{f: f}
+	ok := false
 	defer func() {
-		_ = f.Close()
-		_ = os.Remove(f.Name())
+		if !ok {
+			sp.close()
+		}
 	}()
-	if _, err := f.Write(buf.Bytes()[len(prefix):]); err != nil {
+	if _, err := f.Write(buf.Bytes()); err != nil {
 		return nil, fmt.Errorf("writing a spool file: %w", err)
 	}
 	buf = nil
 	rest, err := io.Copy(f, lr)
 	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("writing a spool file: %w", err)
+		}
 		return nil, readError(err)
 	}
-	total := n + rest
-	if total > limit {
+	if n+rest > limit {
 		return nil, errTooLarge
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("reading a spool file: %w", err)
-	}
-	data := make([]byte, int64(len(prefix))+total)
-	copy(data, prefix)
-	if _, err := io.ReadFull(f, data[len(prefix):]); err != nil {
-		return nil, fmt.Errorf("reading a spool file: %w", err)
-	}
-	return data, nil
+	sp.size = int64(len(prefix)) + n + rest
+	ok = true
+	return sp, nil
 }
 
 // readError keeps go-smtp's size refusal and wraps anything else (a

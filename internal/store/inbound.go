@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"slices"
 	"strings"
@@ -37,7 +38,17 @@ type Inbound struct {
 	committed func()
 	// budget is enforced as each message is counted (SetBudget).
 	budget inbound.Budget
+	// accepts holds a token per Accept writing to the database: at most
+	// DefaultInboundAccepts at once.
+	accepts chan struct{}
 }
+
+// DefaultInboundAccepts is how many messages Accept writes at once, each
+// holding a connection of the store's pool while it streams the message
+// in: a flood of large messages waits for these (its clients waiting for
+// their reply, the messages in their spool files), and never takes the
+// rest of the pool from sending.
+const DefaultInboundAccepts = 4
 
 var (
 	_ inbound.Router   = (*Inbound)(nil)
@@ -51,7 +62,7 @@ var (
 // before signing (see RouteReturnPath). committed, which may be nil, is called after every
 // message committed.
 func NewInbound(s *Store, verpKey []byte, committed func()) *Inbound {
-	in := &Inbound{store: s, committed: committed}
+	in := &Inbound{store: s, committed: committed, accepts: make(chan struct{}, DefaultInboundAccepts)}
 	if len(verpKey) > 0 {
 		in.keys = [][]byte{verpKey}
 	}
@@ -258,7 +269,19 @@ func (in *Inbound) Accept(ctx context.Context, m inbound.Message) error {
 		a := m.ClientIP.Unmap()
 		ip = &a
 	}
-	b := &pgx.Batch{}
+	select {
+	case in.accepts <- struct{}{}:
+		defer func() { <-in.accepts }()
+	case <-ctx.Done():
+		return fmt.Errorf("waiting to accept inbound message %s: %w", m.ID, ctx.Err())
+	}
+	tx, err := in.store.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("beginning inbound accept: %w", mapErr(err))
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
+	size := m.Len()
+	chunks := (size + inboundChunkSize - 1) / inboundChunkSize
 	for _, t := range teams {
 		rcpts := byTeam[t]
 		var kinds []string
@@ -275,27 +298,32 @@ func (in *Inbound) Accept(ctx context.Context, m inbound.Message) error {
 		if err != nil {
 			return err
 		}
-		raw, sealed, err := in.store.sealBytes(ctx, t, m.Data, adInbound(id))
-		if err != nil {
-			return fmt.Errorf("sealing inbound message %s: %w", m.ID, err)
-		}
-		b.Queue(`INSERT INTO inbound_message (id, team_id, message_id, kinds, mail_from, recipients, client_ip,
-				helo, tls, auth, auth_header, raw, size, received_at, sealed)
-			VALUES (@id, @team, @mid, @kinds, @from, @rcpts, @ip, @helo, @tls, @auth, @auth_header, @raw, @size, @at,
-				@sealed)`,
+		_, err = tx.Exec(ctx, `INSERT INTO inbound_message (id, team_id, message_id, kinds, mail_from, recipients,
+				client_ip, helo, tls, auth, auth_header, raw, raw_chunks, size, received_at, sealed)
+			VALUES (@id, @team, @mid, @kinds, @from, @rcpts, @ip, @helo, @tls, @auth, @auth_header, ''::bytea,
+				@chunks, @size, @at, @sealed)`,
 			pgx.NamedArgs{"id": id, "team": t, "mid": m.ID, "kinds": kinds, "from": m.MailFrom, "rcpts": string(rj),
 				"ip": ip, "helo": m.Helo, "tls": m.TLS, "auth": string(auth), "auth_header": m.AuthHeader,
-				"raw": raw, "size": len(m.Data), "at": m.ReceivedAt, "sealed": sealed})
-		b.Queue(`INSERT INTO outbox (kind, team_id, ref) VALUES (@kind, @team, @id)`,
-			pgx.NamedArgs{"kind": OutboxInbound, "team": t, "id": id})
-	}
-	tx, err := in.store.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("beginning inbound accept: %w", mapErr(err))
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("inserting inbound message %s: %w", m.ID, mapErr(err))
+				"chunks": chunks, "size": size, "at": m.ReceivedAt, "sealed": in.store.sealer != nil})
+		if err != nil {
+			return fmt.Errorf("inserting inbound message %s: %w", m.ID, mapErr(err))
+		}
+		// The message is streamed into its chunks, each sealed on its own
+		// with the team's key: one chunk in memory at a time, whatever
+		// the message's size and the number of teams.
+		src := &chunkSource{ctx: ctx, s: in.store, team: t, id: id, r: m.Reader(),
+			buf: make([]byte, min(size, inboundChunkSize))}
+		n, err := tx.CopyFrom(ctx, pgx.Identifier{"inbound_message_chunk"}, []string{"inbound_id", "seq", "data"}, src)
+		if err != nil {
+			return fmt.Errorf("storing inbound message %s: %w", m.ID, mapErr(err))
+		}
+		if n != chunks {
+			return fmt.Errorf("storing inbound message %s: %d chunks of %d", m.ID, n, chunks)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO outbox (kind, team_id, ref) VALUES (@kind, @team, @id)`,
+			pgx.NamedArgs{"kind": OutboxInbound, "team": t, "id": id}); err != nil {
+			return fmt.Errorf("inserting inbound message %s: %w", m.ID, mapErr(err))
+		}
 	}
 	if err := in.countUsage(ctx, tx, m); err != nil { // inbound_usage.go
 		return err
@@ -309,42 +337,149 @@ func (in *Inbound) Accept(ctx context.Context, m inbound.Message) error {
 	return nil
 }
 
-const inboundColumns = `id, team_id, message_id, kinds, mail_from, recipients, client_ip, helo, tls, auth,
-	auth_header, raw, received_at, status, coalesce(result, ''), created_at, sealed`
+// inboundChunkSize is the size of the chunks inbound messages are stored
+// in (the last one may be shorter).
+const inboundChunkSize = 256 << 10
 
-// scanInbound reads an inbound message and opens its raw message.
-func (s *Store) scanInbound(ctx context.Context, row pgx.Row) (InboundMessage, error) {
+// chunkSource is a pgx.CopyFromSource of the chunks of one inbound
+// message, read from r and sealed one at a time into buf's worth.
+type chunkSource struct {
+	ctx  context.Context
+	s    *Store
+	team uuid.UUID
+	id   uuid.UUID
+	r    io.Reader
+	buf  []byte
+	seq  int
+	row  []any
+	err  error
+}
+
+func (c *chunkSource) Next() bool {
+	if c.err != nil || len(c.buf) == 0 {
+		return false
+	}
+	n, err := io.ReadFull(c.r, c.buf)
+	if n == 0 {
+		if !errors.Is(err, io.EOF) {
+			c.err = fmt.Errorf("reading the message: %w", err)
+		}
+		return false
+	}
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		c.err = fmt.Errorf("reading the message: %w", err)
+		return false
+	}
+	data := c.buf[:n]
+	if c.s.sealer != nil {
+		if data, err = c.s.sealer.Seal(c.ctx, c.team, data, adInboundChunk(c.id, c.seq)); err != nil {
+			c.err = fmt.Errorf("sealing: %w", err)
+			return false
+		}
+	}
+	c.row = []any{c.id, c.seq, data}
+	c.seq++
+	return true
+}
+
+func (c *chunkSource) Values() ([]any, error) { return c.row, nil }
+func (c *chunkSource) Err() error             { return c.err }
+
+// inboundRaw is what a row of inbound_message says of its raw message:
+// the message itself (raw) in the format of rows from before chunks
+// (chunks NULL), else how many chunks it is in.
+type inboundRaw struct {
+	raw    []byte
+	chunks *int64
+	size   int64
+	sealed bool
+}
+
+// openInboundRaw returns the raw message of the team's inbound message
+// id: raw opened as it is, or its chunks read and opened in order into one
+// slice of the message's size.
+func (s *Store) openInboundRaw(ctx context.Context, teamID, id uuid.UUID, r inboundRaw) ([]byte, error) {
+	if r.chunks == nil {
+		return s.openBytes(ctx, teamID, r.raw, r.sealed, adInbound(id))
+	}
+	if r.sealed && s.sealer == nil {
+		return nil, errNoSealer
+	}
+	rows, err := s.pool.Query(ctx, `SELECT seq, data FROM inbound_message_chunk WHERE inbound_id = @id ORDER BY seq`,
+		pgx.NamedArgs{"id": id})
+	if err != nil {
+		return nil, fmt.Errorf("reading chunks: %w", mapErr(err))
+	}
+	defer rows.Close()
+	out := make([]byte, 0, r.size)
+	var n int64
+	for rows.Next() {
+		var (
+			seq  int64
+			data []byte
+		)
+		if err := rows.Scan(&seq, &data); err != nil {
+			return nil, fmt.Errorf("reading chunks: %w", mapErr(err))
+		}
+		if seq != n {
+			return nil, fmt.Errorf("chunk %d missing", n)
+		}
+		if r.sealed {
+			if data, err = s.sealer.Open(ctx, teamID, data, adInboundChunk(id, int(seq))); err != nil {
+				return nil, fmt.Errorf("opening chunk %d: %w", seq, err)
+			}
+		}
+		out = append(out, data...)
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading chunks: %w", mapErr(err))
+	}
+	if n != *r.chunks || int64(len(out)) != r.size {
+		return nil, fmt.Errorf("%d chunks of %d bytes, not %d of %d", n, len(out), *r.chunks, r.size)
+	}
+	return out, nil
+}
+
+const inboundColumns = `id, team_id, message_id, kinds, mail_from, recipients, client_ip, helo, tls, auth,
+	auth_header, raw, raw_chunks, size, received_at, status, coalesce(result, ''), created_at, sealed`
+
+// scanInbound reads an inbound message, all but its raw message, which
+// openInboundRaw opens from what it returns (after the row is read: it
+// queries the chunks).
+func scanInbound(row pgx.Row) (InboundMessage, inboundRaw, error) {
 	var (
-		m      InboundMessage
-		rcpts  []byte
-		auth   []byte
-		sealed bool
+		m     InboundMessage
+		raw   inboundRaw
+		rcpts []byte
+		auth  []byte
 	)
 	err := row.Scan(&m.ID, &m.TeamID, &m.MessageID, &m.Kinds, &m.MailFrom, &rcpts, &m.ClientIP, &m.Helo, &m.TLS,
-		&auth, &m.AuthHeader, &m.Raw, &m.ReceivedAt, &m.Status, &m.Result, &m.CreatedAt, &sealed)
+		&auth, &m.AuthHeader, &raw.raw, &raw.chunks, &raw.size, &m.ReceivedAt, &m.Status, &m.Result, &m.CreatedAt,
+		&raw.sealed)
 	if err != nil {
-		return InboundMessage{}, mapErr(err)
-	}
-	if m.Raw, err = s.openBytes(ctx, m.TeamID, m.Raw, sealed, adInbound(m.ID)); err != nil {
-		return InboundMessage{}, fmt.Errorf("raw message of %s: %w", m.ID, err)
+		return InboundMessage{}, inboundRaw{}, mapErr(err)
 	}
 	if err := json.Unmarshal(rcpts, &m.Recipients); err != nil {
-		return InboundMessage{}, fmt.Errorf("decoding recipients of %s: %w", m.ID, err)
+		return InboundMessage{}, inboundRaw{}, fmt.Errorf("decoding recipients of %s: %w", m.ID, err)
 	}
 	if err := json.Unmarshal(auth, &m.Auth); err != nil {
-		return InboundMessage{}, fmt.Errorf("decoding authentication results of %s: %w", m.ID, err)
+		return InboundMessage{}, inboundRaw{}, fmt.Errorf("decoding authentication results of %s: %w", m.ID, err)
 	}
-	return m, nil
+	return m, raw, nil
 }
 
 // InboundByID loads an inbound message by id. It is not team-scoped:
 // workflows address it by id only, and everything they do with it is
 // scoped to its TeamID. ErrNotFound when it does not exist (any more).
 func (s *Store) InboundByID(ctx context.Context, id uuid.UUID) (InboundMessage, error) {
-	m, err := s.scanInbound(ctx, s.pool.QueryRow(ctx, `SELECT `+inboundColumns+` FROM inbound_message WHERE id = @id`,
+	m, raw, err := scanInbound(s.pool.QueryRow(ctx, `SELECT `+inboundColumns+` FROM inbound_message WHERE id = @id`,
 		pgx.NamedArgs{"id": id}))
 	if err != nil {
 		return InboundMessage{}, fmt.Errorf("loading inbound message %s: %w", id, err)
+	}
+	if m.Raw, err = s.openInboundRaw(ctx, m.TeamID, m.ID, raw); err != nil {
+		return InboundMessage{}, fmt.Errorf("raw message of %s: %w", m.ID, mapErr(err))
 	}
 	return m, nil
 }
@@ -358,15 +493,27 @@ func (s *Store) InboundMessages(ctx context.Context, teamID uuid.UUID, limit int
 		return nil, fmt.Errorf("listing inbound messages: %w", mapErr(err))
 	}
 	defer rows.Close()
-	var out []InboundMessage
+	var (
+		out  []InboundMessage
+		raws []inboundRaw
+	)
 	for rows.Next() {
-		m, err := s.scanInbound(ctx, rows)
+		m, raw, err := scanInbound(rows)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, m)
+		out, raws = append(out, m), append(raws, raw)
 	}
-	return out, mapErr(rows.Err())
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(err)
+	}
+	rows.Close()
+	for i := range out {
+		if out[i].Raw, err = s.openInboundRaw(ctx, teamID, out[i].ID, raws[i]); err != nil {
+			return nil, fmt.Errorf("raw message of %s: %w", out[i].ID, err)
+		}
+	}
+	return out, nil
 }
 
 // MarkInboundProcessed marks a team's inbound message processed with what

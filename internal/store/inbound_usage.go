@@ -86,7 +86,7 @@ func (in *Inbound) countUsage(ctx context.Context, tx pgx.Tx, m inbound.Message)
 			VALUES (@team, @day, 1, @size)
 			ON CONFLICT (team_id, day) DO UPDATE SET messages = inbound_usage.messages + 1,
 				bytes = inbound_usage.bytes + excluded.bytes`,
-			pgx.NamedArgs{"team": t, "day": day, "size": len(m.Data)}); err != nil {
+			pgx.NamedArgs{"team": t, "day": day, "size": m.Len()}); err != nil {
 			return fmt.Errorf("counting inbound usage: %w", mapErr(err))
 		}
 		var u inbound.Usage

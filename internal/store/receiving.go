@@ -320,16 +320,17 @@ func (s *Store) ReceivedAttachmentContent(ctx context.Context, teamID, emailID, 
 // the inbound MX accepted it. ErrNotFound for unknown and other teams'
 // ones.
 func (s *Store) ReceivedRaw(ctx context.Context, teamID, id uuid.UUID) ([]byte, error) {
-	var raw []byte
+	var r inboundRaw
 	var inboundID uuid.UUID
-	var sealed bool
-	err := s.pool.QueryRow(ctx, `SELECT m.raw, m.id, m.sealed FROM received_email e JOIN inbound_message m ON m.id = e.inbound_id
+	err := s.pool.QueryRow(ctx, `SELECT m.raw, m.raw_chunks, m.size, m.id, m.sealed
+		FROM received_email e JOIN inbound_message m ON m.id = e.inbound_id
 		WHERE e.id = @id AND e.team_id = @team AND m.team_id = @team`,
-		pgx.NamedArgs{"id": id, "team": teamID}).Scan(&raw, &inboundID, &sealed)
+		pgx.NamedArgs{"id": id, "team": teamID}).Scan(&r.raw, &r.chunks, &r.size, &inboundID, &r.sealed)
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	if raw, err = s.openBytes(ctx, teamID, raw, sealed, adInbound(inboundID)); err != nil {
+	raw, err := s.openInboundRaw(ctx, teamID, inboundID, r)
+	if err != nil {
 		return nil, fmt.Errorf("raw message of received email %s: %w", id, err)
 	}
 	return raw, nil

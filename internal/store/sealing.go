@@ -99,6 +99,9 @@ func adReceivedAtt(id uuid.UUID) []byte  { return datakey.AD("received_attachmen
 func adAttachment(id uuid.UUID, pos int) []byte {
 	return datakey.AD("attachment", "content", id, pos)
 }
+func adInboundChunk(id uuid.UUID, seq int) []byte {
+	return datakey.AD("inbound_message_chunk", "data", id, seq)
+}
 
 // sealEmails returns copies of emails whose bodies, attachments and
 // source are sealed for insertion (the callers' values are left as they

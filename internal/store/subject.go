@@ -49,7 +49,9 @@ const (
 	receivedNames = `array_to_string(r.to_addrs || r.cc || r.bcc || r.reply_to || r.received_for
 		|| ARRAY[r.from_addr], E'\n') ~* @re`
 	inboundNames = `(m.mail_from ~* @re OR m.recipients::text ~* @re
-		OR NOT m.sealed AND lower(encode(m.raw, 'escape')) ~* @re)`
+		OR NOT m.sealed AND lower(encode(m.raw, 'escape')) ~* @re
+		OR NOT m.sealed AND m.raw_chunks IS NOT NULL AND lower(encode((SELECT string_agg(c.data, ''::bytea ORDER BY c.seq)
+			FROM inbound_message_chunk c WHERE c.inbound_id = m.id), 'escape')) ~* @re)`
 	requestLogNames = `(l.path ~* @re OR l.request_body ~* @re OR l.response_body ~* @re)`
 	webhookNames    = `w.payload::text ~* @re`
 )
@@ -188,13 +190,16 @@ func (s *Store) SubjectReceivedExport(ctx context.Context, teamID, id uuid.UUID)
 		htmlSealed, textSealed []byte
 		inboundID              *uuid.UUID
 		rawSealed              *bool
+		raw                    inboundRaw
 	)
 	args := pgx.NamedArgs{"team": teamID, "id": id}
 	err := s.pool.QueryRow(ctx, `SELECT to_jsonb(r) - 'html_body' - 'text_body' - 'html_sealed' - 'text_sealed',
-			r.html_body, r.html_sealed, r.text_body, r.text_sealed, m.id, m.raw, m.sealed
+			r.html_body, r.html_sealed, r.text_body, r.text_sealed, m.id, m.raw, m.sealed, m.raw_chunks,
+			coalesce(m.size, 0)
 		FROM received_email r LEFT JOIN inbound_message m ON m.id = r.inbound_id
 		WHERE r.team_id = @team AND r.id = @id`, args).
-		Scan(&out.Row, &html, &htmlSealed, &text, &textSealed, &inboundID, &out.Message, &rawSealed)
+		Scan(&out.Row, &html, &htmlSealed, &text, &textSealed, &inboundID, &raw.raw, &rawSealed, &raw.chunks,
+			&raw.size)
 	if err != nil {
 		return out, fmt.Errorf("loading received email %s for export: %w", id, mapErr(err))
 	}
@@ -208,7 +213,8 @@ func (s *Store) SubjectReceivedExport(ctx context.Context, teamID, id uuid.UUID)
 		return out, fmt.Errorf("received email %s: %w", id, err)
 	}
 	if inboundID != nil {
-		if out.Message, err = s.openBytes(ctx, teamID, out.Message, *rawSealed, adInbound(*inboundID)); err != nil {
+		raw.sealed = *rawSealed
+		if out.Message, err = s.openInboundRaw(ctx, teamID, *inboundID, raw); err != nil {
 			return out, fmt.Errorf("raw message of received email %s: %w", id, err)
 		}
 	}
