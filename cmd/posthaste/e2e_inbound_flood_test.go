@@ -23,6 +23,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/workflows"
 )
 
@@ -153,6 +154,9 @@ func TestDevInboundFlood(t *testing.T) {
 	env["POSTHASTE_INBOUND_LISTEN"] = mxAddr
 	env["POSTHASTE_INBOUND_MAX_CONNS"] = fmt.Sprint(floodConns + 20)
 	env["POSTHASTE_DEFAULT_RATE_LIMIT"] = "1000"
+	// The flood's team may keep it all (2 GB); another team is over its
+	// own budget of one message a day.
+	env["POSTHASTE_INBOUND_STORAGE_BYTES"] = strconv.Itoa(4 << 30)
 	dev := startDev(t, env)
 	defer dev.stop(t)
 	c := apiClient{t: t, base: dev.base, key: readCredentials(t, env["POSTHASTE_DATA_DIR"]).APIKey}
@@ -160,6 +164,7 @@ func TestDevInboundFlood(t *testing.T) {
 	status, body := c.do("PATCH", "/domains/"+id, map[string]any{"capabilities": map[string]any{"receiving": "enabled"}})
 	require.Equal(t, 200, status, body)
 	msg, _ := largeInboundMessage("flood.test", floodMessageSize)
+	capped := receivingTeam(t, dbURL, "capped.test", 1)
 
 	// The peak resident size is measured from here (clear_refs 5 resets
 	// VmHWM, Linux 4.0), and sampled as well.
@@ -240,6 +245,21 @@ func TestDevInboundFlood(t *testing.T) {
 	}
 	t.Logf("sandbox email sent with %d flood messages accepted: %v; delivered after %v", duringFlood, states,
 		delay.Round(time.Millisecond))
+
+	// Still during the flood, the team over its budget is refused with a
+	// 4xx at RCPT, while the flood's team goes on receiving.
+	small := []byte("From: ann@customer.test\r\nTo: support@capped.test\r\nSubject: Hi\r\n\r\nHello\r\n")
+	code, err := floodSend(mxAddr, net.IPv4(127, 250, 0, 1), "support@capped.test", small)
+	require.NoError(t, err)
+	require.Equal(t, 250, code, "the capped team's first message of the day")
+	code, err = floodSend(mxAddr, net.IPv4(127, 250, 0, 1), "support@capped.test", small)
+	require.NoError(t, err)
+	require.Equal(t, 452, code, "the capped team is over its budget")
+	select {
+	case <-flooded:
+		t.Fatal("the flood was over before the capped team was refused: not measured during it")
+	default:
+	}
 	<-flooded
 	floodTime := time.Since(start)
 	require.Empty(t, errs, "every client got an answer")
@@ -254,7 +274,7 @@ func TestDevInboundFlood(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'processed'), count(*)
-			FROM inbound_message`).Scan(&processed, &total))
+			FROM inbound_message WHERE team_id <> $1`, capped).Scan(&processed, &total))
 		if processed == floodConns {
 			break
 		}
@@ -277,4 +297,23 @@ func TestDevInboundFlood(t *testing.T) {
 	require.Less(t, delay, floodSendDeadline, "the sandbox email was delivered during the flood")
 	require.Less(t, hwm, int64(floodMaxRSS), "peak resident memory")
 	require.Less(t, peakRSS.Load(), int64(floodMaxRSS), "sampled resident memory")
+}
+
+// receivingTeam creates a team with a verified receiving domain and its
+// own budget of daily messages (0: the default), and returns the team's
+// id.
+func receivingTeam(t *testing.T, dbURL, domain string, daily int) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{URL: dbURL})
+	require.NoError(t, err)
+	defer st.Close()
+	team := uuid.Must(uuid.NewV7())
+	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: domain}))
+	require.NoError(t, st.CreateDomain(ctx, store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: domain,
+		Region: "us-east-1", Status: store.DomainVerified, ReturnPath: "send", TLS: store.TLSOpportunistic,
+		DKIMSelector: "posthaste", DKIMPublicKey: "cHVibGlj", DKIMPrivateKey: []byte("sealed"),
+		Receiving: store.ReceivingEnabled}))
+	require.NoError(t, st.SetInboundBudget(ctx, team, int64(daily), 0))
+	return team
 }

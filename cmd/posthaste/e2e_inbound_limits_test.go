@@ -1,17 +1,14 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/smtp"
 	"testing"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/pgtest"
-	"github.com/posthaste/posthaste/internal/store"
 )
 
 // TestDevInboundLimits runs `posthaste dev` with small POSTHASTE_INBOUND_*
@@ -20,7 +17,6 @@ import (
 // domain in the same transaction still receives; and beyond two
 // transactions from 127.0.0.1 in the minute, MAIL FROM is refused with 450.
 func TestDevInboundLimits(t *testing.T) {
-	ctx := context.Background()
 	dns := dnstest.NewServer(t)
 	dbURL := pgtest.NewDatabase(t)
 	env := dbDevEnv(t, dbURL)
@@ -32,16 +28,8 @@ func TestDevInboundLimits(t *testing.T) {
 	dev := startDev(t, env)
 	defer dev.stop(t)
 
-	st, err := store.Open(ctx, store.Config{URL: dbURL})
-	require.NoError(t, err)
-	defer st.Close()
 	for _, name := range []string{"a.test", "b.test"} {
-		team := uuid.Must(uuid.NewV7())
-		require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: name}))
-		require.NoError(t, st.CreateDomain(ctx, store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: name,
-			Region: "us-east-1", Status: store.DomainVerified, ReturnPath: "send", TLS: store.TLSOpportunistic,
-			DKIMSelector: "posthaste", DKIMPublicKey: "cHVibGlj", DKIMPrivateKey: []byte("sealed"),
-			Receiving: store.ReceivingEnabled}))
+		receivingTeam(t, dbURL, name, 0)
 	}
 
 	c, err := smtp.Dial(env["POSTHASTE_INBOUND_LISTEN"])
