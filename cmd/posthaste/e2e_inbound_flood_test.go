@@ -50,9 +50,7 @@ func TestDevInboundTaskQueue(t *testing.T) {
 	dev := startDev(t, env)
 	defer dev.stop(t)
 	c := apiClient{t: t, base: dev.base, key: readCredentials(t, env["POSTHASTE_DATA_DIR"]).APIKey}
-	id := c.verifiedDomain(dns, "queue.test")
-	status, body := c.do("PATCH", "/domains/"+id, map[string]any{"capabilities": map[string]any{"receiving": "enabled"}})
-	require.Equal(t, 200, status, body)
+	c.receivingDomain(dns, "queue.test")
 	require.NoError(t, sendInbound(t, env["POSTHASTE_INBOUND_LISTEN"], "support@queue.test",
 		[]byte("From: ann@customer.test\r\nTo: support@queue.test\r\nSubject: Queue\r\n\r\nHello\r\n")))
 	ctx := context.Background()
@@ -160,9 +158,7 @@ func TestDevInboundFlood(t *testing.T) {
 	dev := startDev(t, env)
 	defer dev.stop(t)
 	c := apiClient{t: t, base: dev.base, key: readCredentials(t, env["POSTHASTE_DATA_DIR"]).APIKey}
-	id := c.verifiedDomain(dns, "flood.test")
-	status, body := c.do("PATCH", "/domains/"+id, map[string]any{"capabilities": map[string]any{"receiving": "enabled"}})
-	require.Equal(t, 200, status, body)
+	c.receivingDomain(dns, "flood.test")
 	msg, _ := largeInboundMessage("flood.test", floodMessageSize)
 	capped := receivingTeam(t, dbURL, "capped.test", 1)
 

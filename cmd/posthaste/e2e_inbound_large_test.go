@@ -70,9 +70,7 @@ func TestDevInboundLarge(t *testing.T) {
 	dev := startDev(t, env)
 	defer dev.stop(t)
 	c := apiClient{t: t, base: dev.base, key: readCredentials(t, env["POSTHASTE_DATA_DIR"]).APIKey}
-	id := c.verifiedDomain(dns, "big.test")
-	status, body := c.do("PATCH", "/domains/"+id, map[string]any{"capabilities": map[string]any{"receiving": "enabled"}})
-	require.Equal(t, 200, status, body)
+	c.receivingDomain(dns, "big.test")
 
 	msg, content := largeInboundMessage("big.test", largeInboundSize)
 	require.LessOrEqual(t, len(msg), largeInboundSize)
@@ -124,4 +122,14 @@ func TestDevInboundLarge(t *testing.T) {
 	status, list := c.do("GET", "/emails/receiving", nil)
 	require.Equal(t, 200, status, list)
 	require.Len(t, list["data"], 1)
+}
+
+// receivingDomain adds a verified domain with receiving enabled and
+// returns its id.
+func (c apiClient) receivingDomain(dns *dnstest.Server, name string) string {
+	c.t.Helper()
+	id := c.verifiedDomain(dns, name)
+	status, body := c.do("PATCH", "/domains/"+id, map[string]any{"capabilities": map[string]any{"receiving": "enabled"}})
+	require.Equal(c.t, 200, status, body)
+	return id
 }
