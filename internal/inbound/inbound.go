@@ -31,11 +31,10 @@
 // transaction (452 over it) and a graceful shutdown that lets transactions
 // in progress finish protect the service.
 //
-// Memory: a message is held once, as one []byte of exactly its size plus
-// the Received header; while it is read, up to spoolMemory bytes are kept
-// in memory and the rest is spooled to a temporary file, so the peak per
-// connection stays about one message. With the defaults the worst case is
-// MaxConns × MaxMessageBytes.
+// Memory: a message of up to spoolMemory (1 MiB) is held once, as one
+// []byte; a larger one stays in its spool file (Message.Spool), which the
+// authentication checks and the Acceptor read as a stream, so a
+// connection holds at most about spoolMemory whatever the message's size.
 package inbound
 
 import (
