@@ -38,16 +38,19 @@ type Inbound struct {
 	committed func()
 	// budget is enforced as each message is counted (SetBudget).
 	budget inbound.Budget
-	// accepts holds a token per Accept writing to the database: at most
-	// DefaultInboundAccepts at once.
-	accepts chan struct{}
+	// large and small hold a token per Accept writing to the database: at
+	// most DefaultInboundAccepts spooled messages and as many held in
+	// memory at once.
+	large, small chan struct{}
 }
 
-// DefaultInboundAccepts is how many messages Accept writes at once, each
-// holding a connection of the store's pool while it streams the message
-// in: a flood of large messages waits for these (its clients waiting for
-// their reply, the messages in their spool files), and never takes the
-// rest of the pool from sending.
+// DefaultInboundAccepts is how many large messages (spooled, over 1 MiB)
+// Accept writes at once, each holding a connection of the store's pool
+// while it streams the message in, and again how many small ones: a flood
+// of large messages waits for these (its clients waiting for their reply,
+// the messages in their spool files) and never takes the rest of the pool
+// from sending, nor holds back the small messages (bounces, most mail) of
+// other senders and teams, which wait only for each other, briefly.
 const DefaultInboundAccepts = 4
 
 var (
@@ -62,7 +65,8 @@ var (
 // before signing (see RouteReturnPath). committed, which may be nil, is called after every
 // message committed.
 func NewInbound(s *Store, verpKey []byte, committed func()) *Inbound {
-	in := &Inbound{store: s, committed: committed, accepts: make(chan struct{}, DefaultInboundAccepts)}
+	in := &Inbound{store: s, committed: committed, large: make(chan struct{}, DefaultInboundAccepts),
+		small: make(chan struct{}, DefaultInboundAccepts)}
 	if len(verpKey) > 0 {
 		in.keys = [][]byte{verpKey}
 	}
@@ -269,9 +273,13 @@ func (in *Inbound) Accept(ctx context.Context, m inbound.Message) error {
 		a := m.ClientIP.Unmap()
 		ip = &a
 	}
+	slots := in.small
+	if m.Spool != nil {
+		slots = in.large
+	}
 	select {
-	case in.accepts <- struct{}{}:
-		defer func() { <-in.accepts }()
+	case slots <- struct{}{}:
+		defer func() { <-slots }()
 	case <-ctx.Done():
 		return fmt.Errorf("waiting to accept inbound message %s: %w", m.ID, ctx.Err())
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -265,12 +266,19 @@ func TestInboundAcceptsBounded(t *testing.T) {
 	for range store.DefaultInboundAccepts {
 		<-started
 	}
-	small := inbound.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(), Recipients: []inbound.Recipient{r},
-		Data: []byte("Subject: waits\r\n\r\nx\r\n")}
+	body := []byte("Subject: waits\r\n\r\n" + strings.Repeat("x", 2<<20) + "\r\n")
+	large := inbound.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(), Recipients: []inbound.Recipient{r},
+		Spool: bytes.NewReader(body), Size: int64(len(body))}
 	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	err = in.Accept(wctx, small)
+	err = in.Accept(wctx, large)
 	cancel()
-	require.ErrorIs(t, err, context.DeadlineExceeded, "a message over the bound waits for a slot")
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a large message over the bound waits for a slot")
+	// A small message (a bounce, most mail) does not wait behind them.
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = in.Accept(sctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(),
+		Recipients: []inbound.Recipient{r}, Data: []byte("Subject: small\r\n\r\nx\r\n")})
+	cancel()
+	require.NoError(t, err, "a small message is accepted while the large ones hold their slots")
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	_, err = st.InboundMessages(qctx, team, 1)
 	cancel()
@@ -279,8 +287,8 @@ func TestInboundAcceptsBounded(t *testing.T) {
 	for range store.DefaultInboundAccepts {
 		require.NoError(t, <-errs)
 	}
-	require.NoError(t, in.Accept(ctx, small), "accepted once a slot is free")
+	require.NoError(t, in.Accept(ctx, large), "accepted once a slot is free")
 	ms, err := st.InboundMessages(ctx, team, 10)
 	require.NoError(t, err)
-	require.Len(t, ms, store.DefaultInboundAccepts+1)
+	require.Len(t, ms, store.DefaultInboundAccepts+2)
 }
