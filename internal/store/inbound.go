@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -38,6 +39,10 @@ type Inbound struct {
 	committed func()
 	// budget is enforced as each message is counted (SetBudget).
 	budget inbound.Budget
+	// usageSlot picks the inbound_usage slot of a team without a budget,
+	// in turn, so that this process's accepts for it never wait for each
+	// other.
+	usageSlot atomic.Uint32
 	// large and small hold a token per Accept writing to the database: at
 	// most DefaultInboundAccepts spooled messages and as many held in
 	// memory at once.

@@ -3,8 +3,13 @@ package store
 import (
 	"context"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/inbound"
 )
 
 // TestInboundUsageMigrationDown: migration 00039 goes down and up again.
@@ -24,4 +29,60 @@ func TestInboundUsageMigrationDown(t *testing.T) {
 			AND column_name LIKE 'inbound_%')`).Scan(&gone))
 	require.True(t, gone)
 	migrateTo(t, st, 39, false)
+}
+
+// TestInboundUsageSlots: the accepts of a team without a budget count in
+// slots of their own and do not wait for each other; those of a team with
+// one count in its one row, so the second waits for the first to commit
+// (which makes the budget exact). Usage sums the slots.
+func TestInboundUsageSlots(t *testing.T) {
+	ctx := context.Background()
+	st := openUnmigrated(t)
+	require.NoError(t, st.Migrate(ctx))
+	free, capped := uuid.New(), uuid.New()
+	require.NoError(t, st.CreateTeam(ctx, Team{ID: free, Name: "free"}))
+	require.NoError(t, st.CreateTeam(ctx, Team{ID: capped, Name: "capped"}))
+	require.NoError(t, st.SetInboundBudget(ctx, capped, 100, 0))
+	in := NewInbound(st, nil, nil)
+	now := time.Now()
+	msg := func(team uuid.UUID) inbound.Message {
+		return inbound.Message{ID: uuid.New(), ReceivedAt: now, Data: []byte("Subject: x\r\n\r\nx\r\n"),
+			Recipients: []inbound.Recipient{{Address: "a@x.test", Route: inbound.Route{Kind: inbound.RouteReceiving, TeamID: team}}}}
+	}
+	count := func(team uuid.UUID) (pgx.Tx, chan error) {
+		tx, err := st.pool.Begin(ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+		done := make(chan error, 1)
+		go func() { done <- in.countUsage(ctx, tx, msg(team)) }()
+		return tx, done
+	}
+	for _, team := range []uuid.UUID{free, capped} {
+		first, done := count(team)
+		require.NoError(t, <-done)
+		second, done := count(team)
+		if team == free {
+			select {
+			case err := <-done:
+				require.NoError(t, err, "counted while the first is open")
+			case <-time.After(30 * time.Second):
+				t.Fatal("an accept for a team without a budget waited for another")
+			}
+			require.NoError(t, first.Commit(ctx))
+		} else {
+			require.Eventually(t, func() bool {
+				var waiting int
+				err := st.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+					WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+				return err == nil && waiting == 1
+			}, 10*time.Second, 10*time.Millisecond, "the second accept waits for the first")
+			require.NoError(t, first.Commit(ctx))
+			require.NoError(t, <-done)
+		}
+		require.NoError(t, second.Commit(ctx))
+		u, err := st.InboundUsage(ctx, team, now)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), u.Messages)
+		require.Positive(t, u.Bytes)
+	}
 }

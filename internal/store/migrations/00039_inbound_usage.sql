@@ -1,17 +1,20 @@
 -- +goose Up
--- What each team's receiving domains received, per UTC day (issue 33
--- point 1): the inbound MX refuses a team's mail, with a 4xx, once today's
+-- What each team's receiving domains received, per UTC day: the inbound MX refuses a team's mail, with a 4xx, once today's
 -- messages or the bytes of the last 30 days (what retention keeps of
--- inbound_message) reach its budget. A row is counted in the transaction
--- that stores the message (Inbound.Accept), so its lock serializes one
--- team's accepts of a day. Mail to return paths is not counted (a rate
--- caps it instead). Rows older than the window are purged (PurgeExpired).
+-- inbound_message) reach its budget. A message is counted in the
+-- transaction that stores it (Inbound.Accept): for a team with a budget
+-- in slot 0, whose row lock serializes the team's accepts of a day so the
+-- check is exact; for a team without one in slot 1 to 15 by backend, so
+-- its accepts do not wait for each other. Usage is the sum of the slots.
+-- Mail to return paths is not counted (a rate caps it instead). Rows
+-- older than the window are purged (PurgeExpired).
 CREATE TABLE inbound_usage (
     team_id  uuid NOT NULL REFERENCES team (id) ON DELETE CASCADE,
     day      date NOT NULL,
+    slot     smallint NOT NULL DEFAULT 0 CHECK (slot BETWEEN 0 AND 15),
     messages integer NOT NULL DEFAULT 0,
     bytes    bigint NOT NULL DEFAULT 0,
-    PRIMARY KEY (team_id, day)
+    PRIMARY KEY (team_id, day, slot)
 );
 
 -- A team's own budget, instead of the POSTHASTE_INBOUND_DAILY_MESSAGES and
