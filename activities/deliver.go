@@ -224,17 +224,23 @@ func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in DeliverInput,
 	stop := hb.keepAlive()
 	a.cfg.Crash.At(faults.BeforeData)
 	var results []mta.Result
+	// recorded holds the recipients whose outcome is in PostgreSQL
+	// already, so that the end of the attempt records it (and counts
+	// its event) once.
+	recorded := map[string]bool{}
 	if msgs != nil || froms != nil {
 		results = a.deliverEach(ctx, sender, in.Domain, env, msgs, froms, func(r mta.Result) {
 			o := outcomeOf(r, a.now())
 			hb.progress(o)
 			// Recorded at once, not after the last recipient: a retry
 			// after a crash skips the recipients that have their
-			// outcome. Recording again below is harmless.
+			// outcome.
 			if err := a.recordOutcomes(ctx, e, []DeliverOutcome{o}); err != nil {
 				a.logger.Warn("recording an outcome: kept for the end of the attempt",
 					"email_id", in.EmailID, "rcpt_domain", in.Domain, "err", err)
+				return
 			}
+			recorded[r.Rcpt] = true
 		})
 	} else {
 		results = sender.Deliver(ctx, in.Domain, env)
@@ -256,6 +262,9 @@ func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in DeliverInput,
 		default:
 			prog.Outcomes = append(prog.Outcomes, outcomeOf(r, now))
 			final = true
+			if recorded[r.Rcpt] {
+				continue
+			}
 		}
 		outcomes = append(outcomes, outcomeOf(r, now))
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/activities"
@@ -18,6 +20,7 @@ import (
 	"github.com/posthaste/posthaste/internal/smtptest"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/storetest"
+	"github.com/posthaste/posthaste/internal/telemetry"
 )
 
 // reportEnv is a team with a verified domain and the activities that
@@ -236,7 +239,8 @@ func TestDeliverSendsEachRecipientFromItsReturnPath(t *testing.T) {
 	client, err := mta.New(mta.Config{Hostname: "out.example", Resolver: dns.Resolver(), Port: mx.Port(), Egress: loopback})
 	require.NoError(t, err)
 	defer client.Close()
-	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, client, nil, nil)
+	metrics := telemetry.NewMetrics(prometheus.NewRegistry())
+	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, client, metrics, nil)
 
 	e := domainEmail(t, st, d, "a@dest.test", "b@dest.test")
 	prep, err := run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
@@ -256,4 +260,6 @@ func TestDeliverSendsEachRecipientFromItsReturnPath(t *testing.T) {
 		require.True(t, ok)
 		require.True(t, v.PerRecipient && v.Index == i && v.Verify(key))
 	}
+	// Each outcome is recorded, and its event counted, once.
+	require.Equal(t, 2.0, testutil.ToFloat64(metrics.EmailEvents.WithLabelValues("delivered")))
 }
