@@ -82,28 +82,28 @@ func (in *Inbound) countUsage(ctx context.Context, tx pgx.Tx, m inbound.Message)
 	}
 	slices.SortFunc(teams, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	for _, t := range teams {
-		// A team without a budget counts in a slot of this backend's,
-		// without waiting for the team's other accepts; one with a budget
-		// in slot 0, whose row lock makes the check below exact.
-		var own inbound.Usage
-		if err := tx.QueryRow(ctx, `SELECT coalesce(inbound_daily_messages, 0), coalesce(inbound_storage_bytes, 0)
-			FROM team WHERE id = @team`, pgx.NamedArgs{"team": t}).Scan(&own.MaxMessages, &own.MaxBytes); err != nil {
-			return fmt.Errorf("reading inbound budget: %w", mapErr(err))
-		}
-		maxMessages, maxBytes := in.budget.Limits(own)
-		limited := maxMessages > 0 || maxBytes > 0
-		slot := 0
-		if !limited {
-			slot = 1 + int(in.usageSlot.Add(1)%15)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO inbound_usage (team_id, day, slot, messages, bytes)
-			VALUES (@team, @day, @slot, 1, @size)
+		// A team without a budget counts in a slot taken in turn, without
+		// waiting for the team's other accepts; one with a budget (its
+		// own, or the default) in slot 0, whose row lock makes the check
+		// below exact.
+		dm, db := in.budget.Limits(inbound.Usage{})
+		var slot int
+		err := tx.QueryRow(ctx, `INSERT INTO inbound_usage (team_id, day, slot, messages, bytes)
+			SELECT t.id, @day, CASE WHEN @limited::boolean OR t.inbound_daily_messages IS NOT NULL
+				OR t.inbound_storage_bytes IS NOT NULL THEN 0 ELSE @slot END, 1, @size
+			FROM team t WHERE t.id = @team
 			ON CONFLICT (team_id, day, slot) DO UPDATE SET messages = inbound_usage.messages + 1,
-				bytes = inbound_usage.bytes + excluded.bytes`,
-			pgx.NamedArgs{"team": t, "day": day, "slot": slot, "size": m.Len()}); err != nil {
+				bytes = inbound_usage.bytes + excluded.bytes
+			RETURNING slot`,
+			pgx.NamedArgs{"team": t, "day": day, "limited": dm > 0 || db > 0, "slot": 1 + int(in.usageSlot.Add(1)%15),
+				"size": m.Len()}).Scan(&slot)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // the team is gone; its message goes with it
+		}
+		if err != nil {
 			return fmt.Errorf("counting inbound usage: %w", mapErr(err))
 		}
-		if !limited {
+		if slot != 0 {
 			continue
 		}
 		var u inbound.Usage
