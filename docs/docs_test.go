@@ -372,3 +372,22 @@ func anchors(page string) map[string]bool {
 	}
 	return out
 }
+
+// TestReadmeIsAFrontPage keeps README.md a front page: what Posthaste is,
+// the two commands, a first send and links. Reference text belongs in a
+// page of docs/.
+func TestReadmeIsAFrontPage(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const most = 8 << 10
+	if len(b) > most {
+		t.Errorf("README.md is %d bytes, more than %d: move the new text to the page of docs/ it belongs to", len(b), most)
+	}
+	for _, want := range []string{"./dev.sh", "./test.sh", "docs/configuration.md", "docs/architecture.md"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("README.md does not mention %s", want)
+		}
+	}
+}
