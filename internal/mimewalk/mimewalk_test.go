@@ -3,6 +3,8 @@ package mimewalk
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -116,4 +118,22 @@ func FuzzWalk(f *testing.F) {
 			t.Fatalf("%d bytes read, over %d", read, lim.MaxBytes)
 		}
 	})
+}
+
+// TestParsersUseTheWalker: received mail and reports open multiparts only
+// through Walk, so every MIME walk is bounded the same way.
+func TestParsersUseTheWalker(t *testing.T) {
+	for _, dir := range []string{"../received", "../reports"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		require.NoError(t, err)
+		require.NotEmpty(t, files, dir)
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			require.NoError(t, err)
+			require.NotContains(t, string(b), "MultipartReader(", "%s walks MIME parts itself: use mimewalk.Walk", f)
+		}
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -59,4 +61,25 @@ func TestServeAnswersOverTheCap(t *testing.T) {
 
 	require.NoError(t, s.Shutdown(t.Context()))
 	require.NoError(t, <-served)
+}
+
+// TestServersUseTheBase: the submission gateway and the inbound MX build
+// their go-smtp servers and connection limiters only through this
+// package, so there is one listener base.
+func TestServersUseTheBase(t *testing.T) {
+	for _, dir := range []string{"../../smtpgw", "../inbound"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		require.NoError(t, err)
+		require.NotEmpty(t, files, dir)
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			require.NoError(t, err)
+			for _, call := range []string{"smtp.NewServer(", "connlimit.New("} {
+				require.NotContains(t, string(b), call, "%s builds its own listener: use smtpserve.New", f)
+			}
+		}
+	}
 }
