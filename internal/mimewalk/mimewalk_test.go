@@ -3,13 +3,13 @@ package mimewalk
 import (
 	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/emersion/go-message"
 	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/testkit/sourcetest"
 )
 
 // nested is a message of depth multiparts, one inside the other, the
@@ -123,17 +123,6 @@ func FuzzWalk(f *testing.F) {
 // TestParsersUseTheWalker: received mail and reports open multiparts only
 // through Walk, so every MIME walk is bounded the same way.
 func TestParsersUseTheWalker(t *testing.T) {
-	for _, dir := range []string{"../received", "../reports"} {
-		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-		require.NoError(t, err)
-		require.NotEmpty(t, files, dir)
-		for _, f := range files {
-			if strings.HasSuffix(f, "_test.go") {
-				continue
-			}
-			b, err := os.ReadFile(f)
-			require.NoError(t, err)
-			require.NotContains(t, string(b), "MultipartReader(", "%s walks MIME parts itself: use mimewalk.Walk", f)
-		}
-	}
+	sourcetest.Forbid(t, []string{"../received", "../reports"}, []string{"MultipartReader("},
+		"walk MIME parts with mimewalk.Walk")
 }

@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/connlimit"
+	"github.com/posthaste/posthaste/internal/testkit/sourcetest"
 )
 
 // TestRefusalsCoverEveryRefusal: a connection refused for any reason is
@@ -67,19 +66,6 @@ func TestServeAnswersOverTheCap(t *testing.T) {
 // their go-smtp servers and connection limiters only through this
 // package, so there is one listener base.
 func TestServersUseTheBase(t *testing.T) {
-	for _, dir := range []string{"../../smtpgw", "../inbound"} {
-		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-		require.NoError(t, err)
-		require.NotEmpty(t, files, dir)
-		for _, f := range files {
-			if strings.HasSuffix(f, "_test.go") {
-				continue
-			}
-			b, err := os.ReadFile(f)
-			require.NoError(t, err)
-			for _, call := range []string{"smtp.NewServer(", "connlimit.New("} {
-				require.NotContains(t, string(b), call, "%s builds its own listener: use smtpserve.New", f)
-			}
-		}
-	}
+	sourcetest.Forbid(t, []string{"../../smtpgw", "../inbound"}, []string{"smtp.NewServer(", "connlimit.New("},
+		"build the listener with smtpserve.New")
 }
