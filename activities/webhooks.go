@@ -280,5 +280,3 @@ func (a *Activities) disableWebhook(ctx context.Context, w store.Webhook, reason
 	}
 	return nil
 }
-
-
