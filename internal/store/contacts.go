@@ -82,7 +82,7 @@ const EventContactTopicsUpdated = "contact.topics.updated"
 // that order, in the change's transaction tx (see emitEvent); the data of
 // each is c's payload, and that of EventContactTopicsUpdated also lists
 // topics.
-func emitContactEvents(ctx context.Context, tx querier, c Contact, topics []TopicChoice, types []string) error {
+func emitContactEvents(ctx context.Context, tx pgx.Tx, c Contact, topics []TopicChoice, types []string) error {
 	return emitEvents(ctx, tx, c.TeamID, c.ID.String(), func(typ string) map[string]any {
 		data := ContactPayload(c)
 		if typ == EventContactTopicsUpdated {

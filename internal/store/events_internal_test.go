@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -157,4 +158,41 @@ func TestEventsCommitWithTheirChange(t *testing.T) {
 		require.Equal(t, OutboxWebhook, claimed[0].Kind)
 		require.Equal(t, hook, claimed[0].Ref, "%s: the endpoint's delivery is woken", c.event)
 	}
+}
+
+// TestEventForAWaitingEndpointStillNotifies: an endpoint that already has
+// a wake-up waiting gets no second outbox entry, yet the commit still
+// notifies, since a drain may have skipped the waiting entry while the
+// event's transaction held it.
+func TestEventForAWaitingEndpointStillNotifies(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	st, err := Open(ctx, Config{URL: url})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	require.NoError(t, st.Migrate(ctx))
+	team, hook := uuid.New(), uuid.New()
+	require.NoError(t, st.CreateTeam(ctx, Team{ID: team, Name: "t"}))
+	require.NoError(t, st.CreateWebhook(ctx, Webhook{ID: hook, TeamID: team, Endpoint: "https://hooks.test/x",
+		Events: []string{"topic.created"}, Status: WebhookEnabled, Secret: []byte("sealed")}))
+	_, err = st.pool.Exec(ctx, `INSERT INTO outbox (kind, team_id, ref) VALUES (@kind, @team, @ref)`,
+		pgx.NamedArgs{"kind": OutboxWebhook, "team": team, "ref": hook})
+	require.NoError(t, err)
+
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	_, err = conn.Exec(ctx, "LISTEN "+OutboxChannel)
+	require.NoError(t, err)
+	_, err = st.CreateTopic(ctx, Topic{ID: uuid.New(), TeamID: team, Name: "news", DefaultSubscription: TopicOptIn,
+		Visibility: "public"}, "topic.created")
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	n, err := conn.WaitForNotification(wctx)
+	require.NoError(t, err, "the event's commit notifies")
+	require.Equal(t, OutboxChannel, n.Channel)
+	left, err := st.OutboxLen(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, left, "the waiting wake-up serves the new message too")
 }
