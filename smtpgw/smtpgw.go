@@ -25,6 +25,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/auththrottle"
 	"github.com/posthaste/posthaste/internal/connlimit"
 	"github.com/posthaste/posthaste/internal/ratelimit"
 	"github.com/posthaste/posthaste/internal/store"
@@ -101,8 +102,8 @@ type Config struct {
 	SessionTimeout  time.Duration
 	MaxIdleCommands int
 	// Throttle delays AUTH attempts from an address after failures; nil
-	// uses NewThrottle's defaults.
-	Throttle *Throttle
+	// uses auththrottle.NewDelays's defaults.
+	Throttle *auththrottle.Delays
 }
 
 // Gateway is a running SMTP submission server.
@@ -110,7 +111,7 @@ type Gateway struct {
 	cfg    Config
 	srv    *smtp.Server
 	logger *slog.Logger
-	thr    *Throttle
+	thr    *auththrottle.Delays
 
 	conns *connlimit.Limiter // the per-address cap; tracks connections for Shutdown
 
@@ -153,7 +154,7 @@ func New(cfg Config) (*Gateway, error) {
 		conns: connlimit.New(connlimit.Limits{PerIP: cfg.MaxConnsPerIP, Session: cfg.SessionTimeout,
 			IdleCommands: cfg.MaxIdleCommands})}
 	if g.thr == nil {
-		g.thr = NewThrottle(ThrottleConfig{})
+		g.thr = auththrottle.NewDelays(auththrottle.DelaysConfig{})
 	}
 	s := smtp.NewServer(g)
 	s.Domain = cfg.Hostname
