@@ -172,7 +172,7 @@ func (t *Throttle) add(key [16]byte, l Limit, now time.Time) {
 		t.keys[key] = c
 		heap.Push(&t.byDue, c)
 	}
-	c.due = later(c.due, now).Add(l.step())
+	c.due = l.rate().Charge(c.due, now)
 	if most := now.Add(l.Window); c.due.After(most) {
 		c.due = most
 	}
@@ -193,13 +193,6 @@ func (t *Throttle) makeRoom(now time.Time) {
 func (t *Throttle) drop(c *charge) {
 	heap.Remove(&t.byDue, c.index)
 	delete(t.keys, c.key)
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 // dueHeap orders charges by due, soonest first (container/heap).

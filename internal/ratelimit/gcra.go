@@ -8,7 +8,8 @@ import "time"
 // the TAT it leaves, max(TAT, now) plus one interval (Period/Limit), is
 // no more than one Period ahead of now. It is the arithmetic of every
 // limit Posthaste keeps in process: the API's Local limiter, the
-// per-destination shaping and the sign-in throttle; the Redis script
+// per-destination shaping, the API's budget of key lookups and the
+// sign-in throttle; the Redis script
 // (Script) does the same in Redis.
 type Rate struct {
 	Limit  int
@@ -34,6 +35,11 @@ func (r Rate) Take(tat, now time.Time) (next time.Time, wait time.Duration) {
 	}
 	return next, 0
 }
+
+// Charge counts one request against a bucket whatever it allows, and
+// returns the bucket's new TAT: for a cost known only afterwards (a key
+// lookup that found nothing, a failed sign-in).
+func (r Rate) Charge(tat, now time.Time) time.Time { return later(tat, now).Add(r.Interval()) }
 
 // Remaining is how many requests a bucket with TAT tat allows at now.
 func (r Rate) Remaining(tat, now time.Time) int {

@@ -38,3 +38,20 @@ func TestRateTake(t *testing.T) {
 	_, wait := Rate{Limit: 0, Period: time.Second}.Take(time.Time{}, t0)
 	require.Equal(t, time.Second, wait, "a limit of nothing allows nothing")
 }
+
+// TestRateCharge: a charge counts even past the limit, and the bucket
+// then allows nothing until the clock has caught up with it.
+func TestRateCharge(t *testing.T) {
+	r := Rate{Limit: 2, Period: time.Second}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var tat time.Time
+	for range 3 {
+		tat = r.Charge(tat, t0)
+	}
+	require.Equal(t, t0.Add(1500*time.Millisecond), tat)
+	_, wait := r.Take(tat, t0)
+	require.Equal(t, time.Second, wait, "half a second over, then one interval")
+	require.Zero(t, r.Remaining(tat, t0))
+	_, wait = r.Take(tat, t0.Add(time.Second))
+	require.Zero(t, wait)
+}
