@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/auththrottle"
-	"github.com/posthaste/posthaste/internal/clocktest"
+	"github.com/posthaste/posthaste/internal/testkit/clocktest"
 )
 
 // TestDelaysForgetOldFailures: failures count until Forget has passed
