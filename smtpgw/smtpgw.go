@@ -25,6 +25,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/auththrottle"
 	"github.com/posthaste/posthaste/internal/connlimit"
 	"github.com/posthaste/posthaste/internal/ratelimit"
 	"github.com/posthaste/posthaste/internal/smtpserve"
@@ -102,8 +103,8 @@ type Config struct {
 	SessionTimeout  time.Duration
 	MaxIdleCommands int
 	// Throttle delays AUTH attempts from an address after failures; nil
-	// uses NewThrottle's defaults.
-	Throttle *Throttle
+	// uses auththrottle.NewDelays's defaults.
+	Throttle *auththrottle.Delays
 }
 
 // Gateway is a running SMTP submission server.
@@ -111,7 +112,7 @@ type Gateway struct {
 	cfg    Config
 	srv    *smtpserve.Server // with the per-address cap; tracks connections for Shutdown
 	logger *slog.Logger
-	thr    *Throttle
+	thr    *auththrottle.Delays
 
 	mu      sync.Mutex
 	addrs   []net.Addr
@@ -150,7 +151,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, logger: cfg.Logger.With("component", "smtp"), thr: cfg.Throttle}
 	if g.thr == nil {
-		g.thr = NewThrottle(ThrottleConfig{})
+		g.thr = auththrottle.NewDelays(auththrottle.DelaysConfig{})
 	}
 	g.srv = smtpserve.New(smtpserve.Config{Hostname: cfg.Hostname, TLS: cfg.TLS, MaxMessageBytes: MaxMessageBytes,
 		MaxRecipients: MaxRecipients, ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,

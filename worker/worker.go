@@ -28,7 +28,6 @@ import (
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/outbox"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/workflows"
 )
 
@@ -468,10 +467,8 @@ func (s *Starter) startOnce(ctx context.Context, id, queue, name string, input a
 }
 
 // Waker signals the workflows of rescheduled and canceled emails
-// (submit.Waker).
+// (submit.Waker, which cmd hands it to; worker itself accepts no mail).
 type Waker struct{ client client.Client }
-
-var _ submit.Waker = (*Waker)(nil)
 
 // NewWaker returns a Waker.
 func NewWaker(c client.Client) *Waker { return &Waker{client: c} }

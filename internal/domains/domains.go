@@ -17,13 +17,13 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/address"
 	"github.com/posthaste/posthaste/internal/dkim"
 	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/submit"
 )
 
 // Regions are the delivery regions a domain can choose, the default
@@ -135,7 +135,7 @@ func Name(name string) (string, error) {
 	if strings.ContainsAny(name, "@<>\" \t,;") {
 		return "", bad
 	}
-	a, err := submit.ParseAddress("postmaster@" + name)
+	a, err := address.Parse("postmaster@" + name)
 	if err != nil || !strings.Contains(a.Domain, ".") || strings.HasPrefix(a.Domain, "[") {
 		return "", bad
 	}
