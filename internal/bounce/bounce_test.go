@@ -1,4 +1,4 @@
-package mta
+package bounce
 
 import (
 	"testing"
@@ -10,16 +10,16 @@ import (
 // bounce types; replies in the texts are real ones (Gmail, Outlook,
 // Yahoo, Postfix) or this client's own.
 func TestClassifyBounce(t *testing.T) {
-	perm := func(sub string, suppress bool) BounceClass {
-		return BounceClass{Type: BouncePermanent, SubType: sub, Suppress: suppress}
+	perm := func(sub string, suppress bool) Class {
+		return Class{Type: Permanent, SubType: sub, Suppress: suppress}
 	}
-	trans := func(sub string) BounceClass { return BounceClass{Type: BounceTransient, SubType: sub} }
+	trans := func(sub string) Class { return Class{Type: Transient, SubType: sub} }
 	for _, tc := range []struct {
 		name     string
 		code     int
 		enhanced string
 		text     string
-		want     BounceClass
+		want     Class
 	}{
 		// X.1.x addressing: recipient-level, suppressed, except the sender's.
 		{"gmail no such account", 550, "5.1.1", "The email account that you tried to reach does not exist.", perm(SubTypeNoEmail, true)},
@@ -84,11 +84,11 @@ func TestClassifyBounce(t *testing.T) {
 		{"deferred, no host reachable", 451, "4.4.1", "no host reachable", trans(SubTypeGeneral)},
 
 		// Not a failure reply at all.
-		{"no reply", 0, "", "", BounceClass{Type: BounceUndetermined, SubType: SubTypeUndetermined}},
-		{"success code", 250, "2.0.0", "ok", BounceClass{Type: BounceUndetermined, SubType: SubTypeUndetermined}},
+		{"no reply", 0, "", "", Class{Type: Undetermined, SubType: SubTypeUndetermined}},
+		{"success code", 250, "2.0.0", "ok", Class{Type: Undetermined, SubType: SubTypeUndetermined}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, ClassifyBounce(tc.code, tc.enhanced, tc.text))
+			require.Equal(t, tc.want, Classify(tc.code, tc.enhanced, tc.text))
 			r := Result{Code: tc.code, EnhancedCode: tc.enhanced, Message: tc.text}
 			require.Equal(t, tc.want, r.Bounce())
 		})
