@@ -15,7 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
 )
@@ -27,7 +27,7 @@ const (
 )
 
 // Inbound routes and commits the mail the inbound MX receives: it is the
-// listener's inbound.Router and inbound.Acceptor. Construct it with
+// listener's inmail.Router and inmail.Acceptor. Construct it with
 // NewInbound.
 type Inbound struct {
 	store *Store
@@ -38,7 +38,7 @@ type Inbound struct {
 	// dispatcher); may be nil.
 	committed func()
 	// budget is enforced as each message is counted (SetBudget).
-	budget inbound.Budget
+	budget inmail.Budget
 	// usageSlot picks the inbound_usage slot of a team without a budget,
 	// in turn, so that this process's accepts for it never wait for each
 	// other.
@@ -59,8 +59,8 @@ type Inbound struct {
 const DefaultInboundAccepts = 4
 
 var (
-	_ inbound.Router   = (*Inbound)(nil)
-	_ inbound.Acceptor = (*Inbound)(nil)
+	_ inmail.Router   = (*Inbound)(nil)
+	_ inmail.Acceptor = (*Inbound)(nil)
 )
 
 // NewInbound returns the Router and Acceptor of the inbound MX. verpKey
@@ -91,20 +91,20 @@ func (in *Inbound) SetUnsubscribeKey(key []byte) {
 // Route says whose a recipient is: the return paths of our emails
 // (RouteReturnPath), their mailto unsubscribe addresses
 // (RouteUnsubscribe) and the addresses at verified domains with receiving
-// enabled (RouteReceiving); every other address is inbound.ErrNotOurs.
-func (in *Inbound) Route(ctx context.Context, rcpt string) (inbound.Route, error) {
+// enabled (RouteReceiving); every other address is inmail.ErrNotOurs.
+func (in *Inbound) Route(ctx context.Context, rcpt string) (inmail.Route, error) {
 	if a, ok := mailto.Parse(rcpt); ok {
-		if r, err := in.store.RouteUnsubscribe(ctx, a, in.unsubKeys); !errors.Is(err, inbound.ErrNotOurs) {
+		if r, err := in.store.RouteUnsubscribe(ctx, a, in.unsubKeys); !errors.Is(err, inmail.ErrNotOurs) {
 			return r, err
 		}
 	}
 	if v, ok := reports.ParseVERP(rcpt); ok {
-		if r, err := in.store.RouteReturnPath(ctx, v, in.keys); !errors.Is(err, inbound.ErrNotOurs) {
+		if r, err := in.store.RouteReturnPath(ctx, v, in.keys); !errors.Is(err, inmail.ErrNotOurs) {
 			return r, err
 		}
 	}
 	// An address at a verified domain with receiving enabled is an
-	// inbound.RouteReceiving route of that domain's team (RouteReceiving).
+	// inmail.RouteReceiving route of that domain's team (RouteReceiving).
 	return in.store.RouteReceiving(ctx, rcpt)
 }
 
@@ -118,18 +118,18 @@ func (in *Inbound) Route(ctx context.Context, rcpt string) (inbound.Route, error
 // signed, verifying under one of keys, or unsigned for an email created
 // before return paths were signed (return_path_signing, migration
 // 00021). Any later email went out with per-recipient return paths, so a
-// per-email one for it is forged. Anything else is inbound.ErrNotOurs; a
+// per-email one for it is forged. Anything else is inmail.ErrNotOurs; a
 // database failure is another error.
-func (s *Store) RouteReturnPath(ctx context.Context, v reports.VERP, keys [][]byte) (inbound.Route, error) {
+func (s *Store) RouteReturnPath(ctx context.Context, v reports.VERP, keys [][]byte) (inmail.Route, error) {
 	verified := false
 	for _, k := range keys {
 		verified = verified || v.Verify(k) // an unsigned path never verifies
 	}
 	if v.PerRecipient && !verified {
-		return inbound.Route{}, inbound.ErrNotOurs // no database round trip for a forged code
+		return inmail.Route{}, inmail.ErrNotOurs // no database round trip for a forged code
 	}
 	var (
-		r         inbound.Route
+		r         inmail.Route
 		name      string
 		label     string
 		unsigned  bool // created before return paths were signed
@@ -147,15 +147,15 @@ func (s *Store) RouteReturnPath(ctx context.Context, v reports.VERP, keys [][]by
 		// Signed by us for an email no longer kept (or whose domain is
 		// gone): ours, and dropped unread.
 		if verified {
-			return inbound.Route{Kind: inbound.RouteDiscard}, nil
+			return inmail.Route{Kind: inmail.RouteDiscard}, nil
 		}
-		return inbound.Route{}, inbound.ErrNotOurs
+		return inmail.Route{}, inmail.ErrNotOurs
 	}
 	if err != nil {
-		return inbound.Route{}, fmt.Errorf("routing return path of %s: %w", v.EmailID, mapErr(err))
+		return inmail.Route{}, fmt.Errorf("routing return path of %s: %w", v.EmailID, mapErr(err))
 	}
 	if !strings.EqualFold(v.Host, label+"."+name) {
-		return inbound.Route{}, inbound.ErrNotOurs
+		return inmail.Route{}, inmail.ErrNotOurs
 	}
 	var ok bool
 	switch {
@@ -167,9 +167,9 @@ func (s *Store) RouteReturnPath(ctx context.Context, v reports.VERP, keys [][]by
 		ok = verified && perEmail
 	}
 	if !ok {
-		return inbound.Route{}, inbound.ErrNotOurs
+		return inmail.Route{}, inmail.ErrNotOurs
 	}
-	r.Kind, r.EmailID = inbound.RouteReturnPath, v.EmailID
+	r.Kind, r.EmailID = inmail.RouteReturnPath, v.EmailID
 	return r, nil
 }
 
@@ -177,18 +177,18 @@ func (s *Store) RouteReturnPath(ctx context.Context, v reports.VERP, keys [][]by
 // recipient of an email (mailto.Make): a's code must verify under one of
 // keys, the email must exist and have a recipient at a's index, and a's
 // host must be the return-path host of the email's domain
-// (<return_path>.<domain name>). Anything else is inbound.ErrNotOurs; a
+// (<return_path>.<domain name>). Anything else is inmail.ErrNotOurs; a
 // database failure is another error.
-func (s *Store) RouteUnsubscribe(ctx context.Context, a mailto.Address, keys [][]byte) (inbound.Route, error) {
+func (s *Store) RouteUnsubscribe(ctx context.Context, a mailto.Address, keys [][]byte) (inmail.Route, error) {
 	ok := false
 	for _, k := range keys {
 		ok = ok || a.Verify(k)
 	}
 	if !ok {
-		return inbound.Route{}, inbound.ErrNotOurs
+		return inmail.Route{}, inmail.ErrNotOurs
 	}
 	var (
-		r     inbound.Route
+		r     inmail.Route
 		name  string
 		label string
 		n     int
@@ -197,24 +197,24 @@ func (s *Store) RouteUnsubscribe(ctx context.Context, a mailto.Address, keys [][
 		FROM email e JOIN domain d ON d.id = e.domain_id AND d.team_id = e.team_id
 		WHERE e.id = @id`, pgx.NamedArgs{"id": a.EmailID}).Scan(&r.TeamID, &r.DomainID, &name, &label, &n)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return inbound.Route{}, inbound.ErrNotOurs
+		return inmail.Route{}, inmail.ErrNotOurs
 	}
 	if err != nil {
-		return inbound.Route{}, fmt.Errorf("routing unsubscribe address of %s: %w", a.EmailID, mapErr(err))
+		return inmail.Route{}, fmt.Errorf("routing unsubscribe address of %s: %w", a.EmailID, mapErr(err))
 	}
 	if !strings.EqualFold(a.Host, label+"."+name) || a.Index >= n {
-		return inbound.Route{}, inbound.ErrNotOurs
+		return inmail.Route{}, inmail.ErrNotOurs
 	}
-	r.Kind, r.EmailID = inbound.RouteUnsubscribe, a.EmailID
+	r.Kind, r.EmailID = inmail.RouteUnsubscribe, a.EmailID
 	return r, nil
 }
 
 // InboundRecipient is a recipient of an inbound message with its route.
 type InboundRecipient struct {
-	Address  string            `json:"address"`
-	Kind     inbound.RouteKind `json:"kind"`
-	DomainID uuid.UUID         `json:"domain_id"`
-	EmailID  *uuid.UUID        `json:"email_id,omitempty"`
+	Address  string           `json:"address"`
+	Kind     inmail.RouteKind `json:"kind"`
+	DomainID uuid.UUID        `json:"domain_id"`
+	EmailID  *uuid.UUID       `json:"email_id,omitempty"`
 }
 
 // InboundMessage is a message the inbound MX accepted, as one team sees
@@ -229,7 +229,7 @@ type InboundMessage struct {
 	ClientIP   *netip.Addr
 	Helo       string
 	TLS        bool
-	Auth       inbound.Results
+	Auth       inmail.Results
 	AuthHeader string
 	Raw        []byte
 	ReceivedAt time.Time
@@ -241,15 +241,15 @@ type InboundMessage struct {
 // Accept commits a received message: one inbound_message row per team its
 // recipients belong to, each with an outbox entry that starts its
 // workflow, in one transaction. nil means all of it is committed.
-// Recipients routed inbound.RouteDiscard are left out; a message for
+// Recipients routed inmail.RouteDiscard are left out; a message for
 // them only is accepted and dropped. The message is counted against the
 // inbound budget of each team it has a receiving recipient of
-// (countUsage), and refused with inbound.ErrOverBudget over it.
-func (in *Inbound) Accept(ctx context.Context, m inbound.Message) error {
+// (countUsage), and refused with inmail.ErrOverBudget over it.
+func (in *Inbound) Accept(ctx context.Context, m inmail.Message) error {
 	var teams []uuid.UUID
 	byTeam := map[uuid.UUID][]InboundRecipient{}
 	for _, r := range m.Recipients {
-		if r.Route.Kind == inbound.RouteDiscard {
+		if r.Route.Kind == inmail.RouteDiscard {
 			continue
 		}
 		t := r.Route.TeamID
@@ -575,7 +575,7 @@ func (s *Store) MarkInboundProcessed(ctx context.Context, teamID, id uuid.UUID, 
 // sees: only a return path names the recipient a report may be about.
 func (s *Store) EmailByVERP(ctx context.Context, teamID uuid.UUID, v reports.VERP, keys [][]byte) (Email, error) {
 	r, err := s.RouteReturnPath(ctx, v, keys)
-	if errors.Is(err, inbound.ErrNotOurs) || (err == nil && r.TeamID != teamID) {
+	if errors.Is(err, inmail.ErrNotOurs) || (err == nil && r.TeamID != teamID) {
 		return Email{}, ErrNotFound
 	}
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 )
 
 // Receiving capabilities of a domain (Resend's capabilities.receiving).
@@ -26,26 +26,26 @@ const EventReceived = "email.received"
 // receiving enabled that is verified (its owner proved control of it
 // through DNS; an unverified domain of that name could be anyone's). When
 // several teams verified the same name, the one verified last wins: it
-// proved control most recently. Anything else is inbound.ErrNotOurs.
-func (s *Store) RouteReceiving(ctx context.Context, rcpt string) (inbound.Route, error) {
+// proved control most recently. Anything else is inmail.ErrNotOurs.
+func (s *Store) RouteReceiving(ctx context.Context, rcpt string) (inmail.Route, error) {
 	at := strings.LastIndexByte(rcpt, '@')
 	if at <= 0 || at == len(rcpt)-1 {
-		return inbound.Route{}, inbound.ErrNotOurs
+		return inmail.Route{}, inmail.ErrNotOurs
 	}
 	host := strings.TrimSuffix(strings.ToLower(rcpt[at+1:]), ".")
-	var r inbound.Route
+	var r inmail.Route
 	err := s.pool.QueryRow(ctx, `SELECT team_id, id FROM domain
 		WHERE name = @name AND receiving = @enabled AND deleted_at IS NULL AND status IN (@verified, @temp)
 		ORDER BY verified_at DESC NULLS LAST, id DESC LIMIT 1`,
 		pgx.NamedArgs{"name": host, "enabled": ReceivingEnabled, "verified": DomainVerified,
 			"temp": DomainTemporaryFailure}).Scan(&r.TeamID, &r.DomainID)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return inbound.Route{}, inbound.ErrNotOurs
+		return inmail.Route{}, inmail.ErrNotOurs
 	}
 	if err != nil {
-		return inbound.Route{}, fmt.Errorf("routing %s: %w", host, mapErr(err))
+		return inmail.Route{}, fmt.Errorf("routing %s: %w", host, mapErr(err))
 	}
-	r.Kind = inbound.RouteReceiving
+	r.Kind = inmail.RouteReceiving
 	return r, nil
 }
 
