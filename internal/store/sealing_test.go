@@ -16,6 +16,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/datakey"
 	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
@@ -182,8 +183,9 @@ func TestInboundAndReceivedContentIsSealedAtRest(t *testing.T) {
 	require.NoError(t, st.CreateDomain(ctx, d))
 	_, err := db.Exec(ctx, `UPDATE domain SET status = 'verified', receiving = 'enabled' WHERE id = $1`, d.ID)
 	require.NoError(t, err)
-	in := store.NewInbound(st, verpKey, nil)
-	r, err := in.Route(ctx, "support@recv.test")
+	in := store.NewInbound(st, nil)
+	rt := inroute.New(st, verpKey, nil)
+	r, err := rt.Route(ctx, "support@recv.test")
 	require.NoError(t, err)
 	raw := []byte("From: ann@example.org\r\nSubject: Hi\r\n\r\nraw-marker-42\r\n")
 	require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "ann@example.org",
