@@ -23,9 +23,10 @@ import (
 	"github.com/posthaste/posthaste/internal/storetest"
 )
 
-// sealedStore returns a store that seals content with a fresh master key,
-// the same store without a sealer, and a direct connection for reading the
-// columns as stored.
+// sealedStore returns a store opened the way every process opens it, with
+// a fresh master key (Config.MasterKey), which seals content; a store of
+// the same database without a key; and a direct connection for reading
+// the columns as stored.
 func sealedStore(t *testing.T) (sealed, plain *store.Store, db *pgx.Conn) {
 	t.Helper()
 	ctx := context.Background()
@@ -39,7 +40,10 @@ func sealedStore(t *testing.T) (sealed, plain *store.Store, db *pgx.Conn) {
 	db, err = pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close(context.Background()) })
-	return plain.WithSealer(datakey.New(box, plain, datakey.Config{})), plain, db
+	sealed, err = store.Open(ctx, store.Config{URL: url, MasterKey: box})
+	require.NoError(t, err)
+	t.Cleanup(sealed.Close)
+	return sealed, plain, db
 }
 
 // rawBytes returns every bytea and text value of the rows query selects,
