@@ -29,7 +29,6 @@ func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return err
 	}
 	defer closeAll()
-	st = sealingStore(st, keys, logger)
 	reg, metrics := newRegistry()
 	in, err := newIntake(ctx, cfg, st, tc, metrics, logger)
 	if err != nil {
@@ -73,7 +72,6 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 		return err
 	}
 	defer closeAll()
-	st = sealingStore(st, keys, logger)
 	reg, metrics := newRegistry()
 	var want []string
 	if *poolList != "" {
@@ -127,13 +125,8 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 func connectExternal(ctx context.Context, cfg config.Config, logger *slog.Logger) (*store.Store, client.Client,
 	*seal.Box, *codec.Codec, func(), error) {
 	logger.Info("starting", cfg.LogAttrs()...)
-	st, err := openStore(ctx, cfg.DatabaseURL, logger)
+	st, keys, err := openSealedStore(ctx, cfg.Domains, cfg.DatabaseURL, "", false, logger)
 	if err != nil {
-		return nil, nil, nil, nil, nil, err
-	}
-	keys, err := masterKey(ctx, cfg.Domains, st, "")
-	if err != nil {
-		st.Close()
 		return nil, nil, nil, nil, nil, err
 	}
 	pc, err := payloadCodec(cfg.Codec, keys, st, logger)

@@ -9,7 +9,7 @@
 // Parse is pure: it holds no state, reads at most Limits.MaxBytes of its
 // input and never panics on malformed mail. Bounce turns a failed DSN
 // recipient into Resend's bounce object with the same classification as
-// synchronous SMTP failures (mta.ClassifyBounce). ParseVERP and
+// synchronous SMTP failures (bounce.Classify). ParseVERP and
 // RecipientReturnPath read and write the VERP return path
 // bounces+<code>@<host> that matches a report to the email and the
 // recipient it is about (SignedReturnPath: the per-email form of emails

@@ -80,7 +80,7 @@ func newSubjectFixture(t *testing.T, st *store.Store) subjectFixture {
 	// Mail received from the person at a receiving domain of team A.
 	d := newDomain(f.teamA, "shop.test")
 	require.NoError(t, st.CreateDomain(ctx, d))
-	in := store.NewInbound(st, nil, nil)
+	in := store.NewInbound(st, nil)
 	route := inbound.Route{Kind: inbound.RouteReceiving, TeamID: f.teamA, DomainID: d.ID}
 	require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: subjectAddr,
 		Recipients: []inbound.Recipient{{Address: "support@shop.test", Route: route}}, ReceivedAt: time.Now(),
