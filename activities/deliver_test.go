@@ -21,7 +21,6 @@ import (
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
-	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows"
@@ -102,7 +101,7 @@ func TestDeliverClassifiesBouncesAndSuppressesOnlyBadAddresses(t *testing.T) {
 func resendWindow(t *testing.T) (st, lost *store.Store, mx *smtptest.Server, client *mta.Client) {
 	t.Helper()
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
+	url := storetest.NewDatabase(t)
 	open := func() *store.Store {
 		st, err := store.Open(ctx, store.Config{URL: url})
 		require.NoError(t, err)
@@ -110,7 +109,6 @@ func resendWindow(t *testing.T) (st, lost *store.Store, mx *smtptest.Server, cli
 		return st
 	}
 	st = open()
-	require.NoError(t, st.Migrate(ctx))
 	lost = open()
 	mx, client = destMX(t, smtptest.Options{
 		Rcpt: func(rcpt string, n int) error {

@@ -37,8 +37,7 @@ func TestInboundUsageMigrationDown(t *testing.T) {
 // (which makes the budget exact). Usage sums the slots.
 func TestInboundUsageSlots(t *testing.T) {
 	ctx := context.Background()
-	st := openUnmigrated(t)
-	require.NoError(t, st.Migrate(ctx))
+	st := openMigrated(t)
 	free, capped := uuid.New(), uuid.New()
 	require.NoError(t, st.CreateTeam(ctx, Team{ID: free, Name: "free"}))
 	require.NoError(t, st.CreateTeam(ctx, Team{ID: capped, Name: "capped"}))

@@ -410,7 +410,7 @@ func TestQuotaTakesSpreadOverSlotsAndStayExact(t *testing.T) {
 	require.Eventually(t, func() bool {
 		var waiting bool
 		require.NoError(t, admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%quota_take%')`).Scan(&waiting))
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%quota_take%')`).Scan(&waiting))
 		return waiting
 	}, time.Minute, 10*time.Millisecond, "the acceptance waits for its slot")
 	for _, tx := range holders {

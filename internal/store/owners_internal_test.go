@@ -17,8 +17,7 @@ import (
 // refuses: the team keeps exactly one owner.
 func TestOwnersRemovingEachOtherKeepOne(t *testing.T) {
 	ctx := context.Background()
-	st := openUnmigrated(t)
-	require.NoError(t, st.Migrate(ctx))
+	st := openMigrated(t)
 	team, a, b := uuid.New(), uuid.New(), uuid.New()
 	require.NoError(t, st.CreateTeam(ctx, Team{ID: team, Name: "t"}))
 	for _, u := range []uuid.UUID{a, b} {
@@ -154,8 +153,7 @@ func TestAPIKeyCreatorMigration(t *testing.T) {
 // keys they created, and only theirs, in the same transaction.
 func TestAPIKeyCreatorRules(t *testing.T) {
 	ctx := context.Background()
-	st := openUnmigrated(t)
-	require.NoError(t, st.Migrate(ctx))
+	st := openMigrated(t)
 	team, other := uuid.New(), uuid.New()
 	owner, member, stranger := uuid.New(), uuid.New(), uuid.New()
 	require.NoError(t, st.CreateTeam(ctx, Team{ID: team, Name: "t"}))

@@ -18,7 +18,6 @@ import (
 	"github.com/posthaste/posthaste/internal/inbound"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
@@ -303,11 +302,10 @@ func BenchmarkAcceptSealing(b *testing.B) {
 	for _, size := range []int{600, 6000, 30000} {
 		for _, mode := range []string{"plain", "sealed"} {
 			b.Run(fmt.Sprintf("body=%dB/%s", size, mode), func(b *testing.B) {
-				url := pgtest.NewDatabase(b)
+				url := storetest.NewDatabase(b)
 				st, err := store.Open(ctx, store.Config{URL: url})
 				require.NoError(b, err)
 				defer st.Close()
-				require.NoError(b, st.Migrate(ctx))
 				if mode == "sealed" {
 					box, err := seal.New(bytes.Repeat([]byte{9}, seal.KeySize))
 					require.NoError(b, err)

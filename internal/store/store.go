@@ -7,11 +7,9 @@ package store
 import (
 	"context"
 	"database/sql"
-	"embed"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"strconv"
@@ -26,10 +24,9 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/database"
 	"github.com/pressly/goose/v3/lock"
-)
 
-//go:embed migrations/*.sql
-var migrations embed.FS
+	"github.com/posthaste/posthaste/internal/store/migrations"
+)
 
 var (
 	// ErrNotFound means the row does not exist or belongs to another team.
@@ -115,11 +112,7 @@ func migrator(db *sql.DB) (*goose.Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating migration lock: %w", err)
 	}
-	dir, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		return nil, fmt.Errorf("loading migrations: %w", err)
-	}
-	p, err := goose.NewProvider(database.DialectPostgres, db, dir, goose.WithSessionLocker(locker))
+	p, err := goose.NewProvider(database.DialectPostgres, db, migrations.FS, goose.WithSessionLocker(locker))
 	if err != nil {
 		return nil, fmt.Errorf("loading migrations: %w", err)
 	}
