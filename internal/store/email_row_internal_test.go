@@ -74,6 +74,7 @@ func migrateTo(t *testing.T, st *Store, version int64, down bool) {
 // (recipient rows and a stored first event) into the one-row form and
 // back, losing nothing either way.
 func TestEmailRowMigration(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := openUnmigrated(t)
 	migrateTo(t, st, 10, false)
@@ -176,6 +177,7 @@ func email(team uuid.UUID) Email {
 // TestEmailRecipientsNamedOnce checks that an email lists each recipient
 // address once, as the primary key of the former recipient table did.
 func TestEmailRecipientsNamedOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, team := migratedWithTeam(t)
 	twice := email(team)
@@ -194,6 +196,7 @@ func TestEmailRecipientsNamedOnce(t *testing.T) {
 // TestEmailTeamReference checks that email.team_id keeps the guarantees of
 // a foreign key with ON DELETE CASCADE.
 func TestEmailTeamReference(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, team := migratedWithTeam(t)
 	count := func(q string, args ...any) int {
@@ -284,6 +287,7 @@ func startBlocked(t *testing.T, st *Store, what string, f func() error) <-chan e
 // many statements (one round trip) as accepting one: no statement, and so
 // no round trip or per-statement overhead, per email.
 func TestAcceptanceIsSetBased(t *testing.T) {
+	t.Parallel()
 	team := uuid.Must(uuid.NewV7())
 	accept := func(n int, scheduled bool, claim bool) int {
 		a := Acceptance{}

@@ -14,6 +14,7 @@ import (
 
 // TestInboundUsageMigrationDown: migration 00039 goes down and up again.
 func TestInboundUsageMigrationDown(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := openUnmigrated(t)
 	migrateTo(t, st, 39, false)
@@ -36,6 +37,7 @@ func TestInboundUsageMigrationDown(t *testing.T) {
 // one count in its one row, so the second waits for the first to commit
 // (which makes the budget exact). Usage sums the slots.
 func TestInboundUsageSlots(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := openMigrated(t)
 	free, capped := uuid.New(), uuid.New()

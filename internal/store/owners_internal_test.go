@@ -16,6 +16,7 @@ import (
 // rows and, once the first commits, finds the other owner gone and
 // refuses: the team keeps exactly one owner.
 func TestOwnersRemovingEachOtherKeepOne(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := openMigrated(t)
 	team, a, b := uuid.New(), uuid.New(), uuid.New()
@@ -71,6 +72,7 @@ func TestOwnersRemovingEachOtherKeepOne(t *testing.T) {
 // `posthaste admin` keys are the earliest owner's. A key of someone who
 // already left is revoked. Down drops the column.
 func TestAPIKeyCreatorMigration(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := openUnmigrated(t)
 	migrateTo(t, st, 40, false)
@@ -152,6 +154,7 @@ func TestAPIKeyCreatorMigration(t *testing.T) {
 // creator, any other key a member; removing a member revokes the live
 // keys they created, and only theirs, in the same transaction.
 func TestAPIKeyCreatorRules(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := openMigrated(t)
 	team, other := uuid.New(), uuid.New()

@@ -67,6 +67,7 @@ func requireNoPlaintext(t *testing.T, vals [][]byte, marker string) {
 }
 
 func TestSentContentIsSealedAtRest(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, plain, db := sealedStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
@@ -154,6 +155,7 @@ func TestSentContentIsSealedAtRest(t *testing.T) {
 }
 
 func TestRowsWrittenUnsealedStayReadable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, plain, db := sealedStore(t)
 	team := newTeam(t, st)
@@ -174,6 +176,7 @@ func TestRowsWrittenUnsealedStayReadable(t *testing.T) {
 }
 
 func TestInboundAndReceivedContentIsSealedAtRest(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, _, db := sealedStore(t)
 	team := newTeam(t, st)
@@ -257,6 +260,7 @@ func (c *countingKeys) DataKey(ctx context.Context, id uuid.UUID) (datakey.Recor
 // TestSealingAddsNoQueryPerEmail: a team's first acceptance looks its data
 // key up (and makes it); later acceptances and reads use the cached key.
 func TestSealingAddsNoQueryPerEmail(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, plain, _ := sealedStore(t)
 	box, err := seal.New(bytes.Repeat([]byte{3}, seal.KeySize))
