@@ -3,7 +3,6 @@ package pgtest_test
 import (
 	"context"
 	"os"
-	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -57,39 +56,4 @@ func TestNewDatabaseDroppedAfterTest(t *testing.T) {
 	defer conn.Close(ctx)
 	_, err := pgx.Connect(ctx, inner)
 	require.ErrorContains(t, err, "does not exist")
-}
-
-// TestNewDatabaseFrom: each copy has what Prepare made, is a database of
-// its own, and Prepare runs once per Key, not once per copy.
-func TestNewDatabaseFrom(t *testing.T) {
-	ctx := context.Background()
-	var prepared atomic.Int32
-	tmpl := pgtest.Template{Key: t.Name() + " v1", Prepare: func(ctx context.Context, url string) error {
-		prepared.Add(1)
-		c, err := pgx.Connect(ctx, url)
-		if err != nil {
-			return err
-		}
-		defer c.Close(ctx)
-		_, err = c.Exec(ctx, "CREATE TABLE greeting (text text); INSERT INTO greeting VALUES ('hello')")
-		return err
-	}}
-	connect := func(url string) *pgx.Conn {
-		c, err := pgx.Connect(ctx, url)
-		require.NoError(t, err)
-		t.Cleanup(func() { c.Close(ctx) })
-		return c
-	}
-	a, b := connect(pgtest.NewDatabaseFrom(t, tmpl)), connect(pgtest.NewDatabaseFrom(t, tmpl))
-	_, err := a.Exec(ctx, "UPDATE greeting SET text = 'changed'")
-	require.NoError(t, err)
-	var text string
-	require.NoError(t, b.QueryRow(ctx, "SELECT text FROM greeting").Scan(&text))
-	require.Equal(t, "hello", text, "a copy is changed only by its own tests")
-	require.EqualValues(t, 1, prepared.Load())
-
-	changed := tmpl
-	changed.Key = t.Name() + " v2"
-	connect(pgtest.NewDatabaseFrom(t, changed))
-	require.EqualValues(t, 2, prepared.Load(), "another Key is another template")
 }
