@@ -175,6 +175,7 @@ func entities(t *testing.T, msg []byte) []entity {
 }
 
 func TestAcceptedEmailsBuildAndSign(t *testing.T) {
+	t.Parallel()
 	s := newSigner(t)
 	tests := []struct {
 		name  string
@@ -233,6 +234,7 @@ func TestAcceptedEmailsBuildAndSign(t *testing.T) {
 
 // What cannot be built is refused at accept time (422), naming the field.
 func TestUnbuildableEmailsAreRefused(t *testing.T) {
+	t.Parallel()
 	for name, tt := range map[string]struct {
 		extra string
 		kind  submit.Kind
@@ -256,6 +258,7 @@ func TestUnbuildableEmailsAreRefused(t *testing.T) {
 // The reported cases through the store and Prepare, signed with the
 // domain's sealed key.
 func TestPrepareSendsAcceptedForward(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	box := newBox(t)

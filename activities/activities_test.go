@@ -65,6 +65,7 @@ func run[I, O any](t *testing.T, fn any, in I) (O, error) {
 }
 
 func TestPrepareBuildsStoresAndGroups(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	acts := activities.New(activities.Config{Hostname: "mx.example"}, st, nil, nil, nil)
 	e := insertEmail(t, st, "delivered@posthaste.test", "complained+x@posthaste.test", "a@one.test", "b@one.test", "c@two.test")
@@ -106,6 +107,7 @@ func TestPrepareBuildsStoresAndGroups(t *testing.T) {
 }
 
 func TestPrepareSkipsCanceled(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	acts := activities.New(activities.Config{}, st, nil, nil, nil)
 	e := insertEmail(t, st, "delivered@posthaste.test")
@@ -116,6 +118,7 @@ func TestPrepareSkipsCanceled(t *testing.T) {
 }
 
 func TestDeliverRecordsOutcomesAndRetriesOnlyDeferred(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	dns := dnstest.NewServer(t)
 	mx := smtptest.NewServer(t, smtptest.Options{

@@ -23,6 +23,7 @@ import (
 // sending is paused for its account health pauses its broadcast with the
 // pause's reason, which goes on once an operator resumes the team.
 func TestHandOffBroadcastChunk(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	team := uuid.Must(uuid.NewV7())
@@ -109,6 +110,7 @@ func TestHandOffBroadcastChunk(t *testing.T) {
 // subject and HTML, the text part derived from the HTML), from the sandbox sender and from a
 // verified domain whose DMARC record its verification found missing.
 func TestBroadcastEmailInsights(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	team := uuid.Must(uuid.NewV7())

@@ -14,6 +14,7 @@ import (
 
 // classify is the one translator of errors to Temporal's retry classes.
 func TestClassify(t *testing.T) {
+	t.Parallel()
 	a := New(Config{}, nil, nil, nil, nil)
 	refused := &refusedError{"MX host mx.x.test resolves only to loopback, private, link-local or cloud metadata addresses, which the egress policy refuses"}
 	for _, tc := range []struct {

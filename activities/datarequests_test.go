@@ -45,6 +45,7 @@ func (f *fakeWaker) Wake(_ context.Context, ref store.EmailRef, at *time.Time) e
 // hands the address to the history eraser and completes without keeping
 // the address.
 func TestEraseDataRequest(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	box := mustBox(t)
@@ -125,6 +126,7 @@ func TestEraseDataRequest(t *testing.T) {
 // An email erased while it was being sent has its last events dropped
 // instead of retried for a day.
 func TestRecordEventsOfErasedEmail(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	acts := activities.New(activities.Config{}, st, nil, nil, nil)
 	_, err := run[activities.RecordEventsInput, struct{}](t, acts.RecordEvents, activities.RecordEventsInput{
@@ -138,6 +140,7 @@ func TestRecordEventsOfErasedEmail(t *testing.T) {
 // Prepare hands out only the other recipient. A second pass restarts
 // nothing more.
 func TestEraseDataRequestInFlight(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	box := mustBox(t)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestThrottleWait(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, tc := range []struct {
 		name    string
@@ -57,6 +58,7 @@ func newFakeBeats(h *heartbeats, clock *time.Time) *fakeBeats {
 }
 
 func TestHeartbeatsWithoutTimeoutSendTheOutcomeAtOnce(t *testing.T) {
+	t.Parallel()
 	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	h := newHeartbeats(t.Context(), 0, DeliverProgress{})
 	f := newFakeBeats(h, &clock)
@@ -69,6 +71,7 @@ func TestHeartbeatsWithoutTimeoutSendTheOutcomeAtOnce(t *testing.T) {
 }
 
 func TestHeartbeatsWaitOutTheThrottleAfterLiveness(t *testing.T) {
+	t.Parallel()
 	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	carried := DeliverProgress{Outcomes: []DeliverOutcome{{Rcpt: "early@x.test", Status: "bounced", Code: 550}}}
 	h := newHeartbeats(t.Context(), 20*time.Millisecond, carried)

@@ -21,7 +21,6 @@ import (
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
-	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows"
@@ -46,6 +45,7 @@ func destMX(t *testing.T, opts smtptest.Options) (*smtptest.Server, *mta.Client)
 var loopback = egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 
 func TestDeliverClassifiesBouncesAndSuppressesOnlyBadAddresses(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	_, client := destMX(t, smtptest.Options{
 		Rcpt: func(rcpt string, n int) error {
@@ -102,7 +102,7 @@ func TestDeliverClassifiesBouncesAndSuppressesOnlyBadAddresses(t *testing.T) {
 func resendWindow(t *testing.T) (st, lost *store.Store, mx *smtptest.Server, client *mta.Client) {
 	t.Helper()
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
+	url := storetest.NewDatabase(t)
 	open := func() *store.Store {
 		st, err := store.Open(ctx, store.Config{URL: url})
 		require.NoError(t, err)
@@ -110,7 +110,6 @@ func resendWindow(t *testing.T) (st, lost *store.Store, mx *smtptest.Server, cli
 		return st
 	}
 	st = open()
-	require.NoError(t, st.Migrate(ctx))
 	lost = open()
 	mx, client = destMX(t, smtptest.Options{
 		Rcpt: func(rcpt string, n int) error {
@@ -132,6 +131,7 @@ func resendWindow(t *testing.T) (st, lost *store.Store, mx *smtptest.Server, cli
 // and before the outcome is recorded; the retry, which carries the first
 // attempt's heartbeat details, records the outcomes without sending again.
 func TestDeliverRetryRecordsHeartbeatOutcomesInsteadOfResending(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, lost, mx, client := resendWindow(t)
 	rcpts := []string{"a@dest.test", "b@dest.test", "gone@dest.test"}
@@ -221,6 +221,7 @@ func sendEmailEnv(acts *activities.Activities, more map[string]any) *testsuite.T
 // workflow, the email's recipients end `failed` with the reason, at the
 // first attempt, and the MX hears nothing.
 func TestDeliverToPrivateMXFailsTheEmail(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	dns := dnstest.NewServer(t)
 	mx := smtptest.NewServer(t, smtptest.Options{})
@@ -269,6 +270,7 @@ func TestDeliverToPrivateMXFailsTheEmail(t *testing.T) {
 // answers, and the regular Deliver that takes over on the region's queue
 // records them without sending again.
 func TestDeliverLocalHandsUnrecordedAnswersToTheFallback(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, lost, mx, client := resendWindow(t)
 	rcpts := []string{"a@dest.test", "b@dest.test", "gone@dest.test"}
@@ -331,6 +333,7 @@ func TestDeliverLocalHandsUnrecordedAnswersToTheFallback(t *testing.T) {
 // workflow over from another) sends nothing and hands the group to the
 // regular Deliver. Without a Deliverer nothing is ever local.
 func TestDeliverLocalDeliversOnlyForServedRegions(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	mx, client := destMX(t, smtptest.Options{})
 	e := insertEmail(t, st, "a@dest.test")

@@ -16,6 +16,7 @@ import (
 // for no record, the p= value once one is published, and the last value
 // when a lookup fails.
 func TestCheckDomainKeepsDMARCPolicy(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	d, _ := insertDomain(t, st, newBox(t), "policy.test")

@@ -71,6 +71,7 @@ func domainEmail(t *testing.T, st *store.Store, d store.Domain, rcpts ...string)
 }
 
 func TestPrepareSignsAndSkipsSuppressed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	box := newBox(t)
@@ -120,6 +121,7 @@ func lower(ss []string) []string {
 }
 
 func TestPrepareWithoutKeyIsPermanent(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	d, _ := insertDomain(t, st, newBox(t), "shop.test")
 	e := domainEmail(t, st, d, "a@dest.test")
@@ -146,6 +148,7 @@ func TestPrepareWithoutKeyIsPermanent(t *testing.T) {
 }
 
 func TestCheckDomain(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	d, key := insertDomain(t, st, newBox(t), "shop.test")

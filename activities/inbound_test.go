@@ -83,6 +83,7 @@ func receiveAuth(t *testing.T, st *store.Store, key []byte, rp string, raw []byt
 }
 
 func TestProcessInboundBouncesAndComplaints(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	box := newBox(t)

@@ -7,6 +7,7 @@ import (
 )
 
 func TestWithoutAddresses(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ in, want string }{
 		{"451 4.7.1 <Bob@Example.test>: greylisted", "451 4.7.1 <recipient>: greylisted"},
 		{"452 too many recipients", "452 too many recipients"},
@@ -21,6 +22,7 @@ func TestWithoutAddresses(t *testing.T) {
 // TestPersonalDataDeclared: every value of the send path that carries
 // addresses declares all of them with its team.
 func TestPersonalDataDeclared(t *testing.T) {
+	t.Parallel()
 	team := uuid.New()
 	out := []DeliverOutcome{{Rcpt: "a@x.test"}}
 	checks := []struct {

@@ -33,6 +33,7 @@ func (s senders) Sender(pool string) (activities.Deliverer, bool) {
 // worker without that pool neither marks the group local nor delivers it
 // locally.
 func TestPrepareAndDeliverFromTheTeamsPool(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ln, err := net.Listen("tcp", "127.0.0.9:0")
 	require.NoError(t, err, "this test needs 127.0.0.9 on loopback")

@@ -46,6 +46,7 @@ func enableReceiving(t *testing.T, st *store.Store, d store.Domain) {
 }
 
 func TestRouteReceiving(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	box := newBox(t)
@@ -84,6 +85,7 @@ func TestRouteReceiving(t *testing.T) {
 }
 
 func TestProcessInboundReceiving(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	box := newBox(t)
@@ -181,6 +183,7 @@ func TestProcessInboundReceiving(t *testing.T) {
 // A message with raw 8-bit bytes and NULs, in no declared charset, is
 // stored all the same (PostgreSQL refuses invalid UTF-8 and NUL in text).
 func TestProcessInboundReceivingDirtyMessage(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	box := newBox(t)
 	d, _ := insertDomain(t, st, box, "shop.test")

@@ -93,6 +93,7 @@ func reasonOf(t *testing.T, st *store.Store, id uuid.UUID) (string, any) {
 }
 
 func TestReconcileRestartsThenFailsQueuedEmails(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	wf := &fakeWorkflows{running: map[wfRun]bool{}}
@@ -144,6 +145,7 @@ func TestReconcileRestartsThenFailsQueuedEmails(t *testing.T) {
 }
 
 func TestReconcileFailsEmailsPastTheDeliveryWindow(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	wf := &fakeWorkflows{running: map[wfRun]bool{}, broken: map[uuid.UUID]bool{}}
@@ -189,6 +191,7 @@ func TestReconcileFailsEmailsPastTheDeliveryWindow(t *testing.T) {
 }
 
 func TestReconcileBoundsItsWork(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	wf := &fakeWorkflows{running: map[wfRun]bool{}}
 	acts := activities.New(activities.Config{Workflows: wf}, st, nil, nil, nil)

@@ -112,6 +112,7 @@ func arfAbout(e store.Email, rp, rcpt string) []byte {
 // email. It changes nothing for the other; naming itself, it acts on
 // itself only.
 func TestReportsActOnlyOnTheRecipientOfTheirReturnPath(t *testing.T) {
+	t.Parallel()
 	r := newReportEnv(t)
 	e := r.delivered(t, time.Time{}, "attacker@dest.test", "victim@dest.test")
 	rp := rcptPath(t, r.key, e, 0, r.d)
@@ -138,6 +139,7 @@ func TestReportsActOnlyOnTheRecipientOfTheirReturnPath(t *testing.T) {
 // out with one return path per email: a report to it is still acted on,
 // but only when it names a single recipient of the email.
 func TestReportsToPerEmailReturnPathsBeforeTheCutover(t *testing.T) {
+	t.Parallel()
 	r := newReportEnv(t)
 	old := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	e := r.delivered(t, old, "a@dest.test", "b@dest.test", "c@dest.test")
@@ -165,6 +167,7 @@ func TestReportsToPerEmailReturnPathsBeforeTheCutover(t *testing.T) {
 // return path it quotes, never by the original's Message-ID alone, which
 // every recipient sees.
 func TestReportsAreNotMatchedByMessageID(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := newReportEnv(t)
 	enableReceiving(t, r.st, r.d)
@@ -189,6 +192,7 @@ func TestReportsAreNotMatchedByMessageID(t *testing.T) {
 // Complaints act only when a trusted feedback loop demonstrably sent
 // them (issue 33 point 6); any other is kept as received mail.
 func TestComplaintsNeedAnAuthenticatedFeedbackLoop(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := newReportEnv(t)
 	for name, auth := range map[string]inbound.Results{
@@ -230,6 +234,7 @@ func TestComplaintsNeedAnAuthenticatedFeedbackLoop(t *testing.T) {
 // Every recipient's copy goes in its own transaction from its own
 // return path, which names it.
 func TestDeliverSendsEachRecipientFromItsReturnPath(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	box := newBox(t)
 	d, _ := insertDomain(t, st, box, "shop.test")

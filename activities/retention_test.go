@@ -18,6 +18,7 @@ import (
 // the rest stay; old request log days are dropped and the coming week's
 // are created.
 func TestRetentionActivities(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	acts := activities.New(activities.Config{}, st, nil, nil, nil)
@@ -70,6 +71,7 @@ func TestRetentionActivities(t *testing.T) {
 // TestPurgeAuditKeepsTheChainVerifiable sweeps the whole audit log in
 // batches and checks that the chain still verifies, also after new entries.
 func TestPurgeAuditKeepsTheChainVerifiable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	acts := activities.New(activities.Config{}, st, nil, nil, nil)

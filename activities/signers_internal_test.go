@@ -18,6 +18,7 @@ func (s *countedSigner) Sign(io.Reader, []byte, crypto.SignerOpts) ([]byte, erro
 }
 
 func TestSignerCacheOpensEachKeyOnce(t *testing.T) {
+	t.Parallel()
 	c := newSignerCache()
 	d1, d2 := uuid.New(), uuid.New()
 	opens := 0
@@ -46,6 +47,7 @@ func TestSignerCacheOpensEachKeyOnce(t *testing.T) {
 }
 
 func TestSignerCacheKeepsNoFailure(t *testing.T) {
+	t.Parallel()
 	c := newSignerCache()
 	d := uuid.New()
 	boom := errors.New("no master key")
@@ -60,6 +62,7 @@ func TestSignerCacheKeepsNoFailure(t *testing.T) {
 }
 
 func TestSignerCacheIsBounded(t *testing.T) {
+	t.Parallel()
 	c := newSignerCache()
 	open := func() (crypto.Signer, error) { return &countedSigner{}, nil }
 	for range maxCachedSigners + 10 {

@@ -19,6 +19,7 @@ import (
 // must opt in to) to addresses that never opted in; they end `suppressed`
 // with a reason, like addresses of the suppression list.
 func TestPrepareSuppressesRecipientsOutsideTopic(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	box := newBox(t)

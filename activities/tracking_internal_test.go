@@ -11,6 +11,7 @@ import (
 )
 
 func TestTrackSubmitted(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("word ", 30)
 	raw := strings.ReplaceAll(`From: Shop <hello@shop.test>
 To: ann@rcpt.test

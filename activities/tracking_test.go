@@ -29,6 +29,7 @@ var trackedLink = regexp.MustCompile(`https://links\.shop\.test/([co])/([A-Za-z0
 // and delivered as stored before; the stored copy is never rewritten and
 // the unsubscribe links are not tracked.
 func TestDeliverTrackedEmail(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	box := newBox(t)

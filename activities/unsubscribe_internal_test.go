@@ -11,6 +11,7 @@ import (
 // one by one reach the liveness heartbeats before the final record, and
 // never write into the progress slice of the caller.
 func TestProgressFeedsLivenessHeartbeats(t *testing.T) {
+	t.Parallel()
 	start := DeliverProgress{Outcomes: make([]DeliverOutcome, 1, 4)}
 	start.Outcomes[0] = DeliverOutcome{Rcpt: "earlier@x.test", Status: "delivered"}
 	h := &heartbeats{prog: start}
@@ -23,6 +24,7 @@ func TestProgressFeedsLivenessHeartbeats(t *testing.T) {
 }
 
 func TestMessageDate(t *testing.T) {
+	t.Parallel()
 	at, err := messageDate([]byte("From: a@b.test\r\nDate: Tue, 24 Nov 2026 10:00:00 +0100\r\n\r\nbody"))
 	require.NoError(t, err)
 	require.True(t, at.Equal(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)))

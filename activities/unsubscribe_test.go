@@ -61,6 +61,7 @@ func header(t *testing.T, msg []byte) mail.Header {
 }
 
 func TestBuildForRecipient(t *testing.T) {
+	t.Parallel()
 	html := `<p>News</p><a href="{{{RESEND_UNSUBSCRIBE_URL}}}">Unsubscribe</a> <a href="{{{UNSUBSCRIBE_URL}}}">x</a>`
 	text := "News\nUnsubscribe: {{{RESEND_UNSUBSCRIBE_URL}}}"
 	topic := uuid.New()
@@ -124,6 +125,7 @@ func stripBoundaries(t *testing.T, msg []byte) string {
 // each in its own transaction over one connection; the stored copy shows
 // nobody's link.
 func TestDeliverTopicEmailPerRecipient(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	box := newBox(t)
@@ -218,6 +220,7 @@ func TestDeliverTopicEmailPerRecipient(t *testing.T) {
 // a real address is built per recipient too, unsigned like all sandbox
 // mail; sandbox addresses are simulated as before.
 func TestDeliverTopicEmailFromTheSandbox(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	e := insertEmail(t, st, "member@dest.test", "delivered@posthaste.test")
@@ -268,6 +271,7 @@ func (c *crashAfter) Deliver(ctx context.Context, domain string, env mta.Envelop
 // is recorded as it comes, so an attempt that dies after the first
 // recipient leaves it delivered and its retry sends only to the other.
 func TestDeliverTopicEmailRecordsEachRecipientAtOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	box := newBox(t)
@@ -315,6 +319,7 @@ func TestDeliverTopicEmailRecordsEachRecipientAtOnce(t *testing.T) {
 // POST does; again changes nothing; an email without a topic unsubscribes
 // from everything.
 func TestProcessInboundMailtoUnsubscribe(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	box := newBox(t)

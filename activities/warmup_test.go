@@ -37,6 +37,7 @@ func (c *clock) set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
 // either spill to the shared pool (=spill) or leave the next UTC day. The
 // delivered events name the address each recipient left from.
 func TestWarmupLimitsThePoolsAddresses(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	dns := dnstest.NewServer(t)

@@ -132,6 +132,7 @@ func (e *webhookEnv) record(t *testing.T, types ...string) {
 }
 
 func TestWebhookRetriesThenSucceedsInOrder(t *testing.T) {
+	t.Parallel()
 	r := newReceiver(t, 500, 502, 503, 200)
 	env := newWebhookEnv(t, r.srv.URL, time.Hour)
 	ctx := context.Background()
@@ -184,6 +185,7 @@ func TestWebhookRetriesThenSucceedsInOrder(t *testing.T) {
 }
 
 func TestWebhookGivesUpAfterTheLastRetry(t *testing.T) {
+	t.Parallel()
 	r := newReceiver(t, 500)
 	env := newWebhookEnv(t, r.srv.URL, time.Hour)
 	env.record(t, store.EventSent)
@@ -199,6 +201,7 @@ func TestWebhookGivesUpAfterTheLastRetry(t *testing.T) {
 }
 
 func TestWebhookGoneDisablesTheEndpoint(t *testing.T) {
+	t.Parallel()
 	r := newReceiver(t, 410)
 	env := newWebhookEnv(t, r.srv.URL, time.Hour)
 	env.record(t, store.EventSent, store.EventDelivered)
@@ -223,6 +226,7 @@ func TestWebhookGoneDisablesTheEndpoint(t *testing.T) {
 }
 
 func TestWebhookFailingTooLongIsDisabledAndOwnersAreTold(t *testing.T) {
+	t.Parallel()
 	r := newReceiver(t, 500)
 	env := newWebhookEnv(t, r.srv.URL, 120*time.Millisecond)
 	env.record(t, store.EventSent)
@@ -237,6 +241,7 @@ func TestWebhookFailingTooLongIsDisabledAndOwnersAreTold(t *testing.T) {
 }
 
 func TestWebhookRefusedDestinationIsLoggedAsAnAttempt(t *testing.T) {
+	t.Parallel()
 	env := newWebhookEnv(t, "https://169.254.169.254/hook", time.Hour)
 	guarded := activities.New(activities.Config{Keys: mustBox(t), Now: env.clock.Now, Webhooks: activities.WebhookConfig{
 		Client:   webhook.NewClient(egress.New(egress.Config{}), webhook.ClientConfig{Timeout: time.Second, Now: env.clock.Now}),
@@ -264,6 +269,7 @@ func mustBox(t *testing.T) *seal.Box {
 }
 
 func TestWebhookHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if calls.Add(1) == 1 {
@@ -287,6 +293,7 @@ func TestWebhookHonoursRetryAfter(t *testing.T) {
 }
 
 func TestWebhookTimesOutAHangingEndpoint(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -324,6 +331,7 @@ func TestWebhookTimesOutAHangingEndpoint(t *testing.T) {
 // A scheduled email reports email.scheduled in the transaction that
 // accepts it.
 func TestScheduledEmailQueuesItsWebhook(t *testing.T) {
+	t.Parallel()
 	env := newWebhookEnv(t, "https://hooks.example/", time.Hour)
 	ctx := context.Background()
 	require.NoError(t, env.st.UpdateWebhook(ctx, env.hook.TeamID, env.hook.ID,

@@ -17,6 +17,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -26,10 +27,9 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 // accept more emails per second than single sends.
 func TestBatchBench(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{URL: pgtest.NewDatabase(t), MaxConns: 16})
+	st, err := store.Open(ctx, store.Config{URL: storetest.NewDatabase(t), MaxConns: 16})
 	require.NoError(t, err)
 	defer st.Close()
-	require.NoError(t, st.Migrate(ctx))
 	h, err := api.New(api.Config{Store: st, Auth: auth.NewAuthenticator(st, time.Second),
 		Submit: submit.New(submit.Config{Store: st})})
 	require.NoError(t, err)

@@ -18,9 +18,9 @@ import (
 	"github.com/posthaste/posthaste/client"
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/auth"
-	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -30,10 +30,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 func newAPI(t *testing.T) *client.Client {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{URL: pgtest.NewDatabase(t)})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	require.NoError(t, st.Migrate(ctx))
+	st := storetest.New(t)
 	h, err := api.New(api.Config{
 		Store:  st,
 		Auth:   auth.NewAuthenticator(st, time.Second),

@@ -37,6 +37,7 @@ func keyEntry(team uuid.UUID, n int) audit.Entry {
 }
 
 func TestAuditConcurrentAppendsStayLinear(t *testing.T) {
+	t.Parallel()
 	st, _ := auditDB(t)
 	ctx := context.Background()
 	team := uuid.Must(uuid.NewV7())
@@ -65,6 +66,7 @@ func TestAuditConcurrentAppendsStayLinear(t *testing.T) {
 }
 
 func TestAuditTamperIsDetected(t *testing.T) {
+	t.Parallel()
 	st, conn := auditDB(t)
 	ctx := context.Background()
 	team := uuid.Must(uuid.NewV7())
@@ -103,6 +105,7 @@ func TestAuditTamperIsDetected(t *testing.T) {
 }
 
 func TestAuditRetentionKeepsTheChainVerifiable(t *testing.T) {
+	t.Parallel()
 	st, conn := auditDB(t)
 	ctx := context.Background()
 	team := uuid.Must(uuid.NewV7())
@@ -145,6 +148,7 @@ func TestAuditRetentionKeepsTheChainVerifiable(t *testing.T) {
 }
 
 func TestListAuditFiltersAndIsolatesTeams(t *testing.T) {
+	t.Parallel()
 	st, _ := auditDB(t)
 	ctx := context.Background()
 	a, b := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())

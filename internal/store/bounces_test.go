@@ -12,6 +12,7 @@ import (
 )
 
 func TestBounceObjectInWebhooksAndBounces(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -79,6 +80,7 @@ func TestBounceObjectInWebhooksAndBounces(t *testing.T) {
 }
 
 func TestBounceOf(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		detail map[string]any

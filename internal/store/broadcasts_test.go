@@ -57,6 +57,7 @@ func chunk(b store.Broadcast, seq int, after *uuid.UUID, size int) store.Broadca
 }
 
 func TestBroadcastChunksHandEachContactOverOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -147,6 +148,7 @@ func TestBroadcastChunksHandEachContactOverOnce(t *testing.T) {
 // A topic's opt-outs are skipped; with an opt-in topic, contacts that
 // never opted in are too.
 func TestBroadcastChunksHonourTopics(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -184,6 +186,7 @@ func TestBroadcastChunksHonourTopics(t *testing.T) {
 // A chunk is cut to the quota left; with none left the broadcast pauses
 // with the reason, and a cancel stops every later chunk.
 func TestBroadcastChunksPauseAtTheQuotaAndStopWhenCanceled(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -237,6 +240,7 @@ func TestBroadcastChunksPauseAtTheQuotaAndStopWhenCanceled(t *testing.T) {
 }
 
 func TestBroadcastStatusRules(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -276,6 +280,7 @@ func TestBroadcastStatusRules(t *testing.T) {
 // The pace is shared by a team's broadcasts: reservations follow each
 // other at the rate.
 func TestBroadcastPaceIsSharedPerTeam(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team, other := newTeam(t, st), newTeam(t, st)

@@ -16,6 +16,7 @@ func newContact(team uuid.UUID, email string) store.Contact {
 }
 
 func TestContactsUniqueByNormalisedAddressAndIsolated(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
@@ -58,6 +59,7 @@ func TestContactsUniqueByNormalisedAddressAndIsolated(t *testing.T) {
 }
 
 func TestContactSearchTakesPatternCharactersLiterally(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -75,6 +77,7 @@ func TestContactSearchTakesPatternCharactersLiterally(t *testing.T) {
 }
 
 func TestTopicBlocked(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team, other := newTeam(t, st), newTeam(t, st)
@@ -111,6 +114,7 @@ func TestTopicBlocked(t *testing.T) {
 }
 
 func TestDeletingAPropertyRemovesItsValues(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)

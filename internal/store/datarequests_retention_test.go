@@ -17,6 +17,7 @@ import (
 // downloaded; the retention sweep makes it forget the address once the
 // archive expired, and keeps its counts.
 func TestPurgeExpiredForgetsExportAddress(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
 	team := newTeam(t, st)

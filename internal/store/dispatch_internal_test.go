@@ -39,6 +39,7 @@ func refs(items []OutboxItem) []uuid.UUID {
 }
 
 func TestDrainOutboxBacksOffPerEntry(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, team := migratedWithTeam(t)
 	failing, started, untouched := email(team), email(team), email(team)
@@ -103,6 +104,7 @@ func TestDrainOutboxBacksOffPerEntry(t *testing.T) {
 }
 
 func TestFailOutboxWork(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, team := migratedWithTeam(t)
 	batch := uuid.Must(uuid.NewV7())
@@ -145,6 +147,7 @@ func TestFailOutboxWork(t *testing.T) {
 }
 
 func TestStalledEmails(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, team := migratedWithTeam(t)
 	now := time.Now()
@@ -243,6 +246,7 @@ func TestStalledEmails(t *testing.T) {
 // planner would not pick them on a table this small, so sequential scans
 // are turned off).
 func TestDispatchQueriesUseTheirIndexes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, _ := migratedWithTeam(t)
 	tx, err := st.pool.Begin(ctx)

@@ -17,6 +17,7 @@ func newDomain(team uuid.UUID, name string) store.Domain {
 }
 
 func TestDomainLifecycleAndTeamIsolation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
@@ -79,6 +80,7 @@ func TestDomainLifecycleAndTeamIsolation(t *testing.T) {
 }
 
 func TestSuppressionsAndTeamIsolation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)

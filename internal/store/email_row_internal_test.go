@@ -12,13 +12,45 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/store/migrations"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 )
 
 // openUnmigrated returns a store on a new, empty database.
 func openUnmigrated(t *testing.T) *Store {
 	t.Helper()
-	st, err := Open(context.Background(), Config{URL: pgtest.NewDatabase(t)})
+	return openURL(t, pgtest.NewDatabase(t))
+}
+
+// openMigrated returns a store on a new database with every migration
+// applied: a copy of the template that storetest's databases copy too
+// (same Key), migrated once per test binary.
+func openMigrated(t *testing.T) *Store {
+	t.Helper()
+	return openURL(t, pgtest.NewDatabaseFrom(t, migratedTemplate))
+}
+
+var migratedTemplate = pgtest.Template{
+	Key: "store migrations " + func() string {
+		d, err := pgtest.Digest(migrations.FS)
+		if err != nil {
+			panic(err) // the files are embedded: reading them cannot fail
+		}
+		return d
+	}(),
+	Prepare: func(ctx context.Context, url string) error {
+		st, err := Open(ctx, Config{URL: url})
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		return st.Migrate(ctx)
+	},
+}
+
+func openURL(t *testing.T, url string) *Store {
+	t.Helper()
+	st, err := Open(context.Background(), Config{URL: url})
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	return st
@@ -42,6 +74,7 @@ func migrateTo(t *testing.T, st *Store, version int64, down bool) {
 // (recipient rows and a stored first event) into the one-row form and
 // back, losing nothing either way.
 func TestEmailRowMigration(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := openUnmigrated(t)
 	migrateTo(t, st, 10, false)
@@ -127,8 +160,7 @@ func TestEmailRowMigration(t *testing.T) {
 // migratedWithTeam returns a store on a new, migrated database with one team.
 func migratedWithTeam(t *testing.T) (*Store, uuid.UUID) {
 	t.Helper()
-	st := openUnmigrated(t)
-	require.NoError(t, st.Migrate(context.Background()))
+	st := openMigrated(t)
 	team := uuid.Must(uuid.NewV7())
 	require.NoError(t, st.CreateTeam(context.Background(), Team{ID: team, Name: "t"}))
 	return st, team
@@ -145,6 +177,7 @@ func email(team uuid.UUID) Email {
 // TestEmailRecipientsNamedOnce checks that an email lists each recipient
 // address once, as the primary key of the former recipient table did.
 func TestEmailRecipientsNamedOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, team := migratedWithTeam(t)
 	twice := email(team)
@@ -163,6 +196,7 @@ func TestEmailRecipientsNamedOnce(t *testing.T) {
 // TestEmailTeamReference checks that email.team_id keeps the guarantees of
 // a foreign key with ON DELETE CASCADE.
 func TestEmailTeamReference(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, team := migratedWithTeam(t)
 	count := func(q string, args ...any) int {
@@ -253,6 +287,7 @@ func startBlocked(t *testing.T, st *Store, what string, f func() error) <-chan e
 // many statements (one round trip) as accepting one: no statement, and so
 // no round trip or per-statement overhead, per email.
 func TestAcceptanceIsSetBased(t *testing.T) {
+	t.Parallel()
 	team := uuid.Must(uuid.NewV7())
 	accept := func(n int, scheduled bool, claim bool) int {
 		a := Acceptance{}

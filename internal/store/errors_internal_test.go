@@ -16,6 +16,7 @@ import (
 // mapErr is the store's one translation of driver errors; the API answers
 // ErrUnavailable with 503 (safe to retry) and anything unknown with 500.
 func TestMapErr(t *testing.T) {
+	t.Parallel()
 	pg := func(code string) error { return fmt.Errorf("inserting emails: %w", &pgconn.PgError{Code: code}) }
 	for _, tc := range []struct {
 		name string

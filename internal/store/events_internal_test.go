@@ -53,7 +53,7 @@ func (c *commitCutter) TraceQueryEnd(_ context.Context, _ *pgx.Conn, d pgx.Trace
 // all the same, and the next drain of the outbox claims that entry.
 func TestEventsCommitWithTheirChange(t *testing.T) {
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDatabase(t))
+	cfg, err := pgxpool.ParseConfig(pgtest.NewDatabaseFrom(t, migratedTemplate))
 	require.NoError(t, err)
 	cutter := &commitCutter{}
 	cfg.ConnConfig.Tracer = cutter
@@ -61,7 +61,6 @@ func TestEventsCommitWithTheirChange(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	st := &Store{pool: pool, logger: slog.New(slog.DiscardHandler)}
-	require.NoError(t, st.Migrate(ctx))
 
 	team := uuid.New()
 	require.NoError(t, st.CreateTeam(ctx, Team{ID: team, Name: "t"}))
@@ -166,16 +165,13 @@ func TestEventsCommitWithTheirChange(t *testing.T) {
 // event's transaction held it.
 func TestEventForAWaitingEndpointStillNotifies(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	st, err := Open(ctx, Config{URL: url})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	require.NoError(t, st.Migrate(ctx))
+	url := pgtest.NewDatabaseFrom(t, migratedTemplate)
+	st := openURL(t, url)
 	team, hook := uuid.New(), uuid.New()
 	require.NoError(t, st.CreateTeam(ctx, Team{ID: team, Name: "t"}))
 	require.NoError(t, st.CreateWebhook(ctx, Webhook{ID: hook, TeamID: team, Endpoint: "https://hooks.test/x",
 		Events: []string{"topic.created"}, Status: WebhookEnabled, Secret: []byte("sealed")}))
-	_, err = st.pool.Exec(ctx, `INSERT INTO outbox (kind, team_id, ref) VALUES (@kind, @team, @ref)`,
+	_, err := st.pool.Exec(ctx, `INSERT INTO outbox (kind, team_id, ref) VALUES (@kind, @team, @ref)`,
 		pgx.NamedArgs{"kind": OutboxWebhook, "team": team, "ref": hook})
 	require.NoError(t, err)
 

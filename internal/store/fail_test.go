@@ -15,6 +15,7 @@ import (
 // FailEmail ends only the recipients without an outcome, once, with the
 // reason in the event and in the email.failed webhook.
 func TestFailEmail(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)

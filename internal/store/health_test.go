@@ -40,6 +40,7 @@ func sendOutcomes(t *testing.T, st *store.Store, team uuid.UUID, at time.Time, s
 // created within the window; a crossing warns once and, with pause,
 // pauses the team until an operator resumes it (issue 19, point 5).
 func TestEvaluateHealth(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	now := time.Now().UTC().Truncate(time.Microsecond)
@@ -148,6 +149,7 @@ func TestEvaluateHealth(t *testing.T) {
 // until marked sent; marking again, or an unknown notice, is harmless;
 // retention drops them 30 days after their crossing, sent or not.
 func TestHealthNoticePending(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	now := time.Now().UTC().Truncate(time.Microsecond)

@@ -15,6 +15,7 @@ import (
 // lease it was claimed with, an unrenewed one is taken over, and a holder
 // that lost its key can neither renew nor complete it.
 func TestIdempotencyClaimRenewal(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)

@@ -73,6 +73,7 @@ func bigMessage(size int) []byte {
 // memory, as one sealed value), and reads back whole for each team; no
 // chunk holds plaintext.
 func TestInboundStoredInChunks(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, _, db := keyedStore(t)
 	teamA, ra := receivingRoute(t, st, db, "a.recv.test")
@@ -144,6 +145,7 @@ func TestInboundStoredInChunks(t *testing.T) {
 // TestInboundOldFormatRows: rows written before chunks (the message in
 // raw, sealed whole or not sealed) still read.
 func TestInboundOldFormatRows(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, kr, db := keyedStore(t)
 	team, _ := receivingRoute(t, st, db, "old.recv.test")
@@ -250,6 +252,7 @@ func (s *stallingSpool) ReadAt(p []byte, _ int64) (int, error) {
 // next waits (and gives up with its context), and the pool still serves
 // everyone else.
 func TestInboundAcceptsBounded(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, url := storetest.NewWithURL(t)
 	// A pool larger than the bound, as the processes' (32).

@@ -31,6 +31,7 @@ func domainEmail(t *testing.T, st *store.Store, team uuid.UUID, name string, cre
 }
 
 func TestInboundRouteReturnPath(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -104,6 +105,7 @@ func TestInboundRouteReturnPath(t *testing.T) {
 }
 
 func TestInboundAcceptSplitsPerTeam(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
@@ -193,6 +195,7 @@ func TestInboundAcceptSplitsPerTeam(t *testing.T) {
 }
 
 func TestBouncedAfterDeliveredIsTheOnlyLateOutcome(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)

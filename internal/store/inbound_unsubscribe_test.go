@@ -21,6 +21,7 @@ var mailtoKey = []byte("mailto key, 32 bytes long.......")
 // letter case; a forged code, another host, an unknown email or a
 // recipient index out of range is not ours.
 func TestInboundRouteUnsubscribe(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)

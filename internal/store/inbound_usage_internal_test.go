@@ -14,6 +14,7 @@ import (
 
 // TestInboundUsageMigrationDown: migration 00039 goes down and up again.
 func TestInboundUsageMigrationDown(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := openUnmigrated(t)
 	migrateTo(t, st, 39, false)
@@ -36,9 +37,9 @@ func TestInboundUsageMigrationDown(t *testing.T) {
 // one count in its one row, so the second waits for the first to commit
 // (which makes the budget exact). Usage sums the slots.
 func TestInboundUsageSlots(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	st := openUnmigrated(t)
-	require.NoError(t, st.Migrate(ctx))
+	st := openMigrated(t)
 	free, capped := uuid.New(), uuid.New()
 	require.NoError(t, st.CreateTeam(ctx, Team{ID: free, Name: "free"}))
 	require.NoError(t, st.CreateTeam(ctx, Team{ID: capped, Name: "capped"}))

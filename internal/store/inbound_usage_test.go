@@ -36,6 +36,7 @@ func receivedMessage(d store.Domain, at time.Time, body string) inbound.Message 
 }
 
 func TestInboundUsageCountsReceivedMail(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
@@ -87,6 +88,7 @@ func TestInboundUsageCountsReceivedMail(t *testing.T) {
 }
 
 func TestInboundAcceptRefusesOverBudget(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
@@ -145,6 +147,7 @@ func TestInboundAcceptRefusesOverBudget(t *testing.T) {
 // that team is refused at RCPT with a 4xx, while another team still
 // receives.
 func TestInboundBudgetAtTheMX(t *testing.T) {
+	t.Parallel()
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
 	receivingDomain(t, st, teamA, "a.test")
@@ -202,6 +205,7 @@ func TestInboundBudgetAtTheMX(t *testing.T) {
 // accepted at once: each is counted for both teams, and none fails on a
 // deadlock of the teams' day counters.
 func TestInboundUsageOfTwoTeamsAtOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)

@@ -26,6 +26,7 @@ func newUser(t *testing.T, st *store.Store, email string) uuid.UUID {
 }
 
 func TestInvitations(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
@@ -107,6 +108,7 @@ func TestInvitations(t *testing.T) {
 }
 
 func TestSetSessionTeam(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
@@ -124,6 +126,7 @@ func TestSetSessionTeam(t *testing.T) {
 }
 
 func TestPasswordReset(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -170,6 +173,7 @@ func TestPasswordReset(t *testing.T) {
 }
 
 func TestSystemTeamExists(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	_, err := st.InsertEmail(ctx, newEmail(store.SystemTeamID, "delivered@posthaste.test"))
@@ -183,6 +187,7 @@ func TestSystemTeamExists(t *testing.T) {
 // deletes dashboard sessions and password-reset links that expired, and
 // invitations 30 days after they expired, and nothing that still works.
 func TestPurgeExpiredSweepsSessionsAndLinks(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -229,6 +234,7 @@ func TestPurgeExpiredSweepsSessionsAndLinks(t *testing.T) {
 // the inviting owner does not (issue 14, account pre-hijacking). Inviting
 // again makes the new link count as not emailed until it is.
 func TestInvitationsProveAddresses(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -291,6 +297,7 @@ func TestInvitationsProveAddresses(t *testing.T) {
 // proves the address. When the address was unproven, whoever set up the
 // account may not own it: the second factor they may have set goes too.
 func TestPasswordResetProvesTheAddress(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	now := time.Now()

@@ -28,6 +28,7 @@ func poolView(pools []store.IPPool) map[string][]string {
 }
 
 func TestSyncIPPoolsUpsertsAndRetires(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	cfg := []store.IPPool{
@@ -73,6 +74,7 @@ func TestSyncIPPoolsUpsertsAndRetires(t *testing.T) {
 }
 
 func TestAddIPPoolRefusesAnotherPoolsAddress(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	p, err := st.AddIPPool(ctx, store.IPPool{Name: "acme", Addresses: []store.IPAddress{ipAddr("203.0.113.9", "mta9.example.com")}})
@@ -91,6 +93,7 @@ func TestAddIPPoolRefusesAnotherPoolsAddress(t *testing.T) {
 }
 
 func TestSendingIPPoolDomainThenTeamThenDefault(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	for _, name := range []string{"acme", "eu"} {

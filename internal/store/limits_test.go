@@ -18,6 +18,7 @@ import (
 )
 
 func TestQuotaTakeIsExactAndAtomicWithTheInsert(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -63,6 +64,7 @@ func TestQuotaTakeIsExactAndAtomicWithTheInsert(t *testing.T) {
 }
 
 func TestUseAPIKeyReturnsTheTeamRateLimit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -82,6 +84,7 @@ func TestUseAPIKeyReturnsTheTeamRateLimit(t *testing.T) {
 }
 
 func TestRequestLogPartitionsAndRetention(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -125,6 +128,7 @@ func TestRequestLogPartitionsAndRetention(t *testing.T) {
 }
 
 func TestPurgeEmailsOnlyThoseThatStoppedChanging(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -194,6 +198,7 @@ func TestPurgeEmailsOnlyThoseThatStoppedChanging(t *testing.T) {
 }
 
 func TestPurgeEmailsTakesFinishedWebhookMessages(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -221,6 +226,7 @@ func TestPurgeEmailsTakesFinishedWebhookMessages(t *testing.T) {
 }
 
 func TestSuppressedRecipientsDoNotCount(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -237,6 +243,7 @@ func TestSuppressedRecipientsDoNotCount(t *testing.T) {
 // even when creations race: the team's row is locked while they are
 // counted. Other teams are not affected, and deleting one makes room.
 func TestWebhookEndpointsPerTeamAreCapped(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team, other := newTeam(t, st), newTeam(t, st)
@@ -295,6 +302,7 @@ func TestWebhookEndpointsPerTeamAreCapped(t *testing.T) {
 // the last allowed endpoints waits for it, then sees them and is refused.
 // (Counting without the team's lock would see 17 and make a 21st.)
 func TestWebhookCapSerialisesCreations(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, url := storetest.NewWithURL(t)
 	team := newTeam(t, st)
@@ -355,6 +363,7 @@ func TestWebhookCapSerialisesCreations(t *testing.T) {
 // that can no longer prove it fits is retried exactly, and exact takes
 // wait for every take still uncommitted.
 func TestQuotaTakesSpreadOverSlotsAndStayExact(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, url := storetest.NewWithURL(t)
 	team := newTeam(t, st)
@@ -410,7 +419,7 @@ func TestQuotaTakesSpreadOverSlotsAndStayExact(t *testing.T) {
 	require.Eventually(t, func() bool {
 		var waiting bool
 		require.NoError(t, admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%quota_take%')`).Scan(&waiting))
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%quota_take%')`).Scan(&waiting))
 		return waiting
 	}, time.Minute, 10*time.Millisecond, "the acceptance waits for its slot")
 	for _, tx := range holders {

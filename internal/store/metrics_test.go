@@ -88,6 +88,7 @@ func newMetricsFixture(t *testing.T) metricsFixture {
 }
 
 func TestEmailMetricsCountsAndTeamIsolation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newMetricsFixture(t)
 	end := time.Now().Add(time.Minute)
@@ -123,6 +124,7 @@ func TestEmailMetricsCountsAndTeamIsolation(t *testing.T) {
 }
 
 func TestEmailMetricsBreakdowns(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newMetricsFixture(t)
 	end := f.base.Add(48 * time.Hour)
@@ -196,6 +198,7 @@ func TestEmailMetricsBreakdowns(t *testing.T) {
 }
 
 func TestMetricPeriods(t *testing.T) {
+	t.Parallel()
 	ny, err := time.LoadLocation("America/New_York")
 	require.NoError(t, err)
 	utc := func(s string) time.Time {

@@ -16,9 +16,9 @@ import (
 // rows and, once the first commits, finds the other owner gone and
 // refuses: the team keeps exactly one owner.
 func TestOwnersRemovingEachOtherKeepOne(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	st := openUnmigrated(t)
-	require.NoError(t, st.Migrate(ctx))
+	st := openMigrated(t)
 	team, a, b := uuid.New(), uuid.New(), uuid.New()
 	require.NoError(t, st.CreateTeam(ctx, Team{ID: team, Name: "t"}))
 	for _, u := range []uuid.UUID{a, b} {
@@ -72,6 +72,7 @@ func TestOwnersRemovingEachOtherKeepOne(t *testing.T) {
 // `posthaste admin` keys are the earliest owner's. A key of someone who
 // already left is revoked. Down drops the column.
 func TestAPIKeyCreatorMigration(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := openUnmigrated(t)
 	migrateTo(t, st, 40, false)
@@ -153,9 +154,9 @@ func TestAPIKeyCreatorMigration(t *testing.T) {
 // creator, any other key a member; removing a member revokes the live
 // keys they created, and only theirs, in the same transaction.
 func TestAPIKeyCreatorRules(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	st := openUnmigrated(t)
-	require.NoError(t, st.Migrate(ctx))
+	st := openMigrated(t)
 	team, other := uuid.New(), uuid.New()
 	owner, member, stranger := uuid.New(), uuid.New(), uuid.New()
 	require.NoError(t, st.CreateTeam(ctx, Team{ID: team, Name: "t"}))

@@ -11,6 +11,7 @@ import (
 // TestQuotaSlotsMigration: usage counted before migration 00038 is slot 0
 // of the new form, and going back sums the slots into one row.
 func TestQuotaSlotsMigration(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := openUnmigrated(t)
 	migrateTo(t, st, 37, false)

@@ -12,6 +12,7 @@ import (
 // paths became per recipient (the cutover inroute.Router.ReturnPath compares
 // emails' creation with), and its Down removes the record.
 func TestRecipientReturnPathMigration(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := openUnmigrated(t)
 	migrateTo(t, st, 38, false)

@@ -23,6 +23,7 @@ func scheduledEmail(team uuid.UUID, at time.Time) store.Email {
 }
 
 func TestIdempotencyClaimCompleteReplayAndRelease(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -90,6 +91,7 @@ func TestIdempotencyClaimCompleteReplayAndRelease(t *testing.T) {
 }
 
 func TestClaimForSendingRespectsScheduleAndCancel(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -176,6 +178,7 @@ func TestClaimForSendingRespectsScheduleAndCancel(t *testing.T) {
 // TestClaimRacesCancel runs the sender's claim against a cancel at the
 // same moment, many times: exactly one of them wins each time.
 func TestClaimRacesCancel(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -209,6 +212,7 @@ func TestClaimRacesCancel(t *testing.T) {
 }
 
 func TestBatchAcceptance(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)

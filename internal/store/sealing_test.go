@@ -19,7 +19,6 @@ import (
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
@@ -73,6 +72,7 @@ func requireNoPlaintext(t *testing.T, vals [][]byte, marker string) {
 }
 
 func TestSentContentIsSealedAtRest(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, plain, db := sealedStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
@@ -160,6 +160,7 @@ func TestSentContentIsSealedAtRest(t *testing.T) {
 }
 
 func TestRowsWrittenUnsealedStayReadable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, plain, db := sealedStore(t)
 	team := newTeam(t, st)
@@ -180,6 +181,7 @@ func TestRowsWrittenUnsealedStayReadable(t *testing.T) {
 }
 
 func TestInboundAndReceivedContentIsSealedAtRest(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, _, db := sealedStore(t)
 	team := newTeam(t, st)
@@ -264,6 +266,7 @@ func (c *countingKeys) DataKey(ctx context.Context, id uuid.UUID) (datakey.Recor
 // TestSealingAddsNoQueryPerEmail: a team's first acceptance looks its data
 // key up (and makes it); later acceptances and reads use the cached key.
 func TestSealingAddsNoQueryPerEmail(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, plain, _ := sealedStore(t)
 	box, err := seal.New(bytes.Repeat([]byte{3}, seal.KeySize))
@@ -309,11 +312,10 @@ func BenchmarkAcceptSealing(b *testing.B) {
 	for _, size := range []int{600, 6000, 30000} {
 		for _, mode := range []string{"plain", "sealed"} {
 			b.Run(fmt.Sprintf("body=%dB/%s", size, mode), func(b *testing.B) {
-				url := pgtest.NewDatabase(b)
+				url := storetest.NewDatabase(b)
 				st, err := store.Open(ctx, store.Config{URL: url})
 				require.NoError(b, err)
 				defer st.Close()
-				require.NoError(b, st.Migrate(ctx))
 				if mode == "sealed" {
 					box, err := seal.New(bytes.Repeat([]byte{9}, seal.KeySize))
 					require.NoError(b, err)

@@ -14,6 +14,7 @@ import (
 // session's last use only once it is a minute old, so a busy session costs
 // at most one write a minute.
 func TestUseSessionThrottlesLastUse(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -48,6 +49,7 @@ func TestUseSessionThrottlesLastUse(t *testing.T) {
 // timeout ends before its absolute lifetime, that use keeps it alive, and
 // that the absolute lifetime still applies.
 func TestUseSessionIdleTimeout(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -78,6 +80,7 @@ func TestUseSessionIdleTimeout(t *testing.T) {
 
 // TestRevokeUserSession checks that a user revokes only their own sessions.
 func TestRevokeUserSession(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)

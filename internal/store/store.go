@@ -7,11 +7,9 @@ package store
 import (
 	"context"
 	"database/sql"
-	"embed"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"strconv"
@@ -28,10 +26,9 @@ import (
 	"github.com/pressly/goose/v3/lock"
 
 	"github.com/posthaste/posthaste/internal/datakey"
-)
 
-//go:embed migrations/*.sql
-var migrations embed.FS
+	"github.com/posthaste/posthaste/internal/store/migrations"
+)
 
 var (
 	// ErrNotFound means the row does not exist or belongs to another team.
@@ -128,11 +125,7 @@ func migrator(db *sql.DB) (*goose.Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating migration lock: %w", err)
 	}
-	dir, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		return nil, fmt.Errorf("loading migrations: %w", err)
-	}
-	p, err := goose.NewProvider(database.DialectPostgres, db, dir, goose.WithSessionLocker(locker))
+	p, err := goose.NewProvider(database.DialectPostgres, db, migrations.FS, goose.WithSessionLocker(locker))
 	if err != nil {
 		return nil, fmt.Errorf("loading migrations: %w", err)
 	}

@@ -19,9 +19,17 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
 func newStore(t *testing.T) *store.Store {
 	t.Helper()
-	st := storetest.New(t)
+	return storetest.New(t)
+}
+
+// TestMigrateTwice: migrating a database that has every migration (as
+// storetest's copies of its template do) changes nothing and fails
+// nothing.
+func TestMigrateTwice(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
 	require.NoError(t, st.Migrate(context.Background()), "migrating twice is a no-op")
-	return st
+	newTeam(t, st)
 }
 
 func newTeam(t *testing.T, st *store.Store) uuid.UUID {
@@ -47,6 +55,7 @@ func newEmail(team uuid.UUID, rcpts ...string) store.Email {
 }
 
 func TestEmailLifecycleAndTeamIsolation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
@@ -111,6 +120,7 @@ func TestEmailLifecycleAndTeamIsolation(t *testing.T) {
 // TestAcceptStoresEveryFieldAsGiven reads back what a batch stored,
 // with values that need quoting in PostgreSQL's array and JSON syntax.
 func TestAcceptStoresEveryFieldAsGiven(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -176,6 +186,7 @@ func TestAcceptStoresEveryFieldAsGiven(t *testing.T) {
 }
 
 func TestListEmailsPagination(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team, other := newTeam(t, st), newTeam(t, st)
@@ -220,6 +231,7 @@ func emailIDs(es []store.Email) []uuid.UUID {
 }
 
 func TestDrainOutboxStartsEachEntryOnceAcrossConcurrentDrainers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -280,6 +292,7 @@ func TestDrainOutboxStartsEachEntryOnceAcrossConcurrentDrainers(t *testing.T) {
 }
 
 func TestAPIKeys(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team, other := newTeam(t, st), newTeam(t, st)
@@ -310,6 +323,7 @@ func TestAPIKeys(t *testing.T) {
 // TestEmailForSending: one read gives the email, its stored message once
 // saved, and its attachments only when asked for.
 func TestEmailForSending(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)

@@ -3,6 +3,7 @@ package store
 import "testing"
 
 func TestScrubAddress(t *testing.T) {
+	t.Parallel()
 	const addr = "pat.s+x@dest.test"
 	tests := []struct{ in, want string }{
 		{"hi pat.s+x@dest.test!", "hi [E]!"},

@@ -16,6 +16,7 @@ import (
 // system email per address, over a sliding window, durably (issue 14,
 // point 5).
 func TestReserveSystemMail(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
@@ -57,6 +58,7 @@ func TestReserveSystemMail(t *testing.T) {
 // TestReserveSystemMailConcurrently: concurrent reservations (as from
 // several API processes) never exceed a limit.
 func TestReserveSystemMailConcurrently(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)

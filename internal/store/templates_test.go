@@ -16,6 +16,7 @@ import (
 // until the next publish; aliases are unique per team and resolve like
 // ids; duplicates are drafts without an alias; another team sees nothing.
 func TestTemplateLifecycle(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team, other := newTeam(t, st), newTeam(t, st)

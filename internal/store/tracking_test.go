@@ -13,6 +13,7 @@ import (
 )
 
 func TestTrackedRecipientAndClickEvents(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
@@ -147,6 +148,7 @@ func TestTrackedRecipientAndClickEvents(t *testing.T) {
 // only through a live domain of that team with tracking on: the same
 // domain name added by another team is not its.
 func TestIsTeamTrackingHost(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)

@@ -15,6 +15,7 @@ import (
 // TestUUIDEncoding sends ids in every shape the store uses, through the
 // store's pool, and reads them back as PostgreSQL saw them.
 func TestUUIDEncoding(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := Open(ctx, Config{URL: pgtest.NewDatabase(t)})
 	require.NoError(t, err)

@@ -16,6 +16,7 @@ import (
 // allowance of ten: exactly ten messages are granted, and the day's row
 // says ten.
 func TestTakeWarmupNeverOvershoots(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	ip := netip.MustParseAddr("203.0.113.20")
@@ -56,6 +57,7 @@ func TestTakeWarmupNeverOvershoots(t *testing.T) {
 // own; past the schedule, and for an address whose warm-up is done, every
 // take is granted and still counted.
 func TestTakeWarmupByDay(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
 	ip := netip.MustParseAddr("2001:db8::21")

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/testkit/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // Short leases keep these tests fast; they wait on conditions (renewals,
@@ -62,9 +62,8 @@ type idemDB struct {
 
 func newIdemDB(t *testing.T) *idemDB {
 	t.Helper()
-	d := &idemDB{url: pgtest.NewDatabase(t)}
+	d := &idemDB{url: storetest.NewDatabase(t)}
 	st := d.open(t)
-	require.NoError(t, st.Migrate(context.Background()))
 	d.team = uuid.Must(uuid.NewV7())
 	require.NoError(t, st.CreateTeam(context.Background(), store.Team{ID: d.team, Name: "t"}))
 	var err error

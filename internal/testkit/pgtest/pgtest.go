@@ -1,7 +1,8 @@
-// Package pgtest gives tests fresh, empty PostgreSQL databases.
+// Package pgtest gives tests fresh PostgreSQL databases: empty ones, or
+// copies of a template database prepared once (migrated, say).
 //
 // A test binary calls Run from its TestMain; each test that needs a database
-// calls NewDatabase. The first NewDatabase starts one private cluster (see
+// calls NewDatabase, or NewDatabaseFrom for a copy of a Template. The first NewDatabase starts one private cluster (see
 // package pgcluster, with durability traded for speed) for the whole test
 // binary in a temporary directory; Run stops it and removes the directory
 // after the tests. When POSTHASTE_TEST_DATABASE_URL holds the URL of a
@@ -16,9 +17,11 @@ package pgtest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -61,6 +64,11 @@ type server struct {
 	cluster  *pgcluster.Cluster // nil when EnvDatabaseURL is used
 	dir      string
 	lock     *os.File
+
+	// templates holds, per template name, the outcome of making sure it
+	// exists; tmplMu serialises that work within the process.
+	tmplMu    sync.Mutex
+	templates map[string]error
 }
 
 var shared server
@@ -98,15 +106,79 @@ func NewDatabase(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
+	return newDatabase(t, pool, adminURL, "")
+}
+
+// Template describes a database that is prepared once per server and then
+// copied for each test that asks for it (CREATE DATABASE … TEMPLATE), which
+// is far cheaper than preparing a database per test.
+type Template struct {
+	// Key names what Prepare puts in the database, for example a digest of
+	// the migrations (see Digest). The template is kept under a name
+	// derived from Key, so a changed Key gets a new template; every
+	// Template with the same Key must prepare the same database.
+	Key string
+	// Prepare fills the new, empty database at url. It must close every
+	// connection it opened before it returns.
+	Prepare func(ctx context.Context, url string) error
+}
+
+// NewDatabaseFrom is NewDatabase for a copy of tmpl's database. The first
+// call for a Key on a server prepares the template; later calls, in this
+// test binary or in another one sharing the server, copy it. A template
+// whose Prepare failed fails every test that asks for it.
+func NewDatabaseFrom(t testing.TB, tmpl Template) string {
+	t.Helper()
+	pool, adminURL, err := shared.get()
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	name, err := shared.template(adminURL, tmpl)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return newDatabase(t, pool, adminURL, name)
+}
+
+// Digest returns a digest of the names and contents of the files in fsys,
+// for a Template's Key.
+func Digest(fsys fs.FS) (string, error) {
+	h := sha256.New()
+	err := fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(fsys, path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
+		h.Write(b)
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("digesting files: %w", err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// newDatabase creates a database with a unique name, empty or a copy of
+// template, and drops it in t.Cleanup.
+func newDatabase(t testing.TB, pool *pgxpool.Pool, adminURL, template string) string {
+	t.Helper()
 	name := databaseName(t.Name())
 	dbURL, err := databaseURL(adminURL, name)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	ident := pgx.Identifier{name}.Sanitize()
+	create := "CREATE DATABASE " + ident
+	if template != "" {
+		create += " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	if _, err := pool.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
+	if _, err := pool.Exec(ctx, create); err != nil {
 		t.Fatalf("pgtest: creating database %s: %v", name, err)
 	}
 	t.Cleanup(func() {
@@ -117,6 +189,82 @@ func NewDatabase(t testing.TB) string {
 		}
 	})
 	return dbURL
+}
+
+// templateLock is the PostgreSQL advisory lock that serialises the making
+// of templates among the test binaries sharing a server.
+const templateLock int64 = 0x7067746d706c // "pgtmpl"
+
+// template returns the name of tmpl's database, making it if this server
+// lacks it. The template is prepared under a temporary name and renamed
+// when complete, under an advisory lock, so that concurrent test binaries
+// sharing the server neither prepare it twice nor copy a half-made one; a
+// temporary database left by a binary that died while preparing is
+// dropped and made again. Templates are never dropped: on a server of
+// one's own (EnvDatabaseURL) those of older Keys stay until dropped by
+// hand.
+func (s *server) template(adminURL string, tmpl Template) (string, error) {
+	sum := sha256.Sum256([]byte(tmpl.Key))
+	name := "tmpl_" + hex.EncodeToString(sum[:16])
+	s.tmplMu.Lock()
+	defer s.tmplMu.Unlock()
+	if err, done := s.templates[name]; done {
+		return name, err
+	}
+	err := makeTemplate(adminURL, name, tmpl.Prepare)
+	if s.templates == nil {
+		s.templates = map[string]error{}
+	}
+	s.templates[name] = err
+	return name, err
+}
+
+func makeTemplate(adminURL, name string, prepare func(ctx context.Context, url string) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	// A connection of its own, so that the session lock goes with it
+	// however this returns.
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("connecting to the test server: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", templateLock); err != nil {
+		return fmt.Errorf("locking templates: %w", err)
+	}
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)", name).
+		Scan(&exists); err != nil {
+		return fmt.Errorf("looking for template %s: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	building := name + "_new"
+	ident, final := pgx.Identifier{building}.Sanitize(), pgx.Identifier{name}.Sanitize()
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("dropping unfinished template %s: %w", building, err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
+		return fmt.Errorf("creating template %s: %w", building, err)
+	}
+	buildURL, err := databaseURL(adminURL, building)
+	if err != nil {
+		return err
+	}
+	if err := prepare(ctx, buildURL); err != nil {
+		return fmt.Errorf("preparing template %s: %w", name, err)
+	}
+	for _, stmt := range []string{
+		"ALTER DATABASE " + ident + " WITH ALLOW_CONNECTIONS false",
+		"ALTER DATABASE " + ident + " RENAME TO " + final,
+		"ALTER DATABASE " + final + " WITH IS_TEMPLATE true",
+	} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("finishing template %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // get returns the admin pool and URL, starting the server on first use.

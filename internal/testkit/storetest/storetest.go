@@ -1,5 +1,7 @@
 // Package storetest gives tests a migrated store on a fresh database of the
-// test binary's PostgreSQL (see pgtest; TestMain must call pgtest.Run).
+// test binary's PostgreSQL (see pgtest; TestMain must call pgtest.Run). The
+// migrations run once per server, into a template database that each new
+// database copies.
 package storetest
 
 import (
@@ -11,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/store/migrations"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 )
 
@@ -26,16 +29,43 @@ func New(t testing.TB) *store.Store {
 func NewWithURL(t testing.TB) (*store.Store, string) {
 	t.Helper()
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
+	url := NewDatabase(t)
 	st, err := store.Open(ctx, store.Config{URL: url})
 	if err != nil {
 		t.Fatalf("opening store: %v", err)
 	}
 	t.Cleanup(st.Close)
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatalf("migrating: %v", err)
-	}
 	return st, url
+}
+
+// NewDatabase returns the URL of a new database with every migration
+// applied, for tests that open the store themselves. It is dropped at
+// cleanup.
+func NewDatabase(t testing.TB) string {
+	t.Helper()
+	return pgtest.NewDatabaseFrom(t, migrated)
+}
+
+// migrated is the template of a database with every migration applied.
+// Its Key is the digest of the migration files, so a template made by a
+// different migration set is never copied.
+var migrated = pgtest.Template{Key: "store migrations " + digest(), Prepare: migrate}
+
+func digest() string {
+	d, err := pgtest.Digest(migrations.FS)
+	if err != nil {
+		panic(err) // the files are embedded: reading them cannot fail
+	}
+	return d
+}
+
+func migrate(ctx context.Context, url string) error {
+	st, err := store.Open(ctx, store.Config{URL: url})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return st.Migrate(ctx)
 }
 
 // SeedOutcomes stores, for each state in outcomes, one email of the team
