@@ -31,7 +31,7 @@ import (
 
 // inboundListenEnv gives a dev process started by a test an inbound MX on
 // a free loopback port of its own, unless the test chose one.
-func inboundListenEnv(t *testing.T, env map[string]string) {
+func inboundListenEnv(t testing.TB, env map[string]string) {
 	t.Helper()
 	if _, ok := env["POSTHASTE_INBOUND_LISTEN"]; !ok {
 		env["POSTHASTE_INBOUND_LISTEN"] = fmt.Sprintf("127.0.0.1:%d", freePort(t))

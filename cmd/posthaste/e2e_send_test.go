@@ -32,7 +32,7 @@ import (
 // memberMX serves member.test's MX on loopback; owner@member.test is the
 // team member the sandbox sender may write to, so what arrives there is a
 // real SMTP delivery that can be counted.
-func memberMX(t *testing.T) (*dnstest.Server, *smtptest.Server) {
+func memberMX(t testing.TB) (*dnstest.Server, *smtptest.Server) {
 	dns := dnstest.NewServer(t)
 	mx := smtptest.NewServer(t, smtptest.Options{STARTTLS: true})
 	dns.AddMX("member.test", "mx.member.test", 10)
@@ -40,7 +40,7 @@ func memberMX(t *testing.T) (*dnstest.Server, *smtptest.Server) {
 	return dns, mx
 }
 
-func devEnv(t *testing.T, dbURL string, dns *dnstest.Server, mx *smtptest.Server) map[string]string {
+func devEnv(t testing.TB, dbURL string, dns *dnstest.Server, mx *smtptest.Server) map[string]string {
 	return map[string]string{
 		"DATABASE_URL":               dbURL,
 		"POSTHASTE_DATA_DIR":         t.TempDir(),
