@@ -288,18 +288,16 @@ func (c apiClient) verifiedDomain(dns *dnstest.Server, name string) string {
 func (c apiClient) waitDomain(id, want string) map[string]any {
 	c.t.Helper()
 	var last map[string]any
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; time.Now().Before(deadline); i++ {
+	eventually(c.t, 30*time.Second, func() error {
 		status, d := c.do("GET", "/domains/"+id, nil)
 		require.Equal(c.t, 200, status, d)
 		last = d
-		if d["status"] == want {
-			return d
+		if d["status"] != want {
+			return fmt.Errorf("domain %s did not become %s; last: %v", id, want, d)
 		}
-		time.Sleep(pollPause(i))
-	}
-	c.t.Fatalf("domain %s did not become %s; last: %v", id, want, last)
-	return nil
+		return nil
+	})
+	return last
 }
 
 func events(t *testing.T, st *store.Store, id string) []string {

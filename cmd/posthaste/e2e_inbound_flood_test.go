@@ -58,9 +58,12 @@ func TestDevInboundTaskQueue(t *testing.T) {
 	require.NoError(t, err)
 	defer db.Close(ctx)
 	var inboundID uuid.UUID
-	require.Eventually(t, func() bool {
-		return db.QueryRow(ctx, `SELECT id FROM inbound_message WHERE status = 'processed'`).Scan(&inboundID) == nil
-	}, time.Minute, 50*time.Millisecond, "the message was never processed")
+	eventually(t, time.Minute, func() error {
+		if db.QueryRow(ctx, `SELECT id FROM inbound_message WHERE status = 'processed'`).Scan(&inboundID) != nil {
+			return errors.New("the message was never processed")
+		}
+		return nil
+	})
 	requireInboundQueue(t, env["POSTHASTE_TEMPORAL_PORT"], inboundID)
 }
 
@@ -210,8 +213,12 @@ func TestDevInboundFlood(t *testing.T) {
 
 	// During the flood, once its first messages are accepted (and their
 	// processing queued), a sandbox email is sent through the API.
-	require.Eventually(t, func() bool { return accepted.Load() >= 10 }, 3*time.Minute, 10*time.Millisecond,
-		"10 flood messages were never accepted")
+	eventually(t, 3*time.Minute, func() error {
+		if !(accepted.Load() >= 10) {
+			return errors.New("10 flood messages were never accepted")
+		}
+		return nil
+	})
 	select {
 	case <-flooded:
 		t.Fatal("the flood was over before the email was sent: not measured during it")
@@ -267,16 +274,14 @@ func TestDevInboundFlood(t *testing.T) {
 	require.NoError(t, err)
 	defer db.Close(ctx)
 	var processed, total int
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
+	eventually(t, 5*time.Minute, func() error {
 		require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'processed'), count(*)
 			FROM inbound_message WHERE team_id <> $1`, capped).Scan(&processed, &total))
-		if processed == floodConns {
-			break
+		if processed != floodConns {
+			return fmt.Errorf("%d of %d messages processed", processed, total)
 		}
-		require.True(t, time.Now().Before(deadline), "%d of %d messages processed", processed, total)
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	processTime := time.Since(start)
 	close(stopSampling)
 	<-sampled

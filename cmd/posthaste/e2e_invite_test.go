@@ -13,7 +13,6 @@ import (
 
 	"github.com/emersion/go-message/mail"
 	"github.com/stretchr/testify/require"
-
 )
 
 // dashboardClient is a browser of the dashboard: cookies, redirects followed.

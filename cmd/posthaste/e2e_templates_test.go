@@ -8,7 +8,6 @@ import (
 
 	"github.com/emersion/go-message/mail"
 	"github.com/stretchr/testify/require"
-
 )
 
 // TestDevTemplateSend: a published template sent through the public API

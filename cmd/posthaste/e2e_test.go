@@ -243,19 +243,24 @@ func pollPause(i int) time.Duration {
 
 // eventually calls cond until it returns nil, pausing pollPause(i) before
 // poll i+1, and fails the test with cond's last error once timeout has
-// passed. It is the one way the end-to-end tests wait for a condition.
-// cond runs on the test's goroutine, so it may fail the test itself.
+// passed. It is the one way the end-to-end tests wait for a condition
+// (TestWaitsGoThroughEventually). cond runs on the test's goroutine, so it
+// may fail the test itself.
 func eventually(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
+	if err := poll(timeout, cond); err != nil {
+		t.Fatalf("not within %v: %v", timeout, err)
+	}
+}
+
+// poll is eventually for a goroutine the test started: it returns cond's
+// last error instead of failing the test.
+func poll(timeout time.Duration, cond func() error) error {
 	deadline := time.Now().Add(timeout)
 	for i := 0; ; i++ {
 		err := cond()
-		if err == nil {
-			return
-		}
-		if !time.Now().Before(deadline) {
-			t.Fatalf("not within %v: %v", timeout, err)
-			return
+		if err == nil || !time.Now().Before(deadline) {
+			return err
 		}
 		time.Sleep(pollPause(i))
 	}
@@ -530,10 +535,16 @@ func TestOutboxExactlyOnce(t *testing.T) {
 	env := dbDevEnv(t, dbURL)
 	dev := startDev(t, env)
 	defer dev.stop(t)
-	require.Eventually(t, func() bool {
+	eventually(t, 60*time.Second, func() error {
 		e, err := st.GetEmail(ctx, team, orphan.ID)
-		return err == nil && e.LastEvent == store.EventDelivered
-	}, 60*time.Second, 50*time.Millisecond)
+		if err != nil {
+			return err
+		}
+		if e.LastEvent != store.EventDelivered {
+			return fmt.Errorf("the orphan is %s, not delivered", e.LastEvent)
+		}
+		return nil
+	})
 
 	tc, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + env["POSTHASTE_TEMPORAL_PORT"]})
 	require.NoError(t, err)
@@ -547,9 +558,12 @@ func TestOutboxExactlyOnce(t *testing.T) {
 		require.NoError(t, err)
 		return d.WorkflowExecutionInfo
 	}
-	require.Eventually(t, func() bool {
-		return latestRun().Status == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
-	}, 10*time.Second, 100*time.Millisecond)
+	eventually(t, 10*time.Second, func() error {
+		if st := latestRun().Status; st != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			return fmt.Errorf("the run is %v", st)
+		}
+		return nil
+	})
 	first := latestRun().Execution.RunId
 	starter := worker.NewStarter(tc, workflows.DefaultDeliveryPolicy)
 	item := store.OutboxItem{Kind: "send_email", TeamID: team, Ref: orphan.ID}
