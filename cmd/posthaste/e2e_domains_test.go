@@ -226,7 +226,7 @@ func writeHistory(t *testing.T, hostPort, workflowID, name string) {
 
 // recipientMX starts a loopback MX that accepts everything and publishes
 // it as the MX of rcpt.test on dns.
-func recipientMX(t *testing.T, dns *dnstest.Server) *smtptest.Server {
+func recipientMX(t testing.TB, dns *dnstest.Server) *smtptest.Server {
 	t.Helper()
 	mx := smtptest.NewServer(t, smtptest.Options{})
 	dns.AddMX("rcpt.test", "mx.rcpt.test", 10)
@@ -239,7 +239,7 @@ func recipientMX(t *testing.T, dns *dnstest.Server) *smtptest.Server {
 // gets the operator's SPF record, included by every return path, and the
 // A record of its host name), every MX dialled on mxPort, and domain
 // verification every 200 ms.
-func domainDevEnv(t *testing.T, dbURL string, dns *dnstest.Server, mxPort int) map[string]string {
+func domainDevEnv(t testing.TB, dbURL string, dns *dnstest.Server, mxPort int) map[string]string {
 	t.Helper()
 	dns.AddTXT("_spf.posthaste.example", "v=spf1 ip4:127.0.0.0/8 -all")
 	dns.AddA("posthaste.example", "127.0.0.1")

@@ -43,23 +43,22 @@ func requireInboundQueue(t *testing.T, temporalPort string, id uuid.UUID) {
 // TestDevInboundTaskQueue: a received message is processed by a
 // ProcessInbound workflow on the inbound task queue, not the main one.
 func TestDevInboundTaskQueue(t *testing.T) {
-	dns := dnstest.NewServer(t)
-	dbURL := pgtest.NewDatabase(t)
-	env := domainDevEnv(t, dbURL, dns, freePort(t))
-	env["POSTHASTE_INBOUND_LISTEN"] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	dev := startDev(t, env)
-	defer dev.stop(t)
-	c := apiClient{t: t, base: dev.base, key: readCredentials(t, env["POSTHASTE_DATA_DIR"]).APIKey}
-	c.receivingDomain(dns, "queue.test")
-	require.NoError(t, sendInbound(t, env["POSTHASTE_INBOUND_LISTEN"], "support@queue.test",
-		[]byte("From: ann@customer.test\r\nTo: support@queue.test\r\nSubject: Queue\r\n\r\nHello\r\n")))
+	dev := shared(t, "domain")
+	env := dev.env
+	creds := dev.newTeam(t, "member.test")
+	c := apiClient{t: t, base: dev.base, key: creds.APIKey}
+	domain := uniqueDomain("queue")
+	c.receivingDomain(dev.dns, domain)
+	require.NoError(t, sendInbound(t, env["POSTHASTE_INBOUND_LISTEN"], "support@"+domain,
+		[]byte("From: ann@customer.test\r\nTo: support@"+domain+"\r\nSubject: Queue\r\n\r\nHello\r\n")))
 	ctx := context.Background()
-	db, err := pgx.Connect(ctx, dbURL)
+	db, err := pgx.Connect(ctx, dev.databaseURL(t))
 	require.NoError(t, err)
 	defer db.Close(ctx)
 	var inboundID uuid.UUID
 	eventually(t, time.Minute, func() error {
-		if db.QueryRow(ctx, `SELECT id FROM inbound_message WHERE status = 'processed'`).Scan(&inboundID) != nil {
+		if db.QueryRow(ctx, `SELECT id FROM inbound_message WHERE status = 'processed' AND team_id = $1`,
+			creds.TeamID).Scan(&inboundID) != nil {
 			return errors.New("the message was never processed")
 		}
 		return nil

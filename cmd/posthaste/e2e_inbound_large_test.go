@@ -16,7 +16,6 @@ import (
 
 	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/inbound"
-	"github.com/posthaste/posthaste/internal/pgtest"
 )
 
 // largeInboundSize is the size on the wire of the large message: 40 MiB,
@@ -65,23 +64,21 @@ func largeInboundMessage(domain string, size int) (msg, content []byte) {
 // decoded size, and its download is the very content. A message over the
 // MX's cap (inbound.DefaultMaxMessageBytes) gets 552 and is never listed.
 func TestDevInboundLarge(t *testing.T) {
-	dns := dnstest.NewServer(t)
-	env := domainDevEnv(t, pgtest.NewDatabase(t), dns, freePort(t))
-	env["POSTHASTE_INBOUND_LISTEN"] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	dev := startDev(t, env)
-	defer dev.stop(t)
-	c := apiClient{t: t, base: dev.base, key: readCredentials(t, env["POSTHASTE_DATA_DIR"]).APIKey}
-	c.receivingDomain(dns, "big.test")
+	dev := shared(t, "domain")
+	env := dev.env
+	c := apiClient{t: t, base: dev.base, key: dev.newTeam(t, "member.test").APIKey}
+	domain := uniqueDomain("big")
+	c.receivingDomain(dev.dns, domain)
 
-	msg, content := largeInboundMessage("big.test", largeInboundSize)
+	msg, content := largeInboundMessage(domain, largeInboundSize)
 	require.LessOrEqual(t, len(msg), largeInboundSize)
 	require.Greater(t, len(msg), largeInboundSize-100, "the message is 40 MiB")
-	require.NoError(t, sendInbound(t, env["POSTHASTE_INBOUND_LISTEN"], "support@big.test", msg), "250 to the 40 MiB message")
+	require.NoError(t, sendInbound(t, env["POSTHASTE_INBOUND_LISTEN"], "support@"+domain, msg), "250 to the 40 MiB message")
 
 	// Over the cap: 552 after DATA (RFC 5321 §4.5.3.1.10), nothing kept.
-	over, _ := largeInboundMessage("big.test", inbound.DefaultMaxMessageBytes+(1<<20))
+	over, _ := largeInboundMessage(domain, inbound.DefaultMaxMessageBytes+(1<<20))
 	require.Greater(t, len(over), inbound.DefaultMaxMessageBytes)
-	requireCode(t, sendInbound(t, env["POSTHASTE_INBOUND_LISTEN"], "support@big.test", over), 552)
+	requireCode(t, sendInbound(t, env["POSTHASTE_INBOUND_LISTEN"], "support@"+domain, over), 552)
 
 	var emailID string
 	eventually(t, 2*time.Minute, func() error {
@@ -98,7 +95,7 @@ func TestDevInboundLarge(t *testing.T) {
 	status, e := c.do("GET", "/emails/receiving/"+emailID, nil)
 	require.Equal(t, 200, status, e)
 	require.Equal(t, "The big file", e["subject"])
-	require.Equal(t, []any{"support@big.test"}, e["received_for"])
+	require.Equal(t, []any{"support@" + domain}, e["received_for"])
 	require.Contains(t, e["text"], "The scans are attached.")
 	atts := e["attachments"].([]any)
 	require.Len(t, atts, 1)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/dnstest"
+	"github.com/posthaste/posthaste/internal/pgcluster"
 	"github.com/posthaste/posthaste/internal/smtptest"
 )
 
@@ -66,6 +67,35 @@ var sharedConfigs = map[string]*sharedConfig{
 		delete(env, "DATABASE_URL")
 		return &sharedDev{devProcess: startDev(tb, env), env: env, dns: dns, mx: mx}
 	}},
+	// domain is domainDevEnv's, with recipientMX: domains a test verifies
+	// on the shared DNS server (named with uniqueDomain), every MX on
+	// recipientMX's port, and the inbound MX.
+	"domain": {start: func(tb testing.TB) *sharedDev {
+		dns := dnstest.NewServer(tb)
+		mx := recipientMX(tb, dns)
+		env := sharedEnv(tb)
+		for k, v := range domainDevEnv(tb, "", dns, mx.Port()) {
+			if _, ok := env[k]; !ok {
+				env[k] = v
+			}
+		}
+		delete(env, "DATABASE_URL")
+		return &sharedDev{devProcess: startDev(tb, env), env: env, dns: dns, mx: mx}
+	}},
+}
+
+// uniqueDomain is a domain name of its own for a test on a shared dev
+// (a domain belongs to one team): label-<random>.test.
+func uniqueDomain(label string) string {
+	return label + "-" + strings.ReplaceAll(uuid.NewString()[:8], "-", "") + ".test"
+}
+
+// databaseURL is the URL of the shared dev's private cluster.
+func (d *sharedDev) databaseURL(t *testing.T) string {
+	t.Helper()
+	u, err := pgcluster.RunningURL(devClusterDir(d.env["POSTHASTE_DATA_DIR"]))
+	require.NoError(t, err)
+	return u
 }
 
 // sharedEnv is the environment every shared dev starts from: a private

@@ -290,6 +290,7 @@ type credentials struct {
 	APIKey   string `json:"api_key"`
 	Email    string `json:"email"`
 	Password string `json:"password"`
+	TeamID   string `json:"team_id"` // in `admin create-team`'s output
 }
 
 func readCredentials(t *testing.T, dir string) credentials {
