@@ -184,6 +184,18 @@ func (d *sharedDev) messagesTo(t *testing.T, rcpt string, n int, timeout time.Du
 	return got
 }
 
+// messagesAbout returns the messages the shared MX got that mention
+// name (a test's own unique domain), in the order they came.
+func (d *sharedDev) messagesAbout(name string) []smtptest.Message {
+	var got []smtptest.Message
+	for _, m := range d.mx.Messages() {
+		if bytes.Contains(m.Data, []byte(name)) || strings.Contains(m.From, name) {
+			got = append(got, m)
+		}
+	}
+	return got
+}
+
 // sharedLife holds what the shared devs must release after the tests.
 var sharedLife struct {
 	mu  sync.Mutex
