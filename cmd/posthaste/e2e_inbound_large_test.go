@@ -14,8 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 )
 
 // largeInboundSize is the size on the wire of the large message: 40 MiB,
