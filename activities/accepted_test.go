@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/internal/address"
 	"github.com/posthaste/posthaste/internal/dkim"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
@@ -93,8 +94,8 @@ func readable(msg []byte, e submit.Email) error {
 	}
 	for _, f := range []struct {
 		key  string
-		want []submit.Address
-	}{{"From", []submit.Address{e.From}}, {"To", e.To}, {"Cc", e.Cc}, {"Reply-To", e.ReplyTo}} {
+		want []address.Address
+	}{{"From", []address.Address{e.From}}, {"To", e.To}, {"Cc", e.Cc}, {"Reply-To", e.ReplyTo}} {
 		got, err := r.Header.AddressList(f.key)
 		if err != nil {
 			return fmt.Errorf("reading %s %q: %w", f.key, r.Header.Get(f.key), err)

@@ -3,13 +3,13 @@ package activities
 import (
 	"fmt"
 
+	"github.com/posthaste/posthaste/internal/address"
 	"github.com/posthaste/posthaste/internal/mime"
-	"github.com/posthaste/posthaste/internal/submit"
 )
 
 // mimeAddress turns a stored display-form address back into its parts.
 func mimeAddress(s string) (mime.Address, error) {
-	a, err := submit.ParseAddress(s)
+	a, err := address.Parse(s)
 	if err != nil {
 		return mime.Address{}, fmt.Errorf("parsing stored address %q: %w", s, err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/address"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/sandbox"
@@ -201,7 +202,7 @@ func (a *Activities) HandOffBroadcastChunk(ctx context.Context, in BroadcastChun
 // address and returns its domain's name and the domain (nil for the
 // sandbox), or why not (reason) when it may not.
 func (a *Activities) broadcastSender(ctx context.Context, b store.Broadcast) (string, *store.Domain, string, error) {
-	addr, err := submit.ParseAddress(b.From)
+	addr, err := address.Parse(b.From)
 	if err != nil {
 		return "", nil, fmt.Sprintf("The sender %q is not a valid address.", b.From), nil
 	}

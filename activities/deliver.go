@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/posthaste/posthaste/internal/bounce"
 	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/sandbox"
@@ -91,7 +92,7 @@ func (o DeliverOutcome) result() mta.Result {
 // (recipientReturnPaths; mail sent with a topic or tracked: each
 // recipient's own message, see BuildForRecipient), and records
 // each outcome at once: delivered; bounced, classified by
-// mta.ClassifyBounce, for a permanent reply, which puts the address on
+// bounce.Classify, for a permanent reply, which puts the address on
 // the team's suppression list only when the reply says the address itself
 // is bad; delivery_delayed (recorded once) for a deferral. Deferred
 // recipients make the activity fail with a retryable error, so Temporal
@@ -556,8 +557,8 @@ func pendingRecipients(all []store.Recipient, want []string) []string {
 }
 
 // BounceDetail is the detail of a bounced event: Resend's bounce object
-// (store.Bounce) with an SES bounce type and subtype (mta.Bounce*,
-// mta.SubType*), a message for people and the RFC 3464 diagnostic lines of
+// (store.Bounce) with an SES bounce type and subtype (bounce.Permanent,
+// bounce.SubType*), a message for people and the RFC 3464 diagnostic lines of
 // the reply ("smtp; 550 5.1.1 ..."; none when no server replied).
 func BounceDetail(typ, subType, message string, diagnostic []string) map[string]any {
 	if diagnostic == nil {
@@ -567,7 +568,7 @@ func BounceDetail(typ, subType, message string, diagnostic []string) map[string]
 }
 
 // bounceMessage says in words why r bounced, followed by the reply.
-func bounceMessage(c mta.BounceClass, r mta.Result) string {
+func bounceMessage(c bounce.Class, r mta.Result) string {
 	if reply := replyText(r); reply != "" {
 		return c.Reason() + ": " + reply
 	}

@@ -89,18 +89,13 @@ func (a *Activities) SetDomainStatus(ctx context.Context, in SetDomainStatusInpu
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("bad domain id", ErrTypePermanent, err)
 	}
-	before, err := a.store.DomainByID(ctx, id)
-	if err != nil {
+	if _, err := a.store.DomainByID(ctx, id); err != nil {
 		return a.classify(fmt.Errorf("loading domain %s: %w", id, err))
 	}
-	if err := a.store.SetDomainStatus(ctx, id, in.Status, in.Records); err != nil {
+	// A change of status is reported as domain.updated, written with it.
+	if err := a.store.SetDomainStatus(ctx, id, in.Status, in.Records, "domain.updated"); err != nil {
 		return err
 	}
 	a.logger.Info("domain status", "domain_id", in.DomainID, "status", in.Status)
-	if before.DeletedAt != nil || before.Status == in.Status {
-		return nil
-	}
-	after := before
-	after.Status = in.Status
-	return a.emitDomainEvent(ctx, "domain.updated", after)
+	return nil
 }

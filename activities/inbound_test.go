@@ -14,6 +14,7 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
@@ -67,8 +68,9 @@ func rcptPath(t *testing.T, key []byte, e store.Email, i int, d store.Domain) st
 func receiveAuth(t *testing.T, st *store.Store, key []byte, rp string, raw []byte, auth inbound.Results) uuid.UUID {
 	t.Helper()
 	ctx := context.Background()
-	in := store.NewInbound(st, key, nil)
-	r, err := in.Route(ctx, rp)
+	in := store.NewInbound(st, nil)
+	rt := inroute.New(st, key, nil)
+	r, err := rt.Route(ctx, rp)
 	require.NoError(t, err)
 	m := inbound.Message{ID: uuid.Must(uuid.NewV7()), Recipients: []inbound.Recipient{{Address: rp, Route: r}},
 		ClientIP: netip.MustParseAddr("192.0.2.9"), Helo: "mail.example.net", ReceivedAt: time.Now(), Data: raw,

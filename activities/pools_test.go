@@ -11,6 +11,7 @@ import (
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/mta"
+	"github.com/posthaste/posthaste/internal/pooldeliver"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
@@ -44,8 +45,8 @@ func TestPrepareAndDeliverFromTheTeamsPool(t *testing.T) {
 	shared, err := mta.New(mta.Config{Hostname: "out.example", Resolver: dns.Resolver(), Port: mx.Port(), Egress: loopback})
 	require.NoError(t, err)
 	defer shared.Close()
-	acme, err := ippool.NewDeliverer(mta.Config{Resolver: dns.Resolver(), Port: mx.Port(), Egress: loopback},
-		[]ippool.Address{{IP: netip.MustParseAddr("127.0.0.9"), Hostname: "mta9.test"}}, ippool.Warmup{})
+	acme, err := pooldeliver.New(mta.Config{Resolver: dns.Resolver(), Port: mx.Port(), Egress: loopback},
+		[]ippool.Address{{IP: netip.MustParseAddr("127.0.0.9"), Hostname: "mta9.test"}}, pooldeliver.Warmup{})
 	require.NoError(t, err)
 	defer acme.Close()
 	for _, name := range []string{"shared", "acme"} {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/internal/webhook"
@@ -49,18 +50,18 @@ func TestRouteReceiving(t *testing.T) {
 	st := storetest.New(t)
 	box := newBox(t)
 	d, _ := insertDomain(t, st, box, "shop.test")
-	in := store.NewInbound(st, nil, nil)
+	rt := inroute.New(st, nil, nil)
 
 	// Receiving disabled (the default): not ours, whatever the address.
-	_, err := in.Route(ctx, "support@shop.test")
+	_, err := rt.Route(ctx, "support@shop.test")
 	require.ErrorIs(t, err, inbound.ErrNotOurs)
 
 	enableReceiving(t, st, d)
-	r, err := in.Route(ctx, "Support@SHOP.test")
+	r, err := rt.Route(ctx, "Support@SHOP.test")
 	require.NoError(t, err)
 	require.Equal(t, inbound.Route{Kind: inbound.RouteReceiving, TeamID: d.TeamID, DomainID: d.ID}, r)
 	for _, rcpt := range []string{"support@other.test", "support@sub.shop.test", "shop.test", "a@"} {
-		_, err = in.Route(ctx, rcpt)
+		_, err = rt.Route(ctx, rcpt)
 		require.ErrorIs(t, err, inbound.ErrNotOurs, rcpt)
 	}
 
@@ -73,12 +74,12 @@ func TestRouteReceiving(t *testing.T) {
 		DKIMPublicKey: "x", DKIMPrivateKey: []byte("x")}
 	require.NoError(t, st.CreateDomain(ctx, u))
 	enableReceiving(t, st, u)
-	_, err = in.Route(ctx, "x@claimed.test")
+	_, err = rt.Route(ctx, "x@claimed.test")
 	require.ErrorIs(t, err, inbound.ErrNotOurs)
 
 	// A deleted domain no longer receives.
 	require.NoError(t, st.DeleteDomain(ctx, d.TeamID, d.ID))
-	_, err = in.Route(ctx, "support@shop.test")
+	_, err = rt.Route(ctx, "support@shop.test")
 	require.ErrorIs(t, err, inbound.ErrNotOurs)
 }
 

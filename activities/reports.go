@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -30,7 +31,7 @@ type reportTarget struct {
 // the return path the message was sent to (its route), else the VERP
 // return path the report quotes (rep.VERP: the Return-Path of the
 // original, for a report that reached a receiving address), under the
-// rules of store.RouteReturnPath (signature, recipient, the per-email
+// rules of inroute.Router.ReturnPath (signature, recipient, the per-email
 // forms only for emails from before per-recipient return paths). A report
 // is never matched by its Message-ID alone: every recipient of an email
 // sees it, so it names no recipient. ok is false when nothing matches.
@@ -47,12 +48,9 @@ func (a *Activities) reportTarget(ctx context.Context, m store.InboundMessage, r
 	if v, ok := rep.VERP(); ok {
 		paths = append(paths, v)
 	}
-	var keys [][]byte
-	if len(a.cfg.VERPKey) > 0 {
-		keys = [][]byte{a.cfg.VERPKey}
-	}
+	router := inroute.New(a.store, a.cfg.VERPKey, nil)
 	for _, v := range paths {
-		e, err := a.store.EmailByVERP(ctx, m.TeamID, v, keys)
+		e, err := router.EmailByVERP(ctx, m.TeamID, v)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}

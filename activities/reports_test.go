@@ -14,6 +14,7 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/store"
@@ -156,7 +157,7 @@ func TestReportsToPerEmailReturnPathsBeforeTheCutover(t *testing.T) {
 	// An email from after the cutover went out with per-recipient
 	// return paths: its per-email one is forged, and not even routed.
 	recent := r.delivered(t, time.Time{}, "d@dest.test")
-	_, err := store.NewInbound(r.st, r.key, nil).Route(context.Background(), activities.DomainReturnPath(r.key, recent.ID, r.d))
+	_, err := inroute.New(r.st, r.key, nil).Route(context.Background(), activities.DomainReturnPath(r.key, recent.ID, r.d))
 	require.ErrorIs(t, err, inbound.ErrNotOurs)
 }
 

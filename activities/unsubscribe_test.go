@@ -17,6 +17,7 @@ import (
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/dkim"
 	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
@@ -326,9 +327,9 @@ func TestProcessInboundMailtoUnsubscribe(t *testing.T) {
 	host := d.ReturnPath + "." + d.Name
 	deliverTo := func(addr string) activities.ProcessInboundResult {
 		t.Helper()
-		in := store.NewInbound(st, nil, nil)
-		in.SetUnsubscribeKey(key)
-		r, err := in.Route(ctx, addr)
+		in := store.NewInbound(st, nil)
+		rt := inroute.New(st, nil, key)
+		r, err := rt.Route(ctx, addr)
 		require.NoError(t, err)
 		require.Equal(t, inbound.RouteUnsubscribe, r.Kind)
 		m := inbound.Message{ID: uuid.Must(uuid.NewV7()), Recipients: []inbound.Recipient{{Address: addr, Route: r}},

@@ -14,6 +14,7 @@ import (
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/mta"
+	"github.com/posthaste/posthaste/internal/pooldeliver"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
@@ -59,13 +60,13 @@ func TestWarmupLimitsThePoolsAddresses(t *testing.T) {
 	clk := &clock{t: time.Now().UTC()}
 	gate := activities.NewWarmupGate(st, ippool.Schedule{3}, clk.now)
 
-	shared, err := ippool.NewDeliverer(base, sharedAddrs, ippool.Warmup{Gate: gate})
+	shared, err := pooldeliver.New(base, sharedAddrs, pooldeliver.Warmup{Gate: gate})
 	require.NoError(t, err)
 	defer shared.Close()
-	waiting, err := ippool.NewDeliverer(base, newAddrs, ippool.Warmup{Gate: gate})
+	waiting, err := pooldeliver.New(base, newAddrs, pooldeliver.Warmup{Gate: gate})
 	require.NoError(t, err)
 	defer waiting.Close()
-	spilling, err := ippool.NewDeliverer(base, newAddrs, ippool.Warmup{Gate: gate, Spill: shared})
+	spilling, err := pooldeliver.New(base, newAddrs, pooldeliver.Warmup{Gate: gate, Spill: shared})
 	require.NoError(t, err)
 	defer spilling.Close()
 	cfg := activities.Config{Hostname: "out.example", DefaultPool: "shared"}

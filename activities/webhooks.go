@@ -280,15 +280,3 @@ func (a *Activities) disableWebhook(ctx context.Context, w store.Webhook, reason
 	}
 	return nil
 }
-
-// emitDomainEvent records a domain.* event for the team's endpoints.
-func (a *Activities) emitDomainEvent(ctx context.Context, typ string, d store.Domain) error {
-	n, err := a.store.EmitEvent(ctx, d.TeamID, typ, d.ID.String(), store.DomainPayload(d))
-	if err != nil {
-		return err
-	}
-	if n > 0 && a.cfg.Webhooks.Outbox != nil {
-		a.cfg.Webhooks.Outbox.Notify()
-	}
-	return nil
-}

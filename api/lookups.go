@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/posthaste/posthaste/internal/ratelimit"
 )
 
 // maxLookupBuckets bounds the client addresses lookupBudget tracks. Beyond
@@ -27,9 +29,11 @@ const maxLookupWait = 5 * time.Second
 // others wait for a slot), so a burst of random keys sent in parallel
 // reaches PostgreSQL at most about twice the rate before the budget shows
 // it spent. IPv6 clients are counted per /64, the block one host usually
-// holds. The buckets live in this process. Safe for concurrent use.
+// holds. The buckets live in this process and follow ratelimit.Rate
+// (GCRA), charged after the lookup, when it found nothing. Safe for
+// concurrent use.
 type lookupBudget struct {
-	rate float64
+	rate ratelimit.Rate
 	now  func() time.Time
 
 	mu      sync.Mutex
@@ -37,16 +41,16 @@ type lookupBudget struct {
 }
 
 type lookupBucket struct {
-	tokens float64
-	at     time.Time
-	slots  chan struct{} // lookups in flight
+	tat   time.Time     // GCRA's theoretical arrival time; zero when full
+	slots chan struct{} // lookups in flight
 }
 
 func newLookupBudget(rate int, now func() time.Time) *lookupBudget {
 	if now == nil {
 		now = time.Now
 	}
-	return &lookupBudget{rate: float64(rate), now: now, buckets: map[netip.Prefix]*lookupBucket{}}
+	return &lookupBudget{rate: ratelimit.Rate{Limit: rate, Period: time.Second}, now: now,
+		buckets: map[netip.Prefix]*lookupBucket{}}
 }
 
 // overflowBucket is the bucket newcomers share when the map is full.
@@ -67,7 +71,7 @@ func clientPrefix(addr string) netip.Prefix {
 	return netip.PrefixFrom(a, a.BitLen())
 }
 
-// bucket returns addr's bucket, refilled to now; l.mu is held.
+// bucket returns addr's bucket; l.mu is held.
 func (l *lookupBudget) bucket(addr string, now time.Time) *lookupBucket {
 	key := clientPrefix(addr)
 	b := l.buckets[key]
@@ -80,25 +84,18 @@ func (l *lookupBudget) bucket(addr string, now time.Time) *lookupBucket {
 			b = l.buckets[key]
 		}
 		if b == nil {
-			b = &lookupBucket{tokens: l.rate, at: now, slots: make(chan struct{}, int(l.rate))}
+			b = &lookupBucket{slots: make(chan struct{}, l.rate.Limit)}
 			l.buckets[key] = b
 		}
 	}
-	l.refill(b, now)
 	return b
 }
 
-// refill brings b up to now; l.mu is held.
-func (l *lookupBudget) refill(b *lookupBucket, now time.Time) {
-	if now.After(b.at) {
-		b.tokens = min(l.rate, b.tokens+now.Sub(b.at).Seconds()*l.rate)
-		b.at = now
-	}
-}
-
-// retryAfter is how long until b has a token; l.mu is held.
-func (l *lookupBudget) retryAfter(b *lookupBucket) time.Duration {
-	return time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+// retryAfter is how long until b allows a lookup, zero when it does now;
+// l.mu is held.
+func (l *lookupBudget) retryAfter(b *lookupBucket, now time.Time) time.Duration {
+	_, wait := l.rate.Take(b.tat, now)
+	return wait
 }
 
 // begin asks to look up a key for addr. When the address's budget is
@@ -107,10 +104,11 @@ func (l *lookupBudget) retryAfter(b *lookupBucket) time.Duration {
 // whether it found a live key.
 func (l *lookupBudget) begin(ctx context.Context, addr string) (done func(live bool), retry time.Duration, ok bool) {
 	l.mu.Lock()
-	b := l.bucket(addr, l.now())
-	if b.tokens < 1 {
+	now := l.now()
+	b := l.bucket(addr, now)
+	if wait := l.retryAfter(b, now); wait > 0 {
 		defer l.mu.Unlock()
-		return nil, l.retryAfter(b), false
+		return nil, wait, false
 	}
 	l.mu.Unlock()
 
@@ -125,18 +123,16 @@ func (l *lookupBudget) begin(ctx context.Context, addr string) (done func(live b
 	}
 	// The lookups this one waited for may have spent the budget.
 	l.mu.Lock()
-	l.refill(b, l.now())
-	if b.tokens < 1 {
+	if wait := l.retryAfter(b, l.now()); wait > 0 {
 		defer l.mu.Unlock()
 		<-b.slots
-		return nil, l.retryAfter(b), false
+		return nil, wait, false
 	}
 	l.mu.Unlock()
 	return func(live bool) {
 		if !live {
 			l.mu.Lock()
-			l.refill(b, l.now())
-			b.tokens--
+			b.tat = l.rate.Charge(b.tat, l.now())
 			l.mu.Unlock()
 		}
 		<-b.slots
@@ -146,7 +142,7 @@ func (l *lookupBudget) begin(ctx context.Context, addr string) (done func(live b
 // sweep drops the full buckets no lookup is using; l.mu is held.
 func (l *lookupBudget) sweep(now time.Time) {
 	for k, b := range l.buckets {
-		if l.refill(b, now); b.tokens >= l.rate && len(b.slots) == 0 {
+		if !b.tat.After(now) && len(b.slots) == 0 {
 			delete(l.buckets, k)
 		}
 	}

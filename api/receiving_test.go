@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -22,8 +23,9 @@ import (
 func (e *env) receivedEmail(d string) store.ReceivedEmail {
 	e.t.Helper()
 	ctx := context.Background()
-	in := store.NewInbound(e.store, nil, nil)
-	r, err := in.Route(ctx, "support@"+d)
+	in := store.NewInbound(e.store, nil)
+	rt := inroute.New(e.store, nil, nil)
+	r, err := rt.Route(ctx, "support@"+d)
 	require.NoError(e.t, err)
 	require.NoError(e.t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "ann@example.org",
 		Recipients: []inbound.Recipient{{Address: "support@" + d, Route: r}}, ReceivedAt: time.Now(),

@@ -8,10 +8,10 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/address"
 	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/submit"
 )
 
 type suppressionJSON struct {
@@ -39,14 +39,14 @@ func (s *Server) listSuppressions(c *gin.Context) {
 
 // suppressionAddress checks an address given to the suppression endpoints.
 func suppressionAddress(raw string) (string, error) {
-	a, err := submit.ParseAddress(raw)
-	if err != nil || a.Name != "" || strings.Contains(raw, "<") {
+	a, err := address.ParseBare(raw)
+	if err != nil {
 		return "", validation("The `email` field must be an email address such as someone@example.com.")
 	}
 	if _, ok := sandbox.Outcome(a.Addr()); ok || sandbox.IsDomain(a.Domain) {
 		return "", validation("Sandbox addresses of %s cannot be suppressed.", sandbox.Domain)
 	}
-	return strings.ToLower(a.Addr()), nil
+	return address.Normalize(a.Addr()), nil
 }
 
 // requireEmail is the 422 of a request body whose `email` is absent or blank.
@@ -101,7 +101,7 @@ func (s *Server) deleteSuppression(c *gin.Context) {
 	if u, err := uuid.Parse(ref); err == nil {
 		id = &u
 	} else if strings.Contains(ref, "@") {
-		a, err := submit.ParseAddress(ref)
+		a, err := address.Parse(ref)
 		if err != nil {
 			s.respondError(c, errorf(http.StatusUnprocessableEntity, nameInvalidParameter,
 				"The path must end in a suppression id or an email address."))

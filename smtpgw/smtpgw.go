@@ -25,8 +25,10 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/auththrottle"
 	"github.com/posthaste/posthaste/internal/connlimit"
 	"github.com/posthaste/posthaste/internal/ratelimit"
+	"github.com/posthaste/posthaste/internal/smtpserve"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
@@ -101,18 +103,16 @@ type Config struct {
 	SessionTimeout  time.Duration
 	MaxIdleCommands int
 	// Throttle delays AUTH attempts from an address after failures; nil
-	// uses NewThrottle's defaults.
-	Throttle *Throttle
+	// uses auththrottle.NewDelays's defaults.
+	Throttle *auththrottle.Delays
 }
 
 // Gateway is a running SMTP submission server.
 type Gateway struct {
 	cfg    Config
-	srv    *smtp.Server
+	srv    *smtpserve.Server // with the per-address cap; tracks connections for Shutdown
 	logger *slog.Logger
-	thr    *Throttle
-
-	conns *connlimit.Limiter // the per-address cap; tracks connections for Shutdown
+	thr    *auththrottle.Delays
 
 	mu      sync.Mutex
 	addrs   []net.Addr
@@ -149,22 +149,14 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: cfg, logger: cfg.Logger.With("component", "smtp"), thr: cfg.Throttle,
-		conns: connlimit.New(connlimit.Limits{PerIP: cfg.MaxConnsPerIP, Session: cfg.SessionTimeout,
-			IdleCommands: cfg.MaxIdleCommands})}
+	g := &Gateway{cfg: cfg, logger: cfg.Logger.With("component", "smtp"), thr: cfg.Throttle}
 	if g.thr == nil {
-		g.thr = NewThrottle(ThrottleConfig{})
+		g.thr = auththrottle.NewDelays(auththrottle.DelaysConfig{})
 	}
-	s := smtp.NewServer(g)
-	s.Domain = cfg.Hostname
-	s.TLSConfig = cfg.TLS
-	s.MaxMessageBytes = MaxMessageBytes
-	s.MaxRecipients = MaxRecipients
-	s.ReadTimeout, s.WriteTimeout = cfg.ReadTimeout, cfg.WriteTimeout
-	s.EnableSMTPUTF8 = true
-	s.AllowInsecureAuth = false
-	s.ErrorLog = slogLogger{g.logger}
-	g.srv = s
+	g.srv = smtpserve.New(smtpserve.Config{Hostname: cfg.Hostname, TLS: cfg.TLS, MaxMessageBytes: MaxMessageBytes,
+		MaxRecipients: MaxRecipients, ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
+		Limits: connlimit.Limits{PerIP: cfg.MaxConnsPerIP, Session: cfg.SessionTimeout,
+			IdleCommands: cfg.MaxIdleCommands}, Logger: g.logger}, g)
 	return g, nil
 }
 
@@ -173,31 +165,28 @@ func New(cfg Config) (*Gateway, error) {
 func (g *Gateway) Start() error {
 	var lns []net.Listener
 	for _, l := range g.cfg.Listeners {
-		raw, err := net.Listen("tcp", l.Addr)
+		ln, err := net.Listen("tcp", l.Addr)
 		if err != nil {
 			for _, o := range lns {
 				_ = o.Close()
 			}
 			return fmt.Errorf("smtp: listening on %s: %w", l.Addr, err)
 		}
-		ln := g.conns.Listener(raw, g.hooks(l.ImplicitTLS))
-		if l.ImplicitTLS {
-			ln = tls.NewListener(ln, g.cfg.TLS)
-		}
 		lns = append(lns, ln)
 	}
 	g.mu.Lock()
-	for _, ln := range lns {
+	for i, ln := range lns {
+		implicitTLS := g.cfg.Listeners[i].ImplicitTLS
 		g.addrs = append(g.addrs, ln.Addr())
 		g.serving++
 		g.served.Add(1)
 		go func() {
 			defer g.served.Done()
-			err := g.srv.Serve(ln)
+			err := g.srv.Serve(ln, implicitTLS, g.hooks())
 			g.mu.Lock()
 			g.serving--
 			g.mu.Unlock()
-			if err != nil && !errors.Is(err, net.ErrClosed) {
+			if err != nil {
 				g.logger.Error("serving SMTP stopped", "addr", ln.Addr().String(), "err", err)
 			}
 		}()
@@ -218,7 +207,7 @@ func (g *Gateway) Ready(context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
-	case g.conns.Draining():
+	case g.srv.Draining():
 		return errors.New("shutting down")
 	case len(g.addrs) == 0 || g.serving < len(g.addrs):
 		return errors.New("SMTP listeners are not accepting connections")
@@ -231,11 +220,8 @@ func (g *Gateway) Ready(context.Context) error {
 // finish; a connection is closed as soon as its transaction ends. When ctx
 // ends first, the remaining connections are cut.
 func (g *Gateway) Shutdown(ctx context.Context) error {
-	err := g.conns.Shutdown(ctx, func() error { return g.srv.Shutdown(context.Background()) }, g.srv.Close)
+	err := g.srv.Shutdown(ctx)
 	g.served.Wait()
-	if errors.Is(err, smtp.ErrServerClosed) {
-		err = nil
-	}
 	return err
 }
 
@@ -248,9 +234,3 @@ func (g *Gateway) NewSession(c *smtp.Conn) (smtp.Session, error) {
 	}
 	return s, nil
 }
-
-// slogLogger routes go-smtp's own log lines (connection errors) to slog.
-type slogLogger struct{ l *slog.Logger }
-
-func (s slogLogger) Printf(format string, v ...any) { s.l.Debug(fmt.Sprintf(format, v...)) }
-func (s slogLogger) Println(v ...any)               { s.l.Debug(fmt.Sprint(v...)) }

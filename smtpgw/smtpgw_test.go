@@ -25,6 +25,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/auththrottle"
 	"github.com/posthaste/posthaste/internal/ratelimit"
 	"github.com/posthaste/posthaste/internal/reqlog"
 	"github.com/posthaste/posthaste/internal/store"
@@ -129,7 +130,7 @@ func newHarness(t *testing.T, o options) *harness {
 		ReadTimeout:     o.readTimeout,
 		SessionTimeout:  o.sessionTimeout,
 		MaxIdleCommands: o.maxIdleCommands,
-		Throttle:        smtpgw.NewThrottle(smtpgw.ThrottleConfig{Sleep: rec.sleep}),
+		Throttle:        auththrottle.NewDelays(auththrottle.DelaysConfig{Sleep: rec.sleep}),
 	})
 	require.NoError(t, err)
 	require.Error(t, gw.Ready(ctx), "not ready before Start")

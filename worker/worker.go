@@ -28,7 +28,6 @@ import (
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/outbox"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/workflows"
 )
 
@@ -47,6 +46,10 @@ type Config struct {
 	// StopTimeout is how long Stop lets running activities finish before
 	// it cancels them; 0 → DefaultStopTimeout.
 	StopTimeout time.Duration
+	// Health is the account health activity, run by a worker that runs
+	// workflows (the AccountHealth workflow is registered there in any
+	// case); nil: none.
+	Health *activities.Health
 	// InboundSlots bounds how many received messages a worker that runs
 	// workflows processes at once (workflows.InboundTaskQueue); 0 →
 	// DefaultInboundSlots.
@@ -106,6 +109,7 @@ func New(c client.Client, acts *activities.Activities, cfg Config, logger *slog.
 		// regions' groups, from those pools, a local activity
 		// (activities.DeliverLocal).
 		Register(main, acts.WithLocalDelivery(regions))
+		RegisterHealth(main, cfg.Health)
 		w.workers = append(w.workers, main)
 
 		// Received mail is processed on a queue and slots of its own
@@ -463,10 +467,8 @@ func (s *Starter) startOnce(ctx context.Context, id, queue, name string, input a
 }
 
 // Waker signals the workflows of rescheduled and canceled emails
-// (submit.Waker).
+// (submit.Waker, which cmd hands it to; worker itself accepts no mail).
 type Waker struct{ client client.Client }
-
-var _ submit.Waker = (*Waker)(nil)
 
 // NewWaker returns a Waker.
 func NewWaker(c client.Client) *Waker { return &Waker{client: c} }

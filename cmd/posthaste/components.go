@@ -25,7 +25,6 @@ import (
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/dane"
 	"github.com/posthaste/posthaste/internal/dashboard"
-	"github.com/posthaste/posthaste/internal/datakey"
 	"github.com/posthaste/posthaste/internal/dnscache"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/faults"
@@ -62,10 +61,53 @@ const shutdownBudget = 10 * time.Second
 const keyCacheTTL = time.Second
 
 func openStore(ctx context.Context, url string, logger *slog.Logger) (*store.Store, error) {
+	return openStoreWith(ctx, url, nil, logger)
+}
+
+// openSealedStore opens the store of a process that serves (api, worker,
+// mx, smtp, dev): on url, migrated first when migrate is set, sealing mail
+// content at rest (bodies, built and submitted messages, attachments,
+// inbound and received mail) with each team's data key, sealed in turn
+// with the master key (masterRing: the configuration's, else devKeyFile's).
+// keys is that master keyring pinned to the installation (pinMasterKey).
+// Without a master key (production before any domain exists) keys is nil,
+// content is stored as it is, and a warning says so.
+func openSealedStore(ctx context.Context, cfg config.Domains, url, devKeyFile string, migrate bool,
+	logger *slog.Logger) (st *store.Store, keys *seal.Box, err error) {
+	box, err := masterRing(cfg, devKeyFile, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if st, err = openStoreWith(ctx, url, box, logger); err != nil {
+		return nil, nil, err
+	}
+	if migrate {
+		err = st.Migrate(ctx)
+	}
+	if err == nil {
+		keys, err = pinMasterKey(ctx, st, box)
+	}
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	if keys == nil {
+		logger.Warn("no master key (POSTHASTE_MASTER_KEY): message bodies, attachments and received mail are stored unencrypted")
+	}
+	return st, keys, nil
+}
+
+// openStoreWith opens the store on url, sealing content with box when it
+// is not nil (store.Config.MasterKey).
+func openStoreWith(ctx context.Context, url string, box *seal.Box, logger *slog.Logger) (*store.Store, error) {
 	if url == "" {
 		return nil, errors.New("DATABASE_URL is not set")
 	}
-	st, err := store.Open(ctx, store.Config{URL: url, MaxConns: 32, Logger: logger.With("component", "store")})
+	cfg := store.Config{URL: url, MaxConns: 32, Logger: logger.With("component", "store")}
+	if box != nil {
+		cfg.MasterKey = box
+	}
+	st, err := store.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -159,19 +201,12 @@ func rootCAs(cfg config.Delivery) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// masterKey opens the master keyring that seals DKIM keys, webhook and
-// TOTP secrets: POSTHASTE_MASTER_KEY (the current key) and
-// POSTHASTE_MASTER_KEY_PREVIOUS, else (dev only, devKeyFile set) a key
-// file made on first run, whose first line is the current key. Without
-// either, a process may run as long as no domain exists; domains cannot be
-// added then. The box it returns derives the installation's stored token
-// keys (tokenKeyPurposes), which a rotation of the master key leaves as
-// they are.
-func masterKey(ctx context.Context, cfg config.Domains, st *store.Store, devKeyFile string) (*seal.Box, error) {
-	box, err := masterRing(cfg, devKeyFile, true)
-	if err != nil {
-		return nil, err
-	}
+// pinMasterKey checks the master keyring box against st and returns it
+// with the installation's stored token keys (tokenKeyPurposes) pinned
+// (keyring.Pin), which a rotation of the master key leaves as they are. A
+// nil box is refused when st holds secrets sealed with a master key, else
+// nil.
+func pinMasterKey(ctx context.Context, st *store.Store, box *seal.Box) (*seal.Box, error) {
 	if box == nil {
 		has, err := st.HasSealedSecrets(ctx)
 		if err != nil {
@@ -185,8 +220,12 @@ func masterKey(ctx context.Context, cfg config.Domains, st *store.Store, devKeyF
 	return keyring.Pin(ctx, st, box, tokenKeyPurposes())
 }
 
-// masterRing is the keyring of the configuration, else of the dev key
-// file (made when create is set and it does not exist), else nil.
+// masterRing is the master keyring that seals DKIM keys, webhook and
+// TOTP secrets and the teams' data keys: POSTHASTE_MASTER_KEY (the current
+// key) and POSTHASTE_MASTER_KEY_PREVIOUS, else (dev only, devKeyFile set)
+// a key file made on first run when create is set, whose first line is
+// the current key, else nil. Without either, a process may run as long as
+// no domain exists; domains cannot be added then.
 func masterRing(cfg config.Domains, devKeyFile string, create bool) (*seal.Box, error) {
 	var keys [][]byte
 	switch {
@@ -225,19 +264,6 @@ func masterRing(cfg config.Domains, devKeyFile string, create bool) (*seal.Box, 
 func tokenKeyPurposes() []string {
 	return []string{unsubscribe.KeyPurpose, mailto.KeyPurpose, tracking.KeyPurpose,
 		activities.VERPKeyPurpose, api.DownloadKeyPurpose, codec.SubjectIDPurpose}
-}
-
-// sealingStore returns st sealing mail content at rest (bodies, built and
-// submitted messages, attachments, inbound and received mail) with each
-// team's data key, sealed in turn with the master key. Without a master
-// key (production before any domain exists) content is stored as it is,
-// and a warning says so once at startup.
-func sealingStore(st *store.Store, keys *seal.Box, logger *slog.Logger) *store.Store {
-	if keys == nil {
-		logger.Warn("no master key (POSTHASTE_MASTER_KEY): message bodies, attachments and received mail are stored unencrypted")
-		return st
-	}
-	return st.WithSealer(datakey.New(keys, st, datakey.Config{}))
 }
 
 // payloadCodec is the codec that encrypts the personal data in Temporal
@@ -390,11 +416,7 @@ func newIntake(ctx context.Context, cfg config.Config, st *store.Store, tc clien
 		limiter, closeRedis = rl, closeFn
 	}
 	logs := reqlog.New(reqlog.Config{Dropped: metrics.RequestLogDropped, Logger: logger.With("component", "reqlog")}, st)
-	starter := newStarter(cfg, tc)
-	disp := outbox.New(outbox.Config{RetryMax: cfg.Dispatch.RetryMax, GiveUpAfter: cfg.Dispatch.GiveUp},
-		st, starter, logger)
-	disp.Started = func(wait time.Duration) { metrics.OutboxWait.Observe(wait.Seconds()) }
-	disp.Ended = func(kind, reason string) { metrics.OutboxEnded.WithLabelValues(kind, reason).Inc() }
+	disp := newDispatcher(cfg, st, tc, metrics, logger)
 	sub := submit.New(submit.Config{
 		Store:    st,
 		Notifier: disp,
@@ -568,8 +590,9 @@ func reconcileInput(cfg config.Config) workflows.ReconcileInput {
 		MaxRestarts:    cfg.Dispatch.ReconcileMaxRestarts, Limit: 500}
 }
 
-// keepSchedules makes sure the retention and reconcile Schedules exist
-// and are up to date (worker.KeepSchedules); call the result to stop.
+// keepSchedules makes sure the retention, reconcile and account health
+// Schedules exist and are up to date (worker.KeepSchedules); call the
+// result to stop.
 func keepSchedules(cfg config.Config, tc client.Client, logger *slog.Logger) (stop func()) {
 	return worker.KeepSchedules(logger.With("component", "schedules"),
 		func(ctx context.Context) error {
@@ -577,6 +600,9 @@ func keepSchedules(cfg config.Config, tc client.Client, logger *slog.Logger) (st
 		},
 		func(ctx context.Context) error {
 			return worker.EnsureReconcileSchedule(ctx, tc, cfg.Dispatch.ReconcileInterval, reconcileInput(cfg))
+		},
+		func(ctx context.Context) error {
+			return worker.EnsureHealthSchedule(ctx, tc, cfg.Health.Interval, healthInput(cfg.Health))
 		})
 }
 

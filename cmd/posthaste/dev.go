@@ -70,14 +70,11 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 		})
 		dbURL = pg.URL()
 	}
-	st, err := openStore(ctx, dbURL, logger)
+	st, keys, err := openSealedStore(ctx, cfg.Domains, dbURL, filepath.Join(dataDir, "master.key"), true, logger)
 	if err != nil {
 		return err
 	}
 	stops = append(stops, st.Close)
-	if err := st.Migrate(ctx); err != nil {
-		return err
-	}
 
 	tmp, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{
 		DBPath:       filepath.Join(dataDir, "temporal.db"),
@@ -94,11 +91,6 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 		return fmt.Errorf("starting embedded Temporal: %w", err)
 	}
 	stops = append(stops, tmp.Stop)
-	keys, err := masterKey(ctx, cfg.Domains, st, filepath.Join(dataDir, "master.key"))
-	if err != nil {
-		return err
-	}
-	st = sealingStore(st, keys, logger)
 	if cfg.Codec.Token != "" && len(cfg.Codec.Origins) == 0 && tmp.UIAddress() != "" {
 		// The embedded Temporal UI may call the codec endpoint.
 		cfg.Codec.Origins = []string{"http://" + displayAddr(tmp.UIAddress())}
@@ -147,7 +139,12 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 		return err
 	}
 	stops = append(stops, closeActs)
-	w, err := worker.New(tc, acts, worker.Config{Workflows: true, Pools: pools, InboundSlots: cfg.Inbound.WorkerSlots}, logger)
+	healthActs, err := newHealth(cfg, st, in.dispatcher, logger)
+	if err != nil {
+		return err
+	}
+	w, err := worker.New(tc, acts, worker.Config{Workflows: true, Pools: pools, InboundSlots: cfg.Inbound.WorkerSlots,
+		Health: healthActs}, logger)
 	if err != nil {
 		return err
 	}
@@ -156,11 +153,6 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 	}
 	stops = append(stops, w.Stop)
 	stops = append(stops, keepSchedules(cfg, tc, logger))
-	stopHealth, err := startHealthMonitor(cfg, st, in.dispatcher, logger)
-	if err != nil {
-		return err
-	}
-	stops = append(stops, stopHealth)
 
 	stops = append(stops, startDispatcher(in.dispatcher))
 

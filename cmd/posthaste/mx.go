@@ -17,6 +17,7 @@ import (
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/outbox"
 	"github.com/posthaste/posthaste/internal/ratelimit"
 	"github.com/posthaste/posthaste/internal/seal"
@@ -72,12 +73,14 @@ func startMX(cfg config.Config, st *store.Store, keys *seal.Box, notify func(), 
 	} else {
 		logger.Warn("the inbound MX offers no STARTTLS: POSTHASTE_TLS_CERT_FILE is unset")
 	}
-	acc := store.NewInbound(st, verpKey(keys), notify)
+	var unsubKey []byte
 	if keys != nil {
 		// The mailto unsubscribe addresses of our emails (the activities
 		// derive the same key to make them).
-		acc.SetUnsubscribeKey(keys.DeriveKey(mailto.KeyPurpose))
+		unsubKey = keys.DeriveKey(mailto.KeyPurpose)
 	}
+	router := inroute.New(st, verpKey(keys), unsubKey)
+	acc := store.NewInbound(st, notify)
 	// The rates and budget of inbound mail: the budget counted in
 	// PostgreSQL, the rates in this process or, with REDIS_URL, shared by
 	// the MX replicas.
@@ -112,7 +115,7 @@ func startMX(cfg config.Config, st *store.Store, keys *seal.Box, notify func(), 
 		Resolver: newResolver(cfg.Delivery),
 		Logger:   logger,
 		Metrics:  inbound.NewMetrics(reg),
-	}, acc, acc)
+	}, router, acc)
 	if err != nil {
 		_ = closeLimiter()
 		return nil, err
@@ -154,12 +157,13 @@ func inboundListen(cfg config.Inbound, def string) string {
 	return cfg.Listen
 }
 
-// newDispatcher is the outbox dispatcher of a process that only accepts
-// (the MX): it starts the workflows of what it committed.
+// newDispatcher is the outbox dispatcher of a process: it starts the
+// workflows of the entries any process committed, woken by PostgreSQL's
+// notifications (store.ListenOutbox) and polling as a fallback.
 func newDispatcher(cfg config.Config, st *store.Store, tc client.Client, metrics *telemetry.Metrics,
 	logger *slog.Logger) *outbox.Dispatcher {
-	disp := outbox.New(outbox.Config{RetryMax: cfg.Dispatch.RetryMax, GiveUpAfter: cfg.Dispatch.GiveUp},
-		st, newStarter(cfg, tc), logger)
+	disp := outbox.New(outbox.Config{RetryMax: cfg.Dispatch.RetryMax, GiveUpAfter: cfg.Dispatch.GiveUp,
+		Listener: st}, st, newStarter(cfg, tc), logger)
 	disp.Started = func(wait time.Duration) { metrics.OutboxWait.Observe(wait.Seconds()) }
 	disp.Ended = func(kind, reason string) { metrics.OutboxEnded.WithLabelValues(kind, reason).Inc() }
 	return disp
@@ -180,7 +184,6 @@ func runMX(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return err
 	}
 	defer closeAll()
-	st = sealingStore(st, keys, logger)
 	reg, metrics := newRegistry()
 	disp := newDispatcher(cfg, st, tc, metrics, logger)
 	defer startDispatcher(disp)()

@@ -10,13 +10,14 @@ import (
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/mta"
+	"github.com/posthaste/posthaste/internal/pooldeliver"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
 // senders is the activities.Senders of a process: a Deliverer for each IP
 // pool it serves, the default pool under "".
 type senders struct {
-	byPool map[string]*ippool.Deliverer
+	byPool map[string]*pooldeliver.Deliverer
 	// queues are the pools as worker.Config.Pools names them ("" the
 	// default pool), in the order served.
 	queues []string
@@ -111,11 +112,11 @@ func newSenders(ctx context.Context, cfg config.Delivery, base mta.Config, st *s
 	if i := slices.Index(names, cfg.DefaultPool); i > 0 {
 		names = slices.Insert(slices.Delete(names, i, i+1), 0, cfg.DefaultPool)
 	}
-	var warmup ippool.Warmup
+	var warmup pooldeliver.Warmup
 	if len(cfg.Warmup) > 0 {
 		warmup.Gate = activities.NewWarmupGate(st, cfg.Warmup, nil)
 	}
-	s := &senders{byPool: map[string]*ippool.Deliverer{}}
+	s := &senders{byPool: map[string]*pooldeliver.Deliverer{}}
 	for _, name := range names {
 		key := name
 		if name == cfg.DefaultPool {
@@ -140,7 +141,7 @@ func newSenders(ctx context.Context, cfg config.Delivery, base mta.Config, st *s
 		if key != "" && cfg.WarmupOverflow == config.WarmupSpill {
 			w.Spill = s.byPool[""] // nil when this process does not deliver from the default pool: wait
 		}
-		d, err := ippool.NewDeliverer(base, addrs[name], w)
+		d, err := pooldeliver.New(base, addrs[name], w)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("IP pool %s: %w", name, err)

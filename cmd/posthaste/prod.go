@@ -12,6 +12,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/codec"
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/devstack"
@@ -28,7 +29,6 @@ func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return err
 	}
 	defer closeAll()
-	st = sealingStore(st, keys, logger)
 	reg, metrics := newRegistry()
 	in, err := newIntake(ctx, cfg, st, tc, metrics, logger)
 	if err != nil {
@@ -72,7 +72,6 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 		return err
 	}
 	defer closeAll()
-	st = sealingStore(st, keys, logger)
 	reg, metrics := newRegistry()
 	var want []string
 	if *poolList != "" {
@@ -89,8 +88,14 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 	if *regions != "" {
 		rs = strings.Split(*regions, ",")
 	}
+	var healthActs *activities.Health
+	if !*noWorkflows {
+		if healthActs, err = newHealth(cfg, st, nil, logger); err != nil {
+			return err
+		}
+	}
 	w, err := worker.New(tc, acts, worker.Config{Regions: rs, Pools: pools, Workflows: !*noWorkflows,
-		InboundSlots: cfg.Inbound.WorkerSlots}, logger)
+		InboundSlots: cfg.Inbound.WorkerSlots, Health: healthActs}, logger)
 	if err != nil {
 		return usageError{err}
 	}
@@ -100,11 +105,6 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 	defer w.Stop()
 	if !*noWorkflows {
 		defer keepSchedules(cfg, tc, logger)()
-		stopHealth, err := startHealthMonitor(cfg, st, nil, logger)
-		if err != nil {
-			return err
-		}
-		defer stopHealth()
 	}
 	// The worker's own metrics (deliveries, events) and health.
 	addr, served, err := serveHTTP(ctx, cfg.MetricsAddr, opsHandler(reg, readyChecks(st, tc), cfg.MetricsToken), cfg.HTTP, logger)
@@ -125,13 +125,8 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 func connectExternal(ctx context.Context, cfg config.Config, logger *slog.Logger) (*store.Store, client.Client,
 	*seal.Box, *codec.Codec, func(), error) {
 	logger.Info("starting", cfg.LogAttrs()...)
-	st, err := openStore(ctx, cfg.DatabaseURL, logger)
+	st, keys, err := openSealedStore(ctx, cfg.Domains, cfg.DatabaseURL, "", false, logger)
 	if err != nil {
-		return nil, nil, nil, nil, nil, err
-	}
-	keys, err := masterKey(ctx, cfg.Domains, st, "")
-	if err != nil {
-		st.Close()
 		return nil, nil, nil, nil, nil, err
 	}
 	pc, err := payloadCodec(cfg.Codec, keys, st, logger)

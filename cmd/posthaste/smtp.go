@@ -122,13 +122,11 @@ func runSMTP(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 	if len(listeners) == 0 {
 		return usageError{errors.New("POSTHASTE_SMTP_LISTEN=off leaves the smtp command nothing to do")}
 	}
-	st, tc, keys, _, closeAll, err := connectExternal(ctx, cfg, logger)
+	st, tc, _, _, closeAll, err := connectExternal(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer closeAll()
-	// Submitted messages are sealed at rest with the master key's data keys.
-	st = sealingStore(st, keys, logger)
 	reg, metrics := newRegistry()
 	in, err := newIntake(ctx, cfg, st, tc, metrics, logger)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/internal/address"
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/store"
@@ -40,7 +41,7 @@ func newSystemMailer(from string, st *store.Store, sub *submit.Service, logger *
 	if from == "" {
 		return nil, nil
 	}
-	a, err := submit.ParseAddress(from)
+	a, err := address.Parse(from)
 	if err != nil {
 		return nil, fmt.Errorf("POSTHASTE_SYSTEM_FROM=%q is not an email address", from)
 	}

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/posthaste/posthaste/internal/address"
 	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/submit"
 )
 
 // Webhook event types of contacts and topics (webhook.Types).
@@ -20,7 +20,7 @@ const (
 	EventContactCreated       = "contact.created"
 	EventContactUpdated       = "contact.updated"
 	EventContactDeleted       = "contact.deleted"
-	EventContactTopicsUpdated = "contact.topics.updated"
+	EventContactTopicsUpdated = store.EventContactTopicsUpdated
 	EventTopicCreated         = "topic.created"
 	EventTopicUpdated         = "topic.updated"
 	EventTopicDeleted         = "topic.deleted"
@@ -40,11 +40,11 @@ const (
 // ContactAddress checks a contact's address (a bare address, no display
 // name) and normalises it the way the suppression list does.
 func ContactAddress(raw string) (string, error) {
-	a, err := submit.ParseAddress(strings.TrimSpace(raw))
-	if err != nil || a.Name != "" || strings.Contains(raw, "<") {
+	a, err := address.ParseBare(strings.TrimSpace(raw))
+	if err != nil {
 		return "", invalid.Errorf("email", "The `email` field must be an email address such as someone@example.com.")
 	}
-	return store.NormalizeAddress(a.Addr()), nil
+	return address.Normalize(a.Addr()), nil
 }
 
 // CheckNames validates first_name and last_name; nil is absent.

@@ -26,11 +26,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/address"
 	"github.com/posthaste/posthaste/internal/components"
 	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/merge"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
 )
 
@@ -92,7 +92,7 @@ func (e Edit) Apply(b *store.Broadcast, create bool) error {
 	if e.From != nil {
 		from := strings.TrimSpace(*e.From)
 		if from != "" {
-			if _, err := submit.ParseAddress(from); err != nil {
+			if _, err := address.Parse(from); err != nil {
 				return invalid.Errorf("from", "Invalid `from` field. The email address needs to follow the `email@example.com` or `Name <email@example.com>` format.")
 			}
 		}
@@ -115,7 +115,7 @@ func (e Edit) Apply(b *store.Broadcast, create bool) error {
 			return invalid.Errorf("reply_to", "The `reply_to` field may hold at most %d addresses.", MaxReplyTo)
 		}
 		for _, a := range e.ReplyTo {
-			if _, err := submit.ParseAddress(a); err != nil {
+			if _, err := address.Parse(a); err != nil {
 				return invalid.Errorf("reply_to", "Invalid `reply_to` field: %q is not an email address.", a)
 			}
 		}

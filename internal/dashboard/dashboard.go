@@ -29,6 +29,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/auththrottle"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
@@ -145,7 +146,7 @@ type Handler struct {
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	logger   *slog.Logger
-	throttle *throttle
+	throttle *auththrottle.Throttle
 	// domainSvc and endpoints are the use cases shared with the API.
 	domainSvc *domains.Service
 	endpoints *webhook.Endpoints
@@ -176,7 +177,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	h := &Handler{cfg: cfg, store: cfg.Store, logger: cfg.Logger.With("component", "dashboard"),
-		throttle: newThrottle(), passwords: cfg.Passwords, now: cfg.Now, pages: map[string]*template.Template{}}
+		throttle: auththrottle.New(), passwords: cfg.Passwords, now: cfg.Now, pages: map[string]*template.Template{}}
 	if h.passwords == nil {
 		h.passwords = password.Shared()
 	}

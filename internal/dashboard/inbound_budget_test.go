@@ -10,6 +10,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -25,10 +26,11 @@ func TestReceivingShowsInboundBudget(t *testing.T) {
 		Status: store.DomainVerified, ReturnPath: "send", TLS: store.TLSOpportunistic, DKIMSelector: "posthaste",
 		DKIMPublicKey: "cHVibGlj", DKIMPrivateKey: []byte("sealed"), Receiving: store.ReceivingEnabled}
 	require.NoError(t, f.store.CreateDomain(ctx, d))
-	in := store.NewInbound(f.store, nil, nil)
+	in := store.NewInbound(f.store, nil)
+	rt := inroute.New(f.store, nil, nil)
 	in.SetBudget(budget)
 	receive := func() {
-		r, err := in.Route(ctx, "help@in.example.test")
+		r, err := rt.Route(ctx, "help@in.example.test")
 		require.NoError(t, err)
 		require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "x@example.org",
 			Recipients: []inbound.Recipient{{Address: "help@in.example.test", Route: r}}, ReceivedAt: time.Now(),

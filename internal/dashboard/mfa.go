@@ -102,9 +102,9 @@ func (h *Handler) mfa(w http.ResponseWriter, r *http.Request, se *store.Session)
 		h.render(w, status, "mfa", view{Title: "Two-factor authentication", CSRF: se.CSRFToken, Data: d})
 	}
 	now := h.now()
-	user := throttleKey{"mfa|" + se.UserID.String(), pairLimit}
-	address := throttleKey{"addr|" + clientIP(r), addressLimit}
-	if ok, wait := h.throttle.take(now, user, address); !ok {
+	user := throttleKey{Name: "mfa|" + se.UserID.String(), Limit: pairLimit}
+	address := throttleKey{Name: "addr|" + clientIP(r), Limit: addressLimit}
+	if ok, wait := h.throttle.Take(now, user, address); !ok {
 		retryAfter(w, wait)
 		refuse(http.StatusTooManyRequests, "Too many wrong codes. Wait a few minutes and try again.")
 		return
@@ -115,7 +115,7 @@ func (h *Handler) mfa(w http.ResponseWriter, r *http.Request, se *store.Session)
 		return
 	}
 	if err != nil {
-		h.throttle.refund(h.now(), user, address)
+		h.throttle.Refund(h.now(), user, address)
 		h.fail(w, r, err)
 		return
 	}
@@ -124,8 +124,8 @@ func (h *Handler) mfa(w http.ResponseWriter, r *http.Request, se *store.Session)
 		refuse(http.StatusUnauthorized, "That code is not valid.")
 		return
 	}
-	h.throttle.reset(user.name)
-	h.throttle.refund(h.now(), address)
+	h.throttle.Reset(user.Name)
+	h.throttle.Refund(h.now(), address)
 	tok := randomToken()
 	if err := h.store.CompleteMFA(r.Context(), se.IDHash, tokenHash(tok), h.now().Add(sessionLifetime)); errors.Is(err, store.ErrNotFound) {
 		// Expired, or passed by a parallel request meanwhile.

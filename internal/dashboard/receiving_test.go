@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -22,8 +23,9 @@ func TestReceivingPages(t *testing.T) {
 		Status: store.DomainVerified, ReturnPath: "send", TLS: store.TLSOpportunistic, DKIMSelector: "posthaste",
 		DKIMPublicKey: "cHVibGlj", DKIMPrivateKey: []byte("sealed"), Receiving: on}
 	require.NoError(t, f.store.CreateDomain(ctx, d))
-	in := store.NewInbound(f.store, nil, nil)
-	r, err := in.Route(ctx, "help@in.example.test")
+	in := store.NewInbound(f.store, nil)
+	rt := inroute.New(f.store, nil, nil)
+	r, err := rt.Route(ctx, "help@in.example.test")
 	require.NoError(t, err)
 	require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "x@example.org",
 		Recipients: []inbound.Recipient{{Address: "help@in.example.test", Route: r}}, ReceivedAt: time.Now(),

@@ -60,14 +60,14 @@ func (h *Handler) forgot(w http.ResponseWriter, r *http.Request) {
 	now := h.now()
 	keys := []string{"reset|" + d.Email, "reset-ip|" + clientIP(r)}
 	for _, k := range keys {
-		if !h.throttle.allow(k, now) {
+		if !h.throttle.Allow(throttleKey{Name: k, Limit: pairLimit}, now) {
 			d.Error = "Too many reset requests. Wait a few minutes and try again."
 			h.renderForgot(w, http.StatusTooManyRequests, d)
 			return
 		}
 	}
 	for _, k := range keys {
-		h.throttle.fail(k, now)
+		h.throttle.Fail(throttleKey{Name: k, Limit: pairLimit}, now)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), resetSendTimeout)
 	h.background.Add(1)

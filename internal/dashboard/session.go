@@ -188,15 +188,15 @@ const busyRetry = 2 * time.Second
 // rankKey counts the sign-ins of a client address for the password pool's
 // ranking; unlike address, it is never refunded.
 func rankKey(address throttleKey) throttleKey {
-	return throttleKey{"rank|" + address.name, address.limit}
+	return throttleKey{Name: "rank|" + address.Name, Limit: address.Limit}
 }
 
 // signInKeys are the throttle keys of a sign-in: the account with the
 // client address, the client address, and the account.
 func signInKeys(email, addr string) (pair, address, account throttleKey) {
-	return throttleKey{"signin|" + email + "|" + addr, pairLimit},
-		throttleKey{"addr|" + addr, addressLimit},
-		throttleKey{"account|" + email, accountLimit}
+	return throttleKey{Name: "signin|" + email + "|" + addr, Limit: pairLimit},
+		throttleKey{Name: "addr|" + addr, Limit: addressLimit},
+		throttleKey{Name: "account|" + email, Limit: accountLimit}
 }
 
 // login checks a password. The attempt is charged to the throttles before
@@ -220,8 +220,8 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	}
 	now := h.now()
 	pair, address, account := signInKeys(email, clientIP(r))
-	rank := h.throttle.note(rankKey(address), now)
-	if ok, wait := h.throttle.take(now, pair, address, account); !ok {
+	rank := h.throttle.Note(rankKey(address), now)
+	if ok, wait := h.throttle.Take(now, pair, address, account); !ok {
 		retryAfter(w, wait)
 		d.Error = tooManySignIns
 		h.renderLogin(w, http.StatusTooManyRequests, d)
@@ -243,7 +243,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		// The attempt did not run: it counts for nothing.
-		h.throttle.refund(h.now(), pair, address, account)
+		h.throttle.Refund(h.now(), pair, address, account)
 		if busy(err) {
 			retryAfter(w, busyRetry)
 			d.Error = serverBusy
@@ -260,8 +260,8 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The failures of others stay charged to the account and the address.
-	h.throttle.refund(h.now(), address, account)
-	h.throttle.reset(pair.name)
+	h.throttle.Refund(h.now(), address, account)
+	h.throttle.Reset(pair.Name)
 	h.startSession(w, r, u, d.Next)
 }
 

@@ -1,77 +1,12 @@
 package dashboard
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
-
-func TestThrottleLimit(t *testing.T) {
-	th := newThrottle()
-	now := time.Unix(1_700_000_000, 0)
-	k := throttleKey{"k", limit{max: 5, window: 15 * time.Minute}}
-	for i := range 5 {
-		require.Equal(t, i, th.count(k, now))
-		ok, _ := th.take(now, k)
-		require.True(t, ok, "attempt %d", i)
-	}
-	ok, wait := th.take(now, k)
-	require.False(t, ok, "five at once, then no more")
-	require.Equal(t, 3*time.Minute, wait, "one more every window/max")
-	ok, _ = th.take(now.Add(3*time.Minute), k)
-	require.True(t, ok)
-	ok, _ = th.take(now.Add(3*time.Minute), k)
-	require.False(t, ok)
-
-	th.refund(now.Add(3*time.Minute), k)
-	ok, _ = th.take(now.Add(3*time.Minute), k)
-	require.True(t, ok, "a refund gives the attempt back")
-	require.Equal(t, 0, th.count(k, now.Add(time.Hour)), "all clear after the window")
-
-	// All or nothing: a key at its limit keeps the others from being charged.
-	other := throttleKey{"other", k.limit}
-	ok, _ = th.take(now.Add(3*time.Minute), other, k)
-	require.False(t, ok)
-	require.Equal(t, 0, th.count(other, now.Add(3*time.Minute)))
-
-	th.reset(k.name)
-	require.Equal(t, 0, th.count(k, now))
-}
-
-// The throttle used to forget every key once it held 100,000: a flood of
-// new keys (client addresses are plentiful, IPv6 ones especially)
-// cleared the failures of the account under attack.
-func TestThrottleSurvivesAFloodOfKeys(t *testing.T) {
-	th := newThrottle()
-	now := time.Now()
-	for range 5 {
-		th.fail("signin|victim@example.com|192.0.2.1", now)
-	}
-	require.False(t, th.allow("signin|victim@example.com|192.0.2.1", now))
-	for i := range throttleKeys + 1 {
-		th.fail(fmt.Sprintf("reset|flood-%d@example.com", i), now)
-	}
-	require.False(t, th.allow("signin|victim@example.com|192.0.2.1", now), "still throttled after the flood")
-	require.LessOrEqual(t, len(th.keys), throttleKeys, "bounded")
-
-	// A small throttle shows which keys it forgets: the least charged.
-	small := &throttle{capacity: 3, keys: map[[16]byte]*charge{}}
-	heavy := throttleKey{"heavy", pairLimit}
-	for range 4 {
-		small.take(now, heavy)
-	}
-	for i := range 1000 {
-		ok, _ := small.take(now.Add(time.Duration(i)*time.Millisecond), throttleKey{fmt.Sprint("light-", i), pairLimit})
-		require.True(t, ok)
-	}
-	require.Len(t, small.keys, 3)
-	require.Equal(t, 4, small.count(heavy, now))
-	require.Len(t, small.byDue, 3)
-}
 
 func TestClientAddr(t *testing.T) {
 	for _, tt := range []struct {

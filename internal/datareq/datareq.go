@@ -22,10 +22,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/address"
 	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/submit"
 )
 
 // Errors of Create; the API maps them to validation errors.
@@ -74,11 +74,11 @@ func New(cfg Config, st *store.Store) *Service {
 // ParseAddress checks an address a request names and returns it
 // lower-cased: a bare addr-spec, no display name.
 func ParseAddress(raw string) (string, error) {
-	a, err := submit.ParseAddress(raw)
-	if err != nil || a.Name != "" || strings.Contains(raw, "<") {
+	a, err := address.ParseBare(raw)
+	if err != nil {
 		return "", ErrInvalidAddress
 	}
-	return strings.ToLower(a.Addr()), nil
+	return address.Normalize(a.Addr()), nil
 }
 
 // Create queues a request of type typ (store.DataRequestExport or

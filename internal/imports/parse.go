@@ -10,9 +10,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/address"
 	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/submit"
 )
 
 // ColumnMap names the CSV column of each contact field. Empty fields
@@ -285,11 +285,11 @@ func (l layout) parseRow(row int, rec []string) (store.ImportRow, *store.ImportR
 	if raw == "" {
 		return fail("", "The row has no email address.")
 	}
-	a, err := submit.ParseAddress(raw)
-	if err != nil || a.Name != "" || strings.Contains(raw, "<") {
+	a, err := address.ParseBare(raw)
+	if err != nil {
 		return fail(raw, "%q is not an email address.", clip(raw))
 	}
-	r := store.ImportRow{Row: row, Email: store.NormalizeAddress(a.Addr())}
+	r := store.ImportRow{Row: row, Email: address.Normalize(a.Addr())}
 	for _, f := range []struct {
 		name string
 		i    int

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/posthaste/posthaste/internal/address"
 	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/submit"
 )
 
 var fuzzDefs = map[string]store.ContactProperty{
@@ -68,7 +68,7 @@ func FuzzParseCSV(f *testing.F) {
 			if r.Row != last || r.Email != store.NormalizeAddress(r.Email) {
 				t.Fatalf("row %+v for row %d", r, last)
 			}
-			if _, err := submit.ParseAddress(r.Email); err != nil {
+			if _, err := address.Parse(r.Email); err != nil {
 				t.Fatalf("row %d kept the invalid address %q: %v", last, r.Email, err)
 			}
 			if v, ok := r.Properties["seats"]; ok {

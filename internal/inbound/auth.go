@@ -11,85 +11,10 @@ import (
 
 	"blitiri.com.ar/go/spf"
 	"github.com/emersion/go-message/textproto"
-	"github.com/emersion/go-msgauth/authres"
 	"github.com/emersion/go-msgauth/dkim"
 	"github.com/emersion/go-msgauth/dmarc"
 	"golang.org/x/net/publicsuffix"
 )
-
-// Results are the sender authentication checks of one message. They are
-// recorded, never a reason to refuse it.
-type Results struct {
-	SPF   SPFResult
-	DKIM  []DKIMResult // one per DKIM-Signature, in header order; empty when unsigned
-	DMARC DMARCResult
-}
-
-// SPFResult is the SPF check (RFC 7208) of the client address.
-type SPFResult struct {
-	// Result is one of RFC 7208 §2.6: none, neutral, pass, fail, softfail,
-	// temperror, permerror.
-	Result string
-	// Domain is the identity checked: the MAIL FROM domain, or the HELO
-	// name for the null sender (RFC 7208 §2.4).
-	Domain string
-	// Scope says which: "mailfrom" or "helo".
-	Scope string
-}
-
-// DKIMResult is the verification of one DKIM signature (RFC 6376).
-type DKIMResult struct {
-	// Result is one of RFC 8601 §2.7.1: pass, fail, temperror, permerror.
-	Result     string
-	Domain     string // d=
-	Identifier string // i=
-	Reason     string // why it did not pass; "" when it did
-}
-
-// DMARCResult is the DMARC evaluation (RFC 7489) of the RFC5322.From domain.
-type DMARCResult struct {
-	// Result is one of RFC 7489 §11.2: none (no policy), pass, fail,
-	// temperror (policy lookup failed), permerror (no single From domain).
-	Result string
-	// FromDomain is the RFC5322.From domain; "" when there is not one.
-	FromDomain string
-	// Policy is the policy the domain owner asks for on failure (p=, or
-	// sp= when the record is the organizational domain's): none,
-	// quarantine, reject; "" without a record. It is recorded, not applied.
-	Policy string
-	// PolicyDomain is where the record was found.
-	PolicyDomain string
-	// SPFAligned and DKIMAligned say which mechanism produced an aligned
-	// pass (RFC 7489 §3.1).
-	SPFAligned, DKIMAligned bool
-}
-
-// Header is the value of an Authentication-Results header field (RFC 8601)
-// for the results, with authservID (the listener's host name) as the
-// authentication service identifier.
-func (r Results) Header(authservID string) string {
-	var out []authres.Result
-	spfRes := &authres.SPFResult{Value: authres.ResultValue(r.SPF.Result)}
-	if r.SPF.Scope == "helo" {
-		spfRes.Helo = r.SPF.Domain
-	} else {
-		spfRes.From = r.SPF.Domain
-	}
-	out = append(out, spfRes)
-	if len(r.DKIM) == 0 {
-		out = append(out, &authres.DKIMResult{Value: authres.ResultNone})
-	}
-	for _, d := range r.DKIM {
-		out = append(out, &authres.DKIMResult{Value: authres.ResultValue(d.Result), Reason: d.Reason,
-			Domain: d.Domain, Identifier: d.Identifier})
-	}
-	dm := &authres.DMARCResult{Value: authres.ResultValue(r.DMARC.Result), From: r.DMARC.FromDomain}
-	if r.DMARC.Policy != "" {
-		dm.Reason = "p=" + r.DMARC.Policy
-	}
-	out = append(out, dm)
-	return authres.Format(authservID, out)
-}
 
 // maxDKIMSignatures bounds the signatures verified per message (each costs
 // a DNS lookup and a hash of the body).

@@ -38,22 +38,20 @@
 package inbound
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"net/netip"
 	"time"
 
 	"github.com/emersion/go-smtp"
-	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/connlimit"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/ratelimit"
+	"github.com/posthaste/posthaste/internal/smtpserve"
 )
 
 // Defaults of Config.
@@ -84,105 +82,38 @@ const (
 	DefaultCommandTimeout = time.Minute
 )
 
-// ErrNotOurs is what a Router returns (possibly wrapped) for a recipient
-// Posthaste is not responsible for; the listener refuses it at RCPT with
-// 550 5.1.1. Any other Router error is a temporary failure (451 4.3.0).
-var ErrNotOurs = errors.New("recipient is not ours")
-
-// RouteKind says why a recipient is ours.
-type RouteKind string
-
-// Route kinds.
-const (
-	// RouteReturnPath is the return path (VERP address) of an email we
-	// sent: what arrives is a bounce or an auto-reply to it.
-	RouteReturnPath RouteKind = "return_path"
-	// RouteReceiving is an address at a domain with receiving enabled.
-	RouteReceiving RouteKind = "receiving"
-	// RouteUnsubscribe is the mailto unsubscribe address of a recipient
-	// of an email we sent (RFC 2369 List-Unsubscribe): whatever arrives
-	// unsubscribes that recipient.
-	RouteUnsubscribe RouteKind = "unsubscribe"
-	// RouteDiscard is a recipient we answer for whose mail is dropped
-	// unread once accepted: the validly signed return path of an email no
-	// longer kept. A late report about it concerns nobody now, and
-	// refusing it would only make its sender's MTA report the refusal.
-	RouteDiscard RouteKind = "discard"
+// The routes, messages, authentication results and budgets the listener
+// hands on are package inmail's, so that what keeps them (the store) does
+// not link the listener; these names are the same types.
+type (
+	RouteKind   = inmail.RouteKind
+	Route       = inmail.Route
+	Router      = inmail.Router
+	Recipient   = inmail.Recipient
+	Message     = inmail.Message
+	Acceptor    = inmail.Acceptor
+	Results     = inmail.Results
+	SPFResult   = inmail.SPFResult
+	DKIMResult  = inmail.DKIMResult
+	DMARCResult = inmail.DMARCResult
+	Usage       = inmail.Usage
+	UsageReader = inmail.UsageReader
+	Budget      = inmail.Budget
 )
 
-// Route says who is responsible for a recipient.
-type Route struct {
-	Kind     RouteKind
-	TeamID   uuid.UUID
-	DomainID uuid.UUID
-	EmailID  uuid.UUID // the email of a RouteReturnPath or RouteUnsubscribe; uuid.Nil otherwise
-}
+// Route kinds (inmail.RouteKind).
+const (
+	RouteReturnPath  = inmail.RouteReturnPath
+	RouteReceiving   = inmail.RouteReceiving
+	RouteUnsubscribe = inmail.RouteUnsubscribe
+	RouteDiscard     = inmail.RouteDiscard
+)
 
-// Router routes a recipient address, in the form NormalizeRecipient
-// returns (lower-case, ASCII domain). It returns ErrNotOurs for an address
-// that is not ours, another error for a temporary failure.
-type Router interface {
-	Route(ctx context.Context, rcpt string) (Route, error)
-}
-
-// Recipient is an accepted recipient.
-type Recipient struct {
-	Address string // normalized
-	Route   Route
-}
-
-// Message is a received message, handed to an Acceptor.
-type Message struct {
-	// ID names the message in its Received header; the Acceptor should
-	// keep it as the message's id (a UUIDv7).
-	ID uuid.UUID
-	// MailFrom is the envelope sender as given; "" for the null reverse
-	// path <> of delivery status notifications.
-	MailFrom   string
-	Recipients []Recipient
-	ClientIP   netip.Addr
-	Helo       string // the EHLO/HELO name, as given
-	TLS        bool   // STARTTLS was used
-	ReceivedAt time.Time
-	// Data is the message with the listener's Received header prepended,
-	// when it is held in memory; nil when it is in Spool instead.
-	Data []byte
-	// Spool holds a large message (the listener spools any over 1 MiB to
-	// a temporary file) as Data would, Size bytes of it. It is readable
-	// only during Accept: the file is removed once Accept returns. Use
-	// Reader and Len, which cover both.
-	Spool io.ReaderAt
-	Size  int64
-	// Auth holds the SPF, DKIM and DMARC results; AuthHeader is them as an
-	// Authentication-Results value (RFC 8601) for Config.Hostname.
-	Auth       Results
-	AuthHeader string
-}
-
-// Len is the size of the message (with its Received header).
-func (m Message) Len() int64 {
-	if m.Spool != nil {
-		return m.Size
-	}
-	return int64(len(m.Data))
-}
-
-// Reader reads the message (with its Received header) from its start,
-// from Data or from Spool; each call returns a new reader.
-func (m Message) Reader() io.Reader {
-	if m.Spool != nil {
-		return io.NewSectionReader(m.Spool, 0, m.Size)
-	}
-	return bytes.NewReader(m.Data)
-}
-
-// Acceptor commits a received message (to PostgreSQL). Returning nil
-// means it is committed: the client is told 250 and the message must not
-// be lost. An error makes the client retry later (451) and must leave
-// nothing half-accepted.
-type Acceptor interface {
-	Accept(ctx context.Context, m Message) error
-}
+// ErrNotOurs and ErrOverBudget are inmail's.
+var (
+	ErrNotOurs    = inmail.ErrNotOurs
+	ErrOverBudget = inmail.ErrOverBudget
+)
 
 // Config configures a Server.
 type Config struct {
@@ -242,10 +173,9 @@ type Server struct {
 	cfg    Config
 	router Router
 	accept Acceptor
-	srv    *smtp.Server
+	srv    *smtpserve.Server
 	logger *slog.Logger
 	auth   checker
-	conns  *connlimit.Limiter
 }
 
 // New returns a Server; router and acceptor are required.
@@ -305,39 +235,26 @@ func New(cfg Config, router Router, acceptor Acceptor) (*Server, error) {
 		cfg.Limits.Limiter = ratelimit.NewLocal(ratelimit.LocalConfig{Now: cfg.Now})
 	}
 	s := &Server{cfg: cfg, router: router, accept: acceptor, logger: cfg.Logger.With("component", "inbound"),
-		auth: checker{resolver: cfg.Resolver}, conns: connlimit.New(connlimit.Limits{Total: cfg.MaxConns,
-			PerIP: cfg.MaxConnsPerIP, PerNet: cfg.MaxConnsPerNet, Reserve: cfg.MaxConns * max(cfg.ConnReservePercent, 0) / 100,
-			Session: cfg.SessionTimeout, IdleCommands: cfg.MaxIdleCommands})}
-	srv := smtp.NewServer(s)
-	srv.Domain = cfg.Hostname
-	srv.TLSConfig = cfg.TLS // nil: STARTTLS is not advertised
-	srv.MaxMessageBytes = cfg.MaxMessageBytes
-	srv.MaxRecipients = cfg.MaxRecipients
-	srv.ReadTimeout, srv.WriteTimeout = cfg.ReadTimeout, cfg.WriteTimeout
-	srv.EnableSMTPUTF8 = true
-	// No AUTH exists here: the session is not an smtp.AuthSession, so
-	// AUTH is never advertised and is answered 504 5.7.4 (no such
-	// mechanism) whether or not TLS is on; without this, go-smtp would
-	// answer 523 "TLS is required" before TLS, as if AUTH existed after.
-	srv.AllowInsecureAuth = true
-	srv.ErrorLog = slogLogger{s.logger}
-	s.srv = srv
+		auth: checker{resolver: cfg.Resolver}}
+	s.srv = smtpserve.New(smtpserve.Config{Hostname: cfg.Hostname, TLS: cfg.TLS, MaxMessageBytes: cfg.MaxMessageBytes,
+		MaxRecipients: cfg.MaxRecipients, ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
+		// No AUTH exists here: the session is not an smtp.AuthSession, so
+		// AUTH is never advertised and is answered 504 5.7.4 (no such
+		// mechanism) whether or not TLS is on; without this, go-smtp would
+		// answer 523 "TLS is required" before TLS, as if AUTH existed after.
+		AllowInsecureAuth: true,
+		Limits: connlimit.Limits{Total: cfg.MaxConns, PerIP: cfg.MaxConnsPerIP, PerNet: cfg.MaxConnsPerNet,
+			Reserve: cfg.MaxConns * max(cfg.ConnReservePercent, 0) / 100, Session: cfg.SessionTimeout,
+			IdleCommands: cfg.MaxIdleCommands},
+		Logger: s.logger}, s)
 	return s, nil
 }
 
 // Serve accepts connections on l until Shutdown; it closes l. It returns
 // nil after Shutdown.
 func (s *Server) Serve(l net.Listener) error {
-	if s.conns.Draining() {
-		_ = l.Close()
-		return nil
-	}
-	err := s.srv.Serve(s.conns.Listener(l, s.hooks()))
-	if errors.Is(err, smtp.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("inbound: serving %s: %w", l.Addr(), err)
+	if err := s.srv.Serve(l, false, s.hooks()); err != nil {
+		return fmt.Errorf("inbound: %w", err)
 	}
 	return nil
 }
@@ -346,13 +263,7 @@ func (s *Server) Serve(l net.Listener) error {
 // each transaction in progress (MAIL FROM through the reply to DATA)
 // finish; a connection is closed as soon as its transaction ends. When ctx
 // ends first, the remaining connections are cut and ctx's error returned.
-func (s *Server) Shutdown(ctx context.Context) error {
-	err := s.conns.Shutdown(ctx, func() error { return s.srv.Shutdown(context.Background()) }, s.srv.Close)
-	if errors.Is(err, smtp.ErrServerClosed) {
-		err = nil
-	}
-	return err
-}
+func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
 
 // NewSession implements smtp.Backend; go-smtp calls it at EHLO/HELO.
 func (s *Server) NewSession(c *smtp.Conn) (smtp.Session, error) {
@@ -363,9 +274,3 @@ func (s *Server) NewSession(c *smtp.Conn) (smtp.Session, error) {
 	}
 	return ss, nil
 }
-
-// slogLogger routes go-smtp's own log lines (connection errors) to slog.
-type slogLogger struct{ l *slog.Logger }
-
-func (s slogLogger) Printf(format string, v ...any) { s.l.Debug(fmt.Sprintf(format, v...)) }
-func (s slogLogger) Println(v ...any)               { s.l.Debug(fmt.Sprint(v...)) }

@@ -2,7 +2,6 @@ package inbound
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"time"
@@ -127,73 +126,6 @@ func (s *Server) allowReport(ctx context.Context, team uuid.UUID, ip netip.Addr)
 		}
 	}
 	return nil
-}
-
-// ErrOverBudget is what an Acceptor returns (possibly wrapped) when a
-// message would take a team over its Budget; the listener answers 452
-// 4.2.2, and the client retries later.
-var ErrOverBudget = errors.New("team over its inbound budget")
-
-// Usage is what a team's receiving domains received, counted when each
-// message was accepted, with the team's own limits.
-type Usage struct {
-	// Messages is today's count (UTC); Bytes the bytes received in the
-	// last 30 days, which retention keeps.
-	Messages, Bytes int64
-	// MaxMessages and MaxBytes are the team's own limits; zero when it
-	// has none (the Budget's apply).
-	MaxMessages, MaxBytes int64
-}
-
-// UsageReader reads a team's Usage at now.
-type UsageReader interface {
-	InboundUsage(ctx context.Context, team uuid.UUID, now time.Time) (Usage, error)
-}
-
-// Budget is the default inbound budget of a team's receiving domains; a
-// zero limit is none. Mail to return paths does not count (Limits.ReturnPath
-// caps it instead).
-type Budget struct {
-	// DailyMessages caps the messages of one UTC day.
-	DailyMessages int64
-	// StorageBytes caps the bytes received in the last 30 days.
-	StorageBytes int64
-	// Usage reads a team's counters; without it the budget is not
-	// checked at RCPT (the acceptor still enforces it).
-	Usage UsageReader
-}
-
-// Limits are the limits that apply to u: the team's own, else b's.
-func (b Budget) Limits(u Usage) (messages, bytes int64) {
-	messages, bytes = b.DailyMessages, b.StorageBytes
-	if u.MaxMessages > 0 {
-		messages = u.MaxMessages
-	}
-	if u.MaxBytes > 0 {
-		bytes = u.MaxBytes
-	}
-	return messages, bytes
-}
-
-// Full says whether u leaves no room for another message: at or over a
-// limit.
-func (b Budget) Full(u Usage) bool {
-	m, n := b.Limits(u)
-	return (m > 0 && u.Messages >= m) || (n > 0 && u.Bytes >= n)
-}
-
-// Over says whether u, which counts a message just taken, is over a
-// limit; the acceptor refuses that message.
-func (b Budget) Over(u Usage) bool {
-	m, n := b.Limits(u)
-	return (m > 0 && u.Messages > m) || (n > 0 && u.Bytes > n)
-}
-
-// Near says whether u has used at least 80% of a limit (the dashboard
-// warns then).
-func (b Budget) Near(u Usage) bool {
-	m, n := b.Limits(u)
-	return (m > 0 && u.Messages*5 >= m*4) || (n > 0 && u.Bytes*5 >= n*4)
 }
 
 // checkBudget refuses a recipient of a team whose budget is full.

@@ -1,12 +1,12 @@
 // Package ippool defines IP pools: named sets of source addresses from
 // which mail is delivered, each address with the EHLO name its PTR record
 // gives. It holds the one definition of a valid pool name and EHLO name,
-// parses POSTHASTE_IP_POOLS, names the default pool, and spreads the
-// deliveries of a pool over its addresses (Deliverer). It also defines the
+// parses POSTHASTE_IP_POOLS and names the default pool. It also defines the
 // warm-up of new addresses: the daily schedule (Schedule, parsed from
-// POSTHASTE_WARMUP_SCHEDULE) and how a Deliverer keeps to the allowances
-// a Gate grants, deferring or spilling to another pool what is left over
-// (Warmup); the counters themselves live in the database.
+// POSTHASTE_WARMUP_SCHEDULE) and the Gate that grants the allowances; the
+// counters themselves live in the database. Package pooldeliver spreads
+// the deliveries of a pool over its addresses within those allowances; it
+// is a package of its own so that this one links no SMTP client.
 //
 // Teams and domains are assigned pools in the database; the default pool
 // sends everything else. Each pool has its own delivery task queues
@@ -15,6 +15,7 @@
 package ippool
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -169,4 +170,12 @@ func DefaultName(pools []Pool) string {
 		return Default
 	}
 	return pools[0].Name
+}
+
+// Gate grants the daily warm-up allowances of addresses (see Schedule);
+// a pooldeliver.Deliverer asks it.
+type Gate interface {
+	// Take returns how many of n messages (0 to n) address a may send
+	// now, counting them as sent.
+	Take(ctx context.Context, a Address, n int) (int, error)
 }

@@ -1,20 +1,13 @@
 package ippool_test
 
 import (
-	"context"
-	"net"
 	"net/netip"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/ippool"
-	"github.com/posthaste/posthaste/internal/mta"
-	"github.com/posthaste/posthaste/internal/testkit/dnstest"
-	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 )
 
 func addr(ip, host string) ippool.Address {
@@ -116,49 +109,4 @@ func TestDefaultName(t *testing.T) {
 	require.Equal(t, "shared", ippool.DefaultName(nil))
 	require.Equal(t, "acme", ippool.DefaultName([]ippool.Pool{acme}), "the first pool without a shared one")
 	require.Equal(t, "shared", ippool.DefaultName([]ippool.Pool{acme, shared}))
-}
-
-// A pool's Deliverer sends from each of its addresses in turn, binding
-// the connection to the address and saying the address's EHLO name: the
-// recipient MX sees both.
-func TestDelivererBindsEachAddress(t *testing.T) {
-	for _, ip := range []string{"127.0.0.2", "127.0.0.3"} {
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-		require.NoError(t, err, "this test needs %s on loopback", ip)
-		_ = ln.Close()
-	}
-	mx := smtptest.NewServer(t, smtptest.Options{})
-	dns := dnstest.NewServer(t)
-	dns.AddMX("example.test", "mx.example.test", 10)
-	dns.AddA("mx.example.test", "127.0.0.1")
-	d, err := ippool.NewDeliverer(mta.Config{Resolver: dns.Resolver(), Port: mx.Port(),
-		Egress: egress.Policy{AllowPrivate: true}},
-		[]ippool.Address{addr("127.0.0.2", "mta2.test"), addr("127.0.0.3", "mta3.test")}, ippool.Warmup{})
-	require.NoError(t, err)
-	defer d.Close()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var sources []string
-	for range 4 {
-		res := d.Deliver(ctx, "example.test", mta.Envelope{From: "b@rp.test", To: []string{"x@example.test"},
-			Data: []byte("From: a@sender.test\r\n\r\nhi\r\n")})
-		require.Equal(t, mta.Delivered, res[0].Status, res[0].Message)
-		sources = append(sources, res[0].SourceIP)
-	}
-	require.Equal(t, []string{"127.0.0.2", "127.0.0.3", "127.0.0.2", "127.0.0.3"}, sources)
-
-	seen := map[string]string{} // client address → EHLO name
-	for _, m := range mx.Messages() {
-		host, _, err := net.SplitHostPort(m.RemoteAddr)
-		require.NoError(t, err)
-		seen[host] = m.Helo
-	}
-	require.Equal(t, map[string]string{"127.0.0.2": "mta2.test", "127.0.0.3": "mta3.test"}, seen)
-	require.Equal(t, 2, mx.Connections(), "each address reuses its own connection")
-}
-
-func TestNewDelivererNeedsAnAddress(t *testing.T) {
-	_, err := ippool.NewDeliverer(mta.Config{}, nil, ippool.Warmup{})
-	require.Error(t, err)
 }

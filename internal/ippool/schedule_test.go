@@ -1,8 +1,6 @@
 package ippool_test
 
 import (
-	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/ippool"
-	"github.com/posthaste/posthaste/internal/mta"
 )
 
 func TestParseSchedule(t *testing.T) {
@@ -93,31 +90,6 @@ func FuzzParseSchedule(f *testing.F) {
 			t.Fatalf("%q: String %q reads back as %v, %v", spec, s.String(), again, err)
 		}
 	})
-}
-
-type failingGate struct{}
-
-func (failingGate) Take(context.Context, ippool.Address, int) (int, error) {
-	return 0, errors.New("database down")
-}
-
-// When the allowance cannot be checked, nothing is sent and every
-// recipient is deferred with a reply that does not tell the error, even
-// with a Spill pool.
-func TestDelivererDefersWhenTheGateFails(t *testing.T) {
-	spill, err := ippool.NewDeliverer(mta.Config{}, []ippool.Address{addr("127.0.0.4", "mta4.test")}, ippool.Warmup{})
-	require.NoError(t, err)
-	d, err := ippool.NewDeliverer(mta.Config{}, []ippool.Address{addr("127.0.0.2", "mta2.test")},
-		ippool.Warmup{Gate: failingGate{}, Spill: spill})
-	require.NoError(t, err)
-	res := d.Deliver(context.Background(), "example.test", mta.Envelope{From: "b@rp.test", To: []string{"x@example.test", "y@example.test"}})
-	require.Len(t, res, 2)
-	for _, r := range res {
-		require.Equal(t, mta.Deferred, r.Status)
-		require.Equal(t, 451, r.Code)
-		require.Equal(t, "4.3.0", r.EnhancedCode)
-		require.NotContains(t, r.Message, "database")
-	}
 }
 
 func TestWarmupDay(t *testing.T) {

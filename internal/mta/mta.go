@@ -33,8 +33,9 @@
 // asks to slow down pauses the provider; what finds no room in time is
 // deferred (451 4.4.5) without connecting.
 //
-// ClassifyBounce reads a failure reply (RFC 3463 enhanced code, text) as an
-// Amazon SES bounce type and says whether the address itself is bad.
+// Result.Bounce classifies a failure reply with package bounce (RFC 3463
+// enhanced code, text: an Amazon SES bounce type, and whether the address
+// itself is bad).
 package mta
 
 import (

@@ -1,9 +1,10 @@
-// Package ratelimit limits request rates per key (a team, or a client
-// address) with a token bucket whose burst equals the per-second rate.
-// Local keeps the buckets in this process (golang.org/x/time/rate); Redis
-// shares them between processes through Redis with GCRA (the generic cell
-// rate algorithm, one Lua script), so several API processes enforce one
-// limit between them.
+// Package ratelimit is Posthaste's one rate-limit core: GCRA (the generic
+// cell rate algorithm), a bucket per key whose burst equals its rate. Rate
+// is the arithmetic, with the time passed in; Local keeps the buckets in
+// this process; Redis shares them between processes through one Lua
+// script (Script), so several processes enforce one limit between them.
+// The API limits, the per-destination shaping and the sign-in throttle
+// all use it.
 package ratelimit
 
 import (
@@ -11,8 +12,6 @@ import (
 	"math"
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // Result is the outcome of one Allow call, with what the rate-limit
@@ -44,12 +43,19 @@ func ceilSeconds(d time.Duration) int {
 // (keys idle for at least their period) are dropped.
 const maxIdleBuckets = 10_000
 
-// Local is an in-process Limiter. Safe for concurrent use.
+// Local is an in-process Limiter: the GCRA of Rate, one TAT a key. Safe
+// for concurrent use.
 type Local struct {
 	now func() time.Time
 
 	mu      sync.Mutex
-	buckets map[string]*rate.Limiter
+	buckets map[string]localBucket
+}
+
+// localBucket is a key's rate and theoretical arrival time.
+type localBucket struct {
+	rate Rate
+	tat  time.Time
 }
 
 // LocalConfig configures a Local limiter; the zero value is production's.
@@ -64,7 +70,7 @@ func NewLocal(cfg LocalConfig) *Local {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Local{now: cfg.Now, buckets: map[string]*rate.Limiter{}}
+	return &Local{now: cfg.Now, buckets: map[string]localBucket{}}
 }
 
 // Allow takes one request from key's bucket of limit requests per second.
@@ -73,38 +79,31 @@ func (l *Local) Allow(ctx context.Context, key string, limit int) (Result, error
 }
 
 // AllowPer takes one request from key's bucket of limit requests per
-// period, the burst being limit too. Result.Limit is then per period.
+// period, the burst being limit too. Result.Limit is then per period. A
+// key whose limit changed starts with a full bucket.
 func (l *Local) AllowPer(_ context.Context, key string, limit int, period time.Duration) (Result, error) {
 	now := l.now()
-	perSecond := float64(limit) / period.Seconds()
+	r := Rate{Limit: limit, Period: period}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.buckets[key]
-	if b == nil || b.Burst() != limit || b.Limit() != rate.Limit(perSecond) {
+	b, ok := l.buckets[key]
+	if !ok || b.rate != r {
 		if len(l.buckets) >= maxIdleBuckets {
 			l.sweep(now)
 		}
-		b = rate.NewLimiter(rate.Limit(perSecond), limit)
-		l.buckets[key] = b
+		b = localBucket{rate: r}
 	}
-	res := Result{Limit: limit}
-	if b.AllowN(now, 1) {
-		res.Allowed = true
-	} else {
-		// One token arrives every period/limit.
-		missing := 1 - b.TokensAt(now)
-		res.RetryAfter = time.Duration(missing / perSecond * float64(time.Second))
-	}
-	tokens := b.TokensAt(now)
-	res.Remaining = max(0, int(math.Floor(tokens)))
-	res.Reset = time.Duration((float64(limit) - tokens) / perSecond * float64(time.Second))
-	return res, nil
+	var wait time.Duration
+	b.tat, wait = r.Take(b.tat, now)
+	l.buckets[key] = b
+	return Result{Allowed: wait == 0, Limit: limit, Remaining: r.Remaining(b.tat, now),
+		Reset: Ahead(b.tat, now), RetryAfter: wait}, nil
 }
 
 // sweep drops full buckets; l.mu is held.
 func (l *Local) sweep(now time.Time) {
 	for k, b := range l.buckets {
-		if b.TokensAt(now) >= float64(b.Burst()) {
+		if !b.tat.After(now) {
 			delete(l.buckets, k)
 		}
 	}

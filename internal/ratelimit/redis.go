@@ -14,44 +14,56 @@ import (
 // keyPrefix namespaces Posthaste's buckets in a shared Redis.
 const keyPrefix = "posthaste:"
 
-// gcra takes one request from a bucket with GCRA, the generic cell rate
-// algorithm: the key holds the bucket's theoretical arrival time (TAT), in
-// microseconds since the Unix epoch, and a request is allowed when the TAT
-// it would leave is no more than one period (the burst) ahead of now.
-// Arithmetic happens on the distance to now, small enough for a Lua
-// number to keep fractions of a microsecond; the stored TAT is rounded
-// down, which errs by less than a microsecond per request in the
-// requester's favour.
+// Script is GCRA (Rate) in Redis, for one request against one or more
+// buckets at once: each key holds its bucket's theoretical arrival time
+// (TAT) in microseconds since the Unix epoch, and the request is allowed
+// when every bucket's TAT, advanced by one interval, stays within one
+// period of now; then all of them advance, or none does. Arithmetic
+// happens on the distance to now, small enough for a Lua number to keep
+// fractions of a microsecond; the stored TAT is rounded down, which errs
+// by less than a microsecond per request in the requester's favour.
 //
-// KEYS[1] is the bucket. ARGV[1] is the rate in requests per period (also
-// the burst). ARGV[2] is now in microseconds since the epoch, or empty to
-// read Redis's clock, which every process then shares. ARGV[3] is the
-// period in microseconds (one second when absent).
+// KEYS are the buckets. ARGV[1] is now in microseconds since the epoch,
+// or empty to read Redis's clock, which every process then shares;
+// ARGV[2i] and ARGV[2i+1] are the limit (also the burst) and the period
+// in microseconds of KEYS[i].
 //
-// It returns {allowed (0 or 1), remaining, retry after µs, reset µs}.
-var gcra = redis.NewScript(`
+// It returns {wait µs (0: allowed), remaining, reset µs}, the last two of
+// the first bucket: the requests it would still allow and the time until
+// it is full again. The API's Redis limiter and the per-destination
+// shaping both run it.
+var Script = redis.NewScript(`
 redis.replicate_commands()
-local rate = tonumber(ARGV[1])
-local now = tonumber(ARGV[2])
+local now = tonumber(ARGV[1])
 if not now then
   local t = redis.call("TIME")
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local period = tonumber(ARGV[3]) or 1000000
-local interval = period / rate
-local ahead = 0
-local tat = tonumber(redis.call("GET", KEYS[1]))
-if tat and tat > now then
-  ahead = tat - now
+local wait = 0
+local ahead = {}
+local after = {}
+for i = 1, #KEYS do
+  local limit = tonumber(ARGV[2 * i])
+  local period = tonumber(ARGV[2 * i + 1])
+  ahead[i] = 0
+  local tat = tonumber(redis.call("GET", KEYS[i]))
+  if tat and tat > now then
+    ahead[i] = tat - now
+  end
+  after[i] = ahead[i] + period / limit
+  if after[i] > period then
+    wait = math.max(wait, after[i] - period)
+  end
 end
-local after = ahead + interval
-local room = period - after
-if room < 0 then
-  return {0, 0, math.ceil(-room), math.ceil(ahead)}
+if wait > 0 then
+  return {math.ceil(wait), 0, math.ceil(ahead[1])}
 end
-local stored = math.floor(now + after)
-redis.call("SET", KEYS[1], string.format("%.0f", stored), "PX", math.max(1, math.ceil((stored - now) / 1000)))
-return {1, math.floor(room / interval), 0, math.ceil(after)}
+for i = 1, #KEYS do
+  local stored = math.floor(now + after[i])
+  redis.call("SET", KEYS[i], string.format("%.0f", stored), "PX", math.max(1, math.ceil((stored - now) / 1000)))
+end
+local period = tonumber(ARGV[3])
+return {0, math.floor((period - after[1]) / (period / tonumber(ARGV[2]))), math.ceil(after[1])}
 `)
 
 // RedisConfig configures a Redis limiter.
@@ -107,9 +119,9 @@ func (r *Redis) AllowPer(ctx context.Context, key string, limit int, period time
 	if r.now != nil {
 		at = strconv.FormatInt(r.now().UnixMicro(), 10)
 	}
-	v, err := gcra.Run(ctx, r.rdb, []string{keyPrefix + key}, limit, at, period.Microseconds()).Int64Slice()
-	if err == nil && len(v) != 4 {
-		err = fmt.Errorf("rate limit script returned %d values, want 4", len(v))
+	v, err := Script.Run(ctx, r.rdb, []string{keyPrefix + key}, at, limit, period.Microseconds()).Int64Slice()
+	if err == nil && len(v) != 3 {
+		err = fmt.Errorf("rate limit script returned %d values, want 3", len(v))
 	}
 	if err != nil {
 		t := time.Now().UnixNano()
@@ -118,6 +130,6 @@ func (r *Redis) AllowPer(ctx context.Context, key string, limit int, period time
 		}
 		return r.fallback.AllowPer(ctx, key, limit, period)
 	}
-	return Result{Allowed: v[0] == 1, Limit: limit, Remaining: int(v[1]),
-		RetryAfter: time.Duration(v[2]) * time.Microsecond, Reset: time.Duration(v[3]) * time.Microsecond}, nil
+	return Result{Allowed: v[0] == 0, Limit: limit, Remaining: int(v[1]),
+		RetryAfter: time.Duration(v[0]) * time.Microsecond, Reset: time.Duration(v[2]) * time.Microsecond}, nil
 }

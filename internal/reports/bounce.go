@@ -5,15 +5,15 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/posthaste/posthaste/internal/mta"
+	"github.com/posthaste/posthaste/internal/bounce"
 )
 
 // Bounce is Resend's bounce object (after Amazon SES's), the detail of a
 // `bounced` event: the same shape and values internal/store.Bounce holds
 // for synchronous bounces.
 type Bounce struct {
-	Type    string `json:"type"`    // mta.BouncePermanent, mta.BounceTransient or mta.BounceUndetermined
-	SubType string `json:"subType"` // one of the mta.SubType constants
+	Type    string `json:"type"`    // bounce.Permanent, bounce.Transient or bounce.Undetermined
+	SubType string `json:"subType"` // one of the bounce.SubType constants
 	// Message says in words why the message bounced, followed by the
 	// remote server's reply when the report gives one.
 	Message string `json:"message"`
@@ -21,12 +21,12 @@ type Bounce struct {
 	// §2.3.6, "smtp; 550 5.1.1 ..."); empty, never nil, when it had none.
 	DiagnosticCode []string `json:"diagnosticCode"`
 	// Suppress is true when the address itself is bad (a permanent
-	// recipient-level failure, mta.BounceClass.Suppress): the caller adds
+	// recipient-level failure, bounce.Class.Suppress): the caller adds
 	// it to the suppression list.
 	Suppress bool `json:"-"`
 }
 
-// Bounce classifies a failed recipient with mta.ClassifyBounce, the
+// Bounce classifies a failed recipient with bounce.Classify, the
 // table that classifies synchronous SMTP failures, so that an
 // asynchronous bounce gets the type and subtype the same reply would get
 // during the SMTP transaction. ok is false unless the action is failed:
@@ -49,7 +49,7 @@ func (r Recipient) Bounce() (b Bounce, ok bool) {
 	}
 	diagCode := code
 	class := 0
-	if c, _, _, ok := splitStatus(status); ok && (c == 4 || c == 5) {
+	if c, _, _, ok := bounce.SplitStatus(status); ok && (c == 4 || c == 5) {
 		class = c
 	}
 	switch {
@@ -58,17 +58,17 @@ func (r Recipient) Bounce() (b Bounce, ok bool) {
 	case class == 0 && code/100 != 4 && code/100 != 5:
 		code = 0
 	}
-	var c mta.BounceClass
+	var c bounce.Class
 	if code == 0 {
-		c = mta.ClassifyBounce(550, "", text)
-		if c.Type == mta.BouncePermanent && c.SubType == mta.SubTypeGeneral {
-			c = mta.BounceClass{Type: mta.BounceUndetermined, SubType: mta.SubTypeUndetermined}
+		c = bounce.Classify(550, "", text)
+		if c.Type == bounce.Permanent && c.SubType == bounce.SubTypeGeneral {
+			c = bounce.Class{Type: bounce.Undetermined, SubType: bounce.SubTypeUndetermined}
 		}
 	} else {
-		c = mta.ClassifyBounce(code, status, text)
+		c = bounce.Classify(code, status, text)
 	}
 	b = Bounce{Type: c.Type, SubType: c.SubType, DiagnosticCode: []string{},
-		Suppress: c.Suppress && c.Type == mta.BouncePermanent}
+		Suppress: c.Suppress && c.Type == bounce.Permanent}
 	if r.DiagnosticCode != "" {
 		b.DiagnosticCode = append(b.DiagnosticCode, r.DiagnosticCode)
 	}
@@ -137,28 +137,4 @@ func diagnosticReply(v string) (code int, enhanced, text string) {
 		text = strings.ReplaceAll(text, " "+rep, " ")
 	}
 	return code, enhanced, strings.Join(strings.Fields(text), " ")
-}
-
-// splitStatus splits an RFC 3463 §2 status code "class.subject.detail"
-// (class 2, 4 or 5; subject up to three digits; detail up to three).
-func splitStatus(s string) (class, subject, detail int, ok bool) {
-	parts := strings.Split(s, ".")
-	if len(parts) != 3 {
-		return 0, 0, 0, false
-	}
-	var n [3]int
-	for i, p := range parts {
-		if p == "" || len(p) > 3 {
-			return 0, 0, 0, false
-		}
-		v, err := strconv.Atoi(p)
-		if err != nil || v < 0 {
-			return 0, 0, 0, false
-		}
-		n[i] = v
-	}
-	if n[0] != 2 && n[0] != 4 && n[0] != 5 {
-		return 0, 0, 0, false
-	}
-	return n[0], n[1], n[2], true
 }

@@ -2,6 +2,8 @@ package reports
 
 import (
 	"strings"
+
+	"github.com/posthaste/posthaste/internal/bounce"
 )
 
 // Action is the RFC 3464 §2.3.3 action of a recipient.
@@ -136,7 +138,7 @@ func parseDSN(b []byte, maxRecipients int, truncated *bool) *DSN {
 // is no well-formed code.
 func statusCode(v string) string {
 	w := firstWord(v)
-	if _, _, _, ok := splitStatus(w); !ok {
+	if _, _, _, ok := bounce.SplitStatus(w); !ok {
 		return ""
 	}
 	return w

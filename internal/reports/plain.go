@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/posthaste/posthaste/internal/bounce"
 )
 
 // isBounce reports whether a message that is no DSN reads as a bounce:
@@ -238,7 +240,7 @@ func parsePlainBounce(text string, rep *Report, maxRcpt int) (*DSN, fieldGroup) 
 				rc.Status = strconv.Itoa(code/100) + ".0.0"
 			}
 		}
-		if c, _, _, ok := splitStatus(rc.Status); ok && c == 5 {
+		if c, _, _, ok := bounce.SplitStatus(rc.Status); ok && c == 5 {
 			rc.Action = ActionFailed
 		}
 		segText := strings.Join(seg, "\n")

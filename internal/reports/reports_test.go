@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/mta"
+	"github.com/posthaste/posthaste/internal/bounce"
 )
 
 // fixtureKey is the key the signed VERP addresses of testdata were made
@@ -401,7 +401,7 @@ func TestPlainBounceHeuristics(t *testing.T) {
 }
 
 // TestBounceMatchesSynchronousClassification: an asynchronous bounce gets
-// exactly the class mta.ClassifyBounce gives the same reply during the
+// exactly the class bounce.Classify gives the same reply during the
 // SMTP transaction.
 func TestBounceMatchesSynchronousClassification(t *testing.T) {
 	for _, tc := range []struct {
@@ -421,7 +421,7 @@ func TestBounceMatchesSynchronousClassification(t *testing.T) {
 			DiagnosticCode: "smtp; " + replyCode(tc.code, tc.enhanced) + " " + tc.text}
 		b, ok := r.Bounce()
 		require.True(t, ok)
-		want := mta.ClassifyBounce(tc.code, tc.enhanced, tc.text)
+		want := bounce.Classify(tc.code, tc.enhanced, tc.text)
 		assert.Equal(t, want.Type, b.Type, r.DiagnosticCode)
 		assert.Equal(t, want.SubType, b.SubType, r.DiagnosticCode)
 		assert.Equal(t, want.Suppress, b.Suppress, r.DiagnosticCode)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/posthaste/posthaste/internal/ratelimit"
 )
 
 // backend keeps the shared state of the limits: connection leases, rate
@@ -111,26 +113,17 @@ func (l *local) live(_ context.Context, key string, now time.Time) (int, error) 
 	return n, nil
 }
 
-// take runs GCRA on each bucket: a message is allowed when the bucket's
-// theoretical arrival time, advanced by one interval, stays within one
-// period of now.
+// take runs GCRA (ratelimit.Rate) on each bucket: a message is allowed
+// when every bucket allows it.
 func (l *local) take(_ context.Context, bs []bucket, now time.Time) (time.Duration, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var wait time.Duration
 	next := make([]time.Time, len(bs))
 	for i, b := range bs {
-		tat := l.tats[b.key]
-		if tat.Before(now) {
-			tat = now
-		}
-		// Rounded down: the error, under a nanosecond a message, is in
-		// the sender's favour, as in the Redis script.
-		interval := b.period / time.Duration(b.limit)
-		next[i] = tat.Add(interval)
-		if over := next[i].Sub(now) - b.period; over > 0 {
-			wait = max(wait, over)
-		}
+		var w time.Duration
+		next[i], w = ratelimit.Rate{Limit: b.limit, Period: b.period}.Take(l.tats[b.key], now)
+		wait = max(wait, w)
 	}
 	if wait > 0 {
 		return wait, nil

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/posthaste/posthaste/internal/ratelimit"
 )
 
 // keyPrefix namespaces the shaping state in a shared Redis.
@@ -56,37 +58,6 @@ return 1
 // liveLua counts the live leases of KEYS[1].
 var liveLua = redis.NewScript(clockLua + `
 return redis.call("ZCOUNT", KEYS[1], "(" .. now, "+inf")
-`)
-
-// takeLua runs GCRA on the buckets KEYS[i], whose limits and periods (µs)
-// are ARGV[2i] and ARGV[2i+1]: each key holds the bucket's theoretical
-// arrival time (TAT) in µs. A message is allowed when every bucket's TAT,
-// advanced by one interval, stays within one period of now; then all of
-// them advance. Returns 0, or the µs until all would allow.
-var takeLua = redis.NewScript(clockLua + `
-local wait = 0
-local next = {}
-for i = 1, #KEYS do
-  local limit = tonumber(ARGV[2 * i])
-  local period = tonumber(ARGV[2 * i + 1])
-  local ahead = 0
-  local tat = tonumber(redis.call("GET", KEYS[i]))
-  if tat and tat > now then
-    ahead = tat - now
-  end
-  local after = ahead + period / limit
-  if after > period then
-    wait = math.max(wait, after - period)
-  end
-  next[i] = after
-end
-if wait > 0 then
-  return math.ceil(wait)
-end
-for i = 1, #KEYS do
-  redis.call("SET", KEYS[i], string.format("%.0f", math.floor(now + next[i])), "PX", math.max(1, math.ceil(next[i] / 1000)))
-end
-return 0
 `)
 
 // backoffLua: KEYS[1] is a hash of level and until (µs). ARGV[2] and
@@ -223,11 +194,15 @@ func (r *redisBackend) take(ctx context.Context, bs []bucket, now time.Time) (ti
 		keys[i] = b.key
 		args = append(args, b.limit, micros(b.period))
 	}
-	v, err := r.run(ctx, takeLua, keys, now, args...)
+	v, err := r.run(ctx, ratelimit.Script, keys, now, args...)
 	if err != nil {
 		return r.fallback.take(ctx, bs, now)
 	}
-	n, _ := v.(int64)
+	a, ok := v.([]any)
+	if !ok || len(a) != 3 {
+		return 0, fmt.Errorf("rate limit script returned %v", v)
+	}
+	n, _ := a[0].(int64)
 	return time.Duration(n) * time.Microsecond, nil
 }
 

@@ -8,16 +8,13 @@ import (
 	"io"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/posthaste/posthaste/internal/inbound"
-	"github.com/posthaste/posthaste/internal/reports"
-	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
+	"github.com/posthaste/posthaste/internal/inmail"
 )
 
 // Inbound message statuses.
@@ -26,19 +23,16 @@ const (
 	InboundProcessed = "processed"
 )
 
-// Inbound routes and commits the mail the inbound MX receives: it is the
-// listener's inbound.Router and inbound.Acceptor. Construct it with
+// Inbound commits the mail the inbound MX receives: it is the listener's
+// inmail.Acceptor (package inroute routes it). Construct it with
 // NewInbound.
 type Inbound struct {
 	store *Store
-	keys  [][]byte
-	// unsubKeys verify mailto unsubscribe addresses (SetUnsubscribeKey).
-	unsubKeys [][]byte
 	// committed is called after each commit (to wake the outbox
 	// dispatcher); may be nil.
 	committed func()
 	// budget is enforced as each message is counted (SetBudget).
-	budget inbound.Budget
+	budget inmail.Budget
 	// usageSlot picks the inbound_usage slot of a team without a budget,
 	// in turn, so that this process's accepts for it never wait for each
 	// other.
@@ -58,163 +52,55 @@ type Inbound struct {
 // other senders and teams, which wait only for each other, briefly.
 const DefaultInboundAccepts = 4
 
-var (
-	_ inbound.Router   = (*Inbound)(nil)
-	_ inbound.Acceptor = (*Inbound)(nil)
-)
+var _ inmail.Acceptor = (*Inbound)(nil)
 
-// NewInbound returns the Router and Acceptor of the inbound MX. verpKey
-// verifies the signatures of return paths (reports.RecipientReturnPath,
-// reports.SignedReturnPath); it may be nil in a process without a master
-// key, which then routes only the unsigned return paths of emails from
-// before signing (see RouteReturnPath). committed, which may be nil, is called after every
-// message committed.
-func NewInbound(s *Store, verpKey []byte, committed func()) *Inbound {
-	in := &Inbound{store: s, committed: committed, large: make(chan struct{}, DefaultInboundAccepts),
+// NewInbound returns the Acceptor of the inbound MX. committed, which may
+// be nil, is called after every message committed.
+func NewInbound(s *Store, committed func()) *Inbound {
+	return &Inbound{store: s, committed: committed, large: make(chan struct{}, DefaultInboundAccepts),
 		small: make(chan struct{}, DefaultInboundAccepts)}
-	if len(verpKey) > 0 {
-		in.keys = [][]byte{verpKey}
-	}
-	return in
 }
 
-// SetUnsubscribeKey sets the key that verifies the mailto unsubscribe
-// addresses of our emails (mailto.Make; derived from the master key with
-// mailto.KeyPurpose). Without it, none is routed. Call it before serving.
-func (in *Inbound) SetUnsubscribeKey(key []byte) {
-	in.unsubKeys = nil
-	if len(key) > 0 {
-		in.unsubKeys = [][]byte{key}
-	}
+// EmailRoute is what routing an address of an email needs (package
+// inroute: its return path, its mailto unsubscribe address): whose it is,
+// the return-path host of its domain (<return_path>.<domain name>), how
+// many recipients it has, and whether it was created before return paths
+// were signed (return_path_signing, migration 00021) or per recipient
+// (return_path_recipient, migration 00040).
+type EmailRoute struct {
+	TeamID, DomainID                  uuid.UUID
+	Host                              string
+	Recipients                        int
+	BeforeSigning, BeforePerRecipient bool
 }
 
-// Route says whose a recipient is: the return paths of our emails
-// (RouteReturnPath), their mailto unsubscribe addresses
-// (RouteUnsubscribe) and the addresses at verified domains with receiving
-// enabled (RouteReceiving); every other address is inbound.ErrNotOurs.
-func (in *Inbound) Route(ctx context.Context, rcpt string) (inbound.Route, error) {
-	if a, ok := mailto.Parse(rcpt); ok {
-		if r, err := in.store.RouteUnsubscribe(ctx, a, in.unsubKeys); !errors.Is(err, inbound.ErrNotOurs) {
-			return r, err
-		}
-	}
-	if v, ok := reports.ParseVERP(rcpt); ok {
-		if r, err := in.store.RouteReturnPath(ctx, v, in.keys); !errors.Is(err, inbound.ErrNotOurs) {
-			return r, err
-		}
-	}
-	// An address at a verified domain with receiving enabled is an
-	// inbound.RouteReceiving route of that domain's team (RouteReceiving).
-	return in.store.RouteReceiving(ctx, rcpt)
-}
-
-// RouteReturnPath routes the VERP return path v of an email: the email
-// must exist and v's host must be its domain's return-path host
-// (<return_path>.<domain name>). A per-recipient return path
-// (reports.RecipientReturnPath) must verify under one of keys and name a
-// recipient the email has. The per-email forms every recipient of an
-// email shared are routed only for an email created before return paths
-// were per recipient (return_path_recipient, set by migration 00040):
-// signed, verifying under one of keys, or unsigned for an email created
-// before return paths were signed (return_path_signing, migration
-// 00021). Any later email went out with per-recipient return paths, so a
-// per-email one for it is forged. Anything else is inbound.ErrNotOurs; a
-// database failure is another error.
-func (s *Store) RouteReturnPath(ctx context.Context, v reports.VERP, keys [][]byte) (inbound.Route, error) {
-	verified := false
-	for _, k := range keys {
-		verified = verified || v.Verify(k) // an unsigned path never verifies
-	}
-	if v.PerRecipient && !verified {
-		return inbound.Route{}, inbound.ErrNotOurs // no database round trip for a forged code
-	}
+// EmailRoute loads the EmailRoute of email id, of any team: routing
+// finds the team. ErrNotFound when the email or its domain is gone.
+func (s *Store) EmailRoute(ctx context.Context, id uuid.UUID) (EmailRoute, error) {
 	var (
-		r         inbound.Route
-		name      string
-		label     string
-		unsigned  bool // created before return paths were signed
-		perEmail  bool // created before return paths were per recipient
-		rcptCount int
+		r           EmailRoute
+		name, label string
 	)
 	err := s.pool.QueryRow(ctx, `SELECT e.team_id, d.id, d.name, d.return_path,
 			e.created_at < coalesce((SELECT signed_since FROM return_path_signing), '-infinity'),
 			e.created_at < coalesce((SELECT per_recipient_since FROM return_path_recipient), '-infinity'),
 			cardinality(e.rcpt_addrs)
 		FROM email e JOIN domain d ON d.id = e.domain_id AND d.team_id = e.team_id
-		WHERE e.id = @id`, pgx.NamedArgs{"id": v.EmailID}).Scan(&r.TeamID, &r.DomainID, &name, &label,
-		&unsigned, &perEmail, &rcptCount)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// Signed by us for an email no longer kept (or whose domain is
-		// gone): ours, and dropped unread.
-		if verified {
-			return inbound.Route{Kind: inbound.RouteDiscard}, nil
-		}
-		return inbound.Route{}, inbound.ErrNotOurs
-	}
+		WHERE e.id = @id`, pgx.NamedArgs{"id": id}).Scan(&r.TeamID, &r.DomainID, &name, &label,
+		&r.BeforeSigning, &r.BeforePerRecipient, &r.Recipients)
 	if err != nil {
-		return inbound.Route{}, fmt.Errorf("routing return path of %s: %w", v.EmailID, mapErr(err))
+		return EmailRoute{}, mapErr(err)
 	}
-	if !strings.EqualFold(v.Host, label+"."+name) {
-		return inbound.Route{}, inbound.ErrNotOurs
-	}
-	var ok bool
-	switch {
-	case v.PerRecipient:
-		ok = v.Index < rcptCount
-	case v.Signature == "":
-		ok = unsigned && perEmail
-	default:
-		ok = verified && perEmail
-	}
-	if !ok {
-		return inbound.Route{}, inbound.ErrNotOurs
-	}
-	r.Kind, r.EmailID = inbound.RouteReturnPath, v.EmailID
-	return r, nil
-}
-
-// RouteUnsubscribe routes the mailto unsubscribe address a of a
-// recipient of an email (mailto.Make): a's code must verify under one of
-// keys, the email must exist and have a recipient at a's index, and a's
-// host must be the return-path host of the email's domain
-// (<return_path>.<domain name>). Anything else is inbound.ErrNotOurs; a
-// database failure is another error.
-func (s *Store) RouteUnsubscribe(ctx context.Context, a mailto.Address, keys [][]byte) (inbound.Route, error) {
-	ok := false
-	for _, k := range keys {
-		ok = ok || a.Verify(k)
-	}
-	if !ok {
-		return inbound.Route{}, inbound.ErrNotOurs
-	}
-	var (
-		r     inbound.Route
-		name  string
-		label string
-		n     int
-	)
-	err := s.pool.QueryRow(ctx, `SELECT e.team_id, d.id, d.name, d.return_path, cardinality(e.rcpt_addrs)
-		FROM email e JOIN domain d ON d.id = e.domain_id AND d.team_id = e.team_id
-		WHERE e.id = @id`, pgx.NamedArgs{"id": a.EmailID}).Scan(&r.TeamID, &r.DomainID, &name, &label, &n)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return inbound.Route{}, inbound.ErrNotOurs
-	}
-	if err != nil {
-		return inbound.Route{}, fmt.Errorf("routing unsubscribe address of %s: %w", a.EmailID, mapErr(err))
-	}
-	if !strings.EqualFold(a.Host, label+"."+name) || a.Index >= n {
-		return inbound.Route{}, inbound.ErrNotOurs
-	}
-	r.Kind, r.EmailID = inbound.RouteUnsubscribe, a.EmailID
+	r.Host = label + "." + name
 	return r, nil
 }
 
 // InboundRecipient is a recipient of an inbound message with its route.
 type InboundRecipient struct {
-	Address  string            `json:"address"`
-	Kind     inbound.RouteKind `json:"kind"`
-	DomainID uuid.UUID         `json:"domain_id"`
-	EmailID  *uuid.UUID        `json:"email_id,omitempty"`
+	Address  string           `json:"address"`
+	Kind     inmail.RouteKind `json:"kind"`
+	DomainID uuid.UUID        `json:"domain_id"`
+	EmailID  *uuid.UUID       `json:"email_id,omitempty"`
 }
 
 // InboundMessage is a message the inbound MX accepted, as one team sees
@@ -229,7 +115,7 @@ type InboundMessage struct {
 	ClientIP   *netip.Addr
 	Helo       string
 	TLS        bool
-	Auth       inbound.Results
+	Auth       inmail.Results
 	AuthHeader string
 	Raw        []byte
 	ReceivedAt time.Time
@@ -241,15 +127,15 @@ type InboundMessage struct {
 // Accept commits a received message: one inbound_message row per team its
 // recipients belong to, each with an outbox entry that starts its
 // workflow, in one transaction. nil means all of it is committed.
-// Recipients routed inbound.RouteDiscard are left out; a message for
+// Recipients routed inmail.RouteDiscard are left out; a message for
 // them only is accepted and dropped. The message is counted against the
 // inbound budget of each team it has a receiving recipient of
-// (countUsage), and refused with inbound.ErrOverBudget over it.
-func (in *Inbound) Accept(ctx context.Context, m inbound.Message) error {
+// (countUsage), and refused with inmail.ErrOverBudget over it.
+func (in *Inbound) Accept(ctx context.Context, m inmail.Message) error {
 	var teams []uuid.UUID
 	byTeam := map[uuid.UUID][]InboundRecipient{}
 	for _, r := range m.Recipients {
-		if r.Route.Kind == inbound.RouteDiscard {
+		if r.Route.Kind == inmail.RouteDiscard {
 			continue
 		}
 		t := r.Route.TeamID
@@ -565,21 +451,4 @@ func (s *Store) MarkInboundProcessed(ctx context.Context, teamID, id uuid.UUID, 
 		return fmt.Errorf("marking inbound message %s processed: %w", id, mapErr(err))
 	}
 	return nil
-}
-
-// EmailByVERP finds the team's email a VERP return path names, under the
-// rules of RouteReturnPath (host, signature and recipient; the per-email
-// forms only for emails from before per-recipient return paths);
-// ErrNotFound otherwise, also for other teams' emails. A report is never
-// matched by its Message-ID alone, which every recipient of the email
-// sees: only a return path names the recipient a report may be about.
-func (s *Store) EmailByVERP(ctx context.Context, teamID uuid.UUID, v reports.VERP, keys [][]byte) (Email, error) {
-	r, err := s.RouteReturnPath(ctx, v, keys)
-	if errors.Is(err, inbound.ErrNotOurs) || (err == nil && r.TeamID != teamID) {
-		return Email{}, ErrNotFound
-	}
-	if err != nil {
-		return Email{}, err
-	}
-	return s.GetEmail(ctx, teamID, v.EmailID)
 }

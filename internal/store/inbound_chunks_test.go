@@ -18,6 +18,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/datakey"
 	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
@@ -53,7 +54,7 @@ func receivingRoute(t *testing.T, st *store.Store, db *pgx.Conn, name string) (u
 	_, err := db.Exec(ctx, `UPDATE domain SET status = 'verified', receiving = 'enabled' WHERE id = $1`, d.ID)
 	require.NoError(t, err)
 	addr := "support@" + name
-	r, err := store.NewInbound(st, verpKey, nil).Route(ctx, addr)
+	r, err := inroute.New(st, verpKey, nil).Route(ctx, addr)
 	require.NoError(t, err)
 	return team, inbound.Recipient{Address: addr, Route: r}
 }
@@ -76,7 +77,7 @@ func TestInboundStoredInChunks(t *testing.T) {
 	st, _, db := keyedStore(t)
 	teamA, ra := receivingRoute(t, st, db, "a.recv.test")
 	teamB, rb := receivingRoute(t, st, db, "b.recv.test")
-	in := store.NewInbound(st, verpKey, nil)
+	in := store.NewInbound(st, nil)
 
 	for _, tc := range []struct {
 		name string
@@ -181,7 +182,7 @@ func TestInboundAcceptMemory(t *testing.T) {
 	st, _, db := keyedStore(t)
 	_, ra := receivingRoute(t, st, db, "a.mem.test")
 	_, rb := receivingRoute(t, st, db, "b.mem.test")
-	in := store.NewInbound(st, verpKey, nil)
+	in := store.NewInbound(st, nil)
 	const size = 10 << 20
 	msg := bigMessage(size)
 	// Warm up: the teams' data keys, the pool's connections.
@@ -259,7 +260,7 @@ func TestInboundAcceptsBounded(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close(context.Background()) })
 	team, r := receivingRoute(t, st, db, "bounded.recv.test")
-	in := store.NewInbound(st, verpKey, nil)
+	in := store.NewInbound(st, nil)
 	started, release := make(chan struct{}), make(chan struct{})
 	releaseAll := sync.OnceFunc(func() { close(release) })
 	defer releaseAll() // also when an assertion fails first

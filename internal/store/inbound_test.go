@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -33,7 +34,8 @@ func TestInboundRouteReturnPath(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
-	in := store.NewInbound(st, verpKey, nil)
+	in := store.NewInbound(st, nil)
+	rt := inroute.New(st, verpKey, nil)
 	e, _ := domainEmail(t, st, team, "shop.test", time.Now(), "a@dest.test", "b@dest.test")
 	old, _ := domainEmail(t, st, team, "old.test", time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), "a@dest.test")
 	rcptPath := func(key []byte, id uuid.UUID, i int, host string) string {
@@ -44,18 +46,18 @@ func TestInboundRouteReturnPath(t *testing.T) {
 	}
 
 	second := rcptPath(verpKey, e.ID, 1, "send.shop.test")
-	r, err := in.Route(ctx, second)
+	r, err := rt.Route(ctx, second)
 	require.NoError(t, err)
 	require.Equal(t, inbound.Route{Kind: inbound.RouteReturnPath, TeamID: team, DomainID: *e.DomainID, EmailID: e.ID}, r)
 
 	// Emails from before per-recipient return paths (migration 00040)
 	// went out with the per-email forms: they still route.
 	oldSigned := reports.SignedReturnPath(verpKey, old.ID, "send.old.test")
-	r, err = in.Route(ctx, oldSigned)
+	r, err = rt.Route(ctx, oldSigned)
 	require.NoError(t, err, "an email from before per-recipient return paths: its signed return path still routes")
 	require.Equal(t, old.ID, r.EmailID)
 	oldUnsigned := "bounces+" + old.ID.String() + "@send.old.test"
-	r, err = in.Route(ctx, oldUnsigned)
+	r, err = rt.Route(ctx, oldUnsigned)
 	require.NoError(t, err, "an email from before signing went out unsigned: its return path still routes")
 	require.Equal(t, old.ID, r.EmailID)
 
@@ -73,7 +75,7 @@ func TestInboundRouteReturnPath(t *testing.T) {
 		"not a return path":                  "postmaster@send.shop.test",
 		"a foreign domain":                   "user@elsewhere.test",
 	} {
-		_, err := in.Route(ctx, rcpt)
+		_, err := rt.Route(ctx, rcpt)
 		require.ErrorIs(t, err, inbound.ErrNotOurs, name)
 	}
 
@@ -81,7 +83,7 @@ func TestInboundRouteReturnPath(t *testing.T) {
 	// and dropped: a message for it alone is accepted, stored nowhere.
 	for _, gone := range []string{rcptPath(verpKey, uuid.Must(uuid.NewV7()), 3, "send.shop.test"),
 		reports.SignedReturnPath(verpKey, uuid.Must(uuid.NewV7()), "send.shop.test")} {
-		r, err = in.Route(ctx, gone)
+		r, err = rt.Route(ctx, gone)
 		require.NoError(t, err)
 		require.Equal(t, inbound.Route{Kind: inbound.RouteDiscard}, r)
 		require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), Data: []byte("Subject: x\r\n\r\nx\r\n"),
@@ -92,12 +94,12 @@ func TestInboundRouteReturnPath(t *testing.T) {
 	require.Empty(t, msgs, "nothing stored")
 
 	// Without a key only the unsigned addresses of old emails route.
-	nokey := store.NewInbound(st, nil, nil)
+	nokeyRt := inroute.New(st, nil, nil)
 	for _, signed := range []string{second, oldSigned} {
-		_, err = nokey.Route(ctx, signed)
+		_, err = nokeyRt.Route(ctx, signed)
 		require.ErrorIs(t, err, inbound.ErrNotOurs)
 	}
-	_, err = nokey.Route(ctx, oldUnsigned)
+	_, err = nokeyRt.Route(ctx, oldUnsigned)
 	require.NoError(t, err)
 }
 
@@ -106,7 +108,8 @@ func TestInboundAcceptSplitsPerTeam(t *testing.T) {
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
 	commits := 0
-	in := store.NewInbound(st, verpKey, func() { commits++ })
+	in := store.NewInbound(st, func() { commits++ })
+	rt := inroute.New(st, verpKey, nil)
 	ea, da := domainEmail(t, st, teamA, "a.test", time.Now(), "x@dest.test")
 	eb, db := domainEmail(t, st, teamB, "b.test", time.Now(), "y@dest.test")
 	var rcpts []inbound.Recipient
@@ -116,7 +119,7 @@ func TestInboundAcceptSplitsPerTeam(t *testing.T) {
 	}{{ea, da}, {eb, db}} {
 		addr, err := reports.RecipientReturnPath(verpKey, x.e.ID, 0, "send."+x.d.Name)
 		require.NoError(t, err)
-		r, err := in.Route(ctx, addr)
+		r, err := rt.Route(ctx, addr)
 		require.NoError(t, err)
 		rcpts = append(rcpts, inbound.Recipient{Address: addr, Route: r})
 	}
@@ -172,9 +175,9 @@ func TestInboundAcceptSplitsPerTeam(t *testing.T) {
 
 	// Lookups by VERP stay within the team.
 	v, _ := reports.ParseVERP(rcpts[0].Address)
-	_, err = st.EmailByVERP(ctx, teamB, v, [][]byte{verpKey})
+	_, err = inroute.New(st, verpKey, nil).EmailByVERP(ctx, teamB, v)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	found, err := st.EmailByVERP(ctx, teamA, v, [][]byte{verpKey})
+	found, err := inroute.New(st, verpKey, nil).EmailByVERP(ctx, teamA, v)
 	require.NoError(t, err)
 	require.Equal(t, ea.ID, found.ID)
 

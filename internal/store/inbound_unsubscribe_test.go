@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/inbound"
-	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
 )
 
@@ -25,8 +25,7 @@ func TestInboundRouteUnsubscribe(t *testing.T) {
 	st := newStore(t)
 	team := newTeam(t, st)
 	other := newTeam(t, st)
-	in := store.NewInbound(st, verpKey, nil)
-	in.SetUnsubscribeKey(mailtoKey)
+	rt := inroute.New(st, verpKey, mailtoKey)
 	e, d := domainEmail(t, st, team, "shop.test", time.Now(), "a@dest.test", "b@dest.test")
 	theirs, _ := domainEmail(t, st, other, "theirs.test", time.Now(), "a@dest.test")
 
@@ -38,11 +37,11 @@ func TestInboundRouteUnsubscribe(t *testing.T) {
 	}
 	valid := mk(mailtoKey, e.ID, 1, "send.shop.test")
 	for _, rcpt := range []string{valid, strings.ToUpper(valid)} {
-		r, err := in.Route(ctx, rcpt)
+		r, err := rt.Route(ctx, rcpt)
 		require.NoError(t, err)
 		require.Equal(t, inbound.Route{Kind: inbound.RouteUnsubscribe, TeamID: team, DomainID: d.ID, EmailID: e.ID}, r)
 	}
-	r, err := in.Route(ctx, mk(mailtoKey, theirs.ID, 0, "send.theirs.test"))
+	r, err := rt.Route(ctx, mk(mailtoKey, theirs.ID, 0, "send.theirs.test"))
 	require.NoError(t, err)
 	require.Equal(t, other, r.TeamID, "each email routes to its own team")
 
@@ -61,12 +60,12 @@ func TestInboundRouteUnsubscribe(t *testing.T) {
 		"no such recipient":         mk(mailtoKey, e.ID, 2, "send.shop.test"),
 		"not a code":                "unsubscribe+hello@send.shop.test",
 	} {
-		_, err := in.Route(ctx, rcpt)
+		_, err := rt.Route(ctx, rcpt)
 		require.ErrorIs(t, err, inbound.ErrNotOurs, name)
 	}
 
 	// Without the key none routes.
-	nokey := store.NewInbound(st, verpKey, nil)
-	_, err = nokey.Route(ctx, valid)
+	nokeyRt := inroute.New(st, verpKey, nil)
+	_, err = nokeyRt.Route(ctx, valid)
 	require.ErrorIs(t, err, inbound.ErrNotOurs)
 }

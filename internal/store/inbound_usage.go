@@ -11,12 +11,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 )
 
 // The inbound budget's counters (migration 00039): per team and UTC day,
 // the messages its receiving domains received and their bytes. The
-// budget itself (inbound.Budget) is the inbound MX's; the store only
+// budget itself (inmail.Budget) is the inbound MX's; the store only
 // counts.
 
 // inboundUsageDays is the window of the storage count: inbound messages
@@ -24,7 +24,7 @@ import (
 // what is kept, give or take the day retention is part-way through.
 const inboundUsageDays = 30
 
-// usageQuery reads a team's inbound.Usage at @day.
+// usageQuery reads a team's inmail.Usage at @day.
 const usageQuery = `SELECT
 		coalesce((SELECT sum(messages) FROM inbound_usage WHERE team_id = @team AND day = @day), 0)::bigint,
 		coalesce((SELECT sum(bytes) FROM inbound_usage WHERE team_id = @team
@@ -40,12 +40,12 @@ func usageDay(now time.Time) time.Time {
 // InboundUsage is what team's receiving domains received at now: today's
 // messages (UTC) and the bytes of the last 30 days, with the team's own
 // limits. A team that does not exist has none.
-func (s *Store) InboundUsage(ctx context.Context, team uuid.UUID, now time.Time) (inbound.Usage, error) {
-	var u inbound.Usage
+func (s *Store) InboundUsage(ctx context.Context, team uuid.UUID, now time.Time) (inmail.Usage, error) {
+	var u inmail.Usage
 	err := s.pool.QueryRow(ctx, usageQuery, pgx.NamedArgs{"team": team, "day": usageDay(now), "days": inboundUsageDays}).
 		Scan(&u.Messages, &u.Bytes, &u.MaxMessages, &u.MaxBytes)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return inbound.Usage{}, fmt.Errorf("reading inbound usage: %w", mapErr(err))
+		return inmail.Usage{}, fmt.Errorf("reading inbound usage: %w", mapErr(err))
 	}
 	return u, nil
 }
@@ -62,21 +62,21 @@ func (s *Store) SetInboundBudget(ctx context.Context, team uuid.UUID, dailyMessa
 }
 
 // SetBudget makes Accept count each message for a receiving domain in the
-// transaction that stores it and refuse it (inbound.ErrOverBudget) when
+// transaction that stores it and refuse it (inmail.ErrOverBudget) when
 // it takes its team over b. Call it before serving.
-func (in *Inbound) SetBudget(b inbound.Budget) { in.budget = b }
+func (in *Inbound) SetBudget(b inmail.Budget) { in.budget = b }
 
 // countUsage counts m for each team with a recipient at a receiving
-// domain, in tx, and fails with inbound.ErrOverBudget when that takes the
+// domain, in tx, and fails with inmail.ErrOverBudget when that takes the
 // team over its budget. The row lock of the team's day serializes racing
 // accepts, so the check sees every message committed before. The rows
 // are locked in the order of their team ids, so that two messages for the
 // same teams, their recipients in another order, cannot deadlock.
-func (in *Inbound) countUsage(ctx context.Context, tx pgx.Tx, m inbound.Message) error {
+func (in *Inbound) countUsage(ctx context.Context, tx pgx.Tx, m inmail.Message) error {
 	day := usageDay(m.ReceivedAt)
 	var teams []uuid.UUID
 	for _, r := range m.Recipients {
-		if t := r.Route.TeamID; r.Route.Kind == inbound.RouteReceiving && !slices.Contains(teams, t) {
+		if t := r.Route.TeamID; r.Route.Kind == inmail.RouteReceiving && !slices.Contains(teams, t) {
 			teams = append(teams, t)
 		}
 	}
@@ -86,7 +86,7 @@ func (in *Inbound) countUsage(ctx context.Context, tx pgx.Tx, m inbound.Message)
 		// waiting for the team's other accepts; one with a budget (its
 		// own, or the default) in slot 0, whose row lock makes the check
 		// below exact.
-		dm, db := in.budget.Limits(inbound.Usage{})
+		dm, db := in.budget.Limits(inmail.Usage{})
 		var slot int
 		err := tx.QueryRow(ctx, `INSERT INTO inbound_usage (team_id, day, slot, messages, bytes)
 			SELECT t.id, @day, CASE WHEN @limited::boolean OR t.inbound_daily_messages IS NOT NULL
@@ -106,13 +106,13 @@ func (in *Inbound) countUsage(ctx context.Context, tx pgx.Tx, m inbound.Message)
 		if slot != 0 {
 			continue
 		}
-		var u inbound.Usage
+		var u inmail.Usage
 		if err := tx.QueryRow(ctx, usageQuery, pgx.NamedArgs{"team": t, "day": day, "days": inboundUsageDays}).
 			Scan(&u.Messages, &u.Bytes, &u.MaxMessages, &u.MaxBytes); err != nil {
 			return fmt.Errorf("reading inbound usage: %w", mapErr(err))
 		}
 		if in.budget.Over(u) {
-			return fmt.Errorf("accepting for team %s: %w", t, inbound.ErrOverBudget)
+			return fmt.Errorf("accepting for team %s: %w", t, inmail.ErrOverBudget)
 		}
 	}
 	return nil

@@ -43,7 +43,7 @@ func TestInboundUsageSlots(t *testing.T) {
 	require.NoError(t, st.CreateTeam(ctx, Team{ID: free, Name: "free"}))
 	require.NoError(t, st.CreateTeam(ctx, Team{ID: capped, Name: "capped"}))
 	require.NoError(t, st.SetInboundBudget(ctx, capped, 100, 0))
-	in := NewInbound(st, nil, nil)
+	in := NewInbound(st, nil)
 	now := time.Now()
 	msg := func(team uuid.UUID) inbound.Message {
 		return inbound.Message{ID: uuid.New(), ReceivedAt: now, Data: []byte("Subject: x\r\n\r\nx\r\n"),

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -39,7 +40,7 @@ func TestInboundUsageCountsReceivedMail(t *testing.T) {
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
 	a, b := receivingDomain(t, st, teamA, "a.test"), receivingDomain(t, st, teamB, "b.test")
-	in := store.NewInbound(st, nil, nil)
+	in := store.NewInbound(st, nil)
 	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 
 	for _, m := range []inbound.Message{
@@ -90,7 +91,7 @@ func TestInboundAcceptRefusesOverBudget(t *testing.T) {
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
 	a, b := receivingDomain(t, st, teamA, "a.test"), receivingDomain(t, st, teamB, "b.test")
-	in := store.NewInbound(st, nil, nil)
+	in := store.NewInbound(st, nil)
 	in.SetBudget(inbound.Budget{DailyMessages: 3, StorageBytes: 1 << 20})
 	now := time.Now()
 
@@ -148,13 +149,13 @@ func TestInboundBudgetAtTheMX(t *testing.T) {
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
 	receivingDomain(t, st, teamA, "a.test")
 	receivingDomain(t, st, teamB, "b.test")
-	in := store.NewInbound(st, nil, nil)
+	in := store.NewInbound(st, nil)
 	budget := inbound.Budget{DailyMessages: 2, StorageBytes: 1 << 30, Usage: st}
 	in.SetBudget(budget)
 	srv, err := inbound.New(inbound.Config{Hostname: "mx.test", Budget: budget, Resolver: &net.Resolver{
 		PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
 			return nil, errors.New("no DNS in this test")
-		}}}, in, in)
+		}}}, inroute.New(st, nil, nil), in)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -205,7 +206,7 @@ func TestInboundUsageOfTwoTeamsAtOnce(t *testing.T) {
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
 	a, b := receivingDomain(t, st, teamA, "a.test"), receivingDomain(t, st, teamB, "b.test")
-	in := store.NewInbound(st, nil, nil)
+	in := store.NewInbound(st, nil)
 	now := time.Now()
 	const n = 24
 	errs := make(chan error, n)

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/posthaste/posthaste/internal/inbound"
 )
 
 // Receiving capabilities of a domain (Resend's capabilities.receiving).
@@ -22,31 +19,18 @@ const (
 // EventReceived is the webhook event of a received email.
 const EventReceived = "email.received"
 
-// RouteReceiving routes rcpt when it is an address at a domain with
-// receiving enabled that is verified (its owner proved control of it
-// through DNS; an unverified domain of that name could be anyone's). When
-// several teams verified the same name, the one verified last wins: it
-// proved control most recently. Anything else is inbound.ErrNotOurs.
-func (s *Store) RouteReceiving(ctx context.Context, rcpt string) (inbound.Route, error) {
-	at := strings.LastIndexByte(rcpt, '@')
-	if at <= 0 || at == len(rcpt)-1 {
-		return inbound.Route{}, inbound.ErrNotOurs
-	}
-	host := strings.TrimSuffix(strings.ToLower(rcpt[at+1:]), ".")
-	var r inbound.Route
-	err := s.pool.QueryRow(ctx, `SELECT team_id, id FROM domain
+// ReceivingDomain finds the domain named host (lower case, no trailing
+// dot) with receiving enabled that is verified (its owner proved control
+// of it through DNS; an unverified domain of that name could be anyone's).
+// When several teams verified the same name, the one verified last wins:
+// it proved control most recently. ErrNotFound when there is none.
+func (s *Store) ReceivingDomain(ctx context.Context, host string) (teamID, domainID uuid.UUID, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT team_id, id FROM domain
 		WHERE name = @name AND receiving = @enabled AND deleted_at IS NULL AND status IN (@verified, @temp)
 		ORDER BY verified_at DESC NULLS LAST, id DESC LIMIT 1`,
 		pgx.NamedArgs{"name": host, "enabled": ReceivingEnabled, "verified": DomainVerified,
-			"temp": DomainTemporaryFailure}).Scan(&r.TeamID, &r.DomainID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return inbound.Route{}, inbound.ErrNotOurs
-	}
-	if err != nil {
-		return inbound.Route{}, fmt.Errorf("routing %s: %w", host, mapErr(err))
-	}
-	r.Kind = inbound.RouteReceiving
-	return r, nil
+			"temp": DomainTemporaryFailure}).Scan(&teamID, &domainID)
+	return teamID, domainID, mapErr(err)
 }
 
 // ReceivedAttachment is an attachment of a received email.

@@ -9,7 +9,7 @@ import (
 )
 
 // TestRecipientReturnPathMigration: migration 00040 records when return
-// paths became per recipient (the cutover RouteReturnPath compares
+// paths became per recipient (the cutover inroute.Router.ReturnPath compares
 // emails' creation with), and its Down removes the record.
 func TestRecipientReturnPathMigration(t *testing.T) {
 	ctx := context.Background()

@@ -16,15 +16,17 @@ import (
 
 	"github.com/posthaste/posthaste/internal/datakey"
 	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
-// sealedStore returns a store that seals content with a fresh master key,
-// the same store without a sealer, and a direct connection for reading the
-// columns as stored.
+// sealedStore returns a store opened the way every process opens it, with
+// a fresh master key (Config.MasterKey), which seals content; a store of
+// the same database without a key; and a direct connection for reading
+// the columns as stored.
 func sealedStore(t *testing.T) (sealed, plain *store.Store, db *pgx.Conn) {
 	t.Helper()
 	ctx := context.Background()
@@ -38,7 +40,10 @@ func sealedStore(t *testing.T) (sealed, plain *store.Store, db *pgx.Conn) {
 	db, err = pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close(context.Background()) })
-	return plain.WithSealer(datakey.New(box, plain, datakey.Config{})), plain, db
+	sealed, err = store.Open(ctx, store.Config{URL: url, MasterKey: box})
+	require.NoError(t, err)
+	t.Cleanup(sealed.Close)
+	return sealed, plain, db
 }
 
 // rawBytes returns every bytea and text value of the rows query selects,
@@ -182,8 +187,9 @@ func TestInboundAndReceivedContentIsSealedAtRest(t *testing.T) {
 	require.NoError(t, st.CreateDomain(ctx, d))
 	_, err := db.Exec(ctx, `UPDATE domain SET status = 'verified', receiving = 'enabled' WHERE id = $1`, d.ID)
 	require.NoError(t, err)
-	in := store.NewInbound(st, verpKey, nil)
-	r, err := in.Route(ctx, "support@recv.test")
+	in := store.NewInbound(st, nil)
+	rt := inroute.New(st, verpKey, nil)
+	r, err := rt.Route(ctx, "support@recv.test")
 	require.NoError(t, err)
 	raw := []byte("From: ann@example.org\r\nSubject: Hi\r\n\r\nraw-marker-42\r\n")
 	require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "ann@example.org",

@@ -26,6 +26,8 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/database"
 	"github.com/pressly/goose/v3/lock"
+
+	"github.com/posthaste/posthaste/internal/datakey"
 )
 
 //go:embed migrations/*.sql
@@ -47,16 +49,23 @@ type Config struct {
 	URL      string
 	MaxConns int32 // 0 → pgxpool's default (max(4, cores))
 	Logger   *slog.Logger
+	// MasterKey seals the teams' data keys (datakey.New), with which the
+	// store seals the mail content it writes (bodies, built and submitted
+	// messages, attachments, inbound and received mail) and opens it when
+	// read. nil: content is written as it is, and sealed content cannot be
+	// read (see WithSealer).
+	MasterKey datakey.MasterKey
 }
 
 // Store is safe for concurrent use. Close releases the pool.
 type Store struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
-	sealer Sealer // nil: content is stored unsealed (see WithSealer)
+	sealer Sealer // nil: content is stored unsealed (see Config.MasterKey)
 }
 
-// Open connects to PostgreSQL. It does not migrate; call Migrate.
+// Open connects to PostgreSQL, sealing content with cfg.MasterKey when it
+// is set. It does not migrate; call Migrate.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
@@ -77,7 +86,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Store{pool: pool, logger: logger}, nil
+	s := &Store{pool: pool, logger: logger}
+	if cfg.MasterKey != nil {
+		s.sealer = datakey.New(cfg.MasterKey, s, datakey.Config{})
+	}
+	return s, nil
 }
 
 // Close closes the pool.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/address"
 	"github.com/posthaste/posthaste/internal/mime"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -40,21 +41,21 @@ func (s *Service) CheckEnvelopeSender(ctx context.Context, from Sender, addr str
 	return err
 }
 
-func parseEnvelopeSender(addr string) (Address, error) {
+func parseEnvelopeSender(addr string) (address.Address, error) {
 	if addr == "" {
-		return Address{}, Errorf(KindForbidden, "MAIL FROM",
+		return address.Address{}, Errorf(KindForbidden, "MAIL FROM",
 			"A sender address is required: the null sender <> cannot submit mail.")
 	}
-	a, err := ParseAddress(addr)
+	a, err := address.Parse(addr)
 	if err != nil {
-		return Address{}, Errorf(KindInvalidParameter, "MAIL FROM", "The sender address %q is not valid.", truncate(addr, 100))
+		return address.Address{}, Errorf(KindInvalidParameter, "MAIL FROM", "The sender address %q is not valid.", truncate(addr, 100))
 	}
 	return a, nil
 }
 
 // CheckRecipient checks the syntax of an envelope recipient (RCPT TO).
 func CheckRecipient(addr string) error {
-	if _, err := ParseAddress(addr); err != nil {
+	if _, err := address.Parse(addr); err != nil {
 		return Errorf(KindInvalidParameter, "RCPT TO", "The recipient address %q is not valid.", truncate(addr, 100))
 	}
 	return nil
@@ -161,7 +162,7 @@ func (s *Service) authorizeAuthors(ctx context.Context, from Sender, p *mime.Sub
 		authors = append(authors, author{"Resent-Sender", a})
 	}
 	for _, au := range authors {
-		a, err := ParseAddress(au.addr.Addr)
+		a, err := address.Parse(au.addr.Addr)
 		if err != nil {
 			return Errorf(KindInvalidParameter, au.field, "The %s address %q is not valid.", au.field, truncate(au.addr.Addr, 100))
 		}
@@ -175,7 +176,7 @@ func (s *Service) authorizeAuthors(ctx context.Context, from Sender, p *mime.Sub
 // checkMessage validates a parsed submission and its envelope. The Email
 // it returns has the From address, the envelope recipients in To (what
 // authorize checks: who receives the message) and the tags.
-func checkMessage(p *mime.Submission, m Message) (Email, Address, error) {
+func checkMessage(p *mime.Submission, m Message) (Email, address.Address, error) {
 	var e Email
 	env, err := parseEnvelopeSender(m.EnvelopeFrom)
 	if err != nil {
@@ -184,7 +185,7 @@ func checkMessage(p *mime.Submission, m Message) (Email, Address, error) {
 	if len(p.From) != 1 {
 		return e, env, Errorf(KindValidation, "From", "The From field must hold exactly one address.")
 	}
-	if e.From, err = ParseAddress(p.From[0].Addr); err != nil {
+	if e.From, err = address.Parse(p.From[0].Addr); err != nil {
 		return e, env, Errorf(KindInvalidParameter, "From", "The From address %q is not valid.", truncate(p.From[0].Addr, 100))
 	}
 	e.From.Name = p.From[0].Name
@@ -197,7 +198,7 @@ func checkMessage(p *mime.Submission, m Message) (Email, Address, error) {
 	}
 	seen := map[string]bool{}
 	for _, r := range m.Recipients {
-		a, err := ParseAddress(r)
+		a, err := address.Parse(r)
 		if err != nil {
 			return e, env, CheckRecipient(r)
 		}
@@ -287,7 +288,7 @@ func messageRow(id, team uuid.UUID, e Email, p *mime.Submission, now time.Time) 
 func headerDisplay(list []mime.Address) []string {
 	out := make([]string, 0, len(list))
 	for _, m := range list {
-		a, err := ParseAddress(m.Addr)
+		a, err := address.Parse(m.Addr)
 		if err != nil {
 			out = append(out, m.Addr)
 			continue

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/address"
 	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/health"
 	"github.com/posthaste/posthaste/internal/sandbox"
@@ -307,7 +308,7 @@ func (s *Service) authorize(ctx context.Context, from Sender, e Email, system bo
 // or an SMTP envelope sender) and returns its domain, nil for the sandbox
 // sender. The domain is looked up in known first and stored there once
 // loaded; known may be nil (no cache).
-func (s *Service) authorizeSender(ctx context.Context, from Sender, addr Address, field string,
+func (s *Service) authorizeSender(ctx context.Context, from Sender, addr address.Address, field string,
 	known senderDomains) (*store.Domain, error) {
 	if sandbox.IsDomain(addr.Domain) {
 		if from.DomainID != nil {
@@ -359,7 +360,7 @@ func (s *Service) AuthorizeSender(ctx context.Context, from Sender, addr, field 
 	if err := s.checkPaused(ctx, from.TeamID); err != nil {
 		return "", nil, err
 	}
-	a, err := ParseAddress(addr)
+	a, err := address.Parse(addr)
 	if err != nil {
 		return "", nil, Errorf(KindInvalidParameter, field, "Invalid `%s` field. The email address needs to follow "+
 			"the `email@example.com` or `Name <email@example.com>` format.", field)
@@ -397,7 +398,7 @@ func (s *Service) authorizeSandbox(ctx context.Context, from Sender, e Email, sy
 	// The sandbox sender writes to the sandbox addresses and to the team's
 	// own members, nobody else.
 	var others []string
-	for _, list := range [][]Address{e.To, e.Cc, e.Bcc} {
+	for _, list := range [][]address.Address{e.To, e.Cc, e.Bcc} {
 		for _, a := range list {
 			if _, ok := sandbox.Outcome(a.Addr()); !ok {
 				others = append(others, a.Addr())
@@ -483,7 +484,7 @@ func toRow(id, team uuid.UUID, e Email, now time.Time) store.Email {
 	seen := map[string]bool{}
 	for _, g := range []struct {
 		kind string
-		list []Address
+		list []address.Address
 	}{{"to", e.To}, {"cc", e.Cc}, {"bcc", e.Bcc}} {
 		for _, a := range g.list {
 			key := strings.ToLower(a.Addr())
@@ -507,7 +508,7 @@ func toStoreTags(tags []Tag) []store.Tag {
 	return out
 }
 
-func display(list []Address) []string {
+func display(list []address.Address) []string {
 	out := make([]string, len(list))
 	for i, a := range list {
 		out[i] = a.String()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/address"
 	"github.com/posthaste/posthaste/internal/merge"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -93,7 +94,7 @@ func (s *Service) withContactNames(ctx context.Context, teamID uuid.UUID, r Send
 	if len(want) == 0 || len(r.To) != 1 {
 		return r, nil
 	}
-	to, err := ParseAddress(r.To[0])
+	to, err := address.Parse(r.To[0])
 	if err != nil {
 		return r, nil // the address is refused with its own error
 	}
@@ -235,7 +236,7 @@ func templateData(v store.TemplateContent, given map[string]json.RawMessage, to 
 		d.Values[k] = s
 	}
 	if _, ok := d.Values[merge.Email]; !ok && len(to) == 1 {
-		if a, err := ParseAddress(to[0]); err == nil {
+		if a, err := address.Parse(to[0]); err == nil {
 			d.Values[merge.Email] = a.Addr()
 		}
 	}

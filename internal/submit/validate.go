@@ -12,10 +12,12 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/address"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/mime"
 	"github.com/posthaste/posthaste/internal/store"
@@ -60,8 +62,8 @@ type Attachment struct {
 
 // Email is a validated send request.
 type Email struct {
-	From                 Address
-	To, Cc, Bcc, ReplyTo []Address
+	From                 address.Address
+	To, Cc, Bcc, ReplyTo []address.Address
 
 	Subject, HTML, Text string
 	// GenerateText is true when the request had html but no text: the
@@ -118,7 +120,7 @@ func (r SendRequest) Validate(ctx context.Context, opts ValidateOptions) (Email,
 	if strings.TrimSpace(r.From) == "" {
 		return Email{}, Errorf(KindMissingField, "from", "Missing `from` field.")
 	}
-	if e.From, err = ParseAddress(r.From); err != nil {
+	if e.From, err = address.Parse(r.From); err != nil {
 		return Email{}, Errorf(KindInvalidParameter, "from", "Invalid `from` field. %s", addressFormat)
 	}
 
@@ -135,7 +137,7 @@ func (r SendRequest) Validate(ctx context.Context, opts ValidateOptions) (Email,
 	for _, f := range []struct {
 		name string
 		in   AddressList
-		out  *[]Address
+		out  *[]address.Address
 	}{
 		{"to", r.To, &e.To},
 		{"cc", r.Cc, &e.Cc},
@@ -197,14 +199,14 @@ func (r SendRequest) Validate(ctx context.Context, opts ValidateOptions) (Email,
 
 // parseAddressField parses every address of a field and drops repeats of
 // the same address (compared case-insensitively), keeping the first.
-func parseAddressField(field string, list AddressList) ([]Address, error) {
+func parseAddressField(field string, list AddressList) ([]address.Address, error) {
 	if len(list) == 0 {
 		return nil, nil
 	}
-	out := make([]Address, 0, len(list))
+	out := make([]address.Address, 0, len(list))
 	seen := make(map[string]bool, len(list))
 	for _, s := range list {
-		a, err := ParseAddress(s)
+		a, err := address.Parse(s)
 		if err != nil {
 			return nil, Errorf(KindValidation, field, "Invalid `%s` field. %q is not a valid address (%s). %s",
 				field, truncate(s, 100), err, addressFormat)
@@ -557,7 +559,7 @@ func estimateSize(e *Email) int64 {
 		partOverhead = 512
 	)
 	n := int64(topHeaders) + encodedLen(len(e.Subject))
-	for _, list := range [][]Address{{e.From}, e.To, e.Cc, e.Bcc, e.ReplyTo} {
+	for _, list := range [][]address.Address{{e.From}, e.To, e.Cc, e.Bcc, e.ReplyTo} {
 		for _, a := range list {
 			n += encodedLen(len(a.Name)) + int64(len(a.Local)+len(a.Domain)) + 8
 		}
@@ -621,4 +623,14 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// hasControl reports whether s contains a control character other than tab.
+func hasControl(s string) bool {
+	for _, r := range s {
+		if r != '\t' && unicode.IsControl(r) {
+			return true
+		}
+	}
+	return false
 }

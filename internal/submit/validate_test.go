@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/address"
 	"github.com/posthaste/posthaste/internal/egress"
 )
 
@@ -69,8 +70,8 @@ func TestValidate(t *testing.T) {
 			name: "minimal html only generates text",
 			edit: func(r *SendRequest) {},
 			check: func(t *testing.T, e Email) {
-				require.Equal(t, Address{Name: "Acme", Local: "hello", Domain: "acme.com"}, e.From)
-				require.Equal(t, []Address{{Local: "b", Domain: "x.com"}}, e.To)
+				require.Equal(t, address.Address{Name: "Acme", Local: "hello", Domain: "acme.com"}, e.From)
+				require.Equal(t, []address.Address{{Local: "b", Domain: "x.com"}}, e.To)
 				require.Equal(t, "Hi", e.Subject)
 				require.Equal(t, "<p>Hi</p>", e.HTML)
 				require.Empty(t, e.Text)
@@ -112,10 +113,10 @@ func TestValidate(t *testing.T) {
 				r.ReplyTo = AddressList{"r@x.com", "r@x.com"}
 			},
 			check: func(t *testing.T, e Email) {
-				require.Equal(t, []Address{{Local: "a", Domain: "x.com"}, {Local: "b", Domain: "x.com"}, {Local: "jörg", Domain: "xn--bcher-kva.de"}}, e.To)
-				require.Equal(t, []Address{{Local: "a", Domain: "x.com"}}, e.Cc)
-				require.Equal(t, []Address{{Local: "z", Domain: "x.com"}}, e.Bcc)
-				require.Equal(t, []Address{{Local: "r", Domain: "x.com"}}, e.ReplyTo)
+				require.Equal(t, []address.Address{{Local: "a", Domain: "x.com"}, {Local: "b", Domain: "x.com"}, {Local: "jörg", Domain: "xn--bcher-kva.de"}}, e.To)
+				require.Equal(t, []address.Address{{Local: "a", Domain: "x.com"}}, e.Cc)
+				require.Equal(t, []address.Address{{Local: "z", Domain: "x.com"}}, e.Bcc)
+				require.Equal(t, []address.Address{{Local: "r", Domain: "x.com"}}, e.ReplyTo)
 			},
 		},
 		{
@@ -481,7 +482,7 @@ func TestValidateFetchContextEnded(t *testing.T) {
 
 // requestFor renders a validated Email back into a send request.
 func requestFor(e Email) SendRequest {
-	strs := func(list []Address) AddressList {
+	strs := func(list []address.Address) AddressList {
 		var out AddressList
 		for _, a := range list {
 			out = append(out, a.String())

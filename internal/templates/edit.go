@@ -14,11 +14,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/address"
 	"github.com/posthaste/posthaste/internal/components"
 	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/merge"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/submit"
 )
 
 // Limits of a template (Resend allows 50 variables per template).
@@ -77,7 +77,7 @@ func (e Edit) Apply(t *store.Template, create bool) error {
 	if e.From != nil {
 		c.From = nonEmpty(*e.From)
 		if c.From != nil {
-			if _, err := submit.ParseAddress(*c.From); err != nil {
+			if _, err := address.Parse(*c.From); err != nil {
 				return invalid.Errorf("from", "Invalid `from` field. The email address needs to follow the `email@example.com` or `Name <email@example.com>` format.")
 			}
 		}
@@ -87,7 +87,7 @@ func (e Edit) Apply(t *store.Template, create bool) error {
 	}
 	if e.ReplyTo != nil {
 		for _, a := range e.ReplyTo {
-			if _, err := submit.ParseAddress(a); err != nil {
+			if _, err := address.Parse(a); err != nil {
 				return invalid.Errorf("reply_to", "Invalid `reply_to` field: %q is not an email address.", a)
 			}
 		}

@@ -1,4 +1,4 @@
-package smtpgw
+package auththrottle
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// ThrottleConfig shapes the delay of AUTH attempts after failures.
-type ThrottleConfig struct {
+// DelaysConfig shapes the delay of attempts after failures.
+type DelaysConfig struct {
 	// Free is how many failures from an address cost nothing (default 2).
 	Free int
 	// Base is the delay after the first failure past Free; it doubles
@@ -21,11 +21,12 @@ type ThrottleConfig struct {
 	Now   func() time.Time
 }
 
-// Throttle slows down AUTH attempts from addresses that failed before:
-// a password guesser gets ever fewer tries per minute, while a client
-// with a mistyped key notices nothing until its third failure.
-type Throttle struct {
-	cfg   ThrottleConfig
+// Delays slows down attempts from addresses that failed before (the SMTP
+// gateway's AUTH): a password guesser gets ever fewer tries per minute,
+// while a client with a mistyped key notices nothing until its third
+// failure. The delay doubles with each failure past Free, up to Max.
+type Delays struct {
+	cfg   DelaysConfig
 	mu    sync.Mutex
 	fails map[string]failures
 }
@@ -35,8 +36,8 @@ type failures struct {
 	last time.Time
 }
 
-// NewThrottle returns a Throttle with cfg's zero fields defaulted.
-func NewThrottle(cfg ThrottleConfig) *Throttle {
+// NewDelays returns a Delays with cfg's zero fields defaulted.
+func NewDelays(cfg DelaysConfig) *Delays {
 	if cfg.Free <= 0 {
 		cfg.Free = 2
 	}
@@ -62,11 +63,11 @@ func NewThrottle(cfg ThrottleConfig) *Throttle {
 			}
 		}
 	}
-	return &Throttle{cfg: cfg, fails: map[string]failures{}}
+	return &Delays{cfg: cfg, fails: map[string]failures{}}
 }
 
-// Delay is how long an AUTH attempt from ip waits before it is checked.
-func (t *Throttle) Delay(ip string) time.Duration {
+// Delay is how long an attempt from ip waits before it is checked.
+func (t *Delays) Delay(ip string) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	f, ok := t.fails[ip]
@@ -89,14 +90,14 @@ func (t *Throttle) Delay(ip string) time.Duration {
 }
 
 // Wait sleeps the delay of ip.
-func (t *Throttle) Wait(ctx context.Context, ip string) {
+func (t *Delays) Wait(ctx context.Context, ip string) {
 	if d := t.Delay(ip); d > 0 {
 		t.cfg.Sleep(ctx, d)
 	}
 }
 
 // Fail records a failed attempt from ip.
-func (t *Throttle) Fail(ip string) {
+func (t *Delays) Fail(ip string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.cfg.Now()
@@ -117,7 +118,7 @@ func (t *Throttle) Fail(ip string) {
 }
 
 // Succeed forgets ip's failures.
-func (t *Throttle) Succeed(ip string) {
+func (t *Delays) Succeed(ip string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.fails, ip)

@@ -1,4 +1,9 @@
-package submit
+// Package address parses, checks and normalises email addresses: one
+// mailbox with an optional display name (RFC 5322), a UTF-8 local part
+// (RFC 6531) and a domain converted to ASCII (IDNA2008, RFC 5891). It is
+// the one place the API, the dashboard, the SMTP gateway and the
+// activities read an address from a user.
+package address
 
 import (
 	"errors"
@@ -47,7 +52,7 @@ func (a Address) Addr() string { return a.Local + "@" + a.Domain }
 
 // String returns the display form `Name <local@domain>`, or `local@domain`
 // without a name. The name is quoted (RFC 5322 §3.2.4) when it holds
-// characters outside atoms, so ParseAddress(a.String()) returns a again.
+// characters outside atoms, so Parse(a.String()) returns a again.
 // Non-ASCII names are left as UTF-8; the message builder encodes them.
 func (a Address) String() string {
 	if a.Name == "" {
@@ -56,13 +61,13 @@ func (a Address) String() string {
 	return quoteName(a.Name) + " <" + a.Addr() + ">"
 }
 
-// ParseAddress parses one mailbox in one of the forms `a@x.com`,
+// Parse parses one mailbox in one of the forms `a@x.com`,
 // `Name <a@x.com>`, `"Doe, John" <a@x.com>` or `=?utf-8?q?J=C3=B6rg?= <a@x.com>`.
 // The display name is read leniently (unquoted commas and dots are kept);
 // the addr-spec strictly: a dot-atom local part (UTF-8 allowed, quoted local
 // parts refused) and a host name domain with at least two labels (address
 // literals refused). Line breaks and control characters are refused anywhere.
-func ParseAddress(s string) (Address, error) {
+func Parse(s string) (Address, error) {
 	if len(s) > maxAddressString {
 		return Address{}, errors.New("address is too long")
 	}
@@ -101,6 +106,26 @@ func ParseAddress(s string) (Address, error) {
 	a.Local, a.Domain = local, domain
 	return a, nil
 }
+
+// ErrNotBare is returned by ParseBare for an address that does not parse
+// or carries a display name or angle brackets.
+var ErrNotBare = errors.New("not a bare address")
+
+// ParseBare parses a bare addr-spec such as someone@example.com: what a
+// contact, a suppression, an import row or a data request names. A
+// display name or angle brackets make it ErrNotBare, as does anything
+// Parse refuses; callers answer with their own message.
+func ParseBare(s string) (Address, error) {
+	a, err := Parse(s)
+	if err != nil || a.Name != "" || strings.Contains(s, "<") {
+		return Address{}, ErrNotBare
+	}
+	return a, nil
+}
+
+// Normalize is the form addresses are compared and stored in where case
+// does not matter (suppressions, contacts, data requests): lower case.
+func Normalize(addr string) string { return strings.ToLower(addr) }
 
 // parsePhrase decodes a display name: a sequence of atoms and quoted
 // strings (RFC 5322 §3.2.5), where runs of atoms may hold RFC 2047 encoded
@@ -182,7 +207,7 @@ func parsePhrase(p string) (string, error) {
 	if strings.ContainsAny(name, "\r\n") {
 		return "", errors.New("display name contains a line break")
 	}
-	if hasControl(name) {
+	if strings.ContainsFunc(name, func(r rune) bool { return r != '\t' && unicode.IsControl(r) }) {
 		return "", errors.New("display name contains a control character")
 	}
 	return name, nil
@@ -325,14 +350,4 @@ func quoteName(name string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
-}
-
-// hasControl reports whether s contains a control character other than tab.
-func hasControl(s string) bool {
-	for _, r := range s {
-		if r != '\t' && unicode.IsControl(r) {
-			return true
-		}
-	}
-	return false
 }

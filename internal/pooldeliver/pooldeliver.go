@@ -1,4 +1,10 @@
-package ippool
+// Package pooldeliver delivers the mail of an IP pool (package ippool)
+// through the SMTP client (package mta): one client per address of the
+// pool, each bound to its address and saying its EHLO name, within the
+// addresses' warm-up allowances. It is kept apart from ippool so that
+// what reads pools (configuration, the store) does not link the SMTP
+// client.
+package pooldeliver
 
 import (
 	"context"
@@ -8,21 +14,15 @@ import (
 	"net"
 	"sync/atomic"
 
+	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/mta"
 )
-
-// Gate grants the daily warm-up allowances of addresses (see Schedule).
-type Gate interface {
-	// Take returns how many of n messages (0 to n) address a may send
-	// now, counting them as sent.
-	Take(ctx context.Context, a Address, n int) (int, error)
-}
 
 // Warmup limits a Deliverer's addresses to their warm-up allowances. The
 // zero Warmup sets no limit.
 type Warmup struct {
 	// Gate grants the allowances; nil: no limit.
-	Gate Gate
+	Gate ippool.Gate
 	// Spill delivers the recipients for whom no address of the pool has
 	// allowance left (POSTHASTE_WARMUP_OVERFLOW=spill: the default pool's
 	// Deliverer, limited by its own allowances); nil: they are deferred
@@ -46,19 +46,19 @@ const (
 // has room for, and the next addresses the rest. It is safe for concurrent
 // use; Close closes every client (not the Spill Deliverer).
 type Deliverer struct {
-	addrs   []Address
+	addrs   []ippool.Address
 	clients []*mta.Client
 	warmup  Warmup
 	logger  *slog.Logger
 	next    atomic.Uint64
 }
 
-// NewDeliverer returns a Deliverer over addrs, whose clients share base
+// New returns a Deliverer over addrs, whose clients share base
 // (resolver, port, relay, egress policy, timeouts) but for their source
 // address and EHLO name, limited by w. An Address without IP (the default
 // pool when POSTHASTE_IP_POOLS is unset and POSTHASTE_SOURCE_IP is too)
 // lets the system choose the source address.
-func NewDeliverer(base mta.Config, addrs []Address, w Warmup) (*Deliverer, error) {
+func New(base mta.Config, addrs []ippool.Address, w Warmup) (*Deliverer, error) {
 	if len(addrs) == 0 {
 		return nil, errors.New("a pool needs at least one address")
 	}
