@@ -65,10 +65,8 @@ const blocksDoc = `{
 // a move and a delete. It saves, reads the stored document through the
 // API, watches the preview show it, and reloads the editor.
 func TestBlocksEditor(t *testing.T) {
-	env := browserDevEnv(t)
-	dev := startDev(t, env)
-	defer dev.stop(t)
-	creds := readCredentials(t, env["POSTHASTE_DATA_DIR"])
+	dev := shared(t, "browser")
+	creds := dev.newTeam(t, "posthaste.local")
 	api := apiClient{t: t, base: dev.base, key: creds.APIKey}
 
 	ctx := newBrowserFor(t, 3*time.Minute)

@@ -20,10 +20,8 @@ import (
 // after the confirmation, and the report's counts followed until every
 // contact's email is delivered.
 func TestBroadcastEditorInBrowser(t *testing.T) {
-	env := browserDevEnv(t)
-	dev := startDev(t, env)
-	defer dev.stop(t)
-	creds := readCredentials(t, env["POSTHASTE_DATA_DIR"])
+	dev := shared(t, "browser")
+	creds := dev.newTeam(t, "posthaste.local")
 	api := apiClient{t: t, base: dev.base, key: creds.APIKey}
 	status, seg := api.do("POST", "/segments", map[string]any{"name": "Spring readers"})
 	require.Equal(t, 201, status, seg)
@@ -171,25 +169,26 @@ func TestBroadcastEditorInBrowser(t *testing.T) {
 	// page reloads itself once, so a read may meet the page between two
 	// documents ("No node with given id found"): that read is retried.
 	var delivered, state string
-	var readErr error
-	deadline := time.Now().Add(2 * time.Minute)
-	for i := 0; ; i++ {
+	reported := false
+	defer func() {
+		if !reported {
+			screenshot(t, ctx, "broadcast-report")
+		}
+	}()
+	eventually(t, 2*time.Minute, func() error {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		readErr = chromedp.Run(rctx,
+		defer cancel()
+		readErr := chromedp.Run(rctx,
 			chromedp.Text(`[data-count="delivered"]`, &delivered, chromedp.ByQuery),
 			chromedp.Text(`#bc-status`, &state, chromedp.ByID),
 		)
-		cancel()
 		if readErr == nil && delivered == fmt.Sprint(contacts) && state == "sent" {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			screenshot(t, ctx, "broadcast-report")
-			t.Fatalf("the report never showed %d delivered and sent; last: %s delivered, status %s (%v)",
-				contacts, delivered, state, readErr)
-		}
-		time.Sleep(pollPause(i))
-	}
+		return fmt.Errorf("the report never showed %d delivered and sent; last: %s delivered, status %s (%v)",
+			contacts, delivered, state, readErr)
+	})
+	reported = true
 	// Settled, the page shows the recipients as they ended.
 	var recipients, row string
 	step(t, ctx, problems, "settled",
@@ -236,13 +235,12 @@ func step(t *testing.T, ctx context.Context, problems *tourProblems, name string
 // waitSaved waits until the editor's autosave says the draft is saved.
 func waitSaved(t *testing.T, ctx context.Context) {
 	t.Helper()
-	var status string
-	for i, deadline := 0, time.Now().Add(20*time.Second); time.Now().Before(deadline); i++ {
+	eventually(t, 20*time.Second, func() error {
+		var status string
 		require.NoError(t, chromedp.Run(ctx, chromedp.Text(`#save-status`, &status, chromedp.ByID)))
-		if strings.HasPrefix(status, "Saved") {
-			return
+		if !strings.HasPrefix(status, "Saved") {
+			return fmt.Errorf("the draft was never saved; the status says %q", status)
 		}
-		time.Sleep(pollPause(i))
-	}
-	t.Fatalf("the draft was never saved; the status says %q", status)
+		return nil
+	})
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -63,17 +64,14 @@ func (p *previewFrame) text() (string, error) {
 // wait waits until a preview frame shows want.
 func (p *previewFrame) wait(t *testing.T, want string) {
 	t.Helper()
-	var last string
-	for i, deadline := 0, time.Now().Add(60*time.Second); time.Now().Before(deadline); i++ {
+	eventually(t, 60*time.Second, func() error {
 		text, err := p.text()
 		require.NoError(t, err)
-		if strings.Contains(text, want) {
-			return
+		if !strings.Contains(text, want) {
+			return fmt.Errorf("the preview never showed %q; last: %q", want, text)
 		}
-		last = text
-		time.Sleep(pollPause(i))
-	}
-	t.Fatalf("the preview never showed %q; last: %q", want, last)
+		return nil
+	})
 }
 
 // TestTemplateEditorPreview creates a template in Chromium, types its HTML
@@ -81,10 +79,8 @@ func (p *previewFrame) wait(t *testing.T, want string) {
 // (the fallback, then the sample, HTML-escaped), sees a missing variable
 // named inline, and publishes it.
 func TestTemplateEditorPreview(t *testing.T) {
-	env := browserDevEnv(t)
-	dev := startDev(t, env)
-	defer dev.stop(t)
-	creds := readCredentials(t, env["POSTHASTE_DATA_DIR"])
+	dev := shared(t, "browser")
+	creds := dev.newTeam(t, "posthaste.local")
 
 	ctx := newBrowser(t)
 	problems := &tourProblems{}

@@ -74,13 +74,12 @@ func newBrowserFor(t *testing.T, timeout time.Duration) context.Context {
 		cancelTimeout()
 		cancelCtx()
 		cancelAlloc()
-		for range 50 {
-			if os.RemoveAll(profile) == nil {
-				return
+		eventually(t, 5*time.Second, func() error {
+			if err := os.RemoveAll(profile); err != nil {
+				return fmt.Errorf("could not remove the browser profile %s: %w", profile, err)
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Errorf("could not remove the browser profile %s", profile)
+			return nil
+		})
 	})
 	return ctx
 }
@@ -111,10 +110,8 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // sends through the API, sees the email on the Emails page with its final
 // status, opens its detail and watches the Metrics counts move.
 func TestDashboardInBrowser(t *testing.T) {
-	env := browserDevEnv(t)
-	dev := startDev(t, env)
-	defer dev.stop(t)
-	creds := readCredentials(t, env["POSTHASTE_DATA_DIR"])
+	dev := shared(t, "browser")
+	creds := dev.newTeam(t, "posthaste.local")
 	api := apiClient{t: t, base: dev.base, key: creds.APIKey}
 	id := api.send(map[string]any{"from": "Acme <onboarding@posthaste.test>", "to": "bounced@posthaste.test",
 		"subject": "Browser check", "html": "<h1>Hello from the browser test</h1>"})

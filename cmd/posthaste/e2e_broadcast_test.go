@@ -46,19 +46,17 @@ func (c apiClient) broadcastAudience(n, noCompany int) string {
 func (c apiClient) waitBroadcast(id string, timeout time.Duration, done func(map[string]any) bool) map[string]any {
 	c.t.Helper()
 	var last map[string]any
-	deadline := time.Now().Add(timeout)
-	for i := 0; time.Now().Before(deadline); i++ {
+	eventually(c.t, timeout, func() error {
 		status, b := c.do("GET", "/broadcasts/"+id, nil)
 		if status == 200 { // the process may be restarting
 			last = b
 			if done(b) {
-				return b
+				return nil
 			}
 		}
-		time.Sleep(pollPause(i))
-	}
-	c.t.Fatalf("broadcast %s did not get there; last: %v", id, last)
-	return nil
+		return fmt.Errorf("broadcast %s did not get there; last: %v", id, last)
+	})
+	return last
 }
 
 func count(b map[string]any, name string) int {
@@ -195,16 +193,14 @@ func TestDevBroadcastCancel(t *testing.T) {
 	tc, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + env["POSTHASTE_TEMPORAL_PORT"]})
 	require.NoError(t, err)
 	defer tc.Close()
-	deadline := time.Now().Add(time.Minute)
-	for i := 0; ; i++ {
+	eventually(t, time.Minute, func() error {
 		d, err := tc.DescribeWorkflowExecution(context.Background(), workflows.BroadcastWorkflowID(id), "")
 		require.NoError(t, err)
-		if d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-			break
+		if d.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			return fmt.Errorf("the canceled broadcast's workflow did not end: %v", d.WorkflowExecutionInfo.Status)
 		}
-		require.True(t, time.Now().Before(deadline), "the canceled broadcast's workflow did not end")
-		time.Sleep(pollPause(i))
-	}
+		return nil
+	})
 	final := c.waitBroadcast(id, time.Minute, func(b map[string]any) bool {
 		return count(b, "delivered") == count(b, "recipients")
 	})

@@ -125,9 +125,8 @@ func waitDelivered(t *testing.T, dbURL string, ids []string, timeout time.Durati
 // awaitDelivered is waitDelivered for goroutines the test spawned: it
 // returns the failure instead of failing the test.
 func awaitDelivered(dbURL string, ids []string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
 	var delivered int
-	for i := 0; ; i++ {
+	return poll(timeout, func() error {
 		conn, err := pgx.Connect(context.Background(), dbURL)
 		if err == nil {
 			err = conn.QueryRow(context.Background(),
@@ -138,11 +137,8 @@ func awaitDelivered(dbURL string, ids []string, timeout time.Duration) error {
 		if err == nil && delivered == len(ids) {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d delivered after %v (last error: %v)", delivered, len(ids), timeout, err)
-		}
-		time.Sleep(pollPause(i))
-	}
+		return fmt.Errorf("%d of %d delivered after %v (last error: %v)", delivered, len(ids), timeout, err)
+	})
 }
 
 var messageIDHeader = regexp.MustCompile(`(?i)\r\nMessage-ID: <([0-9a-f-]{36})@`)

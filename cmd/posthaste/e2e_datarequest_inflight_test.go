@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -82,17 +83,14 @@ func TestDevErasureOfAddressInFlight(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_TERMINATED, d.WorkflowExecutionInfo.Status)
 	restart := workflows.RestartEmailWorkflowID(id, 1)
-	var st enums.WorkflowExecutionStatus
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; time.Now().Before(deadline); i++ {
+	eventually(t, 30*time.Second, func() error {
 		d, err := tc.DescribeWorkflowExecution(ctx, restart, "")
 		require.NoError(t, err)
-		if st = d.WorkflowExecutionInfo.Status; st == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-			break
+		if st := d.WorkflowExecutionInfo.Status; st != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			return fmt.Errorf("the restarted workflow does not complete: %v", st)
 		}
-		time.Sleep(pollPause(i))
-	}
-	require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_COMPLETED, st, "the restarted workflow completes")
+		return nil
+	})
 	open, err := tc.ListOpenWorkflow(ctx, &workflowservice.ListOpenWorkflowExecutionsRequest{MaximumPageSize: 1000})
 	require.NoError(t, err)
 	for _, ex := range open.Executions {

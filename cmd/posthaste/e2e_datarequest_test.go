@@ -277,34 +277,29 @@ func (c apiClient) waitDataRequest(id string) map[string]any {
 // waitLastEvent polls an email until its last_event is want.
 func (c apiClient) waitLastEvent(id, want string) {
 	c.t.Helper()
-	var last map[string]any
-	deadline := time.Now().Add(60 * time.Second)
-	for i := 0; time.Now().Before(deadline); i++ {
+	eventually(c.t, 60*time.Second, func() error {
 		status, e := c.do("GET", "/emails/"+id, nil)
 		require.Equal(c.t, 200, status, e)
-		if last = e; e["last_event"] == want {
-			return
+		if e["last_event"] != want {
+			return fmt.Errorf("email %s did not reach %s; last: %v", id, want, e)
 		}
-		time.Sleep(pollPause(i))
-	}
-	c.t.Fatalf("email %s did not reach %s; last: %v", id, want, last)
+		return nil
+	})
 }
 
 // waitLogged polls the request log until it holds a request to path.
 func (c apiClient) waitLogged(path string) {
 	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; time.Now().Before(deadline); i++ {
+	eventually(c.t, 30*time.Second, func() error {
 		status, l := c.do("GET", "/logs?limit=100", nil)
 		require.Equal(c.t, 200, status, l)
 		for _, e := range l["data"].([]any) {
 			if e.(map[string]any)["endpoint"] == path {
-				return
+				return nil
 			}
 		}
-		time.Sleep(pollPause(i))
-	}
-	c.t.Fatalf("no request to %s in the request log", path)
+		return fmt.Errorf("no request to %s in the request log", path)
+	})
 }
 
 // downloadZip fetches a zip archive without a key and returns its files.

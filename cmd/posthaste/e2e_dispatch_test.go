@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -91,15 +93,23 @@ func TestDevDispatchAndReconcile(t *testing.T) {
 		return e.LastEvent
 	}
 	for _, id := range keyed {
-		require.Eventually(t, func() bool { return state(id) == store.EventDelivered }, 30*time.Second, 50*time.Millisecond,
-			"a key of 256 emoji starts a workflow")
+		eventually(t, 30*time.Second, func() error {
+			if state(id) != store.EventDelivered {
+				return errors.New("a key of 256 emoji starts a workflow")
+			}
+			return nil
+		})
 	}
 	left, err := st.OutboxLen(ctx)
 	require.NoError(t, err)
 	require.Zero(t, left, "the entries without emails were dropped")
 
-	require.Eventually(t, func() bool { return state(stalled) == store.EventDelivered }, 30*time.Second,
-		50*time.Millisecond, "the reconciler restarts the stalled email")
+	eventually(t, 30*time.Second, func() error {
+		if state(stalled) != store.EventDelivered {
+			return errors.New("the reconciler restarts the stalled email")
+		}
+		return nil
+	})
 	tc, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + env["POSTHASTE_TEMPORAL_PORT"]})
 	require.NoError(t, err)
 	defer tc.Close()
@@ -107,7 +117,12 @@ func TestDevDispatchAndReconcile(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_COMPLETED, d.GetWorkflowExecutionInfo().GetStatus())
 
-	require.Eventually(t, func() bool { return state(lost) == store.EventFailed }, 30*time.Second, 50*time.Millisecond)
+	eventually(t, 30*time.Second, func() error {
+		if state(lost) != store.EventFailed {
+			return fmt.Errorf("the lost email is %s, not failed", state(lost))
+		}
+		return nil
+	})
 	evs, err := st.Events(ctx, lost)
 	require.NoError(t, err)
 	require.Equal(t, activities.ReasonNoOutcome, evs[len(evs)-1].Detail["reason"])
@@ -126,5 +141,10 @@ func TestDevDispatchAndReconcile(t *testing.T) {
 			strings.Contains(m, `posthaste_reconciled_emails_total{action="failed"} 1`) &&
 			strings.Contains(m, `posthaste_outbox_ended_total{kind="send_email",reason="missing"} 200`)
 	}
-	require.Eventually(t, counted, 10*time.Second, 50*time.Millisecond, "the reconciler and the outbox count what they did")
+	eventually(t, 10*time.Second, func() error {
+		if !counted() {
+			return errors.New("the reconciler and the outbox count what they did")
+		}
+		return nil
+	})
 }

@@ -226,7 +226,7 @@ func writeHistory(t *testing.T, hostPort, workflowID, name string) {
 
 // recipientMX starts a loopback MX that accepts everything and publishes
 // it as the MX of rcpt.test on dns.
-func recipientMX(t *testing.T, dns *dnstest.Server) *smtptest.Server {
+func recipientMX(t testing.TB, dns *dnstest.Server) *smtptest.Server {
 	t.Helper()
 	mx := smtptest.NewServer(t, smtptest.Options{})
 	dns.AddMX("rcpt.test", "mx.rcpt.test", 10)
@@ -239,7 +239,7 @@ func recipientMX(t *testing.T, dns *dnstest.Server) *smtptest.Server {
 // gets the operator's SPF record, included by every return path, and the
 // A record of its host name), every MX dialled on mxPort, and domain
 // verification every 200 ms.
-func domainDevEnv(t *testing.T, dbURL string, dns *dnstest.Server, mxPort int) map[string]string {
+func domainDevEnv(t testing.TB, dbURL string, dns *dnstest.Server, mxPort int) map[string]string {
 	t.Helper()
 	dns.AddTXT("_spf.posthaste.example", "v=spf1 ip4:127.0.0.0/8 -all")
 	dns.AddA("posthaste.example", "127.0.0.1")
@@ -288,18 +288,16 @@ func (c apiClient) verifiedDomain(dns *dnstest.Server, name string) string {
 func (c apiClient) waitDomain(id, want string) map[string]any {
 	c.t.Helper()
 	var last map[string]any
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; time.Now().Before(deadline); i++ {
+	eventually(c.t, 30*time.Second, func() error {
 		status, d := c.do("GET", "/domains/"+id, nil)
 		require.Equal(c.t, 200, status, d)
 		last = d
-		if d["status"] == want {
-			return d
+		if d["status"] != want {
+			return fmt.Errorf("domain %s did not become %s; last: %v", id, want, d)
 		}
-		time.Sleep(pollPause(i))
-	}
-	c.t.Fatalf("domain %s did not become %s; last: %v", id, want, last)
-	return nil
+		return nil
+	})
+	return last
 }
 
 func events(t *testing.T, st *store.Store, id string) []string {

@@ -61,18 +61,16 @@ func (c apiClient) waitImport(id string) map[string]any {
 func (c apiClient) waitEnded(path, what string) map[string]any {
 	c.t.Helper()
 	var last map[string]any
-	deadline := time.Now().Add(90 * time.Second)
-	for i := 0; time.Now().Before(deadline); i++ {
+	eventually(c.t, 90*time.Second, func() error {
 		status, r := c.do("GET", path, nil)
 		require.Equal(c.t, 200, status, r)
 		last = r
-		if r["status"] == "completed" || r["status"] == "failed" {
-			return r
+		if r["status"] != "completed" && r["status"] != "failed" {
+			return fmt.Errorf("%s did not end; last: %v", what, r)
 		}
-		time.Sleep(pollPause(i))
-	}
-	c.t.Fatalf("%s did not end; last: %v", what, last)
-	return nil
+		return nil
+	})
+	return last
 }
 
 // importCSV is n rows of contacts u<i>@example.com with the first name

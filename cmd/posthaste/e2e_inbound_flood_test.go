@@ -43,24 +43,26 @@ func requireInboundQueue(t *testing.T, temporalPort string, id uuid.UUID) {
 // TestDevInboundTaskQueue: a received message is processed by a
 // ProcessInbound workflow on the inbound task queue, not the main one.
 func TestDevInboundTaskQueue(t *testing.T) {
-	dns := dnstest.NewServer(t)
-	dbURL := pgtest.NewDatabase(t)
-	env := domainDevEnv(t, dbURL, dns, freePort(t))
-	env["POSTHASTE_INBOUND_LISTEN"] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	dev := startDev(t, env)
-	defer dev.stop(t)
-	c := apiClient{t: t, base: dev.base, key: readCredentials(t, env["POSTHASTE_DATA_DIR"]).APIKey}
-	c.receivingDomain(dns, "queue.test")
-	require.NoError(t, sendInbound(t, env["POSTHASTE_INBOUND_LISTEN"], "support@queue.test",
-		[]byte("From: ann@customer.test\r\nTo: support@queue.test\r\nSubject: Queue\r\n\r\nHello\r\n")))
+	dev := shared(t, "domain")
+	env := dev.env
+	creds := dev.newTeam(t, "member.test")
+	c := apiClient{t: t, base: dev.base, key: creds.APIKey}
+	domain := uniqueDomain("queue")
+	c.receivingDomain(dev.dns, domain)
+	require.NoError(t, sendInbound(t, env["POSTHASTE_INBOUND_LISTEN"], "support@"+domain,
+		[]byte("From: ann@customer.test\r\nTo: support@"+domain+"\r\nSubject: Queue\r\n\r\nHello\r\n")))
 	ctx := context.Background()
-	db, err := pgx.Connect(ctx, dbURL)
+	db, err := pgx.Connect(ctx, dev.databaseURL(t))
 	require.NoError(t, err)
 	defer db.Close(ctx)
 	var inboundID uuid.UUID
-	require.Eventually(t, func() bool {
-		return db.QueryRow(ctx, `SELECT id FROM inbound_message WHERE status = 'processed'`).Scan(&inboundID) == nil
-	}, time.Minute, 50*time.Millisecond, "the message was never processed")
+	eventually(t, time.Minute, func() error {
+		if db.QueryRow(ctx, `SELECT id FROM inbound_message WHERE status = 'processed' AND team_id = $1`,
+			creds.TeamID).Scan(&inboundID) != nil {
+			return errors.New("the message was never processed")
+		}
+		return nil
+	})
 	requireInboundQueue(t, env["POSTHASTE_TEMPORAL_PORT"], inboundID)
 }
 
@@ -210,8 +212,10 @@ func TestDevInboundFlood(t *testing.T) {
 
 	// During the flood, once its first messages are accepted (and their
 	// processing queued), a sandbox email is sent through the API.
-	require.Eventually(t, func() bool { return accepted.Load() >= 10 }, 3*time.Minute, 10*time.Millisecond,
-		"10 flood messages were never accepted")
+	// (Watched every 10 ms, as the delay below: part of the measurement.)
+	for until := time.Now().Add(3 * time.Minute); accepted.Load() < 10; time.Sleep(10 * time.Millisecond) {
+		require.True(t, time.Now().Before(until), "10 flood messages were never accepted")
+	}
 	select {
 	case <-flooded:
 		t.Fatal("the flood was over before the email was sent: not measured during it")
@@ -267,16 +271,14 @@ func TestDevInboundFlood(t *testing.T) {
 	require.NoError(t, err)
 	defer db.Close(ctx)
 	var processed, total int
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
+	eventually(t, 5*time.Minute, func() error {
 		require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'processed'), count(*)
 			FROM inbound_message WHERE team_id <> $1`, capped).Scan(&processed, &total))
-		if processed == floodConns {
-			break
+		if processed != floodConns {
+			return fmt.Errorf("%d of %d messages processed", processed, total)
 		}
-		require.True(t, time.Now().Before(deadline), "%d of %d messages processed", processed, total)
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	processTime := time.Since(start)
 	close(stopSampling)
 	<-sampled

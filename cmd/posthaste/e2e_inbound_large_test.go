@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/posthaste/posthaste/internal/inbound"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
-	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 )
 
 // largeInboundSize is the size on the wire of the large message: 40 MiB,
@@ -64,41 +64,38 @@ func largeInboundMessage(domain string, size int) (msg, content []byte) {
 // decoded size, and its download is the very content. A message over the
 // MX's cap (inbound.DefaultMaxMessageBytes) gets 552 and is never listed.
 func TestDevInboundLarge(t *testing.T) {
-	dns := dnstest.NewServer(t)
-	env := domainDevEnv(t, pgtest.NewDatabase(t), dns, freePort(t))
-	env["POSTHASTE_INBOUND_LISTEN"] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	dev := startDev(t, env)
-	defer dev.stop(t)
-	c := apiClient{t: t, base: dev.base, key: readCredentials(t, env["POSTHASTE_DATA_DIR"]).APIKey}
-	c.receivingDomain(dns, "big.test")
+	dev := shared(t, "domain")
+	env := dev.env
+	c := apiClient{t: t, base: dev.base, key: dev.newTeam(t, "member.test").APIKey}
+	domain := uniqueDomain("big")
+	c.receivingDomain(dev.dns, domain)
 
-	msg, content := largeInboundMessage("big.test", largeInboundSize)
+	msg, content := largeInboundMessage(domain, largeInboundSize)
 	require.LessOrEqual(t, len(msg), largeInboundSize)
 	require.Greater(t, len(msg), largeInboundSize-100, "the message is 40 MiB")
-	require.NoError(t, sendInbound(t, env["POSTHASTE_INBOUND_LISTEN"], "support@big.test", msg), "250 to the 40 MiB message")
+	require.NoError(t, sendInbound(t, env["POSTHASTE_INBOUND_LISTEN"], "support@"+domain, msg), "250 to the 40 MiB message")
 
 	// Over the cap: 552 after DATA (RFC 5321 §4.5.3.1.10), nothing kept.
-	over, _ := largeInboundMessage("big.test", inbound.DefaultMaxMessageBytes+(1<<20))
+	over, _ := largeInboundMessage(domain, inbound.DefaultMaxMessageBytes+(1<<20))
 	require.Greater(t, len(over), inbound.DefaultMaxMessageBytes)
-	requireCode(t, sendInbound(t, env["POSTHASTE_INBOUND_LISTEN"], "support@big.test", over), 552)
+	requireCode(t, sendInbound(t, env["POSTHASTE_INBOUND_LISTEN"], "support@"+domain, over), 552)
 
 	var emailID string
-	deadline := time.Now().Add(2 * time.Minute)
-	for emailID == "" {
+	eventually(t, 2*time.Minute, func() error {
 		status, list := c.do("GET", "/emails/receiving", nil)
 		require.Equal(t, 200, status, list)
-		if data := list["data"].([]any); len(data) > 0 {
-			require.Len(t, data, 1, "only the message within the cap is received")
-			emailID = data[0].(map[string]any)["id"].(string)
-			break
+		data := list["data"].([]any)
+		if len(data) == 0 {
+			return errors.New("the 40 MiB message never appeared")
 		}
-		require.True(t, time.Now().Before(deadline), "the 40 MiB message never appeared")
-		time.Sleep(100 * time.Millisecond)
-	}
+		require.Len(t, data, 1, "only the message within the cap is received")
+		emailID = data[0].(map[string]any)["id"].(string)
+		return nil
+	})
 	status, e := c.do("GET", "/emails/receiving/"+emailID, nil)
 	require.Equal(t, 200, status, e)
 	require.Equal(t, "The big file", e["subject"])
-	require.Equal(t, []any{"support@big.test"}, e["received_for"])
+	require.Equal(t, []any{"support@" + domain}, e["received_for"])
 	require.Contains(t, e["text"], "The scans are attached.")
 	atts := e["attachments"].([]any)
 	require.Len(t, atts, 1)

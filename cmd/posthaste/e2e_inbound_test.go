@@ -31,7 +31,7 @@ import (
 
 // inboundListenEnv gives a dev process started by a test an inbound MX on
 // a free loopback port of its own, unless the test chose one.
-func inboundListenEnv(t *testing.T, env map[string]string) {
+func inboundListenEnv(t testing.TB, env map[string]string) {
 	t.Helper()
 	if _, ok := env["POSTHASTE_INBOUND_LISTEN"]; !ok {
 		env["POSTHASTE_INBOUND_LISTEN"] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -202,9 +202,10 @@ func TestDevInbound(t *testing.T) {
 	// processed, and returns them, newest first.
 	waitProcessed := func(n int) []store.InboundMessage {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			rows, err := st.InboundMessages(ctx, team, 10)
+		var rows []store.InboundMessage
+		eventually(t, 30*time.Second, func() error {
+			var err error
+			rows, err = st.InboundMessages(ctx, team, 10)
 			require.NoError(t, err)
 			done := 0
 			for _, r := range rows {
@@ -212,12 +213,12 @@ func TestDevInbound(t *testing.T) {
 					done++
 				}
 			}
-			if len(rows) == n && done == n {
-				return rows
+			if len(rows) != n || done != n {
+				return fmt.Errorf("inbound messages not processed: %+v", rows)
 			}
-			require.True(t, time.Now().Before(deadline), "inbound messages not processed: %+v", rows)
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
+		return rows
 	}
 
 	// The reproduced attack (issue 33): bob sends a DSN naming ann to
@@ -294,11 +295,12 @@ func TestDevInbound(t *testing.T) {
 		pf := startPostfixPeer(t, fmt.Sprintf("127.0.0.4:%d", mx.Port()), "pfx.test", inboundAddr)
 		id := c.send(map[string]any{"from": "Shop <hello@example.test>", "to": "gone@pfx.test",
 			"subject": "Welcome", "text": "Hello."})
-		deadline := time.Now().Add(60 * time.Second)
-		for !slices.Contains(events(t, st, id), "bounced:gone@pfx.test") {
-			require.True(t, time.Now().Before(deadline), "no bounce; events %v; Postfix log:\n%s", events(t, st, id), pf.log())
-			time.Sleep(100 * time.Millisecond)
-		}
+		eventually(t, 60*time.Second, func() error {
+			if evs := events(t, st, id); !slices.Contains(evs, "bounced:gone@pfx.test") {
+				return fmt.Errorf("no bounce; events %v; Postfix log:\n%s", evs, pf.log())
+			}
+			return nil
+		})
 		// Postfix bounces within milliseconds of its 250, so its DSN may
 		// be recorded before the delivery is: `delivered` is then
 		// dropped (the recipient already has its outcome).
@@ -429,16 +431,14 @@ func checkMXProcess(t *testing.T, base map[string]string, team string) {
 	dsn := reportFixture(t, "postfix-failed.eml", e.ID.String(), rp, map[string]string{"nobody@example.org": "gone@rcpt.test"})
 	requireCode(t, sendInbound(t, addr, "user@elsewhere.test", dsn), 550)
 	require.NoError(t, sendInbound(t, addr, rp, dsn))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventually(t, 30*time.Second, func() error {
 		got, err := st.GetEmail(ctx, teamID, e.ID)
 		require.NoError(t, err)
-		if got.Recipients[0].Status == store.EventBounced {
-			break
+		if got.Recipients[0].Status != store.EventBounced {
+			return fmt.Errorf("not bounced: %s", got.Recipients[0].Status)
 		}
-		require.True(t, time.Now().Before(deadline), "not bounced: %s", got.Recipients[0].Status)
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	sp, err := st.SuppressionByEmail(ctx, teamID, "gone@rcpt.test")
 	require.NoError(t, err)
 	require.Equal(t, store.SuppressionBounce, sp.Reason)

@@ -7,13 +7,12 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/emersion/go-message/mail"
 	"github.com/stretchr/testify/require"
-
-	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 )
 
 // dashboardClient is a browser of the dashboard: cookies, redirects followed.
@@ -57,23 +56,21 @@ func (d dashboardClient) submit(path, action string, form url.Values) (int, stri
 // stays out of the team's email log, and its link makes the invitee a
 // member.
 func TestDevInvitation(t *testing.T) {
-	dns, mx := memberMX(t)
-	env := devEnv(t, pgtest.NewDatabase(t), dns, mx)
-	dev := startDev(t, env)
-	defer dev.stop(t)
-	creds := readCredentials(t, env["POSTHASTE_DATA_DIR"])
+	dev := shared(t, "member")
+	creds := dev.newTeam(t, "member.test")
+	invitee := "invitee-" + strings.TrimPrefix(creds.Email, "owner-")
 
 	owner := newDashboardClient(t, dev.base)
 	status, _ := owner.submit("/dashboard/login", "/dashboard/login",
 		url.Values{"email": {creds.Email}, "password": {creds.Password}})
 	require.Equal(t, 200, status)
 	status, page := owner.submit("/dashboard/team", "/dashboard/team/invitations",
-		url.Values{"email": {"invitee@member.test"}, "role": {"member"}})
+		url.Values{"email": {invitee}, "role": {"member"}})
 	require.Equal(t, http.StatusCreated, status, page)
-	require.Contains(t, page, "Invitation sent to invitee@member.test.")
+	require.Contains(t, page, "Invitation sent to "+invitee+".")
 
-	msgs := mx.WaitMessages(t, 1, 30*time.Second)
-	require.Equal(t, []string{"invitee@member.test"}, msgs[0].To)
+	msgs := dev.messagesTo(t, invitee, 1, 30*time.Second)
+	require.Equal(t, []string{invitee}, msgs[0].To)
 	mr, err := mail.CreateReader(bytes.NewReader(msgs[0].Data))
 	require.NoError(t, err)
 	from, err := mr.Header.AddressList("From")
@@ -92,8 +89,8 @@ func TestDevInvitation(t *testing.T) {
 	require.Equal(t, 200, status)
 	require.Empty(t, list["data"], "the invitation was sent as Posthaste's system team")
 
-	invitee := newDashboardClient(t, dev.base)
-	status, page = invitee.submit(string(link[len(dev.base):]), string(link[len(dev.base):]), url.Values{
+	joiner := newDashboardClient(t, dev.base)
+	status, page = joiner.submit(string(link[len(dev.base):]), string(link[len(dev.base):]), url.Values{
 		"name": {"Invited Person"}, "password": {"a-long-password"}, "confirm": {"a-long-password"}})
 	require.Equal(t, 200, status, page)
 	require.Contains(t, page, "Invited Person")

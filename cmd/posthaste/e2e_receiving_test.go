@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -114,17 +115,18 @@ func TestDevReceiving(t *testing.T) {
 	dns.AddMX("example.test", "bounces.posthaste.example", 10)
 	status, _ = c.do("POST", "/domains/"+id+"/verify", nil)
 	require.Equal(t, 200, status)
-	deadline := time.Now().Add(30 * time.Second)
-	for mx["status"] != "verified" {
-		require.True(t, time.Now().Before(deadline), "receiving MX not verified: %v", mx)
-		time.Sleep(50 * time.Millisecond)
+	eventually(t, 30*time.Second, func() error {
 		_, d = c.do("GET", "/domains/"+id, nil)
 		for _, r := range d["records"].([]any) {
 			if rm := r.(map[string]any); rm["record"] == "Receiving" {
 				mx = rm
 			}
 		}
-	}
+		if mx["status"] != "verified" {
+			return fmt.Errorf("receiving MX not verified: %v", mx)
+		}
+		return nil
+	})
 	c.waitDomain(id, "verified")
 
 	// An address at a domain without receiving, and a foreign one: 550.
@@ -238,16 +240,18 @@ func receiveAt(t *testing.T, env map[string]string, c apiClient, domainID, name 
 		DKIMPublicKey: "cHVibGlj", DKIMPrivateKey: []byte("sealed"), Receiving: store.ReceivingEnabled}
 	require.NoError(t, st.CreateDomain(ctx, d))
 	require.NoError(t, sendInbound(t, env["POSTHASTE_INBOUND_LISTEN"], "support@"+d.Name, msg(d.Name)))
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; ; i++ {
+	var id string
+	eventually(t, 30*time.Second, func() error {
 		status, list := c.do("GET", "/emails/receiving", nil)
 		require.Equal(t, 200, status, list)
-		if data := list["data"].([]any); len(data) > 0 {
-			return data[0].(map[string]any)["id"].(string)
+		data := list["data"].([]any)
+		if len(data) == 0 {
+			return errors.New("the received email never appeared")
 		}
-		require.True(t, time.Now().Before(deadline), "the received email never appeared")
-		time.Sleep(pollPause(i))
-	}
+		id = data[0].(map[string]any)["id"].(string)
+		return nil
+	})
+	return id
 }
 
 // dashboardID is the id in a dashboard URL such as

@@ -162,23 +162,21 @@ func TestScaleOutTopology(t *testing.T) {
 	// waitDelivered waits until every email of ids is delivered.
 	waitDelivered := func(ids []uuid.UUID) {
 		t.Helper()
-		deadline := time.Now().Add(45 * time.Second)
-		for _, id := range ids {
-			for {
+		eventually(t, 45*time.Second, func() error {
+			for _, id := range ids {
 				e, err := st.GetEmail(context.Background(), team, id)
 				require.NoError(t, err)
-				if e.LastEvent == store.EventDelivered {
-					break
-				}
 				if e.LastEvent == store.EventFailed || e.LastEvent == store.EventBounced {
 					evs, err := st.Events(context.Background(), id)
 					require.NoError(t, err)
 					t.Fatalf("email %s ended %s: %+v", id, e.LastEvent, evs)
 				}
-				require.True(t, time.Now().Before(deadline), "email %s still %s", id, e.LastEvent)
-				time.Sleep(50 * time.Millisecond)
+				if e.LastEvent != store.EventDelivered {
+					return fmt.Errorf("email %s still %s", id, e.LastEvent)
+				}
 			}
-		}
+			return nil
+		})
 	}
 	type workDone struct{ sent, delivered float64 }
 	workOf := func(w *testProcess) workDone {

@@ -32,7 +32,7 @@ import (
 // memberMX serves member.test's MX on loopback; owner@member.test is the
 // team member the sandbox sender may write to, so what arrives there is a
 // real SMTP delivery that can be counted.
-func memberMX(t *testing.T) (*dnstest.Server, *smtptest.Server) {
+func memberMX(t testing.TB) (*dnstest.Server, *smtptest.Server) {
 	dns := dnstest.NewServer(t)
 	mx := smtptest.NewServer(t, smtptest.Options{STARTTLS: true})
 	dns.AddMX("member.test", "mx.member.test", 10)
@@ -40,7 +40,7 @@ func memberMX(t *testing.T) (*dnstest.Server, *smtptest.Server) {
 	return dns, mx
 }
 
-func devEnv(t *testing.T, dbURL string, dns *dnstest.Server, mx *smtptest.Server) map[string]string {
+func devEnv(t testing.TB, dbURL string, dns *dnstest.Server, mx *smtptest.Server) map[string]string {
 	return map[string]string{
 		"DATABASE_URL":               dbURL,
 		"POSTHASTE_DATA_DIR":         t.TempDir(),
@@ -67,18 +67,15 @@ func newClient(t *testing.T, base, key string) *client.Client {
 func waitEvent(t *testing.T, c *client.Client, id, want string, timeout time.Duration) *client.Email {
 	t.Helper()
 	var last *client.Email
-	deadline := time.Now().Add(timeout)
-	for i := 0; time.Now().Before(deadline); i++ {
+	eventually(t, timeout, func() error {
 		e, err := c.Emails.Get(context.Background(), id)
 		require.NoError(t, err)
-		last = e
-		if e.LastEvent == want {
-			return e
+		if last = e; e.LastEvent != want {
+			return fmt.Errorf("email %s did not reach %s; last: %+v", id, want, e)
 		}
-		time.Sleep(pollPause(i))
-	}
-	t.Fatalf("email %s did not reach %s; last: %+v", id, want, last)
-	return nil
+		return nil
+	})
+	return last
 }
 
 // waitAll polls the newest emails until n of them are delivered.
@@ -88,8 +85,7 @@ func waitAll(t *testing.T, c *client.Client, ids []string, timeout time.Duration
 	for _, id := range ids {
 		want[id] = true
 	}
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	eventually(t, timeout, func() error {
 		l, err := c.Emails.List(context.Background(), &client.ListOptions{Limit: 100})
 		require.NoError(t, err)
 		n := 0
@@ -98,12 +94,11 @@ func waitAll(t *testing.T, c *client.Client, ids []string, timeout time.Duration
 				n++
 			}
 		}
-		if n == len(ids) {
-			return
+		if n != len(ids) {
+			return fmt.Errorf("%d of %d emails delivered", n, len(ids))
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%d emails not all delivered in %v", len(ids), timeout)
+		return nil
+	})
 }
 
 func sandboxEmail(subject string, to string) *client.SendEmailRequest {
@@ -186,10 +181,13 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 	row, err := st.EmailForBuild(ctx, uuid.MustParse(id))
 	require.NoError(t, err)
 	wfID := workflows.KeyedEmailWorkflowID(row.TeamID.String(), "welcome/owner", id)
-	require.Eventually(t, func() bool {
+	eventually(t, 10*time.Second, func() error {
 		s := workflowRuns(t, tc, wfID)
-		return len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
-	}, 10*time.Second, 50*time.Millisecond, "one workflow for the key")
+		if !(len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED) {
+			return fmt.Errorf("one workflow for the key: runs %v", s)
+		}
+		return nil
+	})
 	// The key's only run has completed: nothing can deliver any more, so
 	// the count at the MX is final.
 	require.Len(t, mx.Messages(), 1, "one delivery")
@@ -235,10 +233,13 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 	brow, err := st.EmailForBuild(ctx, uuid.MustParse(batchIDs[0]))
 	require.NoError(t, err)
 	bwf := workflows.KeyedBatchWorkflowID(brow.TeamID.String(), "digest/1", brow.BatchID.String())
-	require.Eventually(t, func() bool {
+	eventually(t, 10*time.Second, func() error {
 		s := workflowRuns(t, tc, bwf)
-		return len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
-	}, 10*time.Second, 50*time.Millisecond, "one SendBatch run for the batch")
+		if !(len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED) {
+			return fmt.Errorf("one SendBatch run for the batch: runs %v", s)
+		}
+		return nil
+	})
 	hist := tc.GetWorkflowHistory(ctx, bwf, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	events := 0
 	for hist.HasNext() {
@@ -262,10 +263,13 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 	require.Equal(t, "scheduled", e.LastEvent)
 	waitEvent(t, c, moved.ID, "delivered", 30*time.Second)
 	hostPort := "127.0.0.1:" + env["POSTHASTE_TEMPORAL_PORT"]
-	require.Eventually(t, func() bool {
+	eventually(t, 10*time.Second, func() error {
 		s := workflowRuns(t, tc, workflows.EmailWorkflowID(moved.ID))
-		return len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
-	}, 10*time.Second, 50*time.Millisecond)
+		if !(len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED) {
+			return fmt.Errorf("workflow runs: %v", s)
+		}
+		return nil
+	})
 	saveHistory(t, hostPort, moved.ID, "sendemail_rescheduled.json")
 
 	// Canceled right after the POST: never sent; a workflow, if one
@@ -283,24 +287,33 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 	var apiErr *client.Error
 	require.True(t, errors.As(err, &apiErr))
 	require.Equal(t, client.ErrValidation, apiErr.Name)
-	require.Eventually(t, func() bool {
+	eventually(t, 20*time.Second, func() error {
 		s := workflowRuns(t, tc, workflows.EmailWorkflowID(canceled.ID))
-		return len(s) == 0 || (len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED)
-	}, 20*time.Second, 100*time.Millisecond)
+		if !(len(s) == 0 || (len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED)) {
+			return fmt.Errorf("workflow runs: %v", s)
+		}
+		return nil
+	})
 
 	// Canceled while its workflow waits on its timer: woken, it ends.
 	waiting, err := c.Emails.Send(ctx, req, nil)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
+	eventually(t, 20*time.Second, func() error {
 		s := workflowRuns(t, tc, workflows.EmailWorkflowID(waiting.ID))
-		return len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_RUNNING
-	}, 20*time.Second, 50*time.Millisecond)
+		if !(len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_RUNNING) {
+			return fmt.Errorf("workflow runs: %v", s)
+		}
+		return nil
+	})
 	_, err = c.Emails.Cancel(ctx, waiting.ID)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
+	eventually(t, 20*time.Second, func() error {
 		s := workflowRuns(t, tc, workflows.EmailWorkflowID(waiting.ID))
-		return len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
-	}, 20*time.Second, 100*time.Millisecond)
+		if !(len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED) {
+			return fmt.Errorf("workflow runs: %v", s)
+		}
+		return nil
+	})
 	require.Equal(t, "canceled", waitEvent(t, c, waiting.ID, "canceled", time.Second).LastEvent)
 	saveHistory(t, hostPort, waiting.ID, "sendemail_canceled.json")
 
@@ -321,10 +334,13 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 	sbRow, err := st.EmailForBuild(ctx, uuid.MustParse(bres.Data[1].ID))
 	require.NoError(t, err)
 	sbWF := workflows.BatchWorkflowID(sbRow.BatchID.String())
-	require.Eventually(t, func() bool {
+	eventually(t, 10*time.Second, func() error {
 		s := workflowRuns(t, tc, sbWF)
-		return len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
-	}, 10*time.Second, 50*time.Millisecond)
+		if !(len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED) {
+			return fmt.Errorf("workflow runs: %v", s)
+		}
+		return nil
+	})
 	saveWorkflowHistory(t, hostPort, sbWF, "sendbatch_rescheduled.json", 40)
 
 	// A scheduled email survives a restart and leaves on time.
@@ -480,10 +496,13 @@ func TestAcceptedThenKilledIsDeliveredOnce(t *testing.T) {
 	tc, err := tclient.Dial(tclient.Options{HostPort: "127.0.0.1:" + env["POSTHASTE_TEMPORAL_PORT"]})
 	require.NoError(t, err)
 	defer tc.Close()
-	require.Eventually(t, func() bool {
+	eventually(t, 10*time.Second, func() error {
 		s := workflowRuns(t, tc, workflows.KeyedEmailWorkflowID(row.TeamID.String(), "order/42", res.ID))
-		return len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
-	}, 10*time.Second, 50*time.Millisecond, "one workflow, under the keyed ID")
+		if !(len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED) {
+			return fmt.Errorf("one workflow, under the keyed ID: runs %v", s)
+		}
+		return nil
+	})
 	// Its only run has completed: the count at the MX is final.
 	require.Len(t, mx.Messages(), 1, "delivered exactly once")
 	n, err = st.OutboxLen(ctx)

@@ -23,7 +23,7 @@ import (
 // smtpListen gives a dev process of the tests SMTP listeners on free
 // loopback ports (STARTTLS first, then implicit TLS) unless the test chose,
 // and an inbound MX on one (inboundListenEnv).
-func smtpListen(t *testing.T, env map[string]string) {
+func smtpListen(t testing.TB, env map[string]string) {
 	t.Helper()
 	if _, ok := env["POSTHASTE_SMTP_LISTEN"]; !ok {
 		env["POSTHASTE_SMTP_LISTEN"] = fmt.Sprintf("starttls://127.0.0.1:%d,tls://127.0.0.1:%d", freePort(t), freePort(t))

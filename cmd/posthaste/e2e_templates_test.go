@@ -8,8 +8,6 @@ import (
 
 	"github.com/emersion/go-message/mail"
 	"github.com/stretchr/testify/require"
-
-	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 )
 
 // TestDevTemplateSend: a published template sent through the public API
@@ -17,11 +15,9 @@ import (
 // part, as given in the text part and subject), rendered once at
 // acceptance: republishing after the send does not change what arrives.
 func TestDevTemplateSend(t *testing.T) {
-	dns, mx := memberMX(t)
-	env := devEnv(t, pgtest.NewDatabase(t), dns, mx)
-	dataDir := env["POSTHASTE_DATA_DIR"]
-	dev := startDev(t, env)
-	c := apiClient{t: t, base: dev.base, key: readCredentials(t, dataDir).APIKey}
+	dev := shared(t, "member")
+	owner := dev.newTeam(t, "member.test")
+	c := apiClient{t: t, base: dev.base, key: owner.APIKey}
 
 	status, created := c.do("POST", "/templates", map[string]any{
 		"name":    "Receipt",
@@ -39,15 +35,15 @@ func TestDevTemplateSend(t *testing.T) {
 	status, body := c.do("POST", "/templates/receipt/publish", nil)
 	require.Equal(t, 200, status, body)
 
-	id := c.send(map[string]any{"to": "owner@member.test",
+	id := c.send(map[string]any{"to": owner.Email,
 		"template": map[string]any{"id": "receipt", "variables": map[string]any{"PRODUCT": "Fish & <Chips>", "PRICE": 9.5}}})
 	status, body = c.do("PATCH", "/templates/receipt", map[string]any{"html": "<p>changed</p>", "text": "changed"})
 	require.Equal(t, 200, status, body)
 	status, body = c.do("POST", "/templates/receipt/publish", nil)
 	require.Equal(t, 200, status, body)
-	c.waitFor(id, map[string]string{"owner@member.test": "delivered"})
+	c.waitFor(id, map[string]string{owner.Email: "delivered"})
 
-	msgs := mx.WaitMessages(t, 1, 30*time.Second)
+	msgs := dev.messagesTo(t, owner.Email, 1, 30*time.Second)
 	mr, err := mail.CreateReader(bytes.NewReader(msgs[0].Data))
 	require.NoError(t, err)
 	subject, err := mr.Header.Subject()
@@ -65,6 +61,6 @@ func TestDevTemplateSend(t *testing.T) {
 		require.NoError(t, err)
 		parts[ct] = string(b)
 	}
-	require.Contains(t, parts["text/html"], "<p>Fish &amp; &lt;Chips&gt; costs 9.5 (owner@member.test)</p>")
+	require.Contains(t, parts["text/html"], "<p>Fish &amp; &lt;Chips&gt; costs 9.5 ("+owner.Email+")</p>")
 	require.Contains(t, parts["text/plain"], "Fish & <Chips> costs 9.5")
 }

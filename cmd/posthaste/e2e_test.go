@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 	if args := os.Getenv("POSTHASTE_E2E_ARGS"); args != "" {
 		main2(strings.Fields(args))
 	}
-	os.Exit(pgtest.Run(m))
+	os.Exit(stopSharedDevs(pgtest.Run(m)))
 }
 
 func main2(args []string) {
@@ -59,7 +59,7 @@ func main2(args []string) {
 // become the local end of some outgoing connection, and the restart would
 // fail with "address already in use". Ports are handed out once per test
 // binary.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ports.mu.Lock()
 	defer ports.mu.Unlock()
@@ -91,7 +91,7 @@ var ports struct {
 
 // dbDevEnv is the environment of a `posthaste dev` on the database dbURL,
 // with a data dir and ports of its own, no Temporal UI and warnings only.
-func dbDevEnv(t *testing.T, dbURL string) map[string]string {
+func dbDevEnv(t testing.TB, dbURL string) map[string]string {
 	return map[string]string{
 		"DATABASE_URL":               dbURL,
 		"POSTHASTE_DATA_DIR":         t.TempDir(),
@@ -122,44 +122,52 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-func startDev(t *testing.T, env map[string]string) *devProcess {
+func startDev(t testing.TB, env map[string]string) *devProcess {
 	t.Helper()
 	smtpListen(t, env)
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	p := &devProcess{base: "http://" + env["POSTHASTE_HTTP_ADDR"], cancel: cancel, done: make(chan int, 1), out: out}
 	go func() { p.done <- run(ctx, []string{"dev"}, func(k string) string { return env[k] }, out, out) }()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	eventually(t, 90*time.Second, func() error {
 		select {
 		case code := <-p.done:
 			t.Fatalf("dev exited with %d before it was ready:\n%s", code, out.String())
 		default:
 		}
 		res, err := http.Get(p.base + "/readyz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				return p
-			}
+		if err != nil {
+			return fmt.Errorf("dev not ready: %v\n%s", err, out.String())
 		}
-		require.True(t, time.Now().Before(deadline), "dev not ready in time:\n%s", out.String())
-		time.Sleep(100 * time.Millisecond)
-	}
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			return fmt.Errorf("dev not ready: /readyz answered %d\n%s", res.StatusCode, out.String())
+		}
+		return nil
+	})
+	return p
 }
 
 // stop sends the equivalent of SIGTERM and checks the shutdown is clean and quick.
 func (p *devProcess) stop(t *testing.T) {
 	t.Helper()
 	start := time.Now()
+	code, err := p.shutdown(20 * time.Second)
+	require.NoError(t, err, p.out.String())
+	require.Equal(t, 0, code, p.out.String())
+	t.Logf("dev stopped in %v", time.Since(start))
+}
+
+// shutdown sends the equivalent of SIGTERM and returns the exit code, or
+// an error when the process does not stop within timeout.
+func (p *devProcess) shutdown(timeout time.Duration) (int, error) {
 	p.cancel()
 	select {
 	case code := <-p.done:
-		require.Equal(t, 0, code, p.out.String())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("dev did not stop within 20 s:\n%s", p.out.String())
+		return code, nil
+	case <-time.After(timeout):
+		return 0, fmt.Errorf("dev did not stop within %v", timeout)
 	}
-	t.Logf("dev stopped in %v", time.Since(start))
 }
 
 type apiClient struct {
@@ -233,11 +241,35 @@ func pollPause(i int) time.Duration {
 	return 20 * time.Millisecond << i
 }
 
+// eventually calls cond until it returns nil, pausing pollPause(i) before
+// poll i+1, and fails the test with cond's last error once timeout has
+// passed. It is the one way the end-to-end tests wait for a condition
+// (TestWaitsGoThroughEventually). cond runs on the test's goroutine, so it
+// may fail the test itself.
+func eventually(t testing.TB, timeout time.Duration, cond func() error) {
+	t.Helper()
+	if err := poll(timeout, cond); err != nil {
+		t.Fatalf("not within %v: %v", timeout, err)
+	}
+}
+
+// poll is eventually for a goroutine the test started: it returns cond's
+// last error instead of failing the test.
+func poll(timeout time.Duration, cond func() error) error {
+	deadline := time.Now().Add(timeout)
+	for i := 0; ; i++ {
+		err := cond()
+		if err == nil || !time.Now().Before(deadline) {
+			return err
+		}
+		time.Sleep(pollPause(i))
+	}
+}
+
 func (c apiClient) waitFor(id string, want map[string]string) map[string]any {
 	c.t.Helper()
 	var last map[string]any
-	deadline := time.Now().Add(60 * time.Second)
-	for i := 0; time.Now().Before(deadline); i++ {
+	eventually(c.t, 60*time.Second, func() error {
 		status, e := c.do("GET", "/emails/"+id, nil)
 		require.Equal(c.t, 200, status, e)
 		last = e
@@ -246,19 +278,19 @@ func (c apiClient) waitFor(id string, want map[string]string) map[string]any {
 			rm := r.(map[string]any)
 			got[rm["email"].(string)] = rm["status"].(string)
 		}
-		if fmt.Sprint(got) == fmt.Sprint(want) {
-			return e
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("email %s did not reach %v; last: %v", id, want, e)
 		}
-		time.Sleep(pollPause(i))
-	}
-	c.t.Fatalf("email %s did not reach %v; last: %v", id, want, last)
-	return nil
+		return nil
+	})
+	return last
 }
 
 type credentials struct {
 	APIKey   string `json:"api_key"`
 	Email    string `json:"email"`
 	Password string `json:"password"`
+	TeamID   string `json:"team_id"` // in `admin create-team`'s output
 }
 
 func readCredentials(t *testing.T, dir string) credentials {
@@ -462,14 +494,20 @@ func saveWorkflowHistory(t *testing.T, hostPort, workflowID, name string, maxEve
 // removeRelocatedCluster deletes a private cluster that pgcluster kept
 // outside the data dir (as root, the data dir is out of postgres's reach).
 func removeRelocatedCluster(t *testing.T, dataDir string) {
+	require.NoError(t, removeClusterOutside(dataDir))
+}
+
+// removeClusterOutside is removeRelocatedCluster for callers without a test.
+func removeClusterOutside(dataDir string) error {
 	b, err := os.ReadFile(filepath.Join(dataDir, "pg", "location"))
 	if err != nil {
-		return
+		return nil
 	}
 	loc := strings.TrimSpace(string(b))
 	if strings.HasPrefix(loc, "/var/lib/posthaste/") {
-		require.NoError(t, os.RemoveAll(loc))
+		return os.RemoveAll(loc)
 	}
+	return nil
 }
 
 // TestOutboxExactlyOnce checks the two halves of "never lost, never started
@@ -498,10 +536,16 @@ func TestOutboxExactlyOnce(t *testing.T) {
 	env := dbDevEnv(t, dbURL)
 	dev := startDev(t, env)
 	defer dev.stop(t)
-	require.Eventually(t, func() bool {
+	eventually(t, 60*time.Second, func() error {
 		e, err := st.GetEmail(ctx, team, orphan.ID)
-		return err == nil && e.LastEvent == store.EventDelivered
-	}, 60*time.Second, 50*time.Millisecond)
+		if err != nil {
+			return err
+		}
+		if e.LastEvent != store.EventDelivered {
+			return fmt.Errorf("the orphan is %s, not delivered", e.LastEvent)
+		}
+		return nil
+	})
 
 	tc, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + env["POSTHASTE_TEMPORAL_PORT"]})
 	require.NoError(t, err)
@@ -515,9 +559,12 @@ func TestOutboxExactlyOnce(t *testing.T) {
 		require.NoError(t, err)
 		return d.WorkflowExecutionInfo
 	}
-	require.Eventually(t, func() bool {
-		return latestRun().Status == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
-	}, 10*time.Second, 100*time.Millisecond)
+	eventually(t, 10*time.Second, func() error {
+		if st := latestRun().Status; st != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			return fmt.Errorf("the run is %v", st)
+		}
+		return nil
+	})
 	first := latestRun().Execution.RunId
 	starter := worker.NewStarter(tc, workflows.DefaultDeliveryPolicy)
 	item := store.OutboxItem{Kind: "send_email", TeamID: team, Ref: orphan.ID}

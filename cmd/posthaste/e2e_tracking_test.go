@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -172,9 +173,7 @@ func TestDevTracking(t *testing.T) {
 	require.Empty(t, res.Header.Get("Location"))
 
 	var opened, clicked []store.Event
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; time.Now().Before(deadline) && (len(opened) == 0 || len(clicked) == 0); i++ {
-		time.Sleep(pollPause(i))
+	eventually(t, 30*time.Second, func() error {
 		evs, err := st.Events(ctx, uuid.MustParse(id))
 		require.NoError(t, err)
 		opened, clicked = nil, nil
@@ -186,7 +185,11 @@ func TestDevTracking(t *testing.T) {
 				clicked = append(clicked, ev)
 			}
 		}
-	}
+		if len(opened) == 0 || len(clicked) == 0 {
+			return fmt.Errorf("events %v: no open or no click", evs)
+		}
+		return nil
+	})
 	require.Len(t, opened, 1)
 	require.Len(t, clicked, 1)
 	require.Equal(t, "ann@rcpt.test", clicked[0].Recipient)

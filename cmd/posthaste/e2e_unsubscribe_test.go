@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/smtp"
@@ -17,8 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/testkit/dnstest"
-	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 )
 
 // TestDevUnsubscribe goes through one-click unsubscribe (RFC 8058) with
@@ -36,22 +35,19 @@ import (
 // webhook; a forged mailto address is refused at RCPT.
 func TestDevUnsubscribe(t *testing.T) {
 	ctx := context.Background()
-	dns := dnstest.NewServer(t)
-	mx := recipientMX(t, dns)
-	dbURL := pgtest.NewDatabase(t)
-	env := domainDevEnv(t, dbURL, dns, mx.Port())
+	dev := shared(t, "domain")
+	env, dns := dev.env, dev.dns
+	dbURL := dev.databaseURL(t)
 	dataDir := env["POSTHASTE_DATA_DIR"]
-	inboundListenEnv(t, env)
-	dev := startDev(t, env)
-	defer dev.stop(t)
 	st, err := store.Open(ctx, store.Config{URL: dbURL})
 	require.NoError(t, err)
 	defer st.Close()
 	st = devSealing(t, st, dataDir)
-	c := apiClient{t: t, base: dev.base, key: readCredentials(t, dataDir).APIKey}
+	c := apiClient{t: t, base: dev.base, key: dev.newTeam(t, "member.test").APIKey}
 
-	// A verified domain.
-	c.verifiedDomain(dns, "example.test")
+	// A verified domain of the test's own.
+	domain := uniqueDomain("example")
+	c.verifiedDomain(dns, domain)
 
 	// A webhook endpoint for contact events.
 	recv := newHookReceiver(t)
@@ -78,7 +74,7 @@ func TestDevUnsubscribe(t *testing.T) {
 	// A template with the unsubscribe link; without topic_id it cannot
 	// be sent (the variable has no value).
 	status, tpl := c.do("POST", "/templates", map[string]any{"name": "News", "alias": "news",
-		"from": "Shop <hello@example.test>", "subject": "News",
+		"from": "Shop <hello@" + domain + ">", "subject": "News",
 		"html": `<p>News</p><p><a href="{{{RESEND_UNSUBSCRIBE_URL}}}">Unsubscribe</a></p>`,
 		"text": "News\nUnsubscribe: {{{UNSUBSCRIBE_URL}}}"})
 	require.Equal(t, 201, status, tpl)
@@ -91,13 +87,13 @@ func TestDevUnsubscribe(t *testing.T) {
 	id := c.send(map[string]any{"to": []string{"ann@rcpt.test", "bob@rcpt.test"}, "topic_id": topicID,
 		"template": map[string]any{"id": "news"}})
 	c.waitFor(id, map[string]string{"ann@rcpt.test": "delivered", "bob@rcpt.test": "delivered"})
-	msgs := mx.Messages()
+	msgs := dev.messagesAbout(domain)
 	require.Len(t, msgs, 2, "one message per recipient")
 	links := map[string]string{}
 	mailtos := map[string]string{}
 	for _, m := range msgs {
 		require.Len(t, m.To, 1)
-		requireAuthenticated(t, dns, m, "example.test")
+		requireAuthenticated(t, dns, m, domain)
 		mr, err := mail.CreateReader(bytes.NewReader(m.Data))
 		require.NoError(t, err)
 		require.Equal(t, "List-Unsubscribe=One-Click", mr.Header.Get("List-Unsubscribe-Post"))
@@ -107,7 +103,7 @@ func TestDevUnsubscribe(t *testing.T) {
 		require.True(t, strings.HasPrefix(httpEntry, "<"+dev.base+"/unsubscribe/"), lu)
 		link := strings.Trim(httpEntry, "<>")
 		require.True(t, strings.HasPrefix(mailtoEntry, "<mailto:unsubscribe+") &&
-			strings.HasSuffix(mailtoEntry, "@send.example.test>"), lu)
+			strings.HasSuffix(mailtoEntry, "@send."+domain+">"), lu)
 		mailtos[m.To[0]] = strings.TrimSuffix(strings.TrimPrefix(mailtoEntry, "<mailto:"), ">")
 		sig := mr.Header.Get("DKIM-Signature")
 		compact := strings.Join(strings.Fields(strings.ToLower(sig)), "")
@@ -188,14 +184,16 @@ func TestDevUnsubscribe(t *testing.T) {
 		require.NoError(t, db.QueryRow(ctx, q).Scan(&n))
 		return n
 	}
-	for i := 0; count(`SELECT count(*) FROM request_log WHERE path = '/topics/`+topicID+`'`) == 0; i++ {
-		require.Less(t, i, 200, "the request log was not written")
-		time.Sleep(pollPause(i))
-	}
+	eventually(t, 90*time.Second, func() error {
+		if count(`SELECT count(*) FROM request_log WHERE path = '/topics/`+topicID+`'`) == 0 {
+			return errors.New("the request log was not written")
+		}
+		return nil
+	})
 	require.Zero(t, count(`SELECT count(*) FROM request_log WHERE path LIKE '/unsubscribe/%'`))
 
 	// The next send with the topic skips Ann.
-	id2 := c.send(map[string]any{"from": "Shop <hello@example.test>", "to": []string{"ann@rcpt.test", "bob@rcpt.test"},
+	id2 := c.send(map[string]any{"from": "Shop <hello@" + domain + ">", "to": []string{"ann@rcpt.test", "bob@rcpt.test"},
 		"subject": "More news", "html": `<a href="{{{RESEND_UNSUBSCRIBE_URL}}}">Unsubscribe</a>`, "topic_id": topicID})
 	c.waitFor(id2, map[string]string{"ann@rcpt.test": "suppressed", "bob@rcpt.test": "delivered"})
 	evs, err := st.Events(ctx, uuid.MustParse(id2))
@@ -207,10 +205,10 @@ func TestDevUnsubscribe(t *testing.T) {
 		}
 	}
 	require.Equal(t, "The contact is not subscribed to the email's topic.", reason)
-	require.Len(t, mx.Messages(), 3)
-	last := mx.Messages()[2]
+	require.Len(t, dev.messagesAbout(domain), 3)
+	last := dev.messagesAbout(domain)[2]
 	require.Equal(t, []string{"bob@rcpt.test"}, last.To)
-	requireAuthenticated(t, dns, last, "example.test")
+	requireAuthenticated(t, dns, last, domain)
 
 	// Bob unsubscribes by mail (RFC 2369 mailto): any message from any
 	// sender to his address at the inbound MX.
@@ -235,14 +233,14 @@ func TestDevUnsubscribe(t *testing.T) {
 		}
 		return sc.Quit()
 	}
-	code := strings.TrimSuffix(strings.TrimPrefix(bobMailto, "unsubscribe+"), "@send.example.test")
+	code := strings.TrimSuffix(strings.TrimPrefix(bobMailto, "unsubscribe+"), "@send."+domain)
 	forgedChar := "a"
 	if code[30] == 'a' {
 		forgedChar = "c"
 	}
-	forged := "unsubscribe+" + code[:30] + forgedChar + code[31:] + "@send.example.test"
+	forged := "unsubscribe+" + code[:30] + forgedChar + code[31:] + "@send." + domain
 	requireCode(t, mailUnsubscribe(forged), 550)
-	requireCode(t, mailUnsubscribe(strings.Replace(bobMailto, "@send.example.test", "@example.test", 1)), 550)
+	requireCode(t, mailUnsubscribe(strings.Replace(bobMailto, "@send."+domain, "@"+domain, 1)), 550)
 	require.NoError(t, mailUnsubscribe(bobMailto))
 	bobTopic := func() string {
 		status, tl := c.do("GET", "/contacts/"+contacts["bob@rcpt.test"]+"/topics", nil)
@@ -254,11 +252,12 @@ func TestDevUnsubscribe(t *testing.T) {
 		}
 		return ""
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for i := 0; bobTopic() != "opt_out"; i++ {
-		require.True(t, time.Now().Before(deadline), "bob's mailto unsubscribe was not applied")
-		time.Sleep(pollPause(i))
-	}
+	eventually(t, 60*time.Second, func() error {
+		if bobTopic() != "opt_out" {
+			return errors.New("bob's mailto unsubscribe was not applied")
+		}
+		return nil
+	})
 	got = recv.waitFor(4)
 	require.Equal(t, "contact.topics.updated", got[3].Type, "the webhook the one-click fires")
 	status, annTopics := c.do("GET", "/contacts/"+contacts["ann@rcpt.test"]+"/topics", nil)

@@ -131,8 +131,7 @@ func waitEvents(t *testing.T, c apiClient, ids []string, want ...string) map[str
 	t.Helper()
 	var got []string
 	byID := map[string]string{}
-	deadline := time.Now().Add(60 * time.Second)
-	for i := 0; time.Now().Before(deadline); i++ {
+	eventually(t, 60*time.Second, func() error {
 		got = got[:0]
 		for _, id := range ids {
 			status, e := c.do("GET", "/emails/"+id, nil)
@@ -141,11 +140,10 @@ func waitEvents(t *testing.T, c apiClient, ids []string, want ...string) map[str
 			byID[id] = e["last_event"].(string)
 		}
 		sort.Strings(got)
-		if fmt.Sprint(got) == fmt.Sprint(want) {
-			return byID
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("last events %v, want %v", got, want)
 		}
-		time.Sleep(pollPause(i))
-	}
-	t.Fatalf("last events %v, want %v", got, want)
-	return nil
+		return nil
+	})
+	return byID
 }

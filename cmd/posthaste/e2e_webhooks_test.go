@@ -99,15 +99,14 @@ func (r *hookReceiver) events() []hookEvent {
 
 func (r *hookReceiver) waitFor(n int) []hookEvent {
 	r.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if got := r.events(); len(got) >= n {
-			return got
+	var got []hookEvent
+	eventually(r.t, 30*time.Second, func() error {
+		if got = r.events(); len(got) < n {
+			return fmt.Errorf("the receiver got %v, want %d events", got, n)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	r.t.Fatalf("the receiver got %v, want %d events", r.events(), n)
-	return nil
+		return nil
+	})
+	return got
 }
 
 // TestDevWebhooks sends sandbox mail through `posthaste dev` and checks
@@ -211,16 +210,14 @@ func TestDevWebhooks(t *testing.T) {
 	recv.mu.Unlock()
 	c.send(map[string]any{"from": "Acme <onboarding@posthaste.test>", "to": "delivered@posthaste.test",
 		"subject": "Gone", "text": "hi"})
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; ; i++ {
+	eventually(t, 30*time.Second, func() error {
 		status, out = c.do("GET", "/webhooks/"+hookID, nil)
 		require.Equal(t, 200, status)
-		if out["status"] == "disabled" {
-			break
+		if out["status"] != "disabled" {
+			return fmt.Errorf("the endpoint was not disabled: %v", out)
 		}
-		require.True(t, time.Now().Before(deadline), "the endpoint was not disabled")
-		time.Sleep(pollPause(i))
-	}
+		return nil
+	})
 	// Its delivery workflow has ended; its history is small and replays.
 	tc, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + env["POSTHASTE_TEMPORAL_PORT"]})
 	require.NoError(t, err)
@@ -228,18 +225,13 @@ func TestDevWebhooks(t *testing.T) {
 	require.NoError(t, tc.GetWorkflow(t.Context(), workflows.WebhookWorkflowID(hookID), "").Get(t.Context(), nil))
 	recordHistory(t, tc, workflows.WebhookWorkflowID(hookID), "deliverwebhook_gone.json", 60)
 
-	for i := 0; ; i++ {
+	eventually(t, 30*time.Second, func() error {
 		_, out = c.do("GET", "/emails", nil)
-		found := false
 		for _, e := range out["data"].([]any) {
 			if e.(map[string]any)["subject"] == "Your webhook endpoint was disabled" {
-				found = true
+				return nil
 			}
 		}
-		if found {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "no notice email: %v", out)
-		time.Sleep(pollPause(i))
-	}
+		return fmt.Errorf("no notice email: %v", out)
+	})
 }
