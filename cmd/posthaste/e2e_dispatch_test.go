@@ -26,7 +26,9 @@ import (
 // whose keys of 256 emoji once made workflow IDs Temporal refused sit ahead
 // of a normal send, which is still delivered; the keyed ones are delivered
 // too. The reconciler restarts an email left queued without an outbox entry
-// or a workflow, and ends one sent long ago that never got an outcome.
+// or a workflow, and ends one sent long ago that never got an outcome. It
+// records the histories of a Reconcile and a Retention run for the replay
+// tests.
 func TestDevDispatchAndReconcile(t *testing.T) {
 	ctx := context.Background()
 	dbURL := pgtest.NewDatabase(t)
@@ -106,6 +108,8 @@ func TestDevDispatchAndReconcile(t *testing.T) {
 	d, err := tc.DescribeWorkflowExecution(ctx, workflows.RestartEmailWorkflowID(stalled.String(), 1), "")
 	require.NoError(t, err)
 	require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_COMPLETED, d.GetWorkflowExecutionInfo().GetStatus())
+	saveScheduledRun(t, "127.0.0.1:"+env["POSTHASTE_TEMPORAL_PORT"], workflows.ReconcileScheduleID, false,
+		"reconcile.json")
 
 	require.Eventually(t, func() bool { return state(lost) == store.EventFailed }, 30*time.Second, 50*time.Millisecond)
 	evs, err := st.Events(ctx, lost)
@@ -127,4 +131,9 @@ func TestDevDispatchAndReconcile(t *testing.T) {
 			strings.Contains(m, `posthaste_outbox_ended_total{kind="send_email",reason="missing"} 200`)
 	}
 	require.Eventually(t, counted, 10*time.Second, 50*time.Millisecond, "the reconciler and the outbox count what they did")
+
+	// A retention sweep started by its Schedule completes (the history of
+	// a run is a replay fixture, as is the reconciler's above).
+	saveScheduledRun(t, "127.0.0.1:"+env["POSTHASTE_TEMPORAL_PORT"], workflows.RetentionScheduleID, true,
+		"retention.json")
 }
