@@ -32,32 +32,7 @@ import (
 	"github.com/posthaste/posthaste/internal/tracking"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
 	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
-)
-
-// Registered activity names: renaming a Go method must not break running
-// histories.
-const (
-	PrepareName         = "Prepare"
-	LoadBatchName       = "LoadBatch"
-	RecordEventsName    = "RecordEvents"
-	DeliverName         = "Deliver"
-	DeliverLocalName    = "DeliverLocal"
-	CheckDomainName     = "CheckDomain"
-	SetDomainStatusName = "SetDomainStatus"
-)
-
-// ErrTypePermanent marks an application error that retrying cannot fix.
-const ErrTypePermanent = "Permanent"
-
-// Event types recorded by workflows.
-const (
-	EventSent            = store.EventSent
-	EventDelivered       = store.EventDelivered
-	EventDeliveryDelayed = store.EventDeliveryDelayed
-	EventBounced         = store.EventBounced
-	EventComplained      = store.EventComplained
-	EventSuppressed      = store.EventSuppressed
-	EventFailed          = store.EventFailed
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // DefaultRegion is the delivery region of the sandbox and of domains that
@@ -142,7 +117,7 @@ type Config struct {
 	// LocalRegions are the delivery regions whose queues the workflow
 	// worker running these activities also serves, for the IP pools it
 	// has Senders for: Prepare lets the workflow make the first delivery
-	// attempt of their groups a local activity (DeliveryGroup.Local). Set
+	// attempt of their groups a local activity (contract.DeliveryGroup.Local). Set
 	// by WithLocalDelivery.
 	LocalRegions []string
 	// DefaultPool is the name of the default IP pool
@@ -249,47 +224,6 @@ func (a *Activities) record(ctx context.Context, id uuid.UUID, evs []store.Event
 	return nil
 }
 
-// PrepareInput names the email to prepare.
-type PrepareInput struct{ EmailID string }
-
-// SandboxRecipient is a sandbox address and the events it simulates.
-type SandboxRecipient struct {
-	Address string
-	Events  []string
-}
-
-// DeliveryGroup is the recipients of one domain, delivered together.
-type DeliveryGroup struct {
-	Domain string
-	Region string // delivery region of the sender domain: the task queue of Deliver
-	// Pool is the IP pool the mail leaves from (the domain's, else the
-	// team's), which with Region names Deliver's task queue
-	// (workflows.DeliverTaskQueue); "" is the default pool, and in
-	// histories from before pools.
-	Pool string `json:",omitempty"`
-	// Local: the workflow's worker serves the delivery queue of Region
-	// and Pool, so the first delivery attempt may run as a local activity
-	// (DeliverLocal). False in histories from before it.
-	Local      bool   `json:",omitempty"`
-	TLS        string // TLS mode of the sender domain
-	ReturnPath string // envelope sender (VERP)
-	Recipients []string
-}
-
-// PrepareResult tells the workflow what to do next.
-type PrepareResult struct {
-	// TeamID owns the email: the workflow passes it on to Deliver and
-	// RecordEvents, whose inputs carry addresses (codec.PersonalData).
-	// uuid.Nil in histories from before it.
-	TeamID uuid.UUID `json:",omitzero"`
-	Skip   bool      // canceled meanwhile: nothing to send
-	// NotDue is set when the email was rescheduled to a later time: wait
-	// until then and prepare again. Nothing else is set.
-	NotDue  *time.Time
-	Sandbox []SandboxRecipient
-	Groups  []DeliveryGroup
-}
-
 // claimSkew lets a workflow timer that fires slightly before the stored
 // scheduled time (clocks of the Temporal server, the worker and PostgreSQL
 // differ a little) still claim the email.
@@ -306,24 +240,24 @@ const claimSkew = 2 * time.Second
 // later reports its new time. An email sent with a topic is built again
 // per recipient by Deliver (see BuildForRecipient); without unsubscribe
 // links (Config.Unsubscribe) it fails permanently here.
-func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, error) {
+func (a *Activities) Prepare(ctx context.Context, in contract.PrepareInput) (contract.PrepareResult, error) {
 	id, err := uuid.Parse(in.EmailID)
 	if err != nil {
-		return PrepareResult{}, temporal.NewNonRetryableApplicationError("bad email id", ErrTypePermanent, err)
+		return contract.PrepareResult{}, temporal.NewNonRetryableApplicationError("bad email id", contract.ErrTypePermanent, err)
 	}
 	claim, err := a.store.ClaimForSending(ctx, id, a.now(), claimSkew)
 	if errors.Is(err, store.ErrNotFound) {
 		// Erased by a data request after it was canceled: nothing to send.
-		return PrepareResult{Skip: true}, nil
+		return contract.PrepareResult{Skip: true}, nil
 	}
 	if err != nil {
-		return PrepareResult{}, err
+		return contract.PrepareResult{}, err
 	}
 	switch {
 	case claim.LastEvent == store.EventCanceled:
-		return PrepareResult{Skip: true}, nil
+		return contract.PrepareResult{Skip: true}, nil
 	case !claim.Claimed && claim.LastEvent == store.EventScheduled:
-		return PrepareResult{NotDue: claim.ScheduledAt}, nil
+		return contract.PrepareResult{NotDue: claim.ScheduledAt}, nil
 	}
 	a.cfg.Crash.At(faults.InPrepare)
 	if claim.Claimed && a.metrics != nil {
@@ -335,25 +269,25 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	// trip.
 	load, err := a.store.EmailForSending(ctx, id, true)
 	if err != nil {
-		return PrepareResult{}, err
+		return contract.PrepareResult{}, err
 	}
 	e := load.Email
 	if perRecipient(e) && a.cfg.Unsubscribe == nil {
-		return PrepareResult{}, temporal.NewNonRetryableApplicationError(errNoLinks.Error(), ErrTypePermanent, errNoLinks)
+		return contract.PrepareResult{}, temporal.NewNonRetryableApplicationError(errNoLinks.Error(), contract.ErrTypePermanent, errNoLinks)
 	}
 	region, tls := DefaultRegion, store.TLSOpportunistic
 	rp := returnPath(e, a.cfg.Hostname)
 	if e.DomainID != nil {
 		d := load.Domain
 		if d == nil {
-			return PrepareResult{}, a.classify(fmt.Errorf("loading domain of %s: %w", id, store.ErrNotFound))
+			return contract.PrepareResult{}, a.classify(fmt.Errorf("loading domain of %s: %w", id, store.ErrNotFound))
 		}
 		region, tls = d.Region, d.TLS
 		rp = DomainReturnPath(a.cfg.VERPKey, e.ID, *d)
 	}
 	if load.Message == nil { // not built by an earlier try
 		if err := a.buildAndSave(ctx, e, load.Domain); err != nil {
-			return PrepareResult{}, err
+			return contract.PrepareResult{}, err
 		}
 	}
 	pool := load.IPPool
@@ -361,7 +295,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		pool = "" // the default queues
 	}
 	local := slices.Contains(a.cfg.LocalRegions, region) && a.sends(pool)
-	res := PrepareResult{TeamID: e.TeamID}
+	res := contract.PrepareResult{TeamID: e.TeamID}
 	// Recipients with an outcome are done: a restarted workflow (after a
 	// crash, or an erasure that canceled a recipient) neither sends to
 	// them again nor names them in its history.
@@ -378,7 +312,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	offTopic := map[string]bool{} // not subscribed to the email's topic
 	if len(real) > 0 {
 		if suppressed, err = a.store.Suppressed(ctx, e.TeamID, real); err != nil {
-			return PrepareResult{}, err
+			return contract.PrepareResult{}, err
 		}
 		if e.TopicID != nil {
 			offTopic, err = a.store.TopicBlocked(ctx, e.TeamID, *e.TopicID, real)
@@ -386,7 +320,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 				offTopic, err = map[string]bool{}, nil
 			}
 			if err != nil {
-				return PrepareResult{}, err
+				return contract.PrepareResult{}, err
 			}
 		}
 	}
@@ -394,7 +328,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	groups := map[string]int{}
 	for _, r := range e.Recipients {
 		if outcome, ok := sandbox.Outcome(r.Address); ok {
-			res.Sandbox = append(res.Sandbox, SandboxRecipient{Address: r.Address, Events: outcome})
+			res.Sandbox = append(res.Sandbox, contract.SandboxRecipient{Address: r.Address, Events: outcome})
 			continue
 		}
 		if suppressed[strings.ToLower(r.Address)] {
@@ -412,14 +346,14 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		if !ok {
 			i = len(res.Groups)
 			groups[r.Domain] = i
-			res.Groups = append(res.Groups, DeliveryGroup{Domain: r.Domain, Region: region, Pool: pool, TLS: tls,
+			res.Groups = append(res.Groups, contract.DeliveryGroup{Domain: r.Domain, Region: region, Pool: pool, TLS: tls,
 				ReturnPath: rp, Local: local})
 		}
 		res.Groups[i].Recipients = append(res.Groups[i].Recipients, r.Address)
 	}
 	if len(evs) > 0 {
 		if err := a.record(ctx, id, evs); err != nil {
-			return PrepareResult{}, err
+			return contract.PrepareResult{}, err
 		}
 	}
 	return res, nil
@@ -440,7 +374,7 @@ func (a *Activities) buildAndSave(ctx context.Context, e store.Email, d *store.D
 				rcpts = append(rcpts, r.Address)
 			}
 			why := withoutAddresses(err.Error(), rcpts)
-			return temporal.NewNonRetryableApplicationError("building message: "+why, ErrTypePermanent, errors.New(why))
+			return temporal.NewNonRetryableApplicationError("building message: "+why, contract.ErrTypePermanent, errors.New(why))
 		}
 	}
 	if d != nil {
@@ -503,11 +437,11 @@ func (e *refusedError) Is(target error) bool { return target == errEgressRefused
 
 // classify turns errors that retrying cannot fix (a missing domain or
 // DKIM key, MX hosts the egress policy refuses) into non-retryable
-// application errors of type ErrTypePermanent, whose message is the reason
+// application errors of type contract.ErrTypePermanent, whose message is the reason
 // shown for the failure; everything else stays retryable.
 func (a *Activities) classify(err error) error {
 	if errors.Is(err, errNoKey) || errors.Is(err, store.ErrNotFound) || errors.Is(err, errEgressRefused) {
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+		return temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 	}
 	return err
 }
@@ -576,27 +510,11 @@ func BuildMessage(e store.Email, at time.Time) ([]byte, error) {
 	return mime.Build(m)
 }
 
-// RecordEventsInput appends events to an email's history.
-type RecordEventsInput struct {
-	EmailID string
-	// TeamID owns the email (PrepareResult.TeamID); uuid.Nil in histories
-	// from before it, whose inputs stay unencrypted.
-	TeamID uuid.UUID `json:",omitzero"`
-	Events []EventInput
-}
-
-// EventInput is one event; Recipient is empty for events of the whole email.
-type EventInput struct {
-	Type      string
-	Recipient string
-	Detail    map[string]any
-}
-
 // RecordEvents records events in order.
-func (a *Activities) RecordEvents(ctx context.Context, in RecordEventsInput) error {
+func (a *Activities) RecordEvents(ctx context.Context, in contract.RecordEventsInput) error {
 	id, err := uuid.Parse(in.EmailID)
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError("bad email id", ErrTypePermanent, err)
+		return temporal.NewNonRetryableApplicationError("bad email id", contract.ErrTypePermanent, err)
 	}
 	now := a.now()
 	evs := make([]store.Event, len(in.Events))
@@ -623,33 +541,21 @@ func returnPath(e store.Email, hostname string) string {
 	return "bounces+" + e.ID.String() + "@" + domain
 }
 
-// LoadBatchInput names a batch.
-type LoadBatchInput struct{ BatchID string }
-
-// BatchEmail is one email of a batch and its scheduled time, if any.
-type BatchEmail struct {
-	EmailID     string
-	ScheduledAt *time.Time
-}
-
-// LoadBatchResult lists a batch's emails in request order.
-type LoadBatchResult struct{ Emails []BatchEmail }
-
 // LoadBatch lists the emails of a batch that are still to be sent, with
 // their current scheduled times (none when all were canceled, or on a
 // retry after they were all sent).
-func (a *Activities) LoadBatch(ctx context.Context, in LoadBatchInput) (LoadBatchResult, error) {
+func (a *Activities) LoadBatch(ctx context.Context, in contract.LoadBatchInput) (contract.LoadBatchResult, error) {
 	id, err := uuid.Parse(in.BatchID)
 	if err != nil {
-		return LoadBatchResult{}, temporal.NewNonRetryableApplicationError("bad batch id", ErrTypePermanent, err)
+		return contract.LoadBatchResult{}, temporal.NewNonRetryableApplicationError("bad batch id", contract.ErrTypePermanent, err)
 	}
 	emails, err := a.store.BatchEmails(ctx, id)
 	if err != nil {
-		return LoadBatchResult{}, err
+		return contract.LoadBatchResult{}, err
 	}
-	res := LoadBatchResult{Emails: make([]BatchEmail, len(emails))}
+	res := contract.LoadBatchResult{Emails: make([]contract.BatchEmail, len(emails))}
 	for i, e := range emails {
-		res.Emails[i] = BatchEmail{EmailID: e.ID.String(), ScheduledAt: e.ScheduledAt}
+		res.Emails[i] = contract.BatchEmail{EmailID: e.ID.String(), ScheduledAt: e.ScheduledAt}
 	}
 	return res, nil
 }

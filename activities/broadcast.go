@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -14,110 +13,53 @@ import (
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
-)
-
-// Registered names of the broadcast activities.
-const (
-	StartBroadcastName        = "StartBroadcast"
-	ReserveBroadcastPaceName  = "ReserveBroadcastPace"
-	HandOffBroadcastChunkName = "HandOffBroadcastChunk"
-	FinishBroadcastName       = "FinishBroadcast"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // DefaultBroadcastRate is the emails a second a team's broadcasts hand to
 // the send path when POSTHASTE_BROADCAST_RATE is not set.
 const DefaultBroadcastRate = 100
 
-// BroadcastInput names a broadcast.
-type BroadcastInput struct {
-	BroadcastID uuid.UUID
-}
-
-// What the Broadcast workflow does next with its broadcast
-// (BroadcastState.Next).
-const (
-	// BroadcastWait: it is scheduled; wait until ScheduledAt.
-	BroadcastWait = "wait"
-	// BroadcastSend: hand its contacts over.
-	BroadcastSend = "send"
-	// BroadcastEnd: nothing is left to do (gone, canceled, sent, or a
-	// draft).
-	BroadcastEnd = "end"
-)
-
-// BroadcastState is what the Broadcast workflow needs to know of its
-// broadcast before sending: whether there is anything to do, and when.
-type BroadcastState struct {
-	TeamID      uuid.UUID
-	Next        string // BroadcastWait, BroadcastSend or BroadcastEnd
-	ScheduledAt *time.Time
-}
-
-// BroadcastChunkResult is what handing over a chunk did
-// (store.HandOffBroadcastChunk).
-type BroadcastChunkResult = store.BroadcastChunkResult
-
 // StartBroadcast reads the broadcast; once its scheduled time has come it
 // moves it from scheduled to queued.
-func (a *Activities) StartBroadcast(ctx context.Context, in BroadcastInput) (BroadcastState, error) {
+func (a *Activities) StartBroadcast(ctx context.Context, in contract.BroadcastInput) (contract.BroadcastState, error) {
 	b, err := a.store.BroadcastByID(ctx, in.BroadcastID)
 	if errors.Is(err, store.ErrNotFound) {
-		return BroadcastState{Next: BroadcastEnd}, nil
+		return contract.BroadcastState{Next: contract.BroadcastEnd}, nil
 	}
 	if err != nil {
-		return BroadcastState{}, a.classify(err)
+		return contract.BroadcastState{}, a.classify(err)
 	}
 	status := b.Status
 	if status == store.BroadcastScheduled && (b.ScheduledAt == nil || !b.ScheduledAt.After(a.now())) {
 		if status, err = a.store.MoveBroadcast(ctx, b.ID, []string{store.BroadcastScheduled},
 			store.BroadcastQueued, nil); err != nil {
-			return BroadcastState{}, a.classify(err)
+			return contract.BroadcastState{}, a.classify(err)
 		}
 	}
-	st := BroadcastState{TeamID: b.TeamID, Next: BroadcastEnd, ScheduledAt: b.ScheduledAt}
+	st := contract.BroadcastState{TeamID: b.TeamID, Next: contract.BroadcastEnd, ScheduledAt: b.ScheduledAt}
 	switch status {
 	case store.BroadcastScheduled:
-		st.Next = BroadcastWait
+		st.Next = contract.BroadcastWait
 	case store.BroadcastQueued, store.BroadcastSending, store.BroadcastPaused:
-		st.Next = BroadcastSend
+		st.Next = contract.BroadcastSend
 	}
 	return st, nil
-}
-
-// PaceInput asks for N emails of a team's broadcast pace.
-type PaceInput struct {
-	TeamID uuid.UUID
-	N      int
-}
-
-// PaceResult says how long to wait before handing the reserved emails
-// over (0: now).
-type PaceResult struct {
-	Wait time.Duration
 }
 
 // ReserveBroadcastPace reserves N emails of the team's pace
 // (Config.BroadcastRate a second, shared by all its broadcasts and all
 // processes; store.ReserveBroadcastPace).
-func (a *Activities) ReserveBroadcastPace(ctx context.Context, in PaceInput) (PaceResult, error) {
+func (a *Activities) ReserveBroadcastPace(ctx context.Context, in contract.PaceInput) (contract.PaceResult, error) {
 	rate := a.cfg.BroadcastRate
 	if rate == 0 {
 		rate = DefaultBroadcastRate
 	}
 	wait, err := a.store.ReserveBroadcastPace(ctx, in.TeamID, in.N, rate)
 	if err != nil {
-		return PaceResult{}, a.classify(err)
+		return contract.PaceResult{}, a.classify(err)
 	}
-	return PaceResult{Wait: wait}, nil
-}
-
-// BroadcastChunkInput asks for chunk Seq of a broadcast: up to Size
-// contacts after After (nil: from the first).
-type BroadcastChunkInput struct {
-	BroadcastID uuid.UUID
-	Seq         int
-	After       *uuid.UUID
-	Size        int
+	return contract.PaceResult{Wait: wait}, nil
 }
 
 // HandOffBroadcastChunk hands one chunk of the broadcast's contacts to
@@ -129,7 +71,12 @@ type BroadcastChunkInput struct {
 // with the reason, like a used-up quota, and so does a team whose sending
 // is paused for its account health. Handing the same chunk over again
 // does nothing new.
-func (a *Activities) HandOffBroadcastChunk(ctx context.Context, in BroadcastChunkInput) (BroadcastChunkResult, error) {
+func (a *Activities) HandOffBroadcastChunk(ctx context.Context, in contract.BroadcastChunkInput) (contract.BroadcastChunkResult, error) {
+	res, err := a.handOffBroadcastChunk(ctx, in)
+	return contract.BroadcastChunkResult(res), err
+}
+
+func (a *Activities) handOffBroadcastChunk(ctx context.Context, in contract.BroadcastChunkInput) (store.BroadcastChunkResult, error) {
 	b, err := a.store.BroadcastByID(ctx, in.BroadcastID)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.BroadcastChunkResult{Canceled: true}, nil
@@ -253,7 +200,7 @@ func (a *Activities) memberAddresses(ctx context.Context, teamID uuid.UUID) (map
 
 // FinishBroadcast marks a broadcast sent once every contact was handed
 // over; a canceled one stays canceled.
-func (a *Activities) FinishBroadcast(ctx context.Context, in BroadcastInput) error {
+func (a *Activities) FinishBroadcast(ctx context.Context, in contract.BroadcastInput) error {
 	_, err := a.store.MoveBroadcast(ctx, in.BroadcastID,
 		[]string{store.BroadcastQueued, store.BroadcastSending, store.BroadcastPaused}, store.BroadcastSent, nil)
 	if errors.Is(err, store.ErrNotFound) {

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // classify is the one translator of errors to Temporal's retry classes.
@@ -39,8 +40,8 @@ func TestClassify(t *testing.T) {
 			}
 			require.True(t, errors.As(got, &app))
 			require.True(t, app.NonRetryable())
-			require.Equal(t, ErrTypePermanent, app.Type())
-			reason, ok := PermanentReason(got)
+			require.Equal(t, contract.ErrTypePermanent, app.Type())
+			reason, ok := contract.PermanentReason(got)
 			require.True(t, ok)
 			require.Equal(t, tc.reason, reason)
 		})

@@ -11,20 +11,8 @@ import (
 
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
-
-// Registered names of the data request activities.
-const (
-	StartDataRequestName    = "StartDataRequest"
-	ExportDataRequestName   = "ExportDataRequest"
-	EraseDataRequestName    = "EraseDataRequest"
-	EraseSubjectHistoryName = "EraseSubjectHistory"
-	FinishDataRequestName   = "FinishDataRequest"
-)
-
-// DataRequestExport is the type of an export request (the other is an
-// erasure).
-const DataRequestExport = store.DataRequestExport
 
 // ForgottenDataRequests counts, in an erasure's found, the earlier
 // requests about the same address whose address and archive it removed.
@@ -76,18 +64,6 @@ const DefaultRestartDelay = time.Minute
 // with; it is recorded in the history in the clear.
 const erasedWorkflowReason = "A recipient's data is being erased: the email's delivery goes on in a new workflow."
 
-// DataRequestInput names a data request.
-type DataRequestInput struct {
-	RequestID uuid.UUID
-}
-
-// StartDataRequestResult is what the workflow needs to know of a request.
-type StartDataRequestResult struct {
-	Type string
-	// Ended: the request already completed or failed.
-	Ended bool
-}
-
 func (a *Activities) dataRequests() *datareq.Service {
 	return datareq.New(datareq.Config{Keys: a.cfg.Keys, ArchiveTTL: a.cfg.DataRequests.ArchiveTTL}, a.store)
 }
@@ -103,32 +79,32 @@ func (a *Activities) subject(ctx context.Context, id uuid.UUID) (store.DataReque
 		if err == nil {
 			err = errors.New("the request has no address")
 		}
-		return r, store.Subject{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+		return r, store.Subject{}, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 	}
 	return r, store.Subject{TeamID: r.TeamID, Address: addr}, nil
 }
 
 // StartDataRequest marks the request running and returns its type. A
 // missing request is a permanent error.
-func (a *Activities) StartDataRequest(ctx context.Context, in DataRequestInput) (StartDataRequestResult, error) {
+func (a *Activities) StartDataRequest(ctx context.Context, in contract.DataRequestInput) (contract.StartDataRequestResult, error) {
 	r, err := a.store.StartDataRequest(ctx, in.RequestID)
 	if err != nil {
-		return StartDataRequestResult{}, a.classify(err)
+		return contract.StartDataRequestResult{}, a.classify(err)
 	}
 	ended := r.Status == store.DataRequestCompleted || r.Status == store.DataRequestFailed
-	return StartDataRequestResult{Type: r.Type, Ended: ended}, nil
+	return contract.StartDataRequestResult{Type: r.Type, Ended: ended}, nil
 }
 
 // ExportDataRequest builds the archive of an export request and completes
 // it. A retry rebuilds the archive from the start.
-func (a *Activities) ExportDataRequest(ctx context.Context, in DataRequestInput) error {
+func (a *Activities) ExportDataRequest(ctx context.Context, in contract.DataRequestInput) error {
 	r, sub, err := a.subject(ctx, in.RequestID)
 	if err != nil {
 		return err
 	}
 	exp, err := a.dataRequests().BuildExport(ctx, r, sub.Address, a.now())
 	if errors.Is(err, datareq.ErrNoKeys) {
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+		return temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 	}
 	if err != nil {
 		return fmt.Errorf("exporting data request %s: %w", r.ID, err)
@@ -144,7 +120,7 @@ func (a *Activities) ExportDataRequest(ctx context.Context, in DataRequestInput)
 // recipients (stopInFlight), then deletes or anonymises everything the team holds about it in PostgreSQL
 // (store.EraseSubject) and records the counts of the first run. A rerun
 // after a crash finishes the job.
-func (a *Activities) EraseDataRequest(ctx context.Context, in DataRequestInput) error {
+func (a *Activities) EraseDataRequest(ctx context.Context, in contract.DataRequestInput) error {
 	r, sub, err := a.subject(ctx, in.RequestID)
 	if err != nil {
 		return err
@@ -217,7 +193,7 @@ func (a *Activities) EraseDataRequest(ctx context.Context, in DataRequestInput) 
 
 // EraseSubjectHistory destroys the address's key of the Temporal payload
 // codec (Config.DataRequests.Eraser), when there is one.
-func (a *Activities) EraseSubjectHistory(ctx context.Context, in DataRequestInput) error {
+func (a *Activities) EraseSubjectHistory(ctx context.Context, in contract.DataRequestInput) error {
 	if a.cfg.DataRequests.Eraser == nil {
 		return nil
 	}
@@ -231,16 +207,9 @@ func (a *Activities) EraseSubjectHistory(ctx context.Context, in DataRequestInpu
 	return nil
 }
 
-// FinishDataRequestInput ends a request.
-type FinishDataRequestInput struct {
-	RequestID uuid.UUID
-	// Reason, when set, ends the request failed.
-	Reason string
-}
-
 // FinishDataRequest ends a request completed (an erasure then forgets its
 // address) or failed, once; the audit log records it.
-func (a *Activities) FinishDataRequest(ctx context.Context, in FinishDataRequestInput) error {
+func (a *Activities) FinishDataRequest(ctx context.Context, in contract.FinishDataRequestInput) error {
 	_, err := a.store.FinishDataRequest(ctx, in.RequestID, store.DataRequestOutcome{Failed: in.Reason != "",
 		Reason: in.Reason})
 	return a.classify(err)

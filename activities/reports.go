@@ -12,6 +12,7 @@ import (
 	"github.com/posthaste/posthaste/internal/inbound"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // reportTarget is what a report may act on: the email its return path
@@ -199,7 +200,7 @@ func (a *Activities) recipientReturnPaths(e store.Email, d *store.Domain, rcpts 
 		}
 		rp, err := reports.RecipientReturnPath(a.cfg.VERPKey, e.ID, i, d.ReturnPath+"."+d.Name)
 		if err != nil {
-			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 		}
 		out[r] = rp
 	}

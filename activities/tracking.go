@@ -20,6 +20,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/tracking"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // Open and click tracking (issue 19): mail from a domain with open or
@@ -105,7 +106,7 @@ func (a *Activities) trackedMessages(ctx context.Context, e store.Email, d *stor
 	}
 	track, err := a.tracker(*d, e)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 	}
 	if track == nil {
 		return nil, nil
@@ -113,7 +114,7 @@ func (a *Activities) trackedMessages(ctx context.Context, e store.Email, d *stor
 	var at time.Time
 	if e.Source == nil {
 		if at, err = messageDate(stored); err != nil {
-			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 		}
 		// Built again for each recipient: with its attachments.
 		if e.Attachments, err = a.store.Attachments(ctx, e.ID); err != nil {
@@ -129,7 +130,7 @@ func (a *Activities) trackedMessages(ctx context.Context, e store.Email, d *stor
 	for _, r := range rcpts {
 		te, err := track(e, index[r])
 		if err != nil {
-			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 		}
 		msg := te.Source // submitted over SMTP: tracked, otherwise as submitted
 		if msg == nil {
@@ -137,7 +138,7 @@ func (a *Activities) trackedMessages(ctx context.Context, e store.Email, d *stor
 		}
 		if err != nil {
 			return nil, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("building message: %v", err), ErrTypePermanent, err)
+				fmt.Sprintf("building message: %v", err), contract.ErrTypePermanent, err)
 		}
 		if out[r], err = sign(msg); err != nil {
 			return nil, a.classify(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
 	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // Mail sent with a topic carries each recipient's own unsubscribe link
@@ -110,11 +111,11 @@ func (a *Activities) signerFor(d store.Domain) (func([]byte) ([]byte, error), er
 func (a *Activities) recipientMessages(ctx context.Context, e store.Email, d *store.Domain, stored []byte, rcpts []string) (map[string][]byte, error) {
 	links := a.cfg.Unsubscribe
 	if links == nil {
-		return nil, temporal.NewNonRetryableApplicationError(errNoLinks.Error(), ErrTypePermanent, errNoLinks)
+		return nil, temporal.NewNonRetryableApplicationError(errNoLinks.Error(), contract.ErrTypePermanent, errNoLinks)
 	}
 	at, err := messageDate(stored)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 	}
 	// Built again for each recipient: with its attachments.
 	if e.Attachments, err = a.store.Attachments(ctx, e.ID); err != nil {
@@ -136,7 +137,7 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, d *st
 			return nil, a.classify(err)
 		}
 		if track, err = a.tracker(*d, e); err != nil {
-			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 		}
 		if len(a.cfg.UnsubscribeMailtoKey) > 0 {
 			mailtoHost = d.ReturnPath + "." + d.Name
@@ -148,13 +149,13 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, d *st
 		url, err := links.URL(unsubscribe.Token{TeamID: e.TeamID, EmailID: e.ID, TopicID: e.TopicID, BroadcastID: e.BroadcastID, Email: r})
 		if err != nil {
 			return nil, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("making the unsubscribe link: %v", err), ErrTypePermanent, err)
+				fmt.Sprintf("making the unsubscribe link: %v", err), contract.ErrTypePermanent, err)
 		}
 		mailtoAddr := ""
 		if i, ok := index[r]; ok && mailtoHost != "" {
 			if mailtoAddr, err = mailto.Make(a.cfg.UnsubscribeMailtoKey, e.ID, i, mailtoHost); err != nil {
 				return nil, temporal.NewNonRetryableApplicationError(
-					fmt.Sprintf("making the mailto unsubscribe address: %v", err), ErrTypePermanent, err)
+					fmt.Sprintf("making the mailto unsubscribe address: %v", err), contract.ErrTypePermanent, err)
 			}
 		}
 		te := e
@@ -162,13 +163,13 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, d *st
 			// Before the placeholders are filled: the unsubscribe links
 			// are not tracked.
 			if te, err = track(e, index[r]); err != nil {
-				return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+				return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 			}
 		}
 		msg, err := BuildForRecipient(te, at, url, mailtoAddr)
 		if err != nil {
 			return nil, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("building message: %v", err), ErrTypePermanent, err)
+				fmt.Sprintf("building message: %v", err), contract.ErrTypePermanent, err)
 		}
 		if out[r], err = sign(msg); err != nil {
 			return nil, a.classify(err)

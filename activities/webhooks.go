@@ -13,10 +13,8 @@ import (
 
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/webhook"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
-
-// DeliverWebhooksName is the registered name of DeliverWebhooks.
-const DeliverWebhooksName = "DeliverWebhooks"
 
 // Webhook delivery defaults.
 const (
@@ -67,19 +65,6 @@ type WebhookConfig struct {
 	Outbox Notifier
 }
 
-// DeliverWebhooksInput names the endpoint to deliver to.
-type DeliverWebhooksInput struct{ WebhookID string }
-
-// DeliverWebhooksResult tells DeliverWebhook what to do next.
-type DeliverWebhooksResult struct {
-	// Stop: the endpoint is disabled or deleted.
-	Stop bool
-	// More: messages are due now (a full batch, or due while delivering).
-	More bool
-	// NextAt is when the earliest waiting message is due; nil when none waits.
-	NextAt *time.Time
-}
-
 // DeliverWebhooks makes one delivery pass over an endpoint's undelivered
 // messages: every message whose turn has come is posted, signed anew, and
 // each attempt is stored with its outcome. Messages with the same order key
@@ -89,29 +74,29 @@ type DeliverWebhooksResult struct {
 // attempt schedules the next one (Schedule with jitter, or Retry-After on
 // 429/503) or fails the message when no retry is left; 410 disables the
 // endpoint, and so does failing continuously for DisableAfter.
-func (a *Activities) DeliverWebhooks(ctx context.Context, in DeliverWebhooksInput) (DeliverWebhooksResult, error) {
+func (a *Activities) DeliverWebhooks(ctx context.Context, in contract.DeliverWebhooksInput) (contract.DeliverWebhooksResult, error) {
 	id, err := uuid.Parse(in.WebhookID)
 	if err != nil {
-		return DeliverWebhooksResult{}, temporal.NewNonRetryableApplicationError("bad webhook id", ErrTypePermanent, err)
+		return contract.DeliverWebhooksResult{}, temporal.NewNonRetryableApplicationError("bad webhook id", contract.ErrTypePermanent, err)
 	}
 	if a.cfg.Webhooks.Client == nil {
-		return DeliverWebhooksResult{}, errors.New("this process does not deliver webhooks")
+		return contract.DeliverWebhooksResult{}, errors.New("this process does not deliver webhooks")
 	}
 	w, err := a.store.WebhookByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && w.Status != store.WebhookEnabled) {
-		return DeliverWebhooksResult{Stop: true}, nil
+		return contract.DeliverWebhooksResult{Stop: true}, nil
 	}
 	if err != nil {
-		return DeliverWebhooksResult{}, fmt.Errorf("loading webhook %s: %w", id, err)
+		return contract.DeliverWebhooksResult{}, fmt.Errorf("loading webhook %s: %w", id, err)
 	}
 	keys, err := a.webhookKeys(w)
 	if err != nil {
-		return DeliverWebhooksResult{}, a.classify(err)
+		return contract.DeliverWebhooksResult{}, a.classify(err)
 	}
 	start := a.now()
 	msgs, err := a.store.DueMessages(ctx, id, start, webhookGroups, webhookBatch)
 	if err != nil {
-		return DeliverWebhooksResult{}, err
+		return contract.DeliverWebhooksResult{}, err
 	}
 
 	// Group by order key, keeping the order of first appearance.
@@ -169,16 +154,16 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, in DeliverWebhooksInpu
 	}
 	wg.Wait()
 	if firstErr != nil {
-		return DeliverWebhooksResult{}, firstErr
+		return contract.DeliverWebhooksResult{}, firstErr
 	}
 	if stopped.Load() {
 		if w, err := a.store.WebhookByID(ctx, id); err != nil || w.Status != store.WebhookEnabled {
-			return DeliverWebhooksResult{Stop: true}, nil
+			return contract.DeliverWebhooksResult{Stop: true}, nil
 		}
 	}
 	next, err := a.store.NextWebhookAttempt(ctx, id)
 	if err != nil {
-		return DeliverWebhooksResult{}, err
+		return contract.DeliverWebhooksResult{}, err
 	}
 	// Another pass at once only when this one got something done: what is
 	// due now but was not attempted (the batch or the time budget ran out)
@@ -190,7 +175,7 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, in DeliverWebhooksInpu
 		later := a.now().Add(time.Second)
 		next = &later
 	}
-	return DeliverWebhooksResult{More: more, NextAt: next}, nil
+	return contract.DeliverWebhooksResult{More: more, NextAt: next}, nil
 }
 
 // webhookKeys opens the endpoint's signing keys: the current one, and the
