@@ -20,8 +20,8 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/dkim"
-	"github.com/posthaste/posthaste/internal/storetest"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/posthaste/posthaste/internal/health"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/storetest"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
 

@@ -17,13 +17,13 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/posthaste/posthaste/activities"
-	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/mta"
-	"github.com/posthaste/posthaste/internal/pgtest"
-	"github.com/posthaste/posthaste/internal/smtptest"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/storetest"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/smtptest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows"
 	"github.com/posthaste/posthaste/workflows/contract"
 )

@@ -15,12 +15,12 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/dkim"
-	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/storetest"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/posthaste/posthaste/internal/inbound"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/storetest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
 

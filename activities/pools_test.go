@@ -9,12 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/activities"
-	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/mta"
-	"github.com/posthaste/posthaste/internal/smtptest"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/storetest"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/smtptest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
 

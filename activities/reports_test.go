@@ -13,14 +13,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/activities"
-	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/inbound"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/reports"
-	"github.com/posthaste/posthaste/internal/smtptest"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/storetest"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/smtptest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
 

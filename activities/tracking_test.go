@@ -16,9 +16,9 @@ import (
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/dkim"
 	"github.com/posthaste/posthaste/internal/records"
-	"github.com/posthaste/posthaste/internal/smtptest"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/storetest"
+	"github.com/posthaste/posthaste/internal/testkit/smtptest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/internal/tracking"
 	"github.com/posthaste/posthaste/workflows/contract"
 )

@@ -25,9 +25,9 @@ import (
 	"github.com/posthaste/posthaste/internal/ratelimit"
 	"github.com/posthaste/posthaste/internal/reqlog"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/storetest"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // BenchmarkMiddlewareCost measures what authentication, the rate limiter

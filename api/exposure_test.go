@@ -24,12 +24,12 @@ import (
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/auth"
-	"github.com/posthaste/posthaste/internal/clocktest"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/storetest"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/testkit/clocktest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 

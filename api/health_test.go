@@ -18,9 +18,9 @@ import (
 	"github.com/posthaste/posthaste/internal/ratelimit"
 	"github.com/posthaste/posthaste/internal/reqlog"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/storetest"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // newHealthEnv is an API whose send path checks account health, as

@@ -14,10 +14,10 @@ import (
 	"github.com/resend/resend-go/v3"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/clocktest"
 	"github.com/posthaste/posthaste/internal/ratelimit"
-	"github.com/posthaste/posthaste/internal/redistest"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/clocktest"
+	"github.com/posthaste/posthaste/internal/testkit/redistest"
 )
 
 func requireRateHeaders(t *testing.T, r resp, limit, remaining int) {

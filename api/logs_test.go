@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/clocktest"
 	"github.com/posthaste/posthaste/internal/reqlog"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/clocktest"
 )
 
 // eventually calls cond every tick until it reports true, and fails the

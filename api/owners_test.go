@@ -11,7 +11,7 @@ import (
 	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/storetest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // TestOwnerOnlyRoutesRefuseMembersKeys: a full_access key a member made

@@ -17,9 +17,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/pgcluster"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 )
 
 // chaosSenderDomain is the domain the chaos run verifies and sends from,

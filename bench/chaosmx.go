@@ -18,7 +18,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"github.com/posthaste/posthaste/internal/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 )
 
 // The recipients' side of the chaos run: two domains, each with its own MX

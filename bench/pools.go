@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/shaping"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 )
 
 // The pools step (-pools N): two IP pools deliver to loopback MX hosts

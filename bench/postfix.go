@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/posthaste/posthaste/internal/postfixtest"
+	"github.com/posthaste/posthaste/internal/testkit/postfixtest"
 )
 
 // A throwaway Postfix instance (internal/postfixtest): the durable

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/postfixtest"
+	"github.com/posthaste/posthaste/internal/testkit/postfixtest"
 )
 
 // TestDurableReference runs the bench's reference with small counts: each

@@ -18,9 +18,9 @@ import (
 	"github.com/posthaste/posthaste/client"
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/auth"
-	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }

@@ -25,13 +25,13 @@ import (
 
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/auth"
-	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/ratelimit"
 	"github.com/posthaste/posthaste/internal/reqlog"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/storetest"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/smtpgw"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/clocktest"
+	"github.com/posthaste/posthaste/internal/testkit/clocktest"
 	"github.com/posthaste/posthaste/smtpgw"
 )
 

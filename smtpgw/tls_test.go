@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/clocktest"
+	"github.com/posthaste/posthaste/internal/testkit/clocktest"
 )
 
 // TestCertificateReload: the files are looked at once a second, by the

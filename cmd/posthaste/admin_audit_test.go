@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/audit"
-	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 )
 
 // TestAdminActionsAreAuditedAndVerified runs admin commands against a real

@@ -11,7 +11,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/mta"
-	"github.com/posthaste/posthaste/internal/smtptest"
+	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 )
 
 // The MTA a process builds obeys the egress configuration: by default a

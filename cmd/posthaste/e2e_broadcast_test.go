@@ -13,8 +13,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/workflows"
 )
 

@@ -27,10 +27,10 @@ import (
 
 	"github.com/posthaste/posthaste/internal/codec"
 	"github.com/posthaste/posthaste/internal/config"
-	"github.com/posthaste/posthaste/internal/dnstest"
-	"github.com/posthaste/posthaste/internal/pgtest"
-	"github.com/posthaste/posthaste/internal/smtptest"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/workflows"
 )
 

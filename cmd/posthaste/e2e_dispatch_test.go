@@ -16,8 +16,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/posthaste/posthaste/activities"
-	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/workflows"
 )
 

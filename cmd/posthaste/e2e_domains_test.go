@@ -20,12 +20,12 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/posthaste/posthaste/internal/config"
-	"github.com/posthaste/posthaste/internal/dnstest"
-	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/seal"
-	"github.com/posthaste/posthaste/internal/smtptest"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/workflows"
 )
 

@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/imports"
-	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/workflows"
 )
 

@@ -21,9 +21,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/posthaste/posthaste/internal/dnstest"
-	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/workflows"
 )
 

@@ -13,9 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/inbound"
-	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 )
 
 // largeInboundSize is the size on the wire of the large message: 40 MiB,

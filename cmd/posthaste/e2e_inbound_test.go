@@ -19,12 +19,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/activities"
-	"github.com/posthaste/posthaste/internal/dnstest"
-	"github.com/posthaste/posthaste/internal/pgtest"
-	"github.com/posthaste/posthaste/internal/postfixtest"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/postfixtest"
 	"github.com/posthaste/posthaste/smtpgw"
 	"github.com/posthaste/posthaste/workflows"
 )

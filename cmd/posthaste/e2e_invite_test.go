@@ -13,7 +13,7 @@ import (
 	"github.com/emersion/go-message/mail"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 )
 
 // dashboardClient is a browser of the dashboard: cookies, redirects followed.

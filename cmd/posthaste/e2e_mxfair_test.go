@@ -12,9 +12,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/dnstest"
-	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/reports"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 )
 
 // TestDevInboundOneNetworkCannotTakeEveryConnection: through `posthaste

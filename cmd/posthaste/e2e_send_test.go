@@ -22,10 +22,10 @@ import (
 	tclient "go.temporal.io/sdk/client"
 
 	"github.com/posthaste/posthaste/client"
-	"github.com/posthaste/posthaste/internal/dnstest"
-	"github.com/posthaste/posthaste/internal/pgtest"
-	"github.com/posthaste/posthaste/internal/smtptest"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/workflows"
 )
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 )
 
 // devChild is `posthaste dev` in a process of its own, so that its memory

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/config"
-	"github.com/posthaste/posthaste/internal/dnstest"
-	"github.com/posthaste/posthaste/internal/smtptest"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/smtpgw"
 )
 

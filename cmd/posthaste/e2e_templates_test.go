@@ -9,7 +9,7 @@ import (
 	"github.com/emersion/go-message/mail"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 )
 
 // TestDevTemplateSend: a published template sent through the public API

@@ -30,10 +30,10 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/posthaste/posthaste/internal/dnstest"
-	"github.com/posthaste/posthaste/internal/pgtest"
-	"github.com/posthaste/posthaste/internal/smtptest"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/worker"
 	"github.com/posthaste/posthaste/workflows"
 )

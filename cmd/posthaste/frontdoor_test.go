@@ -17,7 +17,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/seal"
-	"github.com/posthaste/posthaste/internal/storetest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // TestHTTPServerLimits: every listener has read, write and idle timeouts

@@ -16,7 +16,7 @@ import (
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/health"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/storetest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // healthFixture is a store with a team whose bounce rate (10 %) is above

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/posthaste/posthaste/internal/postfixtest"
+	"github.com/posthaste/posthaste/internal/testkit/postfixtest"
 	"github.com/stretchr/testify/require"
 )
 

@@ -22,10 +22,10 @@ import (
 
 	"github.com/posthaste/posthaste/internal/codec"
 	"github.com/posthaste/posthaste/internal/keyring"
-	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/storetest"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }

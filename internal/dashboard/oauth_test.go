@@ -17,8 +17,8 @@ import (
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/dashboard"
-	"github.com/posthaste/posthaste/internal/storetest"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // oauthFixture is a dashboard whose OAuth settings point at test providers;

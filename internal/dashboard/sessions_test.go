@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/audit"
-	"github.com/posthaste/posthaste/internal/clocktest"
 	"github.com/posthaste/posthaste/internal/dashboard"
+	"github.com/posthaste/posthaste/internal/testkit/clocktest"
 )
 
 // sessionFrom returns the base64url id the account page gives the session

@@ -14,9 +14,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/clocktest"
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/password"
+	"github.com/posthaste/posthaste/internal/testkit/clocktest"
 )
 
 // withPasswords gives the fixture a password pool of its own.

@@ -13,8 +13,8 @@ import (
 	"github.com/miekg/dns"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/clocktest"
-	"github.com/posthaste/posthaste/internal/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/clocktest"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 )
 
 func newResolver(t *testing.T, d *dnstest.Server) (*Resolver, *clocktest.Clock) {

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/dkim"
-	"github.com/posthaste/posthaste/internal/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 )
 
 // testKey is one DKIM key for every test (RSA key generation is slow).

@@ -13,9 +13,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/clocktest"
-	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/ratelimit"
+	"github.com/posthaste/posthaste/internal/testkit/clocktest"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 )
 
 // TestClientRates: the rates take a client as an IPv4 address or an IPv6

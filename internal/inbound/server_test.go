@@ -27,8 +27,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/selfsigned"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 )
 
 // fakeRouter routes the addresses it was given; everything else is not

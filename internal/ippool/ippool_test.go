@@ -10,11 +10,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/mta"
-	"github.com/posthaste/posthaste/internal/smtptest"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 )
 
 func addr(ip, host string) ippool.Address {

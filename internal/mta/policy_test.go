@@ -13,11 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/dane"
-	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/mtasts"
-	"github.com/posthaste/posthaste/internal/smtptest"
-	"github.com/posthaste/posthaste/internal/ststest"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/smtptest"
+	"github.com/posthaste/posthaste/internal/testkit/ststest"
 )
 
 const (

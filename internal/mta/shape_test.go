@@ -12,11 +12,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/clocktest"
-	"github.com/posthaste/posthaste/internal/dnstest"
-	"github.com/posthaste/posthaste/internal/redistest"
 	"github.com/posthaste/posthaste/internal/shaping"
-	"github.com/posthaste/posthaste/internal/smtptest"
+	"github.com/posthaste/posthaste/internal/testkit/clocktest"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/redistest"
+	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 )
 
 // gmailMX is the name of Gmail's MX host, which the test DNS server points

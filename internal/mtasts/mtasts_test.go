@@ -10,11 +10,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/clocktest"
 	"github.com/posthaste/posthaste/internal/dnscache"
-	"github.com/posthaste/posthaste/internal/dnstest"
 	"github.com/posthaste/posthaste/internal/egress"
-	"github.com/posthaste/posthaste/internal/ststest"
+	"github.com/posthaste/posthaste/internal/testkit/clocktest"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/ststest"
 )
 
 const enforce = "version: STSv1\r\nmode: enforce\r\nmx: mx.example.test\r\nmax_age: 3600\r\n"

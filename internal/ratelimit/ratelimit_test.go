@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/clocktest"
-	"github.com/posthaste/posthaste/internal/redistest"
+	"github.com/posthaste/posthaste/internal/testkit/clocktest"
+	"github.com/posthaste/posthaste/internal/testkit/redistest"
 )
 
 func TestLocalBurstRefillAndReset(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/dkim"
-	"github.com/posthaste/posthaste/internal/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 )
 
 var cfg = Config{BounceHost: "feedback.posthaste.example", SPFInclude: "_spf.posthaste.example"}

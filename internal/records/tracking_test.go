@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 )
 
 func TestTrackingRecord(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/clocktest"
-	"github.com/posthaste/posthaste/internal/redistest"
+	"github.com/posthaste/posthaste/internal/testkit/clocktest"
+	"github.com/posthaste/posthaste/internal/testkit/redistest"
 )
 
 // gmailHost is an MX host of the Gmail provider.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/storetest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // auditDB is a migrated store with a raw connection to the same database,

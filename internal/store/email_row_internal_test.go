@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 )
 
 // openUnmigrated returns a store on a new, empty database.

@@ -20,7 +20,7 @@ import (
 	"github.com/posthaste/posthaste/internal/inbound"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/storetest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // keyedStore is sealedStore with its keyring, to write rows as older

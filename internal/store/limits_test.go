@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/storetest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 func TestQuotaTakeIsExactAndAtomicWithTheInsert(t *testing.T) {

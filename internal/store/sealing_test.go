@@ -16,10 +16,10 @@ import (
 
 	"github.com/posthaste/posthaste/internal/datakey"
 	"github.com/posthaste/posthaste/internal/inbound"
-	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/storetest"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // sealedStore returns a store that seals content with a fresh master key,

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 )
 
 // TestUUIDEncoding sends ids in every shape the store uses, through the

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/clocktest"
+	"github.com/posthaste/posthaste/internal/testkit/clocktest"
 )
 
 var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -17,10 +17,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/ratelimit"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/storetest"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }

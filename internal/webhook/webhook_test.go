@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	svix "github.com/svix/svix-webhooks/go"
 
-	"github.com/posthaste/posthaste/internal/clocktest"
 	"github.com/posthaste/posthaste/internal/egress"
+	"github.com/posthaste/posthaste/internal/testkit/clocktest"
 )
 
 func loopbackClient(timeout time.Duration, now func() time.Time) *Client {

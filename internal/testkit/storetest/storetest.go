@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/pgtest"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 )
 
 // New returns a store on a new, migrated database, closed at cleanup.
