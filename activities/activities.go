@@ -135,15 +135,119 @@ type Config struct {
 // (seal.Box.DeriveKey).
 const VERPKeyPurpose = "posthaste verp return path"
 
-// Activities holds the dependencies of every activity. Construct it with New.
+// Activities are the activities of every workflow, one struct a workflow
+// (or a workflow and the one it starts, for SendEmail and SendBatch), each
+// holding only the dependencies its activities use. Construct it with New;
+// the worker registers each activity under its name in package contract.
 type Activities struct {
-	cfg     Config
+	*Sending      // SendEmail and SendBatch
+	*Domains      // VerifyDomain
+	*Retention    // Retention
+	*Reconciler   // Reconcile
+	*Imports      // ContactImport
+	*Broadcasts   // Broadcast
+	*DataRequests // DataRequest
+	*Webhooks     // DeliverWebhook
+	*Inbound      // ProcessInbound
+}
+
+// Sending are the activities of SendEmail and SendBatch: preparing,
+// delivering and recording the outcomes of emails.
+type Sending struct {
+	recorder
+	mta                  Senders // nil in processes that do not deliver
+	logger               *slog.Logger
+	now                  func() time.Time
+	signers              *signerCache
+	hostname             string
+	keys                 *seal.Box
+	crash                *faults.Crasher
+	unsubscribe          *unsubscribe.Links
+	verpKey              []byte
+	unsubscribeMailtoKey []byte
+	trackingKey          []byte
+	localRegions         []string
+	defaultPool          string
+}
+
+// recorder records the events of an email and puts the addresses they
+// bounce on the suppression list: what sending and received reports
+// share.
+type recorder struct {
 	store   *store.Store
-	mta     Senders // nil in processes that do not deliver
+	outbox  Notifier
+	metrics *telemetry.Metrics
+}
+
+// Domains are the activities of VerifyDomain.
+type Domains struct {
+	store    *store.Store
+	outbox   Notifier
+	logger   *slog.Logger
+	resolver *net.Resolver
+	records  records.Config
+}
+
+// Retention are the activities of Retention.
+type Retention struct {
+	store *store.Store
+}
+
+// restarter restarts the workflows of emails (Reconcile, and erasures
+// that stopped emails in flight).
+type restarter struct {
+	store     *store.Store
+	workflows EmailWorkflows
+}
+
+// Reconciler is the activity of Reconcile.
+type Reconciler struct {
+	restarter
 	metrics *telemetry.Metrics
 	logger  *slog.Logger
-	now     func() time.Time
-	signers *signerCache
+}
+
+// Imports are the activities of ContactImport.
+type Imports struct {
+	store *store.Store
+}
+
+// Broadcasts are the activities of Broadcast.
+type Broadcasts struct {
+	store         *store.Store
+	outbox        Notifier
+	now           func() time.Time
+	crash         *faults.Crasher
+	broadcastRate float64
+}
+
+// DataRequests are the activities of DataRequest.
+type DataRequests struct {
+	restarter
+	logger            *slog.Logger
+	now               func() time.Time
+	keys              *seal.Box
+	dataRequestConfig DataRequestConfig
+}
+
+// Webhooks is the activity of DeliverWebhook.
+type Webhooks struct {
+	store    *store.Store
+	metrics  *telemetry.Metrics
+	logger   *slog.Logger
+	now      func() time.Time
+	keys     *seal.Box
+	webhooks WebhookConfig
+}
+
+// Inbound is the activity of ProcessInbound.
+type Inbound struct {
+	recorder
+	logger               *slog.Logger
+	now                  func() time.Time
+	verpKey              []byte
+	unsubscribeMailtoKey []byte
+	fblDomains           []string
 }
 
 // New returns the activities, delivering from the default pool with d
@@ -164,6 +268,7 @@ func NewWithSenders(cfg Config, st *store.Store, senders Senders, metrics *telem
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	logger = logger.With("component", "activities")
 	now := cfg.Now
 	if now == nil {
 		now = time.Now
@@ -177,8 +282,27 @@ func NewWithSenders(cfg Config, st *store.Store, senders Senders, metrics *telem
 	if cfg.TrackingKey == nil && cfg.Keys != nil {
 		cfg.TrackingKey = cfg.Keys.DeriveKey(tracking.KeyPurpose)
 	}
-	return &Activities{cfg: cfg, store: st, mta: senders, metrics: metrics,
-		logger: logger.With("component", "activities"), now: now, signers: newSignerCache()}
+	rec := recorder{store: st, outbox: cfg.Webhooks.Outbox, metrics: metrics}
+	rs := restarter{store: st, workflows: cfg.Workflows}
+	return &Activities{
+		Sending: &Sending{recorder: rec, mta: senders, logger: logger, now: now, signers: newSignerCache(),
+			hostname: cfg.Hostname, keys: cfg.Keys, crash: cfg.Crash, unsubscribe: cfg.Unsubscribe,
+			verpKey: cfg.VERPKey, unsubscribeMailtoKey: cfg.UnsubscribeMailtoKey, trackingKey: cfg.TrackingKey,
+			localRegions: cfg.LocalRegions, defaultPool: cfg.DefaultPool},
+		Domains: &Domains{store: st, outbox: cfg.Webhooks.Outbox, logger: logger, resolver: cfg.Resolver,
+			records: cfg.Records},
+		Retention:  &Retention{store: st},
+		Reconciler: &Reconciler{restarter: rs, metrics: metrics, logger: logger},
+		Imports:    &Imports{store: st},
+		Broadcasts: &Broadcasts{store: st, outbox: cfg.Webhooks.Outbox, now: now, crash: cfg.Crash,
+			broadcastRate: cfg.BroadcastRate},
+		DataRequests: &DataRequests{restarter: rs, logger: logger, now: now, keys: cfg.Keys,
+			dataRequestConfig: cfg.DataRequests},
+		Webhooks: &Webhooks{store: st, metrics: metrics, logger: logger, now: now, keys: cfg.Keys,
+			webhooks: cfg.Webhooks},
+		Inbound: &Inbound{recorder: rec, logger: logger, now: now, verpKey: cfg.VERPKey,
+			unsubscribeMailtoKey: cfg.UnsubscribeMailtoKey, fblDomains: cfg.FBLDomains},
+	}
 }
 
 // WithLocalDelivery returns activities that differ from a only in that
@@ -189,17 +313,18 @@ func NewWithSenders(cfg Config, st *store.Store, senders Senders, metrics *telem
 // queue; a process that does not deliver (no Senders) never delivers
 // locally.
 func (a *Activities) WithLocalDelivery(regions []string) *Activities {
-	b := *a
-	if a.mta != nil {
-		b.cfg.LocalRegions = slices.Clone(regions)
+	b, s := *a, *a.Sending
+	if s.mta != nil {
+		s.localRegions = slices.Clone(regions)
 	} else {
-		b.cfg.LocalRegions = nil
+		s.localRegions = nil
 	}
+	b.Sending = &s
 	return &b
 }
 
 // sends reports whether this process delivers from pool.
-func (a *Activities) sends(pool string) bool {
+func (a *Sending) sends(pool string) bool {
 	if a.mta == nil {
 		return false
 	}
@@ -208,13 +333,13 @@ func (a *Activities) sends(pool string) bool {
 }
 
 // record stores events and counts them.
-func (a *Activities) record(ctx context.Context, id uuid.UUID, evs []store.Event) error {
+func (a *recorder) record(ctx context.Context, id uuid.UUID, evs []store.Event) error {
 	if err := a.store.RecordEvents(ctx, id, evs); err != nil {
 		return err
 	}
-	if a.cfg.Webhooks.Outbox != nil {
+	if a.outbox != nil {
 		// The events may have queued webhook messages.
-		a.cfg.Webhooks.Outbox.Notify()
+		a.outbox.Notify()
 	}
 	if a.metrics != nil {
 		for _, e := range evs {
@@ -240,7 +365,7 @@ const claimSkew = 2 * time.Second
 // later reports its new time. An email sent with a topic is built again
 // per recipient by Deliver (see BuildForRecipient); without unsubscribe
 // links (Config.Unsubscribe) it fails permanently here.
-func (a *Activities) Prepare(ctx context.Context, in contract.PrepareInput) (contract.PrepareResult, error) {
+func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contract.PrepareResult, error) {
 	id, err := uuid.Parse(in.EmailID)
 	if err != nil {
 		return contract.PrepareResult{}, temporal.NewNonRetryableApplicationError("bad email id", contract.ErrTypePermanent, err)
@@ -259,7 +384,7 @@ func (a *Activities) Prepare(ctx context.Context, in contract.PrepareInput) (con
 	case !claim.Claimed && claim.LastEvent == store.EventScheduled:
 		return contract.PrepareResult{NotDue: claim.ScheduledAt}, nil
 	}
-	a.cfg.Crash.At(faults.InPrepare)
+	a.crash.At(faults.InPrepare)
 	if claim.Claimed && a.metrics != nil {
 		a.metrics.EmailEvents.WithLabelValues(store.EventSent).Inc()
 	}
@@ -272,18 +397,18 @@ func (a *Activities) Prepare(ctx context.Context, in contract.PrepareInput) (con
 		return contract.PrepareResult{}, err
 	}
 	e := load.Email
-	if perRecipient(e) && a.cfg.Unsubscribe == nil {
+	if perRecipient(e) && a.unsubscribe == nil {
 		return contract.PrepareResult{}, temporal.NewNonRetryableApplicationError(errNoLinks.Error(), contract.ErrTypePermanent, errNoLinks)
 	}
 	region, tls := DefaultRegion, store.TLSOpportunistic
-	rp := returnPath(e, a.cfg.Hostname)
+	rp := returnPath(e, a.hostname)
 	if e.DomainID != nil {
 		d := load.Domain
 		if d == nil {
-			return contract.PrepareResult{}, a.classify(fmt.Errorf("loading domain of %s: %w", id, store.ErrNotFound))
+			return contract.PrepareResult{}, classify(fmt.Errorf("loading domain of %s: %w", id, store.ErrNotFound))
 		}
 		region, tls = d.Region, d.TLS
-		rp = DomainReturnPath(a.cfg.VERPKey, e.ID, *d)
+		rp = DomainReturnPath(a.verpKey, e.ID, *d)
 	}
 	if load.Message == nil { // not built by an earlier try
 		if err := a.buildAndSave(ctx, e, load.Domain); err != nil {
@@ -291,10 +416,10 @@ func (a *Activities) Prepare(ctx context.Context, in contract.PrepareInput) (con
 		}
 	}
 	pool := load.IPPool
-	if pool == a.cfg.DefaultPool {
+	if pool == a.defaultPool {
 		pool = "" // the default queues
 	}
-	local := slices.Contains(a.cfg.LocalRegions, region) && a.sends(pool)
+	local := slices.Contains(a.localRegions, region) && a.sends(pool)
 	res := contract.PrepareResult{TeamID: e.TeamID}
 	// Recipients with an outcome are done: a restarted workflow (after a
 	// crash, or an erasure that canceled a recipient) neither sends to
@@ -362,7 +487,7 @@ func (a *Activities) Prepare(ctx context.Context, in contract.PrepareInput) (con
 // buildAndSave builds the message of e (or takes the source submitted
 // over SMTP), signs it with the key of d (nil: the sandbox sender) and
 // stores it once.
-func (a *Activities) buildAndSave(ctx context.Context, e store.Email, d *store.Domain) error {
+func (a *Sending) buildAndSave(ctx context.Context, e store.Email, d *store.Domain) error {
 	msg := e.Source // submitted over SMTP: delivered as submitted
 	if msg == nil {
 		var err error
@@ -380,7 +505,7 @@ func (a *Activities) buildAndSave(ctx context.Context, e store.Email, d *store.D
 	if d != nil {
 		var err error
 		if msg, err = a.sign(*d, msg); err != nil {
-			return a.classify(err)
+			return classify(err)
 		}
 	}
 	_, err := a.store.SaveMessage(ctx, e.TeamID, e.ID, messageID(e), msg)
@@ -391,7 +516,7 @@ func (a *Activities) buildAndSave(ctx context.Context, e store.Email, d *store.D
 var errNoKey = errors.New("DKIM key unavailable")
 
 // sign adds the domain's DKIM signature to msg.
-func (a *Activities) sign(d store.Domain, msg []byte) ([]byte, error) {
+func (a *Sending) sign(d store.Domain, msg []byte) ([]byte, error) {
 	key, err := a.domainKey(d)
 	if err != nil {
 		return nil, err
@@ -400,16 +525,16 @@ func (a *Activities) sign(d store.Domain, msg []byte) ([]byte, error) {
 }
 
 // domainKey opens the domain's DKIM private key, once per key and process.
-func (a *Activities) domainKey(d store.Domain) (crypto.Signer, error) {
+func (a *Sending) domainKey(d store.Domain) (crypto.Signer, error) {
 	return a.signers.get(d.ID, d.DKIMPrivateKey, func() (crypto.Signer, error) { return a.openKey(d) })
 }
 
 // openKey unseals and parses the domain's DKIM private key.
-func (a *Activities) openKey(d store.Domain) (crypto.Signer, error) {
-	if a.cfg.Keys == nil {
+func (a *Sending) openKey(d store.Domain) (crypto.Signer, error) {
+	if a.keys == nil {
 		return nil, fmt.Errorf("%w: no master key (POSTHASTE_MASTER_KEY) to open the key of %s", errNoKey, d.Name)
 	}
-	der, err := a.cfg.Keys.Open(d.DKIMPrivateKey, d.ID[:])
+	der, err := a.keys.Open(d.DKIMPrivateKey, d.ID[:])
 	if err != nil {
 		return nil, fmt.Errorf("%w: opening the key of %s: %w", errNoKey, d.Name, err)
 	}
@@ -439,7 +564,7 @@ func (e *refusedError) Is(target error) bool { return target == errEgressRefused
 // DKIM key, MX hosts the egress policy refuses) into non-retryable
 // application errors of type contract.ErrTypePermanent, whose message is the reason
 // shown for the failure; everything else stays retryable.
-func (a *Activities) classify(err error) error {
+func classify(err error) error {
 	if errors.Is(err, errNoKey) || errors.Is(err, store.ErrNotFound) || errors.Is(err, errEgressRefused) {
 		return temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 	}
@@ -511,7 +636,7 @@ func BuildMessage(e store.Email, at time.Time) ([]byte, error) {
 }
 
 // RecordEvents records events in order.
-func (a *Activities) RecordEvents(ctx context.Context, in contract.RecordEventsInput) error {
+func (a *Sending) RecordEvents(ctx context.Context, in contract.RecordEventsInput) error {
 	id, err := uuid.Parse(in.EmailID)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("bad email id", contract.ErrTypePermanent, err)
@@ -544,7 +669,7 @@ func returnPath(e store.Email, hostname string) string {
 // LoadBatch lists the emails of a batch that are still to be sent, with
 // their current scheduled times (none when all were canceled, or on a
 // retry after they were all sent).
-func (a *Activities) LoadBatch(ctx context.Context, in contract.LoadBatchInput) (contract.LoadBatchResult, error) {
+func (a *Sending) LoadBatch(ctx context.Context, in contract.LoadBatchInput) (contract.LoadBatchResult, error) {
 	id, err := uuid.Parse(in.BatchID)
 	if err != nil {
 		return contract.LoadBatchResult{}, temporal.NewNonRetryableApplicationError("bad batch id", contract.ErrTypePermanent, err)

@@ -22,19 +22,19 @@ const DefaultBroadcastRate = 100
 
 // StartBroadcast reads the broadcast; once its scheduled time has come it
 // moves it from scheduled to queued.
-func (a *Activities) StartBroadcast(ctx context.Context, in contract.BroadcastInput) (contract.BroadcastState, error) {
+func (a *Broadcasts) StartBroadcast(ctx context.Context, in contract.BroadcastInput) (contract.BroadcastState, error) {
 	b, err := a.store.BroadcastByID(ctx, in.BroadcastID)
 	if errors.Is(err, store.ErrNotFound) {
 		return contract.BroadcastState{Next: contract.BroadcastEnd}, nil
 	}
 	if err != nil {
-		return contract.BroadcastState{}, a.classify(err)
+		return contract.BroadcastState{}, classify(err)
 	}
 	status := b.Status
 	if status == store.BroadcastScheduled && (b.ScheduledAt == nil || !b.ScheduledAt.After(a.now())) {
 		if status, err = a.store.MoveBroadcast(ctx, b.ID, []string{store.BroadcastScheduled},
 			store.BroadcastQueued, nil); err != nil {
-			return contract.BroadcastState{}, a.classify(err)
+			return contract.BroadcastState{}, classify(err)
 		}
 	}
 	st := contract.BroadcastState{TeamID: b.TeamID, Next: contract.BroadcastEnd, ScheduledAt: b.ScheduledAt}
@@ -50,14 +50,14 @@ func (a *Activities) StartBroadcast(ctx context.Context, in contract.BroadcastIn
 // ReserveBroadcastPace reserves N emails of the team's pace
 // (Config.BroadcastRate a second, shared by all its broadcasts and all
 // processes; store.ReserveBroadcastPace).
-func (a *Activities) ReserveBroadcastPace(ctx context.Context, in contract.PaceInput) (contract.PaceResult, error) {
-	rate := a.cfg.BroadcastRate
+func (a *Broadcasts) ReserveBroadcastPace(ctx context.Context, in contract.PaceInput) (contract.PaceResult, error) {
+	rate := a.broadcastRate
 	if rate == 0 {
 		rate = DefaultBroadcastRate
 	}
 	wait, err := a.store.ReserveBroadcastPace(ctx, in.TeamID, in.N, rate)
 	if err != nil {
-		return contract.PaceResult{}, a.classify(err)
+		return contract.PaceResult{}, classify(err)
 	}
 	return contract.PaceResult{Wait: wait}, nil
 }
@@ -71,22 +71,22 @@ func (a *Activities) ReserveBroadcastPace(ctx context.Context, in contract.PaceI
 // with the reason, like a used-up quota, and so does a team whose sending
 // is paused for its account health. Handing the same chunk over again
 // does nothing new.
-func (a *Activities) HandOffBroadcastChunk(ctx context.Context, in contract.BroadcastChunkInput) (contract.BroadcastChunkResult, error) {
+func (a *Broadcasts) HandOffBroadcastChunk(ctx context.Context, in contract.BroadcastChunkInput) (contract.BroadcastChunkResult, error) {
 	res, err := a.handOffBroadcastChunk(ctx, in)
 	return contract.BroadcastChunkResult(res), err
 }
 
-func (a *Activities) handOffBroadcastChunk(ctx context.Context, in contract.BroadcastChunkInput) (store.BroadcastChunkResult, error) {
+func (a *Broadcasts) handOffBroadcastChunk(ctx context.Context, in contract.BroadcastChunkInput) (store.BroadcastChunkResult, error) {
 	b, err := a.store.BroadcastByID(ctx, in.BroadcastID)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.BroadcastChunkResult{Canceled: true}, nil
 	}
 	if err != nil {
-		return store.BroadcastChunkResult{}, a.classify(err)
+		return store.BroadcastChunkResult{}, classify(err)
 	}
 	domain, d, reason, err := a.broadcastSender(ctx, b)
 	if err != nil {
-		return store.BroadcastChunkResult{}, a.classify(err)
+		return store.BroadcastChunkResult{}, classify(err)
 	}
 	if reason == "" {
 		// A team whose sending is paused for its account health (bounce
@@ -94,7 +94,7 @@ func (a *Activities) handOffBroadcastChunk(ctx context.Context, in contract.Broa
 		// operator resumes it; the broadcast then goes on by itself.
 		p, err := a.store.SendingPause(ctx, b.TeamID)
 		if err != nil {
-			return store.BroadcastChunkResult{}, a.classify(err)
+			return store.BroadcastChunkResult{}, classify(err)
 		}
 		if p != nil {
 			reason = p.Message()
@@ -105,7 +105,7 @@ func (a *Activities) handOffBroadcastChunk(ctx context.Context, in contract.Broa
 	}
 	props, err := broadcast.Properties(ctx, a.store, b.TeamID)
 	if err != nil {
-		return store.BroadcastChunkResult{}, a.classify(err)
+		return store.BroadcastChunkResult{}, classify(err)
 	}
 	var members map[string]bool
 	var domainID *uuid.UUID
@@ -113,7 +113,7 @@ func (a *Activities) handOffBroadcastChunk(ctx context.Context, in contract.Broa
 		domainID = &d.ID
 	} else {
 		if members, err = a.memberAddresses(ctx, b.TeamID); err != nil {
-			return store.BroadcastChunkResult{}, a.classify(err)
+			return store.BroadcastChunkResult{}, classify(err)
 		}
 	}
 	render := func(b store.Broadcast, c store.BroadcastContact) (store.RenderedBroadcast, error) {
@@ -133,13 +133,13 @@ func (a *Activities) handOffBroadcastChunk(ctx context.Context, in contract.Broa
 		// read from the domain row authorising the sender loaded.
 		Insights: func(e store.Email) []store.Insight { return submit.EmailInsights(e, d) }}, render)
 	if err != nil {
-		return store.BroadcastChunkResult{}, a.classify(err)
+		return store.BroadcastChunkResult{}, classify(err)
 	}
-	a.cfg.Crash.At(faults.AfterBroadcastChunk)
-	if (res.BatchID != nil || res.Failed > 0) && a.cfg.Webhooks.Outbox != nil {
+	a.crash.At(faults.AfterBroadcastChunk)
+	if (res.BatchID != nil || res.Failed > 0) && a.outbox != nil {
 		// The batch waits in the outbox; failed emails may have queued
 		// webhook messages.
-		a.cfg.Webhooks.Outbox.Notify()
+		a.outbox.Notify()
 	}
 	return res, nil
 }
@@ -147,7 +147,7 @@ func (a *Activities) handOffBroadcastChunk(ctx context.Context, in contract.Broa
 // broadcastSender checks that the broadcast's team may still send from its
 // address and returns its domain's name and the domain (nil for the
 // sandbox), or why not (reason) when it may not.
-func (a *Activities) broadcastSender(ctx context.Context, b store.Broadcast) (string, *store.Domain, string, error) {
+func (a *Broadcasts) broadcastSender(ctx context.Context, b store.Broadcast) (string, *store.Domain, string, error) {
 	addr, err := submit.ParseAddress(b.From)
 	if err != nil {
 		return "", nil, fmt.Sprintf("The sender %q is not a valid address.", b.From), nil
@@ -173,11 +173,11 @@ func (a *Activities) broadcastSender(ctx context.Context, b store.Broadcast) (st
 }
 
 // pauseBroadcast pauses a queued or sending broadcast with reason.
-func (a *Activities) pauseBroadcast(ctx context.Context, id uuid.UUID, reason string) (store.BroadcastChunkResult, error) {
+func (a *Broadcasts) pauseBroadcast(ctx context.Context, id uuid.UUID, reason string) (store.BroadcastChunkResult, error) {
 	status, err := a.store.MoveBroadcast(ctx, id, []string{store.BroadcastQueued, store.BroadcastSending,
 		store.BroadcastPaused}, store.BroadcastPaused, &reason)
 	if err != nil {
-		return store.BroadcastChunkResult{}, a.classify(err)
+		return store.BroadcastChunkResult{}, classify(err)
 	}
 	if status == store.BroadcastCanceled {
 		return store.BroadcastChunkResult{Canceled: true}, nil
@@ -186,7 +186,7 @@ func (a *Activities) pauseBroadcast(ctx context.Context, id uuid.UUID, reason st
 }
 
 // memberAddresses returns the addresses of the team's members, lower-cased.
-func (a *Activities) memberAddresses(ctx context.Context, teamID uuid.UUID) (map[string]bool, error) {
+func (a *Broadcasts) memberAddresses(ctx context.Context, teamID uuid.UUID) (map[string]bool, error) {
 	members, err := a.store.Members(ctx, teamID)
 	if err != nil {
 		return nil, fmt.Errorf("listing members: %w", err)
@@ -200,11 +200,11 @@ func (a *Activities) memberAddresses(ctx context.Context, teamID uuid.UUID) (map
 
 // FinishBroadcast marks a broadcast sent once every contact was handed
 // over; a canceled one stays canceled.
-func (a *Activities) FinishBroadcast(ctx context.Context, in contract.BroadcastInput) error {
+func (a *Broadcasts) FinishBroadcast(ctx context.Context, in contract.BroadcastInput) error {
 	_, err := a.store.MoveBroadcast(ctx, in.BroadcastID,
 		[]string{store.BroadcastQueued, store.BroadcastSending, store.BroadcastPaused}, store.BroadcastSent, nil)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
-	return a.classify(err)
+	return classify(err)
 }

@@ -15,7 +15,6 @@ import (
 
 // classify is the one translator of errors to Temporal's retry classes.
 func TestClassify(t *testing.T) {
-	a := New(Config{}, nil, nil, nil, nil)
 	refused := &refusedError{"MX host mx.x.test resolves only to loopback, private, link-local or cloud metadata addresses, which the egress policy refuses"}
 	for _, tc := range []struct {
 		name      string
@@ -31,7 +30,7 @@ func TestClassify(t *testing.T) {
 		{"anything else", errors.New("boom"), false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := a.classify(tc.err)
+			got := classify(tc.err)
 			var app *temporal.ApplicationError
 			if !tc.permanent {
 				require.Equal(t, tc.err, got, "left retryable as is")

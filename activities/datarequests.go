@@ -64,15 +64,15 @@ const DefaultRestartDelay = time.Minute
 // with; it is recorded in the history in the clear.
 const erasedWorkflowReason = "A recipient's data is being erased: the email's delivery goes on in a new workflow."
 
-func (a *Activities) dataRequests() *datareq.Service {
-	return datareq.New(datareq.Config{Keys: a.cfg.Keys, ArchiveTTL: a.cfg.DataRequests.ArchiveTTL}, a.store)
+func (a *DataRequests) dataRequests() *datareq.Service {
+	return datareq.New(datareq.Config{Keys: a.keys, ArchiveTTL: a.dataRequestConfig.ArchiveTTL}, a.store)
 }
 
 // subject loads a running request and opens its address.
-func (a *Activities) subject(ctx context.Context, id uuid.UUID) (store.DataRequest, store.Subject, error) {
+func (a *DataRequests) subject(ctx context.Context, id uuid.UUID) (store.DataRequest, store.Subject, error) {
 	r, err := a.store.StartDataRequest(ctx, id)
 	if err != nil {
-		return r, store.Subject{}, a.classify(err)
+		return r, store.Subject{}, classify(err)
 	}
 	addr, err := a.dataRequests().Address(r)
 	if err != nil || addr == "" {
@@ -86,10 +86,10 @@ func (a *Activities) subject(ctx context.Context, id uuid.UUID) (store.DataReque
 
 // StartDataRequest marks the request running and returns its type. A
 // missing request is a permanent error.
-func (a *Activities) StartDataRequest(ctx context.Context, in contract.DataRequestInput) (contract.StartDataRequestResult, error) {
+func (a *DataRequests) StartDataRequest(ctx context.Context, in contract.DataRequestInput) (contract.StartDataRequestResult, error) {
 	r, err := a.store.StartDataRequest(ctx, in.RequestID)
 	if err != nil {
-		return contract.StartDataRequestResult{}, a.classify(err)
+		return contract.StartDataRequestResult{}, classify(err)
 	}
 	ended := r.Status == store.DataRequestCompleted || r.Status == store.DataRequestFailed
 	return contract.StartDataRequestResult{Type: r.Type, Ended: ended}, nil
@@ -97,7 +97,7 @@ func (a *Activities) StartDataRequest(ctx context.Context, in contract.DataReque
 
 // ExportDataRequest builds the archive of an export request and completes
 // it. A retry rebuilds the archive from the start.
-func (a *Activities) ExportDataRequest(ctx context.Context, in contract.DataRequestInput) error {
+func (a *DataRequests) ExportDataRequest(ctx context.Context, in contract.DataRequestInput) error {
 	r, sub, err := a.subject(ctx, in.RequestID)
 	if err != nil {
 		return err
@@ -120,7 +120,7 @@ func (a *Activities) ExportDataRequest(ctx context.Context, in contract.DataRequ
 // recipients (stopInFlight), then deletes or anonymises everything the team holds about it in PostgreSQL
 // (store.EraseSubject) and records the counts of the first run. A rerun
 // after a crash finishes the job.
-func (a *Activities) EraseDataRequest(ctx context.Context, in contract.DataRequestInput) error {
+func (a *DataRequests) EraseDataRequest(ctx context.Context, in contract.DataRequestInput) error {
 	r, sub, err := a.subject(ctx, in.RequestID)
 	if err != nil {
 		return err
@@ -141,9 +141,9 @@ func (a *Activities) EraseDataRequest(ctx context.Context, in contract.DataReque
 				return err
 			}
 			canceled++
-			if ref.Started && a.cfg.DataRequests.Waker != nil {
+			if ref.Started && a.dataRequestConfig.Waker != nil {
 				wctx, cancel := context.WithTimeout(ctx, dataRequestCancelTimeout)
-				if err := a.cfg.DataRequests.Waker.Wake(wctx, ref, nil); err != nil {
+				if err := a.dataRequestConfig.Waker.Wake(wctx, ref, nil); err != nil {
 					a.logger.Warn("waking the workflow of a canceled email", "team_id", sub.TeamID,
 						"email_id", id, "err", err)
 				}
@@ -193,15 +193,15 @@ func (a *Activities) EraseDataRequest(ctx context.Context, in contract.DataReque
 
 // EraseSubjectHistory destroys the address's key of the Temporal payload
 // codec (Config.DataRequests.Eraser), when there is one.
-func (a *Activities) EraseSubjectHistory(ctx context.Context, in contract.DataRequestInput) error {
-	if a.cfg.DataRequests.Eraser == nil {
+func (a *DataRequests) EraseSubjectHistory(ctx context.Context, in contract.DataRequestInput) error {
+	if a.dataRequestConfig.Eraser == nil {
 		return nil
 	}
 	_, sub, err := a.subject(ctx, in.RequestID)
 	if err != nil {
 		return err
 	}
-	if err := a.cfg.DataRequests.Eraser.Erase(ctx, sub.TeamID, sub.Address); err != nil {
+	if err := a.dataRequestConfig.Eraser.Erase(ctx, sub.TeamID, sub.Address); err != nil {
 		return fmt.Errorf("erasing the address from workflow histories: %w", err)
 	}
 	return nil
@@ -209,8 +209,8 @@ func (a *Activities) EraseSubjectHistory(ctx context.Context, in contract.DataRe
 
 // FinishDataRequest ends a request completed (an erasure then forgets its
 // address) or failed, once; the audit log records it.
-func (a *Activities) FinishDataRequest(ctx context.Context, in contract.FinishDataRequestInput) error {
+func (a *DataRequests) FinishDataRequest(ctx context.Context, in contract.FinishDataRequestInput) error {
 	_, err := a.store.FinishDataRequest(ctx, in.RequestID, store.DataRequestOutcome{Failed: in.Reason != "",
 		Reason: in.Reason})
-	return a.classify(err)
+	return classify(err)
 }

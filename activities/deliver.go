@@ -64,7 +64,7 @@ func resultOf(o contract.DeliverOutcome) mta.Result {
 // (contract.DeliverInput.Answered), and does not send to those recipients again. With a
 // heartbeat timeout, Deliver also heartbeats while a delivery runs long, so
 // that a crashed worker's attempt is retried within that timeout.
-func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) error {
+func (a *Sending) Deliver(ctx context.Context, in contract.DeliverInput) error {
 	id, err := uuid.Parse(in.EmailID)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("bad email id", contract.ErrTypePermanent, err)
@@ -104,7 +104,7 @@ func mergeOutcomes(outcomes, more []contract.DeliverOutcome) []contract.DeliverO
 // deliver is one attempt of Deliver or DeliverLocal, starting from the
 // final outcomes of earlier attempts (prog). It returns prog with the
 // final outcomes this attempt got added, recorded in PostgreSQL or not.
-func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in contract.DeliverInput, prog contract.DeliverProgress) (contract.DeliverProgress, error) {
+func (a *Sending) deliver(ctx context.Context, id uuid.UUID, in contract.DeliverInput, prog contract.DeliverProgress) (contract.DeliverProgress, error) {
 	if a.mta == nil {
 		return prog, fmt.Errorf("this process does not deliver mail")
 	}
@@ -147,11 +147,11 @@ func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in contract.Deli
 		return prog, fmt.Errorf("loading message of %s: %w", id, store.ErrNotFound)
 	}
 	if e.DomainID != nil && load.Domain == nil {
-		return prog, a.classify(fmt.Errorf("loading domain of %s: %w", id, store.ErrNotFound))
+		return prog, classify(fmt.Errorf("loading domain of %s: %w", id, store.ErrNotFound))
 	}
 	from := in.ReturnPath
 	if from == "" {
-		from = returnPath(e, a.cfg.Hostname)
+		from = returnPath(e, a.hostname)
 	}
 	env := mta.Envelope{
 		From: from,
@@ -173,7 +173,7 @@ func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in contract.Deli
 	}
 	hb := newHeartbeats(ctx, activity.GetInfo(ctx).HeartbeatTimeout, prog)
 	stop := hb.keepAlive()
-	a.cfg.Crash.At(faults.BeforeData)
+	a.crash.At(faults.BeforeData)
 	var results []mta.Result
 	// recorded holds the recipients whose outcome is in PostgreSQL
 	// already, so that the end of the attempt records it (and counts
@@ -234,13 +234,13 @@ func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in contract.Deli
 	// that holds its answers, so its crash point comes after it.
 	local := activity.GetInfo(ctx).IsLocalActivity
 	if !local {
-		a.cfg.Crash.At(faults.AfterData)
+		a.crash.At(faults.AfterData)
 	}
 	if err := a.recordOutcomes(ctx, e, outcomes); err != nil {
 		return prog, err
 	}
 	if local {
-		a.cfg.Crash.At(faults.AfterData)
+		a.crash.At(faults.AfterData)
 	}
 	if len(deferred) > 0 {
 		a.logger.Info("delivery deferred", "email_id", in.EmailID, "rcpt_domain", in.Domain,
@@ -254,7 +254,7 @@ func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in contract.Deli
 	if len(refused) > 0 {
 		// Every recipient of a domain takes the same route: they are all
 		// refused. The workflow ends them failed with this reason.
-		return prog, a.classify(&refusedError{refused[0].Message})
+		return prog, classify(&refusedError{refused[0].Message})
 	}
 	return prog, nil
 }
@@ -272,12 +272,12 @@ const localMargin = 20 * time.Second
 // the result, which the workflow records in its history and hands to the
 // regular Deliver that retries the group. Only a permanent error is
 // returned as an error; the workflow then handles it as Deliver's.
-func (a *Activities) DeliverLocal(ctx context.Context, in contract.DeliverInput) (contract.DeliverLocalResult, error) {
+func (a *Sending) DeliverLocal(ctx context.Context, in contract.DeliverInput) (contract.DeliverLocalResult, error) {
 	id, err := uuid.Parse(in.EmailID)
 	if err != nil {
 		return contract.DeliverLocalResult{}, temporal.NewNonRetryableApplicationError("bad email id", contract.ErrTypePermanent, err)
 	}
-	if !slices.Contains(a.cfg.LocalRegions, in.Region) {
+	if !slices.Contains(a.localRegions, in.Region) {
 		// Prepare ran on a worker that serves the region, and this one,
 		// which took the workflow over, does not: the regular Deliver
 		// delivers on the region's queue.
@@ -306,7 +306,7 @@ func (a *Activities) DeliverLocal(ctx context.Context, in contract.DeliverInput)
 
 // recordOutcomes records the events of outcomes and suppresses the
 // addresses whose bounce says so.
-func (a *Activities) recordOutcomes(ctx context.Context, e store.Email, outcomes []contract.DeliverOutcome) error {
+func (a *Sending) recordOutcomes(ctx context.Context, e store.Email, outcomes []contract.DeliverOutcome) error {
 	evs := make([]store.Event, 0, len(outcomes))
 	var suppress []string
 	for _, o := range outcomes {
@@ -458,7 +458,7 @@ func throttleWait(last, now time.Time, timeout time.Duration) time.Duration {
 // suppress puts addresses whose bounce said the address itself is bad on
 // the team's suppression list, so later sends to them are not attempted.
 // Sandbox addresses never enter the list.
-func (a *Activities) suppress(ctx context.Context, e store.Email, addrs []string) error {
+func (a *recorder) suppress(ctx context.Context, e store.Email, addrs []string) error {
 	for _, addr := range addrs {
 		if _, ok := sandbox.Outcome(addr); ok {
 			continue

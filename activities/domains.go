@@ -16,7 +16,7 @@ import (
 // CheckDomain looks a domain's records up through the configured resolver.
 // A deleted (or unknown) domain is reported as Deleted, which ends its
 // verification.
-func (a *Activities) CheckDomain(ctx context.Context, in contract.CheckDomainInput) (contract.CheckDomainResult, error) {
+func (a *Domains) CheckDomain(ctx context.Context, in contract.CheckDomainInput) (contract.CheckDomainResult, error) {
 	id, err := uuid.Parse(in.DomainID)
 	if err != nil {
 		return contract.CheckDomainResult{}, temporal.NewNonRetryableApplicationError("bad domain id", contract.ErrTypePermanent, err)
@@ -28,7 +28,7 @@ func (a *Activities) CheckDomain(ctx context.Context, in contract.CheckDomainInp
 	if err != nil {
 		return contract.CheckDomainResult{}, fmt.Errorf("loading domain %s: %w", id, err)
 	}
-	rs := records.Check(ctx, a.cfg.Resolver, a.cfg.Records, records.Domain{
+	rs := records.Check(ctx, a.resolver, a.records, records.Domain{
 		Name: d.Name, ReturnPath: d.ReturnPath, DKIMSelector: d.DKIMSelector, DKIMPublicKey: d.DKIMPublicKey,
 		Receiving: d.Receiving == store.ReceivingEnabled,
 		Tracking:  d.OpenTracking || d.ClickTracking, TrackingSubdomain: d.TrackingSubdomain,
@@ -52,14 +52,14 @@ func (a *Activities) CheckDomain(ctx context.Context, in contract.CheckDomainInp
 }
 
 // SetDomainStatus stores a domain's status and its records' statuses.
-func (a *Activities) SetDomainStatus(ctx context.Context, in contract.SetDomainStatusInput) error {
+func (a *Domains) SetDomainStatus(ctx context.Context, in contract.SetDomainStatusInput) error {
 	id, err := uuid.Parse(in.DomainID)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("bad domain id", contract.ErrTypePermanent, err)
 	}
 	before, err := a.store.DomainByID(ctx, id)
 	if err != nil {
-		return a.classify(fmt.Errorf("loading domain %s: %w", id, err))
+		return classify(fmt.Errorf("loading domain %s: %w", id, err))
 	}
 	if err := a.store.SetDomainStatus(ctx, id, in.Status, in.Records); err != nil {
 		return err

@@ -14,7 +14,7 @@ import (
 // `failed` with the reason (store.FailEmail): the outcome of a permanent
 // error after acceptance, such as a message that cannot be built or a
 // domain key that cannot be opened. Repeating it changes nothing.
-func (a *Activities) FailEmail(ctx context.Context, in contract.FailEmailInput) error {
+func (a *Sending) FailEmail(ctx context.Context, in contract.FailEmailInput) error {
 	id, err := uuid.Parse(in.EmailID)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("bad email id", contract.ErrTypePermanent, err)
@@ -25,8 +25,8 @@ func (a *Activities) FailEmail(ctx context.Context, in contract.FailEmailInput) 
 	}
 	if n > 0 {
 		a.logger.Warn("email failed", "email_id", in.EmailID, "recipients", n, "err", in.Reason)
-		if a.cfg.Webhooks.Outbox != nil {
-			a.cfg.Webhooks.Outbox.Notify()
+		if a.outbox != nil {
+			a.outbox.Notify()
 		}
 		if a.metrics != nil {
 			a.metrics.EmailEvents.WithLabelValues(store.EventFailed).Add(float64(n))

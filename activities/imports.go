@@ -10,10 +10,10 @@ import (
 
 // StartContactImport marks the import in progress and returns how many
 // chunks it has. A missing import is a permanent error.
-func (a *Activities) StartContactImport(ctx context.Context, in contract.ContactImportInput) (contract.StartContactImportResult, error) {
+func (a *Imports) StartContactImport(ctx context.Context, in contract.ContactImportInput) (contract.StartContactImportResult, error) {
 	imp, err := a.store.StartContactImport(ctx, in.ImportID)
 	if err != nil {
-		return contract.StartContactImportResult{}, a.classify(err)
+		return contract.StartContactImportResult{}, classify(err)
 	}
 	return contract.StartContactImportResult{Chunks: imp.Chunks, Ended: imp.CompletedAt != nil}, nil
 }
@@ -21,10 +21,10 @@ func (a *Activities) StartContactImport(ctx context.Context, in contract.Contact
 // ApplyImportChunk applies one chunk (store.ApplyImportChunk). Applying
 // a chunk again returns its first counts and changes nothing, so a retry
 // after a crash is harmless. A missing chunk is a permanent error.
-func (a *Activities) ApplyImportChunk(ctx context.Context, in contract.ImportChunkInput) (contract.ImportChunkResult, error) {
+func (a *Imports) ApplyImportChunk(ctx context.Context, in contract.ImportChunkInput) (contract.ImportChunkResult, error) {
 	cc, err := a.store.ApplyImportChunk(ctx, in.ImportID, in.Seq)
 	if err != nil {
-		return contract.ImportChunkResult{}, a.classify(err)
+		return contract.ImportChunkResult{}, classify(err)
 	}
 	return contract.ImportChunkResult{Rows: cc.Rows, Created: cc.Created, Updated: cc.Updated, Skipped: cc.Skipped,
 		Failed: cc.Failed}, nil
@@ -32,7 +32,7 @@ func (a *Activities) ApplyImportChunk(ctx context.Context, in contract.ImportChu
 
 // FinishContactImport ends the import (store.FinishContactImport); ending
 // it again changes nothing. A missing import has nothing to end.
-func (a *Activities) FinishContactImport(ctx context.Context, in contract.FinishContactImportInput) error {
+func (a *Imports) FinishContactImport(ctx context.Context, in contract.FinishContactImportInput) error {
 	_, err := a.store.FinishContactImport(ctx, in.ImportID, in.Reason)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err

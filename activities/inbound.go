@@ -48,7 +48,7 @@ import (
 // several). Other addresses the report names are ignored. Everything is idempotent (events happen once per
 // recipient, suppressions once per address), so a retry repeats nothing;
 // a message already processed, or gone, is left alone.
-func (a *Activities) ProcessInboundMessage(ctx context.Context, in contract.ProcessInboundInput) (contract.ProcessInboundResult, error) {
+func (a *Inbound) ProcessInboundMessage(ctx context.Context, in contract.ProcessInboundInput) (contract.ProcessInboundResult, error) {
 	m, err := a.store.InboundByID(ctx, in.InboundID)
 	if errors.Is(err, store.ErrNotFound) {
 		return contract.ProcessInboundResult{}, nil // purged: nothing to do
@@ -80,7 +80,7 @@ func (a *Activities) ProcessInboundMessage(ctx context.Context, in contract.Proc
 			}
 		}
 	case rep.Kind == reports.KindFeedback && rep.Feedback != nil && rep.Feedback.Complaint():
-		if !fromFeedbackLoop(m.Auth, rep.From, a.cfg.FBLDomains) {
+		if !fromFeedbackLoop(m.Auth, rep.From, a.fblDomains) {
 			// Kept as received mail (the inbound message), acting on
 			// nobody: anyone can write an ARF report.
 			logger.Info("complaint not from a trusted feedback loop: not acted on")
@@ -122,14 +122,14 @@ func (a *Activities) ProcessInboundMessage(ctx context.Context, in contract.Proc
 // the request, so the message's content does not matter. An address whose
 // email is gone (purged) is skipped; so is one whose code does not verify,
 // which the MX would not have accepted.
-func (a *Activities) unsubscribeMailto(ctx context.Context, m store.InboundMessage) (int, error) {
+func (a *Inbound) unsubscribeMailto(ctx context.Context, m store.InboundMessage) (int, error) {
 	n := 0
 	for _, r := range m.Recipients {
 		if r.Kind != inbound.RouteUnsubscribe || r.EmailID == nil {
 			continue
 		}
 		addr, ok := mailto.Parse(r.Address)
-		if !ok || addr.EmailID != *r.EmailID || !addr.Verify(a.cfg.UnsubscribeMailtoKey) {
+		if !ok || addr.EmailID != *r.EmailID || !addr.Verify(a.unsubscribeMailtoKey) {
 			a.logger.Warn("skipping an unsubscribe address that does not verify", "team_id", m.TeamID, "inbound_id", m.ID)
 			continue
 		}
@@ -144,7 +144,7 @@ func (a *Activities) unsubscribeMailto(ctx context.Context, m store.InboundMessa
 			continue
 		}
 		tok := unsubscribe.Token{TeamID: e.TeamID, EmailID: e.ID, TopicID: e.TopicID, BroadcastID: e.BroadcastID, Email: e.Recipients[addr.Index].Address}
-		if err := unsubscribe.Unsubscribe(ctx, a.store, a.cfg.Webhooks.Outbox, a.logger, tok); err != nil {
+		if err := unsubscribe.Unsubscribe(ctx, a.store, a.outbox, a.logger, tok); err != nil {
 			return n, fmt.Errorf("unsubscribing recipient %d of %s: %w", addr.Index, e.ID, err)
 		}
 		n++
@@ -169,7 +169,7 @@ func emailRecipient(e store.Email, addr string) (string, bool) {
 
 // recordBounces records the final failures and delays of a DSN's
 // recipients that belong to e, and suppresses the permanent ones.
-func (a *Activities) recordBounces(ctx context.Context, e store.Email, dsn *reports.DSN) (events, suppressed int, err error) {
+func (a *Inbound) recordBounces(ctx context.Context, e store.Email, dsn *reports.DSN) (events, suppressed int, err error) {
 	now := a.now()
 	var (
 		evs      []store.Event
@@ -211,7 +211,7 @@ func (a *Activities) recordBounces(ctx context.Context, e store.Email, dsn *repo
 
 // recordComplaints marks addrs, recipients of e, `complained` and
 // suppresses them with reason complaint (see reportTarget.complainants).
-func (a *Activities) recordComplaints(ctx context.Context, e store.Email, addrs []string) (events, suppressed int, err error) {
+func (a *Inbound) recordComplaints(ctx context.Context, e store.Email, addrs []string) (events, suppressed int, err error) {
 	now := a.now()
 	evs := make([]store.Event, 0, len(addrs))
 	for _, addr := range addrs {

@@ -51,9 +51,9 @@ const reconcilePage = 100
 // their recipients without an outcome as `failed`. Emails whose workflow
 // runs are left alone. It is idempotent: a retry restarts nothing twice
 // (restart IDs are numbered and never reused) and fails nothing twice.
-func (a *Activities) ReconcileEmails(ctx context.Context, in contract.ReconcileInput) (contract.ReconcileResult, error) {
+func (a *Reconciler) ReconcileEmails(ctx context.Context, in contract.ReconcileInput) (contract.ReconcileResult, error) {
 	var res contract.ReconcileResult
-	if a.cfg.Workflows == nil {
+	if a.workflows == nil {
 		return res, temporal.NewNonRetryableApplicationError("this worker has no Temporal client to reconcile with",
 			contract.ErrTypePermanent, nil)
 	}
@@ -83,9 +83,9 @@ func (a *Activities) ReconcileEmails(ctx context.Context, in contract.ReconcileI
 }
 
 // reconcile restarts or ends one email whose workflow does not run.
-func (a *Activities) reconcile(ctx context.Context, e store.StalledEmail, maxRestarts int, res *contract.ReconcileResult) {
+func (a *Reconciler) reconcile(ctx context.Context, e store.StalledEmail, maxRestarts int, res *contract.ReconcileResult) {
 	log := a.logger.With("email_id", e.ID, "team_id", e.TeamID, "restarts", e.Restarts)
-	running, err := a.cfg.Workflows.Running(ctx, e.EmailRef)
+	running, err := a.workflows.Running(ctx, e.EmailRef)
 	if err != nil {
 		log.Warn("reconciling: asking for the email's workflow", "err", err)
 		res.Errors++
@@ -128,14 +128,14 @@ func (a *Activities) reconcile(ctx context.Context, e store.StalledEmail, maxRes
 // restart starts the workflow of restart number ref.Restarts, then
 // records it: a crash between the two starts the same ID again, which is
 // harmless.
-func (a *Activities) restart(ctx context.Context, ref store.EmailRef, at *time.Time) error {
-	if err := a.cfg.Workflows.Restart(ctx, ref, at); err != nil {
+func (a *restarter) restart(ctx context.Context, ref store.EmailRef, at *time.Time) error {
+	if err := a.workflows.Restart(ctx, ref, at); err != nil {
 		return err
 	}
 	return a.store.RecordRestart(ctx, ref.ID, ref.Restarts)
 }
 
-func (a *Activities) countReconciled(action string) {
+func (a *Reconciler) countReconciled(action string) {
 	if a.metrics != nil {
 		a.metrics.Reconciled.WithLabelValues(action).Inc()
 	}

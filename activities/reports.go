@@ -35,7 +35,7 @@ type reportTarget struct {
 // forms only for emails from before per-recipient return paths). A report
 // is never matched by its Message-ID alone: every recipient of an email
 // sees it, so it names no recipient. ok is false when nothing matches.
-func (a *Activities) reportTarget(ctx context.Context, m store.InboundMessage, rep *reports.Report) (reportTarget, bool, error) {
+func (a *Inbound) reportTarget(ctx context.Context, m store.InboundMessage, rep *reports.Report) (reportTarget, bool, error) {
 	var paths []reports.VERP
 	for _, r := range m.Recipients {
 		if r.Kind != inbound.RouteReturnPath {
@@ -49,8 +49,8 @@ func (a *Activities) reportTarget(ctx context.Context, m store.InboundMessage, r
 		paths = append(paths, v)
 	}
 	var keys [][]byte
-	if len(a.cfg.VERPKey) > 0 {
-		keys = [][]byte{a.cfg.VERPKey}
+	if len(a.verpKey) > 0 {
+		keys = [][]byte{a.verpKey}
 	}
 	for _, v := range paths {
 		e, err := a.store.EmailByVERP(ctx, m.TeamID, v, keys)
@@ -187,8 +187,8 @@ func fromFeedbackLoop(auth inbound.Results, from string, domains []string) bool 
 // that recipient only, and each recipient's copy goes in a transaction of
 // its own. nil for mail without a domain or in a process without a VERP
 // key, which is sent with the return path of its delivery group.
-func (a *Activities) recipientReturnPaths(e store.Email, d *store.Domain, rcpts []string) (map[string]string, error) {
-	if e.DomainID == nil || d == nil || len(a.cfg.VERPKey) == 0 {
+func (a *Sending) recipientReturnPaths(e store.Email, d *store.Domain, rcpts []string) (map[string]string, error) {
+	if e.DomainID == nil || d == nil || len(a.verpKey) == 0 {
 		return nil, nil
 	}
 	index := recipientIndex(e)
@@ -198,7 +198,7 @@ func (a *Activities) recipientReturnPaths(e store.Email, d *store.Domain, rcpts 
 		if !ok {
 			return nil, fmt.Errorf("recipient of %s not found", e.ID)
 		}
-		rp, err := reports.RecipientReturnPath(a.cfg.VERPKey, e.ID, i, d.ReturnPath+"."+d.Name)
+		rp, err := reports.RecipientReturnPath(a.verpKey, e.ID, i, d.ReturnPath+"."+d.Name)
 		if err != nil {
 			return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 		}

@@ -15,7 +15,7 @@ import (
 // in.Before and are not scheduled or in flight. It heartbeats its progress;
 // a retry resumes where the last attempt stopped, since deleted rows are
 // gone.
-func (a *Activities) PurgeEmails(ctx context.Context, in contract.PurgeInput) (contract.PurgeResult, error) {
+func (a *Retention) PurgeEmails(ctx context.Context, in contract.PurgeInput) (contract.PurgeResult, error) {
 	return a.sweep(ctx, in, func(ctx context.Context) (int, error) {
 		return a.store.PurgeEmails(ctx, in.Before, in.BatchSize)
 	})
@@ -23,7 +23,7 @@ func (a *Activities) PurgeEmails(ctx context.Context, in contract.PurgeInput) (c
 
 // PurgeExpired deletes expired rows of the tables with their own expiry
 // (idempotency records), batch by batch.
-func (a *Activities) PurgeExpired(ctx context.Context, in contract.PurgeInput) (contract.PurgeResult, error) {
+func (a *Retention) PurgeExpired(ctx context.Context, in contract.PurgeInput) (contract.PurgeResult, error) {
 	return a.sweep(ctx, in, func(ctx context.Context) (int, error) {
 		return a.store.PurgeExpired(ctx, in.Before, in.BatchSize)
 	})
@@ -33,13 +33,13 @@ func (a *Activities) PurgeExpired(ctx context.Context, in contract.PurgeInput) (
 // created before in.Before, as whole prefixes of the chain (store.PurgeAudit
 // keeps the last deleted entry's hash as the anchor, so the rest still
 // verifies).
-func (a *Activities) PurgeAudit(ctx context.Context, in contract.PurgeInput) (contract.PurgeResult, error) {
+func (a *Retention) PurgeAudit(ctx context.Context, in contract.PurgeInput) (contract.PurgeResult, error) {
 	return a.sweep(ctx, in, func(ctx context.Context) (int, error) {
 		return a.store.PurgeAudit(ctx, in.Before, in.BatchSize)
 	})
 }
 
-func (a *Activities) sweep(ctx context.Context, in contract.PurgeInput, batch func(context.Context) (int, error)) (contract.PurgeResult, error) {
+func (a *Retention) sweep(ctx context.Context, in contract.PurgeInput, batch func(context.Context) (int, error)) (contract.PurgeResult, error) {
 	if in.BatchSize <= 0 {
 		return contract.PurgeResult{}, fmt.Errorf("batch size %d must be positive", in.BatchSize)
 	}
@@ -64,7 +64,7 @@ func (a *Activities) sweep(ctx context.Context, in contract.PurgeInput, batch fu
 
 // PurgeRequestLogs drops the request log's daily partitions older than
 // in.Before and creates those of the coming week.
-func (a *Activities) PurgeRequestLogs(ctx context.Context, in contract.PurgeRequestLogsInput) (contract.PurgeResult, error) {
+func (a *Retention) PurgeRequestLogs(ctx context.Context, in contract.PurgeRequestLogsInput) (contract.PurgeResult, error) {
 	if err := a.store.EnsureRequestLogPartitions(ctx, in.Now, 8); err != nil {
 		return contract.PurgeResult{}, err
 	}

@@ -97,7 +97,7 @@ func messageDate(msg []byte) (time.Time, error) {
 
 // signerFor returns a function that adds d's DKIM signature to a message,
 // the domain's key opened once.
-func (a *Activities) signerFor(d store.Domain) (func([]byte) ([]byte, error), error) {
+func (a *Sending) signerFor(d store.Domain) (func([]byte) ([]byte, error), error) {
 	key, err := a.domainKey(d)
 	if err != nil {
 		return nil, err
@@ -108,8 +108,8 @@ func (a *Activities) signerFor(d store.Domain) (func([]byte) ([]byte, error), er
 // recipientMessages builds and signs the message of each of rcpts (see
 // BuildForRecipient), dated like stored, the copy Prepare stored. Errors
 // that retrying cannot fix are classified permanent.
-func (a *Activities) recipientMessages(ctx context.Context, e store.Email, d *store.Domain, stored []byte, rcpts []string) (map[string][]byte, error) {
-	links := a.cfg.Unsubscribe
+func (a *Sending) recipientMessages(ctx context.Context, e store.Email, d *store.Domain, stored []byte, rcpts []string) (map[string][]byte, error) {
+	links := a.unsubscribe
 	if links == nil {
 		return nil, temporal.NewNonRetryableApplicationError(errNoLinks.Error(), contract.ErrTypePermanent, errNoLinks)
 	}
@@ -130,16 +130,16 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, d *st
 	mailtoHost := ""
 	if e.DomainID != nil {
 		if d == nil {
-			return nil, a.classify(fmt.Errorf("loading domain of %s: %w", e.ID, store.ErrNotFound))
+			return nil, classify(fmt.Errorf("loading domain of %s: %w", e.ID, store.ErrNotFound))
 		}
 		var err error
 		if sign, err = a.signerFor(*d); err != nil {
-			return nil, a.classify(err)
+			return nil, classify(err)
 		}
 		if track, err = a.tracker(*d, e); err != nil {
 			return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 		}
-		if len(a.cfg.UnsubscribeMailtoKey) > 0 {
+		if len(a.unsubscribeMailtoKey) > 0 {
 			mailtoHost = d.ReturnPath + "." + d.Name
 		}
 	}
@@ -153,7 +153,7 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, d *st
 		}
 		mailtoAddr := ""
 		if i, ok := index[r]; ok && mailtoHost != "" {
-			if mailtoAddr, err = mailto.Make(a.cfg.UnsubscribeMailtoKey, e.ID, i, mailtoHost); err != nil {
+			if mailtoAddr, err = mailto.Make(a.unsubscribeMailtoKey, e.ID, i, mailtoHost); err != nil {
 				return nil, temporal.NewNonRetryableApplicationError(
 					fmt.Sprintf("making the mailto unsubscribe address: %v", err), contract.ErrTypePermanent, err)
 			}
@@ -172,7 +172,7 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, d *st
 				fmt.Sprintf("building message: %v", err), contract.ErrTypePermanent, err)
 		}
 		if out[r], err = sign(msg); err != nil {
-			return nil, a.classify(err)
+			return nil, classify(err)
 		}
 	}
 	return out, nil
@@ -184,7 +184,7 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, d *st
 // called with each final outcome as it comes, so the liveness heartbeats
 // carry it. Each copy is its own message (msgs[r]; env.Data when msgs is
 // nil) from its own return path (froms[r]; env.From when froms is nil).
-func (a *Activities) deliverEach(ctx context.Context, d Deliverer, domain string, env mta.Envelope, msgs map[string][]byte,
+func (a *Sending) deliverEach(ctx context.Context, d Deliverer, domain string, env mta.Envelope, msgs map[string][]byte,
 	froms map[string]string, progress func(mta.Result)) []mta.Result {
 	results := make([]mta.Result, 0, len(env.To))
 	for _, r := range env.To {

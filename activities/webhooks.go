@@ -74,12 +74,12 @@ type WebhookConfig struct {
 // attempt schedules the next one (Schedule with jitter, or Retry-After on
 // 429/503) or fails the message when no retry is left; 410 disables the
 // endpoint, and so does failing continuously for DisableAfter.
-func (a *Activities) DeliverWebhooks(ctx context.Context, in contract.DeliverWebhooksInput) (contract.DeliverWebhooksResult, error) {
+func (a *Webhooks) DeliverWebhooks(ctx context.Context, in contract.DeliverWebhooksInput) (contract.DeliverWebhooksResult, error) {
 	id, err := uuid.Parse(in.WebhookID)
 	if err != nil {
 		return contract.DeliverWebhooksResult{}, temporal.NewNonRetryableApplicationError("bad webhook id", contract.ErrTypePermanent, err)
 	}
-	if a.cfg.Webhooks.Client == nil {
+	if a.webhooks.Client == nil {
 		return contract.DeliverWebhooksResult{}, errors.New("this process does not deliver webhooks")
 	}
 	w, err := a.store.WebhookByID(ctx, id)
@@ -91,7 +91,7 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, in contract.DeliverWeb
 	}
 	keys, err := a.webhookKeys(w)
 	if err != nil {
-		return contract.DeliverWebhooksResult{}, a.classify(err)
+		return contract.DeliverWebhooksResult{}, classify(err)
 	}
 	start := a.now()
 	msgs, err := a.store.DueMessages(ctx, id, start, webhookGroups, webhookBatch)
@@ -180,8 +180,8 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, in contract.DeliverWeb
 
 // webhookKeys opens the endpoint's signing keys: the current one, and the
 // previous one while it still signs after a rotation.
-func (a *Activities) webhookKeys(w store.Webhook) ([][]byte, error) {
-	keys, err := webhook.Keys(a.cfg.Keys, w, a.now())
+func (a *Webhooks) webhookKeys(w store.Webhook) ([][]byte, error) {
+	keys, err := webhook.Keys(a.keys, w, a.now())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errNoKey, err)
 	}
@@ -190,8 +190,8 @@ func (a *Activities) webhookKeys(w store.Webhook) ([][]byte, error) {
 
 // attemptWebhook posts one message and stores the outcome. It reports
 // whether the message was delivered and whether the endpoint was disabled.
-func (a *Activities) attemptWebhook(ctx context.Context, w store.Webhook, keys [][]byte, m store.WebhookMessage) (ok, disabled bool, err error) {
-	at := a.cfg.Webhooks.Client.Post(ctx, w.Endpoint, webhook.MessageID(m.ID), m.Payload, keys)
+func (a *Webhooks) attemptWebhook(ctx context.Context, w store.Webhook, keys [][]byte, m store.WebhookMessage) (ok, disabled bool, err error) {
+	at := a.webhooks.Client.Post(ctx, w.Endpoint, webhook.MessageID(m.ID), m.Payload, keys)
 	n := m.Attempts + 1
 	o := store.AttemptOutcome{WebhookID: w.ID, TeamID: w.TeamID, Succeeded: at.OK()}
 	o.Attempt, err = webhook.AttemptRow(m.ID, at)
@@ -204,7 +204,7 @@ func (a *Activities) attemptWebhook(ctx context.Context, w store.Webhook, keys [
 	case at.Gone():
 		o.Status = store.MessageFailed
 	default:
-		schedule := a.cfg.Webhooks.Schedule
+		schedule := a.webhooks.Schedule
 		if schedule == nil {
 			schedule = webhook.DefaultSchedule
 		}
@@ -241,24 +241,24 @@ func (a *Activities) attemptWebhook(ctx context.Context, w store.Webhook, keys [
 	return false, true, a.disableWebhook(ctx, w, reason)
 }
 
-func (a *Activities) disableAfter() time.Duration {
-	if d := a.cfg.Webhooks.DisableAfter; d > 0 {
+func (a *Webhooks) disableAfter() time.Duration {
+	if d := a.webhooks.DisableAfter; d > 0 {
 		return d
 	}
 	return DefaultWebhookDisableAfter
 }
 
 // disableWebhook disables the endpoint and, once, tells the team's owners.
-func (a *Activities) disableWebhook(ctx context.Context, w store.Webhook, reason string) error {
+func (a *Webhooks) disableWebhook(ctx context.Context, w store.Webhook, reason string) error {
 	changed, err := a.store.DisableWebhook(ctx, w.ID, reason)
 	if err != nil || !changed {
 		return err
 	}
 	a.logger.Warn("webhook disabled", "team_id", w.TeamID, "webhook_id", w.ID, "reason", reason)
-	if a.cfg.Webhooks.Notices == nil {
+	if a.webhooks.Notices == nil {
 		return nil
 	}
-	if err := a.cfg.Webhooks.Notices.WebhookDisabled(ctx, WebhookNotice{TeamID: w.TeamID, WebhookID: w.ID,
+	if err := a.webhooks.Notices.WebhookDisabled(ctx, WebhookNotice{TeamID: w.TeamID, WebhookID: w.ID,
 		Endpoint: w.Endpoint, Reason: reason}); err != nil {
 		// The endpoint stays disabled; the notice is best effort.
 		a.logger.Warn("telling owners about a disabled webhook", "team_id", w.TeamID, "webhook_id", w.ID, "err", err)
@@ -267,13 +267,13 @@ func (a *Activities) disableWebhook(ctx context.Context, w store.Webhook, reason
 }
 
 // emitDomainEvent records a domain.* event for the team's endpoints.
-func (a *Activities) emitDomainEvent(ctx context.Context, typ string, d store.Domain) error {
+func (a *Domains) emitDomainEvent(ctx context.Context, typ string, d store.Domain) error {
 	n, err := a.store.EmitEvent(ctx, d.TeamID, typ, d.ID.String(), store.DomainPayload(d))
 	if err != nil {
 		return err
 	}
-	if n > 0 && a.cfg.Webhooks.Outbox != nil {
-		a.cfg.Webhooks.Outbox.Notify()
+	if n > 0 && a.outbox != nil {
+		a.outbox.Notify()
 	}
 	return nil
 }

@@ -9,10 +9,10 @@ import (
 	"github.com/posthaste/posthaste/activities"
 )
 
-// a is the activities, registered by the tests (on a nil receiver) under
+// a is the activities, registered by the tests (on nil receivers) under
 // their contract names so that the mocks' signatures are checked against
 // the real ones.
-var a *activities.Activities
+var a = &activities.Activities{}
 
 // testEnv is a workflow test environment whose deadlock detector gives a
 // workflow task a minute: under -race on a loaded 2-core machine the SDK's
