@@ -120,7 +120,7 @@ func (s *session) Mail(from string, _ *smtp.MailOptions) error {
 	if s.principal == nil {
 		return errAuthRequired
 	}
-	if !s.g.conns.SetBusy(s.tracked, true) {
+	if !s.g.srv.SetBusy(s.tracked, true) {
 		return errShuttingDown
 	}
 	s.started = time.Now()
@@ -209,7 +209,7 @@ func (s *session) Data(r io.Reader) error {
 // refuse ends a transaction refused at MAIL FROM.
 func (s *session) refuse(cmd, from string, r *smtp.SMTPError) error {
 	s.log(cmd, from, nil, 0, nil, r)
-	s.g.conns.SetBusy(s.tracked, false)
+	s.g.srv.SetBusy(s.tracked, false)
 	return r
 }
 
@@ -221,11 +221,11 @@ func (s *session) finish(size int, data []byte, r *smtp.SMTPError) error {
 
 func (s *session) Reset() {
 	s.from, s.rcpts = "", nil
-	s.g.conns.SetBusy(s.tracked, false)
+	s.g.srv.SetBusy(s.tracked, false)
 }
 
 func (s *session) Logout() error {
-	s.g.conns.SetBusy(s.tracked, false)
+	s.g.srv.SetBusy(s.tracked, false)
 	return nil
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/connlimit"
 	"github.com/posthaste/posthaste/internal/ratelimit"
+	"github.com/posthaste/posthaste/internal/smtpserve"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
@@ -108,11 +109,9 @@ type Config struct {
 // Gateway is a running SMTP submission server.
 type Gateway struct {
 	cfg    Config
-	srv    *smtp.Server
+	srv    *smtpserve.Server // with the per-address cap; tracks connections for Shutdown
 	logger *slog.Logger
 	thr    *Throttle
-
-	conns *connlimit.Limiter // the per-address cap; tracks connections for Shutdown
 
 	mu      sync.Mutex
 	addrs   []net.Addr
@@ -149,22 +148,14 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: cfg, logger: cfg.Logger.With("component", "smtp"), thr: cfg.Throttle,
-		conns: connlimit.New(connlimit.Limits{PerIP: cfg.MaxConnsPerIP, Session: cfg.SessionTimeout,
-			IdleCommands: cfg.MaxIdleCommands})}
+	g := &Gateway{cfg: cfg, logger: cfg.Logger.With("component", "smtp"), thr: cfg.Throttle}
 	if g.thr == nil {
 		g.thr = NewThrottle(ThrottleConfig{})
 	}
-	s := smtp.NewServer(g)
-	s.Domain = cfg.Hostname
-	s.TLSConfig = cfg.TLS
-	s.MaxMessageBytes = MaxMessageBytes
-	s.MaxRecipients = MaxRecipients
-	s.ReadTimeout, s.WriteTimeout = cfg.ReadTimeout, cfg.WriteTimeout
-	s.EnableSMTPUTF8 = true
-	s.AllowInsecureAuth = false
-	s.ErrorLog = slogLogger{g.logger}
-	g.srv = s
+	g.srv = smtpserve.New(smtpserve.Config{Hostname: cfg.Hostname, TLS: cfg.TLS, MaxMessageBytes: MaxMessageBytes,
+		MaxRecipients: MaxRecipients, ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
+		Limits: connlimit.Limits{PerIP: cfg.MaxConnsPerIP, Session: cfg.SessionTimeout,
+			IdleCommands: cfg.MaxIdleCommands}, Logger: g.logger}, g)
 	return g, nil
 }
 
@@ -173,31 +164,28 @@ func New(cfg Config) (*Gateway, error) {
 func (g *Gateway) Start() error {
 	var lns []net.Listener
 	for _, l := range g.cfg.Listeners {
-		raw, err := net.Listen("tcp", l.Addr)
+		ln, err := net.Listen("tcp", l.Addr)
 		if err != nil {
 			for _, o := range lns {
 				_ = o.Close()
 			}
 			return fmt.Errorf("smtp: listening on %s: %w", l.Addr, err)
 		}
-		ln := g.conns.Listener(raw, g.hooks(l.ImplicitTLS))
-		if l.ImplicitTLS {
-			ln = tls.NewListener(ln, g.cfg.TLS)
-		}
 		lns = append(lns, ln)
 	}
 	g.mu.Lock()
-	for _, ln := range lns {
+	for i, ln := range lns {
+		implicitTLS := g.cfg.Listeners[i].ImplicitTLS
 		g.addrs = append(g.addrs, ln.Addr())
 		g.serving++
 		g.served.Add(1)
 		go func() {
 			defer g.served.Done()
-			err := g.srv.Serve(ln)
+			err := g.srv.Serve(ln, implicitTLS, g.hooks())
 			g.mu.Lock()
 			g.serving--
 			g.mu.Unlock()
-			if err != nil && !errors.Is(err, net.ErrClosed) {
+			if err != nil {
 				g.logger.Error("serving SMTP stopped", "addr", ln.Addr().String(), "err", err)
 			}
 		}()
@@ -218,7 +206,7 @@ func (g *Gateway) Ready(context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
-	case g.conns.Draining():
+	case g.srv.Draining():
 		return errors.New("shutting down")
 	case len(g.addrs) == 0 || g.serving < len(g.addrs):
 		return errors.New("SMTP listeners are not accepting connections")
@@ -231,11 +219,8 @@ func (g *Gateway) Ready(context.Context) error {
 // finish; a connection is closed as soon as its transaction ends. When ctx
 // ends first, the remaining connections are cut.
 func (g *Gateway) Shutdown(ctx context.Context) error {
-	err := g.conns.Shutdown(ctx, func() error { return g.srv.Shutdown(context.Background()) }, g.srv.Close)
+	err := g.srv.Shutdown(ctx)
 	g.served.Wait()
-	if errors.Is(err, smtp.ErrServerClosed) {
-		err = nil
-	}
 	return err
 }
 
@@ -248,9 +233,3 @@ func (g *Gateway) NewSession(c *smtp.Conn) (smtp.Session, error) {
 	}
 	return s, nil
 }
-
-// slogLogger routes go-smtp's own log lines (connection errors) to slog.
-type slogLogger struct{ l *slog.Logger }
-
-func (s slogLogger) Printf(format string, v ...any) { s.l.Debug(fmt.Sprintf(format, v...)) }
-func (s slogLogger) Println(v ...any)               { s.l.Debug(fmt.Sprint(v...)) }

@@ -48,6 +48,10 @@ type Config struct {
 	// StopTimeout is how long Stop lets running activities finish before
 	// it cancels them; 0 → DefaultStopTimeout.
 	StopTimeout time.Duration
+	// Health is the account health activity, run by a worker that runs
+	// workflows (the AccountHealth workflow is registered there in any
+	// case); nil: none.
+	Health *activities.Health
 	// InboundSlots bounds how many received messages a worker that runs
 	// workflows processes at once (workflows.InboundTaskQueue); 0 →
 	// DefaultInboundSlots.
@@ -107,6 +111,7 @@ func New(c client.Client, acts *activities.Activities, cfg Config, logger *slog.
 		// regions' groups, from those pools, a local activity
 		// (activities.DeliverLocal).
 		Register(main, acts.WithLocalDelivery(regions))
+		RegisterHealth(main, cfg.Health)
 		w.workers = append(w.workers, main)
 
 		// Received mail is processed on a queue and slots of its own

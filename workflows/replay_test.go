@@ -34,6 +34,7 @@ func TestReplay(t *testing.T) {
 			r.RegisterWorkflowWithOptions(DataRequest, workflow.RegisterOptions{Name: DataRequestName})
 			r.RegisterWorkflowWithOptions(Retention, workflow.RegisterOptions{Name: RetentionName})
 			r.RegisterWorkflowWithOptions(Reconcile, workflow.RegisterOptions{Name: ReconcileName})
+			r.RegisterWorkflowWithOptions(AccountHealth, workflow.RegisterOptions{Name: AccountHealthName})
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
 		})
 	}

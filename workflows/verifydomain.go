@@ -23,13 +23,6 @@ type VerifySchedule struct {
 	Steps StepPolicy
 }
 
-// DefaultVerifySchedule checks every minute for 10 minutes, then at
-// growing intervals up to an hour, for 72 hours; verified domains daily.
-var DefaultVerifySchedule = VerifySchedule{
-	Interval: time.Minute, FastPeriod: 10 * time.Minute, MaxInterval: time.Hour,
-	Expire: 72 * time.Hour, Recheck: 24 * time.Hour,
-}
-
 // VerifyDomainInput starts (or continues) the verification of a domain.
 type VerifyDomainInput struct {
 	DomainID string

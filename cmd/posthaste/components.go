@@ -568,8 +568,9 @@ func reconcileInput(cfg config.Config) workflows.ReconcileInput {
 		MaxRestarts:    cfg.Dispatch.ReconcileMaxRestarts, Limit: 500}
 }
 
-// keepSchedules makes sure the retention and reconcile Schedules exist
-// and are up to date (worker.KeepSchedules); call the result to stop.
+// keepSchedules makes sure the retention, reconcile and account health
+// Schedules exist and are up to date (worker.KeepSchedules); call the
+// result to stop.
 func keepSchedules(cfg config.Config, tc client.Client, logger *slog.Logger) (stop func()) {
 	return worker.KeepSchedules(logger.With("component", "schedules"),
 		func(ctx context.Context) error {
@@ -577,6 +578,9 @@ func keepSchedules(cfg config.Config, tc client.Client, logger *slog.Logger) (st
 		},
 		func(ctx context.Context) error {
 			return worker.EnsureReconcileSchedule(ctx, tc, cfg.Dispatch.ReconcileInterval, reconcileInput(cfg))
+		},
+		func(ctx context.Context) error {
+			return worker.EnsureHealthSchedule(ctx, tc, cfg.Health.Interval, healthInput(cfg.Health))
 		})
 }
 

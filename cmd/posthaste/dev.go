@@ -147,7 +147,12 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 		return err
 	}
 	stops = append(stops, closeActs)
-	w, err := worker.New(tc, acts, worker.Config{Workflows: true, Pools: pools, InboundSlots: cfg.Inbound.WorkerSlots}, logger)
+	healthActs, err := newHealth(cfg, st, in.dispatcher, logger)
+	if err != nil {
+		return err
+	}
+	w, err := worker.New(tc, acts, worker.Config{Workflows: true, Pools: pools, InboundSlots: cfg.Inbound.WorkerSlots,
+		Health: healthActs}, logger)
 	if err != nil {
 		return err
 	}
@@ -156,11 +161,6 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 	}
 	stops = append(stops, w.Stop)
 	stops = append(stops, keepSchedules(cfg, tc, logger))
-	stopHealth, err := startHealthMonitor(cfg, st, in.dispatcher, logger)
-	if err != nil {
-		return err
-	}
-	stops = append(stops, stopHealth)
 
 	stops = append(stops, startDispatcher(in.dispatcher))
 

@@ -11,9 +11,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
+	"github.com/posthaste/posthaste/workflows"
 )
 
 // TestDevAccountHealthPause: in `posthaste dev` with
@@ -117,6 +120,7 @@ func TestDevAccountHealthPause(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, notices, "one notice per crossing")
+	saveHealthHistory(t, "127.0.0.1:"+env["POSTHASTE_TEMPORAL_PORT"])
 
 	var admin bytes.Buffer
 	code := run(ctx, []string{"admin", "health", "--team", team.String(), "--resume"},
@@ -138,4 +142,34 @@ func TestDevAccountHealthPause(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	require.Equal(t, 200, status, body)
+}
+
+// saveHealthHistory checks that the account health Schedule starts the
+// AccountHealth workflow (the evaluations above are its runs) and records
+// the history of one finished run (recordHistory).
+func saveHealthHistory(t *testing.T, hostPort string) {
+	t.Helper()
+	ctx := t.Context()
+	tc, err := client.Dial(client.Options{HostPort: hostPort})
+	require.NoError(t, err)
+	defer tc.Close()
+	d, err := tc.ScheduleClient().GetHandle(ctx, workflows.AccountHealthScheduleID).Describe(ctx)
+	require.NoError(t, err)
+	a, ok := d.Schedule.Action.(*client.ScheduleWorkflowAction)
+	require.True(t, ok)
+	require.Equal(t, workflows.AccountHealthName, a.Workflow)
+	require.Equal(t, workflows.TaskQueue, a.TaskQueue)
+	for _, r := range d.Info.RecentActions {
+		if r.StartWorkflowResult == nil {
+			continue
+		}
+		id := r.StartWorkflowResult.WorkflowID
+		w, err := tc.DescribeWorkflowExecution(ctx, id, r.StartWorkflowResult.FirstExecutionRunID)
+		require.NoError(t, err)
+		if w.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			recordHistory(t, tc, id, "accounthealth.json", 20)
+			return
+		}
+	}
+	t.Fatalf("no finished AccountHealth run among %d recent actions", len(d.Info.RecentActions))
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,132 +10,38 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/health"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/workflows"
 )
 
-// healthMonitor evaluates every team's account health each interval
-// (store.EvaluateHealth, which stores a notice per crossing with the new
-// state) and then sends every pending notice to its team's owners through
-// the system mailer, so each crossing is told exactly once even when a
-// process dies or a send fails between the evaluation and the email.
-type healthMonitor struct {
-	cfg    config.Health
-	store  *store.Store
-	mail   *systemMailer // nil: crossings are only logged
-	logger *slog.Logger
-	now    func() time.Time
-}
-
-// startHealthMonitor evaluates now and then every cfg.Health.Interval
-// until stop is called. notify (may be nil) is told when a notice was
+// newHealth returns the activity of the AccountHealth workflow, which the
+// Schedule `account-health` starts every POSTHASTE_HEALTH_INTERVAL
+// (keepSchedules): it evaluates every team's account health and tells each
+// crossing to the team's owners through the system mailer (crossings are
+// only logged without one). notify (may be nil) is told when a notice was
 // accepted, as the outbox dispatcher of this process.
-func startHealthMonitor(cfg config.Config, st *store.Store, notify submit.Notifier, logger *slog.Logger) (stop func(), err error) {
-	m, err := newHealthMonitor(cfg, st, notify, logger)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.run(ctx)
-	}()
-	return func() { cancel(); <-done }, nil
-}
-
-func newHealthMonitor(cfg config.Config, st *store.Store, notify submit.Notifier, logger *slog.Logger) (*healthMonitor, error) {
+func newHealth(cfg config.Config, st *store.Store, notify submit.Notifier, logger *slog.Logger) (*activities.Health, error) {
 	logger = logger.With("component", "health")
 	sub := submit.New(submit.Config{Store: st, Notifier: notify, Logger: logger})
 	mail, err := newSystemMailer(cfg.SystemFrom, st, sub, logger)
 	if err != nil {
 		return nil, usageError{err}
 	}
-	return &healthMonitor{cfg: cfg.Health, store: st, mail: mail, logger: logger, now: time.Now}, nil
+	h := &activities.Health{Store: st, Logger: logger}
+	if mail != nil {
+		h.Mail = mail
+	}
+	return h, nil
 }
 
-func (m *healthMonitor) run(ctx context.Context) {
-	t := time.NewTicker(m.cfg.Interval)
-	defer t.Stop()
-	for {
-		if err := m.check(ctx); err != nil && ctx.Err() == nil {
-			m.logger.Error("evaluating account health", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// pendingNoticeBatch bounds the notices one check sends; more wait for
-// the next interval.
-const pendingNoticeBatch = 100
-
-// check evaluates once, then sends every pending notice: those of this
-// evaluation and any left by an earlier check whose send failed or whose
-// process died before marking it sent. A notice that cannot be sent is
-// logged and stays pending for the next check.
-func (m *healthMonitor) check(ctx context.Context) error {
-	crossed, err := m.store.EvaluateHealth(ctx, m.now(), m.cfg.Window, m.cfg.Pause)
-	if err != nil {
-		return err
-	}
-	for _, n := range crossed {
-		m.logger.Warn("account health threshold crossed", "team_id", n.TeamID, "metric", n.Crossing.Metric,
-			"rate", n.Crossing.Rate, "threshold", n.Crossing.Threshold, "paused", n.Crossing.Paused)
-	}
-	pending, err := m.store.PendingHealthNotices(ctx, pendingNoticeBatch)
-	if err != nil {
-		return err
-	}
-	for _, n := range pending {
-		if err := m.deliver(ctx, n); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			m.logger.Error("sending an account health notice", "team_id", n.TeamID, "notice_id", n.ID, "err", err)
-		}
-	}
-	return nil
-}
-
-// deliver sends one pending notice and marks it sent. Sending is
-// idempotent (the key is the notice's id), so a notice sent by a process
-// that died before marking it, or sent at the same time by another
-// process, is replayed instead of sent twice; marking twice is harmless.
-// Without a system mailer the notice is only logged (by check, when found)
-// and marked sent with no email.
-func (m *healthMonitor) deliver(ctx context.Context, n store.HealthNotice) error {
-	var emailID *uuid.UUID
-	if m.mail != nil {
-		id, err := m.mail.HealthNotice(ctx, n)
-		var serr *submit.Error
-		switch {
-		case errors.As(err, &serr) && serr.Kind == submit.KindIdempotencyInFlight:
-			// Another process is sending it now and will mark it.
-			m.logger.Debug("account health notice being sent by another process", "team_id", n.TeamID,
-				"notice_id", n.ID)
-			return nil
-		case errors.As(err, &serr) && serr.Kind == submit.KindIdempotencyMismatch:
-			// The key holds an email accepted (or, rarely, being accepted by
-			// another process) for this notice by an earlier attempt, before
-			// the owners or the system sender changed: the notice was sent.
-			// Left pending it would fail so until the key expires after 24
-			// hours and then go out twice.
-			m.logger.Warn("account health notice already sent with other recipients", "team_id", n.TeamID,
-				"notice_id", n.ID)
-		case err != nil:
-			return err
-		default:
-			emailID = id
-		}
-	}
-	return m.store.MarkHealthNoticeSent(ctx, n.ID, emailID)
+// healthInput is the input of the AccountHealth workflow's runs.
+func healthInput(c config.Health) workflows.AccountHealthInput {
+	return workflows.AccountHealthInput{Window: c.Window, Pause: c.Pause}
 }
 
 // healthNoticeKey is the idempotency key of the email of a notice.

@@ -12,11 +12,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/health"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // healthFixture is a store with a team whose bounce rate (10 %) is above
@@ -41,6 +43,19 @@ func newHealthFixture(t *testing.T) healthFixture {
 	return healthFixture{st: st, team: team, clean: cleanTeam}
 }
 
+// healthMonitor is the account health activity of one process with the
+// input its Schedule passes.
+type healthMonitor struct {
+	h  *activities.Health
+	in contract.CheckAccountHealthInput
+}
+
+// check runs one evaluation, as one run of the AccountHealth workflow.
+func (m *healthMonitor) check(ctx context.Context) error {
+	_, err := m.h.CheckAccountHealth(ctx, m.in)
+	return err
+}
+
 // monitor returns a health monitor (with pause) sending from `from`.
 func (f healthFixture) monitor(t *testing.T, from string) (*healthMonitor, config.Config) {
 	t.Helper()
@@ -48,9 +63,10 @@ func (f healthFixture) monitor(t *testing.T, from string) (*healthMonitor, confi
 		return map[string]string{"POSTHASTE_SYSTEM_FROM": from, "POSTHASTE_HEALTH_PAUSE": "true"}[k]
 	})
 	require.NoError(t, err)
-	m, err := newHealthMonitor(cfg, f.st, nil, slog.New(slog.DiscardHandler))
+	h, err := newHealth(cfg, f.st, nil, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
-	return m, cfg
+	in := healthInput(cfg.Health)
+	return &healthMonitor{h: h, in: contract.CheckAccountHealthInput{Window: in.Window, Pause: in.Pause}}, cfg
 }
 
 // notices returns the emails of the team other than the seeded ones.
@@ -146,7 +162,7 @@ func TestHealthNoticeSentOnce(t *testing.T) {
 		require.NoError(t, err)
 		pending := f.pending(t)
 		require.Len(t, pending, 1)
-		id, err := m.mail.HealthNotice(ctx, pending[0])
+		id, err := m.h.Mail.HealthNotice(ctx, pending[0])
 		require.NoError(t, err)
 		require.NotNil(t, id)
 		require.Len(t, f.notices(t, f.team), 1)

@@ -12,6 +12,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/codec"
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/devstack"
@@ -89,8 +90,14 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 	if *regions != "" {
 		rs = strings.Split(*regions, ",")
 	}
+	var healthActs *activities.Health
+	if !*noWorkflows {
+		if healthActs, err = newHealth(cfg, st, nil, logger); err != nil {
+			return err
+		}
+	}
 	w, err := worker.New(tc, acts, worker.Config{Regions: rs, Pools: pools, Workflows: !*noWorkflows,
-		InboundSlots: cfg.Inbound.WorkerSlots}, logger)
+		InboundSlots: cfg.Inbound.WorkerSlots, Health: healthActs}, logger)
 	if err != nil {
 		return usageError{err}
 	}
@@ -100,11 +107,6 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 	defer w.Stop()
 	if !*noWorkflows {
 		defer keepSchedules(cfg, tc, logger)()
-		stopHealth, err := startHealthMonitor(cfg, st, nil, logger)
-		if err != nil {
-			return err
-		}
-		defer stopHealth()
 	}
 	// The worker's own metrics (deliveries, events) and health.
 	addr, served, err := serveHTTP(ctx, cfg.MetricsAddr, opsHandler(reg, readyChecks(st, tc), cfg.MetricsToken), cfg.HTTP, logger)

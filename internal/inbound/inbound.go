@@ -54,6 +54,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/connlimit"
 	"github.com/posthaste/posthaste/internal/ratelimit"
+	"github.com/posthaste/posthaste/internal/smtpserve"
 )
 
 // Defaults of Config.
@@ -242,10 +243,9 @@ type Server struct {
 	cfg    Config
 	router Router
 	accept Acceptor
-	srv    *smtp.Server
+	srv    *smtpserve.Server
 	logger *slog.Logger
 	auth   checker
-	conns  *connlimit.Limiter
 }
 
 // New returns a Server; router and acceptor are required.
@@ -305,39 +305,26 @@ func New(cfg Config, router Router, acceptor Acceptor) (*Server, error) {
 		cfg.Limits.Limiter = ratelimit.NewLocal(ratelimit.LocalConfig{Now: cfg.Now})
 	}
 	s := &Server{cfg: cfg, router: router, accept: acceptor, logger: cfg.Logger.With("component", "inbound"),
-		auth: checker{resolver: cfg.Resolver}, conns: connlimit.New(connlimit.Limits{Total: cfg.MaxConns,
-			PerIP: cfg.MaxConnsPerIP, PerNet: cfg.MaxConnsPerNet, Reserve: cfg.MaxConns * max(cfg.ConnReservePercent, 0) / 100,
-			Session: cfg.SessionTimeout, IdleCommands: cfg.MaxIdleCommands})}
-	srv := smtp.NewServer(s)
-	srv.Domain = cfg.Hostname
-	srv.TLSConfig = cfg.TLS // nil: STARTTLS is not advertised
-	srv.MaxMessageBytes = cfg.MaxMessageBytes
-	srv.MaxRecipients = cfg.MaxRecipients
-	srv.ReadTimeout, srv.WriteTimeout = cfg.ReadTimeout, cfg.WriteTimeout
-	srv.EnableSMTPUTF8 = true
-	// No AUTH exists here: the session is not an smtp.AuthSession, so
-	// AUTH is never advertised and is answered 504 5.7.4 (no such
-	// mechanism) whether or not TLS is on; without this, go-smtp would
-	// answer 523 "TLS is required" before TLS, as if AUTH existed after.
-	srv.AllowInsecureAuth = true
-	srv.ErrorLog = slogLogger{s.logger}
-	s.srv = srv
+		auth: checker{resolver: cfg.Resolver}}
+	s.srv = smtpserve.New(smtpserve.Config{Hostname: cfg.Hostname, TLS: cfg.TLS, MaxMessageBytes: cfg.MaxMessageBytes,
+		MaxRecipients: cfg.MaxRecipients, ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
+		// No AUTH exists here: the session is not an smtp.AuthSession, so
+		// AUTH is never advertised and is answered 504 5.7.4 (no such
+		// mechanism) whether or not TLS is on; without this, go-smtp would
+		// answer 523 "TLS is required" before TLS, as if AUTH existed after.
+		AllowInsecureAuth: true,
+		Limits: connlimit.Limits{Total: cfg.MaxConns, PerIP: cfg.MaxConnsPerIP, PerNet: cfg.MaxConnsPerNet,
+			Reserve: cfg.MaxConns * max(cfg.ConnReservePercent, 0) / 100, Session: cfg.SessionTimeout,
+			IdleCommands: cfg.MaxIdleCommands},
+		Logger: s.logger}, s)
 	return s, nil
 }
 
 // Serve accepts connections on l until Shutdown; it closes l. It returns
 // nil after Shutdown.
 func (s *Server) Serve(l net.Listener) error {
-	if s.conns.Draining() {
-		_ = l.Close()
-		return nil
-	}
-	err := s.srv.Serve(s.conns.Listener(l, s.hooks()))
-	if errors.Is(err, smtp.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("inbound: serving %s: %w", l.Addr(), err)
+	if err := s.srv.Serve(l, false, s.hooks()); err != nil {
+		return fmt.Errorf("inbound: %w", err)
 	}
 	return nil
 }
@@ -346,13 +333,7 @@ func (s *Server) Serve(l net.Listener) error {
 // each transaction in progress (MAIL FROM through the reply to DATA)
 // finish; a connection is closed as soon as its transaction ends. When ctx
 // ends first, the remaining connections are cut and ctx's error returned.
-func (s *Server) Shutdown(ctx context.Context) error {
-	err := s.conns.Shutdown(ctx, func() error { return s.srv.Shutdown(context.Background()) }, s.srv.Close)
-	if errors.Is(err, smtp.ErrServerClosed) {
-		err = nil
-	}
-	return err
-}
+func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
 
 // NewSession implements smtp.Backend; go-smtp calls it at EHLO/HELO.
 func (s *Server) NewSession(c *smtp.Conn) (smtp.Session, error) {
@@ -363,9 +344,3 @@ func (s *Server) NewSession(c *smtp.Conn) (smtp.Session, error) {
 	}
 	return ss, nil
 }
-
-// slogLogger routes go-smtp's own log lines (connection errors) to slog.
-type slogLogger struct{ l *slog.Logger }
-
-func (s slogLogger) Printf(format string, v ...any) { s.l.Debug(fmt.Sprintf(format, v...)) }
-func (s slogLogger) Println(v ...any)               { s.l.Debug(fmt.Sprint(v...)) }

@@ -62,7 +62,7 @@ func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
 	if err := ss.s.allowClient(ctx, ss.ip); err != nil {
 		return ss.refuseMail(err)
 	}
-	if !ss.s.conns.SetBusy(ss.tracked, true) {
+	if !ss.s.srv.SetBusy(ss.tracked, true) {
 		return errShuttingDown
 	}
 	ss.inTx, ss.from, ss.rcpts = true, from, nil
@@ -206,12 +206,12 @@ func (ss *session) refuseMail(err error) error {
 // Reset ends a transaction (RSET, the end of DATA, a new MAIL).
 func (ss *session) Reset() {
 	ss.inTx, ss.from, ss.rcpts = false, "", nil
-	ss.s.conns.SetBusy(ss.tracked, false)
+	ss.s.srv.SetBusy(ss.tracked, false)
 }
 
 // Logout ends the session.
 func (ss *session) Logout() error {
-	ss.s.conns.SetBusy(ss.tracked, false)
+	ss.s.srv.SetBusy(ss.tracked, false)
 	return nil
 }
 

@@ -9,7 +9,7 @@
 // (RFC 5322 §2.1.1); bodies are 7-bit (quoted-printable text, base64
 // attachments) except attached messages, which go in as they are and may be
 // 8-bit (RFC 6152 8BITMIME). In the header only UTF-8 addresses, written raw
-// as RFC 6532 allows, are 8-bit; NeedsSMTPUTF8 reports when that is the case.
+// as RFC 6532 allows, are 8-bit.
 package mime
 
 import (
@@ -144,25 +144,6 @@ func Build(m Message) ([]byte, error) {
 		out = append(out, '\r', '\n')
 	}
 	return out, nil
-}
-
-// NeedsSMTPUTF8 reports whether the local part or domain of an address in the
-// header (From, To, Cc, Reply-To) is not ASCII, so that the message may only
-// be relayed with the SMTPUTF8 extension (RFC 6531 §3.4, RFC 6532 §3.2).
-// Display names, the subject, custom headers and filenames never require it:
-// Build encodes them in ASCII.
-func NeedsSMTPUTF8(m Message) bool {
-	if !isASCII(m.From.Addr) {
-		return true
-	}
-	for _, l := range [][]Address{m.To, m.Cc, m.ReplyTo} {
-		for _, a := range l {
-			if !isASCII(a.Addr) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func topFields(m Message) (fieldList, error) {

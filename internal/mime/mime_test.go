@@ -502,7 +502,7 @@ func TestBuildGolden(t *testing.T) {
 		"    image/png base64 inline <logo>",
 		"  application/pdf base64 attachment",
 	}, tree(parts))
-	require.True(t, NeedsSMTPUTF8(m))
+	require.True(t, needsSMTPUTF8(m))
 
 	golden := filepath.Join("testdata", "full.eml")
 	if *update {
@@ -566,7 +566,7 @@ func TestNeedsSMTPUTF8(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := base()
 			tt.edit(&m)
-			require.Equal(t, tt.want, NeedsSMTPUTF8(m))
+			require.Equal(t, tt.want, needsSMTPUTF8(m))
 		})
 	}
 }
@@ -668,4 +668,24 @@ func ExampleBuild() {
 	// Content-Transfer-Encoding: quoted-printable
 	//
 	// Hello Bob
+}
+
+// needsSMTPUTF8 reports whether the local part or domain of an address in
+// the header (From, To, Cc, Reply-To) is not ASCII, so that the message may
+// only be relayed with the SMTPUTF8 extension (RFC 6531 §3.4, RFC 6532
+// §3.2). Display names, the subject, custom headers and filenames never
+// require it: Build encodes them in ASCII. (Delivery decides SMTPUTF8 from
+// the transaction: internal/mta.)
+func needsSMTPUTF8(m Message) bool {
+	if !isASCII(m.From.Addr) {
+		return true
+	}
+	for _, l := range [][]Address{m.To, m.Cc, m.ReplyTo} {
+		for _, a := range l {
+			if !isASCII(a.Addr) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -10,13 +10,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"strings"
 
 	"github.com/emersion/go-message"
 	_ "github.com/emersion/go-message/charset" // decode the charsets mail is written in
 	"github.com/emersion/go-message/mail"
+
+	"github.com/posthaste/posthaste/internal/mimewalk"
 )
 
 // Limits bound a parse; zero fields take their defaults.
@@ -123,8 +124,13 @@ func Parse(raw []byte, lim Limits) (Email, error) {
 		}
 		e.Headers[k] = v
 	}
-	w := walker{lim: lim, e: &e}
-	w.walk(ent, 0)
+	// A charset conversion writes at most three bytes for each one it
+	// reads (U+FFFD for an invalid byte), and decoding base64 or
+	// quoted-printable shrinks a body: the bodies of a message under
+	// MaxBytes are never cut.
+	res := mimewalk.Walk(ent, mimewalk.Limits{MaxParts: lim.MaxParts, MaxDepth: lim.MaxDepth,
+		MaxBytes: 3 * int64(lim.MaxBytes)}, e.addPart)
+	e.Truncated = e.Truncated || res.Truncated
 	e.clean()
 	return e, nil
 }
@@ -162,34 +168,11 @@ func (e *Email) clean() {
 	}
 }
 
-type walker struct {
-	lim   Limits
-	e     *Email
-	parts int
-}
-
-func (w *walker) walk(ent *message.Entity, depth int) {
-	w.parts++
-	if w.parts > w.lim.MaxParts {
-		w.e.Truncated = true
-		return
-	}
-	if mr := ent.MultipartReader(); mr != nil {
-		if depth >= w.lim.MaxDepth {
-			w.e.Truncated = true
-			return
-		}
-		for {
-			p, err := mr.NextPart()
-			if err != nil && (p == nil || (!message.IsUnknownCharset(err) && !message.IsUnknownEncoding(err))) {
-				return // the end, or a malformed multipart: what came before is kept
-			}
-			w.walk(p, depth+1)
-			if w.parts > w.lim.MaxParts {
-				return
-			}
-		}
-	}
+// addPart keeps a part that is not a multipart: as the text or HTML body
+// when it is the first of its type that is no attachment, else as an
+// attachment.
+func (e *Email) addPart(p mimewalk.Part) {
+	ent := p.Entity
 	mt, params, _ := ent.Header.ContentType()
 	mt = strings.ToLower(mt)
 	if mt == "" {
@@ -206,26 +189,26 @@ func (w *walker) walk(ent *message.Entity, depth int) {
 			filename = d
 		}
 	}
-	body, err := io.ReadAll(ent.Body)
+	body, _, err := p.Read(0)
 	if err != nil && len(body) == 0 {
 		return
 	}
 	isBody := disp != "attachment" && filename == ""
 	switch {
-	case isBody && mt == "text/plain" && w.e.Text == nil:
+	case isBody && mt == "text/plain" && e.Text == nil:
 		s := string(body)
-		w.e.Text = &s
+		e.Text = &s
 		return
-	case isBody && mt == "text/html" && w.e.HTML == nil:
+	case isBody && mt == "text/html" && e.HTML == nil:
 		s := string(body)
-		w.e.HTML = &s
+		e.HTML = &s
 		return
 	}
 	cid := strings.Trim(strings.TrimSpace(ent.Header.Get("Content-Id")), "<>")
 	if disp != "attachment" && disp != "inline" {
 		disp = ""
 	}
-	w.e.Attachments = append(w.e.Attachments, Attachment{Filename: filename, ContentType: mt,
+	e.Attachments = append(e.Attachments, Attachment{Filename: filename, ContentType: mt,
 		ContentDisposition: disp, ContentID: cid, Content: body})
 }
 

@@ -27,6 +27,8 @@ import (
 	_ "github.com/emersion/go-message/charset" // decode the charsets reports are written in
 	"github.com/emersion/go-message/mail"
 	"github.com/emersion/go-message/textproto"
+
+	"github.com/posthaste/posthaste/internal/mimewalk"
 )
 
 // Kind is what a message is.
@@ -208,7 +210,14 @@ func Parse(r io.Reader, lim Limits) (Report, error) {
 	}
 	p := &parser{lim: lim, rep: &rep, top: hdr}
 	p.header(e)
-	p.walk(e, 0)
+	// Each read of a part is bounded (by MaxBytes for the machine-readable
+	// reports, maxTextBytes for the text, the HTML and the original's
+	// header); the walk's budget bounds them together, at what the reads
+	// of a well-formed report take.
+	res := mimewalk.Walk(e, mimewalk.Limits{MaxParts: lim.MaxParts, MaxDepth: lim.MaxDepth,
+		MaxBytes: lim.MaxBytes + 3*maxTextBytes}, p.part)
+	rep.Parts = res.Parts
+	rep.Truncated = rep.Truncated || res.Truncated
 	p.classify()
 	return rep, nil
 }
@@ -292,68 +301,41 @@ func (p *parser) header(e *message.Entity) {
 	p.rep.MessageID = cleanMessageID(p.top.get("Message-Id"))
 }
 
-func (p *parser) walk(e *message.Entity, depth int) {
-	if p.rep.Parts >= p.lim.MaxParts {
-		p.rep.Truncated = true
-		return
-	}
-	p.rep.Parts++
-	// The part's type decides, not the report-type of the
-	// multipart/report (RFC 6522 §3): some senders get it wrong.
+// part collects a part that is not a multipart. The part's type decides,
+// not the report-type of the multipart/report (RFC 6522 §3): some senders
+// get it wrong.
+func (p *parser) part(e mimewalk.Part) {
 	mt, _, _ := e.Header.ContentType()
-	if mr := e.MultipartReader(); mr != nil {
-		if depth >= p.lim.MaxDepth {
-			p.rep.Truncated = true
-			return
-		}
-		for {
-			// A part comes back with an error only for an unknown charset
-			// or encoding, and is read as it is. Without a part, the
-			// multipart ended or is broken (the walk ends there; what was
-			// read stays).
-			part, _ := mr.NextPart()
-			if part == nil {
-				return
-			}
-			p.walk(part, depth+1)
-			if p.rep.Parts >= p.lim.MaxParts {
-				if next, _ := mr.NextPart(); next != nil {
-					p.rep.Truncated = true
-				}
-				return
-			}
-		}
-	}
 	disp, _, _ := e.Header.ContentDisposition()
 	switch mt {
 	case "message/delivery-status", "message/global-delivery-status": // RFC 3464, RFC 6533
 		if p.dsn == nil {
-			p.dsn = p.read(e.Body, p.lim.MaxBytes, true)
+			p.dsn = p.read(e, p.lim.MaxBytes, true)
 		}
 	case "message/feedback-report": // RFC 5965 §3.1
 		if p.arf == nil {
-			p.arf = p.read(e.Body, p.lim.MaxBytes, true)
+			p.arf = p.read(e, p.lim.MaxBytes, true)
 		}
 	case "text/rfc822-headers", "message/global-headers", "message/rfc822-headers": // RFC 6522 §4, RFC 6533
 		if !p.hasOrig {
-			p.setOriginal(p.read(e.Body, maxTextBytes, false), false)
+			p.setOriginal(p.read(e, maxTextBytes, false), false)
 		}
 	case "message/rfc822", "message/global", "message/partial":
 		if !p.hasOrig {
 			// Only the header is wanted: the rest of a long original
 			// is no loss.
-			p.setOriginal(p.read(e.Body, maxTextBytes, false), true)
+			p.setOriginal(p.read(e, maxTextBytes, false), true)
 		}
 	case "text/plain", "":
 		if p.text == nil && disp != "attachment" {
-			p.text = p.read(e.Body, maxTextBytes, true)
+			p.text = p.read(e, maxTextBytes, true)
 			if p.text == nil {
 				p.text = []byte{}
 			}
 		}
 	case "text/html":
 		if p.html == nil && disp != "attachment" {
-			p.html = p.read(e.Body, maxTextBytes, true)
+			p.html = p.read(e, maxTextBytes, true)
 		}
 	}
 }
@@ -361,12 +343,9 @@ func (p *parser) walk(e *message.Entity, depth int) {
 // read reads at most n bytes of a part's body, marking the report
 // truncated when there was more and mark is set; a read error keeps what
 // was read (a message cut at MaxBytes ends mid-part).
-func (p *parser) read(r io.Reader, n int64, mark bool) []byte {
-	b, _ := io.ReadAll(io.LimitReader(r, n+1))
-	if int64(len(b)) > n {
-		b = b[:n]
-		p.rep.Truncated = p.rep.Truncated || mark
-	}
+func (p *parser) read(e mimewalk.Part, n int64, mark bool) []byte {
+	b, more, _ := e.Read(n)
+	p.rep.Truncated = p.rep.Truncated || (more && mark)
 	return b
 }
 

@@ -49,9 +49,6 @@ func NewTokens(key []byte, purpose string) (*Tokens, error) {
 	return &Tokens{aead: aead}, nil
 }
 
-// TokenTextLength is the length of the text of a payload of n bytes.
-func TokenTextLength(n int) int { return base64.RawURLEncoding.EncodedLen(TokenOverhead + n) }
-
 // Seal returns the text of payload, with a random nonce.
 func (t *Tokens) Seal(payload []byte) (string, error) {
 	out := make([]byte, 1+tokenNonce, TokenOverhead+len(payload))

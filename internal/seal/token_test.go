@@ -24,8 +24,8 @@ func TestTokens(t *testing.T) {
 	if a == b {
 		t.Fatal("two seals of one payload are the same text")
 	}
-	if len(a) != TokenTextLength(len(payload)) {
-		t.Fatalf("text of %d bytes, want %d", len(a), TokenTextLength(len(payload)))
+	if len(a) != tokenTextLength(len(payload)) {
+		t.Fatalf("text of %d bytes, want %d", len(a), tokenTextLength(len(payload)))
 	}
 	got, err := tok.Open(a, len(payload), len(a))
 	if err != nil || !bytes.Equal(got, payload) {
@@ -51,3 +51,6 @@ func TestTokens(t *testing.T) {
 		}
 	}
 }
+
+// tokenTextLength is the length of the text of a payload of n bytes.
+func tokenTextLength(n int) int { return base64.RawURLEncoding.EncodedLen(TokenOverhead + n) }

@@ -226,11 +226,3 @@ func (s *Store) SetDomainDMARCPolicy(ctx context.Context, id uuid.UUID, policy s
 	}
 	return nil
 }
-
-// HasDomains reports whether any domain exists (deleted ones included,
-// since their keys still sign accepted mail).
-func (s *Store) HasDomains(ctx context.Context) (bool, error) {
-	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM domain)`).Scan(&ok)
-	return ok, mapErr(err)
-}

@@ -110,12 +110,3 @@ func (s *Store) ReleaseIdempotencyKey(ctx context.Context, c IdempotencyClaim) e
 	}
 	return nil
 }
-
-// PurgeIdempotencyKeys deletes expired records and returns how many.
-func (s *Store) PurgeIdempotencyKeys(ctx context.Context) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM idempotency_key WHERE expires_at < now()`)
-	if err != nil {
-		return 0, fmt.Errorf("purging idempotency keys: %w", mapErr(err))
-	}
-	return tag.RowsAffected(), nil
-}

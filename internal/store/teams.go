@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"strings"
 	"time"
@@ -244,19 +243,4 @@ func (s *Store) RevokeAPIKey(ctx context.Context, teamID, id uuid.UUID) ([]byte,
 		 WHERE id = @id AND team_id = @team AND revoked_at IS NULL RETURNING hash`,
 		pgx.NamedArgs{"id": id, "team": teamID}).Scan(&hash)
 	return hash, mapErr(err)
-}
-
-// APIKeyRevokedSince reports the hashes of keys revoked after t, for
-// processes that cache keys.
-func (s *Store) APIKeyRevokedSince(ctx context.Context, t time.Time) ([][]byte, error) {
-	rows, err := s.pool.Query(ctx,
-		`SELECT hash FROM api_key WHERE revoked_at >= @t`, pgx.NamedArgs{"t": t})
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	hashes, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
-	if err != nil {
-		return nil, fmt.Errorf("reading revoked keys: %w", mapErr(err))
-	}
-	return hashes, nil
 }

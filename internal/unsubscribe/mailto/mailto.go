@@ -33,12 +33,8 @@ const label = "posthaste unsubscribe mailto v1"
 // Prefix starts the local part of every mailto unsubscribe address.
 const Prefix = "unsubscribe+"
 
-const (
-	// CodeLen is the length of an encoded code (rcptcode.Len).
-	CodeLen = rcptcode.Len
-	// MaxIndex is the largest recipient index a code holds.
-	MaxIndex = rcptcode.MaxIndex
-)
+// MaxIndex is the largest recipient index a code holds.
+const MaxIndex = rcptcode.MaxIndex
 
 // Address is a parsed mailto unsubscribe address.
 type Address struct {
