@@ -2,7 +2,7 @@
 # Runs Posthaste on embedded defaults: builds bin/posthaste and starts
 # `posthaste dev` (embedded Temporal with its UI, a private PostgreSQL
 # under ./.posthaste, the API on :3000). Extra arguments are ignored;
-# configure with the environment variables of the README.
+# configure with the environment variables of docs/configuration.md.
 set -euo pipefail
 cd "$(dirname "$0")"
 . scripts/setup.sh

@@ -182,7 +182,6 @@ type recorder struct {
 // Domains are the activities of VerifyDomain.
 type Domains struct {
 	store    *store.Store
-	outbox   Notifier
 	logger   *slog.Logger
 	resolver *net.Resolver
 	records  records.Config
@@ -289,7 +288,7 @@ func NewWithSenders(cfg Config, st *store.Store, senders Senders, metrics *telem
 			hostname: cfg.Hostname, keys: cfg.Keys, crash: cfg.Crash, unsubscribe: cfg.Unsubscribe,
 			verpKey: cfg.VERPKey, unsubscribeMailtoKey: cfg.UnsubscribeMailtoKey, trackingKey: cfg.TrackingKey,
 			localRegions: cfg.LocalRegions, defaultPool: cfg.DefaultPool},
-		Domains: &Domains{store: st, outbox: cfg.Webhooks.Outbox, logger: logger, resolver: cfg.Resolver,
+		Domains: &Domains{store: st, logger: logger, resolver: cfg.Resolver,
 			records: cfg.Records},
 		Retention:  &Retention{store: st},
 		Reconciler: &Reconciler{restarter: rs, metrics: metrics, logger: logger},

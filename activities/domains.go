@@ -57,18 +57,13 @@ func (a *Domains) SetDomainStatus(ctx context.Context, in contract.SetDomainStat
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("bad domain id", contract.ErrTypePermanent, err)
 	}
-	before, err := a.store.DomainByID(ctx, id)
-	if err != nil {
+	if _, err := a.store.DomainByID(ctx, id); err != nil {
 		return classify(fmt.Errorf("loading domain %s: %w", id, err))
 	}
-	if err := a.store.SetDomainStatus(ctx, id, in.Status, in.Records); err != nil {
+	// A change of status is reported as domain.updated, written with it.
+	if err := a.store.SetDomainStatus(ctx, id, in.Status, in.Records, "domain.updated"); err != nil {
 		return err
 	}
 	a.logger.Info("domain status", "domain_id", in.DomainID, "status", in.Status)
-	if before.DeletedAt != nil || before.Status == in.Status {
-		return nil
-	}
-	after := before
-	after.Status = in.Status
-	return a.emitDomainEvent(ctx, "domain.updated", after)
+	return nil
 }

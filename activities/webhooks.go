@@ -265,15 +265,3 @@ func (a *Webhooks) disableWebhook(ctx context.Context, w store.Webhook, reason s
 	}
 	return nil
 }
-
-// emitDomainEvent records a domain.* event for the team's endpoints.
-func (a *Domains) emitDomainEvent(ctx context.Context, typ string, d store.Domain) error {
-	n, err := a.store.EmitEvent(ctx, d.TeamID, typ, d.ID.String(), store.DomainPayload(d))
-	if err != nil {
-		return err
-	}
-	if n > 0 && a.outbox != nil {
-		a.outbox.Notify()
-	}
-	return nil
-}

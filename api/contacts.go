@@ -142,20 +142,6 @@ func (s *Server) contactProperties(ctx context.Context, team uuid.UUID, in map[s
 	return audience.CheckProperties(defs, in)
 }
 
-// emit records a webhook event for the team's endpoints and wakes the
-// outbox, as domain events do; a failure is logged, not returned: the
-// change it reports has been made.
-func (s *Server) emit(ctx context.Context, team uuid.UUID, typ, orderKey string, data map[string]any) {
-	n, err := s.store.EmitEvent(ctx, team, typ, orderKey, data)
-	if err != nil {
-		s.logger.Error("emitting event", "type", typ, "team_id", team, "err", err)
-		return
-	}
-	if n > 0 && s.webhooks.Outbox != nil {
-		s.webhooks.Outbox.Notify()
-	}
-}
-
 func (s *Server) createContact(c *gin.Context) {
 	var req contactRequest
 	if err := decodeJSON(c, &req); err != nil {
@@ -206,7 +192,7 @@ func (s *Server) createContact(c *gin.Context) {
 	if req.Unsubscribed != nil {
 		ct.Unsubscribed = *req.Unsubscribed
 	}
-	ct, err = s.store.CreateContact(ctx, ct, segments, topics)
+	ct, err = s.store.CreateContact(ctx, ct, segments, topics, eventContactCreated)
 	if errors.Is(err, store.ErrConflict) {
 		s.respondError(c, errorf(http.StatusConflict, nameConflict, "A contact with email "+addr+" already exists."))
 		return
@@ -215,7 +201,6 @@ func (s *Server) createContact(c *gin.Context) {
 		s.respondError(c, refError(err))
 		return
 	}
-	s.emit(ctx, team, eventContactCreated, ct.ID.String(), store.ContactPayload(ct))
 	c.JSON(http.StatusCreated, gin.H{"object": "contact", "id": ct.ID.String()})
 }
 
@@ -299,7 +284,7 @@ func (s *Server) updateContact(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	ct, err := s.store.UpdateContact(ctx, team, ref, u)
+	ct, err := s.store.UpdateContact(ctx, team, ref, u, eventContactUpdated)
 	if errors.Is(err, store.ErrConflict) {
 		s.respondError(c, errorf(http.StatusConflict, nameConflict, "Another contact has email "+*u.Email+"."))
 		return
@@ -308,7 +293,6 @@ func (s *Server) updateContact(c *gin.Context) {
 		s.respondError(c, notFound(err, "Contact not found."))
 		return
 	}
-	s.emit(ctx, team, eventContactUpdated, ct.ID.String(), store.ContactPayload(ct))
 	c.JSON(http.StatusOK, gin.H{"object": "contact", "id": ct.ID.String()})
 }
 
@@ -319,12 +303,11 @@ func (s *Server) deleteContact(c *gin.Context) {
 		return
 	}
 	ctx, team := c.Request.Context(), principal(c).TeamID
-	ct, err := s.store.DeleteContact(ctx, team, ref)
+	ct, err := s.store.DeleteContact(ctx, team, ref, eventContactDeleted)
 	if err != nil {
 		s.respondError(c, notFound(err, "Contact not found."))
 		return
 	}
-	s.emit(ctx, team, eventContactDeleted, ct.ID.String(), store.ContactPayload(ct))
 	// `contact` is what Resend's older SDKs read; `id` what the reference documents.
 	c.JSON(http.StatusOK, gin.H{"object": "contact", "id": ct.ID.String(), "contact": ct.ID.String(), "deleted": true})
 }
@@ -383,11 +366,11 @@ func (s *Server) addContactSegment(c *gin.Context) {
 		return
 	}
 	ctx, team := c.Request.Context(), principal(c).TeamID
-	if err := s.store.AddContactToSegment(ctx, team, ct.ID, segment); err != nil {
+	// The change of its segment_ids is reported as contact.updated.
+	if err := s.store.AddContactToSegment(ctx, team, ct.ID, segment, eventContactUpdated); err != nil {
 		s.respondError(c, refError(err))
 		return
 	}
-	s.emitContactChange(ctx, team, ct.ID)
 	c.JSON(http.StatusOK, gin.H{"object": "contact_segment", "id": segment.String(), "contact_id": ct.ID.String(),
 		"segment_id": segment.String()})
 }
@@ -403,24 +386,12 @@ func (s *Server) removeContactSegment(c *gin.Context) {
 		return
 	}
 	ctx, team := c.Request.Context(), principal(c).TeamID
-	if err := s.store.RemoveContactFromSegment(ctx, team, ct.ID, segment); err != nil {
+	if err := s.store.RemoveContactFromSegment(ctx, team, ct.ID, segment, eventContactUpdated); err != nil {
 		s.respondError(c, notFound(err, "The contact is not in segment "+segment.String()+"."))
 		return
 	}
-	s.emitContactChange(ctx, team, ct.ID)
 	c.JSON(http.StatusOK, gin.H{"object": "contact_segment", "id": segment.String(), "contact_id": ct.ID.String(),
 		"segment_id": segment.String(), "deleted": true})
-}
-
-// emitContactChange reports a change of a contact's memberships as
-// contact.updated (its segment_ids changed).
-func (s *Server) emitContactChange(ctx context.Context, team, id uuid.UUID) {
-	ct, err := s.store.Contact(ctx, team, store.ContactRef{ID: &id})
-	if err != nil {
-		s.logger.Error("loading contact for its event", "team_id", team, "err", err)
-		return
-	}
-	s.emit(ctx, team, eventContactUpdated, ct.ID.String(), store.ContactPayload(ct))
 }
 
 type contactTopicJSON struct {
@@ -479,7 +450,7 @@ func (s *Server) updateContactTopics(c *gin.Context) {
 		return
 	}
 	ctx, team := c.Request.Context(), principal(c).TeamID
-	if err := s.store.UpdateContactTopics(ctx, team, ct.ID, choices); err != nil {
+	if err := s.store.UpdateContactTopics(ctx, team, ct.ID, choices, eventContactTopicsUpdated); err != nil {
 		s.respondError(c, refError(err))
 		return
 	}
@@ -487,9 +458,6 @@ func (s *Server) updateContactTopics(c *gin.Context) {
 	for i, ch := range choices {
 		topics[i] = topicChoiceJSON{ID: ch.TopicID.String(), Subscription: ch.Subscription}
 	}
-	data := store.ContactPayload(ct)
-	data["topics"] = topics
-	s.emit(ctx, team, eventContactTopicsUpdated, ct.ID.String(), data)
 	c.JSON(http.StatusOK, gin.H{"object": "contact_topics", "id": ct.ID.String(), "contact_id": ct.ID.String(),
 		"topics": topics})
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 )
 
-// Data subject requests (README: "Data subject requests"): POST, GET and
+// Data subject requests (docs/privacy.md: "Data subject requests"): POST, GET and
 // list with a full-access key; the archive of a completed export is
 // downloaded through a signed URL like received emails' attachments.
 

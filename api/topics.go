@@ -76,12 +76,11 @@ func (s *Server) createTopic(c *gin.Context) {
 		t.Visibility = *req.Visibility
 	}
 	ctx := c.Request.Context()
-	t, err = s.store.CreateTopic(ctx, t)
+	t, err = s.store.CreateTopic(ctx, t, eventTopicCreated)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	s.emit(ctx, t.TeamID, eventTopicCreated, t.ID.String(), store.TopicPayload(t))
 	c.JSON(http.StatusCreated, gin.H{"object": "topic", "id": t.ID.String()})
 }
 
@@ -123,12 +122,11 @@ func (s *Server) updateTopic(c *gin.Context) {
 		req.Name = &n
 	}
 	t, err := s.store.UpdateTopic(ctx, team, id, store.TopicUpdate{Name: req.Name, Description: req.Description,
-		Visibility: req.Visibility})
+		Visibility: req.Visibility}, eventTopicUpdated)
 	if err != nil {
 		s.respondError(c, notFound(err, "Topic not found."))
 		return
 	}
-	s.emit(ctx, team, eventTopicUpdated, t.ID.String(), store.TopicPayload(t))
 	c.JSON(http.StatusOK, gin.H{"object": "topic", "id": t.ID.String()})
 }
 
@@ -139,11 +137,10 @@ func (s *Server) deleteTopic(c *gin.Context) {
 		return
 	}
 	ctx, team := c.Request.Context(), principal(c).TeamID
-	t, err := s.store.DeleteTopic(ctx, team, id)
+	t, err := s.store.DeleteTopic(ctx, team, id, eventTopicDeleted)
 	if err != nil {
 		s.respondError(c, notFound(err, "Topic not found."))
 		return
 	}
-	s.emit(ctx, team, eventTopicDeleted, t.ID.String(), store.TopicPayload(t))
 	c.JSON(http.StatusOK, gin.H{"object": "topic", "id": t.ID.String(), "deleted": true})
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // gatewayProcess is a `posthaste smtp` process, the SMTP gateway as it is
-// deployed (README "Topology"): its own process, against dev's PostgreSQL
+// deployed (docs/operations.md, "Production topology"): its own process, against dev's PostgreSQL
 // and Temporal, so the mail it accepts is processed by dev's worker.
 type gatewayProcess struct {
 	cmd     *exec.Cmd

@@ -12,8 +12,8 @@ import (
 // receiving enabled, fed by the same tool and payload as the durable
 // Postfix reference of the SMTP step (smtpSource: smtp-source, 1 KB
 // bodies, connections kept open), so the two rates compare. The MX
-// commits each message to PostgreSQL before its 250 (README "Inbound
-// mail"), as Postfix fsyncs its queue file before its own.
+// commits each message to PostgreSQL before its 250 (docs/inbound.md, "Bounces and
+// complaints"), as Postfix fsyncs its queue file before its own.
 
 // inboundRcpt is the local part the step sends to at chaosSenderDomain.
 const inboundRcpt = "inbound"

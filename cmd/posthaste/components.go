@@ -390,11 +390,7 @@ func newIntake(ctx context.Context, cfg config.Config, st *store.Store, tc clien
 		limiter, closeRedis = rl, closeFn
 	}
 	logs := reqlog.New(reqlog.Config{Dropped: metrics.RequestLogDropped, Logger: logger.With("component", "reqlog")}, st)
-	starter := newStarter(cfg, tc)
-	disp := outbox.New(outbox.Config{RetryMax: cfg.Dispatch.RetryMax, GiveUpAfter: cfg.Dispatch.GiveUp},
-		st, starter, logger)
-	disp.Started = func(wait time.Duration) { metrics.OutboxWait.Observe(wait.Seconds()) }
-	disp.Ended = func(kind, reason string) { metrics.OutboxEnded.WithLabelValues(kind, reason).Inc() }
+	disp := newDispatcher(cfg, st, tc, metrics, logger)
 	sub := submit.New(submit.Config{
 		Store:    st,
 		Notifier: disp,

@@ -24,7 +24,7 @@ import (
 )
 
 // TestMasterKeyRotation rotates the master key of a running installation
-// the way the README tells operators to: `posthaste dev` runs under key A
+// the way docs/operations.md tells operators to: `posthaste dev` runs under key A
 // with a verified domain, a webhook and tracked mail already sent; it is
 // restarted with B current and A previous; `admin rotate-master-key` runs
 // as a separate process while dev keeps accepting mail; then dev runs on B

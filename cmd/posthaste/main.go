@@ -31,7 +31,7 @@ commands:
             health, list-teams, create-pool, list-pools, assign-pool,
             warmup, audit verify, rotate-master-key
 
-Configuration comes from the environment; see the README.
+Configuration comes from the environment; see docs/configuration.md.
 `
 
 func main() {

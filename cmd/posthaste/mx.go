@@ -154,12 +154,13 @@ func inboundListen(cfg config.Inbound, def string) string {
 	return cfg.Listen
 }
 
-// newDispatcher is the outbox dispatcher of a process that only accepts
-// (the MX): it starts the workflows of what it committed.
+// newDispatcher is the outbox dispatcher of a process: it starts the
+// workflows of the entries any process committed, woken by PostgreSQL's
+// notifications (store.ListenOutbox) and polling as a fallback.
 func newDispatcher(cfg config.Config, st *store.Store, tc client.Client, metrics *telemetry.Metrics,
 	logger *slog.Logger) *outbox.Dispatcher {
-	disp := outbox.New(outbox.Config{RetryMax: cfg.Dispatch.RetryMax, GiveUpAfter: cfg.Dispatch.GiveUp},
-		st, newStarter(cfg, tc), logger)
+	disp := outbox.New(outbox.Config{RetryMax: cfg.Dispatch.RetryMax, GiveUpAfter: cfg.Dispatch.GiveUp,
+		Listener: st}, st, newStarter(cfg, tc), logger)
 	disp.Started = func(wait time.Duration) { metrics.OutboxWait.Observe(wait.Seconds()) }
 	disp.Ended = func(kind, reason string) { metrics.OutboxEnded.WithLabelValues(kind, reason).Inc() }
 	return disp

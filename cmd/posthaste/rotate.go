@@ -25,7 +25,7 @@ const rotateUsage = `usage:
 
 The keys are POSTHASTE_MASTER_KEY (current) and POSTHASTE_MASTER_KEY_PREVIOUS,
 else the key file of the posthaste dev on POSTHASTE_DATA_DIR (first line
-current). See "Rotating the master key" in the README.`
+current). See "Rotating the master key" in docs/operations.md.`
 
 // devKeyFile is where `dev` keeps its master keys.
 func devKeyFile(dataDir string) string { return filepath.Join(dataDir, "master.key") }

@@ -20,7 +20,7 @@ const (
 	EventContactCreated       = "contact.created"
 	EventContactUpdated       = "contact.updated"
 	EventContactDeleted       = "contact.deleted"
-	EventContactTopicsUpdated = "contact.topics.updated"
+	EventContactTopicsUpdated = store.EventContactTopicsUpdated
 	EventTopicCreated         = "topic.created"
 	EventTopicUpdated         = "topic.updated"
 	EventTopicDeleted         = "topic.deleted"

@@ -18,20 +18,6 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 )
 
-// emit records a webhook event for the team's endpoints and wakes the
-// outbox, as the API does; a failure is logged, not returned: the change
-// it reports has been made.
-func (h *Handler) emit(ctx context.Context, team uuid.UUID, typ, orderKey string, data map[string]any) {
-	n, err := h.store.EmitEvent(ctx, team, typ, orderKey, data)
-	if err != nil {
-		h.logger.Error("emitting event", "type", typ, "team_id", team, "err", err)
-		return
-	}
-	if n > 0 && h.cfg.Outbox != nil {
-		h.cfg.Outbox.Notify()
-	}
-}
-
 // pageOf reads the after/before cursor of a list page.
 func pageOf(q url.Values, limit int) store.Page {
 	p := store.Page{Limit: limit}
@@ -151,11 +137,10 @@ func (h *Handler) createContact(ctx context.Context, team uuid.UUID, f contactFo
 		return store.Contact{}, err
 	}
 	ct, err := h.store.CreateContact(ctx, store.Contact{ID: id, TeamID: team, Email: addr, FirstName: f.FirstName,
-		LastName: f.LastName}, nil, nil)
+		LastName: f.LastName}, nil, nil, audience.EventContactCreated)
 	if err != nil {
 		return store.Contact{}, err
 	}
-	h.emit(ctx, team, audience.EventContactCreated, ct.ID.String(), store.ContactPayload(ct))
 	return ct, nil
 }
 
@@ -331,12 +316,6 @@ func (h *Handler) editContact(w http.ResponseWriter, r *http.Request, se *store.
 			want[id] = true
 		}
 	}
-	u := store.ContactUpdate{Email: &addr, FirstName: &first, LastName: &last, Unsubscribed: &unsub,
-		SetProperties: set, RemoveProperties: remove}
-	if _, err := h.store.UpdateContact(ctx, se.TeamID, store.ContactRef{ID: &ct.ID}, u); err != nil {
-		fail(err)
-		return
-	}
 	for id := range want {
 		if !slices.Contains(ct.SegmentIDs, id) {
 			if err := h.store.AddContactToSegment(ctx, se.TeamID, ct.ID, id); err != nil {
@@ -353,26 +332,17 @@ func (h *Handler) editContact(w http.ResponseWriter, r *http.Request, se *store.
 			}
 		}
 	}
+	// The fields and topic choices change last, in one transaction with
+	// the events that report the contact as saved.
+	u := store.ContactUpdate{Email: &addr, FirstName: &first, LastName: &last, Unsubscribed: &unsub,
+		SetProperties: set, RemoveProperties: remove, Topics: choices}
+	events := []string{audience.EventContactUpdated}
 	if len(choices) > 0 {
-		if err := h.store.UpdateContactTopics(ctx, se.TeamID, ct.ID, choices); err != nil {
-			fail(err)
-			return
-		}
+		events = append(events, audience.EventContactTopicsUpdated)
 	}
-	saved, err := h.store.Contact(ctx, se.TeamID, store.ContactRef{ID: &ct.ID})
-	if err != nil {
-		h.failOr404(w, r, err)
+	if _, err := h.store.UpdateContact(ctx, se.TeamID, store.ContactRef{ID: &ct.ID}, u, events...); err != nil {
+		fail(err)
 		return
-	}
-	h.emit(ctx, se.TeamID, audience.EventContactUpdated, saved.ID.String(), store.ContactPayload(saved))
-	if len(choices) > 0 {
-		data := store.ContactPayload(saved)
-		list := make([]map[string]string, len(choices))
-		for i, c := range choices {
-			list[i] = map[string]string{"id": c.TopicID.String(), "subscription": c.Subscription}
-		}
-		data["topics"] = list
-		h.emit(ctx, se.TeamID, audience.EventContactTopicsUpdated, saved.ID.String(), data)
 	}
 	http.Redirect(w, r, "/dashboard/contacts/"+ct.ID.String()+"?done=saved", http.StatusSeeOther)
 }
@@ -393,12 +363,12 @@ func (h *Handler) unsubscribeContact(w http.ResponseWriter, r *http.Request, se 
 		return
 	}
 	yes := true
-	saved, err := h.store.UpdateContact(r.Context(), se.TeamID, store.ContactRef{ID: &ct.ID}, store.ContactUpdate{Unsubscribed: &yes})
+	_, err := h.store.UpdateContact(r.Context(), se.TeamID, store.ContactRef{ID: &ct.ID}, store.ContactUpdate{Unsubscribed: &yes},
+		audience.EventContactUpdated)
 	if err != nil {
 		h.failOr404(w, r, err)
 		return
 	}
-	h.emit(r.Context(), se.TeamID, audience.EventContactUpdated, saved.ID.String(), store.ContactPayload(saved))
 	http.Redirect(w, r, "/dashboard/contacts/"+ct.ID.String()+"?done=unsubscribed", http.StatusSeeOther)
 }
 
@@ -415,11 +385,9 @@ func (h *Handler) deleteContact(w http.ResponseWriter, r *http.Request, se *stor
 	if !ok {
 		return
 	}
-	gone, err := h.store.DeleteContact(r.Context(), se.TeamID, store.ContactRef{ID: &ct.ID})
-	if err != nil {
+	if _, err := h.store.DeleteContact(r.Context(), se.TeamID, store.ContactRef{ID: &ct.ID}, audience.EventContactDeleted); err != nil {
 		h.failOr404(w, r, err)
 		return
 	}
-	h.emit(r.Context(), se.TeamID, audience.EventContactDeleted, gone.ID.String(), store.ContactPayload(gone))
 	http.Redirect(w, r, "/dashboard/contacts", http.StatusSeeOther)
 }

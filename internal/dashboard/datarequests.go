@@ -14,7 +14,7 @@ import (
 
 // The Data requests page: team owners ask for an export or the erasure of
 // everything the team holds about an email address, follow the requests
-// and download finished exports (README: "Data subject requests").
+// and download finished exports (docs/privacy.md: "Data subject requests").
 
 type dataRequestsData struct {
 	Requests []store.DataRequest

@@ -57,12 +57,11 @@ func (h *Handler) addTopic(w http.ResponseWriter, r *http.Request, se *store.Ses
 		return
 	}
 	t, err := h.store.CreateTopic(r.Context(), store.Topic{ID: id, TeamID: se.TeamID, Name: f.Name, Description: f.Description,
-		DefaultSubscription: f.DefaultSubscription, Visibility: f.Visibility})
+		DefaultSubscription: f.DefaultSubscription, Visibility: f.Visibility}, audience.EventTopicCreated)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	h.emit(r.Context(), se.TeamID, audience.EventTopicCreated, t.ID.String(), store.TopicPayload(t))
 	http.Redirect(w, r, "/dashboard/topics/"+t.ID.String()+"?done=added", http.StatusSeeOther)
 }
 
@@ -111,12 +110,11 @@ func (h *Handler) editTopic(w http.ResponseWriter, r *http.Request, se *store.Se
 		return
 	}
 	t, err := h.store.UpdateTopic(r.Context(), se.TeamID, t.ID, store.TopicUpdate{Name: &f.Name, Description: &f.Description,
-		Visibility: &f.Visibility})
+		Visibility: &f.Visibility}, audience.EventTopicUpdated)
 	if err != nil {
 		h.failOr404(w, r, err)
 		return
 	}
-	h.emit(r.Context(), se.TeamID, audience.EventTopicUpdated, t.ID.String(), store.TopicPayload(t))
 	http.Redirect(w, r, "/dashboard/topics/"+t.ID.String()+"?done=saved", http.StatusSeeOther)
 }
 
@@ -129,12 +127,11 @@ func (h *Handler) deleteTopicPage(w http.ResponseWriter, r *http.Request, se *st
 }
 
 func (h *Handler) deleteTopic(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	t, ok := byPathID(h, w, r, func(id uuid.UUID) (store.Topic, error) {
-		return h.store.DeleteTopic(r.Context(), se.TeamID, id)
+	_, ok := byPathID(h, w, r, func(id uuid.UUID) (store.Topic, error) {
+		return h.store.DeleteTopic(r.Context(), se.TeamID, id, audience.EventTopicDeleted)
 	})
 	if !ok {
 		return
 	}
-	h.emit(r.Context(), se.TeamID, audience.EventTopicDeleted, t.ID.String(), store.TopicPayload(t))
 	http.Redirect(w, r, "/dashboard/topics", http.StatusSeeOther)
 }

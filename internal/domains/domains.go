@@ -232,17 +232,13 @@ func (s *Service) Add(ctx context.Context, teamID uuid.UUID, req Request) (store
 	for _, k := range records.Keys {
 		d.RecordStatus[k] = store.DomainNotStarted
 	}
-	if err := s.store.CreateDomain(ctx, d); err != nil {
+	if err := s.store.CreateDomain(ctx, d, "domain.created"); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return store.Domain{}, invalid.Errorf("name", "The domain %s has already been added.", name)
 		}
 		return store.Domain{}, err
 	}
-	if d, err = s.store.GetDomain(ctx, teamID, id); err != nil {
-		return store.Domain{}, err
-	}
-	s.emit(ctx, "domain.created", d)
-	return d, nil
+	return s.store.GetDomain(ctx, teamID, id)
 }
 
 // Settings are the settings Update may change; nil fields stay.
@@ -261,15 +257,10 @@ func (s *Service) Update(ctx context.Context, teamID, id uuid.UUID, u Settings) 
 	if err := checkReceiving(u.Receiving); err != nil {
 		return store.Domain{}, err
 	}
-	if err := s.store.UpdateDomain(ctx, teamID, id, u); err != nil {
+	if err := s.store.UpdateDomain(ctx, teamID, id, u, "domain.updated"); err != nil {
 		return store.Domain{}, err
 	}
-	d, err := s.store.GetDomain(ctx, teamID, id)
-	if err != nil {
-		return store.Domain{}, err
-	}
-	s.emit(ctx, "domain.updated", d)
-	return d, nil
+	return s.store.GetDomain(ctx, teamID, id)
 }
 
 // Verify marks a domain whose verification is not running pending and
@@ -312,10 +303,9 @@ func (s *Service) Delete(ctx context.Context, teamID uuid.UUID, by *uuid.UUID, i
 	if err != nil {
 		return store.Domain{}, err
 	}
-	if err := s.store.DeleteDomain(ctx, teamID, id); err != nil {
+	if err := s.store.DeleteDomain(ctx, teamID, id, "domain.deleted"); err != nil {
 		return store.Domain{}, err
 	}
-	s.emit(ctx, "domain.deleted", d)
 	// The verification also ends by itself at its next check.
 	if s.cfg.Verifier != nil {
 		if err := s.cfg.Verifier.Forget(ctx, id.String()); err != nil {
@@ -323,19 +313,6 @@ func (s *Service) Delete(ctx context.Context, teamID uuid.UUID, by *uuid.UUID, i
 		}
 	}
 	return d, nil
-}
-
-// emit records a domain.* webhook event; a failure is logged, since the
-// change itself has been made.
-func (s *Service) emit(ctx context.Context, typ string, d store.Domain) {
-	n, err := s.store.EmitEvent(ctx, d.TeamID, typ, d.ID.String(), store.DomainPayload(d))
-	if err != nil {
-		s.logger.Error("emitting domain event", "type", typ, "team_id", d.TeamID, "domain", d.Name, "err", err)
-		return
-	}
-	if n > 0 && s.cfg.Outbox != nil {
-		s.cfg.Outbox.Notify()
-	}
 }
 
 // Record is a DNS record of a domain with the status of its last check.

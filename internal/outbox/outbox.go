@@ -57,7 +57,25 @@ type Config struct {
 	GiveUpAfter    time.Duration
 	// Now is the clock entries are aged with; nil → time.Now.
 	Now func() time.Time
+	// Listener wakes the dispatcher when entries were committed by any
+	// process; nil: it drains only every Poll and when Notify is called.
+	Listener Listener
 }
+
+// Listener calls woke for every commit that inserted outbox entries, on
+// a connection of its own, after calling listening once it listens; it
+// returns when ctx ends (nil) or its connection fails. store.Store's
+// ListenOutbox is one.
+type Listener interface {
+	ListenOutbox(ctx context.Context, listening, woke func()) error
+}
+
+// Waits between attempts to listen again after the connection failed;
+// the dispatcher polls meanwhile.
+const (
+	relistenInitial = 100 * time.Millisecond
+	relistenMax     = 10 * time.Second
+)
 
 // Reasons an entry ends, as Ended reports them.
 const (
@@ -130,8 +148,14 @@ func (d *Dispatcher) Notify() {
 	}
 }
 
-// Run drains until ctx ends.
+// Run drains until ctx ends. With a Listener it also listens, and listens
+// again whenever the connection fails.
 func (d *Dispatcher) Run(ctx context.Context) error {
+	if d.cfg.Listener != nil {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() { defer close(done); d.listen(ctx) }()
+	}
 	t := time.NewTicker(d.cfg.Poll)
 	defer t.Stop()
 	for {
@@ -154,6 +178,35 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		case <-d.poke:
 		case <-t.C:
 		}
+	}
+}
+
+// listen keeps the Listener listening until ctx ends. Each time it starts
+// listening the dispatcher drains, for the entries committed while it was
+// not.
+func (d *Dispatcher) listen(ctx context.Context) {
+	wait, lost := relistenInitial, false
+	for {
+		err := d.cfg.Listener.ListenOutbox(ctx, func() {
+			wait = relistenInitial
+			if lost {
+				d.logger.Info("listening for outbox entries again")
+				lost = false
+			}
+			d.Notify()
+		}, d.Notify)
+		if ctx.Err() != nil {
+			return
+		}
+		lost = true
+		d.logger.Warn("listening for outbox entries failed; polling until it listens again",
+			"err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, relistenMax)
 	}
 }
 

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -72,11 +73,36 @@ func refArgs(teamID uuid.UUID, ref ContactRef) pgx.NamedArgs {
 
 const refWhere = `team_id = @team AND ((@id::uuid IS NOT NULL AND id = @id) OR (@id::uuid IS NULL AND email = @email))`
 
+// EventContactTopicsUpdated is the webhook event of a change of a
+// contact's topic choices: its data is the contact's payload with the
+// choices made, as `topics`.
+const EventContactTopicsUpdated = "contact.topics.updated"
+
+// emitContactEvents writes the events of types (contact.*) about c, in
+// that order, in the change's transaction tx (see emitEvent); the data of
+// each is c's payload, and that of EventContactTopicsUpdated also lists
+// topics.
+func emitContactEvents(ctx context.Context, tx pgx.Tx, c Contact, topics []TopicChoice, types []string) error {
+	return emitEvents(ctx, tx, c.TeamID, c.ID.String(), func(typ string) map[string]any {
+		data := ContactPayload(c)
+		if typ == EventContactTopicsUpdated {
+			list := make([]map[string]string, len(topics))
+			for i, t := range topics {
+				list[i] = map[string]string{"id": t.TopicID.String(), "subscription": t.Subscription}
+			}
+			data["topics"] = list
+		}
+		return data
+	}, types)
+}
+
 // CreateContact adds a contact with its segment memberships and topic
-// choices in one transaction. ErrConflict when the team already has a
-// contact with this address; a *RefError when a segment or topic is not
-// the team's.
-func (s *Store) CreateContact(ctx context.Context, c Contact, segments []uuid.UUID, topics []TopicChoice) (Contact, error) {
+// choices in one transaction, which also writes the webhook events of
+// emit about the new contact (see emitContactEvents). ErrConflict when
+// the team already has a contact with this address; a *RefError when a
+// segment or topic is not the team's.
+func (s *Store) CreateContact(ctx context.Context, c Contact, segments []uuid.UUID, topics []TopicChoice,
+	emit ...string) (Contact, error) {
 	if c.Properties == nil {
 		c.Properties = map[string]any{}
 	}
@@ -97,7 +123,10 @@ func (s *Store) CreateContact(ctx context.Context, c Contact, segments []uuid.UU
 		var err error
 		out, err = scanContact(tx.QueryRow(ctx, `SELECT `+contactColumns+` FROM contact WHERE id = @id`,
 			pgx.NamedArgs{"id": c.ID}))
-		return err
+		if err != nil {
+			return err
+		}
+		return emitContactEvents(ctx, tx, out, topics, emit)
 	})
 	if err != nil {
 		return Contact{}, fmt.Errorf("creating contact: %w", err)
@@ -182,12 +211,18 @@ type ContactUpdate struct {
 	Unsubscribed     *bool
 	SetProperties    map[string]any
 	RemoveProperties []string
+	// Topics are topic choices recorded with the change (as
+	// UpdateContactTopics does).
+	Topics []TopicChoice
 }
 
-// UpdateContact changes one of the team's contacts and returns it.
-// ErrNotFound when there is none; ErrConflict when the new address is
-// another contact's.
-func (s *Store) UpdateContact(ctx context.Context, teamID uuid.UUID, ref ContactRef, u ContactUpdate) (Contact, error) {
+// UpdateContact changes one of the team's contacts and returns it; its
+// transaction also writes the webhook events of emit about the contact as
+// changed (see emitContactEvents, whose topics are u.Topics). ErrNotFound
+// when there is none; ErrConflict when the new address is another
+// contact's; a *RefError when a topic is not the team's.
+func (s *Store) UpdateContact(ctx context.Context, teamID uuid.UUID, ref ContactRef, u ContactUpdate,
+	emit ...string) (Contact, error) {
 	args := refArgs(teamID, ref)
 	var email *string
 	if u.Email != nil {
@@ -204,7 +239,10 @@ func (s *Store) UpdateContact(ctx context.Context, teamID uuid.UUID, ref Contact
 	}
 	args["new_email"], args["first"], args["last"], args["unsub"] = email, u.FirstName, u.LastName, u.Unsubscribed
 	args["set"], args["remove"] = set, remove
-	c, err := scanContact(s.pool.QueryRow(ctx, `UPDATE contact SET
+	var c Contact
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		c, err = scanContact(tx.QueryRow(ctx, `UPDATE contact SET
 			email = coalesce(@new_email, email),
 			first_name = coalesce(@first, first_name),
 			last_name = coalesce(@last, last_name),
@@ -212,6 +250,14 @@ func (s *Store) UpdateContact(ctx context.Context, teamID uuid.UUID, ref Contact
 			properties = (properties || @set::jsonb) - @remove::text[],
 			updated_at = now()
 		WHERE `+refWhere+` RETURNING `+contactColumns, args))
+		if err != nil {
+			return err
+		}
+		if err := setTopics(ctx, tx, teamID, c.ID, u.Topics); err != nil {
+			return err
+		}
+		return emitContactEvents(ctx, tx, c, u.Topics, emit)
+	})
 	if err != nil {
 		return Contact{}, fmt.Errorf("updating contact: %w", err)
 	}
@@ -219,10 +265,19 @@ func (s *Store) UpdateContact(ctx context.Context, teamID uuid.UUID, ref Contact
 }
 
 // DeleteContact removes one of the team's contacts and returns it as it
-// was. ErrNotFound when there is none.
-func (s *Store) DeleteContact(ctx context.Context, teamID uuid.UUID, ref ContactRef) (Contact, error) {
-	c, err := scanContact(s.pool.QueryRow(ctx, `DELETE FROM contact WHERE `+refWhere+` RETURNING `+contactColumns,
-		refArgs(teamID, ref)))
+// was; its transaction also writes the webhook events of emit about it.
+// ErrNotFound when there is none.
+func (s *Store) DeleteContact(ctx context.Context, teamID uuid.UUID, ref ContactRef, emit ...string) (Contact, error) {
+	var c Contact
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		c, err = scanContact(tx.QueryRow(ctx, `DELETE FROM contact WHERE `+refWhere+` RETURNING `+contactColumns,
+			refArgs(teamID, ref)))
+		if err != nil {
+			return err
+		}
+		return emitContactEvents(ctx, tx, c, nil, emit)
+	})
 	if err != nil {
 		return Contact{}, fmt.Errorf("deleting contact: %w", err)
 	}
@@ -279,11 +334,15 @@ func (s *Store) ContactSegments(ctx context.Context, teamID, contactID uuid.UUID
 }
 
 // AddContactToSegment makes one of the team's contacts a member of one of
-// its segments; adding twice is not an error. A *RefError when the
+// its segments; adding twice is not an error. Its transaction also writes
+// the webhook events of emit about the contact. A *RefError when the
 // segment is not the team's.
-func (s *Store) AddContactToSegment(ctx context.Context, teamID, contactID, segmentID uuid.UUID) error {
+func (s *Store) AddContactToSegment(ctx context.Context, teamID, contactID, segmentID uuid.UUID, emit ...string) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		return addSegments(ctx, tx, teamID, contactID, []uuid.UUID{segmentID})
+		if err := addSegments(ctx, tx, teamID, contactID, []uuid.UUID{segmentID}); err != nil {
+			return err
+		}
+		return emitAboutContact(ctx, tx, teamID, contactID, nil, emit)
 	})
 	if err != nil {
 		return fmt.Errorf("adding contact to segment: %w", err)
@@ -291,19 +350,43 @@ func (s *Store) AddContactToSegment(ctx context.Context, teamID, contactID, segm
 	return nil
 }
 
-// RemoveContactFromSegment ends a membership. ErrNotFound when there was
-// none.
-func (s *Store) RemoveContactFromSegment(ctx context.Context, teamID, contactID, segmentID uuid.UUID) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM contact_segment
-		WHERE team_id = @team AND contact_id = @contact AND segment_id = @segment`,
-		pgx.NamedArgs{"team": teamID, "contact": contactID, "segment": segmentID})
-	if err != nil {
-		return fmt.Errorf("removing contact from segment: %w", mapErr(err))
+// RemoveContactFromSegment ends a membership; its transaction also writes
+// the webhook events of emit about the contact. ErrNotFound when there
+// was none.
+func (s *Store) RemoveContactFromSegment(ctx context.Context, teamID, contactID, segmentID uuid.UUID, emit ...string) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM contact_segment
+			WHERE team_id = @team AND contact_id = @contact AND segment_id = @segment`,
+			pgx.NamedArgs{"team": teamID, "contact": contactID, "segment": segmentID})
+		if err != nil {
+			return mapErr(err)
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrNotFound
+		}
+		return emitAboutContact(ctx, tx, teamID, contactID, nil, emit)
+	})
+	if errors.Is(err, ErrNotFound) {
+		return err
 	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
+	if err != nil {
+		return fmt.Errorf("removing contact from segment: %w", err)
 	}
 	return nil
+}
+
+// emitAboutContact writes the events of types about the contact as tx
+// sees it (see emitContactEvents); none when types is empty.
+func emitAboutContact(ctx context.Context, tx pgx.Tx, teamID, contactID uuid.UUID, topics []TopicChoice, types []string) error {
+	if len(types) == 0 {
+		return nil
+	}
+	c, err := scanContact(tx.QueryRow(ctx, `SELECT `+contactColumns+` FROM contact WHERE team_id = @team AND id = @id`,
+		pgx.NamedArgs{"team": teamID, "id": contactID}))
+	if err != nil {
+		return err
+	}
+	return emitContactEvents(ctx, tx, c, topics, types)
 }
 
 // ContactTopic is a topic with a contact's effective subscription to it:
@@ -328,9 +411,15 @@ func (s *Store) ContactTopics(ctx context.Context, teamID, contactID uuid.UUID, 
 }
 
 // UpdateContactTopics records a contact's topic choices in one
-// transaction. A *RefError when a topic is not the team's.
-func (s *Store) UpdateContactTopics(ctx context.Context, teamID, contactID uuid.UUID, topics []TopicChoice) error {
+// transaction, which also writes the webhook events of emit about the
+// contact as it was before (see emitContactEvents). A *RefError when a
+// topic is not the team's.
+func (s *Store) UpdateContactTopics(ctx context.Context, teamID, contactID uuid.UUID, topics []TopicChoice,
+	emit ...string) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := emitAboutContact(ctx, tx, teamID, contactID, topics, emit); err != nil {
+			return err
+		}
 		if err := setTopics(ctx, tx, teamID, contactID, topics); err != nil {
 			return err
 		}

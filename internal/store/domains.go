@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -86,20 +87,42 @@ func scanDomain(row pgx.Row) (Domain, error) {
 	return d, mapErr(err)
 }
 
-// CreateDomain inserts a domain. ErrConflict when the team already has a
-// live domain of that name.
-func (s *Store) CreateDomain(ctx context.Context, d Domain) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO domain (id, team_id, name, region, status, return_path,
+// domainChange runs the statement q, which returns the domainColumns of
+// at most one domain, and writes the webhook events of emit (domain.*)
+// about that domain in the same transaction, with DomainPayload as their
+// data. ErrNotFound when q returned no domain.
+func (s *Store) domainChange(ctx context.Context, q string, args pgx.NamedArgs, emit []string) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		d, err := scanDomain(tx.QueryRow(ctx, q, args))
+		if err != nil {
+			return err
+		}
+		return emitDomainEvents(ctx, tx, d, emit)
+	})
+}
+
+// emitDomainEvents writes the events of types (domain.*) about d in the
+// change's transaction tx, with DomainPayload as their data.
+func emitDomainEvents(ctx context.Context, tx pgx.Tx, d Domain, types []string) error {
+	return emitEvents(ctx, tx, d.TeamID, d.ID.String(), func(string) map[string]any { return DomainPayload(d) }, types)
+}
+
+// CreateDomain inserts a domain; its transaction also writes the webhook
+// events of emit about it. ErrConflict when the team already has a live
+// domain of that name.
+func (s *Store) CreateDomain(ctx context.Context, d Domain, emit ...string) error {
+	err := s.domainChange(ctx, `INSERT INTO domain (id, team_id, name, region, status, return_path,
 			open_tracking, click_tracking, tls, dkim_selector, dkim_public_key, dkim_private_key, record_status,
 			receiving, tracking_subdomain)
 		VALUES (@id, @team, @name, @region, @status, @return_path, @open, @click, @tls, @selector,
 			@public, @private, @records, coalesce(nullif(@receiving, ''), 'disabled'),
-			coalesce(nullif(@tracking_subdomain, ''), '`+DefaultTrackingSubdomain+`'))`,
+			coalesce(nullif(@tracking_subdomain, ''), '`+DefaultTrackingSubdomain+`'))
+		RETURNING `+domainColumns,
 		pgx.NamedArgs{"id": d.ID, "team": d.TeamID, "name": d.Name, "region": d.Region, "status": d.Status,
 			"return_path": d.ReturnPath, "open": d.OpenTracking, "click": d.ClickTracking, "tls": d.TLS,
 			"selector": d.DKIMSelector, "public": d.DKIMPublicKey, "private": d.DKIMPrivateKey,
 			"records": nonNilMap(d.RecordStatus), "receiving": d.Receiving,
-			"tracking_subdomain": d.TrackingSubdomain})
+			"tracking_subdomain": d.TrackingSubdomain}, emit)
 	if err != nil {
 		return fmt.Errorf("creating domain %s: %w", d.Name, mapErr(err))
 	}
@@ -151,38 +174,41 @@ type DomainUpdate struct {
 	TrackingSubdomain *string
 }
 
-// UpdateDomain changes a live domain's settings. ErrNotFound when the team
-// has no such domain.
-func (s *Store) UpdateDomain(ctx context.Context, teamID, id uuid.UUID, u DomainUpdate) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE domain SET
+// UpdateDomain changes a live domain's settings; its transaction also
+// writes the webhook events of emit about the domain as changed.
+// ErrNotFound when the team has no such domain.
+func (s *Store) UpdateDomain(ctx context.Context, teamID, id uuid.UUID, u DomainUpdate, emit ...string) error {
+	err := s.domainChange(ctx, `UPDATE domain SET
 			open_tracking = coalesce(@open, open_tracking),
 			click_tracking = coalesce(@click, click_tracking),
 			tls = coalesce(@tls, tls),
 			receiving = coalesce(@receiving, receiving),
 			tracking_subdomain = coalesce(@tracking_subdomain, tracking_subdomain),
 			updated_at = now()
-		WHERE id = @id AND team_id = @team AND deleted_at IS NULL`,
+		WHERE id = @id AND team_id = @team AND deleted_at IS NULL RETURNING `+domainColumns,
 		pgx.NamedArgs{"id": id, "team": teamID, "open": u.OpenTracking, "click": u.ClickTracking, "tls": u.TLS,
-			"receiving": u.Receiving, "tracking_subdomain": u.TrackingSubdomain})
+			"receiving": u.Receiving, "tracking_subdomain": u.TrackingSubdomain}, emit)
+	if errors.Is(err, ErrNotFound) {
+		return ErrNotFound
+	}
 	if err != nil {
 		return fmt.Errorf("updating domain %s: %w", id, mapErr(err))
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
 	}
 	return nil
 }
 
 // DeleteDomain marks a live domain deleted: no new email is accepted from
-// it. ErrNotFound when the team has no such domain.
-func (s *Store) DeleteDomain(ctx context.Context, teamID, id uuid.UUID) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE domain SET deleted_at = now(), updated_at = now()
-		WHERE id = @id AND team_id = @team AND deleted_at IS NULL`, pgx.NamedArgs{"id": id, "team": teamID})
+// it. Its transaction also writes the webhook events of emit about the
+// domain. ErrNotFound when the team has no such domain.
+func (s *Store) DeleteDomain(ctx context.Context, teamID, id uuid.UUID, emit ...string) error {
+	err := s.domainChange(ctx, `UPDATE domain SET deleted_at = now(), updated_at = now()
+		WHERE id = @id AND team_id = @team AND deleted_at IS NULL RETURNING `+domainColumns,
+		pgx.NamedArgs{"id": id, "team": teamID}, emit)
+	if errors.Is(err, ErrNotFound) {
+		return ErrNotFound
+	}
 	if err != nil {
 		return fmt.Errorf("deleting domain %s: %w", id, mapErr(err))
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
 	}
 	return nil
 }
@@ -203,12 +229,30 @@ func (s *Store) MarkDomainPending(ctx context.Context, teamID, id uuid.UUID) (Do
 
 // SetDomainStatus records the outcome of a verification check. A deleted
 // domain is left alone. verified_at is set when the domain first becomes
-// verified.
-func (s *Store) SetDomainStatus(ctx context.Context, id uuid.UUID, status string, records map[string]string) error {
-	_, err := s.pool.Exec(ctx, `UPDATE domain SET status = @status, record_status = @records, updated_at = now(),
-			verified_at = CASE WHEN @status = 'verified' THEN coalesce(verified_at, now()) ELSE verified_at END
-		WHERE id = @id AND deleted_at IS NULL`,
-		pgx.NamedArgs{"id": id, "status": status, "records": nonNilMap(records)})
+// verified. When the status changed, the same transaction writes the
+// webhook events of emit about the domain.
+func (s *Store) SetDomainStatus(ctx context.Context, id uuid.UUID, status string, records map[string]string,
+	emit ...string) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var was string
+		err := tx.QueryRow(ctx, `SELECT status FROM domain WHERE id = @id AND deleted_at IS NULL FOR UPDATE`,
+			pgx.NamedArgs{"id": id}).Scan(&was)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // deleted
+		}
+		if err != nil {
+			return mapErr(err)
+		}
+		d, err := scanDomain(tx.QueryRow(ctx, `UPDATE domain SET status = @status, record_status = @records,
+				updated_at = now(),
+				verified_at = CASE WHEN @status = 'verified' THEN coalesce(verified_at, now()) ELSE verified_at END
+			WHERE id = @id RETURNING `+domainColumns,
+			pgx.NamedArgs{"id": id, "status": status, "records": nonNilMap(records)}))
+		if err != nil || was == status {
+			return err
+		}
+		return emitDomainEvents(ctx, tx, d, emit)
+	})
 	if err != nil {
 		return fmt.Errorf("setting status of domain %s: %w", id, mapErr(err))
 	}

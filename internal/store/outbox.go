@@ -201,3 +201,43 @@ func (s *Store) OutboxLen(ctx context.Context) (int, error) {
 	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&n)
 	return n, mapErr(err)
 }
+
+// OutboxChannel is the notification channel every insert into the outbox
+// notifies (a trigger, migration 43). PostgreSQL delivers the notification
+// when the inserting transaction commits, to every session listening on
+// the channel, whatever process it belongs to.
+const OutboxChannel = "posthaste_outbox"
+
+// ListenOutbox listens on OutboxChannel on a connection of its own: LISTEN
+// holds one session for as long as it listens, so it needs a direct
+// connection to PostgreSQL (or a session-mode pooler; a transaction-mode
+// pooler such as PgBouncer's does not pass notifications). It calls
+// listening once the LISTEN is in place and woke for every notification,
+// until ctx ends (it returns nil) or the connection fails (it returns why).
+// Neither callback may block.
+func (s *Store) ListenOutbox(ctx context.Context, listening, woke func()) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("connecting to listen for outbox entries: %w", mapErr(err))
+	}
+	defer conn.Close(context.Background()) //nolint:errcheck // the session ends either way
+	if _, err := conn.Exec(ctx, "LISTEN "+OutboxChannel); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("listening for outbox entries: %w", mapErr(err))
+	}
+	listening()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("waiting for outbox entries: %w", mapErr(err))
+		}
+		woke()
+	}
+}

@@ -266,7 +266,7 @@ func localChar(c byte) bool { return alnum(c) || strings.IndexByte("._%+-", c) >
 func domainChar(c byte) bool { return alnum(c) || c == '_' || c == '-' }
 
 // EraseSubject deletes or anonymises everything the team holds about the
-// address in PostgreSQL (README: "Erasure rules"), in bounded
+// address in PostgreSQL (docs/privacy.md: "Erasure rules"), in bounded
 // transactions of at most batch rows (0: 500), and returns what it
 // changed by kind. Running it again after it stopped half way finishes
 // the job and counts only the rest.

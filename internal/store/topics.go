@@ -38,12 +38,28 @@ func scanTopic(row pgx.Row) (Topic, error) {
 	return t, mapErr(err)
 }
 
-// CreateTopic adds a topic and returns it.
-func (s *Store) CreateTopic(ctx context.Context, t Topic) (Topic, error) {
-	got, err := scanTopic(s.pool.QueryRow(ctx, `INSERT INTO topic (id, team_id, name, description, default_subscription, visibility)
+// topicChange runs the statement q, which returns one topic, and writes
+// the webhook events of emit (topic.*) about that topic in the same
+// transaction, with TopicPayload as their data.
+func (s *Store) topicChange(ctx context.Context, q string, args pgx.NamedArgs, emit []string) (Topic, error) {
+	var t Topic
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		if t, err = scanTopic(tx.QueryRow(ctx, q, args)); err != nil {
+			return err
+		}
+		return emitEvents(ctx, tx, t.TeamID, t.ID.String(), func(string) map[string]any { return TopicPayload(t) }, emit)
+	})
+	return t, err
+}
+
+// CreateTopic adds a topic and returns it; its transaction also writes
+// the webhook events of emit about it.
+func (s *Store) CreateTopic(ctx context.Context, t Topic, emit ...string) (Topic, error) {
+	got, err := s.topicChange(ctx, `INSERT INTO topic (id, team_id, name, description, default_subscription, visibility)
 		VALUES (@id, @team, @name, @description, @default, @visibility) RETURNING `+topicColumns,
 		pgx.NamedArgs{"id": t.ID, "team": t.TeamID, "name": t.Name, "description": t.Description,
-			"default": t.DefaultSubscription, "visibility": t.Visibility}))
+			"default": t.DefaultSubscription, "visibility": t.Visibility}, emit)
 	if err != nil {
 		return Topic{}, fmt.Errorf("creating topic: %w", err)
 	}
@@ -70,20 +86,23 @@ type TopicUpdate struct {
 	Visibility  *string
 }
 
-// UpdateTopic changes one of the team's topics and returns it.
-func (s *Store) UpdateTopic(ctx context.Context, teamID, id uuid.UUID, u TopicUpdate) (Topic, error) {
-	return scanTopic(s.pool.QueryRow(ctx, `UPDATE topic SET name = coalesce(@name, name),
+// UpdateTopic changes one of the team's topics and returns it; its
+// transaction also writes the webhook events of emit about it.
+func (s *Store) UpdateTopic(ctx context.Context, teamID, id uuid.UUID, u TopicUpdate, emit ...string) (Topic, error) {
+	return s.topicChange(ctx, `UPDATE topic SET name = coalesce(@name, name),
 			description = coalesce(@description, description), visibility = coalesce(@visibility, visibility),
 			updated_at = now()
 		WHERE team_id = @team AND id = @id RETURNING `+topicColumns,
-		pgx.NamedArgs{"team": teamID, "id": id, "name": u.Name, "description": u.Description, "visibility": u.Visibility}))
+		pgx.NamedArgs{"team": teamID, "id": id, "name": u.Name, "description": u.Description, "visibility": u.Visibility},
+		emit)
 }
 
-// DeleteTopic removes one of the team's topics with its contacts' choices.
-// ErrNotFound when there is none.
-func (s *Store) DeleteTopic(ctx context.Context, teamID, id uuid.UUID) (Topic, error) {
-	return scanTopic(s.pool.QueryRow(ctx, `DELETE FROM topic WHERE team_id = @team AND id = @id RETURNING `+topicColumns,
-		pgx.NamedArgs{"team": teamID, "id": id}))
+// DeleteTopic removes one of the team's topics with its contacts' choices;
+// its transaction also writes the webhook events of emit about the topic
+// as it was. ErrNotFound when there is none.
+func (s *Store) DeleteTopic(ctx context.Context, teamID, id uuid.UUID, emit ...string) (Topic, error) {
+	return s.topicChange(ctx, `DELETE FROM topic WHERE team_id = @team AND id = @id RETURNING `+topicColumns,
+		pgx.NamedArgs{"team": teamID, "id": id}, emit)
 }
 
 // TopicPayload is the data of topic.* webhook events.

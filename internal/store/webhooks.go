@@ -153,16 +153,20 @@ func webhookExtra(ev Event) map[string]any {
 	return extra
 }
 
-// EmitEvent records an event that is not about an email (domain.created,
+// emitEvent writes, with the change the caller's transaction tx makes,
+// an event that is not about an email (domain.created, contact.updated,
 // ...) for every enabled endpoint of the team subscribed to its type, with
-// an outbox entry per endpoint. Messages with the same orderKey are
-// delivered in the order they were emitted. It returns how many messages
-// it inserted.
-func (s *Store) EmitEvent(ctx context.Context, teamID uuid.UUID, typ, orderKey string, data map[string]any) (int, error) {
+// an outbox entry per endpoint, and notifies OutboxChannel, so that the
+// dispatchers wake when tx commits. (An endpoint that already has a
+// waiting entry gets no second one; a drain that skipped that entry while
+// tx held it is woken by the notification.) Messages with the same
+// orderKey are delivered in the order they were written. It returns how
+// many messages it inserted.
+func emitEvent(ctx context.Context, tx pgx.Tx, teamID uuid.UUID, typ, orderKey string, data map[string]any) (int, error) {
 	now := time.Now()
 	payload := map[string]any{"type": typ, "created_at": now.UTC().Format(webhookTime), "data": data}
 	var n int
-	err := s.pool.QueryRow(ctx, `WITH wh AS (
+	err := tx.QueryRow(ctx, `WITH wh AS (
 			INSERT INTO webhook_message (id, team_id, webhook_id, type, order_key, payload, status, next_attempt_at, created_at)
 			SELECT gen_random_uuid(), team_id, id, @type, @key, @payload, 'pending', @at, @at FROM webhook
 			WHERE team_id = @team AND status = 'enabled' AND @type = ANY (events)
@@ -175,7 +179,24 @@ func (s *Store) EmitEvent(ctx context.Context, teamID uuid.UUID, typ, orderKey s
 	if err != nil {
 		return 0, fmt.Errorf("emitting %s: %w", typ, mapErr(err))
 	}
+	if n > 0 {
+		if _, err := tx.Exec(ctx, `SELECT pg_notify('`+OutboxChannel+`', '')`); err != nil {
+			return 0, fmt.Errorf("emitting %s: %w", typ, mapErr(err))
+		}
+	}
 	return n, nil
+}
+
+// emitEvents writes, in the change's transaction tx, one event of each of
+// types, in that order (see emitEvent); data returns the data of a type.
+func emitEvents(ctx context.Context, tx pgx.Tx, teamID uuid.UUID, orderKey string,
+	data func(typ string) map[string]any, types []string) error {
+	for _, typ := range types {
+		if _, err := emitEvent(ctx, tx, teamID, typ, orderKey, data(typ)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 const webhookColumns = `id, team_id, endpoint, events, status, secret, previous_secret, previous_secret_until,

@@ -23,15 +23,16 @@ import (
 
 // Store is the part of the store the endpoints use. The contact changes
 // are the API's (store.CreateContact, UpdateContact, UpdateContactTopics),
-// and so are the webhook events they emit (EmitEvent).
+// and so are the webhook events they write with them (emit).
 type Store interface {
 	Contact(ctx context.Context, teamID uuid.UUID, ref store.ContactRef) (store.Contact, error)
-	CreateContact(ctx context.Context, c store.Contact, segments []uuid.UUID, topics []store.TopicChoice) (store.Contact, error)
-	UpdateContact(ctx context.Context, teamID uuid.UUID, ref store.ContactRef, u store.ContactUpdate) (store.Contact, error)
-	UpdateContactTopics(ctx context.Context, teamID, contactID uuid.UUID, topics []store.TopicChoice) error
+	CreateContact(ctx context.Context, c store.Contact, segments []uuid.UUID, topics []store.TopicChoice,
+		emit ...string) (store.Contact, error)
+	UpdateContact(ctx context.Context, teamID uuid.UUID, ref store.ContactRef, u store.ContactUpdate,
+		emit ...string) (store.Contact, error)
+	UpdateContactTopics(ctx context.Context, teamID, contactID uuid.UUID, topics []store.TopicChoice, emit ...string) error
 	ContactTopics(ctx context.Context, teamID, contactID uuid.UUID, p store.Page) ([]store.ContactTopic, bool, error)
 	ListTopics(ctx context.Context, teamID uuid.UUID, p store.Page) ([]store.Topic, bool, error)
-	EmitEvent(ctx context.Context, teamID uuid.UUID, typ, orderKey string, data map[string]any) (int, error)
 	RecordBroadcastUnsubscribe(ctx context.Context, teamID, broadcastID, emailID uuid.UUID, email string) error
 }
 
@@ -380,8 +381,12 @@ func (h *Handler) applyChanges(ctx context.Context, tok Token, ct *store.Contact
 		if err != nil {
 			return err
 		}
-		c, err := h.store.CreateContact(ctx, store.Contact{ID: id, TeamID: tok.TeamID, Email: tok.Email,
-			Unsubscribed: unsubscribed}, nil, changes)
+		events := []string{audience.EventContactCreated}
+		if len(changes) > 0 {
+			events = append(events, audience.EventContactTopicsUpdated)
+		}
+		_, err = h.store.CreateContact(ctx, store.Contact{ID: id, TeamID: tok.TeamID, Email: tok.Email,
+			Unsubscribed: unsubscribed}, nil, changes, events...)
 		if errors.Is(err, store.ErrConflict) {
 			// Created meanwhile (another click): change that one.
 			existing, err := h.store.Contact(ctx, tok.TeamID, store.ContactRef{Email: tok.Email})
@@ -390,53 +395,21 @@ func (h *Handler) applyChanges(ctx context.Context, tok Token, ct *store.Contact
 			}
 			return h.applyChanges(ctx, tok, &existing, changes, unsubscribed)
 		}
-		if err != nil {
-			return err
-		}
-		h.emit(ctx, c, audience.EventContactCreated, store.ContactPayload(c))
-		if len(changes) > 0 {
-			h.emitTopics(ctx, c, changes)
-		}
-		return nil
+		return err
 	}
 	if len(changes) > 0 {
-		if err := h.store.UpdateContactTopics(ctx, tok.TeamID, ct.ID, changes); err != nil {
+		if err := h.store.UpdateContactTopics(ctx, tok.TeamID, ct.ID, changes, audience.EventContactTopicsUpdated); err != nil {
 			return err
 		}
-		h.emitTopics(ctx, *ct, changes)
 	}
 	if unsubscribed != ct.Unsubscribed {
 		id := ct.ID
-		c, err := h.store.UpdateContact(ctx, tok.TeamID, store.ContactRef{ID: &id}, store.ContactUpdate{Unsubscribed: &unsubscribed})
-		if err != nil {
+		if _, err := h.store.UpdateContact(ctx, tok.TeamID, store.ContactRef{ID: &id},
+			store.ContactUpdate{Unsubscribed: &unsubscribed}, audience.EventContactUpdated); err != nil {
 			return err
 		}
-		h.emit(ctx, c, audience.EventContactUpdated, store.ContactPayload(c))
 	}
 	return nil
-}
-
-func (h *Handler) emitTopics(ctx context.Context, c store.Contact, changes []store.TopicChoice) {
-	topics := make([]map[string]string, len(changes))
-	for i, ch := range changes {
-		topics[i] = map[string]string{"id": ch.TopicID.String(), "subscription": ch.Subscription}
-	}
-	data := store.ContactPayload(c)
-	data["topics"] = topics
-	h.emit(ctx, c, audience.EventContactTopicsUpdated, data)
-}
-
-// emit records a webhook event as the API does; a failure is logged, not
-// returned: the change it reports has been made.
-func (h *Handler) emit(ctx context.Context, c store.Contact, typ string, data map[string]any) {
-	n, err := h.store.EmitEvent(ctx, c.TeamID, typ, c.ID.String(), data)
-	if err != nil {
-		h.logger.Error("emitting event", "type", typ, "team_id", c.TeamID, "err", err)
-		return
-	}
-	if n > 0 && h.cfg.Outbox != nil {
-		h.cfg.Outbox.Notify()
-	}
 }
 
 type pageState struct {
