@@ -23,6 +23,7 @@ import (
 	"github.com/posthaste/posthaste/internal/dkim"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // What the API accepts, Prepare must be able to build and sign: an email
@@ -272,7 +273,7 @@ func TestPrepareSendsAcceptedForward(t *testing.T) {
 	require.NoError(t, err)
 
 	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, nil, nil, nil)
-	res, err := run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: row.ID.String()})
+	res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: row.ID.String()})
 	require.NoError(t, err)
 	require.Len(t, res.Groups, 1)
 

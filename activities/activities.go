@@ -32,32 +32,7 @@ import (
 	"github.com/posthaste/posthaste/internal/tracking"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
 	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
-)
-
-// Registered activity names: renaming a Go method must not break running
-// histories.
-const (
-	PrepareName         = "Prepare"
-	LoadBatchName       = "LoadBatch"
-	RecordEventsName    = "RecordEvents"
-	DeliverName         = "Deliver"
-	DeliverLocalName    = "DeliverLocal"
-	CheckDomainName     = "CheckDomain"
-	SetDomainStatusName = "SetDomainStatus"
-)
-
-// ErrTypePermanent marks an application error that retrying cannot fix.
-const ErrTypePermanent = "Permanent"
-
-// Event types recorded by workflows.
-const (
-	EventSent            = store.EventSent
-	EventDelivered       = store.EventDelivered
-	EventDeliveryDelayed = store.EventDeliveryDelayed
-	EventBounced         = store.EventBounced
-	EventComplained      = store.EventComplained
-	EventSuppressed      = store.EventSuppressed
-	EventFailed          = store.EventFailed
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // DefaultRegion is the delivery region of the sandbox and of domains that
@@ -142,7 +117,7 @@ type Config struct {
 	// LocalRegions are the delivery regions whose queues the workflow
 	// worker running these activities also serves, for the IP pools it
 	// has Senders for: Prepare lets the workflow make the first delivery
-	// attempt of their groups a local activity (DeliveryGroup.Local). Set
+	// attempt of their groups a local activity (contract.DeliveryGroup.Local). Set
 	// by WithLocalDelivery.
 	LocalRegions []string
 	// DefaultPool is the name of the default IP pool
@@ -160,15 +135,118 @@ type Config struct {
 // (seal.Box.DeriveKey).
 const VERPKeyPurpose = "posthaste verp return path"
 
-// Activities holds the dependencies of every activity. Construct it with New.
+// Activities are the activities of every workflow, one struct a workflow
+// (or a workflow and the one it starts, for SendEmail and SendBatch), each
+// holding only the dependencies its activities use. Construct it with New;
+// the worker registers each activity under its name in package contract.
 type Activities struct {
-	cfg     Config
+	*Sending      // SendEmail and SendBatch
+	*Domains      // VerifyDomain
+	*Retention    // Retention
+	*Reconciler   // Reconcile
+	*Imports      // ContactImport
+	*Broadcasts   // Broadcast
+	*DataRequests // DataRequest
+	*Webhooks     // DeliverWebhook
+	*Inbound      // ProcessInbound
+}
+
+// Sending are the activities of SendEmail and SendBatch: preparing,
+// delivering and recording the outcomes of emails.
+type Sending struct {
+	recorder
+	mta                  Senders // nil in processes that do not deliver
+	logger               *slog.Logger
+	now                  func() time.Time
+	signers              *signerCache
+	hostname             string
+	keys                 *seal.Box
+	crash                *faults.Crasher
+	unsubscribe          *unsubscribe.Links
+	verpKey              []byte
+	unsubscribeMailtoKey []byte
+	trackingKey          []byte
+	localRegions         []string
+	defaultPool          string
+}
+
+// recorder records the events of an email and puts the addresses they
+// bounce on the suppression list: what sending and received reports
+// share.
+type recorder struct {
 	store   *store.Store
-	mta     Senders // nil in processes that do not deliver
+	outbox  Notifier
+	metrics *telemetry.Metrics
+}
+
+// Domains are the activities of VerifyDomain.
+type Domains struct {
+	store    *store.Store
+	logger   *slog.Logger
+	resolver *net.Resolver
+	records  records.Config
+}
+
+// Retention are the activities of Retention.
+type Retention struct {
+	store *store.Store
+}
+
+// restarter restarts the workflows of emails (Reconcile, and erasures
+// that stopped emails in flight).
+type restarter struct {
+	store     *store.Store
+	workflows EmailWorkflows
+}
+
+// Reconciler is the activity of Reconcile.
+type Reconciler struct {
+	restarter
 	metrics *telemetry.Metrics
 	logger  *slog.Logger
-	now     func() time.Time
-	signers *signerCache
+}
+
+// Imports are the activities of ContactImport.
+type Imports struct {
+	store *store.Store
+}
+
+// Broadcasts are the activities of Broadcast.
+type Broadcasts struct {
+	store         *store.Store
+	outbox        Notifier
+	now           func() time.Time
+	crash         *faults.Crasher
+	broadcastRate float64
+}
+
+// DataRequests are the activities of DataRequest.
+type DataRequests struct {
+	restarter
+	logger            *slog.Logger
+	now               func() time.Time
+	keys              *seal.Box
+	dataRequestConfig DataRequestConfig
+}
+
+// Webhooks is the activity of DeliverWebhook.
+type Webhooks struct {
+	store    *store.Store
+	metrics  *telemetry.Metrics
+	logger   *slog.Logger
+	now      func() time.Time
+	keys     *seal.Box
+	webhooks WebhookConfig
+}
+
+// Inbound is the activity of ProcessInbound.
+type Inbound struct {
+	recorder
+	logger               *slog.Logger
+	now                  func() time.Time
+	verpKey              []byte
+	unsubscribeMailtoKey []byte
+	fblDomains           []string
 }
 
 // New returns the activities, delivering from the default pool with d
@@ -189,6 +267,7 @@ func NewWithSenders(cfg Config, st *store.Store, senders Senders, metrics *telem
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	logger = logger.With("component", "activities")
 	now := cfg.Now
 	if now == nil {
 		now = time.Now
@@ -202,8 +281,27 @@ func NewWithSenders(cfg Config, st *store.Store, senders Senders, metrics *telem
 	if cfg.TrackingKey == nil && cfg.Keys != nil {
 		cfg.TrackingKey = cfg.Keys.DeriveKey(tracking.KeyPurpose)
 	}
-	return &Activities{cfg: cfg, store: st, mta: senders, metrics: metrics,
-		logger: logger.With("component", "activities"), now: now, signers: newSignerCache()}
+	rec := recorder{store: st, outbox: cfg.Webhooks.Outbox, metrics: metrics}
+	rs := restarter{store: st, workflows: cfg.Workflows}
+	return &Activities{
+		Sending: &Sending{recorder: rec, mta: senders, logger: logger, now: now, signers: newSignerCache(),
+			hostname: cfg.Hostname, keys: cfg.Keys, crash: cfg.Crash, unsubscribe: cfg.Unsubscribe,
+			verpKey: cfg.VERPKey, unsubscribeMailtoKey: cfg.UnsubscribeMailtoKey, trackingKey: cfg.TrackingKey,
+			localRegions: cfg.LocalRegions, defaultPool: cfg.DefaultPool},
+		Domains: &Domains{store: st, logger: logger, resolver: cfg.Resolver,
+			records: cfg.Records},
+		Retention:  &Retention{store: st},
+		Reconciler: &Reconciler{restarter: rs, metrics: metrics, logger: logger},
+		Imports:    &Imports{store: st},
+		Broadcasts: &Broadcasts{store: st, outbox: cfg.Webhooks.Outbox, now: now, crash: cfg.Crash,
+			broadcastRate: cfg.BroadcastRate},
+		DataRequests: &DataRequests{restarter: rs, logger: logger, now: now, keys: cfg.Keys,
+			dataRequestConfig: cfg.DataRequests},
+		Webhooks: &Webhooks{store: st, metrics: metrics, logger: logger, now: now, keys: cfg.Keys,
+			webhooks: cfg.Webhooks},
+		Inbound: &Inbound{recorder: rec, logger: logger, now: now, verpKey: cfg.VERPKey,
+			unsubscribeMailtoKey: cfg.UnsubscribeMailtoKey, fblDomains: cfg.FBLDomains},
+	}
 }
 
 // WithLocalDelivery returns activities that differ from a only in that
@@ -214,17 +312,18 @@ func NewWithSenders(cfg Config, st *store.Store, senders Senders, metrics *telem
 // queue; a process that does not deliver (no Senders) never delivers
 // locally.
 func (a *Activities) WithLocalDelivery(regions []string) *Activities {
-	b := *a
-	if a.mta != nil {
-		b.cfg.LocalRegions = slices.Clone(regions)
+	b, s := *a, *a.Sending
+	if s.mta != nil {
+		s.localRegions = slices.Clone(regions)
 	} else {
-		b.cfg.LocalRegions = nil
+		s.localRegions = nil
 	}
+	b.Sending = &s
 	return &b
 }
 
 // sends reports whether this process delivers from pool.
-func (a *Activities) sends(pool string) bool {
+func (a *Sending) sends(pool string) bool {
 	if a.mta == nil {
 		return false
 	}
@@ -233,13 +332,13 @@ func (a *Activities) sends(pool string) bool {
 }
 
 // record stores events and counts them.
-func (a *Activities) record(ctx context.Context, id uuid.UUID, evs []store.Event) error {
+func (a *recorder) record(ctx context.Context, id uuid.UUID, evs []store.Event) error {
 	if err := a.store.RecordEvents(ctx, id, evs); err != nil {
 		return err
 	}
-	if a.cfg.Webhooks.Outbox != nil {
+	if a.outbox != nil {
 		// The events may have queued webhook messages.
-		a.cfg.Webhooks.Outbox.Notify()
+		a.outbox.Notify()
 	}
 	if a.metrics != nil {
 		for _, e := range evs {
@@ -247,47 +346,6 @@ func (a *Activities) record(ctx context.Context, id uuid.UUID, evs []store.Event
 		}
 	}
 	return nil
-}
-
-// PrepareInput names the email to prepare.
-type PrepareInput struct{ EmailID string }
-
-// SandboxRecipient is a sandbox address and the events it simulates.
-type SandboxRecipient struct {
-	Address string
-	Events  []string
-}
-
-// DeliveryGroup is the recipients of one domain, delivered together.
-type DeliveryGroup struct {
-	Domain string
-	Region string // delivery region of the sender domain: the task queue of Deliver
-	// Pool is the IP pool the mail leaves from (the domain's, else the
-	// team's), which with Region names Deliver's task queue
-	// (workflows.DeliverTaskQueue); "" is the default pool, and in
-	// histories from before pools.
-	Pool string `json:",omitempty"`
-	// Local: the workflow's worker serves the delivery queue of Region
-	// and Pool, so the first delivery attempt may run as a local activity
-	// (DeliverLocal). False in histories from before it.
-	Local      bool   `json:",omitempty"`
-	TLS        string // TLS mode of the sender domain
-	ReturnPath string // envelope sender (VERP)
-	Recipients []string
-}
-
-// PrepareResult tells the workflow what to do next.
-type PrepareResult struct {
-	// TeamID owns the email: the workflow passes it on to Deliver and
-	// RecordEvents, whose inputs carry addresses (codec.PersonalData).
-	// uuid.Nil in histories from before it.
-	TeamID uuid.UUID `json:",omitzero"`
-	Skip   bool      // canceled meanwhile: nothing to send
-	// NotDue is set when the email was rescheduled to a later time: wait
-	// until then and prepare again. Nothing else is set.
-	NotDue  *time.Time
-	Sandbox []SandboxRecipient
-	Groups  []DeliveryGroup
 }
 
 // claimSkew lets a workflow timer that fires slightly before the stored
@@ -306,26 +364,26 @@ const claimSkew = 2 * time.Second
 // later reports its new time. An email sent with a topic is built again
 // per recipient by Deliver (see BuildForRecipient); without unsubscribe
 // links (Config.Unsubscribe) it fails permanently here.
-func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, error) {
+func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contract.PrepareResult, error) {
 	id, err := uuid.Parse(in.EmailID)
 	if err != nil {
-		return PrepareResult{}, temporal.NewNonRetryableApplicationError("bad email id", ErrTypePermanent, err)
+		return contract.PrepareResult{}, temporal.NewNonRetryableApplicationError("bad email id", contract.ErrTypePermanent, err)
 	}
 	claim, err := a.store.ClaimForSending(ctx, id, a.now(), claimSkew)
 	if errors.Is(err, store.ErrNotFound) {
 		// Erased by a data request after it was canceled: nothing to send.
-		return PrepareResult{Skip: true}, nil
+		return contract.PrepareResult{Skip: true}, nil
 	}
 	if err != nil {
-		return PrepareResult{}, err
+		return contract.PrepareResult{}, err
 	}
 	switch {
 	case claim.LastEvent == store.EventCanceled:
-		return PrepareResult{Skip: true}, nil
+		return contract.PrepareResult{Skip: true}, nil
 	case !claim.Claimed && claim.LastEvent == store.EventScheduled:
-		return PrepareResult{NotDue: claim.ScheduledAt}, nil
+		return contract.PrepareResult{NotDue: claim.ScheduledAt}, nil
 	}
-	a.cfg.Crash.At(faults.InPrepare)
+	a.crash.At(faults.InPrepare)
 	if claim.Claimed && a.metrics != nil {
 		a.metrics.EmailEvents.WithLabelValues(store.EventSent).Inc()
 	}
@@ -335,33 +393,33 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	// trip.
 	load, err := a.store.EmailForSending(ctx, id, true)
 	if err != nil {
-		return PrepareResult{}, err
+		return contract.PrepareResult{}, err
 	}
 	e := load.Email
-	if perRecipient(e) && a.cfg.Unsubscribe == nil {
-		return PrepareResult{}, temporal.NewNonRetryableApplicationError(errNoLinks.Error(), ErrTypePermanent, errNoLinks)
+	if perRecipient(e) && a.unsubscribe == nil {
+		return contract.PrepareResult{}, temporal.NewNonRetryableApplicationError(errNoLinks.Error(), contract.ErrTypePermanent, errNoLinks)
 	}
 	region, tls := DefaultRegion, store.TLSOpportunistic
-	rp := returnPath(e, a.cfg.Hostname)
+	rp := returnPath(e, a.hostname)
 	if e.DomainID != nil {
 		d := load.Domain
 		if d == nil {
-			return PrepareResult{}, a.classify(fmt.Errorf("loading domain of %s: %w", id, store.ErrNotFound))
+			return contract.PrepareResult{}, classify(fmt.Errorf("loading domain of %s: %w", id, store.ErrNotFound))
 		}
 		region, tls = d.Region, d.TLS
-		rp = DomainReturnPath(a.cfg.VERPKey, e.ID, *d)
+		rp = DomainReturnPath(a.verpKey, e.ID, *d)
 	}
 	if load.Message == nil { // not built by an earlier try
 		if err := a.buildAndSave(ctx, e, load.Domain); err != nil {
-			return PrepareResult{}, err
+			return contract.PrepareResult{}, err
 		}
 	}
 	pool := load.IPPool
-	if pool == a.cfg.DefaultPool {
+	if pool == a.defaultPool {
 		pool = "" // the default queues
 	}
-	local := slices.Contains(a.cfg.LocalRegions, region) && a.sends(pool)
-	res := PrepareResult{TeamID: e.TeamID}
+	local := slices.Contains(a.localRegions, region) && a.sends(pool)
+	res := contract.PrepareResult{TeamID: e.TeamID}
 	// Recipients with an outcome are done: a restarted workflow (after a
 	// crash, or an erasure that canceled a recipient) neither sends to
 	// them again nor names them in its history.
@@ -378,7 +436,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	offTopic := map[string]bool{} // not subscribed to the email's topic
 	if len(real) > 0 {
 		if suppressed, err = a.store.Suppressed(ctx, e.TeamID, real); err != nil {
-			return PrepareResult{}, err
+			return contract.PrepareResult{}, err
 		}
 		if e.TopicID != nil {
 			offTopic, err = a.store.TopicBlocked(ctx, e.TeamID, *e.TopicID, real)
@@ -386,7 +444,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 				offTopic, err = map[string]bool{}, nil
 			}
 			if err != nil {
-				return PrepareResult{}, err
+				return contract.PrepareResult{}, err
 			}
 		}
 	}
@@ -394,7 +452,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	groups := map[string]int{}
 	for _, r := range e.Recipients {
 		if outcome, ok := sandbox.Outcome(r.Address); ok {
-			res.Sandbox = append(res.Sandbox, SandboxRecipient{Address: r.Address, Events: outcome})
+			res.Sandbox = append(res.Sandbox, contract.SandboxRecipient{Address: r.Address, Events: outcome})
 			continue
 		}
 		if suppressed[strings.ToLower(r.Address)] {
@@ -412,14 +470,14 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		if !ok {
 			i = len(res.Groups)
 			groups[r.Domain] = i
-			res.Groups = append(res.Groups, DeliveryGroup{Domain: r.Domain, Region: region, Pool: pool, TLS: tls,
+			res.Groups = append(res.Groups, contract.DeliveryGroup{Domain: r.Domain, Region: region, Pool: pool, TLS: tls,
 				ReturnPath: rp, Local: local})
 		}
 		res.Groups[i].Recipients = append(res.Groups[i].Recipients, r.Address)
 	}
 	if len(evs) > 0 {
 		if err := a.record(ctx, id, evs); err != nil {
-			return PrepareResult{}, err
+			return contract.PrepareResult{}, err
 		}
 	}
 	return res, nil
@@ -428,7 +486,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 // buildAndSave builds the message of e (or takes the source submitted
 // over SMTP), signs it with the key of d (nil: the sandbox sender) and
 // stores it once.
-func (a *Activities) buildAndSave(ctx context.Context, e store.Email, d *store.Domain) error {
+func (a *Sending) buildAndSave(ctx context.Context, e store.Email, d *store.Domain) error {
 	msg := e.Source // submitted over SMTP: delivered as submitted
 	if msg == nil {
 		var err error
@@ -440,13 +498,13 @@ func (a *Activities) buildAndSave(ctx context.Context, e store.Email, d *store.D
 				rcpts = append(rcpts, r.Address)
 			}
 			why := withoutAddresses(err.Error(), rcpts)
-			return temporal.NewNonRetryableApplicationError("building message: "+why, ErrTypePermanent, errors.New(why))
+			return temporal.NewNonRetryableApplicationError("building message: "+why, contract.ErrTypePermanent, errors.New(why))
 		}
 	}
 	if d != nil {
 		var err error
 		if msg, err = a.sign(*d, msg); err != nil {
-			return a.classify(err)
+			return classify(err)
 		}
 	}
 	_, err := a.store.SaveMessage(ctx, e.TeamID, e.ID, messageID(e), msg)
@@ -457,7 +515,7 @@ func (a *Activities) buildAndSave(ctx context.Context, e store.Email, d *store.D
 var errNoKey = errors.New("DKIM key unavailable")
 
 // sign adds the domain's DKIM signature to msg.
-func (a *Activities) sign(d store.Domain, msg []byte) ([]byte, error) {
+func (a *Sending) sign(d store.Domain, msg []byte) ([]byte, error) {
 	key, err := a.domainKey(d)
 	if err != nil {
 		return nil, err
@@ -466,16 +524,16 @@ func (a *Activities) sign(d store.Domain, msg []byte) ([]byte, error) {
 }
 
 // domainKey opens the domain's DKIM private key, once per key and process.
-func (a *Activities) domainKey(d store.Domain) (crypto.Signer, error) {
+func (a *Sending) domainKey(d store.Domain) (crypto.Signer, error) {
 	return a.signers.get(d.ID, d.DKIMPrivateKey, func() (crypto.Signer, error) { return a.openKey(d) })
 }
 
 // openKey unseals and parses the domain's DKIM private key.
-func (a *Activities) openKey(d store.Domain) (crypto.Signer, error) {
-	if a.cfg.Keys == nil {
+func (a *Sending) openKey(d store.Domain) (crypto.Signer, error) {
+	if a.keys == nil {
 		return nil, fmt.Errorf("%w: no master key (POSTHASTE_MASTER_KEY) to open the key of %s", errNoKey, d.Name)
 	}
-	der, err := a.cfg.Keys.Open(d.DKIMPrivateKey, d.ID[:])
+	der, err := a.keys.Open(d.DKIMPrivateKey, d.ID[:])
 	if err != nil {
 		return nil, fmt.Errorf("%w: opening the key of %s: %w", errNoKey, d.Name, err)
 	}
@@ -503,11 +561,11 @@ func (e *refusedError) Is(target error) bool { return target == errEgressRefused
 
 // classify turns errors that retrying cannot fix (a missing domain or
 // DKIM key, MX hosts the egress policy refuses) into non-retryable
-// application errors of type ErrTypePermanent, whose message is the reason
+// application errors of type contract.ErrTypePermanent, whose message is the reason
 // shown for the failure; everything else stays retryable.
-func (a *Activities) classify(err error) error {
+func classify(err error) error {
 	if errors.Is(err, errNoKey) || errors.Is(err, store.ErrNotFound) || errors.Is(err, errEgressRefused) {
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+		return temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 	}
 	return err
 }
@@ -576,27 +634,11 @@ func BuildMessage(e store.Email, at time.Time) ([]byte, error) {
 	return mime.Build(m)
 }
 
-// RecordEventsInput appends events to an email's history.
-type RecordEventsInput struct {
-	EmailID string
-	// TeamID owns the email (PrepareResult.TeamID); uuid.Nil in histories
-	// from before it, whose inputs stay unencrypted.
-	TeamID uuid.UUID `json:",omitzero"`
-	Events []EventInput
-}
-
-// EventInput is one event; Recipient is empty for events of the whole email.
-type EventInput struct {
-	Type      string
-	Recipient string
-	Detail    map[string]any
-}
-
 // RecordEvents records events in order.
-func (a *Activities) RecordEvents(ctx context.Context, in RecordEventsInput) error {
+func (a *Sending) RecordEvents(ctx context.Context, in contract.RecordEventsInput) error {
 	id, err := uuid.Parse(in.EmailID)
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError("bad email id", ErrTypePermanent, err)
+		return temporal.NewNonRetryableApplicationError("bad email id", contract.ErrTypePermanent, err)
 	}
 	now := a.now()
 	evs := make([]store.Event, len(in.Events))
@@ -623,33 +665,21 @@ func returnPath(e store.Email, hostname string) string {
 	return "bounces+" + e.ID.String() + "@" + domain
 }
 
-// LoadBatchInput names a batch.
-type LoadBatchInput struct{ BatchID string }
-
-// BatchEmail is one email of a batch and its scheduled time, if any.
-type BatchEmail struct {
-	EmailID     string
-	ScheduledAt *time.Time
-}
-
-// LoadBatchResult lists a batch's emails in request order.
-type LoadBatchResult struct{ Emails []BatchEmail }
-
 // LoadBatch lists the emails of a batch that are still to be sent, with
 // their current scheduled times (none when all were canceled, or on a
 // retry after they were all sent).
-func (a *Activities) LoadBatch(ctx context.Context, in LoadBatchInput) (LoadBatchResult, error) {
+func (a *Sending) LoadBatch(ctx context.Context, in contract.LoadBatchInput) (contract.LoadBatchResult, error) {
 	id, err := uuid.Parse(in.BatchID)
 	if err != nil {
-		return LoadBatchResult{}, temporal.NewNonRetryableApplicationError("bad batch id", ErrTypePermanent, err)
+		return contract.LoadBatchResult{}, temporal.NewNonRetryableApplicationError("bad batch id", contract.ErrTypePermanent, err)
 	}
 	emails, err := a.store.BatchEmails(ctx, id)
 	if err != nil {
-		return LoadBatchResult{}, err
+		return contract.LoadBatchResult{}, err
 	}
-	res := LoadBatchResult{Emails: make([]BatchEmail, len(emails))}
+	res := contract.LoadBatchResult{Emails: make([]contract.BatchEmail, len(emails))}
 	for i, e := range emails {
-		res.Emails[i] = BatchEmail{EmailID: e.ID.String(), ScheduledAt: e.ScheduledAt}
+		res.Emails[i] = contract.BatchEmail{EmailID: e.ID.String(), ScheduledAt: e.ScheduledAt}
 	}
 	return res, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -70,10 +71,10 @@ func TestPrepareBuildsStoresAndGroups(t *testing.T) {
 	acts := activities.New(activities.Config{Hostname: "mx.example"}, st, nil, nil, nil)
 	e := insertEmail(t, st, "delivered@posthaste.test", "complained+x@posthaste.test", "a@one.test", "b@one.test", "c@two.test")
 
-	res, err := run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+	res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.False(t, res.Skip)
-	require.Equal(t, []activities.SandboxRecipient{
+	require.Equal(t, []contract.SandboxRecipient{
 		{Address: "delivered@posthaste.test", Events: []string{"delivered"}},
 		{Address: "complained+x@posthaste.test", Events: []string{"delivered", "complained"}},
 	}, res.Sandbox)
@@ -96,7 +97,7 @@ func TestPrepareBuildsStoresAndGroups(t *testing.T) {
 	require.Contains(t, mr.Header.Get("Content-Type"), "multipart/alternative", "text generated from html")
 
 	// A retry keeps the first message and records `sent` once.
-	_, err = run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+	_, err = run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	again, err := st.Message(context.Background(), e.ID)
 	require.NoError(t, err)
@@ -112,7 +113,7 @@ func TestPrepareSkipsCanceled(t *testing.T) {
 	acts := activities.New(activities.Config{}, st, nil, nil, nil)
 	e := insertEmail(t, st, "delivered@posthaste.test")
 	require.NoError(t, st.RecordEvents(context.Background(), e.ID, []store.Event{{Type: store.EventCanceled}}))
-	res, err := run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+	res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.True(t, res.Skip)
 }
@@ -140,18 +141,18 @@ func TestDeliverRecordsOutcomesAndRetriesOnlyDeferred(t *testing.T) {
 	acts := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil)
 
 	e := insertEmail(t, st, "ok@dest.test", "gone@dest.test", "grey@dest.test")
-	_, err = run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+	_, err = run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
-	in := activities.DeliverInput{EmailID: e.ID.String(), Domain: "dest.test", TLS: "opportunistic",
+	in := contract.DeliverInput{EmailID: e.ID.String(), Domain: "dest.test", TLS: "opportunistic",
 		Recipients: []string{"ok@dest.test", "gone@dest.test", "grey@dest.test"}}
 
-	_, err = run[activities.DeliverInput, struct{}](t, acts.Deliver, in)
+	_, err = run[contract.DeliverInput, struct{}](t, acts.Deliver, in)
 	require.ErrorContains(t, err, "1 of 3 recipients deferred", "the greylisted recipient makes the activity retry")
 	status := recipientStatus(t, st, e)
 	require.Equal(t, map[string]string{"ok@dest.test": "delivered", "gone@dest.test": "bounced", "grey@dest.test": "delivery_delayed"}, status)
 
 	// The retry delivers only the deferred recipient.
-	_, err = run[activities.DeliverInput, struct{}](t, acts.Deliver, in)
+	_, err = run[contract.DeliverInput, struct{}](t, acts.Deliver, in)
 	require.NoError(t, err)
 	status = recipientStatus(t, st, e)
 	require.Equal(t, "delivered", status["grey@dest.test"])
@@ -182,7 +183,7 @@ func TestDeliverRecordsOutcomesAndRetriesOnlyDeferred(t *testing.T) {
 	require.Equal(t, map[string]bool{"gone@dest.test": true}, sup)
 
 	// Everything final: a further retry sends nothing.
-	_, err = run[activities.DeliverInput, struct{}](t, acts.Deliver, in)
+	_, err = run[contract.DeliverInput, struct{}](t, acts.Deliver, in)
 	require.NoError(t, err)
 	require.Len(t, mx.Messages(), 2)
 }

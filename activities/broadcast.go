@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -15,110 +14,53 @@ import (
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
-)
-
-// Registered names of the broadcast activities.
-const (
-	StartBroadcastName        = "StartBroadcast"
-	ReserveBroadcastPaceName  = "ReserveBroadcastPace"
-	HandOffBroadcastChunkName = "HandOffBroadcastChunk"
-	FinishBroadcastName       = "FinishBroadcast"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // DefaultBroadcastRate is the emails a second a team's broadcasts hand to
 // the send path when POSTHASTE_BROADCAST_RATE is not set.
 const DefaultBroadcastRate = 100
 
-// BroadcastInput names a broadcast.
-type BroadcastInput struct {
-	BroadcastID uuid.UUID
-}
-
-// What the Broadcast workflow does next with its broadcast
-// (BroadcastState.Next).
-const (
-	// BroadcastWait: it is scheduled; wait until ScheduledAt.
-	BroadcastWait = "wait"
-	// BroadcastSend: hand its contacts over.
-	BroadcastSend = "send"
-	// BroadcastEnd: nothing is left to do (gone, canceled, sent, or a
-	// draft).
-	BroadcastEnd = "end"
-)
-
-// BroadcastState is what the Broadcast workflow needs to know of its
-// broadcast before sending: whether there is anything to do, and when.
-type BroadcastState struct {
-	TeamID      uuid.UUID
-	Next        string // BroadcastWait, BroadcastSend or BroadcastEnd
-	ScheduledAt *time.Time
-}
-
-// BroadcastChunkResult is what handing over a chunk did
-// (store.HandOffBroadcastChunk).
-type BroadcastChunkResult = store.BroadcastChunkResult
-
 // StartBroadcast reads the broadcast; once its scheduled time has come it
 // moves it from scheduled to queued.
-func (a *Activities) StartBroadcast(ctx context.Context, in BroadcastInput) (BroadcastState, error) {
+func (a *Broadcasts) StartBroadcast(ctx context.Context, in contract.BroadcastInput) (contract.BroadcastState, error) {
 	b, err := a.store.BroadcastByID(ctx, in.BroadcastID)
 	if errors.Is(err, store.ErrNotFound) {
-		return BroadcastState{Next: BroadcastEnd}, nil
+		return contract.BroadcastState{Next: contract.BroadcastEnd}, nil
 	}
 	if err != nil {
-		return BroadcastState{}, a.classify(err)
+		return contract.BroadcastState{}, classify(err)
 	}
 	status := b.Status
 	if status == store.BroadcastScheduled && (b.ScheduledAt == nil || !b.ScheduledAt.After(a.now())) {
 		if status, err = a.store.MoveBroadcast(ctx, b.ID, []string{store.BroadcastScheduled},
 			store.BroadcastQueued, nil); err != nil {
-			return BroadcastState{}, a.classify(err)
+			return contract.BroadcastState{}, classify(err)
 		}
 	}
-	st := BroadcastState{TeamID: b.TeamID, Next: BroadcastEnd, ScheduledAt: b.ScheduledAt}
+	st := contract.BroadcastState{TeamID: b.TeamID, Next: contract.BroadcastEnd, ScheduledAt: b.ScheduledAt}
 	switch status {
 	case store.BroadcastScheduled:
-		st.Next = BroadcastWait
+		st.Next = contract.BroadcastWait
 	case store.BroadcastQueued, store.BroadcastSending, store.BroadcastPaused:
-		st.Next = BroadcastSend
+		st.Next = contract.BroadcastSend
 	}
 	return st, nil
-}
-
-// PaceInput asks for N emails of a team's broadcast pace.
-type PaceInput struct {
-	TeamID uuid.UUID
-	N      int
-}
-
-// PaceResult says how long to wait before handing the reserved emails
-// over (0: now).
-type PaceResult struct {
-	Wait time.Duration
 }
 
 // ReserveBroadcastPace reserves N emails of the team's pace
 // (Config.BroadcastRate a second, shared by all its broadcasts and all
 // processes; store.ReserveBroadcastPace).
-func (a *Activities) ReserveBroadcastPace(ctx context.Context, in PaceInput) (PaceResult, error) {
-	rate := a.cfg.BroadcastRate
+func (a *Broadcasts) ReserveBroadcastPace(ctx context.Context, in contract.PaceInput) (contract.PaceResult, error) {
+	rate := a.broadcastRate
 	if rate == 0 {
 		rate = DefaultBroadcastRate
 	}
 	wait, err := a.store.ReserveBroadcastPace(ctx, in.TeamID, in.N, rate)
 	if err != nil {
-		return PaceResult{}, a.classify(err)
+		return contract.PaceResult{}, classify(err)
 	}
-	return PaceResult{Wait: wait}, nil
-}
-
-// BroadcastChunkInput asks for chunk Seq of a broadcast: up to Size
-// contacts after After (nil: from the first).
-type BroadcastChunkInput struct {
-	BroadcastID uuid.UUID
-	Seq         int
-	After       *uuid.UUID
-	Size        int
+	return contract.PaceResult{Wait: wait}, nil
 }
 
 // HandOffBroadcastChunk hands one chunk of the broadcast's contacts to
@@ -130,17 +72,22 @@ type BroadcastChunkInput struct {
 // with the reason, like a used-up quota, and so does a team whose sending
 // is paused for its account health. Handing the same chunk over again
 // does nothing new.
-func (a *Activities) HandOffBroadcastChunk(ctx context.Context, in BroadcastChunkInput) (BroadcastChunkResult, error) {
+func (a *Broadcasts) HandOffBroadcastChunk(ctx context.Context, in contract.BroadcastChunkInput) (contract.BroadcastChunkResult, error) {
+	res, err := a.handOffBroadcastChunk(ctx, in)
+	return contract.BroadcastChunkResult(res), err
+}
+
+func (a *Broadcasts) handOffBroadcastChunk(ctx context.Context, in contract.BroadcastChunkInput) (store.BroadcastChunkResult, error) {
 	b, err := a.store.BroadcastByID(ctx, in.BroadcastID)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.BroadcastChunkResult{Canceled: true}, nil
 	}
 	if err != nil {
-		return store.BroadcastChunkResult{}, a.classify(err)
+		return store.BroadcastChunkResult{}, classify(err)
 	}
 	domain, d, reason, err := a.broadcastSender(ctx, b)
 	if err != nil {
-		return store.BroadcastChunkResult{}, a.classify(err)
+		return store.BroadcastChunkResult{}, classify(err)
 	}
 	if reason == "" {
 		// A team whose sending is paused for its account health (bounce
@@ -148,7 +95,7 @@ func (a *Activities) HandOffBroadcastChunk(ctx context.Context, in BroadcastChun
 		// operator resumes it; the broadcast then goes on by itself.
 		p, err := a.store.SendingPause(ctx, b.TeamID)
 		if err != nil {
-			return store.BroadcastChunkResult{}, a.classify(err)
+			return store.BroadcastChunkResult{}, classify(err)
 		}
 		if p != nil {
 			reason = p.Message()
@@ -159,7 +106,7 @@ func (a *Activities) HandOffBroadcastChunk(ctx context.Context, in BroadcastChun
 	}
 	props, err := broadcast.Properties(ctx, a.store, b.TeamID)
 	if err != nil {
-		return store.BroadcastChunkResult{}, a.classify(err)
+		return store.BroadcastChunkResult{}, classify(err)
 	}
 	var members map[string]bool
 	var domainID *uuid.UUID
@@ -167,7 +114,7 @@ func (a *Activities) HandOffBroadcastChunk(ctx context.Context, in BroadcastChun
 		domainID = &d.ID
 	} else {
 		if members, err = a.memberAddresses(ctx, b.TeamID); err != nil {
-			return store.BroadcastChunkResult{}, a.classify(err)
+			return store.BroadcastChunkResult{}, classify(err)
 		}
 	}
 	render := func(b store.Broadcast, c store.BroadcastContact) (store.RenderedBroadcast, error) {
@@ -187,13 +134,13 @@ func (a *Activities) HandOffBroadcastChunk(ctx context.Context, in BroadcastChun
 		// read from the domain row authorising the sender loaded.
 		Insights: func(e store.Email) []store.Insight { return submit.EmailInsights(e, d) }}, render)
 	if err != nil {
-		return store.BroadcastChunkResult{}, a.classify(err)
+		return store.BroadcastChunkResult{}, classify(err)
 	}
-	a.cfg.Crash.At(faults.AfterBroadcastChunk)
-	if (res.BatchID != nil || res.Failed > 0) && a.cfg.Webhooks.Outbox != nil {
+	a.crash.At(faults.AfterBroadcastChunk)
+	if (res.BatchID != nil || res.Failed > 0) && a.outbox != nil {
 		// The batch waits in the outbox; failed emails may have queued
 		// webhook messages.
-		a.cfg.Webhooks.Outbox.Notify()
+		a.outbox.Notify()
 	}
 	return res, nil
 }
@@ -201,7 +148,7 @@ func (a *Activities) HandOffBroadcastChunk(ctx context.Context, in BroadcastChun
 // broadcastSender checks that the broadcast's team may still send from its
 // address and returns its domain's name and the domain (nil for the
 // sandbox), or why not (reason) when it may not.
-func (a *Activities) broadcastSender(ctx context.Context, b store.Broadcast) (string, *store.Domain, string, error) {
+func (a *Broadcasts) broadcastSender(ctx context.Context, b store.Broadcast) (string, *store.Domain, string, error) {
 	addr, err := address.Parse(b.From)
 	if err != nil {
 		return "", nil, fmt.Sprintf("The sender %q is not a valid address.", b.From), nil
@@ -227,11 +174,11 @@ func (a *Activities) broadcastSender(ctx context.Context, b store.Broadcast) (st
 }
 
 // pauseBroadcast pauses a queued or sending broadcast with reason.
-func (a *Activities) pauseBroadcast(ctx context.Context, id uuid.UUID, reason string) (store.BroadcastChunkResult, error) {
+func (a *Broadcasts) pauseBroadcast(ctx context.Context, id uuid.UUID, reason string) (store.BroadcastChunkResult, error) {
 	status, err := a.store.MoveBroadcast(ctx, id, []string{store.BroadcastQueued, store.BroadcastSending,
 		store.BroadcastPaused}, store.BroadcastPaused, &reason)
 	if err != nil {
-		return store.BroadcastChunkResult{}, a.classify(err)
+		return store.BroadcastChunkResult{}, classify(err)
 	}
 	if status == store.BroadcastCanceled {
 		return store.BroadcastChunkResult{Canceled: true}, nil
@@ -240,7 +187,7 @@ func (a *Activities) pauseBroadcast(ctx context.Context, id uuid.UUID, reason st
 }
 
 // memberAddresses returns the addresses of the team's members, lower-cased.
-func (a *Activities) memberAddresses(ctx context.Context, teamID uuid.UUID) (map[string]bool, error) {
+func (a *Broadcasts) memberAddresses(ctx context.Context, teamID uuid.UUID) (map[string]bool, error) {
 	members, err := a.store.Members(ctx, teamID)
 	if err != nil {
 		return nil, fmt.Errorf("listing members: %w", err)
@@ -254,11 +201,11 @@ func (a *Activities) memberAddresses(ctx context.Context, teamID uuid.UUID) (map
 
 // FinishBroadcast marks a broadcast sent once every contact was handed
 // over; a canceled one stays canceled.
-func (a *Activities) FinishBroadcast(ctx context.Context, in BroadcastInput) error {
+func (a *Broadcasts) FinishBroadcast(ctx context.Context, in contract.BroadcastInput) error {
 	_, err := a.store.MoveBroadcast(ctx, in.BroadcastID,
 		[]string{store.BroadcastQueued, store.BroadcastSending, store.BroadcastPaused}, store.BroadcastSent, nil)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
-	return a.classify(err)
+	return classify(err)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // TestHandOffBroadcastChunk hands a broadcast's contacts over through the
@@ -47,9 +48,9 @@ func TestHandOffBroadcastChunk(t *testing.T) {
 		require.NoError(t, err)
 		return b
 	}
-	handOff := func(b store.Broadcast) activities.BroadcastChunkResult {
-		res, err := run[activities.BroadcastChunkInput, activities.BroadcastChunkResult](t, acts.HandOffBroadcastChunk,
-			activities.BroadcastChunkInput{BroadcastID: b.ID, Size: 100})
+	handOff := func(b store.Broadcast) contract.BroadcastChunkResult {
+		res, err := run[contract.BroadcastChunkInput, contract.BroadcastChunkResult](t, acts.HandOffBroadcastChunk,
+			contract.BroadcastChunkInput{BroadcastID: b.ID, Size: 100})
 		require.NoError(t, err)
 		return res
 	}
@@ -149,8 +150,8 @@ func TestBroadcastEmailInsights(t *testing.T) {
 			require.NoError(t, err)
 			_, err = st.SendBroadcast(ctx, team, b.ID, nil, nil)
 			require.NoError(t, err)
-			res, err := run[activities.BroadcastChunkInput, activities.BroadcastChunkResult](t,
-				acts.HandOffBroadcastChunk, activities.BroadcastChunkInput{BroadcastID: b.ID, Size: 100})
+			res, err := run[contract.BroadcastChunkInput, contract.BroadcastChunkResult](t,
+				acts.HandOffBroadcastChunk, contract.BroadcastChunkInput{BroadcastID: b.ID, Size: 100})
 			require.NoError(t, err)
 			require.Equal(t, 1, res.Emails)
 			queued, _, err := st.BroadcastRecipients(ctx, team, b.ID, "queued", "", store.Page{Limit: 10})

@@ -10,12 +10,12 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // classify is the one translator of errors to Temporal's retry classes.
 func TestClassify(t *testing.T) {
 	t.Parallel()
-	a := New(Config{}, nil, nil, nil, nil)
 	refused := &refusedError{"MX host mx.x.test resolves only to loopback, private, link-local or cloud metadata addresses, which the egress policy refuses"}
 	for _, tc := range []struct {
 		name      string
@@ -31,7 +31,7 @@ func TestClassify(t *testing.T) {
 		{"anything else", errors.New("boom"), false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := a.classify(tc.err)
+			got := classify(tc.err)
 			var app *temporal.ApplicationError
 			if !tc.permanent {
 				require.Equal(t, tc.err, got, "left retryable as is")
@@ -40,8 +40,8 @@ func TestClassify(t *testing.T) {
 			}
 			require.True(t, errors.As(got, &app))
 			require.True(t, app.NonRetryable())
-			require.Equal(t, ErrTypePermanent, app.Type())
-			reason, ok := PermanentReason(got)
+			require.Equal(t, contract.ErrTypePermanent, app.Type())
+			reason, ok := contract.PermanentReason(got)
 			require.True(t, ok)
 			require.Equal(t, tc.reason, reason)
 		})

@@ -11,20 +11,8 @@ import (
 
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
-
-// Registered names of the data request activities.
-const (
-	StartDataRequestName    = "StartDataRequest"
-	ExportDataRequestName   = "ExportDataRequest"
-	EraseDataRequestName    = "EraseDataRequest"
-	EraseSubjectHistoryName = "EraseSubjectHistory"
-	FinishDataRequestName   = "FinishDataRequest"
-)
-
-// DataRequestExport is the type of an export request (the other is an
-// erasure).
-const DataRequestExport = store.DataRequestExport
 
 // ForgottenDataRequests counts, in an erasure's found, the earlier
 // requests about the same address whose address and archive it removed.
@@ -76,59 +64,47 @@ const DefaultRestartDelay = time.Minute
 // with; it is recorded in the history in the clear.
 const erasedWorkflowReason = "A recipient's data is being erased: the email's delivery goes on in a new workflow."
 
-// DataRequestInput names a data request.
-type DataRequestInput struct {
-	RequestID uuid.UUID
-}
-
-// StartDataRequestResult is what the workflow needs to know of a request.
-type StartDataRequestResult struct {
-	Type string
-	// Ended: the request already completed or failed.
-	Ended bool
-}
-
-func (a *Activities) dataRequests() *datareq.Service {
-	return datareq.New(datareq.Config{Keys: a.cfg.Keys, ArchiveTTL: a.cfg.DataRequests.ArchiveTTL}, a.store)
+func (a *DataRequests) dataRequests() *datareq.Service {
+	return datareq.New(datareq.Config{Keys: a.keys, ArchiveTTL: a.dataRequestConfig.ArchiveTTL}, a.store)
 }
 
 // subject loads a running request and opens its address.
-func (a *Activities) subject(ctx context.Context, id uuid.UUID) (store.DataRequest, store.Subject, error) {
+func (a *DataRequests) subject(ctx context.Context, id uuid.UUID) (store.DataRequest, store.Subject, error) {
 	r, err := a.store.StartDataRequest(ctx, id)
 	if err != nil {
-		return r, store.Subject{}, a.classify(err)
+		return r, store.Subject{}, classify(err)
 	}
 	addr, err := a.dataRequests().Address(r)
 	if err != nil || addr == "" {
 		if err == nil {
 			err = errors.New("the request has no address")
 		}
-		return r, store.Subject{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+		return r, store.Subject{}, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 	}
 	return r, store.Subject{TeamID: r.TeamID, Address: addr}, nil
 }
 
 // StartDataRequest marks the request running and returns its type. A
 // missing request is a permanent error.
-func (a *Activities) StartDataRequest(ctx context.Context, in DataRequestInput) (StartDataRequestResult, error) {
+func (a *DataRequests) StartDataRequest(ctx context.Context, in contract.DataRequestInput) (contract.StartDataRequestResult, error) {
 	r, err := a.store.StartDataRequest(ctx, in.RequestID)
 	if err != nil {
-		return StartDataRequestResult{}, a.classify(err)
+		return contract.StartDataRequestResult{}, classify(err)
 	}
 	ended := r.Status == store.DataRequestCompleted || r.Status == store.DataRequestFailed
-	return StartDataRequestResult{Type: r.Type, Ended: ended}, nil
+	return contract.StartDataRequestResult{Type: r.Type, Ended: ended}, nil
 }
 
 // ExportDataRequest builds the archive of an export request and completes
 // it. A retry rebuilds the archive from the start.
-func (a *Activities) ExportDataRequest(ctx context.Context, in DataRequestInput) error {
+func (a *DataRequests) ExportDataRequest(ctx context.Context, in contract.DataRequestInput) error {
 	r, sub, err := a.subject(ctx, in.RequestID)
 	if err != nil {
 		return err
 	}
 	exp, err := a.dataRequests().BuildExport(ctx, r, sub.Address, a.now())
 	if errors.Is(err, datareq.ErrNoKeys) {
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+		return temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 	}
 	if err != nil {
 		return fmt.Errorf("exporting data request %s: %w", r.ID, err)
@@ -144,7 +120,7 @@ func (a *Activities) ExportDataRequest(ctx context.Context, in DataRequestInput)
 // recipients (stopInFlight), then deletes or anonymises everything the team holds about it in PostgreSQL
 // (store.EraseSubject) and records the counts of the first run. A rerun
 // after a crash finishes the job.
-func (a *Activities) EraseDataRequest(ctx context.Context, in DataRequestInput) error {
+func (a *DataRequests) EraseDataRequest(ctx context.Context, in contract.DataRequestInput) error {
 	r, sub, err := a.subject(ctx, in.RequestID)
 	if err != nil {
 		return err
@@ -165,9 +141,9 @@ func (a *Activities) EraseDataRequest(ctx context.Context, in DataRequestInput) 
 				return err
 			}
 			canceled++
-			if ref.Started && a.cfg.DataRequests.Waker != nil {
+			if ref.Started && a.dataRequestConfig.Waker != nil {
 				wctx, cancel := context.WithTimeout(ctx, dataRequestCancelTimeout)
-				if err := a.cfg.DataRequests.Waker.Wake(wctx, ref, nil); err != nil {
+				if err := a.dataRequestConfig.Waker.Wake(wctx, ref, nil); err != nil {
 					a.logger.Warn("waking the workflow of a canceled email", "team_id", sub.TeamID,
 						"email_id", id, "err", err)
 				}
@@ -217,31 +193,24 @@ func (a *Activities) EraseDataRequest(ctx context.Context, in DataRequestInput) 
 
 // EraseSubjectHistory destroys the address's key of the Temporal payload
 // codec (Config.DataRequests.Eraser), when there is one.
-func (a *Activities) EraseSubjectHistory(ctx context.Context, in DataRequestInput) error {
-	if a.cfg.DataRequests.Eraser == nil {
+func (a *DataRequests) EraseSubjectHistory(ctx context.Context, in contract.DataRequestInput) error {
+	if a.dataRequestConfig.Eraser == nil {
 		return nil
 	}
 	_, sub, err := a.subject(ctx, in.RequestID)
 	if err != nil {
 		return err
 	}
-	if err := a.cfg.DataRequests.Eraser.Erase(ctx, sub.TeamID, sub.Address); err != nil {
+	if err := a.dataRequestConfig.Eraser.Erase(ctx, sub.TeamID, sub.Address); err != nil {
 		return fmt.Errorf("erasing the address from workflow histories: %w", err)
 	}
 	return nil
 }
 
-// FinishDataRequestInput ends a request.
-type FinishDataRequestInput struct {
-	RequestID uuid.UUID
-	// Reason, when set, ends the request failed.
-	Reason string
-}
-
 // FinishDataRequest ends a request completed (an erasure then forgets its
 // address) or failed, once; the audit log records it.
-func (a *Activities) FinishDataRequest(ctx context.Context, in FinishDataRequestInput) error {
+func (a *DataRequests) FinishDataRequest(ctx context.Context, in contract.FinishDataRequestInput) error {
 	_, err := a.store.FinishDataRequest(ctx, in.RequestID, store.DataRequestOutcome{Failed: in.Reason != "",
 		Reason: in.Reason})
-	return a.classify(err)
+	return classify(err)
 }

@@ -33,7 +33,7 @@ const inFlightPage = 100
 // before canceling means an email is found again until its recipients
 // are canceled, and restartErased, run after the anonymisation, restarts
 // those canceled whose restart did not happen.
-func (a *Activities) stopInFlight(ctx context.Context, requestID uuid.UUID, sub store.Subject) (int, error) {
+func (a *DataRequests) stopInFlight(ctx context.Context, requestID uuid.UUID, sub store.Subject) (int, error) {
 	found := 0
 	for {
 		list, err := a.store.SubjectInFlightEmails(ctx, sub, inFlightPage)
@@ -41,8 +41,8 @@ func (a *Activities) stopInFlight(ctx context.Context, requestID uuid.UUID, sub 
 			return found, err
 		}
 		for _, e := range list {
-			if e.Started && a.cfg.Workflows != nil {
-				if err := a.cfg.Workflows.Terminate(ctx, e.EmailRef, erasedWorkflowReason); err != nil {
+			if e.Started && a.workflows != nil {
+				if err := a.workflows.Terminate(ctx, e.EmailRef, erasedWorkflowReason); err != nil {
 					return found, fmt.Errorf("stopping the workflow of email %s: %w", e.ID, err)
 				}
 			}
@@ -50,7 +50,7 @@ func (a *Activities) stopInFlight(ctx context.Context, requestID uuid.UUID, sub 
 				return found, err
 			}
 			found++
-			if !e.Started || a.cfg.Workflows == nil {
+			if !e.Started || a.workflows == nil {
 				continue
 			}
 			again := []store.InFlightEmail{e}
@@ -79,8 +79,8 @@ func (a *Activities) stopInFlight(ctx context.Context, requestID uuid.UUID, sub 
 // restartErased restarts the emails whose recipient the erasure canceled
 // and that still have recipients without an outcome but no running
 // workflow: those whose restart a crash of stopInFlight left undone.
-func (a *Activities) restartErased(ctx context.Context, requestID uuid.UUID, teamID uuid.UUID) error {
-	if a.cfg.Workflows == nil {
+func (a *DataRequests) restartErased(ctx context.Context, requestID uuid.UUID, teamID uuid.UUID) error {
+	if a.workflows == nil {
 		return nil
 	}
 	list, err := a.store.ErasureCanceledEmails(ctx, teamID, requestID)
@@ -91,7 +91,7 @@ func (a *Activities) restartErased(ctx context.Context, requestID uuid.UUID, tea
 		if !e.Started {
 			continue // its workflow starts from the outbox
 		}
-		running, err := a.cfg.Workflows.Running(ctx, e.EmailRef)
+		running, err := a.workflows.Running(ctx, e.EmailRef)
 		if err != nil {
 			return fmt.Errorf("asking for the workflow of email %s: %w", e.ID, err)
 		}
@@ -109,7 +109,7 @@ func (a *Activities) restartErased(ctx context.Context, requestID uuid.UUID, tea
 // erasure terminated, RestartDelay from now (or at its scheduled time, if
 // later), so that a delivery attempt of the terminated workflow has
 // stopped before the new one delivers.
-func (a *Activities) restartStopped(ctx context.Context, e store.InFlightEmail) error {
+func (a *DataRequests) restartStopped(ctx context.Context, e store.InFlightEmail) error {
 	at := a.now().Add(a.restartDelay())
 	if e.ScheduledAt != nil && e.ScheduledAt.After(at) {
 		at = *e.ScheduledAt
@@ -124,8 +124,8 @@ func (a *Activities) restartStopped(ctx context.Context, e store.InFlightEmail) 
 	return nil
 }
 
-func (a *Activities) restartDelay() time.Duration {
-	if d := a.cfg.DataRequests.RestartDelay; d > 0 {
+func (a *DataRequests) restartDelay() time.Duration {
+	if d := a.dataRequestConfig.RestartDelay; d > 0 {
 		return d
 	}
 	return DefaultRestartDelay

@@ -14,6 +14,7 @@ import (
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 type fakeEraser struct {
@@ -75,26 +76,26 @@ func TestEraseDataRequest(t *testing.T) {
 	svc := datareq.New(datareq.Config{Keys: box}, st)
 	r, err := svc.Create(ctx, team, store.DataRequestErasure, "KIM@dest.test", audit.Entry{ActorType: audit.ActorAdmin})
 	require.NoError(t, err)
-	in := activities.DataRequestInput{RequestID: r.ID}
+	in := contract.DataRequestInput{RequestID: r.ID}
 
-	start, err := run[activities.DataRequestInput, activities.StartDataRequestResult](t, acts.StartDataRequest, in)
+	start, err := run[contract.DataRequestInput, contract.StartDataRequestResult](t, acts.StartDataRequest, in)
 	require.NoError(t, err)
-	require.Equal(t, activities.StartDataRequestResult{Type: store.DataRequestErasure}, start)
-	_, err = run[activities.DataRequestInput, struct{}](t, acts.EraseDataRequest, in)
+	require.Equal(t, contract.StartDataRequestResult{Type: store.DataRequestErasure}, start)
+	_, err = run[contract.DataRequestInput, struct{}](t, acts.EraseDataRequest, in)
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{later.ID}, waker.woken, "the scheduled email's workflow is woken")
-	prep, err := run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare,
-		activities.PrepareInput{EmailID: later.ID.String()})
+	prep, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare,
+		contract.PrepareInput{EmailID: later.ID.String()})
 	require.NoError(t, err)
 	require.True(t, prep.Skip, "the woken workflow finds nothing to send")
-	_, err = run[activities.DataRequestInput, struct{}](t, acts.EraseSubjectHistory, in)
+	_, err = run[contract.DataRequestInput, struct{}](t, acts.EraseSubjectHistory, in)
 	require.NoError(t, err)
 	require.Equal(t, []string{team.String() + " kim@dest.test"}, eraser.calls)
 	// A second pass (after the wait) changes no count.
-	_, err = run[activities.DataRequestInput, struct{}](t, acts.EraseDataRequest, in)
+	_, err = run[contract.DataRequestInput, struct{}](t, acts.EraseDataRequest, in)
 	require.NoError(t, err)
-	_, err = run[activities.FinishDataRequestInput, struct{}](t, acts.FinishDataRequest,
-		activities.FinishDataRequestInput{RequestID: r.ID})
+	_, err = run[contract.FinishDataRequestInput, struct{}](t, acts.FinishDataRequest,
+		contract.FinishDataRequestInput{RequestID: r.ID})
 	require.NoError(t, err)
 
 	done, err := st.DataRequest(ctx, team, r.ID)
@@ -111,14 +112,14 @@ func TestEraseDataRequest(t *testing.T) {
 	require.Equal(t, audit.ActorSystem, list[0].ActorType)
 
 	// Finishing again records nothing more.
-	_, err = run[activities.FinishDataRequestInput, struct{}](t, acts.FinishDataRequest,
-		activities.FinishDataRequestInput{RequestID: r.ID})
+	_, err = run[contract.FinishDataRequestInput, struct{}](t, acts.FinishDataRequest,
+		contract.FinishDataRequestInput{RequestID: r.ID})
 	require.NoError(t, err)
 	list, _, err = st.ListAudit(ctx, team, audit.Filter{Action: audit.DataRequestComplete}, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	// A rerun of the whole request finds it ended.
-	start, err = run[activities.DataRequestInput, activities.StartDataRequestResult](t, acts.StartDataRequest, in)
+	start, err = run[contract.DataRequestInput, contract.StartDataRequestResult](t, acts.StartDataRequest, in)
 	require.NoError(t, err)
 	require.True(t, start.Ended)
 }
@@ -129,8 +130,8 @@ func TestRecordEventsOfErasedEmail(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	acts := activities.New(activities.Config{}, st, nil, nil, nil)
-	_, err := run[activities.RecordEventsInput, struct{}](t, acts.RecordEvents, activities.RecordEventsInput{
-		EmailID: uuid.Must(uuid.NewV7()).String(), Events: []activities.EventInput{{Type: store.EventFailed}}})
+	_, err := run[contract.RecordEventsInput, struct{}](t, acts.RecordEvents, contract.RecordEventsInput{
+		EmailID: uuid.Must(uuid.NewV7()).String(), Events: []contract.EventInput{{Type: store.EventFailed}}})
 	require.NoError(t, err)
 }
 
@@ -162,10 +163,10 @@ func TestEraseDataRequestInFlight(t *testing.T) {
 	r, err := datareq.New(datareq.Config{Keys: box}, st).Create(ctx, e.TeamID, store.DataRequestErasure,
 		"kim@dest.test", audit.Entry{ActorType: audit.ActorAdmin})
 	require.NoError(t, err)
-	in := activities.DataRequestInput{RequestID: r.ID}
-	_, err = run[activities.DataRequestInput, activities.StartDataRequestResult](t, acts.StartDataRequest, in)
+	in := contract.DataRequestInput{RequestID: r.ID}
+	_, err = run[contract.DataRequestInput, contract.StartDataRequestResult](t, acts.StartDataRequest, in)
 	require.NoError(t, err)
-	_, err = run[activities.DataRequestInput, struct{}](t, acts.EraseDataRequest, in)
+	_, err = run[contract.DataRequestInput, struct{}](t, acts.EraseDataRequest, in)
 	require.NoError(t, err)
 	require.Len(t, wf.terminated, 1)
 	require.Equal(t, e.ID, wf.terminated[0].ID)
@@ -182,7 +183,7 @@ func TestEraseDataRequestInFlight(t *testing.T) {
 		"lee@dest.test": store.EventQueued}, status)
 
 	// A second pass: the restart runs, nothing is stopped or restarted again.
-	_, err = run[activities.DataRequestInput, struct{}](t, acts.EraseDataRequest, in)
+	_, err = run[contract.DataRequestInput, struct{}](t, acts.EraseDataRequest, in)
 	require.NoError(t, err)
 	require.Len(t, wf.terminated, 1)
 	require.Len(t, wf.restarted, 1)
@@ -191,8 +192,8 @@ func TestEraseDataRequestInFlight(t *testing.T) {
 	require.Equal(t, 1, done.Found[store.InFlightEmails])
 
 	// The restarted workflow's Prepare names only the other recipient.
-	prep, err := run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare,
-		activities.PrepareInput{EmailID: e.ID.String()})
+	prep, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare,
+		contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.False(t, prep.Skip)
 	_, addrs := prep.PersonalData()

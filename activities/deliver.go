@@ -17,65 +17,16 @@ import (
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
-// DeliverInput names the recipients of one domain to deliver to.
-type DeliverInput struct {
-	EmailID string
-	// TeamID owns the email (PrepareResult.TeamID); uuid.Nil in histories
-	// from before it, whose inputs stay unencrypted.
-	TeamID     uuid.UUID `json:",omitzero"`
-	Domain     string
-	Recipients []string
-	TLS        string
-	ReturnPath string // "" in histories from before domains: the sandbox return path
-	// Region is the sender domain's delivery region (DeliveryGroup.Region);
-	// DeliverLocal delivers only when its worker serves it. "" in histories
-	// from before DeliverLocal.
-	Region string `json:",omitempty"`
-	// Pool is the IP pool to deliver from (DeliveryGroup.Pool): "" the
-	// default pool, and in histories from before pools.
-	Pool string `json:",omitempty"`
-	// Answered are final outcomes that an earlier attempt run as a local
-	// activity (DeliverLocal) got from the MX but could not record: Deliver
-	// records them and does not send to those recipients again, as it
-	// does with its heartbeat details. Nil in histories from before
-	// DeliverLocal.
-	Answered []DeliverOutcome `json:",omitempty"`
-}
-
-// DeliverProgress is Deliver's heartbeat details: the final outcomes
-// (delivered, bounced) that MX hosts gave in this and earlier attempts.
-// They reach the Temporal server as soon as the MX answers, before
-// PostgreSQL records them, so that the retry of an attempt that crashed or
-// met a database outage in between records them instead of sending again.
-type DeliverProgress struct {
-	// TeamID is DeliverInput.TeamID, which encrypts the details.
-	TeamID   uuid.UUID `json:",omitzero"`
-	Outcomes []DeliverOutcome
-}
-
-// DeliverOutcome is one recipient's final outcome: an mta.Result and when
-// it came.
-type DeliverOutcome struct {
-	Rcpt         string
-	Status       string // mta.Status.String(): "delivered" or "bounced"
-	Code         int
-	EnhancedCode string
-	Message      string
-	RemoteServer string
-	// SourceIP is the address the delivery left from (mta.Result); empty
-	// in histories from before pools.
-	SourceIP string `json:",omitempty"`
-	At       time.Time
-}
-
-func outcomeOf(r mta.Result, at time.Time) DeliverOutcome {
-	return DeliverOutcome{Rcpt: r.Rcpt, Status: r.Status.String(), Code: r.Code, EnhancedCode: r.EnhancedCode,
+func outcomeOf(r mta.Result, at time.Time) contract.DeliverOutcome {
+	return contract.DeliverOutcome{Rcpt: r.Rcpt, Status: r.Status.String(), Code: r.Code, EnhancedCode: r.EnhancedCode,
 		Message: r.Message, RemoteServer: r.RemoteServer, SourceIP: r.SourceIP, At: at}
 }
 
-func (o DeliverOutcome) result() mta.Result {
+// resultOf is the mta.Result an outcome records.
+func resultOf(o contract.DeliverOutcome) mta.Result {
 	r := mta.Result{Rcpt: o.Rcpt, Status: mta.Deferred, Code: o.Code, EnhancedCode: o.EnhancedCode,
 		Message: o.Message, RemoteServer: o.RemoteServer, SourceIP: o.SourceIP}
 	switch o.Status {
@@ -109,22 +60,22 @@ func (o DeliverOutcome) result() mta.Result {
 // worker's activity slot for long.
 //
 // Final outcomes are first recorded in the activity's heartbeat details
-// (DeliverProgress), then in PostgreSQL; a retry records the outcomes it
+// (contract.DeliverProgress), then in PostgreSQL; a retry records the outcomes it
 // finds there, and those a local first attempt passed on
-// (DeliverInput.Answered), and does not send to those recipients again. With a
+// (contract.DeliverInput.Answered), and does not send to those recipients again. With a
 // heartbeat timeout, Deliver also heartbeats while a delivery runs long, so
 // that a crashed worker's attempt is retried within that timeout.
-func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
+func (a *Sending) Deliver(ctx context.Context, in contract.DeliverInput) error {
 	id, err := uuid.Parse(in.EmailID)
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError("bad email id", ErrTypePermanent, err)
+		return temporal.NewNonRetryableApplicationError("bad email id", contract.ErrTypePermanent, err)
 	}
-	var prog DeliverProgress
+	var prog contract.DeliverProgress
 	if activity.HasHeartbeatDetails(ctx) {
 		if err := activity.GetHeartbeatDetails(ctx, &prog); err != nil {
 			a.logger.Warn("unreadable heartbeat details: delivering to every pending recipient",
 				"email_id", in.EmailID, "rcpt_domain", in.Domain, "err", err)
-			prog = DeliverProgress{}
+			prog = contract.DeliverProgress{}
 		}
 	}
 	// The heartbeat details of a later attempt carry the answers given to
@@ -137,7 +88,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) error {
 
 // mergeOutcomes adds to outcomes those of more whose recipient has none
 // there.
-func mergeOutcomes(outcomes, more []DeliverOutcome) []DeliverOutcome {
+func mergeOutcomes(outcomes, more []contract.DeliverOutcome) []contract.DeliverOutcome {
 	have := make(map[string]bool, len(outcomes))
 	for _, o := range outcomes {
 		have[o.Rcpt] = true
@@ -154,7 +105,7 @@ func mergeOutcomes(outcomes, more []DeliverOutcome) []DeliverOutcome {
 // deliver is one attempt of Deliver or DeliverLocal, starting from the
 // final outcomes of earlier attempts (prog). It returns prog with the
 // final outcomes this attempt got added, recorded in PostgreSQL or not.
-func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in DeliverInput, prog DeliverProgress) (DeliverProgress, error) {
+func (a *Sending) deliver(ctx context.Context, id uuid.UUID, in contract.DeliverInput, prog contract.DeliverProgress) (contract.DeliverProgress, error) {
 	if a.mta == nil {
 		return prog, fmt.Errorf("this process does not deliver mail")
 	}
@@ -197,11 +148,11 @@ func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in DeliverInput,
 		return prog, fmt.Errorf("loading message of %s: %w", id, store.ErrNotFound)
 	}
 	if e.DomainID != nil && load.Domain == nil {
-		return prog, a.classify(fmt.Errorf("loading domain of %s: %w", id, store.ErrNotFound))
+		return prog, classify(fmt.Errorf("loading domain of %s: %w", id, store.ErrNotFound))
 	}
 	from := in.ReturnPath
 	if from == "" {
-		from = returnPath(e, a.cfg.Hostname)
+		from = returnPath(e, a.hostname)
 	}
 	env := mta.Envelope{
 		From: from,
@@ -223,7 +174,7 @@ func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in DeliverInput,
 	}
 	hb := newHeartbeats(ctx, activity.GetInfo(ctx).HeartbeatTimeout, prog)
 	stop := hb.keepAlive()
-	a.cfg.Crash.At(faults.BeforeData)
+	a.crash.At(faults.BeforeData)
 	var results []mta.Result
 	// recorded holds the recipients whose outcome is in PostgreSQL
 	// already, so that the end of the attempt records it (and counts
@@ -236,7 +187,7 @@ func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in DeliverInput,
 			// Recorded at once, not after the last recipient: a retry
 			// after a crash skips the recipients that have their
 			// outcome.
-			if err := a.recordOutcomes(ctx, e, []DeliverOutcome{o}); err != nil {
+			if err := a.recordOutcomes(ctx, e, []contract.DeliverOutcome{o}); err != nil {
 				a.logger.Warn("recording an outcome: kept for the end of the attempt",
 					"email_id", in.EmailID, "rcpt_domain", in.Domain, "err", err)
 				return
@@ -249,7 +200,7 @@ func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in DeliverInput,
 	stop()
 
 	now := a.now()
-	outcomes := make([]DeliverOutcome, 0, len(results))
+	outcomes := make([]contract.DeliverOutcome, 0, len(results))
 	var deferred, refused []mta.Result
 	final := false
 	for _, r := range results {
@@ -284,13 +235,13 @@ func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in DeliverInput,
 	// that holds its answers, so its crash point comes after it.
 	local := activity.GetInfo(ctx).IsLocalActivity
 	if !local {
-		a.cfg.Crash.At(faults.AfterData)
+		a.crash.At(faults.AfterData)
 	}
 	if err := a.recordOutcomes(ctx, e, outcomes); err != nil {
 		return prog, err
 	}
 	if local {
-		a.cfg.Crash.At(faults.AfterData)
+		a.crash.At(faults.AfterData)
 	}
 	if len(deferred) > 0 {
 		a.logger.Info("delivery deferred", "email_id", in.EmailID, "rcpt_domain", in.Domain,
@@ -304,25 +255,9 @@ func (a *Activities) deliver(ctx context.Context, id uuid.UUID, in DeliverInput,
 	if len(refused) > 0 {
 		// Every recipient of a domain takes the same route: they are all
 		// refused. The workflow ends them failed with this reason.
-		return prog, a.classify(&refusedError{refused[0].Message})
+		return prog, classify(&refusedError{refused[0].Message})
 	}
 	return prog, nil
-}
-
-// DeliverLocalResult is the result of DeliverLocal.
-type DeliverLocalResult struct {
-	// Done: every recipient of the group has its final outcome recorded.
-	Done bool
-	// Retry says why the attempt did not finish, when it did not.
-	Retry string
-	// Answered are the final outcomes the attempt got from the MX, for
-	// the regular Deliver that takes over to record without sending again
-	// (DeliverInput.Answered); set when the attempt did not finish.
-	Answered []DeliverOutcome
-	// TeamID is DeliverInput.TeamID; with rcpts (the group's recipients,
-	// which Retry may quote) it encrypts the result in the history.
-	TeamID uuid.UUID `json:",omitzero"`
-	rcpts  []string
 }
 
 // localMargin is how long before its timeout DeliverLocal stops delivering.
@@ -330,7 +265,7 @@ const localMargin = 20 * time.Second
 
 // DeliverLocal is the first attempt of a delivery, run as a local activity
 // by a workflow worker that also serves the sender domain's region (see
-// DeliveryGroup.Local): it saves the regular activity's round trip through
+// contract.DeliveryGroup.Local): it saves the regular activity's round trip through
 // the Temporal server. It delivers as Deliver does, except that a local
 // activity has no heartbeat (the SDK drops RecordHeartbeat and offers no
 // details): the MX's final answers first reach PostgreSQL, and when an
@@ -338,19 +273,19 @@ const localMargin = 20 * time.Second
 // the result, which the workflow records in its history and hands to the
 // regular Deliver that retries the group. Only a permanent error is
 // returned as an error; the workflow then handles it as Deliver's.
-func (a *Activities) DeliverLocal(ctx context.Context, in DeliverInput) (DeliverLocalResult, error) {
+func (a *Sending) DeliverLocal(ctx context.Context, in contract.DeliverInput) (contract.DeliverLocalResult, error) {
 	id, err := uuid.Parse(in.EmailID)
 	if err != nil {
-		return DeliverLocalResult{}, temporal.NewNonRetryableApplicationError("bad email id", ErrTypePermanent, err)
+		return contract.DeliverLocalResult{}, temporal.NewNonRetryableApplicationError("bad email id", contract.ErrTypePermanent, err)
 	}
-	if !slices.Contains(a.cfg.LocalRegions, in.Region) {
+	if !slices.Contains(a.localRegions, in.Region) {
 		// Prepare ran on a worker that serves the region, and this one,
 		// which took the workflow over, does not: the regular Deliver
 		// delivers on the region's queue.
-		return DeliverLocalResult{Retry: fmt.Sprintf("this worker does not serve region %q", in.Region)}, nil
+		return contract.DeliverLocalResult{Retry: fmt.Sprintf("this worker does not serve region %q", in.Region)}, nil
 	}
 	if !a.sends(in.Pool) {
-		return DeliverLocalResult{Retry: fmt.Sprintf("this worker does not deliver from IP pool %q", in.Pool)}, nil
+		return contract.DeliverLocalResult{Retry: fmt.Sprintf("this worker does not deliver from IP pool %q", in.Pool)}, nil
 	}
 	// The attempt ends localMargin before its timeout, so that answers it
 	// got come back in its result: an attempt that times out returns only
@@ -360,23 +295,23 @@ func (a *Activities) DeliverLocal(ctx context.Context, in DeliverInput) (Deliver
 		ctx, cancel = context.WithDeadline(ctx, dl.Add(-localMargin))
 		defer cancel()
 	}
-	prog, err := a.deliver(ctx, id, in, DeliverProgress{TeamID: in.TeamID, Outcomes: in.Answered})
+	prog, err := a.deliver(ctx, id, in, contract.DeliverProgress{TeamID: in.TeamID, Outcomes: in.Answered})
 	if err == nil {
-		return DeliverLocalResult{Done: true}, nil
+		return contract.DeliverLocalResult{Done: true}, nil
 	}
-	if _, ok := PermanentReason(err); ok {
-		return DeliverLocalResult{}, err
+	if _, ok := contract.PermanentReason(err); ok {
+		return contract.DeliverLocalResult{}, err
 	}
-	return DeliverLocalResult{Retry: err.Error(), Answered: prog.Outcomes, TeamID: in.TeamID, rcpts: in.Recipients}, nil
+	return contract.DeliverLocalResult{Retry: err.Error(), Answered: prog.Outcomes, TeamID: in.TeamID, Rcpts: in.Recipients}, nil
 }
 
 // recordOutcomes records the events of outcomes and suppresses the
 // addresses whose bounce says so.
-func (a *Activities) recordOutcomes(ctx context.Context, e store.Email, outcomes []DeliverOutcome) error {
+func (a *Sending) recordOutcomes(ctx context.Context, e store.Email, outcomes []contract.DeliverOutcome) error {
 	evs := make([]store.Event, 0, len(outcomes))
 	var suppress []string
 	for _, o := range outcomes {
-		r := o.result()
+		r := resultOf(o)
 		switch r.Status {
 		case mta.Delivered:
 			detail := map[string]any{"remote_server": r.RemoteServer, "smtp_code": r.Code}
@@ -388,7 +323,7 @@ func (a *Activities) recordOutcomes(ctx context.Context, e store.Email, outcomes
 		case mta.Bounced:
 			class := r.Bounce()
 			evs = append(evs, store.Event{Type: store.EventBounced, Recipient: r.Rcpt, CreatedAt: o.At,
-				Detail: BounceDetail(class.Type, class.SubType, bounceMessage(class, r), r.Diagnostic())})
+				Detail: contract.BounceDetail(class.Type, class.SubType, bounceMessage(class, r), r.Diagnostic())})
 			if class.Suppress {
 				suppress = append(suppress, r.Rcpt)
 			}
@@ -419,19 +354,19 @@ type heartbeats struct {
 	timeout time.Duration // the activity's heartbeat timeout; 0 when it has none
 	// send records a heartbeat; now and sleep are the clock. Tests replace
 	// them.
-	send  func(details DeliverProgress)
+	send  func(details contract.DeliverProgress)
 	now   func() time.Time
 	sleep func(d time.Duration) error
 
 	mu   sync.Mutex
-	prog DeliverProgress // what liveness heartbeats carry
-	last time.Time       // when a heartbeat was last recorded; zero before
+	prog contract.DeliverProgress // what liveness heartbeats carry
+	last time.Time                // when a heartbeat was last recorded; zero before
 }
 
-func newHeartbeats(ctx context.Context, timeout time.Duration, prog DeliverProgress) *heartbeats {
+func newHeartbeats(ctx context.Context, timeout time.Duration, prog contract.DeliverProgress) *heartbeats {
 	return &heartbeats{
 		timeout: timeout,
-		send:    func(p DeliverProgress) { activity.RecordHeartbeat(ctx, p) },
+		send:    func(p contract.DeliverProgress) { activity.RecordHeartbeat(ctx, p) },
 		now:     time.Now,
 		sleep: func(d time.Duration) error {
 			t := time.NewTimer(d)
@@ -484,7 +419,7 @@ func (h *heartbeats) keepAlive() (stop func()) {
 // transaction (mail built per recipient), whose outcome Deliver also
 // records in PostgreSQL at once, is then known to a retry after the next
 // liveness heartbeat even when that recording failed.
-func (h *heartbeats) progress(o DeliverOutcome) {
+func (h *heartbeats) progress(o contract.DeliverOutcome) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.prog.Outcomes = append(slices.Clip(h.prog.Outcomes), o)
@@ -492,7 +427,7 @@ func (h *heartbeats) progress(o DeliverOutcome) {
 
 // record heartbeats prog and returns once the SDK has sent it (see
 // heartbeats), or with the context's error.
-func (h *heartbeats) record(prog DeliverProgress) error {
+func (h *heartbeats) record(prog contract.DeliverProgress) error {
 	h.mu.Lock()
 	h.send(prog)
 	now := h.now()
@@ -524,7 +459,7 @@ func throttleWait(last, now time.Time, timeout time.Duration) time.Duration {
 // suppress puts addresses whose bounce said the address itself is bad on
 // the team's suppression list, so later sends to them are not attempted.
 // Sandbox addresses never enter the list.
-func (a *Activities) suppress(ctx context.Context, e store.Email, addrs []string) error {
+func (a *recorder) suppress(ctx context.Context, e store.Email, addrs []string) error {
 	for _, addr := range addrs {
 		if _, ok := sandbox.Outcome(addr); ok {
 			continue
@@ -554,17 +489,6 @@ func pendingRecipients(all []store.Recipient, want []string) []string {
 		}
 	}
 	return out
-}
-
-// BounceDetail is the detail of a bounced event: Resend's bounce object
-// (store.Bounce) with an SES bounce type and subtype (bounce.Permanent,
-// bounce.SubType*), a message for people and the RFC 3464 diagnostic lines of
-// the reply ("smtp; 550 5.1.1 ..."; none when no server replied).
-func BounceDetail(typ, subType, message string, diagnostic []string) map[string]any {
-	if diagnostic == nil {
-		diagnostic = []string{}
-	}
-	return map[string]any{"type": typ, "subType": subType, "message": message, "diagnosticCode": diagnostic}
 }
 
 // bounceMessage says in words why r bounced, followed by the reply.

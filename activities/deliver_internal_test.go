@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 func TestThrottleWait(t *testing.T) {
@@ -34,14 +36,14 @@ func TestThrottleWait(t *testing.T) {
 // fakeBeats records what heartbeats sends and how long it waits.
 type fakeBeats struct {
 	mu     sync.Mutex
-	sent   []DeliverProgress
+	sent   []contract.DeliverProgress
 	waits  []time.Duration
 	beaten chan struct{} // receives after each send
 }
 
 func newFakeBeats(h *heartbeats, clock *time.Time) *fakeBeats {
 	f := &fakeBeats{beaten: make(chan struct{}, 100)}
-	h.send = func(p DeliverProgress) {
+	h.send = func(p contract.DeliverProgress) {
 		f.mu.Lock()
 		f.sent = append(f.sent, p)
 		f.mu.Unlock()
@@ -60,20 +62,20 @@ func newFakeBeats(h *heartbeats, clock *time.Time) *fakeBeats {
 func TestHeartbeatsWithoutTimeoutSendTheOutcomeAtOnce(t *testing.T) {
 	t.Parallel()
 	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	h := newHeartbeats(t.Context(), 0, DeliverProgress{})
+	h := newHeartbeats(t.Context(), 0, contract.DeliverProgress{})
 	f := newFakeBeats(h, &clock)
 	stop := h.keepAlive()
 	stop()
-	out := DeliverProgress{Outcomes: []DeliverOutcome{{Rcpt: "a@x.test", Status: "delivered"}}}
+	out := contract.DeliverProgress{Outcomes: []contract.DeliverOutcome{{Rcpt: "a@x.test", Status: "delivered"}}}
 	require.NoError(t, h.record(out))
-	require.Equal(t, []DeliverProgress{out}, f.sent, "no liveness heartbeats, the outcome first")
+	require.Equal(t, []contract.DeliverProgress{out}, f.sent, "no liveness heartbeats, the outcome first")
 	require.Empty(t, f.waits, "the first heartbeat of an attempt goes out at once")
 }
 
 func TestHeartbeatsWaitOutTheThrottleAfterLiveness(t *testing.T) {
 	t.Parallel()
 	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	carried := DeliverProgress{Outcomes: []DeliverOutcome{{Rcpt: "early@x.test", Status: "bounced", Code: 550}}}
+	carried := contract.DeliverProgress{Outcomes: []contract.DeliverOutcome{{Rcpt: "early@x.test", Status: "bounced", Code: 550}}}
 	h := newHeartbeats(t.Context(), 20*time.Millisecond, carried)
 	f := newFakeBeats(h, &clock)
 	stop := h.keepAlive()
@@ -88,7 +90,7 @@ func TestHeartbeatsWaitOutTheThrottleAfterLiveness(t *testing.T) {
 	f.mu.Unlock()
 
 	clock = clock.Add(5 * time.Millisecond) // 5 ms after the last liveness heartbeat
-	out := DeliverProgress{Outcomes: append(carried.Outcomes, DeliverOutcome{Rcpt: "a@x.test", Status: "delivered"})}
+	out := contract.DeliverProgress{Outcomes: append(carried.Outcomes, contract.DeliverOutcome{Rcpt: "a@x.test", Status: "delivered"})}
 	require.NoError(t, h.record(out))
 	require.Len(t, f.sent, n+1, "no liveness heartbeat after stop")
 	require.Equal(t, out, f.sent[n])

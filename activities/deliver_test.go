@@ -24,6 +24,7 @@ import (
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // destMX starts a loopback MX for dest.test with opts and a client that
@@ -65,10 +66,10 @@ func TestDeliverClassifiesBouncesAndSuppressesOnlyBadAddresses(t *testing.T) {
 	acts := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil)
 	rcpts := []string{"gone@dest.test", "off@dest.test", "spam@dest.test", "plain@dest.test", "ok@dest.test"}
 	e := insertEmail(t, st, rcpts...)
-	_, err := run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+	_, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 
-	_, err = run[activities.DeliverInput, struct{}](t, acts.Deliver, activities.DeliverInput{
+	_, err = run[contract.DeliverInput, struct{}](t, acts.Deliver, contract.DeliverInput{
 		EmailID: e.ID.String(), Domain: "dest.test", TLS: "opportunistic", Recipients: rcpts})
 	require.NoError(t, err, "bounces are final: nothing to retry")
 
@@ -137,9 +138,9 @@ func TestDeliverRetryRecordsHeartbeatOutcomesInsteadOfResending(t *testing.T) {
 	rcpts := []string{"a@dest.test", "b@dest.test", "gone@dest.test"}
 	e := insertEmail(t, st, rcpts...)
 	acts := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil)
-	_, err := run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+	_, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
-	in := activities.DeliverInput{EmailID: e.ID.String(), Domain: "dest.test", TLS: "opportunistic", Recipients: rcpts}
+	in := contract.DeliverInput{EmailID: e.ID.String(), Domain: "dest.test", TLS: "opportunistic", Recipients: rcpts}
 
 	var s testsuite.WorkflowTestSuite
 	first := s.NewTestActivityEnvironment()
@@ -162,7 +163,7 @@ func TestDeliverRetryRecordsHeartbeatOutcomesInsteadOfResending(t *testing.T) {
 
 	mu.Lock()
 	require.NotNil(t, beat, "the outcome went out as a heartbeat")
-	var prog activities.DeliverProgress
+	var prog contract.DeliverProgress
 	require.NoError(t, beat.Get(&prog))
 	mu.Unlock()
 	got := map[string]string{}
@@ -205,8 +206,8 @@ func sendEmailEnv(acts *activities.Activities, more map[string]any) *testsuite.T
 	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
 	env.RegisterWorkflowWithOptions(workflows.SendEmail, workflow.RegisterOptions{Name: workflows.SendEmailName})
 	fns := map[string]any{
-		activities.PrepareName: acts.Prepare, activities.RecordEventsName: acts.RecordEvents,
-		activities.DeliverName: acts.Deliver, activities.FailEmailName: acts.FailEmail,
+		contract.PrepareName: acts.Prepare, contract.RecordEventsName: acts.RecordEvents,
+		contract.DeliverName: acts.Deliver, contract.FailEmailName: acts.FailEmail,
 	}
 	for name, fn := range more {
 		fns[name] = fn
@@ -237,7 +238,7 @@ func TestDeliverToPrivateMXFailsTheEmail(t *testing.T) {
 	env := sendEmailEnv(acts, nil)
 	var attempts int
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
-		if info.ActivityType.Name == activities.DeliverName {
+		if info.ActivityType.Name == contract.DeliverName {
 			attempts++
 		}
 	})
@@ -279,17 +280,17 @@ func TestDeliverLocalHandsUnrecordedAnswersToTheFallback(t *testing.T) {
 	acts := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil).WithLocalDelivery(regions)
 	lostActs := activities.New(activities.Config{Hostname: "out.example"}, lost, client, nil, nil).WithLocalDelivery(regions)
 
-	env := sendEmailEnv(acts, map[string]any{activities.DeliverLocalName: lostActs.DeliverLocal})
+	env := sendEmailEnv(acts, map[string]any{contract.DeliverLocalName: lostActs.DeliverLocal})
 	var (
 		mu       sync.Mutex
 		started  []string
-		answered []activities.DeliverOutcome
+		answered []contract.DeliverOutcome
 	)
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
-		if info.ActivityType.Name != activities.DeliverName {
+		if info.ActivityType.Name != contract.DeliverName {
 			return
 		}
-		var in activities.DeliverInput
+		var in contract.DeliverInput
 		require.NoError(t, args.Get(&in))
 		mu.Lock()
 		defer mu.Unlock()
@@ -298,7 +299,7 @@ func TestDeliverLocalHandsUnrecordedAnswersToTheFallback(t *testing.T) {
 	})
 	var localRuns int
 	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
-		if info.ActivityType.Name == activities.DeliverLocalName {
+		if info.ActivityType.Name == contract.DeliverLocalName {
 			mu.Lock()
 			defer mu.Unlock()
 			localRuns++
@@ -312,7 +313,7 @@ func TestDeliverLocalHandsUnrecordedAnswersToTheFallback(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, 1, localRuns, "one local attempt")
-	require.Equal(t, []string{activities.DeliverName}, started, "one regular attempt took over")
+	require.Equal(t, []string{contract.DeliverName}, started, "one regular attempt took over")
 	got := map[string]string{}
 	for _, o := range answered {
 		got[o.Rcpt] = o.Status
@@ -339,33 +340,33 @@ func TestDeliverLocalDeliversOnlyForServedRegions(t *testing.T) {
 	e := insertEmail(t, st, "a@dest.test")
 	base := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil)
 
-	res, err := run[activities.PrepareInput, activities.PrepareResult](t, base.WithLocalDelivery([]string{"eu-west-1"}).Prepare,
-		activities.PrepareInput{EmailID: e.ID.String()})
+	res, err := run[contract.PrepareInput, contract.PrepareResult](t, base.WithLocalDelivery([]string{"eu-west-1"}).Prepare,
+		contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.Len(t, res.Groups, 1)
 	require.Equal(t, activities.DefaultRegion, res.Groups[0].Region)
 	require.False(t, res.Groups[0].Local, "the worker does not serve the group's region")
 
-	res, err = run[activities.PrepareInput, activities.PrepareResult](t,
+	res, err = run[contract.PrepareInput, contract.PrepareResult](t,
 		activities.New(activities.Config{Hostname: "out.example"}, st, nil, nil, nil).WithLocalDelivery([]string{activities.DefaultRegion}).Prepare,
-		activities.PrepareInput{EmailID: e.ID.String()})
+		contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.False(t, res.Groups[0].Local, "a process that does not deliver")
 
-	res, err = run[activities.PrepareInput, activities.PrepareResult](t, base.WithLocalDelivery([]string{activities.DefaultRegion}).Prepare,
-		activities.PrepareInput{EmailID: e.ID.String()})
+	res, err = run[contract.PrepareInput, contract.PrepareResult](t, base.WithLocalDelivery([]string{activities.DefaultRegion}).Prepare,
+		contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.True(t, res.Groups[0].Local)
 
-	in := activities.DeliverInput{EmailID: e.ID.String(), Domain: "dest.test", Region: activities.DefaultRegion,
+	in := contract.DeliverInput{EmailID: e.ID.String(), Domain: "dest.test", Region: activities.DefaultRegion,
 		TLS: "opportunistic", Recipients: []string{"a@dest.test"}}
-	out, err := run[activities.DeliverInput, activities.DeliverLocalResult](t, base.WithLocalDelivery([]string{"eu-west-1"}).DeliverLocal, in)
+	out, err := run[contract.DeliverInput, contract.DeliverLocalResult](t, base.WithLocalDelivery([]string{"eu-west-1"}).DeliverLocal, in)
 	require.NoError(t, err)
 	require.False(t, out.Done)
 	require.Contains(t, out.Retry, "does not serve region")
 	require.Zero(t, mx.Connections())
 
-	out, err = run[activities.DeliverInput, activities.DeliverLocalResult](t, base.WithLocalDelivery([]string{activities.DefaultRegion}).DeliverLocal, in)
+	out, err = run[contract.DeliverInput, contract.DeliverLocalResult](t, base.WithLocalDelivery([]string{activities.DefaultRegion}).DeliverLocal, in)
 	require.NoError(t, err)
 	require.True(t, out.Done)
 	require.Len(t, mx.Messages(), 1)

@@ -9,6 +9,7 @@ import (
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // TestCheckDomainKeepsDMARCPolicy checks that a verification check stores
@@ -22,7 +23,7 @@ func TestCheckDomainKeepsDMARCPolicy(t *testing.T) {
 	d, _ := insertDomain(t, st, newBox(t), "policy.test")
 	dns := dnstest.NewServer(t)
 	acts := activities.New(activities.Config{Records: recordsCfg, Resolver: dns.Resolver()}, st, nil, nil, nil)
-	in := activities.CheckDomainInput{DomainID: d.ID.String()}
+	in := contract.CheckDomainInput{DomainID: d.ID.String()}
 	policy := func() *string {
 		got, err := st.GetDomain(ctx, d.TeamID, d.ID)
 		require.NoError(t, err)
@@ -30,18 +31,18 @@ func TestCheckDomainKeepsDMARCPolicy(t *testing.T) {
 	}
 	require.Nil(t, policy(), "unknown before any check")
 
-	_, err := run[activities.CheckDomainInput, activities.CheckDomainResult](t, acts.CheckDomain, in)
+	_, err := run[contract.CheckDomainInput, contract.CheckDomainResult](t, acts.CheckDomain, in)
 	require.NoError(t, err)
 	require.NotNil(t, policy())
 	require.Equal(t, "", *policy())
 
 	dns.AddTXT("_dmarc.policy.test", "v=DMARC1; p=Quarantine; rua=mailto:d@policy.test")
-	_, err = run[activities.CheckDomainInput, activities.CheckDomainResult](t, acts.CheckDomain, in)
+	_, err = run[contract.CheckDomainInput, contract.CheckDomainResult](t, acts.CheckDomain, in)
 	require.NoError(t, err)
 	require.Equal(t, "quarantine", *policy())
 
 	dns.ServFail("_dmarc.policy.test", true)
-	_, err = run[activities.CheckDomainInput, activities.CheckDomainResult](t, acts.CheckDomain, in)
+	_, err = run[contract.CheckDomainInput, contract.CheckDomainResult](t, acts.CheckDomain, in)
 	require.NoError(t, err)
 	require.Equal(t, "quarantine", *policy(), "a failed lookup keeps the last policy")
 }

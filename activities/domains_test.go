@@ -21,6 +21,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 var recordsCfg = records.Config{BounceHost: "bounce.posthaste.example", SPFInclude: "_spf.posthaste.example"}
@@ -82,9 +83,9 @@ func TestPrepareSignsAndSkipsSuppressed(t *testing.T) {
 	e := domainEmail(t, st, d, "a@dest.test", "Gone@dest.test", "delivered@posthaste.test")
 	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, nil, nil, nil)
 
-	res, err := run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+	res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
-	require.Equal(t, []activities.DeliveryGroup{{Domain: "dest.test", Region: "eu-west-1", TLS: "enforced",
+	require.Equal(t, []contract.DeliveryGroup{{Domain: "dest.test", Region: "eu-west-1", TLS: "enforced",
 		ReturnPath: reports.SignedReturnPath(box.DeriveKey(activities.VERPKeyPurpose), e.ID, "bounce.shop.test"),
 		Recipients: []string{"a@dest.test"}}}, res.Groups)
 	v, ok := reports.ParseVERP(res.Groups[0].ReturnPath)
@@ -127,23 +128,23 @@ func TestPrepareWithoutKeyIsPermanent(t *testing.T) {
 	e := domainEmail(t, st, d, "a@dest.test")
 	for name, box := range map[string]*seal.Box{"no master key": nil, "another master key": newBox(t)} {
 		acts := activities.New(activities.Config{Keys: box}, st, nil, nil, nil)
-		_, err := run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+		_, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 		var ae *temporal.ApplicationError
 		require.ErrorAs(t, err, &ae, name)
 		require.True(t, ae.NonRetryable(), name)
 		require.Contains(t, ae.Error(), "DKIM key", name)
-		reason, ok := activities.PermanentReason(err)
+		reason, ok := contract.PermanentReason(err)
 		require.True(t, ok, name)
 		require.Contains(t, reason, "DKIM key", name)
 	}
 
 	// The workflow then ends the email failed, with that reason.
 	acts := activities.New(activities.Config{}, st, nil, nil, nil)
-	_, err := run[activities.FailEmailInput, struct{}](t, acts.FailEmail,
-		activities.FailEmailInput{EmailID: e.ID.String(), Reason: "DKIM key unavailable"})
+	_, err := run[contract.FailEmailInput, struct{}](t, acts.FailEmail,
+		contract.FailEmailInput{EmailID: e.ID.String(), Reason: "DKIM key unavailable"})
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"a@dest.test": "failed"}, recipientStatus(t, st, e))
-	require.False(t, func() bool { _, ok := activities.PermanentReason(errors.New("connection refused")); return ok }(),
+	require.False(t, func() bool { _, ok := contract.PermanentReason(errors.New("connection refused")); return ok }(),
 		"a plain error is not permanent")
 }
 
@@ -154,20 +155,20 @@ func TestCheckDomain(t *testing.T) {
 	d, key := insertDomain(t, st, newBox(t), "shop.test")
 	dns := dnstest.NewServer(t)
 	acts := activities.New(activities.Config{Records: recordsCfg, Resolver: dns.Resolver()}, st, nil, nil, nil)
-	in := activities.CheckDomainInput{DomainID: d.ID.String()}
+	in := contract.CheckDomainInput{DomainID: d.ID.String()}
 
 	dns.AddTXT("sel._domainkey.shop.test", dkim.RecordValue(key.PublicBase64))
 	dns.AddMX("bounce.shop.test", "bounce.posthaste.example", 10)
-	res, err := run[activities.CheckDomainInput, activities.CheckDomainResult](t, acts.CheckDomain, in)
+	res, err := run[contract.CheckDomainInput, contract.CheckDomainResult](t, acts.CheckDomain, in)
 	require.NoError(t, err)
-	require.Equal(t, []activities.RecordCheck{
+	require.Equal(t, []contract.RecordCheck{
 		{Key: "dkim", Required: true, Found: true},
 		{Key: "spf_mx", Required: true, Found: true},
 		{Key: "spf_txt", Required: true, Found: false},
 		{Key: "dmarc", Required: false, Found: false},
 	}, res.Records)
 
-	_, err = run[activities.SetDomainStatusInput, struct{}](t, acts.SetDomainStatus, activities.SetDomainStatusInput{
+	_, err = run[contract.SetDomainStatusInput, struct{}](t, acts.SetDomainStatus, contract.SetDomainStatusInput{
 		DomainID: d.ID.String(), Status: "partially_verified", Records: map[string]string{"dkim": "verified"}})
 	require.NoError(t, err)
 	got, err := st.GetDomain(ctx, d.TeamID, d.ID)
@@ -176,7 +177,7 @@ func TestCheckDomain(t *testing.T) {
 	require.Equal(t, "verified", got.RecordStatus["dkim"])
 
 	require.NoError(t, st.DeleteDomain(ctx, d.TeamID, d.ID))
-	res, err = run[activities.CheckDomainInput, activities.CheckDomainResult](t, acts.CheckDomain, in)
+	res, err = run[contract.CheckDomainInput, contract.CheckDomainResult](t, acts.CheckDomain, in)
 	require.NoError(t, err)
 	require.True(t, res.Deleted, "a deleted domain ends its verification")
 }

@@ -10,11 +10,8 @@ import (
 
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
-
-// CheckAccountHealthName is the registered name of the CheckAccountHealth
-// activity.
-const CheckAccountHealthName = "CheckAccountHealth"
 
 // HealthStore evaluates account health and keeps its notices
 // (*store.Store).
@@ -44,22 +41,6 @@ type Health struct {
 	Now func() time.Time
 }
 
-// CheckAccountHealthInput configures one evaluation: the window over
-// which the rates are counted (POSTHASTE_HEALTH_WINDOW) and whether a
-// crossing of the pause threshold pauses the team's sending
-// (POSTHASTE_HEALTH_PAUSE).
-type CheckAccountHealthInput struct {
-	Window time.Duration
-	Pause  bool
-}
-
-// CheckAccountHealthResult counts what one evaluation did.
-type CheckAccountHealthResult struct {
-	Crossed int // crossings this evaluation stored
-	Sent    int // pending notices sent (or replayed) and marked
-	Failed  int // pending notices left for the next evaluation
-}
-
 // PendingHealthNoticeBatch bounds the notices one evaluation sends; more
 // wait for the next one.
 const PendingHealthNoticeBatch = 100
@@ -72,8 +53,8 @@ const PendingHealthNoticeBatch = 100
 // exactly once even when a process dies or a send fails between the
 // evaluation and the email. A notice that cannot be sent is logged and
 // stays pending for the next evaluation.
-func (h *Health) CheckAccountHealth(ctx context.Context, in CheckAccountHealthInput) (CheckAccountHealthResult, error) {
-	var res CheckAccountHealthResult
+func (h *Health) CheckAccountHealth(ctx context.Context, in contract.CheckAccountHealthInput) (contract.CheckAccountHealthResult, error) {
+	var res contract.CheckAccountHealthResult
 	now := time.Now
 	if h.Now != nil {
 		now = h.Now

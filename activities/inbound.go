@@ -15,36 +15,8 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
 	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
-
-// ProcessInboundMessageName is the registered name of ProcessInboundMessage.
-const ProcessInboundMessageName = "ProcessInboundMessage"
-
-// ProcessInboundInput names a message the inbound MX accepted (an
-// inbound_message row).
-type ProcessInboundInput struct {
-	InboundID uuid.UUID
-}
-
-// ProcessInboundResult says what a message was and what it changed.
-type ProcessInboundResult struct {
-	// Kind is the reports.Kind of the message ("" when the row is gone).
-	Kind string
-	// EmailID is the email the report was matched to; uuid.Nil when none.
-	EmailID uuid.UUID
-	// Events counts the events recorded (bounced, delivery_delayed,
-	// complained; one already recorded, by an earlier copy of the report,
-	// counts but changes nothing), Suppressed the addresses put on the
-	// suppression list (likewise).
-	Events, Suppressed int
-	// Received counts the received emails stored for receiving domains
-	// (issue 16 point 4); 0 when they already were.
-	Received int
-	// Unsubscribed counts the recipients unsubscribed through their
-	// mailto unsubscribe addresses (unsubscribeMailto); one unsubscribed
-	// already counts but changes nothing.
-	Unsubscribed int
-}
 
 // ProcessInboundMessage reads a message the inbound MX accepted and acts
 // on it, then marks it processed:
@@ -76,39 +48,39 @@ type ProcessInboundResult struct {
 // several). Other addresses the report names are ignored. Everything is idempotent (events happen once per
 // recipient, suppressions once per address), so a retry repeats nothing;
 // a message already processed, or gone, is left alone.
-func (a *Activities) ProcessInboundMessage(ctx context.Context, in ProcessInboundInput) (ProcessInboundResult, error) {
+func (a *Inbound) ProcessInboundMessage(ctx context.Context, in contract.ProcessInboundInput) (contract.ProcessInboundResult, error) {
 	m, err := a.store.InboundByID(ctx, in.InboundID)
 	if errors.Is(err, store.ErrNotFound) {
-		return ProcessInboundResult{}, nil // purged: nothing to do
+		return contract.ProcessInboundResult{}, nil // purged: nothing to do
 	}
 	if err != nil {
-		return ProcessInboundResult{}, err
+		return contract.ProcessInboundResult{}, err
 	}
 	if m.Status == store.InboundProcessed {
-		return ProcessInboundResult{Kind: m.Result}, nil
+		return contract.ProcessInboundResult{Kind: m.Result}, nil
 	}
 	rep, err := reports.Parse(bytes.NewReader(m.Raw), reports.Limits{})
 	if err != nil && !errors.Is(err, reports.ErrNotMessage) {
-		return ProcessInboundResult{}, fmt.Errorf("parsing inbound message %s: %w", m.ID, err)
+		return contract.ProcessInboundResult{}, fmt.Errorf("parsing inbound message %s: %w", m.ID, err)
 	}
-	res := ProcessInboundResult{Kind: string(rep.Kind)}
+	res := contract.ProcessInboundResult{Kind: string(rep.Kind)}
 	logger := a.logger.With("team_id", m.TeamID, "inbound_id", m.ID, "kind", rep.Kind)
 	switch {
 	case (rep.Kind == reports.KindDSN || rep.Kind == reports.KindBounce) && rep.DSN != nil:
 		t, ok, err := a.reportTarget(ctx, m, &rep)
 		if err != nil {
-			return ProcessInboundResult{}, err
+			return contract.ProcessInboundResult{}, err
 		}
 		if ok {
 			res.EmailID = t.email.ID
 			if dsn := t.bounceReport(rep.DSN); dsn != nil {
 				if res.Events, res.Suppressed, err = a.recordBounces(ctx, t.email, dsn); err != nil {
-					return ProcessInboundResult{}, err
+					return contract.ProcessInboundResult{}, err
 				}
 			}
 		}
 	case rep.Kind == reports.KindFeedback && rep.Feedback != nil && rep.Feedback.Complaint():
-		if !fromFeedbackLoop(m.Auth, rep.From, a.cfg.FBLDomains) {
+		if !fromFeedbackLoop(m.Auth, rep.From, a.fblDomains) {
 			// Kept as received mail (the inbound message), acting on
 			// nobody: anyone can write an ARF report.
 			logger.Info("complaint not from a trusted feedback loop: not acted on")
@@ -116,26 +88,26 @@ func (a *Activities) ProcessInboundMessage(ctx context.Context, in ProcessInboun
 		}
 		t, ok, err := a.reportTarget(ctx, m, &rep)
 		if err != nil {
-			return ProcessInboundResult{}, err
+			return contract.ProcessInboundResult{}, err
 		}
 		if ok {
 			res.EmailID = t.email.ID
 			if res.Events, res.Suppressed, err = a.recordComplaints(ctx, t.email, t.complainants(rep.Feedback)); err != nil {
-				return ProcessInboundResult{}, err
+				return contract.ProcessInboundResult{}, err
 			}
 		}
 	}
 	// Mailto unsubscribe addresses (RFC 2369): whatever the message says.
 	if res.Unsubscribed, err = a.unsubscribeMailto(ctx, m); err != nil {
-		return ProcessInboundResult{}, err
+		return contract.ProcessInboundResult{}, err
 	}
 	// Receiving domains (issue 16 point 4): the message is stored for
 	// each and announced with email.received.
 	if res.Received, err = a.receive(ctx, m); err != nil {
-		return ProcessInboundResult{}, err
+		return contract.ProcessInboundResult{}, err
 	}
 	if err := a.store.MarkInboundProcessed(ctx, m.TeamID, m.ID, res.Kind); err != nil {
-		return ProcessInboundResult{}, err
+		return contract.ProcessInboundResult{}, err
 	}
 	logger.Info("inbound message processed", "email_id", res.EmailID, "events", res.Events,
 		"suppressed", res.Suppressed, "received", res.Received, "unsubscribed", res.Unsubscribed)
@@ -150,14 +122,14 @@ func (a *Activities) ProcessInboundMessage(ctx context.Context, in ProcessInboun
 // the request, so the message's content does not matter. An address whose
 // email is gone (purged) is skipped; so is one whose code does not verify,
 // which the MX would not have accepted.
-func (a *Activities) unsubscribeMailto(ctx context.Context, m store.InboundMessage) (int, error) {
+func (a *Inbound) unsubscribeMailto(ctx context.Context, m store.InboundMessage) (int, error) {
 	n := 0
 	for _, r := range m.Recipients {
 		if r.Kind != inbound.RouteUnsubscribe || r.EmailID == nil {
 			continue
 		}
 		addr, ok := mailto.Parse(r.Address)
-		if !ok || addr.EmailID != *r.EmailID || !addr.Verify(a.cfg.UnsubscribeMailtoKey) {
+		if !ok || addr.EmailID != *r.EmailID || !addr.Verify(a.unsubscribeMailtoKey) {
 			a.logger.Warn("skipping an unsubscribe address that does not verify", "team_id", m.TeamID, "inbound_id", m.ID)
 			continue
 		}
@@ -172,7 +144,7 @@ func (a *Activities) unsubscribeMailto(ctx context.Context, m store.InboundMessa
 			continue
 		}
 		tok := unsubscribe.Token{TeamID: e.TeamID, EmailID: e.ID, TopicID: e.TopicID, BroadcastID: e.BroadcastID, Email: e.Recipients[addr.Index].Address}
-		if err := unsubscribe.Unsubscribe(ctx, a.store, a.cfg.Webhooks.Outbox, a.logger, tok); err != nil {
+		if err := unsubscribe.Unsubscribe(ctx, a.store, a.outbox, a.logger, tok); err != nil {
 			return n, fmt.Errorf("unsubscribing recipient %d of %s: %w", addr.Index, e.ID, err)
 		}
 		n++
@@ -197,7 +169,7 @@ func emailRecipient(e store.Email, addr string) (string, bool) {
 
 // recordBounces records the final failures and delays of a DSN's
 // recipients that belong to e, and suppresses the permanent ones.
-func (a *Activities) recordBounces(ctx context.Context, e store.Email, dsn *reports.DSN) (events, suppressed int, err error) {
+func (a *Inbound) recordBounces(ctx context.Context, e store.Email, dsn *reports.DSN) (events, suppressed int, err error) {
 	now := a.now()
 	var (
 		evs      []store.Event
@@ -215,7 +187,7 @@ func (a *Activities) recordBounces(ctx context.Context, e store.Email, dsn *repo
 				continue
 			}
 			evs = append(evs, store.Event{Type: store.EventBounced, Recipient: addr, CreatedAt: now, Async: true,
-				Detail: BounceDetail(b.Type, b.SubType, b.Message, b.DiagnosticCode)})
+				Detail: contract.BounceDetail(b.Type, b.SubType, b.Message, b.DiagnosticCode)})
 			if b.Suppress {
 				suppress = append(suppress, addr)
 			}
@@ -239,7 +211,7 @@ func (a *Activities) recordBounces(ctx context.Context, e store.Email, dsn *repo
 
 // recordComplaints marks addrs, recipients of e, `complained` and
 // suppresses them with reason complaint (see reportTarget.complainants).
-func (a *Activities) recordComplaints(ctx context.Context, e store.Email, addrs []string) (events, suppressed int, err error) {
+func (a *Inbound) recordComplaints(ctx context.Context, e store.Email, addrs []string) (events, suppressed int, err error) {
 	now := a.now()
 	evs := make([]store.Event, 0, len(addrs))
 	for _, addr := range addrs {

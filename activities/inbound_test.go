@@ -18,6 +18,7 @@ import (
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // The email and return path every fixture of internal/reports is about.
@@ -91,10 +92,10 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 	d, _ := insertDomain(t, st, box, "shop.test")
 	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box,
 		FBLDomains: []string{"example.com", "yahoo.com"}}, st, nil, nil, nil)
-	process := func(id uuid.UUID) activities.ProcessInboundResult {
+	process := func(id uuid.UUID) contract.ProcessInboundResult {
 		t.Helper()
-		res, err := run[activities.ProcessInboundInput, activities.ProcessInboundResult](t,
-			acts.ProcessInboundMessage, activities.ProcessInboundInput{InboundID: id})
+		res, err := run[contract.ProcessInboundInput, contract.ProcessInboundResult](t,
+			acts.ProcessInboundMessage, contract.ProcessInboundInput{InboundID: id})
 		require.NoError(t, err)
 		return res
 	}
@@ -116,7 +117,7 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 		id := receive(t, st, key, rp, reportFixture(t, "postfix-failed.eml", e.ID, rp,
 			map[string]string{"nobody@example.org": "nobody@dest.test"}))
 		res := process(id)
-		require.Equal(t, activities.ProcessInboundResult{Kind: "dsn", EmailID: e.ID, Events: 1, Suppressed: 1}, res)
+		require.Equal(t, contract.ProcessInboundResult{Kind: "dsn", EmailID: e.ID, Events: 1, Suppressed: 1}, res)
 		require.Equal(t, map[string]string{"Nobody@dest.test": "bounced", "other@dest.test": "delivered"}, status(e))
 		bs, err := st.Bounces(ctx, d.TeamID, e.ID)
 		require.NoError(t, err)
@@ -142,7 +143,7 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 		id := receive(t, st, key, rp, reportFixture(t, "postfix-failed.eml", e.ID, rp,
 			map[string]string{"nobody@example.org": "victim@dest.test"}))
 		res := process(id)
-		require.Equal(t, activities.ProcessInboundResult{Kind: "dsn", EmailID: e.ID}, res)
+		require.Equal(t, contract.ProcessInboundResult{Kind: "dsn", EmailID: e.ID}, res)
 		require.Equal(t, map[string]string{"real@dest.test": "queued"}, status(e))
 		require.Empty(t, suppression("victim@dest.test"), "a forged DSN suppresses nobody")
 		got, err := st.InboundByID(ctx, id)
@@ -179,7 +180,7 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 		rp := rcptPath(t, key, e, 0, d)
 		res := process(receiveAuth(t, st, key, rp, reportFixture(t, "rfc5965-arf.eml", e.ID, rp,
 			map[string]string{"user@example.com": "user@dest.test"}), fblAuth("example.com")))
-		require.Equal(t, activities.ProcessInboundResult{Kind: "feedback", EmailID: e.ID, Events: 1, Suppressed: 1}, res)
+		require.Equal(t, contract.ProcessInboundResult{Kind: "feedback", EmailID: e.ID, Events: 1, Suppressed: 1}, res)
 		require.Equal(t, map[string]string{"user@dest.test": "complained", "quiet@dest.test": "delivered"}, status(e))
 		require.Equal(t, store.SuppressionComplaint, suppression("user@dest.test"))
 		require.Empty(t, suppression("quiet@dest.test"))
@@ -208,7 +209,7 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 		raw := []byte("From: away@dest.test\r\nTo: " + rp + "\r\nSubject: Out of Office: hi\r\n" +
 			"Auto-Submitted: auto-replied\r\n\r\nI am away.\r\n")
 		res := process(receive(t, st, key, rp, raw))
-		require.Equal(t, activities.ProcessInboundResult{Kind: "auto_reply", EmailID: uuid.Nil}, res)
+		require.Equal(t, contract.ProcessInboundResult{Kind: "auto_reply", EmailID: uuid.Nil}, res)
 		require.Equal(t, map[string]string{"away@dest.test": "delivered"}, status(e))
 	})
 
@@ -231,6 +232,6 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 		_, err = st.GetEmail(ctx, d.TeamID, e.ID)
 		require.ErrorIs(t, err, store.ErrNotFound, "purged")
 		res := process(id)
-		require.Equal(t, activities.ProcessInboundResult{Kind: "dsn"}, res, "ignored without error")
+		require.Equal(t, contract.ProcessInboundResult{Kind: "dsn"}, res, "ignored without error")
 	})
 }

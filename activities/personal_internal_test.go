@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 func TestWithoutAddresses(t *testing.T) {
@@ -24,18 +26,18 @@ func TestWithoutAddresses(t *testing.T) {
 func TestPersonalDataDeclared(t *testing.T) {
 	t.Parallel()
 	team := uuid.New()
-	out := []DeliverOutcome{{Rcpt: "a@x.test"}}
+	out := []contract.DeliverOutcome{{Rcpt: "a@x.test"}}
 	checks := []struct {
 		name string
 		v    interface{ PersonalData() (uuid.UUID, []string) }
 		want int
 	}{
-		{"prepare", PrepareResult{TeamID: team, Sandbox: []SandboxRecipient{{Address: "s@posthaste.test"}},
-			Groups: []DeliveryGroup{{Recipients: []string{"a@x.test", "b@x.test"}}}}, 3},
-		{"deliver input", DeliverInput{TeamID: team, Recipients: []string{"a@x.test", "b@x.test"}, Answered: out}, 3},
-		{"progress", DeliverProgress{TeamID: team, Outcomes: out}, 1},
-		{"local result", DeliverLocalResult{TeamID: team, Answered: out, rcpts: []string{"a@x.test"}}, 2},
-		{"events", RecordEventsInput{TeamID: team, Events: []EventInput{{Recipient: "a@x.test"}, {Type: "sent"}}}, 1},
+		{"prepare", contract.PrepareResult{TeamID: team, Sandbox: []contract.SandboxRecipient{{Address: "s@posthaste.test"}},
+			Groups: []contract.DeliveryGroup{{Recipients: []string{"a@x.test", "b@x.test"}}}}, 3},
+		{"deliver input", contract.DeliverInput{TeamID: team, Recipients: []string{"a@x.test", "b@x.test"}, Answered: out}, 3},
+		{"progress", contract.DeliverProgress{TeamID: team, Outcomes: out}, 1},
+		{"local result", contract.DeliverLocalResult{TeamID: team, Answered: out, Rcpts: []string{"a@x.test"}}, 2},
+		{"events", contract.RecordEventsInput{TeamID: team, Events: []contract.EventInput{{Recipient: "a@x.test"}, {Type: "sent"}}}, 1},
 	}
 	for _, c := range checks {
 		got, addrs := c.v.PersonalData()

@@ -16,6 +16,7 @@ import (
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // senders is the Senders of a test: a Deliverer per pool name.
@@ -62,28 +63,28 @@ func TestPrepareAndDeliverFromTheTeamsPool(t *testing.T) {
 
 	e := insertEmail(t, st, "a@dest.test")
 	require.NoError(t, st.SetTeamIPPool(ctx, e.TeamID, "acme"))
-	res, err := run[activities.PrepareInput, activities.PrepareResult](t, onlyDefault.Prepare,
-		activities.PrepareInput{EmailID: e.ID.String()})
+	res, err := run[contract.PrepareInput, contract.PrepareResult](t, onlyDefault.Prepare,
+		contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.Equal(t, "acme", res.Groups[0].Pool)
 	require.False(t, res.Groups[0].Local, "this worker does not deliver from acme")
-	res, err = run[activities.PrepareInput, activities.PrepareResult](t, both.Prepare,
-		activities.PrepareInput{EmailID: e.ID.String()})
+	res, err = run[contract.PrepareInput, contract.PrepareResult](t, both.Prepare,
+		contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.Equal(t, "acme", res.Groups[0].Pool)
 	require.True(t, res.Groups[0].Local)
 
 	g := res.Groups[0]
-	in := activities.DeliverInput{EmailID: e.ID.String(), Domain: g.Domain, Recipients: g.Recipients, TLS: g.TLS,
+	in := contract.DeliverInput{EmailID: e.ID.String(), Domain: g.Domain, Recipients: g.Recipients, TLS: g.TLS,
 		ReturnPath: g.ReturnPath, Region: g.Region, Pool: g.Pool}
-	out, err := run[activities.DeliverInput, activities.DeliverLocalResult](t, onlyDefault.DeliverLocal, in)
+	out, err := run[contract.DeliverInput, contract.DeliverLocalResult](t, onlyDefault.DeliverLocal, in)
 	require.NoError(t, err)
 	require.Contains(t, out.Retry, `does not deliver from IP pool "acme"`)
-	_, err = run[activities.DeliverInput, any](t, onlyDefault.Deliver, in)
+	_, err = run[contract.DeliverInput, any](t, onlyDefault.Deliver, in)
 	require.ErrorContains(t, err, `does not deliver from IP pool "acme"`)
 	require.Zero(t, mx.Connections(), "nothing left from the wrong pool")
 
-	_, err = run[activities.DeliverInput, any](t, both.Deliver, in)
+	_, err = run[contract.DeliverInput, any](t, both.Deliver, in)
 	require.NoError(t, err)
 	msgs := mx.Messages()
 	require.Len(t, msgs, 1)
@@ -104,8 +105,8 @@ func TestPrepareAndDeliverFromTheTeamsPool(t *testing.T) {
 	// A team assigned the default pool by name uses the default queues.
 	e2 := insertEmail(t, st, "b@dest.test")
 	require.NoError(t, st.SetTeamIPPool(ctx, e2.TeamID, "shared"))
-	res, err = run[activities.PrepareInput, activities.PrepareResult](t, onlyDefault.Prepare,
-		activities.PrepareInput{EmailID: e2.ID.String()})
+	res, err = run[contract.PrepareInput, contract.PrepareResult](t, onlyDefault.Prepare,
+		contract.PrepareInput{EmailID: e2.ID.String()})
 	require.NoError(t, err)
 	require.Equal(t, "", res.Groups[0].Pool)
 	require.True(t, res.Groups[0].Local)

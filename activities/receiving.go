@@ -19,7 +19,7 @@ import (
 // copy already stored (a retried step) is neither stored nor announced
 // again. A message too large to parse is stored with its header fields
 // only: the raw message stays downloadable.
-func (a *Activities) receive(ctx context.Context, m store.InboundMessage) (int, error) {
+func (a *Inbound) receive(ctx context.Context, m store.InboundMessage) (int, error) {
 	var (
 		domains []uuid.UUID
 		rcpts   = map[uuid.UUID][]string{}
@@ -71,8 +71,8 @@ func (a *Activities) receive(ctx context.Context, m store.InboundMessage) (int, 
 			stored++
 		}
 	}
-	if stored > 0 && a.cfg.Webhooks.Outbox != nil {
-		a.cfg.Webhooks.Outbox.Notify() // the events may have queued webhook messages
+	if stored > 0 && a.outbox != nil {
+		a.outbox.Notify() // the events may have queued webhook messages
 	}
 	return stored, nil
 }

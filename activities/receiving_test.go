@@ -16,6 +16,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/internal/webhook"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 const receivedFixture = `From: Ann <ann@example.org>
@@ -101,8 +102,8 @@ func TestProcessInboundReceiving(t *testing.T) {
 	id := receive(t, st, nil, "support@shop.test", raw)
 	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, nil, nil, nil)
 	for i := range 2 { // a retry stores and announces nothing more
-		res, err := run[activities.ProcessInboundInput, activities.ProcessInboundResult](t,
-			acts.ProcessInboundMessage, activities.ProcessInboundInput{InboundID: id})
+		res, err := run[contract.ProcessInboundInput, contract.ProcessInboundResult](t,
+			acts.ProcessInboundMessage, contract.ProcessInboundInput{InboundID: id})
 		require.NoError(t, err)
 		if i == 0 {
 			require.Equal(t, 1, res.Received)
@@ -191,8 +192,8 @@ func TestProcessInboundReceivingDirtyMessage(t *testing.T) {
 	raw := []byte("From: a@example.org\r\nTo: x@shop.test\r\nSubject: caf\xe9\x00\r\nX-Bin: \xff\x00\r\n\r\nna\xefve\x00\r\n")
 	id := receive(t, st, nil, "x@shop.test", raw)
 	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, nil, nil, nil)
-	res, err := run[activities.ProcessInboundInput, activities.ProcessInboundResult](t,
-		acts.ProcessInboundMessage, activities.ProcessInboundInput{InboundID: id})
+	res, err := run[contract.ProcessInboundInput, contract.ProcessInboundResult](t,
+		acts.ProcessInboundMessage, contract.ProcessInboundInput{InboundID: id})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Received)
 	list, _, err := st.ListReceivedEmails(context.Background(), d.TeamID, store.Page{Limit: 1})

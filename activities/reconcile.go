@@ -9,10 +9,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
-
-// ReconcileEmailsName is the registered name of the ReconcileEmails activity.
-const ReconcileEmailsName = "ReconcileEmails"
 
 // EmailWorkflows is the part of Temporal the reconciler and erasures ask
 // and act on; worker.Starter implements it.
@@ -47,45 +45,21 @@ const (
 // reconcilePage is how many emails one query lists.
 const reconcilePage = 100
 
-// ReconcileInput bounds one reconciliation (see store.StalledEmails).
-type ReconcileInput struct {
-	// QueuedBefore: emails that never left the queue, were due before
-	// this and have no outbox entry are restarted.
-	QueuedBefore time.Time
-	// SentBefore: emails sent (claimed) and due before this that still
-	// have recipients without an outcome are ended `failed`.
-	SentBefore time.Time
-	// MaxRestarts bounds the restarts of an email; one that needs more is
-	// ended `failed`.
-	MaxRestarts int
-	// Limit bounds the emails examined in one run.
-	Limit int
-}
-
-// ReconcileResult counts what a reconciliation did.
-type ReconcileResult struct {
-	Examined  int // emails listed
-	Running   int // left alone: their workflow still runs
-	Restarted int
-	Failed    int // emails ended `failed`
-	Errors    int // emails skipped after an error (logged); the next run sees them again
-}
-
 // ReconcileEmails finds the emails that have no outcome long after they
 // should (store.StalledEmails) and whose workflow does not run, and either
 // restarts them (never sent, fewer than MaxRestarts restarts) or ends
 // their recipients without an outcome as `failed`. Emails whose workflow
 // runs are left alone. It is idempotent: a retry restarts nothing twice
 // (restart IDs are numbered and never reused) and fails nothing twice.
-func (a *Activities) ReconcileEmails(ctx context.Context, in ReconcileInput) (ReconcileResult, error) {
-	var res ReconcileResult
-	if a.cfg.Workflows == nil {
+func (a *Reconciler) ReconcileEmails(ctx context.Context, in contract.ReconcileInput) (contract.ReconcileResult, error) {
+	var res contract.ReconcileResult
+	if a.workflows == nil {
 		return res, temporal.NewNonRetryableApplicationError("this worker has no Temporal client to reconcile with",
-			ErrTypePermanent, nil)
+			contract.ErrTypePermanent, nil)
 	}
 	if in.Limit <= 0 {
 		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("limit %d must be positive", in.Limit),
-			ErrTypePermanent, nil)
+			contract.ErrTypePermanent, nil)
 	}
 	var after *store.StalledEmail
 	for res.Examined < in.Limit {
@@ -109,9 +83,9 @@ func (a *Activities) ReconcileEmails(ctx context.Context, in ReconcileInput) (Re
 }
 
 // reconcile restarts or ends one email whose workflow does not run.
-func (a *Activities) reconcile(ctx context.Context, e store.StalledEmail, maxRestarts int, res *ReconcileResult) {
+func (a *Reconciler) reconcile(ctx context.Context, e store.StalledEmail, maxRestarts int, res *contract.ReconcileResult) {
 	log := a.logger.With("email_id", e.ID, "team_id", e.TeamID, "restarts", e.Restarts)
-	running, err := a.cfg.Workflows.Running(ctx, e.EmailRef)
+	running, err := a.workflows.Running(ctx, e.EmailRef)
 	if err != nil {
 		log.Warn("reconciling: asking for the email's workflow", "err", err)
 		res.Errors++
@@ -154,14 +128,14 @@ func (a *Activities) reconcile(ctx context.Context, e store.StalledEmail, maxRes
 // restart starts the workflow of restart number ref.Restarts, then
 // records it: a crash between the two starts the same ID again, which is
 // harmless.
-func (a *Activities) restart(ctx context.Context, ref store.EmailRef, at *time.Time) error {
-	if err := a.cfg.Workflows.Restart(ctx, ref, at); err != nil {
+func (a *restarter) restart(ctx context.Context, ref store.EmailRef, at *time.Time) error {
+	if err := a.workflows.Restart(ctx, ref, at); err != nil {
 		return err
 	}
 	return a.store.RecordRestart(ctx, ref.ID, ref.Restarts)
 }
 
-func (a *Activities) countReconciled(action string) {
+func (a *Reconciler) countReconciled(action string) {
 	if a.metrics != nil {
 		a.metrics.Reconciled.WithLabelValues(action).Inc()
 	}

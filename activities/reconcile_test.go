@@ -16,6 +16,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/telemetry"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // fakeWorkflows answers Running from a set of running (email, restart)
@@ -104,35 +105,35 @@ func TestReconcileRestartsThenFailsQueuedEmails(t *testing.T) {
 	recent := insertEmailAt(t, st, now, "delivered@posthaste.test")
 	startedAll(t, st)
 	waiting := insertEmailAt(t, st, now.Add(-time.Hour), "delivered@posthaste.test") // its start is still in the outbox
-	in := activities.ReconcileInput{QueuedBefore: now.Add(-10 * time.Minute), SentBefore: now.Add(-73 * time.Hour),
+	in := contract.ReconcileInput{QueuedBefore: now.Add(-10 * time.Minute), SentBefore: now.Add(-73 * time.Hour),
 		MaxRestarts: 2, Limit: 100}
-	reconcile := func() activities.ReconcileResult {
+	reconcile := func() contract.ReconcileResult {
 		t.Helper()
-		res, err := run[activities.ReconcileInput, activities.ReconcileResult](t, acts.ReconcileEmails, in)
+		res, err := run[contract.ReconcileInput, contract.ReconcileResult](t, acts.ReconcileEmails, in)
 		require.NoError(t, err)
 		return res
 	}
 
 	// The first workflow ended without sending: restart 1.
-	require.Equal(t, activities.ReconcileResult{Examined: 1, Restarted: 1}, reconcile())
+	require.Equal(t, contract.ReconcileResult{Examined: 1, Restarted: 1}, reconcile())
 	require.Equal(t, []store.EmailRef{{ID: stuck.ID, TeamID: stuck.TeamID}}, wf.asked,
 		"Temporal is asked about the email's first workflow only")
 	require.Equal(t, []store.EmailRef{{ID: stuck.ID, TeamID: stuck.TeamID, Restarts: 1}}, wf.restarted)
 
 	// While the restart runs, the email is left alone.
-	require.Equal(t, activities.ReconcileResult{Examined: 1, Running: 1}, reconcile())
+	require.Equal(t, contract.ReconcileResult{Examined: 1, Running: 1}, reconcile())
 	require.Equal(t, 1, wf.asked[1].Restarts, "the restart is what is asked about now")
 
 	// The restart ended too: restart 2, then no more.
 	wf.finish(stuck.ID)
-	require.Equal(t, activities.ReconcileResult{Examined: 1, Restarted: 1}, reconcile())
+	require.Equal(t, contract.ReconcileResult{Examined: 1, Restarted: 1}, reconcile())
 	require.Equal(t, 2, wf.restarted[1].Restarts)
 	wf.finish(stuck.ID)
-	require.Equal(t, activities.ReconcileResult{Examined: 1, Failed: 1}, reconcile())
+	require.Equal(t, contract.ReconcileResult{Examined: 1, Failed: 1}, reconcile())
 	typ, reason := reasonOf(t, st, stuck.ID)
 	require.Equal(t, store.EventFailed, typ)
 	require.Equal(t, activities.ReasonNotStarted, reason)
-	require.Equal(t, activities.ReconcileResult{}, reconcile(), "a failed email has its outcome")
+	require.Equal(t, contract.ReconcileResult{}, reconcile(), "a failed email has its outcome")
 	require.Len(t, wf.restarted, 2)
 
 	require.Equal(t, 2.0, testutil.ToFloat64(metrics.Reconciled.WithLabelValues(activities.ReconcileRestarted)))
@@ -166,11 +167,11 @@ func TestReconcileFailsEmailsPastTheDeliveryWindow(t *testing.T) {
 	inWindow := sent(now.Add(-time.Hour), "a@one.test")
 	startedAll(t, st)
 
-	res, err := run[activities.ReconcileInput, activities.ReconcileResult](t, acts.ReconcileEmails,
-		activities.ReconcileInput{QueuedBefore: now.Add(-10 * time.Minute), SentBefore: now.Add(-73 * time.Hour),
+	res, err := run[contract.ReconcileInput, contract.ReconcileResult](t, acts.ReconcileEmails,
+		contract.ReconcileInput{QueuedBefore: now.Add(-10 * time.Minute), SentBefore: now.Add(-73 * time.Hour),
 			MaxRestarts: 3, Limit: 100})
 	require.NoError(t, err)
-	require.Equal(t, activities.ReconcileResult{Examined: 3, Running: 1, Failed: 1, Errors: 1}, res)
+	require.Equal(t, contract.ReconcileResult{Examined: 3, Running: 1, Failed: 1, Errors: 1}, res)
 	require.Empty(t, wf.restarted, "a sent email is never sent again")
 	got, err := st.GetEmail(ctx, gone.TeamID, gone.ID)
 	require.NoError(t, err)
@@ -201,13 +202,13 @@ func TestReconcileBoundsItsWork(t *testing.T) {
 		wf.running[wfRun{e.ID, 0}] = true
 	}
 	startedAll(t, st)
-	in := activities.ReconcileInput{QueuedBefore: now, SentBefore: now.Add(-73 * time.Hour), MaxRestarts: 3, Limit: 3}
-	res, err := run[activities.ReconcileInput, activities.ReconcileResult](t, acts.ReconcileEmails, in)
+	in := contract.ReconcileInput{QueuedBefore: now, SentBefore: now.Add(-73 * time.Hour), MaxRestarts: 3, Limit: 3}
+	res, err := run[contract.ReconcileInput, contract.ReconcileResult](t, acts.ReconcileEmails, in)
 	require.NoError(t, err)
-	require.Equal(t, activities.ReconcileResult{Examined: 3, Running: 3}, res)
+	require.Equal(t, contract.ReconcileResult{Examined: 3, Running: 3}, res)
 
 	// Without a Temporal client there is nothing to reconcile with.
-	_, err = run[activities.ReconcileInput, activities.ReconcileResult](t,
+	_, err = run[contract.ReconcileInput, contract.ReconcileResult](t,
 		activities.New(activities.Config{}, st, nil, nil, nil).ReconcileEmails, in)
 	require.ErrorContains(t, err, "no Temporal client")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // reportTarget is what a report may act on: the email its return path
@@ -35,7 +36,7 @@ type reportTarget struct {
 // forms only for emails from before per-recipient return paths). A report
 // is never matched by its Message-ID alone: every recipient of an email
 // sees it, so it names no recipient. ok is false when nothing matches.
-func (a *Activities) reportTarget(ctx context.Context, m store.InboundMessage, rep *reports.Report) (reportTarget, bool, error) {
+func (a *Inbound) reportTarget(ctx context.Context, m store.InboundMessage, rep *reports.Report) (reportTarget, bool, error) {
 	var paths []reports.VERP
 	for _, r := range m.Recipients {
 		if r.Kind != inbound.RouteReturnPath {
@@ -48,7 +49,7 @@ func (a *Activities) reportTarget(ctx context.Context, m store.InboundMessage, r
 	if v, ok := rep.VERP(); ok {
 		paths = append(paths, v)
 	}
-	router := inroute.New(a.store, a.cfg.VERPKey, nil)
+	router := inroute.New(a.store, a.verpKey, nil)
 	for _, v := range paths {
 		e, err := router.EmailByVERP(ctx, m.TeamID, v)
 		if errors.Is(err, store.ErrNotFound) {
@@ -184,8 +185,8 @@ func fromFeedbackLoop(auth inbound.Results, from string, domains []string) bool 
 // that recipient only, and each recipient's copy goes in a transaction of
 // its own. nil for mail without a domain or in a process without a VERP
 // key, which is sent with the return path of its delivery group.
-func (a *Activities) recipientReturnPaths(e store.Email, d *store.Domain, rcpts []string) (map[string]string, error) {
-	if e.DomainID == nil || d == nil || len(a.cfg.VERPKey) == 0 {
+func (a *Sending) recipientReturnPaths(e store.Email, d *store.Domain, rcpts []string) (map[string]string, error) {
+	if e.DomainID == nil || d == nil || len(a.verpKey) == 0 {
 		return nil, nil
 	}
 	index := recipientIndex(e)
@@ -195,9 +196,9 @@ func (a *Activities) recipientReturnPaths(e store.Email, d *store.Domain, rcpts 
 		if !ok {
 			return nil, fmt.Errorf("recipient of %s not found", e.ID)
 		}
-		rp, err := reports.RecipientReturnPath(a.cfg.VERPKey, e.ID, i, d.ReturnPath+"."+d.Name)
+		rp, err := reports.RecipientReturnPath(a.verpKey, e.ID, i, d.ReturnPath+"."+d.Name)
 		if err != nil {
-			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 		}
 		out[r] = rp
 	}

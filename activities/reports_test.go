@@ -22,6 +22,7 @@ import (
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // reportEnv is a team with a verified domain and the activities that
@@ -43,10 +44,10 @@ func newReportEnv(t *testing.T) reportEnv {
 	return reportEnv{st: st, d: d, key: box.DeriveKey(activities.VERPKeyPurpose), acts: acts}
 }
 
-func (r reportEnv) process(t *testing.T, id uuid.UUID) activities.ProcessInboundResult {
+func (r reportEnv) process(t *testing.T, id uuid.UUID) contract.ProcessInboundResult {
 	t.Helper()
-	res, err := run[activities.ProcessInboundInput, activities.ProcessInboundResult](t,
-		r.acts.ProcessInboundMessage, activities.ProcessInboundInput{InboundID: id})
+	res, err := run[contract.ProcessInboundInput, contract.ProcessInboundResult](t,
+		r.acts.ProcessInboundMessage, contract.ProcessInboundInput{InboundID: id})
 	require.NoError(t, err)
 	return res
 }
@@ -118,9 +119,9 @@ func TestReportsActOnlyOnTheRecipientOfTheirReturnPath(t *testing.T) {
 	rp := rcptPath(t, r.key, e, 0, r.d)
 
 	res := r.process(t, receive(t, r.st, r.key, rp, dsnAbout(e, rp, "victim@dest.test")))
-	require.Equal(t, activities.ProcessInboundResult{Kind: "dsn", EmailID: e.ID}, res)
+	require.Equal(t, contract.ProcessInboundResult{Kind: "dsn", EmailID: e.ID}, res)
 	res = r.process(t, receiveAuth(t, r.st, r.key, rp, arfAbout(e, rp, "victim@dest.test"), fblAuth("fbl.example")))
-	require.Equal(t, activities.ProcessInboundResult{Kind: "feedback", EmailID: e.ID}, res)
+	require.Equal(t, contract.ProcessInboundResult{Kind: "feedback", EmailID: e.ID}, res)
 	res = r.process(t, receive(t, r.st, r.key, rp, dsnAbout(e, rp, "victim@dest.test", "attacker@dest.test")))
 	require.Equal(t, 1, res.Events, "only the recipient the return path names")
 	require.Equal(t, map[string]string{"attacker@dest.test": "bounced", "victim@dest.test": "delivered"},
@@ -178,7 +179,7 @@ func TestReportsAreNotMatchedByMessageID(t *testing.T) {
 	// The original's Return-Path is not ours: only the Message-ID is.
 	res := r.process(t, receive(t, r.st, r.key, "support@shop.test",
 		dsnAbout(e, "someone@elsewhere.test", "a@dest.test")))
-	require.Equal(t, activities.ProcessInboundResult{Kind: "dsn", Received: 1}, res)
+	require.Equal(t, contract.ProcessInboundResult{Kind: "dsn", Received: 1}, res)
 	require.Equal(t, "delivered", recipientStatus(t, r.st, e)["a@dest.test"])
 
 	// The recipient's return path quoted in the report does match.
@@ -210,7 +211,7 @@ func TestComplaintsNeedAnAuthenticatedFeedbackLoop(t *testing.T) {
 		rp := rcptPath(t, r.key, e, 0, r.d)
 		id := receiveAuth(t, r.st, r.key, rp, arfAbout(e, rp, "user@dest.test"), auth)
 		res := r.process(t, id)
-		require.Equal(t, activities.ProcessInboundResult{Kind: "feedback"}, res, name)
+		require.Equal(t, contract.ProcessInboundResult{Kind: "feedback"}, res, name)
 		require.Equal(t, "delivered", recipientStatus(t, r.st, e)["user@dest.test"], name)
 		require.False(t, r.suppressed(t, "user@dest.test"), name)
 		m, err := r.st.InboundByID(ctx, id)
@@ -227,7 +228,7 @@ func TestComplaintsNeedAnAuthenticatedFeedbackLoop(t *testing.T) {
 		e := r.delivered(t, time.Time{}, "user"+fmt.Sprint(len(name))+"@dest.test")
 		rp := rcptPath(t, r.key, e, 0, r.d)
 		res := r.process(t, receiveAuth(t, r.st, r.key, rp, arfAbout(e, rp, e.Recipients[0].Address), auth))
-		require.Equal(t, activities.ProcessInboundResult{Kind: "feedback", EmailID: e.ID, Events: 1, Suppressed: 1}, res, name)
+		require.Equal(t, contract.ProcessInboundResult{Kind: "feedback", EmailID: e.ID, Events: 1, Suppressed: 1}, res, name)
 	}
 }
 
@@ -249,11 +250,11 @@ func TestDeliverSendsEachRecipientFromItsReturnPath(t *testing.T) {
 	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, client, metrics, nil)
 
 	e := domainEmail(t, st, d, "a@dest.test", "b@dest.test")
-	prep, err := run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+	prep, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.Len(t, prep.Groups, 1)
 	g := prep.Groups[0]
-	_, err = run[activities.DeliverInput, struct{}](t, acts.Deliver, activities.DeliverInput{EmailID: e.ID.String(),
+	_, err = run[contract.DeliverInput, struct{}](t, acts.Deliver, contract.DeliverInput{EmailID: e.ID.String(),
 		TeamID: prep.TeamID, Domain: g.Domain, Recipients: g.Recipients, TLS: "opportunistic", ReturnPath: g.ReturnPath})
 	require.NoError(t, err)
 	key := box.DeriveKey(activities.VERPKeyPurpose)

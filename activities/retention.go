@@ -6,36 +6,16 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+
+	"github.com/posthaste/posthaste/workflows/contract"
 )
-
-// Registered names of the retention activities.
-const (
-	PurgeEmailsName      = "PurgeEmails"
-	PurgeRequestLogsName = "PurgeRequestLogs"
-	PurgeExpiredName     = "PurgeExpired"
-	PurgeAuditName       = "PurgeAudit"
-)
-
-// PurgeInput bounds one sweep: rows older than Before (or, for
-// PurgeExpired, expired at Before) are deleted BatchSize at a time, with a
-// Pause between batches so the sweep leaves room to the API.
-type PurgeInput struct {
-	Before    time.Time
-	BatchSize int
-	Pause     time.Duration
-}
-
-// PurgeResult counts what a sweep deleted.
-type PurgeResult struct {
-	Deleted int
-}
 
 // PurgeEmails deletes, batch by batch, the emails (with their recipients,
 // events, attachments and messages) that stopped changing before
 // in.Before and are not scheduled or in flight. It heartbeats its progress;
 // a retry resumes where the last attempt stopped, since deleted rows are
 // gone.
-func (a *Activities) PurgeEmails(ctx context.Context, in PurgeInput) (PurgeResult, error) {
+func (a *Retention) PurgeEmails(ctx context.Context, in contract.PurgeInput) (contract.PurgeResult, error) {
 	return a.sweep(ctx, in, func(ctx context.Context) (int, error) {
 		return a.store.PurgeEmails(ctx, in.Before, in.BatchSize)
 	})
@@ -43,7 +23,7 @@ func (a *Activities) PurgeEmails(ctx context.Context, in PurgeInput) (PurgeResul
 
 // PurgeExpired deletes expired rows of the tables with their own expiry
 // (idempotency records), batch by batch.
-func (a *Activities) PurgeExpired(ctx context.Context, in PurgeInput) (PurgeResult, error) {
+func (a *Retention) PurgeExpired(ctx context.Context, in contract.PurgeInput) (contract.PurgeResult, error) {
 	return a.sweep(ctx, in, func(ctx context.Context) (int, error) {
 		return a.store.PurgeExpired(ctx, in.Before, in.BatchSize)
 	})
@@ -53,17 +33,17 @@ func (a *Activities) PurgeExpired(ctx context.Context, in PurgeInput) (PurgeResu
 // created before in.Before, as whole prefixes of the chain (store.PurgeAudit
 // keeps the last deleted entry's hash as the anchor, so the rest still
 // verifies).
-func (a *Activities) PurgeAudit(ctx context.Context, in PurgeInput) (PurgeResult, error) {
+func (a *Retention) PurgeAudit(ctx context.Context, in contract.PurgeInput) (contract.PurgeResult, error) {
 	return a.sweep(ctx, in, func(ctx context.Context) (int, error) {
 		return a.store.PurgeAudit(ctx, in.Before, in.BatchSize)
 	})
 }
 
-func (a *Activities) sweep(ctx context.Context, in PurgeInput, batch func(context.Context) (int, error)) (PurgeResult, error) {
+func (a *Retention) sweep(ctx context.Context, in contract.PurgeInput, batch func(context.Context) (int, error)) (contract.PurgeResult, error) {
 	if in.BatchSize <= 0 {
-		return PurgeResult{}, fmt.Errorf("batch size %d must be positive", in.BatchSize)
+		return contract.PurgeResult{}, fmt.Errorf("batch size %d must be positive", in.BatchSize)
 	}
-	var res PurgeResult
+	var res contract.PurgeResult
 	for {
 		n, err := batch(ctx)
 		if err != nil {
@@ -82,18 +62,12 @@ func (a *Activities) sweep(ctx context.Context, in PurgeInput, batch func(contex
 	}
 }
 
-// PurgeRequestLogsInput says which days of the request log to drop.
-type PurgeRequestLogsInput struct {
-	Before time.Time // days entirely before this are dropped
-	Now    time.Time // partitions are created ahead from this day
-}
-
 // PurgeRequestLogs drops the request log's daily partitions older than
 // in.Before and creates those of the coming week.
-func (a *Activities) PurgeRequestLogs(ctx context.Context, in PurgeRequestLogsInput) (PurgeResult, error) {
+func (a *Retention) PurgeRequestLogs(ctx context.Context, in contract.PurgeRequestLogsInput) (contract.PurgeResult, error) {
 	if err := a.store.EnsureRequestLogPartitions(ctx, in.Now, 8); err != nil {
-		return PurgeResult{}, err
+		return contract.PurgeResult{}, err
 	}
 	n, err := a.store.DropRequestLogsBefore(ctx, in.Before)
-	return PurgeResult{Deleted: n}, err
+	return contract.PurgeResult{Deleted: n}, err
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // TestRetentionActivities runs the sweeps as a worker would, on a real
@@ -43,8 +44,8 @@ func TestRetentionActivities(t *testing.T) {
 		{Type: store.EventDelivered, Recipient: "delivered@posthaste.test"}}))
 
 	cutoff := time.Now().AddDate(0, 0, -30)
-	res, err := run[activities.PurgeInput, activities.PurgeResult](t, acts.PurgeEmails,
-		activities.PurgeInput{Before: cutoff, BatchSize: 2, Pause: time.Millisecond})
+	res, err := run[contract.PurgeInput, contract.PurgeResult](t, acts.PurgeEmails,
+		contract.PurgeInput{Before: cutoff, BatchSize: 2, Pause: time.Millisecond})
 	require.NoError(t, err)
 	require.Equal(t, 5, res.Deleted)
 	for _, e := range finished {
@@ -55,16 +56,16 @@ func TestRetentionActivities(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, st.EnsureRequestLogPartitions(ctx, old, 2))
-	res, err = run[activities.PurgeRequestLogsInput, activities.PurgeResult](t, acts.PurgeRequestLogs,
-		activities.PurgeRequestLogsInput{Before: cutoff, Now: time.Now()})
+	res, err = run[contract.PurgeRequestLogsInput, contract.PurgeResult](t, acts.PurgeRequestLogs,
+		contract.PurgeRequestLogsInput{Before: cutoff, Now: time.Now()})
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Deleted)
 	days, err := st.RequestLogPartitions(ctx)
 	require.NoError(t, err)
 	require.Len(t, days, 8, "today and the next seven days")
 
-	_, err = run[activities.PurgeInput, activities.PurgeResult](t, acts.PurgeExpired,
-		activities.PurgeInput{Before: time.Now(), BatchSize: 0})
+	_, err = run[contract.PurgeInput, contract.PurgeResult](t, acts.PurgeExpired,
+		contract.PurgeInput{Before: time.Now(), BatchSize: 0})
 	require.ErrorContains(t, err, "batch size")
 }
 
@@ -81,8 +82,8 @@ func TestPurgeAuditKeepsTheChainVerifiable(t *testing.T) {
 		_, err := st.AppendAudit(ctx, entry)
 		require.NoError(t, err)
 	}
-	res, err := run[activities.PurgeInput, activities.PurgeResult](t, acts.PurgeAudit,
-		activities.PurgeInput{Before: time.Now().Add(time.Hour), BatchSize: 2, Pause: time.Millisecond})
+	res, err := run[contract.PurgeInput, contract.PurgeResult](t, acts.PurgeAudit,
+		contract.PurgeInput{Before: time.Now().Add(time.Hour), BatchSize: 2, Pause: time.Millisecond})
 	require.NoError(t, err)
 	require.Equal(t, 5, res.Deleted)
 	n, err := st.VerifyAudit(ctx)

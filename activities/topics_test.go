@@ -12,6 +12,7 @@ import (
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // TestPrepareSuppressesRecipientsOutsideTopic: an email sent with a topic
@@ -51,7 +52,7 @@ func TestPrepareSuppressesRecipientsOutsideTopic(t *testing.T) {
 		}
 		_, err := st.InsertEmail(ctx, e)
 		require.NoError(t, err)
-		_, err = run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+		_, err = run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 		require.NoError(t, err)
 		evs, err := st.Events(ctx, e.ID)
 		require.NoError(t, err)

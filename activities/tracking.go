@@ -20,6 +20,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/tracking"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // Open and click tracking (issue 19): mail from a domain with open or
@@ -38,18 +39,18 @@ type trackFunc func(e store.Email, i int) (store.Email, error)
 
 // tracker returns how mail of e from domain d is tracked; nil when it is
 // not.
-func (a *Activities) tracker(d store.Domain, e store.Email) (trackFunc, error) {
-	if (e.Source == nil && e.HTML == nil) || len(a.cfg.TrackingKey) == 0 || !(d.OpenTracking || d.ClickTracking) ||
+func (a *Sending) tracker(d store.Domain, e store.Email) (trackFunc, error) {
+	if (e.Source == nil && e.HTML == nil) || len(a.trackingKey) == 0 || !(d.OpenTracking || d.ClickTracking) ||
 		d.TrackingSubdomain == "" || d.RecordStatus[records.KeyTracking] != store.DomainVerified {
 		return nil, nil
 	}
-	sealer, err := tracking.NewSealer(a.cfg.TrackingKey)
+	sealer, err := tracking.NewSealer(a.trackingKey)
 	if err != nil {
 		return nil, err
 	}
 	links := tracking.Links{Host: d.TrackingSubdomain + "." + d.Name, Sealer: sealer}
 	var keep func(string) bool
-	if u := a.cfg.Unsubscribe; u != nil {
+	if u := a.unsubscribe; u != nil {
 		prefix := u.Base + unsubscribe.Path
 		keep = func(link string) bool { return strings.HasPrefix(link, prefix) }
 	}
@@ -96,16 +97,16 @@ func recipientIndex(e store.Email) map[string]int {
 // of an email that is not otherwise built per recipient, dated like
 // stored; nil when e is not tracked. Errors that retrying cannot fix are
 // classified permanent.
-func (a *Activities) trackedMessages(ctx context.Context, e store.Email, d *store.Domain, stored []byte, rcpts []string) (map[string][]byte, error) {
-	if e.DomainID == nil || (e.Source == nil && e.HTML == nil) || len(a.cfg.TrackingKey) == 0 {
+func (a *Sending) trackedMessages(ctx context.Context, e store.Email, d *store.Domain, stored []byte, rcpts []string) (map[string][]byte, error) {
+	if e.DomainID == nil || (e.Source == nil && e.HTML == nil) || len(a.trackingKey) == 0 {
 		return nil, nil
 	}
 	if d == nil {
-		return nil, a.classify(fmt.Errorf("loading domain of %s: %w", e.ID, store.ErrNotFound))
+		return nil, classify(fmt.Errorf("loading domain of %s: %w", e.ID, store.ErrNotFound))
 	}
 	track, err := a.tracker(*d, e)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 	}
 	if track == nil {
 		return nil, nil
@@ -113,7 +114,7 @@ func (a *Activities) trackedMessages(ctx context.Context, e store.Email, d *stor
 	var at time.Time
 	if e.Source == nil {
 		if at, err = messageDate(stored); err != nil {
-			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 		}
 		// Built again for each recipient: with its attachments.
 		if e.Attachments, err = a.store.Attachments(ctx, e.ID); err != nil {
@@ -122,14 +123,14 @@ func (a *Activities) trackedMessages(ctx context.Context, e store.Email, d *stor
 	}
 	sign, err := a.signerFor(*d)
 	if err != nil {
-		return nil, a.classify(err)
+		return nil, classify(err)
 	}
 	index := recipientIndex(e)
 	out := make(map[string][]byte, len(rcpts))
 	for _, r := range rcpts {
 		te, err := track(e, index[r])
 		if err != nil {
-			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 		}
 		msg := te.Source // submitted over SMTP: tracked, otherwise as submitted
 		if msg == nil {
@@ -137,10 +138,10 @@ func (a *Activities) trackedMessages(ctx context.Context, e store.Email, d *stor
 		}
 		if err != nil {
 			return nil, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("building message: %v", err), ErrTypePermanent, err)
+				fmt.Sprintf("building message: %v", err), contract.ErrTypePermanent, err)
 		}
 		if out[r], err = sign(msg); err != nil {
-			return nil, a.classify(err)
+			return nil, classify(err)
 		}
 	}
 	return out, nil

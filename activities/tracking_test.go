@@ -20,6 +20,7 @@ import (
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/internal/tracking"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 var trackedLink = regexp.MustCompile(`https://links\.shop\.test/([co])/([A-Za-z0-9_-]+)`)
@@ -59,11 +60,11 @@ func TestDeliverTrackedEmail(t *testing.T) {
 	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box, Unsubscribe: testLinks(t)},
 		st, client, nil, nil)
 	deliver := func(e store.Email) {
-		res, err := run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare,
-			activities.PrepareInput{EmailID: e.ID.String()})
+		res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare,
+			contract.PrepareInput{EmailID: e.ID.String()})
 		require.NoError(t, err)
 		require.Len(t, res.Groups, 1)
-		_, err = run[activities.DeliverInput, struct{}](t, acts.Deliver, activities.DeliverInput{EmailID: e.ID.String(),
+		_, err = run[contract.DeliverInput, struct{}](t, acts.Deliver, contract.DeliverInput{EmailID: e.ID.String(),
 			Domain: "dest.test", TLS: "opportunistic", Recipients: res.Groups[0].Recipients,
 			ReturnPath: res.Groups[0].ReturnPath})
 		require.NoError(t, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
 	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // Mail sent with a topic carries each recipient's own unsubscribe link
@@ -96,7 +97,7 @@ func messageDate(msg []byte) (time.Time, error) {
 
 // signerFor returns a function that adds d's DKIM signature to a message,
 // the domain's key opened once.
-func (a *Activities) signerFor(d store.Domain) (func([]byte) ([]byte, error), error) {
+func (a *Sending) signerFor(d store.Domain) (func([]byte) ([]byte, error), error) {
 	key, err := a.domainKey(d)
 	if err != nil {
 		return nil, err
@@ -107,14 +108,14 @@ func (a *Activities) signerFor(d store.Domain) (func([]byte) ([]byte, error), er
 // recipientMessages builds and signs the message of each of rcpts (see
 // BuildForRecipient), dated like stored, the copy Prepare stored. Errors
 // that retrying cannot fix are classified permanent.
-func (a *Activities) recipientMessages(ctx context.Context, e store.Email, d *store.Domain, stored []byte, rcpts []string) (map[string][]byte, error) {
-	links := a.cfg.Unsubscribe
+func (a *Sending) recipientMessages(ctx context.Context, e store.Email, d *store.Domain, stored []byte, rcpts []string) (map[string][]byte, error) {
+	links := a.unsubscribe
 	if links == nil {
-		return nil, temporal.NewNonRetryableApplicationError(errNoLinks.Error(), ErrTypePermanent, errNoLinks)
+		return nil, temporal.NewNonRetryableApplicationError(errNoLinks.Error(), contract.ErrTypePermanent, errNoLinks)
 	}
 	at, err := messageDate(stored)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 	}
 	// Built again for each recipient: with its attachments.
 	if e.Attachments, err = a.store.Attachments(ctx, e.ID); err != nil {
@@ -129,16 +130,16 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, d *st
 	mailtoHost := ""
 	if e.DomainID != nil {
 		if d == nil {
-			return nil, a.classify(fmt.Errorf("loading domain of %s: %w", e.ID, store.ErrNotFound))
+			return nil, classify(fmt.Errorf("loading domain of %s: %w", e.ID, store.ErrNotFound))
 		}
 		var err error
 		if sign, err = a.signerFor(*d); err != nil {
-			return nil, a.classify(err)
+			return nil, classify(err)
 		}
 		if track, err = a.tracker(*d, e); err != nil {
-			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 		}
-		if len(a.cfg.UnsubscribeMailtoKey) > 0 {
+		if len(a.unsubscribeMailtoKey) > 0 {
 			mailtoHost = d.ReturnPath + "." + d.Name
 		}
 	}
@@ -148,13 +149,13 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, d *st
 		url, err := links.URL(unsubscribe.Token{TeamID: e.TeamID, EmailID: e.ID, TopicID: e.TopicID, BroadcastID: e.BroadcastID, Email: r})
 		if err != nil {
 			return nil, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("making the unsubscribe link: %v", err), ErrTypePermanent, err)
+				fmt.Sprintf("making the unsubscribe link: %v", err), contract.ErrTypePermanent, err)
 		}
 		mailtoAddr := ""
 		if i, ok := index[r]; ok && mailtoHost != "" {
-			if mailtoAddr, err = mailto.Make(a.cfg.UnsubscribeMailtoKey, e.ID, i, mailtoHost); err != nil {
+			if mailtoAddr, err = mailto.Make(a.unsubscribeMailtoKey, e.ID, i, mailtoHost); err != nil {
 				return nil, temporal.NewNonRetryableApplicationError(
-					fmt.Sprintf("making the mailto unsubscribe address: %v", err), ErrTypePermanent, err)
+					fmt.Sprintf("making the mailto unsubscribe address: %v", err), contract.ErrTypePermanent, err)
 			}
 		}
 		te := e
@@ -162,16 +163,16 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, d *st
 			// Before the placeholders are filled: the unsubscribe links
 			// are not tracked.
 			if te, err = track(e, index[r]); err != nil {
-				return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+				return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 			}
 		}
 		msg, err := BuildForRecipient(te, at, url, mailtoAddr)
 		if err != nil {
 			return nil, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("building message: %v", err), ErrTypePermanent, err)
+				fmt.Sprintf("building message: %v", err), contract.ErrTypePermanent, err)
 		}
 		if out[r], err = sign(msg); err != nil {
-			return nil, a.classify(err)
+			return nil, classify(err)
 		}
 	}
 	return out, nil
@@ -183,7 +184,7 @@ func (a *Activities) recipientMessages(ctx context.Context, e store.Email, d *st
 // called with each final outcome as it comes, so the liveness heartbeats
 // carry it. Each copy is its own message (msgs[r]; env.Data when msgs is
 // nil) from its own return path (froms[r]; env.From when froms is nil).
-func (a *Activities) deliverEach(ctx context.Context, d Deliverer, domain string, env mta.Envelope, msgs map[string][]byte,
+func (a *Sending) deliverEach(ctx context.Context, d Deliverer, domain string, env mta.Envelope, msgs map[string][]byte,
 	froms map[string]string, progress func(mta.Result)) []mta.Result {
 	results := make([]mta.Result, 0, len(env.To))
 	for _, r := range env.To {

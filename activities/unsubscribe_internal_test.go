@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // TestProgressFeedsLivenessHeartbeats: outcomes of recipients delivered
@@ -12,15 +14,15 @@ import (
 // never write into the progress slice of the caller.
 func TestProgressFeedsLivenessHeartbeats(t *testing.T) {
 	t.Parallel()
-	start := DeliverProgress{Outcomes: make([]DeliverOutcome, 1, 4)}
-	start.Outcomes[0] = DeliverOutcome{Rcpt: "earlier@x.test", Status: "delivered"}
+	start := contract.DeliverProgress{Outcomes: make([]contract.DeliverOutcome, 1, 4)}
+	start.Outcomes[0] = contract.DeliverOutcome{Rcpt: "earlier@x.test", Status: "delivered"}
 	h := &heartbeats{prog: start}
-	h.progress(DeliverOutcome{Rcpt: "a@x.test", Status: "delivered"})
-	h.progress(DeliverOutcome{Rcpt: "b@x.test", Status: "bounced"})
+	h.progress(contract.DeliverOutcome{Rcpt: "a@x.test", Status: "delivered"})
+	h.progress(contract.DeliverOutcome{Rcpt: "b@x.test", Status: "bounced"})
 	require.Equal(t, []string{"earlier@x.test", "a@x.test", "b@x.test"},
 		[]string{h.prog.Outcomes[0].Rcpt, h.prog.Outcomes[1].Rcpt, h.prog.Outcomes[2].Rcpt})
 	require.Len(t, start.Outcomes, 1)
-	require.Equal(t, DeliverOutcome{}, start.Outcomes[:2][1], "the caller's backing array is not written")
+	require.Equal(t, contract.DeliverOutcome{}, start.Outcomes[:2][1], "the caller's backing array is not written")
 }
 
 func TestMessageDate(t *testing.T) {

@@ -24,6 +24,7 @@ import (
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
 	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 const unsubBase = "https://mail.posthaste.example"
@@ -150,14 +151,14 @@ func TestDeliverTopicEmailPerRecipient(t *testing.T) {
 
 	// Without links (no public URL or master key) it cannot be built.
 	noLinks := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, client, nil, nil)
-	_, err = run[activities.PrepareInput, activities.PrepareResult](t, noLinks.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+	_, err = run[contract.PrepareInput, contract.PrepareResult](t, noLinks.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	require.True(t, appErr.NonRetryable())
 	require.Contains(t, appErr.Error(), "POSTHASTE_PUBLIC_URL")
 
 	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box, Unsubscribe: links}, st, client, nil, nil)
-	res, err := run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+	res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.Len(t, res.Groups, 1)
 	stored, err := st.Message(ctx, e.ID)
@@ -169,9 +170,9 @@ func TestDeliverTopicEmailPerRecipient(t *testing.T) {
 	storedDate, err := sh.Date()
 	require.NoError(t, err)
 
-	in := activities.DeliverInput{EmailID: e.ID.String(), Domain: "dest.test", TLS: "opportunistic",
+	in := contract.DeliverInput{EmailID: e.ID.String(), Domain: "dest.test", TLS: "opportunistic",
 		Recipients: res.Groups[0].Recipients, ReturnPath: res.Groups[0].ReturnPath}
-	_, err = run[activities.DeliverInput, struct{}](t, acts.Deliver, in)
+	_, err = run[contract.DeliverInput, struct{}](t, acts.Deliver, in)
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"a@dest.test": "delivered", "B@dest.test": "delivered"}, recipientStatus(t, st, e))
 
@@ -235,11 +236,11 @@ func TestDeliverTopicEmailFromTheSandbox(t *testing.T) {
 
 	mx, client := destMX(t, smtptest.Options{})
 	acts := activities.New(activities.Config{Hostname: "out.example", Unsubscribe: testLinks(t)}, st, client, nil, nil)
-	res, err := run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+	res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.Len(t, res.Sandbox, 1)
 	require.Len(t, res.Groups, 1)
-	_, err = run[activities.DeliverInput, struct{}](t, acts.Deliver, activities.DeliverInput{EmailID: e.ID.String(),
+	_, err = run[contract.DeliverInput, struct{}](t, acts.Deliver, contract.DeliverInput{EmailID: e.ID.String(),
 		Domain: "dest.test", TLS: "opportunistic", Recipients: res.Groups[0].Recipients})
 	require.NoError(t, err)
 	msgs := mx.Messages()
@@ -292,12 +293,12 @@ func TestDeliverTopicEmailRecordsEachRecipientAtOnce(t *testing.T) {
 	mx, client := destMX(t, smtptest.Options{})
 	cfg := activities.Config{Hostname: "out.example", Keys: box, Unsubscribe: testLinks(t)}
 	dying := activities.New(cfg, st, &crashAfter{Deliverer: client, n: 1}, nil, nil)
-	res, err := run[activities.PrepareInput, activities.PrepareResult](t, dying.Prepare, activities.PrepareInput{EmailID: e.ID.String()})
+	res, err := run[contract.PrepareInput, contract.PrepareResult](t, dying.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
-	in := activities.DeliverInput{EmailID: e.ID.String(), Domain: "dest.test", TLS: "opportunistic",
+	in := contract.DeliverInput{EmailID: e.ID.String(), Domain: "dest.test", TLS: "opportunistic",
 		Recipients: res.Groups[0].Recipients, ReturnPath: res.Groups[0].ReturnPath}
 
-	_, err = run[activities.DeliverInput, struct{}](t, dying.Deliver, in)
+	_, err = run[contract.DeliverInput, struct{}](t, dying.Deliver, in)
 	require.Error(t, err, "the attempt died")
 	require.Len(t, mx.Messages(), 1)
 	first := mx.Messages()[0].To[0]
@@ -305,7 +306,7 @@ func TestDeliverTopicEmailRecordsEachRecipientAtOnce(t *testing.T) {
 	require.Equal(t, "delivered", status[first], "recorded before the attempt died")
 
 	retry := activities.New(cfg, st, client, nil, nil)
-	_, err = run[activities.DeliverInput, struct{}](t, retry.Deliver, in)
+	_, err = run[contract.DeliverInput, struct{}](t, retry.Deliver, in)
 	require.NoError(t, err)
 	msgs := mx.Messages()
 	require.Len(t, msgs, 2, "the retry sent only to the other recipient")
@@ -330,7 +331,7 @@ func TestProcessInboundMailtoUnsubscribe(t *testing.T) {
 	require.NoError(t, err)
 	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, nil, nil, nil)
 	host := d.ReturnPath + "." + d.Name
-	deliverTo := func(addr string) activities.ProcessInboundResult {
+	deliverTo := func(addr string) contract.ProcessInboundResult {
 		t.Helper()
 		in := store.NewInbound(st, nil)
 		rt := inroute.New(st, nil, key)
@@ -343,8 +344,8 @@ func TestProcessInboundMailtoUnsubscribe(t *testing.T) {
 		list, err := st.InboundMessages(ctx, r.TeamID, 1)
 		require.NoError(t, err)
 		require.Len(t, list, 1)
-		res, err := run[activities.ProcessInboundInput, activities.ProcessInboundResult](t,
-			acts.ProcessInboundMessage, activities.ProcessInboundInput{InboundID: list[0].ID})
+		res, err := run[contract.ProcessInboundInput, contract.ProcessInboundResult](t,
+			acts.ProcessInboundMessage, contract.ProcessInboundInput{InboundID: list[0].ID})
 		require.NoError(t, err)
 		return res
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // clock is a settable clock for the warm-up's UTC days.
@@ -76,12 +77,12 @@ func TestWarmupLimitsThePoolsAddresses(t *testing.T) {
 
 	deliver := func(acts *activities.Activities, e store.Email) error {
 		t.Helper()
-		res, err := run[activities.PrepareInput, activities.PrepareResult](t, acts.Prepare,
-			activities.PrepareInput{EmailID: e.ID.String()})
+		res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare,
+			contract.PrepareInput{EmailID: e.ID.String()})
 		require.NoError(t, err)
 		g := res.Groups[0]
 		require.Equal(t, "new", g.Pool)
-		_, err = run[activities.DeliverInput, any](t, acts.Deliver, activities.DeliverInput{EmailID: e.ID.String(),
+		_, err = run[contract.DeliverInput, any](t, acts.Deliver, contract.DeliverInput{EmailID: e.ID.String(),
 			Domain: g.Domain, Recipients: g.Recipients, TLS: g.TLS, ReturnPath: g.ReturnPath, Region: g.Region, Pool: g.Pool})
 		return err
 	}

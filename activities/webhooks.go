@@ -13,10 +13,8 @@ import (
 
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/webhook"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
-
-// DeliverWebhooksName is the registered name of DeliverWebhooks.
-const DeliverWebhooksName = "DeliverWebhooks"
 
 // Webhook delivery defaults.
 const (
@@ -67,19 +65,6 @@ type WebhookConfig struct {
 	Outbox Notifier
 }
 
-// DeliverWebhooksInput names the endpoint to deliver to.
-type DeliverWebhooksInput struct{ WebhookID string }
-
-// DeliverWebhooksResult tells DeliverWebhook what to do next.
-type DeliverWebhooksResult struct {
-	// Stop: the endpoint is disabled or deleted.
-	Stop bool
-	// More: messages are due now (a full batch, or due while delivering).
-	More bool
-	// NextAt is when the earliest waiting message is due; nil when none waits.
-	NextAt *time.Time
-}
-
 // DeliverWebhooks makes one delivery pass over an endpoint's undelivered
 // messages: every message whose turn has come is posted, signed anew, and
 // each attempt is stored with its outcome. Messages with the same order key
@@ -89,29 +74,29 @@ type DeliverWebhooksResult struct {
 // attempt schedules the next one (Schedule with jitter, or Retry-After on
 // 429/503) or fails the message when no retry is left; 410 disables the
 // endpoint, and so does failing continuously for DisableAfter.
-func (a *Activities) DeliverWebhooks(ctx context.Context, in DeliverWebhooksInput) (DeliverWebhooksResult, error) {
+func (a *Webhooks) DeliverWebhooks(ctx context.Context, in contract.DeliverWebhooksInput) (contract.DeliverWebhooksResult, error) {
 	id, err := uuid.Parse(in.WebhookID)
 	if err != nil {
-		return DeliverWebhooksResult{}, temporal.NewNonRetryableApplicationError("bad webhook id", ErrTypePermanent, err)
+		return contract.DeliverWebhooksResult{}, temporal.NewNonRetryableApplicationError("bad webhook id", contract.ErrTypePermanent, err)
 	}
-	if a.cfg.Webhooks.Client == nil {
-		return DeliverWebhooksResult{}, errors.New("this process does not deliver webhooks")
+	if a.webhooks.Client == nil {
+		return contract.DeliverWebhooksResult{}, errors.New("this process does not deliver webhooks")
 	}
 	w, err := a.store.WebhookByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && w.Status != store.WebhookEnabled) {
-		return DeliverWebhooksResult{Stop: true}, nil
+		return contract.DeliverWebhooksResult{Stop: true}, nil
 	}
 	if err != nil {
-		return DeliverWebhooksResult{}, fmt.Errorf("loading webhook %s: %w", id, err)
+		return contract.DeliverWebhooksResult{}, fmt.Errorf("loading webhook %s: %w", id, err)
 	}
 	keys, err := a.webhookKeys(w)
 	if err != nil {
-		return DeliverWebhooksResult{}, a.classify(err)
+		return contract.DeliverWebhooksResult{}, classify(err)
 	}
 	start := a.now()
 	msgs, err := a.store.DueMessages(ctx, id, start, webhookGroups, webhookBatch)
 	if err != nil {
-		return DeliverWebhooksResult{}, err
+		return contract.DeliverWebhooksResult{}, err
 	}
 
 	// Group by order key, keeping the order of first appearance.
@@ -169,16 +154,16 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, in DeliverWebhooksInpu
 	}
 	wg.Wait()
 	if firstErr != nil {
-		return DeliverWebhooksResult{}, firstErr
+		return contract.DeliverWebhooksResult{}, firstErr
 	}
 	if stopped.Load() {
 		if w, err := a.store.WebhookByID(ctx, id); err != nil || w.Status != store.WebhookEnabled {
-			return DeliverWebhooksResult{Stop: true}, nil
+			return contract.DeliverWebhooksResult{Stop: true}, nil
 		}
 	}
 	next, err := a.store.NextWebhookAttempt(ctx, id)
 	if err != nil {
-		return DeliverWebhooksResult{}, err
+		return contract.DeliverWebhooksResult{}, err
 	}
 	// Another pass at once only when this one got something done: what is
 	// due now but was not attempted (the batch or the time budget ran out)
@@ -190,13 +175,13 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, in DeliverWebhooksInpu
 		later := a.now().Add(time.Second)
 		next = &later
 	}
-	return DeliverWebhooksResult{More: more, NextAt: next}, nil
+	return contract.DeliverWebhooksResult{More: more, NextAt: next}, nil
 }
 
 // webhookKeys opens the endpoint's signing keys: the current one, and the
 // previous one while it still signs after a rotation.
-func (a *Activities) webhookKeys(w store.Webhook) ([][]byte, error) {
-	keys, err := webhook.Keys(a.cfg.Keys, w, a.now())
+func (a *Webhooks) webhookKeys(w store.Webhook) ([][]byte, error) {
+	keys, err := webhook.Keys(a.keys, w, a.now())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errNoKey, err)
 	}
@@ -205,8 +190,8 @@ func (a *Activities) webhookKeys(w store.Webhook) ([][]byte, error) {
 
 // attemptWebhook posts one message and stores the outcome. It reports
 // whether the message was delivered and whether the endpoint was disabled.
-func (a *Activities) attemptWebhook(ctx context.Context, w store.Webhook, keys [][]byte, m store.WebhookMessage) (ok, disabled bool, err error) {
-	at := a.cfg.Webhooks.Client.Post(ctx, w.Endpoint, webhook.MessageID(m.ID), m.Payload, keys)
+func (a *Webhooks) attemptWebhook(ctx context.Context, w store.Webhook, keys [][]byte, m store.WebhookMessage) (ok, disabled bool, err error) {
+	at := a.webhooks.Client.Post(ctx, w.Endpoint, webhook.MessageID(m.ID), m.Payload, keys)
 	n := m.Attempts + 1
 	o := store.AttemptOutcome{WebhookID: w.ID, TeamID: w.TeamID, Succeeded: at.OK()}
 	o.Attempt, err = webhook.AttemptRow(m.ID, at)
@@ -219,7 +204,7 @@ func (a *Activities) attemptWebhook(ctx context.Context, w store.Webhook, keys [
 	case at.Gone():
 		o.Status = store.MessageFailed
 	default:
-		schedule := a.cfg.Webhooks.Schedule
+		schedule := a.webhooks.Schedule
 		if schedule == nil {
 			schedule = webhook.DefaultSchedule
 		}
@@ -256,24 +241,24 @@ func (a *Activities) attemptWebhook(ctx context.Context, w store.Webhook, keys [
 	return false, true, a.disableWebhook(ctx, w, reason)
 }
 
-func (a *Activities) disableAfter() time.Duration {
-	if d := a.cfg.Webhooks.DisableAfter; d > 0 {
+func (a *Webhooks) disableAfter() time.Duration {
+	if d := a.webhooks.DisableAfter; d > 0 {
 		return d
 	}
 	return DefaultWebhookDisableAfter
 }
 
 // disableWebhook disables the endpoint and, once, tells the team's owners.
-func (a *Activities) disableWebhook(ctx context.Context, w store.Webhook, reason string) error {
+func (a *Webhooks) disableWebhook(ctx context.Context, w store.Webhook, reason string) error {
 	changed, err := a.store.DisableWebhook(ctx, w.ID, reason)
 	if err != nil || !changed {
 		return err
 	}
 	a.logger.Warn("webhook disabled", "team_id", w.TeamID, "webhook_id", w.ID, "reason", reason)
-	if a.cfg.Webhooks.Notices == nil {
+	if a.webhooks.Notices == nil {
 		return nil
 	}
-	if err := a.cfg.Webhooks.Notices.WebhookDisabled(ctx, WebhookNotice{TeamID: w.TeamID, WebhookID: w.ID,
+	if err := a.webhooks.Notices.WebhookDisabled(ctx, WebhookNotice{TeamID: w.TeamID, WebhookID: w.ID,
 		Endpoint: w.Endpoint, Reason: reason}); err != nil {
 		// The endpoint stays disabled; the notice is best effort.
 		a.logger.Warn("telling owners about a disabled webhook", "team_id", w.TeamID, "webhook_id", w.ID, "err", err)

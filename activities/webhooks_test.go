@@ -21,6 +21,7 @@ import (
 	"github.com/posthaste/posthaste/internal/testkit/clocktest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/internal/webhook"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // receiver is a loopback endpoint answering with the statuses of answer,
@@ -105,10 +106,10 @@ func newWebhookEnv(t *testing.T, endpoint string, disableAfter time.Duration) *w
 
 // deliverAll runs passes the way DeliverWebhook does until nothing waits,
 // moving the clock to each pass's NextAt as the workflow's timer would.
-func (e *webhookEnv) deliverAll(t *testing.T) activities.DeliverWebhooksResult {
+func (e *webhookEnv) deliverAll(t *testing.T) contract.DeliverWebhooksResult {
 	for i := 0; i < 50; i++ {
-		res, err := run[activities.DeliverWebhooksInput, activities.DeliverWebhooksResult](t, e.acts.DeliverWebhooks,
-			activities.DeliverWebhooksInput{WebhookID: e.hook.ID.String()})
+		res, err := run[contract.DeliverWebhooksInput, contract.DeliverWebhooksResult](t, e.acts.DeliverWebhooks,
+			contract.DeliverWebhooksInput{WebhookID: e.hook.ID.String()})
 		require.NoError(t, err)
 		if res.Stop || (!res.More && res.NextAt == nil) {
 			return res
@@ -118,7 +119,7 @@ func (e *webhookEnv) deliverAll(t *testing.T) activities.DeliverWebhooksResult {
 		}
 	}
 	t.Fatal("messages still waiting after 50 passes")
-	return activities.DeliverWebhooksResult{}
+	return contract.DeliverWebhooksResult{}
 }
 
 // record records events stamped by the env's clock, as the activities
@@ -249,8 +250,8 @@ func TestWebhookRefusedDestinationIsLoggedAsAnAttempt(t *testing.T) {
 	}}, env.st, nil, nil, nil)
 	env.acts = guarded
 	env.record(t, store.EventSent)
-	_, err := run[activities.DeliverWebhooksInput, activities.DeliverWebhooksResult](t, env.acts.DeliverWebhooks,
-		activities.DeliverWebhooksInput{WebhookID: env.hook.ID.String()})
+	_, err := run[contract.DeliverWebhooksInput, contract.DeliverWebhooksResult](t, env.acts.DeliverWebhooks,
+		contract.DeliverWebhooksInput{WebhookID: env.hook.ID.String()})
 	require.NoError(t, err)
 	msgs, _, err := env.st.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/workflows"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // RegisterHealth puts the AccountHealth workflow and, when h is not nil,
@@ -18,7 +19,7 @@ import (
 func RegisterHealth(r sdkworker.Registry, h *activities.Health) {
 	r.RegisterWorkflowWithOptions(workflows.AccountHealth, workflow.RegisterOptions{Name: workflows.AccountHealthName})
 	if h != nil {
-		r.RegisterActivityWithOptions(h.CheckAccountHealth, activity.RegisterOptions{Name: activities.CheckAccountHealthName})
+		r.RegisterActivityWithOptions(h.CheckAccountHealth, activity.RegisterOptions{Name: contract.CheckAccountHealthName})
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/posthaste/posthaste/internal/outbox"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/workflows"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // Config chooses what a Worker runs.
@@ -136,7 +137,7 @@ func New(c client.Client, acts *activities.Activities, cfg Config, logger *slog.
 				MaxConcurrentActivityExecutionSize: 64,
 				WorkerStopTimeout:                  stop,
 			})
-			dw.RegisterActivityWithOptions(acts.Deliver, activity.RegisterOptions{Name: activities.DeliverName})
+			dw.RegisterActivityWithOptions(acts.Sending.Deliver, activity.RegisterOptions{Name: contract.DeliverName})
 			w.workers = append(w.workers, dw)
 		}
 	}
@@ -148,38 +149,38 @@ func New(c client.Client, acts *activities.Activities, cfg Config, logger *slog.
 func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflowWithOptions(workflows.SendEmail, workflow.RegisterOptions{Name: workflows.SendEmailName})
 	r.RegisterWorkflowWithOptions(workflows.SendBatch, workflow.RegisterOptions{Name: workflows.SendBatchName})
-	r.RegisterActivityWithOptions(acts.Prepare, activity.RegisterOptions{Name: activities.PrepareName})
-	r.RegisterActivityWithOptions(acts.LoadBatch, activity.RegisterOptions{Name: activities.LoadBatchName})
-	r.RegisterActivityWithOptions(acts.RecordEvents, activity.RegisterOptions{Name: activities.RecordEventsName})
-	r.RegisterActivityWithOptions(acts.FailEmail, activity.RegisterOptions{Name: activities.FailEmailName})
-	r.RegisterActivityWithOptions(acts.DeliverLocal, activity.RegisterOptions{Name: activities.DeliverLocalName})
+	r.RegisterActivityWithOptions(acts.Sending.Prepare, activity.RegisterOptions{Name: contract.PrepareName})
+	r.RegisterActivityWithOptions(acts.Sending.LoadBatch, activity.RegisterOptions{Name: contract.LoadBatchName})
+	r.RegisterActivityWithOptions(acts.Sending.RecordEvents, activity.RegisterOptions{Name: contract.RecordEventsName})
+	r.RegisterActivityWithOptions(acts.Sending.FailEmail, activity.RegisterOptions{Name: contract.FailEmailName})
+	r.RegisterActivityWithOptions(acts.Sending.DeliverLocal, activity.RegisterOptions{Name: contract.DeliverLocalName})
 	r.RegisterWorkflowWithOptions(workflows.VerifyDomain, workflow.RegisterOptions{Name: workflows.VerifyDomainName})
-	r.RegisterActivityWithOptions(acts.CheckDomain, activity.RegisterOptions{Name: activities.CheckDomainName})
-	r.RegisterActivityWithOptions(acts.SetDomainStatus, activity.RegisterOptions{Name: activities.SetDomainStatusName})
+	r.RegisterActivityWithOptions(acts.Domains.CheckDomain, activity.RegisterOptions{Name: contract.CheckDomainName})
+	r.RegisterActivityWithOptions(acts.Domains.SetDomainStatus, activity.RegisterOptions{Name: contract.SetDomainStatusName})
 	r.RegisterWorkflowWithOptions(workflows.Retention, workflow.RegisterOptions{Name: workflows.RetentionName})
-	r.RegisterActivityWithOptions(acts.PurgeEmails, activity.RegisterOptions{Name: activities.PurgeEmailsName})
-	r.RegisterActivityWithOptions(acts.PurgeRequestLogs, activity.RegisterOptions{Name: activities.PurgeRequestLogsName})
-	r.RegisterActivityWithOptions(acts.PurgeAudit, activity.RegisterOptions{Name: activities.PurgeAuditName})
-	r.RegisterActivityWithOptions(acts.PurgeExpired, activity.RegisterOptions{Name: activities.PurgeExpiredName})
+	r.RegisterActivityWithOptions(acts.Retention.PurgeEmails, activity.RegisterOptions{Name: contract.PurgeEmailsName})
+	r.RegisterActivityWithOptions(acts.Retention.PurgeRequestLogs, activity.RegisterOptions{Name: contract.PurgeRequestLogsName})
+	r.RegisterActivityWithOptions(acts.Retention.PurgeAudit, activity.RegisterOptions{Name: contract.PurgeAuditName})
+	r.RegisterActivityWithOptions(acts.Retention.PurgeExpired, activity.RegisterOptions{Name: contract.PurgeExpiredName})
 	r.RegisterWorkflowWithOptions(workflows.DeliverWebhook, workflow.RegisterOptions{Name: workflows.DeliverWebhookName})
-	r.RegisterActivityWithOptions(acts.DeliverWebhooks, activity.RegisterOptions{Name: activities.DeliverWebhooksName})
+	r.RegisterActivityWithOptions(acts.Webhooks.DeliverWebhooks, activity.RegisterOptions{Name: contract.DeliverWebhooksName})
 	r.RegisterWorkflowWithOptions(workflows.Reconcile, workflow.RegisterOptions{Name: workflows.ReconcileName})
-	r.RegisterActivityWithOptions(acts.ReconcileEmails, activity.RegisterOptions{Name: activities.ReconcileEmailsName})
+	r.RegisterActivityWithOptions(acts.Reconciler.ReconcileEmails, activity.RegisterOptions{Name: contract.ReconcileEmailsName})
 	r.RegisterWorkflowWithOptions(workflows.ContactImport, workflow.RegisterOptions{Name: workflows.ContactImportName})
-	r.RegisterActivityWithOptions(acts.StartContactImport, activity.RegisterOptions{Name: activities.StartContactImportName})
-	r.RegisterActivityWithOptions(acts.ApplyImportChunk, activity.RegisterOptions{Name: activities.ApplyImportChunkName})
-	r.RegisterActivityWithOptions(acts.FinishContactImport, activity.RegisterOptions{Name: activities.FinishContactImportName})
+	r.RegisterActivityWithOptions(acts.Imports.StartContactImport, activity.RegisterOptions{Name: contract.StartContactImportName})
+	r.RegisterActivityWithOptions(acts.Imports.ApplyImportChunk, activity.RegisterOptions{Name: contract.ApplyImportChunkName})
+	r.RegisterActivityWithOptions(acts.Imports.FinishContactImport, activity.RegisterOptions{Name: contract.FinishContactImportName})
 	r.RegisterWorkflowWithOptions(workflows.Broadcast, workflow.RegisterOptions{Name: workflows.BroadcastName})
-	r.RegisterActivityWithOptions(acts.StartBroadcast, activity.RegisterOptions{Name: activities.StartBroadcastName})
-	r.RegisterActivityWithOptions(acts.ReserveBroadcastPace, activity.RegisterOptions{Name: activities.ReserveBroadcastPaceName})
-	r.RegisterActivityWithOptions(acts.HandOffBroadcastChunk, activity.RegisterOptions{Name: activities.HandOffBroadcastChunkName})
-	r.RegisterActivityWithOptions(acts.FinishBroadcast, activity.RegisterOptions{Name: activities.FinishBroadcastName})
+	r.RegisterActivityWithOptions(acts.Broadcasts.StartBroadcast, activity.RegisterOptions{Name: contract.StartBroadcastName})
+	r.RegisterActivityWithOptions(acts.Broadcasts.ReserveBroadcastPace, activity.RegisterOptions{Name: contract.ReserveBroadcastPaceName})
+	r.RegisterActivityWithOptions(acts.Broadcasts.HandOffBroadcastChunk, activity.RegisterOptions{Name: contract.HandOffBroadcastChunkName})
+	r.RegisterActivityWithOptions(acts.Broadcasts.FinishBroadcast, activity.RegisterOptions{Name: contract.FinishBroadcastName})
 	r.RegisterWorkflowWithOptions(workflows.DataRequest, workflow.RegisterOptions{Name: workflows.DataRequestName})
-	r.RegisterActivityWithOptions(acts.StartDataRequest, activity.RegisterOptions{Name: activities.StartDataRequestName})
-	r.RegisterActivityWithOptions(acts.ExportDataRequest, activity.RegisterOptions{Name: activities.ExportDataRequestName})
-	r.RegisterActivityWithOptions(acts.EraseDataRequest, activity.RegisterOptions{Name: activities.EraseDataRequestName})
-	r.RegisterActivityWithOptions(acts.EraseSubjectHistory, activity.RegisterOptions{Name: activities.EraseSubjectHistoryName})
-	r.RegisterActivityWithOptions(acts.FinishDataRequest, activity.RegisterOptions{Name: activities.FinishDataRequestName})
+	r.RegisterActivityWithOptions(acts.DataRequests.StartDataRequest, activity.RegisterOptions{Name: contract.StartDataRequestName})
+	r.RegisterActivityWithOptions(acts.DataRequests.ExportDataRequest, activity.RegisterOptions{Name: contract.ExportDataRequestName})
+	r.RegisterActivityWithOptions(acts.DataRequests.EraseDataRequest, activity.RegisterOptions{Name: contract.EraseDataRequestName})
+	r.RegisterActivityWithOptions(acts.DataRequests.EraseSubjectHistory, activity.RegisterOptions{Name: contract.EraseSubjectHistoryName})
+	r.RegisterActivityWithOptions(acts.DataRequests.FinishDataRequest, activity.RegisterOptions{Name: contract.FinishDataRequestName})
 	// ProcessInbound runs on workflows.InboundTaskQueue (RegisterInbound);
 	// it stays here for the workflows started on this queue before.
 	RegisterInbound(r, acts)
@@ -189,7 +190,7 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 // on a worker.
 func RegisterInbound(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflowWithOptions(workflows.ProcessInbound, workflow.RegisterOptions{Name: workflows.ProcessInboundName})
-	r.RegisterActivityWithOptions(acts.ProcessInboundMessage, activity.RegisterOptions{Name: activities.ProcessInboundMessageName})
+	r.RegisterActivityWithOptions(acts.Inbound.ProcessInboundMessage, activity.RegisterOptions{Name: contract.ProcessInboundMessageName})
 }
 
 // RetentionCron is when the retention sweep runs: daily at 03:17 UTC.

@@ -6,7 +6,7 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // BroadcastInput starts, or continues, the Broadcast workflow of one
@@ -63,13 +63,13 @@ const broadcastChunkAttempt = 2 * time.Minute
 func Broadcast(ctx workflow.Context, in BroadcastInput) error {
 	lctx := workflow.WithLocalActivityOptions(ctx, in.Steps.localOptions(broadcastChunkAttempt))
 	wake := workflow.GetSignalChannel(ctx, WakeSignal)
-	ref := activities.BroadcastInput{BroadcastID: in.BroadcastID}
-	var st activities.BroadcastState
+	ref := contract.BroadcastInput{BroadcastID: in.BroadcastID}
+	var st contract.BroadcastState
 	for {
-		if err := workflow.ExecuteLocalActivity(lctx, a.StartBroadcast, ref).Get(ctx, &st); err != nil {
+		if err := workflow.ExecuteLocalActivity(lctx, contract.StartBroadcastName, ref).Get(ctx, &st); err != nil {
 			return err
 		}
-		if st.Next != activities.BroadcastWait {
+		if st.Next != contract.BroadcastWait {
 			break
 		}
 		if st.ScheduledAt != nil {
@@ -78,7 +78,7 @@ func Broadcast(ctx workflow.Context, in BroadcastInput) error {
 			}
 		}
 	}
-	if st.Next != activities.BroadcastSend {
+	if st.Next != contract.BroadcastSend {
 		return nil // gone, canceled, sent, or never sent
 	}
 	size, perRun, recheck := in.ChunkSize, in.ChunksPerRun, in.PauseRecheck
@@ -98,9 +98,9 @@ func Broadcast(ctx workflow.Context, in BroadcastInput) error {
 			next.Seq, next.After = seq, after
 			return workflow.NewContinueAsNewError(ctx, BroadcastName, next)
 		}
-		var pace activities.PaceResult
-		if err := workflow.ExecuteLocalActivity(lctx, a.ReserveBroadcastPace,
-			activities.PaceInput{TeamID: st.TeamID, N: size}).Get(ctx, &pace); err != nil {
+		var pace contract.PaceResult
+		if err := workflow.ExecuteLocalActivity(lctx, contract.ReserveBroadcastPaceName,
+			contract.PaceInput{TeamID: st.TeamID, N: size}).Get(ctx, &pace); err != nil {
 			return err
 		}
 		if pace.Wait > 0 {
@@ -109,8 +109,8 @@ func Broadcast(ctx workflow.Context, in BroadcastInput) error {
 				return err
 			}
 		}
-		var r activities.BroadcastChunkResult
-		if err := workflow.ExecuteLocalActivity(lctx, a.HandOffBroadcastChunk, activities.BroadcastChunkInput{
+		var r contract.BroadcastChunkResult
+		if err := workflow.ExecuteLocalActivity(lctx, contract.HandOffBroadcastChunkName, contract.BroadcastChunkInput{
 			BroadcastID: in.BroadcastID, Seq: seq, After: after, Size: size}).Get(ctx, &r); err != nil {
 			return err
 		}
@@ -125,7 +125,7 @@ func Broadcast(ctx workflow.Context, in BroadcastInput) error {
 			}
 			continue
 		case r.Done:
-			return workflow.ExecuteLocalActivity(lctx, a.FinishBroadcast, ref).Get(ctx, nil)
+			return workflow.ExecuteLocalActivity(lctx, contract.FinishBroadcastName, ref).Get(ctx, nil)
 		}
 		seq, after = seq+1, r.Last
 	}

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 var (
@@ -26,10 +26,10 @@ func newBroadcastEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	env := testEnv()
 	env.RegisterWorkflowWithOptions(Broadcast, workflow.RegisterOptions{Name: BroadcastName})
-	env.RegisterActivityWithOptions(a.StartBroadcast, activity.RegisterOptions{Name: activities.StartBroadcastName})
-	env.RegisterActivityWithOptions(a.ReserveBroadcastPace, activity.RegisterOptions{Name: activities.ReserveBroadcastPaceName})
-	env.RegisterActivityWithOptions(a.HandOffBroadcastChunk, activity.RegisterOptions{Name: activities.HandOffBroadcastChunkName})
-	env.RegisterActivityWithOptions(a.FinishBroadcast, activity.RegisterOptions{Name: activities.FinishBroadcastName})
+	env.RegisterActivityWithOptions(a.StartBroadcast, activity.RegisterOptions{Name: contract.StartBroadcastName})
+	env.RegisterActivityWithOptions(a.ReserveBroadcastPace, activity.RegisterOptions{Name: contract.ReserveBroadcastPaceName})
+	env.RegisterActivityWithOptions(a.HandOffBroadcastChunk, activity.RegisterOptions{Name: contract.HandOffBroadcastChunkName})
+	env.RegisterActivityWithOptions(a.FinishBroadcast, activity.RegisterOptions{Name: contract.FinishBroadcastName})
 	return env
 }
 
@@ -42,38 +42,38 @@ func contact(i int) *uuid.UUID {
 
 // paceNow grants every pace reservation at once, in workflow time.
 func paceNow(env *testsuite.TestWorkflowEnvironment) {
-	env.OnActivity(activities.ReserveBroadcastPaceName, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.PaceInput) (activities.PaceResult, error) {
-			return activities.PaceResult{}, nil
+	env.OnActivity(contract.ReserveBroadcastPaceName, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in contract.PaceInput) (contract.PaceResult, error) {
+			return contract.PaceResult{}, nil
 		})
 }
 
 // chunks hands over n chunks of 100 contacts and then reports no contact
 // left; it records the chunks asked for.
-func chunks(env *testsuite.TestWorkflowEnvironment, n int, asked *[]activities.BroadcastChunkInput) {
-	env.OnActivity(activities.HandOffBroadcastChunkName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.BroadcastChunkInput) (activities.BroadcastChunkResult, error) {
+func chunks(env *testsuite.TestWorkflowEnvironment, n int, asked *[]contract.BroadcastChunkInput) {
+	env.OnActivity(contract.HandOffBroadcastChunkName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.BroadcastChunkInput) (contract.BroadcastChunkResult, error) {
 			*asked = append(*asked, in)
 			if in.Seq >= n {
-				return activities.BroadcastChunkResult{Done: true, Last: in.After}, nil
+				return contract.BroadcastChunkResult{Done: true, Last: in.After}, nil
 			}
-			return activities.BroadcastChunkResult{Last: contact(in.Seq + 1), Emails: 100}, nil
+			return contract.BroadcastChunkResult{Last: contact(in.Seq + 1), Emails: 100}, nil
 		})
 }
 
 func TestBroadcastHandsOverEveryChunkThenFinishes(t *testing.T) {
 	env := newBroadcastEnv(t)
-	env.OnActivity(activities.StartBroadcastName, mock.Anything, activities.BroadcastInput{BroadcastID: broadcastID}).
-		Return(activities.BroadcastState{TeamID: broadcastTeam, Next: activities.BroadcastSend}, nil).Once()
-	var paces []activities.PaceInput
-	env.OnActivity(activities.ReserveBroadcastPaceName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.PaceInput) (activities.PaceResult, error) {
+	env.OnActivity(contract.StartBroadcastName, mock.Anything, contract.BroadcastInput{BroadcastID: broadcastID}).
+		Return(contract.BroadcastState{TeamID: broadcastTeam, Next: contract.BroadcastSend}, nil).Once()
+	var paces []contract.PaceInput
+	env.OnActivity(contract.ReserveBroadcastPaceName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.PaceInput) (contract.PaceResult, error) {
 			paces = append(paces, in)
-			return activities.PaceResult{}, nil
+			return contract.PaceResult{}, nil
 		})
-	var asked []activities.BroadcastChunkInput
+	var asked []contract.BroadcastChunkInput
 	chunks(env, 3, &asked)
-	env.OnActivity(activities.FinishBroadcastName, mock.Anything, activities.BroadcastInput{BroadcastID: broadcastID}).
+	env.OnActivity(contract.FinishBroadcastName, mock.Anything, contract.BroadcastInput{BroadcastID: broadcastID}).
 		Return(nil).Once()
 	env.ExecuteWorkflow(BroadcastName, BroadcastInput{BroadcastID: broadcastID})
 	require.True(t, env.IsWorkflowCompleted())
@@ -89,7 +89,7 @@ func TestBroadcastHandsOverEveryChunkThenFinishes(t *testing.T) {
 		}
 	}
 	require.Len(t, paces, 4)
-	require.Equal(t, activities.PaceInput{TeamID: broadcastTeam, N: DefaultBroadcastChunk}, paces[0])
+	require.Equal(t, contract.PaceInput{TeamID: broadcastTeam, N: DefaultBroadcastChunk}, paces[0])
 	env.AssertExpectations(t)
 }
 
@@ -97,23 +97,23 @@ func TestBroadcastHandsOverEveryChunkThenFinishes(t *testing.T) {
 // on, in workflow time.
 func TestBroadcastWaitsForItsPace(t *testing.T) {
 	env := newBroadcastEnv(t)
-	env.OnActivity(activities.StartBroadcastName, mock.Anything, mock.Anything).
-		Return(activities.BroadcastState{TeamID: broadcastTeam, Next: activities.BroadcastSend}, nil)
+	env.OnActivity(contract.StartBroadcastName, mock.Anything, mock.Anything).
+		Return(contract.BroadcastState{TeamID: broadcastTeam, Next: contract.BroadcastSend}, nil)
 	var handedAt []time.Time
-	env.OnActivity(activities.ReserveBroadcastPaceName, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.PaceInput) (activities.PaceResult, error) {
+	env.OnActivity(contract.ReserveBroadcastPaceName, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in contract.PaceInput) (contract.PaceResult, error) {
 			// Each chunk of 100 may go 10 s after the previous one.
-			return activities.PaceResult{Wait: 10 * time.Second}, nil
+			return contract.PaceResult{Wait: 10 * time.Second}, nil
 		})
-	env.OnActivity(activities.HandOffBroadcastChunkName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.BroadcastChunkInput) (activities.BroadcastChunkResult, error) {
+	env.OnActivity(contract.HandOffBroadcastChunkName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.BroadcastChunkInput) (contract.BroadcastChunkResult, error) {
 			handedAt = append(handedAt, env.Now())
 			if in.Seq == 2 {
-				return activities.BroadcastChunkResult{Done: true}, nil
+				return contract.BroadcastChunkResult{Done: true}, nil
 			}
-			return activities.BroadcastChunkResult{Last: contact(in.Seq + 1), Emails: 100}, nil
+			return contract.BroadcastChunkResult{Last: contact(in.Seq + 1), Emails: 100}, nil
 		})
-	env.OnActivity(activities.FinishBroadcastName, mock.Anything, mock.Anything).Return(nil).Once()
+	env.OnActivity(contract.FinishBroadcastName, mock.Anything, mock.Anything).Return(nil).Once()
 	start := env.Now()
 	env.ExecuteWorkflow(BroadcastName, BroadcastInput{BroadcastID: broadcastID})
 	require.NoError(t, env.GetWorkflowError())
@@ -127,22 +127,22 @@ func TestBroadcastWaitsForItsPace(t *testing.T) {
 func TestBroadcastWaitsForItsScheduledTime(t *testing.T) {
 	env := newBroadcastEnv(t)
 	at := env.Now().Add(3 * time.Hour)
-	env.OnActivity(activities.StartBroadcastName, mock.Anything, mock.Anything).
-		Return(activities.BroadcastState{TeamID: broadcastTeam, Next: activities.BroadcastWait, ScheduledAt: &at}, nil).Once()
-	env.OnActivity(activities.StartBroadcastName, mock.Anything, mock.Anything).
-		Return(activities.BroadcastState{TeamID: broadcastTeam, Next: activities.BroadcastSend}, nil).Once()
+	env.OnActivity(contract.StartBroadcastName, mock.Anything, mock.Anything).
+		Return(contract.BroadcastState{TeamID: broadcastTeam, Next: contract.BroadcastWait, ScheduledAt: &at}, nil).Once()
+	env.OnActivity(contract.StartBroadcastName, mock.Anything, mock.Anything).
+		Return(contract.BroadcastState{TeamID: broadcastTeam, Next: contract.BroadcastSend}, nil).Once()
 	paceNow(env)
-	var asked []activities.BroadcastChunkInput
+	var asked []contract.BroadcastChunkInput
 	var firstAt time.Time
-	env.OnActivity(activities.HandOffBroadcastChunkName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.BroadcastChunkInput) (activities.BroadcastChunkResult, error) {
+	env.OnActivity(contract.HandOffBroadcastChunkName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.BroadcastChunkInput) (contract.BroadcastChunkResult, error) {
 			if len(asked) == 0 {
 				firstAt = env.Now()
 			}
 			asked = append(asked, in)
-			return activities.BroadcastChunkResult{Done: true}, nil
+			return contract.BroadcastChunkResult{Done: true}, nil
 		})
-	env.OnActivity(activities.FinishBroadcastName, mock.Anything, mock.Anything).Return(nil).Once()
+	env.OnActivity(contract.FinishBroadcastName, mock.Anything, mock.Anything).Return(nil).Once()
 	env.ExecuteWorkflow(BroadcastName, BroadcastInput{BroadcastID: broadcastID})
 	require.NoError(t, env.GetWorkflowError())
 	require.Len(t, asked, 1)
@@ -155,10 +155,10 @@ func TestBroadcastWaitsForItsScheduledTime(t *testing.T) {
 func TestBroadcastCanceledWhileScheduledEnds(t *testing.T) {
 	env := newBroadcastEnv(t)
 	at := env.Now().Add(30 * 24 * time.Hour)
-	env.OnActivity(activities.StartBroadcastName, mock.Anything, mock.Anything).
-		Return(activities.BroadcastState{TeamID: broadcastTeam, Next: activities.BroadcastWait, ScheduledAt: &at}, nil).Once()
-	env.OnActivity(activities.StartBroadcastName, mock.Anything, mock.Anything).
-		Return(activities.BroadcastState{TeamID: broadcastTeam, Next: activities.BroadcastEnd}, nil).Once()
+	env.OnActivity(contract.StartBroadcastName, mock.Anything, mock.Anything).
+		Return(contract.BroadcastState{TeamID: broadcastTeam, Next: contract.BroadcastWait, ScheduledAt: &at}, nil).Once()
+	env.OnActivity(contract.StartBroadcastName, mock.Anything, mock.Anything).
+		Return(contract.BroadcastState{TeamID: broadcastTeam, Next: contract.BroadcastEnd}, nil).Once()
 	start := env.Now()
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(WakeSignal, nil) }, time.Minute)
 	env.ExecuteWorkflow(BroadcastName, BroadcastInput{BroadcastID: broadcastID})
@@ -172,24 +172,24 @@ func TestBroadcastCanceledWhileScheduledEnds(t *testing.T) {
 // goes on with the same chunk; a cancel during the pause ends it.
 func TestBroadcastPausedLooksAgainAndResumes(t *testing.T) {
 	env := newBroadcastEnv(t)
-	env.OnActivity(activities.StartBroadcastName, mock.Anything, mock.Anything).
-		Return(activities.BroadcastState{TeamID: broadcastTeam, Next: activities.BroadcastSend}, nil)
+	env.OnActivity(contract.StartBroadcastName, mock.Anything, mock.Anything).
+		Return(contract.BroadcastState{TeamID: broadcastTeam, Next: contract.BroadcastSend}, nil)
 	paceNow(env)
-	var asked []activities.BroadcastChunkInput
-	env.OnActivity(activities.HandOffBroadcastChunkName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.BroadcastChunkInput) (activities.BroadcastChunkResult, error) {
+	var asked []contract.BroadcastChunkInput
+	env.OnActivity(contract.HandOffBroadcastChunkName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.BroadcastChunkInput) (contract.BroadcastChunkResult, error) {
 			asked = append(asked, in)
 			switch len(asked) {
 			case 1:
-				return activities.BroadcastChunkResult{Last: contact(1), Emails: 100}, nil
+				return contract.BroadcastChunkResult{Last: contact(1), Emails: 100}, nil
 			case 2, 3:
-				return activities.BroadcastChunkResult{Paused: true, Reason: "quota"}, nil
+				return contract.BroadcastChunkResult{Paused: true, Reason: "quota"}, nil
 			case 4:
-				return activities.BroadcastChunkResult{Last: contact(2), Emails: 100}, nil
+				return contract.BroadcastChunkResult{Last: contact(2), Emails: 100}, nil
 			}
-			return activities.BroadcastChunkResult{Done: true, Last: in.After}, nil
+			return contract.BroadcastChunkResult{Done: true, Last: in.After}, nil
 		})
-	env.OnActivity(activities.FinishBroadcastName, mock.Anything, mock.Anything).Return(nil).Once()
+	env.OnActivity(contract.FinishBroadcastName, mock.Anything, mock.Anything).Return(nil).Once()
 	start := env.Now()
 	env.ExecuteWorkflow(BroadcastName, BroadcastInput{BroadcastID: broadcastID, PauseRecheck: 6 * time.Hour})
 	require.NoError(t, env.GetWorkflowError())
@@ -202,17 +202,17 @@ func TestBroadcastPausedLooksAgainAndResumes(t *testing.T) {
 
 func TestBroadcastCanceledMidwayStops(t *testing.T) {
 	env := newBroadcastEnv(t)
-	env.OnActivity(activities.StartBroadcastName, mock.Anything, mock.Anything).
-		Return(activities.BroadcastState{TeamID: broadcastTeam, Next: activities.BroadcastSend}, nil)
+	env.OnActivity(contract.StartBroadcastName, mock.Anything, mock.Anything).
+		Return(contract.BroadcastState{TeamID: broadcastTeam, Next: contract.BroadcastSend}, nil)
 	paceNow(env)
-	var asked []activities.BroadcastChunkInput
-	env.OnActivity(activities.HandOffBroadcastChunkName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.BroadcastChunkInput) (activities.BroadcastChunkResult, error) {
+	var asked []contract.BroadcastChunkInput
+	env.OnActivity(contract.HandOffBroadcastChunkName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.BroadcastChunkInput) (contract.BroadcastChunkResult, error) {
 			asked = append(asked, in)
 			if in.Seq == 2 {
-				return activities.BroadcastChunkResult{Canceled: true}, nil
+				return contract.BroadcastChunkResult{Canceled: true}, nil
 			}
-			return activities.BroadcastChunkResult{Last: contact(in.Seq + 1), Emails: 100}, nil
+			return contract.BroadcastChunkResult{Last: contact(in.Seq + 1), Emails: 100}, nil
 		})
 	env.ExecuteWorkflow(BroadcastName, BroadcastInput{BroadcastID: broadcastID})
 	require.NoError(t, env.GetWorkflowError())
@@ -224,15 +224,15 @@ func TestBroadcastCanceledMidwayStops(t *testing.T) {
 // succeeds, with the same input.
 func TestBroadcastChunkRetriesThroughAnOutage(t *testing.T) {
 	env := newBroadcastEnv(t)
-	env.OnActivity(activities.StartBroadcastName, mock.Anything, mock.Anything).
-		Return(activities.BroadcastState{TeamID: broadcastTeam, Next: activities.BroadcastSend}, nil)
+	env.OnActivity(contract.StartBroadcastName, mock.Anything, mock.Anything).
+		Return(contract.BroadcastState{TeamID: broadcastTeam, Next: contract.BroadcastSend}, nil)
 	paceNow(env)
-	first := activities.BroadcastChunkInput{BroadcastID: broadcastID, Seq: 0, Size: DefaultBroadcastChunk}
-	env.OnActivity(activities.HandOffBroadcastChunkName, mock.Anything, first).
-		Return(activities.BroadcastChunkResult{}, errors.New("connection refused")).Times(4)
-	env.OnActivity(activities.HandOffBroadcastChunkName, mock.Anything, first).
-		Return(activities.BroadcastChunkResult{Done: true}, nil).Once()
-	env.OnActivity(activities.FinishBroadcastName, mock.Anything, mock.Anything).Return(nil).Once()
+	first := contract.BroadcastChunkInput{BroadcastID: broadcastID, Seq: 0, Size: DefaultBroadcastChunk}
+	env.OnActivity(contract.HandOffBroadcastChunkName, mock.Anything, first).
+		Return(contract.BroadcastChunkResult{}, errors.New("connection refused")).Times(4)
+	env.OnActivity(contract.HandOffBroadcastChunkName, mock.Anything, first).
+		Return(contract.BroadcastChunkResult{Done: true}, nil).Once()
+	env.OnActivity(contract.FinishBroadcastName, mock.Anything, mock.Anything).Return(nil).Once()
 	env.ExecuteWorkflow(BroadcastName, BroadcastInput{BroadcastID: broadcastID,
 		Steps: StepPolicy{Window: time.Hour, MaxInterval: time.Second}})
 	require.NoError(t, env.GetWorkflowError())
@@ -243,10 +243,10 @@ func TestBroadcastChunkRetriesThroughAnOutage(t *testing.T) {
 // the next chunk's number and the cursor.
 func TestBroadcastContinuesAsNew(t *testing.T) {
 	env := newBroadcastEnv(t)
-	env.OnActivity(activities.StartBroadcastName, mock.Anything, mock.Anything).
-		Return(activities.BroadcastState{TeamID: broadcastTeam, Next: activities.BroadcastSend}, nil)
+	env.OnActivity(contract.StartBroadcastName, mock.Anything, mock.Anything).
+		Return(contract.BroadcastState{TeamID: broadcastTeam, Next: contract.BroadcastSend}, nil)
 	paceNow(env)
-	var asked []activities.BroadcastChunkInput
+	var asked []contract.BroadcastChunkInput
 	chunks(env, 100, &asked)
 	in := BroadcastInput{BroadcastID: broadcastID, Seq: 5, After: contact(5), ChunksPerRun: 3}
 	env.ExecuteWorkflow(BroadcastName, in)
@@ -265,8 +265,8 @@ func TestBroadcastContinuesAsNew(t *testing.T) {
 // Nothing to do: a broadcast that is gone, canceled or sent.
 func TestBroadcastThatEndedDoesNothing(t *testing.T) {
 	env := newBroadcastEnv(t)
-	env.OnActivity(activities.StartBroadcastName, mock.Anything, mock.Anything).
-		Return(activities.BroadcastState{Next: activities.BroadcastEnd}, nil).Once()
+	env.OnActivity(contract.StartBroadcastName, mock.Anything, mock.Anything).
+		Return(contract.BroadcastState{Next: contract.BroadcastEnd}, nil).Once()
 	env.ExecuteWorkflow(BroadcastName, BroadcastInput{BroadcastID: broadcastID})
 	require.NoError(t, env.GetWorkflowError())
 	env.AssertExpectations(t)

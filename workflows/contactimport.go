@@ -6,7 +6,7 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // ContactImportInput starts, or continues, the ContactImport workflow of
@@ -45,9 +45,9 @@ const importFailedReason = "The import could not be completed."
 func ContactImport(ctx workflow.Context, in ContactImportInput) error {
 	lctx := workflow.WithLocalActivityOptions(ctx, in.Steps.localOptions(chunkAttempt))
 	logger := workflow.GetLogger(ctx)
-	var st activities.StartContactImportResult
-	if err := workflow.ExecuteLocalActivity(lctx, a.StartContactImport,
-		activities.ContactImportInput{ImportID: in.ImportID}).Get(ctx, &st); err != nil {
+	var st contract.StartContactImportResult
+	if err := workflow.ExecuteLocalActivity(lctx, contract.StartContactImportName,
+		contract.ContactImportInput{ImportID: in.ImportID}).Get(ctx, &st); err != nil {
 		return failImport(lctx, in.ImportID, err)
 	}
 	if st.Ended {
@@ -63,22 +63,22 @@ func ContactImport(ctx workflow.Context, in ContactImportInput) error {
 			next.NextChunk = seq
 			return workflow.NewContinueAsNewError(ctx, ContactImportName, next)
 		}
-		var r activities.ImportChunkResult
-		if err := workflow.ExecuteLocalActivity(lctx, a.ApplyImportChunk,
-			activities.ImportChunkInput{ImportID: in.ImportID, Seq: seq}).Get(ctx, &r); err != nil {
+		var r contract.ImportChunkResult
+		if err := workflow.ExecuteLocalActivity(lctx, contract.ApplyImportChunkName,
+			contract.ImportChunkInput{ImportID: in.ImportID, Seq: seq}).Get(ctx, &r); err != nil {
 			logger.Error("applying import chunk failed", "chunk", seq, "err", err)
 			return failImport(lctx, in.ImportID, err)
 		}
 	}
-	return workflow.ExecuteLocalActivity(lctx, a.FinishContactImport,
-		activities.FinishContactImportInput{ImportID: in.ImportID}).Get(ctx, nil)
+	return workflow.ExecuteLocalActivity(lctx, contract.FinishContactImportName,
+		contract.FinishContactImportInput{ImportID: in.ImportID}).Get(ctx, nil)
 }
 
 // failImport ends the import failed after the step error cause and
 // returns cause, so the workflow fails too.
 func failImport(ctx workflow.Context, id uuid.UUID, cause error) error {
-	if err := workflow.ExecuteLocalActivity(ctx, a.FinishContactImport,
-		activities.FinishContactImportInput{ImportID: id, Reason: importFailedReason}).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteLocalActivity(ctx, contract.FinishContactImportName,
+		contract.FinishContactImportInput{ImportID: id, Reason: importFailedReason}).Get(ctx, nil); err != nil {
 		return err
 	}
 	return cause

@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 var importID = uuid.MustParse("0190f0a4-7a4c-7000-8000-0000000000aa")
@@ -24,24 +24,24 @@ func newImportEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	env := testEnv()
 	env.RegisterWorkflowWithOptions(ContactImport, workflow.RegisterOptions{Name: ContactImportName})
-	env.RegisterActivityWithOptions(a.StartContactImport, activity.RegisterOptions{Name: activities.StartContactImportName})
-	env.RegisterActivityWithOptions(a.ApplyImportChunk, activity.RegisterOptions{Name: activities.ApplyImportChunkName})
-	env.RegisterActivityWithOptions(a.FinishContactImport, activity.RegisterOptions{Name: activities.FinishContactImportName})
+	env.RegisterActivityWithOptions(a.StartContactImport, activity.RegisterOptions{Name: contract.StartContactImportName})
+	env.RegisterActivityWithOptions(a.ApplyImportChunk, activity.RegisterOptions{Name: contract.ApplyImportChunkName})
+	env.RegisterActivityWithOptions(a.FinishContactImport, activity.RegisterOptions{Name: contract.FinishContactImportName})
 	return env
 }
 
 func TestContactImportAppliesChunksInOrder(t *testing.T) {
 	env := newImportEnv(t)
-	env.OnActivity(activities.StartContactImportName, mock.Anything, activities.ContactImportInput{ImportID: importID}).
-		Return(activities.StartContactImportResult{Chunks: 3}, nil).Once()
+	env.OnActivity(contract.StartContactImportName, mock.Anything, contract.ContactImportInput{ImportID: importID}).
+		Return(contract.StartContactImportResult{Chunks: 3}, nil).Once()
 	var applied []int
-	env.OnActivity(activities.ApplyImportChunkName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.ImportChunkInput) (activities.ImportChunkResult, error) {
+	env.OnActivity(contract.ApplyImportChunkName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.ImportChunkInput) (contract.ImportChunkResult, error) {
 			applied = append(applied, in.Seq)
-			return activities.ImportChunkResult{Rows: 10, Created: 10}, nil
+			return contract.ImportChunkResult{Rows: 10, Created: 10}, nil
 		}).Times(3)
-	env.OnActivity(activities.FinishContactImportName, mock.Anything,
-		activities.FinishContactImportInput{ImportID: importID}).Return(nil).Once()
+	env.OnActivity(contract.FinishContactImportName, mock.Anything,
+		contract.FinishContactImportInput{ImportID: importID}).Return(nil).Once()
 	env.ExecuteWorkflow(ContactImportName, ContactImportInput{ImportID: importID})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
@@ -53,14 +53,14 @@ func TestContactImportAppliesChunksInOrder(t *testing.T) {
 // succeeds; the import still completes.
 func TestContactImportRetriesThroughAnOutage(t *testing.T) {
 	env := newImportEnv(t)
-	env.OnActivity(activities.StartContactImportName, mock.Anything, mock.Anything).
-		Return(activities.StartContactImportResult{Chunks: 1}, nil)
-	env.OnActivity(activities.ApplyImportChunkName, mock.Anything, mock.Anything).
-		Return(activities.ImportChunkResult{}, errors.New("connection refused")).Times(5)
-	env.OnActivity(activities.ApplyImportChunkName, mock.Anything, mock.Anything).
-		Return(activities.ImportChunkResult{Rows: 1, Created: 1}, nil).Once()
-	env.OnActivity(activities.FinishContactImportName, mock.Anything,
-		activities.FinishContactImportInput{ImportID: importID}).Return(nil).Once()
+	env.OnActivity(contract.StartContactImportName, mock.Anything, mock.Anything).
+		Return(contract.StartContactImportResult{Chunks: 1}, nil)
+	env.OnActivity(contract.ApplyImportChunkName, mock.Anything, mock.Anything).
+		Return(contract.ImportChunkResult{}, errors.New("connection refused")).Times(5)
+	env.OnActivity(contract.ApplyImportChunkName, mock.Anything, mock.Anything).
+		Return(contract.ImportChunkResult{Rows: 1, Created: 1}, nil).Once()
+	env.OnActivity(contract.FinishContactImportName, mock.Anything,
+		contract.FinishContactImportInput{ImportID: importID}).Return(nil).Once()
 	env.ExecuteWorkflow(ContactImportName, ContactImportInput{ImportID: importID})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
@@ -71,13 +71,13 @@ func TestContactImportRetriesThroughAnOutage(t *testing.T) {
 // workflow.
 func TestContactImportFailsOnAPermanentError(t *testing.T) {
 	env := newImportEnv(t)
-	env.OnActivity(activities.StartContactImportName, mock.Anything, mock.Anything).
-		Return(activities.StartContactImportResult{Chunks: 2}, nil)
-	env.OnActivity(activities.ApplyImportChunkName, mock.Anything, activities.ImportChunkInput{ImportID: importID, Seq: 0}).
-		Return(activities.ImportChunkResult{}, temporal.NewNonRetryableApplicationError("chunk 0 not found",
-			activities.ErrTypePermanent, nil)).Once()
-	env.OnActivity(activities.FinishContactImportName, mock.Anything,
-		activities.FinishContactImportInput{ImportID: importID, Reason: importFailedReason}).Return(nil).Once()
+	env.OnActivity(contract.StartContactImportName, mock.Anything, mock.Anything).
+		Return(contract.StartContactImportResult{Chunks: 2}, nil)
+	env.OnActivity(contract.ApplyImportChunkName, mock.Anything, contract.ImportChunkInput{ImportID: importID, Seq: 0}).
+		Return(contract.ImportChunkResult{}, temporal.NewNonRetryableApplicationError("chunk 0 not found",
+			contract.ErrTypePermanent, nil)).Once()
+	env.OnActivity(contract.FinishContactImportName, mock.Anything,
+		contract.FinishContactImportInput{ImportID: importID, Reason: importFailedReason}).Return(nil).Once()
 	env.ExecuteWorkflow(ContactImportName, ContactImportInput{ImportID: importID})
 	require.True(t, env.IsWorkflowCompleted())
 	require.ErrorContains(t, env.GetWorkflowError(), "chunk 0 not found")
@@ -88,12 +88,12 @@ func TestContactImportFailsOnAPermanentError(t *testing.T) {
 // chunk, so a million-row import keeps each history bounded.
 func TestContactImportContinuesAsNew(t *testing.T) {
 	env := newImportEnv(t)
-	env.OnActivity(activities.StartContactImportName, mock.Anything, mock.Anything).
-		Return(activities.StartContactImportResult{Chunks: 5}, nil).Once()
-	env.OnActivity(activities.ApplyImportChunkName, mock.Anything, activities.ImportChunkInput{ImportID: importID, Seq: 2}).
-		Return(activities.ImportChunkResult{Rows: 1}, nil).Once()
-	env.OnActivity(activities.ApplyImportChunkName, mock.Anything, activities.ImportChunkInput{ImportID: importID, Seq: 3}).
-		Return(activities.ImportChunkResult{Rows: 1}, nil).Once()
+	env.OnActivity(contract.StartContactImportName, mock.Anything, mock.Anything).
+		Return(contract.StartContactImportResult{Chunks: 5}, nil).Once()
+	env.OnActivity(contract.ApplyImportChunkName, mock.Anything, contract.ImportChunkInput{ImportID: importID, Seq: 2}).
+		Return(contract.ImportChunkResult{Rows: 1}, nil).Once()
+	env.OnActivity(contract.ApplyImportChunkName, mock.Anything, contract.ImportChunkInput{ImportID: importID, Seq: 3}).
+		Return(contract.ImportChunkResult{Rows: 1}, nil).Once()
 	steps := StepPolicy{Window: time.Hour, MaxInterval: time.Second}
 	env.ExecuteWorkflow(ContactImportName, ContactImportInput{ImportID: importID, Steps: steps, NextChunk: 2, ChunksPerRun: 2})
 	require.True(t, env.IsWorkflowCompleted())
@@ -110,8 +110,8 @@ func TestContactImportContinuesAsNew(t *testing.T) {
 // import failed) applies nothing.
 func TestContactImportOfAnEndedImportDoesNothing(t *testing.T) {
 	env := newImportEnv(t)
-	env.OnActivity(activities.StartContactImportName, mock.Anything, mock.Anything).
-		Return(activities.StartContactImportResult{Chunks: 3, Ended: true}, nil).Once()
+	env.OnActivity(contract.StartContactImportName, mock.Anything, mock.Anything).
+		Return(contract.StartContactImportResult{Chunks: 3, Ended: true}, nil).Once()
 	env.ExecuteWorkflow(ContactImportName, ContactImportInput{ImportID: importID})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())

@@ -6,7 +6,7 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // DataRequestInput starts the DataRequest workflow of one request.
@@ -44,24 +44,24 @@ const dataRequestFailedReason = "The request could not be completed."
 func DataRequest(ctx workflow.Context, in DataRequestInput) error {
 	short := workflow.WithLocalActivityOptions(ctx, in.Steps.localOptions(stepAttempt))
 	long := workflow.WithLocalActivityOptions(ctx, in.Steps.localOptions(dataRequestAttempt))
-	req := activities.DataRequestInput{RequestID: in.RequestID}
-	var st activities.StartDataRequestResult
-	if err := workflow.ExecuteLocalActivity(short, a.StartDataRequest, req).Get(ctx, &st); err != nil {
+	req := contract.DataRequestInput{RequestID: in.RequestID}
+	var st contract.StartDataRequestResult
+	if err := workflow.ExecuteLocalActivity(short, contract.StartDataRequestName, req).Get(ctx, &st); err != nil {
 		return failDataRequest(short, in.RequestID, err)
 	}
 	if st.Ended {
 		return nil
 	}
-	if st.Type == activities.DataRequestExport {
-		if err := workflow.ExecuteLocalActivity(long, a.ExportDataRequest, req).Get(ctx, nil); err != nil {
+	if st.Type == contract.DataRequestExport {
+		if err := workflow.ExecuteLocalActivity(long, contract.ExportDataRequestName, req).Get(ctx, nil); err != nil {
 			return failDataRequest(short, in.RequestID, err)
 		}
 		return nil
 	}
-	if err := workflow.ExecuteLocalActivity(long, a.EraseDataRequest, req).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteLocalActivity(long, contract.EraseDataRequestName, req).Get(ctx, nil); err != nil {
 		return failDataRequest(short, in.RequestID, err)
 	}
-	if err := workflow.ExecuteLocalActivity(short, a.EraseSubjectHistory, req).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteLocalActivity(short, contract.EraseSubjectHistoryName, req).Get(ctx, nil); err != nil {
 		return failDataRequest(short, in.RequestID, err)
 	}
 	wait := in.EraseWait
@@ -74,19 +74,19 @@ func DataRequest(ctx workflow.Context, in DataRequestInput) error {
 	// A second pass finds what was written while the first ran: request
 	// log entries of requests then in flight (the log is written up to a
 	// second late), a webhook message of a delivery then under way.
-	if err := workflow.ExecuteLocalActivity(long, a.EraseDataRequest, req).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteLocalActivity(long, contract.EraseDataRequestName, req).Get(ctx, nil); err != nil {
 		return failDataRequest(short, in.RequestID, err)
 	}
-	return workflow.ExecuteLocalActivity(short, a.FinishDataRequest,
-		activities.FinishDataRequestInput{RequestID: in.RequestID}).Get(ctx, nil)
+	return workflow.ExecuteLocalActivity(short, contract.FinishDataRequestName,
+		contract.FinishDataRequestInput{RequestID: in.RequestID}).Get(ctx, nil)
 }
 
 // failDataRequest ends the request failed after the step error cause and
 // returns cause, so the workflow fails too.
 func failDataRequest(ctx workflow.Context, id uuid.UUID, cause error) error {
 	workflow.GetLogger(ctx).Error("data request failed", "err", cause)
-	if err := workflow.ExecuteLocalActivity(ctx, a.FinishDataRequest,
-		activities.FinishDataRequestInput{RequestID: id, Reason: dataRequestFailedReason}).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteLocalActivity(ctx, contract.FinishDataRequestName,
+		contract.FinishDataRequestInput{RequestID: id, Reason: dataRequestFailedReason}).Get(ctx, nil); err != nil {
 		return err
 	}
 	return cause

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 var dataRequestID = uuid.MustParse("0190f0a4-7a4c-7000-8000-0000000000dd")
@@ -24,25 +24,25 @@ func newDataRequestEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	env := testEnv()
 	env.RegisterWorkflowWithOptions(DataRequest, workflow.RegisterOptions{Name: DataRequestName})
 	for name, fn := range map[string]any{
-		activities.StartDataRequestName:    a.StartDataRequest,
-		activities.ExportDataRequestName:   a.ExportDataRequest,
-		activities.EraseDataRequestName:    a.EraseDataRequest,
-		activities.EraseSubjectHistoryName: a.EraseSubjectHistory,
-		activities.FinishDataRequestName:   a.FinishDataRequest,
+		contract.StartDataRequestName:    a.StartDataRequest,
+		contract.ExportDataRequestName:   a.ExportDataRequest,
+		contract.EraseDataRequestName:    a.EraseDataRequest,
+		contract.EraseSubjectHistoryName: a.EraseSubjectHistory,
+		contract.FinishDataRequestName:   a.FinishDataRequest,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
 	return env
 }
 
-var dataReq = activities.DataRequestInput{RequestID: dataRequestID}
+var dataReq = contract.DataRequestInput{RequestID: dataRequestID}
 
 // An export is one step that completes the request itself.
 func TestDataRequestExport(t *testing.T) {
 	env := newDataRequestEnv(t)
-	env.OnActivity(activities.StartDataRequestName, mock.Anything, dataReq).
-		Return(activities.StartDataRequestResult{Type: activities.DataRequestExport}, nil).Once()
-	env.OnActivity(activities.ExportDataRequestName, mock.Anything, dataReq).Return(nil).Once()
+	env.OnActivity(contract.StartDataRequestName, mock.Anything, dataReq).
+		Return(contract.StartDataRequestResult{Type: contract.DataRequestExport}, nil).Once()
+	env.OnActivity(contract.ExportDataRequestName, mock.Anything, dataReq).Return(nil).Once()
 	env.ExecuteWorkflow(DataRequestName, DataRequestInput{RequestID: dataRequestID})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
@@ -55,20 +55,20 @@ func TestDataRequestExport(t *testing.T) {
 // by a second pass over PostgreSQL.
 func TestDataRequestErasureWaitsOutTheKeyCache(t *testing.T) {
 	env := newDataRequestEnv(t)
-	env.OnActivity(activities.StartDataRequestName, mock.Anything, dataReq).
-		Return(activities.StartDataRequestResult{Type: "erasure"}, nil).Once()
-	env.OnActivity(activities.EraseDataRequestName, mock.Anything, dataReq).
+	env.OnActivity(contract.StartDataRequestName, mock.Anything, dataReq).
+		Return(contract.StartDataRequestResult{Type: "erasure"}, nil).Once()
+	env.OnActivity(contract.EraseDataRequestName, mock.Anything, dataReq).
 		Return(errors.New("connection refused")).Twice()
 	var secondPassAt time.Time
-	env.OnActivity(activities.EraseDataRequestName, mock.Anything, dataReq).Return(nil).Once()
-	env.OnActivity(activities.EraseDataRequestName, mock.Anything, dataReq).Return(
-		func(context.Context, activities.DataRequestInput) error { secondPassAt = env.Now(); return nil }).Once()
+	env.OnActivity(contract.EraseDataRequestName, mock.Anything, dataReq).Return(nil).Once()
+	env.OnActivity(contract.EraseDataRequestName, mock.Anything, dataReq).Return(
+		func(context.Context, contract.DataRequestInput) error { secondPassAt = env.Now(); return nil }).Once()
 	var erasedAt, finishedAt time.Time
-	env.OnActivity(activities.EraseSubjectHistoryName, mock.Anything, dataReq).Return(
-		func(context.Context, activities.DataRequestInput) error { erasedAt = env.Now(); return nil }).Once()
-	env.OnActivity(activities.FinishDataRequestName, mock.Anything,
-		activities.FinishDataRequestInput{RequestID: dataRequestID}).Return(
-		func(context.Context, activities.FinishDataRequestInput) error { finishedAt = env.Now(); return nil }).Once()
+	env.OnActivity(contract.EraseSubjectHistoryName, mock.Anything, dataReq).Return(
+		func(context.Context, contract.DataRequestInput) error { erasedAt = env.Now(); return nil }).Once()
+	env.OnActivity(contract.FinishDataRequestName, mock.Anything,
+		contract.FinishDataRequestInput{RequestID: dataRequestID}).Return(
+		func(context.Context, contract.FinishDataRequestInput) error { finishedAt = env.Now(); return nil }).Once()
 	env.ExecuteWorkflow(DataRequestName, DataRequestInput{RequestID: dataRequestID, EraseWait: 30 * time.Second})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
@@ -80,12 +80,12 @@ func TestDataRequestErasureWaitsOutTheKeyCache(t *testing.T) {
 // A step that fails for good ends the request failed with a reason.
 func TestDataRequestFailsOnAPermanentError(t *testing.T) {
 	env := newDataRequestEnv(t)
-	env.OnActivity(activities.StartDataRequestName, mock.Anything, dataReq).
-		Return(activities.StartDataRequestResult{Type: "erasure"}, nil).Once()
-	env.OnActivity(activities.EraseDataRequestName, mock.Anything, dataReq).
-		Return(temporal.NewNonRetryableApplicationError("no address", activities.ErrTypePermanent, nil)).Once()
-	env.OnActivity(activities.FinishDataRequestName, mock.Anything,
-		activities.FinishDataRequestInput{RequestID: dataRequestID, Reason: dataRequestFailedReason}).Return(nil).Once()
+	env.OnActivity(contract.StartDataRequestName, mock.Anything, dataReq).
+		Return(contract.StartDataRequestResult{Type: "erasure"}, nil).Once()
+	env.OnActivity(contract.EraseDataRequestName, mock.Anything, dataReq).
+		Return(temporal.NewNonRetryableApplicationError("no address", contract.ErrTypePermanent, nil)).Once()
+	env.OnActivity(contract.FinishDataRequestName, mock.Anything,
+		contract.FinishDataRequestInput{RequestID: dataRequestID, Reason: dataRequestFailedReason}).Return(nil).Once()
 	env.ExecuteWorkflow(DataRequestName, DataRequestInput{RequestID: dataRequestID})
 	require.True(t, env.IsWorkflowCompleted())
 	require.Error(t, env.GetWorkflowError())
@@ -95,8 +95,8 @@ func TestDataRequestFailsOnAPermanentError(t *testing.T) {
 // A request that already ended (a duplicate start) does nothing.
 func TestDataRequestEndedDoesNothing(t *testing.T) {
 	env := newDataRequestEnv(t)
-	env.OnActivity(activities.StartDataRequestName, mock.Anything, dataReq).
-		Return(activities.StartDataRequestResult{Type: "erasure", Ended: true}, nil).Once()
+	env.OnActivity(contract.StartDataRequestName, mock.Anything, dataReq).
+		Return(contract.StartDataRequestResult{Type: "erasure", Ended: true}, nil).Once()
 	env.ExecuteWorkflow(DataRequestName, DataRequestInput{RequestID: dataRequestID})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())

@@ -5,7 +5,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // DeliverWebhookInput starts (or continues) the delivery of an endpoint.
@@ -41,9 +41,9 @@ func DeliverWebhook(ctx workflow.Context, in DeliverWebhookInput) error {
 	lctx := workflow.WithLocalActivityOptions(ctx, in.Steps.localOptions(webhookPassAttempt))
 	for pass := 0; ; pass++ {
 		drain(wake)
-		var res activities.DeliverWebhooksResult
-		if err := workflow.ExecuteLocalActivity(lctx, a.DeliverWebhooks,
-			activities.DeliverWebhooksInput{WebhookID: in.WebhookID}).Get(ctx, &res); err != nil {
+		var res contract.DeliverWebhooksResult
+		if err := workflow.ExecuteLocalActivity(lctx, contract.DeliverWebhooksName,
+			contract.DeliverWebhooksInput{WebhookID: in.WebhookID}).Get(ctx, &res); err != nil {
 			return err
 		}
 		if res.Stop {

@@ -12,13 +12,13 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 func newWebhookEnv() *testsuite.TestWorkflowEnvironment {
 	env := testEnv()
 	env.RegisterWorkflowWithOptions(DeliverWebhook, workflow.RegisterOptions{Name: DeliverWebhookName})
-	env.RegisterActivityWithOptions(a.DeliverWebhooks, activity.RegisterOptions{Name: activities.DeliverWebhooksName})
+	env.RegisterActivityWithOptions(a.DeliverWebhooks, activity.RegisterOptions{Name: contract.DeliverWebhooksName})
 	return env
 }
 
@@ -28,17 +28,17 @@ func TestDeliverWebhookSleepsUntilTheNextRetry(t *testing.T) {
 	env := newWebhookEnv()
 	start := env.Now()
 	var passes []time.Duration
-	env.OnActivity(activities.DeliverWebhooksName, mock.Anything, activities.DeliverWebhooksInput{WebhookID: "w1"}).Return(
-		func(_ context.Context, _ activities.DeliverWebhooksInput) (activities.DeliverWebhooksResult, error) {
+	env.OnActivity(contract.DeliverWebhooksName, mock.Anything, contract.DeliverWebhooksInput{WebhookID: "w1"}).Return(
+		func(_ context.Context, _ contract.DeliverWebhooksInput) (contract.DeliverWebhooksResult, error) {
 			passes = append(passes, env.Now().Sub(start))
 			switch len(passes) {
 			case 1:
 				next := env.Now().Add(5 * time.Minute)
-				return activities.DeliverWebhooksResult{NextAt: &next}, nil
+				return contract.DeliverWebhooksResult{NextAt: &next}, nil
 			case 2:
-				return activities.DeliverWebhooksResult{More: true}, nil
+				return contract.DeliverWebhooksResult{More: true}, nil
 			}
-			return activities.DeliverWebhooksResult{Stop: true}, nil
+			return contract.DeliverWebhooksResult{Stop: true}, nil
 		})
 	env.ExecuteWorkflow(DeliverWebhookName, DeliverWebhookInput{WebhookID: "w1"})
 	require.True(t, env.IsWorkflowCompleted())
@@ -53,14 +53,14 @@ func TestDeliverWebhookWakesOnSignal(t *testing.T) {
 	env := newWebhookEnv()
 	start := env.Now()
 	var passes []time.Duration
-	env.OnActivity(activities.DeliverWebhooksName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, _ activities.DeliverWebhooksInput) (activities.DeliverWebhooksResult, error) {
+	env.OnActivity(contract.DeliverWebhooksName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, _ contract.DeliverWebhooksInput) (contract.DeliverWebhooksResult, error) {
 			passes = append(passes, env.Now().Sub(start))
 			if len(passes) == 1 {
 				next := env.Now().Add(10 * time.Hour)
-				return activities.DeliverWebhooksResult{NextAt: &next}, nil
+				return contract.DeliverWebhooksResult{NextAt: &next}, nil
 			}
-			return activities.DeliverWebhooksResult{Stop: true}, nil
+			return contract.DeliverWebhooksResult{Stop: true}, nil
 		})
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(WebhookWakeSignal, nil) }, time.Minute)
 	env.ExecuteWorkflow(DeliverWebhookName, DeliverWebhookInput{WebhookID: "w1"})
@@ -74,16 +74,16 @@ func TestDeliverWebhookWakesOnSignal(t *testing.T) {
 func TestDeliverWebhookRetriesAFailingPassAndIdles(t *testing.T) {
 	env := newWebhookEnv()
 	calls := 0
-	env.OnActivity(activities.DeliverWebhooksName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, _ activities.DeliverWebhooksInput) (activities.DeliverWebhooksResult, error) {
+	env.OnActivity(contract.DeliverWebhooksName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, _ contract.DeliverWebhooksInput) (contract.DeliverWebhooksResult, error) {
 			calls++
 			switch calls {
 			case 1:
-				return activities.DeliverWebhooksResult{}, errors.New("database unavailable")
+				return contract.DeliverWebhooksResult{}, errors.New("database unavailable")
 			case 2:
-				return activities.DeliverWebhooksResult{}, nil // nothing waits: idle
+				return contract.DeliverWebhooksResult{}, nil // nothing waits: idle
 			}
-			return activities.DeliverWebhooksResult{Stop: true}, nil
+			return contract.DeliverWebhooksResult{Stop: true}, nil
 		})
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(WebhookWakeSignal, nil) }, 48*time.Hour)
 	env.ExecuteWorkflow(DeliverWebhookName, DeliverWebhookInput{WebhookID: "w1"})
@@ -94,8 +94,8 @@ func TestDeliverWebhookRetriesAFailingPassAndIdles(t *testing.T) {
 // After passesPerRun passes the workflow continues as new with its input.
 func TestDeliverWebhookContinuesAsNew(t *testing.T) {
 	env := newWebhookEnv()
-	env.OnActivity(activities.DeliverWebhooksName, mock.Anything, mock.Anything).Return(
-		activities.DeliverWebhooksResult{More: true}, nil)
+	env.OnActivity(contract.DeliverWebhooksName, mock.Anything, mock.Anything).Return(
+		contract.DeliverWebhooksResult{More: true}, nil)
 	env.ExecuteWorkflow(DeliverWebhookName, DeliverWebhookInput{WebhookID: "w1"})
 	var can *workflow.ContinueAsNewError
 	require.ErrorAs(t, env.GetWorkflowError(), &can)

@@ -5,7 +5,14 @@ import (
 
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
+
+	"github.com/posthaste/posthaste/activities"
 )
+
+// a is the activities, registered by the tests (on nil receivers) under
+// their contract names so that the mocks' signatures are checked against
+// the real ones.
+var a = &activities.Activities{}
 
 // testEnv is a workflow test environment whose deadlock detector gives a
 // workflow task a minute: under -race on a loaded 2-core machine the SDK's

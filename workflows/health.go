@@ -6,7 +6,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // AccountHealthName is the registered name of the AccountHealth workflow.
@@ -27,13 +27,11 @@ type AccountHealthInput struct {
 	Pause bool
 }
 
-var healthActs *activities.Health
-
 // AccountHealth evaluates every team's account health once and sends the
-// pending notices of crossings (activities.CheckAccountHealth). A notice
+// pending notices of crossings (activities.Health.CheckAccountHealth). A notice
 // that cannot be sent stays pending for the next run; a failed evaluation
 // is retried a few times, then left to the next run.
-func AccountHealth(ctx workflow.Context, in AccountHealthInput) (activities.CheckAccountHealthResult, error) {
+func AccountHealth(ctx workflow.Context, in AccountHealthInput) (contract.CheckAccountHealthResult, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 5 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
@@ -41,9 +39,9 @@ func AccountHealth(ctx workflow.Context, in AccountHealthInput) (activities.Chec
 			MaximumAttempts: 3,
 		},
 	})
-	var res activities.CheckAccountHealthResult
-	err := workflow.ExecuteActivity(ctx, healthActs.CheckAccountHealth,
-		activities.CheckAccountHealthInput{Window: in.Window, Pause: in.Pause}).Get(ctx, &res)
+	var res contract.CheckAccountHealthResult
+	err := workflow.ExecuteActivity(ctx, contract.CheckAccountHealthName,
+		contract.CheckAccountHealthInput{Window: in.Window, Pause: in.Pause}).Get(ctx, &res)
 	if err != nil {
 		return res, err
 	}

@@ -12,13 +12,18 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
+
+// healthActs is the account health activity, registered by the tests on a
+// nil receiver.
+var healthActs *activities.Health
 
 func newHealthEnv() *testsuite.TestWorkflowEnvironment {
 	env := testEnv()
 	env.RegisterWorkflowWithOptions(AccountHealth, workflow.RegisterOptions{Name: AccountHealthName})
 	env.RegisterActivityWithOptions(healthActs.CheckAccountHealth,
-		activity.RegisterOptions{Name: activities.CheckAccountHealthName})
+		activity.RegisterOptions{Name: contract.CheckAccountHealthName})
 	return env
 }
 
@@ -28,13 +33,13 @@ var healthIn = AccountHealthInput{Window: 30 * 24 * time.Hour, Pause: true}
 // Schedule's window and pause.
 func TestAccountHealthPassesItsInput(t *testing.T) {
 	env := newHealthEnv()
-	want := activities.CheckAccountHealthResult{Crossed: 1, Sent: 1}
-	env.OnActivity(activities.CheckAccountHealthName, mock.Anything,
-		activities.CheckAccountHealthInput{Window: healthIn.Window, Pause: true}).Return(want, nil).Once()
+	want := contract.CheckAccountHealthResult{Crossed: 1, Sent: 1}
+	env.OnActivity(contract.CheckAccountHealthName, mock.Anything,
+		contract.CheckAccountHealthInput{Window: healthIn.Window, Pause: true}).Return(want, nil).Once()
 	env.ExecuteWorkflow(AccountHealthName, healthIn)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
-	var res activities.CheckAccountHealthResult
+	var res contract.CheckAccountHealthResult
 	require.NoError(t, env.GetWorkflowResult(&res))
 	require.Equal(t, want, res)
 	env.AssertExpectations(t)
@@ -44,8 +49,8 @@ func TestAccountHealthPassesItsInput(t *testing.T) {
 // few times, then the run fails and the next one tries again.
 func TestAccountHealthRetriesThenGivesUp(t *testing.T) {
 	env := newHealthEnv()
-	env.OnActivity(activities.CheckAccountHealthName, mock.Anything, mock.Anything).
-		Return(activities.CheckAccountHealthResult{}, errors.New("database restarting")).Times(3)
+	env.OnActivity(contract.CheckAccountHealthName, mock.Anything, mock.Anything).
+		Return(contract.CheckAccountHealthResult{}, errors.New("database restarting")).Times(3)
 	env.ExecuteWorkflow(AccountHealthName, healthIn)
 	require.True(t, env.IsWorkflowCompleted())
 	require.Error(t, env.GetWorkflowError())

@@ -4,7 +4,7 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // ProcessInboundInput starts the ProcessInbound workflow of a message the
@@ -21,11 +21,11 @@ type ProcessInboundInput struct {
 // processed. The step is idempotent and retries for Steps.Window, so a
 // message accepted while PostgreSQL is down, or a worker that crashes
 // mid-step, is processed once the database is back.
-func ProcessInbound(ctx workflow.Context, in ProcessInboundInput) (activities.ProcessInboundResult, error) {
+func ProcessInbound(ctx workflow.Context, in ProcessInboundInput) (contract.ProcessInboundResult, error) {
 	lctx := workflow.WithLocalActivityOptions(ctx, in.Steps.localOptions(stepAttempt))
-	var res activities.ProcessInboundResult
-	if err := workflow.ExecuteLocalActivity(lctx, a.ProcessInboundMessage,
-		activities.ProcessInboundInput{InboundID: in.InboundID}).Get(ctx, &res); err != nil {
+	var res contract.ProcessInboundResult
+	if err := workflow.ExecuteLocalActivity(lctx, contract.ProcessInboundMessageName,
+		contract.ProcessInboundInput{InboundID: in.InboundID}).Get(ctx, &res); err != nil {
 		workflow.GetLogger(ctx).Error("processing inbound message failed", "err", err)
 		return res, err
 	}

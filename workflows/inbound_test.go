@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 var inboundID = uuid.MustParse("0190f0a4-7a4c-7000-8000-0000000000bb")
@@ -23,19 +23,19 @@ func newInboundEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	env := testEnv()
 	env.RegisterWorkflowWithOptions(ProcessInbound, workflow.RegisterOptions{Name: ProcessInboundName})
-	env.RegisterActivityWithOptions(a.ProcessInboundMessage, activity.RegisterOptions{Name: activities.ProcessInboundMessageName})
+	env.RegisterActivityWithOptions(a.ProcessInboundMessage, activity.RegisterOptions{Name: contract.ProcessInboundMessageName})
 	return env
 }
 
 func TestProcessInboundProcessesOnce(t *testing.T) {
 	env := newInboundEnv(t)
-	want := activities.ProcessInboundResult{Kind: "dsn", EmailID: uuid.New(), Events: 1, Suppressed: 1}
-	env.OnActivity(activities.ProcessInboundMessageName, mock.Anything,
-		activities.ProcessInboundInput{InboundID: inboundID}).Return(want, nil).Once()
+	want := contract.ProcessInboundResult{Kind: "dsn", EmailID: uuid.New(), Events: 1, Suppressed: 1}
+	env.OnActivity(contract.ProcessInboundMessageName, mock.Anything,
+		contract.ProcessInboundInput{InboundID: inboundID}).Return(want, nil).Once()
 	env.ExecuteWorkflow(ProcessInboundName, ProcessInboundInput{InboundID: inboundID})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
-	var got activities.ProcessInboundResult
+	var got contract.ProcessInboundResult
 	require.NoError(t, env.GetWorkflowResult(&got))
 	require.Equal(t, want, got)
 	env.AssertExpectations(t)
@@ -45,10 +45,10 @@ func TestProcessInboundProcessesOnce(t *testing.T) {
 // succeeds, with the default policy (a day) as with a short one.
 func TestProcessInboundRetriesThroughAnOutage(t *testing.T) {
 	env := newInboundEnv(t)
-	env.OnActivity(activities.ProcessInboundMessageName, mock.Anything, mock.Anything).
-		Return(activities.ProcessInboundResult{}, errors.New("connection refused")).Times(6)
-	env.OnActivity(activities.ProcessInboundMessageName, mock.Anything, mock.Anything).
-		Return(activities.ProcessInboundResult{Kind: "feedback"}, nil).Once()
+	env.OnActivity(contract.ProcessInboundMessageName, mock.Anything, mock.Anything).
+		Return(contract.ProcessInboundResult{}, errors.New("connection refused")).Times(6)
+	env.OnActivity(contract.ProcessInboundMessageName, mock.Anything, mock.Anything).
+		Return(contract.ProcessInboundResult{Kind: "feedback"}, nil).Once()
 	env.ExecuteWorkflow(ProcessInboundName, ProcessInboundInput{InboundID: inboundID})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
@@ -59,17 +59,17 @@ func TestProcessInboundRetriesThroughAnOutage(t *testing.T) {
 // for an operator to look at); a permanent error fails it at once.
 func TestProcessInboundGivesUp(t *testing.T) {
 	env := newInboundEnv(t)
-	env.OnActivity(activities.ProcessInboundMessageName, mock.Anything, mock.Anything).
-		Return(activities.ProcessInboundResult{}, errors.New("connection refused"))
+	env.OnActivity(contract.ProcessInboundMessageName, mock.Anything, mock.Anything).
+		Return(contract.ProcessInboundResult{}, errors.New("connection refused"))
 	env.ExecuteWorkflow(ProcessInboundName, ProcessInboundInput{InboundID: inboundID,
 		Steps: StepPolicy{Window: time.Minute, MaxInterval: 10 * time.Second}})
 	require.True(t, env.IsWorkflowCompleted())
 	require.ErrorContains(t, env.GetWorkflowError(), "connection refused")
 
 	env = newInboundEnv(t)
-	env.OnActivity(activities.ProcessInboundMessageName, mock.Anything, mock.Anything).
-		Return(activities.ProcessInboundResult{}, temporal.NewNonRetryableApplicationError("bad",
-			activities.ErrTypePermanent, nil)).Once()
+	env.OnActivity(contract.ProcessInboundMessageName, mock.Anything, mock.Anything).
+		Return(contract.ProcessInboundResult{}, temporal.NewNonRetryableApplicationError("bad",
+			contract.ErrTypePermanent, nil)).Once()
 	env.ExecuteWorkflow(ProcessInboundName, ProcessInboundInput{InboundID: inboundID})
 	require.ErrorContains(t, env.GetWorkflowError(), "bad")
 	env.AssertExpectations(t)
@@ -78,8 +78,8 @@ func TestProcessInboundGivesUp(t *testing.T) {
 // The recorded ProcessInbound history does not replay against a
 // workflow that skips its step: the replay test can fail.
 func TestProcessInboundReplayDetectsChange(t *testing.T) {
-	changed := func(ctx workflow.Context, in ProcessInboundInput) (activities.ProcessInboundResult, error) {
-		return activities.ProcessInboundResult{}, workflow.Sleep(ctx, time.Second)
+	changed := func(ctx workflow.Context, in ProcessInboundInput) (contract.ProcessInboundResult, error) {
+		return contract.ProcessInboundResult{}, workflow.Sleep(ctx, time.Second)
 	}
 	r := worker.NewWorkflowReplayer()
 	r.RegisterWorkflowWithOptions(changed, workflow.RegisterOptions{Name: ProcessInboundName})

@@ -6,7 +6,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // ReconcileInput configures a reconciliation; the Schedule `reconcile`
@@ -31,7 +31,7 @@ type ReconcileInput struct {
 // terminated by an operator), and restarts those never sent or ends them
 // `failed` (activities.ReconcileEmails). Its cutoffs are taken from the
 // workflow's clock when it starts.
-func Reconcile(ctx workflow.Context, in ReconcileInput) (activities.ReconcileResult, error) {
+func Reconcile(ctx workflow.Context, in ReconcileInput) (contract.ReconcileResult, error) {
 	now := workflow.Now(ctx)
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Minute,
@@ -39,11 +39,11 @@ func Reconcile(ctx workflow.Context, in ReconcileInput) (activities.ReconcileRes
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        10 * time.Second,
 			MaximumAttempts:        3,
-			NonRetryableErrorTypes: []string{activities.ErrTypePermanent},
+			NonRetryableErrorTypes: []string{contract.ErrTypePermanent},
 		},
 	})
-	var res activities.ReconcileResult
-	err := workflow.ExecuteActivity(ctx, a.ReconcileEmails, activities.ReconcileInput{
+	var res contract.ReconcileResult
+	err := workflow.ExecuteActivity(ctx, contract.ReconcileEmailsName, contract.ReconcileInput{
 		QueuedBefore: now.Add(-in.QueuedAfter),
 		SentBefore:   now.Add(-in.DeliveryWindow),
 		MaxRestarts:  in.MaxRestarts,

@@ -10,7 +10,8 @@ import (
 )
 
 // TestReplay replays histories recorded by the end-to-end tests
-// (POSTHASTE_WRITE_HISTORIES=$PWD/workflows/testdata go test -run 'TestDev|TestDomains' ./cmd/posthaste/)
+// (POSTHASTE_WRITE_HISTORIES=$PWD/workflows/testdata go test -run 'TestDev|TestDomains' ./cmd/posthaste/;
+// retention.json and reconcile.json come from TestDevDispatchAndReconcile)
 // against the current workflow code: a change that would break running
 // workflows fails here. sendemail_smtp.json was recorded before local-first
 // delivery (a regular Deliver activity); sendemail_smtp_local.json is the
@@ -31,6 +32,8 @@ func TestReplay(t *testing.T) {
 			r.RegisterWorkflowWithOptions(ProcessInbound, workflow.RegisterOptions{Name: ProcessInboundName})
 			r.RegisterWorkflowWithOptions(Broadcast, workflow.RegisterOptions{Name: BroadcastName})
 			r.RegisterWorkflowWithOptions(DataRequest, workflow.RegisterOptions{Name: DataRequestName})
+			r.RegisterWorkflowWithOptions(Retention, workflow.RegisterOptions{Name: RetentionName})
+			r.RegisterWorkflowWithOptions(Reconcile, workflow.RegisterOptions{Name: ReconcileName})
 			r.RegisterWorkflowWithOptions(AccountHealth, workflow.RegisterOptions{Name: AccountHealthName})
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
 		})

@@ -7,7 +7,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // RetentionInput configures one retention sweep.
@@ -48,23 +48,23 @@ func Retention(ctx workflow.Context, in RetentionInput) (RetentionResult, error)
 	})
 	var res RetentionResult
 	var errs []error
-	var r activities.PurgeResult
-	err := workflow.ExecuteActivity(ctx, a.PurgeEmails,
-		activities.PurgeInput{Before: before, BatchSize: in.BatchSize, Pause: in.Pause}).Get(ctx, &r)
+	var r contract.PurgeResult
+	err := workflow.ExecuteActivity(ctx, contract.PurgeEmailsName,
+		contract.PurgeInput{Before: before, BatchSize: in.BatchSize, Pause: in.Pause}).Get(ctx, &r)
 	res.Emails, errs = r.Deleted, append(errs, err)
-	r = activities.PurgeResult{}
-	err = workflow.ExecuteActivity(ctx, a.PurgeRequestLogs,
-		activities.PurgeRequestLogsInput{Before: before, Now: now}).Get(ctx, &r)
+	r = contract.PurgeResult{}
+	err = workflow.ExecuteActivity(ctx, contract.PurgeRequestLogsName,
+		contract.PurgeRequestLogsInput{Before: before, Now: now}).Get(ctx, &r)
 	res.LogPartitions, errs = r.Deleted, append(errs, err)
-	r = activities.PurgeResult{}
-	err = workflow.ExecuteActivity(ctx, a.PurgeExpired,
-		activities.PurgeInput{Before: now, BatchSize: in.BatchSize, Pause: in.Pause}).Get(ctx, &r)
+	r = contract.PurgeResult{}
+	err = workflow.ExecuteActivity(ctx, contract.PurgeExpiredName,
+		contract.PurgeInput{Before: now, BatchSize: in.BatchSize, Pause: in.Pause}).Get(ctx, &r)
 	res.Expired, errs = r.Deleted, append(errs, err)
 	// Histories of sweeps started before the audit log have no audit
 	// sweep; the version marker keeps them replaying.
 	if in.AuditPeriod > 0 && workflow.GetVersion(ctx, "audit-retention", workflow.DefaultVersion, 1) == 1 {
-		r = activities.PurgeResult{}
-		err = workflow.ExecuteActivity(ctx, a.PurgeAudit, activities.PurgeInput{Before: now.Add(-in.AuditPeriod),
+		r = contract.PurgeResult{}
+		err = workflow.ExecuteActivity(ctx, contract.PurgeAuditName, contract.PurgeInput{Before: now.Add(-in.AuditPeriod),
 			BatchSize: in.BatchSize, Pause: in.Pause}).Get(ctx, &r)
 		res.Audit, errs = r.Deleted, append(errs, err)
 	}

@@ -13,17 +13,17 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 func newRetentionEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	env := testEnv()
 	env.RegisterWorkflowWithOptions(Retention, workflow.RegisterOptions{Name: RetentionName})
-	env.RegisterActivityWithOptions(a.PurgeEmails, activity.RegisterOptions{Name: activities.PurgeEmailsName})
-	env.RegisterActivityWithOptions(a.PurgeRequestLogs, activity.RegisterOptions{Name: activities.PurgeRequestLogsName})
-	env.RegisterActivityWithOptions(a.PurgeExpired, activity.RegisterOptions{Name: activities.PurgeExpiredName})
-	env.RegisterActivityWithOptions(a.PurgeAudit, activity.RegisterOptions{Name: activities.PurgeAuditName})
+	env.RegisterActivityWithOptions(a.PurgeEmails, activity.RegisterOptions{Name: contract.PurgeEmailsName})
+	env.RegisterActivityWithOptions(a.PurgeRequestLogs, activity.RegisterOptions{Name: contract.PurgeRequestLogsName})
+	env.RegisterActivityWithOptions(a.PurgeExpired, activity.RegisterOptions{Name: contract.PurgeExpiredName})
+	env.RegisterActivityWithOptions(a.PurgeAudit, activity.RegisterOptions{Name: contract.PurgeAuditName})
 	return env
 }
 
@@ -35,18 +35,18 @@ func TestRetentionSweepsWithTheCutoff(t *testing.T) {
 	start := time.Date(2026, 3, 10, 3, 17, 0, 0, time.UTC)
 	env.SetStartTime(start)
 	cutoff := start.Add(-30 * 24 * time.Hour)
-	env.OnActivity(activities.PurgeEmailsName, mock.Anything,
-		activities.PurgeInput{Before: cutoff, BatchSize: 500, Pause: 50 * time.Millisecond}).
-		Return(activities.PurgeResult{Deleted: 1200}, nil).Once()
-	env.OnActivity(activities.PurgeRequestLogsName, mock.Anything,
-		activities.PurgeRequestLogsInput{Before: cutoff, Now: start}).
-		Return(activities.PurgeResult{Deleted: 1}, nil).Once()
-	env.OnActivity(activities.PurgeExpiredName, mock.Anything,
-		activities.PurgeInput{Before: start, BatchSize: 500, Pause: 50 * time.Millisecond}).
-		Return(activities.PurgeResult{Deleted: 7}, nil).Once()
-	env.OnActivity(activities.PurgeAuditName, mock.Anything,
-		activities.PurgeInput{Before: start.Add(-365 * 24 * time.Hour), BatchSize: 500, Pause: 50 * time.Millisecond}).
-		Return(activities.PurgeResult{Deleted: 4}, nil).Once()
+	env.OnActivity(contract.PurgeEmailsName, mock.Anything,
+		contract.PurgeInput{Before: cutoff, BatchSize: 500, Pause: 50 * time.Millisecond}).
+		Return(contract.PurgeResult{Deleted: 1200}, nil).Once()
+	env.OnActivity(contract.PurgeRequestLogsName, mock.Anything,
+		contract.PurgeRequestLogsInput{Before: cutoff, Now: start}).
+		Return(contract.PurgeResult{Deleted: 1}, nil).Once()
+	env.OnActivity(contract.PurgeExpiredName, mock.Anything,
+		contract.PurgeInput{Before: start, BatchSize: 500, Pause: 50 * time.Millisecond}).
+		Return(contract.PurgeResult{Deleted: 7}, nil).Once()
+	env.OnActivity(contract.PurgeAuditName, mock.Anything,
+		contract.PurgeInput{Before: start.Add(-365 * 24 * time.Hour), BatchSize: 500, Pause: 50 * time.Millisecond}).
+		Return(contract.PurgeResult{Deleted: 4}, nil).Once()
 	env.ExecuteWorkflow(RetentionName, retentionIn)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
@@ -59,17 +59,17 @@ func TestRetentionSweepsWithTheCutoff(t *testing.T) {
 func TestRetentionRetriesAndRunsEverySweep(t *testing.T) {
 	env := newRetentionEnv(t)
 	// The email sweep fails once (the database restarted), then succeeds.
-	env.OnActivity(activities.PurgeEmailsName, mock.Anything, mock.Anything).
-		Return(activities.PurgeResult{}, errors.New("connection reset")).Once()
-	env.OnActivity(activities.PurgeEmailsName, mock.Anything, mock.Anything).
-		Return(activities.PurgeResult{Deleted: 3}, nil).Once()
+	env.OnActivity(contract.PurgeEmailsName, mock.Anything, mock.Anything).
+		Return(contract.PurgeResult{}, errors.New("connection reset")).Once()
+	env.OnActivity(contract.PurgeEmailsName, mock.Anything, mock.Anything).
+		Return(contract.PurgeResult{Deleted: 3}, nil).Once()
 	// The log sweep fails for good: the expiry sweep still runs.
-	env.OnActivity(activities.PurgeRequestLogsName, mock.Anything, mock.Anything).
-		Return(activities.PurgeResult{}, temporal.NewNonRetryableApplicationError("broken", "Permanent", nil))
-	env.OnActivity(activities.PurgeExpiredName, mock.Anything, mock.Anything).
-		Return(activities.PurgeResult{Deleted: 2}, nil).Once()
-	env.OnActivity(activities.PurgeAuditName, mock.Anything, mock.Anything).
-		Return(activities.PurgeResult{Deleted: 1}, nil).Once()
+	env.OnActivity(contract.PurgeRequestLogsName, mock.Anything, mock.Anything).
+		Return(contract.PurgeResult{}, temporal.NewNonRetryableApplicationError("broken", "Permanent", nil))
+	env.OnActivity(contract.PurgeExpiredName, mock.Anything, mock.Anything).
+		Return(contract.PurgeResult{Deleted: 2}, nil).Once()
+	env.OnActivity(contract.PurgeAuditName, mock.Anything, mock.Anything).
+		Return(contract.PurgeResult{Deleted: 1}, nil).Once()
 	env.ExecuteWorkflow(RetentionName, retentionIn)
 	require.True(t, env.IsWorkflowCompleted())
 	require.ErrorContains(t, env.GetWorkflowError(), "broken")
@@ -80,18 +80,18 @@ func TestRetentionRetriesAndRunsEverySweep(t *testing.T) {
 // workflow's activity options allow a long sweep that heartbeats.
 func TestRetentionActivityOptions(t *testing.T) {
 	env := newRetentionEnv(t)
-	env.OnActivity(activities.PurgeEmailsName, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, _ activities.PurgeInput) (activities.PurgeResult, error) {
+	env.OnActivity(contract.PurgeEmailsName, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, _ contract.PurgeInput) (contract.PurgeResult, error) {
 			info := activity.GetInfo(ctx)
 			if info.HeartbeatTimeout != 2*time.Minute {
-				return activities.PurgeResult{}, temporal.NewNonRetryableApplicationError(
+				return contract.PurgeResult{}, temporal.NewNonRetryableApplicationError(
 					"heartbeat timeout "+info.HeartbeatTimeout.String(), "Test", nil)
 			}
-			return activities.PurgeResult{}, nil
+			return contract.PurgeResult{}, nil
 		})
-	env.OnActivity(activities.PurgeRequestLogsName, mock.Anything, mock.Anything).Return(activities.PurgeResult{}, nil)
-	env.OnActivity(activities.PurgeExpiredName, mock.Anything, mock.Anything).Return(activities.PurgeResult{}, nil)
-	env.OnActivity(activities.PurgeAuditName, mock.Anything, mock.Anything).Return(activities.PurgeResult{}, nil)
+	env.OnActivity(contract.PurgeRequestLogsName, mock.Anything, mock.Anything).Return(contract.PurgeResult{}, nil)
+	env.OnActivity(contract.PurgeExpiredName, mock.Anything, mock.Anything).Return(contract.PurgeResult{}, nil)
+	env.OnActivity(contract.PurgeAuditName, mock.Anything, mock.Anything).Return(contract.PurgeResult{}, nil)
 	env.ExecuteWorkflow(RetentionName, retentionIn)
 	require.NoError(t, env.GetWorkflowError())
 }
@@ -100,12 +100,12 @@ func TestRetentionActivityOptions(t *testing.T) {
 // delete no audit entries.
 func TestRetentionWithoutAuditPeriodKeepsTheAuditLog(t *testing.T) {
 	env := newRetentionEnv(t)
-	env.OnActivity(activities.PurgeEmailsName, mock.Anything, mock.Anything).Return(activities.PurgeResult{}, nil)
-	env.OnActivity(activities.PurgeRequestLogsName, mock.Anything, mock.Anything).Return(activities.PurgeResult{}, nil)
-	env.OnActivity(activities.PurgeExpiredName, mock.Anything, mock.Anything).Return(activities.PurgeResult{}, nil)
+	env.OnActivity(contract.PurgeEmailsName, mock.Anything, mock.Anything).Return(contract.PurgeResult{}, nil)
+	env.OnActivity(contract.PurgeRequestLogsName, mock.Anything, mock.Anything).Return(contract.PurgeResult{}, nil)
+	env.OnActivity(contract.PurgeExpiredName, mock.Anything, mock.Anything).Return(contract.PurgeResult{}, nil)
 	in := retentionIn
 	in.AuditPeriod = 0
 	env.ExecuteWorkflow(RetentionName, in)
 	require.NoError(t, env.GetWorkflowError())
-	env.AssertNotCalled(t, activities.PurgeAuditName, mock.Anything, mock.Anything)
+	env.AssertNotCalled(t, contract.PurgeAuditName, mock.Anything, mock.Anything)
 }

@@ -12,13 +12,13 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 func newBatchEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	env := newEnv(t)
 	env.RegisterWorkflowWithOptions(SendBatch, workflow.RegisterOptions{Name: SendBatchName})
-	env.RegisterActivityWithOptions(a.LoadBatch, activity.RegisterOptions{Name: activities.LoadBatchName})
+	env.RegisterActivityWithOptions(a.LoadBatch, activity.RegisterOptions{Name: contract.LoadBatchName})
 	return env
 }
 
@@ -34,19 +34,19 @@ type schedule struct {
 
 func newSchedule(env *testsuite.TestWorkflowEnvironment) *schedule {
 	s := &schedule{env: env, at: map[string]time.Time{}, canceled: map[string]bool{}, claimed: map[string]time.Time{}}
-	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.PrepareInput) (activities.PrepareResult, error) {
+	env.OnActivity(contract.PrepareName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.PrepareInput) (contract.PrepareResult, error) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			now := env.Now()
 			if s.canceled[in.EmailID] {
-				return activities.PrepareResult{Skip: true}, nil
+				return contract.PrepareResult{Skip: true}, nil
 			}
 			if at, ok := s.at[in.EmailID]; ok && at.After(now) {
-				return activities.PrepareResult{NotDue: &at}, nil
+				return contract.PrepareResult{NotDue: &at}, nil
 			}
 			s.claimed[in.EmailID] = now
-			return activities.PrepareResult{Sandbox: []activities.SandboxRecipient{
+			return contract.PrepareResult{Sandbox: []contract.SandboxRecipient{
 				{Address: "delivered@posthaste.test", Events: []string{"delivered"}}}}, nil
 		})
 	return s
@@ -111,7 +111,7 @@ func TestSendEmailCanceledWhileWaitingEndsEarly(t *testing.T) {
 	_, ok := sched.claimedAt("e1")
 	require.False(t, ok, "a canceled email is not sent")
 	require.True(t, env.Now().Before(orig), "the workflow ended at %v, not at the old time", env.Now())
-	env.AssertNotCalled(t, activities.RecordEventsName, mock.Anything, mock.Anything)
+	env.AssertNotCalled(t, contract.RecordEventsName, mock.Anything, mock.Anything)
 }
 
 func TestSendBatchSendsEveryEmailOnItsOwnSchedule(t *testing.T) {
@@ -121,8 +121,8 @@ func TestSendBatchSendsEveryEmailOnItsOwnSchedule(t *testing.T) {
 	later, earlier := start.Add(3*time.Hour), start.Add(30*time.Minute)
 	sched.set("b", later)
 	sched.set("c", later)
-	env.OnActivity(activities.LoadBatchName, mock.Anything, activities.LoadBatchInput{BatchID: "batch1"}).Return(
-		activities.LoadBatchResult{Emails: []activities.BatchEmail{
+	env.OnActivity(contract.LoadBatchName, mock.Anything, contract.LoadBatchInput{BatchID: "batch1"}).Return(
+		contract.LoadBatchResult{Emails: []contract.BatchEmail{
 			{EmailID: "a"}, {EmailID: "b", ScheduledAt: &later}, {EmailID: "c", ScheduledAt: &later},
 			{EmailID: "d"},
 		}}, nil)

@@ -5,7 +5,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // SendBatchInput starts the SendBatch workflow of one accepted batch.
@@ -23,8 +23,8 @@ type SendBatchInput struct {
 // not stop the others; the workflow then fails with the first error.
 func SendBatch(ctx workflow.Context, in SendBatchInput) error {
 	lctx := workflow.WithLocalActivityOptions(ctx, in.Delivery.Steps.localOptions(stepAttempt))
-	var batch activities.LoadBatchResult
-	if err := workflow.ExecuteLocalActivity(lctx, a.LoadBatch, activities.LoadBatchInput{BatchID: in.BatchID}).
+	var batch contract.LoadBatchResult
+	if err := workflow.ExecuteLocalActivity(lctx, contract.LoadBatchName, contract.LoadBatchInput{BatchID: in.BatchID}).
 		Get(ctx, &batch); err != nil {
 		return err
 	}

@@ -8,11 +8,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
-
-// a gives compile-checked activity signatures; it is never dereferenced.
-var a *activities.Activities
 
 // DeliveryPolicy is the retry schedule of a send: MX delivery retries
 // start after Initial, grow by Backoff up to Max, and stop Expire after the
@@ -71,15 +68,15 @@ func SendEmail(ctx workflow.Context, in SendEmailInput) error {
 // its emails. wake delivers Wake values meant for this email.
 func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.ReceiveChannel, delivery DeliveryPolicy) error {
 	lctx := workflow.WithLocalActivityOptions(ctx, delivery.Steps.localOptions(stepAttempt))
-	var prep activities.PrepareResult
+	var prep contract.PrepareResult
 	for {
 		if at != nil {
 			if err := waitUntil(ctx, *at, wake); err != nil {
 				return err
 			}
 		}
-		prep = activities.PrepareResult{}
-		if err := workflow.ExecuteLocalActivity(lctx, a.Prepare, activities.PrepareInput{EmailID: emailID}).
+		prep = contract.PrepareResult{}
+		if err := workflow.ExecuteLocalActivity(lctx, contract.PrepareName, contract.PrepareInput{EmailID: emailID}).
 			Get(ctx, &prep); err != nil {
 			return failIfPermanent(lctx, emailID, err)
 		}
@@ -113,10 +110,10 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 				InitialInterval:        delivery.Initial,
 				BackoffCoefficient:     delivery.Backoff,
 				MaximumInterval:        delivery.Max,
-				NonRetryableErrorTypes: []string{activities.ErrTypePermanent},
+				NonRetryableErrorTypes: []string{contract.ErrTypePermanent},
 			},
 		}
-		in := activities.DeliverInput{
+		in := contract.DeliverInput{
 			EmailID: emailID, TeamID: prep.TeamID, Domain: g.Domain, Recipients: g.Recipients, TLS: g.TLS, ReturnPath: g.ReturnPath,
 			Pool: g.Pool,
 		}
@@ -125,16 +122,16 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 			futures[i] = deliverLocalFirst(ctx, in, opts, delivery.Initial)
 			continue
 		}
-		futures[i] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.Deliver, in)
+		futures[i] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.DeliverName, in)
 	}
-	var events []activities.EventInput
+	var events []contract.EventInput
 	for _, r := range prep.Sandbox {
 		for _, t := range r.Events {
 			events = append(events, sandboxEvent(r.Address, t))
 		}
 	}
 	if len(events) > 0 {
-		if err := workflow.ExecuteLocalActivity(lctx, a.RecordEvents, activities.RecordEventsInput{
+		if err := workflow.ExecuteLocalActivity(lctx, contract.RecordEventsName, contract.RecordEventsInput{
 			EmailID: emailID, TeamID: prep.TeamID, Events: events,
 		}).Get(ctx, nil); err != nil {
 			return err
@@ -144,7 +141,7 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 	// bounce of the recipients it still held; one that failed permanently
 	// (not through the MX's answer, which Deliver records itself) ends
 	// them failed. Recipients with an outcome keep it.
-	var expired []activities.EventInput
+	var expired []contract.EventInput
 	for i, f := range futures {
 		err := f.Get(ctx, nil)
 		if err == nil {
@@ -154,23 +151,23 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 		if errors.As(err, &canceled) {
 			return err
 		}
-		if reason, ok := activities.PermanentReason(err); ok {
+		if reason, ok := contract.PermanentReason(err); ok {
 			for _, rcpt := range prep.Groups[i].Recipients {
-				expired = append(expired, activities.EventInput{
-					Type: activities.EventFailed, Recipient: rcpt, Detail: map[string]any{"reason": reason},
+				expired = append(expired, contract.EventInput{
+					Type: contract.EventFailed, Recipient: rcpt, Detail: map[string]any{"reason": reason},
 				})
 			}
 			continue
 		}
 		for _, rcpt := range prep.Groups[i].Recipients {
-			expired = append(expired, activities.EventInput{
-				Type: activities.EventBounced, Recipient: rcpt,
-				Detail: activities.BounceDetail("Transient", "General", expiredMessage(err), nil),
+			expired = append(expired, contract.EventInput{
+				Type: contract.EventBounced, Recipient: rcpt,
+				Detail: contract.BounceDetail("Transient", "General", expiredMessage(err), nil),
 			})
 		}
 	}
 	if len(expired) > 0 {
-		return workflow.ExecuteLocalActivity(lctx, a.RecordEvents, activities.RecordEventsInput{
+		return workflow.ExecuteLocalActivity(lctx, contract.RecordEventsName, contract.RecordEventsInput{
 			EmailID: emailID, TeamID: prep.TeamID, Events: expired,
 		}).Get(ctx, nil)
 	}
@@ -198,7 +195,7 @@ const LocalDeliverTimeout = 5 * time.Minute
 // retried at once, as its retry would not be; the MX answers the local
 // attempt got and could not record reach it in DeliverInput.Answered, so it
 // records them and does not send to those recipients again.
-func deliverLocalFirst(ctx workflow.Context, in activities.DeliverInput, opts workflow.ActivityOptions, initial time.Duration) workflow.Future {
+func deliverLocalFirst(ctx workflow.Context, in contract.DeliverInput, opts workflow.ActivityOptions, initial time.Duration) workflow.Future {
 	f, settle := workflow.NewFuture(ctx)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		start := workflow.Now(ctx)
@@ -208,14 +205,14 @@ func deliverLocalFirst(ctx workflow.Context, in activities.DeliverInput, opts wo
 			// One attempt: the retries are the regular activity's.
 			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 		})
-		var res activities.DeliverLocalResult
-		err := workflow.ExecuteLocalActivity(lctx, a.DeliverLocal, in).Get(ctx, &res)
+		var res contract.DeliverLocalResult
+		err := workflow.ExecuteLocalActivity(lctx, contract.DeliverLocalName, in).Get(ctx, &res)
 		if err == nil && res.Done {
 			settle.Set(nil, nil)
 			return
 		}
 		var canceled *temporal.CanceledError
-		if _, permanent := activities.PermanentReason(err); permanent || errors.As(err, &canceled) {
+		if _, permanent := contract.PermanentReason(err); permanent || errors.As(err, &canceled) {
 			settle.Set(nil, err)
 			return
 		}
@@ -228,7 +225,7 @@ func deliverLocalFirst(ctx workflow.Context, in activities.DeliverInput, opts wo
 			// The delivery's retry period started with the local attempt.
 			opts.ScheduleToCloseTimeout = max(opts.ScheduleToCloseTimeout-workflow.Now(ctx).Sub(start), time.Second)
 		}
-		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.Deliver, in).Get(ctx, nil)
+		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.DeliverName, in).Get(ctx, nil)
 		var app *temporal.ApplicationError
 		if err != nil && res.Retry != "" && !errors.As(err, &app) && !errors.As(err, &canceled) {
 			// No regular attempt ended before the retry period did (it
@@ -250,11 +247,11 @@ const errTypeLocalAttempt = "LocalAttempt"
 // cannot send it, and an accepted email must reach an outcome. The
 // workflow then completes. Any other error is returned.
 func failIfPermanent(lctx workflow.Context, emailID string, err error) error {
-	reason, ok := activities.PermanentReason(err)
+	reason, ok := contract.PermanentReason(err)
 	if !ok {
 		return err
 	}
-	return workflow.ExecuteLocalActivity(lctx, a.FailEmail, activities.FailEmailInput{
+	return workflow.ExecuteLocalActivity(lctx, contract.FailEmailName, contract.FailEmailInput{
 		EmailID: emailID, Reason: reason,
 	}).Get(lctx, nil)
 }
@@ -290,18 +287,18 @@ func waitUntil(ctx workflow.Context, at time.Time, wake workflow.ReceiveChannel)
 	}
 }
 
-func sandboxEvent(rcpt, typ string) activities.EventInput {
-	ev := activities.EventInput{Type: typ, Recipient: rcpt}
+func sandboxEvent(rcpt, typ string) contract.EventInput {
+	ev := contract.EventInput{Type: typ, Recipient: rcpt}
 	switch typ {
-	case activities.EventBounced:
+	case contract.EventBounced:
 		// As SES's mailbox simulator reports its bounce address. Sandbox
 		// addresses never enter the suppression list.
 		const reply = "550 5.1.1 The sandbox address bounced@" + "posthaste.test always bounces."
-		ev.Detail = activities.BounceDetail("Permanent", "General",
+		ev.Detail = contract.BounceDetail("Permanent", "General",
 			"The recipient's address does not exist: "+reply, []string{"smtp; " + reply})
-	case activities.EventComplained:
+	case contract.EventComplained:
 		ev.Detail = map[string]any{"feedback_type": "abuse"}
-	case activities.EventSuppressed:
+	case contract.EventSuppressed:
 		ev.Detail = map[string]any{"reason": "The sandbox address suppressed@posthaste.test is always on the suppression list."}
 	}
 	return ev

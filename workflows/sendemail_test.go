@@ -16,18 +16,18 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	env := testEnv()
 	env.RegisterWorkflowWithOptions(SendEmail, workflow.RegisterOptions{Name: SendEmailName})
-	env.RegisterActivityWithOptions(a.Prepare, activity.RegisterOptions{Name: activities.PrepareName})
-	env.RegisterActivityWithOptions(a.RecordEvents, activity.RegisterOptions{Name: activities.RecordEventsName})
-	env.RegisterActivityWithOptions(a.Deliver, activity.RegisterOptions{Name: activities.DeliverName})
-	env.RegisterActivityWithOptions(a.FailEmail, activity.RegisterOptions{Name: activities.FailEmailName})
-	env.RegisterActivityWithOptions(a.DeliverLocal, activity.RegisterOptions{Name: activities.DeliverLocalName})
+	env.RegisterActivityWithOptions(a.Prepare, activity.RegisterOptions{Name: contract.PrepareName})
+	env.RegisterActivityWithOptions(a.RecordEvents, activity.RegisterOptions{Name: contract.RecordEventsName})
+	env.RegisterActivityWithOptions(a.Deliver, activity.RegisterOptions{Name: contract.DeliverName})
+	env.RegisterActivityWithOptions(a.FailEmail, activity.RegisterOptions{Name: contract.FailEmailName})
+	env.RegisterActivityWithOptions(a.DeliverLocal, activity.RegisterOptions{Name: contract.DeliverLocalName})
 	return env
 }
 
@@ -41,8 +41,8 @@ func recorded(env *testsuite.TestWorkflowEnvironment) *[]string {
 		mu  sync.Mutex
 		out []string
 	)
-	env.OnActivity(activities.RecordEventsName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.RecordEventsInput) error {
+	env.OnActivity(contract.RecordEventsName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.RecordEventsInput) error {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, e := range in.Events {
@@ -55,8 +55,8 @@ func recorded(env *testsuite.TestWorkflowEnvironment) *[]string {
 
 func TestSendEmailSandboxOutcomes(t *testing.T) {
 	env := newEnv(t)
-	env.OnActivity(activities.PrepareName, mock.Anything, activities.PrepareInput{EmailID: "e1"}).Return(
-		activities.PrepareResult{Sandbox: []activities.SandboxRecipient{
+	env.OnActivity(contract.PrepareName, mock.Anything, contract.PrepareInput{EmailID: "e1"}).Return(
+		contract.PrepareResult{Sandbox: []contract.SandboxRecipient{
 			{Address: "delivered@posthaste.test", Events: []string{"delivered"}},
 			{Address: "complained@posthaste.test", Events: []string{"delivered", "complained"}},
 			{Address: "bounced@posthaste.test", Events: []string{"bounced"}},
@@ -77,10 +77,10 @@ func TestSendEmailWaitsForScheduledTime(t *testing.T) {
 	start := env.Now()
 	at := start.Add(2 * time.Hour)
 	var preparedAt time.Time
-	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, _ activities.PrepareInput) (activities.PrepareResult, error) {
+	env.OnActivity(contract.PrepareName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, _ contract.PrepareInput) (contract.PrepareResult, error) {
 			preparedAt = env.Now()
-			return activities.PrepareResult{Skip: true}, nil
+			return contract.PrepareResult{Skip: true}, nil
 		})
 	env.ExecuteWorkflow(SendEmailName, SendEmailInput{EmailID: "e1", ScheduledAt: &at, Delivery: fastPolicy})
 	require.NoError(t, env.GetWorkflowError())
@@ -89,17 +89,17 @@ func TestSendEmailWaitsForScheduledTime(t *testing.T) {
 
 func TestSendEmailSkipsCanceledEmail(t *testing.T) {
 	env := newEnv(t)
-	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(activities.PrepareResult{Skip: true}, nil)
+	env.OnActivity(contract.PrepareName, mock.Anything, mock.Anything).Return(contract.PrepareResult{Skip: true}, nil)
 	env.ExecuteWorkflow(SendEmailName, SendEmailInput{EmailID: "e1", Delivery: fastPolicy})
 	require.NoError(t, env.GetWorkflowError())
-	env.AssertNotCalled(t, activities.RecordEventsName, mock.Anything, mock.Anything)
-	env.AssertNotCalled(t, activities.DeliverName, mock.Anything, mock.Anything)
+	env.AssertNotCalled(t, contract.RecordEventsName, mock.Anything, mock.Anything)
+	env.AssertNotCalled(t, contract.DeliverName, mock.Anything, mock.Anything)
 }
 
 func TestSendEmailDeliversPerDomainAndRetries(t *testing.T) {
 	env := newEnv(t)
-	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(activities.PrepareResult{
-		Groups: []activities.DeliveryGroup{
+	env.OnActivity(contract.PrepareName, mock.Anything, mock.Anything).Return(contract.PrepareResult{
+		Groups: []contract.DeliveryGroup{
 			{Domain: "a.test", Region: "us-east-1", TLS: "opportunistic", Recipients: []string{"x@a.test"}},
 			{Domain: "b.test", Region: "eu-west-1", TLS: "enforced", ReturnPath: "bounces+e1@send.shop.test",
 				Recipients: []string{"y@b.test", "z@b.test"}},
@@ -107,8 +107,8 @@ func TestSendEmailDeliversPerDomainAndRetries(t *testing.T) {
 	var mu sync.Mutex // the two deliveries run concurrently
 	attempts := map[string]int{}
 	queues := map[string]string{}
-	env.OnActivity(activities.DeliverName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.DeliverInput) error {
+	env.OnActivity(contract.DeliverName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.DeliverInput) error {
 			mu.Lock()
 			defer mu.Unlock()
 			attempts[in.Domain]++
@@ -121,7 +121,7 @@ func TestSendEmailDeliversPerDomainAndRetries(t *testing.T) {
 			return nil
 		})
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
-		if info.ActivityType.Name == activities.DeliverName {
+		if info.ActivityType.Name == contract.DeliverName {
 			mu.Lock()
 			queues[info.ActivityID] = info.TaskQueue
 			mu.Unlock()
@@ -142,13 +142,13 @@ func TestSendEmailDeliversPerDomainAndRetries(t *testing.T) {
 
 func TestSendEmailBouncesRecipientsWhenDeliveryExpires(t *testing.T) {
 	env := newEnv(t)
-	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(activities.PrepareResult{
-		Groups: []activities.DeliveryGroup{{Domain: "a.test", Region: "us-east-1", Recipients: []string{"x@a.test"}}},
+	env.OnActivity(contract.PrepareName, mock.Anything, mock.Anything).Return(contract.PrepareResult{
+		Groups: []contract.DeliveryGroup{{Domain: "a.test", Region: "us-east-1", Recipients: []string{"x@a.test"}}},
 	}, nil)
-	env.OnActivity(activities.DeliverName, mock.Anything, mock.Anything).Return(errors.New("451 4.7.1 try later"))
+	env.OnActivity(contract.DeliverName, mock.Anything, mock.Anything).Return(errors.New("451 4.7.1 try later"))
 	var details []map[string]any
-	env.OnActivity(activities.RecordEventsName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.RecordEventsInput) error {
+	env.OnActivity(contract.RecordEventsName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.RecordEventsInput) error {
 			for _, e := range in.Events {
 				require.Equal(t, "bounced:x@a.test", e.Type+":"+e.Recipient)
 				details = append(details, e.Detail)
@@ -164,8 +164,8 @@ func TestSendEmailBouncesRecipientsWhenDeliveryExpires(t *testing.T) {
 }
 
 func TestSandboxBounceIsANoSuchUserReply(t *testing.T) {
-	ev := sandboxEvent("bounced+x@posthaste.test", activities.EventBounced)
-	require.Equal(t, activities.EventInput{Type: activities.EventBounced, Recipient: "bounced+x@posthaste.test",
+	ev := sandboxEvent("bounced+x@posthaste.test", contract.EventBounced)
+	require.Equal(t, contract.EventInput{Type: contract.EventBounced, Recipient: "bounced+x@posthaste.test",
 		Detail: map[string]any{"type": "Permanent", "subType": "General",
 			"message":        "The recipient's address does not exist: 550 5.1.1 The sandbox address bounced@posthaste.test always bounces.",
 			"diagnosticCode": []string{"smtp; 550 5.1.1 The sandbox address bounced@posthaste.test always bounces."}}}, ev)
@@ -175,16 +175,16 @@ func TestSandboxBounceIsANoSuchUserReply(t *testing.T) {
 // records) ends the recipients it held failed, not bounced.
 func TestSendEmailFailsRecipientsWhenDeliverFailsPermanently(t *testing.T) {
 	env := newEnv(t)
-	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(activities.PrepareResult{
-		Groups: []activities.DeliveryGroup{
+	env.OnActivity(contract.PrepareName, mock.Anything, mock.Anything).Return(contract.PrepareResult{
+		Groups: []contract.DeliveryGroup{
 			{Domain: "a.test", Region: "us-east-1", Recipients: []string{"x@a.test"}},
 			{Domain: "b.test", Region: "us-east-1", Recipients: []string{"y@b.test"}},
 		},
 	}, nil)
-	env.OnActivity(activities.DeliverName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.DeliverInput) error {
+	env.OnActivity(contract.DeliverName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.DeliverInput) error {
 			if in.Domain == "a.test" {
-				return temporal.NewNonRetryableApplicationError("the message is gone", activities.ErrTypePermanent, nil)
+				return temporal.NewNonRetryableApplicationError("the message is gone", contract.ErrTypePermanent, nil)
 			}
 			return nil
 		})
@@ -198,19 +198,19 @@ func TestSendEmailFailsRecipientsWhenDeliverFailsPermanently(t *testing.T) {
 // the reason, and the workflow completes: nothing is left in `sent`.
 func TestSendEmailFailsWhenPrepareFailsPermanently(t *testing.T) {
 	env := newEnv(t)
-	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(activities.PrepareResult{},
-		temporal.NewNonRetryableApplicationError("building message: bad header", activities.ErrTypePermanent, nil))
-	var failed []activities.FailEmailInput
-	env.OnActivity(activities.FailEmailName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.FailEmailInput) error {
+	env.OnActivity(contract.PrepareName, mock.Anything, mock.Anything).Return(contract.PrepareResult{},
+		temporal.NewNonRetryableApplicationError("building message: bad header", contract.ErrTypePermanent, nil))
+	var failed []contract.FailEmailInput
+	env.OnActivity(contract.FailEmailName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.FailEmailInput) error {
 			failed = append(failed, in)
 			return nil
 		})
 	env.ExecuteWorkflow(SendEmailName, SendEmailInput{EmailID: "e1", Delivery: fastPolicy})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
-	require.Equal(t, []activities.FailEmailInput{{EmailID: "e1", Reason: "building message: bad header"}}, failed)
-	env.AssertNotCalled(t, activities.DeliverName, mock.Anything, mock.Anything)
+	require.Equal(t, []contract.FailEmailInput{{EmailID: "e1", Reason: "building message: bad header"}}, failed)
+	env.AssertNotCalled(t, contract.DeliverName, mock.Anything, mock.Anything)
 }
 
 // A database outage longer than one attempt's timeout (the old retry
@@ -221,13 +221,13 @@ func TestSendEmailStepsOutlastADatabaseOutage(t *testing.T) {
 	start := env.Now()
 	outage := 3 * time.Hour
 	tries := 0
-	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, _ activities.PrepareInput) (activities.PrepareResult, error) {
+	env.OnActivity(contract.PrepareName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, _ contract.PrepareInput) (contract.PrepareResult, error) {
 			tries++
 			if env.Now().Sub(start) < outage {
-				return activities.PrepareResult{}, errors.New("dial tcp 127.0.0.1:5432: connection refused")
+				return contract.PrepareResult{}, errors.New("dial tcp 127.0.0.1:5432: connection refused")
 			}
-			return activities.PrepareResult{Sandbox: []activities.SandboxRecipient{
+			return contract.PrepareResult{Sandbox: []contract.SandboxRecipient{
 				{Address: "delivered@posthaste.test", Events: []string{"delivered"}}}}, nil
 		})
 	events := recorded(env)
@@ -248,8 +248,8 @@ func TestSendEmailStepsOutlastADatabaseOutage(t *testing.T) {
 func TestSendEmailStepsGiveUpAfterTheWindow(t *testing.T) {
 	env := newEnv(t)
 	start := env.Now()
-	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(
-		activities.PrepareResult{}, errors.New("connection refused"))
+	env.OnActivity(contract.PrepareName, mock.Anything, mock.Anything).Return(
+		contract.PrepareResult{}, errors.New("connection refused"))
 	policy := fastPolicy
 	policy.Steps = StepPolicy{Window: time.Hour, MaxInterval: time.Minute}
 	env.ExecuteWorkflow(SendEmailName, SendEmailInput{EmailID: "e1", Delivery: policy})
@@ -267,8 +267,8 @@ func TestSendEmailStepsGiveUpAfterTheWindow(t *testing.T) {
 // locally.
 func TestSendEmailDeliversLocallyOnlyForServedRegions(t *testing.T) {
 	env := newEnv(t)
-	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(activities.PrepareResult{
-		Groups: []activities.DeliveryGroup{
+	env.OnActivity(contract.PrepareName, mock.Anything, mock.Anything).Return(contract.PrepareResult{
+		Groups: []contract.DeliveryGroup{
 			{Domain: "a.test", Region: "us-east-1", Local: true, Recipients: []string{"x@a.test"}},
 			{Domain: "b.test", Region: "eu-west-1", Recipients: []string{"y@b.test"}},
 		}}, nil)
@@ -277,15 +277,15 @@ func TestSendEmailDeliversLocallyOnlyForServedRegions(t *testing.T) {
 		local   []string
 		regular []string
 	)
-	env.OnActivity(activities.DeliverLocalName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.DeliverInput) (activities.DeliverLocalResult, error) {
+	env.OnActivity(contract.DeliverLocalName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.DeliverInput) (contract.DeliverLocalResult, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			local = append(local, in.Domain+"@"+in.Region)
-			return activities.DeliverLocalResult{Done: true}, nil
+			return contract.DeliverLocalResult{Done: true}, nil
 		})
-	env.OnActivity(activities.DeliverName, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.DeliverInput) error {
+	env.OnActivity(contract.DeliverName, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in contract.DeliverInput) error {
 			mu.Lock()
 			defer mu.Unlock()
 			regular = append(regular, in.Domain+"@"+activity.GetInfo(ctx).TaskQueue)
@@ -306,8 +306,8 @@ func TestSendEmailDeliversLocallyOnlyForServedRegions(t *testing.T) {
 // carries the pool too, and its fallback goes to the pool's queue.
 func TestSendEmailDeliversOnThePoolsQueue(t *testing.T) {
 	env := newEnv(t)
-	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(activities.PrepareResult{
-		Groups: []activities.DeliveryGroup{
+	env.OnActivity(contract.PrepareName, mock.Anything, mock.Anything).Return(contract.PrepareResult{
+		Groups: []contract.DeliveryGroup{
 			{Domain: "a.test", Region: "us-east-1", Pool: "acme", Recipients: []string{"x@a.test"}},
 			{Domain: "b.test", Region: "eu-west-1", Recipients: []string{"y@b.test"}},
 			{Domain: "c.test", Region: "us-east-1", Pool: "acme", Local: true, Recipients: []string{"z@c.test"}},
@@ -317,15 +317,15 @@ func TestSendEmailDeliversOnThePoolsQueue(t *testing.T) {
 		local   []string
 		regular []string
 	)
-	env.OnActivity(activities.DeliverLocalName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.DeliverInput) (activities.DeliverLocalResult, error) {
+	env.OnActivity(contract.DeliverLocalName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.DeliverInput) (contract.DeliverLocalResult, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			local = append(local, in.Domain+" from "+in.Pool)
-			return activities.DeliverLocalResult{Retry: "deferred"}, nil
+			return contract.DeliverLocalResult{Retry: "deferred"}, nil
 		})
-	env.OnActivity(activities.DeliverName, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.DeliverInput) error {
+	env.OnActivity(contract.DeliverName, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in contract.DeliverInput) error {
 			mu.Lock()
 			defer mu.Unlock()
 			regular = append(regular, in.Domain+" from "+in.Pool+" on "+activity.GetInfo(ctx).TaskQueue)
@@ -350,26 +350,26 @@ func TestSendEmailDeliversOnThePoolsQueue(t *testing.T) {
 // got; the regular activity then retries on the delivery policy.
 func TestSendEmailLocalDeferralFallsBackToTheRegionQueue(t *testing.T) {
 	env := newEnv(t)
-	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(activities.PrepareResult{
-		Groups: []activities.DeliveryGroup{
+	env.OnActivity(contract.PrepareName, mock.Anything, mock.Anything).Return(contract.PrepareResult{
+		Groups: []contract.DeliveryGroup{
 			{Domain: "a.test", Region: "us-east-1", Local: true, Recipients: []string{"x@a.test", "y@a.test"}},
 		}}, nil)
-	answered := []activities.DeliverOutcome{{Rcpt: "x@a.test", Status: "delivered", Code: 250}}
+	answered := []contract.DeliverOutcome{{Rcpt: "x@a.test", Status: "delivered", Code: 250}}
 	var localAt time.Time
-	env.OnActivity(activities.DeliverLocalName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.DeliverInput) (activities.DeliverLocalResult, error) {
+	env.OnActivity(contract.DeliverLocalName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.DeliverInput) (contract.DeliverLocalResult, error) {
 			localAt = env.Now()
 			require.Equal(t, "us-east-1", in.Region)
-			return activities.DeliverLocalResult{Retry: "1 of 2 recipients deferred: 451 4.7.1 greylisted",
+			return contract.DeliverLocalResult{Retry: "1 of 2 recipients deferred: 451 4.7.1 greylisted",
 				Answered: answered}, nil
 		})
 	var (
 		attempts []time.Time
-		inputs   []activities.DeliverInput
+		inputs   []contract.DeliverInput
 		queue    string
 	)
-	env.OnActivity(activities.DeliverName, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.DeliverInput) error {
+	env.OnActivity(contract.DeliverName, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in contract.DeliverInput) error {
 			attempts = append(attempts, env.Now())
 			inputs = append(inputs, in)
 			queue = activity.GetInfo(ctx).TaskQueue
@@ -395,22 +395,22 @@ func TestSendEmailLocalDeferralFallsBackToTheRegionQueue(t *testing.T) {
 // errs otherwise (its timeout) falls back to the regular Deliver.
 func TestSendEmailLocalAttemptErrors(t *testing.T) {
 	env := newEnv(t)
-	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(activities.PrepareResult{
-		Groups: []activities.DeliveryGroup{
+	env.OnActivity(contract.PrepareName, mock.Anything, mock.Anything).Return(contract.PrepareResult{
+		Groups: []contract.DeliveryGroup{
 			{Domain: "a.test", Region: "us-east-1", Local: true, Recipients: []string{"x@a.test"}},
 			{Domain: "b.test", Region: "us-east-1", Local: true, Recipients: []string{"y@b.test"}},
 		}}, nil)
-	env.OnActivity(activities.DeliverLocalName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.DeliverInput) (activities.DeliverLocalResult, error) {
+	env.OnActivity(contract.DeliverLocalName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.DeliverInput) (contract.DeliverLocalResult, error) {
 			if in.Domain == "a.test" {
-				return activities.DeliverLocalResult{},
-					temporal.NewNonRetryableApplicationError("MX refused by the egress policy", activities.ErrTypePermanent, nil)
+				return contract.DeliverLocalResult{},
+					temporal.NewNonRetryableApplicationError("MX refused by the egress policy", contract.ErrTypePermanent, nil)
 			}
-			return activities.DeliverLocalResult{}, errors.New("context deadline exceeded")
+			return contract.DeliverLocalResult{}, errors.New("context deadline exceeded")
 		})
 	var regular []string
-	env.OnActivity(activities.DeliverName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.DeliverInput) error {
+	env.OnActivity(contract.DeliverName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.DeliverInput) error {
 			regular = append(regular, in.Domain)
 			return nil
 		})
@@ -426,18 +426,18 @@ func TestSendEmailLocalAttemptErrors(t *testing.T) {
 // no reply of an MX), the bounce names the local attempt's reason.
 func TestSendEmailExpiryAfterALocalAttemptNamesItsReason(t *testing.T) {
 	env := newEnv(t)
-	env.OnActivity(activities.PrepareName, mock.Anything, mock.Anything).Return(activities.PrepareResult{
-		Groups: []activities.DeliveryGroup{
+	env.OnActivity(contract.PrepareName, mock.Anything, mock.Anything).Return(contract.PrepareResult{
+		Groups: []contract.DeliveryGroup{
 			{Domain: "a.test", Region: "us-east-1", Local: true, Recipients: []string{"x@a.test"}},
 		}}, nil)
 	const reason = "1 of 1 recipients deferred: 451 4.7.5 MTA-STS policy of a.test: certificate of mx.a.test not valid"
-	env.OnActivity(activities.DeliverLocalName, mock.Anything, mock.Anything).Return(
-		activities.DeliverLocalResult{Retry: reason}, nil)
-	env.OnActivity(activities.DeliverName, mock.Anything, mock.Anything).Return(
+	env.OnActivity(contract.DeliverLocalName, mock.Anything, mock.Anything).Return(
+		contract.DeliverLocalResult{Retry: reason}, nil)
+	env.OnActivity(contract.DeliverName, mock.Anything, mock.Anything).Return(
 		temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE, nil))
 	var details []map[string]any
-	env.OnActivity(activities.RecordEventsName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.RecordEventsInput) error {
+	env.OnActivity(contract.RecordEventsName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.RecordEventsInput) error {
 			for _, e := range in.Events {
 				details = append(details, e.Detail)
 			}

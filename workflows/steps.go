@@ -6,7 +6,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // StepPolicy is how long the short database steps of a workflow (Prepare,
@@ -49,7 +49,7 @@ func (p StepPolicy) localOptions(attempt time.Duration) workflow.LocalActivityOp
 			InitialInterval:        time.Second,
 			BackoffCoefficient:     2,
 			MaximumInterval:        p.MaxInterval,
-			NonRetryableErrorTypes: []string{activities.ErrTypePermanent},
+			NonRetryableErrorTypes: []string{contract.ErrTypePermanent},
 		},
 	}
 }

@@ -5,7 +5,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // VerifySchedule is when VerifyDomain looks a domain's records up: every
@@ -69,7 +69,7 @@ func VerifyDomain(ctx workflow.Context, in VerifyDomainInput) error {
 		}
 		switch {
 		case allRequired(res):
-			if err := v.set(ctx, activities.DomainVerified, statuses(res, activities.DomainFailed)); err != nil {
+			if err := v.set(ctx, contract.DomainVerified, statuses(res, contract.DomainFailed)); err != nil {
 				return err
 			}
 		case onlyTemporarilyMissing(res):
@@ -102,18 +102,18 @@ func (v *verifier) poll(ctx workflow.Context, lapsed bool) (bool, error) {
 			return false, err
 		}
 		if allRequired(res) {
-			return true, v.set(ctx, activities.DomainVerified, statuses(res, activities.DomainFailed))
+			return true, v.set(ctx, contract.DomainVerified, statuses(res, contract.DomainFailed))
 		}
 		elapsed := workflow.Now(ctx).Sub(start)
 		if elapsed >= s.Expire {
-			return false, v.set(ctx, activities.DomainFailed, statuses(res, activities.DomainFailed))
+			return false, v.set(ctx, contract.DomainFailed, statuses(res, contract.DomainFailed))
 		}
-		status, missing := activities.DomainPending, activities.DomainPending
+		status, missing := contract.DomainPending, contract.DomainPending
 		switch {
 		case lapsed:
-			status, missing = activities.DomainTemporaryFailure, activities.DomainTemporaryFailure
+			status, missing = contract.DomainTemporaryFailure, contract.DomainTemporaryFailure
 		case anyRequired(res):
-			status = activities.DomainPartiallyVerified
+			status = contract.DomainPartiallyVerified
 		}
 		if err := v.set(ctx, status, statuses(res, missing)); err != nil {
 			return false, err
@@ -129,15 +129,15 @@ func (v *verifier) poll(ctx workflow.Context, lapsed bool) (bool, error) {
 	}
 }
 
-func (v *verifier) check(ctx workflow.Context) (activities.CheckDomainResult, error) {
-	var res activities.CheckDomainResult
-	err := workflow.ExecuteLocalActivity(v.lctx, a.CheckDomain, activities.CheckDomainInput{DomainID: v.in.DomainID}).
+func (v *verifier) check(ctx workflow.Context) (contract.CheckDomainResult, error) {
+	var res contract.CheckDomainResult
+	err := workflow.ExecuteLocalActivity(v.lctx, contract.CheckDomainName, contract.CheckDomainInput{DomainID: v.in.DomainID}).
 		Get(ctx, &res)
 	return res, err
 }
 
 func (v *verifier) set(ctx workflow.Context, status string, records map[string]string) error {
-	return workflow.ExecuteLocalActivity(v.lctx, a.SetDomainStatus, activities.SetDomainStatusInput{
+	return workflow.ExecuteLocalActivity(v.lctx, contract.SetDomainStatusName, contract.SetDomainStatusInput{
 		DomainID: v.in.DomainID, Status: status, Records: records,
 	}).Get(ctx, nil)
 }
@@ -161,7 +161,7 @@ func (v *verifier) drain() {
 	}
 }
 
-func allRequired(res activities.CheckDomainResult) bool {
+func allRequired(res contract.CheckDomainResult) bool {
 	for _, r := range res.Records {
 		if r.Required && !r.Found {
 			return false
@@ -170,7 +170,7 @@ func allRequired(res activities.CheckDomainResult) bool {
 	return true
 }
 
-func anyRequired(res activities.CheckDomainResult) bool {
+func anyRequired(res contract.CheckDomainResult) bool {
 	for _, r := range res.Records {
 		if r.Required && r.Found {
 			return true
@@ -179,7 +179,7 @@ func anyRequired(res activities.CheckDomainResult) bool {
 	return false
 }
 
-func onlyTemporarilyMissing(res activities.CheckDomainResult) bool {
+func onlyTemporarilyMissing(res contract.CheckDomainResult) bool {
 	for _, r := range res.Records {
 		if r.Required && !r.Found && !r.Temporary {
 			return false
@@ -189,11 +189,11 @@ func onlyTemporarilyMissing(res activities.CheckDomainResult) bool {
 }
 
 // statuses gives found records `verified` and the others missing.
-func statuses(res activities.CheckDomainResult, missing string) map[string]string {
+func statuses(res contract.CheckDomainResult, missing string) map[string]string {
 	out := make(map[string]string, len(res.Records))
 	for _, r := range res.Records {
 		if r.Found {
-			out[r.Key] = activities.DomainVerified
+			out[r.Key] = contract.DomainVerified
 		} else {
 			out[r.Key] = missing
 		}

@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 var testSchedule = VerifySchedule{Interval: time.Minute, FastPeriod: 10 * time.Minute, MaxInterval: time.Hour,
@@ -39,25 +39,25 @@ func newVerifyEnv(t *testing.T, published func(elapsed time.Duration) (found map
 	v := &verifyEnv{env: testEnv()}
 	v.start = v.env.Now()
 	v.env.RegisterWorkflowWithOptions(VerifyDomain, workflow.RegisterOptions{Name: VerifyDomainName})
-	v.env.RegisterActivityWithOptions(a.CheckDomain, activity.RegisterOptions{Name: activities.CheckDomainName})
-	v.env.RegisterActivityWithOptions(a.SetDomainStatus, activity.RegisterOptions{Name: activities.SetDomainStatusName})
-	v.env.OnActivity(activities.CheckDomainName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.CheckDomainInput) (activities.CheckDomainResult, error) {
+	v.env.RegisterActivityWithOptions(a.CheckDomain, activity.RegisterOptions{Name: contract.CheckDomainName})
+	v.env.RegisterActivityWithOptions(a.SetDomainStatus, activity.RegisterOptions{Name: contract.SetDomainStatusName})
+	v.env.OnActivity(contract.CheckDomainName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.CheckDomainInput) (contract.CheckDomainResult, error) {
 			require.Equal(t, "d1", in.DomainID)
 			elapsed := v.env.Now().Sub(v.start)
 			v.checks = append(v.checks, elapsed)
 			found, deleted := published(elapsed)
 			if deleted {
-				return activities.CheckDomainResult{Deleted: true}, nil
+				return contract.CheckDomainResult{Deleted: true}, nil
 			}
-			var res activities.CheckDomainResult
+			var res contract.CheckDomainResult
 			for _, k := range []string{"dkim", "spf_mx", "spf_txt", "dmarc"} {
-				res.Records = append(res.Records, activities.RecordCheck{Key: k, Required: k != "dmarc", Found: found[k]})
+				res.Records = append(res.Records, contract.RecordCheck{Key: k, Required: k != "dmarc", Found: found[k]})
 			}
 			return res, nil
 		})
-	v.env.OnActivity(activities.SetDomainStatusName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.SetDomainStatusInput) error {
+	v.env.OnActivity(contract.SetDomainStatusName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.SetDomainStatusInput) error {
 			c := statusChange{after: v.env.Now().Sub(v.start), status: in.Status, dkim: in.Records["dkim"], dmarc: in.Records["dmarc"]}
 			if n := len(v.changes); n == 0 || v.changes[n-1].status != c.status || v.changes[n-1].dkim != c.dkim {
 				v.changes = append(v.changes, c)
@@ -186,26 +186,26 @@ func TestVerifyDomainContinuesAsNew(t *testing.T) {
 func TestVerifyDomainKeepsVerifiedThroughDNSOutage(t *testing.T) {
 	env := testEnv()
 	env.RegisterWorkflowWithOptions(VerifyDomain, workflow.RegisterOptions{Name: VerifyDomainName})
-	env.RegisterActivityWithOptions(a.CheckDomain, activity.RegisterOptions{Name: activities.CheckDomainName})
-	env.RegisterActivityWithOptions(a.SetDomainStatus, activity.RegisterOptions{Name: activities.SetDomainStatusName})
+	env.RegisterActivityWithOptions(a.CheckDomain, activity.RegisterOptions{Name: contract.CheckDomainName})
+	env.RegisterActivityWithOptions(a.SetDomainStatus, activity.RegisterOptions{Name: contract.SetDomainStatusName})
 	start := env.Now()
-	env.OnActivity(activities.CheckDomainName, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.CheckDomainInput) (activities.CheckDomainResult, error) {
+	env.OnActivity(contract.CheckDomainName, mock.Anything, mock.Anything).Return(
+		func(context.Context, contract.CheckDomainInput) (contract.CheckDomainResult, error) {
 			e := env.Now().Sub(start)
 			if e > 4*24*time.Hour {
-				return activities.CheckDomainResult{Deleted: true}, nil
+				return contract.CheckDomainResult{Deleted: true}, nil
 			}
 			// On day 2 the DNS server times out for DKIM.
 			outage := e > 24*time.Hour && e < 3*24*time.Hour
-			return activities.CheckDomainResult{Records: []activities.RecordCheck{
+			return contract.CheckDomainResult{Records: []contract.RecordCheck{
 				{Key: "dkim", Required: true, Found: !outage, Temporary: outage},
 				{Key: "spf_mx", Required: true, Found: true},
 				{Key: "spf_txt", Required: true, Found: true},
 			}}, nil
 		})
 	var set []string
-	env.OnActivity(activities.SetDomainStatusName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.SetDomainStatusInput) error {
+	env.OnActivity(contract.SetDomainStatusName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.SetDomainStatusInput) error {
 			set = append(set, in.Status)
 			return nil
 		})

@@ -28,7 +28,9 @@ import (
 // whose keys of 256 emoji once made workflow IDs Temporal refused sit ahead
 // of a normal send, which is still delivered; the keyed ones are delivered
 // too. The reconciler restarts an email left queued without an outbox entry
-// or a workflow, and ends one sent long ago that never got an outcome.
+// or a workflow, and ends one sent long ago that never got an outcome. It
+// records the histories of a Reconcile and a Retention run for the replay
+// tests.
 func TestDevDispatchAndReconcile(t *testing.T) {
 	ctx := context.Background()
 	dbURL := pgtest.NewDatabase(t)
@@ -116,6 +118,8 @@ func TestDevDispatchAndReconcile(t *testing.T) {
 	d, err := tc.DescribeWorkflowExecution(ctx, workflows.RestartEmailWorkflowID(stalled.String(), 1), "")
 	require.NoError(t, err)
 	require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_COMPLETED, d.GetWorkflowExecutionInfo().GetStatus())
+	saveScheduledRun(t, "127.0.0.1:"+env["POSTHASTE_TEMPORAL_PORT"], workflows.ReconcileScheduleID, false,
+		"reconcile.json")
 
 	eventually(t, 30*time.Second, func() error {
 		if state(lost) != store.EventFailed {
@@ -147,4 +151,9 @@ func TestDevDispatchAndReconcile(t *testing.T) {
 		}
 		return nil
 	})
+
+	// A retention sweep started by its Schedule completes (the history of
+	// a run is a replay fixture, as is the reconciler's above).
+	saveScheduledRun(t, "127.0.0.1:"+env["POSTHASTE_TEMPORAL_PORT"], workflows.RetentionScheduleID, true,
+		"retention.json")
 }

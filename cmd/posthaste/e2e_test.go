@@ -472,6 +472,42 @@ func requireRetentionSchedule(t *testing.T, hostPort string) {
 	require.WithinDuration(t, time.Now(), d.Info.NextActionTimes[0], 25*time.Hour)
 }
 
+// saveScheduledRun waits for the latest run of the workflow a Schedule
+// started (trigger: started now) to complete, and records its history
+// (recordHistory) under name.
+func saveScheduledRun(t *testing.T, hostPort, scheduleID string, trigger bool, name string) {
+	t.Helper()
+	ctx := context.Background()
+	tc, err := client.Dial(client.Options{HostPort: hostPort})
+	require.NoError(t, err)
+	defer tc.Close()
+	h := tc.ScheduleClient().GetHandle(ctx, scheduleID)
+	before := 0
+	if trigger {
+		d, err := h.Describe(ctx)
+		require.NoError(t, err)
+		before = d.Info.NumActions
+		require.NoError(t, h.Trigger(ctx, client.ScheduleTriggerOptions{}))
+	}
+	var run *client.ScheduleWorkflowExecution
+	eventually(t, 30*time.Second, func() error {
+		d, err := h.Describe(ctx)
+		if err != nil {
+			return err
+		}
+		if d.Info.NumActions <= before || len(d.Info.RecentActions) == 0 {
+			return fmt.Errorf("schedule %s has not started its workflow", scheduleID)
+		}
+		run = d.Info.RecentActions[len(d.Info.RecentActions)-1].StartWorkflowResult
+		if run == nil {
+			return fmt.Errorf("schedule %s has not started its workflow", scheduleID)
+		}
+		return nil
+	})
+	require.NoError(t, tc.GetWorkflow(ctx, run.WorkflowID, run.FirstExecutionRunID).Get(ctx, nil))
+	recordHistory(t, tc, run.WorkflowID, name, 40)
+}
+
 // saveHistory is saveWorkflowHistory for the SendEmail workflow of an
 // email, with at most 20 events, and returns the history.
 func saveHistory(t *testing.T, hostPort, emailID, name string) *historypb.History {

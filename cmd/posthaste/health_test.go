@@ -18,6 +18,7 @@ import (
 	"github.com/posthaste/posthaste/internal/health"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // healthFixture is a store with a team whose bounce rate (10 %) is above
@@ -46,7 +47,7 @@ func newHealthFixture(t *testing.T) healthFixture {
 // input its Schedule passes.
 type healthMonitor struct {
 	h  *activities.Health
-	in activities.CheckAccountHealthInput
+	in contract.CheckAccountHealthInput
 }
 
 // check runs one evaluation, as one run of the AccountHealth workflow.
@@ -65,7 +66,7 @@ func (f healthFixture) monitor(t *testing.T, from string) (*healthMonitor, confi
 	h, err := newHealth(cfg, f.st, nil, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	in := healthInput(cfg.Health)
-	return &healthMonitor{h: h, in: activities.CheckAccountHealthInput{Window: in.Window, Pause: in.Pause}}, cfg
+	return &healthMonitor{h: h, in: contract.CheckAccountHealthInput{Window: in.Window, Pause: in.Pause}}, cfg
 }
 
 // notices returns the emails of the team other than the seeded ones.

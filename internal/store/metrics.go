@@ -155,7 +155,7 @@ type Metrics struct {
 }
 
 // metricsCounts are the aggregates of MetricCounts, in its field order.
-// Bounces are classed by the type in their detail (activities.BounceDetail
+// Bounces are classed by the type in their detail (contract.BounceDetail
 // for synchronous bounces and for delivery status notifications alike):
 // a bounce with no type is undetermined.
 const metricsCounts = `
