@@ -103,6 +103,7 @@ func (f *fixture) signedOut(c *http.Client, msg string) {
 // password for an address they do not control; the real owner of the
 // address signing in with Google or GitHub must not land in that account.
 func TestOAuthNeverEntersAnUnprovenAccount(t *testing.T) {
+	t.Parallel()
 	m, gh := runMockOIDC(t), newFakeGitHub(t)
 	f := oauthFixture(t, providers(m, gh))
 	require.True(t, f.verified(f.a.Email), "the operator-created owner's address counts as proven")
@@ -137,6 +138,7 @@ func TestOAuthNeverEntersAnUnprovenAccount(t *testing.T) {
 // link proves their address by confirming it with a provider while signed
 // in with the password; then the provider signs them in.
 func TestConfirmAddressWithProvider(t *testing.T) {
+	t.Parallel()
 	m := runMockOIDC(t)
 	f := oauthFixture(t, providers(m, nil))
 	owner := f.browser()
@@ -183,6 +185,7 @@ func TestConfirmAddressWithProvider(t *testing.T) {
 // link controls the address, so the account is bound to it and a provider
 // sign-in enters it.
 func TestEmailedInvitationProvesAddress(t *testing.T) {
+	t.Parallel()
 	m := runMockOIDC(t)
 	f := oauthFixture(t, providers(m, nil), func(c *dashboard.Config) { c.Mailer = &fakeMailer{} })
 	linkRe := regexp.MustCompile(regexp.QuoteMeta(f.srv.URL) + `(/dashboard/invite/[A-Za-z0-9_-]{43})\b`)
@@ -214,6 +217,7 @@ func TestEmailedInvitationProvesAddress(t *testing.T) {
 // the address, replaces the password, ends every session and removes the
 // second factor the other person set.
 func TestPasswordResetTakesOverUnprovenAccount(t *testing.T) {
+	t.Parallel()
 	m := runMockOIDC(t)
 	box, err := seal.New(bytes.Repeat([]byte{7}, 32))
 	require.NoError(t, err)
@@ -263,6 +267,7 @@ func TestPasswordResetTakesOverUnprovenAccount(t *testing.T) {
 // TestConfirmAddressByEmail: a user with an unproven address asks for a
 // confirmation link on the Team page; using it proves the address.
 func TestConfirmAddressByEmail(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.addMember(f.a.TeamID, "member@example.com", "member-password", "member") // created unproven
 	c := f.browser()

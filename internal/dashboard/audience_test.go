@@ -45,6 +45,7 @@ func (f *fixture) eventTypes(team, hook uuid.UUID) []string {
 }
 
 func TestContactsPages(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
@@ -168,6 +169,7 @@ func TestContactsPages(t *testing.T) {
 }
 
 func TestContactsPagination(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
@@ -198,6 +200,7 @@ func pagerLink(t *testing.T, page, label string) string {
 }
 
 func TestSegmentsAndTopicsPages(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
@@ -286,6 +289,7 @@ func renderJSON(t *testing.T, c *http.Client, u string, form url.Values) map[str
 }
 
 func TestTemplateEditor(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
@@ -413,6 +417,7 @@ func cloneForm(v url.Values) url.Values {
 // change team A's contacts, segments, topics and templates by id, and that
 // every write needs the CSRF token.
 func TestAudiencePagesAreTeamIsolated(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
@@ -513,6 +518,7 @@ func upload(t *testing.T, c *http.Client, u string, fields [][2]string, csv stri
 }
 
 func TestContactImportPages(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *dashboard.Config) { c.Imports = imports.New(imports.Config{}, c.Store) })
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
@@ -595,6 +601,7 @@ func TestContactImportPages(t *testing.T) {
 // and reach the next page (html/template once escaped their `=`, which
 // made every Older link show the first page again).
 func TestEmailsPagination(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)

@@ -35,6 +35,7 @@ func teamAudit(t *testing.T, st *store.Store, team uuid.UUID, f audit.Filter) []
 }
 
 func TestDashboardActionsAreAudited(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *dashboard.Config) { c.TrustedProxies = []string{"127.0.0.1"} })
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)

@@ -121,6 +121,7 @@ func (f *broadcastFixture) autosave(id uuid.UUID, form url.Values) (int, map[str
 }
 
 func TestBroadcastListAndCreate(t *testing.T) {
+	t.Parallel()
 	f := newBroadcastFixture(t)
 	res, page := get(t, f.c, f.srv.URL+"/dashboard/broadcasts")
 	require.Equal(t, http.StatusOK, res.StatusCode)
@@ -171,6 +172,7 @@ func TestBroadcastListAndCreate(t *testing.T) {
 }
 
 func TestBroadcastAutosave(t *testing.T) {
+	t.Parallel()
 	f := newBroadcastFixture(t)
 	f.addAudience()
 	id := f.create()
@@ -235,6 +237,7 @@ func TestBroadcastAutosave(t *testing.T) {
 var testSentRe = regexp.MustCompile(`href="/dashboard/emails/([0-9a-f-]{36})"`)
 
 func TestBroadcastSendTestSendAndCancel(t *testing.T) {
+	t.Parallel()
 	f := newBroadcastFixture(t)
 	f.addAudience()
 	ctx := context.Background()
@@ -315,6 +318,7 @@ func TestBroadcastSendTestSendAndCancel(t *testing.T) {
 }
 
 func TestBroadcastScheduleAndErrors(t *testing.T) {
+	t.Parallel()
 	f := newBroadcastFixture(t)
 	f.addAudience()
 	id := f.create()
@@ -374,6 +378,7 @@ func TestBroadcastScheduleAndErrors(t *testing.T) {
 }
 
 func TestBroadcastPagesAreTeamIsolated(t *testing.T) {
+	t.Parallel()
 	f := newBroadcastFixture(t)
 	f.addAudience()
 	id := f.create()

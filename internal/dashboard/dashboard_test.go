@@ -169,6 +169,7 @@ func (f *fixture) login(c *http.Client, email, pw string) (*http.Response, strin
 }
 
 func TestLoginSessionsAndLogout(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.browser()
 
@@ -225,6 +226,7 @@ func TestLoginSessionsAndLogout(t *testing.T) {
 }
 
 func TestLoginThrottle(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.browser()
 	for range 5 {
@@ -239,6 +241,7 @@ func TestLoginThrottle(t *testing.T) {
 }
 
 func TestEmailsPagesShowOnlyTheTeamsEmails(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
@@ -314,6 +317,7 @@ func TestEmailsPagesShowOnlyTheTeamsEmails(t *testing.T) {
 }
 
 func TestAPIKeysPage(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.browser()
 	f.login(c, f.a.Email, f.a.Password)
@@ -363,6 +367,7 @@ func TestAPIKeysPage(t *testing.T) {
 }
 
 func TestDomainsAndSuppressionsPages(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
@@ -437,6 +442,7 @@ func (f *fixture) enroll(c *http.Client) (string, []string) {
 }
 
 func TestTOTPSignIn(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.browser()
 	f.login(c, f.a.Email, f.a.Password)
@@ -483,6 +489,7 @@ func mustUser(t *testing.T, f *fixture, email string) uuid.UUID {
 }
 
 func TestTeamCanRequireTOTP(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	// A second member of team A.
@@ -527,6 +534,7 @@ func (w *recordingWaker) Wake(_ context.Context, id string) error {
 }
 
 func TestWebhooksPages(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
@@ -578,6 +586,7 @@ func TestWebhooksPages(t *testing.T) {
 }
 
 func TestLogsPages(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	require.NoError(t, f.store.EnsureRequestLogPartitions(ctx, time.Now(), 2))
@@ -609,6 +618,7 @@ func TestLogsPages(t *testing.T) {
 }
 
 func TestTeamPage(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)

@@ -23,6 +23,7 @@ import (
 // Owners make data requests on their page, see them listed and download
 // a finished export; members and other teams cannot.
 func TestDataRequestsPage(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)

@@ -30,6 +30,7 @@ func (f *fixture) addDomain(c *http.Client, name string) uuid.UUID {
 }
 
 func TestAddDomainFromTheDashboard(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
@@ -119,6 +120,7 @@ func TestAddDomainFromTheDashboard(t *testing.T) {
 }
 
 func TestDomainSettingsVerifyAndDelete(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
@@ -196,6 +198,7 @@ func TestDomainSettingsVerifyAndDelete(t *testing.T) {
 // TestDomainPagesAreTeamScoped: another team can neither see nor change a
 // domain through any of the dashboard's domain routes.
 func TestDomainPagesAreTeamScoped(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
@@ -248,6 +251,7 @@ func (f *fixture) requireOutOfReach(c *http.Client, list, base string, gets, pos
 // TestAddWithoutMasterKey: a server without a master key says so where the
 // forms are, instead of failing with an error page.
 func TestAddWithoutMasterKey(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(cfg *dashboard.Config) { cfg.Keys = nil })
 	c := f.browser()
 	f.login(c, f.a.Email, f.a.Password)

@@ -40,6 +40,7 @@ func (b *syncBuffer) String() string {
 // report the open) until the viewer follows "Load remote content", and
 // never allows scripts.
 func TestEmailPreviewLoadsNothingRemoteUntilAsked(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	html := `<p style="color:red">Hi<img src="https://tracker.example/open.gif"></p>`
 	e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: uuid.MustParse(f.a.TeamID), From: "onboarding@posthaste.test",
@@ -95,6 +96,7 @@ func directives(policy string) map[string]string {
 // TestTokensOfLinksStayOutOfTheLog: when an invitation or reset link's
 // page fails, the log names the route, not the path with its token.
 func TestTokensOfLinksStayOutOfTheLog(t *testing.T) {
+	t.Parallel()
 	out := &syncBuffer{}
 	f := newFixture(t, func(c *dashboard.Config) { c.Logger = slog.New(slog.NewJSONHandler(out, nil)) })
 	const token = "Zm9vYmFyLXNlY3JldC1saW5rLXRva2Vu"

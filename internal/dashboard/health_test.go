@@ -16,6 +16,7 @@ import (
 // bounce and complaint rates against their thresholds, a warning above
 // one, the volume a rate waits for, and a pause (issue 19, point 5).
 func TestMetricsPageShowsAccountHealth(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	team := uuid.MustParse(f.a.TeamID)

@@ -18,6 +18,7 @@ import (
 // inbound budget says so with the figures, and once it is reached, that
 // its mail is refused; another team's page says nothing.
 func TestReceivingShowsInboundBudget(t *testing.T) {
+	t.Parallel()
 	budget := inbound.Budget{DailyMessages: 5, StorageBytes: 1 << 20}
 	f := newFixture(t, func(c *dashboard.Config) { c.InboundBudget = budget })
 	ctx := context.Background()

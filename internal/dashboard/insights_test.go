@@ -15,6 +15,7 @@ import (
 // deliverability insights stored with it, escaped, and says so when there
 // are none.
 func TestEmailPageShowsInsights(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)

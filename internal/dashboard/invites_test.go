@@ -62,6 +62,7 @@ func sessionCookie(res *http.Response) *http.Cookie {
 }
 
 func TestInviteANewUser(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	oc := f.browser()
 	f.login(oc, f.a.Email, f.a.Password)
@@ -106,6 +107,7 @@ func TestInviteANewUser(t *testing.T) {
 }
 
 func TestInviteAnExistingUser(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	oc := f.browser()
 	f.login(oc, f.a.Email, f.a.Password)
@@ -149,6 +151,7 @@ func TestInviteAnExistingUser(t *testing.T) {
 }
 
 func TestInvitationRules(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	f.addMember(f.a.TeamID, "member@example.com", "member-password", "member")
@@ -224,6 +227,7 @@ func TestInvitationRules(t *testing.T) {
 }
 
 func TestInviteWithoutEmail(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name   string
 		config func(*dashboard.Config)
@@ -233,6 +237,7 @@ func TestInviteWithoutEmail(t *testing.T) {
 		{"mailer fails", func(c *dashboard.Config) { c.Mailer = &fakeMailer{err: errors.New("quota")} }, "could not be sent"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			f := newFixture(t, tt.config)
 			oc := f.browser()
 			f.login(oc, f.a.Email, f.a.Password)
@@ -251,6 +256,7 @@ func TestInviteWithoutEmail(t *testing.T) {
 // TestSwitchTeam: a member of two teams switches between them on the
 // Account page; nobody switches into a team they are not a member of.
 func TestSwitchTeam(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	oc := f.browser()
 	f.login(oc, f.a.Email, f.a.Password)

@@ -23,6 +23,7 @@ import (
 // schedule, today's count from the database, done and retired addresses;
 // a member sees none of it.
 func TestIPPoolsPageShowsTheWarmup(t *testing.T) {
+	t.Parallel()
 	now := time.Now() // the dashboard's clock: sessions expire by the database's
 	sched := ippool.Schedule{50, 100, 200}
 	f := newFixture(t, func(c *dashboard.Config) {

@@ -29,6 +29,7 @@ func tryInvite(t *testing.T, c *http.Client, base, email string) (*http.Response
 }
 
 func TestInvitationEmailLimits(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, tightLimits)
 	ctx := context.Background()
 	oc := f.browser()
@@ -91,6 +92,7 @@ func TestInvitationEmailLimits(t *testing.T) {
 }
 
 func TestPasswordResetEmailLimit(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *dashboard.Config) { c.MailLimits = dashboard.MailLimits{PerAddress: 1} })
 	res, page := f.forgot(f.a.Email)
 	require.Equal(t, http.StatusOK, res.StatusCode)

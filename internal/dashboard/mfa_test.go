@@ -33,6 +33,7 @@ func (f *fixture) pending() (*http.Client, string) {
 // after the first was validated; codes were accepted throughout their
 // window of a minute and a half.
 func TestTOTPCodeIsAcceptedOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.browser()
 	f.login(c, f.a.Email, f.a.Password)
@@ -64,6 +65,7 @@ func TestTOTPCodeIsAcceptedOnce(t *testing.T) {
 
 // Parallel uses of one fresh code: exactly one passes.
 func TestTOTPParallelUseOfOneCode(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.browser()
 	f.login(c, f.a.Email, f.a.Password)
@@ -93,6 +95,7 @@ func TestTOTPParallelUseOfOneCode(t *testing.T) {
 
 // A recovery code works once, even when used from several sessions at once.
 func TestRecoveryCodeIsSpentOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.browser()
 	f.login(c, f.a.Email, f.a.Password)
@@ -124,6 +127,7 @@ func TestRecoveryCodeIsSpentOnce(t *testing.T) {
 // The session between the password and the code used to live 14 days,
 // like a full one.
 func TestPendingSessionLivesMinutes(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.browser()
 	f.login(c, f.a.Email, f.a.Password)
@@ -163,6 +167,7 @@ func TestPendingSessionLivesMinutes(t *testing.T) {
 // Parallel guesses of the code were all checked: the throttle counted a
 // failure only after it was made.
 func TestSecondFactorGuessesCountBeforeTheCheck(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.browser()
 	f.login(c, f.a.Email, f.a.Password)

@@ -61,6 +61,7 @@ func follow(t *testing.T, c *http.Client, start string) *http.Response {
 }
 
 func TestGoogleSignIn(t *testing.T) {
+	t.Parallel()
 	m, err := mockoidc.Run()
 	require.NoError(t, err)
 	defer func() { _ = m.Shutdown() }()
@@ -159,6 +160,7 @@ func newFakeGitHub(t *testing.T) *fakeGitHub {
 }
 
 func TestGitHubSignIn(t *testing.T) {
+	t.Parallel()
 	gh := newFakeGitHub(t)
 	f := oauthFixture(t, func() dashboard.OAuth {
 		return dashboard.OAuth{Signup: true,

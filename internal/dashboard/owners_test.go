@@ -39,6 +39,7 @@ func (f *fixture) apiStatus(method, path, key string) (int, string) {
 // full_access key or delete a domain; the sending key they create dies
 // with their membership, at once in this process, with an audit entry.
 func TestMembersKeysAndDomainsStayWithinTheirRole(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)

@@ -26,6 +26,7 @@ func withSMTP(cfg *dashboard.Config) {
 // quick start instead of an empty list; it makes a sending key, shown
 // once, and the examples carry it; the key sends; then the list returns.
 func TestQuickStartForAnEmptyTeam(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, withSMTP)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
@@ -111,6 +112,7 @@ func TestQuickStartForAnEmptyTeam(t *testing.T) {
 
 // TestQuickStartWithoutSMTP: without SMTP listeners the settings are left out.
 func TestQuickStartWithoutSMTP(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.browser()
 	f.login(c, f.a.Email, f.a.Password)
@@ -122,6 +124,7 @@ func TestQuickStartWithoutSMTP(t *testing.T) {
 // TestEmptyStatesSayWhatToDo: every list that is empty says so and links
 // to the action that fills it.
 func TestEmptyStatesSayWhatToDo(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.browser()
 	f.login(c, f.a.Email, f.a.Password)

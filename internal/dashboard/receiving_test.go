@@ -15,6 +15,7 @@ import (
 )
 
 func TestReceivingPages(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)

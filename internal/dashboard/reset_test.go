@@ -44,6 +44,7 @@ func (f *fixture) lastResetLink(email string) string {
 }
 
 func TestPasswordResetByEmail(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	_, page := get(t, f.browser(), f.srv.URL+"/dashboard/login")
 	require.Contains(t, page, `href="/dashboard/forgot"`)
@@ -129,6 +130,7 @@ func TestPasswordResetByEmail(t *testing.T) {
 }
 
 func TestPasswordResetThrottle(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	for range 5 {
 		res, _ := f.forgot(f.a.Email)
@@ -145,6 +147,7 @@ func TestPasswordResetThrottle(t *testing.T) {
 }
 
 func TestPasswordResetWithoutEmail(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *dashboard.Config) { c.Mailer = nil })
 	_, page := get(t, f.browser(), f.srv.URL+"/dashboard/forgot")
 	require.Contains(t, page, "Email is not set up on this server")

@@ -46,6 +46,7 @@ func (f *fixture) signedInFrom(addr, email, pw string) *http.Client {
 // ended at once, that another user's session cannot be, and that "end all
 // other sessions" keeps only the current one.
 func TestAccountListsAndRevokesSessions(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ann := f.signedInFrom("127.0.0.2", f.a.Email, f.a.Password)
 	annPhone := f.signedInFrom("127.0.0.3", f.a.Email, f.a.Password)
@@ -108,6 +109,7 @@ func TestAccountListsAndRevokesSessions(t *testing.T) {
 // TestSessionIdleTimeout checks that a session unused for the idle
 // timeout sends the browser to sign-in, while one in use lives on.
 func TestSessionIdleTimeout(t *testing.T) {
+	t.Parallel()
 	clock := clocktest.New(time.Now())
 	f := newFixture(t, func(c *dashboard.Config) { c.Now, c.SessionIdleTimeout = clock.Now, time.Hour })
 	c := f.browser()
@@ -131,6 +133,7 @@ func TestSessionIdleTimeout(t *testing.T) {
 // page with allowed addresses works only from them, and that an invalid
 // range is refused with the reason.
 func TestAPIKeysPageSetsAllowedIPs(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.browser()
 	f.login(c, f.a.Email, f.a.Password)

@@ -102,6 +102,7 @@ func (f *fixture) parallel(n int, c *http.Client, path string, form url.Values, 
 // all ran: the throttle saw the first failure only when every guess had
 // been checked.
 func TestSignInAttemptsCountBeforeTheHash(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, withPasswords(password.PoolConfig{Wait: time.Minute}))
 	c := f.browser()
 	counts := f.parallel(20, c, "/dashboard/login", f.signInForm(c, f.a.Email, "wrong"), nil)
@@ -122,6 +123,7 @@ func TestSignInAttemptsCountBeforeTheHash(t *testing.T) {
 // Behind a reverse proxy every client has the proxy's address: the
 // throttles locked out everyone behind it, or no one.
 func TestThrottlesHonourTrustedProxies(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *dashboard.Config) { c.TrustedProxies = []string{"127.0.0.1"} })
 	from := func(addr string) map[string]string { return map[string]string{"X-Forwarded-For": addr} }
 	c := f.browser()
@@ -149,6 +151,7 @@ func TestThrottlesHonourTrustedProxies(t *testing.T) {
 // The other forms shown before sign-in that do work (a password hash, a
 // call to an identity provider) share a budget per client address.
 func TestAnonymousEndpointsThrottlePerAddress(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.browser()
 	for i := range 30 {
@@ -182,6 +185,8 @@ func clientFrom(t *testing.T, source string) *http.Client {
 // A flood of sign-ins from many addresses fills the password pool; a
 // sign-in from an address that is not part of it goes ahead of the
 // flood's queue and gets through, while the flood is refused with 503.
+// It stays serial: it waits on wall time for its 200 attempts to arrive,
+// and the hashes of tests running beside it would only slow that down.
 func TestSignInGetsThroughAFlood(t *testing.T) {
 	// The clock stands still, so that no attempt of the flood stops
 	// counting however slowly the machine hashes.

@@ -9,6 +9,7 @@ import (
 )
 
 func TestClientAddr(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name    string
 		proxies []string
@@ -34,6 +35,7 @@ func TestClientAddr(t *testing.T) {
 			map[string][]string{"X-Forwarded-For": {"::ffff:198.51.100.1"}}, "198.51.100.1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			proxies, err := parseProxies(tt.proxies)
 			require.NoError(t, err)
 			h := &Handler{proxies: proxies}

@@ -86,6 +86,7 @@ func (f *fixture) addWebhook(c *http.Client, endpoint string, events ...string) 
 }
 
 func TestAddWebhookFromTheDashboard(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
@@ -165,6 +166,7 @@ func TestAddWebhookFromTheDashboard(t *testing.T) {
 }
 
 func TestWebhookTestEditStatusAndDelete(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
@@ -249,6 +251,7 @@ func TestWebhookTestEditStatusAndDelete(t *testing.T) {
 // TestWebhookPagesAreTeamScoped: another team can neither see nor change
 // an endpoint, nor read its secret, through the dashboard's routes.
 func TestWebhookPagesAreTeamScoped(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
@@ -273,6 +276,7 @@ func TestWebhookPagesAreTeamScoped(t *testing.T) {
 // TestWebhookLimitShownOnThePage: past the team's limit of endpoints the
 // form says so, with the input kept.
 func TestWebhookLimitShownOnThePage(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
