@@ -14,6 +14,7 @@ import (
 // 403 invalid_api_key from outside, cached or not, and invalid ranges are a
 // 422. Client addresses come from X-Forwarded-For of a trusted proxy.
 func TestAPIKeyAllowedIPs(t *testing.T) {
+	t.Parallel()
 	e := newBareEnv(t, func(c *api.Config) { c.TrustedProxies = []string{"127.0.0.1"} })
 	from := func(key, addr string) map[string]string {
 		return map[string]string{"Authorization": "Bearer " + key, "X-Forwarded-For": addr}

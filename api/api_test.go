@@ -245,6 +245,7 @@ var sandboxSend = map[string]any{
 }
 
 func TestAuthErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	requireError(t, e.do("GET", "/emails", "", nil), 401, "missing_api_key")
 	requireError(t, e.do("GET", "/emails", "ph_"+strings.Repeat("x", 40), nil), 403, "invalid_api_key")
@@ -259,6 +260,7 @@ func TestAuthErrors(t *testing.T) {
 }
 
 func TestRoutingErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	requireError(t, e.do("GET", "/nope", e.keyA, nil), 404, "not_found")
 	requireError(t, e.do("PUT", "/emails", e.keyA, nil), 405, "method_not_allowed")
@@ -272,6 +274,7 @@ func TestRoutingErrors(t *testing.T) {
 }
 
 func TestSendGetListAndIsolation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.do("POST", "/emails", e.keyA, sandboxSend)
 	require.Equal(t, 200, r.status, string(r.raw))
@@ -322,6 +325,7 @@ func TestSendGetListAndIsolation(t *testing.T) {
 }
 
 func TestSendValidation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	with := func(k string, v any) map[string]any {
 		m := map[string]any{}
@@ -379,6 +383,7 @@ func manyAddrs(n int) []string {
 }
 
 func TestSendAcceptsSDKShapesAndChunkedBodies(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	body := `{"from":"onboarding@posthaste.test","to":["delivered@posthaste.test"],"cc":"complained@posthaste.test",
 		"subject":"s","text":"t","attachments":[
@@ -398,6 +403,7 @@ func TestSendAcceptsSDKShapesAndChunkedBodies(t *testing.T) {
 }
 
 func TestBodyOverLimitIs413(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	big := `{"from":"onboarding@posthaste.test","to":"delivered@posthaste.test","subject":"s","text":"` +
 		strings.Repeat("a", 64<<20) + `"}`
@@ -405,6 +411,7 @@ func TestBodyOverLimitIs413(t *testing.T) {
 }
 
 func TestAPIKeys(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.do("POST", "/api-keys", e.keyA, map[string]any{"name": "ci"})
 	require.Equal(t, 201, r.status, string(r.raw))
@@ -439,6 +446,7 @@ func TestAPIKeys(t *testing.T) {
 }
 
 func TestDatabaseDownIs503WithoutInternals(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.store.Close() // the database goes away
 	r := e.do("GET", "/emails", e.keyA, nil)
@@ -448,6 +456,7 @@ func TestDatabaseDownIs503WithoutInternals(t *testing.T) {
 }
 
 func TestPathAttachmentsGoThroughTheEgressGuard(t *testing.T) {
+	t.Parallel()
 	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/csv")
 		_, _ = w.Write([]byte("a,b\n1,2\n"))

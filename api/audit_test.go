@@ -22,6 +22,7 @@ func auditIDs(t *testing.T, r resp) []string {
 }
 
 func TestAuditLog(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	created := e.doH("POST", "/api-keys", e.keyA, map[string]any{"name": "ci"}, map[string]string{"User-Agent": "audit-test/1"})
 	require.Equal(t, 201, created.status, string(created.raw))
@@ -72,6 +73,7 @@ func TestAuditLog(t *testing.T) {
 }
 
 func TestAuditLogCoversAPIChanges(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	w := e.do("POST", "/webhooks", e.keyA, map[string]any{"endpoint": "https://hooks.example.com/x", "events": []string{"email.sent"}})
 	require.Equal(t, 201, w.status, string(w.raw))
@@ -92,6 +94,7 @@ func TestAuditLogCoversAPIChanges(t *testing.T) {
 // success: the caller sees a 500 with an error id, and the failure is
 // logged.
 func TestAuditWriteFailureIsNotASilentSuccess(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, dbURL := storetest.NewWithURL(t)
 	e := newEnvWith(t, envOptions{store: st})

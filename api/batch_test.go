@@ -32,6 +32,7 @@ func countEmails(t *testing.T, e *env, key string) int {
 }
 
 func TestIdempotentSend(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	key := map[string]string{"Idempotency-Key": "welcome-user/123456789"}
 	first := e.doH("POST", "/emails", e.keyA, sandboxSend, key)
@@ -71,6 +72,7 @@ func TestIdempotentSend(t *testing.T) {
 // once: one email is accepted, and every answer is its id or a 409
 // concurrent_idempotent_requests.
 func TestIdempotentConcurrentSends(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	key := map[string]string{"Idempotency-Key": "burst"}
 	const n = 100
@@ -109,6 +111,7 @@ func TestIdempotentConcurrentSends(t *testing.T) {
 }
 
 func TestBatch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	batch := []any{sandboxTo(0), sandboxTo(1), sandboxTo(2)}
 	r := e.do("POST", "/emails/batch", e.keyA, batch)
@@ -192,6 +195,7 @@ func TestBatch(t *testing.T) {
 // batch gets its email.scheduled webhook in the accepting transaction,
 // the others none.
 func TestBatchScheduledEmailsQueueTheirWebhooks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	hook := e.do("POST", "/webhooks", e.keyA, map[string]any{"endpoint": "https://hooks.example/",
 		"events": []string{"email.scheduled", "email.sent"}})
@@ -218,6 +222,7 @@ func TestBatchScheduledEmailsQueueTheirWebhooks(t *testing.T) {
 }
 
 func TestRescheduleAndCancel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	send := sandboxTo(0)
 	send["scheduled_at"] = "in 1 hour"

@@ -11,6 +11,7 @@ import (
 )
 
 func TestGetEmailShowsBounceObjects(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.do("POST", "/emails", e.keyA, map[string]any{
 		"from": "Acme <onboarding@posthaste.test>", "to": []string{"bounced@posthaste.test", "delivered@posthaste.test"},

@@ -115,6 +115,7 @@ func outboxBroadcasts(t *testing.T, st *store.Store) []uuid.UUID {
 // delete, send scheduled (and the outbox entry it writes), the edits a
 // sent broadcast refuses, and cancel.
 func TestBroadcastsLifecycle(t *testing.T) {
+	t.Parallel()
 	e, w := newBroadcastEnv(t)
 	seg := e.newSegment(e.keyA, "Newsletter")
 	topic := e.do("POST", "/topics", e.keyA, map[string]any{"name": "News", "default_subscription": "opt_in"})
@@ -247,6 +248,7 @@ func TestBroadcastsLifecycle(t *testing.T) {
 // TestBroadcastsCreateAndSendValidation: what a create or a send refuses,
 // and create with send.
 func TestBroadcastsCreateAndSendValidation(t *testing.T) {
+	t.Parallel()
 	e, _ := newBroadcastEnv(t)
 	seg := e.newSegment(e.keyA, "All")
 	segB := e.newSegment(e.keyB, "B's")
@@ -359,6 +361,7 @@ func TestBroadcastsCreateAndSendValidation(t *testing.T) {
 // TestBroadcastsIsolationAndBadIDs: another team's broadcast is a 404 on
 // every route, a malformed id a 422, and an unknown one a 404.
 func TestBroadcastsIsolationAndBadIDs(t *testing.T) {
+	t.Parallel()
 	e, _ := newBroadcastEnv(t)
 	id := e.newBroadcast(e.keyA, draftBody(e.newSegment(e.keyA, "All")))
 	routes := []struct{ method, suffix string }{
@@ -401,6 +404,7 @@ func sendingKey(t *testing.T, e *env) string {
 
 // A server without a broadcast service has no /broadcasts.
 func TestBroadcastsAbsentWithoutService(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	requireError(t, e.do("GET", "/broadcasts", e.keyA, nil), 404, "not_found")
 	requireError(t, e.do("POST", "/broadcasts", e.keyA, map[string]any{}), 404, "not_found")
@@ -409,6 +413,7 @@ func TestBroadcastsAbsentWithoutService(t *testing.T) {
 // TestBroadcastFromTemplate: template_id copies a published template's
 // subject and body into the broadcast.
 func TestBroadcastFromTemplate(t *testing.T) {
+	t.Parallel()
 	e, _ := newBroadcastEnv(t)
 	seg := e.newSegment(e.keyA, "All")
 	tr := e.do("POST", "/templates", e.keyA, map[string]any{"name": "Promo", "alias": "promo",
@@ -470,6 +475,7 @@ func TestBroadcastFromTemplate(t *testing.T) {
 // the send path as the workflow does, then reads the recipients by kind,
 // the counts, broadcast_id on its emails and in their webhook payloads.
 func TestBroadcastRecipientsCountsAndEmails(t *testing.T) {
+	t.Parallel()
 	e, _ := newBroadcastEnv(t)
 	ctx := context.Background()
 	seg := e.newSegment(e.keyA, "All")
@@ -602,6 +608,7 @@ func TestBroadcastRecipientsCountsAndEmails(t *testing.T) {
 // TestResendNodeSDKBroadcasts drives the broadcasts routes with Resend's
 // Node SDK, unchanged (testdata/resend-node/broadcasts.cjs).
 func TestResendNodeSDKBroadcasts(t *testing.T) {
+	t.Parallel()
 	e, _ := newBroadcastEnv(t)
 	out := runResendNode(t, "broadcasts.cjs", "RESEND_BASE_URL="+e.srv.URL, "RESEND_API_KEY="+e.keyA)
 	type idObj struct{ ID, Object string }

@@ -11,6 +11,7 @@ import (
 // events through the same outbox as domain events, with the contact's
 // data; the other team's endpoint hears nothing.
 func TestContactAndTopicWebhooks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	events := []string{"contact.created", "contact.updated", "contact.deleted", "contact.topics.updated",
 		"topic.created", "topic.updated", "topic.deleted"}

@@ -30,6 +30,7 @@ func importForm(t *testing.T, csv string, fields map[string]string) (*bytes.Buff
 }
 
 func TestContactImportsAPI(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	seg := e.do("POST", "/segments", e.keyA, map[string]any{"name": "Imported"})
@@ -82,6 +83,7 @@ func TestContactImportsAPI(t *testing.T) {
 }
 
 func TestContactImportsAPIRejectsBadUploads(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	post := func(csv string, fields map[string]string) resp {
 		body, h := importForm(t, csv, fields)
@@ -119,6 +121,7 @@ func TestContactImportsAPIRejectsBadUploads(t *testing.T) {
 // TestResendNodeSDKContactImports runs testdata/resend-node/imports.cjs:
 // Resend's official Node SDK creates, gets and lists a contact import.
 func TestResendNodeSDKContactImports(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	out := runResendNode(t, "imports.cjs", "RESEND_BASE_URL="+e.srv.URL, "RESEND_API_KEY="+e.keyA)
 	require.Contains(t, string(out), "ok")
@@ -127,6 +130,7 @@ func TestResendNodeSDKContactImports(t *testing.T) {
 // A file over 50 MB is refused with 413 while it streams in, and leaves
 // no import.
 func TestContactImportsAPIFileTooLarge(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pr, pw := io.Pipe()
 	w := multipart.NewWriter(pw)

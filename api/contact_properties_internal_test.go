@@ -9,6 +9,7 @@ import (
 )
 
 func TestFallbackValue(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		typ, raw string
 		want     any

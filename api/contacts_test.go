@@ -32,6 +32,7 @@ func listIDs(t *testing.T, r resp) []string {
 }
 
 func TestContactLifecycle(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.created("/contact-properties", e.keyA, map[string]any{"key": "company", "type": "string", "fallback_value": "Acme"})
 	e.created("/contact-properties", e.keyA, map[string]any{"key": "age", "type": "number"})
@@ -116,6 +117,7 @@ func TestContactLifecycle(t *testing.T) {
 }
 
 func TestContactListPaginationAndSearch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var ids []string
 	for _, c := range []map[string]any{
@@ -155,6 +157,7 @@ func TestContactListPaginationAndSearch(t *testing.T) {
 }
 
 func TestContactValidation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.created("/contact-properties", e.keyA, map[string]any{"key": "plan", "type": "string"})
 	e.created("/contact-properties", e.keyA, map[string]any{"key": "seats", "type": "number", "fallback_value": 1})
@@ -207,6 +210,7 @@ func TestContactValidation(t *testing.T) {
 // TestContactsTeamIsolation: team B can neither see nor change team A's
 // contacts, segments, topics and contact properties; all answer 404.
 func TestContactsTeamIsolation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	prop := e.created("/contact-properties", e.keyA, map[string]any{"key": "plan", "type": "string"})
 	seg := e.created("/segments", e.keyA, map[string]any{"name": "A"})
@@ -252,6 +256,7 @@ func TestContactsTeamIsolation(t *testing.T) {
 }
 
 func TestSegmentAndTopicCRUD(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	seg := e.created("/segments", e.keyA, map[string]any{"name": "Early"})
 	g := e.do("GET", "/segments/"+seg, e.keyA, nil)
@@ -298,6 +303,7 @@ func TestSegmentAndTopicCRUD(t *testing.T) {
 // TestSendWithTopicID: `topic_id` must name one of the team's topics; the
 // email keeps it for the send-time subscription check (activities.Prepare).
 func TestSendWithTopicID(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	mine := e.created("/topics", e.keyA, map[string]any{"name": "News", "default_subscription": "opt_in"})
 	theirs := e.created("/topics", e.keyB, map[string]any{"name": "News", "default_subscription": "opt_in"})

@@ -12,6 +12,7 @@ import (
 )
 
 func TestDataRequestsAPI(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	const addr = "Dana.Subject@Example.org"

@@ -28,6 +28,7 @@ func (e *env) setStatus(id, status string) {
 }
 
 func TestDomainCreateAndRecords(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	d := e.createDomain(e.keyA, map[string]any{"name": "Example.TEST", "region": "eu-west-1",
 		"custom_return_path": "mail", "click_tracking": true, "tls": "enforced"})
@@ -82,6 +83,7 @@ func TestDomainCreateAndRecords(t *testing.T) {
 }
 
 func TestDomainValidation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.createDomain(e.keyA, map[string]any{"name": "example.test"})
 	for name, tc := range map[string]struct {
@@ -118,6 +120,7 @@ func TestDomainValidation(t *testing.T) {
 }
 
 func TestDomainReadUpdateVerifyDeleteAndIsolation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	d := e.createDomain(e.keyA, map[string]any{"name": "example.test"})
 	id := d["id"].(string)
@@ -175,6 +178,7 @@ func TestDomainReadUpdateVerifyDeleteAndIsolation(t *testing.T) {
 }
 
 func TestSendRequiresVerifiedDomain(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	d := e.createDomain(e.keyA, map[string]any{"name": "example.test"})
 	id := d["id"].(string)
@@ -223,6 +227,7 @@ func TestSendRequiresVerifiedDomain(t *testing.T) {
 }
 
 func TestSuppressions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.do("POST", "/suppressions", e.keyA, map[string]any{"email": "Gone@Example.test"})
 	require.Equal(t, 201, r.status, string(r.raw))

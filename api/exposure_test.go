@@ -183,6 +183,7 @@ func randomKey(t *testing.T) string {
 // rate-limit error; other addresses (named by a trusted proxy) and cached
 // keys are not held up.
 func TestUnknownKeysAreThrottledBeforeTheDatabase(t *testing.T) {
+	t.Parallel()
 	clock := clocktest.New(time.Now())
 	e := newBareEnv(t, func(c *api.Config) {
 		c.KeyLookupRate = 5
@@ -295,6 +296,7 @@ func randomKeyOrEmpty() string {
 // TestMetricsMethodLabelIsBounded: methods a client makes up do not make
 // new series.
 func TestMetricsMethodLabelIsBounded(t *testing.T) {
+	t.Parallel()
 	e := newBareEnv(t, nil)
 	for i := range 50 {
 		res, _ := e.must(t, "X-METHOD-"+strings.Repeat("A", i+1), "/emails", "", nil)
@@ -309,6 +311,7 @@ func TestMetricsMethodLabelIsBounded(t *testing.T) {
 // TestRequestBodiesOnlyForAuthenticatedRequests: a request without a valid
 // key is logged without its body (nor the answer), one with a key keeps both.
 func TestRequestBodiesOnlyForAuthenticatedRequests(t *testing.T) {
+	t.Parallel()
 	e := newBareEnv(t, nil)
 	body := `{"from":"onboarding@posthaste.test","to":"delivered@posthaste.test","subject":"anonymous-marker","text":"t"}`
 	res, _ := e.must(t, "POST", "/emails", body, nil)
@@ -336,6 +339,7 @@ func TestRequestBodiesOnlyForAuthenticatedRequests(t *testing.T) {
 // enough that its response passes the log's 64 KB cap inside the signing
 // secret; the log keeps no character of the secret.
 func TestOversizeResponseIsRedactedInTheLog(t *testing.T) {
+	t.Parallel()
 	e := newBareEnv(t, nil)
 	create := func(endpoint string) (uuid.UUID, string) {
 		id := uuid.Must(uuid.NewV7())
@@ -373,6 +377,7 @@ func TestOversizeResponseIsRedactedInTheLog(t *testing.T) {
 // /metrics answers only to it and /readyz names its failed checks only to
 // it; without one, /readyz never names them.
 func TestMetricsAndReadinessDetailsNeedTheToken(t *testing.T) {
+	t.Parallel()
 	down := errors.New("dial tcp 10.1.2.3:5432: connect: connection refused")
 	failing := []api.Check{{Name: "postgres", Check: func(context.Context) error { return down }}}
 	e := newBareEnv(t, func(c *api.Config) { c.MetricsToken = "scrape-me"; c.Ready = failing })
@@ -405,6 +410,7 @@ func TestMetricsAndReadinessDetailsNeedTheToken(t *testing.T) {
 // TestHSTS: a server reached over https sends Strict-Transport-Security
 // on every response, the dashboard's included (RFC 6797).
 func TestHSTS(t *testing.T) {
+	t.Parallel()
 	dash := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("dashboard")) })
 	e := newBareEnv(t, func(c *api.Config) { c.HSTS = true; c.Dashboard = dash })
 	for _, p := range []string{"/emails", "/dashboard/login", "/healthz", "/nope"} {
@@ -419,7 +425,8 @@ func TestHSTS(t *testing.T) {
 // TestPanicsLeaveTokensOutOfTheLogs: a handler that panics on a path
 // holding a token (a password-reset link) has the route logged, not the
 // path, and nothing dumped to gin's error writer (which would print the
-// request line and its cookies).
+// request line and its cookies). It swaps gin.DefaultErrorWriter, so it is
+// not parallel: Go runs it before any parallel test of the package starts.
 func TestPanicsLeaveTokensOutOfTheLogs(t *testing.T) {
 	var ginOut lockedBuffer
 	saved := gin.DefaultErrorWriter

@@ -75,6 +75,7 @@ func bounceUntilPaused(t *testing.T, st *store.Store, team uuid.UUID) {
 // other teams send, and an operator's resume lets it send again (issue 19,
 // point 5).
 func TestPausedTeamIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newHealthEnv(t)
 	require.Equal(t, 200, e.do("POST", "/emails", e.keyA, sandboxSend).status)
 	draft := e.newBroadcast(e.keyA, draftBody(e.newSegment(e.keyA, "All")))

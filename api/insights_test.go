@@ -13,6 +13,7 @@ import (
 // findings (code, severity, message, fix) of one that has some, including
 // those read from the sender domain's stored DMARC policy and tracking.
 func TestEmailInsights(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.do("POST", "/emails", e.keyA, sandboxSend)
 	require.Equal(t, 200, r.status, string(r.raw))

@@ -33,6 +33,7 @@ func requireRateHeaders(t *testing.T, r resp, limit, remaining int) {
 // refills while a test runs, however slow the machine.
 
 func TestRateLimitPerTeamWithHeadersOnEveryResponse(t *testing.T) {
+	t.Parallel()
 	clock := clocktest.New(time.Now())
 	// Without the key cache a team's new limit applies at once; the
 	// cache's expiry is internal/auth's to test.
@@ -71,6 +72,7 @@ func TestRateLimitPerTeamWithHeadersOnEveryResponse(t *testing.T) {
 }
 
 func TestRateLimitUnauthenticatedPerClientAddress(t *testing.T) {
+	t.Parallel()
 	e := newEnvWith(t, envOptions{rate: 2, clock: clocktest.New(time.Now())})
 	requireError(t, e.do("GET", "/emails", "", nil), 401, "missing_api_key")
 	r := e.do("GET", "/emails", "ph_short", nil)
@@ -85,6 +87,7 @@ func TestRateLimitUnauthenticatedPerClientAddress(t *testing.T) {
 // server until it is refused, and checks the SDK's rate-limit error
 // carries the values of the headers.
 func TestResendSDKSeesTheRateLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnvWith(t, envOptions{rate: 4, clock: clocktest.New(time.Now())})
 	c := resend.NewCustomClient(http.DefaultClient, e.keyA)
 	base, err := c.BaseURL.Parse(e.srv.URL + "/")
@@ -115,6 +118,7 @@ func TestResendSDKSeesTheRateLimit(t *testing.T) {
 // it. The limiters share a clock that stands still, so the bucket cannot
 // refill while the requests run: exactly the limit gets through.
 func TestRedisSharesOneLimitBetweenServers(t *testing.T) {
+	t.Parallel()
 	url := redistest.Start(t)
 	clock := clocktest.New(time.Now())
 	newLimiter := func() *ratelimit.Redis {
@@ -165,6 +169,7 @@ func TestRedisSharesOneLimitBetweenServers(t *testing.T) {
 // exactly ten are accepted, the others are refused, and the usage ends at
 // the quota, never past it.
 func TestQuotaIsExactUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	bulk := make([]string, 2990)

@@ -48,6 +48,7 @@ func (e *env) waitLogs(key, query string, n int) []any {
 }
 
 func TestRequestLog(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	send := map[string]any{"from": "onboarding@posthaste.test", "to": "delivered@posthaste.test",
 		"subject": "s", "text": "t", "password": "hunter2",
@@ -165,6 +166,7 @@ func normalise(lines []string) []string {
 // and bodies are cut at 64 KB. The limit is one request a second, by a
 // clock the test moves a second before each of its requests.
 func TestRequestLogRateLimitedAndLargeBodies(t *testing.T) {
+	t.Parallel()
 	clock := clocktest.New(time.Now())
 	e := newEnvWith(t, envOptions{rate: 1, clock: clock})
 	big := map[string]any{"from": "onboarding@posthaste.test", "to": "delivered@posthaste.test",
@@ -203,6 +205,7 @@ func TestRequestLogRateLimitedAndLargeBodies(t *testing.T) {
 // TestRequestLogShutdownWritesEverything: entries still buffered when the
 // server stops are all written by Close.
 func TestRequestLogShutdownWritesEverything(t *testing.T) {
+	t.Parallel()
 	e := newEnvWith(t, envOptions{logCfg: &reqlog.Config{Interval: time.Hour, Batch: 10_000}})
 	const n = 120
 	for range n {

@@ -55,6 +55,7 @@ func metricsEnv(t *testing.T) (*env, string) {
 }
 
 func TestEmailMetricsTotalsAndTeamIsolation(t *testing.T) {
+	t.Parallel()
 	e, _ := metricsEnv(t)
 	r := e.do("GET", "/emails/metrics", e.keyA, nil)
 	require.Equal(t, 200, r.status, string(r.raw))
@@ -91,6 +92,7 @@ func TestEmailMetricsTotalsAndTeamIsolation(t *testing.T) {
 }
 
 func TestEmailMetricsBreakdowns(t *testing.T) {
+	t.Parallel()
 	e, domainID := metricsEnv(t)
 	r := e.do("GET", "/emails/metrics?dimensions=period&metrics=sent&metrics=received,sent", e.keyA, nil)
 	require.Equal(t, 200, r.status, string(r.raw))
@@ -130,6 +132,7 @@ func TestEmailMetricsBreakdowns(t *testing.T) {
 }
 
 func TestEmailMetricsParameterValidation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ids := make([]string, 101)
 	for i := range ids {
@@ -182,6 +185,7 @@ func TestEmailMetricsParameterValidation(t *testing.T) {
 // TestResendNodeSDKMetrics calls GET /emails/metrics with Resend's Node
 // SDK, unchanged (testdata/resend-node/metrics.cjs).
 func TestResendNodeSDKMetrics(t *testing.T) {
+	t.Parallel()
 	e, domainID := metricsEnv(t)
 	start := time.Now().Add(-48 * time.Hour).UTC().Format(time.RFC3339)
 	out := runResendNode(t, "metrics.cjs", "RESEND_BASE_URL="+e.srv.URL, "RESEND_API_KEY="+e.keyA, "START_DATE="+start)

@@ -20,6 +20,7 @@ import (
 // full_access key; keys it makes are the member's; removing the member
 // revokes them all.
 func TestOwnerOnlyRoutesRefuseMembersKeys(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, dbURL := storetest.NewWithURL(t)
 	e := newEnvWith(t, envOptions{store: st, keyCache: -1})

@@ -62,6 +62,7 @@ func (e *env) enableReceiving(name string) map[string]any {
 }
 
 func TestDomainReceivingCapability(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	d := e.createDomain(e.keyA, map[string]any{"name": "in.example.test"})
 	id := d["id"].(string)
@@ -118,6 +119,7 @@ func fetch(t *testing.T, u string) (*http.Response, []byte) {
 }
 
 func TestReceivedEmails(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.enableReceiving("in.example.test")
 	re := e.receivedEmail("in.example.test")
@@ -237,6 +239,7 @@ func TestReceivedEmails(t *testing.T) {
 // drives domain capabilities and received emails with Resend's official
 // Node SDK (6.x, installed by scripts/setup.sh with npm ci).
 func TestResendNodeSDKReceiving(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	d := e.enableReceiving("sdk.example.test")
 	re := e.receivedEmail("sdk.example.test")
@@ -251,6 +254,7 @@ func TestResendNodeSDKReceiving(t *testing.T) {
 // their signatures: neither in the response bodies that hand them out nor
 // in the logged path of a request that fetches them.
 func TestRequestLogRedactsDownloadURLs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	e.enableReceiving("in.example.test")

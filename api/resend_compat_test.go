@@ -15,6 +15,7 @@ import (
 // the SDK encodes as an array of byte values, in a chunked body), an
 // idempotent batch twice, get, reschedule and cancel.
 func TestResendGoSDK(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	c := resend.NewClient(e.keyA)

@@ -16,6 +16,7 @@ import (
 // TestResendGoSDKContacts drives contacts, contact properties, segments
 // and topics with Resend's official Go SDK, unchanged.
 func TestResendGoSDKContacts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	c := resend.NewClient(e.keyA)
@@ -90,6 +91,7 @@ func TestResendGoSDKContacts(t *testing.T) {
 // drives contacts, contact properties, segments and topics with Resend's
 // official Node SDK (6.x, installed by scripts/setup.sh with npm ci).
 func TestResendNodeSDKContacts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	out := runResendNode(t, "contacts.cjs", "RESEND_BASE_URL="+e.srv.URL, "RESEND_API_KEY="+e.keyA)
 	require.Contains(t, string(out), "ok")

@@ -30,6 +30,7 @@ var welcomeTemplate = map[string]any{
 // update (which leaves the published version), publish, duplicate and
 // delete, and the checks on a template's body.
 func TestTemplatesCRUD(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.do("POST", "/templates", e.keyA, welcomeTemplate)
 	require.Equal(t, 201, r.status, string(r.raw))
@@ -105,6 +106,7 @@ func TestTemplatesCRUD(t *testing.T) {
 // TestTemplateTeamIsolation: team B can neither read, change, publish,
 // duplicate, delete nor send with team A's template, by id or by alias.
 func TestTemplateTeamIsolation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.do("POST", "/templates", e.keyA, welcomeTemplate)
 	require.Equal(t, 201, r.status, string(r.raw))
@@ -133,6 +135,7 @@ func TestTemplateTeamIsolation(t *testing.T) {
 // are 422s that accept nothing; the payload's from and subject win over
 // the template's; batches render each email.
 func TestSendWithTemplate(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	r := e.do("POST", "/templates", e.keyA, welcomeTemplate)
@@ -211,6 +214,7 @@ func TestSendWithTemplate(t *testing.T) {
 // text with the placeholders left in, which sends then fill (escaped in
 // the html). A bad document is a 422 naming the value's path.
 func TestTemplateFromComponents(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	doc := map[string]any{"version": 1, "blocks": []map[string]any{
 		{"type": "heading", "level": 1, "text": "Hi {{{NAME}}}"},
@@ -249,6 +253,7 @@ func TestTemplateFromComponents(t *testing.T) {
 // SDK: create with variables, get, publish, send with the template by
 // alias, list, duplicate and remove.
 func TestResendGoSDKTemplates(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	c := resend.NewClient(e.keyA)
@@ -310,6 +315,7 @@ func TestResendGoSDKTemplates(t *testing.T) {
 // SDK (6.x, installed by scripts/setup.sh with npm ci, as for
 // TestResendNodeSDKContacts).
 func TestResendNodeSDKTemplates(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	out := runResendNode(t, "templates.cjs", "RESEND_BASE_URL="+e.srv.URL, "RESEND_API_KEY="+e.keyA)
 	var res struct {

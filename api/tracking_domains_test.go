@@ -10,6 +10,7 @@ import (
 // create and PATCH, one DNS label, and the Tracking record that follows it
 // while open or click tracking is on.
 func TestDomainTrackingSubdomain(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	tracking := func(d map[string]any) map[string]any {
 		for _, r := range d["records"].([]any) {

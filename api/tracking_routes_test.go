@@ -37,6 +37,7 @@ func (t *trackingRecorder) served() []string {
 // token: internal/tracking), and that the API's other routes are served as
 // before on every host. The server has no store: a query would panic.
 func TestTrackingRouting(t *testing.T) {
+	t.Parallel()
 	rec := &trackingRecorder{}
 	h, err := api.New(api.Config{Tracking: rec})
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 // A team may have store.MaxWebhooksPerTeam endpoints; one more is refused
 // with the error body of API.md, and other teams keep their own count.
 func TestWebhookEndpointsPerTeamAreCapped(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	create := func(key string, i int) resp {
 		return e.do("POST", "/webhooks", key, map[string]any{

@@ -34,6 +34,7 @@ func (w *waker) list() []string {
 }
 
 func TestWebhookValidation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ok := []string{"email.sent"}
 	requireError(t, e.do("POST", "/webhooks", e.keyA, map[string]any{"events": ok}), 422, "missing_required_field")
@@ -54,6 +55,7 @@ func TestWebhookValidation(t *testing.T) {
 }
 
 func TestWebhookLifecycleAndIsolation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var mu sync.Mutex
 	var got []http.Header

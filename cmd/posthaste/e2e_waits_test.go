@@ -18,7 +18,7 @@ var sleepsAllowed = map[string]string{
 	"swaks":               "a mail program trying again as the 451 asks",
 	"sendRetrying":        "a client retrying a keyed send while the process is down",
 	"TestDatabaseOutage":  "the outage must last a given time",
-	"TestDevInboundFlood": "the delivery delay during the flood is measured to 20 ms",
+	"TestDevInboundFlood": "the moment the tenth flood message is accepted (10 ms) and the delivery delay during the flood (20 ms) are measurements",
 }
 
 // TestWaitsGoThroughEventually fails when a test of this package waits for
