@@ -97,9 +97,9 @@ func FuzzWalk(f *testing.F) {
 	}
 	lim := Limits{MaxParts: 8, MaxDepth: 3, MaxBytes: 64}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		e, err := message.Read(bytes.NewReader(raw))
+		e, _ := message.Read(bytes.NewReader(raw))
 		if e == nil {
-			t.Skip(err)
+			return // no header to parse: the parsers refuse it before any walk
 		}
 		var read int64
 		leaves := 0
