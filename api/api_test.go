@@ -31,6 +31,7 @@ import (
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
 	"github.com/posthaste/posthaste/internal/testkit/clocktest"
+	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/internal/webhook"
@@ -158,9 +159,9 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	a, err := account.NewTeam(ctx, st, "A", mailA)
+	a, err := account.NewTeam(ctx, st, passwordtest.NewPool(), "A", mailA)
 	require.NoError(t, err)
-	b, err := account.NewTeam(ctx, st, "B", mailB)
+	b, err := account.NewTeam(ctx, st, passwordtest.NewPool(), "B", mailB)
 	require.NoError(t, err)
 	return &env{t: t, srv: srv, store: st, notify: n, logs: logs, metrics: metrics, keyA: a.APIKey, keyB: b.APIKey,
 		teamA: uuid.MustParse(a.TeamID), teamB: uuid.MustParse(b.TeamID), verify: v, waker: wk}

@@ -27,6 +27,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
@@ -42,7 +43,7 @@ import (
 func BenchmarkMiddlewareCost(b *testing.B) {
 	ctx := context.Background()
 	st := storetest.New(b)
-	creds, err := account.NewTeam(ctx, st, "bench", "bench@example.com")
+	creds, err := account.NewTeam(ctx, st, passwordtest.NewPool(), "bench", "bench@example.com")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
 	"github.com/posthaste/posthaste/internal/testkit/clocktest"
+	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
@@ -134,7 +135,7 @@ func newBareEnv(t *testing.T, configure func(*api.Config)) *bareEnv {
 	require.NoError(t, err)
 	e.srv = httptest.NewServer(h)
 	t.Cleanup(e.srv.Close)
-	a, err := account.NewTeam(context.Background(), st, "A", "a@example.com")
+	a, err := account.NewTeam(context.Background(), st, passwordtest.NewPool(), "A", "a@example.com")
 	require.NoError(t, err)
 	e.key, e.team = a.APIKey, uuid.MustParse(a.TeamID)
 	return e

@@ -20,6 +20,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
@@ -49,9 +50,9 @@ func newHealthEnv(t *testing.T) *env {
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	a, err := account.NewTeam(ctx, st, "A", "a@example.com")
+	a, err := account.NewTeam(ctx, st, passwordtest.NewPool(), "A", "a@example.com")
 	require.NoError(t, err)
-	b, err := account.NewTeam(ctx, st, "B", "b@example.com")
+	b, err := account.NewTeam(ctx, st, passwordtest.NewPool(), "B", "b@example.com")
 	require.NoError(t, err)
 	return &env{t: t, srv: srv, store: st, notify: n, logs: logs, metrics: metrics, keyA: a.APIKey, keyB: b.APIKey,
 		teamA: uuid.MustParse(a.TeamID), teamB: uuid.MustParse(b.TeamID)}

@@ -16,6 +16,7 @@ import (
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
@@ -35,7 +36,7 @@ func TestBatchBench(t *testing.T) {
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	team, err := account.NewTeam(ctx, st, "Bench", "bench@example.com")
+	team, err := account.NewTeam(ctx, st, passwordtest.NewPool(), "Bench", "bench@example.com")
 	require.NoError(t, err)
 	require.NoError(t, st.Accounts.SetPlan(ctx, uuid.MustParse(team.TeamID), "2.5m"), "the bench sends more than the free plan")
 	res, err := BatchBench(ctx, BatchBenchConfig{BaseURL: srv.URL, APIKey: team.APIKey, Concurrency: 4, Duration: time.Second})

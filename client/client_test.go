@@ -19,6 +19,7 @@ import (
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
@@ -39,7 +40,7 @@ func newAPI(t *testing.T) *client.Client {
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	team, err := account.NewTeam(ctx, st, "Acme", "owner@acme.test")
+	team, err := account.NewTeam(ctx, st, passwordtest.NewPool(), "Acme", "owner@acme.test")
 	require.NoError(t, err)
 	c, err := client.New(client.Config{BaseURL: srv.URL + "/", APIKey: team.APIKey})
 	require.NoError(t, err)

@@ -31,6 +31,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/smtpgw"
@@ -98,7 +99,7 @@ func newHarness(t *testing.T, o options) *harness {
 	roots := x509.NewCertPool()
 	require.True(t, roots.AppendCertsFromPEM(pemBytes))
 
-	creds, err := account.NewTeam(ctx, st, "A", "owner@example.com")
+	creds, err := account.NewTeam(ctx, st, passwordtest.NewPool(), "A", "owner@example.com")
 	require.NoError(t, err)
 	team := uuid.MustParse(creds.TeamID)
 	require.NoError(t, st.Domains.CreateDomain(ctx, store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team,

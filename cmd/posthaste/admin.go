@@ -18,6 +18,7 @@ import (
 	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/ippool"
+	"github.com/posthaste/posthaste/internal/password"
 	"github.com/posthaste/posthaste/internal/pgcluster"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -97,7 +98,7 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 		if err := need(email, "email"); err != nil {
 			return err
 		}
-		creds, err := account.NewTeam(ctx, st, *name, strings.ToLower(*email))
+		creds, err := account.NewTeam(ctx, st, password.Shared(), *name, strings.ToLower(*email))
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/devstack"
+	"github.com/posthaste/posthaste/internal/password"
 	"github.com/posthaste/posthaste/internal/pgcluster"
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/worker"
@@ -165,7 +166,7 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 		stops = append(stops, func() { mx.stop(logger) })
 	}
 
-	creds, created, err := account.Bootstrap(ctx, st, filepath.Join(dataDir, "credentials.json"), cfg.Admin.Email)
+	creds, created, err := account.Bootstrap(ctx, st, password.Shared(), filepath.Join(dataDir, "credentials.json"), cfg.Admin.Email)
 	if err != nil {
 		return fmt.Errorf("creating the first account: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/health"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
@@ -32,10 +33,10 @@ func newHealthFixture(t *testing.T) healthFixture {
 	t.Helper()
 	ctx := context.Background()
 	st := storetest.New(t)
-	creds, err := account.NewTeam(ctx, st, "Bouncy", "owner@member.test")
+	creds, err := account.NewTeam(ctx, st, passwordtest.NewPool(), "Bouncy", "owner@member.test")
 	require.NoError(t, err)
 	team := uuid.MustParse(creds.TeamID)
-	clean, err := account.NewTeam(ctx, st, "Clean", "clean@member.test")
+	clean, err := account.NewTeam(ctx, st, passwordtest.NewPool(), "Clean", "clean@member.test")
 	require.NoError(t, err)
 	cleanTeam := uuid.MustParse(clean.TeamID)
 	storetest.SeedOutcomes(t, st, team, map[string]int{"delivered": 90, "bounced": 10})

@@ -34,8 +34,9 @@ type Credentials struct {
 // when the user already existed. A new user's address counts as proven
 // (store.User.EmailVerifiedAt): the operator created the account, so OAuth
 // sign-in with a provider's verified email for it enters it; an existing
-// user's is left as it is.
-func NewTeam(ctx context.Context, st *store.Store, teamName, email string) (Credentials, error) {
+// user's is left as it is. The new user's password is hashed in pool
+// (password.Shared() outside tests).
+func NewTeam(ctx context.Context, st *store.Store, pool *password.Pool, teamName, email string) (Credentials, error) {
 	teamID, err := uuid.NewV7()
 	if err != nil {
 		return Credentials{}, err
@@ -50,7 +51,7 @@ func NewTeam(ctx context.Context, st *store.Store, teamName, email string) (Cred
 		if err != nil {
 			return Credentials{}, err
 		}
-		hash, err := password.Hash(creds.Password)
+		hash, err := pool.Hash(ctx, creds.Password)
 		if err != nil {
 			return Credentials{}, err
 		}
@@ -108,7 +109,8 @@ const DevPlan = "2.5m"
 // exist yet. The file is written atomically and only after the database
 // commit, so a crash in between leaves no file and the next run creates a
 // fresh team.
-func Bootstrap(ctx context.Context, st *store.Store, path, email string) (creds Credentials, created bool, err error) {
+func Bootstrap(ctx context.Context, st *store.Store, pool *password.Pool, path, email string) (creds Credentials, created bool,
+	err error) {
 	b, err := os.ReadFile(path)
 	if err == nil {
 		if err := json.Unmarshal(b, &creds); err != nil {
@@ -119,7 +121,7 @@ func Bootstrap(ctx context.Context, st *store.Store, path, email string) (creds 
 	if !errors.Is(err, os.ErrNotExist) {
 		return Credentials{}, false, fmt.Errorf("reading %s: %w", path, err)
 	}
-	creds, err = NewTeam(ctx, st, "My team", email)
+	creds, err = NewTeam(ctx, st, pool, "My team", email)
 	if err != nil {
 		return Credentials{}, false, err
 	}

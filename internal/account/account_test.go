@@ -11,6 +11,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
@@ -24,14 +25,14 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 func TestOperatorCreatedUsersAreProven(t *testing.T) {
 	ctx := context.Background()
 	st := storetest.New(t)
-	creds, created, err := account.Bootstrap(ctx, st, filepath.Join(t.TempDir(), "credentials.json"), "admin@example.com")
+	creds, created, err := account.Bootstrap(ctx, st, passwordtest.NewPool(), filepath.Join(t.TempDir(), "credentials.json"), "admin@example.com")
 	require.NoError(t, err)
 	require.True(t, created)
 	u, err := st.Accounts.UserByEmail(ctx, creds.Email)
 	require.NoError(t, err)
 	require.NotNil(t, u.EmailVerifiedAt)
 
-	creds, err = account.NewTeam(ctx, st, "Second", "owner@example.com")
+	creds, err = account.NewTeam(ctx, st, passwordtest.NewPool(), "Second", "owner@example.com")
 	require.NoError(t, err)
 	require.NotEmpty(t, creds.Password)
 	u, err = st.Accounts.UserByEmail(ctx, "owner@example.com")
@@ -40,7 +41,7 @@ func TestOperatorCreatedUsersAreProven(t *testing.T) {
 
 	unproven := store.User{ID: uuid.New(), Email: "unproven@example.com", PasswordHash: "hash"}
 	require.NoError(t, st.Accounts.CreateUser(ctx, unproven))
-	creds, err = account.NewTeam(ctx, st, "Third", "unproven@example.com")
+	creds, err = account.NewTeam(ctx, st, passwordtest.NewPool(), "Third", "unproven@example.com")
 	require.NoError(t, err)
 	require.Empty(t, creds.Password, "an existing user keeps their password")
 	u, err = st.Accounts.UserByEmail(ctx, "unproven@example.com")

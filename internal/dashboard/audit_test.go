@@ -12,8 +12,8 @@ import (
 
 	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/dashboard"
-	"github.com/posthaste/posthaste/internal/password"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 )
 
 // proxied is a browser whose requests come through a trusted proxy on
@@ -98,8 +98,7 @@ func TestDashboardActionsAreAudited(t *testing.T) {
 	f.login(cb, f.b.Email, f.b.Password)
 	_, page = get(t, cb, f.srv.URL+"/dashboard/audit")
 	require.NotContains(t, page, keyID.String())
-	hash, err := password.Hash("member-password")
-	require.NoError(t, err)
+	hash := passwordtest.Hash(t, "member-password")
 	member := store.User{ID: uuid.New(), Email: "member@example.com", PasswordHash: hash}
 	require.NoError(t, f.store.Accounts.CreateUser(ctx, member))
 	require.NoError(t, f.store.Accounts.AddMember(ctx, teamA, member.ID, "member"))

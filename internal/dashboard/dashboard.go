@@ -113,7 +113,9 @@ type Config struct {
 	// Imports queues the contact imports uploaded on the Contacts pages;
 	// nil makes importing unavailable.
 	Imports Importer
-	// Passwords hashes and checks passwords; nil → password.Shared().
+	// Passwords hashes and checks passwords, at its cost; nil →
+	// password.Shared(), the default cost, which production keeps (tests
+	// pass a cheaper Pool).
 	Passwords *password.Pool
 	// Warmup is the warm-up schedule of pool addresses
 	// (POSTHASTE_WARMUP_SCHEDULE) and WarmupOverflow what becomes of mail

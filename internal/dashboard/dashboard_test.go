@@ -24,11 +24,11 @@ import (
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/egress"
-	"github.com/posthaste/posthaste/internal/password"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/internal/webhook"
@@ -93,8 +93,8 @@ func (v *recordingVerifier) Verify(_ context.Context, id string) error {
 	return nil
 }
 
-// newFixture runs the dashboard with a fake mailer; opts change its
-// configuration.
+// newFixture runs the dashboard with a fake mailer and cheap password
+// hashes (passwordtest); opts change its configuration.
 func newFixture(t *testing.T, opts ...func(*dashboard.Config)) *fixture {
 	t.Helper()
 	st := storetest.New(t)
@@ -106,8 +106,8 @@ func newFixture(t *testing.T, opts ...func(*dashboard.Config)) *fixture {
 	mailer := &fakeMailer{}
 	cfg := dashboard.Config{Store: st, Auth: authn, TemporalUIURL: "http://ui.example:8233", Keys: box, WebhookWaker: wk,
 		Records: records.Config{BounceHost: "bounces.posthaste.example", SPFInclude: "spf.posthaste.example"}, Verifier: v,
-		Mailer: mailer, PublicURL: publicURL + "/", DKIMSelector: "posthaste", AllowHTTPWebhooks: true,
-		WebhookClient: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), webhook.ClientConfig{})}
+		Mailer: mailer, Passwords: passwordtest.NewPool(), PublicURL: publicURL + "/", DKIMSelector: "posthaste",
+		AllowHTTPWebhooks: true, WebhookClient: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), webhook.ClientConfig{})}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -118,10 +118,12 @@ func newFixture(t *testing.T, opts ...func(*dashboard.Config)) *fixture {
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
+	// The teams' owners have passwords of the dashboard's cost: cheap,
+	// unless a test gives the dashboard a Pool of its own.
 	ctx := context.Background()
-	a, err := account.NewTeam(ctx, st, "Team A", "a@example.com")
+	a, err := account.NewTeam(ctx, st, cfg.Passwords, "Team A", "a@example.com")
 	require.NoError(t, err)
-	b, err := account.NewTeam(ctx, st, "Team B", "b@example.com")
+	b, err := account.NewTeam(ctx, st, cfg.Passwords, "Team B", "b@example.com")
 	require.NoError(t, err)
 	return &fixture{t: t, srv: srv, store: st, dash: dash, a: a, b: b, verifier: v, waker: wk, mailer: mailer}
 }
@@ -493,8 +495,7 @@ func TestTeamCanRequireTOTP(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	// A second member of team A.
-	hash, err := password.Hash("member-password")
-	require.NoError(t, err)
+	hash := passwordtest.Hash(t, "member-password")
 	member := store.User{ID: uuid.New(), Email: "member@example.com", PasswordHash: hash}
 	require.NoError(t, f.store.Accounts.CreateUser(ctx, member))
 	require.NoError(t, f.store.Accounts.AddMember(ctx, uuid.MustParse(f.a.TeamID), member.ID, "member"))
@@ -622,8 +623,7 @@ func TestTeamPage(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
-	hash, err := password.Hash("member-password")
-	require.NoError(t, err)
+	hash := passwordtest.Hash(t, "member-password")
 	member := store.User{ID: uuid.New(), Email: "member@example.com", PasswordHash: hash}
 	require.NoError(t, f.store.Accounts.CreateUser(ctx, member))
 	require.NoError(t, f.store.Accounts.AddMember(ctx, teamA, member.ID, "member"))

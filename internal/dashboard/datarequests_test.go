@@ -15,9 +15,9 @@ import (
 
 	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/datareq"
-	"github.com/posthaste/posthaste/internal/password"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 )
 
 // Owners make data requests on their page, see them listed and download
@@ -99,8 +99,7 @@ func TestDataRequestsPage(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, res.StatusCode)
 
 	// A member is refused.
-	hash, err := password.Hash("member-password")
-	require.NoError(t, err)
+	hash := passwordtest.Hash(t, "member-password")
 	member := store.User{ID: uuid.New(), Email: "member@example.com", PasswordHash: hash}
 	require.NoError(t, f.store.Accounts.CreateUser(ctx, member))
 	require.NoError(t, f.store.Accounts.AddMember(ctx, teamA, member.ID, "member"))

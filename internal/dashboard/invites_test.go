@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/dashboard"
-	"github.com/posthaste/posthaste/internal/password"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 )
 
 var inviteLinkRe = regexp.MustCompile(regexp.QuoteMeta(publicURL) + `(/dashboard/invite/[A-Za-z0-9_-]{43})\b`)
@@ -44,8 +44,7 @@ func (f *fixture) inviteFrom(c *http.Client, email, role string) string {
 
 func (f *fixture) addMember(team, email, pw, role string) uuid.UUID {
 	f.t.Helper()
-	hash, err := password.Hash(pw)
-	require.NoError(f.t, err)
+	hash := passwordtest.Hash(f.t, pw)
 	u := store.User{ID: uuid.New(), Email: email, PasswordHash: hash}
 	require.NoError(f.t, f.store.Accounts.CreateUser(context.Background(), u))
 	require.NoError(f.t, f.store.Accounts.AddMember(context.Background(), uuid.MustParse(team), u.ID, role))

@@ -13,8 +13,8 @@ import (
 
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/ippool"
-	"github.com/posthaste/posthaste/internal/password"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 )
 
 // The IP pools page shows an owner the pools the team's mail can leave
@@ -76,8 +76,7 @@ func TestIPPoolsPageShowsTheWarmup(t *testing.T) {
 	_, page = get(t, c, f.srv.URL+"/dashboard/ip-pools")
 	require.Contains(t, row("203.0.113.9"), `<span class="badge ok">done</span>`)
 
-	hash, err := password.Hash("member-password")
-	require.NoError(t, err)
+	hash := passwordtest.Hash(t, "member-password")
 	member := store.User{ID: uuid.New(), Email: "member@example.com", PasswordHash: hash}
 	require.NoError(t, f.store.Accounts.CreateUser(ctx, member))
 	require.NoError(t, f.store.Accounts.AddMember(ctx, uuid.MustParse(f.a.TeamID), member.ID, "member"))

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/dashboard"
+	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 )
 
 // Tests of issue 14, point 5: invitation and password-reset emails are
@@ -67,7 +68,7 @@ func TestInvitationEmailLimits(t *testing.T) {
 	// The counts are in PostgreSQL: another process (a second dashboard on
 	// the same database) refuses team A too.
 	dash, err := dashboard.New(dashboard.Config{Store: f.store, Mailer: f.mailer, PublicURL: publicURL,
-		MailLimits: dashboard.MailLimits{TeamInvitations: 3, PerAddress: 2}})
+		Passwords: passwordtest.NewPool(), MailLimits: dashboard.MailLimits{TeamInvitations: 3, PerAddress: 2}})
 	require.NoError(t, err)
 	other := httptest.NewServer(dash)
 	t.Cleanup(other.Close)

@@ -18,6 +18,7 @@ import (
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
@@ -31,7 +32,7 @@ func oauthFixture(t *testing.T, oauth func() dashboard.OAuth, opts ...func(*dash
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
 	t.Cleanup(srv.Close)
 	authn := auth.NewAuthenticator(st.Accounts, time.Second)
-	cfg := dashboard.Config{Store: st, Auth: authn, PublicURL: srv.URL, OAuth: oauth()}
+	cfg := dashboard.Config{Store: st, Auth: authn, PublicURL: srv.URL, OAuth: oauth(), Passwords: passwordtest.NewPool()}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -39,7 +40,7 @@ func oauthFixture(t *testing.T, oauth func() dashboard.OAuth, opts ...func(*dash
 	require.NoError(t, err)
 	h, err = api.New(api.Config{Store: st, Auth: authn, Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Dashboard: dash})
 	require.NoError(t, err)
-	a, err := account.NewTeam(context.Background(), st, "Team A", "a@example.com")
+	a, err := account.NewTeam(context.Background(), st, cfg.Passwords, "Team A", "a@example.com")
 	require.NoError(t, err)
 	mailer, _ := cfg.Mailer.(*fakeMailer)
 	return &fixture{t: t, srv: srv, store: st, dash: dash, a: a, mailer: mailer}

@@ -228,7 +228,8 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u, err := h.store.Accounts.UserByEmail(r.Context(), email)
-	hash := dummyHash
+	decoy := h.passwords.Decoy()
+	hash := decoy
 	if err == nil && u.PasswordHash != "" {
 		hash = u.PasswordHash
 	} else if err == nil || errors.Is(err, store.ErrNotFound) {
@@ -239,7 +240,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	ok := false
 	if err == nil {
 		ok, err = h.passwords.Verify(password.WithRank(r.Context(), rank), pw, hash)
-		ok = ok && hash != dummyHash
+		ok = ok && hash != decoy
 	}
 	if err != nil {
 		// The attempt did not run: it counts for nothing.
@@ -299,10 +300,6 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, u store.U
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
-
-// dummyHash is an argon2id hash of a random password, checked against
-// unknown emails.
-const dummyHash = "$argon2id$v=19$m=65536,t=3,p=2$AqHSPjAd0P5pokvZKMSSlQ$sJeOv3uPCMbLbahRyiWsfbpX6F8I/tm91A7hzw8NLr8"
 
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if err := h.store.Sessions.DeleteSession(r.Context(), se.IDHash); err != nil {

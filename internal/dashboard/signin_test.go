@@ -19,7 +19,8 @@ import (
 	"github.com/posthaste/posthaste/internal/testkit/clocktest"
 )
 
-// withPasswords gives the fixture a password pool of its own.
+// withPasswords gives the fixture a password pool of its own, at the
+// default cost unless cfg sets one; the teams' owners are hashed in it.
 func withPasswords(cfg password.PoolConfig) func(*dashboard.Config) {
 	return func(c *dashboard.Config) { c.Passwords = password.NewPool(cfg) }
 }

@@ -11,16 +11,18 @@ import (
 )
 
 func TestHashVerify(t *testing.T) {
-	h, err := Hash("correct horse")
+	ctx := context.Background()
+	p := Shared()
+	h, err := p.Hash(ctx, "correct horse")
 	require.NoError(t, err)
 	require.Regexp(t, `^\$argon2id\$v=19\$m=65536,t=3,p=2\$`, h)
-	ok, err := Verify("correct horse", h)
+	ok, err := p.Verify(ctx, "correct horse", h)
 	require.NoError(t, err)
 	require.True(t, ok)
-	ok, err = Verify("wrong horse", h)
+	ok, err = p.Verify(ctx, "wrong horse", h)
 	require.NoError(t, err)
 	require.False(t, ok)
-	h2, err := Hash("correct horse")
+	h2, err := p.Hash(ctx, "correct horse")
 	require.NoError(t, err)
 	require.NotEqual(t, h, h2, "salted")
 	for _, bad := range []string{"", "$argon2i$v=19$m=1,t=1,p=1$AA$AA", "$argon2id$v=19$m=x$AA$AA", "$argon2id$v=19$m=1,t=1,p=1$!!$AA",
@@ -28,9 +30,79 @@ func TestHashVerify(t *testing.T) {
 		// break the Pool's bound.
 		"$argon2id$v=19$m=65536,t=3,p=0$AAAAAAAAAAAAAAAAAAAAAA$AAAA",
 		"$argon2id$v=19$m=4194304,t=3,p=2$AAAAAAAAAAAAAAAAAAAAAA$AAAA"} {
-		_, err := Verify("x", bad)
+		_, err := p.Verify(ctx, "x", bad)
 		require.ErrorIs(t, err, ErrMalformed, bad)
 	}
+}
+
+// TestDefaultCostIsRFC9106 guards production's cost: the shared Pool and a
+// Pool with the zero PoolConfig hash with RFC 9106 §4's second
+// recommended option (64 MiB, 3 passes), two lanes, a 16-byte salt and a
+// 32-byte key.
+func TestDefaultCostIsRFC9106(t *testing.T) {
+	for _, p := range []*Pool{Shared(), NewPool(PoolConfig{}), NewPool(PoolConfig{Concurrency: 1, Queue: 1, Wait: time.Second})} {
+		require.Equal(t, uint32(64*1024), p.memory)
+		require.Equal(t, uint32(3), p.passes)
+		require.Equal(t, someHash, p.Decoy(), "the decoy costs what a real hash costs")
+	}
+	require.Same(t, Shared(), Shared())
+
+	p := NewPool(PoolConfig{})
+	var got struct {
+		passes, memory uint32
+		lanes          uint8
+		salt, key      int
+	}
+	p.key = func(_, salt []byte, passes, memory uint32, lanes uint8, n uint32) []byte {
+		got.passes, got.memory, got.lanes, got.salt, got.key = passes, memory, lanes, len(salt), int(n)
+		return make([]byte, n)
+	}
+	h, err := p.Hash(context.Background(), "pw")
+	require.NoError(t, err)
+	require.Equal(t, uint32(3), got.passes)
+	require.Equal(t, uint32(64*1024), got.memory)
+	require.Equal(t, uint8(2), got.lanes)
+	require.Equal(t, 16, got.salt)
+	require.Equal(t, 32, got.key)
+	require.Regexp(t, `^\$argon2id\$v=19\$m=65536,t=3,p=2\$[A-Za-z0-9+/]{22}\$[A-Za-z0-9+/]{43}$`, h)
+}
+
+// A cheaper Pool hashes with its own cost, verifies hashes of that cost,
+// and refuses hashes that cost more than its own (its bound on memory
+// assumes them).
+func TestPoolCost(t *testing.T) {
+	ctx := context.Background()
+	p := NewPool(PoolConfig{Memory: 64, Passes: 1})
+	h, err := p.Hash(ctx, "correct horse")
+	require.NoError(t, err)
+	require.Regexp(t, `^\$argon2id\$v=19\$m=64,t=1,p=2\$`, h)
+	ok, err := p.Verify(ctx, "correct horse", h)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = p.Verify(ctx, "wrong horse", h)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Regexp(t, `^\$argon2id\$v=19\$m=64,t=1,p=2\$`, p.Decoy())
+	ok, err = p.Verify(ctx, "correct horse", p.Decoy())
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	// Up to four times the passes, and less memory, are accepted.
+	ok, err = p.Verify(ctx, "pw", "$argon2id$v=19$m=32,t=4,p=2$AAAAAAAAAAAAAAAAAAAAAA$AAAA")
+	require.NoError(t, err)
+	require.False(t, ok)
+	for _, bad := range []string{someHash, "$argon2id$v=19$m=64,t=5,p=2$AAAAAAAAAAAAAAAAAAAAAA$AAAA"} {
+		_, err := p.Verify(ctx, "x", bad)
+		require.ErrorIs(t, err, ErrMalformed, bad)
+	}
+	// The default Pool verifies the cheap hash: Verify reads the
+	// parameters from the hash.
+	ok, err = Shared().Verify(ctx, "correct horse", h)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	// Below RFC 9106's minimum, the minimum.
+	require.Equal(t, uint32(16), NewPool(PoolConfig{Memory: 1}).memory)
 }
 
 // gate replaces a Pool's hash function with one that blocks until

@@ -17,12 +17,21 @@ import (
 // for a slot timed out. Callers answer it with 503 and Retry-After.
 var ErrOverloaded = errors.New("too many password hashes at once")
 
-// PoolConfig bounds a Pool; zero fields take their defaults.
+// PoolConfig sets the cost of a Pool's hashes and bounds how many run;
+// zero fields take their defaults. Production uses the defaults (Shared);
+// tests lower the cost.
 type PoolConfig struct {
-	// Concurrency is how many hashes run at once, each holding 64 MiB.
+	// Memory is the argon2id memory of the hashes Hash makes, in KiB, at
+	// least 16 (RFC 9106 §3.1: 8 KiB for each of the two lanes); 0 → 64 MiB
+	// (RFC 9106 §4, second recommended option).
+	Memory uint32
+	// Passes is the argon2id number of passes of the hashes Hash makes;
+	// 0 → 3 (RFC 9106 §4).
+	Passes uint32
+	// Concurrency is how many hashes run at once, each holding Memory.
 	// 0 → half of GOMAXPROCS (each hash uses two threads), at least 1 and
-	// at most 2: at most 128 MiB, about 30 sign-ins a second on a fast
-	// machine, plenty for a dashboard.
+	// at most 2: at the default cost at most 128 MiB, about 30 sign-ins a
+	// second on a fast machine, plenty for a dashboard.
 	Concurrency int
 	// Queue is how many callers may wait for a slot; 0 → 16 per slot.
 	Queue int
@@ -40,6 +49,9 @@ type PoolConfig struct {
 // the likeliest to have given up, make way, and a caller ranked better
 // than the flood still gets a slot. Construct with NewPool.
 type Pool struct {
+	// memory (KiB) and passes are the cost of Hash and bound Verify's.
+	memory, passes uint32
+
 	slots int
 	limit int // of the queue
 	wait  time.Duration
@@ -60,8 +72,16 @@ type waiter struct {
 	done chan error
 }
 
-// NewPool returns a Pool bounded by cfg.
+// NewPool returns a Pool configured by cfg. A Memory below the minimum
+// counts as the minimum.
 func NewPool(cfg PoolConfig) *Pool {
+	if cfg.Memory == 0 {
+		cfg.Memory = defaultMemory
+	}
+	cfg.Memory = max(cfg.Memory, 8*threads)
+	if cfg.Passes == 0 {
+		cfg.Passes = defaultPasses
+	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = min(max(runtime.GOMAXPROCS(0)/2, 1), 2)
 	}
@@ -71,7 +91,8 @@ func NewPool(cfg PoolConfig) *Pool {
 	if cfg.Wait <= 0 {
 		cfg.Wait = 5 * time.Second
 	}
-	return &Pool{slots: cfg.Concurrency, limit: cfg.Queue, wait: cfg.Wait, key: argon2.IDKey}
+	return &Pool{memory: cfg.Memory, passes: cfg.Passes, slots: cfg.Concurrency, limit: cfg.Queue, wait: cfg.Wait,
+		key: argon2.IDKey}
 }
 
 type rankKey struct{}
