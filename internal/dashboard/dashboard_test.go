@@ -34,7 +34,12 @@ import (
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+// TestMain runs four tests per CPU at once: they wait on PostgreSQL and
+// loopback HTTP far more than they compute.
+func TestMain(m *testing.M) {
+	pgtest.RaiseParallel(4)
+	os.Exit(pgtest.Run(m))
+}
 
 type fixture struct {
 	t        *testing.T

@@ -186,9 +186,11 @@ func clientFrom(t *testing.T, source string) *http.Client {
 // A flood of sign-ins from many addresses fills the password pool; a
 // sign-in from an address that is not part of it goes ahead of the
 // flood's queue and gets through, while the flood is refused with 503.
-// It stays serial: it waits on wall time for its 200 attempts to arrive,
-// and the hashes of tests running beside it would only slow that down.
+// Its pool hashes at the production cost, so that the flood's first
+// attempts still wait when the last ones arrive; the tests beside it hash
+// cheaply (passwordtest), so it runs in parallel with them.
 func TestSignInGetsThroughAFlood(t *testing.T) {
+	t.Parallel()
 	// The clock stands still, so that no attempt of the flood stops
 	// counting however slowly the machine hashes.
 	clock := clocktest.New(time.Now())

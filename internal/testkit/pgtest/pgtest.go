@@ -20,11 +20,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -94,6 +97,23 @@ func Run(m *testing.M) int {
 		}
 	}
 	return code
+}
+
+// RaiseParallel makes perCPU times GOMAXPROCS the number of parallel tests
+// (-test.parallel, whose own default is GOMAXPROCS) unless the command line
+// sets it. Tests that spend most of their time waiting for PostgreSQL and
+// loopback round trips leave the CPUs idle at the default: on two cores the
+// API's tests used a fifth of one core at the default and ran twice as fast
+// at 8. Call it from TestMain, before Run; it parses the command line.
+func RaiseParallel(perCPU int) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(perCPU*runtime.GOMAXPROCS(0)))
+	}
 }
 
 // NewDatabase creates an empty database with a unique name and returns its

@@ -2,7 +2,10 @@ package pgtest_test
 
 import (
 	"context"
+	"flag"
 	"os"
+	"runtime"
+	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -56,4 +59,19 @@ func TestNewDatabaseDroppedAfterTest(t *testing.T) {
 	defer conn.Close(ctx)
 	_, err := pgx.Connect(ctx, inner)
 	require.ErrorContains(t, err, "does not exist")
+}
+
+// RaiseParallel sets -test.parallel unless the command line did.
+func TestRaiseParallel(t *testing.T) {
+	f := flag.Lookup("test.parallel")
+	saved := f.Value.String()
+	t.Cleanup(func() { _ = flag.Set("test.parallel", saved) })
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	pgtest.RaiseParallel(3)
+	want := strconv.Itoa(3 * runtime.GOMAXPROCS(0))
+	if explicit {
+		want = saved
+	}
+	require.Equal(t, want, f.Value.String())
 }
