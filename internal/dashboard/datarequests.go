@@ -12,6 +12,14 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 )
 
+// privacyRoutes adds the audit log and the data requests pages.
+func (h *Handler) privacyRoutes(m *http.ServeMux) {
+	m.Handle("GET /dashboard/audit", h.signedIn(h.auditLog))
+	m.Handle("GET /dashboard/data-requests", h.signedIn(h.dataRequests))
+	m.Handle("POST /dashboard/data-requests", h.signedIn(h.createDataRequest))
+	m.Handle("GET /dashboard/data-requests/{id}/download", h.signedIn(h.downloadDataRequest))
+}
+
 // The Data requests page: team owners ask for an export or the erasure of
 // everything the team holds about an email address, follow the requests
 // and download finished exports (docs/privacy.md: "Data subject requests").

@@ -15,6 +15,20 @@ import (
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
+// domainRoutes adds the pages of domains, suppressions and IP pools.
+func (h *Handler) domainRoutes(m *http.ServeMux) {
+	m.Handle("GET /dashboard/domains", h.signedIn(h.domains))
+	m.Handle("POST /dashboard/domains", h.signedIn(h.addDomain))
+	m.Handle("GET /dashboard/domains/{id}", h.signedIn(h.domain))
+	m.Handle("POST /dashboard/domains/{id}/verify", h.signedIn(h.verifyDomain))
+	m.Handle("POST /dashboard/domains/{id}/settings", h.signedIn(h.domainSettings))
+	m.Handle("GET /dashboard/domains/{id}/delete", h.signedIn(h.deleteDomainPage))
+	m.Handle("POST /dashboard/domains/{id}/delete", h.signedIn(h.deleteDomain))
+	m.Handle("GET /dashboard/ip-pools", h.signedIn(h.ipPools))
+	m.Handle("GET /dashboard/suppressions", h.signedIn(h.suppressions))
+	m.Handle("POST /dashboard/suppressions/{id}/remove", h.signedIn(h.removeSuppression))
+}
+
 // Verifier starts and stops the verification of domains.
 type Verifier = domains.Verifier
 

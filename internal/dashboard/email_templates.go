@@ -19,6 +19,22 @@ import (
 	"github.com/posthaste/posthaste/internal/templates"
 )
 
+// templateRoutes adds the pages of email templates. Every write goes
+// through signedIn (session and CSRF token) and the checks the API uses
+// (internal/templates).
+func (h *Handler) templateRoutes(m *http.ServeMux) {
+	m.Handle("GET /dashboard/templates", h.signedIn(h.templates))
+	m.Handle("POST /dashboard/templates", h.signedIn(h.addTemplate))
+	m.Handle("GET /dashboard/templates/{id}", h.signedIn(h.emailTemplate))
+	m.Handle("POST /dashboard/templates/{id}", h.signedIn(h.saveTemplate))
+	m.Handle("POST /dashboard/templates/{id}/duplicate", h.signedIn(h.duplicateTemplate))
+	m.Handle("POST /dashboard/templates/{id}/render", h.signedIn(h.previewTemplateJSON))
+	m.Handle("GET /dashboard/templates/{id}/preview", h.signedIn(h.previewTemplateFrame))
+	m.Handle("POST /dashboard/templates/{id}/preview", h.signedIn(h.previewTemplateFrame))
+	m.Handle("GET /dashboard/templates/{id}/delete", h.signedIn(h.deleteTemplatePage))
+	m.Handle("POST /dashboard/templates/{id}/delete", h.signedIn(h.deleteTemplate))
+}
+
 // starterHTML is the body of a template made on the Templates page.
 const starterHTML = "<p>Hello {{{FIRST_NAME|there}}},</p>\n<p></p>"
 

@@ -323,21 +323,6 @@ func (h *Handler) disableMFA(w http.ResponseWriter, r *http.Request, se *store.S
 	h.renderAccount(w, r, se, http.StatusOK, accountData{Message: "Two-factor authentication is off."})
 }
 
-// requireOwner reports whether the session's user owns its team; when not,
-// it answers with refuse (or a failure) and returns false.
-func (h *Handler) requireOwner(w http.ResponseWriter, r *http.Request, se *store.Session, refuse func()) bool {
-	role, err := h.store.MemberRole(r.Context(), se.TeamID, se.UserID)
-	if err != nil {
-		h.fail(w, r, err)
-		return false
-	}
-	if role != "owner" {
-		refuse()
-		return false
-	}
-	return true
-}
-
 // teamMFA lets an owner require a second factor of every member.
 func (h *Handler) teamMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if !h.requireOwner(w, r, se, func() {

@@ -20,6 +20,23 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 )
 
+// overviewRoutes adds the pages of sent emails, logs, metrics, API keys
+// and getting started.
+func (h *Handler) overviewRoutes(m *http.ServeMux) {
+	m.Handle("GET /dashboard/emails", h.signedIn(h.emails))
+	m.Handle("GET /dashboard/emails/{id}", h.signedIn(h.email))
+	m.Handle("GET /dashboard/emails/{id}/raw", h.signedIn(h.emailRaw))
+	m.Handle("GET /dashboard/emails/{id}/preview", h.signedIn(h.emailPreview))
+	m.Handle("GET /dashboard/metrics", h.signedIn(h.metrics))
+	m.Handle("GET /dashboard/logs", h.signedIn(h.logs))
+	m.Handle("GET /dashboard/logs/{id}", h.signedIn(h.logEntry))
+	m.Handle("GET /dashboard/getting-started", h.signedIn(h.quickstart))
+	m.Handle("POST /dashboard/getting-started/key", h.signedIn(h.quickstartKey))
+	m.Handle("GET /dashboard/api-keys", h.signedIn(h.apiKeys))
+	m.Handle("POST /dashboard/api-keys", h.signedIn(h.createAPIKey))
+	m.Handle("POST /dashboard/api-keys/{id}/revoke", h.signedIn(h.revokeAPIKey))
+}
+
 // emailStates are the filterable values of last_event.
 var emailStates = []string{"scheduled", "queued", "sent", "delivered", "delivery_delayed", "bounced",
 	"complained", "opened", "clicked", "failed", "canceled", "suppressed"}

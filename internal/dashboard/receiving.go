@@ -13,6 +13,15 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 )
 
+// receivingRoutes adds the pages of received emails.
+func (h *Handler) receivingRoutes(m *http.ServeMux) {
+	m.Handle("GET /dashboard/receiving", h.signedIn(h.receiving))
+	m.Handle("GET /dashboard/receiving/{id}", h.signedIn(h.received))
+	m.Handle("GET /dashboard/receiving/{id}/raw", h.signedIn(h.receivedRaw))
+	m.Handle("GET /dashboard/receiving/{id}/preview", h.signedIn(h.receivedPreview))
+	m.Handle("GET /dashboard/receiving/{id}/attachments/{attachment}", h.signedIn(h.receivedAttachment))
+}
+
 // The Receiving pages (issue 16 point 4): the emails the team's receiving
 // domains received, newest first, and one with its bodies, header fields
 // and attachments. Everything in them comes from strangers: the HTML is

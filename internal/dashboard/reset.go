@@ -139,47 +139,6 @@ func (h *Handler) mailReset(ctx context.Context, u store.User, confirm bool) err
 	return nil
 }
 
-// confirmAddress emails the signed-in user, whose address is unproven, a
-// link that confirms it by choosing a password (a reset link: using it
-// proves the address, store.ResetPassword). It counts against the
-// address's hourly email limit; the user learns when it is reached, since
-// the address is their own.
-func (h *Handler) confirmAddress(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	if h.cfg.Mailer == nil {
-		h.renderTeam(w, r, se, http.StatusServiceUnavailable, teamData{Error: "Email is not set up on this server, " +
-			"so no confirmation link can be sent."})
-		return
-	}
-	u, err := h.store.UserByID(r.Context(), se.UserID)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	if u.EmailVerifiedAt != nil {
-		h.renderTeam(w, r, se, http.StatusOK, teamData{Message: "Your address is already confirmed."})
-		return
-	}
-	err = h.store.ReserveSystemMail(r.Context(), store.SystemMail{Kind: store.SystemMailPasswordReset, Email: u.Email},
-		h.mailLimits(), h.now())
-	if errors.Is(err, store.ErrAddressMailLimit) {
-		h.renderTeam(w, r, se, http.StatusTooManyRequests, teamData{Error: "Too many emails went to your address in the " +
-			"last hour. Try again later."})
-		return
-	}
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	if err := h.mailReset(r.Context(), u, true); err != nil {
-		h.logger.Error("sending an address confirmation link", "err", err)
-		h.renderTeam(w, r, se, http.StatusBadGateway, teamData{Error: "The confirmation email could not be sent. Try again later."})
-		return
-	}
-	h.logger.Info("address confirmation link sent")
-	h.renderTeam(w, r, se, http.StatusOK, teamData{Message: "We emailed " + u.Email + " a link. Open it and choose a " +
-		"password to confirm your address; it works once, within an hour."})
-}
-
 type resetData struct {
 	Invalid bool // the link is unknown, used, replaced or expired
 	Done    bool

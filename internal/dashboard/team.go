@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -12,8 +11,29 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 )
 
-// minPassword is the shortest password the dashboard accepts.
-const minPassword = 10
+// teamRoutes adds the team and account pages: members, invitations,
+// the second factor and the user's sessions.
+func (h *Handler) teamRoutes(m *http.ServeMux) {
+	m.HandleFunc("GET /dashboard/invite/{token}", h.invitationPage)
+	m.HandleFunc("POST /dashboard/invite/{token}", h.joinAsNewUser)
+	m.Handle("POST /dashboard/invite/{token}/accept", h.signedIn(h.acceptInvitation))
+	m.Handle("GET /dashboard/login/mfa", h.pendingMFA(h.mfaPage))
+	m.Handle("POST /dashboard/login/mfa", h.pendingMFA(h.mfa))
+	m.Handle("GET /dashboard/account", h.signedIn(h.account))
+	m.Handle("POST /dashboard/account/mfa/start", h.signedIn(h.startMFA))
+	m.Handle("POST /dashboard/account/mfa/confirm", h.signedIn(h.confirmMFA))
+	m.Handle("POST /dashboard/account/mfa/disable", h.signedIn(h.disableMFA))
+	m.Handle("POST /dashboard/account/team-mfa", h.signedIn(h.teamMFA))
+	m.Handle("POST /dashboard/account/team", h.signedIn(h.switchTeam))
+	m.Handle("POST /dashboard/account/sessions/revoke", h.signedIn(h.revokeSession))
+	m.Handle("POST /dashboard/account/sessions/revoke-others", h.signedIn(h.revokeOtherSessions))
+	m.Handle("GET /dashboard/team", h.signedIn(h.team))
+	m.Handle("POST /dashboard/team/password", h.signedIn(h.changePassword))
+	m.Handle("POST /dashboard/team/confirm-address", h.signedIn(h.confirmAddress))
+	m.Handle("POST /dashboard/team/members/{id}/remove", h.signedIn(h.removeMember))
+	m.Handle("POST /dashboard/team/invitations", h.signedIn(h.invite))
+	m.Handle("POST /dashboard/team/invitations/{id}/revoke", h.signedIn(h.revokeInvitation))
+}
 
 type teamData struct {
 	Members     []store.Member
@@ -57,26 +77,6 @@ func (h *Handler) renderTeam(w http.ResponseWriter, r *http.Request, se *store.S
 		}
 	}
 	h.render(w, status, "team", view{Title: "Team", Nav: "team", Session: se, CSRF: se.CSRFToken, Data: d})
-}
-
-// newPassword checks a new password and its repetition and returns its
-// hash. When they are unfit it answers with refuse, given what to fix (or
-// with a failure), and returns false.
-func (h *Handler) newPassword(w http.ResponseWriter, r *http.Request, pw, confirm string, refuse func(problem string)) (string, bool) {
-	switch {
-	case utf8.RuneCountInString(pw) < minPassword:
-		refuse("Choose a password of at least 10 characters.")
-		return "", false
-	case pw != confirm:
-		refuse("The two new passwords differ.")
-		return "", false
-	}
-	hash, err := h.passwords.Hash(r.Context(), pw)
-	if err != nil {
-		h.fail(w, r, err)
-		return "", false
-	}
-	return hash, true
 }
 
 // changePassword checks the current password (users who signed up through
@@ -172,4 +172,45 @@ func (h *Handler) switchTeam(w http.ResponseWriter, r *http.Request, se *store.S
 	}
 	h.logger.Info("team switched", "team_id", id)
 	http.Redirect(w, r, "/dashboard/emails", http.StatusSeeOther)
+}
+
+// confirmAddress emails the signed-in user, whose address is unproven, a
+// link that confirms it by choosing a password (a reset link: using it
+// proves the address, store.ResetPassword). It counts against the
+// address's hourly email limit; the user learns when it is reached, since
+// the address is their own.
+func (h *Handler) confirmAddress(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	if h.cfg.Mailer == nil {
+		h.renderTeam(w, r, se, http.StatusServiceUnavailable, teamData{Error: "Email is not set up on this server, " +
+			"so no confirmation link can be sent."})
+		return
+	}
+	u, err := h.store.UserByID(r.Context(), se.UserID)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if u.EmailVerifiedAt != nil {
+		h.renderTeam(w, r, se, http.StatusOK, teamData{Message: "Your address is already confirmed."})
+		return
+	}
+	err = h.store.ReserveSystemMail(r.Context(), store.SystemMail{Kind: store.SystemMailPasswordReset, Email: u.Email},
+		h.mailLimits(), h.now())
+	if errors.Is(err, store.ErrAddressMailLimit) {
+		h.renderTeam(w, r, se, http.StatusTooManyRequests, teamData{Error: "Too many emails went to your address in the " +
+			"last hour. Try again later."})
+		return
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := h.mailReset(r.Context(), u, true); err != nil {
+		h.logger.Error("sending an address confirmation link", "err", err)
+		h.renderTeam(w, r, se, http.StatusBadGateway, teamData{Error: "The confirmation email could not be sent. Try again later."})
+		return
+	}
+	h.logger.Info("address confirmation link sent")
+	h.renderTeam(w, r, se, http.StatusOK, teamData{Message: "We emailed " + u.Email + " a link. Open it and choose a " +
+		"password to confirm your address; it works once, within an hour."})
 }

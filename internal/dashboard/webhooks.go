@@ -12,6 +12,22 @@ import (
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
+// webhookRoutes adds the pages of webhook endpoints and their events.
+func (h *Handler) webhookRoutes(m *http.ServeMux) {
+	m.Handle("GET /dashboard/webhooks", h.signedIn(h.webhooks))
+	m.Handle("POST /dashboard/webhooks", h.signedIn(h.addWebhook))
+	m.Handle("GET /dashboard/webhooks/{id}", h.signedIn(h.webhook))
+	m.Handle("POST /dashboard/webhooks/{id}", h.signedIn(h.editWebhook))
+	m.Handle("POST /dashboard/webhooks/{id}/status", h.signedIn(h.webhookStatus))
+	m.Handle("POST /dashboard/webhooks/{id}/secret", h.signedIn(h.revealWebhookSecret))
+	m.Handle("POST /dashboard/webhooks/{id}/rotate", h.signedIn(h.rotateWebhookSecret))
+	m.Handle("POST /dashboard/webhooks/{id}/test", h.signedIn(h.testWebhook))
+	m.Handle("GET /dashboard/webhooks/{id}/delete", h.signedIn(h.deleteWebhookPage))
+	m.Handle("POST /dashboard/webhooks/{id}/delete", h.signedIn(h.deleteWebhook))
+	m.Handle("GET /dashboard/webhooks/{id}/events/{msg}", h.signedIn(h.webhookEvent))
+	m.Handle("POST /dashboard/webhooks/{id}/events/{msg}/replay", h.signedIn(h.replayWebhookEvent))
+}
+
 // WebhookWaker makes an endpoint's delivery look for due messages.
 type WebhookWaker = webhook.Waker
 
