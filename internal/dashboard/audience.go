@@ -2,10 +2,15 @@ package dashboard
 
 import "net/http"
 
-// audienceRoutes adds the pages of contacts, contact imports, segments and
+// audienceHandler serves the pages of contacts, contact imports, segments
+// and topics (audience.go, contacts.go, contact_imports.go, segments.go,
+// topics.go).
+type audienceHandler struct{ *Handler }
+
+// routes adds the pages of contacts, contact imports, segments and
 // topics. Every write goes through signedIn (session and CSRF token) and
 // the checks the API uses (internal/audience).
-func (h *Handler) audienceRoutes(m *http.ServeMux) {
+func (h *audienceHandler) routes(m *http.ServeMux) {
 	m.Handle("GET /dashboard/contacts", h.signedIn(h.contacts))
 	m.Handle("POST /dashboard/contacts", h.signedIn(h.addContact))
 	m.Handle("GET /dashboard/contact-imports", h.signedIn(h.contactImports))

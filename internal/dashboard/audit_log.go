@@ -19,7 +19,7 @@ type auditData struct {
 
 // auditLog is the team's audit log, newest first, for owners, with the
 // filters of GET /audit-log.
-func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *privacyHandler) auditLog(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if !h.requireOwner(w, r, se, func() {
 		http.Error(w, "Only team owners can see the audit log.", http.StatusForbidden)
 	}) {

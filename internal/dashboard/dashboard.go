@@ -159,6 +159,18 @@ type Handler struct {
 	now       func() time.Time
 	// background counts the password-reset emails being sent.
 	background sync.WaitGroup
+	// The pages of each area, which embed the Handler for what they
+	// share: rendering, sessions, CSRF tokens, throttles, the audit log.
+	signInHandler     *signInHandler
+	teamHandler       *teamHandler
+	overviewHandler   *overviewHandler
+	receivingHandler  *receivingHandler
+	domainsHandler    *domainsHandler
+	webhooksHandler   *webhooksHandler
+	privacyHandler    *privacyHandler
+	audienceHandler   *audienceHandler
+	templatesHandler  *templatesHandler
+	broadcastsHandler *broadcastsHandler
 }
 
 // New parses the templates and builds the routes.
@@ -178,6 +190,16 @@ func New(cfg Config) (*Handler, error) {
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	h := &Handler{cfg: cfg, store: cfg.Store, logger: cfg.Logger.With("component", "dashboard"),
 		throttle: auththrottle.New(), passwords: cfg.Passwords, now: cfg.Now, pages: map[string]*template.Template{}}
+	h.signInHandler = &signInHandler{h}
+	h.teamHandler = &teamHandler{h}
+	h.overviewHandler = &overviewHandler{h}
+	h.receivingHandler = &receivingHandler{h}
+	h.domainsHandler = &domainsHandler{h}
+	h.webhooksHandler = &webhooksHandler{h}
+	h.privacyHandler = &privacyHandler{h}
+	h.audienceHandler = &audienceHandler{h}
+	h.templatesHandler = &templatesHandler{h}
+	h.broadcastsHandler = &broadcastsHandler{h}
 	if h.passwords == nil {
 		h.passwords = password.Shared()
 	}
@@ -227,16 +249,16 @@ func New(cfg Config) (*Handler, error) {
 	m.HandleFunc("GET /dashboard/{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/dashboard/emails", http.StatusSeeOther)
 	})
-	h.signInRoutes(m)
-	h.teamRoutes(m)
-	h.overviewRoutes(m)
-	h.receivingRoutes(m)
-	h.domainRoutes(m)
-	h.webhookRoutes(m)
-	h.privacyRoutes(m)
-	h.audienceRoutes(m)
-	h.templateRoutes(m)
-	h.broadcastRoutes(m)
+	h.signInHandler.routes(m)
+	h.teamHandler.routes(m)
+	h.overviewHandler.routes(m)
+	h.receivingHandler.routes(m)
+	h.domainsHandler.routes(m)
+	h.webhooksHandler.routes(m)
+	h.privacyHandler.routes(m)
+	h.audienceHandler.routes(m)
+	h.templatesHandler.routes(m)
+	h.broadcastsHandler.routes(m)
 	h.mux = m
 	return h, nil
 }

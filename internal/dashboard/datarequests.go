@@ -12,8 +12,12 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 )
 
-// privacyRoutes adds the audit log and the data requests pages.
-func (h *Handler) privacyRoutes(m *http.ServeMux) {
+// privacyHandler serves the audit log and the data requests pages
+// (datarequests.go, audit_log.go).
+type privacyHandler struct{ *Handler }
+
+// routes adds the audit log and the data requests pages.
+func (h *privacyHandler) routes(m *http.ServeMux) {
 	m.Handle("GET /dashboard/audit", h.signedIn(h.auditLog))
 	m.Handle("GET /dashboard/data-requests", h.signedIn(h.dataRequests))
 	m.Handle("POST /dashboard/data-requests", h.signedIn(h.createDataRequest))
@@ -35,13 +39,13 @@ type dataRequestsData struct {
 	Pager  pager
 }
 
-func (h *Handler) refuseDataRequests(w http.ResponseWriter) func() {
+func (h *privacyHandler) refuseDataRequests(w http.ResponseWriter) func() {
 	return func() { http.Error(w, "Only team owners can make data requests.", http.StatusForbidden) }
 }
 
 // dataRequests lists the team's data requests, newest first, with the
 // form that makes one.
-func (h *Handler) dataRequests(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *privacyHandler) dataRequests(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if !h.requireOwner(w, r, se, h.refuseDataRequests(w)) {
 		return
 	}
@@ -55,7 +59,7 @@ func (h *Handler) dataRequests(w http.ResponseWriter, r *http.Request, se *store
 	h.renderDataRequests(w, r, se, http.StatusOK, d)
 }
 
-func (h *Handler) renderDataRequests(w http.ResponseWriter, r *http.Request, se *store.Session, status int,
+func (h *privacyHandler) renderDataRequests(w http.ResponseWriter, r *http.Request, se *store.Session, status int,
 	d dataRequestsData) {
 	p := pageOf(r.URL.Query(), 50)
 	list, more, err := h.store.ListDataRequests(r.Context(), se.TeamID, p)
@@ -75,7 +79,7 @@ func (h *Handler) renderDataRequests(w http.ResponseWriter, r *http.Request, se 
 }
 
 // createDataRequest queues a request from the form.
-func (h *Handler) createDataRequest(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *privacyHandler) createDataRequest(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if !h.requireOwner(w, r, se, h.refuseDataRequests(w)) {
 		return
 	}
@@ -101,7 +105,7 @@ func (h *Handler) createDataRequest(w http.ResponseWriter, r *http.Request, se *
 }
 
 // downloadDataRequest streams a finished export's archive to an owner.
-func (h *Handler) downloadDataRequest(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *privacyHandler) downloadDataRequest(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if !h.requireOwner(w, r, se, h.refuseDataRequests(w)) {
 		return
 	}

@@ -26,12 +26,12 @@ type forgotData struct {
 	Error       string
 }
 
-func (h *Handler) renderForgot(w http.ResponseWriter, status int, d forgotData) {
+func (h *signInHandler) renderForgot(w http.ResponseWriter, status int, d forgotData) {
 	d.Unavailable = h.cfg.Mailer == nil
 	h.render(w, status, "forgot", view{Title: "Reset your password", CSRF: h.formToken(w), Data: d})
 }
 
-func (h *Handler) forgotPage(w http.ResponseWriter, _ *http.Request) {
+func (h *signInHandler) forgotPage(w http.ResponseWriter, _ *http.Request) {
 	h.renderForgot(w, http.StatusOK, forgotData{})
 }
 
@@ -41,7 +41,7 @@ func (h *Handler) forgotPage(w http.ResponseWriter, _ *http.Request) {
 // address and each client address may ask a few times per throttle window,
 // and past the address's hourly email limit (MailLimits) nothing is sent,
 // behind the same answer.
-func (h *Handler) forgot(w http.ResponseWriter, r *http.Request) {
+func (h *signInHandler) forgot(w http.ResponseWriter, r *http.Request) {
 	d := forgotData{Email: strings.ToLower(strings.TrimSpace(r.PostFormValue("email")))}
 	if h.cfg.Mailer == nil {
 		h.renderForgot(w, http.StatusServiceUnavailable, d)
@@ -87,7 +87,7 @@ func (h *Handler) forgot(w http.ResponseWriter, r *http.Request) {
 // request counts against the address's hourly email limit, whether or not
 // a user has the address, so that the limit tells nothing about accounts;
 // past it nothing is sent.
-func (h *Handler) sendReset(ctx context.Context, email string) error {
+func (h *signInHandler) sendReset(ctx context.Context, email string) error {
 	err := h.store.ReserveSystemMail(ctx, store.SystemMail{Kind: store.SystemMailPasswordReset, Email: email},
 		h.mailLimits(), h.now())
 	if errors.Is(err, store.ErrAddressMailLimit) {
@@ -114,7 +114,7 @@ func (h *Handler) sendReset(ctx context.Context, email string) error {
 // mailReset stores a new reset token for the user (their older link stops
 // working) and emails its link: to reset the password or, with confirm,
 // to confirm an unproven address by choosing a password.
-func (h *Handler) mailReset(ctx context.Context, u store.User, confirm bool) error {
+func (h *signInHandler) mailReset(ctx context.Context, u store.User, confirm bool) error {
 	tok := randomToken()
 	expires := h.now().Add(resetLifetime)
 	if err := h.store.RequestPasswordReset(ctx, u.ID, tokenHash(tok), expires); err != nil {
@@ -149,7 +149,7 @@ type resetData struct {
 	Error         string
 }
 
-func (h *Handler) renderReset(w http.ResponseWriter, status int, d resetData) {
+func (h *signInHandler) renderReset(w http.ResponseWriter, status int, d resetData) {
 	v := view{Title: "Choose a new password", Data: d}
 	if !d.Invalid && !d.Done {
 		v.CSRF = h.formToken(w)
@@ -159,7 +159,7 @@ func (h *Handler) renderReset(w http.ResponseWriter, status int, d resetData) {
 
 // resetLink checks the token of a reset link; when it is not live it
 // answers (the same page whatever the reason) and returns false.
-func (h *Handler) resetLink(w http.ResponseWriter, r *http.Request) bool {
+func (h *signInHandler) resetLink(w http.ResponseWriter, r *http.Request) bool {
 	_, err := h.store.PasswordResetUser(r.Context(), tokenHash(r.PathValue("token")))
 	if errors.Is(err, store.ErrNotFound) {
 		h.renderReset(w, http.StatusNotFound, resetData{Invalid: true})
@@ -172,7 +172,7 @@ func (h *Handler) resetLink(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-func (h *Handler) resetPage(w http.ResponseWriter, r *http.Request) {
+func (h *signInHandler) resetPage(w http.ResponseWriter, r *http.Request) {
 	if h.resetLink(w, r) {
 		h.renderReset(w, http.StatusOK, resetData{Token: r.PathValue("token")})
 	}
@@ -183,7 +183,7 @@ func (h *Handler) resetPage(w http.ResponseWriter, r *http.Request) {
 // factor, when they have one). The link was emailed, so it proves the
 // address; an address proven only now also loses the second factor that
 // whoever set the account up may have added.
-func (h *Handler) reset(w http.ResponseWriter, r *http.Request) {
+func (h *signInHandler) reset(w http.ResponseWriter, r *http.Request) {
 	if !h.anonymousAttempt(w, r) || !h.resetLink(w, r) {
 		return
 	}

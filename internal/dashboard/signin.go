@@ -11,9 +11,14 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 )
 
-// signInRoutes adds the pages shown before sign-in (password, OAuth
+// signInHandler serves the pages shown before sign-in (password, OAuth
+// providers, password reset) and signing out (signin.go, oauth.go,
+// reset.go).
+type signInHandler struct{ *Handler }
+
+// routes adds the pages shown before sign-in (password, OAuth
 // providers, password reset) and signing out.
-func (h *Handler) signInRoutes(m *http.ServeMux) {
+func (h *signInHandler) routes(m *http.ServeMux) {
 	m.HandleFunc("GET /dashboard/login", h.loginPage)
 	m.HandleFunc("POST /dashboard/login", h.login)
 	m.HandleFunc("GET /dashboard/forgot", h.forgotPage)
@@ -38,11 +43,11 @@ type loginData struct {
 	Providers []providerLink
 }
 
-func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
+func (h *signInHandler) loginPage(w http.ResponseWriter, r *http.Request) {
 	h.renderLogin(w, http.StatusOK, loginData{Next: safeNext(r.URL.Query().Get("next"))})
 }
 
-func (h *Handler) renderLogin(w http.ResponseWriter, status int, d loginData) {
+func (h *signInHandler) renderLogin(w http.ResponseWriter, status int, d loginData) {
 	if d.Next == "" {
 		d.Next = "/dashboard/emails"
 	}
@@ -69,7 +74,7 @@ func signInKeys(email, addr string) (pair, address, account throttleKey) {
 // turn in the password pool, ranked by the client address's recent
 // attempts (refunds do not lower the rank), so that an address that is not
 // flooding gets ahead of those that are. Unknown accounts cost the same hash and the same throttles.
-func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
+func (h *signInHandler) login(w http.ResponseWriter, r *http.Request) {
 	email := strings.ToLower(strings.TrimSpace(r.PostFormValue("email")))
 	pw := r.PostFormValue("password")
 	d := loginData{Email: email, Next: safeNext(r.PostFormValue("next"))}
@@ -134,7 +139,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 // unknown emails.
 const dummyHash = "$argon2id$v=19$m=65536,t=3,p=2$AqHSPjAd0P5pokvZKMSSlQ$sJeOv3uPCMbLbahRyiWsfbpX6F8I/tm91A7hzw8NLr8"
 
-func (h *Handler) logout(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *signInHandler) logout(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if err := h.store.DeleteSession(r.Context(), se.IDHash); err != nil {
 		h.fail(w, r, err)
 		return
@@ -146,7 +151,7 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request, se *store.Sessi
 	http.Redirect(w, r, "/dashboard/login", http.StatusSeeOther)
 }
 
-func (h *Handler) logoutEverywhere(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *signInHandler) logoutEverywhere(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if err := h.store.DeleteUserSessions(r.Context(), se.UserID); err != nil {
 		h.fail(w, r, err)
 		return

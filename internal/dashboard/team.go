@@ -11,9 +11,14 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 )
 
-// teamRoutes adds the team and account pages: members, invitations,
+// teamHandler serves the team and account pages: members, invitations, the
+// second factor and the user's sessions (team.go, invites.go, mfa.go,
+// sessions.go).
+type teamHandler struct{ *Handler }
+
+// routes adds the team and account pages: members, invitations,
 // the second factor and the user's sessions.
-func (h *Handler) teamRoutes(m *http.ServeMux) {
+func (h *teamHandler) routes(m *http.ServeMux) {
 	m.HandleFunc("GET /dashboard/invite/{token}", h.invitationPage)
 	m.HandleFunc("POST /dashboard/invite/{token}", h.joinAsNewUser)
 	m.Handle("POST /dashboard/invite/{token}/accept", h.signedIn(h.acceptInvitation))
@@ -50,11 +55,11 @@ type teamData struct {
 	Error   string
 }
 
-func (h *Handler) team(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) team(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderTeam(w, r, se, http.StatusOK, teamData{})
 }
 
-func (h *Handler) renderTeam(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d teamData) {
+func (h *teamHandler) renderTeam(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d teamData) {
 	members, err := h.store.Members(r.Context(), se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
@@ -82,7 +87,7 @@ func (h *Handler) renderTeam(w http.ResponseWriter, r *http.Request, se *store.S
 // changePassword checks the current password (users who signed up through
 // a provider have none and may set one), stores the new one and ends the
 // user's other sessions.
-func (h *Handler) changePassword(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) changePassword(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	current, next, confirm := r.PostFormValue("current"), r.PostFormValue("new"), r.PostFormValue("confirm")
 	hash, err := h.store.UserPasswordHash(r.Context(), se.UserID)
 	if err != nil {
@@ -117,7 +122,7 @@ func (h *Handler) changePassword(w http.ResponseWriter, r *http.Request, se *sto
 }
 
 // removeMember lets an owner take a member out of the team.
-func (h *Handler) removeMember(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) removeMember(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if !h.requireOwner(w, r, se, func() {
 		h.renderTeam(w, r, se, http.StatusForbidden, teamData{Error: "Only team owners can remove members."})
 	}) {
@@ -156,7 +161,7 @@ func (h *Handler) removeMember(w http.ResponseWriter, r *http.Request, se *store
 // of, or no team id at all, is a 404 like any other team's page. A team
 // that requires two-factor authentication the user has not set up sends
 // them to the Account page, as signing in would.
-func (h *Handler) switchTeam(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) switchTeam(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	id, err := uuid.Parse(r.PostFormValue("team"))
 	if err != nil {
 		http.NotFound(w, r)
@@ -179,7 +184,7 @@ func (h *Handler) switchTeam(w http.ResponseWriter, r *http.Request, se *store.S
 // proves the address, store.ResetPassword). It counts against the
 // address's hourly email limit; the user learns when it is reached, since
 // the address is their own.
-func (h *Handler) confirmAddress(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) confirmAddress(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if h.cfg.Mailer == nil {
 		h.renderTeam(w, r, se, http.StatusServiceUnavailable, teamData{Error: "Email is not set up on this server, " +
 			"so no confirmation link can be sent."})
@@ -205,7 +210,7 @@ func (h *Handler) confirmAddress(w http.ResponseWriter, r *http.Request, se *sto
 		h.fail(w, r, err)
 		return
 	}
-	if err := h.mailReset(r.Context(), u, true); err != nil {
+	if err := h.signInHandler.mailReset(r.Context(), u, true); err != nil {
 		h.logger.Error("sending an address confirmation link", "err", err)
 		h.renderTeam(w, r, se, http.StatusBadGateway, teamData{Error: "The confirmation email could not be sent. Try again later."})
 		return

@@ -12,8 +12,11 @@ import (
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
-// webhookRoutes adds the pages of webhook endpoints and their events.
-func (h *Handler) webhookRoutes(m *http.ServeMux) {
+// webhooksHandler serves the pages of webhook endpoints and their events.
+type webhooksHandler struct{ *Handler }
+
+// routes adds the pages of webhook endpoints and their events.
+func (h *webhooksHandler) routes(m *http.ServeMux) {
 	m.Handle("GET /dashboard/webhooks", h.signedIn(h.webhooks))
 	m.Handle("POST /dashboard/webhooks", h.signedIn(h.addWebhook))
 	m.Handle("GET /dashboard/webhooks/{id}", h.signedIn(h.webhook))
@@ -80,11 +83,11 @@ type webhooksData struct {
 
 // webhooks lists the endpoints with a form to add one; a disabled
 // endpoint is announced at the top with the reason.
-func (h *Handler) webhooks(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) webhooks(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderWebhooks(w, r, se, http.StatusOK, webhooksData{})
 }
 
-func (h *Handler) renderWebhooks(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d webhooksData) {
+func (h *webhooksHandler) renderWebhooks(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d webhooksData) {
 	list, _, err := h.store.ListWebhooks(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
@@ -100,7 +103,7 @@ func (h *Handler) renderWebhooks(w http.ResponseWriter, r *http.Request, se *sto
 }
 
 // addWebhook adds an endpoint and opens its page.
-func (h *Handler) addWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) addWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	f := webhookFormValues(r)
 	wh, _, err := h.endpoints.Create(r.Context(), se.TeamID, f.Endpoint, f.Events)
 	if fe, ok := asFormError(err); ok {
@@ -140,15 +143,15 @@ var webhookNotices = map[string]string{
 }
 
 // loadWebhook loads the {id} endpoint of the session's team.
-func (h *Handler) loadWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Webhook, bool) {
-	return byPathID(h, w, r, func(id uuid.UUID) (store.Webhook, error) {
+func (h *webhooksHandler) loadWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Webhook, bool) {
+	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Webhook, error) {
 		return h.store.GetWebhook(r.Context(), se.TeamID, id)
 	})
 }
 
 // webhook shows an endpoint: its settings, its latest events with their
 // delivery status, and the forms that change, test and delete it.
-func (h *Handler) webhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) webhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
@@ -156,7 +159,7 @@ func (h *Handler) webhook(w http.ResponseWriter, r *http.Request, se *store.Sess
 	h.renderWebhook(w, r, se, http.StatusOK, webhookData{Webhook: wh, Notice: webhookNotices[r.URL.Query().Get("done")]})
 }
 
-func (h *Handler) renderWebhook(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d webhookData) {
+func (h *webhooksHandler) renderWebhook(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d webhookData) {
 	msgs, _, err := h.store.ListWebhookMessages(r.Context(), se.TeamID, d.Webhook.ID, store.Page{Limit: 20})
 	if err != nil {
 		h.fail(w, r, err)
@@ -175,7 +178,7 @@ func (h *Handler) renderWebhook(w http.ResponseWriter, r *http.Request, se *stor
 }
 
 // editWebhook changes an endpoint's URL and event types.
-func (h *Handler) editWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) editWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
@@ -201,7 +204,7 @@ func (h *Handler) editWebhook(w http.ResponseWriter, r *http.Request, se *store.
 }
 
 // webhookStatus enables or disables an endpoint.
-func (h *Handler) webhookStatus(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) webhookStatus(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
@@ -224,7 +227,7 @@ func (h *Handler) webhookStatus(w http.ResponseWriter, r *http.Request, se *stor
 
 // revealWebhookSecret shows the endpoint's signing secret. It is a POST,
 // so the secret is in no URL, history or cache.
-func (h *Handler) revealWebhookSecret(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) revealWebhookSecret(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
@@ -238,7 +241,7 @@ func (h *Handler) revealWebhookSecret(w http.ResponseWriter, r *http.Request, se
 }
 
 // rotateWebhookSecret gives the endpoint a new secret and shows it.
-func (h *Handler) rotateWebhookSecret(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) rotateWebhookSecret(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
@@ -258,7 +261,7 @@ func (h *Handler) rotateWebhookSecret(w http.ResponseWriter, r *http.Request, se
 
 // testWebhook sends the endpoint a sample event now and opens the event,
 // which shows the attempt and the endpoint's answer.
-func (h *Handler) testWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) testWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
@@ -276,7 +279,7 @@ func (h *Handler) testWebhook(w http.ResponseWriter, r *http.Request, se *store.
 }
 
 // deleteWebhookPage asks to confirm a deletion.
-func (h *Handler) deleteWebhookPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) deleteWebhookPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
@@ -285,7 +288,7 @@ func (h *Handler) deleteWebhookPage(w http.ResponseWriter, r *http.Request, se *
 		CSRF: se.CSRFToken, Data: webhookData{Webhook: wh}})
 }
 
-func (h *Handler) deleteWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) deleteWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
@@ -309,7 +312,7 @@ type webhookEventData struct {
 }
 
 // teamMessage loads an endpoint of the session's team and one of its messages.
-func (h *Handler) teamMessage(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Webhook, store.WebhookMessage, bool) {
+func (h *webhooksHandler) teamMessage(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Webhook, store.WebhookMessage, bool) {
 	hid, err1 := uuid.Parse(r.PathValue("id"))
 	mid, err2 := uuid.Parse(r.PathValue("msg"))
 	if err1 != nil || err2 != nil {
@@ -329,7 +332,7 @@ func (h *Handler) teamMessage(w http.ResponseWriter, r *http.Request, se *store.
 }
 
 // webhookEvent shows one event: its payload and every attempt.
-func (h *Handler) webhookEvent(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) webhookEvent(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, m, ok := h.teamMessage(w, r, se)
 	if !ok {
 		return
@@ -345,7 +348,7 @@ func (h *Handler) webhookEvent(w http.ResponseWriter, r *http.Request, se *store
 }
 
 // replayWebhookEvent delivers an event again, with the same id.
-func (h *Handler) replayWebhookEvent(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) replayWebhookEvent(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, m, ok := h.teamMessage(w, r, se)
 	if !ok {
 		return
