@@ -31,7 +31,7 @@ func (s *Server) audited(c *gin.Context, action audit.Action, targetType, target
 		}
 		e.Detail = string(b)
 	}
-	if _, err := s.store.AppendAudit(c.Request.Context(), e); err != nil {
+	if _, err := s.store.Privacy.AppendAudit(c.Request.Context(), e); err != nil {
 		s.respondError(c, err)
 		return false
 	}
@@ -77,6 +77,6 @@ func (s *Server) listAuditLog(c *gin.Context) {
 		return
 	}
 	respondList(s, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]audit.Entry, bool, error) {
-		return s.store.ListAudit(ctx, team, f, p)
+		return s.store.Privacy.ListAudit(ctx, team, f, p)
 	}, renderAudit)
 }

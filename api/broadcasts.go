@@ -75,7 +75,7 @@ func (s *Server) applyTemplate(c *gin.Context, e *broadcast.Edit, ref string) er
 	if e.HTML != nil || e.Text != nil || (len(doc) > 0 && string(doc) != "null") {
 		return invalid.Errorf("template_id", "Give either `template_id` or `html`, `text` and `components`, not both.")
 	}
-	t, err := s.store.TemplateByRef(c.Request.Context(), principal(c).TeamID, ref)
+	t, err := s.store.Templates.TemplateByRef(c.Request.Context(), principal(c).TeamID, ref)
 	if errors.Is(err, store.ErrNotFound) {
 		return invalid.Errorf("template_id", "Invalid `template_id` field: the team has no template %q.", ref)
 	}
@@ -247,7 +247,7 @@ func renderBroadcast(b store.Broadcast, n store.BroadcastCounts) broadcastJSON {
 }
 
 func (s *Server) listBroadcasts(c *gin.Context) {
-	respondList(s, c, s.store.ListBroadcasts, renderBroadcastListItem)
+	respondList(s, c, s.store.Broadcasts.ListBroadcasts, renderBroadcastListItem)
 }
 
 func (s *Server) getBroadcast(c *gin.Context) {
@@ -257,12 +257,12 @@ func (s *Server) getBroadcast(c *gin.Context) {
 		return
 	}
 	ctx, team := c.Request.Context(), principal(c).TeamID
-	b, err := s.store.Broadcast(ctx, team, id)
+	b, err := s.store.Broadcasts.Broadcast(ctx, team, id)
 	if err != nil {
 		s.respondError(c, broadcastError(err))
 		return
 	}
-	n, err := s.store.BroadcastCounts(ctx, team, id)
+	n, err := s.store.Broadcasts.BroadcastCounts(ctx, team, id)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -293,7 +293,7 @@ func (s *Server) updateBroadcast(c *gin.Context) {
 }
 
 func (s *Server) deleteBroadcast(c *gin.Context) {
-	respondOne(s, c, s.store.DeleteBroadcast, "Broadcast not found.", func(b store.Broadcast) gin.H {
+	respondOne(s, c, s.store.Broadcasts.DeleteBroadcast, "Broadcast not found.", func(b store.Broadcast) gin.H {
 		return gin.H{"id": b.ID.String(), "object": "broadcast", "deleted": true}
 	})
 }
@@ -321,7 +321,7 @@ func (s *Server) duplicateBroadcast(c *gin.Context) {
 		return
 	}
 	ctx, team := c.Request.Context(), principal(c).TeamID
-	b, err := s.store.Broadcast(ctx, team, id)
+	b, err := s.store.Broadcasts.Broadcast(ctx, team, id)
 	if err != nil {
 		s.respondError(c, broadcastError(err))
 		return
@@ -331,7 +331,7 @@ func (s *Server) duplicateBroadcast(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	d, err := s.store.DuplicateBroadcast(ctx, team, id, newID, copyName(b.Name))
+	d, err := s.store.Broadcasts.DuplicateBroadcast(ctx, team, id, newID, copyName(b.Name))
 	s.respondBroadcastRef(c, http.StatusCreated, d, err)
 }
 
@@ -405,12 +405,12 @@ func (s *Server) listBroadcastRecipients(c *gin.Context) {
 			strings.Join(store.BroadcastRecipientKinds(), ", ")))
 		return
 	}
-	if _, err := s.store.Broadcast(c.Request.Context(), principal(c).TeamID, id); err != nil {
+	if _, err := s.store.Broadcasts.Broadcast(c.Request.Context(), principal(c).TeamID, id); err != nil {
 		s.respondError(c, broadcastError(err))
 		return
 	}
 	email := strings.TrimSpace(c.Query("email"))
 	respondList(s, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.BroadcastRecipient, bool, error) {
-		return s.store.BroadcastRecipients(ctx, team, id, kind, email, p)
+		return s.store.Broadcasts.BroadcastRecipients(ctx, team, id, kind, email, p)
 	}, renderBroadcastRecipient)
 }

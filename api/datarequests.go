@@ -115,13 +115,13 @@ func (s *Server) createDataRequest(c *gin.Context) {
 }
 
 func (s *Server) getDataRequest(c *gin.Context) {
-	respondOne(s, c, s.store.DataRequest, "Data request not found.",
+	respondOne(s, c, s.store.Privacy.DataRequest, "Data request not found.",
 		func(r store.DataRequest) dataRequestJSON { return s.renderDataRequest(c, r) })
 }
 
 func (s *Server) listDataRequests(c *gin.Context) {
 	respondList(s, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.DataRequest, bool, error) {
-		return s.store.ListDataRequests(ctx, team, p)
+		return s.store.Privacy.ListDataRequests(ctx, team, p)
 	}, func(r store.DataRequest) dataRequestJSON { return s.renderDataRequest(c, r) })
 }
 
@@ -138,7 +138,7 @@ func (s *Server) downloadDataRequest(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	n, err := s.store.DataRequestArchiveChunks(ctx, team, id)
+	n, err := s.store.Privacy.DataRequestArchiveChunks(ctx, team, id)
 	if err == nil && n == 0 {
 		err = store.ErrNotFound
 	}

@@ -189,7 +189,7 @@ func (s *Server) getDomain(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	d, err := s.store.GetDomain(c.Request.Context(), principal(c).TeamID, id)
+	d, err := s.store.Domains.GetDomain(c.Request.Context(), principal(c).TeamID, id)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -198,7 +198,7 @@ func (s *Server) getDomain(c *gin.Context) {
 }
 
 func (s *Server) listDomains(c *gin.Context) {
-	respondList(s, c, s.store.ListDomains, func(d store.Domain) domainJSON { return s.renderDomain(d, false) })
+	respondList(s, c, s.store.Domains.ListDomains, func(d store.Domain) domainJSON { return s.renderDomain(d, false) })
 }
 
 type updateDomainRequest struct {

@@ -172,7 +172,7 @@ const quotaHeaderName = "X-Posthaste-Monthly-Quota"
 func (s *Server) quotaHeader(c *gin.Context, used int64) {
 	if used == 0 {
 		var err error
-		if used, err = s.store.QuotaUsed(c.Request.Context(), principal(c).TeamID, time.Now()); err != nil {
+		if used, err = s.store.Accounts.QuotaUsed(c.Request.Context(), principal(c).TeamID, time.Now()); err != nil {
 			return
 		}
 	}
@@ -185,7 +185,7 @@ func (s *Server) refuseSend(c *gin.Context, err error) {
 	var qe *store.QuotaExceededError
 	if errors.As(err, &qe) {
 		c.Header(quotaHeaderName, strconv.FormatInt(qe.Used, 10))
-	} else if used, qerr := s.store.QuotaUsed(c.Request.Context(), principal(c).TeamID, time.Now()); qerr == nil {
+	} else if used, qerr := s.store.Accounts.QuotaUsed(c.Request.Context(), principal(c).TeamID, time.Now()); qerr == nil {
 		c.Header(quotaHeaderName, strconv.FormatInt(used, 10))
 	}
 	s.respondError(c, err)
@@ -275,7 +275,7 @@ func (s *Server) getEmail(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	e, err := s.store.GetEmail(c.Request.Context(), principal(c).TeamID, id)
+	e, err := s.store.Emails.GetEmail(c.Request.Context(), principal(c).TeamID, id)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -303,7 +303,7 @@ func (s *Server) addBounces(c *gin.Context, e store.Email, rcpts []recipientJSON
 	if !bounced {
 		return nil
 	}
-	bounces, err := s.store.Bounces(c.Request.Context(), e.TeamID, e.ID)
+	bounces, err := s.store.Emails.Bounces(c.Request.Context(), e.TeamID, e.ID)
 	if err != nil {
 		return err
 	}
@@ -317,5 +317,5 @@ func (s *Server) addBounces(c *gin.Context, e store.Email, rcpts []recipientJSON
 }
 
 func (s *Server) listEmails(c *gin.Context) {
-	respondList(s, c, s.store.ListEmails, renderEmail)
+	respondList(s, c, s.store.Emails.ListEmails, renderEmail)
 }

@@ -103,7 +103,7 @@ func renderReceivedList(e store.ReceivedEmail) receivedListJSON {
 }
 
 func (s *Server) listReceivedEmails(c *gin.Context) {
-	respondList(s, c, s.store.ListReceivedEmails, renderReceivedList)
+	respondList(s, c, s.store.Received.ListReceivedEmails, renderReceivedList)
 }
 
 // receivedPath loads the team's received email of the :id parameter; it
@@ -114,7 +114,7 @@ func (s *Server) receivedPath(c *gin.Context) (store.ReceivedEmail, bool) {
 		s.respondError(c, err)
 		return store.ReceivedEmail{}, false
 	}
-	e, err := s.store.GetReceivedEmail(c.Request.Context(), principal(c).TeamID, id)
+	e, err := s.store.Received.GetReceivedEmail(c.Request.Context(), principal(c).TeamID, id)
 	if err != nil {
 		s.respondError(c, notFound(err, "Email not found."))
 		return store.ReceivedEmail{}, false
@@ -161,7 +161,7 @@ func (s *Server) inlineImages(c *gin.Context, e store.ReceivedEmail) (string, er
 		if a.ContentID == "" || a.Size > budget || !strings.Contains(html, "cid:"+a.ContentID) {
 			continue
 		}
-		full, err := s.store.ReceivedAttachmentContent(c.Request.Context(), e.TeamID, e.ID, a.ID)
+		full, err := s.store.Received.ReceivedAttachmentContent(c.Request.Context(), e.TeamID, e.ID, a.ID)
 		if err != nil {
 			return "", err
 		}
@@ -331,7 +331,7 @@ func (s *Server) downloadReceivedAttachment(c *gin.Context) {
 	if !ok {
 		return
 	}
-	a, err := s.store.ReceivedAttachmentContent(c.Request.Context(), team, email, aid)
+	a, err := s.store.Received.ReceivedAttachmentContent(c.Request.Context(), team, email, aid)
 	if err != nil {
 		s.respondError(c, notFound(err, "Attachment not found."))
 		return
@@ -349,7 +349,7 @@ func (s *Server) downloadReceivedRaw(c *gin.Context) {
 	if !ok {
 		return
 	}
-	raw, err := s.store.ReceivedRaw(c.Request.Context(), team, email)
+	raw, err := s.store.Received.ReceivedRaw(c.Request.Context(), team, email)
 	if err != nil {
 		s.respondError(c, notFound(err, "Email not found."))
 		return

@@ -45,7 +45,7 @@ func (s *Server) createSegment(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	sg, err := s.store.CreateSegment(c.Request.Context(), store.Segment{ID: id, TeamID: principal(c).TeamID, Name: name})
+	sg, err := s.store.Audience.CreateSegment(c.Request.Context(), store.Segment{ID: id, TeamID: principal(c).TeamID, Name: name})
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -53,10 +53,12 @@ func (s *Server) createSegment(c *gin.Context) {
 	c.JSON(http.StatusCreated, gin.H{"object": "segment", "id": sg.ID.String(), "name": sg.Name})
 }
 
-func (s *Server) listSegments(c *gin.Context) { respondList(s, c, s.store.ListSegments, renderSegment) }
+func (s *Server) listSegments(c *gin.Context) {
+	respondList(s, c, s.store.Audience.ListSegments, renderSegment)
+}
 
 func (s *Server) getSegment(c *gin.Context) {
-	respondOne(s, c, s.store.Segment, "Segment not found.", renderSegment)
+	respondOne(s, c, s.store.Audience.Segment, "Segment not found.", renderSegment)
 }
 
 // updateSegment renames a segment (Resend's Node SDK has segments.update).
@@ -76,7 +78,7 @@ func (s *Server) updateSegment(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	sg, err := s.store.RenameSegment(c.Request.Context(), principal(c).TeamID, id, name)
+	sg, err := s.store.Audience.RenameSegment(c.Request.Context(), principal(c).TeamID, id, name)
 	if err != nil {
 		s.respondError(c, notFound(err, "Segment not found."))
 		return
@@ -85,7 +87,7 @@ func (s *Server) updateSegment(c *gin.Context) {
 }
 
 func (s *Server) deleteSegment(c *gin.Context) {
-	respondOne(s, c, s.store.DeleteSegment, "Segment not found.", func(sg store.Segment) gin.H {
+	respondOne(s, c, s.store.Audience.DeleteSegment, "Segment not found.", func(sg store.Segment) gin.H {
 		return gin.H{"object": "segment", "id": sg.ID.String(), "deleted": true}
 	})
 }

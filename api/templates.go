@@ -148,7 +148,7 @@ func (s *Server) createTemplate(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	t, err = s.store.CreateTemplate(c.Request.Context(), t)
+	t, err = s.store.Templates.CreateTemplate(c.Request.Context(), t)
 	if err != nil {
 		s.respondError(c, templateError(err))
 		return
@@ -157,11 +157,11 @@ func (s *Server) createTemplate(c *gin.Context) {
 }
 
 func (s *Server) listTemplates(c *gin.Context) {
-	respondList(s, c, s.store.ListTemplates, renderTemplateListItem)
+	respondList(s, c, s.store.Templates.ListTemplates, renderTemplateListItem)
 }
 
 func (s *Server) getTemplate(c *gin.Context) {
-	t, err := s.store.TemplateByRef(c.Request.Context(), principal(c).TeamID, c.Param("id"))
+	t, err := s.store.Templates.TemplateByRef(c.Request.Context(), principal(c).TeamID, c.Param("id"))
 	if err != nil {
 		s.respondError(c, templateError(err))
 		return
@@ -175,7 +175,7 @@ func (s *Server) updateTemplate(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	t, err := s.store.UpdateTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"),
+	t, err := s.store.Templates.UpdateTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"),
 		func(t *store.Template) error { return req.apply(t, false) })
 	if err != nil {
 		s.respondError(c, templateError(err))
@@ -185,7 +185,7 @@ func (s *Server) updateTemplate(c *gin.Context) {
 }
 
 func (s *Server) deleteTemplate(c *gin.Context) {
-	t, err := s.store.DeleteTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"))
+	t, err := s.store.Templates.DeleteTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"))
 	if err != nil {
 		s.respondError(c, templateError(err))
 		return
@@ -194,7 +194,7 @@ func (s *Server) deleteTemplate(c *gin.Context) {
 }
 
 func (s *Server) publishTemplate(c *gin.Context) {
-	t, err := s.store.PublishTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"))
+	t, err := s.store.Templates.PublishTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"))
 	if err != nil {
 		s.respondError(c, templateError(err))
 		return
@@ -208,7 +208,7 @@ func (s *Server) duplicateTemplate(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	t, err := s.store.DuplicateTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"), id)
+	t, err := s.store.Templates.DuplicateTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"), id)
 	if err != nil {
 		s.respondError(c, templateError(err))
 		return

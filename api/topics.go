@@ -76,7 +76,7 @@ func (s *Server) createTopic(c *gin.Context) {
 		t.Visibility = *req.Visibility
 	}
 	ctx := c.Request.Context()
-	t, err = s.store.CreateTopic(ctx, t, eventTopicCreated)
+	t, err = s.store.Audience.CreateTopic(ctx, t, eventTopicCreated)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -84,10 +84,12 @@ func (s *Server) createTopic(c *gin.Context) {
 	c.JSON(http.StatusCreated, gin.H{"object": "topic", "id": t.ID.String()})
 }
 
-func (s *Server) listTopics(c *gin.Context) { respondList(s, c, s.store.ListTopics, renderTopic) }
+func (s *Server) listTopics(c *gin.Context) {
+	respondList(s, c, s.store.Audience.ListTopics, renderTopic)
+}
 
 func (s *Server) getTopic(c *gin.Context) {
-	respondOne(s, c, s.store.Topic, "Topic not found.", renderTopic)
+	respondOne(s, c, s.store.Audience.Topic, "Topic not found.", renderTopic)
 }
 
 func (s *Server) updateTopic(c *gin.Context) {
@@ -107,7 +109,7 @@ func (s *Server) updateTopic(c *gin.Context) {
 	}
 	ctx, team := c.Request.Context(), principal(c).TeamID
 	if req.DefaultSubscription != nil {
-		cur, err := s.store.Topic(ctx, team, id)
+		cur, err := s.store.Audience.Topic(ctx, team, id)
 		if err != nil {
 			s.respondError(c, notFound(err, "Topic not found."))
 			return
@@ -121,7 +123,7 @@ func (s *Server) updateTopic(c *gin.Context) {
 		n := strings.TrimSpace(*req.Name)
 		req.Name = &n
 	}
-	t, err := s.store.UpdateTopic(ctx, team, id, store.TopicUpdate{Name: req.Name, Description: req.Description,
+	t, err := s.store.Audience.UpdateTopic(ctx, team, id, store.TopicUpdate{Name: req.Name, Description: req.Description,
 		Visibility: req.Visibility}, eventTopicUpdated)
 	if err != nil {
 		s.respondError(c, notFound(err, "Topic not found."))
@@ -137,7 +139,7 @@ func (s *Server) deleteTopic(c *gin.Context) {
 		return
 	}
 	ctx, team := c.Request.Context(), principal(c).TeamID
-	t, err := s.store.DeleteTopic(ctx, team, id, eventTopicDeleted)
+	t, err := s.store.Audience.DeleteTopic(ctx, team, id, eventTopicDeleted)
 	if err != nil {
 		s.respondError(c, notFound(err, "Topic not found."))
 		return

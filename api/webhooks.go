@@ -84,7 +84,7 @@ func renderWebhook(w store.Webhook) webhookJSON {
 }
 
 func (s *Server) listWebhooks(c *gin.Context) {
-	respondList(s, c, s.store.ListWebhooks, renderWebhook)
+	respondList(s, c, s.store.Webhooks.ListWebhooks, renderWebhook)
 }
 
 // teamWebhook loads the :id webhook of the caller's team.
@@ -94,7 +94,7 @@ func (s *Server) teamWebhook(c *gin.Context) (store.Webhook, bool) {
 		s.respondError(c, err)
 		return store.Webhook{}, false
 	}
-	w, err := s.store.GetWebhook(c.Request.Context(), principal(c).TeamID, id)
+	w, err := s.store.Webhooks.GetWebhook(c.Request.Context(), principal(c).TeamID, id)
 	if err != nil {
 		s.respondError(c, err)
 		return store.Webhook{}, false
@@ -226,7 +226,7 @@ func (s *Server) listWebhookEvents(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	ms, more, err := s.store.ListWebhookMessages(c.Request.Context(), w.TeamID, w.ID, p)
+	ms, more, err := s.store.Webhooks.ListWebhookMessages(c.Request.Context(), w.TeamID, w.ID, p)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -249,7 +249,7 @@ func (s *Server) teamMessage(c *gin.Context) (store.Webhook, store.WebhookMessag
 		s.respondError(c, err)
 		return w, store.WebhookMessage{}, false
 	}
-	m, err := s.store.GetWebhookMessage(c.Request.Context(), w.TeamID, w.ID, mid)
+	m, err := s.store.Webhooks.GetWebhookMessage(c.Request.Context(), w.TeamID, w.ID, mid)
 	if err != nil {
 		s.respondError(c, err)
 		return w, m, false
@@ -300,7 +300,7 @@ func (s *Server) listWebhookAttempts(c *gin.Context) {
 	if !ok {
 		return
 	}
-	as, err := s.store.WebhookAttempts(c.Request.Context(), w.TeamID, m.ID)
+	as, err := s.store.Webhooks.WebhookAttempts(c.Request.Context(), w.TeamID, m.ID)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -321,7 +321,7 @@ func (s *Server) replayWebhookEvent(c *gin.Context) {
 		s.respondError(c, validation("The webhook is disabled; enable it before replaying events."))
 		return
 	}
-	if err := s.store.ReplayWebhookMessage(c.Request.Context(), w.TeamID, w.ID, m.ID); err != nil {
+	if err := s.store.Webhooks.ReplayWebhookMessage(c.Request.Context(), w.TeamID, w.ID, m.ID); err != nil {
 		s.respondError(c, err)
 		return
 	}

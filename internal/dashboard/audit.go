@@ -22,7 +22,7 @@ func (h *Handler) record(r *http.Request, e audit.Entry, detail map[string]any) 
 		}
 		e.Detail = string(b)
 	}
-	_, err := h.store.AppendAudit(r.Context(), e)
+	_, err := h.store.Privacy.AppendAudit(r.Context(), e)
 	return err
 }
 
@@ -65,7 +65,7 @@ func (h *Handler) recordSignIn(r *http.Request, user uuid.UUID, team *uuid.UUID,
 func (h *Handler) signInFailed(r *http.Request, user uuid.UUID, detail map[string]any) {
 	var team *uuid.UUID
 	if user != uuid.Nil {
-		if t, err := h.store.FirstTeam(r.Context(), user); err == nil {
+		if t, err := h.store.Sessions.FirstTeam(r.Context(), user); err == nil {
 			team = &t
 		}
 	}

@@ -80,7 +80,7 @@ func (h *broadcastsHandler) broadcasts(w http.ResponseWriter, r *http.Request, s
 func (h *broadcastsHandler) renderBroadcasts(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d broadcastsData) {
 	ctx := r.Context()
 	p := pageOf(r.URL.Query(), 50)
-	list, more, err := h.store.ListBroadcasts(ctx, se.TeamID, p)
+	list, more, err := h.store.Broadcasts.ListBroadcasts(ctx, se.TeamID, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -94,7 +94,7 @@ func (h *broadcastsHandler) renderBroadcasts(w http.ResponseWriter, r *http.Requ
 	for _, b := range list {
 		row := broadcastRow{Broadcast: b, SegmentName: segmentName(names, b.SegmentID)}
 		if b.Status != store.BroadcastDraft {
-			if row.Counts, err = h.store.BroadcastCounts(ctx, se.TeamID, b.ID); err != nil {
+			if row.Counts, err = h.store.Broadcasts.BroadcastCounts(ctx, se.TeamID, b.ID); err != nil {
 				h.fail(w, r, err)
 				return
 			}
@@ -112,7 +112,7 @@ const maxSegments = 100
 
 // segmentNames maps the team's segments to their names.
 func (h *broadcastsHandler) segmentNames(ctx context.Context, team uuid.UUID) (map[uuid.UUID]string, error) {
-	list, _, err := h.store.ListSegments(ctx, team, store.Page{Limit: maxSegments})
+	list, _, err := h.store.Audience.ListSegments(ctx, team, store.Page{Limit: maxSegments})
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func starterDocument(team string) json.RawMessage {
 // defaultFrom is the sender of a new broadcast: an address of the team's
 // first verified domain, else the sandbox sender.
 func (h *broadcastsHandler) defaultFrom(ctx context.Context, team uuid.UUID) (string, error) {
-	list, _, err := h.store.ListDomains(ctx, team, store.Page{Limit: 100})
+	list, _, err := h.store.Domains.ListDomains(ctx, team, store.Page{Limit: 100})
 	if err != nil {
 		return "", err
 	}
@@ -183,7 +183,7 @@ func memberSender(se *store.Session) submit.Sender { return submit.Sender{TeamID
 // body and opens its editor.
 func (h *broadcastsHandler) addBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	ctx := r.Context()
-	segs, _, err := h.store.ListSegments(ctx, se.TeamID, store.Page{Limit: 1})
+	segs, _, err := h.store.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: 1})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -395,7 +395,7 @@ var broadcastNotices = map[string]string{
 
 func (h *broadcastsHandler) loadBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Broadcast, bool) {
 	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Broadcast, error) {
-		return h.store.Broadcast(r.Context(), se.TeamID, id)
+		return h.store.Broadcasts.Broadcast(r.Context(), se.TeamID, id)
 	})
 }
 
@@ -415,12 +415,12 @@ func (h *broadcastsHandler) broadcast(w http.ResponseWriter, r *http.Request, se
 func (h *broadcastsHandler) renderBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d broadcastData) {
 	ctx := r.Context()
 	b := d.Broadcast
-	segs, _, err := h.store.ListSegments(ctx, se.TeamID, store.Page{Limit: maxSegments})
+	segs, _, err := h.store.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: maxSegments})
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	counts, err := h.store.SegmentContactCounts(ctx, se.TeamID)
+	counts, err := h.store.Broadcasts.SegmentContactCounts(ctx, se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -431,7 +431,7 @@ func (h *broadcastsHandler) renderBroadcast(w http.ResponseWriter, r *http.Reque
 			d.SegmentName = sg.Name
 		}
 	}
-	if d.Topics, _, err = h.store.ListTopics(ctx, se.TeamID, store.Page{Limit: 100}); err != nil {
+	if d.Topics, _, err = h.store.Audience.ListTopics(ctx, se.TeamID, store.Page{Limit: 100}); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -477,7 +477,7 @@ func (h *broadcastsHandler) renderBroadcast(w http.ResponseWriter, r *http.Reque
 // member's contact if the team has one, else sample names at the member's
 // address.
 func (h *broadcastsHandler) sampleContact(ctx context.Context, se *store.Session) (store.BroadcastContact, error) {
-	c, err := h.store.Contact(ctx, se.TeamID, store.ContactRef{Email: se.UserEmail})
+	c, err := h.store.Audience.Contact(ctx, se.TeamID, store.ContactRef{Email: se.UserEmail})
 	if errors.Is(err, store.ErrNotFound) {
 		return store.BroadcastContact{Email: se.UserEmail, FirstName: "Jane", LastName: "Doe"}, nil
 	}

@@ -78,7 +78,7 @@ func (h *domainsHandler) domains(w http.ResponseWriter, r *http.Request, se *sto
 }
 
 func (h *domainsHandler) renderDomains(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d domainsData) {
-	list, _, err := h.store.ListDomains(r.Context(), se.TeamID, store.Page{Limit: 100})
+	list, _, err := h.store.Domains.ListDomains(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -128,7 +128,7 @@ type domainData struct {
 // loadDomain loads the {id} domain of the session's team.
 func (h *domainsHandler) loadDomain(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Domain, bool) {
 	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Domain, error) {
-		return h.store.GetDomain(r.Context(), se.TeamID, id)
+		return h.store.Domains.GetDomain(r.Context(), se.TeamID, id)
 	})
 }
 
@@ -253,7 +253,7 @@ type suppressionsData struct {
 }
 
 func (h *domainsHandler) suppressions(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	list, _, err := h.store.ListSuppressions(r.Context(), se.TeamID, store.Page{Limit: 100})
+	list, _, err := h.store.Emails.ListSuppressions(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -264,7 +264,7 @@ func (h *domainsHandler) suppressions(w http.ResponseWriter, r *http.Request, se
 
 func (h *domainsHandler) removeSuppression(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if _, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Suppression, error) {
-		return h.store.DeleteSuppression(r.Context(), se.TeamID, &id, "")
+		return h.store.Emails.DeleteSuppression(r.Context(), se.TeamID, &id, "")
 	}); !ok {
 		return
 	}

@@ -58,7 +58,7 @@ func (h *templatesHandler) templates(w http.ResponseWriter, r *http.Request, se 
 }
 
 func (h *templatesHandler) renderTemplates(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d templatesData) {
-	list, _, err := h.store.ListTemplates(r.Context(), se.TeamID, store.Page{Limit: 100})
+	list, _, err := h.store.Templates.ListTemplates(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -88,7 +88,7 @@ func (h *templatesHandler) addTemplate(w http.ResponseWriter, r *http.Request, s
 	t := store.Template{ID: id, TeamID: se.TeamID}
 	err = templates.Edit{Name: &name, HTML: &body}.Apply(&t, true)
 	if err == nil {
-		t, err = h.store.CreateTemplate(r.Context(), t)
+		t, err = h.store.Templates.CreateTemplate(r.Context(), t)
 	}
 	if f, ok := templateError(err); ok {
 		h.renderTemplates(w, r, se, http.StatusUnprocessableEntity, templatesData{Name: name, Error: f})
@@ -260,7 +260,7 @@ func applyForm(t *store.Template, f templateForm) error {
 
 func (h *templatesHandler) loadTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Template, bool) {
 	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Template, error) {
-		return h.store.TemplateByRef(r.Context(), se.TeamID, id.String())
+		return h.store.Templates.TemplateByRef(r.Context(), se.TeamID, id.String())
 	})
 }
 
@@ -294,7 +294,7 @@ func (h *templatesHandler) saveTemplate(w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	f := templateFormOf(r)
-	_, err := h.store.UpdateTemplate(r.Context(), se.TeamID, t.ID.String(), func(cur *store.Template) error {
+	_, err := h.store.Templates.UpdateTemplate(r.Context(), se.TeamID, t.ID.String(), func(cur *store.Template) error {
 		return applyForm(cur, f)
 	})
 	if fe, ok := templateError(err); ok {
@@ -307,7 +307,7 @@ func (h *templatesHandler) saveTemplate(w http.ResponseWriter, r *http.Request, 
 	}
 	done := "saved"
 	if r.PostFormValue("action") == "publish" {
-		if _, err := h.store.PublishTemplate(r.Context(), se.TeamID, t.ID.String()); err != nil {
+		if _, err := h.store.Templates.PublishTemplate(r.Context(), se.TeamID, t.ID.String()); err != nil {
 			h.failOr404(w, r, err)
 			return
 		}
@@ -326,7 +326,7 @@ func (h *templatesHandler) duplicateTemplate(w http.ResponseWriter, r *http.Requ
 		h.fail(w, r, err)
 		return
 	}
-	dup, err := h.store.DuplicateTemplate(r.Context(), se.TeamID, t.ID.String(), id)
+	dup, err := h.store.Templates.DuplicateTemplate(r.Context(), se.TeamID, t.ID.String(), id)
 	if err != nil {
 		h.failOr404(w, r, err)
 		return
@@ -344,7 +344,7 @@ func (h *templatesHandler) deleteTemplatePage(w http.ResponseWriter, r *http.Req
 
 func (h *templatesHandler) deleteTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if _, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Template, error) {
-		return h.store.DeleteTemplate(r.Context(), se.TeamID, id.String())
+		return h.store.Templates.DeleteTemplate(r.Context(), se.TeamID, id.String())
 	}); !ok {
 		return
 	}

@@ -67,12 +67,12 @@ func (h *overviewHandler) emails(w http.ResponseWriter, r *http.Request, se *sto
 		f.Until = t.Add(24 * time.Hour)
 	}
 	p := pageOf(q, 50)
-	list, more, err := h.store.ListEmailsFiltered(r.Context(), se.TeamID, f, p)
+	list, more, err := h.store.Emails.ListEmailsFiltered(r.Context(), se.TeamID, f, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	if d.Domains, err = h.store.SenderDomains(r.Context(), se.TeamID); err != nil {
+	if d.Domains, err = h.store.Emails.SenderDomains(r.Context(), se.TeamID); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -132,7 +132,7 @@ func textPart(mr *mail.Reader) string {
 
 func (h *overviewHandler) loadEmail(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Email, bool) {
 	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Email, error) {
-		return h.store.GetEmail(r.Context(), se.TeamID, id)
+		return h.store.Emails.GetEmail(r.Context(), se.TeamID, id)
 	})
 }
 
@@ -141,13 +141,13 @@ func (h *overviewHandler) email(w http.ResponseWriter, r *http.Request, se *stor
 	if !ok {
 		return
 	}
-	evs, err := h.store.Events(r.Context(), e.ID)
+	evs, err := h.store.Emails.Events(r.Context(), e.ID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	d := emailData{Email: e, Events: evs}
-	if raw, err := h.store.Message(r.Context(), e.ID); err == nil {
+	if raw, err := h.store.Emails.Message(r.Context(), e.ID); err == nil {
 		if mr, err := mail.CreateReader(bytes.NewReader(raw)); err == nil {
 			fields := mr.Header.Fields()
 			for fields.Next() {
@@ -173,7 +173,7 @@ func (h *overviewHandler) emailRaw(w http.ResponseWriter, r *http.Request, se *s
 	if !ok {
 		return
 	}
-	raw, err := h.store.Message(r.Context(), e.ID)
+	raw, err := h.store.Emails.Message(r.Context(), e.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		http.Error(w, "This email has not been built yet.", http.StatusNotFound)
 		return
@@ -220,13 +220,13 @@ func (h *overviewHandler) apiKeys(w http.ResponseWriter, r *http.Request, se *st
 }
 
 func (h *overviewHandler) renderAPIKeys(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d apiKeysData) {
-	keys, _, err := h.store.ListAPIKeys(r.Context(), se.TeamID, store.Page{Limit: 100})
+	keys, _, err := h.store.Accounts.ListAPIKeys(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	d.Keys = keys
-	role, err := h.store.MemberRole(r.Context(), se.TeamID, se.UserID)
+	role, err := h.store.Sessions.MemberRole(r.Context(), se.TeamID, se.UserID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -270,7 +270,7 @@ func (h *overviewHandler) createAPIKey(w http.ResponseWriter, r *http.Request, s
 
 func (h *overviewHandler) revokeAPIKey(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	hash, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) ([]byte, error) {
-		return h.store.RevokeAPIKey(r.Context(), se.TeamID, id)
+		return h.store.Accounts.RevokeAPIKey(r.Context(), se.TeamID, id)
 	})
 	if !ok {
 		return

@@ -42,7 +42,7 @@ type receivingData struct {
 func (h *receivingHandler) receiving(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	q := r.URL.Query()
 	p := pageOf(q, 50)
-	list, more, err := h.store.ListReceivedEmails(r.Context(), se.TeamID, p)
+	list, more, err := h.store.Received.ListReceivedEmails(r.Context(), se.TeamID, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -65,7 +65,7 @@ type receivedData struct {
 
 func (h *receivingHandler) loadReceived(w http.ResponseWriter, r *http.Request, se *store.Session) (store.ReceivedEmail, bool) {
 	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.ReceivedEmail, error) {
-		return h.store.GetReceivedEmail(r.Context(), se.TeamID, id)
+		return h.store.Received.GetReceivedEmail(r.Context(), se.TeamID, id)
 	})
 }
 
@@ -110,7 +110,7 @@ func (h *receivingHandler) receivedRaw(w http.ResponseWriter, r *http.Request, s
 	if !ok {
 		return
 	}
-	raw, err := h.store.ReceivedRaw(r.Context(), se.TeamID, e.ID)
+	raw, err := h.store.Received.ReceivedRaw(r.Context(), se.TeamID, e.ID)
 	if err != nil {
 		h.failOr404(w, r, err)
 		return
@@ -125,7 +125,7 @@ func (h *receivingHandler) receivedAttachment(w http.ResponseWriter, r *http.Req
 		http.NotFound(w, r)
 		return
 	}
-	a, err := h.store.ReceivedAttachmentContent(r.Context(), se.TeamID, id, aid)
+	a, err := h.store.Received.ReceivedAttachmentContent(r.Context(), se.TeamID, id, aid)
 	if err != nil {
 		h.failOr404(w, r, err)
 		return
@@ -155,7 +155,7 @@ func (h *receivingHandler) receivedPreview(w http.ResponseWriter, r *http.Reques
 			!strings.Contains(html, "cid:"+a.ContentID) {
 			continue
 		}
-		full, err := h.store.ReceivedAttachmentContent(r.Context(), se.TeamID, e.ID, a.ID)
+		full, err := h.store.Received.ReceivedAttachmentContent(r.Context(), se.TeamID, e.ID, a.ID)
 		if err != nil {
 			h.failOr404(w, r, err)
 			return

@@ -88,7 +88,7 @@ func (h *signInHandler) forgot(w http.ResponseWriter, r *http.Request) {
 // a user has the address, so that the limit tells nothing about accounts;
 // past it nothing is sent.
 func (h *signInHandler) sendReset(ctx context.Context, email string) error {
-	err := h.store.ReserveSystemMail(ctx, store.SystemMail{Kind: store.SystemMailPasswordReset, Email: email},
+	err := h.store.Emails.ReserveSystemMail(ctx, store.SystemMail{Kind: store.SystemMailPasswordReset, Email: email},
 		h.mailLimits(), h.now())
 	if errors.Is(err, store.ErrAddressMailLimit) {
 		h.logger.Warn("password-reset link not sent: the address's hourly email limit is reached")
@@ -97,7 +97,7 @@ func (h *signInHandler) sendReset(ctx context.Context, email string) error {
 	if err != nil {
 		return fmt.Errorf("counting system emails: %w", err)
 	}
-	u, err := h.store.UserByEmail(ctx, email)
+	u, err := h.store.Accounts.UserByEmail(ctx, email)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
@@ -117,7 +117,7 @@ func (h *signInHandler) sendReset(ctx context.Context, email string) error {
 func (h *signInHandler) mailReset(ctx context.Context, u store.User, confirm bool) error {
 	tok := randomToken()
 	expires := h.now().Add(resetLifetime)
-	if err := h.store.RequestPasswordReset(ctx, u.ID, tokenHash(tok), expires); err != nil {
+	if err := h.store.Accounts.RequestPasswordReset(ctx, u.ID, tokenHash(tok), expires); err != nil {
 		return fmt.Errorf("storing the reset token: %w", err)
 	}
 	subject, intro := "Reset your Posthaste password", "Someone asked to reset the password of your Posthaste account %s."
@@ -160,7 +160,7 @@ func (h *signInHandler) renderReset(w http.ResponseWriter, status int, d resetDa
 // resetLink checks the token of a reset link; when it is not live it
 // answers (the same page whatever the reason) and returns false.
 func (h *signInHandler) resetLink(w http.ResponseWriter, r *http.Request) bool {
-	_, err := h.store.PasswordResetUser(r.Context(), tokenHash(r.PathValue("token")))
+	_, err := h.store.Accounts.PasswordResetUser(r.Context(), tokenHash(r.PathValue("token")))
 	if errors.Is(err, store.ErrNotFound) {
 		h.renderReset(w, http.StatusNotFound, resetData{Invalid: true})
 		return false
@@ -198,7 +198,7 @@ func (h *signInHandler) reset(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	pr, err := h.store.ResetPassword(r.Context(), tokenHash(tok), hash)
+	pr, err := h.store.Accounts.ResetPassword(r.Context(), tokenHash(tok), hash)
 	if errors.Is(err, store.ErrNotFound) {
 		h.renderReset(w, http.StatusNotFound, resetData{Invalid: true})
 		return

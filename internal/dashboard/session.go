@@ -67,7 +67,7 @@ func (h *Handler) cookieSession(w http.ResponseWriter, r *http.Request) (*store.
 	if err != nil || c.Value == "" {
 		return nil, nil
 	}
-	se, err := h.store.UseSession(r.Context(), tokenHash(c.Value), h.now(), h.cfg.SessionIdleTimeout)
+	se, err := h.store.Sessions.UseSession(r.Context(), tokenHash(c.Value), h.now(), h.cfg.SessionIdleTimeout)
 	if errors.Is(err, store.ErrNotFound) {
 		http.SetCookie(w, h.cookie(sessionCookie, "", -time.Second))
 		return nil, nil
@@ -102,7 +102,7 @@ func (h *Handler) session(pending bool, next func(http.ResponseWriter, *http.Req
 			return
 		}
 		if !pending && !strings.HasPrefix(r.URL.Path, "/dashboard/account") {
-			m, err := h.store.UserMFA(r.Context(), se.UserID, se.TeamID)
+			m, err := h.store.Sessions.UserMFA(r.Context(), se.UserID, se.TeamID)
 			if err != nil {
 				h.fail(w, r, err)
 				return
@@ -164,12 +164,12 @@ const busyRetry = 2 * time.Second
 // startSession signs a user in (after a password or an OAuth provider):
 // into the oldest team, waiting for the second factor when the user has one.
 func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, u store.User, next string) {
-	team, err := h.store.FirstTeam(r.Context(), u.ID)
+	team, err := h.store.Sessions.FirstTeam(r.Context(), u.ID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	m, err := h.store.UserMFA(r.Context(), u.ID, team)
+	m, err := h.store.Sessions.UserMFA(r.Context(), u.ID, team)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -180,7 +180,7 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, u store.U
 		lifetime = pendingLifetime
 	}
 	tok := randomToken()
-	if err := h.store.CreateSession(r.Context(), store.Session{IDHash: tokenHash(tok), UserID: u.ID, TeamID: team,
+	if err := h.store.Sessions.CreateSession(r.Context(), store.Session{IDHash: tokenHash(tok), UserID: u.ID, TeamID: team,
 		CSRFToken: randomToken(), ExpiresAt: h.now().Add(lifetime), MFAPending: pending,
 		ClientAddr: clientAddrOf(r), UserAgent: clipUserAgent(r.UserAgent()), LastUsedAt: h.now()}); err != nil {
 		h.fail(w, r, err)
@@ -199,7 +199,7 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, u store.U
 // requireOwner reports whether the session's user owns its team; when not,
 // it answers with refuse (or a failure) and returns false.
 func (h *Handler) requireOwner(w http.ResponseWriter, r *http.Request, se *store.Session, refuse func()) bool {
-	role, err := h.store.MemberRole(r.Context(), se.TeamID, se.UserID)
+	role, err := h.store.Sessions.MemberRole(r.Context(), se.TeamID, se.UserID)
 	if err != nil {
 		h.fail(w, r, err)
 		return false

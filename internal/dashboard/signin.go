@@ -97,7 +97,7 @@ func (h *signInHandler) login(w http.ResponseWriter, r *http.Request) {
 		h.renderLogin(w, http.StatusTooManyRequests, d)
 		return
 	}
-	u, err := h.store.UserByEmail(r.Context(), email)
+	u, err := h.store.Accounts.UserByEmail(r.Context(), email)
 	hash := dummyHash
 	if err == nil && u.PasswordHash != "" {
 		hash = u.PasswordHash
@@ -140,7 +140,7 @@ func (h *signInHandler) login(w http.ResponseWriter, r *http.Request) {
 const dummyHash = "$argon2id$v=19$m=65536,t=3,p=2$AqHSPjAd0P5pokvZKMSSlQ$sJeOv3uPCMbLbahRyiWsfbpX6F8I/tm91A7hzw8NLr8"
 
 func (h *signInHandler) logout(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	if err := h.store.DeleteSession(r.Context(), se.IDHash); err != nil {
+	if err := h.store.Sessions.DeleteSession(r.Context(), se.IDHash); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -152,7 +152,7 @@ func (h *signInHandler) logout(w http.ResponseWriter, r *http.Request, se *store
 }
 
 func (h *signInHandler) logoutEverywhere(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	if err := h.store.DeleteUserSessions(r.Context(), se.UserID); err != nil {
+	if err := h.store.Sessions.DeleteUserSessions(r.Context(), se.UserID); err != nil {
 		h.fail(w, r, err)
 		return
 	}

@@ -60,7 +60,7 @@ func (h *teamHandler) team(w http.ResponseWriter, r *http.Request, se *store.Ses
 }
 
 func (h *teamHandler) renderTeam(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d teamData) {
-	members, err := h.store.Members(r.Context(), se.TeamID)
+	members, err := h.store.Accounts.Members(r.Context(), se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -76,7 +76,7 @@ func (h *teamHandler) renderTeam(w http.ResponseWriter, r *http.Request, se *sto
 		}
 	}
 	if d.Owner {
-		if d.Invitations, err = h.store.Invitations(r.Context(), se.TeamID); err != nil {
+		if d.Invitations, err = h.store.Accounts.Invitations(r.Context(), se.TeamID); err != nil {
 			h.fail(w, r, err)
 			return
 		}
@@ -89,7 +89,7 @@ func (h *teamHandler) renderTeam(w http.ResponseWriter, r *http.Request, se *sto
 // user's other sessions.
 func (h *teamHandler) changePassword(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	current, next, confirm := r.PostFormValue("current"), r.PostFormValue("new"), r.PostFormValue("confirm")
-	hash, err := h.store.UserPasswordHash(r.Context(), se.UserID)
+	hash, err := h.store.Accounts.UserPasswordHash(r.Context(), se.UserID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -111,7 +111,7 @@ func (h *teamHandler) changePassword(w http.ResponseWriter, r *http.Request, se 
 	if !ok {
 		return
 	}
-	if err := h.store.SetPassword(r.Context(), se.UserID, newHash, se.IDHash); err != nil {
+	if err := h.store.Accounts.SetPassword(r.Context(), se.UserID, newHash, se.IDHash); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -133,7 +133,7 @@ func (h *teamHandler) removeMember(w http.ResponseWriter, r *http.Request, se *s
 		http.NotFound(w, r)
 		return
 	}
-	revoked, err := h.store.RemoveMember(r.Context(), se.TeamID, id, audit.Entry{ActorType: audit.ActorUser,
+	revoked, err := h.store.Accounts.RemoveMember(r.Context(), se.TeamID, id, audit.Entry{ActorType: audit.ActorUser,
 		ActorID: &se.UserID, ClientAddr: clientIP(r), UserAgent: r.UserAgent()})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -167,7 +167,7 @@ func (h *teamHandler) switchTeam(w http.ResponseWriter, r *http.Request, se *sto
 		http.NotFound(w, r)
 		return
 	}
-	switch err := h.store.SetSessionTeam(r.Context(), se.IDHash, id); {
+	switch err := h.store.Accounts.SetSessionTeam(r.Context(), se.IDHash, id); {
 	case errors.Is(err, store.ErrNotFound):
 		http.NotFound(w, r)
 		return
@@ -190,7 +190,7 @@ func (h *teamHandler) confirmAddress(w http.ResponseWriter, r *http.Request, se 
 			"so no confirmation link can be sent."})
 		return
 	}
-	u, err := h.store.UserByID(r.Context(), se.UserID)
+	u, err := h.store.Accounts.UserByID(r.Context(), se.UserID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -199,7 +199,7 @@ func (h *teamHandler) confirmAddress(w http.ResponseWriter, r *http.Request, se 
 		h.renderTeam(w, r, se, http.StatusOK, teamData{Message: "Your address is already confirmed."})
 		return
 	}
-	err = h.store.ReserveSystemMail(r.Context(), store.SystemMail{Kind: store.SystemMailPasswordReset, Email: u.Email},
+	err = h.store.Emails.ReserveSystemMail(r.Context(), store.SystemMail{Kind: store.SystemMailPasswordReset, Email: u.Email},
 		h.mailLimits(), h.now())
 	if errors.Is(err, store.ErrAddressMailLimit) {
 		h.renderTeam(w, r, se, http.StatusTooManyRequests, teamData{Error: "Too many emails went to your address in the " +
