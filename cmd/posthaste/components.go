@@ -30,7 +30,7 @@ import (
 	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/health"
 	"github.com/posthaste/posthaste/internal/imports"
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/keyring"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/mtasts"
@@ -471,7 +471,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		Outbox: in.dispatcher, Logger: logger})
 	// The default inbound budget, which the Receiving page shows nearly spent
 	// (the MX enforces it: mx.go).
-	inboundBudget := inbound.Budget{DailyMessages: cfg.Inbound.DailyMessages, StorageBytes: cfg.Inbound.StorageBytes}
+	inboundBudget := inmail.Budget{DailyMessages: cfg.Inbound.DailyMessages, StorageBytes: cfg.Inbound.StorageBytes}
 	dash, err := dashboard.New(dashboard.Config{Store: st, InboundBudget: inboundBudget, Broadcasts: broadcasts, Auth: in.auth, TemporalUIURL: temporalUI,
 		Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys, OAuth: oauthConfig(cfg.OAuth),
 		PublicURL: cfg.HTTP.PublicURL, Mailer: mailer, WebhookWaker: worker.NewWebhookWaker(tc, stepPolicy(cfg.Steps)),

@@ -33,7 +33,7 @@ import (
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/password"
 	"github.com/posthaste/posthaste/internal/records"
@@ -88,7 +88,7 @@ type Config struct {
 	OAuth OAuth
 	// InboundBudget is the default inbound budget of a team's receiving
 	// domains, which the Receiving page shows when it is nearly spent.
-	InboundBudget inbound.Budget
+	InboundBudget inmail.Budget
 	// PublicURL is where browsers reach the dashboard's server, e.g.
 	// https://mail.example.com: the base of the links in emails and of the
 	// OAuth callbacks (PublicURL/dashboard/oauth/…). "" → http://localhost:3000.
