@@ -11,21 +11,8 @@ import (
 
 	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/domains"
-	"github.com/posthaste/posthaste/internal/records"
-	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 )
-
-// Verifier starts and nudges the verification of domains.
-type Verifier = domains.Verifier
-
-// DomainConfig is what the domain endpoints need besides the store.
-type DomainConfig struct {
-	Verifier     Verifier
-	Keys         *seal.Box // seals new DKIM keys; nil refuses to create domains
-	DKIMSelector string
-	Records      records.Config
-}
 
 type createDomainRequest struct {
 	Name             *string              `json:"name"`
@@ -172,7 +159,7 @@ func (s *Server) renderDomain(d store.Domain, withRecords bool) domainJSON {
 		return j
 	}
 	j.Records = []recordJSON{}
-	for _, r := range domains.Records(s.domains.Records, d) {
+	for _, r := range domains.Records(s.records, d) {
 		rj := recordJSON{Record: r.Record.Record, Name: r.Name, Type: r.Type, TTL: "Auto", Status: r.Status, Value: r.Value}
 		if r.Type == "MX" {
 			p := r.Priority

@@ -236,10 +236,10 @@ func (s *Server) getReceivedAttachment(c *gin.Context) {
 
 // downloadKey is the key of download URLs; nil without a master key.
 func (s *Server) downloadKey() []byte {
-	if s.domains.Keys == nil {
+	if s.keys == nil {
 		return nil
 	}
-	return s.domains.Keys.DeriveKey(DownloadKeyPurpose)
+	return s.keys.DeriveKey(DownloadKeyPurpose)
 }
 
 // downloadSignature signs one object of one team until expires.

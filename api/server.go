@@ -27,6 +27,8 @@ import (
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/imports"
+	"github.com/posthaste/posthaste/internal/records"
+	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
@@ -47,17 +49,31 @@ type Config struct {
 	Store  *store.Store
 	Auth   *auth.Authenticator
 	Submit *submit.Service
-	// Broadcasts serves /broadcasts; nil answers them 404.
-	Broadcasts *broadcast.Service
-	Metrics    *telemetry.Metrics
-	Gatherer   prometheus.Gatherer // served at /metrics; nil → no /metrics
+
+	// The use cases the API shares with the dashboard, each built once by
+	// the caller (cmd/posthaste) and handed to both. A nil one leaves its
+	// routes out (they answer 404).
+	Domains      *domains.Service   // /domains
+	Webhooks     *webhook.Endpoints // /webhooks
+	Imports      *imports.Service   // /contacts/imports
+	DataRequests *datareq.Service   // /data-requests
+	Broadcasts   *broadcast.Service // /broadcasts
+	// Records is the operator's side of the DNS records shown with each
+	// domain.
+	Records records.Config
+	// WebhookWaker wakes an endpoint's delivery after a replay; may be nil.
+	WebhookWaker Waker
+	// Keys derives the key that signs the download URLs of received
+	// emails and data request archives; nil offers no download URLs.
+	Keys *seal.Box
+
+	Metrics  *telemetry.Metrics
+	Gatherer prometheus.Gatherer // served at /metrics; nil → no /metrics
 	// MetricsToken, when set, is the bearer token /metrics requires and
 	// that makes /readyz name its failed checks; without it /readyz
 	// answers only ready or not.
 	MetricsToken string
 	Ready        []Check
-	Domains      DomainConfig
-	Webhooks     WebhookConfig
 	// Dashboard serves /dashboard/; nil leaves it out.
 	Dashboard http.Handler
 	Logger    *slog.Logger
@@ -118,23 +134,24 @@ type UnsubscribeHandler interface {
 
 // Server is the HTTP API.
 type Server struct {
-	store    *store.Store
-	auth     *auth.Authenticator
-	submit   *submit.Service
-	metrics  *telemetry.Metrics
-	ready    []Check
-	domains  DomainConfig
-	webhooks WebhookConfig
-	// domainSvc and endpoints are the use cases shared with the dashboard.
-	domainSvc *domains.Service
-	endpoints *webhook.Endpoints
-	imports   *imports.Service
-	// dataRequests serves /data-requests.
+	store   *store.Store
+	auth    *auth.Authenticator
+	submit  *submit.Service
+	metrics *telemetry.Metrics
+	ready   []Check
+	records records.Config
+	keys    *seal.Box
+	// wakeWebhook wakes an endpoint's delivery; may be nil.
+	wakeWebhook Waker
+	// The use cases shared with the dashboard; a nil one leaves its
+	// routes out.
+	domainSvc    *domains.Service
+	endpoints    *webhook.Endpoints
+	imports      *imports.Service
 	dataRequests *datareq.Service
-	// broadcasts serves /broadcasts; nil leaves those routes out.
-	broadcasts *broadcast.Service
-	logger     *slog.Logger
-	engine     *gin.Engine
+	broadcasts   *broadcast.Service
+	logger       *slog.Logger
+	engine       *gin.Engine
 
 	limiter     Limiter
 	defaultRate int
@@ -155,7 +172,9 @@ func New(cfg Config) (*Server, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{store: cfg.Store, auth: cfg.Auth, submit: cfg.Submit, metrics: cfg.Metrics,
-		ready: cfg.Ready, domains: cfg.Domains, webhooks: cfg.Webhooks, logger: logger.With("component", "api"),
+		ready: cfg.Ready, records: cfg.Records, keys: cfg.Keys, wakeWebhook: cfg.WebhookWaker,
+		domainSvc: cfg.Domains, endpoints: cfg.Webhooks, imports: cfg.Imports, dataRequests: cfg.DataRequests,
+		broadcasts: cfg.Broadcasts, logger: logger.With("component", "api"),
 		limiter: cfg.Limiter, defaultRate: cfg.DefaultRateLimit, reqlog: cfg.RequestLog, fixed: cfg.Unauthenticated,
 		opsToken: cfg.MetricsToken, hsts: cfg.HSTS, publicURL: strings.TrimRight(cfg.PublicURL, "/")}
 	if s.defaultRate <= 0 {
@@ -165,17 +184,6 @@ func New(cfg Config) (*Server, error) {
 		cfg.KeyLookupRate = 10
 	}
 	s.lookups = newLookupBudget(cfg.KeyLookupRate, cfg.Now)
-	s.domainSvc = domains.New(domains.Config{Keys: cfg.Domains.Keys, DKIMSelector: cfg.Domains.DKIMSelector,
-		Verifier: cfg.Domains.Verifier, Outbox: cfg.Webhooks.Outbox, Logger: logger}, cfg.Store)
-	s.endpoints = webhook.NewEndpoints(webhook.EndpointsConfig{Keys: cfg.Webhooks.Keys, Client: cfg.Webhooks.Client,
-		Waker: cfg.Webhooks.Waker, AllowHTTP: cfg.Webhooks.AllowHTTP, Logger: logger}, cfg.Store)
-	s.imports = imports.New(imports.Config{Outbox: cfg.Webhooks.Outbox}, cfg.Store)
-	var outbox datareq.Notifier
-	if cfg.Webhooks.Outbox != nil {
-		outbox = cfg.Webhooks.Outbox
-	}
-	s.dataRequests = datareq.New(datareq.Config{Keys: cfg.Domains.Keys, Outbox: outbox}, cfg.Store)
-	s.broadcasts = cfg.Broadcasts
 	tr, err := newTrackingRoutes(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("tracking routes: %w", err)
@@ -237,7 +245,9 @@ func New(cfg Config) (*Server, error) {
 	// not a key (receiving.go).
 	e.GET("/emails/receiving/:id/raw", s.downloadReceivedRaw)
 	e.GET("/emails/receiving/:id/attachments/:attachment_id/download", s.downloadReceivedAttachment)
-	e.GET("/data-requests/:id/download", s.downloadDataRequest)
+	if s.dataRequests != nil {
+		e.GET("/data-requests/:id/download", s.downloadDataRequest)
+	}
 
 	full := e.Group("/", s.requireKey(false))
 	full.GET("/emails/receiving", s.listReceivedEmails)
@@ -253,12 +263,6 @@ func New(cfg Config) (*Server, error) {
 	full.POST("/api-keys", s.createAPIKey)
 	full.GET("/api-keys", s.listAPIKeys)
 	full.DELETE("/api-keys/:id", s.deleteAPIKey)
-	full.POST("/domains", s.createDomain)
-	full.GET("/domains", s.listDomains)
-	full.GET("/domains/:id", s.getDomain)
-	full.PATCH("/domains/:id", s.updateDomain)
-	full.POST("/domains/:id/verify", s.verifyDomain)
-	full.DELETE("/domains/:id", s.deleteDomain) // owners only: domains.Service.Delete
 	full.GET("/suppressions", s.listSuppressions)
 	full.POST("/suppressions", s.createSuppression)
 	full.DELETE("/suppressions/:id", s.deleteSuppression)
@@ -271,24 +275,7 @@ func New(cfg Config) (*Server, error) {
 	full.POST("/templates/:id/duplicate", s.duplicateTemplate)
 	full.GET("/logs", s.listLogs)
 	full.GET("/audit-log", s.requireOwnerKey, s.listAuditLog)
-	full.POST("/data-requests", s.requireOwnerKey, s.createDataRequest)
-	full.GET("/data-requests", s.requireOwnerKey, s.listDataRequests)
-	full.GET("/data-requests/:id", s.requireOwnerKey, s.getDataRequest)
 	full.GET("/logs/:id", s.getLog)
-	full.POST("/webhooks", s.createWebhook)
-	full.GET("/webhooks", s.listWebhooks)
-	full.GET("/webhooks/:id", s.getWebhook)
-	full.PATCH("/webhooks/:id", s.updateWebhook)
-	full.DELETE("/webhooks/:id", s.deleteWebhook)
-	full.POST("/webhooks/:id/signing-secret/rotate", s.rotateWebhookSecret)
-	full.POST("/webhooks/:id/test", s.testWebhook)
-	full.GET("/webhooks/:id/events", s.listWebhookEvents)
-	full.GET("/webhooks/:id/events/:event_id", s.getWebhookEvent)
-	full.GET("/webhooks/:id/events/:event_id/attempts", s.listWebhookAttempts)
-	full.POST("/webhooks/:id/events/:event_id/replay", s.replayWebhookEvent)
-	full.POST("/contacts/imports", s.createContactImport)
-	full.GET("/contacts/imports", s.listContactImports)
-	full.GET("/contacts/imports/:id", s.getContactImport)
 	full.POST("/contacts", s.createContact)
 	full.GET("/contacts", s.listContacts)
 	full.GET("/contacts/:id", s.getContact)
@@ -315,6 +302,37 @@ func New(cfg Config) (*Server, error) {
 	full.GET("/topics/:id", s.getTopic)
 	full.PATCH("/topics/:id", s.updateTopic)
 	full.DELETE("/topics/:id", s.deleteTopic)
+	if s.domainSvc != nil {
+		full.POST("/domains", s.createDomain)
+		full.GET("/domains", s.listDomains)
+		full.GET("/domains/:id", s.getDomain)
+		full.PATCH("/domains/:id", s.updateDomain)
+		full.POST("/domains/:id/verify", s.verifyDomain)
+		full.DELETE("/domains/:id", s.deleteDomain) // owners only: domains.Service.Delete
+	}
+	if s.dataRequests != nil {
+		full.POST("/data-requests", s.requireOwnerKey, s.createDataRequest)
+		full.GET("/data-requests", s.requireOwnerKey, s.listDataRequests)
+		full.GET("/data-requests/:id", s.requireOwnerKey, s.getDataRequest)
+	}
+	if s.endpoints != nil {
+		full.POST("/webhooks", s.createWebhook)
+		full.GET("/webhooks", s.listWebhooks)
+		full.GET("/webhooks/:id", s.getWebhook)
+		full.PATCH("/webhooks/:id", s.updateWebhook)
+		full.DELETE("/webhooks/:id", s.deleteWebhook)
+		full.POST("/webhooks/:id/signing-secret/rotate", s.rotateWebhookSecret)
+		full.POST("/webhooks/:id/test", s.testWebhook)
+		full.GET("/webhooks/:id/events", s.listWebhookEvents)
+		full.GET("/webhooks/:id/events/:event_id", s.getWebhookEvent)
+		full.GET("/webhooks/:id/events/:event_id/attempts", s.listWebhookAttempts)
+		full.POST("/webhooks/:id/events/:event_id/replay", s.replayWebhookEvent)
+	}
+	if s.imports != nil {
+		full.POST("/contacts/imports", s.createContactImport)
+		full.GET("/contacts/imports", s.listContactImports)
+		full.GET("/contacts/imports/:id", s.getContactImport)
+	}
 	if s.broadcasts != nil {
 		full.POST("/broadcasts", s.createBroadcast)
 		full.GET("/broadcasts", s.listBroadcasts)

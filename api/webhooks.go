@@ -10,27 +10,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/audit"
-	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
 // Waker wakes the delivery of an endpoint (its DeliverWebhook workflow).
 type Waker = webhook.Waker
-
-// Notifier is told when outbox entries were committed.
-type Notifier interface{ Notify() }
-
-// WebhookConfig is what the webhook endpoints need besides the store.
-type WebhookConfig struct {
-	Waker  Waker
-	Client *webhook.Client // posts test events
-	Keys   *seal.Box       // seals signing secrets; nil refuses to create webhooks
-	// AllowHTTP accepts plain http endpoints (POSTHASTE_ALLOW_PRIVATE_EGRESS).
-	AllowHTTP bool
-	// Outbox is poked after domain events are emitted; may be nil.
-	Outbox Notifier
-}
 
 type webhookRequest struct {
 	Endpoint *string   `json:"endpoint"`
@@ -142,10 +127,10 @@ func (s *Server) updateWebhook(c *gin.Context) {
 // wake nudges an endpoint's delivery; a failure is logged, since the
 // delivery also wakes on the endpoint's next event.
 func (s *Server) wake(c *gin.Context, id uuid.UUID) {
-	if s.webhooks.Waker == nil {
+	if s.wakeWebhook == nil {
 		return
 	}
-	if err := s.webhooks.Waker.Wake(c.Request.Context(), id.String()); err != nil {
+	if err := s.wakeWebhook.Wake(c.Request.Context(), id.String()); err != nil {
 		s.logger.Warn("waking webhook delivery", "webhook_id", id, "request_id", requestID(c), "err", err)
 	}
 }
