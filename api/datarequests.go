@@ -49,18 +49,6 @@ func (s *Server) renderDataRequest(c *gin.Context, r store.DataRequest) dataRequ
 	return j
 }
 
-// baseURL is the public URL, else the scheme and host the request came to.
-func (s *Server) baseURL(c *gin.Context) string {
-	if s.publicURL != "" {
-		return s.publicURL
-	}
-	scheme := "http"
-	if c.Request.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + c.Request.Host
-}
-
 // dataRequestDownloadURL is the signed URL of a ready export's archive on
 // base, valid for an hour (or until the archive expires, if sooner); ok is
 // false without a master key. (The dashboard serves archives to owners

@@ -38,11 +38,6 @@ func idempotencyKey(c *gin.Context) *string {
 	return &vals[0]
 }
 
-func (s *Server) sender(c *gin.Context) submit.Sender {
-	p := principal(c)
-	return submit.Sender{TeamID: p.TeamID, KeyID: p.KeyID, DomainID: p.DomainID}
-}
-
 func (s *Server) sendEmail(c *gin.Context) {
 	body, err := readBody(c)
 	if err != nil {
