@@ -46,13 +46,13 @@ func renderAudit(e audit.Entry) auditEntryJSON {
 }
 
 // listAuditLog answers GET /audit-log: the team's entries, newest first.
-func (s *Server) listAuditLog(c *gin.Context) {
+func (s *privacyAPI) listAuditLog(c *gin.Context) {
 	f, err := audit.ParseFilter(c.Query)
 	if err != nil {
 		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameValidation, err.Error()))
 		return
 	}
-	respondList(s, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]audit.Entry, bool, error) {
+	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]audit.Entry, bool, error) {
 		return s.store.ListAudit(ctx, team, f, p)
 	}, renderAudit)
 }

@@ -27,10 +27,10 @@ const DownloadKeyPurpose = "posthaste received downloads v1"
 
 // downloadKey is the key of download URLs; nil without a master key.
 func (s *Server) downloadKey() []byte {
-	if s.keys == nil {
+	if s.box == nil {
 		return nil
 	}
-	return s.keys.DeriveKey(DownloadKeyPurpose)
+	return s.box.DeriveKey(DownloadKeyPurpose)
 }
 
 // downloadSignature signs one object of one team until expires.

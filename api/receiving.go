@@ -23,6 +23,10 @@ import (
 // cannot be guessed or reused for long. The signature travels in the
 // query string, which the request log does not record.
 
+// receivingAPI serves /emails/receiving: received emails, their
+// attachments and their downloads.
+type receivingAPI struct{ *Server }
+
 type receivedAttachmentJSON struct {
 	ID                 string  `json:"id"`
 	Filename           *string `json:"filename"`
@@ -91,13 +95,13 @@ func renderReceivedList(e store.ReceivedEmail) receivedListJSON {
 	return j
 }
 
-func (s *Server) listReceivedEmails(c *gin.Context) {
-	respondList(s, c, s.store.ListReceivedEmails, renderReceivedList)
+func (s *receivingAPI) listReceivedEmails(c *gin.Context) {
+	respondList(s.Server, c, s.store.ListReceivedEmails, renderReceivedList)
 }
 
 // receivedPath loads the team's received email of the :id parameter; it
 // has answered the request when ok is false.
-func (s *Server) receivedPath(c *gin.Context) (store.ReceivedEmail, bool) {
+func (s *receivingAPI) receivedPath(c *gin.Context) (store.ReceivedEmail, bool) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -111,7 +115,7 @@ func (s *Server) receivedPath(c *gin.Context) (store.ReceivedEmail, bool) {
 	return e, true
 }
 
-func (s *Server) getReceivedEmail(c *gin.Context) {
+func (s *receivingAPI) getReceivedEmail(c *gin.Context) {
 	format := c.DefaultQuery("html_format", "data_uri")
 	if format != "data_uri" && format != "cid" {
 		s.respondError(c, validation("The `html_format` parameter must be `data_uri` or `cid`."))
@@ -143,7 +147,7 @@ const maxInlineBytes = 10 << 20
 
 // inlineImages replaces the cid: references of e's HTML to its inline
 // attachments with data: URIs (Resend's default html_format).
-func (s *Server) inlineImages(c *gin.Context, e store.ReceivedEmail) (string, error) {
+func (s *receivingAPI) inlineImages(c *gin.Context, e store.ReceivedEmail) (string, error) {
 	html := *e.HTML
 	budget := maxInlineBytes
 	for _, a := range e.Attachments {
@@ -161,7 +165,7 @@ func (s *Server) inlineImages(c *gin.Context, e store.ReceivedEmail) (string, er
 	return html, nil
 }
 
-func (s *Server) renderAttachmentData(c *gin.Context, e store.ReceivedEmail, a store.ReceivedAttachment) (attachmentDataJSON, bool) {
+func (s *receivingAPI) renderAttachmentData(c *gin.Context, e store.ReceivedEmail, a store.ReceivedAttachment) (attachmentDataJSON, bool) {
 	u, exp, ok := s.downloadURL(c, "attachment", e.TeamID, e.ID, a.ID)
 	if !ok {
 		return attachmentDataJSON{}, false
@@ -175,12 +179,12 @@ func (s *Server) renderAttachmentData(c *gin.Context, e store.ReceivedEmail, a s
 		DownloadURL: u, ExpiresAt: formatTime(exp)}, true
 }
 
-func (s *Server) noDownloads(c *gin.Context) {
+func (s *receivingAPI) noDownloads(c *gin.Context) {
 	s.respondError(c, errorf(http.StatusInternalServerError, nameApplicationError,
 		"Downloads are unavailable: the server has no master key (POSTHASTE_MASTER_KEY)."))
 }
 
-func (s *Server) listReceivedAttachments(c *gin.Context) {
+func (s *receivingAPI) listReceivedAttachments(c *gin.Context) {
 	e, ok := s.receivedPath(c)
 	if !ok {
 		return
@@ -197,7 +201,7 @@ func (s *Server) listReceivedAttachments(c *gin.Context) {
 	c.PureJSON(http.StatusOK, list(out, false))
 }
 
-func (s *Server) getReceivedAttachment(c *gin.Context) {
+func (s *receivingAPI) getReceivedAttachment(c *gin.Context) {
 	aid, err := uuid.Parse(c.Param("attachment_id"))
 	if err != nil {
 		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameInvalidParameter, "The id must be a valid UUID."))
@@ -226,7 +230,7 @@ func (s *Server) getReceivedAttachment(c *gin.Context) {
 // downloadURL is the signed URL of a received email's raw message (kind
 // "raw") or attachment, on the public URL when configured, else on the
 // host the request came to; ok is false without a master key.
-func (s *Server) downloadURL(c *gin.Context, kind string, team, email, att uuid.UUID) (string, time.Time, bool) {
+func (s *receivingAPI) downloadURL(c *gin.Context, kind string, team, email, att uuid.UUID) (string, time.Time, bool) {
 	exp := time.Now().Add(downloadTTL).Truncate(time.Second)
 	path := "/emails/receiving/" + email.String() + "/raw"
 	if kind == "attachment" {
@@ -256,7 +260,7 @@ func serveDownload(c *gin.Context, contentType, filename string, content []byte)
 	c.Data(http.StatusOK, contentType, content)
 }
 
-func (s *Server) downloadReceivedAttachment(c *gin.Context) {
+func (s *receivingAPI) downloadReceivedAttachment(c *gin.Context) {
 	email, err1 := uuid.Parse(c.Param("id"))
 	aid, err2 := uuid.Parse(c.Param("attachment_id"))
 	if err1 != nil || err2 != nil {
@@ -275,7 +279,7 @@ func (s *Server) downloadReceivedAttachment(c *gin.Context) {
 	serveDownload(c, a.ContentType, a.Filename, a.Content)
 }
 
-func (s *Server) downloadReceivedRaw(c *gin.Context) {
+func (s *receivingAPI) downloadReceivedRaw(c *gin.Context) {
 	email, err := uuid.Parse(c.Param("id"))
 	if err != nil {
 		s.respondError(c, errorf(http.StatusNotFound, nameNotFound, "The requested resource was not found."))
