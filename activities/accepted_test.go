@@ -269,7 +269,7 @@ func TestPrepareSendsAcceptedForward(t *testing.T) {
 	require.NoError(t, err)
 	row := e.Row(uuid.Must(uuid.NewV7()), d.TeamID, time.Now())
 	row.DomainID = &d.ID
-	_, err = st.InsertEmail(ctx, row)
+	_, err = st.Emails.InsertEmail(ctx, row)
 	require.NoError(t, err)
 
 	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, nil, nil, nil)
@@ -277,7 +277,7 @@ func TestPrepareSendsAcceptedForward(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, res.Groups, 1)
 
-	msg, err := st.Message(ctx, row.ID)
+	msg, err := st.Emails.Message(ctx, row.ID)
 	require.NoError(t, err)
 	verifs, err := msgdkim.VerifyWithOptions(bytes.NewReader(msg), &msgdkim.VerifyOptions{
 		LookupTXT: func(string) ([]string, error) { return []string{dkim.RecordValue(key.PublicBase64)}, nil },

@@ -333,7 +333,7 @@ func (a *Sending) sends(pool string) bool {
 
 // record stores events and counts them.
 func (a *recorder) record(ctx context.Context, id uuid.UUID, evs []store.Event) error {
-	if err := a.store.RecordEvents(ctx, id, evs); err != nil {
+	if err := a.store.Emails.RecordEvents(ctx, id, evs); err != nil {
 		return err
 	}
 	if a.outbox != nil {
@@ -369,7 +369,7 @@ func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contra
 	if err != nil {
 		return contract.PrepareResult{}, temporal.NewNonRetryableApplicationError("bad email id", contract.ErrTypePermanent, err)
 	}
-	claim, err := a.store.ClaimForSending(ctx, id, a.now(), claimSkew)
+	claim, err := a.store.Emails.ClaimForSending(ctx, id, a.now(), claimSkew)
 	if errors.Is(err, store.ErrNotFound) {
 		// Erased by a data request after it was canceled: nothing to send.
 		return contract.PrepareResult{Skip: true}, nil
@@ -391,7 +391,7 @@ func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contra
 	// message (once) and hand out the recipients. The email, its domain,
 	// its IP pool and the message an earlier try stored come in one round
 	// trip.
-	load, err := a.store.EmailForSending(ctx, id, true)
+	load, err := a.store.Emails.EmailForSending(ctx, id, true)
 	if err != nil {
 		return contract.PrepareResult{}, err
 	}
@@ -435,11 +435,11 @@ func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contra
 	suppressed := map[string]bool{}
 	offTopic := map[string]bool{} // not subscribed to the email's topic
 	if len(real) > 0 {
-		if suppressed, err = a.store.Suppressed(ctx, e.TeamID, real); err != nil {
+		if suppressed, err = a.store.Emails.Suppressed(ctx, e.TeamID, real); err != nil {
 			return contract.PrepareResult{}, err
 		}
 		if e.TopicID != nil {
-			offTopic, err = a.store.TopicBlocked(ctx, e.TeamID, *e.TopicID, real)
+			offTopic, err = a.store.Audience.TopicBlocked(ctx, e.TeamID, *e.TopicID, real)
 			if errors.Is(err, store.ErrNotFound) { // deleted since: no longer scoped
 				offTopic, err = map[string]bool{}, nil
 			}
@@ -507,7 +507,7 @@ func (a *Sending) buildAndSave(ctx context.Context, e store.Email, d *store.Doma
 			return classify(err)
 		}
 	}
-	_, err := a.store.SaveMessage(ctx, e.TeamID, e.ID, messageID(e), msg)
+	_, err := a.store.Emails.SaveMessage(ctx, e.TeamID, e.ID, messageID(e), msg)
 	return err
 }
 
@@ -673,7 +673,7 @@ func (a *Sending) LoadBatch(ctx context.Context, in contract.LoadBatchInput) (co
 	if err != nil {
 		return contract.LoadBatchResult{}, temporal.NewNonRetryableApplicationError("bad batch id", contract.ErrTypePermanent, err)
 	}
-	emails, err := a.store.BatchEmails(ctx, id)
+	emails, err := a.store.Emails.BatchEmails(ctx, id)
 	if err != nil {
 		return contract.LoadBatchResult{}, err
 	}

@@ -36,7 +36,7 @@ func insertEmailAt(t *testing.T, st *store.Store, at time.Time, rcpts ...string)
 	t.Helper()
 	ctx := context.Background()
 	team := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
+	require.NoError(t, st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
 	html := "<p>Hello <a href=\"https://example.com\">there</a></p>"
 	e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: team, From: "Acme <onboarding@posthaste.test>",
 		FromDomain: "posthaste.test", To: rcpts, Subject: "Hi ✓", HTML: &html, GenerateText: true,
@@ -46,7 +46,7 @@ func insertEmailAt(t *testing.T, st *store.Store, at time.Time, rcpts ...string)
 		_, domain, _ := strings.Cut(r, "@")
 		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: domain, Status: store.EventQueued})
 	}
-	_, err := st.InsertEmail(ctx, e)
+	_, err := st.Emails.InsertEmail(ctx, e)
 	require.NoError(t, err)
 	return e
 }
@@ -83,7 +83,7 @@ func TestPrepareBuildsStoresAndGroups(t *testing.T) {
 	require.Equal(t, []string{"a@one.test", "b@one.test"}, res.Groups[0].Recipients)
 	require.Equal(t, "two.test", res.Groups[1].Domain)
 
-	msg, err := st.Message(context.Background(), e.ID)
+	msg, err := st.Emails.Message(context.Background(), e.ID)
 	require.NoError(t, err)
 	mr, err := mail.CreateReader(bytes.NewReader(msg))
 	require.NoError(t, err)
@@ -99,10 +99,10 @@ func TestPrepareBuildsStoresAndGroups(t *testing.T) {
 	// A retry keeps the first message and records `sent` once.
 	_, err = run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
-	again, err := st.Message(context.Background(), e.ID)
+	again, err := st.Emails.Message(context.Background(), e.ID)
 	require.NoError(t, err)
 	require.Equal(t, msg, again)
-	evs, err := st.Events(context.Background(), e.ID)
+	evs, err := st.Emails.Events(context.Background(), e.ID)
 	require.NoError(t, err)
 	require.Len(t, evs, 2, "queued, sent")
 }
@@ -112,7 +112,7 @@ func TestPrepareSkipsCanceled(t *testing.T) {
 	st := storetest.New(t)
 	acts := activities.New(activities.Config{}, st, nil, nil, nil)
 	e := insertEmail(t, st, "delivered@posthaste.test")
-	require.NoError(t, st.RecordEvents(context.Background(), e.ID, []store.Event{{Type: store.EventCanceled}}))
+	require.NoError(t, st.Emails.RecordEvents(context.Background(), e.ID, []store.Event{{Type: store.EventCanceled}}))
 	res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.True(t, res.Skip)
@@ -162,7 +162,7 @@ func TestDeliverRecordsOutcomesAndRetriesOnlyDeferred(t *testing.T) {
 	require.Equal(t, []string{"grey@dest.test"}, msgs[1].To)
 	require.Equal(t, fmt.Sprintf("bounces+%s@out.example", e.ID), msgs[0].From, "sandbox-sender mail returns to this host")
 
-	evs, err := st.Events(context.Background(), e.ID)
+	evs, err := st.Emails.Events(context.Background(), e.ID)
 	require.NoError(t, err)
 	var types []string
 	for _, ev := range evs {
@@ -174,11 +174,11 @@ func TestDeliverRecordsOutcomesAndRetriesOnlyDeferred(t *testing.T) {
 
 	// The permanent bounce put the address on the team's suppression list,
 	// and only it.
-	sp, err := st.SuppressionByEmail(context.Background(), e.TeamID, "Gone@dest.test")
+	sp, err := st.Emails.SuppressionByEmail(context.Background(), e.TeamID, "Gone@dest.test")
 	require.NoError(t, err)
 	require.Equal(t, store.SuppressionBounce, sp.Reason)
 	require.Equal(t, e.ID, *sp.EmailID)
-	sup, err := st.Suppressed(context.Background(), e.TeamID, []string{"ok@dest.test", "grey@dest.test", "gone@dest.test"})
+	sup, err := st.Emails.Suppressed(context.Background(), e.TeamID, []string{"ok@dest.test", "grey@dest.test", "gone@dest.test"})
 	require.NoError(t, err)
 	require.Equal(t, map[string]bool{"gone@dest.test": true}, sup)
 
@@ -190,7 +190,7 @@ func TestDeliverRecordsOutcomesAndRetriesOnlyDeferred(t *testing.T) {
 
 func recipientStatus(t *testing.T, st *store.Store, e store.Email) map[string]string {
 	t.Helper()
-	got, err := st.GetEmail(context.Background(), e.TeamID, e.ID)
+	got, err := st.Emails.GetEmail(context.Background(), e.TeamID, e.ID)
 	require.NoError(t, err)
 	out := map[string]string{}
 	for _, r := range got.Recipients {

@@ -28,23 +28,23 @@ func TestHandOffBroadcastChunk(t *testing.T) {
 	ctx := context.Background()
 	st := storetest.New(t)
 	team := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
-	require.NoError(t, st.SetPlan(ctx, team, "50k"))
+	require.NoError(t, st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
+	require.NoError(t, st.Accounts.SetPlan(ctx, team, "50k"))
 	acts := activities.New(activities.Config{}, st, nil, nil, nil)
 
-	seg, err := st.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "all"})
+	seg, err := st.Audience.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "all"})
 	require.NoError(t, err)
 	for _, addr := range []string{"delivered+1@posthaste.test", "delivered+2@posthaste.test", "stranger@example.com"} {
-		_, err := st.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: team, Email: addr},
+		_, err := st.Audience.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: team, Email: addr},
 			[]uuid.UUID{seg.ID}, nil)
 		require.NoError(t, err)
 	}
 	newBroadcast := func() store.Broadcast {
 		html := "<p>Hi {{{FIRST_NAME|there}}}</p>"
-		b, err := st.CreateBroadcast(ctx, store.Broadcast{ID: uuid.Must(uuid.NewV7()), TeamID: team, SegmentID: &seg.ID,
+		b, err := st.Broadcasts.CreateBroadcast(ctx, store.Broadcast{ID: uuid.Must(uuid.NewV7()), TeamID: team, SegmentID: &seg.ID,
 			From: "onboarding@posthaste.test", Subject: "News for {{{FIRST_NAME|you}}}", HTML: &html})
 		require.NoError(t, err)
-		_, err = st.SendBroadcast(ctx, team, b.ID, nil, nil)
+		_, err = st.Broadcasts.SendBroadcast(ctx, team, b.ID, nil, nil)
 		require.NoError(t, err)
 		return b
 	}
@@ -59,10 +59,10 @@ func TestHandOffBroadcastChunk(t *testing.T) {
 	res := handOff(first)
 	require.Equal(t, 2, res.Emails)
 	require.Equal(t, 1, res.Failed, "the sandbox sender may not write to stranger@example.com")
-	failed, _, err := st.BroadcastRecipients(ctx, team, first.ID, "failed", "", store.Page{Limit: 10})
+	failed, _, err := st.Broadcasts.BroadcastRecipients(ctx, team, first.ID, "failed", "", store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, failed, 1)
-	e, err := st.GetEmail(ctx, team, failed[0].EmailID)
+	e, err := st.Emails.GetEmail(ctx, team, failed[0].EmailID)
 	require.NoError(t, err)
 	require.Equal(t, "News for you", e.Subject, "the failed email reads as it would have, placeholders filled")
 
@@ -76,12 +76,12 @@ func TestHandOffBroadcastChunk(t *testing.T) {
 		e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: team, From: "onboarding@posthaste.test",
 			FromDomain: "posthaste.test", To: []string{addr}, Subject: "s", LastEvent: status, CreatedAt: time.Now(),
 			Recipients: []store.Recipient{{Address: addr, Kind: "to", Domain: "example.com", Status: status}}}
-		_, err := st.InsertEmail(ctx, e)
+		_, err := st.Emails.InsertEmail(ctx, e)
 		require.NoError(t, err)
 	}
-	_, err = st.EvaluateHealth(ctx, time.Now(), health.DefaultWindow, true)
+	_, err = st.Insights.EvaluateHealth(ctx, time.Now(), health.DefaultWindow, true)
 	require.NoError(t, err)
-	pause, err := st.SendingPause(ctx, team)
+	pause, err := st.Insights.SendingPause(ctx, team)
 	require.NoError(t, err)
 	require.NotNil(t, pause)
 
@@ -89,19 +89,19 @@ func TestHandOffBroadcastChunk(t *testing.T) {
 	res = handOff(b)
 	require.True(t, res.Paused)
 	require.Equal(t, pause.Message(), res.Reason)
-	got, err := st.Broadcast(ctx, team, b.ID)
+	got, err := st.Broadcasts.Broadcast(ctx, team, b.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.BroadcastPaused, got.Status)
-	counts, err := st.BroadcastCounts(ctx, team, b.ID)
+	counts, err := st.Broadcasts.BroadcastCounts(ctx, team, b.ID)
 	require.NoError(t, err)
 	require.Zero(t, counts.Total, "nothing is handed over while the team is paused")
 
-	resumed, err := st.ResumeSending(ctx, team, time.Now())
+	resumed, err := st.Insights.ResumeSending(ctx, team, time.Now())
 	require.NoError(t, err)
 	require.True(t, resumed)
 	res = handOff(b)
 	require.Equal(t, 2, res.Emails)
-	got, err = st.Broadcast(ctx, team, b.ID)
+	got, err = st.Broadcasts.Broadcast(ctx, team, b.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.BroadcastSending, got.Status)
 }
@@ -115,17 +115,17 @@ func TestBroadcastEmailInsights(t *testing.T) {
 	ctx := context.Background()
 	st := storetest.New(t)
 	team := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
-	require.NoError(t, st.SetPlan(ctx, team, "50k"))
-	require.NoError(t, st.CreateDomain(ctx, store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "shop.test",
+	require.NoError(t, st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
+	require.NoError(t, st.Accounts.SetPlan(ctx, team, "50k"))
+	require.NoError(t, st.Domains.CreateDomain(ctx, store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "shop.test",
 		Region: "eu-west-1", Status: store.DomainVerified, ReturnPath: "bounce", TLS: store.TLSEnforced,
 		DKIMSelector: "sel", DKIMPublicKey: "unused", DKIMPrivateKey: []byte("unused"),
 		RecordStatus: map[string]string{records.KeyDMARC: store.DomainFailed}}))
 	acts := activities.New(activities.Config{}, st, nil, nil, nil)
-	api := submit.New(submit.Config{Store: st})
-	seg, err := st.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "all"})
+	api := submit.New(submit.Config{Store: submit.StoreOf(st)})
+	seg, err := st.Audience.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "all"})
 	require.NoError(t, err)
-	_, err = st.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: team,
+	_, err = st.Audience.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: team,
 		Email: "delivered@posthaste.test"}, []uuid.UUID{seg.ID}, nil)
 	require.NoError(t, err)
 
@@ -145,19 +145,19 @@ func TestBroadcastEmailInsights(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			html := "<p>Hi {{{FIRST_NAME|there}}}, here is our news about tea and coffee.</p>"
-			b, err := st.CreateBroadcast(ctx, store.Broadcast{ID: uuid.Must(uuid.NewV7()), TeamID: team,
+			b, err := st.Broadcasts.CreateBroadcast(ctx, store.Broadcast{ID: uuid.Must(uuid.NewV7()), TeamID: team,
 				SegmentID: &seg.ID, From: tt.from, Subject: "NEWS FOR {{{FIRST_NAME|YOU}}}", HTML: &html})
 			require.NoError(t, err)
-			_, err = st.SendBroadcast(ctx, team, b.ID, nil, nil)
+			_, err = st.Broadcasts.SendBroadcast(ctx, team, b.ID, nil, nil)
 			require.NoError(t, err)
 			res, err := run[contract.BroadcastChunkInput, contract.BroadcastChunkResult](t,
 				acts.HandOffBroadcastChunk, contract.BroadcastChunkInput{BroadcastID: b.ID, Size: 100})
 			require.NoError(t, err)
 			require.Equal(t, 1, res.Emails)
-			queued, _, err := st.BroadcastRecipients(ctx, team, b.ID, "queued", "", store.Page{Limit: 10})
+			queued, _, err := st.Broadcasts.BroadcastRecipients(ctx, team, b.ID, "queued", "", store.Page{Limit: 10})
 			require.NoError(t, err)
 			require.Len(t, queued, 1)
-			got, err := st.GetEmail(ctx, team, queued[0].EmailID)
+			got, err := st.Emails.GetEmail(ctx, team, queued[0].EmailID)
 			require.NoError(t, err)
 			require.Equal(t, tt.want, codes(got.Insights))
 			require.True(t, got.GenerateText, "a text part is derived from the HTML")
@@ -167,7 +167,7 @@ func TestBroadcastEmailInsights(t *testing.T) {
 			id, err := api.Send(ctx, submit.Sender{TeamID: team}, submit.SendRequest{From: tt.from,
 				To: []string{"delivered@posthaste.test"}, Subject: &subject, HTML: &apiHTML})
 			require.NoError(t, err)
-			want, err := st.GetEmail(ctx, team, id)
+			want, err := st.Emails.GetEmail(ctx, team, id)
 			require.NoError(t, err)
 			require.Equal(t, want.Insights, got.Insights)
 		})

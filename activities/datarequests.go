@@ -70,7 +70,7 @@ func (a *DataRequests) dataRequests() *datareq.Service {
 
 // subject loads a running request and opens its address.
 func (a *DataRequests) subject(ctx context.Context, id uuid.UUID) (store.DataRequest, store.Subject, error) {
-	r, err := a.store.StartDataRequest(ctx, id)
+	r, err := a.store.Privacy.StartDataRequest(ctx, id)
 	if err != nil {
 		return r, store.Subject{}, classify(err)
 	}
@@ -87,7 +87,7 @@ func (a *DataRequests) subject(ctx context.Context, id uuid.UUID) (store.DataReq
 // StartDataRequest marks the request running and returns its type. A
 // missing request is a permanent error.
 func (a *DataRequests) StartDataRequest(ctx context.Context, in contract.DataRequestInput) (contract.StartDataRequestResult, error) {
-	r, err := a.store.StartDataRequest(ctx, in.RequestID)
+	r, err := a.store.Privacy.StartDataRequest(ctx, in.RequestID)
 	if err != nil {
 		return contract.StartDataRequestResult{}, classify(err)
 	}
@@ -109,7 +109,7 @@ func (a *DataRequests) ExportDataRequest(ctx context.Context, in contract.DataRe
 	if err != nil {
 		return fmt.Errorf("exporting data request %s: %w", r.ID, err)
 	}
-	_, err = a.store.FinishDataRequest(ctx, r.ID, store.DataRequestOutcome{Found: exp.Found,
+	_, err = a.store.Privacy.FinishDataRequest(ctx, r.ID, store.DataRequestOutcome{Found: exp.Found,
 		ArchiveSize: &exp.Size, ExpiresAt: &exp.ExpiresAt})
 	return err
 }
@@ -127,12 +127,12 @@ func (a *DataRequests) EraseDataRequest(ctx context.Context, in contract.DataReq
 	}
 	canceled := 0
 	for {
-		ids, err := a.store.SubjectScheduledEmails(ctx, sub, 100)
+		ids, err := a.store.Privacy.SubjectScheduledEmails(ctx, sub, 100)
 		if err != nil {
 			return err
 		}
 		for _, id := range ids {
-			ref, err := a.store.CancelEmail(ctx, sub.TeamID, id)
+			ref, err := a.store.Emails.CancelEmail(ctx, sub.TeamID, id)
 			var se *store.StateError
 			if errors.As(err, &se) || errors.Is(err, store.ErrNotFound) {
 				continue // sent or gone meanwhile
@@ -158,7 +158,7 @@ func (a *DataRequests) EraseDataRequest(ctx context.Context, in contract.DataReq
 	if err != nil {
 		return fmt.Errorf("stopping the emails in flight of data request %s: %w", r.ID, err)
 	}
-	counts, err := a.store.EraseSubject(ctx, sub, 0)
+	counts, err := a.store.Privacy.EraseSubject(ctx, sub, 0)
 	if err != nil {
 		return fmt.Errorf("erasing data request %s: %w", r.ID, err)
 	}
@@ -169,7 +169,7 @@ func (a *DataRequests) EraseDataRequest(ctx context.Context, in contract.DataReq
 	counts[store.InFlightEmails] = inFlight
 	// Earlier requests about the same person keep it sealed (and an
 	// export its archive): forget them too.
-	earlier, err := a.store.SealedDataRequests(ctx, sub.TeamID, r.ID)
+	earlier, err := a.store.Privacy.SealedDataRequests(ctx, sub.TeamID, r.ID)
 	if err != nil {
 		return err
 	}
@@ -183,12 +183,12 @@ func (a *DataRequests) EraseDataRequest(ctx context.Context, in contract.DataReq
 		if addr != sub.Address {
 			continue
 		}
-		if err := a.store.ForgetDataRequest(ctx, sub.TeamID, e.ID); err != nil {
+		if err := a.store.Privacy.ForgetDataRequest(ctx, sub.TeamID, e.ID); err != nil {
 			return err
 		}
 		counts[ForgottenDataRequests]++
 	}
-	return a.store.SetDataRequestFound(ctx, r.ID, counts)
+	return a.store.Privacy.SetDataRequestFound(ctx, r.ID, counts)
 }
 
 // EraseSubjectHistory destroys the address's key of the Temporal payload
@@ -210,7 +210,7 @@ func (a *DataRequests) EraseSubjectHistory(ctx context.Context, in contract.Data
 // FinishDataRequest ends a request completed (an erasure then forgets its
 // address) or failed, once; the audit log records it.
 func (a *DataRequests) FinishDataRequest(ctx context.Context, in contract.FinishDataRequestInput) error {
-	_, err := a.store.FinishDataRequest(ctx, in.RequestID, store.DataRequestOutcome{Failed: in.Reason != "",
+	_, err := a.store.Privacy.FinishDataRequest(ctx, in.RequestID, store.DataRequestOutcome{Failed: in.Reason != "",
 		Reason: in.Reason})
 	return classify(err)
 }

@@ -61,10 +61,10 @@ func TestEraseDataRequest(t *testing.T) {
 		FromDomain: "posthaste.test", To: []string{"Kim@dest.test"}, Subject: "Later", LastEvent: store.EventScheduled,
 		ScheduledAt: &at, CreatedAt: time.Now(), Recipients: []store.Recipient{{Address: "Kim@dest.test", Kind: "to",
 			Domain: "dest.test", Status: store.EventScheduled}}}
-	_, err := st.InsertEmail(ctx, later)
+	_, err := st.Emails.InsertEmail(ctx, later)
 	require.NoError(t, err)
 	// Its workflow has started: the outbox is drained.
-	_, err = st.DrainOutbox(ctx, 100, func(_ context.Context, items []store.OutboxItem) []store.OutboxResult {
+	_, err = st.Webhooks.DrainOutbox(ctx, 100, func(_ context.Context, items []store.OutboxItem) []store.OutboxResult {
 		out := make([]store.OutboxResult, len(items))
 		for i, it := range items {
 			out[i] = store.OutboxResult{ID: it.ID, Done: true}
@@ -98,15 +98,15 @@ func TestEraseDataRequest(t *testing.T) {
 		contract.FinishDataRequestInput{RequestID: r.ID})
 	require.NoError(t, err)
 
-	done, err := st.DataRequest(ctx, team, r.ID)
+	done, err := st.Privacy.DataRequest(ctx, team, r.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.DataRequestCompleted, done.Status)
 	require.Nil(t, done.Address, "a completed erasure forgets the address")
 	require.Equal(t, 2, done.Found[store.ErasedEmails])
 	require.Equal(t, 1, done.Found[store.CanceledEmails])
-	_, err = st.GetEmail(ctx, team, sent.ID)
+	_, err = st.Emails.GetEmail(ctx, team, sent.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	list, _, err := st.ListAudit(ctx, team, audit.Filter{Action: audit.DataRequestComplete}, store.Page{Limit: 10})
+	list, _, err := st.Privacy.ListAudit(ctx, team, audit.Filter{Action: audit.DataRequestComplete}, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	require.Equal(t, audit.ActorSystem, list[0].ActorType)
@@ -115,7 +115,7 @@ func TestEraseDataRequest(t *testing.T) {
 	_, err = run[contract.FinishDataRequestInput, struct{}](t, acts.FinishDataRequest,
 		contract.FinishDataRequestInput{RequestID: r.ID})
 	require.NoError(t, err)
-	list, _, err = st.ListAudit(ctx, team, audit.Filter{Action: audit.DataRequestComplete}, store.Page{Limit: 10})
+	list, _, err = st.Privacy.ListAudit(ctx, team, audit.Filter{Action: audit.DataRequestComplete}, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	// A rerun of the whole request finds it ended.
@@ -155,7 +155,7 @@ func TestEraseDataRequestInFlight(t *testing.T) {
 			{Address: "Kim@dest.test", Kind: "to", Domain: "dest.test", Status: store.EventQueued},
 			{Address: "lee@dest.test", Kind: "to", Domain: "dest.test", Status: store.EventQueued}}}
 	e.TeamID = insertEmail(t, st, "someone@else.test").TeamID
-	_, err := st.InsertEmail(ctx, e)
+	_, err := st.Emails.InsertEmail(ctx, e)
 	require.NoError(t, err)
 	startedAll(t, st)
 	wf.running[wfRun{e.ID, 0}] = true
@@ -173,7 +173,7 @@ func TestEraseDataRequestInFlight(t *testing.T) {
 	require.Len(t, wf.restarted, 1)
 	require.Equal(t, 1, wf.restarted[0].Restarts)
 
-	got, err := st.GetEmail(ctx, e.TeamID, e.ID)
+	got, err := st.Emails.GetEmail(ctx, e.TeamID, e.ID)
 	require.NoError(t, err)
 	status := map[string]string{}
 	for _, rc := range got.Recipients {
@@ -187,7 +187,7 @@ func TestEraseDataRequestInFlight(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, wf.terminated, 1)
 	require.Len(t, wf.restarted, 1)
-	done, err := st.DataRequest(ctx, e.TeamID, r.ID)
+	done, err := st.Privacy.DataRequest(ctx, e.TeamID, r.ID)
 	require.NoError(t, err)
 	require.Equal(t, 1, done.Found[store.InFlightEmails])
 

@@ -74,7 +74,7 @@ func TestDeliverClassifiesBouncesAndSuppressesOnlyBadAddresses(t *testing.T) {
 	require.NoError(t, err, "bounces are final: nothing to retry")
 
 	ctx := context.Background()
-	bounces, err := st.Bounces(ctx, e.TeamID, e.ID)
+	bounces, err := st.Emails.Bounces(ctx, e.TeamID, e.ID)
 	require.NoError(t, err)
 	require.Len(t, bounces, 4)
 	require.Equal(t, store.Bounce{Type: "Permanent", SubType: "NoEmail",
@@ -89,7 +89,7 @@ func TestDeliverClassifiesBouncesAndSuppressesOnlyBadAddresses(t *testing.T) {
 
 	// Only the addresses that do not work are suppressed; policy and
 	// content rejections say nothing about the address.
-	sup, err := st.Suppressed(ctx, e.TeamID, rcpts)
+	sup, err := st.Emails.Suppressed(ctx, e.TeamID, rcpts)
 	require.NoError(t, err)
 	require.Equal(t, map[string]bool{"gone@dest.test": true, "off@dest.test": true}, sup)
 	require.Equal(t, map[string]string{"gone@dest.test": "bounced", "off@dest.test": "bounced",
@@ -181,10 +181,10 @@ func TestDeliverRetryRecordsHeartbeatOutcomesInsteadOfResending(t *testing.T) {
 	require.Len(t, mx.Messages(), 1, "the MX received the message once")
 	require.Equal(t, map[string]string{"a@dest.test": "delivered", "b@dest.test": "delivered", "gone@dest.test": "bounced"},
 		recipientStatus(t, st, e))
-	sp, err := st.SuppressionByEmail(ctx, e.TeamID, "gone@dest.test")
+	sp, err := st.Emails.SuppressionByEmail(ctx, e.TeamID, "gone@dest.test")
 	require.NoError(t, err)
 	require.Equal(t, e.ID, *sp.EmailID)
-	bounces, err := st.Bounces(ctx, e.TeamID, e.ID)
+	bounces, err := st.Emails.Bounces(ctx, e.TeamID, e.ID)
 	require.NoError(t, err)
 	require.Equal(t, []string{"smtp; 550 5.1.1 user unknown"}, bounces["gone@dest.test"].DiagnosticCode)
 
@@ -253,7 +253,7 @@ func TestDeliverToPrivateMXFailsTheEmail(t *testing.T) {
 		"which the egress policy refuses"
 	require.Equal(t, map[string]string{"a@dest.test": "failed", "b@dest.test": "failed",
 		"delivered@posthaste.test": "delivered"}, recipientStatus(t, st, e))
-	evs, err := st.Events(context.Background(), e.ID)
+	evs, err := st.Emails.Events(context.Background(), e.ID)
 	require.NoError(t, err)
 	failed := map[string]any{}
 	for _, ev := range evs {
@@ -323,7 +323,7 @@ func TestDeliverLocalHandsUnrecordedAnswersToTheFallback(t *testing.T) {
 	require.Len(t, mx.Messages(), 1, "the MX received the message once")
 	require.Equal(t, map[string]string{"a@dest.test": "delivered", "b@dest.test": "delivered", "gone@dest.test": "bounced"},
 		recipientStatus(t, st, e))
-	sp, err := st.SuppressionByEmail(ctx, e.TeamID, "gone@dest.test")
+	sp, err := st.Emails.SuppressionByEmail(ctx, e.TeamID, "gone@dest.test")
 	require.NoError(t, err)
 	require.Equal(t, e.ID, *sp.EmailID)
 }

@@ -25,7 +25,7 @@ func TestCheckDomainKeepsDMARCPolicy(t *testing.T) {
 	acts := activities.New(activities.Config{Records: recordsCfg, Resolver: dns.Resolver()}, st, nil, nil, nil)
 	in := contract.CheckDomainInput{DomainID: d.ID.String()}
 	policy := func() *string {
-		got, err := st.GetDomain(ctx, d.TeamID, d.ID)
+		got, err := st.Domains.GetDomain(ctx, d.TeamID, d.ID)
 		require.NoError(t, err)
 		return got.DMARCPolicy
 	}

@@ -42,7 +42,7 @@ func insertDomain(t *testing.T, st *store.Store, box *seal.Box, name string) (st
 	t.Helper()
 	ctx := context.Background()
 	team := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
+	require.NoError(t, st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
 	key, err := dkim.GenerateKey()
 	require.NoError(t, err)
 	d := store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: name, Region: "eu-west-1",
@@ -50,7 +50,7 @@ func insertDomain(t *testing.T, st *store.Store, box *seal.Box, name string) (st
 		DKIMPublicKey: key.PublicBase64}
 	d.DKIMPrivateKey, err = box.Seal(key.PrivatePKCS8, d.ID[:])
 	require.NoError(t, err)
-	require.NoError(t, st.CreateDomain(ctx, d))
+	require.NoError(t, st.Domains.CreateDomain(ctx, d))
 	return d, key
 }
 
@@ -66,7 +66,7 @@ func domainEmail(t *testing.T, st *store.Store, d store.Domain, rcpts ...string)
 		_, dom, _ := strings.Cut(r, "@")
 		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: dom, Status: store.EventQueued})
 	}
-	_, err := st.InsertEmail(context.Background(), e)
+	_, err := st.Emails.InsertEmail(context.Background(), e)
 	require.NoError(t, err)
 	return e
 }
@@ -77,7 +77,7 @@ func TestPrepareSignsAndSkipsSuppressed(t *testing.T) {
 	st := storetest.New(t)
 	box := newBox(t)
 	d, key := insertDomain(t, st, box, "shop.test")
-	_, _, err := st.AddSuppression(ctx, store.Suppression{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID,
+	_, _, err := st.Emails.AddSuppression(ctx, store.Suppression{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID,
 		Email: "gone@dest.test", Reason: store.SuppressionManual})
 	require.NoError(t, err)
 	e := domainEmail(t, st, d, "a@dest.test", "Gone@dest.test", "delivered@posthaste.test")
@@ -95,7 +95,7 @@ func TestPrepareSignsAndSkipsSuppressed(t *testing.T) {
 	require.Equal(t, map[string]string{"a@dest.test": "sent", "Gone@dest.test": "suppressed",
 		"delivered@posthaste.test": "sent"}, recipientStatus(t, st, e))
 
-	msg, err := st.Message(ctx, e.ID)
+	msg, err := st.Emails.Message(ctx, e.ID)
 	require.NoError(t, err)
 	verifs, err := msgdkim.VerifyWithOptions(bytes.NewReader(msg), &msgdkim.VerifyOptions{
 		LookupTXT: func(name string) ([]string, error) {
@@ -171,12 +171,12 @@ func TestCheckDomain(t *testing.T) {
 	_, err = run[contract.SetDomainStatusInput, struct{}](t, acts.SetDomainStatus, contract.SetDomainStatusInput{
 		DomainID: d.ID.String(), Status: "partially_verified", Records: map[string]string{"dkim": "verified"}})
 	require.NoError(t, err)
-	got, err := st.GetDomain(ctx, d.TeamID, d.ID)
+	got, err := st.Domains.GetDomain(ctx, d.TeamID, d.ID)
 	require.NoError(t, err)
 	require.Equal(t, "partially_verified", got.Status)
 	require.Equal(t, "verified", got.RecordStatus["dkim"])
 
-	require.NoError(t, st.DeleteDomain(ctx, d.TeamID, d.ID))
+	require.NoError(t, st.Domains.DeleteDomain(ctx, d.TeamID, d.ID))
 	res, err = run[contract.CheckDomainInput, contract.CheckDomainResult](t, acts.CheckDomain, in)
 	require.NoError(t, err)
 	require.True(t, res.Deleted, "a deleted domain ends its verification")

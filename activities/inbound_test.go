@@ -70,14 +70,14 @@ func receiveAuth(t *testing.T, st *store.Store, key []byte, rp string, raw []byt
 	t.Helper()
 	ctx := context.Background()
 	in := store.NewInbound(st, nil)
-	rt := inroute.New(st, key, nil)
+	rt := inroute.New(st.Received, st.Emails, key, nil)
 	r, err := rt.Route(ctx, rp)
 	require.NoError(t, err)
 	m := inbound.Message{ID: uuid.Must(uuid.NewV7()), Recipients: []inbound.Recipient{{Address: rp, Route: r}},
 		ClientIP: netip.MustParseAddr("192.0.2.9"), Helo: "mail.example.net", ReceivedAt: time.Now(), Data: raw,
 		Auth: auth}
 	require.NoError(t, in.Accept(ctx, m))
-	list, err := st.InboundMessages(ctx, r.TeamID, 1)
+	list, err := st.Received.InboundMessages(ctx, r.TeamID, 1)
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	return list[0].ID
@@ -101,7 +101,7 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 	}
 	status := func(e store.Email) map[string]string { return recipientStatus(t, st, e) }
 	suppression := func(addr string) string {
-		sp, err := st.SuppressionByEmail(ctx, d.TeamID, addr)
+		sp, err := st.Emails.SuppressionByEmail(ctx, d.TeamID, addr)
 		if err != nil {
 			return ""
 		}
@@ -110,7 +110,7 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 
 	t.Run("DSN after delivered", func(t *testing.T) {
 		e := domainEmail(t, st, d, "Nobody@dest.test", "other@dest.test")
-		require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{
+		require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{
 			{Type: store.EventDelivered, Recipient: "Nobody@dest.test"},
 			{Type: store.EventDelivered, Recipient: "other@dest.test"}}))
 		rp := rcptPath(t, key, e, 0, d)
@@ -119,7 +119,7 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 		res := process(id)
 		require.Equal(t, contract.ProcessInboundResult{Kind: "dsn", EmailID: e.ID, Events: 1, Suppressed: 1}, res)
 		require.Equal(t, map[string]string{"Nobody@dest.test": "bounced", "other@dest.test": "delivered"}, status(e))
-		bs, err := st.Bounces(ctx, d.TeamID, e.ID)
+		bs, err := st.Emails.Bounces(ctx, d.TeamID, e.ID)
 		require.NoError(t, err)
 		b := bs["Nobody@dest.test"]
 		require.Equal(t, "Permanent", b.Type)
@@ -132,7 +132,7 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 		again := process(id)
 		require.Equal(t, "dsn", again.Kind)
 		require.Zero(t, again.Events, "a processed message is left alone")
-		evs, err := st.Events(ctx, e.ID)
+		evs, err := st.Emails.Events(ctx, e.ID)
 		require.NoError(t, err)
 		require.Len(t, evs, 4, "queued, two delivered, one bounced")
 	})
@@ -146,14 +146,14 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 		require.Equal(t, contract.ProcessInboundResult{Kind: "dsn", EmailID: e.ID}, res)
 		require.Equal(t, map[string]string{"real@dest.test": "queued"}, status(e))
 		require.Empty(t, suppression("victim@dest.test"), "a forged DSN suppresses nobody")
-		got, err := st.InboundByID(ctx, id)
+		got, err := st.Received.InboundByID(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, store.InboundProcessed, got.Status)
 	})
 
 	t.Run("delayed DSN", func(t *testing.T) {
 		e := domainEmail(t, st, d, "slow@dest.test")
-		require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventSent}}))
+		require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventSent}}))
 		rp := rcptPath(t, key, e, 0, d)
 		raw := reportFixture(t, "postfix-delayed.eml", e.ID, rp, map[string]string{"slow@example.org": "slow@dest.test"})
 		res := process(receive(t, st, key, rp, raw))
@@ -161,7 +161,7 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 		require.Zero(t, res.Suppressed)
 		require.Equal(t, map[string]string{"slow@dest.test": "delivery_delayed"}, status(e))
 		process(receive(t, st, key, rp, raw))
-		evs, err := st.Events(ctx, e.ID)
+		evs, err := st.Emails.Events(ctx, e.ID)
 		require.NoError(t, err)
 		n := 0
 		for _, ev := range evs {
@@ -174,7 +174,7 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 
 	t.Run("ARF complaint", func(t *testing.T) {
 		e := domainEmail(t, st, d, "user@dest.test", "quiet@dest.test")
-		require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{
+		require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{
 			{Type: store.EventDelivered, Recipient: "user@dest.test"},
 			{Type: store.EventDelivered, Recipient: "quiet@dest.test"}}))
 		rp := rcptPath(t, key, e, 0, d)
@@ -204,7 +204,7 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 
 	t.Run("auto-reply", func(t *testing.T) {
 		e := domainEmail(t, st, d, "away@dest.test")
-		require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventDelivered, Recipient: "away@dest.test"}}))
+		require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventDelivered, Recipient: "away@dest.test"}}))
 		rp := rcptPath(t, key, e, 0, d)
 		raw := []byte("From: away@dest.test\r\nTo: " + rp + "\r\nSubject: Out of Office: hi\r\n" +
 			"Auto-Submitted: auto-replied\r\n\r\nI am away.\r\n")
@@ -218,8 +218,8 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 		rp := rcptPath(t, key, e, 0, d)
 		id := receive(t, st, key, rp, reportFixture(t, "postfix-failed.eml", e.ID, rp,
 			map[string]string{"nobody@example.org": "gone@dest.test"}))
-		require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventFailed, Recipient: "gone@dest.test"}}))
-		_, err := st.DrainOutbox(ctx, 1000, func(_ context.Context, items []store.OutboxItem) []store.OutboxResult {
+		require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventFailed, Recipient: "gone@dest.test"}}))
+		_, err := st.Webhooks.DrainOutbox(ctx, 1000, func(_ context.Context, items []store.OutboxItem) []store.OutboxResult {
 			var done []store.OutboxResult
 			for _, it := range items {
 				done = append(done, store.OutboxResult{ID: it.ID, Done: true})
@@ -227,9 +227,9 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 			return done
 		})
 		require.NoError(t, err)
-		_, err = st.PurgeEmails(ctx, time.Now().Add(time.Hour), 1000)
+		_, err = st.Privacy.PurgeEmails(ctx, time.Now().Add(time.Hour), 1000)
 		require.NoError(t, err)
-		_, err = st.GetEmail(ctx, d.TeamID, e.ID)
+		_, err = st.Emails.GetEmail(ctx, d.TeamID, e.ID)
 		require.ErrorIs(t, err, store.ErrNotFound, "purged")
 		res := process(id)
 		require.Equal(t, contract.ProcessInboundResult{Kind: "dsn"}, res, "ignored without error")

@@ -52,7 +52,7 @@ func TestPrepareAndDeliverFromTheTeamsPool(t *testing.T) {
 	require.NoError(t, err)
 	defer acme.Close()
 	for _, name := range []string{"shared", "acme"} {
-		_, err := st.AddIPPool(ctx, store.IPPool{Name: name})
+		_, err := st.Domains.AddIPPool(ctx, store.IPPool{Name: name})
 		require.NoError(t, err)
 	}
 	cfg := activities.Config{Hostname: "out.example", DefaultPool: "shared"}
@@ -62,7 +62,7 @@ func TestPrepareAndDeliverFromTheTeamsPool(t *testing.T) {
 		WithLocalDelivery([]string{activities.DefaultRegion})
 
 	e := insertEmail(t, st, "a@dest.test")
-	require.NoError(t, st.SetTeamIPPool(ctx, e.TeamID, "acme"))
+	require.NoError(t, st.Domains.SetTeamIPPool(ctx, e.TeamID, "acme"))
 	res, err := run[contract.PrepareInput, contract.PrepareResult](t, onlyDefault.Prepare,
 		contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
@@ -92,7 +92,7 @@ func TestPrepareAndDeliverFromTheTeamsPool(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.9", host)
 	require.Equal(t, "mta9.test", msgs[0].Helo)
-	evs, err := st.Events(ctx, e.ID)
+	evs, err := st.Emails.Events(ctx, e.ID)
 	require.NoError(t, err)
 	var source any
 	for _, ev := range evs {
@@ -104,7 +104,7 @@ func TestPrepareAndDeliverFromTheTeamsPool(t *testing.T) {
 
 	// A team assigned the default pool by name uses the default queues.
 	e2 := insertEmail(t, st, "b@dest.test")
-	require.NoError(t, st.SetTeamIPPool(ctx, e2.TeamID, "shared"))
+	require.NoError(t, st.Domains.SetTeamIPPool(ctx, e2.TeamID, "shared"))
 	res, err = run[contract.PrepareInput, contract.PrepareResult](t, onlyDefault.Prepare,
 		contract.PrepareInput{EmailID: e2.ID.String()})
 	require.NoError(t, err)

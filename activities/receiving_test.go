@@ -43,7 +43,7 @@ JVBERi0xLjQK
 func enableReceiving(t *testing.T, st *store.Store, d store.Domain) {
 	t.Helper()
 	on := store.ReceivingEnabled
-	require.NoError(t, st.UpdateDomain(context.Background(), d.TeamID, d.ID, store.DomainUpdate{Receiving: &on}))
+	require.NoError(t, st.Domains.UpdateDomain(context.Background(), d.TeamID, d.ID, store.DomainUpdate{Receiving: &on}))
 }
 
 func TestRouteReceiving(t *testing.T) {
@@ -52,7 +52,7 @@ func TestRouteReceiving(t *testing.T) {
 	st := storetest.New(t)
 	box := newBox(t)
 	d, _ := insertDomain(t, st, box, "shop.test")
-	rt := inroute.New(st, nil, nil)
+	rt := inroute.New(st.Received, st.Emails, nil, nil)
 
 	// Receiving disabled (the default): not ours, whatever the address.
 	_, err := rt.Route(ctx, "support@shop.test")
@@ -70,17 +70,17 @@ func TestRouteReceiving(t *testing.T) {
 	// An unverified domain of the same name elsewhere routes nowhere, and
 	// does not take the verified one's mail.
 	team := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
+	require.NoError(t, st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
 	u := store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "claimed.test", Region: "eu-west-1",
 		Status: store.DomainPending, ReturnPath: "bounce", TLS: store.TLSEnforced, DKIMSelector: "sel",
 		DKIMPublicKey: "x", DKIMPrivateKey: []byte("x")}
-	require.NoError(t, st.CreateDomain(ctx, u))
+	require.NoError(t, st.Domains.CreateDomain(ctx, u))
 	enableReceiving(t, st, u)
 	_, err = rt.Route(ctx, "x@claimed.test")
 	require.ErrorIs(t, err, inbound.ErrNotOurs)
 
 	// A deleted domain no longer receives.
-	require.NoError(t, st.DeleteDomain(ctx, d.TeamID, d.ID))
+	require.NoError(t, st.Domains.DeleteDomain(ctx, d.TeamID, d.ID))
 	_, err = rt.Route(ctx, "support@shop.test")
 	require.ErrorIs(t, err, inbound.ErrNotOurs)
 }
@@ -95,7 +95,7 @@ func TestProcessInboundReceiving(t *testing.T) {
 	wid := uuid.Must(uuid.NewV7())
 	sealed, err := box.Seal(webhook.NewSecret(), wid[:])
 	require.NoError(t, err)
-	require.NoError(t, st.CreateWebhook(ctx, store.Webhook{ID: wid, TeamID: d.TeamID, Endpoint: "https://hooks.example/x",
+	require.NoError(t, st.Webhooks.CreateWebhook(ctx, store.Webhook{ID: wid, TeamID: d.TeamID, Endpoint: "https://hooks.example/x",
 		Events: []string{"email.received"}, Status: store.WebhookEnabled, Secret: sealed}))
 
 	raw := []byte(strings.ReplaceAll(receivedFixture, "\n", "\r\n"))
@@ -113,11 +113,11 @@ func TestProcessInboundReceiving(t *testing.T) {
 	// message processed stores nothing twice either.
 	e := store.ReceivedEmail{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, DomainID: d.ID, InboundID: id,
 		CreatedAt: time.Now()}
-	_, inserted, err := st.InsertReceivedEmail(ctx, e)
+	_, inserted, err := st.Received.InsertReceivedEmail(ctx, e)
 	require.NoError(t, err)
 	require.False(t, inserted)
 
-	list, more, err := st.ListReceivedEmails(ctx, d.TeamID, store.Page{Limit: 10})
+	list, more, err := st.Received.ListReceivedEmails(ctx, d.TeamID, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.False(t, more)
 	require.Len(t, list, 1)
@@ -135,15 +135,15 @@ func TestProcessInboundReceiving(t *testing.T) {
 	att := got.Attachments[0]
 	require.Equal(t, "order.pdf", att.Filename)
 	require.Equal(t, 9, att.Size)
-	full, err := st.ReceivedAttachmentContent(ctx, d.TeamID, got.ID, att.ID)
+	full, err := st.Received.ReceivedAttachmentContent(ctx, d.TeamID, got.ID, att.ID)
 	require.NoError(t, err)
 	require.Equal(t, []byte("%PDF-1.4\n"), full.Content)
-	rawBack, err := st.ReceivedRaw(ctx, d.TeamID, got.ID)
+	rawBack, err := st.Received.ReceivedRaw(ctx, d.TeamID, got.ID)
 	require.NoError(t, err)
 	require.Equal(t, raw, rawBack)
 
 	// One email.received event, metadata only.
-	msgs, _, err := st.ListWebhookMessages(ctx, d.TeamID, wid, store.Page{Limit: 10})
+	msgs, _, err := st.Webhooks.ListWebhookMessages(ctx, d.TeamID, wid, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	require.Equal(t, "email.received", msgs[0].Type)
@@ -163,21 +163,21 @@ func TestProcessInboundReceiving(t *testing.T) {
 
 	// Another team sees none of it.
 	other, _ := insertDomain(t, st, box, "other.test")
-	_, err = st.GetReceivedEmail(ctx, other.TeamID, got.ID)
+	_, err = st.Received.GetReceivedEmail(ctx, other.TeamID, got.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = st.ReceivedAttachmentContent(ctx, other.TeamID, got.ID, att.ID)
+	_, err = st.Received.ReceivedAttachmentContent(ctx, other.TeamID, got.ID, att.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = st.ReceivedRaw(ctx, other.TeamID, got.ID)
+	_, err = st.Received.ReceivedRaw(ctx, other.TeamID, got.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	list, _, err = st.ListReceivedEmails(ctx, other.TeamID, store.Page{Limit: 10})
+	list, _, err = st.Received.ListReceivedEmails(ctx, other.TeamID, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, list)
 
 	// Retention: the received email goes with its inbound message after
 	// 30 days.
-	_, err = st.PurgeExpired(ctx, time.Now().Add(31*24*time.Hour), 100)
+	_, err = st.Privacy.PurgeExpired(ctx, time.Now().Add(31*24*time.Hour), 100)
 	require.NoError(t, err)
-	_, err = st.GetReceivedEmail(ctx, d.TeamID, got.ID)
+	_, err = st.Received.GetReceivedEmail(ctx, d.TeamID, got.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
@@ -196,7 +196,7 @@ func TestProcessInboundReceivingDirtyMessage(t *testing.T) {
 		acts.ProcessInboundMessage, contract.ProcessInboundInput{InboundID: id})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Received)
-	list, _, err := st.ListReceivedEmails(context.Background(), d.TeamID, store.Page{Limit: 1})
+	list, _, err := st.Received.ListReceivedEmails(context.Background(), d.TeamID, store.Page{Limit: 1})
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	require.Equal(t, "caf\uFFFD\uFFFD", list[0].Subject)

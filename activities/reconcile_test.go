@@ -75,7 +75,7 @@ func (f *fakeWorkflows) finish(id uuid.UUID) {
 // workflows started.
 func startedAll(t *testing.T, st *store.Store) {
 	t.Helper()
-	_, err := st.DrainOutbox(context.Background(), 1000, func(_ context.Context, items []store.OutboxItem) []store.OutboxResult {
+	_, err := st.Webhooks.DrainOutbox(context.Background(), 1000, func(_ context.Context, items []store.OutboxItem) []store.OutboxResult {
 		var res []store.OutboxResult
 		for _, it := range items {
 			res = append(res, store.OutboxResult{ID: it.ID, Done: true})
@@ -87,7 +87,7 @@ func startedAll(t *testing.T, st *store.Store) {
 
 func reasonOf(t *testing.T, st *store.Store, id uuid.UUID) (string, any) {
 	t.Helper()
-	evs, err := st.Events(context.Background(), id)
+	evs, err := st.Emails.Events(context.Background(), id)
 	require.NoError(t, err)
 	last := evs[len(evs)-1]
 	return last.Type, last.Detail["reason"]
@@ -139,7 +139,7 @@ func TestReconcileRestartsThenFailsQueuedEmails(t *testing.T) {
 	require.Equal(t, 2.0, testutil.ToFloat64(metrics.Reconciled.WithLabelValues(activities.ReconcileRestarted)))
 	require.Equal(t, 1.0, testutil.ToFloat64(metrics.Reconciled.WithLabelValues(activities.ReconcileFailed)))
 	for _, e := range []store.Email{recent, waiting} {
-		got, err := st.GetEmail(ctx, e.TeamID, e.ID)
+		got, err := st.Emails.GetEmail(ctx, e.TeamID, e.ID)
 		require.NoError(t, err)
 		require.Equal(t, store.EventQueued, got.LastEvent, "young or waiting in the outbox: not the reconciler's")
 	}
@@ -154,11 +154,11 @@ func TestReconcileFailsEmailsPastTheDeliveryWindow(t *testing.T) {
 	now := time.Now()
 	sent := func(at time.Time, rcpts ...string) store.Email {
 		e := insertEmailAt(t, st, at, rcpts...)
-		require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventSent}}))
+		require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventSent}}))
 		return e
 	}
 	gone := sent(now.Add(-100*time.Hour), "delivered@posthaste.test", "a@one.test")
-	require.NoError(t, st.RecordEvents(ctx, gone.ID, []store.Event{
+	require.NoError(t, st.Emails.RecordEvents(ctx, gone.ID, []store.Event{
 		{Type: store.EventDelivered, Recipient: "delivered@posthaste.test"}}))
 	stillRunning := sent(now.Add(-99*time.Hour), "a@one.test")
 	wf.running[wfRun{stillRunning.ID, 0}] = true
@@ -173,7 +173,7 @@ func TestReconcileFailsEmailsPastTheDeliveryWindow(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, contract.ReconcileResult{Examined: 3, Running: 1, Failed: 1, Errors: 1}, res)
 	require.Empty(t, wf.restarted, "a sent email is never sent again")
-	got, err := st.GetEmail(ctx, gone.TeamID, gone.ID)
+	got, err := st.Emails.GetEmail(ctx, gone.TeamID, gone.ID)
 	require.NoError(t, err)
 	status := map[string]string{}
 	for _, r := range got.Recipients {
@@ -185,7 +185,7 @@ func TestReconcileFailsEmailsPastTheDeliveryWindow(t *testing.T) {
 	require.Equal(t, store.EventFailed, typ)
 	require.Equal(t, activities.ReasonNoOutcome, reason)
 	for _, e := range []store.Email{stillRunning, unknown, inWindow} {
-		got, err := st.GetEmail(ctx, e.TeamID, e.ID)
+		got, err := st.Emails.GetEmail(ctx, e.TeamID, e.ID)
 		require.NoError(t, err)
 		require.Equal(t, store.EventSent, got.LastEvent)
 	}

@@ -59,20 +59,20 @@ func (r reportEnv) delivered(t *testing.T, created time.Time, rcpts ...string) s
 	if !created.IsZero() {
 		// Not the email of domainEmail: the same, created earlier.
 		e.ID, e.CreatedAt = uuid.Must(uuid.NewV7()), created
-		_, err := r.st.InsertEmail(context.Background(), e)
+		_, err := r.st.Emails.InsertEmail(context.Background(), e)
 		require.NoError(t, err)
 	}
 	var evs []store.Event
 	for _, a := range rcpts {
 		evs = append(evs, store.Event{Type: store.EventDelivered, Recipient: a})
 	}
-	require.NoError(t, r.st.RecordEvents(context.Background(), e.ID, evs))
+	require.NoError(t, r.st.Emails.RecordEvents(context.Background(), e.ID, evs))
 	return e
 }
 
 func (r reportEnv) suppressed(t *testing.T, addr string) bool {
 	t.Helper()
-	_, err := r.st.SuppressionByEmail(context.Background(), r.d.TeamID, addr)
+	_, err := r.st.Emails.SuppressionByEmail(context.Background(), r.d.TeamID, addr)
 	return err == nil
 }
 
@@ -160,7 +160,7 @@ func TestReportsToPerEmailReturnPathsBeforeTheCutover(t *testing.T) {
 	// An email from after the cutover went out with per-recipient
 	// return paths: its per-email one is forged, and not even routed.
 	recent := r.delivered(t, time.Time{}, "d@dest.test")
-	_, err := inroute.New(r.st, r.key, nil).Route(context.Background(), activities.DomainReturnPath(r.key, recent.ID, r.d))
+	_, err := inroute.New(r.st.Received, r.st.Emails, r.key, nil).Route(context.Background(), activities.DomainReturnPath(r.key, recent.ID, r.d))
 	require.ErrorIs(t, err, inbound.ErrNotOurs)
 }
 
@@ -173,7 +173,7 @@ func TestReportsAreNotMatchedByMessageID(t *testing.T) {
 	r := newReportEnv(t)
 	enableReceiving(t, r.st, r.d)
 	e := r.delivered(t, time.Time{}, "a@dest.test", "b@dest.test")
-	_, err := r.st.SaveMessage(ctx, e.TeamID, e.ID, e.ID.String()+"@shop.test", []byte("m"))
+	_, err := r.st.Emails.SaveMessage(ctx, e.TeamID, e.ID, e.ID.String()+"@shop.test", []byte("m"))
 	require.NoError(t, err)
 
 	// The original's Return-Path is not ours: only the Message-ID is.
@@ -214,7 +214,7 @@ func TestComplaintsNeedAnAuthenticatedFeedbackLoop(t *testing.T) {
 		require.Equal(t, contract.ProcessInboundResult{Kind: "feedback"}, res, name)
 		require.Equal(t, "delivered", recipientStatus(t, r.st, e)["user@dest.test"], name)
 		require.False(t, r.suppressed(t, "user@dest.test"), name)
-		m, err := r.st.InboundByID(ctx, id)
+		m, err := r.st.Received.InboundByID(ctx, id)
 		require.NoError(t, err, "kept as received mail: %s", name)
 		require.Equal(t, store.InboundProcessed, m.Status, name)
 	}

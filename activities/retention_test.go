@@ -27,11 +27,11 @@ func TestRetentionActivities(t *testing.T) {
 	var finished []store.Email
 	for range 5 {
 		e := insertEmailAt(t, st, old, "delivered@posthaste.test")
-		require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventSent, CreatedAt: old},
+		require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventSent, CreatedAt: old},
 			{Type: store.EventDelivered, Recipient: "delivered@posthaste.test", CreatedAt: old}}))
 		finished = append(finished, e)
 	}
-	_, err := st.DrainOutbox(ctx, 100, func(_ context.Context, items []store.OutboxItem) []store.OutboxResult {
+	_, err := st.Webhooks.DrainOutbox(ctx, 100, func(_ context.Context, items []store.OutboxItem) []store.OutboxResult {
 		var done []store.OutboxResult
 		for _, it := range items {
 			done = append(done, store.OutboxResult{ID: it.ID, Done: true})
@@ -40,7 +40,7 @@ func TestRetentionActivities(t *testing.T) {
 	})
 	require.NoError(t, err)
 	recent := insertEmail(t, st, "delivered@posthaste.test")
-	require.NoError(t, st.RecordEvents(ctx, recent.ID, []store.Event{{Type: store.EventSent},
+	require.NoError(t, st.Emails.RecordEvents(ctx, recent.ID, []store.Event{{Type: store.EventSent},
 		{Type: store.EventDelivered, Recipient: "delivered@posthaste.test"}}))
 
 	cutoff := time.Now().AddDate(0, 0, -30)
@@ -49,18 +49,18 @@ func TestRetentionActivities(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 5, res.Deleted)
 	for _, e := range finished {
-		_, err := st.GetEmail(ctx, e.TeamID, e.ID)
+		_, err := st.Emails.GetEmail(ctx, e.TeamID, e.ID)
 		require.ErrorIs(t, err, store.ErrNotFound)
 	}
-	_, err = st.GetEmail(ctx, recent.TeamID, recent.ID)
+	_, err = st.Emails.GetEmail(ctx, recent.TeamID, recent.ID)
 	require.NoError(t, err)
 
-	require.NoError(t, st.EnsureRequestLogPartitions(ctx, old, 2))
+	require.NoError(t, st.Insights.EnsureRequestLogPartitions(ctx, old, 2))
 	res, err = run[contract.PurgeRequestLogsInput, contract.PurgeResult](t, acts.PurgeRequestLogs,
 		contract.PurgeRequestLogsInput{Before: cutoff, Now: time.Now()})
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Deleted)
-	days, err := st.RequestLogPartitions(ctx)
+	days, err := st.Insights.RequestLogPartitions(ctx)
 	require.NoError(t, err)
 	require.Len(t, days, 8, "today and the next seven days")
 
@@ -79,19 +79,19 @@ func TestPurgeAuditKeepsTheChainVerifiable(t *testing.T) {
 	entry := audit.Entry{ActorType: audit.ActorAdmin, Action: audit.PoolCreate, TargetType: "ip_pool",
 		TargetID: "bulk", Outcome: audit.Success}
 	for range 5 {
-		_, err := st.AppendAudit(ctx, entry)
+		_, err := st.Privacy.AppendAudit(ctx, entry)
 		require.NoError(t, err)
 	}
 	res, err := run[contract.PurgeInput, contract.PurgeResult](t, acts.PurgeAudit,
 		contract.PurgeInput{Before: time.Now().Add(time.Hour), BatchSize: 2, Pause: time.Millisecond})
 	require.NoError(t, err)
 	require.Equal(t, 5, res.Deleted)
-	n, err := st.VerifyAudit(ctx)
+	n, err := st.Privacy.VerifyAudit(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n)
-	_, err = st.AppendAudit(ctx, entry)
+	_, err = st.Privacy.AppendAudit(ctx, entry)
 	require.NoError(t, err)
-	n, err = st.VerifyAudit(ctx)
+	n, err = st.Privacy.VerifyAudit(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 }

@@ -27,14 +27,14 @@ func TestPrepareSuppressesRecipientsOutsideTopic(t *testing.T) {
 	d, _ := insertDomain(t, st, box, "shop.test")
 	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box, Unsubscribe: testLinks(t)}, st, nil, nil, nil)
 	topic := func(def string) store.Topic {
-		tp, err := st.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, Name: def,
+		tp, err := st.Audience.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, Name: def,
 			DefaultSubscription: def, Visibility: "private"})
 		require.NoError(t, err)
 		return tp
 	}
 	news, deals := topic(store.TopicOptIn), topic(store.TopicOptOut)
 	contact := func(email string, choices ...store.TopicChoice) {
-		_, err := st.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, Email: email}, nil, choices)
+		_, err := st.Audience.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, Email: email}, nil, choices)
 		require.NoError(t, err)
 	}
 	contact("left@dest.test", store.TopicChoice{TopicID: news.ID, Subscription: store.TopicOptOut})
@@ -50,11 +50,11 @@ func TestPrepareSuppressesRecipientsOutsideTopic(t *testing.T) {
 			_, dom, _ := strings.Cut(r, "@")
 			e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: dom, Status: store.EventQueued})
 		}
-		_, err := st.InsertEmail(ctx, e)
+		_, err := st.Emails.InsertEmail(ctx, e)
 		require.NoError(t, err)
 		_, err = run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 		require.NoError(t, err)
-		evs, err := st.Events(ctx, e.ID)
+		evs, err := st.Emails.Events(ctx, e.ID)
 		require.NoError(t, err)
 		for _, ev := range evs {
 			if ev.Type == store.EventSuppressed {

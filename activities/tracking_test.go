@@ -36,7 +36,7 @@ func TestDeliverTrackedEmail(t *testing.T) {
 	box := newBox(t)
 	d, key := insertDomain(t, st, box, "shop.test")
 	on := true
-	require.NoError(t, st.UpdateDomain(ctx, d.TeamID, d.ID, store.DomainUpdate{OpenTracking: &on, ClickTracking: &on}))
+	require.NoError(t, st.Domains.UpdateDomain(ctx, d.TeamID, d.ID, store.DomainUpdate{OpenTracking: &on, ClickTracking: &on}))
 	html := `<html><body><p>Sale: <a href="https://shop.example/sale">go</a> ` +
 		`<a href="` + unsubBase + `/unsubscribe/abc">unsubscribe</a></p></body></html>`
 	send := func(source []byte) store.Email {
@@ -52,7 +52,7 @@ func TestDeliverTrackedEmail(t *testing.T) {
 			e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: "dest.test",
 				Status: store.EventQueued})
 		}
-		_, err := st.InsertEmail(ctx, e)
+		_, err := st.Emails.InsertEmail(ctx, e)
 		require.NoError(t, err)
 		return e
 	}
@@ -70,7 +70,7 @@ func TestDeliverTrackedEmail(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, map[string]string{"a@dest.test": "delivered", "b@dest.test": "delivered"},
 			recipientStatus(t, st, e))
-		stored, err := st.Message(ctx, e.ID)
+		stored, err := st.Emails.Message(ctx, e.ID)
 		require.NoError(t, err)
 		require.NotContains(t, string(stored), "links.shop.test", "the stored copy is not rewritten")
 	}
@@ -84,7 +84,7 @@ func TestDeliverTrackedEmail(t *testing.T) {
 	require.NotContains(t, string(msgs[0].Data), "links.shop.test")
 	require.Contains(t, string(msgs[0].Data), "price-list.txt")
 
-	require.NoError(t, st.SetDomainStatus(ctx, d.ID, store.DomainVerified, map[string]string{
+	require.NoError(t, st.Domains.SetDomainStatus(ctx, d.ID, store.DomainVerified, map[string]string{
 		records.KeyDKIM: store.DomainVerified, records.KeyTracking: store.DomainVerified}))
 	sealer, err := tracking.NewSealer(box.DeriveKey(tracking.KeyPurpose))
 	require.NoError(t, err)

@@ -131,7 +131,7 @@ func TestDeliverTopicEmailPerRecipient(t *testing.T) {
 	st := storetest.New(t)
 	box := newBox(t)
 	d, key := insertDomain(t, st, box, "shop.test")
-	tp, err := st.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, Name: "News",
+	tp, err := st.Audience.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, Name: "News",
 		DefaultSubscription: store.TopicOptIn, Visibility: "public"})
 	require.NoError(t, err)
 	html := `<p>News</p><a href="{{{RESEND_UNSUBSCRIBE_URL}}}">Unsubscribe</a>`
@@ -143,7 +143,7 @@ func TestDeliverTopicEmailPerRecipient(t *testing.T) {
 	for _, r := range rcpts {
 		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: "dest.test", Status: store.EventQueued})
 	}
-	_, err = st.InsertEmail(ctx, e)
+	_, err = st.Emails.InsertEmail(ctx, e)
 	require.NoError(t, err)
 
 	mx, client := destMX(t, smtptest.Options{})
@@ -161,7 +161,7 @@ func TestDeliverTopicEmailPerRecipient(t *testing.T) {
 	res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.Len(t, res.Groups, 1)
-	stored, err := st.Message(ctx, e.ID)
+	stored, err := st.Emails.Message(ctx, e.ID)
 	require.NoError(t, err)
 	sh := header(t, stored)
 	require.Empty(t, sh.Get("List-Unsubscribe"), "the stored copy has nobody's link")
@@ -225,13 +225,13 @@ func TestDeliverTopicEmailFromTheSandbox(t *testing.T) {
 	ctx := context.Background()
 	st := storetest.New(t)
 	e := insertEmail(t, st, "member@dest.test", "delivered@posthaste.test")
-	tp, err := st.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: e.TeamID, Name: "News",
+	tp, err := st.Audience.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: e.TeamID, Name: "News",
 		DefaultSubscription: store.TopicOptIn, Visibility: "public"})
 	require.NoError(t, err)
 	// insertEmail has no topic: give it one, as acceptance would have.
 	html := `<a href="{{{RESEND_UNSUBSCRIBE_URL}}}">Unsubscribe</a>`
 	e.ID, e.TopicID, e.HTML = uuid.Must(uuid.NewV7()), &tp.ID, &html
-	_, err = st.InsertEmail(ctx, e)
+	_, err = st.Emails.InsertEmail(ctx, e)
 	require.NoError(t, err)
 
 	mx, client := destMX(t, smtptest.Options{})
@@ -277,7 +277,7 @@ func TestDeliverTopicEmailRecordsEachRecipientAtOnce(t *testing.T) {
 	st := storetest.New(t)
 	box := newBox(t)
 	d, _ := insertDomain(t, st, box, "shop.test")
-	tp, err := st.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, Name: "News",
+	tp, err := st.Audience.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, Name: "News",
 		DefaultSubscription: store.TopicOptIn, Visibility: "public"})
 	require.NoError(t, err)
 	html := `<a href="{{{RESEND_UNSUBSCRIBE_URL}}}">Unsubscribe</a>`
@@ -288,7 +288,7 @@ func TestDeliverTopicEmailRecordsEachRecipientAtOnce(t *testing.T) {
 	for _, r := range rcpts {
 		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: "dest.test", Status: store.EventQueued})
 	}
-	_, err = st.InsertEmail(ctx, e)
+	_, err = st.Emails.InsertEmail(ctx, e)
 	require.NoError(t, err)
 	mx, client := destMX(t, smtptest.Options{})
 	cfg := activities.Config{Hostname: "out.example", Keys: box, Unsubscribe: testLinks(t)}
@@ -326,7 +326,7 @@ func TestProcessInboundMailtoUnsubscribe(t *testing.T) {
 	box := newBox(t)
 	key := box.DeriveKey(mailto.KeyPurpose)
 	d, _ := insertDomain(t, st, box, "shop.test")
-	tp, err := st.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, Name: "News",
+	tp, err := st.Audience.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, Name: "News",
 		DefaultSubscription: store.TopicOptIn, Visibility: "public"})
 	require.NoError(t, err)
 	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, nil, nil, nil)
@@ -334,14 +334,14 @@ func TestProcessInboundMailtoUnsubscribe(t *testing.T) {
 	deliverTo := func(addr string) contract.ProcessInboundResult {
 		t.Helper()
 		in := store.NewInbound(st, nil)
-		rt := inroute.New(st, nil, key)
+		rt := inroute.New(st.Received, st.Emails, nil, key)
 		r, err := rt.Route(ctx, addr)
 		require.NoError(t, err)
 		require.Equal(t, inbound.RouteUnsubscribe, r.Kind)
 		m := inbound.Message{ID: uuid.Must(uuid.NewV7()), Recipients: []inbound.Recipient{{Address: addr, Route: r}},
 			ReceivedAt: time.Now(), Data: []byte("Subject: whatever\r\n\r\nplease stop\r\n")}
 		require.NoError(t, in.Accept(ctx, m))
-		list, err := st.InboundMessages(ctx, r.TeamID, 1)
+		list, err := st.Received.InboundMessages(ctx, r.TeamID, 1)
 		require.NoError(t, err)
 		require.Len(t, list, 1)
 		res, err := run[contract.ProcessInboundInput, contract.ProcessInboundResult](t,
@@ -351,12 +351,12 @@ func TestProcessInboundMailtoUnsubscribe(t *testing.T) {
 	}
 	subscription := func(addr string, topic uuid.UUID) string {
 		t.Helper()
-		c, err := st.Contact(ctx, d.TeamID, store.ContactRef{Email: addr})
+		c, err := st.Audience.Contact(ctx, d.TeamID, store.ContactRef{Email: addr})
 		if errors.Is(err, store.ErrNotFound) {
 			return "no contact"
 		}
 		require.NoError(t, err)
-		list, _, err := st.ContactTopics(ctx, d.TeamID, c.ID, store.Page{Limit: 100})
+		list, _, err := st.Audience.ContactTopics(ctx, d.TeamID, c.ID, store.Page{Limit: 100})
 		require.NoError(t, err)
 		for _, ct := range list {
 			if ct.ID == topic {
@@ -373,7 +373,7 @@ func TestProcessInboundMailtoUnsubscribe(t *testing.T) {
 	for _, r := range e.To {
 		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: "dest.test", Status: store.EventQueued})
 	}
-	_, err = st.InsertEmail(ctx, e)
+	_, err = st.Emails.InsertEmail(ctx, e)
 	require.NoError(t, err)
 	addr, err := mailto.Make(key, e.ID, 1, host)
 	require.NoError(t, err)
@@ -389,7 +389,7 @@ func TestProcessInboundMailtoUnsubscribe(t *testing.T) {
 	addr, err = mailto.Make(key, plain.ID, 0, host)
 	require.NoError(t, err)
 	require.Equal(t, 1, deliverTo(addr).Unsubscribed)
-	c, err := st.Contact(ctx, d.TeamID, store.ContactRef{Email: "c@dest.test"})
+	c, err := st.Audience.Contact(ctx, d.TeamID, store.ContactRef{Email: "c@dest.test"})
 	require.NoError(t, err)
 	require.True(t, c.Unsubscribed)
 }

@@ -36,7 +36,7 @@ func (g *WarmupGate) Take(ctx context.Context, a ippool.Address, n int) (int, er
 	if !a.IP.IsValid() {
 		return n, nil
 	}
-	got, err := g.store.TakeWarmup(ctx, a.IP, n, g.schedule, g.now())
+	got, err := g.store.Domains.TakeWarmup(ctx, a.IP, n, g.schedule, g.now())
 	if errors.Is(err, store.ErrNotFound) {
 		return n, nil
 	}

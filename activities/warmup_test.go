@@ -55,10 +55,10 @@ func TestWarmupLimitsThePoolsAddresses(t *testing.T) {
 		for _, a := range as {
 			p.Addresses = append(p.Addresses, store.IPAddress{IP: a.IP, EHLOName: a.Hostname})
 		}
-		_, err := st.AddIPPool(ctx, p)
+		_, err := st.Domains.AddIPPool(ctx, p)
 		require.NoError(t, err)
 	}
-	require.NoError(t, st.SetWarmup(ctx, sharedAddrs[0].IP, nil), "the shared pool is warm")
+	require.NoError(t, st.Domains.SetWarmup(ctx, sharedAddrs[0].IP, nil), "the shared pool is warm")
 	clk := &clock{t: time.Now().UTC()}
 	gate := activities.NewWarmupGate(st, ippool.Schedule{3}, clk.now)
 
@@ -104,7 +104,7 @@ func TestWarmupLimitsThePoolsAddresses(t *testing.T) {
 	}
 
 	e1 := insertEmail(t, st, "a@dest.test", "b@dest.test", "c@dest.test", "d@dest.test")
-	require.NoError(t, st.SetTeamIPPool(ctx, e1.TeamID, "new"))
+	require.NoError(t, st.Domains.SetTeamIPPool(ctx, e1.TeamID, "new"))
 	require.NoError(t, deliver(wait, e1))
 	got := sources()
 	require.Len(t, got, 4)
@@ -117,7 +117,7 @@ func TestWarmupLimitsThePoolsAddresses(t *testing.T) {
 
 	// Two left on the second address for three recipients.
 	e2 := insertEmail(t, st, "e@dest.test", "f@dest.test", "g@dest.test")
-	require.NoError(t, st.SetTeamIPPool(ctx, e2.TeamID, "new"))
+	require.NoError(t, st.Domains.SetTeamIPPool(ctx, e2.TeamID, "new"))
 	err = deliver(wait, e2)
 	require.ErrorContains(t, err, "1 of 3 recipients deferred: 451 4.7.0 warm-up: daily allowance of the pool's addresses used up")
 	got = sources()
@@ -137,7 +137,7 @@ func TestWarmupLimitsThePoolsAddresses(t *testing.T) {
 	// Spilling: the deferred recipient leaves from the shared pool.
 	require.NoError(t, deliver(spill, e2))
 	require.Equal(t, "127.0.0.13", sources()[late])
-	evs, err := st.Events(ctx, e2.ID)
+	evs, err := st.Emails.Events(ctx, e2.ID)
 	require.NoError(t, err)
 	var eventIPs []string
 	for _, ev := range evs {
@@ -150,13 +150,13 @@ func TestWarmupLimitsThePoolsAddresses(t *testing.T) {
 
 	// Waiting: the next UTC day renews the allowance.
 	e3 := insertEmail(t, st, "h@dest.test")
-	require.NoError(t, st.SetTeamIPPool(ctx, e3.TeamID, "new"))
+	require.NoError(t, st.Domains.SetTeamIPPool(ctx, e3.TeamID, "new"))
 	require.ErrorContains(t, deliver(wait, e3), "warm-up")
 	clk.set(clk.now().Add(24 * time.Hour))
 	require.NoError(t, deliver(wait, e3))
 	require.Contains(t, []string{"127.0.0.11", "127.0.0.12"}, sources()["h@dest.test"])
 
-	addrs, err := st.WarmupAddresses(ctx, clk.now().Add(-24*time.Hour))
+	addrs, err := st.Domains.WarmupAddresses(ctx, clk.now().Add(-24*time.Hour))
 	require.NoError(t, err)
 	sent := map[string]int64{}
 	for _, a := range addrs {

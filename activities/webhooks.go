@@ -82,7 +82,7 @@ func (a *Webhooks) DeliverWebhooks(ctx context.Context, in contract.DeliverWebho
 	if a.webhooks.Client == nil {
 		return contract.DeliverWebhooksResult{}, errors.New("this process does not deliver webhooks")
 	}
-	w, err := a.store.WebhookByID(ctx, id)
+	w, err := a.store.Webhooks.WebhookByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && w.Status != store.WebhookEnabled) {
 		return contract.DeliverWebhooksResult{Stop: true}, nil
 	}
@@ -94,7 +94,7 @@ func (a *Webhooks) DeliverWebhooks(ctx context.Context, in contract.DeliverWebho
 		return contract.DeliverWebhooksResult{}, classify(err)
 	}
 	start := a.now()
-	msgs, err := a.store.DueMessages(ctx, id, start, webhookGroups, webhookBatch)
+	msgs, err := a.store.Webhooks.DueMessages(ctx, id, start, webhookGroups, webhookBatch)
 	if err != nil {
 		return contract.DeliverWebhooksResult{}, err
 	}
@@ -157,11 +157,11 @@ func (a *Webhooks) DeliverWebhooks(ctx context.Context, in contract.DeliverWebho
 		return contract.DeliverWebhooksResult{}, firstErr
 	}
 	if stopped.Load() {
-		if w, err := a.store.WebhookByID(ctx, id); err != nil || w.Status != store.WebhookEnabled {
+		if w, err := a.store.Webhooks.WebhookByID(ctx, id); err != nil || w.Status != store.WebhookEnabled {
 			return contract.DeliverWebhooksResult{Stop: true}, nil
 		}
 	}
-	next, err := a.store.NextWebhookAttempt(ctx, id)
+	next, err := a.store.Webhooks.NextWebhookAttempt(ctx, id)
 	if err != nil {
 		return contract.DeliverWebhooksResult{}, err
 	}
@@ -215,7 +215,7 @@ func (a *Webhooks) attemptWebhook(ctx context.Context, w store.Webhook, keys [][
 			o.Status = store.MessageFailed
 		}
 	}
-	since, err := a.store.RecordWebhookAttempt(ctx, o)
+	since, err := a.store.Webhooks.RecordWebhookAttempt(ctx, o)
 	if err != nil {
 		return false, false, err
 	}
@@ -250,7 +250,7 @@ func (a *Webhooks) disableAfter() time.Duration {
 
 // disableWebhook disables the endpoint and, once, tells the team's owners.
 func (a *Webhooks) disableWebhook(ctx context.Context, w store.Webhook, reason string) error {
-	changed, err := a.store.DisableWebhook(ctx, w.ID, reason)
+	changed, err := a.store.Webhooks.DisableWebhook(ctx, w.ID, reason)
 	if err != nil || !changed {
 		return err
 	}

@@ -91,7 +91,7 @@ func newWebhookEnv(t *testing.T, endpoint string, disableAfter time.Duration) *w
 	require.NoError(t, err)
 	w := store.Webhook{ID: id, TeamID: e.TeamID, Endpoint: endpoint, Events: []string{"email.sent", "email.delivered"},
 		Status: store.WebhookEnabled, Secret: sealed}
-	require.NoError(t, st.CreateWebhook(context.Background(), w))
+	require.NoError(t, st.Webhooks.CreateWebhook(context.Background(), w))
 	n := &noticeRecorder{}
 	clock := clocktest.New(time.Now())
 	acts := activities.New(activities.Config{Keys: box, Now: clock.Now, Webhooks: activities.WebhookConfig{
@@ -129,7 +129,7 @@ func (e *webhookEnv) record(t *testing.T, types ...string) {
 	for _, typ := range types {
 		evs = append(evs, store.Event{Type: typ, Recipient: "delivered@posthaste.test", CreatedAt: e.clock.Now()})
 	}
-	require.NoError(t, e.st.RecordEvents(context.Background(), e.email.ID, evs))
+	require.NoError(t, e.st.Emails.RecordEvents(context.Background(), e.email.ID, evs))
 }
 
 func TestWebhookRetriesThenSucceedsInOrder(t *testing.T) {
@@ -140,7 +140,7 @@ func TestWebhookRetriesThenSucceedsInOrder(t *testing.T) {
 	env.record(t, store.EventSent, store.EventDelivered)
 	env.record(t, store.EventDelivered) // a repeated step queues nothing
 
-	n, err := env.st.OutboxLen(ctx)
+	n, err := env.st.Webhooks.OutboxLen(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, n, "the email's own entry and one wake-up of the endpoint")
 
@@ -153,7 +153,7 @@ func TestWebhookRetriesThenSucceedsInOrder(t *testing.T) {
 	}
 	require.Equal(t, "email.delivered", got[4].Type, "delivered waits until sent got through")
 
-	msgs, _, err := env.st.ListWebhookMessages(ctx, env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
+	msgs, _, err := env.st.Webhooks.ListWebhookMessages(ctx, env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, msgs, 2)
 	sent := msgs[1]
@@ -166,22 +166,22 @@ func TestWebhookRetriesThenSucceedsInOrder(t *testing.T) {
 	require.Equal(t, []any{"delivered@posthaste.test"}, data["to"])
 	require.Equal(t, "Hi ✓", data["subject"])
 
-	attempts, err := env.st.WebhookAttempts(ctx, env.hook.TeamID, sent.ID)
+	attempts, err := env.st.Webhooks.WebhookAttempts(ctx, env.hook.TeamID, sent.ID)
 	require.NoError(t, err)
 	require.Len(t, attempts, 4)
 	require.Equal(t, 500, *attempts[0].ResponseStatus)
 	require.Equal(t, "answer from the receiver", attempts[0].ResponseBody)
 	require.Equal(t, 200, *attempts[3].ResponseStatus)
-	_, err = env.st.WebhookAttempts(ctx, uuid.Must(uuid.NewV7()), sent.ID)
+	_, err = env.st.Webhooks.WebhookAttempts(ctx, uuid.Must(uuid.NewV7()), sent.ID)
 	require.NoError(t, err)
 
 	// Replay: the same id again, a fresh attempt.
-	require.NoError(t, env.st.ReplayWebhookMessage(ctx, env.hook.TeamID, env.hook.ID, sent.ID))
+	require.NoError(t, env.st.Webhooks.ReplayWebhookMessage(ctx, env.hook.TeamID, env.hook.ID, sent.ID))
 	env.deliverAll(t)
 	got = r.received()
 	require.Len(t, got, 6)
 	require.Equal(t, received{webhook.MessageID(sent.ID), "email.sent"}, got[5])
-	require.ErrorIs(t, env.st.ReplayWebhookMessage(ctx, uuid.Must(uuid.NewV7()), env.hook.ID, sent.ID), store.ErrNotFound,
+	require.ErrorIs(t, env.st.Webhooks.ReplayWebhookMessage(ctx, uuid.Must(uuid.NewV7()), env.hook.ID, sent.ID), store.ErrNotFound,
 		"another team cannot replay it")
 }
 
@@ -192,10 +192,10 @@ func TestWebhookGivesUpAfterTheLastRetry(t *testing.T) {
 	env.record(t, store.EventSent)
 	env.deliverAll(t)
 	require.Len(t, r.received(), 5, "the first attempt and four retries")
-	msgs, _, err := env.st.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
+	msgs, _, err := env.st.Webhooks.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, store.MessageFailed, msgs[0].Status)
-	w, err := env.st.WebhookByID(context.Background(), env.hook.ID)
+	w, err := env.st.Webhooks.WebhookByID(context.Background(), env.hook.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.WebhookEnabled, w.Status)
 	require.NotNil(t, w.FailingSince)
@@ -209,10 +209,10 @@ func TestWebhookGoneDisablesTheEndpoint(t *testing.T) {
 	res := env.deliverAll(t)
 	require.True(t, res.Stop)
 	require.Len(t, r.received(), 1)
-	w, err := env.st.WebhookByID(context.Background(), env.hook.ID)
+	w, err := env.st.Webhooks.WebhookByID(context.Background(), env.hook.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.WebhookDisabled, w.Status)
-	msgs, _, err := env.st.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
+	msgs, _, err := env.st.Webhooks.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
 	require.NoError(t, err)
 	for _, m := range msgs {
 		require.Equal(t, store.MessageFailed, m.Status)
@@ -221,7 +221,7 @@ func TestWebhookGoneDisablesTheEndpoint(t *testing.T) {
 
 	// A disabled endpoint gets no new messages.
 	env.record(t, store.EventBounced)
-	msgs, _, err = env.st.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
+	msgs, _, err = env.st.Webhooks.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, msgs, 2)
 }
@@ -233,7 +233,7 @@ func TestWebhookFailingTooLongIsDisabledAndOwnersAreTold(t *testing.T) {
 	env.record(t, store.EventSent)
 	res := env.deliverAll(t)
 	require.True(t, res.Stop)
-	w, err := env.st.WebhookByID(context.Background(), env.hook.ID)
+	w, err := env.st.Webhooks.WebhookByID(context.Background(), env.hook.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.WebhookDisabled, w.Status)
 	require.Contains(t, w.DisabledReason, "Every delivery has failed since")
@@ -253,10 +253,10 @@ func TestWebhookRefusedDestinationIsLoggedAsAnAttempt(t *testing.T) {
 	_, err := run[contract.DeliverWebhooksInput, contract.DeliverWebhooksResult](t, env.acts.DeliverWebhooks,
 		contract.DeliverWebhooksInput{WebhookID: env.hook.ID.String()})
 	require.NoError(t, err)
-	msgs, _, err := env.st.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
+	msgs, _, err := env.st.Webhooks.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, store.MessageAttempting, msgs[0].Status)
-	as, err := env.st.WebhookAttempts(context.Background(), env.hook.TeamID, msgs[0].ID)
+	as, err := env.st.Webhooks.WebhookAttempts(context.Background(), env.hook.TeamID, msgs[0].ID)
 	require.NoError(t, err)
 	require.Len(t, as, 1)
 	require.Nil(t, as[0].ResponseStatus)
@@ -282,9 +282,9 @@ func TestWebhookHonoursRetryAfter(t *testing.T) {
 	env := newWebhookEnv(t, srv.URL, time.Hour) // schedule steps are 50 ms
 	env.record(t, store.EventSent)
 	env.deliverAll(t)
-	msgs, _, err := env.st.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
+	msgs, _, err := env.st.Webhooks.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
 	require.NoError(t, err)
-	as, err := env.st.WebhookAttempts(context.Background(), env.hook.TeamID, msgs[0].ID)
+	as, err := env.st.Webhooks.WebhookAttempts(context.Background(), env.hook.TeamID, msgs[0].ID)
 	require.NoError(t, err)
 	require.Len(t, as, 2)
 	require.Equal(t, 429, *as[0].ResponseStatus)
@@ -317,10 +317,10 @@ func TestWebhookTimesOutAHangingEndpoint(t *testing.T) {
 	}}, env.st, nil, nil, nil)
 	env.record(t, store.EventSent)
 	env.deliverAll(t)
-	msgs, _, err := env.st.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
+	msgs, _, err := env.st.Webhooks.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, store.MessageSuccess, msgs[0].Status)
-	as, err := env.st.WebhookAttempts(context.Background(), env.hook.TeamID, msgs[0].ID)
+	as, err := env.st.Webhooks.WebhookAttempts(context.Background(), env.hook.TeamID, msgs[0].ID)
 	require.NoError(t, err)
 	require.Len(t, as, 2)
 	require.Equal(t, "no response within 300ms", as[0].Error)
@@ -335,7 +335,7 @@ func TestScheduledEmailQueuesItsWebhook(t *testing.T) {
 	t.Parallel()
 	env := newWebhookEnv(t, "https://hooks.example/", time.Hour)
 	ctx := context.Background()
-	require.NoError(t, env.st.UpdateWebhook(ctx, env.hook.TeamID, env.hook.ID,
+	require.NoError(t, env.st.Webhooks.UpdateWebhook(ctx, env.hook.TeamID, env.hook.ID,
 		store.WebhookUpdate{Events: []string{"email.scheduled"}}))
 	at := time.Now().Add(time.Hour)
 	e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: env.hook.TeamID, From: "a@posthaste.test",
@@ -343,9 +343,9 @@ func TestScheduledEmailQueuesItsWebhook(t *testing.T) {
 		Tags: []store.Tag{{Name: "k", Value: "v"}}, ScheduledAt: &at, LastEvent: store.EventScheduled, CreatedAt: time.Now(),
 		Recipients: []store.Recipient{{Address: "delivered@posthaste.test", Kind: "to", Domain: "posthaste.test",
 			Status: store.EventScheduled}}}
-	_, err := env.st.InsertEmail(ctx, e)
+	_, err := env.st.Emails.InsertEmail(ctx, e)
 	require.NoError(t, err)
-	msgs, _, err := env.st.ListWebhookMessages(ctx, env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
+	msgs, _, err := env.st.Webhooks.ListWebhookMessages(ctx, env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	require.Equal(t, "email.scheduled", msgs[0].Type)

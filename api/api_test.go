@@ -140,12 +140,12 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 		lc = *o.logCfg
 	}
 	lc.Dropped = metrics.RequestLogDropped
-	logs := reqlog.New(lc, st)
+	logs := reqlog.New(lc, st.Insights)
 	t.Cleanup(func() { _ = logs.Close(context.Background()) })
 	h, err := api.New(api.Config{
 		Store:    st,
-		Auth:     auth.NewAuthenticator(st, o.keyCache),
-		Submit:   submit.New(submit.Config{Store: st, Notifier: n, Fetcher: o.fetch, PublicURL: "https://posthaste.example"}),
+		Auth:     auth.NewAuthenticator(st.Accounts, o.keyCache),
+		Submit:   submit.New(submit.Config{Store: submit.StoreOf(st), Notifier: n, Fetcher: o.fetch, PublicURL: "https://posthaste.example"}),
 		Metrics:  metrics,
 		Gatherer: reg,
 		Ready:    []api.Check{{Name: "postgres", Check: st.Ping}},
@@ -401,7 +401,7 @@ func TestSendAcceptsSDKShapesAndChunkedBodies(t *testing.T) {
 	// An io.Reader of unknown length makes the client send it chunked.
 	r := e.do("POST", "/emails", e.keyA, io.MultiReader(strings.NewReader(body)))
 	require.Equal(t, 200, r.status, string(r.raw))
-	em, err := e.store.EmailForBuild(context.Background(), uuid.MustParse(r.body["id"].(string)))
+	em, err := e.store.Emails.EmailForBuild(context.Background(), uuid.MustParse(r.body["id"].(string)))
 	require.NoError(t, err)
 	require.Len(t, em.Attachments, 3)
 	require.Equal(t, []byte("hello"), em.Attachments[0].Content)
@@ -483,7 +483,7 @@ func TestPathAttachmentsGoThroughTheEgressGuard(t *testing.T) {
 			continue
 		}
 		require.Equal(t, 200, r.status, string(r.raw))
-		em, err := e.store.EmailForBuild(context.Background(), uuid.MustParse(r.body["id"].(string)))
+		em, err := e.store.Emails.EmailForBuild(context.Background(), uuid.MustParse(r.body["id"].(string)))
 		require.NoError(t, err)
 		require.Len(t, em.Attachments, 1)
 		require.Equal(t, "june.csv", em.Attachments[0].Filename)

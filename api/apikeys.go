@@ -71,7 +71,7 @@ func (s *keysAPI) createAPIKey(c *gin.Context) {
 				"The `domain_id` field must be a valid UUID."))
 			return
 		}
-		if _, err := s.store.GetDomain(c.Request.Context(), principal(c).TeamID, did); err != nil {
+		if _, err := s.store.Domains.GetDomain(c.Request.Context(), principal(c).TeamID, did); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				err = errorf(http.StatusNotFound, nameNotFound, "Domain not found.")
 			}
@@ -101,7 +101,7 @@ func (s *keysAPI) createAPIKey(c *gin.Context) {
 		CreatedBy: principal(c).CreatedBy}
 	// The new key is its maker's: a full_access key only when the calling
 	// key's creator owns the team (store.CreateAPIKey keeps the rule).
-	if err := s.store.CreateAPIKey(c.Request.Context(), k); err != nil {
+	if err := s.store.Accounts.CreateAPIKey(c.Request.Context(), k); err != nil {
 		if errors.Is(err, store.ErrOwnersOnly) {
 			err = errorf(http.StatusForbidden, nameValidation,
 				"Only keys created by a team owner can create full_access keys; create a sending_access key instead.")
@@ -125,7 +125,7 @@ type apiKeyJSON struct {
 }
 
 func (s *keysAPI) listAPIKeys(c *gin.Context) {
-	respondList(s.Server, c, s.store.ListAPIKeys, func(k store.APIKey) apiKeyJSON {
+	respondList(s.Server, c, s.store.Accounts.ListAPIKeys, func(k store.APIKey) apiKeyJSON {
 		return apiKeyJSON{ID: k.ID.String(), Name: k.Name, Permission: k.Permission,
 			CreatedAt: formatTime(k.CreatedAt), LastUsedAt: formatTimePtr(k.LastUsedAt), AllowedIPs: prefixStrings(k.AllowedIPs)}
 	})
@@ -137,7 +137,7 @@ func (s *keysAPI) deleteAPIKey(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	hash, err := s.store.RevokeAPIKey(c.Request.Context(), principal(c).TeamID, id)
+	hash, err := s.store.Accounts.RevokeAPIKey(c.Request.Context(), principal(c).TeamID, id)
 	if err != nil {
 		s.respondError(c, err)
 		return

@@ -27,7 +27,7 @@ func (s *Server) audited(c *gin.Context, action audit.Action, targetType, target
 		}
 		e.Detail = string(b)
 	}
-	if _, err := s.store.AppendAudit(c.Request.Context(), e); err != nil {
+	if _, err := s.store.Privacy.AppendAudit(c.Request.Context(), e); err != nil {
 		s.respondError(c, err)
 		return false
 	}

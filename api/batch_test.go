@@ -271,7 +271,7 @@ func TestRescheduleAndCancel(t *testing.T) {
 	now := e.do("POST", "/emails", e.keyA, sandboxSend).body["id"].(string)
 	requireError(t, e.do("PATCH", "/emails/"+now, e.keyA, map[string]any{"scheduled_at": "in 1 hour"}), 422, "validation_error")
 	requireError(t, e.do("POST", "/emails/"+now+"/cancel", e.keyA, nil), 422, "validation_error")
-	require.NoError(t, e.store.RecordEvents(context.Background(), uuid.MustParse(now), []store.Event{{Type: store.EventSent}}))
+	require.NoError(t, e.store.Emails.RecordEvents(context.Background(), uuid.MustParse(now), []store.Event{{Type: store.EventSent}}))
 	u = e.do("POST", "/emails/"+now+"/cancel", e.keyA, nil)
 	requireError(t, u, 422, "validation_error")
 	require.Contains(t, u.body["message"], "already been sent")

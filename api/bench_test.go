@@ -47,13 +47,13 @@ func BenchmarkMiddlewareCost(b *testing.B) {
 		b.Fatal(err)
 	}
 	team := uuid.MustParse(creds.TeamID)
-	sub := submit.New(submit.Config{Store: st})
+	sub := submit.New(submit.Config{Store: submit.StoreOf(st)})
 	acc, err := sub.SendWithOptions(ctx, submit.Sender{TeamID: team}, mustDecode(b), submit.SendOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	path := "/emails/" + acc.ID.String()
-	authn := auth.NewAuthenticator(st, time.Second)
+	authn := auth.NewAuthenticator(st.Accounts, time.Second)
 	p, err := authn.Authenticate(ctx, creds.APIKey)
 	if err != nil {
 		b.Fatal(err)
@@ -69,7 +69,7 @@ func BenchmarkMiddlewareCost(b *testing.B) {
 		{"auth+limiter", func(c *api.Config) { c.Limiter = ratelimit.NewLocal(ratelimit.LocalConfig{}) }},
 		{"on", func(c *api.Config) {
 			c.Limiter = ratelimit.NewLocal(ratelimit.LocalConfig{})
-			c.RequestLog = newBenchLog(b, st)
+			c.RequestLog = newBenchLog(b, st.Insights)
 		}},
 	}
 	servers := make([]*httptest.Server, len(variants))
@@ -203,7 +203,7 @@ func durableStore(b *testing.B) *store.Store {
 // tests' cluster).
 func benchBatchAccept(b *testing.B, st *store.Store, clients int) {
 	e := newEnvWith(b, envOptions{store: st})
-	require.NoError(b, e.store.SetPlan(context.Background(), e.teamA, "2.5m"), "the bench sends more than the free plan")
+	require.NoError(b, e.store.Accounts.SetPlan(context.Background(), e.teamA, "2.5m"), "the bench sends more than the free plan")
 	single, err := json.Marshal(sandboxTo(0))
 	require.NoError(b, err)
 	batch := make([]map[string]any, submit.MaxBatch)

@@ -21,7 +21,7 @@ func TestGetEmailShowsBounceObjects(t *testing.T) {
 	id := uuid.MustParse(r.body["id"].(string))
 
 	// The outcomes, as the send workflow records them.
-	require.NoError(t, e.store.RecordEvents(context.Background(), id, []store.Event{
+	require.NoError(t, e.store.Emails.RecordEvents(context.Background(), id, []store.Event{
 		{Type: store.EventBounced, Recipient: "bounced@posthaste.test", Detail: map[string]any{
 			"type": "Permanent", "subType": "General", "message": "The recipient's address does not exist.",
 			"diagnosticCode": []string{"smtp; 550 5.1.1 user unknown"}}},

@@ -81,7 +81,7 @@ func (s *broadcastsAPI) applyTemplate(c *gin.Context, e *broadcast.Edit, ref str
 	if e.HTML != nil || e.Text != nil || (len(doc) > 0 && string(doc) != "null") {
 		return invalid.Errorf("template_id", "Give either `template_id` or `html`, `text` and `components`, not both.")
 	}
-	t, err := s.store.TemplateByRef(c.Request.Context(), principal(c).TeamID, ref)
+	t, err := s.store.Templates.TemplateByRef(c.Request.Context(), principal(c).TeamID, ref)
 	if errors.Is(err, store.ErrNotFound) {
 		return invalid.Errorf("template_id", "Invalid `template_id` field: the team has no template %q.", ref)
 	}
@@ -253,7 +253,7 @@ func renderBroadcast(b store.Broadcast, n store.BroadcastCounts) broadcastJSON {
 }
 
 func (s *broadcastsAPI) listBroadcasts(c *gin.Context) {
-	respondList(s.Server, c, s.store.ListBroadcasts, renderBroadcastListItem)
+	respondList(s.Server, c, s.store.Broadcasts.ListBroadcasts, renderBroadcastListItem)
 }
 
 func (s *broadcastsAPI) getBroadcast(c *gin.Context) {
@@ -263,12 +263,12 @@ func (s *broadcastsAPI) getBroadcast(c *gin.Context) {
 		return
 	}
 	ctx, team := c.Request.Context(), principal(c).TeamID
-	b, err := s.store.Broadcast(ctx, team, id)
+	b, err := s.store.Broadcasts.Broadcast(ctx, team, id)
 	if err != nil {
 		s.respondError(c, broadcastError(err))
 		return
 	}
-	n, err := s.store.BroadcastCounts(ctx, team, id)
+	n, err := s.store.Broadcasts.BroadcastCounts(ctx, team, id)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -299,7 +299,7 @@ func (s *broadcastsAPI) updateBroadcast(c *gin.Context) {
 }
 
 func (s *broadcastsAPI) deleteBroadcast(c *gin.Context) {
-	respondOne(s.Server, c, s.store.DeleteBroadcast, "Broadcast not found.", func(b store.Broadcast) gin.H {
+	respondOne(s.Server, c, s.store.Broadcasts.DeleteBroadcast, "Broadcast not found.", func(b store.Broadcast) gin.H {
 		return gin.H{"id": b.ID.String(), "object": "broadcast", "deleted": true}
 	})
 }
@@ -327,7 +327,7 @@ func (s *broadcastsAPI) duplicateBroadcast(c *gin.Context) {
 		return
 	}
 	ctx, team := c.Request.Context(), principal(c).TeamID
-	b, err := s.store.Broadcast(ctx, team, id)
+	b, err := s.store.Broadcasts.Broadcast(ctx, team, id)
 	if err != nil {
 		s.respondError(c, broadcastError(err))
 		return
@@ -337,7 +337,7 @@ func (s *broadcastsAPI) duplicateBroadcast(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	d, err := s.store.DuplicateBroadcast(ctx, team, id, newID, copyName(b.Name))
+	d, err := s.store.Broadcasts.DuplicateBroadcast(ctx, team, id, newID, copyName(b.Name))
 	s.respondBroadcastRef(c, http.StatusCreated, d, err)
 }
 
@@ -411,12 +411,12 @@ func (s *broadcastsAPI) listBroadcastRecipients(c *gin.Context) {
 			strings.Join(store.BroadcastRecipientKinds(), ", ")))
 		return
 	}
-	if _, err := s.store.Broadcast(c.Request.Context(), principal(c).TeamID, id); err != nil {
+	if _, err := s.store.Broadcasts.Broadcast(c.Request.Context(), principal(c).TeamID, id); err != nil {
 		s.respondError(c, broadcastError(err))
 		return
 	}
 	email := strings.TrimSpace(c.Query("email"))
 	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.BroadcastRecipient, bool, error) {
-		return s.store.BroadcastRecipients(ctx, team, id, kind, email, p)
+		return s.store.Broadcasts.BroadcastRecipients(ctx, team, id, kind, email, p)
 	}, renderBroadcastRecipient)
 }

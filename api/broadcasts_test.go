@@ -48,9 +48,9 @@ func (w *broadcastWaker) woken() []uuid.UUID {
 func newBroadcastEnv(t *testing.T) (*env, *broadcastWaker) {
 	t.Helper()
 	e := newEnv(t)
-	sub := submit.New(submit.Config{Store: e.store, Notifier: e.notify, PublicURL: "https://posthaste.example"})
+	sub := submit.New(submit.Config{Store: submit.StoreOf(e.store), Notifier: e.notify, PublicURL: "https://posthaste.example"})
 	w := &broadcastWaker{}
-	h, err := api.New(api.Config{Store: e.store, Auth: auth.NewAuthenticator(e.store, time.Second), Submit: sub,
+	h, err := api.New(api.Config{Store: e.store, Auth: auth.NewAuthenticator(e.store.Accounts, time.Second), Submit: sub,
 		Broadcasts: broadcast.NewService(broadcast.Config{Store: e.store, Submit: sub, Waker: w})})
 	require.NoError(t, err)
 	rest := e.srv.Config.Handler
@@ -98,7 +98,7 @@ func draftBody(segment string) map[string]any {
 func outboxBroadcasts(t *testing.T, st *store.Store) []uuid.UUID {
 	t.Helper()
 	var refs []uuid.UUID
-	_, err := st.DrainOutbox(context.Background(), 1000, func(_ context.Context, items []store.OutboxItem) []store.OutboxResult {
+	_, err := st.Webhooks.DrainOutbox(context.Background(), 1000, func(_ context.Context, items []store.OutboxItem) []store.OutboxResult {
 		for _, it := range items {
 			if it.Kind == store.OutboxBroadcast {
 				refs = append(refs, it.Ref)
@@ -497,7 +497,7 @@ func TestBroadcastRecipientsCountsAndEmails(t *testing.T) {
 	bid := uuid.MustParse(id)
 
 	// The workflow's step: one chunk, the fourth contact failing to render.
-	res, err := e.store.HandOffBroadcastChunk(ctx, store.BroadcastChunk{BroadcastID: bid, Seq: 0, Size: 100,
+	res, err := e.store.Broadcasts.HandOffBroadcastChunk(ctx, store.BroadcastChunk{BroadcastID: bid, Seq: 0, Size: 100,
 		FromDomain: "posthaste.test", Now: time.Now()},
 		func(b store.Broadcast, c store.BroadcastContact) (store.RenderedBroadcast, error) {
 			if c.Email == addrs[3] {
@@ -527,15 +527,15 @@ func TestBroadcastRecipientsCountsAndEmails(t *testing.T) {
 
 	// Outcomes, as the send workflow records them.
 	rec := func(addr, typ string) {
-		require.NoError(t, e.store.RecordEvents(ctx, uuid.MustParse(emailOf[addr]),
+		require.NoError(t, e.store.Emails.RecordEvents(ctx, uuid.MustParse(emailOf[addr]),
 			[]store.Event{{Type: typ, Recipient: addr}}))
 	}
 	rec(addrs[0], store.EventSent)
 	rec(addrs[0], store.EventDelivered)
 	rec(addrs[1], store.EventSent)
-	require.NoError(t, e.store.RecordEvents(ctx, uuid.MustParse(emailOf[addrs[1]]), []store.Event{{
+	require.NoError(t, e.store.Emails.RecordEvents(ctx, uuid.MustParse(emailOf[addrs[1]]), []store.Event{{
 		Type: store.EventBounced, Recipient: addrs[1], Detail: map[string]any{"type": "Permanent", "subType": "General"}}}))
-	require.NoError(t, e.store.RecordBroadcastUnsubscribe(ctx, e.teamA, bid, uuid.MustParse(emailOf[addrs[0]]), addrs[0]))
+	require.NoError(t, e.store.Audience.RecordBroadcastUnsubscribe(ctx, e.teamA, bid, uuid.MustParse(emailOf[addrs[0]]), addrs[0]))
 
 	kind := func(q string) []string {
 		t.Helper()
@@ -586,7 +586,7 @@ func TestBroadcastRecipientsCountsAndEmails(t *testing.T) {
 	require.Nil(t, pg.body["broadcast_id"])
 
 	// broadcast_id in the webhook payload of the broadcast's email only.
-	require.NoError(t, e.store.RecordEvents(ctx, uuid.MustParse(plain.body["id"].(string)),
+	require.NoError(t, e.store.Emails.RecordEvents(ctx, uuid.MustParse(plain.body["id"].(string)),
 		[]store.Event{{Type: store.EventDelivered, Recipient: "delivered@posthaste.test"}}))
 	ev := e.do("GET", "/webhooks/"+hookID+"/events", e.keyA, nil)
 	require.Equal(t, 200, ev.status, string(ev.raw))

@@ -55,9 +55,9 @@ func TestContactImportsAPI(t *testing.T) {
 		"processed": 0.0}, got.body["counts"])
 
 	// The workflow's steps, as the worker runs them.
-	_, err := e.store.ApplyImportChunk(ctx, uuid.MustParse(id), 0)
+	_, err := e.store.Audience.ApplyImportChunk(ctx, uuid.MustParse(id), 0)
 	require.NoError(t, err)
-	_, err = e.store.FinishContactImport(ctx, uuid.MustParse(id), "")
+	_, err = e.store.Audience.FinishContactImport(ctx, uuid.MustParse(id), "")
 	require.NoError(t, err)
 	got = e.do("GET", "/contacts/imports/"+id, e.keyA, nil)
 	require.Equal(t, "completed", got.body["status"])

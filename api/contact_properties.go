@@ -92,7 +92,7 @@ func (s *audienceAPI) createContactProperty(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	p, err := s.store.CreateContactProperty(c.Request.Context(), store.ContactProperty{ID: id,
+	p, err := s.store.Audience.CreateContactProperty(c.Request.Context(), store.ContactProperty{ID: id,
 		TeamID: principal(c).TeamID, Key: *req.Key, Type: *req.Type, Fallback: fb})
 	if errors.Is(err, store.ErrConflict) {
 		s.respondError(c, errorf(http.StatusConflict, nameConflict, "A contact property with key `"+*req.Key+"` already exists."))
@@ -106,11 +106,11 @@ func (s *audienceAPI) createContactProperty(c *gin.Context) {
 }
 
 func (s *audienceAPI) listContactProperties(c *gin.Context) {
-	respondList(s.Server, c, s.store.ListContactProperties, renderContactProperty)
+	respondList(s.Server, c, s.store.Audience.ListContactProperties, renderContactProperty)
 }
 
 func (s *audienceAPI) getContactProperty(c *gin.Context) {
-	respondOne(s.Server, c, s.store.ContactProperty, "Contact property not found.", renderContactProperty)
+	respondOne(s.Server, c, s.store.Audience.ContactProperty, "Contact property not found.", renderContactProperty)
 }
 
 // updateContactProperty changes the fallback value; key and type are
@@ -127,7 +127,7 @@ func (s *audienceAPI) updateContactProperty(c *gin.Context) {
 		return
 	}
 	ctx, team := c.Request.Context(), principal(c).TeamID
-	p, err := s.store.ContactProperty(ctx, team, id)
+	p, err := s.store.Audience.ContactProperty(ctx, team, id)
 	if err != nil {
 		s.respondError(c, notFound(err, "Contact property not found."))
 		return
@@ -144,7 +144,7 @@ func (s *audienceAPI) updateContactProperty(c *gin.Context) {
 	if len(req.FallbackValue) == 0 {
 		fb = p.Fallback // absent: unchanged
 	}
-	if _, err := s.store.SetContactPropertyFallback(ctx, team, id, fb); err != nil {
+	if _, err := s.store.Audience.SetContactPropertyFallback(ctx, team, id, fb); err != nil {
 		s.respondError(c, notFound(err, "Contact property not found."))
 		return
 	}
@@ -152,7 +152,7 @@ func (s *audienceAPI) updateContactProperty(c *gin.Context) {
 }
 
 func (s *audienceAPI) deleteContactProperty(c *gin.Context) {
-	respondOne(s.Server, c, s.store.DeleteContactProperty, "Contact property not found.", func(p store.ContactProperty) gin.H {
+	respondOne(s.Server, c, s.store.Audience.DeleteContactProperty, "Contact property not found.", func(p store.ContactProperty) gin.H {
 		return gin.H{"object": "contact_property", "id": p.ID.String(), "deleted": true}
 	})
 }

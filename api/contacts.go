@@ -144,7 +144,7 @@ func (s *audienceAPI) contactProperties(ctx context.Context, team uuid.UUID, in 
 	if len(in) == 0 {
 		return nil, nil, nil
 	}
-	defs, err := s.store.ContactPropertiesByKey(ctx, team)
+	defs, err := s.store.Audience.ContactPropertiesByKey(ctx, team)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -201,7 +201,7 @@ func (s *audienceAPI) createContact(c *gin.Context) {
 	if req.Unsubscribed != nil {
 		ct.Unsubscribed = *req.Unsubscribed
 	}
-	ct, err = s.store.CreateContact(ctx, ct, segments, topics, eventContactCreated)
+	ct, err = s.store.Audience.CreateContact(ctx, ct, segments, topics, eventContactCreated)
 	if errors.Is(err, store.ErrConflict) {
 		s.respondError(c, errorf(http.StatusConflict, nameConflict, "A contact with email "+addr+" already exists."))
 		return
@@ -237,7 +237,7 @@ func (s *audienceAPI) listSegmentContacts(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	if _, err := s.store.Segment(c.Request.Context(), principal(c).TeamID, id); err != nil {
+	if _, err := s.store.Audience.Segment(c.Request.Context(), principal(c).TeamID, id); err != nil {
 		s.respondError(c, notFound(err, "Segment not found."))
 		return
 	}
@@ -246,7 +246,7 @@ func (s *audienceAPI) listSegmentContacts(c *gin.Context) {
 
 func (s *audienceAPI) respondContacts(c *gin.Context, f store.ContactFilter) {
 	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.Contact, bool, error) {
-		return s.store.ListContacts(ctx, team, f, p)
+		return s.store.Audience.ListContacts(ctx, team, f, p)
 	}, renderContact)
 }
 
@@ -256,7 +256,7 @@ func (s *audienceAPI) getContact(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	ct, err := s.store.Contact(c.Request.Context(), principal(c).TeamID, ref)
+	ct, err := s.store.Audience.Contact(c.Request.Context(), principal(c).TeamID, ref)
 	if err != nil {
 		s.respondError(c, notFound(err, "Contact not found."))
 		return
@@ -293,7 +293,7 @@ func (s *audienceAPI) updateContact(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	ct, err := s.store.UpdateContact(ctx, team, ref, u, eventContactUpdated)
+	ct, err := s.store.Audience.UpdateContact(ctx, team, ref, u, eventContactUpdated)
 	if errors.Is(err, store.ErrConflict) {
 		s.respondError(c, errorf(http.StatusConflict, nameConflict, "Another contact has email "+*u.Email+"."))
 		return
@@ -312,7 +312,7 @@ func (s *audienceAPI) deleteContact(c *gin.Context) {
 		return
 	}
 	ctx, team := c.Request.Context(), principal(c).TeamID
-	ct, err := s.store.DeleteContact(ctx, team, ref, eventContactDeleted)
+	ct, err := s.store.Audience.DeleteContact(ctx, team, ref, eventContactDeleted)
 	if err != nil {
 		s.respondError(c, notFound(err, "Contact not found."))
 		return
@@ -328,7 +328,7 @@ func (s *audienceAPI) contactByRef(c *gin.Context) (store.Contact, bool) {
 		s.respondError(c, err)
 		return store.Contact{}, false
 	}
-	ct, err := s.store.Contact(c.Request.Context(), principal(c).TeamID, ref)
+	ct, err := s.store.Audience.Contact(c.Request.Context(), principal(c).TeamID, ref)
 	if err != nil {
 		s.respondError(c, notFound(err, "Contact not found."))
 		return store.Contact{}, false
@@ -349,7 +349,7 @@ func (s *audienceAPI) listContactSegments(c *gin.Context) {
 		return
 	}
 	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactSegment, bool, error) {
-		return s.store.ContactSegments(ctx, team, ct.ID, p)
+		return s.store.Audience.ContactSegments(ctx, team, ct.ID, p)
 	}, func(cs store.ContactSegment) contactSegmentJSON {
 		return contactSegmentJSON{ID: cs.ID.String(), Object: "segment", Name: cs.Name, CreatedAt: formatTime(cs.AddedAt)}
 	})
@@ -376,7 +376,7 @@ func (s *audienceAPI) addContactSegment(c *gin.Context) {
 	}
 	ctx, team := c.Request.Context(), principal(c).TeamID
 	// The change of its segment_ids is reported as contact.updated.
-	if err := s.store.AddContactToSegment(ctx, team, ct.ID, segment, eventContactUpdated); err != nil {
+	if err := s.store.Audience.AddContactToSegment(ctx, team, ct.ID, segment, eventContactUpdated); err != nil {
 		s.respondError(c, refError(err))
 		return
 	}
@@ -395,7 +395,7 @@ func (s *audienceAPI) removeContactSegment(c *gin.Context) {
 		return
 	}
 	ctx, team := c.Request.Context(), principal(c).TeamID
-	if err := s.store.RemoveContactFromSegment(ctx, team, ct.ID, segment, eventContactUpdated); err != nil {
+	if err := s.store.Audience.RemoveContactFromSegment(ctx, team, ct.ID, segment, eventContactUpdated); err != nil {
 		s.respondError(c, notFound(err, "The contact is not in segment "+segment.String()+"."))
 		return
 	}
@@ -422,7 +422,7 @@ func (s *audienceAPI) listContactTopics(c *gin.Context) {
 		return
 	}
 	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactTopic, bool, error) {
-		return s.store.ContactTopics(ctx, team, ct.ID, p)
+		return s.store.Audience.ContactTopics(ctx, team, ct.ID, p)
 	}, renderContactTopic)
 }
 
@@ -459,7 +459,7 @@ func (s *audienceAPI) updateContactTopics(c *gin.Context) {
 		return
 	}
 	ctx, team := c.Request.Context(), principal(c).TeamID
-	if err := s.store.UpdateContactTopics(ctx, team, ct.ID, choices, eventContactTopicsUpdated); err != nil {
+	if err := s.store.Audience.UpdateContactTopics(ctx, team, ct.ID, choices, eventContactTopicsUpdated); err != nil {
 		s.respondError(c, refError(err))
 		return
 	}

@@ -324,7 +324,7 @@ func TestSendWithTopicID(t *testing.T) {
 
 	r = e.do("POST", "/emails", e.keyA, with(mine))
 	require.Equal(t, 200, r.status, string(r.raw))
-	got, err := e.store.GetEmail(context.Background(), e.teamA, uuid.MustParse(r.body["id"].(string)))
+	got, err := e.store.Emails.GetEmail(context.Background(), e.teamA, uuid.MustParse(r.body["id"].(string)))
 	require.NoError(t, err)
 	require.NotNil(t, got.TopicID)
 	require.Equal(t, mine, got.TopicID.String())
@@ -332,10 +332,10 @@ func TestSendWithTopicID(t *testing.T) {
 	r = e.do("POST", "/emails/batch", e.keyA, []any{with(mine), sandboxSend})
 	require.Equal(t, 200, r.status, string(r.raw))
 	ids := r.body["data"].([]any)
-	got, err = e.store.GetEmail(context.Background(), e.teamA, uuid.MustParse(ids[0].(map[string]any)["id"].(string)))
+	got, err = e.store.Emails.GetEmail(context.Background(), e.teamA, uuid.MustParse(ids[0].(map[string]any)["id"].(string)))
 	require.NoError(t, err)
 	require.Equal(t, mine, got.TopicID.String())
-	got, err = e.store.GetEmail(context.Background(), e.teamA, uuid.MustParse(ids[1].(map[string]any)["id"].(string)))
+	got, err = e.store.Emails.GetEmail(context.Background(), e.teamA, uuid.MustParse(ids[1].(map[string]any)["id"].(string)))
 	require.NoError(t, err)
 	require.Nil(t, got.TopicID)
 }

@@ -110,13 +110,13 @@ func (s *privacyAPI) createDataRequest(c *gin.Context) {
 }
 
 func (s *privacyAPI) getDataRequest(c *gin.Context) {
-	respondOne(s.Server, c, s.store.DataRequest, "Data request not found.",
+	respondOne(s.Server, c, s.store.Privacy.DataRequest, "Data request not found.",
 		func(r store.DataRequest) dataRequestJSON { return s.renderDataRequest(c, r) })
 }
 
 func (s *privacyAPI) listDataRequests(c *gin.Context) {
 	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.DataRequest, bool, error) {
-		return s.store.ListDataRequests(ctx, team, p)
+		return s.store.Privacy.ListDataRequests(ctx, team, p)
 	}, func(r store.DataRequest) dataRequestJSON { return s.renderDataRequest(c, r) })
 }
 
@@ -133,7 +133,7 @@ func (s *privacyAPI) downloadDataRequest(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	n, err := s.store.DataRequestArchiveChunks(ctx, team, id)
+	n, err := s.store.Privacy.DataRequestArchiveChunks(ctx, team, id)
 	if err == nil && n == 0 {
 		err = store.ErrNotFound
 	}

@@ -57,10 +57,10 @@ func TestDataRequestsAPI(t *testing.T) {
 
 	// The address is stored sealed, the outbox holds the request, the
 	// audit log names its id only.
-	dr, err := e.store.DataRequest(ctx, e.teamA, uuid.MustParse(id))
+	dr, err := e.store.Privacy.DataRequest(ctx, e.teamA, uuid.MustParse(id))
 	require.NoError(t, err)
 	require.NotContains(t, strings.ToLower(string(dr.Address)), "dana")
-	n, err := e.store.OutboxLen(ctx)
+	n, err := e.store.Webhooks.OutboxLen(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	audits := e.do("GET", "/audit-log?action=data_request.create", e.keyA, nil)
@@ -71,10 +71,10 @@ func TestDataRequestsAPI(t *testing.T) {
 
 	// The request log keeps no body of a data request.
 	require.NoError(t, e.logs.Close(ctx))
-	logs, _, err := e.store.ListRequestLogs(ctx, e.teamA, store.LogFilter{}, store.Page{Limit: 100})
+	logs, _, err := e.store.Insights.ListRequestLogs(ctx, e.teamA, store.LogFilter{}, store.Page{Limit: 100})
 	require.NoError(t, err)
 	for _, l := range logs {
-		full, err := e.store.GetRequestLog(ctx, e.teamA, l.ID)
+		full, err := e.store.Insights.GetRequestLog(ctx, e.teamA, l.ID)
 		require.NoError(t, err)
 		if full.RequestBody != nil {
 			require.NotContains(t, strings.ToLower(*full.RequestBody), "dana", full.Path)

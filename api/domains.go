@@ -187,7 +187,7 @@ func (s *domainsAPI) getDomain(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	d, err := s.store.GetDomain(c.Request.Context(), principal(c).TeamID, id)
+	d, err := s.store.Domains.GetDomain(c.Request.Context(), principal(c).TeamID, id)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -196,7 +196,7 @@ func (s *domainsAPI) getDomain(c *gin.Context) {
 }
 
 func (s *domainsAPI) listDomains(c *gin.Context) {
-	respondList(s.Server, c, s.store.ListDomains, func(d store.Domain) domainJSON { return s.renderDomain(d, false) })
+	respondList(s.Server, c, s.store.Domains.ListDomains, func(d store.Domain) domainJSON { return s.renderDomain(d, false) })
 }
 
 type updateDomainRequest struct {

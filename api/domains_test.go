@@ -24,7 +24,7 @@ func (e *env) createDomain(key string, body map[string]any) map[string]any {
 
 func (e *env) setStatus(id, status string) {
 	e.t.Helper()
-	require.NoError(e.t, e.store.SetDomainStatus(context.Background(), uuid.MustParse(id), status, nil))
+	require.NoError(e.t, e.store.Domains.SetDomainStatus(context.Background(), uuid.MustParse(id), status, nil))
 }
 
 func TestDomainCreateAndRecords(t *testing.T) {
@@ -69,7 +69,7 @@ func TestDomainCreateAndRecords(t *testing.T) {
 	require.Equal(t, "links", d["tracking_subdomain"])
 
 	// The private key is sealed at rest.
-	row, err := e.store.GetDomain(context.Background(), e.teamA, uuid.MustParse(d["id"].(string)))
+	row, err := e.store.Domains.GetDomain(context.Background(), e.teamA, uuid.MustParse(d["id"].(string)))
 	require.NoError(t, err)
 	_, err = x509.ParsePKCS8PrivateKey(row.DKIMPrivateKey)
 	require.Error(t, err, "the stored key is not plaintext PKCS #8")

@@ -174,7 +174,7 @@ const quotaHeaderName = "X-Posthaste-Monthly-Quota"
 func (s *emailsAPI) quotaHeader(c *gin.Context, used int64) {
 	if used == 0 {
 		var err error
-		if used, err = s.store.QuotaUsed(c.Request.Context(), principal(c).TeamID, time.Now()); err != nil {
+		if used, err = s.store.Accounts.QuotaUsed(c.Request.Context(), principal(c).TeamID, time.Now()); err != nil {
 			return
 		}
 	}
@@ -187,7 +187,7 @@ func (s *emailsAPI) refuseSend(c *gin.Context, err error) {
 	var qe *store.QuotaExceededError
 	if errors.As(err, &qe) {
 		c.Header(quotaHeaderName, strconv.FormatInt(qe.Used, 10))
-	} else if used, qerr := s.store.QuotaUsed(c.Request.Context(), principal(c).TeamID, time.Now()); qerr == nil {
+	} else if used, qerr := s.store.Accounts.QuotaUsed(c.Request.Context(), principal(c).TeamID, time.Now()); qerr == nil {
 		c.Header(quotaHeaderName, strconv.FormatInt(used, 10))
 	}
 	s.respondError(c, err)
@@ -277,7 +277,7 @@ func (s *emailsAPI) getEmail(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	e, err := s.store.GetEmail(c.Request.Context(), principal(c).TeamID, id)
+	e, err := s.store.Emails.GetEmail(c.Request.Context(), principal(c).TeamID, id)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -305,7 +305,7 @@ func (s *emailsAPI) addBounces(c *gin.Context, e store.Email, rcpts []recipientJ
 	if !bounced {
 		return nil
 	}
-	bounces, err := s.store.Bounces(c.Request.Context(), e.TeamID, e.ID)
+	bounces, err := s.store.Emails.Bounces(c.Request.Context(), e.TeamID, e.ID)
 	if err != nil {
 		return err
 	}
@@ -319,5 +319,5 @@ func (s *emailsAPI) addBounces(c *gin.Context, e store.Email, rcpts []recipientJ
 }
 
 func (s *emailsAPI) listEmails(c *gin.Context) {
-	respondList(s.Server, c, s.store.ListEmails, renderEmail)
+	respondList(s.Server, c, s.store.Emails.ListEmails, renderEmail)
 }

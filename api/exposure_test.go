@@ -74,7 +74,7 @@ type countingKeys struct {
 
 func (k *countingKeys) UseAPIKey(ctx context.Context, hash []byte) (store.APIKey, error) {
 	k.n.Add(1)
-	return k.st.UseAPIKey(ctx, hash)
+	return k.st.Accounts.UseAPIKey(ctx, hash)
 }
 
 // lockedBuffer is a log sink the server writes from its goroutines.
@@ -120,7 +120,7 @@ func newBareEnv(t *testing.T, configure func(*api.Config)) *bareEnv {
 	e := &bareEnv{store: st, log: &recordedLog{}, lookups: &countingKeys{st: st}, metrics: telemetry.NewMetrics(reg),
 		box: box, out: &lockedBuffer{}}
 	cfg := api.Config{Store: st, Auth: auth.NewAuthenticator(e.lookups, time.Minute),
-		Submit: submit.New(submit.Config{Store: st}), Metrics: e.metrics, Gatherer: reg, RequestLog: e.log,
+		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Metrics: e.metrics, Gatherer: reg, RequestLog: e.log,
 		Ready:    []api.Check{{Name: "postgres", Check: st.Ping}},
 		Webhooks: webhook.NewEndpoints(webhook.EndpointsConfig{Keys: box, AllowHTTP: true}, st),
 		Logger:   slog.New(slog.NewJSONHandler(e.out, &slog.HandlerOptions{Level: slog.LevelDebug}))}
@@ -346,7 +346,7 @@ func TestOversizeResponseIsRedactedInTheLog(t *testing.T) {
 		key := webhook.NewSecret()
 		sealed, err := e.box.Seal(key, id[:])
 		require.NoError(t, err)
-		require.NoError(t, e.store.CreateWebhook(context.Background(), store.Webhook{ID: id, TeamID: e.team,
+		require.NoError(t, e.store.Webhooks.CreateWebhook(context.Background(), store.Webhook{ID: id, TeamID: e.team,
 			Endpoint: endpoint, Events: []string{"email.sent"}, Status: store.WebhookEnabled, Secret: sealed}))
 		return id, webhook.FormatSecret(key)
 	}

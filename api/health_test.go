@@ -31,13 +31,13 @@ func newHealthEnv(t *testing.T) *env {
 	st := storetest.New(t)
 	reg := prometheus.NewRegistry()
 	metrics := telemetry.NewMetrics(reg)
-	logs := reqlog.New(reqlog.Config{Interval: 100 * time.Millisecond, Dropped: metrics.RequestLogDropped}, st)
+	logs := reqlog.New(reqlog.Config{Interval: 100 * time.Millisecond, Dropped: metrics.RequestLogDropped}, st.Insights)
 	t.Cleanup(func() { _ = logs.Close(context.Background()) })
 	n := &notifier{}
-	sub := submit.New(submit.Config{Store: st, Notifier: n, Health: st})
+	sub := submit.New(submit.Config{Store: submit.StoreOf(st), Notifier: n, Health: st.Insights})
 	h, err := api.New(api.Config{
 		Store:            st,
-		Auth:             auth.NewAuthenticator(st, time.Second),
+		Auth:             auth.NewAuthenticator(st.Accounts, time.Second),
 		Submit:           sub,
 		Broadcasts:       broadcast.NewService(broadcast.Config{Store: st, Submit: sub, Waker: &broadcastWaker{}}),
 		Metrics:          metrics,
@@ -63,7 +63,7 @@ func bounceUntilPaused(t *testing.T, st *store.Store, team uuid.UUID) {
 	t.Helper()
 	ctx := context.Background()
 	storetest.SeedOutcomes(t, st, team, map[string]int{"delivered": 90, "bounced": 10})
-	notices, err := st.EvaluateHealth(ctx, time.Now(), health.DefaultWindow, true)
+	notices, err := st.Insights.EvaluateHealth(ctx, time.Now(), health.DefaultWindow, true)
 	require.NoError(t, err)
 	require.Len(t, notices, 1)
 	require.True(t, notices[0].Crossing.Paused)
@@ -94,7 +94,7 @@ func TestPausedTeamIsRefused(t *testing.T) {
 	require.Contains(t, r.body["message"], "Sending is paused for this team")
 	require.Equal(t, 200, e.do("POST", "/emails", e.keyB, sandboxSend).status, "another team sends")
 
-	resumed, err := e.store.ResumeSending(context.Background(), e.teamA, time.Now())
+	resumed, err := e.store.Insights.ResumeSending(context.Background(), e.teamA, time.Now())
 	require.NoError(t, err)
 	require.True(t, resumed)
 	require.Equal(t, 200, e.do("POST", "/emails", e.keyA, sandboxSend).status)

@@ -24,7 +24,7 @@ func TestEmailInsights(t *testing.T) {
 	d := e.createDomain(e.keyA, map[string]any{"name": "example.test", "click_tracking": true})
 	id := d["id"].(string)
 	e.setStatus(id, "verified")
-	require.NoError(t, e.store.SetDomainDMARCPolicy(context.Background(), uuid.MustParse(id), "none"))
+	require.NoError(t, e.store.Domains.SetDomainDMARCPolicy(context.Background(), uuid.MustParse(id), "none"))
 	r = e.do("POST", "/emails", e.keyA, map[string]any{"from": "no-reply@example.test", "to": "someone@elsewhere.test",
 		"subject": "RESET YOUR PASSWORD", "html": `<p>Reset it <a href="https://bit.ly/x1">here</a></p>`, "text": "",
 		"attachments": []map[string]any{{"filename": "reset.html", "content": "PHA+aGk8L3A+"}}})
@@ -45,7 +45,7 @@ func TestEmailInsights(t *testing.T) {
 	// The list leaves them out; the domain's policy is reported by the store.
 	l := e.do("GET", "/emails", e.keyA, nil)
 	require.NotContains(t, l.body["data"].([]any)[0].(map[string]any), "insights")
-	sd, err := e.store.GetDomain(context.Background(), e.teamA, uuid.MustParse(id))
+	sd, err := e.store.Domains.GetDomain(context.Background(), e.teamA, uuid.MustParse(id))
 	require.NoError(t, err)
 	require.NotNil(t, sd.DMARCPolicy)
 	require.Equal(t, "none", *sd.DMARCPolicy)

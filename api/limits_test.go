@@ -67,7 +67,7 @@ func TestRateLimitPerTeamWithHeadersOnEveryResponse(t *testing.T) {
 	requireRateHeaders(t, e.do("GET", "/emails", e.keyA, nil), 3, 2)
 
 	// A team's own limit replaces the default.
-	require.NoError(t, e.store.SetRateLimit(context.Background(), e.teamB, 5))
+	require.NoError(t, e.store.Accounts.SetRateLimit(context.Background(), e.teamB, 5))
 	requireRateHeaders(t, e.do("GET", "/emails", e.keyB, nil), 5, 4)
 }
 
@@ -176,7 +176,7 @@ func TestQuotaIsExactUnderConcurrency(t *testing.T) {
 	for i := range bulk {
 		bulk[i] = fmt.Sprintf("delivered+%d@posthaste.test", i)
 	}
-	used, err := e.store.InsertEmail(ctx, bulkEmail(e.teamA, bulk))
+	used, err := e.store.Emails.InsertEmail(ctx, bulkEmail(e.teamA, bulk))
 	require.NoError(t, err)
 	require.EqualValues(t, 2990, used)
 
@@ -207,7 +207,7 @@ func TestQuotaIsExactUnderConcurrency(t *testing.T) {
 	}
 	require.Equal(t, map[int]int{200: 10, 429: 40}, codes)
 	require.Equal(t, 3000, maxHeader)
-	used, err = e.store.QuotaUsed(ctx, e.teamA, time.Now())
+	used, err = e.store.Accounts.QuotaUsed(ctx, e.teamA, time.Now())
 	require.NoError(t, err)
 	require.EqualValues(t, 3000, used)
 	l := e.do("GET", "/emails?limit=100", e.keyA, nil)
@@ -215,7 +215,7 @@ func TestQuotaIsExactUnderConcurrency(t *testing.T) {
 
 	// Every recipient counts once: to, cc and bcc; a rejected request
 	// counts nothing and still reports the usage.
-	require.NoError(t, e.store.SetPlan(ctx, e.teamA, "50k"))
+	require.NoError(t, e.store.Accounts.SetPlan(ctx, e.teamA, "50k"))
 	three := map[string]any{"from": "onboarding@posthaste.test", "to": "delivered@posthaste.test",
 		"cc": "complained@posthaste.test", "bcc": []string{"bounced@posthaste.test", "delivered@posthaste.test"},
 		"subject": "s", "text": "t"}

@@ -215,13 +215,13 @@ func TestRequestLogShutdownWritesEverything(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, e.logs.Close(ctx))
-	logs, _, err := e.store.ListRequestLogs(ctx, e.teamA, store.LogFilter{Status: 404}, store.Page{Limit: 100})
+	logs, _, err := e.store.Insights.ListRequestLogs(ctx, e.teamA, store.LogFilter{Status: 404}, store.Page{Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, logs, 100)
 	all := 0
 	var after *uuid.UUID
 	for {
-		page, more, err := e.store.ListRequestLogs(ctx, e.teamA, store.LogFilter{}, store.Page{Limit: 100, After: after})
+		page, more, err := e.store.Insights.ListRequestLogs(ctx, e.teamA, store.LogFilter{}, store.Page{Limit: 100, After: after})
 		require.NoError(t, err)
 		all += len(page)
 		if !more {

@@ -25,9 +25,9 @@ func (e *env) metricsEmail(team uuid.UUID, domainID *uuid.UUID, rcpt string, eve
 		FromDomain: "metrics.example.test", To: []string{rcpt}, Subject: "hi", LastEvent: store.EventQueued,
 		CreatedAt: time.Now().Add(-2 * time.Hour), DomainID: domainID, HTML: &html,
 		Recipients: []store.Recipient{{Address: rcpt, Kind: "to", Domain: "x.test", Status: store.EventQueued}}}
-	_, err := e.store.InsertEmail(ctx, em)
+	_, err := e.store.Emails.InsertEmail(ctx, em)
 	require.NoError(e.t, err)
-	require.NoError(e.t, e.store.RecordEvents(ctx, em.ID, events))
+	require.NoError(e.t, e.store.Emails.RecordEvents(ctx, em.ID, events))
 	return em.ID
 }
 

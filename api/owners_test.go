@@ -25,8 +25,8 @@ func TestOwnerOnlyRoutesRefuseMembersKeys(t *testing.T) {
 	st, dbURL := storetest.NewWithURL(t)
 	e := newEnvWith(t, envOptions{store: st, keyCache: -1})
 	member := store.User{ID: uuid.New(), Email: "member-" + uuid.NewString() + "@example.com"}
-	require.NoError(t, st.CreateUser(ctx, member))
-	require.NoError(t, st.AddMember(ctx, e.teamA, member.ID, "member"))
+	require.NoError(t, st.Accounts.CreateUser(ctx, member))
+	require.NoError(t, st.Accounts.AddMember(ctx, e.teamA, member.ID, "member"))
 	token, prefix, hash, err := auth.NewToken()
 	require.NoError(t, err)
 	conn, err := pgx.Connect(ctx, dbURL)
@@ -72,7 +72,7 @@ func TestOwnerOnlyRoutesRefuseMembersKeys(t *testing.T) {
 	second := o.body["token"].(string)
 	require.Equal(t, 200, e.do("GET", "/audit-log", second, nil).status, "an owner's key makes owners' keys")
 
-	revoked, err := st.RemoveMember(ctx, e.teamA, member.ID, audit.Entry{ActorType: audit.ActorSystem})
+	revoked, err := st.Accounts.RemoveMember(ctx, e.teamA, member.ID, audit.Entry{ActorType: audit.ActorSystem})
 	require.NoError(t, err)
 	require.Len(t, revoked, 2)
 	requireError(t, e.do("GET", "/emails", token, nil), 403, "invalid_api_key")

@@ -96,7 +96,7 @@ func renderReceivedList(e store.ReceivedEmail) receivedListJSON {
 }
 
 func (s *receivingAPI) listReceivedEmails(c *gin.Context) {
-	respondList(s.Server, c, s.store.ListReceivedEmails, renderReceivedList)
+	respondList(s.Server, c, s.store.Received.ListReceivedEmails, renderReceivedList)
 }
 
 // receivedPath loads the team's received email of the :id parameter; it
@@ -107,7 +107,7 @@ func (s *receivingAPI) receivedPath(c *gin.Context) (store.ReceivedEmail, bool) 
 		s.respondError(c, err)
 		return store.ReceivedEmail{}, false
 	}
-	e, err := s.store.GetReceivedEmail(c.Request.Context(), principal(c).TeamID, id)
+	e, err := s.store.Received.GetReceivedEmail(c.Request.Context(), principal(c).TeamID, id)
 	if err != nil {
 		s.respondError(c, notFound(err, "Email not found."))
 		return store.ReceivedEmail{}, false
@@ -154,7 +154,7 @@ func (s *receivingAPI) inlineImages(c *gin.Context, e store.ReceivedEmail) (stri
 		if a.ContentID == "" || a.Size > budget || !strings.Contains(html, "cid:"+a.ContentID) {
 			continue
 		}
-		full, err := s.store.ReceivedAttachmentContent(c.Request.Context(), e.TeamID, e.ID, a.ID)
+		full, err := s.store.Received.ReceivedAttachmentContent(c.Request.Context(), e.TeamID, e.ID, a.ID)
 		if err != nil {
 			return "", err
 		}
@@ -271,7 +271,7 @@ func (s *receivingAPI) downloadReceivedAttachment(c *gin.Context) {
 	if !ok {
 		return
 	}
-	a, err := s.store.ReceivedAttachmentContent(c.Request.Context(), team, email, aid)
+	a, err := s.store.Received.ReceivedAttachmentContent(c.Request.Context(), team, email, aid)
 	if err != nil {
 		s.respondError(c, notFound(err, "Attachment not found."))
 		return
@@ -289,7 +289,7 @@ func (s *receivingAPI) downloadReceivedRaw(c *gin.Context) {
 	if !ok {
 		return
 	}
-	raw, err := s.store.ReceivedRaw(c.Request.Context(), team, email)
+	raw, err := s.store.Received.ReceivedRaw(c.Request.Context(), team, email)
 	if err != nil {
 		s.respondError(c, notFound(err, "Email not found."))
 		return

@@ -24,13 +24,13 @@ func (e *env) receivedEmail(d string) store.ReceivedEmail {
 	e.t.Helper()
 	ctx := context.Background()
 	in := store.NewInbound(e.store, nil)
-	rt := inroute.New(e.store, nil, nil)
+	rt := inroute.New(e.store.Received, e.store.Emails, nil, nil)
 	r, err := rt.Route(ctx, "support@"+d)
 	require.NoError(e.t, err)
 	require.NoError(e.t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "ann@example.org",
 		Recipients: []inbound.Recipient{{Address: "support@" + d, Route: r}}, ReceivedAt: time.Now(),
 		Data: []byte("From: ann@example.org\r\nSubject: Hi\r\n\r\nraw body\r\n")}))
-	ms, err := e.store.InboundMessages(ctx, r.TeamID, 1)
+	ms, err := e.store.Received.InboundMessages(ctx, r.TeamID, 1)
 	require.NoError(e.t, err)
 	text, html := "plain body", `<p>Hi <img src="cid:logo1"></p>`
 	id := uuid.Must(uuid.NewV7())
@@ -44,7 +44,7 @@ func (e *env) receivedEmail(d string) store.ReceivedEmail {
 			{ID: uuid.Must(uuid.NewV7()), ContentType: "image/png", ContentDisposition: "inline", ContentID: "logo1",
 				Content: []byte("PNG")},
 		}}
-	_, inserted, err := e.store.InsertReceivedEmail(ctx, re)
+	_, inserted, err := e.store.Received.InsertReceivedEmail(ctx, re)
 	require.NoError(e.t, err)
 	require.True(e.t, inserted)
 	return re
@@ -278,7 +278,7 @@ func TestRequestLogRedactsDownloadURLs(t *testing.T) {
 	require.Equal(t, 201, r.status, string(r.raw))
 	dr := uuid.MustParse(r.body["id"].(string))
 	expires := time.Now().Add(time.Hour)
-	_, err := e.store.FinishDataRequest(ctx, dr, store.DataRequestOutcome{ExpiresAt: &expires})
+	_, err := e.store.Privacy.FinishDataRequest(ctx, dr, store.DataRequestOutcome{ExpiresAt: &expires})
 	require.NoError(t, err)
 	r = e.do("GET", "/data-requests/"+dr.String(), e.keyA, nil)
 	require.Equal(t, 200, r.status, string(r.raw))
@@ -297,11 +297,11 @@ func TestRequestLogRedactsDownloadURLs(t *testing.T) {
 	}
 
 	require.NoError(t, e.logs.Close(ctx))
-	logs, _, err := e.store.ListRequestLogs(ctx, e.teamA, store.LogFilter{}, store.Page{Limit: 100})
+	logs, _, err := e.store.Insights.ListRequestLogs(ctx, e.teamA, store.LogFilter{}, store.Page{Limit: 100})
 	require.NoError(t, err)
 	var redacted, fetched int
 	for _, l := range logs {
-		full, err := e.store.GetRequestLog(ctx, e.teamA, l.ID)
+		full, err := e.store.Insights.GetRequestLog(ctx, e.teamA, l.ID)
 		require.NoError(t, err)
 		logged := full.Path
 		if full.RequestBody != nil {

@@ -45,7 +45,7 @@ func (s *audienceAPI) createSegment(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	sg, err := s.store.CreateSegment(c.Request.Context(), store.Segment{ID: id, TeamID: principal(c).TeamID, Name: name})
+	sg, err := s.store.Audience.CreateSegment(c.Request.Context(), store.Segment{ID: id, TeamID: principal(c).TeamID, Name: name})
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -54,11 +54,11 @@ func (s *audienceAPI) createSegment(c *gin.Context) {
 }
 
 func (s *audienceAPI) listSegments(c *gin.Context) {
-	respondList(s.Server, c, s.store.ListSegments, renderSegment)
+	respondList(s.Server, c, s.store.Audience.ListSegments, renderSegment)
 }
 
 func (s *audienceAPI) getSegment(c *gin.Context) {
-	respondOne(s.Server, c, s.store.Segment, "Segment not found.", renderSegment)
+	respondOne(s.Server, c, s.store.Audience.Segment, "Segment not found.", renderSegment)
 }
 
 // updateSegment renames a segment (Resend's Node SDK has segments.update).
@@ -78,7 +78,7 @@ func (s *audienceAPI) updateSegment(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	sg, err := s.store.RenameSegment(c.Request.Context(), principal(c).TeamID, id, name)
+	sg, err := s.store.Audience.RenameSegment(c.Request.Context(), principal(c).TeamID, id, name)
 	if err != nil {
 		s.respondError(c, notFound(err, "Segment not found."))
 		return
@@ -87,7 +87,7 @@ func (s *audienceAPI) updateSegment(c *gin.Context) {
 }
 
 func (s *audienceAPI) deleteSegment(c *gin.Context) {
-	respondOne(s.Server, c, s.store.DeleteSegment, "Segment not found.", func(sg store.Segment) gin.H {
+	respondOne(s.Server, c, s.store.Audience.DeleteSegment, "Segment not found.", func(sg store.Segment) gin.H {
 		return gin.H{"object": "segment", "id": sg.ID.String(), "deleted": true}
 	})
 }

@@ -34,7 +34,7 @@ func renderSuppression(sp store.Suppression) suppressionJSON {
 }
 
 func (s *emailsAPI) listSuppressions(c *gin.Context) {
-	respondList(s.Server, c, s.store.ListSuppressions, renderSuppression)
+	respondList(s.Server, c, s.store.Emails.ListSuppressions, renderSuppression)
 }
 
 // suppressionAddress checks an address given to the suppression endpoints.
@@ -81,7 +81,7 @@ func (s *emailsAPI) createSuppression(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	sp, _, err := s.store.AddSuppression(c.Request.Context(), store.Suppression{ID: id, TeamID: principal(c).TeamID,
+	sp, _, err := s.store.Emails.AddSuppression(c.Request.Context(), store.Suppression{ID: id, TeamID: principal(c).TeamID,
 		Email: addr, Reason: store.SuppressionManual})
 	if err != nil {
 		s.respondError(c, err)
@@ -113,7 +113,7 @@ func (s *emailsAPI) deleteSuppression(c *gin.Context) {
 			"The path must end in a suppression id or an email address."))
 		return
 	}
-	sp, err := s.store.DeleteSuppression(c.Request.Context(), principal(c).TeamID, id, addr)
+	sp, err := s.store.Emails.DeleteSuppression(c.Request.Context(), principal(c).TeamID, id, addr)
 	if errors.Is(err, store.ErrNotFound) {
 		s.respondError(c, errorf(http.StatusNotFound, nameNotFound, "Suppression not found."))
 		return

@@ -151,7 +151,7 @@ func (s *templatesAPI) createTemplate(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	t, err = s.store.CreateTemplate(c.Request.Context(), t)
+	t, err = s.store.Templates.CreateTemplate(c.Request.Context(), t)
 	if err != nil {
 		s.respondError(c, templateError(err))
 		return
@@ -160,11 +160,11 @@ func (s *templatesAPI) createTemplate(c *gin.Context) {
 }
 
 func (s *templatesAPI) listTemplates(c *gin.Context) {
-	respondList(s.Server, c, s.store.ListTemplates, renderTemplateListItem)
+	respondList(s.Server, c, s.store.Templates.ListTemplates, renderTemplateListItem)
 }
 
 func (s *templatesAPI) getTemplate(c *gin.Context) {
-	t, err := s.store.TemplateByRef(c.Request.Context(), principal(c).TeamID, c.Param("id"))
+	t, err := s.store.Templates.TemplateByRef(c.Request.Context(), principal(c).TeamID, c.Param("id"))
 	if err != nil {
 		s.respondError(c, templateError(err))
 		return
@@ -178,7 +178,7 @@ func (s *templatesAPI) updateTemplate(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	t, err := s.store.UpdateTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"),
+	t, err := s.store.Templates.UpdateTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"),
 		func(t *store.Template) error { return req.apply(t, false) })
 	if err != nil {
 		s.respondError(c, templateError(err))
@@ -188,7 +188,7 @@ func (s *templatesAPI) updateTemplate(c *gin.Context) {
 }
 
 func (s *templatesAPI) deleteTemplate(c *gin.Context) {
-	t, err := s.store.DeleteTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"))
+	t, err := s.store.Templates.DeleteTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"))
 	if err != nil {
 		s.respondError(c, templateError(err))
 		return
@@ -197,7 +197,7 @@ func (s *templatesAPI) deleteTemplate(c *gin.Context) {
 }
 
 func (s *templatesAPI) publishTemplate(c *gin.Context) {
-	t, err := s.store.PublishTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"))
+	t, err := s.store.Templates.PublishTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"))
 	if err != nil {
 		s.respondError(c, templateError(err))
 		return
@@ -211,7 +211,7 @@ func (s *templatesAPI) duplicateTemplate(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	t, err := s.store.DuplicateTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"), id)
+	t, err := s.store.Templates.DuplicateTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"), id)
 	if err != nil {
 		s.respondError(c, templateError(err))
 		return

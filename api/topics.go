@@ -76,7 +76,7 @@ func (s *audienceAPI) createTopic(c *gin.Context) {
 		t.Visibility = *req.Visibility
 	}
 	ctx := c.Request.Context()
-	t, err = s.store.CreateTopic(ctx, t, eventTopicCreated)
+	t, err = s.store.Audience.CreateTopic(ctx, t, eventTopicCreated)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -85,11 +85,11 @@ func (s *audienceAPI) createTopic(c *gin.Context) {
 }
 
 func (s *audienceAPI) listTopics(c *gin.Context) {
-	respondList(s.Server, c, s.store.ListTopics, renderTopic)
+	respondList(s.Server, c, s.store.Audience.ListTopics, renderTopic)
 }
 
 func (s *audienceAPI) getTopic(c *gin.Context) {
-	respondOne(s.Server, c, s.store.Topic, "Topic not found.", renderTopic)
+	respondOne(s.Server, c, s.store.Audience.Topic, "Topic not found.", renderTopic)
 }
 
 func (s *audienceAPI) updateTopic(c *gin.Context) {
@@ -109,7 +109,7 @@ func (s *audienceAPI) updateTopic(c *gin.Context) {
 	}
 	ctx, team := c.Request.Context(), principal(c).TeamID
 	if req.DefaultSubscription != nil {
-		cur, err := s.store.Topic(ctx, team, id)
+		cur, err := s.store.Audience.Topic(ctx, team, id)
 		if err != nil {
 			s.respondError(c, notFound(err, "Topic not found."))
 			return
@@ -123,7 +123,7 @@ func (s *audienceAPI) updateTopic(c *gin.Context) {
 		n := strings.TrimSpace(*req.Name)
 		req.Name = &n
 	}
-	t, err := s.store.UpdateTopic(ctx, team, id, store.TopicUpdate{Name: req.Name, Description: req.Description,
+	t, err := s.store.Audience.UpdateTopic(ctx, team, id, store.TopicUpdate{Name: req.Name, Description: req.Description,
 		Visibility: req.Visibility}, eventTopicUpdated)
 	if err != nil {
 		s.respondError(c, notFound(err, "Topic not found."))
@@ -139,7 +139,7 @@ func (s *audienceAPI) deleteTopic(c *gin.Context) {
 		return
 	}
 	ctx, team := c.Request.Context(), principal(c).TeamID
-	t, err := s.store.DeleteTopic(ctx, team, id, eventTopicDeleted)
+	t, err := s.store.Audience.DeleteTopic(ctx, team, id, eventTopicDeleted)
 	if err != nil {
 		s.respondError(c, notFound(err, "Topic not found."))
 		return

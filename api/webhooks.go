@@ -77,7 +77,7 @@ func renderWebhook(w store.Webhook) webhookJSON {
 }
 
 func (s *webhooksAPI) listWebhooks(c *gin.Context) {
-	respondList(s.Server, c, s.store.ListWebhooks, renderWebhook)
+	respondList(s.Server, c, s.store.Webhooks.ListWebhooks, renderWebhook)
 }
 
 // teamWebhook loads the :id webhook of the caller's team.
@@ -87,7 +87,7 @@ func (s *webhooksAPI) teamWebhook(c *gin.Context) (store.Webhook, bool) {
 		s.respondError(c, err)
 		return store.Webhook{}, false
 	}
-	w, err := s.store.GetWebhook(c.Request.Context(), principal(c).TeamID, id)
+	w, err := s.store.Webhooks.GetWebhook(c.Request.Context(), principal(c).TeamID, id)
 	if err != nil {
 		s.respondError(c, err)
 		return store.Webhook{}, false
@@ -219,7 +219,7 @@ func (s *webhooksAPI) listWebhookEvents(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	ms, more, err := s.store.ListWebhookMessages(c.Request.Context(), w.TeamID, w.ID, p)
+	ms, more, err := s.store.Webhooks.ListWebhookMessages(c.Request.Context(), w.TeamID, w.ID, p)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -242,7 +242,7 @@ func (s *webhooksAPI) teamMessage(c *gin.Context) (store.Webhook, store.WebhookM
 		s.respondError(c, err)
 		return w, store.WebhookMessage{}, false
 	}
-	m, err := s.store.GetWebhookMessage(c.Request.Context(), w.TeamID, w.ID, mid)
+	m, err := s.store.Webhooks.GetWebhookMessage(c.Request.Context(), w.TeamID, w.ID, mid)
 	if err != nil {
 		s.respondError(c, err)
 		return w, m, false
@@ -293,7 +293,7 @@ func (s *webhooksAPI) listWebhookAttempts(c *gin.Context) {
 	if !ok {
 		return
 	}
-	as, err := s.store.WebhookAttempts(c.Request.Context(), w.TeamID, m.ID)
+	as, err := s.store.Webhooks.WebhookAttempts(c.Request.Context(), w.TeamID, m.ID)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -314,7 +314,7 @@ func (s *webhooksAPI) replayWebhookEvent(c *gin.Context) {
 		s.respondError(c, validation("The webhook is disabled; enable it before replaying events."))
 		return
 	}
-	if err := s.store.ReplayWebhookMessage(c.Request.Context(), w.TeamID, w.ID, m.ID); err != nil {
+	if err := s.store.Webhooks.ReplayWebhookMessage(c.Request.Context(), w.TeamID, w.ID, m.ID); err != nil {
 		s.respondError(c, err)
 		return
 	}

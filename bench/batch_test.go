@@ -30,14 +30,14 @@ func TestBatchBench(t *testing.T) {
 	st, err := store.Open(ctx, store.Config{URL: storetest.NewDatabase(t), MaxConns: 16})
 	require.NoError(t, err)
 	defer st.Close()
-	h, err := api.New(api.Config{Store: st, Auth: auth.NewAuthenticator(st, time.Second),
-		Submit: submit.New(submit.Config{Store: st})})
+	h, err := api.New(api.Config{Store: st, Auth: auth.NewAuthenticator(st.Accounts, time.Second),
+		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)})})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	team, err := account.NewTeam(ctx, st, "Bench", "bench@example.com")
 	require.NoError(t, err)
-	require.NoError(t, st.SetPlan(ctx, uuid.MustParse(team.TeamID), "2.5m"), "the bench sends more than the free plan")
+	require.NoError(t, st.Accounts.SetPlan(ctx, uuid.MustParse(team.TeamID), "2.5m"), "the bench sends more than the free plan")
 	res, err := BatchBench(ctx, BatchBenchConfig{BaseURL: srv.URL, APIKey: team.APIKey, Concurrency: 4, Duration: time.Second})
 	require.NoError(t, err)
 	var out strings.Builder

@@ -33,8 +33,8 @@ func newAPI(t *testing.T) *client.Client {
 	st := storetest.New(t)
 	h, err := api.New(api.Config{
 		Store:  st,
-		Auth:   auth.NewAuthenticator(st, time.Second),
-		Submit: submit.New(submit.Config{Store: st}),
+		Auth:   auth.NewAuthenticator(st.Accounts, time.Second),
+		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}),
 	})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)

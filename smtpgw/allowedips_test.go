@@ -20,7 +20,7 @@ func TestAuthFromOutsideTheKeysRangesIsRefused(t *testing.T) {
 	h := newHarness(t, options{})
 	token, prefix, hash, err := auth.NewToken()
 	require.NoError(t, err)
-	require.NoError(t, h.st.CreateAPIKey(context.Background(), store.APIKey{ID: uuid.Must(uuid.NewV7()), TeamID: h.team,
+	require.NoError(t, h.st.Accounts.CreateAPIKey(context.Background(), store.APIKey{ID: uuid.Must(uuid.NewV7()), TeamID: h.team,
 		Name: "office", Prefix: prefix, Hash: hash, Permission: store.PermissionSendingAccess,
 		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32"), netip.MustParsePrefix("2001:db8::/32")}}))
 

@@ -38,7 +38,7 @@ func TestAuthorFieldsAreCheckedLikeFrom(t *testing.T) {
 		}
 		require.Contains(t, send(code, tc.field), tc.want, tc.field)
 	}
-	emails, _, err := h.st.ListEmails(context.Background(), h.team, store.Page{Limit: 10})
+	emails, _, err := h.st.Emails.ListEmails(context.Background(), h.team, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, emails, "none was accepted")
 
@@ -72,7 +72,7 @@ func TestDeepMIMENestingIsRefused(t *testing.T) {
 	d.cmd(250, "MAIL FROM:<news@example.test>")
 	d.cmd(250, "RCPT TO:<a@dest.test>")
 	id := emailID(t, d.data(250, nested(mime.MaxNesting)))
-	e, err := h.st.GetEmail(context.Background(), h.team, id)
+	e, err := h.st.Emails.GetEmail(context.Background(), h.team, id)
 	require.NoError(t, err)
 	require.NotNil(t, e.Text)
 	require.Equal(t, "Hello", *e.Text, "the innermost text part is found")

@@ -30,7 +30,7 @@ func TestBareCRBeforeTheEndOfData(t *testing.T) {
 		d.cmd(250, "NOOP") // still in step
 		d.cmd(221, "QUIT")
 
-		built, err := h.st.EmailForBuild(context.Background(), id)
+		built, err := h.st.Emails.EmailForBuild(context.Background(), id)
 		require.NoError(t, err)
 		src := string(built.Source)
 		require.Contains(t, src, "\r\n.stuffed\r\n", "the dot is unstuffed")

@@ -101,13 +101,13 @@ func newHarness(t *testing.T, o options) *harness {
 	creds, err := account.NewTeam(ctx, st, "A", "owner@example.com")
 	require.NoError(t, err)
 	team := uuid.MustParse(creds.TeamID)
-	require.NoError(t, st.CreateDomain(ctx, store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team,
+	require.NoError(t, st.Domains.CreateDomain(ctx, store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team,
 		Name: "example.test", Region: "us-east-1", Status: store.DomainVerified, ReturnPath: "send",
 		TLS: store.TLSOpportunistic, DKIMSelector: "posthaste", DKIMPublicKey: "x", DKIMPrivateKey: []byte("x")}))
 
-	logs := reqlog.New(reqlog.Config{Interval: 20 * time.Millisecond}, st)
+	logs := reqlog.New(reqlog.Config{Interval: 20 * time.Millisecond}, st.Insights)
 	t.Cleanup(func() { _ = logs.Close(context.Background()) })
-	var sub smtpgw.Submitter = submit.New(submit.Config{Store: st})
+	var sub smtpgw.Submitter = submit.New(submit.Config{Store: submit.StoreOf(st)})
 	if o.submit != nil {
 		sub = o.submit(sub)
 	}
@@ -120,7 +120,7 @@ func newHarness(t *testing.T, o options) *harness {
 		Listeners:       []smtpgw.Listener{{Addr: "127.0.0.1:0"}, {Addr: "127.0.0.1:0", ImplicitTLS: true}},
 		TLS:             certs.TLSConfig(),
 		Hostname:        "smtp.posthaste.test",
-		Auth:            auth.NewAuthenticator(st, 0),
+		Auth:            auth.NewAuthenticator(st.Accounts, 0),
 		Submit:          sub,
 		Limiter:         limiter,
 		DefaultRate:     10_000,
@@ -250,7 +250,7 @@ func TestSubmitOverBothListeners(t *testing.T) {
 		id := emailID(t, d.data(250, sandboxMsg))
 		d.cmd(221, "QUIT")
 
-		e, err := h.st.GetEmail(ctx, h.team, id)
+		e, err := h.st.Emails.GetEmail(ctx, h.team, id)
 		require.NoError(t, err)
 		require.Equal(t, "Posthaste <onboarding@posthaste.test>", e.From)
 		require.Equal(t, []string{"delivered@posthaste.test"}, e.To)
@@ -262,7 +262,7 @@ func TestSubmitOverBothListeners(t *testing.T) {
 		require.NotNil(t, e.Text)
 		require.Equal(t, "Hi there.\r\n", *e.Text)
 
-		built, err := h.st.EmailForBuild(ctx, id)
+		built, err := h.st.Emails.EmailForBuild(ctx, id)
 		require.NoError(t, err)
 		src := string(built.Source)
 		require.NotContains(t, src, "Bcc", "Bcc is removed")
@@ -300,7 +300,7 @@ func TestNetSMTPClient(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, w.Close())
 	require.NoError(t, c.Quit())
-	emails, _, err := h.st.ListEmails(context.Background(), h.team, store.Page{Limit: 10})
+	emails, _, err := h.st.Emails.ListEmails(context.Background(), h.team, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, emails, 1)
 	require.Equal(t, "Hello over SMTP", emails[0].Subject)
@@ -338,7 +338,7 @@ func TestNothingWithoutAuthentication(t *testing.T) {
 	require.Equal(t, "5.7.0 Authentication required", d.cmd(530, "MAIL FROM:<someone@gmail.com>"))
 	require.Equal(t, "5.7.0 Authentication required", d.cmd(530, "MAIL FROM:<onboarding@posthaste.test>"))
 
-	emails, _, err := h.st.ListEmails(context.Background(), h.team, store.Page{Limit: 10})
+	emails, _, err := h.st.Emails.ListEmails(context.Background(), h.team, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, emails)
 }
@@ -352,10 +352,10 @@ func TestWrongCredentialsAndRevokedKey(t *testing.T) {
 
 	// A key revoked after AUTH stops working at the next transaction.
 	d = h.login(h.implicit)
-	keys, _, err := h.st.ListAPIKeys(context.Background(), h.team, store.Page{Limit: 10})
+	keys, _, err := h.st.Accounts.ListAPIKeys(context.Background(), h.team, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, keys, 1)
-	_, err = h.st.RevokeAPIKey(context.Background(), h.team, keys[0].ID)
+	_, err = h.st.Accounts.RevokeAPIKey(context.Background(), h.team, keys[0].ID)
 	require.NoError(t, err)
 	d.cmd(535, "MAIL FROM:<onboarding@posthaste.test>")
 	d.cmd(530, "MAIL FROM:<onboarding@posthaste.test>")
@@ -424,10 +424,10 @@ func TestRecipientLimitAndQuota(t *testing.T) {
 	}
 	require.Contains(t, d.cmd(452, "RCPT TO:<r50@dest.test>"), "4.5.3")
 	id := emailID(t, d.data(250, domainMsg))
-	e, err := h.st.GetEmail(context.Background(), h.team, id)
+	e, err := h.st.Emails.GetEmail(context.Background(), h.team, id)
 	require.NoError(t, err)
 	require.Len(t, e.Recipients, 50)
-	used, err := h.st.QuotaUsed(context.Background(), h.team, time.Now())
+	used, err := h.st.Accounts.QuotaUsed(context.Background(), h.team, time.Now())
 	require.NoError(t, err)
 	require.EqualValues(t, 50, used, "every recipient counts against the quota")
 }
@@ -457,7 +457,7 @@ func TestMessageSize(t *testing.T) {
 	d.cmd(250, "MAIL FROM:<news@example.test>")
 	d.cmd(250, "RCPT TO:<a@dest.test>")
 	emailID(t, d.data(250, domainMsg))
-	emails, _, err := h.st.ListEmails(context.Background(), h.team, store.Page{Limit: 10})
+	emails, _, err := h.st.Emails.ListEmails(context.Background(), h.team, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, emails, 1)
 }
@@ -482,10 +482,10 @@ func TestPipelinedSubmission(t *testing.T) {
 	d.expect(250)
 	d.expect(354)
 	second := emailID(t, d.data2(domainMsg))
-	e, err := h.st.GetEmail(context.Background(), h.team, first)
+	e, err := h.st.Emails.GetEmail(context.Background(), h.team, first)
 	require.NoError(t, err)
 	require.Equal(t, []string{"a@dest.test", "b@dest.test"}, []string{e.Recipients[0].Address, e.Recipients[1].Address})
-	e, err = h.st.GetEmail(context.Background(), h.team, second)
+	e, err = h.st.Emails.GetEmail(context.Background(), h.team, second)
 	require.NoError(t, err)
 	require.Len(t, e.Recipients, 1)
 }
@@ -508,7 +508,7 @@ func TestUTF8AddressesAnd8BitBodies(t *testing.T) {
 	msg := "From: Acme <news@example.test>\r\nTo: José <josé@dest.test>\r\nSubject: Ça va ?\r\n" +
 		"Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\nÉté à Paris.\r\n"
 	id := emailID(t, d.data(250, msg))
-	e, err := h.st.GetEmail(context.Background(), h.team, id)
+	e, err := h.st.Emails.GetEmail(context.Background(), h.team, id)
 	require.NoError(t, err)
 	require.Equal(t, "josé@dest.test", e.Recipients[0].Address)
 	require.Equal(t, "Ça va ?", e.Subject)
@@ -528,13 +528,13 @@ func TestIdempotencyKeyHeader(t *testing.T) {
 	require.Equal(t, first, emailID(t, send(250, msg)), "the same message and key: the first id")
 	require.Contains(t, send(550, msg+"changed\r\n"), "5.7.0 This `Idempotency-Key` was already used")
 	require.Contains(t, send(554, "Idempotency-Key: \r\n"+domainMsg), "5.6.0 The `Idempotency-Key` header must be")
-	emails, _, err := h.st.ListEmails(context.Background(), h.team, store.Page{Limit: 10})
+	emails, _, err := h.st.Emails.ListEmails(context.Background(), h.team, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, emails, 1)
-	used, err := h.st.QuotaUsed(context.Background(), h.team, time.Now())
+	used, err := h.st.Accounts.QuotaUsed(context.Background(), h.team, time.Now())
 	require.NoError(t, err)
 	require.EqualValues(t, 1, used)
-	built, err := h.st.EmailForBuild(context.Background(), first)
+	built, err := h.st.Emails.EmailForBuild(context.Background(), first)
 	require.NoError(t, err)
 	require.NotContains(t, string(built.Source), "Idempotency-Key")
 }
@@ -545,7 +545,7 @@ func TestTagsHeader(t *testing.T) {
 	d.cmd(250, "MAIL FROM:<news@example.test>")
 	d.cmd(250, "RCPT TO:<a@dest.test>")
 	id := emailID(t, d.data(250, "X-Posthaste-Tags: category=welcome, plan=pro_1\r\n"+domainMsg))
-	e, err := h.st.GetEmail(context.Background(), h.team, id)
+	e, err := h.st.Emails.GetEmail(context.Background(), h.team, id)
 	require.NoError(t, err)
 	require.Equal(t, []store.Tag{{Name: "category", Value: "welcome"}, {Name: "plan", Value: "pro_1"}}, e.Tags)
 
@@ -574,7 +574,7 @@ func TestMalformedMessages(t *testing.T) {
 	broken := "From: news@example.test\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"zz\"\r\n\r\n" +
 		"--zz\r\nContent-Transfer-Encoding: base64\r\n\r\n%%% not base64\r\n"
 	id := emailID(t, d.data(250, broken))
-	built, err := h.st.EmailForBuild(context.Background(), id)
+	built, err := h.st.Emails.EmailForBuild(context.Background(), id)
 	require.NoError(t, err)
 	require.True(t, strings.HasSuffix(string(built.Source), "--zz\r\nContent-Transfer-Encoding: base64\r\n\r\n%%% not base64\r\n"))
 }
@@ -622,7 +622,7 @@ func TestRateLimitAndRequestLog(t *testing.T) {
 		"the API's bucket of the team")
 
 	require.NoError(t, h.logs.Close(context.Background()))
-	logs, _, err := h.st.ListRequestLogs(context.Background(), h.team, store.LogFilter{}, store.Page{Limit: 10})
+	logs, _, err := h.st.Insights.ListRequestLogs(context.Background(), h.team, store.LogFilter{}, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, logs, 2)
 	require.Equal(t, "SMTP", logs[0].Method)
@@ -630,7 +630,7 @@ func TestRateLimitAndRequestLog(t *testing.T) {
 	require.Equal(t, 451, logs[0].Status)
 	require.Equal(t, "DATA", logs[1].Path)
 	require.Equal(t, 250, logs[1].Status)
-	full, err := h.st.GetRequestLog(context.Background(), h.team, logs[1].ID)
+	full, err := h.st.Insights.GetRequestLog(context.Background(), h.team, logs[1].ID)
 	require.NoError(t, err)
 	require.Contains(t, *full.RequestBody, `"subject":"Domain mail"`)
 	require.Contains(t, *full.ResponseBody, id.String())
@@ -700,7 +700,7 @@ func TestGracefulShutdownFinishesTransactions(t *testing.T) {
 	require.NoError(t, err)
 	id := emailID(t, busy.expect(250))
 	require.NoError(t, <-done)
-	e, err := h.st.GetEmail(context.Background(), h.team, id)
+	e, err := h.st.Emails.GetEmail(context.Background(), h.team, id)
 	require.NoError(t, err)
 	require.Equal(t, "finishing", e.Subject)
 }

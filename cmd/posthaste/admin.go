@@ -121,7 +121,7 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 		// The operator makes keys for the team's first owner, whose they
 		// are (removing that owner revokes them).
 		var owner *uuid.UUID
-		switch id, err := st.FirstOwner(ctx, teamID); {
+		switch id, err := st.Accounts.FirstOwner(ctx, teamID); {
 		case err == nil:
 			owner = &id
 		case !errors.Is(err, store.ErrNotFound):
@@ -148,7 +148,7 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 		if err != nil {
 			return err
 		}
-		if _, err := st.RevokeAPIKey(ctx, teamID, keyID); err != nil {
+		if _, err := st.Accounts.RevokeAPIKey(ctx, teamID, keyID); err != nil {
 			return fmt.Errorf("revoking key %s: %w", keyID, err)
 		}
 		if err := adminAudit(ctx, st, &teamID, audit.APIKeyRevoke, "api_key", keyID.String(), nil); err != nil {
@@ -160,14 +160,14 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 		if err != nil {
 			return err
 		}
-		plans, err := st.Plans(ctx)
+		plans, err := st.Accounts.Plans(ctx)
 		if err != nil {
 			return err
 		}
 		var names []string
 		for _, p := range plans {
 			if p.Name == *plan {
-				if err := st.SetPlan(ctx, teamID, p.Name); err != nil {
+				if err := st.Accounts.SetPlan(ctx, teamID, p.Name); err != nil {
 					return fmt.Errorf("setting the plan of team %s: %w", teamID, err)
 				}
 				if err := adminAudit(ctx, st, &teamID, audit.TeamSetPlan, "team", teamID.String(),
@@ -188,7 +188,7 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 		if *rateLimit < 0 || *rateLimit > 1_000_000 {
 			return usageError{fmt.Errorf("--rate must be a number of requests per second from 0 (the default) to 1000000\n%s", adminUsage)}
 		}
-		if err := st.SetRateLimit(ctx, teamID, *rateLimit); err != nil {
+		if err := st.Accounts.SetRateLimit(ctx, teamID, *rateLimit); err != nil {
 			return fmt.Errorf("setting the rate limit of team %s: %w", teamID, err)
 		}
 		if err := adminAudit(ctx, st, &teamID, audit.TeamSetRateLimit, "team", teamID.String(),
@@ -207,7 +207,7 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 		}
 		return adminHealth(ctx, st, cfg.Health, teamID, *resume, stdout)
 	case "list-teams":
-		teams, err := st.ListTeams(ctx)
+		teams, err := st.Domains.ListTeams(ctx)
 		if err != nil {
 			return err
 		}
@@ -228,7 +228,7 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 		if err != nil || len(p) != 1 {
 			return usageError{fmt.Errorf("--name and --address: %v\n%s", err, adminUsage)}
 		}
-		stored, err := st.AddIPPool(ctx, storePool(p[0]))
+		stored, err := st.Domains.AddIPPool(ctx, storePool(p[0]))
 		if err != nil {
 			return fmt.Errorf("creating IP pool %s: %w", *name, err)
 		}
@@ -237,7 +237,7 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 		}
 		return out.Encode(poolJSON(stored, cfg.Delivery.DefaultPool))
 	case "list-pools":
-		pools, err := st.IPPools(ctx)
+		pools, err := st.Domains.IPPools(ctx)
 		if err != nil {
 			return err
 		}
@@ -254,7 +254,7 @@ func runAdmin(ctx context.Context, cfg config.Config, logger *slog.Logger, args 
 		if fs.Arg(0) != "verify" || fs.NArg() != 1 {
 			return usageError{fmt.Errorf("unknown audit command %q\n%s", strings.Join(fs.Args(), " "), adminUsage)}
 		}
-		n, err := st.VerifyAudit(ctx)
+		n, err := st.Privacy.VerifyAudit(ctx)
 		if err != nil {
 			return err
 		}
@@ -305,9 +305,9 @@ func adminAssignPool(ctx context.Context, st *store.Store, defaultPool, team, do
 			return usageError{err}
 		}
 	}
-	what, idText, set := "team", team, st.SetTeamIPPool
+	what, idText, set := "team", team, st.Domains.SetTeamIPPool
 	if domain != "" {
-		what, idText, set = "domain", domain, st.SetDomainIPPool
+		what, idText, set = "domain", domain, st.Domains.SetDomainIPPool
 	}
 	id, err := uuid.Parse(idText)
 	if err != nil {
@@ -315,7 +315,7 @@ func adminAssignPool(ctx context.Context, st *store.Store, defaultPool, team, do
 	}
 	err = set(ctx, id, pool)
 	if errors.Is(err, store.ErrUnknownPool) {
-		pools, lerr := st.IPPools(ctx)
+		pools, lerr := st.Domains.IPPools(ctx)
 		if lerr != nil {
 			return lerr
 		}
@@ -363,7 +363,7 @@ func adminWarmup(ctx context.Context, st *store.Store, schedule ippool.Schedule,
 		now := time.Now()
 		at = &now
 	}
-	err = st.SetWarmup(ctx, ip, at)
+	err = st.Domains.SetWarmup(ctx, ip, at)
 	if errors.Is(err, store.ErrNotFound) {
 		return usageError{fmt.Errorf("no IP pool has the address %s (see list-pools)", ip)}
 	}
@@ -415,7 +415,7 @@ func adminAudit(ctx context.Context, st *store.Store, team *uuid.UUID, action au
 		}
 		e.Detail = string(b)
 	}
-	if _, err := st.AppendAudit(ctx, e); err != nil {
+	if _, err := st.Privacy.AppendAudit(ctx, e); err != nil {
 		return fmt.Errorf("done, but not recorded in the audit log: %w", err)
 	}
 	return nil

@@ -47,7 +47,7 @@ func TestAdminActionsAreAuditedAndVerified(t *testing.T) {
 	st, err := store.Open(ctx, store.Config{URL: url})
 	require.NoError(t, err)
 	defer st.Close()
-	rows, _, err := st.ListAudit(ctx, uuid.MustParse(teamID), audit.Filter{}, store.Page{Limit: 10})
+	rows, _, err := st.Privacy.ListAudit(ctx, uuid.MustParse(teamID), audit.Filter{}, store.Page{Limit: 10})
 	require.NoError(t, err)
 	var got []string
 	for _, e := range rows {
@@ -68,7 +68,7 @@ func TestAdminActionsAreAuditedAndVerified(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 	// The operator's keys, like the team's Default key, are the owner's.
-	owner, err := st.UserByEmail(ctx, "owner@example.com")
+	owner, err := st.Accounts.UserByEmail(ctx, "owner@example.com")
 	require.NoError(t, err)
 	var keys, owners int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE created_by = $2) FROM api_key

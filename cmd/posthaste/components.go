@@ -210,7 +210,7 @@ func rootCAs(cfg config.Delivery) (*x509.CertPool, error) {
 // nil.
 func pinMasterKey(ctx context.Context, st *store.Store, box *seal.Box) (*seal.Box, error) {
 	if box == nil {
-		has, err := st.HasSealedSecrets(ctx)
+		has, err := st.Sessions.HasSealedSecrets(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("checking for sealed secrets: %w", err)
 		}
@@ -279,7 +279,7 @@ func payloadCodec(cfg config.Codec, keys *seal.Box, st *store.Store, logger *slo
 		logger.Warn("no master key: recipient addresses in Temporal histories are not encrypted")
 		return nil, nil
 	}
-	k, err := codec.NewKeys(codec.Config{CacheTTL: cfg.CacheTTL}, keys, st)
+	k, err := codec.NewKeys(codec.Config{CacheTTL: cfg.CacheTTL}, keys, st.Privacy)
 	if err != nil {
 		return nil, err
 	}
@@ -405,7 +405,7 @@ func newIntake(ctx context.Context, cfg config.Config, st *store.Store, tc clien
 	metrics *telemetry.Metrics, logger *slog.Logger) (*intake, error) {
 	// Today's and the coming week's request log partitions; the writer
 	// and the retention sweep keep creating them ahead.
-	if err := st.EnsureRequestLogPartitions(ctx, time.Now(), 8); err != nil {
+	if err := st.Insights.EnsureRequestLogPartitions(ctx, time.Now(), 8); err != nil {
 		return nil, err
 	}
 	var limiter api.Limiter = ratelimit.NewLocal(ratelimit.LocalConfig{})
@@ -417,10 +417,10 @@ func newIntake(ctx context.Context, cfg config.Config, st *store.Store, tc clien
 		}
 		limiter, closeRedis = rl, closeFn
 	}
-	logs := reqlog.New(reqlog.Config{Dropped: metrics.RequestLogDropped, Logger: logger.With("component", "reqlog")}, st)
+	logs := reqlog.New(reqlog.Config{Dropped: metrics.RequestLogDropped, Logger: logger.With("component", "reqlog")}, st.Insights)
 	disp := newDispatcher(cfg, st, tc, metrics, logger)
 	sub := submit.New(submit.Config{
-		Store:    st,
+		Store:    submit.StoreOf(st),
 		Notifier: disp,
 		Fetcher:  egress.New(egress.Config{AllowPrivate: cfg.Egress.AllowPrivate, Allow: cfg.Egress.Allow}),
 		Waker:    worker.NewWaker(tc),
@@ -430,7 +430,7 @@ func newIntake(ctx context.Context, cfg config.Config, st *store.Store, tc clien
 		PublicURL: cfg.HTTP.PublicURL,
 		// Teams paused for their account health are refused; a pause, or
 		// its lifting, reaches this process within a second.
-		Health: health.NewPauseCache(st, keyCacheTTL),
+		Health: health.NewPauseCache(st.Insights, keyCacheTTL),
 	})
 	closeAll := func() {
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
@@ -440,7 +440,7 @@ func newIntake(ctx context.Context, cfg config.Config, st *store.Store, tc clien
 		}
 		_ = closeRedis()
 	}
-	return &intake{submit: sub, auth: auth.NewAuthenticator(st, keyCacheTTL), limiter: limiter, logs: logs,
+	return &intake{submit: sub, auth: auth.NewAuthenticator(st.Accounts, keyCacheTTL), limiter: limiter, logs: logs,
 		dispatcher: disp, close: closeAll}, nil
 }
 
@@ -500,7 +500,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 			return nil, err
 		}
 		uh, err := unsubscribe.NewHandler(unsubscribe.Config{Sealer: sealer, PublicURL: cfg.HTTP.PublicURL,
-			Limiter: in.limiter, Outbox: in.dispatcher, Logger: logger}, st)
+			Limiter: in.limiter, Outbox: in.dispatcher, Logger: logger}, st.Audience)
 		if err != nil {
 			return nil, err
 		}
@@ -514,7 +514,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		}
 		// The operator's host is normalised by config.Load.
 		th, err := tracking.NewHandler(tracking.Config{Sealer: sealer, Limiter: in.limiter, Outbox: in.dispatcher,
-			SharedHost: cfg.Domains.TrackingHost, TeamHost: st.IsTeamTrackingHost, Logger: logger}, st)
+			SharedHost: cfg.Domains.TrackingHost, TeamHost: st.Emails.IsTeamTrackingHost, Logger: logger}, st.Emails)
 		if err != nil {
 			return nil, err
 		}
@@ -669,7 +669,7 @@ func newActivities(ctx context.Context, cfg config.Config, st *store.Store, tc c
 		closeShaper(sh)
 		return nil, nil, nil, err
 	}
-	sub := submit.New(submit.Config{Store: st, Notifier: outbox, Logger: logger.With("component", "submit")})
+	sub := submit.New(submit.Config{Store: submit.StoreOf(st), Notifier: outbox, Logger: logger.With("component", "submit")})
 	notices, err := newSystemMailer(cfg.SystemFrom, st, sub, logger)
 	if err != nil {
 		d.Close()

@@ -162,7 +162,7 @@ func TestDevBroadcast(t *testing.T) {
 	require.Equal(t, "News for Reader12", em["subject"])
 	require.Contains(t, em["html"], "Hi Reader12 of Acme")
 	require.Contains(t, em["html"], "What Acme did", "the preview text is the preheader")
-	msg, err := st.Message(ctx, uuid.MustParse(emailID))
+	msg, err := st.Emails.Message(ctx, uuid.MustParse(emailID))
 	require.NoError(t, err)
 	require.NotContains(t, string(msg), "List-Unsubscribe", "the stored copy has no recipient's link")
 

@@ -187,7 +187,7 @@ func TestPersonalDataInTemporalIsCryptoShredded(t *testing.T) {
 	// with the subject-id key pinned), as the erasure workflow will.
 	box, err := masterKey(ctx, config.Domains{}, st, filepath.Join(dataDir, "master.key"))
 	require.NoError(t, err)
-	keys, err := codec.NewKeys(codec.Config{}, box, st)
+	keys, err := codec.NewKeys(codec.Config{}, box, st.Privacy)
 	require.NoError(t, err)
 	var before int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM subject_key WHERE team_id = $1`, team).Scan(&before))

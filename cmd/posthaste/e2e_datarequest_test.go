@@ -216,7 +216,7 @@ func requireAddressNotInHistories(t *testing.T, env map[string]string, hostPort,
 	defer st.Close()
 	box, err := masterKey(ctx, config.Domains{}, st, filepath.Join(env["POSTHASTE_DATA_DIR"], "master.key"))
 	require.NoError(t, err)
-	keys, err := codec.NewKeys(codec.Config{}, box, st)
+	keys, err := codec.NewKeys(codec.Config{}, box, st.Privacy)
 	require.NoError(t, err)
 	pc := codec.New(keys)
 	lower := strings.ToLower(addr)

@@ -42,7 +42,7 @@ func TestDevDispatchAndReconcile(t *testing.T) {
 	require.NoError(t, err)
 	defer pool.Close()
 	team := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: "earlier"}))
+	require.NoError(t, st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: "earlier"}))
 	accept := func(created time.Time) uuid.UUID {
 		text := "t"
 		e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: team, From: "onboarding@posthaste.test",
@@ -50,7 +50,7 @@ func TestDevDispatchAndReconcile(t *testing.T) {
 			LastEvent: store.EventQueued, CreatedAt: created,
 			Recipients: []store.Recipient{{Address: "delivered@posthaste.test", Kind: "to", Domain: "posthaste.test",
 				Status: store.EventQueued}}}
-		_, err := st.InsertEmail(ctx, e)
+		_, err := st.Emails.InsertEmail(ctx, e)
 		require.NoError(t, err)
 		return e.ID
 	}
@@ -75,7 +75,7 @@ func TestDevDispatchAndReconcile(t *testing.T) {
 	stalled := accept(time.Now().Add(-time.Hour))
 	// Sent 100 hours ago, its workflow gone without an outcome.
 	lost := accept(time.Now().Add(-100 * time.Hour))
-	require.NoError(t, st.RecordEvents(ctx, lost, []store.Event{{Type: store.EventSent}}))
+	require.NoError(t, st.Emails.RecordEvents(ctx, lost, []store.Event{{Type: store.EventSent}}))
 	_, err = pool.Exec(ctx, `DELETE FROM outbox WHERE ref = ANY(@ids)`, pgx.NamedArgs{"ids": []uuid.UUID{stalled, lost}})
 	require.NoError(t, err)
 
@@ -90,7 +90,7 @@ func TestDevDispatchAndReconcile(t *testing.T) {
 	c.waitFor(id, map[string]string{"delivered@posthaste.test": "delivered"})
 
 	state := func(id uuid.UUID) string {
-		e, err := st.GetEmail(ctx, team, id)
+		e, err := st.Emails.GetEmail(ctx, team, id)
 		require.NoError(t, err)
 		return e.LastEvent
 	}
@@ -102,7 +102,7 @@ func TestDevDispatchAndReconcile(t *testing.T) {
 			return nil
 		})
 	}
-	left, err := st.OutboxLen(ctx)
+	left, err := st.Webhooks.OutboxLen(ctx)
 	require.NoError(t, err)
 	require.Zero(t, left, "the entries without emails were dropped")
 
@@ -127,7 +127,7 @@ func TestDevDispatchAndReconcile(t *testing.T) {
 		}
 		return nil
 	})
-	evs, err := st.Events(ctx, lost)
+	evs, err := st.Emails.Events(ctx, lost)
 	require.NoError(t, err)
 	require.Equal(t, activities.ReasonNoOutcome, evs[len(evs)-1].Detail["reason"])
 

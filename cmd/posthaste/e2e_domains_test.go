@@ -186,7 +186,7 @@ func TestDomains(t *testing.T) {
 	id5 := c.send(map[string]any{"from": "hello@example.test", "to": []string{"y@rcpt.test", "z@plain.test"}, "subject": "tls", "text": "x"})
 	c.waitFor(id5, map[string]string{"y@rcpt.test": "delivered", "z@plain.test": "bounced"})
 	require.Len(t, plain.Messages(), 0, "nothing goes in plaintext")
-	evs5, err := st.Events(ctx, uuid.MustParse(id5))
+	evs5, err := st.Emails.Events(ctx, uuid.MustParse(id5))
 	require.NoError(t, err)
 	last := evs5[len(evs5)-1]
 	require.Equal(t, "bounced", last.Type)
@@ -302,7 +302,7 @@ func (c apiClient) waitDomain(id, want string) map[string]any {
 
 func events(t *testing.T, st *store.Store, id string) []string {
 	t.Helper()
-	evs, err := st.Events(context.Background(), uuid.MustParse(id))
+	evs, err := st.Emails.Events(context.Background(), uuid.MustParse(id))
 	require.NoError(t, err)
 	var out []string
 	for _, ev := range evs {
@@ -392,8 +392,8 @@ func TestMasterKeyRequiredOnceDomainsExist(t *testing.T) {
 	require.Nil(t, box, "no domains: no key needed")
 
 	team := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
-	require.NoError(t, st.CreateDomain(ctx, store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "example.test",
+	require.NoError(t, st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
+	require.NoError(t, st.Domains.CreateDomain(ctx, store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "example.test",
 		Region: "us-east-1", Status: store.DomainNotStarted, ReturnPath: "send", TLS: store.TLSOpportunistic,
 		DKIMSelector: "posthaste", DKIMPublicKey: "x", DKIMPrivateKey: []byte("sealed")}))
 	_, err = masterKey(ctx, config.Domains{}, st, "")

@@ -39,9 +39,9 @@ func TestDevAccountHealthPause(t *testing.T) {
 	st, err := openStore(ctx, env["DATABASE_URL"], slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	defer st.Close()
-	u, err := st.UserByEmail(ctx, creds.Email)
+	u, err := st.Accounts.UserByEmail(ctx, creds.Email)
 	require.NoError(t, err)
-	teams, err := st.UserTeams(ctx, u.ID)
+	teams, err := st.Sessions.UserTeams(ctx, u.ID)
 	require.NoError(t, err)
 	require.Len(t, teams, 1)
 	team := teams[0].ID
@@ -61,7 +61,7 @@ func TestDevAccountHealthPause(t *testing.T) {
 	}
 
 	eventually(t, 30*time.Second, func() error {
-		p, err := st.SendingPause(ctx, team)
+		p, err := st.Insights.SendingPause(ctx, team)
 		require.NoError(t, err)
 		if p == nil {
 			return fmt.Errorf("the team was not paused:\n%s", dev.out.String())
@@ -97,18 +97,18 @@ func TestDevAccountHealthPause(t *testing.T) {
 	require.Contains(t, string(msgs[0].Data), "bounce rate over the last 30 days is 10.00 % (10 of 100 emails")
 
 	// Evaluations go on (each second) without a second notice.
-	h, err := st.TeamHealth(ctx, team)
+	h, err := st.Insights.TeamHealth(ctx, team)
 	require.NoError(t, err)
 	pausedAt := h.State.Paused.At
 	eventually(t, 30*time.Second, func() error {
-		h, err = st.TeamHealth(ctx, team)
+		h, err = st.Insights.TeamHealth(ctx, team)
 		require.NoError(t, err)
 		if !h.EvaluatedAt.After(pausedAt.Add(2500 * time.Millisecond)) {
 			return fmt.Errorf("no evaluation after the pause at %v: last at %v", pausedAt, h.EvaluatedAt)
 		}
 		return nil
 	})
-	list, _, err := st.ListEmails(ctx, team, store.Page{Limit: 100})
+	list, _, err := st.Emails.ListEmails(ctx, team, store.Page{Limit: 100})
 	require.NoError(t, err)
 	notices := 0
 	for _, e := range list {

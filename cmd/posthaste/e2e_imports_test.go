@@ -164,7 +164,7 @@ func TestDevContactImport(t *testing.T) {
 		imports.Options{OnConflict: store.ImportUpsert})
 	require.NoError(t, err)
 	for seq := range 2 {
-		_, err := st.ApplyImportChunk(ctx, resumed.ID, seq)
+		_, err := st.Audience.ApplyImportChunk(ctx, resumed.ID, seq)
 		require.NoError(t, err)
 	}
 	dev = startDev(t, env)

@@ -307,11 +307,11 @@ func receivingTeam(t *testing.T, dbURL, domain string, daily int) uuid.UUID {
 	require.NoError(t, err)
 	defer st.Close()
 	team := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: domain}))
-	require.NoError(t, st.CreateDomain(ctx, store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: domain,
+	require.NoError(t, st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: domain}))
+	require.NoError(t, st.Domains.CreateDomain(ctx, store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: domain,
 		Region: "us-east-1", Status: store.DomainVerified, ReturnPath: "send", TLS: store.TLSOpportunistic,
 		DKIMSelector: "posthaste", DKIMPublicKey: "cHVibGlj", DKIMPrivateKey: []byte("sealed"),
 		Receiving: store.ReceivingEnabled}))
-	require.NoError(t, st.SetInboundBudget(ctx, team, int64(daily), 0))
+	require.NoError(t, st.Received.SetInboundBudget(ctx, team, int64(daily), 0))
 	return team
 }

@@ -205,7 +205,7 @@ func TestDevInbound(t *testing.T) {
 		var rows []store.InboundMessage
 		eventually(t, 30*time.Second, func() error {
 			var err error
-			rows, err = st.InboundMessages(ctx, team, 10)
+			rows, err = st.Received.InboundMessages(ctx, team, 10)
 			require.NoError(t, err)
 			done := 0
 			for _, r := range rows {
@@ -247,7 +247,7 @@ func TestDevInbound(t *testing.T) {
 	require.Equal(t, hookEvent{got[0].ID, "email.bounced", id}, got[0])
 	require.Equal(t, []string{"queued:", "sent:", "delivered:ann@rcpt.test", "delivered:bob@rcpt.test",
 		"bounced:ann@rcpt.test"}, sortedDelivered(events(t, st, id)))
-	bounces, err := st.Bounces(ctx, mustTeam(t, st, id), uuid.MustParse(id))
+	bounces, err := st.Emails.Bounces(ctx, mustTeam(t, st, id), uuid.MustParse(id))
 	require.NoError(t, err)
 	require.Equal(t, "Permanent", bounces["ann@rcpt.test"].Type)
 	require.Contains(t, bounces["ann@rcpt.test"].DiagnosticCode[0], "550 5.1.1")
@@ -311,14 +311,14 @@ func TestDevInbound(t *testing.T) {
 		}, evs)
 		require.Regexp(t, `to=<gone@pfx.test>.*dsn=5\.1\.1, status=bounced \(Mailbox does not exist\)`, pf.log(),
 			"Postfix accepted the message, then bounced it itself")
-		rows, err := st.InboundMessages(ctx, team, 1)
+		rows, err := st.Received.InboundMessages(ctx, team, 1)
 		require.NoError(t, err)
 		require.Len(t, rows, 1)
 		require.Equal(t, id, rows[0].Recipients[0].EmailID.String(), "the bounce came through the inbound MX")
 		require.Contains(t, string(rows[0].Raw), "Reporting-MTA: dns; mx.pfx.test")
 		e := c.waitFor(id, map[string]string{"gone@pfx.test": "bounced"})
 		require.Equal(t, "bounced", e["last_event"])
-		bounces, err := st.Bounces(ctx, team, uuid.MustParse(id))
+		bounces, err := st.Emails.Bounces(ctx, team, uuid.MustParse(id))
 		require.NoError(t, err)
 		b := bounces["gone@pfx.test"]
 		require.Equal(t, "Permanent", b.Type, b)
@@ -346,7 +346,7 @@ func sortedDelivered(evs []string) []string {
 
 func mustTeam(t *testing.T, st *store.Store, emailID string) uuid.UUID {
 	t.Helper()
-	e, err := st.EmailForBuild(context.Background(), uuid.MustParse(emailID))
+	e, err := st.Emails.EmailForBuild(context.Background(), uuid.MustParse(emailID))
 	require.NoError(t, err)
 	return e.TeamID
 }
@@ -410,16 +410,16 @@ func checkMXProcess(t *testing.T, base map[string]string, team string) {
 	d := store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: teamID, Name: "split.test", Region: "us-east-1",
 		Status: store.DomainVerified, ReturnPath: "send", TLS: store.TLSOpportunistic, DKIMSelector: "posthaste",
 		DKIMPublicKey: "cHVibGlj", DKIMPrivateKey: []byte("sealed"), RecordStatus: map[string]string{}}
-	require.NoError(t, st.CreateDomain(ctx, d))
+	require.NoError(t, st.Domains.CreateDomain(ctx, d))
 	later := time.Now().Add(365 * 24 * time.Hour)
 	text := "x"
 	e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: teamID, DomainID: &d.ID, From: "a@split.test",
 		FromDomain: "split.test", To: []string{"gone@rcpt.test"}, Subject: "s", Text: &text,
 		LastEvent: store.EventScheduled, ScheduledAt: &later, CreatedAt: time.Now(),
 		Recipients: []store.Recipient{{Address: "gone@rcpt.test", Kind: "to", Domain: "rcpt.test", Status: store.EventScheduled}}}
-	_, err = st.InsertEmail(ctx, e)
+	_, err = st.Emails.InsertEmail(ctx, e)
 	require.NoError(t, err)
-	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventDelivered, Recipient: "gone@rcpt.test"}}))
+	require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventDelivered, Recipient: "gone@rcpt.test"}}))
 
 	startProcess(t, env, "mx", `"msg":"ready"`)
 	res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", opsPort))
@@ -432,14 +432,14 @@ func checkMXProcess(t *testing.T, base map[string]string, team string) {
 	requireCode(t, sendInbound(t, addr, "user@elsewhere.test", dsn), 550)
 	require.NoError(t, sendInbound(t, addr, rp, dsn))
 	eventually(t, 30*time.Second, func() error {
-		got, err := st.GetEmail(ctx, teamID, e.ID)
+		got, err := st.Emails.GetEmail(ctx, teamID, e.ID)
 		require.NoError(t, err)
 		if got.Recipients[0].Status != store.EventBounced {
 			return fmt.Errorf("not bounced: %s", got.Recipients[0].Status)
 		}
 		return nil
 	})
-	sp, err := st.SuppressionByEmail(ctx, teamID, "gone@rcpt.test")
+	sp, err := st.Emails.SuppressionByEmail(ctx, teamID, "gone@rcpt.test")
 	require.NoError(t, err)
 	require.Equal(t, store.SuppressionBounce, sp.Reason)
 

@@ -233,12 +233,12 @@ func receiveAt(t *testing.T, env map[string]string, c apiClient, domainID, name 
 	st, err := store.Open(ctx, store.Config{URL: env["DATABASE_URL"]})
 	require.NoError(t, err)
 	defer st.Close()
-	team, err := st.DomainByID(ctx, uuid.MustParse(domainID))
+	team, err := st.Domains.DomainByID(ctx, uuid.MustParse(domainID))
 	require.NoError(t, err)
 	d := store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team.TeamID, Name: name, Region: "us-east-1",
 		Status: store.DomainVerified, ReturnPath: "send", TLS: store.TLSOpportunistic, DKIMSelector: "posthaste",
 		DKIMPublicKey: "cHVibGlj", DKIMPrivateKey: []byte("sealed"), Receiving: store.ReceivingEnabled}
-	require.NoError(t, st.CreateDomain(ctx, d))
+	require.NoError(t, st.Domains.CreateDomain(ctx, d))
 	require.NoError(t, sendInbound(t, env["POSTHASTE_INBOUND_LISTEN"], "support@"+d.Name, msg(d.Name)))
 	var id string
 	eventually(t, 30*time.Second, func() error {

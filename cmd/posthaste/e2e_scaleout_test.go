@@ -164,10 +164,10 @@ func TestScaleOutTopology(t *testing.T) {
 		t.Helper()
 		eventually(t, 45*time.Second, func() error {
 			for _, id := range ids {
-				e, err := st.GetEmail(context.Background(), team, id)
+				e, err := st.Emails.GetEmail(context.Background(), team, id)
 				require.NoError(t, err)
 				if e.LastEvent == store.EventFailed || e.LastEvent == store.EventBounced {
-					evs, err := st.Events(context.Background(), id)
+					evs, err := st.Emails.Events(context.Background(), id)
 					require.NoError(t, err)
 					t.Fatalf("email %s ended %s: %+v", id, e.LastEvent, evs)
 				}

@@ -178,7 +178,7 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 	t.Logf("burst of %d: %d answered the id, %d in flight", burst, burst-concurrent, concurrent)
 	require.NotEmpty(t, id)
 	waitEvent(t, c, id, "delivered", 30*time.Second)
-	row, err := st.EmailForBuild(ctx, uuid.MustParse(id))
+	row, err := st.Emails.EmailForBuild(ctx, uuid.MustParse(id))
 	require.NoError(t, err)
 	wfID := workflows.KeyedEmailWorkflowID(row.TeamID.String(), "welcome/owner", id)
 	eventually(t, 10*time.Second, func() error {
@@ -230,7 +230,7 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 	again, err := c.Emails.SendBatch(ctx, batch, &client.BatchOptions{IdempotencyKey: "digest/1"})
 	require.NoError(t, err)
 	require.Equal(t, res.Data, again.Data, "the same key gives the same batch")
-	brow, err := st.EmailForBuild(ctx, uuid.MustParse(batchIDs[0]))
+	brow, err := st.Emails.EmailForBuild(ctx, uuid.MustParse(batchIDs[0]))
 	require.NoError(t, err)
 	bwf := workflows.KeyedBatchWorkflowID(brow.TeamID.String(), "digest/1", brow.BatchID.String())
 	eventually(t, 10*time.Second, func() error {
@@ -331,7 +331,7 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 	_, err = c.Emails.Update(ctx, bres.Data[1].ID, &client.UpdateEmailRequest{ScheduledAt: "in 1 second"})
 	require.NoError(t, err)
 	waitEvent(t, c, bres.Data[1].ID, "delivered", 30*time.Second)
-	sbRow, err := st.EmailForBuild(ctx, uuid.MustParse(bres.Data[1].ID))
+	sbRow, err := st.Emails.EmailForBuild(ctx, uuid.MustParse(bres.Data[1].ID))
 	require.NoError(t, err)
 	sbWF := workflows.BatchWorkflowID(sbRow.BatchID.String())
 	eventually(t, 10*time.Second, func() error {
@@ -354,7 +354,7 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 	dev = startDev(t, env)
 	defer dev.stop(t)
 	waitEvent(t, c, later.ID, "delivered", 60*time.Second)
-	evs, err := st.Events(ctx, uuid.MustParse(later.ID))
+	evs, err := st.Emails.Events(ctx, uuid.MustParse(later.ID))
 	require.NoError(t, err)
 	var types []string
 	for _, ev := range evs {
@@ -476,7 +476,7 @@ func TestAcceptedThenKilledIsDeliveredOnce(t *testing.T) {
 	st, err := store.Open(ctx, store.Config{URL: dbURL})
 	require.NoError(t, err)
 	defer st.Close()
-	n, err := st.OutboxLen(ctx)
+	n, err := st.Webhooks.OutboxLen(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "accepted, not started")
 	require.NoError(t, api.Process.Signal(syscall.SIGKILL))
@@ -491,7 +491,7 @@ func TestAcceptedThenKilledIsDeliveredOnce(t *testing.T) {
 	again, err := c.Emails.Send(ctx, req, opts)
 	require.NoError(t, err)
 	require.Equal(t, res.ID, again.ID, "the key still answers with the first email")
-	row, err := st.EmailForBuild(ctx, uuid.MustParse(res.ID))
+	row, err := st.Emails.EmailForBuild(ctx, uuid.MustParse(res.ID))
 	require.NoError(t, err)
 	tc, err := tclient.Dial(tclient.Options{HostPort: "127.0.0.1:" + env["POSTHASTE_TEMPORAL_PORT"]})
 	require.NoError(t, err)
@@ -505,7 +505,7 @@ func TestAcceptedThenKilledIsDeliveredOnce(t *testing.T) {
 	})
 	// Its only run has completed: the count at the MX is final.
 	require.Len(t, mx.Messages(), 1, "delivered exactly once")
-	n, err = st.OutboxLen(ctx)
+	n, err = st.Webhooks.OutboxLen(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n)
 }

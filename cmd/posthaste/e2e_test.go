@@ -558,7 +558,7 @@ func TestOutboxExactlyOnce(t *testing.T) {
 	defer st.Close()
 	require.NoError(t, st.Migrate(ctx))
 	team := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: "orphan"}))
+	require.NoError(t, st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: "orphan"}))
 	// An email accepted by a process that died before dispatching it.
 	orphan := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: team, From: "onboarding@posthaste.test",
 		FromDomain: "posthaste.test", To: []string{"delivered@posthaste.test"}, Subject: "left behind",
@@ -566,14 +566,14 @@ func TestOutboxExactlyOnce(t *testing.T) {
 		Recipients: []store.Recipient{{Address: "delivered@posthaste.test", Kind: "to", Domain: "posthaste.test", Status: "queued"}}}
 	text := "t"
 	orphan.Text = &text
-	_, err = st.InsertEmail(ctx, orphan)
+	_, err = st.Emails.InsertEmail(ctx, orphan)
 	require.NoError(t, err)
 
 	env := dbDevEnv(t, dbURL)
 	dev := startDev(t, env)
 	defer dev.stop(t)
 	eventually(t, 60*time.Second, func() error {
-		e, err := st.GetEmail(ctx, team, orphan.ID)
+		e, err := st.Emails.GetEmail(ctx, team, orphan.ID)
 		if err != nil {
 			return err
 		}
@@ -608,7 +608,7 @@ func TestOutboxExactlyOnce(t *testing.T) {
 	require.NoError(t, starter.Start(ctx, item))
 	require.Equal(t, first, latestRun().Execution.RunId, "one run for one email")
 
-	evs, err := st.Events(ctx, orphan.ID)
+	evs, err := st.Emails.Events(ctx, orphan.ID)
 	require.NoError(t, err)
 	var types []string
 	for _, ev := range evs {

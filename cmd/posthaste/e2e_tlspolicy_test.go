@@ -129,7 +129,7 @@ func TestDevRecipientTLSPolicies(t *testing.T) {
 			require.Contains(t, bounce["message"], "Delivery did not succeed before the retry period ended: ")
 			require.Contains(t, bounce["message"], tc.reason)
 
-			evs, err := st.Events(ctx, uuid.MustParse(tc.id))
+			evs, err := st.Emails.Events(ctx, uuid.MustParse(tc.id))
 			require.NoError(t, err)
 			var delayed []string
 			for _, ev := range evs {

@@ -128,8 +128,8 @@ func TestDevTracking(t *testing.T) {
 	// (which CNAMEs to the same shared host) does not serve this team's
 	// tokens, before anything was recorded.
 	rival := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: rival, Name: "rival"}))
-	require.NoError(t, st.CreateDomain(ctx, store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: rival, Name: "rival.test",
+	require.NoError(t, st.Accounts.CreateTeam(ctx, store.Team{ID: rival, Name: "rival"}))
+	require.NoError(t, st.Domains.CreateDomain(ctx, store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: rival, Name: "rival.test",
 		Region: "us-east-1", Status: store.DomainVerified, ReturnPath: "send", TLS: store.TLSOpportunistic,
 		DKIMSelector: "posthaste", DKIMPublicKey: "cHVibGlj", DKIMPrivateKey: []byte("unused"),
 		RecordStatus: map[string]string{}, OpenTracking: true, ClickTracking: true}))
@@ -146,7 +146,7 @@ func TestDevTracking(t *testing.T) {
 	require.NoError(t, err)
 	sealer, err := tracking.NewSealer(box.DeriveKey(tracking.KeyPurpose))
 	require.NoError(t, err)
-	row, err := st.EmailForBuild(ctx, uuid.MustParse(id))
+	row, err := st.Emails.EmailForBuild(ctx, uuid.MustParse(id))
 	require.NoError(t, err)
 	legacy, err := sealer.Seal(tracking.Token{Kind: tracking.Click, TeamID: row.TeamID, EmailID: row.ID,
 		Link: 0, URL: "https://shop.example/sale?x=1&y=2"})
@@ -174,7 +174,7 @@ func TestDevTracking(t *testing.T) {
 
 	var opened, clicked []store.Event
 	eventually(t, 30*time.Second, func() error {
-		evs, err := st.Events(ctx, uuid.MustParse(id))
+		evs, err := st.Emails.Events(ctx, uuid.MustParse(id))
 		require.NoError(t, err)
 		opened, clicked = nil, nil
 		for _, ev := range evs {
@@ -196,7 +196,7 @@ func TestDevTracking(t *testing.T) {
 	require.Equal(t, "https://shop.example/sale?x=1&y=2", clicked[0].Detail["link"])
 	require.Contains(t, clicked[0].Detail, "machine")
 	require.Equal(t, "ann@rcpt.test", opened[0].Recipient)
-	row, err = st.EmailForBuild(ctx, uuid.MustParse(id))
+	row, err = st.Emails.EmailForBuild(ctx, uuid.MustParse(id))
 	require.NoError(t, err)
 	require.Equal(t, "clicked", row.Recipients[0].Status, "the open then the click moved the recipient on")
 	status, e = c.do("GET", "/emails/"+id, nil)
@@ -210,7 +210,7 @@ func TestDevTracking(t *testing.T) {
 		require.Equal(t, id, h.EmailID)
 	}
 	require.ElementsMatch(t, []string{"email.opened", "email.clicked"}, types)
-	wm, _, err := st.ListWebhookMessages(ctx, row.TeamID, hookID, store.Page{Limit: 10})
+	wm, _, err := st.Webhooks.ListWebhookMessages(ctx, row.TeamID, hookID, store.Page{Limit: 10})
 	require.NoError(t, err)
 	var link string
 	for _, m := range wm {

@@ -128,7 +128,7 @@ func TestDevUnsubscribe(t *testing.T) {
 		links[m.To[0]] = link
 	}
 	require.NotEqual(t, links["ann@rcpt.test"], links["bob@rcpt.test"])
-	stored, err := st.Message(ctx, uuid.MustParse(id))
+	stored, err := st.Emails.Message(ctx, uuid.MustParse(id))
 	require.NoError(t, err)
 	require.NotContains(t, string(stored), "/unsubscribe/", "the stored copy shows nobody's link")
 
@@ -196,7 +196,7 @@ func TestDevUnsubscribe(t *testing.T) {
 	id2 := c.send(map[string]any{"from": "Shop <hello@" + domain + ">", "to": []string{"ann@rcpt.test", "bob@rcpt.test"},
 		"subject": "More news", "html": `<a href="{{{RESEND_UNSUBSCRIBE_URL}}}">Unsubscribe</a>`, "topic_id": topicID})
 	c.waitFor(id2, map[string]string{"ann@rcpt.test": "suppressed", "bob@rcpt.test": "delivered"})
-	evs, err := st.Events(ctx, uuid.MustParse(id2))
+	evs, err := st.Emails.Events(ctx, uuid.MustParse(id2))
 	require.NoError(t, err)
 	var reason any
 	for _, ev := range evs {

@@ -27,12 +27,12 @@ import (
 // accepted, as the outbox dispatcher of this process.
 func newHealth(cfg config.Config, st *store.Store, notify submit.Notifier, logger *slog.Logger) (*activities.Health, error) {
 	logger = logger.With("component", "health")
-	sub := submit.New(submit.Config{Store: st, Notifier: notify, Logger: logger})
+	sub := submit.New(submit.Config{Store: submit.StoreOf(st), Notifier: notify, Logger: logger})
 	mail, err := newSystemMailer(cfg.SystemFrom, st, sub, logger)
 	if err != nil {
 		return nil, usageError{err}
 	}
-	h := &activities.Health{Store: st, Logger: logger}
+	h := &activities.Health{Store: st.Insights, Logger: logger}
 	if mail != nil {
 		h.Mail = mail
 	}
@@ -58,7 +58,7 @@ func healthNoticeKey(id uuid.UUID) string {
 // KindIdempotencyMismatch if the owners changed in between, or
 // KindIdempotencyInFlight while another process is sending it).
 func (m *systemMailer) HealthNotice(ctx context.Context, n store.HealthNotice) (*uuid.UUID, error) {
-	owners, err := m.store.TeamOwners(ctx, n.TeamID)
+	owners, err := m.store.Webhooks.TeamOwners(ctx, n.TeamID)
 	if err != nil || len(owners) == 0 {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func adminHealth(ctx context.Context, st *store.Store, cfg config.Health, team u
 	resumed := false
 	if resume {
 		var err error
-		if resumed, err = st.ResumeSending(ctx, team, time.Now()); err != nil {
+		if resumed, err = st.Insights.ResumeSending(ctx, team, time.Now()); err != nil {
 			return err
 		}
 		if resumed {
@@ -104,7 +104,7 @@ func adminHealth(ctx context.Context, st *store.Store, cfg config.Health, team u
 		}
 	}
 	now := time.Now()
-	counts, err := st.HealthCounts(ctx, team, now, cfg.Window)
+	counts, err := st.Insights.HealthCounts(ctx, team, now, cfg.Window)
 	if err != nil {
 		return err
 	}
@@ -116,7 +116,7 @@ func adminHealth(ctx context.Context, st *store.Store, cfg config.Health, team u
 	if resume {
 		out["resumed"] = resumed
 	}
-	p, err := st.SendingPause(ctx, team)
+	p, err := st.Insights.SendingPause(ctx, team)
 	if err != nil {
 		return err
 	}

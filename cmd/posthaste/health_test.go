@@ -72,7 +72,7 @@ func (f healthFixture) monitor(t *testing.T, from string) (*healthMonitor, confi
 // notices returns the emails of the team other than the seeded ones.
 func (f healthFixture) notices(t *testing.T, team uuid.UUID) []store.Email {
 	t.Helper()
-	list, _, err := f.st.ListEmails(context.Background(), team, store.Page{Limit: 100})
+	list, _, err := f.st.Emails.ListEmails(context.Background(), team, store.Page{Limit: 100})
 	require.NoError(t, err)
 	var out []store.Email
 	for _, e := range list {
@@ -85,7 +85,7 @@ func (f healthFixture) notices(t *testing.T, team uuid.UUID) []store.Email {
 
 func (f healthFixture) pending(t *testing.T) []store.HealthNotice {
 	t.Helper()
-	p, err := f.st.PendingHealthNotices(context.Background(), 100)
+	p, err := f.st.Insights.PendingHealthNotices(context.Background(), 100)
 	require.NoError(t, err)
 	return p
 }
@@ -108,7 +108,7 @@ func TestHealthNoticeSentOnce(t *testing.T) {
 		require.NoError(t, failing.check(ctx), "a failed send is logged, not returned")
 		require.Empty(t, f.notices(t, team))
 		require.Len(t, f.pending(t), 1)
-		p, err := f.st.SendingPause(ctx, team)
+		p, err := f.st.Insights.SendingPause(ctx, team)
 		require.NoError(t, err)
 		require.NotNil(t, p)
 
@@ -122,7 +122,7 @@ func TestHealthNoticeSentOnce(t *testing.T) {
 		require.Empty(t, f.pending(t))
 		require.Equal(t, "Sending paused: your bounce rate is above 4.00 %", got[0].Subject)
 		require.Equal(t, []string{"owner@member.test"}, got[0].To)
-		full, err := f.st.GetEmail(ctx, team, got[0].ID)
+		full, err := f.st.Emails.GetEmail(ctx, team, got[0].ID)
 		require.NoError(t, err)
 		require.NotNil(t, full.Text)
 		require.Contains(t, *full.Text, "bounce rate over the last 30 days is 10.00 % (10 of 100 emails bounced)")
@@ -142,13 +142,13 @@ func TestHealthNoticeSentOnce(t *testing.T) {
 		require.NoError(t, json.Unmarshal(out.Bytes(), &shown))
 		require.Equal(t, false, shown["paused"])
 		require.Equal(t, true, shown["resumed"])
-		p, err = f.st.SendingPause(ctx, team)
+		p, err = f.st.Insights.SendingPause(ctx, team)
 		require.NoError(t, err)
 		require.Nil(t, p)
 
 		require.NoError(t, m.check(ctx))
 		require.Len(t, f.notices(t, team), 1, "still above the threshold after the resume: no new crossing")
-		h, err := f.st.TeamHealth(ctx, team)
+		h, err := f.st.Insights.TeamHealth(ctx, team)
 		require.NoError(t, err)
 		require.Contains(t, h.State.Warned, health.Bounce)
 	})
@@ -158,7 +158,7 @@ func TestHealthNoticeSentOnce(t *testing.T) {
 		m, cfg := f.monitor(t, sandboxFrom)
 		// The process evaluates and sends, then dies before marking the
 		// notice sent.
-		_, err := f.st.EvaluateHealth(ctx, time.Now(), cfg.Health.Window, cfg.Health.Pause)
+		_, err := f.st.Insights.EvaluateHealth(ctx, time.Now(), cfg.Health.Window, cfg.Health.Pause)
 		require.NoError(t, err)
 		pending := f.pending(t)
 		require.Len(t, pending, 1)

@@ -79,13 +79,13 @@ func startMX(cfg config.Config, st *store.Store, keys *seal.Box, notify func(), 
 		// derive the same key to make them).
 		unsubKey = keys.DeriveKey(mailto.KeyPurpose)
 	}
-	router := inroute.New(st, verpKey(keys), unsubKey)
+	router := inroute.New(st.Received, st.Emails, verpKey(keys), unsubKey)
 	acc := store.NewInbound(st, notify)
 	// The rates and budget of inbound mail: the budget counted in
 	// PostgreSQL, the rates in this process or, with REDIS_URL, shared by
 	// the MX replicas.
 	budget := inbound.Budget{DailyMessages: cfg.Inbound.DailyMessages, StorageBytes: cfg.Inbound.StorageBytes,
-		Usage: st}
+		Usage: st.Received}
 	acc.SetBudget(budget)
 	var limiter inbound.RateLimiter = ratelimit.NewLocal(ratelimit.LocalConfig{})
 	closeLimiter := func() error { return nil }
@@ -163,7 +163,7 @@ func inboundListen(cfg config.Inbound, def string) string {
 func newDispatcher(cfg config.Config, st *store.Store, tc client.Client, metrics *telemetry.Metrics,
 	logger *slog.Logger) *outbox.Dispatcher {
 	disp := outbox.New(outbox.Config{RetryMax: cfg.Dispatch.RetryMax, GiveUpAfter: cfg.Dispatch.GiveUp,
-		Listener: st}, st, newStarter(cfg, tc), logger)
+		Listener: st.Webhooks}, st.Webhooks, newStarter(cfg, tc), logger)
 	disp.Started = func(wait time.Duration) { metrics.OutboxWait.Observe(wait.Seconds()) }
 	disp.Ended = func(kind, reason string) { metrics.OutboxEnded.WithLabelValues(kind, reason).Inc() }
 	return disp

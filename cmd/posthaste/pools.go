@@ -49,7 +49,7 @@ func syncPools(ctx context.Context, st *store.Store, pools []ippool.Pool) error 
 	for i, p := range pools {
 		in[i] = storePool(p)
 	}
-	if err := st.SyncIPPools(ctx, in); err != nil {
+	if err := st.Domains.SyncIPPools(ctx, in); err != nil {
 		return fmt.Errorf("syncing POSTHASTE_IP_POOLS into the database: %w", err)
 	}
 	return nil
@@ -75,7 +75,7 @@ func storePool(p ippool.Pool) store.IPPool {
 // and this process delivers from it.
 func newSenders(ctx context.Context, cfg config.Delivery, base mta.Config, st *store.Store, want []string,
 	logger *slog.Logger) (*senders, error) {
-	stored, err := st.IPPools(ctx)
+	stored, err := st.Domains.IPPools(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("loading IP pools: %w", err)
 	}

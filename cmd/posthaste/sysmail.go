@@ -64,7 +64,7 @@ func (m *systemMailer) sendKeyed(ctx context.Context, sandboxTeam uuid.UUID, to 
 	team := sandboxTeam
 	if !sandbox.IsDomain(m.domain) {
 		var err error
-		if team, err = m.store.SendableDomainTeam(ctx, m.domain); err != nil {
+		if team, err = m.store.Webhooks.SendableDomainTeam(ctx, m.domain); err != nil {
 			return submit.SendResult{}, fmt.Errorf("finding the verified domain of POSTHASTE_SYSTEM_FROM: %w", err)
 		}
 	}
@@ -89,7 +89,7 @@ func (m *systemMailer) SendMail(ctx context.Context, mail dashboard.Mail) error 
 
 // WebhookDisabled implements activities.Noticer: it tells the team's owners.
 func (m *systemMailer) WebhookDisabled(ctx context.Context, wn activities.WebhookNotice) error {
-	owners, err := m.store.TeamOwners(ctx, wn.TeamID)
+	owners, err := m.store.Webhooks.TeamOwners(ctx, wn.TeamID)
 	if err != nil || len(owners) == 0 {
 		return err
 	}

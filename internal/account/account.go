@@ -40,11 +40,11 @@ func NewTeam(ctx context.Context, st *store.Store, teamName, email string) (Cred
 	if err != nil {
 		return Credentials{}, err
 	}
-	if err := st.CreateTeam(ctx, store.Team{ID: teamID, Name: teamName}); err != nil {
+	if err := st.Accounts.CreateTeam(ctx, store.Team{ID: teamID, Name: teamName}); err != nil {
 		return Credentials{}, fmt.Errorf("creating team: %w", err)
 	}
 	creds := Credentials{Email: email, TeamID: teamID.String()}
-	u, err := st.UserByEmail(ctx, email)
+	u, err := st.Accounts.UserByEmail(ctx, email)
 	if errors.Is(err, store.ErrNotFound) {
 		creds.Password, err = RandomPassword()
 		if err != nil {
@@ -56,13 +56,13 @@ func NewTeam(ctx context.Context, st *store.Store, teamName, email string) (Cred
 		}
 		now := time.Now()
 		u = store.User{ID: uuid.New(), Email: email, PasswordHash: hash, EmailVerifiedAt: &now}
-		if err := st.CreateUser(ctx, u); err != nil {
+		if err := st.Accounts.CreateUser(ctx, u); err != nil {
 			return Credentials{}, fmt.Errorf("creating user: %w", err)
 		}
 	} else if err != nil {
 		return Credentials{}, fmt.Errorf("finding user: %w", err)
 	}
-	if err := st.AddMember(ctx, teamID, u.ID, "owner"); err != nil {
+	if err := st.Accounts.AddMember(ctx, teamID, u.ID, "owner"); err != nil {
 		return Credentials{}, fmt.Errorf("adding owner: %w", err)
 	}
 	creds.APIKey, _, err = NewKey(ctx, st, teamID, &u.ID, "Default", store.PermissionFullAccess)
@@ -84,7 +84,7 @@ func NewKey(ctx context.Context, st *store.Store, teamID uuid.UUID, createdBy *u
 	if err != nil {
 		return "", uuid.Nil, err
 	}
-	if err := st.CreateAPIKey(ctx, store.APIKey{ID: id, TeamID: teamID, Name: name, Prefix: prefix,
+	if err := st.Accounts.CreateAPIKey(ctx, store.APIKey{ID: id, TeamID: teamID, Name: name, Prefix: prefix,
 		Hash: hash, Permission: permission, AllowedIPs: allowed, CreatedBy: createdBy}); err != nil {
 		return "", uuid.Nil, fmt.Errorf("creating api key: %w", err)
 	}
@@ -124,7 +124,7 @@ func Bootstrap(ctx context.Context, st *store.Store, path, email string) (creds 
 		return Credentials{}, false, err
 	}
 	// The operator's own first team is not held to the free plan.
-	if err := st.SetPlan(ctx, uuid.MustParse(creds.TeamID), DevPlan); err != nil {
+	if err := st.Accounts.SetPlan(ctx, uuid.MustParse(creds.TeamID), DevPlan); err != nil {
 		return Credentials{}, false, fmt.Errorf("setting the first team's plan: %w", err)
 	}
 	out, err := json.MarshalIndent(creds, "", "  ")

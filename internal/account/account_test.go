@@ -27,23 +27,23 @@ func TestOperatorCreatedUsersAreProven(t *testing.T) {
 	creds, created, err := account.Bootstrap(ctx, st, filepath.Join(t.TempDir(), "credentials.json"), "admin@example.com")
 	require.NoError(t, err)
 	require.True(t, created)
-	u, err := st.UserByEmail(ctx, creds.Email)
+	u, err := st.Accounts.UserByEmail(ctx, creds.Email)
 	require.NoError(t, err)
 	require.NotNil(t, u.EmailVerifiedAt)
 
 	creds, err = account.NewTeam(ctx, st, "Second", "owner@example.com")
 	require.NoError(t, err)
 	require.NotEmpty(t, creds.Password)
-	u, err = st.UserByEmail(ctx, "owner@example.com")
+	u, err = st.Accounts.UserByEmail(ctx, "owner@example.com")
 	require.NoError(t, err)
 	require.NotNil(t, u.EmailVerifiedAt)
 
 	unproven := store.User{ID: uuid.New(), Email: "unproven@example.com", PasswordHash: "hash"}
-	require.NoError(t, st.CreateUser(ctx, unproven))
+	require.NoError(t, st.Accounts.CreateUser(ctx, unproven))
 	creds, err = account.NewTeam(ctx, st, "Third", "unproven@example.com")
 	require.NoError(t, err)
 	require.Empty(t, creds.Password, "an existing user keeps their password")
-	u, err = st.UserByEmail(ctx, "unproven@example.com")
+	u, err = st.Accounts.UserByEmail(ctx, "unproven@example.com")
 	require.NoError(t, err)
 	require.Nil(t, u.EmailVerifiedAt, "and their address's state")
 }

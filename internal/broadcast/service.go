@@ -69,7 +69,7 @@ func (s *Service) Properties(ctx context.Context, teamID uuid.UUID) ([]Property,
 // Properties returns the team's contact properties from st as rendering
 // needs them.
 func Properties(ctx context.Context, st *store.Store, teamID uuid.UUID) ([]Property, error) {
-	byKey, err := st.ContactPropertiesByKey(ctx, teamID)
+	byKey, err := st.Audience.ContactPropertiesByKey(ctx, teamID)
 	if err != nil {
 		return nil, fmt.Errorf("loading contact properties: %w", err)
 	}
@@ -110,7 +110,7 @@ func (s *Service) Create(ctx context.Context, from submit.Sender, e Edit, send b
 			return store.Broadcast{}, err
 		}
 	}
-	created, err := s.store.CreateBroadcast(ctx, b)
+	created, err := s.store.Broadcasts.CreateBroadcast(ctx, b)
 	if err != nil || !send {
 		return created, err
 	}
@@ -119,7 +119,7 @@ func (s *Service) Create(ctx context.Context, from submit.Sender, e Edit, send b
 
 // Update applies e to one of the team's drafts.
 func (s *Service) Update(ctx context.Context, teamID, id uuid.UUID, e Edit) (store.Broadcast, error) {
-	return s.store.UpdateBroadcast(ctx, teamID, id, func(b *store.Broadcast) error { return e.Apply(b, false) })
+	return s.store.Broadcasts.UpdateBroadcast(ctx, teamID, id, func(b *store.Broadcast) error { return e.Apply(b, false) })
 }
 
 // Send sends one of the team's drafts now, or at scheduledAt when it is
@@ -134,7 +134,7 @@ func (s *Service) Send(ctx context.Context, from submit.Sender, id uuid.UUID, sc
 
 // send sends the draft id at at (nil: now) and tells the outbox.
 func (s *Service) send(ctx context.Context, from submit.Sender, id uuid.UUID, at *time.Time) (store.Broadcast, error) {
-	b, err := s.store.SendBroadcast(ctx, from.TeamID, id, at, func(b store.Broadcast) error { return s.checkSend(ctx, from, b) })
+	b, err := s.store.Broadcasts.SendBroadcast(ctx, from.TeamID, id, at, func(b store.Broadcast) error { return s.checkSend(ctx, from, b) })
 	if err == nil && s.outbox != nil {
 		s.outbox.Notify()
 	}
@@ -144,7 +144,7 @@ func (s *Service) send(ctx context.Context, from submit.Sender, id uuid.UUID, at
 // Cancel cancels one of the team's broadcasts that is scheduled or under
 // way, and wakes its workflow so that it ends now.
 func (s *Service) Cancel(ctx context.Context, teamID, id uuid.UUID) (store.Broadcast, error) {
-	b, err := s.store.CancelBroadcast(ctx, teamID, id)
+	b, err := s.store.Broadcasts.CancelBroadcast(ctx, teamID, id)
 	if err != nil {
 		return store.Broadcast{}, err
 	}
@@ -199,7 +199,7 @@ func (s *Service) SendTest(ctx context.Context, from submit.Sender, b store.Broa
 		return uuid.Nil, invalid.Errorf("html", "The broadcast has no content yet.")
 	}
 	c := store.BroadcastContact{Email: address}
-	ct, err := s.store.Contact(ctx, b.TeamID, store.ContactRef{Email: address})
+	ct, err := s.store.Audience.Contact(ctx, b.TeamID, store.ContactRef{Email: address})
 	switch {
 	case err == nil:
 		c = store.BroadcastContact{ID: ct.ID, Email: ct.Email, FirstName: ct.FirstName, LastName: ct.LastName,

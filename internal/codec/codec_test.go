@@ -60,7 +60,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	team := uuid.New()
-	if err := st.CreateTeam(context.Background(), store.Team{ID: team, Name: "t"}); err != nil {
+	if err := st.Accounts.CreateTeam(context.Background(), store.Team{ID: team, Name: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	f := &fixture{st: st, box: box, team: team}
@@ -71,7 +71,7 @@ func newFixture(t *testing.T) *fixture {
 // open returns another process's view: its own cache.
 func (f *fixture) open(t *testing.T) (*codec.Keys, *codec.Codec, converter.DataConverter) {
 	t.Helper()
-	keys, err := codec.NewKeys(codec.Config{}, f.box, f.st)
+	keys, err := codec.NewKeys(codec.Config{}, f.box, f.st.Privacy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestErasedSubjectMakesPayloadsUnreadable(t *testing.T) {
 
 func TestCacheBoundForgetsErasedKeys(t *testing.T) {
 	f := newFixture(t)
-	keys, err := codec.NewKeys(codec.Config{CacheTTL: 50 * time.Millisecond}, f.box, f.st)
+	keys, err := codec.NewKeys(codec.Config{CacheTTL: 50 * time.Millisecond}, f.box, f.st.Privacy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +329,7 @@ func TestHandler(t *testing.T) {
 
 // countingStore counts the store's round trips.
 type countingStore struct {
-	*store.Store
+	*store.Privacy
 	mu    sync.Mutex
 	calls int
 }
@@ -342,12 +342,12 @@ func (c *countingStore) count() {
 
 func (c *countingStore) SubjectKeys(ctx context.Context, team uuid.UUID, subjects [][]byte, fresh []store.SubjectKey) (map[string]store.SubjectKey, error) {
 	c.count()
-	return c.Store.SubjectKeys(ctx, team, subjects, fresh)
+	return c.Privacy.SubjectKeys(ctx, team, subjects, fresh)
 }
 
 func (c *countingStore) FindSubjectKeys(ctx context.Context, team uuid.UUID, subjects [][]byte) (map[string]store.SubjectKey, error) {
 	c.count()
-	return c.Store.FindSubjectKeys(ctx, team, subjects)
+	return c.Privacy.FindSubjectKeys(ctx, team, subjects)
 }
 
 // TestOneRoundTripPerPayload (issue 20: no round trips per delivery
@@ -356,7 +356,7 @@ func (c *countingStore) FindSubjectKeys(ctx context.Context, team uuid.UUID, sub
 // (store.SubjectKeys reads the keys that existed in a second statement.)
 func TestOneRoundTripPerPayload(t *testing.T) {
 	f := newFixture(t)
-	cs := &countingStore{Store: f.st}
+	cs := &countingStore{Privacy: f.st.Privacy}
 	keys, err := codec.NewKeys(codec.Config{}, f.box, cs)
 	if err != nil {
 		t.Fatal(err)
@@ -393,10 +393,10 @@ func BenchmarkEncode(b *testing.B) {
 	st := storetest.New(b)
 	box, _ := seal.New(make([]byte, seal.KeySize))
 	team := uuid.New()
-	if err := st.CreateTeam(context.Background(), store.Team{ID: team, Name: "b"}); err != nil {
+	if err := st.Accounts.CreateTeam(context.Background(), store.Team{ID: team, Name: "b"}); err != nil {
 		b.Fatal(err)
 	}
-	keys, _ := codec.NewKeys(codec.Config{}, box, st)
+	keys, _ := codec.NewKeys(codec.Config{}, box, st.Privacy)
 	dc := codec.NewDataConverter(nil, codec.New(keys))
 	b.Run("new-address", func(b *testing.B) {
 		for i := range b.N {
@@ -426,7 +426,7 @@ func BenchmarkEncode(b *testing.B) {
 func TestTeamsHaveTheirOwnKeys(t *testing.T) {
 	f := newFixture(t)
 	other := uuid.New()
-	if err := f.st.CreateTeam(context.Background(), store.Team{ID: other, Name: "b"}); err != nil {
+	if err := f.st.Accounts.CreateTeam(context.Background(), store.Team{ID: other, Name: "b"}); err != nil {
 		t.Fatal(err)
 	}
 	a := f.encode(t, mail{Team: f.team, To: []string{"lee@example.test"}})
@@ -465,7 +465,7 @@ func TestKeysSurviveMasterKeyRotation(t *testing.T) {
 		return b
 	}
 	codecOf := func(b *seal.Box) (*codec.Keys, converter.DataConverter) {
-		k, err := codec.NewKeys(codec.Config{}, b, f.st)
+		k, err := codec.NewKeys(codec.Config{}, b, f.st.Privacy)
 		if err != nil {
 			t.Fatal(err)
 		}

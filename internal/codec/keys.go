@@ -59,7 +59,7 @@ const keySize = 32
 // ErrErased means a payload's key is gone: one of its subjects was erased.
 var ErrErased = errors.New("personal data erased: subject key destroyed")
 
-// KeyStore holds the sealed subject keys (implemented by *store.Store),
+// KeyStore holds the sealed subject keys (implemented by *store.Privacy),
 // in maps from a subject (as a string of its bytes) to its stored key.
 type KeyStore interface {
 	// SubjectKeys returns the stored keys of subjects, storing fresh[i]
@@ -72,7 +72,7 @@ type KeyStore interface {
 	DeleteSubjectKey(ctx context.Context, teamID uuid.UUID, subject []byte) error
 }
 
-var _ KeyStore = (*store.Store)(nil)
+var _ KeyStore = (*store.Privacy)(nil)
 
 // Config tunes the key cache; zero values take the defaults.
 type Config struct {

@@ -85,7 +85,7 @@ func (f *fixture) join(c *http.Client, link, pw string) *http.Response {
 
 func (f *fixture) verified(email string) bool {
 	f.t.Helper()
-	u, err := f.store.UserByEmail(context.Background(), email)
+	u, err := f.store.Accounts.UserByEmail(context.Background(), email)
 	require.NoError(f.t, err)
 	return u.EmailVerifiedAt != nil
 }

@@ -35,7 +35,7 @@ func idAfter(t *testing.T, res *http.Response, prefix string) uuid.UUID {
 // eventTypes are the types of the messages queued for a webhook endpoint.
 func (f *fixture) eventTypes(team, hook uuid.UUID) []string {
 	f.t.Helper()
-	msgs, _, err := f.store.ListWebhookMessages(context.Background(), team, hook, store.Page{Limit: 100})
+	msgs, _, err := f.store.Webhooks.ListWebhookMessages(context.Background(), team, hook, store.Page{Limit: 100})
 	require.NoError(f.t, err)
 	var types []string
 	for _, m := range msgs {
@@ -53,13 +53,13 @@ func TestContactsPages(t *testing.T) {
 	f.login(c, f.a.Email, f.a.Password)
 	hook := f.addWebhook(c, "https://hooks.shop.test/in", "contact.created", "contact.updated", "contact.deleted",
 		"contact.topics.updated")
-	_, err := f.store.CreateContactProperty(ctx, store.ContactProperty{ID: uuid.New(), TeamID: teamA, Key: "plan", Type: store.PropertyString})
+	_, err := f.store.Audience.CreateContactProperty(ctx, store.ContactProperty{ID: uuid.New(), TeamID: teamA, Key: "plan", Type: store.PropertyString})
 	require.NoError(t, err)
-	_, err = f.store.CreateContactProperty(ctx, store.ContactProperty{ID: uuid.New(), TeamID: teamA, Key: "seats", Type: store.PropertyNumber})
+	_, err = f.store.Audience.CreateContactProperty(ctx, store.ContactProperty{ID: uuid.New(), TeamID: teamA, Key: "seats", Type: store.PropertyNumber})
 	require.NoError(t, err)
-	seg, err := f.store.CreateSegment(ctx, store.Segment{ID: uuid.New(), TeamID: teamA, Name: "Customers"})
+	seg, err := f.store.Audience.CreateSegment(ctx, store.Segment{ID: uuid.New(), TeamID: teamA, Name: "Customers"})
 	require.NoError(t, err)
-	topic, err := f.store.CreateTopic(ctx, store.Topic{ID: uuid.New(), TeamID: teamA, Name: "Newsletter",
+	topic, err := f.store.Audience.CreateTopic(ctx, store.Topic{ID: uuid.New(), TeamID: teamA, Name: "Newsletter",
 		DefaultSubscription: store.TopicOptIn, Visibility: "public"})
 	require.NoError(t, err)
 
@@ -108,7 +108,7 @@ func TestContactsPages(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, res.StatusCode)
 	require.Contains(t, page, "The contact property <code>seats</code> must be a number.")
 	require.Contains(t, page, `value="many"`, "the input is kept")
-	got, err := f.store.Contact(ctx, teamA, store.ContactRef{ID: &id})
+	got, err := f.store.Audience.Contact(ctx, teamA, store.ContactRef{ID: &id})
 	require.NoError(t, err)
 	require.Empty(t, got.LastName, "nothing was written")
 	require.Empty(t, got.SegmentIDs)
@@ -119,13 +119,13 @@ func TestContactsPages(t *testing.T) {
 	edit.Set("prop.seats", "12.5")
 	res, _ = post(t, c, f.srv.URL+"/dashboard/contacts/"+id.String(), edit)
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
-	got, err = f.store.Contact(ctx, teamA, store.ContactRef{ID: &id})
+	got, err = f.store.Audience.Contact(ctx, teamA, store.ContactRef{ID: &id})
 	require.NoError(t, err)
 	require.Equal(t, "Lee", got.LastName)
 	require.Equal(t, map[string]any{"plan": "pro", "seats": 12.5}, got.Properties)
 	require.Equal(t, []uuid.UUID{seg.ID}, got.SegmentIDs)
 	require.False(t, got.Unsubscribed)
-	topics, _, err := f.store.ContactTopics(ctx, teamA, id, store.Page{Limit: 10})
+	topics, _, err := f.store.Audience.ContactTopics(ctx, teamA, id, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, store.TopicOptOut, topics[0].Subscription)
 	_, page = get(t, c, f.srv.URL+"/dashboard/contacts/"+id.String())
@@ -138,7 +138,7 @@ func TestContactsPages(t *testing.T) {
 	edit.Del("segment")
 	res, _ = post(t, c, f.srv.URL+"/dashboard/contacts/"+id.String(), edit)
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
-	got, err = f.store.Contact(ctx, teamA, store.ContactRef{ID: &id})
+	got, err = f.store.Audience.Contact(ctx, teamA, store.ContactRef{ID: &id})
 	require.NoError(t, err)
 	require.Equal(t, map[string]any{"seats": 12.5}, got.Properties)
 	require.Empty(t, got.SegmentIDs)
@@ -146,7 +146,7 @@ func TestContactsPages(t *testing.T) {
 	// Unsubscribe from everything.
 	res, _ = post(t, c, f.srv.URL+"/dashboard/contacts/"+id.String()+"/unsubscribe", url.Values{"csrf": {token}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
-	got, err = f.store.Contact(ctx, teamA, store.ContactRef{ID: &id})
+	got, err = f.store.Audience.Contact(ctx, teamA, store.ContactRef{ID: &id})
 	require.NoError(t, err)
 	require.True(t, got.Unsubscribed)
 	_, page = get(t, c, f.srv.URL+res.Header.Get("Location"))
@@ -158,7 +158,7 @@ func TestContactsPages(t *testing.T) {
 	require.Contains(t, page, "Delete ann@shop.test?")
 	res, _ = post(t, c, f.srv.URL+"/dashboard/contacts/"+id.String()+"/delete", url.Values{"csrf": {token}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
-	_, err = f.store.Contact(ctx, teamA, store.ContactRef{ID: &id})
+	_, err = f.store.Audience.Contact(ctx, teamA, store.ContactRef{ID: &id})
 	require.ErrorIs(t, err, store.ErrNotFound)
 
 	// The changes went out as the API's webhook events.
@@ -174,7 +174,7 @@ func TestContactsPagination(t *testing.T) {
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
 	for i := range 55 {
-		_, err := f.store.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: teamA,
+		_, err := f.store.Audience.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: teamA,
 			Email: "p" + strings.Repeat("x", i) + "@shop.test"}, nil, nil)
 		require.NoError(t, err)
 	}
@@ -217,10 +217,10 @@ func TestSegmentsAndTopicsPages(t *testing.T) {
 	res, _ = post(t, c, f.srv.URL+"/dashboard/segments", url.Values{"csrf": {token}, "name": {" VIP "}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
 	seg := idAfter(t, res, "/dashboard/segments/")
-	member, err := f.store.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: teamA, Email: "vip@shop.test"},
+	member, err := f.store.Audience.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: teamA, Email: "vip@shop.test"},
 		[]uuid.UUID{seg}, nil)
 	require.NoError(t, err)
-	_, err = f.store.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: teamA, Email: "plain@shop.test"}, nil, nil)
+	_, err = f.store.Audience.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: teamA, Email: "plain@shop.test"}, nil, nil)
 	require.NoError(t, err)
 	_, page = get(t, c, f.srv.URL+"/dashboard/segments")
 	require.Contains(t, page, `>VIP</a>`)
@@ -231,9 +231,9 @@ func TestSegmentsAndTopicsPages(t *testing.T) {
 	require.Contains(t, page, "Delete VIP?")
 	res, _ = post(t, c, f.srv.URL+"/dashboard/segments/"+seg.String()+"/delete", url.Values{"csrf": {token}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
-	_, err = f.store.Segment(ctx, teamA, seg)
+	_, err = f.store.Audience.Segment(ctx, teamA, seg)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = f.store.Contact(ctx, teamA, store.ContactRef{ID: &member.ID})
+	_, err = f.store.Audience.Contact(ctx, teamA, store.ContactRef{ID: &member.ID})
 	require.NoError(t, err, "the segment's contacts stay")
 
 	// Topics.
@@ -248,7 +248,7 @@ func TestSegmentsAndTopicsPages(t *testing.T) {
 		"default_subscription": {"opt_out"}, "visibility": {"public"}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
 	tid := idAfter(t, res, "/dashboard/topics/")
-	tp, err := f.store.Topic(ctx, teamA, tid)
+	tp, err := f.store.Audience.Topic(ctx, teamA, tid)
 	require.NoError(t, err)
 	require.Equal(t, store.Topic{ID: tid, TeamID: teamA, Name: "News", Description: "Monthly", DefaultSubscription: "opt_out",
 		Visibility: "public", CreatedAt: tp.CreatedAt, UpdatedAt: tp.UpdatedAt}, tp)
@@ -261,14 +261,14 @@ func TestSegmentsAndTopicsPages(t *testing.T) {
 	res, _ = post(t, c, f.srv.URL+"/dashboard/topics/"+tid.String(), url.Values{"csrf": {token}, "name": {"Newsletter"},
 		"description": {""}, "visibility": {"private"}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
-	tp, err = f.store.Topic(ctx, teamA, tid)
+	tp, err = f.store.Audience.Topic(ctx, teamA, tid)
 	require.NoError(t, err)
 	require.Equal(t, []string{"Newsletter", "", "private", "opt_out"}, []string{tp.Name, tp.Description, tp.Visibility, tp.DefaultSubscription})
 	_, page = get(t, c, f.srv.URL+"/dashboard/topics/"+tid.String()+"/delete")
 	require.Contains(t, page, "Delete Newsletter?")
 	res, _ = post(t, c, f.srv.URL+"/dashboard/topics/"+tid.String()+"/delete", url.Values{"csrf": {token}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
-	_, err = f.store.Topic(ctx, teamA, tid)
+	_, err = f.store.Audience.Topic(ctx, teamA, tid)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.ElementsMatch(t, []string{"topic.created", "topic.updated", "topic.deleted"}, f.eventTypes(teamA, hook))
 }
@@ -341,7 +341,7 @@ func TestTemplateEditor(t *testing.T) {
 	require.Equal(t, "Variable 'UNDECLARED' is used in the template's html but not defined in the variables list.", out["error"])
 	_, frame = post(t, c, base+"/preview", bad)
 	require.Contains(t, frame, "Variable &#39;UNDECLARED&#39; is used")
-	got, err := f.store.TemplateByRef(ctx, teamA, id.String())
+	got, err := f.store.Templates.TemplateByRef(ctx, teamA, id.String())
 	require.NoError(t, err)
 	require.Equal(t, "Welcome", got.Name)
 	require.NotContains(t, got.Content.HTML, "POINTS", "previews save nothing")
@@ -355,7 +355,7 @@ func TestTemplateEditor(t *testing.T) {
 	// Save the draft, then publish.
 	res, _ = post(t, c, base, form)
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
-	got, err = f.store.TemplateByRef(ctx, teamA, "welcome")
+	got, err = f.store.Templates.TemplateByRef(ctx, teamA, "welcome")
 	require.NoError(t, err)
 	require.Equal(t, "<p>Hello {{{NAME}}}, you have {{{POINTS}}} points</p>", got.Content.HTML)
 	require.Nil(t, got.Content.Text)
@@ -370,7 +370,7 @@ func TestTemplateEditor(t *testing.T) {
 	res, _ = post(t, c, base, form)
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
 	require.Equal(t, "/dashboard/templates/"+id.String()+"?done=published", res.Header.Get("Location"))
-	got, err = f.store.TemplateByRef(ctx, teamA, id.String())
+	got, err = f.store.Templates.TemplateByRef(ctx, teamA, id.String())
 	require.NoError(t, err)
 	require.Equal(t, store.TemplatePublished, got.Status())
 	_, page = get(t, c, f.srv.URL+"/dashboard/templates")
@@ -399,9 +399,9 @@ func TestTemplateEditor(t *testing.T) {
 	require.Contains(t, page, "Delete ")
 	res, _ = post(t, c, f.srv.URL+"/dashboard/templates/"+dup.String()+"/delete", url.Values{"csrf": {token}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
-	_, err = f.store.TemplateByRef(ctx, teamA, dup.String())
+	_, err = f.store.Templates.TemplateByRef(ctx, teamA, dup.String())
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = f.store.TemplateByRef(ctx, teamA, id.String())
+	_, err = f.store.Templates.TemplateByRef(ctx, teamA, id.String())
 	require.NoError(t, err, "the original stays")
 }
 
@@ -421,13 +421,13 @@ func TestAudiencePagesAreTeamIsolated(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
-	ct, err := f.store.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: teamA, Email: "a@shop.test", FirstName: "Ann"}, nil, nil)
+	ct, err := f.store.Audience.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: teamA, Email: "a@shop.test", FirstName: "Ann"}, nil, nil)
 	require.NoError(t, err)
-	seg, err := f.store.CreateSegment(ctx, store.Segment{ID: uuid.New(), TeamID: teamA, Name: "A's"})
+	seg, err := f.store.Audience.CreateSegment(ctx, store.Segment{ID: uuid.New(), TeamID: teamA, Name: "A's"})
 	require.NoError(t, err)
-	tp, err := f.store.CreateTopic(ctx, store.Topic{ID: uuid.New(), TeamID: teamA, Name: "A news", DefaultSubscription: "opt_in", Visibility: "private"})
+	tp, err := f.store.Audience.CreateTopic(ctx, store.Topic{ID: uuid.New(), TeamID: teamA, Name: "A news", DefaultSubscription: "opt_in", Visibility: "private"})
 	require.NoError(t, err)
-	tpl, err := f.store.CreateTemplate(ctx, store.Template{ID: uuid.Must(uuid.NewV7()), TeamID: teamA, Name: "A template",
+	tpl, err := f.store.Templates.CreateTemplate(ctx, store.Template{ID: uuid.Must(uuid.NewV7()), TeamID: teamA, Name: "A template",
 		Content: store.TemplateContent{HTML: "<p>A</p>", Variables: []store.TemplateVariable{}}})
 	require.NoError(t, err)
 
@@ -463,19 +463,19 @@ func TestAudiencePagesAreTeamIsolated(t *testing.T) {
 		res, _ := post(t, cb, f.srv.URL+p, form)
 		require.Equal(t, http.StatusNotFound, res.StatusCode, p)
 	}
-	got, err := f.store.Contact(ctx, teamA, store.ContactRef{ID: &ct.ID})
+	got, err := f.store.Audience.Contact(ctx, teamA, store.ContactRef{ID: &ct.ID})
 	require.NoError(t, err)
 	require.Equal(t, "Ann", got.FirstName)
 	require.False(t, got.Unsubscribed)
-	_, err = f.store.Segment(ctx, teamA, seg.ID)
+	_, err = f.store.Audience.Segment(ctx, teamA, seg.ID)
 	require.NoError(t, err)
-	gotTopic, err := f.store.Topic(ctx, teamA, tp.ID)
+	gotTopic, err := f.store.Audience.Topic(ctx, teamA, tp.ID)
 	require.NoError(t, err)
 	require.Equal(t, "A news", gotTopic.Name)
-	gotTpl, err := f.store.TemplateByRef(ctx, teamA, tpl.ID.String())
+	gotTpl, err := f.store.Templates.TemplateByRef(ctx, teamA, tpl.ID.String())
 	require.NoError(t, err)
 	require.Equal(t, "A template", gotTpl.Name)
-	list, _, err := f.store.ListTemplates(ctx, uuid.MustParse(f.b.TeamID), store.Page{Limit: 10})
+	list, _, err := f.store.Templates.ListTemplates(ctx, uuid.MustParse(f.b.TeamID), store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, list, "no duplicate landed in team B")
 
@@ -488,7 +488,7 @@ func TestAudiencePagesAreTeamIsolated(t *testing.T) {
 		res, _ := post(t, ca, f.srv.URL+p, form)
 		require.Equal(t, http.StatusForbidden, res.StatusCode, p)
 	}
-	got, err = f.store.Contact(ctx, teamA, store.ContactRef{ID: &ct.ID})
+	got, err = f.store.Audience.Contact(ctx, teamA, store.ContactRef{ID: &ct.ID})
 	require.NoError(t, err)
 	require.Equal(t, "Ann", got.FirstName)
 }
@@ -522,7 +522,7 @@ func TestContactImportPages(t *testing.T) {
 	f := newFixture(t, func(c *dashboard.Config) { c.Imports = imports.New(imports.Config{}, c.Store) })
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
-	seg, err := f.store.CreateSegment(ctx, store.Segment{ID: uuid.New(), TeamID: teamA, Name: "Imported"})
+	seg, err := f.store.Audience.CreateSegment(ctx, store.Segment{ID: uuid.New(), TeamID: teamA, Name: "Imported"})
 	require.NoError(t, err)
 	c := f.browser()
 	f.login(c, f.a.Email, f.a.Password)
@@ -544,7 +544,7 @@ func TestContactImportPages(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, res.StatusCode)
 	require.Contains(t, page, "The CSV header has no <code>email</code> column", "the importer's reason")
 	require.Contains(t, page, `<option value="upsert" selected>`, "the choices are kept")
-	list, _, err := f.store.ListContactImports(ctx, teamA, "", store.Page{Limit: 10})
+	list, _, err := f.store.Audience.ListContactImports(ctx, teamA, "", store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, list, "a refused upload leaves nothing")
 
@@ -563,13 +563,13 @@ func TestContactImportPages(t *testing.T) {
 		"created": 0.0, "updated": 0.0, "skipped": 0.0, "failed": 0.0}, p)
 
 	// The import's workflow applies the chunks; the page follows.
-	imp, err := f.store.StartContactImport(ctx, id)
+	imp, err := f.store.Audience.StartContactImport(ctx, id)
 	require.NoError(t, err)
 	for seq := range imp.Chunks {
-		_, err := f.store.ApplyImportChunk(ctx, id, seq)
+		_, err := f.store.Audience.ApplyImportChunk(ctx, id, seq)
 		require.NoError(t, err)
 	}
-	_, err = f.store.FinishContactImport(ctx, id, "")
+	_, err = f.store.Audience.FinishContactImport(ctx, id, "")
 	require.NoError(t, err)
 	_, body = get(t, c, f.srv.URL+"/dashboard/contact-imports/"+id.String()+"/progress")
 	require.NoError(t, json.Unmarshal([]byte(body), &p))
@@ -611,7 +611,7 @@ func TestEmailsPagination(t *testing.T) {
 			FromDomain: "posthaste.test", To: []string{rcpt}, Subject: fmt.Sprintf("Letter %d", i),
 			LastEvent: store.EventQueued, CreatedAt: time.Now(),
 			Recipients: []store.Recipient{{Address: rcpt, Kind: "to", Domain: "posthaste.test", Status: "queued"}}}
-		_, err := f.store.InsertEmail(ctx, e)
+		_, err := f.store.Emails.InsertEmail(ctx, e)
 		require.NoError(t, err)
 	}
 	c := f.browser()

@@ -24,7 +24,7 @@ func (h *Handler) record(r *http.Request, e audit.Entry, detail map[string]any) 
 		}
 		e.Detail = string(b)
 	}
-	_, err := h.store.AppendAudit(r.Context(), e)
+	_, err := h.store.Privacy.AppendAudit(r.Context(), e)
 	return err
 }
 
@@ -67,7 +67,7 @@ func (h *Handler) recordSignIn(r *http.Request, user uuid.UUID, team *uuid.UUID,
 func (h *Handler) signInFailed(r *http.Request, user uuid.UUID, detail map[string]any) {
 	var team *uuid.UUID
 	if user != uuid.Nil {
-		if t, err := h.store.FirstTeam(r.Context(), user); err == nil {
+		if t, err := h.store.Sessions.FirstTeam(r.Context(), user); err == nil {
 			team = &t
 		}
 	}
@@ -107,7 +107,7 @@ func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request, se *store.Ses
 		d.Error, status = err.Error(), http.StatusUnprocessableEntity
 	} else {
 		p := pageOf(q, 50)
-		list, more, err := h.store.ListAudit(r.Context(), se.TeamID, f, p)
+		list, more, err := h.store.Privacy.ListAudit(r.Context(), se.TeamID, f, p)
 		if err != nil {
 			h.fail(w, r, err)
 			return

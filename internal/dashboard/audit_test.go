@@ -29,7 +29,7 @@ func (p proxied) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func teamAudit(t *testing.T, st *store.Store, team uuid.UUID, f audit.Filter) []audit.Entry {
 	t.Helper()
-	list, _, err := st.ListAudit(context.Background(), team, f, store.Page{Limit: 100})
+	list, _, err := st.Privacy.ListAudit(context.Background(), team, f, store.Page{Limit: 100})
 	require.NoError(t, err)
 	return list
 }
@@ -53,7 +53,7 @@ func TestDashboardActionsAreAudited(t *testing.T) {
 	_, page := get(t, c, f.srv.URL+"/dashboard/api-keys")
 	res, _ = post(t, c, f.srv.URL+"/dashboard/api-keys", url.Values{"csrf": {csrf(t, page)}, "name": {"ci"}})
 	require.Equal(t, http.StatusCreated, res.StatusCode)
-	keys, _, err := f.store.ListAPIKeys(ctx, teamA, store.Page{Limit: 10})
+	keys, _, err := f.store.Accounts.ListAPIKeys(ctx, teamA, store.Page{Limit: 10})
 	require.NoError(t, err)
 	var keyID uuid.UUID
 	for _, k := range keys {
@@ -79,7 +79,7 @@ func TestDashboardActionsAreAudited(t *testing.T) {
 	require.Equal(t, audit.ActorUnknown, signIns[1].ActorType)
 	require.Nil(t, signIns[1].ActorID)
 	require.Equal(t, owner.String(), signIns[1].TargetID)
-	n, err := f.store.VerifyAudit(ctx)
+	n, err := f.store.Privacy.VerifyAudit(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 4, n, "three sign-ins and a key")
 
@@ -101,8 +101,8 @@ func TestDashboardActionsAreAudited(t *testing.T) {
 	hash, err := password.Hash("member-password")
 	require.NoError(t, err)
 	member := store.User{ID: uuid.New(), Email: "member@example.com", PasswordHash: hash}
-	require.NoError(t, f.store.CreateUser(ctx, member))
-	require.NoError(t, f.store.AddMember(ctx, teamA, member.ID, "member"))
+	require.NoError(t, f.store.Accounts.CreateUser(ctx, member))
+	require.NoError(t, f.store.Accounts.AddMember(ctx, teamA, member.ID, "member"))
 	mc := f.browser()
 	f.login(mc, member.Email, "member-password")
 	res, page = get(t, mc, f.srv.URL+"/dashboard/audit")
@@ -116,6 +116,6 @@ func TestDashboardActionsAreAudited(t *testing.T) {
 	out := teamAudit(t, f.store, teamA, audit.Filter{Action: audit.SignOut})
 	require.Len(t, out, 1)
 	require.Equal(t, owner, *out[0].ActorID)
-	_, err = f.store.VerifyAudit(ctx)
+	_, err = f.store.Privacy.VerifyAudit(ctx)
 	require.NoError(t, err)
 }

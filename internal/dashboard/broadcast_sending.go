@@ -35,7 +35,7 @@ func (d broadcastData) Cancelable() bool {
 func (h *Handler) broadcastReport(w http.ResponseWriter, r *http.Request, se *store.Session, d *broadcastData) bool {
 	ctx := r.Context()
 	var err error
-	if d.Counts, err = h.store.BroadcastCounts(ctx, se.TeamID, d.Broadcast.ID); err != nil {
+	if d.Counts, err = h.store.Broadcasts.BroadcastCounts(ctx, se.TeamID, d.Broadcast.ID); err != nil {
 		h.fail(w, r, err)
 		return false
 	}
@@ -47,7 +47,7 @@ func (h *Handler) broadcastReport(w http.ResponseWriter, r *http.Request, se *st
 	}
 	p := pageOf(q, 50)
 	var more bool
-	if d.Recipients, more, err = h.store.BroadcastRecipients(ctx, se.TeamID, d.Broadcast.ID, d.Kind, "", p); err != nil {
+	if d.Recipients, more, err = h.store.Broadcasts.BroadcastRecipients(ctx, se.TeamID, d.Broadcast.ID, d.Kind, "", p); err != nil {
 		h.fail(w, r, err)
 		return false
 	}
@@ -157,7 +157,7 @@ func (h *Handler) sendBroadcast(w http.ResponseWriter, r *http.Request, se *stor
 			refuse(err)
 			return
 		}
-		if c.Contacts, err = h.store.BroadcastAudience(ctx, se.TeamID, *b.SegmentID, b.TopicID); err != nil {
+		if c.Contacts, err = h.store.Broadcasts.BroadcastAudience(ctx, se.TeamID, *b.SegmentID, b.TopicID); err != nil {
 			h.fail(w, r, err)
 			return
 		}
@@ -210,7 +210,7 @@ func (h *Handler) duplicateBroadcast(w http.ResponseWriter, r *http.Request, se 
 	if len(name) > broadcast.MaxName {
 		name = b.Name
 	}
-	dup, err := h.store.DuplicateBroadcast(r.Context(), se.TeamID, b.ID, id, name)
+	dup, err := h.store.Broadcasts.DuplicateBroadcast(r.Context(), se.TeamID, b.ID, id, name)
 	if err != nil {
 		h.failOr404(w, r, err)
 		return
@@ -241,7 +241,7 @@ func (h *Handler) broadcastProgress(w http.ResponseWriter, r *http.Request, se *
 	if !ok {
 		return
 	}
-	c, err := h.store.BroadcastCounts(r.Context(), se.TeamID, b.ID)
+	c, err := h.store.Broadcasts.BroadcastCounts(r.Context(), se.TeamID, b.ID)
 	if err != nil {
 		h.fail(w, r, err)
 		return

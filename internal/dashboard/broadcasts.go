@@ -76,7 +76,7 @@ func (h *Handler) broadcasts(w http.ResponseWriter, r *http.Request, se *store.S
 func (h *Handler) renderBroadcasts(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d broadcastsData) {
 	ctx := r.Context()
 	p := pageOf(r.URL.Query(), 50)
-	list, more, err := h.store.ListBroadcasts(ctx, se.TeamID, p)
+	list, more, err := h.store.Broadcasts.ListBroadcasts(ctx, se.TeamID, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -90,7 +90,7 @@ func (h *Handler) renderBroadcasts(w http.ResponseWriter, r *http.Request, se *s
 	for _, b := range list {
 		row := broadcastRow{Broadcast: b, SegmentName: segmentName(names, b.SegmentID)}
 		if b.Status != store.BroadcastDraft {
-			if row.Counts, err = h.store.BroadcastCounts(ctx, se.TeamID, b.ID); err != nil {
+			if row.Counts, err = h.store.Broadcasts.BroadcastCounts(ctx, se.TeamID, b.ID); err != nil {
 				h.fail(w, r, err)
 				return
 			}
@@ -108,7 +108,7 @@ const maxSegments = 100
 
 // segmentNames maps the team's segments to their names.
 func (h *Handler) segmentNames(ctx context.Context, team uuid.UUID) (map[uuid.UUID]string, error) {
-	list, _, err := h.store.ListSegments(ctx, team, store.Page{Limit: maxSegments})
+	list, _, err := h.store.Audience.ListSegments(ctx, team, store.Page{Limit: maxSegments})
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func starterDocument(team string) json.RawMessage {
 // defaultFrom is the sender of a new broadcast: an address of the team's
 // first verified domain, else the sandbox sender.
 func (h *Handler) defaultFrom(ctx context.Context, team uuid.UUID) (string, error) {
-	list, _, err := h.store.ListDomains(ctx, team, store.Page{Limit: 100})
+	list, _, err := h.store.Domains.ListDomains(ctx, team, store.Page{Limit: 100})
 	if err != nil {
 		return "", err
 	}
@@ -179,7 +179,7 @@ func memberSender(se *store.Session) submit.Sender { return submit.Sender{TeamID
 // body and opens its editor.
 func (h *Handler) addBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	ctx := r.Context()
-	segs, _, err := h.store.ListSegments(ctx, se.TeamID, store.Page{Limit: 1})
+	segs, _, err := h.store.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: 1})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -391,7 +391,7 @@ var broadcastNotices = map[string]string{
 
 func (h *Handler) loadBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Broadcast, bool) {
 	return byPathID(h, w, r, func(id uuid.UUID) (store.Broadcast, error) {
-		return h.store.Broadcast(r.Context(), se.TeamID, id)
+		return h.store.Broadcasts.Broadcast(r.Context(), se.TeamID, id)
 	})
 }
 
@@ -411,12 +411,12 @@ func (h *Handler) broadcast(w http.ResponseWriter, r *http.Request, se *store.Se
 func (h *Handler) renderBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d broadcastData) {
 	ctx := r.Context()
 	b := d.Broadcast
-	segs, _, err := h.store.ListSegments(ctx, se.TeamID, store.Page{Limit: maxSegments})
+	segs, _, err := h.store.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: maxSegments})
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	counts, err := h.store.SegmentContactCounts(ctx, se.TeamID)
+	counts, err := h.store.Broadcasts.SegmentContactCounts(ctx, se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -427,7 +427,7 @@ func (h *Handler) renderBroadcast(w http.ResponseWriter, r *http.Request, se *st
 			d.SegmentName = sg.Name
 		}
 	}
-	if d.Topics, _, err = h.store.ListTopics(ctx, se.TeamID, store.Page{Limit: 100}); err != nil {
+	if d.Topics, _, err = h.store.Audience.ListTopics(ctx, se.TeamID, store.Page{Limit: 100}); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -473,7 +473,7 @@ func (h *Handler) renderBroadcast(w http.ResponseWriter, r *http.Request, se *st
 // member's contact if the team has one, else sample names at the member's
 // address.
 func (h *Handler) sampleContact(ctx context.Context, se *store.Session) (store.BroadcastContact, error) {
-	c, err := h.store.Contact(ctx, se.TeamID, store.ContactRef{Email: se.UserEmail})
+	c, err := h.store.Audience.Contact(ctx, se.TeamID, store.ContactRef{Email: se.UserEmail})
 	if errors.Is(err, store.ErrNotFound) {
 		return store.BroadcastContact{Email: se.UserEmail, FirstName: "Jane", LastName: "Doe"}, nil
 	}

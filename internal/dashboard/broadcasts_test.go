@@ -53,7 +53,7 @@ func newBroadcastFixture(t *testing.T) *broadcastFixture {
 	t.Helper()
 	wk := &broadcastWaker{}
 	f := newFixture(t, func(cfg *dashboard.Config) {
-		cfg.Broadcasts = broadcast.NewService(broadcast.Config{Store: cfg.Store, Submit: submit.New(submit.Config{Store: cfg.Store}), Waker: wk})
+		cfg.Broadcasts = broadcast.NewService(broadcast.Config{Store: cfg.Store, Submit: submit.New(submit.Config{Store: submit.StoreOf(cfg.Store)}), Waker: wk})
 	})
 	bf := &broadcastFixture{fixture: f, waker: wk, c: f.browser()}
 	res, _ := f.login(bf.c, f.a.Email, f.a.Password)
@@ -67,10 +67,10 @@ func (f *broadcastFixture) addAudience() {
 	ctx := context.Background()
 	team := uuid.MustParse(f.a.TeamID)
 	var err error
-	f.segment, err = f.store.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "Newsletter"})
+	f.segment, err = f.store.Audience.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "Newsletter"})
 	require.NoError(t, err)
 	for i, addr := range []string{"delivered+1@posthaste.test", "delivered+2@posthaste.test", "gone@posthaste.test"} {
-		_, err := f.store.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: team, Email: addr,
+		_, err := f.store.Audience.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: team, Email: addr,
 			FirstName: []string{"Ada", "Bob", "Cy"}[i], Unsubscribed: i == 2}, []uuid.UUID{f.segment.ID}, nil)
 		require.NoError(t, err)
 	}
@@ -90,7 +90,7 @@ func (f *broadcastFixture) form(id uuid.UUID) url.Values {
 	t := f.t
 	res, page := get(t, f.c, f.srv.URL+"/dashboard/broadcasts/"+id.String())
 	require.Equal(t, http.StatusOK, res.StatusCode)
-	b, err := f.store.Broadcast(context.Background(), uuid.MustParse(f.a.TeamID), id)
+	b, err := f.store.Broadcasts.Broadcast(context.Background(), uuid.MustParse(f.a.TeamID), id)
 	require.NoError(t, err)
 	v := url.Values{"csrf": {csrf(t, page)}, "name": {b.Name}, "segment_id": {b.SegmentID.String()}, "topic_id": {""},
 		"from": {b.From}, "reply_to": {""}, "subject": {b.Subject}, "preview_text": {b.PreviewText},
@@ -99,7 +99,7 @@ func (f *broadcastFixture) form(id uuid.UUID) url.Values {
 }
 
 func (f *broadcastFixture) load(id uuid.UUID) store.Broadcast {
-	b, err := f.store.Broadcast(context.Background(), uuid.MustParse(f.a.TeamID), id)
+	b, err := f.store.Broadcasts.Broadcast(context.Background(), uuid.MustParse(f.a.TeamID), id)
 	require.NoError(f.t, err)
 	return b
 }
@@ -159,7 +159,7 @@ func TestBroadcastListAndCreate(t *testing.T) {
 	require.NotContains(t, page, "RESEND_UNSUBSCRIBE_URL")
 
 	// The member's own contact is the sample when there is one.
-	_, err := f.store.CreateContact(context.Background(), store.Contact{ID: uuid.Must(uuid.NewV7()),
+	_, err := f.store.Audience.CreateContact(context.Background(), store.Contact{ID: uuid.Must(uuid.NewV7()),
 		TeamID: uuid.MustParse(f.a.TeamID), Email: f.a.Email, FirstName: "Alice"}, nil, nil)
 	require.NoError(t, err)
 	_, page = get(t, f.c, f.srv.URL+"/dashboard/broadcasts/"+id.String()+"/preview")
@@ -252,7 +252,7 @@ func TestBroadcastSendTestSendAndCancel(t *testing.T) {
 	require.Contains(t, page, `id="test-sent"`)
 	m := testSentRe.FindStringSubmatch(page)
 	require.NotNil(t, m, "a link to the test's email")
-	e, err := f.store.GetEmail(ctx, team, uuid.MustParse(m[1]))
+	e, err := f.store.Emails.GetEmail(ctx, team, uuid.MustParse(m[1]))
 	require.NoError(t, err)
 	require.Equal(t, []string{f.a.Email}, e.To)
 	require.Equal(t, "[Test] Hello friend", e.Subject, "the member has no contact: fallbacks")

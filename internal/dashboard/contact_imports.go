@@ -103,7 +103,7 @@ func (h *Handler) contactImports(w http.ResponseWriter, r *http.Request, se *sto
 
 func (h *Handler) renderImports(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d importsData) {
 	ctx := r.Context()
-	list, _, err := h.store.ListContactImports(ctx, se.TeamID, "", store.Page{Limit: 20})
+	list, _, err := h.store.Audience.ListContactImports(ctx, se.TeamID, "", store.Page{Limit: 20})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -111,7 +111,7 @@ func (h *Handler) renderImports(w http.ResponseWriter, r *http.Request, se *stor
 	for _, imp := range list {
 		d.Imports = append(d.Imports, importRowOf(imp))
 	}
-	if d.Segments, _, err = h.store.ListSegments(ctx, se.TeamID, store.Page{Limit: 100}); err != nil {
+	if d.Segments, _, err = h.store.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: 100}); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -198,7 +198,7 @@ type importData struct {
 
 func (h *Handler) loadImport(w http.ResponseWriter, r *http.Request, se *store.Session) (importData, bool) {
 	imp, ok := byPathID(h, w, r, func(id uuid.UUID) (store.ContactImport, error) {
-		return h.store.ContactImport(r.Context(), se.TeamID, id)
+		return h.store.Audience.ContactImport(r.Context(), se.TeamID, id)
 	})
 	if !ok {
 		return importData{}, false
@@ -221,7 +221,7 @@ func (h *Handler) contactImport(w http.ResponseWriter, r *http.Request, se *stor
 		return
 	}
 	var err error
-	if d.Errors, err = h.store.ContactImportErrors(r.Context(), se.TeamID, d.Import.ID, importErrorsShown); err != nil {
+	if d.Errors, err = h.store.Audience.ContactImportErrors(r.Context(), se.TeamID, d.Import.ID, importErrorsShown); err != nil {
 		h.fail(w, r, err)
 		return
 	}

@@ -76,7 +76,7 @@ func (h *Handler) renderContacts(w http.ResponseWriter, r *http.Request, se *sto
 	q := r.URL.Query()
 	d.Query = strings.TrimSpace(q.Get("q"))
 	p := pageOf(q, 50)
-	list, more, err := h.store.ListContacts(r.Context(), se.TeamID, store.ContactFilter{Search: d.Query}, p)
+	list, more, err := h.store.Audience.ListContacts(r.Context(), se.TeamID, store.ContactFilter{Search: d.Query}, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -136,7 +136,7 @@ func (h *Handler) createContact(ctx context.Context, team uuid.UUID, f contactFo
 	if err != nil {
 		return store.Contact{}, err
 	}
-	ct, err := h.store.CreateContact(ctx, store.Contact{ID: id, TeamID: team, Email: addr, FirstName: f.FirstName,
+	ct, err := h.store.Audience.CreateContact(ctx, store.Contact{ID: id, TeamID: team, Email: addr, FirstName: f.FirstName,
 		LastName: f.LastName}, nil, nil, audience.EventContactCreated)
 	if err != nil {
 		return store.Contact{}, err
@@ -174,7 +174,7 @@ var contactNotices = map[string]string{
 // loadContact loads the {id} contact of the session's team.
 func (h *Handler) loadContact(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Contact, bool) {
 	return byPathID(h, w, r, func(id uuid.UUID) (store.Contact, error) {
-		return h.store.Contact(r.Context(), se.TeamID, store.ContactRef{ID: &id})
+		return h.store.Audience.Contact(r.Context(), se.TeamID, store.ContactRef{ID: &id})
 	})
 }
 
@@ -192,7 +192,7 @@ func (h *Handler) contact(w http.ResponseWriter, r *http.Request, se *store.Sess
 func (h *Handler) renderContact(w http.ResponseWriter, r *http.Request, se *store.Session, status int, page string, d contactData) {
 	ctx := r.Context()
 	if page == "contact" {
-		defs, err := h.store.ContactPropertiesByKey(ctx, se.TeamID)
+		defs, err := h.store.Audience.ContactPropertiesByKey(ctx, se.TeamID)
 		if err != nil {
 			h.fail(w, r, err)
 			return
@@ -208,7 +208,7 @@ func (h *Handler) renderContact(w http.ResponseWriter, r *http.Request, se *stor
 			d.Properties = append(d.Properties, p)
 		}
 		slices.SortFunc(d.Properties, func(a, b contactProperty) int { return strings.Compare(a.Key, b.Key) })
-		segs, _, err := h.store.ListSegments(ctx, se.TeamID, store.Page{Limit: 100})
+		segs, _, err := h.store.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: 100})
 		if err != nil {
 			h.fail(w, r, err)
 			return
@@ -218,7 +218,7 @@ func (h *Handler) renderContact(w http.ResponseWriter, r *http.Request, se *stor
 				Member: slices.Contains(d.Contact.SegmentIDs, sg.ID)})
 		}
 		if d.Topics == nil {
-			if d.Topics, _, err = h.store.ContactTopics(ctx, se.TeamID, d.Contact.ID, store.Page{Limit: 100}); err != nil {
+			if d.Topics, _, err = h.store.Audience.ContactTopics(ctx, se.TeamID, d.Contact.ID, store.Page{Limit: 100}); err != nil {
 				h.fail(w, r, err)
 				return
 			}
@@ -246,7 +246,7 @@ func (h *Handler) editContact(w http.ResponseWriter, r *http.Request, se *store.
 	shown := ct
 	shown.Email, shown.FirstName, shown.LastName, shown.Unsubscribed = email, first, last, unsub
 	shown.Properties = map[string]any{}
-	topics, _, err := h.store.ContactTopics(ctx, se.TeamID, ct.ID, store.Page{Limit: 100})
+	topics, _, err := h.store.Audience.ContactTopics(ctx, se.TeamID, ct.ID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -271,7 +271,7 @@ func (h *Handler) editContact(w http.ResponseWriter, r *http.Request, se *store.
 		}
 		h.failOr404(w, r, err)
 	}
-	defs, err := h.store.ContactPropertiesByKey(ctx, se.TeamID)
+	defs, err := h.store.Audience.ContactPropertiesByKey(ctx, se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -318,7 +318,7 @@ func (h *Handler) editContact(w http.ResponseWriter, r *http.Request, se *store.
 	}
 	for id := range want {
 		if !slices.Contains(ct.SegmentIDs, id) {
-			if err := h.store.AddContactToSegment(ctx, se.TeamID, ct.ID, id); err != nil {
+			if err := h.store.Audience.AddContactToSegment(ctx, se.TeamID, ct.ID, id); err != nil {
 				fail(err)
 				return
 			}
@@ -326,7 +326,7 @@ func (h *Handler) editContact(w http.ResponseWriter, r *http.Request, se *store.
 	}
 	for _, id := range ct.SegmentIDs {
 		if !want[id] {
-			if err := h.store.RemoveContactFromSegment(ctx, se.TeamID, ct.ID, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+			if err := h.store.Audience.RemoveContactFromSegment(ctx, se.TeamID, ct.ID, id); err != nil && !errors.Is(err, store.ErrNotFound) {
 				fail(err)
 				return
 			}
@@ -340,7 +340,7 @@ func (h *Handler) editContact(w http.ResponseWriter, r *http.Request, se *store.
 	if len(choices) > 0 {
 		events = append(events, audience.EventContactTopicsUpdated)
 	}
-	if _, err := h.store.UpdateContact(ctx, se.TeamID, store.ContactRef{ID: &ct.ID}, u, events...); err != nil {
+	if _, err := h.store.Audience.UpdateContact(ctx, se.TeamID, store.ContactRef{ID: &ct.ID}, u, events...); err != nil {
 		fail(err)
 		return
 	}
@@ -363,7 +363,7 @@ func (h *Handler) unsubscribeContact(w http.ResponseWriter, r *http.Request, se 
 		return
 	}
 	yes := true
-	_, err := h.store.UpdateContact(r.Context(), se.TeamID, store.ContactRef{ID: &ct.ID}, store.ContactUpdate{Unsubscribed: &yes},
+	_, err := h.store.Audience.UpdateContact(r.Context(), se.TeamID, store.ContactRef{ID: &ct.ID}, store.ContactUpdate{Unsubscribed: &yes},
 		audience.EventContactUpdated)
 	if err != nil {
 		h.failOr404(w, r, err)
@@ -385,7 +385,7 @@ func (h *Handler) deleteContact(w http.ResponseWriter, r *http.Request, se *stor
 	if !ok {
 		return
 	}
-	if _, err := h.store.DeleteContact(r.Context(), se.TeamID, store.ContactRef{ID: &ct.ID}, audience.EventContactDeleted); err != nil {
+	if _, err := h.store.Audience.DeleteContact(r.Context(), se.TeamID, store.ContactRef{ID: &ct.ID}, audience.EventContactDeleted); err != nil {
 		h.failOr404(w, r, err)
 		return
 	}

@@ -100,7 +100,7 @@ func (v *recordingVerifier) Verify(_ context.Context, id string) error {
 func newFixture(t *testing.T, opts ...func(*dashboard.Config)) *fixture {
 	t.Helper()
 	st := storetest.New(t)
-	authn := auth.NewAuthenticator(st, time.Second)
+	authn := auth.NewAuthenticator(st.Accounts, time.Second)
 	v := &recordingVerifier{}
 	wk := &recordingWaker{}
 	box, err := seal.New(bytes.Repeat([]byte{7}, 32))
@@ -117,7 +117,7 @@ func newFixture(t *testing.T, opts ...func(*dashboard.Config)) *fixture {
 	dash, err := dashboard.New(cfg)
 	require.NoError(t, err)
 	h, err := api.New(api.Config{Store: st, Auth: authn,
-		Submit: submit.New(submit.Config{Store: st}), Dashboard: dash})
+		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Dashboard: dash})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -271,11 +271,11 @@ func TestEmailsPagesShowOnlyTheTeamsEmails(t *testing.T) {
 		FromDomain: "posthaste.test", To: []string{"bounced@posthaste.test"}, Subject: "Quarterly <report>",
 		HTML: &html, LastEvent: store.EventQueued, CreatedAt: time.Now(),
 		Recipients: []store.Recipient{{Address: "bounced@posthaste.test", Kind: "to", Domain: "posthaste.test", Status: "queued"}}}
-	_, err := f.store.InsertEmail(ctx, e)
+	_, err := f.store.Emails.InsertEmail(ctx, e)
 	require.NoError(t, err)
-	_, err = f.store.SaveMessage(ctx, e.TeamID, e.ID, e.ID.String()+"@posthaste.test", []byte("Subject: Quarterly\r\nX-Test: yes\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nthe text part as sent\r\n"))
+	_, err = f.store.Emails.SaveMessage(ctx, e.TeamID, e.ID, e.ID.String()+"@posthaste.test", []byte("Subject: Quarterly\r\nX-Test: yes\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nthe text part as sent\r\n"))
 	require.NoError(t, err)
-	require.NoError(t, f.store.RecordEvents(ctx, e.ID, []store.Event{{Type: "sent"},
+	require.NoError(t, f.store.Emails.RecordEvents(ctx, e.ID, []store.Event{{Type: "sent"},
 		{Type: "bounced", Recipient: "bounced@posthaste.test", Detail: map[string]any{"type": "Permanent"}}}))
 
 	c := f.browser()
@@ -318,7 +318,7 @@ func TestEmailsPagesShowOnlyTheTeamsEmails(t *testing.T) {
 
 	// Metrics count the events (store.EmailMetrics, as GET /emails/metrics
 	// does): opens and clicks by people, each also once per recipient.
-	require.NoError(t, f.store.RecordEvents(ctx, e.ID, []store.Event{
+	require.NoError(t, f.store.Emails.RecordEvents(ctx, e.ID, []store.Event{
 		{Type: "opened", Recipient: "bounced@posthaste.test"}, {Type: "opened", Recipient: "bounced@posthaste.test"},
 		{Type: "opened", Recipient: "bounced@posthaste.test", Detail: map[string]any{"machine": true}},
 		{Type: "clicked", Recipient: "bounced@posthaste.test", Detail: map[string]any{"link": "https://example.com"}}}))
@@ -361,7 +361,7 @@ func TestAPIKeysPage(t *testing.T) {
 	res.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, res.StatusCode, "a sending key cannot read")
 
-	keys, _, err := f.store.ListAPIKeys(context.Background(), uuid.MustParse(f.a.TeamID), store.Page{Limit: 10})
+	keys, _, err := f.store.Accounts.ListAPIKeys(context.Background(), uuid.MustParse(f.a.TeamID), store.Page{Limit: 10})
 	require.NoError(t, err)
 	var id string
 	for _, k := range keys {
@@ -395,8 +395,8 @@ func TestDomainsAndSuppressionsPages(t *testing.T) {
 	dom := store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: teamA, Name: "shop.test", Region: "eu-west-1",
 		Status: store.DomainNotStarted, ReturnPath: "send", TLS: store.TLSOpportunistic, DKIMSelector: "posthaste",
 		DKIMPublicKey: "MIIBIjANBgkq", DKIMPrivateKey: []byte("sealed"), RecordStatus: map[string]string{"dkim": "verified"}}
-	require.NoError(t, f.store.CreateDomain(ctx, dom))
-	sp, _, err := f.store.AddSuppression(ctx, store.Suppression{ID: uuid.Must(uuid.NewV7()), TeamID: teamA,
+	require.NoError(t, f.store.Domains.CreateDomain(ctx, dom))
+	sp, _, err := f.store.Emails.AddSuppression(ctx, store.Suppression{ID: uuid.Must(uuid.NewV7()), TeamID: teamA,
 		Email: "gone@shop.test", Reason: "bounce"})
 	require.NoError(t, err)
 
@@ -415,7 +415,7 @@ func TestDomainsAndSuppressionsPages(t *testing.T) {
 	res, _ := post(t, c, f.srv.URL+"/dashboard/domains/"+dom.ID.String()+"/verify", url.Values{"csrf": {csrf(t, page)}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
 	require.Equal(t, []string{dom.ID.String()}, f.verifier.ids)
-	got, err := f.store.GetDomain(ctx, teamA, dom.ID)
+	got, err := f.store.Domains.GetDomain(ctx, teamA, dom.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.DomainPending, got.Status)
 
@@ -470,7 +470,7 @@ func TestTOTPSignIn(t *testing.T) {
 	secret, codes := f.enroll(c)
 
 	// The secret is stored sealed, never in the clear.
-	m, err := f.store.UserMFA(context.Background(), mustUser(t, f, f.a.Email), uuid.MustParse(f.a.TeamID))
+	m, err := f.store.Sessions.UserMFA(context.Background(), mustUser(t, f, f.a.Email), uuid.MustParse(f.a.TeamID))
 	require.NoError(t, err)
 	require.NotContains(t, string(m.SealedSecret), secret)
 
@@ -504,7 +504,7 @@ func TestTOTPSignIn(t *testing.T) {
 }
 
 func mustUser(t *testing.T, f *fixture, email string) uuid.UUID {
-	u, err := f.store.UserByEmail(context.Background(), email)
+	u, err := f.store.Accounts.UserByEmail(context.Background(), email)
 	require.NoError(t, err)
 	return u.ID
 }
@@ -517,8 +517,8 @@ func TestTeamCanRequireTOTP(t *testing.T) {
 	hash, err := password.Hash("member-password")
 	require.NoError(t, err)
 	member := store.User{ID: uuid.New(), Email: "member@example.com", PasswordHash: hash}
-	require.NoError(t, f.store.CreateUser(ctx, member))
-	require.NoError(t, f.store.AddMember(ctx, uuid.MustParse(f.a.TeamID), member.ID, "member"))
+	require.NoError(t, f.store.Accounts.CreateUser(ctx, member))
+	require.NoError(t, f.store.Accounts.AddMember(ctx, uuid.MustParse(f.a.TeamID), member.ID, "member"))
 
 	mc := f.browser()
 	f.login(mc, member.Email, "member-password")
@@ -563,15 +563,15 @@ func TestWebhooksPages(t *testing.T) {
 		Events: []string{"email.sent", "email.bounced"}, Status: store.WebhookEnabled, Secret: []byte("sealed")}
 	gone := store.Webhook{ID: uuid.Must(uuid.NewV7()), TeamID: teamA, Endpoint: "https://hooks.shop.test/gone",
 		Events: []string{"email.sent"}, Status: store.WebhookEnabled, Secret: []byte("sealed")}
-	require.NoError(t, f.store.CreateWebhook(ctx, live))
-	require.NoError(t, f.store.CreateWebhook(ctx, gone))
-	_, err := f.store.DisableWebhook(ctx, gone.ID, "the endpoint answered 410 Gone")
+	require.NoError(t, f.store.Webhooks.CreateWebhook(ctx, live))
+	require.NoError(t, f.store.Webhooks.CreateWebhook(ctx, gone))
+	_, err := f.store.Webhooks.DisableWebhook(ctx, gone.ID, "the endpoint answered 410 Gone")
 	require.NoError(t, err)
 	msg := store.WebhookMessage{ID: uuid.Must(uuid.NewV7()), TeamID: teamA, WebhookID: live.ID, Type: "email.sent",
 		OrderKey: "k", Payload: []byte(`{"type":"email.sent","data":{"subject":"<b>hi</b>"}}`), Status: "attempting"}
-	require.NoError(t, f.store.InsertWebhookMessage(ctx, msg))
+	require.NoError(t, f.store.Webhooks.InsertWebhookMessage(ctx, msg))
 	code := 503
-	_, err = f.store.RecordWebhookAttempt(ctx, store.AttemptOutcome{WebhookID: live.ID, TeamID: teamA, Status: "failed",
+	_, err = f.store.Webhooks.RecordWebhookAttempt(ctx, store.AttemptOutcome{WebhookID: live.ID, TeamID: teamA, Status: "failed",
 		Attempt: store.WebhookAttempt{ID: uuid.Must(uuid.NewV7()), MessageID: msg.ID, AttemptedAt: time.Now(),
 			ResponseStatus: &code, ResponseBody: "try later", DurationMS: 12}})
 	require.NoError(t, err)
@@ -594,7 +594,7 @@ func TestWebhooksPages(t *testing.T) {
 	res, _ := post(t, c, eventURL+"/replay", url.Values{"csrf": {csrf(t, page)}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
 	require.Equal(t, []string{live.ID.String()}, f.waker.ids)
-	m, err := f.store.GetWebhookMessage(ctx, teamA, live.ID, msg.ID)
+	m, err := f.store.Webhooks.GetWebhookMessage(ctx, teamA, live.ID, msg.ID)
 	require.NoError(t, err)
 	require.NotEqual(t, "failed", m.Status, "a replay delivers again")
 
@@ -610,7 +610,7 @@ func TestLogsPages(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	require.NoError(t, f.store.EnsureRequestLogPartitions(ctx, time.Now(), 2))
+	require.NoError(t, f.store.Insights.EnsureRequestLogPartitions(ctx, time.Now(), 2))
 	teamA, teamB := uuid.MustParse(f.a.TeamID), uuid.MustParse(f.b.TeamID)
 	req, resp := `{"from":"onboarding@posthaste.test"}`, `{"name":"rate_limit_exceeded"}`
 	ok := store.RequestLog{ID: uuid.Must(uuid.NewV7()), TeamID: &teamA, Method: "GET", Path: "/emails", Status: 200,
@@ -619,7 +619,7 @@ func TestLogsPages(t *testing.T) {
 		ClientAddr: "127.0.0.1", Duration: time.Millisecond, RequestBody: &req, ResponseBody: &resp, CreatedAt: time.Now()}
 	other := store.RequestLog{ID: uuid.Must(uuid.NewV7()), TeamID: &teamB, Method: "GET", Path: "/domains", Status: 200,
 		ClientAddr: "127.0.0.1", CreatedAt: time.Now()}
-	require.NoError(t, f.store.InsertRequestLogs(ctx, []store.RequestLog{ok, limited, other}))
+	require.NoError(t, f.store.Insights.InsertRequestLogs(ctx, []store.RequestLog{ok, limited, other}))
 
 	c := f.browser()
 	f.login(c, f.a.Email, f.a.Password)
@@ -646,8 +646,8 @@ func TestTeamPage(t *testing.T) {
 	hash, err := password.Hash("member-password")
 	require.NoError(t, err)
 	member := store.User{ID: uuid.New(), Email: "member@example.com", PasswordHash: hash}
-	require.NoError(t, f.store.CreateUser(ctx, member))
-	require.NoError(t, f.store.AddMember(ctx, teamA, member.ID, "member"))
+	require.NoError(t, f.store.Accounts.CreateUser(ctx, member))
+	require.NoError(t, f.store.Accounts.AddMember(ctx, teamA, member.ID, "member"))
 
 	// The member sees the team but cannot remove anyone.
 	mc := f.browser()

@@ -50,7 +50,7 @@ func (h *Handler) dataRequests(w http.ResponseWriter, r *http.Request, se *store
 func (h *Handler) renderDataRequests(w http.ResponseWriter, r *http.Request, se *store.Session, status int,
 	d dataRequestsData) {
 	p := pageOf(r.URL.Query(), 50)
-	list, more, err := h.store.ListDataRequests(r.Context(), se.TeamID, p)
+	list, more, err := h.store.Privacy.ListDataRequests(r.Context(), se.TeamID, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -102,7 +102,7 @@ func (h *Handler) downloadDataRequest(w http.ResponseWriter, r *http.Request, se
 		http.NotFound(w, r)
 		return
 	}
-	n, err := h.store.DataRequestArchiveChunks(r.Context(), se.TeamID, id)
+	n, err := h.store.Privacy.DataRequestArchiveChunks(r.Context(), se.TeamID, id)
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -46,7 +46,7 @@ func TestDataRequestsPage(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
 	_, page = get(t, c, f.srv.URL+res.Header.Get("Location"))
 	require.Contains(t, page, "Export requested.")
-	list, _, err := f.store.ListDataRequests(ctx, teamA, store.Page{Limit: 10})
+	list, _, err := f.store.Privacy.ListDataRequests(ctx, teamA, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	r := list[0]
@@ -64,13 +64,13 @@ func TestDataRequestsPage(t *testing.T) {
 	addr, err := svc.Address(r)
 	require.NoError(t, err)
 	require.Equal(t, "sam@example.org", addr)
-	_, err = f.store.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: teamA, Email: addr,
+	_, err = f.store.Audience.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: teamA, Email: addr,
 		FirstName: "Sam", Properties: map[string]any{}}, nil, nil)
 	require.NoError(t, err)
 	exp, err := svc.BuildExport(ctx, r, addr, time.Now())
 	require.NoError(t, err)
 	require.Equal(t, 1, exp.Found[datareq.FoundContacts])
-	_, err = f.store.FinishDataRequest(ctx, r.ID, store.DataRequestOutcome{Found: exp.Found,
+	_, err = f.store.Privacy.FinishDataRequest(ctx, r.ID, store.DataRequestOutcome{Found: exp.Found,
 		ArchiveSize: &exp.Size, ExpiresAt: &exp.ExpiresAt})
 	require.NoError(t, err)
 	_, page = get(t, c, f.srv.URL+"/dashboard/data-requests")
@@ -102,8 +102,8 @@ func TestDataRequestsPage(t *testing.T) {
 	hash, err := password.Hash("member-password")
 	require.NoError(t, err)
 	member := store.User{ID: uuid.New(), Email: "member@example.com", PasswordHash: hash}
-	require.NoError(t, f.store.CreateUser(ctx, member))
-	require.NoError(t, f.store.AddMember(ctx, teamA, member.ID, "member"))
+	require.NoError(t, f.store.Accounts.CreateUser(ctx, member))
+	require.NoError(t, f.store.Accounts.AddMember(ctx, teamA, member.ID, "member"))
 	mc := f.browser()
 	f.login(mc, member.Email, "member-password")
 	res, _ = get(t, mc, f.srv.URL+"/dashboard/data-requests")

@@ -60,7 +60,7 @@ func (h *Handler) domains(w http.ResponseWriter, r *http.Request, se *store.Sess
 }
 
 func (h *Handler) renderDomains(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d domainsData) {
-	list, _, err := h.store.ListDomains(r.Context(), se.TeamID, store.Page{Limit: 100})
+	list, _, err := h.store.Domains.ListDomains(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -110,7 +110,7 @@ type domainData struct {
 // loadDomain loads the {id} domain of the session's team.
 func (h *Handler) loadDomain(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Domain, bool) {
 	return byPathID(h, w, r, func(id uuid.UUID) (store.Domain, error) {
-		return h.store.GetDomain(r.Context(), se.TeamID, id)
+		return h.store.Domains.GetDomain(r.Context(), se.TeamID, id)
 	})
 }
 
@@ -235,7 +235,7 @@ type suppressionsData struct {
 }
 
 func (h *Handler) suppressions(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	list, _, err := h.store.ListSuppressions(r.Context(), se.TeamID, store.Page{Limit: 100})
+	list, _, err := h.store.Emails.ListSuppressions(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -246,7 +246,7 @@ func (h *Handler) suppressions(w http.ResponseWriter, r *http.Request, se *store
 
 func (h *Handler) removeSuppression(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if _, ok := byPathID(h, w, r, func(id uuid.UUID) (store.Suppression, error) {
-		return h.store.DeleteSuppression(r.Context(), se.TeamID, &id, "")
+		return h.store.Emails.DeleteSuppression(r.Context(), se.TeamID, &id, "")
 	}); !ok {
 		return
 	}

@@ -37,7 +37,7 @@ func TestAddDomainFromTheDashboard(t *testing.T) {
 	// A subscriber to domain events: adding from the dashboard emits them
 	// like the API does.
 	hook := uuid.Must(uuid.NewV7())
-	require.NoError(t, f.store.CreateWebhook(ctx, store.Webhook{ID: hook, TeamID: teamA,
+	require.NoError(t, f.store.Webhooks.CreateWebhook(ctx, store.Webhook{ID: hook, TeamID: teamA,
 		Endpoint: "https://hooks.shop.test/", Events: []string{"domain.created", "domain.updated", "domain.deleted"},
 		Status: store.WebhookEnabled, Secret: []byte("sealed")}))
 	c := f.browser()
@@ -79,7 +79,7 @@ func TestAddDomainFromTheDashboard(t *testing.T) {
 	res, _ = post(t, c, f.srv.URL+"/dashboard/domains", url.Values{"csrf": {token}, "name": {"Shop.Example.com"},
 		"region": {"eu-west-1"}, "custom_return_path": {"Bounce"}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
-	list, _, err := f.store.ListDomains(ctx, teamA, store.Page{Limit: 10})
+	list, _, err := f.store.Domains.ListDomains(ctx, teamA, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	d := list[0]
@@ -90,7 +90,7 @@ func TestAddDomainFromTheDashboard(t *testing.T) {
 	require.Equal(t, "posthaste", d.DKIMSelector)
 	require.NotEmpty(t, d.DKIMPublicKey)
 	require.NotEmpty(t, d.DKIMPrivateKey, "a sealed DKIM key")
-	msgs, _, err := f.store.ListWebhookMessages(ctx, teamA, hook, store.Page{Limit: 10})
+	msgs, _, err := f.store.Webhooks.ListWebhookMessages(ctx, teamA, hook, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	require.Equal(t, "domain.created", msgs[0].Type, "adding emits the event the API emits")
@@ -138,7 +138,7 @@ func TestDomainSettingsVerifyAndDelete(t *testing.T) {
 	res, _ := post(t, c, f.srv.URL+"/dashboard/domains/"+id.String()+"/settings", url.Values{"csrf": {csrf(t, p)},
 		"open_tracking": {"on"}, "tls": {"enforced"}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
-	d, err := f.store.GetDomain(ctx, teamA, id)
+	d, err := f.store.Domains.GetDomain(ctx, teamA, id)
 	require.NoError(t, err)
 	require.True(t, d.OpenTracking)
 	require.False(t, d.ClickTracking, "an unchecked box is off")
@@ -153,7 +153,7 @@ func TestDomainSettingsVerifyAndDelete(t *testing.T) {
 	res, _ = post(t, c, f.srv.URL+"/dashboard/domains/"+id.String()+"/settings", url.Values{"csrf": {csrf(t, p)},
 		"open_tracking": {"on"}, "tls": {"enforced"}, "receiving": {"on"}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
-	d, err = f.store.GetDomain(ctx, teamA, id)
+	d, err = f.store.Domains.GetDomain(ctx, teamA, id)
 	require.NoError(t, err)
 	require.Equal(t, store.ReceivingEnabled, d.Receiving)
 	p = page()
@@ -164,7 +164,7 @@ func TestDomainSettingsVerifyAndDelete(t *testing.T) {
 		"tls": {"sometimes"}})
 	require.Equal(t, http.StatusUnprocessableEntity, res.StatusCode)
 	require.Contains(t, p, "The <code>tls</code> field must be opportunistic or enforced.")
-	d, err = f.store.GetDomain(ctx, teamA, id)
+	d, err = f.store.Domains.GetDomain(ctx, teamA, id)
 	require.NoError(t, err)
 	require.True(t, d.OpenTracking, "nothing changed")
 
@@ -181,14 +181,14 @@ func TestDomainSettingsVerifyAndDelete(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, res.StatusCode)
 	require.Contains(t, p, "Type the domain name, news.example.org, to confirm.")
 	require.Contains(t, p, `value="news.example"`, "what was typed is kept")
-	_, err = f.store.GetDomain(ctx, teamA, id)
+	_, err = f.store.Domains.GetDomain(ctx, teamA, id)
 	require.NoError(t, err, "not deleted without the confirmation")
 
 	res, _ = post(t, c, f.srv.URL+"/dashboard/domains/"+id.String()+"/delete", url.Values{"csrf": {csrf(t, p)},
 		"confirm": {"News.Example.org"}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
 	require.Equal(t, "/dashboard/domains", res.Header.Get("Location"))
-	_, err = f.store.GetDomain(ctx, teamA, id)
+	_, err = f.store.Domains.GetDomain(ctx, teamA, id)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.Equal(t, []string{id.String()}, f.verifier.forgotten, "its verification stops")
 	res, _ = get(t, c, f.srv.URL+"/dashboard/domains/"+id.String())
@@ -211,7 +211,7 @@ func TestDomainPagesAreTeamScoped(t *testing.T) {
 	f.requireOutOfReach(cb, "/dashboard/domains", "/dashboard/domains/"+id.String(), []string{"", "/delete"},
 		[]string{"/settings", "/verify", "/delete"},
 		url.Values{"tls": {"enforced"}, "open_tracking": {"on"}, "confirm": {"private.example.net"}}, "private.example.net")
-	d, err := f.store.GetDomain(ctx, teamA, id)
+	d, err := f.store.Domains.GetDomain(ctx, teamA, id)
 	require.NoError(t, err, "still there")
 	require.Equal(t, store.TLSOpportunistic, d.TLS)
 	require.False(t, d.OpenTracking)

@@ -39,7 +39,7 @@ func (h *Handler) templates(w http.ResponseWriter, r *http.Request, se *store.Se
 }
 
 func (h *Handler) renderTemplates(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d templatesData) {
-	list, _, err := h.store.ListTemplates(r.Context(), se.TeamID, store.Page{Limit: 100})
+	list, _, err := h.store.Templates.ListTemplates(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -69,7 +69,7 @@ func (h *Handler) addTemplate(w http.ResponseWriter, r *http.Request, se *store.
 	t := store.Template{ID: id, TeamID: se.TeamID}
 	err = templates.Edit{Name: &name, HTML: &body}.Apply(&t, true)
 	if err == nil {
-		t, err = h.store.CreateTemplate(r.Context(), t)
+		t, err = h.store.Templates.CreateTemplate(r.Context(), t)
 	}
 	if f, ok := templateError(err); ok {
 		h.renderTemplates(w, r, se, http.StatusUnprocessableEntity, templatesData{Name: name, Error: f})
@@ -241,7 +241,7 @@ func applyForm(t *store.Template, f templateForm) error {
 
 func (h *Handler) loadTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Template, bool) {
 	return byPathID(h, w, r, func(id uuid.UUID) (store.Template, error) {
-		return h.store.TemplateByRef(r.Context(), se.TeamID, id.String())
+		return h.store.Templates.TemplateByRef(r.Context(), se.TeamID, id.String())
 	})
 }
 
@@ -275,7 +275,7 @@ func (h *Handler) saveTemplate(w http.ResponseWriter, r *http.Request, se *store
 		return
 	}
 	f := templateFormOf(r)
-	_, err := h.store.UpdateTemplate(r.Context(), se.TeamID, t.ID.String(), func(cur *store.Template) error {
+	_, err := h.store.Templates.UpdateTemplate(r.Context(), se.TeamID, t.ID.String(), func(cur *store.Template) error {
 		return applyForm(cur, f)
 	})
 	if fe, ok := templateError(err); ok {
@@ -288,7 +288,7 @@ func (h *Handler) saveTemplate(w http.ResponseWriter, r *http.Request, se *store
 	}
 	done := "saved"
 	if r.PostFormValue("action") == "publish" {
-		if _, err := h.store.PublishTemplate(r.Context(), se.TeamID, t.ID.String()); err != nil {
+		if _, err := h.store.Templates.PublishTemplate(r.Context(), se.TeamID, t.ID.String()); err != nil {
 			h.failOr404(w, r, err)
 			return
 		}
@@ -307,7 +307,7 @@ func (h *Handler) duplicateTemplate(w http.ResponseWriter, r *http.Request, se *
 		h.fail(w, r, err)
 		return
 	}
-	dup, err := h.store.DuplicateTemplate(r.Context(), se.TeamID, t.ID.String(), id)
+	dup, err := h.store.Templates.DuplicateTemplate(r.Context(), se.TeamID, t.ID.String(), id)
 	if err != nil {
 		h.failOr404(w, r, err)
 		return
@@ -325,7 +325,7 @@ func (h *Handler) deleteTemplatePage(w http.ResponseWriter, r *http.Request, se 
 
 func (h *Handler) deleteTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if _, ok := byPathID(h, w, r, func(id uuid.UUID) (store.Template, error) {
-		return h.store.DeleteTemplate(r.Context(), se.TeamID, id.String())
+		return h.store.Templates.DeleteTemplate(r.Context(), se.TeamID, id.String())
 	}); !ok {
 		return
 	}

@@ -47,7 +47,7 @@ func TestEmailPreviewLoadsNothingRemoteUntilAsked(t *testing.T) {
 		FromDomain: "posthaste.test", To: []string{"delivered@posthaste.test"}, Subject: "Pixel",
 		HTML: &html, LastEvent: store.EventQueued, CreatedAt: time.Now(),
 		Recipients: []store.Recipient{{Address: "delivered@posthaste.test", Kind: "to", Domain: "posthaste.test", Status: "queued"}}}
-	_, err := f.store.InsertEmail(context.Background(), e)
+	_, err := f.store.Emails.InsertEmail(context.Background(), e)
 	require.NoError(t, err)
 	c := f.browser()
 	f.login(c, f.a.Email, f.a.Password)

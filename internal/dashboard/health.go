@@ -43,14 +43,14 @@ type healthRate struct {
 func (h *Handler) health(ctx context.Context, team uuid.UUID) (healthSection, error) {
 	window := health.DefaultWindow
 	var pause *health.Pause
-	th, err := h.store.TeamHealth(ctx, team)
+	th, err := h.store.Insights.TeamHealth(ctx, team)
 	switch {
 	case err == nil:
 		window, pause = th.Window, th.State.Paused
 	case !errors.Is(err, store.ErrNotFound):
 		return healthSection{}, err
 	}
-	c, err := h.store.HealthCounts(ctx, team, h.now(), window)
+	c, err := h.store.Insights.HealthCounts(ctx, team, h.now(), window)
 	if err != nil {
 		return healthSection{}, fmt.Errorf("counting the team's outcomes: %w", err)
 	}

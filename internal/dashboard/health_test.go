@@ -37,7 +37,7 @@ func TestMetricsPageShowsAccountHealth(t *testing.T) {
 	require.Contains(t, page, `data-health-pending="complaint"`, "complaints wait for 1250 delivered recipients")
 	require.NotContains(t, page, `id="health-paused"`)
 
-	_, err := f.store.EvaluateHealth(ctx, time.Now(), health.DefaultWindow, true)
+	_, err := f.store.Insights.EvaluateHealth(ctx, time.Now(), health.DefaultWindow, true)
 	require.NoError(t, err)
 	_, page = get(t, c, f.srv.URL+"/dashboard/metrics")
 	require.Contains(t, page, `id="health-paused">Sending is paused for this team: its bounce rate over the last 30 days was 10.00 %`)

@@ -26,9 +26,9 @@ func TestReceivingShowsInboundBudget(t *testing.T) {
 	d := store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: teamA, Name: "in.example.test", Region: "us-east-1",
 		Status: store.DomainVerified, ReturnPath: "send", TLS: store.TLSOpportunistic, DKIMSelector: "posthaste",
 		DKIMPublicKey: "cHVibGlj", DKIMPrivateKey: []byte("sealed"), Receiving: store.ReceivingEnabled}
-	require.NoError(t, f.store.CreateDomain(ctx, d))
+	require.NoError(t, f.store.Domains.CreateDomain(ctx, d))
 	in := store.NewInbound(f.store, nil)
-	rt := inroute.New(f.store, nil, nil)
+	rt := inroute.New(f.store.Received, f.store.Emails, nil, nil)
 	in.SetBudget(budget)
 	receive := func() {
 		r, err := rt.Route(ctx, "help@in.example.test")

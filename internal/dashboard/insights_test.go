@@ -25,7 +25,7 @@ func TestEmailPageShowsInsights(t *testing.T) {
 			LastEvent: store.EventQueued, CreatedAt: time.Now(), Insights: insights,
 			Recipients: []store.Recipient{{Address: "delivered@posthaste.test", Kind: "to", Domain: "posthaste.test",
 				Status: "queued"}}}
-		_, err := f.store.InsertEmail(ctx, e)
+		_, err := f.store.Emails.InsertEmail(ctx, e)
 		require.NoError(t, err)
 		return e.ID
 	}

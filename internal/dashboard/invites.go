@@ -74,7 +74,7 @@ func (h *Handler) invite(w http.ResponseWriter, r *http.Request, se *store.Sessi
 		h.renderTeam(w, r, se, http.StatusUnprocessableEntity, teamData{Error: "Enter the email address to invite."})
 		return
 	}
-	members, err := h.store.TeamMembers(r.Context(), se.TeamID, []string{email})
+	members, err := h.store.Accounts.TeamMembers(r.Context(), se.TeamID, []string{email})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -85,7 +85,7 @@ func (h *Handler) invite(w http.ResponseWriter, r *http.Request, se *store.Sessi
 	}
 	if h.cfg.Mailer != nil {
 		lim := h.mailLimits()
-		err := h.store.ReserveSystemMail(r.Context(), store.SystemMail{Kind: store.SystemMailInvitation, TeamID: se.TeamID,
+		err := h.store.Emails.ReserveSystemMail(r.Context(), store.SystemMail{Kind: store.SystemMailInvitation, TeamID: se.TeamID,
 			Email: email}, lim, h.now())
 		switch {
 		case errors.Is(err, store.ErrTeamMailLimit):
@@ -104,7 +104,7 @@ func (h *Handler) invite(w http.ResponseWriter, r *http.Request, se *store.Sessi
 		}
 	}
 	tok := randomToken()
-	inv, err := h.store.Invite(r.Context(), store.Invitation{ID: uuid.New(), TeamID: se.TeamID, Email: email, Role: role,
+	inv, err := h.store.Accounts.Invite(r.Context(), store.Invitation{ID: uuid.New(), TeamID: se.TeamID, Email: email, Role: role,
 		InvitedBy: &se.UserID, ExpiresAt: h.now().Add(invitationLifetime)}, tokenHash(tok))
 	if err != nil {
 		h.fail(w, r, err)
@@ -123,7 +123,7 @@ func (h *Handler) invite(w http.ResponseWriter, r *http.Request, se *store.Sessi
 		h.logger.Error("sending an invitation", "team_id", se.TeamID, "err", err)
 		d = teamData{InviteLink: link, Error: "The invitation email could not be sent. Send " + email +
 			" this link yourself: it works once, for 7 days."}
-	} else if err := h.store.MarkInvitationEmailed(r.Context(), tokenHash(tok)); err != nil {
+	} else if err := h.store.Accounts.MarkInvitationEmailed(r.Context(), tokenHash(tok)); err != nil {
 		// The link still works; joining with it just does not prove the
 		// address.
 		h.logger.Error("recording that an invitation was emailed", "team_id", se.TeamID, "err", err)
@@ -147,7 +147,7 @@ func (h *Handler) revokeInvitation(w http.ResponseWriter, r *http.Request, se *s
 		return
 	}
 	if _, ok := byPathID(h, w, r, func(id uuid.UUID) (struct{}, error) {
-		return struct{}{}, h.store.RevokeInvitation(r.Context(), se.TeamID, id)
+		return struct{}{}, h.store.Accounts.RevokeInvitation(r.Context(), se.TeamID, id)
 	}); ok && h.audited(w, r, se, audit.InviteRevoke, "invitation", r.PathValue("id"), nil) {
 		http.Redirect(w, r, "/dashboard/team", http.StatusSeeOther)
 	}
@@ -184,7 +184,7 @@ func (h *Handler) invitationPage(w http.ResponseWriter, r *http.Request) {
 // live it answers (see invalidInvitation) and returns false.
 func (h *Handler) liveInvitation(w http.ResponseWriter, r *http.Request) (inviteData, bool) {
 	tok := r.PathValue("token")
-	inv, err := h.store.InvitationByToken(r.Context(), tokenHash(tok))
+	inv, err := h.store.Accounts.InvitationByToken(r.Context(), tokenHash(tok))
 	if err != nil {
 		h.invalidInvitation(w, r, err)
 		return inviteData{}, false
@@ -203,7 +203,7 @@ func (h *Handler) invalidInvitation(w http.ResponseWriter, r *http.Request, err 
 }
 
 func (h *Handler) showInvitation(w http.ResponseWriter, r *http.Request, status int, d inviteData) {
-	u, err := h.store.UserByEmail(r.Context(), d.Invitation.Email)
+	u, err := h.store.Accounts.UserByEmail(r.Context(), d.Invitation.Email)
 	if errors.Is(err, store.ErrNotFound) {
 		d.State = inviteNewUser
 		h.render(w, status, "invite", view{Title: "Join " + d.Invitation.TeamName, CSRF: h.formToken(w), Data: d})
@@ -261,7 +261,7 @@ func (h *Handler) joinAsNewUser(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u := store.User{ID: uuid.New(), Name: d.Name, PasswordHash: hash}
-	inv, err := h.store.AcceptInvitationAsNewUser(r.Context(), tokenHash(d.Token), u)
+	inv, err := h.store.Accounts.AcceptInvitationAsNewUser(r.Context(), tokenHash(d.Token), u)
 	if errors.Is(err, store.ErrConflict) {
 		// The address got a user meanwhile: that user signs in to accept.
 		h.showInvitation(w, r, http.StatusConflict, d)
@@ -286,12 +286,12 @@ func (h *Handler) joinAsNewUser(w http.ResponseWriter, r *http.Request) {
 // a member of the team, spends the invitation and switches the session to
 // that team.
 func (h *Handler) acceptInvitation(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	inv, err := h.store.AcceptInvitation(r.Context(), tokenHash(r.PathValue("token")), se.UserID)
+	inv, err := h.store.Accounts.AcceptInvitation(r.Context(), tokenHash(r.PathValue("token")), se.UserID)
 	if err != nil {
 		h.invalidInvitation(w, r, err)
 		return
 	}
-	if err := h.store.SetSessionTeam(r.Context(), se.IDHash, inv.TeamID); err != nil {
+	if err := h.store.Accounts.SetSessionTeam(r.Context(), se.IDHash, inv.TeamID); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -314,7 +314,7 @@ type addressData struct {
 }
 
 func (h *Handler) addressState(ctx context.Context, userID uuid.UUID) (addressData, error) {
-	u, err := h.store.UserByID(ctx, userID)
+	u, err := h.store.Accounts.UserByID(ctx, userID)
 	if err != nil {
 		return addressData{}, fmt.Errorf("reading the user: %w", err)
 	}

@@ -47,8 +47,8 @@ func (f *fixture) addMember(team, email, pw, role string) uuid.UUID {
 	hash, err := password.Hash(pw)
 	require.NoError(f.t, err)
 	u := store.User{ID: uuid.New(), Email: email, PasswordHash: hash}
-	require.NoError(f.t, f.store.CreateUser(context.Background(), u))
-	require.NoError(f.t, f.store.AddMember(context.Background(), uuid.MustParse(team), u.ID, role))
+	require.NoError(f.t, f.store.Accounts.CreateUser(context.Background(), u))
+	require.NoError(f.t, f.store.Accounts.AddMember(context.Background(), uuid.MustParse(team), u.ID, role))
 	return u.ID
 }
 
@@ -91,7 +91,7 @@ func TestInviteANewUser(t *testing.T) {
 	_, page = get(t, c, f.srv.URL+"/dashboard/team")
 	require.Contains(t, page, "New Person")
 	require.Contains(t, page, f.a.Email, "a member of team A")
-	role, err := f.store.MemberRole(context.Background(), uuid.MustParse(f.a.TeamID), mustUser(t, f, "new.person@example.com"))
+	role, err := f.store.Sessions.MemberRole(context.Background(), uuid.MustParse(f.a.TeamID), mustUser(t, f, "new.person@example.com"))
 	require.NoError(t, err)
 	require.Equal(t, "member", role)
 
@@ -142,7 +142,7 @@ func TestInviteAnExistingUser(t *testing.T) {
 	_, page = get(t, c, f.srv.URL+"/dashboard/team")
 	require.Contains(t, page, f.a.Email, "the session moved to team A")
 	require.Contains(t, page, "/dashboard/team/invitations", "as an owner")
-	role, err := f.store.MemberRole(context.Background(), uuid.MustParse(f.a.TeamID), mustUser(t, f, f.b.Email))
+	role, err := f.store.Sessions.MemberRole(context.Background(), uuid.MustParse(f.a.TeamID), mustUser(t, f, f.b.Email))
 	require.NoError(t, err)
 	require.Equal(t, "owner", role)
 
@@ -183,7 +183,7 @@ func TestInvitationRules(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, res.StatusCode)
 	res, _ = get(t, f.browser(), f.srv.URL+second)
 	require.Equal(t, http.StatusOK, res.StatusCode)
-	invs, err := f.store.Invitations(ctx, uuid.MustParse(f.a.TeamID))
+	invs, err := f.store.Accounts.Invitations(ctx, uuid.MustParse(f.a.TeamID))
 	require.NoError(t, err)
 	require.Len(t, invs, 1)
 	revoke := f.srv.URL + "/dashboard/team/invitations/" + invs[0].ID.String() + "/revoke"
@@ -209,7 +209,7 @@ func TestInvitationRules(t *testing.T) {
 
 	// An expired link gets the same page; unknown ones too.
 	sum := sha256.Sum256([]byte("expired-token"))
-	_, err = f.store.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: uuid.MustParse(f.a.TeamID), Email: "late@example.com",
+	_, err = f.store.Accounts.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: uuid.MustParse(f.a.TeamID), Email: "late@example.com",
 		Role: "member", ExpiresAt: time.Now().Add(-time.Minute)}, sum[:])
 	require.NoError(t, err)
 	_, page = get(t, oc, f.srv.URL+"/dashboard/team")
@@ -222,7 +222,7 @@ func TestInvitationRules(t *testing.T) {
 		res, _ = post(t, c, f.srv.URL+"/dashboard/invite/"+tok, url.Values{"password": {"long-enough-pw"}, "confirm": {"long-enough-pw"}})
 		require.Equal(t, http.StatusNotFound, res.StatusCode, tok)
 	}
-	_, err = f.store.UserByEmail(ctx, "late@example.com")
+	_, err = f.store.Accounts.UserByEmail(ctx, "late@example.com")
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 

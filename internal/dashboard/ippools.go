@@ -46,7 +46,7 @@ type ipAddressView struct {
 // listed.
 func (h *Handler) ipPools(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	d := ipPoolsData{Schedule: scheduleText(h.cfg.Warmup), Overflow: h.cfg.WarmupOverflow}
-	members, err := h.store.Members(r.Context(), se.TeamID)
+	members, err := h.store.Accounts.Members(r.Context(), se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -56,12 +56,12 @@ func (h *Handler) ipPools(w http.ResponseWriter, r *http.Request, se *store.Sess
 	}
 	if d.Owner {
 		now := h.now()
-		addrs, err := h.store.WarmupAddresses(r.Context(), now)
+		addrs, err := h.store.Domains.WarmupAddresses(r.Context(), now)
 		if err != nil {
 			h.fail(w, r, err)
 			return
 		}
-		own, err := h.store.TeamIPPools(r.Context(), se.TeamID)
+		own, err := h.store.Domains.TeamIPPools(r.Context(), se.TeamID)
 		if err != nil {
 			h.fail(w, r, err)
 			return

@@ -33,19 +33,19 @@ func TestIPPoolsPageShowsTheWarmup(t *testing.T) {
 	addr := func(ip, ehlo string) store.IPAddress {
 		return store.IPAddress{IP: netip.MustParseAddr(ip), EHLOName: ehlo}
 	}
-	require.NoError(t, f.store.SyncIPPools(ctx, []store.IPPool{
+	require.NoError(t, f.store.Domains.SyncIPPools(ctx, []store.IPPool{
 		{Name: "shared", Addresses: []store.IPAddress{addr("203.0.113.5", "mta5.example.com"), addr("203.0.113.6", "mta6.example.com")}},
 		{Name: "acme", Addresses: []store.IPAddress{addr("203.0.113.9", "mta9.example.com")}},
 		{Name: "beta", Addresses: []store.IPAddress{addr("203.0.113.77", "mta77.example.com")}},
 	}))
-	require.NoError(t, f.store.SetTeamIPPool(ctx, uuid.MustParse(f.a.TeamID), "acme"))
-	require.NoError(t, f.store.SetTeamIPPool(ctx, uuid.MustParse(f.b.TeamID), "beta"))
-	require.NoError(t, f.store.SyncIPPools(ctx, []store.IPPool{{Name: "shared", Addresses: []store.IPAddress{
+	require.NoError(t, f.store.Domains.SetTeamIPPool(ctx, uuid.MustParse(f.a.TeamID), "acme"))
+	require.NoError(t, f.store.Domains.SetTeamIPPool(ctx, uuid.MustParse(f.b.TeamID), "beta"))
+	require.NoError(t, f.store.Domains.SyncIPPools(ctx, []store.IPPool{{Name: "shared", Addresses: []store.IPAddress{
 		addr("203.0.113.5", "mta5.example.com")}}}), "203.0.113.6 retires")
 	day1 := now.Add(-48 * time.Hour) // today is day 3
-	require.NoError(t, f.store.SetWarmup(ctx, netip.MustParseAddr("203.0.113.9"), &day1))
-	require.NoError(t, f.store.SetWarmup(ctx, netip.MustParseAddr("203.0.113.5"), nil))
-	got, err := f.store.TakeWarmup(ctx, netip.MustParseAddr("203.0.113.9"), 42, sched, now)
+	require.NoError(t, f.store.Domains.SetWarmup(ctx, netip.MustParseAddr("203.0.113.9"), &day1))
+	require.NoError(t, f.store.Domains.SetWarmup(ctx, netip.MustParseAddr("203.0.113.5"), nil))
+	got, err := f.store.Domains.TakeWarmup(ctx, netip.MustParseAddr("203.0.113.9"), 42, sched, now)
 	require.NoError(t, err)
 	require.Equal(t, 42, got)
 
@@ -72,15 +72,15 @@ func TestIPPoolsPageShowsTheWarmup(t *testing.T) {
 
 	// Started a day earlier, the warm-up is over.
 	day0 := day1.Add(-24 * time.Hour)
-	require.NoError(t, f.store.SetWarmup(ctx, netip.MustParseAddr("203.0.113.9"), &day0))
+	require.NoError(t, f.store.Domains.SetWarmup(ctx, netip.MustParseAddr("203.0.113.9"), &day0))
 	_, page = get(t, c, f.srv.URL+"/dashboard/ip-pools")
 	require.Contains(t, row("203.0.113.9"), `<span class="badge ok">done</span>`)
 
 	hash, err := password.Hash("member-password")
 	require.NoError(t, err)
 	member := store.User{ID: uuid.New(), Email: "member@example.com", PasswordHash: hash}
-	require.NoError(t, f.store.CreateUser(ctx, member))
-	require.NoError(t, f.store.AddMember(ctx, uuid.MustParse(f.a.TeamID), member.ID, "member"))
+	require.NoError(t, f.store.Accounts.CreateUser(ctx, member))
+	require.NoError(t, f.store.Accounts.AddMember(ctx, uuid.MustParse(f.a.TeamID), member.ID, "member"))
 	mc := f.browser()
 	f.login(mc, member.Email, "member-password")
 	res, page = get(t, mc, f.srv.URL+"/dashboard/ip-pools")

@@ -28,7 +28,7 @@ func (h *Handler) logs(w http.ResponseWriter, r *http.Request, se *store.Session
 	}
 	f.Path = d.Path
 	p := pageOf(q, 50)
-	list, more, err := h.store.ListRequestLogs(r.Context(), se.TeamID, f, p)
+	list, more, err := h.store.Insights.ListRequestLogs(r.Context(), se.TeamID, f, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -50,7 +50,7 @@ func (h *Handler) logs(w http.ResponseWriter, r *http.Request, se *store.Session
 // logEntry shows one request with both bodies (already redacted when logged).
 func (h *Handler) logEntry(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	l, ok := byPathID(h, w, r, func(id uuid.UUID) (store.RequestLog, error) {
-		return h.store.GetRequestLog(r.Context(), se.TeamID, id)
+		return h.store.Insights.GetRequestLog(r.Context(), se.TeamID, id)
 	})
 	if !ok {
 		return

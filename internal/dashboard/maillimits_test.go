@@ -52,7 +52,7 @@ func TestInvitationEmailLimits(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, res.StatusCode)
 	require.Contains(t, page, "This team has sent 3 invitation emails in the last hour")
 	require.Len(t, f.mailer.mails(), 3)
-	invs, err := f.store.Invitations(ctx, uuid.MustParse(f.a.TeamID))
+	invs, err := f.store.Accounts.Invitations(ctx, uuid.MustParse(f.a.TeamID))
 	require.NoError(t, err)
 	require.Len(t, invs, 2, "no invitation stored for z")
 

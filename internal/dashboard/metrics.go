@@ -81,12 +81,12 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, se *store.Sess
 		d.Domain = id.String()
 		mq.DomainIDs = []uuid.UUID{id}
 	}
-	m, err := h.store.EmailMetrics(r.Context(), se.TeamID, mq)
+	m, err := h.store.Insights.EmailMetrics(r.Context(), se.TeamID, mq)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	if d.Domains, _, err = h.store.ListDomains(r.Context(), se.TeamID, store.Page{Limit: 100}); err != nil {
+	if d.Domains, _, err = h.store.Domains.ListDomains(r.Context(), se.TeamID, store.Page{Limit: 100}); err != nil {
 		h.fail(w, r, err)
 		return
 	}

@@ -58,7 +58,7 @@ var errTOTPReplayed = errors.New("the code was already used")
 func (h *Handler) checkTOTP(ctx context.Context, userID uuid.UUID, secret, code string) (bool, error) {
 	steps := totpSteps(code, secret, h.now())
 	for _, step := range steps {
-		ok, err := h.store.UseTOTPStep(ctx, userID, step)
+		ok, err := h.store.Sessions.UseTOTPStep(ctx, userID, step)
 		if err != nil || ok {
 			return ok, err
 		}
@@ -127,7 +127,7 @@ func (h *Handler) mfa(w http.ResponseWriter, r *http.Request, se *store.Session)
 	h.throttle.Reset(user.Name)
 	h.throttle.Refund(h.now(), address)
 	tok := randomToken()
-	if err := h.store.CompleteMFA(r.Context(), se.IDHash, tokenHash(tok), h.now().Add(sessionLifetime)); errors.Is(err, store.ErrNotFound) {
+	if err := h.store.Sessions.CompleteMFA(r.Context(), se.IDHash, tokenHash(tok), h.now().Add(sessionLifetime)); errors.Is(err, store.ErrNotFound) {
 		// Expired, or passed by a parallel request meanwhile.
 		h.toLogin(w, r)
 		return
@@ -143,7 +143,7 @@ func (h *Handler) mfa(w http.ResponseWriter, r *http.Request, se *store.Session)
 // secondFactor checks the posted code: the authenticator's, or else a
 // recovery code (longer), which it spends.
 func (h *Handler) secondFactor(r *http.Request, se *store.Session) (bool, error) {
-	m, err := h.store.UserMFA(r.Context(), se.UserID, se.TeamID)
+	m, err := h.store.Sessions.UserMFA(r.Context(), se.UserID, se.TeamID)
 	if err != nil {
 		return false, err
 	}
@@ -153,7 +153,7 @@ func (h *Handler) secondFactor(r *http.Request, se *store.Session) (bool, error)
 	}
 	code := strings.TrimSpace(r.PostFormValue("code"))
 	if len(code) > 6 {
-		return h.store.UseRecoveryCode(r.Context(), se.UserID, tokenHash(normalizeRecovery(code)))
+		return h.store.Sessions.UseRecoveryCode(r.Context(), se.UserID, tokenHash(normalizeRecovery(code)))
 	}
 	return h.checkTOTP(r.Context(), se.UserID, secret, code)
 }
@@ -181,18 +181,18 @@ func (h *Handler) account(w http.ResponseWriter, r *http.Request, se *store.Sess
 }
 
 func (h *Handler) renderAccount(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d accountData) {
-	m, err := h.store.UserMFA(r.Context(), se.UserID, se.TeamID)
+	m, err := h.store.Sessions.UserMFA(r.Context(), se.UserID, se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	role, err := h.store.MemberRole(r.Context(), se.TeamID, se.UserID)
+	role, err := h.store.Sessions.MemberRole(r.Context(), se.TeamID, se.UserID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	d.Enabled, d.TeamRequires, d.Owner, d.Available = m.EnabledAt != nil, m.TeamRequires, role == "owner", h.cfg.Keys != nil
-	if d.Teams, err = h.store.UserTeams(r.Context(), se.UserID); err != nil {
+	if d.Teams, err = h.store.Sessions.UserTeams(r.Context(), se.UserID); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -222,7 +222,7 @@ func (h *Handler) startMFA(w http.ResponseWriter, r *http.Request, se *store.Ses
 		h.fail(w, r, err)
 		return
 	}
-	if err := h.store.StartTOTP(r.Context(), se.UserID, sealed); errors.Is(err, store.ErrConflict) {
+	if err := h.store.Sessions.StartTOTP(r.Context(), se.UserID, sealed); errors.Is(err, store.ErrConflict) {
 		h.renderAccount(w, r, se, http.StatusConflict, accountData{Error: "Two-factor authentication is already on."})
 		return
 	} else if err != nil {
@@ -244,7 +244,7 @@ func (h *Handler) startMFA(w http.ResponseWriter, r *http.Request, se *store.Ses
 }
 
 func (h *Handler) confirmMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	m, err := h.store.UserMFA(r.Context(), se.UserID, se.TeamID)
+	m, err := h.store.Sessions.UserMFA(r.Context(), se.UserID, se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -280,7 +280,7 @@ func (h *Handler) confirmMFA(w http.ResponseWriter, r *http.Request, se *store.S
 		codes[i] = c[:4] + "-" + c[4:]
 		hashes[i] = tokenHash(normalizeRecovery(codes[i]))
 	}
-	if err := h.store.EnableTOTP(r.Context(), se.UserID, hashes); err != nil {
+	if err := h.store.Sessions.EnableTOTP(r.Context(), se.UserID, hashes); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -292,7 +292,7 @@ func (h *Handler) confirmMFA(w http.ResponseWriter, r *http.Request, se *store.S
 }
 
 func (h *Handler) disableMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	m, err := h.store.UserMFA(r.Context(), se.UserID, se.TeamID)
+	m, err := h.store.Sessions.UserMFA(r.Context(), se.UserID, se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -313,7 +313,7 @@ func (h *Handler) disableMFA(w http.ResponseWriter, r *http.Request, se *store.S
 		h.renderAccount(w, r, se, http.StatusUnprocessableEntity, accountData{Error: "Enter a current code to turn it off."})
 		return
 	}
-	if err := h.store.DisableTOTP(r.Context(), se.UserID); err != nil {
+	if err := h.store.Sessions.DisableTOTP(r.Context(), se.UserID); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -326,7 +326,7 @@ func (h *Handler) disableMFA(w http.ResponseWriter, r *http.Request, se *store.S
 // requireOwner reports whether the session's user owns its team; when not,
 // it answers with refuse (or a failure) and returns false.
 func (h *Handler) requireOwner(w http.ResponseWriter, r *http.Request, se *store.Session, refuse func()) bool {
-	role, err := h.store.MemberRole(r.Context(), se.TeamID, se.UserID)
+	role, err := h.store.Sessions.MemberRole(r.Context(), se.TeamID, se.UserID)
 	if err != nil {
 		h.fail(w, r, err)
 		return false
@@ -346,7 +346,7 @@ func (h *Handler) teamMFA(w http.ResponseWriter, r *http.Request, se *store.Sess
 		return
 	}
 	require := r.PostFormValue("require") == "on"
-	if err := h.store.SetTeamMFARequired(r.Context(), se.TeamID, require); err != nil {
+	if err := h.store.Sessions.SetTeamMFARequired(r.Context(), se.TeamID, require); err != nil {
 		h.fail(w, r, err)
 		return
 	}

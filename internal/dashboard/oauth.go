@@ -209,7 +209,7 @@ func (h *Handler) oauthCallback(w http.ResponseWriter, r *http.Request) {
 		h.confirmWithProvider(w, r, provider, email)
 		return
 	}
-	u, err := h.store.UserByEmail(r.Context(), email)
+	u, err := h.store.Accounts.UserByEmail(r.Context(), email)
 	if errors.Is(err, store.ErrNotFound) {
 		if !h.cfg.OAuth.Signup {
 			fail("There is no Posthaste account for " + email + ". Ask a team owner for an invitation.")
@@ -256,7 +256,7 @@ func (h *Handler) confirmWithProvider(w http.ResponseWriter, r *http.Request, pr
 			" with the account that has your address and try again."})
 		return
 	}
-	if err := h.store.VerifyUserEmail(r.Context(), se.UserID); err != nil {
+	if err := h.store.Accounts.VerifyUserEmail(r.Context(), se.UserID); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -349,15 +349,15 @@ func (h *Handler) signup(ctx context.Context, email string) (store.User, error) 
 	if err != nil {
 		return store.User{}, err
 	}
-	if err := h.store.CreateTeam(ctx, store.Team{ID: teamID, Name: email}); err != nil {
+	if err := h.store.Accounts.CreateTeam(ctx, store.Team{ID: teamID, Name: email}); err != nil {
 		return store.User{}, err
 	}
 	now := h.now()
 	u := store.User{ID: uuid.New(), Email: email, EmailVerifiedAt: &now}
-	if err := h.store.CreateUser(ctx, u); err != nil {
+	if err := h.store.Accounts.CreateUser(ctx, u); err != nil {
 		return store.User{}, err
 	}
-	if err := h.store.AddMember(ctx, teamID, u.ID, "owner"); err != nil {
+	if err := h.store.Accounts.AddMember(ctx, teamID, u.ID, "owner"); err != nil {
 		return store.User{}, err
 	}
 	h.logger.Info("user signed up", "team_id", teamID)

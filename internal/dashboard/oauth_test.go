@@ -30,7 +30,7 @@ func oauthFixture(t *testing.T, oauth func() dashboard.OAuth, opts ...func(*dash
 	var h http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
 	t.Cleanup(srv.Close)
-	authn := auth.NewAuthenticator(st, time.Second)
+	authn := auth.NewAuthenticator(st.Accounts, time.Second)
 	cfg := dashboard.Config{Store: st, Auth: authn, PublicURL: srv.URL, OAuth: oauth()}
 	for _, o := range opts {
 		o(&cfg)
@@ -38,7 +38,7 @@ func oauthFixture(t *testing.T, oauth func() dashboard.OAuth, opts ...func(*dash
 	withServices(&cfg, false)
 	dash, err := dashboard.New(cfg)
 	require.NoError(t, err)
-	h, err = api.New(api.Config{Store: st, Auth: authn, Submit: submit.New(submit.Config{Store: st}), Dashboard: dash})
+	h, err = api.New(api.Config{Store: st, Auth: authn, Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Dashboard: dash})
 	require.NoError(t, err)
 	a, err := account.NewTeam(context.Background(), st, "Team A", "a@example.com")
 	require.NoError(t, err)
@@ -84,7 +84,7 @@ func TestGoogleSignIn(t *testing.T) {
 	require.Equal(t, "/dashboard/emails", res.Header.Get("Location"))
 	_, page = get(t, c, f.srv.URL+"/dashboard/emails")
 	require.Contains(t, page, "new.user@example.com")
-	u, err := f.store.UserByEmail(context.Background(), "new.user@example.com")
+	u, err := f.store.Accounts.UserByEmail(context.Background(), "new.user@example.com")
 	require.NoError(t, err)
 	require.Empty(t, u.PasswordHash)
 	require.NotNil(t, u.EmailVerifiedAt, "the provider verified the address")

@@ -61,7 +61,7 @@ func TestMembersKeysAndDomainsStayWithinTheirRole(t *testing.T) {
 		require.Equal(t, http.StatusForbidden, res.StatusCode, "permission %q", perm)
 		require.Contains(t, body, "Only team owners can create full access keys")
 	}
-	keys, _, err := f.store.ListAPIKeys(ctx, teamA, store.Page{Limit: 100})
+	keys, _, err := f.store.Accounts.ListAPIKeys(ctx, teamA, store.Page{Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, keys, 1, "only the owner's Default key")
 
@@ -81,7 +81,7 @@ func TestMembersKeysAndDomainsStayWithinTheirRole(t *testing.T) {
 		url.Values{"csrf": {csrf(t, page)}, "confirm": {"owned.example"}})
 	require.Equal(t, http.StatusForbidden, res.StatusCode)
 	require.Contains(t, body, "Only team owners can delete domains.")
-	_, err = f.store.GetDomain(ctx, teamA, domain)
+	_, err = f.store.Domains.GetDomain(ctx, teamA, domain)
 	require.NoError(t, err, "the domain is still there")
 
 	// Removing the member revokes their key, in this process at once.
@@ -91,7 +91,7 @@ func TestMembersKeysAndDomainsStayWithinTheirRole(t *testing.T) {
 	status, name = f.apiStatus("GET", "/emails", token)
 	require.Equal(t, http.StatusForbidden, status)
 	require.Equal(t, "invalid_api_key", name)
-	keys, _, err = f.store.ListAPIKeys(ctx, teamA, store.Page{Limit: 100})
+	keys, _, err = f.store.Accounts.ListAPIKeys(ctx, teamA, store.Page{Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, keys, 1, "the owner's key stays")
 	revoked := teamAudit(t, f.store, teamA, audit.Filter{Action: audit.APIKeyRevoke})

@@ -45,12 +45,12 @@ func (h *Handler) emails(w http.ResponseWriter, r *http.Request, se *store.Sessi
 		f.Until = t.Add(24 * time.Hour)
 	}
 	p := pageOf(q, 50)
-	list, more, err := h.store.ListEmailsFiltered(r.Context(), se.TeamID, f, p)
+	list, more, err := h.store.Emails.ListEmailsFiltered(r.Context(), se.TeamID, f, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	if d.Domains, err = h.store.SenderDomains(r.Context(), se.TeamID); err != nil {
+	if d.Domains, err = h.store.Emails.SenderDomains(r.Context(), se.TeamID); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -110,7 +110,7 @@ func textPart(mr *mail.Reader) string {
 
 func (h *Handler) loadEmail(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Email, bool) {
 	return byPathID(h, w, r, func(id uuid.UUID) (store.Email, error) {
-		return h.store.GetEmail(r.Context(), se.TeamID, id)
+		return h.store.Emails.GetEmail(r.Context(), se.TeamID, id)
 	})
 }
 
@@ -119,13 +119,13 @@ func (h *Handler) email(w http.ResponseWriter, r *http.Request, se *store.Sessio
 	if !ok {
 		return
 	}
-	evs, err := h.store.Events(r.Context(), e.ID)
+	evs, err := h.store.Emails.Events(r.Context(), e.ID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	d := emailData{Email: e, Events: evs}
-	if raw, err := h.store.Message(r.Context(), e.ID); err == nil {
+	if raw, err := h.store.Emails.Message(r.Context(), e.ID); err == nil {
 		if mr, err := mail.CreateReader(bytes.NewReader(raw)); err == nil {
 			fields := mr.Header.Fields()
 			for fields.Next() {
@@ -151,7 +151,7 @@ func (h *Handler) emailRaw(w http.ResponseWriter, r *http.Request, se *store.Ses
 	if !ok {
 		return
 	}
-	raw, err := h.store.Message(r.Context(), e.ID)
+	raw, err := h.store.Emails.Message(r.Context(), e.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		http.Error(w, "This email has not been built yet.", http.StatusNotFound)
 		return
@@ -198,13 +198,13 @@ func (h *Handler) apiKeys(w http.ResponseWriter, r *http.Request, se *store.Sess
 }
 
 func (h *Handler) renderAPIKeys(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d apiKeysData) {
-	keys, _, err := h.store.ListAPIKeys(r.Context(), se.TeamID, store.Page{Limit: 100})
+	keys, _, err := h.store.Accounts.ListAPIKeys(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	d.Keys = keys
-	role, err := h.store.MemberRole(r.Context(), se.TeamID, se.UserID)
+	role, err := h.store.Sessions.MemberRole(r.Context(), se.TeamID, se.UserID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -248,7 +248,7 @@ func (h *Handler) createAPIKey(w http.ResponseWriter, r *http.Request, se *store
 
 func (h *Handler) revokeAPIKey(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	hash, ok := byPathID(h, w, r, func(id uuid.UUID) ([]byte, error) {
-		return h.store.RevokeAPIKey(r.Context(), se.TeamID, id)
+		return h.store.Accounts.RevokeAPIKey(r.Context(), se.TeamID, id)
 	})
 	if !ok {
 		return

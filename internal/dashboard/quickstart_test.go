@@ -63,7 +63,7 @@ func TestQuickStartForAnEmptyTeam(t *testing.T) {
 	require.Contains(t, page, "Bearer "+m[1], "the curl example carries the key")
 	require.Contains(t, page, `<dt>Password</dt><dd><code class="value">`+m[1]+`</code>`)
 	require.Contains(t, page, "shown this once")
-	keys, _, err := f.store.ListAPIKeys(ctx, teamA, store.Page{Limit: 10})
+	keys, _, err := f.store.Accounts.ListAPIKeys(ctx, teamA, store.Page{Limit: 10})
 	require.NoError(t, err)
 	var made *store.APIKey
 	for i := range keys {
@@ -74,7 +74,7 @@ func TestQuickStartForAnEmptyTeam(t *testing.T) {
 	require.NotNil(t, made)
 	require.Equal(t, store.PermissionSendingAccess, made.Permission)
 	require.True(t, strings.HasPrefix(key, made.Prefix))
-	keysB, _, err := f.store.ListAPIKeys(ctx, uuid.MustParse(f.b.TeamID), store.Page{Limit: 10})
+	keysB, _, err := f.store.Accounts.ListAPIKeys(ctx, uuid.MustParse(f.b.TeamID), store.Page{Limit: 10})
 	require.NoError(t, err)
 	for _, k := range keysB {
 		require.NotEqual(t, "First steps", k.Name, "the key is the session's team's")
@@ -140,7 +140,7 @@ func TestEmptyStatesSayWhatToDo(t *testing.T) {
 		require.Contains(t, page, `<p class="empty">`+want, path)
 	}
 	// The team's only key revoked, the keys page says what to do.
-	keys, _, err := f.store.ListAPIKeys(context.Background(), uuid.MustParse(f.a.TeamID), store.Page{Limit: 10})
+	keys, _, err := f.store.Accounts.ListAPIKeys(context.Background(), uuid.MustParse(f.a.TeamID), store.Page{Limit: 10})
 	require.NoError(t, err)
 	_, page := get(t, c, f.srv.URL+"/dashboard/api-keys")
 	for _, k := range keys {

@@ -29,7 +29,7 @@ type receivingData struct {
 func (h *Handler) receiving(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	q := r.URL.Query()
 	p := pageOf(q, 50)
-	list, more, err := h.store.ListReceivedEmails(r.Context(), se.TeamID, p)
+	list, more, err := h.store.Received.ListReceivedEmails(r.Context(), se.TeamID, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -52,7 +52,7 @@ type receivedData struct {
 
 func (h *Handler) loadReceived(w http.ResponseWriter, r *http.Request, se *store.Session) (store.ReceivedEmail, bool) {
 	return byPathID(h, w, r, func(id uuid.UUID) (store.ReceivedEmail, error) {
-		return h.store.GetReceivedEmail(r.Context(), se.TeamID, id)
+		return h.store.Received.GetReceivedEmail(r.Context(), se.TeamID, id)
 	})
 }
 
@@ -97,7 +97,7 @@ func (h *Handler) receivedRaw(w http.ResponseWriter, r *http.Request, se *store.
 	if !ok {
 		return
 	}
-	raw, err := h.store.ReceivedRaw(r.Context(), se.TeamID, e.ID)
+	raw, err := h.store.Received.ReceivedRaw(r.Context(), se.TeamID, e.ID)
 	if err != nil {
 		h.failOr404(w, r, err)
 		return
@@ -112,7 +112,7 @@ func (h *Handler) receivedAttachment(w http.ResponseWriter, r *http.Request, se 
 		http.NotFound(w, r)
 		return
 	}
-	a, err := h.store.ReceivedAttachmentContent(r.Context(), se.TeamID, id, aid)
+	a, err := h.store.Received.ReceivedAttachmentContent(r.Context(), se.TeamID, id, aid)
 	if err != nil {
 		h.failOr404(w, r, err)
 		return
@@ -142,7 +142,7 @@ func (h *Handler) receivedPreview(w http.ResponseWriter, r *http.Request, se *st
 			!strings.Contains(html, "cid:"+a.ContentID) {
 			continue
 		}
-		full, err := h.store.ReceivedAttachmentContent(r.Context(), se.TeamID, e.ID, a.ID)
+		full, err := h.store.Received.ReceivedAttachmentContent(r.Context(), se.TeamID, e.ID, a.ID)
 		if err != nil {
 			h.failOr404(w, r, err)
 			return

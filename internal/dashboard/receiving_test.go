@@ -23,15 +23,15 @@ func TestReceivingPages(t *testing.T) {
 	d := store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: teamA, Name: "in.example.test", Region: "us-east-1",
 		Status: store.DomainVerified, ReturnPath: "send", TLS: store.TLSOpportunistic, DKIMSelector: "posthaste",
 		DKIMPublicKey: "cHVibGlj", DKIMPrivateKey: []byte("sealed"), Receiving: on}
-	require.NoError(t, f.store.CreateDomain(ctx, d))
+	require.NoError(t, f.store.Domains.CreateDomain(ctx, d))
 	in := store.NewInbound(f.store, nil)
-	rt := inroute.New(f.store, nil, nil)
+	rt := inroute.New(f.store.Received, f.store.Emails, nil, nil)
 	r, err := rt.Route(ctx, "help@in.example.test")
 	require.NoError(t, err)
 	require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "x@example.org",
 		Recipients: []inbound.Recipient{{Address: "help@in.example.test", Route: r}}, ReceivedAt: time.Now(),
 		Data: []byte("Subject: raw\r\nX-Raw: yes\r\n\r\nbody\r\n")}))
-	ms, err := f.store.InboundMessages(ctx, teamA, 1)
+	ms, err := f.store.Received.InboundMessages(ctx, teamA, 1)
 	require.NoError(t, err)
 	html := `<p>Hi <img src="cid:pic"> <script>alert(1)</script></p>`
 	text := "plain words"
@@ -45,7 +45,7 @@ func TestReceivingPages(t *testing.T) {
 			{ID: uuid.Must(uuid.NewV7()), ContentType: "image/png", ContentDisposition: "inline", ContentID: "pic",
 				Content: []byte("PNG")},
 		}}
-	_, _, err = f.store.InsertReceivedEmail(ctx, e)
+	_, _, err = f.store.Received.InsertReceivedEmail(ctx, e)
 	require.NoError(t, err)
 
 	c := f.browser()

@@ -88,7 +88,7 @@ func (h *Handler) forgot(w http.ResponseWriter, r *http.Request) {
 // a user has the address, so that the limit tells nothing about accounts;
 // past it nothing is sent.
 func (h *Handler) sendReset(ctx context.Context, email string) error {
-	err := h.store.ReserveSystemMail(ctx, store.SystemMail{Kind: store.SystemMailPasswordReset, Email: email},
+	err := h.store.Emails.ReserveSystemMail(ctx, store.SystemMail{Kind: store.SystemMailPasswordReset, Email: email},
 		h.mailLimits(), h.now())
 	if errors.Is(err, store.ErrAddressMailLimit) {
 		h.logger.Warn("password-reset link not sent: the address's hourly email limit is reached")
@@ -97,7 +97,7 @@ func (h *Handler) sendReset(ctx context.Context, email string) error {
 	if err != nil {
 		return fmt.Errorf("counting system emails: %w", err)
 	}
-	u, err := h.store.UserByEmail(ctx, email)
+	u, err := h.store.Accounts.UserByEmail(ctx, email)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
@@ -117,7 +117,7 @@ func (h *Handler) sendReset(ctx context.Context, email string) error {
 func (h *Handler) mailReset(ctx context.Context, u store.User, confirm bool) error {
 	tok := randomToken()
 	expires := h.now().Add(resetLifetime)
-	if err := h.store.RequestPasswordReset(ctx, u.ID, tokenHash(tok), expires); err != nil {
+	if err := h.store.Accounts.RequestPasswordReset(ctx, u.ID, tokenHash(tok), expires); err != nil {
 		return fmt.Errorf("storing the reset token: %w", err)
 	}
 	subject, intro := "Reset your Posthaste password", "Someone asked to reset the password of your Posthaste account %s."
@@ -150,7 +150,7 @@ func (h *Handler) confirmAddress(w http.ResponseWriter, r *http.Request, se *sto
 			"so no confirmation link can be sent."})
 		return
 	}
-	u, err := h.store.UserByID(r.Context(), se.UserID)
+	u, err := h.store.Accounts.UserByID(r.Context(), se.UserID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -159,7 +159,7 @@ func (h *Handler) confirmAddress(w http.ResponseWriter, r *http.Request, se *sto
 		h.renderTeam(w, r, se, http.StatusOK, teamData{Message: "Your address is already confirmed."})
 		return
 	}
-	err = h.store.ReserveSystemMail(r.Context(), store.SystemMail{Kind: store.SystemMailPasswordReset, Email: u.Email},
+	err = h.store.Emails.ReserveSystemMail(r.Context(), store.SystemMail{Kind: store.SystemMailPasswordReset, Email: u.Email},
 		h.mailLimits(), h.now())
 	if errors.Is(err, store.ErrAddressMailLimit) {
 		h.renderTeam(w, r, se, http.StatusTooManyRequests, teamData{Error: "Too many emails went to your address in the " +
@@ -201,7 +201,7 @@ func (h *Handler) renderReset(w http.ResponseWriter, status int, d resetData) {
 // resetLink checks the token of a reset link; when it is not live it
 // answers (the same page whatever the reason) and returns false.
 func (h *Handler) resetLink(w http.ResponseWriter, r *http.Request) bool {
-	_, err := h.store.PasswordResetUser(r.Context(), tokenHash(r.PathValue("token")))
+	_, err := h.store.Accounts.PasswordResetUser(r.Context(), tokenHash(r.PathValue("token")))
 	if errors.Is(err, store.ErrNotFound) {
 		h.renderReset(w, http.StatusNotFound, resetData{Invalid: true})
 		return false
@@ -239,7 +239,7 @@ func (h *Handler) reset(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	pr, err := h.store.ResetPassword(r.Context(), tokenHash(tok), hash)
+	pr, err := h.store.Accounts.ResetPassword(r.Context(), tokenHash(tok), hash)
 	if errors.Is(err, store.ErrNotFound) {
 		h.renderReset(w, http.StatusNotFound, resetData{Invalid: true})
 		return

@@ -118,7 +118,7 @@ func TestPasswordResetByEmail(t *testing.T) {
 
 	// An expired link gets the same page and changes nothing.
 	sum := sha256.Sum256([]byte("expired-token"))
-	require.NoError(t, f.store.RequestPasswordReset(context.Background(), mustUser(t, f, f.b.Email), sum[:], time.Now().Add(-time.Second)))
+	require.NoError(t, f.store.Accounts.RequestPasswordReset(context.Background(), mustUser(t, f, f.b.Email), sum[:], time.Now().Add(-time.Second)))
 	res, page = get(t, f.browser(), f.srv.URL+"/dashboard/reset/expired-token")
 	require.Equal(t, http.StatusNotFound, res.StatusCode)
 	require.Contains(t, page, "This link does not work")

@@ -22,7 +22,7 @@ func (h *Handler) segments(w http.ResponseWriter, r *http.Request, se *store.Ses
 }
 
 func (h *Handler) renderSegments(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d segmentsData) {
-	list, _, err := h.store.ListSegments(r.Context(), se.TeamID, store.Page{Limit: 100})
+	list, _, err := h.store.Audience.ListSegments(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -43,7 +43,7 @@ func (h *Handler) addSegment(w http.ResponseWriter, r *http.Request, se *store.S
 		h.fail(w, r, err)
 		return
 	}
-	sg, err := h.store.CreateSegment(r.Context(), store.Segment{ID: id, TeamID: se.TeamID, Name: name})
+	sg, err := h.store.Audience.CreateSegment(r.Context(), store.Segment{ID: id, TeamID: se.TeamID, Name: name})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -60,7 +60,7 @@ type segmentData struct {
 
 func (h *Handler) loadSegment(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Segment, bool) {
 	return byPathID(h, w, r, func(id uuid.UUID) (store.Segment, error) {
-		return h.store.Segment(r.Context(), se.TeamID, id)
+		return h.store.Audience.Segment(r.Context(), se.TeamID, id)
 	})
 }
 
@@ -74,7 +74,7 @@ func (h *Handler) segment(w http.ResponseWriter, r *http.Request, se *store.Sess
 	q := r.URL.Query()
 	d := segmentData{Segment: sg, Query: strings.TrimSpace(q.Get("q"))}
 	p := pageOf(q, 50)
-	list, more, err := h.store.ListContacts(r.Context(), se.TeamID, store.ContactFilter{Search: d.Query, SegmentID: &sg.ID}, p)
+	list, more, err := h.store.Audience.ListContacts(r.Context(), se.TeamID, store.ContactFilter{Search: d.Query, SegmentID: &sg.ID}, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -101,7 +101,7 @@ func (h *Handler) deleteSegmentPage(w http.ResponseWriter, r *http.Request, se *
 
 func (h *Handler) deleteSegment(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if _, ok := byPathID(h, w, r, func(id uuid.UUID) (store.Segment, error) {
-		return h.store.DeleteSegment(r.Context(), se.TeamID, id)
+		return h.store.Audience.DeleteSegment(r.Context(), se.TeamID, id)
 	}); !ok {
 		return
 	}

@@ -69,7 +69,7 @@ func (h *Handler) cookieSession(w http.ResponseWriter, r *http.Request) (*store.
 	if err != nil || c.Value == "" {
 		return nil, nil
 	}
-	se, err := h.store.UseSession(r.Context(), tokenHash(c.Value), h.now(), h.cfg.SessionIdleTimeout)
+	se, err := h.store.Sessions.UseSession(r.Context(), tokenHash(c.Value), h.now(), h.cfg.SessionIdleTimeout)
 	if errors.Is(err, store.ErrNotFound) {
 		http.SetCookie(w, h.cookie(sessionCookie, "", -time.Second))
 		return nil, nil
@@ -104,7 +104,7 @@ func (h *Handler) session(pending bool, next func(http.ResponseWriter, *http.Req
 			return
 		}
 		if !pending && !strings.HasPrefix(r.URL.Path, "/dashboard/account") {
-			m, err := h.store.UserMFA(r.Context(), se.UserID, se.TeamID)
+			m, err := h.store.Sessions.UserMFA(r.Context(), se.UserID, se.TeamID)
 			if err != nil {
 				h.fail(w, r, err)
 				return
@@ -227,7 +227,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		h.renderLogin(w, http.StatusTooManyRequests, d)
 		return
 	}
-	u, err := h.store.UserByEmail(r.Context(), email)
+	u, err := h.store.Accounts.UserByEmail(r.Context(), email)
 	hash := dummyHash
 	if err == nil && u.PasswordHash != "" {
 		hash = u.PasswordHash
@@ -268,12 +268,12 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 // startSession signs a user in (after a password or an OAuth provider):
 // into the oldest team, waiting for the second factor when the user has one.
 func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, u store.User, next string) {
-	team, err := h.store.FirstTeam(r.Context(), u.ID)
+	team, err := h.store.Sessions.FirstTeam(r.Context(), u.ID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	m, err := h.store.UserMFA(r.Context(), u.ID, team)
+	m, err := h.store.Sessions.UserMFA(r.Context(), u.ID, team)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -284,7 +284,7 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, u store.U
 		lifetime = pendingLifetime
 	}
 	tok := randomToken()
-	if err := h.store.CreateSession(r.Context(), store.Session{IDHash: tokenHash(tok), UserID: u.ID, TeamID: team,
+	if err := h.store.Sessions.CreateSession(r.Context(), store.Session{IDHash: tokenHash(tok), UserID: u.ID, TeamID: team,
 		CSRFToken: randomToken(), ExpiresAt: h.now().Add(lifetime), MFAPending: pending,
 		ClientAddr: clientAddrOf(r), UserAgent: clipUserAgent(r.UserAgent()), LastUsedAt: h.now()}); err != nil {
 		h.fail(w, r, err)
@@ -305,7 +305,7 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, u store.U
 const dummyHash = "$argon2id$v=19$m=65536,t=3,p=2$AqHSPjAd0P5pokvZKMSSlQ$sJeOv3uPCMbLbahRyiWsfbpX6F8I/tm91A7hzw8NLr8"
 
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	if err := h.store.DeleteSession(r.Context(), se.IDHash); err != nil {
+	if err := h.store.Sessions.DeleteSession(r.Context(), se.IDHash); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -317,7 +317,7 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request, se *store.Sessi
 }
 
 func (h *Handler) logoutEverywhere(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	if err := h.store.DeleteUserSessions(r.Context(), se.UserID); err != nil {
+	if err := h.store.Sessions.DeleteUserSessions(r.Context(), se.UserID); err != nil {
 		h.fail(w, r, err)
 		return
 	}

@@ -21,7 +21,7 @@ type sessionRow struct {
 
 // userSessions lists the live sessions of se's user, se's own marked.
 func (h *Handler) userSessions(r *http.Request, se *store.Session) ([]sessionRow, error) {
-	list, err := h.store.UserSessions(r.Context(), se.UserID, h.now(), h.cfg.SessionIdleTimeout)
+	list, err := h.store.Sessions.UserSessions(r.Context(), se.UserID, h.now(), h.cfg.SessionIdleTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +39,7 @@ func (h *Handler) revokeSession(w http.ResponseWriter, r *http.Request, se *stor
 	if err != nil {
 		err = store.ErrNotFound
 	} else {
-		err = h.store.RevokeUserSession(r.Context(), se.UserID, hash)
+		err = h.store.Sessions.RevokeUserSession(r.Context(), se.UserID, hash)
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		h.renderAccount(w, r, se, http.StatusNotFound, accountData{Error: "That session has already ended."})
@@ -63,7 +63,7 @@ func (h *Handler) revokeSession(w http.ResponseWriter, r *http.Request, se *stor
 
 // revokeOtherSessions ends every session of the user but this one.
 func (h *Handler) revokeOtherSessions(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	n, err := h.store.RevokeOtherSessions(r.Context(), se.UserID, se.IDHash)
+	n, err := h.store.Sessions.RevokeOtherSessions(r.Context(), se.UserID, se.IDHash)
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -22,7 +22,7 @@ import (
 // of user that was started from addr.
 func (f *fixture) sessionFrom(user string, addr string) string {
 	f.t.Helper()
-	list, err := f.store.UserSessions(context.Background(), mustUser(f.t, f, user), time.Now(), 0)
+	list, err := f.store.Sessions.UserSessions(context.Background(), mustUser(f.t, f, user), time.Now(), 0)
 	require.NoError(f.t, err)
 	for _, s := range list {
 		if s.ClientAddr == addr {
@@ -124,7 +124,7 @@ func TestSessionIdleTimeout(t *testing.T) {
 	res, _ = get(t, c, f.srv.URL+"/dashboard/emails")
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
 	require.Contains(t, res.Header.Get("Location"), "/dashboard/login", "idle for an hour")
-	list, err := f.store.UserSessions(context.Background(), mustUser(t, f, f.a.Email), clock.Now(), time.Hour)
+	list, err := f.store.Sessions.UserSessions(context.Background(), mustUser(t, f, f.a.Email), clock.Now(), time.Hour)
 	require.NoError(t, err)
 	require.Empty(t, list, "nor is it listed")
 }

@@ -35,7 +35,7 @@ func (h *Handler) team(w http.ResponseWriter, r *http.Request, se *store.Session
 }
 
 func (h *Handler) renderTeam(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d teamData) {
-	members, err := h.store.Members(r.Context(), se.TeamID)
+	members, err := h.store.Accounts.Members(r.Context(), se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -51,7 +51,7 @@ func (h *Handler) renderTeam(w http.ResponseWriter, r *http.Request, se *store.S
 		}
 	}
 	if d.Owner {
-		if d.Invitations, err = h.store.Invitations(r.Context(), se.TeamID); err != nil {
+		if d.Invitations, err = h.store.Accounts.Invitations(r.Context(), se.TeamID); err != nil {
 			h.fail(w, r, err)
 			return
 		}
@@ -84,7 +84,7 @@ func (h *Handler) newPassword(w http.ResponseWriter, r *http.Request, pw, confir
 // user's other sessions.
 func (h *Handler) changePassword(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	current, next, confirm := r.PostFormValue("current"), r.PostFormValue("new"), r.PostFormValue("confirm")
-	hash, err := h.store.UserPasswordHash(r.Context(), se.UserID)
+	hash, err := h.store.Accounts.UserPasswordHash(r.Context(), se.UserID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -106,7 +106,7 @@ func (h *Handler) changePassword(w http.ResponseWriter, r *http.Request, se *sto
 	if !ok {
 		return
 	}
-	if err := h.store.SetPassword(r.Context(), se.UserID, newHash, se.IDHash); err != nil {
+	if err := h.store.Accounts.SetPassword(r.Context(), se.UserID, newHash, se.IDHash); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -128,7 +128,7 @@ func (h *Handler) removeMember(w http.ResponseWriter, r *http.Request, se *store
 		http.NotFound(w, r)
 		return
 	}
-	revoked, err := h.store.RemoveMember(r.Context(), se.TeamID, id, audit.Entry{ActorType: audit.ActorUser,
+	revoked, err := h.store.Accounts.RemoveMember(r.Context(), se.TeamID, id, audit.Entry{ActorType: audit.ActorUser,
 		ActorID: &se.UserID, ClientAddr: clientIP(r), UserAgent: r.UserAgent()})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -162,7 +162,7 @@ func (h *Handler) switchTeam(w http.ResponseWriter, r *http.Request, se *store.S
 		http.NotFound(w, r)
 		return
 	}
-	switch err := h.store.SetSessionTeam(r.Context(), se.IDHash, id); {
+	switch err := h.store.Accounts.SetSessionTeam(r.Context(), se.IDHash, id); {
 	case errors.Is(err, store.ErrNotFound):
 		http.NotFound(w, r)
 		return

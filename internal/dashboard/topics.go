@@ -27,7 +27,7 @@ func (h *Handler) topics(w http.ResponseWriter, r *http.Request, se *store.Sessi
 }
 
 func (h *Handler) renderTopics(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d topicsData) {
-	list, _, err := h.store.ListTopics(r.Context(), se.TeamID, store.Page{Limit: 100})
+	list, _, err := h.store.Audience.ListTopics(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -56,7 +56,7 @@ func (h *Handler) addTopic(w http.ResponseWriter, r *http.Request, se *store.Ses
 		h.fail(w, r, err)
 		return
 	}
-	t, err := h.store.CreateTopic(r.Context(), store.Topic{ID: id, TeamID: se.TeamID, Name: f.Name, Description: f.Description,
+	t, err := h.store.Audience.CreateTopic(r.Context(), store.Topic{ID: id, TeamID: se.TeamID, Name: f.Name, Description: f.Description,
 		DefaultSubscription: f.DefaultSubscription, Visibility: f.Visibility}, audience.EventTopicCreated)
 	if err != nil {
 		h.fail(w, r, err)
@@ -76,7 +76,7 @@ var topicNotices = map[string]string{"added": "Topic added.", "saved": "Topic sa
 
 func (h *Handler) loadTopic(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Topic, bool) {
 	return byPathID(h, w, r, func(id uuid.UUID) (store.Topic, error) {
-		return h.store.Topic(r.Context(), se.TeamID, id)
+		return h.store.Audience.Topic(r.Context(), se.TeamID, id)
 	})
 }
 
@@ -109,7 +109,7 @@ func (h *Handler) editTopic(w http.ResponseWriter, r *http.Request, se *store.Se
 		h.renderTopic(w, se, http.StatusUnprocessableEntity, "topic", topicData{Topic: t, Form: f, Error: formErrorOf(err)})
 		return
 	}
-	t, err := h.store.UpdateTopic(r.Context(), se.TeamID, t.ID, store.TopicUpdate{Name: &f.Name, Description: &f.Description,
+	t, err := h.store.Audience.UpdateTopic(r.Context(), se.TeamID, t.ID, store.TopicUpdate{Name: &f.Name, Description: &f.Description,
 		Visibility: &f.Visibility}, audience.EventTopicUpdated)
 	if err != nil {
 		h.failOr404(w, r, err)
@@ -128,7 +128,7 @@ func (h *Handler) deleteTopicPage(w http.ResponseWriter, r *http.Request, se *st
 
 func (h *Handler) deleteTopic(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	_, ok := byPathID(h, w, r, func(id uuid.UUID) (store.Topic, error) {
-		return h.store.DeleteTopic(r.Context(), se.TeamID, id, audience.EventTopicDeleted)
+		return h.store.Audience.DeleteTopic(r.Context(), se.TeamID, id, audience.EventTopicDeleted)
 	})
 	if !ok {
 		return

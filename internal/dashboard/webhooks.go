@@ -69,7 +69,7 @@ func (h *Handler) webhooks(w http.ResponseWriter, r *http.Request, se *store.Ses
 }
 
 func (h *Handler) renderWebhooks(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d webhooksData) {
-	list, _, err := h.store.ListWebhooks(r.Context(), se.TeamID, store.Page{Limit: 100})
+	list, _, err := h.store.Webhooks.ListWebhooks(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -126,7 +126,7 @@ var webhookNotices = map[string]string{
 // loadWebhook loads the {id} endpoint of the session's team.
 func (h *Handler) loadWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Webhook, bool) {
 	return byPathID(h, w, r, func(id uuid.UUID) (store.Webhook, error) {
-		return h.store.GetWebhook(r.Context(), se.TeamID, id)
+		return h.store.Webhooks.GetWebhook(r.Context(), se.TeamID, id)
 	})
 }
 
@@ -141,7 +141,7 @@ func (h *Handler) webhook(w http.ResponseWriter, r *http.Request, se *store.Sess
 }
 
 func (h *Handler) renderWebhook(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d webhookData) {
-	msgs, _, err := h.store.ListWebhookMessages(r.Context(), se.TeamID, d.Webhook.ID, store.Page{Limit: 20})
+	msgs, _, err := h.store.Webhooks.ListWebhookMessages(r.Context(), se.TeamID, d.Webhook.ID, store.Page{Limit: 20})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -300,10 +300,10 @@ func (h *Handler) teamMessage(w http.ResponseWriter, r *http.Request, se *store.
 		http.NotFound(w, r)
 		return store.Webhook{}, store.WebhookMessage{}, false
 	}
-	wh, err := h.store.GetWebhook(r.Context(), se.TeamID, hid)
+	wh, err := h.store.Webhooks.GetWebhook(r.Context(), se.TeamID, hid)
 	if err == nil {
 		var m store.WebhookMessage
-		m, err = h.store.GetWebhookMessage(r.Context(), se.TeamID, hid, mid)
+		m, err = h.store.Webhooks.GetWebhookMessage(r.Context(), se.TeamID, hid, mid)
 		if err == nil {
 			return wh, m, true
 		}
@@ -318,7 +318,7 @@ func (h *Handler) webhookEvent(w http.ResponseWriter, r *http.Request, se *store
 	if !ok {
 		return
 	}
-	attempts, err := h.store.WebhookAttempts(r.Context(), se.TeamID, m.ID)
+	attempts, err := h.store.Webhooks.WebhookAttempts(r.Context(), se.TeamID, m.ID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -338,7 +338,7 @@ func (h *Handler) replayWebhookEvent(w http.ResponseWriter, r *http.Request, se 
 		http.Error(w, "The endpoint is disabled; enable it before replaying events.", http.StatusUnprocessableEntity)
 		return
 	}
-	if err := h.store.ReplayWebhookMessage(r.Context(), se.TeamID, wh.ID, m.ID); err != nil {
+	if err := h.store.Webhooks.ReplayWebhookMessage(r.Context(), se.TeamID, wh.ID, m.ID); err != nil {
 		h.fail(w, r, err)
 		return
 	}

@@ -119,14 +119,14 @@ func TestAddWebhookFromTheDashboard(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, res.StatusCode)
 	require.Contains(t, page, "The <code>events</code> field must list at least one event type.")
 	require.Contains(t, page, `value="https://hooks.shop.test/in"`)
-	list, _, err := f.store.ListWebhooks(ctx, teamA, store.Page{Limit: 10})
+	list, _, err := f.store.Webhooks.ListWebhooks(ctx, teamA, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, list)
 
 	res, _ = post(t, c, f.srv.URL+"/dashboard/webhooks", url.Values{"csrf": {token},
 		"endpoint": {"https://hooks.shop.test/in"}, "events": {"email.sent", "email.bounced"}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
-	list, _, err = f.store.ListWebhooks(ctx, teamA, store.Page{Limit: 10})
+	list, _, err = f.store.Webhooks.ListWebhooks(ctx, teamA, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	wh := list[0]
@@ -157,7 +157,7 @@ func TestAddWebhookFromTheDashboard(t *testing.T) {
 	require.NotEmpty(t, second)
 	require.NotEqual(t, first, second)
 	require.Contains(t, page, "keeps signing alongside it for 24 hours")
-	wh, err = f.store.GetWebhook(ctx, teamA, wh.ID)
+	wh, err = f.store.Webhooks.GetWebhook(ctx, teamA, wh.ID)
 	require.NoError(t, err)
 	keys, err = webhook.Keys(fixtureBox(t), wh, time.Now())
 	require.NoError(t, err)
@@ -185,7 +185,7 @@ func TestWebhookTestEditStatusAndDelete(t *testing.T) {
 	got := rc.requests()
 	require.Len(t, got, 1)
 	require.Contains(t, string(got[0].body), `"type":"email.delivered"`)
-	wh, err := f.store.GetWebhook(ctx, teamA, id)
+	wh, err := f.store.Webhooks.GetWebhook(ctx, teamA, id)
 	require.NoError(t, err)
 	keys, err := webhook.Keys(fixtureBox(t), wh, time.Now())
 	require.NoError(t, err)
@@ -211,7 +211,7 @@ func TestWebhookTestEditStatusAndDelete(t *testing.T) {
 	res, _ = post(t, c, detail, url.Values{"csrf": {token}, "endpoint": {rc.srv.URL + "/v2"},
 		"events": {"domain.created", "email.failed"}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
-	wh, err = f.store.GetWebhook(ctx, teamA, id)
+	wh, err = f.store.Webhooks.GetWebhook(ctx, teamA, id)
 	require.NoError(t, err)
 	require.Equal(t, rc.srv.URL+"/v2", wh.Endpoint)
 	require.ElementsMatch(t, []string{"domain.created", "email.failed"}, wh.Events)
@@ -219,7 +219,7 @@ func TestWebhookTestEditStatusAndDelete(t *testing.T) {
 	// Disable and enable, waking the delivery each time.
 	res, _ = post(t, c, detail+"/status", url.Values{"csrf": {token}, "status": {"disabled"}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
-	wh, err = f.store.GetWebhook(ctx, teamA, id)
+	wh, err = f.store.Webhooks.GetWebhook(ctx, teamA, id)
 	require.NoError(t, err)
 	require.Equal(t, store.WebhookDisabled, wh.Status)
 	_, page = get(t, c, f.srv.URL+res.Header.Get("Location"))
@@ -230,7 +230,7 @@ func TestWebhookTestEditStatusAndDelete(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, res.StatusCode)
 	res, _ = post(t, c, detail+"/status", url.Values{"csrf": {token}, "status": {"enabled"}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
-	wh, err = f.store.GetWebhook(ctx, teamA, id)
+	wh, err = f.store.Webhooks.GetWebhook(ctx, teamA, id)
 	require.NoError(t, err)
 	require.Equal(t, store.WebhookEnabled, wh.Status)
 	require.Equal(t, []string{id.String(), id.String()}, f.waker.ids)
@@ -239,12 +239,12 @@ func TestWebhookTestEditStatusAndDelete(t *testing.T) {
 	res, page = get(t, c, detail+"/delete")
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	require.Contains(t, page, "Delete this endpoint?")
-	_, err = f.store.GetWebhook(ctx, teamA, id)
+	_, err = f.store.Webhooks.GetWebhook(ctx, teamA, id)
 	require.NoError(t, err, "the confirmation page deletes nothing")
 	res, _ = post(t, c, detail+"/delete", url.Values{"csrf": {csrf(t, page)}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
 	require.Equal(t, "/dashboard/webhooks", res.Header.Get("Location"))
-	_, err = f.store.GetWebhook(ctx, teamA, id)
+	_, err = f.store.Webhooks.GetWebhook(ctx, teamA, id)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
@@ -266,7 +266,7 @@ func TestWebhookPagesAreTeamScoped(t *testing.T) {
 		[]string{"", "/status", "/secret", "/rotate", "/test", "/delete"},
 		url.Values{"endpoint": {"https://evil.test/"}, "events": {"email.sent"}, "status": {"disabled"}}, "/private", "whsec_")
 	require.Empty(t, rc.requests(), "no test event was sent")
-	wh, err := f.store.GetWebhook(ctx, teamA, id)
+	wh, err := f.store.Webhooks.GetWebhook(ctx, teamA, id)
 	require.NoError(t, err, "still there")
 	require.Equal(t, rc.srv.URL+"/private", wh.Endpoint)
 	require.Equal(t, store.WebhookEnabled, wh.Status)
@@ -281,7 +281,7 @@ func TestWebhookLimitShownOnThePage(t *testing.T) {
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
 	for range store.MaxWebhooksPerTeam {
-		require.NoError(t, f.store.CreateWebhook(ctx, store.Webhook{ID: uuid.Must(uuid.NewV7()), TeamID: teamA,
+		require.NoError(t, f.store.Webhooks.CreateWebhook(ctx, store.Webhook{ID: uuid.Must(uuid.NewV7()), TeamID: teamA,
 			Endpoint: "https://hooks.shop.test/", Events: []string{"email.sent"}, Status: store.WebhookEnabled,
 			Secret: []byte("sealed")}))
 	}

@@ -108,13 +108,13 @@ func (s *Service) Create(ctx context.Context, teamID uuid.UUID, typ, address str
 	actor.Action, actor.Outcome = audit.DataRequestCreate, audit.Success
 	detail, _ := json.Marshal(map[string]string{"type": typ})
 	actor.Detail = string(detail)
-	if err := s.store.CreateDataRequest(ctx, r, actor); err != nil {
+	if err := s.store.Privacy.CreateDataRequest(ctx, r, actor); err != nil {
 		return store.DataRequest{}, err
 	}
 	if s.cfg.Outbox != nil {
 		s.cfg.Outbox.Notify()
 	}
-	return s.store.DataRequest(ctx, teamID, id)
+	return s.store.Privacy.DataRequest(ctx, teamID, id)
 }
 
 // Address opens the sealed address of a request; "" once an erasure
@@ -148,7 +148,7 @@ func (s *Service) WriteArchive(ctx context.Context, teamID, id uuid.UUID, w io.W
 	if s.cfg.Keys == nil {
 		return ErrNoKeys
 	}
-	n, err := s.store.DataRequestArchiveChunks(ctx, teamID, id)
+	n, err := s.store.Privacy.DataRequestArchiveChunks(ctx, teamID, id)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func (s *Service) WriteArchive(ctx context.Context, teamID, id uuid.UUID, w io.W
 		return store.ErrNotFound
 	}
 	for seq := range n {
-		sealed, err := s.store.DataRequestArchiveChunk(ctx, teamID, id, seq)
+		sealed, err := s.store.Privacy.DataRequestArchiveChunk(ctx, teamID, id, seq)
 		if err != nil {
 			return err
 		}
@@ -190,7 +190,7 @@ func (s *Service) BuildExport(ctx context.Context, r store.DataRequest, address 
 	if s.cfg.Keys == nil {
 		return Export{}, ErrNoKeys
 	}
-	if err := s.store.ClearDataRequestArchive(ctx, r.ID); err != nil {
+	if err := s.store.Privacy.ClearDataRequestArchive(ctx, r.ID); err != nil {
 		return Export{}, err
 	}
 	exp := Export{ExpiresAt: now.Add(s.cfg.ArchiveTTL).Truncate(time.Second)}
@@ -241,7 +241,7 @@ func (w *chunkWriter) flush() error {
 	if err != nil {
 		return fmt.Errorf("sealing archive chunk: %w", err)
 	}
-	if err := w.s.store.PutDataRequestArchive(w.ctx, w.id, w.seq, sealed, w.expires); err != nil {
+	if err := w.s.store.Privacy.PutDataRequestArchive(w.ctx, w.id, w.seq, sealed, w.expires); err != nil {
 		return err
 	}
 	w.total += int64(len(w.buf))
@@ -346,18 +346,26 @@ func WriteZip(ctx context.Context, st *store.Store, sub store.Subject, m Manifes
 		}
 	}
 	if err := emails("emails", FoundEmails,
-		func(after uuid.UUID) ([]uuid.UUID, error) { return st.SubjectEmailIDs(ctx, sub, after, pageSize) },
-		func(id uuid.UUID) (store.SubjectEmail, error) { return st.SubjectEmailExport(ctx, sub.TeamID, id) },
+		func(after uuid.UUID) ([]uuid.UUID, error) {
+			return st.Privacy.SubjectEmailIDs(ctx, sub, after, pageSize)
+		},
+		func(id uuid.UUID) (store.SubjectEmail, error) {
+			return st.Privacy.SubjectEmailExport(ctx, sub.TeamID, id)
+		},
 		"message.eml"); err != nil {
 		return nil, err
 	}
 	if err := emails("received", FoundReceived,
-		func(after uuid.UUID) ([]uuid.UUID, error) { return st.SubjectReceivedIDs(ctx, sub, after, pageSize) },
-		func(id uuid.UUID) (store.SubjectEmail, error) { return st.SubjectReceivedExport(ctx, sub.TeamID, id) },
+		func(after uuid.UUID) ([]uuid.UUID, error) {
+			return st.Privacy.SubjectReceivedIDs(ctx, sub, after, pageSize)
+		},
+		func(id uuid.UUID) (store.SubjectEmail, error) {
+			return st.Privacy.SubjectReceivedExport(ctx, sub.TeamID, id)
+		},
 		"raw.eml"); err != nil {
 		return nil, err
 	}
-	contacts, err := st.SubjectContacts(ctx, sub)
+	contacts, err := st.Privacy.SubjectContacts(ctx, sub)
 	if err != nil {
 		return nil, err
 	}
@@ -365,7 +373,7 @@ func WriteZip(ctx context.Context, st *store.Store, sub store.Subject, m Manifes
 	if err := putJSON("contacts.json", nonNil(contacts)); err != nil {
 		return nil, err
 	}
-	sups, err := st.SubjectSuppressions(ctx, sub)
+	sups, err := st.Privacy.SubjectSuppressions(ctx, sub)
 	if err != nil {
 		return nil, err
 	}
@@ -397,12 +405,12 @@ func WriteZip(ctx context.Context, st *store.Store, sub store.Subject, m Manifes
 		}
 	}
 	if err := lines("request_log.jsonl", FoundRequestLogs, func(after uuid.UUID) ([]json.RawMessage, uuid.UUID, error) {
-		return st.SubjectRequestLogs(ctx, sub, after, pageSize)
+		return st.Privacy.SubjectRequestLogs(ctx, sub, after, pageSize)
 	}); err != nil {
 		return nil, err
 	}
 	if err := lines("webhook_messages.jsonl", FoundWebhookMessages, func(after uuid.UUID) ([]json.RawMessage, uuid.UUID, error) {
-		return st.SubjectWebhookMessages(ctx, sub, after, pageSize)
+		return st.Privacy.SubjectWebhookMessages(ctx, sub, after, pageSize)
 	}); err != nil {
 		return nil, err
 	}

@@ -44,7 +44,7 @@ func TestExportArchiveSpansChunks(t *testing.T) {
 	box, err := seal.New(bytes.Repeat([]byte{3}, 32))
 	require.NoError(t, err)
 	team := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
+	require.NoError(t, st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
 	const addr = "lee@dest.test"
 	big := make([]byte, 2<<20+12345) // incompressible, over two chunks
 	_, err = rand.Read(big)
@@ -55,7 +55,7 @@ func TestExportArchiveSpansChunks(t *testing.T) {
 		CreatedAt: time.Now(), Recipients: []store.Recipient{{Address: addr, Kind: "to", Domain: "dest.test",
 			Status: store.EventQueued}},
 		Attachments: []store.Attachment{{Filename: "../../big.bin", ContentType: "application/octet-stream", Content: big}}}
-	_, err = st.InsertEmail(ctx, e)
+	_, err = st.Emails.InsertEmail(ctx, e)
 	require.NoError(t, err)
 
 	svc := datareq.New(datareq.Config{Keys: box}, st)
@@ -75,7 +75,7 @@ func TestExportArchiveSpansChunks(t *testing.T) {
 	exp, err := svc.BuildExport(ctx, r, addr, time.Now())
 	require.NoError(t, err)
 	require.Equal(t, 1, exp.Found[datareq.FoundEmails])
-	n, err := st.DataRequestArchiveChunks(ctx, team, r.ID)
+	n, err := st.Privacy.DataRequestArchiveChunks(ctx, team, r.ID)
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 	// Building again (a retried step) replaces the archive.

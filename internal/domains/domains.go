@@ -232,13 +232,13 @@ func (s *Service) Add(ctx context.Context, teamID uuid.UUID, req Request) (store
 	for _, k := range records.Keys {
 		d.RecordStatus[k] = store.DomainNotStarted
 	}
-	if err := s.store.CreateDomain(ctx, d, "domain.created"); err != nil {
+	if err := s.store.Domains.CreateDomain(ctx, d, "domain.created"); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return store.Domain{}, invalid.Errorf("name", "The domain %s has already been added.", name)
 		}
 		return store.Domain{}, err
 	}
-	return s.store.GetDomain(ctx, teamID, id)
+	return s.store.Domains.GetDomain(ctx, teamID, id)
 }
 
 // Settings are the settings Update may change; nil fields stay.
@@ -257,10 +257,10 @@ func (s *Service) Update(ctx context.Context, teamID, id uuid.UUID, u Settings) 
 	if err := checkReceiving(u.Receiving); err != nil {
 		return store.Domain{}, err
 	}
-	if err := s.store.UpdateDomain(ctx, teamID, id, u, "domain.updated"); err != nil {
+	if err := s.store.Domains.UpdateDomain(ctx, teamID, id, u, "domain.updated"); err != nil {
 		return store.Domain{}, err
 	}
-	return s.store.GetDomain(ctx, teamID, id)
+	return s.store.Domains.GetDomain(ctx, teamID, id)
 }
 
 // Verify marks a domain whose verification is not running pending and
@@ -268,7 +268,7 @@ func (s *Service) Update(ctx context.Context, teamID, id uuid.UUID, u Settings) 
 // as marked; a verification that cannot be started is
 // ErrVerificationUnavailable.
 func (s *Service) Verify(ctx context.Context, teamID, id uuid.UUID) (store.Domain, error) {
-	d, err := s.store.MarkDomainPending(ctx, teamID, id)
+	d, err := s.store.Domains.MarkDomainPending(ctx, teamID, id)
 	if err != nil {
 		return store.Domain{}, err
 	}
@@ -291,7 +291,7 @@ func (s *Service) Delete(ctx context.Context, teamID uuid.UUID, by *uuid.UUID, i
 	if by == nil {
 		return store.Domain{}, store.ErrOwnersOnly
 	}
-	switch role, err := s.store.MemberRole(ctx, teamID, *by); {
+	switch role, err := s.store.Sessions.MemberRole(ctx, teamID, *by); {
 	case errors.Is(err, store.ErrNotFound):
 		return store.Domain{}, store.ErrOwnersOnly
 	case err != nil:
@@ -299,11 +299,11 @@ func (s *Service) Delete(ctx context.Context, teamID uuid.UUID, by *uuid.UUID, i
 	case role != "owner":
 		return store.Domain{}, store.ErrOwnersOnly
 	}
-	d, err := s.store.GetDomain(ctx, teamID, id)
+	d, err := s.store.Domains.GetDomain(ctx, teamID, id)
 	if err != nil {
 		return store.Domain{}, err
 	}
-	if err := s.store.DeleteDomain(ctx, teamID, id, "domain.deleted"); err != nil {
+	if err := s.store.Domains.DeleteDomain(ctx, teamID, id, "domain.deleted"); err != nil {
 		return store.Domain{}, err
 	}
 	// The verification also ends by itself at its next check.

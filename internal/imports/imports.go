@@ -115,7 +115,7 @@ func (s *Service) Create(ctx context.Context, teamID uuid.UUID, r io.Reader, opt
 	if err := s.checkRefs(ctx, teamID, opts); err != nil {
 		return store.ContactImport{}, err
 	}
-	defs, err := s.store.ContactPropertiesByKey(ctx, teamID)
+	defs, err := s.store.Audience.ContactPropertiesByKey(ctx, teamID)
 	if err != nil {
 		return store.ContactImport{}, fmt.Errorf("loading contact properties: %w", err)
 	}
@@ -135,7 +135,7 @@ func (s *Service) Create(ctx context.Context, teamID uuid.UUID, r io.Reader, opt
 	if err != nil {
 		return store.ContactImport{}, fmt.Errorf("making import id: %w", err)
 	}
-	w, err := s.store.BeginContactImport(ctx, store.ContactImport{ID: id, TeamID: teamID,
+	w, err := s.store.Audience.BeginContactImport(ctx, store.ContactImport{ID: id, TeamID: teamID,
 		OnConflict: opts.OnConflict, SegmentIDs: opts.Segments, Topics: opts.Topics})
 	if err != nil {
 		return store.ContactImport{}, err
@@ -197,14 +197,14 @@ func (s *Service) Create(ctx context.Context, teamID uuid.UUID, r io.Reader, opt
 // checkRefs makes sure the segments and topics are the team's.
 func (s *Service) checkRefs(ctx context.Context, teamID uuid.UUID, opts Options) error {
 	for _, id := range opts.Segments {
-		if _, err := s.store.Segment(ctx, teamID, id); errors.Is(err, store.ErrNotFound) {
+		if _, err := s.store.Audience.Segment(ctx, teamID, id); errors.Is(err, store.ErrNotFound) {
 			return invalid.Errorf("segments", "Segment %s not found.", id)
 		} else if err != nil {
 			return fmt.Errorf("loading segment %s: %w", id, err)
 		}
 	}
 	for _, t := range opts.Topics {
-		if _, err := s.store.Topic(ctx, teamID, t.TopicID); errors.Is(err, store.ErrNotFound) {
+		if _, err := s.store.Audience.Topic(ctx, teamID, t.TopicID); errors.Is(err, store.ErrNotFound) {
 			return invalid.Errorf("topics", "Topic %s not found.", t.TopicID)
 		} else if err != nil {
 			return fmt.Errorf("loading topic %s: %w", t.TopicID, err)
@@ -233,20 +233,20 @@ func csvError(err error, onEOF string) error {
 // Get returns one of the team's imports; store.ErrNotFound when the team
 // has none with this id.
 func (s *Service) Get(ctx context.Context, teamID, id uuid.UUID) (store.ContactImport, error) {
-	return s.store.ContactImport(ctx, teamID, id)
+	return s.store.Audience.ContactImport(ctx, teamID, id)
 }
 
 // Errors returns the first limit failed rows of one of the team's imports
 // found so far, in row order.
 func (s *Service) Errors(ctx context.Context, teamID, id uuid.UUID, limit int) ([]store.ImportRowError, error) {
-	return s.store.ContactImportErrors(ctx, teamID, id, limit)
+	return s.store.Audience.ContactImportErrors(ctx, teamID, id, limit)
 }
 
 // List returns the team's latest imports, newest first, at most limit
 // (1 to 100).
 func (s *Service) List(ctx context.Context, teamID uuid.UUID, limit int) ([]store.ContactImport, error) {
 	limit = min(max(limit, 1), 100)
-	out, _, err := s.store.ListContactImports(ctx, teamID, "", store.Page{Limit: limit})
+	out, _, err := s.store.Audience.ListContactImports(ctx, teamID, "", store.Page{Limit: limit})
 	if err != nil {
 		return nil, fmt.Errorf("listing contact imports: %w", err)
 	}

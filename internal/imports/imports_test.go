@@ -41,19 +41,19 @@ func newFixture(t *testing.T, chunkRows int) fixture {
 	st := storetest.New(t)
 	f := fixture{st: st, teamA: uuid.Must(uuid.NewV7()), teamB: uuid.Must(uuid.NewV7()), notify: &counter{}}
 	for _, team := range []uuid.UUID{f.teamA, f.teamB} {
-		require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
+		require.NoError(t, st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
 	}
-	seg, err := st.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: f.teamA, Name: "Imported"})
+	seg, err := st.Audience.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: f.teamA, Name: "Imported"})
 	require.NoError(t, err)
 	f.seg = seg.ID
-	topic, err := st.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: f.teamA, Name: "News",
+	topic, err := st.Audience.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: f.teamA, Name: "News",
 		DefaultSubscription: store.TopicOptOut, Visibility: "public"})
 	require.NoError(t, err)
 	f.topic = topic.ID
-	_, err = st.CreateContactProperty(ctx, store.ContactProperty{ID: uuid.Must(uuid.NewV7()), TeamID: f.teamA,
+	_, err = st.Audience.CreateContactProperty(ctx, store.ContactProperty{ID: uuid.Must(uuid.NewV7()), TeamID: f.teamA,
 		Key: "plan", Type: store.PropertyString})
 	require.NoError(t, err)
-	_, err = st.CreateContactProperty(ctx, store.ContactProperty{ID: uuid.Must(uuid.NewV7()), TeamID: f.teamA,
+	_, err = st.Audience.CreateContactProperty(ctx, store.ContactProperty{ID: uuid.Must(uuid.NewV7()), TeamID: f.teamA,
 		Key: "seats", Type: store.PropertyNumber})
 	require.NoError(t, err)
 	f.svc = imports.New(imports.Config{ChunkRows: chunkRows, MaxRows: 1000, MaxBytes: 1 << 20, Outbox: f.notify}, st)
@@ -65,10 +65,10 @@ func (f fixture) applyAll(t *testing.T, imp store.ContactImport) store.ContactIm
 	t.Helper()
 	ctx := context.Background()
 	for seq := range imp.Chunks {
-		_, err := f.st.ApplyImportChunk(ctx, imp.ID, seq)
+		_, err := f.st.Audience.ApplyImportChunk(ctx, imp.ID, seq)
 		require.NoError(t, err)
 	}
-	got, err := f.st.FinishContactImport(ctx, imp.ID, "")
+	got, err := f.st.Audience.FinishContactImport(ctx, imp.ID, "")
 	require.NoError(t, err)
 	return got
 }
@@ -97,7 +97,7 @@ func TestCreateChunksValidatesAndApplies(t *testing.T) {
 	require.Equal(t, 7, imp.Counts.Total)
 
 	// Progress is visible chunk by chunk.
-	_, err = f.st.ApplyImportChunk(ctx, imp.ID, 0)
+	_, err = f.st.Audience.ApplyImportChunk(ctx, imp.ID, 0)
 	require.NoError(t, err)
 	mid, err := f.svc.Get(ctx, f.teamA, imp.ID)
 	require.NoError(t, err)
@@ -121,16 +121,16 @@ func TestCreateChunksValidatesAndApplies(t *testing.T) {
 	require.Contains(t, errs[2].Reason, "seats")
 	require.Equal(t, 7, errs[3].Row)
 
-	ann, err := f.st.Contact(ctx, f.teamA, store.ContactRef{Email: "ann@example.com"})
+	ann, err := f.st.Audience.Contact(ctx, f.teamA, store.ContactRef{Email: "ann@example.com"})
 	require.NoError(t, err)
 	require.Equal(t, "Ann", ann.FirstName)
 	require.Equal(t, "Lee", ann.LastName)
 	require.Equal(t, map[string]any{"plan": "pro", "seats": 3.0}, ann.Properties, "unknown columns are ignored")
 	require.Equal(t, []uuid.UUID{f.seg}, ann.SegmentIDs)
-	topics, _, err := f.st.ContactTopics(ctx, f.teamA, ann.ID, store.Page{Limit: 10})
+	topics, _, err := f.st.Audience.ContactTopics(ctx, f.teamA, ann.ID, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, store.TopicOptIn, topics[0].Subscription)
-	cid, err := f.st.Contact(ctx, f.teamA, store.ContactRef{Email: "cid@example.com"})
+	cid, err := f.st.Audience.Contact(ctx, f.teamA, store.ContactRef{Email: "cid@example.com"})
 	require.NoError(t, err, "addresses are normalised like contacts'")
 	require.True(t, cid.Unsubscribed)
 	require.Equal(t, uuid.Version(7), ann.ID.Version(), "ids are UUIDv7")
@@ -142,24 +142,24 @@ func TestApplyChunkTwiceChangesNothing(t *testing.T) {
 	imp, err := f.svc.Create(ctx, f.teamA, strings.NewReader("email\na@example.com\nb@example.com\nc@example.com\n"),
 		imports.Options{})
 	require.NoError(t, err)
-	first, err := f.st.ApplyImportChunk(ctx, imp.ID, 0)
+	first, err := f.st.Audience.ApplyImportChunk(ctx, imp.ID, 0)
 	require.NoError(t, err)
 	require.Equal(t, store.ChunkCounts{Rows: 2, Created: 2}, first)
 	// A retry after a crash between the commit and the activity's answer.
-	again, err := f.st.ApplyImportChunk(ctx, imp.ID, 0)
+	again, err := f.st.Audience.ApplyImportChunk(ctx, imp.ID, 0)
 	require.NoError(t, err)
 	require.Equal(t, first, again, "the stored counts, not skipped rows")
 	got, err := f.svc.Get(ctx, f.teamA, imp.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.ImportCounts{Total: 3, Processed: 2, Created: 2}, got.Counts, "counted once")
-	_, err = f.st.ApplyImportChunk(ctx, imp.ID, 7)
+	_, err = f.st.Audience.ApplyImportChunk(ctx, imp.ID, 7)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
 func TestSkipAndUpsert(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, 100)
-	_, err := f.st.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: f.teamA,
+	_, err := f.st.Audience.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: f.teamA,
 		Email: "old@example.com", FirstName: "Old", LastName: "Name",
 		Properties: map[string]any{"plan": "free"}}, nil, nil)
 	require.NoError(t, err)
@@ -170,11 +170,11 @@ func TestSkipAndUpsert(t *testing.T) {
 	require.NoError(t, err)
 	skip = f.applyAll(t, skip)
 	require.Equal(t, store.ImportCounts{Total: 4, Processed: 4, Created: 2, Skipped: 2}, skip.Counts)
-	old, err := f.st.Contact(ctx, f.teamA, store.ContactRef{Email: "old@example.com"})
+	old, err := f.st.Audience.Contact(ctx, f.teamA, store.ContactRef{Email: "old@example.com"})
 	require.NoError(t, err)
 	require.Equal(t, "Old", old.FirstName, "skip leaves existing contacts")
 	require.Empty(t, old.SegmentIDs, "skipped contacts join no segment")
-	dup, err := f.st.Contact(ctx, f.teamA, store.ContactRef{Email: "dup@example.com"})
+	dup, err := f.st.Audience.Contact(ctx, f.teamA, store.ContactRef{Email: "dup@example.com"})
 	require.NoError(t, err)
 	require.Equal(t, "First", dup.FirstName, "under skip the first of repeated rows wins")
 
@@ -182,12 +182,12 @@ func TestSkipAndUpsert(t *testing.T) {
 	require.NoError(t, err)
 	up = f.applyAll(t, up)
 	require.Equal(t, store.ImportCounts{Total: 4, Processed: 4, Updated: 3, Skipped: 1}, up.Counts)
-	old, err = f.st.Contact(ctx, f.teamA, store.ContactRef{Email: "old@example.com"})
+	old, err = f.st.Audience.Contact(ctx, f.teamA, store.ContactRef{Email: "old@example.com"})
 	require.NoError(t, err)
 	require.Equal(t, "New", old.FirstName)
 	require.Equal(t, "Name", old.LastName, "an empty cell keeps the value")
 	require.Equal(t, map[string]any{"plan": "pro"}, old.Properties)
-	dup, err = f.st.Contact(ctx, f.teamA, store.ContactRef{Email: "dup@example.com"})
+	dup, err = f.st.Audience.Contact(ctx, f.teamA, store.ContactRef{Email: "dup@example.com"})
 	require.NoError(t, err)
 	require.Equal(t, "Second", dup.FirstName, "under upsert the last of repeated rows wins")
 }
@@ -201,7 +201,7 @@ func TestColumnMap(t *testing.T) {
 		imports.Options{ColumnMap: m})
 	require.NoError(t, err)
 	f.applyAll(t, imp)
-	ann, err := f.st.Contact(ctx, f.teamA, store.ContactRef{Email: "ann@example.com"})
+	ann, err := f.st.Audience.Contact(ctx, f.teamA, store.ContactRef{Email: "ann@example.com"})
 	require.NoError(t, err)
 	require.Equal(t, "Ann", ann.FirstName, "column_map columns, not the default ones")
 	require.Equal(t, map[string]any{"plan": "gold", "seats": 2.0}, ann.Properties)
@@ -210,7 +210,7 @@ func TestColumnMap(t *testing.T) {
 func TestBadInputWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, 2)
-	other, err := f.st.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: f.teamB, Name: "B"})
+	other, err := f.st.Audience.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: f.teamB, Name: "B"})
 	require.NoError(t, err)
 	mapOf := func(raw string) imports.ColumnMap {
 		m, err := imports.ParseColumnMap(raw)
@@ -268,10 +268,10 @@ func TestBadInputWritesNothing(t *testing.T) {
 	list, err := f.svc.List(ctx, f.teamA, 100)
 	require.NoError(t, err)
 	require.Empty(t, list, "no failed upload left an import")
-	n, err := f.st.OutboxLen(ctx)
+	n, err := f.st.Webhooks.OutboxLen(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n, "nor an outbox entry")
-	_, err = f.st.Contact(ctx, f.teamA, store.ContactRef{Email: "a@example.com"})
+	_, err = f.st.Audience.Contact(ctx, f.teamA, store.ContactRef{Email: "a@example.com"})
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.Zero(t, f.notify.n)
 }
@@ -307,13 +307,13 @@ func TestFailOutboxWorkFailsTheImport(t *testing.T) {
 	f := newFixture(t, 100)
 	imp, err := f.svc.Create(ctx, f.teamA, strings.NewReader("email\na@example.com\n"), imports.Options{})
 	require.NoError(t, err)
-	_, err = f.st.FailOutboxWork(ctx, store.OutboxItem{Kind: store.OutboxContactImport, TeamID: f.teamA, Ref: imp.ID}, "x")
+	_, err = f.st.Webhooks.FailOutboxWork(ctx, store.OutboxItem{Kind: store.OutboxContactImport, TeamID: f.teamA, Ref: imp.ID}, "x")
 	require.NoError(t, err)
 	got, err := f.svc.Get(ctx, f.teamA, imp.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.ImportFailed, got.Status)
 	require.NotEmpty(t, got.Error)
-	again, err := f.st.FinishContactImport(ctx, imp.ID, "")
+	again, err := f.st.Audience.FinishContactImport(ctx, imp.ID, "")
 	require.NoError(t, err)
 	require.Equal(t, store.ImportFailed, again.Status, "an ended import stays as it ended")
 }

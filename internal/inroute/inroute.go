@@ -22,41 +22,47 @@ import (
 	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
 )
 
-// Store is what routing reads.
-type Store interface {
+// Routes is what routing reads of received mail's routes.
+type Routes interface {
 	// EmailRoute loads what routing an address of email id needs;
 	// store.ErrNotFound when the email or its domain is gone.
 	EmailRoute(ctx context.Context, id uuid.UUID) (store.EmailRoute, error)
 	// ReceivingDomain finds the verified domain named host with receiving
 	// enabled; store.ErrNotFound when there is none.
 	ReceivingDomain(ctx context.Context, host string) (teamID, domainID uuid.UUID, err error)
+}
+
+// Emails loads the email a report names.
+type Emails interface {
 	// GetEmail loads the team's email.
 	GetEmail(ctx context.Context, teamID, id uuid.UUID) (store.Email, error)
 }
 
 var (
-	_ Store         = (*store.Store)(nil)
+	_ Routes        = (*store.Received)(nil)
+	_ Emails        = (*store.Emails)(nil)
 	_ inmail.Router = (*Router)(nil)
 )
 
 // Router routes the recipients of received mail. It is safe for
 // concurrent use.
 type Router struct {
-	st Store
+	st     Routes
+	emails Emails
 	// verpKeys verify the signatures of return paths; unsubKeys those of
 	// mailto unsubscribe addresses.
 	verpKeys, unsubKeys [][]byte
 }
 
-// New returns a Router reading st. verpKey verifies the signatures of
+// New returns a Router reading routes from st and emails from emails. verpKey verifies the signatures of
 // return paths (reports.RecipientReturnPath, reports.SignedReturnPath); it
 // may be nil in a process without a master key, which then routes only the
 // unsigned return paths of emails from before signing (see ReturnPath).
 // unsubKey verifies the mailto unsubscribe addresses of our emails
 // (mailto.Make; derived from the master key with mailto.KeyPurpose);
 // without it, none is routed.
-func New(st Store, verpKey, unsubKey []byte) *Router {
-	return &Router{st: st, verpKeys: keyList(verpKey), unsubKeys: keyList(unsubKey)}
+func New(st Routes, emails Emails, verpKey, unsubKey []byte) *Router {
+	return &Router{st: st, emails: emails, verpKeys: keyList(verpKey), unsubKeys: keyList(unsubKey)}
 }
 
 func keyList(k []byte) [][]byte {
@@ -194,5 +200,5 @@ func (r *Router) EmailByVERP(ctx context.Context, teamID uuid.UUID, v reports.VE
 	if err != nil {
 		return store.Email{}, err
 	}
-	return r.st.GetEmail(ctx, teamID, v.EmailID)
+	return r.emails.GetEmail(ctx, teamID, v.EmailID)
 }

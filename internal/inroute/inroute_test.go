@@ -67,7 +67,7 @@ func TestRoute(t *testing.T) {
 		},
 		receiving: map[string][2]uuid.UUID{"shop.test": {team, recvDomain}},
 	}
-	r := inroute.New(f, verpKey, unsubKey)
+	r := inroute.New(f, f, verpKey, unsubKey)
 	rcpt := func(key []byte, id uuid.UUID, i int, host string) string {
 		a, err := reports.RecipientReturnPath(key, id, i, host)
 		require.NoError(t, err)

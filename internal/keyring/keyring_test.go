@@ -66,7 +66,7 @@ func seedUnderA(t *testing.T, st *store.Store) []sealed {
 	ctx := context.Background()
 	a := box(t, 0xa)
 	team := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
+	require.NoError(t, st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
 	var out []sealed
 	for i := range 7 {
 		id := uuid.Must(uuid.NewV7())
@@ -76,7 +76,7 @@ func seedUnderA(t *testing.T, st *store.Store) []sealed {
 		if i%3 == 0 {
 			v = sealV1(t, 0xa, []byte(pt), id[:])
 		}
-		require.NoError(t, st.CreateDomain(ctx, store.Domain{ID: id, TeamID: team, Name: fmt.Sprintf("d%d.test", i),
+		require.NoError(t, st.Domains.CreateDomain(ctx, store.Domain{ID: id, TeamID: team, Name: fmt.Sprintf("d%d.test", i),
 			Region: "us-east-1", Status: store.DomainNotStarted, ReturnPath: "send", TLS: store.TLSOpportunistic,
 			DKIMSelector: "posthaste", DKIMPublicKey: "cHVibGlj", DKIMPrivateKey: v,
 			RecordStatus: map[string]string{"dkim": "not_started"}}))
@@ -86,22 +86,22 @@ func seedUnderA(t *testing.T, st *store.Store) []sealed {
 		id := uuid.Must(uuid.NewV7())
 		secret, err := a.Seal([]byte(fmt.Sprintf("whsec %d", i)), id[:])
 		require.NoError(t, err)
-		require.NoError(t, st.CreateWebhook(ctx, store.Webhook{ID: id, TeamID: team, Endpoint: "https://hook.test/",
+		require.NoError(t, st.Webhooks.CreateWebhook(ctx, store.Webhook{ID: id, TeamID: team, Endpoint: "https://hook.test/",
 			Events: []string{"email.sent"}, Status: "enabled", Secret: secret}))
 		out = append(out, sealed{col: "webhook.secret", id: id, plaintext: fmt.Sprintf("whsec %d", i)})
 		if i == 0 {
 			next, err := a.Seal([]byte("whsec rotated"), id[:])
 			require.NoError(t, err)
-			require.NoError(t, st.RotateWebhookSecret(ctx, team, id, next, time.Now().Add(time.Hour)))
+			require.NoError(t, st.Webhooks.RotateWebhookSecret(ctx, team, id, next, time.Now().Add(time.Hour)))
 			out[len(out)-1] = sealed{col: "webhook.previous_secret", id: id, plaintext: "whsec 0"}
 			out = append(out, sealed{col: "webhook.secret", id: id, plaintext: "whsec rotated"})
 		}
 	}
 	user := store.User{ID: uuid.New(), Email: "u@example.test", PasswordHash: "hash"}
-	require.NoError(t, st.CreateUser(ctx, user))
+	require.NoError(t, st.Accounts.CreateUser(ctx, user))
 	totp, err := a.Seal([]byte("totp"), user.ID[:])
 	require.NoError(t, err)
-	require.NoError(t, st.StartTOTP(ctx, user.ID, totp))
+	require.NoError(t, st.Sessions.StartTOTP(ctx, user.ID, totp))
 	out = append(out, sealed{col: "app_user.totp_secret", id: user.ID, plaintext: "totp", team: team})
 	_, err = keyring.Pin(ctx, st, a, purposes)
 	require.NoError(t, err)
@@ -118,18 +118,18 @@ func requireOpens(t *testing.T, st *store.Store, vals []sealed, b *seal.Box, und
 		var got []byte
 		switch v.col {
 		case "domain.dkim_private_key":
-			d, err := st.DomainByID(ctx, v.id)
+			d, err := st.Domains.DomainByID(ctx, v.id)
 			require.NoError(t, err)
 			got = d.DKIMPrivateKey
 		case "webhook.secret", "webhook.previous_secret":
-			w, err := st.WebhookByID(ctx, v.id)
+			w, err := st.Webhooks.WebhookByID(ctx, v.id)
 			require.NoError(t, err)
 			got = w.Secret
 			if v.col == "webhook.previous_secret" {
 				got = w.PreviousSecret
 			}
 		case "app_user.totp_secret":
-			m, err := st.UserMFA(ctx, v.id, v.team)
+			m, err := st.Sessions.UserMFA(ctx, v.id, v.team)
 			require.NoError(t, err)
 			got = m.SealedSecret
 		}

@@ -31,7 +31,7 @@ func pgOutbox(t *testing.T) (*store.Store, *pgxpool.Pool, uuid.UUID) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	team := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
+	require.NoError(t, st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
 	return st, pool, team
 }
 
@@ -43,7 +43,7 @@ func acceptEmail(t *testing.T, st *store.Store, team uuid.UUID) uuid.UUID {
 		LastEvent: store.EventQueued, CreatedAt: time.Now(),
 		Recipients: []store.Recipient{{Address: "delivered@posthaste.test", Kind: "to", Domain: "posthaste.test",
 			Status: store.EventQueued}}}
-	_, err := st.InsertEmail(context.Background(), e)
+	_, err := st.Emails.InsertEmail(context.Background(), e)
 	require.NoError(t, err)
 	return e.ID
 }
@@ -122,7 +122,7 @@ func TestUnstartableEntriesDoNotHoldTheQueue(t *testing.T) {
 			}
 			normal := acceptEmail(t, st, team)
 			var ends endings
-			d := New(Config{Batch: 128, RetryInitial: time.Hour, RetryMax: 2 * time.Hour}, st, starter, nil)
+			d := New(Config{Batch: 128, RetryInitial: time.Hour, RetryMax: 2 * time.Hour}, st.Webhooks, starter, nil)
 			d.Ended = ends.record
 
 			n, err := d.Drain(ctx)
@@ -140,18 +140,18 @@ func TestUnstartableEntriesDoNotHoldTheQueue(t *testing.T) {
 			for _, id := range poison {
 				require.Equal(t, 1, starter.tried[id], "tried once")
 			}
-			left, err := st.OutboxLen(ctx)
+			left, err := st.Webhooks.OutboxLen(ctx)
 			require.NoError(t, err)
 
 			if errors.Is(tc.err, ErrUnstartable) {
 				require.Zero(t, left, "ended entries are deleted")
 				require.Equal(t, map[string]int{"send_email/unstartable": 200}, ends.got)
 				for _, id := range poison {
-					e, err := st.GetEmail(ctx, team, id)
+					e, err := st.Emails.GetEmail(ctx, team, id)
 					require.NoError(t, err)
 					require.Equal(t, store.EventFailed, e.LastEvent)
 				}
-				evs, err := st.Events(ctx, poison[0])
+				evs, err := st.Emails.Events(ctx, poison[0])
 				require.NoError(t, err)
 				require.Equal(t, reasonUnstartable, evs[len(evs)-1].Detail["reason"])
 				return
@@ -166,7 +166,7 @@ func TestUnstartableEntriesDoNotHoldTheQueue(t *testing.T) {
 			require.Equal(t, 1, attempts)
 			require.Equal(t, 200, waiting, "each waits RetryInitial")
 			require.Equal(t, tc.err.Error(), lastError)
-			e, err := st.GetEmail(ctx, team, poison[0])
+			e, err := st.Emails.GetEmail(ctx, team, poison[0])
 			require.NoError(t, err)
 			require.Equal(t, store.EventQueued, e.LastEvent, "a failure that may pass fails no email")
 		})
@@ -183,18 +183,18 @@ func TestEntryGivesUpAfterTheWindow(t *testing.T) {
 	var ends endings
 
 	// Young or with few attempts, the entry backs off.
-	young := New(cfg, st, starter, nil)
+	young := New(cfg, st.Webhooks, starter, nil)
 	young.Ended = ends.record
 	_, err := young.Drain(ctx)
 	require.NoError(t, err)
 	cfg.Now = func() time.Time { return time.Now().Add(25 * time.Hour) }
-	old := New(cfg, st, starter, nil)
+	old := New(cfg, st.Webhooks, starter, nil)
 	old.Ended = ends.record
 	_, err = pool.Exec(ctx, `UPDATE outbox SET next_attempt_at = now() - interval '1 second', attempts = 0`)
 	require.NoError(t, err)
 	_, err = old.Drain(ctx)
 	require.NoError(t, err)
-	left, err := st.OutboxLen(ctx)
+	left, err := st.Webhooks.OutboxLen(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, left, "old, but its first failure")
 	require.Empty(t, ends.got)
@@ -204,11 +204,11 @@ func TestEntryGivesUpAfterTheWindow(t *testing.T) {
 	require.NoError(t, err)
 	_, err = old.Drain(ctx)
 	require.NoError(t, err)
-	left, err = st.OutboxLen(ctx)
+	left, err = st.Webhooks.OutboxLen(ctx)
 	require.NoError(t, err)
 	require.Zero(t, left)
 	require.Equal(t, map[string]int{"send_email/gave_up": 1}, ends.got)
-	evs, err := st.Events(ctx, id)
+	evs, err := st.Emails.Events(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, store.EventFailed, evs[len(evs)-1].Type)
 	require.Equal(t, reasonGaveUp, evs[len(evs)-1].Detail["reason"])
@@ -232,7 +232,7 @@ func TestEntriesWithoutEmailsAreDropped(t *testing.T) {
 	require.NoError(t, pool.SendBatch(ctx, b).Close())
 	starter := newPoisonStarter(nil)
 	var ends endings
-	d := New(Config{}, st, starter, nil)
+	d := New(Config{}, st.Webhooks, starter, nil)
 	d.Ended = ends.record
 	for range 2 {
 		_, err := d.Drain(ctx)
@@ -240,7 +240,7 @@ func TestEntriesWithoutEmailsAreDropped(t *testing.T) {
 	}
 	require.Equal(t, map[uuid.UUID]int{normal: 1}, starter.started, "nothing is started for a missing email")
 	require.Equal(t, map[string]int{"send_email/missing": 100, "send_batch/missing": 100}, ends.got)
-	left, err := st.OutboxLen(ctx)
+	left, err := st.Webhooks.OutboxLen(ctx)
 	require.NoError(t, err)
 	require.Zero(t, left)
 }

@@ -68,13 +68,13 @@ func TestCommitElsewhereWakesTheDispatcher(t *testing.T) {
 	ctx := context.Background()
 	st, url := storetest.NewWithURL(t)
 	team := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
+	require.NoError(t, st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
 	other, err := store.Open(ctx, store.Config{URL: url})
 	require.NoError(t, err)
 	t.Cleanup(other.Close)
 	starter := newPoisonStarter(nil)
-	wl := newWatchedListener(st)
-	runDispatcher(t, New(Config{Poll: noPoll, Listener: wl}, st, starter, nil))
+	wl := newWatchedListener(st.Webhooks)
+	runDispatcher(t, New(Config{Poll: noPoll, Listener: wl}, st.Webhooks, starter, nil))
 	wl.waitListening(t)
 
 	id := acceptEmail(t, other, team)
@@ -90,8 +90,8 @@ func TestDispatcherListensAgainAfterItsConnectionIsKilled(t *testing.T) {
 	ctx := context.Background()
 	st, pool, team := pgOutbox(t)
 	starter := newPoisonStarter(nil)
-	wl := newWatchedListener(st)
-	runDispatcher(t, New(Config{Poll: noPoll, Listener: wl}, st, starter, nil))
+	wl := newWatchedListener(st.Webhooks)
+	runDispatcher(t, New(Config{Poll: noPoll, Listener: wl}, st.Webhooks, starter, nil))
 	wl.waitListening(t)
 
 	var killed int
@@ -121,7 +121,7 @@ func TestDispatcherPollsWhileItCannotListen(t *testing.T) {
 	st, _, team := pgOutbox(t)
 	starter := newPoisonStarter(nil)
 	fl := &failingListener{}
-	runDispatcher(t, New(Config{Poll: 20 * time.Millisecond, Listener: fl}, st, starter, nil))
+	runDispatcher(t, New(Config{Poll: 20 * time.Millisecond, Listener: fl}, st.Webhooks, starter, nil))
 	id := acceptEmail(t, st, team)
 	require.Eventually(t, func() bool { return starter.startedCount(id) == 1 }, 30*time.Second, 5*time.Millisecond)
 	require.Eventually(t, func() bool { return fl.calls.Load() > 1 }, 30*time.Second, 5*time.Millisecond,

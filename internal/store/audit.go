@@ -16,7 +16,7 @@ import (
 // ID when zero, CreatedAt, PrevHash and Hash set). Appends serialize on
 // the chain head row (SELECT ... FOR UPDATE), so the chain stays linear
 // across processes; CreatedAt is taken under that lock.
-func (s *Store) AppendAudit(ctx context.Context, e audit.Entry) (audit.Entry, error) {
+func (s *Privacy) AppendAudit(ctx context.Context, e audit.Entry) (audit.Entry, error) {
 	var out audit.Entry
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
@@ -88,7 +88,7 @@ func scanAudit(row pgx.Row) (audit.Entry, error) {
 }
 
 // ListAudit lists a team's audit entries, newest first.
-func (s *Store) ListAudit(ctx context.Context, teamID uuid.UUID, f audit.Filter, p Page) ([]audit.Entry, bool, error) {
+func (s *Privacy) ListAudit(ctx context.Context, teamID uuid.UUID, f audit.Filter, p Page) ([]audit.Entry, bool, error) {
 	q := `SELECT ` + auditColumns + ` FROM audit_entry WHERE team_id = @team_id`
 	args := pgx.NamedArgs{"team_id": teamID}
 	if f.Action != "" {
@@ -111,14 +111,14 @@ func (s *Store) ListAudit(ctx context.Context, teamID uuid.UUID, f audit.Filter,
 		q += ` AND created_at < @to`
 		args["to"] = *f.To
 	}
-	return listPage(ctx, s, p, q, args, scanAudit)
+	return listPage(ctx, s.Store, p, q, args, scanAudit)
 }
 
 // VerifyAudit walks the whole stored chain in one snapshot, from the
 // retention anchor to the head, and returns how many entries it checked.
 // A broken link is an *audit.BrokenError naming the first bad entry; a
 // chain whose last entries were removed fails against the head row.
-func (s *Store) VerifyAudit(ctx context.Context) (int64, error) {
+func (s *Privacy) VerifyAudit(ctx context.Context) (int64, error) {
 	var checked int64
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
@@ -172,7 +172,7 @@ func (s *Store) VerifyAudit(ctx context.Context) (int64, error) {
 // that is not older than t. The hash of the last deleted entry becomes the
 // anchor the remaining chain is verified from. It returns how many entries
 // it deleted.
-func (s *Store) PurgeAudit(ctx context.Context, t time.Time, limit int) (int, error) {
+func (s *Privacy) PurgeAudit(ctx context.Context, t time.Time, limit int) (int, error) {
 	var n int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var anchorSeq int64

@@ -49,7 +49,7 @@ func TestAuditConcurrentAppendsStayLinear(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range per {
-				if _, err := st.AppendAudit(ctx, keyEntry(team, g*per+i)); err != nil {
+				if _, err := st.Privacy.AppendAudit(ctx, keyEntry(team, g*per+i)); err != nil {
 					errs <- err
 				}
 			}
@@ -60,7 +60,7 @@ func TestAuditConcurrentAppendsStayLinear(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	n, err := st.VerifyAudit(ctx)
+	n, err := st.Privacy.VerifyAudit(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 2*per, n)
 }
@@ -72,16 +72,16 @@ func TestAuditTamperIsDetected(t *testing.T) {
 	team := uuid.Must(uuid.NewV7())
 	var entries []audit.Entry
 	for i := range 5 {
-		e, err := st.AppendAudit(ctx, keyEntry(team, i))
+		e, err := st.Privacy.AppendAudit(ctx, keyEntry(team, i))
 		require.NoError(t, err)
 		entries = append(entries, e)
 	}
-	_, err := st.VerifyAudit(ctx)
+	_, err := st.Privacy.VerifyAudit(ctx)
 	require.NoError(t, err)
 
 	_, err = conn.Exec(ctx, `UPDATE audit_entry SET detail = '{"n":99}' WHERE seq = 3`)
 	require.NoError(t, err)
-	_, err = st.VerifyAudit(ctx)
+	_, err = st.Privacy.VerifyAudit(ctx)
 	var broken *audit.BrokenError
 	require.ErrorAs(t, err, &broken)
 	require.EqualValues(t, 3, broken.Seq)
@@ -91,15 +91,15 @@ func TestAuditTamperIsDetected(t *testing.T) {
 	// end breaks it again.
 	_, err = conn.Exec(ctx, `UPDATE audit_entry SET detail = '{"n":2}' WHERE seq = 3`)
 	require.NoError(t, err)
-	_, err = st.VerifyAudit(ctx)
+	_, err = st.Privacy.VerifyAudit(ctx)
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, `DELETE FROM audit_entry WHERE seq = 5`)
 	require.NoError(t, err)
-	_, err = st.VerifyAudit(ctx)
+	_, err = st.Privacy.VerifyAudit(ctx)
 	require.ErrorAs(t, err, &broken)
 	_, err = conn.Exec(ctx, `DELETE FROM audit_entry WHERE seq = 2`)
 	require.NoError(t, err)
-	_, err = st.VerifyAudit(ctx)
+	_, err = st.Privacy.VerifyAudit(ctx)
 	require.ErrorAs(t, err, &broken)
 	require.EqualValues(t, 3, broken.Seq)
 }
@@ -110,7 +110,7 @@ func TestAuditRetentionKeepsTheChainVerifiable(t *testing.T) {
 	ctx := context.Background()
 	team := uuid.Must(uuid.NewV7())
 	for i := range 6 {
-		_, err := st.AppendAudit(ctx, keyEntry(team, i))
+		_, err := st.Privacy.AppendAudit(ctx, keyEntry(team, i))
 		require.NoError(t, err)
 	}
 	// Entries cannot be aged without breaking their hashes: sweep with a
@@ -118,30 +118,30 @@ func TestAuditRetentionKeepsTheChainVerifiable(t *testing.T) {
 	var cut time.Time
 	require.NoError(t, conn.QueryRow(ctx, `SELECT created_at FROM audit_entry WHERE seq = 5`).Scan(&cut))
 
-	n, err := st.PurgeAudit(ctx, cut, 3) // at most three per call
+	n, err := st.Privacy.PurgeAudit(ctx, cut, 3) // at most three per call
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
-	checked, err := st.VerifyAudit(ctx)
+	checked, err := st.Privacy.VerifyAudit(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, checked)
 
-	n, err = st.PurgeAudit(ctx, cut, 3) // only entry 4 is still old enough
+	n, err = st.Privacy.PurgeAudit(ctx, cut, 3) // only entry 4 is still old enough
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	n, err = st.PurgeAudit(ctx, cut, 3)
+	n, err = st.Privacy.PurgeAudit(ctx, cut, 3)
 	require.NoError(t, err)
 	require.Zero(t, n)
 
-	_, err = st.AppendAudit(ctx, keyEntry(team, 7))
+	_, err = st.Privacy.AppendAudit(ctx, keyEntry(team, 7))
 	require.NoError(t, err)
-	checked, err = st.VerifyAudit(ctx)
+	checked, err = st.Privacy.VerifyAudit(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, checked)
 
 	// The anchor is checked too: the first kept entry no longer links.
 	_, err = conn.Exec(ctx, `UPDATE audit_chain SET anchor_hash = '\x00'`)
 	require.NoError(t, err)
-	_, err = st.VerifyAudit(ctx)
+	_, err = st.Privacy.VerifyAudit(ctx)
 	var broken *audit.BrokenError
 	require.True(t, errors.As(err, &broken), "%v", err)
 	require.EqualValues(t, 5, broken.Seq)
@@ -154,23 +154,23 @@ func TestListAuditFiltersAndIsolatesTeams(t *testing.T) {
 	a, b := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
 	var first audit.Entry
 	for i := range 3 {
-		e, err := st.AppendAudit(ctx, keyEntry(a, i))
+		e, err := st.Privacy.AppendAudit(ctx, keyEntry(a, i))
 		require.NoError(t, err)
 		if i == 0 {
 			first = e
 		}
 	}
-	_, err := st.AppendAudit(ctx, keyEntry(b, 9))
+	_, err := st.Privacy.AppendAudit(ctx, keyEntry(b, 9))
 	require.NoError(t, err)
-	rows, more, err := st.ListAudit(ctx, a, audit.Filter{}, store.Page{Limit: 2})
+	rows, more, err := st.Privacy.ListAudit(ctx, a, audit.Filter{}, store.Page{Limit: 2})
 	require.NoError(t, err)
 	require.True(t, more)
 	require.Len(t, rows, 2)
-	rows, _, err = st.ListAudit(ctx, a, audit.Filter{TargetID: first.TargetID}, store.Page{Limit: 10})
+	rows, _, err = st.Privacy.ListAudit(ctx, a, audit.Filter{TargetID: first.TargetID}, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	require.Equal(t, first.ID, rows[0].ID)
-	rows, _, err = st.ListAudit(ctx, b, audit.Filter{ActorID: first.ActorID}, store.Page{Limit: 10})
+	rows, _, err = st.Privacy.ListAudit(ctx, b, audit.Filter{ActorID: first.ActorID}, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, rows)
 }

@@ -50,7 +50,7 @@ func BounceOf(detail map[string]any) Bounce {
 
 // Bounces returns the bounce object of every bounced recipient of a team's
 // email, by recipient address; empty for other teams' emails.
-func (s *Store) Bounces(ctx context.Context, teamID, emailID uuid.UUID) (map[string]Bounce, error) {
+func (s *Emails) Bounces(ctx context.Context, teamID, emailID uuid.UUID) (map[string]Bounce, error) {
 	rows, err := s.pool.Query(ctx, `SELECT ev.recipient, ev.detail FROM email_event ev
 		JOIN email e ON e.id = ev.email_id
 		WHERE ev.email_id = @id AND e.team_id = @team AND ev.type = 'bounced' AND ev.recipient IS NOT NULL`,

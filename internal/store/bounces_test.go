@@ -18,12 +18,12 @@ func TestBounceObjectInWebhooksAndBounces(t *testing.T) {
 	team := newTeam(t, st)
 	hook := store.Webhook{ID: uuid.Must(uuid.NewV7()), TeamID: team, Endpoint: "https://hooks.example/x",
 		Events: []string{"email.bounced"}, Status: "enabled", Secret: []byte("sealed")}
-	require.NoError(t, st.CreateWebhook(ctx, hook))
+	require.NoError(t, st.Webhooks.CreateWebhook(ctx, hook))
 	e := newEmail(team, "gone@posthaste.test", "full@posthaste.test", "old@posthaste.test", "ok@posthaste.test")
-	_, err := st.InsertEmail(ctx, e)
+	_, err := st.Emails.InsertEmail(ctx, e)
 	require.NoError(t, err)
 
-	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{
+	require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{
 		// As Deliver records it: diagnostic lines as []string.
 		{Type: store.EventBounced, Recipient: "gone@posthaste.test", Detail: map[string]any{
 			"type": "Permanent", "subType": "NoEmail", "message": "The address does not exist.",
@@ -46,15 +46,15 @@ func TestBounceObjectInWebhooksAndBounces(t *testing.T) {
 		"old@posthaste.test": {Type: "Permanent", SubType: "General", Message: "550 5.1.1 no such user",
 			DiagnosticCode: []string{"550 5.1.1 no such user"}},
 	}
-	got, err := st.Bounces(ctx, team, e.ID)
+	got, err := st.Emails.Bounces(ctx, team, e.ID)
 	require.NoError(t, err)
 	require.Equal(t, want, got)
 
-	other, err := st.Bounces(ctx, newTeam(t, st), e.ID)
+	other, err := st.Emails.Bounces(ctx, newTeam(t, st), e.ID)
 	require.NoError(t, err)
 	require.Empty(t, other, "another team sees no bounces of this email")
 
-	msgs, _, err := st.ListWebhookMessages(ctx, team, hook.ID, store.Page{Limit: 10})
+	msgs, _, err := st.Webhooks.ListWebhookMessages(ctx, team, hook.ID, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, msgs, 3, "one email.bounced per bounced recipient")
 	seen := map[string]store.Bounce{}

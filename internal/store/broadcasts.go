@@ -119,7 +119,7 @@ func checkBroadcastRefs(ctx context.Context, q pgx.Tx, b Broadcast) error {
 
 // CreateBroadcast stores a new draft and returns it. A segment or topic
 // that is not the team's is a *RefError.
-func (s *Store) CreateBroadcast(ctx context.Context, b Broadcast) (Broadcast, error) {
+func (s *Broadcasts) CreateBroadcast(ctx context.Context, b Broadcast) (Broadcast, error) {
 	var got Broadcast
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := checkBroadcastRefs(ctx, tx, b); err != nil {
@@ -141,28 +141,28 @@ func (s *Store) CreateBroadcast(ctx context.Context, b Broadcast) (Broadcast, er
 
 // Broadcast returns one of the team's broadcasts; ErrNotFound when the
 // team has none with this id.
-func (s *Store) Broadcast(ctx context.Context, teamID, id uuid.UUID) (Broadcast, error) {
+func (s *Broadcasts) Broadcast(ctx context.Context, teamID, id uuid.UUID) (Broadcast, error) {
 	return scanBroadcast(s.pool.QueryRow(ctx, `SELECT `+broadcastColumns+` FROM broadcast
 		WHERE team_id = @team AND id = @id`, pgx.NamedArgs{"team": teamID, "id": id}))
 }
 
 // BroadcastByID returns a broadcast whatever its team: workflows address
 // broadcasts by id only.
-func (s *Store) BroadcastByID(ctx context.Context, id uuid.UUID) (Broadcast, error) {
+func (s *Broadcasts) BroadcastByID(ctx context.Context, id uuid.UUID) (Broadcast, error) {
 	return scanBroadcast(s.pool.QueryRow(ctx, `SELECT `+broadcastColumns+` FROM broadcast WHERE id = @id`,
 		pgx.NamedArgs{"id": id}))
 }
 
 // ListBroadcasts lists the team's broadcasts, newest first.
-func (s *Store) ListBroadcasts(ctx context.Context, teamID uuid.UUID, p Page) ([]Broadcast, bool, error) {
-	return listPage(ctx, s, p, `SELECT `+broadcastColumns+` FROM broadcast WHERE team_id = @team`,
+func (s *Broadcasts) ListBroadcasts(ctx context.Context, teamID uuid.UUID, p Page) ([]Broadcast, bool, error) {
+	return listPage(ctx, s.Store, p, `SELECT `+broadcastColumns+` FROM broadcast WHERE team_id = @team`,
 		pgx.NamedArgs{"team": teamID}, scanBroadcast)
 }
 
 // changeBroadcast runs change on the team's broadcast id, read for update,
 // in one transaction, and returns what change returns; what names the
 // change in errors ("updating", "sending", …).
-func (s *Store) changeBroadcast(ctx context.Context, teamID, id uuid.UUID, what string,
+func (s *Broadcasts) changeBroadcast(ctx context.Context, teamID, id uuid.UUID, what string,
 	change func(tx pgx.Tx, b Broadcast) (Broadcast, error)) (Broadcast, error) {
 	var got Broadcast
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -192,7 +192,7 @@ func draftOnly(b Broadcast, action string) error {
 // result, all in one transaction; an error from edit is returned as it is
 // and nothing is written. A broadcast that is no longer a draft is a
 // *BroadcastStateError; a segment or topic not the team's a *RefError.
-func (s *Store) UpdateBroadcast(ctx context.Context, teamID, id uuid.UUID, edit func(*Broadcast) error) (Broadcast, error) {
+func (s *Broadcasts) UpdateBroadcast(ctx context.Context, teamID, id uuid.UUID, edit func(*Broadcast) error) (Broadcast, error) {
 	return s.changeBroadcast(ctx, teamID, id, "updating", func(tx pgx.Tx, b Broadcast) (Broadcast, error) {
 		if err := draftOnly(b, "updated"); err != nil {
 			return Broadcast{}, err
@@ -214,7 +214,7 @@ func (s *Store) UpdateBroadcast(ctx context.Context, teamID, id uuid.UUID, edit 
 
 // DeleteBroadcast deletes one of the team's drafts and returns it; a
 // broadcast that is no longer a draft is a *BroadcastStateError.
-func (s *Store) DeleteBroadcast(ctx context.Context, teamID, id uuid.UUID) (Broadcast, error) {
+func (s *Broadcasts) DeleteBroadcast(ctx context.Context, teamID, id uuid.UUID) (Broadcast, error) {
 	return s.changeBroadcast(ctx, teamID, id, "deleting", func(tx pgx.Tx, b Broadcast) (Broadcast, error) {
 		if err := draftOnly(b, "deleted"); err != nil {
 			return Broadcast{}, err
@@ -226,7 +226,7 @@ func (s *Store) DeleteBroadcast(ctx context.Context, teamID, id uuid.UUID) (Broa
 
 // DuplicateBroadcast copies one of the team's broadcasts, whatever its
 // status, into a new draft with id newID and name name.
-func (s *Store) DuplicateBroadcast(ctx context.Context, teamID, id, newID uuid.UUID, name string) (Broadcast, error) {
+func (s *Broadcasts) DuplicateBroadcast(ctx context.Context, teamID, id, newID uuid.UUID, name string) (Broadcast, error) {
 	got, err := scanBroadcast(s.pool.QueryRow(ctx, `INSERT INTO broadcast (id, team_id, name, segment_id, topic_id,
 			from_addr, subject, reply_to, preview_text, html, text_body, components)
 		SELECT @new, team_id, @name, segment_id, topic_id, from_addr, subject, reply_to, preview_text, html,
@@ -244,7 +244,7 @@ func (s *Store) DuplicateBroadcast(ctx context.Context, teamID, id, newID uuid.U
 // Broadcast workflow, in one transaction. check sees the draft under lock
 // and may refuse it (its error is returned as it is, nothing written).
 // A broadcast that is no longer a draft is a *BroadcastStateError.
-func (s *Store) SendBroadcast(ctx context.Context, teamID, id uuid.UUID, at *time.Time,
+func (s *Broadcasts) SendBroadcast(ctx context.Context, teamID, id uuid.UUID, at *time.Time,
 	check func(Broadcast) error) (Broadcast, error) {
 	return s.changeBroadcast(ctx, teamID, id, "sending", func(tx pgx.Tx, b Broadcast) (Broadcast, error) {
 		if err := draftOnly(b, "sent"); err != nil {
@@ -278,7 +278,7 @@ func (s *Store) SendBroadcast(ctx context.Context, teamID, id uuid.UUID, at *tim
 // (HandOffBroadcastChunk locks the same row). Emails already handed over
 // go on. Canceling a canceled broadcast returns it as it is; a draft or a
 // sent broadcast is a *BroadcastStateError.
-func (s *Store) CancelBroadcast(ctx context.Context, teamID, id uuid.UUID) (Broadcast, error) {
+func (s *Broadcasts) CancelBroadcast(ctx context.Context, teamID, id uuid.UUID) (Broadcast, error) {
 	return s.changeBroadcast(ctx, teamID, id, "canceling", func(tx pgx.Tx, b Broadcast) (Broadcast, error) {
 		switch b.Status {
 		case BroadcastCanceled:
@@ -296,7 +296,7 @@ func (s *Store) CancelBroadcast(ctx context.Context, teamID, id uuid.UUID) (Broa
 // to with reason (nil clears it); sent also sets sent_at. It returns the
 // status the broadcast has afterwards, moved or not (a canceled broadcast
 // stays canceled).
-func (s *Store) MoveBroadcast(ctx context.Context, id uuid.UUID, from []string, to string, reason *string) (string, error) {
+func (s *Broadcasts) MoveBroadcast(ctx context.Context, id uuid.UUID, from []string, to string, reason *string) (string, error) {
 	var status string
 	err := s.pool.QueryRow(ctx, `WITH moved AS (
 			UPDATE broadcast SET status = @to, status_reason = @reason, updated_at = now(),
@@ -315,7 +315,7 @@ func (s *Store) MoveBroadcast(ctx context.Context, id uuid.UUID, from []string, 
 // processes, and returns how long to wait before handing them to the send
 // path (0: now). Reserving again, say from a retried step, only slows the
 // team down by n emails' time.
-func (s *Store) ReserveBroadcastPace(ctx context.Context, teamID uuid.UUID, n int, perSecond float64) (time.Duration, error) {
+func (s *Broadcasts) ReserveBroadcastPace(ctx context.Context, teamID uuid.UUID, n int, perSecond float64) (time.Duration, error) {
 	if perSecond <= 0 {
 		return 0, nil
 	}
@@ -351,7 +351,7 @@ type BroadcastCounts struct {
 }
 
 // BroadcastCounts counts the emails of one of the team's broadcasts.
-func (s *Store) BroadcastCounts(ctx context.Context, teamID, id uuid.UUID) (BroadcastCounts, error) {
+func (s *Broadcasts) BroadcastCounts(ctx context.Context, teamID, id uuid.UUID) (BroadcastCounts, error) {
 	var c BroadcastCounts
 	err := s.pool.QueryRow(ctx, `SELECT count(*),
 			count(*) FILTER (WHERE last_event IN ('queued', 'scheduled')),
@@ -381,7 +381,7 @@ func (s *Store) BroadcastCounts(ctx context.Context, teamID, id uuid.UUID) (Broa
 // (and topic, when not nil) would go to now: the segment's contacts that
 // have not unsubscribed and, with a topic, are subscribed to it, as the
 // chunks select them.
-func (s *Store) BroadcastAudience(ctx context.Context, teamID, segmentID uuid.UUID, topicID *uuid.UUID) (int64, error) {
+func (s *Broadcasts) BroadcastAudience(ctx context.Context, teamID, segmentID uuid.UUID, topicID *uuid.UUID) (int64, error) {
 	var n int64
 	err := s.pool.QueryRow(ctx, `SELECT count(*)
 		FROM contact_segment cs JOIN contact c ON c.id = cs.contact_id
@@ -398,7 +398,7 @@ func (s *Store) BroadcastAudience(ctx context.Context, teamID, segmentID uuid.UU
 
 // SegmentContactCounts counts the contacts of each of the team's segments
 // that have not unsubscribed; a segment without any is absent.
-func (s *Store) SegmentContactCounts(ctx context.Context, teamID uuid.UUID) (map[uuid.UUID]int64, error) {
+func (s *Broadcasts) SegmentContactCounts(ctx context.Context, teamID uuid.UUID) (map[uuid.UUID]int64, error) {
 	rows, err := s.pool.Query(ctx, `SELECT cs.segment_id, count(*)
 		FROM contact_segment cs JOIN contact c ON c.id = cs.contact_id
 		WHERE cs.team_id = @team AND NOT c.unsubscribed GROUP BY cs.segment_id`, pgx.NamedArgs{"team": teamID})
@@ -451,7 +451,7 @@ func BroadcastRecipientKinds() []string {
 // BroadcastRecipients lists the recipients of one of the team's broadcasts
 // of a kind (BroadcastRecipientKinds; "" is every recipient), newest
 // email first, optionally only the address email.
-func (s *Store) BroadcastRecipients(ctx context.Context, teamID, id uuid.UUID, kind, email string, p Page) (
+func (s *Broadcasts) BroadcastRecipients(ctx context.Context, teamID, id uuid.UUID, kind, email string, p Page) (
 	[]BroadcastRecipient, bool, error) {
 	args := pgx.NamedArgs{"team": teamID, "broadcast": id}
 	filter := ""
@@ -465,7 +465,7 @@ func (s *Store) BroadcastRecipients(ctx context.Context, teamID, id uuid.UUID, k
 		return r, mapErr(err)
 	}
 	if kind == "unsubscribed" {
-		return listPage(ctx, s, p, `SELECT id, contact_id, email, status, created_at FROM (
+		return listPage(ctx, s.Store, p, `SELECT id, contact_id, email, status, created_at FROM (
 				SELECT e.id, e.contact_id, u.email, e.last_event AS status, u.created_at, e.team_id, e.rcpt_addrs
 				FROM broadcast_unsubscribe u JOIN email e ON e.id = u.email_id
 				WHERE u.broadcast_id = @broadcast) r WHERE team_id = @team`+filter, args, scan)
@@ -478,14 +478,14 @@ func (s *Store) BroadcastRecipients(ctx context.Context, teamID, id uuid.UUID, k
 		args["states"] = states
 		filter += ` AND last_event = ANY(@states)`
 	}
-	return listPage(ctx, s, p, `SELECT id, contact_id, rcpt_addrs[1], last_event, created_at FROM email
+	return listPage(ctx, s.Store, p, `SELECT id, contact_id, rcpt_addrs[1], last_event, created_at FROM email
 		WHERE team_id = @team AND broadcast_id = @broadcast`+filter, args, scan)
 }
 
 // RecordBroadcastUnsubscribe notes that the recipient of a broadcast's
 // email unsubscribed through one of its links; noting it again changes
 // nothing. An email that is not the team's broadcast's is ignored.
-func (s *Store) RecordBroadcastUnsubscribe(ctx context.Context, teamID, broadcastID, emailID uuid.UUID, email string) error {
+func (s *Audience) RecordBroadcastUnsubscribe(ctx context.Context, teamID, broadcastID, emailID uuid.UUID, email string) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO broadcast_unsubscribe (broadcast_id, email_id, email)
 		SELECT @broadcast, id, @email FROM email WHERE id = @email_id AND team_id = @team AND broadcast_id = @broadcast
 		ON CONFLICT DO NOTHING`,
@@ -566,7 +566,7 @@ type BroadcastChunkResult struct {
 // throughout, so a cancel that committed stops every later chunk. Over the
 // monthly quota the chunk is cut to what the quota allows; with nothing
 // left the broadcast is paused.
-func (s *Store) HandOffBroadcastChunk(ctx context.Context, in BroadcastChunk,
+func (s *Broadcasts) HandOffBroadcastChunk(ctx context.Context, in BroadcastChunk,
 	render func(Broadcast, BroadcastContact) (RenderedBroadcast, error)) (BroadcastChunkResult, error) {
 	res, err := s.handOff(ctx, in, render)
 	if errors.Is(err, ErrQuotaExceeded) {
@@ -583,7 +583,7 @@ func (s *Store) HandOffBroadcastChunk(ctx context.Context, in BroadcastChunk,
 const quotaReason = "The team's monthly email quota is used up. Sending resumes when the quota allows " +
 	"(next month, or after a plan change), unless the broadcast is canceled."
 
-func (s *Store) pauseForQuota(ctx context.Context, id uuid.UUID) (BroadcastChunkResult, error) {
+func (s *Broadcasts) pauseForQuota(ctx context.Context, id uuid.UUID) (BroadcastChunkResult, error) {
 	reason := quotaReason
 	status, err := s.MoveBroadcast(ctx, id, []string{BroadcastQueued, BroadcastSending}, BroadcastPaused, &reason)
 	if err != nil {
@@ -595,7 +595,7 @@ func (s *Store) pauseForQuota(ctx context.Context, id uuid.UUID) (BroadcastChunk
 	return BroadcastChunkResult{Paused: true, Reason: reason}, nil
 }
 
-func (s *Store) handOff(ctx context.Context, in BroadcastChunk,
+func (s *Broadcasts) handOff(ctx context.Context, in BroadcastChunk,
 	render func(Broadcast, BroadcastContact) (RenderedBroadcast, error)) (BroadcastChunkResult, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -709,7 +709,7 @@ func chunkContacts(ctx context.Context, tx pgx.Tx, b Broadcast, after *uuid.UUID
 // queueChunk renders the contacts' emails and queues their acceptance:
 // the sendable ones as one batch with its outbox entry and quota, the
 // ones render refused recorded failed.
-func (s *Store) queueChunk(ctx context.Context, batch *pgx.Batch, b Broadcast, in BroadcastChunk, contacts []BroadcastContact,
+func (s *Broadcasts) queueChunk(ctx context.Context, batch *pgx.Batch, b Broadcast, in BroadcastChunk, contacts []BroadcastContact,
 	render func(Broadcast, BroadcastContact) (RenderedBroadcast, error)) (BroadcastChunkResult, error) {
 	var sendable, failed []Email
 	var reasons []string

@@ -20,13 +20,13 @@ import (
 func audience(t *testing.T, st *store.Store, team uuid.UUID, n int) (uuid.UUID, []store.Contact) {
 	t.Helper()
 	ctx := context.Background()
-	seg, err := st.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "all"})
+	seg, err := st.Audience.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "all"})
 	require.NoError(t, err)
 	var out []store.Contact
 	for i := range n {
 		c := newContact(team, fmt.Sprintf("delivered+%d@posthaste.test", i))
 		c.FirstName = fmt.Sprintf("Ann%d", i)
-		got, err := st.CreateContact(ctx, c, []uuid.UUID{seg.ID}, nil)
+		got, err := st.Audience.CreateContact(ctx, c, []uuid.UUID{seg.ID}, nil)
 		require.NoError(t, err)
 		out = append(out, got)
 	}
@@ -36,7 +36,7 @@ func audience(t *testing.T, st *store.Store, team uuid.UUID, n int) (uuid.UUID, 
 func newBroadcast(t *testing.T, st *store.Store, team, segment uuid.UUID) store.Broadcast {
 	t.Helper()
 	html := "<p>Hi {{{FIRST_NAME}}}</p>"
-	b, err := st.CreateBroadcast(context.Background(), store.Broadcast{ID: uuid.Must(uuid.NewV7()), TeamID: team,
+	b, err := st.Broadcasts.CreateBroadcast(context.Background(), store.Broadcast{ID: uuid.Must(uuid.NewV7()), TeamID: team,
 		Name: "news", SegmentID: &segment, From: "onboarding@posthaste.test", Subject: "News", HTML: &html})
 	require.NoError(t, err)
 	return b
@@ -65,52 +65,52 @@ func TestBroadcastChunksHandEachContactOverOnce(t *testing.T) {
 	b := newBroadcast(t, st, team, seg)
 
 	// Not sent yet: a chunk refuses a draft.
-	_, err := st.HandOffBroadcastChunk(ctx, chunk(b, 0, nil, 3), renderNames)
+	_, err := st.Broadcasts.HandOffBroadcastChunk(ctx, chunk(b, 0, nil, 3), renderNames)
 	require.Error(t, err)
-	_, err = st.SendBroadcast(ctx, team, b.ID, nil, nil)
+	_, err = st.Broadcasts.SendBroadcast(ctx, team, b.ID, nil, nil)
 	require.NoError(t, err)
 
 	// One contact unsubscribed from everything, one whose render fails.
 	unsub := true
-	_, err = st.UpdateContact(ctx, team, store.ContactRef{ID: &contacts[1].ID}, store.ContactUpdate{Unsubscribed: &unsub})
+	_, err = st.Audience.UpdateContact(ctx, team, store.ContactRef{ID: &contacts[1].ID}, store.ContactUpdate{Unsubscribed: &unsub})
 	require.NoError(t, err)
 	empty := ""
-	_, err = st.UpdateContact(ctx, team, store.ContactRef{ID: &contacts[4].ID}, store.ContactUpdate{FirstName: &empty})
+	_, err = st.Audience.UpdateContact(ctx, team, store.ContactRef{ID: &contacts[4].ID}, store.ContactUpdate{FirstName: &empty})
 	require.NoError(t, err)
 
-	r0, err := st.HandOffBroadcastChunk(ctx, chunk(b, 0, nil, 3), renderNames)
+	r0, err := st.Broadcasts.HandOffBroadcastChunk(ctx, chunk(b, 0, nil, 3), renderNames)
 	require.NoError(t, err)
 	require.Equal(t, 3, r0.Emails, "3 contacts after skipping the unsubscribed one")
 	require.Equal(t, contacts[3].ID, *r0.Last)
 	require.NotNil(t, r0.BatchID)
 
 	// The same chunk again (a retried step) returns what it did and adds nothing.
-	again, err := st.HandOffBroadcastChunk(ctx, chunk(b, 0, nil, 3), renderNames)
+	again, err := st.Broadcasts.HandOffBroadcastChunk(ctx, chunk(b, 0, nil, 3), renderNames)
 	require.NoError(t, err)
 	require.Equal(t, r0, again)
 
-	r1, err := st.HandOffBroadcastChunk(ctx, chunk(b, 1, r0.Last, 3), renderNames)
+	r1, err := st.Broadcasts.HandOffBroadcastChunk(ctx, chunk(b, 1, r0.Last, 3), renderNames)
 	require.NoError(t, err)
 	require.Equal(t, 2, r1.Emails)
 	require.Equal(t, 1, r1.Failed)
 	require.Equal(t, contacts[6].ID, *r1.Last)
 
-	r2, err := st.HandOffBroadcastChunk(ctx, chunk(b, 2, r1.Last, 3), renderNames)
+	r2, err := st.Broadcasts.HandOffBroadcastChunk(ctx, chunk(b, 2, r1.Last, 3), renderNames)
 	require.NoError(t, err)
 	require.True(t, r2.Done)
 
-	got, err := st.Broadcast(ctx, team, b.ID)
+	got, err := st.Broadcasts.Broadcast(ctx, team, b.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.BroadcastSending, got.Status)
 
-	counts, err := st.BroadcastCounts(ctx, team, b.ID)
+	counts, err := st.Broadcasts.BroadcastCounts(ctx, team, b.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(6), counts.Total, "one email per contact but the unsubscribed one")
 	require.Equal(t, int64(5), counts.Queued)
 	require.Equal(t, int64(1), counts.Failed)
 
 	// Each email names its contact once, and the failure says why.
-	all, _, err := st.BroadcastRecipients(ctx, team, b.ID, "", "", store.Page{Limit: 100})
+	all, _, err := st.Broadcasts.BroadcastRecipients(ctx, team, b.ID, "", "", store.Page{Limit: 100})
 	require.NoError(t, err)
 	seen := map[uuid.UUID]bool{}
 	for _, r := range all {
@@ -118,17 +118,17 @@ func TestBroadcastChunksHandEachContactOverOnce(t *testing.T) {
 		seen[*r.ContactID] = true
 		require.NotEqual(t, contacts[1].ID, *r.ContactID, "the unsubscribed contact got it")
 	}
-	failed, _, err := st.BroadcastRecipients(ctx, team, b.ID, "failed", "", store.Page{Limit: 100})
+	failed, _, err := st.Broadcasts.BroadcastRecipients(ctx, team, b.ID, "failed", "", store.Page{Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, failed, 1)
 	require.Equal(t, contacts[4].ID, *failed[0].ContactID)
-	evs, err := st.Events(ctx, failed[0].EmailID)
+	evs, err := st.Emails.Events(ctx, failed[0].EmailID)
 	require.NoError(t, err)
 	require.Equal(t, store.EventFailed, evs[len(evs)-1].Type)
 	require.Equal(t, "no first name", evs[len(evs)-1].Detail["reason"])
 
 	// The sendable emails of a chunk form one batch, rendered per contact.
-	e, err := st.GetEmail(ctx, team, all[len(all)-1].EmailID)
+	e, err := st.Emails.GetEmail(ctx, team, all[len(all)-1].EmailID)
 	require.NoError(t, err)
 	require.Equal(t, r0.BatchID, e.BatchID)
 	require.Equal(t, b.ID, *e.BroadcastID)
@@ -136,12 +136,12 @@ func TestBroadcastChunksHandEachContactOverOnce(t *testing.T) {
 
 	// Another team sees none of it.
 	other := newTeam(t, st)
-	_, err = st.Broadcast(ctx, other, b.ID)
+	_, err = st.Broadcasts.Broadcast(ctx, other, b.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	oc, err := st.BroadcastCounts(ctx, other, b.ID)
+	oc, err := st.Broadcasts.BroadcastCounts(ctx, other, b.ID)
 	require.NoError(t, err)
 	require.Zero(t, oc.Total)
-	_, err = st.CancelBroadcast(ctx, other, b.ID)
+	_, err = st.Broadcasts.CancelBroadcast(ctx, other, b.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
@@ -154,22 +154,22 @@ func TestBroadcastChunksHonourTopics(t *testing.T) {
 	team := newTeam(t, st)
 	seg, contacts := audience(t, st, team, 3)
 	for _, def := range []string{store.TopicOptIn, store.TopicOptOut} {
-		topic, err := st.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: def,
+		topic, err := st.Audience.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: def,
 			DefaultSubscription: def, Visibility: "public"})
 		require.NoError(t, err)
 		// Contact 0 opted out, contact 1 opted in, contact 2 chose nothing.
-		require.NoError(t, st.UpdateContactTopics(ctx, team, contacts[0].ID,
+		require.NoError(t, st.Audience.UpdateContactTopics(ctx, team, contacts[0].ID,
 			[]store.TopicChoice{{TopicID: topic.ID, Subscription: store.TopicOptOut}}))
-		require.NoError(t, st.UpdateContactTopics(ctx, team, contacts[1].ID,
+		require.NoError(t, st.Audience.UpdateContactTopics(ctx, team, contacts[1].ID,
 			[]store.TopicChoice{{TopicID: topic.ID, Subscription: store.TopicOptIn}}))
 		b := newBroadcast(t, st, team, seg)
-		_, err = st.UpdateBroadcast(ctx, team, b.ID, func(b *store.Broadcast) error { b.TopicID = &topic.ID; return nil })
+		_, err = st.Broadcasts.UpdateBroadcast(ctx, team, b.ID, func(b *store.Broadcast) error { b.TopicID = &topic.ID; return nil })
 		require.NoError(t, err)
-		_, err = st.SendBroadcast(ctx, team, b.ID, nil, nil)
+		_, err = st.Broadcasts.SendBroadcast(ctx, team, b.ID, nil, nil)
 		require.NoError(t, err)
-		_, err = st.HandOffBroadcastChunk(ctx, chunk(b, 0, nil, 100), renderNames)
+		_, err = st.Broadcasts.HandOffBroadcastChunk(ctx, chunk(b, 0, nil, 100), renderNames)
 		require.NoError(t, err)
-		got, _, err := st.BroadcastRecipients(ctx, team, b.ID, "", "", store.Page{Limit: 100})
+		got, _, err := st.Broadcasts.BroadcastRecipients(ctx, team, b.ID, "", "", store.Page{Limit: 100})
 		require.NoError(t, err)
 		var to []string
 		for _, r := range got {
@@ -196,45 +196,45 @@ func TestBroadcastChunksPauseAtTheQuotaAndStopWhenCanceled(t *testing.T) {
 	for i := range 2996 {
 		rcpts = append(rcpts, fmt.Sprintf("r%d@example.com", i))
 	}
-	_, err := st.InsertEmail(ctx, newEmail(team, rcpts...))
+	_, err := st.Emails.InsertEmail(ctx, newEmail(team, rcpts...))
 	require.NoError(t, err)
 
 	b := newBroadcast(t, st, team, seg)
-	_, err = st.SendBroadcast(ctx, team, b.ID, nil, nil)
+	_, err = st.Broadcasts.SendBroadcast(ctx, team, b.ID, nil, nil)
 	require.NoError(t, err)
-	r0, err := st.HandOffBroadcastChunk(ctx, chunk(b, 0, nil, 5), renderNames)
+	r0, err := st.Broadcasts.HandOffBroadcastChunk(ctx, chunk(b, 0, nil, 5), renderNames)
 	require.NoError(t, err)
 	require.Equal(t, 4, r0.Emails, "cut to the 4 emails the quota allows")
-	r1, err := st.HandOffBroadcastChunk(ctx, chunk(b, 1, r0.Last, 5), renderNames)
+	r1, err := st.Broadcasts.HandOffBroadcastChunk(ctx, chunk(b, 1, r0.Last, 5), renderNames)
 	require.NoError(t, err)
 	require.True(t, r1.Paused)
-	got, err := st.Broadcast(ctx, team, b.ID)
+	got, err := st.Broadcasts.Broadcast(ctx, team, b.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.BroadcastPaused, got.Status)
 	require.Contains(t, *got.StatusReason, "quota")
-	used, err := st.QuotaUsed(ctx, team, time.Now())
+	used, err := st.Accounts.QuotaUsed(ctx, team, time.Now())
 	require.NoError(t, err)
 	require.Equal(t, int64(3000), used)
 
 	// A plan with room lets the same chunk go on.
-	require.NoError(t, st.SetPlan(ctx, team, "50k"))
-	r1, err = st.HandOffBroadcastChunk(ctx, chunk(b, 1, r0.Last, 1), renderNames)
+	require.NoError(t, st.Accounts.SetPlan(ctx, team, "50k"))
+	r1, err = st.Broadcasts.HandOffBroadcastChunk(ctx, chunk(b, 1, r0.Last, 1), renderNames)
 	require.NoError(t, err)
 	require.Equal(t, 1, r1.Emails)
-	got, err = st.Broadcast(ctx, team, b.ID)
+	got, err = st.Broadcasts.Broadcast(ctx, team, b.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.BroadcastSending, got.Status)
 	require.Nil(t, got.StatusReason)
 
-	_, err = st.CancelBroadcast(ctx, team, b.ID)
+	_, err = st.Broadcasts.CancelBroadcast(ctx, team, b.ID)
 	require.NoError(t, err)
-	r2, err := st.HandOffBroadcastChunk(ctx, chunk(b, 2, r1.Last, 5), renderNames)
+	r2, err := st.Broadcasts.HandOffBroadcastChunk(ctx, chunk(b, 2, r1.Last, 5), renderNames)
 	require.NoError(t, err)
 	require.True(t, r2.Canceled)
-	counts, err := st.BroadcastCounts(ctx, team, b.ID)
+	counts, err := st.Broadcasts.BroadcastCounts(ctx, team, b.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(5), counts.Total, "nothing handed over after the cancel")
-	again, err := st.CancelBroadcast(ctx, team, b.ID)
+	again, err := st.Broadcasts.CancelBroadcast(ctx, team, b.ID)
 	require.NoError(t, err, "canceling twice is fine")
 	require.Equal(t, store.BroadcastCanceled, again.Status)
 }
@@ -247,32 +247,32 @@ func TestBroadcastStatusRules(t *testing.T) {
 	seg, _ := audience(t, st, team, 1)
 	b := newBroadcast(t, st, team, seg)
 	var se *store.BroadcastStateError
-	_, err := st.CancelBroadcast(ctx, team, b.ID)
+	_, err := st.Broadcasts.CancelBroadcast(ctx, team, b.ID)
 	require.ErrorAs(t, err, &se, "a draft cannot be canceled")
 
 	at := time.Now().Add(time.Hour)
-	sent, err := st.SendBroadcast(ctx, team, b.ID, &at, nil)
+	sent, err := st.Broadcasts.SendBroadcast(ctx, team, b.ID, &at, nil)
 	require.NoError(t, err)
 	require.Equal(t, store.BroadcastScheduled, sent.Status)
-	_, err = st.SendBroadcast(ctx, team, b.ID, nil, nil)
+	_, err = st.Broadcasts.SendBroadcast(ctx, team, b.ID, nil, nil)
 	require.ErrorAs(t, err, &se, "sent twice")
-	_, err = st.UpdateBroadcast(ctx, team, b.ID, func(*store.Broadcast) error { return nil })
+	_, err = st.Broadcasts.UpdateBroadcast(ctx, team, b.ID, func(*store.Broadcast) error { return nil })
 	require.ErrorAs(t, err, &se, "only drafts are edited")
-	_, err = st.DeleteBroadcast(ctx, team, b.ID)
+	_, err = st.Broadcasts.DeleteBroadcast(ctx, team, b.ID)
 	require.ErrorAs(t, err, &se, "only drafts are deleted")
 
-	dup, err := st.DuplicateBroadcast(ctx, team, b.ID, uuid.Must(uuid.NewV7()), "Copy of news")
+	dup, err := st.Broadcasts.DuplicateBroadcast(ctx, team, b.ID, uuid.Must(uuid.NewV7()), "Copy of news")
 	require.NoError(t, err)
 	require.Equal(t, store.BroadcastDraft, dup.Status)
 	require.Equal(t, *b.HTML, *dup.HTML)
-	_, err = st.DeleteBroadcast(ctx, team, dup.ID)
+	_, err = st.Broadcasts.DeleteBroadcast(ctx, team, dup.ID)
 	require.NoError(t, err)
 
 	// A refusing check writes nothing.
 	b2 := newBroadcast(t, st, team, seg)
-	_, err = st.SendBroadcast(ctx, team, b2.ID, nil, func(store.Broadcast) error { return errors.New("no") })
+	_, err = st.Broadcasts.SendBroadcast(ctx, team, b2.ID, nil, func(store.Broadcast) error { return errors.New("no") })
 	require.EqualError(t, err, fmt.Sprintf("sending broadcast %s: no", b2.ID))
-	got, err := st.Broadcast(ctx, team, b2.ID)
+	got, err := st.Broadcasts.Broadcast(ctx, team, b2.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.BroadcastDraft, got.Status)
 }
@@ -284,16 +284,16 @@ func TestBroadcastPaceIsSharedPerTeam(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	team, other := newTeam(t, st), newTeam(t, st)
-	first, err := st.ReserveBroadcastPace(ctx, team, 100, 10) // 10 s of emails
+	first, err := st.Broadcasts.ReserveBroadcastPace(ctx, team, 100, 10) // 10 s of emails
 	require.NoError(t, err)
 	require.Zero(t, first, "the first reservation goes now")
-	second, err := st.ReserveBroadcastPace(ctx, team, 100, 10)
+	second, err := st.Broadcasts.ReserveBroadcastPace(ctx, team, 100, 10)
 	require.NoError(t, err)
 	require.Greater(t, second, 9*time.Second, "the second waits for the first's 10 s")
-	third, err := st.ReserveBroadcastPace(ctx, team, 100, 10)
+	third, err := st.Broadcasts.ReserveBroadcastPace(ctx, team, 100, 10)
 	require.NoError(t, err)
 	require.Greater(t, third, 19*time.Second)
-	others, err := st.ReserveBroadcastPace(ctx, other, 100, 10)
+	others, err := st.Broadcasts.ReserveBroadcastPace(ctx, other, 100, 10)
 	require.NoError(t, err)
 	require.Zero(t, others, "another team has its own pace")
 }

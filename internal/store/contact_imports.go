@@ -104,7 +104,7 @@ type ImportWriter struct {
 // BeginContactImport starts writing the import imp (ID, TeamID,
 // OnConflict, SegmentIDs, Topics). The caller must end the writer with
 // Commit or Rollback.
-func (s *Store) BeginContactImport(ctx context.Context, imp ContactImport) (*ImportWriter, error) {
+func (s *Audience) BeginContactImport(ctx context.Context, imp ContactImport) (*ImportWriter, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("beginning contact import: %w", mapErr(err))
@@ -183,26 +183,26 @@ func (w *ImportWriter) Rollback(ctx context.Context) {
 }
 
 // ContactImport finds one of the team's imports.
-func (s *Store) ContactImport(ctx context.Context, teamID, id uuid.UUID) (ContactImport, error) {
+func (s *Audience) ContactImport(ctx context.Context, teamID, id uuid.UUID) (ContactImport, error) {
 	return scanContactImport(s.pool.QueryRow(ctx, `SELECT `+contactImportColumns+` FROM contact_import
 		WHERE team_id = @team AND id = @id`, pgx.NamedArgs{"team": teamID, "id": id}))
 }
 
 // ListContactImports lists the team's imports, newest first; status, when
 // not empty, selects those in it.
-func (s *Store) ListContactImports(ctx context.Context, teamID uuid.UUID, status string, p Page) ([]ContactImport, bool, error) {
+func (s *Audience) ListContactImports(ctx context.Context, teamID uuid.UUID, status string, p Page) ([]ContactImport, bool, error) {
 	q := `SELECT ` + contactImportColumns + ` FROM contact_import WHERE team_id = @team`
 	args := pgx.NamedArgs{"team": teamID}
 	if status != "" {
 		q += ` AND status = @status`
 		args["status"] = status
 	}
-	return listPage(ctx, s, p, q, args, scanContactImport)
+	return listPage(ctx, s.Store, p, q, args, scanContactImport)
 }
 
 // ContactImportErrors returns up to limit failed rows of one of the
 // team's imports, in row order, from the chunks applied so far.
-func (s *Store) ContactImportErrors(ctx context.Context, teamID, id uuid.UUID, limit int) ([]ImportRowError, error) {
+func (s *Audience) ContactImportErrors(ctx context.Context, teamID, id uuid.UUID, limit int) ([]ImportRowError, error) {
 	rows, err := s.pool.Query(ctx, `SELECT e.row, coalesce(e.email, ''), e.reason
 		FROM contact_import i JOIN contact_import_chunk c ON c.import_id = i.id,
 			jsonb_to_recordset(c.errors) AS e(row integer, email text, reason text)
@@ -224,7 +224,7 @@ func (s *Store) ContactImportErrors(ctx context.Context, teamID, id uuid.UUID, l
 
 // StartContactImport marks an import in progress (unless it already ended)
 // and returns it. ErrNotFound when there is none.
-func (s *Store) StartContactImport(ctx context.Context, id uuid.UUID) (ContactImport, error) {
+func (s *Audience) StartContactImport(ctx context.Context, id uuid.UUID) (ContactImport, error) {
 	imp, err := scanContactImport(s.pool.QueryRow(ctx, `UPDATE contact_import
 		SET status = CASE WHEN status = @queued THEN @in_progress ELSE status END
 		WHERE id = @id RETURNING `+contactImportColumns,
@@ -238,7 +238,7 @@ func (s *Store) StartContactImport(ctx context.Context, id uuid.UUID) (ContactIm
 // FinishContactImport ends an import that has not ended yet: completed
 // when reason is empty, otherwise failed with reason. Ending it again
 // changes nothing. Applied chunks' rows are emptied either way.
-func (s *Store) FinishContactImport(ctx context.Context, id uuid.UUID, reason string) (ContactImport, error) {
+func (s *Audience) FinishContactImport(ctx context.Context, id uuid.UUID, reason string) (ContactImport, error) {
 	status := ImportCompleted
 	var why *string
 	if reason != "" {
@@ -285,7 +285,7 @@ type ChunkCounts struct {
 // grow, in the same transaction: applying a chunk again (a retry after a
 // crash) returns the counts stored the first time and changes nothing.
 // ErrNotFound when the import or the chunk does not exist.
-func (s *Store) ApplyImportChunk(ctx context.Context, importID uuid.UUID, seq int) (ChunkCounts, error) {
+func (s *Audience) ApplyImportChunk(ctx context.Context, importID uuid.UUID, seq int) (ChunkCounts, error) {
 	var cc ChunkCounts
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var (

@@ -38,7 +38,7 @@ func scanContactProperty(row pgx.Row) (ContactProperty, error) {
 
 // CreateContactProperty adds a definition. ErrConflict when the team
 // already has the key.
-func (s *Store) CreateContactProperty(ctx context.Context, p ContactProperty) (ContactProperty, error) {
+func (s *Audience) CreateContactProperty(ctx context.Context, p ContactProperty) (ContactProperty, error) {
 	fb, err := jsonArg(p.Fallback)
 	if err != nil {
 		return ContactProperty{}, err
@@ -53,13 +53,13 @@ func (s *Store) CreateContactProperty(ctx context.Context, p ContactProperty) (C
 }
 
 // ContactProperty finds one of the team's definitions.
-func (s *Store) ContactProperty(ctx context.Context, teamID, id uuid.UUID) (ContactProperty, error) {
+func (s *Audience) ContactProperty(ctx context.Context, teamID, id uuid.UUID) (ContactProperty, error) {
 	return scanContactProperty(s.pool.QueryRow(ctx, `SELECT `+contactPropertyColumns+` FROM contact_property
 		WHERE team_id = @team AND id = @id`, pgx.NamedArgs{"team": teamID, "id": id}))
 }
 
 // ContactPropertiesByKey returns all the team's definitions by key.
-func (s *Store) ContactPropertiesByKey(ctx context.Context, teamID uuid.UUID) (map[string]ContactProperty, error) {
+func (s *Audience) ContactPropertiesByKey(ctx context.Context, teamID uuid.UUID) (map[string]ContactProperty, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+contactPropertyColumns+` FROM contact_property WHERE team_id = @team`,
 		pgx.NamedArgs{"team": teamID})
 	if err != nil {
@@ -77,14 +77,14 @@ func (s *Store) ContactPropertiesByKey(ctx context.Context, teamID uuid.UUID) (m
 }
 
 // ListContactProperties lists the team's definitions, newest first.
-func (s *Store) ListContactProperties(ctx context.Context, teamID uuid.UUID, p Page) ([]ContactProperty, bool, error) {
-	return listPage(ctx, s, p, `SELECT `+contactPropertyColumns+` FROM contact_property WHERE team_id = @team`,
+func (s *Audience) ListContactProperties(ctx context.Context, teamID uuid.UUID, p Page) ([]ContactProperty, bool, error) {
+	return listPage(ctx, s.Store, p, `SELECT `+contactPropertyColumns+` FROM contact_property WHERE team_id = @team`,
 		pgx.NamedArgs{"team": teamID}, scanContactProperty)
 }
 
 // SetContactPropertyFallback changes a definition's fallback value (nil
 // removes it) and returns the definition.
-func (s *Store) SetContactPropertyFallback(ctx context.Context, teamID, id uuid.UUID, fallback any) (ContactProperty, error) {
+func (s *Audience) SetContactPropertyFallback(ctx context.Context, teamID, id uuid.UUID, fallback any) (ContactProperty, error) {
 	fb, err := jsonArg(fallback)
 	if err != nil {
 		return ContactProperty{}, err
@@ -110,7 +110,7 @@ func jsonArg(v any) (*string, error) {
 
 // DeleteContactProperty removes a definition and its values from every
 // contact of the team, in one transaction. ErrNotFound when there is none.
-func (s *Store) DeleteContactProperty(ctx context.Context, teamID, id uuid.UUID) (ContactProperty, error) {
+func (s *Audience) DeleteContactProperty(ctx context.Context, teamID, id uuid.UUID) (ContactProperty, error) {
 	var p ContactProperty
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error

@@ -101,7 +101,7 @@ func emitContactEvents(ctx context.Context, tx pgx.Tx, c Contact, topics []Topic
 // emit about the new contact (see emitContactEvents). ErrConflict when
 // the team already has a contact with this address; a *RefError when a
 // segment or topic is not the team's.
-func (s *Store) CreateContact(ctx context.Context, c Contact, segments []uuid.UUID, topics []TopicChoice,
+func (s *Audience) CreateContact(ctx context.Context, c Contact, segments []uuid.UUID, topics []TopicChoice,
 	emit ...string) (Contact, error) {
 	if c.Properties == nil {
 		c.Properties = map[string]any{}
@@ -197,7 +197,7 @@ func setTopics(ctx context.Context, tx pgx.Tx, teamID, contactID uuid.UUID, topi
 }
 
 // Contact finds one of the team's contacts.
-func (s *Store) Contact(ctx context.Context, teamID uuid.UUID, ref ContactRef) (Contact, error) {
+func (s *Audience) Contact(ctx context.Context, teamID uuid.UUID, ref ContactRef) (Contact, error) {
 	return scanContact(s.pool.QueryRow(ctx, `SELECT `+contactColumns+` FROM contact WHERE `+refWhere,
 		refArgs(teamID, ref)))
 }
@@ -221,7 +221,7 @@ type ContactUpdate struct {
 // changed (see emitContactEvents, whose topics are u.Topics). ErrNotFound
 // when there is none; ErrConflict when the new address is another
 // contact's; a *RefError when a topic is not the team's.
-func (s *Store) UpdateContact(ctx context.Context, teamID uuid.UUID, ref ContactRef, u ContactUpdate,
+func (s *Audience) UpdateContact(ctx context.Context, teamID uuid.UUID, ref ContactRef, u ContactUpdate,
 	emit ...string) (Contact, error) {
 	args := refArgs(teamID, ref)
 	var email *string
@@ -267,7 +267,7 @@ func (s *Store) UpdateContact(ctx context.Context, teamID uuid.UUID, ref Contact
 // DeleteContact removes one of the team's contacts and returns it as it
 // was; its transaction also writes the webhook events of emit about it.
 // ErrNotFound when there is none.
-func (s *Store) DeleteContact(ctx context.Context, teamID uuid.UUID, ref ContactRef, emit ...string) (Contact, error) {
+func (s *Audience) DeleteContact(ctx context.Context, teamID uuid.UUID, ref ContactRef, emit ...string) (Contact, error) {
 	var c Contact
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
@@ -300,7 +300,7 @@ func likePattern(s string) string {
 }
 
 // ListContacts lists the team's contacts, newest first.
-func (s *Store) ListContacts(ctx context.Context, teamID uuid.UUID, f ContactFilter, p Page) ([]Contact, bool, error) {
+func (s *Audience) ListContacts(ctx context.Context, teamID uuid.UUID, f ContactFilter, p Page) ([]Contact, bool, error) {
 	q := `SELECT ` + contactColumns + ` FROM contact WHERE team_id = @team`
 	args := pgx.NamedArgs{"team": teamID}
 	if f.Search != "" {
@@ -311,7 +311,7 @@ func (s *Store) ListContacts(ctx context.Context, teamID uuid.UUID, f ContactFil
 		q += ` AND id IN (SELECT contact_id FROM contact_segment WHERE team_id = @team AND segment_id = @segment)`
 		args["segment"] = *f.SegmentID
 	}
-	return listPage(ctx, s, p, q, args, scanContact)
+	return listPage(ctx, s.Store, p, q, args, scanContact)
 }
 
 // ContactSegment is a segment a contact belongs to.
@@ -322,8 +322,8 @@ type ContactSegment struct {
 }
 
 // ContactSegments lists the segments of one of the team's contacts.
-func (s *Store) ContactSegments(ctx context.Context, teamID, contactID uuid.UUID, p Page) ([]ContactSegment, bool, error) {
-	return listPage(ctx, s, p, `SELECT id, name, added_at FROM (SELECT s.id, s.name, cs.created_at AS added_at
+func (s *Audience) ContactSegments(ctx context.Context, teamID, contactID uuid.UUID, p Page) ([]ContactSegment, bool, error) {
+	return listPage(ctx, s.Store, p, `SELECT id, name, added_at FROM (SELECT s.id, s.name, cs.created_at AS added_at
 			FROM contact_segment cs JOIN segment s ON s.id = cs.segment_id
 			WHERE cs.team_id = @team AND cs.contact_id = @contact) m WHERE true`,
 		pgx.NamedArgs{"team": teamID, "contact": contactID}, func(row pgx.Row) (ContactSegment, error) {
@@ -337,7 +337,7 @@ func (s *Store) ContactSegments(ctx context.Context, teamID, contactID uuid.UUID
 // its segments; adding twice is not an error. Its transaction also writes
 // the webhook events of emit about the contact. A *RefError when the
 // segment is not the team's.
-func (s *Store) AddContactToSegment(ctx context.Context, teamID, contactID, segmentID uuid.UUID, emit ...string) error {
+func (s *Audience) AddContactToSegment(ctx context.Context, teamID, contactID, segmentID uuid.UUID, emit ...string) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := addSegments(ctx, tx, teamID, contactID, []uuid.UUID{segmentID}); err != nil {
 			return err
@@ -353,7 +353,7 @@ func (s *Store) AddContactToSegment(ctx context.Context, teamID, contactID, segm
 // RemoveContactFromSegment ends a membership; its transaction also writes
 // the webhook events of emit about the contact. ErrNotFound when there
 // was none.
-func (s *Store) RemoveContactFromSegment(ctx context.Context, teamID, contactID, segmentID uuid.UUID, emit ...string) error {
+func (s *Audience) RemoveContactFromSegment(ctx context.Context, teamID, contactID, segmentID uuid.UUID, emit ...string) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM contact_segment
 			WHERE team_id = @team AND contact_id = @contact AND segment_id = @segment`,
@@ -398,8 +398,8 @@ type ContactTopic struct {
 
 // ContactTopics lists the team's topics with the contact's subscription
 // to each.
-func (s *Store) ContactTopics(ctx context.Context, teamID, contactID uuid.UUID, p Page) ([]ContactTopic, bool, error) {
-	return listPage(ctx, s, p, `SELECT `+topicColumns+`, coalesce((SELECT ct.subscription FROM contact_topic ct
+func (s *Audience) ContactTopics(ctx context.Context, teamID, contactID uuid.UUID, p Page) ([]ContactTopic, bool, error) {
+	return listPage(ctx, s.Store, p, `SELECT `+topicColumns+`, coalesce((SELECT ct.subscription FROM contact_topic ct
 			WHERE ct.contact_id = @contact AND ct.topic_id = topic.id), default_subscription)
 		FROM topic WHERE team_id = @team`,
 		pgx.NamedArgs{"team": teamID, "contact": contactID}, func(row pgx.Row) (ContactTopic, error) {
@@ -414,7 +414,7 @@ func (s *Store) ContactTopics(ctx context.Context, teamID, contactID uuid.UUID, 
 // transaction, which also writes the webhook events of emit about the
 // contact as it was before (see emitContactEvents). A *RefError when a
 // topic is not the team's.
-func (s *Store) UpdateContactTopics(ctx context.Context, teamID, contactID uuid.UUID, topics []TopicChoice,
+func (s *Audience) UpdateContactTopics(ctx context.Context, teamID, contactID uuid.UUID, topics []TopicChoice,
 	emit ...string) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := emitAboutContact(ctx, tx, teamID, contactID, topics, emit); err != nil {
@@ -439,7 +439,7 @@ func (s *Store) UpdateContactTopics(ctx context.Context, teamID, contactID uuid.
 // or the topic's default) is opt_out, and, when the topic's default is
 // opt_out, addresses that are not contacts (they never opted in).
 // ErrNotFound when the topic is not the team's.
-func (s *Store) TopicBlocked(ctx context.Context, teamID, topicID uuid.UUID, emails []string) (map[string]bool, error) {
+func (s *Audience) TopicBlocked(ctx context.Context, teamID, topicID uuid.UUID, emails []string) (map[string]bool, error) {
 	norm := make([]string, len(emails))
 	for i, e := range emails {
 		norm[i] = NormalizeAddress(e)

@@ -21,40 +21,40 @@ func TestContactsUniqueByNormalisedAddressAndIsolated(t *testing.T) {
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
 
-	c, err := st.CreateContact(ctx, newContact(teamA, "Steve@Example.com"), nil, nil)
+	c, err := st.Audience.CreateContact(ctx, newContact(teamA, "Steve@Example.com"), nil, nil)
 	require.NoError(t, err)
 	require.Equal(t, "steve@example.com", c.Email)
-	_, err = st.CreateContact(ctx, newContact(teamA, "STEVE@example.COM"), nil, nil)
+	_, err = st.Audience.CreateContact(ctx, newContact(teamA, "STEVE@example.COM"), nil, nil)
 	require.ErrorIs(t, err, store.ErrConflict, "addresses compare like the suppression list's")
-	_, err = st.CreateContact(ctx, newContact(teamB, "steve@example.com"), nil, nil)
+	_, err = st.Audience.CreateContact(ctx, newContact(teamB, "steve@example.com"), nil, nil)
 	require.NoError(t, err, "another team may have the same contact")
 
-	got, err := st.Contact(ctx, teamA, store.ContactRef{Email: "STEVE@EXAMPLE.COM"})
+	got, err := st.Audience.Contact(ctx, teamA, store.ContactRef{Email: "STEVE@EXAMPLE.COM"})
 	require.NoError(t, err)
 	require.Equal(t, c.ID, got.ID)
 
-	_, err = st.Contact(ctx, teamB, store.ContactRef{ID: &c.ID})
+	_, err = st.Audience.Contact(ctx, teamB, store.ContactRef{ID: &c.ID})
 	require.ErrorIs(t, err, store.ErrNotFound)
 	first := "Mallory"
-	_, err = st.UpdateContact(ctx, teamB, store.ContactRef{ID: &c.ID}, store.ContactUpdate{FirstName: &first})
+	_, err = st.Audience.UpdateContact(ctx, teamB, store.ContactRef{ID: &c.ID}, store.ContactUpdate{FirstName: &first})
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = st.DeleteContact(ctx, teamB, store.ContactRef{ID: &c.ID})
+	_, err = st.Audience.DeleteContact(ctx, teamB, store.ContactRef{ID: &c.ID})
 	require.ErrorIs(t, err, store.ErrNotFound)
-	got, err = st.Contact(ctx, teamA, store.ContactRef{ID: &c.ID})
+	got, err = st.Audience.Contact(ctx, teamA, store.ContactRef{ID: &c.ID})
 	require.NoError(t, err)
 	require.Empty(t, got.FirstName, "team B changed nothing")
 
 	// Team B's segments and topics cannot be attached to team A's contacts.
-	segB, err := st.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: teamB, Name: "B"})
+	segB, err := st.Audience.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: teamB, Name: "B"})
 	require.NoError(t, err)
-	err = st.AddContactToSegment(ctx, teamA, c.ID, segB.ID)
+	err = st.Audience.AddContactToSegment(ctx, teamA, c.ID, segB.ID)
 	var re *store.RefError
 	require.True(t, errors.As(err, &re), "%v", err)
 	require.Equal(t, "segment", re.What)
 	require.Equal(t, segB.ID, re.ID)
-	_, err = st.Segment(ctx, teamA, segB.ID)
+	_, err = st.Audience.Segment(ctx, teamA, segB.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = st.DeleteSegment(ctx, teamA, segB.ID)
+	_, err = st.Audience.DeleteSegment(ctx, teamA, segB.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
@@ -64,14 +64,14 @@ func TestContactSearchTakesPatternCharactersLiterally(t *testing.T) {
 	st := newStore(t)
 	team := newTeam(t, st)
 	for _, e := range []string{"ann_lee@example.com", "annxlee@example.com", "bob@example.com"} {
-		_, err := st.CreateContact(ctx, newContact(team, e), nil, nil)
+		_, err := st.Audience.CreateContact(ctx, newContact(team, e), nil, nil)
 		require.NoError(t, err)
 	}
-	list, _, err := st.ListContacts(ctx, team, store.ContactFilter{Search: "ann_"}, store.Page{Limit: 10})
+	list, _, err := st.Audience.ListContacts(ctx, team, store.ContactFilter{Search: "ann_"}, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	require.Equal(t, "ann_lee@example.com", list[0].Email)
-	list, _, err = st.ListContacts(ctx, team, store.ContactFilter{Search: "%"}, store.Page{Limit: 10})
+	list, _, err = st.Audience.ListContacts(ctx, team, store.ContactFilter{Search: "%"}, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, list)
 }
@@ -82,7 +82,7 @@ func TestTopicBlocked(t *testing.T) {
 	st := newStore(t)
 	team, other := newTeam(t, st), newTeam(t, st)
 	newTopic := func(def string) store.Topic {
-		tp, err := st.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: def,
+		tp, err := st.Audience.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: def,
 			DefaultSubscription: def, Visibility: "private"})
 		require.NoError(t, err)
 		return tp
@@ -91,7 +91,7 @@ func TestTopicBlocked(t *testing.T) {
 	mk := func(email string, unsub bool, topics ...store.TopicChoice) {
 		c := newContact(team, email)
 		c.Unsubscribed = unsub
-		_, err := st.CreateContact(ctx, c, nil, topics)
+		_, err := st.Audience.CreateContact(ctx, c, nil, topics)
 		require.NoError(t, err)
 	}
 	mk("default@example.com", false)
@@ -100,16 +100,16 @@ func TestTopicBlocked(t *testing.T) {
 	mk("unsub@example.com", true, store.TopicChoice{TopicID: optOut.ID, Subscription: store.TopicOptIn})
 	all := []string{"Default@example.com", "left-in@example.com", "joined-out@example.com", "unsub@example.com", "stranger@example.com"}
 
-	blocked, err := st.TopicBlocked(ctx, team, optIn.ID, all)
+	blocked, err := st.Audience.TopicBlocked(ctx, team, optIn.ID, all)
 	require.NoError(t, err)
 	require.Equal(t, map[string]bool{"left-in@example.com": true, "unsub@example.com": true}, blocked)
 
-	blocked, err = st.TopicBlocked(ctx, team, optOut.ID, all)
+	blocked, err = st.Audience.TopicBlocked(ctx, team, optOut.ID, all)
 	require.NoError(t, err)
 	require.Equal(t, map[string]bool{"default@example.com": true, "left-in@example.com": true,
 		"unsub@example.com": true, "stranger@example.com": true}, blocked)
 
-	_, err = st.TopicBlocked(ctx, other, optIn.ID, all)
+	_, err = st.Audience.TopicBlocked(ctx, other, optIn.ID, all)
 	require.ErrorIs(t, err, store.ErrNotFound, "another team's topic")
 }
 
@@ -118,18 +118,18 @@ func TestDeletingAPropertyRemovesItsValues(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
-	p, err := st.CreateContactProperty(ctx, store.ContactProperty{ID: uuid.Must(uuid.NewV7()), TeamID: team,
+	p, err := st.Audience.CreateContactProperty(ctx, store.ContactProperty{ID: uuid.Must(uuid.NewV7()), TeamID: team,
 		Key: "company", Type: store.PropertyString, Fallback: "Acme"})
 	require.NoError(t, err)
 	require.Equal(t, "Acme", p.Fallback)
 	c := newContact(team, "a@example.com")
 	c.Properties = map[string]any{"company": "Initech", "age": 42.0}
-	c, err = st.CreateContact(ctx, c, nil, nil)
+	c, err = st.Audience.CreateContact(ctx, c, nil, nil)
 	require.NoError(t, err)
 	require.Equal(t, map[string]any{"company": "Initech", "age": 42.0}, c.Properties)
-	_, err = st.DeleteContactProperty(ctx, team, p.ID)
+	_, err = st.Audience.DeleteContactProperty(ctx, team, p.ID)
 	require.NoError(t, err)
-	c, err = st.Contact(ctx, team, store.ContactRef{ID: &c.ID})
+	c, err = st.Audience.Contact(ctx, team, store.ContactRef{ID: &c.ID})
 	require.NoError(t, err)
 	require.Equal(t, map[string]any{"age": 42.0}, c.Properties)
 }

@@ -68,7 +68,7 @@ func scanDataRequest(row pgx.Row) (DataRequest, error) {
 // CreateDataRequest stores a queued request, the outbox entry that starts
 // its workflow and the audit entry e (its target set to the request), in
 // one transaction.
-func (s *Store) CreateDataRequest(ctx context.Context, r DataRequest, e audit.Entry) error {
+func (s *Privacy) CreateDataRequest(ctx context.Context, r DataRequest, e audit.Entry) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO data_request (id, team_id, type, address)
 			VALUES (@id, @team, @type, @address)`,
@@ -90,21 +90,21 @@ func (s *Store) CreateDataRequest(ctx context.Context, r DataRequest, e audit.En
 }
 
 // DataRequest returns the team's request with this id.
-func (s *Store) DataRequest(ctx context.Context, teamID, id uuid.UUID) (DataRequest, error) {
+func (s *Privacy) DataRequest(ctx context.Context, teamID, id uuid.UUID) (DataRequest, error) {
 	return scanDataRequest(s.pool.QueryRow(ctx, `SELECT `+dataRequestColumns+` FROM data_request
 		WHERE team_id = @team AND id = @id`, pgx.NamedArgs{"team": teamID, "id": id}))
 }
 
 // ListDataRequests lists the team's requests, newest first.
-func (s *Store) ListDataRequests(ctx context.Context, teamID uuid.UUID, p Page) ([]DataRequest, bool, error) {
-	return listPage(ctx, s, p, `SELECT `+dataRequestColumns+` FROM data_request WHERE team_id = @team`,
+func (s *Privacy) ListDataRequests(ctx context.Context, teamID uuid.UUID, p Page) ([]DataRequest, bool, error) {
+	return listPage(ctx, s.Store, p, `SELECT `+dataRequestColumns+` FROM data_request WHERE team_id = @team`,
 		pgx.NamedArgs{"team": teamID}, scanDataRequest)
 }
 
 // StartDataRequest moves a queued request to running (a running one stays
 // so, for a rerun) and returns it; the workflow, which knows only the id,
 // takes the team from it.
-func (s *Store) StartDataRequest(ctx context.Context, id uuid.UUID) (DataRequest, error) {
+func (s *Privacy) StartDataRequest(ctx context.Context, id uuid.UUID) (DataRequest, error) {
 	r, err := scanDataRequest(s.pool.QueryRow(ctx, `UPDATE data_request
 		SET status = CASE WHEN status = 'queued' THEN 'running' ELSE status END
 		WHERE id = @id RETURNING `+dataRequestColumns, pgx.NamedArgs{"id": id}))
@@ -117,7 +117,7 @@ func (s *Store) StartDataRequest(ctx context.Context, id uuid.UUID) (DataRequest
 // SetDataRequestFound records the counts of a running request, unless
 // counts were recorded already (a rerun of an erasure finds less than the
 // first run did, and the first run's counts are the true ones).
-func (s *Store) SetDataRequestFound(ctx context.Context, id uuid.UUID, found map[string]int) error {
+func (s *Privacy) SetDataRequestFound(ctx context.Context, id uuid.UUID, found map[string]int) error {
 	b, err := json.Marshal(found)
 	if err != nil {
 		return err
@@ -146,7 +146,7 @@ type DataRequestOutcome struct {
 // erasure forgets its address. The first call that ends it appends a
 // data_request.complete (or .fail) audit entry by the system in the same
 // transaction; later calls change nothing and report false.
-func (s *Store) FinishDataRequest(ctx context.Context, id uuid.UUID, o DataRequestOutcome) (bool, error) {
+func (s *Privacy) FinishDataRequest(ctx context.Context, id uuid.UUID, o DataRequestOutcome) (bool, error) {
 	status, reason := DataRequestCompleted, (*string)(nil)
 	if o.Failed {
 		status, reason = DataRequestFailed, &o.Reason
@@ -197,7 +197,7 @@ func (s *Store) FinishDataRequest(ctx context.Context, id uuid.UUID, o DataReque
 
 // ClearDataRequestArchive deletes the archive chunks of a request, before
 // an export (re)writes it.
-func (s *Store) ClearDataRequestArchive(ctx context.Context, id uuid.UUID) error {
+func (s *Privacy) ClearDataRequestArchive(ctx context.Context, id uuid.UUID) error {
 	if _, err := s.pool.Exec(ctx, `DELETE FROM data_request_archive WHERE request_id = @id`,
 		pgx.NamedArgs{"id": id}); err != nil {
 		return fmt.Errorf("clearing archive of data request %s: %w", id, mapErr(err))
@@ -207,7 +207,7 @@ func (s *Store) ClearDataRequestArchive(ctx context.Context, id uuid.UUID) error
 
 // PutDataRequestArchive stores chunk seq of a request's archive (sealed
 // by the caller).
-func (s *Store) PutDataRequestArchive(ctx context.Context, id uuid.UUID, seq int, data []byte, expires time.Time) error {
+func (s *Privacy) PutDataRequestArchive(ctx context.Context, id uuid.UUID, seq int, data []byte, expires time.Time) error {
 	if _, err := s.pool.Exec(ctx, `INSERT INTO data_request_archive (request_id, seq, data, expires_at)
 		VALUES (@id, @seq, @data, @expires)
 		ON CONFLICT (request_id, seq) DO UPDATE SET data = EXCLUDED.data, expires_at = EXCLUDED.expires_at`,
@@ -219,7 +219,7 @@ func (s *Store) PutDataRequestArchive(ctx context.Context, id uuid.UUID, seq int
 
 // DataRequestArchiveChunks counts the stored chunks of the team's
 // request's archive that have not expired; 0 when there is none.
-func (s *Store) DataRequestArchiveChunks(ctx context.Context, teamID, id uuid.UUID) (int, error) {
+func (s *Privacy) DataRequestArchiveChunks(ctx context.Context, teamID, id uuid.UUID) (int, error) {
 	var n int
 	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM data_request_archive a
 		JOIN data_request r ON r.id = a.request_id
@@ -233,7 +233,7 @@ func (s *Store) DataRequestArchiveChunks(ctx context.Context, teamID, id uuid.UU
 
 // DataRequestArchiveChunk returns chunk seq of the team's request's
 // archive (sealed); ErrNotFound when there is none or it expired.
-func (s *Store) DataRequestArchiveChunk(ctx context.Context, teamID, id uuid.UUID, seq int) ([]byte, error) {
+func (s *Privacy) DataRequestArchiveChunk(ctx context.Context, teamID, id uuid.UUID, seq int) ([]byte, error) {
 	var data []byte
 	err := s.pool.QueryRow(ctx, `SELECT a.data FROM data_request_archive a
 		JOIN data_request r ON r.id = a.request_id
@@ -248,7 +248,7 @@ func (s *Store) DataRequestArchiveChunk(ctx context.Context, teamID, id uuid.UUI
 // SealedDataRequests returns the team's requests, other than except, that
 // still hold their sealed address: an erasure opens them to forget the
 // earlier requests about the same person.
-func (s *Store) SealedDataRequests(ctx context.Context, teamID, except uuid.UUID) ([]DataRequest, error) {
+func (s *Privacy) SealedDataRequests(ctx context.Context, teamID, except uuid.UUID) ([]DataRequest, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+dataRequestColumns+` FROM data_request
 		WHERE team_id = @team AND id <> @except AND address IS NOT NULL ORDER BY id`,
 		pgx.NamedArgs{"team": teamID, "except": except})
@@ -264,7 +264,7 @@ func (s *Store) SealedDataRequests(ctx context.Context, teamID, except uuid.UUID
 
 // ForgetDataRequest deletes the archive of the team's request and clears
 // its address (an erasure of the same person came after it).
-func (s *Store) ForgetDataRequest(ctx context.Context, teamID, id uuid.UUID) error {
+func (s *Privacy) ForgetDataRequest(ctx context.Context, teamID, id uuid.UUID) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE data_request SET address = NULL, expires_at = NULL
 			WHERE team_id = @team AND id = @id`,

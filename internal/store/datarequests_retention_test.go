@@ -23,24 +23,24 @@ func TestPurgeExpiredForgetsExportAddress(t *testing.T) {
 	team := newTeam(t, st)
 	r := store.DataRequest{ID: uuid.Must(uuid.NewV7()), TeamID: team, Type: store.DataRequestExport,
 		Address: []byte("sealed address")}
-	require.NoError(t, st.CreateDataRequest(ctx, r, audit.Entry{ActorType: audit.ActorAdmin, Action: audit.DataRequestCreate,
+	require.NoError(t, st.Privacy.CreateDataRequest(ctx, r, audit.Entry{ActorType: audit.ActorAdmin, Action: audit.DataRequestCreate,
 		Outcome: audit.Success}))
-	_, err := st.StartDataRequest(ctx, r.ID)
+	_, err := st.Privacy.StartDataRequest(ctx, r.ID)
 	require.NoError(t, err)
 	expires, size := time.Now().Add(time.Hour), int64(10)
-	_, err = st.FinishDataRequest(ctx, r.ID, store.DataRequestOutcome{Found: map[string]int{"emails": 2},
+	_, err = st.Privacy.FinishDataRequest(ctx, r.ID, store.DataRequestOutcome{Found: map[string]int{"emails": 2},
 		ArchiveSize: &size, ExpiresAt: &expires})
 	require.NoError(t, err)
 
-	_, err = st.PurgeExpired(ctx, time.Now(), 100)
+	_, err = st.Privacy.PurgeExpired(ctx, time.Now(), 100)
 	require.NoError(t, err)
-	got, err := st.DataRequest(ctx, team, r.ID)
+	got, err := st.Privacy.DataRequest(ctx, team, r.ID)
 	require.NoError(t, err)
 	require.NotNil(t, got.Address, "the archive can still be downloaded")
 
-	_, err = st.PurgeExpired(ctx, expires.Add(time.Minute), 100)
+	_, err = st.Privacy.PurgeExpired(ctx, expires.Add(time.Minute), 100)
 	require.NoError(t, err)
-	got, err = st.DataRequest(ctx, team, r.ID)
+	got, err = st.Privacy.DataRequest(ctx, team, r.ID)
 	require.NoError(t, err)
 	require.Nil(t, got.Address, "the expired export forgot the address")
 	require.Equal(t, 2, got.Found["emails"])

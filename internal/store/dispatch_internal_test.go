@@ -16,7 +16,7 @@ import (
 func drainAll(t *testing.T, st *Store, decide func(OutboxItem) *OutboxResult) []OutboxItem {
 	t.Helper()
 	var claimed []OutboxItem
-	_, err := st.DrainOutbox(context.Background(), 100, func(_ context.Context, items []OutboxItem) []OutboxResult {
+	_, err := st.Webhooks.DrainOutbox(context.Background(), 100, func(_ context.Context, items []OutboxItem) []OutboxResult {
 		claimed = items
 		var res []OutboxResult
 		for _, it := range items {
@@ -44,11 +44,11 @@ func TestDrainOutboxBacksOffPerEntry(t *testing.T) {
 	st, team := migratedWithTeam(t)
 	failing, started, untouched := email(team), email(team), email(team)
 	for _, e := range []Email{failing, started, untouched} {
-		_, err := st.InsertEmail(ctx, e)
+		_, err := st.Emails.InsertEmail(ctx, e)
 		require.NoError(t, err)
 	}
 	batch := uuid.Must(uuid.NewV7())
-	_, err := st.Accept(ctx, Acceptance{Emails: []Email{email(team), email(team)}, BatchID: &batch})
+	_, err := st.Emails.Accept(ctx, Acceptance{Emails: []Email{email(team), email(team)}, BatchID: &batch})
 	require.NoError(t, err)
 	// Entries whose email (or batch) is gone: a deleted team, a bug.
 	goneEmail, goneBatch := uuid.New(), uuid.New()
@@ -88,7 +88,7 @@ func TestDrainOutboxBacksOffPerEntry(t *testing.T) {
 	// the others; the started one is gone.
 	claimed = drainAll(t, st, func(it OutboxItem) *OutboxResult { return &OutboxResult{ID: it.ID, Done: true} })
 	require.Equal(t, []uuid.UUID{untouched.ID, batch, goneEmail, goneBatch}, refs(claimed))
-	n, err := st.OutboxLen(ctx)
+	n, err := st.Webhooks.OutboxLen(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "only the entry waiting for its next attempt is left")
 
@@ -109,38 +109,38 @@ func TestFailOutboxWork(t *testing.T) {
 	st, team := migratedWithTeam(t)
 	batch := uuid.Must(uuid.NewV7())
 	done, open := email(team), email(team)
-	_, err := st.Accept(ctx, Acceptance{Emails: []Email{done, open}, BatchID: &batch})
+	_, err := st.Emails.Accept(ctx, Acceptance{Emails: []Email{done, open}, BatchID: &batch})
 	require.NoError(t, err)
-	require.NoError(t, st.RecordEvents(ctx, done.ID, []Event{{Type: EventSent},
+	require.NoError(t, st.Emails.RecordEvents(ctx, done.ID, []Event{{Type: EventSent},
 		{Type: EventDelivered, Recipient: "delivered@posthaste.test"}}))
 
-	n, err := st.FailOutboxWork(ctx, OutboxItem{Kind: OutboxSendBatch, Ref: batch}, "could not start")
+	n, err := st.Webhooks.FailOutboxWork(ctx, OutboxItem{Kind: OutboxSendBatch, Ref: batch}, "could not start")
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "the delivered email keeps its outcome")
-	got, err := st.GetEmail(ctx, team, open.ID)
+	got, err := st.Emails.GetEmail(ctx, team, open.ID)
 	require.NoError(t, err)
 	require.Equal(t, EventFailed, got.LastEvent)
-	evs, err := st.Events(ctx, open.ID)
+	evs, err := st.Emails.Events(ctx, open.ID)
 	require.NoError(t, err)
 	require.Equal(t, EventFailed, evs[len(evs)-1].Type)
 	require.Equal(t, "could not start", evs[len(evs)-1].Detail["reason"])
-	got, err = st.GetEmail(ctx, team, done.ID)
+	got, err = st.Emails.GetEmail(ctx, team, done.ID)
 	require.NoError(t, err)
 	require.Equal(t, EventDelivered, got.LastEvent)
 
 	single := email(team)
-	_, err = st.InsertEmail(ctx, single)
+	_, err = st.Emails.InsertEmail(ctx, single)
 	require.NoError(t, err)
-	n, err = st.FailOutboxWork(ctx, OutboxItem{Kind: OutboxSendEmail, Ref: single.ID}, "could not start")
+	n, err = st.Webhooks.FailOutboxWork(ctx, OutboxItem{Kind: OutboxSendEmail, Ref: single.ID}, "could not start")
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	n, err = st.FailOutboxWork(ctx, OutboxItem{Kind: OutboxSendEmail, Ref: single.ID}, "could not start")
+	n, err = st.Webhooks.FailOutboxWork(ctx, OutboxItem{Kind: OutboxSendEmail, Ref: single.ID}, "could not start")
 	require.NoError(t, err)
 	require.Zero(t, n, "failing again fails nothing")
 
 	for _, it := range []OutboxItem{{Kind: OutboxSendEmail, Ref: uuid.New()}, {Kind: OutboxSendBatch, Ref: uuid.New()},
 		{Kind: OutboxWebhook, Ref: uuid.New()}} {
-		n, err = st.FailOutboxWork(ctx, it, "could not start")
+		n, err = st.Webhooks.FailOutboxWork(ctx, it, "could not start")
 		require.NoError(t, err, it.Kind)
 		require.Zero(t, n, it.Kind)
 	}
@@ -157,9 +157,9 @@ func TestStalledEmails(t *testing.T) {
 		if scheduled != nil {
 			e.ScheduledAt, e.LastEvent = scheduled, EventScheduled
 		}
-		_, err := st.InsertEmail(ctx, e)
+		_, err := st.Emails.InsertEmail(ctx, e)
 		require.NoError(t, err)
-		require.NoError(t, st.RecordEvents(ctx, e.ID, events))
+		require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, events))
 		return e
 	}
 	sent := Event{Type: EventSent}
@@ -180,7 +180,7 @@ func TestStalledEmails(t *testing.T) {
 	batch := uuid.Must(uuid.NewV7())
 	batchEmail := email(team)
 	batchEmail.CreatedAt = hourAgo
-	_, err := st.Accept(ctx, Acceptance{Emails: []Email{batchEmail}, BatchID: &batch})
+	_, err := st.Emails.Accept(ctx, Acceptance{Emails: []Email{batchEmail}, BatchID: &batch})
 	require.NoError(t, err)
 	// The dispatcher started every entry but one, and the batch's.
 	_, err = st.pool.Exec(ctx, `DELETE FROM outbox WHERE ref <> ALL (@keep)`,
@@ -188,7 +188,7 @@ func TestStalledEmails(t *testing.T) {
 	require.NoError(t, err)
 
 	q := StalledQuery{QueuedBefore: now.Add(-10 * time.Minute), SentBefore: now.Add(-73 * time.Hour), Limit: 10}
-	list, err := st.StalledEmails(ctx, q)
+	list, err := st.Emails.StalledEmails(ctx, q)
 	require.NoError(t, err)
 	ids := func(l []StalledEmail) []uuid.UUID {
 		var out []uuid.UUID
@@ -211,7 +211,7 @@ func TestStalledEmails(t *testing.T) {
 	// A batch's email is the batch's to start while its entry waits.
 	_, err = st.pool.Exec(ctx, `DELETE FROM outbox WHERE ref = @batch`, pgx.NamedArgs{"batch": batch})
 	require.NoError(t, err)
-	list, err = st.StalledEmails(ctx, q)
+	list, err = st.Emails.StalledEmails(ctx, q)
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{sentLongAgo.ID, delayedLongAgo.ID, queuedNoOutbox.ID, batchEmail.ID, dueScheduled.ID},
 		ids(list))
@@ -219,18 +219,18 @@ func TestStalledEmails(t *testing.T) {
 
 	// Pages continue after the last email listed.
 	q.Limit = 3
-	first, err := st.StalledEmails(ctx, q)
+	first, err := st.Emails.StalledEmails(ctx, q)
 	require.NoError(t, err)
 	q.After = &first[2]
-	rest, err := st.StalledEmails(ctx, q)
+	rest, err := st.Emails.StalledEmails(ctx, q)
 	require.NoError(t, err)
 	require.Equal(t, ids(list), append(ids(first), ids(rest)...))
 
 	// Restarts are counted and never go back.
-	require.NoError(t, st.RecordRestart(ctx, queuedNoOutbox.ID, 2))
-	require.NoError(t, st.RecordRestart(ctx, queuedNoOutbox.ID, 1))
+	require.NoError(t, st.Emails.RecordRestart(ctx, queuedNoOutbox.ID, 2))
+	require.NoError(t, st.Emails.RecordRestart(ctx, queuedNoOutbox.ID, 1))
 	q.After, q.Limit = nil, 10
-	list, err = st.StalledEmails(ctx, q)
+	list, err = st.Emails.StalledEmails(ctx, q)
 	require.NoError(t, err)
 	for _, e := range list {
 		if e.ID == queuedNoOutbox.ID {

@@ -91,7 +91,7 @@ func scanDomain(row pgx.Row) (Domain, error) {
 // at most one domain, and writes the webhook events of emit (domain.*)
 // about that domain in the same transaction, with DomainPayload as their
 // data. ErrNotFound when q returned no domain.
-func (s *Store) domainChange(ctx context.Context, q string, args pgx.NamedArgs, emit []string) error {
+func (s *Domains) domainChange(ctx context.Context, q string, args pgx.NamedArgs, emit []string) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		d, err := scanDomain(tx.QueryRow(ctx, q, args))
 		if err != nil {
@@ -110,7 +110,7 @@ func emitDomainEvents(ctx context.Context, tx pgx.Tx, d Domain, types []string) 
 // CreateDomain inserts a domain; its transaction also writes the webhook
 // events of emit about it. ErrConflict when the team already has a live
 // domain of that name.
-func (s *Store) CreateDomain(ctx context.Context, d Domain, emit ...string) error {
+func (s *Domains) CreateDomain(ctx context.Context, d Domain, emit ...string) error {
 	err := s.domainChange(ctx, `INSERT INTO domain (id, team_id, name, region, status, return_path,
 			open_tracking, click_tracking, tls, dkim_selector, dkim_public_key, dkim_private_key, record_status,
 			receiving, tracking_subdomain)
@@ -138,13 +138,13 @@ func nonNilMap(m map[string]string) map[string]string {
 
 // GetDomain returns a live domain of the team. ErrNotFound for unknown,
 // deleted and other teams' domains.
-func (s *Store) GetDomain(ctx context.Context, teamID, id uuid.UUID) (Domain, error) {
+func (s *Domains) GetDomain(ctx context.Context, teamID, id uuid.UUID) (Domain, error) {
 	return scanDomain(s.pool.QueryRow(ctx, `SELECT `+domainColumns+` FROM domain
 		WHERE id = @id AND team_id = @team AND deleted_at IS NULL`, pgx.NamedArgs{"id": id, "team": teamID}))
 }
 
 // DomainByName returns the team's live domain of that exact name.
-func (s *Store) DomainByName(ctx context.Context, teamID uuid.UUID, name string) (Domain, error) {
+func (s *Domains) DomainByName(ctx context.Context, teamID uuid.UUID, name string) (Domain, error) {
 	return scanDomain(s.pool.QueryRow(ctx, `SELECT `+domainColumns+` FROM domain
 		WHERE team_id = @team AND name = @name AND deleted_at IS NULL`, pgx.NamedArgs{"name": name, "team": teamID}))
 }
@@ -152,14 +152,14 @@ func (s *Store) DomainByName(ctx context.Context, teamID uuid.UUID, name string)
 // DomainByID returns a domain whatever its team, deleted ones included:
 // workflows address domains by id, and emails accepted before a domain was
 // deleted are still signed with its key.
-func (s *Store) DomainByID(ctx context.Context, id uuid.UUID) (Domain, error) {
+func (s *Domains) DomainByID(ctx context.Context, id uuid.UUID) (Domain, error) {
 	return scanDomain(s.pool.QueryRow(ctx, `SELECT `+domainColumns+` FROM domain WHERE id = @id`,
 		pgx.NamedArgs{"id": id}))
 }
 
 // ListDomains lists the team's live domains, newest first.
-func (s *Store) ListDomains(ctx context.Context, teamID uuid.UUID, p Page) ([]Domain, bool, error) {
-	return listPage(ctx, s, p, `SELECT `+domainColumns+` FROM domain
+func (s *Domains) ListDomains(ctx context.Context, teamID uuid.UUID, p Page) ([]Domain, bool, error) {
+	return listPage(ctx, s.Store, p, `SELECT `+domainColumns+` FROM domain
 		WHERE team_id = @team AND deleted_at IS NULL`, pgx.NamedArgs{"team": teamID}, scanDomain)
 }
 
@@ -177,7 +177,7 @@ type DomainUpdate struct {
 // UpdateDomain changes a live domain's settings; its transaction also
 // writes the webhook events of emit about the domain as changed.
 // ErrNotFound when the team has no such domain.
-func (s *Store) UpdateDomain(ctx context.Context, teamID, id uuid.UUID, u DomainUpdate, emit ...string) error {
+func (s *Domains) UpdateDomain(ctx context.Context, teamID, id uuid.UUID, u DomainUpdate, emit ...string) error {
 	err := s.domainChange(ctx, `UPDATE domain SET
 			open_tracking = coalesce(@open, open_tracking),
 			click_tracking = coalesce(@click, click_tracking),
@@ -200,7 +200,7 @@ func (s *Store) UpdateDomain(ctx context.Context, teamID, id uuid.UUID, u Domain
 // DeleteDomain marks a live domain deleted: no new email is accepted from
 // it. Its transaction also writes the webhook events of emit about the
 // domain. ErrNotFound when the team has no such domain.
-func (s *Store) DeleteDomain(ctx context.Context, teamID, id uuid.UUID, emit ...string) error {
+func (s *Domains) DeleteDomain(ctx context.Context, teamID, id uuid.UUID, emit ...string) error {
 	err := s.domainChange(ctx, `UPDATE domain SET deleted_at = now(), updated_at = now()
 		WHERE id = @id AND team_id = @team AND deleted_at IS NULL RETURNING `+domainColumns,
 		pgx.NamedArgs{"id": id, "team": teamID}, emit)
@@ -216,7 +216,7 @@ func (s *Store) DeleteDomain(ctx context.Context, teamID, id uuid.UUID, emit ...
 // MarkDomainPending moves a live domain whose verification is not running
 // (not_started or failed) to pending, so that a check requested through
 // the API shows at once. It returns the domain as it is afterwards.
-func (s *Store) MarkDomainPending(ctx context.Context, teamID, id uuid.UUID) (Domain, error) {
+func (s *Domains) MarkDomainPending(ctx context.Context, teamID, id uuid.UUID) (Domain, error) {
 	_, err := s.pool.Exec(ctx, `UPDATE domain SET status = 'pending', updated_at = now(),
 			record_status = (SELECT coalesce(jsonb_object_agg(k, 'pending'), '{}') FROM jsonb_object_keys(record_status) k)
 		WHERE id = @id AND team_id = @team AND deleted_at IS NULL AND status IN ('not_started', 'failed')`,
@@ -231,7 +231,7 @@ func (s *Store) MarkDomainPending(ctx context.Context, teamID, id uuid.UUID) (Do
 // domain is left alone. verified_at is set when the domain first becomes
 // verified. When the status changed, the same transaction writes the
 // webhook events of emit about the domain.
-func (s *Store) SetDomainStatus(ctx context.Context, id uuid.UUID, status string, records map[string]string,
+func (s *Domains) SetDomainStatus(ctx context.Context, id uuid.UUID, status string, records map[string]string,
 	emit ...string) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var was string
@@ -262,7 +262,7 @@ func (s *Store) SetDomainStatus(ctx context.Context, id uuid.UUID, status string
 // SetDomainDMARCPolicy stores the DMARC policy a verification check
 // found (see Domain.DMARCPolicy): "" when the domain publishes no DMARC
 // record. A deleted domain is left alone.
-func (s *Store) SetDomainDMARCPolicy(ctx context.Context, id uuid.UUID, policy string) error {
+func (s *Domains) SetDomainDMARCPolicy(ctx context.Context, id uuid.UUID, policy string) error {
 	_, err := s.pool.Exec(ctx, `UPDATE domain SET dmarc_policy = @policy WHERE id = @id AND deleted_at IS NULL
 		AND dmarc_policy IS DISTINCT FROM @policy::text`, pgx.NamedArgs{"id": id, "policy": policy})
 	if err != nil {

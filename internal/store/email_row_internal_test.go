@@ -110,14 +110,14 @@ func TestEmailRowMigration(t *testing.T) {
 	// Up to the newest version (the code reads the newest schema), then
 	// back through every later migration to 10.
 	require.NoError(t, st.Migrate(ctx))
-	got, err := st.GetEmail(ctx, team, queued)
+	got, err := st.Emails.GetEmail(ctx, team, queued)
 	require.NoError(t, err)
 	require.Equal(t, []Recipient{
 		{Address: "a@x.test", Kind: "to", Domain: "x.test", Status: "delivered"},
 		{Address: `b"q,@x.test`, Kind: "cc", Domain: "x.test", Status: "bounced"},
 	}, got.Recipients)
 	history := func(id uuid.UUID) []string {
-		evs, err := st.Events(ctx, id)
+		evs, err := st.Emails.Events(ctx, id)
 		require.NoError(t, err)
 		var out []string
 		for _, ev := range evs {
@@ -162,7 +162,7 @@ func migratedWithTeam(t *testing.T) (*Store, uuid.UUID) {
 	t.Helper()
 	st := openMigrated(t)
 	team := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.CreateTeam(context.Background(), Team{ID: team, Name: "t"}))
+	require.NoError(t, st.Accounts.CreateTeam(context.Background(), Team{ID: team, Name: "t"}))
 	return st, team
 }
 
@@ -182,14 +182,14 @@ func TestEmailRecipientsNamedOnce(t *testing.T) {
 	st, team := migratedWithTeam(t)
 	twice := email(team)
 	twice.Recipients = append(twice.Recipients, twice.Recipients[0])
-	_, err := st.Accept(ctx, Acceptance{Emails: []Email{twice}})
+	_, err := st.Emails.Accept(ctx, Acceptance{Emails: []Email{twice}})
 	var check *pgconn.PgError
 	require.True(t, errors.As(err, &check), "%v", err)
 	require.Equal(t, "email_rcpt_shape", check.ConstraintName)
 	once := email(team)
 	once.Recipients = append(once.Recipients, Recipient{Address: "Delivered@posthaste.test", Kind: "cc",
 		Domain: "posthaste.test"})
-	_, err = st.Accept(ctx, Acceptance{Emails: []Email{once}})
+	_, err = st.Emails.Accept(ctx, Acceptance{Emails: []Email{once}})
 	require.NoError(t, err, "addresses are compared as written, as the key did")
 }
 
@@ -207,14 +207,14 @@ func TestEmailTeamReference(t *testing.T) {
 
 	// A team that does not exist: nothing is written, whatever the others.
 	batch := uuid.Must(uuid.NewV7())
-	_, err := st.Accept(ctx, Acceptance{Emails: []Email{email(team), email(uuid.New())}, BatchID: &batch})
+	_, err := st.Emails.Accept(ctx, Acceptance{Emails: []Email{email(team), email(uuid.New())}, BatchID: &batch})
 	require.ErrorIs(t, err, ErrNotFound)
 	require.Zero(t, count(`SELECT count(*) FROM email`))
 
 	kept := email(team)
-	_, err = st.Accept(ctx, Acceptance{Emails: []Email{kept}})
+	_, err = st.Emails.Accept(ctx, Acceptance{Emails: []Email{kept}})
 	require.NoError(t, err)
-	require.NoError(t, st.RecordEvents(ctx, kept.ID, []Event{{Type: EventSent}}))
+	require.NoError(t, st.Emails.RecordEvents(ctx, kept.ID, []Event{{Type: EventSent}}))
 
 	var pgErr *pgconn.PgError
 	_, err = st.pool.Exec(ctx, `UPDATE email SET team_id = @other WHERE id = @id`,
@@ -246,13 +246,13 @@ func TestEmailTeamReference(t *testing.T) {
 
 	// A deletion in flight: the acceptance waits for it, then fails.
 	second := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.CreateTeam(ctx, Team{ID: second, Name: "u"}))
+	require.NoError(t, st.Accounts.CreateTeam(ctx, Team{ID: second, Name: "u"}))
 	tx, err = st.pool.Begin(ctx)
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx, `DELETE FROM team WHERE id = @id`, pgx.NamedArgs{"id": second})
 	require.NoError(t, err)
 	accepted := startBlocked(t, st, "accepting an email", func() error {
-		_, err := st.Accept(ctx, Acceptance{Emails: []Email{email(second)}})
+		_, err := st.Emails.Accept(ctx, Acceptance{Emails: []Email{email(second)}})
 		return err
 	})
 	require.NoError(t, tx.Commit(ctx))

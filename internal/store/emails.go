@@ -132,7 +132,7 @@ type Event struct {
 
 // InsertEmail durably accepts one email (see Accept) and returns the
 // team's usage of the month including it.
-func (s *Store) InsertEmail(ctx context.Context, e Email) (used int64, err error) {
+func (s *Emails) InsertEmail(ctx context.Context, e Email) (used int64, err error) {
 	return s.Accept(ctx, Acceptance{Emails: []Email{e}})
 }
 
@@ -159,7 +159,7 @@ type Acceptance struct {
 // commit) so the claim can be checked before the commit. It returns the
 // team's usage of the month including these emails. Over the plan's quota
 // nothing is written and the error is a *QuotaExceededError.
-func (s *Store) Accept(ctx context.Context, a Acceptance) (used int64, err error) {
+func (s *Emails) Accept(ctx context.Context, a Acceptance) (used int64, err error) {
 	if a.Emails, err = s.sealEmails(ctx, a.Emails); err != nil {
 		return 0, err
 	}
@@ -174,7 +174,7 @@ func (s *Store) Accept(ctx context.Context, a Acceptance) (used int64, err error
 
 // accept writes a sealed Acceptance once, taking the quota exactly when
 // exact is set (see quota_take).
-func (s *Store) accept(ctx context.Context, a Acceptance, exact bool) (used int64, err error) {
+func (s *Emails) accept(ctx context.Context, a Acceptance, exact bool) (used int64, err error) {
 	b, err := acceptance(a, exact, &used)
 	if err != nil {
 		return 0, err
@@ -483,14 +483,14 @@ func scanEmail(row pgx.Row) (Email, error) {
 
 // GetEmail returns a team's email with its recipients. ErrNotFound for
 // unknown ids and for other teams' emails.
-func (s *Store) GetEmail(ctx context.Context, teamID, id uuid.UUID) (Email, error) {
+func (s *Emails) GetEmail(ctx context.Context, teamID, id uuid.UUID) (Email, error) {
 	e, err := scanEmail(s.pool.QueryRow(ctx, `SELECT `+emailColumns+` FROM email
 		WHERE id = @id AND team_id = @team`, pgx.NamedArgs{"id": id, "team": teamID}))
 	return s.openedEmail(ctx, e, err)
 }
 
 // openedEmail opens the sealed content of an email just read.
-func (s *Store) openedEmail(ctx context.Context, e Email, err error) (Email, error) {
+func (s *Emails) openedEmail(ctx context.Context, e Email, err error) (Email, error) {
 	if err != nil {
 		return Email{}, err
 	}
@@ -501,15 +501,15 @@ func (s *Store) openedEmail(ctx context.Context, e Email, err error) (Email, err
 }
 
 // ListEmails lists a team's emails, newest first, without bodies.
-func (s *Store) ListEmails(ctx context.Context, teamID uuid.UUID, p Page) ([]Email, bool, error) {
-	return listPage(ctx, s, p, `SELECT `+emailListColumns+` FROM email WHERE team_id = @team`,
+func (s *Emails) ListEmails(ctx context.Context, teamID uuid.UUID, p Page) ([]Email, bool, error) {
+	return listPage(ctx, s.Store, p, `SELECT `+emailListColumns+` FROM email WHERE team_id = @team`,
 		pgx.NamedArgs{"team": teamID}, scanEmail)
 }
 
 // EmailForBuild loads everything needed to build an email's message:
 // bodies, recipients and attachments. It is not team-scoped: workflows
 // address emails by id only.
-func (s *Store) EmailForBuild(ctx context.Context, id uuid.UUID) (Email, error) {
+func (s *Emails) EmailForBuild(ctx context.Context, id uuid.UUID) (Email, error) {
 	// One round trip: the email, its attachments and its submitted source
 	// are read in one pipelined batch.
 	var e Email
@@ -537,7 +537,7 @@ type EmailToSend struct {
 // EmailForSending loads an EmailToSend in one round trip. Attachments are
 // read only when attachments is set: a delivery of the stored message
 // needs none.
-func (s *Store) EmailForSending(ctx context.Context, id uuid.UUID, attachments bool) (EmailToSend, error) {
+func (s *Emails) EmailForSending(ctx context.Context, id uuid.UUID, attachments bool) (EmailToSend, error) {
 	var out EmailToSend
 	args := pgx.NamedArgs{"id": id}
 	b := &pgx.Batch{}
@@ -586,7 +586,7 @@ func (s *Store) EmailForSending(ctx context.Context, id uuid.UUID, attachments b
 }
 
 // Attachments returns the attachments of an email, in order.
-func (s *Store) Attachments(ctx context.Context, id uuid.UUID) ([]Attachment, error) {
+func (s *Emails) Attachments(ctx context.Context, id uuid.UUID) ([]Attachment, error) {
 	e := Email{ID: id}
 	b := &pgx.Batch{}
 	b.Queue(`SELECT team_id FROM email WHERE id = @id`, pgx.NamedArgs{"id": id}).QueryRow(func(row pgx.Row) error {
@@ -653,7 +653,7 @@ func queueSource(b *pgx.Batch, id uuid.UUID, e *Email) {
 
 // SaveMessage stores the built message of the team's email once; a
 // second call (a retried step) keeps the first message and returns it.
-func (s *Store) SaveMessage(ctx context.Context, teamID, id uuid.UUID, messageID string, data []byte) ([]byte, error) {
+func (s *Emails) SaveMessage(ctx context.Context, teamID, id uuid.UUID, messageID string, data []byte) ([]byte, error) {
 	sealedData, sealed, err := s.sealBytes(ctx, teamID, data, adMessage(id))
 	if err != nil {
 		return nil, fmt.Errorf("sealing message of %s: %w", id, err)
@@ -679,7 +679,7 @@ func (s *Store) SaveMessage(ctx context.Context, teamID, id uuid.UUID, messageID
 }
 
 // Message returns the built message of an email.
-func (s *Store) Message(ctx context.Context, id uuid.UUID) ([]byte, error) {
+func (s *Emails) Message(ctx context.Context, id uuid.UUID) ([]byte, error) {
 	var data []byte
 	var sealed bool
 	var team uuid.UUID
@@ -743,7 +743,7 @@ func allRecipients(state string) string {
 // enabled endpoint of the team subscribed to its type, and an outbox entry
 // that wakes the endpoint's delivery: an event is never recorded without
 // its webhooks.
-func (s *Store) RecordEvents(ctx context.Context, emailID uuid.UUID, events []Event) error {
+func (s *Emails) RecordEvents(ctx context.Context, emailID uuid.UUID, events []Event) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -806,7 +806,7 @@ const firstEventType = `CASE WHEN scheduled_at IS NULL THEN 'queued' ELSE 'sched
 
 // Events returns an email's history, oldest first: its acceptance, then
 // the recorded events.
-func (s *Store) Events(ctx context.Context, emailID uuid.UUID) ([]Event, error) {
+func (s *Emails) Events(ctx context.Context, emailID uuid.UUID) ([]Event, error) {
 	rows, err := s.pool.Query(ctx, `SELECT type, recipient, detail, created_at FROM (
 			SELECT 0 AS id, `+firstEventType+` AS type, '' AS recipient, NULL::jsonb AS detail, created_at
 			FROM email WHERE id = @id

@@ -61,16 +61,17 @@ func TestEventsCommitWithTheirChange(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	st := &Store{pool: pool, logger: slog.New(slog.DiscardHandler)}
+	st.areas()
 
 	team := uuid.New()
-	require.NoError(t, st.CreateTeam(ctx, Team{ID: team, Name: "t"}))
+	require.NoError(t, st.Accounts.CreateTeam(ctx, Team{ID: team, Name: "t"}))
 	hook := uuid.New()
-	require.NoError(t, st.CreateWebhook(ctx, Webhook{ID: hook, TeamID: team, Endpoint: "https://hooks.test/x",
+	require.NoError(t, st.Webhooks.CreateWebhook(ctx, Webhook{ID: hook, TeamID: team, Endpoint: "https://hooks.test/x",
 		Events: []string{"contact.created", "contact.updated", "contact.deleted", EventContactTopicsUpdated,
 			"topic.created", "topic.updated", "topic.deleted", "domain.created", "domain.updated", "domain.deleted"},
 		Status: WebhookEnabled, Secret: []byte("sealed")}))
 	contact, topic, domain := uuid.New(), uuid.New(), uuid.New()
-	segment, err := st.CreateSegment(ctx, Segment{ID: uuid.New(), TeamID: team, Name: "s"})
+	segment, err := st.Audience.CreateSegment(ctx, Segment{ID: uuid.New(), TeamID: team, Name: "s"})
 	require.NoError(t, err)
 	name := "Renamed"
 
@@ -79,56 +80,56 @@ func TestEventsCommitWithTheirChange(t *testing.T) {
 		change func(ctx context.Context) error
 	}{
 		{"contact.created", func(ctx context.Context) error {
-			_, err := st.CreateContact(ctx, Contact{ID: contact, TeamID: team, Email: "pat@dest.test"}, nil, nil,
+			_, err := st.Audience.CreateContact(ctx, Contact{ID: contact, TeamID: team, Email: "pat@dest.test"}, nil, nil,
 				"contact.created")
 			return err
 		}},
 		{"contact.updated", func(ctx context.Context) error {
-			_, err := st.UpdateContact(ctx, team, ContactRef{ID: &contact}, ContactUpdate{FirstName: &name},
+			_, err := st.Audience.UpdateContact(ctx, team, ContactRef{ID: &contact}, ContactUpdate{FirstName: &name},
 				"contact.updated")
 			return err
 		}},
 		{"contact.updated", func(ctx context.Context) error {
-			return st.AddContactToSegment(ctx, team, contact, segment.ID, "contact.updated")
+			return st.Audience.AddContactToSegment(ctx, team, contact, segment.ID, "contact.updated")
 		}},
 		{"contact.updated", func(ctx context.Context) error {
-			return st.RemoveContactFromSegment(ctx, team, contact, segment.ID, "contact.updated")
+			return st.Audience.RemoveContactFromSegment(ctx, team, contact, segment.ID, "contact.updated")
 		}},
 		{"topic.created", func(ctx context.Context) error {
-			_, err := st.CreateTopic(ctx, Topic{ID: topic, TeamID: team, Name: "news", DefaultSubscription: TopicOptIn,
+			_, err := st.Audience.CreateTopic(ctx, Topic{ID: topic, TeamID: team, Name: "news", DefaultSubscription: TopicOptIn,
 				Visibility: "public"}, "topic.created")
 			return err
 		}},
 		{EventContactTopicsUpdated, func(ctx context.Context) error {
-			return st.UpdateContactTopics(ctx, team, contact, []TopicChoice{{TopicID: topic, Subscription: TopicOptOut}},
+			return st.Audience.UpdateContactTopics(ctx, team, contact, []TopicChoice{{TopicID: topic, Subscription: TopicOptOut}},
 				EventContactTopicsUpdated)
 		}},
 		{"topic.updated", func(ctx context.Context) error {
-			_, err := st.UpdateTopic(ctx, team, topic, TopicUpdate{Name: &name}, "topic.updated")
+			_, err := st.Audience.UpdateTopic(ctx, team, topic, TopicUpdate{Name: &name}, "topic.updated")
 			return err
 		}},
 		{"topic.deleted", func(ctx context.Context) error {
-			_, err := st.DeleteTopic(ctx, team, topic, "topic.deleted")
+			_, err := st.Audience.DeleteTopic(ctx, team, topic, "topic.deleted")
 			return err
 		}},
 		{"contact.deleted", func(ctx context.Context) error {
-			_, err := st.DeleteContact(ctx, team, ContactRef{ID: &contact}, "contact.deleted")
+			_, err := st.Audience.DeleteContact(ctx, team, ContactRef{ID: &contact}, "contact.deleted")
 			return err
 		}},
 		{"domain.created", func(ctx context.Context) error {
-			return st.CreateDomain(ctx, Domain{ID: domain, TeamID: team, Name: "dest.test", Region: "us-east-1",
+			return st.Domains.CreateDomain(ctx, Domain{ID: domain, TeamID: team, Name: "dest.test", Region: "us-east-1",
 				Status: DomainNotStarted, ReturnPath: "send", TLS: TLSOpportunistic, DKIMSelector: "posthaste",
 				DKIMPublicKey: "cHVibGlj", DKIMPrivateKey: []byte("sealed")}, "domain.created")
 		}},
 		{"domain.updated", func(ctx context.Context) error {
 			yes := true
-			return st.UpdateDomain(ctx, team, domain, DomainUpdate{OpenTracking: &yes}, "domain.updated")
+			return st.Domains.UpdateDomain(ctx, team, domain, DomainUpdate{OpenTracking: &yes}, "domain.updated")
 		}},
 		{"domain.updated", func(ctx context.Context) error {
-			return st.SetDomainStatus(ctx, domain, "verified", map[string]string{"dkim": "verified"}, "domain.updated")
+			return st.Domains.SetDomainStatus(ctx, domain, "verified", map[string]string{"dkim": "verified"}, "domain.updated")
 		}},
 		{"domain.deleted", func(ctx context.Context) error {
-			return st.DeleteDomain(ctx, team, domain, "domain.deleted")
+			return st.Domains.DeleteDomain(ctx, team, domain, "domain.deleted")
 		}},
 	} {
 		_, err := pool.Exec(ctx, `DELETE FROM outbox`)
@@ -148,7 +149,7 @@ func TestEventsCommitWithTheirChange(t *testing.T) {
 		require.Equal(t, before+1, after, "%s: one message, committed with the change", c.event)
 		require.Equal(t, c.event, typ)
 		var claimed []OutboxItem
-		_, err = st.DrainOutbox(ctx, 10, func(_ context.Context, items []OutboxItem) []OutboxResult {
+		_, err = st.Webhooks.DrainOutbox(ctx, 10, func(_ context.Context, items []OutboxItem) []OutboxResult {
 			claimed = items
 			return nil
 		})
@@ -168,8 +169,8 @@ func TestEventForAWaitingEndpointStillNotifies(t *testing.T) {
 	url := pgtest.NewDatabaseFrom(t, migratedTemplate)
 	st := openURL(t, url)
 	team, hook := uuid.New(), uuid.New()
-	require.NoError(t, st.CreateTeam(ctx, Team{ID: team, Name: "t"}))
-	require.NoError(t, st.CreateWebhook(ctx, Webhook{ID: hook, TeamID: team, Endpoint: "https://hooks.test/x",
+	require.NoError(t, st.Accounts.CreateTeam(ctx, Team{ID: team, Name: "t"}))
+	require.NoError(t, st.Webhooks.CreateWebhook(ctx, Webhook{ID: hook, TeamID: team, Endpoint: "https://hooks.test/x",
 		Events: []string{"topic.created"}, Status: WebhookEnabled, Secret: []byte("sealed")}))
 	_, err := st.pool.Exec(ctx, `INSERT INTO outbox (kind, team_id, ref) VALUES (@kind, @team, @ref)`,
 		pgx.NamedArgs{"kind": OutboxWebhook, "team": team, "ref": hook})
@@ -180,7 +181,7 @@ func TestEventForAWaitingEndpointStillNotifies(t *testing.T) {
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	_, err = conn.Exec(ctx, "LISTEN "+OutboxChannel)
 	require.NoError(t, err)
-	_, err = st.CreateTopic(ctx, Topic{ID: uuid.New(), TeamID: team, Name: "news", DefaultSubscription: TopicOptIn,
+	_, err = st.Audience.CreateTopic(ctx, Topic{ID: uuid.New(), TeamID: team, Name: "news", DefaultSubscription: TopicOptIn,
 		Visibility: "public"}, "topic.created")
 	require.NoError(t, err)
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -188,7 +189,7 @@ func TestEventForAWaitingEndpointStillNotifies(t *testing.T) {
 	n, err := conn.WaitForNotification(wctx)
 	require.NoError(t, err, "the event's commit notifies")
 	require.Equal(t, OutboxChannel, n.Channel)
-	left, err := st.OutboxLen(ctx)
+	left, err := st.Webhooks.OutboxLen(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, left, "the waiting wake-up serves the new message too")
 }

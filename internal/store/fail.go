@@ -26,7 +26,7 @@ func IsFinal(state string) bool { return slices.Contains(FinalStates, state) }
 // Recipients that already reached a final state keep it. It returns how
 // many recipients it failed; calling it again fails none. ErrNotFound for
 // an unknown email.
-func (s *Store) FailEmail(ctx context.Context, id uuid.UUID, reason string) (int, error) {
+func (s *Emails) FailEmail(ctx context.Context, id uuid.UUID, reason string) (int, error) {
 	var addrs, status []string
 	err := s.pool.QueryRow(ctx, `SELECT rcpt_addrs, rcpt_status FROM email WHERE id = @id`,
 		pgx.NamedArgs{"id": id}).Scan(&addrs, &status)

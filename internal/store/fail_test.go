@@ -21,23 +21,23 @@ func TestFailEmail(t *testing.T) {
 	team := newTeam(t, st)
 	hook := store.Webhook{ID: uuid.Must(uuid.NewV7()), TeamID: team, Endpoint: "https://hooks.test/in",
 		Events: []string{"email.failed"}, Status: store.WebhookEnabled, Secret: []byte("sealed")}
-	require.NoError(t, st.CreateWebhook(ctx, hook))
+	require.NoError(t, st.Webhooks.CreateWebhook(ctx, hook))
 	e := newEmail(team, "a@rcpt.test", "b@rcpt.test", "c@rcpt.test")
-	_, err := st.InsertEmail(ctx, e)
+	_, err := st.Emails.InsertEmail(ctx, e)
 	require.NoError(t, err)
-	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{
+	require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{
 		{Type: store.EventSent},
 		{Type: store.EventDelivered, Recipient: "a@rcpt.test"},
 	}))
 
-	n, err := st.FailEmail(ctx, e.ID, "The message could not be built: bad header.")
+	n, err := st.Emails.FailEmail(ctx, e.ID, "The message could not be built: bad header.")
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
-	n, err = st.FailEmail(ctx, e.ID, "again")
+	n, err = st.Emails.FailEmail(ctx, e.ID, "again")
 	require.NoError(t, err)
 	require.Zero(t, n, "a second call fails no one")
 
-	got, err := st.GetEmail(ctx, team, e.ID)
+	got, err := st.Emails.GetEmail(ctx, team, e.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.EventFailed, got.LastEvent)
 	status := map[string]string{}
@@ -46,7 +46,7 @@ func TestFailEmail(t *testing.T) {
 	}
 	require.Equal(t, map[string]string{"a@rcpt.test": "delivered", "b@rcpt.test": "failed", "c@rcpt.test": "failed"}, status)
 
-	evs, err := st.Events(ctx, e.ID)
+	evs, err := st.Emails.Events(ctx, e.ID)
 	require.NoError(t, err)
 	var failed int
 	for _, ev := range evs {
@@ -57,7 +57,7 @@ func TestFailEmail(t *testing.T) {
 	}
 	require.Equal(t, 2, failed)
 
-	msgs, err := st.DueMessages(ctx, hook.ID, time.Now().Add(time.Minute), 10, 10)
+	msgs, err := st.Webhooks.DueMessages(ctx, hook.ID, time.Now().Add(time.Minute), 10, 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 2, "one email.failed per failed recipient")
 	var payload struct {
@@ -72,6 +72,6 @@ func TestFailEmail(t *testing.T) {
 	require.Equal(t, "email.failed", payload.Type)
 	require.Equal(t, "The message could not be built: bad header.", payload.Data.Failed.Reason)
 
-	_, err = st.FailEmail(ctx, uuid.Must(uuid.NewV7()), "x")
+	_, err = st.Emails.FailEmail(ctx, uuid.Must(uuid.NewV7()), "x")
 	require.ErrorIs(t, err, store.ErrNotFound)
 }

@@ -39,7 +39,7 @@ type HealthNotice struct {
 
 // HealthCounts counts the outcomes of the recipients of the team's emails
 // created in the window that ends at now (see health.Counts).
-func (s *Store) HealthCounts(ctx context.Context, teamID uuid.UUID, now time.Time, window time.Duration) (health.Counts, error) {
+func (s *Insights) HealthCounts(ctx context.Context, teamID uuid.UUID, now time.Time, window time.Duration) (health.Counts, error) {
 	all, err := s.healthCounts(ctx, s.pool, &teamID, now, window)
 	if err != nil {
 		return health.Counts{}, err
@@ -54,7 +54,7 @@ type queryer interface {
 // healthCounts counts per team (one team, or every team with email in
 // the window when team is nil). A recipient's state is the one its
 // delivery reached; opened and clicked imply delivered.
-func (s *Store) healthCounts(ctx context.Context, q queryer, team *uuid.UUID, now time.Time, window time.Duration) (
+func (s *Insights) healthCounts(ctx context.Context, q queryer, team *uuid.UUID, now time.Time, window time.Duration) (
 	map[uuid.UUID]health.Counts, error) {
 	rows, err := q.Query(ctx, `SELECT e.team_id,
 			count(*) FILTER (WHERE r.status IN ('delivered', 'complained', 'opened', 'clicked')),
@@ -116,7 +116,7 @@ func scanTeamHealth(row pgx.Row) (TeamHealth, error) {
 
 // TeamHealth returns the team's health as last evaluated; ErrNotFound
 // before its first evaluation.
-func (s *Store) TeamHealth(ctx context.Context, teamID uuid.UUID) (TeamHealth, error) {
+func (s *Insights) TeamHealth(ctx context.Context, teamID uuid.UUID) (TeamHealth, error) {
 	h, err := scanTeamHealth(s.pool.QueryRow(ctx, `SELECT `+teamHealthColumns+` FROM team_health WHERE team_id = @team`,
 		pgx.NamedArgs{"team": teamID}))
 	if err != nil {
@@ -127,7 +127,7 @@ func (s *Store) TeamHealth(ctx context.Context, teamID uuid.UUID) (TeamHealth, e
 
 // SendingPause returns why the team's sending is paused, nil when it is
 // not. It reads one row by primary key: it runs on every send.
-func (s *Store) SendingPause(ctx context.Context, teamID uuid.UUID) (*health.Pause, error) {
+func (s *Insights) SendingPause(ctx context.Context, teamID uuid.UUID) (*health.Pause, error) {
 	var p health.Pause
 	var windowS int64
 	err := s.pool.QueryRow(ctx, `SELECT paused_metric, paused_rate, paused_threshold, paused_window_seconds, paused_at
@@ -151,7 +151,7 @@ func (s *Store) SendingPause(ctx context.Context, teamID uuid.UUID) (*health.Pau
 // before it is sent (see PendingHealthNotices). It returns the notices it
 // stored. Evaluations serialise on an advisory lock, so several processes
 // may run them and each crossing is stored by exactly one of them.
-func (s *Store) EvaluateHealth(ctx context.Context, now time.Time, window time.Duration, pause bool) ([]HealthNotice, error) {
+func (s *Insights) EvaluateHealth(ctx context.Context, now time.Time, window time.Duration, pause bool) ([]HealthNotice, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("evaluating account health: %w", mapErr(err))
@@ -236,7 +236,7 @@ func insertHealthNotice(ctx context.Context, tx pgx.Tx, n HealthNotice) (HealthN
 // oldest first, of every team. Several processes may read the same ones:
 // senders make sending one idempotent (its id gives the key) and marking
 // it twice is harmless.
-func (s *Store) PendingHealthNotices(ctx context.Context, limit int) ([]HealthNotice, error) {
+func (s *Insights) PendingHealthNotices(ctx context.Context, limit int) ([]HealthNotice, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, team_id, metric, rate, threshold, paused, window_seconds,
 			delivered, bounced, complained, created_at
 		FROM health_notice WHERE sent_at IS NULL ORDER BY created_at, id LIMIT @limit`, pgx.NamedArgs{"limit": limit})
@@ -262,7 +262,7 @@ func (s *Store) PendingHealthNotices(ctx context.Context, limit int) ([]HealthNo
 // longer pending. Marking a notice already marked (by another process
 // that sent it too, under the same idempotency key) or deleted with its
 // team changes nothing and is not an error; the first mark is kept.
-func (s *Store) MarkHealthNoticeSent(ctx context.Context, id uuid.UUID, emailID *uuid.UUID) error {
+func (s *Insights) MarkHealthNoticeSent(ctx context.Context, id uuid.UUID, emailID *uuid.UUID) error {
 	_, err := s.pool.Exec(ctx, `UPDATE health_notice SET sent_at = now(), email_id = @email
 		WHERE id = @id AND sent_at IS NULL`, pgx.NamedArgs{"id": id, "email": emailID})
 	if err != nil {
@@ -307,7 +307,7 @@ func warnedAt(st health.State, m health.Metric) *time.Time {
 // decision) and reports whether it was paused. Its warnings stay as they
 // are: a rate still above its threshold does not pause the team again
 // until it has gone under it and crossed anew.
-func (s *Store) ResumeSending(ctx context.Context, teamID uuid.UUID, now time.Time) (bool, error) {
+func (s *Insights) ResumeSending(ctx context.Context, teamID uuid.UUID, now time.Time) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE team_health SET paused_at = NULL, paused_metric = NULL, paused_rate = NULL,
 			paused_threshold = NULL, paused_window_seconds = NULL, resumed_at = @now
 		WHERE team_id = @team AND paused_at IS NOT NULL`, pgx.NamedArgs{"team": teamID, "now": now})

@@ -29,7 +29,7 @@ func sendOutcomes(t *testing.T, st *store.Store, team uuid.UUID, at time.Time, s
 			for i := range e.Recipients {
 				e.Recipients[i].Status = status
 			}
-			_, err := st.Accept(context.Background(), store.Acceptance{Emails: []store.Email{e}})
+			_, err := st.Emails.Accept(context.Background(), store.Acceptance{Emails: []store.Email{e}})
 			require.NoError(t, err)
 			left -= n
 		}
@@ -46,20 +46,20 @@ func TestEvaluateHealth(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	bouncy, clean, old, complainer := newTeam(t, st), newTeam(t, st), newTeam(t, st), newTeam(t, st)
 	for _, team := range []uuid.UUID{bouncy, clean, old, complainer} {
-		require.NoError(t, st.SetPlan(ctx, team, "50k"))
+		require.NoError(t, st.Accounts.SetPlan(ctx, team, "50k"))
 	}
 	sendOutcomes(t, st, bouncy, now.Add(-time.Hour), map[string]int{"delivered": 95, "bounced": 5, "queued": 20, "failed": 5})
 	sendOutcomes(t, st, clean, now.Add(-time.Hour), map[string]int{"delivered": 99, "bounced": 1})
 	sendOutcomes(t, st, old, now.Add(-31*24*time.Hour), map[string]int{"bounced": 100})
 	sendOutcomes(t, st, complainer, now.Add(-time.Hour), map[string]int{"delivered": 1248, "complained": 2})
 
-	c, err := st.HealthCounts(ctx, bouncy, now, health.DefaultWindow)
+	c, err := st.Insights.HealthCounts(ctx, bouncy, now, health.DefaultWindow)
 	require.NoError(t, err)
 	require.Equal(t, health.Counts{Delivered: 95, Bounced: 5}, c, "queued and failed recipients are not counted")
 
-	notices, err := st.EvaluateHealth(ctx, now, health.DefaultWindow, false)
+	notices, err := st.Insights.EvaluateHealth(ctx, now, health.DefaultWindow, false)
 	require.NoError(t, err)
-	pending, err := st.PendingHealthNotices(ctx, 100)
+	pending, err := st.Insights.PendingHealthNotices(ctx, 100)
 	require.NoError(t, err)
 	require.ElementsMatch(t, notices, pending, "each crossing is stored as a pending notice")
 	for i, n := range notices {
@@ -73,75 +73,75 @@ func TestEvaluateHealth(t *testing.T) {
 		{TeamID: complainer, Window: health.DefaultWindow, Counts: health.Counts{Delivered: 1250, Complained: 2},
 			Crossing: health.Crossing{Metric: health.Complaint, Rate: 2.0 / 1250, Threshold: 0.0008}},
 	}, notices, "the old team's bounces are outside the window")
-	p, err := st.SendingPause(ctx, bouncy)
+	p, err := st.Insights.SendingPause(ctx, bouncy)
 	require.NoError(t, err)
 	require.Nil(t, p, "without POSTHASTE_HEALTH_PAUSE, crossings only warn")
 
 	// Turning pause on later does not pause a team already warned: its
 	// crossing was before.
-	notices, err = st.EvaluateHealth(ctx, now.Add(time.Minute), health.DefaultWindow, true)
+	notices, err = st.Insights.EvaluateHealth(ctx, now.Add(time.Minute), health.DefaultWindow, true)
 	require.NoError(t, err)
 	require.Empty(t, notices, "each crossing is noticed once")
-	p, err = st.SendingPause(ctx, bouncy)
+	p, err = st.Insights.SendingPause(ctx, bouncy)
 	require.NoError(t, err)
 	require.Nil(t, p)
 
 	// The rate goes back under (more clean mail), then crosses again: now
 	// the team is paused.
 	sendOutcomes(t, st, bouncy, now.Add(-time.Minute), map[string]int{"delivered": 100})
-	notices, err = st.EvaluateHealth(ctx, now.Add(2*time.Minute), health.DefaultWindow, true)
+	notices, err = st.Insights.EvaluateHealth(ctx, now.Add(2*time.Minute), health.DefaultWindow, true)
 	require.NoError(t, err)
 	require.Empty(t, notices)
-	h, err := st.TeamHealth(ctx, bouncy)
+	h, err := st.Insights.TeamHealth(ctx, bouncy)
 	require.NoError(t, err)
 	require.Empty(t, h.State.Warned)
 	sendOutcomes(t, st, bouncy, now.Add(-time.Minute), map[string]int{"bounced": 20})
 	t3 := now.Add(3 * time.Minute)
-	notices, err = st.EvaluateHealth(ctx, t3, health.DefaultWindow, true)
+	notices, err = st.Insights.EvaluateHealth(ctx, t3, health.DefaultWindow, true)
 	require.NoError(t, err)
 	require.Len(t, notices, 1)
 	require.Equal(t, bouncy, notices[0].TeamID)
 	require.True(t, notices[0].Crossing.Paused)
-	pending, err = st.PendingHealthNotices(ctx, 100)
+	pending, err = st.Insights.PendingHealthNotices(ctx, 100)
 	require.NoError(t, err)
 	require.Len(t, pending, 3, "nothing marked the first two sent")
 	require.Equal(t, notices[0], pending[2], "oldest first")
-	p, err = st.SendingPause(ctx, bouncy)
+	p, err = st.Insights.SendingPause(ctx, bouncy)
 	require.NoError(t, err)
 	require.Equal(t, &health.Pause{Metric: health.Bounce, Rate: 25.0 / 220, Threshold: 0.04, Window: health.DefaultWindow,
 		At: t3}, p)
 	for _, team := range []uuid.UUID{clean, old, complainer} {
-		p, err = st.SendingPause(ctx, team)
+		p, err = st.Insights.SendingPause(ctx, team)
 		require.NoError(t, err)
 		require.Nil(t, p)
 	}
 
 	// Still paused at the next evaluation; an operator lifts it, and it
 	// stays lifted while the rate stays above the threshold.
-	notices, err = st.EvaluateHealth(ctx, now.Add(4*time.Minute), health.DefaultWindow, true)
+	notices, err = st.Insights.EvaluateHealth(ctx, now.Add(4*time.Minute), health.DefaultWindow, true)
 	require.NoError(t, err)
 	require.Empty(t, notices)
-	p, err = st.SendingPause(ctx, bouncy)
+	p, err = st.Insights.SendingPause(ctx, bouncy)
 	require.NoError(t, err)
 	require.NotNil(t, p)
-	resumed, err := st.ResumeSending(ctx, bouncy, now.Add(5*time.Minute))
+	resumed, err := st.Insights.ResumeSending(ctx, bouncy, now.Add(5*time.Minute))
 	require.NoError(t, err)
 	require.True(t, resumed)
-	resumed, err = st.ResumeSending(ctx, bouncy, now.Add(5*time.Minute))
+	resumed, err = st.Insights.ResumeSending(ctx, bouncy, now.Add(5*time.Minute))
 	require.NoError(t, err)
 	require.False(t, resumed, "not paused any more")
-	_, err = st.EvaluateHealth(ctx, now.Add(6*time.Minute), health.DefaultWindow, true)
+	_, err = st.Insights.EvaluateHealth(ctx, now.Add(6*time.Minute), health.DefaultWindow, true)
 	require.NoError(t, err)
-	p, err = st.SendingPause(ctx, bouncy)
+	p, err = st.Insights.SendingPause(ctx, bouncy)
 	require.NoError(t, err)
 	require.Nil(t, p)
-	h, err = st.TeamHealth(ctx, bouncy)
+	h, err = st.Insights.TeamHealth(ctx, bouncy)
 	require.NoError(t, err)
 	require.Equal(t, health.Counts{Delivered: 195, Bounced: 25}, h.Counts)
 	require.Contains(t, h.State.Warned, health.Bounce)
 	require.NotNil(t, h.ResumedAt)
 
-	_, err = st.TeamHealth(ctx, uuid.New())
+	_, err = st.Insights.TeamHealth(ctx, uuid.New())
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
@@ -155,19 +155,19 @@ func TestHealthNoticePending(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	a, b := newTeam(t, st), newTeam(t, st)
 	for _, team := range []uuid.UUID{a, b} {
-		require.NoError(t, st.SetPlan(ctx, team, "50k"))
+		require.NoError(t, st.Accounts.SetPlan(ctx, team, "50k"))
 		sendOutcomes(t, st, team, now.Add(-time.Hour), map[string]int{"delivered": 90, "bounced": 10})
 	}
-	notices, err := st.EvaluateHealth(ctx, now, health.DefaultWindow, true)
+	notices, err := st.Insights.EvaluateHealth(ctx, now, health.DefaultWindow, true)
 	require.NoError(t, err)
 	require.Len(t, notices, 2)
-	_, err = st.EvaluateHealth(ctx, now.Add(time.Minute), health.DefaultWindow, true)
+	_, err = st.Insights.EvaluateHealth(ctx, now.Add(time.Minute), health.DefaultWindow, true)
 	require.NoError(t, err)
 
-	pending, err := st.PendingHealthNotices(ctx, 1)
+	pending, err := st.Insights.PendingHealthNotices(ctx, 1)
 	require.NoError(t, err)
 	require.Len(t, pending, 1, "limit")
-	pending, err = st.PendingHealthNotices(ctx, 10)
+	pending, err = st.Insights.PendingHealthNotices(ctx, 10)
 	require.NoError(t, err)
 	require.ElementsMatch(t, notices, pending, "a later evaluation adds no notice and leaves the pending ones")
 	for _, n := range pending {
@@ -177,23 +177,23 @@ func TestHealthNoticePending(t *testing.T) {
 	}
 
 	emailID := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.MarkHealthNoticeSent(ctx, pending[0].ID, &emailID))
-	require.NoError(t, st.MarkHealthNoticeSent(ctx, pending[0].ID, nil), "marking twice is harmless")
-	require.NoError(t, st.MarkHealthNoticeSent(ctx, uuid.New(), nil), "an unknown notice is not an error")
-	left, err := st.PendingHealthNotices(ctx, 10)
+	require.NoError(t, st.Insights.MarkHealthNoticeSent(ctx, pending[0].ID, &emailID))
+	require.NoError(t, st.Insights.MarkHealthNoticeSent(ctx, pending[0].ID, nil), "marking twice is harmless")
+	require.NoError(t, st.Insights.MarkHealthNoticeSent(ctx, uuid.New(), nil), "an unknown notice is not an error")
+	left, err := st.Insights.PendingHealthNotices(ctx, 10)
 	require.NoError(t, err)
 	require.Equal(t, []store.HealthNotice{pending[1]}, left)
 
 	// Retention: kept 30 days after the crossing, then dropped sent or
 	// not (the other one is still pending).
-	_, err = st.PurgeExpired(ctx, now.Add(29*24*time.Hour), 100)
+	_, err = st.Privacy.PurgeExpired(ctx, now.Add(29*24*time.Hour), 100)
 	require.NoError(t, err)
-	left, err = st.PendingHealthNotices(ctx, 10)
+	left, err = st.Insights.PendingHealthNotices(ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, left, 1)
-	_, err = st.PurgeExpired(ctx, now.Add(31*24*time.Hour), 100)
+	_, err = st.Privacy.PurgeExpired(ctx, now.Add(31*24*time.Hour), 100)
 	require.NoError(t, err)
-	left, err = st.PendingHealthNotices(ctx, 10)
+	left, err = st.Insights.PendingHealthNotices(ctx, 10)
 	require.NoError(t, err)
 	require.Empty(t, left)
 }

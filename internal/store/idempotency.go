@@ -47,7 +47,7 @@ type IdempotencyRecord struct {
 // holder renews it (RenewIdempotencyClaim); ttl is the lifetime of the
 // record. Leases are measured on the database's clock, so the processes
 // sharing a database need not agree on the time.
-func (s *Store) ClaimIdempotencyKey(ctx context.Context, c IdempotencyClaim, lease, ttl time.Duration) (*IdempotencyRecord, error) {
+func (s *Emails) ClaimIdempotencyKey(ctx context.Context, c IdempotencyClaim, lease, ttl time.Duration) (*IdempotencyRecord, error) {
 	args := pgx.NamedArgs{"team": c.TeamID, "key": c.Key, "endpoint": c.Endpoint, "hash": c.Hash,
 		"token": c.Token, "lease": lease.Seconds(), "ttl": ttl.Seconds()}
 	for range 3 {
@@ -86,7 +86,7 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, c IdempotencyClaim, lea
 // flight to lease from now. It returns ErrClaimLost when c no longer holds
 // the key: another request took it over after the lease ran out, or the
 // claim was completed or released.
-func (s *Store) RenewIdempotencyClaim(ctx context.Context, c IdempotencyClaim, lease time.Duration) error {
+func (s *Emails) RenewIdempotencyClaim(ctx context.Context, c IdempotencyClaim, lease time.Duration) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE idempotency_key SET locked_until = now() + make_interval(secs => @lease)
 		WHERE team_id = @team AND key = @key AND token = @token AND state = 'in_flight'`,
 		pgx.NamedArgs{"team": c.TeamID, "key": c.Key, "token": c.Token, "lease": lease.Seconds()})
@@ -101,7 +101,7 @@ func (s *Store) RenewIdempotencyClaim(ctx context.Context, c IdempotencyClaim, l
 
 // ReleaseIdempotencyKey gives up a claim that did not lead to an
 // acceptance (a request that failed validation is not remembered).
-func (s *Store) ReleaseIdempotencyKey(ctx context.Context, c IdempotencyClaim) error {
+func (s *Emails) ReleaseIdempotencyKey(ctx context.Context, c IdempotencyClaim) error {
 	_, err := s.pool.Exec(ctx, `DELETE FROM idempotency_key
 		WHERE team_id = @team AND key = @key AND token = @token AND state = 'in_flight'`,
 		pgx.NamedArgs{"team": c.TeamID, "key": c.Key, "token": c.Token})

@@ -76,7 +76,7 @@ type EmailRoute struct {
 
 // EmailRoute loads the EmailRoute of email id, of any team: routing
 // finds the team. ErrNotFound when the email or its domain is gone.
-func (s *Store) EmailRoute(ctx context.Context, id uuid.UUID) (EmailRoute, error) {
+func (s *Received) EmailRoute(ctx context.Context, id uuid.UUID) (EmailRoute, error) {
 	var (
 		r           EmailRoute
 		name, label string
@@ -323,7 +323,7 @@ type inboundRaw struct {
 // openInboundRaw returns the raw message of the team's inbound message
 // id: raw opened as it is, or its chunks read and opened in order into one
 // slice of the message's size.
-func (s *Store) openInboundRaw(ctx context.Context, teamID, id uuid.UUID, r inboundRaw) ([]byte, error) {
+func (s *Received) openInboundRaw(ctx context.Context, teamID, id uuid.UUID, r inboundRaw) ([]byte, error) {
 	if r.chunks == nil {
 		return s.openBytes(ctx, teamID, r.raw, r.sealed, adInbound(id))
 	}
@@ -397,7 +397,7 @@ func scanInbound(row pgx.Row) (InboundMessage, inboundRaw, error) {
 // InboundByID loads an inbound message by id. It is not team-scoped:
 // workflows address it by id only, and everything they do with it is
 // scoped to its TeamID. ErrNotFound when it does not exist (any more).
-func (s *Store) InboundByID(ctx context.Context, id uuid.UUID) (InboundMessage, error) {
+func (s *Received) InboundByID(ctx context.Context, id uuid.UUID) (InboundMessage, error) {
 	m, raw, err := scanInbound(s.pool.QueryRow(ctx, `SELECT `+inboundColumns+` FROM inbound_message WHERE id = @id`,
 		pgx.NamedArgs{"id": id}))
 	if err != nil {
@@ -411,7 +411,7 @@ func (s *Store) InboundByID(ctx context.Context, id uuid.UUID) (InboundMessage, 
 
 // InboundMessages lists a team's inbound messages, newest first, at most
 // limit of them.
-func (s *Store) InboundMessages(ctx context.Context, teamID uuid.UUID, limit int) ([]InboundMessage, error) {
+func (s *Received) InboundMessages(ctx context.Context, teamID uuid.UUID, limit int) ([]InboundMessage, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+inboundColumns+` FROM inbound_message WHERE team_id = @team
 		ORDER BY id DESC LIMIT @limit`, pgx.NamedArgs{"team": teamID, "limit": limit})
 	if err != nil {
@@ -443,7 +443,7 @@ func (s *Store) InboundMessages(ctx context.Context, teamID uuid.UUID, limit int
 
 // MarkInboundProcessed marks a team's inbound message processed with what
 // processing found; marking it again changes nothing.
-func (s *Store) MarkInboundProcessed(ctx context.Context, teamID, id uuid.UUID, result string) error {
+func (s *Received) MarkInboundProcessed(ctx context.Context, teamID, id uuid.UUID, result string) error {
 	_, err := s.pool.Exec(ctx, `UPDATE inbound_message SET status = @processed, result = @result, processed_at = now()
 		WHERE id = @id AND team_id = @team AND status <> @processed`,
 		pgx.NamedArgs{"id": id, "team": teamID, "processed": InboundProcessed, "result": result})

@@ -50,11 +50,11 @@ func receivingRoute(t *testing.T, st *store.Store, db *pgx.Conn, name string) (u
 	ctx := context.Background()
 	team := newTeam(t, st)
 	d := newDomain(team, name)
-	require.NoError(t, st.CreateDomain(ctx, d))
+	require.NoError(t, st.Domains.CreateDomain(ctx, d))
 	_, err := db.Exec(ctx, `UPDATE domain SET status = 'verified', receiving = 'enabled' WHERE id = $1`, d.ID)
 	require.NoError(t, err)
 	addr := "support@" + name
-	r, err := inroute.New(st, verpKey, nil).Route(ctx, addr)
+	r, err := inroute.New(st.Received, st.Emails, verpKey, nil).Route(ctx, addr)
 	require.NoError(t, err)
 	return team, inbound.Recipient{Address: addr, Route: r}
 }
@@ -103,11 +103,11 @@ func TestInboundStoredInChunks(t *testing.T) {
 				m.Recipients = []inbound.Recipient{ra, rb}
 				require.NoError(t, in.Accept(ctx, m), how)
 				for _, team := range []uuid.UUID{teamA, teamB} {
-					ms, err := st.InboundMessages(ctx, team, 1)
+					ms, err := st.Received.InboundMessages(ctx, team, 1)
 					require.NoError(t, err)
 					require.Equal(t, m.ID, ms[0].MessageID)
 					require.True(t, bytes.Equal(msg, ms[0].Raw), "%s: %d bytes read back of %d", how, len(ms[0].Raw), len(msg))
-					byID, err := st.InboundByID(ctx, ms[0].ID)
+					byID, err := st.Received.InboundByID(ctx, ms[0].ID)
 					require.NoError(t, err)
 					require.True(t, bytes.Equal(msg, byID.Raw), how)
 					if size == 0 {
@@ -128,17 +128,17 @@ func TestInboundStoredInChunks(t *testing.T) {
 
 	// A chunk cannot go missing or be moved to another position: each is
 	// sealed for its own.
-	ms, err := st.InboundMessages(ctx, teamA, 1)
+	ms, err := st.Received.InboundMessages(ctx, teamA, 1)
 	require.NoError(t, err)
 	_, err = db.Exec(ctx, `UPDATE inbound_message_chunk SET seq = 99 WHERE inbound_id = $1 AND seq = 0`, ms[0].ID)
 	require.NoError(t, err)
-	_, err = st.InboundByID(ctx, ms[0].ID)
+	_, err = st.Received.InboundByID(ctx, ms[0].ID)
 	require.Error(t, err, "a missing chunk")
 	_, err = db.Exec(ctx, `UPDATE inbound_message_chunk SET seq = 0 WHERE inbound_id = $1 AND seq = 1`, ms[0].ID)
 	require.NoError(t, err)
 	_, err = db.Exec(ctx, `UPDATE inbound_message_chunk SET seq = 1 WHERE inbound_id = $1 AND seq = 99`, ms[0].ID)
 	require.NoError(t, err)
-	_, err = st.InboundByID(ctx, ms[0].ID)
+	_, err = st.Received.InboundByID(ctx, ms[0].ID)
 	require.Error(t, err, "chunks swapped")
 }
 
@@ -163,11 +163,11 @@ func TestInboundOldFormatRows(t *testing.T) {
 			VALUES ($1, $2, $3, '{receiving}', 'ann@example.org', '[]', 'x', false, '{}', '', $4, $5, now(), $6)`,
 			id, team, uuid.Must(uuid.NewV7()), raw, len(msg), sealed)
 		require.NoError(t, err)
-		m, err := st.InboundByID(ctx, id)
+		m, err := st.Received.InboundByID(ctx, id)
 		require.NoError(t, err, "sealed: %v", sealed)
 		require.Equal(t, msg, m.Raw, "sealed: %v", sealed)
 	}
-	ms, err := st.InboundMessages(ctx, team, 10)
+	ms, err := st.Received.InboundMessages(ctx, team, 10)
 	require.NoError(t, err)
 	require.Len(t, ms, 2)
 	for _, m := range ms {
@@ -291,7 +291,7 @@ func TestInboundAcceptsBounded(t *testing.T) {
 	cancel()
 	require.NoError(t, err, "a small message is accepted while the large ones hold their slots")
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = st.InboundMessages(qctx, team, 1)
+	_, err = st.Received.InboundMessages(qctx, team, 1)
 	cancel()
 	require.NoError(t, err, "the pool serves others meanwhile")
 	releaseAll()
@@ -299,7 +299,7 @@ func TestInboundAcceptsBounded(t *testing.T) {
 		require.NoError(t, <-errs)
 	}
 	require.NoError(t, in.Accept(ctx, large), "accepted once a slot is free")
-	ms, err := st.InboundMessages(ctx, team, 10)
+	ms, err := st.Received.InboundMessages(ctx, team, 10)
 	require.NoError(t, err)
 	require.Len(t, ms, store.DefaultInboundAccepts+2)
 }

@@ -22,10 +22,10 @@ func domainEmail(t *testing.T, st *store.Store, team uuid.UUID, name string, cre
 	rcpts ...string) (store.Email, store.Domain) {
 	t.Helper()
 	d := newDomain(team, name)
-	require.NoError(t, st.CreateDomain(context.Background(), d))
+	require.NoError(t, st.Domains.CreateDomain(context.Background(), d))
 	e := newEmail(team, rcpts...)
 	e.DomainID, e.FromDomain, e.CreatedAt = &d.ID, name, created
-	_, err := st.InsertEmail(context.Background(), e)
+	_, err := st.Emails.InsertEmail(context.Background(), e)
 	require.NoError(t, err)
 	return e, d
 }
@@ -36,7 +36,7 @@ func TestInboundRouteReturnPath(t *testing.T) {
 	st := newStore(t)
 	team := newTeam(t, st)
 	in := store.NewInbound(st, nil)
-	rt := inroute.New(st, verpKey, nil)
+	rt := inroute.New(st.Received, st.Emails, verpKey, nil)
 	e, _ := domainEmail(t, st, team, "shop.test", time.Now(), "a@dest.test", "b@dest.test")
 	old, _ := domainEmail(t, st, team, "old.test", time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), "a@dest.test")
 	rcptPath := func(key []byte, id uuid.UUID, i int, host string) string {
@@ -90,12 +90,12 @@ func TestInboundRouteReturnPath(t *testing.T) {
 		require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), Data: []byte("Subject: x\r\n\r\nx\r\n"),
 			Recipients: []inbound.Recipient{{Address: gone, Route: r}}}))
 	}
-	msgs, err := st.InboundMessages(ctx, team, 10)
+	msgs, err := st.Received.InboundMessages(ctx, team, 10)
 	require.NoError(t, err)
 	require.Empty(t, msgs, "nothing stored")
 
 	// Without a key only the unsigned addresses of old emails route.
-	nokeyRt := inroute.New(st, nil, nil)
+	nokeyRt := inroute.New(st.Received, st.Emails, nil, nil)
 	for _, signed := range []string{second, oldSigned} {
 		_, err = nokeyRt.Route(ctx, signed)
 		require.ErrorIs(t, err, inbound.ErrNotOurs)
@@ -111,7 +111,7 @@ func TestInboundAcceptSplitsPerTeam(t *testing.T) {
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
 	commits := 0
 	in := store.NewInbound(st, func() { commits++ })
-	rt := inroute.New(st, verpKey, nil)
+	rt := inroute.New(st.Received, st.Emails, verpKey, nil)
 	ea, da := domainEmail(t, st, teamA, "a.test", time.Now(), "x@dest.test")
 	eb, db := domainEmail(t, st, teamB, "b.test", time.Now(), "y@dest.test")
 	var rcpts []inbound.Recipient
@@ -132,10 +132,10 @@ func TestInboundAcceptSplitsPerTeam(t *testing.T) {
 	require.NoError(t, in.Accept(ctx, m))
 	require.Equal(t, 1, commits)
 
-	la, err := st.InboundMessages(ctx, teamA, 10)
+	la, err := st.Received.InboundMessages(ctx, teamA, 10)
 	require.NoError(t, err)
 	require.Len(t, la, 1)
-	lb, err := st.InboundMessages(ctx, teamB, 10)
+	lb, err := st.Received.InboundMessages(ctx, teamB, 10)
 	require.NoError(t, err)
 	require.Len(t, lb, 1)
 	a := la[0]
@@ -151,7 +151,7 @@ func TestInboundAcceptSplitsPerTeam(t *testing.T) {
 	require.Equal(t, store.InboundAccepted, a.Status)
 
 	var kinds []string
-	_, err = st.DrainOutbox(ctx, 10, func(_ context.Context, items []store.OutboxItem) []store.OutboxResult {
+	_, err = st.Webhooks.DrainOutbox(ctx, 10, func(_ context.Context, items []store.OutboxItem) []store.OutboxResult {
 		for _, it := range items {
 			if it.Kind == store.OutboxInbound {
 				kinds = append(kinds, it.TeamID.String()+"/"+it.Ref.String())
@@ -164,33 +164,33 @@ func TestInboundAcceptSplitsPerTeam(t *testing.T) {
 		"one outbox entry per team row")
 
 	// Processed once, for its own team only.
-	require.NoError(t, st.MarkInboundProcessed(ctx, teamB, a.ID, "dsn"))
-	got, err := st.InboundByID(ctx, a.ID)
+	require.NoError(t, st.Received.MarkInboundProcessed(ctx, teamB, a.ID, "dsn"))
+	got, err := st.Received.InboundByID(ctx, a.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.InboundAccepted, got.Status, "team B cannot mark team A's message")
-	require.NoError(t, st.MarkInboundProcessed(ctx, teamA, a.ID, "dsn"))
-	require.NoError(t, st.MarkInboundProcessed(ctx, teamA, a.ID, "unknown"))
-	got, err = st.InboundByID(ctx, a.ID)
+	require.NoError(t, st.Received.MarkInboundProcessed(ctx, teamA, a.ID, "dsn"))
+	require.NoError(t, st.Received.MarkInboundProcessed(ctx, teamA, a.ID, "unknown"))
+	got, err = st.Received.InboundByID(ctx, a.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.InboundProcessed, got.Status)
 	require.Equal(t, "dsn", got.Result, "marking again changes nothing")
 
 	// Lookups by VERP stay within the team.
 	v, _ := reports.ParseVERP(rcpts[0].Address)
-	_, err = inroute.New(st, verpKey, nil).EmailByVERP(ctx, teamB, v)
+	_, err = inroute.New(st.Received, st.Emails, verpKey, nil).EmailByVERP(ctx, teamB, v)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	found, err := inroute.New(st, verpKey, nil).EmailByVERP(ctx, teamA, v)
+	found, err := inroute.New(st.Received, st.Emails, verpKey, nil).EmailByVERP(ctx, teamA, v)
 	require.NoError(t, err)
 	require.Equal(t, ea.ID, found.ID)
 
 	// Retention: 30 days after arrival.
-	n, err := st.PurgeExpired(ctx, time.Now().Add(29*24*time.Hour), 100)
+	n, err := st.Privacy.PurgeExpired(ctx, time.Now().Add(29*24*time.Hour), 100)
 	require.NoError(t, err)
-	_, err = st.InboundByID(ctx, a.ID)
+	_, err = st.Received.InboundByID(ctx, a.ID)
 	require.NoError(t, err, "kept for 30 days (purged %d)", n)
-	_, err = st.PurgeExpired(ctx, time.Now().Add(31*24*time.Hour), 100)
+	_, err = st.Privacy.PurgeExpired(ctx, time.Now().Add(31*24*time.Hour), 100)
 	require.NoError(t, err)
-	_, err = st.InboundByID(ctx, a.ID)
+	_, err = st.Received.InboundByID(ctx, a.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
@@ -200,48 +200,48 @@ func TestBouncedAfterDeliveredIsTheOnlyLateOutcome(t *testing.T) {
 	st := newStore(t)
 	team := newTeam(t, st)
 	e := newEmail(team, "a@dest.test", "b@dest.test")
-	_, err := st.InsertEmail(ctx, e)
+	_, err := st.Emails.InsertEmail(ctx, e)
 	require.NoError(t, err)
 	bounce := map[string]any{"type": "Permanent", "subType": "General", "message": "async",
 		"diagnosticCode": []string{"smtp; 550 5.1.1 no"}}
-	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{
+	require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{
 		{Type: store.EventDelivered, Recipient: "a@dest.test"},
 		{Type: store.EventFailed, Recipient: "b@dest.test"},
 	}))
-	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{
+	require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{
 		{Type: store.EventDeliveryDelayed, Recipient: "a@dest.test"},
 		{Type: store.EventFailed, Recipient: "a@dest.test"},
 		{Type: store.EventDeliveryDelayed, Recipient: "a@dest.test", Async: true},
 		{Type: store.EventBounced, Recipient: "b@dest.test", Detail: bounce, Async: true},
 	}))
-	got, err := st.GetEmail(ctx, team, e.ID)
+	got, err := st.Emails.GetEmail(ctx, team, e.ID)
 	require.NoError(t, err)
 	require.Equal(t, []string{store.EventDelivered, store.EventFailed},
 		[]string{got.Recipients[0].Status, got.Recipients[1].Status}, "no other outcome after a final state")
 
 	// A synchronous bounce cannot follow delivered; an asynchronous one
 	// can, once.
-	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{
+	require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{
 		{Type: store.EventBounced, Recipient: "a@dest.test", Detail: bounce}}))
-	got, err = st.GetEmail(ctx, team, e.ID)
+	got, err = st.Emails.GetEmail(ctx, team, e.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.EventDelivered, got.Recipients[0].Status)
 	for range 2 { // a repeat is harmless
-		require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{
+		require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{
 			{Type: store.EventBounced, Recipient: "a@dest.test", Detail: bounce, Async: true}}))
 	}
-	got, err = st.GetEmail(ctx, team, e.ID)
+	got, err = st.Emails.GetEmail(ctx, team, e.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.EventBounced, got.Recipients[0].Status)
 	require.Equal(t, store.EventBounced, got.LastEvent)
-	evs, err := st.Events(ctx, e.ID)
+	evs, err := st.Emails.Events(ctx, e.ID)
 	require.NoError(t, err)
 	var types []string
 	for _, ev := range evs {
 		types = append(types, ev.Type+":"+ev.Recipient)
 	}
 	require.Equal(t, []string{"queued:", "delivered:a@dest.test", "failed:b@dest.test", "bounced:a@dest.test"}, types)
-	bs, err := st.Bounces(ctx, team, e.ID)
+	bs, err := st.Emails.Bounces(ctx, team, e.ID)
 	require.NoError(t, err)
 	require.Equal(t, []string{"smtp; 550 5.1.1 no"}, bs["a@dest.test"].DiagnosticCode)
 }

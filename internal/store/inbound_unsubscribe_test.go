@@ -26,7 +26,7 @@ func TestInboundRouteUnsubscribe(t *testing.T) {
 	st := newStore(t)
 	team := newTeam(t, st)
 	other := newTeam(t, st)
-	rt := inroute.New(st, verpKey, mailtoKey)
+	rt := inroute.New(st.Received, st.Emails, verpKey, mailtoKey)
 	e, d := domainEmail(t, st, team, "shop.test", time.Now(), "a@dest.test", "b@dest.test")
 	theirs, _ := domainEmail(t, st, other, "theirs.test", time.Now(), "a@dest.test")
 
@@ -66,7 +66,7 @@ func TestInboundRouteUnsubscribe(t *testing.T) {
 	}
 
 	// Without the key none routes.
-	nokeyRt := inroute.New(st, verpKey, nil)
+	nokeyRt := inroute.New(st.Received, st.Emails, verpKey, nil)
 	_, err = nokeyRt.Route(ctx, valid)
 	require.ErrorIs(t, err, inbound.ErrNotOurs)
 }

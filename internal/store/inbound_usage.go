@@ -40,7 +40,7 @@ func usageDay(now time.Time) time.Time {
 // InboundUsage is what team's receiving domains received at now: today's
 // messages (UTC) and the bytes of the last 30 days, with the team's own
 // limits. A team that does not exist has none.
-func (s *Store) InboundUsage(ctx context.Context, team uuid.UUID, now time.Time) (inmail.Usage, error) {
+func (s *Received) InboundUsage(ctx context.Context, team uuid.UUID, now time.Time) (inmail.Usage, error) {
 	var u inmail.Usage
 	err := s.pool.QueryRow(ctx, usageQuery, pgx.NamedArgs{"team": team, "day": usageDay(now), "days": inboundUsageDays}).
 		Scan(&u.Messages, &u.Bytes, &u.MaxMessages, &u.MaxBytes)
@@ -51,7 +51,7 @@ func (s *Store) InboundUsage(ctx context.Context, team uuid.UUID, now time.Time)
 }
 
 // SetInboundBudget sets team's own inbound budget; zero is the default.
-func (s *Store) SetInboundBudget(ctx context.Context, team uuid.UUID, dailyMessages, storageBytes int64) error {
+func (s *Received) SetInboundBudget(ctx context.Context, team uuid.UUID, dailyMessages, storageBytes int64) error {
 	_, err := s.pool.Exec(ctx, `UPDATE team SET inbound_daily_messages = nullif(@m::integer, 0),
 		inbound_storage_bytes = nullif(@b::bigint, 0) WHERE id = @team`,
 		pgx.NamedArgs{"team": team, "m": dailyMessages, "b": storageBytes})

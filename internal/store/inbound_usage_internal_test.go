@@ -41,9 +41,9 @@ func TestInboundUsageSlots(t *testing.T) {
 	ctx := context.Background()
 	st := openMigrated(t)
 	free, capped := uuid.New(), uuid.New()
-	require.NoError(t, st.CreateTeam(ctx, Team{ID: free, Name: "free"}))
-	require.NoError(t, st.CreateTeam(ctx, Team{ID: capped, Name: "capped"}))
-	require.NoError(t, st.SetInboundBudget(ctx, capped, 100, 0))
+	require.NoError(t, st.Accounts.CreateTeam(ctx, Team{ID: free, Name: "free"}))
+	require.NoError(t, st.Accounts.CreateTeam(ctx, Team{ID: capped, Name: "capped"}))
+	require.NoError(t, st.Received.SetInboundBudget(ctx, capped, 100, 0))
 	in := NewInbound(st, nil)
 	now := time.Now()
 	msg := func(team uuid.UUID) inbound.Message {
@@ -81,7 +81,7 @@ func TestInboundUsageSlots(t *testing.T) {
 			require.NoError(t, <-done)
 		}
 		require.NoError(t, second.Commit(ctx))
-		u, err := st.InboundUsage(ctx, team, now)
+		u, err := st.Received.InboundUsage(ctx, team, now)
 		require.NoError(t, err)
 		require.Equal(t, int64(2), u.Messages)
 		require.Positive(t, u.Bytes)

@@ -24,7 +24,7 @@ func receivingDomain(t *testing.T, st *store.Store, team uuid.UUID, name string)
 	t.Helper()
 	d := newDomain(team, name)
 	d.Status, d.Receiving = store.DomainVerified, store.ReceivingEnabled
-	require.NoError(t, st.CreateDomain(context.Background(), d))
+	require.NoError(t, st.Domains.CreateDomain(context.Background(), d))
 	return d
 }
 
@@ -61,28 +61,28 @@ func TestInboundUsageCountsReceivedMail(t *testing.T) {
 			Route: inbound.Route{Kind: inbound.RouteReturnPath, TeamID: teamA, DomainID: d.ID, EmailID: e.ID}}},
 		Data: []byte(strings.Repeat("x", 1000))}))
 
-	u, err := st.InboundUsage(ctx, teamA, now)
+	u, err := st.Received.InboundUsage(ctx, teamA, now)
 	require.NoError(t, err)
 	require.Equal(t, inbound.Usage{Messages: 2, Bytes: 20 + 22 + 24 + 19}, u)
-	u, err = st.InboundUsage(ctx, teamB, now)
+	u, err = st.Received.InboundUsage(ctx, teamB, now)
 	require.NoError(t, err)
 	require.Equal(t, inbound.Usage{Messages: 1, Bytes: 21}, u)
 
 	// A team's own budget comes with its usage.
-	require.NoError(t, st.SetInboundBudget(ctx, teamB, 5, 1<<20))
-	u, err = st.InboundUsage(ctx, teamB, now)
+	require.NoError(t, st.Received.SetInboundBudget(ctx, teamB, 5, 1<<20))
+	u, err = st.Received.InboundUsage(ctx, teamB, now)
 	require.NoError(t, err)
 	require.Equal(t, inbound.Usage{Messages: 1, Bytes: 21, MaxMessages: 5, MaxBytes: 1 << 20}, u)
 	// A storage budget beyond 2 GiB (a bigint, not an integer).
-	require.NoError(t, st.SetInboundBudget(ctx, teamB, 5, 5<<30))
-	u, err = st.InboundUsage(ctx, teamB, now)
+	require.NoError(t, st.Received.SetInboundBudget(ctx, teamB, 5, 5<<30))
+	u, err = st.Received.InboundUsage(ctx, teamB, now)
 	require.NoError(t, err)
 	require.Equal(t, inbound.Usage{Messages: 1, Bytes: 21, MaxMessages: 5, MaxBytes: 5 << 30}, u)
 
 	// The counters outlive nothing: purged once outside the window.
-	_, err = st.PurgeExpired(ctx, now.AddDate(0, 0, 40), 1000)
+	_, err = st.Privacy.PurgeExpired(ctx, now.AddDate(0, 0, 40), 1000)
 	require.NoError(t, err)
-	u, err = st.InboundUsage(ctx, teamA, now)
+	u, err = st.Received.InboundUsage(ctx, teamA, now)
 	require.NoError(t, err)
 	require.Equal(t, inbound.Usage{}, u)
 }
@@ -123,21 +123,21 @@ func TestInboundAcceptRefusesOverBudget(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, 3, ok)
 	require.Equal(t, 5, over)
-	msgs, err := st.InboundMessages(ctx, teamA, 100)
+	msgs, err := st.Received.InboundMessages(ctx, teamA, 100)
 	require.NoError(t, err)
 	require.Len(t, msgs, 3, "nothing of a refused message is kept")
-	u, err := st.InboundUsage(ctx, teamA, now)
+	u, err := st.Received.InboundUsage(ctx, teamA, now)
 	require.NoError(t, err)
 	require.Equal(t, int64(3), u.Messages, "nor counted")
 
 	// Team B still receives; and a team's own budget replaces the default.
 	require.NoError(t, in.Accept(ctx, receivedMessage(b, now, "b")))
-	require.NoError(t, st.SetInboundBudget(ctx, teamA, 4, 0))
+	require.NoError(t, st.Received.SetInboundBudget(ctx, teamA, 4, 0))
 	require.NoError(t, in.Accept(ctx, receivedMessage(a, now, "a")))
 	require.ErrorIs(t, in.Accept(ctx, receivedMessage(a, now, "a")), inbound.ErrOverBudget)
 
 	// Bytes: a message that would go over the storage budget is refused.
-	require.NoError(t, st.SetInboundBudget(ctx, teamB, 100, 200))
+	require.NoError(t, st.Received.SetInboundBudget(ctx, teamB, 100, 200))
 	require.ErrorIs(t, in.Accept(ctx, receivedMessage(b, now, strings.Repeat("x", 200))), inbound.ErrOverBudget)
 	require.NoError(t, in.Accept(ctx, receivedMessage(b, now, strings.Repeat("x", 100))))
 }
@@ -153,12 +153,12 @@ func TestInboundBudgetAtTheMX(t *testing.T) {
 	receivingDomain(t, st, teamA, "a.test")
 	receivingDomain(t, st, teamB, "b.test")
 	in := store.NewInbound(st, nil)
-	budget := inbound.Budget{DailyMessages: 2, StorageBytes: 1 << 30, Usage: st}
+	budget := inbound.Budget{DailyMessages: 2, StorageBytes: 1 << 30, Usage: st.Received}
 	in.SetBudget(budget)
 	srv, err := inbound.New(inbound.Config{Hostname: "mx.test", Budget: budget, Resolver: &net.Resolver{
 		PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
 			return nil, errors.New("no DNS in this test")
-		}}}, inroute.New(st, nil, nil), in)
+		}}}, inroute.New(st.Received, st.Emails, nil, nil), in)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -196,7 +196,7 @@ func TestInboundBudgetAtTheMX(t *testing.T) {
 	require.Equal(t, 452, te.Code, te.Msg)
 	require.NoError(t, send("support@b.test"), "team B still receives")
 
-	msgs, err := st.InboundMessages(context.Background(), teamA, 10)
+	msgs, err := st.Received.InboundMessages(context.Background(), teamA, 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 2)
 }
@@ -226,7 +226,7 @@ func TestInboundUsageOfTwoTeamsAtOnce(t *testing.T) {
 		require.NoError(t, <-errs)
 	}
 	for _, team := range []uuid.UUID{teamA, teamB} {
-		u, err := st.InboundUsage(ctx, team, now)
+		u, err := st.Received.InboundUsage(ctx, team, now)
 		require.NoError(t, err)
 		require.Equal(t, int64(n), u.Messages)
 	}

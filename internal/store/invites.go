@@ -45,7 +45,7 @@ func (i *Invitation) fields() []any {
 // inviter and expiry (the old link stops working). It returns the stored
 // invitation, whose ID is the first invitation's. The new link counts as
 // not emailed (inv.EmailedAt is ignored) until MarkInvitationEmailed.
-func (s *Store) Invite(ctx context.Context, inv Invitation, tokenHash []byte) (Invitation, error) {
+func (s *Accounts) Invite(ctx context.Context, inv Invitation, tokenHash []byte) (Invitation, error) {
 	err := s.pool.QueryRow(ctx, `INSERT INTO invitation AS i (id, team_id, email, role, token_hash, invited_by, expires_at)
 		VALUES (@id, @team, @email, @role, @hash, @by, @expires)
 		ON CONFLICT (team_id, email) DO UPDATE SET role = excluded.role, token_hash = excluded.token_hash,
@@ -61,7 +61,7 @@ func (s *Store) Invite(ctx context.Context, inv Invitation, tokenHash []byte) (I
 // MarkInvitationEmailed records that the link with this token hash was
 // emailed to the invited address, so that using it proves the address. An
 // invitation whose token was replaced meanwhile is left as it is.
-func (s *Store) MarkInvitationEmailed(ctx context.Context, tokenHash []byte) error {
+func (s *Accounts) MarkInvitationEmailed(ctx context.Context, tokenHash []byte) error {
 	_, err := s.pool.Exec(ctx, `UPDATE invitation SET emailed_at = now() WHERE token_hash = @hash`,
 		pgx.NamedArgs{"hash": tokenHash})
 	return mapErr(err)
@@ -69,7 +69,7 @@ func (s *Store) MarkInvitationEmailed(ctx context.Context, tokenHash []byte) err
 
 // Invitations lists a team's invitations, expired ones included, newest
 // first.
-func (s *Store) Invitations(ctx context.Context, teamID uuid.UUID) ([]Invitation, error) {
+func (s *Accounts) Invitations(ctx context.Context, teamID uuid.UUID) ([]Invitation, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+invitationColumns+`
 		FROM invitation WHERE team_id = @team ORDER BY created_at DESC, email`, pgx.NamedArgs{"team": teamID})
 	if err != nil {
@@ -85,7 +85,7 @@ func (s *Store) Invitations(ctx context.Context, teamID uuid.UUID) ([]Invitation
 
 // RevokeInvitation deletes one of the team's invitations. ErrNotFound when
 // the team has no such invitation.
-func (s *Store) RevokeInvitation(ctx context.Context, teamID, id uuid.UUID) error {
+func (s *Accounts) RevokeInvitation(ctx context.Context, teamID, id uuid.UUID) error {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM invitation WHERE id = @id AND team_id = @team`,
 		pgx.NamedArgs{"id": id, "team": teamID})
 	if err != nil {
@@ -99,7 +99,7 @@ func (s *Store) RevokeInvitation(ctx context.Context, teamID, id uuid.UUID) erro
 
 // InvitationByToken returns the live invitation with this token hash and
 // its team's name. ErrNotFound when unknown, used, revoked or expired.
-func (s *Store) InvitationByToken(ctx context.Context, tokenHash []byte) (Invitation, error) {
+func (s *Accounts) InvitationByToken(ctx context.Context, tokenHash []byte) (Invitation, error) {
 	var i Invitation
 	err := s.pool.QueryRow(ctx, `SELECT `+invitationColumns+`, (SELECT name FROM team WHERE id = team_id)
 		FROM invitation WHERE token_hash = @hash AND expires_at > now()`, pgx.NamedArgs{"hash": tokenHash}).
@@ -112,7 +112,7 @@ func (s *Store) InvitationByToken(ctx context.Context, tokenHash []byte) (Invita
 // (a member already keeps their role). An emailed invitation also proves the
 // user's address: they hold both the account and the emailed link.
 // ErrNotFound when the invitation is not live or is for another address.
-func (s *Store) AcceptInvitation(ctx context.Context, tokenHash []byte, userID uuid.UUID) (Invitation, error) {
+func (s *Accounts) AcceptInvitation(ctx context.Context, tokenHash []byte, userID uuid.UUID) (Invitation, error) {
 	return s.acceptInvitation(ctx, tokenHash, func(tx pgx.Tx, inv Invitation) (uuid.UUID, error) {
 		var email string
 		err := tx.QueryRow(ctx, `SELECT email FROM app_user WHERE id = @user FOR UPDATE`, pgx.NamedArgs{"user": userID}).Scan(&email)
@@ -138,7 +138,7 @@ func (s *Store) AcceptInvitation(ctx context.Context, tokenHash []byte, userID u
 // only when the invitation was emailed (Invitation.EmailedAt); a link shown
 // to the inviting owner proves nothing. ErrNotFound when the invitation is
 // not live; ErrConflict when a user with that address exists.
-func (s *Store) AcceptInvitationAsNewUser(ctx context.Context, tokenHash []byte, u User) (Invitation, error) {
+func (s *Accounts) AcceptInvitationAsNewUser(ctx context.Context, tokenHash []byte, u User) (Invitation, error) {
 	return s.acceptInvitation(ctx, tokenHash, func(tx pgx.Tx, inv Invitation) (uuid.UUID, error) {
 		_, err := tx.Exec(ctx, `INSERT INTO app_user (id, email, name, password_hash, email_verified_at)
 			VALUES (@id, @email, @name, @hash, CASE WHEN @emailed::boolean THEN now() END)`,
@@ -149,7 +149,7 @@ func (s *Store) AcceptInvitationAsNewUser(ctx context.Context, tokenHash []byte,
 
 // acceptInvitation deletes the live invitation and adds the user that
 // member returns to its team, in one transaction.
-func (s *Store) acceptInvitation(ctx context.Context, tokenHash []byte,
+func (s *Accounts) acceptInvitation(ctx context.Context, tokenHash []byte,
 	member func(pgx.Tx, Invitation) (uuid.UUID, error)) (Invitation, error) {
 	var inv Invitation
 	tx, err := s.pool.Begin(ctx)
@@ -176,7 +176,7 @@ func (s *Store) acceptInvitation(ctx context.Context, tokenHash []byte,
 
 // SetSessionTeam moves a session to another team of its user. ErrNotFound
 // when the user is not a member of that team.
-func (s *Store) SetSessionTeam(ctx context.Context, hash []byte, teamID uuid.UUID) error {
+func (s *Accounts) SetSessionTeam(ctx context.Context, hash []byte, teamID uuid.UUID) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE dashboard_session s SET team_id = @team
 		WHERE s.id_hash = @hash AND EXISTS (SELECT 1 FROM membership m WHERE m.team_id = @team AND m.user_id = s.user_id)`,
 		pgx.NamedArgs{"hash": hash, "team": teamID})
@@ -191,7 +191,7 @@ func (s *Store) SetSessionTeam(ctx context.Context, hash []byte, teamID uuid.UUI
 
 // RequestPasswordReset stores the hash of a user's password-reset token,
 // replacing any earlier one, which stops working.
-func (s *Store) RequestPasswordReset(ctx context.Context, userID uuid.UUID, tokenHash []byte, expires time.Time) error {
+func (s *Accounts) RequestPasswordReset(ctx context.Context, userID uuid.UUID, tokenHash []byte, expires time.Time) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO password_reset (user_id, token_hash, expires_at) VALUES (@user, @hash, @expires)
 		ON CONFLICT (user_id) DO UPDATE SET token_hash = excluded.token_hash, created_at = now(), expires_at = excluded.expires_at`,
 		pgx.NamedArgs{"user": userID, "hash": tokenHash, "expires": expires})
@@ -200,7 +200,7 @@ func (s *Store) RequestPasswordReset(ctx context.Context, userID uuid.UUID, toke
 
 // PasswordResetUser returns the user of a live password-reset token.
 // ErrNotFound when it is unknown, used, replaced or expired.
-func (s *Store) PasswordResetUser(ctx context.Context, tokenHash []byte) (uuid.UUID, error) {
+func (s *Accounts) PasswordResetUser(ctx context.Context, tokenHash []byte) (uuid.UUID, error) {
 	var id uuid.UUID
 	err := s.pool.QueryRow(ctx, `SELECT user_id FROM password_reset WHERE token_hash = @hash AND expires_at > now()`,
 		pgx.NamedArgs{"hash": tokenHash}).Scan(&id)
@@ -223,7 +223,7 @@ type PasswordReset struct {
 // recovery codes, when it was not (PasswordReset.ProvedAddress): the
 // address's owner takes over an account someone else may have set up.
 // ErrNotFound when the token is not live.
-func (s *Store) ResetPassword(ctx context.Context, tokenHash []byte, passwordHash string) (PasswordReset, error) {
+func (s *Accounts) ResetPassword(ctx context.Context, tokenHash []byte, passwordHash string) (PasswordReset, error) {
 	var pr PasswordReset
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {

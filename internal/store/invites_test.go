@@ -21,7 +21,7 @@ func hashOf(tok string) []byte {
 func newUser(t *testing.T, st *store.Store, email string) uuid.UUID {
 	t.Helper()
 	u := store.User{ID: uuid.New(), Email: email, PasswordHash: "hash"}
-	require.NoError(t, st.CreateUser(context.Background(), u))
+	require.NoError(t, st.Accounts.CreateUser(context.Background(), u))
 	return u.ID
 }
 
@@ -33,78 +33,78 @@ func TestInvitations(t *testing.T) {
 	owner := newUser(t, st, "owner@example.com")
 	week := time.Now().Add(7 * 24 * time.Hour)
 
-	inv, err := st.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: teamA, Email: "New@Example.com", Role: "member",
+	inv, err := st.Accounts.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: teamA, Email: "New@Example.com", Role: "member",
 		InvitedBy: &owner, ExpiresAt: week}, hashOf("first"))
 	require.NoError(t, err)
 	require.Equal(t, "new@example.com", inv.Email)
 
 	// Inviting the address again replaces the token and the role: one
 	// invitation per team and address, and the first link stops working.
-	again, err := st.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: teamA, Email: "new@example.com", Role: "owner",
+	again, err := st.Accounts.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: teamA, Email: "new@example.com", Role: "owner",
 		ExpiresAt: week}, hashOf("second"))
 	require.NoError(t, err)
 	require.Equal(t, inv.ID, again.ID)
-	_, err = st.InvitationByToken(ctx, hashOf("first"))
+	_, err = st.Accounts.InvitationByToken(ctx, hashOf("first"))
 	require.ErrorIs(t, err, store.ErrNotFound)
-	got, err := st.InvitationByToken(ctx, hashOf("second"))
+	got, err := st.Accounts.InvitationByToken(ctx, hashOf("second"))
 	require.NoError(t, err)
 	require.Equal(t, "owner", got.Role)
 	require.Equal(t, "t", got.TeamName)
-	list, err := st.Invitations(ctx, teamA)
+	list, err := st.Accounts.Invitations(ctx, teamA)
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	require.Nil(t, list[0].InvitedBy)
 
 	// Team B has its own invitation for the same address, and cannot
 	// revoke team A's.
-	_, err = st.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: teamB, Email: "new@example.com", Role: "member",
+	_, err = st.Accounts.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: teamB, Email: "new@example.com", Role: "member",
 		ExpiresAt: week}, hashOf("b"))
 	require.NoError(t, err)
-	require.ErrorIs(t, st.RevokeInvitation(ctx, teamB, inv.ID), store.ErrNotFound)
-	list, err = st.Invitations(ctx, teamB)
+	require.ErrorIs(t, st.Accounts.RevokeInvitation(ctx, teamB, inv.ID), store.ErrNotFound)
+	list, err = st.Accounts.Invitations(ctx, teamB)
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 
 	// A new user accepts: created with the invited address, a member with
 	// the invited role; the invitation is spent.
 	u := store.User{ID: uuid.New(), Name: "New Person", PasswordHash: "pw"}
-	accepted, err := st.AcceptInvitationAsNewUser(ctx, hashOf("second"), u)
+	accepted, err := st.Accounts.AcceptInvitationAsNewUser(ctx, hashOf("second"), u)
 	require.NoError(t, err)
 	require.Equal(t, teamA, accepted.TeamID)
-	role, err := st.MemberRole(ctx, teamA, u.ID)
+	role, err := st.Sessions.MemberRole(ctx, teamA, u.ID)
 	require.NoError(t, err)
 	require.Equal(t, "owner", role)
-	members, err := st.Members(ctx, teamA)
+	members, err := st.Accounts.Members(ctx, teamA)
 	require.NoError(t, err)
 	require.Equal(t, "New Person", members[0].Name)
-	_, err = st.AcceptInvitationAsNewUser(ctx, hashOf("second"), store.User{ID: uuid.New(), PasswordHash: "pw"})
+	_, err = st.Accounts.AcceptInvitationAsNewUser(ctx, hashOf("second"), store.User{ID: uuid.New(), PasswordHash: "pw"})
 	require.ErrorIs(t, err, store.ErrNotFound, "single use")
 
 	// Team B's invitation is for an address that now has a user: a new
 	// user cannot take it, another user cannot accept it, the user can.
-	_, err = st.AcceptInvitationAsNewUser(ctx, hashOf("b"), store.User{ID: uuid.New(), PasswordHash: "pw"})
+	_, err = st.Accounts.AcceptInvitationAsNewUser(ctx, hashOf("b"), store.User{ID: uuid.New(), PasswordHash: "pw"})
 	require.ErrorIs(t, err, store.ErrConflict)
-	_, err = st.AcceptInvitation(ctx, hashOf("b"), owner)
+	_, err = st.Accounts.AcceptInvitation(ctx, hashOf("b"), owner)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = st.AcceptInvitation(ctx, hashOf("b"), u.ID)
+	_, err = st.Accounts.AcceptInvitation(ctx, hashOf("b"), u.ID)
 	require.NoError(t, err)
-	role, err = st.MemberRole(ctx, teamB, u.ID)
+	role, err = st.Sessions.MemberRole(ctx, teamB, u.ID)
 	require.NoError(t, err)
 	require.Equal(t, "member", role)
-	list, err = st.Invitations(ctx, teamB)
+	list, err = st.Accounts.Invitations(ctx, teamB)
 	require.NoError(t, err)
 	require.Empty(t, list)
 
 	// Expired invitations are listed but cannot be used; revoking deletes.
-	old, err := st.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: teamA, Email: "late@example.com", Role: "member",
+	old, err := st.Accounts.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: teamA, Email: "late@example.com", Role: "member",
 		ExpiresAt: time.Now().Add(-time.Minute)}, hashOf("late"))
 	require.NoError(t, err)
-	_, err = st.InvitationByToken(ctx, hashOf("late"))
+	_, err = st.Accounts.InvitationByToken(ctx, hashOf("late"))
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = st.AcceptInvitationAsNewUser(ctx, hashOf("late"), store.User{ID: uuid.New(), PasswordHash: "pw"})
+	_, err = st.Accounts.AcceptInvitationAsNewUser(ctx, hashOf("late"), store.User{ID: uuid.New(), PasswordHash: "pw"})
 	require.ErrorIs(t, err, store.ErrNotFound)
-	require.NoError(t, st.RevokeInvitation(ctx, teamA, old.ID))
-	require.ErrorIs(t, st.RevokeInvitation(ctx, teamA, old.ID), store.ErrNotFound)
+	require.NoError(t, st.Accounts.RevokeInvitation(ctx, teamA, old.ID))
+	require.ErrorIs(t, st.Accounts.RevokeInvitation(ctx, teamA, old.ID), store.ErrNotFound)
 }
 
 func TestSetSessionTeam(t *testing.T) {
@@ -113,14 +113,14 @@ func TestSetSessionTeam(t *testing.T) {
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
 	u := newUser(t, st, "u@example.com")
-	require.NoError(t, st.AddMember(ctx, teamA, u, "member"))
+	require.NoError(t, st.Accounts.AddMember(ctx, teamA, u, "member"))
 	hash := hashOf("session")
-	require.NoError(t, st.CreateSession(ctx, store.Session{IDHash: hash, UserID: u, TeamID: teamA, CSRFToken: "c",
+	require.NoError(t, st.Sessions.CreateSession(ctx, store.Session{IDHash: hash, UserID: u, TeamID: teamA, CSRFToken: "c",
 		ExpiresAt: time.Now().Add(time.Hour)}))
-	require.ErrorIs(t, st.SetSessionTeam(ctx, hash, teamB), store.ErrNotFound, "not a member of team B")
-	require.NoError(t, st.AddMember(ctx, teamB, u, "member"))
-	require.NoError(t, st.SetSessionTeam(ctx, hash, teamB))
-	se, err := st.SessionByHash(ctx, hash)
+	require.ErrorIs(t, st.Accounts.SetSessionTeam(ctx, hash, teamB), store.ErrNotFound, "not a member of team B")
+	require.NoError(t, st.Accounts.AddMember(ctx, teamB, u, "member"))
+	require.NoError(t, st.Accounts.SetSessionTeam(ctx, hash, teamB))
+	se, err := st.Sessions.SessionByHash(ctx, hash)
 	require.NoError(t, err)
 	require.Equal(t, teamB, se.TeamID)
 }
@@ -133,41 +133,41 @@ func TestPasswordReset(t *testing.T) {
 	u := newUser(t, st, "u@example.com")
 	other := newUser(t, st, "other@example.com")
 	for _, id := range []uuid.UUID{u, other} {
-		require.NoError(t, st.AddMember(ctx, team, id, "member"))
-		require.NoError(t, st.CreateSession(ctx, store.Session{IDHash: hashOf(id.String()), UserID: id, TeamID: team,
+		require.NoError(t, st.Accounts.AddMember(ctx, team, id, "member"))
+		require.NoError(t, st.Sessions.CreateSession(ctx, store.Session{IDHash: hashOf(id.String()), UserID: id, TeamID: team,
 			CSRFToken: "c", ExpiresAt: time.Now().Add(time.Hour)}))
 	}
 	hour := time.Now().Add(time.Hour)
 
-	require.NoError(t, st.RequestPasswordReset(ctx, u, hashOf("one"), hour))
-	require.NoError(t, st.RequestPasswordReset(ctx, u, hashOf("two"), hour))
-	_, err := st.PasswordResetUser(ctx, hashOf("one"))
+	require.NoError(t, st.Accounts.RequestPasswordReset(ctx, u, hashOf("one"), hour))
+	require.NoError(t, st.Accounts.RequestPasswordReset(ctx, u, hashOf("two"), hour))
+	_, err := st.Accounts.PasswordResetUser(ctx, hashOf("one"))
 	require.ErrorIs(t, err, store.ErrNotFound, "a new request replaces the old token")
-	_, err = st.ResetPassword(ctx, hashOf("one"), "new")
+	_, err = st.Accounts.ResetPassword(ctx, hashOf("one"), "new")
 	require.ErrorIs(t, err, store.ErrNotFound)
-	id, err := st.PasswordResetUser(ctx, hashOf("two"))
+	id, err := st.Accounts.PasswordResetUser(ctx, hashOf("two"))
 	require.NoError(t, err)
 	require.Equal(t, u, id)
 
-	pr, err := st.ResetPassword(ctx, hashOf("two"), "new-hash")
+	pr, err := st.Accounts.ResetPassword(ctx, hashOf("two"), "new-hash")
 	require.NoError(t, err)
 	require.Equal(t, u, pr.UserID)
-	h, err := st.UserPasswordHash(ctx, u)
+	h, err := st.Accounts.UserPasswordHash(ctx, u)
 	require.NoError(t, err)
 	require.Equal(t, "new-hash", h)
-	_, err = st.SessionByHash(ctx, hashOf(u.String()))
+	_, err = st.Sessions.SessionByHash(ctx, hashOf(u.String()))
 	require.ErrorIs(t, err, store.ErrNotFound, "the user's sessions ended")
-	_, err = st.SessionByHash(ctx, hashOf(other.String()))
+	_, err = st.Sessions.SessionByHash(ctx, hashOf(other.String()))
 	require.NoError(t, err, "other users stay signed in")
-	_, err = st.ResetPassword(ctx, hashOf("two"), "again")
+	_, err = st.Accounts.ResetPassword(ctx, hashOf("two"), "again")
 	require.ErrorIs(t, err, store.ErrNotFound, "single use")
 
-	require.NoError(t, st.RequestPasswordReset(ctx, other, hashOf("late"), time.Now().Add(-time.Second)))
-	_, err = st.PasswordResetUser(ctx, hashOf("late"))
+	require.NoError(t, st.Accounts.RequestPasswordReset(ctx, other, hashOf("late"), time.Now().Add(-time.Second)))
+	_, err = st.Accounts.PasswordResetUser(ctx, hashOf("late"))
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = st.ResetPassword(ctx, hashOf("late"), "x")
+	_, err = st.Accounts.ResetPassword(ctx, hashOf("late"), "x")
 	require.ErrorIs(t, err, store.ErrNotFound)
-	h, err = st.UserPasswordHash(ctx, other)
+	h, err = st.Accounts.UserPasswordHash(ctx, other)
 	require.NoError(t, err)
 	require.Equal(t, "hash", h)
 }
@@ -176,9 +176,9 @@ func TestSystemTeamExists(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
-	_, err := st.InsertEmail(ctx, newEmail(store.SystemTeamID, "delivered@posthaste.test"))
+	_, err := st.Emails.InsertEmail(ctx, newEmail(store.SystemTeamID, "delivered@posthaste.test"))
 	require.NoError(t, err, "the system team exists")
-	members, err := st.Members(ctx, store.SystemTeamID)
+	members, err := st.Accounts.Members(ctx, store.SystemTeamID)
 	require.NoError(t, err)
 	require.Empty(t, members, "nobody reads the system team's emails")
 }
@@ -197,29 +197,29 @@ func TestPurgeExpiredSweepsSessionsAndLinks(t *testing.T) {
 		{IDHash: hashOf("old session"), UserID: ann, TeamID: team, CSRFToken: "c", ExpiresAt: now.Add(-time.Minute)},
 		{IDHash: hashOf("live session"), UserID: ann, TeamID: team, CSRFToken: "c", ExpiresAt: now.Add(time.Hour)},
 	} {
-		require.NoError(t, st.CreateSession(ctx, s))
+		require.NoError(t, st.Sessions.CreateSession(ctx, s))
 	}
-	require.NoError(t, st.RequestPasswordReset(ctx, ann, hashOf("old reset"), now.Add(-time.Minute)))
-	require.NoError(t, st.RequestPasswordReset(ctx, bob, hashOf("live reset"), now.Add(time.Hour)))
+	require.NoError(t, st.Accounts.RequestPasswordReset(ctx, ann, hashOf("old reset"), now.Add(-time.Minute)))
+	require.NoError(t, st.Accounts.RequestPasswordReset(ctx, bob, hashOf("live reset"), now.Add(time.Hour)))
 	for i, expires := range []time.Time{now.Add(-31 * 24 * time.Hour), now.Add(-24 * time.Hour), now.Add(time.Hour)} {
-		_, err := st.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: team, Email: fmt.Sprintf("i%d@example.com", i),
+		_, err := st.Accounts.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: team, Email: fmt.Sprintf("i%d@example.com", i),
 			Role: "member", ExpiresAt: expires}, hashOf(fmt.Sprintf("invite %d", i)))
 		require.NoError(t, err)
 	}
 
-	n, err := st.PurgeExpired(ctx, now, 100)
+	n, err := st.Privacy.PurgeExpired(ctx, now, 100)
 	require.NoError(t, err)
 	require.Equal(t, 3, n, "the old session, the old reset link and the month-old invitation")
-	n, err = st.PurgeExpired(ctx, now, 100)
+	n, err = st.Privacy.PurgeExpired(ctx, now, 100)
 	require.NoError(t, err)
 	require.Zero(t, n)
 
-	_, err = st.SessionByHash(ctx, hashOf("live session"))
+	_, err = st.Sessions.SessionByHash(ctx, hashOf("live session"))
 	require.NoError(t, err)
-	user, err := st.PasswordResetUser(ctx, hashOf("live reset"))
+	user, err := st.Accounts.PasswordResetUser(ctx, hashOf("live reset"))
 	require.NoError(t, err)
 	require.Equal(t, bob, user)
-	list, err := st.Invitations(ctx, team)
+	list, err := st.Accounts.Invitations(ctx, team)
 	require.NoError(t, err)
 	var emails []string
 	for _, inv := range list {
@@ -241,34 +241,34 @@ func TestInvitationsProveAddresses(t *testing.T) {
 	week := time.Now().Add(7 * 24 * time.Hour)
 	invite := func(email, tok string) {
 		t.Helper()
-		_, err := st.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: team, Email: email, Role: "member", ExpiresAt: week},
+		_, err := st.Accounts.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: team, Email: email, Role: "member", ExpiresAt: week},
 			hashOf(tok))
 		require.NoError(t, err)
 	}
 
 	invite("shown@example.com", "shown")
 	invite("mailed@example.com", "mailed")
-	require.NoError(t, st.MarkInvitationEmailed(ctx, hashOf("mailed")))
-	got, err := st.InvitationByToken(ctx, hashOf("mailed"))
+	require.NoError(t, st.Accounts.MarkInvitationEmailed(ctx, hashOf("mailed")))
+	got, err := st.Accounts.InvitationByToken(ctx, hashOf("mailed"))
 	require.NoError(t, err)
 	require.NotNil(t, got.EmailedAt)
-	got, err = st.InvitationByToken(ctx, hashOf("shown"))
+	got, err = st.Accounts.InvitationByToken(ctx, hashOf("shown"))
 	require.NoError(t, err)
 	require.Nil(t, got.EmailedAt)
 
 	// Inviting again replaces the emailed link by one not emailed yet.
 	invite("again@example.com", "again-1")
-	require.NoError(t, st.MarkInvitationEmailed(ctx, hashOf("again-1")))
+	require.NoError(t, st.Accounts.MarkInvitationEmailed(ctx, hashOf("again-1")))
 	invite("again@example.com", "again-2")
-	require.NoError(t, st.MarkInvitationEmailed(ctx, hashOf("again-1")), "a replaced token marks nothing")
-	got, err = st.InvitationByToken(ctx, hashOf("again-2"))
+	require.NoError(t, st.Accounts.MarkInvitationEmailed(ctx, hashOf("again-1")), "a replaced token marks nothing")
+	got, err = st.Accounts.InvitationByToken(ctx, hashOf("again-2"))
 	require.NoError(t, err)
 	require.Nil(t, got.EmailedAt)
 
 	for tok, proven := range map[string]bool{"shown": false, "mailed": true, "again-2": false} {
-		inv, err := st.AcceptInvitationAsNewUser(ctx, hashOf(tok), store.User{ID: uuid.New(), PasswordHash: "pw"})
+		inv, err := st.Accounts.AcceptInvitationAsNewUser(ctx, hashOf(tok), store.User{ID: uuid.New(), PasswordHash: "pw"})
 		require.NoError(t, err)
-		u, err := st.UserByEmail(ctx, inv.Email)
+		u, err := st.Accounts.UserByEmail(ctx, inv.Email)
 		require.NoError(t, err)
 		require.Equal(t, proven, u.EmailVerifiedAt != nil, tok)
 	}
@@ -277,17 +277,17 @@ func TestInvitationsProveAddresses(t *testing.T) {
 	// address; accepting a shown one proves nothing.
 	other := newTeam(t, st)
 	for _, emailed := range []bool{false, true} {
-		_, err := st.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: other, Email: "shown@example.com", Role: "member",
+		_, err := st.Accounts.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: other, Email: "shown@example.com", Role: "member",
 			ExpiresAt: week}, hashOf("existing"))
 		require.NoError(t, err)
 		if emailed {
-			require.NoError(t, st.MarkInvitationEmailed(ctx, hashOf("existing")))
+			require.NoError(t, st.Accounts.MarkInvitationEmailed(ctx, hashOf("existing")))
 		}
-		u, err := st.UserByEmail(ctx, "shown@example.com")
+		u, err := st.Accounts.UserByEmail(ctx, "shown@example.com")
 		require.NoError(t, err)
-		_, err = st.AcceptInvitation(ctx, hashOf("existing"), u.ID)
+		_, err = st.Accounts.AcceptInvitation(ctx, hashOf("existing"), u.ID)
 		require.NoError(t, err)
-		u, err = st.UserByID(ctx, u.ID)
+		u, err = st.Accounts.UserByID(ctx, u.ID)
 		require.NoError(t, err)
 		require.Equal(t, emailed, u.EmailVerifiedAt != nil, "emailed %v", emailed)
 	}
@@ -303,10 +303,10 @@ func TestPasswordResetProvesTheAddress(t *testing.T) {
 	now := time.Now()
 	unproven := newUser(t, st, "unproven@example.com")
 	proven := store.User{ID: uuid.New(), Email: "proven@example.com", PasswordHash: "hash", EmailVerifiedAt: &now}
-	require.NoError(t, st.CreateUser(ctx, proven))
+	require.NoError(t, st.Accounts.CreateUser(ctx, proven))
 	for _, id := range []uuid.UUID{unproven, proven.ID} {
-		require.NoError(t, st.StartTOTP(ctx, id, []byte("sealed")))
-		require.NoError(t, st.EnableTOTP(ctx, id, [][]byte{hashOf("recovery")}))
+		require.NoError(t, st.Sessions.StartTOTP(ctx, id, []byte("sealed")))
+		require.NoError(t, st.Sessions.EnableTOTP(ctx, id, [][]byte{hashOf("recovery")}))
 	}
 	team := newTeam(t, st)
 
@@ -314,27 +314,27 @@ func TestPasswordResetProvesTheAddress(t *testing.T) {
 		id     uuid.UUID
 		proves bool
 	}{{unproven, true}, {proven.ID, false}} {
-		require.NoError(t, st.RequestPasswordReset(ctx, tt.id, hashOf(tt.id.String()), now.Add(time.Hour)))
-		pr, err := st.ResetPassword(ctx, hashOf(tt.id.String()), "new-hash")
+		require.NoError(t, st.Accounts.RequestPasswordReset(ctx, tt.id, hashOf(tt.id.String()), now.Add(time.Hour)))
+		pr, err := st.Accounts.ResetPassword(ctx, hashOf(tt.id.String()), "new-hash")
 		require.NoError(t, err)
 		require.Equal(t, tt.id, pr.UserID)
 		require.Equal(t, tt.proves, pr.ProvedAddress)
-		u, err := st.UserByID(ctx, tt.id)
+		u, err := st.Accounts.UserByID(ctx, tt.id)
 		require.NoError(t, err)
 		require.NotNil(t, u.EmailVerifiedAt, "the address is proven now")
-		m, err := st.UserMFA(ctx, tt.id, team)
+		m, err := st.Sessions.UserMFA(ctx, tt.id, team)
 		require.NoError(t, err)
 		require.Equal(t, tt.proves, m.EnabledAt == nil, "the second factor goes only with an unproven address")
-		ok, err := st.UseRecoveryCode(ctx, tt.id, hashOf("recovery"))
+		ok, err := st.Sessions.UseRecoveryCode(ctx, tt.id, hashOf("recovery"))
 		require.NoError(t, err)
 		require.Equal(t, !tt.proves, ok, "recovery codes go with the second factor")
 	}
-	u, err := st.UserByID(ctx, proven.ID)
+	u, err := st.Accounts.UserByID(ctx, proven.ID)
 	require.NoError(t, err)
 	require.WithinDuration(t, now, *u.EmailVerifiedAt, time.Second, "the first proof's time is kept")
 
-	require.NoError(t, st.VerifyUserEmail(ctx, unproven))
-	require.ErrorIs(t, st.VerifyUserEmail(ctx, uuid.New()), store.ErrNotFound)
-	_, err = st.UserByID(ctx, uuid.New())
+	require.NoError(t, st.Accounts.VerifyUserEmail(ctx, unproven))
+	require.ErrorIs(t, st.Accounts.VerifyUserEmail(ctx, uuid.New()), store.ErrNotFound)
+	_, err = st.Accounts.UserByID(ctx, uuid.New())
 	require.ErrorIs(t, err, store.ErrNotFound)
 }

@@ -37,7 +37,7 @@ var ErrUnknownPool = fmt.Errorf("%w: no such IP pool", ErrNotFound)
 // p.Addresses to it; an address it already has takes the EHLO name given
 // and is in use again if it was retired. An address of another pool is
 // not moved: the error wraps ErrConflict. It returns the pool as stored.
-func (s *Store) AddIPPool(ctx context.Context, p IPPool) (IPPool, error) {
+func (s *Domains) AddIPPool(ctx context.Context, p IPPool) (IPPool, error) {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		_, err := upsertIPPool(ctx, tx, p, false)
 		return err
@@ -53,7 +53,7 @@ func (s *Store) AddIPPool(ctx context.Context, p IPPool) (IPPool, error) {
 // are created, an address listed under another pool moves to this one,
 // and addresses of these pools that are not listed are retired, never
 // deleted. Pools not named are left as they are. One transaction.
-func (s *Store) SyncIPPools(ctx context.Context, pools []IPPool) error {
+func (s *Domains) SyncIPPools(ctx context.Context, pools []IPPool) error {
 	if len(pools) == 0 {
 		return nil
 	}
@@ -119,7 +119,7 @@ func upsertIPPool(ctx context.Context, tx pgx.Tx, p IPPool, move bool) (uuid.UUI
 
 // IPPools returns every pool with its addresses in use, in the order they
 // were created.
-func (s *Store) IPPools(ctx context.Context) ([]IPPool, error) {
+func (s *Domains) IPPools(ctx context.Context) ([]IPPool, error) {
 	rows, err := s.pool.Query(ctx, `SELECT p.id, p.name, p.created_at, a.id, a.address, a.ehlo_name, a.created_at
 		FROM ip_pool p LEFT JOIN ip_address a ON a.pool_id = p.id AND a.retired_at IS NULL
 		ORDER BY p.created_at, p.id, a.created_at, a.id`)
@@ -151,7 +151,7 @@ func (s *Store) IPPools(ctx context.Context) ([]IPPool, error) {
 
 // IPPool returns the pool of that name with its addresses in use; an
 // unknown name is ErrUnknownPool.
-func (s *Store) IPPool(ctx context.Context, name string) (IPPool, error) {
+func (s *Domains) IPPool(ctx context.Context, name string) (IPPool, error) {
 	pools, err := s.IPPools(ctx)
 	if err != nil {
 		return IPPool{}, err
@@ -167,18 +167,18 @@ func (s *Store) IPPool(ctx context.Context, name string) (IPPool, error) {
 // SetTeamIPPool makes the team's mail leave from the named pool; "" is
 // the default pool. An unknown pool is ErrUnknownPool, an unknown team
 // ErrNotFound.
-func (s *Store) SetTeamIPPool(ctx context.Context, teamID uuid.UUID, pool string) error {
+func (s *Domains) SetTeamIPPool(ctx context.Context, teamID uuid.UUID, pool string) error {
 	return s.setIPPool(ctx, `UPDATE team SET ip_pool_id = @pool WHERE id = @id`, teamID, pool)
 }
 
 // SetDomainIPPool makes the mail of the domain (whatever its team) leave
 // from the named pool, whatever its team's; "" follows the team's. An
 // unknown pool is ErrUnknownPool, an unknown domain ErrNotFound.
-func (s *Store) SetDomainIPPool(ctx context.Context, domainID uuid.UUID, pool string) error {
+func (s *Domains) SetDomainIPPool(ctx context.Context, domainID uuid.UUID, pool string) error {
 	return s.setIPPool(ctx, `UPDATE domain SET ip_pool_id = @pool WHERE id = @id`, domainID, pool)
 }
 
-func (s *Store) setIPPool(ctx context.Context, update string, id uuid.UUID, pool string) error {
+func (s *Domains) setIPPool(ctx context.Context, update string, id uuid.UUID, pool string) error {
 	var poolID *uuid.UUID
 	if pool != "" {
 		var pid uuid.UUID
@@ -204,7 +204,7 @@ func (s *Store) setIPPool(ctx context.Context, update string, id uuid.UUID, pool
 // TeamIPPools returns the names of the IP pools assigned to the team or
 // to one of its live domains, in no order: with the default pool, those
 // its mail can leave from.
-func (s *Store) TeamIPPools(ctx context.Context, teamID uuid.UUID) ([]string, error) {
+func (s *Domains) TeamIPPools(ctx context.Context, teamID uuid.UUID) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT p.name FROM ip_pool p WHERE
 		p.id = (SELECT ip_pool_id FROM team WHERE id = @team) OR
 		p.id IN (SELECT ip_pool_id FROM domain WHERE team_id = @team AND deleted_at IS NULL)`,
@@ -235,7 +235,7 @@ type TeamSummary struct {
 }
 
 // ListTeams returns every team, oldest first.
-func (s *Store) ListTeams(ctx context.Context) ([]TeamSummary, error) {
+func (s *Domains) ListTeams(ctx context.Context) ([]TeamSummary, error) {
 	rows, err := s.pool.Query(ctx, `SELECT t.id, t.name, t.created_at, coalesce(p.name, '')
 		FROM team t LEFT JOIN ip_pool p ON p.id = t.ip_pool_id ORDER BY t.created_at, t.id`)
 	if err != nil {

@@ -22,7 +22,7 @@ func TestQuotaTakeIsExactAndAtomicWithTheInsert(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
-	plans, err := st.Plans(ctx)
+	plans, err := st.Accounts.Plans(ctx)
 	require.NoError(t, err)
 	require.Len(t, plans, 8)
 	require.Equal(t, store.Plan{Name: "free", MonthlyEmails: 3000, PriceUSD: 0}, plans[0])
@@ -32,7 +32,7 @@ func TestQuotaTakeIsExactAndAtomicWithTheInsert(t *testing.T) {
 	for i := range rcpts {
 		rcpts[i] = fmt.Sprintf("delivered+%d@posthaste.test", i)
 	}
-	used, err := st.InsertEmail(ctx, newEmail(team, rcpts...))
+	used, err := st.Emails.InsertEmail(ctx, newEmail(team, rcpts...))
 	require.NoError(t, err)
 	require.EqualValues(t, 2995, used)
 
@@ -40,27 +40,27 @@ func TestQuotaTakeIsExactAndAtomicWithTheInsert(t *testing.T) {
 	ok, over := insertConcurrently(t, st, 50, 3000, func() store.Email { return newEmail(team, "delivered@posthaste.test") })
 	require.Equal(t, 5, ok)
 	require.Equal(t, 45, over)
-	used, err = st.QuotaUsed(ctx, team, time.Now())
+	used, err = st.Accounts.QuotaUsed(ctx, team, time.Now())
 	require.NoError(t, err)
 	require.EqualValues(t, 3000, used)
-	list, _, err := st.ListEmails(ctx, team, store.Page{Limit: 100})
+	list, _, err := st.Emails.ListEmails(ctx, team, store.Page{Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, list, 6, "a refused insert leaves no email behind")
 
 	// A larger plan lets more through; a new month starts from zero.
-	require.NoError(t, st.SetPlan(ctx, team, "50k"))
-	used, err = st.InsertEmail(ctx, newEmail(team, "a@posthaste.test", "b@posthaste.test"))
+	require.NoError(t, st.Accounts.SetPlan(ctx, team, "50k"))
+	used, err = st.Emails.InsertEmail(ctx, newEmail(team, "a@posthaste.test", "b@posthaste.test"))
 	require.NoError(t, err)
 	require.EqualValues(t, 3002, used)
 	next := newEmail(team, "a@posthaste.test")
 	next.CreatedAt = time.Now().AddDate(0, 1, 0)
-	used, err = st.InsertEmail(ctx, next)
+	used, err = st.Emails.InsertEmail(ctx, next)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, used)
 
-	require.ErrorIs(t, st.SetPlan(ctx, team, "platinum"), store.ErrNotFound)
-	require.ErrorIs(t, st.SetPlan(ctx, uuid.New(), "free"), store.ErrNotFound)
-	require.ErrorIs(t, st.SetRateLimit(ctx, uuid.New(), 5), store.ErrNotFound)
+	require.ErrorIs(t, st.Accounts.SetPlan(ctx, team, "platinum"), store.ErrNotFound)
+	require.ErrorIs(t, st.Accounts.SetPlan(ctx, uuid.New(), "free"), store.ErrNotFound)
+	require.ErrorIs(t, st.Accounts.SetRateLimit(ctx, uuid.New(), 5), store.ErrNotFound)
 }
 
 func TestUseAPIKeyReturnsTheTeamRateLimit(t *testing.T) {
@@ -68,17 +68,17 @@ func TestUseAPIKeyReturnsTheTeamRateLimit(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
-	require.NoError(t, st.CreateAPIKey(ctx, store.APIKey{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "k",
+	require.NoError(t, st.Accounts.CreateAPIKey(ctx, store.APIKey{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "k",
 		Prefix: "ph_x", Hash: []byte("h"), Permission: store.PermissionSendingAccess}))
-	k, err := st.UseAPIKey(ctx, []byte("h"))
+	k, err := st.Accounts.UseAPIKey(ctx, []byte("h"))
 	require.NoError(t, err)
 	require.Zero(t, k.TeamRateLimit)
-	require.NoError(t, st.SetRateLimit(ctx, team, 25))
-	k, err = st.UseAPIKey(ctx, []byte("h"))
+	require.NoError(t, st.Accounts.SetRateLimit(ctx, team, 25))
+	k, err = st.Accounts.UseAPIKey(ctx, []byte("h"))
 	require.NoError(t, err)
 	require.Equal(t, 25, k.TeamRateLimit)
-	require.NoError(t, st.SetRateLimit(ctx, team, 0))
-	k, err = st.UseAPIKey(ctx, []byte("h"))
+	require.NoError(t, st.Accounts.SetRateLimit(ctx, team, 0))
+	k, err = st.Accounts.UseAPIKey(ctx, []byte("h"))
 	require.NoError(t, err)
 	require.Zero(t, k.TeamRateLimit)
 }
@@ -90,10 +90,10 @@ func TestRequestLogPartitionsAndRetention(t *testing.T) {
 	team := newTeam(t, st)
 	now := time.Now().UTC()
 	old := now.AddDate(0, 0, -40)
-	require.NoError(t, st.EnsureRequestLogPartitions(ctx, old, 3))
-	require.NoError(t, st.EnsureRequestLogPartitions(ctx, now, 2))
-	require.NoError(t, st.EnsureRequestLogPartitions(ctx, now, 2), "creating twice is harmless")
-	days, err := st.RequestLogPartitions(ctx)
+	require.NoError(t, st.Insights.EnsureRequestLogPartitions(ctx, old, 3))
+	require.NoError(t, st.Insights.EnsureRequestLogPartitions(ctx, now, 2))
+	require.NoError(t, st.Insights.EnsureRequestLogPartitions(ctx, now, 2), "creating twice is harmless")
+	days, err := st.Insights.RequestLogPartitions(ctx)
 	require.NoError(t, err)
 	require.Len(t, days, 5)
 
@@ -103,25 +103,25 @@ func TestRequestLogPartitionsAndRetention(t *testing.T) {
 			Status: 200, ClientAddr: "127.0.0.1", Duration: 1500 * time.Microsecond, ResponseBody: &body, CreatedAt: at}
 	}
 	fresh := entry(now)
-	require.NoError(t, st.InsertRequestLogs(ctx, []store.RequestLog{entry(old), entry(old.AddDate(0, 0, 1)), fresh}))
-	got, err := st.GetRequestLog(ctx, team, fresh.ID)
+	require.NoError(t, st.Insights.InsertRequestLogs(ctx, []store.RequestLog{entry(old), entry(old.AddDate(0, 0, 1)), fresh}))
+	got, err := st.Insights.GetRequestLog(ctx, team, fresh.ID)
 	require.NoError(t, err)
 	require.Equal(t, 1500*time.Microsecond, got.Duration)
 	require.Equal(t, `{"a":1}`, *got.ResponseBody)
 	require.Nil(t, got.RequestBody)
-	_, err = st.GetRequestLog(ctx, newTeam(t, st), fresh.ID)
+	_, err = st.Insights.GetRequestLog(ctx, newTeam(t, st), fresh.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
 
 	// A day missing its partition is refused (the writer creates them).
-	require.Error(t, st.InsertRequestLogs(ctx, []store.RequestLog{entry(now.AddDate(0, 0, 20))}))
+	require.Error(t, st.Insights.InsertRequestLogs(ctx, []store.RequestLog{entry(now.AddDate(0, 0, 20))}))
 
-	n, err := st.DropRequestLogsBefore(ctx, now.AddDate(0, 0, -30))
+	n, err := st.Insights.DropRequestLogsBefore(ctx, now.AddDate(0, 0, -30))
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
-	days, err = st.RequestLogPartitions(ctx)
+	days, err = st.Insights.RequestLogPartitions(ctx)
 	require.NoError(t, err)
 	require.Len(t, days, 2)
-	list, _, err := st.ListRequestLogs(ctx, team, store.LogFilter{}, store.Page{Limit: 10})
+	list, _, err := st.Insights.ListRequestLogs(ctx, team, store.LogFilter{}, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	require.Equal(t, fresh.ID, list[0].ID)
@@ -138,9 +138,9 @@ func TestPurgeEmailsOnlyThoseThatStoppedChanging(t *testing.T) {
 	insert := func(created time.Time, events ...store.Event) uuid.UUID {
 		e := newEmail(team, "delivered@posthaste.test")
 		e.CreatedAt = created
-		_, err := st.InsertEmail(ctx, e)
+		_, err := st.Emails.InsertEmail(ctx, e)
 		require.NoError(t, err)
-		require.NoError(t, st.RecordEvents(ctx, e.ID, events))
+		require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, events))
 		return e.ID
 	}
 	delivered := func(at time.Time) []store.Event {
@@ -149,7 +149,7 @@ func TestPurgeEmailsOnlyThoseThatStoppedChanging(t *testing.T) {
 	}
 	// Drain the outbox as the dispatcher would have.
 	drain := func() {
-		_, err := st.DrainOutbox(ctx, 1000, func(_ context.Context, items []store.OutboxItem) []store.OutboxResult {
+		_, err := st.Webhooks.DrainOutbox(ctx, 1000, func(_ context.Context, items []store.OutboxItem) []store.OutboxResult {
 			ids := make([]store.OutboxResult, len(items))
 			for i, it := range items {
 				ids[i] = store.OutboxResult{ID: it.ID, Done: true}
@@ -169,7 +169,7 @@ func TestPurgeEmailsOnlyThoseThatStoppedChanging(t *testing.T) {
 
 	total := 0
 	for {
-		n, err := st.PurgeEmails(ctx, cutoff, 2)
+		n, err := st.Privacy.PurgeEmails(ctx, cutoff, 2)
 		require.NoError(t, err)
 		require.LessOrEqual(t, n, 2, "bounded batches")
 		total += n
@@ -179,20 +179,20 @@ func TestPurgeEmailsOnlyThoseThatStoppedChanging(t *testing.T) {
 	}
 	require.Equal(t, 5, total)
 	for _, id := range oldDone {
-		_, err := st.GetEmail(ctx, team, id)
+		_, err := st.Emails.GetEmail(ctx, team, id)
 		require.ErrorIs(t, err, store.ErrNotFound)
-		evs, err := st.Events(ctx, id)
+		evs, err := st.Emails.Events(ctx, id)
 		require.NoError(t, err)
 		require.Empty(t, evs, "events go with the email")
 	}
 	for _, id := range []uuid.UUID{recentDone, inFlight, neverStarted} {
-		_, err := st.GetEmail(ctx, team, id)
+		_, err := st.Emails.GetEmail(ctx, team, id)
 		require.NoError(t, err)
 	}
 
 	// Nothing to expire on this schema: idempotency records live in a
 	// table another migration adds; the sweep skips what does not exist.
-	n, err := st.PurgeExpired(ctx, time.Now(), 100)
+	n, err := st.Privacy.PurgeExpired(ctx, time.Now(), 100)
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
@@ -204,24 +204,24 @@ func TestPurgeEmailsTakesFinishedWebhookMessages(t *testing.T) {
 	team := newTeam(t, st)
 	hook := store.Webhook{ID: uuid.Must(uuid.NewV7()), TeamID: team, Endpoint: "https://hooks.example/x",
 		Events: []string{"email.sent"}, Status: "enabled", Secret: []byte("sealed")}
-	require.NoError(t, st.CreateWebhook(ctx, hook))
+	require.NoError(t, st.Webhooks.CreateWebhook(ctx, hook))
 	msg := func(status string) uuid.UUID {
 		m := store.WebhookMessage{ID: uuid.Must(uuid.NewV7()), TeamID: team, WebhookID: hook.ID, Type: "email.sent",
 			OrderKey: uuid.NewString(), Payload: []byte(`{}`), Status: status}
-		require.NoError(t, st.InsertWebhookMessage(ctx, m))
+		require.NoError(t, st.Webhooks.InsertWebhookMessage(ctx, m))
 		return m.ID
 	}
 	done, failed, pending := msg("success"), msg("failed"), msg("pending")
 
 	// Everything finished before the cutoff goes; what still waits stays.
-	n, err := st.PurgeEmails(ctx, time.Now().Add(time.Hour), 10)
+	n, err := st.Privacy.PurgeEmails(ctx, time.Now().Add(time.Hour), 10)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	for _, id := range []uuid.UUID{done, failed} {
-		_, err := st.GetWebhookMessage(ctx, team, hook.ID, id)
+		_, err := st.Webhooks.GetWebhookMessage(ctx, team, hook.ID, id)
 		require.ErrorIs(t, err, store.ErrNotFound)
 	}
-	_, err = st.GetWebhookMessage(ctx, team, hook.ID, pending)
+	_, err = st.Webhooks.GetWebhookMessage(ctx, team, hook.ID, pending)
 	require.NoError(t, err)
 }
 
@@ -230,10 +230,10 @@ func TestSuppressedRecipientsDoNotCount(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	team := newTeam(t, st)
-	_, _, err := st.AddSuppression(ctx, store.Suppression{ID: uuid.Must(uuid.NewV7()), TeamID: team,
+	_, _, err := st.Emails.AddSuppression(ctx, store.Suppression{ID: uuid.Must(uuid.NewV7()), TeamID: team,
 		Email: "gone@example.com", Reason: "bounce"})
 	require.NoError(t, err)
-	used, err := st.InsertEmail(ctx, newEmail(team, "Gone@example.com", "here@example.com",
+	used, err := st.Emails.InsertEmail(ctx, newEmail(team, "Gone@example.com", "here@example.com",
 		"suppressed+x@posthaste.test", "delivered@posthaste.test"))
 	require.NoError(t, err)
 	require.EqualValues(t, 2, used, "only here@ and delivered@ count")
@@ -258,7 +258,7 @@ func TestWebhookEndpointsPerTeamAreCapped(t *testing.T) {
 			status = store.WebhookDisabled
 		}
 		w := hook(team, status)
-		require.NoError(t, st.CreateWebhook(ctx, w))
+		require.NoError(t, st.Webhooks.CreateWebhook(ctx, w))
 		last = w.ID
 	}
 
@@ -268,7 +268,7 @@ func TestWebhookEndpointsPerTeamAreCapped(t *testing.T) {
 	ok, over := 0, 0
 	for range 20 {
 		wg.Go(func() {
-			err := st.CreateWebhook(ctx, hook(team, store.WebhookEnabled))
+			err := st.Webhooks.CreateWebhook(ctx, hook(team, store.WebhookEnabled))
 			mu.Lock()
 			defer mu.Unlock()
 			var le *store.LimitError
@@ -287,14 +287,14 @@ func TestWebhookEndpointsPerTeamAreCapped(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, 3, ok)
 	require.Equal(t, 17, over)
-	list, _, err := st.ListWebhooks(ctx, team, store.Page{Limit: 100})
+	list, _, err := st.Webhooks.ListWebhooks(ctx, team, store.Page{Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, list, store.MaxWebhooksPerTeam)
 
-	require.NoError(t, st.CreateWebhook(ctx, hook(other, store.WebhookEnabled)), "another team has its own count")
-	require.NoError(t, st.DeleteWebhook(ctx, team, last))
-	require.NoError(t, st.CreateWebhook(ctx, hook(team, store.WebhookEnabled)), "a deletion makes room")
-	require.ErrorIs(t, st.CreateWebhook(ctx, hook(team, store.WebhookEnabled)), store.ErrLimitReached)
+	require.NoError(t, st.Webhooks.CreateWebhook(ctx, hook(other, store.WebhookEnabled)), "another team has its own count")
+	require.NoError(t, st.Webhooks.DeleteWebhook(ctx, team, last))
+	require.NoError(t, st.Webhooks.CreateWebhook(ctx, hook(team, store.WebhookEnabled)), "a deletion makes room")
+	require.ErrorIs(t, st.Webhooks.CreateWebhook(ctx, hook(team, store.WebhookEnabled)), store.ErrLimitReached)
 }
 
 // The count and the insert of CreateWebhook are serialised per team: a
@@ -311,7 +311,7 @@ func TestWebhookCapSerialisesCreations(t *testing.T) {
 			Events: []string{"email.sent"}, Status: store.WebhookEnabled, Secret: []byte("sealed")}
 	}
 	for range store.MaxWebhooksPerTeam - 3 {
-		require.NoError(t, st.CreateWebhook(ctx, hook()))
+		require.NoError(t, st.Webhooks.CreateWebhook(ctx, hook()))
 	}
 
 	// Another creation in progress: it holds the team and adds the last 3.
@@ -333,7 +333,7 @@ func TestWebhookCapSerialisesCreations(t *testing.T) {
 	require.NoError(t, err)
 	defer observer.Close(ctx)
 	done := make(chan error, 1)
-	go func() { done <- st.CreateWebhook(ctx, hook()) }()
+	go func() { done <- st.Webhooks.CreateWebhook(ctx, hook()) }()
 	// Wait until the creation either finished (it did not wait for the
 	// team) or waits for the holder's lock.
 	var early error
@@ -367,7 +367,7 @@ func TestQuotaTakesSpreadOverSlotsAndStayExact(t *testing.T) {
 	ctx := context.Background()
 	st, url := storetest.NewWithURL(t)
 	team := newTeam(t, st)
-	require.NoError(t, st.SetPlan(ctx, team, "50k"))
+	require.NoError(t, st.Accounts.SetPlan(ctx, team, "50k"))
 	month := store.QuotaMonth(time.Now())
 	admin, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
@@ -413,7 +413,7 @@ func TestQuotaTakesSpreadOverSlotsAndStayExact(t *testing.T) {
 	// retried exactly and refused with the exact usage.
 	done := make(chan error, 1)
 	go func() {
-		_, err := st.InsertEmail(ctx, newEmail(team, "delivered@posthaste.test"))
+		_, err := st.Emails.InsertEmail(ctx, newEmail(team, "delivered@posthaste.test"))
 		done <- err
 	}()
 	require.Eventually(t, func() bool {
@@ -429,14 +429,14 @@ func TestQuotaTakesSpreadOverSlotsAndStayExact(t *testing.T) {
 	var qe *store.QuotaExceededError
 	require.ErrorAs(t, err, &qe)
 	require.EqualValues(t, 50000, qe.Used)
-	used, err := st.QuotaUsed(ctx, team, time.Now())
+	used, err := st.Accounts.QuotaUsed(ctx, team, time.Now())
 	require.NoError(t, err)
 	require.EqualValues(t, 50000, used)
 
 	// Across the boundary under concurrency: 7,510 left, 200 acceptances
 	// of 40 recipients each; takes start fast and end exact, and exactly
 	// 187 fit.
-	require.NoError(t, st.SetPlan(ctx, team, "100k"))
+	require.NoError(t, st.Accounts.SetPlan(ctx, team, "100k"))
 	_, err = admin.Exec(ctx, `UPDATE quota_usage SET used = used + 100000 - 7510 - 50000 WHERE team_id = $1 AND slot = 7`, team)
 	require.NoError(t, err)
 	rcpts := make([]string, 40)
@@ -446,7 +446,7 @@ func TestQuotaTakesSpreadOverSlotsAndStayExact(t *testing.T) {
 	ok, over := insertConcurrently(t, st, 200, 100000, func() store.Email { return newEmail(team, rcpts...) })
 	require.Equal(t, 187, ok)
 	require.Equal(t, 13, over)
-	used, err = st.QuotaUsed(ctx, team, time.Now())
+	used, err = st.Accounts.QuotaUsed(ctx, team, time.Now())
 	require.NoError(t, err)
 	require.EqualValues(t, 100000-7510+187*40, used)
 }
@@ -460,7 +460,7 @@ func insertConcurrently(t *testing.T, st *store.Store, n int, limit int64, email
 	var mu sync.Mutex
 	for range n {
 		wg.Go(func() {
-			_, err := st.InsertEmail(context.Background(), email())
+			_, err := st.Emails.InsertEmail(context.Background(), email())
 			mu.Lock()
 			defer mu.Unlock()
 			var qe *store.QuotaExceededError

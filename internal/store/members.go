@@ -22,7 +22,7 @@ type Member struct {
 }
 
 // Members lists a team's members, owners first.
-func (s *Store) Members(ctx context.Context, teamID uuid.UUID) ([]Member, error) {
+func (s *Accounts) Members(ctx context.Context, teamID uuid.UUID) ([]Member, error) {
 	rows, err := s.pool.Query(ctx, `SELECT u.id, u.email, u.name, m.role, m.created_at
 		FROM membership m JOIN app_user u ON u.id = m.user_id
 		WHERE m.team_id = @team ORDER BY m.role = 'owner' DESC, u.email`, pgx.NamedArgs{"team": teamID})
@@ -51,7 +51,7 @@ type RevokedKey struct {
 // and detail are set here. It returns the revoked keys, for the caller to
 // drop from its key cache. ErrNotFound when the user is not a member;
 // ErrConflict when they are the team's last owner.
-func (s *Store) RemoveMember(ctx context.Context, teamID, userID uuid.UUID, by audit.Entry) ([]RevokedKey, error) {
+func (s *Accounts) RemoveMember(ctx context.Context, teamID, userID uuid.UUID, by audit.Entry) ([]RevokedKey, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, mapErr(err)
@@ -128,7 +128,7 @@ func removeMember(ctx context.Context, tx pgx.Tx, teamID, userID uuid.UUID) ([]R
 
 // SetPassword replaces a user's password hash and ends every other session
 // of the user (keep is the hash of the session that made the change).
-func (s *Store) SetPassword(ctx context.Context, userID uuid.UUID, hash string, keep []byte) error {
+func (s *Accounts) SetPassword(ctx context.Context, userID uuid.UUID, hash string, keep []byte) error {
 	b := &pgx.Batch{}
 	b.Queue(`UPDATE app_user SET password_hash = @hash WHERE id = @user`, pgx.NamedArgs{"user": userID, "hash": hash})
 	b.Queue(`DELETE FROM dashboard_session WHERE user_id = @user AND id_hash <> @keep`,
@@ -138,7 +138,7 @@ func (s *Store) SetPassword(ctx context.Context, userID uuid.UUID, hash string, 
 
 // UserPasswordHash returns a user's password hash ("" for users who sign
 // in only through a provider).
-func (s *Store) UserPasswordHash(ctx context.Context, userID uuid.UUID) (string, error) {
+func (s *Accounts) UserPasswordHash(ctx context.Context, userID uuid.UUID) (string, error) {
 	var h string
 	err := s.pool.QueryRow(ctx, `SELECT coalesce(password_hash, '') FROM app_user WHERE id = @user`,
 		pgx.NamedArgs{"user": userID}).Scan(&h)

@@ -181,7 +181,7 @@ const metricsCounts = `
 // unsubscribes and received emails of the range, grouped by the
 // dimensions asked for and totaled (GROUPING SETS), so unique counts of
 // the totals are unique over the whole range.
-func (s *Store) EmailMetrics(ctx context.Context, teamID uuid.UUID, q MetricsQuery) (Metrics, error) {
+func (s *Insights) EmailMetrics(ctx context.Context, teamID uuid.UUID, q MetricsQuery) (Metrics, error) {
 	gran := q.Granularity
 	if gran == "" {
 		gran = GranularityDaily
@@ -309,7 +309,7 @@ func (s *Store) EmailMetrics(ctx context.Context, teamID uuid.UUID, q MetricsQue
 }
 
 // nameMetricsRows fills in the names of the rows' domains and broadcasts.
-func (s *Store) nameMetricsRows(ctx context.Context, teamID uuid.UUID, rows []MetricsRow, q MetricsQuery) error {
+func (s *Insights) nameMetricsRows(ctx context.Context, teamID uuid.UUID, rows []MetricsRow, q MetricsQuery) error {
 	if !q.ByDomain && !q.ByBroadcast {
 		return nil
 	}

@@ -31,8 +31,8 @@ func newMetricsFixture(t *testing.T) metricsFixture {
 	f.base = time.Date(now.Year(), now.Month(), now.Day()-2, 12, 0, 0, 0, time.UTC)
 	f.rangeStart = f.base.Add(-time.Hour)
 	f.domain = newDomain(f.teamA, "metrics.test")
-	require.NoError(t, st.CreateDomain(ctx, f.domain))
-	b, err := st.CreateBroadcast(ctx, store.Broadcast{ID: uuid.Must(uuid.NewV7()), TeamID: f.teamA,
+	require.NoError(t, st.Domains.CreateDomain(ctx, f.domain))
+	b, err := st.Broadcasts.CreateBroadcast(ctx, store.Broadcast{ID: uuid.Must(uuid.NewV7()), TeamID: f.teamA,
 		Name: "Spring news", From: "news@metrics.test", Subject: "News"})
 	require.NoError(t, err)
 	f.broadcast = b
@@ -53,10 +53,10 @@ func newMetricsFixture(t *testing.T) metricsFixture {
 	f.e3.CreatedAt = f.base
 	other := newEmail(f.teamB, "b@x.test")
 	for _, e := range []store.Email{f.e1, f.e2, f.e3, other} {
-		_, err := st.InsertEmail(ctx, e)
+		_, err := st.Emails.InsertEmail(ctx, e)
 		require.NoError(t, err)
 	}
-	require.NoError(t, st.RecordEvents(ctx, f.e1.ID, []store.Event{
+	require.NoError(t, st.Emails.RecordEvents(ctx, f.e1.ID, []store.Event{
 		{Type: store.EventSent, Recipient: "r1@x.test", CreatedAt: at(0)},
 		{Type: store.EventSent, Recipient: "r2@x.test", CreatedAt: at(0)},
 		{Type: store.EventDelivered, Recipient: "r1@x.test", CreatedAt: at(time.Minute)},
@@ -68,22 +68,22 @@ func newMetricsFixture(t *testing.T) metricsFixture {
 		{Type: "clicked", Recipient: "r1@x.test", CreatedAt: at(4 * time.Hour), Detail: map[string]any{"link": "https://a.test"}},
 		{Type: "clicked", Recipient: "r1@x.test", CreatedAt: at(4 * time.Hour), Detail: map[string]any{"link": "https://a.test", "machine": true}},
 	}))
-	require.NoError(t, st.RecordEvents(ctx, f.e2.ID, []store.Event{
+	require.NoError(t, st.Emails.RecordEvents(ctx, f.e2.ID, []store.Event{
 		{Type: store.EventSent, Recipient: "r3@x.test", CreatedAt: at(24 * time.Hour)},
 		{Type: store.EventDelivered, Recipient: "r3@x.test", CreatedAt: at(24 * time.Hour)},
 		// A delivery status notification after delivery.
 		{Type: store.EventBounced, Recipient: "r3@x.test", CreatedAt: at(25 * time.Hour), Detail: bounce("Transient"), Async: true},
 		{Type: store.EventComplained, Recipient: "r3@x.test", CreatedAt: at(25 * time.Hour)},
 	}))
-	require.NoError(t, st.RecordEvents(ctx, f.e3.ID, []store.Event{
+	require.NoError(t, st.Emails.RecordEvents(ctx, f.e3.ID, []store.Event{
 		{Type: store.EventDeliveryDelayed, Recipient: "r4@x.test", CreatedAt: at(time.Hour)},
 		{Type: store.EventFailed, Recipient: "r4@x.test", CreatedAt: at(2 * time.Hour)},
 		{Type: store.EventSuppressed, Recipient: "r5@x.test", CreatedAt: at(time.Hour)},
 		// Before the range: not counted.
 		{Type: store.EventSent, Recipient: "r5@x.test", CreatedAt: at(-2 * time.Hour)},
 	}))
-	require.NoError(t, st.RecordBroadcastUnsubscribe(ctx, f.teamA, b.ID, f.e2.ID, "r3@x.test"))
-	require.NoError(t, st.RecordEvents(ctx, other.ID, []store.Event{{Type: store.EventSent, Recipient: "b@x.test", CreatedAt: at(0)}}))
+	require.NoError(t, st.Audience.RecordBroadcastUnsubscribe(ctx, f.teamA, b.ID, f.e2.ID, "r3@x.test"))
+	require.NoError(t, st.Emails.RecordEvents(ctx, other.ID, []store.Event{{Type: store.EventSent, Recipient: "b@x.test", CreatedAt: at(0)}}))
 	return f
 }
 
@@ -92,7 +92,7 @@ func TestEmailMetricsCountsAndTeamIsolation(t *testing.T) {
 	ctx := context.Background()
 	f := newMetricsFixture(t)
 	end := time.Now().Add(time.Minute)
-	m, err := f.st.EmailMetrics(ctx, f.teamA, store.MetricsQuery{Start: f.rangeStart, End: end})
+	m, err := f.st.Insights.EmailMetrics(ctx, f.teamA, store.MetricsQuery{Start: f.rangeStart, End: end})
 	require.NoError(t, err)
 	require.Empty(t, m.Rows, "no dimensions, no rows")
 	require.Equal(t, store.MetricCounts{Sent: 3, Delivered: 2, DeliveryDelayed: 1, Bounced: 2, BouncedTransient: 1,
@@ -107,18 +107,18 @@ func TestEmailMetricsCountsAndTeamIsolation(t *testing.T) {
 	require.Equal(t, 50.0, m.Totals.Value("unsubscribe_rate"))
 	require.Len(t, store.MetricNames, 22)
 
-	b, err := f.st.EmailMetrics(ctx, f.teamB, store.MetricsQuery{Start: f.rangeStart, End: end,
+	b, err := f.st.Insights.EmailMetrics(ctx, f.teamB, store.MetricsQuery{Start: f.rangeStart, End: end,
 		ByPeriod: true, ByDomain: true, ByBroadcast: true})
 	require.NoError(t, err)
 	require.Equal(t, store.MetricCounts{Sent: 1}, b.Totals, "team B sees its own email only")
 	require.Len(t, b.Rows, 1)
-	b, err = f.st.EmailMetrics(ctx, f.teamB, store.MetricsQuery{Start: f.rangeStart, End: end,
+	b, err = f.st.Insights.EmailMetrics(ctx, f.teamB, store.MetricsQuery{Start: f.rangeStart, End: end,
 		EmailIDs: []uuid.UUID{f.e1.ID}, DomainIDs: []uuid.UUID{f.domain.ID}})
 	require.NoError(t, err)
 	require.Equal(t, store.MetricCounts{}, b.Totals, "team B filtering on team A's ids sees nothing")
 
 	// The range is half-open and bounds the events by when they happened.
-	m, err = f.st.EmailMetrics(ctx, f.teamA, store.MetricsQuery{Start: f.base, End: f.base.Add(time.Minute)})
+	m, err = f.st.Insights.EmailMetrics(ctx, f.teamA, store.MetricsQuery{Start: f.base, End: f.base.Add(time.Minute)})
 	require.NoError(t, err)
 	require.Equal(t, store.MetricCounts{Sent: 2}, m.Totals)
 }
@@ -132,7 +132,7 @@ func TestEmailMetricsBreakdowns(t *testing.T) {
 		return time.Date(f.base.Year(), f.base.Month(), f.base.Day()+d, 0, 0, 0, 0, time.UTC)
 	}
 
-	m, err := f.st.EmailMetrics(ctx, f.teamA, store.MetricsQuery{Start: f.rangeStart, End: f.base.Add(30 * time.Hour), ByPeriod: true})
+	m, err := f.st.Insights.EmailMetrics(ctx, f.teamA, store.MetricsQuery{Start: f.rangeStart, End: f.base.Add(30 * time.Hour), ByPeriod: true})
 	require.NoError(t, err)
 	require.Len(t, m.Rows, 2)
 	require.True(t, day(0).Equal(m.Rows[0].Period), m.Rows[0].Period)
@@ -146,7 +146,7 @@ func TestEmailMetricsBreakdowns(t *testing.T) {
 	// the next day.
 	tokyo, err := time.LoadLocation("Asia/Tokyo")
 	require.NoError(t, err)
-	m, err = f.st.EmailMetrics(ctx, f.teamA, store.MetricsQuery{Start: f.rangeStart, End: f.base.Add(5 * time.Hour),
+	m, err = f.st.Insights.EmailMetrics(ctx, f.teamA, store.MetricsQuery{Start: f.rangeStart, End: f.base.Add(5 * time.Hour),
 		Location: tokyo, ByPeriod: true})
 	require.NoError(t, err)
 	require.Len(t, m.Rows, 2)
@@ -158,7 +158,7 @@ func TestEmailMetricsBreakdowns(t *testing.T) {
 	require.Equal(t, int64(1), m.Rows[1].Clicked)
 
 	// Unique opens are unique per row and over the whole range.
-	m, err = f.st.EmailMetrics(ctx, f.teamA, store.MetricsQuery{Start: f.rangeStart, End: end, ByPeriod: true,
+	m, err = f.st.Insights.EmailMetrics(ctx, f.teamA, store.MetricsQuery{Start: f.rangeStart, End: end, ByPeriod: true,
 		Granularity: store.GranularityHourly})
 	require.NoError(t, err)
 	opened := 0
@@ -171,7 +171,7 @@ func TestEmailMetricsBreakdowns(t *testing.T) {
 	require.Equal(t, 2, opened, "two hours with an open")
 	require.Equal(t, int64(1), m.Totals.UniqueOpened)
 
-	m, err = f.st.EmailMetrics(ctx, f.teamA, store.MetricsQuery{Start: f.rangeStart, End: end, ByDomain: true})
+	m, err = f.st.Insights.EmailMetrics(ctx, f.teamA, store.MetricsQuery{Start: f.rangeStart, End: end, ByDomain: true})
 	require.NoError(t, err)
 	require.Len(t, m.Rows, 2)
 	require.Equal(t, f.domain.ID, *m.Rows[0].DomainID)
@@ -180,7 +180,7 @@ func TestEmailMetricsBreakdowns(t *testing.T) {
 	require.Nil(t, m.Rows[1].DomainID, "mail of no domain")
 	require.Equal(t, int64(1), m.Rows[1].Failed)
 
-	m, err = f.st.EmailMetrics(ctx, f.teamA, store.MetricsQuery{Start: f.rangeStart, End: time.Now().Add(time.Minute),
+	m, err = f.st.Insights.EmailMetrics(ctx, f.teamA, store.MetricsQuery{Start: f.rangeStart, End: time.Now().Add(time.Minute),
 		ByBroadcast: true, BroadcastIDs: []uuid.UUID{f.broadcast.ID}})
 	require.NoError(t, err)
 	require.Len(t, m.Rows, 1)
@@ -189,7 +189,7 @@ func TestEmailMetricsBreakdowns(t *testing.T) {
 		Unsubscribed: 1}, m.Rows[0].MetricCounts)
 	require.Equal(t, m.Rows[0].MetricCounts, m.Totals)
 
-	m, err = f.st.EmailMetrics(ctx, f.teamA, store.MetricsQuery{Start: f.rangeStart, End: end, ByEmail: true,
+	m, err = f.st.Insights.EmailMetrics(ctx, f.teamA, store.MetricsQuery{Start: f.rangeStart, End: end, ByEmail: true,
 		EmailIDs: []uuid.UUID{f.e3.ID}})
 	require.NoError(t, err)
 	require.Len(t, m.Rows, 1)

@@ -17,7 +17,7 @@ type MFA struct {
 }
 
 // UserMFA reads a user's second factor and whether the team requires one.
-func (s *Store) UserMFA(ctx context.Context, userID, teamID uuid.UUID) (MFA, error) {
+func (s *Sessions) UserMFA(ctx context.Context, userID, teamID uuid.UUID) (MFA, error) {
 	var m MFA
 	err := s.pool.QueryRow(ctx, `SELECT u.totp_secret, u.totp_enabled_at, t.mfa_required
 		FROM app_user u, team t WHERE u.id = @user AND t.id = @team`,
@@ -27,7 +27,7 @@ func (s *Store) UserMFA(ctx context.Context, userID, teamID uuid.UUID) (MFA, err
 
 // StartTOTP stores a new, not yet confirmed secret, replacing an
 // unconfirmed one. ErrConflict when a confirmed one exists.
-func (s *Store) StartTOTP(ctx context.Context, userID uuid.UUID, sealed []byte) error {
+func (s *Sessions) StartTOTP(ctx context.Context, userID uuid.UUID, sealed []byte) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE app_user SET totp_secret = @secret, totp_last_step = NULL
 		WHERE id = @user AND totp_enabled_at IS NULL`, pgx.NamedArgs{"user": userID, "secret": sealed})
 	if err != nil {
@@ -41,7 +41,7 @@ func (s *Store) StartTOTP(ctx context.Context, userID uuid.UUID, sealed []byte) 
 
 // EnableTOTP confirms the secret and replaces the recovery codes, in one
 // transaction.
-func (s *Store) EnableTOTP(ctx context.Context, userID uuid.UUID, codeHashes [][]byte) error {
+func (s *Sessions) EnableTOTP(ctx context.Context, userID uuid.UUID, codeHashes [][]byte) error {
 	b := &pgx.Batch{}
 	b.Queue(`UPDATE app_user SET totp_enabled_at = now() WHERE id = @user AND totp_secret IS NOT NULL`,
 		pgx.NamedArgs{"user": userID})
@@ -55,7 +55,7 @@ func (s *Store) EnableTOTP(ctx context.Context, userID uuid.UUID, codeHashes [][
 }
 
 // DisableTOTP removes the second factor and its recovery codes.
-func (s *Store) DisableTOTP(ctx context.Context, userID uuid.UUID) error {
+func (s *Sessions) DisableTOTP(ctx context.Context, userID uuid.UUID) error {
 	b := &pgx.Batch{}
 	b.Queue(`UPDATE app_user SET totp_secret = NULL, totp_enabled_at = NULL, totp_last_step = NULL WHERE id = @user`,
 		pgx.NamedArgs{"user": userID})
@@ -67,7 +67,7 @@ func (s *Store) DisableTOTP(ctx context.Context, userID uuid.UUID) error {
 // was accepted for the user; false when a code of this step or a later one
 // already was: RFC 6238 §5.2, a code is accepted once. Concurrent uses of
 // one step are decided by the row lock: one wins.
-func (s *Store) UseTOTPStep(ctx context.Context, userID uuid.UUID, step int64) (bool, error) {
+func (s *Sessions) UseTOTPStep(ctx context.Context, userID uuid.UUID, step int64) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE app_user SET totp_last_step = @step
 		WHERE id = @user AND totp_secret IS NOT NULL AND (totp_last_step IS NULL OR totp_last_step < @step)`,
 		pgx.NamedArgs{"user": userID, "step": step})
@@ -78,7 +78,7 @@ func (s *Store) UseTOTPStep(ctx context.Context, userID uuid.UUID, step int64) (
 }
 
 // UseRecoveryCode spends an unused recovery code; false when there is none.
-func (s *Store) UseRecoveryCode(ctx context.Context, userID uuid.UUID, codeHash []byte) (bool, error) {
+func (s *Sessions) UseRecoveryCode(ctx context.Context, userID uuid.UUID, codeHash []byte) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE recovery_code SET used_at = now()
 		WHERE user_id = @user AND code_hash = @hash AND used_at IS NULL`,
 		pgx.NamedArgs{"user": userID, "hash": codeHash})
@@ -89,7 +89,7 @@ func (s *Store) UseRecoveryCode(ctx context.Context, userID uuid.UUID, codeHash 
 }
 
 // SetTeamMFARequired turns the team's second-factor requirement on or off.
-func (s *Store) SetTeamMFARequired(ctx context.Context, teamID uuid.UUID, required bool) error {
+func (s *Sessions) SetTeamMFARequired(ctx context.Context, teamID uuid.UUID, required bool) error {
 	_, err := s.pool.Exec(ctx, `UPDATE team SET mfa_required = @req WHERE id = @team`,
 		pgx.NamedArgs{"team": teamID, "req": required})
 	return mapErr(err)
@@ -98,7 +98,7 @@ func (s *Store) SetTeamMFARequired(ctx context.Context, teamID uuid.UUID, requir
 // CompleteMFA marks a session waiting for its second factor as having
 // passed it, under a new id (the hash of a new cookie value) and until
 // expires. ErrNotFound when no such session waits.
-func (s *Store) CompleteMFA(ctx context.Context, hash, newHash []byte, expires time.Time) error {
+func (s *Sessions) CompleteMFA(ctx context.Context, hash, newHash []byte, expires time.Time) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE dashboard_session SET mfa_pending = false, id_hash = @new, expires_at = @expires
 		WHERE id_hash = @hash AND mfa_pending AND expires_at > now()`,
 		pgx.NamedArgs{"hash": hash, "new": newHash, "expires": expires})
@@ -115,7 +115,7 @@ func (s *Store) CompleteMFA(ctx context.Context, hash, newHash []byte, expires t
 // stored: DKIM keys of domains, TOTP secrets, teams' data keys (which
 // seal mail content) or subject keys (which encrypt addresses in Temporal
 // histories).
-func (s *Store) HasSealedSecrets(ctx context.Context) (bool, error) {
+func (s *Sessions) HasSealedSecrets(ctx context.Context) (bool, error) {
 	var has bool
 	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM domain) OR EXISTS (SELECT 1 FROM app_user WHERE totp_secret IS NOT NULL)
 		OR EXISTS (SELECT 1 FROM team_data_key) OR EXISTS (SELECT 1 FROM subject_key)`).Scan(&has)
@@ -123,7 +123,7 @@ func (s *Store) HasSealedSecrets(ctx context.Context) (bool, error) {
 }
 
 // MemberRole returns the user's role in the team ("owner" or "member").
-func (s *Store) MemberRole(ctx context.Context, teamID, userID uuid.UUID) (string, error) {
+func (s *Sessions) MemberRole(ctx context.Context, teamID, userID uuid.UUID) (string, error) {
 	var role string
 	err := s.pool.QueryRow(ctx, `SELECT role FROM membership WHERE team_id = @team AND user_id = @user`,
 		pgx.NamedArgs{"team": teamID, "user": userID}).Scan(&role)

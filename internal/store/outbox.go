@@ -83,7 +83,7 @@ const claimOutboxSQL = `SELECT o.id, o.kind, o.team_id, o.ref, o.scheduled_at, o
 // transaction: entries done are deleted, failed ones wait for their next
 // attempt. Entries without a result stay as they were. It returns how many
 // entries it claimed.
-func (s *Store) DrainOutbox(ctx context.Context, limit int,
+func (s *Webhooks) DrainOutbox(ctx context.Context, limit int,
 	start func(context.Context, []OutboxItem) []OutboxResult) (int, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -150,21 +150,21 @@ func (s *Store) DrainOutbox(ctx context.Context, limit int,
 // The import of a contact_import entry and the request of a data_request
 // entry end `failed`, and the broadcast of
 // a broadcast entry ends canceled with reason; they count as none.
-func (s *Store) FailOutboxWork(ctx context.Context, it OutboxItem, reason string) (int, error) {
+func (s *Webhooks) FailOutboxWork(ctx context.Context, it OutboxItem, reason string) (int, error) {
 	var ids []uuid.UUID
 	switch it.Kind {
 	case OutboxBroadcast:
-		_, err := s.MoveBroadcast(ctx, it.Ref, broadcastUnderWay, BroadcastCanceled, &reason)
+		_, err := s.Broadcasts.MoveBroadcast(ctx, it.Ref, broadcastUnderWay, BroadcastCanceled, &reason)
 		if errors.Is(err, ErrNotFound) {
 			err = nil
 		}
 		return 0, err
 	case OutboxDataRequest:
-		_, err := s.FinishDataRequest(ctx, it.Ref, DataRequestOutcome{Failed: true,
+		_, err := s.Privacy.FinishDataRequest(ctx, it.Ref, DataRequestOutcome{Failed: true,
 			Reason: "The request could not be started."})
 		return 0, err
 	case OutboxContactImport:
-		_, err := s.FinishContactImport(ctx, it.Ref, "The import could not be started.")
+		_, err := s.Audience.FinishContactImport(ctx, it.Ref, "The import could not be started.")
 		if errors.Is(err, ErrNotFound) {
 			err = nil
 		}
@@ -183,7 +183,7 @@ func (s *Store) FailOutboxWork(ctx context.Context, it OutboxItem, reason string
 	}
 	failed := 0
 	for _, id := range ids {
-		n, err := s.FailEmail(ctx, id, reason)
+		n, err := s.Emails.FailEmail(ctx, id, reason)
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}
@@ -196,7 +196,7 @@ func (s *Store) FailOutboxWork(ctx context.Context, it OutboxItem, reason string
 }
 
 // OutboxLen counts entries waiting to be started.
-func (s *Store) OutboxLen(ctx context.Context) (int, error) {
+func (s *Webhooks) OutboxLen(ctx context.Context) (int, error) {
 	var n int
 	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&n)
 	return n, mapErr(err)
@@ -215,7 +215,7 @@ const OutboxChannel = "posthaste_outbox"
 // listening once the LISTEN is in place and woke for every notification,
 // until ctx ends (it returns nil) or the connection fails (it returns why).
 // Neither callback may block.
-func (s *Store) ListenOutbox(ctx context.Context, listening, woke func()) error {
+func (s *Webhooks) ListenOutbox(ctx context.Context, listening, woke func()) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		if ctx.Err() != nil {

@@ -20,10 +20,10 @@ func TestOwnersRemovingEachOtherKeepOne(t *testing.T) {
 	ctx := context.Background()
 	st := openMigrated(t)
 	team, a, b := uuid.New(), uuid.New(), uuid.New()
-	require.NoError(t, st.CreateTeam(ctx, Team{ID: team, Name: "t"}))
+	require.NoError(t, st.Accounts.CreateTeam(ctx, Team{ID: team, Name: "t"}))
 	for _, u := range []uuid.UUID{a, b} {
-		require.NoError(t, st.CreateUser(ctx, User{ID: u, Email: u.String() + "@example.com"}))
-		require.NoError(t, st.AddMember(ctx, team, u, "owner"))
+		require.NoError(t, st.Accounts.CreateUser(ctx, User{ID: u, Email: u.String() + "@example.com"}))
+		require.NoError(t, st.Accounts.AddMember(ctx, team, u, "owner"))
 	}
 
 	// A removes B, and holds the transaction open.
@@ -36,7 +36,7 @@ func TestOwnersRemovingEachOtherKeepOne(t *testing.T) {
 	// B removes A meanwhile.
 	done := make(chan error, 1)
 	go func() {
-		_, err := st.RemoveMember(ctx, team, a, audit.Entry{ActorType: audit.ActorSystem})
+		_, err := st.Accounts.RemoveMember(ctx, team, a, audit.Entry{ActorType: audit.ActorSystem})
 		done <- err
 	}()
 	// It waits on a lock, not on anything else.
@@ -59,7 +59,7 @@ func TestOwnersRemovingEachOtherKeepOne(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the second removal did not finish after the first committed")
 	}
-	members, err := st.Members(ctx, team)
+	members, err := st.Accounts.Members(ctx, team)
 	require.NoError(t, err)
 	require.Len(t, members, 1)
 	require.Equal(t, a, members[0].UserID)
@@ -102,7 +102,7 @@ func TestAPIKeyCreatorMigration(t *testing.T) {
 	}
 	created := func(key uuid.UUID, actor audit.ActorType, by *uuid.UUID) {
 		t.Helper()
-		_, err := st.AppendAudit(ctx, audit.Entry{TeamID: &team, ActorType: actor, ActorID: by, Action: audit.APIKeyCreate,
+		_, err := st.Privacy.AppendAudit(ctx, audit.Entry{TeamID: &team, ActorType: actor, ActorID: by, Action: audit.APIKeyCreate,
 			TargetType: "api_key", TargetID: key.String(), Outcome: audit.Success, Detail: "{}"})
 		require.NoError(t, err)
 	}
@@ -159,20 +159,20 @@ func TestAPIKeyCreatorRules(t *testing.T) {
 	st := openMigrated(t)
 	team, other := uuid.New(), uuid.New()
 	owner, member, stranger := uuid.New(), uuid.New(), uuid.New()
-	require.NoError(t, st.CreateTeam(ctx, Team{ID: team, Name: "t"}))
-	require.NoError(t, st.CreateTeam(ctx, Team{ID: other, Name: "o"}))
+	require.NoError(t, st.Accounts.CreateTeam(ctx, Team{ID: team, Name: "t"}))
+	require.NoError(t, st.Accounts.CreateTeam(ctx, Team{ID: other, Name: "o"}))
 	for _, u := range []uuid.UUID{owner, member, stranger} {
-		require.NoError(t, st.CreateUser(ctx, User{ID: u, Email: u.String() + "@example.com"}))
+		require.NoError(t, st.Accounts.CreateUser(ctx, User{ID: u, Email: u.String() + "@example.com"}))
 	}
-	require.NoError(t, st.AddMember(ctx, team, owner, "owner"))
-	require.NoError(t, st.AddMember(ctx, team, member, "member"))
-	require.NoError(t, st.AddMember(ctx, other, stranger, "owner"))
+	require.NoError(t, st.Accounts.AddMember(ctx, team, owner, "owner"))
+	require.NoError(t, st.Accounts.AddMember(ctx, team, member, "member"))
+	require.NoError(t, st.Accounts.AddMember(ctx, other, stranger, "owner"))
 
 	n := 0
 	create := func(by *uuid.UUID, perm string) (uuid.UUID, error) {
 		n++
 		id := uuid.New()
-		return id, st.CreateAPIKey(ctx, APIKey{ID: id, TeamID: team, Name: "k", Prefix: "ph_x",
+		return id, st.Accounts.CreateAPIKey(ctx, APIKey{ID: id, TeamID: team, Name: "k", Prefix: "ph_x",
 			Hash: []byte{byte(n)}, Permission: perm, CreatedBy: by})
 	}
 	for _, tc := range []struct {
@@ -199,7 +199,7 @@ func TestAPIKeyCreatorRules(t *testing.T) {
 
 	ownerKey, err := create(&owner, PermissionFullAccess)
 	require.NoError(t, err)
-	k, err := st.UseAPIKey(ctx, []byte{byte(n)})
+	k, err := st.Accounts.UseAPIKey(ctx, []byte{byte(n)})
 	require.NoError(t, err)
 	require.Equal(t, ownerKey, k.ID)
 	require.True(t, k.ByOwner)
@@ -207,18 +207,18 @@ func TestAPIKeyCreatorRules(t *testing.T) {
 	memberKey, err := create(&member, PermissionSendingAccess)
 	require.NoError(t, err)
 	memberHash := []byte{byte(n)}
-	k, err = st.UseAPIKey(ctx, memberHash)
+	k, err = st.Accounts.UseAPIKey(ctx, memberHash)
 	require.NoError(t, err)
 	require.False(t, k.ByOwner)
 
-	revoked, err := st.RemoveMember(ctx, team, member, audit.Entry{ActorType: audit.ActorSystem})
+	revoked, err := st.Accounts.RemoveMember(ctx, team, member, audit.Entry{ActorType: audit.ActorSystem})
 	require.NoError(t, err)
 	require.Len(t, revoked, 2, "the member's two sending keys")
 	ids := []uuid.UUID{revoked[0].ID, revoked[1].ID}
 	require.Contains(t, ids, memberKey)
-	_, err = st.UseAPIKey(ctx, memberHash)
+	_, err = st.Accounts.UseAPIKey(ctx, memberHash)
 	require.ErrorIs(t, err, ErrNotFound)
-	live, _, err := st.ListAPIKeys(ctx, team, Page{Limit: 100})
+	live, _, err := st.Accounts.ListAPIKeys(ctx, team, Page{Limit: 100})
 	require.NoError(t, err)
 	for _, k := range live {
 		require.NotEqual(t, &member, k.CreatedBy)
@@ -226,11 +226,11 @@ func TestAPIKeyCreatorRules(t *testing.T) {
 	require.Len(t, live, 4, "the owner's three keys and the one no user made")
 
 	// The removal and each revocation are audited in its transaction.
-	removed, _, err := st.ListAudit(ctx, team, audit.Filter{Action: audit.MemberRemove}, Page{Limit: 10})
+	removed, _, err := st.Privacy.ListAudit(ctx, team, audit.Filter{Action: audit.MemberRemove}, Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, removed, 1)
 	require.Equal(t, member.String(), removed[0].TargetID)
-	revokes, _, err := st.ListAudit(ctx, team, audit.Filter{Action: audit.APIKeyRevoke}, Page{Limit: 10})
+	revokes, _, err := st.Privacy.ListAudit(ctx, team, audit.Filter{Action: audit.APIKeyRevoke}, Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, revokes, 2)
 	for _, e := range revokes {

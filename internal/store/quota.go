@@ -46,7 +46,7 @@ func QuotaMonth(t time.Time) time.Time {
 
 // QuotaUsed returns the recipients a team's accepted emails counted in the
 // month of t.
-func (s *Store) QuotaUsed(ctx context.Context, teamID uuid.UUID, t time.Time) (int64, error) {
+func (s *Accounts) QuotaUsed(ctx context.Context, teamID uuid.UUID, t time.Time) (int64, error) {
 	var used int64
 	err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(used), 0)::bigint FROM quota_usage
 		WHERE team_id = @team AND month = @month`,
@@ -62,7 +62,7 @@ type Plan struct {
 }
 
 // Plans lists the plans, smallest first.
-func (s *Store) Plans(ctx context.Context) ([]Plan, error) {
+func (s *Accounts) Plans(ctx context.Context) ([]Plan, error) {
 	rows, err := s.pool.Query(ctx, `SELECT name, monthly_emails, price_usd FROM plan ORDER BY monthly_emails`)
 	if err != nil {
 		return nil, mapErr(err)
@@ -79,7 +79,7 @@ func (s *Store) Plans(ctx context.Context) ([]Plan, error) {
 }
 
 // SetPlan assigns a plan to a team. ErrNotFound for an unknown team or plan.
-func (s *Store) SetPlan(ctx context.Context, teamID uuid.UUID, plan string) error {
+func (s *Accounts) SetPlan(ctx context.Context, teamID uuid.UUID, plan string) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE team SET plan = @plan WHERE id = @team`,
 		pgx.NamedArgs{"team": teamID, "plan": plan})
 	if err != nil {
@@ -93,7 +93,7 @@ func (s *Store) SetPlan(ctx context.Context, teamID uuid.UUID, plan string) erro
 
 // SetRateLimit sets a team's request rate (requests per second, burst the
 // same); 0 returns the team to the default. ErrNotFound for an unknown team.
-func (s *Store) SetRateLimit(ctx context.Context, teamID uuid.UUID, perSecond int) error {
+func (s *Accounts) SetRateLimit(ctx context.Context, teamID uuid.UUID, perSecond int) error {
 	var v *int
 	if perSecond > 0 {
 		v = &perSecond

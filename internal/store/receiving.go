@@ -24,7 +24,7 @@ const EventReceived = "email.received"
 // of it through DNS; an unverified domain of that name could be anyone's).
 // When several teams verified the same name, the one verified last wins:
 // it proved control most recently. ErrNotFound when there is none.
-func (s *Store) ReceivingDomain(ctx context.Context, host string) (teamID, domainID uuid.UUID, err error) {
+func (s *Received) ReceivingDomain(ctx context.Context, host string) (teamID, domainID uuid.UUID, err error) {
 	err = s.pool.QueryRow(ctx, `SELECT team_id, id FROM domain
 		WHERE name = @name AND receiving = @enabled AND deleted_at IS NULL AND status IN (@verified, @temp)
 		ORDER BY verified_at DESC NULLS LAST, id DESC LIMIT 1`,
@@ -92,7 +92,7 @@ func nullString(s string) any {
 // caller. The email is stored once per inbound message and domain:
 // inserted reports false, and nothing is written, when it already is (a
 // retried step), and id is then the stored one's.
-func (s *Store) InsertReceivedEmail(ctx context.Context, e ReceivedEmail) (id uuid.UUID, inserted bool, err error) {
+func (s *Received) InsertReceivedEmail(ctx context.Context, e ReceivedEmail) (id uuid.UUID, inserted bool, err error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return uuid.Nil, false, fmt.Errorf("beginning received email: %w", mapErr(err))
@@ -197,7 +197,7 @@ type receivedRow struct {
 }
 
 // openReceived returns the received email of r with its bodies opened.
-func (s *Store) openReceived(ctx context.Context, r receivedRow) (ReceivedEmail, error) {
+func (s *Received) openReceived(ctx context.Context, r receivedRow) (ReceivedEmail, error) {
 	e := r.ReceivedEmail
 	var err error
 	if e.Text, err = s.openText(ctx, e.TeamID, e.Text, r.textSealed, adReceivedText(e.ID)); err != nil {
@@ -211,7 +211,7 @@ func (s *Store) openReceived(ctx context.Context, r receivedRow) (ReceivedEmail,
 
 // attachmentsOf loads the attachments (without content) of the team's
 // received emails ids, in order.
-func (s *Store) attachmentsOf(ctx context.Context, teamID uuid.UUID, ids []uuid.UUID) (map[uuid.UUID][]ReceivedAttachment, error) {
+func (s *Received) attachmentsOf(ctx context.Context, teamID uuid.UUID, ids []uuid.UUID) (map[uuid.UUID][]ReceivedAttachment, error) {
 	out := map[uuid.UUID][]ReceivedAttachment{}
 	if len(ids) == 0 {
 		return out, nil
@@ -237,7 +237,7 @@ func (s *Store) attachmentsOf(ctx context.Context, teamID uuid.UUID, ids []uuid.
 
 // GetReceivedEmail returns the team's received email with its attachments
 // (without their content). ErrNotFound for unknown and other teams' ones.
-func (s *Store) GetReceivedEmail(ctx context.Context, teamID, id uuid.UUID) (ReceivedEmail, error) {
+func (s *Received) GetReceivedEmail(ctx context.Context, teamID, id uuid.UUID) (ReceivedEmail, error) {
 	r, err := scanReceived(s.pool.QueryRow(ctx, `SELECT `+receivedColumns+` FROM received_email
 		WHERE id = @id AND team_id = @team`, pgx.NamedArgs{"id": id, "team": teamID}))
 	if err != nil {
@@ -257,8 +257,8 @@ func (s *Store) GetReceivedEmail(ctx context.Context, teamID, id uuid.UUID) (Rec
 
 // ListReceivedEmails lists the team's received emails, newest first, with
 // their attachments (without content).
-func (s *Store) ListReceivedEmails(ctx context.Context, teamID uuid.UUID, p Page) ([]ReceivedEmail, bool, error) {
-	rs, more, err := listPage(ctx, s, p, `SELECT `+receivedColumns+` FROM received_email WHERE team_id = @team`,
+func (s *Received) ListReceivedEmails(ctx context.Context, teamID uuid.UUID, p Page) ([]ReceivedEmail, bool, error) {
+	rs, more, err := listPage(ctx, s.Store, p, `SELECT `+receivedColumns+` FROM received_email WHERE team_id = @team`,
 		pgx.NamedArgs{"team": teamID}, scanReceived)
 	if err != nil {
 		return nil, false, fmt.Errorf("listing received emails: %w", err)
@@ -283,7 +283,7 @@ func (s *Store) ListReceivedEmails(ctx context.Context, teamID uuid.UUID, p Page
 
 // ReceivedAttachmentContent returns an attachment of the team's received
 // email with its content. ErrNotFound for unknown and other teams' ones.
-func (s *Store) ReceivedAttachmentContent(ctx context.Context, teamID, emailID, id uuid.UUID) (ReceivedAttachment, error) {
+func (s *Received) ReceivedAttachmentContent(ctx context.Context, teamID, emailID, id uuid.UUID) (ReceivedAttachment, error) {
 	var a ReceivedAttachment
 	var sealed bool
 	err := s.pool.QueryRow(ctx, `SELECT id, received_email_id, coalesce(filename, ''), content_type,
@@ -303,7 +303,7 @@ func (s *Store) ReceivedAttachmentContent(ctx context.Context, teamID, emailID, 
 // ReceivedRaw returns the raw message of the team's received email, as
 // the inbound MX accepted it. ErrNotFound for unknown and other teams'
 // ones.
-func (s *Store) ReceivedRaw(ctx context.Context, teamID, id uuid.UUID) ([]byte, error) {
+func (s *Received) ReceivedRaw(ctx context.Context, teamID, id uuid.UUID) ([]byte, error) {
 	var r inboundRaw
 	var inboundID uuid.UUID
 	err := s.pool.QueryRow(ctx, `SELECT m.raw, m.raw_chunks, m.size, m.id, m.sealed

@@ -63,7 +63,7 @@ const stalledEmailsSQL = `SELECT e.id, e.team_id, e.batch_id, e.idempotency_key,
 // queue though due before q.QueuedBefore (and have no outbox entry), or
 // were claimed for sending and due before q.SentBefore. Whether their
 // workflow still runs is for the caller to find out.
-func (s *Store) StalledEmails(ctx context.Context, q StalledQuery) ([]StalledEmail, error) {
+func (s *Emails) StalledEmails(ctx context.Context, q StalledQuery) ([]StalledEmail, error) {
 	// From the start, the cursor is before every email: the year 1, the nil id.
 	args := pgx.NamedArgs{"queued_before": q.QueuedBefore, "sent_before": q.SentBefore, "limit": q.Limit,
 		"after_due": time.Time{}, "after_id": uuid.Nil}
@@ -87,7 +87,7 @@ func (s *Store) StalledEmails(ctx context.Context, q StalledQuery) ([]StalledEma
 
 // RecordRestart notes that the email's workflow was restarted for the
 // n-th time. A lower n than the one recorded changes nothing.
-func (s *Store) RecordRestart(ctx context.Context, id uuid.UUID, n int) error {
+func (s *Emails) RecordRestart(ctx context.Context, id uuid.UUID, n int) error {
 	_, err := s.pool.Exec(ctx, `UPDATE email SET restarts = @n WHERE id = @id AND restarts < @n`,
 		pgx.NamedArgs{"id": id, "n": n})
 	if err != nil {

@@ -33,7 +33,7 @@ var requestLogColumns = []string{"id", "team_id", "key_id", "method", "path", "s
 
 // InsertRequestLogs writes entries with COPY. The daily partitions of their
 // created_at must exist (EnsureRequestLogPartitions).
-func (s *Store) InsertRequestLogs(ctx context.Context, entries []RequestLog) error {
+func (s *Insights) InsertRequestLogs(ctx context.Context, entries []RequestLog) error {
 	_, err := s.pool.CopyFrom(ctx, pgx.Identifier{"request_log"}, requestLogColumns,
 		pgx.CopyFromSlice(len(entries), func(i int) ([]any, error) {
 			e := entries[i]
@@ -57,7 +57,7 @@ func partitionName(day time.Time) string { return "request_log_" + day.Format("2
 // EnsureRequestLogPartitions creates the daily partitions of request_log
 // for the days from the day of from through days-1 days later, where
 // missing. Concurrent callers serialise on an advisory lock.
-func (s *Store) EnsureRequestLogPartitions(ctx context.Context, from time.Time, days int) error {
+func (s *Insights) EnsureRequestLogPartitions(ctx context.Context, from time.Time, days int) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("creating request log partitions: %w", mapErr(err))
@@ -85,7 +85,7 @@ func (s *Store) EnsureRequestLogPartitions(ctx context.Context, from time.Time, 
 }
 
 // RequestLogPartitions lists the days that have a request_log partition, oldest first.
-func (s *Store) RequestLogPartitions(ctx context.Context) ([]time.Time, error) {
+func (s *Insights) RequestLogPartitions(ctx context.Context) ([]time.Time, error) {
 	names, err := s.requestLogPartitions(ctx)
 	if err != nil {
 		return nil, err
@@ -104,7 +104,7 @@ type partition struct {
 	detachPending bool
 }
 
-func (s *Store) requestLogPartitions(ctx context.Context) ([]partition, error) {
+func (s *Insights) requestLogPartitions(ctx context.Context) ([]partition, error) {
 	rows, err := s.pool.Query(ctx, `SELECT c.relname, i.inhdetachpending FROM pg_inherits i
 		JOIN pg_class c ON c.oid = i.inhrelid
 		WHERE i.inhparent = 'request_log'::regclass ORDER BY c.relname`)
@@ -131,7 +131,7 @@ func partitionDay(name string) (time.Time, bool) {
 // before t and returns how many it dropped. Each is first detached
 // CONCURRENTLY, so requests writing or reading the log are not blocked; a
 // detach interrupted earlier is finalised.
-func (s *Store) DropRequestLogsBefore(ctx context.Context, t time.Time) (int, error) {
+func (s *Insights) DropRequestLogsBefore(ctx context.Context, t time.Time) (int, error) {
 	ps, err := s.requestLogPartitions(ctx)
 	if err != nil {
 		return 0, err
@@ -180,7 +180,7 @@ func scanRequestLog(row pgx.Row) (RequestLog, error) {
 
 // ListRequestLogs lists a team's request log, newest first, without bodies.
 // Unauthenticated requests belong to no team and are never listed.
-func (s *Store) ListRequestLogs(ctx context.Context, teamID uuid.UUID, f LogFilter, p Page) ([]RequestLog, bool, error) {
+func (s *Insights) ListRequestLogs(ctx context.Context, teamID uuid.UUID, f LogFilter, p Page) ([]RequestLog, bool, error) {
 	q := `SELECT ` + requestLogListColumns + ` FROM request_log WHERE team_id = @team`
 	args := pgx.NamedArgs{"team": teamID}
 	if f.Status != 0 {
@@ -191,11 +191,11 @@ func (s *Store) ListRequestLogs(ctx context.Context, teamID uuid.UUID, f LogFilt
 		q += ` AND path = @path`
 		args["path"] = f.Path
 	}
-	return listPage(ctx, s, p, q, args, scanRequestLog)
+	return listPage(ctx, s.Store, p, q, args, scanRequestLog)
 }
 
 // GetRequestLog returns one of a team's log entries with its bodies.
-func (s *Store) GetRequestLog(ctx context.Context, teamID, id uuid.UUID) (RequestLog, error) {
+func (s *Insights) GetRequestLog(ctx context.Context, teamID, id uuid.UUID) (RequestLog, error) {
 	return scanRequestLog(s.pool.QueryRow(ctx, `SELECT `+requestLogColumnsSQL+` FROM request_log
 		WHERE id = @id AND team_id = @team`, pgx.NamedArgs{"id": id, "team": teamID}))
 }

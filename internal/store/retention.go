@@ -33,7 +33,7 @@ func sqlStrings(ss []string) string {
 // and not waiting in the outbox. It returns how many rows it deleted; each
 // statement is one short transaction, so a sweep of many calls never holds
 // locks for long.
-func (s *Store) PurgeEmails(ctx context.Context, t time.Time, limit int) (int, error) {
+func (s *Privacy) PurgeEmails(ctx context.Context, t time.Time, limit int) (int, error) {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM email WHERE id IN (
 		SELECT e.id FROM email e
 		WHERE e.updated_at < @t
@@ -96,7 +96,7 @@ var expiringTables = []struct{ table, expired string }{
 // expiringTables, makes up to limit completed exports whose archive
 // expired forget their address, and returns how many rows it changed in
 // all.
-func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+func (s *Privacy) PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error) {
 	total := 0
 	for _, x := range expiringTables {
 		var exists bool

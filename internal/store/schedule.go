@@ -50,7 +50,7 @@ type SendClaim struct {
 // decided before it: the UPDATE re-checks the row it waited for. The claim
 // also reports the state afterwards, so a caller that did not claim knows
 // whether the email was canceled, moved later or already claimed (a retry).
-func (s *Store) ClaimForSending(ctx context.Context, id uuid.UUID, now time.Time, skew time.Duration) (SendClaim, error) {
+func (s *Emails) ClaimForSending(ctx context.Context, id uuid.UUID, now time.Time, skew time.Duration) (SendClaim, error) {
 	b := &pgx.Batch{}
 	var c SendClaim
 	args := pgx.NamedArgs{"id": id, "now": now, "due": now.Add(skew)}
@@ -87,7 +87,7 @@ func (s *Store) ClaimForSending(ctx context.Context, id uuid.UUID, now time.Time
 // when the workflow has started, wake is called before the commit, with
 // the email's row lock held: a workflow woken early that tries to claim
 // the email waits for the commit and sees the new time.
-func (s *Store) RescheduleEmail(ctx context.Context, teamID, id uuid.UUID, at time.Time,
+func (s *Emails) RescheduleEmail(ctx context.Context, teamID, id uuid.UUID, at time.Time,
 	wake func(context.Context, EmailRef) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -133,7 +133,7 @@ func (s *Store) RescheduleEmail(ctx context.Context, teamID, id uuid.UUID, at ti
 // that and the email's workflow counts as started. It fails with
 // ErrNotFound for unknown emails and *StateError for emails that are not
 // scheduled. Started tells the caller whether a workflow may be waiting.
-func (s *Store) CancelEmail(ctx context.Context, teamID, id uuid.UUID) (EmailRef, error) {
+func (s *Emails) CancelEmail(ctx context.Context, teamID, id uuid.UUID) (EmailRef, error) {
 	ref := EmailRef{ID: id, TeamID: teamID}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -179,7 +179,7 @@ type querier interface {
 }
 
 // emailStateError explains why a scheduled-only change did not apply.
-func (s *Store) emailStateError(ctx context.Context, q querier, teamID, id uuid.UUID) error {
+func (s *Emails) emailStateError(ctx context.Context, q querier, teamID, id uuid.UUID) error {
 	var state string
 	err := q.QueryRow(ctx, `SELECT last_event FROM email WHERE id = @id AND team_id = @team`,
 		pgx.NamedArgs{"id": id, "team": teamID}).Scan(&state)
@@ -204,7 +204,7 @@ type BatchEmail struct {
 // only when the task completes) lists its batch anew after Prepare claimed
 // some emails, and only it will ever finish them. Their steps are
 // idempotent, so taking them up again sends nothing twice.
-func (s *Store) BatchEmails(ctx context.Context, batchID uuid.UUID) ([]BatchEmail, error) {
+func (s *Emails) BatchEmails(ctx context.Context, batchID uuid.UUID) ([]BatchEmail, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, scheduled_at FROM email WHERE batch_id = @batch
 		AND rcpt_status && ARRAY['scheduled', 'queued', 'sent', 'delivery_delayed'] ORDER BY id`,
 		pgx.NamedArgs{"batch": batchID})

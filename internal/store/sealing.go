@@ -30,6 +30,7 @@ var _ Sealer = (*datakey.Keyring)(nil)
 func (s *Store) WithSealer(sl Sealer) *Store {
 	c := *s
 	c.sealer = sl
+	c.areas()
 	return &c
 }
 

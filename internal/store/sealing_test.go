@@ -85,12 +85,12 @@ func TestSentContentIsSealedAtRest(t *testing.T) {
 	smtp := newEmail(teamA, "delivered@posthaste.test")
 	smtp.HTML, smtp.Attachments = nil, nil
 	smtp.Source = []byte("Subject: s\r\n\r\nsource-marker-41\r\n")
-	_, err := st.InsertEmail(ctx, e)
+	_, err := st.Emails.InsertEmail(ctx, e)
 	require.NoError(t, err)
-	_, err = st.InsertEmail(ctx, smtp)
+	_, err = st.Emails.InsertEmail(ctx, smtp)
 	require.NoError(t, err)
 	require.Equal(t, "<p>html-marker-41</p>", *e.HTML, "the caller's email is left as it was")
-	_, err = st.SaveMessage(ctx, teamA, e.ID, "m@x", []byte("Subject: b\r\n\r\nmessage-marker-41\r\n"))
+	_, err = st.Emails.SaveMessage(ctx, teamA, e.ID, "m@x", []byte("Subject: b\r\n\r\nmessage-marker-41\r\n"))
 	require.NoError(t, err)
 
 	// As stored: no plaintext, and the text columns empty.
@@ -112,50 +112,50 @@ func TestSentContentIsSealedAtRest(t *testing.T) {
 	require.Equal(t, 1, keys, "one data key for the team's values")
 
 	// Read back: the plaintext.
-	got, err := st.GetEmail(ctx, teamA, e.ID)
+	got, err := st.Emails.GetEmail(ctx, teamA, e.ID)
 	require.NoError(t, err)
 	require.Equal(t, html, *got.HTML)
 	require.Equal(t, text, *got.Text)
-	send, err := st.EmailForSending(ctx, e.ID, true)
+	send, err := st.Emails.EmailForSending(ctx, e.ID, true)
 	require.NoError(t, err)
 	require.Equal(t, html, *send.Email.HTML)
 	require.Equal(t, []byte("attachment-marker-41"), send.Email.Attachments[0].Content)
 	require.Equal(t, []byte("second-attachment-marker-41"), send.Email.Attachments[1].Content)
 	require.Equal(t, "Subject: b\r\n\r\nmessage-marker-41\r\n", string(send.Message))
-	atts, err := st.Attachments(ctx, e.ID)
+	atts, err := st.Emails.Attachments(ctx, e.ID)
 	require.NoError(t, err)
 	require.Equal(t, []byte("attachment-marker-41"), atts[0].Content)
-	msg, err := st.Message(ctx, e.ID)
+	msg, err := st.Emails.Message(ctx, e.ID)
 	require.NoError(t, err)
 	require.Contains(t, string(msg), "message-marker-41")
-	build, err := st.EmailForBuild(ctx, smtp.ID)
+	build, err := st.Emails.EmailForBuild(ctx, smtp.ID)
 	require.NoError(t, err)
 	require.Equal(t, smtp.Source, build.Source)
-	again, err := st.SaveMessage(ctx, teamA, e.ID, "m@x", []byte("other"))
+	again, err := st.Emails.SaveMessage(ctx, teamA, e.ID, "m@x", []byte("other"))
 	require.NoError(t, err)
 	require.Contains(t, string(again), "message-marker-41", "a retried build gets the first message, opened")
 
-	_, err = st.GetEmail(ctx, teamB, e.ID)
+	_, err = st.Emails.GetEmail(ctx, teamB, e.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = plain.GetEmail(ctx, teamA, e.ID)
+	_, err = plain.Emails.GetEmail(ctx, teamA, e.ID)
 	require.Error(t, err, "without the master key sealed content cannot be read")
 
 	// A sealed value moved to another row does not open.
 	other := newEmail(teamA, "delivered@posthaste.test")
-	_, err = st.InsertEmail(ctx, other)
+	_, err = st.Emails.InsertEmail(ctx, other)
 	require.NoError(t, err)
 	_, err = db.Exec(ctx, `UPDATE email SET html_sealed = (SELECT html_sealed FROM email WHERE id = $1) WHERE id = $2`, e.ID, other.ID)
 	require.NoError(t, err)
-	_, err = st.GetEmail(ctx, teamA, other.ID)
+	_, err = st.Emails.GetEmail(ctx, teamA, other.ID)
 	require.ErrorIs(t, err, datakey.ErrOpen)
 	// Nor does it in another team's row.
 	b := newEmail(teamB, "delivered@posthaste.test")
-	_, err = st.InsertEmail(ctx, b)
+	_, err = st.Emails.InsertEmail(ctx, b)
 	require.NoError(t, err)
 	_, err = db.Exec(ctx, `UPDATE attachment SET content = (SELECT content FROM attachment WHERE email_id = $1 AND position = 0)
 		WHERE email_id = $2`, e.ID, b.ID)
 	require.NoError(t, err)
-	_, err = st.Attachments(ctx, b.ID)
+	_, err = st.Emails.Attachments(ctx, b.ID)
 	require.ErrorIs(t, err, datakey.ErrOpen)
 }
 
@@ -165,15 +165,15 @@ func TestRowsWrittenUnsealedStayReadable(t *testing.T) {
 	st, plain, db := sealedStore(t)
 	team := newTeam(t, st)
 	e := newEmail(team, "delivered@posthaste.test")
-	_, err := plain.InsertEmail(ctx, e) // as before sealing, or without a master key
+	_, err := plain.Emails.InsertEmail(ctx, e) // as before sealing, or without a master key
 	require.NoError(t, err)
-	_, err = plain.SaveMessage(ctx, team, e.ID, "m@x", []byte("old message"))
+	_, err = plain.Emails.SaveMessage(ctx, team, e.ID, "m@x", []byte("old message"))
 	require.NoError(t, err)
 	var html *string
 	require.NoError(t, db.QueryRow(ctx, `SELECT html FROM email WHERE id = $1`, e.ID).Scan(&html))
 	require.Equal(t, "<p>hi</p>", *html, "without a sealer the body is stored as it is")
 
-	got, err := st.EmailForSending(ctx, e.ID, true)
+	got, err := st.Emails.EmailForSending(ctx, e.ID, true)
 	require.NoError(t, err)
 	require.Equal(t, "<p>hi</p>", *got.Email.HTML)
 	require.Equal(t, []byte("x"), got.Email.Attachments[0].Content)
@@ -186,20 +186,20 @@ func TestInboundAndReceivedContentIsSealedAtRest(t *testing.T) {
 	st, _, db := sealedStore(t)
 	team := newTeam(t, st)
 	d := newDomain(team, "recv.test")
-	require.NoError(t, st.CreateDomain(ctx, d))
+	require.NoError(t, st.Domains.CreateDomain(ctx, d))
 	_, err := db.Exec(ctx, `UPDATE domain SET status = 'verified', receiving = 'enabled' WHERE id = $1`, d.ID)
 	require.NoError(t, err)
 	in := store.NewInbound(st, nil)
-	rt := inroute.New(st, verpKey, nil)
+	rt := inroute.New(st.Received, st.Emails, verpKey, nil)
 	r, err := rt.Route(ctx, "support@recv.test")
 	require.NoError(t, err)
 	raw := []byte("From: ann@example.org\r\nSubject: Hi\r\n\r\nraw-marker-42\r\n")
 	require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "ann@example.org",
 		Recipients: []inbound.Recipient{{Address: "support@recv.test", Route: r}}, ReceivedAt: time.Now(), Data: raw}))
-	ms, err := st.InboundMessages(ctx, team, 1)
+	ms, err := st.Received.InboundMessages(ctx, team, 1)
 	require.NoError(t, err)
 	require.Equal(t, raw, ms[0].Raw)
-	byID, err := st.InboundByID(ctx, ms[0].ID)
+	byID, err := st.Received.InboundByID(ctx, ms[0].ID)
 	require.NoError(t, err)
 	require.Equal(t, raw, byID.Raw)
 	requireNoPlaintext(t, rawBytes(t, db, `SELECT raw FROM inbound_message WHERE id = $1`, ms[0].ID), "raw-marker-42")
@@ -210,7 +210,7 @@ func TestInboundAndReceivedContentIsSealedAtRest(t *testing.T) {
 		Text: &text, HTML: &html, CreatedAt: time.Now(),
 		Attachments: []store.ReceivedAttachment{{ID: uuid.Must(uuid.NewV7()), Filename: "f.txt", ContentType: "text/plain",
 			Content: []byte("received-attachment-42")}}}
-	_, inserted, err := st.InsertReceivedEmail(ctx, re)
+	_, inserted, err := st.Received.InsertReceivedEmail(ctx, re)
 	require.NoError(t, err)
 	require.True(t, inserted)
 	for _, m := range []string{"received-text-42", "received-html-42"} {
@@ -220,17 +220,17 @@ func TestInboundAndReceivedContentIsSealedAtRest(t *testing.T) {
 	requireNoPlaintext(t, rawBytes(t, db, `SELECT content FROM received_attachment WHERE received_email_id = $1`, re.ID),
 		"received-attachment-42")
 
-	got, err := st.GetReceivedEmail(ctx, team, re.ID)
+	got, err := st.Received.GetReceivedEmail(ctx, team, re.ID)
 	require.NoError(t, err)
 	require.Equal(t, text, *got.Text)
 	require.Equal(t, html, *got.HTML)
-	list, _, err := st.ListReceivedEmails(ctx, team, store.Page{Limit: 10})
+	list, _, err := st.Received.ListReceivedEmails(ctx, team, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, text, *list[0].Text)
-	att, err := st.ReceivedAttachmentContent(ctx, team, re.ID, re.Attachments[0].ID)
+	att, err := st.Received.ReceivedAttachmentContent(ctx, team, re.ID, re.Attachments[0].ID)
 	require.NoError(t, err)
 	require.Equal(t, []byte("received-attachment-42"), att.Content)
-	gotRaw, err := st.ReceivedRaw(ctx, team, re.ID)
+	gotRaw, err := st.Received.ReceivedRaw(ctx, team, re.ID)
 	require.NoError(t, err)
 	require.Equal(t, raw, gotRaw)
 }
@@ -274,15 +274,15 @@ func TestSealingAddsNoQueryPerEmail(t *testing.T) {
 	keys := &countingKeys{Store: plain}
 	st := plain.WithSealer(datakey.New(box, keys, datakey.Config{}))
 	team := newTeam(t, st)
-	require.NoError(t, st.SetPlan(ctx, team, "50k"))
+	require.NoError(t, st.Accounts.SetPlan(ctx, team, "50k"))
 	for i := range 50 {
 		e := newEmail(team, "delivered@posthaste.test")
-		_, err := st.InsertEmail(ctx, e)
+		_, err := st.Emails.InsertEmail(ctx, e)
 		require.NoError(t, err)
 		if i == 0 {
 			require.Equal(t, 2, keys.queries, "the first email looks the key up and adds it")
 		}
-		got, err := st.EmailForSending(ctx, e.ID, true)
+		got, err := st.Emails.EmailForSending(ctx, e.ID, true)
 		require.NoError(t, err)
 		require.Equal(t, "<p>hi</p>", *got.Email.HTML)
 	}
@@ -322,14 +322,14 @@ func BenchmarkAcceptSealing(b *testing.B) {
 					st = st.WithSealer(datakey.New(box, st, datakey.Config{}))
 				}
 				team := uuid.Must(uuid.NewV7())
-				require.NoError(b, st.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
-				require.NoError(b, st.SetPlan(ctx, team, "2.5m"))
+				require.NoError(b, st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
+				require.NoError(b, st.Accounts.SetPlan(ctx, team, "2.5m"))
 				html := body(size)
 				b.ResetTimer()
 				for range b.N {
 					e := newEmail(team, "delivered@posthaste.test")
 					e.HTML, e.Text = &html, &html
-					if _, err := st.InsertEmail(ctx, e); err != nil {
+					if _, err := st.Emails.InsertEmail(ctx, e); err != nil {
 						b.Fatal(err)
 					}
 				}

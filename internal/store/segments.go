@@ -26,7 +26,7 @@ func scanSegment(row pgx.Row) (Segment, error) {
 }
 
 // CreateSegment adds a segment and returns it.
-func (s *Store) CreateSegment(ctx context.Context, sg Segment) (Segment, error) {
+func (s *Audience) CreateSegment(ctx context.Context, sg Segment) (Segment, error) {
 	got, err := scanSegment(s.pool.QueryRow(ctx, `INSERT INTO segment (id, team_id, name) VALUES (@id, @team, @name)
 		RETURNING `+segmentColumns, pgx.NamedArgs{"id": sg.ID, "team": sg.TeamID, "name": sg.Name}))
 	if err != nil {
@@ -36,26 +36,26 @@ func (s *Store) CreateSegment(ctx context.Context, sg Segment) (Segment, error) 
 }
 
 // Segment finds one of the team's segments.
-func (s *Store) Segment(ctx context.Context, teamID, id uuid.UUID) (Segment, error) {
+func (s *Audience) Segment(ctx context.Context, teamID, id uuid.UUID) (Segment, error) {
 	return scanSegment(s.pool.QueryRow(ctx, `SELECT `+segmentColumns+` FROM segment WHERE team_id = @team AND id = @id`,
 		pgx.NamedArgs{"team": teamID, "id": id}))
 }
 
 // ListSegments lists the team's segments, newest first.
-func (s *Store) ListSegments(ctx context.Context, teamID uuid.UUID, p Page) ([]Segment, bool, error) {
-	return listPage(ctx, s, p, `SELECT `+segmentColumns+` FROM segment WHERE team_id = @team`,
+func (s *Audience) ListSegments(ctx context.Context, teamID uuid.UUID, p Page) ([]Segment, bool, error) {
+	return listPage(ctx, s.Store, p, `SELECT `+segmentColumns+` FROM segment WHERE team_id = @team`,
 		pgx.NamedArgs{"team": teamID}, scanSegment)
 }
 
 // RenameSegment changes one of the team's segments' name and returns it.
-func (s *Store) RenameSegment(ctx context.Context, teamID, id uuid.UUID, name string) (Segment, error) {
+func (s *Audience) RenameSegment(ctx context.Context, teamID, id uuid.UUID, name string) (Segment, error) {
 	return scanSegment(s.pool.QueryRow(ctx, `UPDATE segment SET name = @name WHERE team_id = @team AND id = @id
 		RETURNING `+segmentColumns, pgx.NamedArgs{"team": teamID, "id": id, "name": name}))
 }
 
 // DeleteSegment removes one of the team's segments (its memberships go
 // with it; its contacts stay). ErrNotFound when there is none.
-func (s *Store) DeleteSegment(ctx context.Context, teamID, id uuid.UUID) (Segment, error) {
+func (s *Audience) DeleteSegment(ctx context.Context, teamID, id uuid.UUID) (Segment, error) {
 	return scanSegment(s.pool.QueryRow(ctx, `DELETE FROM segment WHERE team_id = @team AND id = @id
 		RETURNING `+segmentColumns, pgx.NamedArgs{"team": teamID, "id": id}))
 }

@@ -2,6 +2,12 @@
 // embedded goose migrations and every query. It returns the package's own
 // types and maps PostgreSQL errors to ErrNotFound and ErrConflict in one
 // place, so callers never inspect pgx errors.
+//
+// The queries are grouped by area, one type each (areas.go), reached as
+// fields of the opened Store: st.Emails, st.Domains, st.Audience,
+// st.Templates, st.Broadcasts, st.Webhooks, st.Received, st.Privacy,
+// st.Accounts, st.Sessions and st.Insights. Store itself keeps only what
+// every area shares: opening, migrating, sealing and data keys.
 package store
 
 import (
@@ -59,6 +65,19 @@ type Store struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
 	sealer Sealer // nil: content is stored unsealed (see Config.MasterKey)
+
+	// The queries, by area (areas.go).
+	Emails     *Emails
+	Domains    *Domains
+	Audience   *Audience
+	Templates  *Templates
+	Broadcasts *Broadcasts
+	Webhooks   *Webhooks
+	Received   *Received
+	Privacy    *Privacy
+	Accounts   *Accounts
+	Sessions   *Sessions
+	Insights   *Insights
 }
 
 // Open connects to PostgreSQL, sealing content with cfg.MasterKey when it
@@ -84,6 +103,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{pool: pool, logger: logger}
+	s.areas()
 	if cfg.MasterKey != nil {
 		s.sealer = datakey.New(cfg.MasterKey, s, datakey.Config{})
 	}

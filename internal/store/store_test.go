@@ -35,7 +35,7 @@ func TestMigrateTwice(t *testing.T) {
 func newTeam(t *testing.T, st *store.Store) uuid.UUID {
 	t.Helper()
 	id := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.CreateTeam(context.Background(), store.Team{ID: id, Name: "t"}))
+	require.NoError(t, st.Accounts.CreateTeam(context.Background(), store.Team{ID: id, Name: "t"}))
 	return id
 }
 
@@ -60,10 +60,10 @@ func TestEmailLifecycleAndTeamIsolation(t *testing.T) {
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
 	e := newEmail(teamA, "delivered@posthaste.test", "bounced@posthaste.test")
-	_, err := st.InsertEmail(ctx, e)
+	_, err := st.Emails.InsertEmail(ctx, e)
 	require.NoError(t, err)
 
-	got, err := st.GetEmail(ctx, teamA, e.ID)
+	got, err := st.Emails.GetEmail(ctx, teamA, e.ID)
 	require.NoError(t, err)
 	require.Equal(t, e.Subject, got.Subject)
 	require.Equal(t, "<p>hi</p>", *got.HTML)
@@ -71,33 +71,33 @@ func TestEmailLifecycleAndTeamIsolation(t *testing.T) {
 	require.Equal(t, []store.Tag{{Name: "k", Value: "v"}}, got.Tags)
 	require.Len(t, got.Recipients, 2)
 
-	_, err = st.GetEmail(ctx, teamB, e.ID)
+	_, err = st.Emails.GetEmail(ctx, teamB, e.ID)
 	require.ErrorIs(t, err, store.ErrNotFound, "team B cannot read team A's email")
 
-	full, err := st.EmailForBuild(ctx, e.ID)
+	full, err := st.Emails.EmailForBuild(ctx, e.ID)
 	require.NoError(t, err)
 	require.Len(t, full.Attachments, 1)
 	require.Equal(t, []byte("x"), full.Attachments[0].Content)
 
-	msg, err := st.SaveMessage(ctx, e.TeamID, e.ID, "mid@posthaste.test", []byte("first"))
+	msg, err := st.Emails.SaveMessage(ctx, e.TeamID, e.ID, "mid@posthaste.test", []byte("first"))
 	require.NoError(t, err)
 	require.Equal(t, []byte("first"), msg)
-	msg, err = st.SaveMessage(ctx, e.TeamID, e.ID, "mid2@posthaste.test", []byte("second"))
+	msg, err = st.Emails.SaveMessage(ctx, e.TeamID, e.ID, "mid2@posthaste.test", []byte("second"))
 	require.NoError(t, err)
 	require.Equal(t, []byte("first"), msg, "a retried build keeps the first message")
 
 	sent := []store.Event{{Type: store.EventSent}}
-	require.NoError(t, st.RecordEvents(ctx, e.ID, sent))
-	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{
+	require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, sent))
+	require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{
 		{Type: store.EventDelivered, Recipient: "delivered@posthaste.test"},
 		{Type: store.EventBounced, Recipient: "bounced@posthaste.test", Detail: map[string]any{"type": "Permanent"}},
 	}))
 	// A retried step repeats events: nothing changes.
-	require.NoError(t, st.RecordEvents(ctx, e.ID, sent))
+	require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, sent))
 	// A late transient bounce of a delivered recipient is dropped.
-	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventBounced, Recipient: "delivered@posthaste.test"}}))
+	require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventBounced, Recipient: "delivered@posthaste.test"}}))
 
-	got, err = st.GetEmail(ctx, teamA, e.ID)
+	got, err = st.Emails.GetEmail(ctx, teamA, e.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.EventBounced, got.LastEvent)
 	require.Equal(t, "mid@posthaste.test", got.MessageID)
@@ -107,7 +107,7 @@ func TestEmailLifecycleAndTeamIsolation(t *testing.T) {
 	}
 	require.Equal(t, map[string]string{"delivered@posthaste.test": "delivered", "bounced@posthaste.test": "bounced"}, status)
 
-	evs, err := st.Events(ctx, e.ID)
+	evs, err := st.Emails.Events(ctx, e.ID)
 	require.NoError(t, err)
 	var types []string
 	for _, ev := range evs {
@@ -147,10 +147,10 @@ func TestAcceptStoresEveryFieldAsGiven(t *testing.T) {
 		{ContentType: "image/png", ContentID: "logo", Content: []byte{0, 1, 2, 255}},
 	}
 	batch := uuid.Must(uuid.NewV7())
-	_, err := st.Accept(ctx, store.Acceptance{Emails: []store.Email{plain, odd}, BatchID: &batch})
+	_, err := st.Emails.Accept(ctx, store.Acceptance{Emails: []store.Email{plain, odd}, BatchID: &batch})
 	require.NoError(t, err)
 
-	got, err := st.EmailForBuild(ctx, odd.ID)
+	got, err := st.Emails.EmailForBuild(ctx, odd.ID)
 	require.NoError(t, err)
 	require.Equal(t, odd.To, got.To)
 	require.Equal(t, odd.Cc, got.Cc)
@@ -168,7 +168,7 @@ func TestAcceptStoresEveryFieldAsGiven(t *testing.T) {
 	require.Equal(t, odd.Recipients, got.Recipients)
 	require.Equal(t, odd.Attachments, got.Attachments)
 
-	got, err = st.EmailForBuild(ctx, plain.ID)
+	got, err = st.Emails.EmailForBuild(ctx, plain.ID)
 	require.NoError(t, err)
 	require.Equal(t, plain.To, got.To)
 	require.Equal(t, plain.HTML, got.HTML)
@@ -178,7 +178,7 @@ func TestAcceptStoresEveryFieldAsGiven(t *testing.T) {
 	require.Nil(t, got.ScheduledAt)
 	require.Empty(t, got.Attachments)
 	for _, e := range []store.Email{plain, odd} {
-		evs, err := st.Events(ctx, e.ID)
+		evs, err := st.Emails.Events(ctx, e.ID)
 		require.NoError(t, err)
 		require.Len(t, evs, 1)
 		require.Equal(t, e.LastEvent, evs[0].Type)
@@ -193,30 +193,30 @@ func TestListEmailsPagination(t *testing.T) {
 	var ids []uuid.UUID
 	for range 5 {
 		e := newEmail(team, "delivered@posthaste.test")
-		_, err := st.InsertEmail(ctx, e)
+		_, err := st.Emails.InsertEmail(ctx, e)
 		require.NoError(t, err)
 		ids = append(ids, e.ID)
 	}
-	_, err := st.InsertEmail(ctx, newEmail(other, "delivered@posthaste.test"))
+	_, err := st.Emails.InsertEmail(ctx, newEmail(other, "delivered@posthaste.test"))
 	require.NoError(t, err)
 
-	page1, more, err := st.ListEmails(ctx, team, store.Page{Limit: 2})
+	page1, more, err := st.Emails.ListEmails(ctx, team, store.Page{Limit: 2})
 	require.NoError(t, err)
 	require.True(t, more)
 	require.Equal(t, []uuid.UUID{ids[4], ids[3]}, emailIDs(page1))
 	require.Nil(t, page1[0].HTML, "lists carry no bodies")
 
-	page2, more, err := st.ListEmails(ctx, team, store.Page{Limit: 2, After: &ids[3]})
+	page2, more, err := st.Emails.ListEmails(ctx, team, store.Page{Limit: 2, After: &ids[3]})
 	require.NoError(t, err)
 	require.True(t, more)
 	require.Equal(t, []uuid.UUID{ids[2], ids[1]}, emailIDs(page2))
 
-	page3, more, err := st.ListEmails(ctx, team, store.Page{Limit: 2, After: &ids[1]})
+	page3, more, err := st.Emails.ListEmails(ctx, team, store.Page{Limit: 2, After: &ids[1]})
 	require.NoError(t, err)
 	require.False(t, more)
 	require.Equal(t, []uuid.UUID{ids[0]}, emailIDs(page3))
 
-	back, more, err := st.ListEmails(ctx, team, store.Page{Limit: 2, Before: &ids[1]})
+	back, more, err := st.Emails.ListEmails(ctx, team, store.Page{Limit: 2, Before: &ids[1]})
 	require.NoError(t, err)
 	require.True(t, more)
 	require.Equal(t, []uuid.UUID{ids[3], ids[2]}, emailIDs(back))
@@ -237,7 +237,7 @@ func TestDrainOutboxStartsEachEntryOnceAcrossConcurrentDrainers(t *testing.T) {
 	team := newTeam(t, st)
 	const n = 60
 	for range n {
-		_, err := st.InsertEmail(ctx, newEmail(team, "delivered@posthaste.test"))
+		_, err := st.Emails.InsertEmail(ctx, newEmail(team, "delivered@posthaste.test"))
 		require.NoError(t, err)
 	}
 	var mu sync.Mutex
@@ -266,12 +266,12 @@ func TestDrainOutboxStartsEachEntryOnceAcrossConcurrentDrainers(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				left, err := st.OutboxLen(ctx)
+				left, err := st.Webhooks.OutboxLen(ctx)
 				if err == nil && left == 0 {
 					return
 				}
 				if err == nil {
-					_, err = st.DrainOutbox(ctx, 7, start)
+					_, err = st.Webhooks.DrainOutbox(ctx, 7, start)
 				}
 				if err != nil {
 					errs <- err
@@ -298,24 +298,24 @@ func TestAPIKeys(t *testing.T) {
 	team, other := newTeam(t, st), newTeam(t, st)
 	k := store.APIKey{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "ci", Prefix: "ph_abc",
 		Hash: []byte("hash-1"), Permission: store.PermissionSendingAccess}
-	require.NoError(t, st.CreateAPIKey(ctx, k))
+	require.NoError(t, st.Accounts.CreateAPIKey(ctx, k))
 	dup := k
 	dup.ID = uuid.Must(uuid.NewV7())
-	require.ErrorIs(t, st.CreateAPIKey(ctx, dup), store.ErrConflict)
+	require.ErrorIs(t, st.Accounts.CreateAPIKey(ctx, dup), store.ErrConflict)
 
-	got, err := st.UseAPIKey(ctx, []byte("hash-1"))
+	got, err := st.Accounts.UseAPIKey(ctx, []byte("hash-1"))
 	require.NoError(t, err)
 	require.Equal(t, k.ID, got.ID)
 	require.NotNil(t, got.LastUsedAt)
 
-	_, err = st.RevokeAPIKey(ctx, other, k.ID)
+	_, err = st.Accounts.RevokeAPIKey(ctx, other, k.ID)
 	require.ErrorIs(t, err, store.ErrNotFound, "another team cannot revoke it")
-	hash, err := st.RevokeAPIKey(ctx, team, k.ID)
+	hash, err := st.Accounts.RevokeAPIKey(ctx, team, k.ID)
 	require.NoError(t, err)
 	require.Equal(t, []byte("hash-1"), hash)
-	_, err = st.UseAPIKey(ctx, []byte("hash-1"))
+	_, err = st.Accounts.UseAPIKey(ctx, []byte("hash-1"))
 	require.ErrorIs(t, err, store.ErrNotFound)
-	keys, _, err := st.ListAPIKeys(ctx, team, store.Page{Limit: 10})
+	keys, _, err := st.Accounts.ListAPIKeys(ctx, team, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, keys)
 }
@@ -328,26 +328,26 @@ func TestEmailForSending(t *testing.T) {
 	st := newStore(t)
 	team := newTeam(t, st)
 	e := newEmail(team, "delivered@posthaste.test")
-	_, err := st.InsertEmail(ctx, e)
+	_, err := st.Emails.InsertEmail(ctx, e)
 	require.NoError(t, err)
 
-	got, err := st.EmailForSending(ctx, e.ID, false)
+	got, err := st.Emails.EmailForSending(ctx, e.ID, false)
 	require.NoError(t, err)
 	require.Equal(t, e.ID, got.Email.ID)
 	require.Empty(t, got.Email.Attachments, "not asked for")
 	require.Nil(t, got.Message, "not built yet")
 	require.Nil(t, got.Domain, "the sandbox sender")
 
-	_, err = st.SaveMessage(ctx, e.TeamID, e.ID, "m@x", []byte("built"))
+	_, err = st.Emails.SaveMessage(ctx, e.TeamID, e.ID, "m@x", []byte("built"))
 	require.NoError(t, err)
-	got, err = st.EmailForSending(ctx, e.ID, true)
+	got, err = st.Emails.EmailForSending(ctx, e.ID, true)
 	require.NoError(t, err)
 	require.Equal(t, []byte("built"), got.Message)
 	require.Len(t, got.Email.Attachments, 1)
-	atts, err := st.Attachments(ctx, e.ID)
+	atts, err := st.Emails.Attachments(ctx, e.ID)
 	require.NoError(t, err)
 	require.Equal(t, got.Email.Attachments, atts)
 
-	_, err = st.EmailForSending(ctx, uuid.Must(uuid.NewV7()), false)
+	_, err = st.Emails.EmailForSending(ctx, uuid.Must(uuid.NewV7()), false)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }

@@ -58,19 +58,19 @@ const (
 
 // SubjectEmailIDs returns up to limit ids, ascending after after, of the
 // team's emails the address is a recipient, sender or reply-to address of.
-func (s *Store) SubjectEmailIDs(ctx context.Context, sub Subject, after uuid.UUID, limit int) ([]uuid.UUID, error) {
+func (s *Privacy) SubjectEmailIDs(ctx context.Context, sub Subject, after uuid.UUID, limit int) ([]uuid.UUID, error) {
 	return s.subjectIDs(ctx, `SELECT e.id FROM email e WHERE e.team_id = @team AND e.id > @after AND `+
 		emailNames+` ORDER BY e.id LIMIT @limit`, sub, after, limit)
 }
 
 // SubjectReceivedIDs returns up to limit ids, ascending after after, of the
 // team's received emails from, to or naming the address.
-func (s *Store) SubjectReceivedIDs(ctx context.Context, sub Subject, after uuid.UUID, limit int) ([]uuid.UUID, error) {
+func (s *Privacy) SubjectReceivedIDs(ctx context.Context, sub Subject, after uuid.UUID, limit int) ([]uuid.UUID, error) {
 	return s.subjectIDs(ctx, `SELECT r.id FROM received_email r WHERE r.team_id = @team AND r.id > @after AND `+
 		receivedNames+` ORDER BY r.id LIMIT @limit`, sub, after, limit)
 }
 
-func (s *Store) subjectIDs(ctx context.Context, q string, sub Subject, after uuid.UUID, limit int) ([]uuid.UUID, error) {
+func (s *Privacy) subjectIDs(ctx context.Context, q string, sub Subject, after uuid.UUID, limit int) ([]uuid.UUID, error) {
 	rows, err := s.pool.Query(ctx, q, sub.args(pgx.NamedArgs{"after": after, "limit": limit}))
 	if err != nil {
 		return nil, fmt.Errorf("finding rows naming the subject: %w", mapErr(err))
@@ -101,7 +101,7 @@ type SubjectEmail struct {
 
 // SubjectEmailExport loads the team's email id for an export, with its
 // sealed content opened.
-func (s *Store) SubjectEmailExport(ctx context.Context, teamID, id uuid.UUID) (SubjectEmail, error) {
+func (s *Privacy) SubjectEmailExport(ctx context.Context, teamID, id uuid.UUID) (SubjectEmail, error) {
 	var (
 		out                    SubjectEmail
 		html, text             *string
@@ -183,7 +183,7 @@ func withFields(row json.RawMessage, fields map[string]any) (json.RawMessage, er
 
 // SubjectReceivedExport loads the team's received email id for an export:
 // its row, raw message and attachments, opened.
-func (s *Store) SubjectReceivedExport(ctx context.Context, teamID, id uuid.UUID) (SubjectEmail, error) {
+func (s *Privacy) SubjectReceivedExport(ctx context.Context, teamID, id uuid.UUID) (SubjectEmail, error) {
 	var (
 		out                    SubjectEmail
 		html, text             *string
@@ -214,7 +214,7 @@ func (s *Store) SubjectReceivedExport(ctx context.Context, teamID, id uuid.UUID)
 	}
 	if inboundID != nil {
 		raw.sealed = *rawSealed
-		if out.Message, err = s.openInboundRaw(ctx, teamID, *inboundID, raw); err != nil {
+		if out.Message, err = s.Received.openInboundRaw(ctx, teamID, *inboundID, raw); err != nil {
 			return out, fmt.Errorf("raw message of received email %s: %w", id, err)
 		}
 	}
@@ -251,7 +251,7 @@ func (s *Store) SubjectReceivedExport(ctx context.Context, teamID, id uuid.UUID)
 
 // SubjectContacts returns the team's contacts with the address (one per
 // team today), each with its topic subscriptions and segments, as JSON.
-func (s *Store) SubjectContacts(ctx context.Context, sub Subject) ([]json.RawMessage, error) {
+func (s *Privacy) SubjectContacts(ctx context.Context, sub Subject) ([]json.RawMessage, error) {
 	return s.subjectJSON(ctx, `SELECT to_jsonb(c) || jsonb_build_object(
 			'topics', (SELECT coalesce(jsonb_agg(jsonb_build_object('topic_id', t.topic_id, 'topic', p.name,
 				'subscription', t.subscription) ORDER BY p.name), '[]')
@@ -266,14 +266,14 @@ func (s *Store) SubjectContacts(ctx context.Context, sub Subject) ([]json.RawMes
 
 // SubjectSuppressions returns the team's suppression entries of the
 // address as JSON.
-func (s *Store) SubjectSuppressions(ctx context.Context, sub Subject) ([]json.RawMessage, error) {
+func (s *Privacy) SubjectSuppressions(ctx context.Context, sub Subject) ([]json.RawMessage, error) {
 	return s.subjectJSON(ctx, `SELECT to_jsonb(x) FROM suppression x
 		WHERE x.team_id = @team AND x.email = @addr ORDER BY x.id`, sub, nil)
 }
 
 // SubjectRequestLogs returns up to limit of the team's request-log
 // entries naming the address, ascending by id after after, as JSON.
-func (s *Store) SubjectRequestLogs(ctx context.Context, sub Subject, after uuid.UUID, limit int) ([]json.RawMessage, uuid.UUID, error) {
+func (s *Privacy) SubjectRequestLogs(ctx context.Context, sub Subject, after uuid.UUID, limit int) ([]json.RawMessage, uuid.UUID, error) {
 	return s.subjectPage(ctx, `SELECT l.id, to_jsonb(l) FROM request_log l
 		WHERE l.team_id = @team AND l.id > @after AND `+requestLogNames+` ORDER BY l.id LIMIT @limit`,
 		sub, after, limit)
@@ -282,7 +282,7 @@ func (s *Store) SubjectRequestLogs(ctx context.Context, sub Subject, after uuid.
 // SubjectWebhookMessages returns up to limit of the team's webhook
 // messages (events sent to its endpoints) naming the address, with their
 // delivery attempts, ascending by id after after, as JSON.
-func (s *Store) SubjectWebhookMessages(ctx context.Context, sub Subject, after uuid.UUID, limit int) ([]json.RawMessage, uuid.UUID, error) {
+func (s *Privacy) SubjectWebhookMessages(ctx context.Context, sub Subject, after uuid.UUID, limit int) ([]json.RawMessage, uuid.UUID, error) {
 	return s.subjectPage(ctx, `SELECT w.id, to_jsonb(w) || jsonb_build_object('attempts',
 			(SELECT coalesce(jsonb_agg(to_jsonb(t) ORDER BY t.attempted_at), '[]') FROM webhook_attempt t
 			 WHERE t.team_id = w.team_id AND t.message_id = w.id))
@@ -291,7 +291,7 @@ func (s *Store) SubjectWebhookMessages(ctx context.Context, sub Subject, after u
 		sub, after, limit)
 }
 
-func (s *Store) subjectJSON(ctx context.Context, q string, sub Subject, extra pgx.NamedArgs) ([]json.RawMessage, error) {
+func (s *Privacy) subjectJSON(ctx context.Context, q string, sub Subject, extra pgx.NamedArgs) ([]json.RawMessage, error) {
 	rows, err := s.pool.Query(ctx, q, sub.args(extra))
 	if err != nil {
 		return nil, fmt.Errorf("loading rows naming the subject: %w", mapErr(err))
@@ -303,7 +303,7 @@ func (s *Store) subjectJSON(ctx context.Context, q string, sub Subject, extra pg
 	return out, nil
 }
 
-func (s *Store) subjectPage(ctx context.Context, q string, sub Subject, after uuid.UUID, limit int) ([]json.RawMessage, uuid.UUID, error) {
+func (s *Privacy) subjectPage(ctx context.Context, q string, sub Subject, after uuid.UUID, limit int) ([]json.RawMessage, uuid.UUID, error) {
 	rows, err := s.pool.Query(ctx, q, sub.args(pgx.NamedArgs{"after": after, "limit": limit}))
 	if err != nil {
 		return nil, after, fmt.Errorf("loading rows naming the subject: %w", mapErr(err))

@@ -29,7 +29,7 @@ const (
 // SubjectScheduledEmails returns the ids of the team's scheduled emails to
 // or from the address (at most limit), for an erasure to cancel them
 // first.
-func (s *Store) SubjectScheduledEmails(ctx context.Context, sub Subject, limit int) ([]uuid.UUID, error) {
+func (s *Privacy) SubjectScheduledEmails(ctx context.Context, sub Subject, limit int) ([]uuid.UUID, error) {
 	return s.subjectIDs(ctx, `SELECT e.id FROM email e WHERE e.team_id = @team AND e.id > @after
 		AND e.last_event = 'scheduled' AND `+emailNames+` ORDER BY e.id LIMIT @limit`, sub, uuid.Nil, limit)
 }
@@ -42,7 +42,7 @@ func (s *Store) SubjectScheduledEmails(ctx context.Context, sub Subject, limit i
 type eraseStep struct {
 	kind string
 	sql  string
-	run  func(s *Store, ctx context.Context, sub Subject, limit int) (int, error)
+	run  func(s *Privacy, ctx context.Context, sub Subject, limit int) (int, error)
 }
 
 // eraseSteps are the steps of EraseSubject, in order. Reports about the
@@ -62,7 +62,7 @@ var eraseSteps = []eraseStep{
 		AND NOT EXISTS (SELECT 1 FROM unnest(e.rcpt_addrs) a WHERE lower(a) <> @addr)
 		AND e.from_addr !~* @re
 		LIMIT @limit FOR UPDATE SKIP LOCKED)`, nil},
-	{AnonymizedEmails, "", (*Store).anonymizeEmails},
+	{AnonymizedEmails, "", (*Privacy).anonymizeEmails},
 	{ErasedContacts, `DELETE FROM contact WHERE id IN (SELECT c.id FROM contact c
 		WHERE c.team_id = @team AND lower(c.email) = @addr LIMIT @limit)`, nil},
 	{ErasedSuppressions, `DELETE FROM suppression WHERE id IN (SELECT x.id FROM suppression x
@@ -130,7 +130,7 @@ const anonymizeSQL = `WITH m AS (DELETE FROM email_message WHERE email_id = ANY(
 // transaction: their sealed bodies are opened, scrubbed and sealed again,
 // their sealed attachments naming the address deleted, then anonymizeSQL
 // does the rest. It returns how many emails it anonymised.
-func (s *Store) anonymizeEmails(ctx context.Context, sub Subject, limit int) (int, error) {
+func (s *Privacy) anonymizeEmails(ctx context.Context, sub Subject, limit int) (int, error) {
 	args := sub.args(pgx.NamedArgs{"limit": limit})
 	n := 0
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -197,7 +197,7 @@ func (s *Store) anonymizeEmails(ctx context.Context, sub Subject, limit int) (in
 
 // dropSealedAttachments deletes, within tx, the sealed attachments of the
 // email that name the address, opening them one at a time.
-func (s *Store) dropSealedAttachments(ctx context.Context, tx pgx.Tx, sub Subject, id uuid.UUID) error {
+func (s *Privacy) dropSealedAttachments(ctx context.Context, tx pgx.Tx, sub Subject, id uuid.UUID) error {
 	rows, err := tx.Query(ctx, `SELECT position FROM attachment WHERE email_id = @id AND sealed ORDER BY position`,
 		pgx.NamedArgs{"id": id})
 	if err != nil {
@@ -270,7 +270,7 @@ func domainChar(c byte) bool { return alnum(c) || c == '_' || c == '-' }
 // transactions of at most batch rows (0: 500), and returns what it
 // changed by kind. Running it again after it stopped half way finishes
 // the job and counts only the rest.
-func (s *Store) EraseSubject(ctx context.Context, sub Subject, batch int) (map[string]int, error) {
+func (s *Privacy) EraseSubject(ctx context.Context, sub Subject, batch int) (map[string]int, error) {
 	if batch <= 0 {
 		batch = subjectEraseBatchSize
 	}

@@ -45,7 +45,7 @@ const openRecipientOf = `EXISTS (SELECT 1 FROM unnest(e.rcpt_addrs, e.rcpt_statu
 // SubjectInFlightEmails returns up to limit of the team's emails in which
 // the address is a recipient without an outcome yet: the emails still
 // being sent to it, whose workflows' histories name it.
-func (s *Store) SubjectInFlightEmails(ctx context.Context, sub Subject, limit int) ([]InFlightEmail, error) {
+func (s *Privacy) SubjectInFlightEmails(ctx context.Context, sub Subject, limit int) ([]InFlightEmail, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+inFlightColumns+` FROM email e
 		WHERE e.team_id = @team AND e.rcpt_status && `+openStates+` AND `+openRecipientOf+`
 		ORDER BY e.id LIMIT @limit`, sub.args(pgx.NamedArgs{"limit": limit}))
@@ -67,7 +67,7 @@ func (s *Store) SubjectInFlightEmails(ctx context.Context, sub Subject, limit in
 // workflow (Prepare) skips a canceled email. Recipients with an outcome keep
 // it; a repeated call changes nothing. The events queue no webhook: they
 // would only name an address the erasure then replaces.
-func (s *Store) CancelSubjectRecipients(ctx context.Context, sub Subject, emailID, requestID uuid.UUID) (int, error) {
+func (s *Privacy) CancelSubjectRecipients(ctx context.Context, sub Subject, emailID, requestID uuid.UUID) (int, error) {
 	args := sub.args(pgx.NamedArgs{"id": emailID, "detail": map[string]any{
 		"reason": ErasedRecipientReason, "data_request_id": requestID.String()}})
 	var n int
@@ -98,7 +98,7 @@ func (s *Store) CancelSubjectRecipients(ctx context.Context, sub Subject, emailI
 // OpenBatchEmails returns the emails of the team's batch that have a
 // recipient without an outcome and are still sent by the batch's workflow
 // (never restarted on their own).
-func (s *Store) OpenBatchEmails(ctx context.Context, teamID, batchID uuid.UUID) ([]InFlightEmail, error) {
+func (s *Privacy) OpenBatchEmails(ctx context.Context, teamID, batchID uuid.UUID) ([]InFlightEmail, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+inFlightColumns+` FROM email e
 		WHERE e.team_id = @team AND e.batch_id = @batch AND e.restarts = 0 AND e.rcpt_status && `+openStates+`
 		ORDER BY e.id`, pgx.NamedArgs{"team": teamID, "batch": batchID})
@@ -116,7 +116,7 @@ func (s *Store) OpenBatchEmails(ctx context.Context, teamID, batchID uuid.UUID) 
 // requestID canceled a recipient (CancelSubjectRecipients) and that still
 // have a recipient without an outcome: those whose workflow it stopped
 // and must have restarted.
-func (s *Store) ErasureCanceledEmails(ctx context.Context, teamID, requestID uuid.UUID) ([]InFlightEmail, error) {
+func (s *Privacy) ErasureCanceledEmails(ctx context.Context, teamID, requestID uuid.UUID) ([]InFlightEmail, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+inFlightColumns+` FROM email e
 		WHERE e.team_id = @team AND e.rcpt_status && `+openStates+`
 		AND EXISTS (SELECT 1 FROM email_event v WHERE v.email_id = e.id AND v.type = '`+EventCanceled+`'

@@ -30,7 +30,7 @@ func newSubjectFixture(t *testing.T, st *store.Store) subjectFixture {
 	f := subjectFixture{teamA: newTeam(t, st), teamB: newTeam(t, st)}
 	f.sub = store.Subject{TeamID: f.teamA, Address: subjectAddr}
 	insert := func(e store.Email) store.Email {
-		_, err := st.InsertEmail(ctx, e)
+		_, err := st.Emails.InsertEmail(ctx, e)
 		require.NoError(t, err)
 		return e
 	}
@@ -48,20 +48,20 @@ func newSubjectFixture(t *testing.T, st *store.Store) subjectFixture {
 	f.others = insert(newEmail(f.teamB, subjectAddr))
 
 	for _, team := range []uuid.UUID{f.teamA, f.teamB} {
-		_, err := st.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: team, Email: subjectAddr,
+		_, err := st.Audience.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: team, Email: subjectAddr,
 			FirstName: "Pat", Properties: map[string]any{}}, nil, nil)
 		require.NoError(t, err)
-		_, _, err = st.AddSuppression(ctx, store.Suppression{ID: uuid.Must(uuid.NewV7()), TeamID: team,
+		_, _, err = st.Emails.AddSuppression(ctx, store.Suppression{ID: uuid.Must(uuid.NewV7()), TeamID: team,
 			Email: subjectAddr, Reason: store.SuppressionManual})
 		require.NoError(t, err)
 	}
 	// A webhook event naming the person.
-	require.NoError(t, st.CreateWebhook(ctx, store.Webhook{ID: uuid.Must(uuid.NewV7()), TeamID: f.teamA,
+	require.NoError(t, st.Webhooks.CreateWebhook(ctx, store.Webhook{ID: uuid.Must(uuid.NewV7()), TeamID: f.teamA,
 		Endpoint: "https://hooks.example/x", Events: []string{"contact.created"}, Status: store.WebhookEnabled,
 		Secret: []byte("sealed")}))
-	_, err := st.UpdateContact(ctx, f.teamA, store.ContactRef{Email: subjectAddr}, store.ContactUpdate{}, "contact.created")
+	_, err := st.Audience.UpdateContact(ctx, f.teamA, store.ContactRef{Email: subjectAddr}, store.ContactUpdate{}, "contact.created")
 	require.NoError(t, err)
-	require.NoError(t, st.EnsureRequestLogPartitions(ctx, time.Now().Add(-24*time.Hour), 3))
+	require.NoError(t, st.Insights.EnsureRequestLogPartitions(ctx, time.Now().Add(-24*time.Hour), 3))
 	body := `{"email":"PAT.SUBJECT@dest.test","first_name":"Pat"}`
 	other := `{"email":"other@dest.test"}`
 	var logs []store.RequestLog
@@ -75,17 +75,17 @@ func newSubjectFixture(t *testing.T, st *store.Store) subjectFixture {
 		logs = append(logs, store.RequestLog{ID: uuid.Must(uuid.NewV7()), TeamID: &team, Method: "POST", Path: x.path,
 			Status: 201, ClientAddr: "192.0.2.1", RequestBody: &b, CreatedAt: time.Now()})
 	}
-	require.NoError(t, st.InsertRequestLogs(ctx, logs))
+	require.NoError(t, st.Insights.InsertRequestLogs(ctx, logs))
 
 	// Mail received from the person at a receiving domain of team A.
 	d := newDomain(f.teamA, "shop.test")
-	require.NoError(t, st.CreateDomain(ctx, d))
+	require.NoError(t, st.Domains.CreateDomain(ctx, d))
 	in := store.NewInbound(st, nil)
 	route := inbound.Route{Kind: inbound.RouteReceiving, TeamID: f.teamA, DomainID: d.ID}
 	require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: subjectAddr,
 		Recipients: []inbound.Recipient{{Address: "support@shop.test", Route: route}}, ReceivedAt: time.Now(),
 		Data: []byte("From: Pat <Pat.Subject@dest.test>\r\nSubject: Hi\r\n\r\nraw body\r\n")}))
-	ms, err := st.InboundMessages(ctx, f.teamA, 1)
+	ms, err := st.Received.InboundMessages(ctx, f.teamA, 1)
 	require.NoError(t, err)
 	// A bounce about the email only to the person: its raw message (sealed
 	// at rest) names them, so it is found through that email.
@@ -95,7 +95,7 @@ func newSubjectFixture(t *testing.T, st *store.Store) subjectFixture {
 		Data: []byte("Subject: Undelivered\r\n\r\n<pat.subject@dest.test>: no such user\r\n")}))
 	f.receivedID = uuid.Must(uuid.NewV7())
 	text := "plain body"
-	_, _, err = st.InsertReceivedEmail(ctx, store.ReceivedEmail{ID: f.receivedID, TeamID: f.teamA, DomainID: d.ID,
+	_, _, err = st.Received.InsertReceivedEmail(ctx, store.ReceivedEmail{ID: f.receivedID, TeamID: f.teamA, DomainID: d.ID,
 		InboundID: ms[0].ID, From: "Pat <pat.subject@dest.test>", To: []string{"support@shop.test"},
 		ReceivedFor: []string{"support@shop.test"}, Subject: "Hi", MessageID: "<m1@dest.test>", Text: &text,
 		CreatedAt: time.Now(), Attachments: []store.ReceivedAttachment{{ID: uuid.Must(uuid.NewV7()),
@@ -120,17 +120,17 @@ func testSubjectCollect(t *testing.T, st *store.Store) {
 	ctx := context.Background()
 	f := newSubjectFixture(t, st)
 
-	ids, err := st.SubjectEmailIDs(ctx, f.sub, uuid.Nil, 10)
+	ids, err := st.Privacy.SubjectEmailIDs(ctx, f.sub, uuid.Nil, 10)
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{f.only.ID, f.shared.ID}, ids, "whole, case-insensitive address; own team only")
-	page, err := st.SubjectEmailIDs(ctx, f.sub, uuid.Nil, 1)
+	page, err := st.Privacy.SubjectEmailIDs(ctx, f.sub, uuid.Nil, 1)
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{f.only.ID}, page)
-	next, err := st.SubjectEmailIDs(ctx, f.sub, page[0], 1)
+	next, err := st.Privacy.SubjectEmailIDs(ctx, f.sub, page[0], 1)
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{f.shared.ID}, next)
 
-	e, err := st.SubjectEmailExport(ctx, f.teamA, f.shared.ID)
+	e, err := st.Privacy.SubjectEmailExport(ctx, f.teamA, f.shared.ID)
 	require.NoError(t, err)
 	require.Contains(t, string(e.Row), "Hello pat.subject@dest.test", "the body, opened")
 	require.NotContains(t, string(e.Row), "_sealed")
@@ -138,28 +138,28 @@ func testSubjectCollect(t *testing.T, st *store.Store) {
 	require.Len(t, e.Attachments, 2)
 	require.Equal(t, "0-a.txt", e.Attachments[0].Name)
 	require.Equal(t, "x", string(e.Attachments[0].Content))
-	_, err = st.SubjectEmailExport(ctx, f.teamB, f.shared.ID)
+	_, err = st.Privacy.SubjectEmailExport(ctx, f.teamB, f.shared.ID)
 	require.ErrorIs(t, err, store.ErrNotFound, "team B cannot export team A's email")
 
-	rids, err := st.SubjectReceivedIDs(ctx, f.sub, uuid.Nil, 10)
+	rids, err := st.Privacy.SubjectReceivedIDs(ctx, f.sub, uuid.Nil, 10)
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{f.receivedID}, rids)
-	re, err := st.SubjectReceivedExport(ctx, f.teamA, f.receivedID)
+	re, err := st.Privacy.SubjectReceivedExport(ctx, f.teamA, f.receivedID)
 	require.NoError(t, err)
 	require.Contains(t, string(re.Message), "Pat.Subject@dest.test")
 	require.Len(t, re.Attachments, 1)
 
-	contacts, err := st.SubjectContacts(ctx, f.sub)
+	contacts, err := st.Privacy.SubjectContacts(ctx, f.sub)
 	require.NoError(t, err)
 	require.Len(t, contacts, 1)
 	require.Contains(t, string(contacts[0]), `"topics": []`)
-	sups, err := st.SubjectSuppressions(ctx, f.sub)
+	sups, err := st.Privacy.SubjectSuppressions(ctx, f.sub)
 	require.NoError(t, err)
 	require.Len(t, sups, 1)
-	logs, _, err := st.SubjectRequestLogs(ctx, f.sub, uuid.Nil, 10)
+	logs, _, err := st.Privacy.SubjectRequestLogs(ctx, f.sub, uuid.Nil, 10)
 	require.NoError(t, err)
 	require.Len(t, logs, 2, "the body naming it and the path naming it percent-encoded")
-	hooks, _, err := st.SubjectWebhookMessages(ctx, f.sub, uuid.Nil, 10)
+	hooks, _, err := st.Privacy.SubjectWebhookMessages(ctx, f.sub, uuid.Nil, 10)
 	require.NoError(t, err)
 	require.Len(t, hooks, 1)
 	require.Contains(t, string(hooks[0]), `"attempts": []`)
@@ -171,7 +171,7 @@ func testSubjectErase(t *testing.T, st *store.Store) {
 	ctx := context.Background()
 	f := newSubjectFixture(t, st)
 
-	counts, err := st.EraseSubject(ctx, f.sub, 1)
+	counts, err := st.Privacy.EraseSubject(ctx, f.sub, 1)
 	require.NoError(t, err)
 	require.Equal(t, 1, counts[store.ErasedEmails])
 	require.Equal(t, 1, counts[store.AnonymizedEmails])
@@ -179,23 +179,23 @@ func testSubjectErase(t *testing.T, st *store.Store) {
 	require.Equal(t, 1, counts[store.ErasedSuppressions])
 	require.Equal(t, 1, counts[store.ErasedReceived])
 	require.Equal(t, 1, counts[store.ErasedInbound], "the bounce about the erased email")
-	left, err := st.InboundMessages(ctx, f.teamA, 10)
+	left, err := st.Received.InboundMessages(ctx, f.teamA, 10)
 	require.NoError(t, err)
 	require.Empty(t, left)
 	require.Equal(t, 2, counts[store.ScrubbedRequestLogs])
 	require.Equal(t, 1, counts[store.ScrubbedWebhooks])
-	hooks, _, err := st.SubjectWebhookMessages(ctx, f.sub, uuid.Nil, 10)
+	hooks, _, err := st.Privacy.SubjectWebhookMessages(ctx, f.sub, uuid.Nil, 10)
 	require.NoError(t, err)
 	require.Empty(t, hooks)
 
-	_, err = st.GetEmail(ctx, f.teamA, f.only.ID)
+	_, err = st.Emails.GetEmail(ctx, f.teamA, f.only.ID)
 	require.ErrorIs(t, err, store.ErrNotFound, "an email only to the person is deleted")
-	shared, err := st.GetEmail(ctx, f.teamA, f.shared.ID)
+	shared, err := st.Emails.GetEmail(ctx, f.teamA, f.shared.ID)
 	require.NoError(t, err)
 	require.Equal(t, []string{store.ErasedPlaceholder, "other@dest.test"}, shared.To,
 		"the display name goes with the address")
 	require.Equal(t, "<p>Hello "+store.ErasedPlaceholder+" and other@dest.test</p>", *shared.HTML)
-	kept, err := st.SubjectEmailExport(ctx, f.teamA, f.shared.ID)
+	kept, err := st.Privacy.SubjectEmailExport(ctx, f.teamA, f.shared.ID)
 	require.NoError(t, err)
 	require.Len(t, kept.Attachments, 1, "the attachment naming the person is deleted")
 	require.Equal(t, "0-a.txt", kept.Attachments[0].Name)
@@ -204,42 +204,42 @@ func testSubjectErase(t *testing.T, st *store.Store) {
 		addrs = append(addrs, r.Address)
 	}
 	require.Equal(t, []string{store.ErasedPlaceholder, "other@dest.test"}, addrs)
-	near, err := st.GetEmail(ctx, f.teamA, f.nearMiss.ID)
+	near, err := st.Emails.GetEmail(ctx, f.teamA, f.nearMiss.ID)
 	require.NoError(t, err)
 	require.Equal(t, []string{"jimpat.subject@dest.test"}, near.To, "another address is not touched")
-	_, err = st.GetEmail(ctx, f.teamB, f.others.ID)
+	_, err = st.Emails.GetEmail(ctx, f.teamB, f.others.ID)
 	require.NoError(t, err, "team B's email stays")
-	_, err = st.SuppressionByEmail(ctx, f.teamB, subjectAddr)
+	_, err = st.Emails.SuppressionByEmail(ctx, f.teamB, subjectAddr)
 	require.NoError(t, err, "team B's suppression stays")
-	_, err = st.SuppressionByEmail(ctx, f.teamA, subjectAddr)
+	_, err = st.Emails.SuppressionByEmail(ctx, f.teamA, subjectAddr)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = st.GetReceivedEmail(ctx, f.teamA, f.receivedID)
+	_, err = st.Received.GetReceivedEmail(ctx, f.teamA, f.receivedID)
 	require.ErrorIs(t, err, store.ErrNotFound)
 
 	for _, sub := range []store.Subject{f.sub} {
-		ids, err := st.SubjectEmailIDs(ctx, sub, uuid.Nil, 10)
+		ids, err := st.Privacy.SubjectEmailIDs(ctx, sub, uuid.Nil, 10)
 		require.NoError(t, err)
 		require.Empty(t, ids)
-		logs, _, err := st.SubjectRequestLogs(ctx, sub, uuid.Nil, 10)
+		logs, _, err := st.Privacy.SubjectRequestLogs(ctx, sub, uuid.Nil, 10)
 		require.NoError(t, err)
 		require.Empty(t, logs)
-		contacts, err := st.SubjectContacts(ctx, sub)
+		contacts, err := st.Privacy.SubjectContacts(ctx, sub)
 		require.NoError(t, err)
 		require.Empty(t, contacts)
 	}
-	bLogs, _, err := st.SubjectRequestLogs(ctx, store.Subject{TeamID: f.teamB, Address: subjectAddr}, uuid.Nil, 10)
+	bLogs, _, err := st.Privacy.SubjectRequestLogs(ctx, store.Subject{TeamID: f.teamB, Address: subjectAddr}, uuid.Nil, 10)
 	require.NoError(t, err)
 	require.Len(t, bLogs, 1, "team B's request log stays")
-	all, _, err := st.ListRequestLogs(ctx, f.teamA, store.LogFilter{}, store.Page{Limit: 10})
+	all, _, err := st.Insights.ListRequestLogs(ctx, f.teamA, store.LogFilter{}, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, all, 3)
 	for _, l := range all {
-		full, err := st.GetRequestLog(ctx, f.teamA, l.ID)
+		full, err := st.Insights.GetRequestLog(ctx, f.teamA, l.ID)
 		require.NoError(t, err)
 		require.NotContains(t, strings.ToLower(full.Path+*full.RequestBody), "pat.subject")
 	}
 
-	again, err := st.EraseSubject(ctx, f.sub, 0)
+	again, err := st.Privacy.EraseSubject(ctx, f.sub, 0)
 	require.NoError(t, err)
 	for k, n := range again {
 		require.Zero(t, n, "a second run finds nothing left (%s)", k)

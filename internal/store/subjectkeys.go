@@ -18,7 +18,7 @@ type SubjectKey struct {
 // a string of its bytes), storing fresh[i] for subjects[i] when it has
 // none; concurrent callers all get the key stored first. One round trip
 // when no other caller raced, two otherwise.
-func (s *Store) SubjectKeys(ctx context.Context, teamID uuid.UUID, subjects [][]byte, fresh []SubjectKey) (map[string]SubjectKey, error) {
+func (s *Privacy) SubjectKeys(ctx context.Context, teamID uuid.UUID, subjects [][]byte, fresh []SubjectKey) (map[string]SubjectKey, error) {
 	ids := make([]uuid.UUID, len(fresh))
 	sealed := make([][]byte, len(fresh))
 	for i, k := range fresh {
@@ -57,7 +57,7 @@ func (s *Store) SubjectKeys(ctx context.Context, teamID uuid.UUID, subjects [][]
 // FindSubjectKeys returns the stored keys of those of a team's subjects
 // that have one (never made, or erased: absent), by subject as a string
 // of its bytes.
-func (s *Store) FindSubjectKeys(ctx context.Context, teamID uuid.UUID, subjects [][]byte) (map[string]SubjectKey, error) {
+func (s *Privacy) FindSubjectKeys(ctx context.Context, teamID uuid.UUID, subjects [][]byte) (map[string]SubjectKey, error) {
 	rows, err := s.pool.Query(ctx, `SELECT subject, id, sealed_key FROM subject_key
 		WHERE team_id = @team AND subject = ANY(@subjects::bytea[])`,
 		pgx.NamedArgs{"team": teamID, "subjects": subjects})
@@ -83,7 +83,7 @@ func collectSubjectKeys(rows pgx.Rows, n int) (map[string]SubjectKey, error) {
 
 // DeleteSubjectKey deletes a team's subject key; deleting a missing one
 // is not an error.
-func (s *Store) DeleteSubjectKey(ctx context.Context, teamID uuid.UUID, subject []byte) error {
+func (s *Privacy) DeleteSubjectKey(ctx context.Context, teamID uuid.UUID, subject []byte) error {
 	_, err := s.pool.Exec(ctx, `DELETE FROM subject_key WHERE team_id = @team AND subject = @subject`,
 		pgx.NamedArgs{"team": teamID, "subject": subject})
 	return mapErr(err)

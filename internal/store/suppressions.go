@@ -43,7 +43,7 @@ func NormalizeAddress(addr string) string { return strings.ToLower(addr) }
 // AddSuppression adds an address to the team's list and returns the entry.
 // An address already listed keeps its first entry, which is returned with
 // created false.
-func (s *Store) AddSuppression(ctx context.Context, sp Suppression) (Suppression, bool, error) {
+func (s *Emails) AddSuppression(ctx context.Context, sp Suppression) (Suppression, bool, error) {
 	sp.Email = NormalizeAddress(sp.Email)
 	got, err := scanSuppression(s.pool.QueryRow(ctx, `INSERT INTO suppression (id, team_id, email, reason, email_id)
 		VALUES (@id, @team, @email, @reason, @email_id)
@@ -61,20 +61,20 @@ func (s *Store) AddSuppression(ctx context.Context, sp Suppression) (Suppression
 }
 
 // SuppressionByEmail finds the team's entry for an address.
-func (s *Store) SuppressionByEmail(ctx context.Context, teamID uuid.UUID, email string) (Suppression, error) {
+func (s *Emails) SuppressionByEmail(ctx context.Context, teamID uuid.UUID, email string) (Suppression, error) {
 	return scanSuppression(s.pool.QueryRow(ctx, `SELECT `+suppressionColumns+` FROM suppression
 		WHERE team_id = @team AND email = @email`, pgx.NamedArgs{"team": teamID, "email": NormalizeAddress(email)}))
 }
 
 // ListSuppressions lists the team's entries, newest first.
-func (s *Store) ListSuppressions(ctx context.Context, teamID uuid.UUID, p Page) ([]Suppression, bool, error) {
-	return listPage(ctx, s, p, `SELECT `+suppressionColumns+` FROM suppression WHERE team_id = @team`,
+func (s *Emails) ListSuppressions(ctx context.Context, teamID uuid.UUID, p Page) ([]Suppression, bool, error) {
+	return listPage(ctx, s.Store, p, `SELECT `+suppressionColumns+` FROM suppression WHERE team_id = @team`,
 		pgx.NamedArgs{"team": teamID}, scanSuppression)
 }
 
 // DeleteSuppression removes the team's entry with this id (when id is set)
 // or for this address, and returns it. ErrNotFound when there is none.
-func (s *Store) DeleteSuppression(ctx context.Context, teamID uuid.UUID, id *uuid.UUID, email string) (Suppression, error) {
+func (s *Emails) DeleteSuppression(ctx context.Context, teamID uuid.UUID, id *uuid.UUID, email string) (Suppression, error) {
 	return scanSuppression(s.pool.QueryRow(ctx, `DELETE FROM suppression
 		WHERE team_id = @team AND ((@id::uuid IS NOT NULL AND id = @id) OR (@id::uuid IS NULL AND email = @email))
 		RETURNING `+suppressionColumns,
@@ -83,7 +83,7 @@ func (s *Store) DeleteSuppression(ctx context.Context, teamID uuid.UUID, id *uui
 
 // Suppressed returns which of the addresses are on the team's list, keyed
 // by lower-cased address.
-func (s *Store) Suppressed(ctx context.Context, teamID uuid.UUID, emails []string) (map[string]bool, error) {
+func (s *Emails) Suppressed(ctx context.Context, teamID uuid.UUID, emails []string) (map[string]bool, error) {
 	lower := make([]string, len(emails))
 	for i, e := range emails {
 		lower[i] = NormalizeAddress(e)

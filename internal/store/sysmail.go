@@ -50,7 +50,7 @@ type SystemMailLimits struct {
 // The counts live in PostgreSQL, so every process shares them; concurrent
 // reservations for the same team or address serialise on advisory locks
 // (team first, then address, so they cannot deadlock).
-func (s *Store) ReserveSystemMail(ctx context.Context, m SystemMail, lim SystemMailLimits, now time.Time) error {
+func (s *Emails) ReserveSystemMail(ctx context.Context, m SystemMail, lim SystemMailLimits, now time.Time) error {
 	email := strings.ToLower(m.Email)
 	var team *uuid.UUID
 	if m.TeamID != uuid.Nil {

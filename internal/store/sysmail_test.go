@@ -23,10 +23,10 @@ func TestReserveSystemMail(t *testing.T) {
 	lim := store.SystemMailLimits{Window: time.Hour, PerTeam: 3, PerAddress: 2}
 	t0 := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	invite := func(team uuid.UUID, email string, at time.Time) error {
-		return st.ReserveSystemMail(ctx, store.SystemMail{Kind: store.SystemMailInvitation, TeamID: team, Email: email}, lim, at)
+		return st.Emails.ReserveSystemMail(ctx, store.SystemMail{Kind: store.SystemMailInvitation, TeamID: team, Email: email}, lim, at)
 	}
 	reset := func(email string, at time.Time) error {
-		return st.ReserveSystemMail(ctx, store.SystemMail{Kind: store.SystemMailPasswordReset, Email: email}, lim, at)
+		return st.Emails.ReserveSystemMail(ctx, store.SystemMail{Kind: store.SystemMailPasswordReset, Email: email}, lim, at)
 	}
 
 	require.NoError(t, invite(teamA, "x@example.com", t0))
@@ -50,7 +50,7 @@ func TestReserveSystemMail(t *testing.T) {
 	require.NoError(t, reset("x@example.com", t0.Add(time.Hour+time.Minute)))
 
 	// The record is swept a day later.
-	n, err := st.PurgeExpired(ctx, t0.Add(26*time.Hour), 100)
+	n, err := st.Privacy.PurgeExpired(ctx, t0.Add(26*time.Hour), 100)
 	require.NoError(t, err)
 	require.Equal(t, 9, n, "every recorded email")
 }
@@ -70,7 +70,7 @@ func TestReserveSystemMailConcurrently(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = st.ReserveSystemMail(ctx, store.SystemMail{Kind: store.SystemMailInvitation, TeamID: team,
+			errs[i] = st.Emails.ReserveSystemMail(ctx, store.SystemMail{Kind: store.SystemMailInvitation, TeamID: team,
 				Email: uuid.NewString() + "@example.com"}, lim, now)
 		}()
 	}

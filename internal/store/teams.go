@@ -66,7 +66,7 @@ type APIKey struct {
 }
 
 // CreateTeam inserts a team.
-func (s *Store) CreateTeam(ctx context.Context, t Team) error {
+func (s *Accounts) CreateTeam(ctx context.Context, t Team) error {
 	_, err := s.pool.Exec(ctx,
 		`INSERT INTO team (id, name) VALUES (@id, @name)`,
 		pgx.NamedArgs{"id": t.ID, "name": t.Name})
@@ -75,7 +75,7 @@ func (s *Store) CreateTeam(ctx context.Context, t Team) error {
 
 // CreateUser inserts a user with a lower-cased email (and its
 // EmailVerifiedAt). ErrConflict when the email is taken.
-func (s *Store) CreateUser(ctx context.Context, u User) error {
+func (s *Accounts) CreateUser(ctx context.Context, u User) error {
 	_, err := s.pool.Exec(ctx,
 		`INSERT INTO app_user (id, email, name, password_hash, email_verified_at) VALUES (@id, @email, @name, @hash, @verified)`,
 		pgx.NamedArgs{"id": u.ID, "email": strings.ToLower(u.Email), "name": u.Name, "hash": u.PasswordHash,
@@ -91,7 +91,7 @@ func (u *User) fields() []any {
 }
 
 // UserByEmail finds a user by email, case-insensitively.
-func (s *Store) UserByEmail(ctx context.Context, email string) (User, error) {
+func (s *Accounts) UserByEmail(ctx context.Context, email string) (User, error) {
 	var u User
 	err := s.pool.QueryRow(ctx, `SELECT `+userColumns+` FROM app_user WHERE email = @email`,
 		pgx.NamedArgs{"email": strings.ToLower(email)}).Scan(u.fields()...)
@@ -99,7 +99,7 @@ func (s *Store) UserByEmail(ctx context.Context, email string) (User, error) {
 }
 
 // UserByID finds a user by id. ErrNotFound when there is none.
-func (s *Store) UserByID(ctx context.Context, id uuid.UUID) (User, error) {
+func (s *Accounts) UserByID(ctx context.Context, id uuid.UUID) (User, error) {
 	var u User
 	err := s.pool.QueryRow(ctx, `SELECT `+userColumns+` FROM app_user WHERE id = @id`,
 		pgx.NamedArgs{"id": id}).Scan(u.fields()...)
@@ -108,7 +108,7 @@ func (s *Store) UserByID(ctx context.Context, id uuid.UUID) (User, error) {
 
 // VerifyUserEmail records that the user's address is proven, keeping the
 // first time it was. ErrNotFound when there is no such user.
-func (s *Store) VerifyUserEmail(ctx context.Context, id uuid.UUID) error {
+func (s *Accounts) VerifyUserEmail(ctx context.Context, id uuid.UUID) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE app_user SET email_verified_at = coalesce(email_verified_at, now()) WHERE id = @id`,
 		pgx.NamedArgs{"id": id})
 	if err != nil {
@@ -121,7 +121,7 @@ func (s *Store) VerifyUserEmail(ctx context.Context, id uuid.UUID) error {
 }
 
 // AddMember makes a user a member of a team; adding twice keeps the first role.
-func (s *Store) AddMember(ctx context.Context, teamID, userID uuid.UUID, role string) error {
+func (s *Accounts) AddMember(ctx context.Context, teamID, userID uuid.UUID, role string) error {
 	_, err := s.pool.Exec(ctx,
 		`INSERT INTO membership (team_id, user_id, role) VALUES (@team, @user, @role)
 		 ON CONFLICT (team_id, user_id) DO NOTHING`,
@@ -131,7 +131,7 @@ func (s *Store) AddMember(ctx context.Context, teamID, userID uuid.UUID, role st
 
 // TeamMembers returns which of the given addresses belong to members of the
 // team, keyed by lower-cased address.
-func (s *Store) TeamMembers(ctx context.Context, teamID uuid.UUID, emails []string) (map[string]bool, error) {
+func (s *Accounts) TeamMembers(ctx context.Context, teamID uuid.UUID, emails []string) (map[string]bool, error) {
 	lower := make([]string, len(emails))
 	for i, e := range emails {
 		lower[i] = strings.ToLower(e)
@@ -159,7 +159,7 @@ func (s *Store) TeamMembers(ctx context.Context, teamID uuid.UUID, emails []stri
 // no role change slips between check and write: a full_access key needs
 // a CreatedBy who owns the team, any other key one who is a member
 // (or none, for keys no user made). ErrOwnersOnly otherwise.
-func (s *Store) CreateAPIKey(ctx context.Context, k APIKey) error {
+func (s *Accounts) CreateAPIKey(ctx context.Context, k APIKey) error {
 	tag, err := s.pool.Exec(ctx,
 		`INSERT INTO api_key (id, team_id, name, prefix, hash, permission, domain_id, allowed_ips, created_by)
 		 SELECT @id::uuid, @team::uuid, @name::text, @prefix::text, @hash::bytea, @permission::text,
@@ -182,7 +182,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, k APIKey) error {
 
 // FirstOwner returns the team's earliest owner, who holds the keys no
 // user made (`posthaste admin`). ErrNotFound when the team has none.
-func (s *Store) FirstOwner(ctx context.Context, teamID uuid.UUID) (uuid.UUID, error) {
+func (s *Accounts) FirstOwner(ctx context.Context, teamID uuid.UUID) (uuid.UUID, error) {
 	var id uuid.UUID
 	err := s.pool.QueryRow(ctx, `SELECT user_id FROM membership WHERE team_id = @team AND role = 'owner'
 		ORDER BY created_at, user_id LIMIT 1`, pgx.NamedArgs{"team": teamID}).Scan(&id)
@@ -210,7 +210,7 @@ func scanAPIKey(row pgx.Row) (APIKey, error) {
 // it used. ErrNotFound for unknown or revoked keys.
 // It also returns the team's own rate limit (TeamRateLimit) and whether
 // the key's creator owns the team now (ByOwner).
-func (s *Store) UseAPIKey(ctx context.Context, hash []byte) (APIKey, error) {
+func (s *Accounts) UseAPIKey(ctx context.Context, hash []byte) (APIKey, error) {
 	var k APIKey
 	var limit *int
 	err := s.pool.QueryRow(ctx,
@@ -229,14 +229,14 @@ func (s *Store) UseAPIKey(ctx context.Context, hash []byte) (APIKey, error) {
 }
 
 // ListAPIKeys lists the team's live keys, newest first.
-func (s *Store) ListAPIKeys(ctx context.Context, teamID uuid.UUID, p Page) ([]APIKey, bool, error) {
-	return listPage(ctx, s, p, `SELECT `+apiKeyColumns+` FROM api_key
+func (s *Accounts) ListAPIKeys(ctx context.Context, teamID uuid.UUID, p Page) ([]APIKey, bool, error) {
+	return listPage(ctx, s.Store, p, `SELECT `+apiKeyColumns+` FROM api_key
 		WHERE team_id = @team AND revoked_at IS NULL`, pgx.NamedArgs{"team": teamID}, scanAPIKey)
 }
 
 // RevokeAPIKey revokes a live key of the team and returns its hash.
 // ErrNotFound when the team has no such live key.
-func (s *Store) RevokeAPIKey(ctx context.Context, teamID, id uuid.UUID) ([]byte, error) {
+func (s *Accounts) RevokeAPIKey(ctx context.Context, teamID, id uuid.UUID) ([]byte, error) {
 	var hash []byte
 	err := s.pool.QueryRow(ctx,
 		`UPDATE api_key SET revoked_at = now()

@@ -99,7 +99,7 @@ func templateRef(teamID uuid.UUID, ref string) (string, pgx.NamedArgs) {
 
 // CreateTemplate stores a new draft template (t.Published is ignored) and
 // returns it. An alias the team already uses is ErrConflict.
-func (s *Store) CreateTemplate(ctx context.Context, t Template) (Template, error) {
+func (s *Templates) CreateTemplate(ctx context.Context, t Template) (Template, error) {
 	content, err := json.Marshal(t.Content)
 	if err != nil {
 		return Template{}, fmt.Errorf("encoding template content: %w", err)
@@ -115,14 +115,14 @@ func (s *Store) CreateTemplate(ctx context.Context, t Template) (Template, error
 
 // TemplateByRef returns the team's template with this id or alias;
 // ErrNotFound when the team has none.
-func (s *Store) TemplateByRef(ctx context.Context, teamID uuid.UUID, ref string) (Template, error) {
+func (s *Templates) TemplateByRef(ctx context.Context, teamID uuid.UUID, ref string) (Template, error) {
 	cond, args := templateRef(teamID, ref)
 	return scanTemplate(s.pool.QueryRow(ctx, `SELECT `+templateColumns+` FROM template WHERE `+cond, args))
 }
 
 // ListTemplates lists the team's templates, newest first.
-func (s *Store) ListTemplates(ctx context.Context, teamID uuid.UUID, p Page) ([]Template, bool, error) {
-	return listPage(ctx, s, p, `SELECT `+templateColumns+` FROM template WHERE team_id = @team`,
+func (s *Templates) ListTemplates(ctx context.Context, teamID uuid.UUID, p Page) ([]Template, bool, error) {
+	return listPage(ctx, s.Store, p, `SELECT `+templateColumns+` FROM template WHERE team_id = @team`,
 		pgx.NamedArgs{"team": teamID}, scanTemplate)
 }
 
@@ -131,7 +131,7 @@ func (s *Store) ListTemplates(ctx context.Context, teamID uuid.UUID, p Page) ([]
 // Content; an error from it is returned as it is and nothing changes. A
 // published template keeps its published version and is marked as having
 // unpublished changes. An alias already used is ErrConflict.
-func (s *Store) UpdateTemplate(ctx context.Context, teamID uuid.UUID, ref string,
+func (s *Templates) UpdateTemplate(ctx context.Context, teamID uuid.UUID, ref string,
 	edit func(*Template) error) (Template, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -165,7 +165,7 @@ func (s *Store) UpdateTemplate(ctx context.Context, teamID uuid.UUID, ref string
 
 // PublishTemplate makes the current content of the team's template the
 // version sends use.
-func (s *Store) PublishTemplate(ctx context.Context, teamID uuid.UUID, ref string) (Template, error) {
+func (s *Templates) PublishTemplate(ctx context.Context, teamID uuid.UUID, ref string) (Template, error) {
 	cond, args := templateRef(teamID, ref)
 	return scanTemplate(s.pool.QueryRow(ctx, `UPDATE template SET published = content, published_at = now(),
 			has_unpublished = false, updated_at = now()
@@ -175,7 +175,7 @@ func (s *Store) PublishTemplate(ctx context.Context, teamID uuid.UUID, ref strin
 // DuplicateTemplate copies the current content of the team's template
 // into a new draft with id newID, named after the original with " (copy)"
 // and without an alias.
-func (s *Store) DuplicateTemplate(ctx context.Context, teamID uuid.UUID, ref string, newID uuid.UUID) (Template, error) {
+func (s *Templates) DuplicateTemplate(ctx context.Context, teamID uuid.UUID, ref string, newID uuid.UUID) (Template, error) {
 	cond, args := templateRef(teamID, ref)
 	args["new_id"] = newID
 	t, err := scanTemplate(s.pool.QueryRow(ctx, `INSERT INTO template (id, team_id, name, content)
@@ -189,7 +189,7 @@ func (s *Store) DuplicateTemplate(ctx context.Context, teamID uuid.UUID, ref str
 
 // DeleteTemplate removes the team's template and returns it. Emails
 // already accepted from it keep their rendered content.
-func (s *Store) DeleteTemplate(ctx context.Context, teamID uuid.UUID, ref string) (Template, error) {
+func (s *Templates) DeleteTemplate(ctx context.Context, teamID uuid.UUID, ref string) (Template, error) {
 	cond, args := templateRef(teamID, ref)
 	return scanTemplate(s.pool.QueryRow(ctx, `DELETE FROM template WHERE `+cond+` RETURNING `+templateColumns, args))
 }

@@ -22,47 +22,47 @@ func TestTemplateLifecycle(t *testing.T) {
 	team, other := newTeam(t, st), newTeam(t, st)
 	subject := "Hi {{{NAME}}}"
 	alias := "welcome"
-	created, err := st.CreateTemplate(ctx, store.Template{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "Welcome",
+	created, err := st.Templates.CreateTemplate(ctx, store.Template{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "Welcome",
 		Alias: &alias, Content: store.TemplateContent{Subject: &subject, HTML: "<p>{{{NAME}}}</p>",
 			Variables: []store.TemplateVariable{{Key: "NAME", Type: "string", Fallback: json.RawMessage(`"you"`)}}}})
 	require.NoError(t, err)
 	require.Equal(t, store.TemplateDraft, created.Status())
 	require.Nil(t, created.Published)
 
-	got, err := st.TemplateByRef(ctx, team, "welcome")
+	got, err := st.Templates.TemplateByRef(ctx, team, "welcome")
 	require.NoError(t, err)
 	require.Equal(t, created.ID, got.ID)
 	require.Equal(t, subject, *got.Content.Subject)
 	require.JSONEq(t, `"you"`, string(got.Content.Variables[0].Fallback))
 
-	_, err = st.CreateTemplate(ctx, store.Template{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "x", Alias: &alias})
+	_, err = st.Templates.CreateTemplate(ctx, store.Template{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "x", Alias: &alias})
 	require.ErrorIs(t, err, store.ErrConflict, "an alias is unique per team")
-	_, err = st.CreateTemplate(ctx, store.Template{ID: uuid.Must(uuid.NewV7()), TeamID: other, Name: "x", Alias: &alias})
+	_, err = st.Templates.CreateTemplate(ctx, store.Template{ID: uuid.Must(uuid.NewV7()), TeamID: other, Name: "x", Alias: &alias})
 	require.NoError(t, err, "another team may use the same alias")
 
 	for _, ref := range []string{created.ID.String(), "welcome"} {
-		_, err = st.TemplateByRef(ctx, other, ref)
+		_, err = st.Templates.TemplateByRef(ctx, other, ref)
 		if ref == "welcome" {
-			got, err := st.TemplateByRef(ctx, other, ref)
+			got, err := st.Templates.TemplateByRef(ctx, other, ref)
 			require.NoError(t, err)
 			require.NotEqual(t, created.ID, got.ID, "an alias resolves within its team")
 			continue
 		}
 		require.ErrorIs(t, err, store.ErrNotFound)
 	}
-	_, err = st.PublishTemplate(ctx, other, created.ID.String())
+	_, err = st.Templates.PublishTemplate(ctx, other, created.ID.String())
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = st.DeleteTemplate(ctx, other, created.ID.String())
+	_, err = st.Templates.DeleteTemplate(ctx, other, created.ID.String())
 	require.ErrorIs(t, err, store.ErrNotFound)
 
-	pub, err := st.PublishTemplate(ctx, team, "welcome")
+	pub, err := st.Templates.PublishTemplate(ctx, team, "welcome")
 	require.NoError(t, err)
 	require.Equal(t, store.TemplatePublished, pub.Status())
 	require.NotNil(t, pub.PublishedAt)
 	require.Equal(t, "<p>{{{NAME}}}</p>", pub.Published.HTML)
 	require.False(t, pub.HasUnpublished)
 
-	edited, err := st.UpdateTemplate(ctx, team, created.ID.String(), func(t *store.Template) error {
+	edited, err := st.Templates.UpdateTemplate(ctx, team, created.ID.String(), func(t *store.Template) error {
 		t.Content.HTML = "<p>v2 {{{NAME}}}</p>"
 		return nil
 	})
@@ -71,27 +71,27 @@ func TestTemplateLifecycle(t *testing.T) {
 	require.Equal(t, "<p>v2 {{{NAME}}}</p>", edited.Content.HTML)
 	require.Equal(t, "<p>{{{NAME}}}</p>", edited.Published.HTML, "an edit leaves the published version")
 
-	dup, err := st.DuplicateTemplate(ctx, team, "welcome", uuid.Must(uuid.NewV7()))
+	dup, err := st.Templates.DuplicateTemplate(ctx, team, "welcome", uuid.Must(uuid.NewV7()))
 	require.NoError(t, err)
 	require.Equal(t, "Welcome (copy)", dup.Name)
 	require.Nil(t, dup.Alias)
 	require.Equal(t, store.TemplateDraft, dup.Status())
 	require.Equal(t, "<p>v2 {{{NAME}}}</p>", dup.Content.HTML)
 
-	list, more, err := st.ListTemplates(ctx, team, store.Page{Limit: 1})
+	list, more, err := st.Templates.ListTemplates(ctx, team, store.Page{Limit: 1})
 	require.NoError(t, err)
 	require.True(t, more)
 	require.Equal(t, dup.ID, list[0].ID)
 
-	_, err = st.UpdateTemplate(ctx, team, dup.ID.String(), func(t *store.Template) error {
+	_, err = st.Templates.UpdateTemplate(ctx, team, dup.ID.String(), func(t *store.Template) error {
 		t.Alias = &alias
 		return nil
 	})
 	require.ErrorIs(t, err, store.ErrConflict)
 
-	deleted, err := st.DeleteTemplate(ctx, team, "welcome")
+	deleted, err := st.Templates.DeleteTemplate(ctx, team, "welcome")
 	require.NoError(t, err)
 	require.Equal(t, created.ID, deleted.ID)
-	_, err = st.TemplateByRef(ctx, team, created.ID.String())
+	_, err = st.Templates.TemplateByRef(ctx, team, created.ID.String())
 	require.ErrorIs(t, err, store.ErrNotFound)
 }

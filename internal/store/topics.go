@@ -41,7 +41,7 @@ func scanTopic(row pgx.Row) (Topic, error) {
 // topicChange runs the statement q, which returns one topic, and writes
 // the webhook events of emit (topic.*) about that topic in the same
 // transaction, with TopicPayload as their data.
-func (s *Store) topicChange(ctx context.Context, q string, args pgx.NamedArgs, emit []string) (Topic, error) {
+func (s *Audience) topicChange(ctx context.Context, q string, args pgx.NamedArgs, emit []string) (Topic, error) {
 	var t Topic
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
@@ -55,7 +55,7 @@ func (s *Store) topicChange(ctx context.Context, q string, args pgx.NamedArgs, e
 
 // CreateTopic adds a topic and returns it; its transaction also writes
 // the webhook events of emit about it.
-func (s *Store) CreateTopic(ctx context.Context, t Topic, emit ...string) (Topic, error) {
+func (s *Audience) CreateTopic(ctx context.Context, t Topic, emit ...string) (Topic, error) {
 	got, err := s.topicChange(ctx, `INSERT INTO topic (id, team_id, name, description, default_subscription, visibility)
 		VALUES (@id, @team, @name, @description, @default, @visibility) RETURNING `+topicColumns,
 		pgx.NamedArgs{"id": t.ID, "team": t.TeamID, "name": t.Name, "description": t.Description,
@@ -67,14 +67,14 @@ func (s *Store) CreateTopic(ctx context.Context, t Topic, emit ...string) (Topic
 }
 
 // Topic finds one of the team's topics.
-func (s *Store) Topic(ctx context.Context, teamID, id uuid.UUID) (Topic, error) {
+func (s *Audience) Topic(ctx context.Context, teamID, id uuid.UUID) (Topic, error) {
 	return scanTopic(s.pool.QueryRow(ctx, `SELECT `+topicColumns+` FROM topic WHERE team_id = @team AND id = @id`,
 		pgx.NamedArgs{"team": teamID, "id": id}))
 }
 
 // ListTopics lists the team's topics, newest first.
-func (s *Store) ListTopics(ctx context.Context, teamID uuid.UUID, p Page) ([]Topic, bool, error) {
-	return listPage(ctx, s, p, `SELECT `+topicColumns+` FROM topic WHERE team_id = @team`,
+func (s *Audience) ListTopics(ctx context.Context, teamID uuid.UUID, p Page) ([]Topic, bool, error) {
+	return listPage(ctx, s.Store, p, `SELECT `+topicColumns+` FROM topic WHERE team_id = @team`,
 		pgx.NamedArgs{"team": teamID}, scanTopic)
 }
 
@@ -88,7 +88,7 @@ type TopicUpdate struct {
 
 // UpdateTopic changes one of the team's topics and returns it; its
 // transaction also writes the webhook events of emit about it.
-func (s *Store) UpdateTopic(ctx context.Context, teamID, id uuid.UUID, u TopicUpdate, emit ...string) (Topic, error) {
+func (s *Audience) UpdateTopic(ctx context.Context, teamID, id uuid.UUID, u TopicUpdate, emit ...string) (Topic, error) {
 	return s.topicChange(ctx, `UPDATE topic SET name = coalesce(@name, name),
 			description = coalesce(@description, description), visibility = coalesce(@visibility, visibility),
 			updated_at = now()
@@ -100,7 +100,7 @@ func (s *Store) UpdateTopic(ctx context.Context, teamID, id uuid.UUID, u TopicUp
 // DeleteTopic removes one of the team's topics with its contacts' choices;
 // its transaction also writes the webhook events of emit about the topic
 // as it was. ErrNotFound when there is none.
-func (s *Store) DeleteTopic(ctx context.Context, teamID, id uuid.UUID, emit ...string) (Topic, error) {
+func (s *Audience) DeleteTopic(ctx context.Context, teamID, id uuid.UUID, emit ...string) (Topic, error) {
 	return s.topicChange(ctx, `DELETE FROM topic WHERE team_id = @team AND id = @id RETURNING `+topicColumns,
 		pgx.NamedArgs{"team": teamID, "id": id}, emit)
 }

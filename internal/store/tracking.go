@@ -32,7 +32,7 @@ func Trackable(status string) bool {
 // TrackedRecipient returns recipient number index (from 0, in the order of
 // the email's recipients) of an email of team teamID; ErrNotFound when the
 // team has no such email or the email no such recipient.
-func (s *Store) TrackedRecipient(ctx context.Context, teamID, emailID uuid.UUID, index int) (TrackedRecipient, error) {
+func (s *Emails) TrackedRecipient(ctx context.Context, teamID, emailID uuid.UUID, index int) (TrackedRecipient, error) {
 	var r TrackedRecipient
 	var delivered *time.Time
 	err := s.pool.QueryRow(ctx, `SELECT e.rcpt_addrs[@n], e.rcpt_status[@n],
@@ -52,7 +52,7 @@ func (s *Store) TrackedRecipient(ctx context.Context, teamID, emailID uuid.UUID,
 // IsTeamTrackingHost reports whether host (lower case, without port) is
 // the tracking host <tracking_subdomain>.<name> of a live domain of team
 // teamID with open or click tracking on.
-func (s *Store) IsTeamTrackingHost(ctx context.Context, teamID uuid.UUID, host string) (bool, error) {
+func (s *Emails) IsTeamTrackingHost(ctx context.Context, teamID uuid.UUID, host string) (bool, error) {
 	sub, name, ok := strings.Cut(host, ".")
 	if !ok || sub == "" || name == "" {
 		return false, nil

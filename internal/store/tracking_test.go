@@ -19,25 +19,25 @@ func TestTrackedRecipientAndClickEvents(t *testing.T) {
 	team := newTeam(t, st)
 	hook := store.Webhook{ID: uuid.Must(uuid.NewV7()), TeamID: team, Endpoint: "https://hooks.example/x",
 		Events: []string{"email.opened", "email.clicked"}, Status: "enabled", Secret: []byte("sealed")}
-	require.NoError(t, st.CreateWebhook(ctx, hook))
+	require.NoError(t, st.Webhooks.CreateWebhook(ctx, hook))
 	e := newEmail(team, "ann@posthaste.test", "bob@posthaste.test")
-	_, err := st.InsertEmail(ctx, e)
+	_, err := st.Emails.InsertEmail(ctx, e)
 	require.NoError(t, err)
 	at := time.Now().UTC().Truncate(time.Millisecond)
-	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{
+	require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{
 		{Type: store.EventSent, Recipient: "ann@posthaste.test"},
 		{Type: store.EventDelivered, Recipient: "ann@posthaste.test", CreatedAt: at},
 		{Type: store.EventBounced, Recipient: "bob@posthaste.test"},
 	}))
 
-	ann, err := st.TrackedRecipient(ctx, team, e.ID, 0)
+	ann, err := st.Emails.TrackedRecipient(ctx, team, e.ID, 0)
 	require.NoError(t, err)
 	require.Equal(t, "ann@posthaste.test", ann.Address)
 	require.Equal(t, store.EventDelivered, ann.Status)
 	require.True(t, ann.DeliveredAt.Equal(at), "%v != %v", ann.DeliveredAt, at)
 	require.True(t, store.Trackable(ann.Status))
 
-	bob, err := st.TrackedRecipient(ctx, team, e.ID, 1)
+	bob, err := st.Emails.TrackedRecipient(ctx, team, e.ID, 1)
 	require.NoError(t, err)
 	require.Equal(t, store.TrackedRecipient{Address: "bob@posthaste.test", Status: store.EventBounced}, bob)
 	require.False(t, store.Trackable(bob.Status))
@@ -49,10 +49,10 @@ func TestTrackedRecipientAndClickEvents(t *testing.T) {
 	}
 
 	for name, f := range map[string]func() error{
-		"past the recipients": func() error { _, err := st.TrackedRecipient(ctx, team, e.ID, 2); return err },
-		"negative":            func() error { _, err := st.TrackedRecipient(ctx, team, e.ID, -1); return err },
-		"another team":        func() error { _, err := st.TrackedRecipient(ctx, newTeam(t, st), e.ID, 0); return err },
-		"no such email":       func() error { _, err := st.TrackedRecipient(ctx, team, uuid.New(), 0); return err },
+		"past the recipients": func() error { _, err := st.Emails.TrackedRecipient(ctx, team, e.ID, 2); return err },
+		"negative":            func() error { _, err := st.Emails.TrackedRecipient(ctx, team, e.ID, -1); return err },
+		"another team":        func() error { _, err := st.Emails.TrackedRecipient(ctx, newTeam(t, st), e.ID, 0); return err },
+		"no such email":       func() error { _, err := st.Emails.TrackedRecipient(ctx, team, uuid.New(), 0); return err },
 	} {
 		require.ErrorIs(t, f(), store.ErrNotFound, name)
 	}
@@ -67,21 +67,21 @@ func TestTrackedRecipientAndClickEvents(t *testing.T) {
 	}
 	open := store.Event{Type: "opened", Recipient: "ann@posthaste.test", Detail: map[string]any{"machine": false}}
 	state := func() (string, string, string) {
-		got, err := st.GetEmail(ctx, team, e.ID)
+		got, err := st.Emails.GetEmail(ctx, team, e.ID)
 		require.NoError(t, err)
 		return got.Recipients[0].Status, got.Recipients[1].Status, got.LastEvent
 	}
-	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{open, open}))
+	require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{open, open}))
 	ann1, bob1, last := state()
 	require.Equal(t, []string{store.EventOpened, store.EventBounced, store.EventOpened}, []string{ann1, bob1, last})
-	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{click("https://shop.test/a", false),
+	require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{click("https://shop.test/a", false),
 		click("https://shop.test/a", true)}))
 	ann1, bob1, last = state()
 	require.Equal(t, []string{store.EventClicked, store.EventBounced, store.EventClicked}, []string{ann1, bob1, last})
 	// A later open is recorded (and counted) but leaves the recipient
 	// clicked; outcome events replayed by a retried delivery step do not
 	// move an engaged recipient back.
-	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{open,
+	require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{open,
 		{Type: store.EventDelivered, Recipient: "ann@posthaste.test"},
 		{Type: store.EventBounced, Recipient: "ann@posthaste.test"}}))
 	ann1, _, _ = state()
@@ -90,14 +90,14 @@ func TestTrackedRecipientAndClickEvents(t *testing.T) {
 	require.True(t, store.IsFinal(store.EventOpened))
 	// A recipient whose delivery ended otherwise (bob bounced) does not
 	// move to opened even if an open is recorded for it.
-	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{{Type: "opened", Recipient: "bob@posthaste.test"}}))
+	require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{{Type: "opened", Recipient: "bob@posthaste.test"}}))
 	_, bob1, _ = state()
 	require.Equal(t, store.EventBounced, bob1)
 	// A complaint after a click still moves the recipient to complained.
-	require.NoError(t, st.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventComplained, Recipient: "ann@posthaste.test"}}))
+	require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventComplained, Recipient: "ann@posthaste.test"}}))
 	ann1, _, _ = state()
 	require.Equal(t, store.EventComplained, ann1)
-	evs, err := st.Events(ctx, e.ID)
+	evs, err := st.Emails.Events(ctx, e.ID)
 	require.NoError(t, err)
 	var opens, clicks int
 	for _, ev := range evs {
@@ -113,7 +113,7 @@ func TestTrackedRecipientAndClickEvents(t *testing.T) {
 	require.Equal(t, 4, opens)
 	require.Equal(t, 2, clicks)
 
-	msgs, _, err := st.ListWebhookMessages(ctx, team, hook.ID, store.Page{Limit: 10})
+	msgs, _, err := st.Webhooks.ListWebhookMessages(ctx, team, hook.ID, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, msgs, 6)
 	var sawClick bool
@@ -154,12 +154,12 @@ func TestIsTeamTrackingHost(t *testing.T) {
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
 	a := newDomain(teamA, "a.test")
 	a.OpenTracking = true
-	require.NoError(t, st.CreateDomain(ctx, a))
+	require.NoError(t, st.Domains.CreateDomain(ctx, a))
 	b := newDomain(teamB, "b.test")
 	b.ClickTracking, b.TrackingSubdomain = true, "go"
-	require.NoError(t, st.CreateDomain(ctx, b))
+	require.NoError(t, st.Domains.CreateDomain(ctx, b))
 	untracked := newDomain(teamB, "a.test") // the same name, tracking off
-	require.NoError(t, st.CreateDomain(ctx, untracked))
+	require.NoError(t, st.Domains.CreateDomain(ctx, untracked))
 
 	for _, tc := range []struct {
 		team uuid.UUID
@@ -176,18 +176,18 @@ func TestIsTeamTrackingHost(t *testing.T) {
 		{teamA, ".a.test", false},
 		{newTeam(t, st), "links.a.test", false},
 	} {
-		got, err := st.IsTeamTrackingHost(ctx, tc.team, tc.host)
+		got, err := st.Emails.IsTeamTrackingHost(ctx, tc.team, tc.host)
 		require.NoError(t, err)
 		require.Equal(t, tc.want, got, "%s of team %s", tc.host, tc.team)
 	}
 
 	off := false
-	require.NoError(t, st.UpdateDomain(ctx, teamB, b.ID, store.DomainUpdate{ClickTracking: &off}))
-	got, err := st.IsTeamTrackingHost(ctx, teamB, "go.b.test")
+	require.NoError(t, st.Domains.UpdateDomain(ctx, teamB, b.ID, store.DomainUpdate{ClickTracking: &off}))
+	got, err := st.Emails.IsTeamTrackingHost(ctx, teamB, "go.b.test")
 	require.NoError(t, err)
 	require.False(t, got, "tracking turned off")
-	require.NoError(t, st.DeleteDomain(ctx, teamA, a.ID))
-	got, err = st.IsTeamTrackingHost(ctx, teamA, "links.a.test")
+	require.NoError(t, st.Domains.DeleteDomain(ctx, teamA, a.ID))
+	got, err = st.Emails.IsTeamTrackingHost(ctx, teamA, "links.a.test")
 	require.NoError(t, err)
 	require.False(t, got, "the domain was deleted")
 }

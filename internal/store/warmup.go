@@ -27,7 +27,7 @@ func utcDay(t time.Time) time.Time {
 // grants only what is left: concurrent takers, in any process, never
 // overshoot the allowance. An address unknown to the database is
 // ErrNotFound.
-func (s *Store) TakeWarmup(ctx context.Context, ip netip.Addr, n int, schedule []int64, now time.Time) (int, error) {
+func (s *Domains) TakeWarmup(ctx context.Context, ip netip.Addr, n int, schedule []int64, now time.Time) (int, error) {
 	if n <= 0 {
 		return 0, nil
 	}
@@ -65,7 +65,7 @@ func (s *Store) TakeWarmup(ctx context.Context, ip netip.Addr, n int, schedule [
 // SetWarmup starts the warm-up of the address ip again at start (its
 // first day is start's UTC day), or with a nil start marks it done: the
 // address then sends without limit. An unknown address is ErrNotFound.
-func (s *Store) SetWarmup(ctx context.Context, ip netip.Addr, start *time.Time) error {
+func (s *Domains) SetWarmup(ctx context.Context, ip netip.Addr, start *time.Time) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE ip_address SET warmup_started_at = @start WHERE address = @ip`,
 		pgx.NamedArgs{"ip": netip.PrefixFrom(ip, ip.BitLen()), "start": start})
 	if err != nil {
@@ -96,7 +96,7 @@ type WarmupAddress struct {
 // WarmupAddresses returns every address of every pool, retired ones too,
 // with the messages it sent on the UTC day of day, pools and addresses in
 // the order they were created.
-func (s *Store) WarmupAddresses(ctx context.Context, day time.Time) ([]WarmupAddress, error) {
+func (s *Domains) WarmupAddresses(ctx context.Context, day time.Time) ([]WarmupAddress, error) {
 	rows, err := s.pool.Query(ctx, `SELECT p.name, a.id, a.address, a.ehlo_name, a.warmup_started_at, a.retired_at,
 			coalesce(w.sent, 0)
 		FROM ip_address a JOIN ip_pool p ON p.id = a.pool_id

@@ -233,7 +233,7 @@ func (e *LimitError) Is(target error) bool { return target == ErrLimitReached }
 // CreateWebhook inserts an endpoint; a *LimitError when the team already
 // has MaxWebhooksPerTeam. The team's row is locked while its endpoints are
 // counted, so concurrent creations cannot pass the limit together.
-func (s *Store) CreateWebhook(ctx context.Context, w Webhook) error {
+func (s *Webhooks) CreateWebhook(ctx context.Context, w Webhook) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("creating webhook: %w", mapErr(err))
@@ -268,21 +268,21 @@ func (s *Store) CreateWebhook(ctx context.Context, w Webhook) error {
 }
 
 // GetWebhook returns a team's endpoint; ErrNotFound for other teams'.
-func (s *Store) GetWebhook(ctx context.Context, teamID, id uuid.UUID) (Webhook, error) {
+func (s *Webhooks) GetWebhook(ctx context.Context, teamID, id uuid.UUID) (Webhook, error) {
 	return scanWebhook(s.pool.QueryRow(ctx, `SELECT `+webhookColumns+` FROM webhook
 		WHERE id = @id AND team_id = @team`, pgx.NamedArgs{"id": id, "team": teamID}))
 }
 
 // WebhookByID returns an endpoint whatever its team: deliveries address
 // endpoints by id.
-func (s *Store) WebhookByID(ctx context.Context, id uuid.UUID) (Webhook, error) {
+func (s *Webhooks) WebhookByID(ctx context.Context, id uuid.UUID) (Webhook, error) {
 	return scanWebhook(s.pool.QueryRow(ctx, `SELECT `+webhookColumns+` FROM webhook WHERE id = @id`,
 		pgx.NamedArgs{"id": id}))
 }
 
 // ListWebhooks lists a team's endpoints, newest first.
-func (s *Store) ListWebhooks(ctx context.Context, teamID uuid.UUID, p Page) ([]Webhook, bool, error) {
-	return listPage(ctx, s, p, `SELECT `+webhookColumns+` FROM webhook WHERE team_id = @team`,
+func (s *Webhooks) ListWebhooks(ctx context.Context, teamID uuid.UUID, p Page) ([]Webhook, bool, error) {
+	return listPage(ctx, s.Store, p, `SELECT `+webhookColumns+` FROM webhook WHERE team_id = @team`,
 		pgx.NamedArgs{"team": teamID}, scanWebhook)
 }
 
@@ -294,7 +294,7 @@ type WebhookUpdate struct {
 }
 
 // UpdateWebhook changes an endpoint. Enabling it clears its failure record.
-func (s *Store) UpdateWebhook(ctx context.Context, teamID, id uuid.UUID, u WebhookUpdate) error {
+func (s *Webhooks) UpdateWebhook(ctx context.Context, teamID, id uuid.UUID, u WebhookUpdate) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE webhook SET
 			endpoint = coalesce(@endpoint, endpoint),
 			events = coalesce(@events, events),
@@ -316,7 +316,7 @@ func (s *Store) UpdateWebhook(ctx context.Context, teamID, id uuid.UUID, u Webho
 }
 
 // DeleteWebhook deletes an endpoint with its messages and attempts.
-func (s *Store) DeleteWebhook(ctx context.Context, teamID, id uuid.UUID) error {
+func (s *Webhooks) DeleteWebhook(ctx context.Context, teamID, id uuid.UUID) error {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM webhook WHERE id = @id AND team_id = @team`,
 		pgx.NamedArgs{"id": id, "team": teamID})
 	if err != nil {
@@ -330,7 +330,7 @@ func (s *Store) DeleteWebhook(ctx context.Context, teamID, id uuid.UUID) error {
 
 // RotateWebhookSecret makes secret (sealed) the endpoint's secret; the
 // current one keeps signing until until.
-func (s *Store) RotateWebhookSecret(ctx context.Context, teamID, id uuid.UUID, secret []byte, until time.Time) error {
+func (s *Webhooks) RotateWebhookSecret(ctx context.Context, teamID, id uuid.UUID, secret []byte, until time.Time) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE webhook SET previous_secret = secret, previous_secret_until = @until,
 			secret = @secret, updated_at = now()
 		WHERE id = @id AND team_id = @team`,
@@ -347,7 +347,7 @@ func (s *Store) RotateWebhookSecret(ctx context.Context, teamID, id uuid.UUID, s
 // DisableWebhook disables an enabled endpoint for reason and fails its
 // undelivered messages (they can be replayed once it is enabled again).
 // It reports whether this call disabled it.
-func (s *Store) DisableWebhook(ctx context.Context, id uuid.UUID, reason string) (bool, error) {
+func (s *Webhooks) DisableWebhook(ctx context.Context, id uuid.UUID, reason string) (bool, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return false, mapErr(err)
@@ -386,7 +386,7 @@ func scanMessage(row pgx.Row) (WebhookMessage, error) {
 // and the undelivered ones after it, at most limit in all. Keys whose first
 // message waits for a retry are left out, so they cannot crowd out the
 // others.
-func (s *Store) DueMessages(ctx context.Context, webhookID uuid.UUID, now time.Time, groups, limit int) ([]WebhookMessage, error) {
+func (s *Webhooks) DueMessages(ctx context.Context, webhookID uuid.UUID, now time.Time, groups, limit int) ([]WebhookMessage, error) {
 	rows, err := s.pool.Query(ctx, `WITH heads AS (
 			SELECT DISTINCT ON (order_key) order_key, seq, next_attempt_at FROM webhook_message
 			WHERE webhook_id = @id AND status IN ('pending', 'attempting') ORDER BY order_key, seq
@@ -410,7 +410,7 @@ func (s *Store) DueMessages(ctx context.Context, webhookID uuid.UUID, now time.T
 // NextWebhookAttempt is the earliest time a message of the endpoint is
 // due, counting only the first undelivered message of each order key (the
 // others wait for it); nil when nothing is left to deliver.
-func (s *Store) NextWebhookAttempt(ctx context.Context, webhookID uuid.UUID) (*time.Time, error) {
+func (s *Webhooks) NextWebhookAttempt(ctx context.Context, webhookID uuid.UUID) (*time.Time, error) {
 	var t *time.Time
 	err := s.pool.QueryRow(ctx, `SELECT min(next_attempt_at) FROM (
 			SELECT DISTINCT ON (order_key) next_attempt_at FROM webhook_message
@@ -433,7 +433,7 @@ type AttemptOutcome struct {
 // endpoint's failure record: cleared by a success, started by the first
 // failure. It returns since when the endpoint has been failing (nil after
 // a success).
-func (s *Store) RecordWebhookAttempt(ctx context.Context, o AttemptOutcome) (*time.Time, error) {
+func (s *Webhooks) RecordWebhookAttempt(ctx context.Context, o AttemptOutcome) (*time.Time, error) {
 	a := o.Attempt
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO webhook_attempt (id, message_id, team_id, attempted_at, response_status, response_body,
@@ -462,7 +462,7 @@ func (s *Store) RecordWebhookAttempt(ctx context.Context, o AttemptOutcome) (*ti
 }
 
 // InsertWebhookMessage stores a message for one endpoint (test events).
-func (s *Store) InsertWebhookMessage(ctx context.Context, m WebhookMessage) error {
+func (s *Webhooks) InsertWebhookMessage(ctx context.Context, m WebhookMessage) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO webhook_message (id, team_id, webhook_id, type, order_key, payload,
 			status, next_attempt_at) VALUES (@id, @team, @webhook, @type, @key, @payload::jsonb, @status, @next)`,
 		pgx.NamedArgs{"id": m.ID, "team": m.TeamID, "webhook": m.WebhookID, "type": m.Type, "key": m.OrderKey,
@@ -475,7 +475,7 @@ func (s *Store) InsertWebhookMessage(ctx context.Context, m WebhookMessage) erro
 
 // ListWebhookMessages lists an endpoint's messages, newest first; after
 // and before are message ids (exclusive cursors).
-func (s *Store) ListWebhookMessages(ctx context.Context, teamID, webhookID uuid.UUID, p Page) ([]WebhookMessage, bool, error) {
+func (s *Webhooks) ListWebhookMessages(ctx context.Context, teamID, webhookID uuid.UUID, p Page) ([]WebhookMessage, bool, error) {
 	q := `SELECT ` + messageColumns + ` FROM webhook_message WHERE team_id = @team AND webhook_id = @webhook`
 	args := pgx.NamedArgs{"team": teamID, "webhook": webhookID, "limit": p.Limit + 1}
 	order := " ORDER BY seq DESC"
@@ -509,14 +509,14 @@ func (s *Store) ListWebhookMessages(ctx context.Context, teamID, webhookID uuid.
 }
 
 // GetWebhookMessage returns one message of a team's endpoint.
-func (s *Store) GetWebhookMessage(ctx context.Context, teamID, webhookID, id uuid.UUID) (WebhookMessage, error) {
+func (s *Webhooks) GetWebhookMessage(ctx context.Context, teamID, webhookID, id uuid.UUID) (WebhookMessage, error) {
 	return scanMessage(s.pool.QueryRow(ctx, `SELECT `+messageColumns+` FROM webhook_message
 		WHERE id = @id AND webhook_id = @webhook AND team_id = @team`,
 		pgx.NamedArgs{"id": id, "webhook": webhookID, "team": teamID}))
 }
 
 // WebhookAttempts lists the attempts of a team's message, oldest first.
-func (s *Store) WebhookAttempts(ctx context.Context, teamID, messageID uuid.UUID) ([]WebhookAttempt, error) {
+func (s *Webhooks) WebhookAttempts(ctx context.Context, teamID, messageID uuid.UUID) ([]WebhookAttempt, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, message_id, attempted_at, response_status, response_body,
 			duration_ms, error FROM webhook_attempt WHERE message_id = @id AND team_id = @team
 		ORDER BY attempted_at, id`, pgx.NamedArgs{"id": messageID, "team": teamID})
@@ -536,7 +536,7 @@ func (s *Store) WebhookAttempts(ctx context.Context, teamID, messageID uuid.UUID
 
 // ReplayWebhookMessage makes a message of a team's endpoint due again now,
 // with a fresh retry schedule and the same id.
-func (s *Store) ReplayWebhookMessage(ctx context.Context, teamID, webhookID, id uuid.UUID) error {
+func (s *Webhooks) ReplayWebhookMessage(ctx context.Context, teamID, webhookID, id uuid.UUID) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE webhook_message SET status = 'pending', attempts = 0,
 			next_attempt_at = now(), updated_at = now()
 		WHERE id = @id AND webhook_id = @webhook AND team_id = @team`,
@@ -551,7 +551,7 @@ func (s *Store) ReplayWebhookMessage(ctx context.Context, teamID, webhookID, id 
 }
 
 // TeamOwners returns the email addresses of a team's owners.
-func (s *Store) TeamOwners(ctx context.Context, teamID uuid.UUID) ([]string, error) {
+func (s *Webhooks) TeamOwners(ctx context.Context, teamID uuid.UUID) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT u.email FROM membership m JOIN app_user u ON u.id = m.user_id
 		WHERE m.team_id = @team AND m.role = 'owner' ORDER BY u.email`, pgx.NamedArgs{"team": teamID})
 	if err != nil {
@@ -566,7 +566,7 @@ func (s *Store) TeamOwners(ctx context.Context, teamID uuid.UUID) ([]string, err
 
 // SendableDomainTeam returns the team owning a live, sendable domain of
 // that name (the operator's domain of POSTHASTE_SYSTEM_FROM).
-func (s *Store) SendableDomainTeam(ctx context.Context, name string) (uuid.UUID, error) {
+func (s *Webhooks) SendableDomainTeam(ctx context.Context, name string) (uuid.UUID, error) {
 	var team uuid.UUID
 	err := s.pool.QueryRow(ctx, `SELECT team_id FROM domain WHERE name = @name AND deleted_at IS NULL
 		AND status IN ('verified', 'temporary_failure') ORDER BY verified_at LIMIT 1`,

@@ -65,7 +65,7 @@ func newIdemDB(t *testing.T) *idemDB {
 	d := &idemDB{url: storetest.NewDatabase(t)}
 	st := d.open(t)
 	d.team = uuid.Must(uuid.NewV7())
-	require.NoError(t, st.CreateTeam(context.Background(), store.Team{ID: d.team, Name: "t"}))
+	require.NoError(t, st.Accounts.CreateTeam(context.Background(), store.Team{ID: d.team, Name: "t"}))
 	var err error
 	d.probe, err = pgxpool.New(context.Background(), d.url)
 	require.NoError(t, err)
@@ -249,8 +249,8 @@ func TestIdempotencyDeadHolderFreesItsKey(t *testing.T) {
 
 	stA := d.open(t)
 	held := newHeldFetcher(t)
-	a := New(Config{Store: stA, Fetcher: held, IdempotencyLease: testLease, IdempotencyHeartbeat: testBeat})
-	b := New(Config{Store: d.open(t), Fetcher: quickFetcher{}, IdempotencyLease: testLease, IdempotencyHeartbeat: testBeat})
+	a := New(Config{Store: StoreOf(stA), Fetcher: held, IdempotencyLease: testLease, IdempotencyHeartbeat: testBeat})
+	b := New(Config{Store: StoreOf(d.open(t)), Fetcher: quickFetcher{}, IdempotencyLease: testLease, IdempotencyHeartbeat: testBeat})
 
 	doneA := sendAsync(a, from, req, key)
 	receive(t, held.entered, "process A to claim the key and fetch the attachment")
@@ -289,10 +289,10 @@ func TestIdempotencyLiveHolderKeepsItsKey(t *testing.T) {
 	req := reportRequest("Monthly report")
 
 	held := newHeldFetcher(t)
-	watched := &watchedStore{Store: d.open(t), renewed: make(chan error, 100)}
+	watched := &watchedStore{Store: StoreOf(d.open(t)), renewed: make(chan error, 100)}
 	a := New(Config{Store: watched, Fetcher: held, IdempotencyLease: testLease, IdempotencyHeartbeat: testBeat})
 	// B would accept the request if it ever got the key.
-	b := New(Config{Store: d.open(t), Fetcher: quickFetcher{}, IdempotencyLease: testLease, IdempotencyHeartbeat: testBeat})
+	b := New(Config{Store: StoreOf(d.open(t)), Fetcher: quickFetcher{}, IdempotencyLease: testLease, IdempotencyHeartbeat: testBeat})
 
 	doneA := sendAsync(a, from, req, key)
 	receive(t, held.entered, "process A to claim the key and fetch the attachment")
@@ -335,10 +335,10 @@ func TestIdempotencyLostClaimDoesNotWrite(t *testing.T) {
 	req := reportRequest("Monthly report")
 
 	held := newHeldFetcher(t)
-	watched := &watchedStore{Store: d.open(t), renewed: make(chan error, 100)}
+	watched := &watchedStore{Store: StoreOf(d.open(t)), renewed: make(chan error, 100)}
 	watched.cutOff.Store(true)
 	a := New(Config{Store: watched, Fetcher: held, IdempotencyLease: testLease, IdempotencyHeartbeat: testBeat})
-	b := New(Config{Store: d.open(t), Fetcher: quickFetcher{}, IdempotencyLease: testLease, IdempotencyHeartbeat: testBeat})
+	b := New(Config{Store: StoreOf(d.open(t)), Fetcher: quickFetcher{}, IdempotencyLease: testLease, IdempotencyHeartbeat: testBeat})
 
 	doneA := sendAsync(a, from, req, key)
 	receive(t, held.entered, "process A to claim the key and fetch the attachment")

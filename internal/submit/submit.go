@@ -515,3 +515,25 @@ func display(list []address.Address) []string {
 	}
 	return out
 }
+
+// StoreOf is the Store (and TemplateSource) of the opened store: its
+// emails, with the members, domains, topics, contacts and templates that
+// sending checks.
+func StoreOf(st *store.Store) Store {
+	return storeAreas{st.Emails, st.Accounts, st.Domains, st.Audience, st.Templates}
+}
+
+// storeAreas joins the areas sending reads; each method it needs comes from
+// exactly one of them.
+type storeAreas struct {
+	*store.Emails
+	*store.Accounts
+	*store.Domains
+	*store.Audience
+	*store.Templates
+}
+
+var (
+	_ Store          = storeAreas{}
+	_ TemplateSource = storeAreas{}
+)

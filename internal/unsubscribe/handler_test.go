@@ -46,14 +46,14 @@ func newFixture(t *testing.T, limiter Limiter) *fixture {
 	f := &fixture{t: t, st: storetest.New(t), sealer: testSealer(t, 3)}
 	f.team, f.other = uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
 	for _, team := range []uuid.UUID{f.team, f.other} {
-		require.NoError(t, f.st.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
+		require.NoError(t, f.st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
 	}
 	f.webhook = uuid.Must(uuid.NewV7())
-	require.NoError(t, f.st.CreateWebhook(ctx, store.Webhook{ID: f.webhook, TeamID: f.team, Endpoint: "https://hooks.test/x",
+	require.NoError(t, f.st.Webhooks.CreateWebhook(ctx, store.Webhook{ID: f.webhook, TeamID: f.team, Endpoint: "https://hooks.test/x",
 		Events: []string{"contact.created", "contact.updated", "contact.topics.updated"}, Status: store.WebhookEnabled,
 		Secret: []byte("sealed")}))
 	topic := func(name, def, vis string) store.Topic {
-		tp, err := f.st.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: f.team, Name: name,
+		tp, err := f.st.Audience.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: f.team, Name: name,
 			Description: name + " description", DefaultSubscription: def, Visibility: vis})
 		require.NoError(t, err)
 		return tp
@@ -62,7 +62,7 @@ func newFixture(t *testing.T, limiter Limiter) *fixture {
 	f.secret = topic("Secret", store.TopicOptIn, "private")
 	f.deals = topic("Deals", store.TopicOptOut, "public")
 	var err error
-	f.h, err = NewHandler(Config{Sealer: f.sealer, PublicURL: "https://mail.test", Limiter: limiter, Rate: 2, Outbox: f}, f.st)
+	f.h, err = NewHandler(Config{Sealer: f.sealer, PublicURL: "https://mail.test", Limiter: limiter, Rate: 2, Outbox: f}, f.st.Audience)
 	require.NoError(t, err)
 	return f
 }
@@ -92,7 +92,7 @@ func (f *fixture) oneClick(tok string) *httptest.ResponseRecorder {
 
 // events lists the webhook events queued for the team, oldest first.
 func (f *fixture) events() []string {
-	msgs, _, err := f.st.ListWebhookMessages(context.Background(), f.team, f.webhook, store.Page{Limit: 100})
+	msgs, _, err := f.st.Webhooks.ListWebhookMessages(context.Background(), f.team, f.webhook, store.Page{Limit: 100})
 	require.NoError(f.t, err)
 	var out []string
 	for i := len(msgs) - 1; i >= 0; i-- {
@@ -106,7 +106,7 @@ func (f *fixture) events() []string {
 }
 
 func (f *fixture) blocked(topic uuid.UUID, email string) bool {
-	b, err := f.st.TopicBlocked(context.Background(), f.team, topic, []string{email})
+	b, err := f.st.Audience.TopicBlocked(context.Background(), f.team, topic, []string{email})
 	require.NoError(f.t, err)
 	return b[store.NormalizeAddress(email)]
 }
@@ -114,10 +114,10 @@ func (f *fixture) blocked(topic uuid.UUID, email string) bool {
 func TestOneClickUnsubscribesFromTheTopic(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
-	ct, err := f.st.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: f.team, Email: "ann@x.test"}, nil, nil)
+	ct, err := f.st.Audience.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: f.team, Email: "ann@x.test"}, nil, nil)
 	require.NoError(t, err)
 	// The same address in another team is another contact.
-	otherAnn, err := f.st.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: f.other, Email: "ann@x.test"}, nil, nil)
+	otherAnn, err := f.st.Audience.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: f.other, Email: "ann@x.test"}, nil, nil)
 	require.NoError(t, err)
 	tok := f.token(&f.news.ID, "Ann@x.test")
 
@@ -127,10 +127,10 @@ func TestOneClickUnsubscribesFromTheTopic(t *testing.T) {
 	require.True(t, f.blocked(f.news.ID, "ann@x.test"), "later sends with the topic are blocked")
 	require.False(t, f.blocked(f.secret.ID, "ann@x.test"), "other topics are not touched")
 	require.Equal(t, []string{"contact.topics.updated:ann@x.test"}, f.events())
-	wakes, err := f.st.OutboxLen(ctx)
+	wakes, err := f.st.Webhooks.OutboxLen(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, wakes, "the endpoint's delivery is woken when the change commits")
-	msgs, _, err := f.st.ListWebhookMessages(ctx, f.team, f.webhook, store.Page{Limit: 1})
+	msgs, _, err := f.st.Webhooks.ListWebhookMessages(ctx, f.team, f.webhook, store.Page{Limit: 1})
 	require.NoError(t, err)
 	require.Contains(t, string(msgs[0].Payload), `"topics": [{"id": "`+f.news.ID.String()+`", "subscription": "opt_out"}]`)
 	require.Contains(t, string(msgs[0].Payload), ct.ID.String())
@@ -147,13 +147,13 @@ func TestOneClickUnsubscribesFromTheTopic(t *testing.T) {
 	require.NoError(t, mw.Close())
 	w = f.do("POST", f.token(nil, "ann@x.test"), mw.FormDataContentType(), &buf)
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
-	got, err := f.st.Contact(ctx, f.team, store.ContactRef{Email: "ann@x.test"})
+	got, err := f.st.Audience.Contact(ctx, f.team, store.ContactRef{Email: "ann@x.test"})
 	require.NoError(t, err)
 	require.True(t, got.Unsubscribed)
 	require.Equal(t, []string{"contact.topics.updated:ann@x.test", "contact.updated:ann@x.test"}, f.events())
 
 	// Team isolation: the other team's contact is as it was.
-	o, err := f.st.Contact(ctx, f.other, store.ContactRef{ID: &otherAnn.ID})
+	o, err := f.st.Audience.Contact(ctx, f.other, store.ContactRef{ID: &otherAnn.ID})
 	require.NoError(t, err)
 	require.False(t, o.Unsubscribed)
 }
@@ -162,7 +162,7 @@ func TestOneClickCreatesTheContact(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	require.Equal(t, http.StatusOK, f.oneClick(f.token(&f.news.ID, "new@x.test")).Code)
-	ct, err := f.st.Contact(ctx, f.team, store.ContactRef{Email: "new@x.test"})
+	ct, err := f.st.Audience.Contact(ctx, f.team, store.ContactRef{Email: "new@x.test"})
 	require.NoError(t, err)
 	require.False(t, ct.Unsubscribed)
 	require.True(t, f.blocked(f.news.ID, "new@x.test"))
@@ -170,13 +170,13 @@ func TestOneClickCreatesTheContact(t *testing.T) {
 
 	// An opt-out topic the address never joined: nothing to do.
 	require.Equal(t, http.StatusOK, f.oneClick(f.token(&f.deals.ID, "other@x.test")).Code)
-	_, err = f.st.Contact(ctx, f.team, store.ContactRef{Email: "other@x.test"})
+	_, err = f.st.Audience.Contact(ctx, f.team, store.ContactRef{Email: "other@x.test"})
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.True(t, f.blocked(f.deals.ID, "other@x.test"))
 
 	// No topic: a contact unsubscribed from everything.
 	require.Equal(t, http.StatusOK, f.oneClick(f.token(nil, "all@x.test")).Code)
-	ct, err = f.st.Contact(ctx, f.team, store.ContactRef{Email: "all@x.test"})
+	ct, err = f.st.Audience.Contact(ctx, f.team, store.ContactRef{Email: "all@x.test"})
 	require.NoError(t, err)
 	require.True(t, ct.Unsubscribed)
 	require.True(t, f.blocked(f.news.ID, "all@x.test"))
@@ -217,7 +217,7 @@ func TestPreferencesPage(t *testing.T) {
 	w = f.do("POST", tok, "application/x-www-form-urlencoded", strings.NewReader(form+"&everything=on"))
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
 	require.Contains(t, w.Body.String(), "You are unsubscribed from all emails")
-	ct, err := f.st.Contact(ctx, f.team, store.ContactRef{Email: "bob@x.test"})
+	ct, err := f.st.Audience.Contact(ctx, f.team, store.ContactRef{Email: "bob@x.test"})
 	require.NoError(t, err)
 	require.True(t, ct.Unsubscribed)
 	require.True(t, f.blocked(f.deals.ID, "bob@x.test"))
@@ -279,23 +279,23 @@ func TestRateLimitPerClient(t *testing.T) {
 func TestOneClickOfABroadcastCountsInItsReport(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
-	seg, err := f.st.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: f.team, Name: "all"})
+	seg, err := f.st.Audience.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: f.team, Name: "all"})
 	require.NoError(t, err)
-	ct, err := f.st.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: f.team, Email: "reader@x.test"},
+	ct, err := f.st.Audience.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: f.team, Email: "reader@x.test"},
 		[]uuid.UUID{seg.ID}, nil)
 	require.NoError(t, err)
 	html := "<p>hi</p>"
-	b, err := f.st.CreateBroadcast(ctx, store.Broadcast{ID: uuid.Must(uuid.NewV7()), TeamID: f.team, SegmentID: &seg.ID,
+	b, err := f.st.Broadcasts.CreateBroadcast(ctx, store.Broadcast{ID: uuid.Must(uuid.NewV7()), TeamID: f.team, SegmentID: &seg.ID,
 		TopicID: &f.news.ID, From: "onboarding@posthaste.test", Subject: "s", HTML: &html})
 	require.NoError(t, err)
-	_, err = f.st.SendBroadcast(ctx, f.team, b.ID, nil, nil)
+	_, err = f.st.Broadcasts.SendBroadcast(ctx, f.team, b.ID, nil, nil)
 	require.NoError(t, err)
-	_, err = f.st.HandOffBroadcastChunk(ctx, store.BroadcastChunk{BroadcastID: b.ID, Size: 10, FromDomain: "posthaste.test",
+	_, err = f.st.Broadcasts.HandOffBroadcastChunk(ctx, store.BroadcastChunk{BroadcastID: b.ID, Size: 10, FromDomain: "posthaste.test",
 		Now: time.Now()}, func(b store.Broadcast, c store.BroadcastContact) (store.RenderedBroadcast, error) {
 		return store.RenderedBroadcast{Subject: b.Subject, HTML: b.HTML}, nil
 	})
 	require.NoError(t, err)
-	rs, _, err := f.st.BroadcastRecipients(ctx, f.team, b.ID, "", "", store.Page{Limit: 10})
+	rs, _, err := f.st.Broadcasts.BroadcastRecipients(ctx, f.team, b.ID, "", "", store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, rs, 1)
 	tok, err := f.sealer.Seal(Token{TeamID: f.team, EmailID: rs[0].EmailID, TopicID: &f.news.ID, BroadcastID: &b.ID,
@@ -305,10 +305,10 @@ func TestOneClickOfABroadcastCountsInItsReport(t *testing.T) {
 		require.Equal(t, http.StatusOK, f.oneClick(tok).Code)
 	}
 	require.True(t, f.blocked(f.news.ID, ct.Email))
-	counts, err := f.st.BroadcastCounts(ctx, f.team, b.ID)
+	counts, err := f.st.Broadcasts.BroadcastCounts(ctx, f.team, b.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), counts.Unsubscribed)
-	unsub, _, err := f.st.BroadcastRecipients(ctx, f.team, b.ID, "unsubscribed", "", store.Page{Limit: 10})
+	unsub, _, err := f.st.Broadcasts.BroadcastRecipients(ctx, f.team, b.ID, "unsubscribed", "", store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, unsub, 1)
 	require.Equal(t, ct.Email, unsub[0].Email)
@@ -317,7 +317,7 @@ func TestOneClickOfABroadcastCountsInItsReport(t *testing.T) {
 	other, err := f.sealer.Seal(Token{TeamID: f.team, EmailID: uuid.New(), BroadcastID: &b.ID, Email: "someone@x.test"})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, f.oneClick(other).Code)
-	counts, err = f.st.BroadcastCounts(ctx, f.team, b.ID)
+	counts, err = f.st.Broadcasts.BroadcastCounts(ctx, f.team, b.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), counts.Unsubscribed)
 }

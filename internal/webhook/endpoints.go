@@ -132,7 +132,7 @@ func (e *Endpoints) Create(ctx context.Context, teamID uuid.UUID, endpoint strin
 	}
 	w := store.Webhook{ID: id, TeamID: teamID, Endpoint: endpoint, Events: events,
 		Status: store.WebhookEnabled, Secret: sealed}
-	if err := e.store.CreateWebhook(ctx, w); err != nil {
+	if err := e.store.Webhooks.CreateWebhook(ctx, w); err != nil {
 		return store.Webhook{}, "", err
 	}
 	return w, FormatSecret(key), nil
@@ -168,7 +168,7 @@ func (e *Endpoints) Update(ctx context.Context, teamID, id uuid.UUID, c Change) 
 		}
 		u.Status = c.Status
 	}
-	if err := e.store.UpdateWebhook(ctx, teamID, id, u); err != nil {
+	if err := e.store.Webhooks.UpdateWebhook(ctx, teamID, id, u); err != nil {
 		return err
 	}
 	if u.Status != nil {
@@ -179,7 +179,7 @@ func (e *Endpoints) Update(ctx context.Context, teamID, id uuid.UUID, c Change) 
 
 // Delete deletes a team's endpoint with its events and attempts.
 func (e *Endpoints) Delete(ctx context.Context, teamID, id uuid.UUID) error {
-	if err := e.store.DeleteWebhook(ctx, teamID, id); err != nil {
+	if err := e.store.Webhooks.DeleteWebhook(ctx, teamID, id); err != nil {
 		return err
 	}
 	e.wake(ctx, id) // its delivery ends when it finds the endpoint gone
@@ -221,7 +221,7 @@ func (e *Endpoints) Rotate(ctx context.Context, w store.Webhook) (string, error)
 	if err != nil {
 		return "", fmt.Errorf("sealing the secret of webhook %s: %w", w.ID, err)
 	}
-	if err := e.store.RotateWebhookSecret(ctx, w.TeamID, w.ID, sealed, e.cfg.Now().Add(RotationOverlap)); err != nil {
+	if err := e.store.Webhooks.RotateWebhookSecret(ctx, w.TeamID, w.ID, sealed, e.cfg.Now().Add(RotationOverlap)); err != nil {
 		return "", err
 	}
 	return FormatSecret(key), nil
@@ -254,7 +254,7 @@ func (e *Endpoints) Test(ctx context.Context, w store.Webhook, typ string) (stor
 	}
 	m := store.WebhookMessage{ID: mid, TeamID: w.TeamID, WebhookID: w.ID, Type: typ, OrderKey: mid.String(),
 		Payload: body, Status: store.MessageAttempting}
-	if err := e.store.InsertWebhookMessage(ctx, m); err != nil {
+	if err := e.store.Webhooks.InsertWebhookMessage(ctx, m); err != nil {
 		return store.WebhookAttempt{}, err
 	}
 	at := e.cfg.Client.Post(ctx, w.Endpoint, MessageID(mid), body, keys)
@@ -266,7 +266,7 @@ func (e *Endpoints) Test(ctx context.Context, w store.Webhook, typ string) (stor
 	if at.OK() {
 		status = store.MessageSuccess
 	}
-	if _, err := e.store.RecordWebhookAttempt(ctx, store.AttemptOutcome{Attempt: row, WebhookID: w.ID,
+	if _, err := e.store.Webhooks.RecordWebhookAttempt(ctx, store.AttemptOutcome{Attempt: row, WebhookID: w.ID,
 		TeamID: w.TeamID, Status: status, Succeeded: at.OK()}); err != nil {
 		return store.WebhookAttempt{}, err
 	}

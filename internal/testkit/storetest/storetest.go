@@ -76,7 +76,7 @@ func migrate(ctx context.Context, url string) error {
 func SeedOutcomes(t testing.TB, st *store.Store, team uuid.UUID, outcomes map[string]int) {
 	t.Helper()
 	ctx := context.Background()
-	if err := st.SetPlan(ctx, team, "50k"); err != nil {
+	if err := st.Accounts.SetPlan(ctx, team, "50k"); err != nil {
 		t.Fatalf("setting plan: %v", err)
 	}
 	for status, n := range outcomes {
@@ -89,7 +89,7 @@ func SeedOutcomes(t testing.TB, st *store.Store, team uuid.UUID, outcomes map[st
 			e.To = append(e.To, addr)
 			e.Recipients = append(e.Recipients, store.Recipient{Address: addr, Kind: "to", Domain: "dest.test", Status: status})
 		}
-		if _, err := st.Accept(ctx, store.Acceptance{Emails: []store.Email{e}}); err != nil {
+		if _, err := st.Emails.Accept(ctx, store.Acceptance{Emails: []store.Email{e}}); err != nil {
 			t.Fatalf("seeding %d %s recipients: %v", n, status, err)
 		}
 	}

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -36,7 +35,7 @@ type Session struct {
 const SessionTouchInterval = time.Minute
 
 // CreateSession stores a session.
-func (s *Store) CreateSession(ctx context.Context, se Session) error {
+func (s *Sessions) CreateSession(ctx context.Context, se Session) error {
 	var last *time.Time
 	if !se.LastUsedAt.IsZero() {
 		last = &se.LastUsedAt
@@ -54,7 +53,7 @@ func (s *Store) CreateSession(ctx context.Context, se Session) error {
 // idle of now (idle <= 0: no idle timeout). The last use is written only
 // when it is older than SessionTouchInterval, in the same statement.
 // ErrNotFound when unknown, expired or idle.
-func (s *Store) UseSession(ctx context.Context, hash []byte, now time.Time, idle time.Duration) (Session, error) {
+func (s *Sessions) UseSession(ctx context.Context, hash []byte, now time.Time, idle time.Duration) (Session, error) {
 	var se Session
 	err := s.pool.QueryRow(ctx, `WITH live AS (
 			SELECT s.id_hash, s.user_id, s.team_id, s.csrf_token, s.expires_at, s.mfa_pending, s.client_addr, s.user_agent,
@@ -77,7 +76,7 @@ func (s *Store) UseSession(ctx context.Context, hash []byte, now time.Time, idle
 
 // UserSessions lists a user's live sessions at now (as UseSession counts
 // them), most recently used first; second-factor-pending ones included.
-func (s *Store) UserSessions(ctx context.Context, userID uuid.UUID, now time.Time, idle time.Duration) ([]Session, error) {
+func (s *Sessions) UserSessions(ctx context.Context, userID uuid.UUID, now time.Time, idle time.Duration) ([]Session, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id_hash, user_id, team_id, expires_at, mfa_pending, client_addr, user_agent,
 			created_at, last_used_at
 		FROM dashboard_session
@@ -102,7 +101,7 @@ func (s *Store) UserSessions(ctx context.Context, userID uuid.UUID, now time.Tim
 
 // RevokeUserSession ends one session of a user. ErrNotFound when the user
 // has no such session (another user's session is never touched).
-func (s *Store) RevokeUserSession(ctx context.Context, userID uuid.UUID, hash []byte) error {
+func (s *Sessions) RevokeUserSession(ctx context.Context, userID uuid.UUID, hash []byte) error {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM dashboard_session WHERE user_id = @user AND id_hash = @hash`,
 		pgx.NamedArgs{"user": userID, "hash": hash})
 	if err != nil {
@@ -116,14 +115,14 @@ func (s *Store) RevokeUserSession(ctx context.Context, userID uuid.UUID, hash []
 
 // RevokeOtherSessions ends every session of a user but keep; it returns how
 // many it ended.
-func (s *Store) RevokeOtherSessions(ctx context.Context, userID uuid.UUID, keep []byte) (int, error) {
+func (s *Sessions) RevokeOtherSessions(ctx context.Context, userID uuid.UUID, keep []byte) (int, error) {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM dashboard_session WHERE user_id = @user AND id_hash <> @keep`,
 		pgx.NamedArgs{"user": userID, "keep": keep})
 	return int(tag.RowsAffected()), mapErr(err)
 }
 
 // SessionByHash returns a live session. ErrNotFound when unknown or expired.
-func (s *Store) SessionByHash(ctx context.Context, hash []byte) (Session, error) {
+func (s *Sessions) SessionByHash(ctx context.Context, hash []byte) (Session, error) {
 	var se Session
 	err := s.pool.QueryRow(ctx, `SELECT s.id_hash, s.user_id, s.team_id, s.csrf_token, s.expires_at, s.mfa_pending, u.email, t.name
 		FROM dashboard_session s JOIN app_user u ON u.id = s.user_id JOIN team t ON t.id = s.team_id
@@ -133,19 +132,19 @@ func (s *Store) SessionByHash(ctx context.Context, hash []byte) (Session, error)
 }
 
 // DeleteSession ends one session.
-func (s *Store) DeleteSession(ctx context.Context, hash []byte) error {
+func (s *Sessions) DeleteSession(ctx context.Context, hash []byte) error {
 	_, err := s.pool.Exec(ctx, `DELETE FROM dashboard_session WHERE id_hash = @hash`, pgx.NamedArgs{"hash": hash})
 	return mapErr(err)
 }
 
 // DeleteUserSessions ends every session of a user (logout everywhere).
-func (s *Store) DeleteUserSessions(ctx context.Context, userID uuid.UUID) error {
+func (s *Sessions) DeleteUserSessions(ctx context.Context, userID uuid.UUID) error {
 	_, err := s.pool.Exec(ctx, `DELETE FROM dashboard_session WHERE user_id = @user`, pgx.NamedArgs{"user": userID})
 	return mapErr(err)
 }
 
 // FirstTeam returns the team a user signs into: the oldest membership.
-func (s *Store) FirstTeam(ctx context.Context, userID uuid.UUID) (uuid.UUID, error) {
+func (s *Sessions) FirstTeam(ctx context.Context, userID uuid.UUID) (uuid.UUID, error) {
 	var id uuid.UUID
 	err := s.pool.QueryRow(ctx, `SELECT team_id FROM membership WHERE user_id = @user
 		ORDER BY created_at, team_id LIMIT 1`, pgx.NamedArgs{"user": userID}).Scan(&id)
@@ -154,7 +153,7 @@ func (s *Store) FirstTeam(ctx context.Context, userID uuid.UUID) (uuid.UUID, err
 
 // UserTeams lists the teams a user is a member of, in the order they
 // joined (the first is the one FirstTeam returns).
-func (s *Store) UserTeams(ctx context.Context, userID uuid.UUID) ([]Team, error) {
+func (s *Sessions) UserTeams(ctx context.Context, userID uuid.UUID) ([]Team, error) {
 	rows, err := s.pool.Query(ctx, `SELECT t.id, t.name, t.created_at FROM membership m JOIN team t ON t.id = m.team_id
 		WHERE m.user_id = @user ORDER BY m.created_at, m.team_id`, pgx.NamedArgs{"user": userID})
 	if err != nil {
@@ -165,55 +164,4 @@ func (s *Store) UserTeams(ctx context.Context, userID uuid.UUID) ([]Team, error)
 		return nil, fmt.Errorf("listing teams: %w", mapErr(err))
 	}
 	return teams, nil
-}
-
-// EmailFilter narrows an email listing; zero fields do not filter.
-type EmailFilter struct {
-	Status    string // last_event
-	Recipient string // substring of any recipient address, case-insensitive
-	Domain    string // sender domain
-	Since     time.Time
-	Until     time.Time
-}
-
-// ListEmailsFiltered lists a team's emails, newest first, without bodies.
-func (s *Store) ListEmailsFiltered(ctx context.Context, teamID uuid.UUID, f EmailFilter, p Page) ([]Email, bool, error) {
-	q := `SELECT ` + emailListColumns + ` FROM email WHERE team_id = @team`
-	args := pgx.NamedArgs{"team": teamID}
-	if f.Status != "" {
-		q += ` AND last_event = @status`
-		args["status"] = f.Status
-	}
-	if f.Domain != "" {
-		q += ` AND from_domain = @domain`
-		args["domain"] = strings.ToLower(f.Domain)
-	}
-	if f.Recipient != "" {
-		q += ` AND EXISTS (SELECT 1 FROM unnest(rcpt_addrs) AS r(address) WHERE r.address ILIKE @rcpt)`
-		args["rcpt"] = "%" + escapeLike(f.Recipient) + "%"
-	}
-	if !f.Since.IsZero() {
-		q += ` AND created_at >= @since`
-		args["since"] = f.Since
-	}
-	if !f.Until.IsZero() {
-		q += ` AND created_at < @until`
-		args["until"] = f.Until
-	}
-	return listPage(ctx, s, p, q, args, scanEmail)
-}
-
-func escapeLike(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
-}
-
-// SenderDomains lists the sender domains a team has used, for filters.
-func (s *Store) SenderDomains(ctx context.Context, teamID uuid.UUID) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT DISTINCT from_domain FROM email WHERE team_id = @team ORDER BY 1`,
-		pgx.NamedArgs{"team": teamID})
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	return out, mapErr(err)
 }
