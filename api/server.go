@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/datareq"
@@ -68,11 +69,12 @@ type Config struct {
 	Imports      *imports.Service   // /contacts/imports
 	DataRequests *datareq.Service   // /data-requests
 	Broadcasts   *broadcast.Service // /broadcasts
+	// AuditLog records every audited change and serves /audit-log; nil
+	// means one on Store.
+	AuditLog *auditlog.Log
 	// Records is the operator's side of the DNS records shown with each
 	// domain.
 	Records records.Config
-	// WebhookWaker wakes an endpoint's delivery after a replay; may be nil.
-	WebhookWaker Waker
 	// Keys derives the key that signs the download URLs of received
 	// emails and data request archives; nil offers no download URLs.
 	Keys *seal.Box
@@ -166,6 +168,9 @@ type Server struct {
 	hsts        bool
 	publicURL   string
 	tracking    *trackingRoutes
+	// auditLog records the changes of the areas without a service of
+	// their own (audit.go) and lists the team's entries.
+	auditLog *auditlog.Log
 
 	// The handlers, by area.
 	emails     *emailsAPI
@@ -196,12 +201,15 @@ func New(cfg Config) (*Server, error) {
 		cfg.KeyLookupRate = 10
 	}
 	s.lookups = newLookupBudget(cfg.KeyLookupRate, cfg.Now)
+	if s.auditLog = cfg.AuditLog; s.auditLog == nil {
+		s.auditLog = auditlog.New(cfg.Store)
+	}
 	s.emails = &emailsAPI{Server: s, submit: cfg.Submit}
 	s.domains = &domainsAPI{Server: s, domainSvc: cfg.Domains, records: cfg.Records}
 	s.audience = &audienceAPI{Server: s, imports: cfg.Imports}
 	s.templates = &templatesAPI{s}
 	s.broadcasts = &broadcastsAPI{Server: s, broadcastSvc: cfg.Broadcasts}
-	s.webhooks = &webhooksAPI{Server: s, endpoints: cfg.Webhooks, wakeWebhook: cfg.WebhookWaker}
+	s.webhooks = &webhooksAPI{Server: s, endpoints: cfg.Webhooks}
 	s.receiving = &receivingAPI{s}
 	s.privacy = &privacyAPI{Server: s, dataRequests: cfg.DataRequests}
 	s.keys = &keysAPI{s}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/api"
+	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/codec"
@@ -473,20 +474,21 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	broadcasts := broadcast.NewService(broadcast.Config{Store: st, Submit: in.submit, Waker: worker.NewBroadcastWaker(tc),
 		Outbox: in.dispatcher, Logger: logger})
 	domainSvc := domains.New(domains.Config{Keys: keys, DKIMSelector: cfg.Domains.DKIMSelector, Verifier: verifier,
-		Outbox: in.dispatcher, Logger: logger}, st)
+		Logger: logger}, st)
 	webhookWaker := worker.NewWebhookWaker(tc, stepPolicy(cfg.Steps))
 	hookClient := webhookClient(cfg)
 	endpoints := webhook.NewEndpoints(webhook.EndpointsConfig{Keys: keys, Client: hookClient, Waker: webhookWaker,
 		AllowHTTP: cfg.Egress.AllowPrivate, Logger: logger}, st)
 	importSvc := imports.New(imports.Config{Outbox: in.dispatcher}, st)
 	dataRequests := datareq.New(datareq.Config{Keys: keys, Outbox: in.dispatcher}, st)
+	auditLog := auditlog.New(st)
 	// The default inbound budget, which the Receiving page shows nearly spent
 	// (the MX enforces it: mx.go).
 	inboundBudget := inmail.Budget{DailyMessages: cfg.Inbound.DailyMessages, StorageBytes: cfg.Inbound.StorageBytes}
 	dash, err := dashboard.New(dashboard.Config{Store: st, InboundBudget: inboundBudget, Auth: in.auth, TemporalUIURL: temporalUI,
 		Domains: domainSvc, Webhooks: endpoints, Imports: importSvc, DataRequests: dataRequests, Broadcasts: broadcasts,
-		Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys, OAuth: oauthConfig(cfg.OAuth),
-		PublicURL: cfg.HTTP.PublicURL, Mailer: mailer, WebhookWaker: webhookWaker, WebhookClient: hookClient,
+		AuditLog: auditLog, Records: recordsConfig(cfg.Domains), Keys: keys, OAuth: oauthConfig(cfg.OAuth),
+		PublicURL: cfg.HTTP.PublicURL, Mailer: mailer,
 		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, SessionIdleTimeout: cfg.HTTP.SessionIdleTimeout,
 		TrustedProxies: cfg.HTTP.TrustedProxies, Logger: logger, SMTP: dashboardSMTP(smtpListeners(cfg.SMTP, config.DefaultSMTPListen)),
 		Warmup: cfg.Delivery.Warmup, WarmupOverflow: cfg.Delivery.WarmupOverflow, DefaultPool: cfg.Delivery.DefaultPool})
@@ -500,7 +502,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 			return nil, err
 		}
 		uh, err := unsubscribe.NewHandler(unsubscribe.Config{Sealer: sealer, PublicURL: cfg.HTTP.PublicURL,
-			Limiter: in.limiter, Outbox: in.dispatcher, Logger: logger}, st.Audience)
+			Limiter: in.limiter, Logger: logger}, st.Audience)
 		if err != nil {
 			return nil, err
 		}
@@ -529,8 +531,8 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		Imports:      importSvc,
 		DataRequests: dataRequests,
 		Broadcasts:   broadcasts,
+		AuditLog:     auditLog,
 		Records:      recordsConfig(cfg.Domains),
-		WebhookWaker: webhookWaker,
 		Keys:         keys,
 		Metrics:      metrics,
 		Gatherer:     gatherer,

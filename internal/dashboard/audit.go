@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/google/uuid"
@@ -15,15 +14,13 @@ import (
 // personal data, or nil.
 func (h *Handler) record(r *http.Request, e audit.Entry, detail map[string]any) error {
 	e.ClientAddr, e.UserAgent = clientIP(r), r.UserAgent()
-	if detail != nil {
-		b, err := json.Marshal(detail)
-		if err != nil {
-			return err
-		}
-		e.Detail = string(b)
-	}
-	_, err := h.store.Privacy.AppendAudit(r.Context(), e)
-	return err
+	return h.auditSvc.Record(r.Context(), e, detail)
+}
+
+// actor is the session's user as the actor of an audit entry, with the
+// request's client, for the services that record their own entries.
+func actor(r *http.Request, se *store.Session) audit.Entry {
+	return audit.Entry{ActorType: audit.ActorUser, ActorID: &se.UserID, ClientAddr: clientIP(r), UserAgent: r.UserAgent()}
 }
 
 // audited records a successful action of the session's user on its team.

@@ -28,6 +28,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/auththrottle"
 	"github.com/posthaste/posthaste/internal/broadcast"
@@ -57,6 +58,9 @@ type Config struct {
 	Domains      *domains.Service
 	Webhooks     *webhook.Endpoints
 	DataRequests *datareq.Service
+	// AuditLog records every audited action and serves the Audit log
+	// page; nil means one on Store.
+	AuditLog *auditlog.Log
 	// Broadcasts creates, edits, tests and sends broadcasts; nil hides the
 	// Broadcasts page.
 	Broadcasts *broadcast.Service
@@ -72,15 +76,6 @@ type Config struct {
 	// (The Domains and Webhooks services seal DKIM keys and signing
 	// secrets with their own.)
 	Keys *seal.Box
-	// WebhookWaker wakes an endpoint's delivery after a replay; may be
-	// nil.
-	WebhookWaker WebhookWaker
-	// WebhookClient is the one the Webhooks service posts test events
-	// with; nil hides the test button.
-	WebhookClient *webhook.Client
-	// Verifier is the Domains service's verifier; nil disables the verify
-	// button.
-	Verifier Verifier
 	// SMTP is what the quick-start page tells mail clients.
 	SMTP SMTPSettings
 	// OAuth offers sign-in through Google and GitHub when configured.
@@ -151,6 +146,9 @@ type Handler struct {
 	endpoints *webhook.Endpoints
 	// dataReqs serves the Data requests page.
 	dataReqs *datareq.Service
+	// auditSvc records the actions of the areas without a service of
+	// their own (audit.go) and serves the Audit log page.
+	auditSvc *auditlog.Log
 	// proxies are the parsed Config.TrustedProxies.
 	proxies   []netip.Prefix
 	passwords *password.Pool
@@ -206,7 +204,10 @@ func New(cfg Config) (*Handler, error) {
 	if h.proxies, err = parseProxies(cfg.TrustedProxies); err != nil {
 		return nil, fmt.Errorf("trusted proxies: %w", err)
 	}
-	h.domainSvc, h.endpoints, h.dataReqs = cfg.Domains, cfg.Webhooks, cfg.DataRequests
+	h.domainSvc, h.endpoints, h.dataReqs, h.auditSvc = cfg.Domains, cfg.Webhooks, cfg.DataRequests, cfg.AuditLog
+	if h.auditSvc == nil {
+		h.auditSvc = auditlog.New(cfg.Store)
+	}
 	funcs := template.FuncMap{"fmtTime": fmtTime, "badge": badge, "join": strings.Join,
 		"deref": func(p *int) int { return *p }, "prose": prose, "has": slices.Contains[[]string],
 		"broadcastsOn": func() bool { return cfg.Broadcasts != nil }}
