@@ -27,6 +27,7 @@ import (
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/imports"
 	"github.com/posthaste/posthaste/internal/ratelimit"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/reqlog"
 	"github.com/posthaste/posthaste/internal/seal"
@@ -146,6 +147,8 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 		Store:    st,
 		Auth:     auth.NewAuthenticator(st.Accounts, o.keyCache),
 		Submit:   submit.New(submit.Config{Store: submit.StoreOf(st), Notifier: n, Fetcher: o.fetch, PublicURL: "https://posthaste.example"}),
+		Emails:   submit.NewEmails(st.Emails),
+		Received: receiving.New(st.Received),
 		Metrics:  metrics,
 		Gatherer: reg,
 		Ready:    []api.Check{{Name: "postgres", Check: st.Ping}},

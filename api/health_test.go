@@ -39,6 +39,7 @@ func newHealthEnv(t *testing.T) *env {
 		Store:            st,
 		Auth:             auth.NewAuthenticator(st.Accounts, time.Second),
 		Submit:           sub,
+		Emails:           submit.NewEmails(st.Emails),
 		Broadcasts:       broadcast.NewService(broadcast.Config{Store: st, Submit: sub, Waker: &broadcastWaker{}}),
 		Metrics:          metrics,
 		Gatherer:         reg,

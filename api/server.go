@@ -38,6 +38,7 @@ import (
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/imports"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
@@ -60,6 +61,12 @@ type Config struct {
 	Store  *store.Store
 	Auth   *auth.Authenticator
 	Submit *submit.Service
+	// Emails reads sent emails and keeps the suppression list (/emails,
+	// /suppressions); Received reads received mail (/emails/receiving).
+	// Built once by the caller, like the services below; required (as
+	// Submit is) when those routes are used.
+	Emails   *submit.Emails
+	Received *receiving.Service
 
 	// The use cases the API shares with the dashboard, each built once by
 	// the caller (cmd/posthaste) and handed to both. A nil one leaves its
@@ -204,13 +211,13 @@ func New(cfg Config) (*Server, error) {
 	if s.auditLog = cfg.AuditLog; s.auditLog == nil {
 		s.auditLog = auditlog.New(cfg.Store)
 	}
-	s.emails = &emailsAPI{Server: s, submit: cfg.Submit}
+	s.emails = &emailsAPI{Server: s, submit: cfg.Submit, emails: cfg.Emails}
 	s.domains = &domainsAPI{Server: s, domainSvc: cfg.Domains, records: cfg.Records}
 	s.audience = &audienceAPI{Server: s, imports: cfg.Imports}
 	s.templates = &templatesAPI{s}
 	s.broadcasts = &broadcastsAPI{Server: s, broadcastSvc: cfg.Broadcasts}
 	s.webhooks = &webhooksAPI{Server: s, endpoints: cfg.Webhooks}
-	s.receiving = &receivingAPI{s}
+	s.receiving = &receivingAPI{Server: s, received: cfg.Received}
 	s.privacy = &privacyAPI{Server: s, dataRequests: cfg.DataRequests}
 	s.keys = &keysAPI{s}
 	tr, err := newTrackingRoutes(cfg)

@@ -39,6 +39,7 @@ import (
 	"github.com/posthaste/posthaste/internal/mtasts"
 	"github.com/posthaste/posthaste/internal/outbox"
 	"github.com/posthaste/posthaste/internal/ratelimit"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/reqlog"
 	"github.com/posthaste/posthaste/internal/seal"
@@ -482,10 +483,13 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	importSvc := imports.New(imports.Config{Outbox: in.dispatcher}, st)
 	dataRequests := datareq.New(datareq.Config{Keys: keys, Outbox: in.dispatcher}, st)
 	auditLog := auditlog.New(st)
+	// Reading sent emails and the suppression list; reading received mail.
+	emails, received := submit.NewEmails(st.Emails), receiving.New(st.Received)
 	// The default inbound budget, which the Receiving page shows nearly spent
 	// (the MX enforces it: mx.go).
 	inboundBudget := inmail.Budget{DailyMessages: cfg.Inbound.DailyMessages, StorageBytes: cfg.Inbound.StorageBytes}
 	dash, err := dashboard.New(dashboard.Config{Store: st, InboundBudget: inboundBudget, Auth: in.auth, TemporalUIURL: temporalUI,
+		Emails: emails, Received: received,
 		Domains: domainSvc, Webhooks: endpoints, Imports: importSvc, DataRequests: dataRequests, Broadcasts: broadcasts,
 		AuditLog: auditLog, Records: recordsConfig(cfg.Domains), Keys: keys, OAuth: oauthConfig(cfg.OAuth),
 		PublicURL: cfg.HTTP.PublicURL, Mailer: mailer,
@@ -526,6 +530,8 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		Store:        st,
 		Auth:         in.auth,
 		Submit:       in.submit,
+		Emails:       emails,
+		Received:     received,
 		Domains:      domainSvc,
 		Webhooks:     endpoints,
 		Imports:      importSvc,

@@ -23,6 +23,13 @@ func actor(r *http.Request, se *store.Session) audit.Entry {
 	return audit.Entry{ActorType: audit.ActorUser, ActorID: &se.UserID, ClientAddr: clientIP(r), UserAgent: r.UserAgent()}
 }
 
+// userActor is the audit entry of a change the session's user makes, with
+// the request's client; the service that writes it fills in the action
+// and the target.
+func userActor(r *http.Request, se *store.Session) audit.Entry {
+	return audit.Entry{ActorType: audit.ActorUser, ActorID: &se.UserID, ClientAddr: clientIP(r), UserAgent: r.UserAgent()}
+}
+
 // audited records a successful action of the session's user on its team.
 // When the entry cannot be written it answers 500 (the action has taken
 // effect; the error is logged) and returns false, so an action that could

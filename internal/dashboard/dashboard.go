@@ -37,9 +37,11 @@ import (
 	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/password"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
@@ -64,6 +66,10 @@ type Config struct {
 	// Broadcasts creates, edits, tests and sends broadcasts; nil hides the
 	// Broadcasts page.
 	Broadcasts *broadcast.Service
+	// Emails reads sent emails and keeps the suppression list; Received
+	// reads received mail. Shared with the API like the above; required.
+	Emails   *submit.Emails
+	Received *receiving.Service
 	// Auth drops revoked API keys from the key cache of this process.
 	Auth *auth.Authenticator
 	// TemporalUIURL links each email to its workflow; "" hides the link.

@@ -27,6 +27,7 @@ import (
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/password"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
@@ -117,7 +118,7 @@ func newFixture(t *testing.T, opts ...func(*dashboard.Config)) *fixture {
 	dash, err := dashboard.New(cfg)
 	require.NoError(t, err)
 	h, err := api.New(api.Config{Store: st, Auth: authn,
-		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Dashboard: dash})
+		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Emails: cfg.Emails, Received: cfg.Received, Dashboard: dash})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -153,6 +154,12 @@ func withServices(cfg *dashboard.Config, deps serviceDeps) {
 	}
 	if cfg.DataRequests == nil {
 		cfg.DataRequests = datareq.New(datareq.Config{Keys: cfg.Keys}, cfg.Store)
+	}
+	if cfg.Emails == nil {
+		cfg.Emails = submit.NewEmails(cfg.Store.Emails)
+	}
+	if cfg.Received == nil {
+		cfg.Received = receiving.New(cfg.Store.Received)
 	}
 }
 

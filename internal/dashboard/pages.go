@@ -67,12 +67,12 @@ func (h *overviewHandler) emails(w http.ResponseWriter, r *http.Request, se *sto
 		f.Until = t.Add(24 * time.Hour)
 	}
 	p := pageOf(q, 50)
-	list, more, err := h.store.Emails.ListEmailsFiltered(r.Context(), se.TeamID, f, p)
+	list, more, err := h.cfg.Emails.ListFiltered(r.Context(), se.TeamID, f, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	if d.Domains, err = h.store.Emails.SenderDomains(r.Context(), se.TeamID); err != nil {
+	if d.Domains, err = h.cfg.Emails.SenderDomains(r.Context(), se.TeamID); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -132,7 +132,7 @@ func textPart(mr *mail.Reader) string {
 
 func (h *overviewHandler) loadEmail(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Email, bool) {
 	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Email, error) {
-		return h.store.Emails.GetEmail(r.Context(), se.TeamID, id)
+		return h.cfg.Emails.Get(r.Context(), se.TeamID, id)
 	})
 }
 
@@ -141,13 +141,13 @@ func (h *overviewHandler) email(w http.ResponseWriter, r *http.Request, se *stor
 	if !ok {
 		return
 	}
-	evs, err := h.store.Emails.Events(r.Context(), e.ID)
+	evs, raw, err := h.cfg.Emails.History(r.Context(), e)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	d := emailData{Email: e, Events: evs}
-	if raw, err := h.store.Emails.Message(r.Context(), e.ID); err == nil {
+	if raw != nil {
 		if mr, err := mail.CreateReader(bytes.NewReader(raw)); err == nil {
 			fields := mr.Header.Fields()
 			for fields.Next() {
@@ -155,9 +155,6 @@ func (h *overviewHandler) email(w http.ResponseWriter, r *http.Request, se *stor
 			}
 			d.SentText = textPart(mr)
 		}
-	} else if !errors.Is(err, store.ErrNotFound) {
-		h.fail(w, r, err)
-		return
 	}
 	if h.cfg.TemporalUIURL != "" {
 		query := url.Values{"query": {fmt.Sprintf("WorkflowId=%q", "email/"+e.ID.String())}}
@@ -173,7 +170,7 @@ func (h *overviewHandler) emailRaw(w http.ResponseWriter, r *http.Request, se *s
 	if !ok {
 		return
 	}
-	raw, err := h.store.Emails.Message(r.Context(), e.ID)
+	raw, err := h.cfg.Emails.Message(r.Context(), e)
 	if errors.Is(err, store.ErrNotFound) {
 		http.Error(w, "This email has not been built yet.", http.StatusNotFound)
 		return
