@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/dkim"
 	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/mime"
@@ -155,6 +156,7 @@ type Activities struct {
 // delivering and recording the outcomes of emails.
 type Sending struct {
 	recorder
+	audience             *store.Audience
 	mta                  Senders // nil in processes that do not deliver
 	logger               *slog.Logger
 	now                  func() time.Time
@@ -174,14 +176,14 @@ type Sending struct {
 // bounce on the suppression list: what sending and received reports
 // share.
 type recorder struct {
-	store   *store.Store
+	emails  *store.Emails
 	outbox  Notifier
 	metrics *telemetry.Metrics
 }
 
 // Domains are the activities of VerifyDomain.
 type Domains struct {
-	store    *store.Store
+	domains  *store.Domains
 	logger   *slog.Logger
 	resolver *net.Resolver
 	records  records.Config
@@ -189,13 +191,14 @@ type Domains struct {
 
 // Retention are the activities of Retention.
 type Retention struct {
-	store *store.Store
+	privacy  *store.Privacy
+	insights *store.Insights
 }
 
 // restarter restarts the workflows of emails (Reconcile, and erasures
 // that stopped emails in flight).
 type restarter struct {
-	store     *store.Store
+	emails    *store.Emails
 	workflows EmailWorkflows
 }
 
@@ -208,12 +211,16 @@ type Reconciler struct {
 
 // Imports are the activities of ContactImport.
 type Imports struct {
-	store *store.Store
+	audience *store.Audience
 }
 
 // Broadcasts are the activities of Broadcast.
 type Broadcasts struct {
-	store         *store.Store
+	broadcasts    *store.Broadcasts
+	domains       *store.Domains
+	audience      *store.Audience // contact properties
+	accounts      *store.Accounts // the sandbox sender's members
+	insights      *store.Insights // sending paused for account health
 	outbox        Notifier
 	now           func() time.Time
 	crash         *faults.Crasher
@@ -223,6 +230,8 @@ type Broadcasts struct {
 // DataRequests are the activities of DataRequest.
 type DataRequests struct {
 	restarter
+	privacy           *store.Privacy
+	requests          *datareq.Service // opens addresses, builds exports
 	logger            *slog.Logger
 	now               func() time.Time
 	keys              *seal.Box
@@ -231,17 +240,19 @@ type DataRequests struct {
 
 // Webhooks is the activity of DeliverWebhook.
 type Webhooks struct {
-	store    *store.Store
+	webhooks *store.Webhooks
 	metrics  *telemetry.Metrics
 	logger   *slog.Logger
 	now      func() time.Time
 	keys     *seal.Box
-	webhooks WebhookConfig
+	cfg      WebhookConfig
 }
 
 // Inbound is the activity of ProcessInbound.
 type Inbound struct {
 	recorder
+	audience             *store.Audience
+	received             *store.Received
 	logger               *slog.Logger
 	now                  func() time.Time
 	verpKey              []byte
@@ -281,25 +292,27 @@ func NewWithSenders(cfg Config, st *store.Store, senders Senders, metrics *telem
 	if cfg.TrackingKey == nil && cfg.Keys != nil {
 		cfg.TrackingKey = cfg.Keys.DeriveKey(tracking.KeyPurpose)
 	}
-	rec := recorder{store: st, outbox: cfg.Webhooks.Outbox, metrics: metrics}
-	rs := restarter{store: st, workflows: cfg.Workflows}
+	rec := recorder{emails: st.Emails, outbox: cfg.Webhooks.Outbox, metrics: metrics}
+	rs := restarter{emails: st.Emails, workflows: cfg.Workflows}
 	return &Activities{
-		Sending: &Sending{recorder: rec, mta: senders, logger: logger, now: now, signers: newSignerCache(),
+		Sending: &Sending{recorder: rec, audience: st.Audience, mta: senders, logger: logger, now: now, signers: newSignerCache(),
 			hostname: cfg.Hostname, keys: cfg.Keys, crash: cfg.Crash, unsubscribe: cfg.Unsubscribe,
 			verpKey: cfg.VERPKey, unsubscribeMailtoKey: cfg.UnsubscribeMailtoKey, trackingKey: cfg.TrackingKey,
 			localRegions: cfg.LocalRegions, defaultPool: cfg.DefaultPool},
-		Domains: &Domains{store: st, logger: logger, resolver: cfg.Resolver,
+		Domains: &Domains{domains: st.Domains, logger: logger, resolver: cfg.Resolver,
 			records: cfg.Records},
-		Retention:  &Retention{store: st},
+		Retention:  &Retention{privacy: st.Privacy, insights: st.Insights},
 		Reconciler: &Reconciler{restarter: rs, metrics: metrics, logger: logger},
-		Imports:    &Imports{store: st},
-		Broadcasts: &Broadcasts{store: st, outbox: cfg.Webhooks.Outbox, now: now, crash: cfg.Crash,
+		Imports:    &Imports{audience: st.Audience},
+		Broadcasts: &Broadcasts{broadcasts: st.Broadcasts, domains: st.Domains, audience: st.Audience,
+			accounts: st.Accounts, insights: st.Insights, outbox: cfg.Webhooks.Outbox, now: now, crash: cfg.Crash,
 			broadcastRate: cfg.BroadcastRate},
-		DataRequests: &DataRequests{restarter: rs, logger: logger, now: now, keys: cfg.Keys,
+		DataRequests: &DataRequests{restarter: rs, privacy: st.Privacy,
+			requests: datareq.New(datareq.Config{Keys: cfg.Keys, ArchiveTTL: cfg.DataRequests.ArchiveTTL}, st), logger: logger, now: now, keys: cfg.Keys,
 			dataRequestConfig: cfg.DataRequests},
-		Webhooks: &Webhooks{store: st, metrics: metrics, logger: logger, now: now, keys: cfg.Keys,
-			webhooks: cfg.Webhooks},
-		Inbound: &Inbound{recorder: rec, logger: logger, now: now, verpKey: cfg.VERPKey,
+		Webhooks: &Webhooks{webhooks: st.Webhooks, metrics: metrics, logger: logger, now: now, keys: cfg.Keys,
+			cfg: cfg.Webhooks},
+		Inbound: &Inbound{recorder: rec, audience: st.Audience, received: st.Received, logger: logger, now: now, verpKey: cfg.VERPKey,
 			unsubscribeMailtoKey: cfg.UnsubscribeMailtoKey, fblDomains: cfg.FBLDomains},
 	}
 }
@@ -333,7 +346,7 @@ func (a *Sending) sends(pool string) bool {
 
 // record stores events and counts them.
 func (a *recorder) record(ctx context.Context, id uuid.UUID, evs []store.Event) error {
-	if err := a.store.Emails.RecordEvents(ctx, id, evs); err != nil {
+	if err := a.emails.RecordEvents(ctx, id, evs); err != nil {
 		return err
 	}
 	if a.outbox != nil {
@@ -369,7 +382,7 @@ func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contra
 	if err != nil {
 		return contract.PrepareResult{}, temporal.NewNonRetryableApplicationError("bad email id", contract.ErrTypePermanent, err)
 	}
-	claim, err := a.store.Emails.ClaimForSending(ctx, id, a.now(), claimSkew)
+	claim, err := a.emails.ClaimForSending(ctx, id, a.now(), claimSkew)
 	if errors.Is(err, store.ErrNotFound) {
 		// Erased by a data request after it was canceled: nothing to send.
 		return contract.PrepareResult{Skip: true}, nil
@@ -391,7 +404,7 @@ func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contra
 	// message (once) and hand out the recipients. The email, its domain,
 	// its IP pool and the message an earlier try stored come in one round
 	// trip.
-	load, err := a.store.Emails.EmailForSending(ctx, id, true)
+	load, err := a.emails.EmailForSending(ctx, id, true)
 	if err != nil {
 		return contract.PrepareResult{}, err
 	}
@@ -435,11 +448,11 @@ func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contra
 	suppressed := map[string]bool{}
 	offTopic := map[string]bool{} // not subscribed to the email's topic
 	if len(real) > 0 {
-		if suppressed, err = a.store.Emails.Suppressed(ctx, e.TeamID, real); err != nil {
+		if suppressed, err = a.emails.Suppressed(ctx, e.TeamID, real); err != nil {
 			return contract.PrepareResult{}, err
 		}
 		if e.TopicID != nil {
-			offTopic, err = a.store.Audience.TopicBlocked(ctx, e.TeamID, *e.TopicID, real)
+			offTopic, err = a.audience.TopicBlocked(ctx, e.TeamID, *e.TopicID, real)
 			if errors.Is(err, store.ErrNotFound) { // deleted since: no longer scoped
 				offTopic, err = map[string]bool{}, nil
 			}
@@ -507,7 +520,7 @@ func (a *Sending) buildAndSave(ctx context.Context, e store.Email, d *store.Doma
 			return classify(err)
 		}
 	}
-	_, err := a.store.Emails.SaveMessage(ctx, e.TeamID, e.ID, messageID(e), msg)
+	_, err := a.emails.SaveMessage(ctx, e.TeamID, e.ID, messageID(e), msg)
 	return err
 }
 
@@ -673,7 +686,7 @@ func (a *Sending) LoadBatch(ctx context.Context, in contract.LoadBatchInput) (co
 	if err != nil {
 		return contract.LoadBatchResult{}, temporal.NewNonRetryableApplicationError("bad batch id", contract.ErrTypePermanent, err)
 	}
-	emails, err := a.store.Emails.BatchEmails(ctx, id)
+	emails, err := a.emails.BatchEmails(ctx, id)
 	if err != nil {
 		return contract.LoadBatchResult{}, err
 	}

@@ -24,7 +24,7 @@ const DefaultBroadcastRate = 100
 // StartBroadcast reads the broadcast; once its scheduled time has come it
 // moves it from scheduled to queued.
 func (a *Broadcasts) StartBroadcast(ctx context.Context, in contract.BroadcastInput) (contract.BroadcastState, error) {
-	b, err := a.store.Broadcasts.BroadcastByID(ctx, in.BroadcastID)
+	b, err := a.broadcasts.BroadcastByID(ctx, in.BroadcastID)
 	if errors.Is(err, store.ErrNotFound) {
 		return contract.BroadcastState{Next: contract.BroadcastEnd}, nil
 	}
@@ -33,7 +33,7 @@ func (a *Broadcasts) StartBroadcast(ctx context.Context, in contract.BroadcastIn
 	}
 	status := b.Status
 	if status == store.BroadcastScheduled && (b.ScheduledAt == nil || !b.ScheduledAt.After(a.now())) {
-		if status, err = a.store.Broadcasts.MoveBroadcast(ctx, b.ID, []string{store.BroadcastScheduled},
+		if status, err = a.broadcasts.MoveBroadcast(ctx, b.ID, []string{store.BroadcastScheduled},
 			store.BroadcastQueued, nil); err != nil {
 			return contract.BroadcastState{}, classify(err)
 		}
@@ -56,7 +56,7 @@ func (a *Broadcasts) ReserveBroadcastPace(ctx context.Context, in contract.PaceI
 	if rate == 0 {
 		rate = DefaultBroadcastRate
 	}
-	wait, err := a.store.Broadcasts.ReserveBroadcastPace(ctx, in.TeamID, in.N, rate)
+	wait, err := a.broadcasts.ReserveBroadcastPace(ctx, in.TeamID, in.N, rate)
 	if err != nil {
 		return contract.PaceResult{}, classify(err)
 	}
@@ -78,7 +78,7 @@ func (a *Broadcasts) HandOffBroadcastChunk(ctx context.Context, in contract.Broa
 }
 
 func (a *Broadcasts) handOffBroadcastChunk(ctx context.Context, in contract.BroadcastChunkInput) (store.BroadcastChunkResult, error) {
-	b, err := a.store.Broadcasts.BroadcastByID(ctx, in.BroadcastID)
+	b, err := a.broadcasts.BroadcastByID(ctx, in.BroadcastID)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.BroadcastChunkResult{Canceled: true}, nil
 	}
@@ -93,7 +93,7 @@ func (a *Broadcasts) handOffBroadcastChunk(ctx context.Context, in contract.Broa
 		// A team whose sending is paused for its account health (bounce
 		// or complaint rate) hands no more of its broadcasts over until an
 		// operator resumes it; the broadcast then goes on by itself.
-		p, err := a.store.Insights.SendingPause(ctx, b.TeamID)
+		p, err := a.insights.SendingPause(ctx, b.TeamID)
 		if err != nil {
 			return store.BroadcastChunkResult{}, classify(err)
 		}
@@ -104,7 +104,7 @@ func (a *Broadcasts) handOffBroadcastChunk(ctx context.Context, in contract.Broa
 	if reason != "" {
 		return a.pauseBroadcast(ctx, b.ID, reason)
 	}
-	props, err := broadcast.Properties(ctx, a.store, b.TeamID)
+	props, err := broadcast.Properties(ctx, a.audience, b.TeamID)
 	if err != nil {
 		return store.BroadcastChunkResult{}, classify(err)
 	}
@@ -128,7 +128,7 @@ func (a *Broadcasts) handOffBroadcastChunk(ctx context.Context, in contract.Broa
 		}
 		return r, err
 	}
-	res, err := a.store.Broadcasts.HandOffBroadcastChunk(ctx, store.BroadcastChunk{BroadcastID: b.ID, Seq: in.Seq,
+	res, err := a.broadcasts.HandOffBroadcastChunk(ctx, store.BroadcastChunk{BroadcastID: b.ID, Seq: in.Seq,
 		After: in.After, Size: in.Size, FromDomain: domain, DomainID: domainID, Now: a.now(),
 		// The insights an API email with the same content would get,
 		// read from the domain row authorising the sender loaded.
@@ -160,7 +160,7 @@ func (a *Broadcasts) broadcastSender(ctx context.Context, b store.Broadcast) (st
 		}
 		return domain, nil, "", nil
 	}
-	d, err := a.store.Domains.DomainByName(ctx, b.TeamID, domain)
+	d, err := a.domains.DomainByName(ctx, b.TeamID, domain)
 	if errors.Is(err, store.ErrNotFound) {
 		return "", nil, fmt.Sprintf("The sender domain %s was removed. Add and verify it again, or cancel the broadcast.", domain), nil
 	}
@@ -175,7 +175,7 @@ func (a *Broadcasts) broadcastSender(ctx context.Context, b store.Broadcast) (st
 
 // pauseBroadcast pauses a queued or sending broadcast with reason.
 func (a *Broadcasts) pauseBroadcast(ctx context.Context, id uuid.UUID, reason string) (store.BroadcastChunkResult, error) {
-	status, err := a.store.Broadcasts.MoveBroadcast(ctx, id, []string{store.BroadcastQueued, store.BroadcastSending,
+	status, err := a.broadcasts.MoveBroadcast(ctx, id, []string{store.BroadcastQueued, store.BroadcastSending,
 		store.BroadcastPaused}, store.BroadcastPaused, &reason)
 	if err != nil {
 		return store.BroadcastChunkResult{}, classify(err)
@@ -188,7 +188,7 @@ func (a *Broadcasts) pauseBroadcast(ctx context.Context, id uuid.UUID, reason st
 
 // memberAddresses returns the addresses of the team's members, lower-cased.
 func (a *Broadcasts) memberAddresses(ctx context.Context, teamID uuid.UUID) (map[string]bool, error) {
-	members, err := a.store.Accounts.Members(ctx, teamID)
+	members, err := a.accounts.Members(ctx, teamID)
 	if err != nil {
 		return nil, fmt.Errorf("listing members: %w", err)
 	}
@@ -202,7 +202,7 @@ func (a *Broadcasts) memberAddresses(ctx context.Context, teamID uuid.UUID) (map
 // FinishBroadcast marks a broadcast sent once every contact was handed
 // over; a canceled one stays canceled.
 func (a *Broadcasts) FinishBroadcast(ctx context.Context, in contract.BroadcastInput) error {
-	_, err := a.store.Broadcasts.MoveBroadcast(ctx, in.BroadcastID,
+	_, err := a.broadcasts.MoveBroadcast(ctx, in.BroadcastID,
 		[]string{store.BroadcastQueued, store.BroadcastSending, store.BroadcastPaused}, store.BroadcastSent, nil)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil

@@ -64,17 +64,13 @@ const DefaultRestartDelay = time.Minute
 // with; it is recorded in the history in the clear.
 const erasedWorkflowReason = "A recipient's data is being erased: the email's delivery goes on in a new workflow."
 
-func (a *DataRequests) dataRequests() *datareq.Service {
-	return datareq.New(datareq.Config{Keys: a.keys, ArchiveTTL: a.dataRequestConfig.ArchiveTTL}, a.store)
-}
-
 // subject loads a running request and opens its address.
 func (a *DataRequests) subject(ctx context.Context, id uuid.UUID) (store.DataRequest, store.Subject, error) {
-	r, err := a.store.Privacy.StartDataRequest(ctx, id)
+	r, err := a.privacy.StartDataRequest(ctx, id)
 	if err != nil {
 		return r, store.Subject{}, classify(err)
 	}
-	addr, err := a.dataRequests().Address(r)
+	addr, err := a.requests.Address(r)
 	if err != nil || addr == "" {
 		if err == nil {
 			err = errors.New("the request has no address")
@@ -87,7 +83,7 @@ func (a *DataRequests) subject(ctx context.Context, id uuid.UUID) (store.DataReq
 // StartDataRequest marks the request running and returns its type. A
 // missing request is a permanent error.
 func (a *DataRequests) StartDataRequest(ctx context.Context, in contract.DataRequestInput) (contract.StartDataRequestResult, error) {
-	r, err := a.store.Privacy.StartDataRequest(ctx, in.RequestID)
+	r, err := a.privacy.StartDataRequest(ctx, in.RequestID)
 	if err != nil {
 		return contract.StartDataRequestResult{}, classify(err)
 	}
@@ -102,14 +98,14 @@ func (a *DataRequests) ExportDataRequest(ctx context.Context, in contract.DataRe
 	if err != nil {
 		return err
 	}
-	exp, err := a.dataRequests().BuildExport(ctx, r, sub.Address, a.now())
+	exp, err := a.requests.BuildExport(ctx, r, sub.Address, a.now())
 	if errors.Is(err, datareq.ErrNoKeys) {
 		return temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 	}
 	if err != nil {
 		return fmt.Errorf("exporting data request %s: %w", r.ID, err)
 	}
-	_, err = a.store.Privacy.FinishDataRequest(ctx, r.ID, store.DataRequestOutcome{Found: exp.Found,
+	_, err = a.privacy.FinishDataRequest(ctx, r.ID, store.DataRequestOutcome{Found: exp.Found,
 		ArchiveSize: &exp.Size, ExpiresAt: &exp.ExpiresAt})
 	return err
 }
@@ -127,12 +123,12 @@ func (a *DataRequests) EraseDataRequest(ctx context.Context, in contract.DataReq
 	}
 	canceled := 0
 	for {
-		ids, err := a.store.Privacy.SubjectScheduledEmails(ctx, sub, 100)
+		ids, err := a.privacy.SubjectScheduledEmails(ctx, sub, 100)
 		if err != nil {
 			return err
 		}
 		for _, id := range ids {
-			ref, err := a.store.Emails.CancelEmail(ctx, sub.TeamID, id)
+			ref, err := a.emails.CancelEmail(ctx, sub.TeamID, id)
 			var se *store.StateError
 			if errors.As(err, &se) || errors.Is(err, store.ErrNotFound) {
 				continue // sent or gone meanwhile
@@ -158,7 +154,7 @@ func (a *DataRequests) EraseDataRequest(ctx context.Context, in contract.DataReq
 	if err != nil {
 		return fmt.Errorf("stopping the emails in flight of data request %s: %w", r.ID, err)
 	}
-	counts, err := a.store.Privacy.EraseSubject(ctx, sub, 0)
+	counts, err := a.privacy.EraseSubject(ctx, sub, 0)
 	if err != nil {
 		return fmt.Errorf("erasing data request %s: %w", r.ID, err)
 	}
@@ -169,11 +165,11 @@ func (a *DataRequests) EraseDataRequest(ctx context.Context, in contract.DataReq
 	counts[store.InFlightEmails] = inFlight
 	// Earlier requests about the same person keep it sealed (and an
 	// export its archive): forget them too.
-	earlier, err := a.store.Privacy.SealedDataRequests(ctx, sub.TeamID, r.ID)
+	earlier, err := a.privacy.SealedDataRequests(ctx, sub.TeamID, r.ID)
 	if err != nil {
 		return err
 	}
-	svc := a.dataRequests()
+	svc := a.requests
 	for _, e := range earlier {
 		addr, err := svc.Address(e)
 		if err != nil {
@@ -183,12 +179,12 @@ func (a *DataRequests) EraseDataRequest(ctx context.Context, in contract.DataReq
 		if addr != sub.Address {
 			continue
 		}
-		if err := a.store.Privacy.ForgetDataRequest(ctx, sub.TeamID, e.ID); err != nil {
+		if err := a.privacy.ForgetDataRequest(ctx, sub.TeamID, e.ID); err != nil {
 			return err
 		}
 		counts[ForgottenDataRequests]++
 	}
-	return a.store.Privacy.SetDataRequestFound(ctx, r.ID, counts)
+	return a.privacy.SetDataRequestFound(ctx, r.ID, counts)
 }
 
 // EraseSubjectHistory destroys the address's key of the Temporal payload
@@ -210,7 +206,7 @@ func (a *DataRequests) EraseSubjectHistory(ctx context.Context, in contract.Data
 // FinishDataRequest ends a request completed (an erasure then forgets its
 // address) or failed, once; the audit log records it.
 func (a *DataRequests) FinishDataRequest(ctx context.Context, in contract.FinishDataRequestInput) error {
-	_, err := a.store.Privacy.FinishDataRequest(ctx, in.RequestID, store.DataRequestOutcome{Failed: in.Reason != "",
+	_, err := a.privacy.FinishDataRequest(ctx, in.RequestID, store.DataRequestOutcome{Failed: in.Reason != "",
 		Reason: in.Reason})
 	return classify(err)
 }

@@ -36,7 +36,7 @@ const inFlightPage = 100
 func (a *DataRequests) stopInFlight(ctx context.Context, requestID uuid.UUID, sub store.Subject) (int, error) {
 	found := 0
 	for {
-		list, err := a.store.Privacy.SubjectInFlightEmails(ctx, sub, inFlightPage)
+		list, err := a.privacy.SubjectInFlightEmails(ctx, sub, inFlightPage)
 		if err != nil {
 			return found, err
 		}
@@ -46,7 +46,7 @@ func (a *DataRequests) stopInFlight(ctx context.Context, requestID uuid.UUID, su
 					return found, fmt.Errorf("stopping the workflow of email %s: %w", e.ID, err)
 				}
 			}
-			if _, err := a.store.Privacy.CancelSubjectRecipients(ctx, sub, e.ID, requestID); err != nil {
+			if _, err := a.privacy.CancelSubjectRecipients(ctx, sub, e.ID, requestID); err != nil {
 				return found, err
 			}
 			found++
@@ -56,13 +56,13 @@ func (a *DataRequests) stopInFlight(ctx context.Context, requestID uuid.UUID, su
 			again := []store.InFlightEmail{e}
 			if e.BatchID != nil && e.Restarts == 0 {
 				// The batch's workflow ended for all of its emails.
-				if again, err = a.store.Privacy.OpenBatchEmails(ctx, sub.TeamID, *e.BatchID); err != nil {
+				if again, err = a.privacy.OpenBatchEmails(ctx, sub.TeamID, *e.BatchID); err != nil {
 					return found, err
 				}
 			}
 			for _, o := range again {
 				// Another email of the batch may name the address too.
-				if _, err := a.store.Privacy.CancelSubjectRecipients(ctx, sub, o.ID, requestID); err != nil {
+				if _, err := a.privacy.CancelSubjectRecipients(ctx, sub, o.ID, requestID); err != nil {
 					return found, err
 				}
 				if err := a.restartStopped(ctx, o); err != nil {
@@ -83,7 +83,7 @@ func (a *DataRequests) restartErased(ctx context.Context, requestID uuid.UUID, t
 	if a.workflows == nil {
 		return nil
 	}
-	list, err := a.store.Privacy.ErasureCanceledEmails(ctx, teamID, requestID)
+	list, err := a.privacy.ErasureCanceledEmails(ctx, teamID, requestID)
 	if err != nil {
 		return err
 	}

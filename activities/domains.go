@@ -21,7 +21,7 @@ func (a *Domains) CheckDomain(ctx context.Context, in contract.CheckDomainInput)
 	if err != nil {
 		return contract.CheckDomainResult{}, temporal.NewNonRetryableApplicationError("bad domain id", contract.ErrTypePermanent, err)
 	}
-	d, err := a.store.Domains.DomainByID(ctx, id)
+	d, err := a.domains.DomainByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && d.DeletedAt != nil) {
 		return contract.CheckDomainResult{Deleted: true}, nil
 	}
@@ -43,7 +43,7 @@ func (a *Domains) CheckDomain(ctx context.Context, in contract.CheckDomainInput)
 		// Acceptance reads the DMARC policy for its insights (issue 19):
 		// kept unless the lookup failed.
 		if r.Key == records.KeyDMARC && !r.Temporary {
-			if err := a.store.Domains.SetDomainDMARCPolicy(ctx, id, r.Policy); err != nil {
+			if err := a.domains.SetDomainDMARCPolicy(ctx, id, r.Policy); err != nil {
 				return contract.CheckDomainResult{}, err
 			}
 		}
@@ -57,11 +57,11 @@ func (a *Domains) SetDomainStatus(ctx context.Context, in contract.SetDomainStat
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("bad domain id", contract.ErrTypePermanent, err)
 	}
-	if _, err := a.store.Domains.DomainByID(ctx, id); err != nil {
+	if _, err := a.domains.DomainByID(ctx, id); err != nil {
 		return classify(fmt.Errorf("loading domain %s: %w", id, err))
 	}
 	// A change of status is reported as domain.updated, written with it.
-	if err := a.store.Domains.SetDomainStatus(ctx, id, in.Status, in.Records, "domain.updated"); err != nil {
+	if err := a.domains.SetDomainStatus(ctx, id, in.Status, in.Records, "domain.updated"); err != nil {
 		return err
 	}
 	a.logger.Info("domain status", "domain_id", in.DomainID, "status", in.Status)

@@ -11,7 +11,7 @@ import (
 // StartContactImport marks the import in progress and returns how many
 // chunks it has. A missing import is a permanent error.
 func (a *Imports) StartContactImport(ctx context.Context, in contract.ContactImportInput) (contract.StartContactImportResult, error) {
-	imp, err := a.store.Audience.StartContactImport(ctx, in.ImportID)
+	imp, err := a.audience.StartContactImport(ctx, in.ImportID)
 	if err != nil {
 		return contract.StartContactImportResult{}, classify(err)
 	}
@@ -22,7 +22,7 @@ func (a *Imports) StartContactImport(ctx context.Context, in contract.ContactImp
 // a chunk again returns its first counts and changes nothing, so a retry
 // after a crash is harmless. A missing chunk is a permanent error.
 func (a *Imports) ApplyImportChunk(ctx context.Context, in contract.ImportChunkInput) (contract.ImportChunkResult, error) {
-	cc, err := a.store.Audience.ApplyImportChunk(ctx, in.ImportID, in.Seq)
+	cc, err := a.audience.ApplyImportChunk(ctx, in.ImportID, in.Seq)
 	if err != nil {
 		return contract.ImportChunkResult{}, classify(err)
 	}
@@ -33,7 +33,7 @@ func (a *Imports) ApplyImportChunk(ctx context.Context, in contract.ImportChunkI
 // FinishContactImport ends the import (store.FinishContactImport); ending
 // it again changes nothing. A missing import has nothing to end.
 func (a *Imports) FinishContactImport(ctx context.Context, in contract.FinishContactImportInput) error {
-	_, err := a.store.Audience.FinishContactImport(ctx, in.ImportID, in.Reason)
+	_, err := a.audience.FinishContactImport(ctx, in.ImportID, in.Reason)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}

@@ -64,7 +64,7 @@ func (a *Reconciler) ReconcileEmails(ctx context.Context, in contract.ReconcileI
 	var after *store.StalledEmail
 	for res.Examined < in.Limit {
 		limit := min(reconcilePage, in.Limit-res.Examined)
-		list, err := a.store.Emails.StalledEmails(ctx, store.StalledQuery{QueuedBefore: in.QueuedBefore,
+		list, err := a.emails.StalledEmails(ctx, store.StalledQuery{QueuedBefore: in.QueuedBefore,
 			SentBefore: in.SentBefore, After: after, Limit: limit})
 		if err != nil {
 			return res, err
@@ -112,7 +112,7 @@ func (a *Reconciler) reconcile(ctx context.Context, e store.StalledEmail, maxRes
 		}
 		reason = ReasonNotStarted
 	}
-	n, err := a.store.Emails.FailEmail(ctx, e.ID, reason)
+	n, err := a.emails.FailEmail(ctx, e.ID, reason)
 	if err != nil {
 		log.Warn("reconciling: failing the email", "err", err)
 		res.Errors++
@@ -132,7 +132,7 @@ func (a *restarter) restart(ctx context.Context, ref store.EmailRef, at *time.Ti
 	if err := a.workflows.Restart(ctx, ref, at); err != nil {
 		return err
 	}
-	return a.store.Emails.RecordRestart(ctx, ref.ID, ref.Restarts)
+	return a.emails.RecordRestart(ctx, ref.ID, ref.Restarts)
 }
 
 func (a *Reconciler) countReconciled(action string) {

@@ -79,10 +79,10 @@ func (a *Webhooks) DeliverWebhooks(ctx context.Context, in contract.DeliverWebho
 	if err != nil {
 		return contract.DeliverWebhooksResult{}, temporal.NewNonRetryableApplicationError("bad webhook id", contract.ErrTypePermanent, err)
 	}
-	if a.webhooks.Client == nil {
+	if a.cfg.Client == nil {
 		return contract.DeliverWebhooksResult{}, errors.New("this process does not deliver webhooks")
 	}
-	w, err := a.store.Webhooks.WebhookByID(ctx, id)
+	w, err := a.webhooks.WebhookByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && w.Status != store.WebhookEnabled) {
 		return contract.DeliverWebhooksResult{Stop: true}, nil
 	}
@@ -94,7 +94,7 @@ func (a *Webhooks) DeliverWebhooks(ctx context.Context, in contract.DeliverWebho
 		return contract.DeliverWebhooksResult{}, classify(err)
 	}
 	start := a.now()
-	msgs, err := a.store.Webhooks.DueMessages(ctx, id, start, webhookGroups, webhookBatch)
+	msgs, err := a.webhooks.DueMessages(ctx, id, start, webhookGroups, webhookBatch)
 	if err != nil {
 		return contract.DeliverWebhooksResult{}, err
 	}
@@ -157,11 +157,11 @@ func (a *Webhooks) DeliverWebhooks(ctx context.Context, in contract.DeliverWebho
 		return contract.DeliverWebhooksResult{}, firstErr
 	}
 	if stopped.Load() {
-		if w, err := a.store.Webhooks.WebhookByID(ctx, id); err != nil || w.Status != store.WebhookEnabled {
+		if w, err := a.webhooks.WebhookByID(ctx, id); err != nil || w.Status != store.WebhookEnabled {
 			return contract.DeliverWebhooksResult{Stop: true}, nil
 		}
 	}
-	next, err := a.store.Webhooks.NextWebhookAttempt(ctx, id)
+	next, err := a.webhooks.NextWebhookAttempt(ctx, id)
 	if err != nil {
 		return contract.DeliverWebhooksResult{}, err
 	}
@@ -191,7 +191,7 @@ func (a *Webhooks) webhookKeys(w store.Webhook) ([][]byte, error) {
 // attemptWebhook posts one message and stores the outcome. It reports
 // whether the message was delivered and whether the endpoint was disabled.
 func (a *Webhooks) attemptWebhook(ctx context.Context, w store.Webhook, keys [][]byte, m store.WebhookMessage) (ok, disabled bool, err error) {
-	at := a.webhooks.Client.Post(ctx, w.Endpoint, webhook.MessageID(m.ID), m.Payload, keys)
+	at := a.cfg.Client.Post(ctx, w.Endpoint, webhook.MessageID(m.ID), m.Payload, keys)
 	n := m.Attempts + 1
 	o := store.AttemptOutcome{WebhookID: w.ID, TeamID: w.TeamID, Succeeded: at.OK()}
 	o.Attempt, err = webhook.AttemptRow(m.ID, at)
@@ -204,7 +204,7 @@ func (a *Webhooks) attemptWebhook(ctx context.Context, w store.Webhook, keys [][
 	case at.Gone():
 		o.Status = store.MessageFailed
 	default:
-		schedule := a.webhooks.Schedule
+		schedule := a.cfg.Schedule
 		if schedule == nil {
 			schedule = webhook.DefaultSchedule
 		}
@@ -215,7 +215,7 @@ func (a *Webhooks) attemptWebhook(ctx context.Context, w store.Webhook, keys [][
 			o.Status = store.MessageFailed
 		}
 	}
-	since, err := a.store.Webhooks.RecordWebhookAttempt(ctx, o)
+	since, err := a.webhooks.RecordWebhookAttempt(ctx, o)
 	if err != nil {
 		return false, false, err
 	}
@@ -242,7 +242,7 @@ func (a *Webhooks) attemptWebhook(ctx context.Context, w store.Webhook, keys [][
 }
 
 func (a *Webhooks) disableAfter() time.Duration {
-	if d := a.webhooks.DisableAfter; d > 0 {
+	if d := a.cfg.DisableAfter; d > 0 {
 		return d
 	}
 	return DefaultWebhookDisableAfter
@@ -250,15 +250,15 @@ func (a *Webhooks) disableAfter() time.Duration {
 
 // disableWebhook disables the endpoint and, once, tells the team's owners.
 func (a *Webhooks) disableWebhook(ctx context.Context, w store.Webhook, reason string) error {
-	changed, err := a.store.Webhooks.DisableWebhook(ctx, w.ID, reason)
+	changed, err := a.webhooks.DisableWebhook(ctx, w.ID, reason)
 	if err != nil || !changed {
 		return err
 	}
 	a.logger.Warn("webhook disabled", "team_id", w.TeamID, "webhook_id", w.ID, "reason", reason)
-	if a.webhooks.Notices == nil {
+	if a.cfg.Notices == nil {
 		return nil
 	}
-	if err := a.webhooks.Notices.WebhookDisabled(ctx, WebhookNotice{TeamID: w.TeamID, WebhookID: w.ID,
+	if err := a.cfg.Notices.WebhookDisabled(ctx, WebhookNotice{TeamID: w.TeamID, WebhookID: w.ID,
 		Endpoint: w.Endpoint, Reason: reason}); err != nil {
 		// The endpoint stays disabled; the notice is best effort.
 		a.logger.Warn("telling owners about a disabled webhook", "team_id", w.TeamID, "webhook_id", w.ID, "err", err)
