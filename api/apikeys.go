@@ -16,6 +16,9 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 )
 
+// keysAPI serves /api-keys.
+type keysAPI struct{ *Server }
+
 type createAPIKeyRequest struct {
 	Name       *string `json:"name"`
 	Permission string  `json:"permission"`
@@ -25,7 +28,7 @@ type createAPIKeyRequest struct {
 	AllowedIPs []string `json:"allowed_ips"`
 }
 
-func (s *Server) createAPIKey(c *gin.Context) {
+func (s *keysAPI) createAPIKey(c *gin.Context) {
 	body, err := readBody(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -121,14 +124,14 @@ type apiKeyJSON struct {
 	AllowedIPs []string `json:"allowed_ips,omitempty"` // Posthaste extension
 }
 
-func (s *Server) listAPIKeys(c *gin.Context) {
-	respondList(s, c, s.store.Accounts.ListAPIKeys, func(k store.APIKey) apiKeyJSON {
+func (s *keysAPI) listAPIKeys(c *gin.Context) {
+	respondList(s.Server, c, s.store.Accounts.ListAPIKeys, func(k store.APIKey) apiKeyJSON {
 		return apiKeyJSON{ID: k.ID.String(), Name: k.Name, Permission: k.Permission,
 			CreatedAt: formatTime(k.CreatedAt), LastUsedAt: formatTimePtr(k.LastUsedAt), AllowedIPs: prefixStrings(k.AllowedIPs)}
 	})
 }
 
-func (s *Server) deleteAPIKey(c *gin.Context) {
+func (s *keysAPI) deleteAPIKey(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)

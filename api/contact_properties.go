@@ -62,7 +62,7 @@ func fallbackValue(typ string, raw json.RawMessage) (any, error) {
 	return v, nil
 }
 
-func (s *Server) createContactProperty(c *gin.Context) {
+func (s *audienceAPI) createContactProperty(c *gin.Context) {
 	var req contactPropertyRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
@@ -105,17 +105,17 @@ func (s *Server) createContactProperty(c *gin.Context) {
 	c.JSON(http.StatusCreated, gin.H{"object": "contact_property", "id": p.ID.String()})
 }
 
-func (s *Server) listContactProperties(c *gin.Context) {
-	respondList(s, c, s.store.Audience.ListContactProperties, renderContactProperty)
+func (s *audienceAPI) listContactProperties(c *gin.Context) {
+	respondList(s.Server, c, s.store.Audience.ListContactProperties, renderContactProperty)
 }
 
-func (s *Server) getContactProperty(c *gin.Context) {
-	respondOne(s, c, s.store.Audience.ContactProperty, "Contact property not found.", renderContactProperty)
+func (s *audienceAPI) getContactProperty(c *gin.Context) {
+	respondOne(s.Server, c, s.store.Audience.ContactProperty, "Contact property not found.", renderContactProperty)
 }
 
 // updateContactProperty changes the fallback value; key and type are
 // fixed at creation (changing them would invalidate stored values).
-func (s *Server) updateContactProperty(c *gin.Context) {
+func (s *audienceAPI) updateContactProperty(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -151,8 +151,8 @@ func (s *Server) updateContactProperty(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"object": "contact_property", "id": id.String()})
 }
 
-func (s *Server) deleteContactProperty(c *gin.Context) {
-	respondOne(s, c, s.store.Audience.DeleteContactProperty, "Contact property not found.", func(p store.ContactProperty) gin.H {
+func (s *audienceAPI) deleteContactProperty(c *gin.Context) {
+	respondOne(s.Server, c, s.store.Audience.DeleteContactProperty, "Contact property not found.", func(p store.ContactProperty) gin.H {
 		return gin.H{"object": "contact_property", "id": p.ID.String(), "deleted": true}
 	})
 }

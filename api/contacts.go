@@ -11,8 +11,17 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/audience"
+	"github.com/posthaste/posthaste/internal/imports"
 	"github.com/posthaste/posthaste/internal/store"
 )
+
+// audienceAPI serves the audience: /contacts (contacts.go), /contacts/imports
+// (contact_imports.go), /contact-properties (contact_properties.go),
+// /segments (segments.go) and /topics (topics.go).
+type audienceAPI struct {
+	*Server
+	imports *imports.Service
+}
 
 // Contact webhook event types (webhook.Types).
 const (
@@ -131,7 +140,7 @@ func refError(err error) error {
 
 // contactProperties loads the team's definitions and checks values
 // against them; an empty map needs no lookup.
-func (s *Server) contactProperties(ctx context.Context, team uuid.UUID, in map[string]any) (map[string]any, []string, error) {
+func (s *audienceAPI) contactProperties(ctx context.Context, team uuid.UUID, in map[string]any) (map[string]any, []string, error) {
 	if len(in) == 0 {
 		return nil, nil, nil
 	}
@@ -142,7 +151,7 @@ func (s *Server) contactProperties(ctx context.Context, team uuid.UUID, in map[s
 	return audience.CheckProperties(defs, in)
 }
 
-func (s *Server) createContact(c *gin.Context) {
+func (s *audienceAPI) createContact(c *gin.Context) {
 	var req contactRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
@@ -207,7 +216,7 @@ func (s *Server) createContact(c *gin.Context) {
 // listContacts lists the team's contacts; `segment_id` narrows to one
 // segment and `search` (a Posthaste extension) to contacts whose address
 // or name contains it.
-func (s *Server) listContacts(c *gin.Context) {
+func (s *audienceAPI) listContacts(c *gin.Context) {
 	var f store.ContactFilter
 	f.Search = c.Query("search")
 	if v, ok := c.GetQuery("segment_id"); ok {
@@ -222,7 +231,7 @@ func (s *Server) listContacts(c *gin.Context) {
 }
 
 // listSegmentContacts lists the contacts of one of the team's segments.
-func (s *Server) listSegmentContacts(c *gin.Context) {
+func (s *audienceAPI) listSegmentContacts(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -235,13 +244,13 @@ func (s *Server) listSegmentContacts(c *gin.Context) {
 	s.respondContacts(c, store.ContactFilter{Search: c.Query("search"), SegmentID: &id})
 }
 
-func (s *Server) respondContacts(c *gin.Context, f store.ContactFilter) {
-	respondList(s, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.Contact, bool, error) {
+func (s *audienceAPI) respondContacts(c *gin.Context, f store.ContactFilter) {
+	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.Contact, bool, error) {
 		return s.store.Audience.ListContacts(ctx, team, f, p)
 	}, renderContact)
 }
 
-func (s *Server) getContact(c *gin.Context) {
+func (s *audienceAPI) getContact(c *gin.Context) {
 	ref, err := contactRef(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -255,7 +264,7 @@ func (s *Server) getContact(c *gin.Context) {
 	c.PureJSON(http.StatusOK, renderContact(ct))
 }
 
-func (s *Server) updateContact(c *gin.Context) {
+func (s *audienceAPI) updateContact(c *gin.Context) {
 	ref, err := contactRef(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -296,7 +305,7 @@ func (s *Server) updateContact(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"object": "contact", "id": ct.ID.String()})
 }
 
-func (s *Server) deleteContact(c *gin.Context) {
+func (s *audienceAPI) deleteContact(c *gin.Context) {
 	ref, err := contactRef(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -313,7 +322,7 @@ func (s *Server) deleteContact(c *gin.Context) {
 }
 
 // contactByRef resolves the :id of a contact sub-resource route.
-func (s *Server) contactByRef(c *gin.Context) (store.Contact, bool) {
+func (s *audienceAPI) contactByRef(c *gin.Context) (store.Contact, bool) {
 	ref, err := contactRef(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -334,12 +343,12 @@ type contactSegmentJSON struct {
 	CreatedAt string `json:"created_at"`
 }
 
-func (s *Server) listContactSegments(c *gin.Context) {
+func (s *audienceAPI) listContactSegments(c *gin.Context) {
 	ct, ok := s.contactByRef(c)
 	if !ok {
 		return
 	}
-	respondList(s, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactSegment, bool, error) {
+	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactSegment, bool, error) {
 		return s.store.Audience.ContactSegments(ctx, team, ct.ID, p)
 	}, func(cs store.ContactSegment) contactSegmentJSON {
 		return contactSegmentJSON{ID: cs.ID.String(), Object: "segment", Name: cs.Name, CreatedAt: formatTime(cs.AddedAt)}
@@ -355,7 +364,7 @@ func segmentParam(c *gin.Context) (uuid.UUID, error) {
 	return id, nil
 }
 
-func (s *Server) addContactSegment(c *gin.Context) {
+func (s *audienceAPI) addContactSegment(c *gin.Context) {
 	segment, err := segmentParam(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -375,7 +384,7 @@ func (s *Server) addContactSegment(c *gin.Context) {
 		"segment_id": segment.String()})
 }
 
-func (s *Server) removeContactSegment(c *gin.Context) {
+func (s *audienceAPI) removeContactSegment(c *gin.Context) {
 	segment, err := segmentParam(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -407,19 +416,19 @@ func renderContactTopic(ct store.ContactTopic) contactTopicJSON {
 
 // listContactTopics lists every topic of the team with the contact's
 // subscription to it (its choice, else the topic's default).
-func (s *Server) listContactTopics(c *gin.Context) {
+func (s *audienceAPI) listContactTopics(c *gin.Context) {
 	ct, ok := s.contactByRef(c)
 	if !ok {
 		return
 	}
-	respondList(s, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactTopic, bool, error) {
+	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactTopic, bool, error) {
 		return s.store.Audience.ContactTopics(ctx, team, ct.ID, p)
 	}, renderContactTopic)
 }
 
 // updateContactTopics takes `[{"id","subscription"}]` (what Resend's SDKs
 // send) or `{"topics": [...]}` (what its reference documents).
-func (s *Server) updateContactTopics(c *gin.Context) {
+func (s *audienceAPI) updateContactTopics(c *gin.Context) {
 	ct, ok := s.contactByRef(c)
 	if !ok {
 		return

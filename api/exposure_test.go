@@ -122,7 +122,7 @@ func newBareEnv(t *testing.T, configure func(*api.Config)) *bareEnv {
 	cfg := api.Config{Store: st, Auth: auth.NewAuthenticator(e.lookups, time.Minute),
 		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Metrics: e.metrics, Gatherer: reg, RequestLog: e.log,
 		Ready:    []api.Check{{Name: "postgres", Check: st.Ping}},
-		Webhooks: api.WebhookConfig{Keys: box, AllowHTTP: true},
+		Webhooks: webhook.NewEndpoints(webhook.EndpointsConfig{Keys: box, AllowHTTP: true}, st),
 		Logger:   slog.New(slog.NewJSONHandler(e.out, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if configure != nil {
 		configure(&cfg)

@@ -29,7 +29,7 @@ type segmentRequest struct {
 // (audience.SegmentName).
 func segmentName(name *string) (string, error) { return audience.SegmentName(name) }
 
-func (s *Server) createSegment(c *gin.Context) {
+func (s *audienceAPI) createSegment(c *gin.Context) {
 	var req segmentRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
@@ -53,16 +53,16 @@ func (s *Server) createSegment(c *gin.Context) {
 	c.JSON(http.StatusCreated, gin.H{"object": "segment", "id": sg.ID.String(), "name": sg.Name})
 }
 
-func (s *Server) listSegments(c *gin.Context) {
-	respondList(s, c, s.store.Audience.ListSegments, renderSegment)
+func (s *audienceAPI) listSegments(c *gin.Context) {
+	respondList(s.Server, c, s.store.Audience.ListSegments, renderSegment)
 }
 
-func (s *Server) getSegment(c *gin.Context) {
-	respondOne(s, c, s.store.Audience.Segment, "Segment not found.", renderSegment)
+func (s *audienceAPI) getSegment(c *gin.Context) {
+	respondOne(s.Server, c, s.store.Audience.Segment, "Segment not found.", renderSegment)
 }
 
 // updateSegment renames a segment (Resend's Node SDK has segments.update).
-func (s *Server) updateSegment(c *gin.Context) {
+func (s *audienceAPI) updateSegment(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -86,8 +86,8 @@ func (s *Server) updateSegment(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"object": "segment", "id": sg.ID.String()})
 }
 
-func (s *Server) deleteSegment(c *gin.Context) {
-	respondOne(s, c, s.store.Audience.DeleteSegment, "Segment not found.", func(sg store.Segment) gin.H {
+func (s *audienceAPI) deleteSegment(c *gin.Context) {
+	respondOne(s.Server, c, s.store.Audience.DeleteSegment, "Segment not found.", func(sg store.Segment) gin.H {
 		return gin.H{"object": "segment", "id": sg.ID.String(), "deleted": true}
 	})
 }

@@ -33,8 +33,8 @@ func renderSuppression(sp store.Suppression) suppressionJSON {
 	return j
 }
 
-func (s *Server) listSuppressions(c *gin.Context) {
-	respondList(s, c, s.store.Emails.ListSuppressions, renderSuppression)
+func (s *emailsAPI) listSuppressions(c *gin.Context) {
+	respondList(s.Server, c, s.store.Emails.ListSuppressions, renderSuppression)
 }
 
 // suppressionAddress checks an address given to the suppression endpoints.
@@ -61,7 +61,7 @@ type createSuppressionRequest struct {
 	Email *string `json:"email"`
 }
 
-func (s *Server) createSuppression(c *gin.Context) {
+func (s *emailsAPI) createSuppression(c *gin.Context) {
 	var req createSuppressionRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
@@ -94,7 +94,7 @@ func (s *Server) createSuppression(c *gin.Context) {
 }
 
 // deleteSuppression takes an entry's id or its address.
-func (s *Server) deleteSuppression(c *gin.Context) {
+func (s *emailsAPI) deleteSuppression(c *gin.Context) {
 	ref := c.Param("id")
 	var id *uuid.UUID
 	var addr string

@@ -43,7 +43,7 @@ type topicRequest struct {
 // check validates the fields common to create and update.
 func (r topicRequest) check() error { return audience.CheckTopic(r.Name, r.Description, r.Visibility) }
 
-func (s *Server) createTopic(c *gin.Context) {
+func (s *audienceAPI) createTopic(c *gin.Context) {
 	var req topicRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
@@ -84,15 +84,15 @@ func (s *Server) createTopic(c *gin.Context) {
 	c.JSON(http.StatusCreated, gin.H{"object": "topic", "id": t.ID.String()})
 }
 
-func (s *Server) listTopics(c *gin.Context) {
-	respondList(s, c, s.store.Audience.ListTopics, renderTopic)
+func (s *audienceAPI) listTopics(c *gin.Context) {
+	respondList(s.Server, c, s.store.Audience.ListTopics, renderTopic)
 }
 
-func (s *Server) getTopic(c *gin.Context) {
-	respondOne(s, c, s.store.Audience.Topic, "Topic not found.", renderTopic)
+func (s *audienceAPI) getTopic(c *gin.Context) {
+	respondOne(s.Server, c, s.store.Audience.Topic, "Topic not found.", renderTopic)
 }
 
-func (s *Server) updateTopic(c *gin.Context) {
+func (s *audienceAPI) updateTopic(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -132,7 +132,7 @@ func (s *Server) updateTopic(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"object": "topic", "id": t.ID.String()})
 }
 
-func (s *Server) deleteTopic(c *gin.Context) {
+func (s *audienceAPI) deleteTopic(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)

@@ -33,7 +33,7 @@ import (
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/password"
 	"github.com/posthaste/posthaste/internal/records"
@@ -51,6 +51,12 @@ var assetFS embed.FS
 // Config wires the dashboard.
 type Config struct {
 	Store *store.Store
+	// Domains, Webhooks and DataRequests are the use cases the dashboard
+	// shares with the API, each built once by the caller (cmd/posthaste)
+	// and handed to both; required.
+	Domains      *domains.Service
+	Webhooks     *webhook.Endpoints
+	DataRequests *datareq.Service
 	// Broadcasts creates, edits, tests and sends broadcasts; nil hides the
 	// Broadcasts page.
 	Broadcasts *broadcast.Service
@@ -62,25 +68,18 @@ type Config struct {
 	Namespace string
 	// Records is the operator's side of the DNS records domains publish.
 	Records records.Config
-	// Keys seals TOTP secrets, new domains' DKIM keys and webhook signing
-	// secrets; nil makes two-factor setup, adding domains and webhooks
-	// unavailable.
+	// Keys seals TOTP secrets; nil makes two-factor setup unavailable.
+	// (The Domains and Webhooks services seal DKIM keys and signing
+	// secrets with their own.)
 	Keys *seal.Box
-	// DKIMSelector is the selector of the DKIM keys of domains added here.
-	DKIMSelector string
-	// WebhookWaker wakes an endpoint's delivery after a change or a
-	// replay; may be nil.
+	// WebhookWaker wakes an endpoint's delivery after a replay; may be
+	// nil.
 	WebhookWaker WebhookWaker
-	// WebhookClient posts the test events sent from an endpoint's page;
-	// nil hides the test button.
+	// WebhookClient is the one the Webhooks service posts test events
+	// with; nil hides the test button.
 	WebhookClient *webhook.Client
-	// AllowHTTPWebhooks accepts plain http endpoints
-	// (POSTHASTE_ALLOW_PRIVATE_EGRESS).
-	AllowHTTPWebhooks bool
-	// Outbox is poked after domain events are emitted; may be nil.
-	Outbox domains.Notifier
-	// Verifier starts and stops domain verification; nil disables the
-	// verify button.
+	// Verifier is the Domains service's verifier; nil disables the verify
+	// button.
 	Verifier Verifier
 	// SMTP is what the quick-start page tells mail clients.
 	SMTP SMTPSettings
@@ -88,7 +87,7 @@ type Config struct {
 	OAuth OAuth
 	// InboundBudget is the default inbound budget of a team's receiving
 	// domains, which the Receiving page shows when it is nearly spent.
-	InboundBudget inbound.Budget
+	InboundBudget inmail.Budget
 	// PublicURL is where browsers reach the dashboard's server, e.g.
 	// https://mail.example.com: the base of the links in emails and of the
 	// OAuth callbacks (PublicURL/dashboard/oauth/…). "" → http://localhost:3000.
@@ -185,15 +184,7 @@ func New(cfg Config) (*Handler, error) {
 	if h.proxies, err = parseProxies(cfg.TrustedProxies); err != nil {
 		return nil, fmt.Errorf("trusted proxies: %w", err)
 	}
-	h.domainSvc = domains.New(domains.Config{Keys: cfg.Keys, DKIMSelector: cfg.DKIMSelector,
-		Verifier: cfg.Verifier, Outbox: cfg.Outbox, Logger: cfg.Logger}, cfg.Store)
-	h.endpoints = webhook.NewEndpoints(webhook.EndpointsConfig{Keys: cfg.Keys, Client: cfg.WebhookClient,
-		Waker: cfg.WebhookWaker, AllowHTTP: cfg.AllowHTTPWebhooks, Logger: cfg.Logger}, cfg.Store)
-	var outbox datareq.Notifier
-	if cfg.Outbox != nil {
-		outbox = cfg.Outbox
-	}
-	h.dataReqs = datareq.New(datareq.Config{Keys: cfg.Keys, Outbox: outbox}, cfg.Store)
+	h.domainSvc, h.endpoints, h.dataReqs = cfg.Domains, cfg.Webhooks, cfg.DataRequests
 	funcs := template.FuncMap{"fmtTime": fmtTime, "badge": badge, "join": strings.Join,
 		"deref": func(p *int) int { return *p }, "prose": prose, "has": slices.Contains[[]string],
 		"broadcastsOn": func() bool { return cfg.Broadcasts != nil }}
