@@ -1,8 +1,13 @@
-// Package activities does all I/O on behalf of Posthaste's workflows:
-// building and storing messages, recording email events, and delivering
-// to MX hosts, within the warm-up allowances of the source addresses that
-// WarmupGate counts in PostgreSQL. Every activity is idempotent: a retry
-// after a crash repeats no visible effect.
+// Package activities does the I/O of Posthaste's sending workflows
+// (SendEmail, SendBatch), of received mail (ProcessInbound), of the
+// periodic sweeps (Retention, Reconcile, AccountHealth): building and
+// storing messages, recording email events, and delivering to MX hosts,
+// within the warm-up allowances of the source addresses that WarmupGate
+// counts in PostgreSQL. The activities of the other workflows live in the
+// package of their area: internal/domains (VerifyDomain), imports
+// (ContactImport), broadcast (Broadcast), datareq (DataRequest) and
+// webhook (DeliverWebhook). Every activity is idempotent: a retry after a
+// crash repeats no visible effect.
 package activities
 
 import (
@@ -11,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"strings"
 	"time"
@@ -19,12 +23,10 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/dkim"
 	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/mime"
 	"github.com/posthaste/posthaste/internal/mta"
-	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/seal"
@@ -60,22 +62,21 @@ type onePool struct{ d Deliverer }
 
 func (o onePool) Sender(pool string) (Deliverer, bool) { return o.d, pool == "" }
 
+// Notifier is told when outbox entries were committed (the outbox
+// dispatcher of this process, if any).
+type Notifier interface{ Notify() }
+
 // Config holds the settings activities need.
 type Config struct {
 	// Hostname names this installation in the return path of sandbox
 	// mail (POSTHASTE_HOSTNAME).
 	Hostname string
-	// Records is the operator's side of the domains' DNS records.
-	Records records.Config
-	// Resolver looks domain records up (POSTHASTE_DNS_SERVER); nil means
-	// the system resolver.
-	Resolver *net.Resolver
-	// Keys opens the domains' sealed DKIM keys and the webhooks' signing
-	// secrets; nil in a process without a master key, which then cannot
-	// prepare mail from a domain nor deliver webhooks.
+	// Keys opens the domains' sealed DKIM keys; nil in a process without
+	// a master key, which then cannot prepare mail from a domain.
 	Keys *seal.Box
-	// Webhooks configures webhook delivery.
-	Webhooks WebhookConfig
+	// Outbox is told when recorded events may have queued webhook
+	// messages (the outbox dispatcher of this process); may be nil.
+	Outbox Notifier
 	// Workflows tells Reconcile whether emails' workflows run and
 	// restarts them; nil in a process that does not reconcile.
 	Workflows EmailWorkflows
@@ -125,31 +126,24 @@ type Config struct {
 	// (POSTHASTE_IP_POOLS): Prepare gives groups of teams or domains
 	// assigned it the pool "", whose queues are the default ones.
 	DefaultPool string
-	// BroadcastRate is the emails a second each team's broadcasts hand to
-	// the send path (POSTHASTE_BROADCAST_RATE); 0 → DefaultBroadcastRate.
-	BroadcastRate float64
-	// DataRequests configures the activities of data subject requests.
-	DataRequests DataRequestConfig
 }
 
 // VERPKeyPurpose derives Config.VERPKey from the master key
 // (seal.Box.DeriveKey).
 const VERPKeyPurpose = "posthaste verp return path"
 
-// Activities are the activities of every workflow, one struct a workflow
-// (or a workflow and the one it starts, for SendEmail and SendBatch), each
-// holding only the dependencies its activities use. Construct it with New;
-// the worker registers each activity under its name in package contract.
+// Activities are the activities of the workflows of sending and received
+// mail and of the periodic sweeps, one struct a workflow (or a workflow
+// and the one it starts, for SendEmail and SendBatch), each holding only
+// the dependencies its activities use. Construct it with New; the worker
+// registers each activity under its name in package contract. The
+// activities of the other workflows live in the package of their area
+// (domains, imports, broadcast, datareq, webhook); Health is built apart.
 type Activities struct {
-	*Sending      // SendEmail and SendBatch
-	*Domains      // VerifyDomain
-	*Retention    // Retention
-	*Reconciler   // Reconcile
-	*Imports      // ContactImport
-	*Broadcasts   // Broadcast
-	*DataRequests // DataRequest
-	*Webhooks     // DeliverWebhook
-	*Inbound      // ProcessInbound
+	*Sending    // SendEmail and SendBatch
+	*Retention  // Retention
+	*Reconciler // Reconcile
+	*Inbound    // ProcessInbound
 }
 
 // Sending are the activities of SendEmail and SendBatch: preparing,
@@ -181,71 +175,18 @@ type recorder struct {
 	metrics *telemetry.Metrics
 }
 
-// Domains are the activities of VerifyDomain.
-type Domains struct {
-	domains  *store.Domains
-	logger   *slog.Logger
-	resolver *net.Resolver
-	records  records.Config
-}
-
 // Retention are the activities of Retention.
 type Retention struct {
 	privacy  *store.Privacy
 	insights *store.Insights
 }
 
-// restarter restarts the workflows of emails (Reconcile, and erasures
-// that stopped emails in flight).
-type restarter struct {
-	emails    *store.Emails
-	workflows EmailWorkflows
-}
-
 // Reconciler is the activity of Reconcile.
 type Reconciler struct {
-	restarter
-	metrics *telemetry.Metrics
-	logger  *slog.Logger
-}
-
-// Imports are the activities of ContactImport.
-type Imports struct {
-	audience *store.Audience
-}
-
-// Broadcasts are the activities of Broadcast.
-type Broadcasts struct {
-	broadcasts    *store.Broadcasts
-	domains       *store.Domains
-	audience      *store.Audience // contact properties
-	accounts      *store.Accounts // the sandbox sender's members
-	insights      *store.Insights // sending paused for account health
-	outbox        Notifier
-	now           func() time.Time
-	crash         *faults.Crasher
-	broadcastRate float64
-}
-
-// DataRequests are the activities of DataRequest.
-type DataRequests struct {
-	restarter
-	privacy           *store.Privacy
-	requests          *datareq.Service // opens addresses, builds exports
-	logger            *slog.Logger
-	now               func() time.Time
-	keys              *seal.Box
-	dataRequestConfig DataRequestConfig
-}
-
-// Webhooks is the activity of DeliverWebhook.
-type Webhooks struct {
-	webhooks *store.Webhooks
-	metrics  *telemetry.Metrics
-	logger   *slog.Logger
-	now      func() time.Time
-	keys     *seal.Box
-	cfg      WebhookConfig
+	emails    *store.Emails
+	workflows EmailWorkflows
+	metrics   *telemetry.Metrics
+	logger    *slog.Logger
 }
 
 // Inbound is the activity of ProcessInbound.
@@ -292,26 +233,14 @@ func NewWithSenders(cfg Config, st *store.Store, senders Senders, metrics *telem
 	if cfg.TrackingKey == nil && cfg.Keys != nil {
 		cfg.TrackingKey = cfg.Keys.DeriveKey(tracking.KeyPurpose)
 	}
-	rec := recorder{emails: st.Emails, outbox: cfg.Webhooks.Outbox, metrics: metrics}
-	rs := restarter{emails: st.Emails, workflows: cfg.Workflows}
+	rec := recorder{emails: st.Emails, outbox: cfg.Outbox, metrics: metrics}
 	return &Activities{
 		Sending: &Sending{recorder: rec, audience: st.Audience, mta: senders, logger: logger, now: now, signers: newSignerCache(),
 			hostname: cfg.Hostname, keys: cfg.Keys, crash: cfg.Crash, unsubscribe: cfg.Unsubscribe,
 			verpKey: cfg.VERPKey, unsubscribeMailtoKey: cfg.UnsubscribeMailtoKey, trackingKey: cfg.TrackingKey,
 			localRegions: cfg.LocalRegions, defaultPool: cfg.DefaultPool},
-		Domains: &Domains{domains: st.Domains, logger: logger, resolver: cfg.Resolver,
-			records: cfg.Records},
 		Retention:  &Retention{privacy: st.Privacy, insights: st.Insights},
-		Reconciler: &Reconciler{restarter: rs, metrics: metrics, logger: logger},
-		Imports:    &Imports{audience: st.Audience},
-		Broadcasts: &Broadcasts{broadcasts: st.Broadcasts, domains: st.Domains, audience: st.Audience,
-			accounts: st.Accounts, insights: st.Insights, outbox: cfg.Webhooks.Outbox, now: now, crash: cfg.Crash,
-			broadcastRate: cfg.BroadcastRate},
-		DataRequests: &DataRequests{restarter: rs, privacy: st.Privacy,
-			requests: datareq.New(datareq.Config{Keys: cfg.Keys, ArchiveTTL: cfg.DataRequests.ArchiveTTL}, st), logger: logger, now: now, keys: cfg.Keys,
-			dataRequestConfig: cfg.DataRequests},
-		Webhooks: &Webhooks{webhooks: st.Webhooks, metrics: metrics, logger: logger, now: now, keys: cfg.Keys,
-			cfg: cfg.Webhooks},
+		Reconciler: &Reconciler{emails: st.Emails, workflows: cfg.Workflows, metrics: metrics, logger: logger},
 		Inbound: &Inbound{recorder: rec, audience: st.Audience, received: st.Received, logger: logger, now: now, verpKey: cfg.VERPKey,
 			unsubscribeMailtoKey: cfg.UnsubscribeMailtoKey, fblDomains: cfg.FBLDomains},
 	}
@@ -578,7 +507,7 @@ func (e *refusedError) Is(target error) bool { return target == errEgressRefused
 // shown for the failure; everything else stays retryable.
 func classify(err error) error {
 	if errors.Is(err, errNoKey) || errors.Is(err, store.ErrNotFound) || errors.Is(err, errEgressRefused) {
-		return temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
+		return contract.Permanent(err)
 	}
 	return err
 }
