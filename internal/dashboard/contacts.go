@@ -68,11 +68,11 @@ type contactsData struct {
 	CanImport bool
 }
 
-func (h *Handler) contacts(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) contacts(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderContacts(w, r, se, http.StatusOK, contactsData{})
 }
 
-func (h *Handler) renderContacts(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d contactsData) {
+func (h *audienceHandler) renderContacts(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d contactsData) {
 	q := r.URL.Query()
 	d.Query = strings.TrimSpace(q.Get("q"))
 	p := pageOf(q, 50)
@@ -106,7 +106,7 @@ func contactError(err error, email string) (formError, bool) {
 	return asFormError(err)
 }
 
-func (h *Handler) addContact(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) addContact(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	f := contactForm{Email: strings.TrimSpace(r.PostFormValue("email")), FirstName: strings.TrimSpace(r.PostFormValue("first_name")),
 		LastName: strings.TrimSpace(r.PostFormValue("last_name"))}
 	ct, err := h.createContact(r.Context(), se.TeamID, f)
@@ -121,7 +121,7 @@ func (h *Handler) addContact(w http.ResponseWriter, r *http.Request, se *store.S
 	http.Redirect(w, r, "/dashboard/contacts/"+ct.ID.String()+"?done=added", http.StatusSeeOther)
 }
 
-func (h *Handler) createContact(ctx context.Context, team uuid.UUID, f contactForm) (store.Contact, error) {
+func (h *audienceHandler) createContact(ctx context.Context, team uuid.UUID, f contactForm) (store.Contact, error) {
 	if f.Email == "" {
 		return store.Contact{}, invalid.Missing("email")
 	}
@@ -172,13 +172,13 @@ var contactNotices = map[string]string{
 }
 
 // loadContact loads the {id} contact of the session's team.
-func (h *Handler) loadContact(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Contact, bool) {
-	return byPathID(h, w, r, func(id uuid.UUID) (store.Contact, error) {
+func (h *audienceHandler) loadContact(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Contact, bool) {
+	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Contact, error) {
 		return h.store.Audience.Contact(r.Context(), se.TeamID, store.ContactRef{ID: &id})
 	})
 }
 
-func (h *Handler) contact(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) contact(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	ct, ok := h.loadContact(w, r, se)
 	if !ok {
 		return
@@ -189,7 +189,7 @@ func (h *Handler) contact(w http.ResponseWriter, r *http.Request, se *store.Sess
 // renderContact shows a contact's page (or its delete page) with the
 // team's properties, segments and topics. A form shown again keeps what
 // was typed: d.Contact holds it.
-func (h *Handler) renderContact(w http.ResponseWriter, r *http.Request, se *store.Session, status int, page string, d contactData) {
+func (h *audienceHandler) renderContact(w http.ResponseWriter, r *http.Request, se *store.Session, status int, page string, d contactData) {
 	ctx := r.Context()
 	if page == "contact" {
 		defs, err := h.store.Audience.ContactPropertiesByKey(ctx, se.TeamID)
@@ -234,7 +234,7 @@ func (h *Handler) renderContact(w http.ResponseWriter, r *http.Request, se *stor
 // editContact saves a contact's page: names, unsubscribed, property
 // values (an empty field removes the value), segment memberships and
 // topic subscriptions. Everything is checked before anything is written.
-func (h *Handler) editContact(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) editContact(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	ct, ok := h.loadContact(w, r, se)
 	if !ok {
 		return
@@ -357,7 +357,7 @@ func formErrorOf(err error) formError {
 }
 
 // unsubscribeContact unsubscribes a contact from everything.
-func (h *Handler) unsubscribeContact(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) unsubscribeContact(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	ct, ok := h.loadContact(w, r, se)
 	if !ok {
 		return
@@ -372,7 +372,7 @@ func (h *Handler) unsubscribeContact(w http.ResponseWriter, r *http.Request, se 
 	http.Redirect(w, r, "/dashboard/contacts/"+ct.ID.String()+"?done=unsubscribed", http.StatusSeeOther)
 }
 
-func (h *Handler) deleteContactPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) deleteContactPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	ct, ok := h.loadContact(w, r, se)
 	if !ok {
 		return
@@ -380,7 +380,7 @@ func (h *Handler) deleteContactPage(w http.ResponseWriter, r *http.Request, se *
 	h.renderContact(w, r, se, http.StatusOK, "contact_delete", contactData{Contact: ct})
 }
 
-func (h *Handler) deleteContact(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) deleteContact(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	ct, ok := h.loadContact(w, r, se)
 	if !ok {
 		return

@@ -158,6 +158,18 @@ type Handler struct {
 	now       func() time.Time
 	// background counts the password-reset emails being sent.
 	background sync.WaitGroup
+	// The pages of each area, which embed the Handler for what they
+	// share: rendering, sessions, CSRF tokens, throttles, the audit log.
+	signInHandler     *signInHandler
+	teamHandler       *teamHandler
+	overviewHandler   *overviewHandler
+	receivingHandler  *receivingHandler
+	domainsHandler    *domainsHandler
+	webhooksHandler   *webhooksHandler
+	privacyHandler    *privacyHandler
+	audienceHandler   *audienceHandler
+	templatesHandler  *templatesHandler
+	broadcastsHandler *broadcastsHandler
 }
 
 // New parses the templates and builds the routes.
@@ -177,6 +189,16 @@ func New(cfg Config) (*Handler, error) {
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	h := &Handler{cfg: cfg, store: cfg.Store, logger: cfg.Logger.With("component", "dashboard"),
 		throttle: auththrottle.New(), passwords: cfg.Passwords, now: cfg.Now, pages: map[string]*template.Template{}}
+	h.signInHandler = &signInHandler{h}
+	h.teamHandler = &teamHandler{h}
+	h.overviewHandler = &overviewHandler{h}
+	h.receivingHandler = &receivingHandler{h}
+	h.domainsHandler = &domainsHandler{h}
+	h.webhooksHandler = &webhooksHandler{h}
+	h.privacyHandler = &privacyHandler{h}
+	h.audienceHandler = &audienceHandler{h}
+	h.templatesHandler = &templatesHandler{h}
+	h.broadcastsHandler = &broadcastsHandler{h}
 	if h.passwords == nil {
 		h.passwords = password.Shared()
 	}
@@ -218,80 +240,16 @@ func New(cfg Config) (*Handler, error) {
 	m.HandleFunc("GET /dashboard/{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/dashboard/emails", http.StatusSeeOther)
 	})
-	m.HandleFunc("GET /dashboard/login", h.loginPage)
-	m.HandleFunc("POST /dashboard/login", h.login)
-	m.HandleFunc("GET /dashboard/forgot", h.forgotPage)
-	m.HandleFunc("POST /dashboard/forgot", h.forgot)
-	m.HandleFunc("GET /dashboard/reset/{token}", h.resetPage)
-	m.HandleFunc("POST /dashboard/reset/{token}", h.reset)
-	m.HandleFunc("GET /dashboard/invite/{token}", h.invitationPage)
-	m.HandleFunc("POST /dashboard/invite/{token}", h.joinAsNewUser)
-	m.Handle("POST /dashboard/invite/{token}/accept", h.signedIn(h.acceptInvitation))
-	m.HandleFunc("GET /dashboard/oauth/{provider}/start", h.oauthStart)
-	m.HandleFunc("GET /dashboard/oauth/{provider}/callback", h.oauthCallback)
-	m.Handle("GET /dashboard/login/mfa", h.pendingMFA(h.mfaPage))
-	m.Handle("POST /dashboard/login/mfa", h.pendingMFA(h.mfa))
-	m.Handle("GET /dashboard/account", h.signedIn(h.account))
-	m.Handle("POST /dashboard/account/mfa/start", h.signedIn(h.startMFA))
-	m.Handle("POST /dashboard/account/mfa/confirm", h.signedIn(h.confirmMFA))
-	m.Handle("POST /dashboard/account/mfa/disable", h.signedIn(h.disableMFA))
-	m.Handle("POST /dashboard/account/team-mfa", h.signedIn(h.teamMFA))
-	m.Handle("POST /dashboard/account/team", h.signedIn(h.switchTeam))
-	m.Handle("POST /dashboard/account/sessions/revoke", h.signedIn(h.revokeSession))
-	m.Handle("POST /dashboard/account/sessions/revoke-others", h.signedIn(h.revokeOtherSessions))
-	m.Handle("POST /dashboard/logout", h.signedIn(h.logout))
-	m.Handle("POST /dashboard/logout-everywhere", h.signedIn(h.logoutEverywhere))
-	m.Handle("GET /dashboard/emails", h.signedIn(h.emails))
-	m.Handle("GET /dashboard/emails/{id}", h.signedIn(h.email))
-	m.Handle("GET /dashboard/emails/{id}/raw", h.signedIn(h.emailRaw))
-	m.Handle("GET /dashboard/emails/{id}/preview", h.signedIn(h.emailPreview))
-	m.Handle("GET /dashboard/receiving", h.signedIn(h.receiving))
-	m.Handle("GET /dashboard/receiving/{id}", h.signedIn(h.received))
-	m.Handle("GET /dashboard/receiving/{id}/raw", h.signedIn(h.receivedRaw))
-	m.Handle("GET /dashboard/receiving/{id}/preview", h.signedIn(h.receivedPreview))
-	m.Handle("GET /dashboard/receiving/{id}/attachments/{attachment}", h.signedIn(h.receivedAttachment))
-	m.Handle("GET /dashboard/metrics", h.signedIn(h.metrics))
-	m.Handle("GET /dashboard/domains", h.signedIn(h.domains))
-	m.Handle("POST /dashboard/domains", h.signedIn(h.addDomain))
-	m.Handle("GET /dashboard/domains/{id}", h.signedIn(h.domain))
-	m.Handle("POST /dashboard/domains/{id}/verify", h.signedIn(h.verifyDomain))
-	m.Handle("POST /dashboard/domains/{id}/settings", h.signedIn(h.domainSettings))
-	m.Handle("GET /dashboard/domains/{id}/delete", h.signedIn(h.deleteDomainPage))
-	m.Handle("POST /dashboard/domains/{id}/delete", h.signedIn(h.deleteDomain))
-	m.Handle("GET /dashboard/webhooks", h.signedIn(h.webhooks))
-	m.Handle("POST /dashboard/webhooks", h.signedIn(h.addWebhook))
-	m.Handle("GET /dashboard/webhooks/{id}", h.signedIn(h.webhook))
-	m.Handle("POST /dashboard/webhooks/{id}", h.signedIn(h.editWebhook))
-	m.Handle("POST /dashboard/webhooks/{id}/status", h.signedIn(h.webhookStatus))
-	m.Handle("POST /dashboard/webhooks/{id}/secret", h.signedIn(h.revealWebhookSecret))
-	m.Handle("POST /dashboard/webhooks/{id}/rotate", h.signedIn(h.rotateWebhookSecret))
-	m.Handle("POST /dashboard/webhooks/{id}/test", h.signedIn(h.testWebhook))
-	m.Handle("GET /dashboard/webhooks/{id}/delete", h.signedIn(h.deleteWebhookPage))
-	m.Handle("POST /dashboard/webhooks/{id}/delete", h.signedIn(h.deleteWebhook))
-	m.Handle("GET /dashboard/webhooks/{id}/events/{msg}", h.signedIn(h.webhookEvent))
-	m.Handle("POST /dashboard/webhooks/{id}/events/{msg}/replay", h.signedIn(h.replayWebhookEvent))
-	m.Handle("GET /dashboard/team", h.signedIn(h.team))
-	m.Handle("POST /dashboard/team/password", h.signedIn(h.changePassword))
-	m.Handle("POST /dashboard/team/confirm-address", h.signedIn(h.confirmAddress))
-	m.Handle("POST /dashboard/team/members/{id}/remove", h.signedIn(h.removeMember))
-	m.Handle("POST /dashboard/team/invitations", h.signedIn(h.invite))
-	m.Handle("POST /dashboard/team/invitations/{id}/revoke", h.signedIn(h.revokeInvitation))
-	m.Handle("GET /dashboard/ip-pools", h.signedIn(h.ipPools))
-	m.Handle("GET /dashboard/logs", h.signedIn(h.logs))
-	m.Handle("GET /dashboard/audit", h.signedIn(h.auditLog))
-	m.Handle("GET /dashboard/data-requests", h.signedIn(h.dataRequests))
-	m.Handle("POST /dashboard/data-requests", h.signedIn(h.createDataRequest))
-	m.Handle("GET /dashboard/data-requests/{id}/download", h.signedIn(h.downloadDataRequest))
-	m.Handle("GET /dashboard/logs/{id}", h.signedIn(h.logEntry))
-	m.Handle("GET /dashboard/suppressions", h.signedIn(h.suppressions))
-	m.Handle("POST /dashboard/suppressions/{id}/remove", h.signedIn(h.removeSuppression))
-	m.Handle("GET /dashboard/getting-started", h.signedIn(h.quickstart))
-	m.Handle("POST /dashboard/getting-started/key", h.signedIn(h.quickstartKey))
-	m.Handle("GET /dashboard/api-keys", h.signedIn(h.apiKeys))
-	m.Handle("POST /dashboard/api-keys", h.signedIn(h.createAPIKey))
-	m.Handle("POST /dashboard/api-keys/{id}/revoke", h.signedIn(h.revokeAPIKey))
-	h.audienceRoutes(m)
-	h.broadcastRoutes(m)
+	h.signInHandler.routes(m)
+	h.teamHandler.routes(m)
+	h.overviewHandler.routes(m)
+	h.receivingHandler.routes(m)
+	h.domainsHandler.routes(m)
+	h.webhooksHandler.routes(m)
+	h.privacyHandler.routes(m)
+	h.audienceHandler.routes(m)
+	h.templatesHandler.routes(m)
+	h.broadcastsHandler.routes(m)
 	h.mux = m
 	return h, nil
 }

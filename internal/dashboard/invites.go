@@ -20,46 +20,13 @@ import (
 // invitationLifetime is how long an invitation link works.
 const invitationLifetime = 7 * 24 * time.Hour
 
-// MailLimits bound the emails the dashboard sends through Config.Mailer, so
-// that neither a team nor anyone asking for password resets can drain the
-// system sender's quota or flood an address. The counts are kept in
-// PostgreSQL (store.ReserveSystemMail), shared by every process, over the
-// last hour. Zero fields take the defaults.
-type MailLimits struct {
-	// TeamInvitations is how many invitation emails one team sends per
-	// hour (default 20).
-	TeamInvitations int
-	// PerAddress is how many invitation and password-reset emails, from
-	// every team, one address receives per hour (default 5).
-	PerAddress int
-}
-
-// Defaults of MailLimits.
-const (
-	defaultTeamInvitations = 20
-	defaultMailsPerAddress = 5
-	mailLimitWindow        = time.Hour
-)
-
-func (h *Handler) mailLimits() store.SystemMailLimits {
-	l := store.SystemMailLimits{Window: mailLimitWindow, PerTeam: h.cfg.MailLimits.TeamInvitations,
-		PerAddress: h.cfg.MailLimits.PerAddress}
-	if l.PerTeam <= 0 {
-		l.PerTeam = defaultTeamInvitations
-	}
-	if l.PerAddress <= 0 {
-		l.PerAddress = defaultMailsPerAddress
-	}
-	return l
-}
-
 // invite lets an owner invite an address to the team: it stores the
 // invitation (replacing an earlier one for the address) and emails its link,
 // or shows the link when no email can take it. Emailed invitations count
 // against the team's and the address's hourly limits (MailLimits); past
 // them the owner gets an error and nothing is stored. Only an emailed link
 // proves the address of whoever joins with it (store.Invitation.EmailedAt).
-func (h *Handler) invite(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) invite(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if !h.requireOwner(w, r, se, func() {
 		h.renderTeam(w, r, se, http.StatusForbidden, teamData{Error: "Only team owners can invite members."})
 	}) {
@@ -140,13 +107,13 @@ func invitationText(inviter, team, role, link string, expires time.Time) string 
 }
 
 // revokeInvitation lets an owner withdraw an invitation of the team.
-func (h *Handler) revokeInvitation(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) revokeInvitation(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if !h.requireOwner(w, r, se, func() {
 		h.renderTeam(w, r, se, http.StatusForbidden, teamData{Error: "Only team owners can revoke invitations."})
 	}) {
 		return
 	}
-	if _, ok := byPathID(h, w, r, func(id uuid.UUID) (struct{}, error) {
+	if _, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (struct{}, error) {
 		return struct{}{}, h.store.Accounts.RevokeInvitation(r.Context(), se.TeamID, id)
 	}); ok && h.audited(w, r, se, audit.InviteRevoke, "invitation", r.PathValue("id"), nil) {
 		http.Redirect(w, r, "/dashboard/team", http.StatusSeeOther)
@@ -174,7 +141,7 @@ type inviteData struct {
 
 // invitationPage shows an invitation link: a form to join as a new user,
 // or, when the address has a user, a way to sign in and accept.
-func (h *Handler) invitationPage(w http.ResponseWriter, r *http.Request) {
+func (h *teamHandler) invitationPage(w http.ResponseWriter, r *http.Request) {
 	if d, ok := h.liveInvitation(w, r); ok {
 		h.showInvitation(w, r, http.StatusOK, d)
 	}
@@ -182,7 +149,7 @@ func (h *Handler) invitationPage(w http.ResponseWriter, r *http.Request) {
 
 // liveInvitation reads the invitation of the link's token. When it is not
 // live it answers (see invalidInvitation) and returns false.
-func (h *Handler) liveInvitation(w http.ResponseWriter, r *http.Request) (inviteData, bool) {
+func (h *teamHandler) liveInvitation(w http.ResponseWriter, r *http.Request) (inviteData, bool) {
 	tok := r.PathValue("token")
 	inv, err := h.store.Accounts.InvitationByToken(r.Context(), tokenHash(tok))
 	if err != nil {
@@ -194,7 +161,7 @@ func (h *Handler) liveInvitation(w http.ResponseWriter, r *http.Request) (invite
 
 // invalidInvitation answers a link that does not lead to a live invitation
 // with the same page whatever the reason.
-func (h *Handler) invalidInvitation(w http.ResponseWriter, r *http.Request, err error) {
+func (h *teamHandler) invalidInvitation(w http.ResponseWriter, r *http.Request, err error) {
 	if !errors.Is(err, store.ErrNotFound) {
 		h.fail(w, r, err)
 		return
@@ -202,7 +169,7 @@ func (h *Handler) invalidInvitation(w http.ResponseWriter, r *http.Request, err 
 	h.render(w, http.StatusNotFound, "invite", view{Title: "Invitation", Data: inviteData{State: inviteInvalid}})
 }
 
-func (h *Handler) showInvitation(w http.ResponseWriter, r *http.Request, status int, d inviteData) {
+func (h *teamHandler) showInvitation(w http.ResponseWriter, r *http.Request, status int, d inviteData) {
 	u, err := h.store.Accounts.UserByEmail(r.Context(), d.Invitation.Email)
 	if errors.Is(err, store.ErrNotFound) {
 		d.State = inviteNewUser
@@ -234,7 +201,7 @@ func (h *Handler) showInvitation(w http.ResponseWriter, r *http.Request, status 
 
 // joinAsNewUser creates the invited address's user with the chosen
 // password as a member of the team, spends the invitation and signs in.
-func (h *Handler) joinAsNewUser(w http.ResponseWriter, r *http.Request) {
+func (h *teamHandler) joinAsNewUser(w http.ResponseWriter, r *http.Request) {
 	if !h.anonymousAttempt(w, r) {
 		return
 	}
@@ -285,7 +252,7 @@ func (h *Handler) joinAsNewUser(w http.ResponseWriter, r *http.Request) {
 // acceptInvitation makes the signed-in user, who has the invited address,
 // a member of the team, spends the invitation and switches the session to
 // that team.
-func (h *Handler) acceptInvitation(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) acceptInvitation(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	inv, err := h.store.Accounts.AcceptInvitation(r.Context(), tokenHash(r.PathValue("token")), se.UserID)
 	if err != nil {
 		h.invalidInvitation(w, r, err)
@@ -313,14 +280,14 @@ type addressData struct {
 	ByProvider []providerLink // configured OAuth providers
 }
 
-func (h *Handler) addressState(ctx context.Context, userID uuid.UUID) (addressData, error) {
+func (h *teamHandler) addressState(ctx context.Context, userID uuid.UUID) (addressData, error) {
 	u, err := h.store.Accounts.UserByID(ctx, userID)
 	if err != nil {
 		return addressData{}, fmt.Errorf("reading the user: %w", err)
 	}
 	d := addressData{Email: u.Email, Unproven: u.EmailVerifiedAt == nil}
 	if d.Unproven {
-		d.ByEmail, d.ByProvider = h.cfg.Mailer != nil, h.providersConfirming()
+		d.ByEmail, d.ByProvider = h.cfg.Mailer != nil, h.signInHandler.providersConfirming()
 	}
 	return d, nil
 }

@@ -55,7 +55,7 @@ var errTOTPReplayed = errors.New("the code was already used")
 // §5.2, a verifier must not accept an OTP again after it validated it.
 // It returns errTOTPReplayed for a right code already used (or older than
 // the last one used), nil for a wrong one.
-func (h *Handler) checkTOTP(ctx context.Context, userID uuid.UUID, secret, code string) (bool, error) {
+func (h *teamHandler) checkTOTP(ctx context.Context, userID uuid.UUID, secret, code string) (bool, error) {
 	steps := totpSteps(code, secret, h.now())
 	for _, step := range steps {
 		ok, err := h.store.Sessions.UseTOTPStep(ctx, userID, step)
@@ -69,7 +69,7 @@ func (h *Handler) checkTOTP(ctx context.Context, userID uuid.UUID, secret, code 
 	return false, nil
 }
 
-func (h *Handler) secret(se *store.Session, m store.MFA) (string, error) {
+func (h *teamHandler) secret(se *store.Session, m store.MFA) (string, error) {
 	if h.cfg.Keys == nil || m.SealedSecret == nil {
 		return "", errors.New("no second factor is set up")
 	}
@@ -85,7 +85,7 @@ type mfaData struct {
 	Next  string
 }
 
-func (h *Handler) mfaPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) mfaPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.render(w, http.StatusOK, "mfa", view{Title: "Two-factor authentication", Session: nil, CSRF: se.CSRFToken,
 		Data: mfaData{Next: safeNext(r.URL.Query().Get("next"))}})
 }
@@ -95,7 +95,7 @@ func (h *Handler) mfaPage(w http.ResponseWriter, r *http.Request, se *store.Sess
 // code. Each attempt is charged to the user and to the client address
 // before it is checked, so parallel guesses count as they start. Passing
 // gives the session a new id and its full lifetime.
-func (h *Handler) mfa(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) mfa(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	d := mfaData{Next: safeNext(r.PostFormValue("next"))}
 	refuse := func(status int, msg string) {
 		d.Error = msg
@@ -142,7 +142,7 @@ func (h *Handler) mfa(w http.ResponseWriter, r *http.Request, se *store.Session)
 
 // secondFactor checks the posted code: the authenticator's, or else a
 // recovery code (longer), which it spends.
-func (h *Handler) secondFactor(r *http.Request, se *store.Session) (bool, error) {
+func (h *teamHandler) secondFactor(r *http.Request, se *store.Session) (bool, error) {
 	m, err := h.store.Sessions.UserMFA(r.Context(), se.UserID, se.TeamID)
 	if err != nil {
 		return false, err
@@ -176,11 +176,11 @@ type accountData struct {
 	Error         string
 }
 
-func (h *Handler) account(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) account(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderAccount(w, r, se, http.StatusOK, accountData{})
 }
 
-func (h *Handler) renderAccount(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d accountData) {
+func (h *teamHandler) renderAccount(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d accountData) {
 	m, err := h.store.Sessions.UserMFA(r.Context(), se.UserID, se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
@@ -206,7 +206,7 @@ func (h *Handler) renderAccount(w http.ResponseWriter, r *http.Request, se *stor
 	h.render(w, status, "account", view{Title: "Account", Nav: "account", Session: se, CSRF: se.CSRFToken, Data: d})
 }
 
-func (h *Handler) startMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) startMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if h.cfg.Keys == nil {
 		h.renderAccount(w, r, se, http.StatusServiceUnavailable, accountData{
 			Error: "Two-factor authentication needs POSTHASTE_MASTER_KEY on this server."})
@@ -243,7 +243,7 @@ func (h *Handler) startMFA(w http.ResponseWriter, r *http.Request, se *store.Ses
 		QR: template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(buf.Bytes()))})
 }
 
-func (h *Handler) confirmMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) confirmMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	m, err := h.store.Sessions.UserMFA(r.Context(), se.UserID, se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
@@ -291,7 +291,7 @@ func (h *Handler) confirmMFA(w http.ResponseWriter, r *http.Request, se *store.S
 		Message: "Two-factor authentication is on. Keep these recovery codes somewhere safe: each works once, and they are shown only now."})
 }
 
-func (h *Handler) disableMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) disableMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	m, err := h.store.Sessions.UserMFA(r.Context(), se.UserID, se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
@@ -323,23 +323,8 @@ func (h *Handler) disableMFA(w http.ResponseWriter, r *http.Request, se *store.S
 	h.renderAccount(w, r, se, http.StatusOK, accountData{Message: "Two-factor authentication is off."})
 }
 
-// requireOwner reports whether the session's user owns its team; when not,
-// it answers with refuse (or a failure) and returns false.
-func (h *Handler) requireOwner(w http.ResponseWriter, r *http.Request, se *store.Session, refuse func()) bool {
-	role, err := h.store.Sessions.MemberRole(r.Context(), se.TeamID, se.UserID)
-	if err != nil {
-		h.fail(w, r, err)
-		return false
-	}
-	if role != "owner" {
-		refuse()
-		return false
-	}
-	return true
-}
-
 // teamMFA lets an owner require a second factor of every member.
-func (h *Handler) teamMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) teamMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if !h.requireOwner(w, r, se, func() {
 		h.renderAccount(w, r, se, http.StatusForbidden, accountData{Error: "Only team owners can change this."})
 	}) {

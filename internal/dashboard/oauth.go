@@ -78,7 +78,7 @@ func (p *oidcProviders) get(ctx context.Context, issuer string) (*oidc.Provider,
 	return pr, nil
 }
 
-func (h *Handler) googleIssuer() string {
+func (h *signInHandler) googleIssuer() string {
 	if h.cfg.OAuth.Google.Issuer != "" {
 		return strings.TrimRight(h.cfg.OAuth.Google.Issuer, "/")
 	}
@@ -87,7 +87,7 @@ func (h *Handler) googleIssuer() string {
 
 // oauthConfig returns the oauth2 configuration of a provider, or nil when
 // it is not configured.
-func (h *Handler) oauthConfig(ctx context.Context, provider string) (*oauth2.Config, error) {
+func (h *signInHandler) oauthConfig(ctx context.Context, provider string) (*oauth2.Config, error) {
 	o := h.cfg.OAuth
 	redirect := h.link("/dashboard/oauth/" + provider + "/callback")
 	switch provider {
@@ -129,7 +129,7 @@ type oauthState struct {
 	Confirm bool `json:"c,omitempty"`
 }
 
-func (h *Handler) oauthStart(w http.ResponseWriter, r *http.Request) {
+func (h *signInHandler) oauthStart(w http.ResponseWriter, r *http.Request) {
 	if !h.anonymousAttempt(w, r) {
 		return
 	}
@@ -158,7 +158,7 @@ func (h *Handler) oauthStart(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, conf.AuthCodeURL(st.State, opts...), http.StatusFound)
 }
 
-func (h *Handler) oauthCallback(w http.ResponseWriter, r *http.Request) {
+func (h *signInHandler) oauthCallback(w http.ResponseWriter, r *http.Request) {
 	if !h.anonymousAttempt(w, r) {
 		return
 	}
@@ -239,7 +239,7 @@ func (h *Handler) oauthCallback(w http.ResponseWriter, r *http.Request) {
 
 // confirmWithProvider proves the address of the signed-in user with the
 // verified email a provider gave: it must be the user's own address.
-func (h *Handler) confirmWithProvider(w http.ResponseWriter, r *http.Request, provider, email string) {
+func (h *signInHandler) confirmWithProvider(w http.ResponseWriter, r *http.Request, provider, email string) {
 	se, err := h.cookieSession(w, r)
 	if err != nil {
 		h.fail(w, r, err)
@@ -251,7 +251,7 @@ func (h *Handler) confirmWithProvider(w http.ResponseWriter, r *http.Request, pr
 		return
 	}
 	if email != se.UserEmail {
-		h.renderTeam(w, r, se, http.StatusConflict, teamData{Error: providerName(provider) + " vouched for " + email +
+		h.teamHandler.renderTeam(w, r, se, http.StatusConflict, teamData{Error: providerName(provider) + " vouched for " + email +
 			", not for " + se.UserEmail + ", so your address is still not confirmed. Sign in to " + providerName(provider) +
 			" with the account that has your address and try again."})
 		return
@@ -261,7 +261,7 @@ func (h *Handler) confirmWithProvider(w http.ResponseWriter, r *http.Request, pr
 		return
 	}
 	h.logger.Info("address proven by an identity provider", "provider", provider)
-	h.renderTeam(w, r, se, http.StatusOK, teamData{Message: "Your address is confirmed: you can now also sign in with " +
+	h.teamHandler.renderTeam(w, r, se, http.StatusOK, teamData{Message: "Your address is confirmed: you can now also sign in with " +
 		providerName(provider) + "."})
 }
 
@@ -277,7 +277,7 @@ func providerName(provider string) string {
 
 // googleEmail verifies the ID token (signature, issuer, audience, expiry,
 // nonce) and returns its verified email.
-func (h *Handler) googleEmail(ctx context.Context, tok *oauth2.Token, nonce string) (string, error) {
+func (h *signInHandler) googleEmail(ctx context.Context, tok *oauth2.Token, nonce string) (string, error) {
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
 		return "", errors.New("no id_token in the token response")
@@ -308,7 +308,7 @@ func (h *Handler) googleEmail(ctx context.Context, tok *oauth2.Token, nonce stri
 
 // githubEmail returns the primary verified email of the GitHub account
 // (GET /user/emails).
-func (h *Handler) githubEmail(ctx context.Context, conf *oauth2.Config, tok *oauth2.Token) (string, error) {
+func (h *signInHandler) githubEmail(ctx context.Context, conf *oauth2.Config, tok *oauth2.Token) (string, error) {
 	api := strings.TrimRight(h.cfg.OAuth.GitHub.APIURL, "/")
 	if api == "" {
 		api = "https://api.github.com"
@@ -344,7 +344,7 @@ func (h *Handler) githubEmail(ctx context.Context, conf *oauth2.Config, tok *oau
 
 // signup creates a user without a password, whose address the provider
 // verified, and a team of their own.
-func (h *Handler) signup(ctx context.Context, email string) (store.User, error) {
+func (h *signInHandler) signup(ctx context.Context, email string) (store.User, error) {
 	teamID, err := uuid.NewV7()
 	if err != nil {
 		return store.User{}, err
@@ -373,17 +373,17 @@ func decodeCookieJSON(v string, dst any) error {
 }
 
 // providersShown lists the configured providers for the login page.
-func (h *Handler) providersShown(next string) []providerLink {
+func (h *signInHandler) providersShown(next string) []providerLink {
 	return h.providerLinks("?next=" + url.QueryEscape(next))
 }
 
 // providersConfirming lists the configured providers for confirming the
 // signed-in user's address (Team page).
-func (h *Handler) providersConfirming() []providerLink {
+func (h *signInHandler) providersConfirming() []providerLink {
 	return h.providerLinks("?confirm=1")
 }
 
-func (h *Handler) providerLinks(query string) []providerLink {
+func (h *signInHandler) providerLinks(query string) []providerLink {
 	var out []providerLink
 	if h.cfg.OAuth.Google.ClientID != "" {
 		out = append(out, providerLink{Name: "Google", URL: "/dashboard/oauth/google/start" + query})

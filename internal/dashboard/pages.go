@@ -20,6 +20,28 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 )
 
+// overviewHandler serves the pages of sent emails, logs, metrics, API keys
+// and getting started (pages.go, quickstart.go, logs.go, metrics.go,
+// health.go).
+type overviewHandler struct{ *Handler }
+
+// routes adds the pages of sent emails, logs, metrics, API keys
+// and getting started.
+func (h *overviewHandler) routes(m *http.ServeMux) {
+	m.Handle("GET /dashboard/emails", h.signedIn(h.emails))
+	m.Handle("GET /dashboard/emails/{id}", h.signedIn(h.email))
+	m.Handle("GET /dashboard/emails/{id}/raw", h.signedIn(h.emailRaw))
+	m.Handle("GET /dashboard/emails/{id}/preview", h.signedIn(h.emailPreview))
+	m.Handle("GET /dashboard/metrics", h.signedIn(h.metrics))
+	m.Handle("GET /dashboard/logs", h.signedIn(h.logs))
+	m.Handle("GET /dashboard/logs/{id}", h.signedIn(h.logEntry))
+	m.Handle("GET /dashboard/getting-started", h.signedIn(h.quickstart))
+	m.Handle("POST /dashboard/getting-started/key", h.signedIn(h.quickstartKey))
+	m.Handle("GET /dashboard/api-keys", h.signedIn(h.apiKeys))
+	m.Handle("POST /dashboard/api-keys", h.signedIn(h.createAPIKey))
+	m.Handle("POST /dashboard/api-keys/{id}/revoke", h.signedIn(h.revokeAPIKey))
+}
+
 // emailStates are the filterable values of last_event.
 var emailStates = []string{"scheduled", "queued", "sent", "delivered", "delivery_delayed", "bounced",
 	"complained", "opened", "clicked", "failed", "canceled", "suppressed"}
@@ -34,7 +56,7 @@ type emailsData struct {
 	FilterQuery  string
 }
 
-func (h *Handler) emails(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *overviewHandler) emails(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	q := r.URL.Query()
 	f := store.EmailFilter{Status: q.Get("status"), Recipient: strings.TrimSpace(q.Get("recipient")), Domain: q.Get("domain")}
 	d := emailsData{Filter: f, Since: q.Get("since"), Until: q.Get("until"), States: emailStates}
@@ -108,13 +130,13 @@ func textPart(mr *mail.Reader) string {
 	}
 }
 
-func (h *Handler) loadEmail(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Email, bool) {
-	return byPathID(h, w, r, func(id uuid.UUID) (store.Email, error) {
+func (h *overviewHandler) loadEmail(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Email, bool) {
+	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Email, error) {
 		return h.store.Emails.GetEmail(r.Context(), se.TeamID, id)
 	})
 }
 
-func (h *Handler) email(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *overviewHandler) email(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	e, ok := h.loadEmail(w, r, se)
 	if !ok {
 		return
@@ -146,7 +168,7 @@ func (h *Handler) email(w http.ResponseWriter, r *http.Request, se *store.Sessio
 }
 
 // emailRaw downloads the built MIME message.
-func (h *Handler) emailRaw(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *overviewHandler) emailRaw(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	e, ok := h.loadEmail(w, r, se)
 	if !ok {
 		return
@@ -169,7 +191,7 @@ func (h *Handler) emailRaw(w http.ResponseWriter, r *http.Request, se *store.Ses
 // scripts, no forms, no plugins, and nothing remote (tracking pixels,
 // stylesheets, fonts) unless the viewer asked for it (?remote=1, see
 // previewPolicy).
-func (h *Handler) emailPreview(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *overviewHandler) emailPreview(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	e, ok := h.loadEmail(w, r, se)
 	if !ok {
 		return
@@ -193,11 +215,11 @@ type apiKeysData struct {
 	Error    string
 }
 
-func (h *Handler) apiKeys(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *overviewHandler) apiKeys(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderAPIKeys(w, r, se, http.StatusOK, apiKeysData{})
 }
 
-func (h *Handler) renderAPIKeys(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d apiKeysData) {
+func (h *overviewHandler) renderAPIKeys(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d apiKeysData) {
 	keys, _, err := h.store.Accounts.ListAPIKeys(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
@@ -213,7 +235,7 @@ func (h *Handler) renderAPIKeys(w http.ResponseWriter, r *http.Request, se *stor
 	h.render(w, status, "apikeys", view{Title: "API Keys", Nav: "apikeys", Session: se, CSRF: se.CSRFToken, Data: d})
 }
 
-func (h *Handler) createAPIKey(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *overviewHandler) createAPIKey(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	name := strings.TrimSpace(r.PostFormValue("name"))
 	perm := r.PostFormValue("permission")
 	if perm != store.PermissionSendingAccess {
@@ -246,8 +268,8 @@ func (h *Handler) createAPIKey(w http.ResponseWriter, r *http.Request, se *store
 	h.renderAPIKeys(w, r, se, http.StatusCreated, apiKeysData{NewToken: token, NewName: name})
 }
 
-func (h *Handler) revokeAPIKey(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	hash, ok := byPathID(h, w, r, func(id uuid.UUID) ([]byte, error) {
+func (h *overviewHandler) revokeAPIKey(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	hash, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) ([]byte, error) {
 		return h.store.Accounts.RevokeAPIKey(r.Context(), se.TeamID, id)
 	})
 	if !ok {

@@ -47,7 +47,7 @@ func joinPorts(ps []int) string {
 
 // smtpHost is the host of the SMTP settings: the configured one, or the
 // host of the public URL.
-func (h *Handler) smtpHost() string {
+func (h *overviewHandler) smtpHost() string {
 	if h.cfg.SMTP.Host != "" {
 		return h.cfg.SMTP.Host
 	}
@@ -60,11 +60,11 @@ func (h *Handler) smtpHost() string {
 // quickstart is the first page of a team that has sent nothing yet: it
 // creates an API key and shows how to send with it over the API and SMTP.
 // It also stays reachable at /dashboard/getting-started.
-func (h *Handler) quickstart(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *overviewHandler) quickstart(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderQuickstart(w, se, http.StatusOK, quickstartData{})
 }
 
-func (h *Handler) renderQuickstart(w http.ResponseWriter, se *store.Session, status int, d quickstartData) {
+func (h *overviewHandler) renderQuickstart(w http.ResponseWriter, se *store.Session, status int, d quickstartData) {
 	d.BaseURL, d.From, d.To = h.cfg.PublicURL, "Acme <"+sandbox.Sender+">", "delivered@"+sandbox.Domain
 	d.SMTP = h.cfg.SMTP
 	d.SMTP.Host = h.smtpHost()
@@ -74,7 +74,7 @@ func (h *Handler) renderQuickstart(w http.ResponseWriter, se *store.Session, sta
 
 // quickstartKey creates a sending key and shows the examples with it. The
 // key is shown this once: only its hash is stored.
-func (h *Handler) quickstartKey(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *overviewHandler) quickstartKey(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	name := strings.TrimSpace(r.PostFormValue("name"))
 	if name == "" {
 		name = "Onboarding"

@@ -13,6 +13,19 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 )
 
+// receivingHandler serves the pages of received emails (receiving.go,
+// inbound_budget.go).
+type receivingHandler struct{ *Handler }
+
+// routes adds the pages of received emails.
+func (h *receivingHandler) routes(m *http.ServeMux) {
+	m.Handle("GET /dashboard/receiving", h.signedIn(h.receiving))
+	m.Handle("GET /dashboard/receiving/{id}", h.signedIn(h.received))
+	m.Handle("GET /dashboard/receiving/{id}/raw", h.signedIn(h.receivedRaw))
+	m.Handle("GET /dashboard/receiving/{id}/preview", h.signedIn(h.receivedPreview))
+	m.Handle("GET /dashboard/receiving/{id}/attachments/{attachment}", h.signedIn(h.receivedAttachment))
+}
+
 // The Receiving pages (issue 16 point 4): the emails the team's receiving
 // domains received, newest first, and one with its bodies, header fields
 // and attachments. Everything in them comes from strangers: the HTML is
@@ -26,7 +39,7 @@ type receivingData struct {
 	Budget *budgetNotice // inbound_budget.go
 }
 
-func (h *Handler) receiving(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *receivingHandler) receiving(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	q := r.URL.Query()
 	p := pageOf(q, 50)
 	list, more, err := h.store.Received.ListReceivedEmails(r.Context(), se.TeamID, p)
@@ -50,13 +63,13 @@ type receivedData struct {
 	Headers [][2]string
 }
 
-func (h *Handler) loadReceived(w http.ResponseWriter, r *http.Request, se *store.Session) (store.ReceivedEmail, bool) {
-	return byPathID(h, w, r, func(id uuid.UUID) (store.ReceivedEmail, error) {
+func (h *receivingHandler) loadReceived(w http.ResponseWriter, r *http.Request, se *store.Session) (store.ReceivedEmail, bool) {
+	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.ReceivedEmail, error) {
 		return h.store.Received.GetReceivedEmail(r.Context(), se.TeamID, id)
 	})
 }
 
-func (h *Handler) received(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *receivingHandler) received(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	e, ok := h.loadReceived(w, r, se)
 	if !ok {
 		return
@@ -92,7 +105,7 @@ func download(w http.ResponseWriter, contentType, filename string, content []byt
 	_, _ = w.Write(content)
 }
 
-func (h *Handler) receivedRaw(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *receivingHandler) receivedRaw(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	e, ok := h.loadReceived(w, r, se)
 	if !ok {
 		return
@@ -105,7 +118,7 @@ func (h *Handler) receivedRaw(w http.ResponseWriter, r *http.Request, se *store.
 	download(w, "message/rfc822", e.ID.String()+".eml", raw)
 }
 
-func (h *Handler) receivedAttachment(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *receivingHandler) receivedAttachment(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	id, err1 := uuid.Parse(r.PathValue("id"))
 	aid, err2 := uuid.Parse(r.PathValue("attachment"))
 	if err1 != nil || err2 != nil {
@@ -125,7 +138,7 @@ const maxPreviewInline = 10 << 20
 
 // receivedPreview serves the HTML body for the sandboxed preview frame,
 // its inline images (cid: references) embedded as data: URIs.
-func (h *Handler) receivedPreview(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *receivingHandler) receivedPreview(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	e, ok := h.loadReceived(w, r, se)
 	if !ok {
 		return

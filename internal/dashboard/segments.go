@@ -17,11 +17,11 @@ type segmentsData struct {
 	Error    formError
 }
 
-func (h *Handler) segments(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) segments(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderSegments(w, r, se, http.StatusOK, segmentsData{})
 }
 
-func (h *Handler) renderSegments(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d segmentsData) {
+func (h *audienceHandler) renderSegments(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d segmentsData) {
 	list, _, err := h.store.Audience.ListSegments(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
@@ -31,7 +31,7 @@ func (h *Handler) renderSegments(w http.ResponseWriter, r *http.Request, se *sto
 	h.render(w, status, "segments", view{Title: "Segments", Nav: "segments", Session: se, CSRF: se.CSRFToken, Data: d})
 }
 
-func (h *Handler) addSegment(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) addSegment(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	typed := r.PostFormValue("name")
 	name, err := audience.SegmentName(&typed)
 	if err != nil {
@@ -58,15 +58,15 @@ type segmentData struct {
 	Pager    pager
 }
 
-func (h *Handler) loadSegment(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Segment, bool) {
-	return byPathID(h, w, r, func(id uuid.UUID) (store.Segment, error) {
+func (h *audienceHandler) loadSegment(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Segment, bool) {
+	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Segment, error) {
 		return h.store.Audience.Segment(r.Context(), se.TeamID, id)
 	})
 }
 
 // segment shows a segment's contacts, searchable and paged like the
 // Contacts page.
-func (h *Handler) segment(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) segment(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	sg, ok := h.loadSegment(w, r, se)
 	if !ok {
 		return
@@ -90,7 +90,7 @@ func (h *Handler) segment(w http.ResponseWriter, r *http.Request, se *store.Sess
 	h.render(w, http.StatusOK, "segment", view{Title: sg.Name, Nav: "segments", Session: se, CSRF: se.CSRFToken, Data: d})
 }
 
-func (h *Handler) deleteSegmentPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) deleteSegmentPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	sg, ok := h.loadSegment(w, r, se)
 	if !ok {
 		return
@@ -99,8 +99,8 @@ func (h *Handler) deleteSegmentPage(w http.ResponseWriter, r *http.Request, se *
 		CSRF: se.CSRFToken, Data: segmentData{Segment: sg}})
 }
 
-func (h *Handler) deleteSegment(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	if _, ok := byPathID(h, w, r, func(id uuid.UUID) (store.Segment, error) {
+func (h *audienceHandler) deleteSegment(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	if _, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Segment, error) {
 		return h.store.Audience.DeleteSegment(r.Context(), se.TeamID, id)
 	}); !ok {
 		return

@@ -20,7 +20,7 @@ type sessionRow struct {
 }
 
 // userSessions lists the live sessions of se's user, se's own marked.
-func (h *Handler) userSessions(r *http.Request, se *store.Session) ([]sessionRow, error) {
+func (h *teamHandler) userSessions(r *http.Request, se *store.Session) ([]sessionRow, error) {
 	list, err := h.store.Sessions.UserSessions(r.Context(), se.UserID, h.now(), h.cfg.SessionIdleTimeout)
 	if err != nil {
 		return nil, err
@@ -34,7 +34,7 @@ func (h *Handler) userSessions(r *http.Request, se *store.Session) ([]sessionRow
 
 // revokeSession ends one session of the signed-in user; another user's
 // session is not found. Ending the current one signs out.
-func (h *Handler) revokeSession(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) revokeSession(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	hash, err := base64URLDecode(r.PostFormValue("session"))
 	if err != nil {
 		err = store.ErrNotFound
@@ -62,7 +62,7 @@ func (h *Handler) revokeSession(w http.ResponseWriter, r *http.Request, se *stor
 }
 
 // revokeOtherSessions ends every session of the user but this one.
-func (h *Handler) revokeOtherSessions(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) revokeOtherSessions(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	n, err := h.store.Sessions.RevokeOtherSessions(r.Context(), se.UserID, se.IDHash)
 	if err != nil {
 		h.fail(w, r, err)

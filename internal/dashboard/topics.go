@@ -21,12 +21,12 @@ type topicsData struct {
 	Error  formError
 }
 
-func (h *Handler) topics(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) topics(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderTopics(w, r, se, http.StatusOK, topicsData{Form: topicForm{DefaultSubscription: store.TopicOptIn,
 		Visibility: audience.TopicVisibilityPrivate}})
 }
 
-func (h *Handler) renderTopics(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d topicsData) {
+func (h *audienceHandler) renderTopics(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d topicsData) {
 	list, _, err := h.store.Audience.ListTopics(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
@@ -41,7 +41,7 @@ func topicFormOf(r *http.Request) topicForm {
 		DefaultSubscription: r.PostFormValue("default_subscription"), Visibility: r.PostFormValue("visibility")}
 }
 
-func (h *Handler) addTopic(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) addTopic(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	f := topicFormOf(r)
 	err := audience.CheckTopic(&f.Name, &f.Description, &f.Visibility)
 	if err == nil {
@@ -74,13 +74,13 @@ type topicData struct {
 
 var topicNotices = map[string]string{"added": "Topic added.", "saved": "Topic saved."}
 
-func (h *Handler) loadTopic(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Topic, bool) {
-	return byPathID(h, w, r, func(id uuid.UUID) (store.Topic, error) {
+func (h *audienceHandler) loadTopic(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Topic, bool) {
+	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Topic, error) {
 		return h.store.Audience.Topic(r.Context(), se.TeamID, id)
 	})
 }
 
-func (h *Handler) topic(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) topic(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	t, ok := h.loadTopic(w, r, se)
 	if !ok {
 		return
@@ -89,7 +89,7 @@ func (h *Handler) topic(w http.ResponseWriter, r *http.Request, se *store.Sessio
 		Form: topicForm{Name: t.Name, Description: t.Description, Visibility: t.Visibility}})
 }
 
-func (h *Handler) renderTopic(w http.ResponseWriter, se *store.Session, status int, page string, d topicData) {
+func (h *audienceHandler) renderTopic(w http.ResponseWriter, se *store.Session, status int, page string, d topicData) {
 	title := d.Topic.Name
 	if page == "topic_delete" {
 		title = "Delete " + title
@@ -99,7 +99,7 @@ func (h *Handler) renderTopic(w http.ResponseWriter, se *store.Session, status i
 
 // editTopic saves a topic's name, description and visibility; its
 // default subscription is fixed at creation.
-func (h *Handler) editTopic(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) editTopic(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	t, ok := h.loadTopic(w, r, se)
 	if !ok {
 		return
@@ -118,7 +118,7 @@ func (h *Handler) editTopic(w http.ResponseWriter, r *http.Request, se *store.Se
 	http.Redirect(w, r, "/dashboard/topics/"+t.ID.String()+"?done=saved", http.StatusSeeOther)
 }
 
-func (h *Handler) deleteTopicPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) deleteTopicPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	t, ok := h.loadTopic(w, r, se)
 	if !ok {
 		return
@@ -126,8 +126,8 @@ func (h *Handler) deleteTopicPage(w http.ResponseWriter, r *http.Request, se *st
 	h.renderTopic(w, se, http.StatusOK, "topic_delete", topicData{Topic: t})
 }
 
-func (h *Handler) deleteTopic(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	_, ok := byPathID(h, w, r, func(id uuid.UUID) (store.Topic, error) {
+func (h *audienceHandler) deleteTopic(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	_, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Topic, error) {
 		return h.store.Audience.DeleteTopic(r.Context(), se.TeamID, id, audience.EventTopicDeleted)
 	})
 	if !ok {
