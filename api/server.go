@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/datareq"
@@ -75,6 +76,8 @@ type Config struct {
 	Imports      *imports.Service   // /contacts/imports
 	DataRequests *datareq.Service   // /data-requests
 	Broadcasts   *broadcast.Service // /broadcasts
+	// Accounts serves /api-keys; nil → one built on Store.
+	Accounts *account.Service
 	// Records is the operator's side of the DNS records shown with each
 	// domain.
 	Records records.Config
@@ -211,7 +214,10 @@ func New(cfg Config) (*Server, error) {
 	s.webhooks = &webhooksAPI{Server: s, endpoints: cfg.Webhooks, wakeWebhook: cfg.WebhookWaker}
 	s.receiving = &receivingAPI{Server: s, received: cfg.Received}
 	s.privacy = &privacyAPI{Server: s, dataRequests: cfg.DataRequests}
-	s.keys = &keysAPI{s}
+	s.keys = &keysAPI{Server: s, keys: account.New(account.Config{Store: cfg.Store}).Keys}
+	if cfg.Accounts != nil {
+		s.keys.keys = cfg.Accounts.Keys
+	}
 	tr, err := newTrackingRoutes(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("tracking routes: %w", err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/api"
+	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/codec"
@@ -483,6 +484,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	dataRequests := datareq.New(datareq.Config{Keys: keys, Outbox: in.dispatcher}, st)
 	// Reading sent emails and the suppression list; reading received mail.
 	emails, received := submit.NewEmails(st.Emails), receiving.New(st.Received)
+	accounts := account.New(account.Config{Store: st})
 	// The default inbound budget, which the Receiving page shows nearly spent
 	// (the MX enforces it: mx.go).
 	inboundBudget := inmail.Budget{DailyMessages: cfg.Inbound.DailyMessages, StorageBytes: cfg.Inbound.StorageBytes}
@@ -493,7 +495,8 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		PublicURL: cfg.HTTP.PublicURL, Mailer: mailer, WebhookWaker: webhookWaker, WebhookClient: hookClient,
 		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, SessionIdleTimeout: cfg.HTTP.SessionIdleTimeout,
 		TrustedProxies: cfg.HTTP.TrustedProxies, Logger: logger, SMTP: dashboardSMTP(smtpListeners(cfg.SMTP, config.DefaultSMTPListen)),
-		Warmup: cfg.Delivery.Warmup, WarmupOverflow: cfg.Delivery.WarmupOverflow, DefaultPool: cfg.Delivery.DefaultPool})
+		Warmup: cfg.Delivery.Warmup, WarmupOverflow: cfg.Delivery.WarmupOverflow, DefaultPool: cfg.Delivery.DefaultPool,
+		Accounts: accounts})
 	if err != nil {
 		return nil, fmt.Errorf("loading the dashboard: %w", err)
 	}
@@ -535,6 +538,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		Imports:      importSvc,
 		DataRequests: dataRequests,
 		Broadcasts:   broadcasts,
+		Accounts:     accounts,
 		Records:      recordsConfig(cfg.Domains),
 		WebhookWaker: webhookWaker,
 		Keys:         keys,

@@ -28,6 +28,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/auththrottle"
 	"github.com/posthaste/posthaste/internal/broadcast"
@@ -59,6 +60,10 @@ type Config struct {
 	Domains      *domains.Service
 	Webhooks     *webhook.Endpoints
 	DataRequests *datareq.Service
+	// Accounts is the accounts service (API keys, members, invitations,
+	// sessions, second factor), shared with the API; nil → one built on
+	// Store.
+	Accounts *account.Service
 	// Broadcasts creates, edits, tests and sends broadcasts; nil hides the
 	// Broadcasts page.
 	Broadcasts *broadcast.Service
@@ -157,6 +162,8 @@ type Handler struct {
 	endpoints *webhook.Endpoints
 	// dataReqs serves the Data requests page.
 	dataReqs *datareq.Service
+	// accounts changes and reads keys, members, invitations and sessions.
+	accounts *account.Service
 	// proxies are the parsed Config.TrustedProxies.
 	proxies   []netip.Prefix
 	passwords *password.Pool
@@ -213,6 +220,9 @@ func New(cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("trusted proxies: %w", err)
 	}
 	h.domainSvc, h.endpoints, h.dataReqs = cfg.Domains, cfg.Webhooks, cfg.DataRequests
+	if h.accounts = cfg.Accounts; h.accounts == nil {
+		h.accounts = account.New(account.Config{Store: cfg.Store})
+	}
 	funcs := template.FuncMap{"fmtTime": fmtTime, "badge": badge, "join": strings.Join,
 		"deref": func(p *int) int { return *p }, "prose": prose, "has": slices.Contains[[]string],
 		"broadcastsOn": func() bool { return cfg.Broadcasts != nil }}

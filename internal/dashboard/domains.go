@@ -264,7 +264,7 @@ func (h *domainsHandler) suppressions(w http.ResponseWriter, r *http.Request, se
 
 func (h *domainsHandler) removeSuppression(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if _, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Suppression, error) {
-		return h.cfg.Emails.DeleteSuppression(r.Context(), se.TeamID, id.String(), userActor(r, se))
+		return h.cfg.Emails.DeleteSuppression(r.Context(), se.TeamID, id.String(), by(r, se))
 	}); !ok {
 		return
 	}
