@@ -20,6 +20,7 @@ import (
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/codec"
@@ -481,6 +482,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	endpoints := webhook.NewEndpoints(webhook.EndpointsConfig{Keys: keys, Client: hookClient, Waker: webhookWaker,
 		AllowHTTP: cfg.Egress.AllowPrivate, Logger: logger}, st)
 	importSvc := imports.New(imports.Config{Outbox: in.dispatcher}, st)
+	audienceSvc := audience.New(st.Audience)
 	dataRequests := datareq.New(datareq.Config{Keys: keys, Outbox: in.dispatcher}, st)
 	// Reading sent emails and the suppression list; reading received mail.
 	emails, received := submit.NewEmails(st.Emails), receiving.New(st.Received)
@@ -491,7 +493,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	dash, err := dashboard.New(dashboard.Config{Store: st, InboundBudget: inboundBudget, Auth: in.auth, TemporalUIURL: temporalUI,
 		Emails: emails, Received: received,
 		Domains: domainSvc, Webhooks: endpoints, Imports: importSvc, DataRequests: dataRequests, Broadcasts: broadcasts,
-		Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys, OAuth: oauthConfig(cfg.OAuth),
+		Audience: audienceSvc, Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys, OAuth: oauthConfig(cfg.OAuth),
 		PublicURL: cfg.HTTP.PublicURL, Mailer: mailer, WebhookWaker: webhookWaker, WebhookClient: hookClient,
 		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, SessionIdleTimeout: cfg.HTTP.SessionIdleTimeout,
 		TrustedProxies: cfg.HTTP.TrustedProxies, Logger: logger, SMTP: dashboardSMTP(smtpListeners(cfg.SMTP, config.DefaultSMTPListen)),
@@ -536,6 +538,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		Domains:      domainSvc,
 		Webhooks:     endpoints,
 		Imports:      importSvc,
+		Audience:     audienceSvc,
 		DataRequests: dataRequests,
 		Broadcasts:   broadcasts,
 		Accounts:     accounts,

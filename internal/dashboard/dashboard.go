@@ -29,6 +29,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/auththrottle"
 	"github.com/posthaste/posthaste/internal/broadcast"
@@ -64,6 +65,9 @@ type Config struct {
 	// sessions, second factor), shared with the API; nil → one built on
 	// Store.
 	Accounts *account.Service
+	// Audience serves the pages of contacts, segments and topics
+	// (shared with the API like the above); required.
+	Audience *audience.Service
 	// Broadcasts creates, edits, tests and sends broadcasts; nil hides the
 	// Broadcasts page.
 	Broadcasts *broadcast.Service
@@ -209,7 +213,7 @@ func New(cfg Config) (*Handler, error) {
 	h.domainsHandler = &domainsHandler{h}
 	h.webhooksHandler = &webhooksHandler{h}
 	h.privacyHandler = &privacyHandler{h}
-	h.audienceHandler = &audienceHandler{h}
+	h.audienceHandler = &audienceHandler{Handler: h, svc: cfg.Audience}
 	h.templatesHandler = &templatesHandler{h}
 	h.broadcastsHandler = &broadcastsHandler{h}
 	if h.passwords == nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/datareq"
@@ -151,6 +152,9 @@ func withServices(cfg *dashboard.Config, allowHTTP bool) {
 	}
 	if cfg.Received == nil {
 		cfg.Received = receiving.New(cfg.Store.Received)
+	}
+	if cfg.Audience == nil {
+		cfg.Audience = audience.New(cfg.Store.Audience)
 	}
 }
 
