@@ -21,6 +21,7 @@ import (
 
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
@@ -157,6 +158,7 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 		Webhooks: webhook.NewEndpoints(webhook.EndpointsConfig{Keys: box, Waker: wk, AllowHTTP: true,
 			Client: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), webhook.ClientConfig{Timeout: 2 * time.Second})}, st),
 		Imports:      imports.New(imports.Config{Outbox: n}, st),
+		Audience:     audience.New(st.Audience),
 		DataRequests: datareq.New(datareq.Config{Keys: box, Outbox: n}, st),
 		Records: records.Config{BounceHost: "bounce.posthaste.example", SPFInclude: "_spf.posthaste.example",
 			TrackingHost: "track.posthaste.example"},

@@ -6,14 +6,6 @@ import (
 	"github.com/posthaste/posthaste/internal/audit"
 )
 
-// actor is the request's API key as the actor of an audit entry, with
-// its client, for the services that record their own entries.
-func (s *Server) actor(c *gin.Context) audit.Entry {
-	p := principal(c)
-	return audit.Entry{ActorType: audit.ActorAPIKey, ActorID: &p.KeyID, ClientAddr: c.ClientIP(),
-		UserAgent: c.Request.UserAgent()}
-}
-
 // audited records a successful state change by the request's API key in
 // the audit log, synchronously, after the change. When the entry cannot
 // be written it answers the request with the error (the change stays;
@@ -27,4 +19,12 @@ func (s *Server) audited(c *gin.Context, action audit.Action, targetType, target
 		return false
 	}
 	return true
+}
+
+// actor is the audit actor of a change made by the request's API key, for
+// the services that write the entry with the change.
+func (s *Server) actor(c *gin.Context) audit.Entry {
+	p := principal(c)
+	return audit.Entry{TeamID: &p.TeamID, ActorType: audit.ActorAPIKey, ActorID: &p.KeyID, ClientAddr: c.ClientIP(),
+		UserAgent: c.Request.UserAgent()}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/seal"
@@ -125,6 +126,7 @@ func newBareEnv(t *testing.T, configure func(*api.Config)) *bareEnv {
 		Received: receiving.New(st.Received), Metrics: e.metrics, Gatherer: reg, RequestLog: e.log,
 		Ready:    []api.Check{{Name: "postgres", Check: st.Ping}},
 		Webhooks: webhook.NewEndpoints(webhook.EndpointsConfig{Keys: box, AllowHTTP: true}, st),
+		Audience: audience.New(st.Audience),
 		Logger:   slog.New(slog.NewJSONHandler(e.out, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if configure != nil {
 		configure(&cfg)

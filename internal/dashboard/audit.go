@@ -17,17 +17,17 @@ func (h *Handler) record(r *http.Request, e audit.Entry, detail map[string]any) 
 	return h.auditSvc.Record(r.Context(), e, detail)
 }
 
-// actor is the session's user as the actor of an audit entry, with the
-// request's client, for the services that record their own entries.
-func actor(r *http.Request, se *store.Session) audit.Entry {
-	return audit.Entry{ActorType: audit.ActorUser, ActorID: &se.UserID, ClientAddr: clientIP(r), UserAgent: r.UserAgent()}
+// by is the audit actor of an action of the session's user on its team,
+// with the request's client address and user agent.
+func by(r *http.Request, se *store.Session) audit.Entry {
+	return audit.Entry{TeamID: &se.TeamID, ActorType: audit.ActorUser, ActorID: &se.UserID, ClientAddr: clientIP(r),
+		UserAgent: r.UserAgent()}
 }
 
-// userActor is the audit entry of a change the session's user makes, with
-// the request's client; the service that writes it fills in the action
-// and the target.
-func userActor(r *http.Request, se *store.Session) audit.Entry {
-	return audit.Entry{ActorType: audit.ActorUser, ActorID: &se.UserID, ClientAddr: clientIP(r), UserAgent: r.UserAgent()}
+// client is the audit actor of an action taken before sign-in: the
+// request's client address and user agent (the service names the user).
+func client(r *http.Request) audit.Entry {
+	return audit.Entry{ClientAddr: clientIP(r), UserAgent: r.UserAgent()}
 }
 
 // audited records a successful action of the session's user on its team.
@@ -69,7 +69,7 @@ func (h *Handler) recordSignIn(r *http.Request, user uuid.UUID, team *uuid.UUID,
 func (h *Handler) signInFailed(r *http.Request, user uuid.UUID, detail map[string]any) {
 	var team *uuid.UUID
 	if user != uuid.Nil {
-		if t, err := h.store.Sessions.FirstTeam(r.Context(), user); err == nil {
+		if t, err := h.accounts.Sessions.FirstTeam(r.Context(), user); err == nil {
 			team = &t
 		}
 	}

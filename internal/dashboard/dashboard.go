@@ -28,6 +28,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/auththrottle"
@@ -60,6 +62,13 @@ type Config struct {
 	Domains      *domains.Service
 	Webhooks     *webhook.Endpoints
 	DataRequests *datareq.Service
+	// Accounts is the accounts service (API keys, members, invitations,
+	// sessions, second factor), shared with the API; nil → one built on
+	// Store.
+	Accounts *account.Service
+	// Audience serves the pages of contacts, segments and topics
+	// (shared with the API like the above); required.
+	Audience *audience.Service
 	// AuditLog records every audited action and serves the Audit log
 	// page; nil means one on Store.
 	AuditLog *auditlog.Log
@@ -152,6 +161,8 @@ type Handler struct {
 	endpoints *webhook.Endpoints
 	// dataReqs serves the Data requests page.
 	dataReqs *datareq.Service
+	// accounts changes and reads keys, members, invitations and sessions.
+	accounts *account.Service
 	// auditSvc records the actions of the areas without a service of
 	// their own (audit.go) and serves the Audit log page.
 	auditSvc *auditlog.Log
@@ -200,7 +211,7 @@ func New(cfg Config) (*Handler, error) {
 	h.domainsHandler = &domainsHandler{h}
 	h.webhooksHandler = &webhooksHandler{h}
 	h.privacyHandler = &privacyHandler{h}
-	h.audienceHandler = &audienceHandler{h}
+	h.audienceHandler = &audienceHandler{Handler: h, svc: cfg.Audience}
 	h.templatesHandler = &templatesHandler{h}
 	h.broadcastsHandler = &broadcastsHandler{h}
 	if h.passwords == nil {
@@ -213,6 +224,9 @@ func New(cfg Config) (*Handler, error) {
 	h.domainSvc, h.endpoints, h.dataReqs, h.auditSvc = cfg.Domains, cfg.Webhooks, cfg.DataRequests, cfg.AuditLog
 	if h.auditSvc == nil {
 		h.auditSvc = auditlog.New(cfg.Store)
+	}
+	if h.accounts = cfg.Accounts; h.accounts == nil {
+		h.accounts = account.New(account.Config{Store: cfg.Store})
 	}
 	funcs := template.FuncMap{"fmtTime": fmtTime, "badge": badge, "join": strings.Join,
 		"deref": func(p *int) int { return *p }, "prose": prose, "has": slices.Contains[[]string],

@@ -21,6 +21,7 @@ import (
 
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/datareq"
@@ -160,6 +161,9 @@ func withServices(cfg *dashboard.Config, deps serviceDeps) {
 	}
 	if cfg.Received == nil {
 		cfg.Received = receiving.New(cfg.Store.Received)
+	}
+	if cfg.Audience == nil {
+		cfg.Audience = audience.New(cfg.Store.Audience)
 	}
 }
 

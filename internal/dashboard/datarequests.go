@@ -83,7 +83,7 @@ func (h *privacyHandler) createDataRequest(w http.ResponseWriter, r *http.Reques
 		return
 	}
 	d := dataRequestsData{Email: strings.TrimSpace(r.PostFormValue("email")), Type: r.PostFormValue("type")}
-	_, err := h.dataReqs.Create(r.Context(), se.TeamID, d.Type, d.Email, actor(r, se))
+	_, err := h.dataReqs.Create(r.Context(), se.TeamID, d.Type, d.Email, by(r, se))
 	switch {
 	case errors.Is(err, datareq.ErrInvalidAddress):
 		d.Error = "Enter one email address, such as someone@example.com."

@@ -94,7 +94,7 @@ func (h *domainsHandler) addDomain(w http.ResponseWriter, r *http.Request, se *s
 	if f.ReturnPath == "" {
 		req.ReturnPath = nil
 	}
-	d, err := h.domainSvc.Add(r.Context(), se.TeamID, req, actor(r, se))
+	d, err := h.domainSvc.Add(r.Context(), se.TeamID, req, by(r, se))
 	if fe, ok := asFormError(err); ok {
 		h.renderDomains(w, r, se, http.StatusUnprocessableEntity, domainsData{Form: f, Error: fe})
 		return
@@ -159,7 +159,7 @@ func (h *domainsHandler) verifyDomain(w http.ResponseWriter, r *http.Request, se
 		http.NotFound(w, r)
 		return
 	}
-	d, err := h.domainSvc.Verify(r.Context(), se.TeamID, id, actor(r, se))
+	d, err := h.domainSvc.Verify(r.Context(), se.TeamID, id, by(r, se))
 	if errors.Is(err, domains.ErrVerificationUnavailable) {
 		h.logger.Warn("starting domain verification", "team_id", se.TeamID, "domain", d.Name, "err", err)
 		h.renderDomain(w, se, http.StatusServiceUnavailable, "domain", domainData{Domain: d,
@@ -187,7 +187,7 @@ func (h *domainsHandler) domainSettings(w http.ResponseWriter, r *http.Request, 
 		receiving = store.ReceivingEnabled
 	}
 	_, err := h.domainSvc.Update(r.Context(), se.TeamID, d.ID, domains.Settings{OpenTracking: &open, ClickTracking: &click,
-		TLS: &tls, Receiving: &receiving}, actor(r, se))
+		TLS: &tls, Receiving: &receiving}, by(r, se))
 	if fe, ok := asFormError(err); ok {
 		h.renderDomain(w, se, http.StatusUnprocessableEntity, "domain", domainData{Domain: d, Error: fe})
 		return
@@ -219,7 +219,7 @@ func (h *domainsHandler) deleteDomain(w http.ResponseWriter, r *http.Request, se
 			Error: formError{Field: "confirm", Message: "Type the domain name, " + d.Name + ", to confirm."}})
 		return
 	}
-	if _, err := h.domainSvc.Delete(r.Context(), se.TeamID, &se.UserID, d.ID, actor(r, se)); err != nil {
+	if _, err := h.domainSvc.Delete(r.Context(), se.TeamID, &se.UserID, d.ID, by(r, se)); err != nil {
 		if errors.Is(err, store.ErrOwnersOnly) {
 			h.renderDomain(w, se, http.StatusForbidden, "domain_delete", domainData{Domain: d, Confirm: typed,
 				Error: formError{Message: "Only team owners can delete domains."}})
@@ -248,7 +248,7 @@ func (h *domainsHandler) suppressions(w http.ResponseWriter, r *http.Request, se
 
 func (h *domainsHandler) removeSuppression(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if _, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Suppression, error) {
-		return h.cfg.Emails.DeleteSuppression(r.Context(), se.TeamID, id.String(), userActor(r, se))
+		return h.cfg.Emails.DeleteSuppression(r.Context(), se.TeamID, id.String(), by(r, se))
 	}); !ok {
 		return
 	}

@@ -15,8 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/account"
-	"github.com/posthaste/posthaste/internal/audit"
-	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -217,13 +216,13 @@ func (h *overviewHandler) apiKeys(w http.ResponseWriter, r *http.Request, se *st
 }
 
 func (h *overviewHandler) renderAPIKeys(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d apiKeysData) {
-	keys, _, err := h.store.Accounts.ListAPIKeys(r.Context(), se.TeamID, store.Page{Limit: 100})
+	keys, _, err := h.accounts.Keys.List(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	d.Keys = keys
-	role, err := h.store.Sessions.MemberRole(r.Context(), se.TeamID, se.UserID)
+	role, err := h.accounts.Sessions.Role(r.Context(), se.TeamID, se.UserID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -238,18 +237,15 @@ func (h *overviewHandler) createAPIKey(w http.ResponseWriter, r *http.Request, s
 	if perm != store.PermissionSendingAccess {
 		perm = store.PermissionFullAccess
 	}
-	if name == "" || len([]rune(name)) > 50 {
-		h.renderAPIKeys(w, r, se, http.StatusUnprocessableEntity, apiKeysData{Error: "Give the key a name of 1 to 50 characters."})
+	key, err := h.accounts.Keys.Create(r.Context(), account.KeyInput{TeamID: se.TeamID, CreatedBy: &se.UserID, Name: name,
+		Permission: perm, AllowedIPs: strings.FieldsFunc(r.PostFormValue("allowed_ips"), func(c rune) bool {
+			return c == ',' || unicode.IsSpace(c)
+		}), Form: true}, by(r, se))
+	var ie *invalid.Error
+	if errors.As(err, &ie) {
+		h.renderAPIKeys(w, r, se, http.StatusUnprocessableEntity, apiKeysData{Error: ie.Message})
 		return
 	}
-	allowed, err := auth.ParseAllowedIPs(strings.FieldsFunc(r.PostFormValue("allowed_ips"), func(c rune) bool {
-		return c == ',' || unicode.IsSpace(c)
-	}))
-	if err != nil {
-		h.renderAPIKeys(w, r, se, http.StatusUnprocessableEntity, apiKeysData{Error: "Allowed addresses: " + err.Error() + "."})
-		return
-	}
-	token, keyID, err := account.NewKey(r.Context(), h.store, se.TeamID, &se.UserID, name, perm, allowed...)
 	if errors.Is(err, store.ErrOwnersOnly) {
 		h.renderAPIKeys(w, r, se, http.StatusForbidden, apiKeysData{
 			Error: "Only team owners can create full access keys. Create a sending access key instead."})
@@ -259,24 +255,20 @@ func (h *overviewHandler) createAPIKey(w http.ResponseWriter, r *http.Request, s
 		h.fail(w, r, err)
 		return
 	}
-	if !h.audited(w, r, se, audit.APIKeyCreate, "api_key", keyID.String(), map[string]any{"permission": perm}) {
-		return
-	}
-	h.renderAPIKeys(w, r, se, http.StatusCreated, apiKeysData{NewToken: token, NewName: name})
+	h.renderAPIKeys(w, r, se, http.StatusCreated, apiKeysData{NewToken: key.Token, NewName: name})
 }
 
 func (h *overviewHandler) revokeAPIKey(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	hash, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) ([]byte, error) {
-		return h.store.Accounts.RevokeAPIKey(r.Context(), se.TeamID, id)
-	})
-	if !ok {
+	if _, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (struct{}, error) {
+		hash, err := h.accounts.Keys.Revoke(r.Context(), se.TeamID, id, by(r, se))
+		// A revoked key stops working in this process at once, even when
+		// its audit entry failed.
+		if hash != nil && h.cfg.Auth != nil {
+			h.cfg.Auth.Forget(hash)
+		}
+		return struct{}{}, err
+	}); !ok {
 		return
-	}
-	if !h.audited(w, r, se, audit.APIKeyRevoke, "api_key", r.PathValue("id"), nil) {
-		return
-	}
-	if h.cfg.Auth != nil {
-		h.cfg.Auth.Forget(hash)
 	}
 	http.Redirect(w, r, "/dashboard/api-keys", http.StatusSeeOther)
 }

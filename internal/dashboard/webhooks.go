@@ -102,7 +102,7 @@ func (h *webhooksHandler) renderWebhooks(w http.ResponseWriter, r *http.Request,
 // addWebhook adds an endpoint and opens its page.
 func (h *webhooksHandler) addWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	f := webhookFormValues(r)
-	wh, _, err := h.endpoints.Create(r.Context(), se.TeamID, f.Endpoint, f.Events, actor(r, se))
+	wh, _, err := h.endpoints.Create(r.Context(), se.TeamID, f.Endpoint, f.Events, by(r, se))
 	if fe, ok := asFormError(err); ok {
 		h.renderWebhooks(w, r, se, http.StatusUnprocessableEntity, webhooksData{Form: f, Error: fe})
 		return
@@ -180,7 +180,7 @@ func (h *webhooksHandler) editWebhook(w http.ResponseWriter, r *http.Request, se
 	f := webhookFormValues(r)
 	events := f.Events
 	err := h.endpoints.Update(r.Context(), se.TeamID, wh.ID, webhook.Change{Endpoint: &f.Endpoint, Events: &events},
-		actor(r, se))
+		by(r, se))
 	if fe, ok := asFormError(err); ok {
 		if f.Events == nil {
 			f.Events = []string{} // keep the boxes unchecked as they were sent
@@ -202,7 +202,7 @@ func (h *webhooksHandler) webhookStatus(w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	status := r.PostFormValue("status")
-	err := h.endpoints.SetStatus(r.Context(), se.TeamID, wh.ID, status, actor(r, se))
+	err := h.endpoints.SetStatus(r.Context(), se.TeamID, wh.ID, status, by(r, se))
 	if fe, ok := asFormError(err); ok {
 		h.renderWebhook(w, r, se, http.StatusUnprocessableEntity, webhookData{Webhook: wh, Error: fe})
 		return
@@ -235,7 +235,7 @@ func (h *webhooksHandler) rotateWebhookSecret(w http.ResponseWriter, r *http.Req
 	if !ok {
 		return
 	}
-	secret, err := h.endpoints.Rotate(r.Context(), wh, actor(r, se))
+	secret, err := h.endpoints.Rotate(r.Context(), wh, by(r, se))
 	if err != nil {
 		h.failOr404(w, r, err)
 		return
@@ -279,7 +279,7 @@ func (h *webhooksHandler) deleteWebhook(w http.ResponseWriter, r *http.Request, 
 	if !ok {
 		return
 	}
-	if err := h.endpoints.Delete(r.Context(), se.TeamID, wh.ID, actor(r, se)); err != nil {
+	if err := h.endpoints.Delete(r.Context(), se.TeamID, wh.ID, by(r, se)); err != nil {
 		h.failOr404(w, r, err)
 		return
 	}

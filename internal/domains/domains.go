@@ -5,7 +5,8 @@
 // verification and deleting it, each change emitting its domain.* webhook
 // event and recording its audit entry; and the IP pools (with their
 // warm-up) a team's mail leaves from. It also holds the list of delivery
-// regions and the DNS records of a domain with their statuses.
+// regions, the DNS records of a domain with their statuses, and the
+// VerifyDomain workflow's activities (Activities).
 package domains
 
 import (

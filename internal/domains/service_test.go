@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -18,11 +17,8 @@ import (
 	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
-
-func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
 func ptr[T any](v T) *T { return &v }
 
