@@ -31,6 +31,7 @@ import (
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/templates"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/internal/webhook"
@@ -144,6 +145,9 @@ func withServices(cfg *dashboard.Config, allowHTTP bool) {
 	}
 	if cfg.DataRequests == nil {
 		cfg.DataRequests = datareq.New(datareq.Config{Keys: cfg.Keys}, cfg.Store)
+	}
+	if cfg.Templates == nil {
+		cfg.Templates = templates.New(cfg.Store)
 	}
 }
 
