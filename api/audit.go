@@ -33,3 +33,11 @@ func (s *Server) audited(c *gin.Context, action audit.Action, targetType, target
 	}
 	return true
 }
+
+// actor is the audit actor of a change made by the request's API key, for
+// the services that write the entry with the change.
+func (s *Server) actor(c *gin.Context) audit.Entry {
+	p := principal(c)
+	return audit.Entry{TeamID: &p.TeamID, ActorType: audit.ActorAPIKey, ActorID: &p.KeyID, ClientAddr: c.ClientIP(),
+		UserAgent: c.Request.UserAgent()}
+}

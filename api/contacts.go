@@ -20,16 +20,9 @@ import (
 // /segments (segments.go) and /topics (topics.go).
 type audienceAPI struct {
 	*Server
+	svc     *audience.Service
 	imports *imports.Service
 }
-
-// Contact webhook event types (webhook.Types).
-const (
-	eventContactCreated       = audience.EventContactCreated
-	eventContactUpdated       = audience.EventContactUpdated
-	eventContactDeleted       = audience.EventContactDeleted
-	eventContactTopicsUpdated = audience.EventContactTopicsUpdated
-)
 
 type contactJSON struct {
 	Object       string         `json:"object"`
@@ -66,10 +59,6 @@ type contactRequest struct {
 	Topics       []topicChoiceJSON `json:"topics"`
 }
 
-// contactAddress checks a contact's address and normalises it
-// (audience.ContactAddress).
-func contactAddress(raw string) (string, error) { return audience.ContactAddress(raw) }
-
 // contactRef reads a path parameter that is a contact's id or address.
 func contactRef(c *gin.Context) (store.ContactRef, error) {
 	ref := c.Param("id")
@@ -77,7 +66,7 @@ func contactRef(c *gin.Context) (store.ContactRef, error) {
 		return store.ContactRef{ID: &id}, nil
 	}
 	if strings.Contains(ref, "@") {
-		if addr, err := contactAddress(ref); err == nil {
+		if addr, err := audience.ContactAddress(ref); err == nil {
 			return store.ContactRef{Email: addr}, nil
 		}
 	}
@@ -85,9 +74,10 @@ func contactRef(c *gin.Context) (store.ContactRef, error) {
 		"The path must name a contact by its id or its email address.")
 }
 
-// segmentIDs reads `segments`: ids or {"id"} objects.
-func segmentIDs(raw []json.RawMessage) ([]uuid.UUID, error) {
-	out := make([]uuid.UUID, 0, len(raw))
+// segmentIDs reads `segments`: ids or {"id"} objects (the service checks
+// that each is an id).
+func segmentIDs(raw []json.RawMessage) ([]string, error) {
+	out := make([]string, 0, len(raw))
 	for _, r := range raw {
 		var s string
 		if err := json.Unmarshal(r, &s); err != nil {
@@ -99,33 +89,19 @@ func segmentIDs(raw []json.RawMessage) ([]uuid.UUID, error) {
 			}
 			s = obj.ID
 		}
-		id, err := uuid.Parse(s)
-		if err != nil {
-			return nil, validation("The `segments` field must be a list of segment ids; %q is not one.", s)
-		}
-		out = append(out, id)
+		out = append(out, s)
 	}
 	return out, nil
 }
 
-// topicChoices reads `topics`: {"id","subscription"} entries.
-func topicChoices(in []topicChoiceJSON) ([]store.TopicChoice, error) {
-	out := make([]store.TopicChoice, 0, len(in))
-	for _, t := range in {
-		id, err := uuid.Parse(t.ID)
-		if err != nil {
-			return nil, validation("Each entry of `topics` must have the `id` of a topic; %q is not one.", t.ID)
-		}
-		if err := audience.Subscription(t.ID, t.Subscription); err != nil {
-			return nil, err
-		}
-		out = append(out, store.TopicChoice{TopicID: id, Subscription: t.Subscription})
+// topicChoices reads `topics` (the service checks them).
+func topicChoices(in []topicChoiceJSON) []audience.TopicChoice {
+	out := make([]audience.TopicChoice, len(in))
+	for i, t := range in {
+		out[i] = audience.TopicChoice{ID: t.ID, Subscription: t.Subscription}
 	}
-	return out, nil
+	return out
 }
-
-// checkNames validates first_name and last_name (audience.CheckNames).
-func checkNames(first, last *string) error { return audience.CheckNames(first, last) }
 
 // refError turns a *store.RefError (a segment or topic of the body that
 // the team does not have) into a 404 naming it.
@@ -138,17 +114,14 @@ func refError(err error) error {
 	return err
 }
 
-// contactProperties loads the team's definitions and checks values
-// against them; an empty map needs no lookup.
-func (s *audienceAPI) contactProperties(ctx context.Context, team uuid.UUID, in map[string]any) (map[string]any, []string, error) {
-	if len(in) == 0 {
-		return nil, nil, nil
+// addressTaken is the 409 of a contact write whose address another
+// contact has; other errors pass unchanged.
+func addressTaken(err error, message func(email string) string) error {
+	var at *audience.AddressTakenError
+	if errors.As(err, &at) {
+		return errorf(http.StatusConflict, nameConflict, message(at.Email))
 	}
-	defs, err := s.store.Audience.ContactPropertiesByKey(ctx, team)
-	if err != nil {
-		return nil, nil, err
-	}
-	return audience.CheckProperties(defs, in)
+	return err
 }
 
 func (s *audienceAPI) createContact(c *gin.Context) {
@@ -157,57 +130,18 @@ func (s *audienceAPI) createContact(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	if err := requireEmail(req.Email); err != nil {
-		s.respondError(c, err)
-		return
-	}
-	addr, err := contactAddress(*req.Email)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	if err := checkNames(req.FirstName, req.LastName); err != nil {
-		s.respondError(c, err)
-		return
-	}
 	segments, err := segmentIDs(req.Segments)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	topics, err := topicChoices(req.Topics)
+	ct, err := s.svc.CreateContact(c.Request.Context(), principal(c).TeamID, audience.ContactInput{Email: req.Email,
+		FirstName: req.FirstName, LastName: req.LastName, Unsubscribed: req.Unsubscribed, Properties: req.Properties,
+		Segments: segments, Topics: topicChoices(req.Topics)})
 	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	ctx, team := c.Request.Context(), principal(c).TeamID
-	props, _, err := s.contactProperties(ctx, team, req.Properties)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	ct := store.Contact{ID: id, TeamID: team, Email: addr, Properties: props}
-	if req.FirstName != nil {
-		ct.FirstName = *req.FirstName
-	}
-	if req.LastName != nil {
-		ct.LastName = *req.LastName
-	}
-	if req.Unsubscribed != nil {
-		ct.Unsubscribed = *req.Unsubscribed
-	}
-	ct, err = s.store.Audience.CreateContact(ctx, ct, segments, topics, eventContactCreated)
-	if errors.Is(err, store.ErrConflict) {
-		s.respondError(c, errorf(http.StatusConflict, nameConflict, "A contact with email "+addr+" already exists."))
-		return
-	}
-	if err != nil {
-		s.respondError(c, refError(err))
+		s.respondError(c, refError(addressTaken(err, func(email string) string {
+			return "A contact with email " + email + " already exists."
+		})))
 		return
 	}
 	c.JSON(http.StatusCreated, gin.H{"object": "contact", "id": ct.ID.String()})
@@ -237,7 +171,7 @@ func (s *audienceAPI) listSegmentContacts(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	if _, err := s.store.Audience.Segment(c.Request.Context(), principal(c).TeamID, id); err != nil {
+	if _, err := s.svc.Segment(c.Request.Context(), principal(c).TeamID, id); err != nil {
 		s.respondError(c, notFound(err, "Segment not found."))
 		return
 	}
@@ -246,7 +180,7 @@ func (s *audienceAPI) listSegmentContacts(c *gin.Context) {
 
 func (s *audienceAPI) respondContacts(c *gin.Context, f store.ContactFilter) {
 	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.Contact, bool, error) {
-		return s.store.Audience.ListContacts(ctx, team, f, p)
+		return s.svc.ListContacts(ctx, team, f, p)
 	}, renderContact)
 }
 
@@ -256,7 +190,7 @@ func (s *audienceAPI) getContact(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	ct, err := s.store.Audience.Contact(c.Request.Context(), principal(c).TeamID, ref)
+	ct, err := s.svc.Contact(c.Request.Context(), principal(c).TeamID, ref)
 	if err != nil {
 		s.respondError(c, notFound(err, "Contact not found."))
 		return
@@ -275,31 +209,12 @@ func (s *audienceAPI) updateContact(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	if err := checkNames(req.FirstName, req.LastName); err != nil {
-		s.respondError(c, err)
-		return
-	}
-	u := store.ContactUpdate{FirstName: req.FirstName, LastName: req.LastName, Unsubscribed: req.Unsubscribed}
-	if req.Email != nil {
-		addr, err := contactAddress(*req.Email)
-		if err != nil {
-			s.respondError(c, err)
-			return
-		}
-		u.Email = &addr
-	}
-	ctx, team := c.Request.Context(), principal(c).TeamID
-	if u.SetProperties, u.RemoveProperties, err = s.contactProperties(ctx, team, req.Properties); err != nil {
-		s.respondError(c, err)
-		return
-	}
-	ct, err := s.store.Audience.UpdateContact(ctx, team, ref, u, eventContactUpdated)
-	if errors.Is(err, store.ErrConflict) {
-		s.respondError(c, errorf(http.StatusConflict, nameConflict, "Another contact has email "+*u.Email+"."))
-		return
-	}
+	ct, err := s.svc.UpdateContact(c.Request.Context(), principal(c).TeamID, ref, audience.ContactInput{Email: req.Email,
+		FirstName: req.FirstName, LastName: req.LastName, Unsubscribed: req.Unsubscribed, Properties: req.Properties})
 	if err != nil {
-		s.respondError(c, notFound(err, "Contact not found."))
+		s.respondError(c, notFound(addressTaken(err, func(email string) string {
+			return "Another contact has email " + email + "."
+		}), "Contact not found."))
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"object": "contact", "id": ct.ID.String()})
@@ -311,8 +226,7 @@ func (s *audienceAPI) deleteContact(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	ctx, team := c.Request.Context(), principal(c).TeamID
-	ct, err := s.store.Audience.DeleteContact(ctx, team, ref, eventContactDeleted)
+	ct, err := s.svc.DeleteContact(c.Request.Context(), principal(c).TeamID, ref)
 	if err != nil {
 		s.respondError(c, notFound(err, "Contact not found."))
 		return
@@ -328,7 +242,7 @@ func (s *audienceAPI) contactByRef(c *gin.Context) (store.Contact, bool) {
 		s.respondError(c, err)
 		return store.Contact{}, false
 	}
-	ct, err := s.store.Audience.Contact(c.Request.Context(), principal(c).TeamID, ref)
+	ct, err := s.svc.Contact(c.Request.Context(), principal(c).TeamID, ref)
 	if err != nil {
 		s.respondError(c, notFound(err, "Contact not found."))
 		return store.Contact{}, false
@@ -349,7 +263,7 @@ func (s *audienceAPI) listContactSegments(c *gin.Context) {
 		return
 	}
 	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactSegment, bool, error) {
-		return s.store.Audience.ContactSegments(ctx, team, ct.ID, p)
+		return s.svc.ContactSegments(ctx, team, ct.ID, p)
 	}, func(cs store.ContactSegment) contactSegmentJSON {
 		return contactSegmentJSON{ID: cs.ID.String(), Object: "segment", Name: cs.Name, CreatedAt: formatTime(cs.AddedAt)}
 	})
@@ -374,9 +288,7 @@ func (s *audienceAPI) addContactSegment(c *gin.Context) {
 	if !ok {
 		return
 	}
-	ctx, team := c.Request.Context(), principal(c).TeamID
-	// The change of its segment_ids is reported as contact.updated.
-	if err := s.store.Audience.AddContactToSegment(ctx, team, ct.ID, segment, eventContactUpdated); err != nil {
+	if err := s.svc.AddToSegment(c.Request.Context(), principal(c).TeamID, ct.ID, segment); err != nil {
 		s.respondError(c, refError(err))
 		return
 	}
@@ -394,8 +306,7 @@ func (s *audienceAPI) removeContactSegment(c *gin.Context) {
 	if !ok {
 		return
 	}
-	ctx, team := c.Request.Context(), principal(c).TeamID
-	if err := s.store.Audience.RemoveContactFromSegment(ctx, team, ct.ID, segment, eventContactUpdated); err != nil {
+	if err := s.svc.RemoveFromSegment(c.Request.Context(), principal(c).TeamID, ct.ID, segment); err != nil {
 		s.respondError(c, notFound(err, "The contact is not in segment "+segment.String()+"."))
 		return
 	}
@@ -422,7 +333,7 @@ func (s *audienceAPI) listContactTopics(c *gin.Context) {
 		return
 	}
 	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactTopic, bool, error) {
-		return s.store.Audience.ContactTopics(ctx, team, ct.ID, p)
+		return s.svc.ContactTopics(ctx, team, ct.ID, p)
 	}, renderContactTopic)
 }
 
@@ -453,13 +364,8 @@ func (s *audienceAPI) updateContactTopics(c *gin.Context) {
 		}
 		entries = *wrapped.Topics
 	}
-	choices, err := topicChoices(entries)
+	choices, err := s.svc.UpdateContactTopics(c.Request.Context(), principal(c).TeamID, ct.ID, topicChoices(entries))
 	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	ctx, team := c.Request.Context(), principal(c).TeamID
-	if err := s.store.Audience.UpdateContactTopics(ctx, team, ct.ID, choices, eventContactTopicsUpdated); err != nil {
 		s.respondError(c, refError(err))
 		return
 	}

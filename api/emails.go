@@ -21,6 +21,7 @@ import (
 type emailsAPI struct {
 	*Server
 	submit *submit.Service
+	emails *submit.Emails // reads and the suppression list
 }
 
 // readBody reads a request body of at most maxBody bytes; it may be
@@ -277,16 +278,13 @@ func (s *emailsAPI) getEmail(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	e, err := s.store.Emails.GetEmail(c.Request.Context(), principal(c).TeamID, id)
+	e, bounces, err := s.emails.GetWithBounces(c.Request.Context(), principal(c).TeamID, id)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
 	j := renderEmail(e)
-	if err := s.addBounces(c, e, j.Recipients); err != nil {
-		s.respondError(c, err)
-		return
-	}
+	addBounces(j.Recipients, bounces)
 	insights := e.Insights
 	if insights == nil {
 		insights = []store.Insight{}
@@ -295,29 +293,17 @@ func (s *emailsAPI) getEmail(c *gin.Context) {
 		Insights: insights})
 }
 
-// addBounces gives the bounced recipients of e (rendered as rcpts) their
+// addBounces gives the bounced recipients (rendered as rcpts) their
 // bounce objects.
-func (s *emailsAPI) addBounces(c *gin.Context, e store.Email, rcpts []recipientJSON) error {
-	bounced := false
-	for _, r := range rcpts {
-		bounced = bounced || r.Status == store.EventBounced
-	}
-	if !bounced {
-		return nil
-	}
-	bounces, err := s.store.Emails.Bounces(c.Request.Context(), e.TeamID, e.ID)
-	if err != nil {
-		return err
-	}
+func addBounces(rcpts []recipientJSON, bounces map[string]store.Bounce) {
 	for i, r := range rcpts {
 		if b, ok := bounces[r.Email]; ok && r.Status == store.EventBounced {
 			bj := bounceJSON(b)
 			rcpts[i].Bounce = &bj
 		}
 	}
-	return nil
 }
 
 func (s *emailsAPI) listEmails(c *gin.Context) {
-	respondList(s.Server, c, s.store.Emails.ListEmails, renderEmail)
+	respondList(s.Server, c, s.emails.List, renderEmail)
 }

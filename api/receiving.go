@@ -1,15 +1,14 @@
 package api
 
 import (
-	"encoding/base64"
 	"mime"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -25,7 +24,10 @@ import (
 
 // receivingAPI serves /emails/receiving: received emails, their
 // attachments and their downloads.
-type receivingAPI struct{ *Server }
+type receivingAPI struct {
+	*Server
+	received *receiving.Service
+}
 
 type receivedAttachmentJSON struct {
 	ID                 string  `json:"id"`
@@ -96,7 +98,7 @@ func renderReceivedList(e store.ReceivedEmail) receivedListJSON {
 }
 
 func (s *receivingAPI) listReceivedEmails(c *gin.Context) {
-	respondList(s.Server, c, s.store.Received.ListReceivedEmails, renderReceivedList)
+	respondList(s.Server, c, s.received.List, renderReceivedList)
 }
 
 // receivedPath loads the team's received email of the :id parameter; it
@@ -107,7 +109,7 @@ func (s *receivingAPI) receivedPath(c *gin.Context) (store.ReceivedEmail, bool) 
 		s.respondError(c, err)
 		return store.ReceivedEmail{}, false
 	}
-	e, err := s.store.Received.GetReceivedEmail(c.Request.Context(), principal(c).TeamID, id)
+	e, err := s.received.Get(c.Request.Context(), principal(c).TeamID, id)
 	if err != nil {
 		s.respondError(c, notFound(err, "Email not found."))
 		return store.ReceivedEmail{}, false
@@ -128,7 +130,7 @@ func (s *receivingAPI) getReceivedEmail(c *gin.Context) {
 	j := receivedJSON{Object: "email", receivedListJSON: renderReceivedList(e), HTML: e.HTML, Text: e.Text,
 		Headers: e.Headers}
 	if format == "data_uri" && e.HTML != nil {
-		html, err := s.inlineImages(c, e)
+		html, err := s.received.InlineImages(c.Request.Context(), e, receiving.InlineOptions{})
 		if err != nil {
 			s.respondError(c, err)
 			return
@@ -139,30 +141,6 @@ func (s *receivingAPI) getReceivedEmail(c *gin.Context) {
 		j.Raw = &downloadJSON{DownloadURL: u, ExpiresAt: formatTime(exp)}
 	}
 	c.PureJSON(http.StatusOK, j)
-}
-
-// maxInlineBytes bounds the inline images one response embeds as data
-// URIs; larger ones keep their cid: reference.
-const maxInlineBytes = 10 << 20
-
-// inlineImages replaces the cid: references of e's HTML to its inline
-// attachments with data: URIs (Resend's default html_format).
-func (s *receivingAPI) inlineImages(c *gin.Context, e store.ReceivedEmail) (string, error) {
-	html := *e.HTML
-	budget := maxInlineBytes
-	for _, a := range e.Attachments {
-		if a.ContentID == "" || a.Size > budget || !strings.Contains(html, "cid:"+a.ContentID) {
-			continue
-		}
-		full, err := s.store.Received.ReceivedAttachmentContent(c.Request.Context(), e.TeamID, e.ID, a.ID)
-		if err != nil {
-			return "", err
-		}
-		budget -= a.Size
-		html = strings.ReplaceAll(html, "cid:"+a.ContentID,
-			"data:"+a.ContentType+";base64,"+base64.StdEncoding.EncodeToString(full.Content))
-	}
-	return html, nil
 }
 
 func (s *receivingAPI) renderAttachmentData(c *gin.Context, e store.ReceivedEmail, a store.ReceivedAttachment) (attachmentDataJSON, bool) {
@@ -271,7 +249,7 @@ func (s *receivingAPI) downloadReceivedAttachment(c *gin.Context) {
 	if !ok {
 		return
 	}
-	a, err := s.store.Received.ReceivedAttachmentContent(c.Request.Context(), team, email, aid)
+	a, err := s.received.Attachment(c.Request.Context(), team, email, aid)
 	if err != nil {
 		s.respondError(c, notFound(err, "Attachment not found."))
 		return
@@ -289,7 +267,7 @@ func (s *receivingAPI) downloadReceivedRaw(c *gin.Context) {
 	if !ok {
 		return
 	}
-	raw, err := s.store.Received.ReceivedRaw(c.Request.Context(), team, email)
+	raw, err := s.received.Raw(c.Request.Context(), team, email)
 	if err != nil {
 		s.respondError(c, notFound(err, "Email not found."))
 		return

@@ -32,11 +32,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/imports"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
@@ -60,16 +63,25 @@ type Config struct {
 	Store  *store.Store
 	Auth   *auth.Authenticator
 	Submit *submit.Service
+	// Emails reads sent emails and keeps the suppression list (/emails,
+	// /suppressions); Received reads received mail (/emails/receiving).
+	// Built once by the caller, like the services below; required (as
+	// Submit is) when those routes are used.
+	Emails   *submit.Emails
+	Received *receiving.Service
 
 	// The use cases the API shares with the dashboard, each built once by
 	// the caller (cmd/posthaste) and handed to both. A nil one leaves its
 	// routes out (they answer 404).
 	Domains      *domains.Service   // /domains
 	Webhooks     *webhook.Endpoints // /webhooks
+	Audience     *audience.Service  // /contacts, /contact-properties, /segments, /topics
 	Imports      *imports.Service   // /contacts/imports
 	DataRequests *datareq.Service   // /data-requests
 	Broadcasts   *broadcast.Service // /broadcasts
 	Templates    *templates.Service // /templates
+	// Accounts serves /api-keys; nil → one built on Store.
+	Accounts *account.Service
 	// Records is the operator's side of the DNS records shown with each
 	// domain.
 	Records records.Config
@@ -198,15 +210,18 @@ func New(cfg Config) (*Server, error) {
 		cfg.KeyLookupRate = 10
 	}
 	s.lookups = newLookupBudget(cfg.KeyLookupRate, cfg.Now)
-	s.emails = &emailsAPI{Server: s, submit: cfg.Submit}
+	s.emails = &emailsAPI{Server: s, submit: cfg.Submit, emails: cfg.Emails}
 	s.domains = &domainsAPI{Server: s, domainSvc: cfg.Domains, records: cfg.Records}
-	s.audience = &audienceAPI{Server: s, imports: cfg.Imports}
+	s.audience = &audienceAPI{Server: s, svc: cfg.Audience, imports: cfg.Imports}
 	s.templates = &templatesAPI{Server: s, svc: cfg.Templates}
 	s.broadcasts = &broadcastsAPI{Server: s, broadcastSvc: cfg.Broadcasts}
 	s.webhooks = &webhooksAPI{Server: s, endpoints: cfg.Webhooks, wakeWebhook: cfg.WebhookWaker}
-	s.receiving = &receivingAPI{s}
+	s.receiving = &receivingAPI{Server: s, received: cfg.Received}
 	s.privacy = &privacyAPI{Server: s, dataRequests: cfg.DataRequests}
-	s.keys = &keysAPI{s}
+	s.keys = &keysAPI{Server: s, keys: account.New(account.Config{Store: cfg.Store}).Keys}
+	if cfg.Accounts != nil {
+		s.keys.keys = cfg.Accounts.Keys
+	}
 	tr, err := newTrackingRoutes(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("tracking routes: %w", err)
@@ -301,32 +316,34 @@ func New(cfg Config) (*Server, error) {
 	full.GET("/logs", s.emails.listLogs)
 	full.GET("/audit-log", s.requireOwnerKey, s.privacy.listAuditLog)
 	full.GET("/logs/:id", s.emails.getLog)
-	full.POST("/contacts", s.audience.createContact)
-	full.GET("/contacts", s.audience.listContacts)
-	full.GET("/contacts/:id", s.audience.getContact)
-	full.PATCH("/contacts/:id", s.audience.updateContact)
-	full.DELETE("/contacts/:id", s.audience.deleteContact)
-	full.GET("/contacts/:id/segments", s.audience.listContactSegments)
-	full.POST("/contacts/:id/segments/:segment_id", s.audience.addContactSegment)
-	full.DELETE("/contacts/:id/segments/:segment_id", s.audience.removeContactSegment)
-	full.GET("/contacts/:id/topics", s.audience.listContactTopics)
-	full.PATCH("/contacts/:id/topics", s.audience.updateContactTopics)
-	full.POST("/contact-properties", s.audience.createContactProperty)
-	full.GET("/contact-properties", s.audience.listContactProperties)
-	full.GET("/contact-properties/:id", s.audience.getContactProperty)
-	full.PATCH("/contact-properties/:id", s.audience.updateContactProperty)
-	full.DELETE("/contact-properties/:id", s.audience.deleteContactProperty)
-	full.POST("/segments", s.audience.createSegment)
-	full.GET("/segments", s.audience.listSegments)
-	full.GET("/segments/:id", s.audience.getSegment)
-	full.PATCH("/segments/:id", s.audience.updateSegment)
-	full.DELETE("/segments/:id", s.audience.deleteSegment)
-	full.GET("/segments/:id/contacts", s.audience.listSegmentContacts)
-	full.POST("/topics", s.audience.createTopic)
-	full.GET("/topics", s.audience.listTopics)
-	full.GET("/topics/:id", s.audience.getTopic)
-	full.PATCH("/topics/:id", s.audience.updateTopic)
-	full.DELETE("/topics/:id", s.audience.deleteTopic)
+	if cfg.Audience != nil {
+		full.POST("/contacts", s.audience.createContact)
+		full.GET("/contacts", s.audience.listContacts)
+		full.GET("/contacts/:id", s.audience.getContact)
+		full.PATCH("/contacts/:id", s.audience.updateContact)
+		full.DELETE("/contacts/:id", s.audience.deleteContact)
+		full.GET("/contacts/:id/segments", s.audience.listContactSegments)
+		full.POST("/contacts/:id/segments/:segment_id", s.audience.addContactSegment)
+		full.DELETE("/contacts/:id/segments/:segment_id", s.audience.removeContactSegment)
+		full.GET("/contacts/:id/topics", s.audience.listContactTopics)
+		full.PATCH("/contacts/:id/topics", s.audience.updateContactTopics)
+		full.POST("/contact-properties", s.audience.createContactProperty)
+		full.GET("/contact-properties", s.audience.listContactProperties)
+		full.GET("/contact-properties/:id", s.audience.getContactProperty)
+		full.PATCH("/contact-properties/:id", s.audience.updateContactProperty)
+		full.DELETE("/contact-properties/:id", s.audience.deleteContactProperty)
+		full.POST("/segments", s.audience.createSegment)
+		full.GET("/segments", s.audience.listSegments)
+		full.GET("/segments/:id", s.audience.getSegment)
+		full.PATCH("/segments/:id", s.audience.updateSegment)
+		full.DELETE("/segments/:id", s.audience.deleteSegment)
+		full.GET("/segments/:id/contacts", s.audience.listSegmentContacts)
+		full.POST("/topics", s.audience.createTopic)
+		full.GET("/topics", s.audience.listTopics)
+		full.GET("/topics/:id", s.audience.getTopic)
+		full.PATCH("/topics/:id", s.audience.updateTopic)
+		full.DELETE("/topics/:id", s.audience.deleteTopic)
+	}
 	if cfg.Domains != nil {
 		full.POST("/domains", s.domains.createDomain)
 		full.GET("/domains", s.domains.listDomains)

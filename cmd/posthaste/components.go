@@ -19,6 +19,8 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/api"
+	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/codec"
@@ -38,6 +40,7 @@ import (
 	"github.com/posthaste/posthaste/internal/mtasts"
 	"github.com/posthaste/posthaste/internal/outbox"
 	"github.com/posthaste/posthaste/internal/ratelimit"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/reqlog"
 	"github.com/posthaste/posthaste/internal/seal"
@@ -480,18 +483,24 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	endpoints := webhook.NewEndpoints(webhook.EndpointsConfig{Keys: keys, Client: hookClient, Waker: webhookWaker,
 		AllowHTTP: cfg.Egress.AllowPrivate, Logger: logger}, st)
 	importSvc := imports.New(imports.Config{Outbox: in.dispatcher}, st)
+	audienceSvc := audience.New(st.Audience)
 	dataRequests := datareq.New(datareq.Config{Keys: keys, Outbox: in.dispatcher}, st)
+	// Reading sent emails and the suppression list; reading received mail.
+	emails, received := submit.NewEmails(st.Emails), receiving.New(st.Received)
+	accounts := account.New(account.Config{Store: st})
 	templateSvc := templates.New(st)
 	// The default inbound budget, which the Receiving page shows nearly spent
 	// (the MX enforces it: mx.go).
 	inboundBudget := inmail.Budget{DailyMessages: cfg.Inbound.DailyMessages, StorageBytes: cfg.Inbound.StorageBytes}
 	dash, err := dashboard.New(dashboard.Config{Store: st, InboundBudget: inboundBudget, Auth: in.auth, TemporalUIURL: temporalUI,
+		Emails: emails, Received: received,
 		Domains: domainSvc, Webhooks: endpoints, Imports: importSvc, DataRequests: dataRequests, Broadcasts: broadcasts,
-		Templates: templateSvc, Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys, OAuth: oauthConfig(cfg.OAuth),
-		PublicURL: cfg.HTTP.PublicURL, Mailer: mailer, WebhookWaker: webhookWaker, WebhookClient: hookClient,
+		Audience: audienceSvc, Templates: templateSvc, Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys,
+		OAuth: oauthConfig(cfg.OAuth), PublicURL: cfg.HTTP.PublicURL, Mailer: mailer, WebhookWaker: webhookWaker, WebhookClient: hookClient,
 		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, SessionIdleTimeout: cfg.HTTP.SessionIdleTimeout,
 		TrustedProxies: cfg.HTTP.TrustedProxies, Logger: logger, SMTP: dashboardSMTP(smtpListeners(cfg.SMTP, config.DefaultSMTPListen)),
-		Warmup: cfg.Delivery.Warmup, WarmupOverflow: cfg.Delivery.WarmupOverflow, DefaultPool: cfg.Delivery.DefaultPool})
+		Warmup: cfg.Delivery.Warmup, WarmupOverflow: cfg.Delivery.WarmupOverflow, DefaultPool: cfg.Delivery.DefaultPool,
+		Accounts: accounts})
 	if err != nil {
 		return nil, fmt.Errorf("loading the dashboard: %w", err)
 	}
@@ -526,12 +535,16 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		Store:        st,
 		Auth:         in.auth,
 		Submit:       in.submit,
+		Emails:       emails,
+		Received:     received,
 		Domains:      domainSvc,
 		Webhooks:     endpoints,
 		Imports:      importSvc,
+		Audience:     audienceSvc,
 		DataRequests: dataRequests,
 		Broadcasts:   broadcasts,
 		Templates:    templateSvc,
+		Accounts:     accounts,
 		Records:      recordsConfig(cfg.Domains),
 		WebhookWaker: webhookWaker,
 		Keys:         keys,

@@ -1,15 +1,23 @@
 package dashboard
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/posthaste/posthaste/internal/audience"
+)
 
 // audienceHandler serves the pages of contacts, contact imports, segments
 // and topics (audience.go, contacts.go, contact_imports.go, segments.go,
 // topics.go).
-type audienceHandler struct{ *Handler }
+type audienceHandler struct {
+	*Handler
+	// svc reads and changes contacts, segments and topics.
+	svc *audience.Service
+}
 
 // routes adds the pages of contacts, contact imports, segments and
 // topics. Every write goes through signedIn (session and CSRF token) and
-// the checks the API uses (internal/audience).
+// the audience service the API uses (internal/audience).
 func (h *audienceHandler) routes(m *http.ServeMux) {
 	m.Handle("GET /dashboard/contacts", h.signedIn(h.contacts))
 	m.Handle("POST /dashboard/contacts", h.signedIn(h.addContact))

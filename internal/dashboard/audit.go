@@ -26,6 +26,19 @@ func (h *Handler) record(r *http.Request, e audit.Entry, detail map[string]any) 
 	return err
 }
 
+// by is the audit actor of an action of the session's user on its team,
+// with the request's client address and user agent.
+func by(r *http.Request, se *store.Session) audit.Entry {
+	return audit.Entry{TeamID: &se.TeamID, ActorType: audit.ActorUser, ActorID: &se.UserID, ClientAddr: clientIP(r),
+		UserAgent: r.UserAgent()}
+}
+
+// client is the audit actor of an action taken before sign-in: the
+// request's client address and user agent (the service names the user).
+func client(r *http.Request) audit.Entry {
+	return audit.Entry{ClientAddr: clientIP(r), UserAgent: r.UserAgent()}
+}
+
 // audited records a successful action of the session's user on its team.
 // When the entry cannot be written it answers 500 (the action has taken
 // effect; the error is logged) and returns false, so an action that could
@@ -65,7 +78,7 @@ func (h *Handler) recordSignIn(r *http.Request, user uuid.UUID, team *uuid.UUID,
 func (h *Handler) signInFailed(r *http.Request, user uuid.UUID, detail map[string]any) {
 	var team *uuid.UUID
 	if user != uuid.Nil {
-		if t, err := h.store.Sessions.FirstTeam(r.Context(), user); err == nil {
+		if t, err := h.accounts.Sessions.FirstTeam(r.Context(), user); err == nil {
 			team = &t
 		}
 	}

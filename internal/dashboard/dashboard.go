@@ -28,6 +28,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/auththrottle"
 	"github.com/posthaste/posthaste/internal/broadcast"
@@ -36,9 +38,11 @@ import (
 	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/password"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/templates"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
@@ -58,12 +62,23 @@ type Config struct {
 	Domains      *domains.Service
 	Webhooks     *webhook.Endpoints
 	DataRequests *datareq.Service
+	// Accounts is the accounts service (API keys, members, invitations,
+	// sessions, second factor), shared with the API; nil → one built on
+	// Store.
+	Accounts *account.Service
+	// Audience serves the pages of contacts, segments and topics
+	// (shared with the API like the above); required.
+	Audience *audience.Service
 	// Templates is the templates use case, shared with the API likewise;
 	// required.
 	Templates *templates.Service
 	// Broadcasts creates, edits, tests and sends broadcasts; nil hides the
 	// Broadcasts page.
 	Broadcasts *broadcast.Service
+	// Emails reads sent emails and keeps the suppression list; Received
+	// reads received mail. Shared with the API like the above; required.
+	Emails   *submit.Emails
+	Received *receiving.Service
 	// Auth drops revoked API keys from the key cache of this process.
 	Auth *auth.Authenticator
 	// TemporalUIURL links each email to its workflow; "" hides the link.
@@ -155,6 +170,8 @@ type Handler struct {
 	endpoints *webhook.Endpoints
 	// dataReqs serves the Data requests page.
 	dataReqs *datareq.Service
+	// accounts changes and reads keys, members, invitations and sessions.
+	accounts *account.Service
 	// proxies are the parsed Config.TrustedProxies.
 	proxies   []netip.Prefix
 	passwords *password.Pool
@@ -200,7 +217,7 @@ func New(cfg Config) (*Handler, error) {
 	h.domainsHandler = &domainsHandler{h}
 	h.webhooksHandler = &webhooksHandler{h}
 	h.privacyHandler = &privacyHandler{h}
-	h.audienceHandler = &audienceHandler{h}
+	h.audienceHandler = &audienceHandler{Handler: h, svc: cfg.Audience}
 	h.templatesHandler = &templatesHandler{Handler: h, svc: cfg.Templates}
 	h.broadcastsHandler = &broadcastsHandler{h}
 	if h.passwords == nil {
@@ -211,6 +228,9 @@ func New(cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("trusted proxies: %w", err)
 	}
 	h.domainSvc, h.endpoints, h.dataReqs = cfg.Domains, cfg.Webhooks, cfg.DataRequests
+	if h.accounts = cfg.Accounts; h.accounts == nil {
+		h.accounts = account.New(account.Config{Store: cfg.Store})
+	}
 	funcs := template.FuncMap{"fmtTime": fmtTime, "badge": badge, "join": strings.Join,
 		"deref": func(p *int) int { return *p }, "prose": prose, "has": slices.Contains[[]string],
 		"broadcastsOn": func() bool { return cfg.Broadcasts != nil }}

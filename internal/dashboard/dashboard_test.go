@@ -21,12 +21,14 @@ import (
 
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/password"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
@@ -118,7 +120,7 @@ func newFixture(t *testing.T, opts ...func(*dashboard.Config)) *fixture {
 	dash, err := dashboard.New(cfg)
 	require.NoError(t, err)
 	h, err := api.New(api.Config{Store: st, Auth: authn,
-		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Dashboard: dash})
+		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Emails: cfg.Emails, Received: cfg.Received, Dashboard: dash})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -148,6 +150,15 @@ func withServices(cfg *dashboard.Config, allowHTTP bool) {
 	}
 	if cfg.Templates == nil {
 		cfg.Templates = templates.New(cfg.Store)
+	}
+	if cfg.Emails == nil {
+		cfg.Emails = submit.NewEmails(cfg.Store.Emails)
+	}
+	if cfg.Received == nil {
+		cfg.Received = receiving.New(cfg.Store.Received)
+	}
+	if cfg.Audience == nil {
+		cfg.Audience = audience.New(cfg.Store.Audience)
 	}
 }
 

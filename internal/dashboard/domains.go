@@ -253,7 +253,7 @@ type suppressionsData struct {
 }
 
 func (h *domainsHandler) suppressions(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	list, _, err := h.store.Emails.ListSuppressions(r.Context(), se.TeamID, store.Page{Limit: 100})
+	list, _, err := h.cfg.Emails.ListSuppressions(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -264,11 +264,8 @@ func (h *domainsHandler) suppressions(w http.ResponseWriter, r *http.Request, se
 
 func (h *domainsHandler) removeSuppression(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if _, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Suppression, error) {
-		return h.store.Emails.DeleteSuppression(r.Context(), se.TeamID, &id, "")
+		return h.cfg.Emails.DeleteSuppression(r.Context(), se.TeamID, id.String(), by(r, se))
 	}); !ok {
-		return
-	}
-	if !h.audited(w, r, se, audit.SuppressionDelete, "suppression", r.PathValue("id"), nil) {
 		return
 	}
 	http.Redirect(w, r, "/dashboard/suppressions", http.StatusSeeOther)

@@ -22,7 +22,7 @@ type budgetNotice struct {
 // is below 80% of its limits (or has none).
 func (h *receivingHandler) inboundBudget(ctx context.Context, team uuid.UUID) (*budgetNotice, error) {
 	b := h.cfg.InboundBudget
-	u, err := h.store.Received.InboundUsage(ctx, team, h.now())
+	u, err := h.cfg.Received.Usage(ctx, team, h.now())
 	if err != nil {
 		return nil, err
 	}

@@ -5,20 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/mail"
 	"net/url"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/audit"
+	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/store"
 )
-
-// invitationLifetime is how long an invitation link works.
-const invitationLifetime = 7 * 24 * time.Hour
 
 // invite lets an owner invite an address to the team: it stores the
 // invitation (replacing an earlier one for the address) and emails its link,
@@ -32,54 +28,33 @@ func (h *teamHandler) invite(w http.ResponseWriter, r *http.Request, se *store.S
 	}) {
 		return
 	}
-	email := strings.ToLower(strings.TrimSpace(r.PostFormValue("email")))
-	role := r.PostFormValue("role")
-	if role != "owner" {
-		role = "member"
-	}
-	if a, err := mail.ParseAddress(email); err != nil || a.Address != email || len(email) > 254 {
-		h.renderTeam(w, r, se, http.StatusUnprocessableEntity, teamData{Error: "Enter the email address to invite."})
+	lim := h.mailLimits()
+	inv, tok, err := h.accounts.Members.Invite(r.Context(), account.InviteInput{TeamID: se.TeamID, InvitedBy: se.UserID,
+		Email: r.PostFormValue("email"), Role: r.PostFormValue("role"), Emailed: h.cfg.Mailer != nil, Limits: lim,
+		Now: h.now()}, by(r, se))
+	var ie *invalid.Error
+	switch {
+	case errors.As(err, &ie):
+		h.renderTeam(w, r, se, http.StatusUnprocessableEntity, teamData{Error: ie.Message})
 		return
-	}
-	members, err := h.store.Accounts.TeamMembers(r.Context(), se.TeamID, []string{email})
-	if err != nil {
+	case errors.Is(err, account.ErrAlreadyMember):
+		h.renderTeam(w, r, se, http.StatusConflict, teamData{Error: normalizedEmail(r) + " is already a member of the team."})
+		return
+	case errors.Is(err, store.ErrTeamMailLimit):
+		h.logger.Warn("invitation refused: the team's hourly invitation limit is reached", "team_id", se.TeamID)
+		h.renderTeam(w, r, se, http.StatusTooManyRequests, teamData{Error: fmt.Sprintf("This team has sent %d invitation "+
+			"emails in the last hour, the most it may. Try again later.", lim.PerTeam)})
+		return
+	case errors.Is(err, store.ErrAddressMailLimit):
+		h.logger.Warn("invitation refused: the address's hourly email limit is reached", "team_id", se.TeamID)
+		h.renderTeam(w, r, se, http.StatusTooManyRequests, teamData{Error: normalizedEmail(r) + " has been sent too many emails " +
+			"by this server in the last hour. Try again later."})
+		return
+	case err != nil:
 		h.fail(w, r, err)
 		return
 	}
-	if members[email] {
-		h.renderTeam(w, r, se, http.StatusConflict, teamData{Error: email + " is already a member of the team."})
-		return
-	}
-	if h.cfg.Mailer != nil {
-		lim := h.mailLimits()
-		err := h.store.Emails.ReserveSystemMail(r.Context(), store.SystemMail{Kind: store.SystemMailInvitation, TeamID: se.TeamID,
-			Email: email}, lim, h.now())
-		switch {
-		case errors.Is(err, store.ErrTeamMailLimit):
-			h.logger.Warn("invitation refused: the team's hourly invitation limit is reached", "team_id", se.TeamID)
-			h.renderTeam(w, r, se, http.StatusTooManyRequests, teamData{Error: fmt.Sprintf("This team has sent %d invitation "+
-				"emails in the last hour, the most it may. Try again later.", lim.PerTeam)})
-			return
-		case errors.Is(err, store.ErrAddressMailLimit):
-			h.logger.Warn("invitation refused: the address's hourly email limit is reached", "team_id", se.TeamID)
-			h.renderTeam(w, r, se, http.StatusTooManyRequests, teamData{Error: email + " has been sent too many emails " +
-				"by this server in the last hour. Try again later."})
-			return
-		case err != nil:
-			h.fail(w, r, err)
-			return
-		}
-	}
-	tok := randomToken()
-	inv, err := h.store.Accounts.Invite(r.Context(), store.Invitation{ID: uuid.New(), TeamID: se.TeamID, Email: email, Role: role,
-		InvitedBy: &se.UserID, ExpiresAt: h.now().Add(invitationLifetime)}, tokenHash(tok))
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.InviteCreate, "invitation", inv.ID.String(), map[string]any{"role": role}) {
-		return
-	}
+	email, role := inv.Email, inv.Role
 	link := h.link("/dashboard/invite/" + tok)
 	d := teamData{Message: "Invitation sent to " + email + "."}
 	if h.cfg.Mailer == nil {
@@ -90,13 +65,19 @@ func (h *teamHandler) invite(w http.ResponseWriter, r *http.Request, se *store.S
 		h.logger.Error("sending an invitation", "team_id", se.TeamID, "err", err)
 		d = teamData{InviteLink: link, Error: "The invitation email could not be sent. Send " + email +
 			" this link yourself: it works once, for 7 days."}
-	} else if err := h.store.Accounts.MarkInvitationEmailed(r.Context(), tokenHash(tok)); err != nil {
+	} else if err := h.accounts.Members.MarkInvitationEmailed(r.Context(), tok); err != nil {
 		// The link still works; joining with it just does not prove the
 		// address.
 		h.logger.Error("recording that an invitation was emailed", "team_id", se.TeamID, "err", err)
 	}
 	h.logger.Info("member invited", "team_id", se.TeamID)
 	h.renderTeam(w, r, se, http.StatusCreated, d)
+}
+
+// normalizedEmail is the address of an invitation form as the accounts
+// service reads it.
+func normalizedEmail(r *http.Request) string {
+	return strings.ToLower(strings.TrimSpace(r.PostFormValue("email")))
 }
 
 func invitationText(inviter, team, role, link string, expires time.Time) string {
@@ -114,8 +95,8 @@ func (h *teamHandler) revokeInvitation(w http.ResponseWriter, r *http.Request, s
 		return
 	}
 	if _, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (struct{}, error) {
-		return struct{}{}, h.store.Accounts.RevokeInvitation(r.Context(), se.TeamID, id)
-	}); ok && h.audited(w, r, se, audit.InviteRevoke, "invitation", r.PathValue("id"), nil) {
+		return struct{}{}, h.accounts.Members.RevokeInvitation(r.Context(), se.TeamID, id, by(r, se))
+	}); ok {
 		http.Redirect(w, r, "/dashboard/team", http.StatusSeeOther)
 	}
 }
@@ -151,7 +132,7 @@ func (h *teamHandler) invitationPage(w http.ResponseWriter, r *http.Request) {
 // live it answers (see invalidInvitation) and returns false.
 func (h *teamHandler) liveInvitation(w http.ResponseWriter, r *http.Request) (inviteData, bool) {
 	tok := r.PathValue("token")
-	inv, err := h.store.Accounts.InvitationByToken(r.Context(), tokenHash(tok))
+	inv, err := h.accounts.Members.Invitation(r.Context(), tok)
 	if err != nil {
 		h.invalidInvitation(w, r, err)
 		return inviteData{}, false
@@ -170,7 +151,7 @@ func (h *teamHandler) invalidInvitation(w http.ResponseWriter, r *http.Request, 
 }
 
 func (h *teamHandler) showInvitation(w http.ResponseWriter, r *http.Request, status int, d inviteData) {
-	u, err := h.store.Accounts.UserByEmail(r.Context(), d.Invitation.Email)
+	u, err := h.accounts.Members.UserByEmail(r.Context(), d.Invitation.Email)
 	if errors.Is(err, store.ErrNotFound) {
 		d.State = inviteNewUser
 		h.render(w, status, "invite", view{Title: "Join " + d.Invitation.TeamName, CSRF: h.formToken(w), Data: d})
@@ -215,8 +196,9 @@ func (h *teamHandler) joinAsNewUser(w http.ResponseWriter, r *http.Request) {
 		h.showInvitation(w, r, http.StatusForbidden, d)
 		return
 	}
-	if utf8.RuneCountInString(d.Name) > 100 {
-		d.Error = "Keep the name under 100 characters."
+	var ie *invalid.Error
+	if err := account.CheckName(d.Name); errors.As(err, &ie) {
+		d.Error = ie.Message
 		h.showInvitation(w, r, http.StatusUnprocessableEntity, d)
 		return
 	}
@@ -227,8 +209,7 @@ func (h *teamHandler) joinAsNewUser(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	u := store.User{ID: uuid.New(), Name: d.Name, PasswordHash: hash}
-	inv, err := h.store.Accounts.AcceptInvitationAsNewUser(r.Context(), tokenHash(d.Token), u)
+	u, inv, err := h.accounts.Members.JoinAsNewUser(r.Context(), d.Token, d.Name, hash, client(r))
 	if errors.Is(err, store.ErrConflict) {
 		// The address got a user meanwhile: that user signs in to accept.
 		h.showInvitation(w, r, http.StatusConflict, d)
@@ -238,14 +219,7 @@ func (h *teamHandler) joinAsNewUser(w http.ResponseWriter, r *http.Request) {
 		h.invalidInvitation(w, r, err)
 		return
 	}
-	u.Email = inv.Email
 	h.logger.Info("invitation accepted by a new user", "team_id", inv.TeamID)
-	if err := h.record(r, audit.Entry{TeamID: &inv.TeamID, ActorType: audit.ActorUser, ActorID: &u.ID,
-		Action: audit.InviteAccept, TargetType: "invitation", TargetID: inv.ID.String(), Outcome: audit.Success},
-		map[string]any{"new_user": true}); err != nil {
-		h.fail(w, r, err)
-		return
-	}
 	h.startSession(w, r, u, "/dashboard/team")
 }
 
@@ -253,18 +227,9 @@ func (h *teamHandler) joinAsNewUser(w http.ResponseWriter, r *http.Request) {
 // a member of the team, spends the invitation and switches the session to
 // that team.
 func (h *teamHandler) acceptInvitation(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	inv, err := h.store.Accounts.AcceptInvitation(r.Context(), tokenHash(r.PathValue("token")), se.UserID)
+	inv, err := h.accounts.Members.AcceptInvitation(r.Context(), r.PathValue("token"), se.UserID, se.IDHash, client(r))
 	if err != nil {
 		h.invalidInvitation(w, r, err)
-		return
-	}
-	if err := h.store.Accounts.SetSessionTeam(r.Context(), se.IDHash, inv.TeamID); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	if err := h.record(r, audit.Entry{TeamID: &inv.TeamID, ActorType: audit.ActorUser, ActorID: &se.UserID,
-		Action: audit.InviteAccept, TargetType: "invitation", TargetID: inv.ID.String(), Outcome: audit.Success}, nil); err != nil {
-		h.fail(w, r, err)
 		return
 	}
 	h.logger.Info("invitation accepted", "team_id", inv.TeamID)
@@ -281,7 +246,7 @@ type addressData struct {
 }
 
 func (h *teamHandler) addressState(ctx context.Context, userID uuid.UUID) (addressData, error) {
-	u, err := h.store.Accounts.UserByID(ctx, userID)
+	u, err := h.accounts.Members.User(ctx, userID)
 	if err != nil {
 		return addressData{}, fmt.Errorf("reading the user: %w", err)
 	}

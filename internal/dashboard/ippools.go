@@ -46,7 +46,7 @@ type ipAddressView struct {
 // listed.
 func (h *domainsHandler) ipPools(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	d := ipPoolsData{Schedule: scheduleText(h.cfg.Warmup), Overflow: h.cfg.WarmupOverflow}
-	members, err := h.store.Accounts.Members(r.Context(), se.TeamID)
+	members, err := h.accounts.Members.Members(r.Context(), se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
 		return

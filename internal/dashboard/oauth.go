@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
-	"github.com/google/uuid"
 	"golang.org/x/oauth2"
 
 	"github.com/posthaste/posthaste/internal/store"
@@ -209,7 +208,7 @@ func (h *signInHandler) oauthCallback(w http.ResponseWriter, r *http.Request) {
 		h.confirmWithProvider(w, r, provider, email)
 		return
 	}
-	u, err := h.store.Accounts.UserByEmail(r.Context(), email)
+	u, err := h.accounts.Members.UserByEmail(r.Context(), email)
 	if errors.Is(err, store.ErrNotFound) {
 		if !h.cfg.OAuth.Signup {
 			fail("There is no Posthaste account for " + email + ". Ask a team owner for an invitation.")
@@ -256,7 +255,7 @@ func (h *signInHandler) confirmWithProvider(w http.ResponseWriter, r *http.Reque
 			" with the account that has your address and try again."})
 		return
 	}
-	if err := h.store.Accounts.VerifyUserEmail(r.Context(), se.UserID); err != nil {
+	if err := h.accounts.Members.VerifyEmail(r.Context(), se.UserID); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -345,19 +344,8 @@ func (h *signInHandler) githubEmail(ctx context.Context, conf *oauth2.Config, to
 // signup creates a user without a password, whose address the provider
 // verified, and a team of their own.
 func (h *signInHandler) signup(ctx context.Context, email string) (store.User, error) {
-	teamID, err := uuid.NewV7()
+	u, teamID, err := h.accounts.Members.SignUp(ctx, email, h.now())
 	if err != nil {
-		return store.User{}, err
-	}
-	if err := h.store.Accounts.CreateTeam(ctx, store.Team{ID: teamID, Name: email}); err != nil {
-		return store.User{}, err
-	}
-	now := h.now()
-	u := store.User{ID: uuid.New(), Email: email, EmailVerifiedAt: &now}
-	if err := h.store.Accounts.CreateUser(ctx, u); err != nil {
-		return store.User{}, err
-	}
-	if err := h.store.Accounts.AddMember(ctx, teamID, u.ID, "owner"); err != nil {
 		return store.User{}, err
 	}
 	h.logger.Info("user signed up", "team_id", teamID)

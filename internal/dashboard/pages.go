@@ -15,8 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/account"
-	"github.com/posthaste/posthaste/internal/audit"
-	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -67,12 +66,12 @@ func (h *overviewHandler) emails(w http.ResponseWriter, r *http.Request, se *sto
 		f.Until = t.Add(24 * time.Hour)
 	}
 	p := pageOf(q, 50)
-	list, more, err := h.store.Emails.ListEmailsFiltered(r.Context(), se.TeamID, f, p)
+	list, more, err := h.cfg.Emails.ListFiltered(r.Context(), se.TeamID, f, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	if d.Domains, err = h.store.Emails.SenderDomains(r.Context(), se.TeamID); err != nil {
+	if d.Domains, err = h.cfg.Emails.SenderDomains(r.Context(), se.TeamID); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -132,7 +131,7 @@ func textPart(mr *mail.Reader) string {
 
 func (h *overviewHandler) loadEmail(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Email, bool) {
 	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Email, error) {
-		return h.store.Emails.GetEmail(r.Context(), se.TeamID, id)
+		return h.cfg.Emails.Get(r.Context(), se.TeamID, id)
 	})
 }
 
@@ -141,13 +140,13 @@ func (h *overviewHandler) email(w http.ResponseWriter, r *http.Request, se *stor
 	if !ok {
 		return
 	}
-	evs, err := h.store.Emails.Events(r.Context(), e.ID)
+	evs, raw, err := h.cfg.Emails.History(r.Context(), e)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	d := emailData{Email: e, Events: evs}
-	if raw, err := h.store.Emails.Message(r.Context(), e.ID); err == nil {
+	if raw != nil {
 		if mr, err := mail.CreateReader(bytes.NewReader(raw)); err == nil {
 			fields := mr.Header.Fields()
 			for fields.Next() {
@@ -155,9 +154,6 @@ func (h *overviewHandler) email(w http.ResponseWriter, r *http.Request, se *stor
 			}
 			d.SentText = textPart(mr)
 		}
-	} else if !errors.Is(err, store.ErrNotFound) {
-		h.fail(w, r, err)
-		return
 	}
 	if h.cfg.TemporalUIURL != "" {
 		query := url.Values{"query": {fmt.Sprintf("WorkflowId=%q", "email/"+e.ID.String())}}
@@ -173,7 +169,7 @@ func (h *overviewHandler) emailRaw(w http.ResponseWriter, r *http.Request, se *s
 	if !ok {
 		return
 	}
-	raw, err := h.store.Emails.Message(r.Context(), e.ID)
+	raw, err := h.cfg.Emails.Message(r.Context(), e)
 	if errors.Is(err, store.ErrNotFound) {
 		http.Error(w, "This email has not been built yet.", http.StatusNotFound)
 		return
@@ -220,13 +216,13 @@ func (h *overviewHandler) apiKeys(w http.ResponseWriter, r *http.Request, se *st
 }
 
 func (h *overviewHandler) renderAPIKeys(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d apiKeysData) {
-	keys, _, err := h.store.Accounts.ListAPIKeys(r.Context(), se.TeamID, store.Page{Limit: 100})
+	keys, _, err := h.accounts.Keys.List(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	d.Keys = keys
-	role, err := h.store.Sessions.MemberRole(r.Context(), se.TeamID, se.UserID)
+	role, err := h.accounts.Sessions.Role(r.Context(), se.TeamID, se.UserID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -241,18 +237,15 @@ func (h *overviewHandler) createAPIKey(w http.ResponseWriter, r *http.Request, s
 	if perm != store.PermissionSendingAccess {
 		perm = store.PermissionFullAccess
 	}
-	if name == "" || len([]rune(name)) > 50 {
-		h.renderAPIKeys(w, r, se, http.StatusUnprocessableEntity, apiKeysData{Error: "Give the key a name of 1 to 50 characters."})
+	key, err := h.accounts.Keys.Create(r.Context(), account.KeyInput{TeamID: se.TeamID, CreatedBy: &se.UserID, Name: name,
+		Permission: perm, AllowedIPs: strings.FieldsFunc(r.PostFormValue("allowed_ips"), func(c rune) bool {
+			return c == ',' || unicode.IsSpace(c)
+		}), Form: true}, by(r, se))
+	var ie *invalid.Error
+	if errors.As(err, &ie) {
+		h.renderAPIKeys(w, r, se, http.StatusUnprocessableEntity, apiKeysData{Error: ie.Message})
 		return
 	}
-	allowed, err := auth.ParseAllowedIPs(strings.FieldsFunc(r.PostFormValue("allowed_ips"), func(c rune) bool {
-		return c == ',' || unicode.IsSpace(c)
-	}))
-	if err != nil {
-		h.renderAPIKeys(w, r, se, http.StatusUnprocessableEntity, apiKeysData{Error: "Allowed addresses: " + err.Error() + "."})
-		return
-	}
-	token, keyID, err := account.NewKey(r.Context(), h.store, se.TeamID, &se.UserID, name, perm, allowed...)
 	if errors.Is(err, store.ErrOwnersOnly) {
 		h.renderAPIKeys(w, r, se, http.StatusForbidden, apiKeysData{
 			Error: "Only team owners can create full access keys. Create a sending access key instead."})
@@ -262,24 +255,20 @@ func (h *overviewHandler) createAPIKey(w http.ResponseWriter, r *http.Request, s
 		h.fail(w, r, err)
 		return
 	}
-	if !h.audited(w, r, se, audit.APIKeyCreate, "api_key", keyID.String(), map[string]any{"permission": perm}) {
-		return
-	}
-	h.renderAPIKeys(w, r, se, http.StatusCreated, apiKeysData{NewToken: token, NewName: name})
+	h.renderAPIKeys(w, r, se, http.StatusCreated, apiKeysData{NewToken: key.Token, NewName: name})
 }
 
 func (h *overviewHandler) revokeAPIKey(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	hash, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) ([]byte, error) {
-		return h.store.Accounts.RevokeAPIKey(r.Context(), se.TeamID, id)
-	})
-	if !ok {
+	if _, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (struct{}, error) {
+		hash, err := h.accounts.Keys.Revoke(r.Context(), se.TeamID, id, by(r, se))
+		// A revoked key stops working in this process at once, even when
+		// its audit entry failed.
+		if hash != nil && h.cfg.Auth != nil {
+			h.cfg.Auth.Forget(hash)
+		}
+		return struct{}{}, err
+	}); !ok {
 		return
-	}
-	if !h.audited(w, r, se, audit.APIKeyRevoke, "api_key", r.PathValue("id"), nil) {
-		return
-	}
-	if h.cfg.Auth != nil {
-		h.cfg.Auth.Forget(hash)
 	}
 	http.Redirect(w, r, "/dashboard/api-keys", http.StatusSeeOther)
 }

@@ -1,13 +1,14 @@
 package dashboard
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/posthaste/posthaste/internal/account"
-	"github.com/posthaste/posthaste/internal/audit"
+	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -79,20 +80,17 @@ func (h *overviewHandler) quickstartKey(w http.ResponseWriter, r *http.Request, 
 	if name == "" {
 		name = "Onboarding"
 	}
-	if len([]rune(name)) > 50 {
-		h.renderQuickstart(w, se, http.StatusUnprocessableEntity, quickstartData{KeyName: name,
-			Error: "Give the key a name of 1 to 50 characters."})
+	key, err := h.accounts.Keys.Create(r.Context(), account.KeyInput{TeamID: se.TeamID, CreatedBy: &se.UserID, Name: name,
+		Permission: store.PermissionSendingAccess, Form: true}, by(r, se))
+	var ie *invalid.Error
+	if errors.As(err, &ie) {
+		h.renderQuickstart(w, se, http.StatusUnprocessableEntity, quickstartData{KeyName: name, Error: ie.Message})
 		return
 	}
-	token, keyID, err := account.NewKey(r.Context(), h.store, se.TeamID, &se.UserID, name, store.PermissionSendingAccess)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	if !h.audited(w, r, se, audit.APIKeyCreate, "api_key", keyID.String(),
-		map[string]any{"permission": store.PermissionSendingAccess}) {
-		return
-	}
 	h.logger.Info("api key created", "team_id", se.TeamID)
-	h.renderQuickstart(w, se, http.StatusCreated, quickstartData{Key: token, KeyName: name})
+	h.renderQuickstart(w, se, http.StatusCreated, quickstartData{Key: key.Token, KeyName: name})
 }

@@ -1,15 +1,14 @@
 package dashboard
 
 import (
-	"encoding/base64"
 	"mime"
 	"net/http"
 	"net/url"
 	"sort"
-	"strings"
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -42,7 +41,7 @@ type receivingData struct {
 func (h *receivingHandler) receiving(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	q := r.URL.Query()
 	p := pageOf(q, 50)
-	list, more, err := h.store.Received.ListReceivedEmails(r.Context(), se.TeamID, p)
+	list, more, err := h.cfg.Received.List(r.Context(), se.TeamID, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -65,7 +64,7 @@ type receivedData struct {
 
 func (h *receivingHandler) loadReceived(w http.ResponseWriter, r *http.Request, se *store.Session) (store.ReceivedEmail, bool) {
 	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.ReceivedEmail, error) {
-		return h.store.Received.GetReceivedEmail(r.Context(), se.TeamID, id)
+		return h.cfg.Received.Get(r.Context(), se.TeamID, id)
 	})
 }
 
@@ -110,7 +109,7 @@ func (h *receivingHandler) receivedRaw(w http.ResponseWriter, r *http.Request, s
 	if !ok {
 		return
 	}
-	raw, err := h.store.Received.ReceivedRaw(r.Context(), se.TeamID, e.ID)
+	raw, err := h.cfg.Received.Raw(r.Context(), se.TeamID, e.ID)
 	if err != nil {
 		h.failOr404(w, r, err)
 		return
@@ -125,16 +124,13 @@ func (h *receivingHandler) receivedAttachment(w http.ResponseWriter, r *http.Req
 		http.NotFound(w, r)
 		return
 	}
-	a, err := h.store.Received.ReceivedAttachmentContent(r.Context(), se.TeamID, id, aid)
+	a, err := h.cfg.Received.Attachment(r.Context(), se.TeamID, id, aid)
 	if err != nil {
 		h.failOr404(w, r, err)
 		return
 	}
 	download(w, a.ContentType, a.Filename, a.Content)
 }
-
-// maxPreviewInline bounds the inline images a preview embeds.
-const maxPreviewInline = 10 << 20
 
 // receivedPreview serves the HTML body for the sandboxed preview frame,
 // its inline images (cid: references) embedded as data: URIs.
@@ -149,20 +145,10 @@ func (h *receivingHandler) receivedPreview(w http.ResponseWriter, r *http.Reques
 		_, _ = w.Write([]byte("<p style=\"font-family:sans-serif;color:#666\">This email has no HTML part.</p>"))
 		return
 	}
-	html, budget := *e.HTML, maxPreviewInline
-	for _, a := range e.Attachments {
-		if a.ContentID == "" || a.Size > budget || !strings.HasPrefix(a.ContentType, "image/") ||
-			!strings.Contains(html, "cid:"+a.ContentID) {
-			continue
-		}
-		full, err := h.store.Received.ReceivedAttachmentContent(r.Context(), se.TeamID, e.ID, a.ID)
-		if err != nil {
-			h.failOr404(w, r, err)
-			return
-		}
-		budget -= a.Size
-		html = strings.ReplaceAll(html, "cid:"+a.ContentID,
-			"data:"+a.ContentType+";base64,"+base64.StdEncoding.EncodeToString(full.Content))
+	html, err := h.cfg.Received.InlineImages(r.Context(), e, receiving.InlineOptions{ImagesOnly: true})
+	if err != nil {
+		h.failOr404(w, r, err)
+		return
 	}
 	_, _ = w.Write([]byte(html))
 }

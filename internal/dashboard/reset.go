@@ -8,13 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
 const (
-	// resetLifetime is how long a password-reset link works.
-	resetLifetime = time.Hour
 	// resetSendTimeout bounds the sending of one reset email.
 	resetSendTimeout = 30 * time.Second
 )
@@ -97,7 +94,7 @@ func (h *signInHandler) sendReset(ctx context.Context, email string) error {
 	if err != nil {
 		return fmt.Errorf("counting system emails: %w", err)
 	}
-	u, err := h.store.Accounts.UserByEmail(ctx, email)
+	u, err := h.accounts.Members.UserByEmail(ctx, email)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
@@ -115,10 +112,9 @@ func (h *signInHandler) sendReset(ctx context.Context, email string) error {
 // working) and emails its link: to reset the password or, with confirm,
 // to confirm an unproven address by choosing a password.
 func (h *signInHandler) mailReset(ctx context.Context, u store.User, confirm bool) error {
-	tok := randomToken()
-	expires := h.now().Add(resetLifetime)
-	if err := h.store.Accounts.RequestPasswordReset(ctx, u.ID, tokenHash(tok), expires); err != nil {
-		return fmt.Errorf("storing the reset token: %w", err)
+	tok, expires, err := h.accounts.Members.RequestReset(ctx, u.ID, h.now())
+	if err != nil {
+		return err
 	}
 	subject, intro := "Reset your Posthaste password", "Someone asked to reset the password of your Posthaste account %s."
 	if confirm {
@@ -160,7 +156,7 @@ func (h *signInHandler) renderReset(w http.ResponseWriter, status int, d resetDa
 // resetLink checks the token of a reset link; when it is not live it
 // answers (the same page whatever the reason) and returns false.
 func (h *signInHandler) resetLink(w http.ResponseWriter, r *http.Request) bool {
-	_, err := h.store.Accounts.PasswordResetUser(r.Context(), tokenHash(r.PathValue("token")))
+	_, err := h.accounts.Members.ResetLive(r.Context(), r.PathValue("token"))
 	if errors.Is(err, store.ErrNotFound) {
 		h.renderReset(w, http.StatusNotFound, resetData{Invalid: true})
 		return false
@@ -198,7 +194,7 @@ func (h *signInHandler) reset(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	pr, err := h.store.Accounts.ResetPassword(r.Context(), tokenHash(tok), hash)
+	pr, err := h.accounts.Members.ResetPassword(r.Context(), tok, hash, client(r))
 	if errors.Is(err, store.ErrNotFound) {
 		h.renderReset(w, http.StatusNotFound, resetData{Invalid: true})
 		return
@@ -207,12 +203,6 @@ func (h *signInHandler) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.logger.Info("password reset", "proved_address", pr.ProvedAddress)
-	if err := h.record(r, audit.Entry{ActorType: audit.ActorUser, ActorID: &pr.UserID, Action: audit.PasswordReset,
-		TargetType: "user", TargetID: pr.UserID.String(), Outcome: audit.Success},
-		map[string]any{"proved_address": pr.ProvedAddress}); err != nil {
-		h.fail(w, r, err)
-		return
-	}
 	http.SetCookie(w, h.cookie(sessionCookie, "", -time.Second))
 	h.renderReset(w, http.StatusOK, resetData{Done: true, ProvedAddress: pr.ProvedAddress})
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -22,7 +21,7 @@ func (h *audienceHandler) segments(w http.ResponseWriter, r *http.Request, se *s
 }
 
 func (h *audienceHandler) renderSegments(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d segmentsData) {
-	list, _, err := h.store.Audience.ListSegments(r.Context(), se.TeamID, store.Page{Limit: 100})
+	list, _, err := h.svc.ListSegments(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -33,17 +32,11 @@ func (h *audienceHandler) renderSegments(w http.ResponseWriter, r *http.Request,
 
 func (h *audienceHandler) addSegment(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	typed := r.PostFormValue("name")
-	name, err := audience.SegmentName(&typed)
-	if err != nil {
-		h.renderSegments(w, r, se, http.StatusUnprocessableEntity, segmentsData{Name: typed, Error: formErrorOf(err)})
+	sg, err := h.svc.CreateSegment(r.Context(), se.TeamID, &typed)
+	if fe, ok := fieldError(err); ok {
+		h.renderSegments(w, r, se, http.StatusUnprocessableEntity, segmentsData{Name: typed, Error: fe})
 		return
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	sg, err := h.store.Audience.CreateSegment(r.Context(), store.Segment{ID: id, TeamID: se.TeamID, Name: name})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -60,7 +53,7 @@ type segmentData struct {
 
 func (h *audienceHandler) loadSegment(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Segment, bool) {
 	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Segment, error) {
-		return h.store.Audience.Segment(r.Context(), se.TeamID, id)
+		return h.svc.Segment(r.Context(), se.TeamID, id)
 	})
 }
 
@@ -74,7 +67,7 @@ func (h *audienceHandler) segment(w http.ResponseWriter, r *http.Request, se *st
 	q := r.URL.Query()
 	d := segmentData{Segment: sg, Query: strings.TrimSpace(q.Get("q"))}
 	p := pageOf(q, 50)
-	list, more, err := h.store.Audience.ListContacts(r.Context(), se.TeamID, store.ContactFilter{Search: d.Query, SegmentID: &sg.ID}, p)
+	list, more, err := h.svc.ListContacts(r.Context(), se.TeamID, store.ContactFilter{Search: d.Query, SegmentID: &sg.ID}, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -101,7 +94,7 @@ func (h *audienceHandler) deleteSegmentPage(w http.ResponseWriter, r *http.Reque
 
 func (h *audienceHandler) deleteSegment(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if _, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Segment, error) {
-		return h.store.Audience.DeleteSegment(r.Context(), se.TeamID, id)
+		return h.svc.DeleteSegment(r.Context(), se.TeamID, id)
 	}); !ok {
 		return
 	}

@@ -2,8 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
@@ -12,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -20,28 +19,18 @@ const (
 	// formCSRFCookie holds the CSRF token of the forms shown before sign-in
 	// (sign-in, password reset, joining by invitation).
 	formCSRFCookie  = "posthaste_login_csrf"
-	sessionLifetime = 14 * 24 * time.Hour
-	// pendingLifetime is how long a session that passed the password waits
-	// for its second factor.
-	pendingLifetime = 10 * time.Minute
+	sessionLifetime = account.SessionLifetime
 )
 
 type sessionKey struct{}
 
-func randomToken() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
+func randomToken() string { return account.RandomToken() }
 
 func base64URL(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 
 func base64URLDecode(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(s) }
 
-func tokenHash(tok string) []byte {
-	h := sha256.Sum256([]byte(tok))
-	return h[:]
-}
+func tokenHash(tok string) []byte { return account.TokenHash(tok) }
 
 func (h *Handler) cookie(name, value string, maxAge time.Duration) *http.Cookie {
 	return &http.Cookie{Name: name, Value: value, Path: "/dashboard/", HttpOnly: true,
@@ -67,7 +56,7 @@ func (h *Handler) cookieSession(w http.ResponseWriter, r *http.Request) (*store.
 	if err != nil || c.Value == "" {
 		return nil, nil
 	}
-	se, err := h.store.Sessions.UseSession(r.Context(), tokenHash(c.Value), h.now(), h.cfg.SessionIdleTimeout)
+	se, err := h.accounts.Sessions.Use(r.Context(), tokenHash(c.Value), h.now(), h.cfg.SessionIdleTimeout)
 	if errors.Is(err, store.ErrNotFound) {
 		http.SetCookie(w, h.cookie(sessionCookie, "", -time.Second))
 		return nil, nil
@@ -102,7 +91,7 @@ func (h *Handler) session(pending bool, next func(http.ResponseWriter, *http.Req
 			return
 		}
 		if !pending && !strings.HasPrefix(r.URL.Path, "/dashboard/account") {
-			m, err := h.store.Sessions.UserMFA(r.Context(), se.UserID, se.TeamID)
+			m, err := h.accounts.Sessions.MFA(r.Context(), se.UserID, se.TeamID)
 			if err != nil {
 				h.fail(w, r, err)
 				return
@@ -164,29 +153,18 @@ const busyRetry = 2 * time.Second
 // startSession signs a user in (after a password or an OAuth provider):
 // into the oldest team, waiting for the second factor when the user has one.
 func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, u store.User, next string) {
-	team, err := h.store.Sessions.FirstTeam(r.Context(), u.ID)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	m, err := h.store.Sessions.UserMFA(r.Context(), u.ID, team)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	pending := m.EnabledAt != nil
-	lifetime := sessionLifetime
-	if pending {
-		lifetime = pendingLifetime
-	}
 	tok := randomToken()
-	if err := h.store.Sessions.CreateSession(r.Context(), store.Session{IDHash: tokenHash(tok), UserID: u.ID, TeamID: team,
-		CSRFToken: randomToken(), ExpiresAt: h.now().Add(lifetime), MFAPending: pending,
-		ClientAddr: clientAddrOf(r), UserAgent: clipUserAgent(r.UserAgent()), LastUsedAt: h.now()}); err != nil {
+	se, err := h.accounts.Sessions.Start(r.Context(), account.SignIn{UserID: u.ID, Token: tok, CSRFToken: randomToken(),
+		ClientAddr: clientAddrOf(r), UserAgent: clipUserAgent(r.UserAgent()), Now: h.now()})
+	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	h.recordSignIn(r, u.ID, &team, true, map[string]any{"second_factor_due": pending})
+	pending, lifetime := se.MFAPending, sessionLifetime
+	if pending {
+		lifetime = account.PendingLifetime
+	}
+	h.recordSignIn(r, u.ID, &se.TeamID, true, map[string]any{"second_factor_due": pending})
 	http.SetCookie(w, h.cookie(formCSRFCookie, "", -time.Second))
 	http.SetCookie(w, h.cookie(sessionCookie, tok, lifetime))
 	if pending {
@@ -199,7 +177,7 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, u store.U
 // requireOwner reports whether the session's user owns its team; when not,
 // it answers with refuse (or a failure) and returns false.
 func (h *Handler) requireOwner(w http.ResponseWriter, r *http.Request, se *store.Session, refuse func()) bool {
-	role, err := h.store.Sessions.MemberRole(r.Context(), se.TeamID, se.UserID)
+	role, err := h.accounts.Sessions.Role(r.Context(), se.TeamID, se.UserID)
 	if err != nil {
 		h.fail(w, r, err)
 		return false

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/password"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -97,7 +96,7 @@ func (h *signInHandler) login(w http.ResponseWriter, r *http.Request) {
 		h.renderLogin(w, http.StatusTooManyRequests, d)
 		return
 	}
-	u, err := h.store.Accounts.UserByEmail(r.Context(), email)
+	u, err := h.accounts.Members.UserByEmail(r.Context(), email)
 	hash := dummyHash
 	if err == nil && u.PasswordHash != "" {
 		hash = u.PasswordHash
@@ -140,11 +139,8 @@ func (h *signInHandler) login(w http.ResponseWriter, r *http.Request) {
 const dummyHash = "$argon2id$v=19$m=65536,t=3,p=2$AqHSPjAd0P5pokvZKMSSlQ$sJeOv3uPCMbLbahRyiWsfbpX6F8I/tm91A7hzw8NLr8"
 
 func (h *signInHandler) logout(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	if err := h.store.Sessions.DeleteSession(r.Context(), se.IDHash); err != nil {
+	if err := h.accounts.Sessions.SignOut(r.Context(), se.UserID, se.IDHash, false, by(r, se)); err != nil {
 		h.fail(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.SignOut, "user", se.UserID.String(), nil) {
 		return
 	}
 	http.SetCookie(w, h.cookie(sessionCookie, "", -time.Second))
@@ -152,11 +148,8 @@ func (h *signInHandler) logout(w http.ResponseWriter, r *http.Request, se *store
 }
 
 func (h *signInHandler) logoutEverywhere(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	if err := h.store.Sessions.DeleteUserSessions(r.Context(), se.UserID); err != nil {
+	if err := h.accounts.Sessions.SignOut(r.Context(), se.UserID, se.IDHash, true, by(r, se)); err != nil {
 		h.fail(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.SignOut, "user", se.UserID.String(), map[string]any{"everywhere": true}) {
 		return
 	}
 	http.SetCookie(w, h.cookie(sessionCookie, "", -time.Second))

@@ -60,7 +60,7 @@ func (h *teamHandler) team(w http.ResponseWriter, r *http.Request, se *store.Ses
 }
 
 func (h *teamHandler) renderTeam(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d teamData) {
-	members, err := h.store.Accounts.Members(r.Context(), se.TeamID)
+	members, err := h.accounts.Members.Members(r.Context(), se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -76,7 +76,7 @@ func (h *teamHandler) renderTeam(w http.ResponseWriter, r *http.Request, se *sto
 		}
 	}
 	if d.Owner {
-		if d.Invitations, err = h.store.Accounts.Invitations(r.Context(), se.TeamID); err != nil {
+		if d.Invitations, err = h.accounts.Members.Invitations(r.Context(), se.TeamID); err != nil {
 			h.fail(w, r, err)
 			return
 		}
@@ -89,7 +89,7 @@ func (h *teamHandler) renderTeam(w http.ResponseWriter, r *http.Request, se *sto
 // user's other sessions.
 func (h *teamHandler) changePassword(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	current, next, confirm := r.PostFormValue("current"), r.PostFormValue("new"), r.PostFormValue("confirm")
-	hash, err := h.store.Accounts.UserPasswordHash(r.Context(), se.UserID)
+	hash, err := h.accounts.Members.PasswordHash(r.Context(), se.UserID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -111,11 +111,8 @@ func (h *teamHandler) changePassword(w http.ResponseWriter, r *http.Request, se 
 	if !ok {
 		return
 	}
-	if err := h.store.Accounts.SetPassword(r.Context(), se.UserID, newHash, se.IDHash); err != nil {
+	if err := h.accounts.Members.SetPassword(r.Context(), se.UserID, newHash, se.IDHash, by(r, se)); err != nil {
 		h.fail(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.PasswordChange, "user", se.UserID.String(), nil) {
 		return
 	}
 	h.renderTeam(w, r, se, http.StatusOK, teamData{Message: "Password changed. Your other sessions were signed out."})
@@ -133,7 +130,7 @@ func (h *teamHandler) removeMember(w http.ResponseWriter, r *http.Request, se *s
 		http.NotFound(w, r)
 		return
 	}
-	revoked, err := h.store.Accounts.RemoveMember(r.Context(), se.TeamID, id, audit.Entry{ActorType: audit.ActorUser,
+	revoked, err := h.accounts.Members.RemoveMember(r.Context(), se.TeamID, id, audit.Entry{ActorType: audit.ActorUser,
 		ActorID: &se.UserID, ClientAddr: clientIP(r), UserAgent: r.UserAgent()})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -167,7 +164,7 @@ func (h *teamHandler) switchTeam(w http.ResponseWriter, r *http.Request, se *sto
 		http.NotFound(w, r)
 		return
 	}
-	switch err := h.store.Accounts.SetSessionTeam(r.Context(), se.IDHash, id); {
+	switch err := h.accounts.Members.SwitchTeam(r.Context(), se.IDHash, id); {
 	case errors.Is(err, store.ErrNotFound):
 		http.NotFound(w, r)
 		return
@@ -190,7 +187,7 @@ func (h *teamHandler) confirmAddress(w http.ResponseWriter, r *http.Request, se 
 			"so no confirmation link can be sent."})
 		return
 	}
-	u, err := h.store.Accounts.UserByID(r.Context(), se.UserID)
+	u, err := h.accounts.Members.User(r.Context(), se.UserID)
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -27,7 +27,7 @@ func (h *audienceHandler) topics(w http.ResponseWriter, r *http.Request, se *sto
 }
 
 func (h *audienceHandler) renderTopics(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d topicsData) {
-	list, _, err := h.store.Audience.ListTopics(r.Context(), se.TeamID, store.Page{Limit: 100})
+	list, _, err := h.svc.ListTopics(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -43,21 +43,12 @@ func topicFormOf(r *http.Request) topicForm {
 
 func (h *audienceHandler) addTopic(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	f := topicFormOf(r)
-	err := audience.CheckTopic(&f.Name, &f.Description, &f.Visibility)
-	if err == nil {
-		err = audience.DefaultSubscription(&f.DefaultSubscription)
-	}
-	if err != nil {
-		h.renderTopics(w, r, se, http.StatusUnprocessableEntity, topicsData{Form: f, Error: formErrorOf(err)})
+	t, err := h.svc.CreateTopic(r.Context(), se.TeamID, audience.TopicInput{Name: &f.Name, Description: &f.Description,
+		Visibility: &f.Visibility, DefaultSubscription: &f.DefaultSubscription, FieldsFirst: true})
+	if fe, ok := fieldError(err); ok {
+		h.renderTopics(w, r, se, http.StatusUnprocessableEntity, topicsData{Form: f, Error: fe})
 		return
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	t, err := h.store.Audience.CreateTopic(r.Context(), store.Topic{ID: id, TeamID: se.TeamID, Name: f.Name, Description: f.Description,
-		DefaultSubscription: f.DefaultSubscription, Visibility: f.Visibility}, audience.EventTopicCreated)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -76,7 +67,7 @@ var topicNotices = map[string]string{"added": "Topic added.", "saved": "Topic sa
 
 func (h *audienceHandler) loadTopic(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Topic, bool) {
 	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Topic, error) {
-		return h.store.Audience.Topic(r.Context(), se.TeamID, id)
+		return h.svc.Topic(r.Context(), se.TeamID, id)
 	})
 }
 
@@ -105,17 +96,17 @@ func (h *audienceHandler) editTopic(w http.ResponseWriter, r *http.Request, se *
 		return
 	}
 	f := topicFormOf(r)
-	if err := audience.CheckTopic(&f.Name, &f.Description, &f.Visibility); err != nil {
-		h.renderTopic(w, se, http.StatusUnprocessableEntity, "topic", topicData{Topic: t, Form: f, Error: formErrorOf(err)})
+	saved, err := h.svc.UpdateTopic(r.Context(), se.TeamID, t.ID, audience.TopicInput{Name: &f.Name, Description: &f.Description,
+		Visibility: &f.Visibility})
+	if fe, ok := fieldError(err); ok {
+		h.renderTopic(w, se, http.StatusUnprocessableEntity, "topic", topicData{Topic: t, Form: f, Error: fe})
 		return
 	}
-	t, err := h.store.Audience.UpdateTopic(r.Context(), se.TeamID, t.ID, store.TopicUpdate{Name: &f.Name, Description: &f.Description,
-		Visibility: &f.Visibility}, audience.EventTopicUpdated)
 	if err != nil {
 		h.failOr404(w, r, err)
 		return
 	}
-	http.Redirect(w, r, "/dashboard/topics/"+t.ID.String()+"?done=saved", http.StatusSeeOther)
+	http.Redirect(w, r, "/dashboard/topics/"+saved.ID.String()+"?done=saved", http.StatusSeeOther)
 }
 
 func (h *audienceHandler) deleteTopicPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
@@ -128,7 +119,7 @@ func (h *audienceHandler) deleteTopicPage(w http.ResponseWriter, r *http.Request
 
 func (h *audienceHandler) deleteTopic(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	_, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Topic, error) {
-		return h.store.Audience.DeleteTopic(r.Context(), se.TeamID, id, audience.EventTopicDeleted)
+		return h.svc.DeleteTopic(r.Context(), se.TeamID, id)
 	})
 	if !ok {
 		return
