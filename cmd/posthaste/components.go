@@ -659,44 +659,48 @@ func webhookClient(cfg config.Config) *webhook.Client {
 	}), webhook.ClientConfig{Timeout: cfg.Webhooks.Timeout})
 }
 
-// newActivities wires the activities. outbox (may be nil) is the outbox
-// dispatcher of this process, poked when events queue webhook messages;
-// tc is the Temporal client the reconciler asks about and restarts
+// newActivities wires the activities, each workflow's built once by the
+// package of its area. outbox (may be nil) is the outbox dispatcher of
+// this process, poked when events queue webhook messages; tc is the
+// Temporal client the reconciler and erasures ask about and restart
 // workflows with. POSTHASTE_IP_POOLS is synced into the database first;
 // the activities deliver from the IP pools named in pools (nil: all, see
 // newSenders), which it returns as worker.Config.Pools names them.
 func newActivities(ctx context.Context, cfg config.Config, st *store.Store, tc client.Client, keys *seal.Box,
 	pc *codec.Codec, metrics *telemetry.Metrics, outbox activities.Notifier, pools []string,
-	logger *slog.Logger) (*activities.Activities, []string, func(), error) {
+	logger *slog.Logger) (worker.Activities, []string, func(), error) {
+	var none worker.Activities
 	if err := syncPools(ctx, st, cfg.Delivery.Pools); err != nil {
-		return nil, nil, nil, err
+		return none, nil, nil, err
 	}
 	sh, err := newShaper(cfg, metrics, logger)
 	if err != nil {
-		return nil, nil, nil, err
+		return none, nil, nil, err
 	}
 	base, err := mtaConfig(cfg.Delivery, cfg.Egress, sh, logger)
 	if err != nil {
 		closeShaper(sh)
-		return nil, nil, nil, err
+		return none, nil, nil, err
 	}
 	d, err := newSenders(ctx, cfg.Delivery, base, st, pools, logger)
 	if err != nil {
 		closeShaper(sh)
-		return nil, nil, nil, err
+		return none, nil, nil, err
 	}
 	sub := submit.New(submit.Config{Store: submit.StoreOf(st), Notifier: outbox, Logger: logger.With("component", "submit")})
 	notices, err := newSystemMailer(cfg.SystemFrom, st, sub, logger)
 	if err != nil {
 		d.Close()
 		closeShaper(sh)
-		return nil, nil, nil, err
+		return none, nil, nil, err
 	}
-	wcfg := activities.WebhookConfig{
+	wcfg := webhook.ActivitiesConfig{
 		Client:       webhookClient(cfg),
+		Keys:         keys,
 		Schedule:     cfg.Webhooks.Retry,
 		DisableAfter: cfg.Webhooks.DisableAfter,
-		Outbox:       outbox,
+		Metrics:      metrics,
+		Logger:       logger,
 	}
 	if notices != nil {
 		wcfg.Notices = notices
@@ -705,31 +709,37 @@ func newActivities(ctx context.Context, cfg config.Config, st *store.Store, tc c
 	if err != nil {
 		d.Close()
 		closeShaper(sh)
-		return nil, nil, nil, err
+		return none, nil, nil, err
 	}
-	acts := activities.NewWithSenders(activities.Config{
-		Hostname:  cfg.Delivery.Hostname,
-		Records:   recordsConfig(cfg.Domains),
-		Resolver:  newResolver(cfg.Delivery),
-		Keys:      keys,
-		Webhooks:  wcfg,
-		Crash:     crasher(cfg),
-		Workflows: worker.NewStarter(tc, deliveryPolicy(cfg)),
-
-		Unsubscribe:   links,
-		FBLDomains:    cfg.Inbound.FBLDomains,
-		BroadcastRate: float64(cfg.Delivery.BroadcastRate),
-		DefaultPool:   cfg.Delivery.DefaultPool,
-		DataRequests: activities.DataRequestConfig{Eraser: subjectEraser(pc), Waker: worker.NewWaker(tc),
-			ArchiveTTL: cfg.Delivery.DataExportTTL, RestartDelay: cfg.Delivery.Heartbeat},
-	}, st, d, metrics, logger)
+	starter, crash := worker.NewStarter(tc, deliveryPolicy(cfg)), crasher(cfg)
+	acts := worker.Activities{
+		Activities: activities.NewWithSenders(activities.Config{
+			Hostname:    cfg.Delivery.Hostname,
+			Keys:        keys,
+			Outbox:      outbox,
+			Crash:       crash,
+			Workflows:   starter,
+			Unsubscribe: links,
+			FBLDomains:  cfg.Inbound.FBLDomains,
+			DefaultPool: cfg.Delivery.DefaultPool,
+		}, st, d, metrics, logger),
+		Domains: domains.NewActivities(domains.ActivitiesConfig{Records: recordsConfig(cfg.Domains),
+			Resolver: newResolver(cfg.Delivery), Logger: logger}, st.Domains),
+		Imports: imports.NewActivities(st.Audience),
+		Broadcasts: broadcast.NewActivities(broadcast.ActivitiesConfig{Rate: float64(cfg.Delivery.BroadcastRate),
+			Outbox: outbox, Crash: crash}, st),
+		DataRequests: datareq.NewActivities(datareq.ActivitiesConfig{Eraser: subjectEraser(pc),
+			Waker: worker.NewWaker(tc), Workflows: starter, RestartDelay: cfg.Delivery.Heartbeat, Logger: logger},
+			datareq.New(datareq.Config{Keys: keys, ArchiveTTL: cfg.Delivery.DataExportTTL}, st)),
+		Webhooks: webhook.NewActivities(wcfg, st.Webhooks),
+	}
 	return acts, d.queues, func() { d.Close(); closeShaper(sh) }, nil
 }
 
 // subjectEraser is what erases an address from Temporal histories: the
 // payload codec's keys; nil (nothing to erase, payloads are in the clear)
 // without a codec.
-func subjectEraser(pc *codec.Codec) activities.SubjectEraser {
+func subjectEraser(pc *codec.Codec) datareq.SubjectEraser {
 	if pc == nil {
 		return nil
 	}

@@ -73,13 +73,13 @@ func NewService(cfg Config) *Service {
 // Properties returns the team's contact properties as rendering needs
 // them.
 func (s *Service) Properties(ctx context.Context, teamID uuid.UUID) ([]Property, error) {
-	return Properties(ctx, s.store, teamID)
+	return Properties(ctx, s.store.Audience, teamID)
 }
 
 // Properties returns the team's contact properties from st as rendering
 // needs them.
-func Properties(ctx context.Context, st *store.Store, teamID uuid.UUID) ([]Property, error) {
-	byKey, err := st.Audience.ContactPropertiesByKey(ctx, teamID)
+func Properties(ctx context.Context, st *store.Audience, teamID uuid.UUID) ([]Property, error) {
+	byKey, err := st.ContactPropertiesByKey(ctx, teamID)
 	if err != nil {
 		return nil, fmt.Errorf("loading contact properties: %w", err)
 	}

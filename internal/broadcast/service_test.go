@@ -3,7 +3,6 @@ package broadcast_test
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,11 +14,8 @@ import (
 	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
-	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
-
-func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
 func ptr[T any](v T) *T { return &v }
 

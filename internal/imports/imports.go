@@ -3,9 +3,9 @@
 // dashboard. Create reads the file as a stream, checks its header, and
 // writes its rows, validated, in chunks of a few thousand inside one
 // transaction with the import and an outbox entry; the ContactImport
-// workflow then applies the chunks (store.ApplyImportChunk). Memory stays
-// bounded by one chunk whatever the file's size; an upload that fails
-// midway leaves nothing behind.
+// workflow then applies the chunks (Activities, over
+// store.ApplyImportChunk). Memory stays bounded by one chunk whatever the
+// file's size; an upload that fails midway leaves nothing behind.
 //
 // Rules where Resend's documentation is silent:
 //   - Without `column_map` the columns are found by header name,
