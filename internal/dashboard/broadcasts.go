@@ -111,7 +111,7 @@ const maxSegments = 100
 
 // segmentNames maps the team's segments to their names.
 func (h *broadcastsHandler) segmentNames(ctx context.Context, team uuid.UUID) (map[uuid.UUID]string, error) {
-	list, _, err := h.store.Audience.ListSegments(ctx, team, store.Page{Limit: maxSegments})
+	list, _, err := h.cfg.Audience.ListSegments(ctx, team, store.Page{Limit: maxSegments})
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +182,7 @@ func memberSender(se *store.Session) submit.Sender { return submit.Sender{TeamID
 // body and opens its editor.
 func (h *broadcastsHandler) addBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	ctx := r.Context()
-	segs, _, err := h.store.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: 1})
+	segs, _, err := h.cfg.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: 1})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -411,7 +411,7 @@ func (h *broadcastsHandler) broadcast(w http.ResponseWriter, r *http.Request, se
 func (h *broadcastsHandler) renderBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d broadcastData) {
 	ctx := r.Context()
 	b := d.Broadcast
-	segs, _, err := h.store.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: maxSegments})
+	segs, _, err := h.cfg.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: maxSegments})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -427,7 +427,7 @@ func (h *broadcastsHandler) renderBroadcast(w http.ResponseWriter, r *http.Reque
 			d.SegmentName = sg.Name
 		}
 	}
-	if d.Topics, _, err = h.store.Audience.ListTopics(ctx, se.TeamID, store.Page{Limit: 100}); err != nil {
+	if d.Topics, _, err = h.cfg.Audience.ListTopics(ctx, se.TeamID, store.Page{Limit: 100}); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -473,7 +473,7 @@ func (h *broadcastsHandler) renderBroadcast(w http.ResponseWriter, r *http.Reque
 // member's contact if the team has one, else sample names at the member's
 // address.
 func (h *broadcastsHandler) sampleContact(ctx context.Context, se *store.Session) (store.BroadcastContact, error) {
-	c, err := h.store.Audience.Contact(ctx, se.TeamID, store.ContactRef{Email: se.UserEmail})
+	c, err := h.cfg.Audience.Contact(ctx, se.TeamID, store.ContactRef{Email: se.UserEmail})
 	if errors.Is(err, store.ErrNotFound) {
 		return store.BroadcastContact{Email: se.UserEmail, FirstName: "Jane", LastName: "Doe"}, nil
 	}
