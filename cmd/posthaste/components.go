@@ -49,6 +49,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/templates"
 	"github.com/posthaste/posthaste/internal/tracking"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
 	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
@@ -489,14 +490,15 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	// Reading sent emails and the suppression list; reading received mail.
 	emails, received := submit.NewEmails(st.Emails), receiving.New(st.Received)
 	accounts := account.New(account.Config{Store: st})
+	templateSvc := templates.New(st)
 	// The default inbound budget, which the Receiving page shows nearly spent
 	// (the MX enforces it: mx.go).
 	inboundBudget := inmail.Budget{DailyMessages: cfg.Inbound.DailyMessages, StorageBytes: cfg.Inbound.StorageBytes}
 	dash, err := dashboard.New(dashboard.Config{Store: st, InboundBudget: inboundBudget, Auth: in.auth, TemporalUIURL: temporalUI,
 		Emails: emails, Received: received,
 		Domains: domainSvc, Webhooks: endpoints, Imports: importSvc, DataRequests: dataRequests, Broadcasts: broadcasts,
-		Audience: audienceSvc, AuditLog: auditLog, Records: recordsConfig(cfg.Domains), Keys: keys, OAuth: oauthConfig(cfg.OAuth),
-		PublicURL: cfg.HTTP.PublicURL, Mailer: mailer,
+		Audience: audienceSvc, Templates: templateSvc, AuditLog: auditLog, Records: recordsConfig(cfg.Domains), Keys: keys,
+		OAuth: oauthConfig(cfg.OAuth), PublicURL: cfg.HTTP.PublicURL, Mailer: mailer,
 		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, SessionIdleTimeout: cfg.HTTP.SessionIdleTimeout,
 		TrustedProxies: cfg.HTTP.TrustedProxies, Logger: logger, SMTP: dashboardSMTP(smtpListeners(cfg.SMTP, config.DefaultSMTPListen)),
 		Warmup: cfg.Delivery.Warmup, WarmupOverflow: cfg.Delivery.WarmupOverflow, DefaultPool: cfg.Delivery.DefaultPool,
@@ -543,6 +545,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		Audience:     audienceSvc,
 		DataRequests: dataRequests,
 		Broadcasts:   broadcasts,
+		Templates:    templateSvc,
 		Accounts:     accounts,
 		AuditLog:     auditLog,
 		Records:      recordsConfig(cfg.Domains),

@@ -58,6 +58,14 @@ type Edit struct {
 	// ReplyTo nil leaves the addresses; empty removes them.
 	ReplyTo    []string
 	Components json.RawMessage
+	// TemplateID, when not nil, names one of the team's published
+	// templates (by id or alias) whose published version Service.Create
+	// and Service.Update copy in: its subject when Subject is nil or
+	// empty, and its body. Apply ignores it.
+	TemplateID *string
+	// Form says the edit is the dashboard editor's whole form: an empty
+	// name is refused (the API accepts one).
+	Form bool
 }
 
 // Apply writes e into b; create says whether b is new. Errors are

@@ -242,6 +242,12 @@ func (s *Service) Errors(ctx context.Context, teamID, id uuid.UUID, limit int) (
 	return s.store.Audience.ContactImportErrors(ctx, teamID, id, limit)
 }
 
+// Page lists the team's imports in status ("" for any), newest first, one
+// page at a time.
+func (s *Service) Page(ctx context.Context, teamID uuid.UUID, status string, p store.Page) ([]store.ContactImport, bool, error) {
+	return s.store.Audience.ListContactImports(ctx, teamID, status, p)
+}
+
 // List returns the team's latest imports, newest first, at most limit
 // (1 to 100).
 func (s *Service) List(ctx context.Context, teamID uuid.UUID, limit int) ([]store.ContactImport, error) {
