@@ -185,26 +185,24 @@ func (s *Emails) accept(ctx context.Context, a Acceptance, exact bool) (used int
 		}
 		return used, nil
 	}
-	tx, err := s.pool.Begin(ctx)
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		br := tx.SendBatch(ctx, b)
+		tag, err := br.Exec()
+		if err != nil {
+			br.Close()
+			return fmt.Errorf("completing idempotency key: %w", mapErr(err))
+		}
+		if tag.RowsAffected() != 1 {
+			br.Close()
+			return ErrClaimLost
+		}
+		if err := br.Close(); err != nil {
+			return fmt.Errorf("inserting emails: %w", mapErr(err))
+		}
+		return nil
+	})
 	if err != nil {
-		return 0, fmt.Errorf("beginning acceptance: %w", mapErr(err))
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
-	br := tx.SendBatch(ctx, b)
-	tag, err := br.Exec()
-	if err != nil {
-		br.Close()
-		return 0, fmt.Errorf("completing idempotency key: %w", mapErr(err))
-	}
-	if tag.RowsAffected() != 1 {
-		br.Close()
-		return 0, ErrClaimLost
-	}
-	if err := br.Close(); err != nil {
-		return 0, fmt.Errorf("inserting emails: %w", mapErr(err))
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("committing acceptance: %w", mapErr(err))
+		return 0, err
 	}
 	return used, nil
 }

@@ -173,10 +173,12 @@ func unavailable(err error) bool {
 	return errors.As(err, &netErr)
 }
 
-// mapErr translates pgx errors into the package's sentinels.
+// mapErr translates pgx errors into the package's sentinels. Mapping
+// twice is mapping once, so an error mapped where it arose passes inTx
+// unchanged.
 func mapErr(err error) error {
-	if err == nil {
-		return nil
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
