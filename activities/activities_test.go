@@ -46,7 +46,7 @@ func insertEmailAt(t *testing.T, st *store.Store, at time.Time, rcpts ...string)
 		_, domain, _ := strings.Cut(r, "@")
 		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: domain, Status: store.EventQueued})
 	}
-	_, err := st.Emails.InsertEmail(ctx, e)
+	_, err := storetest.InsertEmail(ctx, st, e)
 	require.NoError(t, err)
 	return e
 }

@@ -404,38 +404,6 @@ func (s *Received) InboundByID(ctx context.Context, id uuid.UUID) (InboundMessag
 	return m, nil
 }
 
-// InboundMessages lists a team's inbound messages, newest first, at most
-// limit of them.
-func (s *Received) InboundMessages(ctx context.Context, teamID uuid.UUID, limit int) ([]InboundMessage, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+inboundColumns+` FROM inbound_message WHERE team_id = @team
-		ORDER BY id DESC LIMIT @limit`, pgx.NamedArgs{"team": teamID, "limit": limit})
-	if err != nil {
-		return nil, fmt.Errorf("listing inbound messages: %w", mapErr(err))
-	}
-	defer rows.Close()
-	var (
-		out  []InboundMessage
-		raws []inboundRaw
-	)
-	for rows.Next() {
-		m, raw, err := scanInbound(rows)
-		if err != nil {
-			return nil, err
-		}
-		out, raws = append(out, m), append(raws, raw)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, mapErr(err)
-	}
-	rows.Close()
-	for i := range out {
-		if out[i].Raw, err = s.openInboundRaw(ctx, teamID, out[i].ID, raws[i]); err != nil {
-			return nil, fmt.Errorf("raw message of %s: %w", out[i].ID, err)
-		}
-	}
-	return out, nil
-}
-
 // MarkInboundProcessed marks a team's inbound message processed with what
 // processing found; marking it again changes nothing.
 func (s *Received) MarkInboundProcessed(ctx context.Context, teamID, id uuid.UUID, result string) error {

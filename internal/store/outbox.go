@@ -194,13 +194,6 @@ func (s *Webhooks) FailOutboxWork(ctx context.Context, it OutboxItem, reason str
 	return failed, nil
 }
 
-// OutboxLen counts entries waiting to be started.
-func (s *Webhooks) OutboxLen(ctx context.Context) (int, error) {
-	var n int
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&n)
-	return n, mapErr(err)
-}
-
 // OutboxChannel is the notification channel every insert into the outbox
 // notifies (a trigger, migration 43). PostgreSQL delivers the notification
 // when the inserting transaction commits, to every session listening on

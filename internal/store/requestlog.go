@@ -78,21 +78,6 @@ func (s *Insights) EnsureRequestLogPartitions(ctx context.Context, from time.Tim
 	})
 }
 
-// RequestLogPartitions lists the days that have a request_log partition, oldest first.
-func (s *Insights) RequestLogPartitions(ctx context.Context) ([]time.Time, error) {
-	names, err := s.requestLogPartitions(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var days []time.Time
-	for _, p := range names {
-		if d, ok := partitionDay(p.name); ok {
-			days = append(days, d)
-		}
-	}
-	return days, nil
-}
-
 type partition struct {
 	name          string
 	detachPending bool

@@ -56,7 +56,7 @@ type Config struct {
 	// store seals the mail content it writes (bodies, built and submitted
 	// messages, attachments, inbound and received mail) and opens it when
 	// read. nil: content is written as it is, and sealed content cannot be
-	// read (see WithSealer).
+	// read.
 	MasterKey datakey.MasterKey
 }
 
