@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/store"
@@ -125,7 +125,7 @@ func (a *Inbound) ProcessInboundMessage(ctx context.Context, in contract.Process
 func (a *Inbound) unsubscribeMailto(ctx context.Context, m store.InboundMessage) (int, error) {
 	n := 0
 	for _, r := range m.Recipients {
-		if r.Kind != inbound.RouteUnsubscribe || r.EmailID == nil {
+		if r.Kind != inmail.RouteUnsubscribe || r.EmailID == nil {
 			continue
 		}
 		addr, ok := mailto.Parse(r.Address)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/received"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -25,7 +25,7 @@ func (a *Inbound) receive(ctx context.Context, m store.InboundMessage) (int, err
 		rcpts   = map[uuid.UUID][]string{}
 	)
 	for _, r := range m.Recipients {
-		if r.Kind != inbound.RouteReceiving {
+		if r.Kind != inmail.RouteReceiving {
 			continue
 		}
 		if !slices.Contains(domains, r.DomainID) {

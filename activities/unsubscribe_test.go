@@ -16,7 +16,7 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/dkim"
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/store"
@@ -337,8 +337,8 @@ func TestProcessInboundMailtoUnsubscribe(t *testing.T) {
 		rt := inroute.New(st.Received, st.Emails, nil, key)
 		r, err := rt.Route(ctx, addr)
 		require.NoError(t, err)
-		require.Equal(t, inbound.RouteUnsubscribe, r.Kind)
-		m := inbound.Message{ID: uuid.Must(uuid.NewV7()), Recipients: []inbound.Recipient{{Address: addr, Route: r}},
+		require.Equal(t, inmail.RouteUnsubscribe, r.Kind)
+		m := inmail.Message{ID: uuid.Must(uuid.NewV7()), Recipients: []inmail.Recipient{{Address: addr, Route: r}},
 			ReceivedAt: time.Now(), Data: []byte("Subject: whatever\r\n\r\nplease stop\r\n")}
 		require.NoError(t, in.Accept(ctx, m))
 		list, err := storetest.InboundMessages(ctx, st, r.TeamID, 1)

@@ -21,9 +21,14 @@ import (
 
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/datareq"
+	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/egress"
+	"github.com/posthaste/posthaste/internal/imports"
 	"github.com/posthaste/posthaste/internal/ratelimit"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/reqlog"
 	"github.com/posthaste/posthaste/internal/seal"
@@ -143,17 +148,25 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 		Store:    st,
 		Auth:     auth.NewAuthenticator(st.Accounts, o.keyCache),
 		Submit:   submit.New(submit.Config{Store: submit.StoreOf(st), Notifier: n, Fetcher: o.fetch, PublicURL: "https://posthaste.example"}),
+		Emails:   submit.NewEmails(st.Emails),
+		Received: receiving.New(st.Received),
 		Metrics:  metrics,
 		Gatherer: reg,
 		Ready:    []api.Check{{Name: "postgres", Check: st.Ping}},
-		Domains: api.DomainConfig{Verifier: v, Keys: box, DKIMSelector: "posthaste",
-			Records: records.Config{BounceHost: "bounce.posthaste.example", SPFInclude: "_spf.posthaste.example",
-				TrackingHost: "track.posthaste.example"}},
+		// The use cases cmd/posthaste builds once for the API and the dashboard.
+		Domains: domains.New(domains.Config{Keys: box, DKIMSelector: "posthaste", Verifier: v, Outbox: n}, st),
+		Webhooks: webhook.NewEndpoints(webhook.EndpointsConfig{Keys: box, Waker: wk, AllowHTTP: true,
+			Client: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), webhook.ClientConfig{Timeout: 2 * time.Second})}, st),
+		Imports:      imports.New(imports.Config{Outbox: n}, st),
+		Audience:     audience.New(st.Audience),
+		DataRequests: datareq.New(datareq.Config{Keys: box, Outbox: n}, st),
+		Records: records.Config{BounceHost: "bounce.posthaste.example", SPFInclude: "_spf.posthaste.example",
+			TrackingHost: "track.posthaste.example"},
+		WebhookWaker:     wk,
+		Keys:             box,
 		Limiter:          o.limiter,
 		DefaultRateLimit: o.rate,
 		RequestLog:       logs,
-		Webhooks: api.WebhookConfig{Waker: wk, Keys: box, AllowHTTP: true, Outbox: n,
-			Client: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), webhook.ClientConfig{Timeout: 2 * time.Second})},
 	})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)

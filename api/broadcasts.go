@@ -19,6 +19,12 @@ import (
 	"github.com/posthaste/posthaste/internal/submit"
 )
 
+// broadcastsAPI serves /broadcasts.
+type broadcastsAPI struct {
+	*Server
+	broadcastSvc *broadcast.Service
+}
+
 // broadcastRequest is the body of POST /broadcasts and PATCH
 // /broadcasts/:id. Absent (or null) fields are left as they are by an
 // update, which is what Resend's Node SDK sends for the fields it was not
@@ -45,7 +51,7 @@ type broadcastRequest struct {
 
 // broadcastEdit turns the request into a broadcast.Edit, the template it names
 // copied in.
-func (s *Server) broadcastEdit(c *gin.Context, r broadcastRequest) (broadcast.Edit, error) {
+func (s *broadcastsAPI) broadcastEdit(c *gin.Context, r broadcastRequest) (broadcast.Edit, error) {
 	e := broadcast.Edit{Name: r.Name, From: r.From, Subject: r.Subject, PreviewText: r.PreviewText, HTML: r.HTML,
 		Text: r.Text, TopicID: r.TopicID, SegmentID: r.SegmentID, Components: r.Components}
 	if e.SegmentID == nil {
@@ -70,7 +76,7 @@ func (s *Server) broadcastEdit(c *gin.Context, r broadcastRequest) (broadcast.Ed
 // into e, on a create as on an update: its subject when the request gives
 // none, and its body (html and text, or its component document). The
 // broadcast keeps a copy: later edits of the template do not change it.
-func (s *Server) applyTemplate(c *gin.Context, e *broadcast.Edit, ref string) error {
+func (s *broadcastsAPI) applyTemplate(c *gin.Context, e *broadcast.Edit, ref string) error {
 	doc := bytes.TrimSpace(e.Components)
 	if e.HTML != nil || e.Text != nil || (len(doc) > 0 && string(doc) != "null") {
 		return invalid.Errorf("template_id", "Give either `template_id` or `html`, `text` and `components`, not both.")
@@ -115,7 +121,7 @@ func broadcastError(err error) error {
 
 // respondBroadcastRef answers a change of a broadcast with Resend's
 // reference to it ({"id", "object"}) and status, or with err.
-func (s *Server) respondBroadcastRef(c *gin.Context, status int, b store.Broadcast, err error) {
+func (s *broadcastsAPI) respondBroadcastRef(c *gin.Context, status int, b store.Broadcast, err error) {
 	if err != nil {
 		s.respondError(c, broadcastError(err))
 		return
@@ -132,7 +138,7 @@ func broadcastStateMessage(e *store.BroadcastStateError) string {
 	return msg + "only a draft can be " + e.Action + "."
 }
 
-func (s *Server) createBroadcast(c *gin.Context) {
+func (s *broadcastsAPI) createBroadcast(c *gin.Context) {
 	var req broadcastRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
@@ -147,7 +153,7 @@ func (s *Server) createBroadcast(c *gin.Context) {
 	if req.ScheduledAt != nil {
 		scheduledAt = *req.ScheduledAt
 	}
-	b, err := s.broadcasts.Create(c.Request.Context(), s.sender(c), e, req.Send, scheduledAt)
+	b, err := s.broadcastSvc.Create(c.Request.Context(), s.sender(c), e, req.Send, scheduledAt)
 	s.respondBroadcastRef(c, http.StatusCreated, b, err)
 }
 
@@ -246,11 +252,11 @@ func renderBroadcast(b store.Broadcast, n store.BroadcastCounts) broadcastJSON {
 			Unsubscribed: n.Unsubscribed}}
 }
 
-func (s *Server) listBroadcasts(c *gin.Context) {
-	respondList(s, c, s.store.Broadcasts.ListBroadcasts, renderBroadcastListItem)
+func (s *broadcastsAPI) listBroadcasts(c *gin.Context) {
+	respondList(s.Server, c, s.store.Broadcasts.ListBroadcasts, renderBroadcastListItem)
 }
 
-func (s *Server) getBroadcast(c *gin.Context) {
+func (s *broadcastsAPI) getBroadcast(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -272,7 +278,7 @@ func (s *Server) getBroadcast(c *gin.Context) {
 
 // updateBroadcast edits a draft; send and scheduled_at are ignored (POST
 // /broadcasts/:id/send sends).
-func (s *Server) updateBroadcast(c *gin.Context) {
+func (s *broadcastsAPI) updateBroadcast(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -288,12 +294,12 @@ func (s *Server) updateBroadcast(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	b, err := s.broadcasts.Update(c.Request.Context(), principal(c).TeamID, id, e)
+	b, err := s.broadcastSvc.Update(c.Request.Context(), principal(c).TeamID, id, e)
 	s.respondBroadcastRef(c, http.StatusOK, b, err)
 }
 
-func (s *Server) deleteBroadcast(c *gin.Context) {
-	respondOne(s, c, s.store.Broadcasts.DeleteBroadcast, "Broadcast not found.", func(b store.Broadcast) gin.H {
+func (s *broadcastsAPI) deleteBroadcast(c *gin.Context) {
+	respondOne(s.Server, c, s.store.Broadcasts.DeleteBroadcast, "Broadcast not found.", func(b store.Broadcast) gin.H {
 		return gin.H{"id": b.ID.String(), "object": "broadcast", "deleted": true}
 	})
 }
@@ -314,7 +320,7 @@ func copyName(name string) string {
 
 // duplicateBroadcast copies a broadcast, whatever its status, into a new
 // draft named "Copy of …".
-func (s *Server) duplicateBroadcast(c *gin.Context) {
+func (s *broadcastsAPI) duplicateBroadcast(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -341,7 +347,7 @@ type sendBroadcastRequest struct {
 
 // sendBroadcast sends a draft now or at scheduled_at. A sender the team
 // may not use is refused as POST /emails refuses it.
-func (s *Server) sendBroadcast(c *gin.Context) {
+func (s *broadcastsAPI) sendBroadcast(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -356,7 +362,7 @@ func (s *Server) sendBroadcast(c *gin.Context) {
 	if req.ScheduledAt != nil {
 		at = *req.ScheduledAt
 	}
-	b, err := s.broadcasts.Send(c.Request.Context(), s.sender(c), id, at)
+	b, err := s.broadcastSvc.Send(c.Request.Context(), s.sender(c), id, at)
 	if err != nil {
 		s.respondError(c, broadcastError(err))
 		return
@@ -364,13 +370,13 @@ func (s *Server) sendBroadcast(c *gin.Context) {
 	c.PureJSON(http.StatusOK, gin.H{"id": b.ID.String()})
 }
 
-func (s *Server) cancelBroadcast(c *gin.Context) {
+func (s *broadcastsAPI) cancelBroadcast(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	b, err := s.broadcasts.Cancel(c.Request.Context(), principal(c).TeamID, id)
+	b, err := s.broadcastSvc.Cancel(c.Request.Context(), principal(c).TeamID, id)
 	s.respondBroadcastRef(c, http.StatusOK, b, err)
 }
 
@@ -393,7 +399,7 @@ func renderBroadcastRecipient(r store.BroadcastRecipient) broadcastRecipientJSON
 // one `type` (store.BroadcastRecipientKinds), optionally only `email`.
 // Resend's bounce_type filter is not supported: it is ignored, like any
 // unknown parameter.
-func (s *Server) listBroadcastRecipients(c *gin.Context) {
+func (s *broadcastsAPI) listBroadcastRecipients(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -410,7 +416,7 @@ func (s *Server) listBroadcastRecipients(c *gin.Context) {
 		return
 	}
 	email := strings.TrimSpace(c.Query("email"))
-	respondList(s, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.BroadcastRecipient, bool, error) {
+	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.BroadcastRecipient, bool, error) {
 		return s.store.Broadcasts.BroadcastRecipients(ctx, team, id, kind, email, p)
 	}, renderBroadcastRecipient)
 }

@@ -12,19 +12,17 @@ import (
 	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/records"
-	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
-// Verifier starts and nudges the verification of domains.
-type Verifier = domains.Verifier
-
-// DomainConfig is what the domain endpoints need besides the store.
-type DomainConfig struct {
-	Verifier     Verifier
-	Keys         *seal.Box // seals new DKIM keys; nil refuses to create domains
-	DKIMSelector string
-	Records      records.Config
+// domainsAPI serves /domains through the use case shared with the
+// dashboard.
+type domainsAPI struct {
+	*Server
+	domainSvc *domains.Service
+	// records is the operator's side of the DNS records shown with each
+	// domain.
+	records records.Config
 }
 
 type createDomainRequest struct {
@@ -93,7 +91,7 @@ func validation(format string, args ...any) error {
 	return errorf(http.StatusUnprocessableEntity, nameValidation, fmt.Sprintf(format, args...))
 }
 
-func (s *Server) createDomain(c *gin.Context) {
+func (s *domainsAPI) createDomain(c *gin.Context) {
 	var req createDomainRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
@@ -160,7 +158,7 @@ type capabilities struct {
 	Receiving string `json:"receiving"`
 }
 
-func (s *Server) renderDomain(d store.Domain, withRecords bool) domainJSON {
+func (s *domainsAPI) renderDomain(d store.Domain, withRecords bool) domainJSON {
 	j := domainJSON{Object: "domain", ID: d.ID.String(), Name: d.Name, Status: d.Status,
 		CreatedAt: formatTime(d.CreatedAt), Region: d.Region, CustomReturnPath: d.ReturnPath,
 		OpenTracking: d.OpenTracking, ClickTracking: d.ClickTracking, TrackingSubdomain: d.TrackingSubdomain,
@@ -172,7 +170,7 @@ func (s *Server) renderDomain(d store.Domain, withRecords bool) domainJSON {
 		return j
 	}
 	j.Records = []recordJSON{}
-	for _, r := range domains.Records(s.domains.Records, d) {
+	for _, r := range domains.Records(s.records, d) {
 		rj := recordJSON{Record: r.Record.Record, Name: r.Name, Type: r.Type, TTL: "Auto", Status: r.Status, Value: r.Value}
 		if r.Type == "MX" {
 			p := r.Priority
@@ -183,7 +181,7 @@ func (s *Server) renderDomain(d store.Domain, withRecords bool) domainJSON {
 	return j
 }
 
-func (s *Server) getDomain(c *gin.Context) {
+func (s *domainsAPI) getDomain(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -197,8 +195,8 @@ func (s *Server) getDomain(c *gin.Context) {
 	c.JSON(http.StatusOK, s.renderDomain(d, true))
 }
 
-func (s *Server) listDomains(c *gin.Context) {
-	respondList(s, c, s.store.Domains.ListDomains, func(d store.Domain) domainJSON { return s.renderDomain(d, false) })
+func (s *domainsAPI) listDomains(c *gin.Context) {
+	respondList(s.Server, c, s.store.Domains.ListDomains, func(d store.Domain) domainJSON { return s.renderDomain(d, false) })
 }
 
 type updateDomainRequest struct {
@@ -210,7 +208,7 @@ type updateDomainRequest struct {
 	TrackingSubdomain *string `json:"tracking_subdomain"`
 }
 
-func (s *Server) updateDomain(c *gin.Context) {
+func (s *domainsAPI) updateDomain(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -239,7 +237,7 @@ func (s *Server) updateDomain(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"object": "domain", "id": id})
 }
 
-func (s *Server) verifyDomain(c *gin.Context) {
+func (s *domainsAPI) verifyDomain(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -262,7 +260,7 @@ func (s *Server) verifyDomain(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"object": "domain", "id": id})
 }
 
-func (s *Server) deleteDomain(c *gin.Context) {
+func (s *domainsAPI) deleteDomain(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)

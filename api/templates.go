@@ -13,6 +13,9 @@ import (
 	"github.com/posthaste/posthaste/internal/templates"
 )
 
+// templatesAPI serves /templates.
+type templatesAPI struct{ *Server }
+
 type templateVariableJSON struct {
 	ID            string          `json:"id"`
 	Key           string          `json:"key"`
@@ -132,7 +135,7 @@ func templateError(err error) error {
 	return err
 }
 
-func (s *Server) createTemplate(c *gin.Context) {
+func (s *templatesAPI) createTemplate(c *gin.Context) {
 	var req templateRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
@@ -156,11 +159,11 @@ func (s *Server) createTemplate(c *gin.Context) {
 	c.JSON(http.StatusCreated, gin.H{"object": "template", "id": t.ID})
 }
 
-func (s *Server) listTemplates(c *gin.Context) {
-	respondList(s, c, s.store.Templates.ListTemplates, renderTemplateListItem)
+func (s *templatesAPI) listTemplates(c *gin.Context) {
+	respondList(s.Server, c, s.store.Templates.ListTemplates, renderTemplateListItem)
 }
 
-func (s *Server) getTemplate(c *gin.Context) {
+func (s *templatesAPI) getTemplate(c *gin.Context) {
 	t, err := s.store.Templates.TemplateByRef(c.Request.Context(), principal(c).TeamID, c.Param("id"))
 	if err != nil {
 		s.respondError(c, templateError(err))
@@ -169,7 +172,7 @@ func (s *Server) getTemplate(c *gin.Context) {
 	c.JSON(http.StatusOK, renderTemplate(t))
 }
 
-func (s *Server) updateTemplate(c *gin.Context) {
+func (s *templatesAPI) updateTemplate(c *gin.Context) {
 	var req templateRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
@@ -184,7 +187,7 @@ func (s *Server) updateTemplate(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"object": "template", "id": t.ID})
 }
 
-func (s *Server) deleteTemplate(c *gin.Context) {
+func (s *templatesAPI) deleteTemplate(c *gin.Context) {
 	t, err := s.store.Templates.DeleteTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"))
 	if err != nil {
 		s.respondError(c, templateError(err))
@@ -193,7 +196,7 @@ func (s *Server) deleteTemplate(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"object": "template", "id": t.ID, "deleted": true})
 }
 
-func (s *Server) publishTemplate(c *gin.Context) {
+func (s *templatesAPI) publishTemplate(c *gin.Context) {
 	t, err := s.store.Templates.PublishTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"))
 	if err != nil {
 		s.respondError(c, templateError(err))
@@ -202,7 +205,7 @@ func (s *Server) publishTemplate(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"object": "template", "id": t.ID})
 }
 
-func (s *Server) duplicateTemplate(c *gin.Context) {
+func (s *templatesAPI) duplicateTemplate(c *gin.Context) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		s.respondError(c, err)

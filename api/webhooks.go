@@ -10,27 +10,20 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/audit"
-	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
+// webhooksAPI serves /webhooks: endpoints, their events and attempts.
+type webhooksAPI struct {
+	*Server
+	endpoints *webhook.Endpoints
+	// wakeWebhook wakes an endpoint's delivery after a replay; may be nil.
+	wakeWebhook Waker
+}
+
 // Waker wakes the delivery of an endpoint (its DeliverWebhook workflow).
 type Waker = webhook.Waker
-
-// Notifier is told when outbox entries were committed.
-type Notifier interface{ Notify() }
-
-// WebhookConfig is what the webhook endpoints need besides the store.
-type WebhookConfig struct {
-	Waker  Waker
-	Client *webhook.Client // posts test events
-	Keys   *seal.Box       // seals signing secrets; nil refuses to create webhooks
-	// AllowHTTP accepts plain http endpoints (POSTHASTE_ALLOW_PRIVATE_EGRESS).
-	AllowHTTP bool
-	// Outbox is poked after domain events are emitted; may be nil.
-	Outbox Notifier
-}
 
 type webhookRequest struct {
 	Endpoint *string   `json:"endpoint"`
@@ -38,7 +31,7 @@ type webhookRequest struct {
 	Status   *string   `json:"status"`
 }
 
-func (s *Server) createWebhook(c *gin.Context) {
+func (s *webhooksAPI) createWebhook(c *gin.Context) {
 	var req webhookRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
@@ -83,12 +76,12 @@ func renderWebhook(w store.Webhook) webhookJSON {
 		Status: w.Status, CreatedAt: formatTime(w.CreatedAt)}
 }
 
-func (s *Server) listWebhooks(c *gin.Context) {
-	respondList(s, c, s.store.Webhooks.ListWebhooks, renderWebhook)
+func (s *webhooksAPI) listWebhooks(c *gin.Context) {
+	respondList(s.Server, c, s.store.Webhooks.ListWebhooks, renderWebhook)
 }
 
 // teamWebhook loads the :id webhook of the caller's team.
-func (s *Server) teamWebhook(c *gin.Context) (store.Webhook, bool) {
+func (s *webhooksAPI) teamWebhook(c *gin.Context) (store.Webhook, bool) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -102,7 +95,7 @@ func (s *Server) teamWebhook(c *gin.Context) (store.Webhook, bool) {
 	return w, true
 }
 
-func (s *Server) getWebhook(c *gin.Context) {
+func (s *webhooksAPI) getWebhook(c *gin.Context) {
 	w, ok := s.teamWebhook(c)
 	if !ok {
 		return
@@ -117,7 +110,7 @@ func (s *Server) getWebhook(c *gin.Context) {
 	c.JSON(http.StatusOK, j)
 }
 
-func (s *Server) updateWebhook(c *gin.Context) {
+func (s *webhooksAPI) updateWebhook(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -141,16 +134,16 @@ func (s *Server) updateWebhook(c *gin.Context) {
 
 // wake nudges an endpoint's delivery; a failure is logged, since the
 // delivery also wakes on the endpoint's next event.
-func (s *Server) wake(c *gin.Context, id uuid.UUID) {
-	if s.webhooks.Waker == nil {
+func (s *webhooksAPI) wake(c *gin.Context, id uuid.UUID) {
+	if s.wakeWebhook == nil {
 		return
 	}
-	if err := s.webhooks.Waker.Wake(c.Request.Context(), id.String()); err != nil {
+	if err := s.wakeWebhook.Wake(c.Request.Context(), id.String()); err != nil {
 		s.logger.Warn("waking webhook delivery", "webhook_id", id, "request_id", requestID(c), "err", err)
 	}
 }
 
-func (s *Server) deleteWebhook(c *gin.Context) {
+func (s *webhooksAPI) deleteWebhook(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -166,7 +159,7 @@ func (s *Server) deleteWebhook(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"object": "webhook", "id": id, "deleted": true})
 }
 
-func (s *Server) rotateWebhookSecret(c *gin.Context) {
+func (s *webhooksAPI) rotateWebhookSecret(c *gin.Context) {
 	w, ok := s.teamWebhook(c)
 	if !ok {
 		return
@@ -208,7 +201,7 @@ func messageID(v string) (uuid.UUID, error) {
 	return id, nil
 }
 
-func (s *Server) listWebhookEvents(c *gin.Context) {
+func (s *webhooksAPI) listWebhookEvents(c *gin.Context) {
 	w, ok := s.teamWebhook(c)
 	if !ok {
 		return
@@ -239,7 +232,7 @@ func (s *Server) listWebhookEvents(c *gin.Context) {
 }
 
 // teamMessage loads the :event_id message of the :id webhook of the team.
-func (s *Server) teamMessage(c *gin.Context) (store.Webhook, store.WebhookMessage, bool) {
+func (s *webhooksAPI) teamMessage(c *gin.Context) (store.Webhook, store.WebhookMessage, bool) {
 	w, ok := s.teamWebhook(c)
 	if !ok {
 		return w, store.WebhookMessage{}, false
@@ -257,7 +250,7 @@ func (s *Server) teamMessage(c *gin.Context) (store.Webhook, store.WebhookMessag
 	return w, m, true
 }
 
-func (s *Server) getWebhookEvent(c *gin.Context) {
+func (s *webhooksAPI) getWebhookEvent(c *gin.Context) {
 	_, m, ok := s.teamMessage(c)
 	if !ok {
 		return
@@ -295,7 +288,7 @@ func renderAttempt(a store.WebhookAttempt) attemptJSON {
 	return j
 }
 
-func (s *Server) listWebhookAttempts(c *gin.Context) {
+func (s *webhooksAPI) listWebhookAttempts(c *gin.Context) {
 	w, m, ok := s.teamMessage(c)
 	if !ok {
 		return
@@ -312,7 +305,7 @@ func (s *Server) listWebhookAttempts(c *gin.Context) {
 	c.JSON(http.StatusOK, list(out, false))
 }
 
-func (s *Server) replayWebhookEvent(c *gin.Context) {
+func (s *webhooksAPI) replayWebhookEvent(c *gin.Context) {
 	w, m, ok := s.teamMessage(c)
 	if !ok {
 		return
@@ -334,7 +327,7 @@ type testEventRequest struct {
 }
 
 // testWebhook sends a sample event now, once, and answers with the attempt.
-func (s *Server) testWebhook(c *gin.Context) {
+func (s *webhooksAPI) testWebhook(c *gin.Context) {
 	w, ok := s.teamWebhook(c)
 	if !ok {
 		return

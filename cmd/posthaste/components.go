@@ -19,23 +19,28 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/api"
+	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/codec"
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/dane"
 	"github.com/posthaste/posthaste/internal/dashboard"
+	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/dnscache"
+	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/health"
 	"github.com/posthaste/posthaste/internal/imports"
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/keyring"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/mtasts"
 	"github.com/posthaste/posthaste/internal/outbox"
 	"github.com/posthaste/posthaste/internal/ratelimit"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/reqlog"
 	"github.com/posthaste/posthaste/internal/seal"
@@ -467,20 +472,33 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	if mail != nil {
 		mailer = mail
 	}
+	// The use cases the API and the dashboard share, built once for both.
 	broadcasts := broadcast.NewService(broadcast.Config{Store: st, Submit: in.submit, Waker: worker.NewBroadcastWaker(tc),
 		Outbox: in.dispatcher, Logger: logger})
+	domainSvc := domains.New(domains.Config{Keys: keys, DKIMSelector: cfg.Domains.DKIMSelector, Verifier: verifier,
+		Outbox: in.dispatcher, Logger: logger}, st)
+	webhookWaker := worker.NewWebhookWaker(tc, stepPolicy(cfg.Steps))
+	hookClient := webhookClient(cfg)
+	endpoints := webhook.NewEndpoints(webhook.EndpointsConfig{Keys: keys, Client: hookClient, Waker: webhookWaker,
+		AllowHTTP: cfg.Egress.AllowPrivate, Logger: logger}, st)
+	importSvc := imports.New(imports.Config{Outbox: in.dispatcher}, st)
+	audienceSvc := audience.New(st.Audience)
+	dataRequests := datareq.New(datareq.Config{Keys: keys, Outbox: in.dispatcher}, st)
+	// Reading sent emails and the suppression list; reading received mail.
+	emails, received := submit.NewEmails(st.Emails), receiving.New(st.Received)
+	accounts := account.New(account.Config{Store: st})
 	// The default inbound budget, which the Receiving page shows nearly spent
 	// (the MX enforces it: mx.go).
-	inboundBudget := inbound.Budget{DailyMessages: cfg.Inbound.DailyMessages, StorageBytes: cfg.Inbound.StorageBytes}
-	dash, err := dashboard.New(dashboard.Config{Store: st, InboundBudget: inboundBudget, Broadcasts: broadcasts, Auth: in.auth, TemporalUIURL: temporalUI,
-		Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys, OAuth: oauthConfig(cfg.OAuth),
-		PublicURL: cfg.HTTP.PublicURL, Mailer: mailer, WebhookWaker: worker.NewWebhookWaker(tc, stepPolicy(cfg.Steps)),
+	inboundBudget := inmail.Budget{DailyMessages: cfg.Inbound.DailyMessages, StorageBytes: cfg.Inbound.StorageBytes}
+	dash, err := dashboard.New(dashboard.Config{Store: st, InboundBudget: inboundBudget, Auth: in.auth, TemporalUIURL: temporalUI,
+		Emails: emails, Received: received,
+		Domains: domainSvc, Webhooks: endpoints, Imports: importSvc, DataRequests: dataRequests, Broadcasts: broadcasts,
+		Audience: audienceSvc, Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys, OAuth: oauthConfig(cfg.OAuth),
+		PublicURL: cfg.HTTP.PublicURL, Mailer: mailer, WebhookWaker: webhookWaker, WebhookClient: hookClient,
 		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, SessionIdleTimeout: cfg.HTTP.SessionIdleTimeout,
-		DKIMSelector: cfg.Domains.DKIMSelector, WebhookClient: webhookClient(cfg), AllowHTTPWebhooks: cfg.Egress.AllowPrivate,
-		Outbox: in.dispatcher, SMTP: dashboardSMTP(smtpListeners(cfg.SMTP, config.DefaultSMTPListen)),
-		TrustedProxies: cfg.HTTP.TrustedProxies, Logger: logger,
-		Imports: imports.New(imports.Config{Outbox: in.dispatcher}, st),
-		Warmup:  cfg.Delivery.Warmup, WarmupOverflow: cfg.Delivery.WarmupOverflow, DefaultPool: cfg.Delivery.DefaultPool})
+		TrustedProxies: cfg.HTTP.TrustedProxies, Logger: logger, SMTP: dashboardSMTP(smtpListeners(cfg.SMTP, config.DefaultSMTPListen)),
+		Warmup: cfg.Delivery.Warmup, WarmupOverflow: cfg.Delivery.WarmupOverflow, DefaultPool: cfg.Delivery.DefaultPool,
+		Accounts: accounts})
 	if err != nil {
 		return nil, fmt.Errorf("loading the dashboard: %w", err)
 	}
@@ -512,28 +530,26 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		track = th
 	}
 	h, err := api.New(api.Config{
-		Store:      st,
-		Auth:       in.auth,
-		Submit:     in.submit,
-		Broadcasts: broadcasts,
-		Metrics:    metrics,
-		Gatherer:   gatherer,
-		Ready:      ready,
+		Store:        st,
+		Auth:         in.auth,
+		Submit:       in.submit,
+		Emails:       emails,
+		Received:     received,
+		Domains:      domainSvc,
+		Webhooks:     endpoints,
+		Imports:      importSvc,
+		Audience:     audienceSvc,
+		DataRequests: dataRequests,
+		Broadcasts:   broadcasts,
+		Accounts:     accounts,
+		Records:      recordsConfig(cfg.Domains),
+		WebhookWaker: webhookWaker,
+		Keys:         keys,
+		Metrics:      metrics,
+		Gatherer:     gatherer,
+		Ready:        ready,
 		// The base of the download URLs of received emails.
-		PublicURL: cfg.HTTP.PublicURL,
-		Domains: api.DomainConfig{
-			Verifier:     verifier,
-			Keys:         keys,
-			DKIMSelector: cfg.Domains.DKIMSelector,
-			Records:      recordsConfig(cfg.Domains),
-		},
-		Webhooks: api.WebhookConfig{
-			Waker:     worker.NewWebhookWaker(tc, stepPolicy(cfg.Steps)),
-			Client:    webhookClient(cfg),
-			Keys:      keys,
-			AllowHTTP: cfg.Egress.AllowPrivate,
-			Outbox:    in.dispatcher,
-		},
+		PublicURL:        cfg.HTTP.PublicURL,
 		Dashboard:        dash,
 		Unsubscribe:      unsub,
 		Tracking:         track,

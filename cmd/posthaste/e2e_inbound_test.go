@@ -437,7 +437,7 @@ func checkMXProcess(t *testing.T, base map[string]string, team string) {
 		}
 		return nil
 	})
-	sp, err := st.Emails.SuppressionByEmail(ctx, teamID, "gone@rcpt.test")
+	sp, err := storetest.SuppressionByEmail(ctx, st, teamID, "gone@rcpt.test")
 	require.NoError(t, err)
 	require.Equal(t, store.SuppressionBounce, sp.Reason)
 

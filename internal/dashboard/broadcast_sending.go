@@ -32,7 +32,7 @@ func (d broadcastData) Cancelable() bool {
 
 // broadcastReport fills the counts and a page of the recipients; false
 // when it answered an error.
-func (h *Handler) broadcastReport(w http.ResponseWriter, r *http.Request, se *store.Session, d *broadcastData) bool {
+func (h *broadcastsHandler) broadcastReport(w http.ResponseWriter, r *http.Request, se *store.Session, d *broadcastData) bool {
 	ctx := r.Context()
 	var err error
 	if d.Counts, err = h.store.Broadcasts.BroadcastCounts(ctx, se.TeamID, d.Broadcast.ID); err != nil {
@@ -64,7 +64,7 @@ func (h *Handler) broadcastReport(w http.ResponseWriter, r *http.Request, se *st
 // saveThen saves the posted form, if any, before an action on the draft;
 // ok is false when it answered (a form error shown in the editor, or a
 // failure).
-func (h *Handler) saveThen(w http.ResponseWriter, r *http.Request, se *store.Session, b store.Broadcast) (store.Broadcast, bool) {
+func (h *broadcastsHandler) saveThen(w http.ResponseWriter, r *http.Request, se *store.Session, b store.Broadcast) (store.Broadcast, bool) {
 	if !hasBroadcastForm(r) {
 		return b, true
 	}
@@ -84,7 +84,7 @@ func (h *Handler) saveThen(w http.ResponseWriter, r *http.Request, se *store.Ses
 
 // testBroadcast saves the form and sends one email of the draft to the
 // signed-in member.
-func (h *Handler) testBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *broadcastsHandler) testBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	b, ok := h.loadBroadcast(w, r, se)
 	if !ok {
 		return
@@ -111,7 +111,7 @@ func (h *Handler) testBroadcast(w http.ResponseWriter, r *http.Request, se *stor
 // (mode=schedule). The editor's buttons post the form: it is saved, checked
 // and a confirmation naming the segment and its number of contacts is
 // shown; the confirmation posts confirm=1, which sends.
-func (h *Handler) sendBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *broadcastsHandler) sendBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	b, ok := h.loadBroadcast(w, r, se)
 	if !ok {
 		return
@@ -177,7 +177,7 @@ func (h *Handler) sendBroadcast(w http.ResponseWriter, r *http.Request, se *stor
 	http.Redirect(w, r, "/dashboard/broadcasts/"+b.ID.String()+"?done="+done, http.StatusSeeOther)
 }
 
-func (h *Handler) cancelBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *broadcastsHandler) cancelBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	b, ok := h.loadBroadcast(w, r, se)
 	if !ok {
 		return
@@ -196,7 +196,7 @@ func (h *Handler) cancelBroadcast(w http.ResponseWriter, r *http.Request, se *st
 
 // duplicateBroadcast copies a broadcast, whatever its status, into a new
 // draft and opens it.
-func (h *Handler) duplicateBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *broadcastsHandler) duplicateBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	b, ok := h.loadBroadcast(w, r, se)
 	if !ok {
 		return
@@ -236,7 +236,7 @@ type broadcastProgress struct {
 	Settled bool `json:"settled"`
 }
 
-func (h *Handler) broadcastProgress(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *broadcastsHandler) broadcastProgress(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	b, ok := h.loadBroadcast(w, r, se)
 	if !ok {
 		return

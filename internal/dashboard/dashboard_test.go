@@ -21,10 +21,14 @@ import (
 
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/dashboard"
+	"github.com/posthaste/posthaste/internal/datareq"
+	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/password"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
@@ -106,15 +110,16 @@ func newFixture(t *testing.T, opts ...func(*dashboard.Config)) *fixture {
 	mailer := &fakeMailer{}
 	cfg := dashboard.Config{Store: st, Auth: authn, TemporalUIURL: "http://ui.example:8233", Keys: box, WebhookWaker: wk,
 		Records: records.Config{BounceHost: "bounces.posthaste.example", SPFInclude: "spf.posthaste.example"}, Verifier: v,
-		Mailer: mailer, PublicURL: publicURL + "/", DKIMSelector: "posthaste", AllowHTTPWebhooks: true,
+		Mailer: mailer, PublicURL: publicURL + "/",
 		WebhookClient: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), webhook.ClientConfig{})}
 	for _, o := range opts {
 		o(&cfg)
 	}
+	withServices(&cfg, true)
 	dash, err := dashboard.New(cfg)
 	require.NoError(t, err)
 	h, err := api.New(api.Config{Store: st, Auth: authn,
-		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Dashboard: dash})
+		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Emails: cfg.Emails, Received: cfg.Received, Dashboard: dash})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -124,6 +129,33 @@ func newFixture(t *testing.T, opts ...func(*dashboard.Config)) *fixture {
 	b, err := account.NewTeam(ctx, st, "Team B", "b@example.com")
 	require.NoError(t, err)
 	return &fixture{t: t, srv: srv, store: st, dash: dash, a: a, b: b, verifier: v, waker: wk, mailer: mailer}
+}
+
+// withServices builds, from cfg's keys, verifier, webhook waker and client
+// and logger, the use cases that cmd/posthaste builds once and hands to
+// the API and the dashboard, unless an option set them already.
+// allowHTTP accepts plain http webhook endpoints.
+func withServices(cfg *dashboard.Config, allowHTTP bool) {
+	if cfg.Domains == nil {
+		cfg.Domains = domains.New(domains.Config{Keys: cfg.Keys, DKIMSelector: "posthaste", Verifier: cfg.Verifier,
+			Logger: cfg.Logger}, cfg.Store)
+	}
+	if cfg.Webhooks == nil {
+		cfg.Webhooks = webhook.NewEndpoints(webhook.EndpointsConfig{Keys: cfg.Keys, Client: cfg.WebhookClient,
+			Waker: cfg.WebhookWaker, AllowHTTP: allowHTTP, Logger: cfg.Logger}, cfg.Store)
+	}
+	if cfg.DataRequests == nil {
+		cfg.DataRequests = datareq.New(datareq.Config{Keys: cfg.Keys}, cfg.Store)
+	}
+	if cfg.Emails == nil {
+		cfg.Emails = submit.NewEmails(cfg.Store.Emails)
+	}
+	if cfg.Received == nil {
+		cfg.Received = receiving.New(cfg.Store.Received)
+	}
+	if cfg.Audience == nil {
+		cfg.Audience = audience.New(cfg.Store.Audience)
+	}
 }
 
 // browser is a client with a cookie jar that does not follow redirects.

@@ -12,6 +12,18 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 )
 
+// privacyHandler serves the audit log and the data requests pages
+// (datarequests.go, audit_log.go).
+type privacyHandler struct{ *Handler }
+
+// routes adds the audit log and the data requests pages.
+func (h *privacyHandler) routes(m *http.ServeMux) {
+	m.Handle("GET /dashboard/audit", h.signedIn(h.auditLog))
+	m.Handle("GET /dashboard/data-requests", h.signedIn(h.dataRequests))
+	m.Handle("POST /dashboard/data-requests", h.signedIn(h.createDataRequest))
+	m.Handle("GET /dashboard/data-requests/{id}/download", h.signedIn(h.downloadDataRequest))
+}
+
 // The Data requests page: team owners ask for an export or the erasure of
 // everything the team holds about an email address, follow the requests
 // and download finished exports (docs/privacy.md: "Data subject requests").
@@ -27,13 +39,13 @@ type dataRequestsData struct {
 	Pager  pager
 }
 
-func (h *Handler) refuseDataRequests(w http.ResponseWriter) func() {
+func (h *privacyHandler) refuseDataRequests(w http.ResponseWriter) func() {
 	return func() { http.Error(w, "Only team owners can make data requests.", http.StatusForbidden) }
 }
 
 // dataRequests lists the team's data requests, newest first, with the
 // form that makes one.
-func (h *Handler) dataRequests(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *privacyHandler) dataRequests(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if !h.requireOwner(w, r, se, h.refuseDataRequests(w)) {
 		return
 	}
@@ -47,7 +59,7 @@ func (h *Handler) dataRequests(w http.ResponseWriter, r *http.Request, se *store
 	h.renderDataRequests(w, r, se, http.StatusOK, d)
 }
 
-func (h *Handler) renderDataRequests(w http.ResponseWriter, r *http.Request, se *store.Session, status int,
+func (h *privacyHandler) renderDataRequests(w http.ResponseWriter, r *http.Request, se *store.Session, status int,
 	d dataRequestsData) {
 	p := pageOf(r.URL.Query(), 50)
 	list, more, err := h.store.Privacy.ListDataRequests(r.Context(), se.TeamID, p)
@@ -67,7 +79,7 @@ func (h *Handler) renderDataRequests(w http.ResponseWriter, r *http.Request, se 
 }
 
 // createDataRequest queues a request from the form.
-func (h *Handler) createDataRequest(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *privacyHandler) createDataRequest(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if !h.requireOwner(w, r, se, h.refuseDataRequests(w)) {
 		return
 	}
@@ -93,7 +105,7 @@ func (h *Handler) createDataRequest(w http.ResponseWriter, r *http.Request, se *
 }
 
 // downloadDataRequest streams a finished export's archive to an owner.
-func (h *Handler) downloadDataRequest(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *privacyHandler) downloadDataRequest(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if !h.requireOwner(w, r, se, h.refuseDataRequests(w)) {
 		return
 	}

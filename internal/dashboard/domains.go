@@ -15,6 +15,24 @@ import (
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
+// domainsHandler serves the pages of domains, suppressions and IP pools
+// (domains.go, ippools.go).
+type domainsHandler struct{ *Handler }
+
+// routes adds the pages of domains, suppressions and IP pools.
+func (h *domainsHandler) routes(m *http.ServeMux) {
+	m.Handle("GET /dashboard/domains", h.signedIn(h.domains))
+	m.Handle("POST /dashboard/domains", h.signedIn(h.addDomain))
+	m.Handle("GET /dashboard/domains/{id}", h.signedIn(h.domain))
+	m.Handle("POST /dashboard/domains/{id}/verify", h.signedIn(h.verifyDomain))
+	m.Handle("POST /dashboard/domains/{id}/settings", h.signedIn(h.domainSettings))
+	m.Handle("GET /dashboard/domains/{id}/delete", h.signedIn(h.deleteDomainPage))
+	m.Handle("POST /dashboard/domains/{id}/delete", h.signedIn(h.deleteDomain))
+	m.Handle("GET /dashboard/ip-pools", h.signedIn(h.ipPools))
+	m.Handle("GET /dashboard/suppressions", h.signedIn(h.suppressions))
+	m.Handle("POST /dashboard/suppressions/{id}/remove", h.signedIn(h.removeSuppression))
+}
+
 // Verifier starts and stops the verification of domains.
 type Verifier = domains.Verifier
 
@@ -55,11 +73,11 @@ func asFormError(err error) (formError, bool) {
 	return formError{}, false
 }
 
-func (h *Handler) domains(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *domainsHandler) domains(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderDomains(w, r, se, http.StatusOK, domainsData{Form: domainForm{ReturnPath: domains.DefaultReturnPath}})
 }
 
-func (h *Handler) renderDomains(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d domainsData) {
+func (h *domainsHandler) renderDomains(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d domainsData) {
 	list, _, err := h.store.Domains.ListDomains(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
@@ -70,7 +88,7 @@ func (h *Handler) renderDomains(w http.ResponseWriter, r *http.Request, se *stor
 }
 
 // addDomain adds a domain and opens its page with the records to publish.
-func (h *Handler) addDomain(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *domainsHandler) addDomain(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	f := domainForm{Name: strings.TrimSpace(r.PostFormValue("name")), Region: r.PostFormValue("region"),
 		ReturnPath: strings.TrimSpace(r.PostFormValue("custom_return_path"))}
 	req := domains.Request{Name: f.Name, Region: &f.Region, ReturnPath: &f.ReturnPath}
@@ -108,8 +126,8 @@ type domainData struct {
 }
 
 // loadDomain loads the {id} domain of the session's team.
-func (h *Handler) loadDomain(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Domain, bool) {
-	return byPathID(h, w, r, func(id uuid.UUID) (store.Domain, error) {
+func (h *domainsHandler) loadDomain(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Domain, bool) {
+	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Domain, error) {
 		return h.store.Domains.GetDomain(r.Context(), se.TeamID, id)
 	})
 }
@@ -123,7 +141,7 @@ var domainNotices = map[string]string{
 
 // domain shows a domain: its records to publish with their statuses, its
 // settings, and the way to verify and delete it.
-func (h *Handler) domain(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *domainsHandler) domain(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	d, ok := h.loadDomain(w, r, se)
 	if !ok {
 		return
@@ -131,7 +149,7 @@ func (h *Handler) domain(w http.ResponseWriter, r *http.Request, se *store.Sessi
 	h.renderDomain(w, se, http.StatusOK, "domain", domainData{Domain: d, Notice: domainNotices[r.URL.Query().Get("done")]})
 }
 
-func (h *Handler) renderDomain(w http.ResponseWriter, se *store.Session, status int, page string, d domainData) {
+func (h *domainsHandler) renderDomain(w http.ResponseWriter, se *store.Session, status int, page string, d domainData) {
 	d.Records = domains.Records(h.cfg.Records, d.Domain)
 	d.TLSModes = domains.TLSModes
 	d.CanVerify = h.cfg.Verifier != nil
@@ -142,7 +160,7 @@ func (h *Handler) renderDomain(w http.ResponseWriter, se *store.Session, status 
 	h.render(w, status, page, view{Title: title, Nav: "domains", Session: se, CSRF: se.CSRFToken, Data: d})
 }
 
-func (h *Handler) verifyDomain(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *domainsHandler) verifyDomain(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
 		http.NotFound(w, r)
@@ -167,7 +185,7 @@ func (h *Handler) verifyDomain(w http.ResponseWriter, r *http.Request, se *store
 
 // domainSettings changes a domain's tracking, TLS and receiving
 // settings. The form sends every setting: an unchecked box is off.
-func (h *Handler) domainSettings(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *domainsHandler) domainSettings(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	d, ok := h.loadDomain(w, r, se)
 	if !ok {
 		return
@@ -195,7 +213,7 @@ func (h *Handler) domainSettings(w http.ResponseWriter, r *http.Request, se *sto
 }
 
 // deleteDomainPage asks to confirm a deletion by typing the domain's name.
-func (h *Handler) deleteDomainPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *domainsHandler) deleteDomainPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	d, ok := h.loadDomain(w, r, se)
 	if !ok {
 		return
@@ -203,7 +221,7 @@ func (h *Handler) deleteDomainPage(w http.ResponseWriter, r *http.Request, se *s
 	h.renderDomain(w, se, http.StatusOK, "domain_delete", domainData{Domain: d})
 }
 
-func (h *Handler) deleteDomain(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *domainsHandler) deleteDomain(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	d, ok := h.loadDomain(w, r, se)
 	if !ok {
 		return
@@ -234,8 +252,8 @@ type suppressionsData struct {
 	Suppressions []store.Suppression
 }
 
-func (h *Handler) suppressions(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	list, _, err := h.store.Emails.ListSuppressions(r.Context(), se.TeamID, store.Page{Limit: 100})
+func (h *domainsHandler) suppressions(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	list, _, err := h.cfg.Emails.ListSuppressions(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -244,13 +262,10 @@ func (h *Handler) suppressions(w http.ResponseWriter, r *http.Request, se *store
 		CSRF: se.CSRFToken, Data: suppressionsData{Suppressions: list}})
 }
 
-func (h *Handler) removeSuppression(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	if _, ok := byPathID(h, w, r, func(id uuid.UUID) (store.Suppression, error) {
-		return h.store.Emails.DeleteSuppression(r.Context(), se.TeamID, &id, "")
+func (h *domainsHandler) removeSuppression(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	if _, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Suppression, error) {
+		return h.cfg.Emails.DeleteSuppression(r.Context(), se.TeamID, id.String(), by(r, se))
 	}); !ok {
-		return
-	}
-	if !h.audited(w, r, se, audit.SuppressionDelete, "suppression", r.PathValue("id"), nil) {
 		return
 	}
 	http.Redirect(w, r, "/dashboard/suppressions", http.StatusSeeOther)

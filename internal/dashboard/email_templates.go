@@ -19,6 +19,25 @@ import (
 	"github.com/posthaste/posthaste/internal/templates"
 )
 
+// templatesHandler serves the pages of email templates.
+type templatesHandler struct{ *Handler }
+
+// routes adds the pages of email templates. Every write goes
+// through signedIn (session and CSRF token) and the checks the API uses
+// (internal/templates).
+func (h *templatesHandler) routes(m *http.ServeMux) {
+	m.Handle("GET /dashboard/templates", h.signedIn(h.templates))
+	m.Handle("POST /dashboard/templates", h.signedIn(h.addTemplate))
+	m.Handle("GET /dashboard/templates/{id}", h.signedIn(h.emailTemplate))
+	m.Handle("POST /dashboard/templates/{id}", h.signedIn(h.saveTemplate))
+	m.Handle("POST /dashboard/templates/{id}/duplicate", h.signedIn(h.duplicateTemplate))
+	m.Handle("POST /dashboard/templates/{id}/render", h.signedIn(h.previewTemplateJSON))
+	m.Handle("GET /dashboard/templates/{id}/preview", h.signedIn(h.previewTemplateFrame))
+	m.Handle("POST /dashboard/templates/{id}/preview", h.signedIn(h.previewTemplateFrame))
+	m.Handle("GET /dashboard/templates/{id}/delete", h.signedIn(h.deleteTemplatePage))
+	m.Handle("POST /dashboard/templates/{id}/delete", h.signedIn(h.deleteTemplate))
+}
+
 // starterHTML is the body of a template made on the Templates page.
 const starterHTML = "<p>Hello {{{FIRST_NAME|there}}},</p>\n<p></p>"
 
@@ -34,11 +53,11 @@ type templatesData struct {
 	Error     formError
 }
 
-func (h *Handler) templates(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *templatesHandler) templates(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderTemplates(w, r, se, http.StatusOK, templatesData{})
 }
 
-func (h *Handler) renderTemplates(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d templatesData) {
+func (h *templatesHandler) renderTemplates(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d templatesData) {
 	list, _, err := h.store.Templates.ListTemplates(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
@@ -58,7 +77,7 @@ func templateError(err error) (formError, bool) {
 }
 
 // addTemplate makes a draft with a starter body and opens its editor.
-func (h *Handler) addTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *templatesHandler) addTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	name := r.PostFormValue("name")
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -239,14 +258,14 @@ func applyForm(t *store.Template, f templateForm) error {
 	return nil
 }
 
-func (h *Handler) loadTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Template, bool) {
-	return byPathID(h, w, r, func(id uuid.UUID) (store.Template, error) {
+func (h *templatesHandler) loadTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Template, bool) {
+	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Template, error) {
 		return h.store.Templates.TemplateByRef(r.Context(), se.TeamID, id.String())
 	})
 }
 
 // emailTemplate shows a template's editor.
-func (h *Handler) emailTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *templatesHandler) emailTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	t, ok := h.loadTemplate(w, r, se)
 	if !ok {
 		return
@@ -255,7 +274,7 @@ func (h *Handler) emailTemplate(w http.ResponseWriter, r *http.Request, se *stor
 		Notice: templateNotices[r.URL.Query().Get("done")]})
 }
 
-func (h *Handler) renderTemplate(w http.ResponseWriter, se *store.Session, status int, page string, d templateData) {
+func (h *templatesHandler) renderTemplate(w http.ResponseWriter, se *store.Session, status int, page string, d templateData) {
 	d.Samples = usedVariables(d.Form.Subject, d.Form.HTML, d.Form.Text, d.Form.Components)
 	for range emptyVariableRows {
 		d.Form.Variables = append(d.Form.Variables, templateVariableRow{Type: "string"})
@@ -269,7 +288,7 @@ func (h *Handler) renderTemplate(w http.ResponseWriter, se *store.Session, statu
 
 // saveTemplate saves the editor's draft; with action=publish it then
 // publishes it.
-func (h *Handler) saveTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *templatesHandler) saveTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	t, ok := h.loadTemplate(w, r, se)
 	if !ok {
 		return
@@ -297,7 +316,7 @@ func (h *Handler) saveTemplate(w http.ResponseWriter, r *http.Request, se *store
 	http.Redirect(w, r, "/dashboard/templates/"+t.ID.String()+"?done="+done, http.StatusSeeOther)
 }
 
-func (h *Handler) duplicateTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *templatesHandler) duplicateTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	t, ok := h.loadTemplate(w, r, se)
 	if !ok {
 		return
@@ -315,7 +334,7 @@ func (h *Handler) duplicateTemplate(w http.ResponseWriter, r *http.Request, se *
 	http.Redirect(w, r, "/dashboard/templates/"+dup.ID.String()+"?done=duplicated", http.StatusSeeOther)
 }
 
-func (h *Handler) deleteTemplatePage(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *templatesHandler) deleteTemplatePage(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	t, ok := h.loadTemplate(w, r, se)
 	if !ok {
 		return
@@ -323,8 +342,8 @@ func (h *Handler) deleteTemplatePage(w http.ResponseWriter, r *http.Request, se 
 	h.renderTemplate(w, se, http.StatusOK, "email_template_delete", templateData{Template: t})
 }
 
-func (h *Handler) deleteTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	if _, ok := byPathID(h, w, r, func(id uuid.UUID) (store.Template, error) {
+func (h *templatesHandler) deleteTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	if _, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Template, error) {
 		return h.store.Templates.DeleteTemplate(r.Context(), se.TeamID, id.String())
 	}); !ok {
 		return
@@ -423,7 +442,7 @@ func renderDraft(r *http.Request, t store.Template) renderedTemplate {
 // and text rendered from the posted draft, or the reason it cannot be.
 // It always answers 200: a draft that does not render yet is not an
 // error of the request.
-func (h *Handler) previewTemplateJSON(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *templatesHandler) previewTemplateJSON(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	t, ok := h.loadTemplate(w, r, se)
 	if !ok {
 		return
@@ -442,7 +461,7 @@ var previewFrame = template.Must(template.New("frame").Parse(`<!doctype html><me
 // draft's HTML rendered with the sample values, or the reason it does not
 // render, under the email preview's sandboxing headers (nothing loads
 // from the network). A GET shows the saved draft with its fallbacks.
-func (h *Handler) previewTemplateFrame(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *templatesHandler) previewTemplateFrame(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	t, ok := h.loadTemplate(w, r, se)
 	if !ok {
 		return

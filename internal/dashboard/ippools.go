@@ -44,9 +44,9 @@ type ipAddressView struct {
 // stands today (UTC): its day of the schedule, today's allowance and the
 // messages that took it so far. A pool that never had an address is not
 // listed.
-func (h *Handler) ipPools(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *domainsHandler) ipPools(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	d := ipPoolsData{Schedule: scheduleText(h.cfg.Warmup), Overflow: h.cfg.WarmupOverflow}
-	members, err := h.store.Accounts.Members(r.Context(), se.TeamID)
+	members, err := h.accounts.Members.Members(r.Context(), se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
 		return

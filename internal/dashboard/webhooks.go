@@ -12,6 +12,25 @@ import (
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
+// webhooksHandler serves the pages of webhook endpoints and their events.
+type webhooksHandler struct{ *Handler }
+
+// routes adds the pages of webhook endpoints and their events.
+func (h *webhooksHandler) routes(m *http.ServeMux) {
+	m.Handle("GET /dashboard/webhooks", h.signedIn(h.webhooks))
+	m.Handle("POST /dashboard/webhooks", h.signedIn(h.addWebhook))
+	m.Handle("GET /dashboard/webhooks/{id}", h.signedIn(h.webhook))
+	m.Handle("POST /dashboard/webhooks/{id}", h.signedIn(h.editWebhook))
+	m.Handle("POST /dashboard/webhooks/{id}/status", h.signedIn(h.webhookStatus))
+	m.Handle("POST /dashboard/webhooks/{id}/secret", h.signedIn(h.revealWebhookSecret))
+	m.Handle("POST /dashboard/webhooks/{id}/rotate", h.signedIn(h.rotateWebhookSecret))
+	m.Handle("POST /dashboard/webhooks/{id}/test", h.signedIn(h.testWebhook))
+	m.Handle("GET /dashboard/webhooks/{id}/delete", h.signedIn(h.deleteWebhookPage))
+	m.Handle("POST /dashboard/webhooks/{id}/delete", h.signedIn(h.deleteWebhook))
+	m.Handle("GET /dashboard/webhooks/{id}/events/{msg}", h.signedIn(h.webhookEvent))
+	m.Handle("POST /dashboard/webhooks/{id}/events/{msg}/replay", h.signedIn(h.replayWebhookEvent))
+}
+
 // WebhookWaker makes an endpoint's delivery look for due messages.
 type WebhookWaker = webhook.Waker
 
@@ -64,11 +83,11 @@ type webhooksData struct {
 
 // webhooks lists the endpoints with a form to add one; a disabled
 // endpoint is announced at the top with the reason.
-func (h *Handler) webhooks(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) webhooks(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderWebhooks(w, r, se, http.StatusOK, webhooksData{})
 }
 
-func (h *Handler) renderWebhooks(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d webhooksData) {
+func (h *webhooksHandler) renderWebhooks(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d webhooksData) {
 	list, _, err := h.store.Webhooks.ListWebhooks(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
@@ -84,7 +103,7 @@ func (h *Handler) renderWebhooks(w http.ResponseWriter, r *http.Request, se *sto
 }
 
 // addWebhook adds an endpoint and opens its page.
-func (h *Handler) addWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) addWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	f := webhookFormValues(r)
 	wh, _, err := h.endpoints.Create(r.Context(), se.TeamID, f.Endpoint, f.Events)
 	if fe, ok := asFormError(err); ok {
@@ -124,15 +143,15 @@ var webhookNotices = map[string]string{
 }
 
 // loadWebhook loads the {id} endpoint of the session's team.
-func (h *Handler) loadWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Webhook, bool) {
-	return byPathID(h, w, r, func(id uuid.UUID) (store.Webhook, error) {
+func (h *webhooksHandler) loadWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Webhook, bool) {
+	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Webhook, error) {
 		return h.store.Webhooks.GetWebhook(r.Context(), se.TeamID, id)
 	})
 }
 
 // webhook shows an endpoint: its settings, its latest events with their
 // delivery status, and the forms that change, test and delete it.
-func (h *Handler) webhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) webhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
@@ -140,7 +159,7 @@ func (h *Handler) webhook(w http.ResponseWriter, r *http.Request, se *store.Sess
 	h.renderWebhook(w, r, se, http.StatusOK, webhookData{Webhook: wh, Notice: webhookNotices[r.URL.Query().Get("done")]})
 }
 
-func (h *Handler) renderWebhook(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d webhookData) {
+func (h *webhooksHandler) renderWebhook(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d webhookData) {
 	msgs, _, err := h.store.Webhooks.ListWebhookMessages(r.Context(), se.TeamID, d.Webhook.ID, store.Page{Limit: 20})
 	if err != nil {
 		h.fail(w, r, err)
@@ -159,7 +178,7 @@ func (h *Handler) renderWebhook(w http.ResponseWriter, r *http.Request, se *stor
 }
 
 // editWebhook changes an endpoint's URL and event types.
-func (h *Handler) editWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) editWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
@@ -185,7 +204,7 @@ func (h *Handler) editWebhook(w http.ResponseWriter, r *http.Request, se *store.
 }
 
 // webhookStatus enables or disables an endpoint.
-func (h *Handler) webhookStatus(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) webhookStatus(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
@@ -208,7 +227,7 @@ func (h *Handler) webhookStatus(w http.ResponseWriter, r *http.Request, se *stor
 
 // revealWebhookSecret shows the endpoint's signing secret. It is a POST,
 // so the secret is in no URL, history or cache.
-func (h *Handler) revealWebhookSecret(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) revealWebhookSecret(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
@@ -222,7 +241,7 @@ func (h *Handler) revealWebhookSecret(w http.ResponseWriter, r *http.Request, se
 }
 
 // rotateWebhookSecret gives the endpoint a new secret and shows it.
-func (h *Handler) rotateWebhookSecret(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) rotateWebhookSecret(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
@@ -242,7 +261,7 @@ func (h *Handler) rotateWebhookSecret(w http.ResponseWriter, r *http.Request, se
 
 // testWebhook sends the endpoint a sample event now and opens the event,
 // which shows the attempt and the endpoint's answer.
-func (h *Handler) testWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) testWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
@@ -260,7 +279,7 @@ func (h *Handler) testWebhook(w http.ResponseWriter, r *http.Request, se *store.
 }
 
 // deleteWebhookPage asks to confirm a deletion.
-func (h *Handler) deleteWebhookPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) deleteWebhookPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
@@ -269,7 +288,7 @@ func (h *Handler) deleteWebhookPage(w http.ResponseWriter, r *http.Request, se *
 		CSRF: se.CSRFToken, Data: webhookData{Webhook: wh}})
 }
 
-func (h *Handler) deleteWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) deleteWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
@@ -293,7 +312,7 @@ type webhookEventData struct {
 }
 
 // teamMessage loads an endpoint of the session's team and one of its messages.
-func (h *Handler) teamMessage(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Webhook, store.WebhookMessage, bool) {
+func (h *webhooksHandler) teamMessage(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Webhook, store.WebhookMessage, bool) {
 	hid, err1 := uuid.Parse(r.PathValue("id"))
 	mid, err2 := uuid.Parse(r.PathValue("msg"))
 	if err1 != nil || err2 != nil {
@@ -313,7 +332,7 @@ func (h *Handler) teamMessage(w http.ResponseWriter, r *http.Request, se *store.
 }
 
 // webhookEvent shows one event: its payload and every attempt.
-func (h *Handler) webhookEvent(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) webhookEvent(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, m, ok := h.teamMessage(w, r, se)
 	if !ok {
 		return
@@ -329,7 +348,7 @@ func (h *Handler) webhookEvent(w http.ResponseWriter, r *http.Request, se *store
 }
 
 // replayWebhookEvent delivers an event again, with the same id.
-func (h *Handler) replayWebhookEvent(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) replayWebhookEvent(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, m, ok := h.teamMessage(w, r, se)
 	if !ok {
 		return

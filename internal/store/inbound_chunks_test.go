@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/datakey"
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
@@ -44,7 +44,7 @@ func keyedStore(t *testing.T) (*store.Store, *datakey.Keyring, *pgx.Conn) {
 
 // receivingRoute makes a verified receiving domain of a new team and
 // returns the route of an address at it.
-func receivingRoute(t *testing.T, st *store.Store, db *pgx.Conn, name string) (uuid.UUID, inbound.Recipient) {
+func receivingRoute(t *testing.T, st *store.Store, db *pgx.Conn, name string) (uuid.UUID, inmail.Recipient) {
 	t.Helper()
 	ctx := context.Background()
 	team := newTeam(t, st)
@@ -55,7 +55,7 @@ func receivingRoute(t *testing.T, st *store.Store, db *pgx.Conn, name string) (u
 	addr := "support@" + name
 	r, err := inroute.New(st.Received, st.Emails, verpKey, nil).Route(ctx, addr)
 	require.NoError(t, err)
-	return team, inbound.Recipient{Address: addr, Route: r}
+	return team, inmail.Recipient{Address: addr, Route: r}
 }
 
 // bigMessage is a message of about size bytes with a marker on every line.
@@ -94,12 +94,12 @@ func TestInboundStoredInChunks(t *testing.T) {
 			_, err = f.Write(msg)
 			require.NoError(t, err)
 			defer f.Close()
-			for how, m := range map[string]inbound.Message{
+			for how, m := range map[string]inmail.Message{
 				"in memory": {Data: msg},
 				"spooled":   {Spool: f, Size: int64(len(msg))},
 			} {
 				m.ID, m.ReceivedAt = uuid.Must(uuid.NewV7()), time.Now()
-				m.Recipients = []inbound.Recipient{ra, rb}
+				m.Recipients = []inmail.Recipient{ra, rb}
 				require.NoError(t, in.Accept(ctx, m), how)
 				for _, team := range []uuid.UUID{teamA, teamB} {
 					ms, err := storetest.InboundMessages(ctx, st, team, 1)
@@ -187,8 +187,8 @@ func TestInboundAcceptMemory(t *testing.T) {
 	const size = 10 << 20
 	msg := bigMessage(size)
 	// Warm up: the teams' data keys, the pool's connections.
-	require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(),
-		Recipients: []inbound.Recipient{ra, rb}, Data: []byte("Subject: warm\r\n\r\nx\r\n")}))
+	require.NoError(t, in.Accept(ctx, inmail.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(),
+		Recipients: []inmail.Recipient{ra, rb}, Data: []byte("Subject: warm\r\n\r\nx\r\n")}))
 
 	// A low GC target keeps garbage from passing for a copy; the sampler
 	// records the largest heap seen while Accept runs.
@@ -213,8 +213,8 @@ func TestInboundAcceptMemory(t *testing.T) {
 			}
 		}
 	}()
-	err := in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(),
-		Recipients: []inbound.Recipient{ra, rb}, Data: msg})
+	err := in.Accept(ctx, inmail.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(),
+		Recipients: []inmail.Recipient{ra, rb}, Data: msg})
 	close(done)
 	peak := <-peakc
 	require.NoError(t, err)
@@ -267,15 +267,15 @@ func TestInboundAcceptsBounded(t *testing.T) {
 	errs := make(chan error, store.DefaultInboundAccepts)
 	for range store.DefaultInboundAccepts {
 		go func() {
-			errs <- in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(),
-				Recipients: []inbound.Recipient{r}, Spool: &stallingSpool{started: started, release: release}, Size: 1 << 20})
+			errs <- in.Accept(ctx, inmail.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(),
+				Recipients: []inmail.Recipient{r}, Spool: &stallingSpool{started: started, release: release}, Size: 1 << 20})
 		}()
 	}
 	for range store.DefaultInboundAccepts {
 		<-started
 	}
 	body := []byte("Subject: waits\r\n\r\n" + strings.Repeat("x", 2<<20) + "\r\n")
-	large := inbound.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(), Recipients: []inbound.Recipient{r},
+	large := inmail.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(), Recipients: []inmail.Recipient{r},
 		Spool: bytes.NewReader(body), Size: int64(len(body))}
 	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	err = in.Accept(wctx, large)
@@ -283,8 +283,8 @@ func TestInboundAcceptsBounded(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded, "a large message over the bound waits for a slot")
 	// A small message (a bounce, most mail) does not wait behind them.
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = in.Accept(sctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(),
-		Recipients: []inbound.Recipient{r}, Data: []byte("Subject: small\r\n\r\nx\r\n")})
+	err = in.Accept(sctx, inmail.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(),
+		Recipients: []inmail.Recipient{r}, Data: []byte("Subject: small\r\n\r\nx\r\n")})
 	cancel()
 	require.NoError(t, err, "a small message is accepted while the large ones hold their slots")
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/datakey"
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
@@ -191,8 +191,8 @@ func TestInboundAndReceivedContentIsSealedAtRest(t *testing.T) {
 	r, err := rt.Route(ctx, "support@recv.test")
 	require.NoError(t, err)
 	raw := []byte("From: ann@example.org\r\nSubject: Hi\r\n\r\nraw-marker-42\r\n")
-	require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "ann@example.org",
-		Recipients: []inbound.Recipient{{Address: "support@recv.test", Route: r}}, ReceivedAt: time.Now(), Data: raw}))
+	require.NoError(t, in.Accept(ctx, inmail.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "ann@example.org",
+		Recipients: []inmail.Recipient{{Address: "support@recv.test", Route: r}}, ReceivedAt: time.Now(), Data: raw}))
 	ms, err := storetest.InboundMessages(ctx, st, team, 1)
 	require.NoError(t, err)
 	require.Equal(t, raw, ms[0].Raw)

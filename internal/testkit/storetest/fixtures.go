@@ -168,3 +168,26 @@ func RequestLogPartitions(ctx context.Context, st *store.Store) ([]time.Time, er
 	}
 	return days, nil
 }
+
+// SuppressionByEmail finds the team's entry for an address (compared as
+// store.NormalizeAddress does), reading the team's list as the API does
+// (store.Emails.ListSuppressions); store.ErrNotFound when there is none.
+func SuppressionByEmail(ctx context.Context, st *store.Store, teamID uuid.UUID, email string) (store.Suppression, error) {
+	email = store.NormalizeAddress(email)
+	p := store.Page{Limit: 100}
+	for {
+		list, more, err := st.Emails.ListSuppressions(ctx, teamID, p)
+		if err != nil {
+			return store.Suppression{}, err
+		}
+		for _, sp := range list {
+			if sp.Email == email {
+				return sp, nil
+			}
+		}
+		if !more || len(list) == 0 {
+			return store.Suppression{}, store.ErrNotFound
+		}
+		p.After = &list[len(list)-1].ID
+	}
+}

@@ -1,4 +1,4 @@
-// Package inbound is Posthaste's inbound MX: the SMTP listener (RFC 5321)
+// Package mxlisten is Posthaste's inbound MX: the SMTP listener (RFC 5321)
 // that receives mail addressed to Posthaste, bounces and replies to the
 // return paths of the emails it sent, and mail for the domains whose
 // receiving is enabled. It is built on github.com/emersion/go-smtp.
@@ -35,7 +35,7 @@
 // []byte; a larger one stays in its spool file (Message.Spool), which the
 // authentication checks and the Acceptor read as a stream, so a
 // connection holds at most about spoolMemory whatever the message's size.
-package inbound
+package mxlisten
 
 import (
 	"context"
@@ -80,39 +80,6 @@ const (
 	DefaultAuthTimeout = 20 * time.Second
 	// DefaultCommandTimeout bounds a Route or an Accept call.
 	DefaultCommandTimeout = time.Minute
-)
-
-// The routes, messages, authentication results and budgets the listener
-// hands on are package inmail's, so that what keeps them (the store) does
-// not link the listener; these names are the same types.
-type (
-	RouteKind   = inmail.RouteKind
-	Route       = inmail.Route
-	Router      = inmail.Router
-	Recipient   = inmail.Recipient
-	Message     = inmail.Message
-	Acceptor    = inmail.Acceptor
-	Results     = inmail.Results
-	SPFResult   = inmail.SPFResult
-	DKIMResult  = inmail.DKIMResult
-	DMARCResult = inmail.DMARCResult
-	Usage       = inmail.Usage
-	UsageReader = inmail.UsageReader
-	Budget      = inmail.Budget
-)
-
-// Route kinds (inmail.RouteKind).
-const (
-	RouteReturnPath  = inmail.RouteReturnPath
-	RouteReceiving   = inmail.RouteReceiving
-	RouteUnsubscribe = inmail.RouteUnsubscribe
-	RouteDiscard     = inmail.RouteDiscard
-)
-
-// ErrNotOurs and ErrOverBudget are inmail's.
-var (
-	ErrNotOurs    = inmail.ErrNotOurs
-	ErrOverBudget = inmail.ErrOverBudget
 )
 
 // Config configures a Server.
@@ -161,7 +128,7 @@ type Config struct {
 	// Limits are the message rates (none when zero); Budget the default
 	// budget of each team's receiving domains (see limits.go).
 	Limits Limits
-	Budget Budget
+	Budget inmail.Budget
 	// Logger may be nil; Metrics may be nil.
 	Logger  *slog.Logger
 	Metrics *Metrics
@@ -171,15 +138,15 @@ type Config struct {
 // stops it.
 type Server struct {
 	cfg    Config
-	router Router
-	accept Acceptor
+	router inmail.Router
+	accept inmail.Acceptor
 	srv    *smtpserve.Server
 	logger *slog.Logger
 	auth   checker
 }
 
 // New returns a Server; router and acceptor are required.
-func New(cfg Config, router Router, acceptor Acceptor) (*Server, error) {
+func New(cfg Config, router inmail.Router, acceptor inmail.Acceptor) (*Server, error) {
 	if router == nil || acceptor == nil {
 		return nil, errors.New("inbound: a Router and an Acceptor are required")
 	}

@@ -1,4 +1,4 @@
-package inbound
+package mxlisten
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/connlimit"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/ratelimit"
 )
 
@@ -146,11 +147,11 @@ func (s *Server) checkBudget(ctx context.Context, team uuid.UUID) error {
 
 // admit applies the per-team limits to a routed recipient: the rate of
 // return-path mail, or the receiving budget.
-func (s *Server) admit(ctx context.Context, r Route, ip netip.Addr) error {
+func (s *Server) admit(ctx context.Context, r inmail.Route, ip netip.Addr) error {
 	switch r.Kind {
-	case RouteReturnPath, RouteUnsubscribe:
+	case inmail.RouteReturnPath, inmail.RouteUnsubscribe:
 		return s.allowReport(ctx, r.TeamID, ip)
-	case RouteReceiving:
+	case inmail.RouteReceiving:
 		return s.checkBudget(ctx, r.TeamID)
 	}
 	return nil // RouteDiscard: dropped unread, kept nowhere

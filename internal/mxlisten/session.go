@@ -1,4 +1,4 @@
-package inbound
+package mxlisten
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/connlimit"
+	"github.com/posthaste/posthaste/internal/inmail"
 )
 
 // session is one client's state between EHLO and QUIT (a new one after
@@ -28,7 +29,7 @@ type session struct {
 
 	inTx  bool
 	from  string
-	rcpts []Recipient
+	rcpts []inmail.Recipient
 }
 
 var _ smtp.Session = (*session)(nil)
@@ -83,7 +84,7 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	defer cancel()
 	route, err := ss.s.router.Route(ctx, addr)
 	switch {
-	case errors.Is(err, ErrNotOurs):
+	case errors.Is(err, inmail.ErrNotOurs):
 		ss.s.cfg.Metrics.recipient("refused")
 		ss.s.logger.Info("recipient refused: not ours", "client_addr", ss.ip.String(), "rcpt_domain", domainOf(addr))
 		return errNotOurs
@@ -111,7 +112,7 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 		return errInternal
 	}
 	ss.s.cfg.Metrics.recipient("accepted")
-	ss.rcpts = append(ss.rcpts, Recipient{Address: addr, Route: route})
+	ss.rcpts = append(ss.rcpts, inmail.Recipient{Address: addr, Route: route})
 	return nil
 }
 
@@ -166,7 +167,7 @@ func (ss *session) Data(r io.Reader) error {
 		func() io.Reader { return sp.reader(int64(len(received))) })
 	acancel()
 
-	m := Message{ID: id, MailFrom: ss.from, Recipients: ss.rcpts, ClientIP: ss.ip, Helo: ss.helo, TLS: isTLS,
+	m := inmail.Message{ID: id, MailFrom: ss.from, Recipients: ss.rcpts, ClientIP: ss.ip, Helo: ss.helo, TLS: isTLS,
 		ReceivedAt: now, Data: sp.data, Auth: res, AuthHeader: res.Header(ss.s.cfg.Hostname)}
 	if sp.f != nil {
 		m.Spool, m.Size = sp.f, sp.size
@@ -175,7 +176,7 @@ func (ss *session) Data(r io.Reader) error {
 	defer cancel()
 	if err := ss.s.accept.Accept(ctx, m); err != nil {
 		ss.s.cfg.Metrics.message("deferred")
-		if errors.Is(err, ErrOverBudget) {
+		if errors.Is(err, inmail.ErrOverBudget) {
 			ss.s.logger.Info("message deferred: a team is over its inbound budget", "client_addr", ss.ip.String(),
 				"inbound_id", id.String())
 			return errOverBudget
@@ -218,7 +219,7 @@ func (ss *session) Logout() error {
 // receivedHeader is the trace field of RFC 5321 §4.4, with the protocol
 // of RFC 3848 (ESMTP, or ESMTPS over TLS). The recipient is named only
 // when there is one, so that one copy does not disclose the others.
-func receivedHeader(helo string, ip netip.Addr, host string, id uuid.UUID, t *tls.ConnectionState, rcpts []Recipient,
+func receivedHeader(helo string, ip netip.Addr, host string, id uuid.UUID, t *tls.ConnectionState, rcpts []inmail.Recipient,
 	now time.Time) []byte {
 	var b strings.Builder
 	b.WriteString("Received: from ")

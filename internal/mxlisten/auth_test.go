@@ -1,4 +1,4 @@
-package inbound
+package mxlisten
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/dkim"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 )
 
@@ -137,10 +138,10 @@ func TestAuthenticationResults(t *testing.T) {
 }
 
 func TestAuthenticationResultsHeader(t *testing.T) {
-	r := Results{
-		SPF:   SPFResult{Result: "pass", Domain: "sender.example", Scope: "mailfrom"},
-		DKIM:  []DKIMResult{{Result: "pass", Domain: "sender.example"}, {Result: "fail", Domain: "x.example", Reason: "body hash did not verify"}},
-		DMARC: DMARCResult{Result: "pass", FromDomain: "sender.example", Policy: "reject"},
+	r := inmail.Results{
+		SPF:   inmail.SPFResult{Result: "pass", Domain: "sender.example", Scope: "mailfrom"},
+		DKIM:  []inmail.DKIMResult{{Result: "pass", Domain: "sender.example"}, {Result: "fail", Domain: "x.example", Reason: "body hash did not verify"}},
+		DMARC: inmail.DMARCResult{Result: "pass", FromDomain: "sender.example", Policy: "reject"},
 	}
 	h := r.Header("mx.posthaste.test")
 	require.True(t, strings.HasPrefix(h, "mx.posthaste.test; spf=pass smtp.mailfrom=sender.example; "), h)
@@ -148,8 +149,8 @@ func TestAuthenticationResultsHeader(t *testing.T) {
 	require.Contains(t, h, `; dkim=fail reason="body hash did not verify" header.d=x.example`)
 	require.Contains(t, h, `; dmarc=pass reason="p=reject" header.from=sender.example`)
 
-	null := Results{SPF: SPFResult{Result: "none", Domain: "mx.helo.example", Scope: "helo"},
-		DMARC: DMARCResult{Result: "none"}}
+	null := inmail.Results{SPF: inmail.SPFResult{Result: "none", Domain: "mx.helo.example", Scope: "helo"},
+		DMARC: inmail.DMARCResult{Result: "none"}}
 	h = null.Header("mx.posthaste.test")
 	require.Contains(t, h, "spf=none smtp.helo=mx.helo.example")
 	require.Contains(t, h, "dkim=none")

@@ -1,4 +1,4 @@
-package inbound
+package mxlisten
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"github.com/emersion/go-message/textproto"
 	"github.com/emersion/go-msgauth/dkim"
 	"github.com/emersion/go-msgauth/dmarc"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"golang.org/x/net/publicsuffix"
 )
 
@@ -30,16 +31,16 @@ type checker struct {
 // own limits (10 lookups, 2 void lookups, RFC 7208 §4.6.4) apply too.
 // msg returns a new reader of the message each time it is called, so that
 // a message spooled to disk is streamed, not held in memory.
-func (c checker) check(ctx context.Context, ip net.IP, helo, mailFrom string, msg func() io.Reader) Results {
-	var r Results
+func (c checker) check(ctx context.Context, ip net.IP, helo, mailFrom string, msg func() io.Reader) inmail.Results {
+	var r inmail.Results
 	r.SPF = c.checkSPF(ctx, ip, helo, mailFrom)
 	r.DKIM = c.checkDKIM(ctx, msg())
 	r.DMARC = c.checkDMARC(ctx, msg(), r.SPF, r.DKIM)
 	return r
 }
 
-func (c checker) checkSPF(ctx context.Context, ip net.IP, helo, mailFrom string) SPFResult {
-	res := SPFResult{Domain: domainOf(mailFrom), Scope: "mailfrom"}
+func (c checker) checkSPF(ctx context.Context, ip net.IP, helo, mailFrom string) inmail.SPFResult {
+	res := inmail.SPFResult{Domain: domainOf(mailFrom), Scope: "mailfrom"}
 	sender := mailFrom
 	if mailFrom == "" {
 		// RFC 7208 §2.4: the null sender is checked as postmaster@HELO.
@@ -57,7 +58,7 @@ func (c checker) checkSPF(ctx context.Context, ip net.IP, helo, mailFrom string)
 	return res
 }
 
-func (c checker) checkDKIM(ctx context.Context, msg io.Reader) []DKIMResult {
+func (c checker) checkDKIM(ctx context.Context, msg io.Reader) []inmail.DKIMResult {
 	verifs, err := dkim.VerifyWithOptions(msg, &dkim.VerifyOptions{
 		LookupTXT:        func(name string) ([]string, error) { return c.resolver.LookupTXT(ctx, name) },
 		MaxVerifications: maxDKIMSignatures,
@@ -65,9 +66,9 @@ func (c checker) checkDKIM(ctx context.Context, msg io.Reader) []DKIMResult {
 	if err != nil && !errors.Is(err, dkim.ErrTooManySignatures) {
 		return nil // an unreadable header: nothing to verify
 	}
-	out := make([]DKIMResult, 0, len(verifs))
+	out := make([]inmail.DKIMResult, 0, len(verifs))
 	for _, v := range verifs {
-		d := DKIMResult{Result: "pass", Domain: strings.ToLower(v.Domain), Identifier: v.Identifier}
+		d := inmail.DKIMResult{Result: "pass", Domain: strings.ToLower(v.Domain), Identifier: v.Identifier}
 		switch {
 		case v.Err == nil:
 		case dkim.IsTempFail(v.Err):
@@ -82,13 +83,13 @@ func (c checker) checkDKIM(ctx context.Context, msg io.Reader) []DKIMResult {
 	return out
 }
 
-func (c checker) checkDMARC(ctx context.Context, msg io.Reader, s SPFResult, ds []DKIMResult) DMARCResult {
+func (c checker) checkDMARC(ctx context.Context, msg io.Reader, s inmail.SPFResult, ds []inmail.DKIMResult) inmail.DMARCResult {
 	from, ok := fromDomain(msg)
 	if !ok {
 		// RFC 7489 §6.6.1: no single RFC5322.From domain to evaluate.
-		return DMARCResult{Result: "permerror"}
+		return inmail.DMARCResult{Result: "permerror"}
 	}
-	res := DMARCResult{FromDomain: from}
+	res := inmail.DMARCResult{FromDomain: from}
 	rec, at, temp := c.lookupDMARC(ctx, from)
 	aspf, adkim := dmarc.AlignmentMode(dmarc.AlignmentRelaxed), dmarc.AlignmentMode(dmarc.AlignmentRelaxed)
 	if rec != nil {

@@ -1,4 +1,4 @@
-package inbound
+package mxlisten
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/ratelimit"
 	"github.com/posthaste/posthaste/internal/testkit/clocktest"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
@@ -51,29 +52,29 @@ func TestClientRates(t *testing.T) {
 }
 
 func TestBudget(t *testing.T) {
-	b := Budget{DailyMessages: 10, StorageBytes: 1000}
+	b := inmail.Budget{DailyMessages: 10, StorageBytes: 1000}
 	for _, tc := range []struct {
 		name             string
-		u                Usage
+		u                inmail.Usage
 		full, over, near bool
 	}{
-		{"empty", Usage{}, false, false, false},
-		{"below", Usage{Messages: 7, Bytes: 799}, false, false, false},
-		{"near messages", Usage{Messages: 8}, false, false, true},
-		{"near bytes", Usage{Bytes: 800}, false, false, true},
-		{"at messages", Usage{Messages: 10}, true, false, true},
-		{"over messages", Usage{Messages: 11}, true, true, true},
-		{"at bytes", Usage{Bytes: 1000}, true, false, true},
-		{"over bytes", Usage{Bytes: 1001}, true, true, true},
-		{"team's own limit", Usage{Messages: 11, MaxMessages: 100, Bytes: 10}, false, false, false},
-		{"team's own bytes", Usage{Bytes: 1001, MaxBytes: 2000}, false, false, false},
-		{"team's own, lower", Usage{Messages: 3, MaxMessages: 3}, true, false, true},
+		{"empty", inmail.Usage{}, false, false, false},
+		{"below", inmail.Usage{Messages: 7, Bytes: 799}, false, false, false},
+		{"near messages", inmail.Usage{Messages: 8}, false, false, true},
+		{"near bytes", inmail.Usage{Bytes: 800}, false, false, true},
+		{"at messages", inmail.Usage{Messages: 10}, true, false, true},
+		{"over messages", inmail.Usage{Messages: 11}, true, true, true},
+		{"at bytes", inmail.Usage{Bytes: 1000}, true, false, true},
+		{"over bytes", inmail.Usage{Bytes: 1001}, true, true, true},
+		{"team's own limit", inmail.Usage{Messages: 11, MaxMessages: 100, Bytes: 10}, false, false, false},
+		{"team's own bytes", inmail.Usage{Bytes: 1001, MaxBytes: 2000}, false, false, false},
+		{"team's own, lower", inmail.Usage{Messages: 3, MaxMessages: 3}, true, false, true},
 	} {
 		require.Equal(t, tc.full, b.Full(tc.u), "full: %s", tc.name)
 		require.Equal(t, tc.over, b.Over(tc.u), "over: %s", tc.name)
 		require.Equal(t, tc.near, b.Near(tc.u), "near: %s", tc.name)
 	}
-	require.False(t, Budget{}.Full(Usage{Messages: 1 << 40, Bytes: 1 << 50}), "zero limits: none")
+	require.False(t, inmail.Budget{}.Full(inmail.Usage{Messages: 1 << 40, Bytes: 1 << 50}), "zero limits: none")
 }
 
 // TestMessageRates sends from loopback addresses of two /24s: a client
@@ -180,10 +181,10 @@ func TestReturnPathRate(t *testing.T) {
 // fakeUsage reports fixed usage per team.
 type fakeUsage struct {
 	mu    sync.Mutex
-	usage map[uuid.UUID]Usage
+	usage map[uuid.UUID]inmail.Usage
 }
 
-func (f *fakeUsage) InboundUsage(_ context.Context, team uuid.UUID, _ time.Time) (Usage, error) {
+func (f *fakeUsage) InboundUsage(_ context.Context, team uuid.UUID, _ time.Time) (inmail.Usage, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.usage[team], nil
@@ -194,10 +195,10 @@ func (f *fakeUsage) InboundUsage(_ context.Context, team uuid.UUID, _ time.Time)
 // not cover, and another team's domain still take mail.
 func TestBudgetAtRCPT(t *testing.T) {
 	otherTeam := uuid.MustParse("0193e5a0-0000-7000-8000-0000000000dd")
-	usage := &fakeUsage{usage: map[uuid.UUID]Usage{teamID: {Messages: 10}, otherTeam: {Messages: 9}}}
-	h := newHarness(t, options{budget: Budget{DailyMessages: 10, Usage: usage}})
+	usage := &fakeUsage{usage: map[uuid.UUID]inmail.Usage{teamID: {Messages: 10}, otherTeam: {Messages: 9}}}
+	h := newHarness(t, options{budget: inmail.Budget{DailyMessages: 10, Usage: usage}})
 	h.router.mu.Lock()
-	h.router.routes["info@other.example"] = Route{Kind: RouteReceiving, TeamID: otherTeam, DomainID: uuid.New()}
+	h.router.routes["info@other.example"] = inmail.Route{Kind: inmail.RouteReceiving, TeamID: otherTeam, DomainID: uuid.New()}
 	h.router.mu.Unlock()
 	d := h.dial()
 	d.cmd(250, "EHLO client.example")
@@ -215,14 +216,14 @@ func TestBudgetAtRCPT(t *testing.T) {
 // budget, as the store's does when racing transactions took the rest.
 type overBudget struct{}
 
-func (overBudget) Accept(context.Context, Message) error {
-	return fmt.Errorf("accepting for team %s: %w", teamID, ErrOverBudget)
+func (overBudget) Accept(context.Context, inmail.Message) error {
+	return fmt.Errorf("accepting for team %s: %w", teamID, inmail.ErrOverBudget)
 }
 
 // TestOverBudgetAtDATA: a message the Acceptor finds over budget is
 // answered 452 4.2.2 (try later), not a generic failure.
 func TestOverBudgetAtDATA(t *testing.T) {
-	router := &fakeRouter{routes: map[string]Route{receiving: {Kind: RouteReceiving, TeamID: teamID}}}
+	router := &fakeRouter{routes: map[string]inmail.Route{receiving: {Kind: inmail.RouteReceiving, TeamID: teamID}}}
 	srv, err := New(Config{Hostname: "mx.posthaste.test", Resolver: dnstest.NewServer(t).Resolver()}, router,
 		overBudget{})
 	require.NoError(t, err)

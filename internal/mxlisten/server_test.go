@@ -1,4 +1,4 @@
-package inbound
+package mxlisten
 
 import (
 	"bufio"
@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/selfsigned"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 )
@@ -35,22 +36,22 @@ import (
 // ours. Addresses in fail make Route fail temporarily.
 type fakeRouter struct {
 	mu     sync.Mutex
-	routes map[string]Route
+	routes map[string]inmail.Route
 	fail   map[string]bool
 	asked  []string
 }
 
-func (f *fakeRouter) Route(_ context.Context, rcpt string) (Route, error) {
+func (f *fakeRouter) Route(_ context.Context, rcpt string) (inmail.Route, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, rcpt)
 	if f.fail[rcpt] {
-		return Route{}, errors.New("database is down: password=hunter2")
+		return inmail.Route{}, errors.New("database is down: password=hunter2")
 	}
 	if r, ok := f.routes[rcpt]; ok {
 		return r, nil
 	}
-	return Route{}, fmt.Errorf("routing %s: %w", rcpt, ErrNotOurs)
+	return inmail.Route{}, fmt.Errorf("routing %s: %w", rcpt, inmail.ErrNotOurs)
 }
 
 // fakeAcceptor keeps what it accepts (without the bytes of messages over
@@ -58,14 +59,14 @@ func (f *fakeRouter) Route(_ context.Context, rcpt string) (Route, error) {
 // calls fail; block, when set, holds Accept until it is closed.
 type fakeAcceptor struct {
 	mu       sync.Mutex
-	msgs     []Message
+	msgs     []inmail.Message
 	sums     [][32]byte // of what follows the Received header
 	failNext int
 	block    chan struct{}
 	entered  chan struct{}
 }
 
-func (f *fakeAcceptor) Accept(_ context.Context, m Message) error {
+func (f *fakeAcceptor) Accept(_ context.Context, m inmail.Message) error {
 	f.mu.Lock()
 	block, entered := f.block, f.entered
 	f.mu.Unlock()
@@ -109,10 +110,10 @@ func (f *fakeAcceptor) Accept(_ context.Context, m Message) error {
 	return nil
 }
 
-func (f *fakeAcceptor) accepted() []Message {
+func (f *fakeAcceptor) accepted() []inmail.Message {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]Message(nil), f.msgs...)
+	return append([]inmail.Message(nil), f.msgs...)
 }
 
 var (
@@ -145,7 +146,7 @@ type options struct {
 	maxBytes                          int64
 	noTLS                             bool
 	limits                            Limits
-	budget                            Budget
+	budget                            inmail.Budget
 	// tune, when set, changes the Config before New.
 	tune func(*Config)
 }
@@ -159,9 +160,9 @@ func newHarness(t *testing.T, o options) *harness {
 	roots.AddCert(cert.Leaf)
 	certPEM, _, err := selfsigned.PEM(cert)
 	require.NoError(t, err)
-	router := &fakeRouter{routes: map[string]Route{
-		returnPath: {Kind: RouteReturnPath, TeamID: teamID, DomainID: domainID, EmailID: emailID},
-		receiving:  {Kind: RouteReceiving, TeamID: teamID, DomainID: domainID},
+	router := &fakeRouter{routes: map[string]inmail.Route{
+		returnPath: {Kind: inmail.RouteReturnPath, TeamID: teamID, DomainID: domainID, EmailID: emailID},
+		receiving:  {Kind: inmail.RouteReceiving, TeamID: teamID, DomainID: domainID},
 	}, fail: map[string]bool{"flaky@ours.example": true}}
 	acc := &fakeAcceptor{}
 	metrics := NewMetrics(prometheus.NewRegistry())
@@ -287,9 +288,9 @@ func TestAcceptsAMessageEndToEnd(t *testing.T) {
 	require.Len(t, got, 1)
 	m := got[0]
 	require.Equal(t, "bounce@sender.example", m.MailFrom)
-	require.Equal(t, []Recipient{
-		{Address: returnPath, Route: Route{Kind: RouteReturnPath, TeamID: teamID, DomainID: domainID, EmailID: emailID}},
-		{Address: receiving, Route: Route{Kind: RouteReceiving, TeamID: teamID, DomainID: domainID}},
+	require.Equal(t, []inmail.Recipient{
+		{Address: returnPath, Route: inmail.Route{Kind: inmail.RouteReturnPath, TeamID: teamID, DomainID: domainID, EmailID: emailID}},
+		{Address: receiving, Route: inmail.Route{Kind: inmail.RouteReceiving, TeamID: teamID, DomainID: domainID}},
 	}, m.Recipients)
 	require.Equal(t, "127.0.0.1", m.ClientIP.String())
 	require.Equal(t, "mx.sender.example", m.Helo)
@@ -308,7 +309,7 @@ func TestAcceptsAMessageEndToEnd(t *testing.T) {
 	require.Contains(t, string(head), "DKIM-Signature:")
 
 	require.Equal(t, "pass", m.Auth.SPF.Result)
-	require.Equal(t, []DKIMResult{{Result: "pass", Domain: "sender.example", Identifier: "@sender.example"}}, m.Auth.DKIM)
+	require.Equal(t, []inmail.DKIMResult{{Result: "pass", Domain: "sender.example", Identifier: "@sender.example"}}, m.Auth.DKIM)
 	require.Equal(t, "pass", m.Auth.DMARC.Result)
 	require.Equal(t, "reject", m.Auth.DMARC.Policy)
 	require.Equal(t, "mx.posthaste.test; spf=pass smtp.mailfrom=sender.example; dkim=pass header.d=sender.example header.i=@sender.example; "+
@@ -341,9 +342,9 @@ func TestAcceptsAMessageEndToEnd(t *testing.T) {
 	got = h.acc.accepted()
 	require.Len(t, got, 3)
 	require.Len(t, got[2].Recipients, 1)
-	require.Equal(t, []DKIMResult{{Result: "fail", Domain: "sender.example", Identifier: "@sender.example",
+	require.Equal(t, []inmail.DKIMResult{{Result: "fail", Domain: "sender.example", Identifier: "@sender.example",
 		Reason: got[2].Auth.DKIM[0].Reason}}, got[2].Auth.DKIM)
-	require.Equal(t, DMARCResult{Result: "fail", FromDomain: "sender.example", Policy: "reject",
+	require.Equal(t, inmail.DMARCResult{Result: "fail", FromDomain: "sender.example", Policy: "reject",
 		PolicyDomain: "sender.example"}, got[2].Auth.DMARC)
 	require.Contains(t, got[2].AuthHeader, `dmarc=fail reason="p=reject" header.from=sender.example`)
 	require.Equal(t, 3.0, testutil.ToFloat64(h.metrics.Messages.WithLabelValues("accepted")))
@@ -424,16 +425,16 @@ func TestNullSenderAccepted(t *testing.T) {
 	got := h.acc.accepted()
 	require.Len(t, got, 1)
 	require.Equal(t, "", got[0].MailFrom)
-	require.Equal(t, RouteReturnPath, got[0].Recipients[0].Route.Kind)
+	require.Equal(t, inmail.RouteReturnPath, got[0].Recipients[0].Route.Kind)
 	require.Equal(t, emailID, got[0].Recipients[0].Route.EmailID)
-	require.Equal(t, SPFResult{Result: "pass", Domain: "mx.remote.example", Scope: "helo"}, got[0].Auth.SPF)
+	require.Equal(t, inmail.SPFResult{Result: "pass", Domain: "mx.remote.example", Scope: "helo"}, got[0].Auth.SPF)
 }
 
 func TestLimits(t *testing.T) {
 	t.Run("recipients per transaction", func(t *testing.T) {
 		h := newHarness(t, options{maxRcpts: 2})
 		h.router.mu.Lock()
-		h.router.routes["a@ours.example"] = Route{Kind: RouteReceiving, TeamID: teamID, DomainID: domainID}
+		h.router.routes["a@ours.example"] = inmail.Route{Kind: inmail.RouteReceiving, TeamID: teamID, DomainID: domainID}
 		h.router.mu.Unlock()
 		d := h.dial()
 		require.Contains(t, d.cmd(250, "EHLO client.example"), "LIMITS RCPTMAX=2")
