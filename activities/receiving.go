@@ -63,7 +63,7 @@ func (a *Inbound) receive(ctx context.Context, m store.InboundMessage) (int, err
 				Filename: at.Filename, ContentType: at.ContentType, ContentDisposition: at.ContentDisposition,
 				ContentID: at.ContentID, Size: len(at.Content), Content: at.Content})
 		}
-		_, inserted, err := a.store.Received.InsertReceivedEmail(ctx, e)
+		_, inserted, err := a.received.InsertReceivedEmail(ctx, e)
 		if err != nil {
 			return stored, fmt.Errorf("storing received email of %s: %w", m.ID, err)
 		}

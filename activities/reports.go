@@ -49,7 +49,7 @@ func (a *Inbound) reportTarget(ctx context.Context, m store.InboundMessage, rep 
 	if v, ok := rep.VERP(); ok {
 		paths = append(paths, v)
 	}
-	router := inroute.New(a.store.Received, a.store.Emails, a.verpKey, nil)
+	router := inroute.New(a.received, a.emails, a.verpKey, nil)
 	for _, v := range paths {
 		e, err := router.EmailByVERP(ctx, m.TeamID, v)
 		if errors.Is(err, store.ErrNotFound) {

@@ -35,6 +35,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/templates"
 	"github.com/posthaste/posthaste/internal/testkit/clocktest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
@@ -160,6 +161,7 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 		Imports:      imports.New(imports.Config{Outbox: n}, st),
 		Audience:     audience.New(st.Audience),
 		DataRequests: datareq.New(datareq.Config{Keys: box, Outbox: n}, st),
+		Templates:    templates.New(st),
 		Records: records.Config{BounceHost: "bounce.posthaste.example", SPFInclude: "_spf.posthaste.example",
 			TrackingHost: "track.posthaste.example"},
 		WebhookWaker:     wk,

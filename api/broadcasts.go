@@ -6,15 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/broadcast"
-	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 )
@@ -49,11 +46,11 @@ type broadcastRequest struct {
 	ScheduledAt *string         `json:"scheduled_at"`
 }
 
-// broadcastEdit turns the request into a broadcast.Edit, the template it names
-// copied in.
-func (s *broadcastsAPI) broadcastEdit(c *gin.Context, r broadcastRequest) (broadcast.Edit, error) {
+// broadcastEdit turns the request into a broadcast.Edit; the service
+// copies in the template it names.
+func broadcastEdit(r broadcastRequest) (broadcast.Edit, error) {
 	e := broadcast.Edit{Name: r.Name, From: r.From, Subject: r.Subject, PreviewText: r.PreviewText, HTML: r.HTML,
-		Text: r.Text, TopicID: r.TopicID, SegmentID: r.SegmentID, Components: r.Components}
+		Text: r.Text, TopicID: r.TopicID, SegmentID: r.SegmentID, Components: r.Components, TemplateID: r.TemplateID}
 	if e.SegmentID == nil {
 		e.SegmentID = r.AudienceID // Resend's deprecated name
 	}
@@ -64,49 +61,7 @@ func (s *broadcastsAPI) broadcastEdit(c *gin.Context, r broadcastRequest) (broad
 		}
 		e.ReplyTo = append([]string{}, list...)
 	}
-	if r.TemplateID != nil {
-		if err := s.applyTemplate(c, &e, *r.TemplateID); err != nil {
-			return e, err
-		}
-	}
 	return e, nil
-}
-
-// applyTemplate copies the published version of the team's template ref
-// into e, on a create as on an update: its subject when the request gives
-// none, and its body (html and text, or its component document). The
-// broadcast keeps a copy: later edits of the template do not change it.
-func (s *broadcastsAPI) applyTemplate(c *gin.Context, e *broadcast.Edit, ref string) error {
-	doc := bytes.TrimSpace(e.Components)
-	if e.HTML != nil || e.Text != nil || (len(doc) > 0 && string(doc) != "null") {
-		return invalid.Errorf("template_id", "Give either `template_id` or `html`, `text` and `components`, not both.")
-	}
-	t, err := s.store.Templates.TemplateByRef(c.Request.Context(), principal(c).TeamID, ref)
-	if errors.Is(err, store.ErrNotFound) {
-		return invalid.Errorf("template_id", "Invalid `template_id` field: the team has no template %q.", ref)
-	}
-	if err != nil {
-		return err
-	}
-	if t.Published == nil {
-		return invalid.Errorf("template_id",
-			"Invalid `template_id` field: the template %q is not published. Publish it first.", ref)
-	}
-	p := t.Published
-	if (e.Subject == nil || *e.Subject == "") && p.Subject != nil {
-		subject := *p.Subject
-		e.Subject = &subject
-	}
-	if len(p.Components) > 0 {
-		e.Components = append(json.RawMessage(nil), p.Components...)
-		return nil
-	}
-	html, text := p.HTML, ""
-	if p.Text != nil {
-		text = *p.Text
-	}
-	e.HTML, e.Text = &html, &text
-	return nil
 }
 
 // broadcastError names a segment or topic of the body that the team does
@@ -144,7 +99,7 @@ func (s *broadcastsAPI) createBroadcast(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	e, err := s.broadcastEdit(c, req)
+	e, err := broadcastEdit(req)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -253,7 +208,7 @@ func renderBroadcast(b store.Broadcast, n store.BroadcastCounts) broadcastJSON {
 }
 
 func (s *broadcastsAPI) listBroadcasts(c *gin.Context) {
-	respondList(s.Server, c, s.store.Broadcasts.ListBroadcasts, renderBroadcastListItem)
+	respondList(s.Server, c, s.broadcastSvc.List, renderBroadcastListItem)
 }
 
 func (s *broadcastsAPI) getBroadcast(c *gin.Context) {
@@ -263,12 +218,12 @@ func (s *broadcastsAPI) getBroadcast(c *gin.Context) {
 		return
 	}
 	ctx, team := c.Request.Context(), principal(c).TeamID
-	b, err := s.store.Broadcasts.Broadcast(ctx, team, id)
+	b, err := s.broadcastSvc.Get(ctx, team, id)
 	if err != nil {
 		s.respondError(c, broadcastError(err))
 		return
 	}
-	n, err := s.store.Broadcasts.BroadcastCounts(ctx, team, id)
+	n, err := s.broadcastSvc.Counts(ctx, team, id)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -289,7 +244,7 @@ func (s *broadcastsAPI) updateBroadcast(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	e, err := s.broadcastEdit(c, req)
+	e, err := broadcastEdit(req)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -299,45 +254,20 @@ func (s *broadcastsAPI) updateBroadcast(c *gin.Context) {
 }
 
 func (s *broadcastsAPI) deleteBroadcast(c *gin.Context) {
-	respondOne(s.Server, c, s.store.Broadcasts.DeleteBroadcast, "Broadcast not found.", func(b store.Broadcast) gin.H {
+	respondOne(s.Server, c, s.broadcastSvc.Delete, "Broadcast not found.", func(b store.Broadcast) gin.H {
 		return gin.H{"id": b.ID.String(), "object": "broadcast", "deleted": true}
 	})
 }
 
-// copyName is the name of a duplicate of a broadcast named name, cut to
-// broadcast.MaxName bytes on a character boundary.
-func copyName(name string) string {
-	if strings.TrimSpace(name) == "" {
-		name = "untitled broadcast"
-	}
-	out := strings.TrimSpace("Copy of " + name)
-	for len(out) > broadcast.MaxName {
-		_, size := utf8.DecodeLastRuneInString(out)
-		out = out[:len(out)-size]
-	}
-	return out
-}
-
 // duplicateBroadcast copies a broadcast, whatever its status, into a new
-// draft named "Copy of …".
+// draft named "Copy of …" (broadcast.CopyName).
 func (s *broadcastsAPI) duplicateBroadcast(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	ctx, team := c.Request.Context(), principal(c).TeamID
-	b, err := s.store.Broadcasts.Broadcast(ctx, team, id)
-	if err != nil {
-		s.respondError(c, broadcastError(err))
-		return
-	}
-	newID, err := uuid.NewV7()
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	d, err := s.store.Broadcasts.DuplicateBroadcast(ctx, team, id, newID, copyName(b.Name))
+	d, err := s.broadcastSvc.Duplicate(c.Request.Context(), principal(c).TeamID, id, broadcast.CopyName)
 	s.respondBroadcastRef(c, http.StatusCreated, d, err)
 }
 
@@ -405,18 +335,9 @@ func (s *broadcastsAPI) listBroadcastRecipients(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	kind := c.Query("type")
-	if kind != "" && !slices.Contains(store.BroadcastRecipientKinds(), kind) {
-		s.respondError(c, validation("The `type` parameter must be one of %s.",
-			strings.Join(store.BroadcastRecipientKinds(), ", ")))
-		return
-	}
-	if _, err := s.store.Broadcasts.Broadcast(c.Request.Context(), principal(c).TeamID, id); err != nil {
-		s.respondError(c, broadcastError(err))
-		return
-	}
-	email := strings.TrimSpace(c.Query("email"))
+	kind, email := c.Query("type"), strings.TrimSpace(c.Query("email"))
 	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.BroadcastRecipient, bool, error) {
-		return s.store.Broadcasts.BroadcastRecipients(ctx, team, id, kind, email, p)
+		rows, more, err := s.broadcastSvc.Recipients(ctx, team, id, kind, email, p)
+		return rows, more, broadcastError(err)
 	}, renderBroadcastRecipient)
 }

@@ -245,6 +245,6 @@ func (s *audienceAPI) listContactImports(c *gin.Context) {
 		return
 	}
 	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactImport, bool, error) {
-		return s.store.Audience.ListContactImports(ctx, team, status, p)
+		return s.imports.Page(ctx, team, status, p)
 	}, renderContactImport)
 }

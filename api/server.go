@@ -45,6 +45,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/templates"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
@@ -78,6 +79,7 @@ type Config struct {
 	Imports      *imports.Service   // /contacts/imports
 	DataRequests *datareq.Service   // /data-requests
 	Broadcasts   *broadcast.Service // /broadcasts
+	Templates    *templates.Service // /templates
 	// Accounts serves /api-keys; nil → one built on Store.
 	Accounts *account.Service
 	// Records is the operator's side of the DNS records shown with each
@@ -211,7 +213,7 @@ func New(cfg Config) (*Server, error) {
 	s.emails = &emailsAPI{Server: s, submit: cfg.Submit, emails: cfg.Emails}
 	s.domains = &domainsAPI{Server: s, domainSvc: cfg.Domains, records: cfg.Records}
 	s.audience = &audienceAPI{Server: s, svc: cfg.Audience, imports: cfg.Imports}
-	s.templates = &templatesAPI{s}
+	s.templates = &templatesAPI{Server: s, svc: cfg.Templates}
 	s.broadcasts = &broadcastsAPI{Server: s, broadcastSvc: cfg.Broadcasts}
 	s.webhooks = &webhooksAPI{Server: s, endpoints: cfg.Webhooks, wakeWebhook: cfg.WebhookWaker}
 	s.receiving = &receivingAPI{Server: s, received: cfg.Received}
@@ -302,13 +304,15 @@ func New(cfg Config) (*Server, error) {
 	full.GET("/suppressions", s.emails.listSuppressions)
 	full.POST("/suppressions", s.emails.createSuppression)
 	full.DELETE("/suppressions/:id", s.emails.deleteSuppression)
-	full.POST("/templates", s.templates.createTemplate)
-	full.GET("/templates", s.templates.listTemplates)
-	full.GET("/templates/:id", s.templates.getTemplate)
-	full.PATCH("/templates/:id", s.templates.updateTemplate)
-	full.DELETE("/templates/:id", s.templates.deleteTemplate)
-	full.POST("/templates/:id/publish", s.templates.publishTemplate)
-	full.POST("/templates/:id/duplicate", s.templates.duplicateTemplate)
+	if cfg.Templates != nil {
+		full.POST("/templates", s.templates.createTemplate)
+		full.GET("/templates", s.templates.listTemplates)
+		full.GET("/templates/:id", s.templates.getTemplate)
+		full.PATCH("/templates/:id", s.templates.updateTemplate)
+		full.DELETE("/templates/:id", s.templates.deleteTemplate)
+		full.POST("/templates/:id/publish", s.templates.publishTemplate)
+		full.POST("/templates/:id/duplicate", s.templates.duplicateTemplate)
+	}
 	full.GET("/logs", s.emails.listLogs)
 	full.GET("/audit-log", s.requireOwnerKey, s.privacy.listAuditLog)
 	full.GET("/logs/:id", s.emails.getLog)

@@ -48,6 +48,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/templates"
 	"github.com/posthaste/posthaste/internal/tracking"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
 	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
@@ -487,14 +488,15 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	// Reading sent emails and the suppression list; reading received mail.
 	emails, received := submit.NewEmails(st.Emails), receiving.New(st.Received)
 	accounts := account.New(account.Config{Store: st})
+	templateSvc := templates.New(st)
 	// The default inbound budget, which the Receiving page shows nearly spent
 	// (the MX enforces it: mx.go).
 	inboundBudget := inmail.Budget{DailyMessages: cfg.Inbound.DailyMessages, StorageBytes: cfg.Inbound.StorageBytes}
 	dash, err := dashboard.New(dashboard.Config{Store: st, InboundBudget: inboundBudget, Auth: in.auth, TemporalUIURL: temporalUI,
 		Emails: emails, Received: received,
 		Domains: domainSvc, Webhooks: endpoints, Imports: importSvc, DataRequests: dataRequests, Broadcasts: broadcasts,
-		Audience: audienceSvc, Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys, OAuth: oauthConfig(cfg.OAuth),
-		PublicURL: cfg.HTTP.PublicURL, Mailer: mailer, WebhookWaker: webhookWaker, WebhookClient: hookClient,
+		Audience: audienceSvc, Templates: templateSvc, Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys,
+		OAuth: oauthConfig(cfg.OAuth), PublicURL: cfg.HTTP.PublicURL, Mailer: mailer, WebhookWaker: webhookWaker, WebhookClient: hookClient,
 		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, SessionIdleTimeout: cfg.HTTP.SessionIdleTimeout,
 		TrustedProxies: cfg.HTTP.TrustedProxies, Logger: logger, SMTP: dashboardSMTP(smtpListeners(cfg.SMTP, config.DefaultSMTPListen)),
 		Warmup: cfg.Delivery.Warmup, WarmupOverflow: cfg.Delivery.WarmupOverflow, DefaultPool: cfg.Delivery.DefaultPool,
@@ -541,6 +543,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		Audience:     audienceSvc,
 		DataRequests: dataRequests,
 		Broadcasts:   broadcasts,
+		Templates:    templateSvc,
 		Accounts:     accounts,
 		Records:      recordsConfig(cfg.Domains),
 		WebhookWaker: webhookWaker,
@@ -656,44 +659,48 @@ func webhookClient(cfg config.Config) *webhook.Client {
 	}), webhook.ClientConfig{Timeout: cfg.Webhooks.Timeout})
 }
 
-// newActivities wires the activities. outbox (may be nil) is the outbox
-// dispatcher of this process, poked when events queue webhook messages;
-// tc is the Temporal client the reconciler asks about and restarts
+// newActivities wires the activities, each workflow's built once by the
+// package of its area. outbox (may be nil) is the outbox dispatcher of
+// this process, poked when events queue webhook messages; tc is the
+// Temporal client the reconciler and erasures ask about and restart
 // workflows with. POSTHASTE_IP_POOLS is synced into the database first;
 // the activities deliver from the IP pools named in pools (nil: all, see
 // newSenders), which it returns as worker.Config.Pools names them.
 func newActivities(ctx context.Context, cfg config.Config, st *store.Store, tc client.Client, keys *seal.Box,
 	pc *codec.Codec, metrics *telemetry.Metrics, outbox activities.Notifier, pools []string,
-	logger *slog.Logger) (*activities.Activities, []string, func(), error) {
+	logger *slog.Logger) (worker.Activities, []string, func(), error) {
+	var none worker.Activities
 	if err := syncPools(ctx, st, cfg.Delivery.Pools); err != nil {
-		return nil, nil, nil, err
+		return none, nil, nil, err
 	}
 	sh, err := newShaper(cfg, metrics, logger)
 	if err != nil {
-		return nil, nil, nil, err
+		return none, nil, nil, err
 	}
 	base, err := mtaConfig(cfg.Delivery, cfg.Egress, sh, logger)
 	if err != nil {
 		closeShaper(sh)
-		return nil, nil, nil, err
+		return none, nil, nil, err
 	}
 	d, err := newSenders(ctx, cfg.Delivery, base, st, pools, logger)
 	if err != nil {
 		closeShaper(sh)
-		return nil, nil, nil, err
+		return none, nil, nil, err
 	}
 	sub := submit.New(submit.Config{Store: submit.StoreOf(st), Notifier: outbox, Logger: logger.With("component", "submit")})
 	notices, err := newSystemMailer(cfg.SystemFrom, st, sub, logger)
 	if err != nil {
 		d.Close()
 		closeShaper(sh)
-		return nil, nil, nil, err
+		return none, nil, nil, err
 	}
-	wcfg := activities.WebhookConfig{
+	wcfg := webhook.ActivitiesConfig{
 		Client:       webhookClient(cfg),
+		Keys:         keys,
 		Schedule:     cfg.Webhooks.Retry,
 		DisableAfter: cfg.Webhooks.DisableAfter,
-		Outbox:       outbox,
+		Metrics:      metrics,
+		Logger:       logger,
 	}
 	if notices != nil {
 		wcfg.Notices = notices
@@ -702,31 +709,37 @@ func newActivities(ctx context.Context, cfg config.Config, st *store.Store, tc c
 	if err != nil {
 		d.Close()
 		closeShaper(sh)
-		return nil, nil, nil, err
+		return none, nil, nil, err
 	}
-	acts := activities.NewWithSenders(activities.Config{
-		Hostname:  cfg.Delivery.Hostname,
-		Records:   recordsConfig(cfg.Domains),
-		Resolver:  newResolver(cfg.Delivery),
-		Keys:      keys,
-		Webhooks:  wcfg,
-		Crash:     crasher(cfg),
-		Workflows: worker.NewStarter(tc, deliveryPolicy(cfg)),
-
-		Unsubscribe:   links,
-		FBLDomains:    cfg.Inbound.FBLDomains,
-		BroadcastRate: float64(cfg.Delivery.BroadcastRate),
-		DefaultPool:   cfg.Delivery.DefaultPool,
-		DataRequests: activities.DataRequestConfig{Eraser: subjectEraser(pc), Waker: worker.NewWaker(tc),
-			ArchiveTTL: cfg.Delivery.DataExportTTL, RestartDelay: cfg.Delivery.Heartbeat},
-	}, st, d, metrics, logger)
+	starter, crash := worker.NewStarter(tc, deliveryPolicy(cfg)), crasher(cfg)
+	acts := worker.Activities{
+		Activities: activities.NewWithSenders(activities.Config{
+			Hostname:    cfg.Delivery.Hostname,
+			Keys:        keys,
+			Outbox:      outbox,
+			Crash:       crash,
+			Workflows:   starter,
+			Unsubscribe: links,
+			FBLDomains:  cfg.Inbound.FBLDomains,
+			DefaultPool: cfg.Delivery.DefaultPool,
+		}, st, d, metrics, logger),
+		Domains: domains.NewActivities(domains.ActivitiesConfig{Records: recordsConfig(cfg.Domains),
+			Resolver: newResolver(cfg.Delivery), Logger: logger}, st.Domains),
+		Imports: imports.NewActivities(st.Audience),
+		Broadcasts: broadcast.NewActivities(broadcast.ActivitiesConfig{Rate: float64(cfg.Delivery.BroadcastRate),
+			Outbox: outbox, Crash: crash}, st),
+		DataRequests: datareq.NewActivities(datareq.ActivitiesConfig{Eraser: subjectEraser(pc),
+			Waker: worker.NewWaker(tc), Workflows: starter, RestartDelay: cfg.Delivery.Heartbeat, Logger: logger},
+			datareq.New(datareq.Config{Keys: keys, ArchiveTTL: cfg.Delivery.DataExportTTL}, st)),
+		Webhooks: webhook.NewActivities(wcfg, st.Webhooks),
+	}
 	return acts, d.queues, func() { d.Close(); closeShaper(sh) }, nil
 }
 
 // subjectEraser is what erases an address from Temporal histories: the
 // payload codec's keys; nil (nothing to erase, payloads are in the clear)
 // without a codec.
-func subjectEraser(pc *codec.Codec) activities.SubjectEraser {
+func subjectEraser(pc *codec.Codec) datareq.SubjectEraser {
 	if pc == nil {
 		return nil
 	}

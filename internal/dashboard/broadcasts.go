@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/broadcast"
-	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
@@ -80,7 +79,7 @@ func (h *broadcastsHandler) broadcasts(w http.ResponseWriter, r *http.Request, s
 func (h *broadcastsHandler) renderBroadcasts(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d broadcastsData) {
 	ctx := r.Context()
 	p := pageOf(r.URL.Query(), 50)
-	list, more, err := h.store.Broadcasts.ListBroadcasts(ctx, se.TeamID, p)
+	list, more, err := h.cfg.Broadcasts.List(ctx, se.TeamID, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -94,7 +93,7 @@ func (h *broadcastsHandler) renderBroadcasts(w http.ResponseWriter, r *http.Requ
 	for _, b := range list {
 		row := broadcastRow{Broadcast: b, SegmentName: segmentName(names, b.SegmentID)}
 		if b.Status != store.BroadcastDraft {
-			if row.Counts, err = h.store.Broadcasts.BroadcastCounts(ctx, se.TeamID, b.ID); err != nil {
+			if row.Counts, err = h.cfg.Broadcasts.Counts(ctx, se.TeamID, b.ID); err != nil {
 				h.fail(w, r, err)
 				return
 			}
@@ -112,7 +111,7 @@ const maxSegments = 100
 
 // segmentNames maps the team's segments to their names.
 func (h *broadcastsHandler) segmentNames(ctx context.Context, team uuid.UUID) (map[uuid.UUID]string, error) {
-	list, _, err := h.store.Audience.ListSegments(ctx, team, store.Page{Limit: maxSegments})
+	list, _, err := h.cfg.Audience.ListSegments(ctx, team, store.Page{Limit: maxSegments})
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +182,7 @@ func memberSender(se *store.Session) submit.Sender { return submit.Sender{TeamID
 // body and opens its editor.
 func (h *broadcastsHandler) addBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	ctx := r.Context()
-	segs, _, err := h.store.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: 1})
+	segs, _, err := h.cfg.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: 1})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -264,7 +263,7 @@ func hasBroadcastForm(r *http.Request) bool { _, ok := r.PostForm["subject"]; re
 // field sets.
 func (f broadcastForm) edit() broadcast.Edit {
 	e := broadcast.Edit{Name: &f.Name, SegmentID: &f.SegmentID, TopicID: &f.TopicID, From: &f.From,
-		Subject: &f.Subject, PreviewText: &f.PreviewText, ReplyTo: []string{}}
+		Subject: &f.Subject, PreviewText: &f.PreviewText, ReplyTo: []string{}, Form: true}
 	for _, a := range strings.Split(f.ReplyTo, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			e.ReplyTo = append(e.ReplyTo, a)
@@ -338,12 +337,9 @@ func broadcastError(err error) (formError, bool) {
 	return asFormError(err)
 }
 
-// saveForm applies the posted form to one of the team's drafts, refusing
-// an empty name.
+// saveForm applies the posted form to one of the team's drafts (an empty
+// name refused: edit sets Form).
 func (h *broadcastsHandler) saveForm(ctx context.Context, se *store.Session, id uuid.UUID, f broadcastForm) (store.Broadcast, error) {
-	if strings.TrimSpace(f.Name) == "" {
-		return store.Broadcast{}, invalid.Missing("name")
-	}
 	return h.cfg.Broadcasts.Update(ctx, se.TeamID, id, f.edit())
 }
 
@@ -395,7 +391,7 @@ var broadcastNotices = map[string]string{
 
 func (h *broadcastsHandler) loadBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Broadcast, bool) {
 	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Broadcast, error) {
-		return h.store.Broadcasts.Broadcast(r.Context(), se.TeamID, id)
+		return h.cfg.Broadcasts.Get(r.Context(), se.TeamID, id)
 	})
 }
 
@@ -415,12 +411,12 @@ func (h *broadcastsHandler) broadcast(w http.ResponseWriter, r *http.Request, se
 func (h *broadcastsHandler) renderBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d broadcastData) {
 	ctx := r.Context()
 	b := d.Broadcast
-	segs, _, err := h.store.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: maxSegments})
+	segs, _, err := h.cfg.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: maxSegments})
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	counts, err := h.store.Broadcasts.SegmentContactCounts(ctx, se.TeamID)
+	counts, err := h.cfg.Broadcasts.SegmentContacts(ctx, se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -431,7 +427,7 @@ func (h *broadcastsHandler) renderBroadcast(w http.ResponseWriter, r *http.Reque
 			d.SegmentName = sg.Name
 		}
 	}
-	if d.Topics, _, err = h.store.Audience.ListTopics(ctx, se.TeamID, store.Page{Limit: 100}); err != nil {
+	if d.Topics, _, err = h.cfg.Audience.ListTopics(ctx, se.TeamID, store.Page{Limit: 100}); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -477,7 +473,7 @@ func (h *broadcastsHandler) renderBroadcast(w http.ResponseWriter, r *http.Reque
 // member's contact if the team has one, else sample names at the member's
 // address.
 func (h *broadcastsHandler) sampleContact(ctx context.Context, se *store.Session) (store.BroadcastContact, error) {
-	c, err := h.store.Audience.Contact(ctx, se.TeamID, store.ContactRef{Email: se.UserEmail})
+	c, err := h.cfg.Audience.Contact(ctx, se.TeamID, store.ContactRef{Email: se.UserEmail})
 	if errors.Is(err, store.ErrNotFound) {
 		return store.BroadcastContact{Email: se.UserEmail, FirstName: "Jane", LastName: "Doe"}, nil
 	}

@@ -111,7 +111,7 @@ func (h *audienceHandler) renderImports(w http.ResponseWriter, r *http.Request, 
 	for _, imp := range list {
 		d.Imports = append(d.Imports, importRowOf(imp))
 	}
-	if d.Segments, _, err = h.store.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: 100}); err != nil {
+	if d.Segments, _, err = h.svc.ListSegments(ctx, se.TeamID, store.Page{Limit: 100}); err != nil {
 		h.fail(w, r, err)
 		return
 	}

@@ -5,7 +5,7 @@
 // and CSRF tokens on every form. Domains and webhook endpoints are managed
 // through the same use cases as the API (internal/domains,
 // webhook.Endpoints); contacts, segments, topics and email templates with
-// the API's checks (internal/audience, internal/templates) and events,
+// the API's checks (internal/audience, templates.Service) and events,
 // contact imports through internal/imports, and broadcasts through
 // broadcast.Service. Team owners also see the installation's IP pools and
 // the warm-up of their addresses.
@@ -43,6 +43,7 @@ import (
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/templates"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
@@ -68,6 +69,9 @@ type Config struct {
 	// Audience serves the pages of contacts, segments and topics
 	// (shared with the API like the above); required.
 	Audience *audience.Service
+	// Templates is the templates use case, shared with the API likewise;
+	// required.
+	Templates *templates.Service
 	// Broadcasts creates, edits, tests and sends broadcasts; nil hides the
 	// Broadcasts page.
 	Broadcasts *broadcast.Service
@@ -214,7 +218,7 @@ func New(cfg Config) (*Handler, error) {
 	h.webhooksHandler = &webhooksHandler{h}
 	h.privacyHandler = &privacyHandler{h}
 	h.audienceHandler = &audienceHandler{Handler: h, svc: cfg.Audience}
-	h.templatesHandler = &templatesHandler{h}
+	h.templatesHandler = &templatesHandler{Handler: h, svc: cfg.Templates}
 	h.broadcastsHandler = &broadcastsHandler{h}
 	if h.passwords == nil {
 		h.passwords = password.Shared()

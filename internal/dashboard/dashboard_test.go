@@ -33,6 +33,7 @@ import (
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/templates"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/internal/webhook"
@@ -146,6 +147,9 @@ func withServices(cfg *dashboard.Config, allowHTTP bool) {
 	}
 	if cfg.DataRequests == nil {
 		cfg.DataRequests = datareq.New(datareq.Config{Keys: cfg.Keys}, cfg.Store)
+	}
+	if cfg.Templates == nil {
+		cfg.Templates = templates.New(cfg.Store)
 	}
 	if cfg.Emails == nil {
 		cfg.Emails = submit.NewEmails(cfg.Store.Emails)

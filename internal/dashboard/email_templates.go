@@ -19,12 +19,15 @@ import (
 	"github.com/posthaste/posthaste/internal/templates"
 )
 
-// templatesHandler serves the pages of email templates.
-type templatesHandler struct{ *Handler }
+// templatesHandler serves the pages of email templates through
+// templates.Service, the API's.
+type templatesHandler struct {
+	*Handler
+	svc *templates.Service
+}
 
 // routes adds the pages of email templates. Every write goes
-// through signedIn (session and CSRF token) and the checks the API uses
-// (internal/templates).
+// through signedIn (session and CSRF token) and templates.Service.
 func (h *templatesHandler) routes(m *http.ServeMux) {
 	m.Handle("GET /dashboard/templates", h.signedIn(h.templates))
 	m.Handle("POST /dashboard/templates", h.signedIn(h.addTemplate))
@@ -58,7 +61,7 @@ func (h *templatesHandler) templates(w http.ResponseWriter, r *http.Request, se 
 }
 
 func (h *templatesHandler) renderTemplates(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d templatesData) {
-	list, _, err := h.store.Templates.ListTemplates(r.Context(), se.TeamID, store.Page{Limit: 100})
+	list, _, err := h.svc.List(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -78,18 +81,8 @@ func templateError(err error) (formError, bool) {
 
 // addTemplate makes a draft with a starter body and opens its editor.
 func (h *templatesHandler) addTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	name := r.PostFormValue("name")
-	id, err := uuid.NewV7()
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	body := starterHTML
-	t := store.Template{ID: id, TeamID: se.TeamID}
-	err = templates.Edit{Name: &name, HTML: &body}.Apply(&t, true)
-	if err == nil {
-		t, err = h.store.Templates.CreateTemplate(r.Context(), t)
-	}
+	name, body := r.PostFormValue("name"), starterHTML
+	t, err := h.svc.Create(r.Context(), se.TeamID, templates.Edit{Name: &name, HTML: &body})
 	if f, ok := templateError(err); ok {
 		h.renderTemplates(w, r, se, http.StatusUnprocessableEntity, templatesData{Name: name, Error: f})
 		return
@@ -207,10 +200,13 @@ func templateFormOf(r *http.Request) templateForm {
 	return f
 }
 
-// edit is the form as a templates.Edit, the API's rules. An empty
-// fallback is none; a number's fallback is given as the JSON it reads as.
+// edit is the form as a templates.Edit, the API's rules for the whole
+// form (Form: an empty name refused, an empty text part dropped). An
+// empty fallback is none; a number's fallback is given as the JSON it
+// reads as.
 func (f templateForm) edit() templates.Edit {
-	e := templates.Edit{Name: &f.Name, Alias: &f.Alias, From: &f.From, Subject: &f.Subject, ReplyTo: []string{}}
+	e := templates.Edit{Name: &f.Name, Alias: &f.Alias, From: &f.From, Subject: &f.Subject, ReplyTo: []string{},
+		Form: true}
 	for _, a := range strings.Split(f.ReplyTo, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			e.ReplyTo = append(e.ReplyTo, a)
@@ -243,24 +239,9 @@ func (f templateForm) edit() templates.Edit {
 	return e
 }
 
-// applyForm applies f to t (a copy): the editor's edit, with an empty name
-// refused (the API leaves it unchanged) and an empty text part dropped.
-func applyForm(t *store.Template, f templateForm) error {
-	if strings.TrimSpace(f.Name) == "" {
-		return invalid.Missing("name")
-	}
-	if err := f.edit().Apply(t, false); err != nil {
-		return err
-	}
-	if f.Format == formatHTML && f.Text == "" {
-		t.Content.Text = nil
-	}
-	return nil
-}
-
 func (h *templatesHandler) loadTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Template, bool) {
 	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Template, error) {
-		return h.store.Templates.TemplateByRef(r.Context(), se.TeamID, id.String())
+		return h.svc.Get(r.Context(), se.TeamID, id.String())
 	})
 }
 
@@ -294,9 +275,7 @@ func (h *templatesHandler) saveTemplate(w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	f := templateFormOf(r)
-	_, err := h.store.Templates.UpdateTemplate(r.Context(), se.TeamID, t.ID.String(), func(cur *store.Template) error {
-		return applyForm(cur, f)
-	})
+	_, err := h.svc.Update(r.Context(), se.TeamID, t.ID.String(), f.edit())
 	if fe, ok := templateError(err); ok {
 		h.renderTemplate(w, se, http.StatusUnprocessableEntity, "email_template", templateData{Template: t, Form: f, Error: fe})
 		return
@@ -307,7 +286,7 @@ func (h *templatesHandler) saveTemplate(w http.ResponseWriter, r *http.Request, 
 	}
 	done := "saved"
 	if r.PostFormValue("action") == "publish" {
-		if _, err := h.store.Templates.PublishTemplate(r.Context(), se.TeamID, t.ID.String()); err != nil {
+		if _, err := h.svc.Publish(r.Context(), se.TeamID, t.ID.String()); err != nil {
 			h.failOr404(w, r, err)
 			return
 		}
@@ -321,12 +300,7 @@ func (h *templatesHandler) duplicateTemplate(w http.ResponseWriter, r *http.Requ
 	if !ok {
 		return
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	dup, err := h.store.Templates.DuplicateTemplate(r.Context(), se.TeamID, t.ID.String(), id)
+	dup, err := h.svc.Duplicate(r.Context(), se.TeamID, t.ID.String())
 	if err != nil {
 		h.failOr404(w, r, err)
 		return
@@ -344,7 +318,7 @@ func (h *templatesHandler) deleteTemplatePage(w http.ResponseWriter, r *http.Req
 
 func (h *templatesHandler) deleteTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if _, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Template, error) {
-		return h.store.Templates.DeleteTemplate(r.Context(), se.TeamID, id.String())
+		return h.svc.Delete(r.Context(), se.TeamID, id.String())
 	}); !ok {
 		return
 	}
@@ -380,7 +354,7 @@ const maxSampleValues = 100
 func renderDraft(r *http.Request, t store.Template) renderedTemplate {
 	f := templateFormOf(r)
 	draft := t
-	if err := applyForm(&draft, f); err != nil {
+	if err := f.edit().Apply(&draft, false); err != nil {
 		var ie *invalid.Error
 		if errors.As(err, &ie) {
 			return renderedTemplate{Error: ie.Message, Field: ie.Field}

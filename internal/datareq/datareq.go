@@ -2,9 +2,9 @@
 // in one team, an export of everything Posthaste holds about it (a zip
 // archive, stored sealed in PostgreSQL until it expires) or its erasure.
 // The API and the dashboard create and read requests through Service; the
-// DataRequest workflow's activities build exports (Service.BuildExport)
-// and erase (store.EraseSubject and a SubjectEraser for Temporal
-// histories).
+// DataRequest workflow's activities (Activities) build exports
+// (Service.BuildExport) and erase (store.EraseSubject and a SubjectEraser
+// for Temporal histories).
 //
 // The request keeps its address sealed with the master key (associated
 // data: the request id), and a completed erasure clears it.

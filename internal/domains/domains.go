@@ -3,7 +3,8 @@
 // return path checked, a DKIM key made and sealed), changing its tracking
 // and TLS settings, starting its verification and deleting it, each change
 // emitting its domain.* webhook event. It also holds the list of delivery
-// regions and the DNS records of a domain with their statuses.
+// regions, the DNS records of a domain with their statuses, and the
+// VerifyDomain workflow's activities (Activities).
 package domains
 
 import (

@@ -1,4 +1,4 @@
-package activities_test
+package webhook_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,15 +15,18 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/acttest"
 	"github.com/posthaste/posthaste/internal/testkit/clocktest"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/internal/webhook"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
 // receiver is a loopback endpoint answering with the statuses of answer,
 // in turn (the last one repeats), and recording what it got.
@@ -62,10 +66,10 @@ func (r *receiver) received() []received {
 
 type noticeRecorder struct {
 	mu sync.Mutex
-	n  []activities.WebhookNotice
+	n  []webhook.Notice
 }
 
-func (n *noticeRecorder) WebhookDisabled(_ context.Context, wn activities.WebhookNotice) error {
+func (n *noticeRecorder) WebhookDisabled(_ context.Context, wn webhook.Notice) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.n = append(n.n, wn)
@@ -75,7 +79,7 @@ func (n *noticeRecorder) WebhookDisabled(_ context.Context, wn activities.Webhoo
 type webhookEnv struct {
 	st      *store.Store
 	clock   *clocktest.Clock // the activities' and the webhook client's
-	acts    *activities.Activities
+	acts    *webhook.Activities
 	email   store.Email
 	hook    store.Webhook
 	notices *noticeRecorder
@@ -85,7 +89,7 @@ func newWebhookEnv(t *testing.T, endpoint string, disableAfter time.Duration) *w
 	st := storetest.New(t)
 	box, err := seal.New(make([]byte, 32))
 	require.NoError(t, err)
-	e := insertEmail(t, st, "delivered@posthaste.test")
+	e := acttest.InsertEmail(t, st, "delivered@posthaste.test")
 	id := uuid.Must(uuid.NewV7())
 	sealed, err := box.Seal(webhook.NewSecret(), id[:])
 	require.NoError(t, err)
@@ -94,13 +98,13 @@ func newWebhookEnv(t *testing.T, endpoint string, disableAfter time.Duration) *w
 	require.NoError(t, st.Webhooks.CreateWebhook(context.Background(), w))
 	n := &noticeRecorder{}
 	clock := clocktest.New(time.Now())
-	acts := activities.New(activities.Config{Keys: box, Now: clock.Now, Webhooks: activities.WebhookConfig{
+	acts := webhook.NewActivities(webhook.ActivitiesConfig{Keys: box, Now: clock.Now,
 		Client: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}),
 			webhook.ClientConfig{Timeout: 2 * time.Second, Now: clock.Now}),
 		Schedule:     []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond},
 		DisableAfter: disableAfter,
 		Notices:      n,
-	}}, st, nil, nil, nil)
+	}, st.Webhooks)
 	return &webhookEnv{st: st, clock: clock, acts: acts, email: e, hook: w, notices: n}
 }
 
@@ -108,7 +112,7 @@ func newWebhookEnv(t *testing.T, endpoint string, disableAfter time.Duration) *w
 // moving the clock to each pass's NextAt as the workflow's timer would.
 func (e *webhookEnv) deliverAll(t *testing.T) contract.DeliverWebhooksResult {
 	for i := 0; i < 50; i++ {
-		res, err := run[contract.DeliverWebhooksInput, contract.DeliverWebhooksResult](t, e.acts.DeliverWebhooks,
+		res, err := acttest.Run[contract.DeliverWebhooksInput, contract.DeliverWebhooksResult](t, e.acts.DeliverWebhooks,
 			contract.DeliverWebhooksInput{WebhookID: e.hook.ID.String()})
 		require.NoError(t, err)
 		if res.Stop || (!res.More && res.NextAt == nil) {
@@ -244,13 +248,13 @@ func TestWebhookFailingTooLongIsDisabledAndOwnersAreTold(t *testing.T) {
 func TestWebhookRefusedDestinationIsLoggedAsAnAttempt(t *testing.T) {
 	t.Parallel()
 	env := newWebhookEnv(t, "https://169.254.169.254/hook", time.Hour)
-	guarded := activities.New(activities.Config{Keys: mustBox(t), Now: env.clock.Now, Webhooks: activities.WebhookConfig{
+	guarded := webhook.NewActivities(webhook.ActivitiesConfig{Keys: mustBox(t), Now: env.clock.Now,
 		Client:   webhook.NewClient(egress.New(egress.Config{}), webhook.ClientConfig{Timeout: time.Second, Now: env.clock.Now}),
 		Schedule: []time.Duration{time.Hour},
-	}}, env.st, nil, nil, nil)
+	}, env.st.Webhooks)
 	env.acts = guarded
 	env.record(t, store.EventSent)
-	_, err := run[contract.DeliverWebhooksInput, contract.DeliverWebhooksResult](t, env.acts.DeliverWebhooks,
+	_, err := acttest.Run[contract.DeliverWebhooksInput, contract.DeliverWebhooksResult](t, env.acts.DeliverWebhooks,
 		contract.DeliverWebhooksInput{WebhookID: env.hook.ID.String()})
 	require.NoError(t, err)
 	msgs, _, err := env.st.Webhooks.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
@@ -310,11 +314,11 @@ func TestWebhookTimesOutAHangingEndpoint(t *testing.T) {
 	env := newWebhookEnv(t, srv.URL, time.Hour)
 	// The client keeps the real clock: the timeout and the attempt's
 	// duration are real; the activities' clock decides when the retry is due.
-	env.acts = activities.New(activities.Config{Keys: mustBox(t), Now: env.clock.Now, Webhooks: activities.WebhookConfig{
+	env.acts = webhook.NewActivities(webhook.ActivitiesConfig{Keys: mustBox(t), Now: env.clock.Now,
 		Client: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}),
 			webhook.ClientConfig{Timeout: 300 * time.Millisecond}),
 		Schedule: []time.Duration{50 * time.Millisecond},
-	}}, env.st, nil, nil, nil)
+	}, env.st.Webhooks)
 	env.record(t, store.EventSent)
 	env.deliverAll(t)
 	msgs, _, err := env.st.Webhooks.ListWebhookMessages(context.Background(), env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})

@@ -1,9 +1,10 @@
-package activities
+package webhook
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,16 +12,17 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/webhook"
+	"github.com/posthaste/posthaste/internal/telemetry"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
 
-// Webhook delivery defaults.
+// Delivery defaults of the DeliverWebhook workflow's activity.
 const (
-	// DefaultWebhookDisableAfter is how long an endpoint may fail
-	// continuously before it is disabled.
-	DefaultWebhookDisableAfter = 5 * 24 * time.Hour
+	// DefaultDisableAfter is how long an endpoint may fail continuously
+	// before it is disabled.
+	DefaultDisableAfter = 5 * 24 * time.Hour
 	// webhookBatch bounds the messages one pass reads, and webhookGroups
 	// the order keys (emails, domains) they belong to.
 	webhookBatch  = 500
@@ -33,8 +35,12 @@ const (
 	webhookPassBudget = 30 * time.Second
 )
 
-// WebhookNotice tells a team's owners that an endpoint was disabled.
-type WebhookNotice struct {
+// errNoKey marks signing keys that cannot be opened; its text is the one
+// the activity has always reported.
+var errNoKey = errors.New("DKIM key unavailable")
+
+// Notice tells a team's owners that an endpoint was disabled.
+type Notice struct {
 	TeamID    uuid.UUID
 	WebhookID uuid.UUID
 	Endpoint  string
@@ -43,26 +49,67 @@ type WebhookNotice struct {
 
 // Noticer tells a team's owners that one of their endpoints was disabled.
 type Noticer interface {
-	WebhookDisabled(ctx context.Context, n WebhookNotice) error
+	WebhookDisabled(ctx context.Context, n Notice) error
 }
 
-// Notifier is told when outbox entries were committed (the outbox
-// dispatcher of this process, if any).
-type Notifier interface{ Notify() }
+// Activities is the activity of the DeliverWebhook workflow: delivery
+// passes over an endpoint's messages. The worker registers it under its
+// name in workflows/contract.
+type Activities struct {
+	webhooks     *store.Webhooks
+	client       *Client // nil in a process that delivers no webhooks
+	keys         *seal.Box
+	schedule     []time.Duration
+	disableAfter time.Duration
+	notices      Noticer
+	metrics      *telemetry.Metrics
+	logger       *slog.Logger
+	now          func() time.Time
+}
 
-// WebhookConfig configures webhook delivery.
-type WebhookConfig struct {
+// ActivitiesConfig configures webhook delivery.
+type ActivitiesConfig struct {
 	// Client posts messages; nil in a process that delivers no webhooks.
-	Client *webhook.Client
-	// Schedule is the delay before each retry; nil → webhook.DefaultSchedule.
+	Client *Client
+	// Keys opens the endpoints' signing secrets; nil in a process without
+	// a master key, which then cannot deliver webhooks.
+	Keys *seal.Box
+	// Schedule is the delay before each retry; nil → DefaultSchedule.
 	Schedule []time.Duration
 	// DisableAfter disables an endpoint failing continuously this long;
-	// 0 → DefaultWebhookDisableAfter.
+	// 0 → DefaultDisableAfter.
 	DisableAfter time.Duration
 	// Notices tells owners about disabled endpoints; nil → logged only.
 	Notices Noticer
-	// Outbox is poked after domain events are emitted; may be nil.
-	Outbox Notifier
+	// Metrics counts attempts; may be nil.
+	Metrics *telemetry.Metrics
+	// Logger may be nil.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now. Tests pass a settable clock.
+	Now func() time.Time
+}
+
+// NewActivities returns the activity of DeliverWebhook over st.
+func NewActivities(cfg ActivitiesConfig, st *store.Webhooks) *Activities {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	schedule := cfg.Schedule
+	if schedule == nil {
+		schedule = DefaultSchedule
+	}
+	disableAfter := cfg.DisableAfter
+	if disableAfter <= 0 {
+		disableAfter = DefaultDisableAfter
+	}
+	return &Activities{webhooks: st, client: cfg.Client, keys: cfg.Keys, schedule: schedule,
+		disableAfter: disableAfter, notices: cfg.Notices, metrics: cfg.Metrics,
+		logger: logger.With("component", "activities"), now: now}
 }
 
 // DeliverWebhooks makes one delivery pass over an endpoint's undelivered
@@ -74,15 +121,15 @@ type WebhookConfig struct {
 // attempt schedules the next one (Schedule with jitter, or Retry-After on
 // 429/503) or fails the message when no retry is left; 410 disables the
 // endpoint, and so does failing continuously for DisableAfter.
-func (a *Webhooks) DeliverWebhooks(ctx context.Context, in contract.DeliverWebhooksInput) (contract.DeliverWebhooksResult, error) {
+func (a *Activities) DeliverWebhooks(ctx context.Context, in contract.DeliverWebhooksInput) (contract.DeliverWebhooksResult, error) {
 	id, err := uuid.Parse(in.WebhookID)
 	if err != nil {
 		return contract.DeliverWebhooksResult{}, temporal.NewNonRetryableApplicationError("bad webhook id", contract.ErrTypePermanent, err)
 	}
-	if a.webhooks.Client == nil {
+	if a.client == nil {
 		return contract.DeliverWebhooksResult{}, errors.New("this process does not deliver webhooks")
 	}
-	w, err := a.store.Webhooks.WebhookByID(ctx, id)
+	w, err := a.webhooks.WebhookByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && w.Status != store.WebhookEnabled) {
 		return contract.DeliverWebhooksResult{Stop: true}, nil
 	}
@@ -91,10 +138,10 @@ func (a *Webhooks) DeliverWebhooks(ctx context.Context, in contract.DeliverWebho
 	}
 	keys, err := a.webhookKeys(w)
 	if err != nil {
-		return contract.DeliverWebhooksResult{}, classify(err)
+		return contract.DeliverWebhooksResult{}, err
 	}
 	start := a.now()
-	msgs, err := a.store.Webhooks.DueMessages(ctx, id, start, webhookGroups, webhookBatch)
+	msgs, err := a.webhooks.DueMessages(ctx, id, start, webhookGroups, webhookBatch)
 	if err != nil {
 		return contract.DeliverWebhooksResult{}, err
 	}
@@ -157,11 +204,11 @@ func (a *Webhooks) DeliverWebhooks(ctx context.Context, in contract.DeliverWebho
 		return contract.DeliverWebhooksResult{}, firstErr
 	}
 	if stopped.Load() {
-		if w, err := a.store.Webhooks.WebhookByID(ctx, id); err != nil || w.Status != store.WebhookEnabled {
+		if w, err := a.webhooks.WebhookByID(ctx, id); err != nil || w.Status != store.WebhookEnabled {
 			return contract.DeliverWebhooksResult{Stop: true}, nil
 		}
 	}
-	next, err := a.store.Webhooks.NextWebhookAttempt(ctx, id)
+	next, err := a.webhooks.NextWebhookAttempt(ctx, id)
 	if err != nil {
 		return contract.DeliverWebhooksResult{}, err
 	}
@@ -179,22 +226,23 @@ func (a *Webhooks) DeliverWebhooks(ctx context.Context, in contract.DeliverWebho
 }
 
 // webhookKeys opens the endpoint's signing keys: the current one, and the
-// previous one while it still signs after a rotation.
-func (a *Webhooks) webhookKeys(w store.Webhook) ([][]byte, error) {
-	keys, err := webhook.Keys(a.keys, w, a.now())
+// previous one while it still signs after a rotation. Keys that cannot be
+// opened are a permanent error.
+func (a *Activities) webhookKeys(w store.Webhook) ([][]byte, error) {
+	keys, err := Keys(a.keys, w, a.now())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errNoKey, err)
+		return nil, contract.Permanent(fmt.Errorf("%w: %w", errNoKey, err))
 	}
 	return keys, nil
 }
 
 // attemptWebhook posts one message and stores the outcome. It reports
 // whether the message was delivered and whether the endpoint was disabled.
-func (a *Webhooks) attemptWebhook(ctx context.Context, w store.Webhook, keys [][]byte, m store.WebhookMessage) (ok, disabled bool, err error) {
-	at := a.webhooks.Client.Post(ctx, w.Endpoint, webhook.MessageID(m.ID), m.Payload, keys)
+func (a *Activities) attemptWebhook(ctx context.Context, w store.Webhook, keys [][]byte, m store.WebhookMessage) (ok, disabled bool, err error) {
+	at := a.client.Post(ctx, w.Endpoint, MessageID(m.ID), m.Payload, keys)
 	n := m.Attempts + 1
 	o := store.AttemptOutcome{WebhookID: w.ID, TeamID: w.TeamID, Succeeded: at.OK()}
-	o.Attempt, err = webhook.AttemptRow(m.ID, at)
+	o.Attempt, err = AttemptRow(m.ID, at)
 	if err != nil {
 		return false, false, err
 	}
@@ -204,18 +252,14 @@ func (a *Webhooks) attemptWebhook(ctx context.Context, w store.Webhook, keys [][
 	case at.Gone():
 		o.Status = store.MessageFailed
 	default:
-		schedule := a.webhooks.Schedule
-		if schedule == nil {
-			schedule = webhook.DefaultSchedule
-		}
-		if d, retry := webhook.NextAttempt(schedule, n, at, webhook.Jitter()); retry {
+		if d, retry := NextAttempt(a.schedule, n, at, Jitter()); retry {
 			next := at.At.Add(at.Duration + d)
 			o.Status, o.NextAt = store.MessageAttempting, &next
 		} else {
 			o.Status = store.MessageFailed
 		}
 	}
-	since, err := a.store.Webhooks.RecordWebhookAttempt(ctx, o)
+	since, err := a.webhooks.RecordWebhookAttempt(ctx, o)
 	if err != nil {
 		return false, false, err
 	}
@@ -233,7 +277,7 @@ func (a *Webhooks) attemptWebhook(ctx context.Context, w store.Webhook, keys [][
 	switch {
 	case at.Gone():
 		reason = "The endpoint answered 410 Gone."
-	case since != nil && a.now().Sub(*since) >= a.disableAfter():
+	case since != nil && a.now().Sub(*since) >= a.disableAfter:
 		reason = fmt.Sprintf("Every delivery has failed since %s.", since.UTC().Format(time.RFC3339))
 	default:
 		return false, false, nil
@@ -241,24 +285,17 @@ func (a *Webhooks) attemptWebhook(ctx context.Context, w store.Webhook, keys [][
 	return false, true, a.disableWebhook(ctx, w, reason)
 }
 
-func (a *Webhooks) disableAfter() time.Duration {
-	if d := a.webhooks.DisableAfter; d > 0 {
-		return d
-	}
-	return DefaultWebhookDisableAfter
-}
-
 // disableWebhook disables the endpoint and, once, tells the team's owners.
-func (a *Webhooks) disableWebhook(ctx context.Context, w store.Webhook, reason string) error {
-	changed, err := a.store.Webhooks.DisableWebhook(ctx, w.ID, reason)
+func (a *Activities) disableWebhook(ctx context.Context, w store.Webhook, reason string) error {
+	changed, err := a.webhooks.DisableWebhook(ctx, w.ID, reason)
 	if err != nil || !changed {
 		return err
 	}
 	a.logger.Warn("webhook disabled", "team_id", w.TeamID, "webhook_id", w.ID, "reason", reason)
-	if a.webhooks.Notices == nil {
+	if a.notices == nil {
 		return nil
 	}
-	if err := a.webhooks.Notices.WebhookDisabled(ctx, WebhookNotice{TeamID: w.TeamID, WebhookID: w.ID,
+	if err := a.notices.WebhookDisabled(ctx, Notice{TeamID: w.TeamID, WebhookID: w.ID,
 		Endpoint: w.Endpoint, Reason: reason}); err != nil {
 		// The endpoint stays disabled; the notice is best effort.
 		a.logger.Warn("telling owners about a disabled webhook", "team_id", w.TeamID, "webhook_id", w.ID, "err", err)

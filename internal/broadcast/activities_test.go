@@ -1,22 +1,27 @@
-package activities_test
+package broadcast_test
 
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/health"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/testkit/acttest"
+	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
 // TestHandOffBroadcastChunk hands a broadcast's contacts over through the
 // activity: the sandbox sender's broadcast reaches sandbox addresses and
@@ -30,7 +35,7 @@ func TestHandOffBroadcastChunk(t *testing.T) {
 	team := uuid.Must(uuid.NewV7())
 	require.NoError(t, st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
 	require.NoError(t, st.Accounts.SetPlan(ctx, team, "50k"))
-	acts := activities.New(activities.Config{}, st, nil, nil, nil)
+	acts := broadcast.NewActivities(broadcast.ActivitiesConfig{}, st)
 
 	seg, err := st.Audience.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "all"})
 	require.NoError(t, err)
@@ -49,7 +54,7 @@ func TestHandOffBroadcastChunk(t *testing.T) {
 		return b
 	}
 	handOff := func(b store.Broadcast) contract.BroadcastChunkResult {
-		res, err := run[contract.BroadcastChunkInput, contract.BroadcastChunkResult](t, acts.HandOffBroadcastChunk,
+		res, err := acttest.Run[contract.BroadcastChunkInput, contract.BroadcastChunkResult](t, acts.HandOffBroadcastChunk,
 			contract.BroadcastChunkInput{BroadcastID: b.ID, Size: 100})
 		require.NoError(t, err)
 		return res
@@ -121,7 +126,7 @@ func TestBroadcastEmailInsights(t *testing.T) {
 		Region: "eu-west-1", Status: store.DomainVerified, ReturnPath: "bounce", TLS: store.TLSEnforced,
 		DKIMSelector: "sel", DKIMPublicKey: "unused", DKIMPrivateKey: []byte("unused"),
 		RecordStatus: map[string]string{records.KeyDMARC: store.DomainFailed}}))
-	acts := activities.New(activities.Config{}, st, nil, nil, nil)
+	acts := broadcast.NewActivities(broadcast.ActivitiesConfig{}, st)
 	api := submit.New(submit.Config{Store: submit.StoreOf(st)})
 	seg, err := st.Audience.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: "all"})
 	require.NoError(t, err)
@@ -150,7 +155,7 @@ func TestBroadcastEmailInsights(t *testing.T) {
 			require.NoError(t, err)
 			_, err = st.Broadcasts.SendBroadcast(ctx, team, b.ID, nil, nil)
 			require.NoError(t, err)
-			res, err := run[contract.BroadcastChunkInput, contract.BroadcastChunkResult](t,
+			res, err := acttest.Run[contract.BroadcastChunkInput, contract.BroadcastChunkResult](t,
 				acts.HandOffBroadcastChunk, contract.BroadcastChunkInput{BroadcastID: b.ID, Size: 100})
 			require.NoError(t, err)
 			require.Equal(t, 1, res.Emails)

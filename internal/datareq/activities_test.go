@@ -1,4 +1,4 @@
-package activities_test
+package datareq_test
 
 import (
 	"context"
@@ -12,7 +12,9 @@ import (
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/datareq"
+	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/acttest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
@@ -49,12 +51,13 @@ func TestEraseDataRequest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
-	box := mustBox(t)
+	box := newBox(t)
 	eraser, waker := &fakeEraser{}, &fakeWaker{}
-	acts := activities.New(activities.Config{Keys: box, DataRequests: activities.DataRequestConfig{
-		Eraser: eraser, Waker: waker}}, st, nil, nil, nil)
+	acts := datareq.NewActivities(datareq.ActivitiesConfig{Eraser: eraser, Waker: waker},
+		datareq.New(datareq.Config{Keys: box}, st))
+	sending := activities.New(activities.Config{Keys: box}, st, nil, nil, nil)
 
-	sent := insertEmail(t, st, "kim@dest.test")
+	sent := acttest.InsertEmail(t, st, "kim@dest.test")
 	team := sent.TeamID
 	at := time.Now().Add(time.Hour)
 	later := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: team, From: "Acme <onboarding@posthaste.test>",
@@ -78,23 +81,23 @@ func TestEraseDataRequest(t *testing.T) {
 	require.NoError(t, err)
 	in := contract.DataRequestInput{RequestID: r.ID}
 
-	start, err := run[contract.DataRequestInput, contract.StartDataRequestResult](t, acts.StartDataRequest, in)
+	start, err := acttest.Run[contract.DataRequestInput, contract.StartDataRequestResult](t, acts.StartDataRequest, in)
 	require.NoError(t, err)
 	require.Equal(t, contract.StartDataRequestResult{Type: store.DataRequestErasure}, start)
-	_, err = run[contract.DataRequestInput, struct{}](t, acts.EraseDataRequest, in)
+	_, err = acttest.Run[contract.DataRequestInput, struct{}](t, acts.EraseDataRequest, in)
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{later.ID}, waker.woken, "the scheduled email's workflow is woken")
-	prep, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare,
+	prep, err := acttest.Run[contract.PrepareInput, contract.PrepareResult](t, sending.Prepare,
 		contract.PrepareInput{EmailID: later.ID.String()})
 	require.NoError(t, err)
 	require.True(t, prep.Skip, "the woken workflow finds nothing to send")
-	_, err = run[contract.DataRequestInput, struct{}](t, acts.EraseSubjectHistory, in)
+	_, err = acttest.Run[contract.DataRequestInput, struct{}](t, acts.EraseSubjectHistory, in)
 	require.NoError(t, err)
 	require.Equal(t, []string{team.String() + " kim@dest.test"}, eraser.calls)
 	// A second pass (after the wait) changes no count.
-	_, err = run[contract.DataRequestInput, struct{}](t, acts.EraseDataRequest, in)
+	_, err = acttest.Run[contract.DataRequestInput, struct{}](t, acts.EraseDataRequest, in)
 	require.NoError(t, err)
-	_, err = run[contract.FinishDataRequestInput, struct{}](t, acts.FinishDataRequest,
+	_, err = acttest.Run[contract.FinishDataRequestInput, struct{}](t, acts.FinishDataRequest,
 		contract.FinishDataRequestInput{RequestID: r.ID})
 	require.NoError(t, err)
 
@@ -112,27 +115,16 @@ func TestEraseDataRequest(t *testing.T) {
 	require.Equal(t, audit.ActorSystem, list[0].ActorType)
 
 	// Finishing again records nothing more.
-	_, err = run[contract.FinishDataRequestInput, struct{}](t, acts.FinishDataRequest,
+	_, err = acttest.Run[contract.FinishDataRequestInput, struct{}](t, acts.FinishDataRequest,
 		contract.FinishDataRequestInput{RequestID: r.ID})
 	require.NoError(t, err)
 	list, _, err = st.Privacy.ListAudit(ctx, team, audit.Filter{Action: audit.DataRequestComplete}, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	// A rerun of the whole request finds it ended.
-	start, err = run[contract.DataRequestInput, contract.StartDataRequestResult](t, acts.StartDataRequest, in)
+	start, err = acttest.Run[contract.DataRequestInput, contract.StartDataRequestResult](t, acts.StartDataRequest, in)
 	require.NoError(t, err)
 	require.True(t, start.Ended)
-}
-
-// An email erased while it was being sent has its last events dropped
-// instead of retried for a day.
-func TestRecordEventsOfErasedEmail(t *testing.T) {
-	t.Parallel()
-	st := storetest.New(t)
-	acts := activities.New(activities.Config{}, st, nil, nil, nil)
-	_, err := run[contract.RecordEventsInput, struct{}](t, acts.RecordEvents, contract.RecordEventsInput{
-		EmailID: uuid.Must(uuid.NewV7()).String(), Events: []contract.EventInput{{Type: store.EventFailed}}})
-	require.NoError(t, err)
 }
 
 // An erasure stops the workflow of an email still being sent to the
@@ -144,17 +136,18 @@ func TestEraseDataRequestInFlight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
-	box := mustBox(t)
+	box := newBox(t)
 	wf := &fakeWorkflows{running: map[wfRun]bool{}}
-	acts := activities.New(activities.Config{Keys: box, Workflows: wf, DataRequests: activities.DataRequestConfig{
-		Eraser: &fakeEraser{}, RestartDelay: time.Minute}}, st, nil, nil, nil)
+	acts := datareq.NewActivities(datareq.ActivitiesConfig{Eraser: &fakeEraser{}, Workflows: wf,
+		RestartDelay: time.Minute}, datareq.New(datareq.Config{Keys: box}, st))
+	sending := activities.New(activities.Config{Keys: box}, st, nil, nil, nil)
 
 	e := store.Email{ID: uuid.Must(uuid.NewV7()), From: "Acme <onboarding@posthaste.test>",
 		FromDomain: "posthaste.test", To: []string{"Kim@dest.test", "lee@dest.test"}, Subject: "Hi",
 		LastEvent: store.EventQueued, CreatedAt: time.Now(), Recipients: []store.Recipient{
 			{Address: "Kim@dest.test", Kind: "to", Domain: "dest.test", Status: store.EventQueued},
 			{Address: "lee@dest.test", Kind: "to", Domain: "dest.test", Status: store.EventQueued}}}
-	e.TeamID = insertEmail(t, st, "someone@else.test").TeamID
+	e.TeamID = acttest.InsertEmail(t, st, "someone@else.test").TeamID
 	_, err := storetest.InsertEmail(ctx, st, e)
 	require.NoError(t, err)
 	startedAll(t, st)
@@ -164,9 +157,9 @@ func TestEraseDataRequestInFlight(t *testing.T) {
 		"kim@dest.test", audit.Entry{ActorType: audit.ActorAdmin})
 	require.NoError(t, err)
 	in := contract.DataRequestInput{RequestID: r.ID}
-	_, err = run[contract.DataRequestInput, contract.StartDataRequestResult](t, acts.StartDataRequest, in)
+	_, err = acttest.Run[contract.DataRequestInput, contract.StartDataRequestResult](t, acts.StartDataRequest, in)
 	require.NoError(t, err)
-	_, err = run[contract.DataRequestInput, struct{}](t, acts.EraseDataRequest, in)
+	_, err = acttest.Run[contract.DataRequestInput, struct{}](t, acts.EraseDataRequest, in)
 	require.NoError(t, err)
 	require.Len(t, wf.terminated, 1)
 	require.Equal(t, e.ID, wf.terminated[0].ID)
@@ -183,7 +176,7 @@ func TestEraseDataRequestInFlight(t *testing.T) {
 		"lee@dest.test": store.EventQueued}, status)
 
 	// A second pass: the restart runs, nothing is stopped or restarted again.
-	_, err = run[contract.DataRequestInput, struct{}](t, acts.EraseDataRequest, in)
+	_, err = acttest.Run[contract.DataRequestInput, struct{}](t, acts.EraseDataRequest, in)
 	require.NoError(t, err)
 	require.Len(t, wf.terminated, 1)
 	require.Len(t, wf.restarted, 1)
@@ -192,10 +185,71 @@ func TestEraseDataRequestInFlight(t *testing.T) {
 	require.Equal(t, 1, done.Found[store.InFlightEmails])
 
 	// The restarted workflow's Prepare names only the other recipient.
-	prep, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare,
+	prep, err := acttest.Run[contract.PrepareInput, contract.PrepareResult](t, sending.Prepare,
 		contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.False(t, prep.Skip)
 	_, addrs := prep.PersonalData()
 	require.Equal(t, []string{"lee@dest.test"}, addrs)
+}
+
+// The fixtures below are the few of package activities' tests that the
+// erasure tests need too.
+
+func newBox(t *testing.T) *seal.Box {
+	t.Helper()
+	box, err := seal.New(make([]byte, 32))
+	require.NoError(t, err)
+	return box
+}
+
+// startedAll deletes every outbox entry, as the dispatcher does once the
+// workflows started.
+func startedAll(t *testing.T, st *store.Store) {
+	t.Helper()
+	_, err := st.Webhooks.DrainOutbox(context.Background(), 1000, func(_ context.Context, items []store.OutboxItem) []store.OutboxResult {
+		var res []store.OutboxResult
+		for _, it := range items {
+			res = append(res, store.OutboxResult{ID: it.ID, Done: true})
+		}
+		return res
+	})
+	require.NoError(t, err)
+}
+
+// fakeWorkflows answers Running from a set of running (email, restart)
+// pairs and records restarts and terminations, as Temporal would through
+// worker.Starter.
+type fakeWorkflows struct {
+	mu         sync.Mutex
+	running    map[wfRun]bool
+	restarted  []store.EmailRef
+	terminated []store.EmailRef
+}
+
+type wfRun struct {
+	email    uuid.UUID
+	restarts int
+}
+
+func (f *fakeWorkflows) Running(_ context.Context, ref store.EmailRef) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.running[wfRun{ref.ID, ref.Restarts}], nil
+}
+
+func (f *fakeWorkflows) Restart(_ context.Context, ref store.EmailRef, _ *time.Time) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.restarted = append(f.restarted, ref)
+	f.running[wfRun{ref.ID, ref.Restarts}] = true // a started workflow runs for a while
+	return nil
+}
+
+func (f *fakeWorkflows) Terminate(_ context.Context, ref store.EmailRef, _ string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.terminated = append(f.terminated, ref)
+	delete(f.running, wfRun{ref.ID, ref.Restarts})
+	return nil
 }
