@@ -151,7 +151,7 @@ func TestDeliverRecordsOutcomesAndRetriesOnlyDeferred(t *testing.T) {
 
 	// The permanent bounce put the address on the team's suppression list,
 	// and only it.
-	sp, err := st.Emails.SuppressionByEmail(context.Background(), e.TeamID, "Gone@dest.test")
+	sp, err := storetest.SuppressionByEmail(context.Background(), st, e.TeamID, "Gone@dest.test")
 	require.NoError(t, err)
 	require.Equal(t, store.SuppressionBounce, sp.Reason)
 	require.Equal(t, e.ID, *sp.EmailID)

@@ -62,7 +62,7 @@ func domainEmail(t *testing.T, st *store.Store, d store.Domain, rcpts ...string)
 		_, dom, _ := strings.Cut(r, "@")
 		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: dom, Status: store.EventQueued})
 	}
-	_, err := st.Emails.InsertEmail(context.Background(), e)
+	_, err := storetest.InsertEmail(context.Background(), st, e)
 	require.NoError(t, err)
 	return e
 }

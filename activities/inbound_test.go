@@ -77,7 +77,7 @@ func receiveAuth(t *testing.T, st *store.Store, key []byte, rp string, raw []byt
 		ClientIP: netip.MustParseAddr("192.0.2.9"), Helo: "mail.example.net", ReceivedAt: time.Now(), Data: raw,
 		Auth: auth}
 	require.NoError(t, in.Accept(ctx, m))
-	list, err := st.Received.InboundMessages(ctx, r.TeamID, 1)
+	list, err := storetest.InboundMessages(ctx, st, r.TeamID, 1)
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	return list[0].ID
@@ -101,7 +101,7 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 	}
 	status := func(e store.Email) map[string]string { return recipientStatus(t, st, e) }
 	suppression := func(addr string) string {
-		sp, err := st.Emails.SuppressionByEmail(ctx, d.TeamID, addr)
+		sp, err := storetest.SuppressionByEmail(ctx, st, d.TeamID, addr)
 		if err != nil {
 			return ""
 		}

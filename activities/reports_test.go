@@ -59,7 +59,7 @@ func (r reportEnv) delivered(t *testing.T, created time.Time, rcpts ...string) s
 	if !created.IsZero() {
 		// Not the email of domainEmail: the same, created earlier.
 		e.ID, e.CreatedAt = uuid.Must(uuid.NewV7()), created
-		_, err := r.st.Emails.InsertEmail(context.Background(), e)
+		_, err := storetest.InsertEmail(context.Background(), r.st, e)
 		require.NoError(t, err)
 	}
 	var evs []store.Event
@@ -72,7 +72,7 @@ func (r reportEnv) delivered(t *testing.T, created time.Time, rcpts ...string) s
 
 func (r reportEnv) suppressed(t *testing.T, addr string) bool {
 	t.Helper()
-	_, err := r.st.Emails.SuppressionByEmail(context.Background(), r.d.TeamID, addr)
+	_, err := storetest.SuppressionByEmail(context.Background(), r.st, r.d.TeamID, addr)
 	return err == nil
 }
 

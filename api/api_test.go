@@ -407,7 +407,7 @@ func TestSendAcceptsSDKShapesAndChunkedBodies(t *testing.T) {
 	// An io.Reader of unknown length makes the client send it chunked.
 	r := e.do("POST", "/emails", e.keyA, io.MultiReader(strings.NewReader(body)))
 	require.Equal(t, 200, r.status, string(r.raw))
-	em, err := e.store.Emails.EmailForBuild(context.Background(), uuid.MustParse(r.body["id"].(string)))
+	em, err := storetest.EmailForBuild(context.Background(), e.store, uuid.MustParse(r.body["id"].(string)))
 	require.NoError(t, err)
 	require.Len(t, em.Attachments, 3)
 	require.Equal(t, []byte("hello"), em.Attachments[0].Content)
@@ -489,7 +489,7 @@ func TestPathAttachmentsGoThroughTheEgressGuard(t *testing.T) {
 			continue
 		}
 		require.Equal(t, 200, r.status, string(r.raw))
-		em, err := e.store.Emails.EmailForBuild(context.Background(), uuid.MustParse(r.body["id"].(string)))
+		em, err := storetest.EmailForBuild(context.Background(), e.store, uuid.MustParse(r.body["id"].(string)))
 		require.NoError(t, err)
 		require.Len(t, em.Attachments, 1)
 		require.Equal(t, "june.csv", em.Attachments[0].Filename)

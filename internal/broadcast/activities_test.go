@@ -81,7 +81,7 @@ func TestHandOffBroadcastChunk(t *testing.T) {
 		e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: team, From: "onboarding@posthaste.test",
 			FromDomain: "posthaste.test", To: []string{addr}, Subject: "s", LastEvent: status, CreatedAt: time.Now(),
 			Recipients: []store.Recipient{{Address: addr, Kind: "to", Domain: "example.com", Status: status}}}
-		_, err := st.Emails.InsertEmail(ctx, e)
+		_, err := storetest.InsertEmail(ctx, st, e)
 		require.NoError(t, err)
 	}
 	_, err = st.Insights.EvaluateHealth(ctx, time.Now(), health.DefaultWindow, true)

@@ -295,7 +295,7 @@ func TestEmailsPagesShowOnlyTheTeamsEmails(t *testing.T) {
 		FromDomain: "posthaste.test", To: []string{"bounced@posthaste.test"}, Subject: "Quarterly <report>",
 		HTML: &html, LastEvent: store.EventQueued, CreatedAt: time.Now(),
 		Recipients: []store.Recipient{{Address: "bounced@posthaste.test", Kind: "to", Domain: "posthaste.test", Status: "queued"}}}
-	_, err := f.store.Emails.InsertEmail(ctx, e)
+	_, err := storetest.InsertEmail(ctx, f.store, e)
 	require.NoError(t, err)
 	_, err = f.store.Emails.SaveMessage(ctx, e.TeamID, e.ID, e.ID.String()+"@posthaste.test", []byte("Subject: Quarterly\r\nX-Test: yes\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nthe text part as sent\r\n"))
 	require.NoError(t, err)

@@ -64,7 +64,7 @@ func TestEraseDataRequest(t *testing.T) {
 		FromDomain: "posthaste.test", To: []string{"Kim@dest.test"}, Subject: "Later", LastEvent: store.EventScheduled,
 		ScheduledAt: &at, CreatedAt: time.Now(), Recipients: []store.Recipient{{Address: "Kim@dest.test", Kind: "to",
 			Domain: "dest.test", Status: store.EventScheduled}}}
-	_, err := st.Emails.InsertEmail(ctx, later)
+	_, err := storetest.InsertEmail(ctx, st, later)
 	require.NoError(t, err)
 	// Its workflow has started: the outbox is drained.
 	_, err = st.Webhooks.DrainOutbox(ctx, 100, func(_ context.Context, items []store.OutboxItem) []store.OutboxResult {
@@ -148,7 +148,7 @@ func TestEraseDataRequestInFlight(t *testing.T) {
 			{Address: "Kim@dest.test", Kind: "to", Domain: "dest.test", Status: store.EventQueued},
 			{Address: "lee@dest.test", Kind: "to", Domain: "dest.test", Status: store.EventQueued}}}
 	e.TeamID = acttest.InsertEmail(t, st, "someone@else.test").TeamID
-	_, err := st.Emails.InsertEmail(ctx, e)
+	_, err := storetest.InsertEmail(ctx, st, e)
 	require.NoError(t, err)
 	startedAll(t, st)
 	wf.running[wfRun{e.ID, 0}] = true

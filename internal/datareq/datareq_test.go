@@ -55,7 +55,7 @@ func TestExportArchiveSpansChunks(t *testing.T) {
 		CreatedAt: time.Now(), Recipients: []store.Recipient{{Address: addr, Kind: "to", Domain: "dest.test",
 			Status: store.EventQueued}},
 		Attachments: []store.Attachment{{Filename: "../../big.bin", ContentType: "application/octet-stream", Content: big}}}
-	_, err = st.Emails.InsertEmail(ctx, e)
+	_, err = storetest.InsertEmail(ctx, st, e)
 	require.NoError(t, err)
 
 	svc := datareq.New(datareq.Config{Keys: box}, st)

@@ -24,8 +24,8 @@ import (
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
-// keyedStore is sealedStore with its keyring, to write rows as older
-// code did.
+// keyedStore is sealedStore with a keyring of the same master key, to
+// write rows as older code did.
 func keyedStore(t *testing.T) (*store.Store, *datakey.Keyring, *pgx.Conn) {
 	t.Helper()
 	ctx := context.Background()
@@ -39,8 +39,7 @@ func keyedStore(t *testing.T) (*store.Store, *datakey.Keyring, *pgx.Conn) {
 	db, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close(context.Background()) })
-	kr := datakey.New(box, plain, datakey.Config{})
-	return plain.WithSealer(kr), kr, db
+	return storetest.Open(t, store.Config{URL: url, MasterKey: box}), datakey.New(box, plain, datakey.Config{}), db
 }
 
 // receivingRoute makes a verified receiving domain of a new team and
@@ -103,7 +102,7 @@ func TestInboundStoredInChunks(t *testing.T) {
 				m.Recipients = []inmail.Recipient{ra, rb}
 				require.NoError(t, in.Accept(ctx, m), how)
 				for _, team := range []uuid.UUID{teamA, teamB} {
-					ms, err := st.Received.InboundMessages(ctx, team, 1)
+					ms, err := storetest.InboundMessages(ctx, st, team, 1)
 					require.NoError(t, err)
 					require.Equal(t, m.ID, ms[0].MessageID)
 					require.True(t, bytes.Equal(msg, ms[0].Raw), "%s: %d bytes read back of %d", how, len(ms[0].Raw), len(msg))
@@ -128,7 +127,7 @@ func TestInboundStoredInChunks(t *testing.T) {
 
 	// A chunk cannot go missing or be moved to another position: each is
 	// sealed for its own.
-	ms, err := st.Received.InboundMessages(ctx, teamA, 1)
+	ms, err := storetest.InboundMessages(ctx, st, teamA, 1)
 	require.NoError(t, err)
 	_, err = db.Exec(ctx, `UPDATE inbound_message_chunk SET seq = 99 WHERE inbound_id = $1 AND seq = 0`, ms[0].ID)
 	require.NoError(t, err)
@@ -167,7 +166,7 @@ func TestInboundOldFormatRows(t *testing.T) {
 		require.NoError(t, err, "sealed: %v", sealed)
 		require.Equal(t, msg, m.Raw, "sealed: %v", sealed)
 	}
-	ms, err := st.Received.InboundMessages(ctx, team, 10)
+	ms, err := storetest.InboundMessages(ctx, st, team, 10)
 	require.NoError(t, err)
 	require.Len(t, ms, 2)
 	for _, m := range ms {
@@ -256,9 +255,7 @@ func TestInboundAcceptsBounded(t *testing.T) {
 	ctx := context.Background()
 	_, url := storetest.NewWithURL(t)
 	// A pool larger than the bound, as the processes' (32).
-	st, err := store.Open(ctx, store.Config{URL: url, MaxConns: 2 * store.DefaultInboundAccepts})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
+	st := storetest.Open(t, store.Config{URL: url, MaxConns: 2 * store.DefaultInboundAccepts})
 	db, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close(context.Background()) })
@@ -291,7 +288,7 @@ func TestInboundAcceptsBounded(t *testing.T) {
 	cancel()
 	require.NoError(t, err, "a small message is accepted while the large ones hold their slots")
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = st.Received.InboundMessages(qctx, team, 1)
+	_, err = storetest.InboundMessages(qctx, st, team, 1)
 	cancel()
 	require.NoError(t, err, "the pool serves others meanwhile")
 	releaseAll()
@@ -299,7 +296,7 @@ func TestInboundAcceptsBounded(t *testing.T) {
 		require.NoError(t, <-errs)
 	}
 	require.NoError(t, in.Accept(ctx, large), "accepted once a slot is free")
-	ms, err := st.Received.InboundMessages(ctx, team, 10)
+	ms, err := storetest.InboundMessages(ctx, st, team, 10)
 	require.NoError(t, err)
 	require.Len(t, ms, store.DefaultInboundAccepts+2)
 }

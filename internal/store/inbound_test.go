@@ -13,6 +13,7 @@ import (
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 var verpKey = []byte("0123456789abcdef0123456789abcdef")
@@ -25,7 +26,7 @@ func domainEmail(t *testing.T, st *store.Store, team uuid.UUID, name string, cre
 	require.NoError(t, st.Domains.CreateDomain(context.Background(), d))
 	e := newEmail(team, rcpts...)
 	e.DomainID, e.FromDomain, e.CreatedAt = &d.ID, name, created
-	_, err := st.Emails.InsertEmail(context.Background(), e)
+	_, err := storetest.InsertEmail(context.Background(), st, e)
 	require.NoError(t, err)
 	return e, d
 }
@@ -90,7 +91,7 @@ func TestInboundRouteReturnPath(t *testing.T) {
 		require.NoError(t, in.Accept(ctx, inmail.Message{ID: uuid.Must(uuid.NewV7()), Data: []byte("Subject: x\r\n\r\nx\r\n"),
 			Recipients: []inmail.Recipient{{Address: gone, Route: r}}}))
 	}
-	msgs, err := st.Received.InboundMessages(ctx, team, 10)
+	msgs, err := storetest.InboundMessages(ctx, st, team, 10)
 	require.NoError(t, err)
 	require.Empty(t, msgs, "nothing stored")
 
@@ -132,10 +133,10 @@ func TestInboundAcceptSplitsPerTeam(t *testing.T) {
 	require.NoError(t, in.Accept(ctx, m))
 	require.Equal(t, 1, commits)
 
-	la, err := st.Received.InboundMessages(ctx, teamA, 10)
+	la, err := storetest.InboundMessages(ctx, st, teamA, 10)
 	require.NoError(t, err)
 	require.Len(t, la, 1)
-	lb, err := st.Received.InboundMessages(ctx, teamB, 10)
+	lb, err := storetest.InboundMessages(ctx, st, teamB, 10)
 	require.NoError(t, err)
 	require.Len(t, lb, 1)
 	a := la[0]
@@ -200,7 +201,7 @@ func TestBouncedAfterDeliveredIsTheOnlyLateOutcome(t *testing.T) {
 	st := newStore(t)
 	team := newTeam(t, st)
 	e := newEmail(team, "a@dest.test", "b@dest.test")
-	_, err := st.Emails.InsertEmail(ctx, e)
+	_, err := storetest.InsertEmail(ctx, st, e)
 	require.NoError(t, err)
 	bounce := map[string]any{"type": "Permanent", "subType": "General", "message": "async",
 		"diagnosticCode": []string{"smtp; 550 5.1.1 no"}}

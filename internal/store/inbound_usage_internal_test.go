@@ -42,7 +42,7 @@ func TestInboundUsageSlots(t *testing.T) {
 	free, capped := uuid.New(), uuid.New()
 	require.NoError(t, st.Accounts.CreateTeam(ctx, Team{ID: free, Name: "free"}))
 	require.NoError(t, st.Accounts.CreateTeam(ctx, Team{ID: capped, Name: "capped"}))
-	require.NoError(t, st.Received.SetInboundBudget(ctx, capped, 100, 0))
+	require.NoError(t, setInboundBudget(ctx, st, capped, 100, 0))
 	in := NewInbound(st, nil)
 	now := time.Now()
 	msg := func(team uuid.UUID) inmail.Message {

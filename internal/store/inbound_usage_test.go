@@ -18,6 +18,7 @@ import (
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/mxlisten"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // receivingDomain creates a verified domain of team with receiving on.
@@ -70,12 +71,12 @@ func TestInboundUsageCountsReceivedMail(t *testing.T) {
 	require.Equal(t, inmail.Usage{Messages: 1, Bytes: 21}, u)
 
 	// A team's own budget comes with its usage.
-	require.NoError(t, st.Received.SetInboundBudget(ctx, teamB, 5, 1<<20))
+	require.NoError(t, storetest.SetInboundBudget(ctx, st, teamB, 5, 1<<20))
 	u, err = st.Received.InboundUsage(ctx, teamB, now)
 	require.NoError(t, err)
 	require.Equal(t, inmail.Usage{Messages: 1, Bytes: 21, MaxMessages: 5, MaxBytes: 1 << 20}, u)
 	// A storage budget beyond 2 GiB (a bigint, not an integer).
-	require.NoError(t, st.Received.SetInboundBudget(ctx, teamB, 5, 5<<30))
+	require.NoError(t, storetest.SetInboundBudget(ctx, st, teamB, 5, 5<<30))
 	u, err = st.Received.InboundUsage(ctx, teamB, now)
 	require.NoError(t, err)
 	require.Equal(t, inmail.Usage{Messages: 1, Bytes: 21, MaxMessages: 5, MaxBytes: 5 << 30}, u)
@@ -124,7 +125,7 @@ func TestInboundAcceptRefusesOverBudget(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, 3, ok)
 	require.Equal(t, 5, over)
-	msgs, err := st.Received.InboundMessages(ctx, teamA, 100)
+	msgs, err := storetest.InboundMessages(ctx, st, teamA, 100)
 	require.NoError(t, err)
 	require.Len(t, msgs, 3, "nothing of a refused message is kept")
 	u, err := st.Received.InboundUsage(ctx, teamA, now)
@@ -133,12 +134,12 @@ func TestInboundAcceptRefusesOverBudget(t *testing.T) {
 
 	// Team B still receives; and a team's own budget replaces the default.
 	require.NoError(t, in.Accept(ctx, receivedMessage(b, now, "b")))
-	require.NoError(t, st.Received.SetInboundBudget(ctx, teamA, 4, 0))
+	require.NoError(t, storetest.SetInboundBudget(ctx, st, teamA, 4, 0))
 	require.NoError(t, in.Accept(ctx, receivedMessage(a, now, "a")))
 	require.ErrorIs(t, in.Accept(ctx, receivedMessage(a, now, "a")), inmail.ErrOverBudget)
 
 	// Bytes: a message that would go over the storage budget is refused.
-	require.NoError(t, st.Received.SetInboundBudget(ctx, teamB, 100, 200))
+	require.NoError(t, storetest.SetInboundBudget(ctx, st, teamB, 100, 200))
 	require.ErrorIs(t, in.Accept(ctx, receivedMessage(b, now, strings.Repeat("x", 200))), inmail.ErrOverBudget)
 	require.NoError(t, in.Accept(ctx, receivedMessage(b, now, strings.Repeat("x", 100))))
 }
@@ -197,7 +198,7 @@ func TestInboundBudgetAtTheMX(t *testing.T) {
 	require.Equal(t, 452, te.Code, te.Msg)
 	require.NoError(t, send("support@b.test"), "team B still receives")
 
-	msgs, err := st.Received.InboundMessages(context.Background(), teamA, 10)
+	msgs, err := storetest.InboundMessages(context.Background(), st, teamA, 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 2)
 }

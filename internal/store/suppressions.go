@@ -56,7 +56,7 @@ func (s *Emails) AddSuppression(ctx context.Context, sp Suppression) (Suppressio
 func (s *Emails) AddSuppressionBy(ctx context.Context, sp Suppression, by audit.Entry) (Suppression, bool, error) {
 	var got Suppression
 	var created bool
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		if got, created, err = addSuppression(ctx, tx, sp); err != nil {
 			return err
@@ -66,7 +66,7 @@ func (s *Emails) AddSuppressionBy(ctx context.Context, sp Suppression, by audit.
 		return err
 	})
 	if err != nil {
-		return Suppression{}, false, mapErr(err)
+		return Suppression{}, false, err
 	}
 	return got, created, nil
 }
@@ -88,11 +88,6 @@ func addSuppression(ctx context.Context, q querier, sp Suppression) (Suppression
 	return got, false, err
 }
 
-// SuppressionByEmail finds the team's entry for an address.
-func (s *Emails) SuppressionByEmail(ctx context.Context, teamID uuid.UUID, email string) (Suppression, error) {
-	return suppressionByEmail(ctx, s.pool, teamID, email)
-}
-
 func suppressionByEmail(ctx context.Context, q querier, teamID uuid.UUID, email string) (Suppression, error) {
 	return scanSuppression(q.QueryRow(ctx, `SELECT `+suppressionColumns+` FROM suppression
 		WHERE team_id = @team AND email = @email`, pgx.NamedArgs{"team": teamID, "email": NormalizeAddress(email)}))
@@ -110,7 +105,7 @@ func (s *Emails) ListSuppressions(ctx context.Context, teamID uuid.UUID, p Page)
 // suppression.delete of the entry in the same transaction.
 func (s *Emails) DeleteSuppression(ctx context.Context, teamID uuid.UUID, id *uuid.UUID, email string, by audit.Entry) (Suppression, error) {
 	var sp Suppression
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		sp, err = scanSuppression(tx.QueryRow(ctx, `DELETE FROM suppression
 			WHERE team_id = @team AND ((@id::uuid IS NOT NULL AND id = @id) OR (@id::uuid IS NULL AND email = @email))
@@ -124,7 +119,7 @@ func (s *Emails) DeleteSuppression(ctx context.Context, teamID uuid.UUID, id *uu
 		return err
 	})
 	if err != nil {
-		return Suppression{}, mapErr(err)
+		return Suppression{}, err
 	}
 	return sp, nil
 }

@@ -122,7 +122,7 @@ func TestOneClickUnsubscribesFromTheTopic(t *testing.T) {
 	require.True(t, f.blocked(f.news.ID, "ann@x.test"), "later sends with the topic are blocked")
 	require.False(t, f.blocked(f.secret.ID, "ann@x.test"), "other topics are not touched")
 	require.Equal(t, []string{"contact.topics.updated:ann@x.test"}, f.events())
-	wakes, err := f.st.Webhooks.OutboxLen(ctx)
+	wakes, err := storetest.OutboxLen(ctx, f.st)
 	require.NoError(t, err)
 	require.Equal(t, 1, wakes, "the endpoint's delivery is woken when the change commits")
 	msgs, _, err := f.st.Webhooks.ListWebhookMessages(ctx, f.team, f.webhook, store.Page{Limit: 1})

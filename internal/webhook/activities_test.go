@@ -144,7 +144,7 @@ func TestWebhookRetriesThenSucceedsInOrder(t *testing.T) {
 	env.record(t, store.EventSent, store.EventDelivered)
 	env.record(t, store.EventDelivered) // a repeated step queues nothing
 
-	n, err := env.st.Webhooks.OutboxLen(ctx)
+	n, err := storetest.OutboxLen(ctx, env.st)
 	require.NoError(t, err)
 	require.Equal(t, 2, n, "the email's own entry and one wake-up of the endpoint")
 
@@ -347,7 +347,7 @@ func TestScheduledEmailQueuesItsWebhook(t *testing.T) {
 		Tags: []store.Tag{{Name: "k", Value: "v"}}, ScheduledAt: &at, LastEvent: store.EventScheduled, CreatedAt: time.Now(),
 		Recipients: []store.Recipient{{Address: "delivered@posthaste.test", Kind: "to", Domain: "posthaste.test",
 			Status: store.EventScheduled}}}
-	_, err := env.st.Emails.InsertEmail(ctx, e)
+	_, err := storetest.InsertEmail(ctx, env.st, e)
 	require.NoError(t, err)
 	msgs, _, err := env.st.Webhooks.ListWebhookMessages(ctx, env.hook.TeamID, env.hook.ID, store.Page{Limit: 10})
 	require.NoError(t, err)

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // Run executes the activity fn with input in the way a worker does (with
@@ -57,7 +58,7 @@ func InsertEmailAt(t testing.TB, st *store.Store, at time.Time, rcpts ...string)
 		_, domain, _ := strings.Cut(r, "@")
 		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: domain, Status: store.EventQueued})
 	}
-	if _, err := st.Emails.InsertEmail(ctx, e); err != nil {
+	if _, err := storetest.InsertEmail(ctx, st, e); err != nil {
 		t.Fatalf("inserting an email: %v", err)
 	}
 	return e
