@@ -269,7 +269,7 @@ func TestPrepareSendsAcceptedForward(t *testing.T) {
 	require.NoError(t, err)
 	row := e.Row(uuid.Must(uuid.NewV7()), d.TeamID, time.Now())
 	row.DomainID = &d.ID
-	_, err = st.Emails.InsertEmail(ctx, row)
+	_, err = storetest.InsertEmail(ctx, st, row)
 	require.NoError(t, err)
 
 	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, nil, nil, nil)

@@ -1,8 +1,13 @@
-// Package activities does all I/O on behalf of Posthaste's workflows:
-// building and storing messages, recording email events, and delivering
-// to MX hosts, within the warm-up allowances of the source addresses that
-// WarmupGate counts in PostgreSQL. Every activity is idempotent: a retry
-// after a crash repeats no visible effect.
+// Package activities does the I/O of Posthaste's sending workflows
+// (SendEmail, SendBatch), of received mail (ProcessInbound), of the
+// periodic sweeps (Retention, Reconcile, AccountHealth): building and
+// storing messages, recording email events, and delivering to MX hosts,
+// within the warm-up allowances of the source addresses that WarmupGate
+// counts in PostgreSQL. The activities of the other workflows live in the
+// package of their area: internal/domains (VerifyDomain), imports
+// (ContactImport), broadcast (Broadcast), datareq (DataRequest) and
+// webhook (DeliverWebhook). Every activity is idempotent: a retry after a
+// crash repeats no visible effect.
 package activities
 
 import (
@@ -11,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"strings"
 	"time"
@@ -23,7 +27,6 @@ import (
 	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/mime"
 	"github.com/posthaste/posthaste/internal/mta"
-	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/seal"
@@ -59,22 +62,21 @@ type onePool struct{ d Deliverer }
 
 func (o onePool) Sender(pool string) (Deliverer, bool) { return o.d, pool == "" }
 
+// Notifier is told when outbox entries were committed (the outbox
+// dispatcher of this process, if any).
+type Notifier interface{ Notify() }
+
 // Config holds the settings activities need.
 type Config struct {
 	// Hostname names this installation in the return path of sandbox
 	// mail (POSTHASTE_HOSTNAME).
 	Hostname string
-	// Records is the operator's side of the domains' DNS records.
-	Records records.Config
-	// Resolver looks domain records up (POSTHASTE_DNS_SERVER); nil means
-	// the system resolver.
-	Resolver *net.Resolver
-	// Keys opens the domains' sealed DKIM keys and the webhooks' signing
-	// secrets; nil in a process without a master key, which then cannot
-	// prepare mail from a domain nor deliver webhooks.
+	// Keys opens the domains' sealed DKIM keys; nil in a process without
+	// a master key, which then cannot prepare mail from a domain.
 	Keys *seal.Box
-	// Webhooks configures webhook delivery.
-	Webhooks WebhookConfig
+	// Outbox is told when recorded events may have queued webhook
+	// messages (the outbox dispatcher of this process); may be nil.
+	Outbox Notifier
 	// Workflows tells Reconcile whether emails' workflows run and
 	// restarts them; nil in a process that does not reconcile.
 	Workflows EmailWorkflows
@@ -124,37 +126,31 @@ type Config struct {
 	// (POSTHASTE_IP_POOLS): Prepare gives groups of teams or domains
 	// assigned it the pool "", whose queues are the default ones.
 	DefaultPool string
-	// BroadcastRate is the emails a second each team's broadcasts hand to
-	// the send path (POSTHASTE_BROADCAST_RATE); 0 → DefaultBroadcastRate.
-	BroadcastRate float64
-	// DataRequests configures the activities of data subject requests.
-	DataRequests DataRequestConfig
 }
 
 // VERPKeyPurpose derives Config.VERPKey from the master key
 // (seal.Box.DeriveKey).
 const VERPKeyPurpose = "posthaste verp return path"
 
-// Activities are the activities of every workflow, one struct a workflow
-// (or a workflow and the one it starts, for SendEmail and SendBatch), each
-// holding only the dependencies its activities use. Construct it with New;
-// the worker registers each activity under its name in package contract.
+// Activities are the activities of the workflows of sending and received
+// mail and of the periodic sweeps, one struct a workflow (or a workflow
+// and the one it starts, for SendEmail and SendBatch), each holding only
+// the dependencies its activities use. Construct it with New; the worker
+// registers each activity under its name in package contract. The
+// activities of the other workflows live in the package of their area
+// (domains, imports, broadcast, datareq, webhook); Health is built apart.
 type Activities struct {
-	*Sending      // SendEmail and SendBatch
-	*Domains      // VerifyDomain
-	*Retention    // Retention
-	*Reconciler   // Reconcile
-	*Imports      // ContactImport
-	*Broadcasts   // Broadcast
-	*DataRequests // DataRequest
-	*Webhooks     // DeliverWebhook
-	*Inbound      // ProcessInbound
+	*Sending    // SendEmail and SendBatch
+	*Retention  // Retention
+	*Reconciler // Reconcile
+	*Inbound    // ProcessInbound
 }
 
 // Sending are the activities of SendEmail and SendBatch: preparing,
 // delivering and recording the outcomes of emails.
 type Sending struct {
 	recorder
+	audience             *store.Audience
 	mta                  Senders // nil in processes that do not deliver
 	logger               *slog.Logger
 	now                  func() time.Time
@@ -174,74 +170,30 @@ type Sending struct {
 // bounce on the suppression list: what sending and received reports
 // share.
 type recorder struct {
-	store   *store.Store
+	emails  *store.Emails
 	outbox  Notifier
 	metrics *telemetry.Metrics
 }
 
-// Domains are the activities of VerifyDomain.
-type Domains struct {
-	store    *store.Store
-	logger   *slog.Logger
-	resolver *net.Resolver
-	records  records.Config
-}
-
 // Retention are the activities of Retention.
 type Retention struct {
-	store *store.Store
-}
-
-// restarter restarts the workflows of emails (Reconcile, and erasures
-// that stopped emails in flight).
-type restarter struct {
-	store     *store.Store
-	workflows EmailWorkflows
+	privacy  *store.Privacy
+	insights *store.Insights
 }
 
 // Reconciler is the activity of Reconcile.
 type Reconciler struct {
-	restarter
-	metrics *telemetry.Metrics
-	logger  *slog.Logger
-}
-
-// Imports are the activities of ContactImport.
-type Imports struct {
-	store *store.Store
-}
-
-// Broadcasts are the activities of Broadcast.
-type Broadcasts struct {
-	store         *store.Store
-	outbox        Notifier
-	now           func() time.Time
-	crash         *faults.Crasher
-	broadcastRate float64
-}
-
-// DataRequests are the activities of DataRequest.
-type DataRequests struct {
-	restarter
-	logger            *slog.Logger
-	now               func() time.Time
-	keys              *seal.Box
-	dataRequestConfig DataRequestConfig
-}
-
-// Webhooks is the activity of DeliverWebhook.
-type Webhooks struct {
-	store    *store.Store
-	metrics  *telemetry.Metrics
-	logger   *slog.Logger
-	now      func() time.Time
-	keys     *seal.Box
-	webhooks WebhookConfig
+	emails    *store.Emails
+	workflows EmailWorkflows
+	metrics   *telemetry.Metrics
+	logger    *slog.Logger
 }
 
 // Inbound is the activity of ProcessInbound.
 type Inbound struct {
 	recorder
+	audience             *store.Audience
+	received             *store.Received
 	logger               *slog.Logger
 	now                  func() time.Time
 	verpKey              []byte
@@ -281,25 +233,15 @@ func NewWithSenders(cfg Config, st *store.Store, senders Senders, metrics *telem
 	if cfg.TrackingKey == nil && cfg.Keys != nil {
 		cfg.TrackingKey = cfg.Keys.DeriveKey(tracking.KeyPurpose)
 	}
-	rec := recorder{store: st, outbox: cfg.Webhooks.Outbox, metrics: metrics}
-	rs := restarter{store: st, workflows: cfg.Workflows}
+	rec := recorder{emails: st.Emails, outbox: cfg.Outbox, metrics: metrics}
 	return &Activities{
-		Sending: &Sending{recorder: rec, mta: senders, logger: logger, now: now, signers: newSignerCache(),
+		Sending: &Sending{recorder: rec, audience: st.Audience, mta: senders, logger: logger, now: now, signers: newSignerCache(),
 			hostname: cfg.Hostname, keys: cfg.Keys, crash: cfg.Crash, unsubscribe: cfg.Unsubscribe,
 			verpKey: cfg.VERPKey, unsubscribeMailtoKey: cfg.UnsubscribeMailtoKey, trackingKey: cfg.TrackingKey,
 			localRegions: cfg.LocalRegions, defaultPool: cfg.DefaultPool},
-		Domains: &Domains{store: st, logger: logger, resolver: cfg.Resolver,
-			records: cfg.Records},
-		Retention:  &Retention{store: st},
-		Reconciler: &Reconciler{restarter: rs, metrics: metrics, logger: logger},
-		Imports:    &Imports{store: st},
-		Broadcasts: &Broadcasts{store: st, outbox: cfg.Webhooks.Outbox, now: now, crash: cfg.Crash,
-			broadcastRate: cfg.BroadcastRate},
-		DataRequests: &DataRequests{restarter: rs, logger: logger, now: now, keys: cfg.Keys,
-			dataRequestConfig: cfg.DataRequests},
-		Webhooks: &Webhooks{store: st, metrics: metrics, logger: logger, now: now, keys: cfg.Keys,
-			webhooks: cfg.Webhooks},
-		Inbound: &Inbound{recorder: rec, logger: logger, now: now, verpKey: cfg.VERPKey,
+		Retention:  &Retention{privacy: st.Privacy, insights: st.Insights},
+		Reconciler: &Reconciler{emails: st.Emails, workflows: cfg.Workflows, metrics: metrics, logger: logger},
+		Inbound: &Inbound{recorder: rec, audience: st.Audience, received: st.Received, logger: logger, now: now, verpKey: cfg.VERPKey,
 			unsubscribeMailtoKey: cfg.UnsubscribeMailtoKey, fblDomains: cfg.FBLDomains},
 	}
 }
@@ -333,7 +275,7 @@ func (a *Sending) sends(pool string) bool {
 
 // record stores events and counts them.
 func (a *recorder) record(ctx context.Context, id uuid.UUID, evs []store.Event) error {
-	if err := a.store.Emails.RecordEvents(ctx, id, evs); err != nil {
+	if err := a.emails.RecordEvents(ctx, id, evs); err != nil {
 		return err
 	}
 	if a.outbox != nil {
@@ -369,7 +311,7 @@ func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contra
 	if err != nil {
 		return contract.PrepareResult{}, temporal.NewNonRetryableApplicationError("bad email id", contract.ErrTypePermanent, err)
 	}
-	claim, err := a.store.Emails.ClaimForSending(ctx, id, a.now(), claimSkew)
+	claim, err := a.emails.ClaimForSending(ctx, id, a.now(), claimSkew)
 	if errors.Is(err, store.ErrNotFound) {
 		// Erased by a data request after it was canceled: nothing to send.
 		return contract.PrepareResult{Skip: true}, nil
@@ -391,7 +333,7 @@ func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contra
 	// message (once) and hand out the recipients. The email, its domain,
 	// its IP pool and the message an earlier try stored come in one round
 	// trip.
-	load, err := a.store.Emails.EmailForSending(ctx, id, true)
+	load, err := a.emails.EmailForSending(ctx, id, true)
 	if err != nil {
 		return contract.PrepareResult{}, err
 	}
@@ -435,11 +377,11 @@ func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contra
 	suppressed := map[string]bool{}
 	offTopic := map[string]bool{} // not subscribed to the email's topic
 	if len(real) > 0 {
-		if suppressed, err = a.store.Emails.Suppressed(ctx, e.TeamID, real); err != nil {
+		if suppressed, err = a.emails.Suppressed(ctx, e.TeamID, real); err != nil {
 			return contract.PrepareResult{}, err
 		}
 		if e.TopicID != nil {
-			offTopic, err = a.store.Audience.TopicBlocked(ctx, e.TeamID, *e.TopicID, real)
+			offTopic, err = a.audience.TopicBlocked(ctx, e.TeamID, *e.TopicID, real)
 			if errors.Is(err, store.ErrNotFound) { // deleted since: no longer scoped
 				offTopic, err = map[string]bool{}, nil
 			}
@@ -507,7 +449,7 @@ func (a *Sending) buildAndSave(ctx context.Context, e store.Email, d *store.Doma
 			return classify(err)
 		}
 	}
-	_, err := a.store.Emails.SaveMessage(ctx, e.TeamID, e.ID, messageID(e), msg)
+	_, err := a.emails.SaveMessage(ctx, e.TeamID, e.ID, messageID(e), msg)
 	return err
 }
 
@@ -565,7 +507,7 @@ func (e *refusedError) Is(target error) bool { return target == errEgressRefused
 // shown for the failure; everything else stays retryable.
 func classify(err error) error {
 	if errors.Is(err, errNoKey) || errors.Is(err, store.ErrNotFound) || errors.Is(err, errEgressRefused) {
-		return temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
+		return contract.Permanent(err)
 	}
 	return err
 }
@@ -673,7 +615,7 @@ func (a *Sending) LoadBatch(ctx context.Context, in contract.LoadBatchInput) (co
 	if err != nil {
 		return contract.LoadBatchResult{}, temporal.NewNonRetryableApplicationError("bad batch id", contract.ErrTypePermanent, err)
 	}
-	emails, err := a.store.Emails.BatchEmails(ctx, id)
+	emails, err := a.emails.BatchEmails(ctx, id)
 	if err != nil {
 		return contract.LoadBatchResult{}, err
 	}

@@ -11,13 +11,12 @@ import (
 
 	"github.com/emersion/go-message/mail"
 	"github.com/emersion/go-smtp"
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/testsuite"
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/acttest"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
@@ -29,40 +28,18 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
 func insertEmail(t *testing.T, st *store.Store, rcpts ...string) store.Email {
 	t.Helper()
-	return insertEmailAt(t, st, time.Now(), rcpts...)
+	return acttest.InsertEmail(t, st, rcpts...)
 }
 
 func insertEmailAt(t *testing.T, st *store.Store, at time.Time, rcpts ...string) store.Email {
 	t.Helper()
-	ctx := context.Background()
-	team := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
-	html := "<p>Hello <a href=\"https://example.com\">there</a></p>"
-	e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: team, From: "Acme <onboarding@posthaste.test>",
-		FromDomain: "posthaste.test", To: rcpts, Subject: "Hi ✓", HTML: &html, GenerateText: true,
-		Headers:   []store.Header{{Name: "X-Entity-Ref-ID", Value: "7"}},
-		LastEvent: store.EventQueued, CreatedAt: at}
-	for _, r := range rcpts {
-		_, domain, _ := strings.Cut(r, "@")
-		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: domain, Status: store.EventQueued})
-	}
-	_, err := st.Emails.InsertEmail(ctx, e)
-	require.NoError(t, err)
-	return e
+	return acttest.InsertEmailAt(t, st, at, rcpts...)
 }
 
 // run executes an activity the way a worker does (with activity info).
 func run[I, O any](t *testing.T, fn any, in I) (O, error) {
 	t.Helper()
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestActivityEnvironment()
-	env.RegisterActivity(fn)
-	var out O
-	val, err := env.ExecuteActivity(fn, in)
-	if err == nil && val.HasValue() {
-		require.NoError(t, val.Get(&out))
-	}
-	return out, err
+	return acttest.Run[I, O](t, fn, in)
 }
 
 func TestPrepareBuildsStoresAndGroups(t *testing.T) {
@@ -174,7 +151,7 @@ func TestDeliverRecordsOutcomesAndRetriesOnlyDeferred(t *testing.T) {
 
 	// The permanent bounce put the address on the team's suppression list,
 	// and only it.
-	sp, err := st.Emails.SuppressionByEmail(context.Background(), e.TeamID, "Gone@dest.test")
+	sp, err := storetest.SuppressionByEmail(context.Background(), st, e.TeamID, "Gone@dest.test")
 	require.NoError(t, err)
 	require.Equal(t, store.SuppressionBounce, sp.Reason)
 	require.Equal(t, e.ID, *sp.EmailID)

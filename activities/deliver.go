@@ -118,7 +118,7 @@ func (a *Sending) deliver(ctx context.Context, id uuid.UUID, in contract.Deliver
 	// One round trip: the email without its attachments, its domain and
 	// the message Prepare stored. Attachments are read only to build a
 	// message per recipient.
-	load, err := a.store.Emails.EmailForSending(ctx, id, false)
+	load, err := a.emails.EmailForSending(ctx, id, false)
 	if err != nil {
 		return prog, err
 	}
@@ -469,7 +469,7 @@ func (a *recorder) suppress(ctx context.Context, e store.Email, addrs []string) 
 			return err
 		}
 		emailID := e.ID
-		if _, _, err := a.store.Emails.AddSuppression(ctx, store.Suppression{ID: id, TeamID: e.TeamID, Email: addr,
+		if _, _, err := a.emails.AddSuppression(ctx, store.Suppression{ID: id, TeamID: e.TeamID, Email: addr,
 			Reason: store.SuppressionBounce, EmailID: &emailID}); err != nil {
 			return fmt.Errorf("suppressing a bounced address of %s: %w", e.ID, err)
 		}

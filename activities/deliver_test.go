@@ -181,7 +181,7 @@ func TestDeliverRetryRecordsHeartbeatOutcomesInsteadOfResending(t *testing.T) {
 	require.Len(t, mx.Messages(), 1, "the MX received the message once")
 	require.Equal(t, map[string]string{"a@dest.test": "delivered", "b@dest.test": "delivered", "gone@dest.test": "bounced"},
 		recipientStatus(t, st, e))
-	sp, err := st.Emails.SuppressionByEmail(ctx, e.TeamID, "gone@dest.test")
+	sp, err := storetest.SuppressionByEmail(ctx, st, e.TeamID, "gone@dest.test")
 	require.NoError(t, err)
 	require.Equal(t, e.ID, *sp.EmailID)
 	bounces, err := st.Emails.Bounces(ctx, e.TeamID, e.ID)
@@ -323,7 +323,7 @@ func TestDeliverLocalHandsUnrecordedAnswersToTheFallback(t *testing.T) {
 	require.Len(t, mx.Messages(), 1, "the MX received the message once")
 	require.Equal(t, map[string]string{"a@dest.test": "delivered", "b@dest.test": "delivered", "gone@dest.test": "bounced"},
 		recipientStatus(t, st, e))
-	sp, err := st.Emails.SuppressionByEmail(ctx, e.TeamID, "gone@dest.test")
+	sp, err := storetest.SuppressionByEmail(ctx, st, e.TeamID, "gone@dest.test")
 	require.NoError(t, err)
 	require.Equal(t, e.ID, *sp.EmailID)
 }

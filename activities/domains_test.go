@@ -15,16 +15,12 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/dkim"
-	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
-
-var recordsCfg = records.Config{BounceHost: "bounce.posthaste.example", SPFInclude: "_spf.posthaste.example"}
 
 func newBox(t *testing.T) *seal.Box {
 	t.Helper()
@@ -66,7 +62,7 @@ func domainEmail(t *testing.T, st *store.Store, d store.Domain, rcpts ...string)
 		_, dom, _ := strings.Cut(r, "@")
 		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: dom, Status: store.EventQueued})
 	}
-	_, err := st.Emails.InsertEmail(context.Background(), e)
+	_, err := storetest.InsertEmail(context.Background(), st, e)
 	require.NoError(t, err)
 	return e
 }
@@ -146,38 +142,4 @@ func TestPrepareWithoutKeyIsPermanent(t *testing.T) {
 	require.Equal(t, map[string]string{"a@dest.test": "failed"}, recipientStatus(t, st, e))
 	require.False(t, func() bool { _, ok := contract.PermanentReason(errors.New("connection refused")); return ok }(),
 		"a plain error is not permanent")
-}
-
-func TestCheckDomain(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	st := storetest.New(t)
-	d, key := insertDomain(t, st, newBox(t), "shop.test")
-	dns := dnstest.NewServer(t)
-	acts := activities.New(activities.Config{Records: recordsCfg, Resolver: dns.Resolver()}, st, nil, nil, nil)
-	in := contract.CheckDomainInput{DomainID: d.ID.String()}
-
-	dns.AddTXT("sel._domainkey.shop.test", dkim.RecordValue(key.PublicBase64))
-	dns.AddMX("bounce.shop.test", "bounce.posthaste.example", 10)
-	res, err := run[contract.CheckDomainInput, contract.CheckDomainResult](t, acts.CheckDomain, in)
-	require.NoError(t, err)
-	require.Equal(t, []contract.RecordCheck{
-		{Key: "dkim", Required: true, Found: true},
-		{Key: "spf_mx", Required: true, Found: true},
-		{Key: "spf_txt", Required: true, Found: false},
-		{Key: "dmarc", Required: false, Found: false},
-	}, res.Records)
-
-	_, err = run[contract.SetDomainStatusInput, struct{}](t, acts.SetDomainStatus, contract.SetDomainStatusInput{
-		DomainID: d.ID.String(), Status: "partially_verified", Records: map[string]string{"dkim": "verified"}})
-	require.NoError(t, err)
-	got, err := st.Domains.GetDomain(ctx, d.TeamID, d.ID)
-	require.NoError(t, err)
-	require.Equal(t, "partially_verified", got.Status)
-	require.Equal(t, "verified", got.RecordStatus["dkim"])
-
-	require.NoError(t, st.Domains.DeleteDomain(ctx, d.TeamID, d.ID))
-	res, err = run[contract.CheckDomainInput, contract.CheckDomainResult](t, acts.CheckDomain, in)
-	require.NoError(t, err)
-	require.True(t, res.Deleted, "a deleted domain ends its verification")
 }

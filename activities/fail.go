@@ -19,7 +19,7 @@ func (a *Sending) FailEmail(ctx context.Context, in contract.FailEmailInput) err
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("bad email id", contract.ErrTypePermanent, err)
 	}
-	n, err := a.store.Emails.FailEmail(ctx, id, in.Reason)
+	n, err := a.emails.FailEmail(ctx, id, in.Reason)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // HealthStore evaluates account health and keeps its notices
-// (*store.Store).
+// (*store.Insights).
 type HealthStore interface {
 	EvaluateHealth(ctx context.Context, now time.Time, window time.Duration, pause bool) ([]store.HealthNotice, error)
 	PendingHealthNotices(ctx context.Context, limit int) ([]store.HealthNotice, error)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/store"
@@ -49,7 +49,7 @@ import (
 // recipient, suppressions once per address), so a retry repeats nothing;
 // a message already processed, or gone, is left alone.
 func (a *Inbound) ProcessInboundMessage(ctx context.Context, in contract.ProcessInboundInput) (contract.ProcessInboundResult, error) {
-	m, err := a.store.Received.InboundByID(ctx, in.InboundID)
+	m, err := a.received.InboundByID(ctx, in.InboundID)
 	if errors.Is(err, store.ErrNotFound) {
 		return contract.ProcessInboundResult{}, nil // purged: nothing to do
 	}
@@ -106,7 +106,7 @@ func (a *Inbound) ProcessInboundMessage(ctx context.Context, in contract.Process
 	if res.Received, err = a.receive(ctx, m); err != nil {
 		return contract.ProcessInboundResult{}, err
 	}
-	if err := a.store.Received.MarkInboundProcessed(ctx, m.TeamID, m.ID, res.Kind); err != nil {
+	if err := a.received.MarkInboundProcessed(ctx, m.TeamID, m.ID, res.Kind); err != nil {
 		return contract.ProcessInboundResult{}, err
 	}
 	logger.Info("inbound message processed", "email_id", res.EmailID, "events", res.Events,
@@ -125,7 +125,7 @@ func (a *Inbound) ProcessInboundMessage(ctx context.Context, in contract.Process
 func (a *Inbound) unsubscribeMailto(ctx context.Context, m store.InboundMessage) (int, error) {
 	n := 0
 	for _, r := range m.Recipients {
-		if r.Kind != inbound.RouteUnsubscribe || r.EmailID == nil {
+		if r.Kind != inmail.RouteUnsubscribe || r.EmailID == nil {
 			continue
 		}
 		addr, ok := mailto.Parse(r.Address)
@@ -133,7 +133,7 @@ func (a *Inbound) unsubscribeMailto(ctx context.Context, m store.InboundMessage)
 			a.logger.Warn("skipping an unsubscribe address that does not verify", "team_id", m.TeamID, "inbound_id", m.ID)
 			continue
 		}
-		e, err := a.store.Emails.GetEmail(ctx, m.TeamID, addr.EmailID)
+		e, err := a.emails.GetEmail(ctx, m.TeamID, addr.EmailID)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
@@ -144,7 +144,7 @@ func (a *Inbound) unsubscribeMailto(ctx context.Context, m store.InboundMessage)
 			continue
 		}
 		tok := unsubscribe.Token{TeamID: e.TeamID, EmailID: e.ID, TopicID: e.TopicID, BroadcastID: e.BroadcastID, Email: e.Recipients[addr.Index].Address}
-		if err := unsubscribe.Unsubscribe(ctx, a.store.Audience, a.outbox, a.logger, tok); err != nil {
+		if err := unsubscribe.Unsubscribe(ctx, a.audience, a.logger, tok); err != nil {
 			return n, fmt.Errorf("unsubscribing recipient %d of %s: %w", addr.Index, e.ID, err)
 		}
 		n++
@@ -229,7 +229,7 @@ func (a *Inbound) recordComplaints(ctx context.Context, e store.Email, addrs []s
 			return 0, 0, err
 		}
 		emailID := e.ID
-		if _, _, err := a.store.Emails.AddSuppression(ctx, store.Suppression{ID: id, TeamID: e.TeamID, Email: addr,
+		if _, _, err := a.emails.AddSuppression(ctx, store.Suppression{ID: id, TeamID: e.TeamID, Email: addr,
 			Reason: store.SuppressionComplaint, EmailID: &emailID}); err != nil {
 			return 0, 0, fmt.Errorf("suppressing a complaining address of %s: %w", e.ID, err)
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/activities"
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/store"
@@ -46,14 +46,14 @@ func reportFixture(t *testing.T, name string, id uuid.UUID, rp string, rcpts map
 // the id of the stored row.
 func receive(t *testing.T, st *store.Store, key []byte, rp string, raw []byte) uuid.UUID {
 	t.Helper()
-	return receiveAuth(t, st, key, rp, raw, inbound.Results{})
+	return receiveAuth(t, st, key, rp, raw, inmail.Results{})
 }
 
 // fblAuth are the authentication results of a report that a feedback
 // loop at domain sent: a DKIM signature of domain that passed.
-func fblAuth(domain string) inbound.Results {
-	return inbound.Results{DKIM: []inbound.DKIMResult{{Result: "pass", Domain: domain}},
-		DMARC: inbound.DMARCResult{Result: "pass", FromDomain: domain, DKIMAligned: true}}
+func fblAuth(domain string) inmail.Results {
+	return inmail.Results{DKIM: []inmail.DKIMResult{{Result: "pass", Domain: domain}},
+		DMARC: inmail.DMARCResult{Result: "pass", FromDomain: domain, DKIMAligned: true}}
 }
 
 // rcptPath is the return path of recipient i of e, sent from d.
@@ -66,18 +66,18 @@ func rcptPath(t *testing.T, key []byte, e store.Email, i int, d store.Domain) st
 
 // receiveAuth is receive with the MX's authentication results of the
 // message.
-func receiveAuth(t *testing.T, st *store.Store, key []byte, rp string, raw []byte, auth inbound.Results) uuid.UUID {
+func receiveAuth(t *testing.T, st *store.Store, key []byte, rp string, raw []byte, auth inmail.Results) uuid.UUID {
 	t.Helper()
 	ctx := context.Background()
 	in := store.NewInbound(st, nil)
 	rt := inroute.New(st.Received, st.Emails, key, nil)
 	r, err := rt.Route(ctx, rp)
 	require.NoError(t, err)
-	m := inbound.Message{ID: uuid.Must(uuid.NewV7()), Recipients: []inbound.Recipient{{Address: rp, Route: r}},
+	m := inmail.Message{ID: uuid.Must(uuid.NewV7()), Recipients: []inmail.Recipient{{Address: rp, Route: r}},
 		ClientIP: netip.MustParseAddr("192.0.2.9"), Helo: "mail.example.net", ReceivedAt: time.Now(), Data: raw,
 		Auth: auth}
 	require.NoError(t, in.Accept(ctx, m))
-	list, err := st.Received.InboundMessages(ctx, r.TeamID, 1)
+	list, err := storetest.InboundMessages(ctx, st, r.TeamID, 1)
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	return list[0].ID
@@ -101,7 +101,7 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 	}
 	status := func(e store.Email) map[string]string { return recipientStatus(t, st, e) }
 	suppression := func(addr string) string {
-		sp, err := st.Emails.SuppressionByEmail(ctx, d.TeamID, addr)
+		sp, err := storetest.SuppressionByEmail(ctx, st, d.TeamID, addr)
 		if err != nil {
 			return ""
 		}

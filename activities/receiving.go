@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/received"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -25,7 +25,7 @@ func (a *Inbound) receive(ctx context.Context, m store.InboundMessage) (int, err
 		rcpts   = map[uuid.UUID][]string{}
 	)
 	for _, r := range m.Recipients {
-		if r.Kind != inbound.RouteReceiving {
+		if r.Kind != inmail.RouteReceiving {
 			continue
 		}
 		if !slices.Contains(domains, r.DomainID) {
@@ -63,7 +63,7 @@ func (a *Inbound) receive(ctx context.Context, m store.InboundMessage) (int, err
 				Filename: at.Filename, ContentType: at.ContentType, ContentDisposition: at.ContentDisposition,
 				ContentID: at.ContentID, Size: len(at.Content), Content: at.Content})
 		}
-		_, inserted, err := a.store.Received.InsertReceivedEmail(ctx, e)
+		_, inserted, err := a.received.InsertReceivedEmail(ctx, e)
 		if err != nil {
 			return stored, fmt.Errorf("storing received email of %s: %w", m.ID, err)
 		}

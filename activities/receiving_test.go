@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/activities"
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
@@ -56,15 +56,15 @@ func TestRouteReceiving(t *testing.T) {
 
 	// Receiving disabled (the default): not ours, whatever the address.
 	_, err := rt.Route(ctx, "support@shop.test")
-	require.ErrorIs(t, err, inbound.ErrNotOurs)
+	require.ErrorIs(t, err, inmail.ErrNotOurs)
 
 	enableReceiving(t, st, d)
 	r, err := rt.Route(ctx, "Support@SHOP.test")
 	require.NoError(t, err)
-	require.Equal(t, inbound.Route{Kind: inbound.RouteReceiving, TeamID: d.TeamID, DomainID: d.ID}, r)
+	require.Equal(t, inmail.Route{Kind: inmail.RouteReceiving, TeamID: d.TeamID, DomainID: d.ID}, r)
 	for _, rcpt := range []string{"support@other.test", "support@sub.shop.test", "shop.test", "a@"} {
 		_, err = rt.Route(ctx, rcpt)
-		require.ErrorIs(t, err, inbound.ErrNotOurs, rcpt)
+		require.ErrorIs(t, err, inmail.ErrNotOurs, rcpt)
 	}
 
 	// An unverified domain of the same name elsewhere routes nowhere, and
@@ -77,12 +77,12 @@ func TestRouteReceiving(t *testing.T) {
 	require.NoError(t, st.Domains.CreateDomain(ctx, u))
 	enableReceiving(t, st, u)
 	_, err = rt.Route(ctx, "x@claimed.test")
-	require.ErrorIs(t, err, inbound.ErrNotOurs)
+	require.ErrorIs(t, err, inmail.ErrNotOurs)
 
 	// A deleted domain no longer receives.
 	require.NoError(t, st.Domains.DeleteDomain(ctx, d.TeamID, d.ID))
 	_, err = rt.Route(ctx, "support@shop.test")
-	require.ErrorIs(t, err, inbound.ErrNotOurs)
+	require.ErrorIs(t, err, inmail.ErrNotOurs)
 }
 
 func TestProcessInboundReceiving(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 	"github.com/posthaste/posthaste/workflows/contract"
 )
 
-// EmailWorkflows is the part of Temporal the reconciler and erasures ask
-// and act on; worker.Starter implements it.
+// EmailWorkflows is the part of Temporal the reconciler asks and acts on;
+// worker.Starter implements it.
 type EmailWorkflows interface {
 	// Running reports whether the workflow that sends the email (its
 	// own, its batch's, or its latest restart, see worker.EmailWorkflowID)
@@ -23,10 +23,6 @@ type EmailWorkflows interface {
 	// restart number ref.Restarts. An ID that was already used is not an
 	// error: that restart exists.
 	Restart(ctx context.Context, ref store.EmailRef, scheduledAt *time.Time) error
-	// Terminate ends the open run of the workflow that sends the email,
-	// recording reason (no personal data) in its history. A workflow that
-	// does not run is not an error.
-	Terminate(ctx context.Context, ref store.EmailRef, reason string) error
 }
 
 // Reasons the reconciler ends emails with, as the API, the dashboard and
@@ -64,7 +60,7 @@ func (a *Reconciler) ReconcileEmails(ctx context.Context, in contract.ReconcileI
 	var after *store.StalledEmail
 	for res.Examined < in.Limit {
 		limit := min(reconcilePage, in.Limit-res.Examined)
-		list, err := a.store.Emails.StalledEmails(ctx, store.StalledQuery{QueuedBefore: in.QueuedBefore,
+		list, err := a.emails.StalledEmails(ctx, store.StalledQuery{QueuedBefore: in.QueuedBefore,
 			SentBefore: in.SentBefore, After: after, Limit: limit})
 		if err != nil {
 			return res, err
@@ -112,7 +108,7 @@ func (a *Reconciler) reconcile(ctx context.Context, e store.StalledEmail, maxRes
 		}
 		reason = ReasonNotStarted
 	}
-	n, err := a.store.Emails.FailEmail(ctx, e.ID, reason)
+	n, err := a.emails.FailEmail(ctx, e.ID, reason)
 	if err != nil {
 		log.Warn("reconciling: failing the email", "err", err)
 		res.Errors++
@@ -128,11 +124,11 @@ func (a *Reconciler) reconcile(ctx context.Context, e store.StalledEmail, maxRes
 // restart starts the workflow of restart number ref.Restarts, then
 // records it: a crash between the two starts the same ID again, which is
 // harmless.
-func (a *restarter) restart(ctx context.Context, ref store.EmailRef, at *time.Time) error {
+func (a *Reconciler) restart(ctx context.Context, ref store.EmailRef, at *time.Time) error {
 	if err := a.workflows.Restart(ctx, ref, at); err != nil {
 		return err
 	}
-	return a.store.Emails.RecordRestart(ctx, ref.ID, ref.Restarts)
+	return a.emails.RecordRestart(ctx, ref.ID, ref.Restarts)
 }
 
 func (a *Reconciler) countReconciled(action string) {

@@ -22,12 +22,11 @@ import (
 // fakeWorkflows answers Running from a set of running (email, restart)
 // pairs and records restarts, as Temporal would through worker.Starter.
 type fakeWorkflows struct {
-	mu         sync.Mutex
-	running    map[wfRun]bool
-	broken     map[uuid.UUID]bool // Running fails for these emails
-	asked      []store.EmailRef
-	restarted  []store.EmailRef
-	terminated []store.EmailRef
+	mu        sync.Mutex
+	running   map[wfRun]bool
+	broken    map[uuid.UUID]bool // Running fails for these emails
+	asked     []store.EmailRef
+	restarted []store.EmailRef
 }
 
 type wfRun struct {
@@ -50,14 +49,6 @@ func (f *fakeWorkflows) Restart(_ context.Context, ref store.EmailRef, _ *time.T
 	defer f.mu.Unlock()
 	f.restarted = append(f.restarted, ref)
 	f.running[wfRun{ref.ID, ref.Restarts}] = true // a started workflow runs for a while
-	return nil
-}
-
-func (f *fakeWorkflows) Terminate(_ context.Context, ref store.EmailRef, _ string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.terminated = append(f.terminated, ref)
-	delete(f.running, wfRun{ref.ID, ref.Restarts})
 	return nil
 }
 

@@ -9,7 +9,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/store"
@@ -39,7 +39,7 @@ type reportTarget struct {
 func (a *Inbound) reportTarget(ctx context.Context, m store.InboundMessage, rep *reports.Report) (reportTarget, bool, error) {
 	var paths []reports.VERP
 	for _, r := range m.Recipients {
-		if r.Kind != inbound.RouteReturnPath {
+		if r.Kind != inmail.RouteReturnPath {
 			continue // a report comes to a return path, not to an unsubscribe address
 		}
 		if v, ok := reports.ParseVERP(r.Address); ok {
@@ -49,7 +49,7 @@ func (a *Inbound) reportTarget(ctx context.Context, m store.InboundMessage, rep 
 	if v, ok := rep.VERP(); ok {
 		paths = append(paths, v)
 	}
-	router := inroute.New(a.store.Received, a.store.Emails, a.verpKey, nil)
+	router := inroute.New(a.received, a.emails, a.verpKey, nil)
 	for _, v := range paths {
 		e, err := router.EmailByVERP(ctx, m.TeamID, v)
 		if errors.Is(err, store.ErrNotFound) {
@@ -148,7 +148,7 @@ func (t reportTarget) complainants(f *reports.Feedback) []string {
 // or an SPF pass for a MAIL FROM domain (HELO name, for the null sender)
 // within it. Anyone can write an
 // ARF report; only one a mailbox provider demonstrably sent is acted on.
-func fromFeedbackLoop(auth inbound.Results, from string, domains []string) bool {
+func fromFeedbackLoop(auth inmail.Results, from string, domains []string) bool {
 	fromDomain := strings.ToLower(strings.TrimSuffix(auth.DMARC.FromDomain, "."))
 	if fromDomain == "" {
 		if at := strings.LastIndexByte(from, '@'); at >= 0 {

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/activities"
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/reports"
@@ -59,7 +59,7 @@ func (r reportEnv) delivered(t *testing.T, created time.Time, rcpts ...string) s
 	if !created.IsZero() {
 		// Not the email of domainEmail: the same, created earlier.
 		e.ID, e.CreatedAt = uuid.Must(uuid.NewV7()), created
-		_, err := r.st.Emails.InsertEmail(context.Background(), e)
+		_, err := storetest.InsertEmail(context.Background(), r.st, e)
 		require.NoError(t, err)
 	}
 	var evs []store.Event
@@ -72,7 +72,7 @@ func (r reportEnv) delivered(t *testing.T, created time.Time, rcpts ...string) s
 
 func (r reportEnv) suppressed(t *testing.T, addr string) bool {
 	t.Helper()
-	_, err := r.st.Emails.SuppressionByEmail(context.Background(), r.d.TeamID, addr)
+	_, err := storetest.SuppressionByEmail(context.Background(), r.st, r.d.TeamID, addr)
 	return err == nil
 }
 
@@ -161,7 +161,7 @@ func TestReportsToPerEmailReturnPathsBeforeTheCutover(t *testing.T) {
 	// return paths: its per-email one is forged, and not even routed.
 	recent := r.delivered(t, time.Time{}, "d@dest.test")
 	_, err := inroute.New(r.st.Received, r.st.Emails, r.key, nil).Route(context.Background(), activities.DomainReturnPath(r.key, recent.ID, r.d))
-	require.ErrorIs(t, err, inbound.ErrNotOurs)
+	require.ErrorIs(t, err, inmail.ErrNotOurs)
 }
 
 // A report that reaches a receiving address is matched by the VERP
@@ -196,16 +196,16 @@ func TestComplaintsNeedAnAuthenticatedFeedbackLoop(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r := newReportEnv(t)
-	for name, auth := range map[string]inbound.Results{
+	for name, auth := range map[string]inmail.Results{
 		"unauthenticated": {},
-		"DKIM of another domain": {DKIM: []inbound.DKIMResult{{Result: "pass", Domain: "spammer.example"}},
-			DMARC: inbound.DMARCResult{FromDomain: "fbl.example"}},
-		"failed DKIM": {DKIM: []inbound.DKIMResult{{Result: "fail", Domain: "fbl.example"}},
-			DMARC: inbound.DMARCResult{FromDomain: "fbl.example"}},
-		"SPF pass of an unlisted domain": {SPF: inbound.SPFResult{Result: "pass", Domain: "spammer.example", Scope: "mailfrom"},
-			DMARC: inbound.DMARCResult{FromDomain: "fbl.example"}},
-		"authenticated, not listed": {DKIM: []inbound.DKIMResult{{Result: "pass", Domain: "other.example"}},
-			DMARC: inbound.DMARCResult{FromDomain: "other.example"}},
+		"DKIM of another domain": {DKIM: []inmail.DKIMResult{{Result: "pass", Domain: "spammer.example"}},
+			DMARC: inmail.DMARCResult{FromDomain: "fbl.example"}},
+		"failed DKIM": {DKIM: []inmail.DKIMResult{{Result: "fail", Domain: "fbl.example"}},
+			DMARC: inmail.DMARCResult{FromDomain: "fbl.example"}},
+		"SPF pass of an unlisted domain": {SPF: inmail.SPFResult{Result: "pass", Domain: "spammer.example", Scope: "mailfrom"},
+			DMARC: inmail.DMARCResult{FromDomain: "fbl.example"}},
+		"authenticated, not listed": {DKIM: []inmail.DKIMResult{{Result: "pass", Domain: "other.example"}},
+			DMARC: inmail.DMARCResult{FromDomain: "other.example"}},
 	} {
 		e := r.delivered(t, time.Time{}, "user@dest.test")
 		rp := rcptPath(t, r.key, e, 0, r.d)
@@ -218,12 +218,12 @@ func TestComplaintsNeedAnAuthenticatedFeedbackLoop(t *testing.T) {
 		require.NoError(t, err, "kept as received mail: %s", name)
 		require.Equal(t, store.InboundProcessed, m.Status, name)
 	}
-	for name, auth := range map[string]inbound.Results{
+	for name, auth := range map[string]inmail.Results{
 		"aligned DKIM": fblAuth("fbl.example"),
-		"DKIM of the parent domain": {DKIM: []inbound.DKIMResult{{Result: "pass", Domain: "fbl.example"}},
-			DMARC: inbound.DMARCResult{FromDomain: "reports.fbl.example"}},
-		"SPF pass": {SPF: inbound.SPFResult{Result: "pass", Domain: "bounce.fbl.example", Scope: "mailfrom"},
-			DMARC: inbound.DMARCResult{FromDomain: "fbl.example"}},
+		"DKIM of the parent domain": {DKIM: []inmail.DKIMResult{{Result: "pass", Domain: "fbl.example"}},
+			DMARC: inmail.DMARCResult{FromDomain: "reports.fbl.example"}},
+		"SPF pass": {SPF: inmail.SPFResult{Result: "pass", Domain: "bounce.fbl.example", Scope: "mailfrom"},
+			DMARC: inmail.DMARCResult{FromDomain: "fbl.example"}},
 	} {
 		e := r.delivered(t, time.Time{}, "user"+fmt.Sprint(len(name))+"@dest.test")
 		rp := rcptPath(t, r.key, e, 0, r.d)

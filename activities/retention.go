@@ -17,7 +17,7 @@ import (
 // gone.
 func (a *Retention) PurgeEmails(ctx context.Context, in contract.PurgeInput) (contract.PurgeResult, error) {
 	return a.sweep(ctx, in, func(ctx context.Context) (int, error) {
-		return a.store.Privacy.PurgeEmails(ctx, in.Before, in.BatchSize)
+		return a.privacy.PurgeEmails(ctx, in.Before, in.BatchSize)
 	})
 }
 
@@ -25,7 +25,7 @@ func (a *Retention) PurgeEmails(ctx context.Context, in contract.PurgeInput) (co
 // (idempotency records), batch by batch.
 func (a *Retention) PurgeExpired(ctx context.Context, in contract.PurgeInput) (contract.PurgeResult, error) {
 	return a.sweep(ctx, in, func(ctx context.Context) (int, error) {
-		return a.store.Privacy.PurgeExpired(ctx, in.Before, in.BatchSize)
+		return a.privacy.PurgeExpired(ctx, in.Before, in.BatchSize)
 	})
 }
 
@@ -35,7 +35,7 @@ func (a *Retention) PurgeExpired(ctx context.Context, in contract.PurgeInput) (c
 // verifies).
 func (a *Retention) PurgeAudit(ctx context.Context, in contract.PurgeInput) (contract.PurgeResult, error) {
 	return a.sweep(ctx, in, func(ctx context.Context) (int, error) {
-		return a.store.Privacy.PurgeAudit(ctx, in.Before, in.BatchSize)
+		return a.privacy.PurgeAudit(ctx, in.Before, in.BatchSize)
 	})
 }
 
@@ -65,9 +65,9 @@ func (a *Retention) sweep(ctx context.Context, in contract.PurgeInput, batch fun
 // PurgeRequestLogs drops the request log's daily partitions older than
 // in.Before and creates those of the coming week.
 func (a *Retention) PurgeRequestLogs(ctx context.Context, in contract.PurgeRequestLogsInput) (contract.PurgeResult, error) {
-	if err := a.store.Insights.EnsureRequestLogPartitions(ctx, in.Now, 8); err != nil {
+	if err := a.insights.EnsureRequestLogPartitions(ctx, in.Now, 8); err != nil {
 		return contract.PurgeResult{}, err
 	}
-	n, err := a.store.Insights.DropRequestLogsBefore(ctx, in.Before)
+	n, err := a.insights.DropRequestLogsBefore(ctx, in.Before)
 	return contract.PurgeResult{Deleted: n}, err
 }

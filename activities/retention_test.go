@@ -60,7 +60,7 @@ func TestRetentionActivities(t *testing.T) {
 		contract.PurgeRequestLogsInput{Before: cutoff, Now: time.Now()})
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Deleted)
-	days, err := st.Insights.RequestLogPartitions(ctx)
+	days, err := storetest.RequestLogPartitions(ctx, st)
 	require.NoError(t, err)
 	require.Len(t, days, 8, "today and the next seven days")
 

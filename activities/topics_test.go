@@ -50,7 +50,7 @@ func TestPrepareSuppressesRecipientsOutsideTopic(t *testing.T) {
 			_, dom, _ := strings.Cut(r, "@")
 			e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: dom, Status: store.EventQueued})
 		}
-		_, err := st.Emails.InsertEmail(ctx, e)
+		_, err := storetest.InsertEmail(ctx, st, e)
 		require.NoError(t, err)
 		_, err = run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 		require.NoError(t, err)

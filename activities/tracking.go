@@ -117,7 +117,7 @@ func (a *Sending) trackedMessages(ctx context.Context, e store.Email, d *store.D
 			return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 		}
 		// Built again for each recipient: with its attachments.
-		if e.Attachments, err = a.store.Emails.Attachments(ctx, e.ID); err != nil {
+		if e.Attachments, err = a.emails.Attachments(ctx, e.ID); err != nil {
 			return nil, err
 		}
 	}

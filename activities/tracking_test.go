@@ -52,7 +52,7 @@ func TestDeliverTrackedEmail(t *testing.T) {
 			e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: "dest.test",
 				Status: store.EventQueued})
 		}
-		_, err := st.Emails.InsertEmail(ctx, e)
+		_, err := storetest.InsertEmail(ctx, st, e)
 		require.NoError(t, err)
 		return e
 	}

@@ -118,7 +118,7 @@ func (a *Sending) recipientMessages(ctx context.Context, e store.Email, d *store
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
 	}
 	// Built again for each recipient: with its attachments.
-	if e.Attachments, err = a.store.Emails.Attachments(ctx, e.ID); err != nil {
+	if e.Attachments, err = a.emails.Attachments(ctx, e.ID); err != nil {
 		return nil, err
 	}
 	sign := func(msg []byte) ([]byte, error) { return msg, nil } // the sandbox sender does not sign

@@ -16,7 +16,7 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/dkim"
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/store"
@@ -143,7 +143,7 @@ func TestDeliverTopicEmailPerRecipient(t *testing.T) {
 	for _, r := range rcpts {
 		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: "dest.test", Status: store.EventQueued})
 	}
-	_, err = st.Emails.InsertEmail(ctx, e)
+	_, err = storetest.InsertEmail(ctx, st, e)
 	require.NoError(t, err)
 
 	mx, client := destMX(t, smtptest.Options{})
@@ -231,7 +231,7 @@ func TestDeliverTopicEmailFromTheSandbox(t *testing.T) {
 	// insertEmail has no topic: give it one, as acceptance would have.
 	html := `<a href="{{{RESEND_UNSUBSCRIBE_URL}}}">Unsubscribe</a>`
 	e.ID, e.TopicID, e.HTML = uuid.Must(uuid.NewV7()), &tp.ID, &html
-	_, err = st.Emails.InsertEmail(ctx, e)
+	_, err = storetest.InsertEmail(ctx, st, e)
 	require.NoError(t, err)
 
 	mx, client := destMX(t, smtptest.Options{})
@@ -288,7 +288,7 @@ func TestDeliverTopicEmailRecordsEachRecipientAtOnce(t *testing.T) {
 	for _, r := range rcpts {
 		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: "dest.test", Status: store.EventQueued})
 	}
-	_, err = st.Emails.InsertEmail(ctx, e)
+	_, err = storetest.InsertEmail(ctx, st, e)
 	require.NoError(t, err)
 	mx, client := destMX(t, smtptest.Options{})
 	cfg := activities.Config{Hostname: "out.example", Keys: box, Unsubscribe: testLinks(t)}
@@ -337,11 +337,11 @@ func TestProcessInboundMailtoUnsubscribe(t *testing.T) {
 		rt := inroute.New(st.Received, st.Emails, nil, key)
 		r, err := rt.Route(ctx, addr)
 		require.NoError(t, err)
-		require.Equal(t, inbound.RouteUnsubscribe, r.Kind)
-		m := inbound.Message{ID: uuid.Must(uuid.NewV7()), Recipients: []inbound.Recipient{{Address: addr, Route: r}},
+		require.Equal(t, inmail.RouteUnsubscribe, r.Kind)
+		m := inmail.Message{ID: uuid.Must(uuid.NewV7()), Recipients: []inmail.Recipient{{Address: addr, Route: r}},
 			ReceivedAt: time.Now(), Data: []byte("Subject: whatever\r\n\r\nplease stop\r\n")}
 		require.NoError(t, in.Accept(ctx, m))
-		list, err := st.Received.InboundMessages(ctx, r.TeamID, 1)
+		list, err := storetest.InboundMessages(ctx, st, r.TeamID, 1)
 		require.NoError(t, err)
 		require.Len(t, list, 1)
 		res, err := run[contract.ProcessInboundInput, contract.ProcessInboundResult](t,
@@ -373,7 +373,7 @@ func TestProcessInboundMailtoUnsubscribe(t *testing.T) {
 	for _, r := range e.To {
 		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: "dest.test", Status: store.EventQueued})
 	}
-	_, err = st.Emails.InsertEmail(ctx, e)
+	_, err = storetest.InsertEmail(ctx, st, e)
 	require.NoError(t, err)
 	addr, err := mailto.Make(key, e.ID, 1, host)
 	require.NoError(t, err)

@@ -13,7 +13,7 @@ import (
 // allowances of a warm-up schedule, counted in PostgreSQL
 // (store.TakeWarmup) so that they hold across processes and restarts.
 type WarmupGate struct {
-	store    *store.Store
+	domains  *store.Domains
 	schedule ippool.Schedule
 	now      func() time.Time
 }
@@ -22,11 +22,11 @@ var _ ippool.Gate = (*WarmupGate)(nil)
 
 // NewWarmupGate returns the gate of schedule over st; now is its clock
 // (nil: time.Now), whose UTC day is the day counted.
-func NewWarmupGate(st *store.Store, schedule ippool.Schedule, now func() time.Time) *WarmupGate {
+func NewWarmupGate(st *store.Domains, schedule ippool.Schedule, now func() time.Time) *WarmupGate {
 	if now == nil {
 		now = time.Now
 	}
-	return &WarmupGate{store: st, schedule: schedule, now: now}
+	return &WarmupGate{domains: st, schedule: schedule, now: now}
 }
 
 // Take takes up to n messages from a's allowance of today. An address
@@ -36,7 +36,7 @@ func (g *WarmupGate) Take(ctx context.Context, a ippool.Address, n int) (int, er
 	if !a.IP.IsValid() {
 		return n, nil
 	}
-	got, err := g.store.Domains.TakeWarmup(ctx, a.IP, n, g.schedule, g.now())
+	got, err := g.domains.TakeWarmup(ctx, a.IP, n, g.schedule, g.now())
 	if errors.Is(err, store.ErrNotFound) {
 		return n, nil
 	}

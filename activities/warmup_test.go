@@ -60,7 +60,7 @@ func TestWarmupLimitsThePoolsAddresses(t *testing.T) {
 	}
 	require.NoError(t, st.Domains.SetWarmup(ctx, sharedAddrs[0].IP, nil), "the shared pool is warm")
 	clk := &clock{t: time.Now().UTC()}
-	gate := activities.NewWarmupGate(st, ippool.Schedule{3}, clk.now)
+	gate := activities.NewWarmupGate(st.Domains, ippool.Schedule{3}, clk.now)
 
 	shared, err := pooldeliver.New(base, sharedAddrs, pooldeliver.Warmup{Gate: gate})
 	require.NoError(t, err)

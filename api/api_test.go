@@ -21,15 +21,21 @@ import (
 
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/datareq"
+	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/egress"
+	"github.com/posthaste/posthaste/internal/imports"
 	"github.com/posthaste/posthaste/internal/ratelimit"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/reqlog"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/templates"
 	"github.com/posthaste/posthaste/internal/testkit/clocktest"
 	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
@@ -149,17 +155,25 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 		Store:    st,
 		Auth:     auth.NewAuthenticator(st.Accounts, o.keyCache),
 		Submit:   submit.New(submit.Config{Store: submit.StoreOf(st), Notifier: n, Fetcher: o.fetch, PublicURL: "https://posthaste.example"}),
+		Emails:   submit.NewEmails(st.Emails),
+		Received: receiving.New(st.Received),
 		Metrics:  metrics,
 		Gatherer: reg,
 		Ready:    []api.Check{{Name: "postgres", Check: st.Ping}},
-		Domains: api.DomainConfig{Verifier: v, Keys: box, DKIMSelector: "posthaste",
-			Records: records.Config{BounceHost: "bounce.posthaste.example", SPFInclude: "_spf.posthaste.example",
-				TrackingHost: "track.posthaste.example"}},
+		// The use cases cmd/posthaste builds once for the API and the dashboard.
+		Domains: domains.New(domains.Config{Keys: box, DKIMSelector: "posthaste", Verifier: v}, st),
+		Webhooks: webhook.NewEndpoints(webhook.EndpointsConfig{Keys: box, Waker: wk, AllowHTTP: true,
+			Client: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), webhook.ClientConfig{Timeout: 2 * time.Second})}, st),
+		Imports:      imports.New(imports.Config{Outbox: n}, st),
+		Audience:     audience.New(st.Audience),
+		DataRequests: datareq.New(datareq.Config{Keys: box, Outbox: n}, st),
+		Templates:    templates.New(st),
+		Records: records.Config{BounceHost: "bounce.posthaste.example", SPFInclude: "_spf.posthaste.example",
+			TrackingHost: "track.posthaste.example"},
+		Keys:             box,
 		Limiter:          o.limiter,
 		DefaultRateLimit: o.rate,
 		RequestLog:       logs,
-		Webhooks: api.WebhookConfig{Waker: wk, Keys: box, AllowHTTP: true, Outbox: n,
-			Client: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), webhook.ClientConfig{Timeout: 2 * time.Second})},
 	})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
@@ -399,7 +413,7 @@ func TestSendAcceptsSDKShapesAndChunkedBodies(t *testing.T) {
 	// An io.Reader of unknown length makes the client send it chunked.
 	r := e.do("POST", "/emails", e.keyA, io.MultiReader(strings.NewReader(body)))
 	require.Equal(t, 200, r.status, string(r.raw))
-	em, err := e.store.Emails.EmailForBuild(context.Background(), uuid.MustParse(r.body["id"].(string)))
+	em, err := storetest.EmailForBuild(context.Background(), e.store, uuid.MustParse(r.body["id"].(string)))
 	require.NoError(t, err)
 	require.Len(t, em.Attachments, 3)
 	require.Equal(t, []byte("hello"), em.Attachments[0].Content)
@@ -481,7 +495,7 @@ func TestPathAttachmentsGoThroughTheEgressGuard(t *testing.T) {
 			continue
 		}
 		require.Equal(t, 200, r.status, string(r.raw))
-		em, err := e.store.Emails.EmailForBuild(context.Background(), uuid.MustParse(r.body["id"].(string)))
+		em, err := storetest.EmailForBuild(context.Background(), e.store, uuid.MustParse(r.body["id"].(string)))
 		require.NoError(t, err)
 		require.Len(t, em.Attachments, 1)
 		require.Equal(t, "june.csv", em.Attachments[0].Filename)

@@ -5,16 +5,18 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
-	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/audit"
-	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/store"
 )
+
+// keysAPI serves /api-keys through the accounts service.
+type keysAPI struct {
+	*Server
+	keys *account.Keys
+}
 
 type createAPIKeyRequest struct {
 	Name       *string `json:"name"`
@@ -25,7 +27,7 @@ type createAPIKeyRequest struct {
 	AllowedIPs []string `json:"allowed_ips"`
 }
 
-func (s *Server) createAPIKey(c *gin.Context) {
+func (s *keysAPI) createAPIKey(c *gin.Context) {
 	body, err := readBody(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -37,79 +39,28 @@ func (s *Server) createAPIKey(c *gin.Context) {
 			"The request body must be a JSON object with a string `name`."))
 		return
 	}
-	if req.Name == nil || strings.TrimSpace(*req.Name) == "" {
-		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `name` field."))
-		return
+	in := account.KeyInput{TeamID: principal(c).TeamID, CreatedBy: principal(c).CreatedBy, Permission: req.Permission,
+		DomainID: req.DomainID, AllowedIPs: req.AllowedIPs}
+	if req.Name != nil {
+		in.Name = *req.Name
 	}
-	if utf8.RuneCountInString(*req.Name) > 50 {
-		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameValidation,
-			"The `name` field must be at most 50 characters."))
-		return
-	}
-	switch req.Permission {
-	case "":
-		req.Permission = store.PermissionFullAccess
-	case store.PermissionFullAccess, store.PermissionSendingAccess:
-	default:
-		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameValidation,
-			"The `permission` field must be full_access or sending_access."))
-		return
-	}
-	var domainID *uuid.UUID
-	if req.DomainID != nil {
-		if req.Permission != store.PermissionSendingAccess {
-			s.respondError(c, errorf(http.StatusUnprocessableEntity, nameValidation,
-				"The `domain_id` field can only be used with sending_access permission."))
-			return
-		}
-		did, err := uuid.Parse(*req.DomainID)
-		if err != nil {
-			s.respondError(c, errorf(http.StatusUnprocessableEntity, nameInvalidParameter,
-				"The `domain_id` field must be a valid UUID."))
-			return
-		}
-		if _, err := s.store.Domains.GetDomain(c.Request.Context(), principal(c).TeamID, did); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				err = errorf(http.StatusNotFound, nameNotFound, "Domain not found.")
-			}
-			s.respondError(c, err)
-			return
-		}
-		domainID = &did
-	}
-	allowed, err := auth.ParseAllowedIPs(req.AllowedIPs)
-	if err != nil {
-		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameValidation,
-			"The `allowed_ips` field: "+err.Error()+"."))
-		return
-	}
-	token, prefix, hash, err := auth.NewToken()
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	k := store.APIKey{ID: id, TeamID: principal(c).TeamID, Name: strings.TrimSpace(*req.Name),
-		Prefix: prefix, Hash: hash, Permission: req.Permission, DomainID: domainID, AllowedIPs: allowed,
-		CreatedBy: principal(c).CreatedBy}
 	// The new key is its maker's: a full_access key only when the calling
-	// key's creator owns the team (store.CreateAPIKey keeps the rule).
-	if err := s.store.Accounts.CreateAPIKey(c.Request.Context(), k); err != nil {
-		if errors.Is(err, store.ErrOwnersOnly) {
-			err = errorf(http.StatusForbidden, nameValidation,
-				"Only keys created by a team owner can create full_access keys; create a sending_access key instead.")
-		}
+	// key's creator owns the team.
+	key, err := s.keys.Create(c.Request.Context(), in, s.actor(c))
+	switch {
+	case errors.Is(err, account.ErrInvalidDomainID):
+		err = errorf(http.StatusUnprocessableEntity, nameInvalidParameter, account.ErrInvalidDomainID.Message)
+	case errors.Is(err, store.ErrNotFound):
+		err = errorf(http.StatusNotFound, nameNotFound, "Domain not found.")
+	case errors.Is(err, store.ErrOwnersOnly):
+		err = errorf(http.StatusForbidden, nameValidation,
+			"Only keys created by a team owner can create full_access keys; create a sending_access key instead.")
+	}
+	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	if !s.audited(c, audit.APIKeyCreate, "api_key", id.String(), map[string]any{"permission": req.Permission}) {
-		return
-	}
-	c.PureJSON(http.StatusCreated, gin.H{"id": id, "token": token})
+	c.PureJSON(http.StatusCreated, gin.H{"id": key.ID, "token": key.Token})
 }
 
 type apiKeyJSON struct {
@@ -121,26 +72,25 @@ type apiKeyJSON struct {
 	AllowedIPs []string `json:"allowed_ips,omitempty"` // Posthaste extension
 }
 
-func (s *Server) listAPIKeys(c *gin.Context) {
-	respondList(s, c, s.store.Accounts.ListAPIKeys, func(k store.APIKey) apiKeyJSON {
+func (s *keysAPI) listAPIKeys(c *gin.Context) {
+	respondList(s.Server, c, s.keys.List, func(k store.APIKey) apiKeyJSON {
 		return apiKeyJSON{ID: k.ID.String(), Name: k.Name, Permission: k.Permission,
 			CreatedAt: formatTime(k.CreatedAt), LastUsedAt: formatTimePtr(k.LastUsedAt), AllowedIPs: prefixStrings(k.AllowedIPs)}
 	})
 }
 
-func (s *Server) deleteAPIKey(c *gin.Context) {
+func (s *keysAPI) deleteAPIKey(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	hash, err := s.store.Accounts.RevokeAPIKey(c.Request.Context(), principal(c).TeamID, id)
+	hash, err := s.keys.Revoke(c.Request.Context(), principal(c).TeamID, id, s.actor(c))
+	if hash != nil {
+		s.auth.Forget(hash)
+	}
 	if err != nil {
 		s.respondError(c, err)
-		return
-	}
-	s.auth.Forget(hash)
-	if !s.audited(c, audit.APIKeyRevoke, "api_key", id.String(), nil) {
 		return
 	}
 	c.PureJSON(http.StatusOK, gin.H{"object": "api_key", "id": id, "deleted": true})

@@ -1,15 +1,9 @@
 package api
 
 import (
-	"context"
-	"encoding/json"
-	"net/http"
-
 	"github.com/gin-gonic/gin"
-	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/audit"
-	"github.com/posthaste/posthaste/internal/store"
 )
 
 // audited records a successful state change by the request's API key in
@@ -19,64 +13,18 @@ import (
 // that could not be audited is never reported as a plain success. detail
 // is a small object without personal data, or nil.
 func (s *Server) audited(c *gin.Context, action audit.Action, targetType, targetID string, detail map[string]any) bool {
-	p := principal(c)
-	e := audit.Entry{TeamID: &p.TeamID, ActorType: audit.ActorAPIKey, ActorID: &p.KeyID, Action: action,
-		TargetType: targetType, TargetID: targetID, ClientAddr: c.ClientIP(), UserAgent: c.Request.UserAgent(),
-		Outcome: audit.Success}
-	if detail != nil {
-		b, err := json.Marshal(detail)
-		if err != nil {
-			s.respondError(c, err)
-			return false
-		}
-		e.Detail = string(b)
-	}
-	if _, err := s.store.Privacy.AppendAudit(c.Request.Context(), e); err != nil {
+	if err := s.auditLog.Success(c.Request.Context(), s.actor(c), principal(c).TeamID, action, targetType, targetID,
+		detail); err != nil {
 		s.respondError(c, err)
 		return false
 	}
 	return true
 }
 
-type auditEntryJSON struct {
-	Object     string          `json:"object"`
-	ID         string          `json:"id"`
-	CreatedAt  string          `json:"created_at"`
-	Action     string          `json:"action"`
-	ActorType  string          `json:"actor_type"`
-	ActorID    *string         `json:"actor_id"`
-	TargetType string          `json:"target_type"`
-	TargetID   string          `json:"target_id"`
-	ClientAddr string          `json:"client_address"`
-	UserAgent  string          `json:"user_agent"`
-	Outcome    string          `json:"outcome"`
-	Detail     json.RawMessage `json:"detail"`
-}
-
-func renderAudit(e audit.Entry) auditEntryJSON {
-	var actor *string
-	if e.ActorID != nil {
-		a := e.ActorID.String()
-		actor = &a
-	}
-	detail := json.RawMessage(e.Detail)
-	if !json.Valid(detail) {
-		detail = json.RawMessage("{}")
-	}
-	return auditEntryJSON{Object: "audit_log_entry", ID: e.ID.String(), CreatedAt: formatTime(e.CreatedAt),
-		Action: string(e.Action), ActorType: string(e.ActorType), ActorID: actor, TargetType: e.TargetType,
-		TargetID: e.TargetID, ClientAddr: e.ClientAddr, UserAgent: e.UserAgent, Outcome: string(e.Outcome),
-		Detail: detail}
-}
-
-// listAuditLog answers GET /audit-log: the team's entries, newest first.
-func (s *Server) listAuditLog(c *gin.Context) {
-	f, err := audit.ParseFilter(c.Query)
-	if err != nil {
-		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameValidation, err.Error()))
-		return
-	}
-	respondList(s, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]audit.Entry, bool, error) {
-		return s.store.Privacy.ListAudit(ctx, team, f, p)
-	}, renderAudit)
+// actor is the audit actor of a change made by the request's API key, for
+// the services that write the entry with the change.
+func (s *Server) actor(c *gin.Context) audit.Entry {
+	p := principal(c)
+	return audit.Entry{TeamID: &p.TeamID, ActorType: audit.ActorAPIKey, ActorID: &p.KeyID, ClientAddr: c.ClientIP(),
+		UserAgent: c.Request.UserAgent()}
 }

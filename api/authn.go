@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/submit"
 )
 
 const (
@@ -144,4 +145,10 @@ func authenticated(c *gin.Context) (auth.Principal, bool) {
 func principal(c *gin.Context) auth.Principal {
 	p, _ := authenticated(c)
 	return p
+}
+
+// sender is the request's principal as the sender of submitted mail.
+func (s *Server) sender(c *gin.Context) submit.Sender {
+	p := principal(c)
+	return submit.Sender{TeamID: p.TeamID, KeyID: p.KeyID, DomainID: p.DomainID}
 }

@@ -76,7 +76,7 @@ func BenchmarkMiddlewareCost(b *testing.B) {
 	servers := make([]*httptest.Server, len(variants))
 	for i, v := range variants {
 		reg := prometheus.NewRegistry()
-		cfg := api.Config{Store: st, Auth: authn, Submit: sub, Metrics: telemetry.NewMetrics(reg),
+		cfg := api.Config{Store: st, Auth: authn, Submit: sub, Emails: submit.NewEmails(st.Emails), Metrics: telemetry.NewMetrics(reg),
 			DefaultRateLimit: 1_000_000}
 		v.cfg(&cfg)
 		h, err := api.New(cfg)

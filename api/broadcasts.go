@@ -6,18 +6,21 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/broadcast"
-	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 )
+
+// broadcastsAPI serves /broadcasts.
+type broadcastsAPI struct {
+	*Server
+	broadcastSvc *broadcast.Service
+}
 
 // broadcastRequest is the body of POST /broadcasts and PATCH
 // /broadcasts/:id. Absent (or null) fields are left as they are by an
@@ -43,11 +46,11 @@ type broadcastRequest struct {
 	ScheduledAt *string         `json:"scheduled_at"`
 }
 
-// broadcastEdit turns the request into a broadcast.Edit, the template it names
-// copied in.
-func (s *Server) broadcastEdit(c *gin.Context, r broadcastRequest) (broadcast.Edit, error) {
+// broadcastEdit turns the request into a broadcast.Edit; the service
+// copies in the template it names.
+func broadcastEdit(r broadcastRequest) (broadcast.Edit, error) {
 	e := broadcast.Edit{Name: r.Name, From: r.From, Subject: r.Subject, PreviewText: r.PreviewText, HTML: r.HTML,
-		Text: r.Text, TopicID: r.TopicID, SegmentID: r.SegmentID, Components: r.Components}
+		Text: r.Text, TopicID: r.TopicID, SegmentID: r.SegmentID, Components: r.Components, TemplateID: r.TemplateID}
 	if e.SegmentID == nil {
 		e.SegmentID = r.AudienceID // Resend's deprecated name
 	}
@@ -58,49 +61,7 @@ func (s *Server) broadcastEdit(c *gin.Context, r broadcastRequest) (broadcast.Ed
 		}
 		e.ReplyTo = append([]string{}, list...)
 	}
-	if r.TemplateID != nil {
-		if err := s.applyTemplate(c, &e, *r.TemplateID); err != nil {
-			return e, err
-		}
-	}
 	return e, nil
-}
-
-// applyTemplate copies the published version of the team's template ref
-// into e, on a create as on an update: its subject when the request gives
-// none, and its body (html and text, or its component document). The
-// broadcast keeps a copy: later edits of the template do not change it.
-func (s *Server) applyTemplate(c *gin.Context, e *broadcast.Edit, ref string) error {
-	doc := bytes.TrimSpace(e.Components)
-	if e.HTML != nil || e.Text != nil || (len(doc) > 0 && string(doc) != "null") {
-		return invalid.Errorf("template_id", "Give either `template_id` or `html`, `text` and `components`, not both.")
-	}
-	t, err := s.store.Templates.TemplateByRef(c.Request.Context(), principal(c).TeamID, ref)
-	if errors.Is(err, store.ErrNotFound) {
-		return invalid.Errorf("template_id", "Invalid `template_id` field: the team has no template %q.", ref)
-	}
-	if err != nil {
-		return err
-	}
-	if t.Published == nil {
-		return invalid.Errorf("template_id",
-			"Invalid `template_id` field: the template %q is not published. Publish it first.", ref)
-	}
-	p := t.Published
-	if (e.Subject == nil || *e.Subject == "") && p.Subject != nil {
-		subject := *p.Subject
-		e.Subject = &subject
-	}
-	if len(p.Components) > 0 {
-		e.Components = append(json.RawMessage(nil), p.Components...)
-		return nil
-	}
-	html, text := p.HTML, ""
-	if p.Text != nil {
-		text = *p.Text
-	}
-	e.HTML, e.Text = &html, &text
-	return nil
 }
 
 // broadcastError names a segment or topic of the body that the team does
@@ -115,7 +76,7 @@ func broadcastError(err error) error {
 
 // respondBroadcastRef answers a change of a broadcast with Resend's
 // reference to it ({"id", "object"}) and status, or with err.
-func (s *Server) respondBroadcastRef(c *gin.Context, status int, b store.Broadcast, err error) {
+func (s *broadcastsAPI) respondBroadcastRef(c *gin.Context, status int, b store.Broadcast, err error) {
 	if err != nil {
 		s.respondError(c, broadcastError(err))
 		return
@@ -132,13 +93,13 @@ func broadcastStateMessage(e *store.BroadcastStateError) string {
 	return msg + "only a draft can be " + e.Action + "."
 }
 
-func (s *Server) createBroadcast(c *gin.Context) {
+func (s *broadcastsAPI) createBroadcast(c *gin.Context) {
 	var req broadcastRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
 		return
 	}
-	e, err := s.broadcastEdit(c, req)
+	e, err := broadcastEdit(req)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -147,7 +108,7 @@ func (s *Server) createBroadcast(c *gin.Context) {
 	if req.ScheduledAt != nil {
 		scheduledAt = *req.ScheduledAt
 	}
-	b, err := s.broadcasts.Create(c.Request.Context(), s.sender(c), e, req.Send, scheduledAt)
+	b, err := s.broadcastSvc.Create(c.Request.Context(), s.sender(c), e, req.Send, scheduledAt)
 	s.respondBroadcastRef(c, http.StatusCreated, b, err)
 }
 
@@ -246,23 +207,23 @@ func renderBroadcast(b store.Broadcast, n store.BroadcastCounts) broadcastJSON {
 			Unsubscribed: n.Unsubscribed}}
 }
 
-func (s *Server) listBroadcasts(c *gin.Context) {
-	respondList(s, c, s.store.Broadcasts.ListBroadcasts, renderBroadcastListItem)
+func (s *broadcastsAPI) listBroadcasts(c *gin.Context) {
+	respondList(s.Server, c, s.broadcastSvc.List, renderBroadcastListItem)
 }
 
-func (s *Server) getBroadcast(c *gin.Context) {
+func (s *broadcastsAPI) getBroadcast(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
 	ctx, team := c.Request.Context(), principal(c).TeamID
-	b, err := s.store.Broadcasts.Broadcast(ctx, team, id)
+	b, err := s.broadcastSvc.Get(ctx, team, id)
 	if err != nil {
 		s.respondError(c, broadcastError(err))
 		return
 	}
-	n, err := s.store.Broadcasts.BroadcastCounts(ctx, team, id)
+	n, err := s.broadcastSvc.Counts(ctx, team, id)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -272,7 +233,7 @@ func (s *Server) getBroadcast(c *gin.Context) {
 
 // updateBroadcast edits a draft; send and scheduled_at are ignored (POST
 // /broadcasts/:id/send sends).
-func (s *Server) updateBroadcast(c *gin.Context) {
+func (s *broadcastsAPI) updateBroadcast(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -283,55 +244,30 @@ func (s *Server) updateBroadcast(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	e, err := s.broadcastEdit(c, req)
+	e, err := broadcastEdit(req)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	b, err := s.broadcasts.Update(c.Request.Context(), principal(c).TeamID, id, e)
+	b, err := s.broadcastSvc.Update(c.Request.Context(), principal(c).TeamID, id, e)
 	s.respondBroadcastRef(c, http.StatusOK, b, err)
 }
 
-func (s *Server) deleteBroadcast(c *gin.Context) {
-	respondOne(s, c, s.store.Broadcasts.DeleteBroadcast, "Broadcast not found.", func(b store.Broadcast) gin.H {
+func (s *broadcastsAPI) deleteBroadcast(c *gin.Context) {
+	respondOne(s.Server, c, s.broadcastSvc.Delete, "Broadcast not found.", func(b store.Broadcast) gin.H {
 		return gin.H{"id": b.ID.String(), "object": "broadcast", "deleted": true}
 	})
 }
 
-// copyName is the name of a duplicate of a broadcast named name, cut to
-// broadcast.MaxName bytes on a character boundary.
-func copyName(name string) string {
-	if strings.TrimSpace(name) == "" {
-		name = "untitled broadcast"
-	}
-	out := strings.TrimSpace("Copy of " + name)
-	for len(out) > broadcast.MaxName {
-		_, size := utf8.DecodeLastRuneInString(out)
-		out = out[:len(out)-size]
-	}
-	return out
-}
-
 // duplicateBroadcast copies a broadcast, whatever its status, into a new
-// draft named "Copy of …".
-func (s *Server) duplicateBroadcast(c *gin.Context) {
+// draft named "Copy of …" (broadcast.CopyName).
+func (s *broadcastsAPI) duplicateBroadcast(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	ctx, team := c.Request.Context(), principal(c).TeamID
-	b, err := s.store.Broadcasts.Broadcast(ctx, team, id)
-	if err != nil {
-		s.respondError(c, broadcastError(err))
-		return
-	}
-	newID, err := uuid.NewV7()
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	d, err := s.store.Broadcasts.DuplicateBroadcast(ctx, team, id, newID, copyName(b.Name))
+	d, err := s.broadcastSvc.Duplicate(c.Request.Context(), principal(c).TeamID, id, broadcast.CopyName)
 	s.respondBroadcastRef(c, http.StatusCreated, d, err)
 }
 
@@ -341,7 +277,7 @@ type sendBroadcastRequest struct {
 
 // sendBroadcast sends a draft now or at scheduled_at. A sender the team
 // may not use is refused as POST /emails refuses it.
-func (s *Server) sendBroadcast(c *gin.Context) {
+func (s *broadcastsAPI) sendBroadcast(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -356,7 +292,7 @@ func (s *Server) sendBroadcast(c *gin.Context) {
 	if req.ScheduledAt != nil {
 		at = *req.ScheduledAt
 	}
-	b, err := s.broadcasts.Send(c.Request.Context(), s.sender(c), id, at)
+	b, err := s.broadcastSvc.Send(c.Request.Context(), s.sender(c), id, at)
 	if err != nil {
 		s.respondError(c, broadcastError(err))
 		return
@@ -364,13 +300,13 @@ func (s *Server) sendBroadcast(c *gin.Context) {
 	c.PureJSON(http.StatusOK, gin.H{"id": b.ID.String()})
 }
 
-func (s *Server) cancelBroadcast(c *gin.Context) {
+func (s *broadcastsAPI) cancelBroadcast(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	b, err := s.broadcasts.Cancel(c.Request.Context(), principal(c).TeamID, id)
+	b, err := s.broadcastSvc.Cancel(c.Request.Context(), principal(c).TeamID, id)
 	s.respondBroadcastRef(c, http.StatusOK, b, err)
 }
 
@@ -393,24 +329,15 @@ func renderBroadcastRecipient(r store.BroadcastRecipient) broadcastRecipientJSON
 // one `type` (store.BroadcastRecipientKinds), optionally only `email`.
 // Resend's bounce_type filter is not supported: it is ignored, like any
 // unknown parameter.
-func (s *Server) listBroadcastRecipients(c *gin.Context) {
+func (s *broadcastsAPI) listBroadcastRecipients(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	kind := c.Query("type")
-	if kind != "" && !slices.Contains(store.BroadcastRecipientKinds(), kind) {
-		s.respondError(c, validation("The `type` parameter must be one of %s.",
-			strings.Join(store.BroadcastRecipientKinds(), ", ")))
-		return
-	}
-	if _, err := s.store.Broadcasts.Broadcast(c.Request.Context(), principal(c).TeamID, id); err != nil {
-		s.respondError(c, broadcastError(err))
-		return
-	}
-	email := strings.TrimSpace(c.Query("email"))
-	respondList(s, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.BroadcastRecipient, bool, error) {
-		return s.store.Broadcasts.BroadcastRecipients(ctx, team, id, kind, email, p)
+	kind, email := c.Query("type"), strings.TrimSpace(c.Query("email"))
+	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.BroadcastRecipient, bool, error) {
+		rows, more, err := s.broadcastSvc.Recipients(ctx, team, id, kind, email, p)
+		return rows, more, broadcastError(err)
 	}, renderBroadcastRecipient)
 }

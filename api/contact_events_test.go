@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // TestContactAndTopicWebhooks: contact and topic changes become webhook
@@ -28,7 +30,7 @@ func TestContactAndTopicWebhooks(t *testing.T) {
 		[]map[string]string{{"id": topic, "subscription": "opt_out"}}).status)
 	require.Equal(t, 200, e.do("DELETE", "/contacts/"+contact, e.keyA, nil).status)
 	require.Equal(t, 200, e.do("DELETE", "/topics/"+topic, e.keyA, nil).status)
-	wakes, err := e.store.Webhooks.OutboxLen(context.Background())
+	wakes, err := storetest.OutboxLen(context.Background(), e.store)
 	require.NoError(t, err)
 	require.Positive(t, wakes, "the endpoint's delivery is woken by entries committed with the changes")
 

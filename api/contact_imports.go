@@ -55,7 +55,7 @@ func renderContactImport(ci store.ContactImport) contactImportJSON {
 }
 
 // importError maps the import service's limits to the API's errors.
-func (s *Server) importError(err error) error {
+func (s *audienceAPI) importError(err error) error {
 	maxBytes, maxRows := s.imports.Limits()
 	switch {
 	case errors.Is(err, imports.ErrFileTooLarge):
@@ -73,7 +73,7 @@ func (s *Server) importError(err error) error {
 // `segments` and `topics` as JSON text. The parts may come in any order,
 // so the file is spooled to a temporary file (never held in memory)
 // until the other fields are read.
-func (s *Server) createContactImport(c *gin.Context) {
+func (s *audienceAPI) createContactImport(c *gin.Context) {
 	ctx := c.Request.Context()
 	mr, err := c.Request.MultipartReader()
 	if err != nil {
@@ -199,7 +199,7 @@ func (b bodyReader) Read(p []byte) (int, error) {
 
 // uploadError turns a body that could not be read into a 422; the
 // limits and local failures (the temporary file) pass as they are.
-func (s *Server) uploadError(err error) error {
+func (s *audienceAPI) uploadError(err error) error {
 	var be *bodyError
 	if errors.As(err, &be) {
 		var mbe *http.MaxBytesError
@@ -211,7 +211,7 @@ func (s *Server) uploadError(err error) error {
 	return err
 }
 
-func (s *Server) getContactImport(c *gin.Context) {
+func (s *audienceAPI) getContactImport(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -235,7 +235,7 @@ func (s *Server) getContactImport(c *gin.Context) {
 
 // listContactImports answers GET /contacts/imports, with Resend's
 // `status` filter.
-func (s *Server) listContactImports(c *gin.Context) {
+func (s *audienceAPI) listContactImports(c *gin.Context) {
 	status := c.Query("status")
 	switch status {
 	case "", store.ImportQueued, store.ImportInProgress, store.ImportCompleted, store.ImportFailed:
@@ -244,7 +244,7 @@ func (s *Server) listContactImports(c *gin.Context) {
 			"The `status` parameter must be queued, in_progress, completed or failed."))
 		return
 	}
-	respondList(s, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactImport, bool, error) {
-		return s.store.Audience.ListContactImports(ctx, team, status, p)
+	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactImport, bool, error) {
+		return s.imports.Page(ctx, team, status, p)
 	}, renderContactImport)
 }

@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"regexp"
 
 	"github.com/gin-gonic/gin"
-	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/store"
@@ -27,10 +25,6 @@ func renderContactProperty(p store.ContactProperty) contactPropertyJSON {
 		FallbackValue: p.Fallback, CreatedAt: formatTime(p.CreatedAt)}
 }
 
-// propertyKey is Resend's rule for property keys: at most 50 letters,
-// digits and underscores.
-var propertyKey = regexp.MustCompile(`^[A-Za-z0-9_]{1,50}$`)
-
 // contactPropertyRequest is the body of create and update. FallbackValue
 // stays raw so that an explicit null can be told from an absent field.
 type contactPropertyRequest struct {
@@ -39,61 +33,24 @@ type contactPropertyRequest struct {
 	FallbackValue json.RawMessage `json:"fallback_value"`
 }
 
-// propertyValue checks that v (decoded JSON) is a value of a property of
-// type typ (audience.PropertyValue).
-func propertyValue(typ string, v any, what string) error { return audience.PropertyValue(typ, v, what) }
-
-// fallbackValue decodes a fallback_value for a property of type typ; null
-// or absent is nil.
+// fallbackValue decodes a fallback_value for a property of type typ
+// (audience.FallbackValue).
 func fallbackValue(typ string, raw json.RawMessage) (any, error) {
-	if len(raw) == 0 {
-		return nil, nil
-	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, validation("The `fallback_value` field must be a string or a number.")
-	}
-	if v == nil {
-		return nil, nil
-	}
-	if err := propertyValue(typ, v, "The `fallback_value` field of a "+typ+" property"); err != nil {
-		return nil, err
-	}
-	return v, nil
+	return audience.FallbackValue(typ, raw)
 }
 
-func (s *Server) createContactProperty(c *gin.Context) {
+// input is the request as the service takes it.
+func (r contactPropertyRequest) input() audience.PropertyInput {
+	return audience.PropertyInput{Key: r.Key, Type: r.Type, FallbackValue: r.FallbackValue}
+}
+
+func (s *audienceAPI) createContactProperty(c *gin.Context) {
 	var req contactPropertyRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
 		return
 	}
-	switch {
-	case req.Key == nil:
-		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `key` field."))
-		return
-	case req.Type == nil:
-		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `type` field."))
-		return
-	case !propertyKey.MatchString(*req.Key):
-		s.respondError(c, validation("The `key` field must be 1 to 50 letters, digits or underscores."))
-		return
-	case *req.Type != store.PropertyString && *req.Type != store.PropertyNumber:
-		s.respondError(c, validation("The `type` field must be `string` or `number`."))
-		return
-	}
-	fb, err := fallbackValue(*req.Type, req.FallbackValue)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	p, err := s.store.Audience.CreateContactProperty(c.Request.Context(), store.ContactProperty{ID: id,
-		TeamID: principal(c).TeamID, Key: *req.Key, Type: *req.Type, Fallback: fb})
+	p, err := s.svc.CreateProperty(c.Request.Context(), principal(c).TeamID, req.input())
 	if errors.Is(err, store.ErrConflict) {
 		s.respondError(c, errorf(http.StatusConflict, nameConflict, "A contact property with key `"+*req.Key+"` already exists."))
 		return
@@ -105,17 +62,17 @@ func (s *Server) createContactProperty(c *gin.Context) {
 	c.JSON(http.StatusCreated, gin.H{"object": "contact_property", "id": p.ID.String()})
 }
 
-func (s *Server) listContactProperties(c *gin.Context) {
-	respondList(s, c, s.store.Audience.ListContactProperties, renderContactProperty)
+func (s *audienceAPI) listContactProperties(c *gin.Context) {
+	respondList(s.Server, c, s.svc.ListProperties, renderContactProperty)
 }
 
-func (s *Server) getContactProperty(c *gin.Context) {
-	respondOne(s, c, s.store.Audience.ContactProperty, "Contact property not found.", renderContactProperty)
+func (s *audienceAPI) getContactProperty(c *gin.Context) {
+	respondOne(s.Server, c, s.svc.Property, "Contact property not found.", renderContactProperty)
 }
 
 // updateContactProperty changes the fallback value; key and type are
 // fixed at creation (changing them would invalidate stored values).
-func (s *Server) updateContactProperty(c *gin.Context) {
+func (s *audienceAPI) updateContactProperty(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -126,33 +83,15 @@ func (s *Server) updateContactProperty(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	ctx, team := c.Request.Context(), principal(c).TeamID
-	p, err := s.store.Audience.ContactProperty(ctx, team, id)
-	if err != nil {
-		s.respondError(c, notFound(err, "Contact property not found."))
-		return
-	}
-	if req.Key != nil && *req.Key != p.Key || req.Type != nil && *req.Type != p.Type {
-		s.respondError(c, validation("The `key` and `type` of a contact property cannot be changed."))
-		return
-	}
-	fb, err := fallbackValue(p.Type, req.FallbackValue)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	if len(req.FallbackValue) == 0 {
-		fb = p.Fallback // absent: unchanged
-	}
-	if _, err := s.store.Audience.SetContactPropertyFallback(ctx, team, id, fb); err != nil {
+	if _, err := s.svc.UpdateProperty(c.Request.Context(), principal(c).TeamID, id, req.input()); err != nil {
 		s.respondError(c, notFound(err, "Contact property not found."))
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"object": "contact_property", "id": id.String()})
 }
 
-func (s *Server) deleteContactProperty(c *gin.Context) {
-	respondOne(s, c, s.store.Audience.DeleteContactProperty, "Contact property not found.", func(p store.ContactProperty) gin.H {
+func (s *audienceAPI) deleteContactProperty(c *gin.Context) {
+	respondOne(s.Server, c, s.svc.DeleteProperty, "Contact property not found.", func(p store.ContactProperty) gin.H {
 		return gin.H{"object": "contact_property", "id": p.ID.String(), "deleted": true}
 	})
 }

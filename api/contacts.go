@@ -11,16 +11,18 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/audience"
+	"github.com/posthaste/posthaste/internal/imports"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
-// Contact webhook event types (webhook.Types).
-const (
-	eventContactCreated       = audience.EventContactCreated
-	eventContactUpdated       = audience.EventContactUpdated
-	eventContactDeleted       = audience.EventContactDeleted
-	eventContactTopicsUpdated = audience.EventContactTopicsUpdated
-)
+// audienceAPI serves the audience: /contacts (contacts.go), /contacts/imports
+// (contact_imports.go), /contact-properties (contact_properties.go),
+// /segments (segments.go) and /topics (topics.go).
+type audienceAPI struct {
+	*Server
+	svc     *audience.Service
+	imports *imports.Service
+}
 
 type contactJSON struct {
 	Object       string         `json:"object"`
@@ -57,10 +59,6 @@ type contactRequest struct {
 	Topics       []topicChoiceJSON `json:"topics"`
 }
 
-// contactAddress checks a contact's address and normalises it
-// (audience.ContactAddress).
-func contactAddress(raw string) (string, error) { return audience.ContactAddress(raw) }
-
 // contactRef reads a path parameter that is a contact's id or address.
 func contactRef(c *gin.Context) (store.ContactRef, error) {
 	ref := c.Param("id")
@@ -68,7 +66,7 @@ func contactRef(c *gin.Context) (store.ContactRef, error) {
 		return store.ContactRef{ID: &id}, nil
 	}
 	if strings.Contains(ref, "@") {
-		if addr, err := contactAddress(ref); err == nil {
+		if addr, err := audience.ContactAddress(ref); err == nil {
 			return store.ContactRef{Email: addr}, nil
 		}
 	}
@@ -76,9 +74,10 @@ func contactRef(c *gin.Context) (store.ContactRef, error) {
 		"The path must name a contact by its id or its email address.")
 }
 
-// segmentIDs reads `segments`: ids or {"id"} objects.
-func segmentIDs(raw []json.RawMessage) ([]uuid.UUID, error) {
-	out := make([]uuid.UUID, 0, len(raw))
+// segmentIDs reads `segments`: ids or {"id"} objects (the service checks
+// that each is an id).
+func segmentIDs(raw []json.RawMessage) ([]string, error) {
+	out := make([]string, 0, len(raw))
 	for _, r := range raw {
 		var s string
 		if err := json.Unmarshal(r, &s); err != nil {
@@ -90,33 +89,19 @@ func segmentIDs(raw []json.RawMessage) ([]uuid.UUID, error) {
 			}
 			s = obj.ID
 		}
-		id, err := uuid.Parse(s)
-		if err != nil {
-			return nil, validation("The `segments` field must be a list of segment ids; %q is not one.", s)
-		}
-		out = append(out, id)
+		out = append(out, s)
 	}
 	return out, nil
 }
 
-// topicChoices reads `topics`: {"id","subscription"} entries.
-func topicChoices(in []topicChoiceJSON) ([]store.TopicChoice, error) {
-	out := make([]store.TopicChoice, 0, len(in))
-	for _, t := range in {
-		id, err := uuid.Parse(t.ID)
-		if err != nil {
-			return nil, validation("Each entry of `topics` must have the `id` of a topic; %q is not one.", t.ID)
-		}
-		if err := audience.Subscription(t.ID, t.Subscription); err != nil {
-			return nil, err
-		}
-		out = append(out, store.TopicChoice{TopicID: id, Subscription: t.Subscription})
+// topicChoices reads `topics` (the service checks them).
+func topicChoices(in []topicChoiceJSON) []audience.TopicChoice {
+	out := make([]audience.TopicChoice, len(in))
+	for i, t := range in {
+		out[i] = audience.TopicChoice{ID: t.ID, Subscription: t.Subscription}
 	}
-	return out, nil
+	return out
 }
-
-// checkNames validates first_name and last_name (audience.CheckNames).
-func checkNames(first, last *string) error { return audience.CheckNames(first, last) }
 
 // refError turns a *store.RefError (a segment or topic of the body that
 // the team does not have) into a 404 naming it.
@@ -129,35 +114,19 @@ func refError(err error) error {
 	return err
 }
 
-// contactProperties loads the team's definitions and checks values
-// against them; an empty map needs no lookup.
-func (s *Server) contactProperties(ctx context.Context, team uuid.UUID, in map[string]any) (map[string]any, []string, error) {
-	if len(in) == 0 {
-		return nil, nil, nil
+// addressTaken is the 409 of a contact write whose address another
+// contact has; other errors pass unchanged.
+func addressTaken(err error, message func(email string) string) error {
+	var at *audience.AddressTakenError
+	if errors.As(err, &at) {
+		return errorf(http.StatusConflict, nameConflict, message(at.Email))
 	}
-	defs, err := s.store.Audience.ContactPropertiesByKey(ctx, team)
-	if err != nil {
-		return nil, nil, err
-	}
-	return audience.CheckProperties(defs, in)
+	return err
 }
 
-func (s *Server) createContact(c *gin.Context) {
+func (s *audienceAPI) createContact(c *gin.Context) {
 	var req contactRequest
 	if err := decodeJSON(c, &req); err != nil {
-		s.respondError(c, err)
-		return
-	}
-	if err := requireEmail(req.Email); err != nil {
-		s.respondError(c, err)
-		return
-	}
-	addr, err := contactAddress(*req.Email)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	if err := checkNames(req.FirstName, req.LastName); err != nil {
 		s.respondError(c, err)
 		return
 	}
@@ -166,39 +135,13 @@ func (s *Server) createContact(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	topics, err := topicChoices(req.Topics)
+	ct, err := s.svc.CreateContact(c.Request.Context(), principal(c).TeamID, audience.ContactInput{Email: req.Email,
+		FirstName: req.FirstName, LastName: req.LastName, Unsubscribed: req.Unsubscribed, Properties: req.Properties,
+		Segments: segments, Topics: topicChoices(req.Topics)})
 	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	ctx, team := c.Request.Context(), principal(c).TeamID
-	props, _, err := s.contactProperties(ctx, team, req.Properties)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	ct := store.Contact{ID: id, TeamID: team, Email: addr, Properties: props}
-	if req.FirstName != nil {
-		ct.FirstName = *req.FirstName
-	}
-	if req.LastName != nil {
-		ct.LastName = *req.LastName
-	}
-	if req.Unsubscribed != nil {
-		ct.Unsubscribed = *req.Unsubscribed
-	}
-	ct, err = s.store.Audience.CreateContact(ctx, ct, segments, topics, eventContactCreated)
-	if errors.Is(err, store.ErrConflict) {
-		s.respondError(c, errorf(http.StatusConflict, nameConflict, "A contact with email "+addr+" already exists."))
-		return
-	}
-	if err != nil {
-		s.respondError(c, refError(err))
+		s.respondError(c, refError(addressTaken(err, func(email string) string {
+			return "A contact with email " + email + " already exists."
+		})))
 		return
 	}
 	c.JSON(http.StatusCreated, gin.H{"object": "contact", "id": ct.ID.String()})
@@ -207,7 +150,7 @@ func (s *Server) createContact(c *gin.Context) {
 // listContacts lists the team's contacts; `segment_id` narrows to one
 // segment and `search` (a Posthaste extension) to contacts whose address
 // or name contains it.
-func (s *Server) listContacts(c *gin.Context) {
+func (s *audienceAPI) listContacts(c *gin.Context) {
 	var f store.ContactFilter
 	f.Search = c.Query("search")
 	if v, ok := c.GetQuery("segment_id"); ok {
@@ -222,32 +165,32 @@ func (s *Server) listContacts(c *gin.Context) {
 }
 
 // listSegmentContacts lists the contacts of one of the team's segments.
-func (s *Server) listSegmentContacts(c *gin.Context) {
+func (s *audienceAPI) listSegmentContacts(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	if _, err := s.store.Audience.Segment(c.Request.Context(), principal(c).TeamID, id); err != nil {
+	if _, err := s.svc.Segment(c.Request.Context(), principal(c).TeamID, id); err != nil {
 		s.respondError(c, notFound(err, "Segment not found."))
 		return
 	}
 	s.respondContacts(c, store.ContactFilter{Search: c.Query("search"), SegmentID: &id})
 }
 
-func (s *Server) respondContacts(c *gin.Context, f store.ContactFilter) {
-	respondList(s, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.Contact, bool, error) {
-		return s.store.Audience.ListContacts(ctx, team, f, p)
+func (s *audienceAPI) respondContacts(c *gin.Context, f store.ContactFilter) {
+	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.Contact, bool, error) {
+		return s.svc.ListContacts(ctx, team, f, p)
 	}, renderContact)
 }
 
-func (s *Server) getContact(c *gin.Context) {
+func (s *audienceAPI) getContact(c *gin.Context) {
 	ref, err := contactRef(c)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	ct, err := s.store.Audience.Contact(c.Request.Context(), principal(c).TeamID, ref)
+	ct, err := s.svc.Contact(c.Request.Context(), principal(c).TeamID, ref)
 	if err != nil {
 		s.respondError(c, notFound(err, "Contact not found."))
 		return
@@ -255,7 +198,7 @@ func (s *Server) getContact(c *gin.Context) {
 	c.PureJSON(http.StatusOK, renderContact(ct))
 }
 
-func (s *Server) updateContact(c *gin.Context) {
+func (s *audienceAPI) updateContact(c *gin.Context) {
 	ref, err := contactRef(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -266,44 +209,24 @@ func (s *Server) updateContact(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	if err := checkNames(req.FirstName, req.LastName); err != nil {
-		s.respondError(c, err)
-		return
-	}
-	u := store.ContactUpdate{FirstName: req.FirstName, LastName: req.LastName, Unsubscribed: req.Unsubscribed}
-	if req.Email != nil {
-		addr, err := contactAddress(*req.Email)
-		if err != nil {
-			s.respondError(c, err)
-			return
-		}
-		u.Email = &addr
-	}
-	ctx, team := c.Request.Context(), principal(c).TeamID
-	if u.SetProperties, u.RemoveProperties, err = s.contactProperties(ctx, team, req.Properties); err != nil {
-		s.respondError(c, err)
-		return
-	}
-	ct, err := s.store.Audience.UpdateContact(ctx, team, ref, u, eventContactUpdated)
-	if errors.Is(err, store.ErrConflict) {
-		s.respondError(c, errorf(http.StatusConflict, nameConflict, "Another contact has email "+*u.Email+"."))
-		return
-	}
+	ct, err := s.svc.UpdateContact(c.Request.Context(), principal(c).TeamID, ref, audience.ContactInput{Email: req.Email,
+		FirstName: req.FirstName, LastName: req.LastName, Unsubscribed: req.Unsubscribed, Properties: req.Properties})
 	if err != nil {
-		s.respondError(c, notFound(err, "Contact not found."))
+		s.respondError(c, notFound(addressTaken(err, func(email string) string {
+			return "Another contact has email " + email + "."
+		}), "Contact not found."))
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"object": "contact", "id": ct.ID.String()})
 }
 
-func (s *Server) deleteContact(c *gin.Context) {
+func (s *audienceAPI) deleteContact(c *gin.Context) {
 	ref, err := contactRef(c)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	ctx, team := c.Request.Context(), principal(c).TeamID
-	ct, err := s.store.Audience.DeleteContact(ctx, team, ref, eventContactDeleted)
+	ct, err := s.svc.DeleteContact(c.Request.Context(), principal(c).TeamID, ref)
 	if err != nil {
 		s.respondError(c, notFound(err, "Contact not found."))
 		return
@@ -313,13 +236,13 @@ func (s *Server) deleteContact(c *gin.Context) {
 }
 
 // contactByRef resolves the :id of a contact sub-resource route.
-func (s *Server) contactByRef(c *gin.Context) (store.Contact, bool) {
+func (s *audienceAPI) contactByRef(c *gin.Context) (store.Contact, bool) {
 	ref, err := contactRef(c)
 	if err != nil {
 		s.respondError(c, err)
 		return store.Contact{}, false
 	}
-	ct, err := s.store.Audience.Contact(c.Request.Context(), principal(c).TeamID, ref)
+	ct, err := s.svc.Contact(c.Request.Context(), principal(c).TeamID, ref)
 	if err != nil {
 		s.respondError(c, notFound(err, "Contact not found."))
 		return store.Contact{}, false
@@ -334,13 +257,13 @@ type contactSegmentJSON struct {
 	CreatedAt string `json:"created_at"`
 }
 
-func (s *Server) listContactSegments(c *gin.Context) {
+func (s *audienceAPI) listContactSegments(c *gin.Context) {
 	ct, ok := s.contactByRef(c)
 	if !ok {
 		return
 	}
-	respondList(s, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactSegment, bool, error) {
-		return s.store.Audience.ContactSegments(ctx, team, ct.ID, p)
+	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactSegment, bool, error) {
+		return s.svc.ContactSegments(ctx, team, ct.ID, p)
 	}, func(cs store.ContactSegment) contactSegmentJSON {
 		return contactSegmentJSON{ID: cs.ID.String(), Object: "segment", Name: cs.Name, CreatedAt: formatTime(cs.AddedAt)}
 	})
@@ -355,7 +278,7 @@ func segmentParam(c *gin.Context) (uuid.UUID, error) {
 	return id, nil
 }
 
-func (s *Server) addContactSegment(c *gin.Context) {
+func (s *audienceAPI) addContactSegment(c *gin.Context) {
 	segment, err := segmentParam(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -365,9 +288,7 @@ func (s *Server) addContactSegment(c *gin.Context) {
 	if !ok {
 		return
 	}
-	ctx, team := c.Request.Context(), principal(c).TeamID
-	// The change of its segment_ids is reported as contact.updated.
-	if err := s.store.Audience.AddContactToSegment(ctx, team, ct.ID, segment, eventContactUpdated); err != nil {
+	if err := s.svc.AddToSegment(c.Request.Context(), principal(c).TeamID, ct.ID, segment); err != nil {
 		s.respondError(c, refError(err))
 		return
 	}
@@ -375,7 +296,7 @@ func (s *Server) addContactSegment(c *gin.Context) {
 		"segment_id": segment.String()})
 }
 
-func (s *Server) removeContactSegment(c *gin.Context) {
+func (s *audienceAPI) removeContactSegment(c *gin.Context) {
 	segment, err := segmentParam(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -385,8 +306,7 @@ func (s *Server) removeContactSegment(c *gin.Context) {
 	if !ok {
 		return
 	}
-	ctx, team := c.Request.Context(), principal(c).TeamID
-	if err := s.store.Audience.RemoveContactFromSegment(ctx, team, ct.ID, segment, eventContactUpdated); err != nil {
+	if err := s.svc.RemoveFromSegment(c.Request.Context(), principal(c).TeamID, ct.ID, segment); err != nil {
 		s.respondError(c, notFound(err, "The contact is not in segment "+segment.String()+"."))
 		return
 	}
@@ -407,19 +327,19 @@ func renderContactTopic(ct store.ContactTopic) contactTopicJSON {
 
 // listContactTopics lists every topic of the team with the contact's
 // subscription to it (its choice, else the topic's default).
-func (s *Server) listContactTopics(c *gin.Context) {
+func (s *audienceAPI) listContactTopics(c *gin.Context) {
 	ct, ok := s.contactByRef(c)
 	if !ok {
 		return
 	}
-	respondList(s, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactTopic, bool, error) {
-		return s.store.Audience.ContactTopics(ctx, team, ct.ID, p)
+	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactTopic, bool, error) {
+		return s.svc.ContactTopics(ctx, team, ct.ID, p)
 	}, renderContactTopic)
 }
 
 // updateContactTopics takes `[{"id","subscription"}]` (what Resend's SDKs
 // send) or `{"topics": [...]}` (what its reference documents).
-func (s *Server) updateContactTopics(c *gin.Context) {
+func (s *audienceAPI) updateContactTopics(c *gin.Context) {
 	ct, ok := s.contactByRef(c)
 	if !ok {
 		return
@@ -444,13 +364,8 @@ func (s *Server) updateContactTopics(c *gin.Context) {
 		}
 		entries = *wrapped.Topics
 	}
-	choices, err := topicChoices(entries)
+	choices, err := s.svc.UpdateContactTopics(c.Request.Context(), principal(c).TeamID, ct.ID, topicChoices(entries))
 	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	ctx, team := c.Request.Context(), principal(c).TeamID
-	if err := s.store.Audience.UpdateContactTopics(ctx, team, ct.ID, choices, eventContactTopicsUpdated); err != nil {
 		s.respondError(c, refError(err))
 		return
 	}

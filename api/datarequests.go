@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -9,7 +8,6 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -17,6 +15,13 @@ import (
 // Data subject requests (docs/privacy.md: "Data subject requests"): POST, GET and
 // list with a full-access key; the archive of a completed export is
 // downloaded through a signed URL like received emails' attachments.
+
+// privacyAPI serves /data-requests (datarequests.go) and /audit-log
+// (auditlog.go).
+type privacyAPI struct {
+	*Server
+	dataRequests *datareq.Service
+}
 
 // dataRequestDownload is the download kind the URL signature covers.
 const dataRequestDownload = "data_request"
@@ -34,7 +39,7 @@ type dataRequestJSON struct {
 	Error       *string        `json:"error,omitempty"`
 }
 
-func (s *Server) renderDataRequest(c *gin.Context, r store.DataRequest) dataRequestJSON {
+func (s *privacyAPI) renderDataRequest(c *gin.Context, r store.DataRequest) dataRequestJSON {
 	j := dataRequestJSON{Object: "data_request", ID: r.ID.String(), Type: r.Type, Status: r.Status,
 		CreatedAt: formatTime(r.CreatedAt), CompletedAt: formatTimePtr(r.CompletedAt),
 		ExpiresAt: formatTimePtr(r.ExpiresAt), Found: r.Found, Error: r.Error}
@@ -49,23 +54,11 @@ func (s *Server) renderDataRequest(c *gin.Context, r store.DataRequest) dataRequ
 	return j
 }
 
-// baseURL is the public URL, else the scheme and host the request came to.
-func (s *Server) baseURL(c *gin.Context) string {
-	if s.publicURL != "" {
-		return s.publicURL
-	}
-	scheme := "http"
-	if c.Request.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + c.Request.Host
-}
-
 // dataRequestDownloadURL is the signed URL of a ready export's archive on
 // base, valid for an hour (or until the archive expires, if sooner); ok is
 // false without a master key. (The dashboard serves archives to owners
 // through their session instead.)
-func (s *Server) dataRequestDownloadURL(base string, r store.DataRequest) (string, bool) {
+func (s *privacyAPI) dataRequestDownloadURL(base string, r store.DataRequest) (string, bool) {
 	exp := time.Now().Add(downloadTTL).Truncate(time.Second)
 	if r.ExpiresAt != nil && r.ExpiresAt.Before(exp) {
 		exp = r.ExpiresAt.Truncate(time.Second)
@@ -78,7 +71,7 @@ type createDataRequestRequest struct {
 	Type  *string `json:"type"`
 }
 
-func (s *Server) createDataRequest(c *gin.Context) {
+func (s *privacyAPI) createDataRequest(c *gin.Context) {
 	var req createDataRequestRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
@@ -92,10 +85,7 @@ func (s *Server) createDataRequest(c *gin.Context) {
 		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `type` field."))
 		return
 	}
-	p := principal(c)
-	actor := audit.Entry{ActorType: audit.ActorAPIKey, ActorID: &p.KeyID, ClientAddr: c.ClientIP(),
-		UserAgent: c.Request.UserAgent()}
-	r, err := s.dataRequests.Create(c.Request.Context(), p.TeamID, *req.Type, *req.Email, actor)
+	r, err := s.dataRequests.Create(c.Request.Context(), principal(c).TeamID, *req.Type, *req.Email, s.actor(c))
 	switch {
 	case errors.Is(err, datareq.ErrInvalidType):
 		s.respondError(c, validation("The `type` field must be `export` or `erasure`."))
@@ -114,20 +104,18 @@ func (s *Server) createDataRequest(c *gin.Context) {
 	c.PureJSON(http.StatusCreated, gin.H{"object": "data_request", "id": r.ID.String()})
 }
 
-func (s *Server) getDataRequest(c *gin.Context) {
-	respondOne(s, c, s.store.Privacy.DataRequest, "Data request not found.",
+func (s *privacyAPI) getDataRequest(c *gin.Context) {
+	respondOne(s.Server, c, s.dataRequests.Get, "Data request not found.",
 		func(r store.DataRequest) dataRequestJSON { return s.renderDataRequest(c, r) })
 }
 
-func (s *Server) listDataRequests(c *gin.Context) {
-	respondList(s, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.DataRequest, bool, error) {
-		return s.store.Privacy.ListDataRequests(ctx, team, p)
-	}, func(r store.DataRequest) dataRequestJSON { return s.renderDataRequest(c, r) })
+func (s *privacyAPI) listDataRequests(c *gin.Context) {
+	respondList(s.Server, c, s.dataRequests.List, func(r store.DataRequest) dataRequestJSON { return s.renderDataRequest(c, r) })
 }
 
 // downloadDataRequest streams an export's archive to the holder of its
 // signed URL.
-func (s *Server) downloadDataRequest(c *gin.Context) {
+func (s *privacyAPI) downloadDataRequest(c *gin.Context) {
 	id, err := uuid.Parse(c.Param("id"))
 	if err != nil {
 		s.respondError(c, errorf(http.StatusNotFound, nameNotFound, "The requested resource was not found."))
@@ -138,8 +126,8 @@ func (s *Server) downloadDataRequest(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	n, err := s.store.Privacy.DataRequestArchiveChunks(ctx, team, id)
-	if err == nil && n == 0 {
+	ok, err = s.dataRequests.HasArchive(ctx, team, id)
+	if err == nil && !ok {
 		err = store.ErrNotFound
 	}
 	if err != nil {

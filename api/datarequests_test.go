@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 func TestDataRequestsAPI(t *testing.T) {
@@ -60,7 +61,7 @@ func TestDataRequestsAPI(t *testing.T) {
 	dr, err := e.store.Privacy.DataRequest(ctx, e.teamA, uuid.MustParse(id))
 	require.NoError(t, err)
 	require.NotContains(t, strings.ToLower(string(dr.Address)), "dana")
-	n, err := e.store.Webhooks.OutboxLen(ctx)
+	n, err := storetest.OutboxLen(ctx, e.store)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	audits := e.do("GET", "/audit-log?action=data_request.create", e.keyA, nil)

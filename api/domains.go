@@ -9,22 +9,19 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/records"
-	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
-// Verifier starts and nudges the verification of domains.
-type Verifier = domains.Verifier
-
-// DomainConfig is what the domain endpoints need besides the store.
-type DomainConfig struct {
-	Verifier     Verifier
-	Keys         *seal.Box // seals new DKIM keys; nil refuses to create domains
-	DKIMSelector string
-	Records      records.Config
+// domainsAPI serves /domains through the use case shared with the
+// dashboard.
+type domainsAPI struct {
+	*Server
+	domainSvc *domains.Service
+	// records is the operator's side of the DNS records shown with each
+	// domain.
+	records records.Config
 }
 
 type createDomainRequest struct {
@@ -93,7 +90,7 @@ func validation(format string, args ...any) error {
 	return errorf(http.StatusUnprocessableEntity, nameValidation, fmt.Sprintf(format, args...))
 }
 
-func (s *Server) createDomain(c *gin.Context) {
+func (s *domainsAPI) createDomain(c *gin.Context) {
 	var req createDomainRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
@@ -111,7 +108,7 @@ func (s *Server) createDomain(c *gin.Context) {
 	d, err := s.domainSvc.Add(c.Request.Context(), principal(c).TeamID, domains.Request{Name: *req.Name,
 		Region: req.Region, ReturnPath: req.CustomReturnPath, OpenTracking: req.OpenTracking,
 		ClickTracking: req.ClickTracking, TLS: req.TLS, Receiving: receiving,
-		TrackingSubdomain: req.TrackingSubdomain})
+		TrackingSubdomain: req.TrackingSubdomain}, s.actor(c))
 	if errors.Is(err, domains.ErrNoMasterKey) {
 		err = errorf(http.StatusInternalServerError, nameApplicationError,
 			"Domains cannot be added: the server has no master key (POSTHASTE_MASTER_KEY) to protect their DKIM keys.")
@@ -121,9 +118,6 @@ func (s *Server) createDomain(c *gin.Context) {
 		return
 	}
 	s.logger.Info("domain created", "team_id", d.TeamID, "domain", d.Name, "request_id", requestID(c))
-	if !s.audited(c, audit.DomainCreate, "domain", d.ID.String(), map[string]any{"name": d.Name}) {
-		return
-	}
 	c.JSON(http.StatusCreated, s.renderDomain(d, true))
 }
 
@@ -160,7 +154,7 @@ type capabilities struct {
 	Receiving string `json:"receiving"`
 }
 
-func (s *Server) renderDomain(d store.Domain, withRecords bool) domainJSON {
+func (s *domainsAPI) renderDomain(d store.Domain, withRecords bool) domainJSON {
 	j := domainJSON{Object: "domain", ID: d.ID.String(), Name: d.Name, Status: d.Status,
 		CreatedAt: formatTime(d.CreatedAt), Region: d.Region, CustomReturnPath: d.ReturnPath,
 		OpenTracking: d.OpenTracking, ClickTracking: d.ClickTracking, TrackingSubdomain: d.TrackingSubdomain,
@@ -172,7 +166,7 @@ func (s *Server) renderDomain(d store.Domain, withRecords bool) domainJSON {
 		return j
 	}
 	j.Records = []recordJSON{}
-	for _, r := range domains.Records(s.domains.Records, d) {
+	for _, r := range domains.Records(s.records, d) {
 		rj := recordJSON{Record: r.Record.Record, Name: r.Name, Type: r.Type, TTL: "Auto", Status: r.Status, Value: r.Value}
 		if r.Type == "MX" {
 			p := r.Priority
@@ -183,13 +177,13 @@ func (s *Server) renderDomain(d store.Domain, withRecords bool) domainJSON {
 	return j
 }
 
-func (s *Server) getDomain(c *gin.Context) {
+func (s *domainsAPI) getDomain(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	d, err := s.store.Domains.GetDomain(c.Request.Context(), principal(c).TeamID, id)
+	d, err := s.domainSvc.Get(c.Request.Context(), principal(c).TeamID, id)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -197,8 +191,8 @@ func (s *Server) getDomain(c *gin.Context) {
 	c.JSON(http.StatusOK, s.renderDomain(d, true))
 }
 
-func (s *Server) listDomains(c *gin.Context) {
-	respondList(s, c, s.store.Domains.ListDomains, func(d store.Domain) domainJSON { return s.renderDomain(d, false) })
+func (s *domainsAPI) listDomains(c *gin.Context) {
+	respondList(s.Server, c, s.domainSvc.List, func(d store.Domain) domainJSON { return s.renderDomain(d, false) })
 }
 
 type updateDomainRequest struct {
@@ -210,7 +204,7 @@ type updateDomainRequest struct {
 	TrackingSubdomain *string `json:"tracking_subdomain"`
 }
 
-func (s *Server) updateDomain(c *gin.Context) {
+func (s *domainsAPI) updateDomain(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -229,23 +223,20 @@ func (s *Server) updateDomain(c *gin.Context) {
 	if _, err := s.domainSvc.Update(c.Request.Context(), principal(c).TeamID, id, domains.Settings{
 		OpenTracking: req.OpenTracking, ClickTracking: req.ClickTracking, TLS: req.TLS, Receiving: receiving,
 		TrackingSubdomain: req.TrackingSubdomain,
-	}); err != nil {
+	}, s.actor(c)); err != nil {
 		s.respondError(c, err)
-		return
-	}
-	if !s.audited(c, audit.DomainUpdate, "domain", id.String(), nil) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"object": "domain", "id": id})
 }
 
-func (s *Server) verifyDomain(c *gin.Context) {
+func (s *domainsAPI) verifyDomain(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	d, err := s.domainSvc.Verify(c.Request.Context(), principal(c).TeamID, id)
+	d, err := s.domainSvc.Verify(c.Request.Context(), principal(c).TeamID, id, s.actor(c))
 	if errors.Is(err, domains.ErrVerificationUnavailable) {
 		s.respondError(c, errorf(http.StatusServiceUnavailable, nameServiceUnavailable,
 			"The verification could not be started; retry later."))
@@ -256,24 +247,18 @@ func (s *Server) verifyDomain(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	if !s.audited(c, audit.DomainVerify, "domain", id.String(), nil) {
-		return
-	}
 	c.JSON(http.StatusOK, gin.H{"object": "domain", "id": id})
 }
 
-func (s *Server) deleteDomain(c *gin.Context) {
+func (s *domainsAPI) deleteDomain(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
 	p := principal(c)
-	if _, err := s.domainSvc.Delete(c.Request.Context(), p.TeamID, p.CreatedBy, id); err != nil {
+	if _, err := s.domainSvc.Delete(c.Request.Context(), p.TeamID, p.CreatedBy, id, s.actor(c)); err != nil {
 		s.respondError(c, err)
-		return
-	}
-	if !s.audited(c, audit.DomainDelete, "domain", id.String(), nil) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"object": "domain", "id": id, "deleted": true})

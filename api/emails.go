@@ -16,6 +16,14 @@ import (
 	"github.com/posthaste/posthaste/internal/submit"
 )
 
+// emailsAPI serves /emails (sending, batches, reading, rescheduling and canceling
+// emails, their metrics), /suppressions and /logs.
+type emailsAPI struct {
+	*Server
+	submit *submit.Service
+	emails *submit.Emails // reads and the suppression list
+}
+
 // readBody reads a request body of at most maxBody bytes; it may be
 // chunked (no Content-Length). A body the request log already read is
 // not read again. The request log records the body as read.
@@ -38,12 +46,7 @@ func idempotencyKey(c *gin.Context) *string {
 	return &vals[0]
 }
 
-func (s *Server) sender(c *gin.Context) submit.Sender {
-	p := principal(c)
-	return submit.Sender{TeamID: p.TeamID, KeyID: p.KeyID, DomainID: p.DomainID}
-}
-
-func (s *Server) sendEmail(c *gin.Context) {
+func (s *emailsAPI) sendEmail(c *gin.Context) {
 	body, err := readBody(c)
 	if err != nil {
 		s.refuseSend(c, err)
@@ -81,7 +84,7 @@ type batchJSON struct {
 	Errors *[]batchErrorJSON `json:"errors,omitempty"`
 }
 
-func (s *Server) sendBatch(c *gin.Context) {
+func (s *emailsAPI) sendBatch(c *gin.Context) {
 	body, err := readBody(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -120,7 +123,7 @@ func (s *Server) sendBatch(c *gin.Context) {
 // updateEmail reschedules: PATCH /emails/{id} with {"scheduled_at"}. An
 // `id` in the body (the Resend SDKs send one) is ignored; the path names
 // the email.
-func (s *Server) updateEmail(c *gin.Context) {
+func (s *emailsAPI) updateEmail(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -150,7 +153,7 @@ func (s *Server) updateEmail(c *gin.Context) {
 	c.PureJSON(http.StatusOK, gin.H{"object": "email", "id": id})
 }
 
-func (s *Server) cancelEmail(c *gin.Context) {
+func (s *emailsAPI) cancelEmail(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -169,7 +172,7 @@ const quotaHeaderName = "X-Posthaste-Monthly-Quota"
 
 // quotaHeader sets the quota header; a replayed answer (used 0) reads the
 // current usage.
-func (s *Server) quotaHeader(c *gin.Context, used int64) {
+func (s *emailsAPI) quotaHeader(c *gin.Context, used int64) {
 	if used == 0 {
 		var err error
 		if used, err = s.store.Accounts.QuotaUsed(c.Request.Context(), principal(c).TeamID, time.Now()); err != nil {
@@ -181,7 +184,7 @@ func (s *Server) quotaHeader(c *gin.Context, used int64) {
 
 // refuseSend answers a refused send, with the team's unchanged usage
 // of its monthly quota.
-func (s *Server) refuseSend(c *gin.Context, err error) {
+func (s *emailsAPI) refuseSend(c *gin.Context, err error) {
 	var qe *store.QuotaExceededError
 	if errors.As(err, &qe) {
 		c.Header(quotaHeaderName, strconv.FormatInt(qe.Used, 10))
@@ -269,22 +272,19 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func (s *Server) getEmail(c *gin.Context) {
+func (s *emailsAPI) getEmail(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	e, err := s.store.Emails.GetEmail(c.Request.Context(), principal(c).TeamID, id)
+	e, bounces, err := s.emails.GetWithBounces(c.Request.Context(), principal(c).TeamID, id)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
 	j := renderEmail(e)
-	if err := s.addBounces(c, e, j.Recipients); err != nil {
-		s.respondError(c, err)
-		return
-	}
+	addBounces(j.Recipients, bounces)
 	insights := e.Insights
 	if insights == nil {
 		insights = []store.Insight{}
@@ -293,29 +293,17 @@ func (s *Server) getEmail(c *gin.Context) {
 		Insights: insights})
 }
 
-// addBounces gives the bounced recipients of e (rendered as rcpts) their
+// addBounces gives the bounced recipients (rendered as rcpts) their
 // bounce objects.
-func (s *Server) addBounces(c *gin.Context, e store.Email, rcpts []recipientJSON) error {
-	bounced := false
-	for _, r := range rcpts {
-		bounced = bounced || r.Status == store.EventBounced
-	}
-	if !bounced {
-		return nil
-	}
-	bounces, err := s.store.Emails.Bounces(c.Request.Context(), e.TeamID, e.ID)
-	if err != nil {
-		return err
-	}
+func addBounces(rcpts []recipientJSON, bounces map[string]store.Bounce) {
 	for i, r := range rcpts {
 		if b, ok := bounces[r.Email]; ok && r.Status == store.EventBounced {
 			bj := bounceJSON(b)
 			rcpts[i].Bounce = &bj
 		}
 	}
-	return nil
 }
 
-func (s *Server) listEmails(c *gin.Context) {
-	respondList(s, c, s.store.Emails.ListEmails, renderEmail)
+func (s *emailsAPI) listEmails(c *gin.Context) {
+	respondList(s.Server, c, s.emails.List, renderEmail)
 }

@@ -23,7 +23,9 @@ import (
 
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
@@ -121,9 +123,11 @@ func newBareEnv(t *testing.T, configure func(*api.Config)) *bareEnv {
 	e := &bareEnv{store: st, log: &recordedLog{}, lookups: &countingKeys{st: st}, metrics: telemetry.NewMetrics(reg),
 		box: box, out: &lockedBuffer{}}
 	cfg := api.Config{Store: st, Auth: auth.NewAuthenticator(e.lookups, time.Minute),
-		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Metrics: e.metrics, Gatherer: reg, RequestLog: e.log,
+		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Emails: submit.NewEmails(st.Emails),
+		Received: receiving.New(st.Received), Metrics: e.metrics, Gatherer: reg, RequestLog: e.log,
 		Ready:    []api.Check{{Name: "postgres", Check: st.Ping}},
-		Webhooks: api.WebhookConfig{Keys: box, AllowHTTP: true},
+		Webhooks: webhook.NewEndpoints(webhook.EndpointsConfig{Keys: box, AllowHTTP: true}, st),
+		Audience: audience.New(st.Audience),
 		Logger:   slog.New(slog.NewJSONHandler(e.out, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if configure != nil {
 		configure(&cfg)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/health"
@@ -40,7 +41,9 @@ func newHealthEnv(t *testing.T) *env {
 		Store:            st,
 		Auth:             auth.NewAuthenticator(st.Accounts, time.Second),
 		Submit:           sub,
+		Emails:           submit.NewEmails(st.Emails),
 		Broadcasts:       broadcast.NewService(broadcast.Config{Store: st, Submit: sub, Waker: &broadcastWaker{}}),
+		Audience:         audience.New(st.Audience),
 		Metrics:          metrics,
 		Gatherer:         reg,
 		Limiter:          ratelimit.NewLocal(ratelimit.LocalConfig{}),

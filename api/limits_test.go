@@ -18,6 +18,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/clocktest"
 	"github.com/posthaste/posthaste/internal/testkit/redistest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 func requireRateHeaders(t *testing.T, r resp, limit, remaining int) {
@@ -176,7 +177,7 @@ func TestQuotaIsExactUnderConcurrency(t *testing.T) {
 	for i := range bulk {
 		bulk[i] = fmt.Sprintf("delivered+%d@posthaste.test", i)
 	}
-	used, err := e.store.Emails.InsertEmail(ctx, bulkEmail(e.teamA, bulk))
+	used, err := storetest.InsertEmail(ctx, e.store, bulkEmail(e.teamA, bulk))
 	require.NoError(t, err)
 	require.EqualValues(t, 2990, used)
 

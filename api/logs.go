@@ -46,7 +46,7 @@ func logBody(b *string) any {
 	return *b
 }
 
-func (s *Server) listLogs(c *gin.Context) {
+func (s *emailsAPI) listLogs(c *gin.Context) {
 	p, err := page(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -82,7 +82,7 @@ func (s *Server) listLogs(c *gin.Context) {
 	c.PureJSON(http.StatusOK, list(out, more))
 }
 
-func (s *Server) getLog(c *gin.Context) {
+func (s *emailsAPI) getLog(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)

@@ -51,7 +51,7 @@ type metricsJSON struct {
 	Data any `json:"data,omitempty"`
 }
 
-func (s *Server) emailMetrics(c *gin.Context) {
+func (s *emailsAPI) emailMetrics(c *gin.Context) {
 	req, err := parseMetricsRequest(c.Request.URL.Query(), time.Now())
 	if err != nil {
 		s.respondError(c, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // metricsEmail stores an email of a team with its events, as the send
@@ -25,7 +26,7 @@ func (e *env) metricsEmail(team uuid.UUID, domainID *uuid.UUID, rcpt string, eve
 		FromDomain: "metrics.example.test", To: []string{rcpt}, Subject: "hi", LastEvent: store.EventQueued,
 		CreatedAt: time.Now().Add(-2 * time.Hour), DomainID: domainID, HTML: &html,
 		Recipients: []store.Recipient{{Address: rcpt, Kind: "to", Domain: "x.test", Status: store.EventQueued}}}
-	_, err := e.store.Emails.InsertEmail(ctx, em)
+	_, err := storetest.InsertEmail(ctx, e.store, em)
 	require.NoError(e.t, err)
 	require.NoError(e.t, e.store.Emails.RecordEvents(ctx, em.ID, events))
 	return em.ID

@@ -1,20 +1,14 @@
 package api
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"fmt"
 	"mime"
 	"net/http"
-	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -28,11 +22,12 @@ import (
 // cannot be guessed or reused for long. The signature travels in the
 // query string, which the request log does not record.
 
-// downloadTTL is how long a download URL works.
-const downloadTTL = time.Hour
-
-// DownloadKeyPurpose derives the key of download URLs from the master key.
-const DownloadKeyPurpose = "posthaste received downloads v1"
+// receivingAPI serves /emails/receiving: received emails, their
+// attachments and their downloads.
+type receivingAPI struct {
+	*Server
+	received *receiving.Service
+}
 
 type receivedAttachmentJSON struct {
 	ID                 string  `json:"id"`
@@ -102,19 +97,19 @@ func renderReceivedList(e store.ReceivedEmail) receivedListJSON {
 	return j
 }
 
-func (s *Server) listReceivedEmails(c *gin.Context) {
-	respondList(s, c, s.store.Received.ListReceivedEmails, renderReceivedList)
+func (s *receivingAPI) listReceivedEmails(c *gin.Context) {
+	respondList(s.Server, c, s.received.List, renderReceivedList)
 }
 
 // receivedPath loads the team's received email of the :id parameter; it
 // has answered the request when ok is false.
-func (s *Server) receivedPath(c *gin.Context) (store.ReceivedEmail, bool) {
+func (s *receivingAPI) receivedPath(c *gin.Context) (store.ReceivedEmail, bool) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
 		return store.ReceivedEmail{}, false
 	}
-	e, err := s.store.Received.GetReceivedEmail(c.Request.Context(), principal(c).TeamID, id)
+	e, err := s.received.Get(c.Request.Context(), principal(c).TeamID, id)
 	if err != nil {
 		s.respondError(c, notFound(err, "Email not found."))
 		return store.ReceivedEmail{}, false
@@ -122,7 +117,7 @@ func (s *Server) receivedPath(c *gin.Context) (store.ReceivedEmail, bool) {
 	return e, true
 }
 
-func (s *Server) getReceivedEmail(c *gin.Context) {
+func (s *receivingAPI) getReceivedEmail(c *gin.Context) {
 	format := c.DefaultQuery("html_format", "data_uri")
 	if format != "data_uri" && format != "cid" {
 		s.respondError(c, validation("The `html_format` parameter must be `data_uri` or `cid`."))
@@ -135,7 +130,7 @@ func (s *Server) getReceivedEmail(c *gin.Context) {
 	j := receivedJSON{Object: "email", receivedListJSON: renderReceivedList(e), HTML: e.HTML, Text: e.Text,
 		Headers: e.Headers}
 	if format == "data_uri" && e.HTML != nil {
-		html, err := s.inlineImages(c, e)
+		html, err := s.received.InlineImages(c.Request.Context(), e, receiving.InlineOptions{})
 		if err != nil {
 			s.respondError(c, err)
 			return
@@ -148,31 +143,7 @@ func (s *Server) getReceivedEmail(c *gin.Context) {
 	c.PureJSON(http.StatusOK, j)
 }
 
-// maxInlineBytes bounds the inline images one response embeds as data
-// URIs; larger ones keep their cid: reference.
-const maxInlineBytes = 10 << 20
-
-// inlineImages replaces the cid: references of e's HTML to its inline
-// attachments with data: URIs (Resend's default html_format).
-func (s *Server) inlineImages(c *gin.Context, e store.ReceivedEmail) (string, error) {
-	html := *e.HTML
-	budget := maxInlineBytes
-	for _, a := range e.Attachments {
-		if a.ContentID == "" || a.Size > budget || !strings.Contains(html, "cid:"+a.ContentID) {
-			continue
-		}
-		full, err := s.store.Received.ReceivedAttachmentContent(c.Request.Context(), e.TeamID, e.ID, a.ID)
-		if err != nil {
-			return "", err
-		}
-		budget -= a.Size
-		html = strings.ReplaceAll(html, "cid:"+a.ContentID,
-			"data:"+a.ContentType+";base64,"+base64.StdEncoding.EncodeToString(full.Content))
-	}
-	return html, nil
-}
-
-func (s *Server) renderAttachmentData(c *gin.Context, e store.ReceivedEmail, a store.ReceivedAttachment) (attachmentDataJSON, bool) {
+func (s *receivingAPI) renderAttachmentData(c *gin.Context, e store.ReceivedEmail, a store.ReceivedAttachment) (attachmentDataJSON, bool) {
 	u, exp, ok := s.downloadURL(c, "attachment", e.TeamID, e.ID, a.ID)
 	if !ok {
 		return attachmentDataJSON{}, false
@@ -186,12 +157,12 @@ func (s *Server) renderAttachmentData(c *gin.Context, e store.ReceivedEmail, a s
 		DownloadURL: u, ExpiresAt: formatTime(exp)}, true
 }
 
-func (s *Server) noDownloads(c *gin.Context) {
+func (s *receivingAPI) noDownloads(c *gin.Context) {
 	s.respondError(c, errorf(http.StatusInternalServerError, nameApplicationError,
 		"Downloads are unavailable: the server has no master key (POSTHASTE_MASTER_KEY)."))
 }
 
-func (s *Server) listReceivedAttachments(c *gin.Context) {
+func (s *receivingAPI) listReceivedAttachments(c *gin.Context) {
 	e, ok := s.receivedPath(c)
 	if !ok {
 		return
@@ -208,7 +179,7 @@ func (s *Server) listReceivedAttachments(c *gin.Context) {
 	c.PureJSON(http.StatusOK, list(out, false))
 }
 
-func (s *Server) getReceivedAttachment(c *gin.Context) {
+func (s *receivingAPI) getReceivedAttachment(c *gin.Context) {
 	aid, err := uuid.Parse(c.Param("attachment_id"))
 	if err != nil {
 		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameInvalidParameter, "The id must be a valid UUID."))
@@ -234,25 +205,10 @@ func (s *Server) getReceivedAttachment(c *gin.Context) {
 	s.respondError(c, errorf(http.StatusNotFound, nameNotFound, "Attachment not found."))
 }
 
-// downloadKey is the key of download URLs; nil without a master key.
-func (s *Server) downloadKey() []byte {
-	if s.domains.Keys == nil {
-		return nil
-	}
-	return s.domains.Keys.DeriveKey(DownloadKeyPurpose)
-}
-
-// downloadSignature signs one object of one team until expires.
-func downloadSignature(key []byte, kind string, team, email, att uuid.UUID, expires int64) string {
-	m := hmac.New(sha256.New, key)
-	fmt.Fprintf(m, "%s\x00%s\x00%s\x00%s\x00%d", kind, team, email, att, expires)
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
-
 // downloadURL is the signed URL of a received email's raw message (kind
 // "raw") or attachment, on the public URL when configured, else on the
 // host the request came to; ok is false without a master key.
-func (s *Server) downloadURL(c *gin.Context, kind string, team, email, att uuid.UUID) (string, time.Time, bool) {
+func (s *receivingAPI) downloadURL(c *gin.Context, kind string, team, email, att uuid.UUID) (string, time.Time, bool) {
 	exp := time.Now().Add(downloadTTL).Truncate(time.Second)
 	path := "/emails/receiving/" + email.String() + "/raw"
 	if kind == "attachment" {
@@ -260,44 +216,6 @@ func (s *Server) downloadURL(c *gin.Context, kind string, team, email, att uuid.
 	}
 	u, ok := s.signedDownloadURL(s.baseURL(c)+path, kind, team, email, att, exp)
 	return u, exp, ok
-}
-
-// signedDownloadURL is u with the signed query (team, expiry, signature)
-// of a download of kind that checkDownload accepts until exp; ok is false
-// without a master key.
-func (s *Server) signedDownloadURL(u, kind string, team, object, att uuid.UUID, exp time.Time) (string, bool) {
-	key := s.downloadKey()
-	if key == nil {
-		return "", false
-	}
-	q := url.Values{"team": {team.String()}, "expires": {strconv.FormatInt(exp.Unix(), 10)},
-		"signature": {downloadSignature(key, kind, team, object, att, exp.Unix())}}
-	return u + "?" + q.Encode(), true
-}
-
-// checkDownload verifies the signed query of a download URL; it has
-// answered the request when ok is false. An expired, altered or foreign
-// URL is a 404 like an unknown object, so it says nothing of what exists.
-func (s *Server) checkDownload(c *gin.Context, kind string, email, att uuid.UUID) (uuid.UUID, bool) {
-	gone := func() (uuid.UUID, bool) {
-		s.respondError(c, errorf(http.StatusNotFound, nameNotFound,
-			"The download link is invalid or has expired; fetch a new one from the API."))
-		return uuid.Nil, false
-	}
-	key := s.downloadKey()
-	team, err := uuid.Parse(c.Query("team"))
-	if key == nil || err != nil {
-		return gone()
-	}
-	exp, err := strconv.ParseInt(c.Query("expires"), 10, 64)
-	if err != nil || time.Now().Unix() > exp {
-		return gone()
-	}
-	want := downloadSignature(key, kind, team, email, att, exp)
-	if !hmac.Equal([]byte(want), []byte(c.Query("signature"))) {
-		return gone()
-	}
-	return team, true
 }
 
 // serveDownload sends content so that no browser renders it on our origin
@@ -320,7 +238,7 @@ func serveDownload(c *gin.Context, contentType, filename string, content []byte)
 	c.Data(http.StatusOK, contentType, content)
 }
 
-func (s *Server) downloadReceivedAttachment(c *gin.Context) {
+func (s *receivingAPI) downloadReceivedAttachment(c *gin.Context) {
 	email, err1 := uuid.Parse(c.Param("id"))
 	aid, err2 := uuid.Parse(c.Param("attachment_id"))
 	if err1 != nil || err2 != nil {
@@ -331,7 +249,7 @@ func (s *Server) downloadReceivedAttachment(c *gin.Context) {
 	if !ok {
 		return
 	}
-	a, err := s.store.Received.ReceivedAttachmentContent(c.Request.Context(), team, email, aid)
+	a, err := s.received.Attachment(c.Request.Context(), team, email, aid)
 	if err != nil {
 		s.respondError(c, notFound(err, "Attachment not found."))
 		return
@@ -339,7 +257,7 @@ func (s *Server) downloadReceivedAttachment(c *gin.Context) {
 	serveDownload(c, a.ContentType, a.Filename, a.Content)
 }
 
-func (s *Server) downloadReceivedRaw(c *gin.Context) {
+func (s *receivingAPI) downloadReceivedRaw(c *gin.Context) {
 	email, err := uuid.Parse(c.Param("id"))
 	if err != nil {
 		s.respondError(c, errorf(http.StatusNotFound, nameNotFound, "The requested resource was not found."))
@@ -349,7 +267,7 @@ func (s *Server) downloadReceivedRaw(c *gin.Context) {
 	if !ok {
 		return
 	}
-	raw, err := s.store.Received.ReceivedRaw(c.Request.Context(), team, email)
+	raw, err := s.received.Raw(c.Request.Context(), team, email)
 	if err != nil {
 		s.respondError(c, notFound(err, "Email not found."))
 		return

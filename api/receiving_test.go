@@ -12,9 +12,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // receivedEmail stores a received email for the team's domain d as the
@@ -27,10 +28,10 @@ func (e *env) receivedEmail(d string) store.ReceivedEmail {
 	rt := inroute.New(e.store.Received, e.store.Emails, nil, nil)
 	r, err := rt.Route(ctx, "support@"+d)
 	require.NoError(e.t, err)
-	require.NoError(e.t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "ann@example.org",
-		Recipients: []inbound.Recipient{{Address: "support@" + d, Route: r}}, ReceivedAt: time.Now(),
+	require.NoError(e.t, in.Accept(ctx, inmail.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "ann@example.org",
+		Recipients: []inmail.Recipient{{Address: "support@" + d, Route: r}}, ReceivedAt: time.Now(),
 		Data: []byte("From: ann@example.org\r\nSubject: Hi\r\n\r\nraw body\r\n")}))
-	ms, err := e.store.Received.InboundMessages(ctx, r.TeamID, 1)
+	ms, err := storetest.InboundMessages(ctx, e.store, r.TeamID, 1)
 	require.NoError(e.t, err)
 	text, html := "plain body", `<p>Hi <img src="cid:logo1"></p>`
 	id := uuid.Must(uuid.NewV7())

@@ -4,9 +4,7 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
-	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -25,27 +23,13 @@ type segmentRequest struct {
 	Name *string `json:"name"`
 }
 
-// segmentName checks the name of a create (required) or rename
-// (audience.SegmentName).
-func segmentName(name *string) (string, error) { return audience.SegmentName(name) }
-
-func (s *Server) createSegment(c *gin.Context) {
+func (s *audienceAPI) createSegment(c *gin.Context) {
 	var req segmentRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
 		return
 	}
-	name, err := segmentName(req.Name)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	sg, err := s.store.Audience.CreateSegment(c.Request.Context(), store.Segment{ID: id, TeamID: principal(c).TeamID, Name: name})
+	sg, err := s.svc.CreateSegment(c.Request.Context(), principal(c).TeamID, req.Name)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -53,16 +37,16 @@ func (s *Server) createSegment(c *gin.Context) {
 	c.JSON(http.StatusCreated, gin.H{"object": "segment", "id": sg.ID.String(), "name": sg.Name})
 }
 
-func (s *Server) listSegments(c *gin.Context) {
-	respondList(s, c, s.store.Audience.ListSegments, renderSegment)
+func (s *audienceAPI) listSegments(c *gin.Context) {
+	respondList(s.Server, c, s.svc.ListSegments, renderSegment)
 }
 
-func (s *Server) getSegment(c *gin.Context) {
-	respondOne(s, c, s.store.Audience.Segment, "Segment not found.", renderSegment)
+func (s *audienceAPI) getSegment(c *gin.Context) {
+	respondOne(s.Server, c, s.svc.Segment, "Segment not found.", renderSegment)
 }
 
 // updateSegment renames a segment (Resend's Node SDK has segments.update).
-func (s *Server) updateSegment(c *gin.Context) {
+func (s *audienceAPI) updateSegment(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -73,12 +57,7 @@ func (s *Server) updateSegment(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	name, err := segmentName(req.Name)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	sg, err := s.store.Audience.RenameSegment(c.Request.Context(), principal(c).TeamID, id, name)
+	sg, err := s.svc.RenameSegment(c.Request.Context(), principal(c).TeamID, id, req.Name)
 	if err != nil {
 		s.respondError(c, notFound(err, "Segment not found."))
 		return
@@ -86,8 +65,8 @@ func (s *Server) updateSegment(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"object": "segment", "id": sg.ID.String()})
 }
 
-func (s *Server) deleteSegment(c *gin.Context) {
-	respondOne(s, c, s.store.Audience.DeleteSegment, "Segment not found.", func(sg store.Segment) gin.H {
+func (s *audienceAPI) deleteSegment(c *gin.Context) {
+	respondOne(s.Server, c, s.svc.DeleteSegment, "Segment not found.", func(sg store.Segment) gin.H {
 		return gin.H{"object": "segment", "id": sg.ID.String(), "deleted": true}
 	})
 }

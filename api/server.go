@@ -1,8 +1,18 @@
 // Package api is Posthaste's HTTP API: the gin router, its middleware
 // (request ids, metrics, the request log, authentication, rate limits) and
-// the handlers of the contract
-// in API.md, which follows Resend's API so that Resend's SDKs work
-// unchanged. Every error leaves through respondError.
+// the handlers of the contract in API.md, which follows Resend's API so
+// that Resend's SDKs work unchanged. Every error leaves through
+// respondError.
+//
+// Server holds the routes and what every area shares; the handlers are
+// split by area, one type each, declared in the area's first file:
+// emailsAPI (emails.go, suppressions.go, logs.go, metrics.go), domainsAPI
+// (domains.go), audienceAPI (contacts.go, contact_imports.go,
+// contact_properties.go, segments.go, topics.go), templatesAPI,
+// broadcastsAPI, webhooksAPI, receivingAPI (receiving.go), privacyAPI
+// (datarequests.go, auditlog.go) and keysAPI (apikeys.go). Each embeds
+// *Server and holds its own use case; the use cases shared with the
+// dashboard are built once by the caller and passed in Config.
 package api
 
 import (
@@ -22,14 +32,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
+	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/imports"
+	"github.com/posthaste/posthaste/internal/receiving"
+	"github.com/posthaste/posthaste/internal/records"
+	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/templates"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
@@ -47,17 +64,42 @@ type Config struct {
 	Store  *store.Store
 	Auth   *auth.Authenticator
 	Submit *submit.Service
-	// Broadcasts serves /broadcasts; nil answers them 404.
-	Broadcasts *broadcast.Service
-	Metrics    *telemetry.Metrics
-	Gatherer   prometheus.Gatherer // served at /metrics; nil → no /metrics
+	// Emails reads sent emails and keeps the suppression list (/emails,
+	// /suppressions); Received reads received mail (/emails/receiving).
+	// Built once by the caller, like the services below; required (as
+	// Submit is) when those routes are used.
+	Emails   *submit.Emails
+	Received *receiving.Service
+
+	// The use cases the API shares with the dashboard, each built once by
+	// the caller (cmd/posthaste) and handed to both. A nil one leaves its
+	// routes out (they answer 404).
+	Domains      *domains.Service   // /domains
+	Webhooks     *webhook.Endpoints // /webhooks
+	Audience     *audience.Service  // /contacts, /contact-properties, /segments, /topics
+	Imports      *imports.Service   // /contacts/imports
+	DataRequests *datareq.Service   // /data-requests
+	Broadcasts   *broadcast.Service // /broadcasts
+	Templates    *templates.Service // /templates
+	// Accounts serves /api-keys; nil → one built on Store.
+	Accounts *account.Service
+	// AuditLog records every audited change and serves /audit-log; nil
+	// means one on Store.
+	AuditLog *auditlog.Log
+	// Records is the operator's side of the DNS records shown with each
+	// domain.
+	Records records.Config
+	// Keys derives the key that signs the download URLs of received
+	// emails and data request archives; nil offers no download URLs.
+	Keys *seal.Box
+
+	Metrics  *telemetry.Metrics
+	Gatherer prometheus.Gatherer // served at /metrics; nil → no /metrics
 	// MetricsToken, when set, is the bearer token /metrics requires and
 	// that makes /readyz name its failed checks; without it /readyz
 	// answers only ready or not.
 	MetricsToken string
 	Ready        []Check
-	Domains      DomainConfig
-	Webhooks     WebhookConfig
 	// Dashboard serves /dashboard/; nil leaves it out.
 	Dashboard http.Handler
 	Logger    *slog.Logger
@@ -116,25 +158,20 @@ type UnsubscribeHandler interface {
 	ServeUnsubscribe(w http.ResponseWriter, r *http.Request, client string)
 }
 
-// Server is the HTTP API.
+// Server is the HTTP API: the routes and the parts every area shares
+// (authentication, errors, limits, the request log, metrics, signed
+// download URLs, audit entries). The handlers of each area are methods of
+// the area's own type (emailsAPI, domainsAPI, audienceAPI, …), which
+// embeds *Server for those shared parts and holds the area's use case.
 type Server struct {
-	store    *store.Store
-	auth     *auth.Authenticator
-	submit   *submit.Service
-	metrics  *telemetry.Metrics
-	ready    []Check
-	domains  DomainConfig
-	webhooks WebhookConfig
-	// domainSvc and endpoints are the use cases shared with the dashboard.
-	domainSvc *domains.Service
-	endpoints *webhook.Endpoints
-	imports   *imports.Service
-	// dataRequests serves /data-requests.
-	dataRequests *datareq.Service
-	// broadcasts serves /broadcasts; nil leaves those routes out.
-	broadcasts *broadcast.Service
-	logger     *slog.Logger
-	engine     *gin.Engine
+	store   *store.Store
+	auth    *auth.Authenticator
+	metrics *telemetry.Metrics
+	ready   []Check
+	// box derives the key of signed download URLs; nil offers none.
+	box    *seal.Box
+	logger *slog.Logger
+	engine *gin.Engine
 
 	limiter     Limiter
 	defaultRate int
@@ -145,6 +182,20 @@ type Server struct {
 	hsts        bool
 	publicURL   string
 	tracking    *trackingRoutes
+	// auditLog records the changes of the areas without a service of
+	// their own (audit.go) and lists the team's entries.
+	auditLog *auditlog.Log
+
+	// The handlers, by area.
+	emails     *emailsAPI
+	domains    *domainsAPI
+	audience   *audienceAPI
+	templates  *templatesAPI
+	broadcasts *broadcastsAPI
+	webhooks   *webhooksAPI
+	receiving  *receivingAPI
+	privacy    *privacyAPI
+	keys       *keysAPI
 }
 
 // New builds the API.
@@ -154,9 +205,8 @@ func New(cfg Config) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{store: cfg.Store, auth: cfg.Auth, submit: cfg.Submit, metrics: cfg.Metrics,
-		ready: cfg.Ready, domains: cfg.Domains, webhooks: cfg.Webhooks, logger: logger.With("component", "api"),
-		limiter: cfg.Limiter, defaultRate: cfg.DefaultRateLimit, reqlog: cfg.RequestLog, fixed: cfg.Unauthenticated,
+	s := &Server{store: cfg.Store, auth: cfg.Auth, metrics: cfg.Metrics, ready: cfg.Ready, box: cfg.Keys,
+		logger: logger.With("component", "api"), limiter: cfg.Limiter, defaultRate: cfg.DefaultRateLimit, reqlog: cfg.RequestLog, fixed: cfg.Unauthenticated,
 		opsToken: cfg.MetricsToken, hsts: cfg.HSTS, publicURL: strings.TrimRight(cfg.PublicURL, "/")}
 	if s.defaultRate <= 0 {
 		s.defaultRate = 10
@@ -165,17 +215,21 @@ func New(cfg Config) (*Server, error) {
 		cfg.KeyLookupRate = 10
 	}
 	s.lookups = newLookupBudget(cfg.KeyLookupRate, cfg.Now)
-	s.domainSvc = domains.New(domains.Config{Keys: cfg.Domains.Keys, DKIMSelector: cfg.Domains.DKIMSelector,
-		Verifier: cfg.Domains.Verifier, Outbox: cfg.Webhooks.Outbox, Logger: logger}, cfg.Store)
-	s.endpoints = webhook.NewEndpoints(webhook.EndpointsConfig{Keys: cfg.Webhooks.Keys, Client: cfg.Webhooks.Client,
-		Waker: cfg.Webhooks.Waker, AllowHTTP: cfg.Webhooks.AllowHTTP, Logger: logger}, cfg.Store)
-	s.imports = imports.New(imports.Config{Outbox: cfg.Webhooks.Outbox}, cfg.Store)
-	var outbox datareq.Notifier
-	if cfg.Webhooks.Outbox != nil {
-		outbox = cfg.Webhooks.Outbox
+	if s.auditLog = cfg.AuditLog; s.auditLog == nil {
+		s.auditLog = auditlog.New(cfg.Store)
 	}
-	s.dataRequests = datareq.New(datareq.Config{Keys: cfg.Domains.Keys, Outbox: outbox}, cfg.Store)
-	s.broadcasts = cfg.Broadcasts
+	s.emails = &emailsAPI{Server: s, submit: cfg.Submit, emails: cfg.Emails}
+	s.domains = &domainsAPI{Server: s, domainSvc: cfg.Domains, records: cfg.Records}
+	s.audience = &audienceAPI{Server: s, svc: cfg.Audience, imports: cfg.Imports}
+	s.templates = &templatesAPI{Server: s, svc: cfg.Templates}
+	s.broadcasts = &broadcastsAPI{Server: s, broadcastSvc: cfg.Broadcasts}
+	s.webhooks = &webhooksAPI{Server: s, endpoints: cfg.Webhooks}
+	s.receiving = &receivingAPI{Server: s, received: cfg.Received}
+	s.privacy = &privacyAPI{Server: s, dataRequests: cfg.DataRequests}
+	s.keys = &keysAPI{Server: s, keys: account.New(account.Config{Store: cfg.Store}).Keys}
+	if cfg.Accounts != nil {
+		s.keys.keys = cfg.Accounts.Keys
+	}
 	tr, err := newTrackingRoutes(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("tracking routes: %w", err)
@@ -230,101 +284,115 @@ func New(cfg Config) (*Server, error) {
 	}
 
 	sending := e.Group("/", s.requireKey(true))
-	sending.POST("/emails", s.sendEmail)
-	sending.POST("/emails/batch", s.sendBatch)
+	sending.POST("/emails", s.emails.sendEmail)
+	sending.POST("/emails/batch", s.emails.sendBatch)
 
 	// Downloads of received emails are authorized by their signed URL,
 	// not a key (receiving.go).
-	e.GET("/emails/receiving/:id/raw", s.downloadReceivedRaw)
-	e.GET("/emails/receiving/:id/attachments/:attachment_id/download", s.downloadReceivedAttachment)
-	e.GET("/data-requests/:id/download", s.downloadDataRequest)
+	e.GET("/emails/receiving/:id/raw", s.receiving.downloadReceivedRaw)
+	e.GET("/emails/receiving/:id/attachments/:attachment_id/download", s.receiving.downloadReceivedAttachment)
+	if cfg.DataRequests != nil {
+		e.GET("/data-requests/:id/download", s.privacy.downloadDataRequest)
+	}
 
 	full := e.Group("/", s.requireKey(false))
-	full.GET("/emails/receiving", s.listReceivedEmails)
-	full.GET("/emails/receiving/:id", s.getReceivedEmail)
-	full.GET("/emails/receiving/:id/attachments", s.listReceivedAttachments)
-	full.GET("/emails/receiving/:id/attachments/:attachment_id", s.getReceivedAttachment)
-	full.GET("/emails", s.listEmails)
+	full.GET("/emails/receiving", s.receiving.listReceivedEmails)
+	full.GET("/emails/receiving/:id", s.receiving.getReceivedEmail)
+	full.GET("/emails/receiving/:id/attachments", s.receiving.listReceivedAttachments)
+	full.GET("/emails/receiving/:id/attachments/:attachment_id", s.receiving.getReceivedAttachment)
+	full.GET("/emails", s.emails.listEmails)
 	// gin matches the static segment before the :id parameter.
-	full.GET("/emails/metrics", s.emailMetrics)
-	full.GET("/emails/:id", s.getEmail)
-	full.PATCH("/emails/:id", s.updateEmail)
-	full.POST("/emails/:id/cancel", s.cancelEmail)
-	full.POST("/api-keys", s.createAPIKey)
-	full.GET("/api-keys", s.listAPIKeys)
-	full.DELETE("/api-keys/:id", s.deleteAPIKey)
-	full.POST("/domains", s.createDomain)
-	full.GET("/domains", s.listDomains)
-	full.GET("/domains/:id", s.getDomain)
-	full.PATCH("/domains/:id", s.updateDomain)
-	full.POST("/domains/:id/verify", s.verifyDomain)
-	full.DELETE("/domains/:id", s.deleteDomain) // owners only: domains.Service.Delete
-	full.GET("/suppressions", s.listSuppressions)
-	full.POST("/suppressions", s.createSuppression)
-	full.DELETE("/suppressions/:id", s.deleteSuppression)
-	full.POST("/templates", s.createTemplate)
-	full.GET("/templates", s.listTemplates)
-	full.GET("/templates/:id", s.getTemplate)
-	full.PATCH("/templates/:id", s.updateTemplate)
-	full.DELETE("/templates/:id", s.deleteTemplate)
-	full.POST("/templates/:id/publish", s.publishTemplate)
-	full.POST("/templates/:id/duplicate", s.duplicateTemplate)
-	full.GET("/logs", s.listLogs)
-	full.GET("/audit-log", s.requireOwnerKey, s.listAuditLog)
-	full.POST("/data-requests", s.requireOwnerKey, s.createDataRequest)
-	full.GET("/data-requests", s.requireOwnerKey, s.listDataRequests)
-	full.GET("/data-requests/:id", s.requireOwnerKey, s.getDataRequest)
-	full.GET("/logs/:id", s.getLog)
-	full.POST("/webhooks", s.createWebhook)
-	full.GET("/webhooks", s.listWebhooks)
-	full.GET("/webhooks/:id", s.getWebhook)
-	full.PATCH("/webhooks/:id", s.updateWebhook)
-	full.DELETE("/webhooks/:id", s.deleteWebhook)
-	full.POST("/webhooks/:id/signing-secret/rotate", s.rotateWebhookSecret)
-	full.POST("/webhooks/:id/test", s.testWebhook)
-	full.GET("/webhooks/:id/events", s.listWebhookEvents)
-	full.GET("/webhooks/:id/events/:event_id", s.getWebhookEvent)
-	full.GET("/webhooks/:id/events/:event_id/attempts", s.listWebhookAttempts)
-	full.POST("/webhooks/:id/events/:event_id/replay", s.replayWebhookEvent)
-	full.POST("/contacts/imports", s.createContactImport)
-	full.GET("/contacts/imports", s.listContactImports)
-	full.GET("/contacts/imports/:id", s.getContactImport)
-	full.POST("/contacts", s.createContact)
-	full.GET("/contacts", s.listContacts)
-	full.GET("/contacts/:id", s.getContact)
-	full.PATCH("/contacts/:id", s.updateContact)
-	full.DELETE("/contacts/:id", s.deleteContact)
-	full.GET("/contacts/:id/segments", s.listContactSegments)
-	full.POST("/contacts/:id/segments/:segment_id", s.addContactSegment)
-	full.DELETE("/contacts/:id/segments/:segment_id", s.removeContactSegment)
-	full.GET("/contacts/:id/topics", s.listContactTopics)
-	full.PATCH("/contacts/:id/topics", s.updateContactTopics)
-	full.POST("/contact-properties", s.createContactProperty)
-	full.GET("/contact-properties", s.listContactProperties)
-	full.GET("/contact-properties/:id", s.getContactProperty)
-	full.PATCH("/contact-properties/:id", s.updateContactProperty)
-	full.DELETE("/contact-properties/:id", s.deleteContactProperty)
-	full.POST("/segments", s.createSegment)
-	full.GET("/segments", s.listSegments)
-	full.GET("/segments/:id", s.getSegment)
-	full.PATCH("/segments/:id", s.updateSegment)
-	full.DELETE("/segments/:id", s.deleteSegment)
-	full.GET("/segments/:id/contacts", s.listSegmentContacts)
-	full.POST("/topics", s.createTopic)
-	full.GET("/topics", s.listTopics)
-	full.GET("/topics/:id", s.getTopic)
-	full.PATCH("/topics/:id", s.updateTopic)
-	full.DELETE("/topics/:id", s.deleteTopic)
-	if s.broadcasts != nil {
-		full.POST("/broadcasts", s.createBroadcast)
-		full.GET("/broadcasts", s.listBroadcasts)
-		full.GET("/broadcasts/:id", s.getBroadcast)
-		full.PATCH("/broadcasts/:id", s.updateBroadcast)
-		full.DELETE("/broadcasts/:id", s.deleteBroadcast)
-		full.POST("/broadcasts/:id/duplicate", s.duplicateBroadcast)
-		full.POST("/broadcasts/:id/send", s.sendBroadcast)
-		full.POST("/broadcasts/:id/cancel", s.cancelBroadcast)
-		full.GET("/broadcasts/:id/recipients", s.listBroadcastRecipients)
+	full.GET("/emails/metrics", s.emails.emailMetrics)
+	full.GET("/emails/:id", s.emails.getEmail)
+	full.PATCH("/emails/:id", s.emails.updateEmail)
+	full.POST("/emails/:id/cancel", s.emails.cancelEmail)
+	full.POST("/api-keys", s.keys.createAPIKey)
+	full.GET("/api-keys", s.keys.listAPIKeys)
+	full.DELETE("/api-keys/:id", s.keys.deleteAPIKey)
+	full.GET("/suppressions", s.emails.listSuppressions)
+	full.POST("/suppressions", s.emails.createSuppression)
+	full.DELETE("/suppressions/:id", s.emails.deleteSuppression)
+	if cfg.Templates != nil {
+		full.POST("/templates", s.templates.createTemplate)
+		full.GET("/templates", s.templates.listTemplates)
+		full.GET("/templates/:id", s.templates.getTemplate)
+		full.PATCH("/templates/:id", s.templates.updateTemplate)
+		full.DELETE("/templates/:id", s.templates.deleteTemplate)
+		full.POST("/templates/:id/publish", s.templates.publishTemplate)
+		full.POST("/templates/:id/duplicate", s.templates.duplicateTemplate)
+	}
+	full.GET("/logs", s.emails.listLogs)
+	full.GET("/audit-log", s.requireOwnerKey, s.privacy.listAuditLog)
+	full.GET("/logs/:id", s.emails.getLog)
+	if cfg.Audience != nil {
+		full.POST("/contacts", s.audience.createContact)
+		full.GET("/contacts", s.audience.listContacts)
+		full.GET("/contacts/:id", s.audience.getContact)
+		full.PATCH("/contacts/:id", s.audience.updateContact)
+		full.DELETE("/contacts/:id", s.audience.deleteContact)
+		full.GET("/contacts/:id/segments", s.audience.listContactSegments)
+		full.POST("/contacts/:id/segments/:segment_id", s.audience.addContactSegment)
+		full.DELETE("/contacts/:id/segments/:segment_id", s.audience.removeContactSegment)
+		full.GET("/contacts/:id/topics", s.audience.listContactTopics)
+		full.PATCH("/contacts/:id/topics", s.audience.updateContactTopics)
+		full.POST("/contact-properties", s.audience.createContactProperty)
+		full.GET("/contact-properties", s.audience.listContactProperties)
+		full.GET("/contact-properties/:id", s.audience.getContactProperty)
+		full.PATCH("/contact-properties/:id", s.audience.updateContactProperty)
+		full.DELETE("/contact-properties/:id", s.audience.deleteContactProperty)
+		full.POST("/segments", s.audience.createSegment)
+		full.GET("/segments", s.audience.listSegments)
+		full.GET("/segments/:id", s.audience.getSegment)
+		full.PATCH("/segments/:id", s.audience.updateSegment)
+		full.DELETE("/segments/:id", s.audience.deleteSegment)
+		full.GET("/segments/:id/contacts", s.audience.listSegmentContacts)
+		full.POST("/topics", s.audience.createTopic)
+		full.GET("/topics", s.audience.listTopics)
+		full.GET("/topics/:id", s.audience.getTopic)
+		full.PATCH("/topics/:id", s.audience.updateTopic)
+		full.DELETE("/topics/:id", s.audience.deleteTopic)
+	}
+	if cfg.Domains != nil {
+		full.POST("/domains", s.domains.createDomain)
+		full.GET("/domains", s.domains.listDomains)
+		full.GET("/domains/:id", s.domains.getDomain)
+		full.PATCH("/domains/:id", s.domains.updateDomain)
+		full.POST("/domains/:id/verify", s.domains.verifyDomain)
+		full.DELETE("/domains/:id", s.domains.deleteDomain) // owners only: domains.Service.Delete
+	}
+	if cfg.DataRequests != nil {
+		full.POST("/data-requests", s.requireOwnerKey, s.privacy.createDataRequest)
+		full.GET("/data-requests", s.requireOwnerKey, s.privacy.listDataRequests)
+		full.GET("/data-requests/:id", s.requireOwnerKey, s.privacy.getDataRequest)
+	}
+	if cfg.Webhooks != nil {
+		full.POST("/webhooks", s.webhooks.createWebhook)
+		full.GET("/webhooks", s.webhooks.listWebhooks)
+		full.GET("/webhooks/:id", s.webhooks.getWebhook)
+		full.PATCH("/webhooks/:id", s.webhooks.updateWebhook)
+		full.DELETE("/webhooks/:id", s.webhooks.deleteWebhook)
+		full.POST("/webhooks/:id/signing-secret/rotate", s.webhooks.rotateWebhookSecret)
+		full.POST("/webhooks/:id/test", s.webhooks.testWebhook)
+		full.GET("/webhooks/:id/events", s.webhooks.listWebhookEvents)
+		full.GET("/webhooks/:id/events/:event_id", s.webhooks.getWebhookEvent)
+		full.GET("/webhooks/:id/events/:event_id/attempts", s.webhooks.listWebhookAttempts)
+		full.POST("/webhooks/:id/events/:event_id/replay", s.webhooks.replayWebhookEvent)
+	}
+	if cfg.Imports != nil {
+		full.POST("/contacts/imports", s.audience.createContactImport)
+		full.GET("/contacts/imports", s.audience.listContactImports)
+		full.GET("/contacts/imports/:id", s.audience.getContactImport)
+	}
+	if cfg.Broadcasts != nil {
+		full.POST("/broadcasts", s.broadcasts.createBroadcast)
+		full.GET("/broadcasts", s.broadcasts.listBroadcasts)
+		full.GET("/broadcasts/:id", s.broadcasts.getBroadcast)
+		full.PATCH("/broadcasts/:id", s.broadcasts.updateBroadcast)
+		full.DELETE("/broadcasts/:id", s.broadcasts.deleteBroadcast)
+		full.POST("/broadcasts/:id/duplicate", s.broadcasts.duplicateBroadcast)
+		full.POST("/broadcasts/:id/send", s.broadcasts.sendBroadcast)
+		full.POST("/broadcasts/:id/cancel", s.broadcasts.cancelBroadcast)
+		full.GET("/broadcasts/:id/recipients", s.broadcasts.listBroadcastRecipients)
 	}
 	s.engine = e
 	return s, nil

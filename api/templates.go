@@ -13,6 +13,12 @@ import (
 	"github.com/posthaste/posthaste/internal/templates"
 )
 
+// templatesAPI serves /templates through templates.Service.
+type templatesAPI struct {
+	*Server
+	svc *templates.Service
+}
+
 type templateVariableJSON struct {
 	ID            string          `json:"id"`
 	Key           string          `json:"key"`
@@ -104,10 +110,9 @@ type templateVariableIn struct {
 	FallbackValue json.RawMessage `json:"fallback_value"`
 }
 
-// apply writes the request's fields into t; create says whether t is new
-// (name and html are then required). The checks are templates.Edit's,
-// shared with the dashboard's editor.
-func (r templateRequest) apply(t *store.Template, create bool) error {
+// edit is the request as a templates.Edit, whose checks the dashboard's
+// editor shares.
+func (r templateRequest) edit() templates.Edit {
 	e := templates.Edit{Name: r.Name, Alias: r.Alias, From: r.From, Subject: r.Subject, HTML: r.HTML, Text: r.Text,
 		ReplyTo: []string(r.ReplyTo), Components: r.Components}
 	if r.Variables != nil {
@@ -117,7 +122,7 @@ func (r templateRequest) apply(t *store.Template, create bool) error {
 		}
 		e.Variables = &vars
 	}
-	return e.Apply(t, create)
+	return e
 }
 
 // templateError turns an alias conflict into a 422 and a missing template
@@ -132,36 +137,36 @@ func templateError(err error) error {
 	return err
 }
 
-func (s *Server) createTemplate(c *gin.Context) {
+// respondTemplateRef answers a change of a template with a reference to
+// it, or with err.
+func (s *templatesAPI) respondTemplateRef(c *gin.Context, status int, t store.Template, err error, extra gin.H) {
+	if err != nil {
+		s.respondError(c, templateError(err))
+		return
+	}
+	out := gin.H{"object": "template", "id": t.ID}
+	for k, v := range extra {
+		out[k] = v
+	}
+	c.JSON(status, out)
+}
+
+func (s *templatesAPI) createTemplate(c *gin.Context) {
 	var req templateRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
 		return
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	t := store.Template{ID: id, TeamID: principal(c).TeamID}
-	if err := req.apply(&t, true); err != nil {
-		s.respondError(c, err)
-		return
-	}
-	t, err = s.store.Templates.CreateTemplate(c.Request.Context(), t)
-	if err != nil {
-		s.respondError(c, templateError(err))
-		return
-	}
-	c.JSON(http.StatusCreated, gin.H{"object": "template", "id": t.ID})
+	t, err := s.svc.Create(c.Request.Context(), principal(c).TeamID, req.edit())
+	s.respondTemplateRef(c, http.StatusCreated, t, err, nil)
 }
 
-func (s *Server) listTemplates(c *gin.Context) {
-	respondList(s, c, s.store.Templates.ListTemplates, renderTemplateListItem)
+func (s *templatesAPI) listTemplates(c *gin.Context) {
+	respondList(s.Server, c, s.svc.List, renderTemplateListItem)
 }
 
-func (s *Server) getTemplate(c *gin.Context) {
-	t, err := s.store.Templates.TemplateByRef(c.Request.Context(), principal(c).TeamID, c.Param("id"))
+func (s *templatesAPI) getTemplate(c *gin.Context) {
+	t, err := s.svc.Get(c.Request.Context(), principal(c).TeamID, c.Param("id"))
 	if err != nil {
 		s.respondError(c, templateError(err))
 		return
@@ -169,49 +174,27 @@ func (s *Server) getTemplate(c *gin.Context) {
 	c.JSON(http.StatusOK, renderTemplate(t))
 }
 
-func (s *Server) updateTemplate(c *gin.Context) {
+func (s *templatesAPI) updateTemplate(c *gin.Context) {
 	var req templateRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
 		return
 	}
-	t, err := s.store.Templates.UpdateTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"),
-		func(t *store.Template) error { return req.apply(t, false) })
-	if err != nil {
-		s.respondError(c, templateError(err))
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"object": "template", "id": t.ID})
+	t, err := s.svc.Update(c.Request.Context(), principal(c).TeamID, c.Param("id"), req.edit())
+	s.respondTemplateRef(c, http.StatusOK, t, err, nil)
 }
 
-func (s *Server) deleteTemplate(c *gin.Context) {
-	t, err := s.store.Templates.DeleteTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"))
-	if err != nil {
-		s.respondError(c, templateError(err))
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"object": "template", "id": t.ID, "deleted": true})
+func (s *templatesAPI) deleteTemplate(c *gin.Context) {
+	t, err := s.svc.Delete(c.Request.Context(), principal(c).TeamID, c.Param("id"))
+	s.respondTemplateRef(c, http.StatusOK, t, err, gin.H{"deleted": true})
 }
 
-func (s *Server) publishTemplate(c *gin.Context) {
-	t, err := s.store.Templates.PublishTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"))
-	if err != nil {
-		s.respondError(c, templateError(err))
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"object": "template", "id": t.ID})
+func (s *templatesAPI) publishTemplate(c *gin.Context) {
+	t, err := s.svc.Publish(c.Request.Context(), principal(c).TeamID, c.Param("id"))
+	s.respondTemplateRef(c, http.StatusOK, t, err, nil)
 }
 
-func (s *Server) duplicateTemplate(c *gin.Context) {
-	id, err := uuid.NewV7()
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
-	t, err := s.store.Templates.DuplicateTemplate(c.Request.Context(), principal(c).TeamID, c.Param("id"), id)
-	if err != nil {
-		s.respondError(c, templateError(err))
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"object": "template", "id": t.ID})
+func (s *templatesAPI) duplicateTemplate(c *gin.Context) {
+	t, err := s.svc.Duplicate(c.Request.Context(), principal(c).TeamID, c.Param("id"))
+	s.respondTemplateRef(c, http.StatusOK, t, err, nil)
 }

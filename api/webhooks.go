@@ -9,27 +9,15 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/audit"
-	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
-// Waker wakes the delivery of an endpoint (its DeliverWebhook workflow).
-type Waker = webhook.Waker
-
-// Notifier is told when outbox entries were committed.
-type Notifier interface{ Notify() }
-
-// WebhookConfig is what the webhook endpoints need besides the store.
-type WebhookConfig struct {
-	Waker  Waker
-	Client *webhook.Client // posts test events
-	Keys   *seal.Box       // seals signing secrets; nil refuses to create webhooks
-	// AllowHTTP accepts plain http endpoints (POSTHASTE_ALLOW_PRIVATE_EGRESS).
-	AllowHTTP bool
-	// Outbox is poked after domain events are emitted; may be nil.
-	Outbox Notifier
+// webhooksAPI serves /webhooks: endpoints, their events and attempts,
+// through the use case shared with the dashboard.
+type webhooksAPI struct {
+	*Server
+	endpoints *webhook.Endpoints
 }
 
 type webhookRequest struct {
@@ -38,7 +26,7 @@ type webhookRequest struct {
 	Status   *string   `json:"status"`
 }
 
-func (s *Server) createWebhook(c *gin.Context) {
+func (s *webhooksAPI) createWebhook(c *gin.Context) {
 	var req webhookRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
@@ -52,7 +40,7 @@ func (s *Server) createWebhook(c *gin.Context) {
 		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `events` field."))
 		return
 	}
-	w, secret, err := s.endpoints.Create(c.Request.Context(), principal(c).TeamID, *req.Endpoint, *req.Events)
+	w, secret, err := s.endpoints.Create(c.Request.Context(), principal(c).TeamID, *req.Endpoint, *req.Events, s.actor(c))
 	if errors.Is(err, webhook.ErrNoMasterKey) {
 		err = errorf(http.StatusInternalServerError, nameApplicationError,
 			"Webhooks cannot be added: the server has no master key (POSTHASTE_MASTER_KEY) to protect their secrets.")
@@ -62,9 +50,6 @@ func (s *Server) createWebhook(c *gin.Context) {
 		return
 	}
 	s.logger.Info("webhook created", "team_id", w.TeamID, "webhook_id", w.ID, "request_id", requestID(c))
-	if !s.audited(c, audit.WebhookCreate, "webhook", w.ID.String(), nil) {
-		return
-	}
 	c.JSON(http.StatusCreated, gin.H{"object": "webhook", "id": w.ID, "signing_secret": secret})
 }
 
@@ -83,18 +68,18 @@ func renderWebhook(w store.Webhook) webhookJSON {
 		Status: w.Status, CreatedAt: formatTime(w.CreatedAt)}
 }
 
-func (s *Server) listWebhooks(c *gin.Context) {
-	respondList(s, c, s.store.Webhooks.ListWebhooks, renderWebhook)
+func (s *webhooksAPI) listWebhooks(c *gin.Context) {
+	respondList(s.Server, c, s.endpoints.List, renderWebhook)
 }
 
 // teamWebhook loads the :id webhook of the caller's team.
-func (s *Server) teamWebhook(c *gin.Context) (store.Webhook, bool) {
+func (s *webhooksAPI) teamWebhook(c *gin.Context) (store.Webhook, bool) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
 		return store.Webhook{}, false
 	}
-	w, err := s.store.Webhooks.GetWebhook(c.Request.Context(), principal(c).TeamID, id)
+	w, err := s.endpoints.Get(c.Request.Context(), principal(c).TeamID, id)
 	if err != nil {
 		s.respondError(c, err)
 		return store.Webhook{}, false
@@ -102,7 +87,7 @@ func (s *Server) teamWebhook(c *gin.Context) (store.Webhook, bool) {
 	return w, true
 }
 
-func (s *Server) getWebhook(c *gin.Context) {
+func (s *webhooksAPI) getWebhook(c *gin.Context) {
 	w, ok := s.teamWebhook(c)
 	if !ok {
 		return
@@ -117,7 +102,7 @@ func (s *Server) getWebhook(c *gin.Context) {
 	c.JSON(http.StatusOK, j)
 }
 
-func (s *Server) updateWebhook(c *gin.Context) {
+func (s *webhooksAPI) updateWebhook(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
@@ -129,49 +114,32 @@ func (s *Server) updateWebhook(c *gin.Context) {
 		return
 	}
 	if err := s.endpoints.Update(c.Request.Context(), principal(c).TeamID, id, webhook.Change{
-		Endpoint: req.Endpoint, Events: req.Events, Status: req.Status}); err != nil {
+		Endpoint: req.Endpoint, Events: req.Events, Status: req.Status}, s.actor(c)); err != nil {
 		s.respondError(c, err)
-		return
-	}
-	if !s.audited(c, audit.WebhookUpdate, "webhook", id.String(), nil) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"object": "webhook", "id": id})
 }
 
-// wake nudges an endpoint's delivery; a failure is logged, since the
-// delivery also wakes on the endpoint's next event.
-func (s *Server) wake(c *gin.Context, id uuid.UUID) {
-	if s.webhooks.Waker == nil {
-		return
-	}
-	if err := s.webhooks.Waker.Wake(c.Request.Context(), id.String()); err != nil {
-		s.logger.Warn("waking webhook delivery", "webhook_id", id, "request_id", requestID(c), "err", err)
-	}
-}
-
-func (s *Server) deleteWebhook(c *gin.Context) {
+func (s *webhooksAPI) deleteWebhook(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	if err := s.endpoints.Delete(c.Request.Context(), principal(c).TeamID, id); err != nil {
+	if err := s.endpoints.Delete(c.Request.Context(), principal(c).TeamID, id, s.actor(c)); err != nil {
 		s.respondError(c, err)
-		return
-	}
-	if !s.audited(c, audit.WebhookDelete, "webhook", id.String(), nil) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"object": "webhook", "id": id, "deleted": true})
 }
 
-func (s *Server) rotateWebhookSecret(c *gin.Context) {
+func (s *webhooksAPI) rotateWebhookSecret(c *gin.Context) {
 	w, ok := s.teamWebhook(c)
 	if !ok {
 		return
 	}
-	secret, err := s.endpoints.Rotate(c.Request.Context(), w)
+	secret, err := s.endpoints.Rotate(c.Request.Context(), w, s.actor(c))
 	if errors.Is(err, webhook.ErrNoMasterKey) {
 		err = errorf(http.StatusInternalServerError, nameApplicationError,
 			"The secret cannot be rotated: the server has no master key (POSTHASTE_MASTER_KEY).")
@@ -181,9 +149,6 @@ func (s *Server) rotateWebhookSecret(c *gin.Context) {
 		return
 	}
 	s.logger.Info("webhook secret rotated", "team_id", w.TeamID, "webhook_id", w.ID, "request_id", requestID(c))
-	if !s.audited(c, audit.WebhookRotateSecret, "webhook", w.ID.String(), nil) {
-		return
-	}
 	c.JSON(http.StatusOK, gin.H{"object": "webhook", "id": w.ID, "signing_secret": secret})
 }
 
@@ -208,7 +173,7 @@ func messageID(v string) (uuid.UUID, error) {
 	return id, nil
 }
 
-func (s *Server) listWebhookEvents(c *gin.Context) {
+func (s *webhooksAPI) listWebhookEvents(c *gin.Context) {
 	w, ok := s.teamWebhook(c)
 	if !ok {
 		return
@@ -226,7 +191,7 @@ func (s *Server) listWebhookEvents(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	ms, more, err := s.store.Webhooks.ListWebhookMessages(c.Request.Context(), w.TeamID, w.ID, p)
+	ms, more, err := s.endpoints.Messages(c.Request.Context(), w.TeamID, w.ID, p)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -239,7 +204,7 @@ func (s *Server) listWebhookEvents(c *gin.Context) {
 }
 
 // teamMessage loads the :event_id message of the :id webhook of the team.
-func (s *Server) teamMessage(c *gin.Context) (store.Webhook, store.WebhookMessage, bool) {
+func (s *webhooksAPI) teamMessage(c *gin.Context) (store.Webhook, store.WebhookMessage, bool) {
 	w, ok := s.teamWebhook(c)
 	if !ok {
 		return w, store.WebhookMessage{}, false
@@ -249,7 +214,7 @@ func (s *Server) teamMessage(c *gin.Context) (store.Webhook, store.WebhookMessag
 		s.respondError(c, err)
 		return w, store.WebhookMessage{}, false
 	}
-	m, err := s.store.Webhooks.GetWebhookMessage(c.Request.Context(), w.TeamID, w.ID, mid)
+	m, err := s.endpoints.Message(c.Request.Context(), w.TeamID, w.ID, mid)
 	if err != nil {
 		s.respondError(c, err)
 		return w, m, false
@@ -257,7 +222,7 @@ func (s *Server) teamMessage(c *gin.Context) (store.Webhook, store.WebhookMessag
 	return w, m, true
 }
 
-func (s *Server) getWebhookEvent(c *gin.Context) {
+func (s *webhooksAPI) getWebhookEvent(c *gin.Context) {
 	_, m, ok := s.teamMessage(c)
 	if !ok {
 		return
@@ -295,12 +260,12 @@ func renderAttempt(a store.WebhookAttempt) attemptJSON {
 	return j
 }
 
-func (s *Server) listWebhookAttempts(c *gin.Context) {
+func (s *webhooksAPI) listWebhookAttempts(c *gin.Context) {
 	w, m, ok := s.teamMessage(c)
 	if !ok {
 		return
 	}
-	as, err := s.store.Webhooks.WebhookAttempts(c.Request.Context(), w.TeamID, m.ID)
+	as, err := s.endpoints.Attempts(c.Request.Context(), w.TeamID, m.ID)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -312,20 +277,19 @@ func (s *Server) listWebhookAttempts(c *gin.Context) {
 	c.JSON(http.StatusOK, list(out, false))
 }
 
-func (s *Server) replayWebhookEvent(c *gin.Context) {
+func (s *webhooksAPI) replayWebhookEvent(c *gin.Context) {
 	w, m, ok := s.teamMessage(c)
 	if !ok {
 		return
 	}
-	if w.Status != store.WebhookEnabled {
-		s.respondError(c, validation("The webhook is disabled; enable it before replaying events."))
-		return
+	err := s.endpoints.Replay(c.Request.Context(), w, m.ID)
+	if errors.Is(err, webhook.ErrDisabled) {
+		err = validation("The webhook is disabled; enable it before replaying events.")
 	}
-	if err := s.store.Webhooks.ReplayWebhookMessage(c.Request.Context(), w.TeamID, w.ID, m.ID); err != nil {
+	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	s.wake(c, w.ID)
 	c.JSON(http.StatusOK, gin.H{"object": "webhook_event", "id": webhook.MessageID(m.ID)})
 }
 
@@ -334,7 +298,7 @@ type testEventRequest struct {
 }
 
 // testWebhook sends a sample event now, once, and answers with the attempt.
-func (s *Server) testWebhook(c *gin.Context) {
+func (s *webhooksAPI) testWebhook(c *gin.Context) {
 	w, ok := s.teamWebhook(c)
 	if !ok {
 		return

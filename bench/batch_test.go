@@ -32,7 +32,7 @@ func TestBatchBench(t *testing.T) {
 	require.NoError(t, err)
 	defer st.Close()
 	h, err := api.New(api.Config{Store: st, Auth: auth.NewAuthenticator(st.Accounts, time.Second),
-		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)})})
+		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Emails: submit.NewEmails(st.Emails)})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	defer srv.Close()

@@ -36,6 +36,7 @@ func newAPI(t *testing.T) *client.Client {
 		Store:  st,
 		Auth:   auth.NewAuthenticator(st.Accounts, time.Second),
 		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}),
+		Emails: submit.NewEmails(st.Emails),
 	})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)

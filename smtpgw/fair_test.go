@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // A DATA whose last line ends in a bare CR gets its answer at once on
@@ -30,7 +32,7 @@ func TestBareCRBeforeTheEndOfData(t *testing.T) {
 		d.cmd(250, "NOOP") // still in step
 		d.cmd(221, "QUIT")
 
-		built, err := h.st.Emails.EmailForBuild(context.Background(), id)
+		built, err := storetest.EmailForBuild(context.Background(), h.st, id)
 		require.NoError(t, err)
 		src := string(built.Source)
 		require.Contains(t, src, "\r\n.stuffed\r\n", "the dot is unstuffed")

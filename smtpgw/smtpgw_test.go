@@ -263,7 +263,7 @@ func TestSubmitOverBothListeners(t *testing.T) {
 		require.NotNil(t, e.Text)
 		require.Equal(t, "Hi there.\r\n", *e.Text)
 
-		built, err := h.st.Emails.EmailForBuild(ctx, id)
+		built, err := storetest.EmailForBuild(ctx, h.st, id)
 		require.NoError(t, err)
 		src := string(built.Source)
 		require.NotContains(t, src, "Bcc", "Bcc is removed")
@@ -535,7 +535,7 @@ func TestIdempotencyKeyHeader(t *testing.T) {
 	used, err := h.st.Accounts.QuotaUsed(context.Background(), h.team, time.Now())
 	require.NoError(t, err)
 	require.EqualValues(t, 1, used)
-	built, err := h.st.Emails.EmailForBuild(context.Background(), first)
+	built, err := storetest.EmailForBuild(context.Background(), h.st, first)
 	require.NoError(t, err)
 	require.NotContains(t, string(built.Source), "Idempotency-Key")
 }
@@ -575,7 +575,7 @@ func TestMalformedMessages(t *testing.T) {
 	broken := "From: news@example.test\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"zz\"\r\n\r\n" +
 		"--zz\r\nContent-Transfer-Encoding: base64\r\n\r\n%%% not base64\r\n"
 	id := emailID(t, d.data(250, broken))
-	built, err := h.st.Emails.EmailForBuild(context.Background(), id)
+	built, err := storetest.EmailForBuild(context.Background(), h.st, id)
 	require.NoError(t, err)
 	require.True(t, strings.HasSuffix(string(built.Source), "--zz\r\nContent-Transfer-Encoding: base64\r\n\r\n%%% not base64\r\n"))
 }

@@ -11,11 +11,15 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/workflows"
 )
 
-var _ activities.EmailWorkflows = (*Starter)(nil)
+var (
+	_ activities.EmailWorkflows = (*Starter)(nil)
+	_ datareq.EmailWorkflows    = (*Starter)(nil)
+)
 
 // Running reports whether the workflow that sends the email
 // (EmailWorkflowID) has a run that is still open. A workflow Temporal does

@@ -24,10 +24,13 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/broadcast"
+	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
+	"github.com/posthaste/posthaste/internal/imports"
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/outbox"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/webhook"
 	"github.com/posthaste/posthaste/workflows"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
@@ -66,13 +69,25 @@ const DefaultInboundSlots = 4
 // been accepted, and its retry would send it again.
 const DefaultStopTimeout = 8 * time.Second
 
+// Activities are the activities a worker registers: those of sending,
+// received mail and the sweeps from package activities, and each other
+// workflow's from the package of its area, every one built once in cmd.
+type Activities struct {
+	*activities.Activities                       // SendEmail, SendBatch, Retention, Reconcile, ProcessInbound
+	Domains                *domains.Activities   // VerifyDomain
+	Imports                *imports.Activities   // ContactImport
+	Broadcasts             *broadcast.Activities // Broadcast
+	DataRequests           *datareq.Activities   // DataRequest
+	Webhooks               *webhook.Activities   // DeliverWebhook
+}
+
 // Worker is a set of Temporal workers sharing one client.
 type Worker struct {
 	workers []sdkworker.Worker
 }
 
 // New registers everything on its queues. The client stays owned by the caller.
-func New(c client.Client, acts *activities.Activities, cfg Config, logger *slog.Logger) (*Worker, error) {
+func New(c client.Client, acts Activities, cfg Config, logger *slog.Logger) (*Worker, error) {
 	w := &Worker{}
 	stop := cfg.StopTimeout
 	if stop <= 0 {
@@ -109,7 +124,9 @@ func New(c client.Client, acts *activities.Activities, cfg Config, logger *slog.
 		// too: its workflows make the first delivery attempt of those
 		// regions' groups, from those pools, a local activity
 		// (activities.DeliverLocal).
-		Register(main, acts.WithLocalDelivery(regions))
+		local := acts
+		local.Activities = acts.WithLocalDelivery(regions)
+		Register(main, local)
 		RegisterHealth(main, cfg.Health)
 		w.workers = append(w.workers, main)
 
@@ -146,7 +163,7 @@ func New(c client.Client, acts *activities.Activities, cfg Config, logger *slog.
 
 // Register puts the workflows and the activities they run locally on a
 // worker (also used by replay tests).
-func Register(r sdkworker.Registry, acts *activities.Activities) {
+func Register(r sdkworker.Registry, acts Activities) {
 	r.RegisterWorkflowWithOptions(workflows.SendEmail, workflow.RegisterOptions{Name: workflows.SendEmailName})
 	r.RegisterWorkflowWithOptions(workflows.SendBatch, workflow.RegisterOptions{Name: workflows.SendBatchName})
 	r.RegisterActivityWithOptions(acts.Sending.Prepare, activity.RegisterOptions{Name: contract.PrepareName})
@@ -188,7 +205,7 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 
 // RegisterInbound puts the ProcessInbound workflow and its local activity
 // on a worker.
-func RegisterInbound(r sdkworker.Registry, acts *activities.Activities) {
+func RegisterInbound(r sdkworker.Registry, acts Activities) {
 	r.RegisterWorkflowWithOptions(workflows.ProcessInbound, workflow.RegisterOptions{Name: workflows.ProcessInboundName})
 	r.RegisterActivityWithOptions(acts.Inbound.ProcessInboundMessage, activity.RegisterOptions{Name: contract.ProcessInboundMessageName})
 }

@@ -26,10 +26,10 @@ func newBroadcastEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	env := testEnv()
 	env.RegisterWorkflowWithOptions(Broadcast, workflow.RegisterOptions{Name: BroadcastName})
-	env.RegisterActivityWithOptions(a.StartBroadcast, activity.RegisterOptions{Name: contract.StartBroadcastName})
-	env.RegisterActivityWithOptions(a.ReserveBroadcastPace, activity.RegisterOptions{Name: contract.ReserveBroadcastPaceName})
-	env.RegisterActivityWithOptions(a.HandOffBroadcastChunk, activity.RegisterOptions{Name: contract.HandOffBroadcastChunkName})
-	env.RegisterActivityWithOptions(a.FinishBroadcast, activity.RegisterOptions{Name: contract.FinishBroadcastName})
+	env.RegisterActivityWithOptions(broadcastActs.StartBroadcast, activity.RegisterOptions{Name: contract.StartBroadcastName})
+	env.RegisterActivityWithOptions(broadcastActs.ReserveBroadcastPace, activity.RegisterOptions{Name: contract.ReserveBroadcastPaceName})
+	env.RegisterActivityWithOptions(broadcastActs.HandOffBroadcastChunk, activity.RegisterOptions{Name: contract.HandOffBroadcastChunkName})
+	env.RegisterActivityWithOptions(broadcastActs.FinishBroadcast, activity.RegisterOptions{Name: contract.FinishBroadcastName})
 	return env
 }
 

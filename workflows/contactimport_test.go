@@ -24,9 +24,9 @@ func newImportEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	env := testEnv()
 	env.RegisterWorkflowWithOptions(ContactImport, workflow.RegisterOptions{Name: ContactImportName})
-	env.RegisterActivityWithOptions(a.StartContactImport, activity.RegisterOptions{Name: contract.StartContactImportName})
-	env.RegisterActivityWithOptions(a.ApplyImportChunk, activity.RegisterOptions{Name: contract.ApplyImportChunkName})
-	env.RegisterActivityWithOptions(a.FinishContactImport, activity.RegisterOptions{Name: contract.FinishContactImportName})
+	env.RegisterActivityWithOptions(importActs.StartContactImport, activity.RegisterOptions{Name: contract.StartContactImportName})
+	env.RegisterActivityWithOptions(importActs.ApplyImportChunk, activity.RegisterOptions{Name: contract.ApplyImportChunkName})
+	env.RegisterActivityWithOptions(importActs.FinishContactImport, activity.RegisterOptions{Name: contract.FinishContactImportName})
 	return env
 }
 

@@ -35,7 +35,7 @@ const dataRequestFailedReason = "The request could not be completed."
 // DataRequest runs a data subject request (POST /data-requests). An
 // export builds the archive and completes the request in one step. An
 // erasure cancels the address's scheduled emails and erases it from
-// PostgreSQL, then from Temporal histories (activities.SubjectEraser),
+// PostgreSQL, then from Temporal histories (datareq.SubjectEraser),
 // waits out the codec's key cache on a durable timer, erases PostgreSQL
 // once more (what was written meanwhile) and completes the request, which
 // then forgets the address. Every step is idempotent and

@@ -24,11 +24,11 @@ func newDataRequestEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	env := testEnv()
 	env.RegisterWorkflowWithOptions(DataRequest, workflow.RegisterOptions{Name: DataRequestName})
 	for name, fn := range map[string]any{
-		contract.StartDataRequestName:    a.StartDataRequest,
-		contract.ExportDataRequestName:   a.ExportDataRequest,
-		contract.EraseDataRequestName:    a.EraseDataRequest,
-		contract.EraseSubjectHistoryName: a.EraseSubjectHistory,
-		contract.FinishDataRequestName:   a.FinishDataRequest,
+		contract.StartDataRequestName:    dataRequestActs.StartDataRequest,
+		contract.ExportDataRequestName:   dataRequestActs.ExportDataRequest,
+		contract.EraseDataRequestName:    dataRequestActs.EraseDataRequest,
+		contract.EraseSubjectHistoryName: dataRequestActs.EraseSubjectHistory,
+		contract.FinishDataRequestName:   dataRequestActs.FinishDataRequest,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

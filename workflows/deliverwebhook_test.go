@@ -18,7 +18,7 @@ import (
 func newWebhookEnv() *testsuite.TestWorkflowEnvironment {
 	env := testEnv()
 	env.RegisterWorkflowWithOptions(DeliverWebhook, workflow.RegisterOptions{Name: DeliverWebhookName})
-	env.RegisterActivityWithOptions(a.DeliverWebhooks, activity.RegisterOptions{Name: contract.DeliverWebhooksName})
+	env.RegisterActivityWithOptions(webhookActs.DeliverWebhooks, activity.RegisterOptions{Name: contract.DeliverWebhooksName})
 	return env
 }
 

@@ -7,12 +7,25 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/internal/broadcast"
+	"github.com/posthaste/posthaste/internal/datareq"
+	"github.com/posthaste/posthaste/internal/domains"
+	"github.com/posthaste/posthaste/internal/imports"
+	"github.com/posthaste/posthaste/internal/webhook"
 )
 
-// a is the activities, registered by the tests (on nil receivers) under
-// their contract names so that the mocks' signatures are checked against
-// the real ones.
-var a = &activities.Activities{}
+// The activities, registered by the tests (on nil receivers) under their
+// contract names so that the mocks' signatures are checked against the
+// real ones: a holds those of package activities, the others those that
+// live in the package of their area.
+var (
+	a               = &activities.Activities{}
+	domainActs      *domains.Activities
+	importActs      *imports.Activities
+	broadcastActs   *broadcast.Activities
+	dataRequestActs *datareq.Activities
+	webhookActs     *webhook.Activities
+)
 
 // testEnv is a workflow test environment whose deadlock detector gives a
 // workflow task a minute: under -race on a loaded 2-core machine the SDK's

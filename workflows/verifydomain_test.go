@@ -39,8 +39,8 @@ func newVerifyEnv(t *testing.T, published func(elapsed time.Duration) (found map
 	v := &verifyEnv{env: testEnv()}
 	v.start = v.env.Now()
 	v.env.RegisterWorkflowWithOptions(VerifyDomain, workflow.RegisterOptions{Name: VerifyDomainName})
-	v.env.RegisterActivityWithOptions(a.CheckDomain, activity.RegisterOptions{Name: contract.CheckDomainName})
-	v.env.RegisterActivityWithOptions(a.SetDomainStatus, activity.RegisterOptions{Name: contract.SetDomainStatusName})
+	v.env.RegisterActivityWithOptions(domainActs.CheckDomain, activity.RegisterOptions{Name: contract.CheckDomainName})
+	v.env.RegisterActivityWithOptions(domainActs.SetDomainStatus, activity.RegisterOptions{Name: contract.SetDomainStatusName})
 	v.env.OnActivity(contract.CheckDomainName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in contract.CheckDomainInput) (contract.CheckDomainResult, error) {
 			require.Equal(t, "d1", in.DomainID)
@@ -186,8 +186,8 @@ func TestVerifyDomainContinuesAsNew(t *testing.T) {
 func TestVerifyDomainKeepsVerifiedThroughDNSOutage(t *testing.T) {
 	env := testEnv()
 	env.RegisterWorkflowWithOptions(VerifyDomain, workflow.RegisterOptions{Name: VerifyDomainName})
-	env.RegisterActivityWithOptions(a.CheckDomain, activity.RegisterOptions{Name: contract.CheckDomainName})
-	env.RegisterActivityWithOptions(a.SetDomainStatus, activity.RegisterOptions{Name: contract.SetDomainStatusName})
+	env.RegisterActivityWithOptions(domainActs.CheckDomain, activity.RegisterOptions{Name: contract.CheckDomainName})
+	env.RegisterActivityWithOptions(domainActs.SetDomainStatus, activity.RegisterOptions{Name: contract.SetDomainStatusName})
 	start := env.Now()
 	env.OnActivity(contract.CheckDomainName, mock.Anything, mock.Anything).Return(
 		func(context.Context, contract.CheckDomainInput) (contract.CheckDomainResult, error) {

@@ -19,23 +19,29 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/api"
+	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
+	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/codec"
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/dane"
 	"github.com/posthaste/posthaste/internal/dashboard"
+	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/dnscache"
+	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/health"
 	"github.com/posthaste/posthaste/internal/imports"
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/keyring"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/mtasts"
 	"github.com/posthaste/posthaste/internal/outbox"
 	"github.com/posthaste/posthaste/internal/ratelimit"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/reqlog"
 	"github.com/posthaste/posthaste/internal/seal"
@@ -43,6 +49,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
+	"github.com/posthaste/posthaste/internal/templates"
 	"github.com/posthaste/posthaste/internal/tracking"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
 	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
@@ -467,20 +474,35 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	if mail != nil {
 		mailer = mail
 	}
+	// The use cases the API and the dashboard share, built once for both.
 	broadcasts := broadcast.NewService(broadcast.Config{Store: st, Submit: in.submit, Waker: worker.NewBroadcastWaker(tc),
 		Outbox: in.dispatcher, Logger: logger})
+	domainSvc := domains.New(domains.Config{Keys: keys, DKIMSelector: cfg.Domains.DKIMSelector, Verifier: verifier,
+		Logger: logger}, st)
+	webhookWaker := worker.NewWebhookWaker(tc, stepPolicy(cfg.Steps))
+	hookClient := webhookClient(cfg)
+	endpoints := webhook.NewEndpoints(webhook.EndpointsConfig{Keys: keys, Client: hookClient, Waker: webhookWaker,
+		AllowHTTP: cfg.Egress.AllowPrivate, Logger: logger}, st)
+	importSvc := imports.New(imports.Config{Outbox: in.dispatcher}, st)
+	audienceSvc := audience.New(st.Audience)
+	dataRequests := datareq.New(datareq.Config{Keys: keys, Outbox: in.dispatcher}, st)
+	auditLog := auditlog.New(st)
+	// Reading sent emails and the suppression list; reading received mail.
+	emails, received := submit.NewEmails(st.Emails), receiving.New(st.Received)
+	accounts := account.New(account.Config{Store: st})
+	templateSvc := templates.New(st)
 	// The default inbound budget, which the Receiving page shows nearly spent
 	// (the MX enforces it: mx.go).
-	inboundBudget := inbound.Budget{DailyMessages: cfg.Inbound.DailyMessages, StorageBytes: cfg.Inbound.StorageBytes}
-	dash, err := dashboard.New(dashboard.Config{Store: st, InboundBudget: inboundBudget, Broadcasts: broadcasts, Auth: in.auth, TemporalUIURL: temporalUI,
-		Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys, OAuth: oauthConfig(cfg.OAuth),
-		PublicURL: cfg.HTTP.PublicURL, Mailer: mailer, WebhookWaker: worker.NewWebhookWaker(tc, stepPolicy(cfg.Steps)),
+	inboundBudget := inmail.Budget{DailyMessages: cfg.Inbound.DailyMessages, StorageBytes: cfg.Inbound.StorageBytes}
+	dash, err := dashboard.New(dashboard.Config{Store: st, InboundBudget: inboundBudget, Auth: in.auth, TemporalUIURL: temporalUI,
+		Emails: emails, Received: received,
+		Domains: domainSvc, Webhooks: endpoints, Imports: importSvc, DataRequests: dataRequests, Broadcasts: broadcasts,
+		Audience: audienceSvc, Templates: templateSvc, AuditLog: auditLog, Records: recordsConfig(cfg.Domains), Keys: keys,
+		OAuth: oauthConfig(cfg.OAuth), PublicURL: cfg.HTTP.PublicURL, Mailer: mailer,
 		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, SessionIdleTimeout: cfg.HTTP.SessionIdleTimeout,
-		DKIMSelector: cfg.Domains.DKIMSelector, WebhookClient: webhookClient(cfg), AllowHTTPWebhooks: cfg.Egress.AllowPrivate,
-		Outbox: in.dispatcher, SMTP: dashboardSMTP(smtpListeners(cfg.SMTP, config.DefaultSMTPListen)),
-		TrustedProxies: cfg.HTTP.TrustedProxies, Logger: logger,
-		Imports: imports.New(imports.Config{Outbox: in.dispatcher}, st),
-		Warmup:  cfg.Delivery.Warmup, WarmupOverflow: cfg.Delivery.WarmupOverflow, DefaultPool: cfg.Delivery.DefaultPool})
+		TrustedProxies: cfg.HTTP.TrustedProxies, Logger: logger, SMTP: dashboardSMTP(smtpListeners(cfg.SMTP, config.DefaultSMTPListen)),
+		Warmup: cfg.Delivery.Warmup, WarmupOverflow: cfg.Delivery.WarmupOverflow, DefaultPool: cfg.Delivery.DefaultPool,
+		Accounts: accounts})
 	if err != nil {
 		return nil, fmt.Errorf("loading the dashboard: %w", err)
 	}
@@ -491,7 +513,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 			return nil, err
 		}
 		uh, err := unsubscribe.NewHandler(unsubscribe.Config{Sealer: sealer, PublicURL: cfg.HTTP.PublicURL,
-			Limiter: in.limiter, Outbox: in.dispatcher, Logger: logger}, st.Audience)
+			Limiter: in.limiter, Logger: logger}, st.Audience)
 		if err != nil {
 			return nil, err
 		}
@@ -512,28 +534,27 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		track = th
 	}
 	h, err := api.New(api.Config{
-		Store:      st,
-		Auth:       in.auth,
-		Submit:     in.submit,
-		Broadcasts: broadcasts,
-		Metrics:    metrics,
-		Gatherer:   gatherer,
-		Ready:      ready,
+		Store:        st,
+		Auth:         in.auth,
+		Submit:       in.submit,
+		Emails:       emails,
+		Received:     received,
+		Domains:      domainSvc,
+		Webhooks:     endpoints,
+		Imports:      importSvc,
+		Audience:     audienceSvc,
+		DataRequests: dataRequests,
+		Broadcasts:   broadcasts,
+		Templates:    templateSvc,
+		Accounts:     accounts,
+		AuditLog:     auditLog,
+		Records:      recordsConfig(cfg.Domains),
+		Keys:         keys,
+		Metrics:      metrics,
+		Gatherer:     gatherer,
+		Ready:        ready,
 		// The base of the download URLs of received emails.
-		PublicURL: cfg.HTTP.PublicURL,
-		Domains: api.DomainConfig{
-			Verifier:     verifier,
-			Keys:         keys,
-			DKIMSelector: cfg.Domains.DKIMSelector,
-			Records:      recordsConfig(cfg.Domains),
-		},
-		Webhooks: api.WebhookConfig{
-			Waker:     worker.NewWebhookWaker(tc, stepPolicy(cfg.Steps)),
-			Client:    webhookClient(cfg),
-			Keys:      keys,
-			AllowHTTP: cfg.Egress.AllowPrivate,
-			Outbox:    in.dispatcher,
-		},
+		PublicURL:        cfg.HTTP.PublicURL,
 		Dashboard:        dash,
 		Unsubscribe:      unsub,
 		Tracking:         track,
@@ -640,44 +661,48 @@ func webhookClient(cfg config.Config) *webhook.Client {
 	}), webhook.ClientConfig{Timeout: cfg.Webhooks.Timeout})
 }
 
-// newActivities wires the activities. outbox (may be nil) is the outbox
-// dispatcher of this process, poked when events queue webhook messages;
-// tc is the Temporal client the reconciler asks about and restarts
+// newActivities wires the activities, each workflow's built once by the
+// package of its area. outbox (may be nil) is the outbox dispatcher of
+// this process, poked when events queue webhook messages; tc is the
+// Temporal client the reconciler and erasures ask about and restart
 // workflows with. POSTHASTE_IP_POOLS is synced into the database first;
 // the activities deliver from the IP pools named in pools (nil: all, see
 // newSenders), which it returns as worker.Config.Pools names them.
 func newActivities(ctx context.Context, cfg config.Config, st *store.Store, tc client.Client, keys *seal.Box,
 	pc *codec.Codec, metrics *telemetry.Metrics, outbox activities.Notifier, pools []string,
-	logger *slog.Logger) (*activities.Activities, []string, func(), error) {
+	logger *slog.Logger) (worker.Activities, []string, func(), error) {
+	var none worker.Activities
 	if err := syncPools(ctx, st, cfg.Delivery.Pools); err != nil {
-		return nil, nil, nil, err
+		return none, nil, nil, err
 	}
 	sh, err := newShaper(cfg, metrics, logger)
 	if err != nil {
-		return nil, nil, nil, err
+		return none, nil, nil, err
 	}
 	base, err := mtaConfig(cfg.Delivery, cfg.Egress, sh, logger)
 	if err != nil {
 		closeShaper(sh)
-		return nil, nil, nil, err
+		return none, nil, nil, err
 	}
 	d, err := newSenders(ctx, cfg.Delivery, base, st, pools, logger)
 	if err != nil {
 		closeShaper(sh)
-		return nil, nil, nil, err
+		return none, nil, nil, err
 	}
 	sub := submit.New(submit.Config{Store: submit.StoreOf(st), Notifier: outbox, Logger: logger.With("component", "submit")})
 	notices, err := newSystemMailer(cfg.SystemFrom, st, sub, logger)
 	if err != nil {
 		d.Close()
 		closeShaper(sh)
-		return nil, nil, nil, err
+		return none, nil, nil, err
 	}
-	wcfg := activities.WebhookConfig{
+	wcfg := webhook.ActivitiesConfig{
 		Client:       webhookClient(cfg),
+		Keys:         keys,
 		Schedule:     cfg.Webhooks.Retry,
 		DisableAfter: cfg.Webhooks.DisableAfter,
-		Outbox:       outbox,
+		Metrics:      metrics,
+		Logger:       logger,
 	}
 	if notices != nil {
 		wcfg.Notices = notices
@@ -686,31 +711,37 @@ func newActivities(ctx context.Context, cfg config.Config, st *store.Store, tc c
 	if err != nil {
 		d.Close()
 		closeShaper(sh)
-		return nil, nil, nil, err
+		return none, nil, nil, err
 	}
-	acts := activities.NewWithSenders(activities.Config{
-		Hostname:  cfg.Delivery.Hostname,
-		Records:   recordsConfig(cfg.Domains),
-		Resolver:  newResolver(cfg.Delivery),
-		Keys:      keys,
-		Webhooks:  wcfg,
-		Crash:     crasher(cfg),
-		Workflows: worker.NewStarter(tc, deliveryPolicy(cfg)),
-
-		Unsubscribe:   links,
-		FBLDomains:    cfg.Inbound.FBLDomains,
-		BroadcastRate: float64(cfg.Delivery.BroadcastRate),
-		DefaultPool:   cfg.Delivery.DefaultPool,
-		DataRequests: activities.DataRequestConfig{Eraser: subjectEraser(pc), Waker: worker.NewWaker(tc),
-			ArchiveTTL: cfg.Delivery.DataExportTTL, RestartDelay: cfg.Delivery.Heartbeat},
-	}, st, d, metrics, logger)
+	starter, crash := worker.NewStarter(tc, deliveryPolicy(cfg)), crasher(cfg)
+	acts := worker.Activities{
+		Activities: activities.NewWithSenders(activities.Config{
+			Hostname:    cfg.Delivery.Hostname,
+			Keys:        keys,
+			Outbox:      outbox,
+			Crash:       crash,
+			Workflows:   starter,
+			Unsubscribe: links,
+			FBLDomains:  cfg.Inbound.FBLDomains,
+			DefaultPool: cfg.Delivery.DefaultPool,
+		}, st, d, metrics, logger),
+		Domains: domains.NewActivities(domains.ActivitiesConfig{Records: recordsConfig(cfg.Domains),
+			Resolver: newResolver(cfg.Delivery), Logger: logger}, st.Domains),
+		Imports: imports.NewActivities(st.Audience),
+		Broadcasts: broadcast.NewActivities(broadcast.ActivitiesConfig{Rate: float64(cfg.Delivery.BroadcastRate),
+			Outbox: outbox, Crash: crash}, st),
+		DataRequests: datareq.NewActivities(datareq.ActivitiesConfig{Eraser: subjectEraser(pc),
+			Waker: worker.NewWaker(tc), Workflows: starter, RestartDelay: cfg.Delivery.Heartbeat, Logger: logger},
+			datareq.New(datareq.Config{Keys: keys, ArchiveTTL: cfg.Delivery.DataExportTTL}, st)),
+		Webhooks: webhook.NewActivities(wcfg, st.Webhooks),
+	}
 	return acts, d.queues, func() { d.Close(); closeShaper(sh) }, nil
 }
 
 // subjectEraser is what erases an address from Temporal histories: the
 // payload codec's keys; nil (nothing to erase, payloads are in the clear)
 // without a codec.
-func subjectEraser(pc *codec.Codec) activities.SubjectEraser {
+func subjectEraser(pc *codec.Codec) datareq.SubjectEraser {
 	if pc == nil {
 		return nil
 	}

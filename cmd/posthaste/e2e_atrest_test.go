@@ -13,21 +13,22 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/datakey"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
-// devSealing returns st opening the content sealed by the dev process of
-// data directory dataDir, with that process's master key (written here
-// first when the process has not made it yet; the process then uses it).
-func devSealing(t *testing.T, st *store.Store, dataDir string) *store.Store {
+// devStore opens a store on dbURL, closed at cleanup, that opens the
+// content sealed by the dev process of data directory dataDir, with that
+// process's master key (written here first when the process has not made
+// it yet; the process then uses it).
+func devStore(t *testing.T, dbURL, dataDir string) *store.Store {
 	t.Helper()
 	keys, err := seal.LoadOrCreateKeyFile(filepath.Join(dataDir, "master.key"))
 	require.NoError(t, err)
 	box, err := seal.NewRing(keys[0], keys[1:]...)
 	require.NoError(t, err)
-	return st.WithSealer(datakey.New(box, st, datakey.Config{}))
+	return storetest.Open(t, store.Config{URL: dbURL, MasterKey: box})
 }
 
 // newMasterKey returns a fresh POSTHASTE_MASTER_KEY value.

@@ -117,10 +117,7 @@ func TestDevBroadcast(t *testing.T) {
 	require.Equal(t, 1, count(final, "failed"), final)
 	require.NotEmpty(t, final["sent_at"])
 
-	st, err := store.Open(ctx, store.Config{URL: dbURL})
-	require.NoError(t, err)
-	defer st.Close()
-	st = devSealing(t, st, env["POSTHASTE_DATA_DIR"])
+	st := devStore(t, dbURL, env["POSTHASTE_DATA_DIR"])
 	seen := map[string]bool{}
 	for after := ""; ; {
 		status, page := c.do("GET", "/broadcasts/"+id+"/recipients?limit=100"+after, nil)

@@ -20,6 +20,7 @@ import (
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows"
 )
 
@@ -34,9 +35,7 @@ import (
 func TestDevDispatchAndReconcile(t *testing.T) {
 	ctx := context.Background()
 	dbURL := pgtest.NewDatabase(t)
-	st, err := store.Open(ctx, store.Config{URL: dbURL})
-	require.NoError(t, err)
-	defer st.Close()
+	st := storetest.Open(t, store.Config{URL: dbURL})
 	require.NoError(t, st.Migrate(ctx))
 	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
@@ -50,7 +49,7 @@ func TestDevDispatchAndReconcile(t *testing.T) {
 			LastEvent: store.EventQueued, CreatedAt: created,
 			Recipients: []store.Recipient{{Address: "delivered@posthaste.test", Kind: "to", Domain: "posthaste.test",
 				Status: store.EventQueued}}}
-		_, err := st.Emails.InsertEmail(ctx, e)
+		_, err := storetest.InsertEmail(ctx, st, e)
 		require.NoError(t, err)
 		return e.ID
 	}
@@ -102,7 +101,7 @@ func TestDevDispatchAndReconcile(t *testing.T) {
 			return nil
 		})
 	}
-	left, err := st.Webhooks.OutboxLen(ctx)
+	left, err := storetest.OutboxLen(ctx, st)
 	require.NoError(t, err)
 	require.Zero(t, left, "the entries without emails were dropped")
 

@@ -24,6 +24,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows"
 )
 
@@ -303,15 +304,13 @@ func TestDevInboundFlood(t *testing.T) {
 func receivingTeam(t *testing.T, dbURL, domain string, daily int) uuid.UUID {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{URL: dbURL})
-	require.NoError(t, err)
-	defer st.Close()
+	st := storetest.Open(t, store.Config{URL: dbURL})
 	team := uuid.Must(uuid.NewV7())
 	require.NoError(t, st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: domain}))
 	require.NoError(t, st.Domains.CreateDomain(ctx, store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: domain,
 		Region: "us-east-1", Status: store.DomainVerified, ReturnPath: "send", TLS: store.TLSOpportunistic,
 		DKIMSelector: "posthaste", DKIMPublicKey: "cHVibGlj", DKIMPrivateKey: []byte("sealed"),
 		Receiving: store.ReceivingEnabled}))
-	require.NoError(t, st.Received.SetInboundBudget(ctx, team, int64(daily), 0))
+	require.NoError(t, storetest.SetInboundBudget(ctx, st, team, int64(daily), 0))
 	return team
 }

@@ -14,13 +14,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/mxlisten"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 )
 
 // largeInboundSize is the size on the wire of the large message: 40 MiB,
 // the largest message the inbound MX promises to receive
-// (inbound.DefaultMaxMessageBytes less its headroom).
+// (mxlisten.DefaultMaxMessageBytes less its headroom).
 const largeInboundSize = 40 << 20
 
 // largeInboundMessage is a message of at most size bytes, nearly all of
@@ -62,7 +62,7 @@ func largeInboundMessage(domain string, size int) (msg, content []byte) {
 // verified domain with receiving enabled at the dev inbound MX, which
 // answers 250; GET /emails/receiving lists it, its attachment has the
 // decoded size, and its download is the very content. A message over the
-// MX's cap (inbound.DefaultMaxMessageBytes) gets 552 and is never listed.
+// MX's cap (mxlisten.DefaultMaxMessageBytes) gets 552 and is never listed.
 func TestDevInboundLarge(t *testing.T) {
 	dev := shared(t, "domain")
 	env := dev.env
@@ -76,8 +76,8 @@ func TestDevInboundLarge(t *testing.T) {
 	require.NoError(t, sendInbound(t, env["POSTHASTE_INBOUND_LISTEN"], "support@"+domain, msg), "250 to the 40 MiB message")
 
 	// Over the cap: 552 after DATA (RFC 5321 §4.5.3.1.10), nothing kept.
-	over, _ := largeInboundMessage(domain, inbound.DefaultMaxMessageBytes+(1<<20))
-	require.Greater(t, len(over), inbound.DefaultMaxMessageBytes)
+	over, _ := largeInboundMessage(domain, mxlisten.DefaultMaxMessageBytes+(1<<20))
+	require.Greater(t, len(over), mxlisten.DefaultMaxMessageBytes)
 	requireCode(t, sendInbound(t, env["POSTHASTE_INBOUND_LISTEN"], "support@"+domain, over), 552)
 
 	var emailID string

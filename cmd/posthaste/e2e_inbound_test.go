@@ -25,6 +25,7 @@ import (
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/postfixtest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/smtpgw"
 	"github.com/posthaste/posthaste/workflows"
 )
@@ -135,10 +136,7 @@ func TestDevInbound(t *testing.T) {
 	dns.AddTXT("mail.example.net", "v=spf1 ip4:127.0.0.1 -all")
 	dev := startDev(t, env)
 	defer dev.stop(t)
-	st, err := store.Open(ctx, store.Config{URL: dbURL})
-	require.NoError(t, err)
-	defer st.Close()
-	st = devSealing(t, st, dataDir)
+	st := devStore(t, dbURL, dataDir)
 	c := apiClient{t: t, base: dev.base, key: readCredentials(t, dataDir).APIKey}
 
 	// A verified domain.
@@ -205,7 +203,7 @@ func TestDevInbound(t *testing.T) {
 		var rows []store.InboundMessage
 		eventually(t, 30*time.Second, func() error {
 			var err error
-			rows, err = st.Received.InboundMessages(ctx, team, 10)
+			rows, err = storetest.InboundMessages(ctx, st, team, 10)
 			require.NoError(t, err)
 			done := 0
 			for _, r := range rows {
@@ -311,7 +309,7 @@ func TestDevInbound(t *testing.T) {
 		}, evs)
 		require.Regexp(t, `to=<gone@pfx.test>.*dsn=5\.1\.1, status=bounced \(Mailbox does not exist\)`, pf.log(),
 			"Postfix accepted the message, then bounced it itself")
-		rows, err := st.Received.InboundMessages(ctx, team, 1)
+		rows, err := storetest.InboundMessages(ctx, st, team, 1)
 		require.NoError(t, err)
 		require.Len(t, rows, 1)
 		require.Equal(t, id, rows[0].Recipients[0].EmailID.String(), "the bounce came through the inbound MX")
@@ -346,7 +344,7 @@ func sortedDelivered(evs []string) []string {
 
 func mustTeam(t *testing.T, st *store.Store, emailID string) uuid.UUID {
 	t.Helper()
-	e, err := st.Emails.EmailForBuild(context.Background(), uuid.MustParse(emailID))
+	e, err := storetest.EmailForBuild(context.Background(), st, uuid.MustParse(emailID))
 	require.NoError(t, err)
 	return e.TeamID
 }
@@ -417,7 +415,7 @@ func checkMXProcess(t *testing.T, base map[string]string, team string) {
 		FromDomain: "split.test", To: []string{"gone@rcpt.test"}, Subject: "s", Text: &text,
 		LastEvent: store.EventScheduled, ScheduledAt: &later, CreatedAt: time.Now(),
 		Recipients: []store.Recipient{{Address: "gone@rcpt.test", Kind: "to", Domain: "rcpt.test", Status: store.EventScheduled}}}
-	_, err = st.Emails.InsertEmail(ctx, e)
+	_, err = storetest.InsertEmail(ctx, st, e)
 	require.NoError(t, err)
 	require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventDelivered, Recipient: "gone@rcpt.test"}}))
 
@@ -439,7 +437,7 @@ func checkMXProcess(t *testing.T, base map[string]string, team string) {
 		}
 		return nil
 	})
-	sp, err := st.Emails.SuppressionByEmail(ctx, teamID, "gone@rcpt.test")
+	sp, err := storetest.SuppressionByEmail(ctx, st, teamID, "gone@rcpt.test")
 	require.NoError(t, err)
 	require.Equal(t, store.SuppressionBounce, sp.Reason)
 

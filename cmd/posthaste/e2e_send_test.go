@@ -26,6 +26,7 @@ import (
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows"
 )
 
@@ -125,11 +126,8 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 	ctx := context.Background()
 	dns, mx := memberMX(t)
 	dbURL := pgtest.NewDatabase(t)
-	st, err := store.Open(ctx, store.Config{URL: dbURL})
-	require.NoError(t, err)
-	defer st.Close()
 	env := devEnv(t, dbURL, dns, mx)
-	st = devSealing(t, st, env["POSTHASTE_DATA_DIR"])
+	st := devStore(t, dbURL, env["POSTHASTE_DATA_DIR"])
 	dev := startDev(t, env)
 	creds := readCredentials(t, env["POSTHASTE_DATA_DIR"])
 	c := newClient(t, dev.base, creds.APIKey)
@@ -178,7 +176,7 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 	t.Logf("burst of %d: %d answered the id, %d in flight", burst, burst-concurrent, concurrent)
 	require.NotEmpty(t, id)
 	waitEvent(t, c, id, "delivered", 30*time.Second)
-	row, err := st.Emails.EmailForBuild(ctx, uuid.MustParse(id))
+	row, err := storetest.EmailForBuild(ctx, st, uuid.MustParse(id))
 	require.NoError(t, err)
 	wfID := workflows.KeyedEmailWorkflowID(row.TeamID.String(), "welcome/owner", id)
 	eventually(t, 10*time.Second, func() error {
@@ -230,7 +228,7 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 	again, err := c.Emails.SendBatch(ctx, batch, &client.BatchOptions{IdempotencyKey: "digest/1"})
 	require.NoError(t, err)
 	require.Equal(t, res.Data, again.Data, "the same key gives the same batch")
-	brow, err := st.Emails.EmailForBuild(ctx, uuid.MustParse(batchIDs[0]))
+	brow, err := storetest.EmailForBuild(ctx, st, uuid.MustParse(batchIDs[0]))
 	require.NoError(t, err)
 	bwf := workflows.KeyedBatchWorkflowID(brow.TeamID.String(), "digest/1", brow.BatchID.String())
 	eventually(t, 10*time.Second, func() error {
@@ -331,7 +329,7 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 	_, err = c.Emails.Update(ctx, bres.Data[1].ID, &client.UpdateEmailRequest{ScheduledAt: "in 1 second"})
 	require.NoError(t, err)
 	waitEvent(t, c, bres.Data[1].ID, "delivered", 30*time.Second)
-	sbRow, err := st.Emails.EmailForBuild(ctx, uuid.MustParse(bres.Data[1].ID))
+	sbRow, err := storetest.EmailForBuild(ctx, st, uuid.MustParse(bres.Data[1].ID))
 	require.NoError(t, err)
 	sbWF := workflows.BatchWorkflowID(sbRow.BatchID.String())
 	eventually(t, 10*time.Second, func() error {
@@ -473,17 +471,15 @@ func TestAcceptedThenKilledIsDeliveredOnce(t *testing.T) {
 	opts := &client.SendOptions{IdempotencyKey: "order/42"}
 	res, err := c.Emails.Send(ctx, req, opts)
 	require.NoError(t, err)
-	st, err := store.Open(ctx, store.Config{URL: dbURL})
-	require.NoError(t, err)
-	defer st.Close()
-	n, err := st.Webhooks.OutboxLen(ctx)
+	st := storetest.Open(t, store.Config{URL: dbURL})
+	n, err := storetest.OutboxLen(ctx, st)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "accepted, not started")
 	require.NoError(t, api.Process.Signal(syscall.SIGKILL))
 	_ = api.Wait()
 
 	env := devEnv(t, dbURL, dns, mx)
-	st = devSealing(t, st, env["POSTHASTE_DATA_DIR"])
+	st = devStore(t, dbURL, env["POSTHASTE_DATA_DIR"])
 	dev := startDev(t, env)
 	defer dev.stop(t)
 	c = newClient(t, dev.base, creds.APIKey)
@@ -491,7 +487,7 @@ func TestAcceptedThenKilledIsDeliveredOnce(t *testing.T) {
 	again, err := c.Emails.Send(ctx, req, opts)
 	require.NoError(t, err)
 	require.Equal(t, res.ID, again.ID, "the key still answers with the first email")
-	row, err := st.Emails.EmailForBuild(ctx, uuid.MustParse(res.ID))
+	row, err := storetest.EmailForBuild(ctx, st, uuid.MustParse(res.ID))
 	require.NoError(t, err)
 	tc, err := tclient.Dial(tclient.Options{HostPort: "127.0.0.1:" + env["POSTHASTE_TEMPORAL_PORT"]})
 	require.NoError(t, err)
@@ -505,7 +501,7 @@ func TestAcceptedThenKilledIsDeliveredOnce(t *testing.T) {
 	})
 	// Its only run has completed: the count at the MX is final.
 	require.Len(t, mx.Messages(), 1, "delivered exactly once")
-	n, err = st.Webhooks.OutboxLen(ctx)
+	n, err = storetest.OutboxLen(ctx, st)
 	require.NoError(t, err)
 	require.Zero(t, n)
 }

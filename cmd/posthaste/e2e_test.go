@@ -34,6 +34,7 @@ import (
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/worker"
 	"github.com/posthaste/posthaste/workflows"
 )
@@ -566,7 +567,7 @@ func TestOutboxExactlyOnce(t *testing.T) {
 		Recipients: []store.Recipient{{Address: "delivered@posthaste.test", Kind: "to", Domain: "posthaste.test", Status: "queued"}}}
 	text := "t"
 	orphan.Text = &text
-	_, err = st.Emails.InsertEmail(ctx, orphan)
+	_, err = storetest.InsertEmail(ctx, st, orphan)
 	require.NoError(t, err)
 
 	env := dbDevEnv(t, dbURL)

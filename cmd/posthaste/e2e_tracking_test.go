@@ -21,6 +21,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/internal/tracking"
 )
 
@@ -44,10 +45,7 @@ func TestDevTracking(t *testing.T) {
 	env["POSTHASTE_TRACKING_HOST"] = "track.posthaste.example"
 	dev := startDev(t, env)
 	defer dev.stop(t)
-	st, err := store.Open(ctx, store.Config{URL: dbURL})
-	require.NoError(t, err)
-	defer st.Close()
-	st = devSealing(t, st, env["POSTHASTE_DATA_DIR"])
+	st := devStore(t, dbURL, env["POSTHASTE_DATA_DIR"])
 	c := apiClient{t: t, base: dev.base, key: readCredentials(t, env["POSTHASTE_DATA_DIR"]).APIKey}
 
 	recv := newHookReceiver(t)
@@ -146,7 +144,7 @@ func TestDevTracking(t *testing.T) {
 	require.NoError(t, err)
 	sealer, err := tracking.NewSealer(box.DeriveKey(tracking.KeyPurpose))
 	require.NoError(t, err)
-	row, err := st.Emails.EmailForBuild(ctx, uuid.MustParse(id))
+	row, err := storetest.EmailForBuild(ctx, st, uuid.MustParse(id))
 	require.NoError(t, err)
 	legacy, err := sealer.Seal(tracking.Token{Kind: tracking.Click, TeamID: row.TeamID, EmailID: row.ID,
 		Link: 0, URL: "https://shop.example/sale?x=1&y=2"})
@@ -196,7 +194,7 @@ func TestDevTracking(t *testing.T) {
 	require.Equal(t, "https://shop.example/sale?x=1&y=2", clicked[0].Detail["link"])
 	require.Contains(t, clicked[0].Detail, "machine")
 	require.Equal(t, "ann@rcpt.test", opened[0].Recipient)
-	row, err = st.Emails.EmailForBuild(ctx, uuid.MustParse(id))
+	row, err = storetest.EmailForBuild(ctx, st, uuid.MustParse(id))
 	require.NoError(t, err)
 	require.Equal(t, "clicked", row.Recipients[0].Status, "the open then the click moved the recipient on")
 	status, e = c.do("GET", "/emails/"+id, nil)

@@ -39,10 +39,7 @@ func TestDevUnsubscribe(t *testing.T) {
 	env, dns := dev.env, dev.dns
 	dbURL := dev.databaseURL(t)
 	dataDir := env["POSTHASTE_DATA_DIR"]
-	st, err := store.Open(ctx, store.Config{URL: dbURL})
-	require.NoError(t, err)
-	defer st.Close()
-	st = devSealing(t, st, dataDir)
+	st := devStore(t, dbURL, dataDir)
 	c := apiClient{t: t, base: dev.base, key: dev.newTeam(t, "member.test").APIKey}
 
 	// A verified domain of the test's own.

@@ -16,8 +16,9 @@ import (
 
 	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/config"
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
+	"github.com/posthaste/posthaste/internal/mxlisten"
 	"github.com/posthaste/posthaste/internal/outbox"
 	"github.com/posthaste/posthaste/internal/ratelimit"
 	"github.com/posthaste/posthaste/internal/seal"
@@ -29,7 +30,7 @@ import (
 
 // mxServer is a running inbound MX.
 type mxServer struct {
-	srv  *inbound.Server
+	srv  *mxlisten.Server
 	addr net.Addr
 	done chan struct{} // closed when Serve returned, with err set
 	err  error
@@ -84,10 +85,10 @@ func startMX(cfg config.Config, st *store.Store, keys *seal.Box, notify func(), 
 	// The rates and budget of inbound mail: the budget counted in
 	// PostgreSQL, the rates in this process or, with REDIS_URL, shared by
 	// the MX replicas.
-	budget := inbound.Budget{DailyMessages: cfg.Inbound.DailyMessages, StorageBytes: cfg.Inbound.StorageBytes,
+	budget := inmail.Budget{DailyMessages: cfg.Inbound.DailyMessages, StorageBytes: cfg.Inbound.StorageBytes,
 		Usage: st.Received}
 	acc.SetBudget(budget)
-	var limiter inbound.RateLimiter = ratelimit.NewLocal(ratelimit.LocalConfig{})
+	var limiter mxlisten.RateLimiter = ratelimit.NewLocal(ratelimit.LocalConfig{})
 	closeLimiter := func() error { return nil }
 	if cfg.Limits.RedisURL != "" {
 		rl, closeFn, err := ratelimit.NewRedis(ratelimit.RedisConfig{URL: cfg.Limits.RedisURL},
@@ -97,7 +98,7 @@ func startMX(cfg config.Config, st *store.Store, keys *seal.Box, notify func(), 
 		}
 		limiter, closeLimiter = rl, closeFn
 	}
-	srv, err := inbound.New(inbound.Config{
+	srv, err := mxlisten.New(mxlisten.Config{
 		Hostname:           cfg.Inbound.Hostname,
 		TLS:                tlsConf,
 		MaxMessageBytes:    cfg.Inbound.MaxMessageBytes,
@@ -108,13 +109,13 @@ func startMX(cfg config.Config, st *store.Store, keys *seal.Box, notify func(), 
 		ConnReservePercent: cfg.Inbound.ConnReservePercent,
 		SessionTimeout:     cfg.Inbound.SessionTimeout,
 		MaxIdleCommands:    cfg.Inbound.MaxIdleCommands,
-		Limits: inbound.Limits{PerAddress: cfg.Inbound.RatePerAddress, PerNetwork: cfg.Inbound.RatePerNetwork,
+		Limits: mxlisten.Limits{PerAddress: cfg.Inbound.RatePerAddress, PerNetwork: cfg.Inbound.RatePerNetwork,
 			ReturnPath: cfg.Inbound.RateReturnPath, Limiter: limiter},
 		Budget:   budget,
 		TempDir:  os.TempDir(),
 		Resolver: newResolver(cfg.Delivery),
 		Logger:   logger,
-		Metrics:  inbound.NewMetrics(reg),
+		Metrics:  mxlisten.NewMetrics(reg),
 	}, router, acc)
 	if err != nil {
 		_ = closeLimiter()

@@ -114,7 +114,7 @@ func newSenders(ctx context.Context, cfg config.Delivery, base mta.Config, st *s
 	}
 	var warmup pooldeliver.Warmup
 	if len(cfg.Warmup) > 0 {
-		warmup.Gate = activities.NewWarmupGate(st, cfg.Warmup, nil)
+		warmup.Gate = activities.NewWarmupGate(st.Domains, cfg.Warmup, nil)
 	}
 	s := &senders{byPool: map[string]*pooldeliver.Deliverer{}}
 	for _, name := range names {

@@ -8,12 +8,12 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/address"
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/webhook"
 )
 
 // systemMailer sends Posthaste's own emails through Posthaste itself, from
@@ -32,8 +32,8 @@ type systemMailer struct {
 }
 
 var (
-	_ activities.Noticer = (*systemMailer)(nil)
-	_ dashboard.Mailer   = (*systemMailer)(nil)
+	_ webhook.Noticer  = (*systemMailer)(nil)
+	_ dashboard.Mailer = (*systemMailer)(nil)
 )
 
 // newSystemMailer returns nil when from is empty: no system email is sent.
@@ -87,8 +87,8 @@ func (m *systemMailer) SendMail(ctx context.Context, mail dashboard.Mail) error 
 	return nil
 }
 
-// WebhookDisabled implements activities.Noticer: it tells the team's owners.
-func (m *systemMailer) WebhookDisabled(ctx context.Context, wn activities.WebhookNotice) error {
+// WebhookDisabled implements webhook.Noticer: it tells the team's owners.
+func (m *systemMailer) WebhookDisabled(ctx context.Context, wn webhook.Notice) error {
 	owners, err := m.store.Webhooks.TeamOwners(ctx, wn.TeamID)
 	if err != nil || len(owners) == 0 {
 		return err

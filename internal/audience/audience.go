@@ -1,8 +1,10 @@
-// Package audience checks what a team writes about its audience (contacts,
-// their custom property values, segments and topics) the one way both the
-// HTTP API and the dashboard accept it. Its rejections are *invalid.Error
-// naming the field; each edge translates them (the API into its 422 error
-// body, the dashboard into a message above the form).
+// Package audience is the audience slice: the Service through which the
+// HTTP API and the dashboard read and change a team's contacts, their
+// custom property values, segments, topics and contact property
+// definitions, and the checks it applies the one way both accept them.
+// Its rejections are *invalid.Error naming the field; each edge
+// translates them (the API into its 422 error body, the dashboard into a
+// message above the form).
 package audience
 
 import (

@@ -1,8 +1,11 @@
 // Package broadcast checks and applies the edits a team makes to its
 // broadcasts (the one way the HTTP API and the dashboard's editor accept
 // them), checks that a broadcast can be sent, and renders one contact's
-// email of a broadcast. It is pure: callers pass the broadcast, the
-// contact and the team's contact properties.
+// email of a broadcast; the checks and rendering are pure (callers pass
+// the broadcast, the contact and the team's contact properties). Service
+// is what the HTTP API and the dashboard do with broadcasts, and
+// Activities are the Broadcast workflow's, which hand a broadcast's
+// contacts to the send path.
 //
 // A broadcast's subject and bodies are merge templates (package merge).
 // Each contact's email fills, besides Resend's reserved names FIRST_NAME,
@@ -55,6 +58,14 @@ type Edit struct {
 	// ReplyTo nil leaves the addresses; empty removes them.
 	ReplyTo    []string
 	Components json.RawMessage
+	// TemplateID, when not nil, names one of the team's published
+	// templates (by id or alias) whose published version Service.Create
+	// and Service.Update copy in: its subject when Subject is nil or
+	// empty, and its body. Apply ignores it.
+	TemplateID *string
+	// Form says the edit is the dashboard editor's whole form: an empty
+	// name is refused (the API accepts one).
+	Form bool
 }
 
 // Apply writes e into b; create says whether b is new. Errors are

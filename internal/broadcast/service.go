@@ -1,11 +1,16 @@
 package broadcast
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -40,7 +45,12 @@ type Config struct {
 }
 
 // Service is what the HTTP API and the dashboard do with broadcasts:
-// create, edit, send (now or scheduled), cancel and test them.
+// create, edit, send (now or scheduled), cancel, test, duplicate and
+// delete them, and read them, their counts and their recipients. Bad
+// input is an *invalid.Error (or a *submit.Error from the send path); a
+// broadcast the team does not have is store.ErrNotFound; a change its
+// status forbids a *store.BroadcastStateError; a segment or topic not the
+// team's a *store.RefError.
 type Service struct {
 	store  *store.Store
 	submit *submit.Service
@@ -63,13 +73,13 @@ func NewService(cfg Config) *Service {
 // Properties returns the team's contact properties as rendering needs
 // them.
 func (s *Service) Properties(ctx context.Context, teamID uuid.UUID) ([]Property, error) {
-	return Properties(ctx, s.store, teamID)
+	return Properties(ctx, s.store.Audience, teamID)
 }
 
 // Properties returns the team's contact properties from st as rendering
 // needs them.
-func Properties(ctx context.Context, st *store.Store, teamID uuid.UUID) ([]Property, error) {
-	byKey, err := st.Audience.ContactPropertiesByKey(ctx, teamID)
+func Properties(ctx context.Context, st *store.Audience, teamID uuid.UUID) ([]Property, error) {
+	byKey, err := st.ContactPropertiesByKey(ctx, teamID)
 	if err != nil {
 		return nil, fmt.Errorf("loading contact properties: %w", err)
 	}
@@ -90,6 +100,9 @@ func Properties(ctx context.Context, st *store.Store, teamID uuid.UUID) ([]Prope
 // with send). A broadcast that cannot be sent is refused before anything
 // is stored.
 func (s *Service) Create(ctx context.Context, from submit.Sender, e Edit, send bool, scheduledAt string) (store.Broadcast, error) {
+	if err := s.applyTemplate(ctx, from.TeamID, &e); err != nil {
+		return store.Broadcast{}, err
+	}
 	if scheduledAt != "" && !send {
 		return store.Broadcast{}, invalid.Errorf("scheduled_at", "The `scheduled_at` field can only be used with `send: true`.")
 	}
@@ -119,7 +132,158 @@ func (s *Service) Create(ctx context.Context, from submit.Sender, e Edit, send b
 
 // Update applies e to one of the team's drafts.
 func (s *Service) Update(ctx context.Context, teamID, id uuid.UUID, e Edit) (store.Broadcast, error) {
+	if e.Form && (e.Name == nil || strings.TrimSpace(*e.Name) == "") {
+		return store.Broadcast{}, invalid.Missing("name")
+	}
+	if err := s.applyTemplate(ctx, teamID, &e); err != nil {
+		return store.Broadcast{}, err
+	}
 	return s.store.Broadcasts.UpdateBroadcast(ctx, teamID, id, func(b *store.Broadcast) error { return e.Apply(b, false) })
+}
+
+// applyTemplate copies the published version of the team's template
+// e.TemplateID, if any, into e, on a create as on an update: its subject
+// when e gives none, and its body (html and text, or its component
+// document). The broadcast keeps a copy: later edits of the template do
+// not change it.
+func (s *Service) applyTemplate(ctx context.Context, teamID uuid.UUID, e *Edit) error {
+	if e.TemplateID == nil {
+		return nil
+	}
+	ref := *e.TemplateID
+	doc := bytes.TrimSpace(e.Components)
+	if e.HTML != nil || e.Text != nil || (len(doc) > 0 && string(doc) != "null") {
+		return invalid.Errorf("template_id", "Give either `template_id` or `html`, `text` and `components`, not both.")
+	}
+	t, err := s.store.Templates.TemplateByRef(ctx, teamID, ref)
+	if errors.Is(err, store.ErrNotFound) {
+		return invalid.Errorf("template_id", "Invalid `template_id` field: the team has no template %q.", ref)
+	}
+	if err != nil {
+		return err
+	}
+	if t.Published == nil {
+		return invalid.Errorf("template_id",
+			"Invalid `template_id` field: the template %q is not published. Publish it first.", ref)
+	}
+	p := t.Published
+	if (e.Subject == nil || *e.Subject == "") && p.Subject != nil {
+		subject := *p.Subject
+		e.Subject = &subject
+	}
+	if len(p.Components) > 0 {
+		e.Components = append(json.RawMessage(nil), p.Components...)
+		return nil
+	}
+	html, text := p.HTML, ""
+	if p.Text != nil {
+		text = *p.Text
+	}
+	e.HTML, e.Text = &html, &text
+	return nil
+}
+
+// Get returns one of the team's broadcasts.
+func (s *Service) Get(ctx context.Context, teamID, id uuid.UUID) (store.Broadcast, error) {
+	return s.store.Broadcasts.Broadcast(ctx, teamID, id)
+}
+
+// List returns a page of the team's broadcasts, newest first, and whether
+// there are more.
+func (s *Service) List(ctx context.Context, teamID uuid.UUID, p store.Page) ([]store.Broadcast, bool, error) {
+	return s.store.Broadcasts.ListBroadcasts(ctx, teamID, p)
+}
+
+// Counts returns how the emails of one of the team's broadcasts fared.
+func (s *Service) Counts(ctx context.Context, teamID, id uuid.UUID) (store.BroadcastCounts, error) {
+	return s.store.Broadcasts.BroadcastCounts(ctx, teamID, id)
+}
+
+// Recipients returns a page of the recipients of one of the team's
+// broadcasts, each by the id of its email, newest first: all of them or
+// those of one kind (store.BroadcastRecipientKinds), optionally only the
+// address email.
+func (s *Service) Recipients(ctx context.Context, teamID, id uuid.UUID, kind, email string, p store.Page) (
+	[]store.BroadcastRecipient, bool, error) {
+	if kind != "" && !slices.Contains(store.BroadcastRecipientKinds(), kind) {
+		return nil, false, invalid.Errorf("type", "The `type` parameter must be one of %s.",
+			strings.Join(store.BroadcastRecipientKinds(), ", "))
+	}
+	if _, err := s.store.Broadcasts.Broadcast(ctx, teamID, id); err != nil {
+		return nil, false, err
+	}
+	return s.store.Broadcasts.BroadcastRecipients(ctx, teamID, id, kind, email, p)
+}
+
+// SegmentContacts returns how many contacts each of the team's segments
+// has, what the editor shows beside each segment.
+func (s *Service) SegmentContacts(ctx context.Context, teamID uuid.UUID) (map[uuid.UUID]int64, error) {
+	return s.store.Broadcasts.SegmentContactCounts(ctx, teamID)
+}
+
+// Delete removes one of the team's broadcasts and returns it.
+func (s *Service) Delete(ctx context.Context, teamID, id uuid.UUID) (store.Broadcast, error) {
+	return s.store.Broadcasts.DeleteBroadcast(ctx, teamID, id)
+}
+
+// CopyName is the name of a duplicate of a broadcast named name: "Copy of"
+// it, cut to MaxName bytes on a character boundary.
+func CopyName(name string) string {
+	if strings.TrimSpace(name) == "" {
+		name = "untitled broadcast"
+	}
+	out := strings.TrimSpace("Copy of " + name)
+	for len(out) > MaxName {
+		_, size := utf8.DecodeLastRuneInString(out)
+		out = out[:len(out)-size]
+	}
+	return out
+}
+
+// Duplicate copies one of the team's broadcasts, whatever its status, into
+// a new draft named name(the original's name); nil name is CopyName.
+func (s *Service) Duplicate(ctx context.Context, teamID, id uuid.UUID, name func(string) string) (store.Broadcast, error) {
+	if name == nil {
+		name = CopyName
+	}
+	b, err := s.store.Broadcasts.Broadcast(ctx, teamID, id)
+	if err != nil {
+		return store.Broadcast{}, err
+	}
+	newID, err := uuid.NewV7()
+	if err != nil {
+		return store.Broadcast{}, err
+	}
+	return s.store.Broadcasts.DuplicateBroadcast(ctx, teamID, id, newID, name(b.Name))
+}
+
+// SendPlan is what sending a draft would do: when (nil: now), and to how
+// many contacts as of now.
+type SendPlan struct {
+	At       *time.Time
+	Contacts int64
+}
+
+// PlanSend checks that b could be sent at scheduledAt (empty: now), as
+// Send checks it except for the sender, and says when and to how many
+// contacts; nothing is changed.
+func (s *Service) PlanSend(ctx context.Context, b store.Broadcast, scheduledAt string) (SendPlan, error) {
+	at, err := s.scheduleTime(scheduledAt)
+	if err != nil {
+		return SendPlan{}, err
+	}
+	props, err := s.Properties(ctx, b.TeamID)
+	if err != nil {
+		return SendPlan{}, err
+	}
+	if err := CheckSendable(b, props); err != nil {
+		return SendPlan{}, err
+	}
+	n, err := s.store.Broadcasts.BroadcastAudience(ctx, b.TeamID, *b.SegmentID, b.TopicID)
+	if err != nil {
+		return SendPlan{}, err
+	}
+	return SendPlan{At: at, Contacts: n}, nil
 }
 
 // Send sends one of the team's drafts now, or at scheduledAt when it is

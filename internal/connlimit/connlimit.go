@@ -3,7 +3,7 @@
 // the commands it may read outside a transaction, and tracks the admitted
 // connections for a graceful shutdown: idle connections can be closed at
 // once while those inside a transaction are left to finish. The SMTP
-// submission gateway (smtpgw) and the inbound MX (internal/inbound) use
+// submission gateway (smtpgw) and the inbound MX (internal/mxlisten) use
 // it.
 //
 // A client is an IPv4 address or an IPv6 /64 (one host can hold a whole

@@ -1,11 +1,24 @@
 package dashboard
 
-import "net/http"
+import (
+	"net/http"
 
-// audienceRoutes adds the pages of contacts, segments, topics and email
-// templates. Every write goes through signedIn (session and CSRF token)
-// and the checks the API uses (internal/audience, internal/templates).
-func (h *Handler) audienceRoutes(m *http.ServeMux) {
+	"github.com/posthaste/posthaste/internal/audience"
+)
+
+// audienceHandler serves the pages of contacts, contact imports, segments
+// and topics (audience.go, contacts.go, contact_imports.go, segments.go,
+// topics.go).
+type audienceHandler struct {
+	*Handler
+	// svc reads and changes contacts, segments and topics.
+	svc *audience.Service
+}
+
+// routes adds the pages of contacts, contact imports, segments and
+// topics. Every write goes through signedIn (session and CSRF token) and
+// the audience service the API uses (internal/audience).
+func (h *audienceHandler) routes(m *http.ServeMux) {
 	m.Handle("GET /dashboard/contacts", h.signedIn(h.contacts))
 	m.Handle("POST /dashboard/contacts", h.signedIn(h.addContact))
 	m.Handle("GET /dashboard/contact-imports", h.signedIn(h.contactImports))
@@ -28,14 +41,4 @@ func (h *Handler) audienceRoutes(m *http.ServeMux) {
 	m.Handle("POST /dashboard/topics/{id}", h.signedIn(h.editTopic))
 	m.Handle("GET /dashboard/topics/{id}/delete", h.signedIn(h.deleteTopicPage))
 	m.Handle("POST /dashboard/topics/{id}/delete", h.signedIn(h.deleteTopic))
-	m.Handle("GET /dashboard/templates", h.signedIn(h.templates))
-	m.Handle("POST /dashboard/templates", h.signedIn(h.addTemplate))
-	m.Handle("GET /dashboard/templates/{id}", h.signedIn(h.emailTemplate))
-	m.Handle("POST /dashboard/templates/{id}", h.signedIn(h.saveTemplate))
-	m.Handle("POST /dashboard/templates/{id}/duplicate", h.signedIn(h.duplicateTemplate))
-	m.Handle("POST /dashboard/templates/{id}/render", h.signedIn(h.previewTemplateJSON))
-	m.Handle("GET /dashboard/templates/{id}/preview", h.signedIn(h.previewTemplateFrame))
-	m.Handle("POST /dashboard/templates/{id}/preview", h.signedIn(h.previewTemplateFrame))
-	m.Handle("GET /dashboard/templates/{id}/delete", h.signedIn(h.deleteTemplatePage))
-	m.Handle("POST /dashboard/templates/{id}/delete", h.signedIn(h.deleteTemplate))
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/imports"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // idAfter is the id in a redirect to prefix+id (and maybe a query).
@@ -611,7 +612,7 @@ func TestEmailsPagination(t *testing.T) {
 			FromDomain: "posthaste.test", To: []string{rcpt}, Subject: fmt.Sprintf("Letter %d", i),
 			LastEvent: store.EventQueued, CreatedAt: time.Now(),
 			Recipients: []store.Recipient{{Address: rcpt, Kind: "to", Domain: "posthaste.test", Status: "queued"}}}
-		_, err := f.store.Emails.InsertEmail(ctx, e)
+		_, err := storetest.InsertEmail(ctx, f.store, e)
 		require.NoError(t, err)
 	}
 	c := f.browser()

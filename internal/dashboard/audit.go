@@ -1,10 +1,7 @@
 package dashboard
 
 import (
-	"encoding/json"
 	"net/http"
-	"net/url"
-	"strings"
 
 	"github.com/google/uuid"
 
@@ -17,15 +14,20 @@ import (
 // personal data, or nil.
 func (h *Handler) record(r *http.Request, e audit.Entry, detail map[string]any) error {
 	e.ClientAddr, e.UserAgent = clientIP(r), r.UserAgent()
-	if detail != nil {
-		b, err := json.Marshal(detail)
-		if err != nil {
-			return err
-		}
-		e.Detail = string(b)
-	}
-	_, err := h.store.Privacy.AppendAudit(r.Context(), e)
-	return err
+	return h.auditSvc.Record(r.Context(), e, detail)
+}
+
+// by is the audit actor of an action of the session's user on its team,
+// with the request's client address and user agent.
+func by(r *http.Request, se *store.Session) audit.Entry {
+	return audit.Entry{TeamID: &se.TeamID, ActorType: audit.ActorUser, ActorID: &se.UserID, ClientAddr: clientIP(r),
+		UserAgent: r.UserAgent()}
+}
+
+// client is the audit actor of an action taken before sign-in: the
+// request's client address and user agent (the service names the user).
+func client(r *http.Request) audit.Entry {
+	return audit.Entry{ClientAddr: clientIP(r), UserAgent: r.UserAgent()}
 }
 
 // audited records a successful action of the session's user on its team.
@@ -67,55 +69,9 @@ func (h *Handler) recordSignIn(r *http.Request, user uuid.UUID, team *uuid.UUID,
 func (h *Handler) signInFailed(r *http.Request, user uuid.UUID, detail map[string]any) {
 	var team *uuid.UUID
 	if user != uuid.Nil {
-		if t, err := h.store.Sessions.FirstTeam(r.Context(), user); err == nil {
+		if t, err := h.accounts.Sessions.FirstTeam(r.Context(), user); err == nil {
 			team = &t
 		}
 	}
 	h.recordSignIn(r, user, team, false, detail)
-}
-
-type auditData struct {
-	Entries                             []audit.Entry
-	Actions                             []audit.Action
-	Action, ActorID, TargetID, From, To string
-	Error                               string
-	Pager                               pager
-}
-
-// auditLog is the team's audit log, newest first, for owners, with the
-// filters of GET /audit-log.
-func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	if !h.requireOwner(w, r, se, func() {
-		http.Error(w, "Only team owners can see the audit log.", http.StatusForbidden)
-	}) {
-		return
-	}
-	q := r.URL.Query()
-	get := func(k string) string { return strings.TrimSpace(q.Get(k)) }
-	d := auditData{Actions: audit.Actions(), Action: get("action"), ActorID: get("actor_id"),
-		TargetID: get("target_id"), From: get("from"), To: get("to")}
-	keep := url.Values{}
-	for k, v := range map[string]string{"action": d.Action, "actor_id": d.ActorID, "target_id": d.TargetID,
-		"from": d.From, "to": d.To} {
-		if v != "" {
-			keep.Set(k, v)
-		}
-	}
-	status := http.StatusOK
-	f, err := audit.ParseFilter(get)
-	if err != nil {
-		d.Error, status = err.Error(), http.StatusUnprocessableEntity
-	} else {
-		p := pageOf(q, 50)
-		list, more, err := h.store.Privacy.ListAudit(r.Context(), se.TeamID, f, p)
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		d.Entries = list
-		if len(list) > 0 {
-			d.Pager = pagerOf(keep, p, more, list[0].ID, list[len(list)-1].ID, len(list))
-		}
-	}
-	h.render(w, status, "audit", view{Title: "Audit log", Nav: "audit", Session: se, CSRF: se.CSRFToken, Data: d})
 }

@@ -8,12 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/submit"
 )
 
 // broadcastConfirm is the question asked before a broadcast is sent.
@@ -32,10 +29,10 @@ func (d broadcastData) Cancelable() bool {
 
 // broadcastReport fills the counts and a page of the recipients; false
 // when it answered an error.
-func (h *Handler) broadcastReport(w http.ResponseWriter, r *http.Request, se *store.Session, d *broadcastData) bool {
+func (h *broadcastsHandler) broadcastReport(w http.ResponseWriter, r *http.Request, se *store.Session, d *broadcastData) bool {
 	ctx := r.Context()
 	var err error
-	if d.Counts, err = h.store.Broadcasts.BroadcastCounts(ctx, se.TeamID, d.Broadcast.ID); err != nil {
+	if d.Counts, err = h.cfg.Broadcasts.Counts(ctx, se.TeamID, d.Broadcast.ID); err != nil {
 		h.fail(w, r, err)
 		return false
 	}
@@ -47,7 +44,7 @@ func (h *Handler) broadcastReport(w http.ResponseWriter, r *http.Request, se *st
 	}
 	p := pageOf(q, 50)
 	var more bool
-	if d.Recipients, more, err = h.store.Broadcasts.BroadcastRecipients(ctx, se.TeamID, d.Broadcast.ID, d.Kind, "", p); err != nil {
+	if d.Recipients, more, err = h.cfg.Broadcasts.Recipients(ctx, se.TeamID, d.Broadcast.ID, d.Kind, "", p); err != nil {
 		h.fail(w, r, err)
 		return false
 	}
@@ -64,7 +61,7 @@ func (h *Handler) broadcastReport(w http.ResponseWriter, r *http.Request, se *st
 // saveThen saves the posted form, if any, before an action on the draft;
 // ok is false when it answered (a form error shown in the editor, or a
 // failure).
-func (h *Handler) saveThen(w http.ResponseWriter, r *http.Request, se *store.Session, b store.Broadcast) (store.Broadcast, bool) {
+func (h *broadcastsHandler) saveThen(w http.ResponseWriter, r *http.Request, se *store.Session, b store.Broadcast) (store.Broadcast, bool) {
 	if !hasBroadcastForm(r) {
 		return b, true
 	}
@@ -84,7 +81,7 @@ func (h *Handler) saveThen(w http.ResponseWriter, r *http.Request, se *store.Ses
 
 // testBroadcast saves the form and sends one email of the draft to the
 // signed-in member.
-func (h *Handler) testBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *broadcastsHandler) testBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	b, ok := h.loadBroadcast(w, r, se)
 	if !ok {
 		return
@@ -111,7 +108,7 @@ func (h *Handler) testBroadcast(w http.ResponseWriter, r *http.Request, se *stor
 // (mode=schedule). The editor's buttons post the form: it is saved, checked
 // and a confirmation naming the segment and its number of contacts is
 // shown; the confirmation posts confirm=1, which sends.
-func (h *Handler) sendBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *broadcastsHandler) sendBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	b, ok := h.loadBroadcast(w, r, se)
 	if !ok {
 		return
@@ -139,27 +136,14 @@ func (h *Handler) sendBroadcast(w http.ResponseWriter, r *http.Request, se *stor
 		return
 	}
 	if r.PostFormValue("confirm") != "1" {
-		c := &broadcastConfirm{Mode: mode}
-		if at != "" {
-			when, err := submit.ParseScheduledAt("scheduled_at", at, h.now())
-			if err != nil {
-				refuse(err)
-				return
-			}
-			c.When, c.ScheduledAt = when, when.Format(time.RFC3339)
-		}
-		props, err := h.cfg.Broadcasts.Properties(ctx, se.TeamID)
+		plan, err := h.cfg.Broadcasts.PlanSend(ctx, b, at)
 		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		if err := broadcast.CheckSendable(b, props); err != nil {
 			refuse(err)
 			return
 		}
-		if c.Contacts, err = h.store.Broadcasts.BroadcastAudience(ctx, se.TeamID, *b.SegmentID, b.TopicID); err != nil {
-			h.fail(w, r, err)
-			return
+		c := &broadcastConfirm{Mode: mode, Contacts: plan.Contacts}
+		if plan.At != nil {
+			c.When, c.ScheduledAt = *plan.At, plan.At.Format(time.RFC3339)
 		}
 		d.Confirm = c
 		h.renderBroadcast(w, r, se, http.StatusOK, d)
@@ -177,7 +161,7 @@ func (h *Handler) sendBroadcast(w http.ResponseWriter, r *http.Request, se *stor
 	http.Redirect(w, r, "/dashboard/broadcasts/"+b.ID.String()+"?done="+done, http.StatusSeeOther)
 }
 
-func (h *Handler) cancelBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *broadcastsHandler) cancelBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	b, ok := h.loadBroadcast(w, r, se)
 	if !ok {
 		return
@@ -196,26 +180,27 @@ func (h *Handler) cancelBroadcast(w http.ResponseWriter, r *http.Request, se *st
 
 // duplicateBroadcast copies a broadcast, whatever its status, into a new
 // draft and opens it.
-func (h *Handler) duplicateBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *broadcastsHandler) duplicateBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	b, ok := h.loadBroadcast(w, r, se)
 	if !ok {
 		return
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	name := "Copy of " + b.Name
-	if len(name) > broadcast.MaxName {
-		name = b.Name
-	}
-	dup, err := h.store.Broadcasts.DuplicateBroadcast(r.Context(), se.TeamID, b.ID, id, name)
+	dup, err := h.cfg.Broadcasts.Duplicate(r.Context(), se.TeamID, b.ID, copyName)
 	if err != nil {
 		h.failOr404(w, r, err)
 		return
 	}
 	http.Redirect(w, r, "/dashboard/broadcasts/"+dup.ID.String()+"?done=duplicated", http.StatusSeeOther)
+}
+
+// copyName is the editor's name of a copy: "Copy of" the name, or the
+// name itself when that would be too long (the API's broadcast.CopyName
+// cuts it instead).
+func copyName(name string) string {
+	if c := "Copy of " + name; len(c) <= broadcast.MaxName {
+		return c
+	}
+	return name
 }
 
 // settled says whether a broadcast's report can no longer change: it is
@@ -236,12 +221,12 @@ type broadcastProgress struct {
 	Settled bool `json:"settled"`
 }
 
-func (h *Handler) broadcastProgress(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *broadcastsHandler) broadcastProgress(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	b, ok := h.loadBroadcast(w, r, se)
 	if !ok {
 		return
 	}
-	c, err := h.store.Broadcasts.BroadcastCounts(r.Context(), se.TeamID, b.ID)
+	c, err := h.cfg.Broadcasts.Counts(r.Context(), se.TeamID, b.ID)
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -13,17 +13,20 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/broadcast"
-	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
 )
 
-// broadcastRoutes adds the Broadcasts pages when the dashboard has a
+// broadcastsHandler serves the Broadcasts pages (broadcasts.go,
+// broadcast_sending.go).
+type broadcastsHandler struct{ *Handler }
+
+// routes adds the Broadcasts pages when the dashboard has a
 // broadcast service. Every write goes through signedIn (session and CSRF
 // token) and broadcast.Service, the API's use cases.
-func (h *Handler) broadcastRoutes(m *http.ServeMux) {
+func (h *broadcastsHandler) routes(m *http.ServeMux) {
 	if h.cfg.Broadcasts == nil {
 		return
 	}
@@ -69,14 +72,14 @@ type broadcastsData struct {
 	Error       formError
 }
 
-func (h *Handler) broadcasts(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *broadcastsHandler) broadcasts(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderBroadcasts(w, r, se, http.StatusOK, broadcastsData{})
 }
 
-func (h *Handler) renderBroadcasts(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d broadcastsData) {
+func (h *broadcastsHandler) renderBroadcasts(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d broadcastsData) {
 	ctx := r.Context()
 	p := pageOf(r.URL.Query(), 50)
-	list, more, err := h.store.Broadcasts.ListBroadcasts(ctx, se.TeamID, p)
+	list, more, err := h.cfg.Broadcasts.List(ctx, se.TeamID, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -90,7 +93,7 @@ func (h *Handler) renderBroadcasts(w http.ResponseWriter, r *http.Request, se *s
 	for _, b := range list {
 		row := broadcastRow{Broadcast: b, SegmentName: segmentName(names, b.SegmentID)}
 		if b.Status != store.BroadcastDraft {
-			if row.Counts, err = h.store.Broadcasts.BroadcastCounts(ctx, se.TeamID, b.ID); err != nil {
+			if row.Counts, err = h.cfg.Broadcasts.Counts(ctx, se.TeamID, b.ID); err != nil {
 				h.fail(w, r, err)
 				return
 			}
@@ -107,8 +110,8 @@ func (h *Handler) renderBroadcasts(w http.ResponseWriter, r *http.Request, se *s
 const maxSegments = 100
 
 // segmentNames maps the team's segments to their names.
-func (h *Handler) segmentNames(ctx context.Context, team uuid.UUID) (map[uuid.UUID]string, error) {
-	list, _, err := h.store.Audience.ListSegments(ctx, team, store.Page{Limit: maxSegments})
+func (h *broadcastsHandler) segmentNames(ctx context.Context, team uuid.UUID) (map[uuid.UUID]string, error) {
+	list, _, err := h.cfg.Audience.ListSegments(ctx, team, store.Page{Limit: maxSegments})
 	if err != nil {
 		return nil, err
 	}
@@ -159,8 +162,8 @@ func starterDocument(team string) json.RawMessage {
 
 // defaultFrom is the sender of a new broadcast: an address of the team's
 // first verified domain, else the sandbox sender.
-func (h *Handler) defaultFrom(ctx context.Context, team uuid.UUID) (string, error) {
-	list, _, err := h.store.Domains.ListDomains(ctx, team, store.Page{Limit: 100})
+func (h *broadcastsHandler) defaultFrom(ctx context.Context, team uuid.UUID) (string, error) {
+	list, _, err := h.cfg.Domains.List(ctx, team, store.Page{Limit: 100})
 	if err != nil {
 		return "", err
 	}
@@ -177,9 +180,9 @@ func memberSender(se *store.Session) submit.Sender { return submit.Sender{TeamID
 
 // addBroadcast makes a draft to the team's newest segment with a starter
 // body and opens its editor.
-func (h *Handler) addBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *broadcastsHandler) addBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	ctx := r.Context()
-	segs, _, err := h.store.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: 1})
+	segs, _, err := h.cfg.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: 1})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -260,7 +263,7 @@ func hasBroadcastForm(r *http.Request) bool { _, ok := r.PostForm["subject"]; re
 // field sets.
 func (f broadcastForm) edit() broadcast.Edit {
 	e := broadcast.Edit{Name: &f.Name, SegmentID: &f.SegmentID, TopicID: &f.TopicID, From: &f.From,
-		Subject: &f.Subject, PreviewText: &f.PreviewText, ReplyTo: []string{}}
+		Subject: &f.Subject, PreviewText: &f.PreviewText, ReplyTo: []string{}, Form: true}
 	for _, a := range strings.Split(f.ReplyTo, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			e.ReplyTo = append(e.ReplyTo, a)
@@ -334,12 +337,9 @@ func broadcastError(err error) (formError, bool) {
 	return asFormError(err)
 }
 
-// saveForm applies the posted form to one of the team's drafts, refusing
-// an empty name.
-func (h *Handler) saveForm(ctx context.Context, se *store.Session, id uuid.UUID, f broadcastForm) (store.Broadcast, error) {
-	if strings.TrimSpace(f.Name) == "" {
-		return store.Broadcast{}, invalid.Missing("name")
-	}
+// saveForm applies the posted form to one of the team's drafts (an empty
+// name refused: edit sets Form).
+func (h *broadcastsHandler) saveForm(ctx context.Context, se *store.Session, id uuid.UUID, f broadcastForm) (store.Broadcast, error) {
 	return h.cfg.Broadcasts.Update(ctx, se.TeamID, id, f.edit())
 }
 
@@ -389,15 +389,15 @@ var broadcastNotices = map[string]string{
 	"canceled":   "Canceled: no more emails of this broadcast will be handed to the send path.",
 }
 
-func (h *Handler) loadBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Broadcast, bool) {
-	return byPathID(h, w, r, func(id uuid.UUID) (store.Broadcast, error) {
-		return h.store.Broadcasts.Broadcast(r.Context(), se.TeamID, id)
+func (h *broadcastsHandler) loadBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Broadcast, bool) {
+	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Broadcast, error) {
+		return h.cfg.Broadcasts.Get(r.Context(), se.TeamID, id)
 	})
 }
 
 // broadcast shows a draft's editor, or the report of a broadcast that was
 // sent.
-func (h *Handler) broadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *broadcastsHandler) broadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	b, ok := h.loadBroadcast(w, r, se)
 	if !ok {
 		return
@@ -408,15 +408,15 @@ func (h *Handler) broadcast(w http.ResponseWriter, r *http.Request, se *store.Se
 
 // renderBroadcast fills what the page shows besides d's own fields and
 // renders it.
-func (h *Handler) renderBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d broadcastData) {
+func (h *broadcastsHandler) renderBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d broadcastData) {
 	ctx := r.Context()
 	b := d.Broadcast
-	segs, _, err := h.store.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: maxSegments})
+	segs, _, err := h.cfg.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: maxSegments})
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	counts, err := h.store.Broadcasts.SegmentContactCounts(ctx, se.TeamID)
+	counts, err := h.cfg.Broadcasts.SegmentContacts(ctx, se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -427,7 +427,7 @@ func (h *Handler) renderBroadcast(w http.ResponseWriter, r *http.Request, se *st
 			d.SegmentName = sg.Name
 		}
 	}
-	if d.Topics, _, err = h.store.Audience.ListTopics(ctx, se.TeamID, store.Page{Limit: 100}); err != nil {
+	if d.Topics, _, err = h.cfg.Audience.ListTopics(ctx, se.TeamID, store.Page{Limit: 100}); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -472,8 +472,8 @@ func (h *Handler) renderBroadcast(w http.ResponseWriter, r *http.Request, se *st
 // sampleContact is who the preview shows the broadcast to: the signed-in
 // member's contact if the team has one, else sample names at the member's
 // address.
-func (h *Handler) sampleContact(ctx context.Context, se *store.Session) (store.BroadcastContact, error) {
-	c, err := h.store.Audience.Contact(ctx, se.TeamID, store.ContactRef{Email: se.UserEmail})
+func (h *broadcastsHandler) sampleContact(ctx context.Context, se *store.Session) (store.BroadcastContact, error) {
+	c, err := h.cfg.Audience.Contact(ctx, se.TeamID, store.ContactRef{Email: se.UserEmail})
 	if errors.Is(err, store.ErrNotFound) {
 		return store.BroadcastContact{Email: se.UserEmail, FirstName: "Jane", LastName: "Doe"}, nil
 	}
@@ -500,7 +500,7 @@ func wantsJSON(r *http.Request) bool {
 // saveBroadcast saves the editor's draft: as JSON for the autosave of
 // assets/broadcast-editor.js (the time saved, or the field error; 200
 // either way), else back to the editor.
-func (h *Handler) saveBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *broadcastsHandler) saveBroadcast(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	b, ok := h.loadBroadcast(w, r, se)
 	if !ok {
 		return
@@ -543,7 +543,7 @@ func (h *Handler) saveBroadcast(w http.ResponseWriter, r *http.Request, se *stor
 // broadcast as the sample contact gets it, under the email preview's
 // sandboxing headers (no scripts, nothing loaded from the network), its
 // unsubscribe links leading nowhere; or the reason it does not render.
-func (h *Handler) broadcastPreview(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *broadcastsHandler) broadcastPreview(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	b, ok := h.loadBroadcast(w, r, se)
 	if !ok {
 		return

@@ -40,7 +40,7 @@ type uploadKey struct{}
 // large file is never held in memory or spooled to disk: the form's first
 // part must be its csrf field, read here for signedIn's check; next reads
 // the remaining parts from mr in the order the form has them.
-func (h *Handler) signedInUpload(next func(w http.ResponseWriter, r *http.Request, se *store.Session, mr *multipart.Reader)) http.Handler {
+func (h *audienceHandler) signedInUpload(next func(w http.ResponseWriter, r *http.Request, se *store.Session, mr *multipart.Reader)) http.Handler {
 	inner := h.signedIn(func(w http.ResponseWriter, r *http.Request, se *store.Session) {
 		next(w, r, se, r.Context().Value(uploadKey{}).(*multipart.Reader))
 	})
@@ -97,11 +97,11 @@ type importsData struct {
 	Available bool
 }
 
-func (h *Handler) contactImports(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) contactImports(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderImports(w, r, se, http.StatusOK, importsData{Form: importForm{OnConflict: store.ImportSkip}})
 }
 
-func (h *Handler) renderImports(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d importsData) {
+func (h *audienceHandler) renderImports(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d importsData) {
 	ctx := r.Context()
 	list, _, err := h.store.Audience.ListContactImports(ctx, se.TeamID, "", store.Page{Limit: 20})
 	if err != nil {
@@ -111,7 +111,7 @@ func (h *Handler) renderImports(w http.ResponseWriter, r *http.Request, se *stor
 	for _, imp := range list {
 		d.Imports = append(d.Imports, importRowOf(imp))
 	}
-	if d.Segments, _, err = h.store.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: 100}); err != nil {
+	if d.Segments, _, err = h.svc.ListSegments(ctx, se.TeamID, store.Page{Limit: 100}); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -121,7 +121,7 @@ func (h *Handler) renderImports(w http.ResponseWriter, r *http.Request, se *stor
 
 // uploadImport streams the uploaded CSV into the importer and opens the
 // new import's page. The form sends on_conflict and segment before file.
-func (h *Handler) uploadImport(w http.ResponseWriter, r *http.Request, se *store.Session, mr *multipart.Reader) {
+func (h *audienceHandler) uploadImport(w http.ResponseWriter, r *http.Request, se *store.Session, mr *multipart.Reader) {
 	if h.cfg.Imports == nil {
 		http.Error(w, "Imports are not available on this server.", http.StatusServiceUnavailable)
 		return
@@ -196,8 +196,8 @@ type importData struct {
 	Percent int
 }
 
-func (h *Handler) loadImport(w http.ResponseWriter, r *http.Request, se *store.Session) (importData, bool) {
-	imp, ok := byPathID(h, w, r, func(id uuid.UUID) (store.ContactImport, error) {
+func (h *audienceHandler) loadImport(w http.ResponseWriter, r *http.Request, se *store.Session) (importData, bool) {
+	imp, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (store.ContactImport, error) {
 		return h.store.Audience.ContactImport(r.Context(), se.TeamID, id)
 	})
 	if !ok {
@@ -215,7 +215,7 @@ func (h *Handler) loadImport(w http.ResponseWriter, r *http.Request, se *store.S
 // contactImport shows an import's progress; while it runs, a script
 // (import-progress.js) polls contactImportJSON and reloads the page
 // when it is over.
-func (h *Handler) contactImport(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) contactImport(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	d, ok := h.loadImport(w, r, se)
 	if !ok {
 		return
@@ -230,7 +230,7 @@ func (h *Handler) contactImport(w http.ResponseWriter, r *http.Request, se *stor
 }
 
 // contactImportJSON is an import's progress for the page's script.
-func (h *Handler) contactImportJSON(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) contactImportJSON(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	d, ok := h.loadImport(w, r, se)
 	if !ok {
 		return

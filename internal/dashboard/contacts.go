@@ -1,10 +1,8 @@
 package dashboard
 
 import (
-	"context"
 	"errors"
 	"html/template"
-	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -68,15 +66,15 @@ type contactsData struct {
 	CanImport bool
 }
 
-func (h *Handler) contacts(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) contacts(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderContacts(w, r, se, http.StatusOK, contactsData{})
 }
 
-func (h *Handler) renderContacts(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d contactsData) {
+func (h *audienceHandler) renderContacts(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d contactsData) {
 	q := r.URL.Query()
 	d.Query = strings.TrimSpace(q.Get("q"))
 	p := pageOf(q, 50)
-	list, more, err := h.store.Audience.ListContacts(r.Context(), se.TeamID, store.ContactFilter{Search: d.Query}, p)
+	list, more, err := h.svc.ListContacts(r.Context(), se.TeamID, store.ContactFilter{Search: d.Query}, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -106,10 +104,11 @@ func contactError(err error, email string) (formError, bool) {
 	return asFormError(err)
 }
 
-func (h *Handler) addContact(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) addContact(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	f := contactForm{Email: strings.TrimSpace(r.PostFormValue("email")), FirstName: strings.TrimSpace(r.PostFormValue("first_name")),
 		LastName: strings.TrimSpace(r.PostFormValue("last_name"))}
-	ct, err := h.createContact(r.Context(), se.TeamID, f)
+	ct, err := h.svc.CreateContact(r.Context(), se.TeamID, audience.ContactInput{Email: &f.Email, FirstName: &f.FirstName,
+		LastName: &f.LastName})
 	if fe, ok := contactError(err, f.Email); ok {
 		h.renderContacts(w, r, se, http.StatusUnprocessableEntity, contactsData{Form: f, Error: fe})
 		return
@@ -119,29 +118,6 @@ func (h *Handler) addContact(w http.ResponseWriter, r *http.Request, se *store.S
 		return
 	}
 	http.Redirect(w, r, "/dashboard/contacts/"+ct.ID.String()+"?done=added", http.StatusSeeOther)
-}
-
-func (h *Handler) createContact(ctx context.Context, team uuid.UUID, f contactForm) (store.Contact, error) {
-	if f.Email == "" {
-		return store.Contact{}, invalid.Missing("email")
-	}
-	addr, err := audience.ContactAddress(f.Email)
-	if err != nil {
-		return store.Contact{}, err
-	}
-	if err := audience.CheckNames(&f.FirstName, &f.LastName); err != nil {
-		return store.Contact{}, err
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return store.Contact{}, err
-	}
-	ct, err := h.store.Audience.CreateContact(ctx, store.Contact{ID: id, TeamID: team, Email: addr, FirstName: f.FirstName,
-		LastName: f.LastName}, nil, nil, audience.EventContactCreated)
-	if err != nil {
-		return store.Contact{}, err
-	}
-	return ct, nil
 }
 
 // contactProperty is a custom property's row on a contact's page.
@@ -172,13 +148,13 @@ var contactNotices = map[string]string{
 }
 
 // loadContact loads the {id} contact of the session's team.
-func (h *Handler) loadContact(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Contact, bool) {
-	return byPathID(h, w, r, func(id uuid.UUID) (store.Contact, error) {
-		return h.store.Audience.Contact(r.Context(), se.TeamID, store.ContactRef{ID: &id})
+func (h *audienceHandler) loadContact(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Contact, bool) {
+	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Contact, error) {
+		return h.svc.Contact(r.Context(), se.TeamID, store.ContactRef{ID: &id})
 	})
 }
 
-func (h *Handler) contact(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) contact(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	ct, ok := h.loadContact(w, r, se)
 	if !ok {
 		return
@@ -189,10 +165,10 @@ func (h *Handler) contact(w http.ResponseWriter, r *http.Request, se *store.Sess
 // renderContact shows a contact's page (or its delete page) with the
 // team's properties, segments and topics. A form shown again keeps what
 // was typed: d.Contact holds it.
-func (h *Handler) renderContact(w http.ResponseWriter, r *http.Request, se *store.Session, status int, page string, d contactData) {
+func (h *audienceHandler) renderContact(w http.ResponseWriter, r *http.Request, se *store.Session, status int, page string, d contactData) {
 	ctx := r.Context()
 	if page == "contact" {
-		defs, err := h.store.Audience.ContactPropertiesByKey(ctx, se.TeamID)
+		defs, err := h.svc.PropertiesByKey(ctx, se.TeamID)
 		if err != nil {
 			h.fail(w, r, err)
 			return
@@ -208,7 +184,7 @@ func (h *Handler) renderContact(w http.ResponseWriter, r *http.Request, se *stor
 			d.Properties = append(d.Properties, p)
 		}
 		slices.SortFunc(d.Properties, func(a, b contactProperty) int { return strings.Compare(a.Key, b.Key) })
-		segs, _, err := h.store.Audience.ListSegments(ctx, se.TeamID, store.Page{Limit: 100})
+		segs, _, err := h.svc.ListSegments(ctx, se.TeamID, store.Page{Limit: 100})
 		if err != nil {
 			h.fail(w, r, err)
 			return
@@ -218,7 +194,7 @@ func (h *Handler) renderContact(w http.ResponseWriter, r *http.Request, se *stor
 				Member: slices.Contains(d.Contact.SegmentIDs, sg.ID)})
 		}
 		if d.Topics == nil {
-			if d.Topics, _, err = h.store.Audience.ContactTopics(ctx, se.TeamID, d.Contact.ID, store.Page{Limit: 100}); err != nil {
+			if d.Topics, _, err = h.svc.ContactTopics(ctx, se.TeamID, d.Contact.ID, store.Page{Limit: 100}); err != nil {
 				h.fail(w, r, err)
 				return
 			}
@@ -231,140 +207,64 @@ func (h *Handler) renderContact(w http.ResponseWriter, r *http.Request, se *stor
 	h.render(w, status, page, view{Title: title, Nav: "contacts", Session: se, CSRF: se.CSRFToken, Data: d})
 }
 
-// editContact saves a contact's page: names, unsubscribed, property
-// values (an empty field removes the value), segment memberships and
-// topic subscriptions. Everything is checked before anything is written.
-func (h *Handler) editContact(w http.ResponseWriter, r *http.Request, se *store.Session) {
+// editContact saves a contact's page (audience.Service.SaveContactPage):
+// names, unsubscribed, property values (an empty field removes the
+// value), segment memberships and topic subscriptions. A rejected save
+// shows the page again as typed.
+func (h *audienceHandler) editContact(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	ct, ok := h.loadContact(w, r, se)
 	if !ok {
 		return
 	}
-	ctx := r.Context()
-	first, last := strings.TrimSpace(r.PostFormValue("first_name")), strings.TrimSpace(r.PostFormValue("last_name"))
-	email := strings.TrimSpace(r.PostFormValue("email"))
-	unsub := r.PostFormValue("unsubscribed") == "on"
-	shown := ct
-	shown.Email, shown.FirstName, shown.LastName, shown.Unsubscribed = email, first, last, unsub
-	shown.Properties = map[string]any{}
-	topics, _, err := h.store.Audience.ContactTopics(ctx, se.TeamID, ct.ID, store.Page{Limit: 100})
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	var choices []store.TopicChoice
-	for i, t := range topics {
-		v := r.PostFormValue("topic." + t.ID.String())
-		if v == "" || v == t.Subscription {
+	// PostFormValue parses the form: r.PostForm holds it below.
+	in := audience.ContactPage{Email: r.PostFormValue("email"), FirstName: r.PostFormValue("first_name"),
+		LastName: r.PostFormValue("last_name"), Unsubscribed: r.PostFormValue("unsubscribed") == "on",
+		Properties: map[string]string{}, Topics: map[string]string{}}
+	for name, vs := range r.PostForm {
+		if len(vs) == 0 {
 			continue
 		}
-		if err := audience.Subscription(t.ID.String(), v); err != nil {
-			h.renderContact(w, r, se, http.StatusUnprocessableEntity, "contact", contactData{Contact: shown, Topics: topics, Error: formErrorOf(err)})
-			return
-		}
-		choices = append(choices, store.TopicChoice{TopicID: t.ID, Subscription: v})
-		topics[i].Subscription = v
-	}
-	fail := func(err error) {
-		if f, ok := contactError(err, email); ok {
-			h.renderContact(w, r, se, http.StatusUnprocessableEntity, "contact", contactData{Contact: shown, Topics: topics, Error: f})
-			return
-		}
-		h.failOr404(w, r, err)
-	}
-	defs, err := h.store.Audience.ContactPropertiesByKey(ctx, se.TeamID)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	in := map[string]any{}
-	for key, def := range defs {
-		raw := strings.TrimSpace(r.PostFormValue("prop." + key))
-		if raw == "" {
-			if _, had := ct.Properties[key]; had {
-				in[key] = nil
-			}
-			continue
-		}
-		shown.Properties[key] = raw
-		in[key] = raw
-		if def.Type == store.PropertyNumber {
-			n, err := strconv.ParseFloat(raw, 64)
-			if err != nil || math.IsInf(n, 0) || math.IsNaN(n) {
-				fail(invalid.Errorf("properties", "The contact property `%s` must be a number.", key))
-				return
-			}
-			in[key] = n
+		if key, ok := strings.CutPrefix(name, "prop."); ok {
+			in.Properties[key] = vs[0]
+		} else if id, ok := strings.CutPrefix(name, "topic."); ok {
+			in.Topics[id] = vs[0]
 		}
 	}
-	set, remove, err := audience.CheckProperties(defs, in)
-	if err != nil {
-		fail(err)
-		return
-	}
-	addr, err := audience.ContactAddress(email)
-	if err != nil {
-		fail(err)
-		return
-	}
-	if err := audience.CheckNames(&first, &last); err != nil {
-		fail(err)
-		return
-	}
-	want := map[uuid.UUID]bool{}
 	for _, s := range r.PostForm["segment"] {
 		if id, err := uuid.Parse(s); err == nil {
-			want[id] = true
+			in.Segments = append(in.Segments, id)
 		}
 	}
-	for id := range want {
-		if !slices.Contains(ct.SegmentIDs, id) {
-			if err := h.store.Audience.AddContactToSegment(ctx, se.TeamID, ct.ID, id); err != nil {
-				fail(err)
-				return
-			}
-		}
+	shown, err := h.svc.SaveContactPage(r.Context(), se.TeamID, ct, in)
+	if fe, ok := contactError(err, shown.Contact.Email); ok {
+		h.renderContact(w, r, se, http.StatusUnprocessableEntity, "contact", contactData{Contact: shown.Contact, Topics: shown.Topics, Error: fe})
+		return
 	}
-	for _, id := range ct.SegmentIDs {
-		if !want[id] {
-			if err := h.store.Audience.RemoveContactFromSegment(ctx, se.TeamID, ct.ID, id); err != nil && !errors.Is(err, store.ErrNotFound) {
-				fail(err)
-				return
-			}
-		}
-	}
-	// The fields and topic choices change last, in one transaction with
-	// the events that report the contact as saved.
-	u := store.ContactUpdate{Email: &addr, FirstName: &first, LastName: &last, Unsubscribed: &unsub,
-		SetProperties: set, RemoveProperties: remove, Topics: choices}
-	events := []string{audience.EventContactUpdated}
-	if len(choices) > 0 {
-		events = append(events, audience.EventContactTopicsUpdated)
-	}
-	if _, err := h.store.Audience.UpdateContact(ctx, se.TeamID, store.ContactRef{ID: &ct.ID}, u, events...); err != nil {
-		fail(err)
+	if err != nil {
+		h.failOr404(w, r, err)
 		return
 	}
 	http.Redirect(w, r, "/dashboard/contacts/"+ct.ID.String()+"?done=saved", http.StatusSeeOther)
 }
 
-// formErrorOf is the form error of err, a field error of the audience
-// checks; any other error is shown by its text.
-func formErrorOf(err error) formError {
-	if f, ok := asFormError(err); ok {
-		return f
+// fieldError is the form error of a rejection by the audience checks (an
+// *invalid.Error).
+func fieldError(err error) (formError, bool) {
+	var ie *invalid.Error
+	if errors.As(err, &ie) {
+		return formError{Message: ie.Message, Field: ie.Field}, true
 	}
-	return formError{Message: err.Error()}
+	return formError{}, false
 }
 
 // unsubscribeContact unsubscribes a contact from everything.
-func (h *Handler) unsubscribeContact(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) unsubscribeContact(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	ct, ok := h.loadContact(w, r, se)
 	if !ok {
 		return
 	}
 	yes := true
-	_, err := h.store.Audience.UpdateContact(r.Context(), se.TeamID, store.ContactRef{ID: &ct.ID}, store.ContactUpdate{Unsubscribed: &yes},
-		audience.EventContactUpdated)
+	_, err := h.svc.UpdateContact(r.Context(), se.TeamID, store.ContactRef{ID: &ct.ID}, audience.ContactInput{Unsubscribed: &yes})
 	if err != nil {
 		h.failOr404(w, r, err)
 		return
@@ -372,7 +272,7 @@ func (h *Handler) unsubscribeContact(w http.ResponseWriter, r *http.Request, se 
 	http.Redirect(w, r, "/dashboard/contacts/"+ct.ID.String()+"?done=unsubscribed", http.StatusSeeOther)
 }
 
-func (h *Handler) deleteContactPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) deleteContactPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	ct, ok := h.loadContact(w, r, se)
 	if !ok {
 		return
@@ -380,12 +280,12 @@ func (h *Handler) deleteContactPage(w http.ResponseWriter, r *http.Request, se *
 	h.renderContact(w, r, se, http.StatusOK, "contact_delete", contactData{Contact: ct})
 }
 
-func (h *Handler) deleteContact(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) deleteContact(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	ct, ok := h.loadContact(w, r, se)
 	if !ok {
 		return
 	}
-	if _, err := h.store.Audience.DeleteContact(r.Context(), se.TeamID, store.ContactRef{ID: &ct.ID}, audience.EventContactDeleted); err != nil {
+	if _, err := h.svc.DeleteContact(r.Context(), se.TeamID, store.ContactRef{ID: &ct.ID}); err != nil {
 		h.failOr404(w, r, err)
 		return
 	}

@@ -5,7 +5,7 @@
 // and CSRF tokens on every form. Domains and webhook endpoints are managed
 // through the same use cases as the API (internal/domains,
 // webhook.Endpoints); contacts, segments, topics and email templates with
-// the API's checks (internal/audience, internal/templates) and events,
+// the API's checks (internal/audience, templates.Service) and events,
 // contact imports through internal/imports, and broadcasts through
 // broadcast.Service. Team owners also see the installation's IP pools and
 // the warm-up of their addresses.
@@ -28,17 +28,23 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
+	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/auththrottle"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/password"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/templates"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
@@ -51,9 +57,32 @@ var assetFS embed.FS
 // Config wires the dashboard.
 type Config struct {
 	Store *store.Store
+	// Domains, Webhooks and DataRequests are the use cases the dashboard
+	// shares with the API, each built once by the caller (cmd/posthaste)
+	// and handed to both; required.
+	Domains      *domains.Service
+	Webhooks     *webhook.Endpoints
+	DataRequests *datareq.Service
+	// Accounts is the accounts service (API keys, members, invitations,
+	// sessions, second factor), shared with the API; nil → one built on
+	// Store.
+	Accounts *account.Service
+	// Audience serves the pages of contacts, segments and topics
+	// (shared with the API like the above); required.
+	Audience *audience.Service
+	// Templates is the templates use case, shared with the API likewise;
+	// required.
+	Templates *templates.Service
+	// AuditLog records every audited action and serves the Audit log
+	// page; nil means one on Store.
+	AuditLog *auditlog.Log
 	// Broadcasts creates, edits, tests and sends broadcasts; nil hides the
 	// Broadcasts page.
 	Broadcasts *broadcast.Service
+	// Emails reads sent emails and keeps the suppression list; Received
+	// reads received mail. Shared with the API like the above; required.
+	Emails   *submit.Emails
+	Received *receiving.Service
 	// Auth drops revoked API keys from the key cache of this process.
 	Auth *auth.Authenticator
 	// TemporalUIURL links each email to its workflow; "" hides the link.
@@ -62,33 +91,17 @@ type Config struct {
 	Namespace string
 	// Records is the operator's side of the DNS records domains publish.
 	Records records.Config
-	// Keys seals TOTP secrets, new domains' DKIM keys and webhook signing
-	// secrets; nil makes two-factor setup, adding domains and webhooks
-	// unavailable.
+	// Keys seals TOTP secrets; nil makes two-factor setup unavailable.
+	// (The Domains and Webhooks services seal DKIM keys and signing
+	// secrets with their own.)
 	Keys *seal.Box
-	// DKIMSelector is the selector of the DKIM keys of domains added here.
-	DKIMSelector string
-	// WebhookWaker wakes an endpoint's delivery after a change or a
-	// replay; may be nil.
-	WebhookWaker WebhookWaker
-	// WebhookClient posts the test events sent from an endpoint's page;
-	// nil hides the test button.
-	WebhookClient *webhook.Client
-	// AllowHTTPWebhooks accepts plain http endpoints
-	// (POSTHASTE_ALLOW_PRIVATE_EGRESS).
-	AllowHTTPWebhooks bool
-	// Outbox is poked after domain events are emitted; may be nil.
-	Outbox domains.Notifier
-	// Verifier starts and stops domain verification; nil disables the
-	// verify button.
-	Verifier Verifier
 	// SMTP is what the quick-start page tells mail clients.
 	SMTP SMTPSettings
 	// OAuth offers sign-in through Google and GitHub when configured.
 	OAuth OAuth
 	// InboundBudget is the default inbound budget of a team's receiving
 	// domains, which the Receiving page shows when it is nearly spent.
-	InboundBudget inbound.Budget
+	InboundBudget inmail.Budget
 	// PublicURL is where browsers reach the dashboard's server, e.g.
 	// https://mail.example.com: the base of the links in emails and of the
 	// OAuth callbacks (PublicURL/dashboard/oauth/…). "" → http://localhost:3000.
@@ -154,6 +167,11 @@ type Handler struct {
 	endpoints *webhook.Endpoints
 	// dataReqs serves the Data requests page.
 	dataReqs *datareq.Service
+	// accounts changes and reads keys, members, invitations and sessions.
+	accounts *account.Service
+	// auditSvc records the actions of the areas without a service of
+	// their own (audit.go) and serves the Audit log page.
+	auditSvc *auditlog.Log
 	// proxies are the parsed Config.TrustedProxies.
 	proxies   []netip.Prefix
 	passwords *password.Pool
@@ -161,6 +179,18 @@ type Handler struct {
 	now       func() time.Time
 	// background counts the password-reset emails being sent.
 	background sync.WaitGroup
+	// The pages of each area, which embed the Handler for what they
+	// share: rendering, sessions, CSRF tokens, throttles, the audit log.
+	signInHandler     *signInHandler
+	teamHandler       *teamHandler
+	overviewHandler   *overviewHandler
+	receivingHandler  *receivingHandler
+	domainsHandler    *domainsHandler
+	webhooksHandler   *webhooksHandler
+	privacyHandler    *privacyHandler
+	audienceHandler   *audienceHandler
+	templatesHandler  *templatesHandler
+	broadcastsHandler *broadcastsHandler
 }
 
 // New parses the templates and builds the routes.
@@ -180,6 +210,16 @@ func New(cfg Config) (*Handler, error) {
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	h := &Handler{cfg: cfg, store: cfg.Store, logger: cfg.Logger.With("component", "dashboard"),
 		throttle: auththrottle.New(), passwords: cfg.Passwords, now: cfg.Now, pages: map[string]*template.Template{}}
+	h.signInHandler = &signInHandler{h}
+	h.teamHandler = &teamHandler{h}
+	h.overviewHandler = &overviewHandler{h}
+	h.receivingHandler = &receivingHandler{h}
+	h.domainsHandler = &domainsHandler{h}
+	h.webhooksHandler = &webhooksHandler{h}
+	h.privacyHandler = &privacyHandler{h}
+	h.audienceHandler = &audienceHandler{Handler: h, svc: cfg.Audience}
+	h.templatesHandler = &templatesHandler{Handler: h, svc: cfg.Templates}
+	h.broadcastsHandler = &broadcastsHandler{h}
 	if h.passwords == nil {
 		h.passwords = password.Shared()
 	}
@@ -187,15 +227,13 @@ func New(cfg Config) (*Handler, error) {
 	if h.proxies, err = parseProxies(cfg.TrustedProxies); err != nil {
 		return nil, fmt.Errorf("trusted proxies: %w", err)
 	}
-	h.domainSvc = domains.New(domains.Config{Keys: cfg.Keys, DKIMSelector: cfg.DKIMSelector,
-		Verifier: cfg.Verifier, Outbox: cfg.Outbox, Logger: cfg.Logger}, cfg.Store)
-	h.endpoints = webhook.NewEndpoints(webhook.EndpointsConfig{Keys: cfg.Keys, Client: cfg.WebhookClient,
-		Waker: cfg.WebhookWaker, AllowHTTP: cfg.AllowHTTPWebhooks, Logger: cfg.Logger}, cfg.Store)
-	var outbox datareq.Notifier
-	if cfg.Outbox != nil {
-		outbox = cfg.Outbox
+	h.domainSvc, h.endpoints, h.dataReqs, h.auditSvc = cfg.Domains, cfg.Webhooks, cfg.DataRequests, cfg.AuditLog
+	if h.auditSvc == nil {
+		h.auditSvc = auditlog.New(cfg.Store)
 	}
-	h.dataReqs = datareq.New(datareq.Config{Keys: cfg.Keys, Outbox: outbox}, cfg.Store)
+	if h.accounts = cfg.Accounts; h.accounts == nil {
+		h.accounts = account.New(account.Config{Store: cfg.Store})
+	}
 	funcs := template.FuncMap{"fmtTime": fmtTime, "badge": badge, "join": strings.Join,
 		"deref": func(p *int) int { return *p }, "prose": prose, "has": slices.Contains[[]string],
 		"broadcastsOn": func() bool { return cfg.Broadcasts != nil }}
@@ -229,80 +267,16 @@ func New(cfg Config) (*Handler, error) {
 	m.HandleFunc("GET /dashboard/{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/dashboard/emails", http.StatusSeeOther)
 	})
-	m.HandleFunc("GET /dashboard/login", h.loginPage)
-	m.HandleFunc("POST /dashboard/login", h.login)
-	m.HandleFunc("GET /dashboard/forgot", h.forgotPage)
-	m.HandleFunc("POST /dashboard/forgot", h.forgot)
-	m.HandleFunc("GET /dashboard/reset/{token}", h.resetPage)
-	m.HandleFunc("POST /dashboard/reset/{token}", h.reset)
-	m.HandleFunc("GET /dashboard/invite/{token}", h.invitationPage)
-	m.HandleFunc("POST /dashboard/invite/{token}", h.joinAsNewUser)
-	m.Handle("POST /dashboard/invite/{token}/accept", h.signedIn(h.acceptInvitation))
-	m.HandleFunc("GET /dashboard/oauth/{provider}/start", h.oauthStart)
-	m.HandleFunc("GET /dashboard/oauth/{provider}/callback", h.oauthCallback)
-	m.Handle("GET /dashboard/login/mfa", h.pendingMFA(h.mfaPage))
-	m.Handle("POST /dashboard/login/mfa", h.pendingMFA(h.mfa))
-	m.Handle("GET /dashboard/account", h.signedIn(h.account))
-	m.Handle("POST /dashboard/account/mfa/start", h.signedIn(h.startMFA))
-	m.Handle("POST /dashboard/account/mfa/confirm", h.signedIn(h.confirmMFA))
-	m.Handle("POST /dashboard/account/mfa/disable", h.signedIn(h.disableMFA))
-	m.Handle("POST /dashboard/account/team-mfa", h.signedIn(h.teamMFA))
-	m.Handle("POST /dashboard/account/team", h.signedIn(h.switchTeam))
-	m.Handle("POST /dashboard/account/sessions/revoke", h.signedIn(h.revokeSession))
-	m.Handle("POST /dashboard/account/sessions/revoke-others", h.signedIn(h.revokeOtherSessions))
-	m.Handle("POST /dashboard/logout", h.signedIn(h.logout))
-	m.Handle("POST /dashboard/logout-everywhere", h.signedIn(h.logoutEverywhere))
-	m.Handle("GET /dashboard/emails", h.signedIn(h.emails))
-	m.Handle("GET /dashboard/emails/{id}", h.signedIn(h.email))
-	m.Handle("GET /dashboard/emails/{id}/raw", h.signedIn(h.emailRaw))
-	m.Handle("GET /dashboard/emails/{id}/preview", h.signedIn(h.emailPreview))
-	m.Handle("GET /dashboard/receiving", h.signedIn(h.receiving))
-	m.Handle("GET /dashboard/receiving/{id}", h.signedIn(h.received))
-	m.Handle("GET /dashboard/receiving/{id}/raw", h.signedIn(h.receivedRaw))
-	m.Handle("GET /dashboard/receiving/{id}/preview", h.signedIn(h.receivedPreview))
-	m.Handle("GET /dashboard/receiving/{id}/attachments/{attachment}", h.signedIn(h.receivedAttachment))
-	m.Handle("GET /dashboard/metrics", h.signedIn(h.metrics))
-	m.Handle("GET /dashboard/domains", h.signedIn(h.domains))
-	m.Handle("POST /dashboard/domains", h.signedIn(h.addDomain))
-	m.Handle("GET /dashboard/domains/{id}", h.signedIn(h.domain))
-	m.Handle("POST /dashboard/domains/{id}/verify", h.signedIn(h.verifyDomain))
-	m.Handle("POST /dashboard/domains/{id}/settings", h.signedIn(h.domainSettings))
-	m.Handle("GET /dashboard/domains/{id}/delete", h.signedIn(h.deleteDomainPage))
-	m.Handle("POST /dashboard/domains/{id}/delete", h.signedIn(h.deleteDomain))
-	m.Handle("GET /dashboard/webhooks", h.signedIn(h.webhooks))
-	m.Handle("POST /dashboard/webhooks", h.signedIn(h.addWebhook))
-	m.Handle("GET /dashboard/webhooks/{id}", h.signedIn(h.webhook))
-	m.Handle("POST /dashboard/webhooks/{id}", h.signedIn(h.editWebhook))
-	m.Handle("POST /dashboard/webhooks/{id}/status", h.signedIn(h.webhookStatus))
-	m.Handle("POST /dashboard/webhooks/{id}/secret", h.signedIn(h.revealWebhookSecret))
-	m.Handle("POST /dashboard/webhooks/{id}/rotate", h.signedIn(h.rotateWebhookSecret))
-	m.Handle("POST /dashboard/webhooks/{id}/test", h.signedIn(h.testWebhook))
-	m.Handle("GET /dashboard/webhooks/{id}/delete", h.signedIn(h.deleteWebhookPage))
-	m.Handle("POST /dashboard/webhooks/{id}/delete", h.signedIn(h.deleteWebhook))
-	m.Handle("GET /dashboard/webhooks/{id}/events/{msg}", h.signedIn(h.webhookEvent))
-	m.Handle("POST /dashboard/webhooks/{id}/events/{msg}/replay", h.signedIn(h.replayWebhookEvent))
-	m.Handle("GET /dashboard/team", h.signedIn(h.team))
-	m.Handle("POST /dashboard/team/password", h.signedIn(h.changePassword))
-	m.Handle("POST /dashboard/team/confirm-address", h.signedIn(h.confirmAddress))
-	m.Handle("POST /dashboard/team/members/{id}/remove", h.signedIn(h.removeMember))
-	m.Handle("POST /dashboard/team/invitations", h.signedIn(h.invite))
-	m.Handle("POST /dashboard/team/invitations/{id}/revoke", h.signedIn(h.revokeInvitation))
-	m.Handle("GET /dashboard/ip-pools", h.signedIn(h.ipPools))
-	m.Handle("GET /dashboard/logs", h.signedIn(h.logs))
-	m.Handle("GET /dashboard/audit", h.signedIn(h.auditLog))
-	m.Handle("GET /dashboard/data-requests", h.signedIn(h.dataRequests))
-	m.Handle("POST /dashboard/data-requests", h.signedIn(h.createDataRequest))
-	m.Handle("GET /dashboard/data-requests/{id}/download", h.signedIn(h.downloadDataRequest))
-	m.Handle("GET /dashboard/logs/{id}", h.signedIn(h.logEntry))
-	m.Handle("GET /dashboard/suppressions", h.signedIn(h.suppressions))
-	m.Handle("POST /dashboard/suppressions/{id}/remove", h.signedIn(h.removeSuppression))
-	m.Handle("GET /dashboard/getting-started", h.signedIn(h.quickstart))
-	m.Handle("POST /dashboard/getting-started/key", h.signedIn(h.quickstartKey))
-	m.Handle("GET /dashboard/api-keys", h.signedIn(h.apiKeys))
-	m.Handle("POST /dashboard/api-keys", h.signedIn(h.createAPIKey))
-	m.Handle("POST /dashboard/api-keys/{id}/revoke", h.signedIn(h.revokeAPIKey))
-	h.audienceRoutes(m)
-	h.broadcastRoutes(m)
+	h.signInHandler.routes(m)
+	h.teamHandler.routes(m)
+	h.overviewHandler.routes(m)
+	h.receivingHandler.routes(m)
+	h.domainsHandler.routes(m)
+	h.webhooksHandler.routes(m)
+	h.privacyHandler.routes(m)
+	h.audienceHandler.routes(m)
+	h.templatesHandler.routes(m)
+	h.broadcastsHandler.routes(m)
 	h.mux = m
 	return h, nil
 }

@@ -21,13 +21,18 @@ import (
 
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/dashboard"
+	"github.com/posthaste/posthaste/internal/datareq"
+	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/egress"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/templates"
 	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
@@ -109,17 +114,18 @@ func newFixture(t *testing.T, opts ...func(*dashboard.Config)) *fixture {
 	box, err := seal.New(bytes.Repeat([]byte{7}, 32))
 	require.NoError(t, err)
 	mailer := &fakeMailer{}
-	cfg := dashboard.Config{Store: st, Auth: authn, TemporalUIURL: "http://ui.example:8233", Keys: box, WebhookWaker: wk,
-		Records: records.Config{BounceHost: "bounces.posthaste.example", SPFInclude: "spf.posthaste.example"}, Verifier: v,
-		Mailer: mailer, Passwords: passwordtest.NewPool(), PublicURL: publicURL + "/", DKIMSelector: "posthaste",
-		AllowHTTPWebhooks: true, WebhookClient: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), webhook.ClientConfig{})}
+	cfg := dashboard.Config{Store: st, Auth: authn, TemporalUIURL: "http://ui.example:8233", Keys: box,
+		Records: records.Config{BounceHost: "bounces.posthaste.example", SPFInclude: "spf.posthaste.example"},
+		Mailer:  mailer, Passwords: passwordtest.NewPool(), PublicURL: publicURL + "/"}
 	for _, o := range opts {
 		o(&cfg)
 	}
+	withServices(&cfg, serviceDeps{allowHTTP: true, verifier: v, waker: wk,
+		client: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), webhook.ClientConfig{})})
 	dash, err := dashboard.New(cfg)
 	require.NoError(t, err)
 	h, err := api.New(api.Config{Store: st, Auth: authn,
-		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Dashboard: dash})
+		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Emails: cfg.Emails, Received: cfg.Received, Dashboard: dash})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -131,6 +137,45 @@ func newFixture(t *testing.T, opts ...func(*dashboard.Config)) *fixture {
 	b, err := account.NewTeam(ctx, st, cfg.Passwords, "Team B", "b@example.com")
 	require.NoError(t, err)
 	return &fixture{t: t, srv: srv, store: st, dash: dash, a: a, b: b, verifier: v, waker: wk, mailer: mailer}
+}
+
+// serviceDeps are what withServices gives the services besides cfg's:
+// allowHTTP accepts plain http webhook endpoints; a nil verifier, waker
+// or client leaves it out.
+type serviceDeps struct {
+	allowHTTP bool
+	verifier  domains.Verifier
+	waker     webhook.Waker
+	client    *webhook.Client
+}
+
+// withServices builds, from cfg's keys and logger and deps, the use cases
+// that cmd/posthaste builds once and hands to the API and the dashboard,
+// unless an option set them already.
+func withServices(cfg *dashboard.Config, deps serviceDeps) {
+	if cfg.Domains == nil {
+		cfg.Domains = domains.New(domains.Config{Keys: cfg.Keys, DKIMSelector: "posthaste", Verifier: deps.verifier,
+			Logger: cfg.Logger}, cfg.Store)
+	}
+	if cfg.Webhooks == nil {
+		cfg.Webhooks = webhook.NewEndpoints(webhook.EndpointsConfig{Keys: cfg.Keys, Client: deps.client,
+			Waker: deps.waker, AllowHTTP: deps.allowHTTP, Logger: cfg.Logger}, cfg.Store)
+	}
+	if cfg.DataRequests == nil {
+		cfg.DataRequests = datareq.New(datareq.Config{Keys: cfg.Keys}, cfg.Store)
+	}
+	if cfg.Templates == nil {
+		cfg.Templates = templates.New(cfg.Store)
+	}
+	if cfg.Emails == nil {
+		cfg.Emails = submit.NewEmails(cfg.Store.Emails)
+	}
+	if cfg.Received == nil {
+		cfg.Received = receiving.New(cfg.Store.Received)
+	}
+	if cfg.Audience == nil {
+		cfg.Audience = audience.New(cfg.Store.Audience)
+	}
 }
 
 // browser is a client with a cookie jar that does not follow redirects.
@@ -257,7 +302,7 @@ func TestEmailsPagesShowOnlyTheTeamsEmails(t *testing.T) {
 		FromDomain: "posthaste.test", To: []string{"bounced@posthaste.test"}, Subject: "Quarterly <report>",
 		HTML: &html, LastEvent: store.EventQueued, CreatedAt: time.Now(),
 		Recipients: []store.Recipient{{Address: "bounced@posthaste.test", Kind: "to", Domain: "posthaste.test", Status: "queued"}}}
-	_, err := f.store.Emails.InsertEmail(ctx, e)
+	_, err := storetest.InsertEmail(ctx, f.store, e)
 	require.NoError(t, err)
 	_, err = f.store.Emails.SaveMessage(ctx, e.TeamID, e.ID, e.ID.String()+"@posthaste.test", []byte("Subject: Quarterly\r\nX-Test: yes\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nthe text part as sent\r\n"))
 	require.NoError(t, err)

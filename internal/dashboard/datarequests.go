@@ -7,10 +7,21 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/store"
 )
+
+// privacyHandler serves the audit log and the data requests pages
+// (datarequests.go, audit_log.go).
+type privacyHandler struct{ *Handler }
+
+// routes adds the audit log and the data requests pages.
+func (h *privacyHandler) routes(m *http.ServeMux) {
+	m.Handle("GET /dashboard/audit", h.signedIn(h.auditLog))
+	m.Handle("GET /dashboard/data-requests", h.signedIn(h.dataRequests))
+	m.Handle("POST /dashboard/data-requests", h.signedIn(h.createDataRequest))
+	m.Handle("GET /dashboard/data-requests/{id}/download", h.signedIn(h.downloadDataRequest))
+}
 
 // The Data requests page: team owners ask for an export or the erasure of
 // everything the team holds about an email address, follow the requests
@@ -27,13 +38,13 @@ type dataRequestsData struct {
 	Pager  pager
 }
 
-func (h *Handler) refuseDataRequests(w http.ResponseWriter) func() {
+func (h *privacyHandler) refuseDataRequests(w http.ResponseWriter) func() {
 	return func() { http.Error(w, "Only team owners can make data requests.", http.StatusForbidden) }
 }
 
 // dataRequests lists the team's data requests, newest first, with the
 // form that makes one.
-func (h *Handler) dataRequests(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *privacyHandler) dataRequests(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if !h.requireOwner(w, r, se, h.refuseDataRequests(w)) {
 		return
 	}
@@ -47,10 +58,10 @@ func (h *Handler) dataRequests(w http.ResponseWriter, r *http.Request, se *store
 	h.renderDataRequests(w, r, se, http.StatusOK, d)
 }
 
-func (h *Handler) renderDataRequests(w http.ResponseWriter, r *http.Request, se *store.Session, status int,
+func (h *privacyHandler) renderDataRequests(w http.ResponseWriter, r *http.Request, se *store.Session, status int,
 	d dataRequestsData) {
 	p := pageOf(r.URL.Query(), 50)
-	list, more, err := h.store.Privacy.ListDataRequests(r.Context(), se.TeamID, p)
+	list, more, err := h.dataReqs.List(r.Context(), se.TeamID, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -67,14 +78,12 @@ func (h *Handler) renderDataRequests(w http.ResponseWriter, r *http.Request, se 
 }
 
 // createDataRequest queues a request from the form.
-func (h *Handler) createDataRequest(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *privacyHandler) createDataRequest(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if !h.requireOwner(w, r, se, h.refuseDataRequests(w)) {
 		return
 	}
 	d := dataRequestsData{Email: strings.TrimSpace(r.PostFormValue("email")), Type: r.PostFormValue("type")}
-	actor := audit.Entry{ActorType: audit.ActorUser, ActorID: &se.UserID, ClientAddr: clientIP(r),
-		UserAgent: r.UserAgent()}
-	_, err := h.dataReqs.Create(r.Context(), se.TeamID, d.Type, d.Email, actor)
+	_, err := h.dataReqs.Create(r.Context(), se.TeamID, d.Type, d.Email, by(r, se))
 	switch {
 	case errors.Is(err, datareq.ErrInvalidAddress):
 		d.Error = "Enter one email address, such as someone@example.com."
@@ -93,7 +102,7 @@ func (h *Handler) createDataRequest(w http.ResponseWriter, r *http.Request, se *
 }
 
 // downloadDataRequest streams a finished export's archive to an owner.
-func (h *Handler) downloadDataRequest(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *privacyHandler) downloadDataRequest(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if !h.requireOwner(w, r, se, h.refuseDataRequests(w)) {
 		return
 	}
@@ -102,12 +111,12 @@ func (h *Handler) downloadDataRequest(w http.ResponseWriter, r *http.Request, se
 		http.NotFound(w, r)
 		return
 	}
-	n, err := h.store.Privacy.DataRequestArchiveChunks(r.Context(), se.TeamID, id)
+	ready, err := h.dataReqs.HasArchive(r.Context(), se.TeamID, id)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	if n == 0 {
+	if !ready {
 		http.Error(w, "This archive does not exist or has expired.", http.StatusNotFound)
 		return
 	}

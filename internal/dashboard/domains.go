@@ -8,15 +8,29 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
-// Verifier starts and stops the verification of domains.
-type Verifier = domains.Verifier
+// domainsHandler serves the pages of domains, suppressions and IP pools
+// (domains.go, ippools.go).
+type domainsHandler struct{ *Handler }
+
+// routes adds the pages of domains, suppressions and IP pools.
+func (h *domainsHandler) routes(m *http.ServeMux) {
+	m.Handle("GET /dashboard/domains", h.signedIn(h.domains))
+	m.Handle("POST /dashboard/domains", h.signedIn(h.addDomain))
+	m.Handle("GET /dashboard/domains/{id}", h.signedIn(h.domain))
+	m.Handle("POST /dashboard/domains/{id}/verify", h.signedIn(h.verifyDomain))
+	m.Handle("POST /dashboard/domains/{id}/settings", h.signedIn(h.domainSettings))
+	m.Handle("GET /dashboard/domains/{id}/delete", h.signedIn(h.deleteDomainPage))
+	m.Handle("POST /dashboard/domains/{id}/delete", h.signedIn(h.deleteDomain))
+	m.Handle("GET /dashboard/ip-pools", h.signedIn(h.ipPools))
+	m.Handle("GET /dashboard/suppressions", h.signedIn(h.suppressions))
+	m.Handle("POST /dashboard/suppressions/{id}/remove", h.signedIn(h.removeSuppression))
+}
 
 // domainForm is what the Add a domain form holds, kept when it is shown
 // again with an error.
@@ -55,12 +69,12 @@ func asFormError(err error) (formError, bool) {
 	return formError{}, false
 }
 
-func (h *Handler) domains(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *domainsHandler) domains(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderDomains(w, r, se, http.StatusOK, domainsData{Form: domainForm{ReturnPath: domains.DefaultReturnPath}})
 }
 
-func (h *Handler) renderDomains(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d domainsData) {
-	list, _, err := h.store.Domains.ListDomains(r.Context(), se.TeamID, store.Page{Limit: 100})
+func (h *domainsHandler) renderDomains(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d domainsData) {
+	list, _, err := h.domainSvc.List(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -70,7 +84,7 @@ func (h *Handler) renderDomains(w http.ResponseWriter, r *http.Request, se *stor
 }
 
 // addDomain adds a domain and opens its page with the records to publish.
-func (h *Handler) addDomain(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *domainsHandler) addDomain(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	f := domainForm{Name: strings.TrimSpace(r.PostFormValue("name")), Region: r.PostFormValue("region"),
 		ReturnPath: strings.TrimSpace(r.PostFormValue("custom_return_path"))}
 	req := domains.Request{Name: f.Name, Region: &f.Region, ReturnPath: &f.ReturnPath}
@@ -80,16 +94,13 @@ func (h *Handler) addDomain(w http.ResponseWriter, r *http.Request, se *store.Se
 	if f.ReturnPath == "" {
 		req.ReturnPath = nil
 	}
-	d, err := h.domainSvc.Add(r.Context(), se.TeamID, req)
+	d, err := h.domainSvc.Add(r.Context(), se.TeamID, req, by(r, se))
 	if fe, ok := asFormError(err); ok {
 		h.renderDomains(w, r, se, http.StatusUnprocessableEntity, domainsData{Form: f, Error: fe})
 		return
 	}
 	if err != nil {
 		h.fail(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.DomainCreate, "domain", d.ID.String(), map[string]any{"name": d.Name}) {
 		return
 	}
 	h.logger.Info("domain created", "team_id", se.TeamID, "domain", d.Name)
@@ -108,9 +119,9 @@ type domainData struct {
 }
 
 // loadDomain loads the {id} domain of the session's team.
-func (h *Handler) loadDomain(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Domain, bool) {
-	return byPathID(h, w, r, func(id uuid.UUID) (store.Domain, error) {
-		return h.store.Domains.GetDomain(r.Context(), se.TeamID, id)
+func (h *domainsHandler) loadDomain(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Domain, bool) {
+	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Domain, error) {
+		return h.domainSvc.Get(r.Context(), se.TeamID, id)
 	})
 }
 
@@ -123,7 +134,7 @@ var domainNotices = map[string]string{
 
 // domain shows a domain: its records to publish with their statuses, its
 // settings, and the way to verify and delete it.
-func (h *Handler) domain(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *domainsHandler) domain(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	d, ok := h.loadDomain(w, r, se)
 	if !ok {
 		return
@@ -131,10 +142,10 @@ func (h *Handler) domain(w http.ResponseWriter, r *http.Request, se *store.Sessi
 	h.renderDomain(w, se, http.StatusOK, "domain", domainData{Domain: d, Notice: domainNotices[r.URL.Query().Get("done")]})
 }
 
-func (h *Handler) renderDomain(w http.ResponseWriter, se *store.Session, status int, page string, d domainData) {
+func (h *domainsHandler) renderDomain(w http.ResponseWriter, se *store.Session, status int, page string, d domainData) {
 	d.Records = domains.Records(h.cfg.Records, d.Domain)
 	d.TLSModes = domains.TLSModes
-	d.CanVerify = h.cfg.Verifier != nil
+	d.CanVerify = h.domainSvc.CanVerify()
 	title := d.Domain.Name
 	if page == "domain_delete" {
 		title = "Delete " + title
@@ -142,13 +153,13 @@ func (h *Handler) renderDomain(w http.ResponseWriter, se *store.Session, status 
 	h.render(w, status, page, view{Title: title, Nav: "domains", Session: se, CSRF: se.CSRFToken, Data: d})
 }
 
-func (h *Handler) verifyDomain(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *domainsHandler) verifyDomain(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
 		http.NotFound(w, r)
 		return
 	}
-	d, err := h.domainSvc.Verify(r.Context(), se.TeamID, id)
+	d, err := h.domainSvc.Verify(r.Context(), se.TeamID, id, by(r, se))
 	if errors.Is(err, domains.ErrVerificationUnavailable) {
 		h.logger.Warn("starting domain verification", "team_id", se.TeamID, "domain", d.Name, "err", err)
 		h.renderDomain(w, se, http.StatusServiceUnavailable, "domain", domainData{Domain: d,
@@ -159,15 +170,12 @@ func (h *Handler) verifyDomain(w http.ResponseWriter, r *http.Request, se *store
 		h.failOr404(w, r, err)
 		return
 	}
-	if !h.audited(w, r, se, audit.DomainVerify, "domain", id.String(), nil) {
-		return
-	}
 	http.Redirect(w, r, "/dashboard/domains/"+id.String()+"?done=verify", http.StatusSeeOther)
 }
 
 // domainSettings changes a domain's tracking, TLS and receiving
 // settings. The form sends every setting: an unchecked box is off.
-func (h *Handler) domainSettings(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *domainsHandler) domainSettings(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	d, ok := h.loadDomain(w, r, se)
 	if !ok {
 		return
@@ -179,7 +187,7 @@ func (h *Handler) domainSettings(w http.ResponseWriter, r *http.Request, se *sto
 		receiving = store.ReceivingEnabled
 	}
 	_, err := h.domainSvc.Update(r.Context(), se.TeamID, d.ID, domains.Settings{OpenTracking: &open, ClickTracking: &click,
-		TLS: &tls, Receiving: &receiving})
+		TLS: &tls, Receiving: &receiving}, by(r, se))
 	if fe, ok := asFormError(err); ok {
 		h.renderDomain(w, se, http.StatusUnprocessableEntity, "domain", domainData{Domain: d, Error: fe})
 		return
@@ -188,14 +196,11 @@ func (h *Handler) domainSettings(w http.ResponseWriter, r *http.Request, se *sto
 		h.failOr404(w, r, err)
 		return
 	}
-	if !h.audited(w, r, se, audit.DomainUpdate, "domain", d.ID.String(), nil) {
-		return
-	}
 	http.Redirect(w, r, "/dashboard/domains/"+d.ID.String()+"?done=settings", http.StatusSeeOther)
 }
 
 // deleteDomainPage asks to confirm a deletion by typing the domain's name.
-func (h *Handler) deleteDomainPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *domainsHandler) deleteDomainPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	d, ok := h.loadDomain(w, r, se)
 	if !ok {
 		return
@@ -203,7 +208,7 @@ func (h *Handler) deleteDomainPage(w http.ResponseWriter, r *http.Request, se *s
 	h.renderDomain(w, se, http.StatusOK, "domain_delete", domainData{Domain: d})
 }
 
-func (h *Handler) deleteDomain(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *domainsHandler) deleteDomain(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	d, ok := h.loadDomain(w, r, se)
 	if !ok {
 		return
@@ -214,7 +219,7 @@ func (h *Handler) deleteDomain(w http.ResponseWriter, r *http.Request, se *store
 			Error: formError{Field: "confirm", Message: "Type the domain name, " + d.Name + ", to confirm."}})
 		return
 	}
-	if _, err := h.domainSvc.Delete(r.Context(), se.TeamID, &se.UserID, d.ID); err != nil {
+	if _, err := h.domainSvc.Delete(r.Context(), se.TeamID, &se.UserID, d.ID, by(r, se)); err != nil {
 		if errors.Is(err, store.ErrOwnersOnly) {
 			h.renderDomain(w, se, http.StatusForbidden, "domain_delete", domainData{Domain: d, Confirm: typed,
 				Error: formError{Message: "Only team owners can delete domains."}})
@@ -224,9 +229,6 @@ func (h *Handler) deleteDomain(w http.ResponseWriter, r *http.Request, se *store
 		return
 	}
 	h.logger.Info("domain deleted", "team_id", se.TeamID, "domain", d.Name)
-	if !h.audited(w, r, se, audit.DomainDelete, "domain", d.ID.String(), nil) {
-		return
-	}
 	http.Redirect(w, r, "/dashboard/domains", http.StatusSeeOther)
 }
 
@@ -234,8 +236,8 @@ type suppressionsData struct {
 	Suppressions []store.Suppression
 }
 
-func (h *Handler) suppressions(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	list, _, err := h.store.Emails.ListSuppressions(r.Context(), se.TeamID, store.Page{Limit: 100})
+func (h *domainsHandler) suppressions(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	list, _, err := h.cfg.Emails.ListSuppressions(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -244,13 +246,10 @@ func (h *Handler) suppressions(w http.ResponseWriter, r *http.Request, se *store
 		CSRF: se.CSRFToken, Data: suppressionsData{Suppressions: list}})
 }
 
-func (h *Handler) removeSuppression(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	if _, ok := byPathID(h, w, r, func(id uuid.UUID) (store.Suppression, error) {
-		return h.store.Emails.DeleteSuppression(r.Context(), se.TeamID, &id, "")
+func (h *domainsHandler) removeSuppression(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	if _, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Suppression, error) {
+		return h.cfg.Emails.DeleteSuppression(r.Context(), se.TeamID, id.String(), by(r, se))
 	}); !ok {
-		return
-	}
-	if !h.audited(w, r, se, audit.SuppressionDelete, "suppression", r.PathValue("id"), nil) {
 		return
 	}
 	http.Redirect(w, r, "/dashboard/suppressions", http.StatusSeeOther)

@@ -19,6 +19,28 @@ import (
 	"github.com/posthaste/posthaste/internal/templates"
 )
 
+// templatesHandler serves the pages of email templates through
+// templates.Service, the API's.
+type templatesHandler struct {
+	*Handler
+	svc *templates.Service
+}
+
+// routes adds the pages of email templates. Every write goes
+// through signedIn (session and CSRF token) and templates.Service.
+func (h *templatesHandler) routes(m *http.ServeMux) {
+	m.Handle("GET /dashboard/templates", h.signedIn(h.templates))
+	m.Handle("POST /dashboard/templates", h.signedIn(h.addTemplate))
+	m.Handle("GET /dashboard/templates/{id}", h.signedIn(h.emailTemplate))
+	m.Handle("POST /dashboard/templates/{id}", h.signedIn(h.saveTemplate))
+	m.Handle("POST /dashboard/templates/{id}/duplicate", h.signedIn(h.duplicateTemplate))
+	m.Handle("POST /dashboard/templates/{id}/render", h.signedIn(h.previewTemplateJSON))
+	m.Handle("GET /dashboard/templates/{id}/preview", h.signedIn(h.previewTemplateFrame))
+	m.Handle("POST /dashboard/templates/{id}/preview", h.signedIn(h.previewTemplateFrame))
+	m.Handle("GET /dashboard/templates/{id}/delete", h.signedIn(h.deleteTemplatePage))
+	m.Handle("POST /dashboard/templates/{id}/delete", h.signedIn(h.deleteTemplate))
+}
+
 // starterHTML is the body of a template made on the Templates page.
 const starterHTML = "<p>Hello {{{FIRST_NAME|there}}},</p>\n<p></p>"
 
@@ -34,12 +56,12 @@ type templatesData struct {
 	Error     formError
 }
 
-func (h *Handler) templates(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *templatesHandler) templates(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderTemplates(w, r, se, http.StatusOK, templatesData{})
 }
 
-func (h *Handler) renderTemplates(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d templatesData) {
-	list, _, err := h.store.Templates.ListTemplates(r.Context(), se.TeamID, store.Page{Limit: 100})
+func (h *templatesHandler) renderTemplates(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d templatesData) {
+	list, _, err := h.svc.List(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -58,19 +80,9 @@ func templateError(err error) (formError, bool) {
 }
 
 // addTemplate makes a draft with a starter body and opens its editor.
-func (h *Handler) addTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	name := r.PostFormValue("name")
-	id, err := uuid.NewV7()
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	body := starterHTML
-	t := store.Template{ID: id, TeamID: se.TeamID}
-	err = templates.Edit{Name: &name, HTML: &body}.Apply(&t, true)
-	if err == nil {
-		t, err = h.store.Templates.CreateTemplate(r.Context(), t)
-	}
+func (h *templatesHandler) addTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	name, body := r.PostFormValue("name"), starterHTML
+	t, err := h.svc.Create(r.Context(), se.TeamID, templates.Edit{Name: &name, HTML: &body})
 	if f, ok := templateError(err); ok {
 		h.renderTemplates(w, r, se, http.StatusUnprocessableEntity, templatesData{Name: name, Error: f})
 		return
@@ -188,10 +200,13 @@ func templateFormOf(r *http.Request) templateForm {
 	return f
 }
 
-// edit is the form as a templates.Edit, the API's rules. An empty
-// fallback is none; a number's fallback is given as the JSON it reads as.
+// edit is the form as a templates.Edit, the API's rules for the whole
+// form (Form: an empty name refused, an empty text part dropped). An
+// empty fallback is none; a number's fallback is given as the JSON it
+// reads as.
 func (f templateForm) edit() templates.Edit {
-	e := templates.Edit{Name: &f.Name, Alias: &f.Alias, From: &f.From, Subject: &f.Subject, ReplyTo: []string{}}
+	e := templates.Edit{Name: &f.Name, Alias: &f.Alias, From: &f.From, Subject: &f.Subject, ReplyTo: []string{},
+		Form: true}
 	for _, a := range strings.Split(f.ReplyTo, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			e.ReplyTo = append(e.ReplyTo, a)
@@ -224,29 +239,14 @@ func (f templateForm) edit() templates.Edit {
 	return e
 }
 
-// applyForm applies f to t (a copy): the editor's edit, with an empty name
-// refused (the API leaves it unchanged) and an empty text part dropped.
-func applyForm(t *store.Template, f templateForm) error {
-	if strings.TrimSpace(f.Name) == "" {
-		return invalid.Missing("name")
-	}
-	if err := f.edit().Apply(t, false); err != nil {
-		return err
-	}
-	if f.Format == formatHTML && f.Text == "" {
-		t.Content.Text = nil
-	}
-	return nil
-}
-
-func (h *Handler) loadTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Template, bool) {
-	return byPathID(h, w, r, func(id uuid.UUID) (store.Template, error) {
-		return h.store.Templates.TemplateByRef(r.Context(), se.TeamID, id.String())
+func (h *templatesHandler) loadTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Template, bool) {
+	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Template, error) {
+		return h.svc.Get(r.Context(), se.TeamID, id.String())
 	})
 }
 
 // emailTemplate shows a template's editor.
-func (h *Handler) emailTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *templatesHandler) emailTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	t, ok := h.loadTemplate(w, r, se)
 	if !ok {
 		return
@@ -255,7 +255,7 @@ func (h *Handler) emailTemplate(w http.ResponseWriter, r *http.Request, se *stor
 		Notice: templateNotices[r.URL.Query().Get("done")]})
 }
 
-func (h *Handler) renderTemplate(w http.ResponseWriter, se *store.Session, status int, page string, d templateData) {
+func (h *templatesHandler) renderTemplate(w http.ResponseWriter, se *store.Session, status int, page string, d templateData) {
 	d.Samples = usedVariables(d.Form.Subject, d.Form.HTML, d.Form.Text, d.Form.Components)
 	for range emptyVariableRows {
 		d.Form.Variables = append(d.Form.Variables, templateVariableRow{Type: "string"})
@@ -269,15 +269,13 @@ func (h *Handler) renderTemplate(w http.ResponseWriter, se *store.Session, statu
 
 // saveTemplate saves the editor's draft; with action=publish it then
 // publishes it.
-func (h *Handler) saveTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *templatesHandler) saveTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	t, ok := h.loadTemplate(w, r, se)
 	if !ok {
 		return
 	}
 	f := templateFormOf(r)
-	_, err := h.store.Templates.UpdateTemplate(r.Context(), se.TeamID, t.ID.String(), func(cur *store.Template) error {
-		return applyForm(cur, f)
-	})
+	_, err := h.svc.Update(r.Context(), se.TeamID, t.ID.String(), f.edit())
 	if fe, ok := templateError(err); ok {
 		h.renderTemplate(w, se, http.StatusUnprocessableEntity, "email_template", templateData{Template: t, Form: f, Error: fe})
 		return
@@ -288,7 +286,7 @@ func (h *Handler) saveTemplate(w http.ResponseWriter, r *http.Request, se *store
 	}
 	done := "saved"
 	if r.PostFormValue("action") == "publish" {
-		if _, err := h.store.Templates.PublishTemplate(r.Context(), se.TeamID, t.ID.String()); err != nil {
+		if _, err := h.svc.Publish(r.Context(), se.TeamID, t.ID.String()); err != nil {
 			h.failOr404(w, r, err)
 			return
 		}
@@ -297,17 +295,12 @@ func (h *Handler) saveTemplate(w http.ResponseWriter, r *http.Request, se *store
 	http.Redirect(w, r, "/dashboard/templates/"+t.ID.String()+"?done="+done, http.StatusSeeOther)
 }
 
-func (h *Handler) duplicateTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *templatesHandler) duplicateTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	t, ok := h.loadTemplate(w, r, se)
 	if !ok {
 		return
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	dup, err := h.store.Templates.DuplicateTemplate(r.Context(), se.TeamID, t.ID.String(), id)
+	dup, err := h.svc.Duplicate(r.Context(), se.TeamID, t.ID.String())
 	if err != nil {
 		h.failOr404(w, r, err)
 		return
@@ -315,7 +308,7 @@ func (h *Handler) duplicateTemplate(w http.ResponseWriter, r *http.Request, se *
 	http.Redirect(w, r, "/dashboard/templates/"+dup.ID.String()+"?done=duplicated", http.StatusSeeOther)
 }
 
-func (h *Handler) deleteTemplatePage(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *templatesHandler) deleteTemplatePage(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	t, ok := h.loadTemplate(w, r, se)
 	if !ok {
 		return
@@ -323,9 +316,9 @@ func (h *Handler) deleteTemplatePage(w http.ResponseWriter, r *http.Request, se 
 	h.renderTemplate(w, se, http.StatusOK, "email_template_delete", templateData{Template: t})
 }
 
-func (h *Handler) deleteTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	if _, ok := byPathID(h, w, r, func(id uuid.UUID) (store.Template, error) {
-		return h.store.Templates.DeleteTemplate(r.Context(), se.TeamID, id.String())
+func (h *templatesHandler) deleteTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	if _, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Template, error) {
+		return h.svc.Delete(r.Context(), se.TeamID, id.String())
 	}); !ok {
 		return
 	}
@@ -361,7 +354,7 @@ const maxSampleValues = 100
 func renderDraft(r *http.Request, t store.Template) renderedTemplate {
 	f := templateFormOf(r)
 	draft := t
-	if err := applyForm(&draft, f); err != nil {
+	if err := f.edit().Apply(&draft, false); err != nil {
 		var ie *invalid.Error
 		if errors.As(err, &ie) {
 			return renderedTemplate{Error: ie.Message, Field: ie.Field}
@@ -423,7 +416,7 @@ func renderDraft(r *http.Request, t store.Template) renderedTemplate {
 // and text rendered from the posted draft, or the reason it cannot be.
 // It always answers 200: a draft that does not render yet is not an
 // error of the request.
-func (h *Handler) previewTemplateJSON(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *templatesHandler) previewTemplateJSON(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	t, ok := h.loadTemplate(w, r, se)
 	if !ok {
 		return
@@ -442,7 +435,7 @@ var previewFrame = template.Must(template.New("frame").Parse(`<!doctype html><me
 // draft's HTML rendered with the sample values, or the reason it does not
 // render, under the email preview's sandboxing headers (nothing loads
 // from the network). A GET shows the saved draft with its fallbacks.
-func (h *Handler) previewTemplateFrame(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *templatesHandler) previewTemplateFrame(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	t, ok := h.loadTemplate(w, r, se)
 	if !ok {
 		return

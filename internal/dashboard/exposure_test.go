@@ -15,6 +15,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // syncBuffer is a log sink written from the server's goroutines.
@@ -47,7 +48,7 @@ func TestEmailPreviewLoadsNothingRemoteUntilAsked(t *testing.T) {
 		FromDomain: "posthaste.test", To: []string{"delivered@posthaste.test"}, Subject: "Pixel",
 		HTML: &html, LastEvent: store.EventQueued, CreatedAt: time.Now(),
 		Recipients: []store.Recipient{{Address: "delivered@posthaste.test", Kind: "to", Domain: "posthaste.test", Status: "queued"}}}
-	_, err := f.store.Emails.InsertEmail(context.Background(), e)
+	_, err := storetest.InsertEmail(context.Background(), f.store, e)
 	require.NoError(t, err)
 	c := f.browser()
 	f.login(c, f.a.Email, f.a.Password)

@@ -40,7 +40,7 @@ type healthRate struct {
 // health returns the team's account health: its rates counted now over
 // the window of its last evaluation (health.DefaultWindow before the
 // first), its pause as stored.
-func (h *Handler) health(ctx context.Context, team uuid.UUID) (healthSection, error) {
+func (h *overviewHandler) health(ctx context.Context, team uuid.UUID) (healthSection, error) {
 	window := health.DefaultWindow
 	var pause *health.Pause
 	th, err := h.store.Insights.TeamHealth(ctx, team)

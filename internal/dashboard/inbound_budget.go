@@ -20,9 +20,9 @@ type budgetNotice struct {
 
 // inboundBudget is the notice of team's inbound budget; nil when the team
 // is below 80% of its limits (or has none).
-func (h *Handler) inboundBudget(ctx context.Context, team uuid.UUID) (*budgetNotice, error) {
+func (h *receivingHandler) inboundBudget(ctx context.Context, team uuid.UUID) (*budgetNotice, error) {
 	b := h.cfg.InboundBudget
-	u, err := h.store.Received.InboundUsage(ctx, team, h.now())
+	u, err := h.cfg.Received.Usage(ctx, team, h.now())
 	if err != nil {
 		return nil, err
 	}

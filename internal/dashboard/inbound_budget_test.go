@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/dashboard"
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -19,7 +19,7 @@ import (
 // its mail is refused; another team's page says nothing.
 func TestReceivingShowsInboundBudget(t *testing.T) {
 	t.Parallel()
-	budget := inbound.Budget{DailyMessages: 5, StorageBytes: 1 << 20}
+	budget := inmail.Budget{DailyMessages: 5, StorageBytes: 1 << 20}
 	f := newFixture(t, func(c *dashboard.Config) { c.InboundBudget = budget })
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
@@ -33,8 +33,8 @@ func TestReceivingShowsInboundBudget(t *testing.T) {
 	receive := func() {
 		r, err := rt.Route(ctx, "help@in.example.test")
 		require.NoError(t, err)
-		require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "x@example.org",
-			Recipients: []inbound.Recipient{{Address: "help@in.example.test", Route: r}}, ReceivedAt: time.Now(),
+		require.NoError(t, in.Accept(ctx, inmail.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "x@example.org",
+			Recipients: []inmail.Recipient{{Address: "help@in.example.test", Route: r}}, ReceivedAt: time.Now(),
 			Data: []byte("Subject: hi\r\n\r\nbody\r\n")}))
 	}
 	c := f.browser()

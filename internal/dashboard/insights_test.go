@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // TestEmailPageShowsInsights checks that an email's page lists the
@@ -25,7 +26,7 @@ func TestEmailPageShowsInsights(t *testing.T) {
 			LastEvent: store.EventQueued, CreatedAt: time.Now(), Insights: insights,
 			Recipients: []store.Recipient{{Address: "delivered@posthaste.test", Kind: "to", Domain: "posthaste.test",
 				Status: "queued"}}}
-		_, err := f.store.Emails.InsertEmail(ctx, e)
+		_, err := storetest.InsertEmail(ctx, f.store, e)
 		require.NoError(t, err)
 		return e.ID
 	}

@@ -5,53 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/mail"
 	"net/url"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/audit"
+	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/store"
 )
-
-// invitationLifetime is how long an invitation link works.
-const invitationLifetime = 7 * 24 * time.Hour
-
-// MailLimits bound the emails the dashboard sends through Config.Mailer, so
-// that neither a team nor anyone asking for password resets can drain the
-// system sender's quota or flood an address. The counts are kept in
-// PostgreSQL (store.ReserveSystemMail), shared by every process, over the
-// last hour. Zero fields take the defaults.
-type MailLimits struct {
-	// TeamInvitations is how many invitation emails one team sends per
-	// hour (default 20).
-	TeamInvitations int
-	// PerAddress is how many invitation and password-reset emails, from
-	// every team, one address receives per hour (default 5).
-	PerAddress int
-}
-
-// Defaults of MailLimits.
-const (
-	defaultTeamInvitations = 20
-	defaultMailsPerAddress = 5
-	mailLimitWindow        = time.Hour
-)
-
-func (h *Handler) mailLimits() store.SystemMailLimits {
-	l := store.SystemMailLimits{Window: mailLimitWindow, PerTeam: h.cfg.MailLimits.TeamInvitations,
-		PerAddress: h.cfg.MailLimits.PerAddress}
-	if l.PerTeam <= 0 {
-		l.PerTeam = defaultTeamInvitations
-	}
-	if l.PerAddress <= 0 {
-		l.PerAddress = defaultMailsPerAddress
-	}
-	return l
-}
 
 // invite lets an owner invite an address to the team: it stores the
 // invitation (replacing an earlier one for the address) and emails its link,
@@ -59,60 +22,39 @@ func (h *Handler) mailLimits() store.SystemMailLimits {
 // against the team's and the address's hourly limits (MailLimits); past
 // them the owner gets an error and nothing is stored. Only an emailed link
 // proves the address of whoever joins with it (store.Invitation.EmailedAt).
-func (h *Handler) invite(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) invite(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if !h.requireOwner(w, r, se, func() {
 		h.renderTeam(w, r, se, http.StatusForbidden, teamData{Error: "Only team owners can invite members."})
 	}) {
 		return
 	}
-	email := strings.ToLower(strings.TrimSpace(r.PostFormValue("email")))
-	role := r.PostFormValue("role")
-	if role != "owner" {
-		role = "member"
-	}
-	if a, err := mail.ParseAddress(email); err != nil || a.Address != email || len(email) > 254 {
-		h.renderTeam(w, r, se, http.StatusUnprocessableEntity, teamData{Error: "Enter the email address to invite."})
+	lim := h.mailLimits()
+	inv, tok, err := h.accounts.Members.Invite(r.Context(), account.InviteInput{TeamID: se.TeamID, InvitedBy: se.UserID,
+		Email: r.PostFormValue("email"), Role: r.PostFormValue("role"), Emailed: h.cfg.Mailer != nil, Limits: lim,
+		Now: h.now()}, by(r, se))
+	var ie *invalid.Error
+	switch {
+	case errors.As(err, &ie):
+		h.renderTeam(w, r, se, http.StatusUnprocessableEntity, teamData{Error: ie.Message})
 		return
-	}
-	members, err := h.store.Accounts.TeamMembers(r.Context(), se.TeamID, []string{email})
-	if err != nil {
+	case errors.Is(err, account.ErrAlreadyMember):
+		h.renderTeam(w, r, se, http.StatusConflict, teamData{Error: normalizedEmail(r) + " is already a member of the team."})
+		return
+	case errors.Is(err, store.ErrTeamMailLimit):
+		h.logger.Warn("invitation refused: the team's hourly invitation limit is reached", "team_id", se.TeamID)
+		h.renderTeam(w, r, se, http.StatusTooManyRequests, teamData{Error: fmt.Sprintf("This team has sent %d invitation "+
+			"emails in the last hour, the most it may. Try again later.", lim.PerTeam)})
+		return
+	case errors.Is(err, store.ErrAddressMailLimit):
+		h.logger.Warn("invitation refused: the address's hourly email limit is reached", "team_id", se.TeamID)
+		h.renderTeam(w, r, se, http.StatusTooManyRequests, teamData{Error: normalizedEmail(r) + " has been sent too many emails " +
+			"by this server in the last hour. Try again later."})
+		return
+	case err != nil:
 		h.fail(w, r, err)
 		return
 	}
-	if members[email] {
-		h.renderTeam(w, r, se, http.StatusConflict, teamData{Error: email + " is already a member of the team."})
-		return
-	}
-	if h.cfg.Mailer != nil {
-		lim := h.mailLimits()
-		err := h.store.Emails.ReserveSystemMail(r.Context(), store.SystemMail{Kind: store.SystemMailInvitation, TeamID: se.TeamID,
-			Email: email}, lim, h.now())
-		switch {
-		case errors.Is(err, store.ErrTeamMailLimit):
-			h.logger.Warn("invitation refused: the team's hourly invitation limit is reached", "team_id", se.TeamID)
-			h.renderTeam(w, r, se, http.StatusTooManyRequests, teamData{Error: fmt.Sprintf("This team has sent %d invitation "+
-				"emails in the last hour, the most it may. Try again later.", lim.PerTeam)})
-			return
-		case errors.Is(err, store.ErrAddressMailLimit):
-			h.logger.Warn("invitation refused: the address's hourly email limit is reached", "team_id", se.TeamID)
-			h.renderTeam(w, r, se, http.StatusTooManyRequests, teamData{Error: email + " has been sent too many emails " +
-				"by this server in the last hour. Try again later."})
-			return
-		case err != nil:
-			h.fail(w, r, err)
-			return
-		}
-	}
-	tok := randomToken()
-	inv, err := h.store.Accounts.Invite(r.Context(), store.Invitation{ID: uuid.New(), TeamID: se.TeamID, Email: email, Role: role,
-		InvitedBy: &se.UserID, ExpiresAt: h.now().Add(invitationLifetime)}, tokenHash(tok))
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.InviteCreate, "invitation", inv.ID.String(), map[string]any{"role": role}) {
-		return
-	}
+	email, role := inv.Email, inv.Role
 	link := h.link("/dashboard/invite/" + tok)
 	d := teamData{Message: "Invitation sent to " + email + "."}
 	if h.cfg.Mailer == nil {
@@ -123,13 +65,19 @@ func (h *Handler) invite(w http.ResponseWriter, r *http.Request, se *store.Sessi
 		h.logger.Error("sending an invitation", "team_id", se.TeamID, "err", err)
 		d = teamData{InviteLink: link, Error: "The invitation email could not be sent. Send " + email +
 			" this link yourself: it works once, for 7 days."}
-	} else if err := h.store.Accounts.MarkInvitationEmailed(r.Context(), tokenHash(tok)); err != nil {
+	} else if err := h.accounts.Members.MarkInvitationEmailed(r.Context(), tok); err != nil {
 		// The link still works; joining with it just does not prove the
 		// address.
 		h.logger.Error("recording that an invitation was emailed", "team_id", se.TeamID, "err", err)
 	}
 	h.logger.Info("member invited", "team_id", se.TeamID)
 	h.renderTeam(w, r, se, http.StatusCreated, d)
+}
+
+// normalizedEmail is the address of an invitation form as the accounts
+// service reads it.
+func normalizedEmail(r *http.Request) string {
+	return strings.ToLower(strings.TrimSpace(r.PostFormValue("email")))
 }
 
 func invitationText(inviter, team, role, link string, expires time.Time) string {
@@ -140,15 +88,15 @@ func invitationText(inviter, team, role, link string, expires time.Time) string 
 }
 
 // revokeInvitation lets an owner withdraw an invitation of the team.
-func (h *Handler) revokeInvitation(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) revokeInvitation(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if !h.requireOwner(w, r, se, func() {
 		h.renderTeam(w, r, se, http.StatusForbidden, teamData{Error: "Only team owners can revoke invitations."})
 	}) {
 		return
 	}
-	if _, ok := byPathID(h, w, r, func(id uuid.UUID) (struct{}, error) {
-		return struct{}{}, h.store.Accounts.RevokeInvitation(r.Context(), se.TeamID, id)
-	}); ok && h.audited(w, r, se, audit.InviteRevoke, "invitation", r.PathValue("id"), nil) {
+	if _, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (struct{}, error) {
+		return struct{}{}, h.accounts.Members.RevokeInvitation(r.Context(), se.TeamID, id, by(r, se))
+	}); ok {
 		http.Redirect(w, r, "/dashboard/team", http.StatusSeeOther)
 	}
 }
@@ -174,7 +122,7 @@ type inviteData struct {
 
 // invitationPage shows an invitation link: a form to join as a new user,
 // or, when the address has a user, a way to sign in and accept.
-func (h *Handler) invitationPage(w http.ResponseWriter, r *http.Request) {
+func (h *teamHandler) invitationPage(w http.ResponseWriter, r *http.Request) {
 	if d, ok := h.liveInvitation(w, r); ok {
 		h.showInvitation(w, r, http.StatusOK, d)
 	}
@@ -182,9 +130,9 @@ func (h *Handler) invitationPage(w http.ResponseWriter, r *http.Request) {
 
 // liveInvitation reads the invitation of the link's token. When it is not
 // live it answers (see invalidInvitation) and returns false.
-func (h *Handler) liveInvitation(w http.ResponseWriter, r *http.Request) (inviteData, bool) {
+func (h *teamHandler) liveInvitation(w http.ResponseWriter, r *http.Request) (inviteData, bool) {
 	tok := r.PathValue("token")
-	inv, err := h.store.Accounts.InvitationByToken(r.Context(), tokenHash(tok))
+	inv, err := h.accounts.Members.Invitation(r.Context(), tok)
 	if err != nil {
 		h.invalidInvitation(w, r, err)
 		return inviteData{}, false
@@ -194,7 +142,7 @@ func (h *Handler) liveInvitation(w http.ResponseWriter, r *http.Request) (invite
 
 // invalidInvitation answers a link that does not lead to a live invitation
 // with the same page whatever the reason.
-func (h *Handler) invalidInvitation(w http.ResponseWriter, r *http.Request, err error) {
+func (h *teamHandler) invalidInvitation(w http.ResponseWriter, r *http.Request, err error) {
 	if !errors.Is(err, store.ErrNotFound) {
 		h.fail(w, r, err)
 		return
@@ -202,8 +150,8 @@ func (h *Handler) invalidInvitation(w http.ResponseWriter, r *http.Request, err 
 	h.render(w, http.StatusNotFound, "invite", view{Title: "Invitation", Data: inviteData{State: inviteInvalid}})
 }
 
-func (h *Handler) showInvitation(w http.ResponseWriter, r *http.Request, status int, d inviteData) {
-	u, err := h.store.Accounts.UserByEmail(r.Context(), d.Invitation.Email)
+func (h *teamHandler) showInvitation(w http.ResponseWriter, r *http.Request, status int, d inviteData) {
+	u, err := h.accounts.Members.UserByEmail(r.Context(), d.Invitation.Email)
 	if errors.Is(err, store.ErrNotFound) {
 		d.State = inviteNewUser
 		h.render(w, status, "invite", view{Title: "Join " + d.Invitation.TeamName, CSRF: h.formToken(w), Data: d})
@@ -234,7 +182,7 @@ func (h *Handler) showInvitation(w http.ResponseWriter, r *http.Request, status 
 
 // joinAsNewUser creates the invited address's user with the chosen
 // password as a member of the team, spends the invitation and signs in.
-func (h *Handler) joinAsNewUser(w http.ResponseWriter, r *http.Request) {
+func (h *teamHandler) joinAsNewUser(w http.ResponseWriter, r *http.Request) {
 	if !h.anonymousAttempt(w, r) {
 		return
 	}
@@ -248,8 +196,9 @@ func (h *Handler) joinAsNewUser(w http.ResponseWriter, r *http.Request) {
 		h.showInvitation(w, r, http.StatusForbidden, d)
 		return
 	}
-	if utf8.RuneCountInString(d.Name) > 100 {
-		d.Error = "Keep the name under 100 characters."
+	var ie *invalid.Error
+	if err := account.CheckName(d.Name); errors.As(err, &ie) {
+		d.Error = ie.Message
 		h.showInvitation(w, r, http.StatusUnprocessableEntity, d)
 		return
 	}
@@ -260,8 +209,7 @@ func (h *Handler) joinAsNewUser(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	u := store.User{ID: uuid.New(), Name: d.Name, PasswordHash: hash}
-	inv, err := h.store.Accounts.AcceptInvitationAsNewUser(r.Context(), tokenHash(d.Token), u)
+	u, inv, err := h.accounts.Members.JoinAsNewUser(r.Context(), d.Token, d.Name, hash, client(r))
 	if errors.Is(err, store.ErrConflict) {
 		// The address got a user meanwhile: that user signs in to accept.
 		h.showInvitation(w, r, http.StatusConflict, d)
@@ -271,33 +219,17 @@ func (h *Handler) joinAsNewUser(w http.ResponseWriter, r *http.Request) {
 		h.invalidInvitation(w, r, err)
 		return
 	}
-	u.Email = inv.Email
 	h.logger.Info("invitation accepted by a new user", "team_id", inv.TeamID)
-	if err := h.record(r, audit.Entry{TeamID: &inv.TeamID, ActorType: audit.ActorUser, ActorID: &u.ID,
-		Action: audit.InviteAccept, TargetType: "invitation", TargetID: inv.ID.String(), Outcome: audit.Success},
-		map[string]any{"new_user": true}); err != nil {
-		h.fail(w, r, err)
-		return
-	}
 	h.startSession(w, r, u, "/dashboard/team")
 }
 
 // acceptInvitation makes the signed-in user, who has the invited address,
 // a member of the team, spends the invitation and switches the session to
 // that team.
-func (h *Handler) acceptInvitation(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	inv, err := h.store.Accounts.AcceptInvitation(r.Context(), tokenHash(r.PathValue("token")), se.UserID)
+func (h *teamHandler) acceptInvitation(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	inv, err := h.accounts.Members.AcceptInvitation(r.Context(), r.PathValue("token"), se.UserID, se.IDHash, client(r))
 	if err != nil {
 		h.invalidInvitation(w, r, err)
-		return
-	}
-	if err := h.store.Accounts.SetSessionTeam(r.Context(), se.IDHash, inv.TeamID); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	if err := h.record(r, audit.Entry{TeamID: &inv.TeamID, ActorType: audit.ActorUser, ActorID: &se.UserID,
-		Action: audit.InviteAccept, TargetType: "invitation", TargetID: inv.ID.String(), Outcome: audit.Success}, nil); err != nil {
-		h.fail(w, r, err)
 		return
 	}
 	h.logger.Info("invitation accepted", "team_id", inv.TeamID)
@@ -313,14 +245,14 @@ type addressData struct {
 	ByProvider []providerLink // configured OAuth providers
 }
 
-func (h *Handler) addressState(ctx context.Context, userID uuid.UUID) (addressData, error) {
-	u, err := h.store.Accounts.UserByID(ctx, userID)
+func (h *teamHandler) addressState(ctx context.Context, userID uuid.UUID) (addressData, error) {
+	u, err := h.accounts.Members.User(ctx, userID)
 	if err != nil {
 		return addressData{}, fmt.Errorf("reading the user: %w", err)
 	}
 	d := addressData{Email: u.Email, Unproven: u.EmailVerifiedAt == nil}
 	if d.Unproven {
-		d.ByEmail, d.ByProvider = h.cfg.Mailer != nil, h.providersConfirming()
+		d.ByEmail, d.ByProvider = h.cfg.Mailer != nil, h.signInHandler.providersConfirming()
 	}
 	return d, nil
 }

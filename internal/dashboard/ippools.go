@@ -44,9 +44,9 @@ type ipAddressView struct {
 // stands today (UTC): its day of the schedule, today's allowance and the
 // messages that took it so far. A pool that never had an address is not
 // listed.
-func (h *Handler) ipPools(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *domainsHandler) ipPools(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	d := ipPoolsData{Schedule: scheduleText(h.cfg.Warmup), Overflow: h.cfg.WarmupOverflow}
-	members, err := h.store.Accounts.Members(r.Context(), se.TeamID)
+	members, err := h.accounts.Members.Members(r.Context(), se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -56,24 +56,12 @@ func (h *Handler) ipPools(w http.ResponseWriter, r *http.Request, se *store.Sess
 	}
 	if d.Owner {
 		now := h.now()
-		addrs, err := h.store.Domains.WarmupAddresses(r.Context(), now)
+		addrs, err := h.domainSvc.PoolAddresses(r.Context(), se.TeamID, h.cfg.DefaultPool, now)
 		if err != nil {
 			h.fail(w, r, err)
 			return
-		}
-		own, err := h.store.Domains.TeamIPPools(r.Context(), se.TeamID)
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		shown := map[string]bool{h.cfg.DefaultPool: true}
-		for _, name := range own {
-			shown[name] = true
 		}
 		for _, a := range addrs {
-			if !shown[a.Pool] {
-				continue
-			}
 			if n := len(d.Pools); n == 0 || d.Pools[n-1].Name != a.Pool {
 				d.Pools = append(d.Pools, ipPoolView{Name: a.Pool, Default: a.Pool == h.cfg.DefaultPool})
 			}

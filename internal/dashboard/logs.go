@@ -19,7 +19,7 @@ type logsData struct {
 
 // logs is the team's API request log, newest first, filtered by status
 // and path.
-func (h *Handler) logs(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *overviewHandler) logs(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	q := r.URL.Query()
 	d := logsData{Status: strings.TrimSpace(q.Get("status")), Path: strings.TrimSpace(q.Get("path"))}
 	var f store.LogFilter
@@ -48,8 +48,8 @@ func (h *Handler) logs(w http.ResponseWriter, r *http.Request, se *store.Session
 }
 
 // logEntry shows one request with both bodies (already redacted when logged).
-func (h *Handler) logEntry(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	l, ok := byPathID(h, w, r, func(id uuid.UUID) (store.RequestLog, error) {
+func (h *overviewHandler) logEntry(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	l, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (store.RequestLog, error) {
 		return h.store.Insights.GetRequestLog(r.Context(), se.TeamID, id)
 	})
 	if !ok {

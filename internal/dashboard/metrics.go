@@ -60,7 +60,7 @@ type chartDataset struct {
 // metrics is the Metrics page: the team's metrics over the last 24 hours
 // (per hour) or 7 or 30 days (per day, in UTC), counted by the query of
 // GET /emails/metrics (store.EmailMetrics), so page and API agree.
-func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *overviewHandler) metrics(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	q := r.URL.Query()
 	rng := q.Get("range")
 	span, gran, step, label := 7*24*time.Hour, store.GranularityDaily, 24*time.Hour, "Jan 2"
@@ -86,7 +86,7 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, se *store.Sess
 		h.fail(w, r, err)
 		return
 	}
-	if d.Domains, _, err = h.store.Domains.ListDomains(r.Context(), se.TeamID, store.Page{Limit: 100}); err != nil {
+	if d.Domains, _, err = h.cfg.Domains.List(r.Context(), se.TeamID, store.Page{Limit: 100}); err != nil {
 		h.fail(w, r, err)
 		return
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -12,64 +11,27 @@ import (
 	"image/png"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
-	"github.com/pquerna/otp"
 	"github.com/pquerna/otp/totp"
 
-	"github.com/posthaste/posthaste/internal/audit"
+	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
 // recoveryCodes is how many one-time codes a user gets.
 const recoveryCodes = 10
 
-// totpOpts are the parameters of the codes: RFC 6238 with 30 s steps,
-// six digits, HMAC-SHA-1 (what authenticator apps assume).
-var totpOpts = totp.ValidateOpts{Period: 30, Digits: otp.DigitsSix, Algorithm: otp.AlgorithmSHA1}
-
-// totpSteps returns the time steps (RFC 6238 §4.2: 30 s periods since
-// the Unix epoch) whose code is code, among the current one and one on
-// either side, the network delay §5.2 allows.
-func totpSteps(code, secret string, now time.Time) []int64 {
-	code = strings.TrimSpace(code)
-	if len(code) != 6 {
-		return nil
-	}
-	var steps []int64
-	current := now.Unix() / 30
-	for _, step := range []int64{current - 1, current, current + 1} {
-		want, err := totp.GenerateCodeCustom(secret, time.Unix(step*30, 0), totpOpts)
-		if err == nil && subtle.ConstantTimeCompare([]byte(code), []byte(want)) == 1 {
-			steps = append(steps, step)
-		}
-	}
-	return steps
-}
-
 // errTOTPReplayed means a right code was used before.
-var errTOTPReplayed = errors.New("the code was already used")
+var errTOTPReplayed = account.ErrTOTPReplayed
 
-// checkTOTP accepts a code of the user's authenticator once: RFC 6238
-// §5.2, a verifier must not accept an OTP again after it validated it.
-// It returns errTOTPReplayed for a right code already used (or older than
-// the last one used), nil for a wrong one.
-func (h *Handler) checkTOTP(ctx context.Context, userID uuid.UUID, secret, code string) (bool, error) {
-	steps := totpSteps(code, secret, h.now())
-	for _, step := range steps {
-		ok, err := h.store.Sessions.UseTOTPStep(ctx, userID, step)
-		if err != nil || ok {
-			return ok, err
-		}
-	}
-	if len(steps) > 0 {
-		return false, errTOTPReplayed
-	}
-	return false, nil
+// checkTOTP accepts a code of the user's authenticator once
+// (account.Sessions.CheckTOTP).
+func (h *teamHandler) checkTOTP(ctx context.Context, userID uuid.UUID, secret, code string) (bool, error) {
+	return h.accounts.Sessions.CheckTOTP(ctx, userID, secret, code, h.now())
 }
 
-func (h *Handler) secret(se *store.Session, m store.MFA) (string, error) {
+func (h *teamHandler) secret(se *store.Session, m store.MFA) (string, error) {
 	if h.cfg.Keys == nil || m.SealedSecret == nil {
 		return "", errors.New("no second factor is set up")
 	}
@@ -85,7 +47,7 @@ type mfaData struct {
 	Next  string
 }
 
-func (h *Handler) mfaPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) mfaPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.render(w, http.StatusOK, "mfa", view{Title: "Two-factor authentication", Session: nil, CSRF: se.CSRFToken,
 		Data: mfaData{Next: safeNext(r.URL.Query().Get("next"))}})
 }
@@ -95,7 +57,7 @@ func (h *Handler) mfaPage(w http.ResponseWriter, r *http.Request, se *store.Sess
 // code. Each attempt is charged to the user and to the client address
 // before it is checked, so parallel guesses count as they start. Passing
 // gives the session a new id and its full lifetime.
-func (h *Handler) mfa(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) mfa(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	d := mfaData{Next: safeNext(r.PostFormValue("next"))}
 	refuse := func(status int, msg string) {
 		d.Error = msg
@@ -127,7 +89,7 @@ func (h *Handler) mfa(w http.ResponseWriter, r *http.Request, se *store.Session)
 	h.throttle.Reset(user.Name)
 	h.throttle.Refund(h.now(), address)
 	tok := randomToken()
-	if err := h.store.Sessions.CompleteMFA(r.Context(), se.IDHash, tokenHash(tok), h.now().Add(sessionLifetime)); errors.Is(err, store.ErrNotFound) {
+	if err := h.accounts.Sessions.CompleteMFA(r.Context(), se.IDHash, tokenHash(tok), h.now().Add(sessionLifetime)); errors.Is(err, store.ErrNotFound) {
 		// Expired, or passed by a parallel request meanwhile.
 		h.toLogin(w, r)
 		return
@@ -142,8 +104,8 @@ func (h *Handler) mfa(w http.ResponseWriter, r *http.Request, se *store.Session)
 
 // secondFactor checks the posted code: the authenticator's, or else a
 // recovery code (longer), which it spends.
-func (h *Handler) secondFactor(r *http.Request, se *store.Session) (bool, error) {
-	m, err := h.store.Sessions.UserMFA(r.Context(), se.UserID, se.TeamID)
+func (h *teamHandler) secondFactor(r *http.Request, se *store.Session) (bool, error) {
+	m, err := h.accounts.Sessions.MFA(r.Context(), se.UserID, se.TeamID)
 	if err != nil {
 		return false, err
 	}
@@ -153,7 +115,7 @@ func (h *Handler) secondFactor(r *http.Request, se *store.Session) (bool, error)
 	}
 	code := strings.TrimSpace(r.PostFormValue("code"))
 	if len(code) > 6 {
-		return h.store.Sessions.UseRecoveryCode(r.Context(), se.UserID, tokenHash(normalizeRecovery(code)))
+		return h.accounts.Sessions.UseRecoveryCode(r.Context(), se.UserID, tokenHash(normalizeRecovery(code)))
 	}
 	return h.checkTOTP(r.Context(), se.UserID, secret, code)
 }
@@ -176,23 +138,23 @@ type accountData struct {
 	Error         string
 }
 
-func (h *Handler) account(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) account(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderAccount(w, r, se, http.StatusOK, accountData{})
 }
 
-func (h *Handler) renderAccount(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d accountData) {
-	m, err := h.store.Sessions.UserMFA(r.Context(), se.UserID, se.TeamID)
+func (h *teamHandler) renderAccount(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d accountData) {
+	m, err := h.accounts.Sessions.MFA(r.Context(), se.UserID, se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	role, err := h.store.Sessions.MemberRole(r.Context(), se.TeamID, se.UserID)
+	role, err := h.accounts.Sessions.Role(r.Context(), se.TeamID, se.UserID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	d.Enabled, d.TeamRequires, d.Owner, d.Available = m.EnabledAt != nil, m.TeamRequires, role == "owner", h.cfg.Keys != nil
-	if d.Teams, err = h.store.Sessions.UserTeams(r.Context(), se.UserID); err != nil {
+	if d.Teams, err = h.accounts.Sessions.Teams(r.Context(), se.UserID); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -206,7 +168,7 @@ func (h *Handler) renderAccount(w http.ResponseWriter, r *http.Request, se *stor
 	h.render(w, status, "account", view{Title: "Account", Nav: "account", Session: se, CSRF: se.CSRFToken, Data: d})
 }
 
-func (h *Handler) startMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) startMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if h.cfg.Keys == nil {
 		h.renderAccount(w, r, se, http.StatusServiceUnavailable, accountData{
 			Error: "Two-factor authentication needs POSTHASTE_MASTER_KEY on this server."})
@@ -222,7 +184,7 @@ func (h *Handler) startMFA(w http.ResponseWriter, r *http.Request, se *store.Ses
 		h.fail(w, r, err)
 		return
 	}
-	if err := h.store.Sessions.StartTOTP(r.Context(), se.UserID, sealed); errors.Is(err, store.ErrConflict) {
+	if err := h.accounts.Sessions.StartTOTP(r.Context(), se.UserID, sealed); errors.Is(err, store.ErrConflict) {
 		h.renderAccount(w, r, se, http.StatusConflict, accountData{Error: "Two-factor authentication is already on."})
 		return
 	} else if err != nil {
@@ -243,8 +205,8 @@ func (h *Handler) startMFA(w http.ResponseWriter, r *http.Request, se *store.Ses
 		QR: template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(buf.Bytes()))})
 }
 
-func (h *Handler) confirmMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	m, err := h.store.Sessions.UserMFA(r.Context(), se.UserID, se.TeamID)
+func (h *teamHandler) confirmMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	m, err := h.accounts.Sessions.MFA(r.Context(), se.UserID, se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -280,19 +242,16 @@ func (h *Handler) confirmMFA(w http.ResponseWriter, r *http.Request, se *store.S
 		codes[i] = c[:4] + "-" + c[4:]
 		hashes[i] = tokenHash(normalizeRecovery(codes[i]))
 	}
-	if err := h.store.Sessions.EnableTOTP(r.Context(), se.UserID, hashes); err != nil {
+	if err := h.accounts.Sessions.EnableTOTP(r.Context(), se.UserID, hashes, by(r, se)); err != nil {
 		h.fail(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.MFAEnable, "user", se.UserID.String(), nil) {
 		return
 	}
 	h.renderAccount(w, r, se, http.StatusOK, accountData{RecoveryCodes: codes,
 		Message: "Two-factor authentication is on. Keep these recovery codes somewhere safe: each works once, and they are shown only now."})
 }
 
-func (h *Handler) disableMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	m, err := h.store.Sessions.UserMFA(r.Context(), se.UserID, se.TeamID)
+func (h *teamHandler) disableMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	m, err := h.accounts.Sessions.MFA(r.Context(), se.UserID, se.TeamID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -313,44 +272,23 @@ func (h *Handler) disableMFA(w http.ResponseWriter, r *http.Request, se *store.S
 		h.renderAccount(w, r, se, http.StatusUnprocessableEntity, accountData{Error: "Enter a current code to turn it off."})
 		return
 	}
-	if err := h.store.Sessions.DisableTOTP(r.Context(), se.UserID); err != nil {
+	if err := h.accounts.Sessions.DisableTOTP(r.Context(), se.UserID, by(r, se)); err != nil {
 		h.fail(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.MFADisable, "user", se.UserID.String(), nil) {
 		return
 	}
 	h.renderAccount(w, r, se, http.StatusOK, accountData{Message: "Two-factor authentication is off."})
 }
 
-// requireOwner reports whether the session's user owns its team; when not,
-// it answers with refuse (or a failure) and returns false.
-func (h *Handler) requireOwner(w http.ResponseWriter, r *http.Request, se *store.Session, refuse func()) bool {
-	role, err := h.store.Sessions.MemberRole(r.Context(), se.TeamID, se.UserID)
-	if err != nil {
-		h.fail(w, r, err)
-		return false
-	}
-	if role != "owner" {
-		refuse()
-		return false
-	}
-	return true
-}
-
 // teamMFA lets an owner require a second factor of every member.
-func (h *Handler) teamMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) teamMFA(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	if !h.requireOwner(w, r, se, func() {
 		h.renderAccount(w, r, se, http.StatusForbidden, accountData{Error: "Only team owners can change this."})
 	}) {
 		return
 	}
 	require := r.PostFormValue("require") == "on"
-	if err := h.store.Sessions.SetTeamMFARequired(r.Context(), se.TeamID, require); err != nil {
+	if err := h.accounts.Sessions.RequireMFA(r.Context(), se.TeamID, require, by(r, se)); err != nil {
 		h.fail(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.SettingsUpdate, "team", se.TeamID.String(), map[string]any{"mfa_required": require}) {
 		return
 	}
 	msg := "Members may sign in without a second factor."

@@ -10,6 +10,8 @@ import (
 
 	"github.com/pquerna/otp/totp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 func hashOf(token string) []byte {
@@ -140,7 +142,7 @@ func TestPendingSessionLivesMinutes(t *testing.T) {
 	pending := sessionCookie(res)
 	require.NotNil(t, pending)
 	require.LessOrEqual(t, pending.MaxAge, 600, "the cookie lives ten minutes")
-	se, err := f.store.Sessions.SessionByHash(context.Background(), hashOf(pending.Value))
+	se, err := storetest.SessionByHash(context.Background(), f.store, hashOf(pending.Value))
 	require.NoError(t, err)
 	require.True(t, se.MFAPending)
 	require.WithinDuration(t, time.Now().Add(10*time.Minute), se.ExpiresAt, time.Minute, "so does the session")
@@ -154,11 +156,11 @@ func TestPendingSessionLivesMinutes(t *testing.T) {
 	require.NotNil(t, full, "passing the code gives a new session cookie")
 	require.NotEqual(t, pending.Value, full.Value)
 	require.Equal(t, int((14 * 24 * time.Hour).Seconds()), full.MaxAge)
-	se, err = f.store.Sessions.SessionByHash(context.Background(), hashOf(full.Value))
+	se, err = storetest.SessionByHash(context.Background(), f.store, hashOf(full.Value))
 	require.NoError(t, err)
 	require.False(t, se.MFAPending)
 	require.WithinDuration(t, time.Now().Add(14*24*time.Hour), se.ExpiresAt, time.Minute)
-	_, err = f.store.Sessions.SessionByHash(context.Background(), hashOf(pending.Value))
+	_, err = storetest.SessionByHash(context.Background(), f.store, hashOf(pending.Value))
 	require.Error(t, err, "the half-signed-in id is gone")
 	res, _ = get(t, pc, f.srv.URL+"/dashboard/emails")
 	require.Equal(t, http.StatusOK, res.StatusCode)

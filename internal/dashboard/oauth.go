@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
-	"github.com/google/uuid"
 	"golang.org/x/oauth2"
 
 	"github.com/posthaste/posthaste/internal/store"
@@ -78,7 +77,7 @@ func (p *oidcProviders) get(ctx context.Context, issuer string) (*oidc.Provider,
 	return pr, nil
 }
 
-func (h *Handler) googleIssuer() string {
+func (h *signInHandler) googleIssuer() string {
 	if h.cfg.OAuth.Google.Issuer != "" {
 		return strings.TrimRight(h.cfg.OAuth.Google.Issuer, "/")
 	}
@@ -87,7 +86,7 @@ func (h *Handler) googleIssuer() string {
 
 // oauthConfig returns the oauth2 configuration of a provider, or nil when
 // it is not configured.
-func (h *Handler) oauthConfig(ctx context.Context, provider string) (*oauth2.Config, error) {
+func (h *signInHandler) oauthConfig(ctx context.Context, provider string) (*oauth2.Config, error) {
 	o := h.cfg.OAuth
 	redirect := h.link("/dashboard/oauth/" + provider + "/callback")
 	switch provider {
@@ -129,7 +128,7 @@ type oauthState struct {
 	Confirm bool `json:"c,omitempty"`
 }
 
-func (h *Handler) oauthStart(w http.ResponseWriter, r *http.Request) {
+func (h *signInHandler) oauthStart(w http.ResponseWriter, r *http.Request) {
 	if !h.anonymousAttempt(w, r) {
 		return
 	}
@@ -158,7 +157,7 @@ func (h *Handler) oauthStart(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, conf.AuthCodeURL(st.State, opts...), http.StatusFound)
 }
 
-func (h *Handler) oauthCallback(w http.ResponseWriter, r *http.Request) {
+func (h *signInHandler) oauthCallback(w http.ResponseWriter, r *http.Request) {
 	if !h.anonymousAttempt(w, r) {
 		return
 	}
@@ -209,7 +208,7 @@ func (h *Handler) oauthCallback(w http.ResponseWriter, r *http.Request) {
 		h.confirmWithProvider(w, r, provider, email)
 		return
 	}
-	u, err := h.store.Accounts.UserByEmail(r.Context(), email)
+	u, err := h.accounts.Members.UserByEmail(r.Context(), email)
 	if errors.Is(err, store.ErrNotFound) {
 		if !h.cfg.OAuth.Signup {
 			fail("There is no Posthaste account for " + email + ". Ask a team owner for an invitation.")
@@ -239,7 +238,7 @@ func (h *Handler) oauthCallback(w http.ResponseWriter, r *http.Request) {
 
 // confirmWithProvider proves the address of the signed-in user with the
 // verified email a provider gave: it must be the user's own address.
-func (h *Handler) confirmWithProvider(w http.ResponseWriter, r *http.Request, provider, email string) {
+func (h *signInHandler) confirmWithProvider(w http.ResponseWriter, r *http.Request, provider, email string) {
 	se, err := h.cookieSession(w, r)
 	if err != nil {
 		h.fail(w, r, err)
@@ -251,17 +250,17 @@ func (h *Handler) confirmWithProvider(w http.ResponseWriter, r *http.Request, pr
 		return
 	}
 	if email != se.UserEmail {
-		h.renderTeam(w, r, se, http.StatusConflict, teamData{Error: providerName(provider) + " vouched for " + email +
+		h.teamHandler.renderTeam(w, r, se, http.StatusConflict, teamData{Error: providerName(provider) + " vouched for " + email +
 			", not for " + se.UserEmail + ", so your address is still not confirmed. Sign in to " + providerName(provider) +
 			" with the account that has your address and try again."})
 		return
 	}
-	if err := h.store.Accounts.VerifyUserEmail(r.Context(), se.UserID); err != nil {
+	if err := h.accounts.Members.VerifyEmail(r.Context(), se.UserID); err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	h.logger.Info("address proven by an identity provider", "provider", provider)
-	h.renderTeam(w, r, se, http.StatusOK, teamData{Message: "Your address is confirmed: you can now also sign in with " +
+	h.teamHandler.renderTeam(w, r, se, http.StatusOK, teamData{Message: "Your address is confirmed: you can now also sign in with " +
 		providerName(provider) + "."})
 }
 
@@ -277,7 +276,7 @@ func providerName(provider string) string {
 
 // googleEmail verifies the ID token (signature, issuer, audience, expiry,
 // nonce) and returns its verified email.
-func (h *Handler) googleEmail(ctx context.Context, tok *oauth2.Token, nonce string) (string, error) {
+func (h *signInHandler) googleEmail(ctx context.Context, tok *oauth2.Token, nonce string) (string, error) {
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
 		return "", errors.New("no id_token in the token response")
@@ -308,7 +307,7 @@ func (h *Handler) googleEmail(ctx context.Context, tok *oauth2.Token, nonce stri
 
 // githubEmail returns the primary verified email of the GitHub account
 // (GET /user/emails).
-func (h *Handler) githubEmail(ctx context.Context, conf *oauth2.Config, tok *oauth2.Token) (string, error) {
+func (h *signInHandler) githubEmail(ctx context.Context, conf *oauth2.Config, tok *oauth2.Token) (string, error) {
 	api := strings.TrimRight(h.cfg.OAuth.GitHub.APIURL, "/")
 	if api == "" {
 		api = "https://api.github.com"
@@ -344,20 +343,9 @@ func (h *Handler) githubEmail(ctx context.Context, conf *oauth2.Config, tok *oau
 
 // signup creates a user without a password, whose address the provider
 // verified, and a team of their own.
-func (h *Handler) signup(ctx context.Context, email string) (store.User, error) {
-	teamID, err := uuid.NewV7()
+func (h *signInHandler) signup(ctx context.Context, email string) (store.User, error) {
+	u, teamID, err := h.accounts.Members.SignUp(ctx, email, h.now())
 	if err != nil {
-		return store.User{}, err
-	}
-	if err := h.store.Accounts.CreateTeam(ctx, store.Team{ID: teamID, Name: email}); err != nil {
-		return store.User{}, err
-	}
-	now := h.now()
-	u := store.User{ID: uuid.New(), Email: email, EmailVerifiedAt: &now}
-	if err := h.store.Accounts.CreateUser(ctx, u); err != nil {
-		return store.User{}, err
-	}
-	if err := h.store.Accounts.AddMember(ctx, teamID, u.ID, "owner"); err != nil {
 		return store.User{}, err
 	}
 	h.logger.Info("user signed up", "team_id", teamID)
@@ -373,17 +361,17 @@ func decodeCookieJSON(v string, dst any) error {
 }
 
 // providersShown lists the configured providers for the login page.
-func (h *Handler) providersShown(next string) []providerLink {
+func (h *signInHandler) providersShown(next string) []providerLink {
 	return h.providerLinks("?next=" + url.QueryEscape(next))
 }
 
 // providersConfirming lists the configured providers for confirming the
 // signed-in user's address (Team page).
-func (h *Handler) providersConfirming() []providerLink {
+func (h *signInHandler) providersConfirming() []providerLink {
 	return h.providerLinks("?confirm=1")
 }
 
-func (h *Handler) providerLinks(query string) []providerLink {
+func (h *signInHandler) providerLinks(query string) []providerLink {
 	var out []providerLink
 	if h.cfg.OAuth.Google.ClientID != "" {
 		out = append(out, providerLink{Name: "Google", URL: "/dashboard/oauth/google/start" + query})

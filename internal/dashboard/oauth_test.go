@@ -36,9 +36,11 @@ func oauthFixture(t *testing.T, oauth func() dashboard.OAuth, opts ...func(*dash
 	for _, o := range opts {
 		o(&cfg)
 	}
+	withServices(&cfg, serviceDeps{})
 	dash, err := dashboard.New(cfg)
 	require.NoError(t, err)
-	h, err = api.New(api.Config{Store: st, Auth: authn, Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Dashboard: dash})
+	h, err = api.New(api.Config{Store: st, Auth: authn, Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}),
+		Emails: cfg.Emails, Received: cfg.Received, Dashboard: dash})
 	require.NoError(t, err)
 	a, err := account.NewTeam(context.Background(), st, cfg.Passwords, "Team A", "a@example.com")
 	require.NoError(t, err)

@@ -15,10 +15,31 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/account"
-	"github.com/posthaste/posthaste/internal/audit"
-	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/store"
 )
+
+// overviewHandler serves the pages of sent emails, logs, metrics, API keys
+// and getting started (pages.go, quickstart.go, logs.go, metrics.go,
+// health.go).
+type overviewHandler struct{ *Handler }
+
+// routes adds the pages of sent emails, logs, metrics, API keys
+// and getting started.
+func (h *overviewHandler) routes(m *http.ServeMux) {
+	m.Handle("GET /dashboard/emails", h.signedIn(h.emails))
+	m.Handle("GET /dashboard/emails/{id}", h.signedIn(h.email))
+	m.Handle("GET /dashboard/emails/{id}/raw", h.signedIn(h.emailRaw))
+	m.Handle("GET /dashboard/emails/{id}/preview", h.signedIn(h.emailPreview))
+	m.Handle("GET /dashboard/metrics", h.signedIn(h.metrics))
+	m.Handle("GET /dashboard/logs", h.signedIn(h.logs))
+	m.Handle("GET /dashboard/logs/{id}", h.signedIn(h.logEntry))
+	m.Handle("GET /dashboard/getting-started", h.signedIn(h.quickstart))
+	m.Handle("POST /dashboard/getting-started/key", h.signedIn(h.quickstartKey))
+	m.Handle("GET /dashboard/api-keys", h.signedIn(h.apiKeys))
+	m.Handle("POST /dashboard/api-keys", h.signedIn(h.createAPIKey))
+	m.Handle("POST /dashboard/api-keys/{id}/revoke", h.signedIn(h.revokeAPIKey))
+}
 
 // emailStates are the filterable values of last_event.
 var emailStates = []string{"scheduled", "queued", "sent", "delivered", "delivery_delayed", "bounced",
@@ -34,7 +55,7 @@ type emailsData struct {
 	FilterQuery  string
 }
 
-func (h *Handler) emails(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *overviewHandler) emails(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	q := r.URL.Query()
 	f := store.EmailFilter{Status: q.Get("status"), Recipient: strings.TrimSpace(q.Get("recipient")), Domain: q.Get("domain")}
 	d := emailsData{Filter: f, Since: q.Get("since"), Until: q.Get("until"), States: emailStates}
@@ -45,12 +66,12 @@ func (h *Handler) emails(w http.ResponseWriter, r *http.Request, se *store.Sessi
 		f.Until = t.Add(24 * time.Hour)
 	}
 	p := pageOf(q, 50)
-	list, more, err := h.store.Emails.ListEmailsFiltered(r.Context(), se.TeamID, f, p)
+	list, more, err := h.cfg.Emails.ListFiltered(r.Context(), se.TeamID, f, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	if d.Domains, err = h.store.Emails.SenderDomains(r.Context(), se.TeamID); err != nil {
+	if d.Domains, err = h.cfg.Emails.SenderDomains(r.Context(), se.TeamID); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -108,24 +129,24 @@ func textPart(mr *mail.Reader) string {
 	}
 }
 
-func (h *Handler) loadEmail(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Email, bool) {
-	return byPathID(h, w, r, func(id uuid.UUID) (store.Email, error) {
-		return h.store.Emails.GetEmail(r.Context(), se.TeamID, id)
+func (h *overviewHandler) loadEmail(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Email, bool) {
+	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Email, error) {
+		return h.cfg.Emails.Get(r.Context(), se.TeamID, id)
 	})
 }
 
-func (h *Handler) email(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *overviewHandler) email(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	e, ok := h.loadEmail(w, r, se)
 	if !ok {
 		return
 	}
-	evs, err := h.store.Emails.Events(r.Context(), e.ID)
+	evs, raw, err := h.cfg.Emails.History(r.Context(), e)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	d := emailData{Email: e, Events: evs}
-	if raw, err := h.store.Emails.Message(r.Context(), e.ID); err == nil {
+	if raw != nil {
 		if mr, err := mail.CreateReader(bytes.NewReader(raw)); err == nil {
 			fields := mr.Header.Fields()
 			for fields.Next() {
@@ -133,9 +154,6 @@ func (h *Handler) email(w http.ResponseWriter, r *http.Request, se *store.Sessio
 			}
 			d.SentText = textPart(mr)
 		}
-	} else if !errors.Is(err, store.ErrNotFound) {
-		h.fail(w, r, err)
-		return
 	}
 	if h.cfg.TemporalUIURL != "" {
 		query := url.Values{"query": {fmt.Sprintf("WorkflowId=%q", "email/"+e.ID.String())}}
@@ -146,12 +164,12 @@ func (h *Handler) email(w http.ResponseWriter, r *http.Request, se *store.Sessio
 }
 
 // emailRaw downloads the built MIME message.
-func (h *Handler) emailRaw(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *overviewHandler) emailRaw(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	e, ok := h.loadEmail(w, r, se)
 	if !ok {
 		return
 	}
-	raw, err := h.store.Emails.Message(r.Context(), e.ID)
+	raw, err := h.cfg.Emails.Message(r.Context(), e)
 	if errors.Is(err, store.ErrNotFound) {
 		http.Error(w, "This email has not been built yet.", http.StatusNotFound)
 		return
@@ -169,7 +187,7 @@ func (h *Handler) emailRaw(w http.ResponseWriter, r *http.Request, se *store.Ses
 // scripts, no forms, no plugins, and nothing remote (tracking pixels,
 // stylesheets, fonts) unless the viewer asked for it (?remote=1, see
 // previewPolicy).
-func (h *Handler) emailPreview(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *overviewHandler) emailPreview(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	e, ok := h.loadEmail(w, r, se)
 	if !ok {
 		return
@@ -193,18 +211,18 @@ type apiKeysData struct {
 	Error    string
 }
 
-func (h *Handler) apiKeys(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *overviewHandler) apiKeys(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderAPIKeys(w, r, se, http.StatusOK, apiKeysData{})
 }
 
-func (h *Handler) renderAPIKeys(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d apiKeysData) {
-	keys, _, err := h.store.Accounts.ListAPIKeys(r.Context(), se.TeamID, store.Page{Limit: 100})
+func (h *overviewHandler) renderAPIKeys(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d apiKeysData) {
+	keys, _, err := h.accounts.Keys.List(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	d.Keys = keys
-	role, err := h.store.Sessions.MemberRole(r.Context(), se.TeamID, se.UserID)
+	role, err := h.accounts.Sessions.Role(r.Context(), se.TeamID, se.UserID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -213,24 +231,21 @@ func (h *Handler) renderAPIKeys(w http.ResponseWriter, r *http.Request, se *stor
 	h.render(w, status, "apikeys", view{Title: "API Keys", Nav: "apikeys", Session: se, CSRF: se.CSRFToken, Data: d})
 }
 
-func (h *Handler) createAPIKey(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *overviewHandler) createAPIKey(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	name := strings.TrimSpace(r.PostFormValue("name"))
 	perm := r.PostFormValue("permission")
 	if perm != store.PermissionSendingAccess {
 		perm = store.PermissionFullAccess
 	}
-	if name == "" || len([]rune(name)) > 50 {
-		h.renderAPIKeys(w, r, se, http.StatusUnprocessableEntity, apiKeysData{Error: "Give the key a name of 1 to 50 characters."})
+	key, err := h.accounts.Keys.Create(r.Context(), account.KeyInput{TeamID: se.TeamID, CreatedBy: &se.UserID, Name: name,
+		Permission: perm, AllowedIPs: strings.FieldsFunc(r.PostFormValue("allowed_ips"), func(c rune) bool {
+			return c == ',' || unicode.IsSpace(c)
+		}), Form: true}, by(r, se))
+	var ie *invalid.Error
+	if errors.As(err, &ie) {
+		h.renderAPIKeys(w, r, se, http.StatusUnprocessableEntity, apiKeysData{Error: ie.Message})
 		return
 	}
-	allowed, err := auth.ParseAllowedIPs(strings.FieldsFunc(r.PostFormValue("allowed_ips"), func(c rune) bool {
-		return c == ',' || unicode.IsSpace(c)
-	}))
-	if err != nil {
-		h.renderAPIKeys(w, r, se, http.StatusUnprocessableEntity, apiKeysData{Error: "Allowed addresses: " + err.Error() + "."})
-		return
-	}
-	token, keyID, err := account.NewKey(r.Context(), h.store, se.TeamID, &se.UserID, name, perm, allowed...)
 	if errors.Is(err, store.ErrOwnersOnly) {
 		h.renderAPIKeys(w, r, se, http.StatusForbidden, apiKeysData{
 			Error: "Only team owners can create full access keys. Create a sending access key instead."})
@@ -240,24 +255,20 @@ func (h *Handler) createAPIKey(w http.ResponseWriter, r *http.Request, se *store
 		h.fail(w, r, err)
 		return
 	}
-	if !h.audited(w, r, se, audit.APIKeyCreate, "api_key", keyID.String(), map[string]any{"permission": perm}) {
-		return
-	}
-	h.renderAPIKeys(w, r, se, http.StatusCreated, apiKeysData{NewToken: token, NewName: name})
+	h.renderAPIKeys(w, r, se, http.StatusCreated, apiKeysData{NewToken: key.Token, NewName: name})
 }
 
-func (h *Handler) revokeAPIKey(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	hash, ok := byPathID(h, w, r, func(id uuid.UUID) ([]byte, error) {
-		return h.store.Accounts.RevokeAPIKey(r.Context(), se.TeamID, id)
-	})
-	if !ok {
+func (h *overviewHandler) revokeAPIKey(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	if _, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (struct{}, error) {
+		hash, err := h.accounts.Keys.Revoke(r.Context(), se.TeamID, id, by(r, se))
+		// A revoked key stops working in this process at once, even when
+		// its audit entry failed.
+		if hash != nil && h.cfg.Auth != nil {
+			h.cfg.Auth.Forget(hash)
+		}
+		return struct{}{}, err
+	}); !ok {
 		return
-	}
-	if !h.audited(w, r, se, audit.APIKeyRevoke, "api_key", r.PathValue("id"), nil) {
-		return
-	}
-	if h.cfg.Auth != nil {
-		h.cfg.Auth.Forget(hash)
 	}
 	http.Redirect(w, r, "/dashboard/api-keys", http.StatusSeeOther)
 }

@@ -1,13 +1,14 @@
 package dashboard
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/posthaste/posthaste/internal/account"
-	"github.com/posthaste/posthaste/internal/audit"
+	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -47,7 +48,7 @@ func joinPorts(ps []int) string {
 
 // smtpHost is the host of the SMTP settings: the configured one, or the
 // host of the public URL.
-func (h *Handler) smtpHost() string {
+func (h *overviewHandler) smtpHost() string {
 	if h.cfg.SMTP.Host != "" {
 		return h.cfg.SMTP.Host
 	}
@@ -60,11 +61,11 @@ func (h *Handler) smtpHost() string {
 // quickstart is the first page of a team that has sent nothing yet: it
 // creates an API key and shows how to send with it over the API and SMTP.
 // It also stays reachable at /dashboard/getting-started.
-func (h *Handler) quickstart(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *overviewHandler) quickstart(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderQuickstart(w, se, http.StatusOK, quickstartData{})
 }
 
-func (h *Handler) renderQuickstart(w http.ResponseWriter, se *store.Session, status int, d quickstartData) {
+func (h *overviewHandler) renderQuickstart(w http.ResponseWriter, se *store.Session, status int, d quickstartData) {
 	d.BaseURL, d.From, d.To = h.cfg.PublicURL, "Acme <"+sandbox.Sender+">", "delivered@"+sandbox.Domain
 	d.SMTP = h.cfg.SMTP
 	d.SMTP.Host = h.smtpHost()
@@ -74,25 +75,22 @@ func (h *Handler) renderQuickstart(w http.ResponseWriter, se *store.Session, sta
 
 // quickstartKey creates a sending key and shows the examples with it. The
 // key is shown this once: only its hash is stored.
-func (h *Handler) quickstartKey(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *overviewHandler) quickstartKey(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	name := strings.TrimSpace(r.PostFormValue("name"))
 	if name == "" {
 		name = "Onboarding"
 	}
-	if len([]rune(name)) > 50 {
-		h.renderQuickstart(w, se, http.StatusUnprocessableEntity, quickstartData{KeyName: name,
-			Error: "Give the key a name of 1 to 50 characters."})
+	key, err := h.accounts.Keys.Create(r.Context(), account.KeyInput{TeamID: se.TeamID, CreatedBy: &se.UserID, Name: name,
+		Permission: store.PermissionSendingAccess, Form: true}, by(r, se))
+	var ie *invalid.Error
+	if errors.As(err, &ie) {
+		h.renderQuickstart(w, se, http.StatusUnprocessableEntity, quickstartData{KeyName: name, Error: ie.Message})
 		return
 	}
-	token, keyID, err := account.NewKey(r.Context(), h.store, se.TeamID, &se.UserID, name, store.PermissionSendingAccess)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	if !h.audited(w, r, se, audit.APIKeyCreate, "api_key", keyID.String(),
-		map[string]any{"permission": store.PermissionSendingAccess}) {
-		return
-	}
 	h.logger.Info("api key created", "team_id", se.TeamID)
-	h.renderQuickstart(w, se, http.StatusCreated, quickstartData{Key: token, KeyName: name})
+	h.renderQuickstart(w, se, http.StatusCreated, quickstartData{Key: key.Token, KeyName: name})
 }

@@ -1,17 +1,29 @@
 package dashboard
 
 import (
-	"encoding/base64"
 	"mime"
 	"net/http"
 	"net/url"
 	"sort"
-	"strings"
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/store"
 )
+
+// receivingHandler serves the pages of received emails (receiving.go,
+// inbound_budget.go).
+type receivingHandler struct{ *Handler }
+
+// routes adds the pages of received emails.
+func (h *receivingHandler) routes(m *http.ServeMux) {
+	m.Handle("GET /dashboard/receiving", h.signedIn(h.receiving))
+	m.Handle("GET /dashboard/receiving/{id}", h.signedIn(h.received))
+	m.Handle("GET /dashboard/receiving/{id}/raw", h.signedIn(h.receivedRaw))
+	m.Handle("GET /dashboard/receiving/{id}/preview", h.signedIn(h.receivedPreview))
+	m.Handle("GET /dashboard/receiving/{id}/attachments/{attachment}", h.signedIn(h.receivedAttachment))
+}
 
 // The Receiving pages (issue 16 point 4): the emails the team's receiving
 // domains received, newest first, and one with its bodies, header fields
@@ -26,10 +38,10 @@ type receivingData struct {
 	Budget *budgetNotice // inbound_budget.go
 }
 
-func (h *Handler) receiving(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *receivingHandler) receiving(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	q := r.URL.Query()
 	p := pageOf(q, 50)
-	list, more, err := h.store.Received.ListReceivedEmails(r.Context(), se.TeamID, p)
+	list, more, err := h.cfg.Received.List(r.Context(), se.TeamID, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -50,13 +62,13 @@ type receivedData struct {
 	Headers [][2]string
 }
 
-func (h *Handler) loadReceived(w http.ResponseWriter, r *http.Request, se *store.Session) (store.ReceivedEmail, bool) {
-	return byPathID(h, w, r, func(id uuid.UUID) (store.ReceivedEmail, error) {
-		return h.store.Received.GetReceivedEmail(r.Context(), se.TeamID, id)
+func (h *receivingHandler) loadReceived(w http.ResponseWriter, r *http.Request, se *store.Session) (store.ReceivedEmail, bool) {
+	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.ReceivedEmail, error) {
+		return h.cfg.Received.Get(r.Context(), se.TeamID, id)
 	})
 }
 
-func (h *Handler) received(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *receivingHandler) received(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	e, ok := h.loadReceived(w, r, se)
 	if !ok {
 		return
@@ -92,12 +104,12 @@ func download(w http.ResponseWriter, contentType, filename string, content []byt
 	_, _ = w.Write(content)
 }
 
-func (h *Handler) receivedRaw(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *receivingHandler) receivedRaw(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	e, ok := h.loadReceived(w, r, se)
 	if !ok {
 		return
 	}
-	raw, err := h.store.Received.ReceivedRaw(r.Context(), se.TeamID, e.ID)
+	raw, err := h.cfg.Received.Raw(r.Context(), se.TeamID, e.ID)
 	if err != nil {
 		h.failOr404(w, r, err)
 		return
@@ -105,14 +117,14 @@ func (h *Handler) receivedRaw(w http.ResponseWriter, r *http.Request, se *store.
 	download(w, "message/rfc822", e.ID.String()+".eml", raw)
 }
 
-func (h *Handler) receivedAttachment(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *receivingHandler) receivedAttachment(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	id, err1 := uuid.Parse(r.PathValue("id"))
 	aid, err2 := uuid.Parse(r.PathValue("attachment"))
 	if err1 != nil || err2 != nil {
 		http.NotFound(w, r)
 		return
 	}
-	a, err := h.store.Received.ReceivedAttachmentContent(r.Context(), se.TeamID, id, aid)
+	a, err := h.cfg.Received.Attachment(r.Context(), se.TeamID, id, aid)
 	if err != nil {
 		h.failOr404(w, r, err)
 		return
@@ -120,12 +132,9 @@ func (h *Handler) receivedAttachment(w http.ResponseWriter, r *http.Request, se 
 	download(w, a.ContentType, a.Filename, a.Content)
 }
 
-// maxPreviewInline bounds the inline images a preview embeds.
-const maxPreviewInline = 10 << 20
-
 // receivedPreview serves the HTML body for the sandboxed preview frame,
 // its inline images (cid: references) embedded as data: URIs.
-func (h *Handler) receivedPreview(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *receivingHandler) receivedPreview(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	e, ok := h.loadReceived(w, r, se)
 	if !ok {
 		return
@@ -136,20 +145,10 @@ func (h *Handler) receivedPreview(w http.ResponseWriter, r *http.Request, se *st
 		_, _ = w.Write([]byte("<p style=\"font-family:sans-serif;color:#666\">This email has no HTML part.</p>"))
 		return
 	}
-	html, budget := *e.HTML, maxPreviewInline
-	for _, a := range e.Attachments {
-		if a.ContentID == "" || a.Size > budget || !strings.HasPrefix(a.ContentType, "image/") ||
-			!strings.Contains(html, "cid:"+a.ContentID) {
-			continue
-		}
-		full, err := h.store.Received.ReceivedAttachmentContent(r.Context(), se.TeamID, e.ID, a.ID)
-		if err != nil {
-			h.failOr404(w, r, err)
-			return
-		}
-		budget -= a.Size
-		html = strings.ReplaceAll(html, "cid:"+a.ContentID,
-			"data:"+a.ContentType+";base64,"+base64.StdEncoding.EncodeToString(full.Content))
+	html, err := h.cfg.Received.InlineImages(r.Context(), e, receiving.InlineOptions{ImagesOnly: true})
+	if err != nil {
+		h.failOr404(w, r, err)
+		return
 	}
 	_, _ = w.Write([]byte(html))
 }

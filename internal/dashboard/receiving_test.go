@@ -9,9 +9,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 func TestReceivingPages(t *testing.T) {
@@ -28,10 +29,10 @@ func TestReceivingPages(t *testing.T) {
 	rt := inroute.New(f.store.Received, f.store.Emails, nil, nil)
 	r, err := rt.Route(ctx, "help@in.example.test")
 	require.NoError(t, err)
-	require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "x@example.org",
-		Recipients: []inbound.Recipient{{Address: "help@in.example.test", Route: r}}, ReceivedAt: time.Now(),
+	require.NoError(t, in.Accept(ctx, inmail.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "x@example.org",
+		Recipients: []inmail.Recipient{{Address: "help@in.example.test", Route: r}}, ReceivedAt: time.Now(),
 		Data: []byte("Subject: raw\r\nX-Raw: yes\r\n\r\nbody\r\n")}))
-	ms, err := f.store.Received.InboundMessages(ctx, teamA, 1)
+	ms, err := storetest.InboundMessages(ctx, f.store, teamA, 1)
 	require.NoError(t, err)
 	html := `<p>Hi <img src="cid:pic"> <script>alert(1)</script></p>`
 	text := "plain words"

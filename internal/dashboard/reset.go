@@ -8,13 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
 const (
-	// resetLifetime is how long a password-reset link works.
-	resetLifetime = time.Hour
 	// resetSendTimeout bounds the sending of one reset email.
 	resetSendTimeout = 30 * time.Second
 )
@@ -26,12 +23,12 @@ type forgotData struct {
 	Error       string
 }
 
-func (h *Handler) renderForgot(w http.ResponseWriter, status int, d forgotData) {
+func (h *signInHandler) renderForgot(w http.ResponseWriter, status int, d forgotData) {
 	d.Unavailable = h.cfg.Mailer == nil
 	h.render(w, status, "forgot", view{Title: "Reset your password", CSRF: h.formToken(w), Data: d})
 }
 
-func (h *Handler) forgotPage(w http.ResponseWriter, _ *http.Request) {
+func (h *signInHandler) forgotPage(w http.ResponseWriter, _ *http.Request) {
 	h.renderForgot(w, http.StatusOK, forgotData{})
 }
 
@@ -41,7 +38,7 @@ func (h *Handler) forgotPage(w http.ResponseWriter, _ *http.Request) {
 // address and each client address may ask a few times per throttle window,
 // and past the address's hourly email limit (MailLimits) nothing is sent,
 // behind the same answer.
-func (h *Handler) forgot(w http.ResponseWriter, r *http.Request) {
+func (h *signInHandler) forgot(w http.ResponseWriter, r *http.Request) {
 	d := forgotData{Email: strings.ToLower(strings.TrimSpace(r.PostFormValue("email")))}
 	if h.cfg.Mailer == nil {
 		h.renderForgot(w, http.StatusServiceUnavailable, d)
@@ -87,7 +84,7 @@ func (h *Handler) forgot(w http.ResponseWriter, r *http.Request) {
 // request counts against the address's hourly email limit, whether or not
 // a user has the address, so that the limit tells nothing about accounts;
 // past it nothing is sent.
-func (h *Handler) sendReset(ctx context.Context, email string) error {
+func (h *signInHandler) sendReset(ctx context.Context, email string) error {
 	err := h.store.Emails.ReserveSystemMail(ctx, store.SystemMail{Kind: store.SystemMailPasswordReset, Email: email},
 		h.mailLimits(), h.now())
 	if errors.Is(err, store.ErrAddressMailLimit) {
@@ -97,7 +94,7 @@ func (h *Handler) sendReset(ctx context.Context, email string) error {
 	if err != nil {
 		return fmt.Errorf("counting system emails: %w", err)
 	}
-	u, err := h.store.Accounts.UserByEmail(ctx, email)
+	u, err := h.accounts.Members.UserByEmail(ctx, email)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
@@ -114,11 +111,10 @@ func (h *Handler) sendReset(ctx context.Context, email string) error {
 // mailReset stores a new reset token for the user (their older link stops
 // working) and emails its link: to reset the password or, with confirm,
 // to confirm an unproven address by choosing a password.
-func (h *Handler) mailReset(ctx context.Context, u store.User, confirm bool) error {
-	tok := randomToken()
-	expires := h.now().Add(resetLifetime)
-	if err := h.store.Accounts.RequestPasswordReset(ctx, u.ID, tokenHash(tok), expires); err != nil {
-		return fmt.Errorf("storing the reset token: %w", err)
+func (h *signInHandler) mailReset(ctx context.Context, u store.User, confirm bool) error {
+	tok, expires, err := h.accounts.Members.RequestReset(ctx, u.ID, h.now())
+	if err != nil {
+		return err
 	}
 	subject, intro := "Reset your Posthaste password", "Someone asked to reset the password of your Posthaste account %s."
 	if confirm {
@@ -139,47 +135,6 @@ func (h *Handler) mailReset(ctx context.Context, u store.User, confirm bool) err
 	return nil
 }
 
-// confirmAddress emails the signed-in user, whose address is unproven, a
-// link that confirms it by choosing a password (a reset link: using it
-// proves the address, store.ResetPassword). It counts against the
-// address's hourly email limit; the user learns when it is reached, since
-// the address is their own.
-func (h *Handler) confirmAddress(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	if h.cfg.Mailer == nil {
-		h.renderTeam(w, r, se, http.StatusServiceUnavailable, teamData{Error: "Email is not set up on this server, " +
-			"so no confirmation link can be sent."})
-		return
-	}
-	u, err := h.store.Accounts.UserByID(r.Context(), se.UserID)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	if u.EmailVerifiedAt != nil {
-		h.renderTeam(w, r, se, http.StatusOK, teamData{Message: "Your address is already confirmed."})
-		return
-	}
-	err = h.store.Emails.ReserveSystemMail(r.Context(), store.SystemMail{Kind: store.SystemMailPasswordReset, Email: u.Email},
-		h.mailLimits(), h.now())
-	if errors.Is(err, store.ErrAddressMailLimit) {
-		h.renderTeam(w, r, se, http.StatusTooManyRequests, teamData{Error: "Too many emails went to your address in the " +
-			"last hour. Try again later."})
-		return
-	}
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	if err := h.mailReset(r.Context(), u, true); err != nil {
-		h.logger.Error("sending an address confirmation link", "err", err)
-		h.renderTeam(w, r, se, http.StatusBadGateway, teamData{Error: "The confirmation email could not be sent. Try again later."})
-		return
-	}
-	h.logger.Info("address confirmation link sent")
-	h.renderTeam(w, r, se, http.StatusOK, teamData{Message: "We emailed " + u.Email + " a link. Open it and choose a " +
-		"password to confirm your address; it works once, within an hour."})
-}
-
 type resetData struct {
 	Invalid bool // the link is unknown, used, replaced or expired
 	Done    bool
@@ -190,7 +145,7 @@ type resetData struct {
 	Error         string
 }
 
-func (h *Handler) renderReset(w http.ResponseWriter, status int, d resetData) {
+func (h *signInHandler) renderReset(w http.ResponseWriter, status int, d resetData) {
 	v := view{Title: "Choose a new password", Data: d}
 	if !d.Invalid && !d.Done {
 		v.CSRF = h.formToken(w)
@@ -200,8 +155,8 @@ func (h *Handler) renderReset(w http.ResponseWriter, status int, d resetData) {
 
 // resetLink checks the token of a reset link; when it is not live it
 // answers (the same page whatever the reason) and returns false.
-func (h *Handler) resetLink(w http.ResponseWriter, r *http.Request) bool {
-	_, err := h.store.Accounts.PasswordResetUser(r.Context(), tokenHash(r.PathValue("token")))
+func (h *signInHandler) resetLink(w http.ResponseWriter, r *http.Request) bool {
+	_, err := h.accounts.Members.ResetLive(r.Context(), r.PathValue("token"))
 	if errors.Is(err, store.ErrNotFound) {
 		h.renderReset(w, http.StatusNotFound, resetData{Invalid: true})
 		return false
@@ -213,7 +168,7 @@ func (h *Handler) resetLink(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-func (h *Handler) resetPage(w http.ResponseWriter, r *http.Request) {
+func (h *signInHandler) resetPage(w http.ResponseWriter, r *http.Request) {
 	if h.resetLink(w, r) {
 		h.renderReset(w, http.StatusOK, resetData{Token: r.PathValue("token")})
 	}
@@ -224,7 +179,7 @@ func (h *Handler) resetPage(w http.ResponseWriter, r *http.Request) {
 // factor, when they have one). The link was emailed, so it proves the
 // address; an address proven only now also loses the second factor that
 // whoever set the account up may have added.
-func (h *Handler) reset(w http.ResponseWriter, r *http.Request) {
+func (h *signInHandler) reset(w http.ResponseWriter, r *http.Request) {
 	if !h.anonymousAttempt(w, r) || !h.resetLink(w, r) {
 		return
 	}
@@ -239,7 +194,7 @@ func (h *Handler) reset(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	pr, err := h.store.Accounts.ResetPassword(r.Context(), tokenHash(tok), hash)
+	pr, err := h.accounts.Members.ResetPassword(r.Context(), tok, hash, client(r))
 	if errors.Is(err, store.ErrNotFound) {
 		h.renderReset(w, http.StatusNotFound, resetData{Invalid: true})
 		return
@@ -248,12 +203,6 @@ func (h *Handler) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.logger.Info("password reset", "proved_address", pr.ProvedAddress)
-	if err := h.record(r, audit.Entry{ActorType: audit.ActorUser, ActorID: &pr.UserID, Action: audit.PasswordReset,
-		TargetType: "user", TargetID: pr.UserID.String(), Outcome: audit.Success},
-		map[string]any{"proved_address": pr.ProvedAddress}); err != nil {
-		h.fail(w, r, err)
-		return
-	}
 	http.SetCookie(w, h.cookie(sessionCookie, "", -time.Second))
 	h.renderReset(w, http.StatusOK, resetData{Done: true, ProvedAddress: pr.ProvedAddress})
 }

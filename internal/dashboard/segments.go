@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -17,12 +16,12 @@ type segmentsData struct {
 	Error    formError
 }
 
-func (h *Handler) segments(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) segments(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderSegments(w, r, se, http.StatusOK, segmentsData{})
 }
 
-func (h *Handler) renderSegments(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d segmentsData) {
-	list, _, err := h.store.Audience.ListSegments(r.Context(), se.TeamID, store.Page{Limit: 100})
+func (h *audienceHandler) renderSegments(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d segmentsData) {
+	list, _, err := h.svc.ListSegments(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -31,19 +30,13 @@ func (h *Handler) renderSegments(w http.ResponseWriter, r *http.Request, se *sto
 	h.render(w, status, "segments", view{Title: "Segments", Nav: "segments", Session: se, CSRF: se.CSRFToken, Data: d})
 }
 
-func (h *Handler) addSegment(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) addSegment(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	typed := r.PostFormValue("name")
-	name, err := audience.SegmentName(&typed)
-	if err != nil {
-		h.renderSegments(w, r, se, http.StatusUnprocessableEntity, segmentsData{Name: typed, Error: formErrorOf(err)})
+	sg, err := h.svc.CreateSegment(r.Context(), se.TeamID, &typed)
+	if fe, ok := fieldError(err); ok {
+		h.renderSegments(w, r, se, http.StatusUnprocessableEntity, segmentsData{Name: typed, Error: fe})
 		return
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	sg, err := h.store.Audience.CreateSegment(r.Context(), store.Segment{ID: id, TeamID: se.TeamID, Name: name})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -58,15 +51,15 @@ type segmentData struct {
 	Pager    pager
 }
 
-func (h *Handler) loadSegment(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Segment, bool) {
-	return byPathID(h, w, r, func(id uuid.UUID) (store.Segment, error) {
-		return h.store.Audience.Segment(r.Context(), se.TeamID, id)
+func (h *audienceHandler) loadSegment(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Segment, bool) {
+	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Segment, error) {
+		return h.svc.Segment(r.Context(), se.TeamID, id)
 	})
 }
 
 // segment shows a segment's contacts, searchable and paged like the
 // Contacts page.
-func (h *Handler) segment(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) segment(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	sg, ok := h.loadSegment(w, r, se)
 	if !ok {
 		return
@@ -74,7 +67,7 @@ func (h *Handler) segment(w http.ResponseWriter, r *http.Request, se *store.Sess
 	q := r.URL.Query()
 	d := segmentData{Segment: sg, Query: strings.TrimSpace(q.Get("q"))}
 	p := pageOf(q, 50)
-	list, more, err := h.store.Audience.ListContacts(r.Context(), se.TeamID, store.ContactFilter{Search: d.Query, SegmentID: &sg.ID}, p)
+	list, more, err := h.svc.ListContacts(r.Context(), se.TeamID, store.ContactFilter{Search: d.Query, SegmentID: &sg.ID}, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -90,7 +83,7 @@ func (h *Handler) segment(w http.ResponseWriter, r *http.Request, se *store.Sess
 	h.render(w, http.StatusOK, "segment", view{Title: sg.Name, Nav: "segments", Session: se, CSRF: se.CSRFToken, Data: d})
 }
 
-func (h *Handler) deleteSegmentPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) deleteSegmentPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	sg, ok := h.loadSegment(w, r, se)
 	if !ok {
 		return
@@ -99,9 +92,9 @@ func (h *Handler) deleteSegmentPage(w http.ResponseWriter, r *http.Request, se *
 		CSRF: se.CSRFToken, Data: segmentData{Segment: sg}})
 }
 
-func (h *Handler) deleteSegment(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	if _, ok := byPathID(h, w, r, func(id uuid.UUID) (store.Segment, error) {
-		return h.store.Audience.DeleteSegment(r.Context(), se.TeamID, id)
+func (h *audienceHandler) deleteSegment(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	if _, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Segment, error) {
+		return h.svc.DeleteSegment(r.Context(), se.TeamID, id)
 	}); !ok {
 		return
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -20,8 +19,8 @@ type sessionRow struct {
 }
 
 // userSessions lists the live sessions of se's user, se's own marked.
-func (h *Handler) userSessions(r *http.Request, se *store.Session) ([]sessionRow, error) {
-	list, err := h.store.Sessions.UserSessions(r.Context(), se.UserID, h.now(), h.cfg.SessionIdleTimeout)
+func (h *teamHandler) userSessions(r *http.Request, se *store.Session) ([]sessionRow, error) {
+	list, err := h.accounts.Sessions.List(r.Context(), se.UserID, h.now(), h.cfg.SessionIdleTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -34,12 +33,12 @@ func (h *Handler) userSessions(r *http.Request, se *store.Session) ([]sessionRow
 
 // revokeSession ends one session of the signed-in user; another user's
 // session is not found. Ending the current one signs out.
-func (h *Handler) revokeSession(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *teamHandler) revokeSession(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	hash, err := base64URLDecode(r.PostFormValue("session"))
 	if err != nil {
 		err = store.ErrNotFound
 	} else {
-		err = h.store.Sessions.RevokeUserSession(r.Context(), se.UserID, hash)
+		err = h.accounts.Sessions.Revoke(r.Context(), se.UserID, hash, string(hash) == string(se.IDHash), by(r, se))
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		h.renderAccount(w, r, se, http.StatusNotFound, accountData{Error: "That session has already ended."})
@@ -47,10 +46,6 @@ func (h *Handler) revokeSession(w http.ResponseWriter, r *http.Request, se *stor
 	}
 	if err != nil {
 		h.fail(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.SessionRevoke, "user", se.UserID.String(),
-		map[string]any{"current": string(hash) == string(se.IDHash)}) {
 		return
 	}
 	if string(hash) == string(se.IDHash) {
@@ -62,13 +57,9 @@ func (h *Handler) revokeSession(w http.ResponseWriter, r *http.Request, se *stor
 }
 
 // revokeOtherSessions ends every session of the user but this one.
-func (h *Handler) revokeOtherSessions(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	n, err := h.store.Sessions.RevokeOtherSessions(r.Context(), se.UserID, se.IDHash)
-	if err != nil {
+func (h *teamHandler) revokeOtherSessions(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	if err := h.accounts.Sessions.RevokeOthers(r.Context(), se.UserID, se.IDHash, by(r, se)); err != nil {
 		h.fail(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.SessionRevoke, "user", se.UserID.String(), map[string]any{"others": n}) {
 		return
 	}
 	http.Redirect(w, r, "/dashboard/account#sessions", http.StatusSeeOther)

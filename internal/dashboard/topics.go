@@ -21,13 +21,13 @@ type topicsData struct {
 	Error  formError
 }
 
-func (h *Handler) topics(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) topics(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderTopics(w, r, se, http.StatusOK, topicsData{Form: topicForm{DefaultSubscription: store.TopicOptIn,
 		Visibility: audience.TopicVisibilityPrivate}})
 }
 
-func (h *Handler) renderTopics(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d topicsData) {
-	list, _, err := h.store.Audience.ListTopics(r.Context(), se.TeamID, store.Page{Limit: 100})
+func (h *audienceHandler) renderTopics(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d topicsData) {
+	list, _, err := h.svc.ListTopics(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -41,23 +41,14 @@ func topicFormOf(r *http.Request) topicForm {
 		DefaultSubscription: r.PostFormValue("default_subscription"), Visibility: r.PostFormValue("visibility")}
 }
 
-func (h *Handler) addTopic(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) addTopic(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	f := topicFormOf(r)
-	err := audience.CheckTopic(&f.Name, &f.Description, &f.Visibility)
-	if err == nil {
-		err = audience.DefaultSubscription(&f.DefaultSubscription)
-	}
-	if err != nil {
-		h.renderTopics(w, r, se, http.StatusUnprocessableEntity, topicsData{Form: f, Error: formErrorOf(err)})
+	t, err := h.svc.CreateTopic(r.Context(), se.TeamID, audience.TopicInput{Name: &f.Name, Description: &f.Description,
+		Visibility: &f.Visibility, DefaultSubscription: &f.DefaultSubscription, FieldsFirst: true})
+	if fe, ok := fieldError(err); ok {
+		h.renderTopics(w, r, se, http.StatusUnprocessableEntity, topicsData{Form: f, Error: fe})
 		return
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	t, err := h.store.Audience.CreateTopic(r.Context(), store.Topic{ID: id, TeamID: se.TeamID, Name: f.Name, Description: f.Description,
-		DefaultSubscription: f.DefaultSubscription, Visibility: f.Visibility}, audience.EventTopicCreated)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -74,13 +65,13 @@ type topicData struct {
 
 var topicNotices = map[string]string{"added": "Topic added.", "saved": "Topic saved."}
 
-func (h *Handler) loadTopic(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Topic, bool) {
-	return byPathID(h, w, r, func(id uuid.UUID) (store.Topic, error) {
-		return h.store.Audience.Topic(r.Context(), se.TeamID, id)
+func (h *audienceHandler) loadTopic(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Topic, bool) {
+	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Topic, error) {
+		return h.svc.Topic(r.Context(), se.TeamID, id)
 	})
 }
 
-func (h *Handler) topic(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) topic(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	t, ok := h.loadTopic(w, r, se)
 	if !ok {
 		return
@@ -89,7 +80,7 @@ func (h *Handler) topic(w http.ResponseWriter, r *http.Request, se *store.Sessio
 		Form: topicForm{Name: t.Name, Description: t.Description, Visibility: t.Visibility}})
 }
 
-func (h *Handler) renderTopic(w http.ResponseWriter, se *store.Session, status int, page string, d topicData) {
+func (h *audienceHandler) renderTopic(w http.ResponseWriter, se *store.Session, status int, page string, d topicData) {
 	title := d.Topic.Name
 	if page == "topic_delete" {
 		title = "Delete " + title
@@ -99,26 +90,26 @@ func (h *Handler) renderTopic(w http.ResponseWriter, se *store.Session, status i
 
 // editTopic saves a topic's name, description and visibility; its
 // default subscription is fixed at creation.
-func (h *Handler) editTopic(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) editTopic(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	t, ok := h.loadTopic(w, r, se)
 	if !ok {
 		return
 	}
 	f := topicFormOf(r)
-	if err := audience.CheckTopic(&f.Name, &f.Description, &f.Visibility); err != nil {
-		h.renderTopic(w, se, http.StatusUnprocessableEntity, "topic", topicData{Topic: t, Form: f, Error: formErrorOf(err)})
+	saved, err := h.svc.UpdateTopic(r.Context(), se.TeamID, t.ID, audience.TopicInput{Name: &f.Name, Description: &f.Description,
+		Visibility: &f.Visibility})
+	if fe, ok := fieldError(err); ok {
+		h.renderTopic(w, se, http.StatusUnprocessableEntity, "topic", topicData{Topic: t, Form: f, Error: fe})
 		return
 	}
-	t, err := h.store.Audience.UpdateTopic(r.Context(), se.TeamID, t.ID, store.TopicUpdate{Name: &f.Name, Description: &f.Description,
-		Visibility: &f.Visibility}, audience.EventTopicUpdated)
 	if err != nil {
 		h.failOr404(w, r, err)
 		return
 	}
-	http.Redirect(w, r, "/dashboard/topics/"+t.ID.String()+"?done=saved", http.StatusSeeOther)
+	http.Redirect(w, r, "/dashboard/topics/"+saved.ID.String()+"?done=saved", http.StatusSeeOther)
 }
 
-func (h *Handler) deleteTopicPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *audienceHandler) deleteTopicPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	t, ok := h.loadTopic(w, r, se)
 	if !ok {
 		return
@@ -126,9 +117,9 @@ func (h *Handler) deleteTopicPage(w http.ResponseWriter, r *http.Request, se *st
 	h.renderTopic(w, se, http.StatusOK, "topic_delete", topicData{Topic: t})
 }
 
-func (h *Handler) deleteTopic(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	_, ok := byPathID(h, w, r, func(id uuid.UUID) (store.Topic, error) {
-		return h.store.Audience.DeleteTopic(r.Context(), se.TeamID, id, audience.EventTopicDeleted)
+func (h *audienceHandler) deleteTopic(w http.ResponseWriter, r *http.Request, se *store.Session) {
+	_, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Topic, error) {
+		return h.svc.DeleteTopic(r.Context(), se.TeamID, id)
 	})
 	if !ok {
 		return

@@ -1,19 +1,35 @@
 package dashboard
 
 import (
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
-// WebhookWaker makes an endpoint's delivery look for due messages.
-type WebhookWaker = webhook.Waker
+// webhooksHandler serves the pages of webhook endpoints and their events.
+type webhooksHandler struct{ *Handler }
+
+// routes adds the pages of webhook endpoints and their events.
+func (h *webhooksHandler) routes(m *http.ServeMux) {
+	m.Handle("GET /dashboard/webhooks", h.signedIn(h.webhooks))
+	m.Handle("POST /dashboard/webhooks", h.signedIn(h.addWebhook))
+	m.Handle("GET /dashboard/webhooks/{id}", h.signedIn(h.webhook))
+	m.Handle("POST /dashboard/webhooks/{id}", h.signedIn(h.editWebhook))
+	m.Handle("POST /dashboard/webhooks/{id}/status", h.signedIn(h.webhookStatus))
+	m.Handle("POST /dashboard/webhooks/{id}/secret", h.signedIn(h.revealWebhookSecret))
+	m.Handle("POST /dashboard/webhooks/{id}/rotate", h.signedIn(h.rotateWebhookSecret))
+	m.Handle("POST /dashboard/webhooks/{id}/test", h.signedIn(h.testWebhook))
+	m.Handle("GET /dashboard/webhooks/{id}/delete", h.signedIn(h.deleteWebhookPage))
+	m.Handle("POST /dashboard/webhooks/{id}/delete", h.signedIn(h.deleteWebhook))
+	m.Handle("GET /dashboard/webhooks/{id}/events/{msg}", h.signedIn(h.webhookEvent))
+	m.Handle("POST /dashboard/webhooks/{id}/events/{msg}/replay", h.signedIn(h.replayWebhookEvent))
+}
 
 type messageView struct {
 	store.WebhookMessage
@@ -64,12 +80,12 @@ type webhooksData struct {
 
 // webhooks lists the endpoints with a form to add one; a disabled
 // endpoint is announced at the top with the reason.
-func (h *Handler) webhooks(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) webhooks(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	h.renderWebhooks(w, r, se, http.StatusOK, webhooksData{})
 }
 
-func (h *Handler) renderWebhooks(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d webhooksData) {
-	list, _, err := h.store.Webhooks.ListWebhooks(r.Context(), se.TeamID, store.Page{Limit: 100})
+func (h *webhooksHandler) renderWebhooks(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d webhooksData) {
+	list, _, err := h.endpoints.List(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -84,18 +100,15 @@ func (h *Handler) renderWebhooks(w http.ResponseWriter, r *http.Request, se *sto
 }
 
 // addWebhook adds an endpoint and opens its page.
-func (h *Handler) addWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) addWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	f := webhookFormValues(r)
-	wh, _, err := h.endpoints.Create(r.Context(), se.TeamID, f.Endpoint, f.Events)
+	wh, _, err := h.endpoints.Create(r.Context(), se.TeamID, f.Endpoint, f.Events, by(r, se))
 	if fe, ok := asFormError(err); ok {
 		h.renderWebhooks(w, r, se, http.StatusUnprocessableEntity, webhooksData{Form: f, Error: fe})
 		return
 	}
 	if err != nil {
 		h.fail(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.WebhookCreate, "webhook", wh.ID.String(), nil) {
 		return
 	}
 	h.logger.Info("webhook created", "team_id", se.TeamID, "webhook_id", wh.ID)
@@ -124,15 +137,15 @@ var webhookNotices = map[string]string{
 }
 
 // loadWebhook loads the {id} endpoint of the session's team.
-func (h *Handler) loadWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Webhook, bool) {
-	return byPathID(h, w, r, func(id uuid.UUID) (store.Webhook, error) {
-		return h.store.Webhooks.GetWebhook(r.Context(), se.TeamID, id)
+func (h *webhooksHandler) loadWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Webhook, bool) {
+	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Webhook, error) {
+		return h.endpoints.Get(r.Context(), se.TeamID, id)
 	})
 }
 
 // webhook shows an endpoint: its settings, its latest events with their
 // delivery status, and the forms that change, test and delete it.
-func (h *Handler) webhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) webhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
@@ -140,8 +153,8 @@ func (h *Handler) webhook(w http.ResponseWriter, r *http.Request, se *store.Sess
 	h.renderWebhook(w, r, se, http.StatusOK, webhookData{Webhook: wh, Notice: webhookNotices[r.URL.Query().Get("done")]})
 }
 
-func (h *Handler) renderWebhook(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d webhookData) {
-	msgs, _, err := h.store.Webhooks.ListWebhookMessages(r.Context(), se.TeamID, d.Webhook.ID, store.Page{Limit: 20})
+func (h *webhooksHandler) renderWebhook(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d webhookData) {
+	msgs, _, err := h.endpoints.Messages(r.Context(), se.TeamID, d.Webhook.ID, store.Page{Limit: 20})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -153,20 +166,21 @@ func (h *Handler) renderWebhook(w http.ResponseWriter, r *http.Request, se *stor
 		d.Form = webhookForm{Endpoint: d.Webhook.Endpoint, Events: d.Webhook.Events}
 	}
 	d.EventGroups, d.TestTypes, d.AllowHTTP = eventGroups(), webhook.Types, h.endpoints.AllowHTTP()
-	d.CanTest = h.cfg.WebhookClient != nil
+	d.CanTest = h.endpoints.CanTest()
 	h.render(w, status, "webhook", view{Title: "Webhook " + d.Webhook.Endpoint, Nav: "webhooks", Session: se,
 		CSRF: se.CSRFToken, Data: d})
 }
 
 // editWebhook changes an endpoint's URL and event types.
-func (h *Handler) editWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) editWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
 	}
 	f := webhookFormValues(r)
 	events := f.Events
-	err := h.endpoints.Update(r.Context(), se.TeamID, wh.ID, webhook.Change{Endpoint: &f.Endpoint, Events: &events})
+	err := h.endpoints.Update(r.Context(), se.TeamID, wh.ID, webhook.Change{Endpoint: &f.Endpoint, Events: &events},
+		by(r, se))
 	if fe, ok := asFormError(err); ok {
 		if f.Events == nil {
 			f.Events = []string{} // keep the boxes unchecked as they were sent
@@ -178,20 +192,17 @@ func (h *Handler) editWebhook(w http.ResponseWriter, r *http.Request, se *store.
 		h.failOr404(w, r, err)
 		return
 	}
-	if !h.audited(w, r, se, audit.WebhookUpdate, "webhook", wh.ID.String(), nil) {
-		return
-	}
 	http.Redirect(w, r, "/dashboard/webhooks/"+wh.ID.String()+"?done=saved", http.StatusSeeOther)
 }
 
 // webhookStatus enables or disables an endpoint.
-func (h *Handler) webhookStatus(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) webhookStatus(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
 	}
 	status := r.PostFormValue("status")
-	err := h.endpoints.Update(r.Context(), se.TeamID, wh.ID, webhook.Change{Status: &status})
+	err := h.endpoints.SetStatus(r.Context(), se.TeamID, wh.ID, status, by(r, se))
 	if fe, ok := asFormError(err); ok {
 		h.renderWebhook(w, r, se, http.StatusUnprocessableEntity, webhookData{Webhook: wh, Error: fe})
 		return
@@ -200,15 +211,12 @@ func (h *Handler) webhookStatus(w http.ResponseWriter, r *http.Request, se *stor
 		h.failOr404(w, r, err)
 		return
 	}
-	if !h.audited(w, r, se, audit.WebhookUpdate, "webhook", wh.ID.String(), map[string]any{"status": status}) {
-		return
-	}
 	http.Redirect(w, r, "/dashboard/webhooks/"+wh.ID.String()+"?done="+status, http.StatusSeeOther)
 }
 
 // revealWebhookSecret shows the endpoint's signing secret. It is a POST,
 // so the secret is in no URL, history or cache.
-func (h *Handler) revealWebhookSecret(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) revealWebhookSecret(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
@@ -222,17 +230,14 @@ func (h *Handler) revealWebhookSecret(w http.ResponseWriter, r *http.Request, se
 }
 
 // rotateWebhookSecret gives the endpoint a new secret and shows it.
-func (h *Handler) rotateWebhookSecret(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) rotateWebhookSecret(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
 	}
-	secret, err := h.endpoints.Rotate(r.Context(), wh)
+	secret, err := h.endpoints.Rotate(r.Context(), wh, by(r, se))
 	if err != nil {
 		h.failOr404(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.WebhookRotateSecret, "webhook", wh.ID.String(), nil) {
 		return
 	}
 	h.logger.Info("webhook secret rotated", "team_id", se.TeamID, "webhook_id", wh.ID)
@@ -242,7 +247,7 @@ func (h *Handler) rotateWebhookSecret(w http.ResponseWriter, r *http.Request, se
 
 // testWebhook sends the endpoint a sample event now and opens the event,
 // which shows the attempt and the endpoint's answer.
-func (h *Handler) testWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) testWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
@@ -260,7 +265,7 @@ func (h *Handler) testWebhook(w http.ResponseWriter, r *http.Request, se *store.
 }
 
 // deleteWebhookPage asks to confirm a deletion.
-func (h *Handler) deleteWebhookPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) deleteWebhookPage(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
@@ -269,16 +274,13 @@ func (h *Handler) deleteWebhookPage(w http.ResponseWriter, r *http.Request, se *
 		CSRF: se.CSRFToken, Data: webhookData{Webhook: wh}})
 }
 
-func (h *Handler) deleteWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) deleteWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, ok := h.loadWebhook(w, r, se)
 	if !ok {
 		return
 	}
-	if err := h.endpoints.Delete(r.Context(), se.TeamID, wh.ID); err != nil {
+	if err := h.endpoints.Delete(r.Context(), se.TeamID, wh.ID, by(r, se)); err != nil {
 		h.failOr404(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.WebhookDelete, "webhook", wh.ID.String(), nil) {
 		return
 	}
 	h.logger.Info("webhook deleted", "team_id", se.TeamID, "webhook_id", wh.ID)
@@ -293,17 +295,17 @@ type webhookEventData struct {
 }
 
 // teamMessage loads an endpoint of the session's team and one of its messages.
-func (h *Handler) teamMessage(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Webhook, store.WebhookMessage, bool) {
+func (h *webhooksHandler) teamMessage(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Webhook, store.WebhookMessage, bool) {
 	hid, err1 := uuid.Parse(r.PathValue("id"))
 	mid, err2 := uuid.Parse(r.PathValue("msg"))
 	if err1 != nil || err2 != nil {
 		http.NotFound(w, r)
 		return store.Webhook{}, store.WebhookMessage{}, false
 	}
-	wh, err := h.store.Webhooks.GetWebhook(r.Context(), se.TeamID, hid)
+	wh, err := h.endpoints.Get(r.Context(), se.TeamID, hid)
 	if err == nil {
 		var m store.WebhookMessage
-		m, err = h.store.Webhooks.GetWebhookMessage(r.Context(), se.TeamID, hid, mid)
+		m, err = h.endpoints.Message(r.Context(), se.TeamID, hid, mid)
 		if err == nil {
 			return wh, m, true
 		}
@@ -313,12 +315,12 @@ func (h *Handler) teamMessage(w http.ResponseWriter, r *http.Request, se *store.
 }
 
 // webhookEvent shows one event: its payload and every attempt.
-func (h *Handler) webhookEvent(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) webhookEvent(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, m, ok := h.teamMessage(w, r, se)
 	if !ok {
 		return
 	}
-	attempts, err := h.store.Webhooks.WebhookAttempts(r.Context(), se.TeamID, m.ID)
+	attempts, err := h.endpoints.Attempts(r.Context(), se.TeamID, m.ID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -329,23 +331,19 @@ func (h *Handler) webhookEvent(w http.ResponseWriter, r *http.Request, se *store
 }
 
 // replayWebhookEvent delivers an event again, with the same id.
-func (h *Handler) replayWebhookEvent(w http.ResponseWriter, r *http.Request, se *store.Session) {
+func (h *webhooksHandler) replayWebhookEvent(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	wh, m, ok := h.teamMessage(w, r, se)
 	if !ok {
 		return
 	}
-	if wh.Status != store.WebhookEnabled {
+	err := h.endpoints.Replay(r.Context(), wh, m.ID)
+	if errors.Is(err, webhook.ErrDisabled) {
 		http.Error(w, "The endpoint is disabled; enable it before replaying events.", http.StatusUnprocessableEntity)
 		return
 	}
-	if err := h.store.Webhooks.ReplayWebhookMessage(r.Context(), se.TeamID, wh.ID, m.ID); err != nil {
+	if err != nil {
 		h.fail(w, r, err)
 		return
-	}
-	if h.cfg.WebhookWaker != nil {
-		if err := h.cfg.WebhookWaker.Wake(r.Context(), wh.ID.String()); err != nil {
-			h.logger.Warn("waking webhook delivery", "webhook_id", wh.ID, "err", err)
-		}
 	}
 	http.Redirect(w, r, "/dashboard/webhooks/"+wh.ID.String()+"/events/"+m.ID.String(), http.StatusSeeOther)
 }

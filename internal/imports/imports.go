@@ -3,9 +3,9 @@
 // dashboard. Create reads the file as a stream, checks its header, and
 // writes its rows, validated, in chunks of a few thousand inside one
 // transaction with the import and an outbox entry; the ContactImport
-// workflow then applies the chunks (store.ApplyImportChunk). Memory stays
-// bounded by one chunk whatever the file's size; an upload that fails
-// midway leaves nothing behind.
+// workflow then applies the chunks (Activities, over
+// store.ApplyImportChunk). Memory stays bounded by one chunk whatever the
+// file's size; an upload that fails midway leaves nothing behind.
 //
 // Rules where Resend's documentation is silent:
 //   - Without `column_map` the columns are found by header name,
@@ -240,6 +240,12 @@ func (s *Service) Get(ctx context.Context, teamID, id uuid.UUID) (store.ContactI
 // found so far, in row order.
 func (s *Service) Errors(ctx context.Context, teamID, id uuid.UUID, limit int) ([]store.ImportRowError, error) {
 	return s.store.Audience.ContactImportErrors(ctx, teamID, id, limit)
+}
+
+// Page lists the team's imports in status ("" for any), newest first, one
+// page at a time.
+func (s *Service) Page(ctx context.Context, teamID uuid.UUID, status string, p store.Page) ([]store.ContactImport, bool, error) {
+	return s.store.Audience.ListContactImports(ctx, teamID, status, p)
 }
 
 // List returns the team's latest imports, newest first, at most limit

@@ -268,7 +268,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 	list, err := f.svc.List(ctx, f.teamA, 100)
 	require.NoError(t, err)
 	require.Empty(t, list, "no failed upload left an import")
-	n, err := f.st.Webhooks.OutboxLen(ctx)
+	n, err := storetest.OutboxLen(ctx, f.st)
 	require.NoError(t, err)
 	require.Zero(t, n, "nor an outbox entry")
 	_, err = f.st.Audience.Contact(ctx, f.teamA, store.ContactRef{Email: "a@example.com"})

@@ -1,5 +1,5 @@
 // Package inmail defines received mail as the inbound MX (package
-// inbound) hands it on: the route that makes each recipient ours, the
+// mxlisten) hands it on: the route that makes each recipient ours, the
 // message with its sender authentication results, and the inbound budget
 // of a team. It does no I/O, so that the Router and Acceptor behind the
 // listener, and the store that keeps what it accepts, share these types

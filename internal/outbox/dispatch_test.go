@@ -43,7 +43,7 @@ func acceptEmail(t *testing.T, st *store.Store, team uuid.UUID) uuid.UUID {
 		LastEvent: store.EventQueued, CreatedAt: time.Now(),
 		Recipients: []store.Recipient{{Address: "delivered@posthaste.test", Kind: "to", Domain: "posthaste.test",
 			Status: store.EventQueued}}}
-	_, err := st.Emails.InsertEmail(context.Background(), e)
+	_, err := storetest.InsertEmail(context.Background(), st, e)
 	require.NoError(t, err)
 	return e.ID
 }
@@ -140,7 +140,7 @@ func TestUnstartableEntriesDoNotHoldTheQueue(t *testing.T) {
 			for _, id := range poison {
 				require.Equal(t, 1, starter.tried[id], "tried once")
 			}
-			left, err := st.Webhooks.OutboxLen(ctx)
+			left, err := storetest.OutboxLen(ctx, st)
 			require.NoError(t, err)
 
 			if errors.Is(tc.err, ErrUnstartable) {
@@ -194,7 +194,7 @@ func TestEntryGivesUpAfterTheWindow(t *testing.T) {
 	require.NoError(t, err)
 	_, err = old.Drain(ctx)
 	require.NoError(t, err)
-	left, err := st.Webhooks.OutboxLen(ctx)
+	left, err := storetest.OutboxLen(ctx, st)
 	require.NoError(t, err)
 	require.Equal(t, 1, left, "old, but its first failure")
 	require.Empty(t, ends.got)
@@ -204,7 +204,7 @@ func TestEntryGivesUpAfterTheWindow(t *testing.T) {
 	require.NoError(t, err)
 	_, err = old.Drain(ctx)
 	require.NoError(t, err)
-	left, err = st.Webhooks.OutboxLen(ctx)
+	left, err = storetest.OutboxLen(ctx, st)
 	require.NoError(t, err)
 	require.Zero(t, left)
 	require.Equal(t, map[string]int{"send_email/gave_up": 1}, ends.got)
@@ -240,7 +240,7 @@ func TestEntriesWithoutEmailsAreDropped(t *testing.T) {
 	}
 	require.Equal(t, map[uuid.UUID]int{normal: 1}, starter.started, "nothing is started for a missing email")
 	require.Equal(t, map[string]int{"send_email/missing": 100, "send_batch/missing": 100}, ends.got)
-	left, err := st.Webhooks.OutboxLen(ctx)
+	left, err := storetest.OutboxLen(ctx, st)
 	require.NoError(t, err)
 	require.Zero(t, left)
 }

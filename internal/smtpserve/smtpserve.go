@@ -1,5 +1,5 @@
 // Package smtpserve is the listener base of Posthaste's two SMTP servers,
-// the submission gateway (smtpgw) and the inbound MX (internal/inbound):
+// the submission gateway (smtpgw) and the inbound MX (internal/mxlisten):
 // one github.com/emersion/go-smtp server under a connlimit.Limiter, with
 // its read and write timeouts, message size and recipient caps, SMTPUTF8,
 // the 421 answers to connections that are not admitted, go-smtp's own log

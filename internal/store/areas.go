@@ -45,7 +45,7 @@ type Sessions struct{ *Store }
 // Insights holds the request log, email metrics and account health.
 type Insights struct{ *Store }
 
-// areas points each area type at s; Open and WithSealer call it.
+// areas points each area type at s; Open calls it.
 func (s *Store) areas() {
 	s.Emails = &Emails{s}
 	s.Domains = &Domains{s}

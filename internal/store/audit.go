@@ -18,13 +18,13 @@ import (
 // across processes; CreatedAt is taken under that lock.
 func (s *Privacy) AppendAudit(ctx context.Context, e audit.Entry) (audit.Entry, error) {
 	var out audit.Entry
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		out, err = appendAudit(ctx, tx, e)
 		return err
 	})
 	if err != nil {
-		return audit.Entry{}, fmt.Errorf("appending audit entry %s: %w", e.Action, mapErr(err))
+		return audit.Entry{}, fmt.Errorf("appending audit entry %s: %w", e.Action, err)
 	}
 	return out, nil
 }
@@ -120,43 +120,42 @@ func (s *Privacy) ListAudit(ctx context.Context, teamID uuid.UUID, f audit.Filte
 // chain whose last entries were removed fails against the head row.
 func (s *Privacy) VerifyAudit(ctx context.Context) (int64, error) {
 	var checked int64
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
-		func(tx pgx.Tx) error {
-			var lastSeq, anchorSeq int64
-			var lastHash, anchorHash []byte
-			if err := tx.QueryRow(ctx, `SELECT last_seq, last_hash, anchor_seq, anchor_hash FROM audit_chain`).
-				Scan(&lastSeq, &lastHash, &anchorSeq, &anchorHash); err != nil {
-				return fmt.Errorf("reading the audit chain head: %w", mapErr(err))
+	err := s.inSnapshot(ctx, func(tx pgx.Tx) error {
+		var lastSeq, anchorSeq int64
+		var lastHash, anchorHash []byte
+		if err := tx.QueryRow(ctx, `SELECT last_seq, last_hash, anchor_seq, anchor_hash FROM audit_chain`).
+			Scan(&lastSeq, &lastHash, &anchorSeq, &anchorHash); err != nil {
+			return fmt.Errorf("reading the audit chain head: %w", mapErr(err))
+		}
+		v := audit.NewVerifier(anchorSeq, anchorHash)
+		after := anchorSeq
+		for {
+			rows, err := tx.Query(ctx, `SELECT `+auditColumns+` FROM audit_entry
+				WHERE seq > @after ORDER BY seq LIMIT 1000`, pgx.NamedArgs{"after": after})
+			if err != nil {
+				return fmt.Errorf("reading audit entries: %w", mapErr(err))
 			}
-			v := audit.NewVerifier(anchorSeq, anchorHash)
-			after := anchorSeq
-			for {
-				rows, err := tx.Query(ctx, `SELECT `+auditColumns+` FROM audit_entry
-					WHERE seq > @after ORDER BY seq LIMIT 1000`, pgx.NamedArgs{"after": after})
-				if err != nil {
-					return fmt.Errorf("reading audit entries: %w", mapErr(err))
-				}
-				batch, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (audit.Entry, error) { return scanAudit(r) })
-				if err != nil {
-					return fmt.Errorf("reading audit entries: %w", err)
-				}
-				for _, e := range batch {
-					if err := v.Check(e); err != nil {
-						return err
-					}
-					after = e.Seq
-				}
-				if len(batch) < 1000 {
-					break
-				}
+			batch, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (audit.Entry, error) { return scanAudit(r) })
+			if err != nil {
+				return fmt.Errorf("reading audit entries: %w", err)
 			}
-			checked = v.Checked()
-			if seq, hash := v.Head(); seq != lastSeq || string(hash) != string(lastHash) {
-				return &audit.BrokenError{Seq: seq + 1, Reason: fmt.Sprintf(
-					"the chain head says entry %d is the last, but the stored chain ends at %d", lastSeq, seq)}
+			for _, e := range batch {
+				if err := v.Check(e); err != nil {
+					return err
+				}
+				after = e.Seq
 			}
-			return nil
-		})
+			if len(batch) < 1000 {
+				break
+			}
+		}
+		checked = v.Checked()
+		if seq, hash := v.Head(); seq != lastSeq || string(hash) != string(lastHash) {
+			return &audit.BrokenError{Seq: seq + 1, Reason: fmt.Sprintf(
+				"the chain head says entry %d is the last, but the stored chain ends at %d", lastSeq, seq)}
+		}
+		return nil
+	})
 	var broken *audit.BrokenError
 	if errors.As(err, &broken) {
 		return checked, broken
@@ -174,7 +173,7 @@ func (s *Privacy) VerifyAudit(ctx context.Context) (int64, error) {
 // it deleted.
 func (s *Privacy) PurgeAudit(ctx context.Context, t time.Time, limit int) (int, error) {
 	var n int
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var anchorSeq int64
 		if err := tx.QueryRow(ctx, `SELECT anchor_seq FROM audit_chain FOR UPDATE`).Scan(&anchorSeq); err != nil {
 			return err
@@ -206,7 +205,7 @@ func (s *Privacy) PurgeAudit(ctx context.Context, t time.Time, limit int) (int, 
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("purging audit entries: %w", mapErr(err))
+		return 0, fmt.Errorf("purging audit entries: %w", err)
 	}
 	return n, nil
 }

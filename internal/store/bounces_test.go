@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 func TestBounceObjectInWebhooksAndBounces(t *testing.T) {
@@ -20,7 +21,7 @@ func TestBounceObjectInWebhooksAndBounces(t *testing.T) {
 		Events: []string{"email.bounced"}, Status: "enabled", Secret: []byte("sealed")}
 	require.NoError(t, st.Webhooks.CreateWebhook(ctx, hook))
 	e := newEmail(team, "gone@posthaste.test", "full@posthaste.test", "old@posthaste.test", "ok@posthaste.test")
-	_, err := st.Emails.InsertEmail(ctx, e)
+	_, err := storetest.InsertEmail(ctx, st, e)
 	require.NoError(t, err)
 
 	require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{

@@ -121,7 +121,7 @@ func checkBroadcastRefs(ctx context.Context, q pgx.Tx, b Broadcast) error {
 // that is not the team's is a *RefError.
 func (s *Broadcasts) CreateBroadcast(ctx context.Context, b Broadcast) (Broadcast, error) {
 	var got Broadcast
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if err := checkBroadcastRefs(ctx, tx, b); err != nil {
 			return err
 		}
@@ -134,7 +134,7 @@ func (s *Broadcasts) CreateBroadcast(ctx context.Context, b Broadcast) (Broadcas
 		return err
 	})
 	if err != nil {
-		return Broadcast{}, fmt.Errorf("creating broadcast: %w", mapErr(err))
+		return Broadcast{}, fmt.Errorf("creating broadcast: %w", err)
 	}
 	return got, nil
 }
@@ -165,7 +165,7 @@ func (s *Broadcasts) ListBroadcasts(ctx context.Context, teamID uuid.UUID, p Pag
 func (s *Broadcasts) changeBroadcast(ctx context.Context, teamID, id uuid.UUID, what string,
 	change func(tx pgx.Tx, b Broadcast) (Broadcast, error)) (Broadcast, error) {
 	var got Broadcast
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		b, err := scanBroadcast(tx.QueryRow(ctx, `SELECT `+broadcastColumns+` FROM broadcast
 			WHERE team_id = @team AND id = @id FOR UPDATE`, pgx.NamedArgs{"team": teamID, "id": id}))
 		if err != nil {
@@ -175,7 +175,7 @@ func (s *Broadcasts) changeBroadcast(ctx context.Context, teamID, id uuid.UUID, 
 		return err
 	})
 	if err != nil {
-		return Broadcast{}, fmt.Errorf("%s broadcast %s: %w", what, id, mapErr(err))
+		return Broadcast{}, fmt.Errorf("%s broadcast %s: %w", what, id, err)
 	}
 	return got, nil
 }
@@ -597,82 +597,81 @@ func (s *Broadcasts) pauseForQuota(ctx context.Context, id uuid.UUID) (Broadcast
 
 func (s *Broadcasts) handOff(ctx context.Context, in BroadcastChunk,
 	render func(Broadcast, BroadcastContact) (RenderedBroadcast, error)) (BroadcastChunkResult, error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return BroadcastChunkResult{}, mapErr(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
-	b, err := scanBroadcast(tx.QueryRow(ctx, `SELECT `+broadcastColumns+` FROM broadcast WHERE id = @id FOR UPDATE`,
-		pgx.NamedArgs{"id": in.BroadcastID}))
-	if errors.Is(err, ErrNotFound) {
-		return BroadcastChunkResult{Canceled: true}, nil
-	}
-	if err != nil {
-		return BroadcastChunkResult{}, err
-	}
 	var res BroadcastChunkResult
-	var done bool
-	err = tx.QueryRow(ctx, `SELECT batch_id, last_contact, emails, failed, done FROM broadcast_chunk
-		WHERE broadcast_id = @id AND seq = @seq`, pgx.NamedArgs{"id": in.BroadcastID, "seq": in.Seq}).
-		Scan(&res.BatchID, &res.Last, &res.Emails, &res.Failed, &done)
-	switch {
-	case err == nil:
-		res.Done = done
-		return res, nil
-	case !errors.Is(err, pgx.ErrNoRows):
-		return BroadcastChunkResult{}, mapErr(err)
-	}
-	switch b.Status {
-	case BroadcastCanceled:
-		return BroadcastChunkResult{Canceled: true}, nil
-	case BroadcastQueued, BroadcastSending, BroadcastPaused:
-	default:
-		return BroadcastChunkResult{}, fmt.Errorf("broadcast is %s", b.Status)
-	}
-	size := in.Size
-	var left int64
-	err = tx.QueryRow(ctx, `SELECT p.monthly_emails - coalesce((SELECT sum(q.used) FROM quota_usage q
-			WHERE q.team_id = t.id AND q.month = @month), 0)
-		FROM team t JOIN plan p ON p.name = t.plan WHERE t.id = @team`,
-		pgx.NamedArgs{"team": b.TeamID, "month": QuotaMonth(in.Now)}).Scan(&left)
-	if err != nil {
-		return BroadcastChunkResult{}, fmt.Errorf("reading quota: %w", mapErr(err))
-	}
-	if left <= 0 {
-		if err := tx.Rollback(ctx); err != nil {
-			return BroadcastChunkResult{}, mapErr(err)
+	pause := false // the quota is used up: pause once the lock is released
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		b, err := scanBroadcast(tx.QueryRow(ctx, `SELECT `+broadcastColumns+` FROM broadcast WHERE id = @id FOR UPDATE`,
+			pgx.NamedArgs{"id": in.BroadcastID}))
+		if errors.Is(err, ErrNotFound) {
+			res = BroadcastChunkResult{Canceled: true}
+			return nil
 		}
-		return s.pauseForQuota(ctx, b.ID)
-	}
-	if int64(size) > left {
-		size = int(left)
-	}
-	contacts, err := chunkContacts(ctx, tx, b, in.After, size)
+		if err != nil {
+			return err
+		}
+		var done bool
+		err = tx.QueryRow(ctx, `SELECT batch_id, last_contact, emails, failed, done FROM broadcast_chunk
+			WHERE broadcast_id = @id AND seq = @seq`, pgx.NamedArgs{"id": in.BroadcastID, "seq": in.Seq}).
+			Scan(&res.BatchID, &res.Last, &res.Emails, &res.Failed, &done)
+		switch {
+		case err == nil:
+			res.Done = done
+			return nil
+		case !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
+		switch b.Status {
+		case BroadcastCanceled:
+			res = BroadcastChunkResult{Canceled: true}
+			return nil
+		case BroadcastQueued, BroadcastSending, BroadcastPaused:
+		default:
+			return fmt.Errorf("broadcast is %s", b.Status)
+		}
+		size := in.Size
+		var left int64
+		err = tx.QueryRow(ctx, `SELECT p.monthly_emails - coalesce((SELECT sum(q.used) FROM quota_usage q
+				WHERE q.team_id = t.id AND q.month = @month), 0)
+			FROM team t JOIN plan p ON p.name = t.plan WHERE t.id = @team`,
+			pgx.NamedArgs{"team": b.TeamID, "month": QuotaMonth(in.Now)}).Scan(&left)
+		if err != nil {
+			return fmt.Errorf("reading quota: %w", mapErr(err))
+		}
+		if left <= 0 {
+			pause = true // nothing was written
+			return nil
+		}
+		if int64(size) > left {
+			size = int(left)
+		}
+		contacts, err := chunkContacts(ctx, tx, b, in.After, size)
+		if err != nil {
+			return err
+		}
+		batch := &pgx.Batch{}
+		if len(contacts) == 0 {
+			res = BroadcastChunkResult{Done: true, Last: in.After}
+		} else {
+			res, err = s.queueChunk(ctx, batch, b, in, contacts, render)
+			if err != nil {
+				return err
+			}
+		}
+		batch.Queue(`INSERT INTO broadcast_chunk (broadcast_id, seq, batch_id, last_contact, emails, failed, suppressed, done)
+			VALUES (@id, @seq, @batch, @last, @emails, @failed, 0, @done)`,
+			pgx.NamedArgs{"id": b.ID, "seq": in.Seq, "batch": res.BatchID, "last": res.Last, "emails": res.Emails,
+				"failed": res.Failed, "done": res.Done})
+		if !res.Done {
+			batch.Queue(`UPDATE broadcast SET status = 'sending', status_reason = NULL, updated_at = now()
+				WHERE id = @id AND status <> 'sending'`, pgx.NamedArgs{"id": b.ID})
+		}
+		return tx.SendBatch(ctx, batch).Close()
+	})
 	if err != nil {
 		return BroadcastChunkResult{}, err
 	}
-	batch := &pgx.Batch{}
-	if len(contacts) == 0 {
-		res = BroadcastChunkResult{Done: true, Last: in.After}
-	} else {
-		res, err = s.queueChunk(ctx, batch, b, in, contacts, render)
-		if err != nil {
-			return BroadcastChunkResult{}, err
-		}
-	}
-	batch.Queue(`INSERT INTO broadcast_chunk (broadcast_id, seq, batch_id, last_contact, emails, failed, suppressed, done)
-		VALUES (@id, @seq, @batch, @last, @emails, @failed, 0, @done)`,
-		pgx.NamedArgs{"id": b.ID, "seq": in.Seq, "batch": res.BatchID, "last": res.Last, "emails": res.Emails,
-			"failed": res.Failed, "done": res.Done})
-	if !res.Done {
-		batch.Queue(`UPDATE broadcast SET status = 'sending', status_reason = NULL, updated_at = now()
-			WHERE id = @id AND status <> 'sending'`, pgx.NamedArgs{"id": b.ID})
-	}
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return BroadcastChunkResult{}, mapErr(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return BroadcastChunkResult{}, mapErr(err)
+	if pause {
+		return s.pauseForQuota(ctx, in.BroadcastID)
 	}
 	return res, nil
 }

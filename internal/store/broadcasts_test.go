@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // audience creates a segment of team with n contacts whose addresses are
@@ -196,7 +197,7 @@ func TestBroadcastChunksPauseAtTheQuotaAndStopWhenCanceled(t *testing.T) {
 	for i := range 2996 {
 		rcpts = append(rcpts, fmt.Sprintf("r%d@example.com", i))
 	}
-	_, err := st.Emails.InsertEmail(ctx, newEmail(team, rcpts...))
+	_, err := storetest.InsertEmail(ctx, st, newEmail(team, rcpts...))
 	require.NoError(t, err)
 
 	b := newBroadcast(t, st, team, seg)

@@ -245,7 +245,7 @@ func (s *Audience) FinishContactImport(ctx context.Context, id uuid.UUID, reason
 		status, why = ImportFailed, &reason
 	}
 	var imp ContactImport
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		imp, err = scanContactImport(tx.QueryRow(ctx, `UPDATE contact_import
 			SET status = CASE WHEN completed_at IS NULL THEN @status ELSE status END,
@@ -287,7 +287,7 @@ type ChunkCounts struct {
 // ErrNotFound when the import or the chunk does not exist.
 func (s *Audience) ApplyImportChunk(ctx context.Context, importID uuid.UUID, seq int) (ChunkCounts, error) {
 	var cc ChunkCounts
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var (
 			done   bool
 			nRows  int

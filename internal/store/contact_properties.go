@@ -112,7 +112,7 @@ func jsonArg(v any) (*string, error) {
 // contact of the team, in one transaction. ErrNotFound when there is none.
 func (s *Audience) DeleteContactProperty(ctx context.Context, teamID, id uuid.UUID) (ContactProperty, error) {
 	var p ContactProperty
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		p, err = scanContactProperty(tx.QueryRow(ctx, `DELETE FROM contact_property WHERE team_id = @team AND id = @id
 			RETURNING `+contactPropertyColumns, pgx.NamedArgs{"team": teamID, "id": id}))

@@ -107,7 +107,7 @@ func (s *Audience) CreateContact(ctx context.Context, c Contact, segments []uuid
 		c.Properties = map[string]any{}
 	}
 	var out Contact
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO contact (id, team_id, email, first_name, last_name, unsubscribed, properties)
 			VALUES (@id, @team, @email, @first, @last, @unsub, @props)`,
 			pgx.NamedArgs{"id": c.ID, "team": c.TeamID, "email": NormalizeAddress(c.Email), "first": c.FirstName,
@@ -240,7 +240,7 @@ func (s *Audience) UpdateContact(ctx context.Context, teamID uuid.UUID, ref Cont
 	args["new_email"], args["first"], args["last"], args["unsub"] = email, u.FirstName, u.LastName, u.Unsubscribed
 	args["set"], args["remove"] = set, remove
 	var c Contact
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		c, err = scanContact(tx.QueryRow(ctx, `UPDATE contact SET
 			email = coalesce(@new_email, email),
@@ -269,7 +269,7 @@ func (s *Audience) UpdateContact(ctx context.Context, teamID uuid.UUID, ref Cont
 // ErrNotFound when there is none.
 func (s *Audience) DeleteContact(ctx context.Context, teamID uuid.UUID, ref ContactRef, emit ...string) (Contact, error) {
 	var c Contact
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		c, err = scanContact(tx.QueryRow(ctx, `DELETE FROM contact WHERE `+refWhere+` RETURNING `+contactColumns,
 			refArgs(teamID, ref)))
@@ -338,7 +338,7 @@ func (s *Audience) ContactSegments(ctx context.Context, teamID, contactID uuid.U
 // the webhook events of emit about the contact. A *RefError when the
 // segment is not the team's.
 func (s *Audience) AddContactToSegment(ctx context.Context, teamID, contactID, segmentID uuid.UUID, emit ...string) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if err := addSegments(ctx, tx, teamID, contactID, []uuid.UUID{segmentID}); err != nil {
 			return err
 		}
@@ -354,7 +354,7 @@ func (s *Audience) AddContactToSegment(ctx context.Context, teamID, contactID, s
 // the webhook events of emit about the contact. ErrNotFound when there
 // was none.
 func (s *Audience) RemoveContactFromSegment(ctx context.Context, teamID, contactID, segmentID uuid.UUID, emit ...string) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM contact_segment
 			WHERE team_id = @team AND contact_id = @contact AND segment_id = @segment`,
 			pgx.NamedArgs{"team": teamID, "contact": contactID, "segment": segmentID})
@@ -416,7 +416,7 @@ func (s *Audience) ContactTopics(ctx context.Context, teamID, contactID uuid.UUI
 // topic is not the team's.
 func (s *Audience) UpdateContactTopics(ctx context.Context, teamID, contactID uuid.UUID, topics []TopicChoice,
 	emit ...string) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if err := emitAboutContact(ctx, tx, teamID, contactID, topics, emit); err != nil {
 			return err
 		}

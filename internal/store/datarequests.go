@@ -69,7 +69,7 @@ func scanDataRequest(row pgx.Row) (DataRequest, error) {
 // its workflow and the audit entry e (its target set to the request), in
 // one transaction.
 func (s *Privacy) CreateDataRequest(ctx context.Context, r DataRequest, e audit.Entry) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO data_request (id, team_id, type, address)
 			VALUES (@id, @team, @type, @address)`,
 			pgx.NamedArgs{"id": r.ID, "team": r.TeamID, "type": r.Type, "address": r.Address}); err != nil {
@@ -84,7 +84,7 @@ func (s *Privacy) CreateDataRequest(ctx context.Context, r DataRequest, e audit.
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("creating data request: %w", mapErr(err))
+		return fmt.Errorf("creating data request: %w", err)
 	}
 	return nil
 }
@@ -160,7 +160,7 @@ func (s *Privacy) FinishDataRequest(ctx context.Context, id uuid.UUID, o DataReq
 		found = b
 	}
 	changed := false
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var (
 			team uuid.UUID
 			typ  string
@@ -190,7 +190,7 @@ func (s *Privacy) FinishDataRequest(ctx context.Context, id uuid.UUID, o DataReq
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("finishing data request %s: %w", id, mapErr(err))
+		return false, fmt.Errorf("finishing data request %s: %w", id, err)
 	}
 	return changed, nil
 }
@@ -265,7 +265,7 @@ func (s *Privacy) SealedDataRequests(ctx context.Context, teamID, except uuid.UU
 // ForgetDataRequest deletes the archive of the team's request and clears
 // its address (an erasure of the same person came after it).
 func (s *Privacy) ForgetDataRequest(ctx context.Context, teamID, id uuid.UUID) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE data_request SET address = NULL, expires_at = NULL
 			WHERE team_id = @team AND id = @id`,
 			pgx.NamedArgs{"team": teamID, "id": id})
@@ -276,7 +276,7 @@ func (s *Privacy) ForgetDataRequest(ctx context.Context, teamID, id uuid.UUID) e
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("forgetting data request %s: %w", id, mapErr(err))
+		return fmt.Errorf("forgetting data request %s: %w", id, err)
 	}
 	return nil
 }

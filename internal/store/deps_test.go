@@ -16,7 +16,7 @@ func TestStoreLinksNoDelivery(t *testing.T) {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	const mod = "github.com/posthaste/posthaste/"
-	forbidden := []string{"internal/mta", "internal/inbound", "internal/shaping", "internal/dane",
+	forbidden := []string{"internal/mta", "internal/mxlisten", "internal/shaping", "internal/dane",
 		"internal/mtasts", "smtpgw", "internal/pooldeliver", "github.com/emersion/go-smtp"}
 	for _, dep := range strings.Fields(string(out)) {
 		for _, f := range forbidden {

@@ -44,7 +44,7 @@ func TestDrainOutboxBacksOffPerEntry(t *testing.T) {
 	st, team := migratedWithTeam(t)
 	failing, started, untouched := email(team), email(team), email(team)
 	for _, e := range []Email{failing, started, untouched} {
-		_, err := st.Emails.InsertEmail(ctx, e)
+		_, err := st.Emails.Accept(ctx, Acceptance{Emails: []Email{e}})
 		require.NoError(t, err)
 	}
 	batch := uuid.Must(uuid.NewV7())
@@ -88,7 +88,7 @@ func TestDrainOutboxBacksOffPerEntry(t *testing.T) {
 	// the others; the started one is gone.
 	claimed = drainAll(t, st, func(it OutboxItem) *OutboxResult { return &OutboxResult{ID: it.ID, Done: true} })
 	require.Equal(t, []uuid.UUID{untouched.ID, batch, goneEmail, goneBatch}, refs(claimed))
-	n, err := st.Webhooks.OutboxLen(ctx)
+	n, err := outboxLen(ctx, st)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "only the entry waiting for its next attempt is left")
 
@@ -129,7 +129,7 @@ func TestFailOutboxWork(t *testing.T) {
 	require.Equal(t, EventDelivered, got.LastEvent)
 
 	single := email(team)
-	_, err = st.Emails.InsertEmail(ctx, single)
+	_, err = st.Emails.Accept(ctx, Acceptance{Emails: []Email{single}})
 	require.NoError(t, err)
 	n, err = st.Webhooks.FailOutboxWork(ctx, OutboxItem{Kind: OutboxSendEmail, Ref: single.ID}, "could not start")
 	require.NoError(t, err)
@@ -157,7 +157,7 @@ func TestStalledEmails(t *testing.T) {
 		if scheduled != nil {
 			e.ScheduledAt, e.LastEvent = scheduled, EventScheduled
 		}
-		_, err := st.Emails.InsertEmail(ctx, e)
+		_, err := st.Emails.Accept(ctx, Acceptance{Emails: []Email{e}})
 		require.NoError(t, err)
 		require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, events))
 		return e

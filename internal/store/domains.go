@@ -92,7 +92,7 @@ func scanDomain(row pgx.Row) (Domain, error) {
 // about that domain in the same transaction, with DomainPayload as their
 // data. ErrNotFound when q returned no domain.
 func (s *Domains) domainChange(ctx context.Context, q string, args pgx.NamedArgs, emit []string) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
 		d, err := scanDomain(tx.QueryRow(ctx, q, args))
 		if err != nil {
 			return err
@@ -124,7 +124,7 @@ func (s *Domains) CreateDomain(ctx context.Context, d Domain, emit ...string) er
 			"records": nonNilMap(d.RecordStatus), "receiving": d.Receiving,
 			"tracking_subdomain": d.TrackingSubdomain}, emit)
 	if err != nil {
-		return fmt.Errorf("creating domain %s: %w", d.Name, mapErr(err))
+		return fmt.Errorf("creating domain %s: %w", d.Name, err)
 	}
 	return nil
 }
@@ -192,7 +192,7 @@ func (s *Domains) UpdateDomain(ctx context.Context, teamID, id uuid.UUID, u Doma
 		return ErrNotFound
 	}
 	if err != nil {
-		return fmt.Errorf("updating domain %s: %w", id, mapErr(err))
+		return fmt.Errorf("updating domain %s: %w", id, err)
 	}
 	return nil
 }
@@ -208,7 +208,7 @@ func (s *Domains) DeleteDomain(ctx context.Context, teamID, id uuid.UUID, emit .
 		return ErrNotFound
 	}
 	if err != nil {
-		return fmt.Errorf("deleting domain %s: %w", id, mapErr(err))
+		return fmt.Errorf("deleting domain %s: %w", id, err)
 	}
 	return nil
 }
@@ -233,7 +233,7 @@ func (s *Domains) MarkDomainPending(ctx context.Context, teamID, id uuid.UUID) (
 // webhook events of emit about the domain.
 func (s *Domains) SetDomainStatus(ctx context.Context, id uuid.UUID, status string, records map[string]string,
 	emit ...string) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var was string
 		err := tx.QueryRow(ctx, `SELECT status FROM domain WHERE id = @id AND deleted_at IS NULL FOR UPDATE`,
 			pgx.NamedArgs{"id": id}).Scan(&was)
@@ -254,7 +254,7 @@ func (s *Domains) SetDomainStatus(ctx context.Context, id uuid.UUID, status stri
 		return emitDomainEvents(ctx, tx, d, emit)
 	})
 	if err != nil {
-		return fmt.Errorf("setting status of domain %s: %w", id, mapErr(err))
+		return fmt.Errorf("setting status of domain %s: %w", id, err)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -106,12 +107,13 @@ func TestSuppressionsAndTeamIsolation(t *testing.T) {
 	list, _, err := st.Emails.ListSuppressions(ctx, teamB, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, list)
-	_, err = st.Emails.DeleteSuppression(ctx, teamB, &sp.ID, "")
+	by := audit.Entry{ActorType: audit.ActorSystem, Outcome: audit.Success}
+	_, err = st.Emails.DeleteSuppression(ctx, teamB, &sp.ID, "", by)
 	require.ErrorIs(t, err, store.ErrNotFound)
 
-	del, err := st.Emails.DeleteSuppression(ctx, teamA, nil, "gone@EXAMPLE.test")
+	del, err := st.Emails.DeleteSuppression(ctx, teamA, nil, "gone@EXAMPLE.test", by)
 	require.NoError(t, err)
 	require.Equal(t, sp.ID, del.ID)
-	_, err = st.Emails.DeleteSuppression(ctx, teamA, &sp.ID, "")
+	_, err = st.Emails.DeleteSuppression(ctx, teamA, &sp.ID, "", by)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }

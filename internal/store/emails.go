@@ -85,10 +85,10 @@ type Email struct {
 	BatchID        *uuid.UUID   // the batch that accepted it, if any
 	IdempotencyKey *string      // the key of the request that accepted it, if any
 	Recipients     []Recipient  // in submission order
-	Attachments    []Attachment // filled by EmailForBuild and on insert
+	Attachments    []Attachment // filled by EmailForSending (when asked for) and on insert
 	// Source is the message as submitted over SMTP, delivered instead of
 	// one built from the fields above; nil for API emails. Filled by
-	// EmailForBuild and on insert.
+	// EmailForSending and on insert.
 	Source []byte
 	// TopicID is the team's topic the email was sent with (`topic_id`):
 	// recipients it may not reach are suppressed at send time
@@ -128,12 +128,6 @@ type Event struct {
 	// follow `delivered` (the receiving server accepted the message, then
 	// failed to deliver it).
 	Async bool
-}
-
-// InsertEmail durably accepts one email (see Accept) and returns the
-// team's usage of the month including it.
-func (s *Emails) InsertEmail(ctx context.Context, e Email) (used int64, err error) {
-	return s.Accept(ctx, Acceptance{Emails: []Email{e}})
 }
 
 // Acceptance is what one accepting request writes in one transaction.
@@ -185,26 +179,24 @@ func (s *Emails) accept(ctx context.Context, a Acceptance, exact bool) (used int
 		}
 		return used, nil
 	}
-	tx, err := s.pool.Begin(ctx)
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		br := tx.SendBatch(ctx, b)
+		tag, err := br.Exec()
+		if err != nil {
+			br.Close()
+			return fmt.Errorf("completing idempotency key: %w", mapErr(err))
+		}
+		if tag.RowsAffected() != 1 {
+			br.Close()
+			return ErrClaimLost
+		}
+		if err := br.Close(); err != nil {
+			return fmt.Errorf("inserting emails: %w", mapErr(err))
+		}
+		return nil
+	})
 	if err != nil {
-		return 0, fmt.Errorf("beginning acceptance: %w", mapErr(err))
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
-	br := tx.SendBatch(ctx, b)
-	tag, err := br.Exec()
-	if err != nil {
-		br.Close()
-		return 0, fmt.Errorf("completing idempotency key: %w", mapErr(err))
-	}
-	if tag.RowsAffected() != 1 {
-		br.Close()
-		return 0, ErrClaimLost
-	}
-	if err := br.Close(); err != nil {
-		return 0, fmt.Errorf("inserting emails: %w", mapErr(err))
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("committing acceptance: %w", mapErr(err))
+		return 0, err
 	}
 	return used, nil
 }
@@ -506,27 +498,12 @@ func (s *Emails) ListEmails(ctx context.Context, teamID uuid.UUID, p Page) ([]Em
 		pgx.NamedArgs{"team": teamID}, scanEmail)
 }
 
-// EmailForBuild loads everything needed to build an email's message:
-// bodies, recipients and attachments. It is not team-scoped: workflows
-// address emails by id only.
-func (s *Emails) EmailForBuild(ctx context.Context, id uuid.UUID) (Email, error) {
-	// One round trip: the email, its attachments and its submitted source
-	// are read in one pipelined batch.
-	var e Email
-	b := &pgx.Batch{}
-	queueEmailForBuild(b, id, &e)
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return Email{}, err
-	}
-	return s.openedEmail(ctx, e, nil)
-}
-
 // EmailToSend is what preparing and delivering an email read: the email
-// as EmailForBuild loads it (its attachments only when asked for), its
-// sender domain (nil for the sandbox sender, or a domain since removed
-// from the table), the name of its IP pool ("" for the default: the
-// domain's pool, else the team's) and its built message (nil until
-// SaveMessage stored it).
+// with its bodies, recipients and submitted source (its attachments only
+// when asked for), its sender domain (nil for the sandbox sender, or a
+// domain since removed from the table), the name of its IP pool ("" for
+// the default: the domain's pool, else the team's) and its built message
+// (nil until SaveMessage stored it).
 type EmailToSend struct {
 	Email   Email
 	Domain  *Domain
@@ -603,13 +580,6 @@ func (s *Emails) Attachments(ctx context.Context, id uuid.UUID) ([]Attachment, e
 		return nil, err
 	}
 	return e.Attachments, nil
-}
-
-// queueEmailForBuild queues the statements of EmailForBuild, which fill e.
-func queueEmailForBuild(b *pgx.Batch, id uuid.UUID, e *Email) {
-	queueEmail(b, id, e)
-	queueAttachments(b, id, e)
-	queueSource(b, id, e)
 }
 
 // queueEmail queues the read of the email row into e. It must be queued

@@ -189,7 +189,7 @@ func TestEventForAWaitingEndpointStillNotifies(t *testing.T) {
 	n, err := conn.WaitForNotification(wctx)
 	require.NoError(t, err, "the event's commit notifies")
 	require.Equal(t, OutboxChannel, n.Channel)
-	left, err := st.Webhooks.OutboxLen(ctx)
+	left, err := outboxLen(ctx, st)
 	require.NoError(t, err)
 	require.Equal(t, 1, left, "the waiting wake-up serves the new message too")
 }

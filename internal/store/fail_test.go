@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // FailEmail ends only the recipients without an outcome, once, with the
@@ -23,7 +24,7 @@ func TestFailEmail(t *testing.T) {
 		Events: []string{"email.failed"}, Status: store.WebhookEnabled, Secret: []byte("sealed")}
 	require.NoError(t, st.Webhooks.CreateWebhook(ctx, hook))
 	e := newEmail(team, "a@rcpt.test", "b@rcpt.test", "c@rcpt.test")
-	_, err := st.Emails.InsertEmail(ctx, e)
+	_, err := storetest.InsertEmail(ctx, st, e)
 	require.NoError(t, err)
 	require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{
 		{Type: store.EventSent},

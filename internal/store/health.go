@@ -152,59 +152,57 @@ func (s *Insights) SendingPause(ctx context.Context, teamID uuid.UUID) (*health.
 // stored. Evaluations serialise on an advisory lock, so several processes
 // may run them and each crossing is stored by exactly one of them.
 func (s *Insights) EvaluateHealth(ctx context.Context, now time.Time, window time.Duration, pause bool) ([]HealthNotice, error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("evaluating account health: %w", mapErr(err))
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('team_health evaluation', 0))`); err != nil {
-		return nil, fmt.Errorf("locking the health evaluation: %w", mapErr(err))
-	}
-	counts, err := s.healthCounts(ctx, tx, nil, now, window)
+	var notices []HealthNotice
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('team_health evaluation', 0))`); err != nil {
+			return fmt.Errorf("locking the health evaluation: %w", mapErr(err))
+		}
+		counts, err := s.healthCounts(ctx, tx, nil, now, window)
+		if err != nil {
+			return err
+		}
+		prev := map[uuid.UUID]TeamHealth{}
+		rows, err := tx.Query(ctx, `SELECT `+teamHealthColumns+` FROM team_health FOR UPDATE`)
+		if err != nil {
+			return fmt.Errorf("loading team health: %w", mapErr(err))
+		}
+		for rows.Next() {
+			h, err := scanTeamHealth(rows)
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("loading team health: %w", err)
+			}
+			prev[h.TeamID] = h
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("loading team health: %w", mapErr(err))
+		}
+		teams := map[uuid.UUID]bool{}
+		for id := range counts {
+			teams[id] = true
+		}
+		for id := range prev {
+			teams[id] = true
+		}
+		for id := range teams {
+			c := counts[id]
+			next, crossed := health.Evaluate(prev[id].State, c, now, window, pause)
+			if err := upsertTeamHealth(ctx, tx, id, now, window, c, next); err != nil {
+				return err
+			}
+			for _, x := range crossed {
+				n, err := insertHealthNotice(ctx, tx, HealthNotice{TeamID: id, Window: window, Counts: c, Crossing: x,
+					CreatedAt: now})
+				if err != nil {
+					return err
+				}
+				notices = append(notices, n)
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	prev := map[uuid.UUID]TeamHealth{}
-	rows, err := tx.Query(ctx, `SELECT `+teamHealthColumns+` FROM team_health FOR UPDATE`)
-	if err != nil {
-		return nil, fmt.Errorf("loading team health: %w", mapErr(err))
-	}
-	for rows.Next() {
-		h, err := scanTeamHealth(rows)
-		if err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("loading team health: %w", err)
-		}
-		prev[h.TeamID] = h
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("loading team health: %w", mapErr(err))
-	}
-	teams := map[uuid.UUID]bool{}
-	for id := range counts {
-		teams[id] = true
-	}
-	for id := range prev {
-		teams[id] = true
-	}
-	var notices []HealthNotice
-	for id := range teams {
-		c := counts[id]
-		next, crossed := health.Evaluate(prev[id].State, c, now, window, pause)
-		if err := upsertTeamHealth(ctx, tx, id, now, window, c, next); err != nil {
-			return nil, err
-		}
-		for _, x := range crossed {
-			n, err := insertHealthNotice(ctx, tx, HealthNotice{TeamID: id, Window: window, Counts: c, Crossing: x,
-				CreatedAt: now})
-			if err != nil {
-				return nil, err
-			}
-			notices = append(notices, n)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("storing team health: %w", mapErr(err))
 	}
 	return notices, nil
 }

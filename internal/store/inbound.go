@@ -174,87 +174,82 @@ func (in *Inbound) Accept(ctx context.Context, m inmail.Message) error {
 	case <-ctx.Done():
 		return fmt.Errorf("waiting to accept inbound message %s: %w", m.ID, ctx.Err())
 	}
-	tx, err := in.store.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("beginning inbound accept: %w", mapErr(err))
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
 	size := m.Len()
 	chunks := (size + inboundChunkSize - 1) / inboundChunkSize
-	for _, t := range teams {
-		rcpts := byTeam[t]
-		var kinds []string
-		for _, r := range rcpts {
-			if !slices.Contains(kinds, string(r.Kind)) {
-				kinds = append(kinds, string(r.Kind))
+	err = in.store.inTx(ctx, func(tx pgx.Tx) error {
+		for _, t := range teams {
+			rcpts := byTeam[t]
+			var kinds []string
+			for _, r := range rcpts {
+				if !slices.Contains(kinds, string(r.Kind)) {
+					kinds = append(kinds, string(r.Kind))
+				}
 			}
-		}
-		rj, err := json.Marshal(rcpts)
-		if err != nil {
-			return fmt.Errorf("encoding recipients: %w", err)
-		}
-		id, err := uuid.NewV7()
-		if err != nil {
-			return err
-		}
-		if m.Spool == nil && size <= inboundChunkSize {
-			// A message of at most one chunk, held in memory, is stored
-			// as one sealed value (the form rows had before chunks), in
-			// one round trip with its outbox entry.
-			raw, sealed, err := in.store.sealBytes(ctx, t, m.Data, adInbound(id))
+			rj, err := json.Marshal(rcpts)
 			if err != nil {
-				return fmt.Errorf("sealing inbound message %s: %w", m.ID, err)
+				return fmt.Errorf("encoding recipients: %w", err)
 			}
-			if raw == nil {
-				raw = []byte{} // an empty message, not NULL
+			id, err := uuid.NewV7()
+			if err != nil {
+				return err
 			}
-			b := &pgx.Batch{}
-			b.Queue(`INSERT INTO inbound_message (id, team_id, message_id, kinds, mail_from, recipients, client_ip,
-					helo, tls, auth, auth_header, raw, size, received_at, sealed)
-				VALUES (@id, @team, @mid, @kinds, @from, @rcpts, @ip, @helo, @tls, @auth, @auth_header, @raw, @size,
-					@at, @sealed)`,
-				pgx.NamedArgs{"id": id, "team": t, "mid": m.ID, "kinds": kinds, "from": m.MailFrom,
-					"rcpts": string(rj), "ip": ip, "helo": m.Helo, "tls": m.TLS, "auth": string(auth),
-					"auth_header": m.AuthHeader, "raw": raw, "size": size, "at": m.ReceivedAt, "sealed": sealed})
-			b.Queue(`INSERT INTO outbox (kind, team_id, ref) VALUES (@kind, @team, @id)`,
-				pgx.NamedArgs{"kind": OutboxInbound, "team": t, "id": id})
-			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			if m.Spool == nil && size <= inboundChunkSize {
+				// A message of at most one chunk, held in memory, is stored
+				// as one sealed value (the form rows had before chunks), in
+				// one round trip with its outbox entry.
+				raw, sealed, err := in.store.sealBytes(ctx, t, m.Data, adInbound(id))
+				if err != nil {
+					return fmt.Errorf("sealing inbound message %s: %w", m.ID, err)
+				}
+				if raw == nil {
+					raw = []byte{} // an empty message, not NULL
+				}
+				b := &pgx.Batch{}
+				b.Queue(`INSERT INTO inbound_message (id, team_id, message_id, kinds, mail_from, recipients, client_ip,
+						helo, tls, auth, auth_header, raw, size, received_at, sealed)
+					VALUES (@id, @team, @mid, @kinds, @from, @rcpts, @ip, @helo, @tls, @auth, @auth_header, @raw, @size,
+						@at, @sealed)`,
+					pgx.NamedArgs{"id": id, "team": t, "mid": m.ID, "kinds": kinds, "from": m.MailFrom,
+						"rcpts": string(rj), "ip": ip, "helo": m.Helo, "tls": m.TLS, "auth": string(auth),
+						"auth_header": m.AuthHeader, "raw": raw, "size": size, "at": m.ReceivedAt, "sealed": sealed})
+				b.Queue(`INSERT INTO outbox (kind, team_id, ref) VALUES (@kind, @team, @id)`,
+					pgx.NamedArgs{"kind": OutboxInbound, "team": t, "id": id})
+				if err := tx.SendBatch(ctx, b).Close(); err != nil {
+					return fmt.Errorf("inserting inbound message %s: %w", m.ID, mapErr(err))
+				}
+				continue
+			}
+			_, err = tx.Exec(ctx, `INSERT INTO inbound_message (id, team_id, message_id, kinds, mail_from, recipients,
+					client_ip, helo, tls, auth, auth_header, raw, raw_chunks, size, received_at, sealed)
+				VALUES (@id, @team, @mid, @kinds, @from, @rcpts, @ip, @helo, @tls, @auth, @auth_header, ''::bytea,
+					@chunks, @size, @at, @sealed)`,
+				pgx.NamedArgs{"id": id, "team": t, "mid": m.ID, "kinds": kinds, "from": m.MailFrom, "rcpts": string(rj),
+					"ip": ip, "helo": m.Helo, "tls": m.TLS, "auth": string(auth), "auth_header": m.AuthHeader,
+					"chunks": chunks, "size": size, "at": m.ReceivedAt, "sealed": in.store.sealer != nil})
+			if err != nil {
 				return fmt.Errorf("inserting inbound message %s: %w", m.ID, mapErr(err))
 			}
-			continue
+			// The message is streamed into its chunks, each sealed on its own
+			// with the team's key: one chunk in memory at a time, whatever
+			// the message's size and the number of teams.
+			src := &chunkSource{ctx: ctx, s: in.store, team: t, id: id, r: m.Reader(),
+				buf: make([]byte, min(size, inboundChunkSize))}
+			n, err := tx.CopyFrom(ctx, pgx.Identifier{"inbound_message_chunk"}, []string{"inbound_id", "seq", "data"}, src)
+			if err != nil {
+				return fmt.Errorf("storing inbound message %s: %w", m.ID, mapErr(err))
+			}
+			if n != chunks {
+				return fmt.Errorf("storing inbound message %s: %d chunks of %d", m.ID, n, chunks)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO outbox (kind, team_id, ref) VALUES (@kind, @team, @id)`,
+				pgx.NamedArgs{"kind": OutboxInbound, "team": t, "id": id}); err != nil {
+				return fmt.Errorf("inserting inbound message %s: %w", m.ID, mapErr(err))
+			}
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO inbound_message (id, team_id, message_id, kinds, mail_from, recipients,
-				client_ip, helo, tls, auth, auth_header, raw, raw_chunks, size, received_at, sealed)
-			VALUES (@id, @team, @mid, @kinds, @from, @rcpts, @ip, @helo, @tls, @auth, @auth_header, ''::bytea,
-				@chunks, @size, @at, @sealed)`,
-			pgx.NamedArgs{"id": id, "team": t, "mid": m.ID, "kinds": kinds, "from": m.MailFrom, "rcpts": string(rj),
-				"ip": ip, "helo": m.Helo, "tls": m.TLS, "auth": string(auth), "auth_header": m.AuthHeader,
-				"chunks": chunks, "size": size, "at": m.ReceivedAt, "sealed": in.store.sealer != nil})
-		if err != nil {
-			return fmt.Errorf("inserting inbound message %s: %w", m.ID, mapErr(err))
-		}
-		// The message is streamed into its chunks, each sealed on its own
-		// with the team's key: one chunk in memory at a time, whatever
-		// the message's size and the number of teams.
-		src := &chunkSource{ctx: ctx, s: in.store, team: t, id: id, r: m.Reader(),
-			buf: make([]byte, min(size, inboundChunkSize))}
-		n, err := tx.CopyFrom(ctx, pgx.Identifier{"inbound_message_chunk"}, []string{"inbound_id", "seq", "data"}, src)
-		if err != nil {
-			return fmt.Errorf("storing inbound message %s: %w", m.ID, mapErr(err))
-		}
-		if n != chunks {
-			return fmt.Errorf("storing inbound message %s: %d chunks of %d", m.ID, n, chunks)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO outbox (kind, team_id, ref) VALUES (@kind, @team, @id)`,
-			pgx.NamedArgs{"kind": OutboxInbound, "team": t, "id": id}); err != nil {
-			return fmt.Errorf("inserting inbound message %s: %w", m.ID, mapErr(err))
-		}
-	}
-	if err := in.countUsage(ctx, tx, m); err != nil { // inbound_usage.go
+		return in.countUsage(ctx, tx, m) // inbound_usage.go
+	})
+	if err != nil {
 		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("committing inbound message %s: %w", m.ID, mapErr(err))
 	}
 	if in.committed != nil {
 		in.committed()
@@ -407,38 +402,6 @@ func (s *Received) InboundByID(ctx context.Context, id uuid.UUID) (InboundMessag
 		return InboundMessage{}, fmt.Errorf("raw message of %s: %w", m.ID, mapErr(err))
 	}
 	return m, nil
-}
-
-// InboundMessages lists a team's inbound messages, newest first, at most
-// limit of them.
-func (s *Received) InboundMessages(ctx context.Context, teamID uuid.UUID, limit int) ([]InboundMessage, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+inboundColumns+` FROM inbound_message WHERE team_id = @team
-		ORDER BY id DESC LIMIT @limit`, pgx.NamedArgs{"team": teamID, "limit": limit})
-	if err != nil {
-		return nil, fmt.Errorf("listing inbound messages: %w", mapErr(err))
-	}
-	defer rows.Close()
-	var (
-		out  []InboundMessage
-		raws []inboundRaw
-	)
-	for rows.Next() {
-		m, raw, err := scanInbound(rows)
-		if err != nil {
-			return nil, err
-		}
-		out, raws = append(out, m), append(raws, raw)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, mapErr(err)
-	}
-	rows.Close()
-	for i := range out {
-		if out[i].Raw, err = s.openInboundRaw(ctx, teamID, out[i].ID, raws[i]); err != nil {
-			return nil, fmt.Errorf("raw message of %s: %w", out[i].ID, err)
-		}
-	}
-	return out, nil
 }
 
 // MarkInboundProcessed marks a team's inbound message processed with what

@@ -17,15 +17,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/datakey"
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
-// keyedStore is sealedStore with its keyring, to write rows as older
-// code did.
+// keyedStore is sealedStore with a keyring of the same master key, to
+// write rows as older code did.
 func keyedStore(t *testing.T) (*store.Store, *datakey.Keyring, *pgx.Conn) {
 	t.Helper()
 	ctx := context.Background()
@@ -39,13 +39,12 @@ func keyedStore(t *testing.T) (*store.Store, *datakey.Keyring, *pgx.Conn) {
 	db, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close(context.Background()) })
-	kr := datakey.New(box, plain, datakey.Config{})
-	return plain.WithSealer(kr), kr, db
+	return storetest.Open(t, store.Config{URL: url, MasterKey: box}), datakey.New(box, plain, datakey.Config{}), db
 }
 
 // receivingRoute makes a verified receiving domain of a new team and
 // returns the route of an address at it.
-func receivingRoute(t *testing.T, st *store.Store, db *pgx.Conn, name string) (uuid.UUID, inbound.Recipient) {
+func receivingRoute(t *testing.T, st *store.Store, db *pgx.Conn, name string) (uuid.UUID, inmail.Recipient) {
 	t.Helper()
 	ctx := context.Background()
 	team := newTeam(t, st)
@@ -56,7 +55,7 @@ func receivingRoute(t *testing.T, st *store.Store, db *pgx.Conn, name string) (u
 	addr := "support@" + name
 	r, err := inroute.New(st.Received, st.Emails, verpKey, nil).Route(ctx, addr)
 	require.NoError(t, err)
-	return team, inbound.Recipient{Address: addr, Route: r}
+	return team, inmail.Recipient{Address: addr, Route: r}
 }
 
 // bigMessage is a message of about size bytes with a marker on every line.
@@ -95,15 +94,15 @@ func TestInboundStoredInChunks(t *testing.T) {
 			_, err = f.Write(msg)
 			require.NoError(t, err)
 			defer f.Close()
-			for how, m := range map[string]inbound.Message{
+			for how, m := range map[string]inmail.Message{
 				"in memory": {Data: msg},
 				"spooled":   {Spool: f, Size: int64(len(msg))},
 			} {
 				m.ID, m.ReceivedAt = uuid.Must(uuid.NewV7()), time.Now()
-				m.Recipients = []inbound.Recipient{ra, rb}
+				m.Recipients = []inmail.Recipient{ra, rb}
 				require.NoError(t, in.Accept(ctx, m), how)
 				for _, team := range []uuid.UUID{teamA, teamB} {
-					ms, err := st.Received.InboundMessages(ctx, team, 1)
+					ms, err := storetest.InboundMessages(ctx, st, team, 1)
 					require.NoError(t, err)
 					require.Equal(t, m.ID, ms[0].MessageID)
 					require.True(t, bytes.Equal(msg, ms[0].Raw), "%s: %d bytes read back of %d", how, len(ms[0].Raw), len(msg))
@@ -128,7 +127,7 @@ func TestInboundStoredInChunks(t *testing.T) {
 
 	// A chunk cannot go missing or be moved to another position: each is
 	// sealed for its own.
-	ms, err := st.Received.InboundMessages(ctx, teamA, 1)
+	ms, err := storetest.InboundMessages(ctx, st, teamA, 1)
 	require.NoError(t, err)
 	_, err = db.Exec(ctx, `UPDATE inbound_message_chunk SET seq = 99 WHERE inbound_id = $1 AND seq = 0`, ms[0].ID)
 	require.NoError(t, err)
@@ -167,7 +166,7 @@ func TestInboundOldFormatRows(t *testing.T) {
 		require.NoError(t, err, "sealed: %v", sealed)
 		require.Equal(t, msg, m.Raw, "sealed: %v", sealed)
 	}
-	ms, err := st.Received.InboundMessages(ctx, team, 10)
+	ms, err := storetest.InboundMessages(ctx, st, team, 10)
 	require.NoError(t, err)
 	require.Len(t, ms, 2)
 	for _, m := range ms {
@@ -188,8 +187,8 @@ func TestInboundAcceptMemory(t *testing.T) {
 	const size = 10 << 20
 	msg := bigMessage(size)
 	// Warm up: the teams' data keys, the pool's connections.
-	require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(),
-		Recipients: []inbound.Recipient{ra, rb}, Data: []byte("Subject: warm\r\n\r\nx\r\n")}))
+	require.NoError(t, in.Accept(ctx, inmail.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(),
+		Recipients: []inmail.Recipient{ra, rb}, Data: []byte("Subject: warm\r\n\r\nx\r\n")}))
 
 	// A low GC target keeps garbage from passing for a copy; the sampler
 	// records the largest heap seen while Accept runs.
@@ -214,8 +213,8 @@ func TestInboundAcceptMemory(t *testing.T) {
 			}
 		}
 	}()
-	err := in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(),
-		Recipients: []inbound.Recipient{ra, rb}, Data: msg})
+	err := in.Accept(ctx, inmail.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(),
+		Recipients: []inmail.Recipient{ra, rb}, Data: msg})
 	close(done)
 	peak := <-peakc
 	require.NoError(t, err)
@@ -256,9 +255,7 @@ func TestInboundAcceptsBounded(t *testing.T) {
 	ctx := context.Background()
 	_, url := storetest.NewWithURL(t)
 	// A pool larger than the bound, as the processes' (32).
-	st, err := store.Open(ctx, store.Config{URL: url, MaxConns: 2 * store.DefaultInboundAccepts})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
+	st := storetest.Open(t, store.Config{URL: url, MaxConns: 2 * store.DefaultInboundAccepts})
 	db, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close(context.Background()) })
@@ -270,15 +267,15 @@ func TestInboundAcceptsBounded(t *testing.T) {
 	errs := make(chan error, store.DefaultInboundAccepts)
 	for range store.DefaultInboundAccepts {
 		go func() {
-			errs <- in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(),
-				Recipients: []inbound.Recipient{r}, Spool: &stallingSpool{started: started, release: release}, Size: 1 << 20})
+			errs <- in.Accept(ctx, inmail.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(),
+				Recipients: []inmail.Recipient{r}, Spool: &stallingSpool{started: started, release: release}, Size: 1 << 20})
 		}()
 	}
 	for range store.DefaultInboundAccepts {
 		<-started
 	}
 	body := []byte("Subject: waits\r\n\r\n" + strings.Repeat("x", 2<<20) + "\r\n")
-	large := inbound.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(), Recipients: []inbound.Recipient{r},
+	large := inmail.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(), Recipients: []inmail.Recipient{r},
 		Spool: bytes.NewReader(body), Size: int64(len(body))}
 	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	err = in.Accept(wctx, large)
@@ -286,12 +283,12 @@ func TestInboundAcceptsBounded(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded, "a large message over the bound waits for a slot")
 	// A small message (a bounce, most mail) does not wait behind them.
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = in.Accept(sctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(),
-		Recipients: []inbound.Recipient{r}, Data: []byte("Subject: small\r\n\r\nx\r\n")})
+	err = in.Accept(sctx, inmail.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: time.Now(),
+		Recipients: []inmail.Recipient{r}, Data: []byte("Subject: small\r\n\r\nx\r\n")})
 	cancel()
 	require.NoError(t, err, "a small message is accepted while the large ones hold their slots")
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = st.Received.InboundMessages(qctx, team, 1)
+	_, err = storetest.InboundMessages(qctx, st, team, 1)
 	cancel()
 	require.NoError(t, err, "the pool serves others meanwhile")
 	releaseAll()
@@ -299,7 +296,7 @@ func TestInboundAcceptsBounded(t *testing.T) {
 		require.NoError(t, <-errs)
 	}
 	require.NoError(t, in.Accept(ctx, large), "accepted once a slot is free")
-	ms, err := st.Received.InboundMessages(ctx, team, 10)
+	ms, err := storetest.InboundMessages(ctx, st, team, 10)
 	require.NoError(t, err)
 	require.Len(t, ms, store.DefaultInboundAccepts+2)
 }

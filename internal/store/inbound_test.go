@@ -9,10 +9,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 var verpKey = []byte("0123456789abcdef0123456789abcdef")
@@ -25,7 +26,7 @@ func domainEmail(t *testing.T, st *store.Store, team uuid.UUID, name string, cre
 	require.NoError(t, st.Domains.CreateDomain(context.Background(), d))
 	e := newEmail(team, rcpts...)
 	e.DomainID, e.FromDomain, e.CreatedAt = &d.ID, name, created
-	_, err := st.Emails.InsertEmail(context.Background(), e)
+	_, err := storetest.InsertEmail(context.Background(), st, e)
 	require.NoError(t, err)
 	return e, d
 }
@@ -49,7 +50,7 @@ func TestInboundRouteReturnPath(t *testing.T) {
 	second := rcptPath(verpKey, e.ID, 1, "send.shop.test")
 	r, err := rt.Route(ctx, second)
 	require.NoError(t, err)
-	require.Equal(t, inbound.Route{Kind: inbound.RouteReturnPath, TeamID: team, DomainID: *e.DomainID, EmailID: e.ID}, r)
+	require.Equal(t, inmail.Route{Kind: inmail.RouteReturnPath, TeamID: team, DomainID: *e.DomainID, EmailID: e.ID}, r)
 
 	// Emails from before per-recipient return paths (migration 00040)
 	// went out with the per-email forms: they still route.
@@ -77,7 +78,7 @@ func TestInboundRouteReturnPath(t *testing.T) {
 		"a foreign domain":                   "user@elsewhere.test",
 	} {
 		_, err := rt.Route(ctx, rcpt)
-		require.ErrorIs(t, err, inbound.ErrNotOurs, name)
+		require.ErrorIs(t, err, inmail.ErrNotOurs, name)
 	}
 
 	// A report about an email we signed for but no longer keep is ours,
@@ -86,11 +87,11 @@ func TestInboundRouteReturnPath(t *testing.T) {
 		reports.SignedReturnPath(verpKey, uuid.Must(uuid.NewV7()), "send.shop.test")} {
 		r, err = rt.Route(ctx, gone)
 		require.NoError(t, err)
-		require.Equal(t, inbound.Route{Kind: inbound.RouteDiscard}, r)
-		require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), Data: []byte("Subject: x\r\n\r\nx\r\n"),
-			Recipients: []inbound.Recipient{{Address: gone, Route: r}}}))
+		require.Equal(t, inmail.Route{Kind: inmail.RouteDiscard}, r)
+		require.NoError(t, in.Accept(ctx, inmail.Message{ID: uuid.Must(uuid.NewV7()), Data: []byte("Subject: x\r\n\r\nx\r\n"),
+			Recipients: []inmail.Recipient{{Address: gone, Route: r}}}))
 	}
-	msgs, err := st.Received.InboundMessages(ctx, team, 10)
+	msgs, err := storetest.InboundMessages(ctx, st, team, 10)
 	require.NoError(t, err)
 	require.Empty(t, msgs, "nothing stored")
 
@@ -98,7 +99,7 @@ func TestInboundRouteReturnPath(t *testing.T) {
 	nokeyRt := inroute.New(st.Received, st.Emails, nil, nil)
 	for _, signed := range []string{second, oldSigned} {
 		_, err = nokeyRt.Route(ctx, signed)
-		require.ErrorIs(t, err, inbound.ErrNotOurs)
+		require.ErrorIs(t, err, inmail.ErrNotOurs)
 	}
 	_, err = nokeyRt.Route(ctx, oldUnsigned)
 	require.NoError(t, err)
@@ -114,7 +115,7 @@ func TestInboundAcceptSplitsPerTeam(t *testing.T) {
 	rt := inroute.New(st.Received, st.Emails, verpKey, nil)
 	ea, da := domainEmail(t, st, teamA, "a.test", time.Now(), "x@dest.test")
 	eb, db := domainEmail(t, st, teamB, "b.test", time.Now(), "y@dest.test")
-	var rcpts []inbound.Recipient
+	var rcpts []inmail.Recipient
 	for _, x := range []struct {
 		e store.Email
 		d store.Domain
@@ -123,25 +124,25 @@ func TestInboundAcceptSplitsPerTeam(t *testing.T) {
 		require.NoError(t, err)
 		r, err := rt.Route(ctx, addr)
 		require.NoError(t, err)
-		rcpts = append(rcpts, inbound.Recipient{Address: addr, Route: r})
+		rcpts = append(rcpts, inmail.Recipient{Address: addr, Route: r})
 	}
-	m := inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "", Recipients: rcpts,
+	m := inmail.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "", Recipients: rcpts,
 		ClientIP: netip.MustParseAddr("192.0.2.7"), Helo: "mx.dest.test", TLS: true, ReceivedAt: time.Now(),
-		Data: []byte("Subject: x\r\n\r\nbody\r\n"), Auth: inbound.Results{SPF: inbound.SPFResult{Result: "pass"}},
+		Data: []byte("Subject: x\r\n\r\nbody\r\n"), Auth: inmail.Results{SPF: inmail.SPFResult{Result: "pass"}},
 		AuthHeader: "mx.test; spf=pass"}
 	require.NoError(t, in.Accept(ctx, m))
 	require.Equal(t, 1, commits)
 
-	la, err := st.Received.InboundMessages(ctx, teamA, 10)
+	la, err := storetest.InboundMessages(ctx, st, teamA, 10)
 	require.NoError(t, err)
 	require.Len(t, la, 1)
-	lb, err := st.Received.InboundMessages(ctx, teamB, 10)
+	lb, err := storetest.InboundMessages(ctx, st, teamB, 10)
 	require.NoError(t, err)
 	require.Len(t, lb, 1)
 	a := la[0]
 	require.Equal(t, m.ID, a.MessageID)
 	require.NotEqual(t, a.ID, lb[0].ID)
-	require.Equal(t, []store.InboundRecipient{{Address: rcpts[0].Address, Kind: inbound.RouteReturnPath,
+	require.Equal(t, []store.InboundRecipient{{Address: rcpts[0].Address, Kind: inmail.RouteReturnPath,
 		DomainID: da.ID, EmailID: &ea.ID}}, a.Recipients, "team A sees only its own recipient")
 	require.Equal(t, eb.ID, *lb[0].Recipients[0].EmailID)
 	require.Equal(t, []string{"return_path"}, a.Kinds)
@@ -200,7 +201,7 @@ func TestBouncedAfterDeliveredIsTheOnlyLateOutcome(t *testing.T) {
 	st := newStore(t)
 	team := newTeam(t, st)
 	e := newEmail(team, "a@dest.test", "b@dest.test")
-	_, err := st.Emails.InsertEmail(ctx, e)
+	_, err := storetest.InsertEmail(ctx, st, e)
 	require.NoError(t, err)
 	bounce := map[string]any{"type": "Permanent", "subType": "General", "message": "async",
 		"diagnosticCode": []string{"smtp; 550 5.1.1 no"}}

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
 )
@@ -40,7 +40,7 @@ func TestInboundRouteUnsubscribe(t *testing.T) {
 	for _, rcpt := range []string{valid, strings.ToUpper(valid)} {
 		r, err := rt.Route(ctx, rcpt)
 		require.NoError(t, err)
-		require.Equal(t, inbound.Route{Kind: inbound.RouteUnsubscribe, TeamID: team, DomainID: d.ID, EmailID: e.ID}, r)
+		require.Equal(t, inmail.Route{Kind: inmail.RouteUnsubscribe, TeamID: team, DomainID: d.ID, EmailID: e.ID}, r)
 	}
 	r, err := rt.Route(ctx, mk(mailtoKey, theirs.ID, 0, "send.theirs.test"))
 	require.NoError(t, err)
@@ -62,11 +62,11 @@ func TestInboundRouteUnsubscribe(t *testing.T) {
 		"not a code":                "unsubscribe+hello@send.shop.test",
 	} {
 		_, err := rt.Route(ctx, rcpt)
-		require.ErrorIs(t, err, inbound.ErrNotOurs, name)
+		require.ErrorIs(t, err, inmail.ErrNotOurs, name)
 	}
 
 	// Without the key none routes.
 	nokeyRt := inroute.New(st.Received, st.Emails, verpKey, nil)
 	_, err = nokeyRt.Route(ctx, valid)
-	require.ErrorIs(t, err, inbound.ErrNotOurs)
+	require.ErrorIs(t, err, inmail.ErrNotOurs)
 }

@@ -50,17 +50,6 @@ func (s *Received) InboundUsage(ctx context.Context, team uuid.UUID, now time.Ti
 	return u, nil
 }
 
-// SetInboundBudget sets team's own inbound budget; zero is the default.
-func (s *Received) SetInboundBudget(ctx context.Context, team uuid.UUID, dailyMessages, storageBytes int64) error {
-	_, err := s.pool.Exec(ctx, `UPDATE team SET inbound_daily_messages = nullif(@m::integer, 0),
-		inbound_storage_bytes = nullif(@b::bigint, 0) WHERE id = @team`,
-		pgx.NamedArgs{"team": team, "m": dailyMessages, "b": storageBytes})
-	if err != nil {
-		return fmt.Errorf("setting inbound budget: %w", mapErr(err))
-	}
-	return nil
-}
-
 // SetBudget makes Accept count each message for a receiving domain in the
 // transaction that stores it and refuse it (inmail.ErrOverBudget) when
 // it takes its team over b. Call it before serving.

@@ -7,9 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/stretchr/testify/require"
-
-	"github.com/posthaste/posthaste/internal/inbound"
 )
 
 // TestInboundUsageMigrationDown: migration 00039 goes down and up again.
@@ -43,12 +42,12 @@ func TestInboundUsageSlots(t *testing.T) {
 	free, capped := uuid.New(), uuid.New()
 	require.NoError(t, st.Accounts.CreateTeam(ctx, Team{ID: free, Name: "free"}))
 	require.NoError(t, st.Accounts.CreateTeam(ctx, Team{ID: capped, Name: "capped"}))
-	require.NoError(t, st.Received.SetInboundBudget(ctx, capped, 100, 0))
+	require.NoError(t, setInboundBudget(ctx, st, capped, 100, 0))
 	in := NewInbound(st, nil)
 	now := time.Now()
-	msg := func(team uuid.UUID) inbound.Message {
-		return inbound.Message{ID: uuid.New(), ReceivedAt: now, Data: []byte("Subject: x\r\n\r\nx\r\n"),
-			Recipients: []inbound.Recipient{{Address: "a@x.test", Route: inbound.Route{Kind: inbound.RouteReceiving, TeamID: team}}}}
+	msg := func(team uuid.UUID) inmail.Message {
+		return inmail.Message{ID: uuid.New(), ReceivedAt: now, Data: []byte("Subject: x\r\n\r\nx\r\n"),
+			Recipients: []inmail.Recipient{{Address: "a@x.test", Route: inmail.Route{Kind: inmail.RouteReceiving, TeamID: team}}}}
 	}
 	count := func(team uuid.UUID) (pgx.Tx, chan error) {
 		tx, err := st.pool.Begin(ctx)

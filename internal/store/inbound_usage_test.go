@@ -14,9 +14,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
+	"github.com/posthaste/posthaste/internal/mxlisten"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // receivingDomain creates a verified domain of team with receiving on.
@@ -28,10 +30,10 @@ func receivingDomain(t *testing.T, st *store.Store, team uuid.UUID, name string)
 	return d
 }
 
-func receivedMessage(d store.Domain, at time.Time, body string) inbound.Message {
-	return inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "x@sender.test", ReceivedAt: at,
-		Recipients: []inbound.Recipient{{Address: "support@" + d.Name,
-			Route: inbound.Route{Kind: inbound.RouteReceiving, TeamID: d.TeamID, DomainID: d.ID}}},
+func receivedMessage(d store.Domain, at time.Time, body string) inmail.Message {
+	return inmail.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "x@sender.test", ReceivedAt: at,
+		Recipients: []inmail.Recipient{{Address: "support@" + d.Name,
+			Route: inmail.Route{Kind: inmail.RouteReceiving, TeamID: d.TeamID, DomainID: d.ID}}},
 		Data: []byte("Subject: hi\r\n\r\n" + body)}
 }
 
@@ -44,7 +46,7 @@ func TestInboundUsageCountsReceivedMail(t *testing.T) {
 	in := store.NewInbound(st, nil)
 	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 
-	for _, m := range []inbound.Message{
+	for _, m := range []inmail.Message{
 		receivedMessage(a, now, "today"),                        // 20 bytes
 		receivedMessage(a, now.Add(-time.Hour), "earlier"),      // 22
 		receivedMessage(a, now.Add(-13*time.Hour), "yesterday"), // 24, another UTC day
@@ -56,35 +58,35 @@ func TestInboundUsageCountsReceivedMail(t *testing.T) {
 	}
 	// A bounce to a return path of team A: not the receiving budget's.
 	e, d := domainEmail(t, st, teamA, "shop.test", now, "a@dest.test")
-	require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: now,
-		Recipients: []inbound.Recipient{{Address: "bounces+x@send.shop.test",
-			Route: inbound.Route{Kind: inbound.RouteReturnPath, TeamID: teamA, DomainID: d.ID, EmailID: e.ID}}},
+	require.NoError(t, in.Accept(ctx, inmail.Message{ID: uuid.Must(uuid.NewV7()), ReceivedAt: now,
+		Recipients: []inmail.Recipient{{Address: "bounces+x@send.shop.test",
+			Route: inmail.Route{Kind: inmail.RouteReturnPath, TeamID: teamA, DomainID: d.ID, EmailID: e.ID}}},
 		Data: []byte(strings.Repeat("x", 1000))}))
 
 	u, err := st.Received.InboundUsage(ctx, teamA, now)
 	require.NoError(t, err)
-	require.Equal(t, inbound.Usage{Messages: 2, Bytes: 20 + 22 + 24 + 19}, u)
+	require.Equal(t, inmail.Usage{Messages: 2, Bytes: 20 + 22 + 24 + 19}, u)
 	u, err = st.Received.InboundUsage(ctx, teamB, now)
 	require.NoError(t, err)
-	require.Equal(t, inbound.Usage{Messages: 1, Bytes: 21}, u)
+	require.Equal(t, inmail.Usage{Messages: 1, Bytes: 21}, u)
 
 	// A team's own budget comes with its usage.
-	require.NoError(t, st.Received.SetInboundBudget(ctx, teamB, 5, 1<<20))
+	require.NoError(t, storetest.SetInboundBudget(ctx, st, teamB, 5, 1<<20))
 	u, err = st.Received.InboundUsage(ctx, teamB, now)
 	require.NoError(t, err)
-	require.Equal(t, inbound.Usage{Messages: 1, Bytes: 21, MaxMessages: 5, MaxBytes: 1 << 20}, u)
+	require.Equal(t, inmail.Usage{Messages: 1, Bytes: 21, MaxMessages: 5, MaxBytes: 1 << 20}, u)
 	// A storage budget beyond 2 GiB (a bigint, not an integer).
-	require.NoError(t, st.Received.SetInboundBudget(ctx, teamB, 5, 5<<30))
+	require.NoError(t, storetest.SetInboundBudget(ctx, st, teamB, 5, 5<<30))
 	u, err = st.Received.InboundUsage(ctx, teamB, now)
 	require.NoError(t, err)
-	require.Equal(t, inbound.Usage{Messages: 1, Bytes: 21, MaxMessages: 5, MaxBytes: 5 << 30}, u)
+	require.Equal(t, inmail.Usage{Messages: 1, Bytes: 21, MaxMessages: 5, MaxBytes: 5 << 30}, u)
 
 	// The counters outlive nothing: purged once outside the window.
 	_, err = st.Privacy.PurgeExpired(ctx, now.AddDate(0, 0, 40), 1000)
 	require.NoError(t, err)
 	u, err = st.Received.InboundUsage(ctx, teamA, now)
 	require.NoError(t, err)
-	require.Equal(t, inbound.Usage{}, u)
+	require.Equal(t, inmail.Usage{}, u)
 }
 
 func TestInboundAcceptRefusesOverBudget(t *testing.T) {
@@ -94,7 +96,7 @@ func TestInboundAcceptRefusesOverBudget(t *testing.T) {
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
 	a, b := receivingDomain(t, st, teamA, "a.test"), receivingDomain(t, st, teamB, "b.test")
 	in := store.NewInbound(st, nil)
-	in.SetBudget(inbound.Budget{DailyMessages: 3, StorageBytes: 1 << 20})
+	in.SetBudget(inmail.Budget{DailyMessages: 3, StorageBytes: 1 << 20})
 	now := time.Now()
 
 	// Racing accepts for team A: the budget's 3 are taken, no more.
@@ -113,7 +115,7 @@ func TestInboundAcceptRefusesOverBudget(t *testing.T) {
 			switch {
 			case err == nil:
 				ok++
-			case errors.Is(err, inbound.ErrOverBudget):
+			case errors.Is(err, inmail.ErrOverBudget):
 				over++
 			default:
 				t.Errorf("accept: %v", err)
@@ -123,7 +125,7 @@ func TestInboundAcceptRefusesOverBudget(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, 3, ok)
 	require.Equal(t, 5, over)
-	msgs, err := st.Received.InboundMessages(ctx, teamA, 100)
+	msgs, err := storetest.InboundMessages(ctx, st, teamA, 100)
 	require.NoError(t, err)
 	require.Len(t, msgs, 3, "nothing of a refused message is kept")
 	u, err := st.Received.InboundUsage(ctx, teamA, now)
@@ -132,13 +134,13 @@ func TestInboundAcceptRefusesOverBudget(t *testing.T) {
 
 	// Team B still receives; and a team's own budget replaces the default.
 	require.NoError(t, in.Accept(ctx, receivedMessage(b, now, "b")))
-	require.NoError(t, st.Received.SetInboundBudget(ctx, teamA, 4, 0))
+	require.NoError(t, storetest.SetInboundBudget(ctx, st, teamA, 4, 0))
 	require.NoError(t, in.Accept(ctx, receivedMessage(a, now, "a")))
-	require.ErrorIs(t, in.Accept(ctx, receivedMessage(a, now, "a")), inbound.ErrOverBudget)
+	require.ErrorIs(t, in.Accept(ctx, receivedMessage(a, now, "a")), inmail.ErrOverBudget)
 
 	// Bytes: a message that would go over the storage budget is refused.
-	require.NoError(t, st.Received.SetInboundBudget(ctx, teamB, 100, 200))
-	require.ErrorIs(t, in.Accept(ctx, receivedMessage(b, now, strings.Repeat("x", 200))), inbound.ErrOverBudget)
+	require.NoError(t, storetest.SetInboundBudget(ctx, st, teamB, 100, 200))
+	require.ErrorIs(t, in.Accept(ctx, receivedMessage(b, now, strings.Repeat("x", 200))), inmail.ErrOverBudget)
 	require.NoError(t, in.Accept(ctx, receivedMessage(b, now, strings.Repeat("x", 100))))
 }
 
@@ -153,9 +155,9 @@ func TestInboundBudgetAtTheMX(t *testing.T) {
 	receivingDomain(t, st, teamA, "a.test")
 	receivingDomain(t, st, teamB, "b.test")
 	in := store.NewInbound(st, nil)
-	budget := inbound.Budget{DailyMessages: 2, StorageBytes: 1 << 30, Usage: st.Received}
+	budget := inmail.Budget{DailyMessages: 2, StorageBytes: 1 << 30, Usage: st.Received}
 	in.SetBudget(budget)
-	srv, err := inbound.New(inbound.Config{Hostname: "mx.test", Budget: budget, Resolver: &net.Resolver{
+	srv, err := mxlisten.New(mxlisten.Config{Hostname: "mx.test", Budget: budget, Resolver: &net.Resolver{
 		PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
 			return nil, errors.New("no DNS in this test")
 		}}}, inroute.New(st.Received, st.Emails, nil, nil), in)
@@ -196,7 +198,7 @@ func TestInboundBudgetAtTheMX(t *testing.T) {
 	require.Equal(t, 452, te.Code, te.Msg)
 	require.NoError(t, send("support@b.test"), "team B still receives")
 
-	msgs, err := st.Received.InboundMessages(context.Background(), teamA, 10)
+	msgs, err := storetest.InboundMessages(context.Background(), st, teamA, 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 2)
 }

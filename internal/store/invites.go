@@ -152,26 +152,22 @@ func (s *Accounts) AcceptInvitationAsNewUser(ctx context.Context, tokenHash []by
 func (s *Accounts) acceptInvitation(ctx context.Context, tokenHash []byte,
 	member func(pgx.Tx, Invitation) (uuid.UUID, error)) (Invitation, error) {
 	var inv Invitation
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return inv, mapErr(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
-	err = tx.QueryRow(ctx, `DELETE FROM invitation WHERE token_hash = @hash AND expires_at > now()
-		RETURNING `+invitationColumns, pgx.NamedArgs{"hash": tokenHash}).Scan(inv.fields()...)
-	if err != nil {
-		return inv, mapErr(err)
-	}
-	userID, err := member(tx, inv)
-	if err != nil {
-		return inv, mapErr(err)
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO membership (team_id, user_id, role) VALUES (@team, @user, @role)
-		ON CONFLICT (team_id, user_id) DO NOTHING`,
-		pgx.NamedArgs{"team": inv.TeamID, "user": userID, "role": inv.Role}); err != nil {
-		return inv, mapErr(err)
-	}
-	return inv, mapErr(tx.Commit(ctx))
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `DELETE FROM invitation WHERE token_hash = @hash AND expires_at > now()
+			RETURNING `+invitationColumns, pgx.NamedArgs{"hash": tokenHash}).Scan(inv.fields()...)
+		if err != nil {
+			return err
+		}
+		userID, err := member(tx, inv)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO membership (team_id, user_id, role) VALUES (@team, @user, @role)
+			ON CONFLICT (team_id, user_id) DO NOTHING`,
+			pgx.NamedArgs{"team": inv.TeamID, "user": userID, "role": inv.Role})
+		return err
+	})
+	return inv, err
 }
 
 // SetSessionTeam moves a session to another team of its user. ErrNotFound
@@ -225,31 +221,29 @@ type PasswordReset struct {
 // ErrNotFound when the token is not live.
 func (s *Accounts) ResetPassword(ctx context.Context, tokenHash []byte, passwordHash string) (PasswordReset, error) {
 	var pr PasswordReset
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return pr, mapErr(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
-	err = tx.QueryRow(ctx, `DELETE FROM password_reset WHERE token_hash = @hash AND expires_at > now() RETURNING user_id`,
-		pgx.NamedArgs{"hash": tokenHash}).Scan(&pr.UserID)
-	if err != nil {
-		return pr, mapErr(err)
-	}
-	err = tx.QueryRow(ctx, `SELECT email_verified_at IS NULL FROM app_user WHERE id = @user FOR UPDATE`,
-		pgx.NamedArgs{"user": pr.UserID}).Scan(&pr.ProvedAddress)
-	if err != nil {
-		return pr, fmt.Errorf("reading the user: %w", mapErr(err))
-	}
-	b := &pgx.Batch{}
-	b.Queue(`UPDATE app_user SET password_hash = @hash, email_verified_at = coalesce(email_verified_at, now()) WHERE id = @user`,
-		pgx.NamedArgs{"user": pr.UserID, "hash": passwordHash})
-	b.Queue(`DELETE FROM dashboard_session WHERE user_id = @user`, pgx.NamedArgs{"user": pr.UserID})
-	if pr.ProvedAddress {
-		b.Queue(`UPDATE app_user SET totp_secret = NULL, totp_enabled_at = NULL WHERE id = @user`, pgx.NamedArgs{"user": pr.UserID})
-		b.Queue(`DELETE FROM recovery_code WHERE user_id = @user`, pgx.NamedArgs{"user": pr.UserID})
-	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return pr, fmt.Errorf("resetting the password: %w", mapErr(err))
-	}
-	return pr, mapErr(tx.Commit(ctx))
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `DELETE FROM password_reset WHERE token_hash = @hash AND expires_at > now() RETURNING user_id`,
+			pgx.NamedArgs{"hash": tokenHash}).Scan(&pr.UserID)
+		if err != nil {
+			return err
+		}
+		err = tx.QueryRow(ctx, `SELECT email_verified_at IS NULL FROM app_user WHERE id = @user FOR UPDATE`,
+			pgx.NamedArgs{"user": pr.UserID}).Scan(&pr.ProvedAddress)
+		if err != nil {
+			return fmt.Errorf("reading the user: %w", mapErr(err))
+		}
+		b := &pgx.Batch{}
+		b.Queue(`UPDATE app_user SET password_hash = @hash, email_verified_at = coalesce(email_verified_at, now()) WHERE id = @user`,
+			pgx.NamedArgs{"user": pr.UserID, "hash": passwordHash})
+		b.Queue(`DELETE FROM dashboard_session WHERE user_id = @user`, pgx.NamedArgs{"user": pr.UserID})
+		if pr.ProvedAddress {
+			b.Queue(`UPDATE app_user SET totp_secret = NULL, totp_enabled_at = NULL WHERE id = @user`, pgx.NamedArgs{"user": pr.UserID})
+			b.Queue(`DELETE FROM recovery_code WHERE user_id = @user`, pgx.NamedArgs{"user": pr.UserID})
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("resetting the password: %w", mapErr(err))
+		}
+		return nil
+	})
+	return pr, err
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 func hashOf(tok string) []byte {
@@ -120,7 +121,7 @@ func TestSetSessionTeam(t *testing.T) {
 	require.ErrorIs(t, st.Accounts.SetSessionTeam(ctx, hash, teamB), store.ErrNotFound, "not a member of team B")
 	require.NoError(t, st.Accounts.AddMember(ctx, teamB, u, "member"))
 	require.NoError(t, st.Accounts.SetSessionTeam(ctx, hash, teamB))
-	se, err := st.Sessions.SessionByHash(ctx, hash)
+	se, err := storetest.SessionByHash(ctx, st, hash)
 	require.NoError(t, err)
 	require.Equal(t, teamB, se.TeamID)
 }
@@ -155,9 +156,9 @@ func TestPasswordReset(t *testing.T) {
 	h, err := st.Accounts.UserPasswordHash(ctx, u)
 	require.NoError(t, err)
 	require.Equal(t, "new-hash", h)
-	_, err = st.Sessions.SessionByHash(ctx, hashOf(u.String()))
+	_, err = storetest.SessionByHash(ctx, st, hashOf(u.String()))
 	require.ErrorIs(t, err, store.ErrNotFound, "the user's sessions ended")
-	_, err = st.Sessions.SessionByHash(ctx, hashOf(other.String()))
+	_, err = storetest.SessionByHash(ctx, st, hashOf(other.String()))
 	require.NoError(t, err, "other users stay signed in")
 	_, err = st.Accounts.ResetPassword(ctx, hashOf("two"), "again")
 	require.ErrorIs(t, err, store.ErrNotFound, "single use")
@@ -176,7 +177,7 @@ func TestSystemTeamExists(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := newStore(t)
-	_, err := st.Emails.InsertEmail(ctx, newEmail(store.SystemTeamID, "delivered@posthaste.test"))
+	_, err := storetest.InsertEmail(ctx, st, newEmail(store.SystemTeamID, "delivered@posthaste.test"))
 	require.NoError(t, err, "the system team exists")
 	members, err := st.Accounts.Members(ctx, store.SystemTeamID)
 	require.NoError(t, err)
@@ -214,7 +215,7 @@ func TestPurgeExpiredSweepsSessionsAndLinks(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n)
 
-	_, err = st.Sessions.SessionByHash(ctx, hashOf("live session"))
+	_, err = storetest.SessionByHash(ctx, st, hashOf("live session"))
 	require.NoError(t, err)
 	user, err := st.Accounts.PasswordResetUser(ctx, hashOf("live reset"))
 	require.NoError(t, err)

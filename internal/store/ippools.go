@@ -38,7 +38,7 @@ var ErrUnknownPool = fmt.Errorf("%w: no such IP pool", ErrNotFound)
 // and is in use again if it was retired. An address of another pool is
 // not moved: the error wraps ErrConflict. It returns the pool as stored.
 func (s *Domains) AddIPPool(ctx context.Context, p IPPool) (IPPool, error) {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		_, err := upsertIPPool(ctx, tx, p, false)
 		return err
 	})
@@ -57,7 +57,7 @@ func (s *Domains) SyncIPPools(ctx context.Context, pools []IPPool) error {
 	if len(pools) == 0 {
 		return nil
 	}
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
 		for _, p := range pools {
 			id, err := upsertIPPool(ctx, tx, p, true)
 			if err != nil {

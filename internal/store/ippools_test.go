@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 func ipAddr(ip, ehlo string) store.IPAddress {
@@ -110,7 +111,7 @@ func TestSendingIPPoolDomainThenTeamThenDefault(t *testing.T) {
 		t.Helper()
 		e := newEmail(team, "delivered@posthaste.test")
 		e.DomainID = domain
-		_, err := st.Emails.InsertEmail(ctx, e)
+		_, err := storetest.InsertEmail(ctx, st, e)
 		require.NoError(t, err)
 		got, err := st.Emails.EmailForSending(ctx, e.ID, true)
 		require.NoError(t, err)

@@ -32,7 +32,7 @@ func TestQuotaTakeIsExactAndAtomicWithTheInsert(t *testing.T) {
 	for i := range rcpts {
 		rcpts[i] = fmt.Sprintf("delivered+%d@posthaste.test", i)
 	}
-	used, err := st.Emails.InsertEmail(ctx, newEmail(team, rcpts...))
+	used, err := storetest.InsertEmail(ctx, st, newEmail(team, rcpts...))
 	require.NoError(t, err)
 	require.EqualValues(t, 2995, used)
 
@@ -49,12 +49,12 @@ func TestQuotaTakeIsExactAndAtomicWithTheInsert(t *testing.T) {
 
 	// A larger plan lets more through; a new month starts from zero.
 	require.NoError(t, st.Accounts.SetPlan(ctx, team, "50k"))
-	used, err = st.Emails.InsertEmail(ctx, newEmail(team, "a@posthaste.test", "b@posthaste.test"))
+	used, err = storetest.InsertEmail(ctx, st, newEmail(team, "a@posthaste.test", "b@posthaste.test"))
 	require.NoError(t, err)
 	require.EqualValues(t, 3002, used)
 	next := newEmail(team, "a@posthaste.test")
 	next.CreatedAt = time.Now().AddDate(0, 1, 0)
-	used, err = st.Emails.InsertEmail(ctx, next)
+	used, err = storetest.InsertEmail(ctx, st, next)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, used)
 
@@ -93,7 +93,7 @@ func TestRequestLogPartitionsAndRetention(t *testing.T) {
 	require.NoError(t, st.Insights.EnsureRequestLogPartitions(ctx, old, 3))
 	require.NoError(t, st.Insights.EnsureRequestLogPartitions(ctx, now, 2))
 	require.NoError(t, st.Insights.EnsureRequestLogPartitions(ctx, now, 2), "creating twice is harmless")
-	days, err := st.Insights.RequestLogPartitions(ctx)
+	days, err := storetest.RequestLogPartitions(ctx, st)
 	require.NoError(t, err)
 	require.Len(t, days, 5)
 
@@ -118,7 +118,7 @@ func TestRequestLogPartitionsAndRetention(t *testing.T) {
 	n, err := st.Insights.DropRequestLogsBefore(ctx, now.AddDate(0, 0, -30))
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
-	days, err = st.Insights.RequestLogPartitions(ctx)
+	days, err = storetest.RequestLogPartitions(ctx, st)
 	require.NoError(t, err)
 	require.Len(t, days, 2)
 	list, _, err := st.Insights.ListRequestLogs(ctx, team, store.LogFilter{}, store.Page{Limit: 10})
@@ -138,7 +138,7 @@ func TestPurgeEmailsOnlyThoseThatStoppedChanging(t *testing.T) {
 	insert := func(created time.Time, events ...store.Event) uuid.UUID {
 		e := newEmail(team, "delivered@posthaste.test")
 		e.CreatedAt = created
-		_, err := st.Emails.InsertEmail(ctx, e)
+		_, err := storetest.InsertEmail(ctx, st, e)
 		require.NoError(t, err)
 		require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, events))
 		return e.ID
@@ -233,7 +233,7 @@ func TestSuppressedRecipientsDoNotCount(t *testing.T) {
 	_, _, err := st.Emails.AddSuppression(ctx, store.Suppression{ID: uuid.Must(uuid.NewV7()), TeamID: team,
 		Email: "gone@example.com", Reason: "bounce"})
 	require.NoError(t, err)
-	used, err := st.Emails.InsertEmail(ctx, newEmail(team, "Gone@example.com", "here@example.com",
+	used, err := storetest.InsertEmail(ctx, st, newEmail(team, "Gone@example.com", "here@example.com",
 		"suppressed+x@posthaste.test", "delivered@posthaste.test"))
 	require.NoError(t, err)
 	require.EqualValues(t, 2, used, "only here@ and delivered@ count")
@@ -413,7 +413,7 @@ func TestQuotaTakesSpreadOverSlotsAndStayExact(t *testing.T) {
 	// retried exactly and refused with the exact usage.
 	done := make(chan error, 1)
 	go func() {
-		_, err := st.Emails.InsertEmail(ctx, newEmail(team, "delivered@posthaste.test"))
+		_, err := storetest.InsertEmail(ctx, st, newEmail(team, "delivered@posthaste.test"))
 		done <- err
 	}()
 	require.Eventually(t, func() bool {
@@ -460,7 +460,7 @@ func insertConcurrently(t *testing.T, st *store.Store, n int, limit int64, email
 	var mu sync.Mutex
 	for range n {
 		wg.Go(func() {
-			_, err := st.Emails.InsertEmail(context.Background(), email())
+			_, err := storetest.InsertEmail(context.Background(), st, email())
 			mu.Lock()
 			defer mu.Unlock()
 			var qe *store.QuotaExceededError

@@ -52,33 +52,36 @@ type RevokedKey struct {
 // drop from its key cache. ErrNotFound when the user is not a member;
 // ErrConflict when they are the team's last owner.
 func (s *Accounts) RemoveMember(ctx context.Context, teamID, userID uuid.UUID, by audit.Entry) ([]RevokedKey, error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
-	keys, err := removeMember(ctx, tx, teamID, userID)
-	if err != nil {
-		return nil, err
-	}
-	by.TeamID, by.Outcome = &teamID, audit.Success
-	e := by
-	e.Action, e.TargetType, e.TargetID, e.Detail = audit.MemberRemove, "user", userID.String(), ""
-	if _, err := appendAudit(ctx, tx, e); err != nil {
-		return nil, fmt.Errorf("removing member %s: %w", userID, mapErr(err))
-	}
-	detail, err := json.Marshal(map[string]string{"reason": "member_removed", "member": userID.String()})
-	if err != nil {
-		return nil, err
-	}
-	for _, k := range keys {
-		e := by
-		e.Action, e.TargetType, e.TargetID, e.Detail = audit.APIKeyRevoke, "api_key", k.ID.String(), string(detail)
-		if _, err := appendAudit(ctx, tx, e); err != nil {
-			return nil, fmt.Errorf("removing member %s: %w", userID, mapErr(err))
+	var keys []RevokedKey
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		keys, err = removeMember(ctx, tx, teamID, userID)
+		if err != nil {
+			return err
 		}
+		by.TeamID, by.Outcome = &teamID, audit.Success
+		e := by
+		e.Action, e.TargetType, e.TargetID, e.Detail = audit.MemberRemove, "user", userID.String(), ""
+		if _, err := appendAudit(ctx, tx, e); err != nil {
+			return fmt.Errorf("removing member %s: %w", userID, mapErr(err))
+		}
+		detail, err := json.Marshal(map[string]string{"reason": "member_removed", "member": userID.String()})
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			e := by
+			e.Action, e.TargetType, e.TargetID, e.Detail = audit.APIKeyRevoke, "api_key", k.ID.String(), string(detail)
+			if _, err := appendAudit(ctx, tx, e); err != nil {
+				return fmt.Errorf("removing member %s: %w", userID, mapErr(err))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return keys, mapErr(tx.Commit(ctx))
+	return keys, nil
 }
 
 // removeMember is RemoveMember within tx. It first locks the team's owner

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // metricsFixture records, for team A, events of three emails around base
@@ -53,7 +54,7 @@ func newMetricsFixture(t *testing.T) metricsFixture {
 	f.e3.CreatedAt = f.base
 	other := newEmail(f.teamB, "b@x.test")
 	for _, e := range []store.Email{f.e1, f.e2, f.e3, other} {
-		_, err := st.Emails.InsertEmail(ctx, e)
+		_, err := storetest.InsertEmail(ctx, st, e)
 		require.NoError(t, err)
 	}
 	require.NoError(t, st.Emails.RecordEvents(ctx, f.e1.ID, []store.Event{

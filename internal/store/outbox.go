@@ -85,60 +85,59 @@ const claimOutboxSQL = `SELECT o.id, o.kind, o.team_id, o.ref, o.scheduled_at, o
 // entries it claimed.
 func (s *Webhooks) DrainOutbox(ctx context.Context, limit int,
 	start func(context.Context, []OutboxItem) []OutboxResult) (int, error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("beginning outbox drain: %w", mapErr(err))
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
-	rows, err := tx.Query(ctx, claimOutboxSQL,
-		pgx.NamedArgs{"limit": limit, "send_email": OutboxSendEmail, "send_batch": OutboxSendBatch,
-			"contact_import": OutboxContactImport, "broadcast": OutboxBroadcast,
-			"data_request": OutboxDataRequest})
-	if err != nil {
-		return 0, fmt.Errorf("claiming outbox: %w", mapErr(err))
-	}
-	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutboxItem, error) {
-		var it OutboxItem
-		err := r.Scan(&it.ID, &it.Kind, &it.TeamID, &it.Ref, &it.ScheduledAt, &it.IdempotencyKey, &it.CreatedAt,
-			&it.Attempts, &it.Missing)
-		return it, err
+	var items []OutboxItem
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, claimOutboxSQL,
+			pgx.NamedArgs{"limit": limit, "send_email": OutboxSendEmail, "send_batch": OutboxSendBatch,
+				"contact_import": OutboxContactImport, "broadcast": OutboxBroadcast,
+				"data_request": OutboxDataRequest})
+		if err != nil {
+			return fmt.Errorf("claiming outbox: %w", mapErr(err))
+		}
+		items, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutboxItem, error) {
+			var it OutboxItem
+			err := r.Scan(&it.ID, &it.Kind, &it.TeamID, &it.Ref, &it.ScheduledAt, &it.IdempotencyKey, &it.CreatedAt,
+				&it.Attempts, &it.Missing)
+			return it, err
+		})
+		if err != nil {
+			return fmt.Errorf("reading outbox: %w", mapErr(err))
+		}
+		if len(items) == 0 {
+			return nil // nothing claimed, nothing written
+		}
+		var (
+			done    []int64
+			retry   []int64
+			delays  []int64 // milliseconds
+			reasons []string
+		)
+		for _, r := range start(ctx, items) {
+			if r.Done {
+				done = append(done, r.ID)
+				continue
+			}
+			retry, delays, reasons = append(retry, r.ID), append(delays, r.RetryIn.Milliseconds()), append(reasons, r.Error)
+		}
+		if len(done) > 0 {
+			if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY(@ids)`,
+				pgx.NamedArgs{"ids": done}); err != nil {
+				return fmt.Errorf("deleting started outbox entries: %w", mapErr(err))
+			}
+		}
+		if len(retry) > 0 {
+			if _, err := tx.Exec(ctx, `UPDATE outbox o SET attempts = o.attempts + 1,
+					next_attempt_at = now() + r.delay * interval '1 millisecond', last_error = r.error
+				FROM unnest(@ids::bigint[], @delays::bigint[], @errors::text[]) AS r(id, delay, error)
+				WHERE o.id = r.id`,
+				pgx.NamedArgs{"ids": retry, "delays": delays, "errors": reasons}); err != nil {
+				return fmt.Errorf("postponing outbox entries: %w", mapErr(err))
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("reading outbox: %w", mapErr(err))
-	}
-	if len(items) == 0 {
-		return 0, nil
-	}
-	var (
-		done    []int64
-		retry   []int64
-		delays  []int64 // milliseconds
-		reasons []string
-	)
-	for _, r := range start(ctx, items) {
-		if r.Done {
-			done = append(done, r.ID)
-			continue
-		}
-		retry, delays, reasons = append(retry, r.ID), append(delays, r.RetryIn.Milliseconds()), append(reasons, r.Error)
-	}
-	if len(done) > 0 {
-		if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY(@ids)`,
-			pgx.NamedArgs{"ids": done}); err != nil {
-			return 0, fmt.Errorf("deleting started outbox entries: %w", mapErr(err))
-		}
-	}
-	if len(retry) > 0 {
-		if _, err := tx.Exec(ctx, `UPDATE outbox o SET attempts = o.attempts + 1,
-				next_attempt_at = now() + r.delay * interval '1 millisecond', last_error = r.error
-			FROM unnest(@ids::bigint[], @delays::bigint[], @errors::text[]) AS r(id, delay, error)
-			WHERE o.id = r.id`,
-			pgx.NamedArgs{"ids": retry, "delays": delays, "errors": reasons}); err != nil {
-			return 0, fmt.Errorf("postponing outbox entries: %w", mapErr(err))
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("committing outbox drain: %w", mapErr(err))
+		return 0, err
 	}
 	return len(items), nil
 }
@@ -193,13 +192,6 @@ func (s *Webhooks) FailOutboxWork(ctx context.Context, it OutboxItem, reason str
 		failed += n
 	}
 	return failed, nil
-}
-
-// OutboxLen counts entries waiting to be started.
-func (s *Webhooks) OutboxLen(ctx context.Context) (int, error) {
-	var n int
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&n)
-	return n, mapErr(err)
 }
 
 // OutboxChannel is the notification channel every insert into the outbox

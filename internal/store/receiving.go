@@ -93,80 +93,79 @@ func nullString(s string) any {
 // inserted reports false, and nothing is written, when it already is (a
 // retried step), and id is then the stored one's.
 func (s *Received) InsertReceivedEmail(ctx context.Context, e ReceivedEmail) (id uuid.UUID, inserted bool, err error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return uuid.Nil, false, fmt.Errorf("beginning received email: %w", mapErr(err))
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
-	headers := e.Headers
-	if headers == nil {
-		headers = map[string]string{}
-	}
-	text, html := e.Text, e.HTML
-	textSealed, err := s.sealText(ctx, e.TeamID, text, adReceivedText(e.ID))
-	if err != nil {
-		return uuid.Nil, false, fmt.Errorf("sealing text of received email %s: %w", e.ID, err)
-	}
-	htmlSealed, err := s.sealText(ctx, e.TeamID, html, adReceivedHTML(e.ID))
-	if err != nil {
-		return uuid.Nil, false, fmt.Errorf("sealing html of received email %s: %w", e.ID, err)
-	}
-	if s.sealer != nil {
-		text, html = nil, nil
-	}
-	err = tx.QueryRow(ctx, `INSERT INTO received_email (id, team_id, domain_id, inbound_id, from_addr, to_addrs,
-			cc, bcc, reply_to, received_for, subject, message_id, text_body, html_body, headers, created_at,
-			text_sealed, html_sealed)
-		VALUES (@id, @team, @domain, @inbound, @from, @to, @cc, @bcc, @reply_to, @for, @subject, @mid,
-			@text, @html, @headers, @at, @text_sealed, @html_sealed)
-		ON CONFLICT (inbound_id, domain_id) DO NOTHING RETURNING id`,
-		pgx.NamedArgs{"id": e.ID, "team": e.TeamID, "domain": e.DomainID, "inbound": e.InboundID, "from": e.From,
-			"to": nonNil(e.To), "cc": nonNil(e.Cc), "bcc": nonNil(e.Bcc), "reply_to": nonNil(e.ReplyTo),
-			"for": nonNil(e.ReceivedFor), "subject": e.Subject, "mid": e.MessageID, "text": text,
-			"html": html, "headers": headers, "at": e.CreatedAt,
-			"text_sealed": textSealed, "html_sealed": htmlSealed}).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = tx.QueryRow(ctx, `SELECT id FROM received_email WHERE inbound_id = @inbound AND domain_id = @domain`,
-			pgx.NamedArgs{"inbound": e.InboundID, "domain": e.DomainID}).Scan(&id)
-		if err != nil {
-			return uuid.Nil, false, fmt.Errorf("loading received email of %s: %w", e.InboundID, mapErr(err))
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		headers := e.Headers
+		if headers == nil {
+			headers = map[string]string{}
 		}
-		return id, false, nil
-	}
-	if err != nil {
-		return uuid.Nil, false, fmt.Errorf("inserting received email of %s: %w", e.InboundID, mapErr(err))
-	}
-	b := &pgx.Batch{}
-	for i, a := range e.Attachments {
-		content, sealed, err := s.sealBytes(ctx, e.TeamID, a.Content, adReceivedAtt(a.ID))
+		text, html := e.Text, e.HTML
+		textSealed, err := s.sealText(ctx, e.TeamID, text, adReceivedText(e.ID))
 		if err != nil {
-			return uuid.Nil, false, fmt.Errorf("sealing attachment %d of received email %s: %w", i, e.ID, err)
+			return fmt.Errorf("sealing text of received email %s: %w", e.ID, err)
 		}
-		b.Queue(`INSERT INTO received_attachment (id, received_email_id, team_id, position, filename, content_type,
-				content_disposition, content_id, size, content, sealed)
-			VALUES (@id, @email, @team, @pos, @filename, @ct, @disp, @cid, @size, @content, @sealed)`,
-			pgx.NamedArgs{"id": a.ID, "email": e.ID, "team": e.TeamID, "pos": i, "filename": nullString(a.Filename),
-				"ct": a.ContentType, "disp": nullString(a.ContentDisposition), "cid": nullString(a.ContentID),
-				"size": len(a.Content), "content": content, "sealed": sealed})
+		htmlSealed, err := s.sealText(ctx, e.TeamID, html, adReceivedHTML(e.ID))
+		if err != nil {
+			return fmt.Errorf("sealing html of received email %s: %w", e.ID, err)
+		}
+		if s.sealer != nil {
+			text, html = nil, nil
+		}
+		err = tx.QueryRow(ctx, `INSERT INTO received_email (id, team_id, domain_id, inbound_id, from_addr, to_addrs,
+				cc, bcc, reply_to, received_for, subject, message_id, text_body, html_body, headers, created_at,
+				text_sealed, html_sealed)
+			VALUES (@id, @team, @domain, @inbound, @from, @to, @cc, @bcc, @reply_to, @for, @subject, @mid,
+				@text, @html, @headers, @at, @text_sealed, @html_sealed)
+			ON CONFLICT (inbound_id, domain_id) DO NOTHING RETURNING id`,
+			pgx.NamedArgs{"id": e.ID, "team": e.TeamID, "domain": e.DomainID, "inbound": e.InboundID, "from": e.From,
+				"to": nonNil(e.To), "cc": nonNil(e.Cc), "bcc": nonNil(e.Bcc), "reply_to": nonNil(e.ReplyTo),
+				"for": nonNil(e.ReceivedFor), "subject": e.Subject, "mid": e.MessageID, "text": text,
+				"html": html, "headers": headers, "at": e.CreatedAt,
+				"text_sealed": textSealed, "html_sealed": htmlSealed}).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = tx.QueryRow(ctx, `SELECT id FROM received_email WHERE inbound_id = @inbound AND domain_id = @domain`,
+				pgx.NamedArgs{"inbound": e.InboundID, "domain": e.DomainID}).Scan(&id)
+			if err != nil {
+				return fmt.Errorf("loading received email of %s: %w", e.InboundID, mapErr(err))
+			}
+			return nil // stored by an earlier try: nothing is written
+		}
+		if err != nil {
+			return fmt.Errorf("inserting received email of %s: %w", e.InboundID, mapErr(err))
+		}
+		b := &pgx.Batch{}
+		for i, a := range e.Attachments {
+			content, sealed, err := s.sealBytes(ctx, e.TeamID, a.Content, adReceivedAtt(a.ID))
+			if err != nil {
+				return fmt.Errorf("sealing attachment %d of received email %s: %w", i, e.ID, err)
+			}
+			b.Queue(`INSERT INTO received_attachment (id, received_email_id, team_id, position, filename, content_type,
+					content_disposition, content_id, size, content, sealed)
+				VALUES (@id, @email, @team, @pos, @filename, @ct, @disp, @cid, @size, @content, @sealed)`,
+				pgx.NamedArgs{"id": a.ID, "email": e.ID, "team": e.TeamID, "pos": i, "filename": nullString(a.Filename),
+					"ct": a.ContentType, "disp": nullString(a.ContentDisposition), "cid": nullString(a.ContentID),
+					"size": len(a.Content), "content": content, "sealed": sealed})
+		}
+		payload := map[string]any{"type": EventReceived, "created_at": time.Now().UTC().Format(webhookTime),
+			"data": ReceivedPayload(e)}
+		b.Queue(`WITH wh AS (
+				INSERT INTO webhook_message (id, team_id, webhook_id, type, order_key, payload, status, next_attempt_at, created_at)
+				SELECT gen_random_uuid(), team_id, id, @type, @key, @payload, 'pending', now(), now() FROM webhook
+				WHERE team_id = @team AND status = 'enabled' AND @type = ANY (events)
+				RETURNING webhook_id, team_id
+			)
+			INSERT INTO outbox (kind, team_id, ref) SELECT DISTINCT '`+OutboxWebhook+`', team_id, webhook_id FROM wh
+			WHERE NOT EXISTS (`+pendingWakeSQL+`)`,
+			pgx.NamedArgs{"team": e.TeamID, "type": EventReceived, "key": e.ID.String(), "payload": payload})
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("inserting attachments of received email %s: %w", e.ID, mapErr(err))
+		}
+		inserted = true
+		return nil
+	})
+	if err != nil {
+		return uuid.Nil, false, err
 	}
-	payload := map[string]any{"type": EventReceived, "created_at": time.Now().UTC().Format(webhookTime),
-		"data": ReceivedPayload(e)}
-	b.Queue(`WITH wh AS (
-			INSERT INTO webhook_message (id, team_id, webhook_id, type, order_key, payload, status, next_attempt_at, created_at)
-			SELECT gen_random_uuid(), team_id, id, @type, @key, @payload, 'pending', now(), now() FROM webhook
-			WHERE team_id = @team AND status = 'enabled' AND @type = ANY (events)
-			RETURNING webhook_id, team_id
-		)
-		INSERT INTO outbox (kind, team_id, ref) SELECT DISTINCT '`+OutboxWebhook+`', team_id, webhook_id FROM wh
-		WHERE NOT EXISTS (`+pendingWakeSQL+`)`,
-		pgx.NamedArgs{"team": e.TeamID, "type": EventReceived, "key": e.ID.String(), "payload": payload})
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return uuid.Nil, false, fmt.Errorf("inserting attachments of received email %s: %w", e.ID, mapErr(err))
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return uuid.Nil, false, fmt.Errorf("committing received email %s: %w", e.ID, mapErr(err))
-	}
-	return id, true, nil
+	return id, inserted, nil
 }
 
 func nonNil(ss []string) []string {

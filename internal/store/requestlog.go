@@ -58,45 +58,24 @@ func partitionName(day time.Time) string { return "request_log_" + day.Format("2
 // for the days from the day of from through days-1 days later, where
 // missing. Concurrent callers serialise on an advisory lock.
 func (s *Insights) EnsureRequestLogPartitions(ctx context.Context, from time.Time, days int) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("creating request log partitions: %w", mapErr(err))
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('request_log partitions'))`); err != nil {
-		return fmt.Errorf("locking request log partitions: %w", mapErr(err))
-	}
-	d := logDay(from)
-	for range days {
-		next := d.AddDate(0, 0, 1)
-		// Identifiers and bounds come from formatted dates, never from input.
-		q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s PARTITION OF request_log
-			FOR VALUES FROM ('%s') TO ('%s')`, partitionName(d),
-			d.Format(time.RFC3339), next.Format(time.RFC3339))
-		if _, err := tx.Exec(ctx, q); err != nil {
-			return fmt.Errorf("creating partition %s: %w", partitionName(d), mapErr(err))
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('request_log partitions'))`); err != nil {
+			return fmt.Errorf("locking request log partitions: %w", mapErr(err))
 		}
-		d = next
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("creating request log partitions: %w", mapErr(err))
-	}
-	return nil
-}
-
-// RequestLogPartitions lists the days that have a request_log partition, oldest first.
-func (s *Insights) RequestLogPartitions(ctx context.Context) ([]time.Time, error) {
-	names, err := s.requestLogPartitions(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var days []time.Time
-	for _, p := range names {
-		if d, ok := partitionDay(p.name); ok {
-			days = append(days, d)
+		d := logDay(from)
+		for range days {
+			next := d.AddDate(0, 0, 1)
+			// Identifiers and bounds come from formatted dates, never from input.
+			q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s PARTITION OF request_log
+				FOR VALUES FROM ('%s') TO ('%s')`, partitionName(d),
+				d.Format(time.RFC3339), next.Format(time.RFC3339))
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return fmt.Errorf("creating partition %s: %w", partitionName(d), mapErr(err))
+			}
+			d = next
 		}
-	}
-	return days, nil
+		return nil
+	})
 }
 
 type partition struct {

@@ -89,41 +89,42 @@ func (s *Emails) ClaimForSending(ctx context.Context, id uuid.UUID, now time.Tim
 // the email waits for the commit and sees the new time.
 func (s *Emails) RescheduleEmail(ctx context.Context, teamID, id uuid.UUID, at time.Time,
 	wake func(context.Context, EmailRef) error) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("beginning reschedule: %w", mapErr(err))
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
-	ref := EmailRef{ID: id, TeamID: teamID}
-	err = tx.QueryRow(ctx, `UPDATE email SET scheduled_at = @at, updated_at = now()
-		WHERE id = @id AND team_id = @team AND last_event = 'scheduled'
-		RETURNING batch_id, idempotency_key, restarts`, pgx.NamedArgs{"id": id, "team": teamID, "at": at}).
-		Scan(&ref.BatchID, &ref.IdempotencyKey, &ref.Restarts)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return s.emailStateError(ctx, tx, teamID, id)
-	}
-	if err != nil {
-		return fmt.Errorf("rescheduling email %s: %w", id, mapErr(err))
-	}
-	outboxRef := id
-	if ref.BatchID != nil {
-		outboxRef = *ref.BatchID
-	}
-	tag, err := tx.Exec(ctx, `UPDATE outbox SET scheduled_at = CASE WHEN kind = @kind THEN @at ELSE scheduled_at END
-		WHERE ref = @ref`, pgx.NamedArgs{"ref": outboxRef, "at": at, "kind": OutboxSendEmail})
-	if err != nil {
-		return fmt.Errorf("rescheduling outbox entry of %s: %w", id, mapErr(err))
-	}
-	ref.Started = tag.RowsAffected() == 0
-	if ref.Started {
-		if err := wake(ctx, ref); err != nil {
-			return err
+	// wake's error is the caller's, not the database's: it is returned as
+	// wake returned it, not mapped.
+	var wakeErr error
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		ref := EmailRef{ID: id, TeamID: teamID}
+		err := tx.QueryRow(ctx, `UPDATE email SET scheduled_at = @at, updated_at = now()
+			WHERE id = @id AND team_id = @team AND last_event = 'scheduled'
+			RETURNING batch_id, idempotency_key, restarts`, pgx.NamedArgs{"id": id, "team": teamID, "at": at}).
+			Scan(&ref.BatchID, &ref.IdempotencyKey, &ref.Restarts)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return s.emailStateError(ctx, tx, teamID, id)
 		}
+		if err != nil {
+			return fmt.Errorf("rescheduling email %s: %w", id, mapErr(err))
+		}
+		outboxRef := id
+		if ref.BatchID != nil {
+			outboxRef = *ref.BatchID
+		}
+		tag, err := tx.Exec(ctx, `UPDATE outbox SET scheduled_at = CASE WHEN kind = @kind THEN @at ELSE scheduled_at END
+			WHERE ref = @ref`, pgx.NamedArgs{"ref": outboxRef, "at": at, "kind": OutboxSendEmail})
+		if err != nil {
+			return fmt.Errorf("rescheduling outbox entry of %s: %w", id, mapErr(err))
+		}
+		ref.Started = tag.RowsAffected() == 0
+		if ref.Started {
+			if wakeErr = wake(ctx, ref); wakeErr != nil {
+				return wakeErr
+			}
+		}
+		return nil
+	})
+	if wakeErr != nil {
+		return wakeErr
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("committing reschedule: %w", mapErr(err))
-	}
-	return nil
+	return err
 }
 
 // CancelEmail cancels a scheduled email: its state, its recipients' and a
@@ -135,43 +136,38 @@ func (s *Emails) RescheduleEmail(ctx context.Context, teamID, id uuid.UUID, at t
 // scheduled. Started tells the caller whether a workflow may be waiting.
 func (s *Emails) CancelEmail(ctx context.Context, teamID, id uuid.UUID) (EmailRef, error) {
 	ref := EmailRef{ID: id, TeamID: teamID}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return ref, fmt.Errorf("beginning cancel: %w", mapErr(err))
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
-	err = tx.QueryRow(ctx, `WITH c AS (
-			UPDATE email SET last_event = 'canceled', updated_at = now(), rcpt_status = `+allRecipients("'canceled'::text")+`
-			WHERE id = @id AND team_id = @team AND last_event = 'scheduled'
-			RETURNING id, batch_id, idempotency_key, restarts
-		), ev AS (
-			INSERT INTO email_event (email_id, type) SELECT id, 'canceled' FROM c ON CONFLICT DO NOTHING
-		)
-		SELECT batch_id, idempotency_key, restarts FROM c`, pgx.NamedArgs{"id": id, "team": teamID}).
-		Scan(&ref.BatchID, &ref.IdempotencyKey, &ref.Restarts)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ref, s.emailStateError(ctx, tx, teamID, id)
-	}
-	if err != nil {
-		return ref, fmt.Errorf("canceling email %s: %w", id, mapErr(err))
-	}
-	var tag pgconn.CommandTag
-	if ref.BatchID == nil {
-		tag, err = tx.Exec(ctx, `DELETE FROM outbox WHERE kind = @kind AND ref = @id`,
-			pgx.NamedArgs{"id": id, "kind": OutboxSendEmail})
-	} else {
-		// The batch's other emails still need their workflow; wait for a
-		// start in progress so Started is exact.
-		tag, err = tx.Exec(ctx, `SELECT 1 FROM outbox WHERE ref = @batch FOR UPDATE`, pgx.NamedArgs{"batch": *ref.BatchID})
-	}
-	if err != nil {
-		return ref, fmt.Errorf("canceling outbox entry of %s: %w", id, mapErr(err))
-	}
-	ref.Started = tag.RowsAffected() == 0
-	if err := tx.Commit(ctx); err != nil {
-		return ref, fmt.Errorf("committing cancel: %w", mapErr(err))
-	}
-	return ref, nil
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `WITH c AS (
+				UPDATE email SET last_event = 'canceled', updated_at = now(), rcpt_status = `+allRecipients("'canceled'::text")+`
+				WHERE id = @id AND team_id = @team AND last_event = 'scheduled'
+				RETURNING id, batch_id, idempotency_key, restarts
+			), ev AS (
+				INSERT INTO email_event (email_id, type) SELECT id, 'canceled' FROM c ON CONFLICT DO NOTHING
+			)
+			SELECT batch_id, idempotency_key, restarts FROM c`, pgx.NamedArgs{"id": id, "team": teamID}).
+			Scan(&ref.BatchID, &ref.IdempotencyKey, &ref.Restarts)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return s.emailStateError(ctx, tx, teamID, id)
+		}
+		if err != nil {
+			return fmt.Errorf("canceling email %s: %w", id, mapErr(err))
+		}
+		var tag pgconn.CommandTag
+		if ref.BatchID == nil {
+			tag, err = tx.Exec(ctx, `DELETE FROM outbox WHERE kind = @kind AND ref = @id`,
+				pgx.NamedArgs{"id": id, "kind": OutboxSendEmail})
+		} else {
+			// The batch's other emails still need their workflow; wait for a
+			// start in progress so Started is exact.
+			tag, err = tx.Exec(ctx, `SELECT 1 FROM outbox WHERE ref = @batch FOR UPDATE`, pgx.NamedArgs{"batch": *ref.BatchID})
+		}
+		if err != nil {
+			return fmt.Errorf("canceling outbox entry of %s: %w", id, mapErr(err))
+		}
+		ref.Started = tag.RowsAffected() == 0
+		return nil
+	})
+	return ref, err
 }
 
 type querier interface {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 func scheduledEmail(team uuid.UUID, at time.Time) store.Email {
@@ -97,7 +98,7 @@ func TestClaimForSendingRespectsScheduleAndCancel(t *testing.T) {
 	team := newTeam(t, st)
 	now := time.Now()
 	e := scheduledEmail(team, now.Add(time.Hour))
-	_, err := st.Emails.InsertEmail(ctx, e)
+	_, err := storetest.InsertEmail(ctx, st, e)
 	require.NoError(t, err)
 
 	c, err := st.Emails.ClaimForSending(ctx, e.ID, now, 2*time.Second)
@@ -156,12 +157,12 @@ func TestClaimForSendingRespectsScheduleAndCancel(t *testing.T) {
 
 	// Canceled before its time: never claimed, not reschedulable.
 	e2 := scheduledEmail(team, now.Add(time.Hour))
-	_, err = st.Emails.InsertEmail(ctx, e2)
+	_, err = storetest.InsertEmail(ctx, st, e2)
 	require.NoError(t, err)
 	ref, err := st.Emails.CancelEmail(ctx, team, e2.ID)
 	require.NoError(t, err)
 	require.False(t, ref.Started, "its workflow had not started")
-	n, err := st.Webhooks.OutboxLen(ctx)
+	n, err := storetest.OutboxLen(ctx, st)
 	require.NoError(t, err)
 	require.Zero(t, n, "nor will it: the outbox entry went with the cancel")
 	c, err = st.Emails.ClaimForSending(ctx, e2.ID, now.Add(2*time.Hour), 0)
@@ -185,7 +186,7 @@ func TestClaimRacesCancel(t *testing.T) {
 	for range 30 {
 		now := time.Now()
 		e := scheduledEmail(team, now)
-		_, err := st.Emails.InsertEmail(ctx, e)
+		_, err := storetest.InsertEmail(ctx, st, e)
 		require.NoError(t, err)
 		var wg sync.WaitGroup
 		var claimed, canceled bool
@@ -263,7 +264,7 @@ func TestBatchAcceptance(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, 99)
 	require.Equal(t, []uuid.UUID{emails[0].ID, emails[1].ID, emails[3].ID}, []uuid.UUID{got[0].ID, got[1].ID, got[2].ID})
-	l, err := st.Webhooks.OutboxLen(ctx)
+	l, err := storetest.OutboxLen(ctx, st)
 	require.NoError(t, err)
 	require.Equal(t, 12, l, "one outbox entry per batch")
 }

@@ -123,7 +123,7 @@ func (s *Store) ResealOld(ctx context.Context, c SealedColumn, current []byte, a
 		ORDER BY %[2]s LIMIT @limit FOR UPDATE SKIP LOCKED`, c.Table, c.IDColumn, c.Column, cursor)
 	update := fmt.Sprintf(`UPDATE %[1]s SET %[3]s = @new WHERE %[2]s = @id::%[4]s AND %[3]s = @old`,
 		c.Table, c.IDColumn, c.Column, c.sqlType())
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, q, pgx.NamedArgs{"n": len(current), "prefix": current, "after": after, "limit": limit})
 		if err != nil {
 			return err
@@ -168,7 +168,7 @@ func (s *Store) ResealOld(ctx context.Context, c SealedColumn, current []byte, a
 		return nil
 	})
 	if err != nil {
-		return ResealBatch{}, fmt.Errorf("re-sealing %s: %w", c, mapErr(err))
+		return ResealBatch{}, fmt.Errorf("re-sealing %s: %w", c, err)
 	}
 	return res, nil
 }
@@ -178,7 +178,7 @@ func (s *Store) ResealOld(ctx context.Context, c SealedColumn, current []byte, a
 // starting together all get the first one written.
 func (s *Store) EnsureInstallationKey(ctx context.Context, purpose string, sealed []byte) ([]byte, error) {
 	var stored []byte
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO installation_key (purpose, sealed) VALUES (@purpose, @sealed)
 			ON CONFLICT (purpose) DO NOTHING`, pgx.NamedArgs{"purpose": purpose, "sealed": sealed}); err != nil {
 			return err
@@ -187,7 +187,7 @@ func (s *Store) EnsureInstallationKey(ctx context.Context, purpose string, seale
 			pgx.NamedArgs{"purpose": purpose}).Scan(&stored)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("storing the %q key: %w", purpose, mapErr(err))
+		return nil, fmt.Errorf("storing the %q key: %w", purpose, err)
 	}
 	return stored, nil
 }

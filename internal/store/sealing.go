@@ -20,20 +20,6 @@ type Sealer interface {
 
 var _ Sealer = (*datakey.Keyring)(nil)
 
-// WithSealer returns a Store on the same pool that seals mail content it
-// writes (bodies, built and submitted messages, attachments, inbound and
-// received mail) with sl and opens it when read; Open with a
-// Config.MasterKey gives the store its sealer, so a process need not call
-// this (tests use it to seal with a sealer of their own). Without one
-// content is written as it is, and sealed content cannot be read.
-// Rows written before sealing, or without a sealer, are read as they are.
-func (s *Store) WithSealer(sl Sealer) *Store {
-	c := *s
-	c.sealer = sl
-	c.areas()
-	return &c
-}
-
 // errNoSealer is returned when sealed content is read by a store without
 // a sealer (no master key configured).
 var errNoSealer = errors.New("content is sealed but no master key is configured")

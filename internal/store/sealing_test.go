@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/datakey"
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
@@ -39,10 +39,7 @@ func sealedStore(t *testing.T) (sealed, plain *store.Store, db *pgx.Conn) {
 	db, err = pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close(context.Background()) })
-	sealed, err = store.Open(ctx, store.Config{URL: url, MasterKey: box})
-	require.NoError(t, err)
-	t.Cleanup(sealed.Close)
-	return sealed, plain, db
+	return storetest.Open(t, store.Config{URL: url, MasterKey: box}), plain, db
 }
 
 // rawBytes returns every bytea and text value of the rows query selects,
@@ -85,9 +82,9 @@ func TestSentContentIsSealedAtRest(t *testing.T) {
 	smtp := newEmail(teamA, "delivered@posthaste.test")
 	smtp.HTML, smtp.Attachments = nil, nil
 	smtp.Source = []byte("Subject: s\r\n\r\nsource-marker-41\r\n")
-	_, err := st.Emails.InsertEmail(ctx, e)
+	_, err := storetest.InsertEmail(ctx, st, e)
 	require.NoError(t, err)
-	_, err = st.Emails.InsertEmail(ctx, smtp)
+	_, err = storetest.InsertEmail(ctx, st, smtp)
 	require.NoError(t, err)
 	require.Equal(t, "<p>html-marker-41</p>", *e.HTML, "the caller's email is left as it was")
 	_, err = st.Emails.SaveMessage(ctx, teamA, e.ID, "m@x", []byte("Subject: b\r\n\r\nmessage-marker-41\r\n"))
@@ -128,7 +125,7 @@ func TestSentContentIsSealedAtRest(t *testing.T) {
 	msg, err := st.Emails.Message(ctx, e.ID)
 	require.NoError(t, err)
 	require.Contains(t, string(msg), "message-marker-41")
-	build, err := st.Emails.EmailForBuild(ctx, smtp.ID)
+	build, err := storetest.EmailForBuild(ctx, st, smtp.ID)
 	require.NoError(t, err)
 	require.Equal(t, smtp.Source, build.Source)
 	again, err := st.Emails.SaveMessage(ctx, teamA, e.ID, "m@x", []byte("other"))
@@ -142,7 +139,7 @@ func TestSentContentIsSealedAtRest(t *testing.T) {
 
 	// A sealed value moved to another row does not open.
 	other := newEmail(teamA, "delivered@posthaste.test")
-	_, err = st.Emails.InsertEmail(ctx, other)
+	_, err = storetest.InsertEmail(ctx, st, other)
 	require.NoError(t, err)
 	_, err = db.Exec(ctx, `UPDATE email SET html_sealed = (SELECT html_sealed FROM email WHERE id = $1) WHERE id = $2`, e.ID, other.ID)
 	require.NoError(t, err)
@@ -150,7 +147,7 @@ func TestSentContentIsSealedAtRest(t *testing.T) {
 	require.ErrorIs(t, err, datakey.ErrOpen)
 	// Nor does it in another team's row.
 	b := newEmail(teamB, "delivered@posthaste.test")
-	_, err = st.Emails.InsertEmail(ctx, b)
+	_, err = storetest.InsertEmail(ctx, st, b)
 	require.NoError(t, err)
 	_, err = db.Exec(ctx, `UPDATE attachment SET content = (SELECT content FROM attachment WHERE email_id = $1 AND position = 0)
 		WHERE email_id = $2`, e.ID, b.ID)
@@ -165,7 +162,7 @@ func TestRowsWrittenUnsealedStayReadable(t *testing.T) {
 	st, plain, db := sealedStore(t)
 	team := newTeam(t, st)
 	e := newEmail(team, "delivered@posthaste.test")
-	_, err := plain.Emails.InsertEmail(ctx, e) // as before sealing, or without a master key
+	_, err := storetest.InsertEmail(ctx, plain, e) // as before sealing, or without a master key
 	require.NoError(t, err)
 	_, err = plain.Emails.SaveMessage(ctx, team, e.ID, "m@x", []byte("old message"))
 	require.NoError(t, err)
@@ -194,9 +191,9 @@ func TestInboundAndReceivedContentIsSealedAtRest(t *testing.T) {
 	r, err := rt.Route(ctx, "support@recv.test")
 	require.NoError(t, err)
 	raw := []byte("From: ann@example.org\r\nSubject: Hi\r\n\r\nraw-marker-42\r\n")
-	require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "ann@example.org",
-		Recipients: []inbound.Recipient{{Address: "support@recv.test", Route: r}}, ReceivedAt: time.Now(), Data: raw}))
-	ms, err := st.Received.InboundMessages(ctx, team, 1)
+	require.NoError(t, in.Accept(ctx, inmail.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "ann@example.org",
+		Recipients: []inmail.Recipient{{Address: "support@recv.test", Route: r}}, ReceivedAt: time.Now(), Data: raw}))
+	ms, err := storetest.InboundMessages(ctx, st, team, 1)
 	require.NoError(t, err)
 	require.Equal(t, raw, ms[0].Raw)
 	byID, err := st.Received.InboundByID(ctx, ms[0].ID)
@@ -277,7 +274,7 @@ func TestSealingAddsNoQueryPerEmail(t *testing.T) {
 	require.NoError(t, st.Accounts.SetPlan(ctx, team, "50k"))
 	for i := range 50 {
 		e := newEmail(team, "delivered@posthaste.test")
-		_, err := st.Emails.InsertEmail(ctx, e)
+		_, err := storetest.InsertEmail(ctx, st, e)
 		require.NoError(t, err)
 		if i == 0 {
 			require.Equal(t, 2, keys.queries, "the first email looks the key up and adds it")
@@ -329,7 +326,7 @@ func BenchmarkAcceptSealing(b *testing.B) {
 				for range b.N {
 					e := newEmail(team, "delivered@posthaste.test")
 					e.HTML, e.Text = &html, &html
-					if _, err := st.Emails.InsertEmail(ctx, e); err != nil {
+					if _, err := storetest.InsertEmail(ctx, st, e); err != nil {
 						b.Fatal(err)
 					}
 				}

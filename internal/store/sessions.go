@@ -19,8 +19,8 @@ type Session struct {
 	// MFAPending means the password was right but the second factor is
 	// still due; such a session reaches only the second-factor page.
 	MFAPending bool
-	UserEmail  string // filled by SessionByHash
-	TeamName   string // filled by SessionByHash
+	UserEmail  string // filled by UseSession
+	TeamName   string // filled by UseSession
 	// ClientAddr and UserAgent describe the client that signed in.
 	ClientAddr string
 	UserAgent  string
@@ -119,16 +119,6 @@ func (s *Sessions) RevokeOtherSessions(ctx context.Context, userID uuid.UUID, ke
 	tag, err := s.pool.Exec(ctx, `DELETE FROM dashboard_session WHERE user_id = @user AND id_hash <> @keep`,
 		pgx.NamedArgs{"user": userID, "keep": keep})
 	return int(tag.RowsAffected()), mapErr(err)
-}
-
-// SessionByHash returns a live session. ErrNotFound when unknown or expired.
-func (s *Sessions) SessionByHash(ctx context.Context, hash []byte) (Session, error) {
-	var se Session
-	err := s.pool.QueryRow(ctx, `SELECT s.id_hash, s.user_id, s.team_id, s.csrf_token, s.expires_at, s.mfa_pending, u.email, t.name
-		FROM dashboard_session s JOIN app_user u ON u.id = s.user_id JOIN team t ON t.id = s.team_id
-		WHERE s.id_hash = @hash AND s.expires_at > now()`, pgx.NamedArgs{"hash": hash}).
-		Scan(&se.IDHash, &se.UserID, &se.TeamID, &se.CSRFToken, &se.ExpiresAt, &se.MFAPending, &se.UserEmail, &se.TeamName)
-	return se, mapErr(err)
 }
 
 // DeleteSession ends one session.

@@ -56,7 +56,7 @@ type Config struct {
 	// store seals the mail content it writes (bodies, built and submitted
 	// messages, attachments, inbound and received mail) and opens it when
 	// read. nil: content is written as it is, and sealed content cannot be
-	// read (see WithSealer).
+	// read.
 	MasterKey datakey.MasterKey
 }
 
@@ -173,10 +173,12 @@ func unavailable(err error) bool {
 	return errors.As(err, &netErr)
 }
 
-// mapErr translates pgx errors into the package's sentinels.
+// mapErr translates pgx errors into the package's sentinels. Mapping
+// twice is mapping once, so an error mapped where it arose passes inTx
+// unchanged.
 func mapErr(err error) error {
-	if err == nil {
-		return nil
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound

@@ -60,7 +60,7 @@ func TestEmailLifecycleAndTeamIsolation(t *testing.T) {
 	st := newStore(t)
 	teamA, teamB := newTeam(t, st), newTeam(t, st)
 	e := newEmail(teamA, "delivered@posthaste.test", "bounced@posthaste.test")
-	_, err := st.Emails.InsertEmail(ctx, e)
+	_, err := storetest.InsertEmail(ctx, st, e)
 	require.NoError(t, err)
 
 	got, err := st.Emails.GetEmail(ctx, teamA, e.ID)
@@ -74,7 +74,7 @@ func TestEmailLifecycleAndTeamIsolation(t *testing.T) {
 	_, err = st.Emails.GetEmail(ctx, teamB, e.ID)
 	require.ErrorIs(t, err, store.ErrNotFound, "team B cannot read team A's email")
 
-	full, err := st.Emails.EmailForBuild(ctx, e.ID)
+	full, err := storetest.EmailForBuild(ctx, st, e.ID)
 	require.NoError(t, err)
 	require.Len(t, full.Attachments, 1)
 	require.Equal(t, []byte("x"), full.Attachments[0].Content)
@@ -150,7 +150,7 @@ func TestAcceptStoresEveryFieldAsGiven(t *testing.T) {
 	_, err := st.Emails.Accept(ctx, store.Acceptance{Emails: []store.Email{plain, odd}, BatchID: &batch})
 	require.NoError(t, err)
 
-	got, err := st.Emails.EmailForBuild(ctx, odd.ID)
+	got, err := storetest.EmailForBuild(ctx, st, odd.ID)
 	require.NoError(t, err)
 	require.Equal(t, odd.To, got.To)
 	require.Equal(t, odd.Cc, got.Cc)
@@ -168,7 +168,7 @@ func TestAcceptStoresEveryFieldAsGiven(t *testing.T) {
 	require.Equal(t, odd.Recipients, got.Recipients)
 	require.Equal(t, odd.Attachments, got.Attachments)
 
-	got, err = st.Emails.EmailForBuild(ctx, plain.ID)
+	got, err = storetest.EmailForBuild(ctx, st, plain.ID)
 	require.NoError(t, err)
 	require.Equal(t, plain.To, got.To)
 	require.Equal(t, plain.HTML, got.HTML)
@@ -193,11 +193,11 @@ func TestListEmailsPagination(t *testing.T) {
 	var ids []uuid.UUID
 	for range 5 {
 		e := newEmail(team, "delivered@posthaste.test")
-		_, err := st.Emails.InsertEmail(ctx, e)
+		_, err := storetest.InsertEmail(ctx, st, e)
 		require.NoError(t, err)
 		ids = append(ids, e.ID)
 	}
-	_, err := st.Emails.InsertEmail(ctx, newEmail(other, "delivered@posthaste.test"))
+	_, err := storetest.InsertEmail(ctx, st, newEmail(other, "delivered@posthaste.test"))
 	require.NoError(t, err)
 
 	page1, more, err := st.Emails.ListEmails(ctx, team, store.Page{Limit: 2})
@@ -237,7 +237,7 @@ func TestDrainOutboxStartsEachEntryOnceAcrossConcurrentDrainers(t *testing.T) {
 	team := newTeam(t, st)
 	const n = 60
 	for range n {
-		_, err := st.Emails.InsertEmail(ctx, newEmail(team, "delivered@posthaste.test"))
+		_, err := storetest.InsertEmail(ctx, st, newEmail(team, "delivered@posthaste.test"))
 		require.NoError(t, err)
 	}
 	var mu sync.Mutex
@@ -266,7 +266,7 @@ func TestDrainOutboxStartsEachEntryOnceAcrossConcurrentDrainers(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				left, err := st.Webhooks.OutboxLen(ctx)
+				left, err := storetest.OutboxLen(ctx, st)
 				if err == nil && left == 0 {
 					return
 				}
@@ -328,7 +328,7 @@ func TestEmailForSending(t *testing.T) {
 	st := newStore(t)
 	team := newTeam(t, st)
 	e := newEmail(team, "delivered@posthaste.test")
-	_, err := st.Emails.InsertEmail(ctx, e)
+	_, err := storetest.InsertEmail(ctx, st, e)
 	require.NoError(t, err)
 
 	got, err := st.Emails.EmailForSending(ctx, e.ID, false)

@@ -133,7 +133,7 @@ const anonymizeSQL = `WITH m AS (DELETE FROM email_message WHERE email_id = ANY(
 func (s *Privacy) anonymizeEmails(ctx context.Context, sub Subject, limit int) (int, error) {
 	args := sub.args(pgx.NamedArgs{"limit": limit})
 	n := 0
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT e.id, e.html_sealed, e.text_sealed FROM email e
 			WHERE e.team_id = @team AND `+emailNames+` ORDER BY e.id LIMIT @limit FOR UPDATE`, args)
 		if err != nil {
@@ -190,7 +190,7 @@ func (s *Privacy) anonymizeEmails(ctx context.Context, sub Subject, limit int) (
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("anonymising emails: %w", mapErr(err))
+		return 0, fmt.Errorf("anonymising emails: %w", err)
 	}
 	return n, nil
 }

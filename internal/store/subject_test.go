@@ -9,8 +9,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/inbound"
+	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // subjectFixture is one team's data naming a person, with near misses and
@@ -30,7 +31,7 @@ func newSubjectFixture(t *testing.T, st *store.Store) subjectFixture {
 	f := subjectFixture{teamA: newTeam(t, st), teamB: newTeam(t, st)}
 	f.sub = store.Subject{TeamID: f.teamA, Address: subjectAddr}
 	insert := func(e store.Email) store.Email {
-		_, err := st.Emails.InsertEmail(ctx, e)
+		_, err := storetest.InsertEmail(ctx, st, e)
 		require.NoError(t, err)
 		return e
 	}
@@ -81,17 +82,17 @@ func newSubjectFixture(t *testing.T, st *store.Store) subjectFixture {
 	d := newDomain(f.teamA, "shop.test")
 	require.NoError(t, st.Domains.CreateDomain(ctx, d))
 	in := store.NewInbound(st, nil)
-	route := inbound.Route{Kind: inbound.RouteReceiving, TeamID: f.teamA, DomainID: d.ID}
-	require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: subjectAddr,
-		Recipients: []inbound.Recipient{{Address: "support@shop.test", Route: route}}, ReceivedAt: time.Now(),
+	route := inmail.Route{Kind: inmail.RouteReceiving, TeamID: f.teamA, DomainID: d.ID}
+	require.NoError(t, in.Accept(ctx, inmail.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: subjectAddr,
+		Recipients: []inmail.Recipient{{Address: "support@shop.test", Route: route}}, ReceivedAt: time.Now(),
 		Data: []byte("From: Pat <Pat.Subject@dest.test>\r\nSubject: Hi\r\n\r\nraw body\r\n")}))
-	ms, err := st.Received.InboundMessages(ctx, f.teamA, 1)
+	ms, err := storetest.InboundMessages(ctx, st, f.teamA, 1)
 	require.NoError(t, err)
 	// A bounce about the email only to the person: its raw message (sealed
 	// at rest) names them, so it is found through that email.
-	report := inbound.Route{Kind: inbound.RouteReturnPath, TeamID: f.teamA, DomainID: d.ID, EmailID: f.only.ID}
-	require.NoError(t, in.Accept(ctx, inbound.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "",
-		Recipients: []inbound.Recipient{{Address: "bounces+x@send.shop.test", Route: report}}, ReceivedAt: time.Now(),
+	report := inmail.Route{Kind: inmail.RouteReturnPath, TeamID: f.teamA, DomainID: d.ID, EmailID: f.only.ID}
+	require.NoError(t, in.Accept(ctx, inmail.Message{ID: uuid.Must(uuid.NewV7()), MailFrom: "",
+		Recipients: []inmail.Recipient{{Address: "bounces+x@send.shop.test", Route: report}}, ReceivedAt: time.Now(),
 		Data: []byte("Subject: Undelivered\r\n\r\n<pat.subject@dest.test>: no such user\r\n")}))
 	f.receivedID = uuid.Must(uuid.NewV7())
 	text := "plain body"
@@ -179,7 +180,7 @@ func testSubjectErase(t *testing.T, st *store.Store) {
 	require.Equal(t, 1, counts[store.ErasedSuppressions])
 	require.Equal(t, 1, counts[store.ErasedReceived])
 	require.Equal(t, 1, counts[store.ErasedInbound], "the bounce about the erased email")
-	left, err := st.Received.InboundMessages(ctx, f.teamA, 10)
+	left, err := storetest.InboundMessages(ctx, st, f.teamA, 10)
 	require.NoError(t, err)
 	require.Empty(t, left)
 	require.Equal(t, 2, counts[store.ScrubbedRequestLogs])
@@ -209,9 +210,9 @@ func testSubjectErase(t *testing.T, st *store.Store) {
 	require.Equal(t, []string{"jimpat.subject@dest.test"}, near.To, "another address is not touched")
 	_, err = st.Emails.GetEmail(ctx, f.teamB, f.others.ID)
 	require.NoError(t, err, "team B's email stays")
-	_, err = st.Emails.SuppressionByEmail(ctx, f.teamB, subjectAddr)
+	_, err = storetest.SuppressionByEmail(ctx, st, f.teamB, subjectAddr)
 	require.NoError(t, err, "team B's suppression stays")
-	_, err = st.Emails.SuppressionByEmail(ctx, f.teamA, subjectAddr)
+	_, err = storetest.SuppressionByEmail(ctx, st, f.teamA, subjectAddr)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	_, err = st.Received.GetReceivedEmail(ctx, f.teamA, f.receivedID)
 	require.ErrorIs(t, err, store.ErrNotFound)

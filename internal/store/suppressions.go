@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/posthaste/posthaste/internal/audit"
 )
 
 // Reasons an address is suppressed.
@@ -44,8 +46,34 @@ func NormalizeAddress(addr string) string { return strings.ToLower(addr) }
 // An address already listed keeps its first entry, which is returned with
 // created false.
 func (s *Emails) AddSuppression(ctx context.Context, sp Suppression) (Suppression, bool, error) {
+	return addSuppression(ctx, s.pool, sp)
+}
+
+// AddSuppressionBy adds an address as AddSuppression does and records by
+// (an audit entry with its actor and client filled in) as
+// suppression.create of the entry, new or already listed, in the same
+// transaction.
+func (s *Emails) AddSuppressionBy(ctx context.Context, sp Suppression, by audit.Entry) (Suppression, bool, error) {
+	var got Suppression
+	var created bool
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if got, created, err = addSuppression(ctx, tx, sp); err != nil {
+			return err
+		}
+		by.TeamID, by.Action, by.TargetType, by.TargetID = &got.TeamID, audit.SuppressionCreate, "suppression", got.ID.String()
+		_, err = appendAudit(ctx, tx, by)
+		return err
+	})
+	if err != nil {
+		return Suppression{}, false, err
+	}
+	return got, created, nil
+}
+
+func addSuppression(ctx context.Context, q querier, sp Suppression) (Suppression, bool, error) {
 	sp.Email = NormalizeAddress(sp.Email)
-	got, err := scanSuppression(s.pool.QueryRow(ctx, `INSERT INTO suppression (id, team_id, email, reason, email_id)
+	got, err := scanSuppression(q.QueryRow(ctx, `INSERT INTO suppression (id, team_id, email, reason, email_id)
 		VALUES (@id, @team, @email, @reason, @email_id)
 		ON CONFLICT (team_id, email) DO NOTHING
 		RETURNING `+suppressionColumns,
@@ -56,13 +84,12 @@ func (s *Emails) AddSuppression(ctx context.Context, sp Suppression) (Suppressio
 	if err != ErrNotFound {
 		return Suppression{}, false, fmt.Errorf("adding suppression: %w", err)
 	}
-	got, err = s.SuppressionByEmail(ctx, sp.TeamID, sp.Email)
+	got, err = suppressionByEmail(ctx, q, sp.TeamID, sp.Email)
 	return got, false, err
 }
 
-// SuppressionByEmail finds the team's entry for an address.
-func (s *Emails) SuppressionByEmail(ctx context.Context, teamID uuid.UUID, email string) (Suppression, error) {
-	return scanSuppression(s.pool.QueryRow(ctx, `SELECT `+suppressionColumns+` FROM suppression
+func suppressionByEmail(ctx context.Context, q querier, teamID uuid.UUID, email string) (Suppression, error) {
+	return scanSuppression(q.QueryRow(ctx, `SELECT `+suppressionColumns+` FROM suppression
 		WHERE team_id = @team AND email = @email`, pgx.NamedArgs{"team": teamID, "email": NormalizeAddress(email)}))
 }
 
@@ -73,12 +100,28 @@ func (s *Emails) ListSuppressions(ctx context.Context, teamID uuid.UUID, p Page)
 }
 
 // DeleteSuppression removes the team's entry with this id (when id is set)
-// or for this address, and returns it. ErrNotFound when there is none.
-func (s *Emails) DeleteSuppression(ctx context.Context, teamID uuid.UUID, id *uuid.UUID, email string) (Suppression, error) {
-	return scanSuppression(s.pool.QueryRow(ctx, `DELETE FROM suppression
-		WHERE team_id = @team AND ((@id::uuid IS NOT NULL AND id = @id) OR (@id::uuid IS NULL AND email = @email))
-		RETURNING `+suppressionColumns,
-		pgx.NamedArgs{"team": teamID, "id": id, "email": NormalizeAddress(email)}))
+// or for this address, and returns it. ErrNotFound when there is none. It
+// records by (an audit entry with its actor and client filled in) as
+// suppression.delete of the entry in the same transaction.
+func (s *Emails) DeleteSuppression(ctx context.Context, teamID uuid.UUID, id *uuid.UUID, email string, by audit.Entry) (Suppression, error) {
+	var sp Suppression
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		sp, err = scanSuppression(tx.QueryRow(ctx, `DELETE FROM suppression
+			WHERE team_id = @team AND ((@id::uuid IS NOT NULL AND id = @id) OR (@id::uuid IS NULL AND email = @email))
+			RETURNING `+suppressionColumns,
+			pgx.NamedArgs{"team": teamID, "id": id, "email": NormalizeAddress(email)}))
+		if err != nil {
+			return err
+		}
+		by.TeamID, by.Action, by.TargetType, by.TargetID = &sp.TeamID, audit.SuppressionDelete, "suppression", sp.ID.String()
+		_, err = appendAudit(ctx, tx, by)
+		return err
+	})
+	if err != nil {
+		return Suppression{}, err
+	}
+	return sp, nil
 }
 
 // Suppressed returns which of the addresses are on the team's list, keyed

@@ -56,40 +56,37 @@ func (s *Emails) ReserveSystemMail(ctx context.Context, m SystemMail, lim System
 	if m.TeamID != uuid.Nil {
 		team = &m.TeamID
 	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return mapErr(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
-	args := pgx.NamedArgs{"kind": m.Kind, "team": team, "email": email, "now": now, "since": now.Add(-lim.Window)}
-	if team != nil {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('system_mail team ' || @team::text, 0))`,
-			args); err != nil {
-			return fmt.Errorf("locking the team's system email count: %w", mapErr(err))
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		args := pgx.NamedArgs{"kind": m.Kind, "team": team, "email": email, "now": now, "since": now.Add(-lim.Window)}
+		if team != nil {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('system_mail team ' || @team::text, 0))`,
+				args); err != nil {
+				return fmt.Errorf("locking the team's system email count: %w", mapErr(err))
+			}
 		}
-	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('system_mail address ' || @email::text, 0))`,
-		args); err != nil {
-		return fmt.Errorf("locking the address's system email count: %w", mapErr(err))
-	}
-	var byTeam, byAddress int
-	err = tx.QueryRow(ctx, `SELECT
-			(SELECT count(*) FROM system_mail WHERE team_id = @team AND kind = 'invitation'
-				AND created_at > @since AND created_at <= @now),
-			(SELECT count(*) FROM system_mail WHERE email = @email AND created_at > @since AND created_at <= @now)`,
-		args).Scan(&byTeam, &byAddress)
-	if err != nil {
-		return fmt.Errorf("counting system emails: %w", mapErr(err))
-	}
-	switch {
-	case team != nil && m.Kind == SystemMailInvitation && lim.PerTeam > 0 && byTeam >= lim.PerTeam:
-		return ErrTeamMailLimit
-	case lim.PerAddress > 0 && byAddress >= lim.PerAddress:
-		return ErrAddressMailLimit
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO system_mail (kind, team_id, email, created_at) VALUES (@kind, @team, @email, @now)`,
-		args); err != nil {
-		return fmt.Errorf("recording a system email: %w", mapErr(err))
-	}
-	return mapErr(tx.Commit(ctx))
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('system_mail address ' || @email::text, 0))`,
+			args); err != nil {
+			return fmt.Errorf("locking the address's system email count: %w", mapErr(err))
+		}
+		var byTeam, byAddress int
+		err := tx.QueryRow(ctx, `SELECT
+				(SELECT count(*) FROM system_mail WHERE team_id = @team AND kind = 'invitation'
+					AND created_at > @since AND created_at <= @now),
+				(SELECT count(*) FROM system_mail WHERE email = @email AND created_at > @since AND created_at <= @now)`,
+			args).Scan(&byTeam, &byAddress)
+		if err != nil {
+			return fmt.Errorf("counting system emails: %w", mapErr(err))
+		}
+		switch {
+		case team != nil && m.Kind == SystemMailInvitation && lim.PerTeam > 0 && byTeam >= lim.PerTeam:
+			return ErrTeamMailLimit
+		case lim.PerAddress > 0 && byAddress >= lim.PerAddress:
+			return ErrAddressMailLimit
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO system_mail (kind, team_id, email, created_at) VALUES (@kind, @team, @email, @now)`,
+			args); err != nil {
+			return fmt.Errorf("recording a system email: %w", mapErr(err))
+		}
+		return nil
+	})
 }

@@ -133,32 +133,38 @@ func (s *Templates) ListTemplates(ctx context.Context, teamID uuid.UUID, p Page)
 // unpublished changes. An alias already used is ErrConflict.
 func (s *Templates) UpdateTemplate(ctx context.Context, teamID uuid.UUID, ref string,
 	edit func(*Template) error) (Template, error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return Template{}, fmt.Errorf("updating template: %w", mapErr(err))
+	var t Template
+	// edit's error is the caller's: it is returned as edit returned it,
+	// not mapped.
+	var editErr error
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		cond, args := templateRef(teamID, ref)
+		var err error
+		t, err = scanTemplate(tx.QueryRow(ctx, `SELECT `+templateColumns+` FROM template WHERE `+cond+` FOR UPDATE`, args))
+		if err != nil {
+			return err
+		}
+		if editErr = edit(&t); editErr != nil {
+			return editErr
+		}
+		content, err := json.Marshal(t.Content)
+		if err != nil {
+			return fmt.Errorf("encoding template content: %w", err)
+		}
+		t, err = scanTemplate(tx.QueryRow(ctx, `UPDATE template SET name = @name, alias = @alias, content = @content,
+				has_unpublished = published IS NOT NULL, updated_at = now()
+			WHERE team_id = @team AND id = @id RETURNING `+templateColumns,
+			pgx.NamedArgs{"team": teamID, "id": t.ID, "name": t.Name, "alias": t.Alias, "content": content}))
+		if err != nil {
+			return fmt.Errorf("updating template: %w", err)
+		}
+		return nil
+	})
+	if editErr != nil {
+		return Template{}, editErr
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	cond, args := templateRef(teamID, ref)
-	t, err := scanTemplate(tx.QueryRow(ctx, `SELECT `+templateColumns+` FROM template WHERE `+cond+` FOR UPDATE`, args))
 	if err != nil {
 		return Template{}, err
-	}
-	if err := edit(&t); err != nil {
-		return Template{}, err
-	}
-	content, err := json.Marshal(t.Content)
-	if err != nil {
-		return Template{}, fmt.Errorf("encoding template content: %w", err)
-	}
-	t, err = scanTemplate(tx.QueryRow(ctx, `UPDATE template SET name = @name, alias = @alias, content = @content,
-			has_unpublished = published IS NOT NULL, updated_at = now()
-		WHERE team_id = @team AND id = @id RETURNING `+templateColumns,
-		pgx.NamedArgs{"team": teamID, "id": t.ID, "name": t.Name, "alias": t.Alias, "content": content}))
-	if err != nil {
-		return Template{}, fmt.Errorf("updating template: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return Template{}, fmt.Errorf("updating template: %w", mapErr(err))
 	}
 	return t, nil
 }

@@ -43,7 +43,7 @@ func scanTopic(row pgx.Row) (Topic, error) {
 // transaction, with TopicPayload as their data.
 func (s *Audience) topicChange(ctx context.Context, q string, args pgx.NamedArgs, emit []string) (Topic, error) {
 	var t Topic
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		if t, err = scanTopic(tx.QueryRow(ctx, q, args)); err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 func TestTrackedRecipientAndClickEvents(t *testing.T) {
@@ -21,7 +22,7 @@ func TestTrackedRecipientAndClickEvents(t *testing.T) {
 		Events: []string{"email.opened", "email.clicked"}, Status: "enabled", Secret: []byte("sealed")}
 	require.NoError(t, st.Webhooks.CreateWebhook(ctx, hook))
 	e := newEmail(team, "ann@posthaste.test", "bob@posthaste.test")
-	_, err := st.Emails.InsertEmail(ctx, e)
+	_, err := storetest.InsertEmail(ctx, st, e)
 	require.NoError(t, err)
 	at := time.Now().UTC().Truncate(time.Millisecond)
 	require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{

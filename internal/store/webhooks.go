@@ -234,37 +234,31 @@ func (e *LimitError) Is(target error) bool { return target == ErrLimitReached }
 // has MaxWebhooksPerTeam. The team's row is locked while its endpoints are
 // counted, so concurrent creations cannot pass the limit together.
 func (s *Webhooks) CreateWebhook(ctx context.Context, w Webhook) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("creating webhook: %w", mapErr(err))
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
-	// The count runs in a statement of its own: under READ COMMITTED it
-	// sees the endpoints committed by whoever held the lock before. NO KEY
-	// UPDATE does not hold up the foreign-key checks of other inserts
-	// (emails) that reference the team.
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM team WHERE id = @team FOR NO KEY UPDATE`,
-		pgx.NamedArgs{"team": w.TeamID}); err != nil {
-		return fmt.Errorf("creating webhook: %w", mapErr(err))
-	}
-	var n int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM webhook WHERE team_id = @team`,
-		pgx.NamedArgs{"team": w.TeamID}).Scan(&n); err != nil {
-		return fmt.Errorf("creating webhook: %w", mapErr(err))
-	}
-	if n >= MaxWebhooksPerTeam {
-		return &LimitError{What: "webhook endpoints", Max: MaxWebhooksPerTeam}
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO webhook (id, team_id, endpoint, events, status, secret)
-		VALUES (@id, @team, @endpoint, @events, @status, @secret)`,
-		pgx.NamedArgs{"id": w.ID, "team": w.TeamID, "endpoint": w.Endpoint, "events": w.Events,
-			"status": w.Status, "secret": w.Secret}); err != nil {
-		return fmt.Errorf("creating webhook: %w", mapErr(err))
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("creating webhook: %w", mapErr(err))
-	}
-	return nil
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		// The count runs in a statement of its own: under READ COMMITTED it
+		// sees the endpoints committed by whoever held the lock before. NO KEY
+		// UPDATE does not hold up the foreign-key checks of other inserts
+		// (emails) that reference the team.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM team WHERE id = @team FOR NO KEY UPDATE`,
+			pgx.NamedArgs{"team": w.TeamID}); err != nil {
+			return fmt.Errorf("creating webhook: %w", mapErr(err))
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM webhook WHERE team_id = @team`,
+			pgx.NamedArgs{"team": w.TeamID}).Scan(&n); err != nil {
+			return fmt.Errorf("creating webhook: %w", mapErr(err))
+		}
+		if n >= MaxWebhooksPerTeam {
+			return &LimitError{What: "webhook endpoints", Max: MaxWebhooksPerTeam}
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO webhook (id, team_id, endpoint, events, status, secret)
+			VALUES (@id, @team, @endpoint, @events, @status, @secret)`,
+			pgx.NamedArgs{"id": w.ID, "team": w.TeamID, "endpoint": w.Endpoint, "events": w.Events,
+				"status": w.Status, "secret": w.Secret}); err != nil {
+			return fmt.Errorf("creating webhook: %w", mapErr(err))
+		}
+		return nil
+	})
 }
 
 // GetWebhook returns a team's endpoint; ErrNotFound for other teams'.
@@ -348,24 +342,24 @@ func (s *Webhooks) RotateWebhookSecret(ctx context.Context, teamID, id uuid.UUID
 // undelivered messages (they can be replayed once it is enabled again).
 // It reports whether this call disabled it.
 func (s *Webhooks) DisableWebhook(ctx context.Context, id uuid.UUID, reason string) (bool, error) {
-	tx, err := s.pool.Begin(ctx)
+	disabled := false
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE webhook SET status = 'disabled', disabled_reason = @reason, updated_at = now()
+			WHERE id = @id AND status = 'enabled'`, pgx.NamedArgs{"id": id, "reason": reason})
+		if err != nil {
+			return fmt.Errorf("disabling webhook %s: %w", id, mapErr(err))
+		}
+		if _, err := tx.Exec(ctx, `UPDATE webhook_message SET status = 'failed', next_attempt_at = NULL, updated_at = now()
+			WHERE webhook_id = @id AND status IN ('pending', 'attempting')`, pgx.NamedArgs{"id": id}); err != nil {
+			return fmt.Errorf("failing messages of webhook %s: %w", id, mapErr(err))
+		}
+		disabled = tag.RowsAffected() > 0
+		return nil
+	})
 	if err != nil {
-		return false, mapErr(err)
+		return false, err
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // rollback after commit is a no-op
-	tag, err := tx.Exec(ctx, `UPDATE webhook SET status = 'disabled', disabled_reason = @reason, updated_at = now()
-		WHERE id = @id AND status = 'enabled'`, pgx.NamedArgs{"id": id, "reason": reason})
-	if err != nil {
-		return false, fmt.Errorf("disabling webhook %s: %w", id, mapErr(err))
-	}
-	if _, err := tx.Exec(ctx, `UPDATE webhook_message SET status = 'failed', next_attempt_at = NULL, updated_at = now()
-		WHERE webhook_id = @id AND status IN ('pending', 'attempting')`, pgx.NamedArgs{"id": id}); err != nil {
-		return false, fmt.Errorf("failing messages of webhook %s: %w", id, mapErr(err))
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return false, mapErr(err)
-	}
-	return tag.RowsAffected() > 0, nil
+	return disabled, nil
 }
 
 const messageColumns = `id, team_id, webhook_id, type, order_key, payload::text, status, attempts,

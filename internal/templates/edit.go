@@ -1,9 +1,10 @@
-// Package templates checks and applies the edits a team makes to its email
-// templates, the one way both the HTTP API and the dashboard's editor
-// accept them: names, aliases, addresses, the body as HTML or as a
-// component document (internal/components, rendered into html and text
-// when saved), declared variables, and that every variable used is
-// declared. Rejections are *invalid.Error naming the field.
+// Package templates is the slice of email templates: Service is the one
+// way the HTTP API and the dashboard create, read, edit, publish,
+// duplicate and delete a team's templates, and Edit checks and applies a
+// change the way both accept it: names, aliases, addresses, the body as
+// HTML or as a component document (internal/components, rendered into
+// html and text when saved), declared variables, and that every variable
+// used is declared. Rejections are *invalid.Error naming the field.
 package templates
 
 import (
@@ -39,6 +40,10 @@ type Edit struct {
 	ReplyTo    []string
 	Components json.RawMessage
 	Variables  *[]Variable
+	// Form says the edit is the dashboard editor's whole form: an empty
+	// name is refused (an API update leaves the name as it is), and HTML
+	// given without Text removes the text part once the edit is checked.
+	Form bool
 }
 
 // Variable is a declared variable as given: Fallback is raw JSON (a
@@ -53,6 +58,9 @@ type Variable struct {
 // components, are then required). On error t may be partly written: apply
 // to a copy, or inside store.UpdateTemplate, which discards it.
 func (e Edit) Apply(t *store.Template, create bool) error {
+	if e.Form && (e.Name == nil || strings.TrimSpace(*e.Name) == "") {
+		return invalid.Missing("name")
+	}
 	if e.Name != nil && (*e.Name != "" || create) {
 		name := strings.TrimSpace(*e.Name)
 		if name == "" || len(name) > MaxName {
@@ -131,7 +139,13 @@ func (e Edit) Apply(t *store.Template, create bool) error {
 	if c.Variables == nil {
 		c.Variables = []store.TemplateVariable{}
 	}
-	return CheckContent(*c)
+	if err := CheckContent(*c); err != nil {
+		return err
+	}
+	if e.Form && e.HTML != nil && e.Text == nil {
+		c.Text = nil
+	}
+	return nil
 }
 
 func nonEmpty(s string) *string {

@@ -1,9 +1,10 @@
 // Package webhook implements the sending side of Posthaste's webhooks:
 // Standard Webhooks signing (compatible with Svix verifiers), one signed
 // POST of a message through the egress guard with its outcome, the retry
-// schedule, and the event types with sample payloads for test events; and
-// the management of a team's endpoints (Endpoints) shared by the HTTP API
-// and the dashboard.
+// schedule, and the event types with sample payloads for test events; the
+// management of a team's endpoints (Endpoints) shared by the HTTP API
+// and the dashboard; and the DeliverWebhook workflow's activity
+// (Activities), which delivers an endpoint's messages.
 package webhook
 
 import (

@@ -3,7 +3,10 @@
 // output, whose JSON field names are recorded in the histories of running
 // workflows and must never change. It does no I/O and imports nothing that
 // does (TestNoIO in package workflows), so that workflows depend on it
-// alone; package activities implements the activities.
+// alone. Package activities implements the activities of sending,
+// received mail and the sweeps; those of the other workflows live in the
+// package of their area (internal/domains, imports, broadcast, datareq,
+// webhook).
 package contract
 
 import (
@@ -14,6 +17,16 @@ import (
 
 // ErrTypePermanent marks an application error that retrying cannot fix.
 const ErrTypePermanent = "Permanent"
+
+// Permanent returns err as an error that retrying cannot fix: a
+// non-retryable application error of type ErrTypePermanent whose message,
+// err's text, is the reason shown for the failure. Nil stays nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+}
 
 // PermanentReason is the reason to show for a permanent step error, and
 // whether err is one (a non-retryable application error of type

@@ -28,14 +28,23 @@ func New(t testing.TB) *store.Store {
 // open connections of their own beside the store.
 func NewWithURL(t testing.TB) (*store.Store, string) {
 	t.Helper()
-	ctx := context.Background()
 	url := NewDatabase(t)
-	st, err := store.Open(ctx, store.Config{URL: url})
+	return Open(t, store.Config{URL: url}), url
+}
+
+// Open opens a store on the existing database of cfg.URL (it does not
+// migrate), closed at cleanup. The helpers of this package that read or
+// write with plain SQL (OutboxLen, SessionByHash, …) work on the stores
+// New, NewWithURL and Open return.
+func Open(t testing.TB, cfg store.Config) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("opening store: %v", err)
 	}
+	track(t, st, cfg.URL)
 	t.Cleanup(st.Close)
-	return st, url
+	return st
 }
 
 // NewDatabase returns the URL of a new database with every migration
