@@ -144,7 +144,7 @@ func (a *Inbound) unsubscribeMailto(ctx context.Context, m store.InboundMessage)
 			continue
 		}
 		tok := unsubscribe.Token{TeamID: e.TeamID, EmailID: e.ID, TopicID: e.TopicID, BroadcastID: e.BroadcastID, Email: e.Recipients[addr.Index].Address}
-		if err := unsubscribe.Unsubscribe(ctx, a.audience, a.outbox, a.logger, tok); err != nil {
+		if err := unsubscribe.Unsubscribe(ctx, a.audience, a.logger, tok); err != nil {
 			return n, fmt.Errorf("unsubscribing recipient %d of %s: %w", addr.Index, e.ID, err)
 		}
 		n++

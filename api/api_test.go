@@ -155,7 +155,7 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 		Gatherer: reg,
 		Ready:    []api.Check{{Name: "postgres", Check: st.Ping}},
 		// The use cases cmd/posthaste builds once for the API and the dashboard.
-		Domains: domains.New(domains.Config{Keys: box, DKIMSelector: "posthaste", Verifier: v, Outbox: n}, st),
+		Domains: domains.New(domains.Config{Keys: box, DKIMSelector: "posthaste", Verifier: v}, st),
 		Webhooks: webhook.NewEndpoints(webhook.EndpointsConfig{Keys: box, Waker: wk, AllowHTTP: true,
 			Client: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), webhook.ClientConfig{Timeout: 2 * time.Second})}, st),
 		Imports:      imports.New(imports.Config{Outbox: n}, st),
@@ -164,7 +164,6 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 		Templates:    templates.New(st),
 		Records: records.Config{BounceHost: "bounce.posthaste.example", SPFInclude: "_spf.posthaste.example",
 			TrackingHost: "track.posthaste.example"},
-		WebhookWaker:     wk,
 		Keys:             box,
 		Limiter:          o.limiter,
 		DefaultRateLimit: o.rate,

@@ -1,8 +1,6 @@
 package api
 
 import (
-	"encoding/json"
-
 	"github.com/gin-gonic/gin"
 
 	"github.com/posthaste/posthaste/internal/audit"
@@ -15,19 +13,8 @@ import (
 // that could not be audited is never reported as a plain success. detail
 // is a small object without personal data, or nil.
 func (s *Server) audited(c *gin.Context, action audit.Action, targetType, targetID string, detail map[string]any) bool {
-	p := principal(c)
-	e := audit.Entry{TeamID: &p.TeamID, ActorType: audit.ActorAPIKey, ActorID: &p.KeyID, Action: action,
-		TargetType: targetType, TargetID: targetID, ClientAddr: c.ClientIP(), UserAgent: c.Request.UserAgent(),
-		Outcome: audit.Success}
-	if detail != nil {
-		b, err := json.Marshal(detail)
-		if err != nil {
-			s.respondError(c, err)
-			return false
-		}
-		e.Detail = string(b)
-	}
-	if _, err := s.store.Privacy.AppendAudit(c.Request.Context(), e); err != nil {
+	if err := s.auditLog.Success(c.Request.Context(), s.actor(c), principal(c).TeamID, action, targetType, targetID,
+		detail); err != nil {
 		s.respondError(c, err)
 		return false
 	}

@@ -53,6 +53,6 @@ func (s *privacyAPI) listAuditLog(c *gin.Context) {
 		return
 	}
 	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]audit.Entry, bool, error) {
-		return s.store.Privacy.ListAudit(ctx, team, f, p)
+		return s.auditLog.List(ctx, team, f, p)
 	}, renderAudit)
 }

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -9,7 +8,6 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -87,10 +85,7 @@ func (s *privacyAPI) createDataRequest(c *gin.Context) {
 		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `type` field."))
 		return
 	}
-	p := principal(c)
-	actor := audit.Entry{ActorType: audit.ActorAPIKey, ActorID: &p.KeyID, ClientAddr: c.ClientIP(),
-		UserAgent: c.Request.UserAgent()}
-	r, err := s.dataRequests.Create(c.Request.Context(), p.TeamID, *req.Type, *req.Email, actor)
+	r, err := s.dataRequests.Create(c.Request.Context(), principal(c).TeamID, *req.Type, *req.Email, s.actor(c))
 	switch {
 	case errors.Is(err, datareq.ErrInvalidType):
 		s.respondError(c, validation("The `type` field must be `export` or `erasure`."))
@@ -110,14 +105,12 @@ func (s *privacyAPI) createDataRequest(c *gin.Context) {
 }
 
 func (s *privacyAPI) getDataRequest(c *gin.Context) {
-	respondOne(s.Server, c, s.store.Privacy.DataRequest, "Data request not found.",
+	respondOne(s.Server, c, s.dataRequests.Get, "Data request not found.",
 		func(r store.DataRequest) dataRequestJSON { return s.renderDataRequest(c, r) })
 }
 
 func (s *privacyAPI) listDataRequests(c *gin.Context) {
-	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.DataRequest, bool, error) {
-		return s.store.Privacy.ListDataRequests(ctx, team, p)
-	}, func(r store.DataRequest) dataRequestJSON { return s.renderDataRequest(c, r) })
+	respondList(s.Server, c, s.dataRequests.List, func(r store.DataRequest) dataRequestJSON { return s.renderDataRequest(c, r) })
 }
 
 // downloadDataRequest streams an export's archive to the holder of its
@@ -133,8 +126,8 @@ func (s *privacyAPI) downloadDataRequest(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	n, err := s.store.Privacy.DataRequestArchiveChunks(ctx, team, id)
-	if err == nil && n == 0 {
+	ok, err = s.dataRequests.HasArchive(ctx, team, id)
+	if err == nil && !ok {
 		err = store.ErrNotFound
 	}
 	if err != nil {

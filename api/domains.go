@@ -9,7 +9,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/store"
@@ -109,7 +108,7 @@ func (s *domainsAPI) createDomain(c *gin.Context) {
 	d, err := s.domainSvc.Add(c.Request.Context(), principal(c).TeamID, domains.Request{Name: *req.Name,
 		Region: req.Region, ReturnPath: req.CustomReturnPath, OpenTracking: req.OpenTracking,
 		ClickTracking: req.ClickTracking, TLS: req.TLS, Receiving: receiving,
-		TrackingSubdomain: req.TrackingSubdomain})
+		TrackingSubdomain: req.TrackingSubdomain}, s.actor(c))
 	if errors.Is(err, domains.ErrNoMasterKey) {
 		err = errorf(http.StatusInternalServerError, nameApplicationError,
 			"Domains cannot be added: the server has no master key (POSTHASTE_MASTER_KEY) to protect their DKIM keys.")
@@ -119,9 +118,6 @@ func (s *domainsAPI) createDomain(c *gin.Context) {
 		return
 	}
 	s.logger.Info("domain created", "team_id", d.TeamID, "domain", d.Name, "request_id", requestID(c))
-	if !s.audited(c, audit.DomainCreate, "domain", d.ID.String(), map[string]any{"name": d.Name}) {
-		return
-	}
 	c.JSON(http.StatusCreated, s.renderDomain(d, true))
 }
 
@@ -187,7 +183,7 @@ func (s *domainsAPI) getDomain(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	d, err := s.store.Domains.GetDomain(c.Request.Context(), principal(c).TeamID, id)
+	d, err := s.domainSvc.Get(c.Request.Context(), principal(c).TeamID, id)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -196,7 +192,7 @@ func (s *domainsAPI) getDomain(c *gin.Context) {
 }
 
 func (s *domainsAPI) listDomains(c *gin.Context) {
-	respondList(s.Server, c, s.store.Domains.ListDomains, func(d store.Domain) domainJSON { return s.renderDomain(d, false) })
+	respondList(s.Server, c, s.domainSvc.List, func(d store.Domain) domainJSON { return s.renderDomain(d, false) })
 }
 
 type updateDomainRequest struct {
@@ -227,11 +223,8 @@ func (s *domainsAPI) updateDomain(c *gin.Context) {
 	if _, err := s.domainSvc.Update(c.Request.Context(), principal(c).TeamID, id, domains.Settings{
 		OpenTracking: req.OpenTracking, ClickTracking: req.ClickTracking, TLS: req.TLS, Receiving: receiving,
 		TrackingSubdomain: req.TrackingSubdomain,
-	}); err != nil {
+	}, s.actor(c)); err != nil {
 		s.respondError(c, err)
-		return
-	}
-	if !s.audited(c, audit.DomainUpdate, "domain", id.String(), nil) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"object": "domain", "id": id})
@@ -243,7 +236,7 @@ func (s *domainsAPI) verifyDomain(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	d, err := s.domainSvc.Verify(c.Request.Context(), principal(c).TeamID, id)
+	d, err := s.domainSvc.Verify(c.Request.Context(), principal(c).TeamID, id, s.actor(c))
 	if errors.Is(err, domains.ErrVerificationUnavailable) {
 		s.respondError(c, errorf(http.StatusServiceUnavailable, nameServiceUnavailable,
 			"The verification could not be started; retry later."))
@@ -252,9 +245,6 @@ func (s *domainsAPI) verifyDomain(c *gin.Context) {
 	}
 	if err != nil {
 		s.respondError(c, err)
-		return
-	}
-	if !s.audited(c, audit.DomainVerify, "domain", id.String(), nil) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"object": "domain", "id": id})
@@ -267,11 +257,8 @@ func (s *domainsAPI) deleteDomain(c *gin.Context) {
 		return
 	}
 	p := principal(c)
-	if _, err := s.domainSvc.Delete(c.Request.Context(), p.TeamID, p.CreatedBy, id); err != nil {
+	if _, err := s.domainSvc.Delete(c.Request.Context(), p.TeamID, p.CreatedBy, id, s.actor(c)); err != nil {
 		s.respondError(c, err)
-		return
-	}
-	if !s.audited(c, audit.DomainDelete, "domain", id.String(), nil) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"object": "domain", "id": id, "deleted": true})

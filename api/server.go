@@ -34,6 +34,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/audience"
+	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/datareq"
@@ -82,11 +83,12 @@ type Config struct {
 	Templates    *templates.Service // /templates
 	// Accounts serves /api-keys; nil → one built on Store.
 	Accounts *account.Service
+	// AuditLog records every audited change and serves /audit-log; nil
+	// means one on Store.
+	AuditLog *auditlog.Log
 	// Records is the operator's side of the DNS records shown with each
 	// domain.
 	Records records.Config
-	// WebhookWaker wakes an endpoint's delivery after a replay; may be nil.
-	WebhookWaker Waker
 	// Keys derives the key that signs the download URLs of received
 	// emails and data request archives; nil offers no download URLs.
 	Keys *seal.Box
@@ -180,6 +182,9 @@ type Server struct {
 	hsts        bool
 	publicURL   string
 	tracking    *trackingRoutes
+	// auditLog records the changes of the areas without a service of
+	// their own (audit.go) and lists the team's entries.
+	auditLog *auditlog.Log
 
 	// The handlers, by area.
 	emails     *emailsAPI
@@ -210,12 +215,15 @@ func New(cfg Config) (*Server, error) {
 		cfg.KeyLookupRate = 10
 	}
 	s.lookups = newLookupBudget(cfg.KeyLookupRate, cfg.Now)
+	if s.auditLog = cfg.AuditLog; s.auditLog == nil {
+		s.auditLog = auditlog.New(cfg.Store)
+	}
 	s.emails = &emailsAPI{Server: s, submit: cfg.Submit, emails: cfg.Emails}
 	s.domains = &domainsAPI{Server: s, domainSvc: cfg.Domains, records: cfg.Records}
 	s.audience = &audienceAPI{Server: s, svc: cfg.Audience, imports: cfg.Imports}
 	s.templates = &templatesAPI{Server: s, svc: cfg.Templates}
 	s.broadcasts = &broadcastsAPI{Server: s, broadcastSvc: cfg.Broadcasts}
-	s.webhooks = &webhooksAPI{Server: s, endpoints: cfg.Webhooks, wakeWebhook: cfg.WebhookWaker}
+	s.webhooks = &webhooksAPI{Server: s, endpoints: cfg.Webhooks}
 	s.receiving = &receivingAPI{Server: s, received: cfg.Received}
 	s.privacy = &privacyAPI{Server: s, dataRequests: cfg.DataRequests}
 	s.keys = &keysAPI{Server: s, keys: account.New(account.Config{Store: cfg.Store}).Keys}

@@ -9,21 +9,16 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
-// webhooksAPI serves /webhooks: endpoints, their events and attempts.
+// webhooksAPI serves /webhooks: endpoints, their events and attempts,
+// through the use case shared with the dashboard.
 type webhooksAPI struct {
 	*Server
 	endpoints *webhook.Endpoints
-	// wakeWebhook wakes an endpoint's delivery after a replay; may be nil.
-	wakeWebhook Waker
 }
-
-// Waker wakes the delivery of an endpoint (its DeliverWebhook workflow).
-type Waker = webhook.Waker
 
 type webhookRequest struct {
 	Endpoint *string   `json:"endpoint"`
@@ -45,7 +40,7 @@ func (s *webhooksAPI) createWebhook(c *gin.Context) {
 		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameMissingField, "Missing `events` field."))
 		return
 	}
-	w, secret, err := s.endpoints.Create(c.Request.Context(), principal(c).TeamID, *req.Endpoint, *req.Events)
+	w, secret, err := s.endpoints.Create(c.Request.Context(), principal(c).TeamID, *req.Endpoint, *req.Events, s.actor(c))
 	if errors.Is(err, webhook.ErrNoMasterKey) {
 		err = errorf(http.StatusInternalServerError, nameApplicationError,
 			"Webhooks cannot be added: the server has no master key (POSTHASTE_MASTER_KEY) to protect their secrets.")
@@ -55,9 +50,6 @@ func (s *webhooksAPI) createWebhook(c *gin.Context) {
 		return
 	}
 	s.logger.Info("webhook created", "team_id", w.TeamID, "webhook_id", w.ID, "request_id", requestID(c))
-	if !s.audited(c, audit.WebhookCreate, "webhook", w.ID.String(), nil) {
-		return
-	}
 	c.JSON(http.StatusCreated, gin.H{"object": "webhook", "id": w.ID, "signing_secret": secret})
 }
 
@@ -77,7 +69,7 @@ func renderWebhook(w store.Webhook) webhookJSON {
 }
 
 func (s *webhooksAPI) listWebhooks(c *gin.Context) {
-	respondList(s.Server, c, s.store.Webhooks.ListWebhooks, renderWebhook)
+	respondList(s.Server, c, s.endpoints.List, renderWebhook)
 }
 
 // teamWebhook loads the :id webhook of the caller's team.
@@ -87,7 +79,7 @@ func (s *webhooksAPI) teamWebhook(c *gin.Context) (store.Webhook, bool) {
 		s.respondError(c, err)
 		return store.Webhook{}, false
 	}
-	w, err := s.store.Webhooks.GetWebhook(c.Request.Context(), principal(c).TeamID, id)
+	w, err := s.endpoints.Get(c.Request.Context(), principal(c).TeamID, id)
 	if err != nil {
 		s.respondError(c, err)
 		return store.Webhook{}, false
@@ -122,25 +114,11 @@ func (s *webhooksAPI) updateWebhook(c *gin.Context) {
 		return
 	}
 	if err := s.endpoints.Update(c.Request.Context(), principal(c).TeamID, id, webhook.Change{
-		Endpoint: req.Endpoint, Events: req.Events, Status: req.Status}); err != nil {
+		Endpoint: req.Endpoint, Events: req.Events, Status: req.Status}, s.actor(c)); err != nil {
 		s.respondError(c, err)
 		return
 	}
-	if !s.audited(c, audit.WebhookUpdate, "webhook", id.String(), nil) {
-		return
-	}
 	c.JSON(http.StatusOK, gin.H{"object": "webhook", "id": id})
-}
-
-// wake nudges an endpoint's delivery; a failure is logged, since the
-// delivery also wakes on the endpoint's next event.
-func (s *webhooksAPI) wake(c *gin.Context, id uuid.UUID) {
-	if s.wakeWebhook == nil {
-		return
-	}
-	if err := s.wakeWebhook.Wake(c.Request.Context(), id.String()); err != nil {
-		s.logger.Warn("waking webhook delivery", "webhook_id", id, "request_id", requestID(c), "err", err)
-	}
 }
 
 func (s *webhooksAPI) deleteWebhook(c *gin.Context) {
@@ -149,11 +127,8 @@ func (s *webhooksAPI) deleteWebhook(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	if err := s.endpoints.Delete(c.Request.Context(), principal(c).TeamID, id); err != nil {
+	if err := s.endpoints.Delete(c.Request.Context(), principal(c).TeamID, id, s.actor(c)); err != nil {
 		s.respondError(c, err)
-		return
-	}
-	if !s.audited(c, audit.WebhookDelete, "webhook", id.String(), nil) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"object": "webhook", "id": id, "deleted": true})
@@ -164,7 +139,7 @@ func (s *webhooksAPI) rotateWebhookSecret(c *gin.Context) {
 	if !ok {
 		return
 	}
-	secret, err := s.endpoints.Rotate(c.Request.Context(), w)
+	secret, err := s.endpoints.Rotate(c.Request.Context(), w, s.actor(c))
 	if errors.Is(err, webhook.ErrNoMasterKey) {
 		err = errorf(http.StatusInternalServerError, nameApplicationError,
 			"The secret cannot be rotated: the server has no master key (POSTHASTE_MASTER_KEY).")
@@ -174,9 +149,6 @@ func (s *webhooksAPI) rotateWebhookSecret(c *gin.Context) {
 		return
 	}
 	s.logger.Info("webhook secret rotated", "team_id", w.TeamID, "webhook_id", w.ID, "request_id", requestID(c))
-	if !s.audited(c, audit.WebhookRotateSecret, "webhook", w.ID.String(), nil) {
-		return
-	}
 	c.JSON(http.StatusOK, gin.H{"object": "webhook", "id": w.ID, "signing_secret": secret})
 }
 
@@ -219,7 +191,7 @@ func (s *webhooksAPI) listWebhookEvents(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	ms, more, err := s.store.Webhooks.ListWebhookMessages(c.Request.Context(), w.TeamID, w.ID, p)
+	ms, more, err := s.endpoints.Messages(c.Request.Context(), w.TeamID, w.ID, p)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -242,7 +214,7 @@ func (s *webhooksAPI) teamMessage(c *gin.Context) (store.Webhook, store.WebhookM
 		s.respondError(c, err)
 		return w, store.WebhookMessage{}, false
 	}
-	m, err := s.store.Webhooks.GetWebhookMessage(c.Request.Context(), w.TeamID, w.ID, mid)
+	m, err := s.endpoints.Message(c.Request.Context(), w.TeamID, w.ID, mid)
 	if err != nil {
 		s.respondError(c, err)
 		return w, m, false
@@ -293,7 +265,7 @@ func (s *webhooksAPI) listWebhookAttempts(c *gin.Context) {
 	if !ok {
 		return
 	}
-	as, err := s.store.Webhooks.WebhookAttempts(c.Request.Context(), w.TeamID, m.ID)
+	as, err := s.endpoints.Attempts(c.Request.Context(), w.TeamID, m.ID)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -310,15 +282,14 @@ func (s *webhooksAPI) replayWebhookEvent(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if w.Status != store.WebhookEnabled {
-		s.respondError(c, validation("The webhook is disabled; enable it before replaying events."))
-		return
+	err := s.endpoints.Replay(c.Request.Context(), w, m.ID)
+	if errors.Is(err, webhook.ErrDisabled) {
+		err = validation("The webhook is disabled; enable it before replaying events.")
 	}
-	if err := s.store.Webhooks.ReplayWebhookMessage(c.Request.Context(), w.TeamID, w.ID, m.ID); err != nil {
+	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	s.wake(c, w.ID)
 	c.JSON(http.StatusOK, gin.H{"object": "webhook_event", "id": webhook.MessageID(m.ID)})
 }
 

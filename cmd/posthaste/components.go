@@ -21,6 +21,7 @@ import (
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/audience"
+	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/codec"
@@ -477,7 +478,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	broadcasts := broadcast.NewService(broadcast.Config{Store: st, Submit: in.submit, Waker: worker.NewBroadcastWaker(tc),
 		Outbox: in.dispatcher, Logger: logger})
 	domainSvc := domains.New(domains.Config{Keys: keys, DKIMSelector: cfg.Domains.DKIMSelector, Verifier: verifier,
-		Outbox: in.dispatcher, Logger: logger}, st)
+		Logger: logger}, st)
 	webhookWaker := worker.NewWebhookWaker(tc, stepPolicy(cfg.Steps))
 	hookClient := webhookClient(cfg)
 	endpoints := webhook.NewEndpoints(webhook.EndpointsConfig{Keys: keys, Client: hookClient, Waker: webhookWaker,
@@ -485,6 +486,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	importSvc := imports.New(imports.Config{Outbox: in.dispatcher}, st)
 	audienceSvc := audience.New(st.Audience)
 	dataRequests := datareq.New(datareq.Config{Keys: keys, Outbox: in.dispatcher}, st)
+	auditLog := auditlog.New(st)
 	// Reading sent emails and the suppression list; reading received mail.
 	emails, received := submit.NewEmails(st.Emails), receiving.New(st.Received)
 	accounts := account.New(account.Config{Store: st})
@@ -495,8 +497,8 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	dash, err := dashboard.New(dashboard.Config{Store: st, InboundBudget: inboundBudget, Auth: in.auth, TemporalUIURL: temporalUI,
 		Emails: emails, Received: received,
 		Domains: domainSvc, Webhooks: endpoints, Imports: importSvc, DataRequests: dataRequests, Broadcasts: broadcasts,
-		Audience: audienceSvc, Templates: templateSvc, Records: recordsConfig(cfg.Domains), Verifier: verifier, Keys: keys,
-		OAuth: oauthConfig(cfg.OAuth), PublicURL: cfg.HTTP.PublicURL, Mailer: mailer, WebhookWaker: webhookWaker, WebhookClient: hookClient,
+		Audience: audienceSvc, Templates: templateSvc, AuditLog: auditLog, Records: recordsConfig(cfg.Domains), Keys: keys,
+		OAuth: oauthConfig(cfg.OAuth), PublicURL: cfg.HTTP.PublicURL, Mailer: mailer,
 		Namespace: cfg.Temporal.Namespace, SecureCookies: cfg.HTTP.SecureCookies, SessionIdleTimeout: cfg.HTTP.SessionIdleTimeout,
 		TrustedProxies: cfg.HTTP.TrustedProxies, Logger: logger, SMTP: dashboardSMTP(smtpListeners(cfg.SMTP, config.DefaultSMTPListen)),
 		Warmup: cfg.Delivery.Warmup, WarmupOverflow: cfg.Delivery.WarmupOverflow, DefaultPool: cfg.Delivery.DefaultPool,
@@ -511,7 +513,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 			return nil, err
 		}
 		uh, err := unsubscribe.NewHandler(unsubscribe.Config{Sealer: sealer, PublicURL: cfg.HTTP.PublicURL,
-			Limiter: in.limiter, Outbox: in.dispatcher, Logger: logger}, st.Audience)
+			Limiter: in.limiter, Logger: logger}, st.Audience)
 		if err != nil {
 			return nil, err
 		}
@@ -545,8 +547,8 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		Broadcasts:   broadcasts,
 		Templates:    templateSvc,
 		Accounts:     accounts,
+		AuditLog:     auditLog,
 		Records:      recordsConfig(cfg.Domains),
-		WebhookWaker: webhookWaker,
 		Keys:         keys,
 		Metrics:      metrics,
 		Gatherer:     gatherer,

@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/google/uuid"
@@ -15,15 +14,7 @@ import (
 // personal data, or nil.
 func (h *Handler) record(r *http.Request, e audit.Entry, detail map[string]any) error {
 	e.ClientAddr, e.UserAgent = clientIP(r), r.UserAgent()
-	if detail != nil {
-		b, err := json.Marshal(detail)
-		if err != nil {
-			return err
-		}
-		e.Detail = string(b)
-	}
-	_, err := h.store.Privacy.AppendAudit(r.Context(), e)
-	return err
+	return h.auditSvc.Record(r.Context(), e, detail)
 }
 
 // by is the audit actor of an action of the session's user on its team,

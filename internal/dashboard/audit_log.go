@@ -42,7 +42,7 @@ func (h *privacyHandler) auditLog(w http.ResponseWriter, r *http.Request, se *st
 		d.Error, status = err.Error(), http.StatusUnprocessableEntity
 	} else {
 		p := pageOf(q, 50)
-		list, more, err := h.store.Privacy.ListAudit(r.Context(), se.TeamID, f, p)
+		list, more, err := h.auditSvc.List(r.Context(), se.TeamID, f, p)
 		if err != nil {
 			h.fail(w, r, err)
 			return

@@ -30,6 +30,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/audience"
+	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/auththrottle"
 	"github.com/posthaste/posthaste/internal/broadcast"
@@ -72,6 +73,9 @@ type Config struct {
 	// Templates is the templates use case, shared with the API likewise;
 	// required.
 	Templates *templates.Service
+	// AuditLog records every audited action and serves the Audit log
+	// page; nil means one on Store.
+	AuditLog *auditlog.Log
 	// Broadcasts creates, edits, tests and sends broadcasts; nil hides the
 	// Broadcasts page.
 	Broadcasts *broadcast.Service
@@ -91,15 +95,6 @@ type Config struct {
 	// (The Domains and Webhooks services seal DKIM keys and signing
 	// secrets with their own.)
 	Keys *seal.Box
-	// WebhookWaker wakes an endpoint's delivery after a replay; may be
-	// nil.
-	WebhookWaker WebhookWaker
-	// WebhookClient is the one the Webhooks service posts test events
-	// with; nil hides the test button.
-	WebhookClient *webhook.Client
-	// Verifier is the Domains service's verifier; nil disables the verify
-	// button.
-	Verifier Verifier
 	// SMTP is what the quick-start page tells mail clients.
 	SMTP SMTPSettings
 	// OAuth offers sign-in through Google and GitHub when configured.
@@ -172,6 +167,9 @@ type Handler struct {
 	dataReqs *datareq.Service
 	// accounts changes and reads keys, members, invitations and sessions.
 	accounts *account.Service
+	// auditSvc records the actions of the areas without a service of
+	// their own (audit.go) and serves the Audit log page.
+	auditSvc *auditlog.Log
 	// proxies are the parsed Config.TrustedProxies.
 	proxies   []netip.Prefix
 	passwords *password.Pool
@@ -227,7 +225,10 @@ func New(cfg Config) (*Handler, error) {
 	if h.proxies, err = parseProxies(cfg.TrustedProxies); err != nil {
 		return nil, fmt.Errorf("trusted proxies: %w", err)
 	}
-	h.domainSvc, h.endpoints, h.dataReqs = cfg.Domains, cfg.Webhooks, cfg.DataRequests
+	h.domainSvc, h.endpoints, h.dataReqs, h.auditSvc = cfg.Domains, cfg.Webhooks, cfg.DataRequests, cfg.AuditLog
+	if h.auditSvc == nil {
+		h.auditSvc = auditlog.New(cfg.Store)
+	}
 	if h.accounts = cfg.Accounts; h.accounts == nil {
 		h.accounts = account.New(account.Config{Store: cfg.Store})
 	}

@@ -109,14 +109,14 @@ func newFixture(t *testing.T, opts ...func(*dashboard.Config)) *fixture {
 	box, err := seal.New(bytes.Repeat([]byte{7}, 32))
 	require.NoError(t, err)
 	mailer := &fakeMailer{}
-	cfg := dashboard.Config{Store: st, Auth: authn, TemporalUIURL: "http://ui.example:8233", Keys: box, WebhookWaker: wk,
-		Records: records.Config{BounceHost: "bounces.posthaste.example", SPFInclude: "spf.posthaste.example"}, Verifier: v,
-		Mailer: mailer, PublicURL: publicURL + "/",
-		WebhookClient: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), webhook.ClientConfig{})}
+	cfg := dashboard.Config{Store: st, Auth: authn, TemporalUIURL: "http://ui.example:8233", Keys: box,
+		Records: records.Config{BounceHost: "bounces.posthaste.example", SPFInclude: "spf.posthaste.example"},
+		Mailer:  mailer, PublicURL: publicURL + "/"}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	withServices(&cfg, true)
+	withServices(&cfg, serviceDeps{allowHTTP: true, verifier: v, waker: wk,
+		client: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), webhook.ClientConfig{})})
 	dash, err := dashboard.New(cfg)
 	require.NoError(t, err)
 	h, err := api.New(api.Config{Store: st, Auth: authn,
@@ -132,18 +132,27 @@ func newFixture(t *testing.T, opts ...func(*dashboard.Config)) *fixture {
 	return &fixture{t: t, srv: srv, store: st, dash: dash, a: a, b: b, verifier: v, waker: wk, mailer: mailer}
 }
 
-// withServices builds, from cfg's keys, verifier, webhook waker and client
-// and logger, the use cases that cmd/posthaste builds once and hands to
-// the API and the dashboard, unless an option set them already.
-// allowHTTP accepts plain http webhook endpoints.
-func withServices(cfg *dashboard.Config, allowHTTP bool) {
+// serviceDeps are what withServices gives the services besides cfg's:
+// allowHTTP accepts plain http webhook endpoints; a nil verifier, waker
+// or client leaves it out.
+type serviceDeps struct {
+	allowHTTP bool
+	verifier  domains.Verifier
+	waker     webhook.Waker
+	client    *webhook.Client
+}
+
+// withServices builds, from cfg's keys and logger and deps, the use cases
+// that cmd/posthaste builds once and hands to the API and the dashboard,
+// unless an option set them already.
+func withServices(cfg *dashboard.Config, deps serviceDeps) {
 	if cfg.Domains == nil {
-		cfg.Domains = domains.New(domains.Config{Keys: cfg.Keys, DKIMSelector: "posthaste", Verifier: cfg.Verifier,
+		cfg.Domains = domains.New(domains.Config{Keys: cfg.Keys, DKIMSelector: "posthaste", Verifier: deps.verifier,
 			Logger: cfg.Logger}, cfg.Store)
 	}
 	if cfg.Webhooks == nil {
-		cfg.Webhooks = webhook.NewEndpoints(webhook.EndpointsConfig{Keys: cfg.Keys, Client: cfg.WebhookClient,
-			Waker: cfg.WebhookWaker, AllowHTTP: allowHTTP, Logger: cfg.Logger}, cfg.Store)
+		cfg.Webhooks = webhook.NewEndpoints(webhook.EndpointsConfig{Keys: cfg.Keys, Client: deps.client,
+			Waker: deps.waker, AllowHTTP: deps.allowHTTP, Logger: cfg.Logger}, cfg.Store)
 	}
 	if cfg.DataRequests == nil {
 		cfg.DataRequests = datareq.New(datareq.Config{Keys: cfg.Keys}, cfg.Store)

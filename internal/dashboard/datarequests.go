@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -62,7 +61,7 @@ func (h *privacyHandler) dataRequests(w http.ResponseWriter, r *http.Request, se
 func (h *privacyHandler) renderDataRequests(w http.ResponseWriter, r *http.Request, se *store.Session, status int,
 	d dataRequestsData) {
 	p := pageOf(r.URL.Query(), 50)
-	list, more, err := h.store.Privacy.ListDataRequests(r.Context(), se.TeamID, p)
+	list, more, err := h.dataReqs.List(r.Context(), se.TeamID, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -84,9 +83,7 @@ func (h *privacyHandler) createDataRequest(w http.ResponseWriter, r *http.Reques
 		return
 	}
 	d := dataRequestsData{Email: strings.TrimSpace(r.PostFormValue("email")), Type: r.PostFormValue("type")}
-	actor := audit.Entry{ActorType: audit.ActorUser, ActorID: &se.UserID, ClientAddr: clientIP(r),
-		UserAgent: r.UserAgent()}
-	_, err := h.dataReqs.Create(r.Context(), se.TeamID, d.Type, d.Email, actor)
+	_, err := h.dataReqs.Create(r.Context(), se.TeamID, d.Type, d.Email, by(r, se))
 	switch {
 	case errors.Is(err, datareq.ErrInvalidAddress):
 		d.Error = "Enter one email address, such as someone@example.com."
@@ -114,12 +111,12 @@ func (h *privacyHandler) downloadDataRequest(w http.ResponseWriter, r *http.Requ
 		http.NotFound(w, r)
 		return
 	}
-	n, err := h.store.Privacy.DataRequestArchiveChunks(r.Context(), se.TeamID, id)
+	ready, err := h.dataReqs.HasArchive(r.Context(), se.TeamID, id)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	if n == 0 {
+	if !ready {
 		http.Error(w, "This archive does not exist or has expired.", http.StatusNotFound)
 		return
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/store"
@@ -32,9 +31,6 @@ func (h *domainsHandler) routes(m *http.ServeMux) {
 	m.Handle("GET /dashboard/suppressions", h.signedIn(h.suppressions))
 	m.Handle("POST /dashboard/suppressions/{id}/remove", h.signedIn(h.removeSuppression))
 }
-
-// Verifier starts and stops the verification of domains.
-type Verifier = domains.Verifier
 
 // domainForm is what the Add a domain form holds, kept when it is shown
 // again with an error.
@@ -78,7 +74,7 @@ func (h *domainsHandler) domains(w http.ResponseWriter, r *http.Request, se *sto
 }
 
 func (h *domainsHandler) renderDomains(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d domainsData) {
-	list, _, err := h.store.Domains.ListDomains(r.Context(), se.TeamID, store.Page{Limit: 100})
+	list, _, err := h.domainSvc.List(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -98,16 +94,13 @@ func (h *domainsHandler) addDomain(w http.ResponseWriter, r *http.Request, se *s
 	if f.ReturnPath == "" {
 		req.ReturnPath = nil
 	}
-	d, err := h.domainSvc.Add(r.Context(), se.TeamID, req)
+	d, err := h.domainSvc.Add(r.Context(), se.TeamID, req, by(r, se))
 	if fe, ok := asFormError(err); ok {
 		h.renderDomains(w, r, se, http.StatusUnprocessableEntity, domainsData{Form: f, Error: fe})
 		return
 	}
 	if err != nil {
 		h.fail(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.DomainCreate, "domain", d.ID.String(), map[string]any{"name": d.Name}) {
 		return
 	}
 	h.logger.Info("domain created", "team_id", se.TeamID, "domain", d.Name)
@@ -128,7 +121,7 @@ type domainData struct {
 // loadDomain loads the {id} domain of the session's team.
 func (h *domainsHandler) loadDomain(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Domain, bool) {
 	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Domain, error) {
-		return h.store.Domains.GetDomain(r.Context(), se.TeamID, id)
+		return h.domainSvc.Get(r.Context(), se.TeamID, id)
 	})
 }
 
@@ -152,7 +145,7 @@ func (h *domainsHandler) domain(w http.ResponseWriter, r *http.Request, se *stor
 func (h *domainsHandler) renderDomain(w http.ResponseWriter, se *store.Session, status int, page string, d domainData) {
 	d.Records = domains.Records(h.cfg.Records, d.Domain)
 	d.TLSModes = domains.TLSModes
-	d.CanVerify = h.cfg.Verifier != nil
+	d.CanVerify = h.domainSvc.CanVerify()
 	title := d.Domain.Name
 	if page == "domain_delete" {
 		title = "Delete " + title
@@ -166,7 +159,7 @@ func (h *domainsHandler) verifyDomain(w http.ResponseWriter, r *http.Request, se
 		http.NotFound(w, r)
 		return
 	}
-	d, err := h.domainSvc.Verify(r.Context(), se.TeamID, id)
+	d, err := h.domainSvc.Verify(r.Context(), se.TeamID, id, by(r, se))
 	if errors.Is(err, domains.ErrVerificationUnavailable) {
 		h.logger.Warn("starting domain verification", "team_id", se.TeamID, "domain", d.Name, "err", err)
 		h.renderDomain(w, se, http.StatusServiceUnavailable, "domain", domainData{Domain: d,
@@ -175,9 +168,6 @@ func (h *domainsHandler) verifyDomain(w http.ResponseWriter, r *http.Request, se
 	}
 	if err != nil {
 		h.failOr404(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.DomainVerify, "domain", id.String(), nil) {
 		return
 	}
 	http.Redirect(w, r, "/dashboard/domains/"+id.String()+"?done=verify", http.StatusSeeOther)
@@ -197,16 +187,13 @@ func (h *domainsHandler) domainSettings(w http.ResponseWriter, r *http.Request, 
 		receiving = store.ReceivingEnabled
 	}
 	_, err := h.domainSvc.Update(r.Context(), se.TeamID, d.ID, domains.Settings{OpenTracking: &open, ClickTracking: &click,
-		TLS: &tls, Receiving: &receiving})
+		TLS: &tls, Receiving: &receiving}, by(r, se))
 	if fe, ok := asFormError(err); ok {
 		h.renderDomain(w, se, http.StatusUnprocessableEntity, "domain", domainData{Domain: d, Error: fe})
 		return
 	}
 	if err != nil {
 		h.failOr404(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.DomainUpdate, "domain", d.ID.String(), nil) {
 		return
 	}
 	http.Redirect(w, r, "/dashboard/domains/"+d.ID.String()+"?done=settings", http.StatusSeeOther)
@@ -232,7 +219,7 @@ func (h *domainsHandler) deleteDomain(w http.ResponseWriter, r *http.Request, se
 			Error: formError{Field: "confirm", Message: "Type the domain name, " + d.Name + ", to confirm."}})
 		return
 	}
-	if _, err := h.domainSvc.Delete(r.Context(), se.TeamID, &se.UserID, d.ID); err != nil {
+	if _, err := h.domainSvc.Delete(r.Context(), se.TeamID, &se.UserID, d.ID, by(r, se)); err != nil {
 		if errors.Is(err, store.ErrOwnersOnly) {
 			h.renderDomain(w, se, http.StatusForbidden, "domain_delete", domainData{Domain: d, Confirm: typed,
 				Error: formError{Message: "Only team owners can delete domains."}})
@@ -242,9 +229,6 @@ func (h *domainsHandler) deleteDomain(w http.ResponseWriter, r *http.Request, se
 		return
 	}
 	h.logger.Info("domain deleted", "team_id", se.TeamID, "domain", d.Name)
-	if !h.audited(w, r, se, audit.DomainDelete, "domain", d.ID.String(), nil) {
-		return
-	}
 	http.Redirect(w, r, "/dashboard/domains", http.StatusSeeOther)
 }
 

@@ -56,24 +56,12 @@ func (h *domainsHandler) ipPools(w http.ResponseWriter, r *http.Request, se *sto
 	}
 	if d.Owner {
 		now := h.now()
-		addrs, err := h.store.Domains.WarmupAddresses(r.Context(), now)
+		addrs, err := h.domainSvc.PoolAddresses(r.Context(), se.TeamID, h.cfg.DefaultPool, now)
 		if err != nil {
 			h.fail(w, r, err)
 			return
-		}
-		own, err := h.store.Domains.TeamIPPools(r.Context(), se.TeamID)
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		shown := map[string]bool{h.cfg.DefaultPool: true}
-		for _, name := range own {
-			shown[name] = true
 		}
 		for _, a := range addrs {
-			if !shown[a.Pool] {
-				continue
-			}
 			if n := len(d.Pools); n == 0 || d.Pools[n-1].Name != a.Pool {
 				d.Pools = append(d.Pools, ipPoolView{Name: a.Pool, Default: a.Pool == h.cfg.DefaultPool})
 			}

@@ -35,7 +35,7 @@ func oauthFixture(t *testing.T, oauth func() dashboard.OAuth, opts ...func(*dash
 	for _, o := range opts {
 		o(&cfg)
 	}
-	withServices(&cfg, false)
+	withServices(&cfg, serviceDeps{})
 	dash, err := dashboard.New(cfg)
 	require.NoError(t, err)
 	h, err = api.New(api.Config{Store: st, Auth: authn, Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}),

@@ -1,13 +1,13 @@
 package dashboard
 
 import (
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
@@ -30,9 +30,6 @@ func (h *webhooksHandler) routes(m *http.ServeMux) {
 	m.Handle("GET /dashboard/webhooks/{id}/events/{msg}", h.signedIn(h.webhookEvent))
 	m.Handle("POST /dashboard/webhooks/{id}/events/{msg}/replay", h.signedIn(h.replayWebhookEvent))
 }
-
-// WebhookWaker makes an endpoint's delivery look for due messages.
-type WebhookWaker = webhook.Waker
 
 type messageView struct {
 	store.WebhookMessage
@@ -88,7 +85,7 @@ func (h *webhooksHandler) webhooks(w http.ResponseWriter, r *http.Request, se *s
 }
 
 func (h *webhooksHandler) renderWebhooks(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d webhooksData) {
-	list, _, err := h.store.Webhooks.ListWebhooks(r.Context(), se.TeamID, store.Page{Limit: 100})
+	list, _, err := h.endpoints.List(r.Context(), se.TeamID, store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -105,16 +102,13 @@ func (h *webhooksHandler) renderWebhooks(w http.ResponseWriter, r *http.Request,
 // addWebhook adds an endpoint and opens its page.
 func (h *webhooksHandler) addWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	f := webhookFormValues(r)
-	wh, _, err := h.endpoints.Create(r.Context(), se.TeamID, f.Endpoint, f.Events)
+	wh, _, err := h.endpoints.Create(r.Context(), se.TeamID, f.Endpoint, f.Events, by(r, se))
 	if fe, ok := asFormError(err); ok {
 		h.renderWebhooks(w, r, se, http.StatusUnprocessableEntity, webhooksData{Form: f, Error: fe})
 		return
 	}
 	if err != nil {
 		h.fail(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.WebhookCreate, "webhook", wh.ID.String(), nil) {
 		return
 	}
 	h.logger.Info("webhook created", "team_id", se.TeamID, "webhook_id", wh.ID)
@@ -145,7 +139,7 @@ var webhookNotices = map[string]string{
 // loadWebhook loads the {id} endpoint of the session's team.
 func (h *webhooksHandler) loadWebhook(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Webhook, bool) {
 	return byPathID(h.Handler, w, r, func(id uuid.UUID) (store.Webhook, error) {
-		return h.store.Webhooks.GetWebhook(r.Context(), se.TeamID, id)
+		return h.endpoints.Get(r.Context(), se.TeamID, id)
 	})
 }
 
@@ -160,7 +154,7 @@ func (h *webhooksHandler) webhook(w http.ResponseWriter, r *http.Request, se *st
 }
 
 func (h *webhooksHandler) renderWebhook(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d webhookData) {
-	msgs, _, err := h.store.Webhooks.ListWebhookMessages(r.Context(), se.TeamID, d.Webhook.ID, store.Page{Limit: 20})
+	msgs, _, err := h.endpoints.Messages(r.Context(), se.TeamID, d.Webhook.ID, store.Page{Limit: 20})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -172,7 +166,7 @@ func (h *webhooksHandler) renderWebhook(w http.ResponseWriter, r *http.Request, 
 		d.Form = webhookForm{Endpoint: d.Webhook.Endpoint, Events: d.Webhook.Events}
 	}
 	d.EventGroups, d.TestTypes, d.AllowHTTP = eventGroups(), webhook.Types, h.endpoints.AllowHTTP()
-	d.CanTest = h.cfg.WebhookClient != nil
+	d.CanTest = h.endpoints.CanTest()
 	h.render(w, status, "webhook", view{Title: "Webhook " + d.Webhook.Endpoint, Nav: "webhooks", Session: se,
 		CSRF: se.CSRFToken, Data: d})
 }
@@ -185,7 +179,8 @@ func (h *webhooksHandler) editWebhook(w http.ResponseWriter, r *http.Request, se
 	}
 	f := webhookFormValues(r)
 	events := f.Events
-	err := h.endpoints.Update(r.Context(), se.TeamID, wh.ID, webhook.Change{Endpoint: &f.Endpoint, Events: &events})
+	err := h.endpoints.Update(r.Context(), se.TeamID, wh.ID, webhook.Change{Endpoint: &f.Endpoint, Events: &events},
+		by(r, se))
 	if fe, ok := asFormError(err); ok {
 		if f.Events == nil {
 			f.Events = []string{} // keep the boxes unchecked as they were sent
@@ -195,9 +190,6 @@ func (h *webhooksHandler) editWebhook(w http.ResponseWriter, r *http.Request, se
 	}
 	if err != nil {
 		h.failOr404(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.WebhookUpdate, "webhook", wh.ID.String(), nil) {
 		return
 	}
 	http.Redirect(w, r, "/dashboard/webhooks/"+wh.ID.String()+"?done=saved", http.StatusSeeOther)
@@ -210,16 +202,13 @@ func (h *webhooksHandler) webhookStatus(w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	status := r.PostFormValue("status")
-	err := h.endpoints.Update(r.Context(), se.TeamID, wh.ID, webhook.Change{Status: &status})
+	err := h.endpoints.SetStatus(r.Context(), se.TeamID, wh.ID, status, by(r, se))
 	if fe, ok := asFormError(err); ok {
 		h.renderWebhook(w, r, se, http.StatusUnprocessableEntity, webhookData{Webhook: wh, Error: fe})
 		return
 	}
 	if err != nil {
 		h.failOr404(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.WebhookUpdate, "webhook", wh.ID.String(), map[string]any{"status": status}) {
 		return
 	}
 	http.Redirect(w, r, "/dashboard/webhooks/"+wh.ID.String()+"?done="+status, http.StatusSeeOther)
@@ -246,12 +235,9 @@ func (h *webhooksHandler) rotateWebhookSecret(w http.ResponseWriter, r *http.Req
 	if !ok {
 		return
 	}
-	secret, err := h.endpoints.Rotate(r.Context(), wh)
+	secret, err := h.endpoints.Rotate(r.Context(), wh, by(r, se))
 	if err != nil {
 		h.failOr404(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.WebhookRotateSecret, "webhook", wh.ID.String(), nil) {
 		return
 	}
 	h.logger.Info("webhook secret rotated", "team_id", se.TeamID, "webhook_id", wh.ID)
@@ -293,11 +279,8 @@ func (h *webhooksHandler) deleteWebhook(w http.ResponseWriter, r *http.Request, 
 	if !ok {
 		return
 	}
-	if err := h.endpoints.Delete(r.Context(), se.TeamID, wh.ID); err != nil {
+	if err := h.endpoints.Delete(r.Context(), se.TeamID, wh.ID, by(r, se)); err != nil {
 		h.failOr404(w, r, err)
-		return
-	}
-	if !h.audited(w, r, se, audit.WebhookDelete, "webhook", wh.ID.String(), nil) {
 		return
 	}
 	h.logger.Info("webhook deleted", "team_id", se.TeamID, "webhook_id", wh.ID)
@@ -319,10 +302,10 @@ func (h *webhooksHandler) teamMessage(w http.ResponseWriter, r *http.Request, se
 		http.NotFound(w, r)
 		return store.Webhook{}, store.WebhookMessage{}, false
 	}
-	wh, err := h.store.Webhooks.GetWebhook(r.Context(), se.TeamID, hid)
+	wh, err := h.endpoints.Get(r.Context(), se.TeamID, hid)
 	if err == nil {
 		var m store.WebhookMessage
-		m, err = h.store.Webhooks.GetWebhookMessage(r.Context(), se.TeamID, hid, mid)
+		m, err = h.endpoints.Message(r.Context(), se.TeamID, hid, mid)
 		if err == nil {
 			return wh, m, true
 		}
@@ -337,7 +320,7 @@ func (h *webhooksHandler) webhookEvent(w http.ResponseWriter, r *http.Request, s
 	if !ok {
 		return
 	}
-	attempts, err := h.store.Webhooks.WebhookAttempts(r.Context(), se.TeamID, m.ID)
+	attempts, err := h.endpoints.Attempts(r.Context(), se.TeamID, m.ID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -353,18 +336,14 @@ func (h *webhooksHandler) replayWebhookEvent(w http.ResponseWriter, r *http.Requ
 	if !ok {
 		return
 	}
-	if wh.Status != store.WebhookEnabled {
+	err := h.endpoints.Replay(r.Context(), wh, m.ID)
+	if errors.Is(err, webhook.ErrDisabled) {
 		http.Error(w, "The endpoint is disabled; enable it before replaying events.", http.StatusUnprocessableEntity)
 		return
 	}
-	if err := h.store.Webhooks.ReplayWebhookMessage(r.Context(), se.TeamID, wh.ID, m.ID); err != nil {
+	if err != nil {
 		h.fail(w, r, err)
 		return
-	}
-	if h.cfg.WebhookWaker != nil {
-		if err := h.cfg.WebhookWaker.Wake(r.Context(), wh.ID.String()); err != nil {
-			h.logger.Warn("waking webhook delivery", "webhook_id", wh.ID, "err", err)
-		}
 	}
 	http.Redirect(w, r, "/dashboard/webhooks/"+wh.ID.String()+"/events/"+m.ID.String(), http.StatusSeeOther)
 }

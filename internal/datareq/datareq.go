@@ -1,10 +1,10 @@
 // Package datareq implements data subject requests: for one email address
 // in one team, an export of everything Posthaste holds about it (a zip
 // archive, stored sealed in PostgreSQL until it expires) or its erasure.
-// The API and the dashboard create and read requests through Service; the
-// DataRequest workflow's activities (Activities) build exports
-// (Service.BuildExport) and erase (store.EraseSubject and a SubjectEraser
-// for Temporal histories).
+// The API and the dashboard create, list, read and download requests
+// through Service; the DataRequest workflow's activities (Activities)
+// build exports (Service.BuildExport) and erase (store.EraseSubject and a
+// SubjectEraser for Temporal histories).
 //
 // The request keeps its address sealed with the master key (associated
 // data: the request id), and a completed erasure clears it.
@@ -115,6 +115,23 @@ func (s *Service) Create(ctx context.Context, teamID uuid.UUID, typ, address str
 		s.cfg.Outbox.Notify()
 	}
 	return s.store.Privacy.DataRequest(ctx, teamID, id)
+}
+
+// Get returns the team's request id.
+func (s *Service) Get(ctx context.Context, teamID, id uuid.UUID) (store.DataRequest, error) {
+	return s.store.Privacy.DataRequest(ctx, teamID, id)
+}
+
+// List returns a page of the team's requests, newest first.
+func (s *Service) List(ctx context.Context, teamID uuid.UUID, p store.Page) ([]store.DataRequest, bool, error) {
+	return s.store.Privacy.ListDataRequests(ctx, teamID, p)
+}
+
+// HasArchive reports whether the team's request id has an archive to
+// download (WriteArchive then writes it).
+func (s *Service) HasArchive(ctx context.Context, teamID, id uuid.UUID) (bool, error) {
+	n, err := s.store.Privacy.DataRequestArchiveChunks(ctx, teamID, id)
+	return n > 0, err
 }
 
 // Address opens the sealed address of a request; "" once an erasure

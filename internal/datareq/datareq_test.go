@@ -104,3 +104,44 @@ func TestExportArchiveSpansChunks(t *testing.T) {
 	other := uuid.Must(uuid.NewV7())
 	require.ErrorIs(t, svc.WriteArchive(ctx, other, r.ID, io.Discard), store.ErrNotFound, "another team gets nothing")
 }
+
+// The adapters read requests and their archives through the service:
+// one team's request is not another's.
+func TestGetListHasArchive(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.New(t)
+	box, err := seal.New(bytes.Repeat([]byte{4}, 32))
+	require.NoError(t, err)
+	team, other := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+	for _, id := range []uuid.UUID{team, other} {
+		require.NoError(t, st.Accounts.CreateTeam(ctx, store.Team{ID: id, Name: id.String()}))
+	}
+	svc := datareq.New(datareq.Config{Keys: box}, st)
+	r, err := svc.Create(ctx, team, store.DataRequestExport, "kim@dest.test", audit.Entry{ActorType: audit.ActorAdmin})
+	require.NoError(t, err)
+
+	got, err := svc.Get(ctx, team, r.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.DataRequestQueued, got.Status)
+	_, err = svc.Get(ctx, other, r.ID)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	list, more, err := svc.List(ctx, team, store.Page{Limit: 10})
+	require.NoError(t, err)
+	require.False(t, more)
+	require.Len(t, list, 1)
+	list, _, err = svc.List(ctx, other, store.Page{Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, list)
+
+	ok, err := svc.HasArchive(ctx, team, r.ID)
+	require.NoError(t, err)
+	require.False(t, ok, "not built yet")
+	_, err = svc.BuildExport(ctx, r, "kim@dest.test", time.Now())
+	require.NoError(t, err)
+	ok, err = svc.HasArchive(ctx, team, r.ID)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = svc.HasArchive(ctx, other, r.ID)
+	require.NoError(t, err)
+	require.False(t, ok, "another team's")
+}

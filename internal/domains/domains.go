@@ -1,8 +1,10 @@
 // Package domains is the one "manage sender domains" use case shared by
-// the HTTP API and the dashboard: adding a domain (its name, region and
-// return path checked, a DKIM key made and sealed), changing its tracking
-// and TLS settings, starting its verification and deleting it, each change
-// emitting its domain.* webhook event. It also holds the list of delivery
+// the HTTP API and the dashboard: listing and reading a team's domains,
+// adding a domain (its name, region and return path checked, a DKIM key
+// made and sealed), changing its tracking and TLS settings, starting its
+// verification and deleting it, each change emitting its domain.* webhook
+// event and recording its audit entry; and the IP pools (with their
+// warm-up) a team's mail leaves from. It also holds the list of delivery
 // regions, the DNS records of a domain with their statuses, and the
 // VerifyDomain workflow's activities (Activities).
 package domains
@@ -19,6 +21,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/address"
+	"github.com/posthaste/posthaste/internal/audit"
+	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/dkim"
 	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/records"
@@ -59,9 +63,6 @@ type Verifier interface {
 	Forget(ctx context.Context, domainID string) error
 }
 
-// Notifier is told when outbox entries were committed.
-type Notifier interface{ Notify() }
-
 // Config is what a Service needs besides the store.
 type Config struct {
 	// Keys seals new DKIM keys; nil makes Add fail with ErrNoMasterKey.
@@ -70,17 +71,19 @@ type Config struct {
 	DKIMSelector string
 	// Verifier may be nil: Verify then fails with ErrVerificationUnavailable.
 	Verifier Verifier
-	// Outbox is poked after domain events are emitted; may be nil.
-	Outbox Notifier
-	Logger *slog.Logger
+	Logger   *slog.Logger
 }
 
-// Service adds, changes, verifies and deletes teams' domains. Every
-// method takes the team of the caller and answers store.ErrNotFound for
-// another team's domain.
+// Service lists, adds, changes, verifies and deletes teams' domains.
+// Every method takes the team of the caller and answers store.ErrNotFound
+// for another team's domain. The methods that change a domain take the
+// actor (an audit entry with the actor and its client filled in) and
+// record the change in the audit log once it is made; when that entry
+// cannot be written they return its error, the change staying.
 type Service struct {
 	cfg    Config
 	store  *store.Store
+	audit  *auditlog.Log
 	logger *slog.Logger
 }
 
@@ -89,7 +92,20 @@ func New(cfg Config, st *store.Store) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{cfg: cfg, store: st, logger: cfg.Logger.With("component", "domains")}
+	return &Service{cfg: cfg, store: st, audit: auditlog.New(st), logger: cfg.Logger.With("component", "domains")}
+}
+
+// CanVerify reports whether the service can start verifications.
+func (s *Service) CanVerify() bool { return s.cfg.Verifier != nil }
+
+// Get returns the team's domain id.
+func (s *Service) Get(ctx context.Context, teamID, id uuid.UUID) (store.Domain, error) {
+	return s.store.Domains.GetDomain(ctx, teamID, id)
+}
+
+// List returns a page of the team's domains, newest first.
+func (s *Service) List(ctx context.Context, teamID uuid.UUID, p store.Page) ([]store.Domain, bool, error) {
+	return s.store.Domains.ListDomains(ctx, teamID, p)
 }
 
 // Request is a domain to add. Nil fields take their defaults: the first
@@ -163,9 +179,9 @@ func checkReceiving(v *string) error {
 }
 
 // Add checks req and adds the domain to the team, with a new DKIM key and
-// every record not started. A name the team already has is an
-// *invalid.Error.
-func (s *Service) Add(ctx context.Context, teamID uuid.UUID, req Request) (store.Domain, error) {
+// every record not started, for actor (audit.DomainCreate). A name the
+// team already has is an *invalid.Error.
+func (s *Service) Add(ctx context.Context, teamID uuid.UUID, req Request, actor audit.Entry) (store.Domain, error) {
 	name, err := Name(req.Name)
 	if err != nil {
 		return store.Domain{}, err
@@ -239,14 +255,23 @@ func (s *Service) Add(ctx context.Context, teamID uuid.UUID, req Request) (store
 		}
 		return store.Domain{}, err
 	}
-	return s.store.Domains.GetDomain(ctx, teamID, id)
+	created, err := s.store.Domains.GetDomain(ctx, teamID, id)
+	if err != nil {
+		return store.Domain{}, err
+	}
+	if err := s.audit.Success(ctx, actor, teamID, audit.DomainCreate, "domain", id.String(),
+		map[string]any{"name": name}); err != nil {
+		return store.Domain{}, err
+	}
+	return created, nil
 }
 
 // Settings are the settings Update may change; nil fields stay.
 type Settings = store.DomainUpdate
 
-// Update changes a domain's tracking, TLS and receiving settings.
-func (s *Service) Update(ctx context.Context, teamID, id uuid.UUID, u Settings) (store.Domain, error) {
+// Update changes a domain's tracking, TLS and receiving settings for
+// actor (audit.DomainUpdate).
+func (s *Service) Update(ctx context.Context, teamID, id uuid.UUID, u Settings, actor audit.Entry) (store.Domain, error) {
 	if err := checkTLS(u.TLS); err != nil {
 		return store.Domain{}, err
 	}
@@ -261,14 +286,21 @@ func (s *Service) Update(ctx context.Context, teamID, id uuid.UUID, u Settings) 
 	if err := s.store.Domains.UpdateDomain(ctx, teamID, id, u, "domain.updated"); err != nil {
 		return store.Domain{}, err
 	}
-	return s.store.Domains.GetDomain(ctx, teamID, id)
+	d, err := s.store.Domains.GetDomain(ctx, teamID, id)
+	if err != nil {
+		return store.Domain{}, err
+	}
+	if err := s.audit.Success(ctx, actor, teamID, audit.DomainUpdate, "domain", id.String(), nil); err != nil {
+		return store.Domain{}, err
+	}
+	return d, nil
 }
 
 // Verify marks a domain whose verification is not running pending and
-// makes its verification check the records at once. It returns the domain
-// as marked; a verification that cannot be started is
-// ErrVerificationUnavailable.
-func (s *Service) Verify(ctx context.Context, teamID, id uuid.UUID) (store.Domain, error) {
+// makes its verification check the records at once, for actor
+// (audit.DomainVerify). It returns the domain as marked; a verification
+// that cannot be started is ErrVerificationUnavailable (and not audited).
+func (s *Service) Verify(ctx context.Context, teamID, id uuid.UUID, actor audit.Entry) (store.Domain, error) {
 	d, err := s.store.Domains.MarkDomainPending(ctx, teamID, id)
 	if err != nil {
 		return store.Domain{}, err
@@ -279,6 +311,9 @@ func (s *Service) Verify(ctx context.Context, teamID, id uuid.UUID) (store.Domai
 	if err := s.cfg.Verifier.Verify(ctx, d.ID.String()); err != nil {
 		return d, fmt.Errorf("%w: %w", ErrVerificationUnavailable, err)
 	}
+	if err := s.audit.Success(ctx, actor, teamID, audit.DomainVerify, "domain", id.String(), nil); err != nil {
+		return d, err
+	}
 	return d, nil
 }
 
@@ -287,8 +322,9 @@ func (s *Service) Verify(ctx context.Context, teamID, id uuid.UUID) (store.Domai
 // team's owners delete domains (SECURITY.md), whether in the dashboard
 // (by is the signed-in user) or through the API (by is the user who made
 // the calling key): store.ErrOwnersOnly for anyone else, checked before
-// the domain is looked up so that a member learns nothing more.
-func (s *Service) Delete(ctx context.Context, teamID uuid.UUID, by *uuid.UUID, id uuid.UUID) (store.Domain, error) {
+// the domain is looked up so that a member learns nothing more. actor is
+// recorded as audit.DomainDelete.
+func (s *Service) Delete(ctx context.Context, teamID uuid.UUID, by *uuid.UUID, id uuid.UUID, actor audit.Entry) (store.Domain, error) {
 	if by == nil {
 		return store.Domain{}, store.ErrOwnersOnly
 	}
@@ -312,6 +348,9 @@ func (s *Service) Delete(ctx context.Context, teamID uuid.UUID, by *uuid.UUID, i
 		if err := s.cfg.Verifier.Forget(ctx, id.String()); err != nil {
 			s.logger.Warn("stopping domain verification", "team_id", teamID, "domain", d.Name, "err", err)
 		}
+	}
+	if err := s.audit.Success(ctx, actor, teamID, audit.DomainDelete, "domain", id.String(), nil); err != nil {
+		return d, err
 	}
 	return d, nil
 }

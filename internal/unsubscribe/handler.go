@@ -42,10 +42,6 @@ type Limiter interface {
 	Allow(ctx context.Context, key string, limit int) (ratelimit.Result, error)
 }
 
-// Notifier is told when webhook messages were queued (the outbox
-// dispatcher).
-type Notifier interface{ Notify() }
-
 // Config wires a Handler.
 type Config struct {
 	Sealer *Sealer // opens the tokens; required
@@ -57,7 +53,6 @@ type Config struct {
 	// second, burst the same); nil turns the limit off.
 	Limiter Limiter
 	Rate    int // default DefaultRate
-	Outbox  Notifier
 	Logger  *slog.Logger
 }
 
@@ -287,14 +282,14 @@ func (h *Handler) subscriptions(ctx context.Context, tok Token) (*store.Contact,
 
 // Unsubscribe does for tok what its one-click POST does (oneClick), for
 // callers other than the endpoints (the inbound MX's mailto unsubscribe
-// addresses): the same changes through st, the same webhook events, outbox
-// (may be nil) told of them, failures to emit logged to logger (may be
-// nil). Doing it again changes nothing.
-func Unsubscribe(ctx context.Context, st Store, outbox Notifier, logger *slog.Logger, tok Token) error {
+// addresses): the same changes through st, with the same webhook events
+// written in their transactions, failures logged to logger (may be nil).
+// Doing it again changes nothing.
+func Unsubscribe(ctx context.Context, st Store, logger *slog.Logger, tok Token) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{cfg: Config{Outbox: outbox}, store: st, logger: logger.With("component", "unsubscribe")}
+	h := &Handler{store: st, logger: logger.With("component", "unsubscribe")}
 	return h.oneClick(ctx, tok)
 }
 

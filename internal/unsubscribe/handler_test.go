@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,11 +34,7 @@ type fixture struct {
 	sealer               *Sealer
 	team, other, webhook uuid.UUID
 	news, secret, deals  store.Topic
-	notified             int
-	mu                   sync.Mutex
 }
-
-func (f *fixture) Notify() { f.mu.Lock(); f.notified++; f.mu.Unlock() }
 
 func newFixture(t *testing.T, limiter Limiter) *fixture {
 	ctx := context.Background()
@@ -62,7 +57,7 @@ func newFixture(t *testing.T, limiter Limiter) *fixture {
 	f.secret = topic("Secret", store.TopicOptIn, "private")
 	f.deals = topic("Deals", store.TopicOptOut, "public")
 	var err error
-	f.h, err = NewHandler(Config{Sealer: f.sealer, PublicURL: "https://mail.test", Limiter: limiter, Rate: 2, Outbox: f}, f.st.Audience)
+	f.h, err = NewHandler(Config{Sealer: f.sealer, PublicURL: "https://mail.test", Limiter: limiter, Rate: 2}, f.st.Audience)
 	require.NoError(t, err)
 	return f
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/audit"
+	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
@@ -20,6 +22,9 @@ import (
 // RotationOverlap is how long the previous secret keeps signing after a
 // rotation (API.md).
 const RotationOverlap = 24 * time.Hour
+
+// ErrDisabled refuses to replay an event of a disabled endpoint.
+var ErrDisabled = errors.New("the webhook is disabled")
 
 // ErrNoMasterKey refuses to create endpoints and to open or rotate their
 // secrets on a server without a master key.
@@ -47,13 +52,18 @@ type EndpointsConfig struct {
 }
 
 // Endpoints is the one "manage webhook endpoints" use case shared by the
-// HTTP API and the dashboard: creating, changing and deleting a team's
-// endpoints, showing and rotating their signing secrets and sending them a
-// test event. Every method that takes a team answers store.ErrNotFound for
-// another team's endpoint.
+// HTTP API and the dashboard: listing, creating, changing and deleting a
+// team's endpoints, showing and rotating their signing secrets, sending
+// them a test event, and listing their events and attempts and replaying
+// an event. Every method that takes a team answers store.ErrNotFound for
+// another team's endpoint. The methods that change an endpoint take the
+// actor (an audit entry with the actor and its client filled in) and
+// record the change in the audit log once it is made; when that entry
+// cannot be written they return its error, the change staying.
 type Endpoints struct {
 	cfg    EndpointsConfig
 	store  *store.Store
+	audit  *auditlog.Log
 	logger *slog.Logger
 }
 
@@ -65,11 +75,24 @@ func NewEndpoints(cfg EndpointsConfig, st *store.Store) *Endpoints {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Endpoints{cfg: cfg, store: st, logger: cfg.Logger.With("component", "webhooks")}
+	return &Endpoints{cfg: cfg, store: st, audit: auditlog.New(st), logger: cfg.Logger.With("component", "webhooks")}
 }
 
 // AllowHTTP reports whether plain http endpoints are accepted.
 func (e *Endpoints) AllowHTTP() bool { return e.cfg.AllowHTTP }
+
+// CanTest reports whether Test can send events (a client is configured).
+func (e *Endpoints) CanTest() bool { return e.cfg.Client != nil }
+
+// List returns a page of the team's endpoints, newest first.
+func (e *Endpoints) List(ctx context.Context, teamID uuid.UUID, p store.Page) ([]store.Webhook, bool, error) {
+	return e.store.Webhooks.ListWebhooks(ctx, teamID, p)
+}
+
+// Get returns the team's endpoint id.
+func (e *Endpoints) Get(ctx context.Context, teamID, id uuid.UUID) (store.Webhook, error) {
+	return e.store.Webhooks.GetWebhook(ctx, teamID, id)
+}
 
 // ParseEndpoint checks an endpoint URL: absolute https (http too where
 // private targets are allowed) with a host. Where it points is checked by
@@ -108,9 +131,10 @@ func ParseTypes(v []string) ([]string, error) {
 	return out, nil
 }
 
-// Create checks and adds an enabled endpoint to the team. It returns the
-// endpoint and its signing secret (whsec_…).
-func (e *Endpoints) Create(ctx context.Context, teamID uuid.UUID, endpoint string, events []string) (store.Webhook, string, error) {
+// Create checks and adds an enabled endpoint to the team for actor
+// (audit.WebhookCreate). It returns the endpoint and its signing secret
+// (whsec_…).
+func (e *Endpoints) Create(ctx context.Context, teamID uuid.UUID, endpoint string, events []string, actor audit.Entry) (store.Webhook, string, error) {
 	endpoint, err := e.ParseEndpoint(endpoint)
 	if err != nil {
 		return store.Webhook{}, "", err
@@ -135,6 +159,9 @@ func (e *Endpoints) Create(ctx context.Context, teamID uuid.UUID, endpoint strin
 	if err := e.store.Webhooks.CreateWebhook(ctx, w); err != nil {
 		return store.Webhook{}, "", err
 	}
+	if err := e.audit.Success(ctx, actor, teamID, audit.WebhookCreate, "webhook", id.String(), nil); err != nil {
+		return store.Webhook{}, "", err
+	}
 	return w, FormatSecret(key), nil
 }
 
@@ -145,9 +172,21 @@ type Change struct {
 	Status   *string // enabled or disabled
 }
 
-// Update checks and applies a change to a team's endpoint. Enabling it
-// starts its delivery anew; disabling ends it at its next pass.
-func (e *Endpoints) Update(ctx context.Context, teamID, id uuid.UUID, c Change) error {
+// Update checks and applies a change to a team's endpoint for actor
+// (audit.WebhookUpdate). Enabling it starts its delivery anew; disabling
+// ends it at its next pass.
+func (e *Endpoints) Update(ctx context.Context, teamID, id uuid.UUID, c Change, actor audit.Entry) error {
+	return e.update(ctx, teamID, id, c, actor, nil)
+}
+
+// SetStatus enables or disables a team's endpoint, like Update with only
+// Status, recording the status in the audit entry's detail (the
+// dashboard's enable and disable buttons).
+func (e *Endpoints) SetStatus(ctx context.Context, teamID, id uuid.UUID, status string, actor audit.Entry) error {
+	return e.update(ctx, teamID, id, Change{Status: &status}, actor, map[string]any{"status": status})
+}
+
+func (e *Endpoints) update(ctx context.Context, teamID, id uuid.UUID, c Change, actor audit.Entry, detail map[string]any) error {
 	var u store.WebhookUpdate
 	if c.Endpoint != nil {
 		v, err := e.ParseEndpoint(*c.Endpoint)
@@ -174,16 +213,17 @@ func (e *Endpoints) Update(ctx context.Context, teamID, id uuid.UUID, c Change) 
 	if u.Status != nil {
 		e.wake(ctx, id)
 	}
-	return nil
+	return e.audit.Success(ctx, actor, teamID, audit.WebhookUpdate, "webhook", id.String(), detail)
 }
 
-// Delete deletes a team's endpoint with its events and attempts.
-func (e *Endpoints) Delete(ctx context.Context, teamID, id uuid.UUID) error {
+// Delete deletes a team's endpoint with its events and attempts, for actor
+// (audit.WebhookDelete).
+func (e *Endpoints) Delete(ctx context.Context, teamID, id uuid.UUID, actor audit.Entry) error {
 	if err := e.store.Webhooks.DeleteWebhook(ctx, teamID, id); err != nil {
 		return err
 	}
 	e.wake(ctx, id) // its delivery ends when it finds the endpoint gone
-	return nil
+	return e.audit.Success(ctx, actor, teamID, audit.WebhookDelete, "webhook", id.String(), nil)
 }
 
 // wake nudges an endpoint's delivery; a failure is logged, since the
@@ -211,8 +251,8 @@ func (e *Endpoints) Secret(w store.Webhook) (string, error) {
 
 // Rotate gives w a new signing secret and returns it; the old one keeps
 // signing for RotationOverlap, so receivers can switch without losing
-// events.
-func (e *Endpoints) Rotate(ctx context.Context, w store.Webhook) (string, error) {
+// events. actor is recorded as audit.WebhookRotateSecret.
+func (e *Endpoints) Rotate(ctx context.Context, w store.Webhook, actor audit.Entry) (string, error) {
 	if e.cfg.Keys == nil {
 		return "", ErrNoMasterKey
 	}
@@ -222,6 +262,9 @@ func (e *Endpoints) Rotate(ctx context.Context, w store.Webhook) (string, error)
 		return "", fmt.Errorf("sealing the secret of webhook %s: %w", w.ID, err)
 	}
 	if err := e.store.Webhooks.RotateWebhookSecret(ctx, w.TeamID, w.ID, sealed, e.cfg.Now().Add(RotationOverlap)); err != nil {
+		return "", err
+	}
+	if err := e.audit.Success(ctx, actor, w.TeamID, audit.WebhookRotateSecret, "webhook", w.ID.String(), nil); err != nil {
 		return "", err
 	}
 	return FormatSecret(key), nil
