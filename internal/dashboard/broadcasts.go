@@ -163,7 +163,7 @@ func starterDocument(team string) json.RawMessage {
 // defaultFrom is the sender of a new broadcast: an address of the team's
 // first verified domain, else the sandbox sender.
 func (h *broadcastsHandler) defaultFrom(ctx context.Context, team uuid.UUID) (string, error) {
-	list, _, err := h.store.Domains.ListDomains(ctx, team, store.Page{Limit: 100})
+	list, _, err := h.cfg.Domains.List(ctx, team, store.Page{Limit: 100})
 	if err != nil {
 		return "", err
 	}

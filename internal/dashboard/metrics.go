@@ -86,7 +86,7 @@ func (h *overviewHandler) metrics(w http.ResponseWriter, r *http.Request, se *st
 		h.fail(w, r, err)
 		return
 	}
-	if d.Domains, _, err = h.store.Domains.ListDomains(r.Context(), se.TeamID, store.Page{Limit: 100}); err != nil {
+	if d.Domains, _, err = h.cfg.Domains.List(r.Context(), se.TeamID, store.Page{Limit: 100}); err != nil {
 		h.fail(w, r, err)
 		return
 	}
