@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/store"
@@ -43,7 +44,7 @@ JVBERi0xLjQK
 func enableReceiving(t *testing.T, st *store.Store, d store.Domain) {
 	t.Helper()
 	on := store.ReceivingEnabled
-	require.NoError(t, st.Domains.UpdateDomain(context.Background(), d.TeamID, d.ID, store.DomainUpdate{Receiving: &on}))
+	require.NoError(t, st.Domains.UpdateDomain(context.Background(), d.TeamID, d.ID, store.DomainUpdate{Receiving: &on}, audit.Entry{}))
 }
 
 func TestRouteReceiving(t *testing.T) {
@@ -80,7 +81,7 @@ func TestRouteReceiving(t *testing.T) {
 	require.ErrorIs(t, err, inmail.ErrNotOurs)
 
 	// A deleted domain no longer receives.
-	require.NoError(t, st.Domains.DeleteDomain(ctx, d.TeamID, d.ID))
+	require.NoError(t, st.Domains.DeleteDomain(ctx, d.TeamID, d.ID, audit.Entry{}))
 	_, err = rt.Route(ctx, "support@shop.test")
 	require.ErrorIs(t, err, inmail.ErrNotOurs)
 }

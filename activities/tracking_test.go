@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/dkim"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/store"
@@ -36,7 +37,7 @@ func TestDeliverTrackedEmail(t *testing.T) {
 	box := newBox(t)
 	d, key := insertDomain(t, st, box, "shop.test")
 	on := true
-	require.NoError(t, st.Domains.UpdateDomain(ctx, d.TeamID, d.ID, store.DomainUpdate{OpenTracking: &on, ClickTracking: &on}))
+	require.NoError(t, st.Domains.UpdateDomain(ctx, d.TeamID, d.ID, store.DomainUpdate{OpenTracking: &on, ClickTracking: &on}, audit.Entry{}))
 	html := `<html><body><p>Sale: <a href="https://shop.example/sale">go</a> ` +
 		`<a href="` + unsubBase + `/unsubscribe/abc">unsubscribe</a></p></body></html>`
 	send := func(source []byte) store.Email {

@@ -107,11 +107,12 @@ func (k *Keys) Create(ctx context.Context, in KeyInput, by audit.Entry) (NewAPIK
 	}
 	// The new key is its maker's: a full_access key only when its creator
 	// owns the team (store.CreateAPIKey keeps the rule).
-	if err := k.st.Accounts.CreateAPIKey(ctx, store.APIKey{ID: id, TeamID: in.TeamID, Name: name, Prefix: prefix,
-		Hash: hash, Permission: perm, DomainID: domainID, AllowedIPs: allowed, CreatedBy: in.CreatedBy}); err != nil {
+	e, err := audit.Succeeded(by, audit.APIKeyCreate, "api_key", id.String(), map[string]any{"permission": perm})
+	if err != nil {
 		return NewAPIKey{}, err
 	}
-	if err := record(ctx, k.st, by, audit.APIKeyCreate, "api_key", id.String(), map[string]any{"permission": perm}); err != nil {
+	if err := k.st.Accounts.CreateAPIKeyBy(ctx, store.APIKey{ID: id, TeamID: in.TeamID, Name: name, Prefix: prefix,
+		Hash: hash, Permission: perm, DomainID: domainID, AllowedIPs: allowed, CreatedBy: in.CreatedBy}, e); err != nil {
 		return NewAPIKey{}, err
 	}
 	return NewAPIKey{ID: id, Token: token, Permission: perm}, nil
@@ -123,13 +124,13 @@ func (k *Keys) List(ctx context.Context, teamID uuid.UUID, p store.Page) ([]stor
 }
 
 // Revoke revokes a key of the team and writes its audit entry. It returns
-// the key's hash, for the caller to drop from its key cache, whenever the
-// key was revoked (even when the audit entry then failed).
-// store.ErrNotFound when the team has no such live key.
+// the key's hash, for the caller to drop from its key cache; the key and
+// its entry are written in one transaction, so an error means the key is
+// still live. store.ErrNotFound when the team has no such live key.
 func (k *Keys) Revoke(ctx context.Context, teamID, id uuid.UUID, by audit.Entry) ([]byte, error) {
-	hash, err := k.st.Accounts.RevokeAPIKey(ctx, teamID, id)
+	e, err := audit.Succeeded(by, audit.APIKeyRevoke, "api_key", id.String(), nil)
 	if err != nil {
 		return nil, err
 	}
-	return hash, record(ctx, k.st, by, audit.APIKeyRevoke, "api_key", id.String(), nil)
+	return k.st.Accounts.RevokeAPIKeyBy(ctx, teamID, id, e)
 }

@@ -58,10 +58,11 @@ func (m *Members) PasswordHash(ctx context.Context, userID uuid.UUID) (string, e
 // SetPassword stores a user's new password hash, ends their sessions but
 // keep, and writes the audit entry.
 func (m *Members) SetPassword(ctx context.Context, userID uuid.UUID, hash string, keep []byte, by audit.Entry) error {
-	if err := m.st.Accounts.SetPassword(ctx, userID, hash, keep); err != nil {
+	e, err := audit.Succeeded(by, audit.PasswordChange, "user", userID.String(), nil)
+	if err != nil {
 		return err
 	}
-	return record(ctx, m.st, by, audit.PasswordChange, "user", userID.String(), nil)
+	return m.st.Accounts.SetPassword(ctx, userID, hash, keep, e)
 }
 
 // RemoveMember takes a user out of the team, with their sessions of it and
@@ -119,11 +120,11 @@ func (m *Members) Invite(ctx context.Context, in InviteInput, by audit.Entry) (s
 	}
 	tok := RandomToken()
 	inv, err := m.st.Accounts.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: in.TeamID, Email: email, Role: role,
-		InvitedBy: &in.InvitedBy, ExpiresAt: in.Now.Add(InvitationLifetime)}, TokenHash(tok))
+		InvitedBy: &in.InvitedBy, ExpiresAt: in.Now.Add(InvitationLifetime)}, TokenHash(tok),
+		func(inv store.Invitation) (audit.Entry, error) {
+			return audit.Succeeded(by, audit.InviteCreate, "invitation", inv.ID.String(), map[string]any{"role": role})
+		})
 	if err != nil {
-		return store.Invitation{}, "", err
-	}
-	if err := record(ctx, m.st, by, audit.InviteCreate, "invitation", inv.ID.String(), map[string]any{"role": role}); err != nil {
 		return store.Invitation{}, "", err
 	}
 	return inv, tok, nil
@@ -138,10 +139,11 @@ func (m *Members) MarkInvitationEmailed(ctx context.Context, token string) error
 // RevokeInvitation withdraws an invitation of the team and writes the
 // audit entry; store.ErrNotFound when there is none.
 func (m *Members) RevokeInvitation(ctx context.Context, teamID, id uuid.UUID, by audit.Entry) error {
-	if err := m.st.Accounts.RevokeInvitation(ctx, teamID, id); err != nil {
+	e, err := audit.Succeeded(by, audit.InviteRevoke, "invitation", id.String(), nil)
+	if err != nil {
 		return err
 	}
-	return record(ctx, m.st, by, audit.InviteRevoke, "invitation", id.String(), nil)
+	return m.st.Accounts.RevokeInvitation(ctx, teamID, id, e)
 }
 
 // Invitation reads the live invitation of a link's token;
@@ -169,15 +171,15 @@ func (m *Members) JoinAsNewUser(ctx context.Context, token, name, passwordHash s
 		return store.User{}, store.Invitation{}, err
 	}
 	u := store.User{ID: uuid.New(), Name: name, PasswordHash: passwordHash}
-	inv, err := m.st.Accounts.AcceptInvitationAsNewUser(ctx, TokenHash(token), u)
+	inv, err := m.st.Accounts.AcceptInvitationAsNewUser(ctx, TokenHash(token), u,
+		func(inv store.Invitation) (audit.Entry, error) {
+			by.TeamID, by.ActorType, by.ActorID = &inv.TeamID, audit.ActorUser, &u.ID
+			return audit.Succeeded(by, audit.InviteAccept, "invitation", inv.ID.String(), map[string]any{"new_user": true})
+		})
 	if err != nil {
 		return store.User{}, store.Invitation{}, err
 	}
 	u.Email = inv.Email
-	by.TeamID, by.ActorType, by.ActorID = &inv.TeamID, audit.ActorUser, &u.ID
-	if err := record(ctx, m.st, by, audit.InviteAccept, "invitation", inv.ID.String(), map[string]any{"new_user": true}); err != nil {
-		return store.User{}, store.Invitation{}, fmt.Errorf("recording the accepted invitation: %v", err)
-	}
 	return u, inv, nil
 }
 
@@ -188,16 +190,16 @@ func (m *Members) JoinAsNewUser(ctx context.Context, token, name, passwordHash s
 // the steps after it never match store.ErrNotFound.
 func (m *Members) AcceptInvitation(ctx context.Context, token string, userID uuid.UUID, sessionHash []byte,
 	by audit.Entry) (store.Invitation, error) {
-	inv, err := m.st.Accounts.AcceptInvitation(ctx, TokenHash(token), userID)
+	inv, err := m.st.Accounts.AcceptInvitation(ctx, TokenHash(token), userID,
+		func(inv store.Invitation) (audit.Entry, error) {
+			by.TeamID, by.ActorType, by.ActorID = &inv.TeamID, audit.ActorUser, &userID
+			return audit.Succeeded(by, audit.InviteAccept, "invitation", inv.ID.String(), nil)
+		})
 	if err != nil {
 		return store.Invitation{}, err
 	}
 	if err := m.st.Accounts.SetSessionTeam(ctx, sessionHash, inv.TeamID); err != nil {
 		return store.Invitation{}, fmt.Errorf("switching the session to the team: %v", err)
-	}
-	by.TeamID, by.ActorType, by.ActorID = &inv.TeamID, audit.ActorUser, &userID
-	if err := record(ctx, m.st, by, audit.InviteAccept, "invitation", inv.ID.String(), nil); err != nil {
-		return store.Invitation{}, fmt.Errorf("recording the accepted invitation: %v", err)
 	}
 	return inv, nil
 }
@@ -225,16 +227,12 @@ func (m *Members) ResetLive(ctx context.Context, token string) (uuid.UUID, error
 // entry (by gives the client; the actor is the user). store.ErrNotFound
 // when the link is not live.
 func (m *Members) ResetPassword(ctx context.Context, token, passwordHash string, by audit.Entry) (store.PasswordReset, error) {
-	pr, err := m.st.Accounts.ResetPassword(ctx, TokenHash(token), passwordHash)
-	if err != nil {
-		return store.PasswordReset{}, err
-	}
-	by.ActorType, by.ActorID = audit.ActorUser, &pr.UserID
-	if err := record(ctx, m.st, by, audit.PasswordReset, "user", pr.UserID.String(),
-		map[string]any{"proved_address": pr.ProvedAddress}); err != nil {
-		return store.PasswordReset{}, fmt.Errorf("recording the password reset: %v", err)
-	}
-	return pr, nil
+	return m.st.Accounts.ResetPassword(ctx, TokenHash(token), passwordHash,
+		func(pr store.PasswordReset) (audit.Entry, error) {
+			by.ActorType, by.ActorID = audit.ActorUser, &pr.UserID
+			return audit.Succeeded(by, audit.PasswordReset, "user", pr.UserID.String(),
+				map[string]any{"proved_address": pr.ProvedAddress})
+		})
 }
 
 // VerifyEmail marks a user's address proven (by an identity provider).

@@ -1,13 +1,10 @@
 package account
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 
-	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -32,24 +29,6 @@ type Service struct {
 // the dashboard.
 func New(cfg Config) *Service {
 	return &Service{Keys: &Keys{st: cfg.Store}, Members: &Members{st: cfg.Store}, Sessions: &Sessions{st: cfg.Store}}
-}
-
-// record appends the audit entry of a successful action: by is its actor
-// (team, actor type and id, client address, user agent), detail a small
-// object without personal data, or nil.
-func record(ctx context.Context, st *store.Store, by audit.Entry, action audit.Action, targetType, targetID string,
-	detail map[string]any) error {
-	e := by
-	e.Action, e.TargetType, e.TargetID, e.Outcome = action, targetType, targetID, audit.Success
-	if detail != nil {
-		b, err := json.Marshal(detail)
-		if err != nil {
-			return err
-		}
-		e.Detail = string(b)
-	}
-	_, err := st.Privacy.AppendAudit(ctx, e)
-	return err
 }
 
 // RandomToken returns 32 random bytes, base64url: the secret of a session,

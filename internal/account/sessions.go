@@ -93,20 +93,20 @@ func (s *Sessions) List(ctx context.Context, userID uuid.UUID, now time.Time, id
 // the caller's own) and writes the audit entry. store.ErrNotFound when the
 // user has no such session.
 func (s *Sessions) Revoke(ctx context.Context, userID uuid.UUID, hash []byte, current bool, by audit.Entry) error {
-	if err := s.st.Sessions.RevokeUserSession(ctx, userID, hash); err != nil {
+	e, err := audit.Succeeded(by, audit.SessionRevoke, "user", userID.String(), map[string]any{"current": current})
+	if err != nil {
 		return err
 	}
-	return record(ctx, s.st, by, audit.SessionRevoke, "user", userID.String(), map[string]any{"current": current})
+	return s.st.Sessions.RevokeUserSession(ctx, userID, hash, e)
 }
 
 // RevokeOthers ends every session of the user but keep and writes the
 // audit entry.
 func (s *Sessions) RevokeOthers(ctx context.Context, userID uuid.UUID, keep []byte, by audit.Entry) error {
-	n, err := s.st.Sessions.RevokeOtherSessions(ctx, userID, keep)
-	if err != nil {
-		return err
-	}
-	return record(ctx, s.st, by, audit.SessionRevoke, "user", userID.String(), map[string]any{"others": n})
+	_, err := s.st.Sessions.RevokeOtherSessions(ctx, userID, keep, func(n int) (audit.Entry, error) {
+		return audit.Succeeded(by, audit.SessionRevoke, "user", userID.String(), map[string]any{"others": n})
+	})
+	return err
 }
 
 // SignOut ends the session hash of the user, or with everywhere every
@@ -114,14 +114,16 @@ func (s *Sessions) RevokeOthers(ctx context.Context, userID uuid.UUID, keep []by
 func (s *Sessions) SignOut(ctx context.Context, userID uuid.UUID, hash []byte, everywhere bool, by audit.Entry) error {
 	var detail map[string]any
 	if everywhere {
-		if err := s.st.Sessions.DeleteUserSessions(ctx, userID); err != nil {
-			return err
-		}
 		detail = map[string]any{"everywhere": true}
-	} else if err := s.st.Sessions.DeleteSession(ctx, hash); err != nil {
+	}
+	e, err := audit.Succeeded(by, audit.SignOut, "user", userID.String(), detail)
+	if err != nil {
 		return err
 	}
-	return record(ctx, s.st, by, audit.SignOut, "user", userID.String(), detail)
+	if everywhere {
+		return s.st.Sessions.DeleteUserSessions(ctx, userID, e)
+	}
+	return s.st.Sessions.DeleteSession(ctx, hash, e)
 }
 
 // MFA reads the user's second factor and whether the team requires one.
@@ -138,27 +140,30 @@ func (s *Sessions) StartTOTP(ctx context.Context, userID uuid.UUID, sealed []byt
 // EnableTOTP turns the second factor on with the hashes of its recovery
 // codes and writes the audit entry.
 func (s *Sessions) EnableTOTP(ctx context.Context, userID uuid.UUID, codeHashes [][]byte, by audit.Entry) error {
-	if err := s.st.Sessions.EnableTOTP(ctx, userID, codeHashes); err != nil {
+	e, err := audit.Succeeded(by, audit.MFAEnable, "user", userID.String(), nil)
+	if err != nil {
 		return err
 	}
-	return record(ctx, s.st, by, audit.MFAEnable, "user", userID.String(), nil)
+	return s.st.Sessions.EnableTOTP(ctx, userID, codeHashes, e)
 }
 
 // DisableTOTP turns the second factor off and writes the audit entry.
 func (s *Sessions) DisableTOTP(ctx context.Context, userID uuid.UUID, by audit.Entry) error {
-	if err := s.st.Sessions.DisableTOTP(ctx, userID); err != nil {
+	e, err := audit.Succeeded(by, audit.MFADisable, "user", userID.String(), nil)
+	if err != nil {
 		return err
 	}
-	return record(ctx, s.st, by, audit.MFADisable, "user", userID.String(), nil)
+	return s.st.Sessions.DisableTOTP(ctx, userID, e)
 }
 
 // RequireMFA sets whether the team requires a second factor of every
 // member and writes the audit entry.
 func (s *Sessions) RequireMFA(ctx context.Context, teamID uuid.UUID, require bool, by audit.Entry) error {
-	if err := s.st.Sessions.SetTeamMFARequired(ctx, teamID, require); err != nil {
+	e, err := audit.Succeeded(by, audit.SettingsUpdate, "team", teamID.String(), map[string]any{"mfa_required": require})
+	if err != nil {
 		return err
 	}
-	return record(ctx, s.st, by, audit.SettingsUpdate, "team", teamID.String(), map[string]any{"mfa_required": require})
+	return s.st.Sessions.SetTeamMFARequired(ctx, teamID, require, e)
 }
 
 // CompleteMFA gives a session that passed its second factor a new id

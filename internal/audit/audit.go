@@ -22,6 +22,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -294,4 +295,20 @@ func ParseFilter(get func(string) string) (Filter, error) {
 		}
 	}
 	return f, nil
+}
+
+// Succeeded is the entry of a successful action by actor (an entry with its
+// team, actor and client filled in) on a target, with detail (a small
+// object without personal data, or nil) as its Detail. The store appends
+// it in the transaction of the change it records.
+func Succeeded(actor Entry, action Action, targetType, targetID string, detail map[string]any) (Entry, error) {
+	actor.Action, actor.TargetType, actor.TargetID, actor.Outcome = action, targetType, targetID, Success
+	if detail != nil {
+		b, err := json.Marshal(detail)
+		if err != nil {
+			return Entry{}, fmt.Errorf("encoding the detail of %s: %w", action, err)
+		}
+		actor.Detail = string(b)
+	}
+	return actor, nil
 }

@@ -30,21 +30,6 @@ func client(r *http.Request) audit.Entry {
 	return audit.Entry{ClientAddr: clientIP(r), UserAgent: r.UserAgent()}
 }
 
-// audited records a successful action of the session's user on its team.
-// When the entry cannot be written it answers 500 (the action has taken
-// effect; the error is logged) and returns false, so an action that could
-// not be audited is never shown as a plain success.
-func (h *Handler) audited(w http.ResponseWriter, r *http.Request, se *store.Session, action audit.Action,
-	targetType, targetID string, detail map[string]any) bool {
-	err := h.record(r, audit.Entry{TeamID: &se.TeamID, ActorType: audit.ActorUser, ActorID: &se.UserID,
-		Action: action, TargetType: targetType, TargetID: targetID, Outcome: audit.Success}, detail)
-	if err != nil {
-		h.fail(w, r, err)
-		return false
-	}
-	return true
-}
-
 // recordSignIn records a sign-in attempt of user (uuid.Nil when nobody has
 // the address given: no address is stored) into team (nil when unknown).
 // A success is the user's own action; a failure's actor is unknown and its

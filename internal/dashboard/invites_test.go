@@ -209,7 +209,7 @@ func TestInvitationRules(t *testing.T) {
 	// An expired link gets the same page; unknown ones too.
 	sum := sha256.Sum256([]byte("expired-token"))
 	_, err = f.store.Accounts.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: uuid.MustParse(f.a.TeamID), Email: "late@example.com",
-		Role: "member", ExpiresAt: time.Now().Add(-time.Minute)}, sum[:])
+		Role: "member", ExpiresAt: time.Now().Add(-time.Minute)}, sum[:], nil)
 	require.NoError(t, err)
 	_, page = get(t, oc, f.srv.URL+"/dashboard/team")
 	require.Regexp(t, `(?s)late@example.com.*badge bad">expired<`, page)

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/dkim"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/records"
@@ -71,7 +72,7 @@ func TestCheckDomain(t *testing.T) {
 	require.Equal(t, "partially_verified", got.Status)
 	require.Equal(t, "verified", got.RecordStatus["dkim"])
 
-	require.NoError(t, st.Domains.DeleteDomain(ctx, d.TeamID, d.ID))
+	require.NoError(t, st.Domains.DeleteDomain(ctx, d.TeamID, d.ID, audit.Entry{}))
 	res, err = acttest.Run[contract.CheckDomainInput, contract.CheckDomainResult](t, acts.CheckDomain, in)
 	require.NoError(t, err)
 	require.True(t, res.Deleted, "a deleted domain ends its verification")

@@ -77,9 +77,11 @@ type Config struct {
 // Service lists, adds, changes, verifies and deletes teams' domains.
 // Every method takes the team of the caller and answers store.ErrNotFound
 // for another team's domain. The methods that change a domain take the
-// actor (an audit entry with the actor and its client filled in) and
-// record the change in the audit log once it is made; when that entry
-// cannot be written they return its error, the change staying.
+// actor (an audit entry with the actor and its client filled in); the
+// store writes the entry in the change's transaction, so the change and
+// its entry are made or fail together. Verify is the exception: what it
+// records is the start of the verification, which is no database change,
+// so its entry is written once the verification has started.
 type Service struct {
 	cfg    Config
 	store  *store.Store
@@ -249,21 +251,18 @@ func (s *Service) Add(ctx context.Context, teamID uuid.UUID, req Request, actor 
 	for _, k := range records.Keys {
 		d.RecordStatus[k] = store.DomainNotStarted
 	}
-	if err := s.store.Domains.CreateDomain(ctx, d, "domain.created"); err != nil {
+	e, err := audit.Succeeded(actor, audit.DomainCreate, "domain", id.String(), map[string]any{"name": name})
+	if err != nil {
+		return store.Domain{}, err
+	}
+	e.TeamID = &teamID
+	if err := s.store.Domains.CreateDomainBy(ctx, d, e, "domain.created"); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return store.Domain{}, invalid.Errorf("name", "The domain %s has already been added.", name)
 		}
 		return store.Domain{}, err
 	}
-	created, err := s.store.Domains.GetDomain(ctx, teamID, id)
-	if err != nil {
-		return store.Domain{}, err
-	}
-	if err := s.audit.Success(ctx, actor, teamID, audit.DomainCreate, "domain", id.String(),
-		map[string]any{"name": name}); err != nil {
-		return store.Domain{}, err
-	}
-	return created, nil
+	return s.store.Domains.GetDomain(ctx, teamID, id)
 }
 
 // Settings are the settings Update may change; nil fields stay.
@@ -283,17 +282,15 @@ func (s *Service) Update(ctx context.Context, teamID, id uuid.UUID, u Settings, 
 	if err := checkReceiving(u.Receiving); err != nil {
 		return store.Domain{}, err
 	}
-	if err := s.store.Domains.UpdateDomain(ctx, teamID, id, u, "domain.updated"); err != nil {
-		return store.Domain{}, err
-	}
-	d, err := s.store.Domains.GetDomain(ctx, teamID, id)
+	e, err := audit.Succeeded(actor, audit.DomainUpdate, "domain", id.String(), nil)
 	if err != nil {
 		return store.Domain{}, err
 	}
-	if err := s.audit.Success(ctx, actor, teamID, audit.DomainUpdate, "domain", id.String(), nil); err != nil {
+	e.TeamID = &teamID
+	if err := s.store.Domains.UpdateDomain(ctx, teamID, id, u, e, "domain.updated"); err != nil {
 		return store.Domain{}, err
 	}
-	return d, nil
+	return s.store.Domains.GetDomain(ctx, teamID, id)
 }
 
 // Verify marks a domain whose verification is not running pending and
@@ -340,7 +337,12 @@ func (s *Service) Delete(ctx context.Context, teamID uuid.UUID, by *uuid.UUID, i
 	if err != nil {
 		return store.Domain{}, err
 	}
-	if err := s.store.Domains.DeleteDomain(ctx, teamID, id, "domain.deleted"); err != nil {
+	e, err := audit.Succeeded(actor, audit.DomainDelete, "domain", id.String(), nil)
+	if err != nil {
+		return store.Domain{}, err
+	}
+	e.TeamID = &teamID
+	if err := s.store.Domains.DeleteDomain(ctx, teamID, id, e, "domain.deleted"); err != nil {
 		return store.Domain{}, err
 	}
 	// The verification also ends by itself at its next check.
@@ -348,9 +350,6 @@ func (s *Service) Delete(ctx context.Context, teamID uuid.UUID, by *uuid.UUID, i
 		if err := s.cfg.Verifier.Forget(ctx, id.String()); err != nil {
 			s.logger.Warn("stopping domain verification", "team_id", teamID, "domain", d.Name, "err", err)
 		}
-	}
-	if err := s.audit.Success(ctx, actor, teamID, audit.DomainDelete, "domain", id.String(), nil); err != nil {
-		return d, err
 	}
 	return d, nil
 }

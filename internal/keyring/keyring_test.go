@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/keyring"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
@@ -92,7 +93,7 @@ func seedUnderA(t *testing.T, st *store.Store) []sealed {
 		if i == 0 {
 			next, err := a.Seal([]byte("whsec rotated"), id[:])
 			require.NoError(t, err)
-			require.NoError(t, st.Webhooks.RotateWebhookSecret(ctx, team, id, next, time.Now().Add(time.Hour)))
+			require.NoError(t, st.Webhooks.RotateWebhookSecret(ctx, team, id, next, time.Now().Add(time.Hour), audit.Entry{}))
 			out[len(out)-1] = sealed{col: "webhook.previous_secret", id: id, plaintext: "whsec 0"}
 			out = append(out, sealed{col: "webhook.secret", id: id, plaintext: "whsec rotated"})
 		}

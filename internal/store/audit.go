@@ -209,3 +209,40 @@ func (s *Privacy) PurgeAudit(ctx context.Context, t time.Time, limit int) (int, 
 	}
 	return n, nil
 }
+
+// audited runs fn in a transaction of its own and appends by, the audit
+// entry of the change fn makes, in the same transaction after it: the
+// change and its entry commit or roll back together. A zero by (no
+// Action) writes no entry, for callers that record nothing (tests,
+// fixtures).
+func (s *Store) audited(ctx context.Context, by audit.Entry, fn func(pgx.Tx) error) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		return appendAuditOf(ctx, tx, by)
+	})
+}
+
+// appendAuditOf appends by within tx unless it is zero (no Action).
+func appendAuditOf(ctx context.Context, tx pgx.Tx, by audit.Entry) error {
+	if by.Action == "" {
+		return nil
+	}
+	_, err := appendAudit(ctx, tx, by)
+	return err
+}
+
+// appendAuditFrom appends within tx the audit entry by makes of what the
+// change found (v: an id or count born in the transaction); nil by writes
+// none.
+func appendAuditFrom[T any](ctx context.Context, tx pgx.Tx, by func(T) (audit.Entry, error), v T) error {
+	if by == nil {
+		return nil
+	}
+	e, err := by(v)
+	if err != nil {
+		return err
+	}
+	return appendAuditOf(ctx, tx, e)
+}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/posthaste/posthaste/internal/audit"
 )
 
 // Domain states, the values of Domain.Status (and of its records' states,
@@ -91,8 +93,8 @@ func scanDomain(row pgx.Row) (Domain, error) {
 // at most one domain, and writes the webhook events of emit (domain.*)
 // about that domain in the same transaction, with DomainPayload as their
 // data. ErrNotFound when q returned no domain.
-func (s *Domains) domainChange(ctx context.Context, q string, args pgx.NamedArgs, emit []string) error {
-	return s.inTx(ctx, func(tx pgx.Tx) error {
+func (s *Domains) domainChange(ctx context.Context, q string, args pgx.NamedArgs, by audit.Entry, emit []string) error {
+	return s.audited(ctx, by, func(tx pgx.Tx) error {
 		d, err := scanDomain(tx.QueryRow(ctx, q, args))
 		if err != nil {
 			return err
@@ -111,6 +113,12 @@ func emitDomainEvents(ctx context.Context, tx pgx.Tx, d Domain, types []string) 
 // events of emit about it. ErrConflict when the team already has a live
 // domain of that name.
 func (s *Domains) CreateDomain(ctx context.Context, d Domain, emit ...string) error {
+	return s.CreateDomainBy(ctx, d, audit.Entry{}, emit...)
+}
+
+// CreateDomainBy is CreateDomain that also appends by, the audit entry of
+// the creation, in its transaction.
+func (s *Domains) CreateDomainBy(ctx context.Context, d Domain, by audit.Entry, emit ...string) error {
 	err := s.domainChange(ctx, `INSERT INTO domain (id, team_id, name, region, status, return_path,
 			open_tracking, click_tracking, tls, dkim_selector, dkim_public_key, dkim_private_key, record_status,
 			receiving, tracking_subdomain)
@@ -122,7 +130,7 @@ func (s *Domains) CreateDomain(ctx context.Context, d Domain, emit ...string) er
 			"return_path": d.ReturnPath, "open": d.OpenTracking, "click": d.ClickTracking, "tls": d.TLS,
 			"selector": d.DKIMSelector, "public": d.DKIMPublicKey, "private": d.DKIMPrivateKey,
 			"records": nonNilMap(d.RecordStatus), "receiving": d.Receiving,
-			"tracking_subdomain": d.TrackingSubdomain}, emit)
+			"tracking_subdomain": d.TrackingSubdomain}, by, emit)
 	if err != nil {
 		return fmt.Errorf("creating domain %s: %w", d.Name, err)
 	}
@@ -175,9 +183,10 @@ type DomainUpdate struct {
 }
 
 // UpdateDomain changes a live domain's settings; its transaction also
-// writes the webhook events of emit about the domain as changed.
-// ErrNotFound when the team has no such domain.
-func (s *Domains) UpdateDomain(ctx context.Context, teamID, id uuid.UUID, u DomainUpdate, emit ...string) error {
+// writes the webhook events of emit about the domain as changed and by,
+// the audit entry of the change (none when zero). ErrNotFound when the
+// team has no such domain.
+func (s *Domains) UpdateDomain(ctx context.Context, teamID, id uuid.UUID, u DomainUpdate, by audit.Entry, emit ...string) error {
 	err := s.domainChange(ctx, `UPDATE domain SET
 			open_tracking = coalesce(@open, open_tracking),
 			click_tracking = coalesce(@click, click_tracking),
@@ -187,7 +196,7 @@ func (s *Domains) UpdateDomain(ctx context.Context, teamID, id uuid.UUID, u Doma
 			updated_at = now()
 		WHERE id = @id AND team_id = @team AND deleted_at IS NULL RETURNING `+domainColumns,
 		pgx.NamedArgs{"id": id, "team": teamID, "open": u.OpenTracking, "click": u.ClickTracking, "tls": u.TLS,
-			"receiving": u.Receiving, "tracking_subdomain": u.TrackingSubdomain}, emit)
+			"receiving": u.Receiving, "tracking_subdomain": u.TrackingSubdomain}, by, emit)
 	if errors.Is(err, ErrNotFound) {
 		return ErrNotFound
 	}
@@ -199,11 +208,12 @@ func (s *Domains) UpdateDomain(ctx context.Context, teamID, id uuid.UUID, u Doma
 
 // DeleteDomain marks a live domain deleted: no new email is accepted from
 // it. Its transaction also writes the webhook events of emit about the
-// domain. ErrNotFound when the team has no such domain.
-func (s *Domains) DeleteDomain(ctx context.Context, teamID, id uuid.UUID, emit ...string) error {
+// domain and by, the audit entry of the deletion (none when zero).
+// ErrNotFound when the team has no such domain.
+func (s *Domains) DeleteDomain(ctx context.Context, teamID, id uuid.UUID, by audit.Entry, emit ...string) error {
 	err := s.domainChange(ctx, `UPDATE domain SET deleted_at = now(), updated_at = now()
 		WHERE id = @id AND team_id = @team AND deleted_at IS NULL RETURNING `+domainColumns,
-		pgx.NamedArgs{"id": id, "team": teamID}, emit)
+		pgx.NamedArgs{"id": id, "team": teamID}, by, emit)
 	if errors.Is(err, ErrNotFound) {
 		return ErrNotFound
 	}

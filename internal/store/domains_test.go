@@ -41,8 +41,8 @@ func TestDomainLifecycleAndTeamIsolation(t *testing.T) {
 	require.False(t, got.Sendable())
 	_, err = st.Domains.GetDomain(ctx, teamB, d.ID)
 	require.ErrorIs(t, err, store.ErrNotFound, "another team's domain is not found")
-	require.ErrorIs(t, st.Domains.UpdateDomain(ctx, teamB, d.ID, store.DomainUpdate{}), store.ErrNotFound)
-	require.ErrorIs(t, st.Domains.DeleteDomain(ctx, teamB, d.ID), store.ErrNotFound)
+	require.ErrorIs(t, st.Domains.UpdateDomain(ctx, teamB, d.ID, store.DomainUpdate{}, audit.Entry{}), store.ErrNotFound)
+	require.ErrorIs(t, st.Domains.DeleteDomain(ctx, teamB, d.ID, audit.Entry{}), store.ErrNotFound)
 	list, more, err := st.Domains.ListDomains(ctx, teamA, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.False(t, more)
@@ -50,7 +50,7 @@ func TestDomainLifecycleAndTeamIsolation(t *testing.T) {
 
 	tls := store.TLSEnforced
 	yes := true
-	require.NoError(t, st.Domains.UpdateDomain(ctx, teamA, d.ID, store.DomainUpdate{TLS: &tls, ClickTracking: &yes}))
+	require.NoError(t, st.Domains.UpdateDomain(ctx, teamA, d.ID, store.DomainUpdate{TLS: &tls, ClickTracking: &yes}, audit.Entry{}))
 	got, err = st.Domains.GetDomain(ctx, teamA, d.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.TLSEnforced, got.TLS)
@@ -70,7 +70,7 @@ func TestDomainLifecycleAndTeamIsolation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.DomainVerified, got.Status, "a verified domain stays verified while rechecked")
 
-	require.NoError(t, st.Domains.DeleteDomain(ctx, teamA, d.ID))
+	require.NoError(t, st.Domains.DeleteDomain(ctx, teamA, d.ID, audit.Entry{}))
 	_, err = st.Domains.DomainByName(ctx, teamA, "example.test")
 	require.ErrorIs(t, err, store.ErrNotFound, "a deleted domain sends nothing new")
 	old, err := st.Domains.DomainByID(ctx, d.ID)

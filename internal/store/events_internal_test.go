@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 )
 
@@ -123,13 +124,13 @@ func TestEventsCommitWithTheirChange(t *testing.T) {
 		}},
 		{"domain.updated", func(ctx context.Context) error {
 			yes := true
-			return st.Domains.UpdateDomain(ctx, team, domain, DomainUpdate{OpenTracking: &yes}, "domain.updated")
+			return st.Domains.UpdateDomain(ctx, team, domain, DomainUpdate{OpenTracking: &yes}, audit.Entry{}, "domain.updated")
 		}},
 		{"domain.updated", func(ctx context.Context) error {
 			return st.Domains.SetDomainStatus(ctx, domain, "verified", map[string]string{"dkim": "verified"}, "domain.updated")
 		}},
 		{"domain.deleted", func(ctx context.Context) error {
-			return st.Domains.DeleteDomain(ctx, team, domain, "domain.deleted")
+			return st.Domains.DeleteDomain(ctx, team, domain, audit.Entry{}, "domain.deleted")
 		}},
 	} {
 		_, err := pool.Exec(ctx, `DELETE FROM outbox`)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/posthaste/posthaste/internal/audit"
 )
 
 // SystemTeamID is Posthaste's own team (migration 00008). It has no members,
@@ -44,18 +46,30 @@ func (i *Invitation) fields() []any {
 // already invited the address, gives that invitation the new token, role,
 // inviter and expiry (the old link stops working). It returns the stored
 // invitation, whose ID is the first invitation's. The new link counts as
-// not emailed (inv.EmailedAt is ignored) until MarkInvitationEmailed.
-func (s *Accounts) Invite(ctx context.Context, inv Invitation, tokenHash []byte) (Invitation, error) {
-	err := s.pool.QueryRow(ctx, `INSERT INTO invitation AS i (id, team_id, email, role, token_hash, invited_by, expires_at)
+// not emailed (inv.EmailedAt is ignored) until MarkInvitationEmailed. by
+// gives the audit entry of the invitation as stored; it is appended in the
+// same transaction (nil: none).
+func (s *Accounts) Invite(ctx context.Context, inv Invitation, tokenHash []byte,
+	by func(Invitation) (audit.Entry, error)) (Invitation, error) {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `INSERT INTO invitation AS i (id, team_id, email, role, token_hash, invited_by, expires_at)
 		VALUES (@id, @team, @email, @role, @hash, @by, @expires)
 		ON CONFLICT (team_id, email) DO UPDATE SET role = excluded.role, token_hash = excluded.token_hash,
 			invited_by = excluded.invited_by, created_at = now(), expires_at = excluded.expires_at, emailed_at = NULL
 		RETURNING i.id, i.created_at`,
-		pgx.NamedArgs{"id": inv.ID, "team": inv.TeamID, "email": strings.ToLower(inv.Email), "role": inv.Role,
-			"hash": tokenHash, "by": inv.InvitedBy, "expires": inv.ExpiresAt}).Scan(&inv.ID, &inv.CreatedAt)
-	inv.Email = strings.ToLower(inv.Email)
-	inv.EmailedAt = nil
-	return inv, mapErr(err)
+			pgx.NamedArgs{"id": inv.ID, "team": inv.TeamID, "email": strings.ToLower(inv.Email), "role": inv.Role,
+				"hash": tokenHash, "by": inv.InvitedBy, "expires": inv.ExpiresAt}).Scan(&inv.ID, &inv.CreatedAt)
+		if err != nil {
+			return err
+		}
+		inv.Email = strings.ToLower(inv.Email)
+		inv.EmailedAt = nil
+		return appendAuditFrom(ctx, tx, by, inv)
+	})
+	if err != nil {
+		return Invitation{}, err
+	}
+	return inv, nil
 }
 
 // MarkInvitationEmailed records that the link with this token hash was
@@ -84,17 +98,20 @@ func (s *Accounts) Invitations(ctx context.Context, teamID uuid.UUID) ([]Invitat
 }
 
 // RevokeInvitation deletes one of the team's invitations. ErrNotFound when
-// the team has no such invitation.
-func (s *Accounts) RevokeInvitation(ctx context.Context, teamID, id uuid.UUID) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM invitation WHERE id = @id AND team_id = @team`,
-		pgx.NamedArgs{"id": id, "team": teamID})
-	if err != nil {
-		return mapErr(err)
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
-	}
-	return nil
+// the team has no such invitation. by, the audit entry of the change, is
+// appended in the same transaction.
+func (s *Accounts) RevokeInvitation(ctx context.Context, teamID, id uuid.UUID, by audit.Entry) error {
+	return s.audited(ctx, by, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM invitation WHERE id = @id AND team_id = @team`,
+			pgx.NamedArgs{"id": id, "team": teamID})
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrNotFound
+		}
+		return nil
+	})
 }
 
 // InvitationByToken returns the live invitation with this token hash and
@@ -112,8 +129,11 @@ func (s *Accounts) InvitationByToken(ctx context.Context, tokenHash []byte) (Inv
 // (a member already keeps their role). An emailed invitation also proves the
 // user's address: they hold both the account and the emailed link.
 // ErrNotFound when the invitation is not live or is for another address.
-func (s *Accounts) AcceptInvitation(ctx context.Context, tokenHash []byte, userID uuid.UUID) (Invitation, error) {
-	return s.acceptInvitation(ctx, tokenHash, func(tx pgx.Tx, inv Invitation) (uuid.UUID, error) {
+// by gives the audit entry of the accepted invitation; it is appended in
+// the same transaction (nil: none).
+func (s *Accounts) AcceptInvitation(ctx context.Context, tokenHash []byte, userID uuid.UUID,
+	by func(Invitation) (audit.Entry, error)) (Invitation, error) {
+	return s.acceptInvitation(ctx, tokenHash, by, func(tx pgx.Tx, inv Invitation) (uuid.UUID, error) {
 		var email string
 		err := tx.QueryRow(ctx, `SELECT email FROM app_user WHERE id = @user FOR UPDATE`, pgx.NamedArgs{"user": userID}).Scan(&email)
 		if err != nil {
@@ -137,9 +157,12 @@ func (s *Accounts) AcceptInvitation(ctx context.Context, tokenHash []byte, userI
 // address) as a member of its team. The user's address counts as proven
 // only when the invitation was emailed (Invitation.EmailedAt); a link shown
 // to the inviting owner proves nothing. ErrNotFound when the invitation is
-// not live; ErrConflict when a user with that address exists.
-func (s *Accounts) AcceptInvitationAsNewUser(ctx context.Context, tokenHash []byte, u User) (Invitation, error) {
-	return s.acceptInvitation(ctx, tokenHash, func(tx pgx.Tx, inv Invitation) (uuid.UUID, error) {
+// not live; ErrConflict when a user with that address exists. by gives
+// the audit entry of the accepted invitation; it is appended in the same
+// transaction (nil: none).
+func (s *Accounts) AcceptInvitationAsNewUser(ctx context.Context, tokenHash []byte, u User,
+	by func(Invitation) (audit.Entry, error)) (Invitation, error) {
+	return s.acceptInvitation(ctx, tokenHash, by, func(tx pgx.Tx, inv Invitation) (uuid.UUID, error) {
 		_, err := tx.Exec(ctx, `INSERT INTO app_user (id, email, name, password_hash, email_verified_at)
 			VALUES (@id, @email, @name, @hash, CASE WHEN @emailed::boolean THEN now() END)`,
 			pgx.NamedArgs{"id": u.ID, "email": inv.Email, "name": u.Name, "hash": u.PasswordHash, "emailed": inv.EmailedAt != nil})
@@ -148,8 +171,9 @@ func (s *Accounts) AcceptInvitationAsNewUser(ctx context.Context, tokenHash []by
 }
 
 // acceptInvitation deletes the live invitation and adds the user that
-// member returns to its team, in one transaction.
-func (s *Accounts) acceptInvitation(ctx context.Context, tokenHash []byte,
+// member returns to its team, with the audit entry by gives, in one
+// transaction.
+func (s *Accounts) acceptInvitation(ctx context.Context, tokenHash []byte, by func(Invitation) (audit.Entry, error),
 	member func(pgx.Tx, Invitation) (uuid.UUID, error)) (Invitation, error) {
 	var inv Invitation
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -165,7 +189,10 @@ func (s *Accounts) acceptInvitation(ctx context.Context, tokenHash []byte,
 		_, err = tx.Exec(ctx, `INSERT INTO membership (team_id, user_id, role) VALUES (@team, @user, @role)
 			ON CONFLICT (team_id, user_id) DO NOTHING`,
 			pgx.NamedArgs{"team": inv.TeamID, "user": userID, "role": inv.Role})
-		return err
+		if err != nil {
+			return err
+		}
+		return appendAuditFrom(ctx, tx, by, inv)
 	})
 	return inv, err
 }
@@ -218,8 +245,10 @@ type PasswordReset struct {
 // factor is kept when the address was already proven and removed, with its
 // recovery codes, when it was not (PasswordReset.ProvedAddress): the
 // address's owner takes over an account someone else may have set up.
-// ErrNotFound when the token is not live.
-func (s *Accounts) ResetPassword(ctx context.Context, tokenHash []byte, passwordHash string) (PasswordReset, error) {
+// ErrNotFound when the token is not live. by gives the audit entry of the
+// reset; it is appended in the same transaction (nil: none).
+func (s *Accounts) ResetPassword(ctx context.Context, tokenHash []byte, passwordHash string,
+	by func(PasswordReset) (audit.Entry, error)) (PasswordReset, error) {
 	var pr PasswordReset
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `DELETE FROM password_reset WHERE token_hash = @hash AND expires_at > now() RETURNING user_id`,
@@ -243,7 +272,7 @@ func (s *Accounts) ResetPassword(ctx context.Context, tokenHash []byte, password
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("resetting the password: %w", mapErr(err))
 		}
-		return nil
+		return appendAuditFrom(ctx, tx, by, pr)
 	})
 	return pr, err
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
@@ -35,14 +36,14 @@ func TestInvitations(t *testing.T) {
 	week := time.Now().Add(7 * 24 * time.Hour)
 
 	inv, err := st.Accounts.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: teamA, Email: "New@Example.com", Role: "member",
-		InvitedBy: &owner, ExpiresAt: week}, hashOf("first"))
+		InvitedBy: &owner, ExpiresAt: week}, hashOf("first"), nil)
 	require.NoError(t, err)
 	require.Equal(t, "new@example.com", inv.Email)
 
 	// Inviting the address again replaces the token and the role: one
 	// invitation per team and address, and the first link stops working.
 	again, err := st.Accounts.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: teamA, Email: "new@example.com", Role: "owner",
-		ExpiresAt: week}, hashOf("second"))
+		ExpiresAt: week}, hashOf("second"), nil)
 	require.NoError(t, err)
 	require.Equal(t, inv.ID, again.ID)
 	_, err = st.Accounts.InvitationByToken(ctx, hashOf("first"))
@@ -59,9 +60,9 @@ func TestInvitations(t *testing.T) {
 	// Team B has its own invitation for the same address, and cannot
 	// revoke team A's.
 	_, err = st.Accounts.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: teamB, Email: "new@example.com", Role: "member",
-		ExpiresAt: week}, hashOf("b"))
+		ExpiresAt: week}, hashOf("b"), nil)
 	require.NoError(t, err)
-	require.ErrorIs(t, st.Accounts.RevokeInvitation(ctx, teamB, inv.ID), store.ErrNotFound)
+	require.ErrorIs(t, st.Accounts.RevokeInvitation(ctx, teamB, inv.ID, audit.Entry{}), store.ErrNotFound)
 	list, err = st.Accounts.Invitations(ctx, teamB)
 	require.NoError(t, err)
 	require.Len(t, list, 1)
@@ -69,7 +70,7 @@ func TestInvitations(t *testing.T) {
 	// A new user accepts: created with the invited address, a member with
 	// the invited role; the invitation is spent.
 	u := store.User{ID: uuid.New(), Name: "New Person", PasswordHash: "pw"}
-	accepted, err := st.Accounts.AcceptInvitationAsNewUser(ctx, hashOf("second"), u)
+	accepted, err := st.Accounts.AcceptInvitationAsNewUser(ctx, hashOf("second"), u, nil)
 	require.NoError(t, err)
 	require.Equal(t, teamA, accepted.TeamID)
 	role, err := st.Sessions.MemberRole(ctx, teamA, u.ID)
@@ -78,16 +79,16 @@ func TestInvitations(t *testing.T) {
 	members, err := st.Accounts.Members(ctx, teamA)
 	require.NoError(t, err)
 	require.Equal(t, "New Person", members[0].Name)
-	_, err = st.Accounts.AcceptInvitationAsNewUser(ctx, hashOf("second"), store.User{ID: uuid.New(), PasswordHash: "pw"})
+	_, err = st.Accounts.AcceptInvitationAsNewUser(ctx, hashOf("second"), store.User{ID: uuid.New(), PasswordHash: "pw"}, nil)
 	require.ErrorIs(t, err, store.ErrNotFound, "single use")
 
 	// Team B's invitation is for an address that now has a user: a new
 	// user cannot take it, another user cannot accept it, the user can.
-	_, err = st.Accounts.AcceptInvitationAsNewUser(ctx, hashOf("b"), store.User{ID: uuid.New(), PasswordHash: "pw"})
+	_, err = st.Accounts.AcceptInvitationAsNewUser(ctx, hashOf("b"), store.User{ID: uuid.New(), PasswordHash: "pw"}, nil)
 	require.ErrorIs(t, err, store.ErrConflict)
-	_, err = st.Accounts.AcceptInvitation(ctx, hashOf("b"), owner)
+	_, err = st.Accounts.AcceptInvitation(ctx, hashOf("b"), owner, nil)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = st.Accounts.AcceptInvitation(ctx, hashOf("b"), u.ID)
+	_, err = st.Accounts.AcceptInvitation(ctx, hashOf("b"), u.ID, nil)
 	require.NoError(t, err)
 	role, err = st.Sessions.MemberRole(ctx, teamB, u.ID)
 	require.NoError(t, err)
@@ -98,14 +99,14 @@ func TestInvitations(t *testing.T) {
 
 	// Expired invitations are listed but cannot be used; revoking deletes.
 	old, err := st.Accounts.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: teamA, Email: "late@example.com", Role: "member",
-		ExpiresAt: time.Now().Add(-time.Minute)}, hashOf("late"))
+		ExpiresAt: time.Now().Add(-time.Minute)}, hashOf("late"), nil)
 	require.NoError(t, err)
 	_, err = st.Accounts.InvitationByToken(ctx, hashOf("late"))
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = st.Accounts.AcceptInvitationAsNewUser(ctx, hashOf("late"), store.User{ID: uuid.New(), PasswordHash: "pw"})
+	_, err = st.Accounts.AcceptInvitationAsNewUser(ctx, hashOf("late"), store.User{ID: uuid.New(), PasswordHash: "pw"}, nil)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	require.NoError(t, st.Accounts.RevokeInvitation(ctx, teamA, old.ID))
-	require.ErrorIs(t, st.Accounts.RevokeInvitation(ctx, teamA, old.ID), store.ErrNotFound)
+	require.NoError(t, st.Accounts.RevokeInvitation(ctx, teamA, old.ID, audit.Entry{}))
+	require.ErrorIs(t, st.Accounts.RevokeInvitation(ctx, teamA, old.ID, audit.Entry{}), store.ErrNotFound)
 }
 
 func TestSetSessionTeam(t *testing.T) {
@@ -144,13 +145,13 @@ func TestPasswordReset(t *testing.T) {
 	require.NoError(t, st.Accounts.RequestPasswordReset(ctx, u, hashOf("two"), hour))
 	_, err := st.Accounts.PasswordResetUser(ctx, hashOf("one"))
 	require.ErrorIs(t, err, store.ErrNotFound, "a new request replaces the old token")
-	_, err = st.Accounts.ResetPassword(ctx, hashOf("one"), "new")
+	_, err = st.Accounts.ResetPassword(ctx, hashOf("one"), "new", nil)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	id, err := st.Accounts.PasswordResetUser(ctx, hashOf("two"))
 	require.NoError(t, err)
 	require.Equal(t, u, id)
 
-	pr, err := st.Accounts.ResetPassword(ctx, hashOf("two"), "new-hash")
+	pr, err := st.Accounts.ResetPassword(ctx, hashOf("two"), "new-hash", nil)
 	require.NoError(t, err)
 	require.Equal(t, u, pr.UserID)
 	h, err := st.Accounts.UserPasswordHash(ctx, u)
@@ -160,13 +161,13 @@ func TestPasswordReset(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrNotFound, "the user's sessions ended")
 	_, err = storetest.SessionByHash(ctx, st, hashOf(other.String()))
 	require.NoError(t, err, "other users stay signed in")
-	_, err = st.Accounts.ResetPassword(ctx, hashOf("two"), "again")
+	_, err = st.Accounts.ResetPassword(ctx, hashOf("two"), "again", nil)
 	require.ErrorIs(t, err, store.ErrNotFound, "single use")
 
 	require.NoError(t, st.Accounts.RequestPasswordReset(ctx, other, hashOf("late"), time.Now().Add(-time.Second)))
 	_, err = st.Accounts.PasswordResetUser(ctx, hashOf("late"))
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = st.Accounts.ResetPassword(ctx, hashOf("late"), "x")
+	_, err = st.Accounts.ResetPassword(ctx, hashOf("late"), "x", nil)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	h, err = st.Accounts.UserPasswordHash(ctx, other)
 	require.NoError(t, err)
@@ -204,7 +205,7 @@ func TestPurgeExpiredSweepsSessionsAndLinks(t *testing.T) {
 	require.NoError(t, st.Accounts.RequestPasswordReset(ctx, bob, hashOf("live reset"), now.Add(time.Hour)))
 	for i, expires := range []time.Time{now.Add(-31 * 24 * time.Hour), now.Add(-24 * time.Hour), now.Add(time.Hour)} {
 		_, err := st.Accounts.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: team, Email: fmt.Sprintf("i%d@example.com", i),
-			Role: "member", ExpiresAt: expires}, hashOf(fmt.Sprintf("invite %d", i)))
+			Role: "member", ExpiresAt: expires}, hashOf(fmt.Sprintf("invite %d", i)), nil)
 		require.NoError(t, err)
 	}
 
@@ -243,7 +244,7 @@ func TestInvitationsProveAddresses(t *testing.T) {
 	invite := func(email, tok string) {
 		t.Helper()
 		_, err := st.Accounts.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: team, Email: email, Role: "member", ExpiresAt: week},
-			hashOf(tok))
+			hashOf(tok), nil)
 		require.NoError(t, err)
 	}
 
@@ -267,7 +268,7 @@ func TestInvitationsProveAddresses(t *testing.T) {
 	require.Nil(t, got.EmailedAt)
 
 	for tok, proven := range map[string]bool{"shown": false, "mailed": true, "again-2": false} {
-		inv, err := st.Accounts.AcceptInvitationAsNewUser(ctx, hashOf(tok), store.User{ID: uuid.New(), PasswordHash: "pw"})
+		inv, err := st.Accounts.AcceptInvitationAsNewUser(ctx, hashOf(tok), store.User{ID: uuid.New(), PasswordHash: "pw"}, nil)
 		require.NoError(t, err)
 		u, err := st.Accounts.UserByEmail(ctx, inv.Email)
 		require.NoError(t, err)
@@ -279,14 +280,14 @@ func TestInvitationsProveAddresses(t *testing.T) {
 	other := newTeam(t, st)
 	for _, emailed := range []bool{false, true} {
 		_, err := st.Accounts.Invite(ctx, store.Invitation{ID: uuid.New(), TeamID: other, Email: "shown@example.com", Role: "member",
-			ExpiresAt: week}, hashOf("existing"))
+			ExpiresAt: week}, hashOf("existing"), nil)
 		require.NoError(t, err)
 		if emailed {
 			require.NoError(t, st.Accounts.MarkInvitationEmailed(ctx, hashOf("existing")))
 		}
 		u, err := st.Accounts.UserByEmail(ctx, "shown@example.com")
 		require.NoError(t, err)
-		_, err = st.Accounts.AcceptInvitation(ctx, hashOf("existing"), u.ID)
+		_, err = st.Accounts.AcceptInvitation(ctx, hashOf("existing"), u.ID, nil)
 		require.NoError(t, err)
 		u, err = st.Accounts.UserByID(ctx, u.ID)
 		require.NoError(t, err)
@@ -307,7 +308,7 @@ func TestPasswordResetProvesTheAddress(t *testing.T) {
 	require.NoError(t, st.Accounts.CreateUser(ctx, proven))
 	for _, id := range []uuid.UUID{unproven, proven.ID} {
 		require.NoError(t, st.Sessions.StartTOTP(ctx, id, []byte("sealed")))
-		require.NoError(t, st.Sessions.EnableTOTP(ctx, id, [][]byte{hashOf("recovery")}))
+		require.NoError(t, st.Sessions.EnableTOTP(ctx, id, [][]byte{hashOf("recovery")}, audit.Entry{}))
 	}
 	team := newTeam(t, st)
 
@@ -316,7 +317,7 @@ func TestPasswordResetProvesTheAddress(t *testing.T) {
 		proves bool
 	}{{unproven, true}, {proven.ID, false}} {
 		require.NoError(t, st.Accounts.RequestPasswordReset(ctx, tt.id, hashOf(tt.id.String()), now.Add(time.Hour)))
-		pr, err := st.Accounts.ResetPassword(ctx, hashOf(tt.id.String()), "new-hash")
+		pr, err := st.Accounts.ResetPassword(ctx, hashOf(tt.id.String()), "new-hash", nil)
 		require.NoError(t, err)
 		require.Equal(t, tt.id, pr.UserID)
 		require.Equal(t, tt.proves, pr.ProvedAddress)

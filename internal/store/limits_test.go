@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
@@ -292,7 +293,7 @@ func TestWebhookEndpointsPerTeamAreCapped(t *testing.T) {
 	require.Len(t, list, store.MaxWebhooksPerTeam)
 
 	require.NoError(t, st.Webhooks.CreateWebhook(ctx, hook(other, store.WebhookEnabled)), "another team has its own count")
-	require.NoError(t, st.Webhooks.DeleteWebhook(ctx, team, last))
+	require.NoError(t, st.Webhooks.DeleteWebhook(ctx, team, last, audit.Entry{}))
 	require.NoError(t, st.Webhooks.CreateWebhook(ctx, hook(team, store.WebhookEnabled)), "a deletion makes room")
 	require.ErrorIs(t, st.Webhooks.CreateWebhook(ctx, hook(team, store.WebhookEnabled)), store.ErrLimitReached)
 }

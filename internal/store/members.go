@@ -130,13 +130,25 @@ func removeMember(ctx context.Context, tx pgx.Tx, teamID, userID uuid.UUID) ([]R
 }
 
 // SetPassword replaces a user's password hash and ends every other session
-// of the user (keep is the hash of the session that made the change).
-func (s *Accounts) SetPassword(ctx context.Context, userID uuid.UUID, hash string, keep []byte) error {
+// of the user (keep is the hash of the session that made the change),
+// appending by, the audit entry of the change, in the same transaction.
+func (s *Accounts) SetPassword(ctx context.Context, userID uuid.UUID, hash string, keep []byte, by audit.Entry) error {
+	return s.audited(ctx, by, func(tx pgx.Tx) error {
+		return sendBatch(ctx, tx, setPasswordBatch(userID, hash, keep))
+	})
+}
+
+func setPasswordBatch(userID uuid.UUID, hash string, keep []byte) *pgx.Batch {
 	b := &pgx.Batch{}
 	b.Queue(`UPDATE app_user SET password_hash = @hash WHERE id = @user`, pgx.NamedArgs{"user": userID, "hash": hash})
 	b.Queue(`DELETE FROM dashboard_session WHERE user_id = @user AND id_hash <> @keep`,
 		pgx.NamedArgs{"user": userID, "keep": keep})
-	return mapErr(s.pool.SendBatch(ctx, b).Close())
+	return b
+}
+
+// sendBatch sends b in tx and reads every result.
+func sendBatch(ctx context.Context, tx pgx.Tx, b *pgx.Batch) error {
+	return tx.SendBatch(ctx, b).Close()
 }
 
 // UserPasswordHash returns a user's password hash ("" for users who sign

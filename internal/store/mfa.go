@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/posthaste/posthaste/internal/audit"
 )
 
 // MFA is a user's second factor.
@@ -40,27 +42,31 @@ func (s *Sessions) StartTOTP(ctx context.Context, userID uuid.UUID, sealed []byt
 }
 
 // EnableTOTP confirms the secret and replaces the recovery codes, in one
-// transaction.
-func (s *Sessions) EnableTOTP(ctx context.Context, userID uuid.UUID, codeHashes [][]byte) error {
+// transaction that also appends by, the audit entry of the change (none
+// when zero).
+func (s *Sessions) EnableTOTP(ctx context.Context, userID uuid.UUID, codeHashes [][]byte, by audit.Entry) error {
 	b := &pgx.Batch{}
 	b.Queue(`UPDATE app_user SET totp_enabled_at = now() WHERE id = @user AND totp_secret IS NOT NULL`,
 		pgx.NamedArgs{"user": userID})
 	b.Queue(`DELETE FROM recovery_code WHERE user_id = @user`, pgx.NamedArgs{"user": userID})
 	b.Queue(`INSERT INTO recovery_code (user_id, code_hash) SELECT @user, unnest(@codes::bytea[])`,
 		pgx.NamedArgs{"user": userID, "codes": codeHashes})
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("enabling totp: %w", mapErr(err))
-	}
-	return nil
+	return s.audited(ctx, by, func(tx pgx.Tx) error {
+		if err := sendBatch(ctx, tx, b); err != nil {
+			return fmt.Errorf("enabling totp: %w", mapErr(err))
+		}
+		return nil
+	})
 }
 
-// DisableTOTP removes the second factor and its recovery codes.
-func (s *Sessions) DisableTOTP(ctx context.Context, userID uuid.UUID) error {
+// DisableTOTP removes the second factor and its recovery codes, appending
+// by, the audit entry of the change, in the same transaction.
+func (s *Sessions) DisableTOTP(ctx context.Context, userID uuid.UUID, by audit.Entry) error {
 	b := &pgx.Batch{}
 	b.Queue(`UPDATE app_user SET totp_secret = NULL, totp_enabled_at = NULL, totp_last_step = NULL WHERE id = @user`,
 		pgx.NamedArgs{"user": userID})
 	b.Queue(`DELETE FROM recovery_code WHERE user_id = @user`, pgx.NamedArgs{"user": userID})
-	return mapErr(s.pool.SendBatch(ctx, b).Close())
+	return s.audited(ctx, by, func(tx pgx.Tx) error { return sendBatch(ctx, tx, b) })
 }
 
 // UseTOTPStep records that a TOTP code of time step step (RFC 6238 §4.2)
@@ -88,11 +94,14 @@ func (s *Sessions) UseRecoveryCode(ctx context.Context, userID uuid.UUID, codeHa
 	return tag.RowsAffected() == 1, nil
 }
 
-// SetTeamMFARequired turns the team's second-factor requirement on or off.
-func (s *Sessions) SetTeamMFARequired(ctx context.Context, teamID uuid.UUID, required bool) error {
-	_, err := s.pool.Exec(ctx, `UPDATE team SET mfa_required = @req WHERE id = @team`,
-		pgx.NamedArgs{"team": teamID, "req": required})
-	return mapErr(err)
+// SetTeamMFARequired turns the team's second-factor requirement on or off,
+// appending by, the audit entry of the change, in the same transaction.
+func (s *Sessions) SetTeamMFARequired(ctx context.Context, teamID uuid.UUID, required bool, by audit.Entry) error {
+	return s.audited(ctx, by, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE team SET mfa_required = @req WHERE id = @team`,
+			pgx.NamedArgs{"team": teamID, "req": required})
+		return err
+	})
 }
 
 // CompleteMFA marks a session waiting for its second factor as having

@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/posthaste/posthaste/internal/audit"
 )
 
 // Session is a signed-in dashboard user acting for one team.
@@ -100,37 +102,59 @@ func (s *Sessions) UserSessions(ctx context.Context, userID uuid.UUID, now time.
 }
 
 // RevokeUserSession ends one session of a user. ErrNotFound when the user
-// has no such session (another user's session is never touched).
-func (s *Sessions) RevokeUserSession(ctx context.Context, userID uuid.UUID, hash []byte) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM dashboard_session WHERE user_id = @user AND id_hash = @hash`,
-		pgx.NamedArgs{"user": userID, "hash": hash})
-	if err != nil {
-		return mapErr(err)
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
-	}
-	return nil
+// has no such session (another user's session is never touched). by, the
+// audit entry of the change, is appended in the same transaction.
+func (s *Sessions) RevokeUserSession(ctx context.Context, userID uuid.UUID, hash []byte, by audit.Entry) error {
+	return s.audited(ctx, by, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM dashboard_session WHERE user_id = @user AND id_hash = @hash`,
+			pgx.NamedArgs{"user": userID, "hash": hash})
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrNotFound
+		}
+		return nil
+	})
 }
 
 // RevokeOtherSessions ends every session of a user but keep; it returns how
-// many it ended.
-func (s *Sessions) RevokeOtherSessions(ctx context.Context, userID uuid.UUID, keep []byte) (int, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM dashboard_session WHERE user_id = @user AND id_hash <> @keep`,
-		pgx.NamedArgs{"user": userID, "keep": keep})
-	return int(tag.RowsAffected()), mapErr(err)
+// many it ended. by gives the audit entry of the change from that count;
+// it is appended in the same transaction (nil: none).
+func (s *Sessions) RevokeOtherSessions(ctx context.Context, userID uuid.UUID, keep []byte,
+	by func(ended int) (audit.Entry, error)) (int, error) {
+	var n int
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM dashboard_session WHERE user_id = @user AND id_hash <> @keep`,
+			pgx.NamedArgs{"user": userID, "keep": keep})
+		if err != nil {
+			return err
+		}
+		n = int(tag.RowsAffected())
+		return appendAuditFrom(ctx, tx, by, n)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
-// DeleteSession ends one session.
-func (s *Sessions) DeleteSession(ctx context.Context, hash []byte) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM dashboard_session WHERE id_hash = @hash`, pgx.NamedArgs{"hash": hash})
-	return mapErr(err)
+// DeleteSession ends one session, appending by, the audit entry of the
+// change, in the same transaction.
+func (s *Sessions) DeleteSession(ctx context.Context, hash []byte, by audit.Entry) error {
+	return s.audited(ctx, by, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `DELETE FROM dashboard_session WHERE id_hash = @hash`, pgx.NamedArgs{"hash": hash})
+		return err
+	})
 }
 
-// DeleteUserSessions ends every session of a user (logout everywhere).
-func (s *Sessions) DeleteUserSessions(ctx context.Context, userID uuid.UUID) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM dashboard_session WHERE user_id = @user`, pgx.NamedArgs{"user": userID})
-	return mapErr(err)
+// DeleteUserSessions ends every session of a user (logout everywhere),
+// appending by, the audit entry of the change, in the same transaction.
+func (s *Sessions) DeleteUserSessions(ctx context.Context, userID uuid.UUID, by audit.Entry) error {
+	return s.audited(ctx, by, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `DELETE FROM dashboard_session WHERE user_id = @user`, pgx.NamedArgs{"user": userID})
+		return err
+	})
 }
 
 // FirstTeam returns the team a user signs into: the oldest membership.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
@@ -94,13 +95,13 @@ func TestRevokeUserSession(t *testing.T) {
 		s.TeamID, s.CSRFToken, s.ExpiresAt = team, "c", now.Add(time.Hour)
 		require.NoError(t, st.Sessions.CreateSession(ctx, s))
 	}
-	require.ErrorIs(t, st.Sessions.RevokeUserSession(ctx, ann, hashOf("bob")), store.ErrNotFound, "not ann's")
+	require.ErrorIs(t, st.Sessions.RevokeUserSession(ctx, ann, hashOf("bob"), audit.Entry{}), store.ErrNotFound, "not ann's")
 	_, err := storetest.SessionByHash(ctx, st, hashOf("bob"))
 	require.NoError(t, err)
-	require.NoError(t, st.Sessions.RevokeUserSession(ctx, ann, hashOf("ann 1")))
+	require.NoError(t, st.Sessions.RevokeUserSession(ctx, ann, hashOf("ann 1"), audit.Entry{}))
 	_, err = storetest.SessionByHash(ctx, st, hashOf("ann 1"))
 	require.ErrorIs(t, err, store.ErrNotFound)
-	n, err := st.Sessions.RevokeOtherSessions(ctx, ann, hashOf("ann 2"))
+	n, err := st.Sessions.RevokeOtherSessions(ctx, ann, hashOf("ann 2"), nil)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	list, err := st.Sessions.UserSessions(ctx, ann, now, 0)

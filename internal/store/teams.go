@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/posthaste/posthaste/internal/audit"
 )
 
 // Team owns keys, domains and emails.
@@ -160,7 +162,19 @@ func (s *Accounts) TeamMembers(ctx context.Context, teamID uuid.UUID, emails []s
 // a CreatedBy who owns the team, any other key one who is a member
 // (or none, for keys no user made). ErrOwnersOnly otherwise.
 func (s *Accounts) CreateAPIKey(ctx context.Context, k APIKey) error {
-	tag, err := s.pool.Exec(ctx,
+	return s.CreateAPIKeyBy(ctx, k, audit.Entry{})
+}
+
+// CreateAPIKeyBy is CreateAPIKey that also appends by, the audit entry of
+// the creation, in its transaction.
+func (s *Accounts) CreateAPIKeyBy(ctx context.Context, k APIKey, by audit.Entry) error {
+	return s.audited(ctx, by, func(tx pgx.Tx) error {
+		return s.createAPIKey(ctx, tx, k)
+	})
+}
+
+func (s *Accounts) createAPIKey(ctx context.Context, tx pgx.Tx, k APIKey) error {
+	tag, err := tx.Exec(ctx,
 		`INSERT INTO api_key (id, team_id, name, prefix, hash, permission, domain_id, allowed_ips, created_by)
 		 SELECT @id::uuid, @team::uuid, @name::text, @prefix::text, @hash::bytea, @permission::text,
 		 	@domain::uuid, @allowed::cidr[], @by::uuid
@@ -237,10 +251,21 @@ func (s *Accounts) ListAPIKeys(ctx context.Context, teamID uuid.UUID, p Page) ([
 // RevokeAPIKey revokes a live key of the team and returns its hash.
 // ErrNotFound when the team has no such live key.
 func (s *Accounts) RevokeAPIKey(ctx context.Context, teamID, id uuid.UUID) ([]byte, error) {
+	return s.RevokeAPIKeyBy(ctx, teamID, id, audit.Entry{})
+}
+
+// RevokeAPIKeyBy is RevokeAPIKey that also appends by, the audit entry of
+// the revocation, in its transaction.
+func (s *Accounts) RevokeAPIKeyBy(ctx context.Context, teamID, id uuid.UUID, by audit.Entry) ([]byte, error) {
 	var hash []byte
-	err := s.pool.QueryRow(ctx,
-		`UPDATE api_key SET revoked_at = now()
-		 WHERE id = @id AND team_id = @team AND revoked_at IS NULL RETURNING hash`,
-		pgx.NamedArgs{"id": id, "team": teamID}).Scan(&hash)
-	return hash, mapErr(err)
+	err := s.audited(ctx, by, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx,
+			`UPDATE api_key SET revoked_at = now()
+			 WHERE id = @id AND team_id = @team AND revoked_at IS NULL RETURNING hash`,
+			pgx.NamedArgs{"id": id, "team": teamID}).Scan(&hash)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return hash, nil
 }

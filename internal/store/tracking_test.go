@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
@@ -183,11 +184,11 @@ func TestIsTeamTrackingHost(t *testing.T) {
 	}
 
 	off := false
-	require.NoError(t, st.Domains.UpdateDomain(ctx, teamB, b.ID, store.DomainUpdate{ClickTracking: &off}))
+	require.NoError(t, st.Domains.UpdateDomain(ctx, teamB, b.ID, store.DomainUpdate{ClickTracking: &off}, audit.Entry{}))
 	got, err := st.Emails.IsTeamTrackingHost(ctx, teamB, "go.b.test")
 	require.NoError(t, err)
 	require.False(t, got, "tracking turned off")
-	require.NoError(t, st.Domains.DeleteDomain(ctx, teamA, a.ID))
+	require.NoError(t, st.Domains.DeleteDomain(ctx, teamA, a.ID, audit.Entry{}))
 	got, err = st.Emails.IsTeamTrackingHost(ctx, teamA, "links.a.test")
 	require.NoError(t, err)
 	require.False(t, got, "the domain was deleted")

@@ -8,6 +8,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/posthaste/posthaste/internal/audit"
 )
 
 // Webhook endpoint states.
@@ -234,7 +237,13 @@ func (e *LimitError) Is(target error) bool { return target == ErrLimitReached }
 // has MaxWebhooksPerTeam. The team's row is locked while its endpoints are
 // counted, so concurrent creations cannot pass the limit together.
 func (s *Webhooks) CreateWebhook(ctx context.Context, w Webhook) error {
-	return s.inTx(ctx, func(tx pgx.Tx) error {
+	return s.CreateWebhookBy(ctx, w, audit.Entry{})
+}
+
+// CreateWebhookBy is CreateWebhook that also appends by, the audit entry
+// of the creation, in its transaction.
+func (s *Webhooks) CreateWebhookBy(ctx context.Context, w Webhook, by audit.Entry) error {
+	return s.audited(ctx, by, func(tx pgx.Tx) error {
 		// The count runs in a statement of its own: under READ COMMITTED it
 		// sees the endpoints committed by whoever held the lock before. NO KEY
 		// UPDATE does not hold up the foreign-key checks of other inserts
@@ -288,8 +297,9 @@ type WebhookUpdate struct {
 }
 
 // UpdateWebhook changes an endpoint. Enabling it clears its failure record.
-func (s *Webhooks) UpdateWebhook(ctx context.Context, teamID, id uuid.UUID, u WebhookUpdate) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE webhook SET
+func (s *Webhooks) UpdateWebhook(ctx context.Context, teamID, id uuid.UUID, u WebhookUpdate, by audit.Entry) error {
+	return s.webhookChange(ctx, by, func(tx pgx.Tx) (pgconn.CommandTag, error) {
+		return tx.Exec(ctx, `UPDATE webhook SET
 			endpoint = coalesce(@endpoint, endpoint),
 			events = coalesce(@events, events),
 			failing_since = CASE WHEN @status::text = 'enabled' THEN NULL ELSE failing_since END,
@@ -299,43 +309,50 @@ func (s *Webhooks) UpdateWebhook(ctx context.Context, teamID, id uuid.UUID, u We
 			status = coalesce(@status, status),
 			updated_at = now()
 		WHERE id = @id AND team_id = @team`,
-		pgx.NamedArgs{"id": id, "team": teamID, "endpoint": u.Endpoint, "events": u.Events, "status": u.Status})
-	if err != nil {
-		return fmt.Errorf("updating webhook %s: %w", id, mapErr(err))
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
-	}
-	return nil
+			pgx.NamedArgs{"id": id, "team": teamID, "endpoint": u.Endpoint, "events": u.Events, "status": u.Status})
+	}, "updating webhook %s", id)
 }
 
 // DeleteWebhook deletes an endpoint with its messages and attempts.
-func (s *Webhooks) DeleteWebhook(ctx context.Context, teamID, id uuid.UUID) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM webhook WHERE id = @id AND team_id = @team`,
-		pgx.NamedArgs{"id": id, "team": teamID})
-	if err != nil {
-		return fmt.Errorf("deleting webhook %s: %w", id, mapErr(err))
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
-	}
-	return nil
+func (s *Webhooks) DeleteWebhook(ctx context.Context, teamID, id uuid.UUID, by audit.Entry) error {
+	return s.webhookChange(ctx, by, func(tx pgx.Tx) (pgconn.CommandTag, error) {
+		return tx.Exec(ctx, `DELETE FROM webhook WHERE id = @id AND team_id = @team`,
+			pgx.NamedArgs{"id": id, "team": teamID})
+	}, "deleting webhook %s", id)
 }
 
 // RotateWebhookSecret makes secret (sealed) the endpoint's secret; the
 // current one keeps signing until until.
-func (s *Webhooks) RotateWebhookSecret(ctx context.Context, teamID, id uuid.UUID, secret []byte, until time.Time) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE webhook SET previous_secret = secret, previous_secret_until = @until,
+func (s *Webhooks) RotateWebhookSecret(ctx context.Context, teamID, id uuid.UUID, secret []byte, until time.Time, by audit.Entry) error {
+	return s.webhookChange(ctx, by, func(tx pgx.Tx) (pgconn.CommandTag, error) {
+		return tx.Exec(ctx, `UPDATE webhook SET previous_secret = secret, previous_secret_until = @until,
 			secret = @secret, updated_at = now()
 		WHERE id = @id AND team_id = @team`,
-		pgx.NamedArgs{"id": id, "team": teamID, "secret": secret, "until": until})
-	if err != nil {
-		return fmt.Errorf("rotating secret of webhook %s: %w", id, mapErr(err))
-	}
-	if tag.RowsAffected() == 0 {
+			pgx.NamedArgs{"id": id, "team": teamID, "secret": secret, "until": until})
+	}, "rotating secret of webhook %s", id)
+}
+
+// webhookChange runs exec, a statement on one endpoint, in a transaction
+// that also appends by, the audit entry of the change (none when zero).
+// ErrNotFound when the statement changed no row; other errors are wrapped
+// as what, id.
+func (s *Webhooks) webhookChange(ctx context.Context, by audit.Entry, exec func(pgx.Tx) (pgconn.CommandTag, error),
+	what string, id uuid.UUID) error {
+	var found bool
+	err := s.audited(ctx, by, func(tx pgx.Tx) error {
+		tag, err := exec(tx)
+		if err != nil {
+			return fmt.Errorf(what+": %w", id, mapErr(err))
+		}
+		if found = tag.RowsAffected() > 0; !found {
+			return ErrNotFound
+		}
+		return nil
+	})
+	if !found && errors.Is(err, ErrNotFound) {
 		return ErrNotFound
 	}
-	return nil
+	return err
 }
 
 // DisableWebhook disables an enabled endpoint for reason and fails its

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
@@ -340,7 +341,7 @@ func TestScheduledEmailQueuesItsWebhook(t *testing.T) {
 	env := newWebhookEnv(t, "https://hooks.example/", time.Hour)
 	ctx := context.Background()
 	require.NoError(t, env.st.Webhooks.UpdateWebhook(ctx, env.hook.TeamID, env.hook.ID,
-		store.WebhookUpdate{Events: []string{"email.scheduled"}}))
+		store.WebhookUpdate{Events: []string{"email.scheduled"}}, audit.Entry{}))
 	at := time.Now().Add(time.Hour)
 	e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: env.hook.TeamID, From: "a@posthaste.test",
 		FromDomain: "posthaste.test", To: []string{"delivered@posthaste.test"}, Subject: "Later",

@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/audit"
-	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
@@ -57,13 +56,12 @@ type EndpointsConfig struct {
 // them a test event, and listing their events and attempts and replaying
 // an event. Every method that takes a team answers store.ErrNotFound for
 // another team's endpoint. The methods that change an endpoint take the
-// actor (an audit entry with the actor and its client filled in) and
-// record the change in the audit log once it is made; when that entry
-// cannot be written they return its error, the change staying.
+// actor (an audit entry with the actor and its client filled in); the
+// store writes the change's audit entry in the change's transaction, so
+// the change and its entry are made or fail together.
 type Endpoints struct {
 	cfg    EndpointsConfig
 	store  *store.Store
-	audit  *auditlog.Log
 	logger *slog.Logger
 }
 
@@ -75,7 +73,7 @@ func NewEndpoints(cfg EndpointsConfig, st *store.Store) *Endpoints {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Endpoints{cfg: cfg, store: st, audit: auditlog.New(st), logger: cfg.Logger.With("component", "webhooks")}
+	return &Endpoints{cfg: cfg, store: st, logger: cfg.Logger.With("component", "webhooks")}
 }
 
 // AllowHTTP reports whether plain http endpoints are accepted.
@@ -156,10 +154,11 @@ func (e *Endpoints) Create(ctx context.Context, teamID uuid.UUID, endpoint strin
 	}
 	w := store.Webhook{ID: id, TeamID: teamID, Endpoint: endpoint, Events: events,
 		Status: store.WebhookEnabled, Secret: sealed}
-	if err := e.store.Webhooks.CreateWebhook(ctx, w); err != nil {
+	by, err := succeeded(actor, teamID, audit.WebhookCreate, id, nil)
+	if err != nil {
 		return store.Webhook{}, "", err
 	}
-	if err := e.audit.Success(ctx, actor, teamID, audit.WebhookCreate, "webhook", id.String(), nil); err != nil {
+	if err := e.store.Webhooks.CreateWebhookBy(ctx, w, by); err != nil {
 		return store.Webhook{}, "", err
 	}
 	return w, FormatSecret(key), nil
@@ -207,23 +206,31 @@ func (e *Endpoints) update(ctx context.Context, teamID, id uuid.UUID, c Change, 
 		}
 		u.Status = c.Status
 	}
-	if err := e.store.Webhooks.UpdateWebhook(ctx, teamID, id, u); err != nil {
+	by, err := succeeded(actor, teamID, audit.WebhookUpdate, id, detail)
+	if err != nil {
+		return err
+	}
+	if err := e.store.Webhooks.UpdateWebhook(ctx, teamID, id, u, by); err != nil {
 		return err
 	}
 	if u.Status != nil {
 		e.wake(ctx, id)
 	}
-	return e.audit.Success(ctx, actor, teamID, audit.WebhookUpdate, "webhook", id.String(), detail)
+	return nil
 }
 
 // Delete deletes a team's endpoint with its events and attempts, for actor
 // (audit.WebhookDelete).
 func (e *Endpoints) Delete(ctx context.Context, teamID, id uuid.UUID, actor audit.Entry) error {
-	if err := e.store.Webhooks.DeleteWebhook(ctx, teamID, id); err != nil {
+	by, err := succeeded(actor, teamID, audit.WebhookDelete, id, nil)
+	if err != nil {
+		return err
+	}
+	if err := e.store.Webhooks.DeleteWebhook(ctx, teamID, id, by); err != nil {
 		return err
 	}
 	e.wake(ctx, id) // its delivery ends when it finds the endpoint gone
-	return e.audit.Success(ctx, actor, teamID, audit.WebhookDelete, "webhook", id.String(), nil)
+	return nil
 }
 
 // wake nudges an endpoint's delivery; a failure is logged, since the
@@ -261,10 +268,11 @@ func (e *Endpoints) Rotate(ctx context.Context, w store.Webhook, actor audit.Ent
 	if err != nil {
 		return "", fmt.Errorf("sealing the secret of webhook %s: %w", w.ID, err)
 	}
-	if err := e.store.Webhooks.RotateWebhookSecret(ctx, w.TeamID, w.ID, sealed, e.cfg.Now().Add(RotationOverlap)); err != nil {
+	by, err := succeeded(actor, w.TeamID, audit.WebhookRotateSecret, w.ID, nil)
+	if err != nil {
 		return "", err
 	}
-	if err := e.audit.Success(ctx, actor, w.TeamID, audit.WebhookRotateSecret, "webhook", w.ID.String(), nil); err != nil {
+	if err := e.store.Webhooks.RotateWebhookSecret(ctx, w.TeamID, w.ID, sealed, e.cfg.Now().Add(RotationOverlap), by); err != nil {
 		return "", err
 	}
 	return FormatSecret(key), nil
@@ -314,4 +322,11 @@ func (e *Endpoints) Test(ctx context.Context, w store.Webhook, typ string) (stor
 		return store.WebhookAttempt{}, err
 	}
 	return row, nil
+}
+
+// succeeded is the audit entry of a successful action by actor on the
+// team's endpoint id, which the store appends with the change.
+func succeeded(actor audit.Entry, teamID uuid.UUID, action audit.Action, id uuid.UUID, detail map[string]any) (audit.Entry, error) {
+	actor.TeamID = &teamID
+	return audit.Succeeded(actor, action, "webhook", id.String(), detail)
 }
