@@ -66,6 +66,6 @@ func TestServeAnswersOverTheCap(t *testing.T) {
 // their go-smtp servers and connection limiters only through this
 // package, so there is one listener base.
 func TestServersUseTheBase(t *testing.T) {
-	sourcetest.Forbid(t, []string{"../../smtpgw", "../inbound"}, []string{"smtp.NewServer(", "connlimit.New("},
+	sourcetest.Forbid(t, []string{"../../smtpgw", "../mxlisten"}, []string{"smtp.NewServer(", "connlimit.New("},
 		"build the listener with smtpserve.New")
 }
