@@ -6,7 +6,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -45,21 +44,13 @@ type createSuppressionRequest struct {
 	Email *string `json:"email"`
 }
 
-// keyActor is the audit entry of a change the request's API key makes, with
-// its client; the service fills in the action and the target.
-func keyActor(c *gin.Context) audit.Entry {
-	p := principal(c)
-	return audit.Entry{ActorType: audit.ActorAPIKey, ActorID: &p.KeyID, ClientAddr: c.ClientIP(),
-		UserAgent: c.Request.UserAgent()}
-}
-
 func (s *emailsAPI) createSuppression(c *gin.Context) {
 	var req createSuppressionRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
 		return
 	}
-	sp, err := s.emails.AddSuppression(c.Request.Context(), principal(c).TeamID, req.Email, keyActor(c))
+	sp, err := s.emails.AddSuppression(c.Request.Context(), principal(c).TeamID, req.Email, s.actor(c))
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -69,7 +60,7 @@ func (s *emailsAPI) createSuppression(c *gin.Context) {
 
 // deleteSuppression takes an entry's id or its address.
 func (s *emailsAPI) deleteSuppression(c *gin.Context) {
-	sp, err := s.emails.DeleteSuppression(c.Request.Context(), principal(c).TeamID, c.Param("id"), keyActor(c))
+	sp, err := s.emails.DeleteSuppression(c.Request.Context(), principal(c).TeamID, c.Param("id"), s.actor(c))
 	if err != nil {
 		s.respondError(c, notFound(err, "Suppression not found."))
 		return
