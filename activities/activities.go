@@ -1,13 +1,13 @@
 // Package activities does the I/O of Posthaste's sending workflows
-// (SendEmail, SendBatch), of received mail (ProcessInbound), of the
-// periodic sweeps (Retention, Reconcile, AccountHealth): building and
-// storing messages, recording email events, and delivering to MX hosts,
-// within the warm-up allowances of the source addresses that WarmupGate
-// counts in PostgreSQL. The activities of the other workflows live in the
-// package of their area: internal/domains (VerifyDomain), imports
-// (ContactImport), broadcast (Broadcast), datareq (DataRequest) and
-// webhook (DeliverWebhook). Every activity is idempotent: a retry after a
-// crash repeats no visible effect.
+// (SendEmail, SendBatch) and of the periodic sweeps (Retention, Reconcile,
+// AccountHealth): building and storing messages, recording email events,
+// and delivering to MX hosts, within the warm-up allowances of the source
+// addresses that WarmupGate counts in PostgreSQL. The activities of the
+// other workflows live in the package of their area: internal/domains
+// (VerifyDomain), imports (ContactImport), broadcast (Broadcast), datareq
+// (DataRequest), webhook (DeliverWebhook) and receiving (ProcessInbound).
+// Every activity is idempotent: a retry after a crash repeats no visible
+// effect.
 package activities
 
 import (
@@ -94,20 +94,15 @@ type Config struct {
 	// VERPKey signs the return paths of emails sent from a domain, one
 	// per recipient (reports.RecipientReturnPath), so that only a report
 	// about a recipient of an email we sent reaches the inbound MX; derived from the master key
-	// (VERPKeyPurpose). Nil in a process without a master key, which then
+	// (reports.VERPKeyPurpose). Nil in a process without a master key, which then
 	// cannot prepare mail from a domain anyway. When it is nil and Keys is
 	// set, New derives it from Keys.
 	VERPKey []byte
-	// FBLDomains are the sender domains of the feedback loops whose
-	// complaints (ARF) are acted on (POSTHASTE_FBL_DOMAINS), when
-	// authenticated by the domain (fromFeedbackLoop); any other
-	// complaint is kept as received mail and acts on nobody. Empty: none
-	// is acted on.
-	FBLDomains []string
 	// UnsubscribeMailtoKey makes the mailto unsubscribe addresses of
 	// emails sent with a topic from a domain (mailto.Make), derived from
-	// the master key (mailto.KeyPurpose); the inbound MX verifies them
-	// with the same key. When it is nil and Keys is set, New derives it
+	// the master key (mailto.KeyPurpose); the inbound MX and the
+	// ProcessInbound activity (package receiving) verify them with the
+	// same key. When it is nil and Keys is set, New derives it
 	// from Keys; with neither, those emails name only the URL.
 	UnsubscribeMailtoKey []byte
 	// TrackingKey seals the tokens of tracked links and open pixels
@@ -128,22 +123,17 @@ type Config struct {
 	DefaultPool string
 }
 
-// VERPKeyPurpose derives Config.VERPKey from the master key
-// (seal.Box.DeriveKey).
-const VERPKeyPurpose = "posthaste verp return path"
-
-// Activities are the activities of the workflows of sending and received
-// mail and of the periodic sweeps, one struct a workflow (or a workflow
-// and the one it starts, for SendEmail and SendBatch), each holding only
-// the dependencies its activities use. Construct it with New; the worker
-// registers each activity under its name in package contract. The
-// activities of the other workflows live in the package of their area
-// (domains, imports, broadcast, datareq, webhook); Health is built apart.
+// Activities are the activities of the sending workflows and of the
+// periodic sweeps, one struct a workflow (or a workflow and the one it
+// starts, for SendEmail and SendBatch), each holding only the dependencies
+// its activities use. Construct it with New; the worker registers each
+// activity under its name in package contract. The activities of the
+// other workflows live in the package of their area (domains, imports,
+// broadcast, datareq, webhook, receiving); Health is built apart.
 type Activities struct {
 	*Sending    // SendEmail and SendBatch
 	*Retention  // Retention
 	*Reconciler // Reconcile
-	*Inbound    // ProcessInbound
 }
 
 // Sending are the activities of SendEmail and SendBatch: preparing,
@@ -167,8 +157,8 @@ type Sending struct {
 }
 
 // recorder records the events of an email and puts the addresses they
-// bounce on the suppression list: what sending and received reports
-// share.
+// bounce on the suppression list (package receiving does the same for
+// received reports).
 type recorder struct {
 	emails  *store.Emails
 	outbox  Notifier
@@ -187,18 +177,6 @@ type Reconciler struct {
 	workflows EmailWorkflows
 	metrics   *telemetry.Metrics
 	logger    *slog.Logger
-}
-
-// Inbound is the activity of ProcessInbound.
-type Inbound struct {
-	recorder
-	audience             *store.Audience
-	received             *store.Received
-	logger               *slog.Logger
-	now                  func() time.Time
-	verpKey              []byte
-	unsubscribeMailtoKey []byte
-	fblDomains           []string
 }
 
 // New returns the activities, delivering from the default pool with d
@@ -225,7 +203,7 @@ func NewWithSenders(cfg Config, st *store.Store, senders Senders, metrics *telem
 		now = time.Now
 	}
 	if cfg.VERPKey == nil && cfg.Keys != nil {
-		cfg.VERPKey = cfg.Keys.DeriveKey(VERPKeyPurpose)
+		cfg.VERPKey = cfg.Keys.DeriveKey(reports.VERPKeyPurpose)
 	}
 	if cfg.UnsubscribeMailtoKey == nil && cfg.Keys != nil {
 		cfg.UnsubscribeMailtoKey = cfg.Keys.DeriveKey(mailto.KeyPurpose)
@@ -241,8 +219,6 @@ func NewWithSenders(cfg Config, st *store.Store, senders Senders, metrics *telem
 			localRegions: cfg.LocalRegions, defaultPool: cfg.DefaultPool},
 		Retention:  &Retention{privacy: st.Privacy, insights: st.Insights},
 		Reconciler: &Reconciler{emails: st.Emails, workflows: cfg.Workflows, metrics: metrics, logger: logger},
-		Inbound: &Inbound{recorder: rec, audience: st.Audience, received: st.Received, logger: logger, now: now, verpKey: cfg.VERPKey,
-			unsubscribeMailtoKey: cfg.UnsubscribeMailtoKey, fblDomains: cfg.FBLDomains},
 	}
 }
 

@@ -167,11 +167,5 @@ func TestDeliverRecordsOutcomesAndRetriesOnlyDeferred(t *testing.T) {
 
 func recipientStatus(t *testing.T, st *store.Store, e store.Email) map[string]string {
 	t.Helper()
-	got, err := st.Emails.GetEmail(context.Background(), e.TeamID, e.ID)
-	require.NoError(t, err)
-	out := map[string]string{}
-	for _, r := range got.Recipients {
-		out[r.Address] = r.Status
-	}
-	return out
+	return acttest.RecipientStatus(t, st, e)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	msgdkim "github.com/emersion/go-msgauth/dkim"
 	"github.com/google/uuid"
@@ -18,53 +17,25 @@ import (
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/acttest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 func newBox(t *testing.T) *seal.Box {
 	t.Helper()
-	k, err := seal.NewKey()
-	require.NoError(t, err)
-	raw, err := seal.ParseKey(k)
-	require.NoError(t, err)
-	b, err := seal.New(raw)
-	require.NoError(t, err)
-	return b
+	return acttest.NewBox(t)
 }
 
 // insertDomain adds a verified domain with a sealed key to a new team.
 func insertDomain(t *testing.T, st *store.Store, box *seal.Box, name string) (store.Domain, dkim.Key) {
 	t.Helper()
-	ctx := context.Background()
-	team := uuid.Must(uuid.NewV7())
-	require.NoError(t, st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: "t"}))
-	key, err := dkim.GenerateKey()
-	require.NoError(t, err)
-	d := store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: name, Region: "eu-west-1",
-		Status: store.DomainVerified, ReturnPath: "bounce", TLS: store.TLSEnforced, DKIMSelector: "sel",
-		DKIMPublicKey: key.PublicBase64}
-	d.DKIMPrivateKey, err = box.Seal(key.PrivatePKCS8, d.ID[:])
-	require.NoError(t, err)
-	require.NoError(t, st.Domains.CreateDomain(ctx, d))
-	return d, key
+	return acttest.InsertDomain(t, st, box, name)
 }
 
 func domainEmail(t *testing.T, st *store.Store, d store.Domain, rcpts ...string) store.Email {
 	t.Helper()
-	text := "Hello from a verified domain."
-	e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, DomainID: &d.ID,
-		From: "Shop <hello@" + d.Name + ">", FromDomain: d.Name, To: rcpts, Subject: "Signed", Text: &text,
-		ReplyTo:   []string{"help@" + d.Name},
-		Headers:   []store.Header{{Name: "List-Unsubscribe", Value: "<mailto:u@" + d.Name + ">"}},
-		LastEvent: store.EventQueued, CreatedAt: time.Now()}
-	for _, r := range rcpts {
-		_, dom, _ := strings.Cut(r, "@")
-		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: dom, Status: store.EventQueued})
-	}
-	_, err := storetest.InsertEmail(context.Background(), st, e)
-	require.NoError(t, err)
-	return e
+	return acttest.DomainEmail(t, st, d, rcpts...)
 }
 
 func TestPrepareSignsAndSkipsSuppressed(t *testing.T) {
@@ -82,11 +53,11 @@ func TestPrepareSignsAndSkipsSuppressed(t *testing.T) {
 	res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.Equal(t, []contract.DeliveryGroup{{Domain: "dest.test", Region: "eu-west-1", TLS: "enforced",
-		ReturnPath: reports.SignedReturnPath(box.DeriveKey(activities.VERPKeyPurpose), e.ID, "bounce.shop.test"),
+		ReturnPath: reports.SignedReturnPath(box.DeriveKey(reports.VERPKeyPurpose), e.ID, "bounce.shop.test"),
 		Recipients: []string{"a@dest.test"}}}, res.Groups)
 	v, ok := reports.ParseVERP(res.Groups[0].ReturnPath)
 	require.True(t, ok)
-	require.True(t, v.Verify(box.DeriveKey(activities.VERPKeyPurpose)), "the return path is signed")
+	require.True(t, v.Verify(box.DeriveKey(reports.VERPKeyPurpose)), "the return path is signed")
 	require.Len(t, res.Sandbox, 1)
 	require.Equal(t, map[string]string{"a@dest.test": "sent", "Gone@dest.test": "suppressed",
 		"delivered@posthaste.test": "sent"}, recipientStatus(t, st, e))

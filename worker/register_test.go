@@ -17,6 +17,7 @@ import (
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/imports"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
@@ -42,7 +43,8 @@ func (n *names) RegisterActivityWithOptions(fn any, o activity.RegisterOptions) 
 // another package must not rename it.
 func TestRegisteredNames(t *testing.T) {
 	acts := Activities{
-		Activities:   &activities.Activities{Sending: &activities.Sending{}, Retention: &activities.Retention{}, Reconciler: &activities.Reconciler{}, Inbound: &activities.Inbound{}},
+		Activities:   &activities.Activities{Sending: &activities.Sending{}, Retention: &activities.Retention{}, Reconciler: &activities.Reconciler{}},
+		Inbound:      &receiving.Activities{},
 		Domains:      &domains.Activities{},
 		Imports:      &imports.Activities{},
 		Broadcasts:   &broadcast.Activities{},
@@ -68,7 +70,7 @@ func TestRegisteredNames(t *testing.T) {
 		"PurgeAudit":            mod + "activities.(*Retention)",
 		"PurgeExpired":          mod + "activities.(*Retention)",
 		"ReconcileEmails":       mod + "activities.(*Reconciler)",
-		"ProcessInboundMessage": mod + "activities.(*Inbound)",
+		"ProcessInboundMessage": mod + "internal/receiving.(*Activities)",
 		"CheckDomain":           mod + "internal/domains.(*Activities)",
 		"SetDomainStatus":       mod + "internal/domains.(*Activities)",
 		"StartContactImport":    mod + "internal/imports.(*Activities)",

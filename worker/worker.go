@@ -29,6 +29,7 @@ import (
 	"github.com/posthaste/posthaste/internal/imports"
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/outbox"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/webhook"
 	"github.com/posthaste/posthaste/workflows"
@@ -69,11 +70,12 @@ const DefaultInboundSlots = 4
 // been accepted, and its retry would send it again.
 const DefaultStopTimeout = 8 * time.Second
 
-// Activities are the activities a worker registers: those of sending,
-// received mail and the sweeps from package activities, and each other
-// workflow's from the package of its area, every one built once in cmd.
+// Activities are the activities a worker registers: those of sending and
+// the sweeps from package activities, and each other workflow's from the
+// package of its area, every one built once in cmd.
 type Activities struct {
-	*activities.Activities                       // SendEmail, SendBatch, Retention, Reconcile, ProcessInbound
+	*activities.Activities                       // SendEmail, SendBatch, Retention, Reconcile
+	Inbound                *receiving.Activities // ProcessInbound
 	Domains                *domains.Activities   // VerifyDomain
 	Imports                *imports.Activities   // ContactImport
 	Broadcasts             *broadcast.Activities // Broadcast

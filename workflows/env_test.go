@@ -11,6 +11,7 @@ import (
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/imports"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
@@ -20,6 +21,7 @@ import (
 // live in the package of their area.
 var (
 	a               = &activities.Activities{}
+	inboundActs     *receiving.Activities
 	domainActs      *domains.Activities
 	importActs      *imports.Activities
 	broadcastActs   *broadcast.Activities

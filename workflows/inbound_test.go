@@ -23,7 +23,7 @@ func newInboundEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	env := testEnv()
 	env.RegisterWorkflowWithOptions(ProcessInbound, workflow.RegisterOptions{Name: ProcessInboundName})
-	env.RegisterActivityWithOptions(a.ProcessInboundMessage, activity.RegisterOptions{Name: contract.ProcessInboundMessageName})
+	env.RegisterActivityWithOptions(inboundActs.ProcessInboundMessage, activity.RegisterOptions{Name: contract.ProcessInboundMessageName})
 	return env
 }
 

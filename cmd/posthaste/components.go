@@ -43,6 +43,7 @@ import (
 	"github.com/posthaste/posthaste/internal/ratelimit"
 	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/records"
+	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/reqlog"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/shaping"
@@ -270,7 +271,7 @@ func masterRing(cfg config.Domains, devKeyFile string, create bool) (*seal.Box, 
 // in mail already sent. A new purpose must be listed here.
 func tokenKeyPurposes() []string {
 	return []string{unsubscribe.KeyPurpose, mailto.KeyPurpose, tracking.KeyPurpose,
-		activities.VERPKeyPurpose, api.DownloadKeyPurpose, codec.SubjectIDPurpose}
+		reports.VERPKeyPurpose, api.DownloadKeyPurpose, codec.SubjectIDPurpose}
 }
 
 // payloadCodec is the codec that encrypts the personal data in Temporal
@@ -722,9 +723,11 @@ func newActivities(ctx context.Context, cfg config.Config, st *store.Store, tc c
 			Crash:       crash,
 			Workflows:   starter,
 			Unsubscribe: links,
-			FBLDomains:  cfg.Inbound.FBLDomains,
 			DefaultPool: cfg.Delivery.DefaultPool,
 		}, st, d, metrics, logger),
+		Inbound: receiving.NewActivities(receiving.ActivitiesConfig{VERPKey: verpKey(keys),
+			UnsubscribeMailtoKey: mailtoKey(keys), FBLDomains: cfg.Inbound.FBLDomains, Outbox: outbox,
+			Metrics: metrics, Logger: logger}, st),
 		Domains: domains.NewActivities(domains.ActivitiesConfig{Records: recordsConfig(cfg.Domains),
 			Resolver: newResolver(cfg.Delivery), Logger: logger}, st.Domains),
 		Imports: imports.NewActivities(st.Audience),

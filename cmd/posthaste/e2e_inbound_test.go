@@ -18,7 +18,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
@@ -48,7 +47,7 @@ func devVERPKey(t *testing.T, dataDir string) []byte {
 	require.NoError(t, err)
 	box, err := seal.New(key)
 	require.NoError(t, err)
-	return box.DeriveKey(activities.VERPKeyPurpose)
+	return box.DeriveKey(reports.VERPKeyPurpose)
 }
 
 // The email and return path every report fixture of internal/reports is
@@ -425,7 +424,7 @@ func checkMXProcess(t *testing.T, base map[string]string, team string) {
 	res.Body.Close()
 	require.Equal(t, 200, res.StatusCode)
 
-	rp := mustRecipientPath(t, box.DeriveKey(activities.VERPKeyPurpose), e.ID, 0, "send.split.test")
+	rp := mustRecipientPath(t, box.DeriveKey(reports.VERPKeyPurpose), e.ID, 0, "send.split.test")
 	dsn := reportFixture(t, "postfix-failed.eml", e.ID.String(), rp, map[string]string{"nobody@example.org": "gone@rcpt.test"})
 	requireCode(t, sendInbound(t, addr, "user@elsewhere.test", dsn), 550)
 	require.NoError(t, sendInbound(t, addr, rp, dsn))

@@ -14,13 +14,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/mxlisten"
 	"github.com/posthaste/posthaste/internal/outbox"
 	"github.com/posthaste/posthaste/internal/ratelimit"
+	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/telemetry"
@@ -39,13 +39,22 @@ type mxServer struct {
 }
 
 // verpKey is the key of return-path signatures, derived from the master
-// key for that purpose only (the activities derive the same); nil without
-// a master key.
+// key for that purpose only (sending derives the same to sign them); nil
+// without a master key.
 func verpKey(keys *seal.Box) []byte {
 	if keys == nil {
 		return nil
 	}
-	return keys.DeriveKey(activities.VERPKeyPurpose)
+	return keys.DeriveKey(reports.VERPKeyPurpose)
+}
+
+// mailtoKey is the key of the mailto unsubscribe addresses of our emails
+// (sending derives the same to make them); nil without a master key.
+func mailtoKey(keys *seal.Box) []byte {
+	if keys == nil {
+		return nil
+	}
+	return keys.DeriveKey(mailto.KeyPurpose)
 }
 
 // startMX listens on addr and serves the inbound MX: bounces and
@@ -74,13 +83,7 @@ func startMX(cfg config.Config, st *store.Store, keys *seal.Box, notify func(), 
 	} else {
 		logger.Warn("the inbound MX offers no STARTTLS: POSTHASTE_TLS_CERT_FILE is unset")
 	}
-	var unsubKey []byte
-	if keys != nil {
-		// The mailto unsubscribe addresses of our emails (the activities
-		// derive the same key to make them).
-		unsubKey = keys.DeriveKey(mailto.KeyPurpose)
-	}
-	router := inroute.New(st.Received, st.Emails, verpKey(keys), unsubKey)
+	router := inroute.New(st.Received, st.Emails, verpKey(keys), mailtoKey(keys))
 	acc := store.NewInbound(st, notify)
 	// The rates and budget of inbound mail: the budget counted in
 	// PostgreSQL, the rates in this process or, with REDIS_URL, shared by

@@ -119,7 +119,7 @@ type Inbound struct {
 	DailyMessages, StorageBytes int64
 	// FBLDomains is POSTHASTE_FBL_DOMAINS, lower-cased: the sender
 	// domains of the feedback loops whose complaints are acted on when
-	// authenticated (activities.Config.FBLDomains); nil acts on none.
+	// authenticated (receiving.ActivitiesConfig.FBLDomains); nil acts on none.
 	FBLDomains []string
 	// WorkerSlots is POSTHASTE_INBOUND_WORKER_SLOTS: how many received
 	// messages a worker (`dev`, `worker`) processes at once, on a task

@@ -1,8 +1,14 @@
-// Package receiving is the area of received mail as the API and the
-// dashboard see it: a team's received emails, their attachments and raw
-// messages, and its inbound budget. The MX listener (internal/mxlisten)
-// and the parser (internal/received) are elsewhere; this Service is the
-// one way the HTTP API and the dashboard read what was received.
+// Package receiving is the area of inbound mail. Its Service is received
+// mail as the API and the dashboard see it: a team's received emails,
+// their attachments and raw messages, and its inbound budget; it is the
+// one way the HTTP API and the dashboard read what was received. It also
+// holds the activity of the inbound workflow, ProcessInbound (Activities):
+// acting on each message the MX accepted, whether a bounce or complaint
+// about an email we sent (recorded on the email, the address suppressed),
+// a mail to a mailto unsubscribe address, or mail to a receiving domain
+// (stored, parsed, with an email.received event). The MX listener
+// (internal/mxlisten), the routing of recipients (internal/inroute) and
+// the parsers (internal/reports, internal/received) are elsewhere.
 package receiving
 
 import (

@@ -16,6 +16,11 @@ import (
 // before, bounces+<email id>[-<signature>]@<host>.
 const VERPPrefix = "bounces+"
 
+// VERPKeyPurpose derives the key of return-path signatures from the
+// master key (seal.Box.DeriveKey): sending signs its return paths with
+// it, the inbound MX and the processing of received reports verify them.
+const VERPKeyPurpose = "posthaste verp return path"
+
 // recipientLabel is the purpose per-recipient return path codes are
 // signed for (rcptcode).
 const recipientLabel = "posthaste verp v2"

@@ -1,6 +1,7 @@
 // Package acttest runs activities in tests the way a worker does, so that
-// the activities of every area (package activities and the area packages
-// that hold their workflows' activities) are tested alike.
+// the activities of every area (each in the package of its area) are
+// tested alike, and makes what they run on: queued emails, verified
+// domains with sealed keys.
 package acttest
 
 import (
@@ -12,6 +13,8 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/posthaste/posthaste/internal/dkim"
+	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
@@ -62,4 +65,81 @@ func InsertEmailAt(t testing.TB, st *store.Store, at time.Time, rcpts ...string)
 		t.Fatalf("inserting an email: %v", err)
 	}
 	return e
+}
+
+// NewBox returns a sealing box under a new master key.
+func NewBox(t testing.TB) *seal.Box {
+	t.Helper()
+	k, err := seal.NewKey()
+	if err != nil {
+		t.Fatalf("making a master key: %v", err)
+	}
+	raw, err := seal.ParseKey(k)
+	if err != nil {
+		t.Fatalf("parsing the master key: %v", err)
+	}
+	b, err := seal.New(raw)
+	if err != nil {
+		t.Fatalf("making a box: %v", err)
+	}
+	return b
+}
+
+// InsertDomain adds a verified domain called name, with a DKIM key sealed
+// by box, to a new team, and returns it with its key.
+func InsertDomain(t testing.TB, st *store.Store, box *seal.Box, name string) (store.Domain, dkim.Key) {
+	t.Helper()
+	ctx := context.Background()
+	team := uuid.Must(uuid.NewV7())
+	if err := st.Accounts.CreateTeam(ctx, store.Team{ID: team, Name: "t"}); err != nil {
+		t.Fatalf("creating a team: %v", err)
+	}
+	key, err := dkim.GenerateKey()
+	if err != nil {
+		t.Fatalf("making a DKIM key: %v", err)
+	}
+	d := store.Domain{ID: uuid.Must(uuid.NewV7()), TeamID: team, Name: name, Region: "eu-west-1",
+		Status: store.DomainVerified, ReturnPath: "bounce", TLS: store.TLSEnforced, DKIMSelector: "sel",
+		DKIMPublicKey: key.PublicBase64}
+	if d.DKIMPrivateKey, err = box.Seal(key.PrivatePKCS8, d.ID[:]); err != nil {
+		t.Fatalf("sealing the DKIM key: %v", err)
+	}
+	if err := st.Domains.CreateDomain(ctx, d); err != nil {
+		t.Fatalf("creating a domain: %v", err)
+	}
+	return d, key
+}
+
+// DomainEmail stores a queued text email from domain d to rcpts (a
+// Reply-To and a List-Unsubscribe header), created now.
+func DomainEmail(t testing.TB, st *store.Store, d store.Domain, rcpts ...string) store.Email {
+	t.Helper()
+	text := "Hello from a verified domain."
+	e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, DomainID: &d.ID,
+		From: "Shop <hello@" + d.Name + ">", FromDomain: d.Name, To: rcpts, Subject: "Signed", Text: &text,
+		ReplyTo:   []string{"help@" + d.Name},
+		Headers:   []store.Header{{Name: "List-Unsubscribe", Value: "<mailto:u@" + d.Name + ">"}},
+		LastEvent: store.EventQueued, CreatedAt: time.Now()}
+	for _, r := range rcpts {
+		_, dom, _ := strings.Cut(r, "@")
+		e.Recipients = append(e.Recipients, store.Recipient{Address: r, Kind: "to", Domain: dom, Status: store.EventQueued})
+	}
+	if _, err := storetest.InsertEmail(context.Background(), st, e); err != nil {
+		t.Fatalf("inserting an email: %v", err)
+	}
+	return e
+}
+
+// RecipientStatus maps each recipient of e to its current status.
+func RecipientStatus(t testing.TB, st *store.Store, e store.Email) map[string]string {
+	t.Helper()
+	got, err := st.Emails.GetEmail(context.Background(), e.TeamID, e.ID)
+	if err != nil {
+		t.Fatalf("reading an email: %v", err)
+	}
+	out := map[string]string{}
+	for _, r := range got.Recipients {
+		out[r.Address] = r.Status
+	}
+	return out
 }

@@ -1,19 +1,15 @@
-package activities
+package receiving
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
-
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // reportTarget is what a report may act on: the email its return path
@@ -36,7 +32,7 @@ type reportTarget struct {
 // forms only for emails from before per-recipient return paths). A report
 // is never matched by its Message-ID alone: every recipient of an email
 // sees it, so it names no recipient. ok is false when nothing matches.
-func (a *Inbound) reportTarget(ctx context.Context, m store.InboundMessage, rep *reports.Report) (reportTarget, bool, error) {
+func (a *Activities) reportTarget(ctx context.Context, m store.InboundMessage, rep *reports.Report) (reportTarget, bool, error) {
 	var paths []reports.VERP
 	for _, r := range m.Recipients {
 		if r.Kind != inmail.RouteReturnPath {
@@ -141,7 +137,7 @@ func (t reportTarget) complainants(f *reports.Feedback) []string {
 }
 
 // fromFeedbackLoop reports whether a complaint comes from a feedback loop
-// the operator trusts (Config.FBLDomains): its RFC5322.From domain is one
+// the operator trusts (ActivitiesConfig.FBLDomains): its RFC5322.From domain is one
 // of domains or a subdomain of one, and it is authenticated by that
 // domain: a DKIM signature that passed with d= within it (aligned, RFC
 // 7489 §3.1.1, the listed domain standing for the organizational domain),
@@ -177,30 +173,4 @@ func fromFeedbackLoop(auth inmail.Results, from string, domains []string) bool {
 		}
 	}
 	return false
-}
-
-// recipientReturnPaths returns the return path of each of rcpts of e, an
-// email from domain d: its own signed one (reports.RecipientReturnPath,
-// naming the recipient's index in e), so that a report to it can be about
-// that recipient only, and each recipient's copy goes in a transaction of
-// its own. nil for mail without a domain or in a process without a VERP
-// key, which is sent with the return path of its delivery group.
-func (a *Sending) recipientReturnPaths(e store.Email, d *store.Domain, rcpts []string) (map[string]string, error) {
-	if e.DomainID == nil || d == nil || len(a.verpKey) == 0 {
-		return nil, nil
-	}
-	index := recipientIndex(e)
-	out := make(map[string]string, len(rcpts))
-	for _, r := range rcpts {
-		i, ok := index[r]
-		if !ok {
-			return nil, fmt.Errorf("recipient of %s not found", e.ID)
-		}
-		rp, err := reports.RecipientReturnPath(a.verpKey, e.ID, i, d.ReturnPath+"."+d.Name)
-		if err != nil {
-			return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypePermanent, err)
-		}
-		out[r] = rp
-	}
-	return out, nil
 }

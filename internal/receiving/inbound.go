@@ -1,4 +1,4 @@
-package activities
+package receiving
 
 import (
 	"bytes"
@@ -27,7 +27,7 @@ import (
 //     a permanent recipient failure suppresses the address; a delayed
 //     recipient gets one `delivery_delayed` (while it is not final);
 //   - a complaint (RFC 5965 ARF, Microsoft JMRP) from a trusted feedback
-//     loop (fromFeedbackLoop: authenticated, from Config.FBLDomains): the
+//     loop (fromFeedbackLoop: authenticated, from ActivitiesConfig.FBLDomains): the
 //     complaining recipient it may act on becomes `complained` and is
 //     suppressed with reason `complaint`; any other complaint is kept as
 //     received mail and acts on nobody;
@@ -48,7 +48,7 @@ import (
 // several). Other addresses the report names are ignored. Everything is idempotent (events happen once per
 // recipient, suppressions once per address), so a retry repeats nothing;
 // a message already processed, or gone, is left alone.
-func (a *Inbound) ProcessInboundMessage(ctx context.Context, in contract.ProcessInboundInput) (contract.ProcessInboundResult, error) {
+func (a *Activities) ProcessInboundMessage(ctx context.Context, in contract.ProcessInboundInput) (contract.ProcessInboundResult, error) {
 	m, err := a.received.InboundByID(ctx, in.InboundID)
 	if errors.Is(err, store.ErrNotFound) {
 		return contract.ProcessInboundResult{}, nil // purged: nothing to do
@@ -122,7 +122,7 @@ func (a *Inbound) ProcessInboundMessage(ctx context.Context, in contract.Process
 // the request, so the message's content does not matter. An address whose
 // email is gone (purged) is skipped; so is one whose code does not verify,
 // which the MX would not have accepted.
-func (a *Inbound) unsubscribeMailto(ctx context.Context, m store.InboundMessage) (int, error) {
+func (a *Activities) unsubscribeMailto(ctx context.Context, m store.InboundMessage) (int, error) {
 	n := 0
 	for _, r := range m.Recipients {
 		if r.Kind != inmail.RouteUnsubscribe || r.EmailID == nil {
@@ -169,7 +169,7 @@ func emailRecipient(e store.Email, addr string) (string, bool) {
 
 // recordBounces records the final failures and delays of a DSN's
 // recipients that belong to e, and suppresses the permanent ones.
-func (a *Inbound) recordBounces(ctx context.Context, e store.Email, dsn *reports.DSN) (events, suppressed int, err error) {
+func (a *Activities) recordBounces(ctx context.Context, e store.Email, dsn *reports.DSN) (events, suppressed int, err error) {
 	now := a.now()
 	var (
 		evs      []store.Event
@@ -211,7 +211,7 @@ func (a *Inbound) recordBounces(ctx context.Context, e store.Email, dsn *reports
 
 // recordComplaints marks addrs, recipients of e, `complained` and
 // suppresses them with reason complaint (see reportTarget.complainants).
-func (a *Inbound) recordComplaints(ctx context.Context, e store.Email, addrs []string) (events, suppressed int, err error) {
+func (a *Activities) recordComplaints(ctx context.Context, e store.Email, addrs []string) (events, suppressed int, err error) {
 	now := a.now()
 	evs := make([]store.Event, 0, len(addrs))
 	for _, addr := range addrs {

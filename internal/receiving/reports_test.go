@@ -1,4 +1,4 @@
-package activities_test
+package receiving_test
 
 import (
 	"context"
@@ -8,19 +8,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
-	"github.com/posthaste/posthaste/internal/mta"
+	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/store"
-	"github.com/posthaste/posthaste/internal/telemetry"
-	"github.com/posthaste/posthaste/internal/testkit/dnstest"
-	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
@@ -31,7 +25,7 @@ type reportEnv struct {
 	st   *store.Store
 	d    store.Domain
 	key  []byte
-	acts *activities.Activities
+	acts *receiving.Activities
 }
 
 func newReportEnv(t *testing.T) reportEnv {
@@ -39,9 +33,8 @@ func newReportEnv(t *testing.T) reportEnv {
 	st := storetest.New(t)
 	box := newBox(t)
 	d, _ := insertDomain(t, st, box, "shop.test")
-	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box,
-		FBLDomains: []string{"fbl.example"}}, st, nil, nil, nil)
-	return reportEnv{st: st, d: d, key: box.DeriveKey(activities.VERPKeyPurpose), acts: acts}
+	acts := newActivities(st, box, "fbl.example")
+	return reportEnv{st: st, d: d, key: box.DeriveKey(reports.VERPKeyPurpose), acts: acts}
 }
 
 func (r reportEnv) process(t *testing.T, id uuid.UUID) contract.ProcessInboundResult {
@@ -144,7 +137,7 @@ func TestReportsToPerEmailReturnPathsBeforeTheCutover(t *testing.T) {
 	r := newReportEnv(t)
 	old := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	e := r.delivered(t, old, "a@dest.test", "b@dest.test", "c@dest.test")
-	rp := activities.DomainReturnPath(r.key, e.ID, r.d)
+	rp := perEmailPath(r.key, e.ID, r.d)
 
 	res := r.process(t, receive(t, r.st, r.key, rp, dsnAbout(e, rp, "a@dest.test", "b@dest.test")))
 	require.Zero(t, res.Events, "two recipients named: none is acted on")
@@ -160,7 +153,7 @@ func TestReportsToPerEmailReturnPathsBeforeTheCutover(t *testing.T) {
 	// An email from after the cutover went out with per-recipient
 	// return paths: its per-email one is forged, and not even routed.
 	recent := r.delivered(t, time.Time{}, "d@dest.test")
-	_, err := inroute.New(r.st.Received, r.st.Emails, r.key, nil).Route(context.Background(), activities.DomainReturnPath(r.key, recent.ID, r.d))
+	_, err := inroute.New(r.st.Received, r.st.Emails, r.key, nil).Route(context.Background(), perEmailPath(r.key, recent.ID, r.d))
 	require.ErrorIs(t, err, inmail.ErrNotOurs)
 }
 
@@ -230,43 +223,4 @@ func TestComplaintsNeedAnAuthenticatedFeedbackLoop(t *testing.T) {
 		res := r.process(t, receiveAuth(t, r.st, r.key, rp, arfAbout(e, rp, e.Recipients[0].Address), auth))
 		require.Equal(t, contract.ProcessInboundResult{Kind: "feedback", EmailID: e.ID, Events: 1, Suppressed: 1}, res, name)
 	}
-}
-
-// Every recipient's copy goes in its own transaction from its own
-// return path, which names it.
-func TestDeliverSendsEachRecipientFromItsReturnPath(t *testing.T) {
-	t.Parallel()
-	st := storetest.New(t)
-	box := newBox(t)
-	d, _ := insertDomain(t, st, box, "shop.test")
-	dns := dnstest.NewServer(t)
-	mx := smtptest.NewServer(t, smtptest.Options{})
-	dns.AddMX("dest.test", "mx.dest.test", 10)
-	dns.AddA("mx.dest.test", "127.0.0.1")
-	client, err := mta.New(mta.Config{Hostname: "out.example", Resolver: dns.Resolver(), Port: mx.Port(), Egress: loopback})
-	require.NoError(t, err)
-	defer client.Close()
-	metrics := telemetry.NewMetrics(prometheus.NewRegistry())
-	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, client, metrics, nil)
-
-	e := domainEmail(t, st, d, "a@dest.test", "b@dest.test")
-	prep, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
-	require.NoError(t, err)
-	require.Len(t, prep.Groups, 1)
-	g := prep.Groups[0]
-	_, err = run[contract.DeliverInput, struct{}](t, acts.Deliver, contract.DeliverInput{EmailID: e.ID.String(),
-		TeamID: prep.TeamID, Domain: g.Domain, Recipients: g.Recipients, TLS: "opportunistic", ReturnPath: g.ReturnPath})
-	require.NoError(t, err)
-	key := box.DeriveKey(activities.VERPKeyPurpose)
-	msgs := mx.Messages()
-	require.Len(t, msgs, 2, "one transaction per recipient")
-	for i, m := range msgs {
-		require.Equal(t, []string{e.Recipients[i].Address}, m.To)
-		require.Equal(t, rcptPath(t, key, e, i, d), m.From)
-		v, ok := reports.ParseVERP(m.From)
-		require.True(t, ok)
-		require.True(t, v.PerRecipient && v.Index == i && v.Verify(key))
-	}
-	// Each outcome is recorded, and its event counted, once.
-	require.Equal(t, 2.0, testutil.ToFloat64(metrics.EmailEvents.WithLabelValues("delivered")))
 }

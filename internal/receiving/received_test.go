@@ -1,4 +1,4 @@
-package activities_test
+package receiving_test
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
@@ -101,7 +100,7 @@ func TestProcessInboundReceiving(t *testing.T) {
 
 	raw := []byte(strings.ReplaceAll(receivedFixture, "\n", "\r\n"))
 	id := receive(t, st, nil, "support@shop.test", raw)
-	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, nil, nil, nil)
+	acts := newActivities(st, box)
 	for i := range 2 { // a retry stores and announces nothing more
 		res, err := run[contract.ProcessInboundInput, contract.ProcessInboundResult](t,
 			acts.ProcessInboundMessage, contract.ProcessInboundInput{InboundID: id})
@@ -192,7 +191,7 @@ func TestProcessInboundReceivingDirtyMessage(t *testing.T) {
 	enableReceiving(t, st, d)
 	raw := []byte("From: a@example.org\r\nTo: x@shop.test\r\nSubject: caf\xe9\x00\r\nX-Bin: \xff\x00\r\n\r\nna\xefve\x00\r\n")
 	id := receive(t, st, nil, "x@shop.test", raw)
-	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, nil, nil, nil)
+	acts := newActivities(st, box)
 	res, err := run[contract.ProcessInboundInput, contract.ProcessInboundResult](t,
 		acts.ProcessInboundMessage, contract.ProcessInboundInput{InboundID: id})
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package activities_test
+package receiving_test
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/inroute"
 	"github.com/posthaste/posthaste/internal/reports"
@@ -32,7 +31,7 @@ const (
 // address → ours) are replaced too.
 func reportFixture(t *testing.T, name string, id uuid.UUID, rp string, rcpts map[string]string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "internal", "reports", "testdata", name))
+	b, err := os.ReadFile(filepath.Join("..", "reports", "testdata", name))
 	require.NoError(t, err)
 	s := strings.ReplaceAll(string(b), fixtureReturnPath, rp)
 	s = strings.ReplaceAll(s, fixtureEmailID, id.String())
@@ -88,10 +87,9 @@ func TestProcessInboundBouncesAndComplaints(t *testing.T) {
 	ctx := context.Background()
 	st := storetest.New(t)
 	box := newBox(t)
-	key := box.DeriveKey(activities.VERPKeyPurpose)
+	key := box.DeriveKey(reports.VERPKeyPurpose)
 	d, _ := insertDomain(t, st, box, "shop.test")
-	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box,
-		FBLDomains: []string{"example.com", "yahoo.com"}}, st, nil, nil, nil)
+	acts := newActivities(st, box, "example.com", "yahoo.com")
 	process := func(id uuid.UUID) contract.ProcessInboundResult {
 		t.Helper()
 		res, err := run[contract.ProcessInboundInput, contract.ProcessInboundResult](t,

@@ -1,4 +1,4 @@
-package activities
+package receiving
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // copy already stored (a retried step) is neither stored nor announced
 // again. A message too large to parse is stored with its header fields
 // only: the raw message stays downloadable.
-func (a *Inbound) receive(ctx context.Context, m store.InboundMessage) (int, error) {
+func (a *Activities) receive(ctx context.Context, m store.InboundMessage) (int, error) {
 	var (
 		domains []uuid.UUID
 		rcpts   = map[uuid.UUID][]string{}
