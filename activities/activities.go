@@ -1,13 +1,13 @@
 // Package activities does the I/O of Posthaste's sending workflows
-// (SendEmail, SendBatch) and of the periodic sweeps (Retention, Reconcile,
-// AccountHealth): building and storing messages, recording email events,
-// and delivering to MX hosts, within the warm-up allowances of the source
-// addresses that WarmupGate counts in PostgreSQL. The activities of the
-// other workflows live in the package of their area: internal/domains
-// (VerifyDomain), imports (ContactImport), broadcast (Broadcast), datareq
-// (DataRequest), webhook (DeliverWebhook) and receiving (ProcessInbound).
-// Every activity is idempotent: a retry after a crash repeats no visible
-// effect.
+// (SendEmail, SendBatch) and of their reconciler (Reconcile): building and
+// storing messages, recording email events, and delivering to MX hosts,
+// within the warm-up allowances of the source addresses that WarmupGate
+// counts in PostgreSQL. The activities of the other workflows live in the
+// package of their area: internal/domains (VerifyDomain), imports
+// (ContactImport), broadcast (Broadcast), datareq (DataRequest,
+// Retention), webhook (DeliverWebhook), receiving (ProcessInbound) and
+// health/notices (AccountHealth). Every activity is idempotent: a retry
+// after a crash repeats no visible effect.
 package activities
 
 import (
@@ -123,16 +123,15 @@ type Config struct {
 	DefaultPool string
 }
 
-// Activities are the activities of the sending workflows and of the
-// periodic sweeps, one struct a workflow (or a workflow and the one it
-// starts, for SendEmail and SendBatch), each holding only the dependencies
-// its activities use. Construct it with New; the worker registers each
+// Activities are the activities of the sending workflows and of their
+// reconciler, one struct a workflow (or a workflow and the one it starts,
+// for SendEmail and SendBatch), each holding only the dependencies its
+// activities use. Construct it with New; the worker registers each
 // activity under its name in package contract. The activities of the
 // other workflows live in the package of their area (domains, imports,
-// broadcast, datareq, webhook, receiving); Health is built apart.
+// broadcast, datareq, webhook, receiving, health/notices).
 type Activities struct {
 	*Sending    // SendEmail and SendBatch
-	*Retention  // Retention
 	*Reconciler // Reconcile
 }
 
@@ -163,12 +162,6 @@ type recorder struct {
 	emails  *store.Emails
 	outbox  Notifier
 	metrics *telemetry.Metrics
-}
-
-// Retention are the activities of Retention.
-type Retention struct {
-	privacy  *store.Privacy
-	insights *store.Insights
 }
 
 // Reconciler is the activity of Reconcile.
@@ -217,7 +210,6 @@ func NewWithSenders(cfg Config, st *store.Store, senders Senders, metrics *telem
 			hostname: cfg.Hostname, keys: cfg.Keys, crash: cfg.Crash, unsubscribe: cfg.Unsubscribe,
 			verpKey: cfg.VERPKey, unsubscribeMailtoKey: cfg.UnsubscribeMailtoKey, trackingKey: cfg.TrackingKey,
 			localRegions: cfg.LocalRegions, defaultPool: cfg.DefaultPool},
-		Retention:  &Retention{privacy: st.Privacy, insights: st.Insights},
 		Reconciler: &Reconciler{emails: st.Emails, workflows: cfg.Workflows, metrics: metrics, logger: logger},
 	}
 }

@@ -9,14 +9,14 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/internal/health/notices"
 	"github.com/posthaste/posthaste/workflows"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // RegisterHealth puts the AccountHealth workflow and, when h is not nil,
 // its activity on a worker, by their explicit names.
-func RegisterHealth(r sdkworker.Registry, h *activities.Health) {
+func RegisterHealth(r sdkworker.Registry, h *notices.Activities) {
 	r.RegisterWorkflowWithOptions(workflows.AccountHealth, workflow.RegisterOptions{Name: workflows.AccountHealthName})
 	if h != nil {
 		r.RegisterActivityWithOptions(h.CheckAccountHealth, activity.RegisterOptions{Name: contract.CheckAccountHealthName})

@@ -43,7 +43,8 @@ func (n *names) RegisterActivityWithOptions(fn any, o activity.RegisterOptions) 
 // another package must not rename it.
 func TestRegisteredNames(t *testing.T) {
 	acts := Activities{
-		Activities:   &activities.Activities{Sending: &activities.Sending{}, Retention: &activities.Retention{}, Reconciler: &activities.Reconciler{}},
+		Activities:   &activities.Activities{Sending: &activities.Sending{}, Reconciler: &activities.Reconciler{}},
+		Retention:    &datareq.Retention{},
 		Inbound:      &receiving.Activities{},
 		Domains:      &domains.Activities{},
 		Imports:      &imports.Activities{},
@@ -65,10 +66,10 @@ func TestRegisteredNames(t *testing.T) {
 		"RecordEvents":          mod + "activities.(*Sending)",
 		"FailEmail":             mod + "activities.(*Sending)",
 		"DeliverLocal":          mod + "activities.(*Sending)",
-		"PurgeEmails":           mod + "activities.(*Retention)",
-		"PurgeRequestLogs":      mod + "activities.(*Retention)",
-		"PurgeAudit":            mod + "activities.(*Retention)",
-		"PurgeExpired":          mod + "activities.(*Retention)",
+		"PurgeEmails":           mod + "internal/datareq.(*Retention)",
+		"PurgeRequestLogs":      mod + "internal/datareq.(*Retention)",
+		"PurgeAudit":            mod + "internal/datareq.(*Retention)",
+		"PurgeExpired":          mod + "internal/datareq.(*Retention)",
 		"ReconcileEmails":       mod + "activities.(*Reconciler)",
 		"ProcessInboundMessage": mod + "internal/receiving.(*Activities)",
 		"CheckDomain":           mod + "internal/domains.(*Activities)",

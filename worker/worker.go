@@ -9,11 +9,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/google/uuid"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
@@ -26,6 +26,7 @@ import (
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
+	"github.com/posthaste/posthaste/internal/health/notices"
 	"github.com/posthaste/posthaste/internal/imports"
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/outbox"
@@ -54,7 +55,7 @@ type Config struct {
 	// Health is the account health activity, run by a worker that runs
 	// workflows (the AccountHealth workflow is registered there in any
 	// case); nil: none.
-	Health *activities.Health
+	Health *notices.Activities
 	// InboundSlots bounds how many received messages a worker that runs
 	// workflows processes at once (workflows.InboundTaskQueue); 0 →
 	// DefaultInboundSlots.
@@ -71,10 +72,11 @@ const DefaultInboundSlots = 4
 const DefaultStopTimeout = 8 * time.Second
 
 // Activities are the activities a worker registers: those of sending and
-// the sweeps from package activities, and each other workflow's from the
+// reconciling from package activities, and each other workflow's from the
 // package of its area, every one built once in cmd.
 type Activities struct {
-	*activities.Activities                       // SendEmail, SendBatch, Retention, Reconcile
+	*activities.Activities                       // SendEmail, SendBatch, Reconcile
+	Retention              *datareq.Retention    // Retention
 	Inbound                *receiving.Activities // ProcessInbound
 	Domains                *domains.Activities   // VerifyDomain
 	Imports                *imports.Activities   // ContactImport

@@ -22,6 +22,7 @@ import (
 var (
 	a               = &activities.Activities{}
 	inboundActs     *receiving.Activities
+	retentionActs   *datareq.Retention
 	domainActs      *domains.Activities
 	importActs      *imports.Activities
 	broadcastActs   *broadcast.Activities

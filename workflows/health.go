@@ -28,9 +28,10 @@ type AccountHealthInput struct {
 }
 
 // AccountHealth evaluates every team's account health once and sends the
-// pending notices of crossings (activities.Health.CheckAccountHealth). A notice
-// that cannot be sent stays pending for the next run; a failed evaluation
-// is retried a few times, then left to the next run.
+// pending notices of crossings (CheckAccountHealth, in
+// internal/health/notices). A notice that cannot be sent stays pending for
+// the next run; a failed evaluation is retried a few times, then left to
+// the next run.
 func AccountHealth(ctx workflow.Context, in AccountHealthInput) (contract.CheckAccountHealthResult, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 5 * time.Minute,

@@ -11,13 +11,13 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
+	"github.com/posthaste/posthaste/internal/health/notices"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
 
 // healthActs is the account health activity, registered by the tests on a
 // nil receiver.
-var healthActs *activities.Health
+var healthActs *notices.Activities
 
 func newHealthEnv() *testsuite.TestWorkflowEnvironment {
 	env := testEnv()

@@ -20,10 +20,10 @@ func newRetentionEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	env := testEnv()
 	env.RegisterWorkflowWithOptions(Retention, workflow.RegisterOptions{Name: RetentionName})
-	env.RegisterActivityWithOptions(a.PurgeEmails, activity.RegisterOptions{Name: contract.PurgeEmailsName})
-	env.RegisterActivityWithOptions(a.PurgeRequestLogs, activity.RegisterOptions{Name: contract.PurgeRequestLogsName})
-	env.RegisterActivityWithOptions(a.PurgeExpired, activity.RegisterOptions{Name: contract.PurgeExpiredName})
-	env.RegisterActivityWithOptions(a.PurgeAudit, activity.RegisterOptions{Name: contract.PurgeAuditName})
+	env.RegisterActivityWithOptions(retentionActs.PurgeEmails, activity.RegisterOptions{Name: contract.PurgeEmailsName})
+	env.RegisterActivityWithOptions(retentionActs.PurgeRequestLogs, activity.RegisterOptions{Name: contract.PurgeRequestLogsName})
+	env.RegisterActivityWithOptions(retentionActs.PurgeExpired, activity.RegisterOptions{Name: contract.PurgeExpiredName})
+	env.RegisterActivityWithOptions(retentionActs.PurgeAudit, activity.RegisterOptions{Name: contract.PurgeAuditName})
 	return env
 }
 

@@ -725,6 +725,7 @@ func newActivities(ctx context.Context, cfg config.Config, st *store.Store, tc c
 			Unsubscribe: links,
 			DefaultPool: cfg.Delivery.DefaultPool,
 		}, st, d, metrics, logger),
+		Retention: datareq.NewRetention(st),
 		Inbound: receiving.NewActivities(receiving.ActivitiesConfig{VERPKey: verpKey(keys),
 			UnsubscribeMailtoKey: mailtoKey(keys), FBLDomains: cfg.Inbound.FBLDomains, Outbox: outbox,
 			Metrics: metrics, Logger: logger}, st),

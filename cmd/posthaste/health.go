@@ -10,10 +10,10 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/health"
+	"github.com/posthaste/posthaste/internal/health/notices"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/workflows"
@@ -25,14 +25,14 @@ import (
 // crossing to the team's owners through the system mailer (crossings are
 // only logged without one). notify (may be nil) is told when a notice was
 // accepted, as the outbox dispatcher of this process.
-func newHealth(cfg config.Config, st *store.Store, notify submit.Notifier, logger *slog.Logger) (*activities.Health, error) {
+func newHealth(cfg config.Config, st *store.Store, notify submit.Notifier, logger *slog.Logger) (*notices.Activities, error) {
 	logger = logger.With("component", "health")
 	sub := submit.New(submit.Config{Store: submit.StoreOf(st), Notifier: notify, Logger: logger})
 	mail, err := newSystemMailer(cfg.SystemFrom, st, sub, logger)
 	if err != nil {
 		return nil, usageError{err}
 	}
-	h := &activities.Health{Store: st.Insights, Logger: logger}
+	h := &notices.Activities{Store: st.Insights, Logger: logger}
 	if mail != nil {
 		h.Mail = mail
 	}

@@ -12,10 +12,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/health"
+	"github.com/posthaste/posthaste/internal/health/notices"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
@@ -47,7 +47,7 @@ func newHealthFixture(t *testing.T) healthFixture {
 // healthMonitor is the account health activity of one process with the
 // input its Schedule passes.
 type healthMonitor struct {
-	h  *activities.Health
+	h  *notices.Activities
 	in contract.CheckAccountHealthInput
 }
 

@@ -12,10 +12,10 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/codec"
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/devstack"
+	"github.com/posthaste/posthaste/internal/health/notices"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/worker"
@@ -88,7 +88,7 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 	if *regions != "" {
 		rs = strings.Split(*regions, ",")
 	}
-	var healthActs *activities.Health
+	var healthActs *notices.Activities
 	if !*noWorkflows {
 		if healthActs, err = newHealth(cfg, st, nil, logger); err != nil {
 			return err

@@ -4,7 +4,9 @@
 // The API and the dashboard create, list, read and download requests
 // through Service; the DataRequest workflow's activities (Activities)
 // build exports (Service.BuildExport) and erase (store.EraseSubject and a
-// SubjectEraser for Temporal histories).
+// SubjectEraser for Temporal histories). The activities of the Retention
+// workflow (Retention), which delete what is past its retention, are here
+// too: both are data deletion.
 //
 // The request keeps its address sealed with the master key (associated
 // data: the request id), and a completed erasure clears it.

@@ -1,4 +1,11 @@
-package activities
+// Package notices is the activity of the AccountHealth workflow: it
+// evaluates every team's account health (the rules of package health,
+// applied and stored by the store) and tells the team's owners of each
+// crossing by email. It sits beside package health, not in it, because
+// health stays pure: the store imports it, and this activity does I/O
+// through the store and reads the errors of accepting mail
+// (internal/submit).
+package notices
 
 import (
 	"context"
@@ -13,37 +20,38 @@ import (
 	"github.com/posthaste/posthaste/workflows/contract"
 )
 
-// HealthStore evaluates account health and keeps its notices
-// (*store.Insights).
-type HealthStore interface {
+// Store evaluates account health and keeps its notices (*store.Insights).
+type Store interface {
 	EvaluateHealth(ctx context.Context, now time.Time, window time.Duration, pause bool) ([]store.HealthNotice, error)
 	PendingHealthNotices(ctx context.Context, limit int) ([]store.HealthNotice, error)
 	MarkHealthNoticeSent(ctx context.Context, id uuid.UUID, emailID *uuid.UUID) error
 }
 
-// HealthNoticer sends the email of a notice to its team's owners with an
+// Mailer sends the email of a notice to its team's owners with an
 // idempotency key derived from the notice's id, and returns the id of the
 // email (nil, and no error, when the team has no owners). Sending the same
 // notice again within 24 hours returns the first email, or a submit.Error
 // of KindIdempotencyMismatch when the owners changed in between, or of
 // KindIdempotencyInFlight while another process is sending it.
-type HealthNoticer interface {
+type Mailer interface {
 	HealthNotice(ctx context.Context, n store.HealthNotice) (*uuid.UUID, error)
 }
 
-// Health holds the dependencies of the AccountHealth workflow's activity.
-type Health struct {
-	Store HealthStore
+// Activities is the activity of the AccountHealth workflow, with its
+// dependencies. The worker registers it under its name in
+// workflows/contract.
+type Activities struct {
+	Store Store
 	// Mail may be nil: crossings are then only logged.
-	Mail   HealthNoticer
+	Mail   Mailer
 	Logger *slog.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
 
-// PendingHealthNoticeBatch bounds the notices one evaluation sends; more
+// PendingBatch bounds the notices one evaluation sends; more
 // wait for the next one.
-const PendingHealthNoticeBatch = 100
+const PendingBatch = 100
 
 // CheckAccountHealth evaluates every team's account health
 // (store.EvaluateHealth, which stores a notice per crossing with the new
@@ -53,7 +61,7 @@ const PendingHealthNoticeBatch = 100
 // exactly once even when a process dies or a send fails between the
 // evaluation and the email. A notice that cannot be sent is logged and
 // stays pending for the next evaluation.
-func (h *Health) CheckAccountHealth(ctx context.Context, in contract.CheckAccountHealthInput) (contract.CheckAccountHealthResult, error) {
+func (h *Activities) CheckAccountHealth(ctx context.Context, in contract.CheckAccountHealthInput) (contract.CheckAccountHealthResult, error) {
 	var res contract.CheckAccountHealthResult
 	now := time.Now
 	if h.Now != nil {
@@ -68,7 +76,7 @@ func (h *Health) CheckAccountHealth(ctx context.Context, in contract.CheckAccoun
 		h.logger().Warn("account health threshold crossed", "team_id", n.TeamID, "metric", n.Crossing.Metric,
 			"rate", n.Crossing.Rate, "threshold", n.Crossing.Threshold, "paused", n.Crossing.Paused)
 	}
-	pending, err := h.Store.PendingHealthNotices(ctx, PendingHealthNoticeBatch)
+	pending, err := h.Store.PendingHealthNotices(ctx, PendingBatch)
 	if err != nil {
 		return res, err
 	}
@@ -86,7 +94,7 @@ func (h *Health) CheckAccountHealth(ctx context.Context, in contract.CheckAccoun
 	return res, nil
 }
 
-func (h *Health) logger() *slog.Logger {
+func (h *Activities) logger() *slog.Logger {
 	if h.Logger == nil {
 		return slog.New(slog.DiscardHandler)
 	}
@@ -99,7 +107,7 @@ func (h *Health) logger() *slog.Logger {
 // process, is replayed instead of sent twice; marking twice is harmless.
 // Without a mailer the notice is only logged (when found) and marked sent
 // with no email.
-func (h *Health) deliver(ctx context.Context, n store.HealthNotice) error {
+func (h *Activities) deliver(ctx context.Context, n store.HealthNotice) error {
 	var emailID *uuid.UUID
 	if h.Mail != nil {
 		id, err := h.Mail.HealthNotice(ctx, n)

@@ -1,4 +1,4 @@
-package activities
+package datareq
 
 import (
 	"context"
@@ -7,8 +7,25 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
+
+// Retention are the activities of the Retention workflow: deleting what is
+// past its retention (finished emails, expired rows, old audit entries
+// and request log days). Data deletion is privacy's, with the erasures of
+// data requests. The worker registers each under its name in
+// workflows/contract.
+type Retention struct {
+	privacy  *store.Privacy
+	insights *store.Insights // the request log's partitions
+}
+
+// NewRetention returns the activities of Retention over st's privacy and
+// insights areas.
+func NewRetention(st *store.Store) *Retention {
+	return &Retention{privacy: st.Privacy, insights: st.Insights}
+}
 
 // PurgeEmails deletes, batch by batch, the emails (with their recipients,
 // events, attachments and messages) that stopped changing before

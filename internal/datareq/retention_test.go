@@ -1,4 +1,4 @@
-package activities_test
+package datareq_test
 
 import (
 	"context"
@@ -7,9 +7,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/audit"
+	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/acttest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
@@ -22,11 +23,11 @@ func TestRetentionActivities(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
-	acts := activities.New(activities.Config{}, st, nil, nil, nil)
+	acts := datareq.NewRetention(st)
 	old := time.Now().AddDate(0, 0, -45)
 	var finished []store.Email
 	for range 5 {
-		e := insertEmailAt(t, st, old, "delivered@posthaste.test")
+		e := acttest.InsertEmailAt(t, st, old, "delivered@posthaste.test")
 		require.NoError(t, st.Emails.RecordEvents(ctx, e.ID, []store.Event{{Type: store.EventSent, CreatedAt: old},
 			{Type: store.EventDelivered, Recipient: "delivered@posthaste.test", CreatedAt: old}}))
 		finished = append(finished, e)
@@ -39,12 +40,12 @@ func TestRetentionActivities(t *testing.T) {
 		return done
 	})
 	require.NoError(t, err)
-	recent := insertEmail(t, st, "delivered@posthaste.test")
+	recent := acttest.InsertEmail(t, st, "delivered@posthaste.test")
 	require.NoError(t, st.Emails.RecordEvents(ctx, recent.ID, []store.Event{{Type: store.EventSent},
 		{Type: store.EventDelivered, Recipient: "delivered@posthaste.test"}}))
 
 	cutoff := time.Now().AddDate(0, 0, -30)
-	res, err := run[contract.PurgeInput, contract.PurgeResult](t, acts.PurgeEmails,
+	res, err := acttest.Run[contract.PurgeInput, contract.PurgeResult](t, acts.PurgeEmails,
 		contract.PurgeInput{Before: cutoff, BatchSize: 2, Pause: time.Millisecond})
 	require.NoError(t, err)
 	require.Equal(t, 5, res.Deleted)
@@ -56,7 +57,7 @@ func TestRetentionActivities(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, st.Insights.EnsureRequestLogPartitions(ctx, old, 2))
-	res, err = run[contract.PurgeRequestLogsInput, contract.PurgeResult](t, acts.PurgeRequestLogs,
+	res, err = acttest.Run[contract.PurgeRequestLogsInput, contract.PurgeResult](t, acts.PurgeRequestLogs,
 		contract.PurgeRequestLogsInput{Before: cutoff, Now: time.Now()})
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Deleted)
@@ -64,7 +65,7 @@ func TestRetentionActivities(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, days, 8, "today and the next seven days")
 
-	_, err = run[contract.PurgeInput, contract.PurgeResult](t, acts.PurgeExpired,
+	_, err = acttest.Run[contract.PurgeInput, contract.PurgeResult](t, acts.PurgeExpired,
 		contract.PurgeInput{Before: time.Now(), BatchSize: 0})
 	require.ErrorContains(t, err, "batch size")
 }
@@ -75,14 +76,14 @@ func TestPurgeAuditKeepsTheChainVerifiable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
-	acts := activities.New(activities.Config{}, st, nil, nil, nil)
+	acts := datareq.NewRetention(st)
 	entry := audit.Entry{ActorType: audit.ActorAdmin, Action: audit.PoolCreate, TargetType: "ip_pool",
 		TargetID: "bulk", Outcome: audit.Success}
 	for range 5 {
 		_, err := st.Privacy.AppendAudit(ctx, entry)
 		require.NoError(t, err)
 	}
-	res, err := run[contract.PurgeInput, contract.PurgeResult](t, acts.PurgeAudit,
+	res, err := acttest.Run[contract.PurgeInput, contract.PurgeResult](t, acts.PurgeAudit,
 		contract.PurgeInput{Before: time.Now().Add(time.Hour), BatchSize: 2, Pause: time.Millisecond})
 	require.NoError(t, err)
 	require.Equal(t, 5, res.Deleted)
