@@ -301,7 +301,7 @@ func TestSegmentAndTopicCRUD(t *testing.T) {
 }
 
 // TestSendWithTopicID: `topic_id` must name one of the team's topics; the
-// email keeps it for the send-time subscription check (activities.Prepare).
+// email keeps it for the send-time subscription check (delivery.Prepare).
 func TestSendWithTopicID(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -10,15 +10,15 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 	"github.com/posthaste/posthaste/workflows"
 )
 
 var (
-	_ activities.EmailWorkflows = (*Starter)(nil)
-	_ datareq.EmailWorkflows    = (*Starter)(nil)
+	_ delivery.EmailWorkflows = (*Starter)(nil)
+	_ datareq.EmailWorkflows  = (*Starter)(nil)
 )
 
 // Running reports whether the workflow that sends the email

@@ -12,12 +12,12 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/imports"
 	"github.com/posthaste/posthaste/internal/receiving"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
@@ -43,7 +43,8 @@ func (n *names) RegisterActivityWithOptions(fn any, o activity.RegisterOptions) 
 // another package must not rename it.
 func TestRegisteredNames(t *testing.T) {
 	acts := Activities{
-		Activities:   &activities.Activities{Sending: &activities.Sending{}, Reconciler: &activities.Reconciler{}},
+		Sending:      &delivery.Sending{},
+		Reconciler:   &delivery.Reconciler{},
 		Retention:    &datareq.Retention{},
 		Inbound:      &receiving.Activities{},
 		Domains:      &domains.Activities{},
@@ -61,16 +62,16 @@ func TestRegisteredNames(t *testing.T) {
 
 	const mod = "github.com/posthaste/posthaste/"
 	want := map[string]string{
-		"Prepare":               mod + "activities.(*Sending)",
-		"LoadBatch":             mod + "activities.(*Sending)",
-		"RecordEvents":          mod + "activities.(*Sending)",
-		"FailEmail":             mod + "activities.(*Sending)",
-		"DeliverLocal":          mod + "activities.(*Sending)",
+		"Prepare":               mod + "internal/submit/delivery.(*Sending)",
+		"LoadBatch":             mod + "internal/submit/delivery.(*Sending)",
+		"RecordEvents":          mod + "internal/submit/delivery.(*Sending)",
+		"FailEmail":             mod + "internal/submit/delivery.(*Sending)",
+		"DeliverLocal":          mod + "internal/submit/delivery.(*Sending)",
 		"PurgeEmails":           mod + "internal/datareq.(*Retention)",
 		"PurgeRequestLogs":      mod + "internal/datareq.(*Retention)",
 		"PurgeAudit":            mod + "internal/datareq.(*Retention)",
 		"PurgeExpired":          mod + "internal/datareq.(*Retention)",
-		"ReconcileEmails":       mod + "activities.(*Reconciler)",
+		"ReconcileEmails":       mod + "internal/submit/delivery.(*Reconciler)",
 		"ProcessInboundMessage": mod + "internal/receiving.(*Activities)",
 		"CheckDomain":           mod + "internal/domains.(*Activities)",
 		"SetDomainStatus":       mod + "internal/domains.(*Activities)",

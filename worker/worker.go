@@ -22,7 +22,6 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
@@ -32,6 +31,7 @@ import (
 	"github.com/posthaste/posthaste/internal/outbox"
 	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 	"github.com/posthaste/posthaste/internal/webhook"
 	"github.com/posthaste/posthaste/workflows"
 	"github.com/posthaste/posthaste/workflows/contract"
@@ -43,8 +43,8 @@ type Config struct {
 	Regions []string
 	// Pools are the IP pools whose delivery queues this worker polls in
 	// each of Regions, "" standing for the default pool; empty → the
-	// default pool only. The activities must have a Sender for each
-	// (activities.NewWithSenders).
+	// default pool only. The sending activities must have a Sender for
+	// each (delivery.NewWithSenders).
 	Pools []string
 	// Workflows makes the worker run workflows and local activities
 	// (the main task queue). Delivery-only workers leave it false.
@@ -71,18 +71,19 @@ const DefaultInboundSlots = 4
 // been accepted, and its retry would send it again.
 const DefaultStopTimeout = 8 * time.Second
 
-// Activities are the activities a worker registers: those of sending and
-// reconciling from package activities, and each other workflow's from the
-// package of its area, every one built once in cmd.
+// Activities are the activities a worker registers, each workflow's from
+// the package of its area, every one built once in cmd (each with its own
+// config) and assembled here. The AccountHealth activity is Config.Health.
 type Activities struct {
-	*activities.Activities                       // SendEmail, SendBatch, Reconcile
-	Retention              *datareq.Retention    // Retention
-	Inbound                *receiving.Activities // ProcessInbound
-	Domains                *domains.Activities   // VerifyDomain
-	Imports                *imports.Activities   // ContactImport
-	Broadcasts             *broadcast.Activities // Broadcast
-	DataRequests           *datareq.Activities   // DataRequest
-	Webhooks               *webhook.Activities   // DeliverWebhook
+	Sending      *delivery.Sending     // SendEmail, SendBatch
+	Reconciler   *delivery.Reconciler  // Reconcile
+	Retention    *datareq.Retention    // Retention
+	Inbound      *receiving.Activities // ProcessInbound
+	Domains      *domains.Activities   // VerifyDomain
+	Imports      *imports.Activities   // ContactImport
+	Broadcasts   *broadcast.Activities // Broadcast
+	DataRequests *datareq.Activities   // DataRequest
+	Webhooks     *webhook.Activities   // DeliverWebhook
 }
 
 // Worker is a set of Temporal workers sharing one client.
@@ -127,9 +128,9 @@ func New(c client.Client, acts Activities, cfg Config, logger *slog.Logger) (*Wo
 		// This worker serves the delivery queues of regions and pools
 		// too: its workflows make the first delivery attempt of those
 		// regions' groups, from those pools, a local activity
-		// (activities.DeliverLocal).
+		// (delivery.DeliverLocal).
 		local := acts
-		local.Activities = acts.WithLocalDelivery(regions)
+		local.Sending = acts.Sending.WithLocalDelivery(regions)
 		Register(main, local)
 		RegisterHealth(main, cfg.Health)
 		w.workers = append(w.workers, main)

@@ -14,7 +14,7 @@ var ioModules = []string{"github.com/jackc/pgx", "github.com/emersion/go-smtp", 
 
 // forbiddenDeps lists the packages that pkgs link (go list -deps, without
 // tests) that workflows may not: those of ioModules, and those of this
-// module outside workflows/ (activities, the store, the SMTP client...).
+// module outside workflows/ (the activities, the store, the SMTP client...).
 func forbiddenDeps(t *testing.T, pkgs ...string) []string {
 	t.Helper()
 	out, err := exec.Command("go", append([]string{"list", "-deps"}, pkgs...)...).Output()
@@ -42,10 +42,10 @@ func TestNoIO(t *testing.T) {
 		"workflows depend on package contract only; activities and their I/O stay out")
 }
 
-// TestNoIODetects makes sure TestNoIO can fail: the activities link the
-// store and its PostgreSQL driver.
+// TestNoIODetects makes sure TestNoIO can fail: the delivery activities
+// link the store and its PostgreSQL driver.
 func TestNoIODetects(t *testing.T) {
-	bad := forbiddenDeps(t, "../activities")
-	require.Contains(t, bad, "github.com/posthaste/posthaste/activities")
+	bad := forbiddenDeps(t, "../internal/submit/delivery")
+	require.Contains(t, bad, "github.com/posthaste/posthaste/internal/submit/delivery")
 	require.Contains(t, bad, "github.com/jackc/pgx/v5")
 }

@@ -6,21 +6,21 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/imports"
 	"github.com/posthaste/posthaste/internal/receiving"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
 // The activities, registered by the tests (on nil receivers) under their
 // contract names so that the mocks' signatures are checked against the
-// real ones: a holds those of package activities, the others those that
-// live in the package of their area.
+// real ones, each from the package of its area.
 var (
-	a               = &activities.Activities{}
+	sendingActs     *delivery.Sending
+	reconcilerActs  *delivery.Reconciler
 	inboundActs     *receiving.Activities
 	retentionActs   *datareq.Retention
 	domainActs      *domains.Activities

@@ -29,7 +29,7 @@ type ReconcileInput struct {
 // Reconcile finds the emails that have no outcome long after they should
 // and whose workflow does not run (a bug, a lost start, a workflow
 // terminated by an operator), and restarts those never sent or ends them
-// `failed` (activities.ReconcileEmails). Its cutoffs are taken from the
+// `failed` (delivery.ReconcileEmails). Its cutoffs are taken from the
 // workflow's clock when it starts.
 func Reconcile(ctx workflow.Context, in ReconcileInput) (contract.ReconcileResult, error) {
 	now := workflow.Now(ctx)

@@ -19,7 +19,7 @@ func newReconcileEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	env := testEnv()
 	env.RegisterWorkflowWithOptions(Reconcile, workflow.RegisterOptions{Name: ReconcileName})
-	env.RegisterActivityWithOptions(a.ReconcileEmails, activity.RegisterOptions{Name: contract.ReconcileEmailsName})
+	env.RegisterActivityWithOptions(reconcilerActs.ReconcileEmails, activity.RegisterOptions{Name: contract.ReconcileEmailsName})
 	return env
 }
 

@@ -18,7 +18,7 @@ import (
 func newBatchEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	env := newEnv(t)
 	env.RegisterWorkflowWithOptions(SendBatch, workflow.RegisterOptions{Name: SendBatchName})
-	env.RegisterActivityWithOptions(a.LoadBatch, activity.RegisterOptions{Name: contract.LoadBatchName})
+	env.RegisterActivityWithOptions(sendingActs.LoadBatch, activity.RegisterOptions{Name: contract.LoadBatchName})
 	return env
 }
 

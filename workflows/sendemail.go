@@ -103,7 +103,7 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 			StartToCloseTimeout:    30 * time.Minute,
 			ScheduleToCloseTimeout: delivery.Expire,
 			// Deliver heartbeats through long deliveries (see
-			// activities.Deliver): the attempt of a worker that died is
+			// delivery.Deliver): the attempt of a worker that died is
 			// retried after a minute, not after thirty.
 			HeartbeatTimeout: cmp.Or(delivery.Heartbeat, DefaultDeliverHeartbeat),
 			RetryPolicy: &temporal.RetryPolicy{
@@ -181,7 +181,7 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 // cost, while an MX slow enough to need the RFC 5321 timeouts (up to ten
 // minutes a step) is left to the regular Deliver and its thirty minutes.
 // The attempt itself stops delivering 20 s earlier (see
-// activities.DeliverLocal) so that the MX's answers reach the result.
+// delivery.DeliverLocal) so that the MX's answers reach the result.
 const LocalDeliverTimeout = 5 * time.Minute
 
 // deliverLocalFirst delivers one group with a first attempt run as a local

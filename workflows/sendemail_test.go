@@ -23,11 +23,11 @@ func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	env := testEnv()
 	env.RegisterWorkflowWithOptions(SendEmail, workflow.RegisterOptions{Name: SendEmailName})
-	env.RegisterActivityWithOptions(a.Prepare, activity.RegisterOptions{Name: contract.PrepareName})
-	env.RegisterActivityWithOptions(a.RecordEvents, activity.RegisterOptions{Name: contract.RecordEventsName})
-	env.RegisterActivityWithOptions(a.Deliver, activity.RegisterOptions{Name: contract.DeliverName})
-	env.RegisterActivityWithOptions(a.FailEmail, activity.RegisterOptions{Name: contract.FailEmailName})
-	env.RegisterActivityWithOptions(a.DeliverLocal, activity.RegisterOptions{Name: contract.DeliverLocalName})
+	env.RegisterActivityWithOptions(sendingActs.Prepare, activity.RegisterOptions{Name: contract.PrepareName})
+	env.RegisterActivityWithOptions(sendingActs.RecordEvents, activity.RegisterOptions{Name: contract.RecordEventsName})
+	env.RegisterActivityWithOptions(sendingActs.Deliver, activity.RegisterOptions{Name: contract.DeliverName})
+	env.RegisterActivityWithOptions(sendingActs.FailEmail, activity.RegisterOptions{Name: contract.FailEmailName})
+	env.RegisterActivityWithOptions(sendingActs.DeliverLocal, activity.RegisterOptions{Name: contract.DeliverLocalName})
 	return env
 }
 

@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/sdk/contrib/envconfig"
 	tlog "go.temporal.io/sdk/log"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/audience"
@@ -49,6 +48,7 @@ import (
 	"github.com/posthaste/posthaste/internal/shaping"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 	"github.com/posthaste/posthaste/internal/telemetry"
 	"github.com/posthaste/posthaste/internal/templates"
 	"github.com/posthaste/posthaste/internal/tracking"
@@ -670,7 +670,7 @@ func webhookClient(cfg config.Config) *webhook.Client {
 // the activities deliver from the IP pools named in pools (nil: all, see
 // newSenders), which it returns as worker.Config.Pools names them.
 func newActivities(ctx context.Context, cfg config.Config, st *store.Store, tc client.Client, keys *seal.Box,
-	pc *codec.Codec, metrics *telemetry.Metrics, outbox activities.Notifier, pools []string,
+	pc *codec.Codec, metrics *telemetry.Metrics, outbox delivery.Notifier, pools []string,
 	logger *slog.Logger) (worker.Activities, []string, func(), error) {
 	var none worker.Activities
 	if err := syncPools(ctx, st, cfg.Delivery.Pools); err != nil {
@@ -716,15 +716,16 @@ func newActivities(ctx context.Context, cfg config.Config, st *store.Store, tc c
 	}
 	starter, crash := worker.NewStarter(tc, deliveryPolicy(cfg)), crasher(cfg)
 	acts := worker.Activities{
-		Activities: activities.NewWithSenders(activities.Config{
+		Sending: delivery.NewWithSenders(delivery.Config{
 			Hostname:    cfg.Delivery.Hostname,
 			Keys:        keys,
 			Outbox:      outbox,
 			Crash:       crash,
-			Workflows:   starter,
 			Unsubscribe: links,
 			DefaultPool: cfg.Delivery.DefaultPool,
 		}, st, d, metrics, logger),
+		Reconciler: delivery.NewReconciler(delivery.ReconcilerConfig{Workflows: starter, Metrics: metrics,
+			Logger: logger}, st.Emails),
 		Retention: datareq.NewRetention(st),
 		Inbound: receiving.NewActivities(receiving.ActivitiesConfig{VERPKey: verpKey(keys),
 			UnsubscribeMailtoKey: mailtoKey(keys), FBLDomains: cfg.Inbound.FBLDomains, Outbox: outbox,

@@ -17,8 +17,8 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows"
@@ -128,7 +128,7 @@ func TestDevDispatchAndReconcile(t *testing.T) {
 	})
 	evs, err := st.Emails.Events(ctx, lost)
 	require.NoError(t, err)
-	require.Equal(t, activities.ReasonNoOutcome, evs[len(evs)-1].Detail["reason"])
+	require.Equal(t, delivery.ReasonNoOutcome, evs[len(evs)-1].Detail["reason"])
 
 	metrics := func() string {
 		res, err := http.Get(dev.base + "/metrics")

@@ -6,15 +6,15 @@ import (
 	"log/slog"
 	"slices"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/pooldeliver"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 )
 
-// senders is the activities.Senders of a process: a Deliverer for each IP
+// senders is the delivery.Senders of a process: a Deliverer for each IP
 // pool it serves, the default pool under "".
 type senders struct {
 	byPool map[string]*pooldeliver.Deliverer
@@ -23,9 +23,9 @@ type senders struct {
 	queues []string
 }
 
-var _ activities.Senders = (*senders)(nil)
+var _ delivery.Senders = (*senders)(nil)
 
-func (s *senders) Sender(pool string) (activities.Deliverer, bool) {
+func (s *senders) Sender(pool string) (delivery.Deliverer, bool) {
 	d, ok := s.byPool[pool]
 	if !ok {
 		return nil, false
@@ -114,7 +114,7 @@ func newSenders(ctx context.Context, cfg config.Delivery, base mta.Config, st *s
 	}
 	var warmup pooldeliver.Warmup
 	if len(cfg.Warmup) > 0 {
-		warmup.Gate = activities.NewWarmupGate(st.Domains, cfg.Warmup, nil)
+		warmup.Gate = delivery.NewWarmupGate(st.Domains, cfg.Warmup, nil)
 	}
 	s := &senders{byPool: map[string]*pooldeliver.Deliverer{}}
 	for _, name := range names {

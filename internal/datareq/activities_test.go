@@ -9,11 +9,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 	"github.com/posthaste/posthaste/internal/testkit/acttest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows/contract"
@@ -55,7 +55,7 @@ func TestEraseDataRequest(t *testing.T) {
 	eraser, waker := &fakeEraser{}, &fakeWaker{}
 	acts := datareq.NewActivities(datareq.ActivitiesConfig{Eraser: eraser, Waker: waker},
 		datareq.New(datareq.Config{Keys: box}, st))
-	sending := activities.New(activities.Config{Keys: box}, st, nil, nil, nil)
+	sending := delivery.New(delivery.Config{Keys: box}, st, nil, nil, nil)
 
 	sent := acttest.InsertEmail(t, st, "kim@dest.test")
 	team := sent.TeamID
@@ -140,7 +140,7 @@ func TestEraseDataRequestInFlight(t *testing.T) {
 	wf := &fakeWorkflows{running: map[wfRun]bool{}}
 	acts := datareq.NewActivities(datareq.ActivitiesConfig{Eraser: &fakeEraser{}, Workflows: wf,
 		RestartDelay: time.Minute}, datareq.New(datareq.Config{Keys: box}, st))
-	sending := activities.New(activities.Config{Keys: box}, st, nil, nil, nil)
+	sending := delivery.New(delivery.Config{Keys: box}, st, nil, nil, nil)
 
 	e := store.Email{ID: uuid.Must(uuid.NewV7()), From: "Acme <onboarding@posthaste.test>",
 		FromDomain: "posthaste.test", To: []string{"Kim@dest.test", "lee@dest.test"}, Subject: "Hi",
@@ -193,7 +193,7 @@ func TestEraseDataRequestInFlight(t *testing.T) {
 	require.Equal(t, []string{"lee@dest.test"}, addrs)
 }
 
-// The fixtures below are the few of package activities' tests that the
+// The fixtures below are the few of the delivery activities' tests that the
 // erasure tests need too.
 
 func newBox(t *testing.T) *seal.Box {

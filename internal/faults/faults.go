@@ -30,7 +30,7 @@ const (
 	BeforeData Point = "deliver-before-data"
 	// AfterData: the MX answered the message's data; the outcome is in
 	// the activity's heartbeat but not yet recorded in PostgreSQL. A
-	// local first attempt (activities.DeliverLocal) has no heartbeat: it
+	// local first attempt (delivery.DeliverLocal) has no heartbeat: it
 	// passes the point once PostgreSQL holds the outcome, before the
 	// workflow has the attempt's result.
 	AfterData Point = "deliver-after-data"

@@ -54,7 +54,7 @@ func TestVERP(t *testing.T) {
 	require.True(t, ok)
 	assert.False(t, v.Verify(key))
 
-	// Today's unsigned form (activities.DomainReturnPath) still parses
+	// Today's unsigned form (delivery.DomainReturnPath) still parses
 	// and never verifies.
 	v, ok = ParseVERP("bounces+" + id.String() + "@send.example.com")
 	require.True(t, ok)

@@ -32,7 +32,7 @@ func attachInsights(emails []store.Email, known senderDomains) error {
 // EmailInsights returns the deliverability insights of an email about to
 // be stored, sent from the sender domain d (nil for the sandbox sender).
 // It is pure, so that emails accepted elsewhere than here (a broadcast's,
-// handed over by activities.HandOffBroadcastChunk) get the findings an
+// handed over by broadcast.Activities.HandOffBroadcastChunk) get the findings an
 // API email with the same content would.
 func EmailInsights(e store.Email, d *store.Domain) []store.Insight {
 	var id *insights.Domain
@@ -61,7 +61,7 @@ func insightsMessage(e store.Email, d *insights.Domain) insights.Message {
 		From: e.From, ReplyTo: e.ReplyTo, Subject: e.Subject, Recipients: len(e.Recipients),
 		Topic: e.TopicID != nil, Broadcast: e.BroadcastID != nil, Domain: d,
 		// The builder adds List-Unsubscribe to API emails with a topic
-		// or of a broadcast (activities.BuildForRecipient).
+		// or of a broadcast (delivery.BuildForRecipient).
 		AutoUnsubscribe: e.Source == nil && (e.TopicID != nil || e.BroadcastID != nil),
 	}
 	if e.HTML != nil {

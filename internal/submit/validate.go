@@ -82,7 +82,7 @@ type Email struct {
 
 // Row is the email row that accepting e stores, without the sender
 // domain (which authorization decides): what the message builder
-// (activities.BuildMessage) reads back when the email is sent.
+// (delivery.BuildMessage) reads back when the email is sent.
 func (e Email) Row(id, team uuid.UUID, now time.Time) store.Email {
 	return toRow(id, team, e, now)
 }

@@ -3,8 +3,8 @@ package contract
 import "github.com/google/uuid"
 
 // The values passed through Temporal that carry recipient addresses
-// declare them (codec.PersonalData, asserted in package activities), so
-// that the data converter encrypts their payloads under the addresses'
+// declare them (codec.PersonalData, asserted in internal/submit/delivery),
+// so that the data converter encrypts their payloads under the addresses'
 // keys (package codec) and an erasure makes every copy in the histories
 // unreadable. Values without a team id (from histories recorded before
 // it) stay in the clear.

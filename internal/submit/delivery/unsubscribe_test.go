@@ -1,4 +1,4 @@
-package activities_test
+package delivery_test
 
 import (
 	"bytes"
@@ -14,10 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/dkim"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
@@ -69,9 +69,9 @@ func TestBuildForRecipient(t *testing.T) {
 		Headers: []store.Header{{Name: "list-unsubscribe", Value: "<mailto:u@shop.test>"}, {Name: "X-Ref", Value: "1"}}}
 	at := time.Date(2026, 11, 24, 10, 0, 0, 0, time.FixedZone("", 3600))
 	const url = unsubBase + "/unsubscribe/TOKEN_a-1"
-	msg, err := activities.BuildForRecipient(e, at, url, "")
+	msg, err := delivery.BuildForRecipient(e, at, url, "")
 	require.NoError(t, err)
-	again, err := activities.BuildForRecipient(e, at, url, "")
+	again, err := delivery.BuildForRecipient(e, at, url, "")
 	require.NoError(t, err)
 	require.Equal(t, stripBoundaries(t, msg), stripBoundaries(t, again), "a rebuild is the same message")
 	require.Equal(t, `<p>News</p><a href="{{{RESEND_UNSUBSCRIBE_URL}}}">Unsubscribe</a> <a href="{{{UNSUBSCRIBE_URL}}}">x</a>`,
@@ -101,7 +101,7 @@ func TestBuildForRecipient(t *testing.T) {
 
 	// With a mailto address, it is the second entry (RFC 2369 §3.2).
 	const addr = "unsubscribe+code@send.shop.test"
-	withMailto, err := activities.BuildForRecipient(e, at, url, addr)
+	withMailto, err := delivery.BuildForRecipient(e, at, url, addr)
 	require.NoError(t, err)
 	wh := header(t, withMailto)
 	require.Equal(t, []string{"<" + url + ">, <mailto:" + addr + ">"}, wh.Values("List-Unsubscribe"))
@@ -148,14 +148,14 @@ func TestDeliverTopicEmailPerRecipient(t *testing.T) {
 	links := testLinks(t)
 
 	// Without links (no public URL or master key) it cannot be built.
-	noLinks := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, client, nil, nil)
+	noLinks := delivery.New(delivery.Config{Hostname: "out.example", Keys: box}, st, client, nil, nil)
 	_, err = run[contract.PrepareInput, contract.PrepareResult](t, noLinks.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	require.True(t, appErr.NonRetryable())
 	require.Contains(t, appErr.Error(), "POSTHASTE_PUBLIC_URL")
 
-	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box, Unsubscribe: links}, st, client, nil, nil)
+	acts := delivery.New(delivery.Config{Hostname: "out.example", Keys: box, Unsubscribe: links}, st, client, nil, nil)
 	res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.Len(t, res.Groups, 1)
@@ -233,7 +233,7 @@ func TestDeliverTopicEmailFromTheSandbox(t *testing.T) {
 	require.NoError(t, err)
 
 	mx, client := destMX(t, smtptest.Options{})
-	acts := activities.New(activities.Config{Hostname: "out.example", Unsubscribe: testLinks(t)}, st, client, nil, nil)
+	acts := delivery.New(delivery.Config{Hostname: "out.example", Unsubscribe: testLinks(t)}, st, client, nil, nil)
 	res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.Len(t, res.Sandbox, 1)
@@ -253,7 +253,7 @@ func TestDeliverTopicEmailFromTheSandbox(t *testing.T) {
 // crashAfter is a Deliverer that delivers its first n calls and then
 // panics, as a worker killed between two recipients' transactions.
 type crashAfter struct {
-	activities.Deliverer
+	delivery.Deliverer
 	n int
 }
 
@@ -289,8 +289,8 @@ func TestDeliverTopicEmailRecordsEachRecipientAtOnce(t *testing.T) {
 	_, err = storetest.InsertEmail(ctx, st, e)
 	require.NoError(t, err)
 	mx, client := destMX(t, smtptest.Options{})
-	cfg := activities.Config{Hostname: "out.example", Keys: box, Unsubscribe: testLinks(t)}
-	dying := activities.New(cfg, st, &crashAfter{Deliverer: client, n: 1}, nil, nil)
+	cfg := delivery.Config{Hostname: "out.example", Keys: box, Unsubscribe: testLinks(t)}
+	dying := delivery.New(cfg, st, &crashAfter{Deliverer: client, n: 1}, nil, nil)
 	res, err := run[contract.PrepareInput, contract.PrepareResult](t, dying.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	in := contract.DeliverInput{EmailID: e.ID.String(), Domain: "dest.test", TLS: "opportunistic",
@@ -303,7 +303,7 @@ func TestDeliverTopicEmailRecordsEachRecipientAtOnce(t *testing.T) {
 	status := recipientStatus(t, st, e)
 	require.Equal(t, "delivered", status[first], "recorded before the attempt died")
 
-	retry := activities.New(cfg, st, client, nil, nil)
+	retry := delivery.New(cfg, st, client, nil, nil)
 	_, err = run[contract.DeliverInput, struct{}](t, retry.Deliver, in)
 	require.NoError(t, err)
 	msgs := mx.Messages()

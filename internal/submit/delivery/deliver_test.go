@@ -1,4 +1,4 @@
-package activities_test
+package delivery_test
 
 import (
 	"context"
@@ -16,10 +16,10 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/egress"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
@@ -63,7 +63,7 @@ func TestDeliverClassifiesBouncesAndSuppressesOnlyBadAddresses(t *testing.T) {
 			return nil
 		},
 	})
-	acts := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil)
+	acts := delivery.New(delivery.Config{Hostname: "out.example"}, st, client, nil, nil)
 	rcpts := []string{"gone@dest.test", "off@dest.test", "spam@dest.test", "plain@dest.test", "ok@dest.test"}
 	e := insertEmail(t, st, rcpts...)
 	_, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
@@ -137,7 +137,7 @@ func TestDeliverRetryRecordsHeartbeatOutcomesInsteadOfResending(t *testing.T) {
 	st, lost, mx, client := resendWindow(t)
 	rcpts := []string{"a@dest.test", "b@dest.test", "gone@dest.test"}
 	e := insertEmail(t, st, rcpts...)
-	acts := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil)
+	acts := delivery.New(delivery.Config{Hostname: "out.example"}, st, client, nil, nil)
 	_, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	in := contract.DeliverInput{EmailID: e.ID.String(), Domain: "dest.test", TLS: "opportunistic", Recipients: rcpts}
@@ -153,7 +153,7 @@ func TestDeliverRetryRecordsHeartbeatOutcomesInsteadOfResending(t *testing.T) {
 		defer mu.Unlock()
 		beat = d
 	})
-	firstActs := activities.New(activities.Config{Hostname: "out.example"}, lost, client, nil, nil)
+	firstActs := delivery.New(delivery.Config{Hostname: "out.example"}, lost, client, nil, nil)
 	first.RegisterActivity(firstActs.Deliver)
 	_, err = first.ExecuteActivity(firstActs.Deliver, in)
 	require.ErrorContains(t, err, "closed pool", "the outcome could not be recorded")
@@ -200,7 +200,7 @@ func TestDeliverRetryRecordsHeartbeatOutcomesInsteadOfResending(t *testing.T) {
 // sendEmailEnv is a test environment running the real SendEmail workflow
 // with acts' Prepare, RecordEvents, Deliver and FailEmail, and the
 // activities of more (by name), which add to or replace those.
-func sendEmailEnv(acts *activities.Activities, more map[string]any) *testsuite.TestWorkflowEnvironment {
+func sendEmailEnv(acts *delivery.Sending, more map[string]any) *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
@@ -232,7 +232,7 @@ func TestDeliverToPrivateMXFailsTheEmail(t *testing.T) {
 	client, err := mta.New(mta.Config{Hostname: "out.example", Resolver: dns.Resolver(), Port: mx.Port()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
-	acts := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil)
+	acts := delivery.New(delivery.Config{Hostname: "out.example"}, st, client, nil, nil)
 	e := insertEmail(t, st, "a@dest.test", "b@dest.test", "delivered@posthaste.test")
 
 	env := sendEmailEnv(acts, nil)
@@ -276,9 +276,9 @@ func TestDeliverLocalHandsUnrecordedAnswersToTheFallback(t *testing.T) {
 	st, lost, mx, client := resendWindow(t)
 	rcpts := []string{"a@dest.test", "b@dest.test", "gone@dest.test"}
 	e := insertEmail(t, st, rcpts...)
-	regions := []string{activities.DefaultRegion}
-	acts := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil).WithLocalDelivery(regions)
-	lostActs := activities.New(activities.Config{Hostname: "out.example"}, lost, client, nil, nil).WithLocalDelivery(regions)
+	regions := []string{delivery.DefaultRegion}
+	acts := delivery.New(delivery.Config{Hostname: "out.example"}, st, client, nil, nil).WithLocalDelivery(regions)
+	lostActs := delivery.New(delivery.Config{Hostname: "out.example"}, lost, client, nil, nil).WithLocalDelivery(regions)
 
 	env := sendEmailEnv(acts, map[string]any{contract.DeliverLocalName: lostActs.DeliverLocal})
 	var (
@@ -338,27 +338,27 @@ func TestDeliverLocalDeliversOnlyForServedRegions(t *testing.T) {
 	st := storetest.New(t)
 	mx, client := destMX(t, smtptest.Options{})
 	e := insertEmail(t, st, "a@dest.test")
-	base := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil)
+	base := delivery.New(delivery.Config{Hostname: "out.example"}, st, client, nil, nil)
 
 	res, err := run[contract.PrepareInput, contract.PrepareResult](t, base.WithLocalDelivery([]string{"eu-west-1"}).Prepare,
 		contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.Len(t, res.Groups, 1)
-	require.Equal(t, activities.DefaultRegion, res.Groups[0].Region)
+	require.Equal(t, delivery.DefaultRegion, res.Groups[0].Region)
 	require.False(t, res.Groups[0].Local, "the worker does not serve the group's region")
 
 	res, err = run[contract.PrepareInput, contract.PrepareResult](t,
-		activities.New(activities.Config{Hostname: "out.example"}, st, nil, nil, nil).WithLocalDelivery([]string{activities.DefaultRegion}).Prepare,
+		delivery.New(delivery.Config{Hostname: "out.example"}, st, nil, nil, nil).WithLocalDelivery([]string{delivery.DefaultRegion}).Prepare,
 		contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.False(t, res.Groups[0].Local, "a process that does not deliver")
 
-	res, err = run[contract.PrepareInput, contract.PrepareResult](t, base.WithLocalDelivery([]string{activities.DefaultRegion}).Prepare,
+	res, err = run[contract.PrepareInput, contract.PrepareResult](t, base.WithLocalDelivery([]string{delivery.DefaultRegion}).Prepare,
 		contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.True(t, res.Groups[0].Local)
 
-	in := contract.DeliverInput{EmailID: e.ID.String(), Domain: "dest.test", Region: activities.DefaultRegion,
+	in := contract.DeliverInput{EmailID: e.ID.String(), Domain: "dest.test", Region: delivery.DefaultRegion,
 		TLS: "opportunistic", Recipients: []string{"a@dest.test"}}
 	out, err := run[contract.DeliverInput, contract.DeliverLocalResult](t, base.WithLocalDelivery([]string{"eu-west-1"}).DeliverLocal, in)
 	require.NoError(t, err)
@@ -366,7 +366,7 @@ func TestDeliverLocalDeliversOnlyForServedRegions(t *testing.T) {
 	require.Contains(t, out.Retry, "does not serve region")
 	require.Zero(t, mx.Connections())
 
-	out, err = run[contract.DeliverInput, contract.DeliverLocalResult](t, base.WithLocalDelivery([]string{activities.DefaultRegion}).DeliverLocal, in)
+	out, err = run[contract.DeliverInput, contract.DeliverLocalResult](t, base.WithLocalDelivery([]string{delivery.DefaultRegion}).DeliverLocal, in)
 	require.NoError(t, err)
 	require.True(t, out.Done)
 	require.Len(t, mx.Messages(), 1)

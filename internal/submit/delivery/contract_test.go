@@ -1,4 +1,4 @@
-package activities_test
+package delivery_test
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package activities_test
+package delivery_test
 
 import (
 	"context"
@@ -8,11 +8,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/pooldeliver"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
@@ -20,9 +20,9 @@ import (
 )
 
 // senders is the Senders of a test: a Deliverer per pool name.
-type senders map[string]activities.Deliverer
+type senders map[string]delivery.Deliverer
 
-func (s senders) Sender(pool string) (activities.Deliverer, bool) {
+func (s senders) Sender(pool string) (delivery.Deliverer, bool) {
 	d, ok := s[pool]
 	return d, ok
 }
@@ -55,11 +55,11 @@ func TestPrepareAndDeliverFromTheTeamsPool(t *testing.T) {
 		_, err := st.Domains.AddIPPool(ctx, store.IPPool{Name: name})
 		require.NoError(t, err)
 	}
-	cfg := activities.Config{Hostname: "out.example", DefaultPool: "shared"}
-	both := activities.NewWithSenders(cfg, st, senders{"": shared, "acme": acme}, nil, nil).
-		WithLocalDelivery([]string{activities.DefaultRegion})
-	onlyDefault := activities.NewWithSenders(cfg, st, senders{"": shared}, nil, nil).
-		WithLocalDelivery([]string{activities.DefaultRegion})
+	cfg := delivery.Config{Hostname: "out.example", DefaultPool: "shared"}
+	both := delivery.NewWithSenders(cfg, st, senders{"": shared, "acme": acme}, nil, nil).
+		WithLocalDelivery([]string{delivery.DefaultRegion})
+	onlyDefault := delivery.NewWithSenders(cfg, st, senders{"": shared}, nil, nil).
+		WithLocalDelivery([]string{delivery.DefaultRegion})
 
 	e := insertEmail(t, st, "a@dest.test")
 	require.NoError(t, st.Domains.SetTeamIPPool(ctx, e.TeamID, "acme"))

@@ -1,4 +1,4 @@
-package activities_test
+package delivery_test
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/pooldeliver"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
@@ -60,7 +60,7 @@ func TestWarmupLimitsThePoolsAddresses(t *testing.T) {
 	}
 	require.NoError(t, st.Domains.SetWarmup(ctx, sharedAddrs[0].IP, nil), "the shared pool is warm")
 	clk := &clock{t: time.Now().UTC()}
-	gate := activities.NewWarmupGate(st.Domains, ippool.Schedule{3}, clk.now)
+	gate := delivery.NewWarmupGate(st.Domains, ippool.Schedule{3}, clk.now)
 
 	shared, err := pooldeliver.New(base, sharedAddrs, pooldeliver.Warmup{Gate: gate})
 	require.NoError(t, err)
@@ -71,11 +71,11 @@ func TestWarmupLimitsThePoolsAddresses(t *testing.T) {
 	spilling, err := pooldeliver.New(base, newAddrs, pooldeliver.Warmup{Gate: gate, Spill: shared})
 	require.NoError(t, err)
 	defer spilling.Close()
-	cfg := activities.Config{Hostname: "out.example", DefaultPool: "shared"}
-	wait := activities.NewWithSenders(cfg, st, senders{"": shared, "new": waiting}, nil, nil)
-	spill := activities.NewWithSenders(cfg, st, senders{"": shared, "new": spilling}, nil, nil)
+	cfg := delivery.Config{Hostname: "out.example", DefaultPool: "shared"}
+	wait := delivery.NewWithSenders(cfg, st, senders{"": shared, "new": waiting}, nil, nil)
+	spill := delivery.NewWithSenders(cfg, st, senders{"": shared, "new": spilling}, nil, nil)
 
-	deliver := func(acts *activities.Activities, e store.Email) error {
+	deliver := func(acts *delivery.Sending, e store.Email) error {
 		t.Helper()
 		res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare,
 			contract.PrepareInput{EmailID: e.ID.String()})

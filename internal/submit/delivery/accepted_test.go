@@ -1,4 +1,4 @@
-package activities_test
+package delivery_test
 
 import (
 	"bytes"
@@ -18,10 +18,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/address"
 	"github.com/posthaste/posthaste/internal/dkim"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
@@ -76,7 +76,7 @@ func newSigner(t testing.TB) signer {
 // is stored as, BuildMessage, then the DKIM signature, which must verify.
 func (s signer) buildAccepted(e submit.Email) ([]byte, error) {
 	row := e.Row(uuid.MustParse("0192f1e4-7a3b-7c1d-9e2f-3a4b5c6d7e8f"), uuid.Nil, acceptedAt)
-	msg, err := activities.BuildMessage(row, acceptedAt)
+	msg, err := delivery.BuildMessage(row, acceptedAt)
 	if err != nil {
 		return nil, fmt.Errorf("building: %w", err)
 	}
@@ -272,7 +272,7 @@ func TestPrepareSendsAcceptedForward(t *testing.T) {
 	_, err = storetest.InsertEmail(ctx, st, row)
 	require.NoError(t, err)
 
-	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, nil, nil, nil)
+	acts := delivery.New(delivery.Config{Hostname: "out.example", Keys: box}, st, nil, nil, nil)
 	res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: row.ID.String()})
 	require.NoError(t, err)
 	require.Len(t, res.Groups, 1)

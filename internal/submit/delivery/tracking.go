@@ -1,4 +1,4 @@
-package activities
+package delivery
 
 import (
 	"bufio"
@@ -13,7 +13,6 @@ import (
 
 	"github.com/emersion/go-message"
 	"github.com/emersion/go-message/textproto"
-
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/posthaste/posthaste/internal/records"

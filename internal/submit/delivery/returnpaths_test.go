@@ -1,4 +1,4 @@
-package activities_test
+package delivery_test
 
 import (
 	"testing"
@@ -7,9 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/reports"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 	"github.com/posthaste/posthaste/internal/telemetry"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
@@ -32,7 +32,7 @@ func TestDeliverSendsEachRecipientFromItsReturnPath(t *testing.T) {
 	require.NoError(t, err)
 	defer client.Close()
 	metrics := telemetry.NewMetrics(prometheus.NewRegistry())
-	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, client, metrics, nil)
+	acts := delivery.New(delivery.Config{Hostname: "out.example", Keys: box}, st, client, metrics, nil)
 
 	e := domainEmail(t, st, d, "a@dest.test", "b@dest.test")
 	prep, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})

@@ -1,4 +1,4 @@
-package activities_test
+package delivery_test
 
 import (
 	"bytes"
@@ -12,11 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/dkim"
 	"github.com/posthaste/posthaste/internal/reports"
 	"github.com/posthaste/posthaste/internal/seal"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 	"github.com/posthaste/posthaste/internal/testkit/acttest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows/contract"
@@ -48,7 +48,7 @@ func TestPrepareSignsAndSkipsSuppressed(t *testing.T) {
 		Email: "gone@dest.test", Reason: store.SuppressionManual})
 	require.NoError(t, err)
 	e := domainEmail(t, st, d, "a@dest.test", "Gone@dest.test", "delivered@posthaste.test")
-	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box}, st, nil, nil, nil)
+	acts := delivery.New(delivery.Config{Hostname: "out.example", Keys: box}, st, nil, nil, nil)
 
 	res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
@@ -94,7 +94,7 @@ func TestPrepareWithoutKeyIsPermanent(t *testing.T) {
 	d, _ := insertDomain(t, st, newBox(t), "shop.test")
 	e := domainEmail(t, st, d, "a@dest.test")
 	for name, box := range map[string]*seal.Box{"no master key": nil, "another master key": newBox(t)} {
-		acts := activities.New(activities.Config{Keys: box}, st, nil, nil, nil)
+		acts := delivery.New(delivery.Config{Keys: box}, st, nil, nil, nil)
 		_, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
 		var ae *temporal.ApplicationError
 		require.ErrorAs(t, err, &ae, name)
@@ -106,7 +106,7 @@ func TestPrepareWithoutKeyIsPermanent(t *testing.T) {
 	}
 
 	// The workflow then ends the email failed, with that reason.
-	acts := activities.New(activities.Config{}, st, nil, nil, nil)
+	acts := delivery.New(delivery.Config{}, st, nil, nil, nil)
 	_, err := run[contract.FailEmailInput, struct{}](t, acts.FailEmail,
 		contract.FailEmailInput{EmailID: e.ID.String(), Reason: "DKIM key unavailable"})
 	require.NoError(t, err)

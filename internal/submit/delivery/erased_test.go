@@ -1,4 +1,4 @@
-package activities_test
+package delivery_test
 
 import (
 	"testing"
@@ -6,8 +6,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
@@ -17,7 +17,7 @@ import (
 func TestRecordEventsOfErasedEmail(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
-	acts := activities.New(activities.Config{}, st, nil, nil, nil)
+	acts := delivery.New(delivery.Config{}, st, nil, nil, nil)
 	_, err := run[contract.RecordEventsInput, struct{}](t, acts.RecordEvents, contract.RecordEventsInput{
 		EmailID: uuid.Must(uuid.NewV7()).String(), Events: []contract.EventInput{{Type: store.EventFailed}}})
 	require.NoError(t, err)

@@ -1,14 +1,16 @@
-package activities
+package delivery
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/telemetry"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
 
@@ -23,6 +25,38 @@ type EmailWorkflows interface {
 	// restart number ref.Restarts. An ID that was already used is not an
 	// error: that restart exists.
 	Restart(ctx context.Context, ref store.EmailRef, scheduledAt *time.Time) error
+}
+
+// ReconcilerConfig wires the activity of Reconcile.
+type ReconcilerConfig struct {
+	// Workflows tells whether emails' workflows run and restarts them;
+	// nil in a process that does not reconcile.
+	Workflows EmailWorkflows
+	// Metrics counts the emails reconciled; may be nil.
+	Metrics *telemetry.Metrics
+	// Logger may be nil.
+	Logger *slog.Logger
+}
+
+// Reconciler is the activity of Reconcile: it ends or restarts the emails
+// whose workflow no longer runs. The worker registers it under its name
+// in workflows/contract.
+type Reconciler struct {
+	emails    *store.Emails
+	workflows EmailWorkflows
+	metrics   *telemetry.Metrics
+	logger    *slog.Logger
+}
+
+// NewReconciler returns the activity of Reconcile over the emails area of
+// the store.
+func NewReconciler(cfg ReconcilerConfig, emails *store.Emails) *Reconciler {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Reconciler{emails: emails, workflows: cfg.Workflows, metrics: cfg.Metrics,
+		logger: logger.With("component", "activities")}
 }
 
 // Reasons the reconciler ends emails with, as the API, the dashboard and

@@ -1,14 +1,16 @@
-// Package activities does the I/O of Posthaste's sending workflows
-// (SendEmail, SendBatch) and of their reconciler (Reconcile): building and
-// storing messages, recording email events, and delivering to MX hosts,
-// within the warm-up allowances of the source addresses that WarmupGate
-// counts in PostgreSQL. The activities of the other workflows live in the
-// package of their area: internal/domains (VerifyDomain), imports
-// (ContactImport), broadcast (Broadcast), datareq (DataRequest,
-// Retention), webhook (DeliverWebhook), receiving (ProcessInbound) and
-// health/notices (AccountHealth). Every activity is idempotent: a retry
-// after a crash repeats no visible effect.
-package activities
+// Package delivery is the sending slice's delivery: the activities of the
+// SendEmail and SendBatch workflows (Sending) and of their reconciler
+// (Reconciler). Package submit, its parent, accepts mail; this package
+// does the I/O that sends it: building and storing messages, recording
+// email events and suppressions, and delivering to MX hosts, within the
+// warm-up allowances of the source addresses that WarmupGate counts in
+// PostgreSQL. The activities of the other workflows live in the package
+// of their area: internal/domains (VerifyDomain), imports (ContactImport),
+// broadcast (Broadcast), datareq (DataRequest, Retention), webhook
+// (DeliverWebhook), receiving (ProcessInbound) and health/notices
+// (AccountHealth). Every activity is idempotent: a retry after a crash
+// repeats no visible effect.
+package delivery
 
 import (
 	"context"
@@ -66,20 +68,23 @@ func (o onePool) Sender(pool string) (Deliverer, bool) { return o.d, pool == "" 
 // dispatcher of this process, if any).
 type Notifier interface{ Notify() }
 
-// Config holds the settings activities need.
+// Config wires the activities of SendEmail and SendBatch (Sending).
 type Config struct {
 	// Hostname names this installation in the return path of sandbox
 	// mail (POSTHASTE_HOSTNAME).
 	Hostname string
 	// Keys opens the domains' sealed DKIM keys; nil in a process without
-	// a master key, which then cannot prepare mail from a domain.
+	// a master key, which then cannot prepare mail from a domain. The
+	// keys of return paths (reports.VERPKeyPurpose), of mailto
+	// unsubscribe addresses (mailto.KeyPurpose) and of tracking tokens
+	// (tracking.KeyPurpose) are derived from it: the inbound MX, package
+	// receiving and the tracking endpoints derive the same to verify
+	// them. Without it, return paths are unsigned, emails sent with a
+	// topic name only the unsubscribe URL and no mail is tracked.
 	Keys *seal.Box
 	// Outbox is told when recorded events may have queued webhook
 	// messages (the outbox dispatcher of this process); may be nil.
 	Outbox Notifier
-	// Workflows tells Reconcile whether emails' workflows run and
-	// restarts them; nil in a process that does not reconcile.
-	Workflows EmailWorkflows
 	// Now is the activities' clock; nil means time.Now. Tests pass a
 	// settable clock instead of sleeping.
 	Now func() time.Time
@@ -91,68 +96,45 @@ type Config struct {
 	// process without POSTHASTE_PUBLIC_URL or master key, which then fails
 	// such emails.
 	Unsubscribe *unsubscribe.Links
-	// VERPKey signs the return paths of emails sent from a domain, one
-	// per recipient (reports.RecipientReturnPath), so that only a report
-	// about a recipient of an email we sent reaches the inbound MX; derived from the master key
-	// (reports.VERPKeyPurpose). Nil in a process without a master key, which then
-	// cannot prepare mail from a domain anyway. When it is nil and Keys is
-	// set, New derives it from Keys.
-	VERPKey []byte
-	// UnsubscribeMailtoKey makes the mailto unsubscribe addresses of
-	// emails sent with a topic from a domain (mailto.Make), derived from
-	// the master key (mailto.KeyPurpose); the inbound MX and the
-	// ProcessInbound activity (package receiving) verify them with the
-	// same key. When it is nil and Keys is set, New derives it
-	// from Keys; with neither, those emails name only the URL.
-	UnsubscribeMailtoKey []byte
-	// TrackingKey seals the tokens of tracked links and open pixels
-	// (tracking.Sealer), derived from the master key
-	// (tracking.KeyPurpose); the tracking endpoints open them with the
-	// same key. When it is nil and Keys is set, New derives it from Keys;
-	// with neither, no mail is tracked.
-	TrackingKey []byte
-	// LocalRegions are the delivery regions whose queues the workflow
-	// worker running these activities also serves, for the IP pools it
-	// has Senders for: Prepare lets the workflow make the first delivery
-	// attempt of their groups a local activity (contract.DeliveryGroup.Local). Set
-	// by WithLocalDelivery.
-	LocalRegions []string
 	// DefaultPool is the name of the default IP pool
 	// (POSTHASTE_IP_POOLS): Prepare gives groups of teams or domains
 	// assigned it the pool "", whose queues are the default ones.
 	DefaultPool string
 }
 
-// Activities are the activities of the sending workflows and of their
-// reconciler, one struct a workflow (or a workflow and the one it starts,
-// for SendEmail and SendBatch), each holding only the dependencies its
-// activities use. Construct it with New; the worker registers each
-// activity under its name in package contract. The activities of the
-// other workflows live in the package of their area (domains, imports,
-// broadcast, datareq, webhook, receiving, health/notices).
-type Activities struct {
-	*Sending    // SendEmail and SendBatch
-	*Reconciler // Reconcile
-}
-
 // Sending are the activities of SendEmail and SendBatch: preparing,
 // delivering and recording the outcomes of emails.
 type Sending struct {
 	recorder
-	audience             *store.Audience
-	mta                  Senders // nil in processes that do not deliver
-	logger               *slog.Logger
-	now                  func() time.Time
-	signers              *signerCache
-	hostname             string
-	keys                 *seal.Box
-	crash                *faults.Crasher
-	unsubscribe          *unsubscribe.Links
-	verpKey              []byte
+	audience    *store.Audience
+	mta         Senders // nil in processes that do not deliver
+	logger      *slog.Logger
+	now         func() time.Time
+	signers     *signerCache
+	hostname    string
+	keys        *seal.Box
+	crash       *faults.Crasher
+	unsubscribe *unsubscribe.Links
+	// verpKey signs the return paths of emails sent from a domain, one
+	// per recipient (reports.RecipientReturnPath), so that only a report
+	// about a recipient of an email we sent reaches the inbound MX; nil
+	// without a master key, which then cannot prepare mail from a domain
+	// anyway.
+	verpKey []byte
+	// unsubscribeMailtoKey makes the mailto unsubscribe addresses of
+	// emails sent with a topic from a domain (mailto.Make); nil: those
+	// emails name only the URL.
 	unsubscribeMailtoKey []byte
-	trackingKey          []byte
-	localRegions         []string
-	defaultPool          string
+	// trackingKey seals the tokens of tracked links and open pixels
+	// (tracking.Sealer); nil: no mail is tracked.
+	trackingKey []byte
+	// localRegions are the delivery regions whose queues the workflow
+	// worker running these activities also serves, for the IP pools it
+	// has Senders for: Prepare lets the workflow make the first delivery
+	// attempt of their groups a local activity
+	// (contract.DeliveryGroup.Local). Set by WithLocalDelivery.
+	localRegions []string
+	defaultPool  string
 }
 
 // recorder records the events of an email and puts the addresses they
@@ -164,18 +146,10 @@ type recorder struct {
 	metrics *telemetry.Metrics
 }
 
-// Reconciler is the activity of Reconcile.
-type Reconciler struct {
-	emails    *store.Emails
-	workflows EmailWorkflows
-	metrics   *telemetry.Metrics
-	logger    *slog.Logger
-}
-
-// New returns the activities, delivering from the default pool with d
-// (see NewWithSenders). d may be nil in processes that do not deliver;
-// metrics may be nil.
-func New(cfg Config, st *store.Store, d Deliverer, metrics *telemetry.Metrics, logger *slog.Logger) *Activities {
+// New returns the activities of SendEmail and SendBatch, delivering from
+// the default pool with d (see NewWithSenders). d may be nil in processes
+// that do not deliver; metrics and logger may be nil.
+func New(cfg Config, st *store.Store, d Deliverer, metrics *telemetry.Metrics, logger *slog.Logger) *Sending {
 	var senders Senders
 	if d != nil {
 		senders = OnePool(d)
@@ -183,53 +157,44 @@ func New(cfg Config, st *store.Store, d Deliverer, metrics *telemetry.Metrics, l
 	return NewWithSenders(cfg, st, senders, metrics, logger)
 }
 
-// NewWithSenders returns the activities of a process that delivers from
-// the IP pools of senders; senders may be nil in processes that do not
-// deliver, metrics may be nil.
-func NewWithSenders(cfg Config, st *store.Store, senders Senders, metrics *telemetry.Metrics, logger *slog.Logger) *Activities {
+// NewWithSenders returns the activities of SendEmail and SendBatch of a
+// process that delivers from the IP pools of senders, over st's emails
+// and audience; senders may be nil in processes that do not deliver,
+// metrics and logger may be nil.
+func NewWithSenders(cfg Config, st *store.Store, senders Senders, metrics *telemetry.Metrics, logger *slog.Logger) *Sending {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	logger = logger.With("component", "activities")
 	now := cfg.Now
 	if now == nil {
 		now = time.Now
 	}
-	if cfg.VERPKey == nil && cfg.Keys != nil {
-		cfg.VERPKey = cfg.Keys.DeriveKey(reports.VERPKeyPurpose)
+	a := &Sending{recorder: recorder{emails: st.Emails, outbox: cfg.Outbox, metrics: metrics}, audience: st.Audience,
+		mta: senders, logger: logger.With("component", "activities"), now: now, signers: newSignerCache(),
+		hostname: cfg.Hostname, keys: cfg.Keys, crash: cfg.Crash, unsubscribe: cfg.Unsubscribe,
+		defaultPool: cfg.DefaultPool}
+	if cfg.Keys != nil {
+		a.verpKey = cfg.Keys.DeriveKey(reports.VERPKeyPurpose)
+		a.unsubscribeMailtoKey = cfg.Keys.DeriveKey(mailto.KeyPurpose)
+		a.trackingKey = cfg.Keys.DeriveKey(tracking.KeyPurpose)
 	}
-	if cfg.UnsubscribeMailtoKey == nil && cfg.Keys != nil {
-		cfg.UnsubscribeMailtoKey = cfg.Keys.DeriveKey(mailto.KeyPurpose)
-	}
-	if cfg.TrackingKey == nil && cfg.Keys != nil {
-		cfg.TrackingKey = cfg.Keys.DeriveKey(tracking.KeyPurpose)
-	}
-	rec := recorder{emails: st.Emails, outbox: cfg.Outbox, metrics: metrics}
-	return &Activities{
-		Sending: &Sending{recorder: rec, audience: st.Audience, mta: senders, logger: logger, now: now, signers: newSignerCache(),
-			hostname: cfg.Hostname, keys: cfg.Keys, crash: cfg.Crash, unsubscribe: cfg.Unsubscribe,
-			verpKey: cfg.VERPKey, unsubscribeMailtoKey: cfg.UnsubscribeMailtoKey, trackingKey: cfg.TrackingKey,
-			localRegions: cfg.LocalRegions, defaultPool: cfg.DefaultPool},
-		Reconciler: &Reconciler{emails: st.Emails, workflows: cfg.Workflows, metrics: metrics, logger: logger},
-	}
+	return a
 }
 
 // WithLocalDelivery returns activities that differ from a only in that
 // Prepare lets the first delivery attempt of groups of the given regions,
-// from the IP pools a has Senders for, run as a local activity
-// (Config.LocalRegions). A worker that runs workflows and serves those
-// regions' and pools' delivery queues registers them on its workflow
-// queue; a process that does not deliver (no Senders) never delivers
-// locally.
-func (a *Activities) WithLocalDelivery(regions []string) *Activities {
-	b, s := *a, *a.Sending
+// from the IP pools a has Senders for, run as a local activity. A worker
+// that runs workflows and serves those regions' and pools' delivery
+// queues registers them on its workflow queue; a process that does not
+// deliver (no Senders) never delivers locally.
+func (a *Sending) WithLocalDelivery(regions []string) *Sending {
+	s := *a
 	if s.mta != nil {
 		s.localRegions = slices.Clone(regions)
 	} else {
 		s.localRegions = nil
 	}
-	b.Sending = &s
-	return &b
+	return &s
 }
 
 // sends reports whether this process delivers from pool.

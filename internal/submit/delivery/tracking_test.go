@@ -1,4 +1,4 @@
-package activities_test
+package delivery_test
 
 import (
 	"bytes"
@@ -13,11 +13,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/audit"
 	"github.com/posthaste/posthaste/internal/dkim"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/internal/tracking"
@@ -58,7 +58,7 @@ func TestDeliverTrackedEmail(t *testing.T) {
 		return e
 	}
 	mx, client := destMX(t, smtptest.Options{})
-	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box, Unsubscribe: testLinks(t)},
+	acts := delivery.New(delivery.Config{Hostname: "out.example", Keys: box, Unsubscribe: testLinks(t)},
 		st, client, nil, nil)
 	deliver := func(e store.Email) {
 		res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare,

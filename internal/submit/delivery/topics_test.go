@@ -1,4 +1,4 @@
-package activities_test
+package delivery_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
@@ -25,7 +25,7 @@ func TestPrepareSuppressesRecipientsOutsideTopic(t *testing.T) {
 	st := storetest.New(t)
 	box := newBox(t)
 	d, _ := insertDomain(t, st, box, "shop.test")
-	acts := activities.New(activities.Config{Hostname: "out.example", Keys: box, Unsubscribe: testLinks(t)}, st, nil, nil, nil)
+	acts := delivery.New(delivery.Config{Hostname: "out.example", Keys: box, Unsubscribe: testLinks(t)}, st, nil, nil, nil)
 	topic := func(def string) store.Topic {
 		tp, err := st.Audience.CreateTopic(ctx, store.Topic{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, Name: def,
 			DefaultSubscription: def, Visibility: "private"})

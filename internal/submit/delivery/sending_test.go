@@ -1,4 +1,4 @@
-package activities_test
+package delivery_test
 
 import (
 	"bytes"
@@ -13,9 +13,9 @@ import (
 	"github.com/emersion/go-smtp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/mta"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 	"github.com/posthaste/posthaste/internal/testkit/acttest"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
@@ -45,7 +45,7 @@ func run[I, O any](t *testing.T, fn any, in I) (O, error) {
 func TestPrepareBuildsStoresAndGroups(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
-	acts := activities.New(activities.Config{Hostname: "mx.example"}, st, nil, nil, nil)
+	acts := delivery.New(delivery.Config{Hostname: "mx.example"}, st, nil, nil, nil)
 	e := insertEmail(t, st, "delivered@posthaste.test", "complained+x@posthaste.test", "a@one.test", "b@one.test", "c@two.test")
 
 	res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
@@ -87,7 +87,7 @@ func TestPrepareBuildsStoresAndGroups(t *testing.T) {
 func TestPrepareSkipsCanceled(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
-	acts := activities.New(activities.Config{}, st, nil, nil, nil)
+	acts := delivery.New(delivery.Config{}, st, nil, nil, nil)
 	e := insertEmail(t, st, "delivered@posthaste.test")
 	require.NoError(t, st.Emails.RecordEvents(context.Background(), e.ID, []store.Event{{Type: store.EventCanceled}}))
 	res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
@@ -115,7 +115,7 @@ func TestDeliverRecordsOutcomesAndRetriesOnlyDeferred(t *testing.T) {
 	client, err := mta.New(mta.Config{Hostname: "out.example", Resolver: dns.Resolver(), Port: mx.Port(), Egress: loopback})
 	require.NoError(t, err)
 	defer client.Close()
-	acts := activities.New(activities.Config{Hostname: "out.example"}, st, client, nil, nil)
+	acts := delivery.New(delivery.Config{Hostname: "out.example"}, st, client, nil, nil)
 
 	e := insertEmail(t, st, "ok@dest.test", "gone@dest.test", "grey@dest.test")
 	_, err = run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})

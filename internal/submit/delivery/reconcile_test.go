@@ -1,4 +1,4 @@
-package activities_test
+package delivery_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/activities"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 	"github.com/posthaste/posthaste/internal/telemetry"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows/contract"
@@ -90,7 +90,7 @@ func TestReconcileRestartsThenFailsQueuedEmails(t *testing.T) {
 	st := storetest.New(t)
 	wf := &fakeWorkflows{running: map[wfRun]bool{}}
 	metrics := telemetry.NewMetrics(prometheus.NewRegistry())
-	acts := activities.New(activities.Config{Workflows: wf}, st, nil, metrics, nil)
+	acts := delivery.NewReconciler(delivery.ReconcilerConfig{Workflows: wf, Metrics: metrics}, st.Emails)
 	now := time.Now()
 	stuck := insertEmailAt(t, st, now.Add(-time.Hour), "delivered@posthaste.test")
 	recent := insertEmailAt(t, st, now, "delivered@posthaste.test")
@@ -123,12 +123,12 @@ func TestReconcileRestartsThenFailsQueuedEmails(t *testing.T) {
 	require.Equal(t, contract.ReconcileResult{Examined: 1, Failed: 1}, reconcile())
 	typ, reason := reasonOf(t, st, stuck.ID)
 	require.Equal(t, store.EventFailed, typ)
-	require.Equal(t, activities.ReasonNotStarted, reason)
+	require.Equal(t, delivery.ReasonNotStarted, reason)
 	require.Equal(t, contract.ReconcileResult{}, reconcile(), "a failed email has its outcome")
 	require.Len(t, wf.restarted, 2)
 
-	require.Equal(t, 2.0, testutil.ToFloat64(metrics.Reconciled.WithLabelValues(activities.ReconcileRestarted)))
-	require.Equal(t, 1.0, testutil.ToFloat64(metrics.Reconciled.WithLabelValues(activities.ReconcileFailed)))
+	require.Equal(t, 2.0, testutil.ToFloat64(metrics.Reconciled.WithLabelValues(delivery.ReconcileRestarted)))
+	require.Equal(t, 1.0, testutil.ToFloat64(metrics.Reconciled.WithLabelValues(delivery.ReconcileFailed)))
 	for _, e := range []store.Email{recent, waiting} {
 		got, err := st.Emails.GetEmail(ctx, e.TeamID, e.ID)
 		require.NoError(t, err)
@@ -141,7 +141,7 @@ func TestReconcileFailsEmailsPastTheDeliveryWindow(t *testing.T) {
 	ctx := context.Background()
 	st := storetest.New(t)
 	wf := &fakeWorkflows{running: map[wfRun]bool{}, broken: map[uuid.UUID]bool{}}
-	acts := activities.New(activities.Config{Workflows: wf}, st, nil, nil, nil)
+	acts := delivery.NewReconciler(delivery.ReconcilerConfig{Workflows: wf}, st.Emails)
 	now := time.Now()
 	sent := func(at time.Time, rcpts ...string) store.Email {
 		e := insertEmailAt(t, st, at, rcpts...)
@@ -174,7 +174,7 @@ func TestReconcileFailsEmailsPastTheDeliveryWindow(t *testing.T) {
 		"only the recipient without an outcome fails")
 	typ, reason := reasonOf(t, st, gone.ID)
 	require.Equal(t, store.EventFailed, typ)
-	require.Equal(t, activities.ReasonNoOutcome, reason)
+	require.Equal(t, delivery.ReasonNoOutcome, reason)
 	for _, e := range []store.Email{stillRunning, unknown, inWindow} {
 		got, err := st.Emails.GetEmail(ctx, e.TeamID, e.ID)
 		require.NoError(t, err)
@@ -186,7 +186,7 @@ func TestReconcileBoundsItsWork(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	wf := &fakeWorkflows{running: map[wfRun]bool{}}
-	acts := activities.New(activities.Config{Workflows: wf}, st, nil, nil, nil)
+	acts := delivery.NewReconciler(delivery.ReconcilerConfig{Workflows: wf}, st.Emails)
 	now := time.Now()
 	for i := range 5 {
 		e := insertEmailAt(t, st, now.Add(-time.Hour-time.Duration(i)*time.Minute), "delivered@posthaste.test")
@@ -200,6 +200,6 @@ func TestReconcileBoundsItsWork(t *testing.T) {
 
 	// Without a Temporal client there is nothing to reconcile with.
 	_, err = run[contract.ReconcileInput, contract.ReconcileResult](t,
-		activities.New(activities.Config{}, st, nil, nil, nil).ReconcileEmails, in)
+		delivery.NewReconciler(delivery.ReconcilerConfig{}, st.Emails).ReconcileEmails, in)
 	require.ErrorContains(t, err, "no Temporal client")
 }
