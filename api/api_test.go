@@ -22,6 +22,7 @@ import (
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/audience"
+	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
@@ -40,6 +41,7 @@ import (
 	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/internal/usage"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
@@ -152,11 +154,13 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 	logs := reqlog.New(lc, st.Insights)
 	t.Cleanup(func() { _ = logs.Close(context.Background()) })
 	h, err := api.New(api.Config{
-		Store:    st,
 		Auth:     auth.NewAuthenticator(st.Accounts, o.keyCache),
 		Submit:   submit.New(submit.Config{Store: submit.StoreOf(st), Notifier: n, Fetcher: o.fetch, PublicURL: "https://posthaste.example"}),
 		Emails:   submit.NewEmails(st.Emails),
 		Received: receiving.New(st.Received),
+		Usage:    usage.New(st.Insights, st.Accounts),
+		Accounts: account.New(account.Config{Store: st}),
+		AuditLog: auditlog.New(st),
 		Metrics:  metrics,
 		Gatherer: reg,
 		Ready:    []api.Check{{Name: "postgres", Check: st.Ping}},

@@ -29,6 +29,7 @@ import (
 	"github.com/posthaste/posthaste/internal/telemetry"
 	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/internal/usage"
 )
 
 // BenchmarkMiddlewareCost measures what authentication, the rate limiter
@@ -76,8 +77,8 @@ func BenchmarkMiddlewareCost(b *testing.B) {
 	servers := make([]*httptest.Server, len(variants))
 	for i, v := range variants {
 		reg := prometheus.NewRegistry()
-		cfg := api.Config{Store: st, Auth: authn, Submit: sub, Emails: submit.NewEmails(st.Emails), Metrics: telemetry.NewMetrics(reg),
-			DefaultRateLimit: 1_000_000}
+		cfg := api.Config{Auth: authn, Submit: sub, Emails: submit.NewEmails(st.Emails), Usage: usage.New(st.Insights, st.Accounts),
+			Metrics: telemetry.NewMetrics(reg), DefaultRateLimit: 1_000_000}
 		v.cfg(&cfg)
 		h, err := api.New(cfg)
 		if err != nil {

@@ -50,7 +50,7 @@ func newBroadcastEnv(t *testing.T) (*env, *broadcastWaker) {
 	e := newEnv(t)
 	sub := submit.New(submit.Config{Store: submit.StoreOf(e.store), Notifier: e.notify, PublicURL: "https://posthaste.example"})
 	w := &broadcastWaker{}
-	h, err := api.New(api.Config{Store: e.store, Auth: auth.NewAuthenticator(e.store.Accounts, time.Second), Submit: sub,
+	h, err := api.New(api.Config{Auth: auth.NewAuthenticator(e.store.Accounts, time.Second), Submit: sub,
 		Broadcasts: broadcast.NewService(broadcast.Config{Store: e.store, Submit: sub, Waker: w})})
 	require.NoError(t, err)
 	rest := e.srv.Config.Handler

@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/store"
 )
@@ -21,6 +22,7 @@ import (
 type privacyAPI struct {
 	*Server
 	dataRequests *datareq.Service
+	auditLog     *auditlog.Log // lists the team's entries (/audit-log)
 }
 
 // dataRequestDownload is the download kind the URL signature covers.

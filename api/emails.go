@@ -14,6 +14,7 @@ import (
 
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/usage"
 )
 
 // emailsAPI serves /emails (sending, batches, reading, rescheduling and canceling
@@ -22,6 +23,7 @@ type emailsAPI struct {
 	*Server
 	submit *submit.Service
 	emails *submit.Emails // reads and the suppression list
+	usage  *usage.Service // the request log, metrics and quota used
 }
 
 // readBody reads a request body of at most maxBody bytes; it may be
@@ -175,7 +177,7 @@ const quotaHeaderName = "X-Posthaste-Monthly-Quota"
 func (s *emailsAPI) quotaHeader(c *gin.Context, used int64) {
 	if used == 0 {
 		var err error
-		if used, err = s.store.Accounts.QuotaUsed(c.Request.Context(), principal(c).TeamID, time.Now()); err != nil {
+		if used, err = s.usage.QuotaUsed(c.Request.Context(), principal(c).TeamID, time.Now()); err != nil {
 			return
 		}
 	}
@@ -188,7 +190,7 @@ func (s *emailsAPI) refuseSend(c *gin.Context, err error) {
 	var qe *store.QuotaExceededError
 	if errors.As(err, &qe) {
 		c.Header(quotaHeaderName, strconv.FormatInt(qe.Used, 10))
-	} else if used, qerr := s.store.Accounts.QuotaUsed(c.Request.Context(), principal(c).TeamID, time.Now()); qerr == nil {
+	} else if used, qerr := s.usage.QuotaUsed(c.Request.Context(), principal(c).TeamID, time.Now()); qerr == nil {
 		c.Header(quotaHeaderName, strconv.FormatInt(used, 10))
 	}
 	s.respondError(c, err)

@@ -24,6 +24,7 @@ import (
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/audience"
+	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/seal"
@@ -33,6 +34,7 @@ import (
 	"github.com/posthaste/posthaste/internal/testkit/clocktest"
 	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/internal/usage"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
@@ -122,9 +124,10 @@ func newBareEnv(t *testing.T, configure func(*api.Config)) *bareEnv {
 	reg := prometheus.NewRegistry()
 	e := &bareEnv{store: st, log: &recordedLog{}, lookups: &countingKeys{st: st}, metrics: telemetry.NewMetrics(reg),
 		box: box, out: &lockedBuffer{}}
-	cfg := api.Config{Store: st, Auth: auth.NewAuthenticator(e.lookups, time.Minute),
+	cfg := api.Config{Auth: auth.NewAuthenticator(e.lookups, time.Minute),
 		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Emails: submit.NewEmails(st.Emails),
-		Received: receiving.New(st.Received), Metrics: e.metrics, Gatherer: reg, RequestLog: e.log,
+		Received: receiving.New(st.Received), Usage: usage.New(st.Insights, st.Accounts),
+		Accounts: account.New(account.Config{Store: st}), AuditLog: auditlog.New(st), Metrics: e.metrics, Gatherer: reg, RequestLog: e.log,
 		Ready:    []api.Check{{Name: "postgres", Check: st.Ping}},
 		Webhooks: webhook.NewEndpoints(webhook.EndpointsConfig{Keys: box, AllowHTTP: true}, st),
 		Audience: audience.New(st.Audience),

@@ -23,6 +23,7 @@ import (
 	"github.com/posthaste/posthaste/internal/telemetry"
 	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/internal/usage"
 )
 
 // newHealthEnv is an API whose send path checks account health, as
@@ -38,10 +39,10 @@ func newHealthEnv(t *testing.T) *env {
 	n := &notifier{}
 	sub := submit.New(submit.Config{Store: submit.StoreOf(st), Notifier: n, Health: st.Insights})
 	h, err := api.New(api.Config{
-		Store:            st,
 		Auth:             auth.NewAuthenticator(st.Accounts, time.Second),
 		Submit:           sub,
 		Emails:           submit.NewEmails(st.Emails),
+		Usage:            usage.New(st.Insights, st.Accounts),
 		Broadcasts:       broadcast.NewService(broadcast.Config{Store: st, Submit: sub, Waker: &broadcastWaker{}}),
 		Audience:         audience.New(st.Audience),
 		Metrics:          metrics,

@@ -70,7 +70,7 @@ func (s *emailsAPI) listLogs(c *gin.Context) {
 		}
 		f.Path = v
 	}
-	logs, more, err := s.store.Insights.ListRequestLogs(c.Request.Context(), principal(c).TeamID, f, p)
+	logs, more, err := s.usage.RequestLogs(c.Request.Context(), principal(c).TeamID, f, p)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -88,7 +88,7 @@ func (s *emailsAPI) getLog(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	l, err := s.store.Insights.GetRequestLog(c.Request.Context(), principal(c).TeamID, id)
+	l, err := s.usage.RequestLog(c.Request.Context(), principal(c).TeamID, id)
 	if err != nil {
 		s.respondError(c, err)
 		return

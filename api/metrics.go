@@ -57,7 +57,7 @@ func (s *emailsAPI) emailMetrics(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	m, err := s.store.Insights.EmailMetrics(c.Request.Context(), principal(c).TeamID, req.query)
+	m, err := s.usage.EmailMetrics(c.Request.Context(), principal(c).TeamID, req.query)
 	if err != nil {
 		s.respondError(c, err)
 		return

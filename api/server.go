@@ -11,8 +11,10 @@
 // contact_properties.go, segments.go, topics.go), templatesAPI,
 // broadcastsAPI, webhooksAPI, receivingAPI (receiving.go), privacyAPI
 // (datarequests.go, auditlog.go) and keysAPI (apikeys.go). Each embeds
-// *Server and holds its own use case; the use cases shared with the
-// dashboard are built once by the caller and passed in Config.
+// *Server and holds its own use cases; the API reads and changes data
+// only through them, the services shared with the dashboard, built once
+// by the caller and passed in Config (adapters_test.go keeps the store
+// out).
 package api
 
 import (
@@ -43,10 +45,10 @@ import (
 	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/seal"
-	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
 	"github.com/posthaste/posthaste/internal/templates"
+	"github.com/posthaste/posthaste/internal/usage"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
@@ -61,15 +63,21 @@ type Check struct {
 
 // Config wires a Server.
 type Config struct {
-	Store  *store.Store
 	Auth   *auth.Authenticator
 	Submit *submit.Service
 	// Emails reads sent emails and keeps the suppression list (/emails,
-	// /suppressions); Received reads received mail (/emails/receiving).
-	// Built once by the caller, like the services below; required (as
-	// Submit is) when those routes are used.
+	// /suppressions); Received reads received mail (/emails/receiving);
+	// Usage reads the request log (/logs), the email metrics
+	// (/emails/metrics) and the quota used (the quota header of sending
+	// responses); Accounts serves /api-keys; AuditLog serves /audit-log.
+	// Built once by the caller, like the services below; their routes are
+	// always served, so each is required (as Submit is) when they are
+	// used.
 	Emails   *submit.Emails
 	Received *receiving.Service
+	Usage    *usage.Service
+	Accounts *account.Service
+	AuditLog *auditlog.Log
 
 	// The use cases the API shares with the dashboard, each built once by
 	// the caller (cmd/posthaste) and handed to both. A nil one leaves its
@@ -81,11 +89,6 @@ type Config struct {
 	DataRequests *datareq.Service   // /data-requests
 	Broadcasts   *broadcast.Service // /broadcasts
 	Templates    *templates.Service // /templates
-	// Accounts serves /api-keys; nil → one built on Store.
-	Accounts *account.Service
-	// AuditLog records every audited change and serves /audit-log; nil
-	// means one on Store.
-	AuditLog *auditlog.Log
 	// Records is the operator's side of the DNS records shown with each
 	// domain.
 	Records records.Config
@@ -164,7 +167,6 @@ type UnsubscribeHandler interface {
 // the area's own type (emailsAPI, domainsAPI, audienceAPI, …), which
 // embeds *Server for those shared parts and holds the area's use case.
 type Server struct {
-	store   *store.Store
 	auth    *auth.Authenticator
 	metrics *telemetry.Metrics
 	ready   []Check
@@ -182,9 +184,6 @@ type Server struct {
 	hsts        bool
 	publicURL   string
 	tracking    *trackingRoutes
-	// auditLog records the changes of the areas without a service of
-	// their own (audit.go) and lists the team's entries.
-	auditLog *auditlog.Log
 
 	// The handlers, by area.
 	emails     *emailsAPI
@@ -205,7 +204,7 @@ func New(cfg Config) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{store: cfg.Store, auth: cfg.Auth, metrics: cfg.Metrics, ready: cfg.Ready, box: cfg.Keys,
+	s := &Server{auth: cfg.Auth, metrics: cfg.Metrics, ready: cfg.Ready, box: cfg.Keys,
 		logger: logger.With("component", "api"), limiter: cfg.Limiter, defaultRate: cfg.DefaultRateLimit, reqlog: cfg.RequestLog, fixed: cfg.Unauthenticated,
 		opsToken: cfg.MetricsToken, hsts: cfg.HSTS, publicURL: strings.TrimRight(cfg.PublicURL, "/")}
 	if s.defaultRate <= 0 {
@@ -215,18 +214,15 @@ func New(cfg Config) (*Server, error) {
 		cfg.KeyLookupRate = 10
 	}
 	s.lookups = newLookupBudget(cfg.KeyLookupRate, cfg.Now)
-	if s.auditLog = cfg.AuditLog; s.auditLog == nil {
-		s.auditLog = auditlog.New(cfg.Store)
-	}
-	s.emails = &emailsAPI{Server: s, submit: cfg.Submit, emails: cfg.Emails}
+	s.emails = &emailsAPI{Server: s, submit: cfg.Submit, emails: cfg.Emails, usage: cfg.Usage}
 	s.domains = &domainsAPI{Server: s, domainSvc: cfg.Domains, records: cfg.Records}
 	s.audience = &audienceAPI{Server: s, svc: cfg.Audience, imports: cfg.Imports}
 	s.templates = &templatesAPI{Server: s, svc: cfg.Templates}
 	s.broadcasts = &broadcastsAPI{Server: s, broadcastSvc: cfg.Broadcasts}
 	s.webhooks = &webhooksAPI{Server: s, endpoints: cfg.Webhooks}
 	s.receiving = &receivingAPI{Server: s, received: cfg.Received}
-	s.privacy = &privacyAPI{Server: s, dataRequests: cfg.DataRequests}
-	s.keys = &keysAPI{Server: s, keys: account.New(account.Config{Store: cfg.Store}).Keys}
+	s.privacy = &privacyAPI{Server: s, dataRequests: cfg.DataRequests, auditLog: cfg.AuditLog}
+	s.keys = &keysAPI{Server: s}
 	if cfg.Accounts != nil {
 		s.keys.keys = cfg.Accounts.Keys
 	}

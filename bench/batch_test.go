@@ -19,6 +19,7 @@ import (
 	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/internal/usage"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -31,8 +32,9 @@ func TestBatchBench(t *testing.T) {
 	st, err := store.Open(ctx, store.Config{URL: storetest.NewDatabase(t), MaxConns: 16})
 	require.NoError(t, err)
 	defer st.Close()
-	h, err := api.New(api.Config{Store: st, Auth: auth.NewAuthenticator(st.Accounts, time.Second),
-		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Emails: submit.NewEmails(st.Emails)})
+	h, err := api.New(api.Config{Auth: auth.NewAuthenticator(st.Accounts, time.Second),
+		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Emails: submit.NewEmails(st.Emails),
+		Usage: usage.New(st.Insights, st.Accounts)})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	defer srv.Close()

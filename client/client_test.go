@@ -17,11 +17,13 @@ import (
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/client"
 	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/internal/usage"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -33,10 +35,12 @@ func newAPI(t *testing.T) *client.Client {
 	ctx := context.Background()
 	st := storetest.New(t)
 	h, err := api.New(api.Config{
-		Store:  st,
-		Auth:   auth.NewAuthenticator(st.Accounts, time.Second),
-		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}),
-		Emails: submit.NewEmails(st.Emails),
+		Auth:     auth.NewAuthenticator(st.Accounts, time.Second),
+		Submit:   submit.New(submit.Config{Store: submit.StoreOf(st)}),
+		Emails:   submit.NewEmails(st.Emails),
+		Usage:    usage.New(st.Insights, st.Accounts),
+		Accounts: account.New(account.Config{Store: st}),
+		AuditLog: auditlog.New(st),
 	})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)

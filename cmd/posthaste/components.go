@@ -54,6 +54,7 @@ import (
 	"github.com/posthaste/posthaste/internal/tracking"
 	"github.com/posthaste/posthaste/internal/unsubscribe"
 	"github.com/posthaste/posthaste/internal/unsubscribe/mailto"
+	"github.com/posthaste/posthaste/internal/usage"
 	"github.com/posthaste/posthaste/internal/webhook"
 	"github.com/posthaste/posthaste/smtpgw"
 	"github.com/posthaste/posthaste/worker"
@@ -492,11 +493,13 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	emails, received := submit.NewEmails(st.Emails), receiving.New(st.Received)
 	accounts := account.New(account.Config{Store: st})
 	templateSvc := templates.New(st)
+	// The request log, email metrics, quota used and account health.
+	usageSvc := usage.New(st.Insights, st.Accounts)
 	// The default inbound budget, which the Receiving page shows nearly spent
 	// (the MX enforces it: mx.go).
 	inboundBudget := inmail.Budget{DailyMessages: cfg.Inbound.DailyMessages, StorageBytes: cfg.Inbound.StorageBytes}
-	dash, err := dashboard.New(dashboard.Config{Store: st, InboundBudget: inboundBudget, Auth: in.auth, TemporalUIURL: temporalUI,
-		Emails: emails, Received: received,
+	dash, err := dashboard.New(dashboard.Config{InboundBudget: inboundBudget, Auth: in.auth, TemporalUIURL: temporalUI,
+		Emails: emails, Received: received, Usage: usageSvc,
 		Domains: domainSvc, Webhooks: endpoints, Imports: importSvc, DataRequests: dataRequests, Broadcasts: broadcasts,
 		Audience: audienceSvc, Templates: templateSvc, AuditLog: auditLog, Records: recordsConfig(cfg.Domains), Keys: keys,
 		OAuth: oauthConfig(cfg.OAuth), PublicURL: cfg.HTTP.PublicURL, Mailer: mailer,
@@ -535,11 +538,11 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		track = th
 	}
 	h, err := api.New(api.Config{
-		Store:        st,
 		Auth:         in.auth,
 		Submit:       in.submit,
 		Emails:       emails,
 		Received:     received,
+		Usage:        usageSvc,
 		Domains:      domainSvc,
 		Webhooks:     endpoints,
 		Imports:      importSvc,

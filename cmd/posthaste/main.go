@@ -16,7 +16,7 @@ import (
 	"github.com/posthaste/posthaste/internal/telemetry"
 )
 
-const usage = `usage: posthaste <command> [flags]
+const mainUsage = `usage: posthaste <command> [flags]
 
 commands:
   dev       run everything in one process: embedded Temporal (SQLite) and UI,
@@ -43,7 +43,7 @@ func main() {
 // run is main without the process: tests call it in-process.
 func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, mainUsage)
 		if len(args) == 0 {
 			return 2
 		}
@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 	case "admin":
 		err = runAdmin(ctx, cfg, logger, rest, stdout)
 	default:
-		fmt.Fprintf(stderr, "posthaste: unknown command %q\n\n%s", cmd, usage)
+		fmt.Fprintf(stderr, "posthaste: unknown command %q\n\n%s", cmd, mainUsage)
 		return 2
 	}
 	var ue usageError

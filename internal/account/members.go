@@ -204,6 +204,14 @@ func (m *Members) AcceptInvitation(ctx context.Context, token string, userID uui
 	return inv, nil
 }
 
+// ReserveResetMail reserves, against lim, the email of a password-reset
+// (or address confirmation) link to the address, before it is sent;
+// store.ErrAddressMailLimit when the address had its share of system
+// emails. Every request counts, whether or not a user has the address.
+func (m *Members) ReserveResetMail(ctx context.Context, email string, lim store.SystemMailLimits, now time.Time) error {
+	return m.st.Emails.ReserveSystemMail(ctx, store.SystemMail{Kind: store.SystemMailPasswordReset, Email: email}, lim, now)
+}
+
 // RequestReset stores a new password-reset token for the user (their
 // older link stops working) and returns it with its expiry.
 func (m *Members) RequestReset(ctx context.Context, userID uuid.UUID, now time.Time) (string, time.Time, error) {

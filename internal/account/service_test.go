@@ -163,6 +163,24 @@ func TestInvitations(t *testing.T) {
 	require.True(t, errors.Is(err, store.ErrNotFound), "the link works once: %v", err)
 }
 
+// TestReserveResetMail: reset links count against the address's hourly
+// share of system emails, whoever has the address (nobody here), and
+// share it with invitations.
+func TestReserveResetMail(t *testing.T) {
+	svc, _, teamID, owner := team(t)
+	ctx := context.Background()
+	now := time.Now()
+	lim := store.SystemMailLimits{Window: time.Hour, PerTeam: 10, PerAddress: 2}
+	_, _, err := svc.Members.Invite(ctx, account.InviteInput{TeamID: teamID, InvitedBy: owner, Email: "x@example.com",
+		Emailed: true, Limits: lim, Now: now}, actor(teamID, owner))
+	require.NoError(t, err)
+	require.NoError(t, svc.Members.ReserveResetMail(ctx, "x@example.com", lim, now))
+	require.ErrorIs(t, svc.Members.ReserveResetMail(ctx, "X@example.com", lim, now), store.ErrAddressMailLimit)
+	require.NoError(t, svc.Members.ReserveResetMail(ctx, "y@example.com", lim, now), "another address has its own share")
+	require.NoError(t, svc.Members.ReserveResetMail(ctx, "x@example.com", lim, now.Add(time.Hour+time.Second)),
+		"an hour later")
+}
+
 // TestSessions: a sign-in's session, and revoking it with its audit entry.
 func TestSessions(t *testing.T) {
 	svc, st, teamID, owner := team(t)

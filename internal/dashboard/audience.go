@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/posthaste/posthaste/internal/audience"
+	"github.com/posthaste/posthaste/internal/imports"
 )
 
 // audienceHandler serves the pages of contacts, contact imports, segments
@@ -13,6 +14,8 @@ type audienceHandler struct {
 	*Handler
 	// svc reads and changes contacts, segments and topics.
 	svc *audience.Service
+	// imports queues contact imports and reads them back.
+	imports *imports.Service
 }
 
 // routes adds the pages of contacts, contact imports, segments and

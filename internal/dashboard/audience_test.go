@@ -16,8 +16,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/posthaste/posthaste/internal/dashboard"
-	"github.com/posthaste/posthaste/internal/imports"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
@@ -520,7 +518,7 @@ func upload(t *testing.T, c *http.Client, u string, fields [][2]string, csv stri
 
 func TestContactImportPages(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(c *dashboard.Config) { c.Imports = imports.New(imports.Config{}, c.Store) })
+	f := newFixture(t)
 	ctx := context.Background()
 	teamA := uuid.MustParse(f.a.TeamID)
 	seg, err := f.store.Audience.CreateSegment(ctx, store.Segment{ID: uuid.New(), TeamID: teamA, Name: "Imported"})

@@ -18,6 +18,7 @@ import (
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
+	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
 
 // broadcastWaker records the broadcasts woken by a cancel.
@@ -52,8 +53,9 @@ type broadcastFixture struct {
 func newBroadcastFixture(t *testing.T) *broadcastFixture {
 	t.Helper()
 	wk := &broadcastWaker{}
-	f := newFixture(t, func(cfg *dashboard.Config) {
-		cfg.Broadcasts = broadcast.NewService(broadcast.Config{Store: cfg.Store, Submit: submit.New(submit.Config{Store: submit.StoreOf(cfg.Store)}), Waker: wk})
+	st := storetest.New(t)
+	f := newFixtureOn(t, st, func(cfg *dashboard.Config) {
+		cfg.Broadcasts = broadcast.NewService(broadcast.Config{Store: st, Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Waker: wk})
 	})
 	bf := &broadcastFixture{fixture: f, waker: wk, c: f.browser()}
 	res, _ := f.login(bf.c, f.a.Email, f.a.Password)

@@ -16,17 +16,6 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 )
 
-// Importer queues the import of an uploaded CSV file of contacts
-// (imports.Service); the dashboard reads imports back from the store.
-type Importer interface {
-	// Create reads the CSV from r to its end and queues its import. Bad
-	// input is an *invalid.Error, imports.ErrFileTooLarge or
-	// imports.ErrTooManyRows, and then nothing was written.
-	Create(ctx context.Context, teamID uuid.UUID, r io.Reader, opts imports.Options) (store.ContactImport, error)
-}
-
-var _ Importer = (*imports.Service)(nil)
-
 // maxUploadBody bounds an upload's request body: the importer's own file
 // limit (50 MB by default) plus room for the other fields.
 const maxUploadBody = 64 << 20
@@ -93,8 +82,6 @@ type importsData struct {
 	Segments []store.Segment
 	Form     importForm
 	Error    formError
-	// Available is false when the server cannot import.
-	Available bool
 }
 
 func (h *audienceHandler) contactImports(w http.ResponseWriter, r *http.Request, se *store.Session) {
@@ -103,7 +90,7 @@ func (h *audienceHandler) contactImports(w http.ResponseWriter, r *http.Request,
 
 func (h *audienceHandler) renderImports(w http.ResponseWriter, r *http.Request, se *store.Session, status int, d importsData) {
 	ctx := r.Context()
-	list, _, err := h.store.Audience.ListContactImports(ctx, se.TeamID, "", store.Page{Limit: 20})
+	list, _, err := h.imports.Page(ctx, se.TeamID, "", store.Page{Limit: 20})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -115,17 +102,12 @@ func (h *audienceHandler) renderImports(w http.ResponseWriter, r *http.Request, 
 		h.fail(w, r, err)
 		return
 	}
-	d.Available = h.cfg.Imports != nil
 	h.render(w, status, "contact_imports", view{Title: "Import contacts", Nav: "contacts", Session: se, CSRF: se.CSRFToken, Data: d})
 }
 
 // uploadImport streams the uploaded CSV into the importer and opens the
 // new import's page. The form sends on_conflict and segment before file.
 func (h *audienceHandler) uploadImport(w http.ResponseWriter, r *http.Request, se *store.Session, mr *multipart.Reader) {
-	if h.cfg.Imports == nil {
-		http.Error(w, "Imports are not available on this server.", http.StatusServiceUnavailable)
-		return
-	}
 	var f importForm
 	opts := imports.Options{}
 	var file io.Reader
@@ -161,7 +143,7 @@ func (h *audienceHandler) uploadImport(w http.ResponseWriter, r *http.Request, s
 		}
 		opts.Segments = []uuid.UUID{id}
 	}
-	imp, err := h.cfg.Imports.Create(r.Context(), se.TeamID, file, opts)
+	imp, err := h.imports.Create(r.Context(), se.TeamID, file, opts)
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.Is(err, imports.ErrFileTooLarge), errors.As(err, &mbe):
@@ -198,7 +180,7 @@ type importData struct {
 
 func (h *audienceHandler) loadImport(w http.ResponseWriter, r *http.Request, se *store.Session) (importData, bool) {
 	imp, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (store.ContactImport, error) {
-		return h.store.Audience.ContactImport(r.Context(), se.TeamID, id)
+		return h.imports.Get(r.Context(), se.TeamID, id)
 	})
 	if !ok {
 		return importData{}, false
@@ -221,7 +203,7 @@ func (h *audienceHandler) contactImport(w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	var err error
-	if d.Errors, err = h.store.Audience.ContactImportErrors(r.Context(), se.TeamID, d.Import.ID, importErrorsShown); err != nil {
+	if d.Errors, err = h.imports.Errors(r.Context(), se.TeamID, d.Import.ID, importErrorsShown); err != nil {
 		h.fail(w, r, err)
 		return
 	}

@@ -62,8 +62,6 @@ type contactsData struct {
 	Pager    pager
 	Form     contactForm
 	Error    formError
-	// CanImport shows the link to the import page.
-	CanImport bool
 }
 
 func (h *audienceHandler) contacts(w http.ResponseWriter, r *http.Request, se *store.Session) {
@@ -87,7 +85,6 @@ func (h *audienceHandler) renderContacts(w http.ResponseWriter, r *http.Request,
 		}
 		d.Pager = pagerOf(keep, p, more, list[0].ID, list[len(list)-1].ID, len(list))
 	}
-	d.CanImport = h.cfg.Imports != nil
 	h.render(w, status, "contacts", view{Title: "Contacts", Nav: "contacts", Session: se, CSRF: se.CSRFToken, Data: d})
 }
 

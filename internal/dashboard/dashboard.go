@@ -6,9 +6,10 @@
 // through the same use cases as the API (internal/domains,
 // webhook.Endpoints); contacts, segments, topics and email templates with
 // the API's checks (internal/audience, templates.Service) and events,
-// contact imports through internal/imports, and broadcasts through
-// broadcast.Service. Team owners also see the installation's IP pools and
-// the warm-up of their addresses.
+// contact imports through internal/imports, broadcasts through
+// broadcast.Service, and the request log, metrics and account health
+// through internal/usage. Team owners also see the installation's IP
+// pools and the warm-up of their addresses.
 package dashboard
 
 import (
@@ -36,6 +37,7 @@ import (
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
+	"github.com/posthaste/posthaste/internal/imports"
 	"github.com/posthaste/posthaste/internal/inmail"
 	"github.com/posthaste/posthaste/internal/ippool"
 	"github.com/posthaste/posthaste/internal/password"
@@ -45,6 +47,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/templates"
+	"github.com/posthaste/posthaste/internal/usage"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
@@ -56,31 +59,36 @@ var assetFS embed.FS
 
 // Config wires the dashboard.
 type Config struct {
-	Store *store.Store
-	// Domains, Webhooks and DataRequests are the use cases the dashboard
-	// shares with the API, each built once by the caller (cmd/posthaste)
-	// and handed to both; required.
+	// The dashboard reads and changes data only through these services,
+	// the use cases it shares with the API, each built once by the caller
+	// (cmd/posthaste) and handed to both. Each is required (New refuses a
+	// Config without it) unless its comment says otherwise.
+	//
+	// Domains, Webhooks and DataRequests serve their pages.
 	Domains      *domains.Service
 	Webhooks     *webhook.Endpoints
 	DataRequests *datareq.Service
 	// Accounts is the accounts service (API keys, members, invitations,
-	// sessions, second factor), shared with the API; nil → one built on
-	// Store.
+	// sessions, second factor, the reservations of system mail).
 	Accounts *account.Service
-	// Audience serves the pages of contacts, segments and topics
-	// (shared with the API like the above); required.
+	// Audience serves the pages of contacts, segments and topics.
 	Audience *audience.Service
-	// Templates is the templates use case, shared with the API likewise;
-	// required.
+	// Imports queues the contact imports uploaded on the Contacts pages
+	// and reads them back.
+	Imports *imports.Service
+	// Templates serves the pages of email templates.
 	Templates *templates.Service
-	// AuditLog records every audited action and serves the Audit log
-	// page; nil means one on Store.
+	// AuditLog records the actions written after the fact (sign-ins) and
+	// serves the Audit log page.
 	AuditLog *auditlog.Log
+	// Usage reads the team's request log, email metrics and account
+	// health (the Logs and Metrics pages).
+	Usage *usage.Service
 	// Broadcasts creates, edits, tests and sends broadcasts; nil hides the
 	// Broadcasts page.
 	Broadcasts *broadcast.Service
 	// Emails reads sent emails and keeps the suppression list; Received
-	// reads received mail. Shared with the API like the above; required.
+	// reads received mail.
 	Emails   *submit.Emails
 	Received *receiving.Service
 	// Auth drops revoked API keys from the key cache of this process.
@@ -123,9 +131,6 @@ type Config struct {
 	// X-Forwarded-For names the client (POSTHASTE_TRUSTED_PROXIES), for
 	// the throttles of sign-in and the other forms shown before it.
 	TrustedProxies []string
-	// Imports queues the contact imports uploaded on the Contacts pages;
-	// nil makes importing unavailable.
-	Imports Importer
 	// Passwords hashes and checks passwords, at its cost; nil →
 	// password.Shared(), the default cost, which production keeps (tests
 	// pass a cheaper Pool).
@@ -157,7 +162,6 @@ type Mail struct {
 // Handler serves the dashboard. Construct with New.
 type Handler struct {
 	cfg      Config
-	store    *store.Store
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	logger   *slog.Logger
@@ -169,8 +173,8 @@ type Handler struct {
 	dataReqs *datareq.Service
 	// accounts changes and reads keys, members, invitations and sessions.
 	accounts *account.Service
-	// auditSvc records the actions of the areas without a service of
-	// their own (audit.go) and serves the Audit log page.
+	// auditSvc records the actions written after the fact (audit.go) and
+	// serves the Audit log page.
 	auditSvc *auditlog.Log
 	// proxies are the parsed Config.TrustedProxies.
 	proxies   []netip.Prefix
@@ -195,6 +199,9 @@ type Handler struct {
 
 // New parses the templates and builds the routes.
 func New(cfg Config) (*Handler, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -208,16 +215,16 @@ func New(cfg Config) (*Handler, error) {
 		cfg.PublicURL = "http://localhost:3000"
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
-	h := &Handler{cfg: cfg, store: cfg.Store, logger: cfg.Logger.With("component", "dashboard"),
+	h := &Handler{cfg: cfg, logger: cfg.Logger.With("component", "dashboard"),
 		throttle: auththrottle.New(), passwords: cfg.Passwords, now: cfg.Now, pages: map[string]*template.Template{}}
 	h.signInHandler = &signInHandler{h}
 	h.teamHandler = &teamHandler{h}
-	h.overviewHandler = &overviewHandler{h}
+	h.overviewHandler = &overviewHandler{Handler: h, usage: cfg.Usage}
 	h.receivingHandler = &receivingHandler{h}
 	h.domainsHandler = &domainsHandler{h}
 	h.webhooksHandler = &webhooksHandler{h}
 	h.privacyHandler = &privacyHandler{h}
-	h.audienceHandler = &audienceHandler{Handler: h, svc: cfg.Audience}
+	h.audienceHandler = &audienceHandler{Handler: h, svc: cfg.Audience, imports: cfg.Imports}
 	h.templatesHandler = &templatesHandler{Handler: h, svc: cfg.Templates}
 	h.broadcastsHandler = &broadcastsHandler{h}
 	if h.passwords == nil {
@@ -228,12 +235,7 @@ func New(cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("trusted proxies: %w", err)
 	}
 	h.domainSvc, h.endpoints, h.dataReqs, h.auditSvc = cfg.Domains, cfg.Webhooks, cfg.DataRequests, cfg.AuditLog
-	if h.auditSvc == nil {
-		h.auditSvc = auditlog.New(cfg.Store)
-	}
-	if h.accounts = cfg.Accounts; h.accounts == nil {
-		h.accounts = account.New(account.Config{Store: cfg.Store})
-	}
+	h.accounts = cfg.Accounts
 	funcs := template.FuncMap{"fmtTime": fmtTime, "badge": badge, "join": strings.Join,
 		"deref": func(p *int) int { return *p }, "prose": prose, "has": slices.Contains[[]string],
 		"broadcastsOn": func() bool { return cfg.Broadcasts != nil }}
@@ -279,6 +281,28 @@ func New(cfg Config) (*Handler, error) {
 	h.broadcastsHandler.routes(m)
 	h.mux = m
 	return h, nil
+}
+
+// check refuses a Config without one of its required services.
+func (cfg Config) check() error {
+	var missing []string
+	for _, s := range []struct {
+		name string
+		nil  bool
+	}{
+		{"Domains", cfg.Domains == nil}, {"Webhooks", cfg.Webhooks == nil}, {"DataRequests", cfg.DataRequests == nil},
+		{"Accounts", cfg.Accounts == nil}, {"Audience", cfg.Audience == nil}, {"Imports", cfg.Imports == nil},
+		{"Templates", cfg.Templates == nil}, {"AuditLog", cfg.AuditLog == nil}, {"Usage", cfg.Usage == nil},
+		{"Emails", cfg.Emails == nil}, {"Received", cfg.Received == nil},
+	} {
+		if s.nil {
+			missing = append(missing, s.name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("dashboard: Config lacks required services: %s", strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // ServeHTTP implements http.Handler with the dashboard's security headers.

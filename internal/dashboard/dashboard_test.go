@@ -22,11 +22,13 @@ import (
 	"github.com/posthaste/posthaste/api"
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/audience"
+	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/egress"
+	"github.com/posthaste/posthaste/internal/imports"
 	"github.com/posthaste/posthaste/internal/receiving"
 	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/seal"
@@ -36,6 +38,7 @@ import (
 	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
+	"github.com/posthaste/posthaste/internal/usage"
 	"github.com/posthaste/posthaste/internal/webhook"
 )
 
@@ -104,28 +107,35 @@ func (v *recordingVerifier) Verify(_ context.Context, id string) error {
 }
 
 // newFixture runs the dashboard with a fake mailer and cheap password
-// hashes (passwordtest); opts change its configuration.
+// hashes (passwordtest) on a new database; opts change its configuration.
 func newFixture(t *testing.T, opts ...func(*dashboard.Config)) *fixture {
 	t.Helper()
-	st := storetest.New(t)
+	return newFixtureOn(t, storetest.New(t), opts...)
+}
+
+// newFixtureOn is newFixture on st, for options that build a service on
+// it.
+func newFixtureOn(t *testing.T, st *store.Store, opts ...func(*dashboard.Config)) *fixture {
+	t.Helper()
 	authn := auth.NewAuthenticator(st.Accounts, time.Second)
 	v := &recordingVerifier{}
 	wk := &recordingWaker{}
 	box, err := seal.New(bytes.Repeat([]byte{7}, 32))
 	require.NoError(t, err)
 	mailer := &fakeMailer{}
-	cfg := dashboard.Config{Store: st, Auth: authn, TemporalUIURL: "http://ui.example:8233", Keys: box,
+	cfg := dashboard.Config{Auth: authn, TemporalUIURL: "http://ui.example:8233", Keys: box,
 		Records: records.Config{BounceHost: "bounces.posthaste.example", SPFInclude: "spf.posthaste.example"},
 		Mailer:  mailer, Passwords: passwordtest.NewPool(), PublicURL: publicURL + "/"}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	withServices(&cfg, serviceDeps{allowHTTP: true, verifier: v, waker: wk,
+	withServices(&cfg, st, serviceDeps{allowHTTP: true, verifier: v, waker: wk,
 		client: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), webhook.ClientConfig{})})
 	dash, err := dashboard.New(cfg)
 	require.NoError(t, err)
-	h, err := api.New(api.Config{Store: st, Auth: authn,
-		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Emails: cfg.Emails, Received: cfg.Received, Dashboard: dash})
+	h, err := api.New(api.Config{Auth: authn, Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}),
+		Emails: cfg.Emails, Received: cfg.Received, Usage: cfg.Usage, Accounts: cfg.Accounts, AuditLog: cfg.AuditLog,
+		Dashboard: dash})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -149,32 +159,44 @@ type serviceDeps struct {
 	client    *webhook.Client
 }
 
-// withServices builds, from cfg's keys and logger and deps, the use cases
-// that cmd/posthaste builds once and hands to the API and the dashboard,
-// unless an option set them already.
-func withServices(cfg *dashboard.Config, deps serviceDeps) {
+// withServices builds on st, from cfg's keys and logger and deps, the use
+// cases that cmd/posthaste builds once and hands to the API and the
+// dashboard, unless an option set them already.
+func withServices(cfg *dashboard.Config, st *store.Store, deps serviceDeps) {
 	if cfg.Domains == nil {
 		cfg.Domains = domains.New(domains.Config{Keys: cfg.Keys, DKIMSelector: "posthaste", Verifier: deps.verifier,
-			Logger: cfg.Logger}, cfg.Store)
+			Logger: cfg.Logger}, st)
 	}
 	if cfg.Webhooks == nil {
 		cfg.Webhooks = webhook.NewEndpoints(webhook.EndpointsConfig{Keys: cfg.Keys, Client: deps.client,
-			Waker: deps.waker, AllowHTTP: deps.allowHTTP, Logger: cfg.Logger}, cfg.Store)
+			Waker: deps.waker, AllowHTTP: deps.allowHTTP, Logger: cfg.Logger}, st)
 	}
 	if cfg.DataRequests == nil {
-		cfg.DataRequests = datareq.New(datareq.Config{Keys: cfg.Keys}, cfg.Store)
+		cfg.DataRequests = datareq.New(datareq.Config{Keys: cfg.Keys}, st)
 	}
 	if cfg.Templates == nil {
-		cfg.Templates = templates.New(cfg.Store)
+		cfg.Templates = templates.New(st)
 	}
 	if cfg.Emails == nil {
-		cfg.Emails = submit.NewEmails(cfg.Store.Emails)
+		cfg.Emails = submit.NewEmails(st.Emails)
 	}
 	if cfg.Received == nil {
-		cfg.Received = receiving.New(cfg.Store.Received)
+		cfg.Received = receiving.New(st.Received)
 	}
 	if cfg.Audience == nil {
-		cfg.Audience = audience.New(cfg.Store.Audience)
+		cfg.Audience = audience.New(st.Audience)
+	}
+	if cfg.Imports == nil {
+		cfg.Imports = imports.New(imports.Config{}, st)
+	}
+	if cfg.Accounts == nil {
+		cfg.Accounts = account.New(account.Config{Store: st})
+	}
+	if cfg.AuditLog == nil {
+		cfg.AuditLog = auditlog.New(st)
+	}
+	if cfg.Usage == nil {
+		cfg.Usage = usage.New(st.Insights, st.Accounts)
 	}
 }
 

@@ -2,13 +2,10 @@ package dashboard
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/google/uuid"
 
 	"github.com/posthaste/posthaste/internal/health"
-	"github.com/posthaste/posthaste/internal/store"
 )
 
 // healthSection is the Metrics page's account health: the team's bounce
@@ -39,24 +36,16 @@ type healthRate struct {
 
 // health returns the team's account health: its rates counted now over
 // the window of its last evaluation (health.DefaultWindow before the
-// first), its pause as stored.
+// first), its pause as stored (usage.Service.Health).
 func (h *overviewHandler) health(ctx context.Context, team uuid.UUID) (healthSection, error) {
-	window := health.DefaultWindow
-	var pause *health.Pause
-	th, err := h.store.Insights.TeamHealth(ctx, team)
-	switch {
-	case err == nil:
-		window, pause = th.Window, th.State.Paused
-	case !errors.Is(err, store.ErrNotFound):
+	th, err := h.usage.Health(ctx, team, h.now())
+	if err != nil {
 		return healthSection{}, err
 	}
-	c, err := h.store.Insights.HealthCounts(ctx, team, h.now(), window)
-	if err != nil {
-		return healthSection{}, fmt.Errorf("counting the team's outcomes: %w", err)
-	}
-	s := healthSection{Window: health.Days(window)}
-	if pause != nil {
-		s.Paused = pause.Message()
+	c := th.Counts
+	s := healthSection{Window: health.Days(th.Window)}
+	if th.Paused != nil {
+		s.Paused = th.Paused.Message()
 	}
 	for _, m := range []health.Metric{health.Bounce, health.Complaint} {
 		r := healthRate{Metric: string(m), Rate: health.Percent(c.Rate(m)), Threshold: health.Percent(health.Threshold(m)),

@@ -28,7 +28,7 @@ func (h *overviewHandler) logs(w http.ResponseWriter, r *http.Request, se *store
 	}
 	f.Path = d.Path
 	p := pageOf(q, 50)
-	list, more, err := h.store.Insights.ListRequestLogs(r.Context(), se.TeamID, f, p)
+	list, more, err := h.usage.RequestLogs(r.Context(), se.TeamID, f, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -50,7 +50,7 @@ func (h *overviewHandler) logs(w http.ResponseWriter, r *http.Request, se *store
 // logEntry shows one request with both bodies (already redacted when logged).
 func (h *overviewHandler) logEntry(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	l, ok := byPathID(h.Handler, w, r, func(id uuid.UUID) (store.RequestLog, error) {
-		return h.store.Insights.GetRequestLog(r.Context(), se.TeamID, id)
+		return h.usage.RequestLog(r.Context(), se.TeamID, id)
 	})
 	if !ok {
 		return

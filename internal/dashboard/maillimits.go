@@ -9,8 +9,8 @@ import (
 // MailLimits bound the emails the dashboard sends through Config.Mailer, so
 // that neither a team nor anyone asking for password resets can drain the
 // system sender's quota or flood an address. The counts are kept in
-// PostgreSQL (store.ReserveSystemMail), shared by every process, over the
-// last hour. Zero fields take the defaults.
+// PostgreSQL (account.Members.Invite and ReserveResetMail), shared by
+// every process, over the last hour. Zero fields take the defaults.
 type MailLimits struct {
 	// TeamInvitations is how many invitation emails one team sends per
 	// hour (default 20).

@@ -67,8 +67,10 @@ func TestInvitationEmailLimits(t *testing.T) {
 
 	// The counts are in PostgreSQL: another process (a second dashboard on
 	// the same database) refuses team A too.
-	dash, err := dashboard.New(dashboard.Config{Store: f.store, Mailer: f.mailer, PublicURL: publicURL,
-		Passwords: passwordtest.NewPool(), MailLimits: dashboard.MailLimits{TeamInvitations: 3, PerAddress: 2}})
+	cfg := dashboard.Config{Mailer: f.mailer, PublicURL: publicURL, Passwords: passwordtest.NewPool(),
+		MailLimits: dashboard.MailLimits{TeamInvitations: 3, PerAddress: 2}}
+	withServices(&cfg, f.store, serviceDeps{})
+	dash, err := dashboard.New(cfg)
 	require.NoError(t, err)
 	other := httptest.NewServer(dash)
 	t.Cleanup(other.Close)

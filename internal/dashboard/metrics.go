@@ -59,7 +59,7 @@ type chartDataset struct {
 
 // metrics is the Metrics page: the team's metrics over the last 24 hours
 // (per hour) or 7 or 30 days (per day, in UTC), counted by the query of
-// GET /emails/metrics (store.EmailMetrics), so page and API agree.
+// GET /emails/metrics (usage.Service.EmailMetrics), so page and API agree.
 func (h *overviewHandler) metrics(w http.ResponseWriter, r *http.Request, se *store.Session) {
 	q := r.URL.Query()
 	rng := q.Get("range")
@@ -81,7 +81,7 @@ func (h *overviewHandler) metrics(w http.ResponseWriter, r *http.Request, se *st
 		d.Domain = id.String()
 		mq.DomainIDs = []uuid.UUID{id}
 	}
-	m, err := h.store.Insights.EmailMetrics(r.Context(), se.TeamID, mq)
+	m, err := h.usage.EmailMetrics(r.Context(), se.TeamID, mq)
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -32,15 +32,16 @@ func oauthFixture(t *testing.T, oauth func() dashboard.OAuth, opts ...func(*dash
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
 	t.Cleanup(srv.Close)
 	authn := auth.NewAuthenticator(st.Accounts, time.Second)
-	cfg := dashboard.Config{Store: st, Auth: authn, PublicURL: srv.URL, OAuth: oauth(), Passwords: passwordtest.NewPool()}
+	cfg := dashboard.Config{Auth: authn, PublicURL: srv.URL, OAuth: oauth(), Passwords: passwordtest.NewPool()}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	withServices(&cfg, serviceDeps{})
+	withServices(&cfg, st, serviceDeps{})
 	dash, err := dashboard.New(cfg)
 	require.NoError(t, err)
-	h, err = api.New(api.Config{Store: st, Auth: authn, Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}),
-		Emails: cfg.Emails, Received: cfg.Received, Dashboard: dash})
+	h, err = api.New(api.Config{Auth: authn, Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}),
+		Emails: cfg.Emails, Received: cfg.Received, Usage: cfg.Usage, Accounts: cfg.Accounts, AuditLog: cfg.AuditLog,
+		Dashboard: dash})
 	require.NoError(t, err)
 	a, err := account.NewTeam(context.Background(), st, cfg.Passwords, "Team A", "a@example.com")
 	require.NoError(t, err)

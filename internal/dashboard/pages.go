@@ -17,12 +17,18 @@ import (
 	"github.com/posthaste/posthaste/internal/account"
 	"github.com/posthaste/posthaste/internal/invalid"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/usage"
 )
 
 // overviewHandler serves the pages of sent emails, logs, metrics, API keys
 // and getting started (pages.go, quickstart.go, logs.go, metrics.go,
 // health.go).
-type overviewHandler struct{ *Handler }
+type overviewHandler struct {
+	*Handler
+	// usage reads the team's request log, email metrics and account
+	// health.
+	usage *usage.Service
+}
 
 // routes adds the pages of sent emails, logs, metrics, API keys
 // and getting started.

@@ -85,8 +85,7 @@ func (h *signInHandler) forgot(w http.ResponseWriter, r *http.Request) {
 // a user has the address, so that the limit tells nothing about accounts;
 // past it nothing is sent.
 func (h *signInHandler) sendReset(ctx context.Context, email string) error {
-	err := h.store.Emails.ReserveSystemMail(ctx, store.SystemMail{Kind: store.SystemMailPasswordReset, Email: email},
-		h.mailLimits(), h.now())
+	err := h.accounts.Members.ReserveResetMail(ctx, email, h.mailLimits(), h.now())
 	if errors.Is(err, store.ErrAddressMailLimit) {
 		h.logger.Warn("password-reset link not sent: the address's hourly email limit is reached")
 		return nil

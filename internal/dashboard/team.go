@@ -196,8 +196,7 @@ func (h *teamHandler) confirmAddress(w http.ResponseWriter, r *http.Request, se 
 		h.renderTeam(w, r, se, http.StatusOK, teamData{Message: "Your address is already confirmed."})
 		return
 	}
-	err = h.store.Emails.ReserveSystemMail(r.Context(), store.SystemMail{Kind: store.SystemMailPasswordReset, Email: u.Email},
-		h.mailLimits(), h.now())
+	err = h.accounts.Members.ReserveResetMail(r.Context(), u.Email, h.mailLimits(), h.now())
 	if errors.Is(err, store.ErrAddressMailLimit) {
 		h.renderTeam(w, r, se, http.StatusTooManyRequests, teamData{Error: "Too many emails went to your address in the " +
 			"last hour. Try again later."})
