@@ -73,7 +73,7 @@ type apiKeyJSON struct {
 }
 
 func (s *keysAPI) listAPIKeys(c *gin.Context) {
-	respondList(s.Server, c, s.keys.List, func(k store.APIKey) apiKeyJSON {
+	respondList(s.Server, c, listAll, s.keys.List, func(k store.APIKey) apiKeyJSON {
 		return apiKeyJSON{ID: k.ID.String(), Name: k.Name, Permission: k.Permission,
 			CreatedAt: formatTime(k.CreatedAt), LastUsedAt: formatTimePtr(k.LastUsedAt), AllowedIPs: prefixStrings(k.AllowedIPs)}
 	})

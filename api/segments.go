@@ -38,7 +38,7 @@ func (s *audienceAPI) createSegment(c *gin.Context) {
 }
 
 func (s *audienceAPI) listSegments(c *gin.Context) {
-	respondList(s.Server, c, s.svc.ListSegments, renderSegment)
+	respondList(s.Server, c, listAll, s.svc.ListSegments, renderSegment)
 }
 
 func (s *audienceAPI) getSegment(c *gin.Context) {
