@@ -304,6 +304,7 @@ func New(cfg Config) (*Server, error) {
 	full.POST("/emails/:id/cancel", s.emails.cancelEmail)
 	full.POST("/api-keys", s.keys.createAPIKey)
 	full.GET("/api-keys", s.keys.listAPIKeys)
+	full.PATCH("/api-keys/:id", s.keys.updateAPIKey)
 	full.DELETE("/api-keys/:id", s.keys.deleteAPIKey)
 	full.GET("/suppressions", s.emails.listSuppressions)
 	full.POST("/suppressions", s.emails.createSuppression)
