@@ -73,10 +73,42 @@ type apiKeyJSON struct {
 }
 
 func (s *keysAPI) listAPIKeys(c *gin.Context) {
-	respondList(s.Server, c, s.keys.List, func(k store.APIKey) apiKeyJSON {
+	respondList(s.Server, c, listAll, s.keys.List, func(k store.APIKey) apiKeyJSON {
 		return apiKeyJSON{ID: k.ID.String(), Name: k.Name, Permission: k.Permission,
 			CreatedAt: formatTime(k.CreatedAt), LastUsedAt: formatTimePtr(k.LastUsedAt), AllowedIPs: prefixStrings(k.AllowedIPs)}
 	})
+}
+
+// updateAPIKey renames a key (PATCH /api-keys/{id}, body {name}), as
+// Resend's update does: {object, id}; 404 for a key the team does not have.
+func (s *keysAPI) updateAPIKey(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	body, err := readBody(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	var req struct {
+		Name *string `json:"name"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameValidation,
+			"The request body must be a JSON object with a string `name`."))
+		return
+	}
+	var name string
+	if req.Name != nil {
+		name = *req.Name
+	}
+	if err := s.keys.Rename(c.Request.Context(), principal(c).TeamID, id, name, s.actor(c)); err != nil {
+		s.respondError(c, notFound(err, "API key not found."))
+		return
+	}
+	c.PureJSON(http.StatusOK, gin.H{"object": "api_key", "id": id})
 }
 
 func (s *keysAPI) deleteAPIKey(c *gin.Context) {

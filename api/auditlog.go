@@ -52,7 +52,7 @@ func (s *privacyAPI) listAuditLog(c *gin.Context) {
 		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameValidation, err.Error()))
 		return
 	}
-	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]audit.Entry, bool, error) {
+	respondList(s.Server, c, paged, func(ctx context.Context, team uuid.UUID, p store.Page) ([]audit.Entry, bool, error) {
 		return s.auditLog.List(ctx, team, f, p)
 	}, renderAudit)
 }

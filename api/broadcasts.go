@@ -208,7 +208,7 @@ func renderBroadcast(b store.Broadcast, n store.BroadcastCounts) broadcastJSON {
 }
 
 func (s *broadcastsAPI) listBroadcasts(c *gin.Context) {
-	respondList(s.Server, c, s.broadcastSvc.List, renderBroadcastListItem)
+	respondList(s.Server, c, listAll, s.broadcastSvc.List, renderBroadcastListItem)
 }
 
 func (s *broadcastsAPI) getBroadcast(c *gin.Context) {
@@ -336,7 +336,7 @@ func (s *broadcastsAPI) listBroadcastRecipients(c *gin.Context) {
 		return
 	}
 	kind, email := c.Query("type"), strings.TrimSpace(c.Query("email"))
-	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.BroadcastRecipient, bool, error) {
+	respondList(s.Server, c, paged, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.BroadcastRecipient, bool, error) {
 		rows, more, err := s.broadcastSvc.Recipients(ctx, team, id, kind, email, p)
 		return rows, more, broadcastError(err)
 	}, renderBroadcastRecipient)

@@ -244,7 +244,7 @@ func (s *audienceAPI) listContactImports(c *gin.Context) {
 			"The `status` parameter must be queued, in_progress, completed or failed."))
 		return
 	}
-	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactImport, bool, error) {
+	respondList(s.Server, c, paged, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactImport, bool, error) {
 		return s.imports.Page(ctx, team, status, p)
 	}, renderContactImport)
 }

@@ -63,7 +63,7 @@ func (s *audienceAPI) createContactProperty(c *gin.Context) {
 }
 
 func (s *audienceAPI) listContactProperties(c *gin.Context) {
-	respondList(s.Server, c, s.svc.ListProperties, renderContactProperty)
+	respondList(s.Server, c, paged, s.svc.ListProperties, renderContactProperty)
 }
 
 func (s *audienceAPI) getContactProperty(c *gin.Context) {

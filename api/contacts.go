@@ -202,7 +202,7 @@ func listContactsOf(s *audienceAPI, c *gin.Context, missing string) {
 }
 
 func (s *audienceAPI) respondContacts(c *gin.Context, f store.ContactFilter) {
-	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.Contact, bool, error) {
+	respondList(s.Server, c, listAll, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.Contact, bool, error) {
 		return s.svc.ListContacts(ctx, team, f, p)
 	}, renderContact)
 }
@@ -302,7 +302,7 @@ func (s *audienceAPI) listContactSegments(c *gin.Context) {
 	if !ok {
 		return
 	}
-	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactSegment, bool, error) {
+	respondList(s.Server, c, paged, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactSegment, bool, error) {
 		return s.svc.ContactSegments(ctx, team, ct.ID, p)
 	}, func(cs store.ContactSegment) contactSegmentJSON {
 		return contactSegmentJSON{ID: cs.ID.String(), Object: "segment", Name: cs.Name, CreatedAt: formatTime(cs.AddedAt)}
@@ -372,7 +372,7 @@ func (s *audienceAPI) listContactTopics(c *gin.Context) {
 	if !ok {
 		return
 	}
-	respondList(s.Server, c, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactTopic, bool, error) {
+	respondList(s.Server, c, paged, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.ContactTopic, bool, error) {
 		return s.svc.ContactTopics(ctx, team, ct.ID, p)
 	}, renderContactTopic)
 }

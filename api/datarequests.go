@@ -112,7 +112,7 @@ func (s *privacyAPI) getDataRequest(c *gin.Context) {
 }
 
 func (s *privacyAPI) listDataRequests(c *gin.Context) {
-	respondList(s.Server, c, s.dataRequests.List, func(r store.DataRequest) dataRequestJSON { return s.renderDataRequest(c, r) })
+	respondList(s.Server, c, paged, s.dataRequests.List, func(r store.DataRequest) dataRequestJSON { return s.renderDataRequest(c, r) })
 }
 
 // downloadDataRequest streams an export's archive to the holder of its

@@ -192,7 +192,7 @@ func (s *domainsAPI) getDomain(c *gin.Context) {
 }
 
 func (s *domainsAPI) listDomains(c *gin.Context) {
-	respondList(s.Server, c, s.domainSvc.List, func(d store.Domain) domainJSON { return s.renderDomain(d, false) })
+	respondList(s.Server, c, listAll, s.domainSvc.List, func(d store.Domain) domainJSON { return s.renderDomain(d, false) })
 }
 
 type updateDomainRequest struct {

@@ -307,5 +307,5 @@ func addBounces(rcpts []recipientJSON, bounces map[string]store.Bounce) {
 }
 
 func (s *emailsAPI) listEmails(c *gin.Context) {
-	respondList(s.Server, c, s.emails.List, renderEmail)
+	respondList(s.Server, c, paged, s.emails.List, renderEmail)
 }

@@ -47,7 +47,7 @@ func logBody(b *string) any {
 }
 
 func (s *emailsAPI) listLogs(c *gin.Context) {
-	p, err := page(c)
+	p, err := page(c, paged)
 	if err != nil {
 		s.respondError(c, err)
 		return

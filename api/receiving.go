@@ -98,7 +98,7 @@ func renderReceivedList(e store.ReceivedEmail) receivedListJSON {
 }
 
 func (s *receivingAPI) listReceivedEmails(c *gin.Context) {
-	respondList(s.Server, c, s.received.List, renderReceivedList)
+	respondList(s.Server, c, listAll, s.received.List, renderReceivedList)
 }
 
 // receivedPath loads the team's received email of the :id parameter; it

@@ -41,10 +41,29 @@ func list[T any](data []T, more bool) listBody[T] {
 // listFunc lists one page of a team's rows.
 type listFunc[T any] func(ctx context.Context, teamID uuid.UUID, p store.Page) ([]T, bool, error)
 
+// Without `limit`, a list answers one of two ways, as Resend documents
+// (resend.com/docs/api-reference/pagination): the lists that existed before
+// Resend added pagination (domains, API keys, contacts, segments, topics,
+// broadcasts, received emails) answer every row, up to listAllCap, with
+// has_more only beyond it; the others (emails, logs and the newer lists)
+// answer a page of pageDefault rows. With `limit`, every list pages alike.
+const (
+	pageDefault = 20
+	listAllCap  = 1000
+)
+
+// listing says how a list endpoint answers without `limit`.
+type listing bool
+
+const (
+	paged   listing = false // pageDefault rows
+	listAll listing = true  // every row up to listAllCap
+)
+
 // respondList answers a list endpoint: it reads the page parameters, lists
 // that page of the caller's team with fetch and renders each row.
-func respondList[T, J any](s *Server, c *gin.Context, fetch listFunc[T], render func(T) J) {
-	p, err := page(c)
+func respondList[T, J any](s *Server, c *gin.Context, how listing, fetch listFunc[T], render func(T) J) {
+	p, err := page(c, how)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -91,9 +110,12 @@ func pathID(c *gin.Context) (uuid.UUID, error) {
 	return id, nil
 }
 
-// page reads limit, after and before.
-func page(c *gin.Context) (store.Page, error) {
-	p := store.Page{Limit: 20}
+// page reads limit, after and before; without limit, the page is how's.
+func page(c *gin.Context, how listing) (store.Page, error) {
+	p := store.Page{Limit: pageDefault}
+	if how == listAll {
+		p.Limit = listAllCap
+	}
 	if v, ok := c.GetQuery("limit"); ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 100 {

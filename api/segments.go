@@ -55,7 +55,7 @@ func createSegmentAs(s *audienceAPI, c *gin.Context, kind segmentKind) {
 func (s *audienceAPI) listSegments(c *gin.Context) { listSegmentsAs(s, c, "segment") }
 
 func listSegmentsAs(s *audienceAPI, c *gin.Context, kind segmentKind) {
-	respondList(s.Server, c, s.svc.ListSegments, kind.render)
+	respondList(s.Server, c, listAll, s.svc.ListSegments, kind.render)
 }
 
 func (s *audienceAPI) getSegment(c *gin.Context) { getSegmentAs(s, c, "segment") }

@@ -68,8 +68,9 @@ type Config struct {
 	// Emails reads sent emails and keeps the suppression list (/emails,
 	// /suppressions); Received reads received mail (/emails/receiving);
 	// Usage reads the request log (/logs), the email metrics
-	// (/emails/metrics) and the quota used (the quota header of sending
-	// responses); Accounts serves /api-keys; AuditLog serves /audit-log.
+	// (/emails/metrics), the quota used (the quota header of sending
+	// responses) and the team's usage (/usage); Accounts serves
+	// /api-keys; AuditLog serves /audit-log.
 	// Built once by the caller, like the services below; their routes are
 	// always served, so each is required (as Submit is) when they are
 	// used.
@@ -304,6 +305,7 @@ func New(cfg Config) (*Server, error) {
 	full.POST("/emails/:id/cancel", s.emails.cancelEmail)
 	full.POST("/api-keys", s.keys.createAPIKey)
 	full.GET("/api-keys", s.keys.listAPIKeys)
+	full.PATCH("/api-keys/:id", s.keys.updateAPIKey)
 	full.DELETE("/api-keys/:id", s.keys.deleteAPIKey)
 	full.GET("/suppressions", s.emails.listSuppressions)
 	full.POST("/suppressions", s.emails.createSuppression)
@@ -317,6 +319,7 @@ func New(cfg Config) (*Server, error) {
 		full.POST("/templates/:id/publish", s.templates.publishTemplate)
 		full.POST("/templates/:id/duplicate", s.templates.duplicateTemplate)
 	}
+	full.GET("/usage", s.emails.getUsage)
 	full.GET("/logs", s.emails.listLogs)
 	full.GET("/audit-log", s.requireOwnerKey, s.privacy.listAuditLog)
 	full.GET("/logs/:id", s.emails.getLog)

@@ -29,7 +29,7 @@ func renderSuppression(sp store.Suppression) suppressionJSON {
 }
 
 func (s *emailsAPI) listSuppressions(c *gin.Context) {
-	respondList(s.Server, c, s.emails.ListSuppressions, renderSuppression)
+	respondList(s.Server, c, paged, s.emails.ListSuppressions, renderSuppression)
 }
 
 // requireEmail is the 422 of a request body whose `email` is absent or blank.

@@ -162,7 +162,7 @@ func (s *templatesAPI) createTemplate(c *gin.Context) {
 }
 
 func (s *templatesAPI) listTemplates(c *gin.Context) {
-	respondList(s.Server, c, s.svc.List, renderTemplateListItem)
+	respondList(s.Server, c, paged, s.svc.List, renderTemplateListItem)
 }
 
 func (s *templatesAPI) getTemplate(c *gin.Context) {

@@ -52,7 +52,7 @@ func (s *audienceAPI) createTopic(c *gin.Context) {
 }
 
 func (s *audienceAPI) listTopics(c *gin.Context) {
-	respondList(s.Server, c, s.svc.ListTopics, renderTopic)
+	respondList(s.Server, c, listAll, s.svc.ListTopics, renderTopic)
 }
 
 func (s *audienceAPI) getTopic(c *gin.Context) {

@@ -69,7 +69,7 @@ func renderWebhook(w store.Webhook) webhookJSON {
 }
 
 func (s *webhooksAPI) listWebhooks(c *gin.Context) {
-	respondList(s.Server, c, s.endpoints.List, renderWebhook)
+	respondList(s.Server, c, paged, s.endpoints.List, renderWebhook)
 }
 
 // teamWebhook loads the :id webhook of the caller's team.
@@ -186,7 +186,7 @@ func (s *webhooksAPI) listWebhookEvents(c *gin.Context) {
 		}
 	}
 	c.Request.URL.RawQuery = q.Encode()
-	p, err := page(c)
+	p, err := page(c, paged)
 	if err != nil {
 		s.respondError(c, err)
 		return

@@ -13,7 +13,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 )
 
-// Keys creates, lists and revokes a team's API keys.
+// Keys creates, lists, renames and revokes a team's API keys.
 type Keys struct{ st *store.Store }
 
 // KeyInput is a new API key.
@@ -42,6 +42,25 @@ type KeyInput struct {
 // API answers it as invalid_parameter).
 var ErrInvalidDomainID = invalid.Errorf("domain_id", "The `domain_id` field must be a valid UUID.")
 
+// keyName checks a key's name (required, at most 50 characters) and
+// returns it trimmed; form words the problem as the dashboard does.
+func keyName(name string, form bool) (string, error) {
+	trimmed := strings.TrimSpace(name)
+	bad := func(ie *invalid.Error) error {
+		if form {
+			return invalid.Errorf("name", "Give the key a name of 1 to 50 characters.")
+		}
+		return ie
+	}
+	if trimmed == "" {
+		return "", bad(invalid.Missing("name"))
+	}
+	if utf8.RuneCountInString(name) > 50 {
+		return "", bad(invalid.Errorf("name", "The `name` field must be at most 50 characters."))
+	}
+	return trimmed, nil
+}
+
 // NewAPIKey is a created key: Token is shown once.
 type NewAPIKey struct {
 	ID         uuid.UUID
@@ -54,18 +73,9 @@ type NewAPIKey struct {
 // them), store.ErrNotFound when the domain is not the team's,
 // store.ErrOwnersOnly for a full_access key of a non-owner.
 func (k *Keys) Create(ctx context.Context, in KeyInput, by audit.Entry) (NewAPIKey, error) {
-	name := strings.TrimSpace(in.Name)
-	badName := func(ie *invalid.Error) error {
-		if in.Form {
-			return invalid.Errorf("name", "Give the key a name of 1 to 50 characters.")
-		}
-		return ie
-	}
-	if name == "" {
-		return NewAPIKey{}, badName(invalid.Missing("name"))
-	}
-	if utf8.RuneCountInString(in.Name) > 50 {
-		return NewAPIKey{}, badName(invalid.Errorf("name", "The `name` field must be at most 50 characters."))
+	name, err := keyName(in.Name, in.Form)
+	if err != nil {
+		return NewAPIKey{}, err
 	}
 	perm := in.Permission
 	switch perm {
@@ -121,6 +131,22 @@ func (k *Keys) Create(ctx context.Context, in KeyInput, by audit.Entry) (NewAPIK
 // List lists the team's live keys, newest first.
 func (k *Keys) List(ctx context.Context, teamID uuid.UUID, p store.Page) ([]store.APIKey, bool, error) {
 	return k.st.Accounts.ListAPIKeys(ctx, teamID, p)
+}
+
+// Rename renames a live key of the team to name (checked as Create's,
+// stored trimmed) and writes its audit entry in the same transaction (by is
+// the actor). *invalid.Error for a bad name; store.ErrNotFound when the
+// team has no such live key.
+func (k *Keys) Rename(ctx context.Context, teamID, id uuid.UUID, name string, by audit.Entry) error {
+	name, err := keyName(name, false)
+	if err != nil {
+		return err
+	}
+	e, err := audit.Succeeded(by, audit.APIKeyRename, "api_key", id.String(), nil)
+	if err != nil {
+		return err
+	}
+	return k.st.Accounts.RenameAPIKeyBy(ctx, teamID, id, name, e)
 }
 
 // Revoke revokes a key of the team and writes its audit entry. It returns

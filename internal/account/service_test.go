@@ -203,3 +203,65 @@ func TestSessions(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.ErrorIs(t, svc.Sessions.Revoke(ctx, owner, se.IDHash, true, actor(teamID, owner)), store.ErrNotFound)
 }
+
+// TestRenameKey: a rename checks the name as create does, stores it
+// trimmed with its audit entry, and reaches only the team's own live keys:
+// another team's key or a revoked one is store.ErrNotFound and unchanged.
+func TestRenameKey(t *testing.T) {
+	svc, st, teamID, owner := team(t)
+	ctx := context.Background()
+	credsB, err := account.NewTeam(ctx, st, passwordtest.NewPool(), "Other", "b-owner@example.com")
+	require.NoError(t, err)
+	teamB := uuid.MustParse(credsB.TeamID)
+	userB, err := st.Accounts.UserByEmail(ctx, credsB.Email)
+	require.NoError(t, err)
+	ownerB := userB.ID
+	key, err := svc.Keys.Create(ctx, account.KeyInput{TeamID: teamID, CreatedBy: &owner, Name: "ci"}, actor(teamID, owner))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name, in string
+		missing  bool
+		message  string
+	}{
+		{"empty", "", true, "Missing `name` field."},
+		{"blank", "   ", true, "Missing `name` field."},
+		{"long", strings.Repeat("é", 51), false, "The `name` field must be at most 50 characters."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := svc.Keys.Rename(ctx, teamID, key.ID, tc.in, actor(teamID, owner))
+			var ie *invalid.Error
+			require.ErrorAs(t, err, &ie)
+			require.Equal(t, tc.missing, ie.Missing)
+			require.Equal(t, tc.message, ie.Message)
+		})
+	}
+	name := func() string {
+		keys, _, err := svc.Keys.List(ctx, teamID, store.Page{Limit: 10})
+		require.NoError(t, err)
+		for _, k := range keys {
+			if k.ID == key.ID {
+				return k.Name
+			}
+		}
+		return ""
+	}
+	require.Equal(t, "ci", name(), "refused renames change nothing")
+
+	require.NoError(t, svc.Keys.Rename(ctx, teamID, key.ID, "  deploy  ", actor(teamID, owner)))
+	require.Equal(t, "deploy", name())
+	e := lastAudit(t, st, teamID)
+	require.Equal(t, audit.APIKeyRename, e.Action)
+	require.Equal(t, key.ID.String(), e.TargetID)
+	require.Equal(t, owner, *e.ActorID)
+
+	err = svc.Keys.Rename(ctx, teamB, key.ID, "B's", actor(teamB, ownerB))
+	require.ErrorIs(t, err, store.ErrNotFound, "team B cannot rename team A's key")
+	require.Equal(t, "deploy", name())
+	entriesB, _, err := st.Privacy.ListAudit(ctx, teamB, audit.Filter{}, store.Page{Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, entriesB, "nor audits anything for B")
+
+	_, err = svc.Keys.Revoke(ctx, teamID, key.ID, actor(teamID, owner))
+	require.NoError(t, err)
+	require.ErrorIs(t, svc.Keys.Rename(ctx, teamID, key.ID, "late", actor(teamID, owner)), store.ErrNotFound)
+}

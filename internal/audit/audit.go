@@ -58,6 +58,7 @@ type Action string
 const (
 	APIKeyCreate Action = "api_key.create"
 	APIKeyRevoke Action = "api_key.revoke"
+	APIKeyRename Action = "api_key.rename"
 
 	SignIn         Action = "user.sign_in"
 	SignOut        Action = "user.sign_out"
@@ -106,7 +107,7 @@ const (
 
 // actions lists every action, in the order shown in filters.
 var actions = []Action{
-	APIKeyCreate, APIKeyRevoke,
+	APIKeyCreate, APIKeyRevoke, APIKeyRename,
 	SignIn, SignOut, MFAEnable, MFADisable, PasswordChange, PasswordReset, SessionRevoke,
 	MemberRemove, InviteCreate, InviteRevoke, InviteAccept,
 	DomainCreate, DomainUpdate, DomainVerify, DomainDelete,

@@ -254,6 +254,18 @@ func (s *Accounts) RevokeAPIKey(ctx context.Context, teamID, id uuid.UUID) ([]by
 	return s.RevokeAPIKeyBy(ctx, teamID, id, audit.Entry{})
 }
 
+// RenameAPIKeyBy renames a live key of the team and writes the audit
+// entry by in the same transaction. ErrNotFound when the team has no such
+// live key (nothing is written then).
+func (s *Accounts) RenameAPIKeyBy(ctx context.Context, teamID, id uuid.UUID, name string, by audit.Entry) error {
+	return s.audited(ctx, by, func(tx pgx.Tx) error {
+		var got uuid.UUID
+		return tx.QueryRow(ctx, `UPDATE api_key SET name = @name
+			 WHERE id = @id AND team_id = @team AND revoked_at IS NULL RETURNING id`,
+			pgx.NamedArgs{"id": id, "team": teamID, "name": name}).Scan(&got)
+	})
+}
+
 // RevokeAPIKeyBy is RevokeAPIKey that also appends by, the audit entry of
 // the revocation, in its transaction.
 func (s *Accounts) RevokeAPIKeyBy(ctx context.Context, teamID, id uuid.UUID, by audit.Entry) ([]byte, error) {

@@ -1,8 +1,9 @@
 // Package usage is a team's usage as the API and the dashboard show it:
 // its request log, its email metrics, the recipients counted against its
-// monthly quota and its account health. Everything here is a read; the
-// request log is written by internal/reqlog, the quota by sending
-// (internal/submit) and account health by the health activities.
+// monthly quota, its usage of what its plan allows (GET /usage) and its
+// account health. Everything here is a read; the request log is written
+// by internal/reqlog, the quota by sending (internal/submit) and account
+// health by the health activities.
 package usage
 
 import (
@@ -84,4 +85,31 @@ func (s *Service) Health(ctx context.Context, teamID uuid.UUID, now time.Time) (
 		return Health{}, fmt.Errorf("counting the team's outcomes: %w", err)
 	}
 	return h, nil
+}
+
+// Usage is a team's use of what its plan allows, as GET /usage answers
+// it: store.TeamUsage and the windows it was counted over.
+type Usage struct {
+	store.TeamUsage
+	// At is when it was counted.
+	At time.Time
+	// DayStart and MonthStart begin the day and the calendar month (UTC)
+	// the counts cover; DayEnd and MonthEnd end them (the counts reset).
+	DayStart, DayEnd, MonthStart, MonthEnd time.Time
+}
+
+// Usage counts the team's usage at now: the emails of the UTC day and of
+// the quota's month (UTC), its contacts, segments, broadcasts and domains,
+// its plan's volume and its own rate limit. store.ErrNotFound for an
+// unknown team.
+func (s *Service) Usage(ctx context.Context, teamID uuid.UUID, now time.Time) (Usage, error) {
+	now = now.UTC()
+	u := Usage{At: now, DayStart: time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC),
+		MonthStart: store.QuotaMonth(now)}
+	u.DayEnd, u.MonthEnd = u.DayStart.AddDate(0, 0, 1), u.MonthStart.AddDate(0, 1, 0)
+	var err error
+	if u.TeamUsage, err = s.insights.TeamUsage(ctx, teamID, u.DayStart, u.MonthStart); err != nil {
+		return Usage{}, err
+	}
+	return u, nil
 }

@@ -148,3 +148,49 @@ func TestUsageIsTheTeamsOwn(t *testing.T) {
 	require.Nil(t, h.Paused, "B's sending is not paused by A's bounces")
 	require.Equal(t, health.Counts{Delivered: 1}, h.Counts)
 }
+
+// TestUsage: GET /usage's counts are the team's own: its recipients of the
+// day and of the month, its plan's volume and rate limit, its contacts and
+// segments; another team's mail and rows count nothing, and a new month
+// starts the email counts again.
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := storetest.New(t)
+	svc := usage.New(st.Insights, st.Accounts)
+	a, b := newTeam(t, st), newTeam(t, st)
+	now := time.Now().UTC()
+	require.NoError(t, st.Accounts.SetPlan(ctx, a, "50k"))
+	require.NoError(t, st.Accounts.SetRateLimit(ctx, a, 7))
+
+	send(t, st, a, map[string]string{"r1@dest.test": store.EventDelivered, "r2@dest.test": store.EventBounced}, now)
+	send(t, st, a, map[string]string{"r3@dest.test": store.EventDelivered}, now)
+	send(t, st, b, map[string]string{"r4@dest.test": store.EventDelivered}, now)
+	for _, addr := range []string{"c1@example.com", "c2@example.com"} {
+		_, err := st.Audience.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: a, Email: addr}, nil, nil)
+		require.NoError(t, err)
+	}
+	_, err := st.Audience.CreateSegment(ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: b, Name: "B's"})
+	require.NoError(t, err)
+
+	u, err := svc.Usage(ctx, a, now)
+	require.NoError(t, err)
+	require.Equal(t, store.TeamUsage{PlanEmails: 50_000, RateLimit: 7, MonthUsed: 3, DaySent: 3, Contacts: 2}, u.TeamUsage)
+	require.Equal(t, store.QuotaMonth(now), u.MonthStart)
+	require.Equal(t, store.QuotaMonth(now).AddDate(0, 1, 0), u.MonthEnd)
+	require.True(t, !u.DayStart.After(now) && u.DayEnd.After(now) && u.DayEnd.Sub(u.DayStart) == 24*time.Hour)
+
+	u, err = svc.Usage(ctx, b, now)
+	require.NoError(t, err)
+	require.Equal(t, store.TeamUsage{PlanEmails: 3_000, MonthUsed: 1, DaySent: 1, Segments: 1}, u.TeamUsage,
+		"B counts only its own, on the free plan at the default rate")
+
+	u, err = svc.Usage(ctx, a, now.AddDate(0, 1, 0))
+	require.NoError(t, err)
+	require.Zero(t, u.MonthUsed, "a new month")
+	require.Zero(t, u.DaySent, "a new day")
+	require.Equal(t, int64(2), u.Contacts, "rows are not per period")
+
+	_, err = svc.Usage(ctx, uuid.New(), now)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
