@@ -106,6 +106,9 @@ type envOptions struct {
 	// keyCache is how long a key's team (and its rate limit) is cached;
 	// 0 → 1 s, negative → not cached.
 	keyCache time.Duration
+	// records is the operator's side of domains' records; nil → a bounce
+	// host, an SPF include and a tracking host.
+	records *records.Config
 }
 
 func newEnv(t testing.TB) *env { return newEnvWith(t, envOptions{}) }
@@ -118,6 +121,11 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 		st = storetest.New(t)
 	} else { // a shared database: its users must differ
 		mailA, mailB = "a-"+uuid.NewString()+"@example.com", "b-"+uuid.NewString()+"@example.com"
+	}
+	recs := records.Config{BounceHost: "bounce.posthaste.example", SPFInclude: "_spf.posthaste.example",
+		TrackingHost: "track.posthaste.example"}
+	if o.records != nil {
+		recs = *o.records
 	}
 	n := &notifier{}
 	v := &verifier{}
@@ -168,12 +176,11 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 		Domains: domains.New(domains.Config{Keys: box, DKIMSelector: "posthaste", Verifier: v}, st),
 		Webhooks: webhook.NewEndpoints(webhook.EndpointsConfig{Keys: box, Waker: wk, AllowHTTP: true,
 			Client: webhook.NewClient(egress.New(egress.Config{AllowPrivate: true}), webhook.ClientConfig{Timeout: 2 * time.Second})}, st),
-		Imports:      imports.New(imports.Config{Outbox: n}, st),
-		Audience:     audience.New(st.Audience),
-		DataRequests: datareq.New(datareq.Config{Keys: box, Outbox: n}, st),
-		Templates:    templates.New(st),
-		Records: records.Config{BounceHost: "bounce.posthaste.example", SPFInclude: "_spf.posthaste.example",
-			TrackingHost: "track.posthaste.example"},
+		Imports:          imports.New(imports.Config{Outbox: n}, st),
+		Audience:         audience.New(st.Audience),
+		DataRequests:     datareq.New(datareq.Config{Keys: box, Outbox: n}, st),
+		Templates:        templates.New(st),
+		Records:          recs,
 		Keys:             box,
 		Limiter:          o.limiter,
 		DefaultRateLimit: o.rate,

@@ -145,6 +145,9 @@ type domainJSON struct {
 	TLS               string       `json:"tls"`
 	Capabilities      capabilities `json:"capabilities"`
 	Records           []recordJSON `json:"records,omitempty"`
+	// TrackingWarning (Posthaste's) says why the domain's mail is sent
+	// untracked although tracking is on (domains.TrackingWarning).
+	TrackingWarning string `json:"tracking_warning,omitempty"`
 }
 
 // capabilities are Resend's capabilities of a domain: sending is always
@@ -158,7 +161,8 @@ func (s *domainsAPI) renderDomain(d store.Domain, withRecords bool) domainJSON {
 	j := domainJSON{Object: "domain", ID: d.ID.String(), Name: d.Name, Status: d.Status,
 		CreatedAt: formatTime(d.CreatedAt), Region: d.Region, CustomReturnPath: d.ReturnPath,
 		OpenTracking: d.OpenTracking, ClickTracking: d.ClickTracking, TrackingSubdomain: d.TrackingSubdomain,
-		TLS: d.TLS, Capabilities: capabilities{Sending: "enabled", Receiving: d.Receiving}}
+		TLS: d.TLS, Capabilities: capabilities{Sending: "enabled", Receiving: d.Receiving},
+		TrackingWarning: domains.TrackingWarning(s.records, d)}
 	if j.Capabilities.Receiving == "" {
 		j.Capabilities.Receiving = store.ReceivingDisabled
 	}

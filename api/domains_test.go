@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/account"
+	"github.com/posthaste/posthaste/internal/domains"
+	"github.com/posthaste/posthaste/internal/records"
 	"github.com/posthaste/posthaste/internal/store"
 )
 
@@ -276,4 +278,42 @@ func pubBits(k any) int {
 		return r.N.BitLen()
 	}
 	return 0
+}
+
+// A server without a tracking host says, on a domain with tracking on,
+// that its mail goes untracked (tracking_warning); with one, or with
+// tracking off, nothing is said. Another team's domain is not shown.
+func TestDomainTrackingWarning(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, envOptions{records: &records.Config{BounceHost: "bounce.posthaste.example",
+		SPFInclude: "_spf.posthaste.example"}})
+	d := e.createDomain(e.keyA, map[string]any{"name": "tracked.test", "open_tracking": true})
+	require.Equal(t, domains.NoTrackingHostWarning, d["tracking_warning"])
+	for _, r := range d["records"].([]any) {
+		require.NotEqual(t, "Tracking", r.(map[string]any)["record"], "no tracking host: no Tracking record")
+	}
+	id := d["id"].(string)
+	g := e.do("GET", "/domains/"+id, e.keyA, nil)
+	require.Equal(t, 200, g.status, string(g.raw))
+	require.Equal(t, domains.NoTrackingHostWarning, g.body["tracking_warning"])
+	l := e.do("GET", "/domains", e.keyA, nil)
+	require.Equal(t, 200, l.status, string(l.raw))
+	require.Equal(t, domains.NoTrackingHostWarning, l.body["data"].([]any)[0].(map[string]any)["tracking_warning"])
+
+	plain := e.createDomain(e.keyA, map[string]any{"name": "plain.test"})
+	require.NotContains(t, plain, "tracking_warning")
+	p := e.do("PATCH", "/domains/"+plain["id"].(string), e.keyA, map[string]any{"click_tracking": true})
+	require.Equal(t, 200, p.status, string(p.raw))
+	g = e.do("GET", "/domains/"+plain["id"].(string), e.keyA, nil)
+	require.Equal(t, domains.NoTrackingHostWarning, g.body["tracking_warning"])
+	p = e.do("PATCH", "/domains/"+id, e.keyA, map[string]any{"open_tracking": false})
+	require.Equal(t, 200, p.status, string(p.raw))
+	g = e.do("GET", "/domains/"+id, e.keyA, nil)
+	require.NotContains(t, g.body, "tracking_warning", "tracking off")
+	requireError(t, e.do("GET", "/domains/"+plain["id"].(string), e.keyB, nil), 404, "not_found")
+
+	// With a tracking host (newEnv's), no warning.
+	e2 := newEnv(t)
+	d = e2.createDomain(e2.keyA, map[string]any{"name": "tracked.test", "open_tracking": true, "click_tracking": true})
+	require.NotContains(t, d, "tracking_warning")
 }

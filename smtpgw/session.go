@@ -75,7 +75,7 @@ func (s *session) authenticate(username, password string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
 	s.g.thr.Wait(ctx, s.ip)
-	if username != Username {
+	if username != Username && username != ResendUsername {
 		return s.authFailed("wrong user name")
 	}
 	p, err := s.g.cfg.Auth.Authenticate(ctx, password)

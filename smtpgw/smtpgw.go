@@ -1,7 +1,8 @@
 // Package smtpgw is Posthaste's SMTP submission gateway (RFC 6409), built on
 // github.com/emersion/go-smtp. Clients authenticate with AUTH PLAIN or
-// LOGIN after TLS (implicit, or STARTTLS), user name "posthaste" and an API
-// key as password; each message is handed as bytes to internal/submit,
+// LOGIN after TLS (implicit, or STARTTLS), user name "posthaste" (or
+// "resend", Resend's, so a configuration written for Resend works unchanged)
+// and an API key as password; each message is handed as bytes to internal/submit,
 // which validates, authorizes and accepts it exactly as the HTTP API does,
 // under the same rate limit and request log.
 //
@@ -36,6 +37,10 @@ import (
 
 // Username is the fixed AUTH user name; the password is an API key.
 const Username = "posthaste"
+
+// ResendUsername is Resend's SMTP user name, accepted as well as Username
+// with the same API-key password.
+const ResendUsername = "resend"
 
 // Limits of a submission (API.md, SMTP submission).
 const (

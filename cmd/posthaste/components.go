@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -331,7 +333,20 @@ func stepPolicy(cfg config.Steps) workflows.StepPolicy {
 }
 
 func recordsConfig(cfg config.Domains) records.Config {
-	return records.Config{BounceHost: cfg.BounceHost, SPFInclude: cfg.SPFInclude, TrackingHost: cfg.TrackingHost}
+	return records.Config{BounceHost: cfg.BounceHost, SPFInclude: cfg.SPFInclude, TrackingHost: cfg.TrackingHost,
+		LocalTracking: cfg.LocalTracking}
+}
+
+// sharedTrackingHost is the host that serves every tracking token: the
+// operator's tracking host, or in dev without one the host of its own
+// address (config.Domains.LocalTracking).
+func sharedTrackingHost(cfg config.Domains) string {
+	if cfg.LocalTracking != "" {
+		if u, err := url.Parse(cfg.LocalTracking); err == nil {
+			return strings.ToLower(u.Hostname())
+		}
+	}
+	return cfg.TrackingHost
 }
 
 // mtaConfig is what the MTA clients of every IP pool share (each gets its
@@ -531,7 +546,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		}
 		// The operator's host is normalised by config.Load.
 		th, err := tracking.NewHandler(tracking.Config{Sealer: sealer, Limiter: in.limiter, Outbox: in.dispatcher,
-			SharedHost: cfg.Domains.TrackingHost, TeamHost: st.Emails.IsTeamTrackingHost, Logger: logger}, st.Emails)
+			SharedHost: sharedTrackingHost(cfg.Domains), TeamHost: st.Emails.IsTeamTrackingHost, Logger: logger}, st.Emails)
 		if err != nil {
 			return nil, err
 		}
@@ -720,12 +735,13 @@ func newActivities(ctx context.Context, cfg config.Config, st *store.Store, tc c
 	starter, crash := worker.NewStarter(tc, deliveryPolicy(cfg)), crasher(cfg)
 	acts := worker.Activities{
 		Sending: delivery.NewWithSenders(delivery.Config{
-			Hostname:    cfg.Delivery.Hostname,
-			Keys:        keys,
-			Outbox:      outbox,
-			Crash:       crash,
-			Unsubscribe: links,
-			DefaultPool: cfg.Delivery.DefaultPool,
+			Hostname:      cfg.Delivery.Hostname,
+			Keys:          keys,
+			Outbox:        outbox,
+			Crash:         crash,
+			Unsubscribe:   links,
+			DefaultPool:   cfg.Delivery.DefaultPool,
+			LocalTracking: cfg.Domains.LocalTracking,
 		}, st, d, metrics, logger),
 		Reconciler: delivery.NewReconciler(delivery.ReconcilerConfig{Workflows: starter, Metrics: metrics,
 			Logger: logger}, st.Emails),

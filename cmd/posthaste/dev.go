@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -32,6 +33,14 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 	// Links in those emails lead to this server unless told otherwise.
 	if cfg.HTTP.PublicURL == "" {
 		cfg.HTTP.PublicURL = "http://" + displayAddr(cfg.HTTP.Addr)
+	}
+	// Open and click tracking work out of the box: without a tracking host
+	// (or with one on this machine, which no DNS record can point at),
+	// tracked links and the pixel point at this server, with no record.
+	if h := cfg.Domains.TrackingHost; h == "" || isLoopbackHost(h) {
+		if base := devTrackingURL(cfg.HTTP.PublicURL); base != "" {
+			cfg.Domains.TrackingHost, cfg.Domains.LocalTracking = "", base
+		}
 	}
 	logger.Info("starting", cfg.LogAttrs()...)
 	dataDir, err := filepath.Abs(cfg.DataDir)
@@ -236,4 +245,36 @@ func displayAddr(a string) string {
 		return "localhost:" + a[5:]
 	}
 	return a
+}
+
+// isLoopbackHost reports whether host names this machine: localhost (or a
+// name under it) or a loopback address.
+func isLoopbackHost(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && ip.IsLoopback()
+}
+
+// devTrackingURL is the address dev's tracked links point at: its public
+// URL's scheme, host and port, a loopback address written localhost (what
+// a browser on the same machine opens); "" when the URL names no fixed
+// port.
+func devTrackingURL(publicURL string) string {
+	u, err := url.Parse(publicURL)
+	if err != nil || u.Hostname() == "" || u.Port() == "0" || (u.Scheme != "http" && u.Scheme != "https") {
+		return ""
+	}
+	host := u.Hostname()
+	if isLoopbackHost(host) {
+		host = "localhost"
+	}
+	if u.Port() != "" {
+		host = net.JoinHostPort(host, u.Port())
+	} else if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	return u.Scheme + "://" + host
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -233,6 +234,95 @@ func TestDevTracking(t *testing.T) {
 	res = get(tracking.ClickPath + legacy)
 	require.Equal(t, 302, res.StatusCode)
 	require.Equal(t, "https://shop.example/sale?x=1&y=2", res.Header.Get("Location"))
+}
+
+// TestDevTrackingOnLocalhost runs `posthaste dev` with its defaults (no
+// tracking host, no public URL): a domain with open and click tracking on
+// gets no Tracking record and no warning, and its mail carries the pixel
+// and links under dev's own address, http://localhost:<port>, which a
+// browser on the same machine opens: the open and the click are recorded
+// and the click redirects to the original URL.
+func TestDevTrackingOnLocalhost(t *testing.T) {
+	ctx := context.Background()
+	dns := dnstest.NewServer(t)
+	mx := recipientMX(t, dns)
+	dbURL := pgtest.NewDatabase(t)
+	env := domainDevEnv(t, dbURL, dns, mx.Port())
+	dev := startDev(t, env)
+	defer dev.stop(t)
+	st := devStore(t, dbURL, env["POSTHASTE_DATA_DIR"])
+	c := apiClient{t: t, base: dev.base, key: readCredentials(t, env["POSTHASTE_DATA_DIR"]).APIKey}
+	_, port, err := net.SplitHostPort(env["POSTHASTE_HTTP_ADDR"])
+	require.NoError(t, err)
+	local := "http://localhost:" + port
+
+	status, d := c.do("POST", "/domains", map[string]any{"name": "track.test", "open_tracking": true,
+		"click_tracking": true})
+	require.Equal(t, 201, status, d)
+	require.NotContains(t, d, "tracking_warning", "dev tracks under its own address")
+	domainID := d["id"].(string)
+	for _, r := range d["records"].([]any) {
+		rm := r.(map[string]any)
+		require.NotEqual(t, "Tracking", rm["record"], "no DNS record is needed in dev")
+		host := rm["name"].(string) + ".track.test"
+		switch rm["type"] {
+		case "TXT":
+			dns.AddTXT(host, rm["value"].(string))
+		case "MX":
+			dns.AddMX(host, rm["value"].(string), 10)
+		}
+	}
+	status, _ = c.do("POST", "/domains/"+domainID+"/verify", nil)
+	require.Equal(t, 200, status)
+	c.waitDomain(domainID, "verified")
+
+	const html = `<p>Our <a href="https://shop.example/sale?x=1">sale</a>.</p>`
+	id := c.send(map[string]any{"from": "Shop <hello@track.test>", "to": "ann@rcpt.test", "subject": "Sale",
+		"html": html})
+	c.waitFor(id, map[string]string{"ann@rcpt.test": "delivered"})
+	msgs := mx.Messages()
+	require.Len(t, msgs, 1)
+	body := htmlPart(t, msgs[0].Data)
+	click := regexp.MustCompile(`href="(` + regexp.QuoteMeta(local) + `/c/[A-Za-z0-9_-]+)"`).FindStringSubmatch(body)
+	require.NotNil(t, click, body)
+	open := regexp.MustCompile(`<img src="(` + regexp.QuoteMeta(local) + `/o/[A-Za-z0-9_-]+)"`).FindStringSubmatch(body)
+	require.NotNil(t, open, body)
+
+	// As a browser on this machine opens them.
+	browser := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	fetch := func(u string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest("GET", u, nil)
+		require.NoError(t, err)
+		req.Header.Set("User-Agent", "Mozilla/5.0 (X11; Linux x86_64) Firefox/120.0")
+		res, err := browser.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, res.Body)
+		require.NoError(t, res.Body.Close())
+		return res
+	}
+	res := fetch(open[1])
+	require.Equal(t, 200, res.StatusCode)
+	require.Equal(t, "image/gif", res.Header.Get("Content-Type"))
+	res = fetch(click[1])
+	require.Equal(t, 302, res.StatusCode)
+	require.Equal(t, "https://shop.example/sale?x=1", res.Header.Get("Location"))
+
+	eventually(t, 30*time.Second, func() error {
+		evs, err := st.Emails.Events(ctx, uuid.MustParse(id))
+		require.NoError(t, err)
+		seen := map[string]bool{}
+		for _, ev := range evs {
+			seen[ev.Type] = true
+		}
+		if !seen["opened"] || !seen["clicked"] {
+			return fmt.Errorf("events %v: no open or no click", evs)
+		}
+		return nil
+	})
+	status, e := c.do("GET", "/emails/"+id, nil)
+	require.Equal(t, 200, status, e)
+	require.Equal(t, "clicked", e["last_event"])
 }
 
 // htmlPart returns the decoded text/html part of a message.

@@ -195,8 +195,8 @@ func (a *Activities) broadcastSender(ctx context.Context, b store.Broadcast) (st
 	}
 	domain := strings.ToLower(addr.Domain)
 	if sandbox.IsDomain(domain) {
-		if !strings.EqualFold(addr.Addr(), sandbox.Sender) {
-			return "", nil, fmt.Sprintf("The sandbox domain %s can only send from %s.", sandbox.Domain, sandbox.Sender), nil
+		if !sandbox.IsSender(addr.Addr()) {
+			return "", nil, fmt.Sprintf("The sandbox domain %s can only send from onboarding@%[1]s.", domain), nil
 		}
 		return domain, nil, "", nil
 	}

@@ -383,7 +383,12 @@ type Domains struct {
 	// tracking subdomain points (a CNAME): the host that serves tracked
 	// links and open pixels; default the host of POSTHASTE_PUBLIC_URL.
 	TrackingHost string
-	Verify       VerifySchedule
+	// LocalTracking is set by `posthaste dev` only, never read from the
+	// environment: its own address (e.g. http://localhost:3000) when it has
+	// no tracking host but one on this machine. Tracked links and open
+	// pixels then point at it and need no DNS record.
+	LocalTracking string
+	Verify        VerifySchedule
 }
 
 // VerifySchedule is when VerifyDomain looks records up.
@@ -657,7 +662,7 @@ func (c Config) LogAttrs() []any {
 		slog.Bool("master_key_set", c.Domains.MasterKey != ""), slog.Int("previous_master_keys", len(c.Domains.PreviousMasterKeys)),
 		slog.String("dkim_selector", c.Domains.DKIMSelector),
 		slog.String("bounce_host", c.Domains.BounceHost), slog.String("spf_include", c.Domains.SPFInclude),
-		slog.String("tracking_host", c.Domains.TrackingHost),
+		slog.String("tracking_host", c.Domains.TrackingHost), slog.String("local_tracking", c.Domains.LocalTracking),
 		slog.Duration("verify_interval", c.Domains.Verify.Interval), slog.Duration("verify_expire", c.Domains.Verify.Expire),
 		slog.Duration("verify_recheck", c.Domains.Verify.Recheck),
 		slog.Duration("step_retry_window", c.Steps.Window), slog.Duration("step_retry_max", c.Steps.MaxInterval),

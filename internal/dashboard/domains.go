@@ -116,6 +116,9 @@ type domainData struct {
 	Confirm  string // what was typed on the delete page
 	// CanVerify is false when the server cannot start verifications.
 	CanVerify bool
+	// TrackingWarning says why the domain's mail is sent untracked
+	// although tracking is on (domains.TrackingWarning).
+	TrackingWarning string
 }
 
 // loadDomain loads the {id} domain of the session's team.
@@ -146,6 +149,7 @@ func (h *domainsHandler) renderDomain(w http.ResponseWriter, se *store.Session, 
 	d.Records = domains.Records(h.cfg.Records, d.Domain)
 	d.TLSModes = domains.TLSModes
 	d.CanVerify = h.domainSvc.CanVerify()
+	d.TrackingWarning = domains.TrackingWarning(h.cfg.Records, d.Domain)
 	title := d.Domain.Name
 	if page == "domain_delete" {
 		title = "Delete " + title

@@ -266,3 +266,31 @@ func TestAddWithoutMasterKey(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, res.StatusCode)
 	require.Contains(t, page, "This server has no master key (POSTHASTE_MASTER_KEY)")
 }
+
+// The domain page warns, once tracking is on, that a server without a
+// tracking host sends the domain's mail untracked; with a tracking host it
+// shows the Tracking record instead.
+func TestDomainPageWarnsOfNoTrackingHost(t *testing.T) {
+	t.Parallel()
+	const warning = `id="tracking-warning"`
+	for _, host := range []string{"", "track.posthaste.example"} {
+		f := newFixture(t, func(c *dashboard.Config) { c.Records.TrackingHost = host })
+		c := f.browser()
+		f.login(c, f.a.Email, f.a.Password)
+		id := f.addDomain(c, "news.example.org")
+		_, p := get(t, c, f.srv.URL+"/dashboard/domains/"+id.String())
+		require.NotContains(t, p, warning, "tracking off")
+		res, _ := post(t, c, f.srv.URL+"/dashboard/domains/"+id.String()+"/settings", url.Values{"csrf": {csrf(t, p)},
+			"click_tracking": {"on"}, "tls": {"opportunistic"}})
+		require.Equal(t, http.StatusSeeOther, res.StatusCode)
+		_, p = get(t, c, f.srv.URL+"/dashboard/domains/"+id.String())
+		if host == "" {
+			require.Contains(t, p, warning)
+			require.Contains(t, p, "POSTHASTE_TRACKING_HOST")
+			require.NotContains(t, p, "Tracking</span>")
+		} else {
+			require.NotContains(t, p, warning)
+			require.Contains(t, p, "<code class=\"value\">"+host+"</code>", "the Tracking record")
+		}
+	}
+}

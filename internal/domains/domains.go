@@ -381,3 +381,19 @@ func Records(cfg records.Config, d store.Domain) []Record {
 	}
 	return out
 }
+
+// NoTrackingHostWarning is TrackingWarning's message.
+const NoTrackingHostWarning = "Open and click tracking are on, but this server has no tracking host " +
+	"(POSTHASTE_TRACKING_HOST, by default the host of POSTHASTE_PUBLIC_URL) for the domain's Tracking record " +
+	"to point at, so its mail is sent untracked. Ask the server's operator to set one."
+
+// TrackingWarning says why the mail of d is sent untracked although its
+// open or click tracking is on: the server has no tracking host, so the
+// domain has no Tracking record (`posthaste dev` tracks under its own
+// address instead, cfg.LocalTracking). "" when tracking is off or works.
+func TrackingWarning(cfg records.Config, d store.Domain) string {
+	if !(d.OpenTracking || d.ClickTracking) || cfg.TrackingHost != "" || cfg.LocalTracking != "" {
+		return ""
+	}
+	return NoTrackingHostWarning
+}

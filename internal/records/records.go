@@ -49,6 +49,9 @@ type Config struct {
 	// domain: the target of the tracking CNAME (POSTHASTE_TRACKING_HOST).
 	// "" publishes no tracking record.
 	TrackingHost string
+	// LocalTracking is `posthaste dev`'s own address when it tracks under
+	// it (config.Domains.LocalTracking): tracking then needs no record.
+	LocalTracking string
 }
 
 // Domain is what records depend on.

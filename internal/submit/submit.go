@@ -313,11 +313,12 @@ func (s *Service) authorizeSender(ctx context.Context, from Sender, addr address
 	if sandbox.IsDomain(addr.Domain) {
 		if from.DomainID != nil {
 			return nil, Errorf(KindForbidden, field,
-				"This API key can only send from its own domain, not from the sandbox domain %s.", sandbox.Domain)
+				"This API key can only send from its own domain, not from the sandbox domain %s.",
+				strings.ToLower(addr.Domain))
 		}
-		if !strings.EqualFold(addr.Addr(), sandbox.Sender) {
+		if !sandbox.IsSender(addr.Addr()) {
 			return nil, Errorf(KindForbidden, field,
-				"The sandbox domain %s can only send from %s.", sandbox.Domain, sandbox.Sender)
+				"The sandbox domain %s can only send from onboarding@%[1]s.", strings.ToLower(addr.Domain))
 		}
 		return nil, nil
 	}
@@ -417,7 +418,7 @@ func (s *Service) authorizeSandbox(ctx context.Context, from Sender, e Email, sy
 			return Errorf(KindForbidden, "to",
 				"You can only send testing emails from %s to your own team's addresses or to the sandbox "+
 					"addresses delivered@, bounced@, complained@ and suppressed@%s. To send to %s, verify a domain.",
-				sandbox.Sender, sandbox.Domain, o)
+				strings.ToLower(e.From.Addr()), strings.ToLower(e.From.Domain), o)
 		}
 	}
 	return nil

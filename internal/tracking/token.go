@@ -21,6 +21,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -210,6 +211,19 @@ func (s *Sealer) Open(text string) (Token, error) {
 type Links struct {
 	Host   string // the domain's tracking host, e.g. links.example.com
 	Sealer *Sealer
+	// Base, when set, is what the URLs start with instead of
+	// https://<Host>: `posthaste dev`'s own address (e.g.
+	// http://localhost:8080), whose host is Host, so that tracked mail
+	// works on the developer's machine without a DNS record.
+	Base string
+}
+
+// prefix is what the URLs of l start with, before the path.
+func (l Links) prefix() string {
+	if l.Base != "" {
+		return strings.TrimSuffix(l.Base, "/")
+	}
+	return "https://" + l.Host
 }
 
 // OpenURL returns the URL of the open pixel of one recipient of an email.
@@ -223,7 +237,7 @@ func (l Links) OpenURL(teamID, emailID uuid.UUID, recipient int) (string, error)
 	if err != nil {
 		return "", err
 	}
-	return "https://" + l.Host + OpenPath + tok, nil
+	return l.prefix() + OpenPath + tok, nil
 }
 
 // ClickURL returns the tracked URL of link number link (whose original
@@ -238,7 +252,7 @@ func (l Links) ClickURL(teamID, emailID uuid.UUID, recipient, link int, target s
 	if err != nil {
 		return "", err
 	}
-	return "https://" + l.Host + ClickPath + tok, nil
+	return l.prefix() + ClickPath + tok, nil
 }
 
 // host returns l.Host as the tokens carry it: normalised.

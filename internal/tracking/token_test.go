@@ -175,3 +175,24 @@ func TestLinksURLs(t *testing.T) {
 		require.Error(t, err, host)
 	}
 }
+
+// Links with a Base (`posthaste dev`'s own address) make URLs under it,
+// with tokens bound to its host.
+func TestLinksURLsUnderBase(t *testing.T) {
+	s := testSealer(t, 1)
+	l := Links{Host: "localhost", Base: "http://localhost:8080/", Sealer: s}
+	team, email := uuid.New(), uuid.New()
+	o, err := l.OpenURL(team, email, 0)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(o, "http://localhost:8080/o/"), o)
+	tok, err := s.Open(strings.TrimPrefix(o, "http://localhost:8080/o/"))
+	require.NoError(t, err)
+	require.Equal(t, Token{Kind: Open, TeamID: team, EmailID: email, Host: "localhost"}, tok)
+	c, err := l.ClickURL(team, email, 0, 2, "https://shop.test/x")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(c, "http://localhost:8080/c/"), c)
+	tok, err = s.Open(strings.TrimPrefix(c, "http://localhost:8080/c/"))
+	require.NoError(t, err)
+	require.Equal(t, "localhost", tok.Host)
+	require.Equal(t, "https://shop.test/x", tok.URL)
+}

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -100,6 +101,12 @@ type Config struct {
 	// (POSTHASTE_IP_POOLS): Prepare gives groups of teams or domains
 	// assigned it the pool "", whose queues are the default ones.
 	DefaultPool string
+	// LocalTracking is `posthaste dev`'s own address (e.g.
+	// http://localhost:8080) when it has no tracking host: mail from a
+	// domain with tracking on is then tracked under it, with no Tracking
+	// record to verify. "" elsewhere: tracked links go to the domain's
+	// tracking host once its Tracking record is verified.
+	LocalTracking string
 }
 
 // Sending are the activities of SendEmail and SendBatch: preparing,
@@ -125,6 +132,9 @@ type Sending struct {
 	// emails sent with a topic from a domain (mailto.Make); nil: those
 	// emails name only the URL.
 	unsubscribeMailtoKey []byte
+	// localTracking and localTrackingHost are Config.LocalTracking and
+	// its host name.
+	localTracking, localTrackingHost string
 	// trackingKey seals the tokens of tracked links and open pixels
 	// (tracking.Sealer); nil: no mail is tracked.
 	trackingKey []byte
@@ -173,6 +183,9 @@ func NewWithSenders(cfg Config, st *store.Store, senders Senders, metrics *telem
 		mta: senders, logger: logger.With("component", "activities"), now: now, signers: newSignerCache(),
 		hostname: cfg.Hostname, keys: cfg.Keys, crash: cfg.Crash, unsubscribe: cfg.Unsubscribe,
 		defaultPool: cfg.DefaultPool}
+	if u, err := url.Parse(cfg.LocalTracking); err == nil && cfg.LocalTracking != "" && u.Hostname() != "" {
+		a.localTracking, a.localTrackingHost = cfg.LocalTracking, u.Hostname()
+	}
 	if cfg.Keys != nil {
 		a.verpKey = cfg.Keys.DeriveKey(reports.VERPKeyPurpose)
 		a.unsubscribeMailtoKey = cfg.Keys.DeriveKey(mailto.KeyPurpose)

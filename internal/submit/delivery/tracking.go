@@ -25,7 +25,9 @@ import (
 // Open and click tracking (issue 19): mail from a domain with open or
 // click tracking on, whose Tracking record (the CNAME of its tracking
 // subdomain) is verified, carries per recipient an open pixel and links
-// rewritten to https://<tracking subdomain>.<domain>/c/<token>, so it is
+// rewritten to https://<tracking subdomain>.<domain>/c/<token> (in
+// `posthaste dev` without a tracking host, to its own address, with no
+// record: Config.LocalTracking), so it is
 // built and DKIM-signed per recipient in Deliver, after the rewriting. The
 // copy Prepare stores (what GET /emails/{id} shows) is not rewritten.
 // Mail submitted over SMTP is tracked alike: the text/html parts of the
@@ -40,7 +42,10 @@ type trackFunc func(e store.Email, i int) (store.Email, error)
 // not.
 func (a *Sending) tracker(d store.Domain, e store.Email) (trackFunc, error) {
 	if (e.Source == nil && e.HTML == nil) || len(a.trackingKey) == 0 || !(d.OpenTracking || d.ClickTracking) ||
-		d.TrackingSubdomain == "" || d.RecordStatus[records.KeyTracking] != store.DomainVerified {
+		d.TrackingSubdomain == "" {
+		return nil, nil
+	}
+	if a.localTracking == "" && d.RecordStatus[records.KeyTracking] != store.DomainVerified {
 		return nil, nil
 	}
 	sealer, err := tracking.NewSealer(a.trackingKey)
@@ -48,6 +53,9 @@ func (a *Sending) tracker(d store.Domain, e store.Email) (trackFunc, error) {
 		return nil, err
 	}
 	links := tracking.Links{Host: d.TrackingSubdomain + "." + d.Name, Sealer: sealer}
+	if a.localTracking != "" { // dev: under its own address, no DNS record
+		links = tracking.Links{Host: a.localTrackingHost, Base: a.localTracking, Sealer: sealer}
+	}
 	var keep func(string) bool
 	if u := a.unsubscribe; u != nil {
 		prefix := u.Base + unsubscribe.Path

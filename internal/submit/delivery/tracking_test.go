@@ -152,3 +152,50 @@ func trackedHTMLPart(t *testing.T, msg []byte) string {
 		}
 	}
 }
+
+// TestDeliverTrackedUnderDevAddress: in `posthaste dev` without a tracking
+// host (Config.LocalTracking), mail from a domain with tracking on is
+// tracked under dev's own address with no Tracking record verified, its
+// tokens bound to that host.
+func TestDeliverTrackedUnderDevAddress(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := storetest.New(t)
+	box := newBox(t)
+	d, _ := insertDomain(t, st, box, "shop.test")
+	on := true
+	require.NoError(t, st.Domains.UpdateDomain(ctx, d.TeamID, d.ID, store.DomainUpdate{OpenTracking: &on, ClickTracking: &on}, audit.Entry{}))
+	html := `<p>Sale: <a href="https://shop.example/sale">go</a></p>`
+	e := store.Email{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, DomainID: &d.ID,
+		From: "Shop <hello@shop.test>", FromDomain: "shop.test", To: []string{"a@dest.test"}, Subject: "Sale",
+		HTML: &html, LastEvent: store.EventQueued, CreatedAt: time.Now(),
+		Recipients: []store.Recipient{{Address: "a@dest.test", Kind: "to", Domain: "dest.test", Status: store.EventQueued}}}
+	_, err := storetest.InsertEmail(ctx, st, e)
+	require.NoError(t, err)
+	mx, client := destMX(t, smtptest.Options{})
+	acts := delivery.New(delivery.Config{Hostname: "out.example", Keys: box, LocalTracking: "http://localhost:3000"},
+		st, client, nil, nil)
+	res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare,
+		contract.PrepareInput{EmailID: e.ID.String()})
+	require.NoError(t, err)
+	require.Len(t, res.Groups, 1)
+	_, err = run[contract.DeliverInput, struct{}](t, acts.Deliver, contract.DeliverInput{EmailID: e.ID.String(),
+		Domain: "dest.test", TLS: "opportunistic", Recipients: res.Groups[0].Recipients,
+		ReturnPath: res.Groups[0].ReturnPath})
+	require.NoError(t, err)
+	msgs := mx.Messages()
+	require.Len(t, msgs, 1)
+	body := trackedHTMLPart(t, msgs[0].Data)
+	require.NotContains(t, body, "https://shop.example/sale")
+	require.NotContains(t, body, "links.shop.test")
+	sealer, err := tracking.NewSealer(box.DeriveKey(tracking.KeyPurpose))
+	require.NoError(t, err)
+	found := regexp.MustCompile(`"http://localhost:3000/([co])/([A-Za-z0-9_-]+)"`).FindAllStringSubmatch(body, -1)
+	require.Len(t, found, 2, body)
+	for _, f := range found {
+		tok, err := sealer.Open(f[2])
+		require.NoError(t, err)
+		require.Equal(t, "localhost", tok.Host)
+		require.Equal(t, e.ID, tok.EmailID)
+	}
+}
