@@ -2,13 +2,12 @@ package receiving
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/posthaste/posthaste/internal/sandbox"
+	"github.com/posthaste/posthaste/internal/emailevents"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/telemetry"
 )
@@ -79,41 +78,18 @@ func NewActivities(cfg ActivitiesConfig, st *store.Store) *Activities {
 		unsubscribeMailtoKey: cfg.UnsubscribeMailtoKey, fblDomains: cfg.FBLDomains}
 }
 
-// record stores events of an email and counts them, as the delivery
-// activities record theirs.
+// record stores events and counts them (emailevents.Recorder.Record).
 func (a *Activities) record(ctx context.Context, id uuid.UUID, evs []store.Event) error {
-	if err := a.emails.RecordEvents(ctx, id, evs); err != nil {
-		return err
-	}
-	if a.outbox != nil {
-		// The events may have queued webhook messages.
-		a.outbox.Notify()
-	}
-	if a.metrics != nil {
-		for _, e := range evs {
-			a.metrics.EmailEvents.WithLabelValues(e.Type).Inc()
-		}
-	}
-	return nil
+	return a.events().Record(ctx, id, evs)
 }
 
-// suppress puts addresses whose bounce said the address itself is bad on
-// the team's suppression list, so later sends to them are not attempted.
-// Sandbox addresses never enter the list.
+// events is the recorder of a's events and suppressions.
+func (a *Activities) events() emailevents.Recorder {
+	return emailevents.Recorder{Emails: a.emails, Outbox: a.outbox, Metrics: a.metrics}
+}
+
+// suppress puts addresses whose bounce said they are bad on the team's
+// suppression list (emailevents.Recorder.SuppressBounced).
 func (a *Activities) suppress(ctx context.Context, e store.Email, addrs []string) error {
-	for _, addr := range addrs {
-		if _, ok := sandbox.Outcome(addr); ok {
-			continue
-		}
-		id, err := uuid.NewV7()
-		if err != nil {
-			return err
-		}
-		emailID := e.ID
-		if _, _, err := a.emails.AddSuppression(ctx, store.Suppression{ID: id, TeamID: e.TeamID, Email: addr,
-			Reason: store.SuppressionBounce, EmailID: &emailID}); err != nil {
-			return fmt.Errorf("suppressing a bounced address of %s: %w", e.ID, err)
-		}
-	}
-	return nil
+	return a.events().SuppressBounced(ctx, e, addrs)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/posthaste/posthaste/internal/bounce"
 	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/mta"
-	"github.com/posthaste/posthaste/internal/sandbox"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/workflows/contract"
 )
@@ -456,25 +455,10 @@ func throttleWait(last, now time.Time, timeout time.Duration) time.Duration {
 	return end.Sub(now)
 }
 
-// suppress puts addresses whose bounce said the address itself is bad on
-// the team's suppression list, so later sends to them are not attempted.
-// Sandbox addresses never enter the list.
+// suppress puts addresses whose bounce said they are bad on the team's
+// suppression list (emailevents.Recorder.SuppressBounced).
 func (a *recorder) suppress(ctx context.Context, e store.Email, addrs []string) error {
-	for _, addr := range addrs {
-		if _, ok := sandbox.Outcome(addr); ok {
-			continue
-		}
-		id, err := uuid.NewV7()
-		if err != nil {
-			return err
-		}
-		emailID := e.ID
-		if _, _, err := a.emails.AddSuppression(ctx, store.Suppression{ID: id, TeamID: e.TeamID, Email: addr,
-			Reason: store.SuppressionBounce, EmailID: &emailID}); err != nil {
-			return fmt.Errorf("suppressing a bounced address of %s: %w", e.ID, err)
-		}
-	}
-	return nil
+	return a.events().SuppressBounced(ctx, e, addrs)
 }
 
 func pendingRecipients(all []store.Recipient, want []string) []string {

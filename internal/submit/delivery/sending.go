@@ -27,6 +27,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/posthaste/posthaste/internal/dkim"
+	"github.com/posthaste/posthaste/internal/emailevents"
 	"github.com/posthaste/posthaste/internal/faults"
 	"github.com/posthaste/posthaste/internal/mime"
 	"github.com/posthaste/posthaste/internal/mta"
@@ -219,21 +220,14 @@ func (a *Sending) sends(pool string) bool {
 	return ok
 }
 
-// record stores events and counts them.
+// record stores events and counts them (emailevents.Recorder.Record).
 func (a *recorder) record(ctx context.Context, id uuid.UUID, evs []store.Event) error {
-	if err := a.emails.RecordEvents(ctx, id, evs); err != nil {
-		return err
-	}
-	if a.outbox != nil {
-		// The events may have queued webhook messages.
-		a.outbox.Notify()
-	}
-	if a.metrics != nil {
-		for _, e := range evs {
-			a.metrics.EmailEvents.WithLabelValues(e.Type).Inc()
-		}
-	}
-	return nil
+	return a.events().Record(ctx, id, evs)
+}
+
+// events is the recorder of a's events and suppressions.
+func (a *recorder) events() emailevents.Recorder {
+	return emailevents.Recorder{Emails: a.emails, Outbox: a.outbox, Metrics: a.metrics}
 }
 
 // claimSkew lets a workflow timer that fires slightly before the stored
