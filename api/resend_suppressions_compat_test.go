@@ -1,12 +1,62 @@
 package api_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"testing"
 
+	"github.com/resend/resend-go/v3"
 	"github.com/stretchr/testify/require"
 )
+
+// TestResendGoSDKSuppressions drives the suppression list with Resend's
+// official Go SDK, unchanged.
+func TestResendGoSDKSuppressions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	c := resend.NewClient(e.keyA)
+	base, err := url.Parse(e.srv.URL + "/")
+	require.NoError(t, err)
+	c.BaseURL = base
+
+	added, err := c.Suppressions.AddWithContext(ctx, &resend.AddSuppressionRequest{Email: "ann@example.com"})
+	require.NoError(t, err)
+	require.Equal(t, "suppression", added.Object)
+	got, err := c.Suppressions.GetWithContext(ctx, "ann@example.com")
+	require.NoError(t, err)
+	require.Equal(t, added.Id, got.Id)
+	require.Equal(t, resend.SuppressionOriginManual, got.Origin)
+	require.Nil(t, got.SourceId)
+
+	batch, err := c.Suppressions.Batch.AddWithContext(ctx, &resend.BatchAddSuppressionsRequest{
+		Emails: []string{"bob@example.com", "cy@example.com"}})
+	require.NoError(t, err)
+	require.Len(t, batch.Data, 2)
+	list, err := c.Suppressions.ListWithContext(ctx, &resend.ListSuppressionsOptions{Origin: resend.SuppressionOriginManual})
+	require.NoError(t, err)
+	require.Len(t, list.Data, 3)
+	list, err = c.Suppressions.ListWithContext(ctx, &resend.ListSuppressionsOptions{Origin: resend.SuppressionOriginBounce})
+	require.NoError(t, err)
+	require.Empty(t, list.Data)
+
+	removed, err := c.Suppressions.Batch.RemoveWithContext(ctx, &resend.BatchRemoveSuppressionsRequest{
+		Ids: []string{batch.Data[0].Id}})
+	require.NoError(t, err)
+	require.Equal(t, []resend.RemoveSuppressionResponse{{Object: "suppression", Id: batch.Data[0].Id, Deleted: true}},
+		removed.Data)
+	removed, err = c.Suppressions.Batch.RemoveWithContext(ctx, &resend.BatchRemoveSuppressionsRequest{
+		Emails: []string{"cy@example.com"}})
+	require.NoError(t, err)
+	require.True(t, removed.Data[0].Deleted)
+	one, err := c.Suppressions.RemoveWithContext(ctx, added.Id)
+	require.NoError(t, err)
+	require.True(t, one.Deleted)
+	_, err = c.Suppressions.GetWithContext(ctx, added.Id)
+	require.Error(t, err)
+}
 
 // TestResendNodeSDKSuppressions runs testdata/resend-node/suppressions.cjs,
 // which drives the suppression list (add, get by id and by address, list
