@@ -17,7 +17,8 @@ import (
 
 // audienceAPI serves the audience: /contacts (contacts.go), /contacts/imports
 // (contact_imports.go), /contact-properties (contact_properties.go),
-// /segments (segments.go) and /topics (topics.go).
+// /segments (segments.go), /topics (topics.go) and the legacy /audiences
+// (audiences.go).
 type audienceAPI struct {
 	*Server
 	svc     *audience.Service
@@ -59,9 +60,13 @@ type contactRequest struct {
 	Topics       []topicChoiceJSON `json:"topics"`
 }
 
-// contactRef reads a path parameter that is a contact's id or address.
+// contactRef reads the :id path parameter, a contact's id or address.
 func contactRef(c *gin.Context) (store.ContactRef, error) {
-	ref := c.Param("id")
+	return parseContactRef(c.Param("id"))
+}
+
+// parseContactRef reads a path parameter that is a contact's id or address.
+func parseContactRef(ref string) (store.ContactRef, error) {
 	if id, err := uuid.Parse(ref); err == nil {
 		return store.ContactRef{ID: &id}, nil
 	}
@@ -124,27 +129,41 @@ func addressTaken(err error, message func(email string) string) error {
 	return err
 }
 
+// contactInput is the service's input of a create or update body.
+func (req contactRequest) contactInput() (audience.ContactInput, error) {
+	segments, err := segmentIDs(req.Segments)
+	if err != nil {
+		return audience.ContactInput{}, err
+	}
+	return audience.ContactInput{Email: req.Email, FirstName: req.FirstName, LastName: req.LastName,
+		Unsubscribed: req.Unsubscribed, Properties: req.Properties, Segments: segments,
+		Topics: topicChoices(req.Topics)}, nil
+}
+
 func (s *audienceAPI) createContact(c *gin.Context) {
 	var req contactRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
 		return
 	}
-	segments, err := segmentIDs(req.Segments)
+	in, err := req.contactInput()
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	ct, err := s.svc.CreateContact(c.Request.Context(), principal(c).TeamID, audience.ContactInput{Email: req.Email,
-		FirstName: req.FirstName, LastName: req.LastName, Unsubscribed: req.Unsubscribed, Properties: req.Properties,
-		Segments: segments, Topics: topicChoices(req.Topics)})
+	ct, err := s.svc.CreateContact(c.Request.Context(), principal(c).TeamID, in)
 	if err != nil {
-		s.respondError(c, refError(addressTaken(err, func(email string) string {
-			return "A contact with email " + email + " already exists."
-		})))
+		s.respondError(c, contactCreateError(err))
 		return
 	}
 	c.JSON(http.StatusCreated, gin.H{"object": "contact", "id": ct.ID.String()})
+}
+
+// contactCreateError words the errors of a contact's creation.
+func contactCreateError(err error) error {
+	return refError(addressTaken(err, func(email string) string {
+		return "A contact with email " + email + " already exists."
+	}))
 }
 
 // listContacts lists the team's contacts; `segment_id` narrows to one
@@ -165,14 +184,18 @@ func (s *audienceAPI) listContacts(c *gin.Context) {
 }
 
 // listSegmentContacts lists the contacts of one of the team's segments.
-func (s *audienceAPI) listSegmentContacts(c *gin.Context) {
+func (s *audienceAPI) listSegmentContacts(c *gin.Context) { listContactsOf(s, c, "Segment not found.") }
+
+// listContactsOf lists the contacts of the team's segment :id; missing is
+// the 404's message when the team has no such segment.
+func listContactsOf(s *audienceAPI, c *gin.Context, missing string) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
 	if _, err := s.svc.Segment(c.Request.Context(), principal(c).TeamID, id); err != nil {
-		s.respondError(c, notFound(err, "Segment not found."))
+		s.respondError(c, notFound(err, missing))
 		return
 	}
 	s.respondContacts(c, store.ContactFilter{Search: c.Query("search"), SegmentID: &id})
@@ -184,22 +207,37 @@ func (s *audienceAPI) respondContacts(c *gin.Context, f store.ContactFilter) {
 	}, renderContact)
 }
 
-func (s *audienceAPI) getContact(c *gin.Context) {
-	ref, err := contactRef(c)
+// contactRoute reads the contact a route names: by :id on /contacts, within
+// an audience on /audiences/:id/contacts (audiences.go).
+type contactRoute func(c *gin.Context) (store.ContactRef, error)
+
+// contactError words the errors of a read or change of the contact a
+// route names: a missing audience (a *store.RefError of its segment) or
+// contact is a 404.
+func contactError(err error) error {
+	return notFound(audienceMissing(err), "Contact not found.")
+}
+
+func (s *audienceAPI) getContact(c *gin.Context) { getContactAt(s, c, contactRef) }
+
+func getContactAt(s *audienceAPI, c *gin.Context, route contactRoute) {
+	ref, err := route(c)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
 	ct, err := s.svc.Contact(c.Request.Context(), principal(c).TeamID, ref)
 	if err != nil {
-		s.respondError(c, notFound(err, "Contact not found."))
+		s.respondError(c, contactError(err))
 		return
 	}
 	c.PureJSON(http.StatusOK, renderContact(ct))
 }
 
-func (s *audienceAPI) updateContact(c *gin.Context) {
-	ref, err := contactRef(c)
+func (s *audienceAPI) updateContact(c *gin.Context) { updateContactAt(s, c, contactRef) }
+
+func updateContactAt(s *audienceAPI, c *gin.Context, route contactRoute) {
+	ref, err := route(c)
 	if err != nil {
 		s.respondError(c, err)
 		return
@@ -212,23 +250,25 @@ func (s *audienceAPI) updateContact(c *gin.Context) {
 	ct, err := s.svc.UpdateContact(c.Request.Context(), principal(c).TeamID, ref, audience.ContactInput{Email: req.Email,
 		FirstName: req.FirstName, LastName: req.LastName, Unsubscribed: req.Unsubscribed, Properties: req.Properties})
 	if err != nil {
-		s.respondError(c, notFound(addressTaken(err, func(email string) string {
+		s.respondError(c, contactError(addressTaken(err, func(email string) string {
 			return "Another contact has email " + email + "."
-		}), "Contact not found."))
+		})))
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"object": "contact", "id": ct.ID.String()})
 }
 
-func (s *audienceAPI) deleteContact(c *gin.Context) {
-	ref, err := contactRef(c)
+func (s *audienceAPI) deleteContact(c *gin.Context) { deleteContactAt(s, c, contactRef) }
+
+func deleteContactAt(s *audienceAPI, c *gin.Context, route contactRoute) {
+	ref, err := route(c)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
 	ct, err := s.svc.DeleteContact(c.Request.Context(), principal(c).TeamID, ref)
 	if err != nil {
-		s.respondError(c, notFound(err, "Contact not found."))
+		s.respondError(c, contactError(err))
 		return
 	}
 	// `contact` is what Resend's older SDKs read; `id` what the reference documents.

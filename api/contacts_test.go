@@ -339,3 +339,68 @@ func TestSendWithTopicID(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, got.TopicID)
 }
+
+// TestLegacyAudiencesWire pins what the Node SDK test does not read: the
+// shapes of /audiences, the 404s' messages and the 422s of malformed ids.
+func TestLegacyAudiencesWire(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.do("POST", "/audiences", e.keyA, map[string]any{"name": "Registered"})
+	require.Equal(t, 201, r.status, string(r.raw))
+	aud := r.body["id"].(string)
+	require.Equal(t, map[string]any{"object": "audience", "id": aud, "name": "Registered"}, r.body)
+	requireError(t, e.do("POST", "/audiences", e.keyA, map[string]any{}), 422, "missing_required_field")
+
+	l := e.do("GET", "/audiences", e.keyA, nil)
+	require.Equal(t, []string{aud}, listIDs(t, l))
+	item := l.body["data"].([]any)[0].(map[string]any)
+	require.Equal(t, "audience", item["object"])
+	require.Equal(t, "Registered", item["name"])
+	require.NotEmpty(t, item["created_at"])
+	// The audience is the segment.
+	g := e.do("GET", "/segments/"+aud, e.keyA, nil)
+	require.Equal(t, 200, g.status, string(g.raw))
+	require.Equal(t, "segment", g.body["object"])
+
+	ct := e.created("/audiences/"+aud+"/contacts", e.keyA, map[string]any{"email": "ann@example.com",
+		"first_name": "Ann"})
+	other := e.created("/contacts", e.keyA, map[string]any{"email": "bob@example.com"})
+	g = e.do("GET", "/audiences/"+aud+"/contacts/ann@example.com", e.keyA, nil)
+	require.Equal(t, 200, g.status, string(g.raw))
+	require.Equal(t, ct, g.body["id"])
+	require.Equal(t, []string{ct}, listIDs(t, e.do("GET", "/audiences/"+aud+"/contacts", e.keyA, nil)))
+
+	missing := uuid.NewString()
+	for _, tc := range []struct {
+		method, path, key string
+		status            int
+		name, message     string
+	}{
+		{"GET", "/audiences/" + missing, e.keyA, 404, "not_found", "Audience not found."},
+		{"GET", "/audiences/" + aud, e.keyB, 404, "not_found", "Audience not found."},
+		{"DELETE", "/audiences/" + aud, e.keyB, 404, "not_found", "Audience not found."},
+		{"GET", "/audiences/" + aud + "/contacts", e.keyB, 404, "not_found", "Audience not found."},
+		{"POST", "/audiences/" + aud + "/contacts", e.keyB, 404, "not_found", "Audience not found."},
+		{"GET", "/audiences/" + aud + "/contacts/" + ct, e.keyB, 404, "not_found", "Audience not found."},
+		{"PATCH", "/audiences/" + aud + "/contacts/" + ct, e.keyB, 404, "not_found", "Audience not found."},
+		{"DELETE", "/audiences/" + aud + "/contacts/ann@example.com", e.keyB, 404, "not_found", "Audience not found."},
+		{"GET", "/audiences/" + aud + "/contacts/" + other, e.keyA, 404, "not_found", "Contact not found."},
+		{"DELETE", "/audiences/" + aud + "/contacts/bob@example.com", e.keyA, 404, "not_found", "Contact not found."},
+		{"GET", "/audiences/x", e.keyA, 422, "invalid_parameter", "The id must be a valid UUID."},
+		{"GET", "/audiences/x/contacts/" + ct, e.keyA, 422, "invalid_parameter", "The id must be a valid UUID."},
+		{"GET", "/audiences/" + aud + "/contacts/bob", e.keyA, 422, "invalid_parameter",
+			"The path must name a contact by its id or its email address."},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			r := e.do(tc.method, tc.path, tc.key, map[string]any{"email": "eve@example.com"})
+			requireError(t, r, tc.status, tc.name)
+			require.Equal(t, tc.message, r.body["message"])
+		})
+	}
+	// Nothing of team A changed.
+	require.Equal(t, []string{ct}, listIDs(t, e.do("GET", "/audiences/"+aud+"/contacts", e.keyA, nil)))
+
+	d := e.do("DELETE", "/audiences/"+aud, e.keyA, nil)
+	require.Equal(t, 200, d.status, string(d.raw))
+	require.Equal(t, map[string]any{"object": "audience", "id": aud, "deleted": true}, d.body)
+}

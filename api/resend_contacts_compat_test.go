@@ -97,6 +97,57 @@ func TestResendNodeSDKContacts(t *testing.T) {
 	require.Contains(t, string(out), "ok")
 }
 
+// TestResendGoSDKAudienceContacts drives contacts with AudienceId, which
+// Resend's Go SDK sends to /audiences/{id}/contacts, unchanged.
+func TestResendGoSDKAudienceContacts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	c := resend.NewClient(e.keyA)
+	base, err := url.Parse(e.srv.URL + "/")
+	require.NoError(t, err)
+	c.BaseURL = base
+
+	aud, err := c.Audiences.CreateWithContext(ctx, &resend.CreateAudienceRequest{Name: "Registered"})
+	require.NoError(t, err)
+	created, err := c.Contacts.CreateWithContext(ctx, &resend.CreateContactRequest{AudienceId: aud.Id,
+		Email: "grace@example.com", FirstName: "Grace"})
+	require.NoError(t, err)
+	require.Equal(t, "contact", created.Object)
+	got, err := c.Contacts.GetWithContext(ctx, &resend.GetContactOptions{AudienceId: aud.Id, Id: "grace@example.com"})
+	require.NoError(t, err)
+	require.Equal(t, created.Id, got.Id)
+	_, err = c.Contacts.UpdateWithContext(ctx, &resend.UpdateContactRequest{AudienceId: aud.Id, Id: created.Id,
+		LastName: "Hopper"})
+	require.NoError(t, err)
+	list, err := c.Contacts.ListWithContext(ctx, &resend.ListContactsOptions{AudienceId: aud.Id})
+	require.NoError(t, err)
+	require.Len(t, list.Data, 1)
+	require.Equal(t, "Hopper", list.Data[0].LastName)
+
+	other := resend.NewClient(e.keyB)
+	other.BaseURL = base
+	_, err = other.Contacts.GetWithContext(ctx, &resend.GetContactOptions{AudienceId: aud.Id, Id: created.Id})
+	require.ErrorContains(t, err, "Audience not found.")
+
+	removed, err := c.Contacts.RemoveWithContext(ctx, &resend.RemoveContactOptions{AudienceId: aud.Id, Id: created.Id})
+	require.NoError(t, err)
+	require.True(t, removed.Deleted)
+	_, err = c.Contacts.GetWithContext(ctx, &resend.GetContactOptions{Id: created.Id})
+	require.Error(t, err)
+}
+
+// TestResendNodeSDKAudiences runs testdata/resend-node/audiences.cjs: the
+// legacy /audiences routes, through the Node SDK's contacts.* with
+// audienceId and its own request methods, and another team's 404s.
+func TestResendNodeSDKAudiences(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	out := runResendNode(t, "audiences.cjs", "RESEND_BASE_URL="+e.srv.URL, "RESEND_API_KEY="+e.keyA,
+		"OTHER_API_KEY="+e.keyB)
+	require.Contains(t, string(out), "ok")
+}
+
 // runResendNode runs script of testdata/resend-node with Resend's
 // official Node SDK (6.x, installed by scripts/setup.sh with npm ci) and
 // the environment env added; it fails the test when node or the SDK is

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -15,15 +16,29 @@ type segmentJSON struct {
 	CreatedAt string `json:"created_at"`
 }
 
-func renderSegment(sg store.Segment) segmentJSON {
-	return segmentJSON{Object: "segment", ID: sg.ID.String(), Name: sg.Name, CreatedAt: formatTime(sg.CreatedAt)}
+func renderSegment(sg store.Segment) segmentJSON { return segmentKind("segment").render(sg) }
+
+// segmentKind is the `object` segments are rendered as: "segment", or
+// "audience" on the legacy /audiences routes (audiences.go), where an
+// audience is a segment.
+type segmentKind string
+
+func (k segmentKind) render(sg store.Segment) segmentJSON {
+	return segmentJSON{Object: string(k), ID: sg.ID.String(), Name: sg.Name, CreatedAt: formatTime(sg.CreatedAt)}
+}
+
+// missing is the message of the 404 of an id the team has no segment by.
+func (k segmentKind) missing() string {
+	return strings.ToUpper(string(k[:1])) + string(k[1:]) + " not found."
 }
 
 type segmentRequest struct {
 	Name *string `json:"name"`
 }
 
-func (s *audienceAPI) createSegment(c *gin.Context) {
+func (s *audienceAPI) createSegment(c *gin.Context) { createSegmentAs(s, c, "segment") }
+
+func createSegmentAs(s *audienceAPI, c *gin.Context, kind segmentKind) {
 	var req segmentRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.respondError(c, err)
@@ -34,15 +49,19 @@ func (s *audienceAPI) createSegment(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, gin.H{"object": "segment", "id": sg.ID.String(), "name": sg.Name})
+	c.JSON(http.StatusCreated, gin.H{"object": string(kind), "id": sg.ID.String(), "name": sg.Name})
 }
 
-func (s *audienceAPI) listSegments(c *gin.Context) {
-	respondList(s.Server, c, s.svc.ListSegments, renderSegment)
+func (s *audienceAPI) listSegments(c *gin.Context) { listSegmentsAs(s, c, "segment") }
+
+func listSegmentsAs(s *audienceAPI, c *gin.Context, kind segmentKind) {
+	respondList(s.Server, c, s.svc.ListSegments, kind.render)
 }
 
-func (s *audienceAPI) getSegment(c *gin.Context) {
-	respondOne(s.Server, c, s.svc.Segment, "Segment not found.", renderSegment)
+func (s *audienceAPI) getSegment(c *gin.Context) { getSegmentAs(s, c, "segment") }
+
+func getSegmentAs(s *audienceAPI, c *gin.Context, kind segmentKind) {
+	respondOne(s.Server, c, s.svc.Segment, kind.missing(), kind.render)
 }
 
 // updateSegment renames a segment (Resend's Node SDK has segments.update).
@@ -65,8 +84,10 @@ func (s *audienceAPI) updateSegment(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"object": "segment", "id": sg.ID.String()})
 }
 
-func (s *audienceAPI) deleteSegment(c *gin.Context) {
-	respondOne(s.Server, c, s.svc.DeleteSegment, "Segment not found.", func(sg store.Segment) gin.H {
-		return gin.H{"object": "segment", "id": sg.ID.String(), "deleted": true}
+func (s *audienceAPI) deleteSegment(c *gin.Context) { deleteSegmentAs(s, c, "segment") }
+
+func deleteSegmentAs(s *audienceAPI, c *gin.Context, kind segmentKind) {
+	respondOne(s.Server, c, s.svc.DeleteSegment, kind.missing(), func(sg store.Segment) gin.H {
+		return gin.H{"object": string(kind), "id": sg.ID.String(), "deleted": true}
 	})
 }

@@ -8,7 +8,7 @@
 // split by area, one type each, declared in the area's first file:
 // emailsAPI (emails.go, suppressions.go, logs.go, metrics.go), domainsAPI
 // (domains.go), audienceAPI (contacts.go, contact_imports.go,
-// contact_properties.go, segments.go, topics.go), templatesAPI,
+// contact_properties.go, segments.go, topics.go, audiences.go), templatesAPI,
 // broadcastsAPI, webhooksAPI, receivingAPI (receiving.go), privacyAPI
 // (datarequests.go, auditlog.go) and keysAPI (apikeys.go). Each embeds
 // *Server and holds its own use cases; the API reads and changes data
@@ -84,7 +84,7 @@ type Config struct {
 	// routes out (they answer 404).
 	Domains      *domains.Service   // /domains
 	Webhooks     *webhook.Endpoints // /webhooks
-	Audience     *audience.Service  // /contacts, /contact-properties, /segments, /topics
+	Audience     *audience.Service  // /contacts, /contact-properties, /segments, /topics, /audiences
 	Imports      *imports.Service   // /contacts/imports
 	DataRequests *datareq.Service   // /data-requests
 	Broadcasts   *broadcast.Service // /broadcasts
@@ -345,6 +345,17 @@ func New(cfg Config) (*Server, error) {
 		full.PATCH("/segments/:id", s.audience.updateSegment)
 		full.DELETE("/segments/:id", s.audience.deleteSegment)
 		full.GET("/segments/:id/contacts", s.audience.listSegmentContacts)
+		// Resend's legacy audiences: segments by another name (audiences.go).
+		legacy := audiencesAPI{s.audience}
+		full.POST("/audiences", legacy.createAudience)
+		full.GET("/audiences", legacy.listAudiences)
+		full.GET("/audiences/:id", legacy.getAudience)
+		full.DELETE("/audiences/:id", legacy.deleteAudience)
+		full.POST("/audiences/:id/contacts", legacy.createAudienceContact)
+		full.GET("/audiences/:id/contacts", legacy.listAudienceContacts)
+		full.GET("/audiences/:id/contacts/:contact_id", legacy.getAudienceContact)
+		full.PATCH("/audiences/:id/contacts/:contact_id", legacy.updateAudienceContact)
+		full.DELETE("/audiences/:id/contacts/:contact_id", legacy.deleteAudienceContact)
 		full.POST("/topics", s.audience.createTopic)
 		full.GET("/topics", s.audience.listTopics)
 		full.GET("/topics/:id", s.audience.getTopic)

@@ -124,6 +124,9 @@ func (s *Service) CreateContact(ctx context.Context, team uuid.UUID, in ContactI
 // UpdateContact changes a contact's address, names, unsubscribed flag and
 // property values, reported as contact.updated.
 func (s *Service) UpdateContact(ctx context.Context, team uuid.UUID, ref store.ContactRef, in ContactInput) (store.Contact, error) {
+	if err := s.refSegment(ctx, team, ref); err != nil {
+		return store.Contact{}, err
+	}
 	if err := CheckNames(in.FirstName, in.LastName); err != nil {
 		return store.Contact{}, err
 	}
@@ -144,9 +147,65 @@ func (s *Service) UpdateContact(ctx context.Context, team uuid.UUID, ref store.C
 	return ct, addressTaken(err, addr)
 }
 
-// Contact returns one of the team's contacts.
+// Contact returns one of the team's contacts. Here and in UpdateContact and
+// DeleteContact, a ref confined to a segment (ref.Segment) matches only a
+// member of it (store.ErrNotFound otherwise), and a segment the team does
+// not have is a *store.RefError.
 func (s *Service) Contact(ctx context.Context, team uuid.UUID, ref store.ContactRef) (store.Contact, error) {
+	if err := s.refSegment(ctx, team, ref); err != nil {
+		return store.Contact{}, err
+	}
 	return s.st.Contact(ctx, team, ref)
+}
+
+// refSegment checks the segment a ContactRef is confined to (the audience
+// of the legacy /audiences/{id}/contacts routes): a *store.RefError when
+// the team has no such segment, so that a caller can tell a missing
+// audience from a contact that is not in it (store.ErrNotFound).
+func (s *Service) refSegment(ctx context.Context, team uuid.UUID, ref store.ContactRef) error {
+	if ref.Segment == nil {
+		return nil
+	}
+	if _, err := s.st.Segment(ctx, team, *ref.Segment); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return &store.RefError{What: "segment", ID: *ref.Segment}
+		}
+		return err
+	}
+	return nil
+}
+
+// CreateContactIn creates a contact as a member of one of the team's
+// segments: the legacy POST /audiences/{id}/contacts, where an audience is
+// a segment. in.Segments and in.Topics are ignored. When the team already
+// has a contact with the address, Resend's older model (one contact per
+// audience) is kept as far as a team-wide contact allows: a contact not yet
+// in the segment is added to it (reported as contact.updated, its fields
+// unchanged) and returned with created false; one already in it is an
+// *AddressTakenError. A segment the team does not have is a
+// *store.RefError.
+func (s *Service) CreateContactIn(ctx context.Context, team, segment uuid.UUID, in ContactInput) (ct store.Contact, created bool, err error) {
+	if err := s.refSegment(ctx, team, store.ContactRef{Segment: &segment}); err != nil {
+		return store.Contact{}, false, err
+	}
+	in.Segments, in.Topics = []string{segment.String()}, nil
+	ct, err = s.CreateContact(ctx, team, in)
+	var taken *AddressTakenError
+	if !errors.As(err, &taken) {
+		return ct, err == nil, err
+	}
+	existing, lerr := s.st.Contact(ctx, team, store.ContactRef{Email: taken.Email})
+	if lerr != nil {
+		return store.Contact{}, false, lerr
+	}
+	if slices.Contains(existing.SegmentIDs, segment) {
+		return store.Contact{}, false, err
+	}
+	if err := s.st.AddContactToSegment(ctx, team, existing.ID, segment, EventContactUpdated); err != nil {
+		return store.Contact{}, false, err
+	}
+	existing.SegmentIDs = append(existing.SegmentIDs, segment)
+	return existing, false, nil
 }
 
 // ListContacts lists the team's contacts that f selects.
@@ -157,6 +216,9 @@ func (s *Service) ListContacts(ctx context.Context, team uuid.UUID, f store.Cont
 // DeleteContact deletes a contact, reported as contact.deleted, and
 // returns it.
 func (s *Service) DeleteContact(ctx context.Context, team uuid.UUID, ref store.ContactRef) (store.Contact, error) {
+	if err := s.refSegment(ctx, team, ref); err != nil {
+		return store.Contact{}, err
+	}
 	return s.st.DeleteContact(ctx, team, ref, EventContactDeleted)
 }
 

@@ -277,3 +277,96 @@ func TestServiceSaveContactPage(t *testing.T) {
 	// Membership changes are reported by the one contact.updated of the save.
 	require.Equal(t, []string{"topic.created", "contact.created", "contact.updated", audience.EventContactTopicsUpdated}, f.events(t))
 }
+
+// TestServiceAudienceContacts covers the legacy /audiences/{id}/contacts:
+// a contact confined to a segment, created into one, another team's
+// segment, and the events written.
+func TestServiceAudienceContacts(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	aud, err := f.svc.CreateSegment(ctx, f.team, ptr("Registered"))
+	require.NoError(t, err)
+	beta, err := f.svc.CreateSegment(ctx, f.team, ptr("Beta"))
+	require.NoError(t, err)
+	theirs, err := f.svc.CreateSegment(ctx, f.other, ptr("Theirs"))
+	require.NoError(t, err)
+
+	ct, created, err := f.svc.CreateContactIn(ctx, f.team, aud.ID, audience.ContactInput{Email: ptr("Ann@Example.com"),
+		FirstName: ptr("Ann"), Segments: []string{beta.ID.String()}})
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Equal(t, []uuid.UUID{aud.ID}, ct.SegmentIDs, "only the audience of the path")
+	// The address under a second audience: the contact joins it, unchanged.
+	again, created, err := f.svc.CreateContactIn(ctx, f.team, beta.ID, audience.ContactInput{Email: ptr("ann@example.com"),
+		FirstName: ptr("Other")})
+	require.NoError(t, err)
+	require.False(t, created)
+	require.Equal(t, ct.ID, again.ID)
+	require.Equal(t, "Ann", again.FirstName)
+	require.Equal(t, []uuid.UUID{aud.ID, beta.ID}, again.SegmentIDs)
+	// Already in it: the address is taken.
+	_, _, err = f.svc.CreateContactIn(ctx, f.team, beta.ID, audience.ContactInput{Email: ptr("ann@example.com")})
+	var taken *audience.AddressTakenError
+	require.ErrorAs(t, err, &taken)
+	other, err := f.svc.CreateContact(ctx, f.team, audience.ContactInput{Email: ptr("bob@example.com")})
+	require.NoError(t, err)
+
+	in := func(seg uuid.UUID, ref store.ContactRef) store.ContactRef { ref.Segment = &seg; return ref }
+	byID, byEmail := store.ContactRef{ID: &ct.ID}, store.ContactRef{Email: "ANN@example.com"}
+	got, err := f.svc.Contact(ctx, f.team, in(aud.ID, byEmail))
+	require.NoError(t, err)
+	require.Equal(t, ct.ID, got.ID)
+
+	notMember := func(t *testing.T, err error) {
+		t.Helper()
+		require.ErrorIs(t, err, store.ErrNotFound)
+		var re *store.RefError
+		require.False(t, errors.As(err, &re), "a missing contact, not a missing audience: %v", err)
+	}
+	missingAudience := func(t *testing.T, err error) {
+		t.Helper()
+		var re *store.RefError
+		require.ErrorAs(t, err, &re)
+		require.Equal(t, "segment", re.What)
+	}
+	cases := []struct {
+		name  string
+		team  uuid.UUID
+		ref   store.ContactRef
+		check func(*testing.T, error)
+	}{
+		{"not a member", f.team, in(aud.ID, store.ContactRef{ID: &other.ID}),
+			notMember},
+		{"unknown audience", f.team, in(uuid.New(), byID), missingAudience},
+		{"another team's audience", f.team, in(theirs.ID, byID), missingAudience},
+		{"another team", f.other, in(aud.ID, byEmail), missingAudience},
+		{"another team's own audience", f.other, in(theirs.ID, byEmail),
+			notMember},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := f.svc.Contact(ctx, tc.team, tc.ref)
+			tc.check(t, err)
+			_, err = f.svc.UpdateContact(ctx, tc.team, tc.ref, audience.ContactInput{LastName: ptr("X")})
+			tc.check(t, err)
+			_, err = f.svc.DeleteContact(ctx, tc.team, tc.ref)
+			tc.check(t, err)
+		})
+	}
+	_, _, err = f.svc.CreateContactIn(ctx, f.team, theirs.ID, audience.ContactInput{Email: ptr("eve@example.com")})
+	missingAudience(t, err)
+	_, _, err = f.svc.CreateContactIn(ctx, f.other, aud.ID, audience.ContactInput{Email: ptr("eve@example.com")})
+	missingAudience(t, err)
+	_, _, err = f.svc.CreateContactIn(ctx, f.team, aud.ID, audience.ContactInput{Email: ptr("not an address")})
+	requireInvalid(t, err, "The `email` field must be an email address such as someone@example.com.", false)
+
+	ct, err = f.svc.UpdateContact(ctx, f.team, in(aud.ID, byID), audience.ContactInput{LastName: ptr("Lee")})
+	require.NoError(t, err)
+	require.Equal(t, "Lee", ct.LastName)
+	_, err = f.svc.DeleteContact(ctx, f.team, in(beta.ID, byEmail))
+	require.NoError(t, err)
+	_, err = f.svc.Contact(ctx, f.team, byID)
+	require.ErrorIs(t, err, store.ErrNotFound, "deleting within an audience deletes the contact")
+	require.Equal(t, []string{"contact.created", "contact.updated", "contact.created", "contact.updated",
+		"contact.deleted"}, f.events(t))
+}

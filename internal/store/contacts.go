@@ -31,6 +31,9 @@ type Contact struct {
 type ContactRef struct {
 	ID    *uuid.UUID
 	Email string
+	// Segment, when set, matches the contact only while it is a member of
+	// that segment (the legacy /audiences/{id}/contacts routes).
+	Segment *uuid.UUID
 }
 
 // TopicChoice is a contact's subscription to a topic: TopicOptIn or
@@ -68,10 +71,12 @@ func scanContact(row pgx.Row) (Contact, error) {
 
 // refArgs are the named arguments matching one contact of a team by ref.
 func refArgs(teamID uuid.UUID, ref ContactRef) pgx.NamedArgs {
-	return pgx.NamedArgs{"team": teamID, "id": ref.ID, "email": NormalizeAddress(ref.Email)}
+	return pgx.NamedArgs{"team": teamID, "id": ref.ID, "email": NormalizeAddress(ref.Email), "in_segment": ref.Segment}
 }
 
-const refWhere = `team_id = @team AND ((@id::uuid IS NOT NULL AND id = @id) OR (@id::uuid IS NULL AND email = @email))`
+const refWhere = `team_id = @team AND ((@id::uuid IS NOT NULL AND id = @id) OR (@id::uuid IS NULL AND email = @email))
+	AND (@in_segment::uuid IS NULL OR EXISTS (SELECT 1 FROM contact_segment cs
+		WHERE cs.contact_id = contact.id AND cs.segment_id = @in_segment))`
 
 // EventContactTopicsUpdated is the webhook event of a change of a
 // contact's topic choices: its data is the contact's payload with the
