@@ -309,6 +309,9 @@ func New(cfg Config) (*Server, error) {
 	full.DELETE("/api-keys/:id", s.keys.deleteAPIKey)
 	full.GET("/suppressions", s.emails.listSuppressions)
 	full.POST("/suppressions", s.emails.createSuppression)
+	full.GET("/suppressions/:id", s.emails.getSuppression)
+	full.POST("/suppressions/batch/add", s.emails.batchAddSuppressions)
+	full.POST("/suppressions/batch/remove", s.emails.batchRemoveSuppressions)
 	full.DELETE("/suppressions/:id", s.emails.deleteSuppression)
 	if cfg.Templates != nil {
 		full.POST("/templates", s.templates.createTemplate)

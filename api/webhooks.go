@@ -239,10 +239,17 @@ func (s *webhooksAPI) getWebhookEvent(c *gin.Context) {
 	}{"webhook_event", renderMessage(m), next, m.Payload})
 }
 
+// attemptJSON is Resend's WebhookEventAttempt (id, http_status_code,
+// response, sent_at) with Posthaste's own names of the same values kept
+// (attempted_at, response_status, response_body) and what Resend does not
+// say (duration_ms, error). The status is null when no response arrived.
 type attemptJSON struct {
 	Object         string  `json:"object,omitempty"`
 	ID             string  `json:"id"`
 	EventID        string  `json:"event_id,omitempty"`
+	HTTPStatusCode *int    `json:"http_status_code"`
+	Response       string  `json:"response"`
+	SentAt         string  `json:"sent_at"`
 	AttemptedAt    string  `json:"attempted_at"`
 	ResponseStatus *int    `json:"response_status"`
 	ResponseBody   string  `json:"response_body"`
@@ -251,8 +258,9 @@ type attemptJSON struct {
 }
 
 func renderAttempt(a store.WebhookAttempt) attemptJSON {
-	j := attemptJSON{ID: a.ID.String(), AttemptedAt: formatTime(a.AttemptedAt), ResponseStatus: a.ResponseStatus,
-		ResponseBody: a.ResponseBody, DurationMS: a.DurationMS}
+	at := formatTime(a.AttemptedAt)
+	j := attemptJSON{ID: a.ID.String(), HTTPStatusCode: a.ResponseStatus, Response: a.ResponseBody, SentAt: at,
+		AttemptedAt: at, ResponseStatus: a.ResponseStatus, ResponseBody: a.ResponseBody, DurationMS: a.DurationMS}
 	if a.Error != "" {
 		e := a.Error
 		j.Error = &e

@@ -125,6 +125,15 @@ func TestWebhookLifecycleAndIsolation(t *testing.T) {
 	at := e.do("GET", "/webhooks/"+id+"/events/"+tr.body["event_id"].(string)+"/attempts", e.keyA, nil)
 	require.Equal(t, 200, at.status, string(at.raw))
 	require.Len(t, at.body["data"], 1)
+	// Resend's fields, with Posthaste's own kept beside them.
+	att := at.body["data"].([]any)[0].(map[string]any)
+	require.NotEmpty(t, att["id"])
+	require.EqualValues(t, 204, att["http_status_code"])
+	require.Equal(t, "", att["response"])
+	require.Equal(t, tr.body["attempted_at"], att["sent_at"])
+	require.EqualValues(t, 204, att["response_status"])
+	require.Contains(t, att, "response_body")
+	require.Contains(t, att, "duration_ms")
 
 	// Rotation: a new secret is shown from now on.
 	rot := e.do("POST", "/webhooks/"+id+"/signing-secret/rotate", e.keyA, nil)

@@ -241,7 +241,7 @@ type suppressionsData struct {
 }
 
 func (h *domainsHandler) suppressions(w http.ResponseWriter, r *http.Request, se *store.Session) {
-	list, _, err := h.cfg.Emails.ListSuppressions(r.Context(), se.TeamID, store.Page{Limit: 100})
+	list, _, err := h.cfg.Emails.ListSuppressions(r.Context(), se.TeamID, "", store.Page{Limit: 100})
 	if err != nil {
 		h.fail(w, r, err)
 		return

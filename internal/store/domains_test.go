@@ -104,7 +104,7 @@ func TestSuppressionsAndTeamIsolation(t *testing.T) {
 	got, err = st.Emails.Suppressed(ctx, teamB, []string{"gone@example.test"})
 	require.NoError(t, err)
 	require.Empty(t, got, "suppression lists are per team")
-	list, _, err := st.Emails.ListSuppressions(ctx, teamB, store.Page{Limit: 10})
+	list, _, err := st.Emails.ListSuppressions(ctx, teamB, "", store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, list)
 	by := audit.Entry{ActorType: audit.ActorSystem, Outcome: audit.Success}

@@ -69,12 +69,14 @@ func TestEventsCommitWithTheirChange(t *testing.T) {
 	hook := uuid.New()
 	require.NoError(t, st.Webhooks.CreateWebhook(ctx, Webhook{ID: hook, TeamID: team, Endpoint: "https://hooks.test/x",
 		Events: []string{"contact.created", "contact.updated", "contact.deleted", EventContactTopicsUpdated,
-			"topic.created", "topic.updated", "topic.deleted", "domain.created", "domain.updated", "domain.deleted"},
+			"topic.created", "topic.updated", "topic.deleted", "domain.created", "domain.updated", "domain.deleted",
+			EventSuppressionAdded, EventSuppressionRemoved},
 		Status: WebhookEnabled, Secret: []byte("sealed")}))
 	contact, topic, domain := uuid.New(), uuid.New(), uuid.New()
 	segment, err := st.Audience.CreateSegment(ctx, Segment{ID: uuid.New(), TeamID: team, Name: "s"})
 	require.NoError(t, err)
 	name := "Renamed"
+	sysEntry := audit.Entry{ActorType: audit.ActorSystem, Outcome: audit.Success}
 
 	for _, c := range []struct {
 		event  string
@@ -131,6 +133,29 @@ func TestEventsCommitWithTheirChange(t *testing.T) {
 		}},
 		{"domain.deleted", func(ctx context.Context) error {
 			return st.Domains.DeleteDomain(ctx, team, domain, audit.Entry{}, "domain.deleted")
+		}},
+		{EventSuppressionAdded, func(ctx context.Context) error { // a bounce's
+			_, _, err := st.Emails.AddSuppression(ctx, Suppression{ID: uuid.New(), TeamID: team, Email: "gone@dest.test",
+				Reason: SuppressionBounce})
+			return err
+		}},
+		{EventSuppressionAdded, func(ctx context.Context) error { // by hand
+			_, _, err := st.Emails.AddSuppressionBy(ctx, Suppression{ID: uuid.New(), TeamID: team, Email: "hand@dest.test",
+				Reason: SuppressionManual}, sysEntry)
+			return err
+		}},
+		{EventSuppressionAdded, func(ctx context.Context) error { // a batch
+			_, err := st.Emails.AddSuppressionsBy(ctx, []Suppression{{ID: uuid.New(), TeamID: team, Email: "batch@dest.test",
+				Reason: SuppressionManual}}, sysEntry)
+			return err
+		}},
+		{EventSuppressionRemoved, func(ctx context.Context) error {
+			_, err := st.Emails.DeleteSuppression(ctx, team, nil, "gone@dest.test", sysEntry)
+			return err
+		}},
+		{EventSuppressionRemoved, func(ctx context.Context) error {
+			_, err := st.Emails.DeleteSuppressionsBy(ctx, team, nil, []string{"hand@dest.test", "none@dest.test"}, sysEntry)
+			return err
 		}},
 	} {
 		_, err := pool.Exec(ctx, `DELETE FROM outbox`)

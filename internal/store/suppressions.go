@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,12 @@ const (
 	SuppressionManual    = "manual"
 )
 
+// Webhook event types of the suppression list (Resend's).
+const (
+	EventSuppressionAdded   = "suppression.added"
+	EventSuppressionRemoved = "suppression.removed"
+)
+
 // Suppression is an address of a team's suppression list: mail to it is
 // not attempted.
 type Suppression struct {
@@ -32,6 +39,25 @@ type Suppression struct {
 
 const suppressionColumns = `id, team_id, email, reason, email_id, created_at`
 
+// SuppressionPayload is the data of an entry's suppression.* webhook
+// events, Resend's SuppressionEventData: the reason is its origin, the
+// email that added it its source_id.
+func SuppressionPayload(sp Suppression) map[string]any {
+	var source any
+	if sp.EmailID != nil {
+		source = sp.EmailID.String()
+	}
+	return map[string]any{"id": sp.ID.String(), "email": sp.Email, "origin": sp.Reason, "source_id": source,
+		"created_at": sp.CreatedAt.UTC().Format(webhookTime)}
+}
+
+// emitSuppression writes the event typ of an entry in the change's
+// transaction; the events of one entry are delivered in order.
+func emitSuppression(ctx context.Context, tx pgx.Tx, typ string, sp Suppression) error {
+	_, err := emitEvent(ctx, tx, sp.TeamID, typ, sp.ID.String(), SuppressionPayload(sp))
+	return err
+}
+
 func scanSuppression(row pgx.Row) (Suppression, error) {
 	var s Suppression
 	err := row.Scan(&s.ID, &s.TeamID, &s.Email, &s.Reason, &s.EmailID, &s.CreatedAt)
@@ -42,11 +68,35 @@ func scanSuppression(row pgx.Row) (Suppression, error) {
 // list of addresses (contacts), compares addresses: lower-cased whole.
 func NormalizeAddress(addr string) string { return strings.ToLower(addr) }
 
-// AddSuppression adds an address to the team's list and returns the entry.
-// An address already listed keeps its first entry, which is returned with
-// created false.
+// AddSuppression adds an address to the team's list and returns the entry,
+// with its suppression.added event in the same transaction. An address
+// already listed keeps its first entry, which is returned with created
+// false and no event.
 func (s *Emails) AddSuppression(ctx context.Context, sp Suppression) (Suppression, bool, error) {
-	return addSuppression(ctx, s.pool, sp)
+	var got Suppression
+	var created bool
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		got, created, err = addSuppressionEmitting(ctx, tx, sp)
+		return err
+	})
+	if err != nil {
+		return Suppression{}, false, err
+	}
+	return got, created, nil
+}
+
+// addSuppressionEmitting is addSuppression with the suppression.added
+// event of a new entry.
+func addSuppressionEmitting(ctx context.Context, tx pgx.Tx, sp Suppression) (Suppression, bool, error) {
+	got, created, err := addSuppression(ctx, tx, sp)
+	if err == nil && created {
+		err = emitSuppression(ctx, tx, EventSuppressionAdded, got)
+	}
+	if err != nil {
+		return Suppression{}, false, err
+	}
+	return got, created, nil
 }
 
 // AddSuppressionBy adds an address as AddSuppression does and records by
@@ -54,21 +104,47 @@ func (s *Emails) AddSuppression(ctx context.Context, sp Suppression) (Suppressio
 // suppression.create of the entry, new or already listed, in the same
 // transaction.
 func (s *Emails) AddSuppressionBy(ctx context.Context, sp Suppression, by audit.Entry) (Suppression, bool, error) {
-	var got Suppression
-	var created bool
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		if got, created, err = addSuppression(ctx, tx, sp); err != nil {
-			return err
-		}
-		by.TeamID, by.Action, by.TargetType, by.TargetID = &got.TeamID, audit.SuppressionCreate, "suppression", got.ID.String()
-		_, err = appendAudit(ctx, tx, by)
-		return err
-	})
+	got, err := s.AddSuppressionsBy(ctx, []Suppression{sp}, by)
 	if err != nil {
 		return Suppression{}, false, err
 	}
-	return got, created, nil
+	return got[0].Suppression, got[0].Created, nil
+}
+
+// AddedSuppression is an entry AddSuppressionsBy returns: new (Created)
+// or already listed.
+type AddedSuppression struct {
+	Suppression
+	Created bool
+}
+
+// AddSuppressionsBy adds the entries, in order, in one transaction, as
+// AddSuppression does each (an address already listed keeps its entry),
+// and records by once per entry as suppression.create, new or already
+// listed; a new entry's suppression.added event is written in the same
+// transaction.
+func (s *Emails) AddSuppressionsBy(ctx context.Context, sps []Suppression, by audit.Entry) ([]AddedSuppression, error) {
+	out := make([]AddedSuppression, 0, len(sps))
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		out = out[:0]
+		for _, sp := range sps {
+			got, created, err := addSuppressionEmitting(ctx, tx, sp)
+			if err != nil {
+				return err
+			}
+			e := by
+			e.TeamID, e.Action, e.TargetType, e.TargetID = &got.TeamID, audit.SuppressionCreate, "suppression", got.ID.String()
+			if _, err := appendAudit(ctx, tx, e); err != nil {
+				return err
+			}
+			out = append(out, AddedSuppression{got, created})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func addSuppression(ctx context.Context, q querier, sp Suppression) (Suppression, bool, error) {
@@ -93,35 +169,93 @@ func suppressionByEmail(ctx context.Context, q querier, teamID uuid.UUID, email 
 		WHERE team_id = @team AND email = @email`, pgx.NamedArgs{"team": teamID, "email": NormalizeAddress(email)}))
 }
 
-// ListSuppressions lists the team's entries, newest first.
-func (s *Emails) ListSuppressions(ctx context.Context, teamID uuid.UUID, p Page) ([]Suppression, bool, error) {
-	return listPage(ctx, s.Store, p, `SELECT `+suppressionColumns+` FROM suppression WHERE team_id = @team`,
-		pgx.NamedArgs{"team": teamID}, scanSuppression)
+// GetSuppression returns the team's entry with this id (when id is set)
+// or for this address; ErrNotFound when there is none.
+func (s *Emails) GetSuppression(ctx context.Context, teamID uuid.UUID, id *uuid.UUID, email string) (Suppression, error) {
+	if id == nil {
+		return suppressionByEmail(ctx, s.pool, teamID, email)
+	}
+	return scanSuppression(s.pool.QueryRow(ctx, `SELECT `+suppressionColumns+` FROM suppression
+		WHERE team_id = @team AND id = @id`, pgx.NamedArgs{"team": teamID, "id": *id}))
+}
+
+// ListSuppressions lists the team's entries, newest first; only those of
+// this reason (origin) when reason is not "".
+func (s *Emails) ListSuppressions(ctx context.Context, teamID uuid.UUID, reason string, p Page) ([]Suppression, bool, error) {
+	q, args := `SELECT `+suppressionColumns+` FROM suppression WHERE team_id = @team`, pgx.NamedArgs{"team": teamID}
+	if reason != "" {
+		q += ` AND reason = @reason`
+		args["reason"] = reason
+	}
+	return listPage(ctx, s.Store, p, q, args, scanSuppression)
 }
 
 // DeleteSuppression removes the team's entry with this id (when id is set)
 // or for this address, and returns it. ErrNotFound when there is none. It
 // records by (an audit entry with its actor and client filled in) as
-// suppression.delete of the entry in the same transaction.
+// suppression.delete of the entry, and its suppression.removed event, in
+// the same transaction.
 func (s *Emails) DeleteSuppression(ctx context.Context, teamID uuid.UUID, id *uuid.UUID, email string, by audit.Entry) (Suppression, error) {
-	var sp Suppression
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		sp, err = scanSuppression(tx.QueryRow(ctx, `DELETE FROM suppression
-			WHERE team_id = @team AND ((@id::uuid IS NOT NULL AND id = @id) OR (@id::uuid IS NULL AND email = @email))
-			RETURNING `+suppressionColumns,
-			pgx.NamedArgs{"team": teamID, "id": id, "email": NormalizeAddress(email)}))
-		if err != nil {
-			return err
-		}
-		by.TeamID, by.Action, by.TargetType, by.TargetID = &sp.TeamID, audit.SuppressionDelete, "suppression", sp.ID.String()
-		_, err = appendAudit(ctx, tx, by)
-		return err
-	})
+	var ids []uuid.UUID
+	var emails []string
+	if id != nil {
+		ids = []uuid.UUID{*id}
+	} else {
+		emails = []string{email}
+	}
+	got, err := s.DeleteSuppressionsBy(ctx, teamID, ids, emails, by)
 	if err != nil {
 		return Suppression{}, err
 	}
-	return sp, nil
+	if len(got) == 0 {
+		return Suppression{}, ErrNotFound
+	}
+	return got[0], nil
+}
+
+// DeleteSuppressionsBy removes, in one transaction, the team's entries
+// with these ids and those for these addresses, and returns those it
+// removed, oldest first (what the team has no entry for is left out). It
+// records by once per entry as suppression.delete, and the entry's
+// suppression.removed event, in the same transaction.
+func (s *Emails) DeleteSuppressionsBy(ctx context.Context, teamID uuid.UUID, ids []uuid.UUID, emails []string,
+	by audit.Entry) ([]Suppression, error) {
+	lower := make([]string, len(emails))
+	for i, e := range emails {
+		lower[i] = NormalizeAddress(e)
+	}
+	if ids == nil {
+		ids = []uuid.UUID{}
+	}
+	var out []Suppression
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `DELETE FROM suppression
+			WHERE team_id = @team AND (id = ANY(@ids) OR email = ANY(@emails))
+			RETURNING `+suppressionColumns, pgx.NamedArgs{"team": teamID, "ids": ids, "emails": lower})
+		if err != nil {
+			return mapErr(err)
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Suppression, error) { return scanSuppression(r) })
+		if err != nil {
+			return fmt.Errorf("removing suppressions: %w", mapErr(err))
+		}
+		slices.SortFunc(out, func(a, b Suppression) int { return strings.Compare(a.ID.String(), b.ID.String()) })
+		for _, sp := range out {
+			e := by
+			e.TeamID, e.Action, e.TargetType, e.TargetID = &sp.TeamID, audit.SuppressionDelete, "suppression", sp.ID.String()
+			if _, err := appendAudit(ctx, tx, e); err != nil {
+				return err
+			}
+			if err := emitSuppression(ctx, tx, EventSuppressionRemoved, sp); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Suppressed returns which of the addresses are on the team's list, keyed

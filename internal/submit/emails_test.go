@@ -117,7 +117,7 @@ func TestSuppressionsAreAudited(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.Len(t, entries(), 3)
 
-	got, _, err := s.ListSuppressions(ctx, team, store.Page{Limit: 10})
+	got, _, err := s.ListSuppressions(ctx, team, "", store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, got)
 }

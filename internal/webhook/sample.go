@@ -25,6 +25,9 @@ func Sample(typ string, now time.Time) map[string]any {
 		data = map[string]any{"id": "00000000-0000-7000-8000-000000000000", "name": "Product updates",
 			"description": "News about the product", "default_subscription": "opt_in", "visibility": "public",
 			"created_at": at, "updated_at": at}
+	case strings.HasPrefix(typ, "suppression."):
+		data = map[string]any{"id": "00000000-0000-7000-8000-000000000000", "email": "steve@example.com",
+			"origin": "manual", "source_id": nil, "created_at": at}
 	case typ == "email.received":
 		// Resend's metadata-only payload: the bodies and attachments are
 		// fetched through GET /emails/receiving/{id}.

@@ -43,6 +43,7 @@ var Types = []string{
 	"domain.created", "domain.updated", "domain.deleted",
 	"contact.created", "contact.updated", "contact.deleted", "contact.topics.updated",
 	"topic.created", "topic.updated", "topic.deleted",
+	"suppression.added", "suppression.removed",
 }
 
 // ValidType reports whether t is one of Types.

@@ -176,7 +176,7 @@ func SuppressionByEmail(ctx context.Context, st *store.Store, teamID uuid.UUID, 
 	email = store.NormalizeAddress(email)
 	p := store.Page{Limit: 100}
 	for {
-		list, more, err := st.Emails.ListSuppressions(ctx, teamID, p)
+		list, more, err := st.Emails.ListSuppressions(ctx, teamID, "", p)
 		if err != nil {
 			return store.Suppression{}, err
 		}
