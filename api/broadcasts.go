@@ -310,34 +310,79 @@ func (s *broadcastsAPI) cancelBroadcast(c *gin.Context) {
 	s.respondBroadcastRef(c, http.StatusOK, b, err)
 }
 
+// broadcastRecipientJSON is Resend's broadcast recipient row (id,
+// contact_id, email; count for opened and clicked, clicked_links for
+// clicked, bounce_type for bounced) plus object, status and created_at.
 type broadcastRecipientJSON struct {
-	ID        string  `json:"id"`
-	Object    string  `json:"object"`
-	ContactID *string `json:"contact_id"`
-	Email     string  `json:"email"`
-	Status    string  `json:"status"`
-	CreatedAt string  `json:"created_at"`
+	ID           string             `json:"id"`
+	Object       string             `json:"object"`
+	ContactID    *string            `json:"contact_id"`
+	Email        string             `json:"email"`
+	Status       string             `json:"status"`
+	CreatedAt    string             `json:"created_at"`
+	Count        *int64             `json:"count,omitempty"`
+	ClickedLinks []store.LinkClicks `json:"clicked_links,omitempty"`
+	BounceType   string             `json:"bounce_type,omitempty"`
 }
 
-func renderBroadcastRecipient(r store.BroadcastRecipient) broadcastRecipientJSON {
-	return broadcastRecipientJSON{ID: r.EmailID.String(), Object: "broadcast_recipient",
-		ContactID: uuidPtr(r.ContactID), Email: r.Email, Status: r.Status, CreatedAt: formatTime(r.CreatedAt)}
+// renderBroadcastRecipient renders a row of a list of kind.
+func renderBroadcastRecipient(kind string) func(store.BroadcastRecipient) broadcastRecipientJSON {
+	return func(r store.BroadcastRecipient) broadcastRecipientJSON {
+		out := broadcastRecipientJSON{ID: r.EmailID.String(), Object: "broadcast_recipient",
+			ContactID: uuidPtr(r.ContactID), Email: r.Email, Status: r.Status, CreatedAt: formatTime(r.CreatedAt),
+			BounceType: r.BounceType}
+		if kind == "opened" || kind == "clicked" {
+			out.Count = &r.Count
+		}
+		if kind == "clicked" {
+			out.ClickedLinks = r.ClickedLinks
+			if out.ClickedLinks == nil {
+				out.ClickedLinks = []store.LinkClicks{}
+			}
+		}
+		return out
+	}
 }
 
 // listBroadcastRecipients lists a broadcast's recipients, each by the id
 // of its email (the cursor of after and before): all of them, or those of
-// one `type` (store.BroadcastRecipientKinds), optionally only `email`.
-// Resend's bounce_type filter is not supported: it is ignored, like any
-// unknown parameter.
+// one `type` (store.BroadcastRecipientKinds: Resend's, which Resend
+// requires, and more), optionally only `email` and, for bounced, one
+// `bounce_type`.
 func (s *broadcastsAPI) listBroadcastRecipients(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
 		s.respondError(c, err)
 		return
 	}
-	kind, email := c.Query("type"), strings.TrimSpace(c.Query("email"))
+	f := broadcast.RecipientFilter{Kind: c.Query("type"), Email: strings.TrimSpace(c.Query("email")),
+		BounceType: c.Query("bounce_type")}
 	respondList(s.Server, c, paged, func(ctx context.Context, team uuid.UUID, p store.Page) ([]store.BroadcastRecipient, bool, error) {
-		rows, more, err := s.broadcastSvc.Recipients(ctx, team, id, kind, email, p)
+		rows, more, err := s.broadcastSvc.Recipients(ctx, team, id, f, p)
 		return rows, more, broadcastError(err)
-	}, renderBroadcastRecipient)
+	}, renderBroadcastRecipient(f.Kind))
+}
+
+// clickedLinkJSON is Resend's clicked link row; id is its cursor.
+type clickedLinkJSON struct {
+	ID           string `json:"id"`
+	URL          string `json:"url"`
+	Clicks       int64  `json:"clicks"`
+	UniqueClicks int64  `json:"unique_clicks"`
+}
+
+// listClickedLinks lists the links clicked in a broadcast's emails, most
+// clicked first (GET /broadcasts/:id/clicked-links).
+func (s *broadcastsAPI) listClickedLinks(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		s.respondError(c, err)
+		return
+	}
+	respondList(s.Server, c, paged, func(ctx context.Context, team uuid.UUID, p store.Page) ([]broadcast.ClickedLink, bool, error) {
+		rows, more, err := s.broadcastSvc.ClickedLinks(ctx, team, id, p)
+		return rows, more, broadcastError(err)
+	}, func(l broadcast.ClickedLink) clickedLinkJSON {
+		return clickedLinkJSON{ID: l.ID.String(), URL: l.URL, Clicks: l.Clicks, UniqueClicks: l.Unique}
+	})
 }

@@ -654,3 +654,146 @@ func TestResendNodeSDKBroadcasts(t *testing.T) {
 	require.True(t, res.Removed.Deleted)
 	require.Equal(t, "not_found", res.RemovedGet.Name)
 }
+
+// TestBroadcastRecipientFieldsAndClickedLinks records opens, clicks (one
+// a machine's) and a bounce on a broadcast's emails and reads them back
+// as Resend's recipient rows (count, clicked_links, bounce_type and its
+// filter) and clicked links (clicks, unique_clicks, paged), through the
+// API and Resend's Node SDK (testdata/resend-node/broadcast_stats.cjs).
+func TestBroadcastRecipientFieldsAndClickedLinks(t *testing.T) {
+	t.Parallel()
+	e, _ := newBroadcastEnv(t)
+	ctx := context.Background()
+	seg := e.newSegment(e.keyA, "All")
+	addrs := []string{"delivered+1@posthaste.test", "delivered+2@posthaste.test", "bounced@posthaste.test"}
+	for _, a := range addrs {
+		r := e.do("POST", "/contacts", e.keyA, map[string]any{"email": a, "segments": []string{seg}})
+		require.Equal(t, 201, r.status, string(r.raw))
+	}
+	id := e.newBroadcast(e.keyA, func() map[string]any { m := draftBody(seg); m["send"] = true; return m }())
+	res, err := e.store.Broadcasts.HandOffBroadcastChunk(ctx, store.BroadcastChunk{BroadcastID: uuid.MustParse(id),
+		Size: 100, FromDomain: "posthaste.test", Now: time.Now()},
+		func(b store.Broadcast, c store.BroadcastContact) (store.RenderedBroadcast, error) {
+			return broadcast.Render(b, c, nil)
+		})
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Emails)
+	emailOf := map[string]uuid.UUID{}
+	for _, row := range e.do("GET", "/broadcasts/"+id+"/recipients", e.keyA, nil).body["data"].([]any) {
+		m := row.(map[string]any)
+		require.NotContains(t, m, "count")
+		require.NotContains(t, m, "clicked_links")
+		require.NotContains(t, m, "bounce_type")
+		emailOf[m["email"].(string)] = uuid.MustParse(m["id"].(string))
+	}
+	const linkA, linkB = "https://acme.example/pricing", "https://acme.example/blog"
+	rec := func(addr string, evs ...store.Event) {
+		t.Helper()
+		for i := range evs {
+			evs[i].Recipient = addr
+		}
+		require.NoError(t, e.store.Emails.RecordEvents(ctx, emailOf[addr], evs))
+	}
+	click := func(link string, machine bool) store.Event {
+		return store.Event{Type: store.EventClicked, Detail: map[string]any{"link": link, "machine": machine}}
+	}
+	open := store.Event{Type: store.EventOpened, Detail: map[string]any{"machine": false}}
+	rec(addrs[0], store.Event{Type: store.EventSent}, store.Event{Type: store.EventDelivered}, open, open,
+		click(linkA, false), click(linkB, false), click(linkA, false), click(linkA, true))
+	rec(addrs[1], store.Event{Type: store.EventSent}, store.Event{Type: store.EventDelivered}, click(linkA, false))
+	rec(addrs[2], store.Event{Type: store.EventSent}, store.Event{Type: store.EventBounced,
+		Detail: map[string]any{"type": "Transient", "subType": "MailboxFull"}})
+
+	rows := func(q string) map[string]map[string]any {
+		t.Helper()
+		r := e.do("GET", "/broadcasts/"+id+"/recipients?"+q, e.keyA, nil)
+		require.Equal(t, 200, r.status, string(r.raw))
+		out := map[string]map[string]any{}
+		for _, row := range r.body["data"].([]any) {
+			out[row.(map[string]any)["email"].(string)] = row.(map[string]any)
+		}
+		return out
+	}
+	opened := rows("type=opened")
+	require.Len(t, opened, 2)
+	require.Equal(t, 2.0, opened[addrs[0]]["count"])
+	require.Equal(t, 0.0, opened[addrs[1]]["count"])
+	require.NotContains(t, opened[addrs[0]], "clicked_links")
+	clicked := rows("type=clicked")
+	require.Equal(t, 3.0, clicked[addrs[0]]["count"], "the machine's click is not counted")
+	require.Equal(t, []any{map[string]any{"url": linkA, "clicks": 2.0}, map[string]any{"url": linkB, "clicks": 1.0}},
+		clicked[addrs[0]]["clicked_links"])
+	require.Equal(t, []any{map[string]any{"url": linkA, "clicks": 1.0}}, clicked[addrs[1]]["clicked_links"])
+	bounced := rows("type=bounced")
+	require.Equal(t, "transient", bounced[addrs[2]]["bounce_type"])
+	require.NotContains(t, bounced[addrs[2]], "count")
+	require.Len(t, rows("type=bounced&bounce_type=transient"), 1)
+	require.Empty(t, rows("type=bounced&bounce_type=permanent"))
+	for _, q := range []string{"type=bounced&bounce_type=soft", "bounce_type=permanent", "type=sent&bounce_type=permanent"} {
+		r := e.do("GET", "/broadcasts/"+id+"/recipients?"+q, e.keyA, nil)
+		requireError(t, r, 422, "validation_error")
+		require.Contains(t, r.body["message"], "`bounce_type`", q)
+	}
+
+	links := e.do("GET", "/broadcasts/"+id+"/clicked-links", e.keyA, nil)
+	require.Equal(t, 200, links.status, string(links.raw))
+	require.Equal(t, "list", links.body["object"])
+	require.Equal(t, false, links.body["has_more"])
+	data := links.body["data"].([]any)
+	require.Len(t, data, 2)
+	a, b := data[0].(map[string]any), data[1].(map[string]any)
+	require.Equal(t, []any{linkA, 3.0, 2.0}, []any{a["url"], a["clicks"], a["unique_clicks"]})
+	require.Equal(t, []any{linkB, 1.0, 1.0}, []any{b["url"], b["clicks"], b["unique_clicks"]})
+	p1 := e.do("GET", "/broadcasts/"+id+"/clicked-links?limit=1", e.keyA, nil)
+	require.Equal(t, true, p1.body["has_more"])
+	require.Equal(t, a["id"], p1.body["data"].([]any)[0].(map[string]any)["id"])
+	p2 := e.do("GET", "/broadcasts/"+id+"/clicked-links?limit=1&after="+a["id"].(string), e.keyA, nil)
+	require.Equal(t, false, p2.body["has_more"])
+	require.Equal(t, linkB, p2.body["data"].([]any)[0].(map[string]any)["url"])
+	back := e.do("GET", "/broadcasts/"+id+"/clicked-links?limit=1&before="+b["id"].(string), e.keyA, nil)
+	require.Equal(t, linkA, back.body["data"].([]any)[0].(map[string]any)["url"])
+	require.Equal(t, false, back.body["has_more"])
+	requireError(t, e.do("GET", "/broadcasts/"+id+"/clicked-links", e.keyB, nil), 404, "not_found")
+
+	out := runResendNode(t, "broadcast_stats.cjs", "RESEND_BASE_URL="+e.srv.URL, "RESEND_API_KEY="+e.keyA,
+		"BROADCAST_ID="+id)
+	type linkRow struct {
+		ID           string
+		URL          string
+		Clicks       int
+		UniqueClicks int `json:"unique_clicks"`
+	}
+	type page struct {
+		Data []struct {
+			Email        string
+			Count        int
+			BounceType   string `json:"bounce_type"`
+			ClickedLinks []struct {
+				URL    string
+				Clicks int
+			} `json:"clicked_links"`
+		}
+	}
+	var sdk struct {
+		Clicked, Bounced, Permanent page
+		Links, First, Second        struct {
+			Data    []linkRow
+			HasMore bool `json:"has_more"`
+		}
+	}
+	require.NoError(t, json.Unmarshal(out, &sdk), string(out))
+	require.Len(t, sdk.Clicked.Data, 2)
+	for _, r := range sdk.Clicked.Data {
+		if r.Email == addrs[0] {
+			require.Equal(t, 3, r.Count)
+			require.Len(t, r.ClickedLinks, 2)
+		}
+	}
+	require.Len(t, sdk.Bounced.Data, 1)
+	require.Equal(t, "transient", sdk.Bounced.Data[0].BounceType)
+	require.Empty(t, sdk.Permanent.Data)
+	require.Equal(t, []linkRow{{ID: a["id"].(string), URL: linkA, Clicks: 3, UniqueClicks: 2},
+		{ID: b["id"].(string), URL: linkB, Clicks: 1, UniqueClicks: 1}}, sdk.Links.Data)
+	require.True(t, sdk.First.HasMore)
+	require.Equal(t, linkB, sdk.Second.Data[0].URL)
+}

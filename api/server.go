@@ -406,6 +406,7 @@ func New(cfg Config) (*Server, error) {
 		full.POST("/broadcasts/:id/send", s.broadcasts.sendBroadcast)
 		full.POST("/broadcasts/:id/cancel", s.broadcasts.cancelBroadcast)
 		full.GET("/broadcasts/:id/recipients", s.broadcasts.listBroadcastRecipients)
+		full.GET("/broadcasts/:id/clicked-links", s.broadcasts.listClickedLinks)
 	}
 	s.engine = e
 	return s, nil

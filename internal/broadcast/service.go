@@ -199,20 +199,84 @@ func (s *Service) Counts(ctx context.Context, teamID, id uuid.UUID) (store.Broad
 	return s.store.Broadcasts.BroadcastCounts(ctx, teamID, id)
 }
 
+// RecipientFilter selects the recipients Recipients lists: those of one
+// kind (store.BroadcastRecipientKinds; "" is all), optionally only the
+// address Email, and, with kind "bounced", only bounces of BounceType
+// (store.BounceTypes; "" is any).
+type RecipientFilter struct {
+	Kind, Email, BounceType string
+}
+
 // Recipients returns a page of the recipients of one of the team's
-// broadcasts, each by the id of its email, newest first: all of them or
-// those of one kind (store.BroadcastRecipientKinds), optionally only the
-// address email.
-func (s *Service) Recipients(ctx context.Context, teamID, id uuid.UUID, kind, email string, p store.Page) (
+// broadcasts that f selects, each by the id of its email, newest first.
+func (s *Service) Recipients(ctx context.Context, teamID, id uuid.UUID, f RecipientFilter, p store.Page) (
 	[]store.BroadcastRecipient, bool, error) {
-	if kind != "" && !slices.Contains(store.BroadcastRecipientKinds(), kind) {
+	if f.Kind != "" && !slices.Contains(store.BroadcastRecipientKinds(), f.Kind) {
 		return nil, false, invalid.Errorf("type", "The `type` parameter must be one of %s.",
 			strings.Join(store.BroadcastRecipientKinds(), ", "))
+	}
+	if f.BounceType != "" {
+		if !slices.Contains(store.BounceTypes(), f.BounceType) {
+			return nil, false, invalid.Errorf("bounce_type", "The `bounce_type` parameter must be one of %s.",
+				strings.Join(store.BounceTypes(), ", "))
+		}
+		if f.Kind != "bounced" {
+			return nil, false, invalid.Errorf("bounce_type",
+				"The `bounce_type` parameter is only valid when `type` is `bounced`.")
+		}
 	}
 	if _, err := s.store.Broadcasts.Broadcast(ctx, teamID, id); err != nil {
 		return nil, false, err
 	}
-	return s.store.Broadcasts.BroadcastRecipients(ctx, teamID, id, kind, email, p)
+	return s.store.Broadcasts.BroadcastRecipients(ctx, teamID, id, f.Kind, f.Email, f.BounceType, p)
+}
+
+// ClickedLink is one link of a broadcast with its clicks; ID is the
+// link's cursor (LinkCursor).
+type ClickedLink struct {
+	ID uuid.UUID
+	store.LinkClicks
+}
+
+// LinkCursor is the cursor of a clicked link: a name-based UUID of its
+// URL, the same on every page.
+func LinkCursor(url string) uuid.UUID { return uuid.NewSHA1(uuid.NameSpaceURL, []byte(url)) }
+
+// ClickedLinks returns a page of the links clicked in one of the team's
+// broadcasts, most clicked first, with their human clicks and the
+// recipients who clicked each. p's cursors are LinkCursor ids; one that
+// names no clicked link starts from the first (after) or ends at the last
+// (before) link.
+func (s *Service) ClickedLinks(ctx context.Context, teamID, id uuid.UUID, p store.Page) ([]ClickedLink, bool, error) {
+	if _, err := s.store.Broadcasts.Broadcast(ctx, teamID, id); err != nil {
+		return nil, false, err
+	}
+	all, err := s.store.Broadcasts.BroadcastClickedLinks(ctx, teamID, id)
+	if err != nil {
+		return nil, false, err
+	}
+	links := make([]ClickedLink, len(all))
+	at := -1
+	for i, l := range all {
+		links[i] = ClickedLink{ID: LinkCursor(l.URL), LinkClicks: l}
+		if (p.After != nil && links[i].ID == *p.After) || (p.Before != nil && links[i].ID == *p.Before) {
+			at = i
+		}
+	}
+	switch {
+	case p.After != nil:
+		links = links[at+1:]
+	case p.Before != nil:
+		if at < 0 {
+			at = len(links)
+		}
+		links = links[max(0, at-p.Limit):at]
+		return links, at-p.Limit > 0, nil
+	}
+	if len(links) > p.Limit {
+		return links[:p.Limit], true, nil
+	}
+	return links, false, nil
 }
 
 // SegmentContacts returns how many contacts each of the team's segments

@@ -169,11 +169,11 @@ func TestServiceReads(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2), counts[f.seg])
 
-	_, _, err = f.svc.Recipients(ctx, f.team, d.ID, "nope", "", store.Page{Limit: 10})
+	_, _, err = f.svc.Recipients(ctx, f.team, d.ID, broadcast.RecipientFilter{Kind: "nope"}, store.Page{Limit: 10})
 	requireInvalid(t, err, "type")
-	_, _, err = f.svc.Recipients(ctx, f.other, d.ID, "", "", store.Page{Limit: 10})
+	_, _, err = f.svc.Recipients(ctx, f.other, d.ID, broadcast.RecipientFilter{Kind: ""}, store.Page{Limit: 10})
 	require.ErrorIs(t, err, store.ErrNotFound)
-	rows, _, err := f.svc.Recipients(ctx, f.team, d.ID, "sent", "", store.Page{Limit: 10})
+	rows, _, err := f.svc.Recipients(ctx, f.team, d.ID, broadcast.RecipientFilter{Kind: "sent"}, store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, rows, "a draft has no recipients")
 }

@@ -44,7 +44,8 @@ func (h *broadcastsHandler) broadcastReport(w http.ResponseWriter, r *http.Reque
 	}
 	p := pageOf(q, 50)
 	var more bool
-	if d.Recipients, more, err = h.cfg.Broadcasts.Recipients(ctx, se.TeamID, d.Broadcast.ID, d.Kind, "", p); err != nil {
+	if d.Recipients, more, err = h.cfg.Broadcasts.Recipients(ctx, se.TeamID, d.Broadcast.ID,
+		broadcast.RecipientFilter{Kind: d.Kind}, p); err != nil {
 		h.fail(w, r, err)
 		return false
 	}

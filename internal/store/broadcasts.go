@@ -425,7 +425,39 @@ type BroadcastRecipient struct {
 	Email     string
 	Status    string // the email's last_event
 	CreatedAt time.Time
+	// Count is how many times the recipient opened (kind "opened") or
+	// clicked (kind "clicked") the email, machine hits left out (see
+	// Metrics); 0 for other kinds.
+	Count int64
+	// ClickedLinks are the links the recipient clicked, most clicked
+	// first, for kind "clicked"; nil for other kinds.
+	ClickedLinks []LinkClicks
+	// BounceType is the bounce's type in lower case (BounceTypes), for
+	// kind "bounced"; "" for other kinds.
+	BounceType string
 }
+
+// LinkClicks counts the human clicks on one link.
+type LinkClicks struct {
+	URL    string `json:"url"`
+	Clicks int64  `json:"clicks"`
+	// Unique counts the recipients who clicked it (ClickedLinks only).
+	Unique int64 `json:"-"`
+}
+
+// BounceTypes are the bounce types of BroadcastRecipient.BounceType and of
+// the bounce-type filter of BroadcastRecipients: Resend's bounce.type, in
+// lower case.
+func BounceTypes() []string { return []string{"permanent", "transient", "undetermined"} }
+
+// humanHit selects the opens and clicks of email_event ev that are not
+// flagged a machine's.
+const humanHit = `NOT coalesce(ev.detail @> '{"machine": true}', false)`
+
+// bounceTypeSQL is the lower-case bounce type of email e, from its bounced
+// event ("undetermined" when that does not say).
+const bounceTypeSQL = `(SELECT lower(coalesce(min(ev.detail->>'type'), 'undetermined')) FROM email_event ev
+	WHERE ev.email_id = e.id AND ev.type = '` + EventBounced + `')`
 
 // Recipient kinds of BroadcastRecipients: the email states they select.
 var broadcastRecipientStates = map[string][]string{
@@ -450,22 +482,45 @@ func BroadcastRecipientKinds() []string {
 
 // BroadcastRecipients lists the recipients of one of the team's broadcasts
 // of a kind (BroadcastRecipientKinds; "" is every recipient), newest
-// email first, optionally only the address email.
-func (s *Broadcasts) BroadcastRecipients(ctx context.Context, teamID, id uuid.UUID, kind, email string, p Page) (
-	[]BroadcastRecipient, bool, error) {
+// email first, optionally only the address email and, for kind "bounced",
+// only bounces of bounceType (BounceTypes; "" is any). Rows of kind
+// "opened" and "clicked" carry their Count, "clicked" their ClickedLinks,
+// "bounced" their BounceType.
+func (s *Broadcasts) BroadcastRecipients(ctx context.Context, teamID, id uuid.UUID, kind, email, bounceType string,
+	p Page) ([]BroadcastRecipient, bool, error) {
 	args := pgx.NamedArgs{"team": teamID, "broadcast": id}
 	filter := ""
 	if email != "" {
 		args["email"] = NormalizeAddress(email)
 		filter = ` AND rcpt_addrs[1] = @email`
 	}
+	// What the kind adds to each row: a count, the clicked links as JSON, a
+	// bounce type.
+	count, links, bounce := `0::bigint`, `NULL::jsonb`, `''`
+	switch kind {
+	case "opened", "clicked":
+		count = `(SELECT count(*) FROM email_event ev WHERE ev.email_id = e.id AND ev.type = '` + kind + `'
+			AND ` + humanHit + `)`
+	case "bounced":
+		bounce = bounceTypeSQL
+	}
+	if kind == "clicked" {
+		links = `(SELECT coalesce(jsonb_agg(jsonb_build_object('url', l.url, 'clicks', l.n)
+				ORDER BY l.n DESC, l.url), '[]'::jsonb)
+			FROM (SELECT ev.detail->>'link' AS url, count(*) AS n FROM email_event ev
+				WHERE ev.email_id = e.id AND ev.type = '` + EventClicked + `' AND ` + humanHit + `
+					AND ev.detail->>'link' IS NOT NULL
+				GROUP BY 1) l)`
+	}
 	scan := func(row pgx.Row) (BroadcastRecipient, error) {
 		var r BroadcastRecipient
-		err := row.Scan(&r.EmailID, &r.ContactID, &r.Email, &r.Status, &r.CreatedAt)
+		err := row.Scan(&r.EmailID, &r.ContactID, &r.Email, &r.Status, &r.CreatedAt, &r.Count, &r.ClickedLinks,
+			&r.BounceType)
 		return r, mapErr(err)
 	}
 	if kind == "unsubscribed" {
-		return listPage(ctx, s.Store, p, `SELECT id, contact_id, email, status, created_at FROM (
+		return listPage(ctx, s.Store, p, `SELECT id, contact_id, email, status, created_at, 0::bigint, NULL::jsonb, ''
+			FROM (
 				SELECT e.id, e.contact_id, u.email, e.last_event AS status, u.created_at, e.team_id, e.rcpt_addrs
 				FROM broadcast_unsubscribe u JOIN email e ON e.id = u.email_id
 				WHERE u.broadcast_id = @broadcast) r WHERE team_id = @team`+filter, args, scan)
@@ -478,8 +533,37 @@ func (s *Broadcasts) BroadcastRecipients(ctx context.Context, teamID, id uuid.UU
 		args["states"] = states
 		filter += ` AND last_event = ANY(@states)`
 	}
-	return listPage(ctx, s.Store, p, `SELECT id, contact_id, rcpt_addrs[1], last_event, created_at FROM email
+	if bounceType != "" {
+		args["bounce_type"] = bounceType
+		filter += ` AND ` + bounceTypeSQL + ` = @bounce_type`
+	}
+	return listPage(ctx, s.Store, p, `SELECT id, contact_id, rcpt_addrs[1], last_event, created_at, `+count+`, `+
+		links+`, `+bounce+` FROM email e
 		WHERE team_id = @team AND broadcast_id = @broadcast`+filter, args, scan)
+}
+
+// BroadcastClickedLinks counts the human clicks on each link of one of the
+// team's broadcasts' emails: every click, and the recipients who clicked
+// (Unique). Most clicked first, then by URL.
+func (s *Broadcasts) BroadcastClickedLinks(ctx context.Context, teamID, id uuid.UUID) ([]LinkClicks, error) {
+	rows, err := s.pool.Query(ctx, `SELECT ev.detail->>'link', count(*),
+			count(DISTINCT (ev.email_id, coalesce(ev.recipient, '')))
+		FROM email e JOIN email_event ev ON ev.email_id = e.id
+		WHERE e.team_id = @team AND e.broadcast_id = @broadcast AND ev.type = '`+EventClicked+`'
+			AND `+humanHit+` AND ev.detail->>'link' IS NOT NULL
+		GROUP BY 1 ORDER BY 2 DESC, 1`, pgx.NamedArgs{"team": teamID, "broadcast": id})
+	if err != nil {
+		return nil, fmt.Errorf("counting clicked links of %s: %w", id, mapErr(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (LinkClicks, error) {
+		var l LinkClicks
+		err := r.Scan(&l.URL, &l.Clicks, &l.Unique)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("counting clicked links of %s: %w", id, mapErr(err))
+	}
+	return out, nil
 }
 
 // RecordBroadcastUnsubscribe notes that the recipient of a broadcast's

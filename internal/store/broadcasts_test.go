@@ -111,7 +111,7 @@ func TestBroadcastChunksHandEachContactOverOnce(t *testing.T) {
 	require.Equal(t, int64(1), counts.Failed)
 
 	// Each email names its contact once, and the failure says why.
-	all, _, err := st.Broadcasts.BroadcastRecipients(ctx, team, b.ID, "", "", store.Page{Limit: 100})
+	all, _, err := st.Broadcasts.BroadcastRecipients(ctx, team, b.ID, "", "", "", store.Page{Limit: 100})
 	require.NoError(t, err)
 	seen := map[uuid.UUID]bool{}
 	for _, r := range all {
@@ -119,7 +119,7 @@ func TestBroadcastChunksHandEachContactOverOnce(t *testing.T) {
 		seen[*r.ContactID] = true
 		require.NotEqual(t, contacts[1].ID, *r.ContactID, "the unsubscribed contact got it")
 	}
-	failed, _, err := st.Broadcasts.BroadcastRecipients(ctx, team, b.ID, "failed", "", store.Page{Limit: 100})
+	failed, _, err := st.Broadcasts.BroadcastRecipients(ctx, team, b.ID, "failed", "", "", store.Page{Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, failed, 1)
 	require.Equal(t, contacts[4].ID, *failed[0].ContactID)
@@ -170,7 +170,7 @@ func TestBroadcastChunksHonourTopics(t *testing.T) {
 		require.NoError(t, err)
 		_, err = st.Broadcasts.HandOffBroadcastChunk(ctx, chunk(b, 0, nil, 100), renderNames)
 		require.NoError(t, err)
-		got, _, err := st.Broadcasts.BroadcastRecipients(ctx, team, b.ID, "", "", store.Page{Limit: 100})
+		got, _, err := st.Broadcasts.BroadcastRecipients(ctx, team, b.ID, "", "", "", store.Page{Limit: 100})
 		require.NoError(t, err)
 		var to []string
 		for _, r := range got {

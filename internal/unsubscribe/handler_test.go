@@ -290,7 +290,7 @@ func TestOneClickOfABroadcastCountsInItsReport(t *testing.T) {
 		return store.RenderedBroadcast{Subject: b.Subject, HTML: b.HTML}, nil
 	})
 	require.NoError(t, err)
-	rs, _, err := f.st.Broadcasts.BroadcastRecipients(ctx, f.team, b.ID, "", "", store.Page{Limit: 10})
+	rs, _, err := f.st.Broadcasts.BroadcastRecipients(ctx, f.team, b.ID, "", "", "", store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, rs, 1)
 	tok, err := f.sealer.Seal(Token{TeamID: f.team, EmailID: rs[0].EmailID, TopicID: &f.news.ID, BroadcastID: &b.ID,
@@ -303,7 +303,7 @@ func TestOneClickOfABroadcastCountsInItsReport(t *testing.T) {
 	counts, err := f.st.Broadcasts.BroadcastCounts(ctx, f.team, b.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), counts.Unsubscribed)
-	unsub, _, err := f.st.Broadcasts.BroadcastRecipients(ctx, f.team, b.ID, "unsubscribed", "", store.Page{Limit: 10})
+	unsub, _, err := f.st.Broadcasts.BroadcastRecipients(ctx, f.team, b.ID, "unsubscribed", "", "", store.Page{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, unsub, 1)
 	require.Equal(t, ct.Email, unsub[0].Email)
