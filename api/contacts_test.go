@@ -301,7 +301,8 @@ func TestSegmentAndTopicCRUD(t *testing.T) {
 }
 
 // TestSendWithTopicID: `topic_id` must name one of the team's topics; the
-// email keeps it for the send-time subscription check (delivery.Prepare).
+// email keeps it for the send-time subscription check (delivery.Prepare)
+// and GET /emails/{id} answers it (null for an email without one).
 func TestSendWithTopicID(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -328,6 +329,9 @@ func TestSendWithTopicID(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, got.TopicID)
 	require.Equal(t, mine, got.TopicID.String())
+	g := e.do("GET", "/emails/"+r.body["id"].(string), e.keyA, nil)
+	require.Equal(t, 200, g.status, string(g.raw))
+	require.Equal(t, mine, g.body["topic_id"])
 
 	r = e.do("POST", "/emails/batch", e.keyA, []any{with(mine), sandboxSend})
 	require.Equal(t, 200, r.status, string(r.raw))
@@ -338,6 +342,9 @@ func TestSendWithTopicID(t *testing.T) {
 	got, err = e.store.Emails.GetEmail(context.Background(), e.teamA, uuid.MustParse(ids[1].(map[string]any)["id"].(string)))
 	require.NoError(t, err)
 	require.Nil(t, got.TopicID)
+	g = e.do("GET", "/emails/"+got.ID.String(), e.keyA, nil)
+	require.Contains(t, g.body, "topic_id")
+	require.Nil(t, g.body["topic_id"])
 }
 
 // TestLegacyAudiencesWire pins what the Node SDK test does not read: the

@@ -235,14 +235,16 @@ type emailJSON struct {
 }
 
 // emailDetailJSON is one email: the list form plus html and text, which
-// are always present (null when absent), and broadcast_id (our
-// extension): the broadcast the email belongs to, null for others; and
+// are always present (null when absent), topic_id (as Resend's SDK types
+// it: the topic the email was sent with, null when none), broadcast_id
+// (our extension): the broadcast the email belongs to, null for others; and
 // insights, the deliverability findings computed at acceptance (an empty
 // array when there are none).
 type emailDetailJSON struct {
 	emailJSON
 	HTML        *string         `json:"html"`
 	Text        *string         `json:"text"`
+	TopicID     *string         `json:"topic_id"`
 	BroadcastID *string         `json:"broadcast_id"`
 	Insights    []store.Insight `json:"insights"`
 }
@@ -291,8 +293,9 @@ func (s *emailsAPI) getEmail(c *gin.Context) {
 	if insights == nil {
 		insights = []store.Insight{}
 	}
-	c.PureJSON(http.StatusOK, emailDetailJSON{emailJSON: j, HTML: e.HTML, Text: e.Text, BroadcastID: uuidPtr(e.BroadcastID),
-		Insights: insights})
+	c.PureJSON(http.StatusOK, emailDetailJSON{emailJSON: j, HTML: e.HTML, Text: e.Text, TopicID: uuidPtr(e.TopicID),
+		BroadcastID: uuidPtr(e.BroadcastID),
+		Insights:    insights})
 }
 
 // addBounces gives the bounced recipients (rendered as rcpts) their
