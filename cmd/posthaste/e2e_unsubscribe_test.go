@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/submit/delivery"
 )
 
 // TestDevUnsubscribe goes through one-click unsubscribe (RFC 8058) with
@@ -28,7 +29,7 @@ import (
 // List-Unsubscribe=One-Click to one link unsubscribes that contact from
 // the topic (the API shows opt_out, a contact.topics.updated webhook
 // arrives), the link's page lists the topic, a tampered link is 404, and
-// the next send with the topic skips that contact as `suppressed`. Each
+// the next send with the topic skips that contact as `failed`. Each
 // copy's List-Unsubscribe also names a mailto address at the domain's
 // return-path host (RFC 2369): a message to the other contact's, sent to
 // the dev inbound MX, opts that contact out of the topic too, with its
@@ -192,16 +193,16 @@ func TestDevUnsubscribe(t *testing.T) {
 	// The next send with the topic skips Ann.
 	id2 := c.send(map[string]any{"from": "Shop <hello@" + domain + ">", "to": []string{"ann@rcpt.test", "bob@rcpt.test"},
 		"subject": "More news", "html": `<a href="{{{RESEND_UNSUBSCRIBE_URL}}}">Unsubscribe</a>`, "topic_id": topicID})
-	c.waitFor(id2, map[string]string{"ann@rcpt.test": "suppressed", "bob@rcpt.test": "delivered"})
+	c.waitFor(id2, map[string]string{"ann@rcpt.test": "failed", "bob@rcpt.test": "delivered"})
 	evs, err := st.Emails.Events(ctx, uuid.MustParse(id2))
 	require.NoError(t, err)
 	var reason any
 	for _, ev := range evs {
-		if ev.Type == store.EventSuppressed && ev.Recipient == "ann@rcpt.test" {
+		if ev.Type == store.EventFailed && ev.Recipient == "ann@rcpt.test" {
 			reason = ev.Detail["reason"]
 		}
 	}
-	require.Equal(t, "The contact is not subscribed to the email's topic.", reason)
+	require.Equal(t, delivery.TopicOptOutReason(uuid.MustParse(topicID)), reason)
 	require.Len(t, dev.messagesAbout(domain), 3)
 	last := dev.messagesAbout(domain)[2]
 	require.Equal(t, []string{"bob@rcpt.test"}, last.To)

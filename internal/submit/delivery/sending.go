@@ -314,10 +314,10 @@ func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contra
 			real = append(real, r.Address)
 		}
 	}
-	suppressed := map[string]bool{}
-	offTopic := map[string]bool{} // not subscribed to the email's topic
+	suppressed := map[string]string{} // address: the reason it is on the list
+	offTopic := map[string]bool{}     // not subscribed to the email's topic
 	if len(real) > 0 {
-		if suppressed, err = a.emails.Suppressed(ctx, e.TeamID, real); err != nil {
+		if suppressed, err = a.emails.SuppressionReasons(ctx, e.TeamID, real); err != nil {
 			return contract.PrepareResult{}, err
 		}
 		if e.TopicID != nil {
@@ -337,15 +337,16 @@ func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contra
 			res.Sandbox = append(res.Sandbox, contract.SandboxRecipient{Address: r.Address, Events: outcome})
 			continue
 		}
-		if suppressed[strings.ToLower(r.Address)] {
+		if why, ok := suppressed[strings.ToLower(r.Address)]; ok {
 			evs = append(evs, store.Event{Type: store.EventSuppressed, Recipient: r.Address,
-				Detail: map[string]any{"reason": "The address is on the team's suppression list."}})
+				Detail: map[string]any{"reason": "The address is on the team's suppression list.", "suppression": why}})
 			continue
 		}
 		if offTopic[store.NormalizeAddress(r.Address)] {
-			evs = append(evs, store.Event{Type: store.EventSuppressed, Recipient: r.Address,
-				Detail: map[string]any{"reason": "The contact is not subscribed to the email's topic.",
-					"topic_id": e.TopicID.String()}})
+			// Resend: a recipient opted out of the email's topic is not
+			// sent to, and the email fails for it.
+			evs = append(evs, store.Event{Type: store.EventFailed, Recipient: r.Address,
+				Detail: map[string]any{"reason": TopicOptOutReason(*e.TopicID), "topic_id": e.TopicID.String()}})
 			continue
 		}
 		i, ok := groups[r.Domain]
@@ -363,6 +364,12 @@ func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contra
 		}
 	}
 	return res, nil
+}
+
+// TopicOptOutReason is the reason a recipient not subscribed to the
+// email's topic ends failed with (the email.failed event's failed.reason).
+func TopicOptOutReason(topicID uuid.UUID) string {
+	return "The recipient is not subscribed to topic " + topicID.String() + "."
 }
 
 // buildAndSave builds the message of e (or takes the source submitted

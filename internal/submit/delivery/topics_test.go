@@ -2,6 +2,7 @@ package delivery_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -15,11 +16,12 @@ import (
 	"github.com/posthaste/posthaste/workflows/contract"
 )
 
-// TestPrepareSuppressesRecipientsOutsideTopic: an email sent with a topic
-// is not sent to contacts who opted out of it, nor (for a topic contacts
-// must opt in to) to addresses that never opted in; they end `suppressed`
-// with a reason, like addresses of the suppression list.
-func TestPrepareSuppressesRecipientsOutsideTopic(t *testing.T) {
+// TestPrepareFailsRecipientsOutsideTopic: an email sent with a topic is not
+// sent to contacts who opted out of it, nor (for a topic contacts must opt
+// in to) to addresses that never opted in; as Resend's, they end `failed`
+// (not `suppressed`) with a reason naming the topic, and an email.failed
+// webhook event carries that reason.
+func TestPrepareFailsRecipientsOutsideTopic(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
@@ -33,6 +35,10 @@ func TestPrepareSuppressesRecipientsOutsideTopic(t *testing.T) {
 		return tp
 	}
 	news, deals := topic(store.TopicOptIn), topic(store.TopicOptOut)
+	hook := uuid.Must(uuid.NewV7())
+	require.NoError(t, st.Webhooks.CreateWebhook(ctx, store.Webhook{ID: hook, TeamID: d.TeamID,
+		Endpoint: "https://hooks.example/x", Status: "enabled", Secret: []byte("s"),
+		Events: []string{"email.failed", "email.suppressed"}}))
 	contact := func(email string, choices ...store.TopicChoice) {
 		_, err := st.Audience.CreateContact(ctx, store.Contact{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID, Email: email}, nil, choices)
 		require.NoError(t, err)
@@ -57,8 +63,9 @@ func TestPrepareSuppressesRecipientsOutsideTopic(t *testing.T) {
 		evs, err := st.Emails.Events(ctx, e.ID)
 		require.NoError(t, err)
 		for _, ev := range evs {
-			if ev.Type == store.EventSuppressed {
-				require.Equal(t, "The contact is not subscribed to the email's topic.", ev.Detail["reason"])
+			require.NotEqual(t, store.EventSuppressed, ev.Type)
+			if ev.Type == store.EventFailed {
+				require.Equal(t, "The recipient is not subscribed to topic "+tp.ID.String()+".", ev.Detail["reason"])
 				require.Equal(t, tp.ID.String(), ev.Detail["topic_id"])
 			}
 		}
@@ -66,9 +73,29 @@ func TestPrepareSuppressesRecipientsOutsideTopic(t *testing.T) {
 	}
 
 	// Subscribed by default: only the contact who opted out is skipped.
-	require.Equal(t, map[string]string{"Left@dest.test": "suppressed", "member@dest.test": "sent",
+	require.Equal(t, map[string]string{"Left@dest.test": "failed", "member@dest.test": "sent",
 		"stranger@dest.test": "sent"}, send(news, "Left@dest.test", "member@dest.test", "stranger@dest.test"))
 	// Opt-in only: only the contact who opted in is sent to.
-	require.Equal(t, map[string]string{"joined@dest.test": "sent", "member@dest.test": "suppressed",
-		"stranger@dest.test": "suppressed"}, send(deals, "joined@dest.test", "member@dest.test", "stranger@dest.test"))
+	require.Equal(t, map[string]string{"joined@dest.test": "sent", "member@dest.test": "failed",
+		"stranger@dest.test": "failed"}, send(deals, "joined@dest.test", "member@dest.test", "stranger@dest.test"))
+
+	// One email.failed per recipient left out, with failed.reason naming
+	// the topic; no email.suppressed.
+	msgs, _, err := st.Webhooks.ListWebhookMessages(ctx, d.TeamID, hook, store.Page{Limit: 10})
+	require.NoError(t, err)
+	reasons := map[string]string{}
+	for _, m := range msgs {
+		require.Equal(t, "email.failed", m.Type)
+		var p struct {
+			Data struct {
+				Recipient string
+				Failed    struct{ Reason string }
+			}
+		}
+		require.NoError(t, json.Unmarshal(m.Payload, &p))
+		reasons[p.Data.Recipient] = p.Data.Failed.Reason
+	}
+	require.Equal(t, map[string]string{"Left@dest.test": delivery.TopicOptOutReason(news.ID),
+		"member@dest.test":   delivery.TopicOptOutReason(deals.ID),
+		"stranger@dest.test": delivery.TopicOptOutReason(deals.ID)}, reasons)
 }
