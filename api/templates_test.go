@@ -9,6 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/resend/resend-go/v3"
 	"github.com/stretchr/testify/require"
+
+	"github.com/posthaste/posthaste/internal/store"
 )
 
 // welcomeTemplate is a template body using a declared variable with a
@@ -348,4 +350,54 @@ func TestResendNodeSDKTemplates(t *testing.T) {
 	require.Len(t, res.List.Data, 2)
 	require.Equal(t, "renamed", res.List.Data[1].Name)
 	require.True(t, res.Removed.Deleted)
+}
+
+// TestEmailWebhookPayloadNamesTemplateAndHeaders: email.* webhook events
+// carry, as Resend's, the template an email was sent with (template_id,
+// by id or alias, single and batch) and its custom headers
+// ([{name, value}]); an email with neither has no such keys.
+func TestEmailWebhookPayloadNamesTemplateAndHeaders(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	r := e.do("POST", "/templates", e.keyA, welcomeTemplate)
+	require.Equal(t, 201, r.status, string(r.raw))
+	tpl := r.body["id"].(string)
+	require.Equal(t, 200, e.do("POST", "/templates/"+tpl+"/publish", e.keyA, nil).status)
+	hook := e.do("POST", "/webhooks", e.keyA, map[string]any{"endpoint": "http://127.0.0.1:9/hook",
+		"events": []string{"email.delivered"}})
+	require.Equal(t, 201, hook.status, string(hook.raw))
+	hookID := hook.body["id"].(string)
+
+	withTpl := e.do("POST", "/emails", e.keyA, map[string]any{"to": "delivered@posthaste.test",
+		"headers":  map[string]any{"X-Campaign": "spring", "X-Entity-Ref-ID": "42"},
+		"template": map[string]any{"id": "welcome", "variables": map[string]any{"CODE": 1}}})
+	require.Equal(t, 200, withTpl.status, string(withTpl.raw))
+	batch := e.do("POST", "/emails/batch", e.keyA, []map[string]any{
+		{"to": "delivered@posthaste.test", "template": map[string]any{"id": tpl, "variables": map[string]any{"CODE": 2}}}})
+	require.Equal(t, 200, batch.status, string(batch.raw))
+	plain := e.do("POST", "/emails", e.keyA, map[string]any{"from": "Acme <onboarding@posthaste.test>",
+		"to": "delivered@posthaste.test", "subject": "s", "text": "t"})
+	require.Equal(t, 200, plain.status, string(plain.raw))
+	ids := []string{withTpl.body["id"].(string), batch.body["data"].([]any)[0].(map[string]any)["id"].(string),
+		plain.body["id"].(string)}
+	for _, id := range ids {
+		require.NoError(t, e.store.Emails.RecordEvents(ctx, uuid.MustParse(id),
+			[]store.Event{{Type: store.EventDelivered, Recipient: "delivered@posthaste.test"}}))
+	}
+	data := map[string]map[string]any{}
+	for _, m := range e.do("GET", "/webhooks/"+hookID+"/events", e.keyA, nil).body["data"].([]any) {
+		one := e.do("GET", "/webhooks/"+hookID+"/events/"+m.(map[string]any)["id"].(string), e.keyA, nil)
+		require.Equal(t, 200, one.status, string(one.raw))
+		d := one.body["payload"].(map[string]any)["data"].(map[string]any)
+		data[d["email_id"].(string)] = d
+	}
+	require.Len(t, data, 3)
+	require.Equal(t, tpl, data[ids[0]]["template_id"])
+	require.Equal(t, []any{map[string]any{"name": "X-Campaign", "value": "spring"},
+		map[string]any{"name": "X-Entity-Ref-ID", "value": "42"}}, data[ids[0]]["headers"])
+	require.Equal(t, tpl, data[ids[1]]["template_id"])
+	require.NotContains(t, data[ids[1]], "headers")
+	require.NotContains(t, data[ids[2]], "template_id")
+	require.NotContains(t, data[ids[2]], "headers")
 }

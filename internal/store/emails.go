@@ -94,6 +94,10 @@ type Email struct {
 	// recipients it may not reach are suppressed at send time
 	// (TopicBlocked). nil when none, or when the topic was deleted since.
 	TopicID *uuid.UUID
+	// TemplateID is the team's template the email was rendered from
+	// (migration 00045), named by its webhook events; nil for none. Not
+	// read back by the email's getters.
+	TemplateID *uuid.UUID
 	// BroadcastID and ContactID name the broadcast an email belongs to and
 	// the contact it went to; nil for other emails. A contact gets a
 	// broadcast at most once (the email_broadcast_contact index).
@@ -278,6 +282,7 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 	var (
 		id, team, domain          = make([]uuid.UUID, n), make([]uuid.UUID, n), make([]*uuid.UUID, n)
 		topic                     = make([]*uuid.UUID, n)
+		template                  = make([]*uuid.UUID, n)
 		broadcast, contact        = make([]*uuid.UUID, n), make([]*uuid.UUID, n)
 		from, fromDomain, subject = make([]string, n), make([]string, n), make([]string, n)
 		to, cc, bcc, replyTo      = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -299,7 +304,7 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 		attSealed                 []bool
 	)
 	for i, e := range emails {
-		id[i], team[i], domain[i], topic[i] = e.ID, e.TeamID, e.DomainID, e.TopicID
+		id[i], team[i], domain[i], topic[i], template[i] = e.ID, e.TeamID, e.DomainID, e.TopicID, e.TemplateID
 		broadcast[i], contact[i] = e.BroadcastID, e.ContactID
 		from[i], fromDomain[i], subject[i] = e.From, e.FromDomain, e.Subject
 		to[i], cc[i], bcc[i], replyTo[i] = arrayLiteral(e.To), arrayLiteral(e.Cc), arrayLiteral(e.Bcc), arrayLiteral(e.ReplyTo)
@@ -338,7 +343,7 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 			reply_to, subject, html, text_body, generate_text, headers, tags, scheduled_at, last_event,
 			created_at, updated_at, batch_id, idempotency_key, domain_id, message_id,
 			rcpt_addrs, rcpt_kinds, rcpt_domains, rcpt_status, topic_id, broadcast_id, contact_id, insights,
-			html_sealed, text_sealed)
+			html_sealed, text_sealed, template_id)
 		SELECT (@id::uuid[])[i], (@team::uuid[])[i], (@from::text[])[i], (@from_domain::text[])[i],
 			(@to::text[])[i]::text[], (@cc::text[])[i]::text[], (@bcc::text[])[i]::text[], (@reply_to::text[])[i]::text[],
 			(@subject::text[])[i], (@html::text[])[i], (@text::text[])[i], (@generate_text::boolean[])[i],
@@ -348,7 +353,7 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 			(@rcpt_addrs::text[])[i]::text[], (@rcpt_kinds::text[])[i]::text[],
 			(@rcpt_domains::text[])[i]::text[], (@rcpt_status::text[])[i]::text[], (@topic::uuid[])[i],
 			(@broadcast::uuid[])[i], (@contact::uuid[])[i], (@insights::text[])[i]::jsonb,
-			(@html_sealed::bytea[])[i], (@text_sealed::bytea[])[i]
+			(@html_sealed::bytea[])[i], (@text_sealed::bytea[])[i], (@template::uuid[])[i]
 		FROM generate_subscripts(@id::uuid[], 1) AS i`+onConflict,
 		pgx.NamedArgs{"id": id, "team": team, "from": from, "from_domain": fromDomain,
 			"to": to, "cc": cc, "bcc": bcc, "reply_to": replyTo,
@@ -357,7 +362,7 @@ func queueEmails(b *pgx.Batch, emails []Email, batchID *uuid.UUID, key *string) 
 			"created_at": createdAt, "domain": domain, "message_id": messageID, "batch": batchID, "key": key,
 			"rcpt_addrs": rcptAddr, "rcpt_kinds": rcptKind, "rcpt_domains": rcptDomain, "rcpt_status": rcptStatus,
 			"topic": topic, "broadcast": broadcast, "contact": contact, "insights": insights,
-			"html_sealed": htmlSealed, "text_sealed": textSealed})
+			"html_sealed": htmlSealed, "text_sealed": textSealed, "template": template})
 	if len(attEmail) > 0 {
 		b.Queue(`INSERT INTO attachment (email_id, position, filename, content_type, content_id, content, sealed)
 			SELECT (@email::uuid[])[i], (@pos::int[])[i], (@filename::text[])[i], (@ctype::text[])[i],

@@ -261,22 +261,36 @@ func (s *Emails) DeleteSuppressionsBy(ctx context.Context, teamID uuid.UUID, ids
 // Suppressed returns which of the addresses are on the team's list, keyed
 // by lower-cased address.
 func (s *Emails) Suppressed(ctx context.Context, teamID uuid.UUID, emails []string) (map[string]bool, error) {
+	reasons, err := s.SuppressionReasons(ctx, teamID, emails)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(reasons))
+	for e := range reasons {
+		out[e] = true
+	}
+	return out, nil
+}
+
+// SuppressionReasons is Suppressed with the reason (Suppression*) each
+// suppressed address is on the list for.
+func (s *Emails) SuppressionReasons(ctx context.Context, teamID uuid.UUID, emails []string) (map[string]string, error) {
 	lower := make([]string, len(emails))
 	for i, e := range emails {
 		lower[i] = NormalizeAddress(e)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT email FROM suppression WHERE team_id = @team AND email = ANY(@emails)`,
+	rows, err := s.pool.Query(ctx, `SELECT email, reason FROM suppression WHERE team_id = @team AND email = ANY(@emails)`,
 		pgx.NamedArgs{"team": teamID, "emails": lower})
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
+	out := map[string]string{}
+	var email, reason string
+	if _, err := pgx.ForEachRow(rows, []any{&email, &reason}, func() error {
+		out[email] = reason
+		return nil
+	}); err != nil {
 		return nil, fmt.Errorf("reading suppressions: %w", mapErr(err))
-	}
-	out := make(map[string]bool, len(found))
-	for _, e := range found {
-		out[e] = true
 	}
 	return out, nil
 }

@@ -79,7 +79,8 @@ const webhookTime = "2006-01-02T15:04:05.000000Z"
 // for every one of them it inserts a message with the email's payload for
 // every enabled endpoint of the email's team subscribed to @wtype, and an
 // outbox entry per endpoint. The data names the email's broadcast
-// (broadcast_id) when it belongs to one, as Resend's does. Arguments:
+// (broadcast_id) and template (template_id) when it has them, and its
+// custom headers ([{name, value}]) when it has any, as Resend's does. Arguments:
 // @wtype (nil for events without a webhook type), @at, @at_text, @extra
 // (jsonb merged into data).
 const emailWebhooksCTE = `, wh AS (
@@ -91,7 +92,9 @@ const emailWebhooksCTE = `, wh AS (
 				'created_at', to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
 				'tags', (SELECT coalesce(jsonb_object_agg(t->>'name', t->>'value'), '{}'::jsonb)
 					FROM jsonb_array_elements(e.tags) t))
-				|| jsonb_strip_nulls(jsonb_build_object('broadcast_id', e.broadcast_id)) || @extra::jsonb),
+				|| jsonb_strip_nulls(jsonb_build_object('broadcast_id', e.broadcast_id, 'template_id', e.template_id,
+					'headers', nullif(e.headers, '[]'::jsonb)))
+				|| @extra::jsonb),
 		'pending', @at, @at
 	FROM ins JOIN email e ON e.id = ins.email_id JOIN webhook w ON w.team_id = e.team_id
 	WHERE w.status = 'enabled' AND @wtype::text = ANY (w.events)
@@ -146,6 +149,8 @@ func webhookExtra(ev Event) map[string]any {
 			reason = str("message")
 		}
 		extra["failed"] = map[string]any{"reason": reason}
+	case EventSuppressed:
+		extra["suppressed"] = suppressedOf(ev.Detail)
 	case "clicked":
 		extra["click"] = map[string]any{"link": str("link"), "timestamp": str("timestamp"),
 			"ipAddress": str("ipAddress"), "userAgent": str("userAgent")}
@@ -154,6 +159,25 @@ func webhookExtra(ev Event) map[string]any {
 		extra["recipient"] = ev.Recipient
 	}
 	return extra
+}
+
+// suppressedOf is the `suppressed` object of an email.suppressed payload,
+// Resend's: type OnAccountSuppressionList (the team's list), the reason
+// the address is on it (previous_bounce, previous_complaint, or
+// Posthaste's manual for an entry added by hand), message and
+// diagnosticCode (empty: no server was asked). Events without the list's
+// reason (the sandbox's suppressed@ address) are previous_bounce.
+func suppressedOf(detail map[string]any) map[string]any {
+	reason := "previous_bounce"
+	switch detail["suppression"] {
+	case SuppressionComplaint:
+		reason = "previous_complaint"
+	case SuppressionManual:
+		reason = SuppressionManual
+	}
+	msg, _ := detail["reason"].(string)
+	return map[string]any{"type": "OnAccountSuppressionList", "reason": reason, "message": msg,
+		"diagnosticCode": []string{}}
 }
 
 // emitEvent writes, with the change the caller's transaction tx makes,

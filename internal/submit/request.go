@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/google/uuid"
 )
 
 // SendRequest is the JSON body of POST /emails (one element of a batch). It
@@ -36,6 +38,9 @@ type SendRequest struct {
 	// template (see Service.applyTemplate); html and text must then be
 	// absent.
 	Template *TemplateRequest `json:"template,omitempty"`
+	// TemplateID is the template the email was rendered from, set when
+	// Template is applied; it is not read from the body.
+	TemplateID *uuid.UUID `json:"-"`
 }
 
 // TemplateRequest is the `template` object of a send: the id or alias of

@@ -461,6 +461,7 @@ func toRow(id, team uuid.UUID, e Email, now time.Time) store.Email {
 		GenerateText: e.GenerateText,
 		ScheduledAt:  e.ScheduledAt,
 		TopicID:      e.TopicID,
+		TemplateID:   e.TemplateID,
 		LastEvent:    store.EventQueued,
 		CreatedAt:    now.UTC(),
 	}

@@ -74,6 +74,7 @@ func (s *Service) applyTemplate(ctx context.Context, teamID uuid.UUID, r SendReq
 	if err != nil {
 		return r, err
 	}
+	r.TemplateID = &tpl.ID
 	return r.WithTemplate(*tpl.Published)
 }
 

@@ -78,6 +78,8 @@ type Email struct {
 	// TopicID is the topic the email is scoped to; nil for none. Validate
 	// checks its form only: the sender checks that the team has it.
 	TopicID *uuid.UUID
+	// TemplateID is the template the email was rendered from; nil for none.
+	TemplateID *uuid.UUID
 }
 
 // Row is the email row that accepting e stores, without the sender
@@ -191,6 +193,7 @@ func (r SendRequest) Validate(ctx context.Context, opts ValidateOptions) (Email,
 		}
 		e.TopicID = &id
 	}
+	e.TemplateID = r.TemplateID
 	if err := checkAttachments(ctx, r.Attachments, &e, opts.Fetch, cmp.Or(opts.FetchTime, MaxFetchTime)); err != nil {
 		return Email{}, err
 	}

@@ -3,6 +3,7 @@ package delivery_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -45,8 +46,11 @@ func TestPrepareSignsAndSkipsSuppressed(t *testing.T) {
 	box := newBox(t)
 	d, key := insertDomain(t, st, box, "shop.test")
 	_, _, err := st.Emails.AddSuppression(ctx, store.Suppression{ID: uuid.Must(uuid.NewV7()), TeamID: d.TeamID,
-		Email: "gone@dest.test", Reason: store.SuppressionManual})
+		Email: "gone@dest.test", Reason: store.SuppressionComplaint})
 	require.NoError(t, err)
+	hook := uuid.Must(uuid.NewV7())
+	require.NoError(t, st.Webhooks.CreateWebhook(ctx, store.Webhook{ID: hook, TeamID: d.TeamID,
+		Endpoint: "https://hooks.example/x", Status: "enabled", Secret: []byte("s"), Events: []string{"email.suppressed"}}))
 	e := domainEmail(t, st, d, "a@dest.test", "Gone@dest.test", "delivered@posthaste.test")
 	acts := delivery.New(delivery.Config{Hostname: "out.example", Keys: box}, st, nil, nil, nil)
 
@@ -61,6 +65,15 @@ func TestPrepareSignsAndSkipsSuppressed(t *testing.T) {
 	require.Len(t, res.Sandbox, 1)
 	require.Equal(t, map[string]string{"a@dest.test": "sent", "Gone@dest.test": "suppressed",
 		"delivered@posthaste.test": "sent"}, recipientStatus(t, st, e))
+	// email.suppressed carries Resend's suppressed object.
+	msgs, _, err := st.Webhooks.ListWebhookMessages(ctx, d.TeamID, hook, store.Page{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	var p struct{ Data map[string]any }
+	require.NoError(t, json.Unmarshal(msgs[0].Payload, &p))
+	require.Equal(t, "Gone@dest.test", p.Data["recipient"])
+	require.Equal(t, map[string]any{"type": "OnAccountSuppressionList", "reason": "previous_complaint",
+		"message": "The address is on the team's suppression list.", "diagnosticCode": []any{}}, p.Data["suppressed"])
 
 	msg, err := st.Emails.Message(ctx, e.ID)
 	require.NoError(t, err)
