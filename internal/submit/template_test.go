@@ -32,8 +32,8 @@ func TestDecodeTemplate(t *testing.T) {
 	require.Nil(t, r.Template)
 
 	for body, field := range map[string]string{
-		`{"template":"welcome"}`:                         "template",
-		`{"template":{"id":5}}`:                          "template.id",
+		`{"template":"welcome"}`:                  "template",
+		`{"template":{"id":5}}`:                   "template.id",
 		`{"template":{"id":"x","variables":[1]}}`: "template.variables",
 	} {
 		_, err := DecodeSendRequest([]byte(body))
