@@ -15,6 +15,10 @@
 // only through them, the services shared with the dashboard, built once
 // by the caller and passed in Config (adapters_test.go keeps the store
 // out).
+//
+// openapi.yaml is the OpenAPI document of every route New registers,
+// served at /openapi.json (openapi.go); openapi_test.go keeps it complete
+// and validates the api tests' responses against it.
 package api
 
 import (
@@ -227,6 +231,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Accounts != nil {
 		s.keys.keys = cfg.Accounts.Keys
 	}
+	doc, err := openAPIDoc()
+	if err != nil {
+		return nil, fmt.Errorf("openapi document: %w", err)
+	}
 	tr, err := newTrackingRoutes(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("tracking routes: %w", err)
@@ -258,6 +266,7 @@ func New(cfg Config) (*Server, error) {
 	})
 
 	e.GET("/healthz", func(c *gin.Context) { c.PureJSON(http.StatusOK, gin.H{"status": "ok"}) })
+	e.GET("/openapi.json", serveOpenAPI(doc))
 	e.GET("/readyz", s.readyz)
 	if cfg.Gatherer != nil {
 		e.GET("/metrics", gin.WrapH(MetricsHandler(cfg.Gatherer, cfg.MetricsToken)))
