@@ -70,6 +70,7 @@ type env struct {
 	teamA   uuid.UUID
 	teamB   uuid.UUID
 	verify  *verifier
+	api     *api.Server
 }
 
 // verifier records the domains the API asks to verify or forget; the real
@@ -109,6 +110,9 @@ type envOptions struct {
 	// records is the operator's side of domains' records; nil → a bounce
 	// host, an SPF include and a tracking host.
 	records *records.Config
+	// configure changes the server's configuration before it is built;
+	// st is its database.
+	configure func(cfg *api.Config, st *store.Store)
 }
 
 func newEnv(t testing.TB) *env { return newEnvWith(t, envOptions{}) }
@@ -161,7 +165,7 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 	lc.Dropped = metrics.RequestLogDropped
 	logs := reqlog.New(lc, st.Insights)
 	t.Cleanup(func() { _ = logs.Close(context.Background()) })
-	h, err := api.New(api.Config{
+	cfg := api.Config{
 		Auth:     auth.NewAuthenticator(st.Accounts, o.keyCache),
 		Submit:   submit.New(submit.Config{Store: submit.StoreOf(st), Notifier: n, Fetcher: o.fetch, PublicURL: "https://posthaste.example"}),
 		Emails:   submit.NewEmails(st.Emails),
@@ -185,16 +189,20 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 		Limiter:          o.limiter,
 		DefaultRateLimit: o.rate,
 		RequestLog:       logs,
-	})
+	}
+	if o.configure != nil {
+		o.configure(&cfg, st)
+	}
+	h, err := api.New(cfg)
 	require.NoError(t, err)
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(specCheck(t, h))
 	t.Cleanup(srv.Close)
 	a, err := account.NewTeam(ctx, st, passwordtest.NewPool(), "A", mailA)
 	require.NoError(t, err)
 	b, err := account.NewTeam(ctx, st, passwordtest.NewPool(), "B", mailB)
 	require.NoError(t, err)
 	return &env{t: t, srv: srv, store: st, notify: n, logs: logs, metrics: metrics, keyA: a.APIKey, keyB: b.APIKey,
-		teamA: uuid.MustParse(a.TeamID), teamB: uuid.MustParse(b.TeamID), verify: v, waker: wk}
+		teamA: uuid.MustParse(a.TeamID), teamB: uuid.MustParse(b.TeamID), verify: v, waker: wk, api: h}
 }
 
 type resp struct {

@@ -87,17 +87,11 @@ func (s *keysAPI) updateAPIKey(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	body, err := readBody(c)
-	if err != nil {
-		s.respondError(c, err)
-		return
-	}
 	var req struct {
 		Name *string `json:"name"`
 	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		s.respondError(c, errorf(http.StatusUnprocessableEntity, nameValidation,
-			"The request body must be a JSON object with a string `name`."))
+	if err := decodeJSON(c, &req); err != nil {
+		s.respondError(c, err)
 		return
 	}
 	var name string

@@ -53,10 +53,10 @@ func newBroadcastEnv(t *testing.T) (*env, *broadcastWaker) {
 	h, err := api.New(api.Config{Auth: auth.NewAuthenticator(e.store.Accounts, time.Second), Submit: sub,
 		Broadcasts: broadcast.NewService(broadcast.Config{Store: e.store, Submit: sub, Waker: w})})
 	require.NoError(t, err)
-	rest := e.srv.Config.Handler
+	rest, checked := e.srv.Config.Handler, specCheck(t, h)
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/broadcasts" || strings.HasPrefix(r.URL.Path, "/broadcasts/") {
-			h.ServeHTTP(rw, r)
+			checked.ServeHTTP(rw, r)
 			return
 		}
 		rest.ServeHTTP(rw, r)

@@ -140,7 +140,7 @@ func newBareEnv(t *testing.T, configure func(*api.Config)) *bareEnv {
 	}
 	h, err := api.New(cfg)
 	require.NoError(t, err)
-	e.srv = httptest.NewServer(h)
+	e.srv = httptest.NewServer(specCheck(t, h))
 	t.Cleanup(e.srv.Close)
 	a, err := account.NewTeam(context.Background(), st, passwordtest.NewPool(), "A", "a@example.com")
 	require.NoError(t, err)

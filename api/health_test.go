@@ -52,7 +52,7 @@ func newHealthEnv(t *testing.T) *env {
 		RequestLog:       logs,
 	})
 	require.NoError(t, err)
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(specCheck(t, h))
 	t.Cleanup(srv.Close)
 	a, err := account.NewTeam(ctx, st, passwordtest.NewPool(), "A", "a@example.com")
 	require.NoError(t, err)

@@ -123,7 +123,7 @@ func TestRedisSharesOneLimitBetweenServers(t *testing.T) {
 	url := redistest.Start(t)
 	clock := clocktest.New(time.Now())
 	newLimiter := func() *ratelimit.Redis {
-		l, closeFn, err := ratelimit.NewRedis(ratelimit.RedisConfig{URL: url, Now: clock.Now}, nil)
+		l, closeFn, err := ratelimit.NewRedis(ratelimit.RedisConfig{URL: url, Now: clock.Now, Timeout: time.Minute}, nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = closeFn() })
 		return l

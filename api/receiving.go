@@ -157,11 +157,6 @@ func (s *receivingAPI) renderAttachmentData(c *gin.Context, e store.ReceivedEmai
 		DownloadURL: u, ExpiresAt: formatTime(exp)}, true
 }
 
-func (s *receivingAPI) noDownloads(c *gin.Context) {
-	s.respondError(c, errorf(http.StatusInternalServerError, nameApplicationError,
-		"Downloads are unavailable: the server has no master key (POSTHASTE_MASTER_KEY)."))
-}
-
 func (s *receivingAPI) listReceivedAttachments(c *gin.Context) {
 	e, ok := s.receivedPath(c)
 	if !ok {

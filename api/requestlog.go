@@ -30,7 +30,7 @@ const requestBodyKey = "request_body"
 // opsPath reports paths that are not API requests: probes and metrics
 // are neither logged nor rate-limited.
 func opsPath(p string) bool {
-	return p == "/healthz" || p == "/readyz" || p == "/metrics" ||
+	return p == "/healthz" || p == "/readyz" || p == "/metrics" || p == "/openapi.json" ||
 		// Dashboard page loads are not API requests, nor are the
 		// unsubscribe endpoints, whose paths hold tokens.
 		p == "/" || p == "/dashboard" || strings.HasPrefix(p, "/dashboard/") || strings.HasPrefix(p, "/unsubscribe/") ||

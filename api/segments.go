@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -32,15 +34,33 @@ func (k segmentKind) missing() string {
 	return strings.ToUpper(string(k[:1])) + string(k[1:]) + " not found."
 }
 
+// segmentRequest is the body of POST and PATCH /segments (and POST
+// /audiences). Filter is Resend's dynamic segment: its OpenAPI document
+// says only "Filter conditions for the segment" (an object) and documents
+// no language, so a filter is refused rather than ignored.
 type segmentRequest struct {
-	Name *string `json:"name"`
+	Name   *string         `json:"name"`
+	Filter json.RawMessage `json:"filter"`
+}
+
+// decodeSegmentRequest reads the body and refuses a filter.
+func decodeSegmentRequest(c *gin.Context) (segmentRequest, error) {
+	var req segmentRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return req, err
+	}
+	if f := bytes.TrimSpace(req.Filter); len(f) > 0 && string(f) != "null" {
+		return req, validation("Invalid `filter` field. Dynamic segments (filters) are not supported: " +
+			"create the segment without `filter` and add contacts to it.")
+	}
+	return req, nil
 }
 
 func (s *audienceAPI) createSegment(c *gin.Context) { createSegmentAs(s, c, "segment") }
 
 func createSegmentAs(s *audienceAPI, c *gin.Context, kind segmentKind) {
-	var req segmentRequest
-	if err := decodeJSON(c, &req); err != nil {
+	req, err := decodeSegmentRequest(c)
+	if err != nil {
 		s.respondError(c, err)
 		return
 	}
@@ -71,8 +91,8 @@ func (s *audienceAPI) updateSegment(c *gin.Context) {
 		s.respondError(c, err)
 		return
 	}
-	var req segmentRequest
-	if err := decodeJSON(c, &req); err != nil {
+	req, err := decodeSegmentRequest(c)
+	if err != nil {
 		s.respondError(c, err)
 		return
 	}

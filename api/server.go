@@ -15,6 +15,10 @@
 // only through them, the services shared with the dashboard, built once
 // by the caller and passed in Config (adapters_test.go keeps the store
 // out).
+//
+// openapi.yaml is the OpenAPI document of every route New registers,
+// served at /openapi.json (openapi.go); openapi_test.go keeps it complete
+// and validates the api tests' responses against it.
 package api
 
 import (
@@ -227,6 +231,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Accounts != nil {
 		s.keys.keys = cfg.Accounts.Keys
 	}
+	doc, err := openAPIDoc()
+	if err != nil {
+		return nil, fmt.Errorf("openapi document: %w", err)
+	}
 	tr, err := newTrackingRoutes(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("tracking routes: %w", err)
@@ -258,6 +266,7 @@ func New(cfg Config) (*Server, error) {
 	})
 
 	e.GET("/healthz", func(c *gin.Context) { c.PureJSON(http.StatusOK, gin.H{"status": "ok"}) })
+	e.GET("/openapi.json", serveOpenAPI(doc))
 	e.GET("/readyz", s.readyz)
 	if cfg.Gatherer != nil {
 		e.GET("/metrics", gin.WrapH(MetricsHandler(cfg.Gatherer, cfg.MetricsToken)))
@@ -284,13 +293,19 @@ func New(cfg Config) (*Server, error) {
 	sending.POST("/emails", s.emails.sendEmail)
 	sending.POST("/emails/batch", s.emails.sendBatch)
 
-	// Downloads of received emails are authorized by their signed URL,
-	// not a key (receiving.go).
+	// Downloads of received emails and of sent emails' attachments are
+	// authorized by their signed URL, not a key (receiving.go,
+	// sent_attachments.go).
 	e.GET("/emails/receiving/:id/raw", s.receiving.downloadReceivedRaw)
 	e.GET("/emails/receiving/:id/attachments/:attachment_id/download", s.receiving.downloadReceivedAttachment)
+	e.GET("/emails/:id/attachments/:attachment_id/download", s.emails.downloadSentAttachment)
 	if cfg.DataRequests != nil {
 		e.GET("/data-requests/:id/download", s.privacy.downloadDataRequest)
 	}
+	// The public view of a shared email, authorized by the token in its
+	// query (shares.go).
+	e.GET(SharePath, s.emails.viewSharedEmail)
+	e.GET(SharePath+"/content", s.emails.viewSharedContent)
 
 	full := e.Group("/", s.requireKey(false))
 	full.GET("/emails/receiving", s.receiving.listReceivedEmails)
@@ -303,6 +318,9 @@ func New(cfg Config) (*Server, error) {
 	full.GET("/emails/:id", s.emails.getEmail)
 	full.PATCH("/emails/:id", s.emails.updateEmail)
 	full.POST("/emails/:id/cancel", s.emails.cancelEmail)
+	full.POST("/emails/:id/share", s.emails.shareEmail)
+	full.GET("/emails/:id/attachments", s.emails.listSentAttachments)
+	full.GET("/emails/:id/attachments/:attachment_id", s.emails.getSentAttachment)
 	full.POST("/api-keys", s.keys.createAPIKey)
 	full.GET("/api-keys", s.keys.listAPIKeys)
 	full.PATCH("/api-keys/:id", s.keys.updateAPIKey)

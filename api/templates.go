@@ -31,6 +31,7 @@ type templateVariableJSON struct {
 type templateJSON struct {
 	Object                 string                 `json:"object"`
 	ID                     string                 `json:"id"`
+	CurrentVersionID       *string                `json:"current_version_id"`
 	Name                   string                 `json:"name"`
 	Alias                  *string                `json:"alias"`
 	From                   *string                `json:"from"`
@@ -65,24 +66,35 @@ func renderTemplate(t store.Template) templateJSON {
 	if doc == nil {
 		doc = json.RawMessage("null")
 	}
-	return templateJSON{Object: "template", ID: t.ID.String(), Name: t.Name, Alias: t.Alias, From: c.From,
+	return templateJSON{Object: "template", ID: t.ID.String(), CurrentVersionID: versionID(t), Name: t.Name, Alias: t.Alias, From: c.From,
 		Subject: c.Subject, ReplyTo: c.ReplyTo, HTML: c.HTML, Text: c.Text, Components: doc, Variables: vars,
 		CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt), Status: t.Status(),
 		PublishedAt: formatTimePtr(t.PublishedAt), HasUnpublishedVersions: t.HasUnpublished}
 }
 
+// versionID is Resend's current_version_id: the id of the published
+// version, nil (null) for a template never published.
+func versionID(t store.Template) *string {
+	if t.PublishedVersionID == nil {
+		return nil
+	}
+	s := t.PublishedVersionID.String()
+	return &s
+}
+
 type templateListItemJSON struct {
-	ID          string  `json:"id"`
-	Name        string  `json:"name"`
-	Alias       *string `json:"alias"`
-	Status      string  `json:"status"`
-	PublishedAt *string `json:"published_at"`
-	CreatedAt   string  `json:"created_at"`
-	UpdatedAt   string  `json:"updated_at"`
+	ID               string  `json:"id"`
+	CurrentVersionID *string `json:"current_version_id"`
+	Name             string  `json:"name"`
+	Alias            *string `json:"alias"`
+	Status           string  `json:"status"`
+	PublishedAt      *string `json:"published_at"`
+	CreatedAt        string  `json:"created_at"`
+	UpdatedAt        string  `json:"updated_at"`
 }
 
 func renderTemplateListItem(t store.Template) templateListItemJSON {
-	return templateListItemJSON{ID: t.ID.String(), Name: t.Name, Alias: t.Alias, Status: t.Status(),
+	return templateListItemJSON{ID: t.ID.String(), CurrentVersionID: versionID(t), Name: t.Name, Alias: t.Alias, Status: t.Status(),
 		PublishedAt: formatTimePtr(t.PublishedAt), CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt)}
 }
 

@@ -59,7 +59,7 @@ func TestTemplatesCRUD(t *testing.T) {
 		"undeclared":        {"name": "x", "html": "{{{NOPE}}}"},
 		"unterminated":      {"name": "x", "html": "{{{NAME"},
 		"reserved declared": {"name": "x", "html": "x", "variables": []map[string]any{{"key": "EMAIL", "type": "string"}}},
-		"bad type":          {"name": "x", "html": "x", "variables": []map[string]any{{"key": "A", "type": "boolean"}}},
+		"bad type":          {"name": "x", "html": "x", "variables": []map[string]any{{"key": "A", "type": "date"}}},
 		"fallback type":     {"name": "x", "html": "x", "variables": []map[string]any{{"key": "A", "type": "number", "fallback_value": "1"}}},
 		"uuid alias":        {"name": "x", "html": "x", "alias": uuid.NewString()},
 		"bad from":          {"name": "x", "html": "x", "from": "nobody"},

@@ -276,7 +276,7 @@ const MaxRendered = 2 * MaxBody
 // properties under every spelling, and the unsubscribe placeholder.
 // Empty values are left out, so that fallbacks apply.
 func Values(c store.BroadcastContact, props []Property) merge.Data {
-	vals := map[string]string{
+	vals := map[string]any{
 		merge.UnsubscribeURL: unsubscribe.Placeholder,
 	}
 	set := func(v string, names ...string) {
@@ -290,7 +290,7 @@ func Values(c store.BroadcastContact, props []Property) merge.Data {
 	set(c.FirstName, merge.FirstName, "contact.first_name")
 	set(c.LastName, merge.LastName, "contact.last_name")
 	set(c.Email, merge.Email, "contact.email")
-	fallbacks := map[string]string{}
+	fallbacks := map[string]any{}
 	for _, p := range props {
 		if v, ok := c.Properties[p.Key]; ok && v != nil {
 			set(propertyText(v), p.Key, "contact."+p.Key)

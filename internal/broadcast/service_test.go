@@ -72,7 +72,7 @@ func (f serviceFixture) template(t *testing.T, alias string, published bool) {
 			Variables: []store.TemplateVariable{}}})
 	require.NoError(t, err)
 	if published {
-		_, err = f.st.Templates.PublishTemplate(ctx, f.team, alias)
+		_, err = f.st.Templates.PublishTemplate(ctx, f.team, alias, uuid.New())
 		require.NoError(t, err)
 	}
 }

@@ -347,7 +347,7 @@ func TestRenderThenMerge(t *testing.T) {
 	h, text, err := Render(d)
 	require.NoError(t, err)
 
-	withValue := merge.Data{Values: map[string]string{
+	withValue := merge.Data{Values: map[string]any{
 		"FIRST_NAME": "<Ann>", "CTA_URL": "https://x.test/?a=1&b=2", merge.UnsubscribeURL: "https://u.test/t?s=1&v=2",
 	}}
 	got, err := merge.RenderString(h, withValue, merge.HTML)
@@ -357,7 +357,7 @@ func TestRenderThenMerge(t *testing.T) {
 	assert.Contains(t, got, `href="https://x.test/?a=1&amp;b=2"`)
 	assert.Contains(t, got, `href="https://u.test/t?s=1&amp;v=2"`)
 
-	withoutName := merge.Data{Values: map[string]string{"CTA_URL": "https://x.test", merge.UnsubscribeURL: "https://u.test"}}
+	withoutName := merge.Data{Values: map[string]any{"CTA_URL": "https://x.test", merge.UnsubscribeURL: "https://u.test"}}
 	got, err = merge.RenderString(h, withoutName, merge.HTML)
 	require.NoError(t, err)
 	assert.Contains(t, got, ">Hi Tom &amp; Jerry</h1>", "the fallback is escaped once")

@@ -330,7 +330,22 @@ func TestTemplateEditor(t *testing.T) {
 	require.Empty(t, res.Header.Get("X-Frame-Options"), "the editor frames it")
 	form.Set("sample.POINTS", "lots")
 	out = renderJSON(t, c, base+"/render", form)
-	require.Contains(t, out["error"], "Expected a number")
+	require.Contains(t, out["error"], "declares `POINTS` as a number, not a string")
+	// A sample of a list, object or boolean variable is read as JSON and
+	// renders through blocks.
+	listForm := url.Values{}
+	for k, v := range form {
+		listForm[k] = v
+	}
+	listForm.Set("html", "<p>{{#if VIP}}VIP {{/if}}{{#each ITEMS}}[{{name}}]{{/each}} {{{POINTS}}}</p>")
+	listForm["var_key"] = []string{"NAME", "POINTS", "VIP", "ITEMS"}
+	listForm["var_type"] = []string{"string", "number", "boolean", "list"}
+	listForm["var_fallback"] = []string{"", "0", "false", "[]"}
+	listForm.Set("sample.POINTS", "3")
+	listForm.Set("sample.VIP", "true")
+	listForm.Set("sample.ITEMS", `[{"name":"a<b"},{"name":"c"}]`)
+	_, frame = post(t, c, base+"/preview", listForm)
+	require.Equal(t, "<p>VIP [a&lt;b][c] 3</p>", frame)
 	form.Set("sample.POINTS", "7")
 	_, frame = post(t, c, base+"/preview", form)
 	require.Contains(t, frame, "you have 7 points")

@@ -202,8 +202,8 @@ func templateFormOf(r *http.Request) templateForm {
 
 // edit is the form as a templates.Edit, the API's rules for the whole
 // form (Form: an empty name refused, an empty text part dropped). An
-// empty fallback is none; a number's fallback is given as the JSON it
-// reads as.
+// empty fallback is none; the fallback of a number, boolean, object or
+// list is given as the JSON it reads as.
 func (f templateForm) edit() templates.Edit {
 	e := templates.Edit{Name: &f.Name, Alias: &f.Alias, From: &f.From, Subject: &f.Subject, ReplyTo: []string{},
 		Form: true}
@@ -227,16 +227,32 @@ func (f templateForm) edit() templates.Edit {
 	for _, row := range f.Variables {
 		v := templates.Variable{Key: row.Key, Type: row.Type}
 		if fb := strings.TrimSpace(row.Fallback); fb != "" {
-			if _, err := strconv.ParseFloat(fb, 64); row.Type == "number" && err == nil {
-				v.Fallback = json.RawMessage(fb)
-			} else {
-				v.Fallback, _ = json.Marshal(row.Fallback)
-			}
+			v.Fallback = typedJSON(row.Type, row.Fallback)
 		}
 		vars = append(vars, v)
 	}
 	e.Variables = &vars
 	return e
+}
+
+// typedJSON is a form value as the JSON of a variable of type typ: a
+// number, boolean, object or list as the JSON it reads as, anything else
+// (and a value that does not read as its type) as a JSON string, which
+// the type check then refuses with its message.
+func typedJSON(typ, value string) json.RawMessage {
+	v := strings.TrimSpace(value)
+	switch typ {
+	case "number":
+		if _, err := strconv.ParseFloat(v, 64); err == nil && json.Valid([]byte(v)) {
+			return json.RawMessage(v)
+		}
+	case "boolean", "object", "list":
+		if json.Valid([]byte(v)) {
+			return json.RawMessage(v)
+		}
+	}
+	raw, _ := json.Marshal(value)
+	return raw
 }
 
 func (h *templatesHandler) loadTemplate(w http.ResponseWriter, r *http.Request, se *store.Session) (store.Template, bool) {
@@ -349,8 +365,8 @@ const maxSampleValues = 100
 
 // renderDraft renders the posted draft of t with the posted sample values
 // (fields sample.NAME) the way a send renders a published template
-// (submit.SendRequest.WithTemplate); a number variable's sample is given
-// as a number when it reads as one.
+// (submit.SendRequest.WithTemplate); a sample of a number, boolean,
+// object or list variable is given as the JSON it reads as.
 func renderDraft(r *http.Request, t store.Template) renderedTemplate {
 	f := templateFormOf(r)
 	draft := t
@@ -371,11 +387,7 @@ func renderDraft(r *http.Request, t store.Template) renderedTemplate {
 		if !ok || len(vs) == 0 || vs[0] == "" || !merge.ValidName(name) || len(vars) >= maxSampleValues {
 			continue
 		}
-		if _, err := strconv.ParseFloat(vs[0], 64); err == nil && types[name] == "number" {
-			vars[name] = json.RawMessage(vs[0])
-			continue
-		}
-		vars[name], _ = json.Marshal(vs[0])
+		vars[name] = typedJSON(types[name], vs[0])
 	}
 	// A send fills the unsubscribe link (a component footer always has
 	// one); the preview shows a stand-in unless a sample is given.
@@ -466,8 +478,9 @@ func formValuesOf(f templateForm) map[string][]string {
 	return v
 }
 
-// usedVariables lists the variables srcs use, each once, in order; a
-// source that does not parse contributes none.
+// usedVariables lists the variables srcs use (a path's first name: the
+// object ORDER of ORDER.total), each once, in order; a source that does
+// not parse contributes none.
 func usedVariables(srcs ...string) []string {
 	var out []string
 	for _, src := range srcs {
@@ -476,7 +489,7 @@ func usedVariables(srcs ...string) []string {
 			continue
 		}
 		for _, n := range t.Names() {
-			if !slices.Contains(out, n) {
+			if n = merge.Head(n); !slices.Contains(out, n) {
 				out = append(out, n)
 			}
 		}

@@ -63,7 +63,7 @@ func TestRedisBurstRefillAndReset(t *testing.T) {
 	url := redistest.Start(t)
 	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	newRedis := func() *Redis {
-		r, closeFn, err := NewRedis(RedisConfig{URL: url, Now: clock.Now}, nil)
+		r, closeFn, err := NewRedis(RedisConfig{URL: url, Now: clock.Now, Timeout: time.Minute}, nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = closeFn() })
 		return r
@@ -162,7 +162,7 @@ func TestAllowPer(t *testing.T) {
 	}{
 		{"local", func(*testing.T) allowPer { return NewLocal(LocalConfig{Now: clock.Now}) }},
 		{"redis", func(t *testing.T) allowPer {
-			r, closeFn, err := NewRedis(RedisConfig{URL: redistest.Start(t), Now: clock.Now}, nil)
+			r, closeFn, err := NewRedis(RedisConfig{URL: redistest.Start(t), Now: clock.Now, Timeout: time.Minute}, nil)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = closeFn() })
 			return r

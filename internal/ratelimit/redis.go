@@ -75,6 +75,10 @@ type RedisConfig struct {
 	// pass a settable clock instead of sleeping; it also clocks the
 	// per-process fallback.
 	Now func() time.Time
+	// Timeout bounds each call to Redis before the per-process fallback
+	// answers instead; 0 means 500ms. Tests of the shared bucket raise it
+	// so a busy machine does not turn them into tests of the fallback.
+	Timeout time.Duration
 }
 
 // Redis is a Limiter shared by every process using the same Redis. When
@@ -101,8 +105,12 @@ func NewRedis(cfg RedisConfig, logger *slog.Logger) (*Redis, func() error, error
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = 500 * time.Millisecond
+	}
 	return &Redis{rdb: rdb, now: cfg.Now, fallback: NewLocal(LocalConfig{Now: cfg.Now}), logger: logger,
-		timeout: 500 * time.Millisecond}, rdb.Close, nil
+		timeout: timeout}, rdb.Close, nil
 }
 
 // Allow takes one request from key's shared bucket of limit requests per second.

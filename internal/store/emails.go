@@ -58,6 +58,11 @@ type Attachment struct {
 	ContentType string
 	ContentID   string
 	Content     []byte
+	// Position is the attachment's place among the email's attachments
+	// as accepted, set when read: it stays when an erasure deletes
+	// another one (see dropSealedAttachments), so it names the attachment
+	// for good. Inserts ignore it and number the attachments in order.
+	Position int
 
 	sealed bool // Content is sealed (as stored, before openEmail)
 }
@@ -587,6 +592,45 @@ func (s *Emails) Attachments(ctx context.Context, id uuid.UUID) ([]Attachment, e
 	return e.Attachments, nil
 }
 
+// SentContent is what a sent email carried besides its bodies.
+type SentContent struct {
+	// Attachments are those accepted over the API, in order, with their
+	// positions.
+	Attachments []Attachment
+	// Source is the message as submitted over SMTP; nil for API emails.
+	Source []byte
+	// HasHTML is set when the email has an HTML body (its attachments
+	// with a content id are then inline).
+	HasHTML bool
+}
+
+// SentContent returns the SentContent of the team's email, opened. An
+// erasure that anonymised the email removed the source and the
+// attachments that named the address; ErrNotFound when the team has no
+// such email (another team's, or one erased whole).
+func (s *Emails) SentContent(ctx context.Context, team, id uuid.UUID) (SentContent, error) {
+	e := Email{ID: id}
+	var out SentContent
+	b := &pgx.Batch{}
+	b.Queue(`SELECT team_id, html IS NOT NULL OR html_sealed IS NOT NULL FROM email WHERE id = @id AND team_id = @team`,
+		pgx.NamedArgs{"id": id, "team": team}).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&e.TeamID, &out.HasHTML); err != nil {
+			return fmt.Errorf("loading email %s: %w", id, mapErr(err))
+		}
+		return nil
+	})
+	queueAttachments(b, id, &e)
+	queueSource(b, id, &e)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return SentContent{}, err
+	}
+	if err := s.openEmail(ctx, &e); err != nil {
+		return SentContent{}, err
+	}
+	out.Attachments, out.Source = e.Attachments, e.Source
+	return out, nil
+}
+
 // queueEmail queues the read of the email row into e. It must be queued
 // before queueAttachments and queueSource, which fill fields of e.
 func queueEmail(b *pgx.Batch, id uuid.UUID, e *Email) {
@@ -601,12 +645,12 @@ func queueEmail(b *pgx.Batch, id uuid.UUID, e *Email) {
 
 // queueAttachments queues the read of the email's attachments into e.
 func queueAttachments(b *pgx.Batch, id uuid.UUID, e *Email) {
-	b.Queue(`SELECT filename, content_type, content_id, content, sealed FROM attachment
+	b.Queue(`SELECT filename, content_type, content_id, content, sealed, position FROM attachment
 		WHERE email_id = @id ORDER BY position`, pgx.NamedArgs{"id": id}).Query(func(rows pgx.Rows) error {
 		var err error
 		e.Attachments, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attachment, error) {
 			var a Attachment
-			err := r.Scan(&a.Filename, &a.ContentType, &a.ContentID, &a.Content, &a.sealed)
+			err := r.Scan(&a.Filename, &a.ContentType, &a.ContentID, &a.Content, &a.sealed, &a.Position)
 			return a, err
 		})
 		if err != nil {

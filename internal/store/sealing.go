@@ -115,6 +115,7 @@ func (s *Store) sealEmails(ctx context.Context, emails []Email) ([]Email, error)
 				if a.Content, a.sealed, err = s.sealBytes(ctx, e.TeamID, a.Content, adAttachment(e.ID, j)); err != nil {
 					return nil, fmt.Errorf("attachment %d of email %s: %w", j, e.ID, err)
 				}
+				a.Position = j
 				atts[j] = a
 			}
 			e.Attachments = atts
@@ -140,8 +141,8 @@ func (s *Store) openEmail(ctx context.Context, e *Email) error {
 	e.htmlSealed, e.textSealed = nil, nil
 	for j := range e.Attachments {
 		a := &e.Attachments[j]
-		if a.Content, err = s.openBytes(ctx, e.TeamID, a.Content, a.sealed, adAttachment(e.ID, j)); err != nil {
-			return fmt.Errorf("attachment %d of email %s: %w", j, e.ID, err)
+		if a.Content, err = s.openBytes(ctx, e.TeamID, a.Content, a.sealed, adAttachment(e.ID, a.Position)); err != nil {
+			return fmt.Errorf("attachment %d of email %s: %w", a.Position, e.ID, err)
 		}
 		a.sealed = false
 	}

@@ -22,7 +22,10 @@ type Subject struct {
 }
 
 // ErasedPlaceholder replaces an erased address where a row that also
-// concerns others is kept.
+// concerns others is kept. An email's recipients stay distinct: when an
+// email already lists the placeholder among them (a second person erased
+// from it), the next erased recipient i (from 1) becomes
+// erased+i@erased.invalid instead.
 const ErasedPlaceholder = "erased@erased.invalid"
 
 // pattern is the PostgreSQL regular expression (ARE, applied

@@ -115,7 +115,11 @@ const anonymizeSQL = `WITH m AS (DELETE FROM email_message WHERE email_id = ANY(
 			cc_addrs = scrub_text_array(e.cc_addrs, '^.*' || @re || '.*$', @ph),
 			bcc_addrs = scrub_text_array(e.bcc_addrs, '^.*' || @re || '.*$', @ph),
 			reply_to = scrub_text_array(e.reply_to, '^.*' || @re || '.*$', @ph),
-			rcpt_addrs = scrub_text_array(e.rcpt_addrs, '^.*' || @re || '.*$', @ph),
+			rcpt_addrs = (SELECT array_agg(CASE WHEN NOT u.a ~* @re THEN u.a
+					WHEN u.i = (SELECT min(v.j) FROM unnest(e.rcpt_addrs) WITH ORDINALITY v(b, j) WHERE v.b ~* @re)
+						AND NOT @ph = ANY(e.rcpt_addrs) THEN @ph
+					ELSE 'erased+' || u.i || '@erased.invalid' END ORDER BY u.i)
+				FROM unnest(e.rcpt_addrs) WITH ORDINALITY u(a, i)),
 			subject = regexp_replace(e.subject, @re, @ph, 'gi'),
 			html = regexp_replace(e.html, @re, @ph, 'gi'),
 			text_body = regexp_replace(e.text_body, @re, @ph, 'gi'),

@@ -245,4 +245,18 @@ func testSubjectErase(t *testing.T, st *store.Store) {
 	for k, n := range again {
 		require.Zero(t, n, "a second run finds nothing left (%s)", k)
 	}
+
+	// The other recipient of the shared email is erased too: the email's
+	// recipients stay distinct (they were both the placeholder once, which
+	// the email's shape refuses).
+	_, err = st.Privacy.EraseSubject(ctx, store.Subject{TeamID: f.teamA, Address: "other@dest.test"}, 0)
+	require.NoError(t, err)
+	shared, err = st.Emails.GetEmail(ctx, f.teamA, f.shared.ID)
+	require.NoError(t, err)
+	addrs = nil
+	for _, r := range shared.Recipients {
+		addrs = append(addrs, r.Address)
+	}
+	require.Equal(t, []string{store.ErasedPlaceholder, "erased+2@erased.invalid"}, addrs)
+	require.Equal(t, "<p>Hello "+store.ErasedPlaceholder+" and "+store.ErasedPlaceholder+"</p>", *shared.HTML)
 }

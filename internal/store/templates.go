@@ -17,9 +17,9 @@ const (
 	TemplatePublished = "published"
 )
 
-// TemplateVariable is a variable a template declares. Type is "string"
-// or "number"; Fallback is its JSON fallback value (a string or a
-// number), nil when it has none.
+// TemplateVariable is a variable a template declares. Type is one of
+// Resend's "string", "number", "boolean", "object", "list"; Fallback is
+// its JSON fallback value of that type, nil when it has none.
 type TemplateVariable struct {
 	Key      string          `json:"key"`
 	Type     string          `json:"type"`
@@ -44,16 +44,19 @@ type TemplateContent struct {
 // Template is a team's email template. Content is the version being
 // edited; Published the version sends use, nil for a draft.
 type Template struct {
-	ID             uuid.UUID
-	TeamID         uuid.UUID
-	Name           string
-	Alias          *string
-	Content        TemplateContent
-	Published      *TemplateContent
-	PublishedAt    *time.Time
-	HasUnpublished bool // Content was edited after the last publish
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	ID          uuid.UUID
+	TeamID      uuid.UUID
+	Name        string
+	Alias       *string
+	Content     TemplateContent
+	Published   *TemplateContent
+	PublishedAt *time.Time
+	// PublishedVersionID names the published version (Resend's
+	// current_version_id): new on every publish, nil for a draft.
+	PublishedVersionID *uuid.UUID
+	HasUnpublished     bool // Content was edited after the last publish
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
 }
 
 // Status is TemplatePublished once the template was published, else
@@ -65,12 +68,13 @@ func (t Template) Status() string {
 	return TemplateDraft
 }
 
-const templateColumns = `id, team_id, name, alias, content, published, published_at, has_unpublished, created_at, updated_at`
+const templateColumns = `id, team_id, name, alias, content, published, published_at, published_version_id,
+	has_unpublished, created_at, updated_at`
 
 func scanTemplate(row pgx.Row) (Template, error) {
 	var t Template
 	var content, published []byte
-	err := row.Scan(&t.ID, &t.TeamID, &t.Name, &t.Alias, &content, &published, &t.PublishedAt, &t.HasUnpublished,
+	err := row.Scan(&t.ID, &t.TeamID, &t.Name, &t.Alias, &content, &published, &t.PublishedAt, &t.PublishedVersionID, &t.HasUnpublished,
 		&t.CreatedAt, &t.UpdatedAt)
 	if err != nil {
 		return Template{}, mapErr(err)
@@ -170,11 +174,12 @@ func (s *Templates) UpdateTemplate(ctx context.Context, teamID uuid.UUID, ref st
 }
 
 // PublishTemplate makes the current content of the team's template the
-// version sends use.
-func (s *Templates) PublishTemplate(ctx context.Context, teamID uuid.UUID, ref string) (Template, error) {
+// version sends use, named versionID.
+func (s *Templates) PublishTemplate(ctx context.Context, teamID uuid.UUID, ref string, versionID uuid.UUID) (Template, error) {
 	cond, args := templateRef(teamID, ref)
+	args["version"] = versionID
 	return scanTemplate(s.pool.QueryRow(ctx, `UPDATE template SET published = content, published_at = now(),
-			has_unpublished = false, updated_at = now()
+			published_version_id = @version, has_unpublished = false, updated_at = now()
 		WHERE `+cond+` RETURNING `+templateColumns, args))
 }
 

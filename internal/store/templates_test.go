@@ -50,12 +50,12 @@ func TestTemplateLifecycle(t *testing.T) {
 		}
 		require.ErrorIs(t, err, store.ErrNotFound)
 	}
-	_, err = st.Templates.PublishTemplate(ctx, other, created.ID.String())
+	_, err = st.Templates.PublishTemplate(ctx, other, created.ID.String(), uuid.New())
 	require.ErrorIs(t, err, store.ErrNotFound)
 	_, err = st.Templates.DeleteTemplate(ctx, other, created.ID.String())
 	require.ErrorIs(t, err, store.ErrNotFound)
 
-	pub, err := st.Templates.PublishTemplate(ctx, team, "welcome")
+	pub, err := st.Templates.PublishTemplate(ctx, team, "welcome", uuid.New())
 	require.NoError(t, err)
 	require.Equal(t, store.TemplatePublished, pub.Status())
 	require.NotNil(t, pub.PublishedAt)

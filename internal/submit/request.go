@@ -198,20 +198,18 @@ func decodeTemplate(raw json.RawMessage) (*TemplateRequest, error) {
 	members, err := objectFields(vars)
 	if err != nil {
 		return nil, Errorf(KindValidation, "template.variables",
-			"Invalid `template.variables` field. Expected an object of strings and numbers.")
+			"Invalid `template.variables` field. Expected an object of variable values.")
 	}
 	if len(members) > maxTemplateVariables {
 		return nil, Errorf(KindValidation, "template.variables",
 			"Invalid `template.variables` field. At most %d variables are allowed.", maxTemplateVariables)
 	}
+	// Values may be of any JSON type (Resend's string, number, boolean,
+	// object and list); they are checked against the template's declared
+	// types when it is rendered.
 	t.Variables = make(map[string]json.RawMessage, len(members))
 	for k, v := range members {
-		v = bytes.TrimSpace(v)
-		if c := firstByte(v); c != '"' && c != '-' && (c < '0' || c > '9') {
-			return nil, Errorf(KindValidation, "template.variables."+k,
-				"Invalid `template.variables.%s` field. Expected a string or a number.", k)
-		}
-		t.Variables[k] = v
+		t.Variables[k] = bytes.TrimSpace(v)
 	}
 	return t, nil
 }

@@ -208,33 +208,36 @@ func (r SendRequest) WithTemplate(v store.TemplateContent) (SendRequest, error) 
 }
 
 // templateData gathers the values a template is rendered with: the
-// request's variables, checked against the declared types; the declared
-// fallbacks; and EMAIL, the recipient when there is exactly one `to`
-// address and the request does not give it.
+// request's variables, checked against the declared types (null counts
+// as not given); the declared fallbacks; and EMAIL, the recipient when
+// there is exactly one `to` address and the request does not give it.
 func templateData(v store.TemplateContent, given map[string]json.RawMessage, to AddressList) (merge.Data, error) {
-	d := merge.Data{Values: make(map[string]string, len(given)+1), Fallbacks: make(map[string]string, len(v.Variables)),
+	d := merge.Data{Values: make(map[string]any, len(given)+1), Fallbacks: make(map[string]any, len(v.Variables)),
 		MaxLen: MaxMessageSize}
 	types := make(map[string]string, len(v.Variables))
 	for _, decl := range v.Variables {
 		types[decl.Key] = decl.Type
 		if decl.Fallback != nil {
-			if s, ok := jsonScalar(decl.Fallback); ok {
-				d.Fallbacks[decl.Key] = s
+			if fb, err := merge.Decode(decl.Fallback); err == nil && fb != nil {
+				d.Fallbacks[decl.Key] = fb
 			}
 		}
 	}
 	for k, raw := range given {
-		s, ok := jsonScalar(raw)
-		isNumber := ok && firstByte(raw) != '"'
-		if !ok || (types[k] == "number" && !isNumber) {
-			want := "a string or a number"
-			if types[k] == "number" {
-				want = "a number"
-			}
+		val, err := merge.Decode(raw)
+		if err != nil {
 			return merge.Data{}, Errorf(KindValidation, "template.variables."+k,
-				"Invalid `template.variables.%s` field. Expected %s.", k, want)
+				"Invalid `template.variables.%s` field. Expected a JSON value.", k)
 		}
-		d.Values[k] = s
+		if val == nil {
+			continue
+		}
+		if want, got := types[k], merge.TypeOf(val); want != "" && got != want {
+			return merge.Data{}, Errorf(KindValidation, "template.variables."+k,
+				"Invalid `template.variables.%s` field. The template declares `%s` as %s, not %s.", k, k,
+				article(want), article(got))
+		}
+		d.Values[k] = val
 	}
 	if _, ok := d.Values[merge.Email]; !ok && len(to) == 1 {
 		if a, err := address.Parse(to[0]); err == nil {
@@ -244,23 +247,19 @@ func templateData(v store.TemplateContent, given map[string]json.RawMessage, to 
 	return d, nil
 }
 
+// article is a type name with its indefinite article: "a string", "an
+// object".
+func article(typ string) string {
+	if typ == "object" {
+		return "an object"
+	}
+	return "a " + typ
+}
+
 // unsubscribePlaceholder stands for each recipient's unsubscribe link in
 // the stored body of an email sent with a topic (unsubscribe.Placeholder,
 // which this package cannot import).
 const unsubscribePlaceholder = "{{{" + merge.UnsubscribeURL + "}}}"
-
-// jsonScalar returns a JSON string's content or a number's text.
-func jsonScalar(raw json.RawMessage) (string, bool) {
-	var n json.Number
-	if firstByte(raw) != '"' {
-		if err := json.Unmarshal(raw, &n); err != nil {
-			return "", false
-		}
-		return n.String(), true
-	}
-	s, err := unquote(raw)
-	return s, err == nil
-}
 
 // render renders one field of a template; a variable without a value or
 // fallback is a rejection naming it, and nothing is sent.

@@ -20,17 +20,21 @@ func TestDecodeTemplate(t *testing.T) {
 	require.Equal(t, &TemplateRequest{ID: "welcome", Variables: map[string]json.RawMessage{
 		"A": json.RawMessage(`"x"`), "B": json.RawMessage(`1.5`), "C": json.RawMessage(`-2`)}}, r.Template)
 
+	// Values of every JSON type are taken; the template's declared types
+	// check them when it renders.
+	r, err = DecodeSendRequest([]byte(`{"template":{"id":"x","variables":{"A":true,"B":{"c":[1]},"C":[],"D":null}}}`))
+	require.NoError(t, err)
+	require.Equal(t, map[string]json.RawMessage{"A": json.RawMessage(`true`), "B": json.RawMessage(`{"c":[1]}`),
+		"C": json.RawMessage(`[]`), "D": json.RawMessage(`null`)}, r.Template.Variables)
+
 	r, err = DecodeSendRequest([]byte(`{"template":null}`))
 	require.NoError(t, err)
 	require.Nil(t, r.Template)
 
 	for body, field := range map[string]string{
-		`{"template":"welcome"}`:                         "template",
-		`{"template":{"id":5}}`:                          "template.id",
-		`{"template":{"id":"x","variables":[1]}}`:        "template.variables",
-		`{"template":{"id":"x","variables":{"A":true}}}`: "template.variables.A",
-		`{"template":{"id":"x","variables":{"A":{}}}}`:   "template.variables.A",
-		`{"template":{"id":"x","variables":{"A":null}}}`: "template.variables.A",
+		`{"template":"welcome"}`:                  "template",
+		`{"template":{"id":5}}`:                   "template.id",
+		`{"template":{"id":"x","variables":[1]}}`: "template.variables",
 	} {
 		_, err := DecodeSendRequest([]byte(body))
 		var se *Error
@@ -112,6 +116,57 @@ func TestWithTemplate(t *testing.T) {
 		require.True(t, errors.As(err, &se), "%s: %v", name, err)
 		require.Equal(t, tc.field, se.Field, name)
 		require.Equal(t, KindValidation, se.Kind, name)
+	}
+}
+
+// TestWithTemplateTypedVariables: boolean, object and list variables are
+// checked against their declared types, with a 422 naming the variable,
+// and render through blocks and paths.
+func TestWithTemplateTypedVariables(t *testing.T) {
+	c := store.TemplateContent{
+		Subject: ptr("Order {{{ORDER.id}}}"),
+		HTML: `{{#if VIP}}<b>VIP</b>{{else}}-{{/if}}<ul>{{#each ITEMS}}<li>{{name}} x{{{qty}}}</li>{{/each}}</ul>` +
+			`{{{ORDER.ship.city}}} {{{N}}}`,
+		Variables: []store.TemplateVariable{
+			{Key: "VIP", Type: "boolean", Fallback: json.RawMessage(`false`)},
+			{Key: "ITEMS", Type: "list", Fallback: json.RawMessage(`[]`)},
+			{Key: "ORDER", Type: "object", Fallback: json.RawMessage(`{"id":"none","ship":{"city":"?"}}`)},
+			{Key: "N", Type: "number", Fallback: json.RawMessage(`0`)},
+		},
+	}
+	send := func(vars string) (SendRequest, error) {
+		var m map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal([]byte(vars), &m))
+		return SendRequest{To: AddressList{"a@x.test"}, Template: &TemplateRequest{ID: "t", Variables: m}}.WithTemplate(c)
+	}
+	out, err := send(`{"VIP":true,"ITEMS":[{"name":"Mug <1>","qty":2},{"name":"Tea","qty":1}],` +
+		`"ORDER":{"id":"A-1","ship":{"city":"Oslo"}},"N":null}`)
+	require.NoError(t, err)
+	require.Equal(t, "Order A-1", *out.Subject)
+	require.Equal(t, `<b>VIP</b><ul><li>Mug &lt;1&gt; x2</li><li>Tea x1</li></ul>Oslo 0`, *out.HTML)
+
+	out, err = send(`{}`)
+	require.NoError(t, err, "every variable has a fallback")
+	require.Equal(t, "Order none", *out.Subject)
+	require.Equal(t, `-<ul></ul>? 0`, *out.HTML)
+
+	for vars, msg := range map[string]string{
+		`{"VIP":"yes"}`:   "declares `VIP` as a boolean, not a string",
+		`{"ITEMS":{}}`:    "declares `ITEMS` as a list, not an object",
+		`{"ORDER":[1]}`:   "declares `ORDER` as an object, not a list",
+		`{"N":true}`:      "declares `N` as a number, not a boolean",
+		`{"ORDER":"A-1"}`: "declares `ORDER` as an object, not a string",
+	} {
+		_, err := send(vars)
+		var se *Error
+		require.True(t, errors.As(err, &se), "%s: %v", vars, err)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(vars), &m))
+		for k := range m {
+			require.Equal(t, "template.variables."+k, se.Field, vars)
+		}
+		require.Contains(t, se.Message, msg, vars)
+		require.Equal(t, KindValidation, se.Kind, vars)
 	}
 }
 

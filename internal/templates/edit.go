@@ -10,7 +10,7 @@ package templates
 import (
 	"bytes"
 	"encoding/json"
-
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -47,7 +47,7 @@ type Edit struct {
 }
 
 // Variable is a declared variable as given: Fallback is raw JSON (a
-// string or a number), empty or null for none.
+// value of the type), empty or null for none.
 type Variable struct {
 	Key      string
 	Type     string
@@ -173,8 +173,9 @@ func CheckAlias(a string) error {
 }
 
 // checkVariables checks declared variables: a valid name that is not
-// reserved, declared once, of type string or number, with a fallback of
-// that type or none.
+// reserved, declared once, of one of Resend's types (merge.Types), with a
+// fallback of that type or none. Resend requires a fallback of object
+// and list variables.
 func checkVariables(in []Variable) ([]store.TemplateVariable, error) {
 	if len(in) > MaxVariables {
 		return nil, invalid.Errorf("variables", "Invalid `variables` field. A template may declare at most %d variables.", MaxVariables)
@@ -185,25 +186,25 @@ func checkVariables(in []Variable) ([]store.TemplateVariable, error) {
 		switch {
 		case !merge.ValidName(v.Key):
 			return nil, invalid.Errorf("variables", "Invalid variable key %q. Use letters, digits and underscores.", v.Key)
-		case merge.IsReserved(v.Key):
+		case merge.IsReserved(v.Key) || v.Key == merge.This || v.Key == "contact":
 			return nil, invalid.Errorf("variables", "The variable name %s is reserved and cannot be declared.", v.Key)
 		case seen[v.Key]:
 			return nil, invalid.Errorf("variables", "The variable %s is declared twice.", v.Key)
-		case v.Type != "string" && v.Type != "number":
-			return nil, invalid.Errorf("variables", "Invalid type for variable %s. Use `string` or `number`.", v.Key)
+		case !slices.Contains(merge.Types, v.Type):
+			return nil, invalid.Errorf("variables", "Invalid type for variable %s. Use `string`, `number`, `boolean`, `object` or `list`.", v.Key)
 		}
 		seen[v.Key] = true
 		fb := bytes.TrimSpace(v.Fallback)
 		if len(fb) == 0 || string(fb) == "null" {
 			fb = nil
 		} else {
-			var s string
-			var n json.Number
-			isString := json.Unmarshal(fb, &s) == nil
-			isNumber := !isString && json.Unmarshal(fb, &n) == nil
-			if (v.Type == "string" && !isString) || (v.Type == "number" && !isNumber) {
-				return nil, invalid.Errorf("variables", "Invalid fallback_value for variable %s. Expected a %s.", v.Key, v.Type)
+			val, err := merge.Decode(fb)
+			if err != nil || merge.TypeOf(val) != v.Type {
+				return nil, invalid.Errorf("variables", "Invalid fallback_value for variable %s. Expected %s.", v.Key, article(v.Type))
 			}
+		}
+		if fb == nil && (v.Type == "object" || v.Type == "list") {
+			return nil, invalid.Errorf("variables", "The %s variable %s needs a fallback_value.", v.Type, v.Key)
 		}
 		var stored json.RawMessage
 		if fb != nil {
@@ -212,6 +213,14 @@ func checkVariables(in []Variable) ([]store.TemplateVariable, error) {
 		out = append(out, store.TemplateVariable{Key: v.Key, Type: v.Type, Fallback: stored})
 	}
 	return out, nil
+}
+
+// article is a type name with its indefinite article.
+func article(typ string) string {
+	if typ == "object" {
+		return "an object"
+	}
+	return "a " + typ
 }
 
 // CheckContent parses subject, html and text, and requires every variable
@@ -236,10 +245,21 @@ func CheckContent(c store.TemplateContent) error {
 			return invalid.Errorf(f.name, "Invalid `%s` field: %s.", f.name, err)
 		}
 		for _, n := range tpl.Names() {
-			if !declared[n] && !merge.IsReserved(n) && !tpl.HasInlineFallback(n) {
+			if !declaresPath(declared, n) && !merge.IsReserved(n) && !tpl.HasInlineFallback(n) {
 				return invalid.Errorf(f.name, "Variable '%s' is used in the template's %s but not defined in the variables list.", n, f.name)
 			}
 		}
 	}
 	return nil
+}
+
+// declaresPath reports whether path is a declared variable or walks into
+// one: "ORDER.total" uses the object ORDER.
+func declaresPath(declared map[string]bool, path string) bool {
+	for end := len(path); end > 0; end = strings.LastIndexByte(path[:end], '.') {
+		if declared[path[:end]] {
+			return true
+		}
+	}
+	return false
 }

@@ -37,6 +37,22 @@ func TestApply(t *testing.T) {
 		{name: "twice", edit: Edit{Variables: vars(Variable{Key: "A", Type: "string"}, Variable{Key: "A", Type: "string"})}, field: "variables"},
 		{name: "fallback of another type", edit: Edit{Variables: vars(Variable{Key: "A", Type: "number", Fallback: json.RawMessage(`"x"`)})}, field: "variables"},
 		{name: "bad subject", edit: Edit{Subject: ptr("{{{A")}, field: "subject"},
+		{name: "every type", edit: Edit{HTML: ptr("{{#if B}}{{#each L}}{{name}}{{/each}}{{/if}}{{O.city}}{{{S}}}{{N}}"), Variables: vars(
+			Variable{Key: "B", Type: "boolean", Fallback: json.RawMessage("false")},
+			Variable{Key: "L", Type: "list", Fallback: json.RawMessage(`[{"name":"a"}]`)},
+			Variable{Key: "O", Type: "object", Fallback: json.RawMessage(`{"city":"Oslo"}`)},
+			Variable{Key: "S", Type: "string"}, Variable{Key: "N", Type: "number"})}},
+		{name: "unknown type", edit: Edit{Variables: vars(Variable{Key: "A", Type: "date"})}, field: "variables"},
+		{name: "boolean fallback of another type", edit: Edit{Variables: vars(Variable{Key: "A", Type: "boolean", Fallback: json.RawMessage(`"true"`)})}, field: "variables"},
+		{name: "list fallback of another type", edit: Edit{Variables: vars(Variable{Key: "A", Type: "list", Fallback: json.RawMessage(`{}`)})}, field: "variables"},
+		{name: "object fallback of another type", edit: Edit{Variables: vars(Variable{Key: "A", Type: "object", Fallback: json.RawMessage(`[]`)})}, field: "variables"},
+		{name: "list without fallback", edit: Edit{Variables: vars(Variable{Key: "A", Type: "list"})}, field: "variables"},
+		{name: "object without fallback", edit: Edit{Variables: vars(Variable{Key: "A", Type: "object", Fallback: json.RawMessage("null")})}, field: "variables"},
+		{name: "this is reserved", edit: Edit{Variables: vars(Variable{Key: "this", Type: "string"})}, field: "variables"},
+		{name: "contact is reserved", edit: Edit{Variables: vars(Variable{Key: "contact", Type: "object", Fallback: json.RawMessage("{}")})}, field: "variables"},
+		{name: "undeclared loop", edit: Edit{HTML: ptr("{{#each L}}{{x}}{{/each}}")}, field: "html"},
+		{name: "undeclared condition", edit: Edit{HTML: ptr("{{#if F}}x{{/if}}")}, field: "html"},
+		{name: "unclosed block", edit: Edit{HTML: ptr("{{#if F}}x"), Variables: vars(Variable{Key: "F", Type: "boolean"})}, field: "html"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -57,9 +57,13 @@ func (s *Service) Update(ctx context.Context, teamID uuid.UUID, ref string, e Ed
 }
 
 // Publish makes the version being edited of the team's template ref the
-// one sends use.
+// one sends use, under a new version id.
 func (s *Service) Publish(ctx context.Context, teamID uuid.UUID, ref string) (store.Template, error) {
-	return s.st.PublishTemplate(ctx, teamID, ref)
+	version, err := s.newID()
+	if err != nil {
+		return store.Template{}, fmt.Errorf("making a template version id: %w", err)
+	}
+	return s.st.PublishTemplate(ctx, teamID, ref, version)
 }
 
 // Duplicate copies the version being edited of the team's template ref

@@ -17,7 +17,9 @@
   var generated = document.getElementById("preview-text-generated");
   var samples = form.querySelector("#samples .samples");
   var sources = ["subject", "html", "text", "components"].map(function (n) { return form.elements[n]; });
-  var nameRe = /\{\{\{\s*([A-Za-z_][A-Za-z0-9_]*)/g;
+  // A reference ({{{NAME}}} or {{NAME}}) or a block ({{#each NAME}},
+  // {{#if NAME}}); the sample is of the variable, the path's first name.
+  var nameRe = /\{\{\{?\s*(?:#(?:each|if)\s+)?([A-Za-z_][A-Za-z0-9_]*)/g;
   var timer = null;
   var seq = 0;
 
@@ -28,7 +30,7 @@
       var m;
       nameRe.lastIndex = 0;
       while ((m = nameRe.exec(el.value)) !== null) {
-        if (names.indexOf(m[1]) < 0) names.push(m[1]);
+        if (m[1] !== "this" && m[1] !== "else" && names.indexOf(m[1]) < 0) names.push(m[1]);
       }
     });
     return names;

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -124,4 +125,18 @@ func Embedders(t testing.TB, src, embedded string) []string {
 		}
 	}
 	return out
+}
+
+// ForbidStore fails t when a Go file that is not a test in one of dirs
+// names the store (internal/store's Store or one of its areas, the struct
+// types declared in areasFile that embed Store); why says what to use
+// instead. It is how an adapter proves it reaches data only through its
+// services.
+func ForbidStore(t testing.TB, areasFile string, dirs []string, why string) {
+	t.Helper()
+	handles := append(Embedders(t, areasFile, "Store"), "Store")
+	if !slices.Contains(handles, "Insights") {
+		t.Fatalf("the store's areas are not where the test looks (%s): %v", areasFile, handles)
+	}
+	ForbidTypes(t, dirs, "github.com/posthaste/posthaste/internal/store", handles, why)
 }
