@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/require"
@@ -19,12 +18,14 @@ import (
 // attached to that target. When the page reloads, the old frame's target
 // may linger in the browser's list for a while beside the new one, so
 // every preview frame target is read.
+//
+// Every read attaches afresh, in the one Run that reads: chromedp runs a
+// target's event loop on the context of the Run that attached it, so an
+// attachment kept after that Run's timeout answers nothing more. The
+// bound is generous because on a busy machine the attach alone (a dozen
+// DevTools calls) has taken longer than two seconds on every try.
 type previewFrame struct {
 	page context.Context
-	// frames holds a context attached to each frame target that answered
-	// last time. They are never cancelled, which would close their frame;
-	// they end with the browser.
-	frames map[target.ID]context.Context
 }
 
 // text is the text of the bodies of the preview frames there are, ""
@@ -34,27 +35,18 @@ func (p *previewFrame) text() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if p.frames == nil {
-		p.frames = map[target.ID]context.Context{}
-	}
 	var texts []string
 	for _, ti := range targets {
 		if ti.Type != "iframe" || !strings.Contains(ti.URL, "/preview") {
 			continue
 		}
-		frame, ok := p.frames[ti.TargetID]
-		if !ok {
-			frame, _ = chromedp.NewContext(p.page, chromedp.WithTargetID(ti.TargetID))
-			p.frames[ti.TargetID] = frame
-		}
+		// Never cancelled, which would close the frame: the attachment
+		// ends with the browser.
+		frame, _ := chromedp.NewContext(p.page, chromedp.WithTargetID(ti.TargetID))
 		var text string
-		qctx, cancel := context.WithTimeout(frame, 2*time.Second)
+		qctx, cancel := context.WithTimeout(frame, 15*time.Second)
 		if chromedp.Run(qctx, chromedp.Text("body", &text, chromedp.ByQuery)) == nil {
 			texts = append(texts, text)
-		} else {
-			// The frame is loading its next document, perhaps in a new
-			// target, or is gone: attach afresh next time.
-			delete(p.frames, ti.TargetID)
 		}
 		cancel()
 	}
