@@ -7,13 +7,7 @@
 // results or exits non-zero with the SDK error.
 const { Resend } = require('resend');
 
-function must(step, res) {
-  if (res.error) {
-    console.error(step, JSON.stringify(res.error));
-    process.exit(1);
-  }
-  return res.data;
-}
+const { must } = require('./must.cjs');
 
 (async () => {
   const resend = new Resend(process.env.RESEND_API_KEY);

@@ -1,0 +1,12 @@
+// must returns an SDK call's data, or prints the step and the SDK error
+// and exits non-zero: the scripts the Go tests run print one JSON line of
+// results, or fail naming the call that failed.
+function must(step, res) {
+  if (res.error) {
+    console.error(step, JSON.stringify(res.error));
+    process.exit(1);
+  }
+  return res.data;
+}
+
+module.exports = { must };
