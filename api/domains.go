@@ -121,16 +121,6 @@ func (s *domainsAPI) createDomain(c *gin.Context) {
 	c.JSON(http.StatusCreated, s.renderDomain(d, true))
 }
 
-type recordJSON struct {
-	Record   string `json:"record"`
-	Name     string `json:"name"`
-	Type     string `json:"type"`
-	TTL      string `json:"ttl"`
-	Status   string `json:"status"`
-	Value    string `json:"value"`
-	Priority *int   `json:"priority,omitempty"`
-}
-
 type domainJSON struct {
 	Object            string       `json:"object"`
 	ID                string       `json:"id"`
@@ -144,7 +134,7 @@ type domainJSON struct {
 	TrackingSubdomain string       `json:"tracking_subdomain"`
 	TLS               string       `json:"tls"`
 	Capabilities      capabilities `json:"capabilities"`
-	Records           []recordJSON `json:"records,omitempty"`
+	Records           []domains.RecordJSON `json:"records,omitempty"`
 	// TrackingWarning (Posthaste's) says why the domain's mail is sent
 	// untracked although tracking is on (domains.TrackingWarning).
 	TrackingWarning string `json:"tracking_warning,omitempty"`
@@ -169,15 +159,7 @@ func (s *domainsAPI) renderDomain(d store.Domain, withRecords bool) domainJSON {
 	if !withRecords {
 		return j
 	}
-	j.Records = []recordJSON{}
-	for _, r := range domains.Records(s.records, d) {
-		rj := recordJSON{Record: r.Record.Record, Name: r.Name, Type: r.Type, TTL: "Auto", Status: r.Status, Value: r.Value}
-		if r.Type == "MX" {
-			p := r.Priority
-			rj.Priority = &p
-		}
-		j.Records = append(j.Records, rj)
-	}
+	j.Records = domains.RecordsJSON(s.records, d)
 	return j
 }
 

@@ -72,7 +72,7 @@ const shutdownBudget = 10 * time.Second
 const keyCacheTTL = time.Second
 
 func openStore(ctx context.Context, url string, logger *slog.Logger) (*store.Store, error) {
-	return openStoreWith(ctx, url, nil, logger)
+	return openStoreWith(ctx, store.Config{URL: url}, logger)
 }
 
 // openSealedStore opens the store of a process that serves (api, worker,
@@ -89,7 +89,12 @@ func openSealedStore(ctx context.Context, cfg config.Domains, url, devKeyFile st
 	if err != nil {
 		return nil, nil, err
 	}
-	if st, err = openStoreWith(ctx, url, box, logger); err != nil {
+	rc := recordsConfig(cfg)
+	scfg := store.Config{URL: url, DomainRecords: func(d store.Domain) any { return domains.RecordsJSON(rc, d) }}
+	if box != nil { // never a nil *seal.Box in the interface
+		scfg.MasterKey = box
+	}
+	if st, err = openStoreWith(ctx, scfg, logger); err != nil {
 		return nil, nil, err
 	}
 	if migrate {
@@ -108,16 +113,13 @@ func openSealedStore(ctx context.Context, cfg config.Domains, url, devKeyFile st
 	return st, keys, nil
 }
 
-// openStoreWith opens the store on url, sealing content with box when it
-// is not nil (store.Config.MasterKey).
-func openStoreWith(ctx context.Context, url string, box *seal.Box, logger *slog.Logger) (*store.Store, error) {
-	if url == "" {
+// openStoreWith opens the store of cfg (its URL, sealing and domain
+// records), with the server's pool size and logger.
+func openStoreWith(ctx context.Context, cfg store.Config, logger *slog.Logger) (*store.Store, error) {
+	if cfg.URL == "" {
 		return nil, errors.New("DATABASE_URL is not set")
 	}
-	cfg := store.Config{URL: url, MaxConns: 32, Logger: logger.With("component", "store")}
-	if box != nil {
-		cfg.MasterKey = box
-	}
+	cfg.MaxConns, cfg.Logger = 32, logger.With("component", "store")
 	st, err := store.Open(ctx, cfg)
 	if err != nil {
 		return nil, err

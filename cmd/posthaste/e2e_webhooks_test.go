@@ -234,4 +234,25 @@ func TestDevWebhooks(t *testing.T) {
 		}
 		return fmt.Errorf("no notice email: %v", out)
 	})
+
+	// A domain.* event carries the domain's records, as GET /domains/{id}
+	// shows them (Resend's payload).
+	domainRecv := newHookReceiver(t)
+	status, out = c.do("POST", "/webhooks", map[string]any{"endpoint": domainRecv.srv.URL + "/hook",
+		"events": []string{"domain.created"}})
+	require.Equal(t, 201, status, out)
+	domainHook := out["id"].(string)
+	status, out = c.do("POST", "/domains", map[string]any{"name": "hooks-records.example"})
+	require.Equal(t, 201, status, out)
+	wantRecords := out["records"]
+	require.NotEmpty(t, wantRecords)
+	status, out = c.do("GET", "/webhooks/"+domainHook+"/events", nil)
+	require.Equal(t, 200, status, out)
+	require.Len(t, out["data"], 1)
+	msg := out["data"].([]any)[0].(map[string]any)
+	status, out = c.do("GET", "/webhooks/"+domainHook+"/events/"+msg["id"].(string), nil)
+	require.Equal(t, 200, status, out)
+	data := out["payload"].(map[string]any)["data"].(map[string]any)
+	require.Equal(t, "hooks-records.example", data["name"])
+	require.Equal(t, wantRecords, data["records"])
 }

@@ -382,6 +382,32 @@ func Records(cfg records.Config, d store.Domain) []Record {
 	return out
 }
 
+// RecordJSON is a record as Resend's API and webhook events show it.
+type RecordJSON struct {
+	Record   string `json:"record"`
+	Name     string `json:"name"`
+	Type     string `json:"type"`
+	TTL      string `json:"ttl"`
+	Status   string `json:"status"`
+	Value    string `json:"value"`
+	Priority *int   `json:"priority,omitempty"`
+}
+
+// RecordsJSON returns the records of d as GET /domains/{id} and the
+// domain.* webhook events show them (store.Config.DomainRecords).
+func RecordsJSON(cfg records.Config, d store.Domain) []RecordJSON {
+	out := []RecordJSON{}
+	for _, r := range Records(cfg, d) {
+		rj := RecordJSON{Record: r.Record.Record, Name: r.Name, Type: r.Type, TTL: "Auto", Status: r.Status, Value: r.Value}
+		if r.Type == "MX" {
+			p := r.Priority
+			rj.Priority = &p
+		}
+		out = append(out, rj)
+	}
+	return out
+}
+
 // NoTrackingHostWarning is TrackingWarning's message.
 const NoTrackingHostWarning = "Open and click tracking are on, but this server has no tracking host " +
 	"(POSTHASTE_TRACKING_HOST, by default the host of POSTHASTE_PUBLIC_URL) for the domain's Tracking record " +

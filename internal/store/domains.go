@@ -91,7 +91,7 @@ func scanDomain(row pgx.Row) (Domain, error) {
 
 // domainChange runs the statement q, which returns the domainColumns of
 // at most one domain, and writes the webhook events of emit (domain.*)
-// about that domain in the same transaction, with DomainPayload as their
+// about that domain in the same transaction, with domainPayload as their
 // data. ErrNotFound when q returned no domain.
 func (s *Domains) domainChange(ctx context.Context, q string, args pgx.NamedArgs, by audit.Entry, emit []string) error {
 	return s.audited(ctx, by, func(tx pgx.Tx) error {
@@ -99,14 +99,14 @@ func (s *Domains) domainChange(ctx context.Context, q string, args pgx.NamedArgs
 		if err != nil {
 			return err
 		}
-		return emitDomainEvents(ctx, tx, d, emit)
+		return s.emitDomainEvents(ctx, tx, d, emit)
 	})
 }
 
 // emitDomainEvents writes the events of types (domain.*) about d in the
-// change's transaction tx, with DomainPayload as their data.
-func emitDomainEvents(ctx context.Context, tx pgx.Tx, d Domain, types []string) error {
-	return emitEvents(ctx, tx, d.TeamID, d.ID.String(), func(string) map[string]any { return DomainPayload(d) }, types)
+// change's transaction tx, with domainPayload as their data.
+func (s *Store) emitDomainEvents(ctx context.Context, tx pgx.Tx, d Domain, types []string) error {
+	return emitEvents(ctx, tx, d.TeamID, d.ID.String(), func(string) map[string]any { return s.domainPayload(d) }, types)
 }
 
 // CreateDomain inserts a domain; its transaction also writes the webhook
@@ -261,7 +261,7 @@ func (s *Domains) SetDomainStatus(ctx context.Context, id uuid.UUID, status stri
 		if err != nil || was == status {
 			return err
 		}
-		return emitDomainEvents(ctx, tx, d, emit)
+		return s.emitDomainEvents(ctx, tx, d, emit)
 	})
 	if err != nil {
 		return fmt.Errorf("setting status of domain %s: %w", id, err)

@@ -61,7 +61,8 @@ func TestEventsCommitWithTheirChange(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	st := &Store{pool: pool, logger: slog.New(slog.DiscardHandler)}
+	st := &Store{pool: pool, logger: slog.New(slog.DiscardHandler),
+		domainRecords: func(d Domain) any { return []string{"the records of " + d.Name} }}
 	st.areas()
 
 	team := uuid.New()
@@ -174,6 +175,12 @@ func TestEventsCommitWithTheirChange(t *testing.T) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM webhook_message`).Scan(&after))
 		require.Equal(t, before+1, after, "%s: one message, committed with the change", c.event)
 		require.Equal(t, c.event, typ)
+		if strings.HasPrefix(c.event, "domain.") {
+			var records []string
+			require.NoError(t, pool.QueryRow(ctx, `SELECT payload->'data'->'records' FROM webhook_message
+				ORDER BY seq DESC LIMIT 1`).Scan(&records))
+			require.Equal(t, []string{"the records of dest.test"}, records, "%s carries the domain's records", c.event)
+		}
 		var claimed []OutboxItem
 		_, err = st.Webhooks.DrainOutbox(ctx, 10, func(_ context.Context, items []OutboxItem) []OutboxResult {
 			claimed = items

@@ -58,6 +58,11 @@ type Config struct {
 	// read. nil: content is written as it is, and sealed content cannot be
 	// read.
 	MasterKey datakey.MasterKey
+	// DomainRecords, when set, gives the DNS records of a domain as the
+	// `records` of its domain.* webhook events (the shape GET
+	// /domains/{id} answers); the store does not know the server's DNS
+	// settings that make them. nil: the events carry no records.
+	DomainRecords func(Domain) any
 }
 
 // Store is safe for concurrent use. Close releases the pool.
@@ -65,6 +70,8 @@ type Store struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
 	sealer Sealer // nil: content is stored unsealed (see Config.MasterKey)
+	// domainRecords is Config.DomainRecords.
+	domainRecords func(Domain) any
 
 	// The queries, by area (areas.go).
 	Emails     *Emails
@@ -102,7 +109,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{pool: pool, logger: logger}
+	s := &Store{pool: pool, logger: logger, domainRecords: cfg.DomainRecords}
 	s.areas()
 	if cfg.MasterKey != nil {
 		s.sealer = datakey.New(cfg.MasterKey, s, datakey.Config{})

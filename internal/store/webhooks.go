@@ -609,8 +609,13 @@ func (s *Webhooks) SendableDomainTeam(ctx context.Context, name string) (uuid.UU
 	return team, mapErr(err)
 }
 
-// DomainPayload is the data of a domain.* webhook event.
-func DomainPayload(d Domain) map[string]any {
-	return map[string]any{"id": d.ID.String(), "name": d.Name, "status": d.Status, "region": d.Region,
+// domainPayload is the data of a domain.* webhook event: the domain and,
+// as Resend's carry them, its records (Config.DomainRecords).
+func (s *Store) domainPayload(d Domain) map[string]any {
+	p := map[string]any{"id": d.ID.String(), "name": d.Name, "status": d.Status, "region": d.Region,
 		"created_at": d.CreatedAt.UTC().Format(webhookTime)}
+	if s.domainRecords != nil {
+		p["records"] = s.domainRecords(d)
+	}
+	return p
 }
