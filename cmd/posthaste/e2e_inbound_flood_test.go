@@ -253,7 +253,10 @@ func TestDevInboundFlood(t *testing.T) {
 	code, err := floodSend(mxAddr, net.IPv4(127, 250, 0, 1), "support@capped.test", small)
 	require.NoError(t, err)
 	require.Equal(t, 250, code, "the capped team's first message of the day")
-	code, err = floodSend(mxAddr, net.IPv4(127, 250, 0, 1), "support@capped.test", small)
+	// From another network: the first connection's place may not be
+	// released yet, and a network already holding one may not take the
+	// places kept in reserve while the flood holds the rest.
+	code, err = floodSend(mxAddr, net.IPv4(127, 251, 0, 1), "support@capped.test", small)
 	require.NoError(t, err)
 	require.Equal(t, 452, code, "the capped team is over its budget")
 	select {
