@@ -242,6 +242,9 @@ func TestDevWebhooks(t *testing.T) {
 		"events": []string{"domain.created"}})
 	require.Equal(t, 201, status, out)
 	domainHook := out["id"].(string)
+	domainRecv.mu.Lock()
+	domainRecv.secret = out["signing_secret"].(string)
+	domainRecv.mu.Unlock()
 	status, out = c.do("POST", "/domains", map[string]any{"name": "hooks-records.example"})
 	require.Equal(t, 201, status, out)
 	wantRecords := out["records"]
