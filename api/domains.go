@@ -122,18 +122,18 @@ func (s *domainsAPI) createDomain(c *gin.Context) {
 }
 
 type domainJSON struct {
-	Object            string       `json:"object"`
-	ID                string       `json:"id"`
-	Name              string       `json:"name"`
-	Status            string       `json:"status"`
-	CreatedAt         string       `json:"created_at"`
-	Region            string       `json:"region"`
-	CustomReturnPath  string       `json:"custom_return_path"`
-	OpenTracking      bool         `json:"open_tracking"`
-	ClickTracking     bool         `json:"click_tracking"`
-	TrackingSubdomain string       `json:"tracking_subdomain"`
-	TLS               string       `json:"tls"`
-	Capabilities      capabilities `json:"capabilities"`
+	Object            string               `json:"object"`
+	ID                string               `json:"id"`
+	Name              string               `json:"name"`
+	Status            string               `json:"status"`
+	CreatedAt         string               `json:"created_at"`
+	Region            string               `json:"region"`
+	CustomReturnPath  string               `json:"custom_return_path"`
+	OpenTracking      bool                 `json:"open_tracking"`
+	ClickTracking     bool                 `json:"click_tracking"`
+	TrackingSubdomain string               `json:"tracking_subdomain"`
+	TLS               string               `json:"tls"`
+	Capabilities      capabilities         `json:"capabilities"`
 	Records           []domains.RecordJSON `json:"records,omitempty"`
 	// TrackingWarning (Posthaste's) says why the domain's mail is sent
 	// untracked although tracking is on (domains.TrackingWarning).
