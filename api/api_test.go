@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/resend/resend-go/v3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/posthaste/posthaste/api"
@@ -520,4 +522,15 @@ func TestPathAttachmentsGoThroughTheEgressGuard(t *testing.T) {
 		require.Equal(t, "june.csv", em.Attachments[0].Filename)
 		require.Equal(t, []byte("a,b\n1,2\n"), em.Attachments[0].Content)
 	}
+}
+
+// goSDK is Resend's official Go SDK, unchanged, pointed at the test server
+// with key.
+func (e *env) goSDK(t *testing.T, key string) *resend.Client {
+	t.Helper()
+	c := resend.NewClient(key)
+	base, err := url.Parse(e.srv.URL + "/")
+	require.NoError(t, err)
+	c.BaseURL = base
+	return c
 }

@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"net/url"
 	"testing"
 	"time"
 
@@ -18,10 +17,7 @@ func TestResendGoSDK(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	c := resend.NewClient(e.keyA)
-	base, err := url.Parse(e.srv.URL + "/")
-	require.NoError(t, err)
-	c.BaseURL = base
+	c := e.goSDK(t, e.keyA)
 
 	sent, err := c.Emails.SendWithContext(ctx, &resend.SendEmailRequest{
 		From:    "Acme <onboarding@posthaste.test>",

@@ -3,7 +3,6 @@ package api_test
 import (
 	"bytes"
 	"context"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,10 +18,7 @@ func TestResendGoSDKContacts(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	c := resend.NewClient(e.keyA)
-	base, err := url.Parse(e.srv.URL + "/")
-	require.NoError(t, err)
-	c.BaseURL = base
+	c := e.goSDK(t, e.keyA)
 
 	prop, err := c.ContactProperties.CreateWithContext(ctx, &resend.CreateContactPropertyRequest{
 		Key: "company", Type: "string", FallbackValue: "Acme"})
@@ -103,10 +99,7 @@ func TestResendGoSDKAudienceContacts(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	c := resend.NewClient(e.keyA)
-	base, err := url.Parse(e.srv.URL + "/")
-	require.NoError(t, err)
-	c.BaseURL = base
+	c := e.goSDK(t, e.keyA)
 
 	aud, err := c.Audiences.CreateWithContext(ctx, &resend.CreateAudienceRequest{Name: "Registered"})
 	require.NoError(t, err)
@@ -125,8 +118,7 @@ func TestResendGoSDKAudienceContacts(t *testing.T) {
 	require.Len(t, list.Data, 1)
 	require.Equal(t, "Hopper", list.Data[0].LastName)
 
-	other := resend.NewClient(e.keyB)
-	other.BaseURL = base
+	other := e.goSDK(t, e.keyB)
 	_, err = other.Contacts.GetWithContext(ctx, &resend.GetContactOptions{AudienceId: aud.Id, Id: created.Id})
 	require.ErrorContains(t, err, "Audience not found.")
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"testing"
 
 	"github.com/resend/resend-go/v3"
@@ -17,10 +16,7 @@ func TestResendGoSDKSuppressions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	c := resend.NewClient(e.keyA)
-	base, err := url.Parse(e.srv.URL + "/")
-	require.NoError(t, err)
-	c.BaseURL = base
+	c := e.goSDK(t, e.keyA)
 
 	added, err := c.Suppressions.AddWithContext(ctx, &resend.AddSuppressionRequest{Email: "ann@example.com"})
 	require.NoError(t, err)

@@ -3,7 +3,6 @@ package api_test
 import (
 	"context"
 	"encoding/json"
-	"net/url"
 	"testing"
 
 	"github.com/google/uuid"
@@ -258,10 +257,7 @@ func TestResendGoSDKTemplates(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	c := resend.NewClient(e.keyA)
-	base, err := url.Parse(e.srv.URL + "/")
-	require.NoError(t, err)
-	c.BaseURL = base
+	c := e.goSDK(t, e.keyA)
 
 	created, err := c.Templates.CreateWithContext(ctx, &resend.CreateTemplateRequest{
 		Name:    "order-confirmation",
