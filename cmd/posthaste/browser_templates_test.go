@@ -28,6 +28,12 @@ type previewFrame struct {
 	page context.Context
 }
 
+// frameText is the text of a frame's body, its white space collapsed. It
+// reads textContent, not innerText: innerText depends on layout, and
+// Chromium has answered "" for it, a minute long, in a preview frame whose
+// document held the text.
+const frameText = `document.body ? document.body.textContent.replace(/\s+/g, " ").trim() : ""`
+
 // text is the text of the bodies of the preview frames there are, ""
 // while there is none.
 func (p *previewFrame) text() (string, error) {
@@ -45,7 +51,7 @@ func (p *previewFrame) text() (string, error) {
 		frame, _ := chromedp.NewContext(p.page, chromedp.WithTargetID(ti.TargetID))
 		var text string
 		qctx, cancel := context.WithTimeout(frame, 15*time.Second)
-		if chromedp.Run(qctx, chromedp.Text("body", &text, chromedp.ByQuery)) == nil {
+		if chromedp.Run(qctx, chromedp.Evaluate(frameText, &text)) == nil {
 			texts = append(texts, text)
 		}
 		cancel()
