@@ -9,56 +9,53 @@
 const assert = require('node:assert/strict');
 const { Resend } = require('resend');
 
-function must(res, what) {
-  if (res.error) throw new Error(`${what}: ${JSON.stringify(res.error)}`);
-  return res.data;
-}
+const { must } = require('./must.cjs');
 
 (async () => {
   const resend = new Resend(process.env.RESEND_API_KEY);
   const other = new Resend(process.env.OTHER_API_KEY);
 
   // audiences.create/list/get/remove as Resend's older SDKs send them.
-  const aud = must(await resend.post('/audiences', { name: 'Registered users' }), 'audiences.create');
+  const aud = must('audiences.create', await resend.post('/audiences', { name: 'Registered users' }));
   assert.equal(aud.object, 'audience');
   assert.equal(aud.name, 'Registered users');
   assert.ok(aud.id);
-  const gotAud = must(await resend.get(`/audiences/${aud.id}`), 'audiences.get');
+  const gotAud = must('audiences.get', await resend.get(`/audiences/${aud.id}`));
   assert.deepEqual([gotAud.object, gotAud.id, gotAud.name], ['audience', aud.id, 'Registered users']);
   assert.ok(gotAud.created_at);
   // 6.x's audiences is segments: the same rows.
-  const seg = must(await resend.audiences.create({ name: 'Beta' }), 'audiences.create (6.x)');
-  const auds = must(await resend.get('/audiences'), 'audiences.list');
+  const seg = must('audiences.create (6.x)', await resend.audiences.create({ name: 'Beta' }));
+  const auds = must('audiences.list', await resend.get('/audiences'));
   assert.equal(auds.object, 'list');
   assert.deepEqual(auds.data.map((a) => a.name).sort(), ['Beta', 'Registered users']);
-  assert.equal(must(await resend.audiences.get(aud.id), 'audiences.get (6.x)').name, 'Registered users');
+  assert.equal(must('audiences.get (6.x)', await resend.audiences.get(aud.id)).name, 'Registered users');
 
   // contacts.* with audienceId.
-  const ct = must(await resend.contacts.create({ audienceId: aud.id, email: 'Grace@Example.com', firstName: 'Grace',
-    lastName: 'Hopper' }), 'contacts.create with audienceId');
+  const ct = must('contacts.create with audienceId', await resend.contacts.create({ audienceId: aud.id, email: 'Grace@Example.com', firstName: 'Grace',
+    lastName: 'Hopper' }));
   assert.equal(ct.object, 'contact');
   assert.ok(ct.id);
-  const byEmail = must(await resend.contacts.get({ audienceId: aud.id, email: 'grace@example.com' }),
-    'contacts.get by email with audienceId');
+  const byEmail = must('contacts.get by email with audienceId',
+    await resend.contacts.get({ audienceId: aud.id, email: 'grace@example.com' }));
   assert.deepEqual([byEmail.id, byEmail.first_name, byEmail.last_name], [ct.id, 'Grace', 'Hopper']);
-  assert.equal(must(await resend.contacts.get({ audienceId: aud.id, id: ct.id }), 'contacts.get by id').email,
+  assert.equal(must('contacts.get by id', await resend.contacts.get({ audienceId: aud.id, id: ct.id })).email,
     'grace@example.com');
-  must(await resend.contacts.update({ audienceId: aud.id, email: 'grace@example.com', unsubscribed: true }),
-    'contacts.update by email with audienceId');
-  must(await resend.contacts.update({ audienceId: aud.id, id: ct.id, firstName: 'Amazing Grace' }),
-    'contacts.update by id with audienceId');
-  const listed = must(await resend.contacts.list({ audienceId: aud.id }), 'contacts.list with audienceId');
+  must('contacts.update by email with audienceId',
+    await resend.contacts.update({ audienceId: aud.id, email: 'grace@example.com', unsubscribed: true }));
+  must('contacts.update by id with audienceId',
+    await resend.contacts.update({ audienceId: aud.id, id: ct.id, firstName: 'Amazing Grace' }));
+  const listed = must('contacts.list with audienceId', await resend.contacts.list({ audienceId: aud.id }));
   assert.equal(listed.data.length, 1);
   assert.deepEqual([listed.data[0].first_name, listed.data[0].unsubscribed], ['Amazing Grace', true]);
-  assert.equal(must(await resend.get(`/audiences/${aud.id}/contacts`), 'GET /audiences/{id}/contacts').data.length, 1);
+  assert.equal(must('GET /audiences/{id}/contacts', await resend.get(`/audiences/${aud.id}/contacts`)).data.length, 1);
   // A contact created under an audience is in that segment, and in no other.
-  assert.equal(must(await resend.contacts.list({ segmentId: aud.id }), 'contacts.list by segment').data.length, 1);
-  assert.equal(must(await resend.contacts.list({ audienceId: seg.id }), 'contacts.list other audience').data.length, 0);
+  assert.equal(must('contacts.list by segment', await resend.contacts.list({ segmentId: aud.id })).data.length, 1);
+  assert.equal(must('contacts.list other audience', await resend.contacts.list({ audienceId: seg.id })).data.length, 0);
   const notIn = await resend.contacts.get({ audienceId: seg.id, id: ct.id });
   assert.equal(notIn.error?.statusCode, 404, 'a contact outside the audience');
   // The same address under a second audience joins it (one contact per team).
-  const again = must(await resend.contacts.create({ audienceId: seg.id, email: 'grace@example.com' }),
-    'contacts.create in a second audience');
+  const again = must('contacts.create in a second audience',
+    await resend.contacts.create({ audienceId: seg.id, email: 'grace@example.com' }));
   assert.equal(again.id, ct.id);
   const dup = await resend.contacts.create({ audienceId: seg.id, email: 'grace@example.com' });
   assert.equal(dup.error?.statusCode, 409);
@@ -78,18 +75,18 @@ function must(res, what) {
   ]) {
     assert.equal(res.error?.statusCode, 404, JSON.stringify(res.error));
   }
-  assert.equal(must(await other.get('/audiences'), 'other audiences.list').data.length, 0);
+  assert.equal(must('other audiences.list', await other.get('/audiences')).data.length, 0);
 
-  must(await resend.contacts.create({ audienceId: aud.id, email: 'ada@example.com' }), 'contacts.create 2');
-  assert.equal(must(await resend.contacts.remove({ audienceId: aud.id, email: 'ada@example.com' }),
-    'contacts.remove by email with audienceId').deleted, true);
-  const removed = must(await resend.contacts.remove({ audienceId: aud.id, id: ct.id }), 'contacts.remove with audienceId');
+  must('contacts.create 2', await resend.contacts.create({ audienceId: aud.id, email: 'ada@example.com' }));
+  assert.equal(must('contacts.remove by email with audienceId',
+    await resend.contacts.remove({ audienceId: aud.id, email: 'ada@example.com' })).deleted, true);
+  const removed = must('contacts.remove with audienceId', await resend.contacts.remove({ audienceId: aud.id, id: ct.id }));
   assert.equal(removed.deleted, true);
   assert.equal((await resend.contacts.get({ id: ct.id })).error?.statusCode, 404);
-  const del = must(await resend.delete(`/audiences/${aud.id}`), 'audiences.remove');
+  const del = must('audiences.remove', await resend.delete(`/audiences/${aud.id}`));
   assert.deepEqual([del.object, del.id, del.deleted], ['audience', aud.id, true]);
   assert.equal((await resend.get(`/audiences/${aud.id}`)).error?.statusCode, 404);
-  must(await resend.audiences.remove(seg.id), 'audiences.remove (6.x)');
+  must('audiences.remove (6.x)', await resend.audiences.remove(seg.id));
   console.log('ok');
 })().catch((err) => {
   console.error(err);

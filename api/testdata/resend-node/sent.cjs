@@ -6,14 +6,11 @@
 const assert = require('node:assert/strict');
 const { Resend } = require('resend');
 
-function must(res, what) {
-  if (res.error) throw new Error(`${what}: ${JSON.stringify(res.error)}`);
-  return res.data;
-}
+const { must } = require('./must.cjs');
 
 (async () => {
   const resend = new Resend(process.env.RESEND_API_KEY);
-  const sent = must(await resend.emails.send({
+  const sent = must('emails.send', await resend.emails.send({
     from: 'Acme <onboarding@posthaste.test>',
     to: ['delivered@posthaste.test'],
     subject: 'Receipt',
@@ -22,10 +19,10 @@ function must(res, what) {
       { filename: 'invoice.pdf', content: Buffer.from('%PDF-1.4 node\n') },
       { filename: 'logo.png', content: Buffer.from('PNG').toString('base64'), contentId: 'logo' },
     ],
-  }), 'emails.send');
+  }));
   const emailId = sent.id;
 
-  const list = must(await resend.emails.attachments.list({ emailId }), 'emails.attachments.list');
+  const list = must('emails.attachments.list', await resend.emails.attachments.list({ emailId }));
   assert.equal(list.object, 'list');
   assert.equal(list.has_more, false);
   assert.equal(list.data.length, 2);
@@ -37,24 +34,24 @@ function must(res, what) {
   assert.equal(list.data[1].content_id, 'logo');
   assert.ok(Date.parse(list.data[0].expires_at) > Date.now());
 
-  const page = must(await resend.emails.attachments.list({ emailId, limit: 1 }), 'emails.attachments.list limit');
+  const page = must('emails.attachments.list limit', await resend.emails.attachments.list({ emailId, limit: 1 }));
   assert.equal(page.has_more, true);
   assert.equal(page.data.length, 1);
 
-  const att = must(await resend.emails.attachments.get({ emailId, id: list.data[0].id }), 'emails.attachments.get');
+  const att = must('emails.attachments.get', await resend.emails.attachments.get({ emailId, id: list.data[0].id }));
   assert.equal(att.object, 'attachment');
   assert.equal(att.id, list.data[0].id);
   const res = await fetch(att.download_url);
   assert.equal(res.status, 200);
   assert.equal(await res.text(), '%PDF-1.4 node\n');
 
-  const shared = must(await resend.emails.share(emailId, { expiresIn: '2 hours' }), 'emails.share');
+  const shared = must('emails.share', await resend.emails.share(emailId, { expiresIn: '2 hours' }));
   assert.equal(shared.object, 'email');
   assert.equal(shared.id, emailId);
   const view = await fetch(shared.url);
   assert.equal(view.status, 200);
   assert.match(await view.text(), /Receipt/);
-  must(await resend.emails.share(emailId), 'emails.share without options');
+  must('emails.share without options', await resend.emails.share(emailId));
 
   const bad = await resend.emails.share(emailId, { expiresIn: '3 days' });
   assert.equal(bad.error?.name, 'validation_error');
