@@ -119,6 +119,41 @@ func fetch(t *testing.T, u string) (*http.Response, []byte) {
 	return res, b
 }
 
+// requireSignedDownload checks a signed download URL of invoice.pdf
+// ("%PDF-1.4\n"): it downloads as an attachment, and it stops working when
+// its signature, expiry or team is changed, its signature removed, it has
+// expired, or it is moved from attachment id to attachment other.
+func requireSignedDownload(t *testing.T, e *env, u, id, other string) {
+	t.Helper()
+	res, body := fetch(t, u)
+	require.Equal(t, 200, res.StatusCode)
+	require.Equal(t, "%PDF-1.4\n", string(body))
+	require.Equal(t, "application/pdf", res.Header.Get("Content-Type"))
+	require.Equal(t, "attachment; filename=invoice.pdf", res.Header.Get("Content-Disposition"))
+	require.Equal(t, "nosniff", res.Header.Get("X-Content-Type-Options"))
+
+	pu, err := url.Parse(u)
+	require.NoError(t, err)
+	q := pu.Query()
+	for name, change := range map[string]func(url.Values){
+		"signature": func(v url.Values) { v.Set("signature", strings.Repeat("A", 43)) },
+		"expires":   func(v url.Values) { v.Set("expires", "99999999999") },
+		"expired":   func(v url.Values) { v.Set("expires", "1") },
+		"team":      func(v url.Values) { v.Set("team", e.teamB.String()) },
+		"none":      func(v url.Values) { v.Del("signature") },
+	} {
+		v := url.Values{}
+		for k, vs := range q {
+			v[k] = append([]string(nil), vs...)
+		}
+		change(v)
+		res, _ := fetch(t, e.srv.URL+pu.Path+"?"+v.Encode())
+		require.Equal(t, 404, res.StatusCode, name)
+	}
+	res, _ = fetch(t, e.srv.URL+strings.Replace(pu.Path, id, other, 1)+"?"+q.Encode())
+	require.Equal(t, 404, res.StatusCode, "signed for another attachment")
+}
+
 func TestReceivedEmails(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -178,38 +213,7 @@ func TestReceivedEmails(t *testing.T) {
 
 	u := a0["download_url"].(string)
 	require.True(t, strings.HasPrefix(u, e.srv.URL+"/emails/receiving/"+id+"/attachments/"), u)
-	res, body = fetch(t, u)
-	require.Equal(t, 200, res.StatusCode)
-	require.Equal(t, "%PDF-1.4\n", string(body))
-	require.Equal(t, "application/pdf", res.Header.Get("Content-Type"))
-	require.Equal(t, `attachment; filename=invoice.pdf`, res.Header.Get("Content-Disposition"))
-	require.Equal(t, "nosniff", res.Header.Get("X-Content-Type-Options"))
-
-	// A changed, stretched or moved URL does not work.
-	pu, err := url.Parse(u)
-	require.NoError(t, err)
-	q := pu.Query()
-	for name, change := range map[string]func(url.Values){
-		"signature": func(v url.Values) { v.Set("signature", strings.Repeat("A", 43)) },
-		"expires":   func(v url.Values) { v.Set("expires", "99999999999") },
-		"team":      func(v url.Values) { v.Set("team", e.teamB.String()) },
-		"none":      func(v url.Values) { v.Del("signature") },
-	} {
-		v := url.Values{}
-		for k, vs := range q {
-			v[k] = append([]string(nil), vs...)
-		}
-		change(v)
-		res, _ := fetch(t, e.srv.URL+pu.Path+"?"+v.Encode())
-		require.Equal(t, 404, res.StatusCode, name)
-	}
-	other := strings.Replace(pu.Path, re.Attachments[0].ID.String(), re.Attachments[1].ID.String(), 1)
-	res, _ = fetch(t, e.srv.URL+other+"?"+q.Encode())
-	require.Equal(t, 404, res.StatusCode)
-	// An expired URL (signed for a past instant) does not work either.
-	q.Set("expires", "1")
-	res, _ = fetch(t, e.srv.URL+pu.Path+"?"+q.Encode())
-	require.Equal(t, 404, res.StatusCode)
+	requireSignedDownload(t, e, u, re.Attachments[0].ID.String(), re.Attachments[1].ID.String())
 
 	// Team B sees none of team A's received mail.
 	r = e.do("GET", "/emails/receiving", e.keyB, nil)
