@@ -45,17 +45,24 @@ func TestRender(t *testing.T) {
 				}
 				return
 			}
-			if tc.missing != "" {
-				name, ok := IsMissing(err)
-				if !ok || name != tc.missing || got != "" {
-					t.Fatalf("got %q, %v; want missing %s and no output", got, err, tc.missing)
-				}
-				return
-			}
-			if err != nil || got != tc.want {
-				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
-			}
+			checkRendered(t, got, err, tc.want, tc.missing)
 		})
+	}
+}
+
+// checkRendered checks a render's result: want, or when missing is set,
+// a missing-variable error naming it and no output.
+func checkRendered(t *testing.T, got string, err error, want, missing string) {
+	t.Helper()
+	if missing != "" {
+		name, ok := IsMissing(err)
+		if !ok || name != missing || got != "" {
+			t.Fatalf("got %q, %v; want missing %s and no output", got, err, missing)
+		}
+		return
+	}
+	if err != nil || got != want {
+		t.Fatalf("got %q, %v; want %q", got, err, want)
 	}
 }
 
@@ -278,16 +285,7 @@ func TestRenderTyped(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := RenderString(tc.src, data, tc.mode)
-			if tc.missing != "" {
-				name, ok := IsMissing(err)
-				if !ok || name != tc.missing || got != "" {
-					t.Fatalf("got %q, %v; want missing %s and no output", got, err, tc.missing)
-				}
-				return
-			}
-			if err != nil || got != tc.want {
-				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
-			}
+			checkRendered(t, got, err, tc.want, tc.missing)
 		})
 	}
 }
