@@ -26,6 +26,7 @@ import (
 	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/automations"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
 	"github.com/posthaste/posthaste/internal/egress"
@@ -186,6 +187,7 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 		Audience:         audience.New(st.Audience),
 		DataRequests:     datareq.New(datareq.Config{Keys: box, Outbox: n}, st),
 		Templates:        templates.New(st),
+		Automations:      automations.NewService(st),
 		Records:          recs,
 		Keys:             box,
 		Limiter:          o.limiter,

@@ -9,7 +9,7 @@
 // emailsAPI (emails.go, suppressions.go, logs.go, metrics.go), domainsAPI
 // (domains.go), audienceAPI (contacts.go, contact_imports.go,
 // contact_properties.go, segments.go, topics.go, audiences.go), templatesAPI,
-// broadcastsAPI, webhooksAPI, receivingAPI (receiving.go), privacyAPI
+// broadcastsAPI, automationsAPI (automations.go), webhooksAPI, receivingAPI (receiving.go), privacyAPI
 // (datarequests.go, auditlog.go) and keysAPI (apikeys.go). Each embeds
 // *Server and holds its own use cases; the API reads and changes data
 // only through them, the services shared with the dashboard, built once
@@ -42,6 +42,7 @@ import (
 	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/automations"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
@@ -87,13 +88,14 @@ type Config struct {
 	// The use cases the API shares with the dashboard, each built once by
 	// the caller (cmd/posthaste) and handed to both. A nil one leaves its
 	// routes out (they answer 404).
-	Domains      *domains.Service   // /domains
-	Webhooks     *webhook.Endpoints // /webhooks
-	Audience     *audience.Service  // /contacts, /contact-properties, /segments, /topics, /audiences
-	Imports      *imports.Service   // /contacts/imports
-	DataRequests *datareq.Service   // /data-requests
-	Broadcasts   *broadcast.Service // /broadcasts
-	Templates    *templates.Service // /templates
+	Domains      *domains.Service     // /domains
+	Webhooks     *webhook.Endpoints   // /webhooks
+	Audience     *audience.Service    // /contacts, /contact-properties, /segments, /topics, /audiences
+	Imports      *imports.Service     // /contacts/imports
+	DataRequests *datareq.Service     // /data-requests
+	Broadcasts   *broadcast.Service   // /broadcasts
+	Templates    *templates.Service   // /templates
+	Automations  *automations.Service // /events, /automations
 	// Records is the operator's side of the DNS records shown with each
 	// domain.
 	Records records.Config
@@ -191,15 +193,16 @@ type Server struct {
 	tracking    *trackingRoutes
 
 	// The handlers, by area.
-	emails     *emailsAPI
-	domains    *domainsAPI
-	audience   *audienceAPI
-	templates  *templatesAPI
-	broadcasts *broadcastsAPI
-	webhooks   *webhooksAPI
-	receiving  *receivingAPI
-	privacy    *privacyAPI
-	keys       *keysAPI
+	emails      *emailsAPI
+	domains     *domainsAPI
+	audience    *audienceAPI
+	templates   *templatesAPI
+	broadcasts  *broadcastsAPI
+	automations *automationsAPI
+	webhooks    *webhooksAPI
+	receiving   *receivingAPI
+	privacy     *privacyAPI
+	keys        *keysAPI
 }
 
 // New builds the API.
@@ -224,6 +227,7 @@ func New(cfg Config) (*Server, error) {
 	s.audience = &audienceAPI{Server: s, svc: cfg.Audience, imports: cfg.Imports}
 	s.templates = &templatesAPI{Server: s, svc: cfg.Templates}
 	s.broadcasts = &broadcastsAPI{Server: s, broadcastSvc: cfg.Broadcasts}
+	s.automations = &automationsAPI{Server: s, svc: cfg.Automations}
 	s.webhooks = &webhooksAPI{Server: s, endpoints: cfg.Webhooks}
 	s.receiving = &receivingAPI{Server: s, received: cfg.Received}
 	s.privacy = &privacyAPI{Server: s, dataRequests: cfg.DataRequests, auditLog: cfg.AuditLog}
@@ -425,6 +429,23 @@ func New(cfg Config) (*Server, error) {
 		full.POST("/broadcasts/:id/cancel", s.broadcasts.cancelBroadcast)
 		full.GET("/broadcasts/:id/recipients", s.broadcasts.listBroadcastRecipients)
 		full.GET("/broadcasts/:id/clicked-links", s.broadcasts.listClickedLinks)
+	}
+	if cfg.Automations != nil {
+		full.POST("/events", s.automations.createEvent)
+		full.GET("/events", s.automations.listEvents)
+		full.POST("/events/send", s.automations.sendEvent)
+		full.GET("/events/:id", s.automations.getEvent)
+		full.PATCH("/events/:id", s.automations.updateEvent)
+		full.DELETE("/events/:id", s.automations.deleteEvent)
+		full.POST("/automations", s.automations.createAutomation)
+		full.GET("/automations", s.automations.listAutomations)
+		full.GET("/automations/:id", s.automations.getAutomation)
+		full.PATCH("/automations/:id", s.automations.updateAutomation)
+		full.DELETE("/automations/:id", s.automations.deleteAutomation)
+		full.POST("/automations/:id/duplicate", s.automations.duplicateAutomation)
+		full.POST("/automations/:id/stop", s.automations.stopAutomation)
+		full.GET("/automations/:id/runs", s.automations.listRuns)
+		full.GET("/automations/:id/runs/:run_id", s.automations.getRun)
 	}
 	s.engine = e
 	return s, nil

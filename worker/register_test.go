@@ -12,6 +12,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/posthaste/posthaste/internal/automations"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
@@ -52,12 +53,13 @@ func TestRegisteredNames(t *testing.T) {
 		Broadcasts:   &broadcast.Activities{},
 		DataRequests: &datareq.Activities{},
 		Webhooks:     &webhook.Activities{},
+		Automations:  &automations.Activities{},
 	}
 	n := &names{activities: map[string]string{}}
 	Register(n, acts)
 
 	slices.Sort(n.workflows)
-	require.Equal(t, []string{"Broadcast", "ContactImport", "DataRequest", "DeliverWebhook", "ProcessInbound",
+	require.Equal(t, []string{"AutomationRun", "Broadcast", "ContactImport", "DataRequest", "DeliverWebhook", "ProcessInbound",
 		"Reconcile", "Retention", "SendBatch", "SendEmail", "VerifyDomain"}, n.workflows)
 
 	const mod = "github.com/posthaste/posthaste/"
@@ -88,6 +90,9 @@ func TestRegisteredNames(t *testing.T) {
 		"EraseSubjectHistory":   mod + "internal/datareq.(*Activities)",
 		"FinishDataRequest":     mod + "internal/datareq.(*Activities)",
 		"DeliverWebhooks":       mod + "internal/webhook.(*Activities)",
+		"LoadAutomationRun":     mod + "internal/automations.(*Activities)",
+		"RunAutomationStep":     mod + "internal/automations.(*Activities)",
+		"FinishAutomationRun":   mod + "internal/automations.(*Activities)",
 	}
 	got := map[string]string{}
 	for name, fn := range n.activities {

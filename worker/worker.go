@@ -22,6 +22,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/posthaste/posthaste/internal/automations"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
@@ -75,15 +76,16 @@ const DefaultStopTimeout = 8 * time.Second
 // the package of its area, every one built once in cmd (each with its own
 // config) and assembled here. The AccountHealth activity is Config.Health.
 type Activities struct {
-	Sending      *delivery.Sending     // SendEmail, SendBatch
-	Reconciler   *delivery.Reconciler  // Reconcile
-	Retention    *datareq.Retention    // Retention
-	Inbound      *receiving.Activities // ProcessInbound
-	Domains      *domains.Activities   // VerifyDomain
-	Imports      *imports.Activities   // ContactImport
-	Broadcasts   *broadcast.Activities // Broadcast
-	DataRequests *datareq.Activities   // DataRequest
-	Webhooks     *webhook.Activities   // DeliverWebhook
+	Sending      *delivery.Sending       // SendEmail, SendBatch
+	Reconciler   *delivery.Reconciler    // Reconcile
+	Retention    *datareq.Retention      // Retention
+	Inbound      *receiving.Activities   // ProcessInbound
+	Domains      *domains.Activities     // VerifyDomain
+	Imports      *imports.Activities     // ContactImport
+	Broadcasts   *broadcast.Activities   // Broadcast
+	DataRequests *datareq.Activities     // DataRequest
+	Webhooks     *webhook.Activities     // DeliverWebhook
+	Automations  *automations.Activities // AutomationRun
 }
 
 // Worker is a set of Temporal workers sharing one client.
@@ -203,6 +205,10 @@ func Register(r sdkworker.Registry, acts Activities) {
 	r.RegisterActivityWithOptions(acts.DataRequests.EraseDataRequest, activity.RegisterOptions{Name: contract.EraseDataRequestName})
 	r.RegisterActivityWithOptions(acts.DataRequests.EraseSubjectHistory, activity.RegisterOptions{Name: contract.EraseSubjectHistoryName})
 	r.RegisterActivityWithOptions(acts.DataRequests.FinishDataRequest, activity.RegisterOptions{Name: contract.FinishDataRequestName})
+	r.RegisterWorkflowWithOptions(workflows.AutomationRun, workflow.RegisterOptions{Name: workflows.AutomationRunName})
+	r.RegisterActivityWithOptions(acts.Automations.LoadAutomationRun, activity.RegisterOptions{Name: contract.LoadAutomationRunName})
+	r.RegisterActivityWithOptions(acts.Automations.RunAutomationStep, activity.RegisterOptions{Name: contract.RunAutomationStepName})
+	r.RegisterActivityWithOptions(acts.Automations.FinishAutomationRun, activity.RegisterOptions{Name: contract.FinishAutomationRunName})
 	// ProcessInbound runs on workflows.InboundTaskQueue (RegisterInbound);
 	// it stays here for the workflows started on this queue before.
 	RegisterInbound(r, acts)
@@ -362,7 +368,8 @@ func (w *Worker) Stop() {
 }
 
 // Starter starts SendEmail, SendBatch, ContactImport, ProcessInbound,
-// Broadcast and DataRequest workflows and wakes DeliverWebhook workflows for outbox entries.
+// Broadcast, DataRequest and AutomationRun workflows and wakes
+// DeliverWebhook and AutomationRun workflows for outbox entries.
 type Starter struct {
 	client   client.Client
 	delivery workflows.DeliveryPolicy
@@ -372,6 +379,10 @@ type Starter struct {
 	// EraseWait is how long an erasure waits out the payload codec's key
 	// cache (workflows.DataRequestInput.EraseWait); 0 → the default.
 	EraseWait time.Duration
+	// AutomationRecheck is how often a run's send_email step of a team
+	// whose sending is paused tries again
+	// (workflows.AutomationRunInput.PauseRecheck); 0 → the default.
+	AutomationRecheck time.Duration
 }
 
 // NewStarter returns a Starter using the given delivery retry policy.
@@ -404,6 +415,8 @@ func WorkflowID(it store.OutboxItem) (string, error) {
 		return workflows.BroadcastWorkflowID(ref), nil
 	case store.OutboxDataRequest:
 		return workflows.DataRequestWorkflowID(ref), nil
+	case store.OutboxAutomationRun, store.OutboxAutomationWake:
+		return workflows.AutomationRunWorkflowID(ref), nil
 	}
 	return "", fmt.Errorf("%w: unknown outbox kind %q", outbox.ErrUnstartable, it.Kind)
 }
@@ -434,6 +447,9 @@ func (s *Starter) Start(ctx context.Context, it store.OutboxItem) error {
 	if it.Kind == store.OutboxWebhook {
 		return WakeWebhook(ctx, s.client, it.Ref.String(), s.delivery.Steps)
 	}
+	if it.Kind == store.OutboxAutomationWake {
+		return s.wakeRun(ctx, it.Ref)
+	}
 	id, err := WorkflowID(it)
 	if err != nil {
 		return err
@@ -454,12 +470,30 @@ func (s *Starter) Start(ctx context.Context, it store.OutboxItem) error {
 	case store.OutboxDataRequest:
 		name, input = workflows.DataRequestName, workflows.DataRequestInput{RequestID: it.Ref, Steps: s.delivery.Steps,
 			EraseWait: s.EraseWait}
+	case store.OutboxAutomationRun:
+		name, input = workflows.AutomationRunName, workflows.AutomationRunInput{RunID: it.Ref, Steps: s.delivery.Steps,
+			PauseRecheck: s.AutomationRecheck}
 	}
 	queue := workflows.TaskQueue
 	if it.Kind == store.OutboxInbound {
 		queue = workflows.InboundTaskQueue
 	}
 	return s.startOnce(ctx, id, queue, name, input)
+}
+
+// wakeRun sends WakeSignal to a run's workflow: an event it may wait for
+// was sent, or the run was cancelled. A workflow that does not exist
+// (ended, or not started yet: it reads the run's state when it starts)
+// needs no waking.
+func (s *Starter) wakeRun(ctx context.Context, runID uuid.UUID) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := s.client.SignalWorkflow(ctx, workflows.AutomationRunWorkflowID(runID.String()), "", workflows.WakeSignal, nil)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil
+	}
+	return err
 }
 
 // startOnce starts a workflow on a task queue under an ID that was never

@@ -16,7 +16,9 @@ import (
 // workflows fails here. sendemail_smtp.json was recorded before local-first
 // delivery (a regular Deliver activity); sendemail_smtp_local.json is the
 // same send recorded after it (TestDev's sendemail_smtp.json, renamed):
-// a GetVersion marker and a DeliverLocal marker.
+// a GetVersion marker and a DeliverLocal marker. automationrun_*.json come
+// from TestDevAutomationJourney: every step type, a wait that received its
+// event and one that timed out, and a run cancelled while it waits.
 func TestReplay(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.json")
 	require.NoError(t, err)
@@ -35,6 +37,7 @@ func TestReplay(t *testing.T) {
 			r.RegisterWorkflowWithOptions(Retention, workflow.RegisterOptions{Name: RetentionName})
 			r.RegisterWorkflowWithOptions(Reconcile, workflow.RegisterOptions{Name: ReconcileName})
 			r.RegisterWorkflowWithOptions(AccountHealth, workflow.RegisterOptions{Name: AccountHealthName})
+			r.RegisterWorkflowWithOptions(AutomationRun, workflow.RegisterOptions{Name: AutomationRunName})
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
 		})
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/posthaste/posthaste/internal/audience"
 	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/auth"
+	"github.com/posthaste/posthaste/internal/automations"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/codec"
 	"github.com/posthaste/posthaste/internal/config"
@@ -510,6 +511,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 	emails, received := submit.NewEmails(st.Emails), receiving.New(st.Received)
 	accounts := account.New(account.Config{Store: st})
 	templateSvc := templates.New(st)
+	automationSvc := automations.NewService(st)
 	// The request log, email metrics, quota used and account health.
 	usageSvc := usage.New(st.Insights, st.Accounts)
 	// The default inbound budget, which the Receiving page shows nearly spent
@@ -567,6 +569,7 @@ func newFrontDoor(cfg config.Config, st *store.Store, tc client.Client, in *inta
 		DataRequests: dataRequests,
 		Broadcasts:   broadcasts,
 		Templates:    templateSvc,
+		Automations:  automationSvc,
 		Accounts:     accounts,
 		AuditLog:     auditLog,
 		Records:      recordsConfig(cfg.Domains),
@@ -760,6 +763,12 @@ func newActivities(ctx context.Context, cfg config.Config, st *store.Store, tc c
 			Waker: worker.NewWaker(tc), Workflows: starter, RestartDelay: cfg.Delivery.Heartbeat, Logger: logger},
 			datareq.New(datareq.Config{Keys: keys, ArchiveTTL: cfg.Delivery.DataExportTTL}, st)),
 		Webhooks: webhook.NewActivities(wcfg, st.Webhooks),
+		// Automation runs send through the API's send path: topics'
+		// unsubscribe links lead to the public URL, and a team paused for
+		// its account health waits.
+		Automations: automations.NewActivities(st, submit.New(submit.Config{Store: submit.StoreOf(st),
+			Notifier: outbox, Logger: logger.With("component", "automations"), PublicURL: cfg.HTTP.PublicURL,
+			Health: health.NewPauseCache(st.Insights, keyCacheTTL)})),
 	}
 	return acts, d.queues, func() { d.Close(); closeShaper(sh) }, nil
 }
@@ -787,6 +796,7 @@ func newStarter(cfg config.Config, tc client.Client) *worker.Starter {
 	starter := worker.NewStarter(tc, deliveryPolicy(cfg))
 	starter.BroadcastRecheck = cfg.Delivery.BroadcastRecheck
 	starter.EraseWait = eraseWait(cfg)
+	starter.AutomationRecheck = cfg.Delivery.BroadcastRecheck
 	return starter
 }
 

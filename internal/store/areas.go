@@ -45,6 +45,9 @@ type Sessions struct{ *Store }
 // Insights holds the request log, email metrics and account health.
 type Insights struct{ *Store }
 
+// Automations holds custom events, automations and their runs.
+type Automations struct{ *Store }
+
 // areas points each area type at s; Open calls it.
 func (s *Store) areas() {
 	s.Emails = &Emails{s}
@@ -58,4 +61,5 @@ func (s *Store) areas() {
 	s.Accounts = &Accounts{s}
 	s.Sessions = &Sessions{s}
 	s.Insights = &Insights{s}
+	s.Automations = &Automations{s}
 }

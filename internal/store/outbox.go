@@ -33,6 +33,13 @@ const (
 	// OutboxDataRequest starts the DataRequest workflow of a data request;
 	// Ref is the request id.
 	OutboxDataRequest = "data_request"
+	// OutboxAutomationRun starts the AutomationRun workflow of a run that
+	// an event send started; Ref is the run id.
+	OutboxAutomationRun = "automation_run"
+	// OutboxAutomationWake wakes the AutomationRun workflow of a run (an
+	// event it may wait for was sent, or it was cancelled); Ref is the run
+	// id.
+	OutboxAutomationWake = "automation_wake"
 )
 
 // OutboxItem is accepted work whose workflow has not been started yet.
@@ -73,6 +80,7 @@ const claimOutboxSQL = `SELECT o.id, o.kind, o.team_id, o.ref, o.scheduled_at, o
 			WHEN @contact_import THEN NOT EXISTS (SELECT 1 FROM contact_import i WHERE i.id = o.ref)
 			WHEN @broadcast THEN NOT EXISTS (SELECT 1 FROM broadcast b WHERE b.id = o.ref)
 			WHEN @data_request THEN NOT EXISTS (SELECT 1 FROM data_request d WHERE d.id = o.ref)
+			WHEN @automation_run THEN NOT EXISTS (SELECT 1 FROM automation_run r WHERE r.id = o.ref)
 			ELSE false END
 	FROM outbox o WHERE o.next_attempt_at <= now()
 	ORDER BY o.next_attempt_at, o.id LIMIT @limit FOR UPDATE OF o SKIP LOCKED`
@@ -90,7 +98,7 @@ func (s *Webhooks) DrainOutbox(ctx context.Context, limit int,
 		rows, err := tx.Query(ctx, claimOutboxSQL,
 			pgx.NamedArgs{"limit": limit, "send_email": OutboxSendEmail, "send_batch": OutboxSendBatch,
 				"contact_import": OutboxContactImport, "broadcast": OutboxBroadcast,
-				"data_request": OutboxDataRequest})
+				"data_request": OutboxDataRequest, "automation_run": OutboxAutomationRun})
 		if err != nil {
 			return fmt.Errorf("claiming outbox: %w", mapErr(err))
 		}

@@ -74,17 +74,18 @@ type Store struct {
 	domainRecords func(Domain) any
 
 	// The queries, by area (areas.go).
-	Emails     *Emails
-	Domains    *Domains
-	Audience   *Audience
-	Templates  *Templates
-	Broadcasts *Broadcasts
-	Webhooks   *Webhooks
-	Received   *Received
-	Privacy    *Privacy
-	Accounts   *Accounts
-	Sessions   *Sessions
-	Insights   *Insights
+	Emails      *Emails
+	Domains     *Domains
+	Audience    *Audience
+	Templates   *Templates
+	Broadcasts  *Broadcasts
+	Webhooks    *Webhooks
+	Received    *Received
+	Privacy     *Privacy
+	Accounts    *Accounts
+	Sessions    *Sessions
+	Insights    *Insights
+	Automations *Automations
 }
 
 // Open connects to PostgreSQL, sealing content with cfg.MasterKey when it

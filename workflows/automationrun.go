@@ -1,0 +1,269 @@
+package workflows
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/posthaste/posthaste/workflows/automation"
+	"github.com/posthaste/posthaste/workflows/contract"
+)
+
+// AutomationRunName is the registered name of the AutomationRun workflow.
+const AutomationRunName = "AutomationRun"
+
+// AutomationRunWorkflowID is the ID of the workflow of an automation run.
+// The run's id is derived from its automation, its contact and the event
+// that started it (store.AutomationRunID), so a retried dispatch of one
+// event never starts a second run.
+func AutomationRunWorkflowID(runID string) string { return "automation-run/" + runID }
+
+// AutomationRunInput starts, or continues, the run of an automation.
+type AutomationRunInput struct {
+	RunID uuid.UUID
+	// Steps is how long each database step retries (an outage).
+	Steps StepPolicy
+	// PauseRecheck is how often a send_email step of a team whose sending
+	// is paused tries again; 0 → DefaultAutomationPauseRecheck.
+	PauseRecheck time.Duration
+	// MaxSteps caps the steps one run takes in all, loops included;
+	// 0 → DefaultAutomationMaxSteps.
+	MaxSteps int
+	// StepsPerHistory is how many steps one workflow run takes before it
+	// continues as new; 0 → DefaultAutomationStepsPerHistory.
+	StepsPerHistory int
+	// At, when set, is where a continued run goes on: the step to visit
+	// next, the visits of each step so far and the steps taken.
+	At *AutomationCursor `json:",omitempty"`
+}
+
+// AutomationCursor is the position a run continued as new from.
+type AutomationCursor struct {
+	Key    string
+	Visits map[string]int
+	Seq    int
+}
+
+// Defaults of AutomationRunInput.
+const (
+	DefaultAutomationPauseRecheck    = time.Hour
+	DefaultAutomationMaxSteps        = 1000
+	DefaultAutomationStepsPerHistory = 100
+)
+
+// automationStepAttempt bounds one try of a step: a send_email step
+// renders and accepts one email.
+const automationStepAttempt = time.Minute
+
+// automationInterpreter is the change marker of the interpreter
+// (workflow.GetVersion): a change to how runs walk their graph adds a
+// version, so that runs waiting for months replay the path they took.
+const automationInterpreter = "automation-interpreter"
+
+// AutomationRun interprets one run of an automation: it loads the
+// definition the run started with (LoadAutomationRun) and walks it from
+// the trigger, one step at a time, along the connection each step's
+// outcome names, until no connection leads on. Immediate steps are
+// RunAutomationStep calls; a delay is a durable timer; a wait_for_event
+// waits for a WakeSignal (an event sent for the contact, or a stop) with
+// a timer for its timeout, and asks RunAutomationStep whether an event it
+// accepts arrived. Every step is recorded by its run, step key and visit,
+// so a retried activity never sends an email twice. A stopped automation,
+// a deleted one or a deleted contact cancel the run at its next step (a
+// WakeSignal makes that now). A run takes at most MaxSteps steps and
+// continues as new every StepsPerHistory, so a loop through a wait keeps
+// a bounded history.
+func AutomationRun(ctx workflow.Context, in AutomationRunInput) error {
+	version := workflow.GetVersion(ctx, automationInterpreter, workflow.DefaultVersion, 1)
+	_ = version // version 1 is the first interpreter; later changes branch on it
+	lctx := workflow.WithLocalActivityOptions(ctx, in.Steps.localOptions(automationStepAttempt))
+	wake := workflow.GetSignalChannel(ctx, WakeSignal)
+	ref := contract.AutomationRunRef{RunID: in.RunID}
+	var plan contract.AutomationRunPlan
+	if err := workflow.ExecuteLocalActivity(lctx, contract.LoadAutomationRunName, ref).Get(ctx, &plan); err != nil {
+		return err
+	}
+	if plan.Status != contract.RunRunning {
+		return nil
+	}
+	maxSteps, perHistory := in.MaxSteps, in.StepsPerHistory
+	if maxSteps <= 0 {
+		maxSteps = DefaultAutomationMaxSteps
+	}
+	if perHistory <= 0 {
+		perHistory = DefaultAutomationStepsPerHistory
+	}
+	at := AutomationCursor{Visits: map[string]int{}}
+	if in.At != nil {
+		at = *in.At
+		if at.Visits == nil {
+			at.Visits = map[string]int{}
+		}
+	} else {
+		t, ok := plan.Definition.TriggerStep()
+		if !ok {
+			return finishRun(ctx, lctx, in.RunID, contract.RunFailed, "the automation has no trigger")
+		}
+		at.Key = t.Key
+	}
+	r := runner{ctx: ctx, lctx: lctx, wake: wake, in: in, def: plan.Definition}
+	for taken := 0; ; taken++ {
+		if at.Seq >= maxSteps {
+			return finishRun(ctx, lctx, in.RunID, contract.RunFailed,
+				fmt.Sprintf("the run took %d steps, the most one run may take", maxSteps))
+		}
+		if taken >= perHistory {
+			next := in
+			cur := at
+			next.At = &cur
+			return workflow.NewContinueAsNewError(ctx, AutomationRun, next)
+		}
+		step, ok := plan.Definition.Step(at.Key)
+		if !ok {
+			return finishRun(ctx, lctx, in.RunID, contract.RunFailed, fmt.Sprintf("the step %q does not exist", at.Key))
+		}
+		at.Visits[step.Key]++
+		at.Seq++
+		res, err := r.visit(step, at.Visits[step.Key], at.Seq)
+		if err != nil {
+			return err
+		}
+		if res.Cancelled {
+			return nil
+		}
+		if res.Error != "" {
+			return finishRun(ctx, lctx, in.RunID, contract.RunFailed, res.Error)
+		}
+		next, ok := plan.Definition.Next(step.Key, res.Outcome)
+		if !ok && res.Outcome == automation.EventReceived {
+			next, ok = plan.Definition.Next(step.Key, automation.Default)
+		}
+		if !ok {
+			return finishRun(ctx, lctx, in.RunID, contract.RunCompleted, "")
+		}
+		at.Key = next
+	}
+}
+
+// runner visits the steps of one run.
+type runner struct {
+	ctx  workflow.Context
+	lctx workflow.Context
+	wake workflow.ReceiveChannel
+	in   AutomationRunInput
+	def  automation.Definition
+}
+
+func (r runner) call(step automation.Step, visit, seq int, phase, outcome string) (contract.AutomationStepResult, error) {
+	var res contract.AutomationStepResult
+	err := workflow.ExecuteLocalActivity(r.lctx, contract.RunAutomationStepName, contract.AutomationStepInput{
+		RunID: r.in.RunID, Key: step.Key, Iteration: visit, Seq: seq, Phase: phase, Outcome: outcome,
+	}).Get(r.ctx, &res)
+	return res, err
+}
+
+// visit takes one step: at once, after a delay, or when an event arrives
+// or its wait times out.
+func (r runner) visit(step automation.Step, visit, seq int) (contract.AutomationStepResult, error) {
+	switch step.Type {
+	case automation.Delay:
+		var c automation.DelayConfig
+		_ = json.Unmarshal(step.Config, &c)
+		d, err := automation.ParseDuration(c.Duration)
+		if err != nil {
+			return contract.AutomationStepResult{Error: fmt.Sprintf("step %q: %v", step.Key, err)}, nil
+		}
+		return r.wait(step, visit, seq, d, automation.Default, false)
+	case automation.WaitForEvent:
+		var c automation.WaitForEventConfig
+		_ = json.Unmarshal(step.Config, &c)
+		d := automation.MaxWait
+		if c.Timeout != "" {
+			var err error
+			if d, err = automation.ParseDuration(c.Timeout); err != nil {
+				return contract.AutomationStepResult{Error: fmt.Sprintf("step %q: %v", step.Key, err)}, nil
+			}
+		}
+		return r.wait(step, visit, seq, d, automation.Timeout, true)
+	}
+	for {
+		res, err := r.call(step, visit, seq, contract.PhaseRun, "")
+		if err != nil || res.Paused == "" {
+			return res, err
+		}
+		// The team's sending is paused: try again later, or when woken.
+		due := workflow.Now(r.ctx).Add(r.pauseRecheck())
+		if err := sleepOrWake(r.ctx, r.wake, &due); err != nil {
+			return res, err
+		}
+	}
+}
+
+func (r runner) pauseRecheck() time.Duration {
+	if r.in.PauseRecheck > 0 {
+		return r.in.PauseRecheck
+	}
+	return DefaultAutomationPauseRecheck
+}
+
+// wait records the step as waiting, then waits for d on a durable timer.
+// A wake (an event for the contact, a stop) asks whether the run was
+// cancelled and, for an event step, whether an event it accepts arrived.
+// Run out, the step completes by outcome.
+func (r runner) wait(step automation.Step, visit, seq int, d time.Duration, outcome string,
+	forEvent bool) (contract.AutomationStepResult, error) {
+	due := workflow.Now(r.ctx).Add(d)
+	drain(r.wake)
+	res, err := r.call(step, visit, seq, contract.PhaseWait, "")
+	if err != nil || res.Cancelled || res.Error != "" {
+		return res, err
+	}
+	if forEvent {
+		// An event sent between the run's start and this step's wait
+		// does not count; one sent since its wait began does.
+		if res, err = r.call(step, visit, seq, contract.PhaseCheck, ""); err != nil || res.Cancelled ||
+			res.Outcome != "" || res.Error != "" {
+			return res, err
+		}
+	}
+	for workflow.Now(r.ctx).Before(due) {
+		woken := false
+		if r.wake.ReceiveAsync(nil) {
+			woken = true
+		} else {
+			sel := workflow.NewSelector(r.ctx)
+			tctx, cancel := workflow.WithCancel(r.ctx)
+			timer := workflow.NewTimer(tctx, due.Sub(workflow.Now(r.ctx)))
+			sel.AddReceive(r.wake, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); woken = true })
+			sel.AddFuture(timer, func(workflow.Future) {})
+			sel.Select(r.ctx)
+			cancel()
+			if err := r.ctx.Err(); err != nil {
+				return res, err
+			}
+		}
+		if !woken {
+			break
+		}
+		drain(r.wake)
+		phase := contract.PhaseWait
+		if forEvent {
+			phase = contract.PhaseCheck
+		}
+		if res, err = r.call(step, visit, seq, phase, ""); err != nil || res.Cancelled || res.Outcome != "" ||
+			res.Error != "" {
+			return res, err
+		}
+	}
+	return r.call(step, visit, seq, contract.PhaseDone, outcome)
+}
+
+// finishRun records the end of a run.
+func finishRun(ctx, lctx workflow.Context, runID uuid.UUID, status, reason string) error {
+	return workflow.ExecuteLocalActivity(lctx, contract.FinishAutomationRunName, contract.AutomationFinishInput{
+		RunID: runID, Status: status, Error: reason,
+	}).Get(ctx, nil)
+}
