@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -35,6 +36,9 @@ type AutomationRunInput struct {
 	// StepsPerHistory is how many steps one workflow run takes before it
 	// continues as new; 0 → DefaultAutomationStepsPerHistory.
 	StepsPerHistory int
+	// WaitWakes is how many wakes one wait takes before it continues as
+	// new; 0 → DefaultAutomationWaitWakes.
+	WaitWakes int `json:",omitempty"`
 	// At, when set, is where a continued run goes on: the step to visit
 	// next, the visits of each step so far and the steps taken.
 	At *AutomationCursor `json:",omitempty"`
@@ -45,7 +49,27 @@ type AutomationCursor struct {
 	Key    string
 	Visits map[string]int
 	Seq    int
+	// Waiting, when set, is a wait of step Key (its visit Visits[Key],
+	// its step Seq) that goes on until Due: a wait woken so often that its
+	// history grew (WaitWakes wakes) continues as new where it was.
+	Waiting *AutomationWaiting `json:",omitempty"`
 }
+
+// AutomationWaiting is a wait carried over by a continue-as-new.
+type AutomationWaiting struct {
+	Due time.Time
+}
+
+// DefaultAutomationWaitWakes is how many wakes (events for the contact
+// that did not end the wait) one wait takes before it continues as new,
+// so a run waiting for months keeps a bounded history however many
+// events arrive: a wake adds about eight events to the history.
+const DefaultAutomationWaitWakes = 200
+
+// errContinueWait asks AutomationRun to continue a wait as new.
+type errContinueWait struct{ due time.Time }
+
+func (e errContinueWait) Error() string { return "the wait continues as new" }
 
 // Defaults of AutomationRunInput.
 const (
@@ -125,9 +149,22 @@ func AutomationRun(ctx workflow.Context, in AutomationRunInput) error {
 		if !ok {
 			return finishRun(ctx, lctx, in.RunID, contract.RunFailed, fmt.Sprintf("the step %q does not exist", at.Key))
 		}
-		at.Visits[step.Key]++
-		at.Seq++
-		res, err := r.visit(step, at.Visits[step.Key], at.Seq)
+		var resume *time.Time
+		if at.Waiting != nil {
+			// The same visit of a wait, carried over: not a new step.
+			resume, at.Waiting = &at.Waiting.Due, nil
+		} else {
+			at.Visits[step.Key]++
+			at.Seq++
+		}
+		res, err := r.visit(step, at.Visits[step.Key], at.Seq, resume)
+		var more errContinueWait
+		if errors.As(err, &more) {
+			next, cur := in, at
+			cur.Waiting = &AutomationWaiting{Due: more.due}
+			next.At = &cur
+			return workflow.NewContinueAsNewError(ctx, AutomationRun, next)
+		}
 		if err != nil {
 			return err
 		}
@@ -166,8 +203,9 @@ func (r runner) call(step automation.Step, visit, seq int, phase, outcome string
 }
 
 // visit takes one step: at once, after a delay, or when an event arrives
-// or its wait times out.
-func (r runner) visit(step automation.Step, visit, seq int) (contract.AutomationStepResult, error) {
+// or its wait times out. resume, when set, goes on with a wait carried
+// over by a continue-as-new, due then.
+func (r runner) visit(step automation.Step, visit, seq int, resume *time.Time) (contract.AutomationStepResult, error) {
 	switch step.Type {
 	case automation.Delay:
 		var c automation.DelayConfig
@@ -176,7 +214,7 @@ func (r runner) visit(step automation.Step, visit, seq int) (contract.Automation
 		if err != nil {
 			return contract.AutomationStepResult{Error: fmt.Sprintf("step %q: %v", step.Key, err)}, nil
 		}
-		return r.wait(step, visit, seq, d, automation.Default, false)
+		return r.wait(step, visit, seq, d, automation.Default, false, resume)
 	case automation.WaitForEvent:
 		var c automation.WaitForEventConfig
 		_ = json.Unmarshal(step.Config, &c)
@@ -187,7 +225,7 @@ func (r runner) visit(step automation.Step, visit, seq int) (contract.Automation
 				return contract.AutomationStepResult{Error: fmt.Sprintf("step %q: %v", step.Key, err)}, nil
 			}
 		}
-		return r.wait(step, visit, seq, d, automation.Timeout, true)
+		return r.wait(step, visit, seq, d, automation.Timeout, true, resume)
 	}
 	for {
 		res, err := r.call(step, visit, seq, contract.PhaseRun, "")
@@ -212,11 +250,17 @@ func (r runner) pauseRecheck() time.Duration {
 // wait records the step as waiting, then waits for d on a durable timer.
 // A wake (an event for the contact, a stop) asks whether the run was
 // cancelled and, for an event step, whether an event it accepts arrived.
-// Run out, the step completes by outcome.
+// Run out, the step completes by outcome. A wait carried over (resume)
+// keeps its due time. A wait woken WaitWakes times returns
+// errContinueWait.
 func (r runner) wait(step automation.Step, visit, seq int, d time.Duration, outcome string,
-	forEvent bool) (contract.AutomationStepResult, error) {
+	forEvent bool, resume *time.Time) (contract.AutomationStepResult, error) {
 	due := workflow.Now(r.ctx).Add(d)
+	if resume != nil {
+		due = *resume
+	}
 	drain(r.wake)
+	wakes := 0
 	res, err := r.call(step, visit, seq, contract.PhaseWait, "")
 	if err != nil || res.Cancelled || res.Error != "" {
 		return res, err
@@ -256,6 +300,14 @@ func (r runner) wait(step automation.Step, visit, seq int, d time.Duration, outc
 		if res, err = r.call(step, visit, seq, phase, ""); err != nil || res.Cancelled || res.Outcome != "" ||
 			res.Error != "" {
 			return res, err
+		}
+		wakes++
+		limit := r.in.WaitWakes
+		if limit <= 0 {
+			limit = DefaultAutomationWaitWakes
+		}
+		if wakes >= limit {
+			return res, errContinueWait{due: due}
 		}
 	}
 	return r.call(step, visit, seq, contract.PhaseDone, outcome)

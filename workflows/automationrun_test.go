@@ -653,3 +653,40 @@ func TestAutomationRunEveryStepType(t *testing.T) {
 	require.Equal(t, completed(), f.finished())
 	require.GreaterOrEqual(t, f.at(t, "paid", contract.PhaseWait, 1).Sub(start), 30*time.Minute)
 }
+
+// A wait woken WaitWakes times (its history growing) continues as
+// new where it was: the same visit of the same step, due at the same
+// time, which the continued run waits out without recording a new visit.
+func TestAutomationRunWokenWaitContinuesAsNew(t *testing.T) {
+	def := autoDef(t, []automation.Step{autoTrigger, autoDelay("wait", "2 days"), autoWelcome},
+		autoConn("start", "wait", ""), autoConn("wait", "welcome", ""))
+	env, f := newAutoEnv(t, def)
+	start := env.Now()
+	for i := 1; i <= 40; i++ {
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(WakeSignal, nil) }, time.Duration(i)*time.Minute)
+	}
+	runAutomation(env, AutomationRunInput{WaitWakes: 30})
+	err := env.GetWorkflowError()
+	require.True(t, workflow.IsContinueAsNewError(err), "%v", err)
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(err, &can))
+	var next AutomationRunInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	require.NotNil(t, next.At)
+	require.NotNil(t, next.At.Waiting)
+	require.Equal(t, start.Add(48*time.Hour).UTC(), next.At.Waiting.Due.UTC())
+	require.Equal(t, "wait", next.At.Key)
+	require.Equal(t, 2, next.At.Seq)
+	require.Equal(t, map[string]int{"start": 1, "wait": 1}, next.At.Visits)
+	require.Less(t, env.Now().Sub(start), 2*time.Hour, "it continued while woken, long before the delay ran out")
+	require.Empty(t, f.finished())
+
+	env2, f2 := newAutoEnv(t, def)
+	env2.SetStartTime(env.Now())
+	env2.ExecuteWorkflow(AutomationRunName, next)
+	require.NoError(t, env2.GetWorkflowError())
+	require.Equal(t, []string{"wait#1@2:wait", "wait#1@2:done=default", "welcome#1@3:run"}, f2.calls())
+	require.GreaterOrEqual(t, f2.at(t, "wait", contract.PhaseDone, 1).Sub(start), 48*time.Hour-time.Second)
+	require.Less(t, f2.at(t, "wait", contract.PhaseDone, 1).Sub(start), 49*time.Hour)
+	require.Equal(t, completed(), f2.finished())
+}
