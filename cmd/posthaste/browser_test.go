@@ -308,7 +308,8 @@ const focusCheck = `(() => {
 // TestDashboardTour signs in to `posthaste dev` in Chromium and visits
 // every page reachable from the navigation plus the detail views of an
 // email, a domain, a webhook endpoint and its test event, a contact, a
-// segment, a topic, a template and a contact import, at 1280×900 and
+// segment, a topic, a template, a contact import, and an automation (its
+// editor, its runs and a run), at 1280×900 and
 // at 390×844 (a phone). It fails on a horizontal scrollbar, a console
 // error, a 4xx or 5xx answer, raw Go values in the text, a missing title,
 // unlabeled fields and focus that cannot be seen. On the way it uses the
@@ -457,6 +458,43 @@ func TestDashboardTour(t *testing.T) {
 	draftID := created("/broadcasts", broadcast)
 	broadcast["send"] = true
 	sentID := created("/broadcasts", broadcast)
+	// An automation with a step of every type, enabled, and a run of it
+	// (waiting on its delay), from the tour's template, published for it.
+	status, out := seed.do("POST", "/templates/"+templateID+"/publish", nil)
+	require.Equal(t, http.StatusOK, status, out)
+	stepOf := func(key, typ string, config map[string]any) map[string]any {
+		return map[string]any{"key": key, "type": typ, "config": config}
+	}
+	rule := func(field, op string, value any) map[string]any {
+		return map[string]any{"type": "rule", "field": field, "operator": op, "value": value}
+	}
+	link := func(from, to, typ string) map[string]any { return map[string]any{"from": from, "to": to, "type": typ} }
+	automationID := created("/automations", map[string]any{"name": "Tour onboarding", "status": "enabled",
+		"steps": []any{
+			stepOf("trigger", "trigger", map[string]any{"event_name": "tour.signed_up"}),
+			stepOf("wait", "delay", map[string]any{"duration": "1 week"}),
+			stepOf("welcome", "send_email", map[string]any{"subject": "Welcome to the tour",
+				"template": map[string]any{"id": templateID, "variables": map[string]any{
+					"PLAN": map[string]any{"var": "event.plan"}, "SOURCE": "tour"}}}),
+			stepOf("plan", "condition", map[string]any{"type": "and", "rules": []any{rule("event.plan", "eq", "pro"),
+				rule("event.seats", "gte", 5)}}),
+			stepOf("pros", "add_to_segment", map[string]any{"segment_id": segmentID}),
+			stepOf("upgrade", "wait_for_event", map[string]any{"event_name": "tour.upgraded", "timeout": "3 days",
+				"filter_rule": rule("event.plan", "eq", "pro")}),
+			stepOf("update", "contact_update", map[string]any{"first_name": map[string]any{"var": "event.first_name"},
+				"properties": map[string]any{"plan": map[string]any{"var": "event.plan"}}}),
+			stepOf("bye", "contact_delete", map[string]any{}),
+		},
+		"connections": []any{link("trigger", "wait", "default"), link("wait", "welcome", "default"),
+			link("welcome", "plan", "default"), link("plan", "pros", "condition_met"),
+			link("plan", "upgrade", "condition_not_met"), link("upgrade", "update", "event_received"),
+			link("upgrade", "bye", "timeout")}})
+	status, out = seed.do("POST", "/events/send", map[string]any{"event": "tour.signed_up", "contact_id": contactID,
+		"payload": map[string]any{"plan": "pro", "seats": 7}})
+	require.Equal(t, http.StatusAccepted, status, out)
+	runs, _ := out["runs"].([]any)
+	require.Len(t, runs, 1, out)
+	automationRun := fmt.Sprint(runs[0])
 	// A received email, through the dev inbound MX (e2e_receiving_test.go).
 	receivedID := seedReceived(t, env, seed, dashboardID(domainURL))
 	// A finished data export, so the Data requests page lists one with
@@ -470,6 +508,7 @@ func TestDashboardTour(t *testing.T) {
 	require.GreaterOrEqual(t, len(nav), 12, nav)
 	require.Contains(t, nav, "/dashboard/audit", "the Audit page is in the navigation")
 	require.Contains(t, nav, "/dashboard/data-requests", "the Data requests page is in the navigation")
+	require.Contains(t, nav, "/dashboard/automations", "the Automations page is in the navigation")
 	path := func(u string) string { return strings.TrimPrefix(u, dev.base) }
 	details := [][2]string{
 		{"email", "/dashboard/emails/" + id},
@@ -493,6 +532,11 @@ func TestDashboardTour(t *testing.T) {
 		{"template-blocks", "/dashboard/templates/" + blocksID},
 		{"broadcast-draft", "/dashboard/broadcasts/" + draftID},
 		{"broadcast-sent", "/dashboard/broadcasts/" + sentID},
+		{"automation-new", "/dashboard/automations/new"},
+		{"automation", "/dashboard/automations/" + automationID},
+		{"automation-runs", "/dashboard/automations/" + automationID + "/runs"},
+		{"automation-run", "/dashboard/automations/" + automationID + "/runs/" + automationRun},
+		{"automation-delete", "/dashboard/automations/" + automationID + "/delete"},
 		// The audit log, filtered to the quick start's key.
 		{"audit-filtered", "/dashboard/audit?action=api_key.create"},
 	}

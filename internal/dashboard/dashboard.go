@@ -7,7 +7,8 @@
 // webhook.Endpoints); contacts, segments, topics and email templates with
 // the API's checks (internal/audience, templates.Service) and events,
 // contact imports through internal/imports, broadcasts through
-// broadcast.Service, and the request log, metrics and account health
+// broadcast.Service, automations and their runs through
+// automations.Service, and the request log, metrics and account health
 // through internal/usage. Team owners also see the installation's IP
 // pools and the warm-up of their addresses.
 package dashboard
@@ -34,6 +35,7 @@ import (
 	"github.com/posthaste/posthaste/internal/auditlog"
 	"github.com/posthaste/posthaste/internal/auth"
 	"github.com/posthaste/posthaste/internal/auththrottle"
+	"github.com/posthaste/posthaste/internal/automations"
 	"github.com/posthaste/posthaste/internal/broadcast"
 	"github.com/posthaste/posthaste/internal/datareq"
 	"github.com/posthaste/posthaste/internal/domains"
@@ -87,6 +89,9 @@ type Config struct {
 	// Broadcasts creates, edits, tests and sends broadcasts; nil hides the
 	// Broadcasts page.
 	Broadcasts *broadcast.Service
+	// Automations keeps the team's automations and reads their runs; nil
+	// hides the Automations page.
+	Automations *automations.Service
 	// Emails reads sent emails and keeps the suppression list; Received
 	// reads received mail.
 	Emails   *submit.Emails
@@ -195,6 +200,8 @@ type Handler struct {
 	audienceHandler   *audienceHandler
 	templatesHandler  *templatesHandler
 	broadcastsHandler *broadcastsHandler
+	// automationsHandler serves the Automations pages (automations.go).
+	automationsHandler *automationsHandler
 }
 
 // New parses the templates and builds the routes.
@@ -227,6 +234,7 @@ func New(cfg Config) (*Handler, error) {
 	h.audienceHandler = &audienceHandler{Handler: h, svc: cfg.Audience, imports: cfg.Imports}
 	h.templatesHandler = &templatesHandler{Handler: h, svc: cfg.Templates}
 	h.broadcastsHandler = &broadcastsHandler{h}
+	h.automationsHandler = &automationsHandler{Handler: h, svc: cfg.Automations}
 	if h.passwords == nil {
 		h.passwords = password.Shared()
 	}
@@ -238,7 +246,7 @@ func New(cfg Config) (*Handler, error) {
 	h.accounts = cfg.Accounts
 	funcs := template.FuncMap{"fmtTime": fmtTime, "badge": badge, "join": strings.Join,
 		"deref": func(p *int) int { return *p }, "prose": prose, "has": slices.Contains[[]string],
-		"broadcastsOn": func() bool { return cfg.Broadcasts != nil }}
+		"broadcastsOn": func() bool { return cfg.Broadcasts != nil }, "automationsOn": func() bool { return cfg.Automations != nil }}
 	for _, page := range []string{"login", "emails", "email", "metrics", "domains", "apikeys", "suppressions", "mfa", "account", "webhooks", "webhook_event", "logs", "log", "team", "invite", "forgot", "reset",
 		"domain", "domain_delete", "webhook", "webhook_delete", "quickstart",
 		// Contacts, segments, topics and templates (audience.go and friends).
@@ -248,6 +256,8 @@ func New(cfg Config) (*Handler, error) {
 		"receiving", "received",
 		// Broadcasts (broadcasts.go).
 		"broadcasts", "broadcast",
+		// Automations and their runs (automations.go).
+		"automations", "automation", "automation_delete", "automation_runs", "automation_run",
 		// IP pools and their warm-up (ippools.go).
 		"ippools",
 		// The audit log (audit.go).
@@ -279,6 +289,7 @@ func New(cfg Config) (*Handler, error) {
 	h.audienceHandler.routes(m)
 	h.templatesHandler.routes(m)
 	h.broadcastsHandler.routes(m)
+	h.automationsHandler.routes(m)
 	h.mux = m
 	return h, nil
 }
