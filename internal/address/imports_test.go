@@ -10,11 +10,12 @@ import (
 
 // acceptsMail are the packages that hand mail to internal/submit: the
 // adapters that accept it (API, SMTP gateway, dashboard, broadcasts), the
-// wiring in cmd and the benchmarks. internal/health/notices reads the
+// wiring in cmd and the benchmarks, and the automations whose send_email
+// steps send through it. internal/health/notices reads the
 // submit.Error of the notices it has the system mailer accept.
 var acceptsMail = map[string]bool{
 	"api": true, "smtpgw": true, "cmd/posthaste": true, "internal/dashboard": true,
-	"internal/broadcast": true, "internal/health/notices": true, "bench": true,
+	"internal/broadcast": true, "internal/automations": true, "internal/health/notices": true, "bench": true,
 }
 
 // TestOnlyMailAcceptorsImportSubmit: reading an address needs

@@ -170,6 +170,13 @@ func (c *Cache[K, V]) Load(ctx context.Context, key K, fn func(ctx context.Conte
 		c.mu.Unlock()
 		return v, nil
 	}
+	if ctx.Err() != nil {
+		// A caller whose context already ended gets its end, always: a
+		// load that might finish first would make the answer a race.
+		c.mu.Unlock()
+		var zero V
+		return zero, context.Cause(ctx)
+	}
 	l, running := c.loads[key]
 	if !running {
 		l = &load[V]{done: make(chan struct{})}
