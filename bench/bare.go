@@ -228,7 +228,12 @@ type history struct {
 
 // emailHistory fetches the history of the SendEmail workflow of emailID.
 func emailHistory(ctx context.Context, c client.Client, emailID string) (history, error) {
-	h := history{workflowID: workflows.EmailWorkflowID(emailID)}
+	return workflowHistory(ctx, c, workflows.EmailWorkflowID(emailID))
+}
+
+// workflowHistory fetches the history of the latest run of workflowID.
+func workflowHistory(ctx context.Context, c client.Client, workflowID string) (history, error) {
+	h := history{workflowID: workflowID}
 	it := c.GetWorkflowHistory(ctx, h.workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()

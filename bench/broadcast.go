@@ -172,44 +172,15 @@ func measureBroadcast(ctx context.Context, dev *devProcess, n int, logf func(str
 	}
 	api := &benchAPI{hc: &http.Client{Timeout: 2 * time.Minute}, base: dev.base, key: dev.creds.APIKey}
 
-	var seg struct{ ID string }
-	if err := api.call(ctx, "POST", "/segments", "application/json",
-		strings.NewReader(`{"name":"bench readers"}`), &seg); err != nil {
+	segment, imported, err := importContacts(ctx, api, n, "broadcast", logf)
+	if err != nil {
 		return run, err
 	}
-	logf("broadcast: importing %d contacts into segment %s", n, seg.ID)
-	pr, pw := io.Pipe()
-	mw := multipart.NewWriter(pw)
-	go func() { pw.CloseWithError(writeBroadcastImportForm(mw, n, seg.ID)) }()
-	start := time.Now()
-	var imp struct {
-		ID     string
-		Status string
-		Error  any
-		Counts map[string]any
-	}
-	if err := api.call(ctx, "POST", "/contacts/imports", mw.FormDataContentType(), pr, &imp); err != nil {
-		return run, err
-	}
-	for imp.Status != store.ImportCompleted {
-		if imp.Status == store.ImportFailed {
-			return run, fmt.Errorf("import %s failed: %v", imp.ID, imp.Error)
-		}
-		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-			return run, err
-		}
-		if err := api.call(ctx, "GET", "/contacts/imports/"+imp.ID, "", nil, &imp); err != nil {
-			return run, err
-		}
-	}
-	run.imported = time.Since(start)
-	if created := imp.Counts["created"]; created != float64(n) {
-		return run, fmt.Errorf("import %s created %v contacts of %d: %v", imp.ID, created, n, imp.Counts)
-	}
+	run.imported = imported
 
 	body, err := json.Marshal(map[string]any{
 		"name":       fmt.Sprintf("bench %d", n),
-		"segment_id": seg.ID,
+		"segment_id": segment,
 		"from":       "Posthaste bench <onboarding@posthaste.test>",
 		"subject":    "News for {{{FIRST_NAME|there}}}",
 		"html": `<p>Hi {{{FIRST_NAME|there}}},</p><p>a broadcast sent by go run ./bench.</p>` +
@@ -248,6 +219,48 @@ func measureBroadcast(ctx context.Context, dev *devProcess, n int, logf func(str
 // delivered: generous, 2 minutes plus 50 ms an email.
 func broadcastTimeout(n int) time.Duration {
 	return 2*time.Minute + time.Duration(n)*50*time.Millisecond
+}
+
+// importContacts imports n sandbox contacts (writeBroadcastAudience) into
+// a new segment through POST /contacts/imports and waits until the import
+// completed; it returns the segment's id and how long the import took,
+// upload to completed. step names the caller in the progress lines.
+func importContacts(ctx context.Context, api *benchAPI, n int, step string, logf func(string, ...any)) (string, time.Duration, error) {
+	var seg struct{ ID string }
+	if err := api.call(ctx, "POST", "/segments", "application/json",
+		strings.NewReader(`{"name":"bench readers"}`), &seg); err != nil {
+		return "", 0, err
+	}
+	logf("%s: importing %d contacts into segment %s", step, n, seg.ID)
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() { pw.CloseWithError(writeBroadcastImportForm(mw, n, seg.ID)) }()
+	start := time.Now()
+	var imp struct {
+		ID     string
+		Status string
+		Error  any
+		Counts map[string]any
+	}
+	if err := api.call(ctx, "POST", "/contacts/imports", mw.FormDataContentType(), pr, &imp); err != nil {
+		return "", 0, err
+	}
+	for imp.Status != store.ImportCompleted {
+		if imp.Status == store.ImportFailed {
+			return "", 0, fmt.Errorf("import %s failed: %v", imp.ID, imp.Error)
+		}
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return "", 0, err
+		}
+		if err := api.call(ctx, "GET", "/contacts/imports/"+imp.ID, "", nil, &imp); err != nil {
+			return "", 0, err
+		}
+	}
+	took := time.Since(start)
+	if created := imp.Counts["created"]; created != float64(n) {
+		return "", 0, fmt.Errorf("import %s created %v contacts of %d: %v", imp.ID, created, n, imp.Counts)
+	}
+	return seg.ID, took, nil
 }
 
 // broadcastCounts is the part of GET /broadcasts/<id> the step reads.

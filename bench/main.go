@@ -121,6 +121,17 @@
 // emails and the ratio of the two devs' peak memory; -broadcast runs only
 // that step.
 //
+// Then, also before the targets, the automations step (automations.go): on
+// a fresh dev, 10,000 sandbox contacts (-automation-runs; 1,000 with
+// -quick) are each sent an event that starts a run of trigger -> delay ->
+// send_email, the delay chosen from a pilot so that every run waits before
+// the first timer falls due. It prints runs started/s, dev's VmRSS with
+// every run waiting beside idle (target: less than 500 MB more) and the lag
+// from each timer's due time to its email's acceptance (p50, p99, max),
+// and judges the last email's acceptance, counted from the first due time,
+// against 1.5 times what the sandbox end-to-end rate needs for as many
+// emails; -automations runs only that step.
+//
 // After the targets it runs the contacts step (contacts.go): a 100,000-row
 // CSV import with its contacts/s and the importer's memory, and template
 // renders/s (-contacts runs only that step); last, the batch accept rate
@@ -136,6 +147,7 @@
 //	GOTOOLCHAIN=local go run ./bench -bin bin/posthaste -burst 2000
 //	GOTOOLCHAIN=local go run ./bench -chaos 10000  # the chaos mode only
 //	GOTOOLCHAIN=local go run ./bench -pools 300    # the pools step only
+//	GOTOOLCHAIN=local go run ./bench -automations  # the automations step only
 //
 // Results go to stdout as plain lines; progress and errors go to stderr. The
 // numbers depend on the machine and on whatever else runs on it: compare runs
@@ -179,16 +191,18 @@ type counts struct {
 	smtpBurst  int // SMTP messages over conc connections
 	real       int // emails of each real delivery run, at concurrency conc
 	rounds     int // pairs of a bare one-activity run and a real delivery run (pairs.go)
+
+	automations int // runs of the automations step (automations.go), one event and one email each
 }
 
 func defaultCounts() counts {
 	return counts{serial: 500, burst: 10000, wide: 5000, e2e: 1000, bare: 1000, warmup: 16, conc: 16, maxConc: 64,
-		smtpSerial: 500, smtpBurst: 3000, real: 2000, rounds: 3}
+		smtpSerial: 500, smtpBurst: 3000, real: 2000, rounds: 3, automations: 10000}
 }
 
 func quickCounts() counts {
 	return counts{serial: 50, burst: 300, wide: 300, e2e: 100, bare: 100, warmup: 16, conc: 16, maxConc: 64,
-		smtpSerial: 100, smtpBurst: 400, real: 200, rounds: 3}
+		smtpSerial: 100, smtpBurst: 400, real: 200, rounds: 3, automations: 1000}
 }
 
 func main() {
@@ -198,13 +212,15 @@ func main() {
 	bare := flag.Int("bare", 1000, "workflows of each bare Temporal run")
 	realN := flag.Int("real", 2000, "emails of each real delivery run")
 	rounds := flag.Int("rounds", 3, "pairs of a bare one-activity run and a real delivery run, each measured back to back; the real delivery target is judged on the median of their ratios")
-	quick := flag.Bool("quick", false, "small counts for a smoke run (explicit -burst, -e2e, -bare, -real, -rounds still apply)")
+	quick := flag.Bool("quick", false, "small counts for a smoke run (explicit -burst, -e2e, -bare, -real, -rounds, -automation-runs still apply)")
 	chaos := flag.Int("chaos", 0, "run only the chaos mode with this many keyed emails (0: off)")
 	seed := flag.Uint64("seed", 0, "seed of the chaos mode's random choices (0: from the clock)")
 	contacts := flag.Bool("contacts", false, "run only the contacts step: a CSV import and template rendering (contacts.go)")
 	contactRows := flag.Int("contact-rows", defaultContactRows, "rows of the contacts step's CSV")
 	pools := flag.Int("pools", 0, "run only the pools step (pools.go) with this many emails from each of two pools' sender domains (0: off)")
 	broadcastOnly := flag.Bool("broadcast", false, "run only the broadcast step (broadcast.go), with a sandbox end-to-end run (-e2e) to compare it with")
+	automationsOnly := flag.Bool("automations", false, "run only the automations step (automations.go), with a sandbox end-to-end run (-e2e) to compare it with")
+	automationRuns := flag.Int("automation-runs", 10000, "runs (contacts, events and emails) of the automations step (-quick: 1000)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
@@ -265,9 +281,12 @@ func main() {
 			c.real = *realN
 		case "rounds":
 			c.rounds = *rounds
+		case "automation-runs":
+			c.automations = *automationRuns
 		}
 	})
-	for name, v := range map[string]int{"burst": c.burst, "e2e": c.e2e, "bare": c.bare, "real": c.real, "rounds": c.rounds} {
+	for name, v := range map[string]int{"burst": c.burst, "e2e": c.e2e, "bare": c.bare, "real": c.real, "rounds": c.rounds,
+		"automation-runs": c.automations} {
 		if v < 1 {
 			fmt.Fprintf(os.Stderr, "bench: -%s must be at least 1\n", name)
 			os.Exit(2)
@@ -276,9 +295,12 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var err error
-	if *broadcastOnly {
+	switch {
+	case *broadcastOnly:
 		err = runBroadcastOnly(ctx, *bin, c, os.Stdout, os.Stderr)
-	} else {
+	case *automationsOnly:
+		err = runAutomationsOnly(ctx, *bin, c, os.Stdout, os.Stderr)
+	default:
 		err = run(ctx, *bin, c, os.Stdout, os.Stderr)
 	}
 	stop()
@@ -395,7 +417,16 @@ func run(ctx context.Context, bin string, c counts, out, progress io.Writer) (er
 	}
 	bc.e2e, bc.e2eFrom = res.e2e, "this run's, above"
 	printBroadcast(p, bc)
-	printTargets(p, append(targets(c, res, sr, ir), broadcastTargets(bc)...))
+	// A fresh dev of its own too; compared with res.e2e.
+	logf("automations: %d runs", c.automations)
+	ac, err := measureAutomations(ctx, bin, root, c, false, p, logf)
+	if err != nil {
+		return fmt.Errorf("automations: %w", err)
+	}
+	ac.e2e, ac.e2eFrom = res.e2e, "this run's, above"
+	printAutomations(p, ac)
+	ts := append(targets(c, res, sr, ir), broadcastTargets(bc)...)
+	printTargets(p, append(ts, automationTargets(ac)...))
 	printBudget(p, budgetRows(c, res, sr), runtime.NumCPU())
 	logf("contacts: import and template rendering")
 	if err := measureContacts(ctx, dev, defaultContactRows, p, logf); err != nil {

@@ -19,6 +19,9 @@ const (
 	targetBroadcastOverE2E = 3.0 // broadcast emails/s / single-send sandbox end to end (issue: broadcast step)
 	targetBroadcastStarts  = 1.0 // SendBatch starts per 100 broadcast emails (the hand-off to the send path)
 	targetBroadcastMemory  = 1.2 // dev's peak memory at the larger broadcast / at the smaller
+
+	targetAutomationMemory = 500 << 20 // dev's VmRSS with every run waiting minus idle, bytes (automations step)
+	targetAutomationFinish = 1.5       // first due time to last email accepted / n emails at the sandbox e2e rate
 )
 
 // target is one row of the table.
@@ -212,6 +215,35 @@ func broadcastTargets(b broadcastResult) []target {
 		mt.met = r <= targetBroadcastMemory
 	}
 	return []target{rt, st, mt}
+}
+
+// automationTargets evaluates the automations step's targets
+// (automations.go): dev's memory with every run waiting over idle, and the
+// time from the first timer's due time to the last email's acceptance over
+// the time the sandbox end-to-end rate needs for as many emails.
+func automationTargets(a automationResult) []target {
+	mt := target{name: fmt.Sprintf("automations %d waiting: RSS - idle < %d MB", a.n, targetAutomationMemory>>20)}
+	if a.rssIdle == 0 || a.rssWaiting == 0 {
+		mt.skipped = "no memory with the runs waiting"
+	} else {
+		g := a.memoryGrowth()
+		mt.measured = fmt.Sprintf("%+.0f MB (%.0f vs %.0f MB)", mb(g), mb(a.rssWaiting), mb(a.rssIdle))
+		mt.met = g < targetAutomationMemory
+	}
+
+	ft := target{name: fmt.Sprintf("automations %d finish / e2e time <= %.2f", a.n, targetAutomationFinish)}
+	switch {
+	case len(a.times.lags) == 0:
+		ft.skipped = "no automations run"
+	case a.e2eTime() <= 0:
+		ft.skipped = "no sandbox end-to-end run"
+	default:
+		t := a.e2eTime()
+		r := a.times.finish.Seconds() / t.Seconds()
+		ft.measured = fmt.Sprintf("%.2f (%s vs %s)", r, fmtDur(a.times.finish), fmtDur(t))
+		ft.met = r <= targetAutomationFinish
+	}
+	return []target{mt, ft}
 }
 
 // printTargets prints the table of targets.
