@@ -297,6 +297,25 @@ func (a *Activities) condition(ctx context.Context, s stepRun) (contract.Automat
 		contract.AutomationStepResult{Outcome: outcome})
 }
 
+// contactStep reads the config of a step about the run's contact into c,
+// and the run's data and contact. done: the step failed (its config cannot
+// be read, its contact was deleted) and res says so.
+func (a *Activities) contactStep(ctx context.Context, s stepRun, c any) (d automation.Data, ct *store.Contact,
+	res contract.AutomationStepResult, done bool, err error) {
+	if err := json.Unmarshal(s.step.Config, c); err != nil {
+		res, err = a.fail(ctx, s, "its config cannot be read")
+		return d, nil, res, true, err
+	}
+	if d, ct, err = a.data(ctx, s.run); err != nil {
+		return d, nil, res, true, err
+	}
+	if ct == nil {
+		res, err = a.fail(ctx, s, "the contact was deleted")
+		return d, nil, res, true, err
+	}
+	return d, ct, res, false, nil
+}
+
 // IdempotencyKey is the key a send_email step's email is accepted under:
 // the run, the step and the visit, so a retried step never sends twice.
 func IdempotencyKey(runID uuid.UUID, key string, visit int) string {
@@ -310,15 +329,9 @@ func IdempotencyKey(runID uuid.UUID, key string, visit int) string {
 // refuses fails the step with its reason.
 func (a *Activities) sendEmail(ctx context.Context, s stepRun) (contract.AutomationStepResult, error) {
 	var c automation.SendEmailConfig
-	if err := json.Unmarshal(s.step.Config, &c); err != nil {
-		return a.fail(ctx, s, "its config cannot be read")
-	}
-	d, ct, err := a.data(ctx, s.run)
-	if err != nil {
-		return contract.AutomationStepResult{}, err
-	}
-	if ct == nil {
-		return a.fail(ctx, s, "the contact was deleted")
+	d, ct, failed, done, err := a.contactStep(ctx, s, &c)
+	if done || err != nil {
+		return failed, err
 	}
 	if ct.Unsubscribed {
 		return a.save(ctx, s.record("skipped", map[string]any{"reason": "the contact is unsubscribed"}, nil),
@@ -388,15 +401,9 @@ func (a *Activities) paused(ctx context.Context, s stepRun, reason string) (cont
 
 func (a *Activities) contactUpdate(ctx context.Context, s stepRun) (contract.AutomationStepResult, error) {
 	var c automation.ContactUpdateConfig
-	if err := json.Unmarshal(s.step.Config, &c); err != nil {
-		return a.fail(ctx, s, "its config cannot be read")
-	}
-	d, ct, err := a.data(ctx, s.run)
-	if err != nil {
-		return contract.AutomationStepResult{}, err
-	}
-	if ct == nil {
-		return a.fail(ctx, s, "the contact was deleted")
+	d, ct, res, done, err := a.contactStep(ctx, s, &c)
+	if done || err != nil {
+		return res, err
 	}
 	var in audience.ContactInput
 	str := func(raw json.RawMessage) (*string, bool) {

@@ -135,11 +135,7 @@ func (h *automationsHandler) automations(w http.ResponseWriter, r *http.Request,
 		d.Automations = append(d.Automations, automationRow{a})
 	}
 	if len(list) > 0 {
-		keep := url.Values{}
-		if d.Status != "" {
-			keep.Set("status", d.Status)
-		}
-		d.Pager = pagerOf(keep, p, more, list[0].ID, list[len(list)-1].ID, len(list))
+		d.Pager = statusPager(d.Status, p, more, list[0].ID, list[len(list)-1].ID, len(list))
 	}
 	h.render(w, http.StatusOK, "automations", view{Title: "Automations", Nav: "automations", Session: se,
 		CSRF: se.CSRFToken, Data: d})
@@ -505,11 +501,7 @@ func (h *automationsHandler) runs(w http.ResponseWriter, r *http.Request, se *st
 		d.Runs = append(d.Runs, runRow{run})
 	}
 	if len(list) > 0 {
-		keep := url.Values{}
-		if d.Status != "" {
-			keep.Set("status", d.Status)
-		}
-		d.Pager = pagerOf(keep, p, more, list[0].ID, list[len(list)-1].ID, len(list))
+		d.Pager = statusPager(d.Status, p, more, list[0].ID, list[len(list)-1].ID, len(list))
 	}
 	h.render(w, http.StatusOK, "automation_runs", view{Title: "Runs of " + a.Name, Nav: "automations", Session: se,
 		CSRF: se.CSRFToken, Data: d})
@@ -592,4 +584,14 @@ func (h *automationsHandler) run(w http.ResponseWriter, r *http.Request, se *sto
 	}
 	h.render(w, http.StatusOK, "automation_run", view{Title: "Run of " + a.Name, Nav: "automations", Session: se,
 		CSRF: se.CSRFToken, Data: d})
+}
+
+// statusPager is the pager of a list filtered by status ("" for none),
+// which its links keep.
+func statusPager(status string, p store.Page, more bool, first, last uuid.UUID, n int) pager {
+	keep := url.Values{}
+	if status != "" {
+		keep.Set("status", status)
+	}
+	return pagerOf(keep, p, more, first, last, n)
 }
