@@ -436,8 +436,14 @@ func checkMXProcess(t *testing.T, base map[string]string, team string) {
 		}
 		return nil
 	})
-	sp, err := storetest.SuppressionByEmail(ctx, st, teamID, "gone@rcpt.test")
-	require.NoError(t, err)
+	// The suppression is written after the bounce event, by the same
+	// (idempotent, retried) activity: wait for it too.
+	var sp store.Suppression
+	eventually(t, 30*time.Second, func() error {
+		var err error
+		sp, err = storetest.SuppressionByEmail(ctx, st, teamID, "gone@rcpt.test")
+		return err
+	})
 	require.Equal(t, store.SuppressionBounce, sp.Reason)
 
 	res, err = http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", opsPort))
