@@ -8,16 +8,7 @@
 'use strict';
 const { Resend } = require('resend');
 
-const { must } = require('./must.cjs');
-
-// refused returns the SDK error of a call that must fail.
-function refused(step, res) {
-  if (!res.error) {
-    console.error(step, 'succeeded:', JSON.stringify(res.data));
-    process.exit(1);
-  }
-  return res.error;
-}
+const { must, refused } = require('./must.cjs');
 
 (async () => {
   const resend = new Resend(process.env.RESEND_API_KEY);

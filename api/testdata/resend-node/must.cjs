@@ -9,4 +9,14 @@ function must(step, res) {
   return res.data;
 }
 
-module.exports = { must };
+// refused returns the SDK error of a call that must fail, or prints the
+// step and what it answered and exits non-zero.
+function refused(step, res) {
+  if (!res.error) {
+    console.error(step, 'succeeded:', JSON.stringify(res.data));
+    process.exit(1);
+  }
+  return res.error;
+}
+
+module.exports = { must, refused };
