@@ -221,24 +221,17 @@ func (r automationResult) e2eTime() time.Duration {
 
 // runAutomationsOnly runs only the automations step, the single-send
 // sandbox end-to-end rate it is compared with measured on its dev.
-func runAutomationsOnly(ctx context.Context, bin string, c counts, out, progress io.Writer) (err error) {
-	p, logf := printers(out, progress)
-	p("posthaste bench -automations  %s", machine())
-	root, err := os.MkdirTemp("", "posthaste-bench-")
-	if err != nil {
-		return err
-	}
-	defer removeAllInto(root, &err)
-	if bin, err = binaryIn(ctx, bin, root, p, logf); err != nil {
-		return err
-	}
-	res, err := measureAutomations(ctx, bin, root, c, true, p, logf)
-	if err != nil {
-		return err
-	}
-	printAutomations(p, res)
-	printTargets(p, automationTargets(res))
-	return nil
+func runAutomationsOnly(ctx context.Context, bin string, c counts, out, progress io.Writer) error {
+	return inRoot(ctx, bin, "posthaste bench -automations", out, progress,
+		func(p, logf func(string, ...any), root, bin string) error {
+			res, err := measureAutomations(ctx, bin, root, c, true, p, logf)
+			if err != nil {
+				return err
+			}
+			printAutomations(p, res)
+			printTargets(p, automationTargets(res))
+			return nil
+		})
 }
 
 // measureAutomations runs the step with c.automations runs and c.conc

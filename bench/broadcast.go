@@ -102,24 +102,17 @@ func (b broadcastResult) memoryRatio() float64 {
 
 // runBroadcastOnly runs only the broadcast step, the single-send sandbox
 // end-to-end rate it is compared with measured on its larger dev.
-func runBroadcastOnly(ctx context.Context, bin string, c counts, out, progress io.Writer) (err error) {
-	p, logf := printers(out, progress)
-	p("posthaste bench -broadcast  %s", machine())
-	root, err := os.MkdirTemp("", "posthaste-bench-")
-	if err != nil {
-		return err
-	}
-	defer removeAllInto(root, &err)
-	if bin, err = binaryIn(ctx, bin, root, p, logf); err != nil {
-		return err
-	}
-	res, err := measureBroadcasts(ctx, bin, root, &c, p, logf)
-	if err != nil {
-		return err
-	}
-	printBroadcast(p, res)
-	printTargets(p, broadcastTargets(res))
-	return nil
+func runBroadcastOnly(ctx context.Context, bin string, c counts, out, progress io.Writer) error {
+	return inRoot(ctx, bin, "posthaste bench -broadcast", out, progress,
+		func(p, logf func(string, ...any), root, bin string) error {
+			res, err := measureBroadcasts(ctx, bin, root, &c, p, logf)
+			if err != nil {
+				return err
+			}
+			printBroadcast(p, res)
+			printTargets(p, broadcastTargets(res))
+			return nil
+		})
 }
 
 // measureBroadcasts runs the step at both sizes, each on a fresh dev under

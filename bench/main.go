@@ -345,6 +345,24 @@ func binaryIn(ctx context.Context, bin, root string, p, logf func(string, ...any
 	return bin, nil
 }
 
+// inRoot prints the title line of a bench run, makes its temporary root
+// (removed after fn, its error joined to fn's), finds or builds the
+// binary there and runs fn with the printers, the root and the binary.
+func inRoot(ctx context.Context, bin, title string, out, progress io.Writer,
+	fn func(p, logf func(string, ...any), root, bin string) error) (err error) {
+	p, logf := printers(out, progress)
+	p("%s  %s", title, machine())
+	root, err := os.MkdirTemp("", "posthaste-bench-")
+	if err != nil {
+		return err
+	}
+	defer removeAllInto(root, &err)
+	if bin, err = binaryIn(ctx, bin, root, p, logf); err != nil {
+		return err
+	}
+	return fn(p, logf, root, bin)
+}
+
 // run is the whole benchmark; results go to out, progress to progress.
 func run(ctx context.Context, bin string, c counts, out, progress io.Writer) (err error) {
 	p, logf := printers(out, progress)
