@@ -53,6 +53,9 @@ type AutomationCursor struct {
 	// its step Seq) that goes on until Due: a wait woken so often that its
 	// history grew (WaitWakes wakes) continues as new where it was.
 	Waiting *AutomationWaiting `json:",omitempty"`
+	// Done, when set, is a completed step the run had yet to record
+	// (contract.AutomationStepDone): the next call records it.
+	Done *contract.AutomationStepDone `json:",omitempty"`
 }
 
 // AutomationWaiting is a wait carried over by a continue-as-new.
@@ -87,6 +90,18 @@ const automationStepAttempt = time.Minute
 // version, so that runs waiting for months replay the path they took.
 const automationInterpreter = "automation-interpreter"
 
+// Versions of the interpreter (automationInterpreter).
+const (
+	// interpreterCalls takes a call for every step and phase: the
+	// trigger, a wait's start and its end, and the run's end.
+	interpreterCalls workflow.Version = 1
+	// interpreterFolded records a trigger, and a wait that ran out, with
+	// the run's next call (contract.AutomationStepDone), and ends the run
+	// in the call of its last step (contract.AutomationStepInput.EndRun):
+	// trigger -> delay -> send_email takes three calls, not six.
+	interpreterFolded workflow.Version = 2
+)
+
 // AutomationRun interprets one run of an automation: it loads the
 // definition the run started with (LoadAutomationRun) and walks it from
 // the trigger, one step at a time, along the connection each step's
@@ -101,8 +116,7 @@ const automationInterpreter = "automation-interpreter"
 // continues as new every StepsPerHistory, so a loop through a wait keeps
 // a bounded history.
 func AutomationRun(ctx workflow.Context, in AutomationRunInput) error {
-	version := workflow.GetVersion(ctx, automationInterpreter, workflow.DefaultVersion, 1)
-	_ = version // version 1 is the first interpreter; later changes branch on it
+	version := workflow.GetVersion(ctx, automationInterpreter, workflow.DefaultVersion, interpreterFolded)
 	lctx := workflow.WithLocalActivityOptions(ctx, in.Steps.localOptions(automationStepAttempt))
 	wake := workflow.GetSignalChannel(ctx, WakeSignal)
 	ref := contract.AutomationRunRef{RunID: in.RunID}
@@ -120,34 +134,35 @@ func AutomationRun(ctx workflow.Context, in AutomationRunInput) error {
 	if perHistory <= 0 {
 		perHistory = DefaultAutomationStepsPerHistory
 	}
+	r := &runner{ctx: ctx, lctx: lctx, wake: wake, in: in, def: plan.Definition, folded: version >= interpreterFolded}
 	at := AutomationCursor{Visits: map[string]int{}}
 	if in.At != nil {
 		at = *in.At
 		if at.Visits == nil {
 			at.Visits = map[string]int{}
 		}
+		r.pending, at.Done = at.Done, nil
 	} else {
 		t, ok := plan.Definition.TriggerStep()
 		if !ok {
-			return finishRun(ctx, lctx, in.RunID, contract.RunFailed, "the automation has no trigger")
+			return r.finish(contract.RunFailed, "the automation has no trigger")
 		}
 		at.Key = t.Key
 	}
-	r := runner{ctx: ctx, lctx: lctx, wake: wake, in: in, def: plan.Definition}
 	for taken := 0; ; taken++ {
 		if at.Seq >= maxSteps {
-			return finishRun(ctx, lctx, in.RunID, contract.RunFailed,
-				fmt.Sprintf("the run took %d steps, the most one run may take", maxSteps))
+			return r.finish(contract.RunFailed, fmt.Sprintf("the run took %d steps, the most one run may take", maxSteps))
 		}
 		if taken >= perHistory {
 			next := in
 			cur := at
+			cur.Done = r.pending
 			next.At = &cur
 			return workflow.NewContinueAsNewError(ctx, AutomationRun, next)
 		}
 		step, ok := plan.Definition.Step(at.Key)
 		if !ok {
-			return finishRun(ctx, lctx, in.RunID, contract.RunFailed, fmt.Sprintf("the step %q does not exist", at.Key))
+			return r.finish(contract.RunFailed, fmt.Sprintf("the step %q does not exist", at.Key))
 		}
 		var resume *time.Time
 		if at.Waiting != nil {
@@ -168,18 +183,15 @@ func AutomationRun(ctx workflow.Context, in AutomationRunInput) error {
 		if err != nil {
 			return err
 		}
-		if res.Cancelled {
+		if res.Cancelled || res.Finished {
 			return nil
 		}
 		if res.Error != "" {
-			return finishRun(ctx, lctx, in.RunID, contract.RunFailed, res.Error)
+			return r.finish(contract.RunFailed, res.Error)
 		}
-		next, ok := plan.Definition.Next(step.Key, res.Outcome)
-		if !ok && res.Outcome == automation.EventReceived {
-			next, ok = plan.Definition.Next(step.Key, automation.Default)
-		}
+		next, ok := plan.Definition.Follow(step.Key, res.Outcome)
 		if !ok {
-			return finishRun(ctx, lctx, in.RunID, contract.RunCompleted, "")
+			return r.finish(contract.RunCompleted, "")
 		}
 		at.Key = next
 	}
@@ -192,21 +204,50 @@ type runner struct {
 	wake workflow.ReceiveChannel
 	in   AutomationRunInput
 	def  automation.Definition
+	// folded: the run interprets by interpreterFolded; pending is then a
+	// completed step its next call records.
+	folded  bool
+	pending *contract.AutomationStepDone
 }
 
-func (r runner) call(step automation.Step, visit, seq int, phase, outcome string) (contract.AutomationStepResult, error) {
+func (r *runner) call(step automation.Step, visit, seq int, phase, outcome string) (contract.AutomationStepResult, error) {
 	var res contract.AutomationStepResult
 	err := workflow.ExecuteLocalActivity(r.lctx, contract.RunAutomationStepName, contract.AutomationStepInput{
 		RunID: r.in.RunID, Key: step.Key, Iteration: visit, Seq: seq, Phase: phase, Outcome: outcome,
+		Done: r.pending, EndRun: r.folded,
 	}).Get(r.ctx, &res)
+	if err == nil {
+		r.pending = nil
+	}
 	return res, err
+}
+
+// done completes a step without a call of its own: folded, the run's
+// next call records it; otherwise a PhaseDone call does now.
+func (r *runner) done(step automation.Step, visit, seq int, outcome string) (contract.AutomationStepResult, error) {
+	if !r.folded {
+		return r.call(step, visit, seq, contract.PhaseDone, outcome)
+	}
+	r.pending = &contract.AutomationStepDone{Key: step.Key, Iteration: visit, Seq: seq, Outcome: outcome}
+	return contract.AutomationStepResult{Outcome: outcome}, nil
+}
+
+// finish records the end of the run, with the step it had yet to record.
+func (r *runner) finish(status, reason string) error {
+	return workflow.ExecuteLocalActivity(r.lctx, contract.FinishAutomationRunName, contract.AutomationFinishInput{
+		RunID: r.in.RunID, Status: status, Error: reason, Done: r.pending,
+	}).Get(r.ctx, nil)
 }
 
 // visit takes one step: at once, after a delay, or when an event arrives
 // or its wait times out. resume, when set, goes on with a wait carried
 // over by a continue-as-new, due then.
-func (r runner) visit(step automation.Step, visit, seq int, resume *time.Time) (contract.AutomationStepResult, error) {
+func (r *runner) visit(step automation.Step, visit, seq int, resume *time.Time) (contract.AutomationStepResult, error) {
 	switch step.Type {
+	case automation.Trigger:
+		if r.folded {
+			return r.done(step, visit, seq, automation.Default)
+		}
 	case automation.Delay:
 		var c automation.DelayConfig
 		_ = json.Unmarshal(step.Config, &c)
@@ -240,7 +281,7 @@ func (r runner) visit(step automation.Step, visit, seq int, resume *time.Time) (
 	}
 }
 
-func (r runner) pauseRecheck() time.Duration {
+func (r *runner) pauseRecheck() time.Duration {
 	if r.in.PauseRecheck > 0 {
 		return r.in.PauseRecheck
 	}
@@ -253,7 +294,7 @@ func (r runner) pauseRecheck() time.Duration {
 // Run out, the step completes by outcome. A wait carried over (resume)
 // keeps its due time. A wait woken WaitWakes times returns
 // errContinueWait.
-func (r runner) wait(step automation.Step, visit, seq int, d time.Duration, outcome string,
+func (r *runner) wait(step automation.Step, visit, seq int, d time.Duration, outcome string,
 	forEvent bool, resume *time.Time) (contract.AutomationStepResult, error) {
 	due := workflow.Now(r.ctx).Add(d)
 	if resume != nil {
@@ -310,12 +351,5 @@ func (r runner) wait(step automation.Step, visit, seq int, d time.Duration, outc
 			return res, errContinueWait{due: due}
 		}
 	}
-	return r.call(step, visit, seq, contract.PhaseDone, outcome)
-}
-
-// finishRun records the end of a run.
-func finishRun(ctx, lctx workflow.Context, runID uuid.UUID, status, reason string) error {
-	return workflow.ExecuteLocalActivity(lctx, contract.FinishAutomationRunName, contract.AutomationFinishInput{
-		RunID: runID, Status: status, Error: reason,
-	}).Get(ctx, nil)
+	return r.done(step, visit, seq, outcome)
 }

@@ -46,6 +46,8 @@ type autoFake struct {
 	steps  []autoStepCall
 	finish []contract.AutomationFinishInput
 	bad    []string // inputs the fake did not expect
+	// invoked counts the local activities the run called.
+	invoked int
 }
 
 func newAutoEnv(t *testing.T, def automation.Definition) (*testsuite.TestWorkflowEnvironment, *autoFake) {
@@ -78,6 +80,7 @@ func (f *autoFake) load(_ context.Context, ref contract.AutomationRunRef) (contr
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.loads = append(f.loads, ref)
+	f.invoked++
 	return f.plan, nil
 }
 
@@ -90,27 +93,71 @@ func (f *autoFake) step(_ context.Context, in contract.AutomationStepInput) (con
 	if in.Phase != contract.PhaseDone && in.Outcome != "" {
 		f.bad = append(f.bad, fmt.Sprintf("%s/%s with outcome %q", in.Key, in.Phase, in.Outcome))
 	}
+	f.invoked++
+	f.recordDone(in.Done)
 	f.steps = append(f.steps, autoStepCall{Key: in.Key, Iteration: in.Iteration, Seq: in.Seq, Phase: in.Phase,
 		Outcome: in.Outcome, At: f.env.Now()})
+	res := f.result(in)
+	// Like the activity, a call asked to end the run does so when its
+	// step completed (an outcome, an error or a step run) and no
+	// connection follows, or it failed.
+	final := !res.Cancelled && res.Paused == "" && (res.Outcome != "" || res.Error != "" || in.Phase == contract.PhaseRun)
+	if _, follows := f.plan.Definition.Follow(in.Key, res.Outcome); in.EndRun && final && (res.Error != "" || !follows) {
+		end := contract.AutomationFinishInput{RunID: in.RunID, Status: contract.RunCompleted}
+		if res.Error != "" {
+			end.Status, end.Error = contract.RunFailed, res.Error
+		}
+		f.finish = append(f.finish, end)
+		res.Finished = true
+	}
+	return res, nil
+}
+
+// result is the scripted answer to a call.
+func (f *autoFake) result(in contract.AutomationStepInput) contract.AutomationStepResult {
 	k := in.Key + "/" + in.Phase
 	if q := f.script[k]; len(q) > 0 {
 		f.script[k] = q[1:]
-		return q[0], nil
+		return q[0]
 	}
 	switch in.Phase {
 	case contract.PhaseRun:
-		return contract.AutomationStepResult{Outcome: automation.Default}, nil
+		return contract.AutomationStepResult{Outcome: automation.Default}
 	case contract.PhaseDone:
-		return contract.AutomationStepResult{Outcome: in.Outcome}, nil
+		return contract.AutomationStepResult{Outcome: in.Outcome}
 	}
-	return contract.AutomationStepResult{}, nil
+	return contract.AutomationStepResult{}
+}
+
+// recordDone records a step completed without a call of its own as the
+// call it takes without folding: a trigger's run, a wait's done.
+func (f *autoFake) recordDone(d *contract.AutomationStepDone) {
+	if d == nil {
+		return
+	}
+	c := autoStepCall{Key: d.Key, Iteration: d.Iteration, Seq: d.Seq, Phase: contract.PhaseDone, Outcome: d.Outcome,
+		At: f.env.Now()}
+	if step, _ := f.plan.Definition.Step(d.Key); step.Type == automation.Trigger {
+		c.Phase, c.Outcome = contract.PhaseRun, ""
+	}
+	f.steps = append(f.steps, c)
 }
 
 func (f *autoFake) finishRun(_ context.Context, in contract.AutomationFinishInput) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.invoked++
+	f.recordDone(in.Done)
+	in.Done = nil
 	f.finish = append(f.finish, in)
 	return nil
+}
+
+// invocations returns how many local activities the run called.
+func (f *autoFake) invocations() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.invoked
 }
 
 // calls returns the step calls as "key#iteration@seq:phase" (and
@@ -227,6 +274,21 @@ func TestAutomationRunDelayWaitsOnItsTimer(t *testing.T) {
 	require.Less(t, f.at(t, "wait", contract.PhaseWait, 1).Sub(start), time.Minute, "the wait is recorded at once")
 	require.GreaterOrEqual(t, f.at(t, "wait", contract.PhaseDone, 1).Sub(start), 48*time.Hour)
 	require.GreaterOrEqual(t, f.at(t, "welcome", contract.PhaseRun, 1).Sub(start), 48*time.Hour)
+	// Folded (interpreterFolded): the load, the delay's wait (with the
+	// trigger) and the email (with the delay's end and the run's end).
+	require.Equal(t, 3, f.invocations())
+}
+
+// A run whose last step is a delay records the delay's end with the
+// run's: no call of its own.
+func TestAutomationRunEndingInADelay(t *testing.T) {
+	env, f := newAutoEnv(t, autoDef(t, []automation.Step{autoTrigger, autoWelcome, autoDelay("wait", "1 hour")},
+		autoConn("start", "welcome", ""), autoConn("welcome", "wait", "")))
+	runAutomation(env, AutomationRunInput{})
+	require.NoError(t, env.GetWorkflowError())
+	require.Equal(t, []string{"start#1@1:run", "welcome#1@2:run", "wait#1@3:wait", "wait#1@3:done=default"}, f.calls())
+	require.Equal(t, completed(), f.finished())
+	require.Equal(t, 4, f.invocations(), "load, welcome, wait, finish")
 }
 
 // A wake during a delay asks whether the run was cancelled (PhaseWait
@@ -519,7 +581,9 @@ func TestAutomationRunLoopHitsDefaultMaxSteps(t *testing.T) {
 
 // Every StepsPerHistory steps the run continues as new from where it is:
 // the step to visit next, the visits so far and the steps taken; the next
-// workflow run goes on from there, without the trigger.
+// workflow run goes on from there, without the trigger. A wait that ran
+// out just before is carried in the cursor and recorded by the continued
+// run's first call.
 func TestAutomationRunContinuesAsNew(t *testing.T) {
 	env, f := newAutoEnv(t, loopGraph(t))
 	in := AutomationRunInput{StepsPerHistory: 4, PauseRecheck: 2 * time.Hour, Steps: StepPolicy{Window: time.Hour}}
@@ -533,14 +597,14 @@ func TestAutomationRunContinuesAsNew(t *testing.T) {
 	var next AutomationRunInput
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
 	require.NotNil(t, next.At)
-	require.Equal(t, AutomationCursor{Key: "welcome", Visits: map[string]int{"start": 1, "wait": 2, "welcome": 1}, Seq: 4},
-		*next.At)
+	require.Equal(t, AutomationCursor{Key: "welcome", Visits: map[string]int{"start": 1, "wait": 2, "welcome": 1}, Seq: 4,
+		Done: &contract.AutomationStepDone{Key: "wait", Iteration: 2, Seq: 4, Outcome: automation.Default}}, *next.At)
 	require.Equal(t, automationRunID, next.RunID)
 	require.Equal(t, in.StepsPerHistory, next.StepsPerHistory)
 	require.Equal(t, in.PauseRecheck, next.PauseRecheck)
 	require.Equal(t, in.Steps, next.Steps)
 	require.Equal(t, []string{"start#1@1:run", "wait#1@2:wait", "wait#1@2:done=default", "welcome#1@3:run",
-		"wait#2@4:wait", "wait#2@4:done=default"}, f.calls())
+		"wait#2@4:wait"}, f.calls())
 	require.Empty(t, f.finished(), "continuing is no end")
 
 	// The continued run.
@@ -551,10 +615,10 @@ func TestAutomationRunContinuesAsNew(t *testing.T) {
 	require.True(t, errors.As(err, &can))
 	var third AutomationRunInput
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &third))
-	require.Equal(t, AutomationCursor{Key: "welcome", Visits: map[string]int{"start": 1, "wait": 4, "welcome": 3}, Seq: 8},
-		*third.At)
-	require.Equal(t, []string{"welcome#2@5:run", "wait#3@6:wait", "wait#3@6:done=default", "welcome#3@7:run",
-		"wait#4@8:wait", "wait#4@8:done=default"}, f2.calls())
+	require.Equal(t, AutomationCursor{Key: "welcome", Visits: map[string]int{"start": 1, "wait": 4, "welcome": 3}, Seq: 8,
+		Done: &contract.AutomationStepDone{Key: "wait", Iteration: 4, Seq: 8, Outcome: automation.Default}}, *third.At)
+	require.Equal(t, []string{"wait#2@4:done=default", "welcome#2@5:run", "wait#3@6:wait", "wait#3@6:done=default", "welcome#3@7:run",
+		"wait#4@8:wait"}, f2.calls())
 	require.Len(t, f2.loaded(), 1, "a continued run loads its plan again")
 	require.Empty(t, f2.finished())
 }

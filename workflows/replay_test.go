@@ -18,7 +18,9 @@ import (
 // same send recorded after it (TestDev's sendemail_smtp.json, renamed):
 // a GetVersion marker and a DeliverLocal marker. automationrun_*.json come
 // from TestDevAutomationJourney: every step type, a wait that received its
-// event and one that timed out, and a run cancelled while it waits.
+// event and one that timed out, and a run cancelled while it waits;
+// automationrun_v1_*.json are the same runs recorded under the
+// interpreter's version 1 (interpreterCalls), the others under version 2.
 func TestReplay(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.json")
 	require.NoError(t, err)

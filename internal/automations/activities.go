@@ -52,48 +52,110 @@ func (a *Activities) LoadAutomationRun(ctx context.Context, in contract.Automati
 	return plan, nil
 }
 
-// FinishAutomationRun ends a run that is still running.
+// FinishAutomationRun ends a run that is still running, with the step
+// it completed without a call of its own (in.Done).
 func (a *Activities) FinishAutomationRun(ctx context.Context, in contract.AutomationFinishInput) error {
-	return a.st.FinishRun(ctx, in.RunID, in.Status, in.Error)
+	if in.Done == nil {
+		return a.st.FinishRun(ctx, in.RunID, in.Status, in.Error)
+	}
+	s, res, err := a.load(ctx, contract.AutomationStepInput{RunID: in.RunID})
+	if err != nil || res.Cancelled {
+		return err
+	}
+	_, err = a.st.RecordSteps(ctx, []store.StepRecord{s.doneRecord(*in.Done)},
+		&store.RunEnd{Status: in.Status, Error: in.Error})
+	return err
 }
 
 // stepRun is one visit of a step with what the activity knows of its run.
 type stepRun struct {
 	in   contract.AutomationStepInput
 	run  store.AutomationRun
+	def  automation.Definition
 	step automation.Step
+	// pending is the record of in.Done until it is written.
+	pending *store.StepRecord
 }
 
-func (s stepRun) record(status string, output, failure any) store.StepRecord {
+func (s *stepRun) record(status string, output, failure any) store.StepRecord {
 	return store.StepRecord{RunID: s.in.RunID, Key: s.in.Key, Iteration: s.in.Iteration, Seq: s.in.Seq,
 		Type: s.step.Type, Status: status, Output: output, Error: failure}
+}
+
+// doneRecord is the record of a step completed without a call of its
+// own: a trigger names the run's event, a wait that timed out says so.
+func (s *stepRun) doneRecord(d contract.AutomationStepDone) store.StepRecord {
+	step, _ := s.def.Step(d.Key)
+	out := map[string]any{}
+	switch {
+	case step.Type == automation.Trigger:
+		out["event_id"] = s.run.EventID
+	case d.Outcome == automation.Timeout:
+		out["timed_out"] = true
+	}
+	return store.StepRecord{RunID: s.in.RunID, Key: d.Key, Iteration: d.Iteration, Seq: d.Seq, Type: step.Type,
+		Status: "completed", Output: out}
 }
 
 // errOutput is the `error` object of a failed step.
 func errOutput(msg string) map[string]any { return map[string]any{"message": msg} }
 
-// RunAutomationStep takes one phase of one visit of a step (see the
-// contract.Phase… constants).
-func (a *Activities) RunAutomationStep(ctx context.Context, in contract.AutomationStepInput) (contract.AutomationStepResult, error) {
+// load reads the run of in and the definition it started with; res says
+// Cancelled when the run is gone or no longer running.
+func (a *Activities) load(ctx context.Context, in contract.AutomationStepInput) (*stepRun, contract.AutomationStepResult, error) {
 	run, raw, err := a.st.RunPlan(ctx, in.RunID, false)
 	if errors.Is(err, store.ErrNotFound) {
-		return contract.AutomationStepResult{Cancelled: true}, nil
+		return nil, contract.AutomationStepResult{Cancelled: true}, nil
 	}
+	if err != nil {
+		return nil, contract.AutomationStepResult{}, err
+	}
+	if run.Status != store.RunRunning {
+		return nil, contract.AutomationStepResult{Cancelled: true}, nil
+	}
+	s := &stepRun{in: in, run: run}
+	if err := json.Unmarshal(raw, &s.def); err != nil {
+		return nil, contract.AutomationStepResult{}, contract.Permanent(err)
+	}
+	return s, contract.AutomationStepResult{}, nil
+}
+
+// RunAutomationStep takes one phase of one visit of a step (see the
+// contract.Phase… constants), after recording the step the run completed
+// without a call of its own (in.Done); with in.EndRun, the call of the
+// run's last step ends the run.
+func (a *Activities) RunAutomationStep(ctx context.Context, in contract.AutomationStepInput) (contract.AutomationStepResult, error) {
+	s, res, err := a.load(ctx, in)
+	if s == nil {
+		return res, err
+	}
+	if in.Done != nil {
+		rec := s.doneRecord(*in.Done)
+		s.pending = &rec
+	}
+	res, err = a.runStep(ctx, s)
+	if err != nil || res.Cancelled || s.pending == nil {
+		return res, err
+	}
+	// The phase recorded nothing (a check that found no event, a step
+	// that does not exist): the step before it is recorded alone.
+	running, err := a.st.RecordSteps(ctx, []store.StepRecord{*s.pending}, nil)
 	if err != nil {
 		return contract.AutomationStepResult{}, err
 	}
-	if run.Status != store.RunRunning {
+	if !running {
 		return contract.AutomationStepResult{Cancelled: true}, nil
 	}
-	var def automation.Definition
-	if err := json.Unmarshal(raw, &def); err != nil {
-		return contract.AutomationStepResult{}, contract.Permanent(err)
-	}
-	step, ok := def.Step(in.Key)
+	return res, nil
+}
+
+func (a *Activities) runStep(ctx context.Context, s *stepRun) (contract.AutomationStepResult, error) {
+	in := s.in
+	step, ok := s.def.Step(in.Key)
 	if !ok {
 		return contract.AutomationStepResult{Error: fmt.Sprintf("the step %q does not exist", in.Key)}, nil
 	}
-	s := stepRun{in: in, run: run, step: step}
+	s.step = step
 	var res contract.AutomationStepResult
 	switch in.Phase {
 	case contract.PhaseWait:
@@ -103,20 +165,17 @@ func (a *Activities) RunAutomationStep(ctx context.Context, in contract.Automati
 			_ = json.Unmarshal(step.Config, &c)
 			rec.WaitingEvent = &c.EventName
 		}
-		return a.save(ctx, rec, res)
+		return a.save(ctx, s, rec, res)
 	case contract.PhaseCheck:
 		return a.checkEvent(ctx, s)
 	case contract.PhaseDone:
-		out := map[string]any{}
-		if in.Outcome == automation.Timeout {
-			out["timed_out"] = true
-		}
-		return a.save(ctx, s.record("completed", out, nil), contract.AutomationStepResult{Outcome: in.Outcome})
+		done := contract.AutomationStepDone{Key: in.Key, Iteration: in.Iteration, Seq: in.Seq, Outcome: in.Outcome}
+		return a.save(ctx, s, s.doneRecord(done), contract.AutomationStepResult{Outcome: in.Outcome})
 	}
 	switch step.Type {
 	case automation.Trigger:
-		return a.save(ctx, s.record("completed", map[string]any{"event_id": run.EventID}, nil),
-			contract.AutomationStepResult{Outcome: automation.Default})
+		done := contract.AutomationStepDone{Key: in.Key, Iteration: in.Iteration, Seq: in.Seq, Outcome: automation.Default}
+		return a.save(ctx, s, s.doneRecord(done), contract.AutomationStepResult{Outcome: automation.Default})
 	case automation.Condition:
 		return a.condition(ctx, s)
 	case automation.SendEmail:
@@ -131,29 +190,47 @@ func (a *Activities) RunAutomationStep(ctx context.Context, in contract.Automati
 	return a.fail(ctx, s, fmt.Sprintf("a %s step has no phase %q", step.Type, in.Phase))
 }
 
-// save records rec and returns res, or Cancelled when the run is no
-// longer running.
-func (a *Activities) save(ctx context.Context, rec store.StepRecord, res contract.AutomationStepResult) (contract.AutomationStepResult, error) {
-	running, err := a.st.RecordStep(ctx, rec)
+// save records rec, after the step the run completed before it
+// (s.pending), and returns res, or Cancelled when the run is no longer
+// running. With EndRun, a final rec whose outcome no connection follows,
+// or that failed, ends the run in the same transaction (Finished).
+func (a *Activities) save(ctx context.Context, s *stepRun, rec store.StepRecord,
+	res contract.AutomationStepResult) (contract.AutomationStepResult, error) {
+	recs := []store.StepRecord{rec}
+	if s.pending != nil {
+		recs = []store.StepRecord{*s.pending, rec}
+	}
+	var end *store.RunEnd
+	if s.in.EndRun && (rec.Status == "completed" || rec.Status == "failed" || rec.Status == "skipped") {
+		if res.Error != "" {
+			end = &store.RunEnd{Status: store.RunFailed, Error: res.Error}
+		} else if _, ok := s.def.Follow(rec.Key, res.Outcome); !ok {
+			end = &store.RunEnd{Status: store.RunCompleted}
+		}
+	}
+	running, err := a.st.RecordSteps(ctx, recs, end)
 	if err != nil {
 		return contract.AutomationStepResult{}, err
 	}
+	s.pending = nil
 	if !running {
 		return contract.AutomationStepResult{Cancelled: true}, nil
 	}
+	res.Finished = end != nil
 	return res, nil
 }
 
 // fail records the step failed with reason; the run then fails.
-func (a *Activities) fail(ctx context.Context, s stepRun, reason string) (contract.AutomationStepResult, error) {
-	return a.save(ctx, s.record("failed", nil, errOutput(reason)),
+func (a *Activities) fail(ctx context.Context, s *stepRun, reason string) (contract.AutomationStepResult, error) {
+	return a.save(ctx, s, s.record("failed", nil, errOutput(reason)),
 		contract.AutomationStepResult{Error: fmt.Sprintf("step %q: %s", s.step.Key, reason)})
 }
 
 // data is what the run's rules and references read: the triggering
 // event's payload, the contact as it is now, and the payloads of the
 // events its wait_for_event steps received.
-func (a *Activities) data(ctx context.Context, run store.AutomationRun) (automation.Data, *store.Contact, error) {
+func (a *Activities) data(ctx context.Context, s *stepRun) (automation.Data, *store.Contact, error) {
+	run := s.run
 	d := automation.Data{Event: map[string]any{}, Contact: map[string]any{}, WaitEvents: map[string]map[string]any{}}
 	ev, err := a.st.EventSendByID(ctx, run.EventID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -177,6 +254,9 @@ func (a *Activities) data(ctx context.Context, run store.AutomationRun) (automat
 			d.Contact = map[string]any{"id": c.ID.String(), "email": c.Email, "first_name": c.FirstName,
 				"last_name": c.LastName, "unsubscribed": c.Unsubscribed, "properties": props}
 		}
+	}
+	if !s.def.Has(automation.WaitForEvent) {
+		return d, ct, nil // no step received an event
 	}
 	full, err := a.st.AutomationRun(ctx, run.TeamID, run.AutomationID, run.ID)
 	if err != nil {
@@ -210,7 +290,7 @@ func (a *Activities) data(ctx context.Context, run store.AutomationRun) (automat
 // of its name sent for the contact since it began waiting that meets its
 // filter rule. A check retried after it completed the step (its answer
 // was lost) answers as it did.
-func (a *Activities) checkEvent(ctx context.Context, s stepRun) (contract.AutomationStepResult, error) {
+func (a *Activities) checkEvent(ctx context.Context, s *stepRun) (contract.AutomationStepResult, error) {
 	var c automation.WaitForEventConfig
 	_ = json.Unmarshal(s.step.Config, &c)
 	if s.run.WaitingSince == nil {
@@ -229,7 +309,7 @@ func (a *Activities) checkEvent(ctx context.Context, s stepRun) (contract.Automa
 			return contract.AutomationStepResult{}, err
 		}
 		if c.FilterRule != nil && len(events) > 0 && !loaded {
-			if d, _, err = a.data(ctx, s.run); err != nil {
+			if d, _, err = a.data(ctx, s); err != nil {
 				return contract.AutomationStepResult{}, err
 			}
 			loaded = true
@@ -243,7 +323,7 @@ func (a *Activities) checkEvent(ctx context.Context, s stepRun) (contract.Automa
 					continue
 				}
 			}
-			return a.save(ctx, s.record("completed", map[string]any{"event_id": ev.ID}, nil),
+			return a.save(ctx, s, s.record("completed", map[string]any{"event_id": ev.ID}, nil),
 				contract.AutomationStepResult{Outcome: automation.EventReceived})
 		}
 		if len(events) < page {
@@ -255,7 +335,7 @@ func (a *Activities) checkEvent(ctx context.Context, s stepRun) (contract.Automa
 
 // checked answers a check of a visit of a wait_for_event step that is no
 // longer waiting: the outcome it completed with, or nothing.
-func (a *Activities) checked(ctx context.Context, s stepRun) (contract.AutomationStepResult, error) {
+func (a *Activities) checked(ctx context.Context, s *stepRun) (contract.AutomationStepResult, error) {
 	full, err := a.st.AutomationRun(ctx, s.run.TeamID, s.run.AutomationID, s.run.ID)
 	if err != nil {
 		return contract.AutomationStepResult{}, err
@@ -279,12 +359,12 @@ func (a *Activities) checked(ctx context.Context, s stepRun) (contract.Automatio
 	return contract.AutomationStepResult{}, nil
 }
 
-func (a *Activities) condition(ctx context.Context, s stepRun) (contract.AutomationStepResult, error) {
+func (a *Activities) condition(ctx context.Context, s *stepRun) (contract.AutomationStepResult, error) {
 	var r automation.Rule
 	if err := json.Unmarshal(s.step.Config, &r); err != nil {
 		return a.fail(ctx, s, "its rule cannot be read")
 	}
-	d, _, err := a.data(ctx, s.run)
+	d, _, err := a.data(ctx, s)
 	if err != nil {
 		return contract.AutomationStepResult{}, err
 	}
@@ -293,20 +373,20 @@ func (a *Activities) condition(ctx context.Context, s stepRun) (contract.Automat
 	if met {
 		outcome = automation.ConditionMet
 	}
-	return a.save(ctx, s.record("completed", map[string]any{"result": met}, nil),
+	return a.save(ctx, s, s.record("completed", map[string]any{"result": met}, nil),
 		contract.AutomationStepResult{Outcome: outcome})
 }
 
 // contactStep reads the config of a step about the run's contact into c,
 // and the run's data and contact. done: the step failed (its config cannot
 // be read, its contact was deleted) and res says so.
-func (a *Activities) contactStep(ctx context.Context, s stepRun, c any) (d automation.Data, ct *store.Contact,
+func (a *Activities) contactStep(ctx context.Context, s *stepRun, c any) (d automation.Data, ct *store.Contact,
 	res contract.AutomationStepResult, done bool, err error) {
 	if err := json.Unmarshal(s.step.Config, c); err != nil {
 		res, err = a.fail(ctx, s, "its config cannot be read")
 		return d, nil, res, true, err
 	}
-	if d, ct, err = a.data(ctx, s.run); err != nil {
+	if d, ct, err = a.data(ctx, s); err != nil {
 		return d, nil, res, true, err
 	}
 	if ct == nil {
@@ -327,14 +407,14 @@ func IdempotencyKey(runID uuid.UUID, key string, visit int) string {
 // webhooks): an unsubscribed contact is skipped; a team whose sending is
 // paused, or whose quota is used up, waits; anything else the send path
 // refuses fails the step with its reason.
-func (a *Activities) sendEmail(ctx context.Context, s stepRun) (contract.AutomationStepResult, error) {
+func (a *Activities) sendEmail(ctx context.Context, s *stepRun) (contract.AutomationStepResult, error) {
 	var c automation.SendEmailConfig
 	d, ct, failed, done, err := a.contactStep(ctx, s, &c)
 	if done || err != nil {
 		return failed, err
 	}
 	if ct.Unsubscribed {
-		return a.save(ctx, s.record("skipped", map[string]any{"reason": "the contact is unsubscribed"}, nil),
+		return a.save(ctx, s, s.record("skipped", map[string]any{"reason": "the contact is unsubscribed"}, nil),
 			contract.AutomationStepResult{Outcome: automation.Default})
 	}
 	pause, err := a.insights.SendingPause(ctx, s.run.TeamID)
@@ -366,14 +446,14 @@ func (a *Activities) sendEmail(ctx context.Context, s stepRun) (contract.Automat
 	var ie *invalid.Error
 	switch {
 	case err == nil:
-		return a.save(ctx, s.record("completed", map[string]any{"email_id": res.ID}, nil),
+		return a.save(ctx, s, s.record("completed", map[string]any{"email_id": res.ID}, nil),
 			contract.AutomationStepResult{Outcome: automation.Default})
 	case errors.As(err, &qe) || errors.Is(err, store.ErrQuotaExceeded):
 		return a.paused(ctx, s, "the team's monthly quota is used up")
 	case errors.As(err, &se) && se.Kind == submit.KindIdempotencyMismatch:
 		// An earlier attempt of this visit sent the email, with the
 		// contact's data as it was then.
-		return a.save(ctx, s.record("completed", map[string]any{"email_id": nil,
+		return a.save(ctx, s, s.record("completed", map[string]any{"email_id": nil,
 			"note": "sent by an earlier attempt"}, nil), contract.AutomationStepResult{Outcome: automation.Default})
 	case errors.As(err, &se) && se.Kind == submit.KindIdempotencyInFlight:
 		return contract.AutomationStepResult{}, err // the other attempt finishes first
@@ -395,11 +475,11 @@ func (a *Activities) sendEmail(ctx context.Context, s stepRun) (contract.Automat
 }
 
 // paused records a step that cannot go on yet; the workflow tries again.
-func (a *Activities) paused(ctx context.Context, s stepRun, reason string) (contract.AutomationStepResult, error) {
-	return a.save(ctx, s.record("waiting", nil, errOutput(reason)), contract.AutomationStepResult{Paused: reason})
+func (a *Activities) paused(ctx context.Context, s *stepRun, reason string) (contract.AutomationStepResult, error) {
+	return a.save(ctx, s, s.record("waiting", nil, errOutput(reason)), contract.AutomationStepResult{Paused: reason})
 }
 
-func (a *Activities) contactUpdate(ctx context.Context, s stepRun) (contract.AutomationStepResult, error) {
+func (a *Activities) contactUpdate(ctx context.Context, s *stepRun) (contract.AutomationStepResult, error) {
 	var c automation.ContactUpdateConfig
 	d, ct, res, done, err := a.contactStep(ctx, s, &c)
 	if done || err != nil {
@@ -460,15 +540,15 @@ func (a *Activities) contactUpdate(ctx context.Context, s stepRun) (contract.Aut
 	case err != nil:
 		return contract.AutomationStepResult{}, err
 	}
-	return a.save(ctx, s.record("completed", map[string]any{"contact_id": ct.ID}, nil),
+	return a.save(ctx, s, s.record("completed", map[string]any{"contact_id": ct.ID}, nil),
 		contract.AutomationStepResult{Outcome: automation.Default})
 }
 
 // contactDelete deletes the run's contact (contact.deleted). The step is
 // recorded running first, so the deletion, which cancels the contact's
 // other runs, leaves this one; the run then ends completed.
-func (a *Activities) contactDelete(ctx context.Context, s stepRun) (contract.AutomationStepResult, error) {
-	if res, err := a.save(ctx, s.record("running", nil, nil), contract.AutomationStepResult{}); err != nil || res.Cancelled {
+func (a *Activities) contactDelete(ctx context.Context, s *stepRun) (contract.AutomationStepResult, error) {
+	if res, err := a.save(ctx, s, s.record("running", nil, nil), contract.AutomationStepResult{}); err != nil || res.Cancelled {
 		return res, err
 	}
 	if s.run.ContactID != nil {
@@ -477,10 +557,10 @@ func (a *Activities) contactDelete(ctx context.Context, s stepRun) (contract.Aut
 			return contract.AutomationStepResult{}, err
 		}
 	}
-	return a.save(ctx, s.record("completed", map[string]any{"deleted": true}, nil), contract.AutomationStepResult{})
+	return a.save(ctx, s, s.record("completed", map[string]any{"deleted": true}, nil), contract.AutomationStepResult{})
 }
 
-func (a *Activities) addToSegment(ctx context.Context, s stepRun) (contract.AutomationStepResult, error) {
+func (a *Activities) addToSegment(ctx context.Context, s *stepRun) (contract.AutomationStepResult, error) {
 	var c automation.AddToSegmentConfig
 	_ = json.Unmarshal(s.step.Config, &c)
 	seg, err := uuid.Parse(c.SegmentID)
@@ -498,6 +578,6 @@ func (a *Activities) addToSegment(ctx context.Context, s stepRun) (contract.Auto
 	case err != nil:
 		return contract.AutomationStepResult{}, err
 	}
-	return a.save(ctx, s.record("completed", map[string]any{"segment_id": seg}, nil),
+	return a.save(ctx, s, s.record("completed", map[string]any{"segment_id": seg}, nil),
 		contract.AutomationStepResult{Outcome: automation.Default})
 }

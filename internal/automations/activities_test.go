@@ -553,3 +553,86 @@ func TestRunAutomationStepWaitForEventManyPassedOver(t *testing.T) {
 		e.step(run, "pricing", 1, 2, contract.PhaseCheck))
 	require.Equal(t, pricing.ID.String(), output(t, e.mustStep(run, "pricing", 1))["event_id"])
 }
+
+// TestRunAutomationStepFolded walks trigger -> delay -> send_email as an
+// interpreterFolded run does: the delay's wait records the trigger with
+// it, the email records the delay's end with it and, being the last
+// step, ends the run in the same call; a retry of that call finds the
+// run over and sends nothing. A run ending in a delay records the
+// delay's end with the run's, and a step that fails ends its run failed.
+func TestRunAutomationStepFolded(t *testing.T) {
+	t.Parallel()
+	e := newAutoEnv(t)
+	tm := e.team()
+	ann := e.contact(tm.ID, "delivered+folded@posthaste.test", "Ann", nil)
+	e.automation(tm.ID, true, `[
+		{"key":"start","type":"trigger","config":{"event_name":"folded"}},
+		{"key":"wait","type":"delay","config":{"duration":"1 hour"}},
+		`+sendEmailStep("welcome", tm.Template, `{"PLAN":"pro","NAME":"Ann"}`)+`]`,
+		`[{"from":"start","to":"wait"},{"from":"wait","to":"welcome"}]`)
+	sent, run := e.onlyRun(tm.ID, "folded", ann.ID, "")
+	call := func(key string, seq int, phase string, done *contract.AutomationStepDone) contract.AutomationStepResult {
+		t.Helper()
+		res, err := e.acts.RunAutomationStep(e.ctx, contract.AutomationStepInput{RunID: run, Key: key, Iteration: 1,
+			Seq: seq, Phase: phase, Done: done, EndRun: true})
+		require.NoError(t, err)
+		return res
+	}
+
+	require.Equal(t, nothingYet, call("wait", 2, contract.PhaseWait,
+		&contract.AutomationStepDone{Key: "start", Iteration: 1, Seq: 1, Outcome: automation.Default}))
+	trig := e.mustStep(run, "start", 1)
+	require.Equal(t, "completed", trig.Status)
+	require.Equal(t, sent.ID.String(), output(t, trig)["event_id"])
+	require.Equal(t, "waiting", e.mustStep(run, "wait", 1).Status)
+	require.Equal(t, store.RunRunning, e.run(run).Status)
+
+	waitDone := &contract.AutomationStepDone{Key: "wait", Iteration: 1, Seq: 2, Outcome: automation.Default}
+	require.Equal(t, contract.AutomationStepResult{Outcome: automation.Default, Finished: true},
+		call("welcome", 3, contract.PhaseRun, waitDone))
+	wait := e.mustStep(run, "wait", 1)
+	require.Equal(t, "completed", wait.Status)
+	require.NotNil(t, wait.CompletedAt)
+	require.Equal(t, "completed", e.mustStep(run, "welcome", 1).Status)
+	r := e.run(run)
+	require.Equal(t, store.RunCompleted, r.Status, "the last step's call ends the run")
+	require.NotNil(t, r.CompletedAt)
+	require.Equal(t, 1, e.emailsTo(tm.ID, ann.Email))
+	require.Equal(t, cancelled, call("welcome", 3, contract.PhaseRun, waitDone), "a retry finds the run over")
+	require.Equal(t, 1, e.emailsTo(tm.ID, ann.Email), "and sends nothing")
+
+	// A run that ends in a delay: its end records the delay's.
+	e.automation(tm.ID, true, `[
+		{"key":"start","type":"trigger","config":{"event_name":"tail"}},
+		{"key":"pause","type":"delay","config":{"duration":"1 hour"}}]`,
+		`[{"from":"start","to":"pause"}]`)
+	_, tail := e.onlyRun(tm.ID, "tail", ann.ID, "")
+	require.NoError(t, e.acts.FinishAutomationRun(e.ctx, contract.AutomationFinishInput{RunID: tail,
+		Status: contract.RunCompleted,
+		Done:   &contract.AutomationStepDone{Key: "pause", Iteration: 1, Seq: 2, Outcome: automation.Default}}))
+	require.Equal(t, "completed", e.mustStep(tail, "pause", 1).Status)
+	require.Equal(t, store.RunCompleted, e.run(tail).Status)
+
+	// A step that fails ends its run failed, with its reason.
+	seg, err := e.st.Audience.CreateSegment(e.ctx, store.Segment{ID: uuid.Must(uuid.NewV7()), TeamID: tm.ID, Name: "gone"})
+	require.NoError(t, err)
+	e.automation(tm.ID, true, `[
+		{"key":"start","type":"trigger","config":{"event_name":"lost"}},
+		{"key":"add","type":"add_to_segment","config":{"segment_id":"`+seg.ID.String()+`"}}]`,
+		`[{"from":"start","to":"add"}]`)
+	_, err = e.st.Audience.DeleteSegment(e.ctx, tm.ID, seg.ID)
+	require.NoError(t, err)
+	_, lost := e.onlyRun(tm.ID, "lost", ann.ID, "")
+	res, err := e.acts.RunAutomationStep(e.ctx, contract.AutomationStepInput{RunID: lost, Key: "add", Iteration: 1,
+		Seq: 2, Phase: contract.PhaseRun, EndRun: true,
+		Done: &contract.AutomationStepDone{Key: "start", Iteration: 1, Seq: 1, Outcome: automation.Default}})
+	require.NoError(t, err)
+	require.True(t, res.Finished)
+	require.Equal(t, `step "add": the segment `+seg.ID.String()+` no longer exists`, res.Error)
+	require.Equal(t, "completed", e.mustStep(lost, "start", 1).Status)
+	require.Equal(t, "failed", e.mustStep(lost, "add", 1).Status)
+	l := e.run(lost)
+	require.Equal(t, store.RunFailed, l.Status)
+	require.NotNil(t, l.Error)
+	require.Equal(t, res.Error, *l.Error)
+}

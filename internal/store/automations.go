@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Automation statuses and run statuses (Resend's).
@@ -507,16 +508,37 @@ type StepRecord struct {
 // write of the visit sets its start; a final state sets its end. Writing
 // the same state again changes nothing but the time of a final state.
 func (s *Automations) RecordStep(ctx context.Context, rec StepRecord) (running bool, err error) {
+	return s.RecordSteps(ctx, []StepRecord{rec}, nil)
+}
+
+// RunEnd is how a run ended: RunCompleted, or RunFailed with the reason.
+type RunEnd struct {
+	Status string
+	Error  string
+}
+
+// RecordSteps writes the visits recs of one run's steps, in order, as
+// RecordStep does, and then, when end is set, ends the run as FinishRun
+// does, in one transaction: a run records a step it completed without a
+// call of its own with its next one, and its last step with its end.
+func (s *Automations) RecordSteps(ctx context.Context, recs []StepRecord, end *RunEnd) (running bool, err error) {
+	if len(recs) == 0 {
+		return false, errors.New("store: no step to record")
+	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		return recordStep(ctx, tx, rec, &running)
+		return recordSteps(ctx, tx, recs, end, &running)
 	})
 	return running, err
 }
 
-func recordStep(ctx context.Context, tx pgx.Tx, rec StepRecord, running *bool) error {
-	var status string
-	err := tx.QueryRow(ctx, `SELECT status FROM automation_run WHERE id = @id FOR UPDATE`,
-		pgx.NamedArgs{"id": rec.RunID}).Scan(&status)
+func recordSteps(ctx context.Context, tx pgx.Tx, recs []StepRecord, end *RunEnd, running *bool) error {
+	runID := recs[0].RunID
+	var (
+		status  string
+		waiting *time.Time
+	)
+	err := tx.QueryRow(ctx, `SELECT status, waiting_since FROM automation_run WHERE id = @id FOR UPDATE`,
+		pgx.NamedArgs{"id": runID}).Scan(&status, &waiting)
 	if errors.Is(err, pgx.ErrNoRows) {
 		*running = false
 		return nil
@@ -527,24 +549,42 @@ func recordStep(ctx context.Context, tx pgx.Tx, rec StepRecord, running *bool) e
 	if *running = status == RunRunning; !*running {
 		return nil
 	}
-	final := rec.Status == "completed" || rec.Status == "failed" || rec.Status == "skipped"
-	if _, err := tx.Exec(ctx, `INSERT INTO automation_run_step (run_id, key, iteration, seq, type, status, output,
-			error, started_at, completed_at)
-		VALUES (@run, @key, @iteration, @seq, @type, @status, @output, @error, now(), CASE WHEN @final THEN now() END)
-		ON CONFLICT (run_id, key, iteration) DO UPDATE SET status = EXCLUDED.status,
-			output = coalesce(EXCLUDED.output, automation_run_step.output), error = EXCLUDED.error,
-			completed_at = EXCLUDED.completed_at`,
-		pgx.NamedArgs{"run": rec.RunID, "key": rec.Key, "iteration": rec.Iteration, "seq": rec.Seq, "type": rec.Type,
-			"status": rec.Status, "output": rec.Output, "error": rec.Error, "final": final}); err != nil {
-		return err
+	// What the run waits for after the steps: the event of the last
+	// waiting wait_for_event, or nothing once a step after it is final.
+	var awaits *string
+	clear := false
+	for _, rec := range recs {
+		if rec.RunID != runID {
+			return fmt.Errorf("store: steps of runs %s and %s recorded together", runID, rec.RunID)
+		}
+		final := rec.Status == "completed" || rec.Status == "failed" || rec.Status == "skipped"
+		if _, err := tx.Exec(ctx, `INSERT INTO automation_run_step (run_id, key, iteration, seq, type, status, output,
+				error, started_at, completed_at)
+			VALUES (@run, @key, @iteration, @seq, @type, @status, @output, @error, now(), CASE WHEN @final THEN now() END)
+			ON CONFLICT (run_id, key, iteration) DO UPDATE SET status = EXCLUDED.status,
+				output = coalesce(EXCLUDED.output, automation_run_step.output), error = EXCLUDED.error,
+				completed_at = EXCLUDED.completed_at`,
+			pgx.NamedArgs{"run": rec.RunID, "key": rec.Key, "iteration": rec.Iteration, "seq": rec.Seq, "type": rec.Type,
+				"status": rec.Status, "output": rec.Output, "error": rec.Error, "final": final}); err != nil {
+			return err
+		}
+		switch {
+		case rec.WaitingEvent != nil:
+			awaits, clear = rec.WaitingEvent, false
+		case final:
+			awaits, clear = nil, true
+		}
 	}
-	if rec.WaitingEvent != nil {
+	switch {
+	case end != nil:
+		return finishRun(ctx, tx, runID, end.Status, end.Error)
+	case awaits != nil:
 		_, err = tx.Exec(ctx, `UPDATE automation_run SET waiting_event = @event,
 			waiting_since = coalesce(waiting_since, now()) WHERE id = @id`,
-			pgx.NamedArgs{"id": rec.RunID, "event": *rec.WaitingEvent})
-	} else if final {
+			pgx.NamedArgs{"id": runID, "event": *awaits})
+	case clear && waiting != nil:
 		_, err = tx.Exec(ctx, `UPDATE automation_run SET waiting_event = NULL, waiting_since = NULL WHERE id = @id`,
-			pgx.NamedArgs{"id": rec.RunID})
+			pgx.NamedArgs{"id": runID})
 	}
 	return err
 }
@@ -585,12 +625,21 @@ func (s *Automations) EventSendByID(ctx context.Context, id uuid.UUID) (EventSen
 // FinishRun ends a running run with status (RunCompleted or RunFailed)
 // and, when failed, the reason; a run no longer running is left as it is.
 func (s *Automations) FinishRun(ctx context.Context, runID uuid.UUID, status, reason string) error {
+	return mapErr(finishRun(ctx, s.pool, runID, status, reason))
+}
+
+// execer is a pool or a transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func finishRun(ctx context.Context, q execer, runID uuid.UUID, status, reason string) error {
 	var why *string
 	if reason != "" {
 		why = &reason
 	}
-	_, err := s.pool.Exec(ctx, `UPDATE automation_run SET status = @status, error = @reason, completed_at = now(),
+	_, err := q.Exec(ctx, `UPDATE automation_run SET status = @status, error = @reason, completed_at = now(),
 		waiting_event = NULL, waiting_since = NULL WHERE id = @id AND status = 'running'`,
 		pgx.NamedArgs{"id": runID, "status": status, "reason": why})
-	return mapErr(err)
+	return err
 }

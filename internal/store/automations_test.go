@@ -215,6 +215,57 @@ func TestAutomationSendEventConcurrentSendsStartOneRun(t *testing.T) {
 	require.Equal(t, 1, entries)
 }
 
+// TestAutomationRecordSteps: steps recorded together are written in one
+// transaction, in order: a completed step and the wait after it leave the
+// run waiting for the wait's event; a final step after a wait ends the
+// wait, and with an end the run ends with them. Steps of two runs are
+// not recorded together.
+func TestAutomationRecordSteps(t *testing.T) {
+	t.Parallel()
+	d := newAutoDB(t)
+	team := newTeam(t, d.st)
+	a := d.automation(team, "go", store.AutomationEnabled)
+	ct := d.contact(team, "ann@example.com")
+	_, res := d.send(team, ct.ID, "go", `{}`)
+	run := res.Started[0]
+
+	ev := "paid"
+	trig := store.StepRecord{RunID: run, Key: "start", Iteration: 1, Seq: 1, Type: "trigger", Status: "completed"}
+	wait := store.StepRecord{RunID: run, Key: "wait", Iteration: 1, Seq: 2, Type: "wait_for_event", Status: "waiting",
+		WaitingEvent: &ev}
+	running, err := d.st.Automations.RecordSteps(d.ctx, []store.StepRecord{trig, wait}, nil)
+	require.NoError(t, err)
+	require.True(t, running)
+	r := d.run(run)
+	require.Equal(t, &ev, r.WaitingEvent)
+	require.NotNil(t, r.WaitingSince)
+
+	wait.Status, wait.WaitingEvent = "completed", nil
+	send := store.StepRecord{RunID: run, Key: "send", Iteration: 1, Seq: 3, Type: "send_email", Status: "completed"}
+	running, err = d.st.Automations.RecordSteps(d.ctx, []store.StepRecord{wait, send},
+		&store.RunEnd{Status: store.RunCompleted})
+	require.NoError(t, err)
+	require.True(t, running)
+	r = d.run(run)
+	require.Equal(t, store.RunCompleted, r.Status)
+	require.NotNil(t, r.CompletedAt)
+	require.Nil(t, r.WaitingEvent)
+	require.Nil(t, r.WaitingSince)
+	full, err := d.st.Automations.AutomationRun(d.ctx, team, a.ID, run)
+	require.NoError(t, err)
+	require.Len(t, full.Steps, 3)
+	for _, s := range full.Steps {
+		require.Equal(t, "completed", s.Status, s.Key)
+	}
+
+	_, other := d.send(team, ct.ID, "go", `{}`)
+	_, err = d.st.Automations.RecordSteps(d.ctx, []store.StepRecord{
+		{RunID: other.Started[0], Key: "start", Iteration: 1, Seq: 1, Type: "trigger", Status: "completed"}, send}, nil)
+	require.ErrorContains(t, err, "recorded together")
+	_, err = d.st.Automations.RecordSteps(d.ctx, nil, nil)
+	require.Error(t, err)
+}
+
 // TestAutomationRecordStep: a step is recorded only while its run runs;
 // a later state keeps the output when it has none and replaces the
 // error; a final state ends the run's wait.

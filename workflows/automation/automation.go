@@ -154,6 +154,16 @@ func (d Definition) Step(key string) (Step, bool) {
 	return Step{}, false
 }
 
+// Has reports whether a step of the type typ is in the definition.
+func (d Definition) Has(typ string) bool {
+	for _, s := range d.Steps {
+		if s.Type == typ {
+			return true
+		}
+	}
+	return false
+}
+
 // TriggerStep returns the definition's trigger.
 func (d Definition) TriggerStep() (Step, bool) {
 	for _, s := range d.Steps {
@@ -187,6 +197,18 @@ func (d Definition) Next(from, typ string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// Follow is where a run goes after the step from ended with outcome: the
+// connection of that type or, for an event received, the step's default
+// connection; false when neither leaves it (the run then ends). The
+// workflow and the activity that records a run's end both follow it.
+func (d Definition) Follow(from, outcome string) (string, bool) {
+	next, ok := d.Next(from, outcome)
+	if !ok && outcome == EventReceived {
+		next, ok = d.Next(from, Default)
+	}
+	return next, ok
 }
 
 func connType(c Connection) string {

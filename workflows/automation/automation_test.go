@@ -397,6 +397,8 @@ func TestDefinitionAccessors(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "trig", tr.Key)
 	require.Equal(t, "user.created", d.EventName())
+	require.True(t, d.Has(WaitForEvent))
+	require.False(t, Definition{Steps: []Step{send}}.Has(WaitForEvent))
 	require.Equal(t, "", Definition{Steps: []Step{send}}.EventName())
 	require.Equal(t, "", Definition{Steps: []Step{st("t", Trigger, `nope`)}}.EventName())
 
@@ -415,6 +417,25 @@ func TestDefinitionAccessors(t *testing.T) {
 	} {
 		to, ok := d.Next(c.from, c.typ)
 		require.Equal(t, c.to, to, "%s --%s-->", c.from, c.typ)
+		require.Equal(t, c.to != "", ok)
+	}
+	// Follow: an event received leaves by the default connection when the
+	// step has none of its own; no other outcome falls back.
+	f := Definition{Connections: []Connection{{From: "w", To: "a", Type: Default}, {From: "w", To: "b", Type: Timeout},
+		{From: "e", To: "c", Type: EventReceived}, {From: "e", To: "d", Type: Default}}}
+	for _, c := range []struct {
+		from, outcome, to string
+	}{
+		{"w", EventReceived, "a"},
+		{"w", Timeout, "b"},
+		{"w", Default, "a"},
+		{"e", EventReceived, "c"},
+		{"e", Timeout, ""},
+		{"b", ConditionMet, ""},
+		{"c", EventReceived, ""},
+	} {
+		to, ok := f.Follow(c.from, c.outcome)
+		require.Equal(t, c.to, to, "%s --%s-->", c.from, c.outcome)
 		require.Equal(t, c.to != "", ok)
 	}
 	require.Equal(t, `step "k": boom`, (&StepError{Key: "k", Msg: "boom"}).Error())

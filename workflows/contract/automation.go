@@ -68,6 +68,26 @@ type AutomationStepInput struct {
 	// Outcome is the connection PhaseDone records (automation.Default for
 	// a delay, automation.Timeout for a wait_for_event).
 	Outcome string `json:",omitempty"`
+	// Done, when set, is a step the run completed without a call of its
+	// own (a trigger, a wait that ran out), recorded first.
+	Done *AutomationStepDone `json:",omitempty"`
+	// EndRun asks the call to end the run when the step completes with an
+	// outcome that no connection follows (automation.Definition.Follow),
+	// or fails: the run is then recorded completed, or failed with the
+	// step's error, with the step, and the result says Finished.
+	EndRun bool `json:",omitempty"`
+}
+
+// AutomationStepDone is a step a run completed without calling
+// RunAutomationStep for it: a trigger (it does nothing but start the
+// run), or a delay or wait_for_event whose timer ran out (by Outcome).
+// The run's next call records it, so a run that waits on a delay and
+// then sends an email takes one call at each end of its wait.
+type AutomationStepDone struct {
+	Key       string
+	Iteration int
+	Seq       int
+	Outcome   string
 }
 
 // AutomationStepResult is what became of a step phase.
@@ -84,6 +104,8 @@ type AutomationStepResult struct {
 	// Paused, when set, says why the step cannot go on yet (the team's
 	// sending is paused): the run retries it later.
 	Paused string `json:",omitempty"`
+	// Finished: the call ended the run (AutomationStepInput.EndRun).
+	Finished bool `json:",omitempty"`
 }
 
 // AutomationFinishInput ends a run with a status (RunCompleted or
@@ -92,4 +114,7 @@ type AutomationFinishInput struct {
 	RunID  uuid.UUID
 	Status string
 	Error  string `json:",omitempty"`
+	// Done, when set, is a step completed without a call of its own,
+	// recorded with the end (AutomationStepInput.Done).
+	Done *AutomationStepDone `json:",omitempty"`
 }
