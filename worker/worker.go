@@ -57,6 +57,10 @@ type Config struct {
 	// workflows (the AccountHealth workflow is registered there in any
 	// case); nil: none.
 	Health *notices.Activities
+	// WorkflowCache is how many workflows the process keeps in memory
+	// between their tasks (the SDK's sticky cache, one per process, sized
+	// when its first worker starts); 0 leaves the SDK's default (10,000).
+	WorkflowCache int
 	// InboundSlots bounds how many received messages a worker that runs
 	// workflows processes at once (workflows.InboundTaskQueue); 0 →
 	// DefaultInboundSlots.
@@ -120,6 +124,9 @@ func New(c client.Client, acts Activities, cfg Config, logger *slog.Logger) (*Wo
 		if err := ippool.ValidName(p); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.WorkflowCache > 0 {
+		sdkworker.SetStickyWorkflowCacheSize(cfg.WorkflowCache)
 	}
 	if cfg.Workflows {
 		main := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{

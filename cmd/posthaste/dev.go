@@ -95,6 +95,7 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 		// With a codec token, the embedded UI decodes payloads through
 		// this process's codec endpoint (the token in its path).
 		CodecEndpoint: devCodecEndpoint(cfg),
+		HistoryCache:  cfg.Temporal.HistoryCache,
 		Logger:        logger,
 	})
 	if err != nil {
@@ -154,7 +155,7 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 		return err
 	}
 	w, err := worker.New(tc, acts, worker.Config{Workflows: true, Pools: pools, InboundSlots: cfg.Inbound.WorkerSlots,
-		Health: healthActs}, logger)
+		Health: healthActs, WorkflowCache: cfg.Temporal.WorkflowCache}, logger)
 	if err != nil {
 		return err
 	}

@@ -95,7 +95,7 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 		}
 	}
 	w, err := worker.New(tc, acts, worker.Config{Regions: rs, Pools: pools, Workflows: !*noWorkflows,
-		InboundSlots: cfg.Inbound.WorkerSlots, Health: healthActs}, logger)
+		InboundSlots: cfg.Inbound.WorkerSlots, Health: healthActs, WorkflowCache: cfg.Temporal.WorkflowCache}, logger)
 	if err != nil {
 		return usageError{err}
 	}
@@ -150,6 +150,7 @@ func runTemporal(ctx context.Context, cfg config.Config, logger *slog.Logger, st
 		IP:           cfg.Temporal.IP,
 		FrontendPort: cfg.Temporal.Port,
 		UIPort:       cfg.Temporal.UIPort,
+		HistoryCache: cfg.Temporal.HistoryCache,
 		Logger:       logger,
 	})
 	if err != nil {

@@ -290,16 +290,32 @@ type Retention struct {
 	Audit time.Duration
 }
 
-// Temporal configures the embedded server of `dev` and `temporal`; the
-// client of `api` and `worker` is configured by Temporal's own TEMPORAL_*
-// variables (envconfig).
+// Temporal configures the embedded server of `dev` and `temporal` and the
+// memory a worker keeps workflows in; the client of `api` and `worker` is
+// configured by Temporal's own TEMPORAL_* variables (envconfig).
 type Temporal struct {
 	Port      int    // POSTHASTE_TEMPORAL_PORT
 	UIPort    int    // POSTHASTE_TEMPORAL_UI_PORT (0 = no UI)
 	IP        string // POSTHASTE_TEMPORAL_IP
 	Namespace string // TEMPORAL_NAMESPACE (default "default")
 	UIURL     string // POSTHASTE_TEMPORAL_UI_URL: where `api` links workflows
+	// WorkflowCache (POSTHASTE_WORKFLOW_CACHE) is how many workflows a
+	// worker process keeps in memory between their tasks (the SDK's
+	// sticky cache); one it dropped replays its history at its next task.
+	WorkflowCache int
+	// HistoryCache (POSTHASTE_TEMPORAL_HISTORY_CACHE) is how many
+	// workflows the embedded server keeps the state of in memory; one it
+	// dropped is read from its SQLite file at its next task.
+	HistoryCache int
 }
+
+// Defaults of Temporal's caches: a run waiting for days holds neither,
+// so 10,000 waiting automation runs cost little memory (bench
+// -automations), while the emails and runs in flight stay in both.
+const (
+	DefaultWorkflowCache = 2000
+	DefaultHistoryCache  = 2000
+)
 
 // Delivery configures outbound mail.
 type Delivery struct {
@@ -455,11 +471,13 @@ func Load(getenv Getenv) (Config, error) {
 		Health: Health{Window: r.duration("POSTHASTE_HEALTH_WINDOW", 30*24*time.Hour),
 			Interval: r.duration("POSTHASTE_HEALTH_INTERVAL", 5*time.Minute), Pause: r.boolean("POSTHASTE_HEALTH_PAUSE", false)},
 		Temporal: Temporal{
-			Port:      r.port("POSTHASTE_TEMPORAL_PORT", 7233),
-			UIPort:    r.port("POSTHASTE_TEMPORAL_UI_PORT", 8233),
-			IP:        r.str("POSTHASTE_TEMPORAL_IP", "127.0.0.1"),
-			Namespace: r.str("TEMPORAL_NAMESPACE", "default"),
-			UIURL:     r.str("POSTHASTE_TEMPORAL_UI_URL", ""),
+			Port:          r.port("POSTHASTE_TEMPORAL_PORT", 7233),
+			UIPort:        r.port("POSTHASTE_TEMPORAL_UI_PORT", 8233),
+			IP:            r.str("POSTHASTE_TEMPORAL_IP", "127.0.0.1"),
+			Namespace:     r.str("TEMPORAL_NAMESPACE", "default"),
+			UIURL:         r.str("POSTHASTE_TEMPORAL_UI_URL", ""),
+			WorkflowCache: r.positive("POSTHASTE_WORKFLOW_CACHE", DefaultWorkflowCache),
+			HistoryCache:  r.positive("POSTHASTE_TEMPORAL_HISTORY_CACHE", DefaultHistoryCache),
 		},
 		Delivery: Delivery{
 			Hostname:     r.str("POSTHASTE_HOSTNAME", host),

@@ -20,6 +20,8 @@ func TestLoadDefaults(t *testing.T) {
 	require.Equal(t, ":3000", c.HTTP.Addr)
 	require.Equal(t, 7233, c.Temporal.Port)
 	require.Equal(t, 8233, c.Temporal.UIPort)
+	require.Equal(t, DefaultWorkflowCache, c.Temporal.WorkflowCache)
+	require.Equal(t, DefaultHistoryCache, c.Temporal.HistoryCache)
 	require.Equal(t, 25, c.Delivery.MXPort)
 	require.Equal(t, 72*time.Hour, c.Delivery.RetryExpire)
 	require.False(t, c.Egress.AllowPrivate)
@@ -139,6 +141,8 @@ func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
 		"POSTHASTE_SMTP_MAX_CONNS_PER_IP":  "none",
 		"POSTHASTE_PUBLIC_URL":             "mail.example.com",
 		"POSTHASTE_DATA_EXPORT_TTL":        "a week",
+		"POSTHASTE_WORKFLOW_CACHE":         "0",
+		"POSTHASTE_TEMPORAL_HISTORY_CACHE": "lots",
 	} {
 		_, err := Load(env(map[string]string{name: val}))
 		require.ErrorContains(t, err, name, name)

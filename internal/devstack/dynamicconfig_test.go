@@ -12,7 +12,7 @@ import (
 // checkpoints every second, one task-queue partition, and no cluster
 // metadata read on every search-attribute lookup.
 func TestDynamicConfigKeepsMeasuredSettings(t *testing.T) {
-	dc := dynamicConfig()
+	dc := dynamicConfig(0)
 	for _, k := range []dynamicconfig.Key{
 		dynamicconfig.TransferProcessorUpdateAckInterval.Key(),
 		dynamicconfig.VisibilityProcessorUpdateAckInterval.Key(),
@@ -25,4 +25,6 @@ func TestDynamicConfigKeepsMeasuredSettings(t *testing.T) {
 	require.Equal(t, 1, dc[dynamicconfig.MatchingNumTaskqueueWritePartitions.Key()])
 	_, forced := dc[dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key()]
 	require.False(t, forced, "search attributes are read from the cache")
+	require.Equal(t, DefaultHistoryCache, dc[dynamicconfig.HistoryCacheHostLevelMaxSize.Key()])
+	require.Equal(t, 500, dynamicConfig(500)[dynamicconfig.HistoryCacheHostLevelMaxSize.Key()])
 }

@@ -76,10 +76,19 @@ type TemporalConfig struct {
 	// with (Temporal's codec-server protocol); "" means none. The UI
 	// hands it to every browser that loads it.
 	CodecEndpoint string
+	// HistoryCache is how many workflows the history service keeps the
+	// state of in memory; 0 means DefaultHistoryCache.
+	HistoryCache int
 	// Logger receives the server's warnings and errors and devstack's own
 	// lines; nil discards them.
 	Logger *slog.Logger
 }
+
+// DefaultHistoryCache is TemporalConfig.HistoryCache when unset: the CLI
+// development server's 8096 kept every one of 10,000 automation runs
+// waiting on their timers in memory (bench -automations); a workflow
+// dropped from it is read from SQLite at its next task.
+const DefaultHistoryCache = 2000
 
 // Temporal is a running embedded Temporal server. Stop it with Stop.
 type Temporal struct {
@@ -154,7 +163,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts, err := t.serverOptions(logger, conf)
+	opts, err := t.serverOptions(logger, conf, cfg.HistoryCache)
 	if err != nil {
 		return nil, err
 	}
@@ -411,7 +420,7 @@ func serverConfig(cfg TemporalConfig, reachIP string, sqlConf *config.SQL) (*con
 // serverOptions returns the options for temporal.NewServer: the config,
 // static hosts, the log adapter, the authorizer and claim mapper the config
 // names (none by default) and the dynamic config.
-func (t *Temporal) serverOptions(logger *slog.Logger, conf *config.Config) ([]temporal.ServerOption, error) {
+func (t *Temporal) serverOptions(logger *slog.Logger, conf *config.Config, historyCache int) ([]temporal.ServerOption, error) {
 	serverLog := &serverLogger{log: logger.With("component", "temporal"), level: t.level}
 	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
 	if err != nil {
@@ -436,13 +445,17 @@ func (t *Temporal) serverOptions(logger *slog.Logger, conf *config.Config) ([]te
 		temporal.WithLogger(serverLog),
 		temporal.WithAuthorizer(authorizer),
 		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
-		temporal.WithDynamicConfigClient(dynamicConfig()),
+		temporal.WithDynamicConfigClient(dynamicConfig(historyCache)),
 	}, nil
 }
 
 // dynamicConfig returns the settings of the CLI's development server plus
-// one task-queue partition.
-func dynamicConfig() dynamicconfig.StaticClient {
+// one task-queue partition, with a history cache of historyCache
+// workflows (0: DefaultHistoryCache).
+func dynamicConfig(historyCache int) dynamicconfig.StaticClient {
+	if historyCache <= 0 {
+		historyCache = DefaultHistoryCache
+	}
 	return dynamicconfig.StaticClient{
 		// One node: a single partition per task queue avoids forwarding
 		// between partitions (measured 1.5-4x the throughput of the default 4).
@@ -461,8 +474,8 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		dynamicconfig.TimerProcessorUpdateAckInterval.Key():      time.Second,
 		dynamicconfig.OutboundProcessorUpdateAckInterval.Key():   time.Second,
 
-		// The CLI development server's settings: a smaller mutable state
-		// cache, more visibility RPS, immediate visibility of new Nexus
+		// A smaller mutable state cache (historyCache), then the CLI
+		// development server's settings: more visibility RPS, immediate visibility of new Nexus
 		// endpoints (with persistence QPS raised to match), standalone
 		// activity operator commands. Not its immediate visibility of new
 		// search attributes (ForceSearchAttributesCacheRefreshOnRead):
@@ -471,7 +484,7 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		// about 6 % of real delivery's machine time. Posthaste defines no
 		// search attributes; one an operator adds is seen by every
 		// service within a minute (the cache's refresh interval).
-		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                         8096,
+		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                         historyCache,
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key():         100,
 		dynamicconfig.ForceNexusEndpointRefreshOnRead.Key():                      true,
 		dynamicconfig.FrontendPersistenceMaxQPS.Key():                            10000,
