@@ -74,6 +74,18 @@ func (d *autoDB) outbox(kind string, ref uuid.UUID) int {
 	return n
 }
 
+// newRunningRun returns a fresh database with a team, its automation of
+// the event "go", a contact and the run an event for it started.
+func newRunningRun(t *testing.T) (d *autoDB, team uuid.UUID, a store.Automation, ct store.Contact, run uuid.UUID) {
+	t.Helper()
+	d = newAutoDB(t)
+	team = newTeam(t, d.st)
+	a = d.automation(team, "go", store.AutomationEnabled)
+	ct = d.contact(team, "ann@example.com")
+	_, res := d.send(team, ct.ID, "go", `{}`)
+	return d, team, a, ct, res.Started[0]
+}
+
 func (d *autoDB) run(id uuid.UUID) store.AutomationRun {
 	d.t.Helper()
 	r, err := d.st.Automations.Run(d.ctx, id)
@@ -222,12 +234,7 @@ func TestAutomationSendEventConcurrentSendsStartOneRun(t *testing.T) {
 // not recorded together.
 func TestAutomationRecordSteps(t *testing.T) {
 	t.Parallel()
-	d := newAutoDB(t)
-	team := newTeam(t, d.st)
-	a := d.automation(team, "go", store.AutomationEnabled)
-	ct := d.contact(team, "ann@example.com")
-	_, res := d.send(team, ct.ID, "go", `{}`)
-	run := res.Started[0]
+	d, team, a, ct, run := newRunningRun(t)
 
 	ev := "paid"
 	trig := store.StepRecord{RunID: run, Key: "start", Iteration: 1, Seq: 1, Type: "trigger", Status: "completed"}
@@ -271,12 +278,7 @@ func TestAutomationRecordSteps(t *testing.T) {
 // error; a final state ends the run's wait.
 func TestAutomationRecordStep(t *testing.T) {
 	t.Parallel()
-	d := newAutoDB(t)
-	team := newTeam(t, d.st)
-	a := d.automation(team, "go", store.AutomationEnabled)
-	ct := d.contact(team, "ann@example.com")
-	_, res := d.send(team, ct.ID, "go", `{}`)
-	run := res.Started[0]
+	d, team, a, _, run := newRunningRun(t)
 
 	ev := "later"
 	rec := store.StepRecord{RunID: run, Key: "wait", Iteration: 1, Seq: 2, Type: "wait_for_event", Status: "waiting",

@@ -402,42 +402,38 @@ func TestDefinitionAccessors(t *testing.T) {
 	require.Equal(t, "", Definition{Steps: []Step{send}}.EventName())
 	require.Equal(t, "", Definition{Steps: []Step{st("t", Trigger, `nope`)}}.EventName())
 
-	for _, c := range []struct {
-		from, typ, to string
-	}{
-		{"trig", Default, "cond"},
-		{"cond", ConditionMet, "send"},
-		{"cond", ConditionNotMet, "update"},
-		{"send", Default, "delay"}, // a connection with type "" is a default one
-		{"wait", EventReceived, "segment"},
-		{"wait", Timeout, "wait2"},
-		{"cond", Default, ""},
-		{"remove", Default, ""},
-		{"ghost", Default, ""},
-	} {
-		to, ok := d.Next(c.from, c.typ)
-		require.Equal(t, c.to, to, "%s --%s-->", c.from, c.typ)
-		require.Equal(t, c.to != "", ok)
+	// routes checks where route leads from a step by an outcome: each
+	// case is {from, outcome, to}, "" for nowhere.
+	routes := func(route func(from, outcome string) (string, bool), cases ...[3]string) {
+		t.Helper()
+		for _, c := range cases {
+			to, ok := route(c[0], c[1])
+			require.Equal(t, c[2], to, "%s --%s-->", c[0], c[1])
+			require.Equal(t, c[2] != "", ok)
+		}
 	}
+	routes(d.Next,
+		[3]string{"trig", Default, "cond"},
+		[3]string{"cond", ConditionMet, "send"},
+		[3]string{"cond", ConditionNotMet, "update"},
+		[3]string{"send", Default, "delay"}, // a connection with type "" is a default one
+		[3]string{"wait", EventReceived, "segment"},
+		[3]string{"wait", Timeout, "wait2"},
+		[3]string{"cond", Default, ""},
+		[3]string{"remove", Default, ""},
+		[3]string{"ghost", Default, ""})
 	// Follow: an event received leaves by the default connection when the
 	// step has none of its own; no other outcome falls back.
 	f := Definition{Connections: []Connection{{From: "w", To: "a", Type: Default}, {From: "w", To: "b", Type: Timeout},
 		{From: "e", To: "c", Type: EventReceived}, {From: "e", To: "d", Type: Default}}}
-	for _, c := range []struct {
-		from, outcome, to string
-	}{
-		{"w", EventReceived, "a"},
-		{"w", Timeout, "b"},
-		{"w", Default, "a"},
-		{"e", EventReceived, "c"},
-		{"e", Timeout, ""},
-		{"b", ConditionMet, ""},
-		{"c", EventReceived, ""},
-	} {
-		to, ok := f.Follow(c.from, c.outcome)
-		require.Equal(t, c.to, to, "%s --%s-->", c.from, c.outcome)
-		require.Equal(t, c.to != "", ok)
-	}
+	routes(f.Follow,
+		[3]string{"w", EventReceived, "a"},
+		[3]string{"w", Timeout, "b"},
+		[3]string{"w", Default, "a"},
+		[3]string{"e", EventReceived, "c"},
+		[3]string{"e", Timeout, ""},
+		[3]string{"b", ConditionMet, ""},
+		[3]string{"c", EventReceived, ""})
 	require.Equal(t, `step "k": boom`, (&StepError{Key: "k", Msg: "boom"}).Error())
 	require.Equal(t, "boom", (&StepError{Msg: "boom"}).Error())
 }
