@@ -57,10 +57,6 @@ type Config struct {
 	// workflows (the AccountHealth workflow is registered there in any
 	// case); nil: none.
 	Health *notices.Activities
-	// WorkflowCache is how many workflows the process keeps in memory
-	// between their tasks (the SDK's sticky cache, one per process, sized
-	// when its first worker starts); 0 leaves the SDK's default (10,000).
-	WorkflowCache int
 	// InboundSlots bounds how many received messages a worker that runs
 	// workflows processes at once (workflows.InboundTaskQueue); 0 →
 	// DefaultInboundSlots.
@@ -90,6 +86,17 @@ type Activities struct {
 	DataRequests *datareq.Activities     // DataRequest
 	Webhooks     *webhook.Activities     // DeliverWebhook
 	Automations  *automations.Activities // AutomationRun
+}
+
+// SizeWorkflowCache sets how many workflows the process keeps in memory
+// between their tasks: the SDK's sticky cache, one per process, shared
+// by every SDK worker in it (an embedded Temporal server's own included)
+// and sized when the first of them is built. Call it before: in `dev`,
+// before the embedded server starts.
+func SizeWorkflowCache(n int) {
+	if n > 0 {
+		sdkworker.SetStickyWorkflowCacheSize(n)
+	}
 }
 
 // Worker is a set of Temporal workers sharing one client.
@@ -124,9 +131,6 @@ func New(c client.Client, acts Activities, cfg Config, logger *slog.Logger) (*Wo
 		if err := ippool.ValidName(p); err != nil {
 			return nil, err
 		}
-	}
-	if cfg.WorkflowCache > 0 {
-		sdkworker.SetStickyWorkflowCacheSize(cfg.WorkflowCache)
 	}
 	if cfg.Workflows {
 		main := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{

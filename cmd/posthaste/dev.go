@@ -86,6 +86,9 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 	}
 	stops = append(stops, st.Close)
 
+	// The embedded server's own workers build the process's workflow
+	// cache: size it first.
+	worker.SizeWorkflowCache(cfg.Temporal.WorkflowCache)
 	tmp, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{
 		DBPath:       filepath.Join(dataDir, "temporal.db"),
 		Namespace:    cfg.Temporal.Namespace,
@@ -155,7 +158,7 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger, stdout 
 		return err
 	}
 	w, err := worker.New(tc, acts, worker.Config{Workflows: true, Pools: pools, InboundSlots: cfg.Inbound.WorkerSlots,
-		Health: healthActs, WorkflowCache: cfg.Temporal.WorkflowCache}, logger)
+		Health: healthActs}, logger)
 	if err != nil {
 		return err
 	}

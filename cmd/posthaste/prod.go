@@ -94,8 +94,9 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger, args
 			return err
 		}
 	}
+	worker.SizeWorkflowCache(cfg.Temporal.WorkflowCache)
 	w, err := worker.New(tc, acts, worker.Config{Regions: rs, Pools: pools, Workflows: !*noWorkflows,
-		InboundSlots: cfg.Inbound.WorkerSlots, Health: healthActs, WorkflowCache: cfg.Temporal.WorkflowCache}, logger)
+		InboundSlots: cfg.Inbound.WorkerSlots, Health: healthActs}, logger)
 	if err != nil {
 		return usageError{err}
 	}
