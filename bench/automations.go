@@ -23,7 +23,9 @@ package main
 //   - the finish: the last email's created_at minus the first due time,
 //     beside the time the run's sandbox end-to-end rate needs for n emails
 //     (target: at most 1.5 times that);
-//   - the AutomationRun workflows started and the history of one run.
+//   - the AutomationRun workflows started, and the histories of the
+//     first run and of the run whose email was accepted last (a wake
+//     that waited long shows its timed-out workflow tasks there).
 //
 // The sandbox end-to-end rate is the full run's (measure), or, with
 // -automations, one measured by the same code (measureE2E) on the step's
@@ -132,6 +134,7 @@ type automationTimes struct {
 	started           rate            // the runs, from the first event send to the last delay's start
 	firstDue, lastDue time.Time       // the earliest and the latest due time (delay start + D)
 	lastAccepted      time.Time       // the last email's created_at
+	lastRun           string          // the run whose email was accepted last
 	lags              []time.Duration // due time to acceptance, sorted
 	finish            time.Duration   // the first due time to the last acceptance
 }
@@ -157,7 +160,7 @@ func summarizeRuns(sendStart time.Time, d time.Duration, runs []runTiming) autom
 			lastWait = r.delayStarted
 		}
 		if i == 0 || r.accepted.After(t.lastAccepted) {
-			t.lastAccepted = r.accepted
+			t.lastAccepted, t.lastRun = r.accepted, r.id
 		}
 		t.lags = append(t.lags, r.accepted.Sub(due))
 	}
@@ -200,7 +203,8 @@ type automationResult struct {
 	rssReady, rssIdle, rssWaiting, hwmWaiting int64 // dev's VmRSS (and VmHWM), bytes
 
 	workflows int64   // AutomationRun workflows started since the first event (Temporal visibility)
-	history   history // of one measured run's workflow
+	history   history // of the first measured run's workflow
+	lastHist  history // of the workflow of the run whose email was accepted last
 
 	e2e     rate   // the single-send sandbox end-to-end rate of the same run
 	e2eFrom string // which dev measured e2e
@@ -370,7 +374,10 @@ func measureAutomationRuns(ctx context.Context, dev *devProcess, n, conc int, lo
 	if res.workflows, err = countAutomationRuns(ctx, tc, res.sendStart, n); err != nil {
 		return res, err
 	}
-	res.history, err = workflowHistory(ctx, tc, workflows.AutomationRunWorkflowID(res.events.runs[0]))
+	if res.history, err = workflowHistory(ctx, tc, workflows.AutomationRunWorkflowID(res.events.runs[0])); err != nil {
+		return res, err
+	}
+	res.lastHist, err = workflowHistory(ctx, tc, workflows.AutomationRunWorkflowID(res.times.lastRun))
 	return res, err
 }
 
@@ -795,5 +802,9 @@ func printAutomations(p func(string, ...any), r automationResult) {
 		r.workflows)
 	if len(r.history.types) > 0 {
 		p("  history of %s: %d events: %s", r.history.workflowID, len(r.history.types), typeCounts(r.history.types))
+	}
+	if len(r.lastHist.types) > 0 {
+		p("  history of the last accepted, %s: %d events: %s", r.lastHist.workflowID, len(r.lastHist.types),
+			typeCounts(r.lastHist.types))
 	}
 }

@@ -64,6 +64,7 @@ func TestSummarizeRuns(t *testing.T) {
 	require.Equal(t, start.Add(101*time.Second), got.firstDue)
 	require.Equal(t, start.Add(103*time.Second), got.lastDue)
 	require.Equal(t, start.Add(103*time.Second+300*time.Millisecond), got.lastAccepted)
+	require.Equal(t, "c", got.lastRun)
 	require.Equal(t, []time.Duration{10 * time.Millisecond, 50 * time.Millisecond, 300 * time.Millisecond}, got.lags)
 	require.Equal(t, 2*time.Second+300*time.Millisecond, got.finish)
 	require.Equal(t, start.Add(3*time.Second), got.lastWaiting(start))
