@@ -101,20 +101,17 @@ var errChaosFailed = errors.New("chaos run failed: see the results")
 // runChaos is the chaos mode: n keyed emails through dev processes that
 // crash at random points and a PostgreSQL that stops for a while, then a
 // count of what was lost and what was duplicated at the MX.
-func runChaos(ctx context.Context, bin string, cfg chaosConfig, out, progress io.Writer) (err error) {
+func runChaos(ctx context.Context, bin string, cfg chaosConfig, out, progress io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx) // ends the clients on an early return
 	defer cancel()
-	p, logf := printers(out, progress)
-	p("posthaste bench -chaos %d  %s  seed %d", cfg.n, machine(), cfg.seed)
+	return inRoot(ctx, bin, fmt.Sprintf("posthaste bench -chaos %d (seed %d)", cfg.n, cfg.seed), out, progress,
+		func(p, logf func(string, ...any), root, bin string) error {
+			return chaosIn(ctx, bin, root, cfg, p, logf)
+		})
+}
 
-	root, err := os.MkdirTemp("", "posthaste-chaos-")
-	if err != nil {
-		return err
-	}
-	defer removeAllInto(root, &err)
-	if bin, err = binaryIn(ctx, bin, root, p, logf); err != nil {
-		return err
-	}
+// chaosIn is runChaos in its root, with its binary.
+func chaosIn(ctx context.Context, bin, root string, cfg chaosConfig, p, logf func(string, ...any)) (err error) {
 
 	rs, err := startRecipientSide(cfg.deferB)
 	if err != nil {

@@ -45,16 +45,15 @@ const (
 )
 
 // runContacts runs only the contacts step on a dev of its own.
-func runContacts(ctx context.Context, bin string, rows int, out, progress io.Writer) (err error) {
-	p, logf := printers(out, progress)
-	root, err := os.MkdirTemp("", "posthaste-bench-")
-	if err != nil {
-		return err
-	}
-	defer removeAllInto(root, &err)
-	if bin, err = binaryIn(ctx, bin, root, p, logf); err != nil {
-		return err
-	}
+func runContacts(ctx context.Context, bin string, rows int, out, progress io.Writer) error {
+	return inRoot(ctx, bin, "posthaste bench -contacts", out, progress,
+		func(p, logf func(string, ...any), root, bin string) error {
+			return contactsIn(ctx, bin, root, rows, p, logf)
+		})
+}
+
+// contactsIn is runContacts in its root, with its binary.
+func contactsIn(ctx context.Context, bin, root string, rows int, p, logf func(string, ...any)) (err error) {
 	logf("starting posthaste dev")
 	dev, err := startDev(ctx, bin, root, logf)
 	if err != nil {

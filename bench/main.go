@@ -364,17 +364,14 @@ func inRoot(ctx context.Context, bin, title string, out, progress io.Writer,
 }
 
 // run is the whole benchmark; results go to out, progress to progress.
-func run(ctx context.Context, bin string, c counts, out, progress io.Writer) (err error) {
-	p, logf := printers(out, progress)
-	p("posthaste bench  %s", machine())
-	root, err := os.MkdirTemp("", "posthaste-bench-")
-	if err != nil {
-		return err
-	}
-	defer removeAllInto(root, &err)
-	if bin, err = binaryIn(ctx, bin, root, p, logf); err != nil {
-		return err
-	}
+func run(ctx context.Context, bin string, c counts, out, progress io.Writer) error {
+	return inRoot(ctx, bin, "posthaste bench", out, progress, func(p, logf func(string, ...any), root, bin string) error {
+		return runAll(ctx, bin, root, c, p, logf)
+	})
+}
+
+// runAll is run in its root, with its binary.
+func runAll(ctx context.Context, bin, root string, c counts, p, logf func(string, ...any)) (err error) {
 
 	side, err := startDeliverySide()
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -76,17 +75,15 @@ func ehloName(addr string) string {
 var errLimitExceeded = errors.New("pools run: a shaping limit was exceeded: see the results")
 
 // runPools is the pools step alone: n emails from each pool's domain.
-func runPools(ctx context.Context, bin string, n int, out, progress io.Writer) (err error) {
-	p, logf := printers(out, progress)
-	p("posthaste bench -pools %d  %s", n, machine())
-	root, err := os.MkdirTemp("", "posthaste-pools-")
-	if err != nil {
-		return err
-	}
-	defer removeAllInto(root, &err)
-	if bin, err = binaryIn(ctx, bin, root, p, logf); err != nil {
-		return err
-	}
+func runPools(ctx context.Context, bin string, n int, out, progress io.Writer) error {
+	return inRoot(ctx, bin, fmt.Sprintf("posthaste bench -pools %d", n), out, progress,
+		func(p, logf func(string, ...any), root, bin string) error {
+			return poolsIn(ctx, bin, root, n, p, logf)
+		})
+}
+
+// poolsIn is runPools in its root, with its binary.
+func poolsIn(ctx context.Context, bin, root string, n int, p, logf func(string, ...any)) (err error) {
 	rules, err := shaping.ParseRules(poolsShaping)
 	if err != nil {
 		return fmt.Errorf("parsing the step's shaping: %w", err)
