@@ -201,7 +201,7 @@ func (a *Activities) save(ctx context.Context, s *stepRun, rec store.StepRecord,
 		recs = []store.StepRecord{*s.pending, rec}
 	}
 	var end *store.RunEnd
-	if s.in.EndRun && (rec.Status == "completed" || rec.Status == "failed" || rec.Status == "skipped") {
+	if s.in.EndRun && rec.Final() {
 		if res.Error != "" {
 			end = &store.RunEnd{Status: store.RunFailed, Error: res.Error}
 		} else if _, ok := s.def.Follow(rec.Key, res.Outcome); !ok {

@@ -305,17 +305,16 @@ type Temporal struct {
 	WorkflowCache int
 	// HistoryCache (POSTHASTE_TEMPORAL_HISTORY_CACHE) is how many
 	// workflows the embedded server keeps the state of in memory; one it
-	// dropped is read from its SQLite file at its next task.
+	// dropped is read from its SQLite file at its next task; 0 (unset)
+	// leaves devstack.DefaultHistoryCache.
 	HistoryCache int
 }
 
-// Defaults of Temporal's caches: a run waiting for days holds neither,
-// so 10,000 waiting automation runs cost little memory (bench
-// -automations), while the emails and runs in flight stay in both.
-const (
-	DefaultWorkflowCache = 2000
-	DefaultHistoryCache  = 2000
-)
+// DefaultWorkflowCache is Temporal.WorkflowCache when unset (the SDK's
+// own default is 10,000): a run waiting for days need not stay in
+// memory, so 10,000 waiting automation runs cost little (bench
+// -automations), while the emails and runs in flight stay.
+const DefaultWorkflowCache = 2000
 
 // Delivery configures outbound mail.
 type Delivery struct {
@@ -477,7 +476,7 @@ func Load(getenv Getenv) (Config, error) {
 			Namespace:     r.str("TEMPORAL_NAMESPACE", "default"),
 			UIURL:         r.str("POSTHASTE_TEMPORAL_UI_URL", ""),
 			WorkflowCache: r.positive("POSTHASTE_WORKFLOW_CACHE", DefaultWorkflowCache),
-			HistoryCache:  r.positive("POSTHASTE_TEMPORAL_HISTORY_CACHE", DefaultHistoryCache),
+			HistoryCache:  r.positive("POSTHASTE_TEMPORAL_HISTORY_CACHE", 0),
 		},
 		Delivery: Delivery{
 			Hostname:     r.str("POSTHASTE_HOSTNAME", host),

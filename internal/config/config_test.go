@@ -21,7 +21,7 @@ func TestLoadDefaults(t *testing.T) {
 	require.Equal(t, 7233, c.Temporal.Port)
 	require.Equal(t, 8233, c.Temporal.UIPort)
 	require.Equal(t, DefaultWorkflowCache, c.Temporal.WorkflowCache)
-	require.Equal(t, DefaultHistoryCache, c.Temporal.HistoryCache)
+	require.Zero(t, c.Temporal.HistoryCache, "devstack's default")
 	require.Equal(t, 25, c.Delivery.MXPort)
 	require.Equal(t, 72*time.Hour, c.Delivery.RetryExpire)
 	require.False(t, c.Egress.AllowPrivate)

@@ -503,6 +503,12 @@ type StepRecord struct {
 	WaitingEvent *string
 }
 
+// Final reports whether the record ends its visit: completed, failed or
+// skipped.
+func (r StepRecord) Final() bool {
+	return r.Status == "completed" || r.Status == "failed" || r.Status == "skipped"
+}
+
 // RecordStep writes the state of one visit of a step, if its run is still
 // running (false otherwise: the run was cancelled, or is gone). The first
 // write of the visit sets its start; a final state sets its end. Writing
@@ -557,7 +563,7 @@ func recordSteps(ctx context.Context, tx pgx.Tx, recs []StepRecord, end *RunEnd,
 		if rec.RunID != runID {
 			return fmt.Errorf("store: steps of runs %s and %s recorded together", runID, rec.RunID)
 		}
-		final := rec.Status == "completed" || rec.Status == "failed" || rec.Status == "skipped"
+		final := rec.Final()
 		if _, err := tx.Exec(ctx, `INSERT INTO automation_run_step (run_id, key, iteration, seq, type, status, output,
 				error, started_at, completed_at)
 			VALUES (@run, @key, @iteration, @seq, @type, @status, @output, @error, now(), CASE WHEN @final THEN now() END)
