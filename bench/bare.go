@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -212,11 +212,10 @@ func runBare(ctx context.Context, c client.Client, kind bareKind, n, conc int) (
 	if err := ctx.Err(); err != nil {
 		return bareResult{}, err
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	lr := loadResult{latencies: lat}
+	slices.Sort(lat)
 	return bareResult{
 		kind: kind, rate: rate{n: n, elapsed: elapsed, busy: busy}, startedIn: startedIn,
-		startP50: lr.percentile(0.50), startP99: lr.percentile(0.99),
+		startP50: percentile(lat, 0.50), startP99: percentile(lat, 0.99),
 	}, nil
 }
 
@@ -258,4 +257,50 @@ func runBareWarm(ctx context.Context, c client.Client, kind bareKind, warmup, n,
 		return bareResult{}, fmt.Errorf("bare %s: %w", kind, err)
 	}
 	return br, nil
+}
+
+// runBareEager runs n one-activity workflows one after the other, each
+// started eagerly (StartWorkflowOptions.EnableEagerStart: the server
+// hands the first workflow task back in its answer to the start, to the
+// worker on the same client, startBareWorker's), and returns each one's
+// time from the start request to its result, in run order, and the last
+// one's workflow id.
+func runBareEager(ctx context.Context, c client.Client, n int) (lat []time.Duration, lastID string, err error) {
+	lat = make([]time.Duration, 0, n)
+	for i := range n {
+		t := time.Now()
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID:                    "bench/eager/" + uuid.NewString(),
+			TaskQueue:             bareTaskQueue,
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+			EnableEagerStart:      true,
+		}, oneActivityName, NoopInput{Seq: i})
+		if err != nil {
+			return nil, "", fmt.Errorf("starting eager workflow %d: %w", i, err)
+		}
+		var out NoopOutput
+		if err := run.Get(ctx, &out); err != nil {
+			return nil, "", fmt.Errorf("workflow %s: %w", run.GetID(), err)
+		}
+		lat = append(lat, time.Since(t))
+		if out.Seq != i {
+			return nil, "", fmt.Errorf("workflow %s returned %d, want %d", run.GetID(), out.Seq, i)
+		}
+		lastID = run.GetID()
+	}
+	return lat, lastID, nil
+}
+
+// eagerAccepted reports whether the server accepted to start workflowID
+// eagerly, as the first event of its history records.
+func eagerAccepted(ctx context.Context, c client.Client, workflowID string) (bool, error) {
+	it := c.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return false, fmt.Errorf("no history of %s", workflowID)
+	}
+	ev, err := it.Next()
+	if err != nil {
+		return false, fmt.Errorf("reading the history of %s: %w", workflowID, err)
+	}
+	return ev.GetWorkflowExecutionStartedEventAttributes().GetEagerExecutionAccepted(), nil
 }

@@ -107,9 +107,10 @@ type mxSink struct {
 
 	deferFor time.Duration
 	now      func() time.Time
-	// inspect, when not nil, sees every message the sink counts, just
-	// before it is counted; it must be safe for concurrent use.
-	inspect func(msg []byte)
+	// inspect, when not nil, sees every message the sink counts, with
+	// its recipients and when it arrived (read whole), just before it is
+	// counted; it must be safe for concurrent use.
+	inspect func(msg []byte, rcpts []string, at time.Time)
 
 	mu       sync.Mutex
 	first    time.Time // of the first RCPT
@@ -123,7 +124,8 @@ func startMXSink(name, addr string, deferFor time.Duration, counts *mxCounts) (*
 
 // startInspectingMXSink is startMXSink with an inspect function (nil for
 // none).
-func startInspectingMXSink(name, addr string, deferFor time.Duration, counts *mxCounts, inspect func([]byte)) (*mxSink, error) {
+func startInspectingMXSink(name, addr string, deferFor time.Duration, counts *mxCounts,
+	inspect func(msg []byte, rcpts []string, at time.Time)) (*mxSink, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listening for MX %s: %w", name, err)
@@ -193,11 +195,12 @@ func (ss *sinkSession) Data(r io.Reader) error {
 	if err != nil {
 		return err
 	}
+	now := ss.s.now()
 	if ss.s.inspect != nil {
-		ss.s.inspect(data)
+		ss.s.inspect(data, ss.to, now)
 	}
 	id, key := chaosHeaders(data)
-	ss.s.counts.record(ss.s.name, id, key, ss.to, ss.s.now())
+	ss.s.counts.record(ss.s.name, id, key, ss.to, now)
 	return nil
 }
 

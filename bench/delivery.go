@@ -42,6 +42,9 @@ type deliverySide struct {
 	// signed counts the messages with a DKIM-Signature field of
 	// chaosSenderDomain (d=).
 	signed atomic.Int64
+	// watcher, when set, is told of every message's arrival (the latency
+	// step, latency.go).
+	watcher atomic.Pointer[arrivals]
 }
 
 // startDeliverySide starts the DNS server and the MX host; dev must be
@@ -71,10 +74,15 @@ func (s *deliverySide) close() {
 }
 
 // inspect counts msg as signed when a DKIM-Signature field names the
-// sender domain.
-func (s *deliverySide) inspect(msg []byte) {
-	if dkimDomainSigned(msg, chaosSenderDomain) {
+// sender domain, and tells the watcher, if any, that it reached rcpts at
+// at.
+func (s *deliverySide) inspect(msg []byte, rcpts []string, at time.Time) {
+	signed := dkimDomainSigned(msg, chaosSenderDomain)
+	if signed {
 		s.signed.Add(1)
+	}
+	if w := s.watcher.Load(); w != nil {
+		w.arrived(rcpts, at, signed)
 	}
 }
 
@@ -104,6 +112,7 @@ type realResult struct {
 	signed        int
 	once          bool // every email arrived exactly once, with nothing else
 	historyEvents int
+	domainID      string // chaosSenderDomain's, verified by measureRealDelivery
 }
 
 // deliveryRound returns the recipient and the key of the real delivery
@@ -119,15 +128,17 @@ func deliveryRound(round int) (rcpt, key string) {
 
 // measureRealDelivery verifies chaosSenderDomain, then makes the first
 // real delivery run (realDeliveryRun, round 1) and prints the history of
-// one of its emails' workflow.
+// one of its emails' workflow. The result carries the domain's id.
 func measureRealDelivery(ctx context.Context, api *apiClient, dev *devProcess, side *deliverySide, n, conc int,
 	p func(string, ...any), logf func(string, ...any)) (realResult, error) {
 	logf("real delivery: verifying %s", chaosSenderDomain)
 	began := time.Now()
-	if _, err := setupSenderDomains(ctx, newChaosClient(dev.base, dev.creds.APIKey), side.dns, chaosSenderDomain); err != nil {
+	ids, err := setupSenderDomains(ctx, newChaosClient(dev.base, dev.creds.APIKey), side.dns, chaosSenderDomain)
+	if err != nil {
 		return realResult{}, err
 	}
 	res, err := realDeliveryRun(ctx, api, dev, side, 1, n, conc, "verified in "+fmtDur(time.Since(began)), p, logf)
+	res.domainID = ids[0]
 	if err != nil {
 		return res, err
 	}

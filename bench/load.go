@@ -81,13 +81,17 @@ func (r loadResult) String() string {
 }
 
 // percentile returns the latency at quantile q (nearest rank).
-func (r loadResult) percentile(q float64) time.Duration {
-	if len(r.latencies) == 0 {
+func (r loadResult) percentile(q float64) time.Duration { return percentile(r.latencies, q) }
+
+// percentile returns the value of sorted (ascending) at quantile q, by
+// nearest rank; 0 for none.
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
 		return 0
 	}
-	i := int(q*float64(len(r.latencies))+0.5) - 1
-	i = max(0, min(i, len(r.latencies)-1))
-	return r.latencies[i]
+	i := int(q*float64(len(sorted))+0.5) - 1
+	i = max(0, min(i, len(sorted)-1))
+	return sorted[i]
 }
 
 // load sends n emails with conc requests in flight and reports every

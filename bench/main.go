@@ -37,39 +37,65 @@
 //     so the MX checks each run's emails apart from earlier runs'). It
 //     prints each pair's bare rate, real rate and ratio real / bare, and
 //     the median of the ratios.
-//  8. Webhooks: the sandbox end-to-end run again with one endpoint on a
+//  8. Latency, time to inbox (latency.go), on the same dev: each email
+//     from the start of its request until the MX has read it whole, sent
+//     from sender.test (DKIM-signed) to a recipient of its own
+//     (lat-<row>-<i>@rcpt.test), each row once dev has delivered
+//     everything accepted before it, with its p50, p90, p99 and max: the
+//     API one at a time (200, each once the previous one arrived) and in
+//     two open-loop streams at 25 % and 50 % of the pairs' median real
+//     delivery rate (about 20 s each, -latency-stream emails, timed from
+//     each email's scheduled send time); the same three through a
+//     throwaway Postfix relaying to the same MX (postfix.go; SMTP from
+//     MAIL FROM; skipped, saying why, without Postfix); the bare
+//     one-activity workflow one at a time, started eagerly by a client
+//     whose worker runs in this process (the engine's floor); SMTP
+//     submission one at a time through dev's gateway; a probe email sent
+//     once half of a 3,000-email burst (c=16) was accepted, with how much
+//     of the burst had reached the MX by then and when its last email
+//     did; and, reported but not judged, open and click tracking on, a
+//     1 MB attachment, and one batch of 100.
+//  9. Webhooks: the sandbox end-to-end run again with one endpoint on a
 //     local receiver subscribed to email.sent and email.delivered.
-//  9. A summary table, with the median real delivery and bare one-activity
+//  10. A summary table, with the median real delivery and bare one-activity
 //     rates of the pairs, and the ratios end-to-end / median bare and the
 //     median of the pairs' real delivery / bare.
-//  10. SMTP accept rate: messages per second through the gateway (implicit
+//  11. SMTP accept rate: messages per second through the gateway (implicit
 //     TLS, AUTH once per connection) over 1 and over 16 connections, first
 //     the gateway inside dev, then `posthaste smtp` as its own process
 //     against dev's PostgreSQL and Temporal (gateway.go; the gateway as
-//     deployed, which the targets judge), then that process again with
-//     dev stopped (SIGSTOP) for the run so that nothing is processed
-//     meanwhile (the gateway's own rate, not judged), beside two Postfix
-//     references in the same run: smtp-source into a throwaway Postfix
-//     instance of the bench's own that queues every message durably
-//     (fsync) and discards it (postfix.go, the reference of the targets),
-//     and smtp-source into smtp-sink, which stores nothing. Each run starts once dev has
-//     delivered everything accepted before it. Without the Debian postfix
-//     package (or as another user than root) the references are skipped
-//     and the output says why.
-//  11. Inbound accept (inbound.go): dev's inbound MX, on a free loopback
+//     deployed), then that process again with dev stopped (SIGSTOP) for
+//     the run so that nothing is processed meanwhile (the gateway with the
+//     processing elsewhere, which the targets judge; the two runs with
+//     the processing on the same cores are printed for information),
+//     beside two Postfix references in the same run: smtp-source into a
+//     throwaway Postfix instance of the bench's own that queues every
+//     message durably (fsync) and discards it (postfix.go, the reference
+//     of the targets), and smtp-source into smtp-sink, which stores
+//     nothing. Each run starts once dev has delivered everything accepted
+//     before it. Without the Debian postfix package (or as another user
+//     than root) the references are skipped and the output says why.
+//  12. Inbound accept (inbound.go): dev's inbound MX, on a free loopback
 //     port, with receiving enabled on sender.test; smtp-source (the same
 //     tool and 1 KB payload as the durable reference) sends the SMTP
 //     step's counts over 1 and over 16 connections to inbound@sender.test,
 //     every message checked accepted on dev's /metrics
 //     (posthaste_inbound_messages_total{result="accepted"}), printed
-//     beside the durable Postfix rates of step 10 as ratios.
-//  12. The targets, each beside what this run measured and whether it is
+//     beside the durable Postfix rates of step 11 as ratios.
+//  13. The targets, each beside what this run measured and whether it is
 //     met: real delivery / bare one activity >= 2 (the median of step 7's
-//     pair ratios), SMTP over 16 connections
-//     / durable Postfix over 16 >= 0.8, over one connection >= 0.5, inbound
-//     over 16 connections / durable Postfix over 16 >= 0.5, accept p99 at
-//     16 clients < 50 ms. Once every step has run, dev is stopped
-//     with SIGTERM and everything it wrote is removed.
+//     pair ratios); SMTP with dev stopped over 16 connections / durable
+//     Postfix over 16 >= 0.8, over one connection >= 0.5 (accepting, the
+//     processing elsewhere; that processing does not wait behind
+//     accepting is step 8's probe); inbound over 16 connections / durable
+//     Postfix over 16 >= 0.5; accept p99 at 16 clients < 50 ms; time to
+//     inbox (step 8): the API's idle p50 at most 5 x Postfix's idle p50,
+//     at most its own p50 at 25 % and at 50 % load, and at most 1.5 x the
+//     bare eager workflow's p50; the API's p99 at 50 % load at most 5 x
+//     Postfix's at that rate; SMTP submission's idle p50 at most 5 x
+//     Postfix's and at most 1.5 x the bare eager workflow's. Once every
+//     step has run, dev is stopped with SIGTERM and everything it wrote
+//     is removed.
 //
 // With -chaos N it runs only the chaos mode instead (chaos*.go): a loopback
 // DNS server and two in-process MX hosts (a.test; b.test, which answers 451
@@ -115,6 +141,10 @@
 // verdict, held or exceeded; it exits 1 when a limit was exceeded or an
 // email was lost, duplicated or left from another pool than its domain's.
 //
+// With -latency it runs only the latency step (step 8) on a dev of its
+// own, after a real delivery run of 1,000 emails whose rate the streams
+// derive from, and prints that step's targets only.
+//
 // Before the targets it runs the broadcast step (broadcast.go): a broadcast
 // to 1,000 and to 10,000 sandbox contacts, each on a fresh dev, with its
 // emails/s beside the sandbox end-to-end rate, its workflow starts per 100
@@ -148,6 +178,7 @@
 //	GOTOOLCHAIN=local go run ./bench -chaos 10000  # the chaos mode only
 //	GOTOOLCHAIN=local go run ./bench -pools 300    # the pools step only
 //	GOTOOLCHAIN=local go run ./bench -automations  # the automations step only
+//	GOTOOLCHAIN=local go run ./bench -latency      # the latency step only
 //
 // Results go to stdout as plain lines; progress and errors go to stderr. The
 // numbers depend on the machine and on whatever else runs on it: compare runs
@@ -193,16 +224,26 @@ type counts struct {
 	rounds     int // pairs of a bare one-activity run and a real delivery run (pairs.go)
 
 	automations int // runs of the automations step (automations.go), one event and one email each
+
+	// The latency step (latency.go).
+	latencySerial    int           // emails (workflows) of each one-at-a-time row
+	latencyStream    int           // emails of each open-loop stream; 0: latencyStreamFor's worth
+	latencyStreamFor time.Duration // how long each stream lasts when latencyStream is 0
+	latencyBurst     int           // emails of the burst the probe is sent into
+	latencyExtra     int           // emails of each reported row (tracking, attachment)
+	latencyReal      int           // emails of -latency's own real delivery run
 }
 
 func defaultCounts() counts {
 	return counts{serial: 500, burst: 10000, wide: 5000, e2e: 1000, bare: 1000, warmup: 16, conc: 16, maxConc: 64,
-		smtpSerial: 500, smtpBurst: 3000, real: 2000, rounds: 3, automations: 10000}
+		smtpSerial: 500, smtpBurst: 3000, real: 2000, rounds: 3, automations: 10000,
+		latencySerial: 200, latencyStreamFor: 20 * time.Second, latencyBurst: 3000, latencyExtra: 50, latencyReal: 1000}
 }
 
 func quickCounts() counts {
 	return counts{serial: 50, burst: 300, wide: 300, e2e: 100, bare: 100, warmup: 16, conc: 16, maxConc: 64,
-		smtpSerial: 100, smtpBurst: 400, real: 200, rounds: 3, automations: 1000}
+		smtpSerial: 100, smtpBurst: 400, real: 200, rounds: 3, automations: 1000,
+		latencySerial: 50, latencyStreamFor: 5 * time.Second, latencyBurst: 400, latencyExtra: 10, latencyReal: 200}
 }
 
 func main() {
@@ -221,6 +262,8 @@ func main() {
 	broadcastOnly := flag.Bool("broadcast", false, "run only the broadcast step (broadcast.go), with a sandbox end-to-end run (-e2e) to compare it with")
 	automationsOnly := flag.Bool("automations", false, "run only the automations step (automations.go), with a sandbox end-to-end run (-e2e) to compare it with")
 	automationRuns := flag.Int("automation-runs", 10000, "runs (contacts, events and emails) of the automations step (-quick: 1000)")
+	latencyOnly := flag.Bool("latency", false, "run only the latency step (latency.go), with a real delivery run of its own (1,000 emails) to derive the streams' rates from")
+	latencyStream := flag.Int("latency-stream", 0, "emails of each open-loop stream of the latency step (0: 20 s worth at the stream's rate; -quick: 5 s)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
@@ -283,6 +326,8 @@ func main() {
 			c.rounds = *rounds
 		case "automation-runs":
 			c.automations = *automationRuns
+		case "latency-stream":
+			c.latencyStream = *latencyStream
 		}
 	})
 	for name, v := range map[string]int{"burst": c.burst, "e2e": c.e2e, "bare": c.bare, "real": c.real, "rounds": c.rounds,
@@ -292,6 +337,10 @@ func main() {
 			os.Exit(2)
 		}
 	}
+	if c.latencyStream < 0 {
+		fmt.Fprintln(os.Stderr, "bench: -latency-stream must not be negative")
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var err error
@@ -300,6 +349,8 @@ func main() {
 		err = runBroadcastOnly(ctx, *bin, c, os.Stdout, os.Stderr)
 	case *automationsOnly:
 		err = runAutomationsOnly(ctx, *bin, c, os.Stdout, os.Stderr)
+	case *latencyOnly:
+		err = runLatencyOnly(ctx, *bin, c, os.Stdout, os.Stderr)
 	default:
 		err = run(ctx, *bin, c, os.Stdout, os.Stderr)
 	}
@@ -409,6 +460,16 @@ func runAll(ctx context.Context, bin, root string, c counts, p, logf func(string
 	}
 	res.pairs = append(res.pairs, more...)
 	printPairs(p, res.pairs)
+	// After the pairs, whose median real delivery rate its streams derive
+	// from, and before the webhooks step, so that no endpoint is
+	// subscribed.
+	_, realMedian := medianRates(res.pairs)
+	lat, err := measureLatency(ctx, dev, side, c, latencyReference{real: realMedian, domainID: rr.domainID,
+		from: fmt.Sprintf("the median real delivery rate of the %d pairs above", len(res.pairs))}, p, logf)
+	if err != nil {
+		return fmt.Errorf("latency: %w", err)
+	}
+	printLatency(p, lat)
 	if _, err := measureWebhooks(ctx, api, dev, c, res.e2e, p, logf); err != nil {
 		return err
 	}
@@ -440,7 +501,8 @@ func runAll(ctx context.Context, bin, root string, c counts, p, logf func(string
 	}
 	ac.e2e, ac.e2eFrom = res.e2e, "this run's, above"
 	printAutomations(p, ac)
-	ts := append(targets(c, res, sr, ir), broadcastTargets(bc)...)
+	ts := append(targets(c, res, sr, ir), latencyTargets(lat)...)
+	ts = append(ts, broadcastTargets(bc)...)
 	printTargets(p, append(ts, automationTargets(ac)...))
 	printBudget(p, budgetRows(c, res, sr), runtime.NumCPU())
 	logf("contacts: import and template rendering")

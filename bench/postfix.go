@@ -91,3 +91,25 @@ func durableReference(ctx context.Context, runs []smtpRun, logf func(string, ...
 	}
 	return nil
 }
+
+// startRelayPostfix starts a throwaway Postfix that relays every message
+// it accepts to the MX on 127.0.0.1:mxPort (TOOLS.md, the latency
+// reference for time to inbox): no local domains, plain text to the MX.
+// The caller stops it.
+func startRelayPostfix(ctx context.Context, mxPort int) (*postfixtest.Instance, error) {
+	pf, err := postfixtest.Start(ctx, postfixtest.Config{
+		Domain: benchDomain,
+		Main: map[string]string{
+			"relayhost":               fmt.Sprintf("[127.0.0.1]:%d", mxPort),
+			"mydestination":           "",
+			"mynetworks":              "127.0.0.0/8",
+			"smtp_tls_security_level": "none",
+		},
+		Services: []string{"smtp unix - - n - - smtp", "relay unix - - n - - smtp"},
+		Lifetime: postfixLifetime,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting a throwaway Postfix relay: %w", err)
+	}
+	return pf, nil
+}

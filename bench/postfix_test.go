@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/smtp"
 	"testing"
 	"time"
 
@@ -21,5 +22,39 @@ func TestDurableReference(t *testing.T) {
 	for _, r := range runs {
 		require.Equal(t, r.messages, r.durable.n)
 		require.Positive(t, r.durable.elapsed)
+	}
+}
+
+// TestRelayPostfix submits through the latency step's Postfix relay over
+// one kept-open connection (smtpPool) and checks that each message
+// reaches the bench's MX once, for its recipient, timed by arrivals.
+func TestRelayPostfix(t *testing.T) {
+	postfixtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rec := newArrivals()
+	side := &deliverySide{counts: newMXCounts()}
+	side.watcher.Store(rec)
+	sink, err := startInspectingMXSink("mx.rcpt.test", "127.0.0.1:0", 0, side.counts, side.inspect)
+	require.NoError(t, err)
+	defer sink.close()
+	pf, err := startRelayPostfix(ctx, sink.port())
+	require.NoError(t, err)
+	defer func() { require.NoError(t, pf.Stop()) }()
+
+	pool := &smtpPool{dial: func(ctx context.Context) (*smtp.Client, error) { return dialPlain(ctx, pf.Addr()) }}
+	defer pool.close()
+	rcpts := latencyRcpts("relay", 3)
+	for _, r := range rcpts {
+		require.NoError(t, pool.send(ctx, r, func() { rec.start(r, time.Now()) }))
+	}
+	require.NoError(t, rec.wait(ctx, rcpts, time.Minute), pf.Tail(10))
+	row := rec.row("relay", 0, rcpts)
+	require.Equal(t, 3, row.stats.n())
+	require.Equal(t, 3, row.copies)
+	require.Zero(t, row.signed, "Postfix does not sign")
+	require.Len(t, pool.idle, 1, "one connection, kept open")
+	for _, r := range rcpts {
+		require.Equal(t, 1, side.counts.snapshot().byKey[latencyKey+" "+r], r)
 	}
 }

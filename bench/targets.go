@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -22,6 +23,11 @@ const (
 
 	targetAutomationMemory = 500 << 20 // dev's VmRSS with every run waiting minus idle, bytes (automations step)
 	targetAutomationFinish = 1.5       // first due time to last email accepted / n emails at the sandbox e2e rate
+
+	// Time to inbox (latency.go).
+	targetLatencyOverPostfix = 5.0 // API or SMTP / Postfix relaying to the same MX: p50 idle, p99 at 50 % load
+	targetLatencyOverBare    = 1.5 // API or SMTP p50 idle / the bare one-activity workflow's p50, started eagerly
+	targetLatencyIdle        = 1.0 // API p50 idle / API p50 at 25 % and at 50 % load: never above the loaded p50
 )
 
 // target is one row of the table.
@@ -66,12 +72,14 @@ func targets(c counts, res *results, smtp smtpResult, in inboundResult) []target
 	}
 	out = append(out, rt)
 
+	// Judged on the gateway process with dev stopped (smtpRun.judged):
+	// accepting, with the processing elsewhere.
 	for _, want := range smtpTargets(c) {
-		t := target{name: fmt.Sprintf("smtp c=%d / postfix durable c=%d >= %.2f", want.conns, want.conns, want.bound)}
+		t := target{name: fmt.Sprintf("smtp c=%d, dev stopped / postfix durable >= %.2f", want.conns, want.bound)}
 		run := smtp.over(want.conns)
 		switch {
 		case run == nil || run.judged().n == 0:
-			t.skipped = "no SMTP run"
+			t.skipped = "no SMTP run with dev stopped"
 		case run.durable.n == 0:
 			t.skipped = "no durable Postfix reference"
 			if smtp.durableSkip != "" {
@@ -246,16 +254,70 @@ func automationTargets(a automationResult) []target {
 	return []target{mt, ft}
 }
 
+// latencyTargets evaluates the latency step's targets (latency.go): the
+// API's and the SMTP gateway's idle p50 against Postfix relaying to the
+// same MX and against the bare one-activity workflow started eagerly,
+// the API's idle p50 against its p50 under load, and its p99 at 50 %
+// load against Postfix's at the same rate.
+func latencyTargets(r latencyResult) []target {
+	postfix := "no Postfix reference"
+	if r.postfixSkip != "" {
+		postfix += ": " + r.postfixSkip
+	}
+	loadPct := func(i int) int { return int(math.Round(latencyLoads[i] * 100)) }
+	out := []target{
+		latencyAtMost(fmt.Sprintf("latency api p50 / postfix p50, idle <= %.2f", targetLatencyOverPostfix),
+			r.apiIdle, r.postfixIdle, 0.50, targetLatencyOverPostfix, "no api run", postfix),
+	}
+	for i := range latencyLoads {
+		out = append(out, latencyAtMost(fmt.Sprintf("latency api p50, idle / at %d %% load <= %.2f", loadPct(i), targetLatencyIdle),
+			r.apiIdle, r.apiLoad[i], 0.50, targetLatencyIdle, "no api run", fmt.Sprintf("no api run at %d %% load", loadPct(i))))
+	}
+	last := len(latencyLoads) - 1
+	return append(out,
+		latencyAtMost(fmt.Sprintf("latency api p99 / postfix p99, %d %% load <= %.2f", loadPct(last), targetLatencyOverPostfix),
+			r.apiLoad[last], r.postfixLoad[last], 0.99, targetLatencyOverPostfix, fmt.Sprintf("no api run at %d %% load", loadPct(last)), postfix),
+		latencyAtMost(fmt.Sprintf("latency api p50 / bare eager p50, idle <= %.2f", targetLatencyOverBare),
+			r.apiIdle, r.bare, 0.50, targetLatencyOverBare, "no api run", "no bare eager run"),
+		latencyAtMost(fmt.Sprintf("latency smtp p50 / postfix p50, idle <= %.2f", targetLatencyOverPostfix),
+			r.smtpIdle, r.postfixIdle, 0.50, targetLatencyOverPostfix, "no smtp run", postfix),
+		latencyAtMost(fmt.Sprintf("latency smtp p50 / bare eager p50, idle <= %.2f", targetLatencyOverBare),
+			r.smtpIdle, r.bare, 0.50, targetLatencyOverBare, "no smtp run", "no bare eager run"),
+	)
+}
+
+// latencyAtMost is the target name: a's latency at quantile q at most
+// bound times b's. A row without latencies skips it, saying why (whyA,
+// whyB).
+func latencyAtMost(name string, a, b latencyRow, q, bound float64, whyA, whyB string) target {
+	t := target{name: name}
+	switch {
+	case a.stats.n() == 0:
+		t.skipped = whyA
+	case b.stats.n() == 0:
+		t.skipped = whyB
+	default:
+		x, y := a.stats.at(q), b.stats.at(q)
+		r := math.Inf(1)
+		if y > 0 {
+			r = float64(x) / float64(y)
+		}
+		t.measured = fmt.Sprintf("%.2f (%s vs %s)", r, fmtDur(x), fmtDur(y))
+		t.met = float64(x) <= bound*float64(y)
+	}
+	return t
+}
+
 // printTargets prints the table of targets.
 func printTargets(p func(string, ...any), ts []target) {
 	p("")
 	p("targets (measured in this run, on this machine)")
-	p("  %-46s %-36s %s", "target", "measured", "verdict")
+	p("  %-50s %-36s %s", "target", "measured", "verdict")
 	for _, t := range ts {
 		m := t.measured
 		if m == "" {
 			m = "-"
 		}
-		p("  %-46s %-36s %s", t.name, m, t.verdict())
+		p("  %-50s %-36s %s", t.name, m, t.verdict())
 	}
 }

@@ -22,8 +22,8 @@ func TestTargets(t *testing.T) {
 		}},
 	}
 	sr := smtpResult{runs: []smtpRun{
-		{conns: 1, ours: rate{n: 100, elapsed: time.Second}, durable: rate{n: 100, elapsed: 500 * time.Millisecond}},
-		{conns: 16, ours: rate{n: 100, elapsed: time.Second}, durable: rate{n: 100, elapsed: time.Second}},
+		{conns: 1, alone: rate{n: 100, elapsed: time.Second}, durable: rate{n: 100, elapsed: 500 * time.Millisecond}},
+		{conns: 16, alone: rate{n: 100, elapsed: time.Second}, durable: rate{n: 100, elapsed: time.Second}},
 	}}
 	ir := inboundResult{runs: []inboundRun{
 		{conns: 1, ours: rate{n: 100, elapsed: time.Second}, durable: rate{n: 100, elapsed: 500 * time.Millisecond}},
@@ -34,9 +34,9 @@ func TestTargets(t *testing.T) {
 	require.Equal(t, "real delivery / bare one activity >= 2.00", got[0].name)
 	require.Equal(t, "2.00 (median of 1 pair)", got[0].measured)
 	require.Equal(t, "met", got[0].verdict(), "the bound is inclusive")
-	require.Equal(t, "smtp c=16 / postfix durable c=16 >= 0.80", got[1].name)
+	require.Equal(t, "smtp c=16, dev stopped / postfix durable >= 0.80", got[1].name)
 	require.Equal(t, "met", got[1].verdict())
-	require.Equal(t, "smtp c=1 / postfix durable c=1 >= 0.50", got[2].name)
+	require.Equal(t, "smtp c=1, dev stopped / postfix durable >= 0.50", got[2].name)
 	require.Equal(t, "0.50 (100.0 vs 200.0 msg/s)", got[2].measured)
 	require.Equal(t, "met", got[2].verdict())
 	require.Equal(t, "inbound c=16 / postfix durable c=16 >= 0.50", got[3].name)
@@ -106,23 +106,109 @@ func TestDKIMDomainSigned(t *testing.T) {
 	}
 }
 
-// TestSMTPTargetsJudgeTheStandaloneGateway: when `posthaste smtp` ran, its
-// rate is the one judged, not that of the gateway inside dev.
-func TestSMTPTargetsJudgeTheStandaloneGateway(t *testing.T) {
+// TestSMTPTargetsJudgeTheGatewayWithDevStopped: the SMTP targets judge
+// the gateway process with dev stopped (accepting, the processing
+// elsewhere), not the runs with the processing on the same cores; without
+// that run they are skipped.
+func TestSMTPTargetsJudgeTheGatewayWithDevStopped(t *testing.T) {
 	c := counts{conc: 16}
 	sr := smtpResult{runs: []smtpRun{
-		{conns: 1, ours: rate{n: 100, elapsed: 4 * time.Second}, standalone: rate{n: 100, elapsed: time.Second},
-			durable: rate{n: 100, elapsed: time.Second}},
-		{conns: 16, ours: rate{n: 100, elapsed: time.Second}, standalone: rate{n: 100, elapsed: 2 * time.Second},
-			durable: rate{n: 100, elapsed: time.Second}},
+		{conns: 1, ours: rate{n: 100, elapsed: 4 * time.Second}, standalone: rate{n: 100, elapsed: 4 * time.Second},
+			alone: rate{n: 100, elapsed: time.Second}, durable: rate{n: 100, elapsed: time.Second}},
+		{conns: 16, ours: rate{n: 100, elapsed: time.Second}, standalone: rate{n: 100, elapsed: time.Second},
+			alone: rate{n: 100, elapsed: 2 * time.Second}, durable: rate{n: 100, elapsed: time.Second}},
 	}}
 	got := targets(c, &results{}, sr, inboundResult{})
-	require.Equal(t, "smtp c=16 / postfix durable c=16 >= 0.80", got[1].name)
+	require.Equal(t, "smtp c=16, dev stopped / postfix durable >= 0.80", got[1].name)
 	require.Equal(t, "0.50 (50.0 vs 100.0 msg/s)", got[1].measured)
-	require.Equal(t, "not met", got[1].verdict())
-	require.Equal(t, "smtp c=1 / postfix durable c=1 >= 0.50", got[2].name)
+	require.Equal(t, "not met", got[1].verdict(), "the faster runs with dev processing are not judged")
+	require.Equal(t, "smtp c=1, dev stopped / postfix durable >= 0.50", got[2].name)
 	require.Equal(t, "1.00 (100.0 vs 100.0 msg/s)", got[2].measured)
+	require.Equal(t, "met", got[2].verdict(), "the slower runs with dev processing are not judged")
+
+	for i := range sr.runs {
+		sr.runs[i].alone = rate{}
+	}
+	got = targets(c, &results{}, sr, inboundResult{})
+	require.Equal(t, "skipped: no SMTP run with dev stopped", got[1].verdict())
+	require.Equal(t, "skipped: no SMTP run with dev stopped", got[2].verdict())
+}
+
+// rowOf is a latency row whose latencies are ms milliseconds each.
+func rowOf(ms ...int) latencyRow {
+	lat := make([]time.Duration, len(ms))
+	for i, m := range ms {
+		lat[i] = time.Duration(m) * time.Millisecond
+	}
+	return latencyRow{stats: statsOf(lat)}
+}
+
+// flatRow is a latency row of 100 latencies: p50 and p99 as given (nearest
+// rank: the 50th and the 99th).
+func flatRow(p50, p99 int) latencyRow {
+	ms := make([]int, 100)
+	for i := range ms {
+		switch {
+		case i < 50:
+			ms[i] = p50
+		case i < 99:
+			ms[i] = p99
+		default:
+			ms[i] = 2 * p99
+		}
+	}
+	return rowOf(ms...)
+}
+
+func TestLatencyTargets(t *testing.T) {
+	res := latencyResult{
+		apiIdle:     flatRow(10, 30),
+		apiLoad:     [2]latencyRow{flatRow(10, 40), flatRow(12, 100)},
+		postfixIdle: flatRow(2, 5),
+		postfixLoad: [2]latencyRow{flatRow(3, 10), flatRow(4, 20)},
+		bare:        flatRow(8, 20),
+		smtpIdle:    flatRow(13, 30),
+	}
+	got := latencyTargets(res)
+	want := []struct{ name, measured, verdict string }{
+		{"latency api p50 / postfix p50, idle <= 5.00", "5.00 (10ms vs 2ms)", "met"},
+		{"latency api p50, idle / at 25 % load <= 1.00", "1.00 (10ms vs 10ms)", "met"},
+		{"latency api p50, idle / at 50 % load <= 1.00", "0.83 (10ms vs 12ms)", "met"},
+		{"latency api p99 / postfix p99, 50 % load <= 5.00", "5.00 (100ms vs 20ms)", "met"},
+		{"latency api p50 / bare eager p50, idle <= 1.50", "1.25 (10ms vs 8ms)", "met"},
+		{"latency smtp p50 / postfix p50, idle <= 5.00", "6.50 (13ms vs 2ms)", "not met"},
+		{"latency smtp p50 / bare eager p50, idle <= 1.50", "1.62 (13ms vs 8ms)", "not met"},
+	}
+	require.Len(t, got, len(want))
+	for i, w := range want {
+		require.Equal(t, w.name, got[i].name)
+		require.Equal(t, w.measured, got[i].measured, w.name)
+		require.Equal(t, w.verdict, got[i].verdict(), w.name)
+	}
+
+	// Idle above a loaded p50; a p99 above 5 x Postfix's.
+	res.apiLoad = [2]latencyRow{flatRow(9, 40), flatRow(12, 101)}
+	got = latencyTargets(res)
+	require.Equal(t, "not met", got[1].verdict())
+	require.Equal(t, "1.11 (10ms vs 9ms)", got[1].measured)
 	require.Equal(t, "met", got[2].verdict())
+	require.Equal(t, "not met", got[3].verdict())
+
+	// Without Postfix: its targets are skipped, saying why; the others stand.
+	res.postfixIdle, res.postfixLoad, res.postfixSkip = latencyRow{}, [2]latencyRow{}, "postfix not found"
+	got = latencyTargets(res)
+	for _, i := range []int{0, 3, 5} {
+		require.Equal(t, "skipped: no Postfix reference: postfix not found", got[i].verdict(), got[i].name)
+		require.Empty(t, got[i].measured)
+	}
+	for _, i := range []int{1, 2, 4, 6} {
+		require.NotContains(t, got[i].verdict(), "skipped", got[i].name)
+	}
+
+	// Nothing measured: every target skipped.
+	for _, tg := range latencyTargets(latencyResult{}) {
+		require.Contains(t, tg.verdict(), "skipped: ", tg.name)
+	}
 }
 
 // pairOf is a pair whose ratio real / bare is r: 100 workflows in a second
