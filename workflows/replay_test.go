@@ -16,7 +16,10 @@ import (
 // workflows fails here. sendemail_smtp.json was recorded before local-first
 // delivery (a regular Deliver activity); sendemail_smtp_local.json is the
 // same send recorded after it (TestDev's sendemail_smtp.json, renamed):
-// a GetVersion marker and a DeliverLocal marker. automationrun_*.json come
+// a GetVersion marker and a DeliverLocal marker; sendemail_smtp_first.json
+// is the same send again once Prepare made the first attempt itself
+// (DeliveryGroup.First): one marker, no DeliverLocal. TestDev decodes the
+// payloads its dev encrypted before it writes them. automationrun_*.json come
 // from TestDevAutomationJourney: every step type, a wait that received its
 // event and one that timed out, and a run cancelled while it waits;
 // automationrun_v1_*.json are the same runs recorded under the

@@ -56,8 +56,9 @@ type Wake struct {
 // recipients, delivers to the other recipients' domains in parallel, one
 // Deliver activity per domain on the queue of the sender domain's region,
 // and records every outcome. When this workflow's worker serves that
-// region itself, the first attempt of a domain runs as a local activity
-// instead (see deliverLocalFirst). PostgreSQL holds the truth about the
+// region itself, Prepare makes the first attempt of a domain (or, in
+// histories from before, a local activity does; see deliverLocalFirst).
+// PostgreSQL holds the truth about the
 // schedule: a WakeSignal cuts a wait short, and Prepare, which claims the
 // email, reports a time moved later so the wait starts again.
 func SendEmail(ctx workflow.Context, in SendEmailInput) error {
@@ -119,7 +120,7 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 		}
 		if g.Local {
 			in.Region = g.Region
-			futures[i] = deliverLocalFirst(ctx, in, opts, delivery.Initial)
+			futures[i] = deliverLocalFirst(ctx, in, g.First, opts, delivery.Initial)
 			continue
 		}
 		futures[i] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.DeliverName, in)
@@ -187,7 +188,9 @@ const LocalDeliverTimeout = 5 * time.Minute
 // deliverLocalFirst delivers one group with a first attempt run as a local
 // activity in this workflow's worker, which serves the group's region
 // (DeliveryGroup.Local), instead of a regular activity and its round trip
-// through the Temporal server. When that attempt succeeds or fails
+// through the Temporal server; when Prepare made that attempt itself
+// (first, DeliveryGroup.First), its result stands for the local activity's
+// and none runs. When that attempt succeeds or fails
 // permanently, so does the returned future. When it fails otherwise (a
 // deferral, a database error, its timeout), the regular Deliver takes over
 // on the region's queue with opts (the policy of a delivery without a local
@@ -195,18 +198,12 @@ const LocalDeliverTimeout = 5 * time.Minute
 // retried at once, as its retry would not be; the MX answers the local
 // attempt got and could not record reach it in DeliverInput.Answered, so it
 // records them and does not send to those recipients again.
-func deliverLocalFirst(ctx workflow.Context, in contract.DeliverInput, opts workflow.ActivityOptions, initial time.Duration) workflow.Future {
+func deliverLocalFirst(ctx workflow.Context, in contract.DeliverInput, first *contract.DeliverLocalResult,
+	opts workflow.ActivityOptions, initial time.Duration) workflow.Future {
 	f, settle := workflow.NewFuture(ctx)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		start := workflow.Now(ctx)
-		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-			StartToCloseTimeout:    LocalDeliverTimeout,
-			ScheduleToCloseTimeout: LocalDeliverTimeout,
-			// One attempt: the retries are the regular activity's.
-			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
-		})
-		var res contract.DeliverLocalResult
-		err := workflow.ExecuteLocalActivity(lctx, contract.DeliverLocalName, in).Get(ctx, &res)
+		res, err := firstAttempt(ctx, in, first)
 		if err == nil && res.Done {
 			settle.Set(nil, nil)
 			return
@@ -236,6 +233,27 @@ func deliverLocalFirst(ctx workflow.Context, in contract.DeliverInput, opts work
 		settle.Set(nil, err)
 	})
 	return f
+}
+
+// firstAttempt is the result of a group's first, local attempt: the one
+// Prepare made (first), or that of a DeliverLocal run now. A permanent
+// failure is the error, as DeliverLocal returns it.
+func firstAttempt(ctx workflow.Context, in contract.DeliverInput, first *contract.DeliverLocalResult) (contract.DeliverLocalResult, error) {
+	if first != nil {
+		if first.Permanent != "" {
+			return contract.DeliverLocalResult{}, temporal.NewNonRetryableApplicationError(first.Permanent, contract.ErrTypePermanent, nil)
+		}
+		return *first, nil
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    LocalDeliverTimeout,
+		ScheduleToCloseTimeout: LocalDeliverTimeout,
+		// One attempt: the retries are the regular activity's.
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	var res contract.DeliverLocalResult
+	err := workflow.ExecuteLocalActivity(lctx, contract.DeliverLocalName, in).Get(ctx, &res)
+	return res, err
 }
 
 // errTypeLocalAttempt is the type of the error that carries a local

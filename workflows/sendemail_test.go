@@ -448,3 +448,59 @@ func TestSendEmailExpiryAfterALocalAttemptNamesItsReason(t *testing.T) {
 	require.Len(t, details, 1)
 	require.Equal(t, "Delivery did not succeed before the retry period ended: "+reason, details[0]["message"])
 }
+
+// When Prepare made a group's first attempt itself (DeliveryGroup.First),
+// no DeliverLocal runs: a finished attempt ends the group, a permanent
+// failure ends its recipients failed, and one that did not finish hands
+// the group to the regular Deliver after the policy's first interval with
+// the answers it got. A Local group without First (a history from before)
+// still gets its DeliverLocal.
+func TestSendEmailTakesPreparesFirstAttempt(t *testing.T) {
+	env := newEnv(t)
+	answered := []contract.DeliverOutcome{{Rcpt: "w@c.test", Status: "delivered", Code: 250}}
+	var preparedAt time.Time
+	env.OnActivity(contract.PrepareName, mock.Anything, mock.Anything).Return(
+		func(context.Context, contract.PrepareInput) (contract.PrepareResult, error) {
+			preparedAt = env.Now()
+			return contract.PrepareResult{Groups: []contract.DeliveryGroup{
+				{Domain: "a.test", Region: "us-east-1", Local: true, Recipients: []string{"x@a.test"},
+					First: &contract.DeliverLocalResult{Done: true}},
+				{Domain: "b.test", Region: "us-east-1", Local: true, Recipients: []string{"y@b.test"},
+					First: &contract.DeliverLocalResult{Permanent: "MX refused by the egress policy"}},
+				{Domain: "c.test", Region: "us-east-1", Local: true, Recipients: []string{"w@c.test", "v@c.test"},
+					First: &contract.DeliverLocalResult{Retry: "1 of 2 recipients deferred: 451 4.7.1 greylisted",
+						Answered: answered}},
+				{Domain: "d.test", Region: "us-east-1", Local: true, Recipients: []string{"u@d.test"}},
+			}}, nil
+		})
+	var (
+		mu      sync.Mutex
+		local   []string
+		regular []contract.DeliverInput
+		regAt   time.Time
+	)
+	env.OnActivity(contract.DeliverLocalName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.DeliverInput) (contract.DeliverLocalResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			local = append(local, in.Domain)
+			return contract.DeliverLocalResult{Done: true}, nil
+		})
+	env.OnActivity(contract.DeliverName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.DeliverInput) error {
+			mu.Lock()
+			defer mu.Unlock()
+			regular, regAt = append(regular, in), env.Now()
+			return nil
+		})
+	events := recorded(env)
+	env.ExecuteWorkflow(SendEmailName, SendEmailInput{EmailID: "e1", Delivery: fastPolicy})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	require.Equal(t, []string{"d.test"}, local, "only the group without Prepare's attempt ran DeliverLocal")
+	require.Equal(t, []string{"failed:y@b.test"}, *events)
+	require.Len(t, regular, 1)
+	require.Equal(t, "c.test", regular[0].Domain)
+	require.Equal(t, answered, regular[0].Answered, "the first attempt's answers reach the regular Deliver")
+	require.GreaterOrEqual(t, regAt.Sub(preparedAt), fastPolicy.Initial, "a deferral is not retried at once")
+}

@@ -30,6 +30,9 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/posthaste/posthaste/internal/codec"
+	"github.com/posthaste/posthaste/internal/config"
+	"github.com/posthaste/posthaste/internal/pgcluster"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
@@ -359,7 +362,8 @@ func TestDev(t *testing.T) {
 		"suppressed@posthaste.test": "suppressed",
 	})
 	require.Regexp(t, `^<`+id+`@posthaste.test>$`, e["message_id"])
-	saveHistory(t, "127.0.0.1:"+env["POSTHASTE_TEMPORAL_PORT"], id, "sendemail_sandbox.json")
+	pc := devCodec(t, dataDir)
+	saveDecodedHistory(t, "127.0.0.1:"+env["POSTHASTE_TEMPORAL_PORT"], pc, id, "sendemail_sandbox.json")
 
 	// A team member gets a real message over SMTP, with STARTTLS.
 	mid := c.send(map[string]any{
@@ -370,7 +374,7 @@ func TestDev(t *testing.T) {
 		"headers": map[string]string{"X-Entity-Ref-ID": "42"},
 	})
 	c.waitFor(mid, map[string]string{"owner@member.test": "delivered"})
-	h := saveHistory(t, "127.0.0.1:"+env["POSTHASTE_TEMPORAL_PORT"], mid, "sendemail_smtp.json")
+	h := saveDecodedHistory(t, "127.0.0.1:"+env["POSTHASTE_TEMPORAL_PORT"], pc, mid, "sendemail_smtp.json")
 	// Local-first delivery is decided by Prepare's recorded result, not
 	// by a GetVersion marker and its search-attribute upsert, which cost
 	// two events and a visibility write per email.
@@ -514,6 +518,33 @@ func saveScheduledRun(t *testing.T, hostPort, scheduleID string, trigger bool, n
 func saveHistory(t *testing.T, hostPort, emailID, name string) *historypb.History {
 	t.Helper()
 	return saveWorkflowHistory(t, hostPort, workflows.EmailWorkflowID(emailID), name, 20)
+}
+
+// saveDecodedHistory is saveHistory for a dev that encrypts payloads,
+// which pc decodes (devCodec).
+func saveDecodedHistory(t *testing.T, hostPort string, pc *codec.Codec, emailID, name string) *historypb.History {
+	t.Helper()
+	tc, err := client.Dial(client.Options{HostPort: hostPort})
+	require.NoError(t, err)
+	defer tc.Close()
+	return recordDecodedHistory(t, tc, pc, workflows.EmailWorkflowID(emailID), name, 20)
+}
+
+// devCodec is the payload codec of the dev whose data dir is dataDir,
+// with its master key and its private cluster's subject keys.
+func devCodec(t *testing.T, dataDir string) *codec.Codec {
+	t.Helper()
+	ctx := context.Background()
+	u, err := pgcluster.RunningURL(devClusterDir(dataDir))
+	require.NoError(t, err)
+	st, err := store.Open(ctx, store.Config{URL: u})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	box, err := masterKey(ctx, config.Domains{}, st, filepath.Join(dataDir, "master.key"))
+	require.NoError(t, err)
+	keys, err := codec.NewKeys(codec.Config{}, box, st.Privacy)
+	require.NoError(t, err)
+	return codec.New(keys)
 }
 
 // saveWorkflowHistory dials Temporal at hostPort and records the history

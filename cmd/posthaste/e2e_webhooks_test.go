@@ -14,11 +14,14 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/posthaste/posthaste/internal/codec"
 	"github.com/posthaste/posthaste/workflows"
 )
 
@@ -26,6 +29,14 @@ import (
 // POSTHASTE_WRITE_HISTORIES names a directory, writes it there as JSON for
 // the replay tests of package workflows. It returns the history.
 func recordHistory(t *testing.T, tc client.Client, workflowID, name string, maxEvents int) *historypb.History {
+	t.Helper()
+	return recordDecodedHistory(t, tc, nil, workflowID, name, maxEvents)
+}
+
+// recordDecodedHistory is recordHistory for a history whose payloads the
+// codec encrypted: pc (nil: none) decodes them before the fixture is
+// written, as the replay tests read fixtures without the keys.
+func recordDecodedHistory(t *testing.T, tc client.Client, pc *codec.Codec, workflowID, name string, maxEvents int) *historypb.History {
 	t.Helper()
 	it := tc.GetWorkflowHistory(t.Context(), workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var h historypb.History
@@ -39,6 +50,14 @@ func recordHistory(t *testing.T, tc client.Client, workflowID, name string, maxE
 	dir := os.Getenv("POSTHASTE_WRITE_HISTORIES")
 	if dir == "" {
 		return &h
+	}
+	if pc != nil {
+		for _, p := range encryptedPayloads(h.ProtoReflect()) {
+			out, err := pc.Decode([]*commonpb.Payload{p})
+			require.NoError(t, err)
+			proto.Reset(p)
+			proto.Merge(p, out[0])
+		}
 	}
 	requireReplayable(t, &h)
 	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)

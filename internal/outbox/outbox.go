@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/telemetry"
 )
 
 // ErrUnstartable marks a start error that retrying cannot fix: Temporal
@@ -270,11 +271,15 @@ func (d *Dispatcher) start(ctx context.Context, it store.OutboxItem) (r store.Ou
 		d.ended(it, EndMissing)
 		return store.OutboxResult{Done: true}, true
 	}
+	began := d.cfg.Now()
 	err := d.starter.Start(ctx, it)
 	if err == nil {
+		now := d.cfg.Now()
 		if d.Started != nil {
-			d.Started(d.cfg.Now().Sub(it.CreatedAt))
+			d.Started(now.Sub(it.CreatedAt))
 		}
+		log.Debug("workflow started", "waited_ms", telemetry.Milliseconds(began.Sub(it.CreatedAt)),
+			"took_ms", telemetry.Milliseconds(now.Sub(began)))
 		return store.OutboxResult{Done: true}, true
 	}
 	if ctx.Err() != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -155,3 +156,7 @@ func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	}
 	return slog.New(slog.NewJSONHandler(w, opts)), nil
 }
+
+// Milliseconds is d in milliseconds with microsecond precision, as log
+// lines give durations (`took_ms`).
+func Milliseconds(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -52,6 +52,11 @@ type DeliveryGroup struct {
 	TLS        string // TLS mode of the sender domain
 	ReturnPath string // envelope sender (VERP)
 	Recipients []string
+	// First is the group's first delivery attempt, which Prepare made
+	// itself when the group is Local: the workflow takes it as the
+	// result of DeliverLocal and does not run one. Nil in histories
+	// from before it, and when Prepare made no attempt.
+	First *DeliverLocalResult `json:",omitempty"`
 }
 
 // PrepareResult tells the workflow what to do next.
@@ -163,6 +168,10 @@ type DeliverLocalResult struct {
 	// Rcpts is set by DeliverLocal for PersonalData and never leaves the
 	// worker.
 	Rcpts []string `json:"-"`
+	// Permanent is why the attempt failed permanently (the message or
+	// its route can never be sent): only in DeliveryGroup.First, as
+	// DeliverLocal returns such a failure as its error.
+	Permanent string `json:",omitempty"`
 }
 
 // FailEmailInput names an email that can never be sent and says why.

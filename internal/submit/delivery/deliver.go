@@ -108,12 +108,6 @@ func (a *Sending) deliver(ctx context.Context, id uuid.UUID, in contract.Deliver
 	if a.mta == nil {
 		return prog, fmt.Errorf("this process does not deliver mail")
 	}
-	sender, ok := a.mta.Sender(in.Pool)
-	if !ok {
-		// Only workers that own the pool poll its queue: a worker whose
-		// pools changed since. Another may take the retry.
-		return prog, fmt.Errorf("this worker does not deliver from IP pool %q", in.Pool)
-	}
 	// One round trip: the email without its attachments, its domain and
 	// the message Prepare stored. Attachments are read only to build a
 	// message per recipient.
@@ -121,7 +115,26 @@ func (a *Sending) deliver(ctx context.Context, id uuid.UUID, in contract.Deliver
 	if err != nil {
 		return prog, err
 	}
+	return a.deliverLoaded(ctx, load, in, prog)
+}
+
+// deliverLoaded is deliver once the email is loaded: Prepare's first
+// attempt (firstAttempt) hands over what it loaded and stored.
+func (a *Sending) deliverLoaded(ctx context.Context, load store.EmailToSend, in contract.DeliverInput,
+	prog contract.DeliverProgress) (contract.DeliverProgress, error) {
+	started := a.now()
+	if a.mta == nil {
+		return prog, fmt.Errorf("this process does not deliver mail")
+	}
+	sender, ok := a.mta.Sender(in.Pool)
+	if !ok {
+		// Only workers that own the pool poll its queue: a worker whose
+		// pools changed since. Another may take the retry.
+		return prog, fmt.Errorf("this worker does not deliver from IP pool %q", in.Pool)
+	}
+	id := load.Email.ID
 	e := load.Email
+	var err error
 	answered := make(map[string]bool, len(prog.Outcomes))
 	if len(prog.Outcomes) > 0 {
 		// An earlier attempt got these answers and may not have recorded
@@ -197,6 +210,8 @@ func (a *Sending) deliver(ctx context.Context, id uuid.UUID, in contract.Deliver
 		results = sender.Deliver(ctx, in.Domain, env)
 	}
 	stop()
+	a.trace(ctx, "delivery attempt", e, started, "rcpt_domain", in.Domain, "rcpts", len(results),
+		"first_status", firstStatus(results))
 
 	now := a.now()
 	outcomes := make([]contract.DeliverOutcome, 0, len(results))
@@ -295,6 +310,13 @@ func (a *Sending) DeliverLocal(ctx context.Context, in contract.DeliverInput) (c
 		defer cancel()
 	}
 	prog, err := a.deliver(ctx, id, in, contract.DeliverProgress{TeamID: in.TeamID, Outcomes: in.Answered})
+	return localResult(in, prog, err)
+}
+
+// localResult is the result of a local attempt that ended with prog and
+// err: done, or why not and the answers it got. A permanent failure is
+// the returned error.
+func localResult(in contract.DeliverInput, prog contract.DeliverProgress, err error) (contract.DeliverLocalResult, error) {
 	if err == nil {
 		return contract.DeliverLocalResult{Done: true}, nil
 	}

@@ -266,71 +266,92 @@ func TestDeliverToPrivateMXFailsTheEmail(t *testing.T) {
 
 // TestDeliverLocalHandsUnrecordedAnswersToTheFallback covers the resend
 // window of local-first delivery through the real SendEmail workflow: the
-// local first attempt (DeliverLocal), which has no heartbeat, loses its
-// database after the MX accepted the message; its result carries the MX's
-// answers, and the regular Deliver that takes over on the region's queue
-// records them without sending again.
+// local first attempt, which has no heartbeat, loses its database after
+// the MX accepted the message; its result carries the MX's answers, and
+// the regular Deliver that takes over on the region's queue records them
+// without sending again. The first attempt is Prepare's own
+// (DeliveryGroup.First) or, in a history from before it, DeliverLocal's.
 func TestDeliverLocalHandsUnrecordedAnswersToTheFallback(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	st, lost, mx, client := resendWindow(t)
-	rcpts := []string{"a@dest.test", "b@dest.test", "gone@dest.test"}
-	e := insertEmail(t, st, rcpts...)
-	regions := []string{delivery.DefaultRegion}
-	acts := delivery.New(delivery.Config{Hostname: "out.example"}, st, client, nil, nil).WithLocalDelivery(regions)
-	lostActs := delivery.New(delivery.Config{Hostname: "out.example"}, lost, client, nil, nil).WithLocalDelivery(regions)
+	for _, tc := range []struct {
+		name  string
+		local int // DeliverLocal runs
+	}{{"prepare", 0}, {"deliver local", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			st, lost, mx, client := resendWindow(t)
+			rcpts := []string{"a@dest.test", "b@dest.test", "gone@dest.test"}
+			e := insertEmail(t, st, rcpts...)
+			regions := []string{delivery.DefaultRegion}
+			acts := delivery.New(delivery.Config{Hostname: "out.example"}, st, client, nil, nil).WithLocalDelivery(regions)
+			lostActs := delivery.New(delivery.Config{Hostname: "out.example"}, lost, client, nil, nil).WithLocalDelivery(regions)
+			more := map[string]any{contract.DeliverLocalName: lostActs.DeliverLocal, contract.PrepareName: lostActs.Prepare}
+			if tc.local > 0 {
+				// As recorded before Prepare made first attempts: a
+				// Local group without one.
+				plain := delivery.New(delivery.Config{Hostname: "out.example"}, st, nil, nil, nil)
+				more[contract.PrepareName] = func(ctx context.Context, in contract.PrepareInput) (contract.PrepareResult, error) {
+					res, err := plain.Prepare(ctx, in)
+					for i := range res.Groups {
+						res.Groups[i].Local = true
+					}
+					return res, err
+				}
+			}
+			env := sendEmailEnv(acts, more)
+			var (
+				mu       sync.Mutex
+				started  []string
+				answered []contract.DeliverOutcome
+			)
+			env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+				if info.ActivityType.Name != contract.DeliverName {
+					return
+				}
+				var in contract.DeliverInput
+				require.NoError(t, args.Get(&in))
+				mu.Lock()
+				defer mu.Unlock()
+				started = append(started, info.ActivityType.Name)
+				answered = in.Answered
+			})
+			var localRuns int
+			env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+				if info.ActivityType.Name == contract.DeliverLocalName {
+					mu.Lock()
+					defer mu.Unlock()
+					localRuns++
+				}
+			})
+			env.ExecuteWorkflow(workflows.SendEmailName, workflows.SendEmailInput{EmailID: e.ID.String(),
+				Delivery: workflows.DeliveryPolicy{Initial: time.Second, Backoff: 2, Max: time.Minute, Expire: time.Hour}})
+			require.True(t, env.IsWorkflowCompleted())
+			require.NoError(t, env.GetWorkflowError())
 
-	env := sendEmailEnv(acts, map[string]any{contract.DeliverLocalName: lostActs.DeliverLocal})
-	var (
-		mu       sync.Mutex
-		started  []string
-		answered []contract.DeliverOutcome
-	)
-	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
-		if info.ActivityType.Name != contract.DeliverName {
-			return
-		}
-		var in contract.DeliverInput
-		require.NoError(t, args.Get(&in))
-		mu.Lock()
-		defer mu.Unlock()
-		started = append(started, info.ActivityType.Name)
-		answered = in.Answered
-	})
-	var localRuns int
-	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
-		if info.ActivityType.Name == contract.DeliverLocalName {
 			mu.Lock()
 			defer mu.Unlock()
-			localRuns++
-		}
-	})
-	env.ExecuteWorkflow(workflows.SendEmailName, workflows.SendEmailInput{EmailID: e.ID.String(),
-		Delivery: workflows.DeliveryPolicy{Initial: time.Second, Backoff: 2, Max: time.Minute, Expire: time.Hour}})
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
-
-	mu.Lock()
-	defer mu.Unlock()
-	require.Equal(t, 1, localRuns, "one local attempt")
-	require.Equal(t, []string{contract.DeliverName}, started, "one regular attempt took over")
-	got := map[string]string{}
-	for _, o := range answered {
-		got[o.Rcpt] = o.Status
+			require.Equal(t, tc.local, localRuns, "DeliverLocal runs")
+			require.Equal(t, []string{contract.DeliverName}, started, "one regular attempt took over")
+			got := map[string]string{}
+			for _, o := range answered {
+				got[o.Rcpt] = o.Status
+			}
+			require.Equal(t, map[string]string{"a@dest.test": "delivered", "b@dest.test": "delivered", "gone@dest.test": "bounced"},
+				got, "the local attempt's answers reached the regular Deliver")
+			require.Len(t, mx.Messages(), 1, "the MX received the message once")
+			require.Equal(t, map[string]string{"a@dest.test": "delivered", "b@dest.test": "delivered", "gone@dest.test": "bounced"},
+				recipientStatus(t, st, e))
+			sp, err := storetest.SuppressionByEmail(ctx, st, e.TeamID, "gone@dest.test")
+			require.NoError(t, err)
+			require.Equal(t, e.ID, *sp.EmailID)
+		})
 	}
-	require.Equal(t, map[string]string{"a@dest.test": "delivered", "b@dest.test": "delivered", "gone@dest.test": "bounced"},
-		got, "the local attempt's answers reached the regular Deliver")
-	require.Len(t, mx.Messages(), 1, "the MX received the message once")
-	require.Equal(t, map[string]string{"a@dest.test": "delivered", "b@dest.test": "delivered", "gone@dest.test": "bounced"},
-		recipientStatus(t, st, e))
-	sp, err := storetest.SuppressionByEmail(ctx, st, e.TeamID, "gone@dest.test")
-	require.NoError(t, err)
-	require.Equal(t, e.ID, *sp.EmailID)
 }
 
 // TestDeliverLocalDeliversOnlyForServedRegions: Prepare marks a group
-// local only when the worker serves the sender domain's region, and
-// DeliverLocal of a worker that does not serve it (one that took a
+// local, and makes its first attempt, only when the worker serves the
+// sender domain's region, and DeliverLocal of a worker that does not serve it (one that took a
 // workflow over from another) sends nothing and hands the group to the
 // regular Deliver. Without a Deliverer nothing is ever local.
 func TestDeliverLocalDeliversOnlyForServedRegions(t *testing.T) {
@@ -353,22 +374,31 @@ func TestDeliverLocalDeliversOnlyForServedRegions(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, res.Groups[0].Local, "a process that does not deliver")
 
+	require.Zero(t, mx.Connections(), "no first attempt where the group is not local")
+
 	res, err = run[contract.PrepareInput, contract.PrepareResult](t, base.WithLocalDelivery([]string{delivery.DefaultRegion}).Prepare,
 		contract.PrepareInput{EmailID: e.ID.String()})
 	require.NoError(t, err)
 	require.True(t, res.Groups[0].Local)
+	require.Equal(t, &contract.DeliverLocalResult{Done: true}, res.Groups[0].First, "Prepare made the first attempt")
+	require.Len(t, mx.Messages(), 1)
+	require.Equal(t, map[string]string{"a@dest.test": "delivered"}, recipientStatus(t, st, e))
 
-	in := contract.DeliverInput{EmailID: e.ID.String(), Domain: "dest.test", Region: delivery.DefaultRegion,
-		TLS: "opportunistic", Recipients: []string{"a@dest.test"}}
+	// DeliverLocal, of histories from before Prepare's first attempts.
+	e2 := insertEmail(t, st, "b@dest.test")
+	_, err = run[contract.PrepareInput, contract.PrepareResult](t, base.Prepare, contract.PrepareInput{EmailID: e2.ID.String()})
+	require.NoError(t, err)
+	in := contract.DeliverInput{EmailID: e2.ID.String(), Domain: "dest.test", Region: delivery.DefaultRegion,
+		TLS: "opportunistic", Recipients: []string{"b@dest.test"}}
 	out, err := run[contract.DeliverInput, contract.DeliverLocalResult](t, base.WithLocalDelivery([]string{"eu-west-1"}).DeliverLocal, in)
 	require.NoError(t, err)
 	require.False(t, out.Done)
 	require.Contains(t, out.Retry, "does not serve region")
-	require.Zero(t, mx.Connections())
+	require.Len(t, mx.Messages(), 1, "nothing sent")
 
 	out, err = run[contract.DeliverInput, contract.DeliverLocalResult](t, base.WithLocalDelivery([]string{delivery.DefaultRegion}).DeliverLocal, in)
 	require.NoError(t, err)
 	require.True(t, out.Done)
-	require.Len(t, mx.Messages(), 1)
-	require.Equal(t, map[string]string{"a@dest.test": "delivered"}, recipientStatus(t, st, e))
+	require.Len(t, mx.Messages(), 2)
+	require.Equal(t, map[string]string{"b@dest.test": "delivered"}, recipientStatus(t, st, e2))
 }

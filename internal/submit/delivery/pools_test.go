@@ -29,10 +29,10 @@ func (s senders) Sender(pool string) (delivery.Deliverer, bool) {
 
 // Prepare gives the group of a team assigned a pool that pool, and the
 // group of a team assigned the default pool (by name) the default queues
-// (""); Deliver of a group from a pool sends from the pool's address with
-// its EHLO name and records the source address in the delivered event; a
-// worker without that pool neither marks the group local nor delivers it
-// locally.
+// (""); the first attempt Prepare makes of a group from a pool sends from
+// the pool's address with its EHLO name and records the source address in
+// the delivered event; a worker without that pool neither marks the group
+// local nor delivers it, locally or not.
 func TestPrepareAndDeliverFromTheTeamsPool(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -73,6 +73,8 @@ func TestPrepareAndDeliverFromTheTeamsPool(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "acme", res.Groups[0].Pool)
 	require.True(t, res.Groups[0].Local)
+	require.Equal(t, &contract.DeliverLocalResult{Done: true}, res.Groups[0].First,
+		"the worker that delivers from acme made the first attempt in Prepare")
 
 	g := res.Groups[0]
 	in := contract.DeliverInput{EmailID: e.ID.String(), Domain: g.Domain, Recipients: g.Recipients, TLS: g.TLS,
@@ -82,10 +84,8 @@ func TestPrepareAndDeliverFromTheTeamsPool(t *testing.T) {
 	require.Contains(t, out.Retry, `does not deliver from IP pool "acme"`)
 	_, err = run[contract.DeliverInput, any](t, onlyDefault.Deliver, in)
 	require.ErrorContains(t, err, `does not deliver from IP pool "acme"`)
-	require.Zero(t, mx.Connections(), "nothing left from the wrong pool")
+	require.Equal(t, 1, mx.Connections(), "nothing left from the wrong pool, only Prepare's attempt from acme")
 
-	_, err = run[contract.DeliverInput, any](t, both.Deliver, in)
-	require.NoError(t, err)
 	msgs := mx.Messages()
 	require.Len(t, msgs, 1)
 	host, _, err := net.SplitHostPort(msgs[0].RemoteAddr)

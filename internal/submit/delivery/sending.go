@@ -13,6 +13,7 @@
 package delivery
 
 import (
+	"cmp"
 	"context"
 	"crypto"
 	"errors"
@@ -108,6 +109,10 @@ type Config struct {
 	// record to verify. "" elsewhere: tracked links go to the domain's
 	// tracking host once its Tracking record is verified.
 	LocalTracking string
+	// FirstAttempt bounds the first delivery attempt that Prepare makes
+	// of a group its worker serves (see firstAttempts); 0 means
+	// DefaultFirstAttempt.
+	FirstAttempt time.Duration
 }
 
 // Sending are the activities of SendEmail and SendBatch: preparing,
@@ -146,6 +151,8 @@ type Sending struct {
 	// (contract.DeliveryGroup.Local). Set by WithLocalDelivery.
 	localRegions []string
 	defaultPool  string
+	// firstWithin is Config.FirstAttempt.
+	firstWithin time.Duration
 }
 
 // recorder records the events of an email and puts the addresses they
@@ -183,7 +190,7 @@ func NewWithSenders(cfg Config, st *store.Store, senders Senders, metrics *telem
 	a := &Sending{recorder: recorder{emails: st.Emails, outbox: cfg.Outbox, metrics: metrics}, audience: st.Audience,
 		mta: senders, logger: logger.With("component", "activities"), now: now, signers: newSignerCache(),
 		hostname: cfg.Hostname, keys: cfg.Keys, crash: cfg.Crash, unsubscribe: cfg.Unsubscribe,
-		defaultPool: cfg.DefaultPool}
+		defaultPool: cfg.DefaultPool, firstWithin: cmp.Or(cfg.FirstAttempt, DefaultFirstAttempt)}
 	if u, err := url.Parse(cfg.LocalTracking); err == nil && cfg.LocalTracking != "" && u.Hostname() != "" {
 		a.localTracking, a.localTrackingHost = cfg.LocalTracking, u.Hostname()
 	}
@@ -246,18 +253,39 @@ const claimSkew = 2 * time.Second
 // later reports its new time. An email sent with a topic is built again
 // per recipient by Deliver (see BuildForRecipient); without unsubscribe
 // links (Config.Unsubscribe) it fails permanently here.
+//
+// The claim's commit runs while the email is loaded and its message built
+// and signed; the message is stored only once the claim has decided. When
+// this worker serves a group's region and pool (DeliveryGroup.Local),
+// Prepare also makes that group's first delivery attempt
+// (DeliveryGroup.First, see firstAttempts): the message it just built goes
+// to the MX without another local activity, load or round trip through the
+// workflow.
 func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contract.PrepareResult, error) {
+	started := a.now()
 	id, err := uuid.Parse(in.EmailID)
 	if err != nil {
 		return contract.PrepareResult{}, temporal.NewNonRetryableApplicationError("bad email id", contract.ErrTypePermanent, err)
 	}
-	claim, err := a.emails.ClaimForSending(ctx, id, a.now(), claimSkew)
-	if errors.Is(err, store.ErrNotFound) {
+	var (
+		claim    store.SendClaim
+		claimErr error
+		claimed  = make(chan struct{})
+	)
+	go func() {
+		defer close(claimed)
+		claim, claimErr = a.emails.ClaimForSending(ctx, id, a.now(), claimSkew)
+	}()
+	// The email, its domain, its IP pool and the message an earlier try
+	// stored come in one round trip; the message is built unless stored.
+	load, msg, buildErr := a.loadAndBuild(ctx, id)
+	<-claimed
+	if errors.Is(claimErr, store.ErrNotFound) {
 		// Erased by a data request after it was canceled: nothing to send.
 		return contract.PrepareResult{Skip: true}, nil
 	}
-	if err != nil {
-		return contract.PrepareResult{}, err
+	if claimErr != nil {
+		return contract.PrepareResult{}, claimErr
 	}
 	switch {
 	case claim.LastEvent == store.EventCanceled:
@@ -269,13 +297,10 @@ func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contra
 	if claim.Claimed && a.metrics != nil {
 		a.metrics.EmailEvents.WithLabelValues(store.EventSent).Inc()
 	}
-	// Claimed now, or by an earlier try of this step: build and store the
-	// message (once) and hand out the recipients. The email, its domain,
-	// its IP pool and the message an earlier try stored come in one round
-	// trip.
-	load, err := a.emails.EmailForSending(ctx, id, true)
-	if err != nil {
-		return contract.PrepareResult{}, err
+	// Claimed now, or by an earlier try of this step: store the message
+	// (once) and hand out the recipients.
+	if buildErr != nil {
+		return contract.PrepareResult{}, buildErr
 	}
 	e := load.Email
 	if perRecipient(e) && a.unsubscribe == nil {
@@ -291,8 +316,10 @@ func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contra
 		region, tls = d.Region, d.TLS
 		rp = DomainReturnPath(a.verpKey, e.ID, *d)
 	}
-	if load.Message == nil { // not built by an earlier try
-		if err := a.buildAndSave(ctx, e, load.Domain); err != nil {
+	if load.Message == nil { // not stored by an earlier try
+		// A concurrent try may have stored its own build first: the
+		// stored message is the one that is sent.
+		if load.Message, err = a.emails.SaveMessage(ctx, e.TeamID, e.ID, messageID(e), msg); err != nil {
 			return contract.PrepareResult{}, err
 		}
 	}
@@ -363,6 +390,8 @@ func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contra
 			return contract.PrepareResult{}, err
 		}
 	}
+	a.trace(ctx, "email prepared", e, started, "groups", len(res.Groups))
+	a.firstAttempts(ctx, load, res.Groups)
 	return res, nil
 }
 
@@ -372,10 +401,26 @@ func TopicOptOutReason(topicID uuid.UUID) string {
 	return "The recipient is not subscribed to topic " + topicID.String() + "."
 }
 
-// buildAndSave builds the message of e (or takes the source submitted
-// over SMTP), signs it with the key of d (nil: the sandbox sender) and
-// stores it once.
-func (a *Sending) buildAndSave(ctx context.Context, e store.Email, d *store.Domain) error {
+// loadAndBuild loads the email for sending (attachments included) and,
+// unless an earlier try stored it, builds its message (see buildMessage).
+// No message is built when the email cannot be sent as it is (no
+// unsubscribe links for a topic, its domain gone): Prepare says why.
+func (a *Sending) loadAndBuild(ctx context.Context, id uuid.UUID) (store.EmailToSend, []byte, error) {
+	load, err := a.emails.EmailForSending(ctx, id, true)
+	if err != nil {
+		return load, nil, err
+	}
+	e := load.Email
+	if load.Message != nil || (perRecipient(e) && a.unsubscribe == nil) || (e.DomainID != nil && load.Domain == nil) {
+		return load, nil, nil
+	}
+	msg, err := a.buildMessage(e, load.Domain)
+	return load, msg, err
+}
+
+// buildMessage builds the message of e (or takes the source submitted
+// over SMTP) and signs it with the key of d (nil: the sandbox sender).
+func (a *Sending) buildMessage(e store.Email, d *store.Domain) ([]byte, error) {
 	msg := e.Source // submitted over SMTP: delivered as submitted
 	if msg == nil {
 		var err error
@@ -387,17 +432,17 @@ func (a *Sending) buildAndSave(ctx context.Context, e store.Email, d *store.Doma
 				rcpts = append(rcpts, r.Address)
 			}
 			why := withoutAddresses(err.Error(), rcpts)
-			return temporal.NewNonRetryableApplicationError("building message: "+why, contract.ErrTypePermanent, errors.New(why))
+			return nil, temporal.NewNonRetryableApplicationError("building message: "+why, contract.ErrTypePermanent, errors.New(why))
 		}
 	}
-	if d != nil {
-		var err error
-		if msg, err = a.sign(*d, msg); err != nil {
-			return classify(err)
-		}
+	if d == nil {
+		return msg, nil
 	}
-	_, err := a.emails.SaveMessage(ctx, e.TeamID, e.ID, messageID(e), msg)
-	return err
+	msg, err := a.sign(*d, msg)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return msg, nil
 }
 
 // errNoKey marks a domain key that cannot be used: retrying cannot fix it.
