@@ -32,6 +32,7 @@ import (
 	"github.com/posthaste/posthaste/internal/submit"
 	"github.com/posthaste/posthaste/internal/telemetry"
 	"github.com/posthaste/posthaste/internal/testkit/clocktest"
+	"github.com/posthaste/posthaste/internal/testkit/logtest"
 	"github.com/posthaste/posthaste/internal/testkit/passwordtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/internal/usage"
@@ -82,24 +83,6 @@ func (k *countingKeys) UseAPIKey(ctx context.Context, hash []byte) (store.APIKey
 	return k.st.Accounts.UseAPIKey(ctx, hash)
 }
 
-// lockedBuffer is a log sink the server writes from its goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // bareEnv is a server whose configuration the test chooses, with its
 // request log, key lookups, metrics and process log in reach.
 type bareEnv struct {
@@ -111,7 +94,7 @@ type bareEnv struct {
 	lookups *countingKeys
 	metrics *telemetry.Metrics
 	box     *seal.Box
-	out     *lockedBuffer
+	out     *logtest.Buffer
 }
 
 // newBareEnv starts a server; its key cache keeps keys a minute unless
@@ -123,7 +106,7 @@ func newBareEnv(t *testing.T, configure func(*api.Config)) *bareEnv {
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	e := &bareEnv{store: st, log: &recordedLog{}, lookups: &countingKeys{st: st}, metrics: telemetry.NewMetrics(reg),
-		box: box, out: &lockedBuffer{}}
+		box: box, out: &logtest.Buffer{}}
 	cfg := api.Config{Auth: auth.NewAuthenticator(e.lookups, time.Minute),
 		Submit: submit.New(submit.Config{Store: submit.StoreOf(st)}), Emails: submit.NewEmails(st.Emails),
 		Received: receiving.New(st.Received), Usage: usage.New(st.Insights, st.Accounts),
@@ -436,7 +419,7 @@ func TestHSTS(t *testing.T) {
 // request line and its cookies). It swaps gin.DefaultErrorWriter, so it is
 // not parallel: Go runs it before any parallel test of the package starts.
 func TestPanicsLeaveTokensOutOfTheLogs(t *testing.T) {
-	var ginOut lockedBuffer
+	var ginOut logtest.Buffer
 	saved := gin.DefaultErrorWriter
 	gin.DefaultErrorWriter = &ginOut
 	t.Cleanup(func() { gin.DefaultErrorWriter = saved })

@@ -24,6 +24,7 @@ import (
 	"github.com/posthaste/posthaste/client"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/logtest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
@@ -402,7 +403,7 @@ func spawn(t *testing.T, env map[string]string, args, ready string) *exec.Cmd {
 	require.NoError(t, cmd.Start())
 	found := make(chan struct{})
 	closed := make(chan struct{}) // the output ended: the process exited
-	log := &syncBuffer{}
+	log := &logtest.Buffer{}
 	go func() { scanFor(io.TeeReader(out, log), ready, found); close(closed) }()
 	select {
 	case <-found:

@@ -35,6 +35,7 @@ import (
 	"github.com/posthaste/posthaste/internal/pgcluster"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/logtest"
 	"github.com/posthaste/posthaste/internal/testkit/pgtest"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
@@ -111,26 +112,14 @@ type devProcess struct {
 	base   string
 	cancel context.CancelFunc
 	done   chan int
-	out    *syncBuffer
+	out    *logtest.Buffer
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func startDev(t testing.TB, env map[string]string) *devProcess {
 	t.Helper()
 	smtpListen(t, env)
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &logtest.Buffer{}
 	p := &devProcess{base: "http://" + env["POSTHASTE_HTTP_ADDR"], cancel: cancel, done: make(chan int, 1), out: out}
 	go func() { p.done <- run(ctx, []string{"dev"}, func(k string) string { return env[k] }, out, out) }()
 	eventually(t, 90*time.Second, func() error {

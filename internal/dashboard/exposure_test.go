@@ -1,12 +1,10 @@
 package dashboard_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,26 +13,9 @@ import (
 
 	"github.com/posthaste/posthaste/internal/dashboard"
 	"github.com/posthaste/posthaste/internal/store"
+	"github.com/posthaste/posthaste/internal/testkit/logtest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 )
-
-// syncBuffer is a log sink written from the server's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestEmailPreviewLoadsNothingRemoteUntilAsked: the preview frame's policy
 // blocks remote images, stylesheets and fonts (a tracking pixel would
@@ -98,7 +79,7 @@ func directives(policy string) map[string]string {
 // page fails, the log names the route, not the path with its token.
 func TestTokensOfLinksStayOutOfTheLog(t *testing.T) {
 	t.Parallel()
-	out := &syncBuffer{}
+	out := &logtest.Buffer{}
 	f := newFixture(t, func(c *dashboard.Config) { c.Logger = slog.New(slog.NewJSONHandler(out, nil)) })
 	const token = "Zm9vYmFyLXNlY3JldC1saW5rLXRva2Vu"
 	f.store.Close() // every lookup fails from here on

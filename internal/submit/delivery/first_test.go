@@ -1,12 +1,10 @@
 package delivery_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/submit/delivery"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
+	"github.com/posthaste/posthaste/internal/testkit/logtest"
 	"github.com/posthaste/posthaste/internal/testkit/smtptest"
 	"github.com/posthaste/posthaste/internal/testkit/storetest"
 	"github.com/posthaste/posthaste/workflows/contract"
@@ -114,7 +113,7 @@ func TestPrepareTracesTheEmailsSteps(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	_, client := destMX(t, smtptest.Options{})
-	var buf syncBuffer
+	var buf logtest.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	acts := delivery.New(delivery.Config{Hostname: "out.example"}, st, client, nil, logger).
 		WithLocalDelivery([]string{delivery.DefaultRegion})
@@ -138,22 +137,4 @@ func TestPrepareTracesTheEmailsSteps(t *testing.T) {
 	}
 	require.Equal(t, "delivered", steps["delivery attempt"]["first_status"])
 	require.Equal(t, "dest.test", steps["delivery attempt"]["rcpt_domain"])
-}
-
-// syncBuffer is a bytes.Buffer safe for the log handler's writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
