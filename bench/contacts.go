@@ -53,19 +53,10 @@ func runContacts(ctx context.Context, bin string, rows int, out, progress io.Wri
 }
 
 // contactsIn is runContacts in its root, with its binary.
-func contactsIn(ctx context.Context, bin, root string, rows int, p, logf func(string, ...any)) (err error) {
-	logf("starting posthaste dev")
-	dev, err := startDev(ctx, bin, root, logf)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		logf("stopping posthaste dev")
-		if serr := dev.stop(); serr != nil && err == nil {
-			err = serr
-		}
-	}()
-	return measureContacts(ctx, dev, rows, p, logf)
+func contactsIn(ctx context.Context, bin, root string, rows int, p, logf func(string, ...any)) error {
+	return withDev(ctx, bin, root, logf, nil, func(dev *devProcess) error {
+		return measureContacts(ctx, dev, rows, p, logf)
+	})
 }
 
 // measureContacts is the contacts step on a running dev.

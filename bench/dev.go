@@ -338,3 +338,36 @@ func freePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// withDev starts a dev on bin in root with the extra environment, runs
+// fn with it and stops it, joining the stop's error to fn's.
+func withDev(ctx context.Context, bin, root string, logf func(string, ...any), env []string,
+	fn func(dev *devProcess) error) (err error) {
+	logf("starting posthaste dev")
+	dev, err := startDev(ctx, bin, root, logf, env...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		logf("stopping posthaste dev")
+		if serr := dev.stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	return fn(dev)
+}
+
+// withDeliveryDev is withDev for a dev that delivers to a delivery side
+// of its own (the bench's DNS server and MX), whose ready line it prints.
+func withDeliveryDev(ctx context.Context, bin, root string, p, logf func(string, ...any),
+	fn func(dev *devProcess, side *deliverySide) error) error {
+	side, err := startDeliverySide()
+	if err != nil {
+		return err
+	}
+	defer side.close()
+	return withDev(ctx, bin, root, logf, side.env(), func(dev *devProcess) error {
+		p("dev: ready in %s  API %s  Temporal %s  data dir %s", fmtDur(dev.readyIn), dev.base, dev.temporal, dev.dataDir)
+		return fn(dev, side)
+	})
+}

@@ -374,38 +374,23 @@ type latencyStep struct {
 // runLatencyOnly runs only the latency step: a real delivery run of
 // c.latencyReal emails first, whose rate the streams derive from.
 func runLatencyOnly(ctx context.Context, bin string, c counts, out, progress io.Writer) error {
-	return inRoot(ctx, bin, "posthaste bench -latency", out, progress, func(p, logf func(string, ...any), root, bin string) (err error) {
-		side, err := startDeliverySide()
-		if err != nil {
-			return err
-		}
-		defer side.close()
-		logf("starting posthaste dev")
-		dev, err := startDev(ctx, bin, root, logf, side.env()...)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			logf("stopping posthaste dev")
-			if serr := dev.stop(); serr != nil && err == nil {
-				err = serr
+	return inRoot(ctx, bin, "posthaste bench -latency", out, progress, func(p, logf func(string, ...any), root, bin string) error {
+		return withDeliveryDev(ctx, bin, root, p, logf, func(dev *devProcess, side *deliverySide) error {
+			api := newAPIClient(dev.base, dev.creds.APIKey)
+			rr, err := measureRealDelivery(ctx, api, dev, side, c.latencyReal, c.conc, p, logf)
+			if err != nil {
+				return fmt.Errorf("real delivery: %w", err)
 			}
-		}()
-		p("dev: ready in %s  API %s  Temporal %s  data dir %s", fmtDur(dev.readyIn), dev.base, dev.temporal, dev.dataDir)
-		api := newAPIClient(dev.base, dev.creds.APIKey)
-		rr, err := measureRealDelivery(ctx, api, dev, side, c.latencyReal, c.conc, p, logf)
-		if err != nil {
-			return fmt.Errorf("real delivery: %w", err)
-		}
-		ref := latencyReference{real: rr.rate, domainID: rr.domainID,
-			from: fmt.Sprintf("this mode's own real delivery run of %d emails at c=%d, above", c.latencyReal, c.conc)}
-		res, err := measureLatency(ctx, dev, side, c, ref, p, logf)
-		if err != nil {
-			return fmt.Errorf("latency: %w", err)
-		}
-		printLatency(p, res)
-		printTargets(p, latencyTargets(res))
-		return nil
+			ref := latencyReference{real: rr.rate, domainID: rr.domainID,
+				from: fmt.Sprintf("this mode's own real delivery run of %d emails at c=%d, above", c.latencyReal, c.conc)}
+			res, err := measureLatency(ctx, dev, side, c, ref, p, logf)
+			if err != nil {
+				return fmt.Errorf("latency: %w", err)
+			}
+			printLatency(p, res)
+			printTargets(p, latencyTargets(res))
+			return nil
+		})
 	})
 }
 

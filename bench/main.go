@@ -422,26 +422,15 @@ func run(ctx context.Context, bin string, c counts, out, progress io.Writer) err
 }
 
 // runAll is run in its root, with its binary.
-func runAll(ctx context.Context, bin, root string, c counts, p, logf func(string, ...any)) (err error) {
+func runAll(ctx context.Context, bin, root string, c counts, p, logf func(string, ...any)) error {
+	return withDeliveryDev(ctx, bin, root, p, logf, func(dev *devProcess, side *deliverySide) error {
+		return runSteps(ctx, bin, root, c, dev, side, p, logf)
+	})
+}
 
-	side, err := startDeliverySide()
-	if err != nil {
-		return err
-	}
-	defer side.close()
-	logf("starting posthaste dev")
-	dev, err := startDev(ctx, bin, root, logf, side.env()...)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		logf("stopping posthaste dev")
-		if serr := dev.stop(); serr != nil && err == nil {
-			err = serr
-		}
-	}()
-	p("dev: ready in %s  API %s  Temporal %s  data dir %s", fmtDur(dev.readyIn), dev.base, dev.temporal, dev.dataDir)
-
+// runSteps is every step of runAll on its dev and delivery side.
+func runSteps(ctx context.Context, bin, root string, c counts, dev *devProcess, side *deliverySide,
+	p, logf func(string, ...any)) error {
 	api := newAPIClient(dev.base, dev.creds.APIKey)
 	res, err := measure(ctx, api, dev, c, p, logf)
 	if err != nil {
