@@ -21,6 +21,10 @@ func TestDynamicConfigKeepsMeasuredSettings(t *testing.T) {
 	} {
 		require.Equal(t, time.Second, dc[k], "%s", k)
 	}
+	require.Equal(t, queuePollRPS, dc[dynamicconfig.TransferProcessorMaxPollRPS.Key()])
+	require.Equal(t, queuePollRPS, dc[dynamicconfig.TimerProcessorMaxPollRPS.Key()])
+	require.Greater(t, queuePollRPS, dynamicconfig.TransferProcessorMaxPollRPS.Get(dynamicconfig.NewNoopCollection())(),
+		"tasks not handed over inline wait less than the default's 50 ms")
 	require.Equal(t, 1, dc[dynamicconfig.MatchingNumTaskqueueReadPartitions.Key()])
 	require.Equal(t, 1, dc[dynamicconfig.MatchingNumTaskqueueWritePartitions.Key()])
 	_, forced := dc[dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key()]

@@ -452,6 +452,10 @@ func (t *Temporal) serverOptions(logger *slog.Logger, conf *config.Config, histo
 // dynamicConfig returns the settings of the CLI's development server plus
 // one task-queue partition, with a history cache of historyCache
 // workflows (0: DefaultHistoryCache).
+// queuePollRPS bounds how often a history queue of the embedded server
+// loads new tasks (see dynamicConfig).
+const queuePollRPS = 1000
+
 func dynamicConfig(historyCache int) dynamicconfig.StaticClient {
 	if historyCache <= 0 {
 		historyCache = DefaultHistoryCache
@@ -469,6 +473,16 @@ func dynamicConfig(historyCache int) dynamicconfig.StaticClient {
 		// dev's CPU after a few minutes of load. A checkpoint a second
 		// keeps the walk short for the price of one shard write a second
 		// per queue.
+		// A history queue loads new tasks at most MaxPollRPS times a
+		// second per shard (20 by default), and this server has one
+		// shard: a task that is not handed over inline (an activity, a
+		// workflow task that no eager start took, a timer) waited up to
+		// 50 ms for the next load. The bare one-activity workflow took
+		// 50 ms one at a time; at 1000 it takes 15 (go run ./bench
+		// -latency, issue 37).
+		dynamicconfig.TransferProcessorMaxPollRPS.Key(): queuePollRPS,
+		dynamicconfig.TimerProcessorMaxPollRPS.Key():    queuePollRPS,
+
 		dynamicconfig.TransferProcessorUpdateAckInterval.Key():   time.Second,
 		dynamicconfig.VisibilityProcessorUpdateAckInterval.Key(): time.Second,
 		dynamicconfig.TimerProcessorUpdateAckInterval.Key():      time.Second,
