@@ -138,3 +138,31 @@ func TestPrepareTracesTheEmailsSteps(t *testing.T) {
 	require.Equal(t, "delivered", steps["delivery attempt"]["first_status"])
 	require.Equal(t, "dest.test", steps["delivery attempt"]["rcpt_domain"])
 }
+
+// Prepare attempts every local group at once: two recipient domains, one
+// message each, both recorded delivered.
+func TestPrepareAttemptsEveryGroup(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	dns := dnstest.NewServer(t)
+	mx := smtptest.NewServer(t, smtptest.Options{})
+	for _, d := range []string{"one.test", "two.test"} {
+		dns.AddMX(d, "mx."+d, 10)
+		dns.AddA("mx."+d, "127.0.0.1")
+	}
+	client, err := mta.New(mta.Config{Hostname: "out.example", Resolver: dns.Resolver(), Port: mx.Port(), Egress: loopback})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	acts := delivery.New(delivery.Config{Hostname: "out.example"}, st, client, nil, nil).
+		WithLocalDelivery([]string{delivery.DefaultRegion})
+	e := insertEmail(t, st, "a@one.test", "b@two.test", "c@one.test")
+	res, err := run[contract.PrepareInput, contract.PrepareResult](t, acts.Prepare, contract.PrepareInput{EmailID: e.ID.String()})
+	require.NoError(t, err)
+	require.Len(t, res.Groups, 2)
+	for _, g := range res.Groups {
+		require.Equal(t, &contract.DeliverLocalResult{Done: true}, g.First, g.Domain)
+	}
+	require.Len(t, mx.Messages(), 2, "a message per domain")
+	require.Equal(t, map[string]string{"a@one.test": "delivered", "b@two.test": "delivered", "c@one.test": "delivered"},
+		recipientStatus(t, st, e))
+}
