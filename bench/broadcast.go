@@ -12,7 +12,8 @@ package main
 // size and prints:
 //
 //   - emails per second from the send request to the poll that saw the
-//     last delivered;
+//     last delivered, and the machine's busy CPU time per email over that
+//     time (cpu.go; the single-send run it is compared with prints its own);
 //   - workflow starts per 100 emails: the SendBatch runs of the broadcast
 //     (one per chunk of 100 contacts) and those plus the Broadcast
 //     workflow's own runs (it continues as new every 100 chunks);
@@ -185,7 +186,7 @@ func measureBroadcast(ctx context.Context, dev *devProcess, n int, logf func(str
 	}
 	logf("broadcast: sending to %d contacts", n)
 	var b struct{ ID string }
-	sendStart := time.Now()
+	sendStart, cpu := time.Now(), startCPU()
 	if err := api.call(ctx, "POST", "/broadcasts", "application/json", strings.NewReader(string(body)), &b); err != nil {
 		return run, err
 	}
@@ -193,7 +194,7 @@ func measureBroadcast(ctx context.Context, dev *devProcess, n int, logf func(str
 	if err != nil {
 		return run, err
 	}
-	run.sent = rate{n: n, elapsed: done.Sub(sendStart)}
+	run.sent = rate{n: n, elapsed: done.Sub(sendStart), busy: cpu.used()}
 	if _, run.hwm, err = readMemory(pid); err != nil {
 		return run, fmt.Errorf("reading dev's memory: %w", err)
 	}
@@ -374,6 +375,9 @@ func printBroadcast(p func(string, ...any), res broadcastResult) {
 		b, all := r.startsPer100()
 		p("  %6d contacts: imported in %s; send request to last delivered %s: %.1f emails/s",
 			r.n, fmtDur(r.imported), fmtDur(r.sent.elapsed), r.sent.perSecond())
+		if t := r.sent.cpuText("email"); t != "" {
+			p("         %s", t)
+		}
 		p("         workflow starts (%s): %d SendBatch, %d Broadcast run(s)", r.countedBy, r.batches, r.runs)
 		p("         SendBatch starts per 100 emails: %.2f; all starts per 100 emails (incl. the broadcast's own): %.2f",
 			b, all)
@@ -384,6 +388,11 @@ func printBroadcast(p func(string, ...any), res broadcastResult) {
 		mb(res.small.hwm), res.memoryRatio())
 	p("  single-send sandbox end to end (%s): %.1f emails/s; broadcast %d / single send: %.2f",
 		res.e2eFrom, res.e2e.perSecond(), res.large.n, ratio(res.large.sent, res.e2e))
+	if res.large.sent.perItem() > 0 && res.e2e.perItem() > 0 {
+		p("  machine CPU per email, broadcast %d / single send: %s / %s = %.2f", res.large.n,
+			fmtDur(res.large.sent.perItem()), fmtDur(res.e2e.perItem()),
+			res.large.sent.perItem().Seconds()/res.e2e.perItem().Seconds())
+	}
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
