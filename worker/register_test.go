@@ -66,6 +66,8 @@ func TestRegisteredNames(t *testing.T) {
 	want := map[string]string{
 		"Prepare":               mod + "internal/submit/delivery.(*Sending)",
 		"LoadBatch":             mod + "internal/submit/delivery.(*Sending)",
+		"PrepareBatch":          mod + "internal/submit/delivery.(*Sending)",
+		"RecordBatchEvents":     mod + "internal/submit/delivery.(*Sending)",
 		"RecordEvents":          mod + "internal/submit/delivery.(*Sending)",
 		"FailEmail":             mod + "internal/submit/delivery.(*Sending)",
 		"DeliverLocal":          mod + "internal/submit/delivery.(*Sending)",

@@ -198,6 +198,8 @@ func Register(r sdkworker.Registry, acts Activities) {
 	r.RegisterWorkflowWithOptions(workflows.SendBatch, workflow.RegisterOptions{Name: workflows.SendBatchName})
 	r.RegisterActivityWithOptions(acts.Sending.Prepare, activity.RegisterOptions{Name: contract.PrepareName})
 	r.RegisterActivityWithOptions(acts.Sending.LoadBatch, activity.RegisterOptions{Name: contract.LoadBatchName})
+	r.RegisterActivityWithOptions(acts.Sending.PrepareBatch, activity.RegisterOptions{Name: contract.PrepareBatchName})
+	r.RegisterActivityWithOptions(acts.Sending.RecordBatchEvents, activity.RegisterOptions{Name: contract.RecordBatchEventsName})
 	r.RegisterActivityWithOptions(acts.Sending.RecordEvents, activity.RegisterOptions{Name: contract.RecordEventsName})
 	r.RegisterActivityWithOptions(acts.Sending.FailEmail, activity.RegisterOptions{Name: contract.FailEmailName})
 	r.RegisterActivityWithOptions(acts.Sending.DeliverLocal, activity.RegisterOptions{Name: contract.DeliverLocalName})

@@ -47,6 +47,25 @@ func (r Recorder) Record(ctx context.Context, id uuid.UUID, evs []store.Event) e
 	return nil
 }
 
+// RecordMany is Record for the events of several emails, stored in one
+// transaction (store.Emails.RecordManyEvents).
+func (r Recorder) RecordMany(ctx context.Context, events []store.EmailEvents) error {
+	if err := r.Emails.RecordManyEvents(ctx, events); err != nil {
+		return err
+	}
+	if r.Outbox != nil {
+		r.Outbox.Notify()
+	}
+	if r.Metrics != nil {
+		for _, e := range events {
+			for _, ev := range e.Events {
+				r.Metrics.EmailEvents.WithLabelValues(ev.Type).Inc()
+			}
+		}
+	}
+	return nil
+}
+
 // SuppressBounced puts addresses of e whose bounce said the address itself
 // is bad on the team's suppression list, so later sends to them are not
 // attempted. Sandbox addresses never enter the list.

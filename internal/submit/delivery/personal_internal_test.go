@@ -38,6 +38,14 @@ func TestPersonalDataDeclared(t *testing.T) {
 		{"progress", contract.DeliverProgress{TeamID: team, Outcomes: out}, 1},
 		{"local result", contract.DeliverLocalResult{TeamID: team, Answered: out, Rcpts: []string{"a@x.test"}}, 2},
 		{"events", contract.RecordEventsInput{TeamID: team, Events: []contract.EventInput{{Recipient: "a@x.test"}, {Type: "sent"}}}, 1},
+		{"prepare batch", contract.PrepareBatchResult{TeamID: team, Emails: []contract.PreparedEmail{
+			{Result: contract.PrepareResult{Sandbox: []contract.SandboxRecipient{{Address: "s@posthaste.test"}}}},
+			{Result: contract.PrepareResult{Groups: []contract.DeliveryGroup{{Recipients: []string{"a@x.test", "b@x.test"}}}}},
+			{Failed: "building message: bad header"},
+		}}, 3},
+		{"batch events", contract.RecordBatchEventsInput{TeamID: team, Emails: []contract.RecordEventsInput{
+			{Events: []contract.EventInput{{Recipient: "a@x.test"}}}, {Events: []contract.EventInput{{Recipient: "b@x.test"}, {Type: "sent"}}},
+		}}, 2},
 	}
 	for _, c := range checks {
 		got, addrs := c.v.PersonalData()
