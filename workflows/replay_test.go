@@ -24,6 +24,12 @@ import (
 // event and one that timed out, and a run cancelled while it waits;
 // automationrun_v1_*.json are the same runs recorded under the
 // interpreter's version 1 (interpreterCalls), the others under version 2.
+// sendbatch_rescheduled.json was recorded before SendBatch prepared its
+// due emails together (a Prepare each); sendbatch_rescheduled_together.json
+// is the same batch recorded after (TestDevIdempotencyBatchesAndSchedules,
+// decoded with the dev's codec): a GetVersion marker, one PrepareBatch and
+// one RecordBatchEvents for the email due at once, SendEmail's steps for
+// the one moved earlier by a signal.
 func TestReplay(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.json")
 	require.NoError(t, err)

@@ -38,18 +38,33 @@ func newSchedule(env *testsuite.TestWorkflowEnvironment) *schedule {
 		func(_ context.Context, in contract.PrepareInput) (contract.PrepareResult, error) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			now := env.Now()
-			if s.canceled[in.EmailID] {
-				return contract.PrepareResult{Skip: true}, nil
+			return s.prepare(in.EmailID), nil
+		})
+	env.OnActivity(contract.PrepareBatchName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.PrepareBatchInput) (contract.PrepareBatchResult, error) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			var res contract.PrepareBatchResult
+			for _, id := range in.EmailIDs {
+				res.Emails = append(res.Emails, contract.PreparedEmail{EmailID: id, Result: s.prepare(id)})
 			}
-			if at, ok := s.at[in.EmailID]; ok && at.After(now) {
-				return contract.PrepareResult{NotDue: &at}, nil
-			}
-			s.claimed[in.EmailID] = now
-			return contract.PrepareResult{Sandbox: []contract.SandboxRecipient{
-				{Address: "delivered@posthaste.test", Events: []string{"delivered"}}}}, nil
+			return res, nil
 		})
 	return s
+}
+
+// prepare claims the email if it is due, as Prepare does; s.mu is held.
+func (s *schedule) prepare(id string) contract.PrepareResult {
+	now := s.env.Now()
+	if s.canceled[id] {
+		return contract.PrepareResult{Skip: true}
+	}
+	if at, ok := s.at[id]; ok && at.After(now) {
+		return contract.PrepareResult{NotDue: &at}
+	}
+	s.claimed[id] = now
+	return contract.PrepareResult{Sandbox: []contract.SandboxRecipient{
+		{Address: "delivered@posthaste.test", Events: []string{"delivered"}}}}
 }
 
 func (s *schedule) set(id string, at time.Time) { s.mu.Lock(); s.at[id] = at; s.mu.Unlock() }

@@ -28,25 +28,40 @@ func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	env.RegisterActivityWithOptions(sendingActs.Deliver, activity.RegisterOptions{Name: contract.DeliverName})
 	env.RegisterActivityWithOptions(sendingActs.FailEmail, activity.RegisterOptions{Name: contract.FailEmailName})
 	env.RegisterActivityWithOptions(sendingActs.DeliverLocal, activity.RegisterOptions{Name: contract.DeliverLocalName})
+	env.RegisterActivityWithOptions(sendingActs.PrepareBatch, activity.RegisterOptions{Name: contract.PrepareBatchName})
+	env.RegisterActivityWithOptions(sendingActs.RecordBatchEvents, activity.RegisterOptions{Name: contract.RecordBatchEventsName})
 	return env
 }
 
 var fastPolicy = DeliveryPolicy{Initial: time.Second, Backoff: 2, Max: 10 * time.Second, Expire: time.Hour}
 
-// recorded collects the events the workflow records, in order. Read the
-// result after the workflow completed: SendBatch runs local activities
-// concurrently, hence the lock.
+// recorded collects the events the workflow records (RecordEvents, and
+// RecordBatchEvents for SendBatch), in order. Read the result after the
+// workflow completed: SendBatch runs local activities concurrently, hence
+// the lock.
 func recorded(env *testsuite.TestWorkflowEnvironment) *[]string {
 	var (
 		mu  sync.Mutex
 		out []string
 	)
+	record := func(in contract.RecordEventsInput) {
+		for _, e := range in.Events {
+			out = append(out, e.Type+":"+e.Recipient)
+		}
+	}
 	env.OnActivity(contract.RecordEventsName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in contract.RecordEventsInput) error {
 			mu.Lock()
 			defer mu.Unlock()
-			for _, e := range in.Events {
-				out = append(out, e.Type+":"+e.Recipient)
+			record(in)
+			return nil
+		})
+	env.OnActivity(contract.RecordBatchEventsName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.RecordBatchEventsInput) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, e := range in.Emails {
+				record(e)
 			}
 			return nil
 		})
