@@ -213,6 +213,21 @@ func TestPersonalDataInTemporalIsCryptoShredded(t *testing.T) {
 	require.Contains(t, decoded, `{"erased":true}`)
 }
 
+// devCodec is the codec of a dev process: its master key in dataDir, its
+// subject keys in the database at dbURL (see recordDecodedHistory).
+func devCodec(t *testing.T, dbURL, dataDir string) *codec.Codec {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{URL: dbURL})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	box, err := masterKey(ctx, config.Domains{}, st, filepath.Join(dataDir, "master.key"))
+	require.NoError(t, err)
+	keys, err := codec.NewKeys(codec.Config{}, box, st.Privacy)
+	require.NoError(t, err)
+	return codec.New(keys)
+}
+
 // requireReplayable fails a test that would write a replay fixture
 // holding encrypted payloads: the replay tests (package workflows) read
 // fixtures with the SDK's default data converter, without the keys.

@@ -261,7 +261,6 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "scheduled", e.LastEvent)
 	waitEvent(t, c, moved.ID, "delivered", 30*time.Second)
-	hostPort := "127.0.0.1:" + env["POSTHASTE_TEMPORAL_PORT"]
 	eventually(t, 10*time.Second, func() error {
 		s := workflowRuns(t, tc, workflows.EmailWorkflowID(moved.ID))
 		if !(len(s) == 1 && s[0] == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED) {
@@ -269,7 +268,10 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 		}
 		return nil
 	})
-	saveHistory(t, hostPort, moved.ID, "sendemail_rescheduled.json")
+	// The histories' personal data is encrypted (internal/codec): the
+	// fixtures are written decoded.
+	dc := devCodec(t, dbURL, env["POSTHASTE_DATA_DIR"])
+	recordDecodedHistory(t, tc, dc, workflows.EmailWorkflowID(moved.ID), "sendemail_rescheduled.json", 20)
 
 	// Canceled right after the POST: never sent; a workflow, if one
 	// started, ends without waiting for the hour.
@@ -314,7 +316,7 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 		return nil
 	})
 	require.Equal(t, "canceled", waitEvent(t, c, waiting.ID, "canceled", time.Second).LastEvent)
-	saveHistory(t, hostPort, waiting.ID, "sendemail_canceled.json")
+	recordDecodedHistory(t, tc, dc, workflows.EmailWorkflowID(waiting.ID), "sendemail_canceled.json", 20)
 
 	_, err = c.Emails.Cancel(ctx, moved.ID)
 	require.True(t, errors.As(err, &apiErr))
@@ -340,7 +342,9 @@ func TestDevIdempotencyBatchesAndSchedules(t *testing.T) {
 		}
 		return nil
 	})
-	saveWorkflowHistory(t, hostPort, sbWF, "sendbatch_rescheduled.json", 40)
+	// Its due email was prepared with PrepareBatch (sendbatch_rescheduled.json
+	// is the same batch recorded before).
+	recordDecodedHistory(t, tc, dc, sbWF, "sendbatch_rescheduled_together.json", 40)
 
 	// A scheduled email survives a restart and leaves on time.
 	at := time.Now().Add(8 * time.Second).UTC()

@@ -31,7 +31,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/posthaste/posthaste/internal/codec"
-	"github.com/posthaste/posthaste/internal/config"
 	"github.com/posthaste/posthaste/internal/pgcluster"
 	"github.com/posthaste/posthaste/internal/store"
 	"github.com/posthaste/posthaste/internal/testkit/dnstest"
@@ -351,7 +350,9 @@ func TestDev(t *testing.T) {
 		"suppressed@posthaste.test": "suppressed",
 	})
 	require.Regexp(t, `^<`+id+`@posthaste.test>$`, e["message_id"])
-	pc := devCodec(t, dataDir)
+	dbURL, err := pgcluster.RunningURL(devClusterDir(dataDir))
+	require.NoError(t, err)
+	pc := devCodec(t, dbURL, dataDir)
 	saveDecodedHistory(t, "127.0.0.1:"+env["POSTHASTE_TEMPORAL_PORT"], pc, id, "sendemail_sandbox.json")
 
 	// A team member gets a real message over SMTP, with STARTTLS.
@@ -517,23 +518,6 @@ func saveDecodedHistory(t *testing.T, hostPort string, pc *codec.Codec, emailID,
 	require.NoError(t, err)
 	defer tc.Close()
 	return recordDecodedHistory(t, tc, pc, workflows.EmailWorkflowID(emailID), name, 20)
-}
-
-// devCodec is the payload codec of the dev whose data dir is dataDir,
-// with its master key and its private cluster's subject keys.
-func devCodec(t *testing.T, dataDir string) *codec.Codec {
-	t.Helper()
-	ctx := context.Background()
-	u, err := pgcluster.RunningURL(devClusterDir(dataDir))
-	require.NoError(t, err)
-	st, err := store.Open(ctx, store.Config{URL: u})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	box, err := masterKey(ctx, config.Domains{}, st, filepath.Join(dataDir, "master.key"))
-	require.NoError(t, err)
-	keys, err := codec.NewKeys(codec.Config{}, box, st.Privacy)
-	require.NoError(t, err)
-	return codec.New(keys)
 }
 
 // saveWorkflowHistory dials Temporal at hostPort and records the history
