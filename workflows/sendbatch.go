@@ -214,8 +214,8 @@ func (s *batchSends) deliver(ctx workflow.Context, i int, prep contract.PrepareR
 	})
 }
 
-// startDeliveries starts the delivery of each group of a prepared email,
-// as sendOne does: a Deliver activity on the queue of the group's region
+// startDeliveries starts the delivery of each group of a prepared email
+// (sendOne's and PrepareBatch's): a Deliver activity on the queue of the group's region
 // and pool, or a first attempt run locally (deliverLocalFirst) when
 // Prepare says this worker serves it. The futures are the groups', in
 // order.
@@ -248,7 +248,7 @@ func startDeliveries(ctx workflow.Context, emailID string, prep contract.Prepare
 	return futures
 }
 
-// recordUndelivered waits for the groups' deliveries and, as sendOne does,
+// recordUndelivered waits for the groups' deliveries (startDeliveries) and
 // ends the recipients of a group whose delivery never succeeded within
 // its policy as a transient bounce, and those of one that failed
 // permanently (not through the MX's answer, which Deliver records itself)

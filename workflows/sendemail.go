@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"cmp"
 	"errors"
 	"time"
 
@@ -97,34 +96,7 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 	// and a visibility write per email. Histories recorded with that
 	// marker still replay (the SDK skips version markers without a
 	// matching call, and their upsert).
-	futures := make([]workflow.Future, len(prep.Groups))
-	for i, g := range prep.Groups {
-		opts := workflow.ActivityOptions{
-			TaskQueue:              DeliverTaskQueue(g.Region, g.Pool),
-			StartToCloseTimeout:    30 * time.Minute,
-			ScheduleToCloseTimeout: delivery.Expire,
-			// Deliver heartbeats through long deliveries (see
-			// delivery.Deliver): the attempt of a worker that died is
-			// retried after a minute, not after thirty.
-			HeartbeatTimeout: cmp.Or(delivery.Heartbeat, DefaultDeliverHeartbeat),
-			RetryPolicy: &temporal.RetryPolicy{
-				InitialInterval:        delivery.Initial,
-				BackoffCoefficient:     delivery.Backoff,
-				MaximumInterval:        delivery.Max,
-				NonRetryableErrorTypes: []string{contract.ErrTypePermanent},
-			},
-		}
-		in := contract.DeliverInput{
-			EmailID: emailID, TeamID: prep.TeamID, Domain: g.Domain, Recipients: g.Recipients, TLS: g.TLS, ReturnPath: g.ReturnPath,
-			Pool: g.Pool,
-		}
-		if g.Local {
-			in.Region = g.Region
-			futures[i] = deliverLocalFirst(ctx, in, g.First, opts, delivery.Initial)
-			continue
-		}
-		futures[i] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.DeliverName, in)
-	}
+	futures := startDeliveries(ctx, emailID, prep, delivery)
 	var events []contract.EventInput
 	for _, r := range prep.Sandbox {
 		for _, t := range r.Events {
@@ -138,41 +110,7 @@ func sendOne(ctx workflow.Context, emailID string, at *time.Time, wake workflow.
 			return err
 		}
 	}
-	// A delivery that never succeeded within its policy ends as a transient
-	// bounce of the recipients it still held; one that failed permanently
-	// (not through the MX's answer, which Deliver records itself) ends
-	// them failed. Recipients with an outcome keep it.
-	var expired []contract.EventInput
-	for i, f := range futures {
-		err := f.Get(ctx, nil)
-		if err == nil {
-			continue
-		}
-		var canceled *temporal.CanceledError
-		if errors.As(err, &canceled) {
-			return err
-		}
-		if reason, ok := contract.PermanentReason(err); ok {
-			for _, rcpt := range prep.Groups[i].Recipients {
-				expired = append(expired, contract.EventInput{
-					Type: contract.EventFailed, Recipient: rcpt, Detail: map[string]any{"reason": reason},
-				})
-			}
-			continue
-		}
-		for _, rcpt := range prep.Groups[i].Recipients {
-			expired = append(expired, contract.EventInput{
-				Type: contract.EventBounced, Recipient: rcpt,
-				Detail: contract.BounceDetail("Transient", "General", expiredMessage(err), nil),
-			})
-		}
-	}
-	if len(expired) > 0 {
-		return workflow.ExecuteLocalActivity(lctx, contract.RecordEventsName, contract.RecordEventsInput{
-			EmailID: emailID, TeamID: prep.TeamID, Events: expired,
-		}).Get(ctx, nil)
-	}
-	return nil
+	return recordUndelivered(ctx, emailID, prep, futures, delivery)
 }
 
 // LocalDeliverTimeout bounds the local first attempt of a delivery. Nearly
