@@ -192,7 +192,7 @@ type batchEmail struct {
 }
 
 // route checks that the loaded email can be sent from here and returns
-// the delivery route of its groups, as Prepare decides them: the sender
+// the delivery route of its groups (Prepare's and PrepareBatch's): the sender
 // domain's region, TLS mode and return path, the IP pool and whether the
 // first attempt may run locally. Its error is Prepare's for the same
 // email.
@@ -221,7 +221,7 @@ func (a *Sending) route(l *store.EmailToSend) (*batchEmail, error) {
 	return &batchEmail{email: e, rcpts: rcpts, group: g}, nil
 }
 
-// split sorts the email's recipients as Prepare does: sandbox
+// split sorts the email's recipients (Prepare's and PrepareBatch's): sandbox
 // simulations, `suppressed` for those on the team's suppression list
 // (suppressed, keyed by lower-case address), `failed` for those outside
 // the email's topic (offTopic, keyed by normalised address), and the

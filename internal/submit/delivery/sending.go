@@ -21,7 +21,6 @@ import (
 	"log/slog"
 	"net/url"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -302,20 +301,11 @@ func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contra
 	if buildErr != nil {
 		return contract.PrepareResult{}, buildErr
 	}
+	b, err := a.route(&load)
+	if err != nil {
+		return contract.PrepareResult{}, err
+	}
 	e := load.Email
-	if perRecipient(e) && a.unsubscribe == nil {
-		return contract.PrepareResult{}, temporal.NewNonRetryableApplicationError(errNoLinks.Error(), contract.ErrTypePermanent, errNoLinks)
-	}
-	region, tls := DefaultRegion, store.TLSOpportunistic
-	rp := returnPath(e, a.hostname)
-	if e.DomainID != nil {
-		d := load.Domain
-		if d == nil {
-			return contract.PrepareResult{}, classify(fmt.Errorf("loading domain of %s: %w", id, store.ErrNotFound))
-		}
-		region, tls = d.Region, d.TLS
-		rp = DomainReturnPath(a.verpKey, e.ID, *d)
-	}
 	if load.Message == nil { // not stored by an earlier try
 		// A concurrent try may have stored its own build first: the
 		// stored message is the one that is sent.
@@ -323,20 +313,8 @@ func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contra
 			return contract.PrepareResult{}, err
 		}
 	}
-	pool := load.IPPool
-	if pool == a.defaultPool {
-		pool = "" // the default queues
-	}
-	local := slices.Contains(a.localRegions, region) && a.sends(pool)
-	res := contract.PrepareResult{TeamID: e.TeamID}
-	// Recipients with an outcome are done: a restarted workflow (after a
-	// crash, or an erasure that canceled a recipient) neither sends to
-	// them again nor names them in its history.
-	e.Recipients = slices.DeleteFunc(slices.Clone(e.Recipients), func(r store.Recipient) bool {
-		return store.IsFinal(r.Status)
-	})
 	var real []string
-	for _, r := range e.Recipients {
+	for _, r := range b.rcpts {
 		if _, ok := sandbox.Outcome(r.Address); !ok {
 			real = append(real, r.Address)
 		}
@@ -357,34 +335,8 @@ func (a *Sending) Prepare(ctx context.Context, in contract.PrepareInput) (contra
 			}
 		}
 	}
-	var evs []store.Event // `sent` was recorded by the claim
-	groups := map[string]int{}
-	for _, r := range e.Recipients {
-		if outcome, ok := sandbox.Outcome(r.Address); ok {
-			res.Sandbox = append(res.Sandbox, contract.SandboxRecipient{Address: r.Address, Events: outcome})
-			continue
-		}
-		if why, ok := suppressed[strings.ToLower(r.Address)]; ok {
-			evs = append(evs, store.Event{Type: store.EventSuppressed, Recipient: r.Address,
-				Detail: map[string]any{"reason": "The address is on the team's suppression list.", "suppression": why}})
-			continue
-		}
-		if offTopic[store.NormalizeAddress(r.Address)] {
-			// Resend: a recipient opted out of the email's topic is not
-			// sent to, and the email fails for it.
-			evs = append(evs, store.Event{Type: store.EventFailed, Recipient: r.Address,
-				Detail: map[string]any{"reason": TopicOptOutReason(*e.TopicID), "topic_id": e.TopicID.String()}})
-			continue
-		}
-		i, ok := groups[r.Domain]
-		if !ok {
-			i = len(res.Groups)
-			groups[r.Domain] = i
-			res.Groups = append(res.Groups, contract.DeliveryGroup{Domain: r.Domain, Region: region, Pool: pool, TLS: tls,
-				ReturnPath: rp, Local: local})
-		}
-		res.Groups[i].Recipients = append(res.Groups[i].Recipients, r.Address)
-	}
+	res, evs := b.split(suppressed, offTopic)
+	res.TeamID = e.TeamID
 	if len(evs) > 0 {
 		if err := a.record(ctx, id, evs); err != nil {
 			return contract.PrepareResult{}, err
