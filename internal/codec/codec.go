@@ -19,6 +19,8 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/posthaste/posthaste/internal/store"
 )
 
 // Payload metadata. A tagged payload (made by the data converter) carries
@@ -44,7 +46,67 @@ func NewDataConverter(parent converter.DataConverter, c *Codec) converter.DataCo
 	if parent == nil {
 		parent = converter.GetDefaultDataConverter()
 	}
-	return converter.NewCodecDataConverter(&tagger{DataConverter: parent, keys: c.keys}, c)
+	return &replaySafe{DataConverter: converter.NewCodecDataConverter(&tagger{DataConverter: parent, keys: c.keys}, c)}
+}
+
+// replaySafe is the data converter of NewDataConverter. Bound to a
+// workflow (WithWorkflowContext), a payload that cannot be decrypted for
+// now, because PostgreSQL, which holds the subject keys, is unavailable,
+// panics instead of returning the error: the workflow code would take the
+// error for its step's (a local activity's recorded result, read again on
+// replay after a restart) and could end the workflow, leaving its email
+// without an outcome; a panic fails only the workflow task, which Temporal
+// retries until the database is back. Erased keys (ErrErased) and every
+// other error, and every decoding outside a workflow (an activity's
+// input, which the activity's retry policy retries), return as they are.
+type replaySafe struct {
+	converter.DataConverter
+	inWorkflow bool
+}
+
+// TransientDecodeError is the panic value of a payload that a workflow
+// could not decode while the subject keys were unreadable.
+type TransientDecodeError struct{ Err error }
+
+func (e TransientDecodeError) Error() string {
+	return "decoding a payload in a workflow, retried with its task: " + e.Err.Error()
+}
+
+func (e TransientDecodeError) Unwrap() error { return e.Err }
+
+func (r *replaySafe) check(err error) error {
+	if err != nil && r.inWorkflow && errors.Is(err, store.ErrUnavailable) && !errors.Is(err, ErrErased) {
+		panic(TransientDecodeError{err})
+	}
+	return err
+}
+
+// FromPayload implements converter.DataConverter.
+func (r *replaySafe) FromPayload(p *commonpb.Payload, valuePtr any) error {
+	return r.check(r.DataConverter.FromPayload(p, valuePtr))
+}
+
+// FromPayloads implements converter.DataConverter.
+func (r *replaySafe) FromPayloads(ps *commonpb.Payloads, valuePtrs ...any) error {
+	return r.check(r.DataConverter.FromPayloads(ps, valuePtrs...))
+}
+
+// WithWorkflowContext implements converter.ContextAware.
+func (r *replaySafe) WithWorkflowContext(ctx converter.WorkflowContext) converter.DataConverter {
+	dc := r.DataConverter
+	if ca, ok := dc.(converter.ContextAware); ok {
+		dc = ca.WithWorkflowContext(ctx)
+	}
+	return &replaySafe{DataConverter: dc, inWorkflow: true}
+}
+
+// WithContext implements converter.ContextAware.
+func (r *replaySafe) WithContext(ctx context.Context) converter.DataConverter {
+	dc := r.DataConverter
+	if ca, ok := dc.(converter.ContextAware); ok {
+		dc = ca.WithContext(ctx)
+	}
+	return &replaySafe{DataConverter: dc, inWorkflow: r.inWorkflow}
 }
 
 // tagger tags the payloads of PersonalData values.

@@ -502,3 +502,67 @@ func TestKeysSurviveMasterKeyRotation(t *testing.T) {
 		t.Fatalf("erasure after rotation: %v", err)
 	}
 }
+
+// downable is a KeyStore that can be made unavailable, as PostgreSQL is
+// during an outage.
+type downable struct {
+	codec.KeyStore
+	down bool
+}
+
+func (d *downable) FindSubjectKeys(ctx context.Context, team uuid.UUID, subjects [][]byte) (map[string]store.SubjectKey, error) {
+	if d.down {
+		return nil, fmt.Errorf("reading: %w: connection refused", store.ErrUnavailable)
+	}
+	return d.KeyStore.FindSubjectKeys(ctx, team, subjects)
+}
+
+// A payload that cannot be decrypted while the subject keys are
+// unreadable fails a workflow's task (a panic the SDK turns into a retried
+// task) instead of reaching the workflow code as its step's error; outside
+// a workflow, and for erased keys, decoding returns the error.
+func TestWorkflowDecodingWaitsOutAnOutage(t *testing.T) {
+	f := newFixture(t)
+	p := f.encode(t, mail{Team: f.team, To: []string{"frank@example.test"}})
+	ks := &downable{KeyStore: f.st.Privacy, down: true}
+	keys, err := codec.NewKeys(codec.Config{}, f.box, ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc := codec.NewDataConverter(nil, codec.New(keys))
+	var out mail
+	if err := dc.FromPayload(p, &out); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("outside a workflow: %v", err)
+	}
+	wdc := dc.(converter.ContextAware).WithWorkflowContext(nil)
+	for name, decode := range map[string]func() error{
+		"FromPayload":  func() error { return wdc.FromPayload(p, &out) },
+		"FromPayloads": func() error { return wdc.FromPayloads(&commonpb.Payloads{Payloads: []*commonpb.Payload{p}}, &out) },
+		"WithContext after": func() error {
+			return wdc.(converter.ContextAware).WithContext(context.Background()).FromPayload(p, &out)
+		},
+	} {
+		func() {
+			defer func() {
+				r := recover()
+				tde, ok := r.(codec.TransientDecodeError)
+				if !ok || !errors.Is(tde, store.ErrUnavailable) {
+					t.Errorf("%s: recovered %v, want a TransientDecodeError", name, r)
+				}
+			}()
+			err := decode()
+			t.Errorf("%s: returned %v instead of panicking", name, err)
+		}()
+	}
+	ks.down = false
+	if err := wdc.FromPayload(p, &out); err != nil || out.To[0] != "frank@example.test" {
+		t.Fatalf("once the database is back: %v %+v", err, out)
+	}
+	if err := f.keys.Erase(context.Background(), f.team, "frank@example.test"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, fresh := f.open(t)
+	if err := fresh.(converter.ContextAware).WithWorkflowContext(nil).FromPayload(p, &out); !errors.Is(err, codec.ErrErased) {
+		t.Fatalf("erased, in a workflow: %v", err)
+	}
+}
