@@ -29,18 +29,7 @@ func (s *Emails) ClaimManyForSending(ctx context.Context, ids []uuid.UUID, now t
 	webhookArgs(args, Event{Type: EventSent}, now)
 	claimed := map[uuid.UUID]bool{}
 	b := &pgx.Batch{}
-	b.Queue(`WITH claim AS (
-			UPDATE email SET last_event = 'sent', updated_at = @now, rcpt_status = coalesce((SELECT array_agg(CASE WHEN st = ANY (`+finalStatesArray+`) THEN st ELSE 'sent' END
-					ORDER BY n) FROM unnest(rcpt_status) WITH ORDINALITY r(st, n)), rcpt_status),
-				message_id = coalesce(message_id, id::text || '@' || from_domain)
-			WHERE id = ANY (@ids::uuid[]) AND (last_event = 'queued'
-				OR (last_event = 'scheduled' AND (scheduled_at IS NULL OR scheduled_at <= @due)))
-			RETURNING id
-		), ins AS (
-			INSERT INTO email_event (email_id, type, created_at) SELECT id, 'sent', @now FROM claim
-			ON CONFLICT DO NOTHING
-			RETURNING email_id
-		)`+emailWebhooksCTE+`
+	b.Queue(claimSendingSQL(`id = ANY (@ids::uuid[])`)+`
 		SELECT id FROM claim`, args).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id uuid.UUID

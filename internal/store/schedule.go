@@ -43,6 +43,27 @@ type SendClaim struct {
 	ScheduledAt *time.Time // the current scheduled time
 }
 
+// claimSendingSQL is the WITH clause that claims the emails matching
+// which (a condition on email.id) for sending, as ClaimForSending and
+// ClaimManyForSending do: a queued or due email moves to `sent`, its
+// recipients without an outcome too, its Message-ID is fixed, and the
+// event and its webhooks (emailWebhooksCTE, args of webhookArgs) are
+// written. The claimed ids are in the CTE claim.
+func claimSendingSQL(which string) string {
+	return `WITH claim AS (
+			UPDATE email SET last_event = 'sent', updated_at = @now, rcpt_status = coalesce((SELECT array_agg(CASE WHEN st = ANY (` + finalStatesArray + `) THEN st ELSE 'sent' END
+					ORDER BY n) FROM unnest(rcpt_status) WITH ORDINALITY r(st, n)), rcpt_status),
+				message_id = coalesce(message_id, id::text || '@' || from_domain)
+			WHERE ` + which + ` AND (last_event = 'queued'
+				OR (last_event = 'scheduled' AND (scheduled_at IS NULL OR scheduled_at <= @due)))
+			RETURNING id
+		), ins AS (
+			INSERT INTO email_event (email_id, type, created_at) SELECT id, 'sent', @now FROM claim
+			ON CONFLICT DO NOTHING
+			RETURNING email_id
+		)` + emailWebhooksCTE
+}
+
 // ClaimForSending is the point of no return of a send: one conditional
 // UPDATE moves a queued email, or a scheduled one whose time has come
 // (within skew of now), to `sent`, recording the event and the recipients'
@@ -58,18 +79,7 @@ func (s *Emails) ClaimForSending(ctx context.Context, id uuid.UUID, now time.Tim
 	// Recipients with an outcome (an erasure canceled one before the
 	// claim) keep it. The claim also fixes the Message-ID (the one the build step writes,
 	// <email id>@<sender domain>), so the email.sent webhook carries it.
-	b.Queue(`WITH claim AS (
-			UPDATE email SET last_event = 'sent', updated_at = @now, rcpt_status = coalesce((SELECT array_agg(CASE WHEN st = ANY (`+finalStatesArray+`) THEN st ELSE 'sent' END
-					ORDER BY n) FROM unnest(rcpt_status) WITH ORDINALITY r(st, n)), rcpt_status),
-				message_id = coalesce(message_id, id::text || '@' || from_domain)
-			WHERE id = @id AND (last_event = 'queued'
-				OR (last_event = 'scheduled' AND (scheduled_at IS NULL OR scheduled_at <= @due)))
-			RETURNING id
-		), ins AS (
-			INSERT INTO email_event (email_id, type, created_at) SELECT id, 'sent', @now FROM claim
-			ON CONFLICT DO NOTHING
-			RETURNING email_id
-		)`+emailWebhooksCTE+`
+	b.Queue(claimSendingSQL(`id = @id`)+`
 		SELECT count(*) > 0 FROM claim`, args).QueryRow(func(r pgx.Row) error { return r.Scan(&c.Claimed) })
 	b.Queue(`SELECT last_event, scheduled_at FROM email WHERE id = @id`, args).
 		QueryRow(func(r pgx.Row) error { return r.Scan(&c.LastEvent, &c.ScheduledAt) })
