@@ -83,7 +83,7 @@ func runPools(ctx context.Context, bin string, n int, out, progress io.Writer) e
 }
 
 // poolsIn is runPools in its root, with its binary.
-func poolsIn(ctx context.Context, bin, root string, n int, p, logf func(string, ...any)) (err error) {
+func poolsIn(ctx context.Context, bin, root string, n int, p, logf func(string, ...any)) error {
 	rules, err := shaping.ParseRules(poolsShaping)
 	if err != nil {
 		return fmt.Errorf("parsing the step's shaping: %w", err)
@@ -123,19 +123,16 @@ func poolsIn(ctx context.Context, bin, root string, n int, p, logf func(string, 
 		"POSTHASTE_DELIVERY_RETRY_INITIAL=1s",
 		"POSTHASTE_DELIVERY_RETRY_MAX=3s",
 	)
-	logf("starting posthaste dev")
-	dev, err := startDev(ctx, bin, root, logf, env...)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		logf("stopping posthaste dev")
-		if serr := dev.stop(); serr != nil && err == nil {
-			err = serr
-		}
-	}()
-	p("dev: ready in %s", fmtDur(dev.readyIn))
+	return withDev(ctx, bin, root, logf, env, func(dev *devProcess) error {
+		p("dev: ready in %s", fmtDur(dev.readyIn))
+		return poolsOn(ctx, dev, dns, rec, rules, n, p, logf)
+	})
+}
 
+// poolsOn is the pools step on its dev, once the bench's DNS server and
+// MX run.
+func poolsOn(ctx context.Context, dev *devProcess, dns *dnstest.Server, rec *shapeRecorder, rules shaping.Rules, n int,
+	p, logf func(string, ...any)) error {
 	c := newChaosClient(dev.base, dev.creds.APIKey)
 	var names []string
 	for _, s := range poolsSpecs {
