@@ -204,7 +204,11 @@ func withServices(cfg *dashboard.Config, st *store.Store, deps serviceDeps) {
 func (f *fixture) browser() *http.Client {
 	jar, err := cookiejar.New(nil)
 	require.NoError(f.t, err)
-	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	// The server's own transport: closing another test's httptest server closes
+	// the idle connections of http.DefaultTransport, and a POST on one of them
+	// fails instead of being retried.
+	return &http.Client{Transport: f.srv.Client().Transport, Jar: jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 func get(t *testing.T, c *http.Client, u string) (*http.Response, string) {
@@ -409,7 +413,7 @@ func TestAPIKeysPage(t *testing.T) {
 
 	req, _ := http.NewRequest("GET", f.srv.URL+"/emails", nil)
 	req.Header.Set("Authorization", "Bearer "+newKey)
-	res, err := http.DefaultClient.Do(req)
+	res, err := f.srv.Client().Do(req)
 	require.NoError(t, err)
 	res.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, res.StatusCode, "a sending key cannot read")
@@ -427,7 +431,7 @@ func TestAPIKeysPage(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
 	req, _ = http.NewRequest("POST", f.srv.URL+"/emails", strings.NewReader(`{}`))
 	req.Header.Set("Authorization", "Bearer "+newKey)
-	res, err = http.DefaultClient.Do(req)
+	res, err = f.srv.Client().Do(req)
 	require.NoError(t, err)
 	res.Body.Close()
 	require.Equal(t, http.StatusForbidden, res.StatusCode, "revoked at once")

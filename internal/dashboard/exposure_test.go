@@ -84,7 +84,7 @@ func TestTokensOfLinksStayOutOfTheLog(t *testing.T) {
 	const token = "Zm9vYmFyLXNlY3JldC1saW5rLXRva2Vu"
 	f.store.Close() // every lookup fails from here on
 	for _, path := range []string{"/dashboard/invite/" + token, "/dashboard/reset/" + token} {
-		res, err := http.Get(f.srv.URL + path)
+		res, err := f.srv.Client().Get(f.srv.URL + path)
 		require.NoError(t, err)
 		_ = res.Body.Close()
 		require.Equal(t, http.StatusInternalServerError, res.StatusCode, path)

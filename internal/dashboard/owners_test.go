@@ -25,7 +25,7 @@ func (f *fixture) apiStatus(method, path, key string) (int, string) {
 	req, err := http.NewRequest(method, f.srv.URL+path, nil)
 	require.NoError(f.t, err)
 	req.Header.Set("Authorization", "Bearer "+key)
-	res, err := http.DefaultClient.Do(req)
+	res, err := f.srv.Client().Do(req)
 	require.NoError(f.t, err)
 	defer res.Body.Close()
 	raw, err := io.ReadAll(res.Body)

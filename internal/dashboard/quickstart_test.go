@@ -88,7 +88,7 @@ func TestQuickStartForAnEmptyTeam(t *testing.T) {
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
-	sent, err := http.DefaultClient.Do(req)
+	sent, err := f.srv.Client().Do(req)
 	require.NoError(t, err)
 	sent.Body.Close()
 	require.Equal(t, http.StatusOK, sent.StatusCode)

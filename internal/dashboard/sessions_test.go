@@ -166,7 +166,7 @@ func apiStatus(t *testing.T, f *fixture, key string) int {
 	req, err := http.NewRequest("GET", f.srv.URL+"/emails", nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+key)
-	res, err := http.DefaultClient.Do(req)
+	res, err := f.srv.Client().Do(req)
 	require.NoError(t, err)
 	res.Body.Close()
 	return res.StatusCode
