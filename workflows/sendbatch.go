@@ -1,11 +1,9 @@
 package workflows
 
 import (
-	"cmp"
 	"errors"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/posthaste/posthaste/workflows/contract"
@@ -212,79 +210,4 @@ func (s *batchSends) deliver(ctx workflow.Context, i int, prep contract.PrepareR
 		futures := startDeliveries(ctx, id, prep, s.delivery)
 		s.errs[i] = recordUndelivered(ctx, id, prep, futures, s.delivery)
 	})
-}
-
-// startDeliveries starts the delivery of each group of a prepared email
-// (sendOne's and PrepareBatch's): a Deliver activity on the queue of the group's region
-// and pool, or a first attempt run locally (deliverLocalFirst) when
-// Prepare says this worker serves it. The futures are the groups', in
-// order.
-func startDeliveries(ctx workflow.Context, emailID string, prep contract.PrepareResult, delivery DeliveryPolicy) []workflow.Future {
-	futures := make([]workflow.Future, len(prep.Groups))
-	for i, g := range prep.Groups {
-		opts := workflow.ActivityOptions{
-			TaskQueue:              DeliverTaskQueue(g.Region, g.Pool),
-			StartToCloseTimeout:    30 * time.Minute,
-			ScheduleToCloseTimeout: delivery.Expire,
-			HeartbeatTimeout:       cmp.Or(delivery.Heartbeat, DefaultDeliverHeartbeat),
-			RetryPolicy: &temporal.RetryPolicy{
-				InitialInterval:        delivery.Initial,
-				BackoffCoefficient:     delivery.Backoff,
-				MaximumInterval:        delivery.Max,
-				NonRetryableErrorTypes: []string{contract.ErrTypePermanent},
-			},
-		}
-		in := contract.DeliverInput{
-			EmailID: emailID, TeamID: prep.TeamID, Domain: g.Domain, Recipients: g.Recipients, TLS: g.TLS, ReturnPath: g.ReturnPath,
-			Pool: g.Pool,
-		}
-		if g.Local {
-			in.Region = g.Region
-			futures[i] = deliverLocalFirst(ctx, in, g.First, opts, delivery.Initial)
-			continue
-		}
-		futures[i] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.DeliverName, in)
-	}
-	return futures
-}
-
-// recordUndelivered waits for the groups' deliveries (startDeliveries) and
-// ends the recipients of a group whose delivery never succeeded within
-// its policy as a transient bounce, and those of one that failed
-// permanently (not through the MX's answer, which Deliver records itself)
-// as failed. A canceled delivery is returned as it is.
-func recordUndelivered(ctx workflow.Context, emailID string, prep contract.PrepareResult, futures []workflow.Future,
-	delivery DeliveryPolicy) error {
-	var expired []contract.EventInput
-	for i, f := range futures {
-		err := f.Get(ctx, nil)
-		if err == nil {
-			continue
-		}
-		var canceled *temporal.CanceledError
-		if errors.As(err, &canceled) {
-			return err
-		}
-		if reason, ok := contract.PermanentReason(err); ok {
-			for _, rcpt := range prep.Groups[i].Recipients {
-				expired = append(expired, contract.EventInput{
-					Type: contract.EventFailed, Recipient: rcpt, Detail: map[string]any{"reason": reason},
-				})
-			}
-			continue
-		}
-		for _, rcpt := range prep.Groups[i].Recipients {
-			expired = append(expired, contract.EventInput{
-				Type: contract.EventBounced, Recipient: rcpt,
-				Detail: contract.BounceDetail("Transient", "General", expiredMessage(err), nil),
-			})
-		}
-	}
-	if len(expired) == 0 {
-		return nil
-	}
-	lctx := workflow.WithLocalActivityOptions(ctx, delivery.Steps.localOptions(stepAttempt))
-	return workflow.ExecuteLocalActivity(lctx, contract.RecordEventsName, contract.RecordEventsInput{
-		EmailID: emailID, TeamID: prep.TeamID, Events: expired,
-	}).Get(ctx, nil)
 }
